@@ -1,0 +1,64 @@
+// swift-tools-version:6.0
+import PackageDescription
+
+/// rollout: a terminal console for rolling out Firebase App Check with App Attest a percentage at a time.
+///
+/// Layers: pure core modules (JSON, RemoteConfig, Rollout, Telemetry, StepUp, Console) know no terminal,
+/// database, network or wall clock; adapters (Store, Terminal, AppCheck's libcrypto use) sit at the edges;
+/// the `rollout` executable wires them.
+let strict: [SwiftSetting] = [.swiftLanguageMode(.v6)]
+
+let package = Package(
+    name: "rollout",
+    platforms: [.macOS(.v14)],
+    products: [
+        .executable(name: "rollout", targets: ["rollout"]),
+        .executable(name: "rollout-bench", targets: ["rollout-bench"]),
+    ],
+    targets: [
+        // System libraries (Debian: libncurses-dev, libsqlite3-dev, libssl-dev).
+        .systemLibrary(name: "CNcurses", path: "Sources/CNcurses"),
+        .systemLibrary(name: "CSQLite", path: "Sources/CSQLite"),
+        .systemLibrary(name: "COpenSSL", path: "Sources/COpenSSL"),
+
+        // Pure core.
+        .target(name: "JSON", swiftSettings: strict),
+        .target(name: "Timekeeping", swiftSettings: strict),
+        .target(name: "Crypto", dependencies: ["COpenSSL"], swiftSettings: strict),
+        .target(name: "RemoteConfig", dependencies: ["JSON", "Crypto"], swiftSettings: strict),
+        .target(name: "Rollout", dependencies: ["RemoteConfig", "JSON", "Crypto", "Timekeeping"], swiftSettings: strict),
+        .target(name: "Telemetry", dependencies: ["JSON", "Timekeeping", "Rollout"], swiftSettings: strict),
+        .target(name: "StepUp", dependencies: ["Crypto", "Timekeeping", "Rollout"], swiftSettings: strict),
+        .target(name: "AppCheck", dependencies: ["Crypto", "COpenSSL", "JSON", "Timekeeping"], swiftSettings: strict),
+        .target(name: "Console", dependencies: ["Rollout", "Telemetry", "Timekeeping"], swiftSettings: strict),
+
+        // Adapters.
+        .target(name: "Store", dependencies: ["CSQLite", "JSON", "Crypto", "RemoteConfig", "Rollout", "Telemetry", "AppCheck", "StepUp", "Timekeeping"], swiftSettings: strict),
+        .target(name: "Terminal", dependencies: ["CNcurses", "Console"], swiftSettings: strict),
+        .target(name: "FleetSimulator", dependencies: ["RemoteConfig", "Rollout", "Telemetry", "AppCheck", "Crypto", "Timekeeping"], swiftSettings: strict),
+        .target(name: "CommandLineKit", swiftSettings: strict),
+        .target(name: "TestSupport", path: "Tests/Support", swiftSettings: strict),
+
+        // Executables.
+        .executableTarget(
+            name: "rollout",
+            dependencies: ["CommandLineKit", "JSON", "RemoteConfig", "Rollout", "Telemetry", "Store", "AppCheck", "StepUp", "FleetSimulator", "Console", "Terminal", "Timekeeping", "Crypto"],
+            swiftSettings: strict),
+        .executableTarget(
+            name: "rollout-bench",
+            dependencies: ["JSON", "RemoteConfig", "Rollout", "Telemetry", "Store", "AppCheck", "StepUp", "FleetSimulator", "Console", "Crypto", "COpenSSL", "CSQLite", "Timekeeping"],
+            swiftSettings: strict),
+
+        // Tests: one target per module; EndToEnd drives the built binary.
+        .testTarget(name: "JSONTests", dependencies: ["TestSupport", "JSON"], swiftSettings: strict),
+        .testTarget(name: "RemoteConfigTests", dependencies: ["TestSupport", "RemoteConfig", "JSON"], swiftSettings: strict),
+        .testTarget(name: "RolloutTests", dependencies: ["TestSupport", "Rollout", "RemoteConfig", "JSON", "Timekeeping"], swiftSettings: strict),
+        .testTarget(name: "TelemetryTests", dependencies: ["TestSupport", "Telemetry", "Rollout", "JSON", "Timekeeping"], swiftSettings: strict),
+        .testTarget(name: "StoreTests", dependencies: ["TestSupport", "Store", "Rollout", "RemoteConfig", "Telemetry", "JSON", "Timekeeping"], swiftSettings: strict),
+        .testTarget(name: "AppCheckTests", dependencies: ["TestSupport", "AppCheck", "Crypto", "JSON", "Timekeeping"], swiftSettings: strict),
+        .testTarget(name: "StepUpTests", dependencies: ["TestSupport", "StepUp", "Rollout", "Timekeeping", "Crypto"], swiftSettings: strict),
+        .testTarget(name: "FleetSimulatorTests", dependencies: ["TestSupport", "FleetSimulator", "Telemetry", "Rollout", "RemoteConfig", "AppCheck", "Timekeeping"], swiftSettings: strict),
+        .testTarget(name: "ConsoleTests", dependencies: ["TestSupport", "Console", "Rollout", "Telemetry", "Timekeeping"], swiftSettings: strict),
+        .testTarget(name: "EndToEndTests", dependencies: ["TestSupport"], swiftSettings: strict),
+    ]
+)

@@ -1,0 +1,89 @@
+extension Command {
+    /// The help text of this command, reached through `path`, wrapped to `width` columns.
+    ///
+    /// Global options are the options of the ancestors; they are listed after the command's own.
+    public func helpText(path: [String], globalOptions: [Option] = [], width: Int = 100) -> String {
+        var out: [String] = []
+        let full = path.joined(separator: " ")
+        out.append("\(full): \(summary)")
+        out.append("")
+        var usage = "USAGE: \(full)"
+        if !subcommands.isEmpty { usage += " <command>" }
+        if !options.isEmpty || !globalOptions.isEmpty { usage += " [options]" }
+        for p in positionals {
+            let n = p.variadic ? "\(p.name)..." : p.name
+            usage += p.optional ? " [\(n)]" : " \(n)"
+        }
+        out.append(usage)
+        if !discussion.isEmpty {
+            out.append("")
+            out += Command.wrap(discussion, width: width, indent: "")
+        }
+        if !subcommands.isEmpty {
+            out.append("")
+            out.append("COMMANDS:")
+            let w = min(18, (subcommands.map(\.name.count).max() ?? 0) + 2)
+            for s in subcommands { out += Command.row(s.name, s.summary, nameWidth: w, width: width) }
+        }
+        if !positionals.isEmpty {
+            out.append("")
+            out.append("ARGUMENTS:")
+            let w = min(18, (positionals.map(\.name.count).max() ?? 0) + 2)
+            for p in positionals { out += Command.row(p.name, p.help, nameWidth: w, width: width) }
+        }
+        func optionRows(_ opts: [Option]) -> [String] {
+            let labels = opts.map { o in o.names.joined(separator: ", ") + (o.valueName.map { " \($0)" } ?? "") }
+            let w = min(28, (labels.map(\.count).max() ?? 0) + 2)
+            return zip(labels, opts).flatMap { Command.row($0, $1.help, nameWidth: w, width: width) }
+        }
+        if !options.isEmpty {
+            out.append("")
+            out.append("OPTIONS:")
+            out += optionRows(options)
+        }
+        if !globalOptions.isEmpty {
+            out.append("")
+            out.append("GLOBAL OPTIONS:")
+            out += optionRows(globalOptions)
+        }
+        out.append("")
+        out.append("  -h, --help  Show this help.")
+        if !examples.isEmpty {
+            out.append("")
+            out.append("EXAMPLES:")
+            for e in examples { out.append("  \(e)") }
+        }
+        if !subcommands.isEmpty {
+            out.append("")
+            out.append("See '\(full) <command> --help' for the options of each command.")
+        }
+        return out.joined(separator: "\n") + "\n"
+    }
+
+    static func row(_ name: String, _ text: String, nameWidth: Int, width: Int) -> [String] {
+        let indent = String(repeating: " ", count: nameWidth + 2)
+        let lines = wrap(text, width: width, indent: indent)
+        let head = "  " + name
+        if head.count < indent.count, let first = lines.first {
+            return [head + String(repeating: " ", count: indent.count - head.count) + first.dropFirst(indent.count)]
+                + lines.dropFirst()
+        }
+        return [head] + lines
+    }
+
+    static func wrap(_ text: String, width: Int, indent: String) -> [String] {
+        var result: [String] = []
+        for paragraph in text.split(separator: "\n", omittingEmptySubsequences: false) {
+            var line = indent
+            for word in paragraph.split(separator: " ") {
+                if line.count > indent.count, line.count + 1 + word.count > width {
+                    result.append(line)
+                    line = indent
+                }
+                line += (line.count > indent.count ? " " : "") + word
+            }
+            result.append(line)
+        }
+        return result
+    }
+}

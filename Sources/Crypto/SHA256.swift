@@ -1,0 +1,92 @@
+import Foundation
+import COpenSSL
+
+/// SHA-256 through libcrypto.
+///
+/// The one-shot and incremental forms use libcrypto's low-level SHA-256 API, which avoids the per-call context
+/// allocation of EVP and is the fastest path for the many short inputs of percentile evaluation.
+public enum SHA256 {
+    public static let digestLength = 32
+
+    /// The digest of `bytes`.
+    public static func hash<Bytes: ContiguousBytes>(_ bytes: Bytes) -> [UInt8] {
+        var out = [UInt8](repeating: 0, count: 32)
+        bytes.withUnsafeBytes { buf in
+            out.withUnsafeMutableBufferPointer { o in
+                _ = COpenSSL.SHA256(buf.baseAddress?.assumingMemoryBound(to: UInt8.self), buf.count, o.baseAddress)
+            }
+        }
+        return out
+    }
+
+    /// The digest of the UTF-8 bytes of `string`.
+    public static func hash(_ string: String) -> [UInt8] {
+        var s = string
+        return s.withUTF8 { hash(UnsafeRawBufferPointer($0)) }
+    }
+
+    /// Lowercase hex of the digest of `bytes`.
+    public static func hex<Bytes: ContiguousBytes>(_ bytes: Bytes) -> String { Hex.encode(hash(bytes)) }
+
+    /// An incremental hasher; `copy()` lets a common prefix be hashed once and reused.
+    public struct Hasher: Sendable {
+        private var context = SHA256_CTX()
+
+        public init() { SHA256_Init(&context) }
+
+        public mutating func update<Bytes: ContiguousBytes>(_ bytes: Bytes) {
+            bytes.withUnsafeBytes { buf in _ = SHA256_Update(&context, buf.baseAddress, buf.count) }
+        }
+
+        public mutating func update(_ buffer: UnsafeRawBufferPointer) {
+            _ = SHA256_Update(&context, buffer.baseAddress, buffer.count)
+        }
+
+        public mutating func update(_ string: String) {
+            var s = string
+            s.withUTF8 { buf in _ = SHA256_Update(&context, buf.baseAddress, buf.count) }
+        }
+
+        /// Finishes into `out` (32 bytes) without allocating.
+        public mutating func finish(into out: UnsafeMutablePointer<UInt8>) { SHA256_Final(out, &context) }
+
+        public mutating func finish() -> [UInt8] {
+            var out = [UInt8](repeating: 0, count: 32)
+            out.withUnsafeMutableBufferPointer { finish(into: $0.baseAddress!) }
+            return out
+        }
+    }
+}
+
+/// HMAC through libcrypto (SHA-1 for TOTP, SHA-256 elsewhere).
+public enum HMAC {
+    public enum Algorithm: Sendable { case sha1, sha256 }
+
+    public static func authenticate<K: ContiguousBytes, M: ContiguousBytes>(_ algorithm: Algorithm, key: K, message: M) -> [UInt8] {
+        let md = algorithm == .sha1 ? EVP_sha1() : EVP_sha256()
+        var out = [UInt8](repeating: 0, count: Int(EVP_MAX_MD_SIZE))
+        var length: UInt32 = 0
+        key.withUnsafeBytes { k in
+            message.withUnsafeBytes { m in
+                _ = COpenSSL.HMAC(md, k.baseAddress, Int32(k.count), m.baseAddress?.assumingMemoryBound(to: UInt8.self), m.count, &out, &length)
+            }
+        }
+        return Array(out.prefix(Int(length)))
+    }
+}
+
+/// Cryptographically secure random bytes from libcrypto's DRBG.
+public enum SecureRandom {
+    public static func bytes(_ count: Int) -> [UInt8] {
+        var out = [UInt8](repeating: 0, count: count)
+        let ok = out.withUnsafeMutableBufferPointer { RAND_bytes($0.baseAddress, Int32(count)) }
+        precondition(ok == 1, "RAND_bytes failed: the system random source is unavailable")
+        return out
+    }
+}
+
+/// Constant-time comparison for secrets and MACs.
+public func constantTimeEquals(_ a: [UInt8], _ b: [UInt8]) -> Bool {
+    guard a.count == b.count else { return false }
+    return a.withUnsafeBytes { x in b.withUnsafeBytes { y in CRYPTO_memcmp(x.baseAddress, y.baseAddress, a.count) == 0 } }
+}

@@ -1,0 +1,169 @@
+import Foundation
+
+/// A source of the current time, injected everywhere the core needs "now".
+///
+/// Core code never reads the wall clock directly: refresh ticks, staleness, TTLs, lockouts and the simulator
+/// all take a `Clock`, so that tests can move time by hand and the simulator can run faster than real time.
+public protocol Clock: Sendable {
+    /// The current instant.
+    func now() -> Instant
+}
+
+/// An instant as whole microseconds since the Unix epoch (UTC).
+///
+/// Microseconds match the resolution of Google Analytics' `event_timestamp`, fit comfortably in 64 bits, and
+/// keep arithmetic exact (no floating-point drift across long simulations).
+public struct Instant: Hashable, Comparable, Sendable, CustomStringConvertible {
+    public var microseconds: Int64
+
+    public init(microseconds: Int64) { self.microseconds = microseconds }
+    public init(seconds: Int64) { self.microseconds = seconds * 1_000_000 }
+    public init(secondsSince1970 seconds: Double) { self.microseconds = Int64((seconds * 1_000_000).rounded()) }
+    public init(_ date: Date) { self.init(secondsSince1970: date.timeIntervalSince1970) }
+
+    public var seconds: Int64 { microseconds >= 0 ? microseconds / 1_000_000 : -((-microseconds + 999_999) / 1_000_000) }
+    public var secondsSince1970: Double { Double(microseconds) / 1_000_000 }
+    public var date: Date { Date(timeIntervalSince1970: secondsSince1970) }
+
+    public static func < (a: Instant, b: Instant) -> Bool { a.microseconds < b.microseconds }
+    public static func + (a: Instant, d: Duration) -> Instant { Instant(microseconds: a.microseconds + d.microseconds) }
+    public static func - (a: Instant, d: Duration) -> Instant { Instant(microseconds: a.microseconds - d.microseconds) }
+    public static func - (a: Instant, b: Instant) -> Duration { Duration(microseconds: a.microseconds - b.microseconds) }
+
+    /// RFC 3339 / ISO 8601 in UTC with millisecond precision, as Firebase writes `updateTime`.
+    public var iso8601: String { ISO8601.format(self) }
+    public var description: String { iso8601 }
+}
+
+extension Instant {
+    /// A span of time in whole microseconds.
+    public struct Duration: Hashable, Comparable, Sendable, CustomStringConvertible {
+        public var microseconds: Int64
+        public init(microseconds: Int64) { self.microseconds = microseconds }
+        public static func seconds(_ s: Int64) -> Duration { Duration(microseconds: s * 1_000_000) }
+        public static func seconds(_ s: Double) -> Duration { Duration(microseconds: Int64((s * 1_000_000).rounded())) }
+        public static func milliseconds(_ ms: Int64) -> Duration { Duration(microseconds: ms * 1_000) }
+        public static func minutes(_ m: Int64) -> Duration { .seconds(m * 60) }
+        public static func hours(_ h: Int64) -> Duration { .seconds(h * 3600) }
+        public static func days(_ d: Int64) -> Duration { .seconds(d * 86_400) }
+        public var seconds: Double { Double(microseconds) / 1_000_000 }
+        public static func < (a: Duration, b: Duration) -> Bool { a.microseconds < b.microseconds }
+        public static func + (a: Duration, b: Duration) -> Duration { Duration(microseconds: a.microseconds + b.microseconds) }
+        public static func * (a: Duration, k: Int64) -> Duration { Duration(microseconds: a.microseconds * k) }
+        public var description: String { "\(seconds)s" }
+    }
+}
+
+/// The real wall clock; used only by the executable's wiring.
+public struct SystemClock: Clock {
+    public init() {}
+    public func now() -> Instant {
+        var ts = timespec()
+        clock_gettime(CLOCK_REALTIME, &ts)
+        return Instant(microseconds: Int64(ts.tv_sec) * 1_000_000 + Int64(ts.tv_nsec) / 1_000)
+    }
+}
+
+/// A clock that only moves when told to; for tests and for the simulator's virtual time.
+public final class ManualClock: Clock, @unchecked Sendable {
+    private let lock = NSLock()
+    private var current: Instant
+
+    public init(_ start: Instant = Instant(seconds: 1_780_000_000)) { current = start }
+
+    public func now() -> Instant { lock.withLock { current } }
+    public func set(_ instant: Instant) { lock.withLock { current = instant } }
+    public func advance(by d: Instant.Duration) { lock.withLock { current = current + d } }
+}
+
+/// Minimal, allocation-light ISO 8601 formatting and parsing in UTC (no DateFormatter, no locale).
+public enum ISO8601 {
+    /// Formats as `YYYY-MM-DDTHH:MM:SS.mmmZ`.
+    public static func format(_ t: Instant) -> String {
+        let (days, secOfDay) = floorDiv(t.microseconds, 86_400_000_000)
+        let (y, m, d) = civil(fromDays: days)
+        let ms = (secOfDay / 1_000) % 1_000
+        let s = secOfDay / 1_000_000
+        return String(format: "%04lld-%02lld-%02lldT%02lld:%02lld:%02lld.%03lldZ", y, m, d, s / 3600, (s / 60) % 60, s % 60, ms)
+    }
+
+    /// Parses `YYYY-MM-DDTHH:MM:SS[.fraction](Z|±HH:MM)`, also with a space instead of `T` and ` UTC` as the zone
+    /// (the BigQuery export's timestamp text). Returns nil on anything else.
+    public static func parse(_ text: String) -> Instant? {
+        var u = Array(text.utf8)
+        if u.count >= 4, String(decoding: u.suffix(4), as: UTF8.self) == " UTC" { u.removeLast(4); u.append(UInt8(ascii: "Z")) }
+        func num(_ from: Int, _ len: Int) -> Int64? {
+            guard from + len <= u.count else { return nil }
+            var v: Int64 = 0
+            for i in from..<from + len {
+                let c = u[i]
+                guard c >= 48, c <= 57 else { return nil }
+                v = v * 10 + Int64(c - 48)
+            }
+            return v
+        }
+        guard u.count >= 19, let y = num(0, 4), u[4] == 45, let mo = num(5, 2), u[7] == 45, let d = num(8, 2),
+            u[10] == 84 || u[10] == 116 || u[10] == 32, let h = num(11, 2), u[13] == 58, let mi = num(14, 2),
+            u[16] == 58, let s = num(17, 2), (1...12).contains(mo), (1...31).contains(d), h < 24, mi < 60, s < 61
+        else { return nil }
+        var i = 19
+        var micros: Int64 = 0
+        if i < u.count, u[i] == 46 {
+            i += 1
+            var digits = 0
+            while i < u.count, u[i] >= 48, u[i] <= 57 {
+                if digits < 6 { micros = micros * 10 + Int64(u[i] - 48) }
+                digits += 1
+                i += 1
+            }
+            guard digits > 0 else { return nil }
+            for _ in digits..<max(digits, 6) { micros *= 10 }
+        }
+        var offset: Int64 = 0
+        if i < u.count, u[i] == 90 || u[i] == 122 {
+            i += 1
+        } else if i < u.count, u[i] == 43 || u[i] == 45 {
+            let sign: Int64 = u[i] == 43 ? 1 : -1
+            guard let oh = num(i + 1, 2), i + 3 < u.count, u[i + 3] == 58, let om = num(i + 4, 2) else { return nil }
+            offset = sign * (oh * 3600 + om * 60)
+            i += 6
+        } else {
+            return nil
+        }
+        guard i == u.count else { return nil }
+        let days = daysFromCivil(y, mo, d)
+        let secs = days * 86_400 + h * 3600 + mi * 60 + s - offset
+        return Instant(microseconds: secs * 1_000_000 + micros)
+    }
+
+    /// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's algorithm).
+    public static func daysFromCivil(_ y0: Int64, _ m: Int64, _ d: Int64) -> Int64 {
+        let y = m <= 2 ? y0 - 1 : y0
+        let era = (y >= 0 ? y : y - 399) / 400
+        let yoe = y - era * 400
+        let doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1
+        let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy
+        return era * 146_097 + doe - 719_468
+    }
+
+    /// The inverse of `daysFromCivil`.
+    public static func civil(fromDays z0: Int64) -> (Int64, Int64, Int64) {
+        let z = z0 + 719_468
+        let era = (z >= 0 ? z : z - 146_096) / 146_097
+        let doe = z - era * 146_097
+        let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365
+        let y = yoe + era * 400
+        let doy = doe - (365 * yoe + yoe / 4 - yoe / 100)
+        let mp = (5 * doy + 2) / 153
+        let d = doy - (153 * mp + 2) / 5 + 1
+        let m = mp < 10 ? mp + 3 : mp - 9
+        return (m <= 2 ? y + 1 : y, m, d)
+    }
+
+    private static func floorDiv(_ a: Int64, _ b: Int64) -> (Int64, Int64) {
+        var q = a / b
+        var r = a % b
+        if r < 0 { q -= 1; r += b }
+        return (q, r)
+    }
+}

@@ -1,0 +1,5 @@
+import CommandLineKit
+
+enum AttestCommands {
+    static let all: [Command] = []
+}

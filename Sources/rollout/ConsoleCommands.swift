@@ -1,0 +1,5 @@
+import CommandLineKit
+
+enum ConsoleCommands {
+    static let all: [Command] = []
+}

@@ -1,0 +1,5 @@
+import CommandLineKit
+
+enum EvaluateCommands {
+    static let all: [Command] = []
+}

@@ -1,0 +1,5 @@
+import CommandLineKit
+
+enum OperatorCommands {
+    static let all: [Command] = []
+}

@@ -1,0 +1,27 @@
+import CommandLineKit
+
+/// The command tree. Each area of the product contributes its commands from its own file.
+enum RootCommand {
+    static let globalOptions: [Option] = [
+        .value("--store", name: "PATH", help: "The store file (else $ROLLOUT_STORE, else $XDG_STATE_HOME/rollout/rollout.db)."),
+        .value("--operator", name: "ID", help: "Who is acting (else $ROLLOUT_OPERATOR, else user@host)."),
+        .flag("--read-only", help: "Refuse every write (enforced in the write path)."),
+    ]
+
+    static func make() -> Command {
+        Command(
+            "rollout",
+            summary: "Roll out Firebase App Check with App Attest a percentage at a time, safely.",
+            discussion: "A console and CLI for the on-call engineer: watch attestation and crash health, nudge the "
+                + "AppAttestEnabled percentage with compare-and-swap, kill, roll back, audit.",
+            options: globalOptions,
+            examples: [
+                "rollout demo                       # the console on a temporary store with a simulated fleet",
+                "rollout status --json",
+                "rollout nudge +5 --reason \"crash rate flat for 24h\"",
+            ],
+            subcommands: EvaluateCommands.all + StoreCommands.all + TelemetryCommands.all + SimulateCommands.all
+                + ConsoleCommands.all + AttestCommands.all + OperatorCommands.all
+        )
+    }
+}

@@ -1,0 +1,5 @@
+import CommandLineKit
+
+enum SimulateCommands {
+    static let all: [Command] = []
+}

@@ -1,0 +1,5 @@
+import CommandLineKit
+
+enum StoreCommands {
+    static let all: [Command] = []
+}

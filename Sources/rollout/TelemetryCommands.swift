@@ -1,0 +1,5 @@
+import CommandLineKit
+
+enum TelemetryCommands {
+    static let all: [Command] = []
+}

@@ -1,0 +1,104 @@
+import Foundation
+
+/// Paths and process helpers shared by the test targets.
+///
+/// Tests that need a real peer (firebase-admin, pyattest, pyotp, pyte) use `python`, which fails loudly when the
+/// virtualenv is missing: such tests never skip.
+public enum TestSupport {
+    /// The package root (the directory holding Package.swift).
+    public static let packageRoot: URL = {
+        var url = URL(fileURLWithPath: #filePath)
+        while url.path != "/" {
+            url.deleteLastPathComponent()
+            if FileManager.default.fileExists(atPath: url.appendingPathComponent("Package.swift").path) { return url }
+        }
+        fatalError("Package.swift not found above \(#filePath)")
+    }()
+
+    /// `../shared` beside the package (or $ROLLOUT_SHARED): the real test vectors and helper tools.
+    public static let shared: URL = {
+        if let s = ProcessInfo.processInfo.environment["ROLLOUT_SHARED"] { return URL(fileURLWithPath: s) }
+        return packageRoot.deletingLastPathComponent().appendingPathComponent("shared")
+    }()
+
+    public static func vector(_ relative: String) throws -> URL {
+        let url = shared.appendingPathComponent("vectors").appendingPathComponent(relative)
+        guard FileManager.default.fileExists(atPath: url.path) else {
+            throw Failure("test vector missing: \(url.path) (expected ../shared beside the repository or $ROLLOUT_SHARED)")
+        }
+        return url
+    }
+
+    /// The virtualenv's python with the pinned peers (`make test` creates it; `scripts/pyenv.sh` alone does too).
+    public static func python() throws -> String {
+        let path = ProcessInfo.processInfo.environment["ROLLOUT_PYTHON"]
+            ?? packageRoot.appendingPathComponent(".venv/bin/python").path
+        guard FileManager.default.isExecutableFile(atPath: path) else {
+            throw Failure("python peer environment missing at \(path): run scripts/pyenv.sh (make test does)")
+        }
+        return path
+    }
+
+    /// The debug `rollout` binary built by `swift build` (the test run builds it first).
+    public static func rolloutBinary() throws -> String {
+        for config in ["debug", "release"] {
+            let p = packageRoot.appendingPathComponent(".build/\(config)/rollout").path
+            if FileManager.default.isExecutableFile(atPath: p) { return p }
+        }
+        throw Failure("rollout binary not built: run swift build first")
+    }
+
+    /// A fresh temporary directory, removed by the caller when it wishes.
+    public static func temporaryDirectory(_ label: String = "rollout-test") throws -> URL {
+        let url = FileManager.default.temporaryDirectory.appendingPathComponent("\(label)-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
+        return url
+    }
+
+    public struct ProcessResult: Sendable {
+        public var status: Int32
+        public var stdout: String
+        public var stderr: String
+    }
+
+    /// Runs a program to completion, feeding `stdin`, and captures its output.
+    @discardableResult
+    public static func run(
+        _ executable: String, _ arguments: [String], stdin: String? = nil, environment: [String: String] = [:],
+        currentDirectory: URL? = nil
+    ) throws -> ProcessResult {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: executable)
+        process.arguments = arguments
+        var env = ProcessInfo.processInfo.environment
+        for (k, v) in environment { env[k] = v }
+        process.environment = env
+        if let currentDirectory { process.currentDirectoryURL = currentDirectory }
+        let out = Pipe()
+        let err = Pipe()
+        let input = Pipe()
+        process.standardOutput = out
+        process.standardError = err
+        process.standardInput = input
+        try process.run()
+        let group = DispatchGroup()
+        nonisolated(unsafe) var outData = Data()
+        nonisolated(unsafe) var errData = Data()
+        group.enter()
+        DispatchQueue.global().async { outData = out.fileHandleForReading.readDataToEndOfFile(); group.leave() }
+        group.enter()
+        DispatchQueue.global().async { errData = err.fileHandleForReading.readDataToEndOfFile(); group.leave() }
+        if let stdin { input.fileHandleForWriting.write(Data(stdin.utf8)) }
+        try? input.fileHandleForWriting.close()
+        process.waitUntilExit()
+        group.wait()
+        return ProcessResult(
+            status: process.terminationStatus, stdout: String(decoding: outData, as: UTF8.self),
+            stderr: String(decoding: errData, as: UTF8.self))
+    }
+
+    public struct Failure: Error, CustomStringConvertible {
+        public var description: String
+        public init(_ d: String) { description = d }
+    }
+}
