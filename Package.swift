@@ -16,10 +16,11 @@ let package = Package(
         .executable(name: "rollout-bench", targets: ["rollout-bench"]),
     ],
     targets: [
-        // System libraries (Debian: libncurses-dev, libsqlite3-dev, libssl-dev).
+        // System libraries (Debian: libncurses-dev, libsqlite3-dev, libssl-dev, libqrencode-dev).
         .systemLibrary(name: "CNcurses", path: "Sources/CNcurses"),
         .systemLibrary(name: "CSQLite", path: "Sources/CSQLite"),
         .systemLibrary(name: "COpenSSL", path: "Sources/COpenSSL"),
+        .systemLibrary(name: "CQRencode", path: "Sources/CQRencode"),
 
         // Pure core.
         .target(name: "JSON", swiftSettings: strict),
@@ -28,7 +29,7 @@ let package = Package(
         .target(name: "RemoteConfig", dependencies: ["JSON", "Crypto"], swiftSettings: strict),
         .target(name: "Rollout", dependencies: ["RemoteConfig", "JSON", "Crypto", "Timekeeping"], swiftSettings: strict),
         .target(name: "Telemetry", dependencies: ["JSON", "Timekeeping", "Rollout"], swiftSettings: strict),
-        .target(name: "StepUp", dependencies: ["Crypto", "Timekeeping", "Rollout"], swiftSettings: strict),
+        .target(name: "StepUp", dependencies: ["Crypto", "CQRencode", "Timekeeping", "Rollout"], swiftSettings: strict),
         .target(name: "AppCheck", dependencies: ["Crypto", "COpenSSL", "JSON", "Timekeeping"], swiftSettings: strict),
         .target(name: "Console", dependencies: ["Rollout", "Telemetry", "Timekeeping"], swiftSettings: strict),
 

@@ -1,0 +1,4 @@
+#ifndef ROLLOUT_CQRENCODE_SHIM_H
+#define ROLLOUT_CQRENCODE_SHIM_H
+#include <qrencode.h>
+#endif

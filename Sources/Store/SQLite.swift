@@ -1,0 +1,226 @@
+import CSQLite
+import Foundation
+
+/// A thin, strict wrapper over the SQLite C API: the only code that calls `sqlite3_*`.
+///
+/// Every domain's tables (config versions, audit, telemetry, App Check state, operators) use this one wrapper.
+/// Statements are cached by their SQL text; a connection belongs to one thread at a time (callers serialise).
+public final class SQLiteDatabase: @unchecked Sendable {
+    public let path: String
+    private var handle: OpaquePointer?
+    private var cache: [String: SQLiteStatement] = [:]
+
+    /// Opens (and with `create`, creates) the database at `path` with WAL, a busy timeout and full durability.
+    ///
+    /// An existing file that is not an SQLite database is refused before SQLite touches it.
+    public init(path: String, create: Bool = true, busyTimeoutMilliseconds: Int32 = 10_000) throws(SQLiteError) {
+        self.path = path
+        if let header = FileManager.default.contents(atPath: path), !header.isEmpty {
+            guard header.count >= 16, header.prefix(16) == Data("SQLite format 3\0".utf8) else {
+                throw SQLiteError(code: SQLITE_NOTADB, message: "\(path) is not an SQLite database")
+            }
+        }
+        var flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX
+        if create { flags |= SQLITE_OPEN_CREATE }
+        var db: OpaquePointer?
+        let rc = sqlite3_open_v2(path, &db, flags, nil)
+        handle = db
+        guard rc == SQLITE_OK else {
+            let message = db.map { String(cString: sqlite3_errmsg($0)) } ?? "cannot open"
+            sqlite3_close_v2(db)
+            handle = nil
+            throw SQLiteError(code: rc, message: "\(path): \(message)")
+        }
+        sqlite3_busy_timeout(db, busyTimeoutMilliseconds)
+        sqlite3_extended_result_codes(db, 1)
+        try execute("PRAGMA journal_mode=WAL")
+        try execute("PRAGMA synchronous=FULL")
+        try execute("PRAGMA foreign_keys=ON")
+    }
+
+    deinit {
+        cache.removeAll()
+        sqlite3_close_v2(handle)
+    }
+
+    /// Runs one or more statements that return no rows.
+    public func execute(_ sql: String) throws(SQLiteError) {
+        var error: UnsafeMutablePointer<CChar>?
+        let rc = sqlite3_exec(handle, sql, nil, nil, &error)
+        if rc != SQLITE_OK {
+            let message = error.map { String(cString: $0) } ?? String(cString: sqlite3_errmsg(handle))
+            sqlite3_free(error)
+            throw SQLiteError(code: rc, message: message)
+        }
+    }
+
+    /// A cached prepared statement for `sql`, reset and with its bindings cleared.
+    public func prepare(_ sql: String) throws(SQLiteError) -> SQLiteStatement {
+        if let s = cache[sql] {
+            s.reset()
+            return s
+        }
+        var stmt: OpaquePointer?
+        let rc = sqlite3_prepare_v3(handle, sql, -1, UInt32(SQLITE_PREPARE_PERSISTENT), &stmt, nil)
+        guard rc == SQLITE_OK, let stmt else { throw error(rc) }
+        let s = SQLiteStatement(stmt, database: self)
+        cache[sql] = s
+        return s
+    }
+
+    /// Runs `sql` with `parameters` and returns every row.
+    @discardableResult
+    public func query(_ sql: String, _ parameters: [SQLiteValue] = []) throws(SQLiteError) -> [[SQLiteValue]] {
+        let s = try prepare(sql)
+        try s.bind(parameters)
+        var rows: [[SQLiteValue]] = []
+        while try s.step() { rows.append(s.row()) }
+        s.reset()
+        return rows
+    }
+
+    /// Runs a statement that returns no rows.
+    public func run(_ sql: String, _ parameters: [SQLiteValue] = []) throws(SQLiteError) {
+        let s = try prepare(sql)
+        try s.bind(parameters)
+        while try s.step() {}
+        s.reset()
+    }
+
+    /// Runs `body` in a transaction; `BEGIN IMMEDIATE` takes the write lock up front so that read-then-write
+    /// sequences (compare-and-swap) cannot be interleaved by another process.
+    public func transaction<T>(immediate: Bool = true, _ body: () throws -> T) throws -> T {
+        try execute(immediate ? "BEGIN IMMEDIATE" : "BEGIN DEFERRED")
+        do {
+            let value = try body()
+            try execute("COMMIT")
+            return value
+        } catch {
+            try? execute("ROLLBACK")
+            throw error
+        }
+    }
+
+    public var lastInsertRowID: Int64 { sqlite3_last_insert_rowid(handle) }
+    public var changes: Int { Int(sqlite3_changes(handle)) }
+
+    func error(_ rc: Int32) -> SQLiteError {
+        SQLiteError(code: rc, message: String(cString: sqlite3_errmsg(handle)))
+    }
+}
+
+/// A value bound to or read from SQLite.
+public enum SQLiteValue: Hashable, Sendable {
+    case null
+    case integer(Int64)
+    case real(Double)
+    case text(String)
+    case blob([UInt8])
+
+    public var int: Int64? { if case .integer(let v) = self { v } else { nil } }
+    public var double: Double? {
+        switch self {
+        case .real(let v): v
+        case .integer(let v): Double(v)
+        default: nil
+        }
+    }
+    public var string: String? { if case .text(let v) = self { v } else { nil } }
+    public var bytes: [UInt8]? {
+        switch self {
+        case .blob(let v): v
+        case .text(let v): Array(v.utf8)
+        default: nil
+        }
+    }
+}
+
+extension SQLiteValue: ExpressibleByStringLiteral, ExpressibleByIntegerLiteral, ExpressibleByNilLiteral {
+    public init(stringLiteral value: String) { self = .text(value) }
+    public init(integerLiteral value: Int64) { self = .integer(value) }
+    public init(nilLiteral: ()) { self = .null }
+}
+
+/// A prepared statement owned by its database's cache.
+public final class SQLiteStatement {
+    private let stmt: OpaquePointer
+    private unowned let database: SQLiteDatabase
+
+    init(_ stmt: OpaquePointer, database: SQLiteDatabase) {
+        self.stmt = stmt
+        self.database = database
+    }
+
+    deinit { sqlite3_finalize(stmt) }
+
+    public func reset() {
+        sqlite3_reset(stmt)
+        sqlite3_clear_bindings(stmt)
+    }
+
+    public func bind(_ values: [SQLiteValue]) throws(SQLiteError) {
+        for (i, v) in values.enumerated() { try bind(v, at: Int32(i + 1)) }
+    }
+
+    public func bind(_ value: SQLiteValue, at index: Int32) throws(SQLiteError) {
+        let rc: Int32
+        switch value {
+        case .null: rc = sqlite3_bind_null(stmt, index)
+        case .integer(let v): rc = sqlite3_bind_int64(stmt, index, v)
+        case .real(let v): rc = sqlite3_bind_double(stmt, index, v)
+        case .text(let v): rc = sqlite3_bind_text(stmt, index, v, -1, rollout_sqlite_transient())
+        case .blob(let v):
+            rc = v.withUnsafeBytes { sqlite3_bind_blob(stmt, index, $0.baseAddress, Int32($0.count), rollout_sqlite_transient()) }
+        }
+        guard rc == SQLITE_OK else { throw database.error(rc) }
+    }
+
+    /// Advances; true while a row is available.
+    public func step() throws(SQLiteError) -> Bool {
+        let rc = sqlite3_step(stmt)
+        switch rc {
+        case SQLITE_ROW: return true
+        case SQLITE_DONE: return false
+        default:
+            let e = database.error(rc)
+            sqlite3_reset(stmt)
+            throw e
+        }
+    }
+
+    public var columnCount: Int32 { sqlite3_column_count(stmt) }
+
+    public func int(_ i: Int32) -> Int64 { sqlite3_column_int64(stmt, i) }
+    public func double(_ i: Int32) -> Double { sqlite3_column_double(stmt, i) }
+    public func isNull(_ i: Int32) -> Bool { sqlite3_column_type(stmt, i) == SQLITE_NULL }
+    public func text(_ i: Int32) -> String {
+        guard let p = sqlite3_column_text(stmt, i) else { return "" }
+        return String(cString: p)
+    }
+    public func blob(_ i: Int32) -> [UInt8] {
+        let n = Int(sqlite3_column_bytes(stmt, i))
+        guard n > 0, let p = sqlite3_column_blob(stmt, i) else { return [] }
+        return Array(UnsafeRawBufferPointer(start: p, count: n))
+    }
+
+    public func value(_ i: Int32) -> SQLiteValue {
+        switch sqlite3_column_type(stmt, i) {
+        case SQLITE_INTEGER: .integer(int(i))
+        case SQLITE_FLOAT: .real(double(i))
+        case SQLITE_TEXT: .text(text(i))
+        case SQLITE_BLOB: .blob(blob(i))
+        default: .null
+        }
+    }
+
+    public func row() -> [SQLiteValue] { (0..<columnCount).map(value) }
+}
+
+/// An SQLite failure with its result code.
+public struct SQLiteError: Error, CustomStringConvertible, Sendable {
+    public var code: Int32
+    public var message: String
+    public var description: String { message }
+    public var isBusy: Bool { code & 0xff == SQLITE_BUSY || code & 0xff == SQLITE_LOCKED }
+    public var isConstraint: Bool { code & 0xff == SQLITE_CONSTRAINT }
+}

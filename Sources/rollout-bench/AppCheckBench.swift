@@ -1,0 +1,3 @@
+enum AppCheckBench {
+    static let suites: [BenchSuite] = []
+}

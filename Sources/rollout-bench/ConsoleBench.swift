@@ -1,0 +1,3 @@
+enum ConsoleBench {
+    static let suites: [BenchSuite] = []
+}

@@ -1,0 +1,83 @@
+import Foundation
+
+/// One benchmark suite; each area of the product contributes its suites from its own file.
+struct BenchSuite: Sendable {
+    var name: String
+    var title: String
+    var run: @Sendable () throws -> Void
+}
+
+enum BenchSuites {
+    static var all: [BenchSuite] {
+        RemoteConfigBench.suites + StoreBench.suites + TelemetryBench.suites + AppCheckBench.suites
+            + SimulatorBench.suites + ConsoleBench.suites
+    }
+}
+
+/// Monotonic time for measurements.
+enum Stopwatch {
+    static func nanoseconds() -> UInt64 { DispatchTime.now().uptimeNanoseconds }
+
+    /// Runs `body` once and returns the elapsed seconds.
+    static func time(_ body: () throws -> Void) rethrows -> Double {
+        let start = nanoseconds()
+        try body()
+        return Double(nanoseconds() - start) / 1e9
+    }
+}
+
+/// Prints a measured figure next to its reference and the ratio, and whether the target holds.
+///
+/// `higherIsBetter` decides the direction of the target check; the line always shows both numbers as measured.
+func report(
+    _ label: String, value: Double, unit: String, against reference: (label: String, value: Double)? = nil,
+    target: (ratio: Double, higherIsBetter: Bool)? = nil
+) {
+    var line = "  \(label): \(formatFigure(value)) \(unit)"
+    if let reference {
+        let ratio = value / reference.value
+        line += "  | \(reference.label): \(formatFigure(reference.value)) \(unit)  | ratio \(String(format: "%.2f", ratio))x"
+        if let target {
+            let ok = target.higherIsBetter ? ratio >= target.ratio : ratio <= target.ratio
+            line += "  (target \(target.higherIsBetter ? ">=" : "<=") \(target.ratio)x: \(ok ? "met" : "NOT MET"))"
+        }
+    }
+    print(line)
+}
+
+/// Prints a figure against an absolute limit.
+func report(_ label: String, value: Double, unit: String, limit: Double, higherIsBetter: Bool) {
+    let ok = higherIsBetter ? value >= limit : value <= limit
+    print("  \(label): \(formatFigure(value)) \(unit)  | limit \(higherIsBetter ? ">=" : "<=") \(formatFigure(limit)) \(unit)  (\(ok ? "met" : "NOT MET"))")
+}
+
+func formatFigure(_ v: Double) -> String {
+    if v == 0 { return "0" }
+    let a = abs(v)
+    if a >= 1e6 { return String(format: "%.3g M", v / 1e6).replacingOccurrences(of: " M", with: "M") }
+    if a >= 1000 { return String(format: "%.0f", v) }
+    if a >= 10 { return String(format: "%.1f", v) }
+    if a >= 0.01 { return String(format: "%.3f", v) }
+    return String(format: "%.3g", v)
+}
+
+/// Peak resident set size of this process in bytes (ru_maxrss is in KiB on Linux).
+func peakRSSBytes() -> Int {
+    var usage = rusage()
+    getrusage(RUSAGE_SELF.rawValue, &usage)
+    return usage.ru_maxrss * 1024
+}
+
+/// The virtualenv python the peers live in.
+func peerPython() throws -> String {
+    let path = ProcessInfo.processInfo.environment["ROLLOUT_PYTHON"] ?? ".venv/bin/python"
+    guard FileManager.default.isExecutableFile(atPath: path) else {
+        throw BenchError("peer python missing at \(path): run scripts/pyenv.sh (make bench does)")
+    }
+    return path
+}
+
+struct BenchError: Error, CustomStringConvertible {
+    var description: String
+    init(_ d: String) { description = d }
+}

@@ -1,0 +1,3 @@
+enum RemoteConfigBench {
+    static let suites: [BenchSuite] = []
+}

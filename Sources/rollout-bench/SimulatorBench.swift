@@ -1,0 +1,3 @@
+enum SimulatorBench {
+    static let suites: [BenchSuite] = []
+}

@@ -1,0 +1,3 @@
+enum StoreBench {
+    static let suites: [BenchSuite] = []
+}

@@ -1,0 +1,3 @@
+enum TelemetryBench {
+    static let suites: [BenchSuite] = []
+}
