@@ -112,7 +112,7 @@ public struct StepUpPolicy: Sendable, Equatable {
             } else {
                 var thresholds: [Int64] = []
                 for part in v.split(separator: ",", omittingEmptySubsequences: false) {
-                    guard let m = Percent.parse(String(part)), m > 0, m < 100_000_000 else {
+                    guard let m = Percent.parse(part.trimmingCharacters(in: .whitespaces)), m > 0, m < 100_000_000 else {
                         throw StepUpPolicyError("cross takes percentages between 0 and 100 (exclusive) separated by commas, or off; not '\(value)'")
                     }
                     thresholds.append(m)
