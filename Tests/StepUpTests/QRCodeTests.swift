@@ -33,12 +33,17 @@ struct QRCodeTests {
         #expect(!matrix.isDark(x: 0, y: matrix.size))
     }
 
-    /// The drawing an enrolment prints fits an 80×24 terminal when the quiet zone is the default.
-    @Test func enrolmentCodeFitsAnEightyColumnTerminal() throws {
-        let longest = OTPAuthURI(
-            secret: .generate(), issuer: Enrolment.issuer, account: String(repeating: "o", count: 40) + "@example.com")
-        let lines = TerminalQR.lines(try QRCodeMatrix(encoding: longest.absoluteString), style: .lightOnDark)
-        #expect(lines.allSatisfy { $0.count <= 80 })
+    /// An enrolment's code fits 80 columns with the standard quiet zone, and 23 lines with a quiet zone of 2
+    /// (what the CLI draws on a 24-line terminal) for an id of up to 22 characters such as `ana.lopez@laptop-1234`;
+    /// longer ids need a version-7 symbol and a taller terminal.
+    @Test func enrolmentCodeFitsAnEightyByTwentyFourTerminal() throws {
+        let long = OTPAuthURI(secret: .generate(), issuer: Enrolment.issuer, account: String(repeating: "o", count: 40) + "@example.com")
+        #expect(TerminalQR.lines(try QRCodeMatrix(encoding: long.absoluteString), style: .lightOnDark).allSatisfy { $0.count <= 80 })
+        let usual = OTPAuthURI(secret: .generate(), issuer: Enrolment.issuer, account: "ana.lopez@laptop-12345")
+        let matrix = try QRCodeMatrix(encoding: usual.absoluteString)
+        #expect(matrix.size == 41)
+        #expect(TerminalQR.lines(matrix, style: .fixedColors, quietZone: 2).count == 23)
+        #expect(TerminalQR.lines(matrix, style: .fixedColors, quietZone: 4).count == 25)
     }
 
     @Test(arguments: [(TerminalQR.Style.lightOnDark, "UTF8"), (.darkOnLight, "UTF8i")])
@@ -62,10 +67,10 @@ struct QRCodeTests {
     }
 
     /// Reads our drawing back cell by cell, paints it into a bitmap and lets zbar decode it.
-    @Test(arguments: TerminalQR.Style.allCases)
-    func zbarDecodesTheDrawing(style: TerminalQR.Style) throws {
+    @Test(arguments: TerminalQR.Style.allCases, [2, 4])
+    func zbarDecodesTheDrawing(style: TerminalQR.Style, quietZone: Int) throws {
         let matrix = try QRCodeMatrix(encoding: Self.uri)
-        let lines = TerminalQR.lines(matrix, style: style)
+        let lines = TerminalQR.lines(matrix, style: style, quietZone: quietZone)
         let light = try Self.lightModules(lines, lightIsDrawn: style != .darkOnLight)
         let directory = try TestSupport.temporaryDirectory("stepup-qr")
         defer { try? FileManager.default.removeItem(at: directory) }
