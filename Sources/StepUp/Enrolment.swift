@@ -47,8 +47,9 @@ public enum Enrolment {
         case enrolled(OperatorRecord)
         /// The code did not match; store the pending enrolment with its new count and ask again.
         case retry(PendingEnrolment, outcome: CodeOutcome)
-        /// Too many wrong codes or too late: drop the pending enrolment; the operator starts over.
-        case discarded(Discard)
+        /// Too many wrong codes or too late: drop the pending enrolment; the operator starts over. `outcome` is
+        /// the last code's, nil when it came too late to be looked at.
+        case discarded(Discard, outcome: CodeOutcome?)
     }
 
     /// Why a pending enrolment was dropped.
@@ -64,7 +65,7 @@ public enum Enrolment {
     public static func confirm(_ pending: PendingEnrolment, code: String?, at now: Instant, totp: TOTP = .standard)
         -> Confirmation
     {
-        if now - pending.createdAt > lifetime { return .discarded(.tooLate) }
+        if now - pending.createdAt > lifetime { return .discarded(.tooLate, outcome: nil) }
         let record = OperatorRecord(id: pending.id, secret: pending.secret, enrolledAt: now)
         let verifier = CodeVerifier(totp: totp, lockoutAttempts: attempts, lockoutDuration: lifetime)
         let (outcome, checked) = verifier.verify(code, record: record, at: now)
@@ -74,7 +75,7 @@ public enum Enrolment {
         case .wrong, .expired:
             var p = pending
             p.failedAttempts += 1
-            return p.failedAttempts >= attempts ? .discarded(.tooManyWrongCodes) : .retry(p, outcome: outcome)
+            return p.failedAttempts >= attempts ? .discarded(.tooManyWrongCodes, outcome: outcome) : .retry(p, outcome: outcome)
         default:
             return .retry(pending, outcome: outcome)
         }

@@ -85,7 +85,7 @@ public enum StepUpReason: Sendable, Hashable, CustomStringConvertible {
     public var description: String {
         switch self {
         case .largeIncrease(let points, let limit):
-            "an increase of \(Percent.format(points, sign: false)) points (more than \(Percent.format(limit, sign: false)))"
+            "an increase of \(Percent.format(points, sign: false)) points, more than \(Percent.format(limit, sign: false))"
         case .crosses(let t): "it goes past \(Percent.format(t))"
         case .reachesFull: "it reaches 100%"
         case .rollback: "a rollback"

@@ -36,7 +36,9 @@ public struct StepUpGate: Sendable {
     ) -> StepUpDecision {
         let reasons = requirement(for: change, enforced: enforced)
         guard !reasons.isEmpty else {
-            return StepUpDecision(verdict: .notRequired, reasons: [], outcome: nil, record: nil, event: nil)
+            return StepUpDecision(
+                verdict: .notRequired, reasons: [], outcome: nil, record: nil, event: nil,
+                lockoutAttempts: policy.lockoutAttempts)
         }
         let outcome: CodeOutcome
         var updated: OperatorRecord?
@@ -53,7 +55,7 @@ public struct StepUpGate: Sendable {
             outcome: outcome, failedAttempts: state?.failedAttempts ?? 0, lockedUntil: state?.lockedUntil)
         return StepUpDecision(
             verdict: outcome.isAccepted ? .accepted : .refused, reasons: reasons, outcome: outcome, record: updated,
-            event: event)
+            event: event, lockoutAttempts: policy.lockoutAttempts)
     }
 }
 
@@ -77,13 +79,17 @@ public struct StepUpDecision: Sendable, Equatable {
     public var record: OperatorRecord?
     /// The audit event to append, whatever the verdict; nil for `notRequired` (no attempt was made).
     public var event: StepUpAuditEvent?
+    /// The policy's allowance of wrong codes, to tell the operator how many are left.
+    public var lockoutAttempts: Int
 
     public var isAllowed: Bool { verdict != .refused }
 
     /// The error to end the command with when refused (exit 4 in the CLI); nil otherwise.
     public var refusal: StepUpRefusal? {
         guard verdict == .refused, let outcome, let event else { return nil }
-        return StepUpRefusal(outcome: outcome, event: event, reasons: reasons)
+        return StepUpRefusal(
+            outcome: outcome, event: event, reasons: reasons,
+            attemptsLeft: event.lockedUntil == nil ? max(0, lockoutAttempts - event.failedAttempts) : 0)
     }
 }
 
@@ -94,18 +100,23 @@ public struct StepUpRefusal: Error, Sendable, Equatable, CustomStringConvertible
     public var outcome: CodeOutcome
     public var event: StepUpAuditEvent
     public var reasons: [StepUpReason]
+    /// Wrong codes the operator may still type before the lockout.
+    public var attemptsLeft: Int
 
     public var description: String {
         let who = event.operatorID.rawValue
         let why = "\(event.action) needs a fresh code (\(reasons.map(\.description).joined(separator: "; ")))"
-        let left = event.lockedUntil == nil ? "" : "; locked out until \(event.lockedUntil!.iso8601) after \(event.failedAttempts) wrong codes (kill and decreases still work)"
+        let left =
+            event.lockedUntil.map {
+                "; locked out until \($0.iso8601) after \(event.failedAttempts) wrong codes (kill and decreases still work)"
+            } ?? " (\(attemptsLeft) attempt\(attemptsLeft == 1 ? "" : "s") left before a lockout)"
         switch outcome {
         case .missing: return "\(why): enter the current code of \(who)'s authenticator"
         case .malformed: return "\(why): a code is the 6 digits the authenticator of \(who) shows"
-        case .wrong: return "wrong code for \(who)\(left.isEmpty ? "" : left): \(why)"
+        case .wrong: return "wrong code for \(who)\(left): \(why)"
         case .expired(let offset):
-            let when = offset < 0 ? "\(-offset * 30) s ago" : "in \(offset * 30) s"
-            return "expired code for \(who): it was valid \(when); check the clock of the authenticator's device\(left)"
+            let when = offset < 0 ? "\(-offset * 30) s ago" : "only in \(offset * 30) s"
+            return "expired code for \(who): it is valid \(when); check the clock of the authenticator's device\(left)"
         case .replayed(let next): return "code already used by \(who): wait for the next code (from \(next.iso8601))"
         case .lockedOut(let until):
             return "\(who) is locked out of step-up until \(until.iso8601) after too many wrong codes (kill and decreases still work)"

@@ -210,10 +210,10 @@ enum OperatorCommands {
             }
             let left = Enrolment.attempts - next.failedAttempts
             return .again(next, message: "\(explain(outcome)) for \(pending.id)'s new authenticator (\(left) attempts left)")
-        case .discarded(let why):
+        case .discarded(let why, let outcome):
             try db.transaction {
                 try OperatorTables.removePending(pending.id, in: db)
-                try record(.wrong, failed: pending.failedAttempts + 1)
+                if let outcome { try record(outcome, failed: pending.failedAttempts + 1) }
             }
             throw CommandError(
                 "enrolment of \(pending.id) discarded (\(why.rawValue)): start over with 'rollout operator enroll --operator \(pending.id)'",

@@ -103,6 +103,6 @@ struct PolicyTests {
         #expect(StepUpChange(.set, from: 10 * Self.pct, to: 12_500_000, force: true).summary == "set 10% -> 12.5% --force")
         #expect(StepUpChange(.policyChange, detail: "increase-over 20").summary == "policy-change increase-over 20")
         #expect(StepUpReason.crosses(threshold: 50 * Self.pct).code == "crosses-50")
-        #expect(StepUpReason.largeIncrease(points: 15 * Self.pct, limit: 10 * Self.pct).description == "an increase of 15 points (more than 10)")
+        #expect(StepUpReason.largeIncrease(points: 15 * Self.pct, limit: 10 * Self.pct).description == "an increase of 15 points, more than 10")
     }
 }

@@ -37,6 +37,7 @@ struct StepUpGateTests {
             return d
         }
 
+        @discardableResult
         mutating func raise(to p: Int64, code: String?) -> StepUpDecision {
             apply(StepUpChange(.set, from: percent, to: p * StepUpGateTests.pct), code: code)
         }
@@ -119,6 +120,12 @@ struct StepUpGateTests {
         }
         // Missing and malformed codes are not guesses; the wrong one is.
         #expect(w.record.failedAttempts == 1)
+        #expect(
+            w.raise(to: 30, code: wrong).refusal?.description
+                == "wrong code for ana@laptop (1 attempt left before a lockout): set 10% -> 30% needs a fresh code "
+                + "(an increase of 20 points, more than 10)")
+        #expect(w.raise(to: 30, code: nil).refusal?.description.hasSuffix(": enter the current code of ana@laptop's authenticator") == true)
+        w.record.failedAttempts = 0
 
         // Expired: the code of 2 and 5 steps ago, and one from 3 steps ahead (a fast phone clock).
         for offset: Int64 in [-2, -5, 3] {
