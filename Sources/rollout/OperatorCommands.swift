@@ -133,22 +133,24 @@ enum OperatorCommands {
         let pending = Enrolment.start(id, approvedBy: approver, at: clock.now())
         try OperatorTables.savePending(pending, in: db)
         let uri = pending.uri()
+        // The QR code comes last, right above the prompt, so that it stays on screen while it is scanned.
         var out = "Enrolling \(id) for step-up verification (TOTP: SHA-1, 6 digits, 30 s).\n"
-        if let style {
-            let matrix = try QRCodeMatrix(encoding: uri.absoluteString)
-            out += "Scan this QR code with an authenticator app:\n\n"
-            out += TerminalQR.render(matrix, style: style, quietZone: quietZone(for: matrix))
-            out += "\n"
-        }
         out += "URI: \(uri.absoluteString)\n"
         out += "Setup key: \(grouped(pending.secret.base32))\n"
-        out += "The secret is shown only this once.\n"
+        out += "The secret is shown only this once."
+        if let style {
+            let matrix = try QRCodeMatrix(encoding: uri.absoluteString)
+            out += " Scan the QR code with an authenticator app:\n"
+            out += TerminalQR.render(matrix, style: style, quietZone: quietZone(for: matrix))
+        } else {
+            out += "\n"
+        }
         write(out)
 
         if isatty(STDIN_FILENO) == 1 {
             var current = pending
             while true {
-                guard let code = prompt("Code shown by the authenticator (empty to finish later): "), !code.isEmpty else {
+                guard let code = prompt("Code from the authenticator (empty: later): "), !code.isEmpty else {
                     write(pendingNote(id))
                     return .ok
                 }
