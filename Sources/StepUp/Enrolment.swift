@@ -12,7 +12,9 @@ public struct PendingEnrolment: Sendable, Equatable {
     public var approvedBy: OperatorID?
     public var failedAttempts: Int
 
-    public init(id: OperatorID, secret: TOTPSecret, createdAt: Instant, approvedBy: OperatorID?, failedAttempts: Int = 0) {
+    public init(
+        id: OperatorID, secret: TOTPSecret, createdAt: Instant, approvedBy: OperatorID?, failedAttempts: Int = 0
+    ) {
         self.id = id
         self.secret = secret
         self.createdAt = createdAt
@@ -75,7 +77,8 @@ public enum Enrolment {
         case .wrong, .expired:
             var p = pending
             p.failedAttempts += 1
-            return p.failedAttempts >= attempts ? .discarded(.tooManyWrongCodes, outcome: outcome) : .retry(p, outcome: outcome)
+            return p.failedAttempts >= attempts
+                ? .discarded(.tooManyWrongCodes, outcome: outcome) : .retry(p, outcome: outcome)
         default:
             return .retry(pending, outcome: outcome)
         }

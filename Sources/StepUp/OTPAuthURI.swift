@@ -26,7 +26,8 @@ public struct OTPAuthURI: Sendable, CustomStringConvertible {
     public var description: String { text(secret: "<redacted>") }
 
     private func text(secret: String) -> String {
-        let label = Self.percentEncode(issuer, keeping: []) + ":" + Self.percentEncode(account, keeping: [UInt8(ascii: "@")])
+        let label =
+            Self.percentEncode(issuer, keeping: []) + ":" + Self.percentEncode(account, keeping: [UInt8(ascii: "@")])
         return "otpauth://totp/\(label)?secret=\(secret)&issuer=\(Self.percentEncode(issuer, keeping: []))"
             + "&algorithm=SHA1&digits=\(totp.digits)&period=\(totp.period)"
     }

@@ -12,7 +12,9 @@ public struct OperatorID: Hashable, Comparable, Sendable, CustomStringConvertibl
         guard !text.isEmpty else { throw OperatorIDError("an operator id cannot be empty") }
         guard text.count <= 128 else { throw OperatorIDError("an operator id has at most 128 characters") }
         guard !text.unicodeScalars.contains(where: { $0.properties.generalCategory == .control || $0 == ":" }) else {
-            throw OperatorIDError("operator id '\(text.debugDescription.dropFirst().dropLast())' may not contain ':' or control characters")
+            throw OperatorIDError(
+                "operator id '\(text.debugDescription.dropFirst().dropLast())' may not contain ':' or control characters"
+            )
         }
         guard text.trimmingCharacters(in: .whitespaces) == text else {
             throw OperatorIDError("operator id '\(text)' has leading or trailing spaces")

@@ -119,9 +119,11 @@ public struct StepUpRefusal: Error, Sendable, Equatable, CustomStringConvertible
             return "expired code for \(who): it is valid \(when); check the clock of the authenticator's device\(left)"
         case .replayed(let next): return "code already used by \(who): wait for the next code (from \(next.iso8601))"
         case .lockedOut(let until):
-            return "\(who) is locked out of step-up until \(until.iso8601) after too many wrong codes (kill and decreases still work)"
+            return
+                "\(who) is locked out of step-up until \(until.iso8601) after too many wrong codes (kill and decreases still work)"
         case .notEnrolled:
-            return "\(why), but \(who) is not enrolled: enrol with 'rollout operator enroll' or act as an enrolled operator"
+            return
+                "\(why), but \(who) is not enrolled: enrol with 'rollout operator enroll' or act as an enrolled operator"
         case .accepted: return "\(why): accepted"
         }
     }

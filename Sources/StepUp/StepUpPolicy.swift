@@ -58,15 +58,20 @@ public struct StepUpPolicy: Sendable, Equatable {
                 key: "increase-over", value: largeIncrease.map { Percent.format($0, sign: false) } ?? "off",
                 help: "a code for an increase of more than this many points (a number or off)"),
             Setting(
-                key: "cross", value: crossings.isEmpty ? "off" : crossings.map { Percent.format($0, sign: false) }.joined(separator: ","),
+                key: "cross",
+                value: crossings.isEmpty
+                    ? "off" : crossings.map { Percent.format($0, sign: false) }.joined(separator: ","),
                 help: "a code for an increase that goes past these percentages (comma list or off)"),
-            Setting(key: "reach-100", value: Self.onOff(reachingFull), help: "a code for raising the percentage to 100"),
+            Setting(
+                key: "reach-100", value: Self.onOff(reachingFull), help: "a code for raising the percentage to 100"),
             Setting(key: "rollback", value: Self.onOff(rollback), help: "a code for a rollback to an earlier version"),
-            Setting(key: "force", value: Self.onOff(force), help: "a code for --force (publishing over another change)"),
+            Setting(
+                key: "force", value: Self.onOff(force), help: "a code for --force (publishing over another change)"),
             Setting(
                 key: "guardrail-override", value: Self.onOff(guardrailOverride),
                 help: "a code for publishing despite a guardrail verdict"),
-            Setting(key: "policy-change", value: Self.onOff(policyChange), help: "a code for any change to this policy"),
+            Setting(
+                key: "policy-change", value: Self.onOff(policyChange), help: "a code for any change to this policy"),
             Setting(
                 key: "operator-enroll", value: Self.onOff(operatorEnrolment),
                 help: "an enrolled operator's code for enrolling another operator"),
@@ -92,7 +97,8 @@ public struct StepUpPolicy: Sendable, Equatable {
         }
         func integer(_ range: ClosedRange<Int>) throws(StepUpPolicyError) -> Int {
             guard let n = Int(v), range.contains(n) else {
-                throw StepUpPolicyError("\(key) takes a whole number from \(range.lowerBound) to \(range.upperBound), not '\(value)'")
+                throw StepUpPolicyError(
+                    "\(key) takes a whole number from \(range.lowerBound) to \(range.upperBound), not '\(value)'")
             }
             return n
         }
@@ -112,8 +118,11 @@ public struct StepUpPolicy: Sendable, Equatable {
             } else {
                 var thresholds: [Int64] = []
                 for part in v.split(separator: ",", omittingEmptySubsequences: false) {
-                    guard let m = Percent.parse(part.trimmingCharacters(in: .whitespaces)), m > 0, m < 100_000_000 else {
-                        throw StepUpPolicyError("cross takes percentages between 0 and 100 (exclusive) separated by commas, or off; not '\(value)'")
+                    guard let m = Percent.parse(part.trimmingCharacters(in: .whitespaces)), m > 0, m < 100_000_000
+                    else {
+                        throw StepUpPolicyError(
+                            "cross takes percentages between 0 and 100 (exclusive) separated by commas, or off; not '\(value)'"
+                        )
                     }
                     thresholds.append(m)
                 }
@@ -128,7 +137,8 @@ public struct StepUpPolicy: Sendable, Equatable {
         case "lockout-attempts": p.lockoutAttempts = try integer(1...100)
         case "lockout-minutes": p.lockoutDuration = .minutes(Int64(try integer(1...1440)))
         default:
-            throw StepUpPolicyError("unknown step-up policy key '\(key)'; the keys are: \(Self.keys.joined(separator: ", "))")
+            throw StepUpPolicyError(
+                "unknown step-up policy key '\(key)'; the keys are: \(Self.keys.joined(separator: ", "))")
         }
         return p
     }
@@ -156,7 +166,9 @@ enum Percent {
         var t = Substring(text)
         if t.hasSuffix("%") { t = t.dropLast() }
         let parts = t.split(separator: ".", maxSplits: 1, omittingEmptySubsequences: false)
-        guard let whole = parts.first, !whole.isEmpty, whole.count <= 3, whole.allSatisfy(\.isASCIIDigit) else { return nil }
+        guard let whole = parts.first, !whole.isEmpty, whole.count <= 3, whole.allSatisfy(\.isASCIIDigit) else {
+            return nil
+        }
         var micro = Int64(whole)! * 1_000_000
         if parts.count == 2 {
             let fraction = parts[1]

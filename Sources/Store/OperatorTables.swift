@@ -136,7 +136,8 @@ public enum OperatorTables {
     /// Stores every setting of `policy`, so that later changes of the defaults do not silently change it.
     public static func savePolicy(_ policy: StepUpPolicy, in db: SQLiteDatabase) throws {
         for s in policy.settings {
-            try db.run("INSERT OR REPLACE INTO stepup_policy (key, value) VALUES (?, ?)", [.text(s.key), .text(s.value)])
+            try db.run(
+                "INSERT OR REPLACE INTO stepup_policy (key, value) VALUES (?, ?)", [.text(s.key), .text(s.value)])
         }
     }
 

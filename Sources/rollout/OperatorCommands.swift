@@ -38,13 +38,15 @@ enum OperatorCommands {
             + "enrolment pending for an hour: finish it with --code. When other operators are enrolled, one of "
             + "them approves with --approver and --approver-code.",
         options: [
-            .value("--code", name: "CODE", help: "Confirm a pending enrolment with the code the new authenticator shows."),
+            .value(
+                "--code", name: "CODE", help: "Confirm a pending enrolment with the code the new authenticator shows."),
             .value("--approver", name: "ID", help: "An enrolled operator who approves this enrolment."),
             .value("--approver-code", name: "CODE", help: "The approver's current code ('-' reads it from stdin)."),
             .value(
                 "--qr", name: "STYLE",
                 help: "How to draw the QR code: color (fixed black and white, any theme), dark-terminal, "
-                    + "light-terminal, or none. Default: color on a terminal unless NO_COLOR is set, else dark-terminal."),
+                    + "light-terminal, or none. Default: color on a terminal unless NO_COLOR is set, else dark-terminal."
+            ),
         ],
         examples: [
             "rollout operator enroll                              # as $ROLLOUT_OPERATOR or user@host",
@@ -86,7 +88,10 @@ enum OperatorCommands {
         discussion: "Keys: " + StepUpPolicy.standard.settings.map { "\($0.key) (\($0.help))" }.joined(separator: "; ")
             + ".",
         options: [codeOption],
-        positionals: [Positional("KEY", help: "The setting, as 'rollout policy show' lists it."), Positional("VALUE", help: "Its new value.")],
+        positionals: [
+            Positional("KEY", help: "The setting, as 'rollout policy show' lists it."),
+            Positional("VALUE", help: "Its new value."),
+        ],
         examples: [
             "rollout policy set increase-over 20 --code 123456",
             "rollout policy set cross 25,50,75 --code 123456",
@@ -108,7 +113,8 @@ enum OperatorCommands {
         }
         if let code = invocation.value("--code") {
             guard let pending = try OperatorTables.pendingEnrolment(id, in: db) else {
-                throw CommandError("\(id) has no pending enrolment: run 'rollout operator enroll --operator \(id)' first")
+                throw CommandError(
+                    "\(id) has no pending enrolment: run 'rollout operator enroll --operator \(id)' first")
             }
             return try confirm(pending, code: try resolve(code), db: db, clock: clock)
         }
@@ -175,7 +181,9 @@ enum OperatorCommands {
         case again(PendingEnrolment, message: String)
     }
 
-    static func confirm(_ pending: PendingEnrolment, code: String?, db: SQLiteDatabase, clock: any Clock) throws -> ExitCode {
+    static func confirm(_ pending: PendingEnrolment, code: String?, db: SQLiteDatabase, clock: any Clock) throws
+        -> ExitCode
+    {
         switch try confirmStep(pending, code: code, db: db, clock: clock) {
         case .done: return .ok
         case .again(_, let message): throw CommandError(message + "; try again with --code", exit: .refused)
@@ -192,7 +200,8 @@ enum OperatorCommands {
         func record(_ outcome: CodeOutcome, failed: Int) throws {
             try OperatorTables.appendAttempt(
                 StepUpAuditEvent(
-                    operatorID: pending.id, at: now, action: action, kind: .operatorEnroll, reasons: [], outcome: outcome,
+                    operatorID: pending.id, at: now, action: action, kind: .operatorEnroll, reasons: [],
+                    outcome: outcome,
                     failedAttempts: failed, lockedUntil: nil), in: db)
         }
         switch confirmation {
@@ -203,7 +212,9 @@ enum OperatorCommands {
                 try record(.accepted(step: operatorRecord.lastAcceptedStep ?? 0), failed: 0)
             }
             let approval = pending.approvedBy.map { " (approved by \($0))" } ?? ""
-            write("Enrolled \(pending.id)\(approval). Step-up verification is on; 'rollout policy show' lists what needs a code.\n")
+            write(
+                "Enrolled \(pending.id)\(approval). Step-up verification is on; 'rollout policy show' lists what needs a code.\n"
+            )
             return .done
         case .retry(let next, let outcome):
             try db.transaction {
@@ -211,7 +222,8 @@ enum OperatorCommands {
                 try record(outcome, failed: next.failedAttempts)
             }
             let left = Enrolment.attempts - next.failedAttempts
-            return .again(next, message: "\(explain(outcome)) for \(pending.id)'s new authenticator (\(left) attempts left)")
+            return .again(
+                next, message: "\(explain(outcome)) for \(pending.id)'s new authenticator (\(left) attempts left)")
         case .discarded(let why, let outcome):
             try db.transaction {
                 try OperatorTables.removePending(pending.id, in: db)
@@ -259,7 +271,8 @@ enum OperatorCommands {
             rows.append([p.id.rawValue, "pending (not confirmed)", "-", "-", String(p.failedAttempts)])
         }
         var out = table(rows)
-        out += operators.isEmpty
+        out +=
+            operators.isEmpty
             ? "Step-up verification is off: no operator is enrolled ('rollout operator enroll').\n"
             : "Step-up verification is on (\(operators.count) enrolled).\n"
         write(out)
@@ -279,9 +292,11 @@ enum OperatorCommands {
         }
         let actor = try operatorID(StoreLocation.operatorID(invocation), invocation)
         let code = try readCode(invocation.value("--code"), prompt: "Code of \(actor)'s authenticator: ")
-        try authorize(StepUpChange(.operatorRemove, detail: target.rawValue), by: actor, code: code, db: db, clock: SystemClock())
+        try authorize(
+            StepUpChange(.operatorRemove, detail: target.rawValue), by: actor, code: code, db: db, clock: SystemClock())
         try OperatorTables.remove(target, in: db)
-        let off = try OperatorTables.isEnforced(in: db) ? "" : " Step-up verification is now off: no operator is enrolled."
+        let off =
+            try OperatorTables.isEnforced(in: db) ? "" : " Step-up verification is now off: no operator is enrolled."
         write("Removed \(target).\(off)\n")
         return .ok
     }
@@ -295,7 +310,8 @@ enum OperatorCommands {
             write(try jsonText(["enforced": enrolled > 0, "enrolledOperators": enrolled, "settings": settings]))
             return .ok
         }
-        var out = enrolled > 0
+        var out =
+            enrolled > 0
             ? "Step-up verification is on (\(enrolled) operator\(enrolled == 1 ? "" : "s") enrolled).\n"
             : "Step-up verification is off until an operator enrols ('rollout operator enroll'); then:\n"
         out += table([["KEY", "VALUE", "MEANING"]] + policy.settings.map { [$0.key, $0.value, $0.help] })
@@ -405,7 +421,9 @@ enum OperatorCommands {
 
     static func resolve(_ option: String) throws -> String {
         guard option == "-" else { return option }
-        guard let line = readLine(strippingNewline: true) else { throw CommandError("expected a code on stdin", exit: .usage) }
+        guard let line = readLine(strippingNewline: true) else {
+            throw CommandError("expected a code on stdin", exit: .usage)
+        }
         return line.trimmingCharacters(in: .whitespaces)
     }
 
@@ -446,7 +464,8 @@ enum OperatorCommands {
     }
 
     static func jsonText(_ object: Any) throws -> String {
-        let data = try JSONSerialization.data(withJSONObject: object, options: [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes])
+        let data = try JSONSerialization.data(
+            withJSONObject: object, options: [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes])
         return String(decoding: data, as: UTF8.self) + "\n"
     }
 

@@ -15,8 +15,11 @@ struct EnrolmentTerminalTests {
         init(_ command: String, columns: Int = 80, rows: Int = 24) throws {
             let r = try TestSupport.run(
                 try TestSupport.python(),
-                ["-c", Self.detached, "/usr/bin/tmux", "-L", socket, "-f", "/dev/null", "new-session", "-d", "-x", "\(columns)",
-                 "-y", "\(rows)", command])
+                [
+                    "-c", Self.detached, "/usr/bin/tmux", "-L", socket, "-f", "/dev/null", "new-session", "-d", "-x",
+                    "\(columns)",
+                    "-y", "\(rows)", command,
+                ])
             try #require(r.status == 0, "tmux failed to start (Debian's tmux): \(r.stderr)")
         }
 
@@ -65,17 +68,21 @@ struct EnrolmentTerminalTests {
         defer { try? FileManager.default.removeItem(at: dir) }
         let store = dir.appendingPathComponent("rollout.db").path
         let binary = try TestSupport.rolloutBinary()
-        let t = try Terminal("env -u NO_COLOR \(binary) operator enroll --store \(store) --operator ana@laptop; echo EXIT=$?; sleep 60")
+        let t = try Terminal(
+            "env -u NO_COLOR \(binary) operator enroll --store \(store) --operator ana@laptop; echo EXIT=$?; sleep 60")
         defer { t.close() }
         let prompt = "Code from the authenticator (empty: later):"
         let screen = try t.waitFor(prompt)
 
         // The whole code is on the 24-line screen, drawn in fixed colours whatever the terminal's theme.
-        let drawing = screen.split(separator: "\n", omittingEmptySubsequences: false).prefix { !$0.hasPrefix("Code from") }
-            .filter { $0.contains("█") }.map(String.init)
+        let drawing = screen.split(separator: "\n", omittingEmptySubsequences: false).prefix {
+            !$0.hasPrefix("Code from")
+        }
+        .filter { $0.contains("█") }.map(String.init)
         #expect(drawing.count == 23)
         #expect(try t.screen(colours: true).contains("\u{1B}[97m\u{1B}[40m"))
-        let light = try QRCodeTests.lightModules(drawing.map { $0.padding(toLength: drawing[0].count, withPad: " ", startingAt: 0) }, lightIsDrawn: true)
+        let light = try QRCodeTests.lightModules(
+            drawing.map { $0.padding(toLength: drawing[0].count, withPad: " ", startingAt: 0) }, lightIsDrawn: true)
         let image = dir.appendingPathComponent("screen.pbm")
         try QRCodeTests.pbm(light, scale: 4).write(to: image, atomically: true, encoding: .ascii)
         let decoded = try TestSupport.run("/usr/bin/zbarimg", ["--quiet", "--raw", "--nodbus", image.path])
@@ -91,7 +98,8 @@ struct EnrolmentTerminalTests {
         let done = try t.waitFor("EXIT=")
         #expect(done.contains("Enrolled ana@laptop."))
         #expect(done.contains("EXIT=0"))
-        let record = try #require(try OperatorTables.record(try OperatorID("ana@laptop"), in: try SQLiteDatabase(path: store, create: false)))
+        let record = try #require(
+            try OperatorTables.record(try OperatorID("ana@laptop"), in: try SQLiteDatabase(path: store, create: false)))
         #expect(record.secret == secret)
     }
 }

@@ -27,7 +27,8 @@ struct OperatorCLITests {
         func run(_ arguments: [String], at time: Instant, stdin: String? = nil) throws -> TestSupport.ProcessResult {
             let stamp = time.iso8601.prefix(19).replacingOccurrences(of: "T", with: " ")
             let result = try TestSupport.run(
-                "/usr/bin/faketime", ["-f", "@\(stamp)", try TestSupport.rolloutBinary()] + arguments + ["--store", store],
+                "/usr/bin/faketime",
+                ["-f", "@\(stamp)", try TestSupport.rolloutBinary()] + arguments + ["--store", store],
                 stdin: stdin, environment: ["TZ": "UTC", "NO_COLOR": "", "ROLLOUT_OPERATOR": "nobody"])
             outputs.append(result.stdout + result.stderr)
             return result
@@ -41,7 +42,8 @@ struct OperatorCLITests {
             try #require(started.status == 0, "\(started.stderr)")
             let secret = try #require(Self.secret(in: started.stdout))
             let code = TOTP.standard.code(secret: secret, at: time)
-            let confirmed = try run(["operator", "enroll", "--operator", id, "--code", "-"], at: time, stdin: code + "\n")
+            let confirmed = try run(
+                ["operator", "enroll", "--operator", id, "--code", "-"], at: time, stdin: code + "\n")
             try #require(confirmed.status == 0, "\(confirmed.stderr)")
             #expect(confirmed.stdout.hasPrefix("Enrolled \(id)"))
             return secret
@@ -84,10 +86,13 @@ struct OperatorCLITests {
         let pendingShow = try s.run(["policy", "show", "--json"], at: Self.t0)
         #expect(pendingShow.stdout.contains("\"enforced\" : false"))
 
-        let wrong = try s.run(["operator", "enroll", "--operator", "ana@laptop", "--code", Self.wrongCode(secret, at: Self.t0)], at: Self.t0)
+        let wrong = try s.run(
+            ["operator", "enroll", "--operator", "ana@laptop", "--code", Self.wrongCode(secret, at: Self.t0)],
+            at: Self.t0)
         #expect(wrong.status == 4)
         #expect(wrong.stderr.contains("wrong code for ana@laptop's new authenticator (2 attempts left)"))
-        let confirmed = try s.run(["operator", "enroll", "--operator", "ana@laptop", "--code", Self.code(secret, Self.t0)], at: Self.t0)
+        let confirmed = try s.run(
+            ["operator", "enroll", "--operator", "ana@laptop", "--code", Self.code(secret, Self.t0)], at: Self.t0)
         #expect(confirmed.status == 0)
         let again = try s.run(["operator", "enroll", "--operator", "ana@laptop"], at: Self.t0)
         #expect(again.status == 1)
@@ -98,10 +103,13 @@ struct OperatorCLITests {
         #expect(missing.status == 4)
         #expect(missing.stderr.contains("refused: policy-change increase-over 20 needs a fresh code (a policy change)"))
         #expect(missing.stderr.contains("(--code CODE)"))
-        let replayed = try s.run(["policy", "set", "increase-over", "20", "--operator", "ana@laptop", "--code", Self.code(secret, Self.t0)], at: Self.t0)
+        let replayed = try s.run(
+            ["policy", "set", "increase-over", "20", "--operator", "ana@laptop", "--code", Self.code(secret, Self.t0)],
+            at: Self.t0)
         #expect(replayed.status == 4)
         #expect(replayed.stderr.contains("code already used"))
-        let stranger = try s.run(["policy", "set", "increase-over", "20", "--operator", "mallory", "--code", "123456"], at: Self.t0)
+        let stranger = try s.run(
+            ["policy", "set", "increase-over", "20", "--operator", "mallory", "--code", "123456"], at: Self.t0)
         #expect(stranger.status == 4)
         #expect(stranger.stderr.contains("mallory is not enrolled"))
         let unchanged = try s.run(["policy", "show", "--json"], at: Self.t0)
@@ -109,7 +117,10 @@ struct OperatorCLITests {
         #expect(unchanged.stdout.contains("\"enforced\" : true"))
 
         let accepted = try s.run(
-            ["policy", "set", "increase-over", "20", "--operator", "ana@laptop", "--code", Self.code(secret, Self.t0, step: 1)], at: Self.t0)
+            [
+                "policy", "set", "increase-over", "20", "--operator", "ana@laptop", "--code",
+                Self.code(secret, Self.t0, step: 1),
+            ], at: Self.t0)
         #expect(accepted.status == 0, "\(accepted.stderr)")
         #expect(accepted.stdout == "increase-over = 20\n")
         let show = try s.run(["policy", "show"], at: Self.t0)
@@ -123,7 +134,9 @@ struct OperatorCLITests {
         let json = try #require(try JSONSerialization.jsonObject(with: Data(list.stdout.utf8)) as? [String: Any])
         let operators = try #require(json["operators"] as? [[String: Any]])
         #expect(operators.map { $0["id"] as? String } == ["ana@laptop"])
-        #expect(operators.first?["lastCodeAt"] as? String == TOTP.standard.start(ofStep: TOTP.standard.step(at: Self.t0) + 1).iso8601)
+        #expect(
+            operators.first?["lastCodeAt"] as? String
+                == TOTP.standard.start(ofStep: TOTP.standard.step(at: Self.t0) + 1).iso8601)
 
         // Every attempt is in the attempt log; no output after enrolment and no log row holds the secret.
         let attempts = try OperatorTables.attempts(in: try s.database()).map(\.result)
@@ -142,7 +155,10 @@ struct OperatorCLITests {
         #expect(unapproved.status == 4)
         #expect(unapproved.stderr.contains("needs an enrolled operator's approval"))
         let badApproval = try s.run(
-            ["operator", "enroll", "--operator", "bob@desk", "--approver", "ana@laptop", "--approver-code", Self.wrongCode(ana, at: t1)], at: t1)
+            [
+                "operator", "enroll", "--operator", "bob@desk", "--approver", "ana@laptop", "--approver-code",
+                Self.wrongCode(ana, at: t1),
+            ], at: t1)
         #expect(badApproval.status == 4)
         #expect(!badApproval.stdout.contains("otpauth://"))
         _ = try s.enrol("bob@desk", at: t1, approver: ("ana@laptop", Self.code(ana, t1)))
@@ -153,10 +169,13 @@ struct OperatorCLITests {
         let t2 = t1 + .seconds(Int64(30))
         let noCode = try s.run(["operator", "remove", "bob@desk", "--operator", "ana@laptop"], at: t2)
         #expect(noCode.status == 4)
-        let removed = try s.run(["operator", "remove", "bob@desk", "--operator", "ana@laptop", "--code", Self.code(ana, t2)], at: t2)
+        let removed = try s.run(
+            ["operator", "remove", "bob@desk", "--operator", "ana@laptop", "--code", Self.code(ana, t2)], at: t2)
         #expect(removed.status == 0, "\(removed.stderr)")
         #expect(removed.stdout == "Removed bob@desk.\n")
-        let last = try s.run(["operator", "remove", "ana@laptop", "--operator", "ana@laptop", "--code", Self.code(ana, t2, step: 1)], at: t2)
+        let last = try s.run(
+            ["operator", "remove", "ana@laptop", "--operator", "ana@laptop", "--code", Self.code(ana, t2, step: 1)],
+            at: t2)
         #expect(last.stdout.contains("Step-up verification is now off"))
         #expect(try OperatorTables.isEnforced(in: try s.database()) == false)
     }
@@ -167,17 +186,24 @@ struct OperatorCLITests {
         let t1 = Self.t0 + .seconds(Int64(30))
         let wrong = Self.wrongCode(ana, at: t1)
         for _ in 0..<3 {
-            #expect(try s.run(["policy", "set", "rollback", "off", "--operator", "ana", "--code", wrong], at: t1).status == 4)
+            #expect(
+                try s.run(["policy", "set", "rollback", "off", "--operator", "ana", "--code", wrong], at: t1).status
+                    == 4)
         }
-        let locked = try s.run(["policy", "set", "rollback", "off", "--operator", "ana", "--code", Self.code(ana, t1)], at: t1)
+        let locked = try s.run(
+            ["policy", "set", "rollback", "off", "--operator", "ana", "--code", Self.code(ana, t1)], at: t1)
         #expect(locked.status == 4)
         #expect(locked.stderr.contains("ana is locked out of step-up until"))
         let listed = try s.run(["operator", "list"], at: t1)
         #expect(listed.stdout.contains("locked out until"))
 
         let later = t1 + .minutes(15) + .seconds(Int64(5))
-        let released = try s.run(["policy", "set", "rollback", "off", "--operator", "ana", "--code", Self.code(ana, later)], at: later)
+        let released = try s.run(
+            ["policy", "set", "rollback", "off", "--operator", "ana", "--code", Self.code(ana, later)], at: later)
         #expect(released.status == 0, "\(released.stderr)")
-        #expect(try OperatorTables.attempts(in: try s.database()).map(\.result).suffix(5) == ["wrong", "wrong", "wrong", "locked-out", "accepted"])
+        #expect(
+            try OperatorTables.attempts(in: try s.database()).map(\.result).suffix(5) == [
+                "wrong", "wrong", "wrong", "locked-out", "accepted",
+            ])
     }
 }

@@ -102,7 +102,8 @@ struct OperatorTablesTests {
         struct AuditDown: Error {}
         #expect(throws: AuditDown.self) {
             try OperatorTables.authorize(
-                StepUpChange(.rollback), by: ana.id, code: TOTP.standard.code(secret: ana.secret, at: Self.start), in: db,
+                StepUpChange(.rollback), by: ana.id, code: TOTP.standard.code(secret: ana.secret, at: Self.start),
+                in: db,
                 clock: ManualClock(Self.start)
             ) { _ in throw AuditDown() }
         }
@@ -121,9 +122,10 @@ struct OperatorTablesTests {
             let result: String
             do {
                 let connection = try SQLiteDatabase(path: path)
-                result = try OperatorTables.authorize(
-                    StepUpChange(.rollback), by: ana.id, code: code, in: connection, clock: ManualClock(Self.start)
-                ) { _ in }.outcome?.result ?? "none"
+                result =
+                    try OperatorTables.authorize(
+                        StepUpChange(.rollback), by: ana.id, code: code, in: connection, clock: ManualClock(Self.start)
+                    ) { _ in }.outcome?.result ?? "none"
             } catch {
                 result = "error: \(error)"
             }

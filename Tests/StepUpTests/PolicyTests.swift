@@ -6,8 +6,12 @@ struct PolicyTests {
     let policy = StepUpPolicy.standard
     static let pct: Int64 = 1_000_000
 
-    private func reasons(_ kind: StepUpChange.Kind, _ from: Int64, _ to: Int64, force: Bool = false, override: Bool = false) -> [StepUpReason] {
-        requiresStepUp(StepUpChange(kind, from: from * Self.pct, to: to * Self.pct, force: force, guardrailOverride: override), policy: policy)
+    private func reasons(
+        _ kind: StepUpChange.Kind, _ from: Int64, _ to: Int64, force: Bool = false, override: Bool = false
+    ) -> [StepUpReason] {
+        requiresStepUp(
+            StepUpChange(kind, from: from * Self.pct, to: to * Self.pct, force: force, guardrailOverride: override),
+            policy: policy)
     }
 
     @Test func anIncreaseOfMoreThanTenPoints() {
@@ -30,7 +34,11 @@ struct PolicyTests {
 
     @Test func aChangeThatReachesOneHundredPercent() {
         #expect(reasons(.nudge, 95, 100) == [.reachesFull])
-        #expect(reasons(.set, 40, 100) == [.largeIncrease(points: 60 * Self.pct, limit: 10 * Self.pct), .crosses(threshold: 50 * Self.pct), .reachesFull])
+        #expect(
+            reasons(.set, 40, 100) == [
+                .largeIncrease(points: 60 * Self.pct, limit: 10 * Self.pct), .crosses(threshold: 50 * Self.pct),
+                .reachesFull,
+            ])
         #expect(reasons(.set, 100, 100) == [])
     }
 
@@ -39,7 +47,8 @@ struct PolicyTests {
         #expect(reasons(.rollback, 20, 30) == [.rollback])
         #expect(reasons(.set, 10, 5, force: true) == [.force])
         #expect(reasons(.nudge, 10, 12, override: true) == [.guardrailOverride])
-        #expect(requiresStepUp(StepUpChange(.policyChange, detail: "increase-over 20"), policy: policy) == [.policyChange])
+        #expect(
+            requiresStepUp(StepUpChange(.policyChange, detail: "increase-over 20"), policy: policy) == [.policyChange])
         #expect(requiresStepUp(StepUpChange(.operatorEnroll, detail: "bob"), policy: policy) == [.operatorEnrolment])
         #expect(requiresStepUp(StepUpChange(.operatorRemove, detail: "bob"), policy: policy) == [.operatorRemoval])
     }
@@ -55,7 +64,10 @@ struct PolicyTests {
     @Test func rulesCanBeTurnedOffOneByOne() throws {
         func off(_ key: String) throws -> StepUpPolicy { try StepUpPolicy.standard.setting(key, "off") }
         let big = StepUpChange(.set, from: 40 * Self.pct, to: 100 * Self.pct, force: true, guardrailOverride: true)
-        #expect(requiresStepUp(big, policy: try off("increase-over")) == [.crosses(threshold: 50 * Self.pct), .reachesFull, .force, .guardrailOverride])
+        #expect(
+            requiresStepUp(big, policy: try off("increase-over")) == [
+                .crosses(threshold: 50 * Self.pct), .reachesFull, .force, .guardrailOverride,
+            ])
         #expect(requiresStepUp(big, policy: try off("cross")).contains(.crosses(threshold: 50 * Self.pct)) == false)
         #expect(requiresStepUp(big, policy: try off("reach-100")).contains(.reachesFull) == false)
         #expect(requiresStepUp(big, policy: try off("force")).contains(.force) == false)
@@ -100,9 +112,12 @@ struct PolicyTests {
     }
 
     @Test func summariesAndReasonCodesForTheAuditLog() {
-        #expect(StepUpChange(.set, from: 10 * Self.pct, to: 12_500_000, force: true).summary == "set 10% -> 12.5% --force")
+        #expect(
+            StepUpChange(.set, from: 10 * Self.pct, to: 12_500_000, force: true).summary == "set 10% -> 12.5% --force")
         #expect(StepUpChange(.policyChange, detail: "increase-over 20").summary == "policy-change increase-over 20")
         #expect(StepUpReason.crosses(threshold: 50 * Self.pct).code == "crosses-50")
-        #expect(StepUpReason.largeIncrease(points: 15 * Self.pct, limit: 10 * Self.pct).description == "an increase of 15 points, more than 10")
+        #expect(
+            StepUpReason.largeIncrease(points: 15 * Self.pct, limit: 10 * Self.pct).description
+                == "an increase of 15 points, more than 10")
     }
 }

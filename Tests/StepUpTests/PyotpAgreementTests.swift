@@ -11,7 +11,8 @@ struct PyotpAgreementTests {
     /// Runs `script` in the peer python with `input` as JSON on stdin; returns its stdout parsed as JSON.
     private func peer(_ script: String, input: Any) throws -> Any {
         let json = String(decoding: try JSONSerialization.data(withJSONObject: input), as: UTF8.self)
-        let result = try TestSupport.run(try TestSupport.python(), ["-c", script], stdin: json, environment: ["TZ": "UTC"])
+        let result = try TestSupport.run(
+            try TestSupport.python(), ["-c", script], stdin: json, environment: ["TZ": "UTC"])
         try #require(result.status == 0, "pyotp peer failed: \(result.stderr)")
         return try JSONSerialization.jsonObject(with: Data(result.stdout.utf8))
     }

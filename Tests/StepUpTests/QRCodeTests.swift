@@ -37,8 +37,12 @@ struct QRCodeTests {
     /// (what the CLI draws on a 24-line terminal) for an id of up to 22 characters such as `ana.lopez@laptop-1234`;
     /// longer ids need a version-7 symbol and a taller terminal.
     @Test func enrolmentCodeFitsAnEightyByTwentyFourTerminal() throws {
-        let long = OTPAuthURI(secret: .generate(), issuer: Enrolment.issuer, account: String(repeating: "o", count: 40) + "@example.com")
-        #expect(TerminalQR.lines(try QRCodeMatrix(encoding: long.absoluteString), style: .lightOnDark).allSatisfy { $0.count <= 80 })
+        let long = OTPAuthURI(
+            secret: .generate(), issuer: Enrolment.issuer, account: String(repeating: "o", count: 40) + "@example.com")
+        #expect(
+            TerminalQR.lines(try QRCodeMatrix(encoding: long.absoluteString), style: .lightOnDark).allSatisfy {
+                $0.count <= 80
+            })
         let usual = OTPAuthURI(secret: .generate(), issuer: Enrolment.issuer, account: "ana.lopez@laptop-12345")
         let matrix = try QRCodeMatrix(encoding: usual.absoluteString)
         #expect(matrix.size == 41)
@@ -89,7 +93,8 @@ struct QRCodeTests {
     static func lightModules(_ lines: [String], lightIsDrawn: Bool) throws -> [[Bool]] {
         var rows: [[Bool]] = []
         for line in lines {
-            let cells = line.replacingOccurrences(of: "\u{1B}[97;40m", with: "").replacingOccurrences(of: "\u{1B}[0m", with: "")
+            let cells = line.replacingOccurrences(of: "\u{1B}[97;40m", with: "").replacingOccurrences(
+                of: "\u{1B}[0m", with: "")
             var top: [Bool] = []
             var bottom: [Bool] = []
             for c in cells {

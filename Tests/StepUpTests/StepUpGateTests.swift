@@ -20,7 +20,8 @@ struct StepUpGateTests {
         var audit: [StepUpAuditEvent] = []
 
         init(secret: TOTPSecret = .generate()) {
-            record = OperatorRecord(id: try! OperatorID("ana@laptop"), secret: secret, enrolledAt: StepUpGateTests.start - .days(1))
+            record = OperatorRecord(
+                id: try! OperatorID("ana@laptop"), secret: secret, enrolledAt: StepUpGateTests.start - .days(1))
         }
 
         /// The code ana's phone shows `steps` time steps from now.
@@ -30,7 +31,8 @@ struct StepUpGateTests {
 
         @discardableResult
         mutating func apply(_ change: StepUpChange, code: String?) -> StepUpDecision {
-            let d = gate.authorize(change, by: record.id, code: code, record: enforced ? record : nil, enforced: enforced, at: clock.now())
+            let d = gate.authorize(
+                change, by: record.id, code: code, record: enforced ? record : nil, enforced: enforced, at: clock.now())
             if let r = d.record { record = r }
             if let e = d.event { audit.append(e) }
             if d.isAllowed { percent = change.to }
@@ -111,7 +113,9 @@ struct StepUpGateTests {
     @Test func missingWrongReplayedAndExpiredCodesAreRefused() throws {
         var w = WritePath()
         let wrong = w.code() == "000000" ? "000001" : "000000"
-        for (code, result) in [(nil, "missing"), ("", "missing"), ("12345", "malformed"), ("12a456", "malformed"), (wrong, "wrong")] {
+        for (code, result) in [
+            (nil, "missing"), ("", "missing"), ("12345", "malformed"), ("12a456", "malformed"), (wrong, "wrong"),
+        ] {
             let d = w.raise(to: 30, code: code)
             #expect(d.verdict == .refused)
             #expect(d.outcome?.result == result)
@@ -124,7 +128,9 @@ struct StepUpGateTests {
             w.raise(to: 30, code: wrong).refusal?.description
                 == "wrong code for ana@laptop (1 attempt left before a lockout): set 10% -> 30% needs a fresh code "
                 + "(an increase of 20 points, more than 10)")
-        #expect(w.raise(to: 30, code: nil).refusal?.description.hasSuffix(": enter the current code of ana@laptop's authenticator") == true)
+        #expect(
+            w.raise(to: 30, code: nil).refusal?.description.hasSuffix(
+                ": enter the current code of ana@laptop's authenticator") == true)
         w.record.failedAttempts = 0
 
         // Expired: the code of 2 and 5 steps ago, and one from 3 steps ahead (a fast phone clock).
@@ -145,7 +151,9 @@ struct StepUpGateTests {
         r.clock.advance(by: .seconds(Int64(10)))
         let replay = r.raise(to: 45, code: code)
         #expect(replay.verdict == .refused)
-        #expect(replay.outcome == .replayed(nextCodeAt: TOTP.standard.start(ofStep: TOTP.standard.step(at: Self.start) + 1)))
+        #expect(
+            replay.outcome == .replayed(nextCodeAt: TOTP.standard.start(ofStep: TOTP.standard.step(at: Self.start) + 1))
+        )
         #expect(r.percent == 30 * Self.pct)
         #expect(r.record.failedAttempts == 0)
         // The previous step's code is older than the accepted one: also a replay, never accepted.
@@ -233,7 +241,8 @@ struct StepUpGateTests {
 
     @Test func lockoutIsConfigurable() throws {
         var w = WritePath()
-        w.gate = StepUpGate(policy: try StepUpPolicy.standard.setting("lockout-attempts", "1").setting("lockout-minutes", "2"))
+        w.gate = StepUpGate(
+            policy: try StepUpPolicy.standard.setting("lockout-attempts", "1").setting("lockout-minutes", "2"))
         let wrong = w.code() == "000000" ? "000001" : "000000"
         #expect(w.raise(to: 30, code: wrong).event?.lockedUntil == Self.start + .minutes(2))
         w.clock.advance(by: .minutes(2))
@@ -243,7 +252,8 @@ struct StepUpGateTests {
     @Test func anOperatorWhoIsNotEnrolledIsRefusedWhileStepUpIsOn() {
         let gate = StepUpGate(policy: .standard)
         let d = gate.authorize(
-            StepUpChange(.rollback), by: try! OperatorID("bob"), code: "123456", record: nil, enforced: true, at: Self.start)
+            StepUpChange(.rollback), by: try! OperatorID("bob"), code: "123456", record: nil, enforced: true,
+            at: Self.start)
         #expect(d.verdict == .refused)
         #expect(d.outcome == .notEnrolled)
         #expect(d.event?.result == "not-enrolled")
@@ -272,7 +282,10 @@ struct StepUpGateTests {
         let wrong = w.code() == "000000" ? "000001" : "000000"
         for _ in 0..<3 { w.raise(to: 60, code: wrong) }
         let e = w.audit[2]
-        #expect(e.fields.map(\.key) == ["operator", "at", "action", "kind", "reasons", "result", "failedAttempts", "lockedUntil"])
+        #expect(
+            e.fields.map(\.key) == [
+                "operator", "at", "action", "kind", "reasons", "result", "failedAttempts", "lockedUntil",
+            ])
         #expect(e.fields[4].value == .list(["large-increase", "crosses-50"]))
         #expect(e.fields[7].value == .text((Self.start + .minutes(15)).iso8601))
     }

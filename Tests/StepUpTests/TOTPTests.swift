@@ -90,8 +90,11 @@ struct TOTPTests {
             "\(secret)", String(describing: secret), String(reflecting: secret), dumped(secret),
             "\(OTPAuthURI(secret: secret, issuer: "rollout", account: "ana"))",
             dumped(OperatorRecord(id: try! OperatorID("ana"), secret: secret, enrolledAt: Instant(seconds: 0))),
-            String(describing: OperatorRecord(id: try! OperatorID("ana"), secret: secret, enrolledAt: Instant(seconds: 0))),
-            dumped(PendingEnrolment(id: try! OperatorID("ana"), secret: secret, createdAt: Instant(seconds: 0), approvedBy: nil)),
+            String(
+                describing: OperatorRecord(id: try! OperatorID("ana"), secret: secret, enrolledAt: Instant(seconds: 0))),
+            dumped(
+                PendingEnrolment(
+                    id: try! OperatorID("ana"), secret: secret, createdAt: Instant(seconds: 0), approvedBy: nil)),
         ]
         for text in texts {
             #expect(!text.contains(secret.base32), "\(text)")
