@@ -85,8 +85,8 @@ enum OperatorCommands {
 
     static let policySet = Command(
         "set", summary: "Change one policy setting (a protected action while step-up is enforced).",
-        discussion: "Keys: " + StepUpPolicy.standard.settings.map { "\($0.key) (\($0.help))" }.joined(separator: "; ")
-            + ".",
+        discussion: "While step-up is enforced, the acting operator confirms with a code. The keys:\n"
+            + StepUpPolicy.standard.settings.map { "- \($0.key): \($0.help)" }.joined(separator: "\n"),
         options: [codeOption],
         positionals: [
             Positional("KEY", help: "The setting, as 'rollout policy show' lists it."),
@@ -102,6 +102,7 @@ enum OperatorCommands {
     // MARK: Actions
 
     static func runEnroll(_ invocation: Invocation) throws -> ExitCode {
+        try refuseIfReadOnly(invocation)
         let id = try operatorID(StoreLocation.operatorID(invocation), invocation)
         let style = try qrStyle(invocation)
         let db = try openStore(invocation)
@@ -280,6 +281,7 @@ enum OperatorCommands {
     }
 
     static func runRemove(_ invocation: Invocation) throws -> ExitCode {
+        try refuseIfReadOnly(invocation)
         let target = try operatorID(invocation.positional(0) ?? "", invocation)
         let db = try openStore(invocation)
         guard try OperatorTables.record(target, in: db) != nil else {
@@ -321,6 +323,7 @@ enum OperatorCommands {
     }
 
     static func runPolicySet(_ invocation: Invocation) throws -> ExitCode {
+        try refuseIfReadOnly(invocation)
         let key = invocation.positional(0) ?? ""
         let value = invocation.positional(1) ?? ""
         let db = try openStore(invocation)
@@ -362,6 +365,13 @@ enum OperatorCommands {
         if let refusal = decision.refusal {
             let hint = refusal.outcome == .missing ? " (\(codeOption) CODE)" : ""
             throw CommandError("refused: \(refusal)\(hint)", exit: .refused)
+        }
+    }
+
+    /// `--read-only` refuses enrolments, removals and policy changes as it refuses rollout changes.
+    static func refuseIfReadOnly(_ invocation: Invocation) throws {
+        if invocation.flag("--read-only") {
+            throw CommandError("refused: --read-only forbids '\(invocation.commandLine)'", exit: .refused)
         }
     }
 

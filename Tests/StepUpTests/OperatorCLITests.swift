@@ -130,6 +130,10 @@ struct OperatorCLITests {
         #expect(bad.status == 2)
         #expect(bad.stderr.contains("lockout-minutes takes a whole number from 1 to 1440"))
 
+        let readOnly = try s.run(["policy", "set", "rollback", "off", "--read-only"], at: Self.t0)
+        #expect(readOnly.status == 4)
+        #expect(readOnly.stderr.contains("--read-only forbids 'rollout policy set'"))
+
         let list = try s.run(["operator", "list", "--json"], at: Self.t0)
         let json = try #require(try JSONSerialization.jsonObject(with: Data(list.stdout.utf8)) as? [String: Any])
         let operators = try #require(json["operators"] as? [[String: Any]])
