@@ -1,3 +1,4 @@
+import JSON
 import RemoteConfig
 import Timekeeping
 
@@ -38,6 +39,23 @@ public struct StoredTemplate: Hashable, Sendable {
     public init(template: RemoteConfigTemplate, info: VersionInfo) {
         self.template = template
         self.info = info
+    }
+
+    /// A stored version whose template gets its `version` and `etag` members from `info`, as a read from
+    /// Firebase returns them; every store stamps its templates this one way.
+    public init(stamping template: RemoteConfigTemplate, info: VersionInfo) {
+        var t = template
+        var version = JSONObject()
+        version["versionNumber"] = .string(String(info.number))
+        version["updateTime"] = .string(info.updateTime.iso8601)
+        version["updateUser"] = ["email": .string(info.updateUser)]
+        version["updateOrigin"] = .string(info.updateOrigin)
+        version["updateType"] = .string(info.updateType.rawValue)
+        version["description"] = .string(info.description)
+        if let r = info.rollbackSource { version["rollbackSource"] = .string(String(r)) }
+        t.setMember("version", .object(version))
+        t.setMember("etag", .string(info.etag))
+        self.init(template: t, info: info)
     }
 }
 

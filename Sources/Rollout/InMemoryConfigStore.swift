@@ -1,5 +1,4 @@
 import Foundation
-import JSON
 import RemoteConfig
 import Timekeeping
 
@@ -14,26 +13,10 @@ public final class InMemoryConfigStore: ConfigStore, @unchecked Sendable {
         let info = VersionInfo(
             number: 1, etag: InMemoryConfigStore.etag(1), updateTime: time, updateUser: user, updateOrigin: "ROLLOUT_INIT",
             updateType: .incremental, description: "initial template")
-        stored = [StoredTemplate(template: InMemoryConfigStore.stamp(template, info), info: info)]
+        stored = [StoredTemplate(stamping: template, info: info)]
     }
 
     static func etag(_ n: Int) -> String { "etag-memory-\(n)" }
-
-    /// The template with its `version` and `etag` members filled in, as a read from Firebase returns it.
-    static func stamp(_ template: RemoteConfigTemplate, _ info: VersionInfo) -> RemoteConfigTemplate {
-        var t = template
-        var version = JSONObject()
-        version["versionNumber"] = .string(String(info.number))
-        version["updateTime"] = .string(info.updateTime.iso8601)
-        version["updateUser"] = ["email": .string(info.updateUser)]
-        version["updateOrigin"] = .string(info.updateOrigin)
-        version["updateType"] = .string(info.updateType.rawValue)
-        version["description"] = .string(info.description)
-        if let r = info.rollbackSource { version["rollbackSource"] = .string(String(r)) }
-        t.setMember("version", .object(version))
-        t.setMember("etag", .string(info.etag))
-        return t
-    }
 
     public func current() throws -> StoredTemplate { lock.withLock { stored.last! } }
 
@@ -48,7 +31,7 @@ public final class InMemoryConfigStore: ConfigStore, @unchecked Sendable {
                 number: n, etag: InMemoryConfigStore.etag(n), updateTime: request.time, updateUser: request.updateUser,
                 updateOrigin: request.updateOrigin, updateType: request.updateType, description: request.description,
                 rollbackSource: request.rollbackSource)
-            let s = StoredTemplate(template: InMemoryConfigStore.stamp(request.template.strippingVersionInfo(), info), info: info)
+            let s = StoredTemplate(stamping: request.template.strippingVersionInfo(), info: info)
             stored.append(s)
             var entry = request.audit
             entry.version = n
