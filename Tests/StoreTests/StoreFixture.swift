@@ -6,7 +6,7 @@ import TestSupport
 import Timekeeping
 
 /// A store file in a fresh temporary directory, opened in-process, plus helpers to drive the real binary on it.
-final class StoreFixture {
+final class StoreFixture: Sendable {
     let directory: URL
     let path: String
     let clock = ManualClock()
