@@ -27,7 +27,9 @@ extension RemoteConfigTemplate {
                 entry["tagColor"] = nil
             case .client:
                 if let opaque = condition.node.opaqueTerms.first {
-                    throw TemplateError("condition '\(condition.name)' has no client form: '\(opaque.text)' is not an expression element")
+                    throw TemplateError(
+                        "condition '\(condition.name)' has no client form: '\(opaque.text)' is not an expression element"
+                    )
                 }
                 entry["expression"] = .string(ExpressionRenderer.text(condition.node))
                 entry["condition"] = nil

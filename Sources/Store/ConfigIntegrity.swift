@@ -37,7 +37,8 @@ extension SQLiteConfigStore {
     private func check() throws -> ConfigIntegrityReport {
         let integrity = try database.query("PRAGMA integrity_check").compactMap { $0.first?.string }
         if integrity != ["ok"] {
-            throw ConfigIntegrityProblem("database", "SQLite integrity check failed: \(integrity.prefix(3).joined(separator: "; "))")
+            throw ConfigIntegrityProblem(
+                "database", "SQLite integrity check failed: \(integrity.prefix(3).joined(separator: "; "))")
         }
 
         // The chain.
@@ -50,27 +51,35 @@ extension SQLiteConfigStore {
         }
 
         // The head.
-        let headRow = try database.query("SELECT version, audit_sequence, audit_hash FROM config_head WHERE id = 1").first
+        let headRow = try database.query("SELECT version, audit_sequence, audit_hash FROM config_head WHERE id = 1")
+            .first
         let versionRows = try database.query("SELECT \(Self.versionColumns) FROM config_versions ORDER BY number")
-        guard let headRow, let headVersion = headRow[0].int, let headSequence = headRow[1].int, let headHash = headRow[2].string else {
+        guard let headRow, let headVersion = headRow[0].int, let headSequence = headRow[1].int,
+            let headHash = headRow[2].string
+        else {
             if records.isEmpty && versionRows.isEmpty {
-                return ConfigIntegrityReport(auditRecords: 0, versions: 0, headSequence: 0, headHash: AuditChain.genesis)
+                return ConfigIntegrityReport(
+                    auditRecords: 0, versions: 0, headSequence: 0, headHash: AuditChain.genesis)
             }
-            throw ConfigIntegrityProblem("chain head", "missing or unreadable (deleted?) although the store has records")
+            throw ConfigIntegrityProblem(
+                "chain head", "missing or unreadable (deleted?) although the store has records")
         }
         let last = records.last
         let lastSequence = last?.sequence ?? 0
         if headSequence > lastSequence {
             throw ConfigIntegrityProblem(
                 "audit record \(lastSequence + 1)",
-                "missing (deleted?): the log ends at record \(lastSequence) but the chain head is record \(headSequence)")
+                "missing (deleted?): the log ends at record \(lastSequence) but the chain head is record \(headSequence)"
+            )
         }
         if headSequence < lastSequence {
             throw ConfigIntegrityProblem(
-                "audit record \(headSequence + 1)", "not covered by the chain head (record \(headSequence)): appended outside rollout?")
+                "audit record \(headSequence + 1)",
+                "not covered by the chain head (record \(headSequence)): appended outside rollout?")
         }
         if let last, last.hash != headHash {
-            throw ConfigIntegrityProblem("audit record \(last.sequence)", "does not match the chain head's hash (edited)")
+            throw ConfigIntegrityProblem(
+                "audit record \(last.sequence)", "does not match the chain head's hash (edited)")
         }
 
         // The versions, each against the record written with it.
@@ -81,7 +90,9 @@ extension SQLiteConfigStore {
             let n = row.info.number
             let subject = "version \(n)"
             if n != expected {
-                throw ConfigIntegrityProblem(n > expected ? "version \(expected)" : subject, n > expected ? "missing (deleted?)" : "out of order")
+                throw ConfigIntegrityProblem(
+                    n > expected ? "version \(expected)" : subject, n > expected ? "missing (deleted?)" : "out of order"
+                )
             }
             expected += 1
             do {
@@ -95,28 +106,35 @@ extension SQLiteConfigStore {
             }
             let record = records[index]
             guard record.hash == row.auditHash else {
-                throw ConfigIntegrityProblem(subject, "audit record \(record.sequence) is not the one written with it (replaced?)")
+                throw ConfigIntegrityProblem(
+                    subject, "audit record \(record.sequence) is not the one written with it (replaced?)")
             }
             guard record.entry.result == .published, record.entry.version == n else {
                 throw ConfigIntegrityProblem(subject, "audit record \(record.sequence) does not record its publication")
             }
             guard record.entry.detail.hasSuffix(Self.digestLabel + row.digest) else {
                 throw ConfigIntegrityProblem(
-                    subject, "its content or metadata differs from what audit record \(record.sequence) pinned (edited)")
+                    subject, "its content or metadata differs from what audit record \(record.sequence) pinned (edited)"
+                )
             }
             referenced.insert(record.sequence)
         }
         let newest = expected - 1
         if headVersion > newest {
-            throw ConfigIntegrityProblem("version \(newest + 1)", "missing (deleted?): the chain head says version \(headVersion) exists")
+            throw ConfigIntegrityProblem(
+                "version \(newest + 1)", "missing (deleted?): the chain head says version \(headVersion) exists")
         }
         if headVersion < newest {
-            throw ConfigIntegrityProblem("version \(headVersion + 1)", "not covered by the chain head (inserted outside rollout?)")
+            throw ConfigIntegrityProblem(
+                "version \(headVersion + 1)", "not covered by the chain head (inserted outside rollout?)")
         }
         for r in records where r.entry.result == .published && !referenced.contains(r.sequence) {
             let v = r.entry.version.map { "version \($0)" } ?? "a version"
-            throw ConfigIntegrityProblem("audit record \(r.sequence)", "records publishing \(v), which no version row matches (deleted or replaced?)")
+            throw ConfigIntegrityProblem(
+                "audit record \(r.sequence)",
+                "records publishing \(v), which no version row matches (deleted or replaced?)")
         }
-        return ConfigIntegrityReport(auditRecords: records.count, versions: newest, headSequence: headSequence, headHash: headHash)
+        return ConfigIntegrityReport(
+            auditRecords: records.count, versions: newest, headSequence: headSequence, headHash: headHash)
     }
 }

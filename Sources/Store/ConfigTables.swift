@@ -88,17 +88,20 @@ public final class SQLiteConfigStore: ConfigStore, @unchecked Sendable {
 
     /// The publish that creates a new store's version 1: `RolloutPlan.initialTemplate` on `seed` (flag present,
     /// rollout not started) and an `init` audit record.
-    public static func genesis(seed: String, form: RemoteConfigTemplate.Form = .client, actor: String, time: Instant) throws
+    public static func genesis(seed: String, form: RemoteConfigTemplate.Form = .client, actor: String, time: Instant)
+        throws
         -> PublishRequest
     {
         let template = try RolloutPlan.initialTemplate(seed: seed, form: form)
         let plan = try RolloutPlan.locate(in: template)
         let to = plan.map { "\($0.percentage) (\($0.state.rawValue))" } ?? "no rollout"
         return PublishRequest(
-            template: template, ifMatch: .any, updateUser: actor, updateOrigin: "ROLLOUT_INIT", updateType: .incremental,
+            template: template, ifMatch: .any, updateUser: actor, updateOrigin: "ROLLOUT_INIT",
+            updateType: .incremental,
             description: "initial template", time: time,
             audit: AuditEntry(
-                time: time, actor: actor, action: "init", from: "no store", to: to, reason: "initial template", result: .published,
+                time: time, actor: actor, action: "init", from: "no store", to: to, reason: "initial template",
+                result: .published,
                 detail: "seed \(seed), \(form.rawValue) template"))
     }
 
@@ -106,7 +109,10 @@ public final class SQLiteConfigStore: ConfigStore, @unchecked Sendable {
 
     public func current() throws -> StoredTemplate {
         try serialized {
-            guard let row = try database.query("SELECT \(Self.versionColumns) FROM config_versions ORDER BY number DESC LIMIT 1").first
+            guard
+                let row = try database.query(
+                    "SELECT \(Self.versionColumns) FROM config_versions ORDER BY number DESC LIMIT 1"
+                ).first
             else { throw StoreError.unavailable("the store has no version yet (create it with 'rollout init')") }
             return try VersionRow(row).stored()
         }
@@ -116,10 +122,17 @@ public final class SQLiteConfigStore: ConfigStore, @unchecked Sendable {
         try serialized {
             try database.transaction {
                 if case .etag(let expected) = request.ifMatch {
-                    guard let newest = try database.query("SELECT \(Self.versionColumns) FROM config_versions ORDER BY number DESC LIMIT 1").first
-                    else { throw StoreError.unavailable("the store has no version yet (create it with 'rollout init')") }
+                    guard
+                        let newest = try database.query(
+                            "SELECT \(Self.versionColumns) FROM config_versions ORDER BY number DESC LIMIT 1"
+                        ).first
+                    else {
+                        throw StoreError.unavailable("the store has no version yet (create it with 'rollout init')")
+                    }
                     let row = try VersionRow(newest)
-                    if row.info.etag != expected { throw PublishConflict(current: try row.stored(), expectedETag: expected) }
+                    if row.info.etag != expected {
+                        throw PublishConflict(current: try row.stored(), expectedETag: expected)
+                    }
                 }
                 return try insertVersion(request)
             }
@@ -137,7 +150,10 @@ public final class SQLiteConfigStore: ConfigStore, @unchecked Sendable {
 
     public func version(_ number: Int) throws -> StoredTemplate {
         try serialized {
-            guard let row = try database.query("SELECT \(Self.versionColumns) FROM config_versions WHERE number = ?", [.integer(Int64(number))]).first
+            guard
+                let row = try database.query(
+                    "SELECT \(Self.versionColumns) FROM config_versions WHERE number = ?", [.integer(Int64(number))]
+                ).first
             else { throw StoreError.noSuchVersion(number) }
             return try VersionRow(row).stored()
         }
@@ -179,7 +195,8 @@ public final class SQLiteConfigStore: ConfigStore, @unchecked Sendable {
         let template = request.template.strippingVersionInfo()
         let text = template.json.compactText
         let info = VersionInfo(
-            number: number, etag: Self.newETag(number: number, content: text), updateTime: request.time, updateUser: request.updateUser,
+            number: number, etag: Self.newETag(number: number, content: text), updateTime: request.time,
+            updateUser: request.updateUser,
             updateOrigin: request.updateOrigin, updateType: request.updateType, description: request.description,
             rollbackSource: request.rollbackSource)
         let row = VersionRow(info: info, form: template.form, templateText: text, auditSequence: 0, auditHash: "")
@@ -191,8 +208,10 @@ public final class SQLiteConfigStore: ConfigStore, @unchecked Sendable {
         try database.run(
             "INSERT INTO config_versions (\(Self.versionColumns)) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             [
-                .integer(Int64(number)), .text(info.etag), .text(text), .text(template.form.rawValue), .integer(info.updateTime.microseconds),
-                .text(info.updateUser), .text(info.updateOrigin), .text(info.updateType.rawValue), .text(info.description),
+                .integer(Int64(number)), .text(info.etag), .text(text), .text(template.form.rawValue),
+                .integer(info.updateTime.microseconds),
+                .text(info.updateUser), .text(info.updateOrigin), .text(info.updateType.rawValue),
+                .text(info.description),
                 info.rollbackSource.map { .integer(Int64($0)) } ?? .null, .integer(record.sequence), .text(record.hash),
             ])
         try database.run(
@@ -207,8 +226,10 @@ public final class SQLiteConfigStore: ConfigStore, @unchecked Sendable {
         try database.run(
             "INSERT INTO config_audit (\(Self.auditColumns)) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             [
-                .integer(record.sequence), .integer(e.time.microseconds), .text(e.actor), .text(e.action), .text(e.from), .text(e.to),
-                .text(e.reason), .text(e.result.rawValue), e.version.map { .integer(Int64($0)) } ?? .null, .text(e.detail),
+                .integer(record.sequence), .integer(e.time.microseconds), .text(e.actor), .text(e.action),
+                .text(e.from), .text(e.to),
+                .text(e.reason), .text(e.result.rawValue), e.version.map { .integer(Int64($0)) } ?? .null,
+                .text(e.detail),
                 .text(record.previousHash), .text(record.hash),
             ])
     }
@@ -216,7 +237,9 @@ public final class SQLiteConfigStore: ConfigStore, @unchecked Sendable {
     /// Where the chain continues: the head row (not the newest audit row, so that a deleted newest record stays
     /// a visible gap instead of being papered over by the next append).
     private func chainHead() throws -> ChainHead {
-        if let row = try database.query("SELECT version, audit_sequence, audit_hash FROM config_head WHERE id = 1").first {
+        if let row = try database.query("SELECT version, audit_sequence, audit_hash FROM config_head WHERE id = 1")
+            .first
+        {
             guard let version = row[0].int, let sequence = row[1].int, let hash = row[2].string else {
                 throw StoreError.corrupt("the chain head has an unexpected value (run 'rollout audit verify')")
             }
@@ -235,7 +258,9 @@ public final class SQLiteConfigStore: ConfigStore, @unchecked Sendable {
 
         func chaining(_ entry: AuditEntry) -> AuditRecord {
             let next = sequence + 1
-            return AuditRecord(sequence: next, entry: entry, previousHash: hash, hash: AuditChain.hash(sequence: next, entry: entry, previousHash: hash))
+            return AuditRecord(
+                sequence: next, entry: entry, previousHash: hash,
+                hash: AuditChain.hash(sequence: next, entry: entry, previousHash: hash))
         }
     }
 
@@ -270,7 +295,8 @@ public final class SQLiteConfigStore: ConfigStore, @unchecked Sendable {
 
     static let versionColumns =
         "number, etag, template, form, update_time, update_user, update_origin, update_type, description, rollback_source, audit_sequence, audit_hash"
-    static let auditColumns = "sequence, time, actor, action, from_state, to_state, reason, result, version, detail, previous_hash, hash"
+    static let auditColumns =
+        "sequence, time, actor, action, from_state, to_state, reason, result, version, detail, previous_hash, hash"
 
     /// One row of `config_versions`.
     struct VersionRow {
@@ -280,7 +306,10 @@ public final class SQLiteConfigStore: ConfigStore, @unchecked Sendable {
         var auditSequence: Int64
         var auditHash: String
 
-        init(info: VersionInfo, form: RemoteConfigTemplate.Form, templateText: String, auditSequence: Int64, auditHash: String) {
+        init(
+            info: VersionInfo, form: RemoteConfigTemplate.Form, templateText: String, auditSequence: Int64,
+            auditHash: String
+        ) {
             self.info = info
             self.form = form
             self.templateText = templateText
@@ -290,15 +319,19 @@ public final class SQLiteConfigStore: ConfigStore, @unchecked Sendable {
 
         init(_ row: [SQLiteValue]) throws {
             let n = row[0].int.map { Int($0) }
-            func bad(_ what: String) -> ConfigIntegrityProblem { ConfigIntegrityProblem("version \(n.map(String.init) ?? "?")", what) }
+            func bad(_ what: String) -> ConfigIntegrityProblem {
+                ConfigIntegrityProblem("version \(n.map(String.init) ?? "?")", what)
+            }
             guard let n else { throw bad("its number is not an integer") }
-            guard let etag = row[1].string, let text = row[2].string, let form = row[3].string.flatMap(RemoteConfigTemplate.Form.init),
+            guard let etag = row[1].string, let text = row[2].string,
+                let form = row[3].string.flatMap(RemoteConfigTemplate.Form.init),
                 let time = row[4].int, let user = row[5].string, let origin = row[6].string,
                 let type = row[7].string.flatMap(UpdateType.init(rawValue:)), let description = row[8].string,
                 row[9] == .null || row[9].int != nil, let auditSequence = row[10].int, let auditHash = row[11].string
             else { throw bad("a column has an unexpected value (edited?)") }
             info = VersionInfo(
-                number: n, etag: etag, updateTime: Instant(microseconds: time), updateUser: user, updateOrigin: origin, updateType: type,
+                number: n, etag: etag, updateTime: Instant(microseconds: time), updateUser: user, updateOrigin: origin,
+                updateType: type,
                 description: description, rollbackSource: row[9].int.map { Int($0) })
             self.form = form
             templateText = text
@@ -336,13 +369,18 @@ public final class SQLiteConfigStore: ConfigStore, @unchecked Sendable {
 
     static func auditRecord(_ row: [SQLiteValue]) throws -> AuditRecord {
         let sequence = row[0].int
-        guard let sequence else { throw ConfigIntegrityProblem("audit log", "a record's sequence is not an integer (edited?)") }
+        guard let sequence else {
+            throw ConfigIntegrityProblem("audit log", "a record's sequence is not an integer (edited?)")
+        }
         guard let time = row[1].int, let actor = row[2].string, let action = row[3].string, let from = row[4].string,
-            let to = row[5].string, let reason = row[6].string, let result = row[7].string.flatMap(AuditEntry.Result.init(rawValue:)),
-            row[8] == .null || row[8].int != nil, let detail = row[9].string, let previous = row[10].string, let hash = row[11].string
+            let to = row[5].string, let reason = row[6].string,
+            let result = row[7].string.flatMap(AuditEntry.Result.init(rawValue:)),
+            row[8] == .null || row[8].int != nil, let detail = row[9].string, let previous = row[10].string,
+            let hash = row[11].string
         else { throw ConfigIntegrityProblem("audit record \(sequence)", "a column has an unexpected value (edited?)") }
         let entry = AuditEntry(
-            time: Instant(microseconds: time), actor: actor, action: action, from: from, to: to, reason: reason, result: result,
+            time: Instant(microseconds: time), actor: actor, action: action, from: from, to: to, reason: reason,
+            result: result,
             version: row[8].int.map { Int($0) }, detail: detail)
         return AuditRecord(sequence: sequence, entry: entry, previousHash: previous, hash: hash)
     }

@@ -45,7 +45,8 @@ public final class RolloutStore: @unchecked Sendable {
         do {
             database = try SQLiteDatabase(path: path, create: false)
         } catch {
-            throw StoreError.unavailable(error.message.hasPrefix(path) ? error.message : "cannot open the store \(path): \(error.message)")
+            throw StoreError.unavailable(
+                error.message.hasPrefix(path) ? error.message : "cannot open the store \(path): \(error.message)")
         }
         try claim()
         if created {
@@ -77,7 +78,8 @@ public final class RolloutStore: @unchecked Sendable {
         guard !directory.isEmpty, !FileManager.default.fileExists(atPath: directory) else { return }
         try createDirectory((directory as NSString).deletingLastPathComponent)
         if mkdir(directory, 0o700) != 0, errno != EEXIST {
-            throw StoreError.unavailable("cannot create the store directory \(directory): \(String(cString: strerror(errno)))")
+            throw StoreError.unavailable(
+                "cannot create the store directory \(directory): \(String(cString: strerror(errno)))")
         }
     }
 
@@ -109,7 +111,8 @@ public final class RolloutStore: @unchecked Sendable {
                 guard id != Int64(RolloutStore.applicationID) else { return }
                 let tables = try db.query("SELECT count(*) FROM sqlite_master").first?.first?.int ?? 0
                 guard id == 0, tables == 0 else {
-                    throw StoreError.unavailable("\(path) is another application's SQLite database, not a rollout store")
+                    throw StoreError.unavailable(
+                        "\(path) is another application's SQLite database, not a rollout store")
                 }
                 try db.execute("PRAGMA application_id = \(RolloutStore.applicationID)")
             }

@@ -8,7 +8,9 @@ import Timekeeping
 /// same durability measured in the same run.
 enum StoreBench {
     static let suites: [BenchSuite] = [
-        BenchSuite(name: "store", title: "config store: compare-and-swap publish latency vs a bare durable SQLite transaction") {
+        BenchSuite(
+            name: "store", title: "config store: compare-and-swap publish latency vs a bare durable SQLite transaction"
+        ) {
             try publishLatency()
         }
     ]
@@ -21,24 +23,33 @@ enum StoreBench {
     /// version and audit rows together, `COMMIT`, on a second file with the same pragmas (WAL, synchronous=FULL).
     /// The two alternate sample by sample so that load from other processes hits both alike.
     static func publishLatency() throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("rollout-bench-store-\(UUID().uuidString)")
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "rollout-bench-store-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: directory) }
         let store = try RolloutStore(path: directory.appendingPathComponent("rollout.db").path)
         let config = try store.configStore()
-        try config.initializeIfEmpty { try SQLiteConfigStore.genesis(seed: "bench", actor: "bench@rollout", time: SystemClock().now()) }
+        try config.initializeIfEmpty {
+            try SQLiteConfigStore.genesis(seed: "bench", actor: "bench@rollout", time: SystemClock().now())
+        }
         let path = WritePath(store: config, clock: SystemClock(), newSeed: { "bench" })
         func nudge(_ i: Int) throws {
             let delta = MicroPercent(i % 2 == 0 ? 100_000 : -100_000)
-            let request = WritePath.Request(intent: .rollout(.nudge(delta)), actor: "bench@rollout", reason: "bench", origin: "BENCH")
-            guard case .published = try path.execute(request) else { throw BenchError("a bench nudge published nothing") }
+            let request = WritePath.Request(
+                intent: .rollout(.nudge(delta)), actor: "bench@rollout", reason: "bench", origin: "BENCH")
+            guard case .published = try path.execute(request) else {
+                throw BenchError("a bench nudge published nothing")
+            }
         }
         _ = try path.execute(
-            WritePath.Request(intent: .rollout(.set(MicroPercent(percent: 10))), actor: "bench@rollout", origin: "BENCH"))
+            WritePath.Request(
+                intent: .rollout(.set(MicroPercent(percent: 10))), actor: "bench@rollout", origin: "BENCH"))
 
         // The floor's row: as many bytes as a version row plus its audit record.
         let newest = try config.current()
         let audit = try config.auditRecords(limit: 1, before: nil)[0]
-        let rowBytes = newest.template.strippingVersionInfo().json.compactText.utf8.count + 64 * 4 + audit.entry.detail.utf8.count + 200
+        let rowBytes =
+            newest.template.strippingVersionInfo().json.compactText.utf8.count + 64 * 4 + audit.entry.detail.utf8.count
+            + 200
         let floor = try SQLiteDatabase(path: directory.appendingPathComponent("floor.db").path)
         try floor.execute("CREATE TABLE rows (n INTEGER PRIMARY KEY, etag TEXT, payload BLOB)")
         let payload = [UInt8](repeating: 0x61, count: rowBytes)
@@ -66,8 +77,12 @@ enum StoreBench {
 
         published.sort()
         floorSamples.sort()
-        func percentile(_ sorted: [Double], _ p: Double) -> Double { sorted[min(sorted.count - 1, Int((Double(sorted.count) * p).rounded(.up)) - 1)] }
-        print("  \(publishes) publishes through WritePath.execute (nudge, CAS, audit) on \(directory.path); floor row \(rowBytes) bytes")
+        func percentile(_ sorted: [Double], _ p: Double) -> Double {
+            sorted[min(sorted.count - 1, Int((Double(sorted.count) * p).rounded(.up)) - 1)]
+        }
+        print(
+            "  \(publishes) publishes through WritePath.execute (nudge, CAS, audit) on \(directory.path); floor row \(rowBytes) bytes"
+        )
         report(
             "publish p50", value: percentile(published, 0.50), unit: "ms",
             against: ("bare durable SQLite transaction p50", percentile(floorSamples, 0.50)))

@@ -21,8 +21,12 @@ enum StoreCommands {
     static let json = Option.flag("--json", help: "Print JSON instead of text.")
 
     static let writeOptions: [Option] = [
-        .value("--reason", name: "TEXT", help: "Why: the version's description and the audit record's reason (one line, up to 1024 characters)."),
-        .flag("--force", help: "Publish without compare-and-swap, overwriting whatever was published meanwhile (audited as forced)."),
+        .value(
+            "--reason", name: "TEXT",
+            help: "Why: the version's description and the audit record's reason (one line, up to 1024 characters)."),
+        .flag(
+            "--force",
+            help: "Publish without compare-and-swap, overwriting whatever was published meanwhile (audited as forced)."),
         .flag("--dry-run", help: "Show the change, its diff and the policy reports; write nothing."),
     ]
 
@@ -31,12 +35,17 @@ enum StoreCommands {
     static let initCommand = Command(
         "init",
         summary: "Create a new store holding the rollout's starting template (version 1).",
-        discussion: "The template has AppAttestEnabled (default \"false\"), the exposed and control conditions at 0% on the "
+        discussion:
+            "The template has AppAttestEnabled (default \"false\"), the exposed and control conditions at 0% on the "
             + "seed, and the AppAttestCohort parameter: present, not started. Other commands create the store on first use "
             + "with a random seed; init lets you choose the seed and the template form. Refuses an existing store.",
         options: [
-            .value("--seed", name: "SEED", help: "The percent conditions' seed (letters, digits, '.', '_', '-'; default rollout-<random hex>)."),
-            .value("--form", name: "client|server", help: "Client template (expression strings, default) or server template (structured conditions)."),
+            .value(
+                "--seed", name: "SEED",
+                help: "The percent conditions' seed (letters, digits, '.', '_', '-'; default rollout-<random hex>)."),
+            .value(
+                "--form", name: "client|server",
+                help: "Client template (expression strings, default) or server template (structured conditions)."),
         ],
         examples: [
             "rollout init",
@@ -49,11 +58,14 @@ enum StoreCommands {
             guard !inv.flag("--read-only") else { throw WritePath.Failure.readOnly }
             let session = try Wiring.open(inv, create: true)
             let created = try session.config.initializeIfEmpty {
-                try SQLiteConfigStore.genesis(seed: seed, form: form, actor: session.operatorID, time: session.clock.now())
+                try SQLiteConfigStore.genesis(
+                    seed: seed, form: form, actor: session.operatorID, time: session.clock.now())
             }
             let current = try session.config.current()
             guard created else {
-                throw CommandError("a store already exists at \(session.path) (version \(current.info.number)); init only creates new stores")
+                throw CommandError(
+                    "a store already exists at \(session.path) (version \(current.info.number)); init only creates new stores"
+                )
             }
             print("created store \(session.path)")
             print("version 1 (etag \(current.etag)), \(form.rawValue) template, seed \(seed)")
@@ -88,7 +100,10 @@ enum StoreCommands {
             var rows: [(String, String)] = [
                 ("store", session.path),
                 ("version", "\(info.number) (etag \(info.etag))"),
-                ("updated", "\(info.updateTime.iso8601) by \(printable(info.updateUser)) (\(info.updateOrigin), \(info.updateType.rawValue))"),
+                (
+                    "updated",
+                    "\(info.updateTime.iso8601) by \(printable(info.updateUser)) (\(info.updateOrigin), \(info.updateType.rawValue))"
+                ),
             ]
             if !info.description.isEmpty { rows.append(("reason", printable(info.description))) }
             rows.append(("", ""))
@@ -98,10 +113,17 @@ enum StoreCommands {
                     (plan.names.parameter, describe(plan)),
                     ("condition", "\(plan.names.exposedCondition): \(printable(plan.conditionText))"),
                     ("seed", printable(plan.seed)),
-                    ("exposed", plan.state == .rolling ? plan.exposedBand.description : "nobody (\(plan.state.rawValue))"),
-                    ("control", plan.state == .rolling && !plan.controlBand.isEmpty ? plan.controlBand.description : "none"),
+                    (
+                        "exposed",
+                        plan.state == .rolling ? plan.exposedBand.description : "nobody (\(plan.state.rawValue))"
+                    ),
+                    (
+                        "control",
+                        plan.state == .rolling && !plan.controlBand.isEmpty ? plan.controlBand.description : "none"
+                    ),
                 ]
-            case .success(nil): rows.append(("rollout", "none: the template has no rollout of \(RolloutNames.standard.parameter)"))
+            case .success(nil):
+                rows.append(("rollout", "none: the template has no rollout of \(RolloutNames.standard.parameter)"))
             case .failure(let e): rows.append(("rollout", "cannot read it: \(e)"))
             }
             printRows(rows)
@@ -113,10 +135,13 @@ enum StoreCommands {
     static let set = Command(
         "set",
         summary: "Set the AppAttestEnabled percentage.",
-        discussion: "PERCENT is 0 to 100 with up to 6 decimals (micro-percent). Raising it only adds installations to the "
+        discussion:
+            "PERCENT is 0 to 100 with up to 6 decimals (micro-percent). Raising it only adds installations to the "
             + "exposed group (the seed is fixed). Publishes with compare-and-swap; exit 3 when someone published first.",
         options: writeOptions + [
-            .value("--expect", name: "PERCENT", help: "Only if the rollout is currently at PERCENT (a guard against stale reads).")
+            .value(
+                "--expect", name: "PERCENT",
+                help: "Only if the rollout is currently at PERCENT (a guard against stale reads).")
         ],
         positionals: [Positional("PERCENT", help: "The new percentage, e.g. 25 or 12.5.")],
         examples: [
@@ -133,9 +158,12 @@ enum StoreCommands {
     static let nudge = Command(
         "nudge",
         summary: "Move the AppAttestEnabled percentage up or down by a step.",
-        discussion: "DELTA is signed, up to 6 decimals. The result must stay within 0 and 100. With --retry a nudge that "
+        discussion:
+            "DELTA is signed, up to 6 decimals. The result must stay within 0 and 100. With --retry a nudge that "
             + "loses a compare-and-swap race is re-applied on top of the winner (validated again), so concurrent nudges add up.",
-        options: writeOptions + [.flag("--retry", help: "On a conflict, re-apply the nudge on top of the newer version.")],
+        options: writeOptions + [
+            .flag("--retry", help: "On a conflict, re-apply the nudge on top of the newer version.")
+        ],
         positionals: [Positional("DELTA", help: "The change in points, e.g. +5 or -2.5.")],
         examples: [
             "rollout nudge +5 --reason \"no new crash clusters\"",
@@ -176,7 +204,8 @@ enum StoreCommands {
     static let rollback = Command(
         "rollback",
         summary: "Publish an earlier version's template again, as a new version.",
-        discussion: "Like Firebase's rollback: history is kept; the new version's update type is ROLLBACK and it records "
+        discussion:
+            "Like Firebase's rollback: history is kept; the new version's update type is ROLLBACK and it records "
             + "the source version. See 'rollout history' for the numbers.",
         options: writeOptions,
         positionals: [Positional("VERSION", help: "The version whose template to restore.")],
@@ -216,8 +245,12 @@ enum StoreCommands {
             }
             var table = [["VERSION", "TIME", "USER", "TYPE", "ROLLOUT", "REASON"]]
             for (v, r) in zip(versions, rollouts) {
-                let type = v.updateType == .rollback ? "ROLLBACK of \(v.rollbackSource.map(String.init) ?? "?")" : v.updateType.rawValue
-                table.append([String(v.number), v.updateTime.iso8601, printable(v.updateUser), type, r, printable(v.description)])
+                let type =
+                    v.updateType == .rollback
+                    ? "ROLLBACK of \(v.rollbackSource.map(String.init) ?? "?")" : v.updateType.rawValue
+                table.append([
+                    String(v.number), v.updateTime.iso8601, printable(v.updateUser), type, r, printable(v.description),
+                ])
             }
             printTable(table)
             return .ok
@@ -257,13 +290,16 @@ enum StoreCommands {
     static let config = Command(
         "config",
         summary: "Export or import the whole template (Firebase template JSON, as the firebase CLI writes it).",
-        examples: ["rollout config export > template.json", "rollout config import template.json --reason \"add parameter\""],
+        examples: [
+            "rollout config export > template.json", "rollout config import template.json --reason \"add parameter\"",
+        ],
         subcommands: [export, importCommand])
 
     static let export = Command(
         "export",
         summary: "Print a version's template as Firebase template JSON (two-space indentation).",
-        discussion: "The output carries the version and its etag; 'config import' of an edited export then publishes only if "
+        discussion:
+            "The output carries the version and its etag; 'config import' of an edited export then publishes only if "
             + "the store is still at that version. --format converts between the client form (condition expressions) "
             + "and the server form (structured conditions, as server-side Remote Config uses).",
         options: [
@@ -280,7 +316,8 @@ enum StoreCommands {
             let form = try inv.value("--format").map { try templateForm($0, inv) }
             let number = try inv.value("--version").map { try versionNumber($0, inv) }
             let session = try Wiring.session(inv)
-            var template = try number.map { try session.config.version($0) }?.template ?? session.config.current().template
+            var template =
+                try number.map { try session.config.version($0) }?.template ?? session.config.current().template
             if let form { template = try template.converted(to: form) }
             if let output = inv.value("--output") {
                 do {
@@ -357,7 +394,8 @@ enum StoreCommands {
     static let auditVerify = Command(
         "verify",
         summary: "Check the audit hash chain, its head, and every version against its audit record.",
-        discussion: "Exit 0 when intact; otherwise exit 1 naming the first broken record or version. Detects an edited, "
+        discussion:
+            "Exit 0 when intact; otherwise exit 1 naming the first broken record or version. Detects an edited, "
             + "deleted or reordered audit record (including the newest), and a version whose template or metadata was "
             + "changed after publication. Note the printed head: comparing it with a copy kept elsewhere also detects a "
             + "rewrite of the whole log.",
@@ -374,12 +412,15 @@ enum StoreCommands {
             if inv.flag("--json") {
                 let out: JSONValue = [
                     "intact": true, "auditRecords": .number(JSONNumber(report.auditRecords)),
-                    "versions": .number(JSONNumber(report.versions)), "headSequence": .number(JSONNumber(report.headSequence)),
+                    "versions": .number(JSONNumber(report.versions)),
+                    "headSequence": .number(JSONNumber(report.headSequence)),
                     "headHash": .string(report.headHash),
                 ]
                 print(out.prettyText, terminator: "")
             } else {
-                print("audit log intact: \(report.auditRecords) records, \(report.versions) versions checked against their records, database integrity ok")
+                print(
+                    "audit log intact: \(report.auditRecords) records, \(report.versions) versions checked against their records, database integrity ok"
+                )
                 print("head: record \(report.headSequence) \(report.headHash)")
             }
             return .ok
@@ -390,11 +431,14 @@ enum StoreCommands {
 
 extension StoreCommands {
     /// Runs one change through the write path and prints what happened (or, with `--dry-run`, what would).
-    static func write(_ inv: Invocation, _ intent: WritePath.Intent, retry: Bool = false, basedOn etag: String? = nil) throws -> ExitCode {
+    static func write(_ inv: Invocation, _ intent: WritePath.Intent, retry: Bool = false, basedOn etag: String? = nil)
+        throws -> ExitCode
+    {
         let reason = try self.reason(inv)
         let session = try Wiring.session(inv)
         let path = session.writePath()
-        var request = WritePath.Request(intent: intent, actor: session.operatorID, reason: reason, origin: Wiring.origin)
+        var request = WritePath.Request(
+            intent: intent, actor: session.operatorID, reason: reason, origin: Wiring.origin)
         request.force = inv.flag("--force")
         request.retryOnConflict = retry
         request.basedOnETag = etag
@@ -418,8 +462,9 @@ extension StoreCommands {
             if preview.isNoChange {
                 print("no change: version \(preview.base.info.number) already says so")
             } else {
-                print("would publish version \(preview.base.info.number + 1) on top of version \(preview.base.info.number) (etag \(preview.base.etag))"
-                    + (request.force ? ", forced" : ""))
+                print(
+                    "would publish version \(preview.base.info.number + 1) on top of version \(preview.base.info.number) (etag \(preview.base.etag))"
+                        + (request.force ? ", forced" : ""))
             }
             if session.readOnly { print("note: this session is read-only; a real run would be refused") }
             return refused && !preview.proposal.onlyReducesExposure ? .refused : .ok
@@ -428,7 +473,8 @@ extension StoreCommands {
         switch try path.execute(request) {
         case .published(let stored, let proposal, let attempts):
             printChange(proposal)
-            var line = "published version \(stored.info.number) (etag \(stored.etag)) by \(printable(stored.info.updateUser))"
+            var line =
+                "published version \(stored.info.number) (etag \(stored.etag)) by \(printable(stored.info.updateUser))"
             if attempts > 1 { line += ", re-applied on top of newer versions (\(attempts) attempts)" }
             if request.force { line += "; forced: compare-and-swap skipped (audited)" }
             print(line)
@@ -462,9 +508,13 @@ extension StoreCommands {
             data = (try? FileHandle.standardInput.read(upToCount: limit + 1)) ?? Data()
         } else {
             var isDirectory: ObjCBool = false
-            guard FileManager.default.fileExists(atPath: file, isDirectory: &isDirectory) else { throw CommandError("\(file): no such file") }
+            guard FileManager.default.fileExists(atPath: file, isDirectory: &isDirectory) else {
+                throw CommandError("\(file): no such file")
+            }
             guard !isDirectory.boolValue else { throw CommandError("\(file) is a directory, not a template file") }
-            guard let handle = FileHandle(forReadingAtPath: file) else { throw CommandError("\(file): cannot read it (permission denied?)") }
+            guard let handle = FileHandle(forReadingAtPath: file) else {
+                throw CommandError("\(file): cannot read it (permission denied?)")
+            }
             defer { try? handle.close() }
             data = (try? handle.read(upToCount: limit + 1)) ?? Data()
         }
@@ -512,7 +562,9 @@ extension StoreCommands {
     }
 
     static func validSeed(_ text: String, _ inv: Invocation) throws -> String {
-        let allowed = text.unicodeScalars.allSatisfy { $0.isASCII && ($0.properties.isAlphabetic || ("0"..."9").contains($0) || "._-".unicodeScalars.contains($0)) }
+        let allowed = text.unicodeScalars.allSatisfy {
+            $0.isASCII && ($0.properties.isAlphabetic || ("0"..."9").contains($0) || "._-".unicodeScalars.contains($0))
+        }
         guard !text.isEmpty, text.count <= 100, allowed else {
             throw inv.usageError("invalid seed '\(printable(text))': use 1 to 100 letters, digits, '.', '_' or '-'")
         }
@@ -538,19 +590,25 @@ extension StoreCommands {
 
     static func versionJSON(_ v: VersionInfo) -> JSONValue {
         [
-            "versionNumber": .number(JSONNumber(v.number)), "etag": .string(v.etag), "updateTime": .string(v.updateTime.iso8601),
-            "updateUser": .string(v.updateUser), "updateOrigin": .string(v.updateOrigin), "updateType": .string(v.updateType.rawValue),
-            "description": .string(v.description), "rollbackSource": v.rollbackSource.map { .number(JSONNumber($0)) } ?? .null,
+            "versionNumber": .number(JSONNumber(v.number)), "etag": .string(v.etag),
+            "updateTime": .string(v.updateTime.iso8601),
+            "updateUser": .string(v.updateUser), "updateOrigin": .string(v.updateOrigin),
+            "updateType": .string(v.updateType.rawValue),
+            "description": .string(v.description),
+            "rollbackSource": v.rollbackSource.map { .number(JSONNumber($0)) } ?? .null,
         ]
     }
 
     static func planJSON(_ plan: RolloutPlan) -> JSONValue {
         [
             "parameter": .string(plan.names.parameter), "state": .string(plan.state.rawValue),
-            "percentage": .string(plan.percentage.decimalText), "microPercent": .number(JSONNumber(plan.percentage.value)),
-            "seed": .string(plan.seed), "condition": .string(plan.names.exposedCondition), "expression": .string(plan.conditionText),
+            "percentage": .string(plan.percentage.decimalText),
+            "microPercent": .number(JSONNumber(plan.percentage.value)),
+            "seed": .string(plan.seed), "condition": .string(plan.names.exposedCondition),
+            "expression": .string(plan.conditionText),
             "exposedBand": plan.state == .rolling ? .string(plan.exposedBand.description) : .null,
-            "controlBand": plan.state == .rolling && !plan.controlBand.isEmpty ? .string(plan.controlBand.description) : .null,
+            "controlBand": plan.state == .rolling && !plan.controlBand.isEmpty
+                ? .string(plan.controlBand.description) : .null,
         ]
     }
 
@@ -596,7 +654,9 @@ extension StoreCommands {
         guard let columns = rows.first?.count else { return }
         let widths = (0..<columns).map { c in rows.map { $0[c].count }.max() ?? 0 }
         for row in rows {
-            let cells = row.enumerated().map { c, cell in c == columns - 1 ? cell : cell.padding(toLength: widths[c], withPad: " ", startingAt: 0) }
+            let cells = row.enumerated().map { c, cell in
+                c == columns - 1 ? cell : cell.padding(toLength: widths[c], withPad: " ", startingAt: 0)
+            }
             var line = cells.joined(separator: "  ")
             while line.hasSuffix(" ") { line.removeLast() }
             print(line)
@@ -629,9 +689,12 @@ extension StoreCommands {
             case .invalid: return CommandError(oneLine(f.description), exit: .failure)
             }
         case let c as PublishConflict:
-            return CommandError("publish conflict: the store is at version \(c.current.info.number) now", exit: .conflict)
+            return CommandError(
+                "publish conflict: the store is at version \(c.current.info.number) now", exit: .conflict)
         case let e as SQLiteError:
-            if e.isBusy { return CommandError("the store is busy: another process held its write lock too long; try again") }
+            if e.isBusy {
+                return CommandError("the store is busy: another process held its write lock too long; try again")
+            }
             return CommandError("store error: \(oneLine(e.message))")
         default: return CommandError(oneLine("\(error)"))
         }

@@ -18,7 +18,8 @@ struct StoreSession {
     /// The write path every change of this command goes through (read-only and policies enforced inside).
     func writePath() -> WritePath {
         WritePath(
-            store: config, clock: clock, policies: Wiring.policies(for: self), readOnly: readOnly, newSeed: { Wiring.newSeed() })
+            store: config, clock: clock, policies: Wiring.policies(for: self), readOnly: readOnly,
+            newSeed: { Wiring.newSeed() })
     }
 }
 
@@ -55,7 +56,8 @@ enum Wiring {
         let path = StoreLocation.path(invocation)
         let store = try RolloutStore(path: path, create: create)
         return StoreSession(
-            path: path, store: store, config: try store.configStore(), operatorID: operatorID, readOnly: invocation.flag("--read-only"),
+            path: path, store: store, config: try store.configStore(), operatorID: operatorID,
+            readOnly: invocation.flag("--read-only"),
             clock: SystemClock())
     }
 

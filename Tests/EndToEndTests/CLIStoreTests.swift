@@ -19,7 +19,9 @@ struct CLIStoreTests {
         deinit { try? FileManager.default.removeItem(at: directory) }
 
         @discardableResult
-        func run(_ arguments: [String], operator id: String = "ana@example.com", stdin: String? = nil) throws -> TestSupport.ProcessResult {
+        func run(_ arguments: [String], operator id: String = "ana@example.com", stdin: String? = nil) throws
+            -> TestSupport.ProcessResult
+        {
             try TestSupport.run(
                 try TestSupport.rolloutBinary(), arguments, stdin: stdin,
                 environment: ["ROLLOUT_STORE": path, "ROLLOUT_OPERATOR": id, "NO_COLOR": "1"])
@@ -52,7 +54,8 @@ struct CLIStoreTests {
     }
 
     static func isOneLineError(_ r: TestSupport.ProcessResult) -> Bool {
-        r.stderr.hasPrefix("rollout: ") && r.stderr.hasSuffix("\n") && r.stderr.dropLast().split(separator: "\n").count == 1
+        r.stderr.hasPrefix("rollout: ") && r.stderr.hasSuffix("\n")
+            && r.stderr.dropLast().split(separator: "\n").count == 1
             && !r.stderr.contains("Fatal error") && !r.stderr.contains("Stack dump")
     }
 
@@ -64,7 +67,9 @@ struct CLIStoreTests {
         ] {
             let r = try s.run(command + ["--help"])
             #expect(r.status == 0, "\(command)")
-            #expect(r.stdout.contains("EXAMPLES:") && r.stdout.contains("  rollout \(command.joined(separator: " "))"), "\(command)")
+            #expect(
+                r.stdout.contains("EXAMPLES:") && r.stdout.contains("  rollout \(command.joined(separator: " "))"),
+                "\(command)")
             #expect(r.stdout.contains("--store"), "\(command): global options listed")
         }
         #expect(!FileManager.default.fileExists(atPath: s.path), "help must not create the store")
@@ -73,17 +78,22 @@ struct CLIStoreTests {
     @Test func writeCommandsPrintSummaryDiffAndVersion() throws {
         let s = try Store()
         let created = try s.run(["init", "--seed", "rollout-2026"])
-        #expect(created.status == 0 && created.stdout.contains("version 1") && created.stdout.contains("seed rollout-2026"))
+        #expect(
+            created.status == 0 && created.stdout.contains("version 1") && created.stdout.contains("seed rollout-2026"))
         #expect(try s.run(["init"]).status == 1)
 
         let set = try s.run(["set", "10", "--reason", "first step"])
         #expect(set.status == 0)
         #expect(set.stdout.contains("AppAttestEnabled 0% → 10% (+10 points), rolling"))
-        #expect(set.stdout.contains("~ condition app_attest_rollout: percent('rollout-2026') <= 0  →  percent('rollout-2026') <= 10"))
+        #expect(
+            set.stdout.contains(
+                "~ condition app_attest_rollout: percent('rollout-2026') <= 0  →  percent('rollout-2026') <= 10"))
         #expect(set.stdout.contains("published version 2 (etag etag-2-"))
 
         let dry = try s.run(["nudge", "+2.5", "--dry-run"])
-        #expect(dry.status == 0 && dry.stdout.hasPrefix("dry run: nothing written") && dry.stdout.contains("would publish version 3"))
+        #expect(
+            dry.status == 0 && dry.stdout.hasPrefix("dry run: nothing written")
+                && dry.stdout.contains("would publish version 3"))
         let unchanged = try s.snapshot()
         #expect(try s.run(["set", "10"]).stdout.contains("no change"))
         #expect(try s.snapshot() == unchanged, "a no-op set writes nothing")
@@ -94,7 +104,9 @@ struct CLIStoreTests {
         let forced = try s.run(["set", "20", "--force", "--reason", "override"])
         #expect(forced.status == 0 && forced.stdout.contains("forced"))
         let rollback = try s.run(["rollback", "2", "--reason", "undo"])
-        #expect(rollback.status == 0 && rollback.stdout.contains("roll back to version 2") && rollback.stdout.contains("published version 7"))
+        #expect(
+            rollback.status == 0 && rollback.stdout.contains("roll back to version 2")
+                && rollback.stdout.contains("published version 7"))
 
         let status = try #require(try s.json(["status", "--json"]) as? [String: Any])
         let rollout = try #require(status["rollout"] as? [String: Any])
@@ -105,7 +117,9 @@ struct CLIStoreTests {
         #expect(history.map { $0["versionNumber"] as? Int } == [7, 6, 5, 4, 3, 2, 1])
         #expect(history[0]["updateType"] as? String == "ROLLBACK" && history[0]["rollbackSource"] as? Int == 2)
         #expect(history[1]["updateType"] as? String == "FORCED_UPDATE")
-        #expect(try #require(try s.json(["history", "--json", "--limit", "2", "--before", "5"]) as? [[String: Any]]).count == 2)
+        #expect(
+            try #require(try s.json(["history", "--json", "--limit", "2", "--before", "5"]) as? [[String: Any]]).count
+                == 2)
 
         let audit = try #require(try s.json(["audit", "show", "--json", "--limit", "100"]) as? [[String: Any]])
         #expect(audit.count == 7 && audit.allSatisfy { $0["actor"] as? String == "ana@example.com" })
@@ -113,7 +127,9 @@ struct CLIStoreTests {
         #expect(try s.run(["audit", "show"]).stdout.contains("#4"))
 
         let diff = try s.run(["diff", "2", "3"])
-        #expect(diff.status == 0 && diff.stdout.contains("percent('rollout-2026') <= 10  →  percent('rollout-2026') <= 12.5"))
+        #expect(
+            diff.status == 0
+                && diff.stdout.contains("percent('rollout-2026') <= 10  →  percent('rollout-2026') <= 12.5"))
         #expect(try s.run(["diff", "2", "7"]).stdout.contains("(no differences)"))
 
         let verify = try s.run(["audit", "verify"])
@@ -131,12 +147,14 @@ struct CLIStoreTests {
         #expect(try s.run(["config", "export", "-o", exported]).status == 0)
         try s.run(["set", "50"], operator: "bob@example.com")
         let stale = try s.run(["config", "import", exported])
-        #expect(stale.status == 3 && Self.isOneLineError(stale) && stale.stderr.contains("version 3 by bob@example.com"))
+        #expect(
+            stale.status == 3 && Self.isOneLineError(stale) && stale.stderr.contains("version 3 by bob@example.com"))
 
         let readOnly = try s.run(["kill", "--read-only"])
         #expect(readOnly.status == 4 && Self.isOneLineError(readOnly) && readOnly.stderr.contains("read-only"))
         #expect(try s.run(["status", "--read-only"]).status == 0)
-        let missing = try TestSupport.run(try TestSupport.rolloutBinary(), ["status", "--read-only", "--store", s.file("none.db")])
+        let missing = try TestSupport.run(
+            try TestSupport.rolloutBinary(), ["status", "--read-only", "--store", s.file("none.db")])
         #expect(missing.status == 1 && Self.isOneLineError(missing) && missing.stderr.contains("no store at"))
         #expect(!FileManager.default.fileExists(atPath: s.file("none.db")))
         #expect(try s.run(["rollback", "99"]).status == 1)
@@ -159,24 +177,34 @@ struct CLIStoreTests {
             "wrong-types.json": #"{"conditions": {"a": 1}, "parameters": {}}"#,
             "number-value.json": #"{"parameters": {"AppAttestEnabled": {"defaultValue": {"value": true}}}}"#,
             "unknown-condition.json": #"{"parameters": {"X": {"conditionalValues": {"ghost": {"value": "1"}}}}}"#,
-            "duplicate.json": #"{"conditions": [{"name": "a", "expression": "true"}, {"name": "a", "expression": "false"}]}"#,
+            "duplicate.json":
+                #"{"conditions": [{"name": "a", "expression": "true"}, {"name": "a", "expression": "false"}]}"#,
             "bad-expression.json": #"{"conditions": [{"name": "a", "expression": "percent('s') <= 10 &&"}]}"#,
-            "bad-percent.json": #"{"conditions": [{"name": "a", "condition": {"percent": {"percentOperator": "LESS_OR_EQUAL", "microPercent": -5}}}]}"#,
+            "bad-percent.json":
+                #"{"conditions": [{"name": "a", "condition": {"percent": {"percentOperator": "LESS_OR_EQUAL", "microPercent": -5}}}]}"#,
             "reseed.json": #"""
-                {"conditions": [{"name": "app_attest_rollout", "expression": "percent('other') <= 25"}],
-                 "parameters": {"AppAttestEnabled": {"defaultValue": {"value": "false"},
-                   "conditionalValues": {"app_attest_rollout": {"value": "true"}}}}}
-                """#,
+            {"conditions": [{"name": "app_attest_rollout", "expression": "percent('other') <= 25"}],
+             "parameters": {"AppAttestEnabled": {"defaultValue": {"value": "false"},
+               "conditionalValues": {"app_attest_rollout": {"value": "true"}}}}}
+            """#,
         ]
         for (name, text) in files { _ = s.write(name, text) }
-        #expect(FileManager.default.createFile(atPath: s.file("binary.json"), contents: Data([0x7B, 0xFF, 0xFE, 0x00, 0x22])))
-        #expect(FileManager.default.createFile(atPath: s.file("huge.json"), contents: Data(repeating: 0x20, count: (8 << 20) + 1)))
+        #expect(
+            FileManager.default.createFile(
+                atPath: s.file("binary.json"), contents: Data([0x7B, 0xFF, 0xFE, 0x00, 0x22])))
+        #expect(
+            FileManager.default.createFile(
+                atPath: s.file("huge.json"), contents: Data(repeating: 0x20, count: (8 << 20) + 1)))
 
         let usage: [[String]] = [
-            ["set", "101"], ["set", "-1"], ["set", "NaN"], ["set", "ten"], ["set", "10.1234567"], ["set", ""], ["set"], ["set", "1e2"],
-            ["set", "25", "--expect", "200"], ["set", "5", "--bogus"], ["set", "5", "6"], ["nudge", "0"], ["nudge", "+101"], ["nudge", "abc"],
-            ["nudge", "++1"], ["set", "5", "--reason", "two\nlines"], ["rollback", "0"], ["rollback", "x"], ["history", "--limit", "0"],
-            ["diff", "a", "b"], ["config", "export", "--format", "xml"], ["init", "--seed", "bad'seed"], ["frobnicate"], ["status", "--json=yes"],
+            ["set", "101"], ["set", "-1"], ["set", "NaN"], ["set", "ten"], ["set", "10.1234567"], ["set", ""], ["set"],
+            ["set", "1e2"],
+            ["set", "25", "--expect", "200"], ["set", "5", "--bogus"], ["set", "5", "6"], ["nudge", "0"],
+            ["nudge", "+101"], ["nudge", "abc"],
+            ["nudge", "++1"], ["set", "5", "--reason", "two\nlines"], ["rollback", "0"], ["rollback", "x"],
+            ["history", "--limit", "0"],
+            ["diff", "a", "b"], ["config", "export", "--format", "xml"], ["init", "--seed", "bad'seed"], ["frobnicate"],
+            ["status", "--json=yes"],
         ]
         for args in usage {
             let r = try s.run(args)
@@ -217,8 +245,10 @@ struct CLIStoreTests {
 
         // Unknown members at the top level and inside a parameter, with number spellings that must survive.
         var edited = exported.replacingOccurrences(
-            of: "{\n  \"conditions\"", with: "{\n  \"rolloutsFuture\": {\"ratio\": 2.50, \"big\": 12345678901234567890},\n  \"conditions\"")
-        edited = edited.replacingOccurrences(of: "\"valueType\": \"BOOLEAN\"", with: "\"valueType\": \"BOOLEAN\",\n      \"x-note\": [1e3]")
+            of: "{\n  \"conditions\"",
+            with: "{\n  \"rolloutsFuture\": {\"ratio\": 2.50, \"big\": 12345678901234567890},\n  \"conditions\"")
+        edited = edited.replacingOccurrences(
+            of: "\"valueType\": \"BOOLEAN\"", with: "\"valueType\": \"BOOLEAN\",\n      \"x-note\": [1e3]")
         let file = s.write("edited.json", edited)
         let dry = try s.run(["config", "import", file, "--dry-run"])
         #expect(dry.status == 0 && dry.stdout.contains("~ rolloutsFuture"))
@@ -226,11 +256,15 @@ struct CLIStoreTests {
         #expect(imported.status == 0, "\(imported.stderr)")
         #expect(try s.run(["nudge", "+1"]).status == 0)
         let after = try s.run(["config", "export"]).stdout
-        #expect(after.contains("\"ratio\": 2.50") && after.contains("\"big\": 12345678901234567890") && after.contains("1e3"))
+        #expect(
+            after.contains("\"ratio\": 2.50") && after.contains("\"big\": 12345678901234567890")
+                && after.contains("1e3"))
         #expect(after.contains("percent('rollout-2026') <= 11"))
 
         let server = try s.run(["config", "export", "--format", "server", "--version", "2"])
-        #expect(server.status == 0 && server.stdout.contains("\"percentOperator\": \"LESS_OR_EQUAL\"") && !server.stdout.contains("expression"))
+        #expect(
+            server.status == 0 && server.stdout.contains("\"percentOperator\": \"LESS_OR_EQUAL\"")
+                && !server.stdout.contains("expression"))
         let back = s.write("server.json", server.stdout)
         let reimport = try s.run(["config", "import", back, "--force", "--reason", "server form"])
         #expect(reimport.status == 0, "\(reimport.stderr)")
@@ -271,7 +305,8 @@ struct CLIStoreTests {
         #expect(try s.run(["config", "export", "--format", "server", "-o", template]).status == 0)
 
         var expected: [String: (flag: String, cohort: String)] = [:]
-        let tsv = try String(contentsOf: try TestSupport.vector("remote-config/rollout-2026-10pct.tsv"), encoding: .utf8)
+        let tsv = try String(
+            contentsOf: try TestSupport.vector("remote-config/rollout-2026-10pct.tsv"), encoding: .utf8)
         for line in tsv.split(separator: "\n") where !line.hasPrefix("#") {
             let cols = line.split(separator: "\t")
             let p = Int(cols[2])!
@@ -282,7 +317,8 @@ struct CLIStoreTests {
 
         let oracle = TestSupport.shared.appendingPathComponent("tools/rc_oracle.py").path
         for parameter in ["AppAttestEnabled", "AppAttestCohort"] {
-            let r = try TestSupport.run(try TestSupport.python(), [oracle, template, "--range", "inst-", "0", "9999", "--param", parameter])
+            let r = try TestSupport.run(
+                try TestSupport.python(), [oracle, template, "--range", "inst-", "0", "9999", "--param", parameter])
             #expect(r.status == 0, "\(r.stderr)")
             var seen = 0
             for line in r.stdout.split(separator: "\n") where !line.hasPrefix("#") {

@@ -18,9 +18,13 @@ struct SQLiteConfigStoreTests {
         #expect(v1.template.parameter("AppAttestEnabled")?.defaultValue == .value("false"))
         let records = try config.auditRecords(limit: 10, before: nil)
         #expect(records.count == 1)
-        #expect(records[0].entry.action == "init" && records[0].entry.result == .published && records[0].entry.version == 1)
+        #expect(
+            records[0].entry.action == "init" && records[0].entry.result == .published && records[0].entry.version == 1)
         // A second initialisation (another process starting on the same file) adds nothing.
-        #expect(try config.initializeIfEmpty { Issue.record("genesis drawn twice"); throw StoreError.unavailable("") } == false)
+        #expect(
+            try config.initializeIfEmpty {
+                Issue.record("genesis drawn twice"); throw StoreError.unavailable("")
+            } == false)
         #expect(try config.versions(limit: 10, before: nil).count == 1)
     }
 
@@ -28,11 +32,15 @@ struct SQLiteConfigStoreTests {
         let f = try StoreFixture()
         let (_, config) = try f.open()
         let v1 = try config.current()
-        let template = try RolloutPlan.apply(.set(MicroPercent(percent: 10)), to: v1.template.strippingVersionInfo(), newSeed: "x").template
+        let template = try RolloutPlan.apply(
+            .set(MicroPercent(percent: 10)), to: v1.template.strippingVersionInfo(), newSeed: "x"
+        ).template
         func request(_ ifMatch: IfMatch, _ who: String) -> PublishRequest {
             PublishRequest(
-                template: template, ifMatch: ifMatch, updateUser: who, updateOrigin: "TEST", updateType: .incremental, description: "d",
-                time: f.clock.now(), audit: AuditEntry(time: f.clock.now(), actor: who, action: "set 10", result: .published))
+                template: template, ifMatch: ifMatch, updateUser: who, updateOrigin: "TEST", updateType: .incremental,
+                description: "d",
+                time: f.clock.now(),
+                audit: AuditEntry(time: f.clock.now(), actor: who, action: "set 10", result: .published))
         }
         let v2 = try config.publish(request(.etag(v1.etag), "ana"))
         #expect(v2.info.number == 2 && v2.etag != v1.etag)
@@ -58,7 +66,9 @@ struct SQLiteConfigStoreTests {
         #expect(try ca.current().etag != cb.current().etag)
         let path = a.writePath(ca)
         var etags = Set<String>()
-        for n in 1...20 { _ = try path.execute(StoreFixture.request(.set(MicroPercent(percent: Int64(n % 2 == 0 ? 10 : 20))))) }
+        for n in 1...20 {
+            _ = try path.execute(StoreFixture.request(.set(MicroPercent(percent: Int64(n % 2 == 0 ? 10 : 20)))))
+        }
         for v in try ca.versions(limit: 100, before: nil) {
             #expect(v.etag.hasPrefix("etag-\(v.number)-") && v.etag.count == "etag-\(v.number)-".count + 16)
             etags.insert(v.etag)
@@ -89,7 +99,8 @@ struct SQLiteConfigStoreTests {
     @Test func survivesReopeningAndKeepsUnknownFieldsByteForByte() throws {
         let f = try StoreFixture()
         let unknownParameterJSON = try JSONParser().parse(
-            #"{"defaultValue": {"value": "1"}, "valueType": "NUMBER", "futureField": {"nested": [1, 2.50, "x", 1e400]}}"#)
+            #"{"defaultValue": {"value": "1"}, "valueType": "NUMBER", "futureField": {"nested": [1, 2.50, "x", 1e400]}}"#
+        )
         do {
             let (_, config) = try f.open()
             var t = try config.current().template.strippingVersionInfo()
@@ -111,10 +122,13 @@ struct SQLiteConfigStoreTests {
     @Test func writePathOverSQLiteMatchesTheInMemoryStore() throws {
         let f = try StoreFixture()
         let (_, sqlite) = try f.open()
-        let memory = InMemoryConfigStore(initial: try sqlite.current().template.strippingVersionInfo(), time: f.clock.now())
+        let memory = InMemoryConfigStore(
+            initial: try sqlite.current().template.strippingVersionInfo(), time: f.clock.now())
         let operations: [WritePath.Intent] = [
-            .rollout(.set(MicroPercent(percent: 10))), .rollout(.nudge(MicroPercent(2_500_000))), .rollout(.kill), .rollout(.resume),
-            .rollout(.nudge(MicroPercent(-500_000))), .rollback(toVersion: 2), .rollout(.set(MicroPercent(percent: 60))),
+            .rollout(.set(MicroPercent(percent: 10))), .rollout(.nudge(MicroPercent(2_500_000))), .rollout(.kill),
+            .rollout(.resume),
+            .rollout(.nudge(MicroPercent(-500_000))), .rollback(toVersion: 2),
+            .rollout(.set(MicroPercent(percent: 60))),
         ]
         for intent in operations {
             let request = WritePath.Request(intent: intent, actor: "ana", reason: "r", origin: "TEST")
@@ -128,8 +142,12 @@ struct SQLiteConfigStoreTests {
             #expect(sa.info.number == sb.info.number && sa.info.updateType == sb.info.updateType)
             #expect(pa.summary == pb.summary && pa.diff == pb.diff)
         }
-        let sqliteAudit = try sqlite.auditRecords(limit: 100, before: nil).dropLast().map { [$0.entry.action, $0.entry.from, $0.entry.to] }
-        let memoryAudit = try memory.auditRecords(limit: 100, before: nil).map { [$0.entry.action, $0.entry.from, $0.entry.to] }
+        let sqliteAudit = try sqlite.auditRecords(limit: 100, before: nil).dropLast().map {
+            [$0.entry.action, $0.entry.from, $0.entry.to]
+        }
+        let memoryAudit = try memory.auditRecords(limit: 100, before: nil).map {
+            [$0.entry.action, $0.entry.from, $0.entry.to]
+        }
         #expect(sqliteAudit == memoryAudit)
     }
 
@@ -141,7 +159,9 @@ struct SQLiteConfigStoreTests {
         var stale = StoreFixture.request(.nudge(MicroPercent(percent: 1)))
         stale.basedOnETag = seen
         #expect(throws: WritePath.Failure.self) { try f.writePath(config).execute(stale) }
-        #expect(throws: WritePath.Failure.self) { try f.writePath(config, readOnly: true).execute(StoreFixture.request(.kill)) }
+        #expect(throws: WritePath.Failure.self) {
+            try f.writePath(config, readOnly: true).execute(StoreFixture.request(.kill))
+        }
         let results = try config.auditRecords(limit: 10, before: nil).map(\.entry.result)
         #expect(results == [.refusedReadOnly, .conflict, .published, .published])
         let report = try config.verifyIntegrity()
@@ -154,7 +174,9 @@ struct RolloutStoreFileTests {
         let root = try TemporaryDirectory()
         let path = root.url.appendingPathComponent("a/b/rollout.db").path
         let store = try RolloutStore(path: path)
-        _ = try store.configStore().initializeIfEmpty { try SQLiteConfigStore.genesis(seed: "s", actor: "t", time: Instant(microseconds: 0)) }
+        _ = try store.configStore().initializeIfEmpty {
+            try SQLiteConfigStore.genesis(seed: "s", actor: "t", time: Instant(microseconds: 0))
+        }
         func mode(_ p: String) throws -> Int {
             let attributes = try FileManager.default.attributesOfItem(atPath: p)
             return (attributes[.posixPermissions] as? NSNumber)?.intValue ?? -1

@@ -30,15 +30,20 @@ final class StoreFixture: Sendable {
         WritePath(store: config, clock: clock, readOnly: readOnly, newSeed: { "unused" })
     }
 
-    static func request(_ op: RolloutOperation, actor: String = "ana@example.com", reason: String = "test") -> WritePath.Request {
+    static func request(_ op: RolloutOperation, actor: String = "ana@example.com", reason: String = "test")
+        -> WritePath.Request
+    {
         WritePath.Request(intent: .rollout(op), actor: actor, reason: reason, origin: "TEST")
     }
 
     /// Runs the `rollout` binary on this store as `operator`.
     @discardableResult
-    func cli(_ arguments: [String], operator id: String = "ana@example.com", stdin: String? = nil) throws -> TestSupport.ProcessResult {
+    func cli(_ arguments: [String], operator id: String = "ana@example.com", stdin: String? = nil) throws
+        -> TestSupport.ProcessResult
+    {
         try TestSupport.run(
-            try TestSupport.rolloutBinary(), arguments, stdin: stdin, environment: ["ROLLOUT_STORE": path, "ROLLOUT_OPERATOR": id])
+            try TestSupport.rolloutBinary(), arguments, stdin: stdin,
+            environment: ["ROLLOUT_STORE": path, "ROLLOUT_OPERATOR": id])
     }
 
     /// Every row of the config tables, as text, for before/after comparisons.

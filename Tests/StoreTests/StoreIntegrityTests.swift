@@ -13,7 +13,8 @@ struct StoreIntegrityTests {
         let (_, config) = try f.open()
         for n in [10, 20, 30, 40] {
             f.clock.advance(by: .minutes(1))
-            _ = try f.writePath(config).execute(StoreFixture.request(.set(MicroPercent(percent: Int64(n))), reason: "step \(n)"))
+            _ = try f.writePath(config).execute(
+                StoreFixture.request(.set(MicroPercent(percent: Int64(n))), reason: "step \(n)"))
         }
         _ = try? f.writePath(config, readOnly: true).execute(StoreFixture.request(.kill))
         #expect(try config.verifyIntegrity() == config.verifyIntegrity())
@@ -38,7 +39,8 @@ struct StoreIntegrityTests {
         let f = try Self.populated()
         let (_, config) = try f.open(create: false)
         let report = try config.verifyIntegrity()
-        #expect(report.versions == 5 && report.auditRecords == 6 && report.headSequence == 6 && report.headHash.count == 64)
+        #expect(
+            report.versions == 5 && report.auditRecords == 6 && report.headSequence == 6 && report.headHash.count == 64)
     }
 
     @Test func editedRecordIsNamed() throws {
@@ -53,7 +55,8 @@ struct StoreIntegrityTests {
         var r3 = try config.auditRecords(limit: 1, before: 4)[0]
         r3.entry.actor = "mallory"
         let hash = AuditChain.hash(sequence: 3, entry: r3.entry, previousHash: r3.previousHash)
-        try SQLiteDatabase(path: f.path, create: false).execute("UPDATE config_audit SET actor = 'mallory', hash = '\(hash)' WHERE sequence = 3")
+        try SQLiteDatabase(path: f.path, create: false).execute(
+            "UPDATE config_audit SET actor = 'mallory', hash = '\(hash)' WHERE sequence = 3")
         #expect {
             try config.verifyIntegrity()
         } throws: { e in
@@ -75,13 +78,15 @@ struct StoreIntegrityTests {
     @Test func deletedNewestRecordAndVersionAreNamed() throws {
         // Remove the last publish entirely, and the refusal after it, and roll the head back by hand without its hash.
         let p = try #require(
-            try Self.tamper("DELETE FROM config_audit WHERE sequence >= 5; DELETE FROM config_versions WHERE number = 5"))
+            try Self.tamper(
+                "DELETE FROM config_audit WHERE sequence >= 5; DELETE FROM config_versions WHERE number = 5"))
         #expect(p.subject == "audit record 5" && p.problem.contains("missing"))
     }
 
     @Test func editedVersionTemplateIsNamed() throws {
         let p = try #require(
-            try Self.tamper("UPDATE config_versions SET template = replace(template, '<= 20', '<= 90') WHERE number = 3"))
+            try Self.tamper(
+                "UPDATE config_versions SET template = replace(template, '<= 20', '<= 90') WHERE number = 3"))
         #expect(p.subject == "version 3" && p.problem.contains("edited"))
     }
 
@@ -107,9 +112,11 @@ struct StoreIntegrityTests {
     }
 
     @Test func unreadableRowsAreNamedNotCrashed() throws {
-        let p = try #require(try Self.tamper("UPDATE config_audit SET result = 'approved by nobody' WHERE sequence = 4"))
+        let p = try #require(
+            try Self.tamper("UPDATE config_audit SET result = 'approved by nobody' WHERE sequence = 4"))
         #expect(p.subject == "audit record 4")
-        let q = try #require(try Self.tamper("UPDATE config_versions SET template = '{\"conditions\": 7' WHERE number = 4"))
+        let q = try #require(
+            try Self.tamper("UPDATE config_versions SET template = '{\"conditions\": 7' WHERE number = 4"))
         #expect(q.subject == "version 4")
     }
 }

@@ -43,7 +43,9 @@ struct StoreProcessTests {
         Self.onThreads(8) { worker in
             for _ in 0..<100 {
                 do {
-                    outcomes.add(try f.cli(["nudge", "+0.1", "--retry", "--reason", "worker \(worker)"], operator: "p\(worker)@test"))
+                    outcomes.add(
+                        try f.cli(
+                            ["nudge", "+0.1", "--retry", "--reason", "worker \(worker)"], operator: "p\(worker)@test"))
                 } catch {
                     outcomes.add(error: "\(error)")
                 }
@@ -91,7 +93,9 @@ struct StoreProcessTests {
         #expect(won.count + lost.count == 200, "unexpected exit codes: \(Set(outcomes.results.map(\.status)))")
         #expect(!lost.isEmpty, "8 concurrent writers produced no conflict at all")
         for r in lost {
-            #expect(r.stderr.hasPrefix("rollout: publish conflict: version ") && r.stderr.split(separator: "\n").count == 1, "\(r.stderr)")
+            #expect(
+                r.stderr.hasPrefix("rollout: publish conflict: version ") && r.stderr.split(separator: "\n").count == 1,
+                "\(r.stderr)")
             #expect(r.stdout.isEmpty)
         }
         let (_, config) = try f.open(create: false)
