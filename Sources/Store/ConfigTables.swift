@@ -78,7 +78,9 @@ public final class SQLiteConfigStore: ConfigStore, @unchecked Sendable {
     @discardableResult
     public func initializeIfEmpty(_ genesis: () throws -> PublishRequest) throws -> Bool {
         try serialized {
-            try database.transaction {
+            // Most opens find a store: answer without taking the write lock.
+            guard try database.query("SELECT 1 FROM config_versions LIMIT 1").isEmpty else { return false }
+            return try database.transaction {
                 guard try database.query("SELECT 1 FROM config_versions LIMIT 1").isEmpty else { return false }
                 _ = try insertVersion(try genesis())
                 return true

@@ -27,7 +27,9 @@ enum StoreCommands {
         .flag(
             "--force",
             help: "Publish without compare-and-swap, overwriting whatever was published meanwhile (audited as forced)."),
-        .flag("--dry-run", help: "Show the change, its diff and the policy reports; write nothing."),
+        .flag(
+            "--dry-run",
+            help: "Show the change, its diff and the policy reports; write nothing (exit 4 if a policy would refuse)."),
     ]
 
     // MARK: init
@@ -370,7 +372,7 @@ enum StoreCommands {
         examples: ["rollout audit show", "rollout audit show --json --limit 100"],
         action: guarded { inv in
             let limit = try inv.value("--limit").map { try count($0, inv) } ?? 20
-            let before = try inv.value("--before").map { Int64(try versionNumber($0, inv)) }
+            let before = try inv.value("--before").map { Int64(try count($0, inv)) }
             let session = try Wiring.session(inv)
             let records = try session.config.auditRecords(limit: limit, before: before)
             if inv.flag("--json") {
