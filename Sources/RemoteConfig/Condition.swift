@@ -87,6 +87,8 @@ public struct OpaqueTerm: Hashable, Sendable {
 
     public var source: Source
 
+    public init(source: Source) { self.source = source }
+
     /// A one-line description for messages.
     public var text: String {
         switch source {

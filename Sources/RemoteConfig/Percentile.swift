@@ -7,14 +7,10 @@ import Crypto
 /// per id, so a percentile costs one SHA-256 compression of the id plus the final block.
 public struct PercentileHasher: Sendable {
     public static let modulus: UInt64 = 100_000_000
-    /// 2^64 mod 10^8, to fold the digest word by word without 128-bit division.
-    static let twoTo64ModM: UInt64 = UInt64((UInt128(1) << 64) % UInt128(modulus))
 
     private let prefix: SHA256.Hasher
-    public let seed: String
 
     public init(seed: String) {
-        self.seed = seed
         var h = SHA256.Hasher()
         if !seed.isEmpty { h.update(seed + ".") }
         prefix = h
@@ -38,13 +34,21 @@ public struct PercentileHasher: Sendable {
     }
 
     /// The 256-bit big-endian integer in `digest` modulo 10^8.
+    ///
+    /// With the digest as words w0...w3 (most significant first), N mod m = Σ (wᵢ mod m)·(2^(64·(3−i)) mod m)
+    /// mod m. Each product is below 10^16 and the four of them sum below 2^64, so five remainders by a constant
+    /// (which the compiler turns into multiplications) replace 256-bit division.
+    @inline(__always)
     public static func reduce(digest: UnsafeRawBufferPointer) -> UInt64 {
-        var r: UInt64 = 0
-        for w in 0..<4 {
-            let word = UInt64(bigEndian: digest.loadUnaligned(fromByteOffset: w * 8, as: UInt64.self))
-            // r < 10^8 and 2^64 mod 10^8 < 10^8, so r * c < 10^16 fits in 64 bits.
-            r = (r * twoTo64ModM + word % modulus) % modulus
-        }
-        return r
+        let m: UInt64 = 100_000_000
+        // 2^192, 2^128 and 2^64 modulo 10^8.
+        let c3: UInt64 = 34_512_896
+        let c2: UInt64 = 68_211_456
+        let c1: UInt64 = 9_551_616
+        let w0 = UInt64(bigEndian: digest.loadUnaligned(fromByteOffset: 0, as: UInt64.self))
+        let w1 = UInt64(bigEndian: digest.loadUnaligned(fromByteOffset: 8, as: UInt64.self))
+        let w2 = UInt64(bigEndian: digest.loadUnaligned(fromByteOffset: 16, as: UInt64.self))
+        let w3 = UInt64(bigEndian: digest.loadUnaligned(fromByteOffset: 24, as: UInt64.self))
+        return ((w0 % m) &* c3 &+ (w1 % m) &* c2 &+ (w2 % m) &* c1 &+ w3 % m) % m
     }
 }
