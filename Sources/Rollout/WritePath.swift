@@ -79,6 +79,8 @@ public struct WritePath {
     public enum Failure: Error, Sendable, CustomStringConvertible {
         case readOnly
         case invalid(String)
+        /// The rollout is not where the operator said it was (`set --expect`): a lost race, like a conflict.
+        case unexpectedCurrent(String)
         case refused(PolicyRefusal)
         case conflict(ConflictReport)
 
@@ -86,6 +88,7 @@ public struct WritePath {
             switch self {
             case .readOnly: "refused: this session is read-only (--read-only)"
             case .invalid(let m): m
+            case .unexpectedCurrent(let m): m
             case .refused(let r): r.description
             case .conflict(let c): c.description
             }
@@ -129,7 +132,7 @@ public struct WritePath {
         var attempts = 0
         var base = try store.current()
         if let seen = request.basedOnETag, seen != base.etag {
-            throw try conflict(request, expected: seen, current: base, baseTemplate: nil, audit: true)
+            throw try conflict(request, expected: seen, current: base, audit: true)
         }
         while true {
             attempts += 1
@@ -157,7 +160,7 @@ public struct WritePath {
                     base = c.current
                     continue
                 }
-                throw try conflict(request, expected: base.etag, current: c.current, baseTemplate: base.template, audit: true)
+                throw try conflict(request, expected: base.etag, current: c.current, audit: true)
             }
         }
     }
@@ -202,6 +205,7 @@ public struct WritePath {
                 summary = "import template" + (after.map { ": " + RolloutPlan.summary(before: before, after: $0) } ?? "")
             }
         } catch let e as RolloutError {
+            if case .unexpectedCurrent = e { throw Failure.unexpectedCurrent(e.description) }
             throw Failure.invalid(e.description)
         }
         if case .rollback = request.intent, diff.isEmpty {
@@ -214,12 +218,11 @@ public struct WritePath {
         return (template, proposal)
     }
 
-    private func conflict(
-        _ request: Request, expected: String, current: StoredTemplate, baseTemplate: RemoteConfigTemplate?, audit write: Bool
-    ) throws -> Failure {
+    private func conflict(_ request: Request, expected: String, current: StoredTemplate, audit write: Bool) throws -> Failure {
+        // Describe what the winning version itself changed (against its predecessor), not everything since our base.
         var change = "published a change"
-        if let base = baseTemplate ?? (try? store.versions(limit: 2, before: current.info.number).first.flatMap { try store.version($0.number).template }),
-            let b = try? RolloutPlan.locate(in: base, names: names), let a = try? RolloutPlan.locate(in: current.template, names: names)
+        if let previous = try? store.version(current.info.number - 1).template,
+            let b = try? RolloutPlan.locate(in: previous, names: names), let a = try? RolloutPlan.locate(in: current.template, names: names)
         {
             change = b == a ? "changed other parts of the template" : "set " + RolloutPlan.summary(before: b, after: a)
         }

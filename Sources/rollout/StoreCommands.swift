@@ -687,7 +687,7 @@ extension StoreCommands {
         case let f as WritePath.Failure:
             switch f {
             case .readOnly, .refused: return CommandError(oneLine(f.description), exit: .refused)
-            case .conflict: return CommandError(oneLine(f.description), exit: .conflict)
+            case .conflict, .unexpectedCurrent: return CommandError(oneLine(f.description), exit: .conflict)
             case .invalid: return CommandError(oneLine(f.description), exit: .failure)
             }
         case let c as PublishConflict:
