@@ -145,7 +145,7 @@ public final class TelemetryTables {
 
     private static func record(_ s: SQLiteStatement) -> InstallationRecord {
         InstallationRecord(
-            firstSeen: s.int(0), lastSeen: s.int(1), cohort: Cohort(rawValue: UInt8(s.int(2))) ?? .none,
+            firstSeen: s.int(0), lastSeen: s.int(1), cohort: Cohort(rawValue: UInt8(s.int(2))) ?? .unassigned,
             provider: AttestationProvider(rawValue: UInt8(s.int(3))) ?? .unspecified, osMajor: UInt8(clamping: s.int(4)),
             sessions: s.int(5), enteredCohorts: UInt8(clamping: s.int(6)), crashedCohorts: UInt8(clamping: s.int(7)),
             fetchedAt: s.isNull(8) ? nil : s.int(8), templateVersion: s.isNull(9) ? nil : s.int(9))

@@ -29,7 +29,7 @@ public enum NativeFormat {
         var time: Int64?
         var id: ByteSpan?
         var kind: CounterKind?
-        var cohort = Cohort.none
+        var cohort = Cohort.unassigned
         var provider = AttestationProvider.unspecified
         var errorDetail: UInt16?
         var fatal = true
@@ -111,7 +111,7 @@ public enum NativeFormat {
     static func cohort(_ v: ByteSpan) throws(LineError) -> Cohort {
         if v.equals("enabled") { return .enabled }
         if v.equals("control") { return .control }
-        if v.equals("none") || v.count == 0 { return .none }
+        if v.equals("none") || v.count == 0 { return .unassigned }
         guard let c = Cohort(name: v.text) else {
             throw LineError("cohort \"\(v.text)\" is not enabled, control or none")
         }

@@ -3,9 +3,10 @@ import Timekeeping
 /// The group an installation reports itself in, from the companion parameter `AppAttestCohort`.
 ///
 /// Exposed installations (`enabled`) have App Attest turned on; `control` is the equal band on the same seed
-/// that stays off, for comparison; `none` is everybody else.
+/// that stays off, for comparison; `unassigned` (reported as `none`) is everybody else.
 public enum Cohort: UInt8, Sendable, CaseIterable, Comparable, CustomStringConvertible {
-    case none = 0
+    /// Outside both bands (written `none`; not called `none` so that it can never be mistaken for `Optional.none`).
+    case unassigned = 0
     case enabled = 1
     case control = 2
 
@@ -14,14 +15,14 @@ public enum Cohort: UInt8, Sendable, CaseIterable, Comparable, CustomStringConve
         switch name.lowercased() {
         case "enabled", "exposed": self = .enabled
         case "control": self = .control
-        case "none", "": self = .none
+        case "none", "": self = .unassigned
         default: return nil
         }
     }
 
     public var description: String {
         switch self {
-        case .none: "none"
+        case .unassigned: "none"
         case .enabled: "enabled"
         case .control: "control"
         }

@@ -278,7 +278,7 @@ enum TelemetryReport {
         out.append("guardrails \(a.armed ? "armed" : "not armed (no telemetry for this rollout yet)")")
         let age = s.dataAge.map { "\(Int($0.seconds)) s" } ?? "no data"
         out.append("since \(s.since.iso8601); newest event \(s.newestEvent?.iso8601 ?? "none") (age \(age))")
-        for cohort in [Cohort.enabled, .control, .none] {
+        for cohort in [Cohort.enabled, .control, .unassigned] {
             let t = s.totals
             out.append(
                 "  \(cohort.description.padding(toLength: 8, withPad: " ", startingAt: 0)) attestations \(t.sum(.attestationSuccess, cohort: cohort)) ok / "
