@@ -49,9 +49,14 @@ public enum AttestationForecast {
         guard fleet.attestCapable > 0 else { return to }
         let launches = max(1, fleet.launchesPerInstallationPerDay ?? 1)
         let maxNewly = min(budget.perDay, budget.perSecond * 86_400 / (launches * budget.peakToAverage))
-        let step = Int64((maxNewly / Double(fleet.attestCapable) * 100_000_000).rounded(.down))
-        let target = (from + step) / 10_000 * 10_000
-        return target > from ? min(target, to) : nil
+        // A hair of slack before rounding down so that an exact fit (14.4 points) is not lost to binary
+        // fractions; the loop then makes sure the result really fits.
+        let step = Int64((maxNewly / Double(fleet.attestCapable) * 100_000_000 * (1 + 1e-9)).rounded(.down))
+        var target = min(to, (from + step) / 10_000 * 10_000)
+        while target > from, !load(fromMicroPercent: from, toMicroPercent: target, fleet: fleet, budget: budget).fits(budget) {
+            target -= 10_000
+        }
+        return target > from ? target : nil
     }
 }
 

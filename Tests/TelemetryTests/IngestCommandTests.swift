@@ -1,0 +1,151 @@
+import Foundation
+import Store
+import TestSupport
+import Testing
+import Timekeeping
+
+@testable import Telemetry
+
+/// `rollout ingest` as a person runs it: the real binary on a real store file.
+@Suite("rollout ingest")
+struct IngestCommandTests {
+    func store() throws -> String { try TestSupport.temporaryDirectory("ingest").appendingPathComponent("store.db").path }
+
+    func totals(_ path: String) throws -> (CounterTotals, Int, Int) {
+        let tables = try TelemetryTables(database: SQLiteDatabase(path: path))
+        return (try tables.allTimeTotals(), try tables.batches().count, try tables.installationCount())
+    }
+
+    @Test("bad lines are skipped and reported by number; the command exits 1 with a summary")
+    func skipsBadLines() throws {
+        let db = try store()
+        let input = """
+            {"t":1780000000000000,"i":"a","k":"session","c":"enabled"}
+            {"t":1780000000000000,"i":"a","k":"explode","c":"enabled"}
+            {"t":1780000001000000,"i":"b","k":"session","c":"control"}
+            {"t":1780000001000000,"i":"b","k":"session","c":"control"
+
+            """
+        let r = try TestSupport.run(try TestSupport.rolloutBinary(), ["ingest", "--store", db, "-"], stdin: input)
+        #expect(r.status == 1)
+        #expect(r.stdout.contains("ingested 2 events from 2 installations"))
+        #expect(r.stdout.contains("2 bad lines skipped:"))
+        #expect(r.stdout.contains("line 2: unknown kind \"explode\""))
+        #expect(r.stdout.contains("line 4: unterminated object"))
+        let (t, batches, installations) = try totals(db)
+        #expect(t.sum(.session) == 2)
+        #expect(batches == 1)
+        #expect(installations == 2)
+    }
+
+    @Test("--strict fails the whole batch on a bad line and lands nothing")
+    func strict() throws {
+        let db = try store()
+        let input = """
+            {"t":1780000000000000,"i":"a","k":"session","c":"enabled"}
+            {"t":1780000000000000,"i":"a","k":"session","c":"beta"}
+            """
+        let r = try TestSupport.run(try TestSupport.rolloutBinary(), ["ingest", "--strict", "--store", db], stdin: input)
+        #expect(r.status == 1)
+        #expect(r.stderr.contains("line 2: cohort \"beta\" is not enabled, control or none; --strict"))
+        let (t, batches, _) = try totals(db)
+        #expect(t.counts.isEmpty)
+        #expect(batches == 0)
+    }
+
+    @Test("GA4 and Crashlytics files through the command give the right counts per cohort")
+    func exports() throws {
+        let db = try store()
+        let dir = URL(fileURLWithPath: db).deletingLastPathComponent()
+        let ga4 = dir.appendingPathComponent("ga4.ndjson")
+        try (GA4Rows.file.joined(separator: "\n") + "\n").write(to: ga4, atomically: true, encoding: .utf8)
+        let r = try TestSupport.run(try TestSupport.rolloutBinary(), ["ingest", "--format", "ga4", "--json", "--store", db, ga4.path])
+        #expect(r.status == 0, "\(r.stderr)")
+        let summary = try JSONSerialization.jsonObject(with: Data(r.stdout.utf8)) as! [String: Any]
+        #expect(summary["events"] as? Int == 15)
+        #expect(summary["ignored"] as? Int == 2)
+        let byCohort = summary["byCohort"] as! [String: [String: Int]]
+        #expect(byCohort["enabled"]?["session"] == 3)
+        #expect(byCohort["control"]?["session"] == 2)
+        #expect(byCohort["enabled"]?["attestationFailure"] == 3)
+
+        let crashes = dir.appendingPathComponent("crashes.ndjson")
+        try CrashlyticsRows.file.joined(separator: "\n").write(to: crashes, atomically: true, encoding: .utf8)
+        let c = try TestSupport.run(try TestSupport.rolloutBinary(), ["ingest", "--format", "crashlytics", "--store", db, crashes.path])
+        #expect(c.status == 0, "\(c.stderr)")
+        let (t, batches, _) = try totals(db)
+        #expect(batches == 2)
+        #expect(t.sum(.crash, cohort: .enabled, fatal: true) == 3)  // 1 from GA4's app_exception, 2 from Crashlytics
+        #expect(t.sum(.crash, cohort: .control, fatal: true) == 1)
+        #expect(t.sum(.usersCrashed, cohort: .enabled) == 2)  // u2 (GA4) and i1 (Crashlytics)
+    }
+
+    /// 300,000 native events from 100,000 installations, so that writing the batch takes a while.
+    static func bigFile(_ url: URL) throws -> Int {
+        var text = ""
+        text.reserveCapacity(30_000_000)
+        let kinds = [#""k":"session""#, #""k":"success","p":"appAttest""#, #""k":"crash","fatal":true"#]
+        for i in 0..<300_000 {
+            let id = i % 100_000
+            text += #"{"t":\#(1_780_000_000_000_000 + Int64(i) * 10_000),"i":"fid-\#(id)",\#(kinds[i / 100_000]),"c":"\#(id % 2 == 0 ? "enabled" : "control")","os":"17.4"}"#
+            text += "\n"
+        }
+        try text.write(to: url, atomically: true, encoding: .utf8)
+        return 300_000
+    }
+
+    @Test("a killed ingest (SIGKILL) leaves no partial batch, and the store stays sound")
+    func killed() throws {
+        let db = try store()
+        let file = URL(fileURLWithPath: db).deletingLastPathComponent().appendingPathComponent("big.ndjson")
+        let events = try Self.bigFile(file)
+        // Kill later and later until a kill lands while the transaction has already written pages to the WAL
+        // (uncommitted frames), or until the batch has landed whole.
+        var midWrite = 0
+        for delay in [0, 100, 200, 300, 400, 600, 800, 1200, 1600, 2400, 3200] {
+            let p = Process()
+            p.executableURL = URL(fileURLWithPath: try TestSupport.rolloutBinary())
+            p.arguments = ["ingest", "--verbose", "--store", db, file.path]
+            let err = Pipe()
+            p.standardError = err
+            p.standardOutput = Pipe()
+            try p.run()
+            var seen = ""
+            while !seen.contains("writing a batch") {
+                let chunk = err.fileHandleForReading.availableData
+                if chunk.isEmpty { break }
+                seen += String(decoding: chunk, as: UTF8.self)
+            }
+            #expect(seen.contains("writing a batch of \(events) events"))
+            usleep(useconds_t(delay * 1000))
+            kill(p.processIdentifier, SIGKILL)
+            p.waitUntilExit()
+            let walBytes = (try? FileManager.default.attributesOfItem(atPath: db + "-wal")[.size] as? Int) ?? 0
+            let (t, batches, installations) = try totals(db)
+            #expect(batches == 0 || batches == 1)
+            if batches == 0 {
+                #expect(t.counts.isEmpty)
+                #expect(installations == 0)
+                if p.terminationReason == .uncaughtSignal, walBytes > 64 * 1024 {
+                    midWrite += 1
+                    break
+                }
+            } else {
+                #expect(t.sum(.session) + t.sum(.attestationSuccess) + t.sum(.crash) == Int64(events))
+                #expect(installations == 100_000)
+                break
+            }
+        }
+        #expect(midWrite == 1, "no kill landed while the batch was being written")
+        let check = try SQLiteDatabase(path: db).query("PRAGMA integrity_check")
+        #expect(check.first?.first?.string == "ok")
+        // The store takes the same file afterwards, once.
+        let (before, batchesBefore, _) = try totals(db)
+        let r = try TestSupport.run(try TestSupport.rolloutBinary(), ["ingest", "--store", db, file.path])
+        #expect(r.status == 0, "\(r.stderr)")
+        let (after, batchesAfter, installations) = try totals(db)
+        #expect(batchesAfter == batchesBefore + 1)
+        #expect(after.sum(.session) - before.sum(.session) == 100_000)
+        #expect(installations == 100_000)
+    }
+}
