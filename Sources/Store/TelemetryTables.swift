@@ -66,6 +66,11 @@ public final class TelemetryTables {
     @discardableResult
     public func commit(_ batch: TelemetryBatch, source: String, at committedAt: Instant) throws -> BatchReceipt? {
         guard !batch.isEmpty else { return nil }
+        // A large batch touches many installation pages; SQLite's default 2 MB cache would spill them to the
+        // WAL and read them back. The cache grows with the installations of the batch, not its events.
+        let cachePages = min(32_768, max(2_000, batch.installationCount / 8))
+        try database.execute("PRAGMA cache_size = \(cachePages)")
+        defer { try? database.execute("PRAGMA cache_size = 2000") }
         return try database.transaction(immediate: true) { () throws -> BatchReceipt in
             let codes = try batch.reasons.map { reason throws -> UInt16 in try reasonCode(reason) }
             let storedNewest = try meta("newest_event")

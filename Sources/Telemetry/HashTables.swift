@@ -134,9 +134,14 @@ final class InstallationTable {
     /// The index of the entry for `id`, created (with `fresh`) when missing.
     @inline(__always)
     func index(of id: UnsafeRawBufferPointer, fresh: (Int, Int32, UInt64) -> InstallationDelta) -> Int {
+        index(of: id, hash: hashBytes(id.baseAddress!, id.count), fresh: fresh)
+    }
+
+    /// `index(of:fresh:)` with the id's `hashBytes` already computed.
+    @inline(__always)
+    func index(of id: UnsafeRawBufferPointer, hash h: UInt64, fresh: (Int, Int32, UInt64) -> InstallationDelta) -> Int {
         let n = id.count
         let base = id.baseAddress!
-        let h = hashBytes(base, n)
         var i = Int(truncatingIfNeeded: h) & slotMask
         while true {
             let s = Int(slots[i])
@@ -156,6 +161,16 @@ final class InstallationTable {
         slots[i] = Int32(count)
         if count * 2 > slotMask + 1 { growSlots() }
         return count - 1
+    }
+
+    /// Loads what a lookup of `hash` will read first (its slot, and the entry and id bytes it points to), so
+    /// that the cache misses of several lookups overlap; returns a value only so the loads are kept.
+    @inline(__always)
+    func touch(_ hash: UInt64) -> UInt64 {
+        let s = Int(slots[Int(truncatingIfNeeded: hash) & slotMask])
+        guard s != 0 else { return 0 }
+        let e = entries + (s - 1)
+        return e.pointee.hash ^ UInt64(arena[e.pointee.idOffset])
     }
 
     /// The id bytes of entry `index`.

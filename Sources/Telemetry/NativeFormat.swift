@@ -21,8 +21,26 @@
 /// byte scanner that builds no tree and allocates nothing per line.
 public enum NativeFormat {
     /// Reads one line into `batch`.
-    @inline(__always)
     public static func read(_ line: UnsafeRawBufferPointer, into batch: TelemetryBatch) throws(LineError) {
+        var escapedID: String?
+        var e = try parse(line, batch, escapedID: &escapedID)
+        if var text = escapedID {
+            text.withUTF8 { record(UnsafeRawBufferPointer($0), e, batch) }
+        } else {
+            withUnsafeMutablePointer(to: &e) { batch.record(UnsafeMutableBufferPointer(start: $0, count: 1)) }
+        }
+    }
+
+    static func record(_ id: UnsafeRawBufferPointer, _ e: ParsedEvent, _ batch: TelemetryBatch) {
+        batch.record(
+            time: e.time, id: id, kind: e.kind, cohort: e.cohort, provider: e.provider, detail: e.detail, osMajor: e.osMajor,
+            templateVersion: e.version)
+    }
+
+    /// Parses one line; an id with escapes comes back decoded in `escapedID` (and `id` of the result is then
+    /// not to be used).
+    @inline(__always)
+    static func parse(_ line: UnsafeRawBufferPointer, _ batch: TelemetryBatch, escapedID: inout String?) throws(LineError) -> ParsedEvent {
         var s = JSONScanner(line)
         try s.beginObject()
         var first = true
@@ -76,18 +94,10 @@ public enum NativeFormat {
             guard version != nil else { throw LineError("a fetch needs \"v\" (the template version)") }
         default: break
         }
-        if id.escaped {
-            var text = id.text
-            text.withUTF8 {
-                batch.record(
-                    time: time, id: UnsafeRawBufferPointer($0), kind: kind, cohort: cohort, provider: provider,
-                    detail: detail, osMajor: osMajor, templateVersion: version ?? 0)
-            }
-        } else {
-            batch.record(
-                time: time, id: id.raw, kind: kind, cohort: cohort, provider: provider, detail: detail,
-                osMajor: osMajor, templateVersion: version ?? 0)
-        }
+        if id.escaped { escapedID = id.text }
+        return ParsedEvent(
+            time: time, id: id.start, idLength: id.count, hash: id.escaped ? 0 : hashBytes(id.start, id.count),
+            version: version ?? 0, detail: detail, kind: kind, cohort: cohort, provider: provider, osMajor: osMajor)
     }
 
     @inline(__always)

@@ -1,5 +1,11 @@
 import Timekeeping
 
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
 /// What one batch of events says about one installation, merged over all its events in the batch.
 ///
 /// Times are microseconds since the epoch; `Int64.max` means "never" for the per-cohort first times and
@@ -88,6 +94,8 @@ public final class TelemetryBatch {
     /// Rejection reasons in the order first seen; a failure's local detail is `rejectedBase + index`.
     public private(set) var reasons: [String] = []
     public private(set) var eventCount = 0
+    /// Keeps the loads of `record(_ block:)` from being optimised away.
+    private var touched: UInt64 = 0
     private var earliestMicros = Int64.max
     private var latestMicros = Int64.min
 
@@ -161,12 +169,35 @@ public final class TelemetryBatch {
         time: Int64, id: UnsafeRawBufferPointer, kind: CounterKind, cohort: Cohort, provider: AttestationProvider,
         detail: UInt16, osMajor: UInt8, templateVersion: Int64
     ) {
+        record(
+            time: time, id: id, hash: hashBytes(id.baseAddress!, id.count), kind: kind, cohort: cohort, provider: provider,
+            detail: detail, osMajor: osMajor, templateVersion: templateVersion)
+    }
+
+    /// Records a block of parsed events, resolving their installations in stages (every slot, then every entry,
+    /// then the updates) so that the cache misses of different events overlap instead of queueing.
+    func record(_ block: UnsafeMutableBufferPointer<ParsedEvent>) {
+        var sink: UInt64 = 0
+        for e in block { sink ^= installations.touch(e.hash) }
+        touched ^= sink
+        for e in block {
+            record(
+                time: e.time, id: UnsafeRawBufferPointer(start: e.id, count: e.idLength), hash: e.hash, kind: e.kind,
+                cohort: e.cohort, provider: e.provider, detail: e.detail, osMajor: e.osMajor, templateVersion: e.version)
+        }
+    }
+
+    @inline(__always)
+    func record(
+        time: Int64, id: UnsafeRawBufferPointer, hash: UInt64, kind: CounterKind, cohort: Cohort, provider: AttestationProvider,
+        detail: UInt16, osMajor: UInt8, templateVersion: Int64
+    ) {
         let key = CounterKey(kind, cohort, provider: provider, detail: detail)
         counters.add(UInt64(bitPattern: BucketLevel.minute.bucket(time)) << 32 | UInt64(key.packed), 1)
         eventCount += 1
         if time < earliestMicros { earliestMicros = time }
         if time > latestMicros { latestMicros = time }
-        let i = installations.index(of: id) { InstallationDelta(idOffset: $0, idLength: $1, hash: $2, time: time, cohort: cohort) }
+        let i = installations.index(of: id, hash: hash) { InstallationDelta(idOffset: $0, idLength: $1, hash: $2, time: time, cohort: cohort) }
         let d = installations.entries + i
         if time < d.pointee.firstSeen { d.pointee.firstSeen = time }
         if time >= d.pointee.lastSeen {
@@ -209,10 +240,18 @@ public final class TelemetryBatch {
         }
     }
 
-    /// Every installation of the batch with its id.
+    /// Every installation of the batch with its id, in byte order of the ids (so that a B-tree keyed by id
+    /// is walked in order, page after page).
     public func forEachInstallation(_ body: (String, InstallationDelta) throws -> Void) rethrows {
-        for i in 0..<installations.count {
-            try body(String(decoding: installations.id(i), as: UTF8.self), installations.entries[i])
+        let table = installations
+        let order = (0..<table.count).sorted { a, b in
+            let x = table.id(a)
+            let y = table.id(b)
+            let c = memcmp(x.baseAddress!, y.baseAddress!, min(x.count, y.count))
+            return c != 0 ? c < 0 : x.count < y.count
+        }
+        for i in order {
+            try body(String(decoding: table.id(i), as: UTF8.self), table.entries[i])
         }
     }
 
@@ -235,4 +274,19 @@ extension TelemetryBatch {
         }
         return reasonID(String(decoding: bytes, as: UTF8.self))
     }
+}
+
+/// One native line, parsed, waiting in a block for `TelemetryBatch.record(_ block:)`; `id` points into the
+/// line's bytes, so a block must be recorded before those bytes go away.
+struct ParsedEvent {
+    var time: Int64
+    var id: UnsafePointer<UInt8>
+    var idLength: Int
+    var hash: UInt64
+    var version: Int64
+    var detail: UInt16
+    var kind: CounterKind
+    var cohort: Cohort
+    var provider: AttestationProvider
+    var osMajor: UInt8
 }

@@ -39,11 +39,23 @@ public final class TelemetryIngest {
     public private(set) var problemCount = 0
     public let maximumReportedProblems: Int
     private var carry: [UInt8] = []
+    /// Native lines parsed but not yet recorded (see `TelemetryBatch.record(_ block:)`); they point into the
+    /// bytes being fed, so the block is recorded before `feed` returns and before a carried line is dropped.
+    private let block = UnsafeMutableBufferPointer<ParsedEvent>.allocate(capacity: 32)
+    private var blockCount = 0
 
     public init(format: TelemetryFormat, batch: TelemetryBatch = TelemetryBatch(), maximumReportedProblems: Int = 100) {
         self.format = format
         self.batch = batch
         self.maximumReportedProblems = maximumReportedProblems
+    }
+
+    deinit { block.deallocate() }
+
+    private func flushBlock() {
+        guard blockCount > 0 else { return }
+        batch.record(UnsafeMutableBufferPointer(rebasing: block[0..<blockCount]))
+        blockCount = 0
     }
 
     /// Reads every complete line in `bytes` (after any partial line left by the previous chunk).
@@ -57,9 +69,11 @@ public final class TelemetryIngest {
             }
             carry.append(contentsOf: UnsafeBufferPointer(start: p, count: nl - p))
             carry.withUnsafeBytes { readLine($0) }
+            flushBlock()
             carry.removeAll(keepingCapacity: true)
             p = nl + 1
         }
+        defer { flushBlock() }
         while p < end {
             guard let nl = memchr(p, 0x0A, end - p).map({ UnsafePointer($0.assumingMemoryBound(to: UInt8.self)) }) else {
                 carry.append(contentsOf: UnsafeBufferPointer(start: p, count: end - p))
@@ -74,6 +88,7 @@ public final class TelemetryIngest {
     public func finish() {
         guard !carry.isEmpty else { return }
         carry.withUnsafeBytes { readLine($0) }
+        flushBlock()
         carry.removeAll(keepingCapacity: true)
     }
 
@@ -95,7 +110,16 @@ public final class TelemetryIngest {
         do throws(LineError) {
             switch format {
             case .native:
-                try NativeFormat.read(line, into: batch)
+                var escapedID: String?
+                let e = try NativeFormat.parse(line, batch, escapedID: &escapedID)
+                if var text = escapedID {
+                    flushBlock()
+                    text.withUTF8 { NativeFormat.record(UnsafeRawBufferPointer($0), e, batch) }
+                } else {
+                    block[blockCount] = e
+                    blockCount += 1
+                    if blockCount == block.count { flushBlock() }
+                }
                 recorded += 1
             case .ga4:
                 if try GA4Format.read(line, into: batch) == .recorded { recorded += 1 } else { ignored += 1 }

@@ -90,10 +90,10 @@ enum TelemetryCommands {
                     "\(ingest.problems[0]); --strict: the batch of \(ingest.batch.eventCount) events was not ingested "
                         + "(\(summary.events) events landed in earlier batches)")
             }
+            summary.absorb(ingest)
             if verbose {
                 FileHandle.standardError.write(Data("rollout: read \(ingest.lines) lines; writing a batch of \(ingest.batch.eventCount) events\n".utf8))
             }
-            summary.absorb(ingest)
             do {
                 if try tables.commit(ingest.batch, source: source, at: clock.now()) != nil { summary.batches += 1 }
             } catch {

@@ -75,9 +75,13 @@ struct SimulatedRollout {
         (n / 100, (n <= 50 ? n : 100 - n) / 100)
     }
 
-    /// Runs once and tells whether the SPRT declared harm (HALT).
+    /// Runs once through the real path (counter looks → `RolloutWatch` → snapshot → verdict) and tells
+    /// whether the verdict is HALT. HALT is sticky (the SPRT never withdraws a declared harm), so the verdict
+    /// after the last look says whether it fired at any of the looks.
     func run(_ rng: inout Xoshiro256, configuration: CrashMonitorConfiguration = CrashMonitorConfiguration()) -> Bool {
-        var comparison = CrashComparison(configuration: configuration)
+        let start = Instant(seconds: 1_780_000_020)
+        var watch = RolloutWatch(configuration: WatchConfiguration(since: start, crash: configuration))
+        let firstMinute = BucketLevel.minute.bucket(start.microseconds)
         var previous = Self.bands(schedule[0].1)
         var current = previous
         var changedAt = 0
@@ -101,11 +105,17 @@ struct SimulatedRollout {
             let cs = rng.poisson(sessionsPerMinute * control)
             let ec = rng.poisson(Double(es) * crashRate * rateRatio)
             let cc = rng.poisson(Double(cs) * crashRate)
-            comparison.observe(
-                CrashLook(exposedSessions: es, controlSessions: cs, exposedCrashes: ec, controlCrashes: cc),
-                at: Instant(seconds: Int64(look) * 60))
+            watch.fold(
+                CounterLook(
+                    level: .minute, bucket: firstMinute + Int64(look),
+                    counts: [
+                        CounterKey(.session, .enabled): es, CounterKey(.session, .control): cs,
+                        CounterKey(.crash, .enabled, detail: 1): ec, CounterKey(.crash, .control, detail: 1): cc,
+                    ]))
         }
-        return comparison.sprt.harmDeclared
+        let end = start + .minutes(Int64(looks))
+        let snapshot = watch.snapshot(now: end, pending: [], presence: [], sessionsLastDay: 0, newestEvent: end, lastBatchAt: end)
+        return snapshot.assess(RolloutContext(currentMicroPercent: Int64(schedule.last!.1 * 1_000_000))).verdict.level == .halt
     }
 
     static let threeChanges: [(Int, Double)] = [(0, 5), (50, 10), (100, 20), (150, 60)]
@@ -125,28 +135,28 @@ struct CalibrationTests {
     @Test("no true difference: HALT in at most 5% of 1,000 runs of 200 looks")
     func nullSteady() {
         let rate = haltRate(SimulatedRollout(), seed: 1)
-        print("null, steady 10%: HALT in \(rate * 100)% of runs")
+        print("null, steady 10%: HALT in \(String(format: "%.1f", rate * 100))% of runs")
         #expect(rate <= 0.05)
     }
 
     @Test("no true difference with three percentage changes: HALT in at most 5%")
     func nullWithChanges() {
         let rate = haltRate(SimulatedRollout(schedule: SimulatedRollout.threeChanges), seed: 2)
-        print("null, 5 → 10 → 20 → 60%: HALT in \(rate * 100)% of runs")
+        print("null, 5 → 10 → 20 → 60%: HALT in \(String(format: "%.1f", rate * 100))% of runs")
         #expect(rate <= 0.05)
     }
 
     @Test("a true +50% crash rate: HALT in at least 80% of runs")
     func harmSteady() {
         let rate = haltRate(SimulatedRollout(rateRatio: 1.5), seed: 3)
-        print("+50%, steady 10%: HALT in \(rate * 100)% of runs")
+        print("+50%, steady 10%: HALT in \(String(format: "%.1f", rate * 100))% of runs")
         #expect(rate >= 0.80)
     }
 
     @Test("a true +50% crash rate with three percentage changes: HALT in at least 80%")
     func harmWithChanges() {
         let rate = haltRate(SimulatedRollout(rateRatio: 1.5, schedule: SimulatedRollout.threeChanges), seed: 4)
-        print("+50%, 5 → 10 → 20 → 60%: HALT in \(rate * 100)% of runs")
+        print("+50%, 5 → 10 → 20 → 60%: HALT in \(String(format: "%.1f", rate * 100))% of runs")
         #expect(rate >= 0.80)
     }
 }
