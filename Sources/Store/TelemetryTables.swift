@@ -68,9 +68,10 @@ public final class TelemetryTables {
         guard !batch.isEmpty else { return nil }
         // A large batch touches many installation pages; SQLite's default 2 MB cache would spill them to the
         // WAL and read them back. The cache grows with the installations of the batch, not its events.
+        let previousCache = try database.query("PRAGMA cache_size").first?.first?.int ?? -2000
         let cachePages = min(32_768, max(2_000, batch.installationCount / 8))
         try database.execute("PRAGMA cache_size = \(cachePages)")
-        defer { try? database.execute("PRAGMA cache_size = 2000") }
+        defer { try? database.execute("PRAGMA cache_size = \(previousCache)") }
         return try database.transaction(immediate: true) { () throws -> BatchReceipt in
             let codes = try batch.reasons.map { reason throws -> UInt16 in try reasonCode(reason) }
             let storedNewest = try meta("newest_event")
@@ -228,9 +229,10 @@ public final class TelemetryTables {
     }
 
     /// The dashboard query: everything the console's panels need, as of `now`, for the rollout `configuration`
-    /// describes. Read in one read transaction, so a batch landing meanwhile is seen whole or not at all.
+    /// describes. Read in one read transaction, so a batch landing meanwhile is seen whole or not at all; when
+    /// the caller already holds a transaction (the write path's compare-and-swap), it reads inside that one.
     public func snapshot(_ configuration: WatchConfiguration, now: Instant) throws -> TelemetrySnapshot {
-        try database.transaction(immediate: false) { () throws -> TelemetrySnapshot in
+        try reading { () throws -> TelemetrySnapshot in
             let newest = try meta("newest_event")
             if watch?.configuration != configuration { watch = nil }
             let fresh = try database.query(
@@ -276,6 +278,23 @@ public final class TelemetryTables {
             return watch!.snapshot(
                 now: now, pending: pending, presence: presence, sessionsLastDay: sessionsLastDay,
                 newestEvent: newest.map(Instant.init(microseconds:)), lastBatchAt: lastBatchAt.map(Instant.init(microseconds:)))
+        }
+    }
+
+    /// Runs `body` in a read transaction of its own, or in the caller's when one is open.
+    private func reading<T>(_ body: () throws -> T) throws -> T {
+        do {
+            try database.execute("BEGIN DEFERRED")
+        } catch where error.message.contains("within a transaction") {
+            return try body()
+        }
+        do {
+            let value = try body()
+            try database.execute("COMMIT")
+            return value
+        } catch {
+            try? database.execute("ROLLBACK")
+            throw error
         }
     }
 

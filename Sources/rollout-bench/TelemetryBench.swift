@@ -185,21 +185,38 @@ enum TelemetryBench {
 
         // A console refreshing once a second for ten minutes; a new minute of events lands every 60 refreshes
         // (its commit is not timed).
+        _ = try tables.snapshot(config, now: now)  // this instance's own first (folding) query, reported above
         var times: [Double] = []
-        var verdict = VerdictLevel.ok
+        var cpu: [Double] = []
+        var verdict = Verdict(findings: [Finding(.ok, .data, "not run")])
         for i in 0..<600 {
             if i % 60 == 0 {
                 let batch = TelemetryBatch()
                 for (key, n) in minuteTraffic(i / 60) { batch.addCounts(key, at: now - .seconds(Int64(20)), count: n) }
                 try tables.commit(batch, source: "live", at: now)
             }
-            times.append(try Stopwatch.time { verdict = try tables.snapshot(config, now: now).assess(context).verdict.level })
+            let cpuStart = threadCPUSeconds()
+            times.append(try Stopwatch.time { verdict = try tables.snapshot(config, now: now).assess(context).verdict })
+            cpu.append(threadCPUSeconds() - cpuStart)
             now = now + .seconds(Int64(1))
         }
         times.sort()
+        cpu.sort()
+        var load = [0.0, 0, 0]
+        getloadavg(&load, 3)
         print("  verdict after the run: \(verdict)")
+        print("  (load average \(String(format: "%.1f", load[0])) on \(ProcessInfo.processInfo.activeProcessorCount) cores: wall-clock outliers are time spent descheduled; CPU time excludes it)")
         report("dashboard query + verdict, median of 600 refreshes", value: times[300] * 1000, unit: "ms", limit: 2, higherIsBetter: false)
-        report("dashboard query + verdict, slowest of 600 refreshes", value: times[599] * 1000, unit: "ms", limit: 2, higherIsBetter: false)
+        report("dashboard query + verdict, 99th percentile", value: times[594] * 1000, unit: "ms", limit: 2, higherIsBetter: false)
+        report("dashboard query + verdict, slowest (wall clock)", value: times[599] * 1000, unit: "ms", limit: 2, higherIsBetter: false)
+        report("dashboard query + verdict, slowest (thread CPU time)", value: cpu[599] * 1000, unit: "ms", limit: 2, higherIsBetter: false)
+    }
+
+    /// CPU time of the calling thread.
+    static func threadCPUSeconds() -> Double {
+        var ts = timespec()
+        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts)
+        return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
     }
 
     static func at(_ day: Int) -> Instant { BucketLevel.day.start(BucketLevel.day.bucket(start) + Int64(day)) }
@@ -216,6 +233,7 @@ enum TelemetryBench {
             (CounterKey(.attestationSuccess, .control, provider: .deviceCheck), 800),
             (CounterKey(.attestationFailure, .control, provider: .deviceCheck, detail: 4), 30 + v % 3),
             (CounterKey(.attestationFailure, .control, provider: .deviceCheck, detail: 3), 10),
+            (CounterKey(.attestationFailure, .control, provider: .deviceCheck, detail: 0), 3),
             (CounterKey(.crash, .enabled, detail: 1), 2 + (v == 3 ? 1 : 0)), (CounterKey(.crash, .control, detail: 1), 2 + (v == 5 ? 1 : 0)),
             (CounterKey(.crash, .unassigned, detail: 1), 10), (CounterKey(.crash, .unassigned, detail: 0), 5),
             (CounterKey(.configFetch, .enabled), 60), (CounterKey(.configFetch, .control), 60), (CounterKey(.configFetch, .unassigned), 80),

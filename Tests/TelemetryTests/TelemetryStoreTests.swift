@@ -111,6 +111,17 @@ struct TelemetryStoreTests {
         #expect(try tables.batches().map(\.source) == ["1", "2"])
     }
 
+    @Test("the snapshot reads inside a transaction the caller already holds (the write path's compare-and-swap)")
+    func insideTransaction() throws {
+        let tables = try temporaryTables()
+        try tables.commit(batch([event(0, "a", .sessionStart, .enabled)]), source: "1", at: t0)
+        let sessions = try tables.database.transaction(immediate: true) { () throws -> Int64 in
+            try tables.snapshot(WatchConfiguration(since: t0), now: t0 + .minutes(5)).totals.sum(.session)
+        }
+        #expect(sessions == 1)
+        #expect(try tables.database.query("PRAGMA cache_size").first?.first?.int == -2000)
+    }
+
     @Test("rejection reasons keep their catalog id across batches")
     func reasons() throws {
         let tables = try temporaryTables()
