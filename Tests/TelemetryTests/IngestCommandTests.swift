@@ -80,6 +80,45 @@ struct IngestCommandTests {
         #expect(t.sum(.usersCrashed, cohort: .enabled) == 2)  // u2 (GA4) and i1 (Crashlytics)
     }
 
+    @Test("--batch-events lands an endless pipe in several whole batches; rollout telemetry reads them back")
+    func batches() throws {
+        let db = try store()
+        var lines: [String] = []
+        for i in 0..<5 { lines.append(#"{"t":\#(1_780_000_000_000_000 + Int64(i) * 1_000_000),"i":"a\#(i)","k":"session","c":"\#(i % 2 == 0 ? "enabled" : "control")"}"#) }
+        // A slow pipe: two lines, a pause, two lines, a pause, one line.
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: try TestSupport.rolloutBinary())
+        p.arguments = ["ingest", "--batch-events", "2", "--store", db, "-"]
+        let input = Pipe()
+        let output = Pipe()
+        p.standardInput = input
+        p.standardOutput = output
+        try p.run()
+        for group in [lines[0..<2], lines[2..<4], lines[4..<5]] {
+            input.fileHandleForWriting.write(Data((group.joined(separator: "\n") + "\n").utf8))
+            usleep(300_000)
+        }
+        try input.fileHandleForWriting.close()
+        p.waitUntilExit()
+        let out = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        #expect(p.terminationStatus == 0)
+        #expect(out.contains("ingested 5 events from 5 installations (stdin, 5 lines, 3 batches)"))
+        let (t, batches, _) = try totals(db)
+        #expect(t.sum(.session) == 5)
+        #expect(batches == 3)
+        let shown = try TestSupport.run(
+            try TestSupport.rolloutBinary(), ["telemetry", "--store", db, "--since", "2026-05-28T20:00:00Z", "--percent", "10", "--json"])
+        #expect(shown.status == 0, "\(shown.stderr)")
+        let json = try JSONSerialization.jsonObject(with: Data(shown.stdout.utf8)) as! [String: Any]
+        let cohorts = json["cohorts"] as! [String: [String: Any]]
+        #expect(cohorts["enabled"]?["sessions"] as? Int == 3)
+        #expect(cohorts["control"]?["sessions"] as? Int == 2)
+        let verdict = json["verdict"] as! [String: Any]
+        #expect(verdict["level"] as? String == "HOLD")  // the events are months old: stale
+        #expect((verdict["reason"] as? String)?.hasPrefix("telemetry is stale") == true)
+        #expect(json["armed"] as? Bool == true)
+    }
+
     /// 300,000 native events from 100,000 installations, so that writing the batch takes a while.
     static func bigFile(_ url: URL) throws -> Int {
         var text = ""
