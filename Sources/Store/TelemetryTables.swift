@@ -1,4 +1,5 @@
 import Foundation
+import Rollout
 import Telemetry
 import Timekeeping
 
@@ -93,7 +94,7 @@ public final class TelemetryTables {
                 try upsert.bind(.text(id), at: 1)
                 try upsert.bind(.integer(r.firstSeen), at: 2)
                 try upsert.bind(.integer(r.lastSeen), at: 3)
-                try upsert.bind(.integer(Int64(r.cohort.rawValue)), at: 4)
+                try upsert.bind(.integer(Int64(r.cohort.code)), at: 4)
                 try upsert.bind(.integer(Int64(r.provider.rawValue)), at: 5)
                 try upsert.bind(.integer(Int64(r.osMajor)), at: 6)
                 try upsert.bind(.integer(r.sessions), at: 7)
@@ -151,7 +152,7 @@ public final class TelemetryTables {
 
     private static func record(_ s: SQLiteStatement) -> InstallationRecord {
         InstallationRecord(
-            firstSeen: s.int(0), lastSeen: s.int(1), cohort: Cohort(rawValue: UInt8(s.int(2))) ?? .unassigned,
+            firstSeen: s.int(0), lastSeen: s.int(1), cohort: Cohort(code: UInt8(clamping: s.int(2))) ?? .none,
             provider: AttestationProvider(rawValue: UInt8(s.int(3))) ?? .unspecified, osMajor: UInt8(clamping: s.int(4)),
             sessions: s.int(5), enteredCohorts: UInt8(clamping: s.int(6)), crashedCohorts: UInt8(clamping: s.int(7)),
             fetchedAt: s.isNull(8) ? nil : s.int(8), templateVersion: s.isNull(9) ? nil : s.int(9))

@@ -1,3 +1,4 @@
+import Rollout
 import Timekeeping
 
 /// What a time-bucketed counter counts.
@@ -49,12 +50,12 @@ public struct CounterKey: Hashable, Sendable, Comparable, CustomStringConvertibl
 
     /// `kind << 24 | cohort << 20 | provider << 16 | detail`.
     public var packed: UInt32 {
-        UInt32(kind.rawValue) << 24 | UInt32(cohort.rawValue) << 20 | UInt32(provider.rawValue) << 16 | UInt32(detail)
+        UInt32(kind.rawValue) << 24 | UInt32(cohort.code) << 20 | UInt32(provider.rawValue) << 16 | UInt32(detail)
     }
 
     public init?(packed: UInt32) {
         guard let kind = CounterKind(rawValue: UInt8(packed >> 24)),
-            let cohort = Cohort(rawValue: UInt8((packed >> 20) & 0xF)),
+            let cohort = Cohort(code: UInt8((packed >> 20) & 0xF)),
             let provider = AttestationProvider(rawValue: UInt8((packed >> 16) & 0xF))
         else { return nil }
         self.kind = kind
@@ -186,7 +187,7 @@ public enum PresenceKey: Hashable, Sendable, CustomStringConvertible {
 
     public var packed: Int64 {
         switch self {
-        case .active(let cohort, let eligible): Int64(cohort.rawValue) << 1 | (eligible ? 1 : 0)
+        case .active(let cohort, let eligible): Int64(cohort.code) << 1 | (eligible ? 1 : 0)
         case .fetched(let v): Self.fetchedTag | (v & (Self.fetchedTag - 1))
         }
     }
@@ -195,7 +196,7 @@ public enum PresenceKey: Hashable, Sendable, CustomStringConvertible {
         if packed & Self.fetchedTag != 0 {
             self = .fetched(templateVersion: packed & (Self.fetchedTag - 1))
         } else {
-            guard let cohort = Cohort(rawValue: UInt8(packed >> 1)) else { return nil }
+            guard let cohort = Cohort(code: UInt8(truncatingIfNeeded: packed >> 1)) else { return nil }
             self = .active(cohort, eligible: packed & 1 == 1)
         }
     }

@@ -1,3 +1,4 @@
+import Rollout
 import Timekeeping
 
 /// Whether a row of an export was counted or left aside as not ours.
@@ -118,7 +119,7 @@ public enum GA4Format {
         guard let time else { throw LineError("missing event_timestamp") }
         guard let id, id.count > 0 else { throw LineError("missing user_pseudo_id") }
         let cohortValue = params.cohort.isAbsent ? cohortProperty : params.cohort
-        let cohort = cohortValue.isAbsent ? .unassigned : try NativeFormat.cohort(try cohortValue.text("AppAttestCohort"))
+        let cohort = cohortValue.isAbsent ? .none : try NativeFormat.cohort(try cohortValue.text("AppAttestCohort"))
         let provider = params.provider.isAbsent ? .unspecified : try NativeFormat.provider(try params.provider.text("provider"))
         record(batch, time: time, id: id, kind: kind, cohort: cohort, provider: provider, detail: detail, osMajor: osMajor, version: version)
         return .recorded
@@ -321,7 +322,7 @@ public enum CrashlyticsFormat {
         guard let time else { throw LineError("missing event_timestamp") }
         guard let id, id.count > 0 else { throw LineError("missing installation_uuid") }
         guard let fatal else { throw LineError("missing is_fatal (or error_type)") }
-        let c = cohort.isAbsent ? .unassigned : try NativeFormat.cohort(try cohort.text("AppAttestCohort"))
+        let c = cohort.isAbsent ? .none : try NativeFormat.cohort(try cohort.text("AppAttestCohort"))
         record(batch, time: time, id: id, kind: .crash, cohort: c, provider: .unspecified, detail: fatal ? 1 : 0, osMajor: osMajor, version: 0)
         return .recorded
     }

@@ -1,3 +1,5 @@
+import Rollout
+
 /// The native NDJSON event format: one compact JSON object per line.
 ///
 /// ```
@@ -47,7 +49,7 @@ public enum NativeFormat {
         var time: Int64?
         var id: ByteSpan?
         var kind: CounterKind?
-        var cohort = Cohort.unassigned
+        var cohort = Cohort.none
         var provider = AttestationProvider.unspecified
         var errorDetail: UInt16?
         var fatal = true
@@ -121,7 +123,7 @@ public enum NativeFormat {
     static func cohort(_ v: ByteSpan) throws(LineError) -> Cohort {
         if v.equals("enabled") { return .enabled }
         if v.equals("control") { return .control }
-        if v.equals("none") || v.count == 0 { return .unassigned }
+        if v.equals("none") || v.count == 0 { return .none }
         guard let c = Cohort(name: v.text) else {
             throw LineError("cohort \"\(v.text)\" is not enabled, control or none")
         }

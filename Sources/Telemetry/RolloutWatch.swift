@@ -1,4 +1,5 @@
 import Foundation
+import Rollout
 import Timekeeping
 
 /// Settings of the failure-class CUSUMs.
@@ -293,8 +294,9 @@ public struct TelemetrySnapshot: Sendable {
     /// Whether any event has been counted since the rollout start.
     public var hasTelemetry: Bool { totals.counts.contains { $0.key.kind != .usersEntered && $0.key.kind != .usersCrashed && $0.value > 0 } }
 
-    /// A per-minute series of one kind over the last 60 minutes (for a sparkline).
-    public func sparkline(_ kind: CounterKind, cohort: Cohort? = nil) -> [Int64] {
-        series.map { $0.totals.sum(kind, cohort: cohort) }
-    }
+    /// A per-minute series of one kind over the last 60 minutes, all cohorts (for a sparkline).
+    public func sparkline(_ kind: CounterKind) -> [Int64] { series.map { $0.totals.sum(kind) } }
+
+    /// A per-minute series of one kind in `cohort` over the last 60 minutes.
+    public func sparkline(_ kind: CounterKind, cohort: Cohort) -> [Int64] { series.map { $0.totals.sum(kind, cohort: cohort) } }
 }

@@ -1,3 +1,4 @@
+import Rollout
 import Timekeeping
 
 /// The compact state the store keeps per installation: what user-level rates, activity and propagation need.
@@ -11,9 +12,9 @@ public struct InstallationRecord: Hashable, Sendable {
     public var provider: AttestationProvider
     public var osMajor: UInt8
     public var sessions: Int64
-    /// Bit `cohort.rawValue` set: the installation has reported this cohort.
+    /// Bit `cohort.code` set: the installation has reported this cohort.
     public var enteredCohorts: UInt8
-    /// Bit `cohort.rawValue` set: the installation had a fatal crash while reporting this cohort.
+    /// Bit `cohort.code` set: the installation had a fatal crash while reporting this cohort.
     public var crashedCohorts: UInt8
     /// The latest config fetch, if any.
     public var fetchedAt: Int64?
@@ -122,7 +123,7 @@ public struct BatchSettlement {
         }
         r.sessions += d.sessions
         for cohort in Cohort.allCases {
-            let bit = UInt8(1) << cohort.rawValue
+            let bit = UInt8(1) << cohort.code
             if let t = d.entered(cohort), r.enteredCohorts & bit == 0 {
                 r.enteredCohorts |= bit
                 note(.usersEntered, cohort, t)

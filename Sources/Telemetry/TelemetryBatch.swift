@@ -1,3 +1,4 @@
+import Rollout
 import Timekeeping
 
 #if canImport(Glibc)
@@ -45,7 +46,7 @@ public struct InstallationDelta: Sendable {
     /// The first time in the batch this installation reported `cohort`.
     public func entered(_ cohort: Cohort) -> Int64? {
         let t = switch cohort {
-        case .unassigned: enteredAt.0
+        case .none: enteredAt.0
         case .enabled: enteredAt.1
         case .control: enteredAt.2
         }
@@ -55,7 +56,7 @@ public struct InstallationDelta: Sendable {
     /// The first fatal crash in the batch while reporting `cohort`.
     public func crashed(_ cohort: Cohort) -> Int64? {
         let t = switch cohort {
-        case .unassigned: crashedAt.0
+        case .none: crashedAt.0
         case .enabled: crashedAt.1
         case .control: crashedAt.2
         }
@@ -65,7 +66,7 @@ public struct InstallationDelta: Sendable {
     @inline(__always)
     mutating func noteEntered(_ cohort: Cohort, _ t: Int64) {
         switch cohort {
-        case .unassigned: if t < enteredAt.0 { enteredAt.0 = t }
+        case .none: if t < enteredAt.0 { enteredAt.0 = t }
         case .enabled: if t < enteredAt.1 { enteredAt.1 = t }
         case .control: if t < enteredAt.2 { enteredAt.2 = t }
         }
@@ -74,7 +75,7 @@ public struct InstallationDelta: Sendable {
     @inline(__always)
     mutating func noteCrashed(_ cohort: Cohort, _ t: Int64) {
         switch cohort {
-        case .unassigned: if t < crashedAt.0 { crashedAt.0 = t }
+        case .none: if t < crashedAt.0 { crashedAt.0 = t }
         case .enabled: if t < crashedAt.1 { crashedAt.1 = t }
         case .control: if t < crashedAt.2 { crashedAt.2 = t }
         }

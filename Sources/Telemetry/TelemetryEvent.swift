@@ -1,34 +1,36 @@
+import Rollout
 import Timekeeping
 
-/// The group an installation reports itself in, from the companion parameter `AppAttestCohort`.
-///
-/// Exposed installations (`enabled`) have App Attest turned on; `control` is the equal band on the same seed
-/// that stays off, for comparison; `unassigned` (reported as `none`) is everybody else.
-public enum Cohort: UInt8, Sendable, CaseIterable, Comparable, CustomStringConvertible {
-    /// Outside both bands (written `none`; not called `none` so that it can never be mistaken for `Optional.none`).
-    case unassigned = 0
-    case enabled = 1
-    case control = 2
+extension Cohort {
+    /// The cohort's number in stored counters and installation rows (none 0, enabled 1, control 2).
+    public var code: UInt8 {
+        switch self {
+        case .none: 0
+        case .enabled: 1
+        case .control: 2
+        }
+    }
 
-    /// Parses the companion parameter's value (`enabled`, `control`, `none`; also `exposed` for `enabled`).
-    public init?(name: some StringProtocol) {
-        switch name.lowercased() {
-        case "enabled", "exposed": self = .enabled
-        case "control": self = .control
-        case "none", "": self = .unassigned
+    /// The cohort with stored number `code`.
+    public init?(code: UInt8) {
+        switch code {
+        case 0: self = .none
+        case 1: self = .enabled
+        case 2: self = .control
         default: return nil
         }
     }
 
-    public var description: String {
-        switch self {
-        case .unassigned: "none"
-        case .enabled: "enabled"
-        case .control: "control"
+    /// Parses the companion parameter's value as apps write it: `enabled`, `control`, `none` in any case, also
+    /// `exposed` for `enabled` and the empty string for `none`.
+    public init?(name: some StringProtocol) {
+        switch name.lowercased() {
+        case "enabled", "exposed": self = .enabled
+        case "control": self = .control
+        case "none", "": self = .none
+        default: return nil
         }
     }
-
-    public static func < (a: Cohort, b: Cohort) -> Bool { a.rawValue < b.rawValue }
 }
 
 /// The App Check provider the app used for an event.

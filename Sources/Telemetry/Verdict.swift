@@ -1,4 +1,5 @@
 import Foundation
+import Rollout
 import Timekeeping
 
 /// How healthy the rollout looks, from least to most severe.

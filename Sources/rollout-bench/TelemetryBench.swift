@@ -1,4 +1,5 @@
 import Foundation
+import Rollout
 import Store
 import Telemetry
 import Timekeeping
@@ -163,7 +164,7 @@ enum TelemetryBench {
             let batch = TelemetryBatch()
             for i in 0..<200_000 {
                 let t = at(7) - .seconds(Int64(i % 86_000))
-                let cohort: Cohort = [.enabled, .control, .unassigned, .unassigned][i % 4]
+                let cohort: Cohort = [.enabled, .control, .none, .none][i % 4]
                 batch.record(TelemetryEvent(time: t, installationID: "fid-\(i)", kind: .configFetch(templateVersion: i % 10 == 0 ? 41 : 42), cohort: cohort, provider: .appAttest, osVersion: "17.4"))
             }
             total += batch.eventCount
@@ -225,7 +226,7 @@ enum TelemetryBench {
     static func minuteTraffic(_ m: Int) -> [(CounterKey, Int64)] {
         let v = Int64(m % 7)
         return [
-            (CounterKey(.session, .enabled), 900 + v), (CounterKey(.session, .control), 900 - v), (CounterKey(.session, .unassigned), 5_200),
+            (CounterKey(.session, .enabled), 900 + v), (CounterKey(.session, .control), 900 - v), (CounterKey(.session, .none), 5_200),
             (CounterKey(.attestationSuccess, .enabled, provider: .appAttest), 1_800 + v),
             (CounterKey(.attestationFailure, .enabled, provider: .appAttest, detail: 4), 40 + v % 3),
             (CounterKey(.attestationFailure, .enabled, provider: .appAttest, detail: 3), 10),
@@ -235,8 +236,8 @@ enum TelemetryBench {
             (CounterKey(.attestationFailure, .control, provider: .deviceCheck, detail: 3), 10),
             (CounterKey(.attestationFailure, .control, provider: .deviceCheck, detail: 0), 3),
             (CounterKey(.crash, .enabled, detail: 1), 2 + (v == 3 ? 1 : 0)), (CounterKey(.crash, .control, detail: 1), 2 + (v == 5 ? 1 : 0)),
-            (CounterKey(.crash, .unassigned, detail: 1), 10), (CounterKey(.crash, .unassigned, detail: 0), 5),
-            (CounterKey(.configFetch, .enabled), 60), (CounterKey(.configFetch, .control), 60), (CounterKey(.configFetch, .unassigned), 80),
+            (CounterKey(.crash, .none, detail: 1), 10), (CounterKey(.crash, .none, detail: 0), 5),
+            (CounterKey(.configFetch, .enabled), 60), (CounterKey(.configFetch, .control), 60), (CounterKey(.configFetch, .none), 80),
             (CounterKey(.usersEntered, .enabled), 20), (CounterKey(.usersEntered, .control), 20),
             (CounterKey(.usersCrashed, .enabled), v == 2 ? 1 : 0), (CounterKey(.usersCrashed, .control), v == 4 ? 1 : 0),
         ]

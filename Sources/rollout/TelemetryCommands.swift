@@ -1,5 +1,6 @@
 import CommandLineKit
 import Foundation
+import Rollout
 import Store
 import Telemetry
 import Timekeeping
@@ -172,7 +173,7 @@ enum TelemetryCommands {
 
         func json() throws -> String {
             var cohorts: [String: Any] = [:]
-            for (c, kinds) in byCohort { cohorts[c.description] = kinds }
+            for (c, kinds) in byCohort { cohorts[c.rawValue] = kinds }
             let object: [String: Any] = [
                 "lines": lines, "events": events, "installations": installations, "batches": batches,
                 "ignored": ignored, "badLines": badLines,
@@ -228,7 +229,7 @@ enum TelemetryReport {
         var cohorts: [String: Any] = [:]
         for cohort in Cohort.allCases {
             let t = s.totals
-            cohorts[cohort.description] = [
+            cohorts[cohort.rawValue] = [
                 "successes": t.sum(.attestationSuccess, cohort: cohort), "failures": t.sum(.attestationFailure, cohort: cohort),
                 "sessions": t.sum(.session, cohort: cohort), "fatalCrashes": t.sum(.crash, cohort: cohort, fatal: true),
                 "nonFatalCrashes": t.sum(.crash, cohort: cohort, fatal: false), "fetches": t.sum(.configFetch, cohort: cohort),
@@ -278,13 +279,16 @@ enum TelemetryReport {
         out.append("guardrails \(a.armed ? "armed" : "not armed (no telemetry for this rollout yet)")")
         let age = s.dataAge.map { "\(Int($0.seconds)) s" } ?? "no data"
         out.append("since \(s.since.iso8601); newest event \(s.newestEvent?.iso8601 ?? "none") (age \(age))")
-        for cohort in [Cohort.enabled, .control, .unassigned] {
+        for cohort in [Cohort.enabled, .control, .none] {
             let t = s.totals
-            out.append(
-                "  \(cohort.description.padding(toLength: 8, withPad: " ", startingAt: 0)) attestations \(t.sum(.attestationSuccess, cohort: cohort)) ok / "
-                    + "\(t.sum(.attestationFailure, cohort: cohort)) failed, sessions \(t.sum(.session, cohort: cohort)), "
-                    + "fatal crashes \(t.sum(.crash, cohort: cohort, fatal: true)), users \(t.sum(.usersEntered, cohort: cohort)) "
-                    + "(\(t.sum(.usersCrashed, cohort: cohort)) crashed)")
+            let name = cohort.rawValue.padding(toLength: 8, withPad: " ", startingAt: 0)
+            let ok = t.sum(.attestationSuccess, cohort: cohort)
+            let failed = t.sum(.attestationFailure, cohort: cohort)
+            let sessions = t.sum(.session, cohort: cohort)
+            let crashes = t.sum(.crash, cohort: cohort, fatal: true)
+            let users = t.sum(.usersEntered, cohort: cohort)
+            let crashed = t.sum(.usersCrashed, cohort: cohort)
+            out.append("  \(name) attestations \(ok) ok / \(failed) failed, sessions \(sessions), fatal crashes \(crashes), users \(users) (\(crashed) crashed)")
         }
         let failures = try s.totals.failuresByDetail().sorted { $0.value > $1.value }.map { "\(try tables.describe($0.key)) \($0.value)" }
         if !failures.isEmpty { out.append("failures: " + failures.joined(separator: ", ")) }

@@ -1,4 +1,5 @@
 import Foundation
+import Rollout
 import Store
 import TestSupport
 import Testing

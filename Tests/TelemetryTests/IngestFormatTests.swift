@@ -1,4 +1,5 @@
 import Foundation
+import Rollout
 import Testing
 import Timekeeping
 
@@ -54,8 +55,8 @@ struct NativeFormatTests {
         #expect(b.reasons == ["nonceMismatch"])
         #expect(b.count(.crash, .control, fatal: true) == 1)
         #expect(b.count(.crash, .control, fatal: false) == 1)
-        #expect(b.count(.configFetch, .unassigned) == 1)
-        #expect(b.count(.session, .unassigned) == 1)
+        #expect(b.count(.configFetch, .none) == 1)
+        #expect(b.count(.session, .none) == 1)
         var ids: [String: InstallationDelta] = [:]
         b.forEachInstallation { ids[$0] = $1 }
         #expect(Set(ids.keys) == ["fid-a", "fid-b", "fid-c", "fid-d", "fid-e", "fid-é\"q"])
@@ -172,7 +173,7 @@ struct GA4FormatTests {
         let b = i.batch
         #expect(b.count(.session, .enabled) == 3)
         #expect(b.count(.session, .control) == 2)
-        #expect(b.count(.session, .unassigned) == 0)
+        #expect(b.count(.session, .none) == 0)
         #expect(b.count(.attestationSuccess, .enabled) == 4)
         #expect(b.count(.attestationFailure, .enabled) == 3)
         #expect(b.count(.attestationFailure, .enabled, errorClass: .serverUnavailable) == 1)
@@ -251,7 +252,7 @@ struct CrashlyticsFormatTests {
         #expect(b.count(.crash, .enabled, fatal: false) == 1)
         #expect(b.count(.crash, .control, fatal: true) == 1)
         #expect(b.count(.crash, .control, fatal: false) == 1)
-        #expect(b.count(.crash, .unassigned, fatal: true) == 1)
+        #expect(b.count(.crash, .none, fatal: true) == 1)
         var crashedAt: [String: Int64?] = [:]
         b.forEachInstallation { id, d in crashedAt[id] = d.crashed(d.cohort) }
         #expect(crashedAt["i1"] == .some(ISO8601.parse("2026-05-28T20:26:40.123456Z")!.microseconds))

@@ -1,4 +1,5 @@
 import Foundation
+import Rollout
 import Store
 import TestSupport
 import Testing
@@ -33,8 +34,8 @@ struct TelemetryStoreTests {
     func landing() throws {
         let tables = try temporaryTables()
         let events = [
-            event(0, "a", .sessionStart, .unassigned),
-            event(10, "a", .configFetch(templateVersion: 41), .unassigned),
+            event(0, "a", .sessionStart, .none),
+            event(10, "a", .configFetch(templateVersion: 41), .none),
             event(70, "a", .configFetch(templateVersion: 42), .enabled),
             event(71, "a", .sessionStart, .enabled),
             event(72, "a", .attestationSuccess, .enabled),
@@ -54,11 +55,11 @@ struct TelemetryStoreTests {
         let all = try tables.allTimeTotals()
         #expect(all.sum(.session, cohort: .enabled) == 2)
         #expect(all.sum(.session, cohort: .control) == 1)
-        #expect(all.sum(.session, cohort: .unassigned) == 1)
+        #expect(all.sum(.session, cohort: .none) == 1)
         #expect(all.sum(.crash, cohort: .enabled, fatal: true) == 2)
         #expect(all.sum(.crash, cohort: .control, fatal: false) == 1)
         #expect(all.sum(.usersEntered, cohort: .enabled) == 2)  // a (moved from none) and c
-        #expect(all.sum(.usersEntered, cohort: .unassigned) == 1)
+        #expect(all.sum(.usersEntered, cohort: .none) == 1)
         #expect(all.sum(.usersEntered, cohort: .control) == 1)
         #expect(all.sum(.usersCrashed, cohort: .enabled) == 1)  // a, once for two fatal crashes
         #expect(all.sum(.usersCrashed, cohort: .control) == 0)  // b's crash was not fatal

@@ -1,4 +1,5 @@
 import Foundation
+import Rollout
 import Store
 import Testing
 import Timekeeping
@@ -39,7 +40,7 @@ struct WatchFixture {
         }
     }
 
-    func snapshot(at minute: Int, active: [Cohort: Int64] = [.enabled: 5000, .control: 5000, .unassigned: 90_000], newest: Int? = nil) -> TelemetrySnapshot {
+    func snapshot(at minute: Int, active: [Cohort: Int64] = [.enabled: 5000, .control: 5000, .none: 90_000], newest: Int? = nil) -> TelemetrySnapshot {
         let now = start + .minutes(Int64(minute))
         let hour = BucketLevel.hour.bucket(now.microseconds)
         let presence = active.map { PresenceRow(hour: hour, key: .active($0.key, eligible: true), delta: $0.value) }
@@ -156,7 +157,7 @@ struct GuardrailTests {
     static let hold = Verdict(findings: [Finding(.hold, .data, "telemetry is stale")])
     static let halt = Verdict(findings: [Finding(.halt, .crashes, "exposed users crash more")])
     static let ok = Verdict(findings: [Finding(.ok, .crashes, "no crash signal")])
-    static let fleet = FleetActivity(activeByCohort: [.unassigned: 10_000_000], attestCapable: 10_000_000, sessionsLastDay: 30_000_000)
+    static let fleet = FleetActivity(activeByCohort: [.none: 10_000_000], attestCapable: 10_000_000, sessionsLastDay: 30_000_000)
 
     @Test("kills and decreases are never blocked, not even at HALT or over budget")
     func neverBlocked() {
@@ -205,7 +206,7 @@ struct GuardrailTests {
         let above = AttestationForecast.load(fromMicroPercent: 1_000_000, toMicroPercent: 15_410_000, fleet: Self.fleet, budget: AttestationBudget())
         #expect(at.fits(AttestationBudget()) && !above.fits(AttestationBudget()))
         // The daily limit binds for a huge fleet of rare launchers.
-        let huge = FleetActivity(activeByCohort: [.unassigned: 200_000_000], attestCapable: 200_000_000, sessionsLastDay: 200_000_000)
+        let huge = FleetActivity(activeByCohort: [.none: 200_000_000], attestCapable: 200_000_000, sessionsLastDay: 200_000_000)
         let daily = AttestationForecast.largestFittingTarget(
             fromMicroPercent: 0, toMicroPercent: 100_000_000, fleet: huge, budget: AttestationBudget(perSecond: 1e9))
         #expect(daily == 5_000_000)
