@@ -76,7 +76,8 @@ public final class TelemetryTables {
         return try database.transaction(immediate: true) { () throws -> BatchReceipt in
             let codes = try batch.reasons.map { reason throws -> UInt16 in try reasonCode(reason) }
             let storedNewest = try meta("newest_event")
-            var settlement = BatchSettlement(batch: batch, reasonCodes: codes, retention: retention, storedNewest: storedNewest)
+            var settlement = BatchSettlement(
+                batch: batch, reasonCodes: codes, retention: retention, storedNewest: storedNewest)
             let select = try database.prepare(
                 "SELECT first_seen, last_seen, cohort, provider, os_major, sessions, entered, crashed, fetched_at, "
                     + "template_version FROM telemetry_installations WHERE id = ?")
@@ -131,7 +132,8 @@ public final class TelemetryTables {
                 for level in [BucketLevel.minute, .hour] {
                     if let oldest = retention.oldestKept(level, newest: newest) {
                         try database.run(
-                            "DELETE FROM telemetry_counters WHERE level = ? AND bucket < ?", [.integer(level.rawValue), .integer(oldest)])
+                            "DELETE FROM telemetry_counters WHERE level = ? AND bucket < ?",
+                            [.integer(level.rawValue), .integer(oldest)])
                     }
                 }
                 let oldestHour = BucketLevel.hour.bucket(newest - TelemetryRetention.presenceWindow.microseconds)
@@ -153,14 +155,17 @@ public final class TelemetryTables {
     private static func record(_ s: SQLiteStatement) -> InstallationRecord {
         InstallationRecord(
             firstSeen: s.int(0), lastSeen: s.int(1), cohort: Cohort(code: UInt8(clamping: s.int(2))) ?? .none,
-            provider: AttestationProvider(rawValue: UInt8(s.int(3))) ?? .unspecified, osMajor: UInt8(clamping: s.int(4)),
+            provider: AttestationProvider(rawValue: UInt8(s.int(3))) ?? .unspecified,
+            osMajor: UInt8(clamping: s.int(4)),
             sessions: s.int(5), enteredCohorts: UInt8(clamping: s.int(6)), crashedCohorts: UInt8(clamping: s.int(7)),
             fetchedAt: s.isNull(8) ? nil : s.int(8), templateVersion: s.isNull(9) ? nil : s.int(9))
     }
 
     /// The catalog id of a rejection reason, added when new (beyond the catalog's size: the last id, "other").
     private func reasonCode(_ reason: String) throws(SQLiteError) -> UInt16 {
-        if let id = try database.query("SELECT id FROM telemetry_reasons WHERE reason = ?", [.text(reason)]).first?[0].int {
+        if let id = try database.query("SELECT id FROM telemetry_reasons WHERE reason = ?", [.text(reason)]).first?[0]
+            .int
+        {
             return UInt16(id)
         }
         let count = try database.query("SELECT count(*) FROM telemetry_reasons")[0][0].int ?? 0
@@ -174,7 +179,8 @@ public final class TelemetryTables {
     }
 
     private func setMeta(_ key: String, _ value: Int64) throws(SQLiteError) {
-        try database.run("INSERT OR REPLACE INTO telemetry_meta(key, value) VALUES (?, ?)", [.text(key), .integer(value)])
+        try database.run(
+            "INSERT OR REPLACE INTO telemetry_meta(key, value) VALUES (?, ?)", [.text(key), .integer(value)])
     }
 
     // MARK: Reading
@@ -183,7 +189,8 @@ public final class TelemetryTables {
     public func reason(of detail: FailureDetail) throws(SQLiteError) -> String? {
         guard let id = detail.reasonID else { return nil }
         if id == FailureDetail.maximumReasons { return "other" }
-        return try database.query("SELECT reason FROM telemetry_reasons WHERE id = ?", [.integer(Int64(id))]).first?[0].string
+        return try database.query("SELECT reason FROM telemetry_reasons WHERE id = ?", [.integer(Int64(id))]).first?[0]
+            .string
     }
 
     /// A failure detail in words: the class, or `rejected:REASON`.
@@ -207,17 +214,22 @@ public final class TelemetryTables {
     }
 
     /// The newest event time in the store.
-    public func newestEvent() throws(SQLiteError) -> Instant? { try meta("newest_event").map(Instant.init(microseconds:)) }
+    public func newestEvent() throws(SQLiteError) -> Instant? {
+        try meta("newest_event").map(Instant.init(microseconds:))
+    }
 
     /// Every landed batch, oldest first.
     public func batches() throws(SQLiteError) -> [BatchReceipt] {
-        try database.query("SELECT id, source, committed_at, events, installations, earliest, latest FROM telemetry_batches ORDER BY id")
-            .map { r in
-                BatchReceipt(
-                    id: r[0].int!, source: r[1].string ?? "", committedAt: Instant(microseconds: r[2].int!),
-                    events: Int(r[3].int!), installations: Int(r[4].int!), earliest: r[5].int.map(Instant.init(microseconds:)),
-                    latest: r[6].int.map(Instant.init(microseconds:)))
-            }
+        try database.query(
+            "SELECT id, source, committed_at, events, installations, earliest, latest FROM telemetry_batches ORDER BY id"
+        )
+        .map { r in
+            BatchReceipt(
+                id: r[0].int!, source: r[1].string ?? "", committedAt: Instant(microseconds: r[2].int!),
+                events: Int(r[3].int!), installations: Int(r[4].int!),
+                earliest: r[5].int.map(Instant.init(microseconds:)),
+                latest: r[6].int.map(Instant.init(microseconds:)))
+        }
     }
 
     /// Every counter ever landed, from the day rows (kept for ever).
@@ -239,7 +251,9 @@ public final class TelemetryTables {
             let fresh = try database.query(
                 "SELECT min(earliest), max(id) FROM telemetry_batches WHERE id > ?", [.integer(lastBatchSeen)])[0]
             if let maxID = fresh[1].int {
-                if let earliest = fresh[0].int, watch != nil, earliest < BucketLevel.minute.start(cursorMinute).microseconds {
+                if let earliest = fresh[0].int, watch != nil,
+                    earliest < BucketLevel.minute.start(cursorMinute).microseconds
+                {
                     watch = nil
                 }
                 lastBatchSeen = maxID
@@ -260,25 +274,31 @@ public final class TelemetryTables {
 
             let nowHour = BucketLevel.hour.bucket(now.microseconds)
             var presence: [PresenceRow] = []
-            let p = try database.prepare("SELECT hour, key, count FROM telemetry_presence WHERE hour >= ? AND hour <= ?")
+            let p = try database.prepare(
+                "SELECT hour, key, count FROM telemetry_presence WHERE hour >= ? AND hour <= ?")
             try p.bind(.integer(nowHour - 23), at: 1)
             try p.bind(.integer(nowHour), at: 2)
             while try p.step() {
-                if let key = PresenceKey(packed: p.int(1)) { presence.append(PresenceRow(hour: p.int(0), key: key, delta: p.int(2))) }
+                if let key = PresenceKey(packed: p.int(1)) {
+                    presence.append(PresenceRow(hour: p.int(0), key: key, delta: p.int(2)))
+                }
             }
             p.reset()
             let sessionKeys = Cohort.allCases.map { Int64(CounterKey(.session, $0).packed) }
             let s = try database.prepare(
-                "SELECT sum(count) FROM telemetry_counters WHERE level = 1 AND bucket >= ? AND bucket <= ? AND key IN (?, ?, ?)")
+                "SELECT sum(count) FROM telemetry_counters WHERE level = 1 AND bucket >= ? AND bucket <= ? AND key IN (?, ?, ?)"
+            )
             try s.bind(.integer(nowHour - 23), at: 1)
             try s.bind(.integer(nowHour), at: 2)
             for (i, k) in sessionKeys.enumerated() { try s.bind(.integer(k), at: Int32(3 + i)) }
             let sessionsLastDay = try s.step() ? s.int(0) : 0
             s.reset()
-            let lastBatchAt = try database.query("SELECT committed_at FROM telemetry_batches ORDER BY id DESC LIMIT 1").first?[0].int
+            let lastBatchAt = try database.query("SELECT committed_at FROM telemetry_batches ORDER BY id DESC LIMIT 1")
+                .first?[0].int
             return watch!.snapshot(
                 now: now, pending: pending, presence: presence, sessionsLastDay: sessionsLastDay,
-                newestEvent: newest.map(Instant.init(microseconds:)), lastBatchAt: lastBatchAt.map(Instant.init(microseconds:)))
+                newestEvent: newest.map(Instant.init(microseconds:)),
+                lastBatchAt: lastBatchAt.map(Instant.init(microseconds:)))
         }
     }
 
@@ -286,7 +306,7 @@ public final class TelemetryTables {
     private func reading<T>(_ body: () throws -> T) throws -> T {
         do {
             try database.execute("BEGIN DEFERRED")
-        } catch where error.message.contains("within a transaction") {
+        } catch  where error.message.contains("within a transaction") {
             return try body()
         }
         do {
@@ -305,7 +325,9 @@ public final class TelemetryTables {
         var w = RolloutWatch(configuration: configuration)
         let since = configuration.since.microseconds
         let baselineStart = BucketLevel.hour.bucket(since - configuration.failures.baselineWindow.microseconds)
-        for look in try looks(.hour, from: baselineStart, to: BucketLevel.hour.bucket(since)) { w.foldPreRollout(look.counts) }
+        for look in try looks(.hour, from: baselineStart, to: BucketLevel.hour.bucket(since)) {
+            w.foldPreRollout(look.counts)
+        }
 
         var start = since
         if let newest {
@@ -333,7 +355,8 @@ public final class TelemetryTables {
     private func looks(_ level: BucketLevel, from: Int64, to: Int64) throws(SQLiteError) -> [CounterLook] {
         guard from < to else { return [] }
         let s = try database.prepare(
-            "SELECT bucket, key, count FROM telemetry_counters WHERE level = ? AND bucket >= ? AND bucket < ? ORDER BY bucket")
+            "SELECT bucket, key, count FROM telemetry_counters WHERE level = ? AND bucket >= ? AND bucket < ? ORDER BY bucket"
+        )
         try s.bind(.integer(level.rawValue), at: 1)
         try s.bind(.integer(from), at: 2)
         try s.bind(.integer(to), at: 3)

@@ -40,7 +40,8 @@ public struct CounterKey: Hashable, Sendable, Comparable, CustomStringConvertibl
     public var provider: AttestationProvider
     public var detail: UInt16
 
-    public init(_ kind: CounterKind, _ cohort: Cohort, provider: AttestationProvider = .unspecified, detail: UInt16 = 0) {
+    public init(_ kind: CounterKind, _ cohort: Cohort, provider: AttestationProvider = .unspecified, detail: UInt16 = 0)
+    {
         self.kind = kind
         self.cohort = cohort
         let keepsProvider = kind == .attestationSuccess || kind == .attestationFailure
@@ -87,7 +88,8 @@ public struct FailureDetail: Hashable, Sendable, CustomStringConvertible {
 
     /// The failure's class without the reason (all rejections together).
     public var errorClass: ErrorClassBucket {
-        code >= Self.rejectedBase ? .rejected : ErrorClassBucket(rawValue: UInt8(truncatingIfNeeded: code)) ?? .unknownSystemFailure
+        code >= Self.rejectedBase
+            ? .rejected : ErrorClassBucket(rawValue: UInt8(truncatingIfNeeded: code)) ?? .unknownSystemFailure
     }
 
     /// The reason's catalog id of a rejection.

@@ -23,18 +23,25 @@ public struct CounterTotals: Hashable, Sendable {
     // "no filter". Each query comes as an all-cohorts form and a one-cohort form instead.
 
     /// The sum over every counter of `kind` (all cohorts) that matches the optional filters.
-    public func sum(_ kind: CounterKind, provider: AttestationProvider? = nil, errorClass: ErrorClassBucket? = nil, fatal: Bool? = nil) -> Int64 {
+    public func sum(
+        _ kind: CounterKind, provider: AttestationProvider? = nil, errorClass: ErrorClassBucket? = nil,
+        fatal: Bool? = nil
+    ) -> Int64 {
         total(kind, nil, provider, errorClass, fatal)
     }
 
     /// The sum over the counters of `kind` in `cohort` that match the optional filters.
     public func sum(
-        _ kind: CounterKind, cohort: Cohort, provider: AttestationProvider? = nil, errorClass: ErrorClassBucket? = nil, fatal: Bool? = nil
+        _ kind: CounterKind, cohort: Cohort, provider: AttestationProvider? = nil, errorClass: ErrorClassBucket? = nil,
+        fatal: Bool? = nil
     ) -> Int64 {
         total(kind, cohort, provider, errorClass, fatal)
     }
 
-    private func total(_ kind: CounterKind, _ cohort: Cohort?, _ provider: AttestationProvider?, _ errorClass: ErrorClassBucket?, _ fatal: Bool?) -> Int64 {
+    private func total(
+        _ kind: CounterKind, _ cohort: Cohort?, _ provider: AttestationProvider?, _ errorClass: ErrorClassBucket?,
+        _ fatal: Bool?
+    ) -> Int64 {
         var total: Int64 = 0
         for (k, v) in counts where k.kind == kind {
             if let cohort, k.cohort != cohort { continue }
@@ -53,10 +60,14 @@ public struct CounterTotals: Hashable, Sendable {
 
     /// Successes / (successes + failures) in `cohort`, nil without attempts.
     public func successRatio(cohort: Cohort, provider: AttestationProvider? = nil) -> Double? {
-        ratio(sum(.attestationSuccess, cohort: cohort, provider: provider), sum(.attestationFailure, cohort: cohort, provider: provider))
+        ratio(
+            sum(.attestationSuccess, cohort: cohort, provider: provider),
+            sum(.attestationFailure, cohort: cohort, provider: provider))
     }
 
-    private func ratio(_ ok: Int64, _ failed: Int64) -> Double? { ok + failed == 0 ? nil : Double(ok) / Double(ok + failed) }
+    private func ratio(_ ok: Int64, _ failed: Int64) -> Double? {
+        ok + failed == 0 ? nil : Double(ok) / Double(ok + failed)
+    }
 
     /// Failures by class over all cohorts (rejections split by catalog reason id).
     public func failuresByDetail() -> [FailureDetail: Int64] { failures(nil) }
@@ -93,7 +104,9 @@ public struct RateWindow: Hashable, Sendable {
     public func perMinute(_ kind: CounterKind) -> Double { Double(totals.sum(kind)) / Double(minutes) }
 
     /// Events per minute of `kind` in `cohort` in the window.
-    public func perMinute(_ kind: CounterKind, cohort: Cohort) -> Double { Double(totals.sum(kind, cohort: cohort)) / Double(minutes) }
+    public func perMinute(_ kind: CounterKind, cohort: Cohort) -> Double {
+        Double(totals.sum(kind, cohort: cohort)) / Double(minutes)
+    }
 }
 
 /// One minute of counters, for sparklines.

@@ -74,11 +74,19 @@ public struct CrashLook: Hashable, Sendable {
     }
 
     /// Fatal crashes per session, exposed and control (nil without sessions).
-    public var exposedCrashRate: Double? { exposedSessions > 0 ? min(1, Double(exposedCrashes) / Double(exposedSessions)) : nil }
-    public var controlCrashRate: Double? { controlSessions > 0 ? min(1, Double(controlCrashes) / Double(controlSessions)) : nil }
+    public var exposedCrashRate: Double? {
+        exposedSessions > 0 ? min(1, Double(exposedCrashes) / Double(exposedSessions)) : nil
+    }
+    public var controlCrashRate: Double? {
+        controlSessions > 0 ? min(1, Double(controlCrashes) / Double(controlSessions)) : nil
+    }
     /// Share of users with a fatal crash, exposed and control (nil without users).
-    public var exposedCrashedUserRate: Double? { exposedUsers > 0 ? min(1, Double(exposedCrashedUsers) / Double(exposedUsers)) : nil }
-    public var controlCrashedUserRate: Double? { controlUsers > 0 ? min(1, Double(controlCrashedUsers) / Double(controlUsers)) : nil }
+    public var exposedCrashedUserRate: Double? {
+        exposedUsers > 0 ? min(1, Double(exposedCrashedUsers) / Double(exposedUsers)) : nil
+    }
+    public var controlCrashedUserRate: Double? {
+        controlUsers > 0 ? min(1, Double(controlCrashedUsers) / Double(controlUsers)) : nil
+    }
 }
 
 /// Exposed vs control crash statistics, updated look by look so that they stay valid however often they are
@@ -117,7 +125,8 @@ public struct CrashComparison: Hashable, Sendable {
         }
         if let share {
             exposedShare = share
-            sprt.observe(exposedCrashes: look.exposedCrashes, controlCrashes: look.controlCrashes, exposedShare: share, at: end)
+            sprt.observe(
+                exposedCrashes: look.exposedCrashes, controlCrashes: look.controlCrashes, exposedShare: share, at: end)
         }
         Self.update(
             &sessionDifference, events: (totals.exposedCrashes, totals.controlCrashes),

@@ -51,7 +51,8 @@ enum ParameterValue {
 /// `none`; the provider from the event parameter `provider`. The installation is `user_pseudo_id`, the time
 /// `event_timestamp` (microseconds), the OS `device.operating_system_version` and the app `app_info.version`.
 public enum GA4Format {
-    public static func read(_ line: UnsafeRawBufferPointer, into batch: TelemetryBatch) throws(LineError) -> RowOutcome {
+    public static func read(_ line: UnsafeRawBufferPointer, into batch: TelemetryBatch) throws(LineError) -> RowOutcome
+    {
         var s = JSONScanner(line)
         try s.beginObject()
         var first = true
@@ -120,8 +121,11 @@ public enum GA4Format {
         guard let id, id.count > 0 else { throw LineError("missing user_pseudo_id") }
         let cohortValue = params.cohort.isAbsent ? cohortProperty : params.cohort
         let cohort = cohortValue.isAbsent ? .none : try NativeFormat.cohort(try cohortValue.text("AppAttestCohort"))
-        let provider = params.provider.isAbsent ? .unspecified : try NativeFormat.provider(try params.provider.text("provider"))
-        record(batch, time: time, id: id, kind: kind, cohort: cohort, provider: provider, detail: detail, osMajor: osMajor, version: version)
+        let provider =
+            params.provider.isAbsent ? .unspecified : try NativeFormat.provider(try params.provider.text("provider"))
+        record(
+            batch, time: time, id: id, kind: kind, cohort: cohort, provider: provider, detail: detail, osMajor: osMajor,
+            version: version)
         return .recorded
     }
 
@@ -217,7 +221,9 @@ public enum GA4Format {
 /// Walks an object's members, handing each key and the scanner positioned at its value to `body`, which must
 /// consume the value.
 @inline(__always)
-func readObject(_ s: inout JSONScanner, _ body: (ByteSpan, inout JSONScanner) throws(LineError) -> Void) throws(LineError) {
+func readObject(_ s: inout JSONScanner, _ body: (ByteSpan, inout JSONScanner) throws(LineError) -> Void)
+    throws(LineError)
+{
     try s.beginObject()
     var first = true
     while let k = try s.member(&first) { try body(k, &s) }
@@ -225,14 +231,16 @@ func readObject(_ s: inout JSONScanner, _ body: (ByteSpan, inout JSONScanner) th
 
 @inline(__always)
 func record(
-    _ batch: TelemetryBatch, time: Int64, id: ByteSpan, kind: CounterKind, cohort: Cohort, provider: AttestationProvider,
+    _ batch: TelemetryBatch, time: Int64, id: ByteSpan, kind: CounterKind, cohort: Cohort,
+    provider: AttestationProvider,
     detail: UInt16, osMajor: UInt8, version: Int64
 ) {
     if id.escaped {
         var text = id.text
         text.withUTF8 {
             batch.record(
-                time: time, id: UnsafeRawBufferPointer($0), kind: kind, cohort: cohort, provider: provider, detail: detail,
+                time: time, id: UnsafeRawBufferPointer($0), kind: kind, cohort: cohort, provider: provider,
+                detail: detail,
                 osMajor: osMajor, templateVersion: version)
         }
     } else {
@@ -252,7 +260,8 @@ func record(
 /// then compare crashed installations with session-reporting installations of the same cohort, which is sound
 /// as long as both describe the same population.
 public enum CrashlyticsFormat {
-    public static func read(_ line: UnsafeRawBufferPointer, into batch: TelemetryBatch) throws(LineError) -> RowOutcome {
+    public static func read(_ line: UnsafeRawBufferPointer, into batch: TelemetryBatch) throws(LineError) -> RowOutcome
+    {
         var s = JSONScanner(line)
         try s.beginObject()
         var first = true
@@ -323,7 +332,9 @@ public enum CrashlyticsFormat {
         guard let id, id.count > 0 else { throw LineError("missing installation_uuid") }
         guard let fatal else { throw LineError("missing is_fatal (or error_type)") }
         let c = cohort.isAbsent ? .none : try NativeFormat.cohort(try cohort.text("AppAttestCohort"))
-        record(batch, time: time, id: id, kind: .crash, cohort: c, provider: .unspecified, detail: fatal ? 1 : 0, osMajor: osMajor, version: 0)
+        record(
+            batch, time: time, id: id, kind: .crash, cohort: c, provider: .unspecified, detail: fatal ? 1 : 0,
+            osMajor: osMajor, version: 0)
         return .recorded
     }
 }

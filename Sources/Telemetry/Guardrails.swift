@@ -26,7 +26,9 @@ public struct AttestationLoad: Hashable, Sendable {
     /// hour: newly eligible × launches per device per second × peak-to-average.
     public var peakPerSecond: Double
 
-    public func fits(_ budget: AttestationBudget) -> Bool { perDay <= budget.perDay && peakPerSecond <= budget.perSecond }
+    public func fits(_ budget: AttestationBudget) -> Bool {
+        perDay <= budget.perDay && peakPerSecond <= budget.perSecond
+    }
 }
 
 /// Predictions of attestation load from fleet activity (pure arithmetic).
@@ -36,14 +38,19 @@ public struct AttestationLoad: Hashable, Sendable {
 /// Apple, once per installation; devices that had been exposed before a decrease already hold a key, so the
 /// prediction errs high.
 public enum AttestationForecast {
-    public static func load(fromMicroPercent from: Int64, toMicroPercent to: Int64, fleet: FleetActivity, budget: AttestationBudget) -> AttestationLoad {
+    public static func load(
+        fromMicroPercent from: Int64, toMicroPercent to: Int64, fleet: FleetActivity, budget: AttestationBudget
+    ) -> AttestationLoad {
         let newly = Double(fleet.attestCapable) * Double(max(0, to - from)) / 100_000_000
         let launches = max(1, fleet.launchesPerInstallationPerDay ?? 1)
-        return AttestationLoad(newlyEligible: newly, perDay: newly, peakPerSecond: newly * launches / 86_400 * budget.peakToAverage)
+        return AttestationLoad(
+            newlyEligible: newly, perDay: newly, peakPerSecond: newly * launches / 86_400 * budget.peakToAverage)
     }
 
     /// The largest target ≤ `to` whose load fits the budget, rounded down to 0.01% (nil: no increase fits).
-    public static func largestFittingTarget(fromMicroPercent from: Int64, toMicroPercent to: Int64, fleet: FleetActivity, budget: AttestationBudget) -> Int64? {
+    public static func largestFittingTarget(
+        fromMicroPercent from: Int64, toMicroPercent to: Int64, fleet: FleetActivity, budget: AttestationBudget
+    ) -> Int64? {
         guard to > from else { return nil }
         if load(fromMicroPercent: from, toMicroPercent: to, fleet: fleet, budget: budget).fits(budget) { return to }
         guard fleet.attestCapable > 0 else { return to }
@@ -53,7 +60,9 @@ public enum AttestationForecast {
         // fractions; the loop then makes sure the result really fits.
         let step = Int64((maxNewly / Double(fleet.attestCapable) * 100_000_000 * (1 + 1e-9)).rounded(.down))
         var target = min(to, (from + step) / 10_000 * 10_000)
-        while target > from, !load(fromMicroPercent: from, toMicroPercent: target, fleet: fleet, budget: budget).fits(budget) {
+        while target > from,
+            !load(fromMicroPercent: from, toMicroPercent: target, fleet: fleet, budget: budget).fits(budget)
+        {
             target -= 10_000
         }
         return target > from ? target : nil
@@ -83,7 +92,8 @@ public struct GuardrailInput: Sendable {
     }
 
     /// The input an assessed snapshot gives.
-    public init(_ assessment: Assessment, snapshot: TelemetrySnapshot, budget: AttestationBudget = AttestationBudget()) {
+    public init(_ assessment: Assessment, snapshot: TelemetrySnapshot, budget: AttestationBudget = AttestationBudget())
+    {
         self.init(
             armed: assessment.armed, verdict: assessment.verdict,
             fleet: snapshot.activity.active > 0 ? snapshot.activity : nil, budget: budget)
@@ -131,7 +141,9 @@ public enum GuardrailPolicy {
         if input.armed {
             if input.verdict.level >= .hold {
                 return .refuse(
-                    GuardrailRefusal(cause: .verdict(input.verdict.level), reason: "guardrail \(input.verdict.level): \(input.verdict.reason)"))
+                    GuardrailRefusal(
+                        cause: .verdict(input.verdict.level),
+                        reason: "guardrail \(input.verdict.level): \(input.verdict.reason)"))
             }
             notes.append("guardrails armed: verdict \(input.verdict.level)")
         } else {
@@ -142,22 +154,27 @@ public enum GuardrailPolicy {
             return .allow(notes: notes)
         }
         let load = AttestationForecast.load(
-            fromMicroPercent: currentMicroPercent, toMicroPercent: targetMicroPercent, fleet: fleet, budget: input.budget)
-        let figures = "about \(Int(load.newlyEligible.rounded())) new attestations, peak \(String(format: "%.1f", load.peakPerSecond))/s "
+            fromMicroPercent: currentMicroPercent, toMicroPercent: targetMicroPercent, fleet: fleet,
+            budget: input.budget)
+        let figures =
+            "about \(Int(load.newlyEligible.rounded())) new attestations, peak \(String(format: "%.1f", load.peakPerSecond))/s "
             + "(guidance \(Int(input.budget.perDay)) a day, \(Int(input.budget.perSecond))/s)"
         if load.fits(input.budget) {
             notes.append("attestation load fits: \(figures)")
             return .allow(notes: notes)
         }
         let suggestion = AttestationForecast.largestFittingTarget(
-            fromMicroPercent: currentMicroPercent, toMicroPercent: targetMicroPercent, fleet: fleet, budget: input.budget)
+            fromMicroPercent: currentMicroPercent, toMicroPercent: targetMicroPercent, fleet: fleet,
+            budget: input.budget)
         var reason = "attestation budget exceeded: \(figures)"
         if let suggestion {
             reason += "; the largest step that fits is to \(formatMicroPercent(suggestion))"
         } else {
             reason += "; no increase fits now"
         }
-        return .refuse(GuardrailRefusal(cause: .attestationBudget, reason: reason, suggestedTargetMicroPercent: suggestion, load: load))
+        return .refuse(
+            GuardrailRefusal(
+                cause: .attestationBudget, reason: reason, suggestedTargetMicroPercent: suggestion, load: load))
     }
 }
 

@@ -141,7 +141,9 @@ struct JSONScanner {
                 switch p.pointee {
                 case 0x22, 0x5C, 0x2F, 0x62, 0x66, 0x6E, 0x72, 0x74: p += 1
                 case 0x75:
-                    guard end - p >= 5, (1...4).allSatisfy({ hexValue(p[$0]) != nil }) else { throw fail("bad \\u escape") }
+                    guard end - p >= 5, (1...4).allSatisfy({ hexValue(p[$0]) != nil }) else {
+                        throw fail("bad \\u escape")
+                    }
                     p += 5
                 default: throw fail("bad escape")
                 }
@@ -262,7 +264,9 @@ struct JSONScanner {
         default:
             let s = p
             if p.pointee == 0x2D { p += 1 }
-            while p < end, (p.pointee >= 0x30 && p.pointee <= 0x39) || [0x2D, 0x2B, 0x2E, 0x65, 0x45].contains(p.pointee) {
+            while p < end,
+                (p.pointee >= 0x30 && p.pointee <= 0x39) || [0x2D, 0x2B, 0x2E, 0x65, 0x45].contains(p.pointee)
+            {
                 p += 1
             }
             guard p > s, s.pointee != 0x2D || p > s + 1 else { throw fail("expected a value") }

@@ -35,14 +35,17 @@ public enum NativeFormat {
 
     static func record(_ id: UnsafeRawBufferPointer, _ e: ParsedEvent, _ batch: TelemetryBatch) {
         batch.record(
-            time: e.time, id: id, kind: e.kind, cohort: e.cohort, provider: e.provider, detail: e.detail, osMajor: e.osMajor,
+            time: e.time, id: id, kind: e.kind, cohort: e.cohort, provider: e.provider, detail: e.detail,
+            osMajor: e.osMajor,
             templateVersion: e.version)
     }
 
     /// Parses one line; an id with escapes comes back decoded in `escapedID` (and `id` of the result is then
     /// not to be used).
     @inline(__always)
-    static func parse(_ line: UnsafeRawBufferPointer, _ batch: TelemetryBatch, escapedID: inout String?) throws(LineError) -> ParsedEvent {
+    static func parse(_ line: UnsafeRawBufferPointer, _ batch: TelemetryBatch, escapedID: inout String?)
+        throws(LineError) -> ParsedEvent
+    {
         var s = JSONScanner(line)
         try s.beginObject()
         var first = true
@@ -165,7 +168,10 @@ public enum NativeFormat {
         if v.equals("featureUnsupported") { return 1 }
         if v.equals("unknownSystemFailure") { return 0 }
         if !v.escaped, v.count >= 8, memcmp(v.start, "rejected", 8) == 0 {
-            if v.count == 8 { return FailureDetail.rejectedBase + batch.reasonID(bytes: UnsafeRawBufferPointer(start: v.start, count: 0)) }
+            if v.count == 8 {
+                return FailureDetail.rejectedBase
+                    + batch.reasonID(bytes: UnsafeRawBufferPointer(start: v.start, count: 0))
+            }
             if v.start[8] == 0x3A {
                 return FailureDetail.rejectedBase
                     + batch.reasonID(bytes: UnsafeRawBufferPointer(start: v.start + 9, count: v.count - 9))

@@ -42,7 +42,8 @@ public struct WatchConfiguration: Hashable, Sendable {
 
     public init(
         since: Instant, crash: CrashMonitorConfiguration = CrashMonitorConfiguration(),
-        failures: FailureMonitorConfiguration = FailureMonitorConfiguration(), settleDelay: Instant.Duration = .minutes(2)
+        failures: FailureMonitorConfiguration = FailureMonitorConfiguration(),
+        settleDelay: Instant.Duration = .minutes(2)
     ) {
         self.since = since
         self.crash = crash
@@ -171,7 +172,8 @@ public struct RolloutWatch: Sendable {
             for counts in minutes {
                 var attempts: Int64 = 0
                 var failures: Int64 = 0
-                for (k, v) in counts where k.cohort == .enabled && (k.provider == .appAttest || k.provider == .unspecified) {
+                for (k, v) in counts
+                where k.cohort == .enabled && (k.provider == .appAttest || k.provider == .unspecified) {
                     if k.kind == .attestationSuccess { attempts += v }
                     if k.kind == .attestationFailure {
                         attempts += v
@@ -292,11 +294,15 @@ public struct TelemetrySnapshot: Sendable {
     public var dataAge: Instant.Duration? { newestEvent.map { now - $0 } }
 
     /// Whether any event has been counted since the rollout start.
-    public var hasTelemetry: Bool { totals.counts.contains { $0.key.kind != .usersEntered && $0.key.kind != .usersCrashed && $0.value > 0 } }
+    public var hasTelemetry: Bool {
+        totals.counts.contains { $0.key.kind != .usersEntered && $0.key.kind != .usersCrashed && $0.value > 0 }
+    }
 
     /// A per-minute series of one kind over the last 60 minutes, all cohorts (for a sparkline).
     public func sparkline(_ kind: CounterKind) -> [Int64] { series.map { $0.totals.sum(kind) } }
 
     /// A per-minute series of one kind in `cohort` over the last 60 minutes.
-    public func sparkline(_ kind: CounterKind, cohort: Cohort) -> [Int64] { series.map { $0.totals.sum(kind, cohort: cohort) } }
+    public func sparkline(_ kind: CounterKind, cohort: Cohort) -> [Int64] {
+        series.map { $0.totals.sum(kind, cohort: cohort) }
+    }
 }

@@ -149,8 +149,12 @@ public struct BatchSettlement {
 
     private mutating func move(from old: (hour: Int64, key: PresenceKey)?, to new: (hour: Int64, key: PresenceKey)?) {
         if let old, let new, old.hour == new.hour, old.key == new.key { return }
-        if let old, old.hour >= oldestPresenceHour { presence[PresenceRow.Key(hour: old.hour, key: old.key), default: 0] -= 1 }
-        if let new, new.hour >= oldestPresenceHour { presence[PresenceRow.Key(hour: new.hour, key: new.key), default: 0] += 1 }
+        if let old, old.hour >= oldestPresenceHour {
+            presence[PresenceRow.Key(hour: old.hour, key: old.key), default: 0] -= 1
+        }
+        if let new, new.hour >= oldestPresenceHour {
+            presence[PresenceRow.Key(hour: new.hour, key: new.key), default: 0] += 1
+        }
     }
 
     /// Every counter row to add, at every level, with reason ids mapped to the catalog; rows older than the

@@ -59,7 +59,9 @@ public struct CrashSPRT: Hashable, Sendable {
     public func harmfulShare(_ share: Double) -> Double { harmRatio * share / (harmRatio * share + 1 - share) }
 
     /// Adds one look's crashes, all at the exposed share of exposure `share` (0 < share < 1).
-    public mutating func observe(exposedCrashes e: Int64, controlCrashes c: Int64, exposedShare share: Double, at time: Instant) {
+    public mutating func observe(
+        exposedCrashes e: Int64, controlCrashes c: Int64, exposedShare share: Double, at time: Instant
+    ) {
         guard e + c > 0, share > 0, share < 1 else { return }
         let p1 = harmfulShare(share)
         logLikelihoodRatio += Double(e) * log(p1 / share) + Double(c) * log((1 - p1) / (1 - share))
@@ -157,7 +159,9 @@ public struct SampleRatioTest: Hashable, Sendable {
 public enum DetectableEffect {
     /// n ≈ (z₁₋α + z₁₋β)²·(p0(1−p0) + p1(1−p1))/(p1−p0)² users per arm to detect p0 → p0·(1 + increase),
     /// one-sided at level α with the given power.
-    public static func usersPerArm(baseline p0: Double, relativeIncrease: Double, alpha: Double, power: Double) -> Double {
+    public static func usersPerArm(baseline p0: Double, relativeIncrease: Double, alpha: Double, power: Double)
+        -> Double
+    {
         let p1 = p0 * (1 + relativeIncrease)
         let z = StandardNormal.quantile(1 - alpha) + StandardNormal.quantile(power)
         return z * z * (p0 * (1 - p0) + p1 * (1 - p1)) / ((p1 - p0) * (p1 - p0))
@@ -165,7 +169,9 @@ public enum DetectableEffect {
 
     /// The smallest relative increase detectable with `usersPerArm` users in each arm, or nil when even a
     /// tenfold increase is not (or the baseline is 0 or 1).
-    public static func smallestRelativeIncrease(usersPerArm n: Double, baseline p0: Double, alpha: Double, power: Double) -> Double? {
+    public static func smallestRelativeIncrease(
+        usersPerArm n: Double, baseline p0: Double, alpha: Double, power: Double
+    ) -> Double? {
         guard n > 0, p0 > 0, p0 < 1 else { return nil }
         let ceiling = min(9.0, (1 / p0 - 1) * 0.999)
         guard usersPerArm(baseline: p0, relativeIncrease: ceiling, alpha: alpha, power: power) <= n else { return nil }
@@ -173,7 +179,11 @@ public enum DetectableEffect {
         var hi = ceiling
         for _ in 0..<80 {
             let mid = (lo + hi) / 2
-            if usersPerArm(baseline: p0, relativeIncrease: mid, alpha: alpha, power: power) > n { lo = mid } else { hi = mid }
+            if usersPerArm(baseline: p0, relativeIncrease: mid, alpha: alpha, power: power) > n {
+                lo = mid
+            } else {
+                hi = mid
+            }
         }
         return hi
     }

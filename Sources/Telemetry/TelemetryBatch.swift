@@ -45,21 +45,23 @@ public struct InstallationDelta: Sendable {
 
     /// The first time in the batch this installation reported `cohort`.
     public func entered(_ cohort: Cohort) -> Int64? {
-        let t = switch cohort {
-        case .none: enteredAt.0
-        case .enabled: enteredAt.1
-        case .control: enteredAt.2
-        }
+        let t =
+            switch cohort {
+            case .none: enteredAt.0
+            case .enabled: enteredAt.1
+            case .control: enteredAt.2
+            }
         return t == .max ? nil : t
     }
 
     /// The first fatal crash in the batch while reporting `cohort`.
     public func crashed(_ cohort: Cohort) -> Int64? {
-        let t = switch cohort {
-        case .none: crashedAt.0
-        case .enabled: crashedAt.1
-        case .control: crashedAt.2
-        }
+        let t =
+            switch cohort {
+            case .none: crashedAt.0
+            case .enabled: crashedAt.1
+            case .control: crashedAt.2
+            }
         return t == .max ? nil : t
     }
 
@@ -171,7 +173,8 @@ public final class TelemetryBatch {
         detail: UInt16, osMajor: UInt8, templateVersion: Int64
     ) {
         record(
-            time: time, id: id, hash: hashBytes(id.baseAddress!, id.count), kind: kind, cohort: cohort, provider: provider,
+            time: time, id: id, hash: hashBytes(id.baseAddress!, id.count), kind: kind, cohort: cohort,
+            provider: provider,
             detail: detail, osMajor: osMajor, templateVersion: templateVersion)
     }
 
@@ -184,13 +187,15 @@ public final class TelemetryBatch {
         for e in block {
             record(
                 time: e.time, id: UnsafeRawBufferPointer(start: e.id, count: e.idLength), hash: e.hash, kind: e.kind,
-                cohort: e.cohort, provider: e.provider, detail: e.detail, osMajor: e.osMajor, templateVersion: e.version)
+                cohort: e.cohort, provider: e.provider, detail: e.detail, osMajor: e.osMajor, templateVersion: e.version
+            )
         }
     }
 
     @inline(__always)
     func record(
-        time: Int64, id: UnsafeRawBufferPointer, hash: UInt64, kind: CounterKind, cohort: Cohort, provider: AttestationProvider,
+        time: Int64, id: UnsafeRawBufferPointer, hash: UInt64, kind: CounterKind, cohort: Cohort,
+        provider: AttestationProvider,
         detail: UInt16, osMajor: UInt8, templateVersion: Int64
     ) {
         let key = CounterKey(kind, cohort, provider: provider, detail: detail)
@@ -198,7 +203,9 @@ public final class TelemetryBatch {
         eventCount += 1
         if time < earliestMicros { earliestMicros = time }
         if time > latestMicros { latestMicros = time }
-        let i = installations.index(of: id, hash: hash) { InstallationDelta(idOffset: $0, idLength: $1, hash: $2, time: time, cohort: cohort) }
+        let i = installations.index(of: id, hash: hash) {
+            InstallationDelta(idOffset: $0, idLength: $1, hash: $2, time: time, cohort: cohort)
+        }
         let d = installations.entries + i
         if time < d.pointee.firstSeen { d.pointee.firstSeen = time }
         if time >= d.pointee.lastSeen {

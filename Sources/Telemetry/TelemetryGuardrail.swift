@@ -20,7 +20,8 @@ public struct TelemetryGuardrail: WritePolicy {
         let kind: PercentageChange =
             proposal.kind == .kill ? .kill : proposal.increasesExposure ? .increase : .decrease
         let decision = GuardrailPolicy.evaluate(
-            currentMicroPercent: proposal.exposedBefore.value, targetMicroPercent: proposal.exposedAfter.value, kind: kind,
+            currentMicroPercent: proposal.exposedBefore.value, targetMicroPercent: proposal.exposedAfter.value,
+            kind: kind,
             input: input)
         return (decision, input)
     }
@@ -47,7 +48,9 @@ public struct TelemetryGuardrail: WritePolicy {
     private func writeDecision(_ decision: GuardrailDecision, _ proposal: Proposal) -> PolicyDecision {
         guard case .refuse(let refusal) = decision else { return .allow }
         if proposal.overrideGuardrail, !proposal.reason.trimmingCharacters(in: .whitespaces).isEmpty { return .allow }
-        let suggestion = refusal.suggestedTargetMicroPercent.map { "the largest step within the attestation budget is to \(MicroPercent($0))" }
+        let suggestion = refusal.suggestedTargetMicroPercent.map {
+            "the largest step within the attestation budget is to \(MicroPercent($0))"
+        }
         return .refuse(PolicyRefusal(policy: name, reason: refusal.reason, suggestion: suggestion))
     }
 }

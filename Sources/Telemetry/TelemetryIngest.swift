@@ -63,7 +63,8 @@ public final class TelemetryIngest {
         guard var p = bytes.baseAddress?.assumingMemoryBound(to: UInt8.self) else { return }
         let end = p + bytes.count
         if !carry.isEmpty {
-            guard let nl = memchr(p, 0x0A, end - p).map({ UnsafePointer($0.assumingMemoryBound(to: UInt8.self)) }) else {
+            guard let nl = memchr(p, 0x0A, end - p).map({ UnsafePointer($0.assumingMemoryBound(to: UInt8.self)) })
+            else {
                 carry.append(contentsOf: UnsafeBufferPointer(start: p, count: end - p))
                 return
             }
@@ -75,7 +76,8 @@ public final class TelemetryIngest {
         }
         defer { flushBlock() }
         while p < end {
-            guard let nl = memchr(p, 0x0A, end - p).map({ UnsafePointer($0.assumingMemoryBound(to: UInt8.self)) }) else {
+            guard let nl = memchr(p, 0x0A, end - p).map({ UnsafePointer($0.assumingMemoryBound(to: UInt8.self)) })
+            else {
                 carry.append(contentsOf: UnsafeBufferPointer(start: p, count: end - p))
                 return
             }
@@ -129,7 +131,9 @@ public final class TelemetryIngest {
         } catch {
             if line.allSatisfy({ $0 == 0x20 || $0 == 0x09 }) { return }
             problemCount += 1
-            if problems.count < maximumReportedProblems { problems.append(IngestProblem(line: lines, reason: error.reason)) }
+            if problems.count < maximumReportedProblems {
+                problems.append(IngestProblem(line: lines, reason: error.reason))
+            }
         }
     }
 }

@@ -129,36 +129,47 @@ extension TelemetrySnapshot {
             findings.append(Finding(.hold, .data, "no telemetry since the rollout started at \(since.iso8601)"))
         } else if let age = dataAge, age > context.staleAfter {
             findings.append(
-                Finding(.hold, .data, "telemetry is stale: newest event \(Words.duration(age)) old (limit \(Words.duration(context.staleAfter)))"))
+                Finding(
+                    .hold, .data,
+                    "telemetry is stale: newest event \(Words.duration(age)) old (limit \(Words.duration(context.staleAfter)))"
+                ))
         }
 
         // Crashes.
         let c = crash.totals
         let sprt = crash.sprt
-        let rates = "fatal crashes per 1,000 sessions: exposed \(Words.perMille(c.exposedCrashRate)) vs control \(Words.perMille(c.controlCrashRate))"
+        let rates =
+            "fatal crashes per 1,000 sessions: exposed \(Words.perMille(c.exposedCrashRate)) vs control \(Words.perMille(c.controlCrashRate))"
         if sprt.harmDeclared {
             findings.append(
                 Finding(
                     .halt, .crashes,
                     "exposed users crash more than control: SPRT Λ = \(Words.fixed(sprt.logLikelihoodRatio)) reached \(Words.fixed(sprt.harmBound)) "
-                        + "(testing \(Words.fixed(sprt.harmRatio))× crash rate) at \(sprt.harmDeclaredAt!.iso8601); \(rates)"))
+                        + "(testing \(Words.fixed(sprt.harmRatio))× crash rate) at \(sprt.harmDeclaredAt!.iso8601); \(rates)"
+                ))
         } else if rolling && hasTelemetry && (c.exposedSessions == 0 || c.controlSessions == 0) {
-            let missing = c.exposedSessions == 0 && c.controlSessions == 0 ? "exposed or control" : c.exposedSessions == 0 ? "exposed" : "control"
+            let missing =
+                c.exposedSessions == 0 && c.controlSessions == 0
+                ? "exposed or control" : c.exposedSessions == 0 ? "exposed" : "control"
             findings.append(Finding(.hold, .crashes, "no crash comparison yet: no sessions from the \(missing) group"))
         } else if let harm = significantHarm() {
             findings.append(Finding(.watch, .crashes, harm))
         } else if c.exposedSessions > 0 && c.controlSessions > 0 {
-            var text = sprt.noHarmShown
+            var text =
+                sprt.noHarmShown
                 ? "no harm of \(Words.fixed(sprt.harmRatio))× or more (SPRT Λ = \(Words.fixed(sprt.logLikelihoodRatio)) ≤ \(Words.fixed(sprt.noHarmBound))); "
                 : "no crash signal (SPRT Λ = \(Words.fixed(sprt.logLikelihoodRatio)) of \(Words.fixed(sprt.harmBound))); "
             text += crashFreeText()
-            if let mde = crash.smallestDetectableIncrease { text += "; smallest detectable increase +\(Words.percent(mde, digits: 0))" }
+            if let mde = crash.smallestDetectableIncrease {
+                text += "; smallest detectable increase +\(Words.percent(mde, digits: 0))"
+            }
             findings.append(Finding(.ok, .crashes, text))
         }
 
         // Failures.
         for m in failureMonitors where m.alarmed {
-            let what = "\(m.errorClass) failures at \(Words.percent(m.observedRate ?? 0)) of exposed App Attest attempts vs baseline "
+            let what =
+                "\(m.errorClass) failures at \(Words.percent(m.observedRate ?? 0)) of exposed App Attest attempts vs baseline "
                 + "\(Words.percent(m.baseline ?? 0)) (CUSUM \(Words.fixed(m.cusum!.statistic)) ≥ \(Words.fixed(m.cusum!.threshold)))"
             if m.errorClass == .serverUnavailable {
                 findings.append(Finding(.hold, .failures, "Apple is throttling attestations: \(what)"))
@@ -168,35 +179,50 @@ extension TelemetrySnapshot {
         }
         if rolling, hasTelemetry, failureMonitors.allSatisfy({ $0.baseline == nil }) {
             findings.append(
-                Finding(.ok, .failures, "failure monitors wait for a baseline (control or pre-rollout attempts, or configured rates)"))
+                Finding(
+                    .ok, .failures,
+                    "failure monitors wait for a baseline (control or pre-rollout attempts, or configured rates)"))
         }
 
         // Exposure.
         let exposure = exposureCheck(context)
         if let srm = exposure.sampleRatio, srm.pValue < context.sampleRatioThreshold {
-            let split = "\(srm.observed[0]) enabled vs \(srm.observed[1]) control active installations, expected "
+            let split =
+                "\(srm.observed[0]) enabled vs \(srm.observed[1]) control active installations, expected "
                 + "\(Words.percent(srm.expectedShares[0], digits: 0)) : \(Words.percent(srm.expectedShares[1], digits: 0)) "
                 + "(χ² = \(Words.fixed(srm.chiSquare)), p = \(Words.scientific(srm.pValue)))"
             let propagating = (exposure.propagation ?? 1) < 0.95 && context.currentMicroPercent > 50_000_000
             if propagating {
                 findings.append(
-                    Finding(.ok, .exposure, "cohort split off while the change propagates (\(Words.percent(exposure.propagation!)) on the newest version): \(split)"))
+                    Finding(
+                        .ok, .exposure,
+                        "cohort split off while the change propagates (\(Words.percent(exposure.propagation!)) on the newest version): \(split)"
+                    ))
             } else {
                 findings.append(
-                    Finding(.hold, .exposure, "sample ratio mismatch: \(split); assignment or event logging is broken, so the comparison cannot be trusted"))
+                    Finding(
+                        .hold, .exposure,
+                        "sample ratio mismatch: \(split); assignment or event logging is broken, so the comparison cannot be trusted"
+                    ))
             }
         }
 
         if findings.isEmpty {
-            findings.append(Finding(.ok, .data, rolling ? "telemetry flowing; nothing unusual" : "rollout at 0%: nothing to compare yet"))
+            findings.append(
+                Finding(
+                    .ok, .data, rolling ? "telemetry flowing; nothing unusual" : "rollout at 0%: nothing to compare yet"
+                ))
         }
         return Assessment(verdict: Verdict(findings: findings), armed: armed, exposure: exposure)
     }
 
     private func significantHarm() -> String? {
         for (name, test) in [("sessions", crash.sessionDifference), ("users", crash.userDifference)] {
-            guard let interval = test.interval, interval.lowerBound > 0, test.pValue < crash.configuration.alpha else { continue }
-            return "exposed crash rate per \(name == "sessions" ? "session" : "user") is higher (always-valid p = \(Words.scientific(test.pValue))): "
+            guard let interval = test.interval, interval.lowerBound > 0, test.pValue < crash.configuration.alpha else {
+                continue
+            }
+            return
+                "exposed crash rate per \(name == "sessions" ? "session" : "user") is higher (always-valid p = \(Words.scientific(test.pValue))): "
                 + "difference +\(Words.points(test.estimate ?? 0)) [\(Words.points(interval.lowerBound)), \(Words.points(interval.upperBound))]; "
                 + crashFreeText()
         }
@@ -207,8 +233,11 @@ extension TelemetrySnapshot {
         let c = crash.totals
         var parts: [String] = []
         if let e = c.exposedCrashRate, let k = c.controlCrashRate {
-            var s = "crash-free sessions \(Words.percent(1 - e, digits: 3)) exposed vs \(Words.percent(1 - k, digits: 3)) control"
-            if let i = crash.sessionDifference.interval { s += " (difference of crash rates \(Words.points(i.lowerBound)) to \(Words.points(i.upperBound)))" }
+            var s =
+                "crash-free sessions \(Words.percent(1 - e, digits: 3)) exposed vs \(Words.percent(1 - k, digits: 3)) control"
+            if let i = crash.sessionDifference.interval {
+                s += " (difference of crash rates \(Words.points(i.lowerBound)) to \(Words.points(i.upperBound)))"
+            }
             parts.append(s)
         }
         if let e = c.exposedCrashedUserRate, let k = c.controlCrashedUserRate {

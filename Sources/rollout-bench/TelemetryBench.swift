@@ -8,9 +8,14 @@ import Timekeeping
 /// input sizes, and the console's dashboard query over a store holding 100 million events.
 enum TelemetryBench {
     static let suites: [BenchSuite] = [
-        BenchSuite(name: "telemetry-ingest", title: "rollout ingest: native NDJSON and GA4 rows vs reading + splitting the file", run: ingest),
-        BenchSuite(name: "telemetry-memory", title: "rollout ingest peak memory at N and 2N events (same installations)", run: memory),
-        BenchSuite(name: "telemetry-dashboard", title: "dashboard query with 100 million events in the store", run: dashboard),
+        BenchSuite(
+            name: "telemetry-ingest",
+            title: "rollout ingest: native NDJSON and GA4 rows vs reading + splitting the file", run: ingest),
+        BenchSuite(
+            name: "telemetry-memory", title: "rollout ingest peak memory at N and 2N events (same installations)",
+            run: memory),
+        BenchSuite(
+            name: "telemetry-dashboard", title: "dashboard query with 100 million events in the store", run: dashboard),
     ]
 
     static let start: Int64 = 1_780_000_000_000_000
@@ -22,14 +27,16 @@ enum TelemetryBench {
         let out = try FileSink(path)
         let kinds = [
             #""k":"session""#, #""k":"success","p":"appAttest""#, #""k":"success","p":"appAttest""#,
-            #""k":"failure","e":"serverUnavailable","p":"appAttest""#, #""k":"fetch","v":42"#, #""k":"crash","fatal":true"#,
+            #""k":"failure","e":"serverUnavailable","p":"appAttest""#, #""k":"fetch","v":42"#,
+            #""k":"crash","fatal":true"#,
         ]
         let cohorts = [#""c":"enabled""#, #""c":"control""#, #""c":"none""#, #""c":"none""#]
         for i in 0..<events {
             let t = start + Int64(i) * span * 1_000_000 / Int64(events)
             let id = (i &* 7919) % installations
             let kind = kinds[i % 97 == 0 ? 5 : i % 5]
-            out.append(#"{"t":\#(t),"i":"fid-\#(id)-7Yc2x9Q",\#(kind),\#(cohorts[id % 4]),"os":"17.4.1","app":"3.2.1"}"#)
+            out.append(
+                #"{"t":\#(t),"i":"fid-\#(id)-7Yc2x9Q",\#(kind),\#(cohorts[id % 4]),"os":"17.4.1","app":"3.2.1"}"#)
             out.append("\n")
         }
         try out.close()
@@ -43,8 +50,12 @@ enum TelemetryBench {
             let t = start + Int64(i) * 10_000
             let id = (i &* 7919) % installations
             let cohort = ["enabled", "control", "none", "none"][id % 4]
-            var params = #"{"key":"ga_session_id","value":{"string_value":null,"int_value":"1780000000","float_value":null,"double_value":null}},{"key":"AppAttestCohort","value":{"string_value":"\#(cohort)","int_value":null,"float_value":null,"double_value":null}}"#
-            if i % 5 == 3 { params += #",{"key":"error_code","value":{"string_value":null,"int_value":"4","float_value":null,"double_value":null}}"# }
+            var params =
+                #"{"key":"ga_session_id","value":{"string_value":null,"int_value":"1780000000","float_value":null,"double_value":null}},{"key":"AppAttestCohort","value":{"string_value":"\#(cohort)","int_value":null,"float_value":null,"double_value":null}}"#
+            if i % 5 == 3 {
+                params +=
+                    #",{"key":"error_code","value":{"string_value":null,"int_value":"4","float_value":null,"double_value":null}}"#
+            }
             out.append(
                 #"{"event_date":"20260528","event_timestamp":"\#(t)","event_name":"\#(names[i % 5])","event_params":[\#(params)],"event_previous_timestamp":null,"event_value_in_usd":null,"event_bundle_sequence_id":"7","event_server_timestamp_offset":"1234","user_id":null,"user_pseudo_id":"\#(id)0A1B2C3D4E5F60718293A4B5C6D7E8F","privacy_info":{"analytics_storage":"Yes","ads_storage":"No","uses_transient_token":"No"},"user_properties":[{"key":"first_open_time","value":{"string_value":null,"int_value":"1779000000000","set_timestamp_micros":"1779000000000000"}}],"user_first_touch_timestamp":"1779000000000000","user_ltv":null,"device":{"category":"mobile","mobile_brand_name":"Apple","mobile_model_name":"iPhone 15","operating_system":"iOS","operating_system_version":"iOS 17.4.1","language":"en-us","is_limited_ad_tracking":"No","time_zone_offset_seconds":"7200"},"geo":{"city":"Berlin","country":"Germany","continent":"Europe","region":"Berlin","sub_continent":"Western Europe","metro":"(not set)"},"app_info":{"id":"com.example.app","version":"3.2.1","firebase_app_id":"1:1234:ios:abcd","install_source":"com.apple.AppStore"},"traffic_source":{"name":"(direct)","medium":"(none)","source":"(direct)"},"stream_id":"4242","platform":"IOS","items":[],"is_active_user":true}"#
             )
@@ -92,8 +103,12 @@ enum TelemetryBench {
             }
             ingest.finish()
         }
-        guard ingest.problemCount == 0 else { throw BenchError("bad lines in the bench file: \(ingest.problems.prefix(3))") }
-        let commit = try Stopwatch.time { try tables.commit(ingest.batch, source: "bench", at: Instant(microseconds: start)) }
+        guard ingest.problemCount == 0 else {
+            throw BenchError("bad lines in the bench file: \(ingest.problems.prefix(3))")
+        }
+        let commit = try Stopwatch.time {
+            try tables.commit(ingest.batch, source: "bench", at: Instant(microseconds: start))
+        }
         return (ingest.batch.eventCount, parse, commit)
     }
 
@@ -113,12 +128,17 @@ enum TelemetryBench {
             let floor = try Stopwatch.time { lines = try readAndSplit(path) }
             let (events, parse, commit) = try ingestFile(path, format: format, store: dir + "/\(label).db")
             let bytes = (try FileManager.default.attributesOfItem(atPath: path)[.size] as? Int) ?? 0
-            print("  \(label): \(lines) lines, \(bytes / 1_000_000) MB, \(events) events counted; parse \(String(format: "%.2f", parse)) s, commit \(String(format: "%.2f", commit)) s")
+            print(
+                "  \(label): \(lines) lines, \(bytes / 1_000_000) MB, \(events) events counted; parse \(String(format: "%.2f", parse)) s, commit \(String(format: "%.2f", commit)) s"
+            )
             report(
-                "\(label) ingest (parse + one-transaction commit)", value: Double(events) / (parse + commit), unit: "lines/s",
+                "\(label) ingest (parse + one-transaction commit)", value: Double(events) / (parse + commit),
+                unit: "lines/s",
                 against: ("read + split the same file", Double(lines) / floor))
             if format == .native {
-                report("native ingest throughput", value: Double(events) / (parse + commit), unit: "events/s", limit: 1_000_000, higherIsBetter: true)
+                report(
+                    "native ingest throughput", value: Double(events) / (parse + commit), unit: "events/s",
+                    limit: 1_000_000, higherIsBetter: true)
             }
         }
     }
@@ -126,8 +146,12 @@ enum TelemetryBench {
     static func memory() throws {
         let dir = try temporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: dir) }
-        let binary = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("rollout").path
-        guard FileManager.default.isExecutableFile(atPath: binary) else { throw BenchError("rollout binary missing beside the bench: \(binary)") }
+        let binary = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent(
+            "rollout"
+        ).path
+        guard FileManager.default.isExecutableFile(atPath: binary) else {
+            throw BenchError("rollout binary missing beside the bench: \(binary)")
+        }
         var peaks: [Int: Int] = [:]
         for events in [1_500_000, 3_000_000] {
             let path = dir + "/\(events).ndjson"
@@ -165,7 +189,10 @@ enum TelemetryBench {
             for i in 0..<200_000 {
                 let t = at(7) - .seconds(Int64(i % 86_000))
                 let cohort: Cohort = [.enabled, .control, .none, .none][i % 4]
-                batch.record(TelemetryEvent(time: t, installationID: "fid-\(i)", kind: .configFetch(templateVersion: i % 10 == 0 ? 41 : 42), cohort: cohort, provider: .appAttest, osVersion: "17.4"))
+                batch.record(
+                    TelemetryEvent(
+                        time: t, installationID: "fid-\(i)", kind: .configFetch(templateVersion: i % 10 == 0 ? 41 : 42),
+                        cohort: cohort, provider: .appAttest, osVersion: "17.4"))
             }
             total += batch.eventCount
             try tables.commit(batch, source: "installations", at: at(7))
@@ -181,8 +208,12 @@ enum TelemetryBench {
         let rowsRead = try Stopwatch.time {
             _ = try tables.database.query("SELECT level, bucket, key, count FROM telemetry_counters WHERE bucket >= 0")
         }
-        let cold = try Stopwatch.time { _ = try TelemetryTables(database: tables.database).snapshot(config, now: now).assess(context) }
-        report("first query (folds 7 days once)", value: cold * 1000, unit: "ms", against: ("SELECT of every counter row", rowsRead * 1000))
+        let cold = try Stopwatch.time {
+            _ = try TelemetryTables(database: tables.database).snapshot(config, now: now).assess(context)
+        }
+        report(
+            "first query (folds 7 days once)", value: cold * 1000, unit: "ms",
+            against: ("SELECT of every counter row", rowsRead * 1000))
 
         // A console refreshing once a second for ten minutes; a new minute of events lands every 60 refreshes
         // (its commit is not timed).
@@ -206,11 +237,21 @@ enum TelemetryBench {
         var load = [0.0, 0, 0]
         getloadavg(&load, 3)
         print("  verdict after the run: \(verdict)")
-        print("  (load average \(String(format: "%.1f", load[0])) on \(ProcessInfo.processInfo.activeProcessorCount) cores: wall-clock outliers are time spent descheduled; CPU time excludes it)")
-        report("dashboard query + verdict, median of 600 refreshes", value: times[300] * 1000, unit: "ms", limit: 2, higherIsBetter: false)
-        report("dashboard query + verdict, 99th percentile", value: times[594] * 1000, unit: "ms", limit: 2, higherIsBetter: false)
-        report("dashboard query + verdict, slowest (wall clock)", value: times[599] * 1000, unit: "ms", limit: 2, higherIsBetter: false)
-        report("dashboard query + verdict, slowest (thread CPU time)", value: cpu[599] * 1000, unit: "ms", limit: 2, higherIsBetter: false)
+        print(
+            "  (load average \(String(format: "%.1f", load[0])) on \(ProcessInfo.processInfo.activeProcessorCount) cores: wall-clock outliers are time spent descheduled; CPU time excludes it)"
+        )
+        report(
+            "dashboard query + verdict, median of 600 refreshes", value: times[300] * 1000, unit: "ms", limit: 2,
+            higherIsBetter: false)
+        report(
+            "dashboard query + verdict, 99th percentile", value: times[594] * 1000, unit: "ms", limit: 2,
+            higherIsBetter: false)
+        report(
+            "dashboard query + verdict, slowest (wall clock)", value: times[599] * 1000, unit: "ms", limit: 2,
+            higherIsBetter: false)
+        report(
+            "dashboard query + verdict, slowest (thread CPU time)", value: cpu[599] * 1000, unit: "ms", limit: 2,
+            higherIsBetter: false)
     }
 
     /// CPU time of the calling thread.
@@ -226,7 +267,8 @@ enum TelemetryBench {
     static func minuteTraffic(_ m: Int) -> [(CounterKey, Int64)] {
         let v = Int64(m % 7)
         return [
-            (CounterKey(.session, .enabled), 900 + v), (CounterKey(.session, .control), 900 - v), (CounterKey(.session, .none), 5_200),
+            (CounterKey(.session, .enabled), 900 + v), (CounterKey(.session, .control), 900 - v),
+            (CounterKey(.session, .none), 5_200),
             (CounterKey(.attestationSuccess, .enabled, provider: .appAttest), 1_800 + v),
             (CounterKey(.attestationFailure, .enabled, provider: .appAttest, detail: 4), 40 + v % 3),
             (CounterKey(.attestationFailure, .enabled, provider: .appAttest, detail: 3), 10),
@@ -235,11 +277,14 @@ enum TelemetryBench {
             (CounterKey(.attestationFailure, .control, provider: .deviceCheck, detail: 4), 30 + v % 3),
             (CounterKey(.attestationFailure, .control, provider: .deviceCheck, detail: 3), 10),
             (CounterKey(.attestationFailure, .control, provider: .deviceCheck, detail: 0), 3),
-            (CounterKey(.crash, .enabled, detail: 1), 2 + (v == 3 ? 1 : 0)), (CounterKey(.crash, .control, detail: 1), 2 + (v == 5 ? 1 : 0)),
+            (CounterKey(.crash, .enabled, detail: 1), 2 + (v == 3 ? 1 : 0)),
+            (CounterKey(.crash, .control, detail: 1), 2 + (v == 5 ? 1 : 0)),
             (CounterKey(.crash, .none, detail: 1), 10), (CounterKey(.crash, .none, detail: 0), 5),
-            (CounterKey(.configFetch, .enabled), 60), (CounterKey(.configFetch, .control), 60), (CounterKey(.configFetch, .none), 80),
+            (CounterKey(.configFetch, .enabled), 60), (CounterKey(.configFetch, .control), 60),
+            (CounterKey(.configFetch, .none), 80),
             (CounterKey(.usersEntered, .enabled), 20), (CounterKey(.usersEntered, .control), 20),
-            (CounterKey(.usersCrashed, .enabled), v == 2 ? 1 : 0), (CounterKey(.usersCrashed, .control), v == 4 ? 1 : 0),
+            (CounterKey(.usersCrashed, .enabled), v == 2 ? 1 : 0),
+            (CounterKey(.usersCrashed, .control), v == 4 ? 1 : 0),
         ]
     }
 
@@ -264,7 +309,9 @@ enum TelemetryBench {
         var status: Int32 = 0
         var usage = rusage()
         guard wait4(pid, &status, 0, &usage) == pid else { throw BenchError("wait4 failed") }
-        guard status == 0 else { throw BenchError("\(path) \(arguments.joined(separator: " ")) exited with status \(status)") }
+        guard status == 0 else {
+            throw BenchError("\(path) \(arguments.joined(separator: " ")) exited with status \(status)")
+        }
         return usage.ru_maxrss * 1024
     }
 }

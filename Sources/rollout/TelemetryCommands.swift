@@ -22,7 +22,9 @@ enum TelemetryCommands {
         options: [
             .value("--format", name: "FORMAT", help: "native (default), ga4 or crashlytics."),
             .flag("--strict", help: "Fail the whole batch on the first bad line."),
-            .value("--batch-events", name: "N", help: "Commit after about N events (at a read boundary), for endless pipes."),
+            .value(
+                "--batch-events", name: "N",
+                help: "Commit after about N events (at a read boundary), for endless pipes."),
             .flag("--verbose", help: "Report progress on stderr."),
             .flag("--json", help: "Print the summary as JSON."),
         ],
@@ -42,7 +44,8 @@ enum TelemetryCommands {
             + "propagation, and the verdict OK / WATCH / HOLD / HALT with its reasons.",
         options: [
             .value("--since", name: "TIME", help: "The rollout start (ISO 8601); default: the earliest event stored."),
-            .value("--percent", name: "P", help: "The current exposed percentage (for the sample ratio check); default 0."),
+            .value(
+                "--percent", name: "P", help: "The current exposed percentage (for the sample ratio check); default 0."),
             .flag("--json", help: "Print as JSON."),
         ],
         examples: ["rollout telemetry --since 2026-05-20T09:00:00Z --percent 10", "rollout telemetry --json"],
@@ -57,7 +60,9 @@ enum TelemetryCommands {
         }
         var batchEvents = Int.max
         if let text = invocation.value("--batch-events") {
-            guard let n = Int(text), n > 0 else { throw invocation.usageError("--batch-events needs a positive number") }
+            guard let n = Int(text), n > 0 else {
+                throw invocation.usageError("--batch-events needs a positive number")
+            }
             batchEvents = n
         }
         let strict = invocation.flag("--strict")
@@ -93,7 +98,10 @@ enum TelemetryCommands {
             }
             summary.absorb(ingest)
             if verbose {
-                FileHandle.standardError.write(Data("rollout: read \(ingest.lines) lines; writing a batch of \(ingest.batch.eventCount) events\n".utf8))
+                FileHandle.standardError.write(
+                    Data(
+                        "rollout: read \(ingest.lines) lines; writing a batch of \(ingest.batch.eventCount) events\n"
+                            .utf8))
             }
             do {
                 if try tables.commit(ingest.batch, source: source, at: clock.now()) != nil { summary.batches += 1 }
@@ -110,7 +118,8 @@ enum TelemetryCommands {
             let n = read(fd, chunk.baseAddress, chunk.count)
             if n < 0 {
                 if errno == EINTR { continue }
-                throw CommandError("reading \(path) failed: \(String(cString: strerror(errno))); nothing of this batch was ingested")
+                throw CommandError(
+                    "reading \(path) failed: \(String(cString: strerror(errno))); nothing of this batch was ingested")
             }
             if n == 0 { break }
             ingest.feed(UnsafeRawBufferPointer(rebasing: chunk[0..<n]))
@@ -157,10 +166,13 @@ enum TelemetryCommands {
         }
 
         func text(source: String) -> String {
-            var out = "ingested \(events) events from \(installations) installations (\(source), \(lines) lines, \(batches) batch\(batches == 1 ? "" : "es"))"
+            var out =
+                "ingested \(events) events from \(installations) installations (\(source), \(lines) lines, \(batches) batch\(batches == 1 ? "" : "es"))"
             for cohort in Cohort.allCases {
                 guard let kinds = byCohort[cohort] else { continue }
-                out += "\n  \(cohort): " + kinds.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", ")
+                out +=
+                    "\n  \(cohort): "
+                    + kinds.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", ")
             }
             if ignored > 0 { out += "\n\(ignored) rows ignored (other events or platforms)" }
             if badLines > 0 {
@@ -194,13 +206,17 @@ enum TelemetryCommands {
         }
         var percent = 0.0
         if let p = invocation.value("--percent") {
-            guard let v = Double(p), v >= 0, v <= 100 else { throw invocation.usageError("--percent needs a number from 0 to 100") }
+            guard let v = Double(p), v >= 0, v <= 100 else {
+                throw invocation.usageError("--percent needs a number from 0 to 100")
+            }
             percent = v
         }
         let tables = try TelemetryTables(database: SQLiteDatabase(path: storePath, create: false))
         let since: Instant
         if let text = invocation.value("--since") {
-            guard let t = ISO8601.parse(text) else { throw invocation.usageError("--since needs an ISO 8601 time, e.g. 2026-05-20T09:00:00Z") }
+            guard let t = ISO8601.parse(text) else {
+                throw invocation.usageError("--since needs an ISO 8601 time, e.g. 2026-05-20T09:00:00Z")
+            }
             since = t
         } else {
             since = try tables.batches().compactMap(\.earliest).min() ?? SystemClock().now()
@@ -211,7 +227,8 @@ enum TelemetryCommands {
         let assessment = snapshot.assess(context)
         if invocation.flag("--json") {
             let data = try JSONSerialization.data(
-                withJSONObject: TelemetryReport.json(snapshot, assessment, tables: tables), options: [.sortedKeys, .prettyPrinted])
+                withJSONObject: TelemetryReport.json(snapshot, assessment, tables: tables),
+                options: [.sortedKeys, .prettyPrinted])
             print(String(decoding: data, as: UTF8.self))
         } else {
             print(try TelemetryReport.text(snapshot, assessment, tables: tables))
@@ -230,9 +247,11 @@ enum TelemetryReport {
         for cohort in Cohort.allCases {
             let t = s.totals
             cohorts[cohort.rawValue] = [
-                "successes": t.sum(.attestationSuccess, cohort: cohort), "failures": t.sum(.attestationFailure, cohort: cohort),
+                "successes": t.sum(.attestationSuccess, cohort: cohort),
+                "failures": t.sum(.attestationFailure, cohort: cohort),
                 "sessions": t.sum(.session, cohort: cohort), "fatalCrashes": t.sum(.crash, cohort: cohort, fatal: true),
-                "nonFatalCrashes": t.sum(.crash, cohort: cohort, fatal: false), "fetches": t.sum(.configFetch, cohort: cohort),
+                "nonFatalCrashes": t.sum(.crash, cohort: cohort, fatal: false),
+                "fetches": t.sum(.configFetch, cohort: cohort),
                 "users": t.sum(.usersEntered, cohort: cohort), "crashedUsers": t.sum(.usersCrashed, cohort: cohort),
             ]
         }
@@ -246,18 +265,27 @@ enum TelemetryReport {
         return [
             "now": s.now.iso8601, "since": s.since.iso8601, "newestEvent": orNull(s.newestEvent?.iso8601),
             "dataAgeSeconds": orNull(s.dataAge.map { $0.seconds }),
-            "verdict": ["level": a.verdict.level.description, "reason": a.verdict.reason, "findings": a.verdict.findings.map(\.description)],
+            "verdict": [
+                "level": a.verdict.level.description, "reason": a.verdict.reason,
+                "findings": a.verdict.findings.map(\.description),
+            ],
             "armed": a.armed,
             "cohorts": cohorts,
             "failuresByClass": failures,
             "successRatio": orNull(s.totals.successRatio()),
-            "perMinute": Dictionary(uniqueKeysWithValues: s.windows.map {
-                ("last\($0.minutes)m", ["successes": $0.perMinute(.attestationSuccess), "failures": $0.perMinute(.attestationFailure)])
-            }),
+            "perMinute": Dictionary(
+                uniqueKeysWithValues: s.windows.map {
+                    (
+                        "last\($0.minutes)m",
+                        ["successes": $0.perMinute(.attestationSuccess), "failures": $0.perMinute(.attestationFailure)]
+                    )
+                }),
             "crash": [
                 "sprt": [
-                    "logLikelihoodRatio": c.sprt.logLikelihoodRatio, "harmBound": c.sprt.harmBound, "noHarmBound": c.sprt.noHarmBound,
-                    "harmDeclared": c.sprt.harmDeclared, "exposedCrashes": c.sprt.exposedCrashes, "controlCrashes": c.sprt.controlCrashes,
+                    "logLikelihoodRatio": c.sprt.logLikelihoodRatio, "harmBound": c.sprt.harmBound,
+                    "noHarmBound": c.sprt.noHarmBound,
+                    "harmDeclared": c.sprt.harmDeclared, "exposedCrashes": c.sprt.exposedCrashes,
+                    "controlCrashes": c.sprt.controlCrashes,
                 ],
                 "sessionCrashRateDifference": interval(c.sessionDifference),
                 "userCrashRateDifference": interval(c.userDifference),
@@ -265,7 +293,8 @@ enum TelemetryReport {
             ],
             "exposure": [
                 "observed": orNull(a.exposure.observedExposure), "desired": a.exposure.desiredExposure,
-                "propagation": orNull(a.exposure.propagation), "newestTemplateVersion": orNull(a.exposure.newestTemplateVersion),
+                "propagation": orNull(a.exposure.propagation),
+                "newestTemplateVersion": orNull(a.exposure.newestTemplateVersion),
                 "sampleRatioPValue": orNull(a.exposure.sampleRatio?.pValue),
             ],
             "activeInstallations": s.activity.active, "attestCapableInstallations": s.activity.attestCapable,
@@ -288,13 +317,21 @@ enum TelemetryReport {
             let crashes = t.sum(.crash, cohort: cohort, fatal: true)
             let users = t.sum(.usersEntered, cohort: cohort)
             let crashed = t.sum(.usersCrashed, cohort: cohort)
-            out.append("  \(name) attestations \(ok) ok / \(failed) failed, sessions \(sessions), fatal crashes \(crashes), users \(users) (\(crashed) crashed)")
+            out.append(
+                "  \(name) attestations \(ok) ok / \(failed) failed, sessions \(sessions), fatal crashes \(crashes), users \(users) (\(crashed) crashed)"
+            )
         }
-        let failures = try s.totals.failuresByDetail().sorted { $0.value > $1.value }.map { "\(try tables.describe($0.key)) \($0.value)" }
+        let failures = try s.totals.failuresByDetail().sorted { $0.value > $1.value }.map {
+            "\(try tables.describe($0.key)) \($0.value)"
+        }
         if !failures.isEmpty { out.append("failures: " + failures.joined(separator: ", ")) }
         out.append(
             "per minute (1/5/15 min): "
-                + s.windows.map { String(format: "%.1f ok, %.1f failed", $0.perMinute(.attestationSuccess), $0.perMinute(.attestationFailure)) }
+                + s.windows.map {
+                    String(
+                        format: "%.1f ok, %.1f failed", $0.perMinute(.attestationSuccess),
+                        $0.perMinute(.attestationFailure))
+                }
                 .joined(separator: " | "))
         for f in a.verdict.findings where f.text != a.verdict.reason { out.append("  \(f)") }
         return out.joined(separator: "\n")

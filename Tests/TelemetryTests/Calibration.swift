@@ -114,8 +114,10 @@ struct SimulatedRollout {
                     ]))
         }
         let end = start + .minutes(Int64(looks))
-        let snapshot = watch.snapshot(now: end, pending: [], presence: [], sessionsLastDay: 0, newestEvent: end, lastBatchAt: end)
-        return snapshot.assess(RolloutContext(currentMicroPercent: Int64(schedule.last!.1 * 1_000_000))).verdict.level == .halt
+        let snapshot = watch.snapshot(
+            now: end, pending: [], presence: [], sessionsLastDay: 0, newestEvent: end, lastBatchAt: end)
+        return snapshot.assess(RolloutContext(currentMicroPercent: Int64(schedule.last!.1 * 1_000_000))).verdict.level
+            == .halt
     }
 
     static let threeChanges: [(Int, Double)] = [(0, 5), (50, 10), (100, 20), (150, 60)]

@@ -10,7 +10,9 @@ import Timekeeping
 /// `rollout ingest` as a person runs it: the real binary on a real store file.
 @Suite("rollout ingest")
 struct IngestCommandTests {
-    func store() throws -> String { try TestSupport.temporaryDirectory("ingest").appendingPathComponent("store.db").path }
+    func store() throws -> String {
+        try TestSupport.temporaryDirectory("ingest").appendingPathComponent("store.db").path
+    }
 
     func totals(_ path: String) throws -> (CounterTotals, Int, Int) {
         let tables = try TelemetryTables(database: SQLiteDatabase(path: path))
@@ -46,7 +48,8 @@ struct IngestCommandTests {
             {"t":1780000000000000,"i":"a","k":"session","c":"enabled"}
             {"t":1780000000000000,"i":"a","k":"session","c":"beta"}
             """
-        let r = try TestSupport.run(try TestSupport.rolloutBinary(), ["ingest", "--strict", "--store", db], stdin: input)
+        let r = try TestSupport.run(
+            try TestSupport.rolloutBinary(), ["ingest", "--strict", "--store", db], stdin: input)
         #expect(r.status == 1)
         #expect(r.stderr.contains("line 2: cohort \"beta\" is not enabled, control or none; --strict"))
         let (t, batches, _) = try totals(db)
@@ -60,7 +63,8 @@ struct IngestCommandTests {
         let dir = URL(fileURLWithPath: db).deletingLastPathComponent()
         let ga4 = dir.appendingPathComponent("ga4.ndjson")
         try (GA4Rows.file.joined(separator: "\n") + "\n").write(to: ga4, atomically: true, encoding: .utf8)
-        let r = try TestSupport.run(try TestSupport.rolloutBinary(), ["ingest", "--format", "ga4", "--json", "--store", db, ga4.path])
+        let r = try TestSupport.run(
+            try TestSupport.rolloutBinary(), ["ingest", "--format", "ga4", "--json", "--store", db, ga4.path])
         #expect(r.status == 0, "\(r.stderr)")
         let summary = try JSONSerialization.jsonObject(with: Data(r.stdout.utf8)) as! [String: Any]
         #expect(summary["events"] as? Int == 15)
@@ -72,7 +76,8 @@ struct IngestCommandTests {
 
         let crashes = dir.appendingPathComponent("crashes.ndjson")
         try CrashlyticsRows.file.joined(separator: "\n").write(to: crashes, atomically: true, encoding: .utf8)
-        let c = try TestSupport.run(try TestSupport.rolloutBinary(), ["ingest", "--format", "crashlytics", "--store", db, crashes.path])
+        let c = try TestSupport.run(
+            try TestSupport.rolloutBinary(), ["ingest", "--format", "crashlytics", "--store", db, crashes.path])
         #expect(c.status == 0, "\(c.stderr)")
         let (t, batches, _) = try totals(db)
         #expect(batches == 2)
@@ -85,7 +90,11 @@ struct IngestCommandTests {
     func batches() throws {
         let db = try store()
         var lines: [String] = []
-        for i in 0..<5 { lines.append(#"{"t":\#(1_780_000_000_000_000 + Int64(i) * 1_000_000),"i":"a\#(i)","k":"session","c":"\#(i % 2 == 0 ? "enabled" : "control")"}"#) }
+        for i in 0..<5 {
+            lines.append(
+                #"{"t":\#(1_780_000_000_000_000 + Int64(i) * 1_000_000),"i":"a\#(i)","k":"session","c":"\#(i % 2 == 0 ? "enabled" : "control")"}"#
+            )
+        }
         // A slow pipe: two lines, a pause, two lines, a pause, one line.
         let p = Process()
         p.executableURL = URL(fileURLWithPath: try TestSupport.rolloutBinary())
@@ -108,7 +117,8 @@ struct IngestCommandTests {
         #expect(t.sum(.session) == 5)
         #expect(batches == 3)
         let shown = try TestSupport.run(
-            try TestSupport.rolloutBinary(), ["telemetry", "--store", db, "--since", "2026-05-28T20:00:00Z", "--percent", "10", "--json"])
+            try TestSupport.rolloutBinary(),
+            ["telemetry", "--store", db, "--since", "2026-05-28T20:00:00Z", "--percent", "10", "--json"])
         #expect(shown.status == 0, "\(shown.stderr)")
         let json = try JSONSerialization.jsonObject(with: Data(shown.stdout.utf8)) as! [String: Any]
         let cohorts = json["cohorts"] as! [String: [String: Any]]
@@ -127,7 +137,8 @@ struct IngestCommandTests {
         let kinds = [#""k":"session""#, #""k":"success","p":"appAttest""#, #""k":"crash","fatal":true"#]
         for i in 0..<300_000 {
             let id = i % 100_000
-            text += #"{"t":\#(1_780_000_000_000_000 + Int64(i) * 10_000),"i":"fid-\#(id)",\#(kinds[i / 100_000]),"c":"\#(id % 2 == 0 ? "enabled" : "control")","os":"17.4"}"#
+            text +=
+                #"{"t":\#(1_780_000_000_000_000 + Int64(i) * 10_000),"i":"fid-\#(id)",\#(kinds[i / 100_000]),"c":"\#(id % 2 == 0 ? "enabled" : "control")","os":"17.4"}"#
             text += "\n"
         }
         try text.write(to: url, atomically: true, encoding: .utf8)

@@ -22,7 +22,8 @@ func ingest(_ text: String, format: TelemetryFormat, chunk: Int? = nil) -> Telem
 
 extension TelemetryBatch {
     /// Events of `kind` in `cohort` (crashes: fatal only when `fatal` is given).
-    func count(_ kind: CounterKind, _ cohort: Cohort, fatal: Bool? = nil, errorClass: ErrorClassBucket? = nil) -> Int64 {
+    func count(_ kind: CounterKind, _ cohort: Cohort, fatal: Bool? = nil, errorClass: ErrorClassBucket? = nil) -> Int64
+    {
         CounterTotals(eventTotals()).sum(kind, cohort: cohort, errorClass: errorClass, fatal: fatal)
     }
 }
@@ -71,7 +72,9 @@ struct NativeFormatTests {
     func chunking() {
         let whole = ingest(Self.lines + "\nnot json\n", format: .native)
         for size in [1, 2, 7, 64, 333] {
-            let split = ingest(Self.lines.replacingOccurrences(of: "\n", with: "\r\n") + "\r\nnot json\r\n", format: .native, chunk: size)
+            let split = ingest(
+                Self.lines.replacingOccurrences(of: "\n", with: "\r\n") + "\r\nnot json\r\n", format: .native,
+                chunk: size)
             #expect(split.batch.eventTotals() == whole.batch.eventTotals())
             #expect(split.problems == whole.problems)
             #expect(split.batch.installationCount == whole.batch.installationCount)
@@ -134,31 +137,68 @@ enum GA4Rows {
 
     static func param(_ key: String, int: Int64, quoted: Bool = true) -> String {
         let v = quoted ? "\"\(int)\"" : "\(int)"
-        return #"{"key":"\#(key)","value":{"string_value":null,"int_value":\#(v),"float_value":null,"double_value":null}}"#
+        return
+            #"{"key":"\#(key)","value":{"string_value":null,"int_value":\#(v),"float_value":null,"double_value":null}}"#
     }
 
-    static let cohortProperty = #"[{"key":"AppAttestCohort","value":{"string_value":"control","int_value":null,"set_timestamp_micros":"1779999999000000"}}]"#
+    static let cohortProperty =
+        #"[{"key":"AppAttestCohort","value":{"string_value":"control","int_value":null,"set_timestamp_micros":"1779999999000000"}}]"#
 
     /// 3 enabled sessions, 2 control sessions (one via the user property), 4 enabled successes, failures of
     /// three kinds, 2 crashes (1 fatal), 1 fetch, and rows we must ignore.
     static let file: [String] = [
-        row(name: "session_start", micros: 1_780_000_000_000_000, user: "u1", params: param("AppAttestCohort", string: "enabled")),
-        row(name: "session_start", micros: 1_780_000_010_000_000, user: "u2", params: param("AppAttestCohort", string: "enabled")),
-        row(name: "session_start", micros: 1_780_000_020_000_000, user: "u1", params: param("AppAttestCohort", string: "enabled")),
-        row(name: "session_start", micros: 1_780_000_030_000_000, user: "u3", params: param("AppAttestCohort", string: "control")),
-        row(name: "session_start", micros: 1_780_000_040_000_000, user: "u4", params: param("engagement_time_msec", int: 10), properties: cohortProperty),
-        row(name: "AppAttestSuccess", micros: 1_780_000_001_000_000, user: "u1", params: param("AppAttestCohort", string: "enabled") + "," + param("provider", string: "appAttest")),
-        row(name: "AppAttestSuccess", micros: 1_780_000_002_000_000, user: "u1", params: param("AppAttestCohort", string: "enabled")),
-        row(name: "AppAttestSuccess", micros: 1_780_000_011_000_000, user: "u2", params: param("AppAttestCohort", string: "enabled")),
-        row(name: "AppAttestSuccess", micros: 1_780_000_012_000_000, user: "u2", params: param("AppAttestCohort", string: "enabled")),
-        row(name: "AppAttestFailure", micros: 1_780_000_013_000_000, user: "u2", params: param("AppAttestCohort", string: "enabled") + "," + param("error_code", int: 4)),
-        row(name: "AppAttestFailure", micros: 1_780_000_014_000_000, user: "u2", params: param("error_code", int: 3, quoted: false) + "," + param("AppAttestCohort", string: "enabled")),
-        row(name: "AppAttestFailure", micros: 1_780_000_015_000_000, user: "u5", params: param("AppAttestCohort", string: "enabled") + "," + param("error_class", string: "rejected") + "," + param("reason", string: "counterNotIncreasing")),
-        row(name: "app_exception", micros: 1_780_000_016_000_000, user: "u2", params: param("AppAttestCohort", string: "enabled") + "," + param("fatal", int: 1)),
-        row(name: "app_exception", micros: 1_780_000_031_000_000, user: "u3", params: param("AppAttestCohort", string: "control") + "," + param("fatal", int: 0)),
-        row(name: "AppAttestConfigFetch", micros: 1_780_000_032_000_000, user: "u3", params: param("AppAttestCohort", string: "control") + "," + param("template_version", int: 42)),
-        row(name: "screen_view", micros: 1_780_000_033_000_000, user: "u3", params: param("firebase_screen", string: "Home")),
-        row(name: "session_start", micros: 1_780_000_034_000_000, user: "android-1", params: param("AppAttestCohort", string: "enabled"), platform: "ANDROID"),
+        row(
+            name: "session_start", micros: 1_780_000_000_000_000, user: "u1",
+            params: param("AppAttestCohort", string: "enabled")),
+        row(
+            name: "session_start", micros: 1_780_000_010_000_000, user: "u2",
+            params: param("AppAttestCohort", string: "enabled")),
+        row(
+            name: "session_start", micros: 1_780_000_020_000_000, user: "u1",
+            params: param("AppAttestCohort", string: "enabled")),
+        row(
+            name: "session_start", micros: 1_780_000_030_000_000, user: "u3",
+            params: param("AppAttestCohort", string: "control")),
+        row(
+            name: "session_start", micros: 1_780_000_040_000_000, user: "u4",
+            params: param("engagement_time_msec", int: 10), properties: cohortProperty),
+        row(
+            name: "AppAttestSuccess", micros: 1_780_000_001_000_000, user: "u1",
+            params: param("AppAttestCohort", string: "enabled") + "," + param("provider", string: "appAttest")),
+        row(
+            name: "AppAttestSuccess", micros: 1_780_000_002_000_000, user: "u1",
+            params: param("AppAttestCohort", string: "enabled")),
+        row(
+            name: "AppAttestSuccess", micros: 1_780_000_011_000_000, user: "u2",
+            params: param("AppAttestCohort", string: "enabled")),
+        row(
+            name: "AppAttestSuccess", micros: 1_780_000_012_000_000, user: "u2",
+            params: param("AppAttestCohort", string: "enabled")),
+        row(
+            name: "AppAttestFailure", micros: 1_780_000_013_000_000, user: "u2",
+            params: param("AppAttestCohort", string: "enabled") + "," + param("error_code", int: 4)),
+        row(
+            name: "AppAttestFailure", micros: 1_780_000_014_000_000, user: "u2",
+            params: param("error_code", int: 3, quoted: false) + "," + param("AppAttestCohort", string: "enabled")),
+        row(
+            name: "AppAttestFailure", micros: 1_780_000_015_000_000, user: "u5",
+            params: param("AppAttestCohort", string: "enabled") + "," + param("error_class", string: "rejected") + ","
+                + param("reason", string: "counterNotIncreasing")),
+        row(
+            name: "app_exception", micros: 1_780_000_016_000_000, user: "u2",
+            params: param("AppAttestCohort", string: "enabled") + "," + param("fatal", int: 1)),
+        row(
+            name: "app_exception", micros: 1_780_000_031_000_000, user: "u3",
+            params: param("AppAttestCohort", string: "control") + "," + param("fatal", int: 0)),
+        row(
+            name: "AppAttestConfigFetch", micros: 1_780_000_032_000_000, user: "u3",
+            params: param("AppAttestCohort", string: "control") + "," + param("template_version", int: 42)),
+        row(
+            name: "screen_view", micros: 1_780_000_033_000_000, user: "u3",
+            params: param("firebase_screen", string: "Home")),
+        row(
+            name: "session_start", micros: 1_780_000_034_000_000, user: "android-1",
+            params: param("AppAttestCohort", string: "enabled"), platform: "ANDROID"),
     ]
 }
 
@@ -197,12 +237,20 @@ struct GA4FormatTests {
         let rows = [
             GA4Rows.file[0],
             #"{"event_name":"session_start","event_timestamp":"1780000000000000","user_pseudo_id":null,"platform":"IOS"}"#,
-            GA4Rows.row(name: "AppAttestFailure", micros: 1_780_000_000_000_000, user: "u9", params: GA4Rows.param("AppAttestCohort", string: "enabled")),
-            GA4Rows.row(name: "session_start", micros: 1_780_000_000_000_000, user: "u9", params: GA4Rows.param("AppAttestCohort", string: "beta")),
+            GA4Rows.row(
+                name: "AppAttestFailure", micros: 1_780_000_000_000_000, user: "u9",
+                params: GA4Rows.param("AppAttestCohort", string: "enabled")),
+            GA4Rows.row(
+                name: "session_start", micros: 1_780_000_000_000_000, user: "u9",
+                params: GA4Rows.param("AppAttestCohort", string: "beta")),
             String(GA4Rows.file[1].dropLast(40)),
-            GA4Rows.row(name: "AppAttestFailure", micros: 1_780_000_000_000_000, user: "u9", params: GA4Rows.param("error_code", int: 9)),
+            GA4Rows.row(
+                name: "AppAttestFailure", micros: 1_780_000_000_000_000, user: "u9",
+                params: GA4Rows.param("error_code", int: 9)),
             #"{"event_name":"session_start","user_pseudo_id":"u9","platform":"IOS"}"#,
-            GA4Rows.row(name: "AppAttestConfigFetch", micros: 1_780_000_000_000_000, user: "u9", params: GA4Rows.param("template_version", string: "v42")),
+            GA4Rows.row(
+                name: "AppAttestConfigFetch", micros: 1_780_000_000_000_000, user: "u9",
+                params: GA4Rows.param("template_version", string: "v42")),
             GA4Rows.file[2],
         ]
         let i = ingest(rows.joined(separator: "\n"), format: .ga4)
@@ -221,8 +269,11 @@ struct GA4FormatTests {
 
 /// Hand-written rows following the Crashlytics BigQuery export schema (FACTS §6).
 enum CrashlyticsRows {
-    static func row(id: String, time: String, fatal: String = "true", cohort: String? = "enabled", platform: String = "IOS") -> String {
-        let keys = cohort.map { #"[{"key":"screen","value":"Home"},{"key":"AppAttestCohort","value":"\#($0)"}]"# } ?? "[]"
+    static func row(
+        id: String, time: String, fatal: String = "true", cohort: String? = "enabled", platform: String = "IOS"
+    ) -> String {
+        let keys =
+            cohort.map { #"[{"key":"screen","value":"Home"},{"key":"AppAttestCohort","value":"\#($0)"}]"# } ?? "[]"
         return """
             {"platform":"\(platform)","bundle_identifier":"com.example.app","event_id":"e-\(id)-\(time.hashValue & 0xffff)","is_fatal":\(fatal),"issue_id":"3f2a9c","issue_title":"AppCheckCore.swift line 88","issue_subtitle":"EXC_BREAKPOINT","event_timestamp":"\(time)","received_timestamp":"\(time)","device":{"manufacturer":"Apple","model":"iPhone15,2","architecture":"arm64e"},"memory":{"used":"412000000","free":"90000000"},"storage":{"used":"1","free":"2"},"operating_system":{"display_version":"17.4.1","name":"iOS","modification_state":"UNMODIFIED","type":"IOS","device_type":"MOBILE"},"application":{"build_version":"321","display_version":"3.2.1"},"user":{"name":null,"email":null,"id":null},"custom_keys":\(keys),"installation_uuid":"\(id)","crashlytics_sdk_version":"10.24.0","app_orientation":"PORTRAIT","device_orientation":"PORTRAIT","process_state":"FOREGROUND","logs":[],"breadcrumbs":[],"blame_frame":{"line":"88","file":"AppCheckCore.swift","symbol":"attest()","offset":"12","address":"4096","library":"App","owned":true,"blamed":true},"exceptions":[],"errors":[],"threads":[{"crashed":true,"frames":[{"line":"88","symbol":"attest()"}]}]}
             """
@@ -265,7 +316,8 @@ struct CrashlyticsFormatTests {
         let rows = [
             CrashlyticsRows.file[0],
             CrashlyticsRows.row(id: "i9", time: "yesterday"),
-            CrashlyticsRows.row(id: "i9", time: "2026-05-28 20:29:00 UTC").replacingOccurrences(of: #""is_fatal":true,"#, with: ""),
+            CrashlyticsRows.row(id: "i9", time: "2026-05-28 20:29:00 UTC").replacingOccurrences(
+                of: #""is_fatal":true,"#, with: ""),
             CrashlyticsRows.row(id: "", time: "2026-05-28 20:29:00 UTC"),
             CrashlyticsRows.row(id: "i9", time: "2026-05-28 20:29:00 UTC", cohort: "treatment"),
             "[]",
@@ -301,8 +353,13 @@ struct JSONScannerTests {
 
     @Test("skips any value and rejects what RFC 8259 rejects")
     func skipping() {
-        #expect(scan(#" {"a":[1,-2.5e3,{"b":[]},"x\"y",true,false,null],"c":{}} "#) { s throws(LineError) in try s.skipValue() } == nil)
-        for bad in [#"{"a":1,}"#, #"[1 2]"#, #"{"a" 1}"#, #"tru"#, #""abc"#, "\"a\u{01}b\"", #""\x""#, #"{"a":1}}"#, "-"] {
+        #expect(
+            scan(#" {"a":[1,-2.5e3,{"b":[]},"x\"y",true,false,null],"c":{}} "#) { s throws(LineError) in
+                try s.skipValue()
+            } == nil)
+        for bad in [
+            #"{"a":1,}"#, #"[1 2]"#, #"{"a" 1}"#, #"tru"#, #""abc"#, "\"a\u{01}b\"", #""\x""#, #"{"a":1}}"#, "-",
+        ] {
             #expect(scan(bad) { s throws(LineError) in try s.skipValue() } != nil, "\(bad)")
         }
     }
@@ -314,7 +371,9 @@ struct JSONScannerTests {
         #expect(value == .max)
         #expect(scan("\"-42\"") { s throws(LineError) in value = try s.integer() } == nil)
         #expect(value == -42)
-        #expect(scan("9223372036854775808") { s throws(LineError) in value = try s.integer() }?.reason.contains("out of range") == true)
+        #expect(
+            scan("9223372036854775808") { s throws(LineError) in value = try s.integer() }?.reason.contains(
+                "out of range") == true)
         #expect(scan("1e3") { s throws(LineError) in value = try s.integer() } != nil)
     }
 

@@ -21,8 +21,11 @@ struct StatisticsTests {
         let back = DetectableEffect.smallestRelativeIncrease(usersPerArm: n, baseline: 0.002, alpha: 0.05, power: 0.8)
         #expect(abs(back! - 0.25) < 1e-6)
         // Fewer users, larger effects only; far too few, none within tenfold.
-        #expect(DetectableEffect.smallestRelativeIncrease(usersPerArm: n / 4, baseline: 0.002, alpha: 0.05, power: 0.8)! > 0.45)
-        #expect(DetectableEffect.smallestRelativeIncrease(usersPerArm: 50, baseline: 0.002, alpha: 0.05, power: 0.8) == nil)
+        #expect(
+            DetectableEffect.smallestRelativeIncrease(usersPerArm: n / 4, baseline: 0.002, alpha: 0.05, power: 0.8)!
+                > 0.45)
+        #expect(
+            DetectableEffect.smallestRelativeIncrease(usersPerArm: 50, baseline: 0.002, alpha: 0.05, power: 0.8) == nil)
     }
 
     @Test("SPRT: each crash adds y·ln(π1/π0) + (1−y)·ln((1−π1)/(1−π0)); bounds from α and β")
@@ -51,7 +54,9 @@ struct StatisticsTests {
     func mixture() {
         let (theta, v, tau2) = (0.001, 1e-7, 1e-6)
         let lambda = (v / (v + tau2)).squareRoot() * exp(tau2 * theta * theta / (2 * v * (v + tau2)))
-        #expect(abs(exp(MixtureSPRT.logLikelihoodRatio(estimate: theta, variance: v, mixingVariance: tau2)) - lambda) < 1e-9 * lambda)
+        #expect(
+            abs(exp(MixtureSPRT.logLikelihoodRatio(estimate: theta, variance: v, mixingVariance: tau2)) - lambda) < 1e-9
+                * lambda)
         var m = MixtureSPRT(alpha: 0.05)
         m.observe(estimate: theta, variance: v, mixingVariance: tau2)
         #expect(abs(m.pValue - min(1, 1 / lambda)) < 1e-12)
@@ -96,7 +101,9 @@ struct StatisticsTests {
             for _ in 0..<200 {
                 let es = rng.poisson(420)
                 let cs = rng.poisson(420)
-                e += CrashLook(exposedSessions: es, controlSessions: cs, exposedCrashes: rng.poisson(Double(es) * 0.002), controlCrashes: rng.poisson(Double(cs) * 0.002))
+                e += CrashLook(
+                    exposedSessions: es, controlSessions: cs, exposedCrashes: rng.poisson(Double(es) * 0.002),
+                    controlCrashes: rng.poisson(Double(cs) * 0.002))
                 let p1 = Double(e.exposedCrashes) / Double(e.exposedSessions)
                 let p0 = Double(e.controlCrashes) / Double(e.controlSessions)
                 let p = Double(e.exposedCrashes + e.controlCrashes) / Double(e.exposedSessions + e.controlSessions)

@@ -10,16 +10,20 @@ import Timekeeping
 /// A fresh store file in a temporary directory.
 func temporaryTables(retention: TelemetryRetention = TelemetryRetention()) throws -> TelemetryTables {
     let dir = try TestSupport.temporaryDirectory("telemetry")
-    return try TelemetryTables(database: SQLiteDatabase(path: dir.appendingPathComponent("store.db").path), retention: retention)
+    return try TelemetryTables(
+        database: SQLiteDatabase(path: dir.appendingPathComponent("store.db").path), retention: retention)
 }
 
 let t0 = Instant(seconds: 1_780_000_020)  // 2026-05-28T20:27:00Z, on a minute boundary
 
 func event(
-    _ seconds: Int64, _ id: String, _ kind: TelemetryEventKind, _ cohort: Cohort, provider: AttestationProvider = .appAttest,
+    _ seconds: Int64, _ id: String, _ kind: TelemetryEventKind, _ cohort: Cohort,
+    provider: AttestationProvider = .appAttest,
     os: String = "17.4"
 ) -> TelemetryEvent {
-    TelemetryEvent(time: t0 + .seconds(seconds), installationID: id, kind: kind, cohort: cohort, provider: provider, osVersion: os, appVersion: "3.2.1")
+    TelemetryEvent(
+        time: t0 + .seconds(seconds), installationID: id, kind: kind, cohort: cohort, provider: provider, osVersion: os,
+        appVersion: "3.2.1")
 }
 
 func batch(_ events: [TelemetryEvent]) -> TelemetryBatch {
@@ -96,9 +100,14 @@ struct TelemetryStoreTests {
     @Test("a second batch updates installations without counting them twice")
     func secondBatch() throws {
         let tables = try temporaryTables()
-        try tables.commit(batch([event(0, "a", .sessionStart, .enabled), event(5, "a", .crash(fatal: true), .enabled)]), source: "1", at: t0)
         try tables.commit(
-            batch([event(3600, "a", .sessionStart, .enabled), event(3605, "a", .crash(fatal: true), .enabled), event(3700, "a", .sessionStart, .control)]),
+            batch([event(0, "a", .sessionStart, .enabled), event(5, "a", .crash(fatal: true), .enabled)]), source: "1",
+            at: t0)
+        try tables.commit(
+            batch([
+                event(3600, "a", .sessionStart, .enabled), event(3605, "a", .crash(fatal: true), .enabled),
+                event(3700, "a", .sessionStart, .control),
+            ]),
             source: "2", at: t0)
         let all = try tables.allTimeTotals()
         #expect(all.sum(.usersEntered, cohort: .enabled) == 1)
@@ -126,7 +135,8 @@ struct TelemetryStoreTests {
     @Test("rejection reasons keep their catalog id across batches")
     func reasons() throws {
         let tables = try temporaryTables()
-        try tables.commit(batch([event(0, "a", .attestationFailure(.rejected(reason: "x")), .enabled)]), source: "1", at: t0)
+        try tables.commit(
+            batch([event(0, "a", .attestationFailure(.rejected(reason: "x")), .enabled)]), source: "1", at: t0)
         try tables.commit(
             batch([
                 event(1, "b", .attestationFailure(.rejected(reason: "y")), .enabled),
@@ -147,8 +157,15 @@ struct TelemetryStoreTests {
                 let id = "i\(i)-\(m / 10)"
                 let s = m * 60 + Int64(i)
                 events.append(event(s, id, .sessionStart, cohort))
-                if rng.uniform() < (cohort == .enabled ? 0.3 : 0.1) { events.append(event(s + 1, id, .crash(fatal: true), cohort)) }
-                if cohort == .enabled { events.append(event(s + 2, id, rng.uniform() < 0.9 ? .attestationSuccess : .attestationFailure(.invalidKey), cohort)) }
+                if rng.uniform() < (cohort == .enabled ? 0.3 : 0.1) {
+                    events.append(event(s + 1, id, .crash(fatal: true), cohort))
+                }
+                if cohort == .enabled {
+                    events.append(
+                        event(
+                            s + 2, id, rng.uniform() < 0.9 ? .attestationSuccess : .attestationFailure(.invalidKey),
+                            cohort))
+                }
             }
             return batch(events)
         }
@@ -192,7 +209,9 @@ struct TelemetryStoreTests {
     func retention() throws {
         let tables = try temporaryTables(retention: TelemetryRetention(minutes: .hours(2), hours: .days(90)))
         var events: [TelemetryEvent] = []
-        for h in 0..<6 { for i in 0..<5 { events.append(event(Int64(h) * 3600 + Int64(i) * 60, "u\(i)", .sessionStart, .enabled)) } }
+        for h in 0..<6 {
+            for i in 0..<5 { events.append(event(Int64(h) * 3600 + Int64(i) * 60, "u\(i)", .sessionStart, .enabled)) }
+        }
         try tables.commit(batch(events), source: "six hours", at: t0 + .hours(6))
         let minuteRows = try tables.database.query("SELECT count(*) FROM telemetry_counters WHERE level = 0")[0][0].int!
         #expect(minuteRows < 15)  // only the last two hours keep minutes
@@ -213,7 +232,12 @@ struct TelemetryStoreTests {
             let tables = try temporaryTables()
             for r in 0..<repeats {
                 var events: [TelemetryEvent] = []
-                for i in 0..<200 { events.append(event(Int64(i % 60), "u\(i)", i % 3 == 0 ? .crash(fatal: true) : .sessionStart, i % 2 == 0 ? .enabled : .control)) }
+                for i in 0..<200 {
+                    events.append(
+                        event(
+                            Int64(i % 60), "u\(i)", i % 3 == 0 ? .crash(fatal: true) : .sessionStart,
+                            i % 2 == 0 ? .enabled : .control))
+                }
                 try tables.commit(batch(events), source: "r\(r)", at: t0)
             }
             #expect(try tables.allTimeTotals().sum(.session) == Int64(repeats) * 133)
