@@ -267,7 +267,11 @@ extension TelemetrySnapshot {
 /// Number formats for reasons in words.
 enum Words {
     static func fixed(_ v: Double, digits: Int = 2) -> String { String(format: "%.\(digits)f", v) }
-    static func percent(_ v: Double, digits: Int = 1) -> String { String(format: "%.\(digits)f%%", v * 100) }
+    /// A share as a percentage; shares under 0.1% keep two significant digits instead of rounding to 0.0%.
+    static func percent(_ v: Double, digits: Int = 1) -> String {
+        if v > 0, v < 0.001 { return String(format: "%.2g%%", v * 100) }
+        return String(format: "%.\(digits)f%%", v * 100)
+    }
     static func perMille(_ v: Double?) -> String { v.map { String(format: "%.2f", $0 * 1000) } ?? "n/a" }
     /// A difference of rates in percentage points.
     static func points(_ v: Double) -> String { String(format: "%+.3f pp", v * 100) }

@@ -333,6 +333,13 @@ enum TelemetryReport {
                         $0.perMinute(.attestationFailure))
                 }
                 .joined(separator: " | "))
+        var exposure =
+            "exposure: \(a.exposure.observedExposure.map { String(format: "%.1f%%", $0 * 100) } ?? "n/a") of "
+            + "\(s.activity.active) active installations report enabled (desired \(String(format: "%.1f%%", a.exposure.desiredExposure * 100)))"
+        if let v = a.exposure.newestTemplateVersion, let p = a.exposure.propagation {
+            exposure += "; \(String(format: "%.1f%%", p * 100)) on template version \(v)"
+        }
+        out.append(exposure)
         for f in a.verdict.findings where f.text != a.verdict.reason { out.append("  \(f)") }
         return out.joined(separator: "\n")
     }
