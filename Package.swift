@@ -57,7 +57,7 @@ let package = Package(
         .testTarget(name: "TelemetryTests", dependencies: ["TestSupport", "Telemetry", "Store", "Rollout", "JSON", "Timekeeping"], swiftSettings: strict),
         .testTarget(name: "StoreTests", dependencies: ["TestSupport", "Store", "Rollout", "RemoteConfig", "Telemetry", "JSON", "Timekeeping"], swiftSettings: strict),
         .testTarget(name: "AppCheckTests", dependencies: ["TestSupport", "AppCheck", "Crypto", "JSON", "Timekeeping"], swiftSettings: strict),
-        .testTarget(name: "StepUpTests", dependencies: ["TestSupport", "StepUp", "Store", "Rollout", "Timekeeping", "Crypto"], swiftSettings: strict),
+        .testTarget(name: "StepUpTests", dependencies: ["TestSupport", "StepUp", "Store", "Rollout", "RemoteConfig", "Timekeeping", "Crypto"], swiftSettings: strict),
         .testTarget(name: "FleetSimulatorTests", dependencies: ["TestSupport", "FleetSimulator", "Telemetry", "Rollout", "RemoteConfig", "AppCheck", "Timekeeping"], swiftSettings: strict),
         .testTarget(name: "ConsoleTests", dependencies: ["TestSupport", "Console", "Rollout", "Telemetry", "Timekeeping"], swiftSettings: strict),
         .testTarget(name: "EndToEndTests", dependencies: ["TestSupport"], swiftSettings: strict),

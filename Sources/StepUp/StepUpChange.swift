@@ -9,6 +9,10 @@ public struct StepUpChange: Sendable, Equatable {
     /// The operations that reach the write path.
     public enum Kind: String, Sendable, CaseIterable {
         case set, nudge, kill, resume, rollback
+        /// A new seed, allowed only before the rollout starts (no exposure moves).
+        case reseed
+        /// A whole template from a file (`config import`): may change anything.
+        case importTemplate = "import"
         case policyChange = "policy-change"
         case operatorEnroll = "operator-enroll"
         case operatorRemove = "operator-remove"
@@ -42,7 +46,7 @@ public struct StepUpChange: Sendable, Equatable {
     public var summary: String {
         var parts = [kind.rawValue]
         switch kind {
-        case .set, .nudge, .kill, .resume, .rollback:
+        case .set, .nudge, .kill, .resume, .rollback, .reseed, .importTemplate:
             parts.append("\(Percent.format(from)) -> \(Percent.format(to))")
         case .policyChange, .operatorEnroll, .operatorRemove:
             break
@@ -62,6 +66,7 @@ public enum StepUpReason: Sendable, Hashable, CustomStringConvertible {
     case crosses(threshold: Int64)
     case reachesFull
     case rollback
+    case importTemplate
     case force
     case guardrailOverride
     case policyChange
@@ -74,6 +79,7 @@ public enum StepUpReason: Sendable, Hashable, CustomStringConvertible {
         case .crosses(let t): "crosses-\(Percent.format(t, sign: false))"
         case .reachesFull: "reaches-100"
         case .rollback: "rollback"
+        case .importTemplate: "import"
         case .force: "force"
         case .guardrailOverride: "guardrail-override"
         case .policyChange: "policy-change"
@@ -89,6 +95,7 @@ public enum StepUpReason: Sendable, Hashable, CustomStringConvertible {
         case .crosses(let t): "it goes past \(Percent.format(t))"
         case .reachesFull: "it reaches 100%"
         case .rollback: "a rollback"
+        case .importTemplate: "a template import"
         case .force: "--force"
         case .guardrailOverride: "a guardrail override"
         case .policyChange: "a policy change"
@@ -118,6 +125,7 @@ public func requiresStepUp(_ change: StepUpChange, policy: StepUpPolicy) -> [Ste
     }
     switch change.kind {
     case .rollback where policy.rollback: reasons.append(.rollback)
+    case .importTemplate where policy.importTemplate: reasons.append(.importTemplate)
     case .policyChange where policy.policyChange: reasons.append(.policyChange)
     case .operatorEnroll where policy.operatorEnrolment: reasons.append(.operatorEnrolment)
     case .operatorRemove: reasons.append(.operatorRemoval)

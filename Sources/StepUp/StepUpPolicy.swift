@@ -5,8 +5,9 @@ import Timekeeping
 ///
 /// The defaults follow the issue: a code for an increase of more than 10 points, for a change that crosses 50%
 /// or reaches 100%, for a rollback, for `--force`, for a guardrail override and for any policy change; never for
-/// a kill or a decrease. One rule goes beyond the issue: enrolling another operator needs an enrolled operator's
-/// code, or anyone able to write the store could enrol a fresh identity and pass every check with it.
+/// a kill or a decrease. Two rules go beyond the issue: a template import needs a code like a rollback (both can
+/// change anything), and enrolling another operator needs an enrolled operator's code, or anyone able to write
+/// the store could enrol a fresh identity and pass every check with it.
 ///
 /// The policy applies only while step-up is enforced, that is while at least one operator is enrolled.
 /// Every setting has a textual key (`settings`, `setting(_:_:)`) used by `rollout policy show|set` and by the
@@ -20,6 +21,8 @@ public struct StepUpPolicy: Sendable, Equatable {
     public var reachingFull = true
     /// A rollback to an earlier template version needs a code (it can change more than the percentage).
     public var rollback = true
+    /// Importing a whole template needs a code (like a rollback, it can change anything).
+    public var importTemplate = true
     /// `--force` (publishing over a concurrent change) needs a code.
     public var force = true
     /// Publishing despite a guardrail's HOLD or HALT needs a code.
@@ -47,7 +50,7 @@ public struct StepUpPolicy: Sendable, Equatable {
 
     /// The settings keys in display order.
     public static let keys = [
-        "increase-over", "cross", "reach-100", "rollback", "force", "guardrail-override", "policy-change",
+        "increase-over", "cross", "reach-100", "rollback", "import", "force", "guardrail-override", "policy-change",
         "operator-enroll", "lockout-attempts", "lockout-minutes",
     ]
 
@@ -65,6 +68,7 @@ public struct StepUpPolicy: Sendable, Equatable {
             Setting(
                 key: "reach-100", value: Self.onOff(reachingFull), help: "a code for raising the percentage to 100"),
             Setting(key: "rollback", value: Self.onOff(rollback), help: "a code for a rollback to an earlier version"),
+            Setting(key: "import", value: Self.onOff(importTemplate), help: "a code for importing a whole template"),
             Setting(
                 key: "force", value: Self.onOff(force), help: "a code for --force (publishing over another change)"),
             Setting(
@@ -130,6 +134,7 @@ public struct StepUpPolicy: Sendable, Equatable {
             }
         case "reach-100": p.reachingFull = try flag()
         case "rollback": p.rollback = try flag()
+        case "import": p.importTemplate = try flag()
         case "force": p.force = try flag()
         case "guardrail-override": p.guardrailOverride = try flag()
         case "policy-change": p.policyChange = try flag()

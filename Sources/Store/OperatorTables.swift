@@ -1,8 +1,9 @@
+import Rollout
 import StepUp
 import Timekeeping
 
-/// The step-up tables: enrolled operators with their secrets and lockout state, pending enrolments, the
-/// policy, and an attempt log.
+/// The step-up tables: enrolled operators with their secrets and lockout state, pending enrolments, and the
+/// policy. Attempts go to the store's audit log (`StepUpAuditEvent.auditEntry`).
 ///
 /// Secrets are stored as raw bytes in a store file that only its owner can read (mode 0600, set by the store);
 /// no query here returns them except to the code that checks a code. `authorize` is the write path's hook: it
@@ -29,17 +30,6 @@ public enum OperatorTables {
             CREATE TABLE IF NOT EXISTS stepup_policy (
                 key TEXT PRIMARY KEY,
                 value TEXT NOT NULL
-            );
-            CREATE TABLE IF NOT EXISTS stepup_attempts (
-                seq INTEGER PRIMARY KEY AUTOINCREMENT,
-                at INTEGER NOT NULL,
-                operator TEXT NOT NULL,
-                action TEXT NOT NULL,
-                kind TEXT NOT NULL,
-                reasons TEXT NOT NULL,
-                result TEXT NOT NULL,
-                failed_attempts INTEGER NOT NULL,
-                locked_until INTEGER
             );
             """)
     }
@@ -141,57 +131,20 @@ public enum OperatorTables {
         }
     }
 
-    // MARK: Attempts
-
-    /// Appends a step-up attempt to the store's attempt log.
-    ///
-    /// Until the write path's tamper-evident audit log records step-up events itself, the CLI passes this as
-    /// the `audit` of `authorize`.
-    public static func appendAttempt(_ event: StepUpAuditEvent, in db: SQLiteDatabase) throws {
-        try db.run(
-            """
-            INSERT INTO stepup_attempts (at, operator, action, kind, reasons, result, failed_attempts, locked_until)
-            VALUES (?, ?, ?, ?, ?, ?, ?, ?)
-            """,
-            [
-                .integer(event.at.microseconds), .text(event.operatorID.rawValue), .text(event.action),
-                .text(event.kind.rawValue), .text(event.reasons.joined(separator: ",")), .text(event.result),
-                .integer(Int64(event.failedAttempts)), event.lockedUntil.map { .integer($0.microseconds) } ?? .null,
-            ])
-    }
-
-    /// One row of the attempt log.
-    public struct Attempt: Sendable, Equatable {
-        public var at: Instant
-        public var operatorID: String
-        public var action: String
-        public var kind: String
-        public var reasons: [String]
-        public var result: String
-        public var failedAttempts: Int
-        public var lockedUntil: Instant?
-    }
-
-    /// The latest `limit` attempts, oldest first.
-    public static func attempts(in db: SQLiteDatabase, limit: Int = 100) throws -> [Attempt] {
-        try db.query(
-            """
-            SELECT at, operator, action, kind, reasons, result, failed_attempts, locked_until FROM
-            (SELECT * FROM stepup_attempts ORDER BY seq DESC LIMIT ?) ORDER BY seq
-            """, [.integer(Int64(limit))]
-        ).map { r in
-            Attempt(
-                at: Instant(microseconds: r[0].int ?? 0), operatorID: r[1].string ?? "", action: r[2].string ?? "",
-                kind: r[3].string ?? "", reasons: (r[4].string ?? "").split(separator: ",").map(String.init),
-                result: r[5].string ?? "", failedAttempts: Int(r[6].int ?? 0),
-                lockedUntil: r[7].int.map { Instant(microseconds: $0) })
-        }
+    /// Whether the step-up tables exist (a read-only command on a store that never had them reads nothing).
+    public static func schemaExists(in db: SQLiteDatabase) throws -> Bool {
+        try !db.query("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'stepup_operators'").isEmpty
     }
 
     // MARK: The write path's hook
 
     /// Decides `change` by `actor` with `code`, in one immediate transaction: reads the policy, whether step-up
     /// is enforced and the actor's record; stores the updated record; hands the event to `audit`; commits.
+    ///
+    /// `audit` runs inside the transaction, so a sink that writes to this connection without a transaction of
+    /// its own is atomic with the record (and its failure undoes the attempt). The store's audit log opens its
+    /// own transaction: collect the event and append `event.auditEntry` after this returns, as
+    /// `StepUpWritePolicy` does.
     ///
     /// Call it outside any open transaction and before publishing. The attempt is committed whatever the
     /// verdict (a refused code still counts towards the lockout and is audited); publish only when the
@@ -241,4 +194,102 @@ public enum OperatorTables {
 /// Step-up data in the store that this version cannot use (an unknown policy key, a malformed id).
 public struct StoredStepUpError: Error, CustomStringConvertible, Sendable {
     public var description: String
+}
+
+/// Step-up verification as a policy of the write path (`WritePath.policies`): the code typed for a proposal is
+/// checked against the acting operator's authenticator when the policy asks for one.
+///
+/// The write path never consults policies for a kill or a decrease, and the step-up rules ask nothing for them
+/// either. `review` checks the code through `OperatorTables.authorize` (one immediate transaction: replay-safe
+/// across processes), then appends the attempt to the audit log through the context. That append happens just
+/// after the attempt's transaction commits, because the audit log opens a transaction of its own on the same
+/// connection; a crash between the two loses the audit record of that one attempt, never its effect on the
+/// lockout. An accepted code sets `context.stepUpVerified`, so a retry after a conflict does not ask again.
+public struct StepUpWritePolicy: WritePolicy {
+    public let name = "step-up"
+    private let store: RolloutStore
+    private let clock: any Clock
+
+    /// A policy on the operator tables of `store` (created when missing), reading time from `clock`.
+    public init(store: RolloutStore, clock: any Clock) throws {
+        self.store = store
+        self.clock = clock
+        try store.withDatabase { try OperatorTables.createSchema(in: $0) }
+    }
+
+    /// Whether a code is needed and why; checks nothing and writes nothing.
+    public func preview(_ proposal: Proposal) throws -> PolicyReport {
+        let change = StepUpChange(proposal)
+        return try store.withDatabase { db in
+            guard try OperatorTables.isEnforced(in: db) else {
+                return PolicyReport(
+                    policy: name, lines: ["step-up verification is off (no operator enrolled)"], decision: .allow)
+            }
+            let reasons = requiresStepUp(change, policy: try OperatorTables.policy(in: db))
+            guard !reasons.isEmpty else {
+                return PolicyReport(policy: name, lines: ["no code needed"], decision: .allow)
+            }
+            var lines = ["a fresh code is needed: " + reasons.map(\.description).joined(separator: "; ")]
+            let record = try (try? OperatorID(proposal.actor)).flatMap { try OperatorTables.record($0, in: db) }
+            let decision: PolicyDecision
+            if record == nil {
+                lines.append("\(proposal.actor) is not enrolled")
+                decision = .refuse(PolicyRefusal(policy: name, reason: "\(proposal.actor) is not enrolled for step-up"))
+            } else if let until = record?.lockedUntil, clock.now() < until {
+                lines.append("\(proposal.actor) is locked out until \(until.iso8601)")
+                decision = .refuse(
+                    PolicyRefusal(policy: name, reason: "\(proposal.actor) is locked out until \(until.iso8601)"))
+            } else if proposal.stepUpCode == nil {
+                decision = .refuse(
+                    PolicyRefusal(policy: name, reason: "a fresh code is needed", needsStepUpCode: true))
+            } else {
+                lines.append("the code is checked when the change is published")
+                decision = .allow
+            }
+            return PolicyReport(policy: name, lines: lines, decision: decision)
+        }
+    }
+
+    /// Checks the proposal's code when one is needed; records and audits the attempt.
+    public func review(_ proposal: Proposal, context: PolicyContext) throws -> PolicyDecision {
+        if context.stepUpVerified { return .allow }
+        let change = StepUpChange(proposal)
+        guard let actor = try? OperatorID(proposal.actor) else {
+            // An id that cannot hold an enrolment (a ':' or too long) passes only where no code is needed.
+            let reasons = try store.withDatabase { db in
+                try OperatorTables.isEnforced(in: db)
+                    ? requiresStepUp(change, policy: try OperatorTables.policy(in: db)) : []
+            }
+            guard !reasons.isEmpty else { return .allow }
+            try context.audit(
+                AuditEntry(
+                    time: clock.now(), actor: proposal.actor, action: "step-up " + change.summary,
+                    result: .stepUpRefused,
+                    detail: "result not-enrolled; needed for \(reasons.map(\.code).joined(separator: ", "))"))
+            return .refuse(
+                PolicyRefusal(policy: name, reason: "\(proposal.actor) cannot be enrolled, so it cannot pass step-up"))
+        }
+        var event: StepUpAuditEvent?
+        let decision = try store.withDatabase { db in
+            try OperatorTables.authorize(change, by: actor, code: proposal.stepUpCode, in: db, clock: clock) {
+                event = $0
+            }
+        }
+        if let event { try context.audit(event.auditEntry) }
+        switch decision.verdict {
+        case .notRequired:
+            return .allow
+        case .accepted:
+            context.stepUpVerified = true
+            return .allow
+        case .refused:
+            let refusal = decision.refusal!
+            let retryable: Bool
+            switch refusal.outcome {
+            case .lockedOut, .notEnrolled: retryable = false
+            default: retryable = true
+            }
+            return .refuse(PolicyRefusal(policy: name, reason: refusal.description, needsStepUpCode: retryable))
+        }
+    }
 }

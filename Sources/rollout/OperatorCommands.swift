@@ -1,5 +1,6 @@
 import CommandLineKit
 import Foundation
+import Rollout
 import StepUp
 import Store
 import Timekeeping
@@ -7,8 +8,8 @@ import Timekeeping
 /// `rollout operator enroll|list|remove` and `rollout policy show|set`: step-up verification from the CLI.
 ///
 /// Protected actions (removing an operator, changing the policy, enrolling a further operator) go through the
-/// same `OperatorTables.authorize` hook as rollout changes. Until the write path's audit log lands, every
-/// attempt is recorded in the store's step-up attempt log.
+/// same `OperatorTables.authorize` hook as rollout changes, and every attempt and every change lands in the
+/// store's audit log.
 enum OperatorCommands {
     static let all: [Command] = [operatorGroup, policyGroup]
 
@@ -105,8 +106,8 @@ enum OperatorCommands {
         try refuseIfReadOnly(invocation)
         let id = try operatorID(StoreLocation.operatorID(invocation), invocation)
         let style = try qrStyle(invocation)
-        let db = try openStore(invocation)
-        let clock = SystemClock()
+        let session = try openSession(invocation)
+        let db = session.db
         if try OperatorTables.record(id, in: db) != nil {
             throw CommandError(
                 "\(id) is already enrolled; to replace the authenticator, remove the enrolment first "
@@ -117,7 +118,7 @@ enum OperatorCommands {
                 throw CommandError(
                     "\(id) has no pending enrolment: run 'rollout operator enroll --operator \(id)' first")
             }
-            return try confirm(pending, code: try resolve(code), db: db, clock: clock)
+            return try confirm(pending, code: try resolve(code), session: session)
         }
 
         // Approval: while step-up is enforced, an enrolled operator vouches for the newcomer.
@@ -133,11 +134,11 @@ enum OperatorCommands {
             }
             let who = try operatorID(name, invocation)
             let code = try readCode(invocation.value("--approver-code"), prompt: "Code of \(who)'s authenticator: ")
-            try authorize(change, by: who, code: code, db: db, clock: clock, codeOption: "--approver-code")
+            try authorize(change, by: who, code: code, session: session, codeOption: "--approver-code")
             approver = who
         }
 
-        let pending = Enrolment.start(id, approvedBy: approver, at: clock.now())
+        let pending = Enrolment.start(id, approvedBy: approver, at: session.clock.now())
         try OperatorTables.savePending(pending, in: db)
         let uri = pending.uri()
         // The QR code comes last, right above the prompt, so that it stays on screen while it is scanned.
@@ -161,7 +162,7 @@ enum OperatorCommands {
                     write(pendingNote(id))
                     return .ok
                 }
-                switch try confirmStep(current, code: code, db: db, clock: clock) {
+                switch try confirmStep(current, code: code, session: session) {
                 case .done: return .ok
                 case .again(let next, let message):
                     FileHandle.standardError.write(Data("\(message)\n".utf8))
@@ -173,7 +174,7 @@ enum OperatorCommands {
             FileHandle.standardError.write(Data(pendingNote(id).utf8))
             return .ok
         }
-        return try confirm(pending, code: line, db: db, clock: clock)
+        return try confirm(pending, code: line, session: session)
     }
 
     /// The outcome of one confirmation code during interactive enrolment.
@@ -182,54 +183,51 @@ enum OperatorCommands {
         case again(PendingEnrolment, message: String)
     }
 
-    static func confirm(_ pending: PendingEnrolment, code: String?, db: SQLiteDatabase, clock: any Clock) throws
-        -> ExitCode
-    {
-        switch try confirmStep(pending, code: code, db: db, clock: clock) {
+    static func confirm(_ pending: PendingEnrolment, code: String?, session: StepUpSession) throws -> ExitCode {
+        switch try confirmStep(pending, code: code, session: session) {
         case .done: return .ok
         case .again(_, let message): throw CommandError(message + "; try again with --code", exit: .refused)
         }
     }
 
-    /// Checks one confirmation code, stores the result and records the attempt.
-    static func confirmStep(_ pending: PendingEnrolment, code: String?, db: SQLiteDatabase, clock: any Clock) throws
-        -> ConfirmStep
-    {
-        let now = clock.now()
+    /// Checks one confirmation code, stores the result and audits the attempt.
+    static func confirmStep(_ pending: PendingEnrolment, code: String?, session: StepUpSession) throws -> ConfirmStep {
+        let db = session.db
+        let now = session.clock.now()
         let confirmation = Enrolment.confirm(pending, code: code, at: now)
-        let action = StepUpChange(.operatorEnroll, detail: "\(pending.id) (confirmation)").summary
-        func record(_ outcome: CodeOutcome, failed: Int) throws {
-            try OperatorTables.appendAttempt(
-                StepUpAuditEvent(
-                    operatorID: pending.id, at: now, action: action, kind: .operatorEnroll, reasons: [],
-                    outcome: outcome,
-                    failedAttempts: failed, lockedUntil: nil), in: db)
+        func attempt(_ outcome: CodeOutcome, failed: Int) throws {
+            let event = StepUpAuditEvent(
+                operatorID: pending.id, at: now, action: "confirm a new authenticator", kind: .operatorEnroll,
+                reasons: [], outcome: outcome, failedAttempts: failed, lockedUntil: nil)
+            try session.audit(event.auditEntry)
         }
         switch confirmation {
         case .enrolled(let operatorRecord):
             try db.transaction {
                 try OperatorTables.save(operatorRecord, in: db)
                 try OperatorTables.removePending(pending.id, in: db)
-                try record(.accepted(step: operatorRecord.lastAcceptedStep ?? 0), failed: 0)
             }
+            try attempt(.accepted(step: operatorRecord.lastAcceptedStep ?? 0), failed: 0)
+            try session.audit(
+                AuditEntry(
+                    time: now, actor: pending.id.rawValue, action: "operator enroll", to: pending.id.rawValue,
+                    result: .recorded,
+                    detail: pending.approvedBy.map { "approved by \($0)" } ?? "first operator: step-up verification on")
+            )
             let approval = pending.approvedBy.map { " (approved by \($0))" } ?? ""
             write(
                 "Enrolled \(pending.id)\(approval). Step-up verification is on; 'rollout policy show' lists what needs a code.\n"
             )
             return .done
         case .retry(let next, let outcome):
-            try db.transaction {
-                try OperatorTables.savePending(next, in: db)
-                try record(outcome, failed: next.failedAttempts)
-            }
+            try OperatorTables.savePending(next, in: db)
+            try attempt(outcome, failed: next.failedAttempts)
             let left = Enrolment.attempts - next.failedAttempts
             return .again(
                 next, message: "\(explain(outcome)) for \(pending.id)'s new authenticator (\(left) attempts left)")
         case .discarded(let why, let outcome):
-            try db.transaction {
-                try OperatorTables.removePending(pending.id, in: db)
-                if let outcome { try record(outcome, failed: pending.failedAttempts + 1) }
-            }
+            try OperatorTables.removePending(pending.id, in: db)
+            if let outcome { try attempt(outcome, failed: pending.failedAttempts + 1) }
             throw CommandError(
                 "enrolment of \(pending.id) discarded (\(why.rawValue)): start over with 'rollout operator enroll --operator \(pending.id)'",
                 exit: .refused)
@@ -237,10 +235,10 @@ enum OperatorCommands {
     }
 
     static func runList(_ invocation: Invocation) throws -> ExitCode {
-        let db = try openStore(invocation)
+        let db = try readStore(invocation)
         let now = SystemClock().now()
-        let operators = try OperatorTables.operators(in: db)
-        let pending = try OperatorTables.pendingEnrolments(in: db)
+        let operators = try db.map { try OperatorTables.operators(in: $0) } ?? []
+        let pending = try db.map { try OperatorTables.pendingEnrolments(in: $0) } ?? []
         if invocation.flag("--json") {
             let json: [String: Any] = [
                 "enforced": !operators.isEmpty,
@@ -283,10 +281,15 @@ enum OperatorCommands {
     static func runRemove(_ invocation: Invocation) throws -> ExitCode {
         try refuseIfReadOnly(invocation)
         let target = try operatorID(invocation.positional(0) ?? "", invocation)
-        let db = try openStore(invocation)
+        let session = try openSession(invocation)
+        let db = session.db
         guard try OperatorTables.record(target, in: db) != nil else {
             if try OperatorTables.pendingEnrolment(target, in: db) != nil {
                 try OperatorTables.removePending(target, in: db)
+                try session.audit(
+                    AuditEntry(
+                        time: session.clock.now(), actor: StoreLocation.operatorID(invocation),
+                        action: "operator remove", from: "\(target) (pending enrolment)", result: .recorded))
                 write("Removed the pending enrolment of \(target).\n")
                 return .ok
             }
@@ -294,9 +297,12 @@ enum OperatorCommands {
         }
         let actor = try operatorID(StoreLocation.operatorID(invocation), invocation)
         let code = try readCode(invocation.value("--code"), prompt: "Code of \(actor)'s authenticator: ")
-        try authorize(
-            StepUpChange(.operatorRemove, detail: target.rawValue), by: actor, code: code, db: db, clock: SystemClock())
+        try authorize(StepUpChange(.operatorRemove, detail: target.rawValue), by: actor, code: code, session: session)
         try OperatorTables.remove(target, in: db)
+        try session.audit(
+            AuditEntry(
+                time: session.clock.now(), actor: actor.rawValue, action: "operator remove", from: target.rawValue,
+                result: .recorded))
         let off =
             try OperatorTables.isEnforced(in: db) ? "" : " Step-up verification is now off: no operator is enrolled."
         write("Removed \(target).\(off)\n")
@@ -304,9 +310,9 @@ enum OperatorCommands {
     }
 
     static func runPolicyShow(_ invocation: Invocation) throws -> ExitCode {
-        let db = try openStore(invocation)
-        let policy = try OperatorTables.policy(in: db)
-        let enrolled = try OperatorTables.operators(in: db).count
+        let db = try readStore(invocation)
+        let policy = try db.map { try OperatorTables.policy(in: $0) } ?? .standard
+        let enrolled = try db.map { try OperatorTables.operators(in: $0).count } ?? 0
         if invocation.flag("--json") {
             let settings = Dictionary(uniqueKeysWithValues: policy.settings.map { ($0.key, $0.value) })
             write(try jsonText(["enforced": enrolled > 0, "enrolledOperators": enrolled, "settings": settings]))
@@ -326,7 +332,8 @@ enum OperatorCommands {
         try refuseIfReadOnly(invocation)
         let key = invocation.positional(0) ?? ""
         let value = invocation.positional(1) ?? ""
-        let db = try openStore(invocation)
+        let session = try openSession(invocation)
+        let db = session.db
         let current = try OperatorTables.policy(in: db)
         let updated: StepUpPolicy
         do {
@@ -339,29 +346,38 @@ enum OperatorCommands {
             write("\(key) is already \(shown); nothing changed.\n")
             return .ok
         }
+        let actor = StoreLocation.operatorID(invocation)
         if try OperatorTables.isEnforced(in: db) {
-            let actor = try operatorID(StoreLocation.operatorID(invocation), invocation)
+            let acting = try operatorID(actor, invocation)
             let change = StepUpChange(.policyChange, detail: "\(key) \(shown)")
             if !requiresStepUp(change, policy: current).isEmpty {
-                let code = try readCode(invocation.value("--code"), prompt: "Code of \(actor)'s authenticator: ")
-                try authorize(change, by: actor, code: code, db: db, clock: SystemClock())
+                let code = try readCode(invocation.value("--code"), prompt: "Code of \(acting)'s authenticator: ")
+                try authorize(change, by: acting, code: code, session: session)
             }
         }
         try OperatorTables.savePolicy(updated, in: db)
+        try session.audit(
+            AuditEntry(
+                time: session.clock.now(), actor: actor, action: "policy set \(key)",
+                from: current.settings.first { $0.key == key }!.value, to: shown, result: .recorded))
         write("\(key) = \(shown)\n")
         return .ok
     }
 
     // MARK: Wiring
 
-    /// Runs the step-up hook and ends the command with exit 4 when it refuses.
+    /// Runs the step-up hook, audits the attempt, and ends the command with exit 4 when it refuses.
     static func authorize(
-        _ change: StepUpChange, by actor: OperatorID, code: String?, db: SQLiteDatabase, clock: any Clock,
+        _ change: StepUpChange, by actor: OperatorID, code: String?, session: StepUpSession,
         codeOption: String = "--code"
     ) throws {
-        let decision = try OperatorTables.authorize(change, by: actor, code: code, in: db, clock: clock) { event in
-            try OperatorTables.appendAttempt(event, in: db)
+        // The audit log opens its own transaction, so the attempt is appended just after the hook's commits.
+        var event: StepUpAuditEvent?
+        let decision = try OperatorTables.authorize(change, by: actor, code: code, in: session.db, clock: session.clock)
+        {
+            event = $0
         }
+        if let event { try session.audit(event.auditEntry) }
         if let refusal = decision.refusal {
             let hint = refusal.outcome == .missing ? " (\(codeOption) CODE)" : ""
             throw CommandError("refused: \(refusal)\(hint)", exit: .refused)
@@ -375,18 +391,29 @@ enum OperatorCommands {
         }
     }
 
-    /// Opens the store with the step-up schema; the file is made private to its owner before anything is written.
-    static func openStore(_ invocation: Invocation) throws -> SQLiteDatabase {
-        let path = StoreLocation.path(invocation)
-        try StoreLocation.prepareDirectory(for: path)
-        do {
-            let db = try SQLiteDatabase(path: path)
-            chmod(path, 0o600)
-            try OperatorTables.createSchema(in: db)
-            return db
-        } catch {
-            throw CommandError("cannot open the store \(path): \(error)")
-        }
+    /// The open store as these commands use it: the connection with the step-up tables, the audit log, the clock.
+    struct StepUpSession {
+        let db: SQLiteDatabase
+        let log: SQLiteConfigStore
+        let clock: any Clock
+
+        func audit(_ entry: AuditEntry) throws { try log.appendAudit(entry) }
+    }
+
+    /// Opens (creating, file mode 0600) the invocation's store the way every store command does, with the step-up
+    /// tables.
+    static func openSession(_ invocation: Invocation) throws -> StepUpSession {
+        let session = try Wiring.session(invocation)
+        try OperatorTables.createSchema(in: session.store.database)
+        return StepUpSession(db: session.store.database, log: session.config, clock: session.clock)
+    }
+
+    /// Opens the store for reading: under `--read-only` nothing is created, and a store without step-up tables
+    /// reads as one without operators and with the default policy (nil).
+    static func readStore(_ invocation: Invocation) throws -> SQLiteDatabase? {
+        guard invocation.flag("--read-only") else { return try openSession(invocation).db }
+        let db = try Wiring.session(invocation).store.database
+        return try OperatorTables.schemaExists(in: db) ? db : nil
     }
 
     static func operatorID(_ text: String, _ invocation: Invocation) throws -> OperatorID {

@@ -1,4 +1,5 @@
 import Foundation
+import Rollout
 import StepUp
 import Store
 import Testing
@@ -57,7 +58,20 @@ struct OperatorCLITests {
             return TOTPSecret(base32: String(pair.dropFirst("secret=".count)))
         }
 
-        func database() throws -> SQLiteDatabase { try SQLiteDatabase(path: store, create: false) }
+        func database() throws -> SQLiteDatabase { try RolloutStore(path: store, create: false).database }
+
+        /// The store's audit log, oldest first.
+        func audit() throws -> [AuditEntry] {
+            try RolloutStore(path: store, create: false).configStore().auditRecords(limit: 1000, before: nil).reversed()
+                .map(\.entry)
+        }
+
+        /// The outcome of every step-up attempt in the audit log, oldest first.
+        func stepUpResults() throws -> [String] {
+            try audit().filter { $0.action.hasPrefix("step-up ") }.map {
+                String($0.detail.split(separator: ";")[0].dropFirst("result ".count))
+            }
+        }
     }
 
     /// A code that matches no step within the verifier's reach of `time`, so it is `wrong`, not `expired`.
@@ -142,9 +156,13 @@ struct OperatorCLITests {
             operators.first?["lastCodeAt"] as? String
                 == TOTP.standard.start(ofStep: TOTP.standard.step(at: Self.t0) + 1).iso8601)
 
-        // Every attempt is in the attempt log; no output after enrolment and no log row holds the secret.
-        let attempts = try OperatorTables.attempts(in: try s.database()).map(\.result)
-        #expect(attempts == ["wrong", "accepted", "missing", "replayed", "not-enrolled", "accepted"])
+        // Every attempt and every change is in the audit log; no output after enrolment and no record holds the
+        // secret.
+        #expect(try s.stepUpResults() == ["wrong", "accepted", "missing", "replayed", "not-enrolled", "accepted"])
+        let audit = try s.audit()
+        #expect(audit.contains { $0.action == "operator enroll" && $0.to == "ana@laptop" && $0.result == .recorded })
+        #expect(audit.contains { $0.action == "policy set increase-over" && $0.from == "10" && $0.to == "20" })
+        #expect(!audit.map { "\($0)" }.joined().contains(secret.base32))
         for output in s.outputs.dropFirst() {
             #expect(!output.contains(secret.base32))
             #expect(!output.contains("secret="))
@@ -206,7 +224,7 @@ struct OperatorCLITests {
             ["policy", "set", "rollback", "off", "--operator", "ana", "--code", Self.code(ana, later)], at: later)
         #expect(released.status == 0, "\(released.stderr)")
         #expect(
-            try OperatorTables.attempts(in: try s.database()).map(\.result).suffix(5) == [
+            try s.stepUpResults().suffix(5) == [
                 "wrong", "wrong", "wrong", "locked-out", "accepted",
             ])
     }

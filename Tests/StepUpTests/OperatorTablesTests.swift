@@ -65,7 +65,7 @@ struct OperatorTablesTests {
         #expect(throws: StoredStepUpError.self) { try OperatorTables.policy(in: db) }
     }
 
-    @Test func authorizeCommitsRefusedAttemptsAndLeavesNoSecretInTheAttemptLog() throws {
+    @Test func authorizeCommitsRefusedAttemptsAndHandsOverTheirEvents() throws {
         let (db, dir) = try store()
         defer { try? FileManager.default.removeItem(at: dir) }
         let ana = try enrol("ana@laptop", in: db)
@@ -75,24 +75,28 @@ struct OperatorTablesTests {
         let wrong = right == "000000" ? "000001" : "000000"
         var events: [StepUpAuditEvent] = []
         for code in [wrong, wrong, wrong, right] {
-            let d = try OperatorTables.authorize(change, by: ana.id, code: code, in: db, clock: clock) { e in
-                events.append(e)
-                try OperatorTables.appendAttempt(e, in: db)
+            let d = try OperatorTables.authorize(change, by: ana.id, code: code, in: db, clock: clock) {
+                events.append($0)
             }
             #expect(d.event == events.last)
+            #expect(d.verdict == .refused)
         }
         #expect(events.map(\.result) == ["wrong", "wrong", "wrong", "locked-out"])
+        #expect(events.allSatisfy { $0.reasons == ["rollback"] })
         let stored = try #require(try OperatorTables.record(ana.id, in: db))
         #expect(stored.failedAttempts == 3)
         #expect(stored.lockedUntil == Self.start + .minutes(15))
-        let log = try OperatorTables.attempts(in: db)
-        #expect(log.map(\.result) == ["wrong", "wrong", "wrong", "locked-out"])
-        #expect(log[3].lockedUntil == Self.start + .minutes(15))
-        #expect(log[0].reasons == ["rollback"])
-        // No column of the attempt log holds the secret or a code.
-        let dump = try db.query("SELECT * FROM stepup_attempts").flatMap { $0 }.map { "\($0)" }.joined(separator: " ")
-        #expect(!dump.contains(ana.secret.base32))
-        #expect(!dump.contains(right))
+        // The audit log's form of the events names the outcome and never the secret or a code.
+        let entries = events.map(\.auditEntry)
+        #expect(entries.map(\.result) == [.stepUpRefused, .stepUpRefused, .stepUpRefused, .stepUpRefused])
+        #expect(
+            entries[2].detail
+                == "result wrong; needed for rollback; wrong codes 3; locked out until \((Self.start + .minutes(15)).iso8601)"
+        )
+        #expect(entries[0].action == "step-up rollback 30% -> 20%")
+        let text = entries.map { "\($0)" }.joined()
+        #expect(!text.contains(ana.secret.base32))
+        #expect(!text.contains(right) && !text.contains(wrong))
     }
 
     @Test func anAuditFailureRollsTheAttemptBack() throws {

@@ -73,6 +73,9 @@ struct PolicyTests {
         #expect(requiresStepUp(big, policy: try off("force")).contains(.force) == false)
         #expect(requiresStepUp(big, policy: try off("guardrail-override")).contains(.guardrailOverride) == false)
         #expect(requiresStepUp(StepUpChange(.rollback), policy: try off("rollback")) == [])
+        #expect(requiresStepUp(StepUpChange(.importTemplate), policy: .standard) == [.importTemplate])
+        #expect(requiresStepUp(StepUpChange(.importTemplate), policy: try off("import")) == [])
+        #expect(requiresStepUp(StepUpChange(.reseed), policy: .standard) == [])
         #expect(requiresStepUp(StepUpChange(.policyChange), policy: try off("policy-change")) == [])
         #expect(requiresStepUp(StepUpChange(.operatorEnroll), policy: try off("operator-enroll")) == [])
         // Removing an operator is always protected.
