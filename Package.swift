@@ -56,7 +56,7 @@ let package = Package(
         .testTarget(name: "RolloutTests", dependencies: ["TestSupport", "Rollout", "RemoteConfig", "JSON", "Timekeeping"], swiftSettings: strict),
         .testTarget(name: "TelemetryTests", dependencies: ["TestSupport", "Telemetry", "Rollout", "JSON", "Timekeeping"], swiftSettings: strict),
         .testTarget(name: "StoreTests", dependencies: ["TestSupport", "Store", "Rollout", "RemoteConfig", "Telemetry", "JSON", "Timekeeping"], swiftSettings: strict),
-        .testTarget(name: "AppCheckTests", dependencies: ["TestSupport", "AppCheck", "Crypto", "JSON", "Timekeeping"], swiftSettings: strict),
+        .testTarget(name: "AppCheckTests", dependencies: ["TestSupport", "AppCheck", "Store", "Crypto", "JSON", "Timekeeping"], swiftSettings: strict),
         .testTarget(name: "StepUpTests", dependencies: ["TestSupport", "StepUp", "Rollout", "Timekeeping", "Crypto"], swiftSettings: strict),
         .testTarget(name: "FleetSimulatorTests", dependencies: ["TestSupport", "FleetSimulator", "Telemetry", "Rollout", "RemoteConfig", "AppCheck", "Timekeeping"], swiftSettings: strict),
         .testTarget(name: "ConsoleTests", dependencies: ["TestSupport", "Console", "Rollout", "Telemetry", "Timekeeping"], swiftSettings: strict),
