@@ -249,30 +249,10 @@ public final class AppCheckExchange: Sendable {
         return try issueToken(app.app, at: now, limitedUse: limitedUse)
     }
 
-    /// Verifies a token; with `consume`, also records it as used and fails the `replay` check the second time.
-    ///
-    /// A token without a `jti` is consumed by its SHA-256, so any token can be checked for replay.
+    /// Verifies a token at the clock's instant; with `consume`, also records it as used (see
+    /// `AppCheckTokenVerifier.evaluate(_:at:consumingIn:)`).
     public func evaluateToken(_ token: String, consume: Bool) -> AppCheckTokenReport {
-        var report = tokenVerifier.evaluate(token, at: clock.now())
-        guard consume else { return report }
-        guard case .success(let claims) = report.result else {
-            report.checks.append(CheckRecord(name: "replay", title: "replay", outcome: .skipped, detail: "not run: the token is not valid"))
-            return report
-        }
-        let id = claims.tokenId ?? "sha256:" + SHA256.hex(Array(token.utf8))
-        let failure: AppCheckTokenError?
-        do {
-            failure = try state.consumeToken(id: id, expiresAt: Instant(seconds: claims.expiresAt)) ? nil : .alreadyConsumed
-        } catch {
-            failure = .stateUnavailable("\(error)")
-        }
-        if let failure {
-            report.checks.append(CheckRecord(name: "replay", title: "replay", outcome: .failed, detail: failure.description, errorCode: failure.code))
-            report.result = .failure(failure)
-        } else {
-            report.checks.append(CheckRecord(name: "replay", title: "replay", outcome: .passed, detail: "first use; now consumed"))
-        }
-        return report
+        consume ? tokenVerifier.evaluate(token, at: clock.now(), consumingIn: state) : tokenVerifier.evaluate(token, at: clock.now())
     }
 
     private func registered(_ appId: String) throws(AppCheckExchangeError) -> Registered {

@@ -252,6 +252,43 @@ public struct AppCheckTokenVerifier: Sendable {
         return AppCheckTokenReport(checks: log.checks, result: .success(claims))
     }
 
+    /// Verifies and then consumes the token in `state`: the `replay` check fails from the second time on.
+    ///
+    /// A limited-use token is consumed by its `jti`; a token without one by its SHA-256, so any token can be
+    /// checked for replay (Firebase's `verifyAppCheckToken` accepts any token too).
+    public func evaluate(_ token: String, at now: Instant, consumingIn state: any AppCheckState) -> AppCheckTokenReport {
+        var report = evaluate(token, at: now)
+        guard case .success(let claims) = report.result else {
+            report.checks.append(CheckRecord(name: "replay", title: "replay", outcome: .skipped, detail: "not run: the token is not valid"))
+            return report
+        }
+        let id = claims.tokenId ?? "sha256:" + SHA256.hex(Array(token.utf8))
+        let failure: AppCheckTokenError?
+        do {
+            failure = try state.consumeToken(id: id, expiresAt: Instant(seconds: claims.expiresAt)) ? nil : .alreadyConsumed
+        } catch {
+            failure = .stateUnavailable("\(error)")
+        }
+        if let failure {
+            report.checks.append(CheckRecord(name: "replay", title: "replay", outcome: .failed, detail: failure.description, errorCode: failure.code))
+            report.result = .failure(failure)
+        } else {
+            report.checks.append(CheckRecord(name: "replay", title: "replay", outcome: .passed, detail: "first use; now consumed"))
+        }
+        return report
+    }
+
+    /// The verifier for the project, apps and signing keys kept in `state`.
+    public init(state: any AppCheckState) throws {
+        guard let configuration = try state.configuration() else {
+            throw AppCheckSetupError("no App Check configuration (project and apps) in this store")
+        }
+        let stored = try state.signingKeys()
+        guard !stored.isEmpty else { throw AppCheckSetupError("no App Check signing keys in this store: no token was ever issued from it") }
+        let keys = try stored.map { try AppCheckSigningKey(privateKeyDER: $0.privateKeyDER, createdAt: $0.createdAt) }
+        self.init(project: configuration.project, keys: keys, appIds: Set(configuration.apps.map(\.appId)))
+    }
+
     static func claims(_ p: [String: Any]) -> AppCheckTokenClaims? {
         func integer(_ v: Any?) -> Int64? {
             if let n = v as? Int { return Int64(n) }
