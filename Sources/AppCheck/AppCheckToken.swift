@@ -200,7 +200,7 @@ public struct AppCheckTokenVerifier: Sendable {
 
     /// Runs every check and records each outcome.
     public func evaluate(_ token: String, at now: Instant) -> AppCheckTokenReport {
-        var log = CheckLog<AppCheckTokenError>()
+        var log = CheckLog<AppCheckTokenError>(detailed: true)
         let names = [("header", "header"), ("signature", "signature"), ("issuer", "issuer"), ("audience", "audience"),
                      ("subject", "subject"), ("expiry", "expiry")]
         let parts = token.split(separator: ".", omittingEmptySubsequences: false).map(String.init)

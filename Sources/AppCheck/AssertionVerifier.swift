@@ -55,7 +55,7 @@ public struct AssertionVerifier: Sendable {
     public func verify(
         assertion: [UInt8], clientDataHash: [UInt8], publicKey: P256PublicKey, previousCounter: UInt32
     ) throws(AssertionError) -> UInt32 {
-        try evaluate(assertion: assertion, clientDataHash: clientDataHash, publicKey: publicKey, previousCounter: previousCounter)
+        try run(assertion: assertion, clientDataHash: clientDataHash, publicKey: publicKey, previousCounter: previousCounter, detailed: false)
             .result.get()
     }
 
@@ -71,7 +71,13 @@ public struct AssertionVerifier: Sendable {
     public func evaluate(
         assertion: [UInt8], clientDataHash: [UInt8], publicKey: P256PublicKey, previousCounter: UInt32
     ) -> AssertionReport {
-        var log = CheckLog<AssertionError>()
+        run(assertion: assertion, clientDataHash: clientDataHash, publicKey: publicKey, previousCounter: previousCounter, detailed: true)
+    }
+
+    private func run(
+        assertion: [UInt8], clientDataHash: [UInt8], publicKey: P256PublicKey, previousCounter: UInt32, detailed: Bool
+    ) -> AssertionReport {
+        var log = CheckLog<AssertionError>(detailed: detailed)
         let object: AssertionObject
         let authData: AuthenticatorData
         do {

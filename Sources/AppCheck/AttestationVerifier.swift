@@ -70,7 +70,7 @@ public enum AttestationError: CodedError, Hashable, Sendable {
         case .malformedCertificate(let i): "x5c[\(i)] is not a DER X.509 certificate"
         case .untrustedChain(let r): "the certificate chain does not lead to a trusted root: \(r)"
         case .demoRootNotTrusted:
-            "the certificate chain leads to the rollout demo root, which this app does not trust (Apple's root only)"
+            "the certificate chain leads to a rollout demo root, which this app does not trust (Apple's root only)"
         case .certificateSignatureInvalid(let d):
             "the signature of \(d == 0 ? "the credential certificate" : "the certificate at depth \(d)") does not verify"
         case .certificateExpired(let d, let na, let at):
@@ -123,8 +123,8 @@ public struct AttestationVerifier: Sendable {
         attestation: [UInt8], keyId: [UInt8], clientDataHash: [UInt8], app: AppIdentity,
         environment: AppAttestEnvironment, at time: Instant
     ) throws(AttestationError) -> AttestedKey {
-        try evaluate(attestation: attestation, keyId: keyId, clientDataHash: clientDataHash, app: app, environment: environment, at: time)
-            .result.get()
+        try run(attestation: attestation, keyId: keyId, clientDataHash: clientDataHash, app: app, environment: environment, at: time,
+                detailed: false).result.get()
     }
 
     /// Runs every check that can run and records each outcome; the result is the first failure, if any.
@@ -132,17 +132,20 @@ public struct AttestationVerifier: Sendable {
         attestation: [UInt8], keyId: [UInt8], clientDataHash: [UInt8], app: AppIdentity,
         environment: AppAttestEnvironment, at time: Instant
     ) -> AttestationReport {
-        var log = CheckLog<AttestationError>()
-        let later = ["certificateChain": "certificate chain", "nonce": "nonce", "keyId": "keyId", "rpIdHash": "rpIdHash",
-                     "signCount": "signCount", "aaguid": "aaguid", "credentialId": "credentialId"]
-        let order = ["certificateChain", "nonce", "keyId", "rpIdHash", "signCount", "aaguid", "credentialId"]
+        run(attestation: attestation, keyId: keyId, clientDataHash: clientDataHash, app: app, environment: environment, at: time, detailed: true)
+    }
 
+    private func run(
+        attestation: [UInt8], keyId: [UInt8], clientDataHash: [UInt8], app: AppIdentity,
+        environment: AppAttestEnvironment, at time: Instant, detailed: Bool
+    ) -> AttestationReport {
+        var log = CheckLog<AttestationError>(detailed: detailed)
         let decoded: Decoded
         switch decode(attestation) {
         case .success(let d): decoded = d
         case .failure(let e):
             log.fail("format", "format", e)
-            for name in order { log.skip(name, later[name]!, "not run: the attestation could not be decoded") }
+            for (name, title) in Self.checksAfterDecoding { log.skip(name, title, "not run: the attestation could not be decoded") }
             return AttestationReport(checks: log.checks, result: .failure(e))
         }
         log.pass("format", "format",
@@ -209,6 +212,12 @@ public struct AttestationVerifier: Sendable {
         return AttestationReport(checks: log.checks, result: .success(key))
     }
 
+    /// The checks that need a decoded attestation, in Apple's order: (name, title).
+    static let checksAfterDecoding = [
+        ("certificateChain", "certificate chain"), ("nonce", "nonce"), ("keyId", "keyId"), ("rpIdHash", "rpIdHash"),
+        ("signCount", "signCount"), ("aaguid", "aaguid"), ("credentialId", "credentialId"),
+    ]
+
     /// Printable aaguid: the ASCII with zero bytes shown as `\0`, or hex when not printable.
     static func describe(aaguid: [UInt8]) -> String {
         if aaguid.allSatisfy({ $0 == 0 || (0x20..<0x7f).contains($0) }) {
@@ -230,7 +239,7 @@ public struct AttestationVerifier: Sendable {
         guard object.format == AttestationObject.appleFormat else { return .failure(.unsupportedFormat(object.format)) }
         var certificates: [Certificate] = []
         for (i, der) in object.certificates.enumerated() {
-            guard let c = Certificate(der: der) else { return .failure(.malformedCertificate(index: i)) }
+            guard let c = i == 0 ? Certificate(der: der) : trust.intermediate(der: der) else { return .failure(.malformedCertificate(index: i)) }
             certificates.append(c)
         }
         do {

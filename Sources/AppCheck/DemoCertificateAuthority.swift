@@ -136,7 +136,7 @@ public final class DemoCertificateAuthority: @unchecked Sendable {
             DemoCertificateAuthority.setName(x, [("CN", keyId), ("OU", "AAA Certification"), ("O", DemoCertificateAuthority.organization), ("ST", "California")]),
             ASN1_TIME_set(X509_getm_notBefore(x), time_t(time.seconds)) != nil,
             ASN1_TIME_set(X509_getm_notAfter(x), time_t((time + validity).seconds)) != nil,
-            X509_set_pubkey(x, key.pkey) == 1,
+            DemoCertificateAuthority.setP256PublicKey(x, key.publicPoint),
             X509_add_ext(x, leafBasicConstraints, -1) == 1,
             X509_add_ext(x, leafKeyUsage, -1) == 1
         else { throw OpenSSLError.last("build the credential certificate") }
@@ -153,6 +153,18 @@ public final class DemoCertificateAuthority: @unchecked Sendable {
         }
         owned = nil
         return Certificate(taking: x)
+    }
+
+    /// Sets the subject key from the raw point: `X509_set_pubkey` would run OpenSSL 3.0's slow key encoder.
+    private static func setP256PublicKey(_ x: OpaquePointer, _ point: [UInt8]) -> Bool {
+        guard let pub = X509_get_X509_PUBKEY(x), let encoded = CRYPTO_malloc(point.count, #fileID, #line) else { return false }
+        encoded.copyMemory(from: point, byteCount: point.count)
+        let ok = X509_PUBKEY_set0_param(
+            pub, OBJ_nid2obj(NID_X9_62_id_ecPublicKey), V_ASN1_OBJECT,
+            UnsafeMutableRawPointer(mutating: UnsafeRawPointer(OBJ_nid2obj(NID_X9_62_prime256v1))),
+            encoded.assumingMemoryBound(to: UInt8.self), Int32(point.count))
+        if ok != 1 { CRYPTO_free(encoded, #fileID, #line) }
+        return ok == 1
     }
 
     private static func serial() -> UInt64 {

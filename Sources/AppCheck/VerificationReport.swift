@@ -37,12 +37,18 @@ public struct VerificationReport<Value: Sendable, Failure: Error & Sendable>: Se
 }
 
 /// Collects check records while a verification runs; the first failure decides the result.
+///
+/// Without `detailed`, passed checks carry no detail text: `verify` calls on hot paths skip building strings
+/// that only `evaluate` (the CLI) shows.
 struct CheckLog<Failure: Error & CodedError> {
+    let detailed: Bool
     var checks: [CheckRecord] = []
     var firstFailure: Failure?
 
-    mutating func pass(_ name: String, _ title: String, _ detail: String) {
-        checks.append(CheckRecord(name: name, title: title, outcome: .passed, detail: detail))
+    init(detailed: Bool) { self.detailed = detailed }
+
+    mutating func pass(_ name: String, _ title: String, _ detail: @autoclosure () -> String) {
+        checks.append(CheckRecord(name: name, title: title, outcome: .passed, detail: detailed ? detail() : ""))
     }
 
     mutating func fail(_ name: String, _ title: String, _ error: Failure) {
