@@ -17,7 +17,8 @@ private let kayakTime = ISO8601.parse("2020-09-28T00:00:00Z")!
 private let veehaitchApp = AppIdentity(teamId: "6MURL8TA57", bundleId: "de.vincent-haupert.apple-appattest-poc")
 private let veehaitchClientDataHash = Base64.decode("i+ZcylFa0JfJU5Z9GNY12G3XihQu09B3UmvtEca+xns=")!
 private let veehaitchKey = P256PublicKey(
-    uncompressedPoint: Base64.decode("BIjANKGQqn28WgYVAcZUKAOUJYIZiz8cxUZzyjua0gtBUoJnpU9f26BGn6+0a7aZCjlr8E+UpJ1DIMgcerJAo5g=")!)!
+    uncompressedPoint: Base64.decode(
+        "BIjANKGQqn28WgYVAcZUKAOUJYIZiz8cxUZzyjua0gtBUoJnpU9f26BGn6+0a7aZCjlr8E+UpJ1DIMgcerJAo5g=")!)!
 private let attestationVerifier = AttestationVerifier()
 private let assertionVerifier = AssertionVerifier(app: veehaitchApp)
 
@@ -28,10 +29,12 @@ public func fuzzOneInput(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int32 {
     switch data[0] % 5 {
     case 0:
         let report = attestationVerifier.evaluate(
-            attestation: input, keyId: kayakKeyId, clientDataHash: kayakClientDataHash, app: kayakApp, environment: .production, at: kayakTime)
+            attestation: input, keyId: kayakKeyId, clientDataHash: kayakClientDataHash, app: kayakApp,
+            environment: .production, at: kayakTime)
         precondition(report.checks.count == 8, "every check is reported")
     case 1:
-        let report = assertionVerifier.evaluate(assertion: input, clientDataHash: veehaitchClientDataHash, publicKey: veehaitchKey, previousCounter: 0)
+        let report = assertionVerifier.evaluate(
+            assertion: input, clientDataHash: veehaitchClientDataHash, publicKey: veehaitchKey, previousCounter: 0)
         precondition(report.checks.count == 4, "every check is reported")
     case 2:
         if let value = try? CBORDecoder().decode(input) {

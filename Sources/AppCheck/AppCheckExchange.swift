@@ -152,7 +152,8 @@ public final class AppCheckExchange: Sendable {
         var demoTrust: TrustAnchors?
         if configuration.apps.contains(where: \.trustsDemoRoot) {
             guard let material = try state.demoAuthority() else {
-                throw AppCheckSetupError("an app trusts the demo root, but the store holds no demo certificate authority")
+                throw AppCheckSetupError(
+                    "an app trusts the demo root, but the store holds no demo certificate authority")
             }
             guard let root = Certificate(der: material.rootCertificate) else {
                 throw AppCheckSetupError("the stored demo root certificate is not DER X.509")
@@ -165,7 +166,9 @@ public final class AppCheckExchange: Sendable {
                 throw AppCheckSetupError("app \(app.appId): token TTL \(app.tokenTTL) is outside 30 minutes ... 7 days")
             }
             let trust = app.trustsDemoRoot ? demoTrust! : .apple
-            apps[app.appId] = Registered(app: app, attestation: AttestationVerifier(trust: trust), assertion: AssertionVerifier(app: app.identity))
+            apps[app.appId] = Registered(
+                app: app, attestation: AttestationVerifier(trust: trust),
+                assertion: AssertionVerifier(app: app.identity))
         }
         self.apps = apps
         let keys = try AppCheckExchange.loadOrCreateSigningKeys(state: state, now: clock.now())
@@ -219,7 +222,8 @@ public final class AppCheckExchange: Sendable {
             appId: appId, keyId: key.keyId, publicKey: key.publicKey, counter: 0, artifactDigest: SHA256.hash(artifact),
             receipt: key.receipt, environment: key.environment, attestedAt: now)
         try storage { try state.saveAttestedKey(record) }
-        return AttestationExchangeResult(artifact: artifact, token: try issueToken(app.app, at: now, limitedUse: limitedUse), key: key)
+        return AttestationExchangeResult(
+            artifact: artifact, token: try issueToken(app.app, at: now, limitedUse: limitedUse), key: key)
     }
 
     /// `exchangeAppAttestAssertion`.
@@ -229,7 +233,8 @@ public final class AppCheckExchange: Sendable {
         let app = try registered(appId)
         let now = clock.now()
         try redeem(challenge, appId: appId, at: now)
-        guard let record = try storage({ try state.attestedKey(appId: appId, artifactDigest: SHA256.hash(artifact)) }) else {
+        guard let record = try storage({ try state.attestedKey(appId: appId, artifactDigest: SHA256.hash(artifact)) })
+        else {
             throw .unknownArtifact
         }
         var hasher = SHA256.Hasher()
@@ -238,7 +243,8 @@ public final class AppCheckExchange: Sendable {
         let counter: UInt32
         do {
             counter = try app.assertion.verify(
-                assertion: assertion, clientDataHash: hasher.finish(), publicKey: record.publicKey, previousCounter: record.counter)
+                assertion: assertion, clientDataHash: hasher.finish(), publicKey: record.publicKey,
+                previousCounter: record.counter)
         } catch {
             throw .assertionRejected(error)
         }
@@ -252,7 +258,9 @@ public final class AppCheckExchange: Sendable {
     /// Verifies a token at the clock's instant; with `consume`, also records it as used (see
     /// `AppCheckTokenVerifier.evaluate(_:at:consumingIn:)`).
     public func evaluateToken(_ token: String, consume: Bool) -> AppCheckTokenReport {
-        consume ? tokenVerifier.evaluate(token, at: clock.now(), consumingIn: state) : tokenVerifier.evaluate(token, at: clock.now())
+        consume
+            ? tokenVerifier.evaluate(token, at: clock.now(), consumingIn: state)
+            : tokenVerifier.evaluate(token, at: clock.now())
     }
 
     private func registered(_ appId: String) throws(AppCheckExchangeError) -> Registered {
@@ -269,7 +277,9 @@ public final class AppCheckExchange: Sendable {
         }
     }
 
-    private func issueToken(_ app: AppAttestApp, at now: Instant, limitedUse: Bool) throws(AppCheckExchangeError) -> AppCheckToken {
+    private func issueToken(_ app: AppAttestApp, at now: Instant, limitedUse: Bool) throws(AppCheckExchangeError)
+        -> AppCheckToken
+    {
         let ttl = limitedUse ? Self.limitedUseTTL : app.tokenTTL
         let claims = AppCheckTokenClaims.firebase(
             project: configuration.project, appId: app.appId, issuedAt: now, ttl: ttl,

@@ -71,19 +71,30 @@ extension AppCheckExchange {
             case ("generateAppAttestChallenge", let appId?):
                 try request.allow([])
                 let c = try generateChallenge(appId: appId)
-                return Self.ok(["\"challenge\":\(JSONText.quote(Base64.encode(c.challenge)))", "\"ttl\":\"\(c.ttl.microseconds / 1_000_000)s\""])
+                return Self.ok([
+                    "\"challenge\":\(JSONText.quote(Base64.encode(c.challenge)))",
+                    "\"ttl\":\"\(c.ttl.microseconds / 1_000_000)s\"",
+                ])
             case ("exchangeAppAttestAttestation", let appId?):
-                try request.allow([["attestationStatement", "attestation_statement"], ["challenge"], ["keyId", "key_id"], ["limitedUse", "limited_use"]])
+                try request.allow([
+                    ["attestationStatement", "attestation_statement"], ["challenge"], ["keyId", "key_id"],
+                    ["limitedUse", "limited_use"],
+                ])
                 let result = try exchangeAttestation(
                     appId: appId, attestation: try request.bytes(["attestationStatement", "attestation_statement"]),
                     keyId: try request.bytes(["keyId", "key_id"]), challenge: try request.bytes(["challenge"]),
                     limitedUse: try request.bool(["limitedUse", "limited_use"]))
-                return Self.ok(["\"artifact\":\(JSONText.quote(Base64.encode(result.artifact)))", "\"appCheckToken\":\(Self.tokenJSON(result.token))"])
+                return Self.ok([
+                    "\"artifact\":\(JSONText.quote(Base64.encode(result.artifact)))",
+                    "\"appCheckToken\":\(Self.tokenJSON(result.token))",
+                ])
             case ("exchangeAppAttestAssertion", let appId?):
                 try request.allow([["artifact"], ["assertion"], ["challenge"], ["limitedUse", "limited_use"]])
                 let token = try exchangeAssertion(
-                    appId: appId, artifact: try request.bytes(["artifact"]), assertion: try request.bytes(["assertion"]),
-                    challenge: try request.bytes(["challenge"]), limitedUse: try request.bool(["limitedUse", "limited_use"]))
+                    appId: appId, artifact: try request.bytes(["artifact"]),
+                    assertion: try request.bytes(["assertion"]),
+                    challenge: try request.bytes(["challenge"]),
+                    limitedUse: try request.bool(["limitedUse", "limited_use"]))
                 return AppCheckResponse(status: 200, body: Array(Self.tokenJSON(token).utf8))
             case ("verifyAppCheckToken", nil):
                 try request.allow([["appCheckToken", "app_check_token"]])
@@ -112,7 +123,8 @@ extension AppCheckExchange {
 
     /// Google's error shape, with the specific reason in an `ErrorInfo` detail.
     static func errorResponse(_ e: AppCheckExchangeError) -> AppCheckResponse {
-        let body = "{\"error\":{\"code\":\(e.httpStatus),\"message\":\(JSONText.quote(e.description)),\"status\":\"\(e.rpcStatus)\","
+        let body =
+            "{\"error\":{\"code\":\(e.httpStatus),\"message\":\(JSONText.quote(e.description)),\"status\":\"\(e.rpcStatus)\","
             + "\"details\":[{\"@type\":\"type.googleapis.com/google.rpc.ErrorInfo\",\"reason\":\(JSONText.quote(e.code)),"
             + "\"domain\":\"firebaseappcheck.googleapis.com\"}]}}"
         return AppCheckResponse(status: e.httpStatus, body: Array(body.utf8))
@@ -151,7 +163,9 @@ private struct RequestBody {
     }
 
     func bytes(_ spellings: [String]) throws(AppCheckExchangeError) -> [UInt8] {
-        guard let (name, v) = value(spellings), !(v is NSNull) else { throw .invalidArgument("missing field \(spellings[0])") }
+        guard let (name, v) = value(spellings), !(v is NSNull) else {
+            throw .invalidArgument("missing field \(spellings[0])")
+        }
         guard let text = v as? String, let bytes = Base64.decode(text), !bytes.isEmpty else {
             throw .invalidArgument("field \(name) is not non-empty base64")
         }
@@ -159,8 +173,12 @@ private struct RequestBody {
     }
 
     func string(_ spellings: [String]) throws(AppCheckExchangeError) -> String {
-        guard let (name, v) = value(spellings), !(v is NSNull) else { throw .invalidArgument("missing field \(spellings[0])") }
-        guard let text = v as? String, !text.isEmpty else { throw .invalidArgument("field \(name) is not a non-empty string") }
+        guard let (name, v) = value(spellings), !(v is NSNull) else {
+            throw .invalidArgument("missing field \(spellings[0])")
+        }
+        guard let text = v as? String, !text.isEmpty else {
+            throw .invalidArgument("field \(name) is not a non-empty string")
+        }
         return text
     }
 

@@ -15,8 +15,10 @@ public struct AppAttestApp: Hashable, Sendable {
 
     public static let tokenTTLRange = Instant.Duration.minutes(30)...Instant.Duration.days(7)
 
-    public init(appId: String, identity: AppIdentity, environment: AppAttestEnvironment, trustsDemoRoot: Bool = false,
-                tokenTTL: Instant.Duration = .hours(1)) {
+    public init(
+        appId: String, identity: AppIdentity, environment: AppAttestEnvironment, trustsDemoRoot: Bool = false,
+        tokenTTL: Instant.Duration = .hours(1)
+    ) {
         self.appId = appId
         self.identity = identity
         self.environment = environment
@@ -49,8 +51,10 @@ public struct AttestedKeyRecord: Hashable, Sendable {
     public var environment: AppAttestEnvironment
     public var attestedAt: Instant
 
-    public init(appId: String, keyId: [UInt8], publicKey: [UInt8], counter: UInt32, artifactDigest: [UInt8], receipt: [UInt8],
-                environment: AppAttestEnvironment, attestedAt: Instant) {
+    public init(
+        appId: String, keyId: [UInt8], publicKey: [UInt8], counter: UInt32, artifactDigest: [UInt8], receipt: [UInt8],
+        environment: AppAttestEnvironment, attestedAt: Instant
+    ) {
         self.appId = appId
         self.keyId = keyId
         self.publicKey = publicKey

@@ -45,7 +45,10 @@ public final class AppCheckSigningKey: @unchecked Sendable {
 
     /// The public key as a JWK: `{kty: RSA, use: sig, alg: RS256, kid, n, e}` (n and e base64url, unpadded).
     public var jwk: [String: String] {
-        ["kty": "RSA", "use": "sig", "alg": "RS256", "kid": kid, "n": Base64.encodeURL(parameter("n")), "e": Base64.encodeURL(parameter("e"))]
+        [
+            "kty": "RSA", "use": "sig", "alg": "RS256", "kid": kid, "n": Base64.encodeURL(parameter("n")),
+            "e": Base64.encodeURL(parameter("e")),
+        ]
     }
 
     private func parameter(_ name: String) -> [UInt8] {
@@ -76,7 +79,9 @@ public struct AppCheckTokenClaims: Hashable, Sendable {
     /// Present on limited-use tokens only.
     public var tokenId: String?
 
-    public init(issuer: String, audience: [String], subject: String, issuedAt: Int64, expiresAt: Int64, tokenId: String?) {
+    public init(
+        issuer: String, audience: [String], subject: String, issuedAt: Int64, expiresAt: Int64, tokenId: String?
+    ) {
         self.issuer = issuer
         self.audience = audience
         self.subject = subject
@@ -88,7 +93,9 @@ public struct AppCheckTokenClaims: Hashable, Sendable {
     public static let issuerPrefix = "https://firebaseappcheck.googleapis.com/"
 
     /// The claims Firebase issues for `appId` in a project.
-    public static func firebase(project: AppCheckProject, appId: String, issuedAt: Instant, ttl: Instant.Duration, tokenId: String?) -> AppCheckTokenClaims {
+    public static func firebase(
+        project: AppCheckProject, appId: String, issuedAt: Instant, ttl: Instant.Duration, tokenId: String?
+    ) -> AppCheckTokenClaims {
         AppCheckTokenClaims(
             issuer: issuerPrefix + project.number, audience: ["projects/\(project.number)", "projects/\(project.id)"],
             subject: appId, issuedAt: issuedAt.seconds, expiresAt: (issuedAt + ttl).seconds, tokenId: tokenId)
@@ -201,8 +208,10 @@ public struct AppCheckTokenVerifier: Sendable {
     /// Runs every check and records each outcome.
     public func evaluate(_ token: String, at now: Instant) -> AppCheckTokenReport {
         var log = CheckLog<AppCheckTokenError>(detailed: true)
-        let names = [("header", "header"), ("signature", "signature"), ("issuer", "issuer"), ("audience", "audience"),
-                     ("subject", "subject"), ("expiry", "expiry")]
+        let names = [
+            ("header", "header"), ("signature", "signature"), ("issuer", "issuer"), ("audience", "audience"),
+            ("subject", "subject"), ("expiry", "expiry"),
+        ]
         let parts = token.split(separator: ".", omittingEmptySubsequences: false).map(String.init)
         guard parts.count == 3, let headerBytes = Base64.decode(parts[0]), let payloadBytes = Base64.decode(parts[1]),
             let signature = Base64.decode(parts[2]),
@@ -226,26 +235,34 @@ public struct AppCheckTokenVerifier: Sendable {
         let typ = header["typ"] as? String
         let kid = header["kid"] as? String
         let headerError: AppCheckTokenError? =
-            alg != "RS256" ? .unsupportedHeader("alg is \(alg ?? "missing"), not RS256")
-            : typ != "JWT" ? .unsupportedHeader("typ is \(typ ?? "missing"), not JWT")
-            : kid == nil ? .unsupportedHeader("no kid") : nil
+            alg != "RS256"
+            ? .unsupportedHeader("alg is \(alg ?? "missing"), not RS256")
+            : typ != "JWT"
+                ? .unsupportedHeader("typ is \(typ ?? "missing"), not JWT")
+                : kid == nil ? .unsupportedHeader("no kid") : nil
         log.check("header", "header", headerError, passed: "RS256, kid \(kid ?? "")")
 
         let input = Array((parts[0] + "." + parts[1]).utf8)
         if let kid, let key = keys.first(where: { $0.kid == kid }) {
-            log.check("signature", "signature", key.isValidSignature(signature, for: input) ? nil : .signatureInvalid,
-                      passed: "RS256 with key \(kid)")
+            log.check(
+                "signature", "signature", key.isValidSignature(signature, for: input) ? nil : .signatureInvalid,
+                passed: "RS256 with key \(kid)")
         } else {
             log.fail("signature", "signature", .unknownSigningKey(kid ?? ""))
         }
         let issuer = AppCheckTokenClaims.issuerPrefix + project.number
         log.check("issuer", "issuer", claims.issuer == issuer ? nil : .wrongIssuer(claims.issuer), passed: issuer)
-        let audienceOK = claims.audience.contains("projects/\(project.number)") || claims.audience.contains("projects/\(project.id)")
-        log.check("audience", "audience", audienceOK ? nil : .wrongAudience(claims.audience),
-                  passed: claims.audience.joined(separator: ", "))
-        log.check("subject", "subject", appIds.contains(claims.subject) ? nil : .unknownApp(claims.subject), passed: claims.subject)
+        let audienceOK =
+            claims.audience.contains("projects/\(project.number)") || claims.audience.contains("projects/\(project.id)")
+        log.check(
+            "audience", "audience", audienceOK ? nil : .wrongAudience(claims.audience),
+            passed: claims.audience.joined(separator: ", "))
+        log.check(
+            "subject", "subject", appIds.contains(claims.subject) ? nil : .unknownApp(claims.subject),
+            passed: claims.subject)
         let expiryError: AppCheckTokenError? =
-            now.seconds >= claims.expiresAt ? .expired(expiresAt: claims.expiresAt, at: now)
+            now.seconds >= claims.expiresAt
+            ? .expired(expiresAt: claims.expiresAt, at: now)
             : claims.issuedAt > (now + leeway).seconds ? .issuedInFuture(issuedAt: claims.issuedAt, at: now) : nil
         log.check("expiry", "expiry", expiryError, passed: "valid until \(Instant(seconds: claims.expiresAt).iso8601)")
         if let failure = log.firstFailure { return AppCheckTokenReport(checks: log.checks, result: .failure(failure)) }
@@ -256,24 +273,32 @@ public struct AppCheckTokenVerifier: Sendable {
     ///
     /// A limited-use token is consumed by its `jti`; a token without one by its SHA-256, so any token can be
     /// checked for replay (Firebase's `verifyAppCheckToken` accepts any token too).
-    public func evaluate(_ token: String, at now: Instant, consumingIn state: any AppCheckState) -> AppCheckTokenReport {
+    public func evaluate(_ token: String, at now: Instant, consumingIn state: any AppCheckState) -> AppCheckTokenReport
+    {
         var report = evaluate(token, at: now)
         guard case .success(let claims) = report.result else {
-            report.checks.append(CheckRecord(name: "replay", title: "replay", outcome: .skipped, detail: "not run: the token is not valid"))
+            report.checks.append(
+                CheckRecord(
+                    name: "replay", title: "replay", outcome: .skipped, detail: "not run: the token is not valid"))
             return report
         }
         let id = claims.tokenId ?? "sha256:" + SHA256.hex(Array(token.utf8))
         let failure: AppCheckTokenError?
         do {
-            failure = try state.consumeToken(id: id, expiresAt: Instant(seconds: claims.expiresAt)) ? nil : .alreadyConsumed
+            failure =
+                try state.consumeToken(id: id, expiresAt: Instant(seconds: claims.expiresAt)) ? nil : .alreadyConsumed
         } catch {
             failure = .stateUnavailable("\(error)")
         }
         if let failure {
-            report.checks.append(CheckRecord(name: "replay", title: "replay", outcome: .failed, detail: failure.description, errorCode: failure.code))
+            report.checks.append(
+                CheckRecord(
+                    name: "replay", title: "replay", outcome: .failed, detail: failure.description,
+                    errorCode: failure.code))
             report.result = .failure(failure)
         } else {
-            report.checks.append(CheckRecord(name: "replay", title: "replay", outcome: .passed, detail: "first use; now consumed"))
+            report.checks.append(
+                CheckRecord(name: "replay", title: "replay", outcome: .passed, detail: "first use; now consumed"))
         }
         return report
     }
@@ -284,7 +309,9 @@ public struct AppCheckTokenVerifier: Sendable {
             throw AppCheckSetupError("no App Check configuration (project and apps) in this store")
         }
         let stored = try state.signingKeys()
-        guard !stored.isEmpty else { throw AppCheckSetupError("no App Check signing keys in this store: no token was ever issued from it") }
+        guard !stored.isEmpty else {
+            throw AppCheckSetupError("no App Check signing keys in this store: no token was ever issued from it")
+        }
         let keys = try stored.map { try AppCheckSigningKey(privateKeyDER: $0.privateKeyDER, createdAt: $0.createdAt) }
         self.init(project: configuration.project, keys: keys, appIds: Set(configuration.apps.map(\.appId)))
     }
@@ -297,7 +324,13 @@ public struct AppCheckTokenVerifier: Sendable {
             return nil
         }
         let audience: [String]
-        if let a = p["aud"] as? [String] { audience = a } else if let a = p["aud"] as? String { audience = [a] } else { return nil }
+        if let a = p["aud"] as? [String] {
+            audience = a
+        } else if let a = p["aud"] as? String {
+            audience = [a]
+        } else {
+            return nil
+        }
         guard let sub = p["sub"] as? String, let iss = p["iss"] as? String, let iat = integer(p["iat"]),
             let exp = integer(p["exp"])
         else { return nil }
@@ -307,7 +340,8 @@ public struct AppCheckTokenVerifier: Sendable {
         case let s as String: jti = s
         default: return nil
         }
-        return AppCheckTokenClaims(issuer: iss, audience: audience, subject: sub, issuedAt: iat, expiresAt: exp, tokenId: jti)
+        return AppCheckTokenClaims(
+            issuer: iss, audience: audience, subject: sub, issuedAt: iat, expiresAt: exp, tokenId: jti)
     }
 }
 
@@ -316,7 +350,8 @@ extension AppCheckSigningKey {
     public static func jwksDocument(_ keys: [AppCheckSigningKey]) -> [UInt8] {
         let entries = keys.sorted { $0.kid < $1.kid }.map { key -> String in
             let jwk = key.jwk
-            return "{" + ["kty", "use", "alg", "kid", "n", "e"].map { "\(JSONText.quote($0)):\(JSONText.quote(jwk[$0]!))" }
+            return "{"
+                + ["kty", "use", "alg", "kid", "n", "e"].map { "\(JSONText.quote($0)):\(JSONText.quote(jwk[$0]!))" }
                 .joined(separator: ",") + "}"
         }
         return Array("{\"keys\":[\(entries.joined(separator: ","))]}".utf8)

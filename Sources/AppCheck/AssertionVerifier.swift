@@ -55,8 +55,11 @@ public struct AssertionVerifier: Sendable {
     public func verify(
         assertion: [UInt8], clientDataHash: [UInt8], publicKey: P256PublicKey, previousCounter: UInt32
     ) throws(AssertionError) -> UInt32 {
-        try run(assertion: assertion, clientDataHash: clientDataHash, publicKey: publicKey, previousCounter: previousCounter, detailed: false)
-            .result.get()
+        try run(
+            assertion: assertion, clientDataHash: clientDataHash, publicKey: publicKey,
+            previousCounter: previousCounter, detailed: false
+        )
+        .result.get()
     }
 
     /// As `verify`, from the stored 65-byte point.
@@ -64,14 +67,17 @@ public struct AssertionVerifier: Sendable {
         assertion: [UInt8], clientDataHash: [UInt8], publicKey point: [UInt8], previousCounter: UInt32
     ) throws(AssertionError) -> UInt32 {
         guard let key = P256PublicKey(uncompressedPoint: point) else { throw .invalidStoredKey }
-        return try verify(assertion: assertion, clientDataHash: clientDataHash, publicKey: key, previousCounter: previousCounter)
+        return try verify(
+            assertion: assertion, clientDataHash: clientDataHash, publicKey: key, previousCounter: previousCounter)
     }
 
     /// Runs every check and records each outcome; the result is the new counter or the first failure.
     public func evaluate(
         assertion: [UInt8], clientDataHash: [UInt8], publicKey: P256PublicKey, previousCounter: UInt32
     ) -> AssertionReport {
-        run(assertion: assertion, clientDataHash: clientDataHash, publicKey: publicKey, previousCounter: previousCounter, detailed: true)
+        run(
+            assertion: assertion, clientDataHash: clientDataHash, publicKey: publicKey,
+            previousCounter: previousCounter, detailed: true)
     }
 
     private func run(
@@ -90,19 +96,26 @@ public struct AssertionVerifier: Sendable {
         } catch {
             return failedDecoding(&log, .malformedAssertion("\(error)"))
         }
-        log.pass("format", "format", "signature \(object.signature.count) bytes, authenticatorData \(authData.bytes.count) bytes")
+        log.pass(
+            "format", "format",
+            "signature \(object.signature.count) bytes, authenticatorData \(authData.bytes.count) bytes")
 
         var hasher = SHA256.Hasher()
         hasher.update(authData.bytes)
         hasher.update(clientDataHash)
         let nonce = hasher.finish()
-        log.check("signature", "signature", publicKey.isValidSignature(object.signature, for: nonce) ? nil : .signatureInvalid,
-                  passed: "ECDSA P-256/SHA-256 over nonce \(Hex.encode(nonce))")
-        log.check("rpIdHash", "rpIdHash", authData.rpIdHash == rpIdHash ? nil : .rpIdHashMismatch, passed: "SHA-256(\"\(app.appId)\")")
+        log.check(
+            "signature", "signature",
+            publicKey.isValidSignature(object.signature, for: nonce) ? nil : .signatureInvalid,
+            passed: "ECDSA P-256/SHA-256 over nonce \(Hex.encode(nonce))")
+        log.check(
+            "rpIdHash", "rpIdHash", authData.rpIdHash == rpIdHash ? nil : .rpIdHashMismatch,
+            passed: "SHA-256(\"\(app.appId)\")")
         let counter = authData.signCount
-        log.check("counter", "counter",
-                  counter > previousCounter ? nil : .counterNotIncreasing(previous: previousCounter, received: counter),
-                  passed: "\(counter) > \(previousCounter)")
+        log.check(
+            "counter", "counter",
+            counter > previousCounter ? nil : .counterNotIncreasing(previous: previousCounter, received: counter),
+            passed: "\(counter) > \(previousCounter)")
         if let failure = log.firstFailure { return AssertionReport(checks: log.checks, result: .failure(failure)) }
         return AssertionReport(checks: log.checks, result: .success(counter))
     }

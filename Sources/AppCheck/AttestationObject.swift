@@ -29,7 +29,9 @@ public struct AttestationObject: Hashable, Sendable {
         do { root = try CBORDecoder().decode(bytes) } catch { throw DecodingError(error.description) }
         guard case .map = root else { throw DecodingError("attestation object is not a CBOR map") }
         guard let fmt = root["fmt"]?.textString else { throw DecodingError("missing text field fmt") }
-        guard let statement = root["attStmt"], case .map = statement else { throw DecodingError("missing map field attStmt") }
+        guard let statement = root["attStmt"], case .map = statement else {
+            throw DecodingError("missing map field attStmt")
+        }
         guard let authData = root["authData"]?.byteString else { throw DecodingError("missing byte field authData") }
         guard let x5c = statement["x5c"]?.arrayItems, !x5c.isEmpty else {
             throw DecodingError("attStmt.x5c is missing or empty")
@@ -52,10 +54,12 @@ public struct AttestationObject: Hashable, Sendable {
     public func encoded() -> [UInt8] {
         CBOR.map([
             .init(.text("fmt"), .text(format)),
-            .init(.text("attStmt"), .map([
-                .init(.text("x5c"), .array(certificates.map { .bytes($0) })),
-                .init(.text("receipt"), .bytes(receipt)),
-            ])),
+            .init(
+                .text("attStmt"),
+                .map([
+                    .init(.text("x5c"), .array(certificates.map { .bytes($0) })),
+                    .init(.text("receipt"), .bytes(receipt)),
+                ])),
             .init(.text("authData"), .bytes(authenticatorData)),
         ]).encoded()
     }
@@ -84,7 +88,9 @@ public struct AssertionObject: Hashable, Sendable {
     }
 
     public func encoded() -> [UInt8] {
-        CBOR.map([.init(.text("signature"), .bytes(signature)), .init(.text("authenticatorData"), .bytes(authenticatorData))])
-            .encoded()
+        CBOR.map([
+            .init(.text("signature"), .bytes(signature)), .init(.text("authenticatorData"), .bytes(authenticatorData)),
+        ])
+        .encoded()
     }
 }

@@ -123,8 +123,11 @@ public struct AttestationVerifier: Sendable {
         attestation: [UInt8], keyId: [UInt8], clientDataHash: [UInt8], app: AppIdentity,
         environment: AppAttestEnvironment, at time: Instant
     ) throws(AttestationError) -> AttestedKey {
-        try run(attestation: attestation, keyId: keyId, clientDataHash: clientDataHash, app: app, environment: environment, at: time,
-                detailed: false).result.get()
+        try run(
+            attestation: attestation, keyId: keyId, clientDataHash: clientDataHash, app: app, environment: environment,
+            at: time,
+            detailed: false
+        ).result.get()
     }
 
     /// Runs every check that can run and records each outcome; the result is the first failure, if any.
@@ -132,7 +135,9 @@ public struct AttestationVerifier: Sendable {
         attestation: [UInt8], keyId: [UInt8], clientDataHash: [UInt8], app: AppIdentity,
         environment: AppAttestEnvironment, at time: Instant
     ) -> AttestationReport {
-        run(attestation: attestation, keyId: keyId, clientDataHash: clientDataHash, app: app, environment: environment, at: time, detailed: true)
+        run(
+            attestation: attestation, keyId: keyId, clientDataHash: clientDataHash, app: app, environment: environment,
+            at: time, detailed: true)
     }
 
     private func run(
@@ -145,17 +150,24 @@ public struct AttestationVerifier: Sendable {
         case .success(let d): decoded = d
         case .failure(let e):
             log.fail("format", "format", e)
-            for (name, title) in Self.checksAfterDecoding { log.skip(name, title, "not run: the attestation could not be decoded") }
+            for (name, title) in Self.checksAfterDecoding {
+                log.skip(name, title, "not run: the attestation could not be decoded")
+            }
             return AttestationReport(checks: log.checks, result: .failure(e))
         }
-        log.pass("format", "format",
-                 "apple-appattest, \(decoded.certificates.count) certificates, authData \(decoded.authData.bytes.count) bytes, receipt \(decoded.object.receipt.count) bytes")
+        log.pass(
+            "format", "format",
+            "apple-appattest, \(decoded.certificates.count) certificates, authData \(decoded.authData.bytes.count) bytes, receipt \(decoded.object.receipt.count) bytes"
+        )
 
         // 1. The chain, anchored in the trusted roots, at the verification instant.
         let leaf = decoded.certificates[0]
         let chainError = chainFailure(decoded.certificates, at: time)
-        log.check("certificateChain", "certificate chain", chainError,
-                  passed: "\(decoded.certificates.compactMap(\.subjectCommonName).reversed().joined(separator: " → ")) anchored in \(trust.certificates.compactMap(\.subjectCommonName).joined(separator: " / ")); leaf valid until \(leaf.notAfter.map(\.iso8601) ?? "?")")
+        log.check(
+            "certificateChain", "certificate chain", chainError,
+            passed:
+                "\(decoded.certificates.compactMap(\.subjectCommonName).reversed().joined(separator: " → ")) anchored in \(trust.certificates.compactMap(\.subjectCommonName).joined(separator: " / ")); leaf valid until \(leaf.notAfter.map(\.iso8601) ?? "?")"
+        )
 
         // 2–4. The nonce binds authData and the clientDataHash to the certificate.
         var hasher = SHA256.Hasher()
@@ -176,7 +188,9 @@ public struct AttestationVerifier: Sendable {
                 nonceError = .malformedNonceExtension(error.reason)
             }
         }
-        log.check("nonce", "nonce", nonceError, passed: "SHA-256(authData ‖ clientDataHash) = \(Hex.encode(nonce)) matches the certificate")
+        log.check(
+            "nonce", "nonce", nonceError,
+            passed: "SHA-256(authData ‖ clientDataHash) = \(Hex.encode(nonce)) matches the certificate")
 
         // 5. The keyId is the SHA-256 of the credential's public point.
         let point = leaf.subjectPublicKeyBytes
@@ -189,8 +203,9 @@ public struct AttestationVerifier: Sendable {
         log.check("keyId", "keyId", keyError, passed: "SHA-256(public key) = \(Hex.encode(keyId))")
 
         // 6. The rpIdHash names this app.
-        log.check("rpIdHash", "rpIdHash", decoded.authData.rpIdHash == app.rpIdHash ? nil : .rpIdHashMismatch,
-                  passed: "SHA-256(\"\(app.appId)\")")
+        log.check(
+            "rpIdHash", "rpIdHash", decoded.authData.rpIdHash == app.rpIdHash ? nil : .rpIdHashMismatch,
+            passed: "SHA-256(\"\(app.appId)\")")
 
         // 7. A fresh key has never signed.
         let count = decoded.authData.signCount
@@ -198,17 +213,21 @@ public struct AttestationVerifier: Sendable {
 
         // 8. The aaguid names the environment the app is built for.
         let aaguid = decoded.credential.aaguid
-        log.check("aaguid", "aaguid",
-                  aaguid == environment.aaguid ? nil : .aaguidMismatch(expected: environment, found: AttestationVerifier.describe(aaguid: aaguid)),
-                  passed: "\(environment.rawValue) (\(AttestationVerifier.describe(aaguid: aaguid)))")
+        log.check(
+            "aaguid", "aaguid",
+            aaguid == environment.aaguid
+                ? nil : .aaguidMismatch(expected: environment, found: AttestationVerifier.describe(aaguid: aaguid)),
+            passed: "\(environment.rawValue) (\(AttestationVerifier.describe(aaguid: aaguid)))")
 
         // 9. The credentialId is the keyId.
-        log.check("credentialId", "credentialId", decoded.credential.credentialId == keyId ? nil : .credentialIdMismatch,
-                  passed: "equals the keyId")
+        log.check(
+            "credentialId", "credentialId", decoded.credential.credentialId == keyId ? nil : .credentialIdMismatch,
+            passed: "equals the keyId")
 
         if let failure = log.firstFailure { return AttestationReport(checks: log.checks, result: .failure(failure)) }
-        let key = AttestedKey(keyId: keyId, publicKey: point, environment: environment, receipt: decoded.object.receipt,
-                              certificateNotAfter: leaf.notAfter)
+        let key = AttestedKey(
+            keyId: keyId, publicKey: point, environment: environment, receipt: decoded.object.receipt,
+            certificateNotAfter: leaf.notAfter)
         return AttestationReport(checks: log.checks, result: .success(key))
     }
 
@@ -235,30 +254,41 @@ public struct AttestationVerifier: Sendable {
 
     private func decode(_ bytes: [UInt8]) -> Result<Decoded, AttestationError> {
         let object: AttestationObject
-        do { object = try AttestationObject(cbor: bytes) } catch { return .failure(.malformedAttestation(error.reason)) }
+        do { object = try AttestationObject(cbor: bytes) } catch {
+            return .failure(.malformedAttestation(error.reason))
+        }
         guard object.format == AttestationObject.appleFormat else { return .failure(.unsupportedFormat(object.format)) }
         var certificates: [Certificate] = []
         for (i, der) in object.certificates.enumerated() {
-            guard let c = i == 0 ? Certificate(der: der) : trust.intermediate(der: der) else { return .failure(.malformedCertificate(index: i)) }
+            guard let c = i == 0 ? Certificate(der: der) : trust.intermediate(der: der) else {
+                return .failure(.malformedCertificate(index: i))
+            }
             certificates.append(c)
         }
         do {
             let authData = try AuthenticatorData(object.authenticatorData)
             let credential = try authData.attestedCredential()
-            return .success(Decoded(object: object, certificates: certificates, authData: authData, credential: credential))
+            return .success(
+                Decoded(object: object, certificates: certificates, authData: authData, credential: credential))
         } catch {
             return .failure(.malformedAttestation("authData: \(error.reason)"))
         }
     }
 
     private func chainFailure(_ certificates: [Certificate], at time: Instant) -> AttestationError? {
-        guard let failure = trust.verify(leaf: certificates[0], intermediates: Array(certificates.dropFirst()), at: time) else {
+        guard
+            let failure = trust.verify(leaf: certificates[0], intermediates: Array(certificates.dropFirst()), at: time)
+        else {
             return nil
         }
-        func certificate(at depth: Int32) -> Certificate? { Int(depth) < certificates.count ? certificates[Int(depth)] : nil }
+        func certificate(at depth: Int32) -> Certificate? {
+            Int(depth) < certificates.count ? certificates[Int(depth)] : nil
+        }
         switch failure {
-        case .expired(let d): return .certificateExpired(depth: Int(d), notAfter: certificate(at: d)?.notAfter, at: time)
-        case .notYetValid(let d): return .certificateNotYetValid(depth: Int(d), notBefore: certificate(at: d)?.notBefore, at: time)
+        case .expired(let d):
+            return .certificateExpired(depth: Int(d), notAfter: certificate(at: d)?.notAfter, at: time)
+        case .notYetValid(let d):
+            return .certificateNotYetValid(depth: Int(d), notBefore: certificate(at: d)?.notBefore, at: time)
         case .badSignature(let d): return .certificateSignatureInvalid(depth: Int(d))
         case .untrusted(let reason):
             // Name the likely cause: a simulated device's chain sent to an app that trusts Apple only.

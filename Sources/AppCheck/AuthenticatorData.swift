@@ -90,16 +90,21 @@ public struct AuthenticatorData: Hashable, Sendable {
             throw ParseError("credential public key: \(error)")
         }
         guard case .map = key else { throw ParseError("credential public key is not a COSE map") }
-        return AttestedCredential(aaguid: aaguid, credentialId: credentialId, publicKey: key, extensionBytes: bytes.count - end)
+        return AttestedCredential(
+            aaguid: aaguid, credentialId: credentialId, publicKey: key, extensionBytes: bytes.count - end)
     }
 
     /// Builds authenticator data (for the simulated device side).
     public static func encode(
-        rpIdHash: [UInt8], flags: UInt8, signCount: UInt32, attestedCredential: (aaguid: [UInt8], credentialId: [UInt8], coseKey: CBOR)? = nil
+        rpIdHash: [UInt8], flags: UInt8, signCount: UInt32,
+        attestedCredential: (aaguid: [UInt8], credentialId: [UInt8], coseKey: CBOR)? = nil
     ) -> [UInt8] {
         var out = rpIdHash
         out.append(flags)
-        out += [UInt8(signCount >> 24), UInt8(signCount >> 16 & 0xff), UInt8(signCount >> 8 & 0xff), UInt8(signCount & 0xff)]
+        out += [
+            UInt8(signCount >> 24), UInt8(signCount >> 16 & 0xff), UInt8(signCount >> 8 & 0xff),
+            UInt8(signCount & 0xff),
+        ]
         if let c = attestedCredential {
             out += c.aaguid
             out += [UInt8(c.credentialId.count >> 8), UInt8(c.credentialId.count & 0xff)]

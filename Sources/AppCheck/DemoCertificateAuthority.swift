@@ -18,6 +18,8 @@ public final class DemoCertificateAuthority: @unchecked Sendable {
 
     public let root: Certificate
     public let intermediate: Certificate
+    /// Apple's root plus this demo root: the anchors of an app configured to trust the demo authority.
+    public let trustAnchors: TrustAnchors
     let rootKey: P256PrivateKey
     let intermediateKey: P256PrivateKey
     private let nonceOID: OpaquePointer
@@ -30,7 +32,10 @@ public final class DemoCertificateAuthority: @unchecked Sendable {
         public var rootPrivateKey: [UInt8]
         public var intermediateCertificate: [UInt8]
         public var intermediatePrivateKey: [UInt8]
-        public init(rootCertificate: [UInt8], rootPrivateKey: [UInt8], intermediateCertificate: [UInt8], intermediatePrivateKey: [UInt8]) {
+        public init(
+            rootCertificate: [UInt8], rootPrivateKey: [UInt8], intermediateCertificate: [UInt8],
+            intermediatePrivateKey: [UInt8]
+        ) {
             self.rootCertificate = rootCertificate
             self.rootPrivateKey = rootPrivateKey
             self.intermediateCertificate = intermediateCertificate
@@ -53,19 +58,26 @@ public final class DemoCertificateAuthority: @unchecked Sendable {
         let root = try build(
             subject: [("CN", rootCommonName), ("O", organization), ("ST", "California")], issuer: nil,
             publicKey: rootKey.pkey, signer: rootKey.pkey, notBefore: from, notAfter: until,
-            extensions: [(NID_basic_constraints, "critical,CA:TRUE"), (NID_key_usage, "critical,keyCertSign,cRLSign"),
-                         (NID_subject_key_identifier, "hash")])
+            extensions: [
+                (NID_basic_constraints, "critical,CA:TRUE"), (NID_key_usage, "critical,keyCertSign,cRLSign"),
+                (NID_subject_key_identifier, "hash"),
+            ])
         let intermediate = try build(
             subject: [("CN", intermediateCommonName), ("O", organization), ("ST", "California")], issuer: root.x509,
             publicKey: intermediateKey.pkey, signer: rootKey.pkey, notBefore: from, notAfter: until,
-            extensions: [(NID_basic_constraints, "critical,CA:TRUE,pathlen:0"), (NID_authority_key_identifier, "keyid:always"),
-                         (NID_subject_key_identifier, "hash"), (NID_key_usage, "critical,keyCertSign,cRLSign")])
-        return try DemoCertificateAuthority(root: root, rootKey: rootKey, intermediate: intermediate, intermediateKey: intermediateKey)
+            extensions: [
+                (NID_basic_constraints, "critical,CA:TRUE,pathlen:0"), (NID_authority_key_identifier, "keyid:always"),
+                (NID_subject_key_identifier, "hash"), (NID_key_usage, "critical,keyCertSign,cRLSign"),
+            ])
+        return try DemoCertificateAuthority(
+            root: root, rootKey: rootKey, intermediate: intermediate, intermediateKey: intermediateKey)
     }
 
     /// Loads persisted material; the intermediate must be signed by the root and each key must match.
     public convenience init(material m: Material) throws(InvalidMaterial) {
-        guard let root = Certificate(der: m.rootCertificate), let intermediate = Certificate(der: m.intermediateCertificate) else {
+        guard let root = Certificate(der: m.rootCertificate),
+            let intermediate = Certificate(der: m.intermediateCertificate)
+        else {
             throw InvalidMaterial(reason: "a stored certificate is not DER X.509")
         }
         let rootKey: P256PrivateKey
@@ -93,14 +105,18 @@ public final class DemoCertificateAuthority: @unchecked Sendable {
         }
     }
 
-    private init(root: Certificate, rootKey: P256PrivateKey, intermediate: Certificate, intermediateKey: P256PrivateKey) throws(OpenSSLError) {
+    private init(root: Certificate, rootKey: P256PrivateKey, intermediate: Certificate, intermediateKey: P256PrivateKey)
+        throws(OpenSSLError)
+    {
         self.root = root
         self.rootKey = rootKey
         self.intermediate = intermediate
         self.intermediateKey = intermediateKey
+        trustAnchors = .apple(and: root)
         guard let oid = OBJ_txt2obj(AppAttestNonceExtension.oid, 1),
             let bc = X509V3_EXT_conf_nid(nil, nil, NID_basic_constraints, "critical,CA:FALSE"),
-            let ku = X509V3_EXT_conf_nid(nil, nil, NID_key_usage, "critical,digitalSignature,nonRepudiation,keyEncipherment,dataEncipherment")
+            let ku = X509V3_EXT_conf_nid(
+                nil, nil, NID_key_usage, "critical,digitalSignature,nonRepudiation,keyEncipherment,dataEncipherment")
         else { throw OpenSSLError.last("prepare credential certificate extensions") }
         nonceOID = oid
         leafBasicConstraints = bc
@@ -114,12 +130,10 @@ public final class DemoCertificateAuthority: @unchecked Sendable {
     }
 
     public var material: Material {
-        Material(rootCertificate: root.der, rootPrivateKey: rootKey.derRepresentation,
-                 intermediateCertificate: intermediate.der, intermediatePrivateKey: intermediateKey.derRepresentation)
+        Material(
+            rootCertificate: root.der, rootPrivateKey: rootKey.derRepresentation,
+            intermediateCertificate: intermediate.der, intermediatePrivateKey: intermediateKey.derRepresentation)
     }
-
-    /// Apple's root plus this demo root: the anchors of an app configured to trust the demo authority.
-    public var trustAnchors: TrustAnchors { .apple(and: root) }
 
     /// Issues a credential certificate for `key` carrying `nonce`, valid for `validity` from `time`
     /// (Apple's live about three days).
@@ -133,7 +147,12 @@ public final class DemoCertificateAuthority: @unchecked Sendable {
         guard X509_set_version(x, 2) == 1,
             ASN1_INTEGER_set_uint64(X509_get_serialNumber(x), DemoCertificateAuthority.serial()) == 1,
             X509_set_issuer_name(x, X509_get_subject_name(intermediate.x509)) == 1,
-            DemoCertificateAuthority.setName(x, [("CN", keyId), ("OU", "AAA Certification"), ("O", DemoCertificateAuthority.organization), ("ST", "California")]),
+            DemoCertificateAuthority.setName(
+                x,
+                [
+                    ("CN", keyId), ("OU", "AAA Certification"), ("O", DemoCertificateAuthority.organization),
+                    ("ST", "California"),
+                ]),
             ASN1_TIME_set(X509_getm_notBefore(x), time_t(time.seconds)) != nil,
             ASN1_TIME_set(X509_getm_notAfter(x), time_t((time + validity).seconds)) != nil,
             DemoCertificateAuthority.setP256PublicKey(x, key.publicPoint),
@@ -157,7 +176,9 @@ public final class DemoCertificateAuthority: @unchecked Sendable {
 
     /// Sets the subject key from the raw point: `X509_set_pubkey` would run OpenSSL 3.0's slow key encoder.
     private static func setP256PublicKey(_ x: OpaquePointer, _ point: [UInt8]) -> Bool {
-        guard let pub = X509_get_X509_PUBKEY(x), let encoded = CRYPTO_malloc(point.count, #fileID, #line) else { return false }
+        guard let pub = X509_get_X509_PUBKEY(x), let encoded = CRYPTO_malloc(point.count, #fileID, #line) else {
+            return false
+        }
         encoded.copyMemory(from: point, byteCount: point.count)
         let ok = X509_PUBKEY_set0_param(
             pub, OBJ_nid2obj(NID_X9_62_id_ecPublicKey), V_ASN1_OBJECT,
@@ -177,7 +198,9 @@ public final class DemoCertificateAuthority: @unchecked Sendable {
         defer { X509_NAME_free(name) }
         for (field, value) in entries {
             let bytes = Array(value.utf8)
-            guard X509_NAME_add_entry_by_txt(name, field, MBSTRING_UTF8, bytes, Int32(bytes.count), -1, 0) == 1 else { return false }
+            guard X509_NAME_add_entry_by_txt(name, field, MBSTRING_UTF8, bytes, Int32(bytes.count), -1, 0) == 1 else {
+                return false
+            }
         }
         return X509_set_subject_name(x, name) == 1
     }
@@ -200,7 +223,9 @@ public final class DemoCertificateAuthority: @unchecked Sendable {
         var ctx = X509V3_CTX()
         X509V3_set_ctx(&ctx, issuer ?? x, x, nil, nil, 0)
         for (nid, value) in extensions {
-            guard let ext = X509V3_EXT_conf_nid(nil, &ctx, nid, value) else { throw OpenSSLError.last("extension \(value)") }
+            guard let ext = X509V3_EXT_conf_nid(nil, &ctx, nid, value) else {
+                throw OpenSSLError.last("extension \(value)")
+            }
             defer { X509_EXTENSION_free(ext) }
             guard X509_add_ext(x, ext, -1) == 1 else { throw OpenSSLError.last("add extension \(value)") }
         }

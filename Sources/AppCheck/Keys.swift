@@ -20,7 +20,9 @@ public final class P256PublicKey: @unchecked Sendable {
     /// Built from OSSL_PARAMs rather than by decoding a SubjectPublicKeyInfo: OpenSSL 3.0's DER decoders cost
     /// about 100 µs per key, five times more than this.
     public init?(uncompressedPoint point: [UInt8]) {
-        guard point.count == 65, point[0] == 0x04, let ctx = EVP_PKEY_CTX_new_from_name(nil, "EC", nil) else { return nil }
+        guard point.count == 65, point[0] == 0x04, let ctx = EVP_PKEY_CTX_new_from_name(nil, "EC", nil) else {
+            return nil
+        }
         defer { EVP_PKEY_CTX_free(ctx) }
         var key: OpaquePointer?
         var bytes = point
@@ -30,7 +32,8 @@ public final class P256PublicKey: @unchecked Sendable {
         let rc: Int32 = "prime256v1".withCString { group in
             bytes.withUnsafeMutableBytes { buf in
                 var params = [
-                    OSSL_PARAM_construct_utf8_string(P256PublicKey.cString("group"), UnsafeMutablePointer(mutating: group), 0),
+                    OSSL_PARAM_construct_utf8_string(
+                        P256PublicKey.cString("group"), UnsafeMutablePointer(mutating: group), 0),
                     OSSL_PARAM_construct_octet_string(P256PublicKey.cString("pub"), buf.baseAddress, buf.count),
                     OSSL_PARAM_construct_end(),
                 ]
@@ -134,7 +137,9 @@ public struct OpenSSLError: Error, Hashable, Sendable, CustomStringConvertible {
         guard code != 0 else { return OpenSSLError(operation: operation, reason: "unknown libcrypto error") }
         var buf = [CChar](repeating: 0, count: 256)
         ERR_error_string_n(code, &buf, buf.count)
-        return OpenSSLError(operation: operation, reason: String(decoding: buf.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self))
+        return OpenSSLError(
+            operation: operation,
+            reason: String(decoding: buf.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self))
     }
 }
 
@@ -148,7 +153,8 @@ enum OpenSSL {
             return false
         }
         let rc = signature.withUnsafeBufferPointer { s in
-            message.withUnsafeBufferPointer { m in EVP_DigestVerify(ctx, s.baseAddress, s.count, m.baseAddress, m.count) }
+            message.withUnsafeBufferPointer { m in EVP_DigestVerify(ctx, s.baseAddress, s.count, m.baseAddress, m.count)
+            }
         }
         if rc != 1 { ERR_clear_error() }
         return rc == 1
@@ -157,7 +163,9 @@ enum OpenSSL {
     static func digestSign(_ pkey: OpaquePointer, message: [UInt8]) throws(OpenSSLError) -> [UInt8] {
         guard let ctx = EVP_MD_CTX_new() else { throw OpenSSLError.last("EVP_MD_CTX_new") }
         defer { EVP_MD_CTX_free(ctx) }
-        guard EVP_DigestSignInit(ctx, nil, EVP_sha256(), nil, pkey) == 1 else { throw OpenSSLError.last("EVP_DigestSignInit") }
+        guard EVP_DigestSignInit(ctx, nil, EVP_sha256(), nil, pkey) == 1 else {
+            throw OpenSSLError.last("EVP_DigestSignInit")
+        }
         var length = 0
         let sized = message.withUnsafeBufferPointer { m in EVP_DigestSign(ctx, nil, &length, m.baseAddress, m.count) }
         guard sized == 1 else { throw OpenSSLError.last("EVP_DigestSign") }

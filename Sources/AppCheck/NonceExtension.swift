@@ -41,7 +41,9 @@ public enum AppAttestNonceExtension {
                 guard octets.universal, octets.tag == V_ASN1_OCTET_STRING, !octets.constructed else {
                     throw Malformed(reason: "[1] does not hold an OCTET STRING")
                 }
-                guard p! + octets.length == fieldEnd else { throw Malformed(reason: "bytes after the OCTET STRING in [1]") }
+                guard p! + octets.length == fieldEnd else {
+                    throw Malformed(reason: "bytes after the OCTET STRING in [1]")
+                }
                 guard octets.length == 32 else { throw Malformed(reason: "nonce is \(octets.length) bytes, not 32") }
                 nonce = Array(UnsafeBufferPointer(start: p!, count: 32))
                 p = fieldEnd
@@ -67,7 +69,9 @@ public enum AppAttestNonceExtension {
     }
 
     /// Reads one DER header at `p` (which then points at the content); the content must fit before `end`.
-    private static func element(_ p: inout UnsafePointer<UInt8>?, end: UnsafePointer<UInt8>) throws(Malformed) -> Element {
+    private static func element(_ p: inout UnsafePointer<UInt8>?, end: UnsafePointer<UInt8>) throws(Malformed)
+        -> Element
+    {
         guard let start = p, start < end else { throw Malformed(reason: "truncated DER") }
         var length = 0
         var tag: Int32 = 0

@@ -23,12 +23,17 @@ public final class SimulatedAppAttestKey: @unchecked Sendable {
     public static let demoReceipt = Array("rollout demo receipt".utf8)
 
     /// Generates a key for `app`.
-    public convenience init(authority: DemoCertificateAuthority, app: AppIdentity, environment: AppAttestEnvironment) throws(OpenSSLError) {
+    public convenience init(authority: DemoCertificateAuthority, app: AppIdentity, environment: AppAttestEnvironment)
+        throws(OpenSSLError)
+    {
         self.init(authority: authority, app: app, environment: environment, key: try P256PrivateKey())
     }
 
     /// Wraps an existing key (to restore a device), with the counter it had reached.
-    public init(authority: DemoCertificateAuthority, app: AppIdentity, environment: AppAttestEnvironment, key: P256PrivateKey, counter: UInt32 = 0) {
+    public init(
+        authority: DemoCertificateAuthority, app: AppIdentity, environment: AppAttestEnvironment, key: P256PrivateKey,
+        counter: UInt32 = 0
+    ) {
         self.authority = authority
         self.app = app
         self.environment = environment
@@ -44,13 +49,17 @@ public final class SimulatedAppAttestKey: @unchecked Sendable {
     public func attestation(clientDataHash: [UInt8], at time: Instant) throws(OpenSSLError) -> [UInt8] {
         let authData = AuthenticatorData.encode(
             rpIdHash: app.rpIdHash, flags: 0x40, signCount: 0,
-            attestedCredential: (environment.aaguid, keyId, AuthenticatorData.coseKey(uncompressedPoint: privateKey.publicPoint)))
+            attestedCredential: (
+                environment.aaguid, keyId, AuthenticatorData.coseKey(uncompressedPoint: privateKey.publicPoint)
+            ))
         var hasher = SHA256.Hasher()
         hasher.update(authData)
         hasher.update(clientDataHash)
         let leaf = try authority.credentialCertificate(for: privateKey, nonce: hasher.finish(), at: time)
-        return AttestationObject(certificates: [leaf.der, authority.intermediate.der], receipt: SimulatedAppAttestKey.demoReceipt,
-                                 authenticatorData: authData).encoded()
+        return AttestationObject(
+            certificates: [leaf.der, authority.intermediate.der], receipt: SimulatedAppAttestKey.demoReceipt,
+            authenticatorData: authData
+        ).encoded()
     }
 
     /// An assertion for `clientDataHash`; the counter increases by one.

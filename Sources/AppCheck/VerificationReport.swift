@@ -52,7 +52,8 @@ struct CheckLog<Failure: Error & CodedError> {
     }
 
     mutating func fail(_ name: String, _ title: String, _ error: Failure) {
-        checks.append(CheckRecord(name: name, title: title, outcome: .failed, detail: error.description, errorCode: error.code))
+        checks.append(
+            CheckRecord(name: name, title: title, outcome: .failed, detail: error.description, errorCode: error.code))
         if firstFailure == nil { firstFailure = error }
     }
 

@@ -84,13 +84,16 @@ public final class AppCheckStateTables: AppCheckState, @unchecked Sendable {
                 let number = p[0].string, let id = p[1].string
             else { return nil }
             let rows = try db.query(
-                "SELECT app_id, team_id, bundle_id, environment, trusts_demo_root, token_ttl_seconds FROM appcheck_apps ORDER BY position")
+                "SELECT app_id, team_id, bundle_id, environment, trusts_demo_root, token_ttl_seconds FROM appcheck_apps ORDER BY position"
+            )
             let apps = try rows.map { r -> AppAttestApp in
                 guard let appId = r[0].string, let team = r[1].string, let bundle = r[2].string,
-                    let env = r[3].string.flatMap(AppAttestEnvironment.init(rawValue:)), let trusts = r[4].int, let ttl = r[5].int
+                    let env = r[3].string.flatMap(AppAttestEnvironment.init(rawValue:)), let trusts = r[4].int,
+                    let ttl = r[5].int
                 else { throw SQLiteError(code: 1, message: "appcheck_apps holds a malformed row") }
-                return AppAttestApp(appId: appId, identity: AppIdentity(teamId: team, bundleId: bundle), environment: env,
-                                    trustsDemoRoot: trusts == 1, tokenTTL: .seconds(ttl))
+                return AppAttestApp(
+                    appId: appId, identity: AppIdentity(teamId: team, bundleId: bundle), environment: env,
+                    trustsDemoRoot: trusts == 1, tokenTTL: .seconds(ttl))
             }
             return AppCheckConfiguration(project: AppCheckProject(number: number, id: id), apps: apps)
         }
@@ -107,22 +110,30 @@ public final class AppCheckStateTables: AppCheckState, @unchecked Sendable {
                 try db.run(
                     "INSERT INTO appcheck_apps (app_id, team_id, bundle_id, environment, trusts_demo_root, token_ttl_seconds, position) "
                         + "VALUES (?, ?, ?, ?, ?, ?, ?)",
-                    [.text(app.appId), .text(app.identity.teamId), .text(app.identity.bundleId), .text(app.environment.rawValue),
-                     .integer(app.trustsDemoRoot ? 1 : 0), .integer(app.tokenTTL.microseconds / 1_000_000), .integer(Int64(i))])
+                    [
+                        .text(app.appId), .text(app.identity.teamId), .text(app.identity.bundleId),
+                        .text(app.environment.rawValue),
+                        .integer(app.trustsDemoRoot ? 1 : 0), .integer(app.tokenTTL.microseconds / 1_000_000),
+                        .integer(Int64(i)),
+                    ])
             }
         }
     }
 
     public func storeChallenge(_ challenge: [UInt8], appId: String, expiresAt: Instant) throws {
         try write {
-            try db.run("INSERT INTO appcheck_challenges (challenge, app_id, expires_at) VALUES (?, ?, ?)",
-                       [.blob(challenge), .text(appId), .integer(expiresAt.microseconds)])
+            try db.run(
+                "INSERT INTO appcheck_challenges (challenge, app_id, expires_at) VALUES (?, ?, ?)",
+                [.blob(challenge), .text(appId), .integer(expiresAt.microseconds)])
         }
     }
 
     public func redeemChallenge(_ challenge: [UInt8], appId: String, at time: Instant) throws -> ChallengeRedemption {
         try write {
-            guard let row = try db.query("SELECT app_id, expires_at, used FROM appcheck_challenges WHERE challenge = ?", [.blob(challenge)]).first,
+            guard
+                let row = try db.query(
+                    "SELECT app_id, expires_at, used FROM appcheck_challenges WHERE challenge = ?", [.blob(challenge)]
+                ).first,
                 row[0].string == appId, let expiresAt = row[1].int
             else { return .unknown }
             if row[2].int != 0 { return .alreadyUsed }
@@ -142,44 +153,55 @@ public final class AppCheckStateTables: AppCheckState, @unchecked Sendable {
                     artifact_digest = excluded.artifact_digest, receipt = excluded.receipt,
                     environment = excluded.environment, attested_at = excluded.attested_at
                 """,
-                [.text(key.appId), .blob(key.keyId), .blob(key.publicKey), .integer(Int64(key.counter)), .blob(key.artifactDigest),
-                 .blob(key.receipt), .text(key.environment.rawValue), .integer(key.attestedAt.microseconds)])
+                [
+                    .text(key.appId), .blob(key.keyId), .blob(key.publicKey), .integer(Int64(key.counter)),
+                    .blob(key.artifactDigest),
+                    .blob(key.receipt), .text(key.environment.rawValue), .integer(key.attestedAt.microseconds),
+                ])
         }
     }
 
     public func attestedKey(appId: String, artifactDigest: [UInt8]) throws -> AttestedKeyRecord? {
         try read {
-            guard let r = try db.query(
-                "SELECT key_id, public_key, counter, receipt, environment, attested_at FROM appcheck_keys WHERE artifact_digest = ? AND app_id = ?",
-                [.blob(artifactDigest), .text(appId)]).first
+            guard
+                let r = try db.query(
+                    "SELECT key_id, public_key, counter, receipt, environment, attested_at FROM appcheck_keys WHERE artifact_digest = ? AND app_id = ?",
+                    [.blob(artifactDigest), .text(appId)]
+                ).first
             else { return nil }
-            guard let keyId = r[0].bytes, let publicKey = r[1].bytes, let counter = r[2].int, let env = r[4].string.flatMap(AppAttestEnvironment.init(rawValue:)),
+            guard let keyId = r[0].bytes, let publicKey = r[1].bytes, let counter = r[2].int,
+                let env = r[4].string.flatMap(AppAttestEnvironment.init(rawValue:)),
                 let at = r[5].int
             else { throw SQLiteError(code: 1, message: "appcheck_keys holds a malformed row") }
-            return AttestedKeyRecord(appId: appId, keyId: keyId, publicKey: publicKey, counter: UInt32(counter), artifactDigest: artifactDigest,
-                                     receipt: r[3].bytes ?? [], environment: env, attestedAt: Instant(microseconds: at))
+            return AttestedKeyRecord(
+                appId: appId, keyId: keyId, publicKey: publicKey, counter: UInt32(counter),
+                artifactDigest: artifactDigest,
+                receipt: r[3].bytes ?? [], environment: env, attestedAt: Instant(microseconds: at))
         }
     }
 
     public func advanceCounter(appId: String, keyId: [UInt8], to counter: UInt32) throws -> Bool {
         try write {
-            try db.run("UPDATE appcheck_keys SET counter = ? WHERE app_id = ? AND key_id = ? AND counter < ?",
-                       [.integer(Int64(counter)), .text(appId), .blob(keyId), .integer(Int64(counter))])
+            try db.run(
+                "UPDATE appcheck_keys SET counter = ? WHERE app_id = ? AND key_id = ? AND counter < ?",
+                [.integer(Int64(counter)), .text(appId), .blob(keyId), .integer(Int64(counter))])
             return db.changes == 1
         }
     }
 
     public func consumeToken(id: String, expiresAt: Instant) throws -> Bool {
         try write {
-            try db.run("INSERT INTO appcheck_consumed_tokens (token_id, expires_at) VALUES (?, ?) ON CONFLICT (token_id) DO NOTHING",
-                       [.text(id), .integer(expiresAt.microseconds)])
+            try db.run(
+                "INSERT INTO appcheck_consumed_tokens (token_id, expires_at) VALUES (?, ?) ON CONFLICT (token_id) DO NOTHING",
+                [.text(id), .integer(expiresAt.microseconds)])
             return db.changes == 1
         }
     }
 
     public func signingKeys() throws -> [StoredSigningKey] {
         try read {
-            try db.query("SELECT kid, private_key, created_at FROM appcheck_signing_keys ORDER BY created_at, kid").map { r in
+            try db.query("SELECT kid, private_key, created_at FROM appcheck_signing_keys ORDER BY created_at, kid").map
+            { r in
                 guard let kid = r[0].string, let der = r[1].bytes, let at = r[2].int else {
                     throw SQLiteError(code: 1, message: "appcheck_signing_keys holds a malformed row")
                 }
@@ -190,8 +212,9 @@ public final class AppCheckStateTables: AppCheckState, @unchecked Sendable {
 
     public func addSigningKey(_ key: StoredSigningKey) throws {
         try write {
-            try db.run("INSERT INTO appcheck_signing_keys (kid, private_key, created_at) VALUES (?, ?, ?) ON CONFLICT (kid) DO NOTHING",
-                       [.text(key.kid), .blob(key.privateKeyDER), .integer(key.createdAt.microseconds)])
+            try db.run(
+                "INSERT INTO appcheck_signing_keys (kid, private_key, created_at) VALUES (?, ?, ?) ON CONFLICT (kid) DO NOTHING",
+                [.text(key.kid), .blob(key.privateKeyDER), .integer(key.createdAt.microseconds)])
         }
     }
 
@@ -200,22 +223,30 @@ public final class AppCheckStateTables: AppCheckState, @unchecked Sendable {
     }
 
     private func loadDemoAuthority() throws -> DemoCertificateAuthority.Material? {
-        guard let r = try db.query(
-            "SELECT root_certificate, root_key, intermediate_certificate, intermediate_key FROM appcheck_demo_authority WHERE id = 1").first
+        guard
+            let r = try db.query(
+                "SELECT root_certificate, root_key, intermediate_certificate, intermediate_key FROM appcheck_demo_authority WHERE id = 1"
+            ).first
         else { return nil }
         guard let rc = r[0].bytes, let rk = r[1].bytes, let ic = r[2].bytes, let ik = r[3].bytes else {
             throw SQLiteError(code: 1, message: "appcheck_demo_authority holds a malformed row")
         }
-        return DemoCertificateAuthority.Material(rootCertificate: rc, rootPrivateKey: rk, intermediateCertificate: ic, intermediatePrivateKey: ik)
+        return DemoCertificateAuthority.Material(
+            rootCertificate: rc, rootPrivateKey: rk, intermediateCertificate: ic, intermediatePrivateKey: ik)
     }
 
-    public func saveDemoAuthority(_ material: DemoCertificateAuthority.Material) throws -> DemoCertificateAuthority.Material {
+    public func saveDemoAuthority(_ material: DemoCertificateAuthority.Material) throws
+        -> DemoCertificateAuthority.Material
+    {
         try write {
             try db.run(
                 "INSERT INTO appcheck_demo_authority (id, root_certificate, root_key, intermediate_certificate, intermediate_key) "
                     + "VALUES (1, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING",
-                [.blob(material.rootCertificate), .blob(material.rootPrivateKey), .blob(material.intermediateCertificate),
-                 .blob(material.intermediatePrivateKey)])
+                [
+                    .blob(material.rootCertificate), .blob(material.rootPrivateKey),
+                    .blob(material.intermediateCertificate),
+                    .blob(material.intermediatePrivateKey),
+                ])
             return try loadDemoAuthority()!
         }
     }

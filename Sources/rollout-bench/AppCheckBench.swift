@@ -7,7 +7,8 @@ import Timekeeping
 /// libcrypto's own ECDSA P-256 verify rate (`openssl speed`), and the simulated device side the fleet uses.
 enum AppCheckBench {
     static let suites: [BenchSuite] = [
-        BenchSuite(name: "appcheck", title: "App Attest verification (one core) vs pyattest and openssl speed", run: run)
+        BenchSuite(
+            name: "appcheck", title: "App Attest verification (one core) vs pyattest and openssl speed", run: run)
     ]
 
     /// A real vector that pyattest can check too (its client data is a challenge, not a raw hash).
@@ -24,17 +25,21 @@ enum AppCheckBench {
     }
 
     static func vectors() throws -> [Vector] {
-        let dir = ProcessInfo.processInfo.environment["ROLLOUT_SHARED"].map { $0 + "/vectors/appattest" } ?? "../shared/vectors/appattest"
+        let dir =
+            ProcessInfo.processInfo.environment["ROLLOUT_SHARED"].map { $0 + "/vectors/appattest" }
+            ?? "../shared/vectors/appattest"
         return try ["webauthn4j-kayak-2020", "veehaitch-ios-14.4"].map { name in
             let url = URL(fileURLWithPath: "\(dir)/\(name).json")
             guard let data = FileManager.default.contents(atPath: url.path),
                 let j = try JSONSerialization.jsonObject(with: data) as? [String: Any],
-                let c = j["client_data_hash_or_challenge"] as? [String: Any], let a = (j["assertions"] as? [[String: Any]])?.first,
+                let c = j["client_data_hash_or_challenge"] as? [String: Any],
+                let a = (j["assertions"] as? [[String: Any]])?.first,
                 let ac = a["client_data_hash_or_challenge"] as? [String: Any]
             else { throw BenchError("vector \(url.path) missing or unreadable (run from the repository root)") }
             func b64(_ v: Any?) -> [UInt8] { Base64.decode(v as? String ?? "") ?? [] }
             return Vector(
-                name: name, attestation: b64(j["attestation_b64"]), keyId: b64(j["key_id_b64"]), challenge: b64(c["value_b64"]),
+                name: name, attestation: b64(j["attestation_b64"]), keyId: b64(j["key_id_b64"]),
+                challenge: b64(c["value_b64"]),
                 app: AppIdentity(teamId: j["team_id"] as? String ?? "", bundleId: j["bundle_id"] as? String ?? ""),
                 environment: AppAttestEnvironment(rawValue: j["environment"] as? String ?? "") ?? .production,
                 at: ISO8601.parse(j["verify_at_time"] as? String ?? "") ?? Instant(seconds: 0),
@@ -63,11 +68,14 @@ enum AppCheckBench {
             let v = vs[i % vs.count]
             i += 1
             _ = try attestationVerifier.verify(
-                attestation: v.attestation, keyId: v.keyId, clientDataHash: SHA256.hash(v.challenge), app: v.app, environment: v.environment, at: v.at)
+                attestation: v.attestation, keyId: v.keyId, clientDataHash: SHA256.hash(v.challenge), app: v.app,
+                environment: v.environment, at: v.at)
         }
         let keys = try vs.map { v in
-            try attestationVerifier.verify(attestation: v.attestation, keyId: v.keyId, clientDataHash: SHA256.hash(v.challenge), app: v.app,
-                                           environment: v.environment, at: v.at).publicKey
+            try attestationVerifier.verify(
+                attestation: v.attestation, keyId: v.keyId, clientDataHash: SHA256.hash(v.challenge), app: v.app,
+                environment: v.environment, at: v.at
+            ).publicKey
         }
         let parsedKeys = keys.map { P256PublicKey(uncompressedPoint: $0)! }
         let assertionVerifiers = vs.map { AssertionVerifier(app: $0.app) }
@@ -75,23 +83,34 @@ enum AppCheckBench {
         let oursAssertion = try rate {
             let k = j % vs.count
             j += 1
-            _ = try assertionVerifiers[k].verify(assertion: vs[k].assertion, clientDataHash: vs[k].assertionClientDataHash, publicKey: parsedKeys[k], previousCounter: 0)
+            _ = try assertionVerifiers[k].verify(
+                assertion: vs[k].assertion, clientDataHash: vs[k].assertionClientDataHash, publicKey: parsedKeys[k],
+                previousCounter: 0)
         }
         var m = 0
         let oursAssertionStored = try rate {
             let k = m % vs.count
             m += 1
-            _ = try assertionVerifiers[k].verify(assertion: vs[k].assertion, clientDataHash: vs[k].assertionClientDataHash, publicKey: keys[k], previousCounter: 0)
+            _ = try assertionVerifiers[k].verify(
+                assertion: vs[k].assertion, clientDataHash: vs[k].assertionClientDataHash, publicKey: keys[k],
+                previousCounter: 0)
         }
         let peer = try pyattestRates(vs, keys: keys)
         let ceiling = try openSSLSpeed(["ecdsap256"], column: "verify/s", row: "nistp256")
 
-        report("attestation verifications/s (real Apple chains, P-384 CA)", value: ours, unit: "/s", against: ("pyattest", peer.attestation))
-        report("assertion verifications/s (key loaded once)", value: oursAssertion, unit: "/s", against: ("pyattest", peer.assertion))
-        report("assertion verifications/s (key loaded once)", value: oursAssertion, unit: "/s",
-               against: ("openssl speed ecdsap256 verify", ceiling), target: (0.5, true))
-        report("assertion verifications/s (key parsed from the stored point each time)", value: oursAssertionStored, unit: "/s",
-               against: ("openssl speed ecdsap256 verify", ceiling))
+        report(
+            "attestation verifications/s (real Apple chains, P-384 CA)", value: ours, unit: "/s",
+            against: ("pyattest", peer.attestation))
+        report(
+            "assertion verifications/s (key loaded once)", value: oursAssertion, unit: "/s",
+            against: ("pyattest", peer.assertion))
+        report(
+            "assertion verifications/s (key loaded once)", value: oursAssertion, unit: "/s",
+            against: ("openssl speed ecdsap256 verify", ceiling), target: (0.5, true))
+        report(
+            "assertion verifications/s (key parsed from the stored point each time)", value: oursAssertionStored,
+            unit: "/s",
+            against: ("openssl speed ecdsap256 verify", ceiling))
 
         // The device side the fleet simulator uses: key generation, a demo-CA attestation, and its verification.
         let authority = try DemoCertificateAuthority.generate()
@@ -104,29 +123,40 @@ enum AppCheckBench {
                 let device = try SimulatedAppAttestKey(authority: authority, app: app, environment: .production)
                 let cdh = SHA256.hash(Array("challenge \(n)".utf8))
                 let attestation = try device.attestation(clientDataHash: cdh, at: time)
-                _ = try demoVerifier.verify(attestation: attestation, keyId: device.keyId, clientDataHash: cdh, app: app, environment: .production, at: time)
+                _ = try demoVerifier.verify(
+                    attestation: attestation, keyId: device.keyId, clientDataHash: cdh, app: app,
+                    environment: .production, at: time)
             }
         }
-        report("10,000 simulated devices: key + attestation + verification", value: seconds, unit: "s", limit: 5, higherIsBetter: false)
+        report(
+            "10,000 simulated devices: key + attestation + verification", value: seconds, unit: "s", limit: 5,
+            higherIsBetter: false)
 
         // The whole exchange in memory: challenge, attestation, token; then an assertion and a token.
         let state = InMemoryAppCheckState()
-        _ = try state.saveDemoAuthority(authority.material)
+        _ = state.saveDemoAuthority(authority.material)
         let appId = "1:123456789012:ios:demo"
         let exchange = try AppCheckExchange(
-            configuration: AppCheckConfiguration(project: AppCheckProject(number: "123456789012", id: "rollout-demo"),
-                                                 apps: [AppAttestApp(appId: appId, identity: app, environment: .production, trustsDemoRoot: true)]),
+            configuration: AppCheckConfiguration(
+                project: AppCheckProject(number: "123456789012", id: "rollout-demo"),
+                apps: [AppAttestApp(appId: appId, identity: app, environment: .production, trustsDemoRoot: true)]),
             state: state, clock: ManualClock(time))
         let device = try SimulatedAppAttestKey(authority: authority, app: app, environment: .production)
         let c0 = try exchange.generateChallenge(appId: appId).challenge
         let artifact = try exchange.exchangeAttestation(
-            appId: appId, attestation: device.attestation(clientDataHash: SHA256.hash(c0), at: time), keyId: device.keyId, challenge: c0).artifact
+            appId: appId, attestation: device.attestation(clientDataHash: SHA256.hash(c0), at: time),
+            keyId: device.keyId, challenge: c0
+        ).artifact
         let exchangeRate = try rate {
             let c = try exchange.generateChallenge(appId: appId).challenge
-            _ = try exchange.exchangeAssertion(appId: appId, artifact: artifact, assertion: device.assertion(clientDataHash: SHA256.hash(artifact + c)), challenge: c)
+            _ = try exchange.exchangeAssertion(
+                appId: appId, artifact: artifact,
+                assertion: device.assertion(clientDataHash: SHA256.hash(artifact + c)), challenge: c)
         }
         let rsa = try openSSLSpeed(["rsa2048"], column: "sign/s", row: "rsa 2048")
-        report("exchangeAppAttestAssertion + RS256 token, in memory", value: exchangeRate, unit: "/s", against: ("openssl speed rsa2048 sign", rsa))
+        report(
+            "exchangeAppAttestAssertion + RS256 token, in memory", value: exchangeRate, unit: "/s",
+            against: ("openssl speed rsa2048 sign", rsa))
     }
 
     /// pyattest's rates on the same vectors, each run under faketime at the vector's instant.
@@ -135,15 +165,19 @@ enum AppCheckBench {
         var attestations = 0.0, attestationSeconds = 0.0, assertions = 0.0, assertionSeconds = 0.0
         for (v, key) in zip(vs, keys) {
             let input: [String: Any] = [
-                "attestation": Base64.encode(v.attestation), "key_id": Base64.encode(v.keyId), "challenge": Base64.encode(v.challenge),
-                "app_id": v.app.appId, "production": v.environment == .production, "assertion": Base64.encode(v.assertion),
+                "attestation": Base64.encode(v.attestation), "key_id": Base64.encode(v.keyId),
+                "challenge": Base64.encode(v.challenge),
+                "app_id": v.app.appId, "production": v.environment == .production,
+                "assertion": Base64.encode(v.assertion),
                 "assertion_cdh": Base64.encode(v.assertionClientDataHash), "public_key": Base64.encode(key),
             ]
             let stamp = String(v.at.iso8601.replacingOccurrences(of: "T", with: " ").prefix(19))
-            let out = try runProcess("/usr/bin/faketime", ["-f", "@\(stamp)", python, "-c", pyattestLoop],
-                                     stdin: try JSONSerialization.data(withJSONObject: input),
-                                     environment: ["TZ": "UTC", "FAKETIME_DONT_FAKE_MONOTONIC": "1"])
-            guard let r = try JSONSerialization.jsonObject(with: out) as? [String: Double], let an = r["attestations"], let asec = r["attestation_seconds"],
+            let out = try runProcess(
+                "/usr/bin/faketime", ["-f", "@\(stamp)", python, "-c", pyattestLoop],
+                stdin: try JSONSerialization.data(withJSONObject: input),
+                environment: ["TZ": "UTC", "FAKETIME_DONT_FAKE_MONOTONIC": "1"])
+            guard let r = try JSONSerialization.jsonObject(with: out) as? [String: Double], let an = r["attestations"],
+                let asec = r["attestation_seconds"],
                 let sn = r["assertions"], let ssec = r["assertion_seconds"]
             else { throw BenchError("pyattest bench printed no figures") }
             attestations += an
@@ -180,7 +214,8 @@ enum AppCheckBench {
 
     /// One figure from `openssl speed -seconds 3 ALG` (single process, so one core).
     static func openSSLSpeed(_ algorithms: [String], column: String, row: String) throws -> Double {
-        let out = String(decoding: try runProcess("/usr/bin/openssl", ["speed", "-seconds", "3"] + algorithms), as: UTF8.self)
+        let out = String(
+            decoding: try runProcess("/usr/bin/openssl", ["speed", "-seconds", "3"] + algorithms), as: UTF8.self)
         let lines = out.split(separator: "\n").map(String.init)
         guard let header = lines.last(where: { $0.contains(column) }),
             let line = lines.last(where: { $0.contains(row) && !$0.contains(column) })
@@ -188,13 +223,16 @@ enum AppCheckBench {
         // The figure columns are the last fields; the header names them in the same order.
         let names = header.split(separator: " ").map(String.init)
         let fields = line.split(separator: " ").map(String.init)
-        guard let index = names.firstIndex(of: column), let value = Double(fields[fields.count - (names.count - index)]) else {
+        guard let index = names.firstIndex(of: column), let value = Double(fields[fields.count - (names.count - index)])
+        else {
             throw BenchError("cannot read \(column) from: \(line)")
         }
         return value
     }
 
-    static func runProcess(_ executable: String, _ arguments: [String], stdin: Data? = nil, environment: [String: String] = [:]) throws -> Data {
+    static func runProcess(
+        _ executable: String, _ arguments: [String], stdin: Data? = nil, environment: [String: String] = [:]
+    ) throws -> Data {
         let p = Process()
         p.executableURL = URL(fileURLWithPath: executable)
         p.arguments = arguments
@@ -211,7 +249,9 @@ enum AppCheckBench {
         try input.fileHandleForWriting.close()
         let data = out.fileHandleForReading.readDataToEndOfFile()
         p.waitUntilExit()
-        guard p.terminationStatus == 0 else { throw BenchError("\(executable) \(arguments.joined(separator: " ")) exited \(p.terminationStatus)") }
+        guard p.terminationStatus == 0 else {
+            throw BenchError("\(executable) \(arguments.joined(separator: " ")) exited \(p.terminationStatus)")
+        }
         return data
     }
 }

@@ -26,13 +26,22 @@ enum AttestCommands {
                     .value("--key-id", name: "B64", help: "The keyId the app sent, base64."),
                     .value("--team", name: "TEAMID", help: "The Apple team identifier."),
                     .value("--bundle", name: "BUNDLE_ID", help: "The app's bundle identifier."),
-                    .value("--client-data", name: "B64", help: "The client data (challenge); its SHA-256 is the clientDataHash."),
+                    .value(
+                        "--client-data", name: "B64",
+                        help: "The client data (challenge); its SHA-256 is the clientDataHash."),
                     .value("--client-data-hash", name: "B64", help: "The clientDataHash itself."),
-                    .value("--env", name: "development|production", help: "The App Attest environment the app is built for."),
-                    .value("--at", name: "ISO8601", help: "Verify as of this instant (default: now). Leaves live about 3 days."),
+                    .value(
+                        "--env", name: "development|production",
+                        help: "The App Attest environment the app is built for."),
+                    .value(
+                        "--at", name: "ISO8601",
+                        help: "Verify as of this instant (default: now). Leaves live about 3 days."),
                     .value("--assertion", name: "B64", help: "An assertion (CBOR) to verify with the attested key."),
-                    .value("--assertion-client-data", name: "B64", help: "The assertion's client data; its SHA-256 is the clientDataHash."),
-                    .flag("--trust-demo", help: "Also trust the store's demo certificate authority (simulated devices)."),
+                    .value(
+                        "--assertion-client-data", name: "B64",
+                        help: "The assertion's client data; its SHA-256 is the clientDataHash."),
+                    .flag(
+                        "--trust-demo", help: "Also trust the store's demo certificate authority (simulated devices)."),
                     .flag("--json", help: "Print the checks as JSON."),
                 ],
                 examples: [
@@ -41,7 +50,7 @@ enum AttestCommands {
                     "    --at 2020-09-28T00:00:00Z --assertion omlzaWdu... --assertion-client-data MTIzNDU2Nzg5MGFiY2RlZmdo",
                     "rollout attest verify ... --client-data-hash dGVzdF9zZXJ2ZXJfY2hhbGxlbmdl --json",
                 ],
-                action: { try verifyAttestation($0) }),
+                action: { try verifyAttestation($0) })
         ])
 
     static let token = Command(
@@ -59,8 +68,10 @@ enum AttestCommands {
                     .flag("--json", help: "Print the checks as JSON."),
                 ],
                 positionals: [Positional("JWT", help: "The App Check token.")],
-                examples: ["rollout token verify eyJhbGciOiJSUzI1NiIs...", "rollout token verify \"$TOKEN\" --consume --json"],
-                action: { try verifyToken($0) }),
+                examples: [
+                    "rollout token verify eyJhbGciOiJSUzI1NiIs...", "rollout token verify \"$TOKEN\" --consume --json",
+                ],
+                action: { try verifyToken($0) })
         ])
 
     // MARK: attest verify
@@ -98,7 +109,8 @@ enum AttestCommands {
         if inv.flag("--trust-demo") {
             let state = try openState(inv)
             guard let material = try state.demoAuthority(), let root = Certificate(der: material.rootCertificate) else {
-                throw CommandError("the store holds no demo certificate authority (it is created with the first simulated fleet)")
+                throw CommandError(
+                    "the store holds no demo certificate authority (it is created with the first simulated fleet)")
             }
             trust = .apple(and: root)
         } else {
@@ -106,12 +118,14 @@ enum AttestCommands {
         }
 
         let report = AttestationVerifier(trust: trust).evaluate(
-            attestation: attestation, keyId: keyId, clientDataHash: clientDataHash, app: app, environment: environment, at: time)
+            attestation: attestation, keyId: keyId, clientDataHash: clientDataHash, app: app, environment: environment,
+            at: time)
         var assertionReport: AssertionReport?
         if let assertion, let assertionData {
             if let key = report.value, let publicKey = P256PublicKey(uncompressedPoint: key.publicKey) {
                 assertionReport = AssertionVerifier(app: app).evaluate(
-                    assertion: assertion, clientDataHash: SHA256.hash(assertionData), publicKey: publicKey, previousCounter: 0)
+                    assertion: assertion, clientDataHash: SHA256.hash(assertionData), publicKey: publicKey,
+                    previousCounter: 0)
             }
         }
         let assertionSkipped = assertion != nil && assertionReport == nil
@@ -124,10 +138,13 @@ enum AttestCommands {
             ]
             if let key = report.value { out["publicKey"] = Base64.encode(key.publicKey) }
             if let assertionReport { out["assertion"] = json(assertionReport.checks, error: assertionReport.failure) }
-            if assertionSkipped { out["assertion"] = ["checks": [], "error": "notRun", "detail": "the attestation did not verify"] }
+            if assertionSkipped {
+                out["assertion"] = ["checks": [], "error": "notRun", "detail": "the attestation did not verify"]
+            }
             try printJSON(out)
         } else {
-            print("attestation of key \(Hex.encode(keyId)) for \(app.appId) (\(environment.rawValue)) at \(time.iso8601)")
+            print(
+                "attestation of key \(Hex.encode(keyId)) for \(app.appId) (\(environment.rawValue)) at \(time.iso8601)")
             printChecks(report.checks)
             if let assertionReport {
                 print("assertion (previous counter 0)")
@@ -135,7 +152,8 @@ enum AttestCommands {
             } else if assertionSkipped {
                 print("assertion: not run, the attestation did not verify")
             }
-            let failure = report.failure.map { "\($0.code): \($0)" } ?? assertionReport?.failure.map { "\($0.code): \($0)" }
+            let failure =
+                report.failure.map { "\($0.code): \($0)" } ?? assertionReport?.failure.map { "\($0.code): \($0)" }
             print(ok ? "verified: every check passed" : "rejected: \(failure ?? "the assertion was not verified")")
         }
         return ok ? .ok : .failure
@@ -153,12 +171,19 @@ enum AttestCommands {
         } catch let e as AppCheckSetupError {
             throw CommandError("\(StoreLocation.path(inv)): \(e.reason)")
         }
-        let report = inv.flag("--consume") ? verifier.evaluate(jwt, at: time, consumingIn: state) : verifier.evaluate(jwt, at: time)
+        let report =
+            inv.flag("--consume")
+            ? verifier.evaluate(jwt, at: time, consumingIn: state) : verifier.evaluate(jwt, at: time)
         if inv.flag("--json") {
-            var out: [String: Any] = ["verified": report.passed, "at": time.iso8601, "token": json(report.checks, error: report.failure)]
+            var out: [String: Any] = [
+                "verified": report.passed, "at": time.iso8601, "token": json(report.checks, error: report.failure),
+            ]
             // A replayed token fails as a whole, but its claims are still worth showing.
             if let claims = report.value ?? verifier.evaluate(jwt, at: time).value {
-                var c: [String: Any] = ["iss": claims.issuer, "aud": claims.audience, "sub": claims.subject, "iat": claims.issuedAt, "exp": claims.expiresAt]
+                var c: [String: Any] = [
+                    "iss": claims.issuer, "aud": claims.audience, "sub": claims.subject, "iat": claims.issuedAt,
+                    "exp": claims.expiresAt,
+                ]
                 if let jti = claims.tokenId { c["jti"] = jti }
                 out["claims"] = c
             }
@@ -166,7 +191,9 @@ enum AttestCommands {
         } else {
             print("App Check token at \(time.iso8601)")
             printChecks(report.checks)
-            print(report.passed ? "verified: every check passed" : "rejected: \(report.failure.map { "\($0.code): \($0)" } ?? "")")
+            print(
+                report.passed
+                    ? "verified: every check passed" : "rejected: \(report.failure.map { "\($0.code): \($0)" } ?? "")")
         }
         return report.passed ? .ok : .failure
     }
@@ -175,7 +202,9 @@ enum AttestCommands {
 
     static func instant(_ inv: Invocation) throws -> Instant {
         guard let text = inv.value("--at") else { return SystemClock().now() }
-        guard let t = ISO8601.parse(text) else { throw inv.usageError("--at is not an ISO 8601 instant (e.g. 2020-09-28T00:00:00Z)") }
+        guard let t = ISO8601.parse(text) else {
+            throw inv.usageError("--at is not an ISO 8601 instant (e.g. 2020-09-28T00:00:00Z)")
+        }
         return t
     }
 
@@ -195,11 +224,12 @@ enum AttestCommands {
     static func printChecks(_ checks: [CheckRecord]) {
         let width = (checks.map(\.title.count).max() ?? 0) + 2
         for c in checks {
-            let mark = switch c.outcome {
-            case .passed: "pass"
-            case .failed: "FAIL"
-            case .skipped: "skip"
-            }
+            let mark =
+                switch c.outcome {
+                case .passed: "pass"
+                case .failed: "FAIL"
+                case .skipped: "skip"
+                }
             let title = c.title.padding(toLength: width, withPad: " ", startingAt: 0)
             print("  \(mark)  \(title)\(c.errorCode.map { "\($0): " } ?? "")\(c.detail)")
         }
@@ -217,7 +247,8 @@ enum AttestCommands {
     }
 
     static func printJSON(_ object: [String: Any]) throws {
-        let data = try JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .prettyPrinted, .withoutEscapingSlashes])
+        let data = try JSONSerialization.data(
+            withJSONObject: object, options: [.sortedKeys, .prettyPrinted, .withoutEscapingSlashes])
         print(String(decoding: data, as: UTF8.self))
     }
 }

@@ -14,7 +14,10 @@ import Timekeeping
             attestation: v.attestation, keyId: v.keyId, clientDataHash: v.clientDataHash, app: v.app,
             environment: v.environment, at: v.verifyAt)
         #expect(report.passed, "\(report.failure?.description ?? "")")
-        #expect(report.checks.map(\.name) == ["format", "certificateChain", "nonce", "keyId", "rpIdHash", "signCount", "aaguid", "credentialId"])
+        #expect(
+            report.checks.map(\.name) == [
+                "format", "certificateChain", "nonce", "keyId", "rpIdHash", "signCount", "aaguid", "credentialId",
+            ])
         #expect(report.checks.allSatisfy { $0.outcome == .passed })
         let key = try #require(report.value)
         #expect(SHA256.hash(key.publicKey) == v.keyId)
@@ -31,7 +34,8 @@ import Timekeeping
             environment: v.environment, at: v.verifyAt)
         for a in v.assertions {
             let counter = try AssertionVerifier(app: v.app).verify(
-                assertion: a.bytes, clientDataHash: a.clientDataHash, publicKey: key.publicKey, previousCounter: a.previousCounter)
+                assertion: a.bytes, clientDataHash: a.clientDataHash, publicKey: key.publicKey,
+                previousCounter: a.previousCounter)
             #expect(counter == a.expectedCounter, "\(a.name)")
         }
     }
@@ -41,8 +45,10 @@ import Timekeeping
         let v = try AppAttestVector.load(name)
         let verifier = AttestationVerifier()
         func verdict(_ t: Instant) -> AttestationError? {
-            verifier.evaluate(attestation: v.attestation, keyId: v.keyId, clientDataHash: v.clientDataHash, app: v.app,
-                              environment: v.environment, at: t).failure
+            verifier.evaluate(
+                attestation: v.attestation, keyId: v.keyId, clientDataHash: v.clientDataHash, app: v.app,
+                environment: v.environment, at: t
+            ).failure
         }
         #expect(verdict(v.leafNotAfter - .seconds(Int64(1))) == nil)
         let after = v.leafNotAfter + .seconds(Int64(1))
@@ -61,10 +67,13 @@ import Timekeeping
     }
 
     @Test func pinnedRootMatchesThePublishedCertificate() throws {
-        let pem = try String(contentsOf: try TestSupport.vector("appattest/apple-app-attestation-root-ca.pem"), encoding: .utf8)
+        let pem = try String(
+            contentsOf: try TestSupport.vector("appattest/apple-app-attestation-root-ca.pem"), encoding: .utf8)
         let body = pem.split(separator: "\n").filter { !$0.hasPrefix("-----") }.joined()
         #expect(Base64.decode(body) == AppleAppAttestationRoot.der)
-        #expect(SHA256.hex(AppleAppAttestationRoot.der) == "1cb9823ba28ba6ad2d33a006941de2ae4f513ef1d4e831b9f7e0fa7b6242c932")
+        #expect(
+            SHA256.hex(AppleAppAttestationRoot.der)
+                == "1cb9823ba28ba6ad2d33a006941de2ae4f513ef1d4e831b9f7e0fa7b6242c932")
         #expect(AppleAppAttestationRoot.certificate.subjectCommonName == "Apple App Attestation Root CA")
         #expect(AppleAppAttestationRoot.certificate.notAfter == ISO8601.parse("2045-03-15T00:00:00Z"))
     }

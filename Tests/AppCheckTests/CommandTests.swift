@@ -9,19 +9,27 @@ import Timekeeping
 /// `rollout attest verify` and `rollout token verify`, through the built binary.
 @Suite struct CommandTests {
     func rollout(_ args: [String]) throws -> TestSupport.ProcessResult {
-        try TestSupport.run(try TestSupport.rolloutBinary(), args, environment: ["ROLLOUT_STORE": "/nonexistent/rollout-test.db"])
+        try TestSupport.run(
+            try TestSupport.rolloutBinary(), args, environment: ["ROLLOUT_STORE": "/nonexistent/rollout-test.db"])
     }
 
     func attestArgs(_ v: AppAttestVector, at: Instant? = nil, rawHash: Bool = false) throws -> [String] {
-        var args = ["attest", "verify", "--attestation", Base64.encode(v.attestation), "--key-id", Base64.encode(v.keyId, urlSafe: true, padded: false),
-                    "--team", v.app.teamId, "--bundle", v.app.bundleId, "--env", v.environment.rawValue, "--at", (at ?? v.verifyAt).iso8601]
+        var args = [
+            "attest", "verify", "--attestation", Base64.encode(v.attestation), "--key-id",
+            Base64.encode(v.keyId, urlSafe: true, padded: false),
+            "--team", v.app.teamId, "--bundle", v.app.bundleId, "--env", v.environment.rawValue, "--at",
+            (at ?? v.verifyAt).iso8601,
+        ]
         if let data = v.clientData, !rawHash {
             args += ["--client-data", Base64.encode(data)]
         } else {
             args += ["--client-data-hash", Base64.encode(v.clientDataHash)]
         }
         if let a = v.assertions.first {
-            args += ["--assertion", Base64.encode(a.bytes), "--assertion-client-data", Base64.encode(try #require(a.clientData))]
+            args += [
+                "--assertion", Base64.encode(a.bytes), "--assertion-client-data",
+                Base64.encode(try #require(a.clientData)),
+            ]
         }
         return args
     }
@@ -47,7 +55,10 @@ import Timekeeping
         let v = try AppAttestVector.load("veehaitch-ios-14.4")
         let r = try rollout(try attestArgs(v, at: v.leafNotAfter + .days(1)))
         #expect(r.status == 1)
-        #expect(r.stdout.contains("  FAIL  certificate chain  certificateExpired: the credential certificate expired at 2021-01-25T12:13:35.000Z"))
+        #expect(
+            r.stdout.contains(
+                "  FAIL  certificate chain  certificateExpired: the credential certificate expired at 2021-01-25T12:13:35.000Z"
+            ))
         #expect(r.stdout.contains("  pass  nonce"))
         #expect(r.stdout.contains("assertion: not run, the attestation did not verify"))
         #expect(r.stdout.contains("rejected: certificateExpired"))
@@ -95,7 +106,9 @@ import Timekeeping
         #expect((object["token"] as? [String: Any])?["error"] as? String == "alreadyConsumed")
         #expect((object["claims"] as? [String: Any])?["jti"] as? String == token.claims.tokenId)
 
-        let late = try rollout(["token", "verify", token.token, "--store", path, "--at", (Demo.time + .minutes(6)).iso8601])
+        let late = try rollout([
+            "token", "verify", token.token, "--store", path, "--at", (Demo.time + .minutes(6)).iso8601,
+        ])
         #expect(late.status == 1)
         #expect(late.stdout.contains("FAIL  expiry"))
         let forged = try rollout(["token", "verify", token.token.dropLast(4) + "AAAA", "--store", path, "--at", at])
@@ -106,7 +119,8 @@ import Timekeeping
     @Test func tokenVerifyNeedsAStore() throws {
         let r = try rollout(["token", "verify", "a.b.c"])
         #expect(r.status == 1)
-        #expect(r.stderr == "rollout: no store at /nonexistent/rollout-test.db (pass --store PATH or set ROLLOUT_STORE)\n")
+        #expect(
+            r.stderr == "rollout: no store at /nonexistent/rollout-test.db (pass --store PATH or set ROLLOUT_STORE)\n")
         let empty = try TestSupport.temporaryDirectory("appcheck-empty").appendingPathComponent("store.db").path
         _ = try SQLiteDatabase(path: empty)
         let e = try rollout(["token", "verify", "a.b.c", "--store", empty])

@@ -9,9 +9,11 @@ import Timekeeping
 /// A demo project with one app trusting the demo root and one trusting Apple only.
 struct ExchangeFixture {
     static let project = AppCheckProject(number: "123456789012", id: "rollout-demo")
-    static let demoApp = AppAttestApp(appId: "1:123456789012:ios:demo", identity: Demo.app, environment: .production, trustsDemoRoot: true)
-    static let appleApp = AppAttestApp(appId: "1:123456789012:ios:real", identity: AppIdentity(teamId: "8YE23NZS57", bundleId: "com.kayak.travel"),
-                                       environment: .production)
+    static let demoApp = AppAttestApp(
+        appId: "1:123456789012:ios:demo", identity: Demo.app, environment: .production, trustsDemoRoot: true)
+    static let appleApp = AppAttestApp(
+        appId: "1:123456789012:ios:real", identity: AppIdentity(teamId: "8YE23NZS57", bundleId: "com.kayak.travel"),
+        environment: .production)
     static let configuration = AppCheckConfiguration(project: project, apps: [demoApp, appleApp])
 
     let clock = ManualClock(Demo.time)
@@ -32,15 +34,19 @@ struct ExchangeFixture {
         let d = device ?? self.device
         let c = try exchange.generateChallenge(appId: Self.demoApp.appId).challenge
         let attestation = try d.attestation(clientDataHash: SHA256.hash(c), at: clock.now())
-        return try exchange.exchangeAttestation(appId: Self.demoApp.appId, attestation: attestation, keyId: d.keyId, challenge: c, limitedUse: limitedUse)
+        return try exchange.exchangeAttestation(
+            appId: Self.demoApp.appId, attestation: attestation, keyId: d.keyId, challenge: c, limitedUse: limitedUse)
     }
 
     /// challenge → generateAssertion(SHA-256(artifact ‖ challenge)) → exchange.
-    func assert(artifact: [UInt8], _ device: SimulatedAppAttestKey? = nil, limitedUse: Bool = false) throws -> AppCheckToken {
+    func assert(artifact: [UInt8], _ device: SimulatedAppAttestKey? = nil, limitedUse: Bool = false) throws
+        -> AppCheckToken
+    {
         let d = device ?? self.device
         let c = try exchange.generateChallenge(appId: Self.demoApp.appId).challenge
         let assertion = try d.assertion(clientDataHash: SHA256.hash(artifact + c))
-        return try exchange.exchangeAssertion(appId: Self.demoApp.appId, artifact: artifact, assertion: assertion, challenge: c, limitedUse: limitedUse)
+        return try exchange.exchangeAssertion(
+            appId: Self.demoApp.appId, artifact: artifact, assertion: assertion, challenge: c, limitedUse: limitedUse)
     }
 }
 
@@ -89,31 +95,38 @@ enum StateKind: String, CaseIterable, Sendable, CustomTestStringConvertible {
         let c = try f.exchange.generateChallenge(appId: app).challenge
         #expect(c.count == 32)
         let attestation = try f.device.attestation(clientDataHash: SHA256.hash(c), at: f.clock.now())
-        _ = try f.exchange.exchangeAttestation(appId: app, attestation: attestation, keyId: f.device.keyId, challenge: c)
+        _ = try f.exchange.exchangeAttestation(
+            appId: app, attestation: attestation, keyId: f.device.keyId, challenge: c)
         #expect(throws: AppCheckExchangeError.challengeAlreadyUsed) {
-            try f.exchange.exchangeAttestation(appId: app, attestation: attestation, keyId: f.device.keyId, challenge: c)
+            try f.exchange.exchangeAttestation(
+                appId: app, attestation: attestation, keyId: f.device.keyId, challenge: c)
         }
         let late = try f.exchange.generateChallenge(appId: app).challenge
         f.clock.advance(by: .minutes(5))
         #expect(throws: AppCheckExchangeError.challengeExpired) {
             try f.exchange.exchangeAttestation(
-                appId: app, attestation: f.device.attestation(clientDataHash: SHA256.hash(late), at: f.clock.now()), keyId: f.device.keyId, challenge: late)
+                appId: app, attestation: f.device.attestation(clientDataHash: SHA256.hash(late), at: f.clock.now()),
+                keyId: f.device.keyId, challenge: late)
         }
         #expect(throws: AppCheckExchangeError.unknownChallenge) {
-            try f.exchange.exchangeAttestation(appId: app, attestation: attestation, keyId: f.device.keyId, challenge: SecureRandom.bytes(32))
+            try f.exchange.exchangeAttestation(
+                appId: app, attestation: attestation, keyId: f.device.keyId, challenge: SecureRandom.bytes(32))
         }
         // A challenge is scoped to its app.
         let other = try f.exchange.generateChallenge(appId: ExchangeFixture.appleApp.appId).challenge
         #expect(throws: AppCheckExchangeError.unknownChallenge) {
-            try f.exchange.exchangeAttestation(appId: app, attestation: attestation, keyId: f.device.keyId, challenge: other)
+            try f.exchange.exchangeAttestation(
+                appId: app, attestation: attestation, keyId: f.device.keyId, challenge: other)
         }
         // A failed attempt uses the challenge up too.
         let once = try f.exchange.generateChallenge(appId: app).challenge
         #expect(throws: AppCheckExchangeError.attestationRejected(.nonceMismatch)) {
-            try f.exchange.exchangeAttestation(appId: app, attestation: attestation, keyId: f.device.keyId, challenge: once)
+            try f.exchange.exchangeAttestation(
+                appId: app, attestation: attestation, keyId: f.device.keyId, challenge: once)
         }
         #expect(throws: AppCheckExchangeError.challengeAlreadyUsed) {
-            try f.exchange.exchangeAttestation(appId: app, attestation: attestation, keyId: f.device.keyId, challenge: once)
+            try f.exchange.exchangeAttestation(
+                appId: app, attestation: attestation, keyId: f.device.keyId, challenge: once)
         }
     }
 
@@ -124,7 +137,8 @@ enum StateKind: String, CaseIterable, Sendable, CustomTestStringConvertible {
         _ = try f.assert(artifact: attested.artifact)
         _ = try f.assert(artifact: attested.artifact)
         // A clone of the key that restarted its counter: signatures are valid, the counter goes back.
-        let clone = SimulatedAppAttestKey(authority: Demo.authority, app: Demo.app, environment: .production, key: f.device.privateKey, counter: 1)
+        let clone = SimulatedAppAttestKey(
+            authority: Demo.authority, app: Demo.app, environment: .production, key: f.device.privateKey, counter: 1)
         #expect(throws: AppCheckExchangeError.assertionRejected(.counterNotIncreasing(previous: 2, received: 2))) {
             try f.assert(artifact: attested.artifact, clone)
         }
@@ -136,11 +150,13 @@ enum StateKind: String, CaseIterable, Sendable, CustomTestStringConvertible {
     @Test func demoLeafIsRefusedByAnAppleOnlyApp() throws {
         let f = try ExchangeFixture()
         let app = ExchangeFixture.appleApp.appId
-        let device = try SimulatedAppAttestKey(authority: Demo.authority, app: ExchangeFixture.appleApp.identity, environment: .production)
+        let device = try SimulatedAppAttestKey(
+            authority: Demo.authority, app: ExchangeFixture.appleApp.identity, environment: .production)
         let c = try f.exchange.generateChallenge(appId: app).challenge
         #expect(throws: AppCheckExchangeError.attestationRejected(.demoRootNotTrusted)) {
-            try f.exchange.exchangeAttestation(appId: app, attestation: device.attestation(clientDataHash: SHA256.hash(c), at: f.clock.now()),
-                                               keyId: device.keyId, challenge: c)
+            try f.exchange.exchangeAttestation(
+                appId: app, attestation: device.attestation(clientDataHash: SHA256.hash(c), at: f.clock.now()),
+                keyId: device.keyId, challenge: c)
         }
     }
 
@@ -169,13 +185,17 @@ enum StateKind: String, CaseIterable, Sendable, CustomTestStringConvertible {
         let f = try ExchangeFixture()
         let token = try f.attest().token
         f.clock.advance(by: .hours(1))
-        #expect(f.exchange.evaluateToken(token.token, consume: false).failure
-            == .expired(expiresAt: token.claims.expiresAt, at: f.clock.now()))
+        #expect(
+            f.exchange.evaluateToken(token.token, consume: false).failure
+                == .expired(expiresAt: token.claims.expiresAt, at: f.clock.now()))
 
-        let key = try AppCheckSigningKey(privateKeyDER: try #require(f.state.signingKeys().first).privateKeyDER, createdAt: Demo.time)
+        let key = try AppCheckSigningKey(
+            privateKeyDER: try #require(f.state.signingKeys().first).privateKeyDER, createdAt: Demo.time)
         let issuer = AppCheckTokenIssuer(key: key)
         let now = f.clock.now()
-        func claims(project: AppCheckProject = ExchangeFixture.project, app: String = ExchangeFixture.demoApp.appId) -> AppCheckTokenClaims {
+        func claims(project: AppCheckProject = ExchangeFixture.project, app: String = ExchangeFixture.demoApp.appId)
+            -> AppCheckTokenClaims
+        {
             .firebase(project: project, appId: app, issuedAt: now, ttl: .hours(1), tokenId: nil)
         }
         let evaluate = { (t: String) in f.exchange.evaluateToken(t, consume: false).failure }
@@ -218,19 +238,22 @@ enum StateKind: String, CaseIterable, Sendable, CustomTestStringConvertible {
         #expect(try state.configuration() == ExchangeFixture.configuration)
         #expect(try state.demoAuthority() == Demo.authority.material)
         #expect(try state.signingKeys().map(\.kid) == [kid])
-        let record = try #require(try state.attestedKey(appId: ExchangeFixture.demoApp.appId, artifactDigest: SHA256.hash(artifact)))
+        let record = try #require(
+            try state.attestedKey(appId: ExchangeFixture.demoApp.appId, artifactDigest: SHA256.hash(artifact)))
         #expect(record.counter == 1)
         #expect(try state.advanceCounter(appId: record.appId, keyId: record.keyId, to: 1) == false)
         #expect(try state.advanceCounter(appId: record.appId, keyId: record.keyId, to: 2) == true)
-        let reopened = try AppCheckExchange(configuration: ExchangeFixture.configuration, state: state, clock: ManualClock(Demo.time))
+        let reopened = try AppCheckExchange(
+            configuration: ExchangeFixture.configuration, state: state, clock: ManualClock(Demo.time))
         #expect(reopened.tokenVerifier.keys.map(\.kid) == [kid])
     }
 
     @Test func countersAdvanceOnceUnderConcurrentConnections() throws {
         let path = try TestSupport.temporaryDirectory("appcheck-race").appendingPathComponent("store.db").path
         let setup = try AppCheckStateTables(database: SQLiteDatabase(path: path))
-        let record = AttestedKeyRecord(appId: "a", keyId: [1, 2, 3], publicKey: [4], counter: 0, artifactDigest: [5], receipt: [],
-                                       environment: .production, attestedAt: Demo.time)
+        let record = AttestedKeyRecord(
+            appId: "a", keyId: [1, 2, 3], publicKey: [4], counter: 0, artifactDigest: [5], receipt: [],
+            environment: .production, attestedAt: Demo.time)
         try setup.saveAttestedKey(record)
         let connections = try (0..<4).map { _ in try AppCheckStateTables(database: SQLiteDatabase(path: path)) }
         let wins = Atomic()
@@ -268,12 +291,16 @@ enum StateKind: String, CaseIterable, Sendable, CustomTestStringConvertible {
         #expect(a.material == b.material)
         var broken = a.material
         broken.intermediatePrivateKey = Demo.authority.material.intermediatePrivateKey
-        #expect(throws: DemoCertificateAuthority.InvalidMaterial.self) { try DemoCertificateAuthority(material: broken) }
+        #expect(throws: DemoCertificateAuthority.InvalidMaterial.self) {
+            try DemoCertificateAuthority(material: broken)
+        }
     }
 
     @Test func setupRefusesADemoTrustingAppWithoutADemoAuthority() throws {
         #expect(throws: AppCheckSetupError.self) {
-            try AppCheckExchange(configuration: ExchangeFixture.configuration, state: InMemoryAppCheckState(), clock: ManualClock(Demo.time))
+            try AppCheckExchange(
+                configuration: ExchangeFixture.configuration, state: InMemoryAppCheckState(),
+                clock: ManualClock(Demo.time))
         }
     }
 }
@@ -284,4 +311,38 @@ final class Atomic: @unchecked Sendable {
     private var n = 0
     func add() { lock.withLock { n += 1 } }
     var value: Int { lock.withLock { n } }
+}
+
+@Suite struct SimulatedClientTests {
+    @Test func attestsOnceThenAsserts() throws {
+        let f = try ExchangeFixture()
+        let client = SimulatedAppCheckClient(key: f.device, appId: ExchangeFixture.demoApp.appId)
+        #expect(!client.hasAttested)
+        let first = try client.token(from: f.exchange, at: f.clock.now())
+        let artifact = try #require(client.artifact)
+        #expect(f.device.counter == 0)
+        let second = try client.token(from: f.exchange, at: f.clock.now(), limitedUse: true)
+        #expect(f.device.counter == 1)
+        #expect(client.artifact == artifact)
+        #expect(second.claims.tokenId != nil && first.claims.tokenId == nil)
+        #expect(f.exchange.evaluateToken(second.token, consume: true).passed)
+    }
+
+    @Test func reportsTheExchangesReasonAsItsCode() throws {
+        let f = try ExchangeFixture()
+        let stranger = try SimulatedAppAttestKey(
+            authority: Demo.authority, app: AppIdentity(teamId: "OTHERTEAM1", bundleId: "x"), environment: .production)
+        let client = SimulatedAppCheckClient(key: stranger, appId: ExchangeFixture.demoApp.appId)
+        #expect(throws: AppCheckClientError.exchange(.attestationRejected(.rpIdHashMismatch))) {
+            try client.token(from: f.exchange, at: f.clock.now())
+        }
+        #expect(!client.hasAttested)
+        let unknown = SimulatedAppCheckClient(key: f.device, appId: "1:1:ios:nope")
+        do {
+            _ = try unknown.token(from: f.exchange, at: f.clock.now())
+            Issue.record("an unknown app got a token")
+        } catch {
+            #expect(error.code == "unknownApp")
+        }
+    }
 }

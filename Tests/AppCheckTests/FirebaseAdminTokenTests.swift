@@ -17,22 +17,28 @@ import Timekeeping
         let limited = try f.assert(artifact: attested.artifact, limitedUse: true)
         let issuer = AppCheckTokenIssuer(key: f.exchange.tokenVerifier.keys[0])
         let now = f.clock.now()
-        var misaddressed = AppCheckTokenClaims.firebase(project: ExchangeFixture.project, appId: ExchangeFixture.demoApp.appId, issuedAt: now,
-                                                        ttl: .hours(1), tokenId: nil)
+        var misaddressed = AppCheckTokenClaims.firebase(
+            project: ExchangeFixture.project, appId: ExchangeFixture.demoApp.appId, issuedAt: now,
+            ttl: .hours(1), tokenId: nil)
         misaddressed.audience = ["projects/999", "projects/another-project"]
-        let expired = AppCheckTokenClaims.firebase(project: ExchangeFixture.project, appId: ExchangeFixture.demoApp.appId,
-                                                   issuedAt: now - .hours(2), ttl: .hours(1), tokenId: nil)
+        let expired = AppCheckTokenClaims.firebase(
+            project: ExchangeFixture.project, appId: ExchangeFixture.demoApp.appId,
+            issuedAt: now - .hours(2), ttl: .hours(1), tokenId: nil)
         let stranger = AppCheckTokenIssuer(key: try AppCheckSigningKey.generate(createdAt: now))
         var tampered = attested.token.token.split(separator: ".").map(String.init)
-        tampered[1] = Base64.encodeURL(Array(String(decoding: Base64.decode(tampered[1])!, as: UTF8.self)
-            .replacingOccurrences(of: "ios:demo", with: "ios:evil").utf8))
+        tampered[1] = Base64.encodeURL(
+            Array(
+                String(decoding: Base64.decode(tampered[1])!, as: UTF8.self)
+                    .replacingOccurrences(of: "ios:demo", with: "ios:evil").utf8))
         let tokens: [String: String] = [
             "attestation token": attested.token.token,
             "limited-use assertion token": limited.token,
             "wrong audience": try issuer.token(misaddressed),
             "expired": try issuer.token(expired),
-            "unknown signing key": try stranger.token(.firebase(project: ExchangeFixture.project, appId: ExchangeFixture.demoApp.appId,
-                                                                issuedAt: now, ttl: .hours(1), tokenId: nil)),
+            "unknown signing key": try stranger.token(
+                .firebase(
+                    project: ExchangeFixture.project, appId: ExchangeFixture.demoApp.appId,
+                    issuedAt: now, ttl: .hours(1), tokenId: nil)),
             "tampered subject": tampered.joined(separator: "."),
         ]
         let request: [String: Any] = [
@@ -52,7 +58,10 @@ import Timekeeping
         for (name, token) in tokens {
             let ours = f.exchange.evaluateToken(token, consume: false)
             let expected = ours.value.map { "ok:" + $0.subject } ?? "rejected"
-            #expect(theirs[name] == expected, "\(name): firebase-admin says \(theirs[name] ?? "nothing"), we say \(expected) \(ours.failure?.code ?? "")")
+            #expect(
+                theirs[name] == expected,
+                "\(name): firebase-admin says \(theirs[name] ?? "nothing"), we say \(expected) \(ours.failure?.code ?? "")"
+            )
         }
         #expect(theirs["attestation token"] == "ok:" + ExchangeFixture.demoApp.appId)
         #expect(theirs.values.filter { $0 == "rejected" }.count == 4)

@@ -11,10 +11,14 @@ import Timekeeping
     let kayak = try! AppAttestVector.load("webauthn4j-kayak-2020")
     let veehaitch = try! AppAttestVector.load("veehaitch-ios-14.4")
 
-    func verdict(_ v: AppAttestVector, attestation: [UInt8]? = nil, keyId: [UInt8]? = nil, clientDataHash: [UInt8]? = nil,
-                 app: AppIdentity? = nil, environment: AppAttestEnvironment? = nil, verifier: AttestationVerifier = AttestationVerifier()) -> AttestationError? {
+    func verdict(
+        _ v: AppAttestVector, attestation: [UInt8]? = nil, keyId: [UInt8]? = nil, clientDataHash: [UInt8]? = nil,
+        app: AppIdentity? = nil, environment: AppAttestEnvironment? = nil,
+        verifier: AttestationVerifier = AttestationVerifier()
+    ) -> AttestationError? {
         verifier.evaluate(
-            attestation: attestation ?? v.attestation, keyId: keyId ?? v.keyId, clientDataHash: clientDataHash ?? v.clientDataHash,
+            attestation: attestation ?? v.attestation, keyId: keyId ?? v.keyId,
+            clientDataHash: clientDataHash ?? v.clientDataHash,
             app: app ?? v.app, environment: environment ?? v.environment, at: v.verifyAt
         ).failure
     }
@@ -44,12 +48,16 @@ import Timekeeping
     }
 
     @Test func flippedBitInTheLeafSignature() throws {
-        let forged = modified(kayak) { $0.certificates[0] = $0.certificates[0].flipping(bit: 0, at: $0.certificates[0].count - 1) }
+        let forged = modified(kayak) {
+            $0.certificates[0] = $0.certificates[0].flipping(bit: 0, at: $0.certificates[0].count - 1)
+        }
         #expect(verdict(kayak, attestation: forged) == .certificateSignatureInvalid(depth: 0))
     }
 
     @Test func flippedBitInTheIntermediateSignature() throws {
-        let forged = modified(kayak) { $0.certificates[1] = $0.certificates[1].flipping(bit: 0, at: $0.certificates[1].count - 1) }
+        let forged = modified(kayak) {
+            $0.certificates[1] = $0.certificates[1].flipping(bit: 0, at: $0.certificates[1].count - 1)
+        }
         #expect(verdict(kayak, attestation: forged) == .certificateSignatureInvalid(depth: 1))
     }
 
@@ -58,8 +66,11 @@ import Timekeeping
     }
 
     @Test func wrongTeamOrBundle() {
-        #expect(verdict(kayak, app: AppIdentity(teamId: "8YE23NZS58", bundleId: kayak.app.bundleId)) == .rpIdHashMismatch)
-        #expect(verdict(kayak, app: AppIdentity(teamId: kayak.app.teamId, bundleId: "com.kayak.travel2")) == .rpIdHashMismatch)
+        #expect(
+            verdict(kayak, app: AppIdentity(teamId: "8YE23NZS58", bundleId: kayak.app.bundleId)) == .rpIdHashMismatch)
+        #expect(
+            verdict(kayak, app: AppIdentity(teamId: kayak.app.teamId, bundleId: "com.kayak.travel2"))
+                == .rpIdHashMismatch)
     }
 
     @Test func wrongKeyId() {
@@ -68,10 +79,12 @@ import Timekeeping
     }
 
     @Test func developmentAaguidWhereProductionIsRequired() {
-        #expect(verdict(veehaitch, environment: .production)
-            == .aaguidMismatch(expected: .production, found: "'appattestdevelop'"))
-        #expect(verdict(kayak, environment: .development)
-            == .aaguidMismatch(expected: .development, found: "'appattest\\0\\0\\0\\0\\0\\0\\0'"))
+        #expect(
+            verdict(veehaitch, environment: .production)
+                == .aaguidMismatch(expected: .production, found: "'appattestdevelop'"))
+        #expect(
+            verdict(kayak, environment: .development)
+                == .aaguidMismatch(expected: .development, found: "'appattest\\0\\0\\0\\0\\0\\0\\0'"))
     }
 
     @Test func chainToAnotherRoot() {
@@ -92,11 +105,13 @@ import Timekeeping
         let device = try SimulatedAppAttestKey(authority: Demo.authority, app: Demo.app, environment: .production)
         let cdh = SHA256.hash("challenge")
         let attestation = try device.attestation(clientDataHash: cdh, at: Demo.time)
-        let appleOnly = AttestationVerifier().evaluate(attestation: attestation, keyId: device.keyId, clientDataHash: cdh, app: Demo.app,
-                                                       environment: .production, at: Demo.time)
+        let appleOnly = AttestationVerifier().evaluate(
+            attestation: attestation, keyId: device.keyId, clientDataHash: cdh, app: Demo.app,
+            environment: .production, at: Demo.time)
         #expect(appleOnly.failure == .demoRootNotTrusted)
-        let demoTrusting = Demo.verifier.evaluate(attestation: attestation, keyId: device.keyId, clientDataHash: cdh, app: Demo.app,
-                                                  environment: .production, at: Demo.time)
+        let demoTrusting = Demo.verifier.evaluate(
+            attestation: attestation, keyId: device.keyId, clientDataHash: cdh, app: Demo.app,
+            environment: .production, at: Demo.time)
         #expect(demoTrusting.passed)
     }
 
@@ -104,30 +119,46 @@ import Timekeeping
         let key = try P256PrivateKey()
         let keyId = SHA256.hash(key.publicPoint)
         let cdh = SHA256.hash("c")
-        func check(_ authData: [UInt8], nonce: [UInt8]? = nil, environment: AppAttestEnvironment = .production) throws -> AttestationError? {
+        func check(_ authData: [UInt8], nonce: [UInt8]? = nil, environment: AppAttestEnvironment = .production) throws
+            -> AttestationError?
+        {
             let a = try Demo.attestation(key: key, authData: authData, clientDataHash: cdh, nonce: nonce)
-            return Demo.verifier.evaluate(attestation: a, keyId: keyId, clientDataHash: cdh, app: Demo.app, environment: environment, at: Demo.time).failure
+            return Demo.verifier.evaluate(
+                attestation: a, keyId: keyId, clientDataHash: cdh, app: Demo.app, environment: environment,
+                at: Demo.time
+            ).failure
         }
         #expect(try check(Demo.authData(key: key)) == nil)
         #expect(try check(Demo.authData(key: key, signCount: 1)) == .nonZeroSignCount(1))
         #expect(try check(Demo.authData(key: key, credentialId: SHA256.hash("other"))) == .credentialIdMismatch)
         #expect(try check(Demo.authData(key: key), nonce: SHA256.hash("not the nonce")) == .nonceMismatch)
-        #expect(try check(Demo.authData(key: key, environment: .development)) == .aaguidMismatch(expected: .production, found: "'appattestdevelop'"))
+        #expect(
+            try check(Demo.authData(key: key, environment: .development))
+                == .aaguidMismatch(expected: .production, found: "'appattestdevelop'"))
         // Seen on iOS 27: extension bytes after the COSE key with the extension flag clear are accepted.
-        #expect(try check(Demo.authData(key: key, flags: 0x40, trailing: CBOR.map([.init(.text("ext"), .bytes([1, 2]))]).encoded())) == nil)
+        #expect(
+            try check(
+                Demo.authData(
+                    key: key, flags: 0x40, trailing: CBOR.map([.init(.text("ext"), .bytes([1, 2]))]).encoded())) == nil)
         #expect(try check(Demo.authData(key: key, flags: 0xC0, trailing: [0xa0])) == nil)
     }
 
     @Test func structuralForgeries() throws {
         #expect(verdict(kayak, attestation: modified(kayak) { $0.format = "packed" }) == .unsupportedFormat("packed"))
-        #expect(verdict(kayak, attestation: modified(kayak) { $0.certificates[1] = Array($0.certificates[1].prefix(100)) })
-            == .malformedCertificate(index: 1))
-        #expect(verdict(kayak, attestation: modified(kayak) { $0.certificates[0] += [0] }) == .malformedCertificate(index: 0))
+        #expect(
+            verdict(kayak, attestation: modified(kayak) { $0.certificates[1] = Array($0.certificates[1].prefix(100)) })
+                == .malformedCertificate(index: 1))
+        #expect(
+            verdict(kayak, attestation: modified(kayak) { $0.certificates[0] += [0] })
+                == .malformedCertificate(index: 0))
         let shortAuthData = modified(kayak) { $0.authenticatorData = Array($0.authenticatorData.prefix(50)) }
-        #expect(verdict(kayak, attestation: shortAuthData) == .malformedAttestation("authData: authenticator data has no attested credential data"))
+        #expect(
+            verdict(kayak, attestation: shortAuthData)
+                == .malformedAttestation("authData: authenticator data has no attested credential data"))
         let badCredentialLength = modified(kayak) { $0.authenticatorData[53] = 0xff }
-        #expect(verdict(kayak, attestation: badCredentialLength)
-            == .malformedAttestation("authData: credentialId length 65312 runs past the authenticator data"))
+        #expect(
+            verdict(kayak, attestation: badCredentialLength)
+                == .malformedAttestation("authData: credentialId length 65312 runs past the authenticator data"))
     }
 
     @Test func truncatedOversizedAndDeeplyNestedCBOR() {
@@ -139,23 +170,37 @@ import Timekeeping
             }
             #expect(reason.contains("truncated") || reason.contains("past the end"), "\(reason)")
         }
-        #expect(verdict(kayak, attestation: a + [0]) == .malformedAttestation("1 trailing bytes after the CBOR item at byte \(a.count)"))
+        #expect(
+            verdict(kayak, attestation: a + [0])
+                == .malformedAttestation("1 trailing bytes after the CBOR item at byte \(a.count)"))
         let oversized = modified(kayak) { $0.receipt = [UInt8](repeating: 7, count: 70_000) }
-        #expect(verdict(kayak, attestation: oversized) == .malformedAttestation("CBOR input of \(oversized.count) bytes exceeds the limit of 65536"))
+        #expect(
+            verdict(kayak, attestation: oversized)
+                == .malformedAttestation("CBOR input of \(oversized.count) bytes exceeds the limit of 65536"))
         let nested = [UInt8](repeating: 0x81, count: 40) + [0x00]
         #expect(verdict(kayak, attestation: nested) == .malformedAttestation("CBOR nesting deeper than 16 at byte 16"))
         let huge: [UInt8] = [0x9b, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff]
-        #expect(verdict(kayak, attestation: huge) == .malformedAttestation("CBOR length 18446744073709551615 at byte 0 runs past the end of the input"))
+        #expect(
+            verdict(kayak, attestation: huge)
+                == .malformedAttestation("CBOR length 18446744073709551615 at byte 0 runs past the end of the input"))
     }
 
     @Test func assertionForgeries() throws {
         let v = veehaitch
         let a = try #require(v.assertions.first)
-        let key = try #require(P256PublicKey(uncompressedPoint: try AttestationVerifier().verify(
-            attestation: v.attestation, keyId: v.keyId, clientDataHash: v.clientDataHash, app: v.app, environment: v.environment, at: v.verifyAt).publicKey))
+        let key = try #require(
+            P256PublicKey(
+                uncompressedPoint: try AttestationVerifier().verify(
+                    attestation: v.attestation, keyId: v.keyId, clientDataHash: v.clientDataHash, app: v.app,
+                    environment: v.environment, at: v.verifyAt
+                ).publicKey))
         let verifier = AssertionVerifier(app: v.app)
-        func verdict(_ bytes: [UInt8], cdh: [UInt8]? = nil, previous: UInt32 = 0, using: AssertionVerifier? = nil) -> AssertionError? {
-            (using ?? verifier).evaluate(assertion: bytes, clientDataHash: cdh ?? a.clientDataHash, publicKey: key, previousCounter: previous).failure
+        func verdict(_ bytes: [UInt8], cdh: [UInt8]? = nil, previous: UInt32 = 0, using: AssertionVerifier? = nil)
+            -> AssertionError?
+        {
+            (using ?? verifier).evaluate(
+                assertion: bytes, clientDataHash: cdh ?? a.clientDataHash, publicKey: key, previousCounter: previous
+            ).failure
         }
         #expect(verdict(a.bytes) == nil)
         var o = try AssertionObject(cbor: a.bytes)
@@ -168,12 +213,15 @@ import Timekeeping
         #expect(verdict(a.bytes, cdh: SHA256.hash("wrong challenge")) == .signatureInvalid)
         #expect(verdict(a.bytes, previous: 1) == .counterNotIncreasing(previous: 1, received: 1))
         #expect(verdict(a.bytes, previous: 7) == .counterNotIncreasing(previous: 7, received: 1))
-        #expect(verdict(a.bytes, using: AssertionVerifier(app: AppIdentity(teamId: "6MURL8TA57", bundleId: "other"))) == .rpIdHashMismatch)
+        #expect(
+            verdict(a.bytes, using: AssertionVerifier(app: AppIdentity(teamId: "6MURL8TA57", bundleId: "other")))
+                == .rpIdHashMismatch)
         guard case .malformedAssertion = verdict(Array(a.bytes.prefix(20))) else {
             Issue.record("truncated assertion not reported as malformed")
             return
         }
-        let swapped = CBOR.map([.init(.text("signature"), .text("x")), .init(.text("authenticatorData"), .bytes([]))]).encoded()
+        let swapped = CBOR.map([.init(.text("signature"), .text("x")), .init(.text("authenticatorData"), .bytes([]))])
+            .encoded()
         #expect(verdict(swapped) == .malformedAssertion("missing byte field signature"))
     }
 }

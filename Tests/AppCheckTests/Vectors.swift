@@ -51,12 +51,16 @@ struct AppAttestVector: Sendable, CustomStringConvertible {
             let (h, d) = hashAndData(a["client_data_hash_or_challenge"] as! [String: Any])
             return Assertion(
                 name: a["name"] as! String, bytes: b64(a["assertion_b64"]), clientDataHash: h, clientData: d,
-                expectedCounter: UInt32(a["expected_counter"] as! Int), previousCounter: UInt32(a["previous_counter"] as! Int))
+                expectedCounter: UInt32(a["expected_counter"] as! Int),
+                previousCounter: UInt32(a["previous_counter"] as! Int))
         }
         return AppAttestVector(
             name: name, attestation: b64(json["attestation_b64"]), keyId: b64(json["key_id_b64"]), clientDataHash: hash,
-            clientData: data, app: AppIdentity(teamId: json["team_id"] as! String, bundleId: json["bundle_id"] as! String),
-            environment: AppAttestEnvironment(rawValue: json["environment"] as! String)!, verifyAt: time(json["verify_at_time"]),
-            leafNotBefore: time(json["leaf_cert_not_before"]), leafNotAfter: time(json["leaf_cert_not_after"]), assertions: assertions)
+            clientData: data,
+            app: AppIdentity(teamId: json["team_id"] as! String, bundleId: json["bundle_id"] as! String),
+            environment: AppAttestEnvironment(rawValue: json["environment"] as! String)!,
+            verifyAt: time(json["verify_at_time"]),
+            leafNotBefore: time(json["leaf_cert_not_before"]), leafNotAfter: time(json["leaf_cert_not_after"]),
+            assertions: assertions)
     }
 }
