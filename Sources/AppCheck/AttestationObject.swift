@@ -1,6 +1,8 @@
 /// An App Attest attestation object: `{fmt: "apple-appattest", attStmt: {x5c, receipt}, authData}` in CBOR.
 public struct AttestationObject: Hashable, Sendable {
     public static let appleFormat = "apple-appattest"
+    /// The most certificates accepted in `x5c`.
+    public static let maxCertificates = 8
 
     public var format: String
     /// DER certificates, the credential certificate first, then the intermediate(s).
@@ -35,6 +37,10 @@ public struct AttestationObject: Hashable, Sendable {
         guard let authData = root["authData"]?.byteString else { throw DecodingError("missing byte field authData") }
         guard let x5c = statement["x5c"]?.arrayItems, !x5c.isEmpty else {
             throw DecodingError("attStmt.x5c is missing or empty")
+        }
+        // Apple sends two; a long list would only make the verifier parse certificates for nothing.
+        guard x5c.count <= Self.maxCertificates else {
+            throw DecodingError("attStmt.x5c holds \(x5c.count) certificates, more than \(Self.maxCertificates)")
         }
         var certificates: [[UInt8]] = []
         for item in x5c {

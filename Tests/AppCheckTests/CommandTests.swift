@@ -116,6 +116,28 @@ import Timekeeping
         #expect(forged.stdout.contains("FAIL  signature"))
     }
 
+    @Test func trustDemoUsesTheStoresDemoRoot() throws {
+        let path = try TestSupport.temporaryDirectory("appcheck-demo-cli").appendingPathComponent("store.db").path
+        let state = try AppCheckStateTables(database: SQLiteDatabase(path: path))
+        let authority = try DemoCertificateAuthority.loadOrCreate(in: state)
+        let device = try SimulatedAppAttestKey(authority: authority, app: Demo.app, environment: .development)
+        let challenge = Array("simulated challenge".utf8)
+        let attestation = try device.attestation(clientDataHash: SHA256.hash(challenge), at: Demo.time)
+        let args = [
+            "attest", "verify", "--attestation", Base64.encode(attestation), "--key-id", Base64.encode(device.keyId),
+            "--team", Demo.app.teamId, "--bundle", Demo.app.bundleId, "--client-data", Base64.encode(challenge),
+            "--env", "development", "--at", (Demo.time + .hours(1)).iso8601, "--store", path,
+        ]
+        let appleOnly = try rollout(args)
+        #expect(appleOnly.status == 1)
+        #expect(appleOnly.stdout.contains("FAIL  certificate chain  demoRootNotTrusted"))
+        let trusting = try rollout(args + ["--trust-demo"])
+        #expect(trusting.status == 0, "\(trusting.stdout)")
+        #expect(
+            trusting.stdout.contains("anchored in Apple App Attestation Root CA / rollout Demo App Attestation Root CA")
+        )
+    }
+
     @Test func tokenVerifyNeedsAStore() throws {
         let r = try rollout(["token", "verify", "a.b.c"])
         #expect(r.status == 1)

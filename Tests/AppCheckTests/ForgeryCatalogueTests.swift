@@ -151,6 +151,11 @@ import Timekeeping
         #expect(
             verdict(kayak, attestation: modified(kayak) { $0.certificates[0] += [0] })
                 == .malformedCertificate(index: 0))
+        #expect(
+            verdict(
+                kayak,
+                attestation: modified(kayak) { $0.certificates += Array(repeating: $0.certificates[1], count: 7) })
+                == .malformedAttestation("attStmt.x5c holds 9 certificates, more than 8"))
         let shortAuthData = modified(kayak) { $0.authenticatorData = Array($0.authenticatorData.prefix(50)) }
         #expect(
             verdict(kayak, attestation: shortAuthData)
