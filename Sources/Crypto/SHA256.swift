@@ -10,13 +10,11 @@ public enum SHA256 {
 
     /// The digest of `bytes`.
     public static func hash<Bytes: ContiguousBytes>(_ bytes: Bytes) -> [UInt8] {
-        var out = [UInt8](repeating: 0, count: 32)
-        bytes.withUnsafeBytes { buf in
-            out.withUnsafeMutableBufferPointer { o in
-                _ = COpenSSL.SHA256(buf.baseAddress?.assumingMemoryBound(to: UInt8.self), buf.count, o.baseAddress)
-            }
-        }
-        return out
+        // SHA256_Init/Update/Final call the block function directly; OpenSSL 3's one-shot SHA256() fetches the
+        // algorithm from a provider on every call, which costs more than hashing a short input.
+        var h = Hasher()
+        h.update(bytes)
+        return h.finish()
     }
 
     /// The digest of the UTF-8 bytes of `string`.

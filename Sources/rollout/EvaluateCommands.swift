@@ -1,5 +1,110 @@
 import CommandLineKit
+import Foundation
+import JSON
+import RemoteConfig
 
+/// `rollout evaluate`: which value each given installation gets, exactly as Firebase assigns it.
 enum EvaluateCommands {
-    static let all: [Command] = []
+    static let all: [Command] = [evaluate]
+
+    static let evaluate = Command(
+        "evaluate",
+        summary: "Print the value a parameter takes for each installation id.",
+        discussion: "Reads a Remote Config template (client or server form, as the firebase CLI or the REST API writes it) "
+            + "and a file of installation ids (one UTF-8 id per line; '-' reads standard input), and prints each id's value in "
+            + "input order. Percentiles are computed exactly as Firebase does (SHA-256 of seed.id, mod 10^8). Conditions "
+            + "on device or app properties cannot be known here and count as false; a note on standard error says which.",
+        options: [
+            .value("--template", name: "FILE", help: "The template JSON file."),
+            .value("--ids-file", name: "FILE", help: "Installation ids, one per line ('-' for standard input)."),
+            .value("--param", name: "KEY", help: "The parameter to evaluate (default AppAttestEnabled)."),
+            .value("--format", name: "tsv|json", help: "tsv: id<TAB>value per line (default); json: one object per line with the source."),
+        ],
+        examples: [
+            "rollout evaluate --template template.json --ids-file test-devices.txt",
+            "printf 'fid-of-my-phone\\n' | rollout evaluate --template template.json --ids-file -",
+            "rollout config export > t.json && rollout evaluate --template t.json --ids-file ids.txt --format json",
+        ],
+        action: run)
+
+    static func run(_ invocation: Invocation) throws -> ExitCode {
+        guard let templatePath = invocation.value("--template") else { throw invocation.usageError("--template FILE is required") }
+        guard let idsPath = invocation.value("--ids-file") else { throw invocation.usageError("--ids-file FILE is required") }
+        let key = invocation.value("--param") ?? "AppAttestEnabled"
+        let format = invocation.value("--format") ?? "tsv"
+        guard format == "tsv" || format == "json" else { throw invocation.usageError("--format must be tsv or json, not '\(format)'") }
+
+        let templateText = try readText(templatePath, what: "template")
+        let template: RemoteConfigTemplate
+        do {
+            template = try RemoteConfigTemplate(parsing: templateText)
+        } catch {
+            throw CommandError("\(templatePath): \(error)")
+        }
+        guard template.parameter(key) != nil else {
+            throw CommandError("\(templatePath) has no parameter '\(key)' (it has: \(template.parameterKeys.prefix(10).joined(separator: ", ")))")
+        }
+        let idsData = try readData(idsPath, what: "ids file")
+        guard String(validating: idsData, as: UTF8.self) != nil else {
+            throw CommandError("\(idsPath): ids must be UTF-8 text")
+        }
+
+        let program = TemplateEvaluator(template).program(for: key)!
+        // Opaque terms need the slow path that collects notes; percent-only templates take the index fast path.
+        let hasOpaque = template.conditions.contains { !$0.node.opaqueTerms.isEmpty }
+        let tsvValues = program.results.map { Array(($0.value ?? "").utf8) }
+        var notes = Set<String>()
+        var out: [UInt8] = []
+        out.reserveCapacity(min(idsData.count * 2, 64 << 20))
+        let flush = {
+            FileHandle.standardOutput.write(Data(out))
+            out.removeAll(keepingCapacity: true)
+        }
+        var lines = idsData.split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: false)
+        if lines.last?.isEmpty == true { lines.removeLast() }
+        for var line in lines {
+            if line.last == UInt8(ascii: "\r") { line = line.dropLast() }
+            if format == "tsv", !hasOpaque {
+                out.append(contentsOf: line)
+                out.append(9)
+                out.append(contentsOf: tsvValues[line.withUnsafeBytes { program.resultIndex(utf8: $0) }])
+                out.append(10)
+                if out.count > 1 << 20 { flush() }
+                continue
+            }
+            let v = line.withUnsafeBytes { program.value(utf8: $0) }
+            notes.formUnion(v.notes)
+            if format == "tsv" {
+                out.append(contentsOf: line)
+                out.append(9)
+                out.append(contentsOf: (v.value ?? "").utf8)
+                out.append(10)
+            } else {
+                let object: JSONValue = [
+                    "id": .string(String(decoding: line, as: UTF8.self)), "value": v.value.map { .string($0) } ?? .null, "source": .string(v.source.rawValue),
+                    "condition": v.condition.map { .string($0) } ?? .null,
+                ]
+                out.append(contentsOf: JSONWriter().bytes(object))
+                out.append(10)
+            }
+            if out.count > 1 << 20 { flush() }
+        }
+        flush()
+        for note in notes.sorted() { FileHandle.standardError.write(Data("rollout: note: \(note)\n".utf8)) }
+        return .ok
+    }
+
+    static func readData(_ path: String, what: String) throws -> Data {
+        if path == "-" { return FileHandle.standardInput.readDataToEndOfFile() }
+        guard let data = FileManager.default.contents(atPath: path) else {
+            throw CommandError("cannot read the \(what) \(path): no such file or not readable")
+        }
+        return data
+    }
+
+    static func readText(_ path: String, what: String) throws -> String {
+        let data = try readData(path, what: what)
+        guard let text = String(validating: data, as: UTF8.self) else { throw CommandError("\(path): the \(what) is not UTF-8 text") }
+        return text
+    }
 }

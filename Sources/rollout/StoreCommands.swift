@@ -1,5 +1,704 @@
 import CommandLineKit
+import Foundation
+import JSON
+import RemoteConfig
+import Rollout
+import Store
+import Timekeeping
 
+/// The operator commands over the config store: create it, read it, change the rollout, move templates in and
+/// out, and check the audit log.
+///
+/// Every change goes through `WritePath` (built by `Wiring`), so read-only mode, policies, compare-and-swap
+/// and the audit record are the same here as in the console.
 enum StoreCommands {
-    static let all: [Command] = []
+    static let all: [Command] = [
+        initCommand, status, set, nudge, killCommand, resume, history, rollback, diff, config, audit,
+    ]
+
+    // MARK: Options
+
+    static let json = Option.flag("--json", help: "Print JSON instead of text.")
+
+    static let writeOptions: [Option] = [
+        .value(
+            "--reason", name: "TEXT",
+            help: "Why: the version's description and the audit record's reason (one line, up to 1024 characters)."),
+        .flag(
+            "--force",
+            help: "Publish without compare-and-swap, overwriting whatever was published meanwhile (audited as forced)."),
+        .flag(
+            "--dry-run",
+            help: "Show the change, its diff and the policy reports; write nothing (exit 4 if a policy would refuse)."),
+    ]
+
+    // MARK: init
+
+    static let initCommand = Command(
+        "init",
+        summary: "Create a new store holding the rollout's starting template (version 1).",
+        discussion:
+            "The template has AppAttestEnabled (default \"false\"), the exposed and control conditions at 0% on the "
+            + "seed, and the AppAttestCohort parameter: present, not started. Other commands create the store on first use "
+            + "with a random seed; init lets you choose the seed and the template form. Refuses an existing store.",
+        options: [
+            .value(
+                "--seed", name: "SEED",
+                help: "The percent conditions' seed (letters, digits, '.', '_', '-'; default rollout-<random hex>)."),
+            .value(
+                "--form", name: "client|server",
+                help: "Client template (expression strings, default) or server template (structured conditions)."),
+        ],
+        examples: [
+            "rollout init",
+            "rollout init --seed rollout-2026 --store ./team.db",
+            "rollout init --form server",
+        ],
+        action: guarded { inv in
+            let seed = try inv.value("--seed").map { try validSeed($0, inv) } ?? Wiring.newSeed()
+            let form = try templateForm(inv.value("--form") ?? "client", inv)
+            guard !inv.flag("--read-only") else { throw WritePath.Failure.readOnly }
+            let session = try Wiring.open(inv, create: true)
+            let created = try session.config.initializeIfEmpty {
+                try SQLiteConfigStore.genesis(
+                    seed: seed, form: form, actor: session.operatorID, time: session.clock.now())
+            }
+            let current = try session.config.current()
+            guard created else {
+                throw CommandError(
+                    "a store already exists at \(session.path) (version \(current.info.number)); init only creates new stores"
+                )
+            }
+            print("created store \(session.path)")
+            print("version 1 (etag \(current.etag)), \(form.rawValue) template, seed \(seed)")
+            print(rolloutLine(current.template))
+            return .ok
+        })
+
+    // MARK: status
+
+    static let status = Command(
+        "status",
+        summary: "Show the current version and the rollout: percentage, state, seed, cohort bands.",
+        options: [json],
+        examples: ["rollout status", "rollout status --json | jq .rollout.percentage"],
+        action: guarded { inv in
+            let session = try Wiring.session(inv)
+            let current = try session.config.current()
+            let rollout = Result { try RolloutPlan.locate(in: current.template) }
+            if inv.flag("--json") {
+                var out = JSONObject()
+                out["store"] = .string(session.path)
+                out["version"] = versionJSON(current.info)
+                switch rollout {
+                case .success(let plan?): out["rollout"] = planJSON(plan)
+                case .success(nil): out["rollout"] = .null
+                case .failure(let e): out["rolloutError"] = .string("\(e)")
+                }
+                print(JSONValue.object(out).prettyText, terminator: "")
+                return .ok
+            }
+            let info = current.info
+            var rows: [(String, String)] = [
+                ("store", session.path),
+                ("version", "\(info.number) (etag \(info.etag))"),
+                (
+                    "updated",
+                    "\(info.updateTime.iso8601) by \(printable(info.updateUser)) (\(info.updateOrigin), \(info.updateType.rawValue))"
+                ),
+            ]
+            if !info.description.isEmpty { rows.append(("reason", printable(info.description))) }
+            rows.append(("", ""))
+            switch rollout {
+            case .success(let plan?):
+                rows += [
+                    (plan.names.parameter, describe(plan)),
+                    ("condition", "\(plan.names.exposedCondition): \(printable(plan.conditionText))"),
+                    ("seed", printable(plan.seed)),
+                    (
+                        "exposed",
+                        plan.state == .rolling ? plan.exposedBand.description : "nobody (\(plan.state.rawValue))"
+                    ),
+                    (
+                        "control",
+                        plan.state == .rolling && !plan.controlBand.isEmpty ? plan.controlBand.description : "none"
+                    ),
+                ]
+            case .success(nil):
+                rows.append(("rollout", "none: the template has no rollout of \(RolloutNames.standard.parameter)"))
+            case .failure(let e): rows.append(("rollout", "cannot read it: \(e)"))
+            }
+            printRows(rows)
+            return .ok
+        })
+
+    // MARK: Changes
+
+    static let set = Command(
+        "set",
+        summary: "Set the AppAttestEnabled percentage.",
+        discussion:
+            "PERCENT is 0 to 100 with up to 6 decimals (micro-percent). Raising it only adds installations to the "
+            + "exposed group (the seed is fixed). Publishes with compare-and-swap; exit 3 when someone published first.",
+        options: writeOptions + [
+            .value(
+                "--expect", name: "PERCENT",
+                help: "Only if the rollout is currently at PERCENT (a guard against stale reads).")
+        ],
+        positionals: [Positional("PERCENT", help: "The new percentage, e.g. 25 or 12.5.")],
+        examples: [
+            "rollout set 25 --reason \"crash rate flat for 24h\"",
+            "rollout set 12.5 --expect 10 --reason \"step 3 of the plan\"",
+            "rollout set 50 --dry-run",
+        ],
+        action: guarded { inv in
+            let target = try percentage(inv.positional(0)!, inv)
+            let expected = try inv.value("--expect").map { try percentage($0, inv) }
+            return try write(inv, .rollout(.set(target, expected: expected)))
+        })
+
+    static let nudge = Command(
+        "nudge",
+        summary: "Move the AppAttestEnabled percentage up or down by a step.",
+        discussion:
+            "DELTA is signed, up to 6 decimals. The result must stay within 0 and 100. With --retry a nudge that "
+            + "loses a compare-and-swap race is re-applied on top of the winner (validated again), so concurrent nudges add up.",
+        options: writeOptions + [
+            .flag("--retry", help: "On a conflict, re-apply the nudge on top of the newer version.")
+        ],
+        positionals: [Positional("DELTA", help: "The change in points, e.g. +5 or -2.5.")],
+        examples: [
+            "rollout nudge +5 --reason \"no new crash clusters\"",
+            "rollout nudge -2.5",
+            "rollout nudge +0.1 --retry",
+        ],
+        action: guarded { inv in
+            let text = inv.positional(0)!
+            let delta: MicroPercent
+            do {
+                delta = try MicroPercent.parse(text, allowSign: true)
+            } catch {
+                throw inv.usageError("\(error)")
+            }
+            guard delta != .zero else { throw inv.usageError("a nudge of 0 changes nothing") }
+            guard delta.value.magnitude <= MicroPercent.hundred.value.magnitude else {
+                throw inv.usageError("invalid percentage '\(text)': a nudge moves at most 100 points")
+            }
+            return try write(inv, .rollout(.nudge(delta)), retry: inv.flag("--retry"))
+        })
+
+    static let killCommand = Command(
+        "kill",
+        summary: "Turn AppAttestEnabled off for everyone at once, keeping the percentage for resume.",
+        discussion: "Sets the flag's conditional value to \"false\" (a 0% condition would still match percentile 0). "
+            + "Reducing exposure is never held up by guardrails or step-up verification.",
+        options: writeOptions,
+        examples: ["rollout kill --reason \"attestation failures spiking\"", "rollout kill --dry-run"],
+        action: guarded { inv in try write(inv, .rollout(.kill)) })
+
+    static let resume = Command(
+        "resume",
+        summary: "Undo a kill: the rollout is back at its percentage.",
+        options: writeOptions,
+        examples: ["rollout resume --reason \"Apple outage over\""],
+        action: guarded { inv in try write(inv, .rollout(.resume)) })
+
+    static let rollback = Command(
+        "rollback",
+        summary: "Publish an earlier version's template again, as a new version.",
+        discussion:
+            "Like Firebase's rollback: history is kept; the new version's update type is ROLLBACK and it records "
+            + "the source version. See 'rollout history' for the numbers.",
+        options: writeOptions,
+        positionals: [Positional("VERSION", help: "The version whose template to restore.")],
+        examples: ["rollout rollback 41 --reason \"undo 42: wrong seed\"", "rollout rollback 3 --dry-run"],
+        action: guarded { inv in
+            try write(inv, .rollback(toVersion: try versionNumber(inv.positional(0)!, inv)))
+        })
+
+    // MARK: history / diff
+
+    static let history = Command(
+        "history",
+        summary: "List versions, newest first: who, when, why, and the rollout at each.",
+        options: [
+            json,
+            .value("--limit", name: "N", help: "How many versions (default 20)."),
+            .value("--before", name: "VERSION", help: "Only versions older than VERSION (paging)."),
+        ],
+        examples: ["rollout history", "rollout history --limit 5 --json", "rollout history --before 100"],
+        action: guarded { inv in
+            let limit = try inv.value("--limit").map { try count($0, inv) } ?? 20
+            let before = try inv.value("--before").map { try versionNumber($0, inv) }
+            let session = try Wiring.session(inv)
+            let versions = try session.config.versions(limit: limit, before: before)
+            let rollouts = try versions.map { v -> String in
+                let t = try session.config.version(v.number).template
+                return (try? RolloutPlan.locate(in: t)).flatMap { $0 }.map(describe) ?? "no rollout"
+            }
+            if inv.flag("--json") {
+                let items: [JSONValue] = zip(versions, rollouts).map { v, r in
+                    var o = versionJSON(v).objectValue!
+                    o["rollout"] = .string(r)
+                    return .object(o)
+                }
+                print(JSONValue.array(items).prettyText, terminator: "")
+                return .ok
+            }
+            var table = [["VERSION", "TIME", "USER", "TYPE", "ROLLOUT", "REASON"]]
+            for (v, r) in zip(versions, rollouts) {
+                let type =
+                    v.updateType == .rollback
+                    ? "ROLLBACK of \(v.rollbackSource.map(String.init) ?? "?")" : v.updateType.rawValue
+                table.append([
+                    String(v.number), v.updateTime.iso8601, printable(v.updateUser), type, r, printable(v.description),
+                ])
+            }
+            printTable(table)
+            return .ok
+        })
+
+    static let diff = Command(
+        "diff",
+        summary: "Show what changed between two versions, one change per line.",
+        options: [json],
+        positionals: [
+            Positional("A", help: "The older version."),
+            Positional("B", help: "The newer version (default: the current one).", optional: true),
+        ],
+        examples: ["rollout diff 41 42", "rollout diff 1", "rollout diff 3 7 --json"],
+        action: guarded { inv in
+            let a = try versionNumber(inv.positional(0)!, inv)
+            let b = try inv.positional(1).map { try versionNumber($0, inv) }
+            let session = try Wiring.session(inv)
+            let old = try session.config.version(a)
+            let new = try b.map { try session.config.version($0) } ?? session.config.current()
+            let lines = TemplateDiff.lines(from: old.template, to: new.template)
+            if inv.flag("--json") {
+                let out: JSONValue = [
+                    "from": .number(JSONNumber(old.info.number)), "to": .number(JSONNumber(new.info.number)),
+                    "changes": .array(lines.map { .string($0) }),
+                ]
+                print(out.prettyText, terminator: "")
+                return .ok
+            }
+            print("version \(old.info.number) → version \(new.info.number)")
+            print(lines.isEmpty ? "  (no differences)" : lines.map { "  " + printable($0) }.joined(separator: "\n"))
+            return .ok
+        })
+
+    // MARK: config import / export
+
+    static let config = Command(
+        "config",
+        summary: "Export or import the whole template (Firebase template JSON, as the firebase CLI writes it).",
+        examples: [
+            "rollout config export > template.json", "rollout config import template.json --reason \"add parameter\"",
+        ],
+        subcommands: [export, importCommand])
+
+    static let export = Command(
+        "export",
+        summary: "Print a version's template as Firebase template JSON (two-space indentation).",
+        discussion:
+            "The output carries the version and its etag; 'config import' of an edited export then publishes only if "
+            + "the store is still at that version. --format converts between the client form (condition expressions) "
+            + "and the server form (structured conditions, as server-side Remote Config uses).",
+        options: [
+            .value("--format", name: "client|server", help: "The template form (default: the form stored)."),
+            .value("--version", name: "N", help: "Export version N (default: the current version)."),
+            .value("--output", "-o", name: "FILE", help: "Write to FILE instead of standard output."),
+        ],
+        examples: [
+            "rollout config export > template.json",
+            "rollout config export --format server -o server-template.json",
+            "rollout config export --version 12",
+        ],
+        action: guarded { inv in
+            let form = try inv.value("--format").map { try templateForm($0, inv) }
+            let number = try inv.value("--version").map { try versionNumber($0, inv) }
+            let session = try Wiring.session(inv)
+            var template =
+                try number.map { try session.config.version($0) }?.template ?? session.config.current().template
+            if let form { template = try template.converted(to: form) }
+            if let output = inv.value("--output") {
+                do {
+                    try Data(template.prettyText.utf8).write(to: URL(fileURLWithPath: output), options: .atomic)
+                } catch {
+                    throw CommandError("cannot write \(output): \(error.localizedDescription)")
+                }
+            } else {
+                print(template.prettyText, terminator: "")
+            }
+            return .ok
+        })
+
+    static let importCommand = Command(
+        "import",
+        summary: "Publish a whole template from a file (validated; unknown fields kept as they are).",
+        discussion: "FILE is Firebase template JSON (client or server form; '-' reads standard input). It is validated "
+            + "before anything is opened; a seed change while the rollout is running is refused. When FILE carries an "
+            + "etag (as 'config export' writes it), the import applies only if the store is still at that version "
+            + "(exit 3 otherwise; --force overrides).",
+        options: writeOptions,
+        positionals: [Positional("FILE", help: "The template JSON file, or - for standard input.")],
+        examples: [
+            "rollout config import template.json --reason \"add WelcomeMessage\"",
+            "rollout config export | jq '.parameters.X.defaultValue.value = \"1\"' | rollout config import -",
+            "rollout config import template.json --dry-run",
+        ],
+        action: guarded { inv in
+            let file = inv.positional(0)!
+            let template = try readTemplate(file)
+            return try write(inv, .importTemplate(template), basedOn: inv.flag("--force") ? nil : template.etag)
+        })
+
+    // MARK: audit
+
+    static let audit = Command(
+        "audit",
+        summary: "Show the audit log or verify its hash chain.",
+        examples: ["rollout audit show --limit 50", "rollout audit verify"],
+        subcommands: [auditShow, auditVerify])
+
+    static let auditShow = Command(
+        "show",
+        summary: "List audit records, newest first: who, when, what, from → to, why, and the result.",
+        options: [
+            json,
+            .value("--limit", name: "N", help: "How many records (default 20)."),
+            .value("--before", name: "SEQ", help: "Only records older than SEQ (paging)."),
+        ],
+        examples: ["rollout audit show", "rollout audit show --json --limit 100"],
+        action: guarded { inv in
+            let limit = try inv.value("--limit").map { try count($0, inv) } ?? 20
+            let before = try inv.value("--before").map { Int64(try count($0, inv)) }
+            let session = try Wiring.session(inv)
+            let records = try session.config.auditRecords(limit: limit, before: before)
+            if inv.flag("--json") {
+                print(JSONValue.array(records.map(auditJSON)).prettyText, terminator: "")
+                return .ok
+            }
+            for r in records {
+                let e = r.entry
+                var line = "#\(r.sequence)  \(e.time.iso8601)  \(printable(e.actor))  \(printable(e.action))"
+                if !e.from.isEmpty || !e.to.isEmpty { line += "  \(printable(e.from)) → \(printable(e.to))" }
+                line += "  \(e.result.rawValue)" + (e.version.map { " v\($0)" } ?? "")
+                if !e.reason.isEmpty { line += "  \"\(printable(e.reason))\"" }
+                let detail = shownDetail(e.detail)
+                if !detail.isEmpty { line += "  [\(printable(detail))]" }
+                print(line)
+            }
+            if records.isEmpty { print("(no audit records)") }
+            return .ok
+        })
+
+    static let auditVerify = Command(
+        "verify",
+        summary: "Check the audit hash chain, its head, and every version against its audit record.",
+        discussion:
+            "Exit 0 when intact; otherwise exit 1 naming the first broken record or version. Detects an edited, "
+            + "deleted or reordered audit record (including the newest), and a version whose template or metadata was "
+            + "changed after publication. Note the printed head: comparing it with a copy kept elsewhere also detects a "
+            + "rewrite of the whole log.",
+        options: [json],
+        examples: ["rollout audit verify", "rollout audit verify --json"],
+        action: guarded { inv in
+            let session = try Wiring.open(inv, create: false)
+            let report: ConfigIntegrityReport
+            do {
+                report = try session.config.verifyIntegrity()
+            } catch let p as ConfigIntegrityProblem {
+                throw CommandError("audit verify failed: \(p)")
+            }
+            if inv.flag("--json") {
+                let out: JSONValue = [
+                    "intact": true, "auditRecords": .number(JSONNumber(report.auditRecords)),
+                    "versions": .number(JSONNumber(report.versions)),
+                    "headSequence": .number(JSONNumber(report.headSequence)),
+                    "headHash": .string(report.headHash),
+                ]
+                print(out.prettyText, terminator: "")
+            } else {
+                print(
+                    "audit log intact: \(report.auditRecords) records, \(report.versions) versions checked against their records, database integrity ok"
+                )
+                print("head: record \(report.headSequence) \(report.headHash)")
+            }
+            return .ok
+        })
+}
+
+// MARK: - Writing
+
+extension StoreCommands {
+    /// Runs one change through the write path and prints what happened (or, with `--dry-run`, what would).
+    static func write(_ inv: Invocation, _ intent: WritePath.Intent, retry: Bool = false, basedOn etag: String? = nil)
+        throws -> ExitCode
+    {
+        let reason = try self.reason(inv)
+        let session = try Wiring.session(inv)
+        let path = session.writePath()
+        var request = WritePath.Request(
+            intent: intent, actor: session.operatorID, reason: reason, origin: Wiring.origin)
+        request.force = inv.flag("--force")
+        request.retryOnConflict = retry
+        request.basedOnETag = etag
+
+        if inv.flag("--dry-run") {
+            let preview = try path.preview(request)
+            print("dry run: nothing written")
+            printChange(preview.proposal)
+            var refused = false
+            for report in preview.reports {
+                let verdict: String
+                switch report.decision {
+                case .allow: verdict = "allow"
+                case .refuse(let r):
+                    verdict = "would refuse: \(r.reason)" + (r.suggestion.map { "; \($0)" } ?? "")
+                    refused = true
+                }
+                print("policy \(report.policy): \(verdict)")
+                for line in report.lines { print("  \(printable(line))") }
+            }
+            if preview.isNoChange {
+                print("no change: version \(preview.base.info.number) already says so")
+            } else {
+                print(
+                    "would publish version \(preview.base.info.number + 1) on top of version \(preview.base.info.number) (etag \(preview.base.etag))"
+                        + (request.force ? ", forced" : ""))
+            }
+            if session.readOnly { print("note: this session is read-only; a real run would be refused") }
+            return refused && !preview.proposal.onlyReducesExposure ? .refused : .ok
+        }
+
+        switch try path.execute(request) {
+        case .published(let stored, let proposal, let attempts):
+            printChange(proposal)
+            var line =
+                "published version \(stored.info.number) (etag \(stored.etag)) by \(printable(stored.info.updateUser))"
+            if attempts > 1 { line += ", re-applied on top of newer versions (\(attempts) attempts)" }
+            if request.force { line += "; forced: compare-and-swap skipped (audited)" }
+            print(line)
+        case .unchanged(let stored, let proposal):
+            let state = proposal.after.map(describe) ?? "as requested"
+            print("no change: version \(stored.info.number) is already \(state); nothing written")
+        }
+        return .ok
+    }
+
+    static func printChange(_ proposal: Proposal) {
+        print(printable(proposal.summary))
+        for line in proposal.diff { print("  " + printable(line)) }
+    }
+
+    /// `--reason`: one printable line of at most 1024 characters (Firebase's description limit).
+    static func reason(_ inv: Invocation) throws -> String {
+        let reason = inv.value("--reason") ?? ""
+        guard !reason.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) else {
+            throw inv.usageError("--reason must be one line of printable text")
+        }
+        guard reason.count <= 1024 else { throw inv.usageError("--reason is \(reason.count) characters; at most 1024") }
+        return reason
+    }
+
+    /// Reads and validates a template file before any store is opened; `-` is standard input.
+    static func readTemplate(_ file: String) throws -> RemoteConfigTemplate {
+        let limit = RemoteConfigTemplate.maximumBytes
+        let data: Data
+        if file == "-" {
+            data = (try? FileHandle.standardInput.read(upToCount: limit + 1)) ?? Data()
+        } else {
+            var isDirectory: ObjCBool = false
+            guard FileManager.default.fileExists(atPath: file, isDirectory: &isDirectory) else {
+                throw CommandError("\(file): no such file")
+            }
+            guard !isDirectory.boolValue else { throw CommandError("\(file) is a directory, not a template file") }
+            guard let handle = FileHandle(forReadingAtPath: file) else {
+                throw CommandError("\(file): cannot read it (permission denied?)")
+            }
+            defer { try? handle.close() }
+            data = (try? handle.read(upToCount: limit + 1)) ?? Data()
+        }
+        guard data.count <= limit else { throw CommandError("\(file): larger than \(limit >> 20) MiB; not a template") }
+        guard !data.isEmpty else { throw CommandError("\(file): empty; expected Firebase template JSON") }
+        guard let text = String(data: data, encoding: .utf8) else { throw CommandError("\(file): not UTF-8 text") }
+        do {
+            return try RemoteConfigTemplate(parsing: text)
+        } catch {
+            throw CommandError("\(file): invalid template: \(error)")
+        }
+    }
+}
+
+// MARK: - Parsing arguments
+
+extension StoreCommands {
+    /// A percentage from 0 to 100 with at most 6 decimals; anything else is a usage error (exit 2).
+    static func percentage(_ text: String, _ inv: Invocation) throws -> MicroPercent {
+        let p: MicroPercent
+        do {
+            p = try MicroPercent.parse(text)
+        } catch {
+            throw inv.usageError("\(error)")
+        }
+        guard p.isValidPercentage else { throw inv.usageError("invalid percentage '\(text)': out of range 0 to 100") }
+        return p
+    }
+
+    static func versionNumber(_ text: String, _ inv: Invocation) throws -> Int {
+        guard let n = Int(text), n >= 1 else { throw inv.usageError("'\(text)' is not a version number (1, 2, ...)") }
+        return n
+    }
+
+    static func count(_ text: String, _ inv: Invocation) throws -> Int {
+        guard let n = Int(text), n >= 1 else { throw inv.usageError("'\(text)' is not a positive count") }
+        return n
+    }
+
+    static func templateForm(_ text: String, _ inv: Invocation) throws -> RemoteConfigTemplate.Form {
+        guard let form = RemoteConfigTemplate.Form(rawValue: text) else {
+            throw inv.usageError("unknown template form '\(text)'; expected client or server")
+        }
+        return form
+    }
+
+    static func validSeed(_ text: String, _ inv: Invocation) throws -> String {
+        let allowed = text.unicodeScalars.allSatisfy {
+            $0.isASCII && ($0.properties.isAlphabetic || ("0"..."9").contains($0) || "._-".unicodeScalars.contains($0))
+        }
+        guard !text.isEmpty, text.count <= 100, allowed else {
+            throw inv.usageError("invalid seed '\(printable(text))': use 1 to 100 letters, digits, '.', '_' or '-'")
+        }
+        return text
+    }
+}
+
+// MARK: - Output
+
+extension StoreCommands {
+    /// `12.5%, rolling`, `25% (killed)`, `0% (not started)`.
+    static func describe(_ plan: RolloutPlan) -> String {
+        plan.state == .rolling ? "\(plan.percentage), rolling" : "\(plan.percentage) (\(plan.state.rawValue))"
+    }
+
+    static func rolloutLine(_ template: RemoteConfigTemplate) -> String {
+        switch Result(catching: { try RolloutPlan.locate(in: template) }) {
+        case .success(let plan?): "\(plan.names.parameter) \(describe(plan))"
+        case .success(nil): "no rollout of \(RolloutNames.standard.parameter) in this template"
+        case .failure(let e): "the rollout cannot be read: \(e)"
+        }
+    }
+
+    static func versionJSON(_ v: VersionInfo) -> JSONValue {
+        [
+            "versionNumber": .number(JSONNumber(v.number)), "etag": .string(v.etag),
+            "updateTime": .string(v.updateTime.iso8601),
+            "updateUser": .string(v.updateUser), "updateOrigin": .string(v.updateOrigin),
+            "updateType": .string(v.updateType.rawValue),
+            "description": .string(v.description),
+            "rollbackSource": v.rollbackSource.map { .number(JSONNumber($0)) } ?? .null,
+        ]
+    }
+
+    static func planJSON(_ plan: RolloutPlan) -> JSONValue {
+        [
+            "parameter": .string(plan.names.parameter), "state": .string(plan.state.rawValue),
+            "percentage": .string(plan.percentage.decimalText),
+            "microPercent": .number(JSONNumber(plan.percentage.value)),
+            "seed": .string(plan.seed), "condition": .string(plan.names.exposedCondition),
+            "expression": .string(plan.conditionText),
+            "exposedBand": plan.state == .rolling ? .string(plan.exposedBand.description) : .null,
+            "controlBand": plan.state == .rolling && !plan.controlBand.isEmpty
+                ? .string(plan.controlBand.description) : .null,
+        ]
+    }
+
+    static func auditJSON(_ r: AuditRecord) -> JSONValue {
+        let e = r.entry
+        return [
+            "sequence": .number(JSONNumber(r.sequence)), "time": .string(e.time.iso8601), "actor": .string(e.actor),
+            "action": .string(e.action), "from": .string(e.from), "to": .string(e.to), "reason": .string(e.reason),
+            "result": .string(e.result.rawValue), "version": e.version.map { .number(JSONNumber($0)) } ?? .null,
+            "detail": .string(e.detail), "previousHash": .string(r.previousHash), "hash": .string(r.hash),
+        ]
+    }
+
+    /// The detail without the version digest the store adds for `audit verify`.
+    static func shownDetail(_ detail: String) -> String {
+        guard let range = detail.range(of: "version sha256:") else { return detail }
+        var kept = String(detail[..<range.lowerBound])
+        while kept.hasSuffix(" ") || kept.hasSuffix(";") { kept.removeLast() }
+        return kept
+    }
+
+    /// Text from the store or the user made safe for a terminal: control characters are shown escaped.
+    static func printable(_ text: String) -> String {
+        var out = ""
+        for scalar in text.unicodeScalars {
+            if scalar.properties.generalCategory == .control {
+                out += "\\u{\(String(scalar.value, radix: 16))}"
+            } else {
+                out.unicodeScalars.append(scalar)
+            }
+        }
+        return out
+    }
+
+    static func printRows(_ rows: [(String, String)]) {
+        let width = rows.map(\.0.count).max() ?? 0
+        for (k, v) in rows {
+            print(k.isEmpty && v.isEmpty ? "" : k.padding(toLength: width + 2, withPad: " ", startingAt: 0) + v)
+        }
+    }
+
+    static func printTable(_ rows: [[String]]) {
+        guard let columns = rows.first?.count else { return }
+        let widths = (0..<columns).map { c in rows.map { $0[c].count }.max() ?? 0 }
+        for row in rows {
+            let cells = row.enumerated().map { c, cell in
+                c == columns - 1 ? cell : cell.padding(toLength: widths[c], withPad: " ", startingAt: 0)
+            }
+            var line = cells.joined(separator: "  ")
+            while line.hasSuffix(" ") { line.removeLast() }
+            print(line)
+        }
+    }
+}
+
+// MARK: - Errors
+
+extension StoreCommands {
+    /// Wraps an action so that every error becomes one line and the exit code of PRODUCT.md.
+    static func guarded(_ body: @escaping @Sendable (Invocation) throws -> ExitCode) -> Command.Action {
+        { inv in
+            do {
+                return try body(inv)
+            } catch {
+                throw commandError(error)
+            }
+        }
+    }
+
+    static func commandError(_ error: any Error) -> CommandError {
+        func oneLine(_ s: String) -> String { printable(s.replacingOccurrences(of: "\n", with: " ")) }
+        switch error {
+        case let e as CommandError: return CommandError(oneLine(e.message), exit: e.exitCode)
+        case let f as WritePath.Failure:
+            switch f {
+            case .readOnly, .refused: return CommandError(oneLine(f.description), exit: .refused)
+            case .conflict, .unexpectedCurrent: return CommandError(oneLine(f.description), exit: .conflict)
+            case .invalid: return CommandError(oneLine(f.description), exit: .failure)
+            }
+        case let c as PublishConflict:
+            return CommandError(
+                "publish conflict: the store is at version \(c.current.info.number) now", exit: .conflict)
+        case let e as SQLiteError:
+            if e.isBusy {
+                return CommandError("the store is busy: another process held its write lock too long; try again")
+            }
+            return CommandError("store error: \(oneLine(e.message))")
+        default: return CommandError(oneLine("\(error)"))
+        }
+    }
 }

@@ -1,5 +1,346 @@
 import CommandLineKit
+import Foundation
+import Rollout
+import Store
+import Telemetry
+import Timekeeping
 
+/// `rollout ingest` and `rollout telemetry`: events in, and the dashboard figures out.
 enum TelemetryCommands {
-    static let all: [Command] = []
+    static let all: [Command] = [ingest, telemetry]
+
+    static let ingest = Command(
+        "ingest",
+        summary: "Read telemetry events from a file or stdin into the store.",
+        discussion: "Formats: native (our NDJSON: one {\"t\",\"i\",\"k\",...} object per line), ga4 (Google Analytics "
+            + "BigQuery export rows: AppAttestSuccess, AppAttestFailure, session_start, app_exception, AppAttestConfigFetch) "
+            + "and crashlytics (Crashlytics BigQuery export rows, each a crash). The cohort comes from the event "
+            + "parameter, user property or custom key AppAttestCohort. The input lands as one transaction: whole or "
+            + "not at all, also if the process is killed. Bad lines are reported with their line number and skipped, "
+            + "and the command then exits 1; with --strict the first bad line fails the whole batch. Rows of other "
+            + "events or platforms are counted as ignored.",
+        options: [
+            .value("--format", name: "FORMAT", help: "native (default), ga4 or crashlytics."),
+            .flag("--strict", help: "Fail the whole batch on the first bad line."),
+            .value(
+                "--batch-events", name: "N",
+                help: "Commit after about N events (at a read boundary), for endless pipes."),
+            .flag("--verbose", help: "Report progress on stderr."),
+            .flag("--json", help: "Print the summary as JSON."),
+        ],
+        positionals: [Positional("FILE", help: "The file to read; '-' or nothing for stdin.", optional: true)],
+        examples: [
+            "rollout ingest events.ndjson",
+            "bq query --format=json ... | rollout ingest --format ga4 -",
+            "rollout ingest --format crashlytics --strict crashes.ndjson --json",
+        ],
+        action: runIngest)
+
+    static let telemetry = Command(
+        "telemetry",
+        summary: "Show the telemetry figures, statistics and verdict of a rollout.",
+        discussion: "Totals since the rollout start, rates over the last 1, 5 and 15 minutes, the exposed vs control "
+            + "crash comparison (SPRT, always-valid intervals, smallest detectable effect), failure CUSUMs, exposure and "
+            + "propagation, and the verdict OK / WATCH / HOLD / HALT with its reasons.",
+        options: [
+            .value("--since", name: "TIME", help: "The rollout start (ISO 8601); default: the earliest event stored."),
+            .value(
+                "--percent", name: "P", help: "The current exposed percentage (for the sample ratio check); default 0."),
+            .flag("--json", help: "Print as JSON."),
+        ],
+        examples: ["rollout telemetry --since 2026-05-20T09:00:00Z --percent 10", "rollout telemetry --json"],
+        action: runTelemetry)
+
+    // MARK: ingest
+
+    static func runIngest(_ invocation: Invocation) throws -> ExitCode {
+        let formatName = invocation.value("--format") ?? "native"
+        guard let format = TelemetryFormat(rawValue: formatName) else {
+            throw invocation.usageError("unknown format '\(formatName)': expected native, ga4 or crashlytics")
+        }
+        var batchEvents = Int.max
+        if let text = invocation.value("--batch-events") {
+            guard let n = Int(text), n > 0 else {
+                throw invocation.usageError("--batch-events needs a positive number")
+            }
+            batchEvents = n
+        }
+        let strict = invocation.flag("--strict")
+        let verbose = invocation.flag("--verbose")
+        let path = invocation.positional(0) ?? "-"
+        let fd: Int32
+        if path == "-" {
+            fd = 0
+        } else {
+            fd = open(path, O_RDONLY)
+            guard fd >= 0 else { throw CommandError("cannot read \(path): \(String(cString: strerror(errno)))") }
+        }
+        defer { if fd != 0 { close(fd) } }
+
+        let storePath = StoreLocation.path(invocation)
+        try StoreLocation.prepareDirectory(for: storePath)
+        let tables: TelemetryTables
+        do {
+            tables = try TelemetryTables(database: SQLiteDatabase(path: storePath))
+        } catch {
+            throw CommandError("cannot open the store \(storePath): \(error)")
+        }
+        let clock = SystemClock()
+        let ingest = TelemetryIngest(format: format)
+        var summary = IngestSummary()
+        let source = "\(format.rawValue):\(path == "-" ? "stdin" : path)"
+
+        func land() throws {
+            if strict, ingest.problemCount > 0 {
+                throw CommandError(
+                    "\(ingest.problems[0]); --strict: the batch of \(ingest.batch.eventCount) events was not ingested "
+                        + "(\(summary.events) events landed in earlier batches)")
+            }
+            summary.absorb(ingest)
+            if verbose {
+                FileHandle.standardError.write(
+                    Data(
+                        "rollout: read \(ingest.lines) lines; writing a batch of \(ingest.batch.eventCount) events\n"
+                            .utf8))
+            }
+            do {
+                if try tables.commit(ingest.batch, source: source, at: clock.now()) != nil { summary.batches += 1 }
+            } catch {
+                throw CommandError("the batch was not ingested: \(error)")
+            }
+            ingest.batch.removeAll()
+            ingest.resetCounts()
+        }
+
+        let chunk = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 20, alignment: 16)
+        defer { chunk.deallocate() }
+        while true {
+            let n = read(fd, chunk.baseAddress, chunk.count)
+            if n < 0 {
+                if errno == EINTR { continue }
+                throw CommandError(
+                    "reading \(path) failed: \(String(cString: strerror(errno))); nothing of this batch was ingested")
+            }
+            if n == 0 { break }
+            ingest.feed(UnsafeRawBufferPointer(rebasing: chunk[0..<n]))
+            if strict, ingest.problemCount > 0 { try land() }
+            if ingest.batch.eventCount >= batchEvents { try land() }
+        }
+        ingest.finish()
+        try land()
+        summary.lines = ingest.lines
+
+        if invocation.flag("--json") {
+            print(try summary.json())
+        } else {
+            print(summary.text(source: path == "-" ? "stdin" : path))
+        }
+        return summary.badLines == 0 ? .ok : .failure
+    }
+
+    /// What `ingest` did, over all its batches.
+    struct IngestSummary {
+        var lines = 0
+        var events = 0
+        var installations = 0
+        var batches = 0
+        var ignored = 0
+        var badLines = 0
+        var problems: [IngestProblem] = []
+        var byCohort: [Cohort: [String: Int64]] = [:]
+
+        mutating func absorb(_ ingest: TelemetryIngest) {
+            events += ingest.batch.eventCount
+            installations += ingest.batch.installationCount
+            ignored += ingest.ignored
+            badLines += ingest.problemCount
+            problems += ingest.problems.prefix(max(0, 100 - problems.count))
+            for (key, n) in ingest.batch.eventTotals() {
+                let name: String
+                switch key.kind {
+                case .crash: name = key.detail == 1 ? "fatalCrash" : "nonFatalCrash"
+                default: name = key.kind.description
+                }
+                byCohort[key.cohort, default: [:]][name, default: 0] += n
+            }
+        }
+
+        func text(source: String) -> String {
+            var out =
+                "ingested \(events) events from \(installations) installations (\(source), \(lines) lines, \(batches) batch\(batches == 1 ? "" : "es"))"
+            for cohort in Cohort.allCases {
+                guard let kinds = byCohort[cohort] else { continue }
+                out +=
+                    "\n  \(cohort): "
+                    + kinds.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", ")
+            }
+            if ignored > 0 { out += "\n\(ignored) rows ignored (other events or platforms)" }
+            if badLines > 0 {
+                out += "\n\(badLines) bad line\(badLines == 1 ? "" : "s") skipped:"
+                for p in problems { out += "\n  \(p)" }
+                if badLines > problems.count { out += "\n  ... and \(badLines - problems.count) more" }
+            }
+            return out
+        }
+
+        func json() throws -> String {
+            var cohorts: [String: Any] = [:]
+            for (c, kinds) in byCohort { cohorts[c.rawValue] = kinds }
+            let object: [String: Any] = [
+                "lines": lines, "events": events, "installations": installations, "batches": batches,
+                "ignored": ignored, "badLines": badLines,
+                "problems": problems.map { ["line": $0.line, "reason": $0.reason] as [String: Any] },
+                "byCohort": cohorts,
+            ]
+            let data = try JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])
+            return String(decoding: data, as: UTF8.self)
+        }
+    }
+
+    // MARK: telemetry
+
+    static func runTelemetry(_ invocation: Invocation) throws -> ExitCode {
+        let storePath = StoreLocation.path(invocation)
+        guard FileManager.default.fileExists(atPath: storePath) else {
+            throw CommandError("no store at \(storePath) (run 'rollout ingest' or 'rollout init' first)")
+        }
+        var percent = 0.0
+        if let p = invocation.value("--percent") {
+            guard let v = Double(p), v >= 0, v <= 100 else {
+                throw invocation.usageError("--percent needs a number from 0 to 100")
+            }
+            percent = v
+        }
+        let tables = try TelemetryTables(database: SQLiteDatabase(path: storePath, create: false))
+        let since: Instant
+        if let text = invocation.value("--since") {
+            guard let t = ISO8601.parse(text) else {
+                throw invocation.usageError("--since needs an ISO 8601 time, e.g. 2026-05-20T09:00:00Z")
+            }
+            since = t
+        } else {
+            since = try tables.batches().compactMap(\.earliest).min() ?? SystemClock().now()
+        }
+        let now = SystemClock().now()
+        let snapshot = try tables.snapshot(WatchConfiguration(since: since), now: now)
+        let context = RolloutContext(currentMicroPercent: Int64((percent * 1_000_000).rounded()))
+        let assessment = snapshot.assess(context)
+        if invocation.flag("--json") {
+            let data = try JSONSerialization.data(
+                withJSONObject: TelemetryReport.json(snapshot, assessment, tables: tables),
+                options: [.sortedKeys, .prettyPrinted])
+            print(String(decoding: data, as: UTF8.self))
+        } else {
+            print(try TelemetryReport.text(snapshot, assessment, tables: tables))
+        }
+        return .ok
+    }
+}
+
+/// The telemetry figures as text and as JSON.
+enum TelemetryReport {
+    /// A JSON value or null.
+    static func orNull(_ v: Any?) -> Any { v ?? NSNull() }
+
+    static func json(_ s: TelemetrySnapshot, _ a: Assessment, tables: TelemetryTables) throws -> [String: Any] {
+        var cohorts: [String: Any] = [:]
+        for cohort in Cohort.allCases {
+            let t = s.totals
+            cohorts[cohort.rawValue] = [
+                "successes": t.sum(.attestationSuccess, cohort: cohort),
+                "failures": t.sum(.attestationFailure, cohort: cohort),
+                "sessions": t.sum(.session, cohort: cohort), "fatalCrashes": t.sum(.crash, cohort: cohort, fatal: true),
+                "nonFatalCrashes": t.sum(.crash, cohort: cohort, fatal: false),
+                "fetches": t.sum(.configFetch, cohort: cohort),
+                "users": t.sum(.usersEntered, cohort: cohort), "crashedUsers": t.sum(.usersCrashed, cohort: cohort),
+            ]
+        }
+        var failures: [String: Int64] = [:]
+        for (detail, n) in s.totals.failuresByDetail() { failures[try tables.describe(detail), default: 0] += n }
+        let c = s.crash
+        func interval(_ t: MixtureSPRT) -> Any {
+            guard let i = t.interval else { return NSNull() }
+            return ["estimate": t.estimate ?? 0, "lower": i.lowerBound, "upper": i.upperBound, "pValue": t.pValue]
+        }
+        return [
+            "now": s.now.iso8601, "since": s.since.iso8601, "newestEvent": orNull(s.newestEvent?.iso8601),
+            "dataAgeSeconds": orNull(s.dataAge.map { $0.seconds }),
+            "verdict": [
+                "level": a.verdict.level.description, "reason": a.verdict.reason,
+                "findings": a.verdict.findings.map(\.description),
+            ],
+            "armed": a.armed,
+            "cohorts": cohorts,
+            "failuresByClass": failures,
+            "successRatio": orNull(s.totals.successRatio()),
+            "perMinute": Dictionary(
+                uniqueKeysWithValues: s.windows.map {
+                    (
+                        "last\($0.minutes)m",
+                        ["successes": $0.perMinute(.attestationSuccess), "failures": $0.perMinute(.attestationFailure)]
+                    )
+                }),
+            "crash": [
+                "sprt": [
+                    "logLikelihoodRatio": c.sprt.logLikelihoodRatio, "harmBound": c.sprt.harmBound,
+                    "noHarmBound": c.sprt.noHarmBound,
+                    "harmDeclared": c.sprt.harmDeclared, "exposedCrashes": c.sprt.exposedCrashes,
+                    "controlCrashes": c.sprt.controlCrashes,
+                ],
+                "sessionCrashRateDifference": interval(c.sessionDifference),
+                "userCrashRateDifference": interval(c.userDifference),
+                "smallestDetectableIncrease": orNull(c.smallestDetectableIncrease),
+            ],
+            "exposure": [
+                "observed": orNull(a.exposure.observedExposure), "desired": a.exposure.desiredExposure,
+                "propagation": orNull(a.exposure.propagation),
+                "newestTemplateVersion": orNull(a.exposure.newestTemplateVersion),
+                "sampleRatioPValue": orNull(a.exposure.sampleRatio?.pValue),
+            ],
+            "activeInstallations": s.activity.active, "attestCapableInstallations": s.activity.attestCapable,
+            "launchesPerInstallationPerDay": orNull(s.activity.launchesPerInstallationPerDay),
+        ]
+    }
+
+    static func text(_ s: TelemetrySnapshot, _ a: Assessment, tables: TelemetryTables) throws -> String {
+        var out: [String] = []
+        out.append("verdict \(a.verdict.level): \(a.verdict.reason)")
+        out.append("guardrails \(a.armed ? "armed" : "not armed (no telemetry for this rollout yet)")")
+        let age = s.dataAge.map { "\(Int($0.seconds)) s" } ?? "no data"
+        out.append("since \(s.since.iso8601); newest event \(s.newestEvent?.iso8601 ?? "none") (age \(age))")
+        for cohort in [Cohort.enabled, .control, .none] {
+            let t = s.totals
+            let name = cohort.rawValue.padding(toLength: 8, withPad: " ", startingAt: 0)
+            let ok = t.sum(.attestationSuccess, cohort: cohort)
+            let failed = t.sum(.attestationFailure, cohort: cohort)
+            let sessions = t.sum(.session, cohort: cohort)
+            let crashes = t.sum(.crash, cohort: cohort, fatal: true)
+            let users = t.sum(.usersEntered, cohort: cohort)
+            let crashed = t.sum(.usersCrashed, cohort: cohort)
+            out.append(
+                "  \(name) attestations \(ok) ok / \(failed) failed, sessions \(sessions), fatal crashes \(crashes), users \(users) (\(crashed) crashed)"
+            )
+        }
+        let failures = try s.totals.failuresByDetail().sorted { $0.value > $1.value }.map {
+            "\(try tables.describe($0.key)) \($0.value)"
+        }
+        if !failures.isEmpty { out.append("failures: " + failures.joined(separator: ", ")) }
+        out.append(
+            "per minute (1/5/15 min): "
+                + s.windows.map {
+                    String(
+                        format: "%.1f ok, %.1f failed", $0.perMinute(.attestationSuccess),
+                        $0.perMinute(.attestationFailure))
+                }
+                .joined(separator: " | "))
+        var exposure =
+            "exposure: \(a.exposure.observedExposure.map { String(format: "%.1f%%", $0 * 100) } ?? "n/a") of "
+            + "\(s.activity.active) active installations report enabled (desired \(String(format: "%.1f%%", a.exposure.desiredExposure * 100)))"
+        if let v = a.exposure.newestTemplateVersion, let p = a.exposure.propagation {
+            exposure += "; \(String(format: "%.1f%%", p * 100)) on template version \(v)"
+        }
+        out.append(exposure)
+        for f in a.verdict.findings where f.text != a.verdict.reason { out.append("  \(f)") }
+        return out.joined(separator: "\n")
+    }
 }

@@ -1,0 +1,287 @@
+import RemoteConfig
+import Timekeeping
+
+/// The one path every change takes: intent → validate → policy → diff → compare-and-swap publish → audit.
+///
+/// The CLI and the console both call this; read-only mode, policies (guardrails, step-up) and `--force` are
+/// enforced here and nowhere else, so no caller can forget them.
+public struct WritePath {
+    public let store: ConfigStore
+    public let clock: Clock
+    public let policies: [WritePolicy]
+    public let names: RolloutNames
+    public let readOnly: Bool
+    /// Draws the seed of a rollout created by its first change.
+    public let newSeed: () -> String
+    /// How many times a `--retry` nudge is re-applied after conflicts before giving up.
+    public var retryLimit = 200
+
+    public init(
+        store: ConfigStore, clock: Clock, policies: [WritePolicy] = [], names: RolloutNames = .standard, readOnly: Bool = false,
+        newSeed: @escaping () -> String
+    ) {
+        self.store = store
+        self.clock = clock
+        self.policies = policies
+        self.names = names
+        self.readOnly = readOnly
+        self.newSeed = newSeed
+    }
+
+    /// What an operator asks for.
+    public enum Intent: Sendable, Equatable {
+        case rollout(RolloutOperation)
+        /// Publish version N's template again as a new version.
+        case rollback(toVersion: Int)
+        /// Publish a whole template (from `config import`).
+        case importTemplate(RemoteConfigTemplate)
+    }
+
+    public struct Request: Sendable {
+        public var intent: Intent
+        public var actor: String
+        public var reason: String
+        public var origin: String
+        /// Publish without compare-and-swap (`--force`; audited as forced).
+        public var force = false
+        /// Re-apply a nudge on top of a newer version after a conflict (`--retry`).
+        public var retryOnConflict = false
+        public var overrideGuardrail = false
+        public var stepUpCode: String?
+        /// The ETag the operator saw (the console's confirm dialog); the change is then applied to that version
+        /// only, and a newer version is a conflict.
+        public var basedOnETag: String?
+
+        public init(intent: Intent, actor: String, reason: String = "", origin: String) {
+            self.intent = intent
+            self.actor = actor
+            self.reason = reason
+            self.origin = origin
+        }
+    }
+
+    /// A change computed but not written.
+    public struct Preview: Sendable {
+        public var base: StoredTemplate
+        public var proposal: Proposal
+        public var template: RemoteConfigTemplate
+        public var reports: [PolicyReport]
+        /// Nothing would change (e.g. `set 25` at 25%).
+        public var isNoChange: Bool { proposal.diff.isEmpty }
+    }
+
+    public enum Outcome: Sendable {
+        case published(StoredTemplate, Proposal, attempts: Int)
+        case unchanged(StoredTemplate, Proposal)
+    }
+
+    /// Why a change was not published.
+    public enum Failure: Error, Sendable, CustomStringConvertible {
+        case readOnly
+        case invalid(String)
+        /// The rollout is not where the operator said it was (`set --expect`): a lost race, like a conflict.
+        case unexpectedCurrent(String)
+        case refused(PolicyRefusal)
+        case conflict(ConflictReport)
+
+        public var description: String {
+            switch self {
+            case .readOnly: "refused: this session is read-only (--read-only)"
+            case .invalid(let m): m
+            case .unexpectedCurrent(let m): m
+            case .refused(let r): r.description
+            case .conflict(let c): c.description
+            }
+        }
+    }
+
+    /// Who won a compare-and-swap race, and what they changed.
+    public struct ConflictReport: Sendable, CustomStringConvertible {
+        public var winner: VersionInfo
+        public var winnerChange: String
+        public var current: StoredTemplate
+
+        public var description: String {
+            let why = winner.description.isEmpty ? "" : " (\"\(winner.description)\")"
+            return "publish conflict: version \(winner.number) by \(winner.updateUser) at \(winner.updateTime.iso8601) \(winnerChange)\(why); nothing was written — review and retry (nudge --retry re-applies on top)"
+        }
+    }
+
+    // MARK: Preview
+
+    /// Computes the change against the current version and asks every policy for its report; writes nothing.
+    public func preview(_ request: Request) throws -> Preview {
+        let base = try store.current()
+        let (template, proposal) = try propose(request, on: base)
+        var reports: [PolicyReport] = []
+        for p in policies { reports.append(try p.preview(proposal)) }
+        return Preview(base: base, proposal: proposal, template: template, reports: reports)
+    }
+
+    // MARK: Execute
+
+    /// Validates, checks policies, publishes with compare-and-swap and audits; throws `Failure`.
+    public func execute(_ request: Request) throws -> Outcome {
+        let time = clock.now()
+        if readOnly {
+            try store.appendAudit(
+                AuditEntry(time: time, actor: request.actor, action: actionName(request.intent), reason: request.reason, result: .refusedReadOnly))
+            throw Failure.readOnly
+        }
+        let context = PolicyContext(audit: { entry in _ = try store.appendAudit(entry) })
+        var attempts = 0
+        var base = try store.current()
+        if let seen = request.basedOnETag, seen != base.etag {
+            throw try conflict(request, expected: seen, current: base, audit: true)
+        }
+        while true {
+            attempts += 1
+            let (template, proposal) = try propose(request, on: base)
+            if proposal.diff.isEmpty { return .unchanged(base, proposal) }
+            if !proposal.onlyReducesExposure {
+                for p in policies {
+                    if case .refuse(let refusal) = try p.review(proposal, context: context) {
+                        try store.appendAudit(audit(proposal, request, result: .refusedByPolicy, detail: refusal.description))
+                        throw Failure.refused(refusal)
+                    }
+                }
+            }
+            let publish = PublishRequest(
+                template: template, ifMatch: request.force ? .any : .etag(base.etag), updateUser: request.actor,
+                updateOrigin: request.origin, updateType: updateType(request), description: String(request.reason.prefix(1024)),
+                rollbackSource: rollbackSource(request.intent), time: clock.now(),
+                audit: audit(proposal, request, result: .published, detail: details(request)))
+            do {
+                let stored = try store.publish(publish)
+                return .published(stored, proposal, attempts: attempts)
+            } catch let c as PublishConflict {
+                let retryable = request.retryOnConflict && { if case .rollout(.nudge) = request.intent { true } else { false } }()
+                if retryable, attempts < retryLimit {
+                    base = c.current
+                    continue
+                }
+                throw try conflict(request, expected: base.etag, current: c.current, audit: true)
+            }
+        }
+    }
+
+    // MARK: Internals
+
+    private func propose(_ request: Request, on base: StoredTemplate) throws -> (RemoteConfigTemplate, Proposal) {
+        let time = clock.now()
+        let current = base.template
+        let template: RemoteConfigTemplate
+        let before: RolloutPlan?
+        let after: RolloutPlan?
+        let summary: String
+        var diff: [String]
+        do {
+            switch request.intent {
+            case .rollout(let op):
+                let change = try RolloutPlan.apply(op, to: current.strippingVersionInfo(), names: names, newSeed: newSeed())
+                template = change.template
+                (before, after, summary, diff) = (change.before, change.after, change.summary, change.diff)
+            case .rollback(let n):
+                guard n != base.info.number else { throw Failure.invalid("version \(n) is already the current version") }
+                let old: StoredTemplate
+                do {
+                    old = try store.version(n)
+                } catch let e as StoreError {
+                    throw Failure.invalid("\(e)")
+                }
+                template = old.template.strippingVersionInfo()
+                before = try RolloutPlan.locate(in: current, names: names)
+                after = try RolloutPlan.locate(in: template, names: names)
+                diff = TemplateDiff.lines(from: current.strippingVersionInfo(), to: template)
+                summary = "roll back to version \(n)" + (after.map { ": " + RolloutPlan.summary(before: before, after: $0) } ?? "")
+            case .importTemplate(let imported):
+                template = imported.strippingVersionInfo()
+                before = try RolloutPlan.locate(in: current, names: names)
+                after = try RolloutPlan.locate(in: template, names: names)
+                if let b = before, let a = after, b.seed != a.seed, b.state != .notStarted {
+                    throw RolloutError.seedChangeDuringRollout(current: b.seed, requested: a.seed, percentage: b.percentage)
+                }
+                diff = TemplateDiff.lines(from: current.strippingVersionInfo(), to: template)
+                summary = "import template" + (after.map { ": " + RolloutPlan.summary(before: before, after: $0) } ?? "")
+            }
+        } catch let e as RolloutError {
+            if case .unexpectedCurrent = e { throw Failure.unexpectedCurrent(e.description) }
+            throw Failure.invalid(e.description)
+        }
+        if case .rollback = request.intent, diff.isEmpty {
+            diff = ["(same content as the current version)"]
+        }
+        let proposal = Proposal(
+            kind: kind(request.intent), actor: request.actor, reason: request.reason, time: time, before: before, after: after,
+            summary: summary, diff: diff, force: request.force, overrideGuardrail: request.overrideGuardrail,
+            stepUpCode: request.stepUpCode)
+        return (template, proposal)
+    }
+
+    private func conflict(_ request: Request, expected: String, current: StoredTemplate, audit write: Bool) throws -> Failure {
+        // Describe what the winning version itself changed (against its predecessor), not everything since our base.
+        var change = "published a change"
+        if let previous = try? store.version(current.info.number - 1).template,
+            let b = try? RolloutPlan.locate(in: previous, names: names), let a = try? RolloutPlan.locate(in: current.template, names: names)
+        {
+            change = b == a ? "changed other parts of the template" : "set " + RolloutPlan.summary(before: b, after: a)
+        }
+        let report = ConflictReport(winner: current.info, winnerChange: change, current: current)
+        if write {
+            try store.appendAudit(
+                AuditEntry(
+                    time: clock.now(), actor: request.actor, action: actionName(request.intent), reason: request.reason, result: .conflict,
+                    detail: "expected \(expected), found version \(current.info.number) by \(current.info.updateUser)"))
+        }
+        return .conflict(report)
+    }
+
+    private func audit(_ p: Proposal, _ request: Request, result: AuditEntry.Result, detail: String) -> AuditEntry {
+        AuditEntry(
+            time: clock.now(), actor: request.actor, action: actionName(request.intent), from: describe(p.before), to: describe(p.after),
+            reason: request.reason, result: result, detail: detail)
+    }
+
+    private func describe(_ plan: RolloutPlan?) -> String {
+        guard let plan else { return "no rollout" }
+        return plan.state == .rolling ? plan.percentage.description : "\(plan.percentage) (\(plan.state.rawValue))"
+    }
+
+    private func details(_ request: Request) -> String {
+        var parts: [String] = []
+        if request.force { parts.append("forced (no compare-and-swap)") }
+        if request.overrideGuardrail { parts.append("guardrail override") }
+        if case .rollback(let n) = request.intent { parts.append("rollback of version \(n)") }
+        return parts.joined(separator: "; ")
+    }
+
+    private func kind(_ intent: Intent) -> Proposal.Kind {
+        switch intent {
+        case .rollout(.set): .set
+        case .rollout(.nudge): .nudge
+        case .rollout(.kill): .kill
+        case .rollout(.resume): .resume
+        case .rollout(.reseed): .reseed
+        case .rollback: .rollback
+        case .importTemplate: .importTemplate
+        }
+    }
+
+    private func actionName(_ intent: Intent) -> String {
+        switch intent {
+        case .rollout(let op): op.description
+        case .rollback(let n): "rollback to \(n)"
+        case .importTemplate: "import"
+        }
+    }
+
+    private func updateType(_ request: Request) -> UpdateType {
+        if case .rollback = request.intent { return .rollback }
+        return request.force ? .forced : .incremental
+    }
+
+    private func rollbackSource(_ intent: Intent) -> Int? {
+        if case .rollback(let n) = intent { return n }
+        return nil
+    }
+}

@@ -1,0 +1,107 @@
+import RemoteConfig
+import Timekeeping
+
+/// A proposed change as the policies see it: what it does to the rollout, who asks and with which flags.
+public struct Proposal: Sendable {
+    public enum Kind: String, Hashable, Sendable {
+        case set, nudge, kill, resume, reseed, rollback
+        /// A whole template imported from a file.
+        case importTemplate = "import"
+    }
+
+    public var kind: Kind
+    public var actor: String
+    public var reason: String
+    public var time: Instant
+    /// The rollout before and after (nil before when the template has no rollout yet).
+    public var before: RolloutPlan?
+    public var after: RolloutPlan?
+    public var summary: String
+    public var diff: [String]
+    /// `--force`: publish without compare-and-swap.
+    public var force: Bool
+    /// `--override-guardrail`: publish although a guardrail refuses (needs a reason; audited).
+    public var overrideGuardrail: Bool
+    /// The step-up code typed for this change, if any.
+    public var stepUpCode: String?
+
+    /// The exposed percentage before and after, counting a killed or not-started rollout as 0.
+    public var exposedBefore: MicroPercent { Proposal.exposed(before) }
+    public var exposedAfter: MicroPercent { Proposal.exposed(after) }
+
+    static func exposed(_ p: RolloutPlan?) -> MicroPercent {
+        guard let p, p.state == .rolling else { return .zero }
+        return p.percentage
+    }
+
+    /// Whether the change only lowers exposure (a kill or a decrease): never blocked by guardrails or step-up.
+    public var onlyReducesExposure: Bool {
+        guard !force, kind != .importTemplate, kind != .rollback, kind != .reseed else { return false }
+        return kind == .kill || exposedAfter < exposedBefore
+    }
+
+    /// Whether the change raises exposure (more installations get the flag).
+    public var increasesExposure: Bool { exposedAfter > exposedBefore }
+}
+
+/// What a policy decides about a proposal.
+public enum PolicyDecision: Sendable, Equatable {
+    case allow
+    case refuse(PolicyRefusal)
+}
+
+/// A refusal with what a person needs to act on it.
+public struct PolicyRefusal: Error, Sendable, Equatable, CustomStringConvertible {
+    /// Which policy refused (`guardrail`, `step-up`, ...).
+    public var policy: String
+    public var reason: String
+    /// What would be accepted instead (e.g. `the largest step within the budget is +2.5`).
+    public var suggestion: String?
+    /// The refusal is lifted by typing a valid step-up code.
+    public var needsStepUpCode: Bool
+
+    public init(policy: String, reason: String, suggestion: String? = nil, needsStepUpCode: Bool = false) {
+        self.policy = policy
+        self.reason = reason
+        self.suggestion = suggestion
+        self.needsStepUpCode = needsStepUpCode
+    }
+
+    public var description: String {
+        "refused by \(policy): \(reason)" + (suggestion.map { "; \($0)" } ?? "")
+    }
+}
+
+/// What a policy shows in a preview (the console's confirm dialog, `--dry-run`).
+public struct PolicyReport: Sendable, Equatable {
+    public var policy: String
+    /// Facts in words, e.g. `new attestations ≈ 1,240 over 30 min, peak 4.1/s (guidance 100/s)`.
+    public var lines: [String]
+    public var decision: PolicyDecision
+
+    public init(policy: String, lines: [String], decision: PolicyDecision) {
+        self.policy = policy
+        self.lines = lines
+        self.decision = decision
+    }
+}
+
+/// A check in the write path: guardrails, step-up verification, and whatever comes later.
+///
+/// `preview` must not change anything. `review` may record side effects of its own (a step-up attempt and its
+/// audit record) through `context`. The write path never asks policies about changes that only reduce exposure.
+public protocol WritePolicy: Sendable {
+    var name: String { get }
+    func preview(_ proposal: Proposal) throws -> PolicyReport
+    func review(_ proposal: Proposal, context: PolicyContext) throws -> PolicyDecision
+}
+
+/// What a policy may use while reviewing: the audit log, and memory across retries of the same request.
+public final class PolicyContext: @unchecked Sendable {
+    public let audit: (AuditEntry) throws -> Void
+    /// Set by the step-up policy once a code was accepted for this request, so that a retry after a conflict
+    /// does not ask again (codes are single-use).
+    public var stepUpVerified = false
+
+    public init(audit: @escaping (AuditEntry) throws -> Void) { self.audit = audit }
+}

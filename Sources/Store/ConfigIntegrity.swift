@@ -1,0 +1,140 @@
+import Rollout
+
+/// What `verifyIntegrity` checked, when everything holds.
+public struct ConfigIntegrityReport: Sendable, Equatable {
+    public var auditRecords: Int
+    public var versions: Int
+    public var headSequence: Int64
+    public var headHash: String
+}
+
+/// The first thing found wrong in a store, naming the record or version.
+public struct ConfigIntegrityProblem: Error, Sendable, Equatable, CustomStringConvertible {
+    /// `audit record 17`, `version 12`, `database`, `chain head`.
+    public var subject: String
+    public var problem: String
+    public var description: String { "\(subject): \(problem)" }
+
+    public init(_ subject: String, _ problem: String) {
+        self.subject = subject
+        self.problem = problem
+    }
+}
+
+extension SQLiteConfigStore {
+    /// Checks the whole store in one read transaction and throws the first `ConfigIntegrityProblem`.
+    ///
+    /// In order: SQLite's `integrity_check`; the audit hash chain (`AuditChain.verify`, which names the first edited,
+    /// missing or reordered record); the chain head (a deleted or edited newest record); the versions (contiguous
+    /// from 1, each with a template that parses, each pinned by its own `published` audit record whose digest
+    /// matches the row, the newest matching the head); and every `published` record pointing at its version.
+    public func verifyIntegrity() throws -> ConfigIntegrityReport {
+        try withConnection {
+            try database.transaction(immediate: false) { try check() }
+        }
+    }
+
+    private func check() throws -> ConfigIntegrityReport {
+        let integrity = try database.query("PRAGMA integrity_check").compactMap { $0.first?.string }
+        if integrity != ["ok"] {
+            throw ConfigIntegrityProblem(
+                "database", "SQLite integrity check failed: \(integrity.prefix(3).joined(separator: "; "))")
+        }
+
+        // The chain.
+        var records: [AuditRecord] = []
+        for row in try database.query("SELECT \(Self.auditColumns) FROM config_audit ORDER BY sequence") {
+            records.append(try Self.auditRecord(row))
+        }
+        if let b = AuditChain.verify(records) {
+            throw ConfigIntegrityProblem("audit record \(b.sequence)", b.problem)
+        }
+
+        // The head.
+        let headRow = try database.query("SELECT version, audit_sequence, audit_hash FROM config_head WHERE id = 1")
+            .first
+        let versionRows = try database.query("SELECT \(Self.versionColumns) FROM config_versions ORDER BY number")
+        guard let headRow, let headVersion = headRow[0].int, let headSequence = headRow[1].int,
+            let headHash = headRow[2].string
+        else {
+            if records.isEmpty && versionRows.isEmpty {
+                return ConfigIntegrityReport(
+                    auditRecords: 0, versions: 0, headSequence: 0, headHash: AuditChain.genesis)
+            }
+            throw ConfigIntegrityProblem(
+                "chain head", "missing or unreadable (deleted?) although the store has records")
+        }
+        let last = records.last
+        let lastSequence = last?.sequence ?? 0
+        if headSequence > lastSequence {
+            throw ConfigIntegrityProblem(
+                "audit record \(lastSequence + 1)",
+                "missing (deleted?): the log ends at record \(lastSequence) but the chain head is record \(headSequence)"
+            )
+        }
+        if headSequence < lastSequence {
+            throw ConfigIntegrityProblem(
+                "audit record \(headSequence + 1)",
+                "not covered by the chain head (record \(headSequence)): appended outside rollout?")
+        }
+        if let last, last.hash != headHash {
+            throw ConfigIntegrityProblem(
+                "audit record \(last.sequence)", "does not match the chain head's hash (edited)")
+        }
+
+        // The versions, each against the record written with it.
+        var referenced = Set<Int64>()
+        var expected = 1
+        for raw in versionRows {
+            let row = try VersionRow(raw)
+            let n = row.info.number
+            let subject = "version \(n)"
+            if n != expected {
+                throw ConfigIntegrityProblem(
+                    n > expected ? "version \(expected)" : subject, n > expected ? "missing (deleted?)" : "out of order"
+                )
+            }
+            expected += 1
+            do {
+                _ = try row.stored()
+            } catch {
+                throw ConfigIntegrityProblem(subject, "its template does not parse (edited or damaged)")
+            }
+            let index = Int(row.auditSequence) - 1
+            guard index >= 0, index < records.count else {
+                throw ConfigIntegrityProblem(subject, "its audit record \(row.auditSequence) is missing (deleted?)")
+            }
+            let record = records[index]
+            guard record.hash == row.auditHash else {
+                throw ConfigIntegrityProblem(
+                    subject, "audit record \(record.sequence) is not the one written with it (replaced?)")
+            }
+            guard record.entry.result == .published, record.entry.version == n else {
+                throw ConfigIntegrityProblem(subject, "audit record \(record.sequence) does not record its publication")
+            }
+            guard record.entry.detail.hasSuffix(Self.digestLabel + row.digest) else {
+                throw ConfigIntegrityProblem(
+                    subject, "its content or metadata differs from what audit record \(record.sequence) pinned (edited)"
+                )
+            }
+            referenced.insert(record.sequence)
+        }
+        let newest = expected - 1
+        if headVersion > newest {
+            throw ConfigIntegrityProblem(
+                "version \(newest + 1)", "missing (deleted?): the chain head says version \(headVersion) exists")
+        }
+        if headVersion < newest {
+            throw ConfigIntegrityProblem(
+                "version \(headVersion + 1)", "not covered by the chain head (inserted outside rollout?)")
+        }
+        for r in records where r.entry.result == .published && !referenced.contains(r.sequence) {
+            let v = r.entry.version.map { "version \($0)" } ?? "a version"
+            throw ConfigIntegrityProblem(
+                "audit record \(r.sequence)",
+                "records publishing \(v), which no version row matches (deleted or replaced?)")
+        }
+        return ConfigIntegrityReport(
+            auditRecords: records.count, versions: newest, headSequence: headSequence, headHash: headHash)
+    }
+}

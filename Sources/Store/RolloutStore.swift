@@ -1,0 +1,121 @@
+import Foundation
+import Rollout
+
+/// The store file: one SQLite database that every domain keeps its tables in.
+///
+/// Opening creates what is missing with private permissions (directory 0700, file 0600; SQLite gives the
+/// `-wal` and `-shm` files the database file's mode) and refuses a file that is not an SQLite database or is
+/// another application's database. The config store comes from `configStore()`; other domains create their
+/// tables with their own `createSchema(in:)` on `database`, inside `withDatabase` when the store is shared
+/// between threads.
+public final class RolloutStore: @unchecked Sendable {
+    /// Marks a database as a rollout store (`PRAGMA application_id`, "ROLL").
+    public static let applicationID: Int32 = 0x524F_4C4C
+
+    public let path: String
+    /// The connection. One thread at a time: go through `withDatabase` when sharing the store.
+    public let database: SQLiteDatabase
+    /// The lock `withDatabase` and the config store hold while using the connection.
+    public let lock = NSRecursiveLock()
+    private var config: SQLiteConfigStore?
+
+    /// Opens the store at `path`, creating the file (and its directory) when `create` is set.
+    ///
+    /// Throws `StoreError.unavailable` with a message naming the path when the file is missing (and `create` is
+    /// not set), cannot be created, or is not a rollout store.
+    public init(path: String, create: Bool = true) throws {
+        self.path = path
+        let fm = FileManager.default
+        var isDirectory: ObjCBool = false
+        let exists = fm.fileExists(atPath: path, isDirectory: &isDirectory)
+        if isDirectory.boolValue { throw StoreError.unavailable("\(path) is a directory, not a store file") }
+        var created = false
+        if !exists {
+            guard create else { throw StoreError.unavailable("no store at \(path) (create one with 'rollout init')") }
+            try RolloutStore.createDirectory((path as NSString).deletingLastPathComponent)
+            let fd = open(path, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0o600)
+            if fd >= 0 {
+                close(fd)
+                created = true
+            } else if errno != EEXIST {
+                throw StoreError.unavailable("cannot create the store \(path): \(String(cString: strerror(errno)))")
+            }
+        }
+        try RolloutStore.checkHeader(path)
+        do {
+            database = try SQLiteDatabase(path: path, create: false)
+        } catch {
+            throw StoreError.unavailable(
+                error.message.hasPrefix(path) ? error.message : "cannot open the store \(path): \(error.message)")
+        }
+        try claim()
+        if created {
+            for suffix in ["-wal", "-shm"] where fm.fileExists(atPath: path + suffix) { chmod(path + suffix, 0o600) }
+        }
+    }
+
+    /// Runs `body` with the connection while holding the store's lock.
+    public func withDatabase<T>(_ body: (SQLiteDatabase) throws -> T) rethrows -> T {
+        lock.lock()
+        defer { lock.unlock() }
+        return try body(database)
+    }
+
+    /// The config store on this file (tables created on first use; version 1 by `initializeIfEmpty`).
+    public func configStore() throws -> SQLiteConfigStore {
+        try withDatabase { db in
+            if let config { return config }
+            let store = try SQLiteConfigStore(database: db, lock: lock)
+            config = store
+            return store
+        }
+    }
+
+    // MARK: Opening
+
+    /// Makes the missing directories of `directory`, each with mode 0700.
+    private static func createDirectory(_ directory: String) throws {
+        guard !directory.isEmpty, !FileManager.default.fileExists(atPath: directory) else { return }
+        try createDirectory((directory as NSString).deletingLastPathComponent)
+        if mkdir(directory, 0o700) != 0, errno != EEXIST {
+            throw StoreError.unavailable(
+                "cannot create the store directory \(directory): \(String(cString: strerror(errno)))")
+        }
+    }
+
+    /// Refuses, before SQLite touches the file, anything that is not an empty file, a fresh database or a rollout
+    /// store: SQLite would otherwise switch another application's database to WAL.
+    private static func checkHeader(_ path: String) throws {
+        guard let handle = FileHandle(forReadingAtPath: path) else {
+            throw StoreError.unavailable("cannot read the store \(path): permission denied or missing")
+        }
+        defer { try? handle.close() }
+        let header = [UInt8]((try? handle.read(upToCount: 100)) ?? Data())
+        guard !header.isEmpty else { return }
+        guard header.count == 100, header.prefix(16).elementsEqual("SQLite format 3\0".utf8) else {
+            throw StoreError.unavailable("\(path) is not an SQLite database (not a rollout store)")
+        }
+        let applicationID = header[68..<72].reduce(Int32(0)) { $0 << 8 | Int32($1) }
+        let pages = header[28..<32].reduce(UInt32(0)) { $0 << 8 | UInt32($1) }
+        if applicationID != RolloutStore.applicationID, applicationID != 0 || pages > 1 {
+            throw StoreError.unavailable("\(path) is another application's SQLite database, not a rollout store")
+        }
+    }
+
+    /// Marks a fresh database as ours, or refuses one that holds someone else's tables.
+    private func claim() throws {
+        try withDatabase { db in
+            if try db.query("PRAGMA application_id").first?.first?.int == Int64(RolloutStore.applicationID) { return }
+            try db.transaction {
+                let id = try db.query("PRAGMA application_id").first?.first?.int ?? 0
+                guard id != Int64(RolloutStore.applicationID) else { return }
+                let tables = try db.query("SELECT count(*) FROM sqlite_master").first?.first?.int ?? 0
+                guard id == 0, tables == 0 else {
+                    throw StoreError.unavailable(
+                        "\(path) is another application's SQLite database, not a rollout store")
+                }
+                try db.execute("PRAGMA application_id = \(RolloutStore.applicationID)")
+            }
+        }
+    }
+}

@@ -1,0 +1,378 @@
+import Foundation
+import Rollout
+import Telemetry
+import Timekeeping
+
+/// What one landed batch added.
+public struct BatchReceipt: Hashable, Sendable {
+    public var id: Int64
+    public var source: String
+    public var committedAt: Instant
+    public var events: Int
+    public var installations: Int
+    public var earliest: Instant?
+    public var latest: Instant?
+}
+
+/// Telemetry in the store: time-bucketed counters, per-installation state, presence marks, the catalog of
+/// rejection reasons, and a log of batches.
+///
+/// A batch lands in one `BEGIN IMMEDIATE` transaction: whole or not at all, also when the process is killed.
+/// Counters are upserted once per (level, bucket, key) the batch touches and installations once per distinct
+/// installation, so the database grows with the time span and the installations, never with the events.
+///
+/// `snapshot` is the console's dashboard query. The instance keeps a `RolloutWatch` folded up to the last
+/// settled minute, so a refresh reads only the newest minutes, the last day's presence rows and a few sums; a
+/// batch that brings events older than the folded point (late data) makes the next query fold again from the
+/// rollout start. One instance belongs to one thread.
+public final class TelemetryTables {
+    public let database: SQLiteDatabase
+    public var retention: TelemetryRetention
+    private var watch: RolloutWatch?
+    /// The first minute not yet folded into `watch`.
+    private var cursorMinute: Int64 = 0
+    private var lastBatchSeen: Int64 = 0
+
+    public init(database: SQLiteDatabase, retention: TelemetryRetention = TelemetryRetention()) throws(SQLiteError) {
+        self.database = database
+        self.retention = retention
+        try Self.createSchema(in: database)
+    }
+
+    public static func createSchema(in db: SQLiteDatabase) throws(SQLiteError) {
+        try db.execute(
+            """
+            CREATE TABLE IF NOT EXISTS telemetry_counters(
+                level INTEGER NOT NULL, bucket INTEGER NOT NULL, key INTEGER NOT NULL, count INTEGER NOT NULL,
+                PRIMARY KEY(level, bucket, key)) WITHOUT ROWID;
+            CREATE TABLE IF NOT EXISTS telemetry_presence(
+                hour INTEGER NOT NULL, key INTEGER NOT NULL, count INTEGER NOT NULL,
+                PRIMARY KEY(hour, key)) WITHOUT ROWID;
+            CREATE TABLE IF NOT EXISTS telemetry_installations(
+                id TEXT PRIMARY KEY NOT NULL, first_seen INTEGER NOT NULL, last_seen INTEGER NOT NULL,
+                cohort INTEGER NOT NULL, provider INTEGER NOT NULL, os_major INTEGER NOT NULL,
+                sessions INTEGER NOT NULL, entered INTEGER NOT NULL, crashed INTEGER NOT NULL,
+                fetched_at INTEGER, template_version INTEGER) WITHOUT ROWID;
+            CREATE TABLE IF NOT EXISTS telemetry_reasons(id INTEGER PRIMARY KEY, reason TEXT NOT NULL UNIQUE);
+            CREATE TABLE IF NOT EXISTS telemetry_batches(
+                id INTEGER PRIMARY KEY, source TEXT NOT NULL, committed_at INTEGER NOT NULL, events INTEGER NOT NULL,
+                installations INTEGER NOT NULL, earliest INTEGER, latest INTEGER);
+            CREATE TABLE IF NOT EXISTS telemetry_meta(key TEXT PRIMARY KEY NOT NULL, value INTEGER NOT NULL) WITHOUT ROWID;
+            """)
+    }
+
+    // MARK: Writing
+
+    /// Lands `batch` as one transaction and returns what it added. An empty batch writes nothing.
+    @discardableResult
+    public func commit(_ batch: TelemetryBatch, source: String, at committedAt: Instant) throws -> BatchReceipt? {
+        guard !batch.isEmpty else { return nil }
+        // A large batch touches many installation pages; SQLite's default 2 MB cache would spill them to the
+        // WAL and read them back. The cache grows with the installations of the batch, not its events.
+        let previousCache = try database.query("PRAGMA cache_size").first?.first?.int ?? -2000
+        let cachePages = min(32_768, max(2_000, batch.installationCount / 8))
+        try database.execute("PRAGMA cache_size = \(cachePages)")
+        defer { try? database.execute("PRAGMA cache_size = \(previousCache)") }
+        return try database.transaction(immediate: true) { () throws -> BatchReceipt in
+            let codes = try batch.reasons.map { reason throws -> UInt16 in try reasonCode(reason) }
+            let storedNewest = try meta("newest_event")
+            var settlement = BatchSettlement(
+                batch: batch, reasonCodes: codes, retention: retention, storedNewest: storedNewest)
+            let select = try database.prepare(
+                "SELECT first_seen, last_seen, cohort, provider, os_major, sessions, entered, crashed, fetched_at, "
+                    + "template_version FROM telemetry_installations WHERE id = ?")
+            let upsert = try database.prepare(
+                "INSERT OR REPLACE INTO telemetry_installations(id, first_seen, last_seen, cohort, provider, os_major, "
+                    + "sessions, entered, crashed, fetched_at, template_version) VALUES (?,?,?,?,?,?,?,?,?,?,?)")
+            try batch.forEachInstallation { id, delta in
+                select.reset()
+                try select.bind(.text(id), at: 1)
+                var previous: InstallationRecord?
+                if try select.step() { previous = Self.record(select) }
+                select.reset()
+                let r = settlement.settle(delta, previous: previous)
+                upsert.reset()
+                try upsert.bind(.text(id), at: 1)
+                try upsert.bind(.integer(r.firstSeen), at: 2)
+                try upsert.bind(.integer(r.lastSeen), at: 3)
+                try upsert.bind(.integer(Int64(r.cohort.code)), at: 4)
+                try upsert.bind(.integer(Int64(r.provider.rawValue)), at: 5)
+                try upsert.bind(.integer(Int64(r.osMajor)), at: 6)
+                try upsert.bind(.integer(r.sessions), at: 7)
+                try upsert.bind(.integer(Int64(r.enteredCohorts)), at: 8)
+                try upsert.bind(.integer(Int64(r.crashedCohorts)), at: 9)
+                try upsert.bind(r.fetchedAt.map { .integer($0) } ?? .null, at: 10)
+                try upsert.bind(r.templateVersion.map { .integer($0) } ?? .null, at: 11)
+                while try upsert.step() {}
+            }
+            let addCounter = try database.prepare(
+                "INSERT INTO telemetry_counters(level, bucket, key, count) VALUES (?,?,?,?) "
+                    + "ON CONFLICT(level, bucket, key) DO UPDATE SET count = count + excluded.count")
+            for row in settlement.counterRows() {
+                addCounter.reset()
+                try addCounter.bind(.integer(row.level.rawValue), at: 1)
+                try addCounter.bind(.integer(row.bucket), at: 2)
+                try addCounter.bind(.integer(Int64(row.key.packed)), at: 3)
+                try addCounter.bind(.integer(row.count), at: 4)
+                while try addCounter.step() {}
+            }
+            let addPresence = try database.prepare(
+                "INSERT INTO telemetry_presence(hour, key, count) VALUES (?,?,?) "
+                    + "ON CONFLICT(hour, key) DO UPDATE SET count = count + excluded.count")
+            for row in settlement.presenceRows() {
+                addPresence.reset()
+                try addPresence.bind(.integer(row.hour), at: 1)
+                try addPresence.bind(.integer(row.key.packed), at: 2)
+                try addPresence.bind(.integer(row.delta), at: 3)
+                while try addPresence.step() {}
+            }
+            let newest = settlement.newest
+            if newest != .min {
+                try setMeta("newest_event", newest)
+                for level in [BucketLevel.minute, .hour] {
+                    if let oldest = retention.oldestKept(level, newest: newest) {
+                        try database.run(
+                            "DELETE FROM telemetry_counters WHERE level = ? AND bucket < ?",
+                            [.integer(level.rawValue), .integer(oldest)])
+                    }
+                }
+                let oldestHour = BucketLevel.hour.bucket(newest - TelemetryRetention.presenceWindow.microseconds)
+                try database.run("DELETE FROM telemetry_presence WHERE hour < ? OR count = 0", [.integer(oldestHour)])
+            }
+            try database.run(
+                "INSERT INTO telemetry_batches(source, committed_at, events, installations, earliest, latest) VALUES (?,?,?,?,?,?)",
+                [
+                    .text(source), .integer(committedAt.microseconds), .integer(Int64(batch.eventCount)),
+                    .integer(Int64(batch.installationCount)), batch.earliest.map { .integer($0.microseconds) } ?? .null,
+                    batch.latest.map { .integer($0.microseconds) } ?? .null,
+                ])
+            return BatchReceipt(
+                id: database.lastInsertRowID, source: source, committedAt: committedAt, events: batch.eventCount,
+                installations: batch.installationCount, earliest: batch.earliest, latest: batch.latest)
+        }
+    }
+
+    private static func record(_ s: SQLiteStatement) -> InstallationRecord {
+        InstallationRecord(
+            firstSeen: s.int(0), lastSeen: s.int(1), cohort: Cohort(code: UInt8(clamping: s.int(2))) ?? .none,
+            provider: AttestationProvider(rawValue: UInt8(s.int(3))) ?? .unspecified,
+            osMajor: UInt8(clamping: s.int(4)),
+            sessions: s.int(5), enteredCohorts: UInt8(clamping: s.int(6)), crashedCohorts: UInt8(clamping: s.int(7)),
+            fetchedAt: s.isNull(8) ? nil : s.int(8), templateVersion: s.isNull(9) ? nil : s.int(9))
+    }
+
+    /// The catalog id of a rejection reason, added when new (beyond the catalog's size: the last id, "other").
+    private func reasonCode(_ reason: String) throws(SQLiteError) -> UInt16 {
+        if let id = try database.query("SELECT id FROM telemetry_reasons WHERE reason = ?", [.text(reason)]).first?[0]
+            .int
+        {
+            return UInt16(id)
+        }
+        let count = try database.query("SELECT count(*) FROM telemetry_reasons")[0][0].int ?? 0
+        if count >= Int64(FailureDetail.maximumReasons) { return FailureDetail.maximumReasons }
+        try database.run("INSERT INTO telemetry_reasons(id, reason) VALUES (?, ?)", [.integer(count), .text(reason)])
+        return UInt16(count)
+    }
+
+    private func meta(_ key: String) throws(SQLiteError) -> Int64? {
+        try database.query("SELECT value FROM telemetry_meta WHERE key = ?", [.text(key)]).first?[0].int
+    }
+
+    private func setMeta(_ key: String, _ value: Int64) throws(SQLiteError) {
+        try database.run(
+            "INSERT OR REPLACE INTO telemetry_meta(key, value) VALUES (?, ?)", [.text(key), .integer(value)])
+    }
+
+    // MARK: Reading
+
+    /// The rejection reason of a failure counter's detail (nil for Apple's classes).
+    public func reason(of detail: FailureDetail) throws(SQLiteError) -> String? {
+        guard let id = detail.reasonID else { return nil }
+        if id == FailureDetail.maximumReasons { return "other" }
+        return try database.query("SELECT reason FROM telemetry_reasons WHERE id = ?", [.integer(Int64(id))]).first?[0]
+            .string
+    }
+
+    /// A failure detail in words: the class, or `rejected:REASON`.
+    public func describe(_ detail: FailureDetail) throws(SQLiteError) -> String {
+        guard let reason = try reason(of: detail) else { return detail.errorClass.description }
+        return reason.isEmpty ? "rejected" : "rejected:\(reason)"
+    }
+
+    /// The stored state of one installation.
+    public func installation(_ id: String) throws(SQLiteError) -> InstallationRecord? {
+        let s = try database.prepare(
+            "SELECT first_seen, last_seen, cohort, provider, os_major, sessions, entered, crashed, fetched_at, "
+                + "template_version FROM telemetry_installations WHERE id = ?")
+        try s.bind(.text(id), at: 1)
+        defer { s.reset() }
+        return try s.step() ? Self.record(s) : nil
+    }
+
+    public func installationCount() throws(SQLiteError) -> Int {
+        Int(try database.query("SELECT count(*) FROM telemetry_installations")[0][0].int ?? 0)
+    }
+
+    /// The newest event time in the store.
+    public func newestEvent() throws(SQLiteError) -> Instant? {
+        try meta("newest_event").map(Instant.init(microseconds:))
+    }
+
+    /// Every landed batch, oldest first.
+    public func batches() throws(SQLiteError) -> [BatchReceipt] {
+        try database.query(
+            "SELECT id, source, committed_at, events, installations, earliest, latest FROM telemetry_batches ORDER BY id"
+        )
+        .map { r in
+            BatchReceipt(
+                id: r[0].int!, source: r[1].string ?? "", committedAt: Instant(microseconds: r[2].int!),
+                events: Int(r[3].int!), installations: Int(r[4].int!),
+                earliest: r[5].int.map(Instant.init(microseconds:)),
+                latest: r[6].int.map(Instant.init(microseconds:)))
+        }
+    }
+
+    /// Every counter ever landed, from the day rows (kept for ever).
+    public func allTimeTotals() throws(SQLiteError) -> CounterTotals {
+        var totals = CounterTotals()
+        for r in try database.query("SELECT key, sum(count) FROM telemetry_counters WHERE level = 2 GROUP BY key") {
+            if let key = CounterKey(packed: UInt32(truncatingIfNeeded: r[0].int!)) { totals.add(key, r[1].int!) }
+        }
+        return totals
+    }
+
+    /// The dashboard query: everything the console's panels need, as of `now`, for the rollout `configuration`
+    /// describes. Read in one read transaction, so a batch landing meanwhile is seen whole or not at all; when
+    /// the caller already holds a transaction (the write path's compare-and-swap), it reads inside that one.
+    public func snapshot(_ configuration: WatchConfiguration, now: Instant) throws -> TelemetrySnapshot {
+        try reading { () throws -> TelemetrySnapshot in
+            let newest = try meta("newest_event")
+            if watch?.configuration != configuration { watch = nil }
+            let fresh = try database.query(
+                "SELECT min(earliest), max(id) FROM telemetry_batches WHERE id > ?", [.integer(lastBatchSeen)])[0]
+            if let maxID = fresh[1].int {
+                if let earliest = fresh[0].int, watch != nil,
+                    earliest < BucketLevel.minute.start(cursorMinute).microseconds
+                {
+                    watch = nil
+                }
+                lastBatchSeen = maxID
+            }
+            if watch == nil { try foldFromStart(configuration, newest: newest) }
+
+            // Minutes after the cursor: fold the settled ones, show the rest.
+            let nowMinute = BucketLevel.minute.bucket(now.microseconds)
+            var pending: [CounterLook] = []
+            for look in try looks(.minute, from: cursorMinute, to: nowMinute + 1) {
+                if pending.isEmpty, watch!.isSettled(minute: look.bucket, now: now) {
+                    watch!.fold(look)
+                    cursorMinute = look.bucket + 1
+                } else {
+                    pending.append(look)
+                }
+            }
+
+            let nowHour = BucketLevel.hour.bucket(now.microseconds)
+            var presence: [PresenceRow] = []
+            let p = try database.prepare(
+                "SELECT hour, key, count FROM telemetry_presence WHERE hour >= ? AND hour <= ?")
+            try p.bind(.integer(nowHour - 23), at: 1)
+            try p.bind(.integer(nowHour), at: 2)
+            while try p.step() {
+                if let key = PresenceKey(packed: p.int(1)) {
+                    presence.append(PresenceRow(hour: p.int(0), key: key, delta: p.int(2)))
+                }
+            }
+            p.reset()
+            let sessionKeys = Cohort.allCases.map { Int64(CounterKey(.session, $0).packed) }
+            let s = try database.prepare(
+                "SELECT sum(count) FROM telemetry_counters WHERE level = 1 AND bucket >= ? AND bucket <= ? AND key IN (?, ?, ?)"
+            )
+            try s.bind(.integer(nowHour - 23), at: 1)
+            try s.bind(.integer(nowHour), at: 2)
+            for (i, k) in sessionKeys.enumerated() { try s.bind(.integer(k), at: Int32(3 + i)) }
+            let sessionsLastDay = try s.step() ? s.int(0) : 0
+            s.reset()
+            let lastBatchAt = try database.query("SELECT committed_at FROM telemetry_batches ORDER BY id DESC LIMIT 1")
+                .first?[0].int
+            return watch!.snapshot(
+                now: now, pending: pending, presence: presence, sessionsLastDay: sessionsLastDay,
+                newestEvent: newest.map(Instant.init(microseconds:)),
+                lastBatchAt: lastBatchAt.map(Instant.init(microseconds:)))
+        }
+    }
+
+    /// Runs `body` in a read transaction of its own, or in the caller's when one is open.
+    private func reading<T>(_ body: () throws -> T) throws -> T {
+        do {
+            try database.execute("BEGIN DEFERRED")
+        } catch  where error.message.contains("within a transaction") {
+            return try body()
+        }
+        do {
+            let value = try body()
+            try database.execute("COMMIT")
+            return value
+        } catch {
+            try? database.execute("ROLLBACK")
+            throw error
+        }
+    }
+
+    /// Folds from the rollout start: day looks where hour rows are gone, hour looks where minute rows are gone,
+    /// then minute looks (left to the caller, from `cursorMinute`); plus the pre-rollout baseline.
+    private func foldFromStart(_ configuration: WatchConfiguration, newest: Int64?) throws {
+        var w = RolloutWatch(configuration: configuration)
+        let since = configuration.since.microseconds
+        let baselineStart = BucketLevel.hour.bucket(since - configuration.failures.baselineWindow.microseconds)
+        for look in try looks(.hour, from: baselineStart, to: BucketLevel.hour.bucket(since)) {
+            w.foldPreRollout(look.counts)
+        }
+
+        var start = since
+        if let newest {
+            let minuteOldest = retention.oldestKept(.minute, newest: newest)!
+            let hourOldest = retention.oldestKept(.hour, newest: newest)!
+            // Hours fully covered by minute rows start at the first hour boundary at or after the oldest minute.
+            let minuteHorizon = ceilDivide(minuteOldest, 60)
+            let hourHorizon = ceilDivide(hourOldest, 24)
+            if BucketLevel.hour.bucket(start) < hourOldest {
+                let from = BucketLevel.day.bucket(start)
+                for look in try looks(.day, from: from, to: hourHorizon) { w.fold(look) }
+                start = max(start, BucketLevel.day.start(max(from, hourHorizon)).microseconds)
+            }
+            if BucketLevel.minute.bucket(start) < minuteOldest {
+                let from = BucketLevel.hour.bucket(start)
+                for look in try looks(.hour, from: from, to: minuteHorizon) { w.fold(look) }
+                start = max(start, BucketLevel.hour.start(max(from, minuteHorizon)).microseconds)
+            }
+        }
+        watch = w
+        cursorMinute = BucketLevel.minute.bucket(start)
+    }
+
+    /// Counter rows of `level` with `from ≤ bucket < to`, one look per bucket that has rows, in time order.
+    private func looks(_ level: BucketLevel, from: Int64, to: Int64) throws(SQLiteError) -> [CounterLook] {
+        guard from < to else { return [] }
+        let s = try database.prepare(
+            "SELECT bucket, key, count FROM telemetry_counters WHERE level = ? AND bucket >= ? AND bucket < ? ORDER BY bucket"
+        )
+        try s.bind(.integer(level.rawValue), at: 1)
+        try s.bind(.integer(from), at: 2)
+        try s.bind(.integer(to), at: 3)
+        defer { s.reset() }
+        var out: [CounterLook] = []
+        while try s.step() {
+            let bucket = s.int(0)
+            guard let key = CounterKey(packed: UInt32(truncatingIfNeeded: s.int(1))) else { continue }
+            if out.last?.bucket != bucket { out.append(CounterLook(level: level, bucket: bucket, counts: [:])) }
+            out[out.count - 1].counts[key, default: 0] += s.int(2)
+        }
+        return out
+    }
+}
+
+private func ceilDivide(_ a: Int64, _ b: Int64) -> Int64 {
+    let q = a / b
+    return (a % b > 0) ? q + 1 : q
+}

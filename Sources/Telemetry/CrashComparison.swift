@@ -1,0 +1,159 @@
+import Foundation
+import Timekeeping
+
+/// Settings of the crash comparison between exposed and control.
+public struct CrashMonitorConfiguration: Hashable, Sendable {
+    /// The crash-rate ratio the SPRT is built to detect (r).
+    public var harmRatio: Double
+    /// False-alarm level α of the SPRT and of the confidence sequences.
+    public var alpha: Double
+    /// Miss rate β of the SPRT (power 1 − β); also the power used for the detectable effect.
+    public var beta: Double
+    /// The mixture's spread as a share of the pooled rate: τ = this × pooled crash rate.
+    public var mixingRelativeEffect: Double
+
+    public init(harmRatio: Double = 1.5, alpha: Double = 0.05, beta: Double = 0.1, mixingRelativeEffect: Double = 0.5) {
+        self.harmRatio = harmRatio
+        self.alpha = alpha
+        self.beta = beta
+        self.mixingRelativeEffect = mixingRelativeEffect
+    }
+}
+
+/// One look's worth of what the crash comparison reads (fatal crashes only).
+public struct CrashLook: Hashable, Sendable {
+    public var exposedSessions: Int64 = 0
+    public var controlSessions: Int64 = 0
+    public var exposedCrashes: Int64 = 0
+    public var controlCrashes: Int64 = 0
+    /// Installations that reported the cohort for the first time during the look.
+    public var exposedUsers: Int64 = 0
+    public var controlUsers: Int64 = 0
+    /// Installations whose first fatal crash in the cohort fell in the look.
+    public var exposedCrashedUsers: Int64 = 0
+    public var controlCrashedUsers: Int64 = 0
+
+    public init(
+        exposedSessions: Int64 = 0, controlSessions: Int64 = 0, exposedCrashes: Int64 = 0, controlCrashes: Int64 = 0,
+        exposedUsers: Int64 = 0, controlUsers: Int64 = 0, exposedCrashedUsers: Int64 = 0, controlCrashedUsers: Int64 = 0
+    ) {
+        self.exposedSessions = exposedSessions
+        self.controlSessions = controlSessions
+        self.exposedCrashes = exposedCrashes
+        self.controlCrashes = controlCrashes
+        self.exposedUsers = exposedUsers
+        self.controlUsers = controlUsers
+        self.exposedCrashedUsers = exposedCrashedUsers
+        self.controlCrashedUsers = controlCrashedUsers
+    }
+
+    /// The crash figures among a look's counters.
+    public init(_ counts: [CounterKey: Int64]) {
+        for (key, n) in counts {
+            let exposed = key.cohort == .enabled
+            guard exposed || key.cohort == .control else { continue }
+            switch key.kind {
+            case .session: if exposed { exposedSessions += n } else { controlSessions += n }
+            case .crash where key.detail == 1: if exposed { exposedCrashes += n } else { controlCrashes += n }
+            case .usersEntered: if exposed { exposedUsers += n } else { controlUsers += n }
+            case .usersCrashed: if exposed { exposedCrashedUsers += n } else { controlCrashedUsers += n }
+            default: break
+            }
+        }
+    }
+
+    public static func += (a: inout CrashLook, b: CrashLook) {
+        a.exposedSessions += b.exposedSessions
+        a.controlSessions += b.controlSessions
+        a.exposedCrashes += b.exposedCrashes
+        a.controlCrashes += b.controlCrashes
+        a.exposedUsers += b.exposedUsers
+        a.controlUsers += b.controlUsers
+        a.exposedCrashedUsers += b.exposedCrashedUsers
+        a.controlCrashedUsers += b.controlCrashedUsers
+    }
+
+    /// Fatal crashes per session, exposed and control (nil without sessions).
+    public var exposedCrashRate: Double? {
+        exposedSessions > 0 ? min(1, Double(exposedCrashes) / Double(exposedSessions)) : nil
+    }
+    public var controlCrashRate: Double? {
+        controlSessions > 0 ? min(1, Double(controlCrashes) / Double(controlSessions)) : nil
+    }
+    /// Share of users with a fatal crash, exposed and control (nil without users).
+    public var exposedCrashedUserRate: Double? {
+        exposedUsers > 0 ? min(1, Double(exposedCrashedUsers) / Double(exposedUsers)) : nil
+    }
+    public var controlCrashedUserRate: Double? {
+        controlUsers > 0 ? min(1, Double(controlCrashedUsers) / Double(controlUsers)) : nil
+    }
+}
+
+/// Exposed vs control crash statistics, updated look by look so that they stay valid however often they are
+/// read: the allocation-robust SPRT, and always-valid intervals for the differences in crash rate per session
+/// and per user.
+public struct CrashComparison: Hashable, Sendable {
+    public let configuration: CrashMonitorConfiguration
+    public private(set) var sprt: CrashSPRT
+    /// θ = exposed − control fatal crashes per session (crash-free sessions are 1 − rate).
+    public private(set) var sessionDifference: MixtureSPRT
+    /// θ = exposed − control share of users with a fatal crash (crash-free users are 1 − share).
+    public private(set) var userDifference: MixtureSPRT
+    /// Everything observed so far.
+    public private(set) var totals = CrashLook()
+    public private(set) var looks = 0
+    /// The exposed share of sessions used for the latest look's crashes (π0).
+    public private(set) var exposedShare: Double?
+
+    public init(configuration: CrashMonitorConfiguration = CrashMonitorConfiguration()) {
+        self.configuration = configuration
+        sprt = CrashSPRT(harmRatio: configuration.harmRatio, alpha: configuration.alpha, beta: configuration.beta)
+        sessionDifference = MixtureSPRT(alpha: configuration.alpha)
+        userDifference = MixtureSPRT(alpha: configuration.alpha)
+    }
+
+    /// Adds one look that ended at `end`.
+    public mutating func observe(_ look: CrashLook, at end: Instant) {
+        looks += 1
+        totals += look
+        // π0 from the look's own sessions; a look without sessions on both sides borrows the cumulative share.
+        var share: Double?
+        if look.exposedSessions > 0, look.controlSessions > 0 {
+            share = Double(look.exposedSessions) / Double(look.exposedSessions + look.controlSessions)
+        } else if totals.exposedSessions > 0, totals.controlSessions > 0 {
+            share = Double(totals.exposedSessions) / Double(totals.exposedSessions + totals.controlSessions)
+        }
+        if let share {
+            exposedShare = share
+            sprt.observe(
+                exposedCrashes: look.exposedCrashes, controlCrashes: look.controlCrashes, exposedShare: share, at: end)
+        }
+        Self.update(
+            &sessionDifference, events: (totals.exposedCrashes, totals.controlCrashes),
+            trials: (totals.exposedSessions, totals.controlSessions), relative: configuration.mixingRelativeEffect)
+        Self.update(
+            &userDifference, events: (totals.exposedCrashedUsers, totals.controlCrashedUsers),
+            trials: (totals.exposedUsers, totals.controlUsers), relative: configuration.mixingRelativeEffect)
+    }
+
+    private static func update(
+        _ test: inout MixtureSPRT, events: (Int64, Int64), trials: (Int64, Int64), relative: Double
+    ) {
+        guard trials.0 > 0, trials.1 > 0 else { return }
+        let pe = min(1, Double(events.0) / Double(trials.0))
+        let pc = min(1, Double(events.1) / Double(trials.1))
+        let v = pe * (1 - pe) / Double(trials.0) + pc * (1 - pc) / Double(trials.1)
+        let pooled = min(1, Double(events.0 + events.1) / Double(trials.0 + trials.1))
+        let tau = relative * pooled
+        test.observe(estimate: pe - pc, variance: v, mixingVariance: tau * tau)
+    }
+
+    /// The smallest relative increase in crashed users detectable with the smaller arm's users so far, at the
+    /// control group's rate (nil before the control group has a crash).
+    public var smallestDetectableIncrease: Double? {
+        guard let p0 = totals.controlCrashedUserRate, p0 > 0 else { return nil }
+        return DetectableEffect.smallestRelativeIncrease(
+            usersPerArm: Double(min(totals.exposedUsers, totals.controlUsers)), baseline: p0,
+            alpha: configuration.alpha, power: 1 - configuration.beta)
+    }
+}

@@ -1,0 +1,226 @@
+/// Small open-addressing hash tables for the ingest hot path.
+///
+/// The native ingest must not allocate per event, and Swift's `Dictionary` hashes with SipHash and its
+/// `String` keys would allocate; these tables take raw keys (a `UInt64`, or id bytes copied once into an arena)
+/// and probe linearly. Both belong to one `TelemetryBatch` and are never shared across threads.
+
+/// A multiplicative finaliser that spreads a 64-bit key over the table (from the splitmix64 mixer).
+@inline(__always)
+func mix64(_ x: UInt64) -> UInt64 {
+    var z = x &+ 0x9E37_79B9_7F4A_7C15
+    z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+    z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+    return z ^ (z >> 31)
+}
+
+/// Hashes a byte string eight bytes at a time.
+@inline(__always)
+func hashBytes(_ p: UnsafeRawPointer, _ n: Int) -> UInt64 {
+    var h: UInt64 = 0x243F_6A88_85A3_08D3 ^ UInt64(truncatingIfNeeded: n)
+    var i = 0
+    while i + 8 <= n {
+        h = (h ^ p.loadUnaligned(fromByteOffset: i, as: UInt64.self)) &* 0xFF51_AFD7_ED55_8CCD
+        h ^= h >> 32
+        i += 8
+    }
+    var tail: UInt64 = 0
+    var shift: UInt64 = 0
+    while i < n {
+        tail |= UInt64(p.load(fromByteOffset: i, as: UInt8.self)) << shift
+        shift += 8
+        i += 1
+    }
+    return mix64(h ^ tail)
+}
+
+/// A map from `UInt64` keys (never `UInt64.max`) to `Int64` counts.
+final class CountMap {
+    private(set) var keys: UnsafeMutablePointer<UInt64>
+    private(set) var values: UnsafeMutablePointer<Int64>
+    private(set) var capacity: Int
+    private(set) var count = 0
+    private var mask: Int
+    private static let empty = UInt64.max
+
+    init(capacity: Int = 1024) {
+        self.capacity = capacity
+        mask = capacity - 1
+        keys = .allocate(capacity: capacity)
+        keys.initialize(repeating: Self.empty, count: capacity)
+        values = .allocate(capacity: capacity)
+        values.initialize(repeating: 0, count: capacity)
+    }
+
+    deinit {
+        keys.deallocate()
+        values.deallocate()
+    }
+
+    @inline(__always)
+    func add(_ key: UInt64, _ delta: Int64) {
+        var i = Int(truncatingIfNeeded: mix64(key)) & mask
+        while true {
+            let k = keys[i]
+            if k == key {
+                values[i] &+= delta
+                return
+            }
+            if k == Self.empty {
+                keys[i] = key
+                values[i] = delta
+                count += 1
+                if count * 2 > capacity { grow() }
+                return
+            }
+            i = (i + 1) & mask
+        }
+    }
+
+    func forEach(_ body: (UInt64, Int64) throws -> Void) rethrows {
+        for i in 0..<capacity where keys[i] != Self.empty { try body(keys[i], values[i]) }
+    }
+
+    func removeAll() {
+        if count == 0 { return }
+        keys.update(repeating: Self.empty, count: capacity)
+        count = 0
+    }
+
+    private func grow() {
+        let oldKeys = keys
+        let oldValues = values
+        let oldCapacity = capacity
+        capacity *= 2
+        mask = capacity - 1
+        keys = .allocate(capacity: capacity)
+        keys.initialize(repeating: Self.empty, count: capacity)
+        values = .allocate(capacity: capacity)
+        values.initialize(repeating: 0, count: capacity)
+        count = 0
+        for i in 0..<oldCapacity where oldKeys[i] != Self.empty { add(oldKeys[i], oldValues[i]) }
+        oldKeys.deallocate()
+        oldValues.deallocate()
+    }
+}
+
+/// A set of installation ids, each with its `InstallationDelta`; ids are copied once into an arena.
+final class InstallationTable {
+    private var slots: UnsafeMutablePointer<Int32>  // entry index + 1; 0 is empty
+    private var slotMask: Int
+    private(set) var entries: UnsafeMutablePointer<InstallationDelta>
+    private(set) var count = 0
+    private var entryCapacity: Int
+    private(set) var arena: UnsafeMutablePointer<UInt8>
+    private var arenaCount = 0
+    private var arenaCapacity: Int
+
+    init() {
+        slotMask = 4095
+        slots = .allocate(capacity: slotMask + 1)
+        slots.initialize(repeating: 0, count: slotMask + 1)
+        entryCapacity = 1024
+        entries = .allocate(capacity: entryCapacity)
+        arenaCapacity = 64 * 1024
+        arena = .allocate(capacity: arenaCapacity)
+    }
+
+    deinit {
+        slots.deallocate()
+        entries.deinitialize(count: count)
+        entries.deallocate()
+        arena.deallocate()
+    }
+
+    /// The index of the entry for `id`, created (with `fresh`) when missing.
+    @inline(__always)
+    func index(of id: UnsafeRawBufferPointer, fresh: (Int, Int32, UInt64) -> InstallationDelta) -> Int {
+        index(of: id, hash: hashBytes(id.baseAddress!, id.count), fresh: fresh)
+    }
+
+    /// `index(of:fresh:)` with the id's `hashBytes` already computed.
+    @inline(__always)
+    func index(of id: UnsafeRawBufferPointer, hash h: UInt64, fresh: (Int, Int32, UInt64) -> InstallationDelta) -> Int {
+        let n = id.count
+        let base = id.baseAddress!
+        var i = Int(truncatingIfNeeded: h) & slotMask
+        while true {
+            let s = Int(slots[i])
+            if s == 0 { break }
+            let e = entries + (s - 1)
+            if e.pointee.hash == h, Int(e.pointee.idLength) == n, memcmp(arena + e.pointee.idOffset, base, n) == 0 {
+                return s - 1
+            }
+            i = (i + 1) & slotMask
+        }
+        if arenaCount + n > arenaCapacity { growArena(atLeast: arenaCount + n) }
+        (arena + arenaCount).update(from: base.assumingMemoryBound(to: UInt8.self), count: n)
+        if count == entryCapacity { growEntries() }
+        (entries + count).initialize(to: fresh(arenaCount, Int32(n), h))
+        arenaCount += n
+        count += 1
+        slots[i] = Int32(count)
+        if count * 2 > slotMask + 1 { growSlots() }
+        return count - 1
+    }
+
+    /// Loads what a lookup of `hash` will read first (its slot, and the entry and id bytes it points to), so
+    /// that the cache misses of several lookups overlap; returns a value only so the loads are kept.
+    @inline(__always)
+    func touch(_ hash: UInt64) -> UInt64 {
+        let s = Int(slots[Int(truncatingIfNeeded: hash) & slotMask])
+        guard s != 0 else { return 0 }
+        let e = entries + (s - 1)
+        return e.pointee.hash ^ UInt64(arena[e.pointee.idOffset])
+    }
+
+    /// The id bytes of entry `index`.
+    func id(_ index: Int) -> UnsafeRawBufferPointer {
+        let e = entries[index]
+        return UnsafeRawBufferPointer(start: arena + e.idOffset, count: Int(e.idLength))
+    }
+
+    func removeAll() {
+        entries.deinitialize(count: count)
+        count = 0
+        arenaCount = 0
+        slots.update(repeating: 0, count: slotMask + 1)
+    }
+
+    private func growArena(atLeast needed: Int) {
+        var c = arenaCapacity * 2
+        while c < needed { c *= 2 }
+        let fresh = UnsafeMutablePointer<UInt8>.allocate(capacity: c)
+        fresh.update(from: arena, count: arenaCount)
+        arena.deallocate()
+        arena = fresh
+        arenaCapacity = c
+    }
+
+    private func growEntries() {
+        let c = entryCapacity * 2
+        let fresh = UnsafeMutablePointer<InstallationDelta>.allocate(capacity: c)
+        fresh.moveInitialize(from: entries, count: count)
+        entries.deallocate()
+        entries = fresh
+        entryCapacity = c
+    }
+
+    private func growSlots() {
+        let c = (slotMask + 1) * 2
+        slots.deallocate()
+        slots = .allocate(capacity: c)
+        slots.initialize(repeating: 0, count: c)
+        slotMask = c - 1
+        for index in 0..<count {
+            var i = Int(truncatingIfNeeded: entries[index].hash) & slotMask
+            while slots[i] != 0 { i = (i + 1) & slotMask }
+            slots[i] = Int32(index + 1)
+        }
+    }
+}
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif

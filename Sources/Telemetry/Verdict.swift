@@ -1,0 +1,286 @@
+import Foundation
+import Rollout
+import Timekeeping
+
+/// How healthy the rollout looks, from least to most severe.
+public enum VerdictLevel: Int, Sendable, Comparable, CaseIterable, CustomStringConvertible {
+    /// Nothing wrong is seen.
+    case ok = 0
+    /// Something deserves a look; increases are still allowed.
+    case watch = 1
+    /// Do not increase: data is missing, stale or untrustworthy, or Apple is throttling.
+    case hold = 2
+    /// Stop: exposed users crash more than control (auto-kill acts on this when enabled).
+    case halt = 3
+
+    public static func < (a: VerdictLevel, b: VerdictLevel) -> Bool { a.rawValue < b.rawValue }
+
+    public var description: String {
+        switch self {
+        case .ok: "OK"
+        case .watch: "WATCH"
+        case .hold: "HOLD"
+        case .halt: "HALT"
+        }
+    }
+}
+
+/// One observation behind a verdict, in words.
+public struct Finding: Hashable, Sendable, CustomStringConvertible {
+    public enum Topic: String, Hashable, Sendable { case data, crashes, failures, exposure }
+    public var level: VerdictLevel
+    public var topic: Topic
+    public var text: String
+    public init(_ level: VerdictLevel, _ topic: Topic, _ text: String) {
+        self.level = level
+        self.topic = topic
+        self.text = text
+    }
+    public var description: String { "\(level) \(topic.rawValue): \(text)" }
+}
+
+/// OK / WATCH / HOLD / HALT with the reason in words, and every finding behind it.
+public struct Verdict: Hashable, Sendable, CustomStringConvertible {
+    public var level: VerdictLevel
+    /// The most severe finding's text (the first such finding in data, crashes, failures, exposure order).
+    public var reason: String
+    public var findings: [Finding]
+
+    public init(findings: [Finding]) {
+        precondition(!findings.isEmpty, "a verdict always has a reason")
+        self.findings = findings
+        let top = findings.max { $0.level < $1.level }!.level
+        level = top
+        reason = findings.first { $0.level == top }!.text
+    }
+
+    public var description: String { "\(level): \(reason)" }
+}
+
+/// What the telemetry cannot know about the rollout: its configuration now.
+public struct RolloutContext: Hashable, Sendable {
+    /// The exposed band's upper bound in micro-percent (N% = N × 1,000,000).
+    public var currentMicroPercent: Int64
+    /// The newest published template version, for propagation (nil: the newest version seen in fetches).
+    public var newestTemplateVersion: Int64?
+    /// Guardrails armed by hand even before telemetry arrives.
+    public var guardrailsEnabled: Bool
+    /// Data older than this is stale.
+    public var staleAfter: Instant.Duration
+    /// The p-value below which the exposed/control balance is a sample ratio mismatch.
+    public var sampleRatioThreshold: Double
+
+    public init(
+        currentMicroPercent: Int64, newestTemplateVersion: Int64? = nil, guardrailsEnabled: Bool = false,
+        staleAfter: Instant.Duration = .minutes(10), sampleRatioThreshold: Double = 0.001
+    ) {
+        self.currentMicroPercent = currentMicroPercent
+        self.newestTemplateVersion = newestTemplateVersion
+        self.guardrailsEnabled = guardrailsEnabled
+        self.staleAfter = staleAfter
+        self.sampleRatioThreshold = sampleRatioThreshold
+    }
+
+    /// The share of exposed among exposed + control that the bands imply: 1:1 up to 50%, then N : 100 − N.
+    public var expectedExposedShare: Double? {
+        let n = Double(currentMicroPercent) / 1_000_000
+        guard n > 0, n < 100 else { return nil }
+        return n <= 50 ? 0.5 : n / 100
+    }
+}
+
+/// Exposure as observed: who is in which group and who runs the newest configuration.
+public struct ExposureCheck: Hashable, Sendable {
+    /// Active installations reporting `enabled`, as a share of all active ones (compare with N%).
+    public var observedExposure: Double?
+    public var desiredExposure: Double
+    /// The template version propagation is measured against.
+    public var newestTemplateVersion: Int64?
+    /// Active installations whose latest fetch is the newest version, as a share of all active ones.
+    public var propagation: Double?
+    /// Exposed vs control active installations against the expected split (nil when not applicable).
+    public var sampleRatio: SampleRatioTest?
+}
+
+/// The verdict, whether guardrails are armed, and the exposure figures.
+public struct Assessment: Sendable {
+    public var verdict: Verdict
+    /// Guardrails act once telemetry exists for the rollout, or when enabled explicitly.
+    public var armed: Bool
+    public var exposure: ExposureCheck
+}
+
+extension TelemetrySnapshot {
+    /// Turns the snapshot into a verdict with reasons (pure).
+    ///
+    /// Data problems come first: no telemetry, or telemetry older than `staleAfter`, is HOLD, never OK. Crash
+    /// harm declared by the SPRT is HALT; a crash difference whose always-valid interval excludes zero is
+    /// WATCH; a CUSUM alarm on `serverUnavailable` (Apple throttling) is HOLD and on other classes WATCH; a
+    /// sample ratio mismatch is HOLD, unless the split is explained by a configuration still propagating.
+    public func assess(_ context: RolloutContext) -> Assessment {
+        var findings: [Finding] = []
+        let armed = context.guardrailsEnabled || hasTelemetry
+        let rolling = context.currentMicroPercent > 0
+
+        // Data.
+        if newestEvent == nil {
+            findings.append(Finding(.hold, .data, "no telemetry received yet; guardrails cannot judge the rollout"))
+        } else if !hasTelemetry {
+            findings.append(Finding(.hold, .data, "no telemetry since the rollout started at \(since.iso8601)"))
+        } else if let age = dataAge, age > context.staleAfter {
+            findings.append(
+                Finding(
+                    .hold, .data,
+                    "telemetry is stale: newest event \(Words.duration(age)) old (limit \(Words.duration(context.staleAfter)))"
+                ))
+        }
+
+        // Crashes.
+        let c = crash.totals
+        let sprt = crash.sprt
+        let rates =
+            "fatal crashes per 1,000 sessions: exposed \(Words.perMille(c.exposedCrashRate)) vs control \(Words.perMille(c.controlCrashRate))"
+        if sprt.harmDeclared {
+            findings.append(
+                Finding(
+                    .halt, .crashes,
+                    "exposed users crash more than control: SPRT Λ = \(Words.fixed(sprt.logLikelihoodRatio)) reached \(Words.fixed(sprt.harmBound)) "
+                        + "(testing \(Words.fixed(sprt.harmRatio))× crash rate) at \(sprt.harmDeclaredAt!.iso8601); \(rates)"
+                ))
+        } else if rolling && hasTelemetry && (c.exposedSessions == 0 || c.controlSessions == 0) {
+            let missing =
+                c.exposedSessions == 0 && c.controlSessions == 0
+                ? "exposed or control" : c.exposedSessions == 0 ? "exposed" : "control"
+            findings.append(Finding(.hold, .crashes, "no crash comparison yet: no sessions from the \(missing) group"))
+        } else if let harm = significantHarm() {
+            findings.append(Finding(.watch, .crashes, harm))
+        } else if c.exposedSessions > 0 && c.controlSessions > 0 {
+            var text =
+                sprt.noHarmShown
+                ? "no harm of \(Words.fixed(sprt.harmRatio))× or more (SPRT Λ = \(Words.fixed(sprt.logLikelihoodRatio)) ≤ \(Words.fixed(sprt.noHarmBound))); "
+                : "no crash signal (SPRT Λ = \(Words.fixed(sprt.logLikelihoodRatio)) of \(Words.fixed(sprt.harmBound))); "
+            text += crashFreeText()
+            if let mde = crash.smallestDetectableIncrease {
+                text += "; smallest detectable increase +\(Words.percent(mde, digits: 0))"
+            }
+            findings.append(Finding(.ok, .crashes, text))
+        }
+
+        // Failures.
+        for m in failureMonitors where m.alarmed {
+            let what =
+                "\(m.errorClass) failures at \(Words.percent(m.observedRate ?? 0)) of exposed App Attest attempts vs baseline "
+                + "\(Words.percent(m.baseline ?? 0)) (CUSUM \(Words.fixed(m.cusum!.statistic)) ≥ \(Words.fixed(m.cusum!.threshold)))"
+            if m.errorClass == .serverUnavailable {
+                findings.append(Finding(.hold, .failures, "Apple is throttling attestations: \(what)"))
+            } else {
+                findings.append(Finding(.watch, .failures, what))
+            }
+        }
+        if rolling, hasTelemetry, failureMonitors.allSatisfy({ $0.baseline == nil }) {
+            findings.append(
+                Finding(
+                    .ok, .failures,
+                    "failure monitors wait for a baseline (control or pre-rollout attempts, or configured rates)"))
+        }
+
+        // Exposure.
+        let exposure = exposureCheck(context)
+        if let srm = exposure.sampleRatio, srm.pValue < context.sampleRatioThreshold {
+            let split =
+                "\(srm.observed[0]) enabled vs \(srm.observed[1]) control active installations, expected "
+                + "\(Words.percent(srm.expectedShares[0], digits: 0)) : \(Words.percent(srm.expectedShares[1], digits: 0)) "
+                + "(χ² = \(Words.fixed(srm.chiSquare)), p = \(Words.scientific(srm.pValue)))"
+            let propagating = (exposure.propagation ?? 1) < 0.95 && context.currentMicroPercent > 50_000_000
+            if propagating {
+                findings.append(
+                    Finding(
+                        .ok, .exposure,
+                        "cohort split off while the change propagates (\(Words.percent(exposure.propagation!)) on the newest version): \(split)"
+                    ))
+            } else {
+                findings.append(
+                    Finding(
+                        .hold, .exposure,
+                        "sample ratio mismatch: \(split); assignment or event logging is broken, so the comparison cannot be trusted"
+                    ))
+            }
+        }
+
+        if findings.isEmpty {
+            findings.append(
+                Finding(
+                    .ok, .data, rolling ? "telemetry flowing; nothing unusual" : "rollout at 0%: nothing to compare yet"
+                ))
+        }
+        return Assessment(verdict: Verdict(findings: findings), armed: armed, exposure: exposure)
+    }
+
+    private func significantHarm() -> String? {
+        for (name, test) in [("sessions", crash.sessionDifference), ("users", crash.userDifference)] {
+            guard let interval = test.interval, interval.lowerBound > 0, test.pValue < crash.configuration.alpha else {
+                continue
+            }
+            return
+                "exposed crash rate per \(name == "sessions" ? "session" : "user") is higher (always-valid p = \(Words.scientific(test.pValue))): "
+                + "difference +\(Words.points(test.estimate ?? 0)) [\(Words.points(interval.lowerBound)), \(Words.points(interval.upperBound))]; "
+                + crashFreeText()
+        }
+        return nil
+    }
+
+    private func crashFreeText() -> String {
+        let c = crash.totals
+        var parts: [String] = []
+        if let e = c.exposedCrashRate, let k = c.controlCrashRate {
+            var s =
+                "crash-free sessions \(Words.percent(1 - e, digits: 3)) exposed vs \(Words.percent(1 - k, digits: 3)) control"
+            if let i = crash.sessionDifference.interval {
+                s += " (difference of crash rates \(Words.points(i.lowerBound)) to \(Words.points(i.upperBound)))"
+            }
+            parts.append(s)
+        }
+        if let e = c.exposedCrashedUserRate, let k = c.controlCrashedUserRate {
+            parts.append("crash-free users \(Words.percent(1 - e, digits: 3)) vs \(Words.percent(1 - k, digits: 3))")
+        }
+        return parts.joined(separator: "; ")
+    }
+
+    /// Observed exposure, propagation and the sample ratio test over active installations.
+    public func exposureCheck(_ context: RolloutContext) -> ExposureCheck {
+        let active = activity.active
+        let enabled = activity.activeByCohort[.enabled] ?? 0
+        let control = activity.activeByCohort[.control] ?? 0
+        let newest = context.newestTemplateVersion ?? fetchedVersions.keys.max()
+        var check = ExposureCheck(
+            observedExposure: active > 0 ? Double(enabled) / Double(active) : nil,
+            desiredExposure: Double(context.currentMicroPercent) / 100_000_000,
+            newestTemplateVersion: newest)
+        if let newest, active > 0 { check.propagation = min(1, Double(fetchedVersions[newest] ?? 0) / Double(active)) }
+        if let share = context.expectedExposedShare, enabled + control > 0 {
+            check.sampleRatio = SampleRatioTest(observed: [enabled, control], expectedShares: [share, 1 - share])
+        }
+        return check
+    }
+}
+
+/// Number formats for reasons in words.
+enum Words {
+    static func fixed(_ v: Double, digits: Int = 2) -> String { String(format: "%.\(digits)f", v) }
+    /// A share as a percentage; shares under 0.1% keep two significant digits instead of rounding to 0.0%.
+    static func percent(_ v: Double, digits: Int = 1) -> String {
+        if v > 0, v < 0.001 { return String(format: "%.2g%%", v * 100) }
+        return String(format: "%.\(digits)f%%", v * 100)
+    }
+    static func perMille(_ v: Double?) -> String { v.map { String(format: "%.2f", $0 * 1000) } ?? "n/a" }
+    /// A difference of rates in percentage points.
+    static func points(_ v: Double) -> String { String(format: "%+.3f pp", v * 100) }
+    static func scientific(_ v: Double) -> String { v >= 0.001 ? String(format: "%.3f", v) : String(format: "%.1e", v) }
+    static func duration(_ d: Instant.Duration) -> String {
+        let s = d.microseconds / 1_000_000
+        if s < 120 { return "\(s) s" }
+        if s < 7200 { return "\(s / 60) min" }
+        if s < 172_800 { return "\(s / 3600) h" }
+        return "\(s / 86_400) days"
+    }
+}

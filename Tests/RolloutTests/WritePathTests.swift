@@ -1,0 +1,133 @@
+import RemoteConfig
+import Rollout
+import Testing
+import Timekeeping
+
+struct WritePathTests {
+    final class Fixture {
+        let clock = ManualClock()
+        let store: InMemoryConfigStore
+        init() throws {
+            store = InMemoryConfigStore(initial: try RolloutPlan.initialTemplate(seed: "s"), time: clock.now())
+        }
+        func path(_ policies: [WritePolicy] = [], readOnly: Bool = false) -> WritePath {
+            WritePath(store: store, clock: clock, policies: policies, readOnly: readOnly, newSeed: { "unused" })
+        }
+        func request(_ op: RolloutOperation, actor: String = "ana@example.com") -> WritePath.Request {
+            WritePath.Request(intent: .rollout(op), actor: actor, reason: "test", origin: "TEST")
+        }
+        func percentage() throws -> MicroPercent { try RolloutPlan.locate(in: store.current().template)!.percentage }
+    }
+
+    struct RefuseIncreases: WritePolicy {
+        let name = "test-guardrail"
+        func preview(_ p: Proposal) throws -> PolicyReport {
+            PolicyReport(policy: name, lines: ["would refuse increases"], decision: try review(p, context: PolicyContext(audit: { _ in })))
+        }
+        func review(_ p: Proposal, context: PolicyContext) throws -> PolicyDecision {
+            p.increasesExposure ? .refuse(PolicyRefusal(policy: name, reason: "verdict HOLD")) : .allow
+        }
+    }
+
+    @Test func publishCreatesVersionAndChainedAuditRecord() throws {
+        let f = try Fixture()
+        guard case .published(let stored, let proposal, let attempts) = try f.path().execute(f.request(.set(MicroPercent(percent: 10)))) else {
+            Issue.record("expected a publish")
+            return
+        }
+        #expect(stored.info.number == 2 && attempts == 1)
+        #expect(stored.info.updateUser == "ana@example.com" && stored.info.description == "test")
+        #expect(proposal.summary == "AppAttestEnabled 0% → 10% (+10 points), rolling")
+        let audit = try f.store.auditRecords(limit: 10, before: nil)
+        #expect(audit.count == 1)
+        #expect(audit[0].entry.result == .published && audit[0].entry.version == 2)
+        #expect(audit[0].entry.from == "0% (not started)" && audit[0].entry.to == "10%")
+        #expect(AuditChain.verify(audit.reversed()) == nil)
+    }
+
+    @Test func unchangedWritesNothing() throws {
+        let f = try Fixture()
+        _ = try f.path().execute(f.request(.set(MicroPercent(percent: 10))))
+        guard case .unchanged = try f.path().execute(f.request(.set(MicroPercent(percent: 10)))) else {
+            Issue.record("expected no change")
+            return
+        }
+        #expect(try f.store.current().info.number == 2)
+    }
+
+    @Test func staleETagIsAConflictNamingTheWinner() throws {
+        let f = try Fixture()
+        let seen = try f.store.current().etag
+        _ = try f.path().execute(f.request(.set(MicroPercent(percent: 25)), actor: "bob@example.com"))
+        var r = f.request(.nudge(MicroPercent(percent: 5)))
+        r.basedOnETag = seen
+        #expect {
+            try f.path().execute(r)
+        } throws: { error in
+            guard case WritePath.Failure.conflict(let c) = error else { return false }
+            return c.winner.number == 2 && c.winner.updateUser == "bob@example.com"
+                && c.description.contains("version 2 by bob@example.com") && c.description.contains("0% → 25%")
+        }
+        #expect(try f.percentage() == MicroPercent(percent: 25))
+        #expect(try f.store.auditRecords(limit: 1, before: nil).first?.entry.result == .conflict)
+    }
+
+    @Test func policyRefusalIsAuditedAndKillIsNeverAsked() throws {
+        let f = try Fixture()
+        _ = try f.path().execute(f.request(.set(MicroPercent(percent: 10))))
+        let guarded = f.path([RefuseIncreases()])
+        #expect(throws: WritePath.Failure.self) { try guarded.execute(f.request(.nudge(MicroPercent(percent: 5)))) }
+        #expect(try f.store.auditRecords(limit: 1, before: nil).first?.entry.result == .refusedByPolicy)
+        #expect(try f.percentage() == MicroPercent(percent: 10))
+        // Decreases and kills pass even though the policy would refuse anything it is asked about.
+        _ = try guarded.execute(f.request(.nudge(MicroPercent(-2_000_000))))
+        _ = try guarded.execute(f.request(.kill))
+        #expect(try RolloutPlan.locate(in: f.store.current().template)?.state == .killed)
+        // Resume raises exposure again: refused.
+        #expect(throws: WritePath.Failure.self) { try guarded.execute(f.request(.resume)) }
+    }
+
+    @Test func readOnlyRefusesEvenAKill() throws {
+        let f = try Fixture()
+        #expect(throws: WritePath.Failure.self) { try f.path(readOnly: true).execute(f.request(.kill)) }
+        #expect(try f.store.current().info.number == 1)
+        #expect(try f.store.auditRecords(limit: 1, before: nil).first?.entry.result == .refusedReadOnly)
+    }
+
+    @Test func rollbackPublishesTheOldTemplateAsANewVersion() throws {
+        let f = try Fixture()
+        _ = try f.path().execute(f.request(.set(MicroPercent(percent: 10))))
+        _ = try f.path().execute(f.request(.set(MicroPercent(percent: 30))))
+        let r = WritePath.Request(intent: .rollback(toVersion: 2), actor: "ana", reason: "undo", origin: "TEST")
+        guard case .published(let stored, _, _) = try f.path().execute(r) else {
+            Issue.record("expected a publish")
+            return
+        }
+        #expect(stored.info.number == 4 && stored.info.updateType == .rollback && stored.info.rollbackSource == 2)
+        #expect(try f.percentage() == MicroPercent(percent: 10))
+        #expect(throws: WritePath.Failure.self) {
+            try f.path().execute(WritePath.Request(intent: .rollback(toVersion: 99), actor: "ana", origin: "TEST"))
+        }
+    }
+
+    @Test func previewWritesNothingAndCarriesPolicyReports() throws {
+        let f = try Fixture()
+        let preview = try f.path([RefuseIncreases()]).preview(f.request(.set(MicroPercent(percent: 10))))
+        #expect(preview.reports.first?.decision == .refuse(PolicyRefusal(policy: "test-guardrail", reason: "verdict HOLD")))
+        #expect(!preview.isNoChange)
+        #expect(try f.store.current().info.number == 1)
+        #expect(try f.store.auditRecords(limit: 10, before: nil).isEmpty)
+    }
+
+    @Test func auditChainDetectsEditsAndDeletions() throws {
+        let f = try Fixture()
+        for n in 1...5 { _ = try f.path().execute(f.request(.set(MicroPercent(percent: Int64(n))))) }
+        var records = Array(try f.store.auditRecords(limit: 100, before: nil).reversed())
+        #expect(AuditChain.verify(records) == nil)
+        var edited = records
+        edited[2].entry.reason = "something else"
+        #expect(AuditChain.verify(edited)?.sequence == 3)
+        records.remove(at: 1)
+        #expect(AuditChain.verify(records)?.sequence == 2)
+    }
+}

@@ -1,0 +1,164 @@
+import Foundation
+import Testing
+import Timekeeping
+
+@testable import Telemetry
+
+/// xoshiro256** seeded through splitmix64: a small, fast, reproducible generator for simulations.
+struct Xoshiro256: RandomNumberGenerator {
+    private var s: (UInt64, UInt64, UInt64, UInt64)
+
+    init(seed: UInt64) {
+        var x = seed
+        func next() -> UInt64 {
+            x &+= 0x9E37_79B9_7F4A_7C15
+            var z = x
+            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+            return z ^ (z >> 31)
+        }
+        s = (next(), next(), next(), next())
+    }
+
+    mutating func next() -> UInt64 {
+        let result = rotl(s.1 &* 5, 7) &* 9
+        let t = s.1 << 17
+        s.2 ^= s.0
+        s.3 ^= s.1
+        s.1 ^= s.2
+        s.0 ^= s.3
+        s.2 ^= t
+        s.3 = rotl(s.3, 45)
+        return result
+    }
+
+    private func rotl(_ x: UInt64, _ k: UInt64) -> UInt64 { (x << k) | (x >> (64 - k)) }
+
+    /// Uniform in (0, 1).
+    mutating func uniform() -> Double { (Double(next() >> 11) + 0.5) / 9_007_199_254_740_992.0 }
+
+    /// Standard normal by Box–Muller.
+    mutating func normal() -> Double {
+        (-2 * log(uniform())).squareRoot() * cos(2 * Double.pi * uniform())
+    }
+
+    /// Poisson: counting uniforms below e^-λ for small means, a rounded normal for large ones (sessions).
+    mutating func poisson(_ mean: Double) -> Int64 {
+        if mean <= 0 { return 0 }
+        if mean > 50 { return max(0, Int64((mean + mean.squareRoot() * normal()).rounded())) }
+        let limit = exp(-mean)
+        var k: Int64 = 0
+        var product = uniform()
+        while product > limit {
+            k += 1
+            product *= uniform()
+        }
+        return k
+    }
+}
+
+/// A simulated rollout watched minute by minute (pure arithmetic, no store).
+///
+/// An app with about 6 million sessions a day (≈ 4,200 a minute) and a fatal crash rate of 0.2% per session.
+/// The exposed band is [0, N], control the equal band above 50 (or (N, 100] above 50). After a change devices
+/// pick up the new configuration gradually (exponential, 10-minute mean), so the split of sessions, π0, moves.
+struct SimulatedRollout {
+    var looks = 200
+    var sessionsPerMinute = 4_200.0
+    var crashRate = 0.002
+    var rateRatio = 1.0
+    /// (look, percent) steps; the first entry is the starting percentage.
+    var schedule: [(Int, Double)] = [(0, 10)]
+    var propagationMinutes = 10.0
+
+    static func bands(_ n: Double) -> (exposed: Double, control: Double) {
+        (n / 100, (n <= 50 ? n : 100 - n) / 100)
+    }
+
+    /// Runs once through the real path (counter looks → `RolloutWatch` → snapshot → verdict) and tells
+    /// whether the verdict is HALT. HALT is sticky (the SPRT never withdraws a declared harm), so the verdict
+    /// after the last look says whether it fired at any of the looks.
+    func run(_ rng: inout Xoshiro256, configuration: CrashMonitorConfiguration = CrashMonitorConfiguration()) -> Bool {
+        let start = Instant(seconds: 1_780_000_020)
+        var watch = RolloutWatch(configuration: WatchConfiguration(since: start, crash: configuration))
+        let firstMinute = BucketLevel.minute.bucket(start.microseconds)
+        var previous = Self.bands(schedule[0].1)
+        var current = previous
+        var changedAt = 0
+        var step = 1
+        for look in 0..<looks {
+            if step < schedule.count, schedule[step].0 == look {
+                // Whatever share had propagated becomes the starting point of the next change.
+                let w = 1 - exp(-Double(look - changedAt) / propagationMinutes)
+                previous = (
+                    previous.exposed + (current.exposed - previous.exposed) * w,
+                    previous.control + (current.control - previous.control) * w
+                )
+                current = Self.bands(schedule[step].1)
+                changedAt = look
+                step += 1
+            }
+            let w = step == 1 ? 1 : 1 - exp(-Double(look - changedAt) / propagationMinutes)
+            let exposed = previous.exposed + (current.exposed - previous.exposed) * w
+            let control = previous.control + (current.control - previous.control) * w
+            let es = rng.poisson(sessionsPerMinute * exposed)
+            let cs = rng.poisson(sessionsPerMinute * control)
+            let ec = rng.poisson(Double(es) * crashRate * rateRatio)
+            let cc = rng.poisson(Double(cs) * crashRate)
+            watch.fold(
+                CounterLook(
+                    level: .minute, bucket: firstMinute + Int64(look),
+                    counts: [
+                        CounterKey(.session, .enabled): es, CounterKey(.session, .control): cs,
+                        CounterKey(.crash, .enabled, detail: 1): ec, CounterKey(.crash, .control, detail: 1): cc,
+                    ]))
+        }
+        let end = start + .minutes(Int64(looks))
+        let snapshot = watch.snapshot(
+            now: end, pending: [], presence: [], sessionsLastDay: 0, newestEvent: end, lastBatchAt: end)
+        return snapshot.assess(RolloutContext(currentMicroPercent: Int64(schedule.last!.1 * 1_000_000))).verdict.level
+            == .halt
+    }
+
+    static let threeChanges: [(Int, Double)] = [(0, 5), (50, 10), (100, 20), (150, 60)]
+}
+
+@Suite("Calibration by simulation")
+struct CalibrationTests {
+    static let runs = 1_000
+
+    func haltRate(_ rollout: SimulatedRollout, seed: UInt64) -> Double {
+        var rng = Xoshiro256(seed: seed)
+        var halts = 0
+        for _ in 0..<Self.runs where rollout.run(&rng) { halts += 1 }
+        return Double(halts) / Double(Self.runs)
+    }
+
+    @Test("no true difference: HALT in at most 5% of 1,000 runs of 200 looks")
+    func nullSteady() {
+        let rate = haltRate(SimulatedRollout(), seed: 1)
+        print("null, steady 10%: HALT in \(String(format: "%.1f", rate * 100))% of runs")
+        #expect(rate <= 0.05)
+    }
+
+    @Test("no true difference with three percentage changes: HALT in at most 5%")
+    func nullWithChanges() {
+        let rate = haltRate(SimulatedRollout(schedule: SimulatedRollout.threeChanges), seed: 2)
+        print("null, 5 → 10 → 20 → 60%: HALT in \(String(format: "%.1f", rate * 100))% of runs")
+        #expect(rate <= 0.05)
+    }
+
+    @Test("a true +50% crash rate: HALT in at least 80% of runs")
+    func harmSteady() {
+        let rate = haltRate(SimulatedRollout(rateRatio: 1.5), seed: 3)
+        print("+50%, steady 10%: HALT in \(String(format: "%.1f", rate * 100))% of runs")
+        #expect(rate >= 0.80)
+    }
+
+    @Test("a true +50% crash rate with three percentage changes: HALT in at least 80%")
+    func harmWithChanges() {
+        let rate = haltRate(SimulatedRollout(rateRatio: 1.5, schedule: SimulatedRollout.threeChanges), seed: 4)
+        print("+50%, 5 → 10 → 20 → 60%: HALT in \(String(format: "%.1f", rate * 100))% of runs")
+        #expect(rate >= 0.80)
+    }
+}

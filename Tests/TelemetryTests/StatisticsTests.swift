@@ -1,0 +1,117 @@
+import Foundation
+import Testing
+import Timekeeping
+
+@testable import Telemetry
+
+@Suite("Statistics (FACTS §5)")
+struct StatisticsTests {
+    @Test("normal quantiles")
+    func quantiles() {
+        #expect(abs(StandardNormal.quantile(0.975) - 1.959963985) < 1e-8)
+        #expect(abs(StandardNormal.quantile(0.95) - 1.644853627) < 1e-8)
+        #expect(abs(StandardNormal.quantile(0.8) - 0.841621234) < 1e-8)
+        #expect(abs(StandardNormal.quantile(0.001) + 3.090232306) < 1e-8)
+    }
+
+    @Test("minimum detectable effect: 0.2% crash rate, +25% needs about 111,000 users per arm")
+    func detectableEffect() {
+        let n = DetectableEffect.usersPerArm(baseline: 0.002, relativeIncrease: 0.25, alpha: 0.05, power: 0.8)
+        #expect(abs(n - 111_000) < 500, "\(n)")
+        let back = DetectableEffect.smallestRelativeIncrease(usersPerArm: n, baseline: 0.002, alpha: 0.05, power: 0.8)
+        #expect(abs(back! - 0.25) < 1e-6)
+        // Fewer users, larger effects only; far too few, none within tenfold.
+        #expect(
+            DetectableEffect.smallestRelativeIncrease(usersPerArm: n / 4, baseline: 0.002, alpha: 0.05, power: 0.8)!
+                > 0.45)
+        #expect(
+            DetectableEffect.smallestRelativeIncrease(usersPerArm: 50, baseline: 0.002, alpha: 0.05, power: 0.8) == nil)
+    }
+
+    @Test("SPRT: each crash adds y·ln(π1/π0) + (1−y)·ln((1−π1)/(1−π0)); bounds from α and β")
+    func sprt() {
+        var t = CrashSPRT(harmRatio: 1.5, alpha: 0.05, beta: 0.1)
+        #expect(abs(t.harmBound - log(0.9 / 0.05)) < 1e-12)
+        #expect(abs(t.noHarmBound - log(0.1 / 0.95)) < 1e-12)
+        #expect(abs(t.harmfulShare(0.5) - 0.6) < 1e-12)
+        t.observe(exposedCrashes: 1, controlCrashes: 0, exposedShare: 0.5, at: Instant(seconds: 60))
+        #expect(abs(t.logLikelihoodRatio - log(0.6 / 0.5)) < 1e-12)
+        // With a quarter of the exposure exposed, π1 = 1.5·0.25/(1.5·0.25 + 0.75) = 1/3.
+        t.observe(exposedCrashes: 2, controlCrashes: 3, exposedShare: 0.25, at: Instant(seconds: 120))
+        let expected = log(0.6 / 0.5) + 2 * log((1.0 / 3) / 0.25) + 3 * log((2.0 / 3) / 0.75)
+        #expect(abs(t.logLikelihoodRatio - expected) < 1e-12)
+        #expect(!t.harmDeclared)
+        // Crashes all on the exposed side cross the harm bound, and harm stays declared.
+        t.observe(exposedCrashes: 20, controlCrashes: 0, exposedShare: 0.5, at: Instant(seconds: 180))
+        #expect(t.harmDeclaredAt == Instant(seconds: 180))
+        t.observe(exposedCrashes: 0, controlCrashes: 500, exposedShare: 0.5, at: Instant(seconds: 240))
+        #expect(t.harmDeclared)
+        #expect(t.logLikelihoodRatio < t.noHarmBound)
+        #expect(!t.noHarmShown)
+    }
+
+    @Test("mSPRT: Λ, the always-valid p-value (a running minimum) and the confidence sequence as written")
+    func mixture() {
+        let (theta, v, tau2) = (0.001, 1e-7, 1e-6)
+        let lambda = (v / (v + tau2)).squareRoot() * exp(tau2 * theta * theta / (2 * v * (v + tau2)))
+        #expect(
+            abs(exp(MixtureSPRT.logLikelihoodRatio(estimate: theta, variance: v, mixingVariance: tau2)) - lambda) < 1e-9
+                * lambda)
+        var m = MixtureSPRT(alpha: 0.05)
+        m.observe(estimate: theta, variance: v, mixingVariance: tau2)
+        #expect(abs(m.pValue - min(1, 1 / lambda)) < 1e-12)
+        let h = (v * (v + tau2) / tau2 * (log((v + tau2) / v) - 2 * log(0.05))).squareRoot()
+        #expect(abs(m.interval!.lowerBound - (theta - h)) < 1e-15)
+        #expect(abs(m.interval!.upperBound - (theta + h)) < 1e-15)
+        let before = m.pValue
+        m.observe(estimate: 0, variance: v, mixingVariance: tau2)
+        #expect(m.pValue == before)
+        #expect(m.interval!.contains(0))
+    }
+
+    @Test("CUSUM: stays at zero on the baseline, alarms on a sustained shift, never negative")
+    func cusum() {
+        var c = BernoulliCUSUM(baseline: 0.05, shifted: 0.10, threshold: 5)
+        for _ in 0..<100 { c.observe(attempts: 1000, failures: 40) }
+        #expect(c.statistic == 0)
+        #expect(!c.alarmed)
+        c.observe(attempts: 1000, failures: 100)
+        let up = 100 * log(2.0) + 900 * log(0.9 / 0.95)
+        #expect(abs(c.statistic - up) < 1e-9)
+        #expect(c.alarmed)
+    }
+
+    @Test("sample ratio mismatch: χ² of observed vs expected cohort sizes")
+    func sampleRatio() {
+        let t = SampleRatioTest(observed: [5_210, 4_790], expectedShares: [0.5, 0.5])
+        #expect(abs(t.chiSquare - 17.64) < 1e-9)
+        #expect(t.pValue < 1e-4 && t.pValue > 1e-5)
+        #expect(SampleRatioTest(observed: [5_010, 4_990], expectedShares: [0.5, 0.5]).pValue > 0.8)
+        #expect(SampleRatioTest(observed: [6_000, 4_000], expectedShares: [0.6, 0.4]).chiSquare == 0)
+    }
+
+    @Test("a naive z-test re-checked at every look raises false alarms far above 5% (what the sequential tests avoid)")
+    func naiveLooksInflate() {
+        var rng = Xoshiro256(seed: 7)
+        var naive = 0
+        let runs = 400
+        for _ in 0..<runs {
+            var e = CrashLook()
+            var alarmed = false
+            for _ in 0..<200 {
+                let es = rng.poisson(420)
+                let cs = rng.poisson(420)
+                e += CrashLook(
+                    exposedSessions: es, controlSessions: cs, exposedCrashes: rng.poisson(Double(es) * 0.002),
+                    controlCrashes: rng.poisson(Double(cs) * 0.002))
+                let p1 = Double(e.exposedCrashes) / Double(e.exposedSessions)
+                let p0 = Double(e.controlCrashes) / Double(e.controlSessions)
+                let p = Double(e.exposedCrashes + e.controlCrashes) / Double(e.exposedSessions + e.controlSessions)
+                let se = (p * (1 - p) * (1 / Double(e.exposedSessions) + 1 / Double(e.controlSessions))).squareRoot()
+                if se > 0, (p1 - p0) / se > 1.645 { alarmed = true }
+            }
+            if alarmed { naive += 1 }
+        }
+        #expect(Double(naive) / Double(runs) > 0.15, "naive false alarms: \(naive) of \(runs)")
+    }
+}

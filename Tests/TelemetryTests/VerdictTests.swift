@@ -1,0 +1,269 @@
+import Foundation
+import Rollout
+import Store
+import Testing
+import Timekeeping
+
+@testable import Telemetry
+
+/// Builds snapshots from hand-made minute looks through the same code the store uses.
+struct WatchFixture {
+    var watch: RolloutWatch
+    let start = Instant(seconds: 1_780_000_020)
+
+    init(_ configure: (inout WatchConfiguration) -> Void = { _ in }) {
+        var c = WatchConfiguration(since: Instant(seconds: 1_780_000_020))
+        configure(&c)
+        watch = RolloutWatch(configuration: c)
+    }
+
+    /// `minutes` looks of steady traffic: sessions, fatal crashes, App Attest attempts and failures per minute.
+    mutating func run(
+        minutes: Int, from first: Int = 0, sessions: Int64 = 1000, exposedCrashes: Int64 = 2, controlCrashes: Int64 = 2,
+        attempts: Int64 = 500, failures: [ErrorClassBucket: Int64] = [:],
+        controlFailures: [ErrorClassBucket: Int64] = [:],
+        users: Int64 = 100, activeControl: Int64 = 0
+    ) {
+        let m0 = BucketLevel.minute.bucket(start.microseconds)
+        for m in first..<(first + minutes) {
+            var counts: [CounterKey: Int64] = [:]
+            for (cohort, crashes, fails) in [
+                (Cohort.enabled, exposedCrashes, failures), (.control, controlCrashes, controlFailures),
+            ] {
+                counts[CounterKey(.session, cohort)] = sessions
+                counts[CounterKey(.crash, cohort, detail: 1)] = crashes
+                counts[CounterKey(.usersEntered, cohort)] = users
+                counts[CounterKey(.usersCrashed, cohort)] = crashes / 2
+                let failed = fails.values.reduce(0, +)
+                let provider: AttestationProvider = cohort == .enabled ? .appAttest : .deviceCheck
+                counts[CounterKey(.attestationSuccess, cohort, provider: provider)] = attempts - failed
+                for (c, n) in fails {
+                    counts[CounterKey(.attestationFailure, cohort, provider: provider, detail: UInt16(c.rawValue))] = n
+                }
+            }
+            watch.fold(CounterLook(level: .minute, bucket: m0 + Int64(m), counts: counts))
+        }
+    }
+
+    func snapshot(
+        at minute: Int, active: [Cohort: Int64] = [.enabled: 5000, .control: 5000, .none: 90_000], newest: Int? = nil
+    ) -> TelemetrySnapshot {
+        let now = start + .minutes(Int64(minute))
+        let hour = BucketLevel.hour.bucket(now.microseconds)
+        let presence = active.map { PresenceRow(hour: hour, key: .active($0.key, eligible: true), delta: $0.value) }
+        let newestEvent = watch.settledThrough.map { _ in start + .minutes(Int64(newest ?? minute)) - .seconds(Int64(5))
+        }
+        return watch.snapshot(
+            now: now, pending: [], presence: presence, sessionsLastDay: 300_000, newestEvent: newestEvent,
+            lastBatchAt: newestEvent)
+    }
+}
+
+let tenPercent = RolloutContext(currentMicroPercent: 10_000_000)
+
+@Suite("Verdict")
+struct VerdictTests {
+    @Test("no telemetry is HOLD, never OK, and guardrails are not armed until telemetry arrives")
+    func missing() throws {
+        let empty = WatchFixture().snapshot(at: 0)
+        let a = empty.assess(tenPercent)
+        #expect(a.verdict.level == .hold)
+        #expect(a.verdict.reason == "no telemetry received yet; guardrails cannot judge the rollout")
+        #expect(!a.armed)
+        var enabled = tenPercent
+        enabled.guardrailsEnabled = true
+        #expect(empty.assess(enabled).armed)
+        // The same through the store: an empty store.
+        let tables = try temporaryTables()
+        let fromStore = try tables.snapshot(WatchConfiguration(since: t0), now: t0).assess(tenPercent)
+        #expect(fromStore.verdict.level == .hold)
+    }
+
+    @Test("stale telemetry is HOLD with its age in words")
+    func stale() {
+        var f = WatchFixture()
+        f.run(minutes: 30)
+        let a = f.snapshot(at: 60, newest: 30).assess(tenPercent)
+        #expect(a.armed)
+        #expect(a.verdict.level == .hold)
+        #expect(a.verdict.reason.hasPrefix("telemetry is stale: newest event 30 min old (limit 10 min)"))
+    }
+
+    @Test("healthy traffic is OK, with crash-free rates and the detectable effect in the reason")
+    func healthy() {
+        var f = WatchFixture()
+        f.run(minutes: 30)
+        let a = f.snapshot(at: 33).assess(tenPercent)
+        #expect(a.verdict.level == .ok, "\(a.verdict)")
+        #expect(a.verdict.reason.contains("crash-free sessions 99.800% exposed vs 99.800% control"))
+        #expect(a.verdict.reason.contains("smallest detectable increase +"))
+        #expect(a.exposure.sampleRatio!.pValue == 1)
+    }
+
+    @Test("exposed users crashing more is HALT, stated with the SPRT and the rates")
+    func harm() {
+        var f = WatchFixture()
+        f.run(minutes: 60, exposedCrashes: 4, controlCrashes: 2)
+        let a = f.snapshot(at: 63).assess(tenPercent)
+        #expect(a.verdict.level == .halt)
+        #expect(a.verdict.reason.hasPrefix("exposed users crash more than control: SPRT Λ ="))
+        #expect(a.verdict.reason.contains("fatal crashes per 1,000 sessions: exposed 4.00 vs control 2.00"))
+    }
+
+    @Test("a group without sessions is HOLD: no comparison is possible")
+    func oneSided() {
+        var f = WatchFixture()
+        f.run(minutes: 5, sessions: 0)
+        let a = f.snapshot(at: 6).assess(tenPercent)
+        #expect(a.verdict.level == .hold)
+        #expect(a.verdict.reason == "no crash comparison yet: no sessions from the exposed or control group")
+    }
+
+    @Test("Apple throttling (serverUnavailable above baseline) is HOLD; other failure classes WATCH")
+    func failures() {
+        var f = WatchFixture()
+        f.run(
+            minutes: 30, failures: [.serverUnavailable: 5, .invalidKey: 5],
+            controlFailures: [.serverUnavailable: 5, .invalidKey: 5])
+        f.run(
+            minutes: 10, from: 30, failures: [.serverUnavailable: 40, .invalidKey: 5],
+            controlFailures: [.serverUnavailable: 5, .invalidKey: 5])
+        let throttled = f.snapshot(at: 41).assess(tenPercent)
+        #expect(throttled.verdict.level == .hold)
+        #expect(throttled.verdict.reason.hasPrefix("Apple is throttling attestations: serverUnavailable failures at"))
+
+        var g = WatchFixture()
+        g.run(minutes: 30, failures: [.invalidKey: 5], controlFailures: [.invalidKey: 5])
+        g.run(minutes: 10, from: 30, failures: [.invalidKey: 40], controlFailures: [.invalidKey: 5])
+        let a = g.snapshot(at: 41).assess(tenPercent)
+        #expect(a.verdict.level == .watch)
+        #expect(a.verdict.reason.hasPrefix("invalidKey failures at"))
+        #expect(g.snapshot(at: 41).failureMonitors.first { $0.errorClass == .serverUnavailable }!.alarmed == false)
+    }
+
+    @Test("a configured baseline replaces the observed one")
+    func configuredBaseline() {
+        var f = WatchFixture { $0.failures.configuredBaseline = [.serverUnavailable: 0.2] }
+        f.run(minutes: 30, failures: [.serverUnavailable: 40])
+        let m = f.snapshot(at: 31).failureMonitors.first { $0.errorClass == .serverUnavailable }!
+        #expect(m.baselineSource == .configured)
+        #expect(!m.alarmed)
+    }
+
+    @Test("a sample ratio mismatch is HOLD; the same split while a change above 50% propagates is not")
+    func sampleRatio() {
+        var f = WatchFixture()
+        f.run(minutes: 30)
+        let skewed = f.snapshot(at: 33, active: [.enabled: 5_400, .control: 4_600])
+        let a = skewed.assess(tenPercent)
+        #expect(a.verdict.level == .hold)
+        #expect(
+            a.verdict.reason.hasPrefix(
+                "sample ratio mismatch: 5400 enabled vs 4600 control active installations, expected 50% : 50%"))
+        var s = skewed
+        s.fetchedVersions = [7: 2_000]
+        let propagating = s.assess(RolloutContext(currentMicroPercent: 60_000_000, newestTemplateVersion: 7))
+        #expect(propagating.verdict.level == .ok)
+        #expect(
+            propagating.verdict.findings.contains {
+                $0.text.hasPrefix("cohort split off while the change propagates (20.0% on the newest version)")
+            })
+    }
+}
+
+@Suite("Guardrail policy and attestation budget")
+struct GuardrailTests {
+    static let hold = Verdict(findings: [Finding(.hold, .data, "telemetry is stale")])
+    static let halt = Verdict(findings: [Finding(.halt, .crashes, "exposed users crash more")])
+    static let ok = Verdict(findings: [Finding(.ok, .crashes, "no crash signal")])
+    static let fleet = FleetActivity(
+        activeByCohort: [.none: 10_000_000], attestCapable: 10_000_000, sessionsLastDay: 30_000_000)
+
+    @Test("kills and decreases are never blocked, not even at HALT or over budget")
+    func neverBlocked() {
+        let input = GuardrailInput(
+            armed: true, verdict: Self.halt, fleet: Self.fleet, budget: AttestationBudget(perDay: 1, perSecond: 0.001))
+        #expect(
+            GuardrailPolicy.evaluate(currentMicroPercent: 20_000_000, targetMicroPercent: 0, kind: .kill, input: input)
+                .isAllowed)
+        #expect(
+            GuardrailPolicy.evaluate(
+                currentMicroPercent: 20_000_000, targetMicroPercent: 10_000_000, kind: .decrease, input: input
+            ).isAllowed)
+    }
+
+    @Test("increases are refused at HOLD and HALT once armed, allowed with a note when not armed")
+    func verdictGate() {
+        for verdict in [Self.hold, Self.halt] {
+            let d = GuardrailPolicy.evaluate(
+                currentMicroPercent: 1_000_000, targetMicroPercent: 2_000_000, kind: .increase,
+                input: GuardrailInput(armed: true, verdict: verdict, fleet: Self.fleet))
+            guard case .refuse(let r) = d else {
+                Issue.record("expected a refusal")
+                continue
+            }
+            #expect(r.cause == .verdict(verdict.level))
+            #expect(r.reason == "guardrail \(verdict.level): \(verdict.reason)")
+        }
+        let unarmed = GuardrailPolicy.evaluate(
+            currentMicroPercent: 0, targetMicroPercent: 1_000_000, kind: .increase,
+            input: GuardrailInput(armed: false, verdict: Self.hold, fleet: nil))
+        #expect(
+            unarmed
+                == .allow(notes: [
+                    "guardrails not armed: no telemetry for this rollout yet",
+                    "attestation load unknown: no active installations seen in the last 24 hours",
+                ]))
+    }
+
+    @Test("load: newly eligible × launch rate against Apple's guidance, and the largest step that fits")
+    func budget() {
+        // 10 M attest-capable devices, 3 launches a day: 1% → 20% makes 1.9 M newly eligible; the peak is
+        // 1.9 M × 3 / 86,400 × 2 ≈ 132/s, over 100/s. The largest step: 100 × 86,400 / (3 × 2) = 1.44 M devices,
+        // 14.4 points, so 15.4%.
+        let load = AttestationForecast.load(
+            fromMicroPercent: 1_000_000, toMicroPercent: 20_000_000, fleet: Self.fleet, budget: AttestationBudget())
+        #expect(abs(load.newlyEligible - 1_900_000) < 1e-6)
+        #expect(abs(load.peakPerSecond - 1_900_000 * 3 / 86_400 * 2) < 1e-9)
+        let d = GuardrailPolicy.evaluate(
+            currentMicroPercent: 1_000_000, targetMicroPercent: 20_000_000, kind: .increase,
+            input: GuardrailInput(armed: true, verdict: Self.ok, fleet: Self.fleet))
+        guard case .refuse(let r) = d else {
+            Issue.record("expected a refusal, got \(d)")
+            return
+        }
+        #expect(r.cause == .attestationBudget)
+        #expect(r.suggestedTargetMicroPercent == 15_400_000)
+        #expect(r.reason.contains("the largest step that fits is to 15.4%"))
+        let at = AttestationForecast.load(
+            fromMicroPercent: 1_000_000, toMicroPercent: 15_400_000, fleet: Self.fleet, budget: AttestationBudget())
+        let above = AttestationForecast.load(
+            fromMicroPercent: 1_000_000, toMicroPercent: 15_410_000, fleet: Self.fleet, budget: AttestationBudget())
+        #expect(at.fits(AttestationBudget()) && !above.fits(AttestationBudget()))
+        // The daily limit binds for a huge fleet of rare launchers.
+        let huge = FleetActivity(
+            activeByCohort: [.none: 200_000_000], attestCapable: 200_000_000, sessionsLastDay: 200_000_000)
+        let daily = AttestationForecast.largestFittingTarget(
+            fromMicroPercent: 0, toMicroPercent: 100_000_000, fleet: huge, budget: AttestationBudget(perSecond: 1e9))
+        #expect(daily == 5_000_000)
+        #expect(
+            GuardrailPolicy.evaluate(
+                currentMicroPercent: 1_000_000, targetMicroPercent: 2_000_000, kind: .increase,
+                input: GuardrailInput(armed: true, verdict: Self.ok, fleet: Self.fleet)
+            ).isAllowed)
+    }
+
+    @Test("no step fits when even 0.01% is over budget")
+    func nothingFits() {
+        let d = GuardrailPolicy.evaluate(
+            currentMicroPercent: 0, targetMicroPercent: 1_000_000, kind: .increase,
+            input: GuardrailInput(
+                armed: true, verdict: Self.ok, fleet: Self.fleet, budget: AttestationBudget(perSecond: 0.01)))
+        guard case .refuse(let r) = d else {
+            Issue.record("expected a refusal")
+            return
+        }
+        #expect(r.suggestedTargetMicroPercent == nil)
+        #expect(r.reason.hasSuffix("no increase fits now"))
+    }
+}
