@@ -1,5 +1,6 @@
 import Crypto
-import Foundation
+import JSON
+import Timekeeping
 
 /// A JSON response of the exchange: an HTTP status and a body, ready to be served.
 public struct AppCheckResponse: Hashable, Sendable {
@@ -8,8 +9,8 @@ public struct AppCheckResponse: Hashable, Sendable {
     public var body: [UInt8]
 
     public var bodyText: String { String(decoding: body, as: UTF8.self) }
-    /// The body parsed as a JSON object (nil if it is not one).
-    public var json: [String: Any]? { (try? JSONSerialization.jsonObject(with: Data(body))) as? [String: Any] }
+    /// The body parsed as JSON.
+    public var json: JSONValue? { try? JSONParser().parse(body) }
 }
 
 /// Where a request goes: `v1/projects/{project}/apps/{app}:{method}`, `v1beta/projects/{project}:{method}`, or
@@ -71,10 +72,7 @@ extension AppCheckExchange {
             case ("generateAppAttestChallenge", let appId?):
                 try request.allow([])
                 let c = try generateChallenge(appId: appId)
-                return Self.ok([
-                    "\"challenge\":\(JSONText.quote(Base64.encode(c.challenge)))",
-                    "\"ttl\":\"\(c.ttl.microseconds / 1_000_000)s\"",
-                ])
+                return Self.ok(["challenge": .string(Base64.encode(c.challenge)), "ttl": .string(Self.duration(c.ttl))])
             case ("exchangeAppAttestAttestation", let appId?):
                 try request.allow([
                     ["attestationStatement", "attestation_statement"], ["challenge"], ["keyId", "key_id"],
@@ -85,8 +83,7 @@ extension AppCheckExchange {
                     keyId: try request.bytes(["keyId", "key_id"]), challenge: try request.bytes(["challenge"]),
                     limitedUse: try request.bool(["limitedUse", "limited_use"]))
                 return Self.ok([
-                    "\"artifact\":\(JSONText.quote(Base64.encode(result.artifact)))",
-                    "\"appCheckToken\":\(Self.tokenJSON(result.token))",
+                    "artifact": .string(Base64.encode(result.artifact)), "appCheckToken": Self.tokenJSON(result.token),
                 ])
             case ("exchangeAppAttestAssertion", let appId?):
                 try request.allow([["artifact"], ["assertion"], ["challenge"], ["limitedUse", "limited_use"]])
@@ -95,13 +92,13 @@ extension AppCheckExchange {
                     assertion: try request.bytes(["assertion"]),
                     challenge: try request.bytes(["challenge"]),
                     limitedUse: try request.bool(["limitedUse", "limited_use"]))
-                return AppCheckResponse(status: 200, body: Array(Self.tokenJSON(token).utf8))
+                return AppCheckResponse(status: 200, body: JSONWriter().bytes(Self.tokenJSON(token)))
             case ("verifyAppCheckToken", nil):
                 try request.allow([["appCheckToken", "app_check_token"]])
                 let report = evaluateToken(try request.string(["appCheckToken", "app_check_token"]), consume: true)
                 switch report.result {
-                case .success: return Self.ok([])
-                case .failure(.alreadyConsumed): return Self.ok(["\"alreadyConsumed\":true"])
+                case .success: return Self.ok([:])
+                case .failure(.alreadyConsumed): return Self.ok(["alreadyConsumed": true])
                 case .failure(.stateUnavailable(let r)): throw .unavailable(r)
                 case .failure(let e): throw .tokenRejected(e)
                 }
@@ -113,35 +110,47 @@ extension AppCheckExchange {
         }
     }
 
-    static func ok(_ fields: [String]) -> AppCheckResponse {
-        AppCheckResponse(status: 200, body: Array(("{" + fields.joined(separator: ",") + "}").utf8))
+    static func ok(_ object: JSONValue) -> AppCheckResponse {
+        AppCheckResponse(status: 200, body: JSONWriter().bytes(object))
     }
 
-    static func tokenJSON(_ t: AppCheckToken) -> String {
-        "{\"token\":\(JSONText.quote(t.token)),\"ttl\":\"\(t.ttl.microseconds / 1_000_000)s\"}"
+    /// A protobuf Duration in JSON: whole seconds with an `s`.
+    static func duration(_ d: Instant.Duration) -> String { "\(d.microseconds / 1_000_000)s" }
+
+    static func tokenJSON(_ t: AppCheckToken) -> JSONValue {
+        ["token": .string(t.token), "ttl": .string(duration(t.ttl))]
     }
 
     /// Google's error shape, with the specific reason in an `ErrorInfo` detail.
     static func errorResponse(_ e: AppCheckExchangeError) -> AppCheckResponse {
-        let body =
-            "{\"error\":{\"code\":\(e.httpStatus),\"message\":\(JSONText.quote(e.description)),\"status\":\"\(e.rpcStatus)\","
-            + "\"details\":[{\"@type\":\"type.googleapis.com/google.rpc.ErrorInfo\",\"reason\":\(JSONText.quote(e.code)),"
-            + "\"domain\":\"firebaseappcheck.googleapis.com\"}]}}"
-        return AppCheckResponse(status: e.httpStatus, body: Array(body.utf8))
+        let detail: JSONValue = [
+            "@type": "type.googleapis.com/google.rpc.ErrorInfo", "reason": .string(e.code),
+            "domain": "firebaseappcheck.googleapis.com",
+        ]
+        let error: JSONValue = [
+            "code": .number(JSONNumber(e.httpStatus)), "message": .string(e.description),
+            "status": .string(e.rpcStatus),
+            "details": [detail],
+        ]
+        return AppCheckResponse(status: e.httpStatus, body: JSONWriter().bytes(["error": error]))
     }
 }
 
 /// A request's JSON object, read with both spellings of each field.
 private struct RequestBody {
-    let fields: [String: Any]
+    let fields: JSONObject
 
     init(_ body: [UInt8]) throws(AppCheckExchangeError) {
         if body.allSatisfy({ $0 == 0x20 || $0 == 0x0a || $0 == 0x0d || $0 == 0x09 }) {
-            fields = [:]
+            fields = JSONObject()
             return
         }
-        guard let object = (try? JSONSerialization.jsonObject(with: Data(body))) as? [String: Any] else {
-            throw .invalidArgument("Invalid JSON payload received: the body is not a JSON object")
+        let value: JSONValue
+        do { value = try JSONParser().parse(body) } catch {
+            throw .invalidArgument("Invalid JSON payload received: \(error)")
+        }
+        guard let object = value.objectValue else {
+            throw .invalidArgument("Invalid JSON payload received: the body is \(value.kindName), not an object")
         }
         fields = object
     }
@@ -149,7 +158,7 @@ private struct RequestBody {
     /// Refuses names outside `names` (each entry lists the spellings of one field) and double spellings.
     func allow(_ names: [[String]]) throws(AppCheckExchangeError) {
         let known = Set(names.flatMap { $0 })
-        if let unknown = fields.keys.sorted().first(where: { !known.contains($0) }) {
+        if let unknown = fields.keys.first(where: { !known.contains($0) }) {
             throw .invalidArgument("Invalid JSON payload received. Unknown name \"\(unknown)\"")
         }
         for spellings in names where spellings.filter({ fields[$0] != nil }).count > 1 {
@@ -157,37 +166,33 @@ private struct RequestBody {
         }
     }
 
-    private func value(_ spellings: [String]) -> (String, Any)? {
-        for s in spellings { if let v = fields[s] { return (s, v) } }
+    /// The field under its first present spelling; null counts as absent, as in proto3 JSON.
+    private func value(_ spellings: [String]) -> (name: String, value: JSONValue)? {
+        for s in spellings {
+            if let v = fields[s], !v.isNull { return (s, v) }
+        }
         return nil
     }
 
     func bytes(_ spellings: [String]) throws(AppCheckExchangeError) -> [UInt8] {
-        guard let (name, v) = value(spellings), !(v is NSNull) else {
-            throw .invalidArgument("missing field \(spellings[0])")
-        }
-        guard let text = v as? String, let bytes = Base64.decode(text), !bytes.isEmpty else {
+        guard let (name, v) = value(spellings) else { throw .invalidArgument("missing field \(spellings[0])") }
+        guard let text = v.stringValue, let bytes = Base64.decode(text), !bytes.isEmpty else {
             throw .invalidArgument("field \(name) is not non-empty base64")
         }
         return bytes
     }
 
     func string(_ spellings: [String]) throws(AppCheckExchangeError) -> String {
-        guard let (name, v) = value(spellings), !(v is NSNull) else {
-            throw .invalidArgument("missing field \(spellings[0])")
-        }
-        guard let text = v as? String, !text.isEmpty else {
+        guard let (name, v) = value(spellings) else { throw .invalidArgument("missing field \(spellings[0])") }
+        guard let text = v.stringValue, !text.isEmpty else {
             throw .invalidArgument("field \(name) is not a non-empty string")
         }
         return text
     }
 
     func bool(_ spellings: [String]) throws(AppCheckExchangeError) -> Bool {
-        guard let (name, v) = value(spellings), !(v is NSNull) else { return false }
-        // JSON numbers also bridge to Bool; only a JSON true/false has the boolean type code "c".
-        guard let n = v as? NSNumber, String(cString: n.objCType) == "c" else {
-            throw .invalidArgument("field \(name) is not a boolean")
-        }
-        return n.boolValue
+        guard let (name, v) = value(spellings) else { return false }
+        guard let b = v.boolValue else { throw .invalidArgument("field \(name) is not a boolean") }
+        return b
     }
 }

@@ -1,6 +1,6 @@
 import COpenSSL
 import Crypto
-import Foundation
+import JSON
 import Timekeeping
 
 /// An RSA key that signs App Check tokens (RS256), identified by its `kid`.
@@ -101,16 +101,14 @@ public struct AppCheckTokenClaims: Hashable, Sendable {
             subject: appId, issuedAt: issuedAt.seconds, expiresAt: (issuedAt + ttl).seconds, tokenId: tokenId)
     }
 
-    var json: String {
-        var fields = [
-            "\"sub\":\(JSONText.quote(subject))",
-            "\"aud\":[\(audience.map(JSONText.quote).joined(separator: ","))]",
-            "\"iss\":\(JSONText.quote(issuer))",
-            "\"exp\":\(expiresAt)",
-            "\"iat\":\(issuedAt)",
-        ]
-        if let tokenId { fields.append("\"jti\":\(JSONText.quote(tokenId))") }
-        return "{" + fields.joined(separator: ",") + "}"
+    /// The payload, members in Firebase's order.
+    var json: JSONValue {
+        var o = JSONObject([
+            ("sub", .string(subject)), ("aud", .array(audience.map { .string($0) })), ("iss", .string(issuer)),
+            ("exp", .number(JSONNumber(expiresAt))), ("iat", .number(JSONNumber(issuedAt))),
+        ])
+        if let tokenId { o["jti"] = .string(tokenId) }
+        return .object(o)
     }
 }
 
@@ -133,8 +131,9 @@ public struct AppCheckTokenIssuer: Sendable {
 
     /// The signed compact JWT for `claims`.
     public func token(_ claims: AppCheckTokenClaims) throws(OpenSSLError) -> String {
-        let header = "{\"alg\":\"RS256\",\"kid\":\(JSONText.quote(key.kid)),\"typ\":\"JWT\"}"
-        let input = Base64.encodeURL(Array(header.utf8)) + "." + Base64.encodeURL(Array(claims.json.utf8))
+        let header: JSONValue = ["alg": "RS256", "kid": .string(key.kid), "typ": "JWT"]
+        let writer = JSONWriter()
+        let input = Base64.encodeURL(writer.bytes(header)) + "." + Base64.encodeURL(writer.bytes(claims.json))
         return input + "." + Base64.encodeURL(try key.sign(Array(input.utf8)))
     }
 }
@@ -214,9 +213,8 @@ public struct AppCheckTokenVerifier: Sendable {
         ]
         let parts = token.split(separator: ".", omittingEmptySubsequences: false).map(String.init)
         guard parts.count == 3, let headerBytes = Base64.decode(parts[0]), let payloadBytes = Base64.decode(parts[1]),
-            let signature = Base64.decode(parts[2]),
-            let header = (try? JSONSerialization.jsonObject(with: Data(headerBytes))) as? [String: Any],
-            let payload = (try? JSONSerialization.jsonObject(with: Data(payloadBytes))) as? [String: Any]
+            let signature = Base64.decode(parts[2]), let header = (try? JSONParser().parse(headerBytes))?.objectValue,
+            let payload = (try? JSONParser().parse(payloadBytes))?.objectValue
         else {
             let e = AppCheckTokenError.malformedToken("not three base64url parts holding JSON objects")
             log.fail("format", "format", e)
@@ -231,9 +229,9 @@ public struct AppCheckTokenVerifier: Sendable {
         }
         log.pass("format", "format", claims.tokenId.map { "limited-use token, jti \($0)" } ?? "token (not limited-use)")
 
-        let alg = header["alg"] as? String
-        let typ = header["typ"] as? String
-        let kid = header["kid"] as? String
+        let alg = header["alg"]?.stringValue
+        let typ = header["typ"]?.stringValue
+        let kid = header["kid"]?.stringValue
         let headerError: AppCheckTokenError? =
             alg != "RS256"
             ? .unsupportedHeader("alg is \(alg ?? "missing"), not RS256")
@@ -316,28 +314,23 @@ public struct AppCheckTokenVerifier: Sendable {
         self.init(project: configuration.project, keys: keys, appIds: Set(configuration.apps.map(\.appId)))
     }
 
-    static func claims(_ p: [String: Any]) -> AppCheckTokenClaims? {
-        func integer(_ v: Any?) -> Int64? {
-            if let n = v as? Int { return Int64(n) }
-            if let n = v as? Int64 { return n }
-            if let d = v as? Double, d == d.rounded(), abs(d) < 1e15 { return Int64(d) }
-            return nil
-        }
+    static func claims(_ p: JSONObject) -> AppCheckTokenClaims? {
         let audience: [String]
-        if let a = p["aud"] as? [String] {
-            audience = a
-        } else if let a = p["aud"] as? String {
-            audience = [a]
-        } else {
-            return nil
+        switch p["aud"] {
+        case .string(let a)?: audience = [a]
+        case .array(let items)?:
+            let strings = items.compactMap(\.stringValue)
+            guard strings.count == items.count else { return nil }
+            audience = strings
+        default: return nil
         }
-        guard let sub = p["sub"] as? String, let iss = p["iss"] as? String, let iat = integer(p["iat"]),
-            let exp = integer(p["exp"])
+        guard let sub = p["sub"]?.stringValue, let iss = p["iss"]?.stringValue, let iat = p["iat"]?.numberValue?.int64,
+            let exp = p["exp"]?.numberValue?.int64
         else { return nil }
         let jti: String?
         switch p["jti"] {
         case nil: jti = nil
-        case let s as String: jti = s
+        case .string(let s)?: jti = s
         default: return nil
         }
         return AppCheckTokenClaims(
@@ -348,31 +341,10 @@ public struct AppCheckTokenVerifier: Sendable {
 extension AppCheckSigningKey {
     /// A JWKS document (`{"keys": [...]}`) for `keys`, sorted by kid, as Firebase serves at `/v1/jwks`.
     public static func jwksDocument(_ keys: [AppCheckSigningKey]) -> [UInt8] {
-        let entries = keys.sorted { $0.kid < $1.kid }.map { key -> String in
+        let entries = keys.sorted { $0.kid < $1.kid }.map { key -> JSONValue in
             let jwk = key.jwk
-            return "{"
-                + ["kty", "use", "alg", "kid", "n", "e"].map { "\(JSONText.quote($0)):\(JSONText.quote(jwk[$0]!))" }
-                .joined(separator: ",") + "}"
+            return .object(JSONObject(["kty", "use", "alg", "kid", "n", "e"].map { ($0, JSONValue.string(jwk[$0]!)) }))
         }
-        return Array("{\"keys\":[\(entries.joined(separator: ","))]}".utf8)
-    }
-}
-
-/// JSON string literals, written by hand so that tokens and responses have a fixed, compact form.
-enum JSONText {
-    static func quote(_ s: String) -> String {
-        var out = "\""
-        for u in s.unicodeScalars {
-            switch u {
-            case "\"": out += "\\\""
-            case "\\": out += "\\\\"
-            case "\n": out += "\\n"
-            case "\r": out += "\\r"
-            case "\t": out += "\\t"
-            case _ where u.value < 0x20: out += String(format: "\\u%04x", u.value)
-            default: out.unicodeScalars.append(u)
-            }
-        }
-        return out + "\""
+        return JSONWriter().bytes(["keys": .array(entries)])
     }
 }

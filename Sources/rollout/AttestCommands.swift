@@ -2,6 +2,7 @@ import AppCheck
 import CommandLineKit
 import Crypto
 import Foundation
+import JSON
 import Store
 import Timekeeping
 
@@ -132,16 +133,17 @@ enum AttestCommands {
         let ok = report.passed && (assertion == nil || assertionReport?.passed == true)
 
         if inv.flag("--json") {
-            var out: [String: Any] = [
-                "verified": ok, "at": time.iso8601, "app": app.appId, "environment": environment.rawValue,
-                "attestation": json(report.checks, error: report.failure),
-            ]
-            if let key = report.value { out["publicKey"] = Base64.encode(key.publicKey) }
+            var out = JSONObject([
+                ("verified", .bool(ok)), ("at", .string(time.iso8601)), ("app", .string(app.appId)),
+                ("environment", .string(environment.rawValue)),
+                ("attestation", json(report.checks, error: report.failure)),
+            ])
+            if let key = report.value { out["publicKey"] = .string(Base64.encode(key.publicKey)) }
             if let assertionReport { out["assertion"] = json(assertionReport.checks, error: assertionReport.failure) }
             if assertionSkipped {
                 out["assertion"] = ["checks": [], "error": "notRun", "detail": "the attestation did not verify"]
             }
-            try printJSON(out)
+            print(JSONWriter(style: .pretty).string(.object(out)))
         } else {
             print(
                 "attestation of key \(Hex.encode(keyId)) for \(app.appId) (\(environment.rawValue)) at \(time.iso8601)")
@@ -175,19 +177,21 @@ enum AttestCommands {
             inv.flag("--consume")
             ? verifier.evaluate(jwt, at: time, consumingIn: state) : verifier.evaluate(jwt, at: time)
         if inv.flag("--json") {
-            var out: [String: Any] = [
-                "verified": report.passed, "at": time.iso8601, "token": json(report.checks, error: report.failure),
-            ]
+            var out = JSONObject([
+                ("verified", .bool(report.passed)), ("at", .string(time.iso8601)),
+                ("token", json(report.checks, error: report.failure)),
+            ])
             // A replayed token fails as a whole, but its claims are still worth showing.
             if let claims = report.value ?? verifier.evaluate(jwt, at: time).value {
-                var c: [String: Any] = [
-                    "iss": claims.issuer, "aud": claims.audience, "sub": claims.subject, "iat": claims.issuedAt,
-                    "exp": claims.expiresAt,
-                ]
-                if let jti = claims.tokenId { c["jti"] = jti }
-                out["claims"] = c
+                var c = JSONObject([
+                    ("iss", .string(claims.issuer)), ("aud", .array(claims.audience.map { .string($0) })),
+                    ("sub", .string(claims.subject)), ("iat", .number(JSONNumber(claims.issuedAt))),
+                    ("exp", .number(JSONNumber(claims.expiresAt))),
+                ])
+                if let jti = claims.tokenId { c["jti"] = .string(jti) }
+                out["claims"] = .object(c)
             }
-            try printJSON(out)
+            print(JSONWriter(style: .pretty).string(.object(out)))
         } else {
             print("App Check token at \(time.iso8601)")
             printChecks(report.checks)
@@ -235,20 +239,14 @@ enum AttestCommands {
         }
     }
 
-    static func json(_ checks: [CheckRecord], error: (any CodedError)?) -> [String: Any] {
-        [
-            "checks": checks.map { c -> [String: Any] in
-                var o: [String: Any] = ["name": c.name, "result": c.outcome.rawValue, "detail": c.detail]
-                if let code = c.errorCode { o["error"] = code }
-                return o
-            },
-            "error": error.map { $0.code as Any } ?? NSNull(),
-        ]
-    }
-
-    static func printJSON(_ object: [String: Any]) throws {
-        let data = try JSONSerialization.data(
-            withJSONObject: object, options: [.sortedKeys, .prettyPrinted, .withoutEscapingSlashes])
-        print(String(decoding: data, as: UTF8.self))
+    static func json(_ checks: [CheckRecord], error: (any CodedError)?) -> JSONValue {
+        let items = checks.map { c -> JSONValue in
+            var o = JSONObject([
+                ("name", .string(c.name)), ("result", .string(c.outcome.rawValue)), ("detail", .string(c.detail)),
+            ])
+            if let code = c.errorCode { o["error"] = .string(code) }
+            return .object(o)
+        }
+        return .object(JSONObject([("checks", .array(items)), ("error", error.map { .string($0.code) } ?? .null)]))
     }
 }

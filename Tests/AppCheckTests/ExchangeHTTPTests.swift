@@ -1,6 +1,7 @@
 import AppCheck
 import Crypto
 import Foundation
+import JSON
 import Testing
 import Timekeeping
 
@@ -20,8 +21,8 @@ import Timekeeping
     func challenge() throws -> [UInt8] {
         let r = f.exchange.handle(method: "generateAppAttestChallenge", projectId: "rollout-demo", appId: app, body: [])
         #expect(r.status == 200)
-        #expect(r.json?["ttl"] as? String == "300s")
-        let text = try #require(r.json?["challenge"] as? String)
+        #expect(r.json?["ttl"]?.stringValue == "300s")
+        let text = try #require(r.json?["challenge"]?.stringValue)
         return try #require(Base64.decode(text))
     }
 
@@ -50,11 +51,11 @@ import Timekeeping
             ]
         let r = call("exchangeAppAttestAttestation", body)
         #expect(r.status == 200, "\(r.bodyText)")
-        let artifactText = try #require(r.json?["artifact"] as? String)
+        let artifactText = try #require(r.json?["artifact"]?.stringValue)
         let artifact = try #require(Base64.decode(artifactText))
-        let token = try #require(r.json?["appCheckToken"] as? [String: Any])
-        #expect(token["ttl"] as? String == "3600s")
-        let tokenText = try #require(token["token"] as? String)
+        let token = try #require(r.json?["appCheckToken"])
+        #expect(token["ttl"]?.stringValue == "3600s")
+        let tokenText = try #require(token["token"]?.stringValue)
         #expect(f.exchange.evaluateToken(tokenText, consume: false).passed)
 
         let c2 = try challenge()
@@ -67,8 +68,8 @@ import Timekeeping
                 "challenge": Self.spell(c2, base64), key: true,
             ])
         #expect(r2.status == 200, "\(r2.bodyText)")
-        #expect(r2.json?["ttl"] as? String == "300s")
-        let limited = try #require(r2.json?["token"] as? String)
+        #expect(r2.json?["ttl"]?.stringValue == "300s")
+        let limited = try #require(r2.json?["token"]?.stringValue)
 
         let v1 = f.exchange.handle(
             method: "verifyAppCheckToken", projectId: "123456789012", appId: nil,
@@ -90,20 +91,17 @@ import Timekeeping
                 "challenge": Base64.encode(c),
             ])
         #expect(r.status == 403)
-        let error = try #require(r.json?["error"] as? [String: Any])
-        #expect(error["status"] as? String == "PERMISSION_DENIED")
-        #expect(error["code"] as? Int == 403)
-        let detail = try #require((error["details"] as? [[String: Any]])?.first)
-        #expect(detail["reason"] as? String == "nonceMismatch")
-        #expect(detail["@type"] as? String == "type.googleapis.com/google.rpc.ErrorInfo")
+        let error = try #require(r.json?["error"])
+        #expect(error["status"]?.stringValue == "PERMISSION_DENIED")
+        #expect(error["code"]?.numberValue?.int64 == 403)
+        let detail = try #require(error["details"]?.arrayValue?.first)
+        #expect(detail["reason"]?.stringValue == "nonceMismatch")
+        #expect(detail["@type"]?.stringValue == "type.googleapis.com/google.rpc.ErrorInfo")
     }
 
     @Test func badRequestsAreRefusedWithTheirStatus() throws {
         func status(_ r: AppCheckResponse) -> (Int, String?) {
-            (
-                r.status,
-                ((r.json?["error"] as? [String: Any])?["details"] as? [[String: Any]])?.first?["reason"] as? String
-            )
+            (r.status, r.json?["error"]?["details"]?.arrayValue?.first?["reason"]?.stringValue)
         }
         let c = Base64.encode(try challenge())
         #expect(
@@ -136,6 +134,12 @@ import Timekeeping
                     method: "exchangeAppAttestAttestation", projectId: "rollout-demo", appId: app,
                     body: Array("[1]".utf8)))
                 == (400, "invalidArgument"))
+        let duplicate = Array("{\"challenge\":\"\(c)\",\"challenge\":\"\(c)\"}".utf8)
+        #expect(
+            status(
+                f.exchange.handle(
+                    method: "exchangeAppAttestAssertion", projectId: "rollout-demo", appId: app, body: duplicate))
+                == (400, "invalidArgument"))
         #expect(status(call("generateAppAttestChallenge", [:], project: "someone-else")) == (404, "unknownProject"))
         #expect(status(call("generateAppAttestChallenge", [:], app: "1:1:ios:nope")) == (404, "unknownApp"))
         #expect(status(call("exchangeSafetyNetToken", [:])) == (404, "unknownMethod"))
@@ -164,7 +168,10 @@ import Timekeeping
     @Test func jwksServesEverySigningKey() throws {
         let r = f.exchange.handle(path: "/v1/jwks", body: [])
         #expect(r.status == 200)
-        let keys = try #require(r.json?["keys"] as? [[String: String]])
+        let keys = try #require(r.json?["keys"]?.arrayValue).map { k in
+            Dictionary(
+                uniqueKeysWithValues: (k.objectValue ?? JSONObject()).map { ($0.key, $0.value.stringValue ?? "") })
+        }
         let kid = try #require(try f.state.signingKeys().first?.kid)
         #expect(keys.count == 1)
         #expect(
