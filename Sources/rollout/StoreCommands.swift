@@ -30,6 +30,9 @@ enum StoreCommands {
         .flag(
             "--dry-run",
             help: "Show the change, its diff and the policy reports; write nothing (exit 4 if a policy would refuse)."),
+        .flag(
+            "--override-guardrail",
+            help: "Publish although the guardrail refuses (HOLD/HALT or over the attestation budget); needs --reason; audited."),
     ]
 
     // MARK: init
@@ -84,8 +87,10 @@ enum StoreCommands {
         examples: ["rollout status", "rollout status --json | jq .rollout.percentage"],
         action: guarded { inv in
             let session = try Wiring.session(inv)
-            let current = try session.config.current()
+            let health = try session.monitor().status()
+            let current = health.current
             let rollout = Result { try RolloutPlan.locate(in: current.template) }
+            let guardrail = GuardrailReport(health)
             if inv.flag("--json") {
                 var out = JSONObject()
                 out["store"] = .string(session.path)
@@ -95,6 +100,8 @@ enum StoreCommands {
                 case .success(nil): out["rollout"] = .null
                 case .failure(let e): out["rolloutError"] = .string("\(e)")
                 }
+                out["startedAt"] = health.startedAt.map { .string($0.iso8601) } ?? .null
+                out["guardrail"] = guardrail.json
                 print(JSONValue.object(out).prettyText, terminator: "")
                 return .ok
             }
@@ -128,6 +135,8 @@ enum StoreCommands {
                 rows.append(("rollout", "none: the template has no rollout of \(RolloutNames.standard.parameter)"))
             case .failure(let e): rows.append(("rollout", "cannot read it: \(e)"))
             }
+            rows.append(("", ""))
+            rows += guardrail.rows.map { ($0.0, printable($0.1)) }
             printRows(rows)
             return .ok
         })
@@ -438,10 +447,14 @@ extension StoreCommands {
     {
         let reason = try self.reason(inv)
         let session = try Wiring.session(inv)
-        let path = session.writePath()
+        let path = try session.writePath()
         var request = WritePath.Request(
             intent: intent, actor: session.operatorID, reason: reason, origin: Wiring.origin)
         request.force = inv.flag("--force")
+        request.overrideGuardrail = inv.flag("--override-guardrail")
+        if request.overrideGuardrail, reason.trimmingCharacters(in: .whitespaces).isEmpty {
+            throw inv.usageError("--override-guardrail needs --reason \"why it is safe\"")
+        }
         request.retryOnConflict = retry
         request.basedOnETag = etag
 

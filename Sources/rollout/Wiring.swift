@@ -15,10 +15,13 @@ struct StoreSession {
     let readOnly: Bool
     let clock: any Clock
 
+    /// The rollout with its telemetry and verdict, read from this store.
+    func monitor() throws -> RolloutMonitor { try RolloutMonitor(store: store, clock: clock) }
+
     /// The write path every change of this command goes through (read-only and policies enforced inside).
-    func writePath() -> WritePath {
+    func writePath() throws -> WritePath {
         WritePath(
-            store: config, clock: clock, policies: Wiring.policies(for: self), readOnly: readOnly,
+            store: config, clock: clock, policies: try Wiring.policies(for: self), readOnly: readOnly,
             newSeed: { Wiring.newSeed() })
     }
 }
@@ -29,11 +32,11 @@ enum Wiring {
     /// `updateOrigin` of versions published from the CLI.
     static let origin = "ROLLOUT_CLI"
 
-    /// The policies every write passes through, in order.
-    ///
-    /// Empty for now; the guardrail and step-up policies plug in here (they can reach the store's database as
-    /// `session.store.database`, and the clock as `session.clock`).
-    static func policies(for session: StoreSession) -> [WritePolicy] { [] }
+    /// The policies every write passes through, in order: the telemetry guardrail (verdict and attestation
+    /// budget), then step-up verification.
+    static func policies(for session: StoreSession) throws -> [WritePolicy] {
+        [try session.monitor().guardrailPolicy()]
+    }
 
     /// A fresh rollout seed: `rollout-` and 8 random hex digits.
     static func newSeed() -> String { "rollout-" + Hex.encode(SecureRandom.bytes(4)) }

@@ -1,0 +1,45 @@
+import Foundation
+import Testing
+import TestSupport
+
+/// The guardrail in the CLI's write path: once telemetry arms it, a HOLD refuses increases (exit 4, audited)
+/// unless overridden with a reason; decreases and kills always pass.
+struct GuardrailCLITests {
+    @Test func holdRefusesIncreasesButNeverKillsOrDecreases() throws {
+        let dir = try TestSupport.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let store = dir.appendingPathComponent("s.db").path
+        let bin = try TestSupport.rolloutBinary()
+        func rollout(_ args: String..., stdin: String? = nil) throws -> TestSupport.ProcessResult {
+            try TestSupport.run(bin, args + ["--store", store, "--operator", "ana@example.com"], stdin: stdin)
+        }
+        // Not armed yet (no telemetry): the first step is allowed.
+        #expect(try rollout("set", "10", "--reason", "start").status == 0)
+        let status0 = try rollout("status", "--json").stdout
+        #expect(status0.contains("\"armed\": false") && status0.contains("\"verdict\": \"HOLD\""))
+
+        // Sessions from exposed devices only: telemetry arms the guardrails, and with no control group it is HOLD.
+        let now = Int64(Date().timeIntervalSince1970 * 1_000_000)
+        let lines = (0..<30).map { #"{"t":\#(now - Int64($0) * 1_000_000),"i":"fid-\#($0)","k":"session","c":"enabled","p":"appAttest","os":"17.4"}"# }
+        let ingest = try rollout("ingest", "--format", "native", "-", stdin: lines.joined(separator: "\n") + "\n")
+        #expect(ingest.status == 0, "\(ingest.stderr)")
+        let status1 = try rollout("status", "--json").stdout
+        #expect(status1.contains("\"armed\": true") && status1.contains("\"verdict\": \"HOLD\""))
+
+        let refused = try rollout("nudge", "+5", "--reason", "more")
+        #expect(refused.status == 4)
+        #expect(refused.stderr.hasPrefix("rollout: refused by guardrail: "))
+        #expect(try rollout("status", "--json").stdout.contains("\"microPercent\": 10000000"))
+
+        #expect(try rollout("nudge", "+5", "--override-guardrail").status == 2)
+        let overridden = try rollout("nudge", "+5", "--override-guardrail", "--reason", "drill: verified by hand")
+        #expect(overridden.status == 0, "\(overridden.stderr)")
+        #expect(try rollout("nudge", "-2").status == 0)
+        #expect(try rollout("kill", "--reason", "drill").status == 0)
+
+        let audit = try rollout("audit", "show", "--json").stdout
+        #expect(audit.contains("refused by policy"))
+        #expect(audit.contains("guardrail override"))
+        #expect(try rollout("audit", "verify").status == 0)
+    }
+}
