@@ -56,7 +56,9 @@ let package = Package(
         .testTarget(name: "RolloutTests", dependencies: ["TestSupport", "Rollout", "RemoteConfig", "JSON", "Timekeeping"], swiftSettings: strict),
         .testTarget(name: "TelemetryTests", dependencies: ["TestSupport", "Telemetry", "Store", "Rollout", "JSON", "Timekeeping"], swiftSettings: strict),
         .testTarget(name: "StoreTests", dependencies: ["TestSupport", "Store", "Rollout", "RemoteConfig", "Telemetry", "JSON", "Timekeeping"], swiftSettings: strict),
-        .testTarget(name: "AppCheckTests", dependencies: ["TestSupport", "AppCheck", "Crypto", "JSON", "Timekeeping"], swiftSettings: strict),
+        .testTarget(
+            name: "AppCheckTests", dependencies: ["TestSupport", "AppCheck", "Store", "Crypto", "JSON", "Timekeeping"],
+            exclude: ["pyattest_verdicts.py", "firebase_admin_tokens.py"], swiftSettings: strict),
         .testTarget(name: "StepUpTests", dependencies: ["TestSupport", "StepUp", "Store", "Rollout", "RemoteConfig", "Timekeeping", "Crypto"], swiftSettings: strict),
         .testTarget(name: "FleetSimulatorTests", dependencies: ["TestSupport", "FleetSimulator", "Telemetry", "Rollout", "RemoteConfig", "AppCheck", "Timekeeping"], swiftSettings: strict),
         .testTarget(name: "ConsoleTests", dependencies: ["TestSupport", "Console", "Rollout", "Telemetry", "Timekeeping"], swiftSettings: strict),

@@ -1,0 +1,212 @@
+import Crypto
+import Foundation
+import Timekeeping
+
+/// A Firebase app registered for App Attest: its App ID, environment, trust and token lifetime.
+public struct AppAttestApp: Hashable, Sendable {
+    /// The Firebase app id, e.g. `1:123456789:ios:0123456789abcdef`.
+    public var appId: String
+    public var identity: AppIdentity
+    public var environment: AppAttestEnvironment
+    /// Whether credential certificates from the demo authority are accepted (never for a real app).
+    public var trustsDemoRoot: Bool
+    /// App Check token lifetime: 30 minutes to 7 days (Firebase's bounds), default 1 hour.
+    public var tokenTTL: Instant.Duration
+
+    public static let tokenTTLRange = Instant.Duration.minutes(30)...Instant.Duration.days(7)
+
+    public init(
+        appId: String, identity: AppIdentity, environment: AppAttestEnvironment, trustsDemoRoot: Bool = false,
+        tokenTTL: Instant.Duration = .hours(1)
+    ) {
+        self.appId = appId
+        self.identity = identity
+        self.environment = environment
+        self.trustsDemoRoot = trustsDemoRoot
+        self.tokenTTL = tokenTTL
+    }
+}
+
+/// The exchange's configuration: the project and its registered apps.
+public struct AppCheckConfiguration: Hashable, Sendable {
+    public var project: AppCheckProject
+    public var apps: [AppAttestApp]
+    public init(project: AppCheckProject, apps: [AppAttestApp]) {
+        self.project = project
+        self.apps = apps
+    }
+}
+
+/// A key that passed attestation, as stored for its later assertions.
+public struct AttestedKeyRecord: Hashable, Sendable {
+    public var appId: String
+    public var keyId: [UInt8]
+    /// The 65-byte uncompressed P-256 point.
+    public var publicKey: [UInt8]
+    /// The last assertion counter accepted (0 right after attestation).
+    public var counter: UInt32
+    /// SHA-256 of the artifact handed to the client; the artifact itself is not kept.
+    public var artifactDigest: [UInt8]
+    public var receipt: [UInt8]
+    public var environment: AppAttestEnvironment
+    public var attestedAt: Instant
+
+    public init(
+        appId: String, keyId: [UInt8], publicKey: [UInt8], counter: UInt32, artifactDigest: [UInt8], receipt: [UInt8],
+        environment: AppAttestEnvironment, attestedAt: Instant
+    ) {
+        self.appId = appId
+        self.keyId = keyId
+        self.publicKey = publicKey
+        self.counter = counter
+        self.artifactDigest = artifactDigest
+        self.receipt = receipt
+        self.environment = environment
+        self.attestedAt = attestedAt
+    }
+}
+
+/// A stored token-signing key.
+public struct StoredSigningKey: Hashable, Sendable {
+    public var kid: String
+    public var privateKeyDER: [UInt8]
+    public var createdAt: Instant
+    public init(kid: String, privateKeyDER: [UInt8], createdAt: Instant) {
+        self.kid = kid
+        self.privateKeyDER = privateKeyDER
+        self.createdAt = createdAt
+    }
+}
+
+/// What happened when a challenge was presented.
+public enum ChallengeRedemption: Hashable, Sendable {
+    /// Issued for this app, unexpired, and now used up.
+    case redeemed
+    case expired
+    /// Presented before: a replay.
+    case alreadyUsed
+    /// Never issued (or issued for another app, or purged long ago).
+    case unknown
+}
+
+/// Where the exchange keeps its state: challenges, attested keys and counters, consumed token ids, signing
+/// keys, the demo authority and the configuration.
+///
+/// Every method that changes state is atomic and durable when it returns (the SQLite implementation commits a
+/// transaction with synchronous=FULL), so that a challenge is never redeemed twice and a counter never moves
+/// back, even across processes. Implementations never read the clock; callers pass the instants.
+public protocol AppCheckState: AnyObject, Sendable {
+    func configuration() throws -> AppCheckConfiguration?
+    func saveConfiguration(_ configuration: AppCheckConfiguration) throws
+
+    func storeChallenge(_ challenge: [UInt8], appId: String, expiresAt: Instant) throws
+    /// Marks the challenge used and says whether it was valid; a used challenge is remembered until purged.
+    func redeemChallenge(_ challenge: [UInt8], appId: String, at time: Instant) throws -> ChallengeRedemption
+
+    /// Inserts or replaces the key (a re-attestation keeps the higher counter and takes the new artifact).
+    func saveAttestedKey(_ key: AttestedKeyRecord) throws
+    func attestedKey(appId: String, artifactDigest: [UInt8]) throws -> AttestedKeyRecord?
+    /// Stores `counter` only if it is greater than the stored one; false otherwise (a replay or a race lost).
+    func advanceCounter(appId: String, keyId: [UInt8], to counter: UInt32) throws -> Bool
+
+    /// Records a token id as consumed; true the first time, false when it was consumed before.
+    func consumeToken(id: String, expiresAt: Instant) throws -> Bool
+
+    func signingKeys() throws -> [StoredSigningKey]
+    func addSigningKey(_ key: StoredSigningKey) throws
+
+    func demoAuthority() throws -> DemoCertificateAuthority.Material?
+    /// Stores the material unless one is already stored; returns whichever is stored afterwards.
+    func saveDemoAuthority(_ material: DemoCertificateAuthority.Material) throws -> DemoCertificateAuthority.Material
+
+    /// Forgets challenges and consumed token ids that expired before `time`.
+    func purgeExpired(before time: Instant) throws
+}
+
+/// The state in memory, for tests and for a simulation that needs no persistence.
+public final class InMemoryAppCheckState: AppCheckState, @unchecked Sendable {
+    private let lock = NSLock()
+    private var config: AppCheckConfiguration?
+    private var challenges: [[UInt8]: (appId: String, expiresAt: Instant, used: Bool)] = [:]
+    private var keys: [String: AttestedKeyRecord] = [:]
+    private var byArtifact: [[UInt8]: String] = [:]
+    private var consumed: [String: Instant] = [:]
+    private var signing: [StoredSigningKey] = []
+    private var demo: DemoCertificateAuthority.Material?
+
+    public init() {}
+
+    private static func slot(_ appId: String, _ keyId: [UInt8]) -> String { appId + "/" + Hex.encode(keyId) }
+
+    public func configuration() -> AppCheckConfiguration? { lock.withLock { config } }
+    public func saveConfiguration(_ configuration: AppCheckConfiguration) { lock.withLock { config = configuration } }
+
+    public func storeChallenge(_ challenge: [UInt8], appId: String, expiresAt: Instant) {
+        lock.withLock { challenges[challenge] = (appId, expiresAt, false) }
+    }
+
+    public func redeemChallenge(_ challenge: [UInt8], appId: String, at time: Instant) -> ChallengeRedemption {
+        lock.withLock {
+            guard let c = challenges[challenge], c.appId == appId else { return .unknown }
+            if c.used { return .alreadyUsed }
+            challenges[challenge] = (c.appId, c.expiresAt, true)
+            return time < c.expiresAt ? .redeemed : .expired
+        }
+    }
+
+    public func saveAttestedKey(_ key: AttestedKeyRecord) {
+        lock.withLock {
+            let slot = Self.slot(key.appId, key.keyId)
+            var record = key
+            if let old = keys[slot] {
+                record.counter = max(old.counter, key.counter)
+                byArtifact[old.artifactDigest] = nil
+            }
+            keys[slot] = record
+            byArtifact[key.artifactDigest] = slot
+        }
+    }
+
+    public func attestedKey(appId: String, artifactDigest: [UInt8]) -> AttestedKeyRecord? {
+        lock.withLock {
+            guard let slot = byArtifact[artifactDigest], let k = keys[slot], k.appId == appId else { return nil }
+            return k
+        }
+    }
+
+    public func advanceCounter(appId: String, keyId: [UInt8], to counter: UInt32) -> Bool {
+        lock.withLock {
+            let slot = Self.slot(appId, keyId)
+            guard let k = keys[slot], counter > k.counter else { return false }
+            keys[slot]!.counter = counter
+            return true
+        }
+    }
+
+    public func consumeToken(id: String, expiresAt: Instant) -> Bool {
+        lock.withLock {
+            guard consumed[id] == nil else { return false }
+            consumed[id] = expiresAt
+            return true
+        }
+    }
+
+    public func signingKeys() -> [StoredSigningKey] { lock.withLock { signing } }
+    public func addSigningKey(_ key: StoredSigningKey) { lock.withLock { signing.append(key) } }
+
+    public func demoAuthority() -> DemoCertificateAuthority.Material? { lock.withLock { demo } }
+    public func saveDemoAuthority(_ material: DemoCertificateAuthority.Material) -> DemoCertificateAuthority.Material {
+        lock.withLock {
+            if let demo { return demo }
+            demo = material
+            return material
+        }
+    }
+
+    public func purgeExpired(before time: Instant) {
+        lock.withLock {
+            challenges = challenges.filter { $0.value.expiresAt >= time }
+            consumed = consumed.filter { $0.value >= time }
+        }
+    }
+}

@@ -1,0 +1,350 @@
+import COpenSSL
+import Crypto
+import JSON
+import Timekeeping
+
+/// An RSA key that signs App Check tokens (RS256), identified by its `kid`.
+///
+/// Safe to share between threads: each signature uses its own libcrypto context.
+public final class AppCheckSigningKey: @unchecked Sendable {
+    public let kid: String
+    public let createdAt: Instant
+    let pkey: OpaquePointer
+
+    /// Generates a 2048-bit key (Firebase's App Check keys are RSA-2048).
+    public static func generate(createdAt: Instant) throws(OpenSSLError) -> AppCheckSigningKey {
+        guard let ctx = EVP_PKEY_CTX_new_id(EVP_PKEY_RSA, nil) else { throw OpenSSLError.last("EVP_PKEY_CTX_new_id") }
+        defer { EVP_PKEY_CTX_free(ctx) }
+        var key: OpaquePointer?
+        guard EVP_PKEY_keygen_init(ctx) == 1, EVP_PKEY_CTX_set_rsa_keygen_bits(ctx, 2048) == 1,
+            EVP_PKEY_keygen(ctx, &key) == 1, let key
+        else { throw OpenSSLError.last("RSA key generation") }
+        return AppCheckSigningKey(pkey: key, createdAt: createdAt)
+    }
+
+    /// Loads a stored key (`privateKeyDER` as written by `privateKeyDER`).
+    public convenience init(privateKeyDER der: [UInt8], createdAt: Instant) throws(OpenSSLError) {
+        let key = try OpenSSL.privateKey(der: der)
+        guard EVP_PKEY_is_a(key, "RSA") == 1 else {
+            EVP_PKEY_free(key)
+            throw OpenSSLError(operation: "load signing key", reason: "not an RSA key")
+        }
+        self.init(pkey: key, createdAt: createdAt)
+    }
+
+    private init(pkey: OpaquePointer, createdAt: Instant) {
+        self.pkey = pkey
+        self.createdAt = createdAt
+        // The kid is derived from the public key, so the same key always has the same id.
+        kid = Base64.encodeURL(SHA256.hash(OpenSSL.publicKeyDER(pkey)).prefix(12))
+    }
+
+    deinit { EVP_PKEY_free(pkey) }
+
+    public var privateKeyDER: [UInt8] { OpenSSL.privateKeyDER(pkey) }
+
+    /// The public key as a JWK: `{kty: RSA, use: sig, alg: RS256, kid, n, e}` (n and e base64url, unpadded).
+    public var jwk: [String: String] {
+        [
+            "kty": "RSA", "use": "sig", "alg": "RS256", "kid": kid, "n": Base64.encodeURL(parameter("n")),
+            "e": Base64.encodeURL(parameter("e")),
+        ]
+    }
+
+    private func parameter(_ name: String) -> [UInt8] {
+        var bn: OpaquePointer?
+        guard EVP_PKEY_get_bn_param(pkey, name, &bn) == 1, let bn else { return [] }
+        defer { BN_free(bn) }
+        var out = [UInt8](repeating: 0, count: (Int(BN_num_bits(bn)) + 7) / 8)
+        BN_bn2bin(bn, &out)
+        return out
+    }
+
+    func sign(_ message: [UInt8]) throws(OpenSSLError) -> [UInt8] { try OpenSSL.digestSign(pkey, message: message) }
+    func isValidSignature(_ signature: [UInt8], for message: [UInt8]) -> Bool {
+        OpenSSL.digestVerify(pkey, signature: signature, message: message)
+    }
+}
+
+/// The claims of an App Check token, as Firebase writes them.
+public struct AppCheckTokenClaims: Hashable, Sendable {
+    /// `https://firebaseappcheck.googleapis.com/<projectNumber>`.
+    public var issuer: String
+    /// `["projects/<number>", "projects/<id>"]`.
+    public var audience: [String]
+    /// The Firebase app id.
+    public var subject: String
+    public var issuedAt: Int64
+    public var expiresAt: Int64
+    /// Present on limited-use tokens only.
+    public var tokenId: String?
+
+    public init(
+        issuer: String, audience: [String], subject: String, issuedAt: Int64, expiresAt: Int64, tokenId: String?
+    ) {
+        self.issuer = issuer
+        self.audience = audience
+        self.subject = subject
+        self.issuedAt = issuedAt
+        self.expiresAt = expiresAt
+        self.tokenId = tokenId
+    }
+
+    public static let issuerPrefix = "https://firebaseappcheck.googleapis.com/"
+
+    /// The claims Firebase issues for `appId` in a project.
+    public static func firebase(
+        project: AppCheckProject, appId: String, issuedAt: Instant, ttl: Instant.Duration, tokenId: String?
+    ) -> AppCheckTokenClaims {
+        AppCheckTokenClaims(
+            issuer: issuerPrefix + project.number, audience: ["projects/\(project.number)", "projects/\(project.id)"],
+            subject: appId, issuedAt: issuedAt.seconds, expiresAt: (issuedAt + ttl).seconds, tokenId: tokenId)
+    }
+
+    /// The payload, members in Firebase's order.
+    var json: JSONValue {
+        var o = JSONObject([
+            ("sub", .string(subject)), ("aud", .array(audience.map { .string($0) })), ("iss", .string(issuer)),
+            ("exp", .number(JSONNumber(expiresAt))), ("iat", .number(JSONNumber(issuedAt))),
+        ])
+        if let tokenId { o["jti"] = .string(tokenId) }
+        return .object(o)
+    }
+}
+
+/// A Firebase project as App Check tokens name it.
+public struct AppCheckProject: Hashable, Sendable {
+    /// The project number (digits), used in `iss`.
+    public var number: String
+    /// The project id, e.g. `rollout-demo`.
+    public var id: String
+    public init(number: String, id: String) {
+        self.number = number
+        self.id = id
+    }
+}
+
+/// Issues App Check tokens: RS256 JWTs with the header `{alg, kid, typ}` and Firebase's claims.
+public struct AppCheckTokenIssuer: Sendable {
+    public let key: AppCheckSigningKey
+    public init(key: AppCheckSigningKey) { self.key = key }
+
+    /// The signed compact JWT for `claims`.
+    public func token(_ claims: AppCheckTokenClaims) throws(OpenSSLError) -> String {
+        let header: JSONValue = ["alg": "RS256", "kid": .string(key.kid), "typ": "JWT"]
+        let writer = JSONWriter()
+        let input = Base64.encodeURL(writer.bytes(header)) + "." + Base64.encodeURL(writer.bytes(claims.json))
+        return input + "." + Base64.encodeURL(try key.sign(Array(input.utf8)))
+    }
+}
+
+/// Why an App Check token was rejected.
+public enum AppCheckTokenError: CodedError, Hashable, Sendable {
+    case malformedToken(String)
+    case unsupportedHeader(String)
+    case unknownSigningKey(String)
+    case signatureInvalid
+    case wrongIssuer(String)
+    case wrongAudience([String])
+    case unknownApp(String)
+    case expired(expiresAt: Int64, at: Instant)
+    case issuedInFuture(issuedAt: Int64, at: Instant)
+    case alreadyConsumed
+    /// The replay record could not be read or written.
+    case stateUnavailable(String)
+
+    public var code: String {
+        switch self {
+        case .malformedToken: "malformedToken"
+        case .unsupportedHeader: "unsupportedHeader"
+        case .unknownSigningKey: "unknownSigningKey"
+        case .signatureInvalid: "signatureInvalid"
+        case .wrongIssuer: "wrongIssuer"
+        case .wrongAudience: "wrongAudience"
+        case .unknownApp: "unknownApp"
+        case .expired: "expired"
+        case .issuedInFuture: "issuedInFuture"
+        case .alreadyConsumed: "alreadyConsumed"
+        case .stateUnavailable: "stateUnavailable"
+        }
+    }
+
+    public var description: String {
+        switch self {
+        case .malformedToken(let r): "malformed token: \(r)"
+        case .unsupportedHeader(let r): "unsupported token header: \(r)"
+        case .unknownSigningKey(let k): "no signing key with kid '\(k)' in this store"
+        case .signatureInvalid: "the RS256 signature does not verify"
+        case .wrongIssuer(let i): "issuer '\(i)' is not this project's App Check issuer"
+        case .wrongAudience(let a): "audience \(a) does not name this project"
+        case .unknownApp(let s): "subject '\(s)' is not an app registered for App Check in this store"
+        case .expired(let e, let at): "expired at \(Instant(seconds: e).iso8601) (now \(at.iso8601))"
+        case .issuedInFuture(let i, let at): "issued at \(Instant(seconds: i).iso8601), after now (\(at.iso8601))"
+        case .alreadyConsumed: "this token was already consumed (replay)"
+        case .stateUnavailable(let r): "the replay record is unavailable: \(r)"
+        }
+    }
+}
+
+public typealias AppCheckTokenReport = VerificationReport<AppCheckTokenClaims, AppCheckTokenError>
+
+/// Verifies App Check tokens against a project's signing keys: header, signature, issuer, audience, subject,
+/// expiry. Replay protection for limited-use tokens needs the store and lives in `AppCheckExchange`.
+public struct AppCheckTokenVerifier: Sendable {
+    public let project: AppCheckProject
+    public let keys: [AppCheckSigningKey]
+    /// Registered app ids; the subject must be one of them.
+    public let appIds: Set<String>
+    /// Allowed clock skew for `iat`.
+    public var leeway: Instant.Duration = .seconds(Int64(60))
+
+    public init(project: AppCheckProject, keys: [AppCheckSigningKey], appIds: Set<String>) {
+        self.project = project
+        self.keys = keys
+        self.appIds = appIds
+    }
+
+    /// Runs every check and records each outcome.
+    public func evaluate(_ token: String, at now: Instant) -> AppCheckTokenReport {
+        var log = CheckLog<AppCheckTokenError>(detailed: true)
+        let names = [
+            ("header", "header"), ("signature", "signature"), ("issuer", "issuer"), ("audience", "audience"),
+            ("subject", "subject"), ("expiry", "expiry"),
+        ]
+        let parts = token.split(separator: ".", omittingEmptySubsequences: false).map(String.init)
+        guard parts.count == 3, let headerBytes = Base64.decode(parts[0]), let payloadBytes = Base64.decode(parts[1]),
+            let signature = Base64.decode(parts[2]), let header = (try? JSONParser().parse(headerBytes))?.objectValue,
+            let payload = (try? JSONParser().parse(payloadBytes))?.objectValue
+        else {
+            let e = AppCheckTokenError.malformedToken("not three base64url parts holding JSON objects")
+            log.fail("format", "format", e)
+            for (n, t) in names { log.skip(n, t, "not run: the token could not be decoded") }
+            return AppCheckTokenReport(checks: log.checks, result: .failure(e))
+        }
+        guard let claims = AppCheckTokenVerifier.claims(payload) else {
+            let e = AppCheckTokenError.malformedToken("claims sub, aud, iss, iat and exp are missing or mistyped")
+            log.fail("format", "format", e)
+            for (n, t) in names { log.skip(n, t, "not run: the claims could not be read") }
+            return AppCheckTokenReport(checks: log.checks, result: .failure(e))
+        }
+        log.pass("format", "format", claims.tokenId.map { "limited-use token, jti \($0)" } ?? "token (not limited-use)")
+
+        let alg = header["alg"]?.stringValue
+        let typ = header["typ"]?.stringValue
+        let kid = header["kid"]?.stringValue
+        let headerError: AppCheckTokenError? =
+            alg != "RS256"
+            ? .unsupportedHeader("alg is \(alg ?? "missing"), not RS256")
+            : typ != "JWT"
+                ? .unsupportedHeader("typ is \(typ ?? "missing"), not JWT")
+                : kid == nil ? .unsupportedHeader("no kid") : nil
+        log.check("header", "header", headerError, passed: "RS256, kid \(kid ?? "")")
+
+        let input = Array((parts[0] + "." + parts[1]).utf8)
+        if let kid, let key = keys.first(where: { $0.kid == kid }) {
+            log.check(
+                "signature", "signature", key.isValidSignature(signature, for: input) ? nil : .signatureInvalid,
+                passed: "RS256 with key \(kid)")
+        } else {
+            log.fail("signature", "signature", .unknownSigningKey(kid ?? ""))
+        }
+        let issuer = AppCheckTokenClaims.issuerPrefix + project.number
+        log.check("issuer", "issuer", claims.issuer == issuer ? nil : .wrongIssuer(claims.issuer), passed: issuer)
+        let audienceOK =
+            claims.audience.contains("projects/\(project.number)") || claims.audience.contains("projects/\(project.id)")
+        log.check(
+            "audience", "audience", audienceOK ? nil : .wrongAudience(claims.audience),
+            passed: claims.audience.joined(separator: ", "))
+        log.check(
+            "subject", "subject", appIds.contains(claims.subject) ? nil : .unknownApp(claims.subject),
+            passed: claims.subject)
+        let expiryError: AppCheckTokenError? =
+            now.seconds >= claims.expiresAt
+            ? .expired(expiresAt: claims.expiresAt, at: now)
+            : claims.issuedAt > (now + leeway).seconds ? .issuedInFuture(issuedAt: claims.issuedAt, at: now) : nil
+        log.check("expiry", "expiry", expiryError, passed: "valid until \(Instant(seconds: claims.expiresAt).iso8601)")
+        if let failure = log.firstFailure { return AppCheckTokenReport(checks: log.checks, result: .failure(failure)) }
+        return AppCheckTokenReport(checks: log.checks, result: .success(claims))
+    }
+
+    /// Verifies and then consumes the token in `state`: the `replay` check fails from the second time on.
+    ///
+    /// A limited-use token is consumed by its `jti`; a token without one by its SHA-256, so any token can be
+    /// checked for replay (Firebase's `verifyAppCheckToken` accepts any token too).
+    public func evaluate(_ token: String, at now: Instant, consumingIn state: any AppCheckState) -> AppCheckTokenReport
+    {
+        var report = evaluate(token, at: now)
+        guard case .success(let claims) = report.result else {
+            report.checks.append(
+                CheckRecord(
+                    name: "replay", title: "replay", outcome: .skipped, detail: "not run: the token is not valid"))
+            return report
+        }
+        let id = claims.tokenId ?? "sha256:" + SHA256.hex(Array(token.utf8))
+        let failure: AppCheckTokenError?
+        do {
+            failure =
+                try state.consumeToken(id: id, expiresAt: Instant(seconds: claims.expiresAt)) ? nil : .alreadyConsumed
+        } catch {
+            failure = .stateUnavailable("\(error)")
+        }
+        if let failure {
+            report.checks.append(
+                CheckRecord(
+                    name: "replay", title: "replay", outcome: .failed, detail: failure.description,
+                    errorCode: failure.code))
+            report.result = .failure(failure)
+        } else {
+            report.checks.append(
+                CheckRecord(name: "replay", title: "replay", outcome: .passed, detail: "first use; now consumed"))
+        }
+        return report
+    }
+
+    /// The verifier for the project, apps and signing keys kept in `state`.
+    public init(state: any AppCheckState) throws {
+        guard let configuration = try state.configuration() else {
+            throw AppCheckSetupError("no App Check configuration (project and apps) in this store")
+        }
+        let stored = try state.signingKeys()
+        guard !stored.isEmpty else {
+            throw AppCheckSetupError("no App Check signing keys in this store: no token was ever issued from it")
+        }
+        let keys = try stored.map { try AppCheckSigningKey(privateKeyDER: $0.privateKeyDER, createdAt: $0.createdAt) }
+        self.init(project: configuration.project, keys: keys, appIds: Set(configuration.apps.map(\.appId)))
+    }
+
+    static func claims(_ p: JSONObject) -> AppCheckTokenClaims? {
+        let audience: [String]
+        switch p["aud"] {
+        case .string(let a)?: audience = [a]
+        case .array(let items)?:
+            let strings = items.compactMap(\.stringValue)
+            guard strings.count == items.count else { return nil }
+            audience = strings
+        default: return nil
+        }
+        guard let sub = p["sub"]?.stringValue, let iss = p["iss"]?.stringValue, let iat = p["iat"]?.numberValue?.int64,
+            let exp = p["exp"]?.numberValue?.int64
+        else { return nil }
+        let jti: String?
+        switch p["jti"] {
+        case nil: jti = nil
+        case .string(let s)?: jti = s
+        default: return nil
+        }
+        return AppCheckTokenClaims(
+            issuer: iss, audience: audience, subject: sub, issuedAt: iat, expiresAt: exp, tokenId: jti)
+    }
+}
+
+extension AppCheckSigningKey {
+    /// A JWKS document (`{"keys": [...]}`) for `keys`, sorted by kid, as Firebase serves at `/v1/jwks`.
+    public static func jwksDocument(_ keys: [AppCheckSigningKey]) -> [UInt8] {
+        let entries = keys.sorted { $0.kid < $1.kid }.map { key -> JSONValue in
+            let jwk = key.jwk
+            return .object(JSONObject(["kty", "use", "alg", "kid", "n", "e"].map { ($0, JSONValue.string(jwk[$0]!)) }))
+        }
+        return JSONWriter().bytes(["keys": .array(entries)])
+    }
+}

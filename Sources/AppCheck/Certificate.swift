@@ -1,0 +1,198 @@
+import COpenSSL
+import Crypto
+import Foundation
+import Timekeeping
+
+/// An X.509 certificate parsed by libcrypto.
+public final class Certificate: @unchecked Sendable {
+    let x509: OpaquePointer
+    /// The DER bytes it was parsed from.
+    public let der: [UInt8]
+
+    /// Parses DER; nil when libcrypto refuses it or bytes follow the certificate.
+    public init?(der: [UInt8]) {
+        var consumed = 0
+        let cert: OpaquePointer? = der.withUnsafeBufferPointer { buf in
+            var p: UnsafePointer<UInt8>? = buf.baseAddress
+            let c = d2i_X509(nil, &p, buf.count)
+            if let p, let base = buf.baseAddress { consumed = p - base }
+            return c
+        }
+        guard let cert, consumed == der.count else {
+            if let cert { X509_free(cert) }
+            ERR_clear_error()
+            return nil
+        }
+        x509 = cert
+        self.der = der
+    }
+
+    /// Takes ownership of a certificate libcrypto built.
+    init(taking cert: OpaquePointer) {
+        x509 = cert
+        let n = i2d_X509(cert, nil)
+        var out = [UInt8](repeating: 0, count: max(Int(n), 0))
+        out.withUnsafeMutableBufferPointer { buf in
+            var p: UnsafeMutablePointer<UInt8>? = buf.baseAddress
+            _ = i2d_X509(cert, &p)
+        }
+        der = out
+    }
+
+    deinit { X509_free(x509) }
+
+    /// The subject's common name (the hex keyId for an App Attest credential certificate).
+    public var subjectCommonName: String? { Certificate.commonName(X509_get_subject_name(x509)) }
+    /// The issuer's common name.
+    public var issuerCommonName: String? { Certificate.commonName(X509_get_issuer_name(x509)) }
+
+    public var notBefore: Instant? { Certificate.instant(X509_get0_notBefore(x509)) }
+    public var notAfter: Instant? { Certificate.instant(X509_get0_notAfter(x509)) }
+
+    /// The subjectPublicKey bit string's bytes exactly as the certificate carries them.
+    public var subjectPublicKeyBytes: [UInt8] {
+        guard let bits = X509_get0_pubkey_bitstr(x509) else { return [] }
+        return Certificate.bytes(of: bits)
+    }
+
+    /// True when the subject key is an EC key on P-256.
+    public var hasP256Key: Bool {
+        guard let key = X509_get0_pubkey(x509), EVP_PKEY_is_a(key, "EC") == 1 else {
+            ERR_clear_error()
+            return false
+        }
+        var name = [CChar](repeating: 0, count: 64)
+        var len = 0
+        guard EVP_PKEY_get_group_name(key, &name, name.count, &len) == 1 else {
+            ERR_clear_error()
+            return false
+        }
+        let group = String(decoding: name.prefix(len).map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        return group == "prime256v1" || group == "P-256"
+    }
+
+    /// The value (extnValue contents) of every extension with the dotted `oid`, in order.
+    public func extensionValues(oid: String) -> [[UInt8]] {
+        guard let obj = OBJ_txt2obj(oid, 1) else {
+            ERR_clear_error()
+            return []
+        }
+        defer { ASN1_OBJECT_free(obj) }
+        var out: [[UInt8]] = []
+        var index = X509_get_ext_by_OBJ(x509, obj, -1)
+        while index >= 0 {
+            if let ext = X509_get_ext(x509, index), let data = X509_EXTENSION_get_data(ext) {
+                out.append(Certificate.bytes(of: data))
+            }
+            index = X509_get_ext_by_OBJ(x509, obj, index)
+        }
+        return out
+    }
+
+    static func bytes(of string: UnsafePointer<ASN1_STRING>) -> [UInt8] {
+        let n = Int(ASN1_STRING_length(string))
+        guard n > 0, let p = ASN1_STRING_get0_data(string) else { return [] }
+        return Array(UnsafeBufferPointer(start: p, count: n))
+    }
+
+    static func commonName(_ name: OpaquePointer?) -> String? {
+        guard let name else { return nil }
+        let index = X509_NAME_get_index_by_NID(name, NID_commonName, -1)
+        guard index >= 0, let entry = X509_NAME_get_entry(name, index), let data = X509_NAME_ENTRY_get_data(entry)
+        else { return nil }
+        return String(decoding: bytes(of: data), as: UTF8.self)
+    }
+
+    static func instant(_ time: UnsafePointer<ASN1_TIME>?) -> Instant? {
+        guard let time else { return nil }
+        var t = tm()
+        guard ASN1_TIME_to_tm(time, &t) == 1 else {
+            ERR_clear_error()
+            return nil
+        }
+        let days = ISO8601.daysFromCivil(Int64(t.tm_year) + 1900, Int64(t.tm_mon) + 1, Int64(t.tm_mday))
+        return Instant(seconds: days * 86_400 + Int64(t.tm_hour) * 3600 + Int64(t.tm_min) * 60 + Int64(t.tm_sec))
+    }
+}
+
+/// The certificates an attestation chain may end in.
+///
+/// Apple's App Attestation root is the default and is pinned in the source (its SHA-256 is checked when it is
+/// loaded); the demo authority's root is trusted only by verifiers built with it.
+public final class TrustAnchors: @unchecked Sendable {
+    let store: OpaquePointer
+    /// The anchors, for display.
+    public let certificates: [Certificate]
+
+    /// Anchors from DER certificates.
+    public init(_ roots: [Certificate]) {
+        store = X509_STORE_new()!
+        for root in roots { X509_STORE_add_cert(store, root.x509) }
+        certificates = roots
+    }
+
+    deinit { X509_STORE_free(store) }
+
+    private let cacheLock = NSLock()
+    private var parsedIntermediates: [[UInt8]: Certificate] = [:]
+
+    /// An intermediate certificate, parsed once per distinct DER and then reused.
+    ///
+    /// Every attestation of one CA carries the same intermediate, and OpenSSL 3.0 spends about 100 µs decoding a
+    /// certificate's key; a parsed certificate is immutable, so sharing it is safe. At most 16 are kept.
+    func intermediate(der: [UInt8]) -> Certificate? {
+        if let hit = cacheLock.withLock({ parsedIntermediates[der] }) { return hit }
+        guard let parsed = Certificate(der: der) else { return nil }
+        cacheLock.withLock {
+            if parsedIntermediates.count >= 16 { parsedIntermediates.removeAll() }
+            parsedIntermediates[der] = parsed
+        }
+        return parsed
+    }
+
+    /// Apple's App Attestation Root CA only: what every production app uses.
+    public static let apple: TrustAnchors = TrustAnchors([AppleAppAttestationRoot.certificate])
+
+    /// Apple's root and one more (the demo authority's) for an app that is configured to trust it.
+    public static func apple(and extra: Certificate) -> TrustAnchors {
+        TrustAnchors([AppleAppAttestationRoot.certificate, extra])
+    }
+
+    /// Why a chain failed, in the verifier's terms.
+    enum ChainFailure {
+        case expired(depth: Int32)
+        case notYetValid(depth: Int32)
+        case badSignature(depth: Int32)
+        case untrusted(String)
+        case other(String)
+    }
+
+    /// Verifies `leaf` up to one of the anchors through `intermediates` at `time`, with no X.509 purpose set.
+    func verify(leaf: Certificate, intermediates: [Certificate], at time: Instant) -> ChainFailure? {
+        guard let ctx = X509_STORE_CTX_new() else { return .other("X509_STORE_CTX_new failed") }
+        defer { X509_STORE_CTX_free(ctx) }
+        let stack = OPENSSL_sk_new_null()
+        defer { OPENSSL_sk_free(stack) }
+        for c in intermediates { OPENSSL_sk_push(stack, UnsafeRawPointer(c.x509)) }
+        guard X509_STORE_CTX_init(ctx, store, leaf.x509, stack) == 1 else {
+            return .other(OpenSSLError.last("X509_STORE_CTX_init").reason)
+        }
+        // An injectable instant: App Attest leaves live about three days, and tests fix the time.
+        X509_VERIFY_PARAM_set_time(X509_STORE_CTX_get0_param(ctx), time_t(time.seconds))
+        if X509_verify_cert(ctx) == 1 { return nil }
+        let code = X509_STORE_CTX_get_error(ctx)
+        let depth = X509_STORE_CTX_get_error_depth(ctx)
+        let reason = String(cString: X509_verify_cert_error_string(Int(code)))
+        ERR_clear_error()
+        switch code {
+        case X509_V_ERR_CERT_HAS_EXPIRED: return .expired(depth: depth)
+        case X509_V_ERR_CERT_NOT_YET_VALID: return .notYetValid(depth: depth)
+        case X509_V_ERR_CERT_SIGNATURE_FAILURE: return .badSignature(depth: depth)
+        case X509_V_ERR_UNABLE_TO_GET_ISSUER_CERT_LOCALLY, X509_V_ERR_UNABLE_TO_GET_ISSUER_CERT,
+            X509_V_ERR_SELF_SIGNED_CERT_IN_CHAIN, X509_V_ERR_DEPTH_ZERO_SELF_SIGNED_CERT,
+            X509_V_ERR_UNABLE_TO_VERIFY_LEAF_SIGNATURE:
+            return .untrusted(reason)
+        default: return .other("\(reason) (depth \(depth))")
+        }
+    }
+}

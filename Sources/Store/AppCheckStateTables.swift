@@ -1,0 +1,260 @@
+import AppCheck
+import Foundation
+import Timekeeping
+
+/// The App Check exchange's state in the store's SQLite file (tables `appcheck_*`).
+///
+/// Every change runs in a `BEGIN IMMEDIATE` transaction on a connection with synchronous=FULL, the durability
+/// of config versions, so a redeemed challenge, an advanced counter or a consumed token id survives a crash
+/// and is seen by every other process at once. Counters advance with a conditional UPDATE, so of two
+/// processes verifying assertions with the same counter only one wins. Instants are stored as microseconds.
+///
+/// The demo certificate authority (certificates and private keys) lives here too, so the store file is the one
+/// thing to keep; it is created with mode 0600 by the store. Calls are serialised by a lock, since a
+/// connection serves one thread at a time.
+public final class AppCheckStateTables: AppCheckState, @unchecked Sendable {
+    private let db: SQLiteDatabase
+    private let lock = NSLock()
+
+    /// Uses `database`, creating the tables if needed.
+    public init(database: SQLiteDatabase) throws {
+        db = database
+        try Self.createSchema(in: database)
+    }
+
+    public static func createSchema(in db: SQLiteDatabase) throws {
+        try db.execute(
+            """
+            CREATE TABLE IF NOT EXISTS appcheck_project (
+                id INTEGER PRIMARY KEY CHECK (id = 1),
+                project_number TEXT NOT NULL,
+                project_id TEXT NOT NULL);
+            CREATE TABLE IF NOT EXISTS appcheck_apps (
+                app_id TEXT PRIMARY KEY,
+                team_id TEXT NOT NULL,
+                bundle_id TEXT NOT NULL,
+                environment TEXT NOT NULL CHECK (environment IN ('development', 'production')),
+                trusts_demo_root INTEGER NOT NULL CHECK (trusts_demo_root IN (0, 1)),
+                token_ttl_seconds INTEGER NOT NULL,
+                position INTEGER NOT NULL);
+            CREATE TABLE IF NOT EXISTS appcheck_challenges (
+                challenge BLOB PRIMARY KEY,
+                app_id TEXT NOT NULL,
+                expires_at INTEGER NOT NULL,
+                used INTEGER NOT NULL DEFAULT 0) WITHOUT ROWID;
+            CREATE INDEX IF NOT EXISTS appcheck_challenges_expiry ON appcheck_challenges (expires_at);
+            CREATE TABLE IF NOT EXISTS appcheck_keys (
+                app_id TEXT NOT NULL,
+                key_id BLOB NOT NULL,
+                public_key BLOB NOT NULL,
+                counter INTEGER NOT NULL CHECK (counter BETWEEN 0 AND 4294967295),
+                artifact_digest BLOB NOT NULL UNIQUE,
+                receipt BLOB NOT NULL,
+                environment TEXT NOT NULL,
+                attested_at INTEGER NOT NULL,
+                PRIMARY KEY (app_id, key_id));
+            CREATE TABLE IF NOT EXISTS appcheck_consumed_tokens (
+                token_id TEXT PRIMARY KEY,
+                expires_at INTEGER NOT NULL) WITHOUT ROWID;
+            CREATE INDEX IF NOT EXISTS appcheck_consumed_tokens_expiry ON appcheck_consumed_tokens (expires_at);
+            CREATE TABLE IF NOT EXISTS appcheck_signing_keys (
+                kid TEXT PRIMARY KEY,
+                private_key BLOB NOT NULL,
+                created_at INTEGER NOT NULL);
+            CREATE TABLE IF NOT EXISTS appcheck_demo_authority (
+                id INTEGER PRIMARY KEY CHECK (id = 1),
+                root_certificate BLOB NOT NULL,
+                root_key BLOB NOT NULL,
+                intermediate_certificate BLOB NOT NULL,
+                intermediate_key BLOB NOT NULL);
+            """)
+    }
+
+    private func write<T>(_ body: () throws -> T) throws -> T {
+        try lock.withLock { try db.transaction(immediate: true, body) }
+    }
+
+    private func read<T>(_ body: () throws -> T) throws -> T {
+        try lock.withLock { try body() }
+    }
+
+    public func configuration() throws -> AppCheckConfiguration? {
+        try read {
+            guard let p = try db.query("SELECT project_number, project_id FROM appcheck_project WHERE id = 1").first,
+                let number = p[0].string, let id = p[1].string
+            else { return nil }
+            let rows = try db.query(
+                "SELECT app_id, team_id, bundle_id, environment, trusts_demo_root, token_ttl_seconds FROM appcheck_apps ORDER BY position"
+            )
+            let apps = try rows.map { r -> AppAttestApp in
+                guard let appId = r[0].string, let team = r[1].string, let bundle = r[2].string,
+                    let env = r[3].string.flatMap(AppAttestEnvironment.init(rawValue:)), let trusts = r[4].int,
+                    let ttl = r[5].int
+                else { throw SQLiteError(code: 1, message: "appcheck_apps holds a malformed row") }
+                return AppAttestApp(
+                    appId: appId, identity: AppIdentity(teamId: team, bundleId: bundle), environment: env,
+                    trustsDemoRoot: trusts == 1, tokenTTL: .seconds(ttl))
+            }
+            return AppCheckConfiguration(project: AppCheckProject(number: number, id: id), apps: apps)
+        }
+    }
+
+    public func saveConfiguration(_ configuration: AppCheckConfiguration) throws {
+        try write {
+            try db.run(
+                "INSERT INTO appcheck_project (id, project_number, project_id) VALUES (1, ?, ?) "
+                    + "ON CONFLICT (id) DO UPDATE SET project_number = excluded.project_number, project_id = excluded.project_id",
+                [.text(configuration.project.number), .text(configuration.project.id)])
+            try db.run("DELETE FROM appcheck_apps")
+            for (i, app) in configuration.apps.enumerated() {
+                try db.run(
+                    "INSERT INTO appcheck_apps (app_id, team_id, bundle_id, environment, trusts_demo_root, token_ttl_seconds, position) "
+                        + "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    [
+                        .text(app.appId), .text(app.identity.teamId), .text(app.identity.bundleId),
+                        .text(app.environment.rawValue),
+                        .integer(app.trustsDemoRoot ? 1 : 0), .integer(app.tokenTTL.microseconds / 1_000_000),
+                        .integer(Int64(i)),
+                    ])
+            }
+        }
+    }
+
+    public func storeChallenge(_ challenge: [UInt8], appId: String, expiresAt: Instant) throws {
+        try write {
+            try db.run(
+                "INSERT INTO appcheck_challenges (challenge, app_id, expires_at) VALUES (?, ?, ?)",
+                [.blob(challenge), .text(appId), .integer(expiresAt.microseconds)])
+        }
+    }
+
+    public func redeemChallenge(_ challenge: [UInt8], appId: String, at time: Instant) throws -> ChallengeRedemption {
+        try write {
+            guard
+                let row = try db.query(
+                    "SELECT app_id, expires_at, used FROM appcheck_challenges WHERE challenge = ?", [.blob(challenge)]
+                ).first,
+                row[0].string == appId, let expiresAt = row[1].int
+            else { return .unknown }
+            if row[2].int != 0 { return .alreadyUsed }
+            try db.run("UPDATE appcheck_challenges SET used = 1 WHERE challenge = ?", [.blob(challenge)])
+            return time.microseconds < expiresAt ? .redeemed : .expired
+        }
+    }
+
+    public func saveAttestedKey(_ key: AttestedKeyRecord) throws {
+        try write {
+            try db.run(
+                """
+                INSERT INTO appcheck_keys (app_id, key_id, public_key, counter, artifact_digest, receipt, environment, attested_at)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+                ON CONFLICT (app_id, key_id) DO UPDATE SET
+                    public_key = excluded.public_key, counter = max(counter, excluded.counter),
+                    artifact_digest = excluded.artifact_digest, receipt = excluded.receipt,
+                    environment = excluded.environment, attested_at = excluded.attested_at
+                """,
+                [
+                    .text(key.appId), .blob(key.keyId), .blob(key.publicKey), .integer(Int64(key.counter)),
+                    .blob(key.artifactDigest),
+                    .blob(key.receipt), .text(key.environment.rawValue), .integer(key.attestedAt.microseconds),
+                ])
+        }
+    }
+
+    public func attestedKey(appId: String, artifactDigest: [UInt8]) throws -> AttestedKeyRecord? {
+        try read {
+            guard
+                let r = try db.query(
+                    "SELECT key_id, public_key, counter, receipt, environment, attested_at FROM appcheck_keys WHERE artifact_digest = ? AND app_id = ?",
+                    [.blob(artifactDigest), .text(appId)]
+                ).first
+            else { return nil }
+            guard let keyId = r[0].bytes, let publicKey = r[1].bytes, let counter = r[2].int,
+                let env = r[4].string.flatMap(AppAttestEnvironment.init(rawValue:)),
+                let at = r[5].int
+            else { throw SQLiteError(code: 1, message: "appcheck_keys holds a malformed row") }
+            return AttestedKeyRecord(
+                appId: appId, keyId: keyId, publicKey: publicKey, counter: UInt32(counter),
+                artifactDigest: artifactDigest,
+                receipt: r[3].bytes ?? [], environment: env, attestedAt: Instant(microseconds: at))
+        }
+    }
+
+    public func advanceCounter(appId: String, keyId: [UInt8], to counter: UInt32) throws -> Bool {
+        try write {
+            try db.run(
+                "UPDATE appcheck_keys SET counter = ? WHERE app_id = ? AND key_id = ? AND counter < ?",
+                [.integer(Int64(counter)), .text(appId), .blob(keyId), .integer(Int64(counter))])
+            return db.changes == 1
+        }
+    }
+
+    public func consumeToken(id: String, expiresAt: Instant) throws -> Bool {
+        try write {
+            try db.run(
+                "INSERT INTO appcheck_consumed_tokens (token_id, expires_at) VALUES (?, ?) ON CONFLICT (token_id) DO NOTHING",
+                [.text(id), .integer(expiresAt.microseconds)])
+            return db.changes == 1
+        }
+    }
+
+    public func signingKeys() throws -> [StoredSigningKey] {
+        try read {
+            try db.query("SELECT kid, private_key, created_at FROM appcheck_signing_keys ORDER BY created_at, kid").map
+            { r in
+                guard let kid = r[0].string, let der = r[1].bytes, let at = r[2].int else {
+                    throw SQLiteError(code: 1, message: "appcheck_signing_keys holds a malformed row")
+                }
+                return StoredSigningKey(kid: kid, privateKeyDER: der, createdAt: Instant(microseconds: at))
+            }
+        }
+    }
+
+    public func addSigningKey(_ key: StoredSigningKey) throws {
+        try write {
+            try db.run(
+                "INSERT INTO appcheck_signing_keys (kid, private_key, created_at) VALUES (?, ?, ?) ON CONFLICT (kid) DO NOTHING",
+                [.text(key.kid), .blob(key.privateKeyDER), .integer(key.createdAt.microseconds)])
+        }
+    }
+
+    public func demoAuthority() throws -> DemoCertificateAuthority.Material? {
+        try read { try loadDemoAuthority() }
+    }
+
+    private func loadDemoAuthority() throws -> DemoCertificateAuthority.Material? {
+        guard
+            let r = try db.query(
+                "SELECT root_certificate, root_key, intermediate_certificate, intermediate_key FROM appcheck_demo_authority WHERE id = 1"
+            ).first
+        else { return nil }
+        guard let rc = r[0].bytes, let rk = r[1].bytes, let ic = r[2].bytes, let ik = r[3].bytes else {
+            throw SQLiteError(code: 1, message: "appcheck_demo_authority holds a malformed row")
+        }
+        return DemoCertificateAuthority.Material(
+            rootCertificate: rc, rootPrivateKey: rk, intermediateCertificate: ic, intermediatePrivateKey: ik)
+    }
+
+    public func saveDemoAuthority(_ material: DemoCertificateAuthority.Material) throws
+        -> DemoCertificateAuthority.Material
+    {
+        try write {
+            try db.run(
+                "INSERT INTO appcheck_demo_authority (id, root_certificate, root_key, intermediate_certificate, intermediate_key) "
+                    + "VALUES (1, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING",
+                [
+                    .blob(material.rootCertificate), .blob(material.rootPrivateKey),
+                    .blob(material.intermediateCertificate),
+                    .blob(material.intermediatePrivateKey),
+                ])
+            return try loadDemoAuthority()!
+        }
+    }
+
+    public func purgeExpired(before time: Instant) throws {
+        try write {
+            try db.run("DELETE FROM appcheck_challenges WHERE expires_at < ?", [.integer(time.microseconds)])
+            try db.run("DELETE FROM appcheck_consumed_tokens WHERE expires_at < ?", [.integer(time.microseconds)])
+        }
+    }
+}
