@@ -53,7 +53,9 @@ public enum OperatorTables {
 
     /// Whether step-up is enforced: at least one operator is enrolled.
     public static func isEnforced(in db: SQLiteDatabase) throws -> Bool {
-        try !db.query("SELECT 1 FROM stepup_operators LIMIT 1").isEmpty
+        // A store whose step-up tables were never created has nobody enrolled.
+        guard try schemaExists(in: db) else { return false }
+        return try !db.query("SELECT 1 FROM stepup_operators LIMIT 1").isEmpty
     }
 
     /// Inserts or replaces the record of `record.id`.

@@ -3,6 +3,7 @@ import Foundation
 import Rollout
 import StepUp
 import Store
+import Telemetry
 import Timekeeping
 
 /// `rollout operator enroll|list|remove` and `rollout policy show|set`: step-up verification from the CLI.
@@ -313,9 +314,15 @@ enum OperatorCommands {
         let db = try readStore(invocation)
         let policy = try db.map { try OperatorTables.policy(in: $0) } ?? .standard
         let enrolled = try db.map { try OperatorTables.operators(in: $0).count } ?? 0
+        let guardrails = try db.map { try GuardrailSettingsTable.load(from: $0) } ?? GuardrailSettings()
         if invocation.flag("--json") {
             let settings = Dictionary(uniqueKeysWithValues: policy.settings.map { ($0.key, $0.value) })
-            write(try jsonText(["enforced": enrolled > 0, "enrolledOperators": enrolled, "settings": settings]))
+            let guardrailSettings = Dictionary(uniqueKeysWithValues: guardrails.settings.map { ($0.key, $0.value) })
+            write(
+                try jsonText([
+                    "enforced": enrolled > 0, "enrolledOperators": enrolled, "settings": settings,
+                    "guardrails": guardrailSettings,
+                ]))
             return .ok
         }
         var out =
@@ -324,6 +331,8 @@ enum OperatorCommands {
             : "Step-up verification is off until an operator enrols ('rollout operator enroll'); then:\n"
         out += table([["KEY", "VALUE", "MEANING"]] + policy.settings.map { [$0.key, $0.value, $0.help] })
         out += "Kill and decreases never need a code; removing an operator always does.\n"
+        out += "\nGuardrails (HOLD/HALT refuse increases; kill and decreases always pass):\n"
+        out += table([["KEY", "VALUE"]] + guardrails.settings.map { [$0.key, $0.value] })
         write(out)
         return .ok
     }
@@ -334,6 +343,7 @@ enum OperatorCommands {
         let value = invocation.positional(1) ?? ""
         let session = try openSession(invocation)
         let db = session.db
+        if GuardrailSettings.keys.contains(key) { return try runGuardrailSet(invocation, key: key, value: value, session: session) }
         let current = try OperatorTables.policy(in: db)
         let updated: StepUpPolicy
         do {
@@ -360,6 +370,39 @@ enum OperatorCommands {
             AuditEntry(
                 time: session.clock.now(), actor: actor, action: "policy set \(key)",
                 from: current.settings.first { $0.key == key }!.value, to: shown, result: .recorded))
+        write("\(key) = \(shown)\n")
+        return .ok
+    }
+
+    /// `policy set guardrails.* | budget.* | telemetry.*`: a guardrail setting, protected like any policy change.
+    static func runGuardrailSet(_ invocation: Invocation, key: String, value: String, session: StepUpSession) throws -> ExitCode {
+        let db = session.db
+        let current = try GuardrailSettingsTable.load(from: db)
+        var updated = current
+        do {
+            try updated.set(key, value)
+        } catch {
+            throw invocation.usageError(error.description)
+        }
+        let before = current.settings.first { $0.key == key }!.value
+        let shown = updated.settings.first { $0.key == key }!.value
+        guard updated != current else {
+            write("\(key) is already \(shown); nothing changed.\n")
+            return .ok
+        }
+        let actor = StoreLocation.operatorID(invocation)
+        if try OperatorTables.isEnforced(in: db) {
+            let acting = try operatorID(actor, invocation)
+            let change = StepUpChange(.policyChange, detail: "\(key) \(shown)")
+            if !requiresStepUp(change, policy: try OperatorTables.policy(in: db)).isEmpty {
+                let code = try readCode(invocation.value("--code"), prompt: "Code of \(acting)'s authenticator: ")
+                try authorize(change, by: acting, code: code, session: session)
+            }
+        }
+        try GuardrailSettingsTable.save(key, shown, in: db)
+        try session.audit(
+            AuditEntry(
+                time: session.clock.now(), actor: actor, action: "policy set \(key)", from: before, to: shown, result: .recorded))
         write("\(key) = \(shown)\n")
         return .ok
     }

@@ -35,7 +35,7 @@ enum Wiring {
     /// The policies every write passes through, in order: the telemetry guardrail (verdict and attestation
     /// budget), then step-up verification.
     static func policies(for session: StoreSession) throws -> [WritePolicy] {
-        [try session.monitor().guardrailPolicy()]
+        [try session.monitor().guardrailPolicy(), try StepUpWritePolicy(store: session.store, clock: session.clock)]
     }
 
     /// A fresh rollout seed: `rollout-` and 8 random hex digits.

@@ -85,6 +85,35 @@ struct OperatorCLITests {
         TOTP.standard.code(secret: secret, step: TOTP.standard.step(at: time) + offset)
     }
 
+    /// Rollout changes through the CLI's write path: the default rules ask for a code, a replayed code is
+    /// refused, a kill never needs one; every attempt is audited and a refusal leaves the store unchanged.
+    @Test func rolloutChangesNeedAFreshCodeWhenPolicySaysSo() throws {
+        let s = try Session()
+        let secret = try s.enrol("ana@laptop", at: Self.t0)
+        let ana = ["--operator", "ana@laptop"]
+        func percent() throws -> String {
+            let out = try s.run(["status", "--json"], at: Self.t0).stdout
+            return out.split(separator: "\n").first { $0.contains("\"microPercent\"") }.map(String.init) ?? ""
+        }
+        let before = try percent()
+        let missing = try s.run(["set", "20", "--reason", "step"] + ana, at: Self.t0)
+        #expect(missing.status == 4)
+        #expect(missing.stderr.contains("step-up") && missing.stderr.contains("--code"))
+        #expect(try percent() == before)
+
+        let t1 = Self.t0 + .seconds(Int64(30))
+        let good = Self.code(secret, t1)
+        #expect(try s.run(["set", "20", "--reason", "step", "--code", good] + ana, at: t1).status == 0)
+        // A small step needs no code; crossing 50% does, and the code already used is refused.
+        #expect(try s.run(["nudge", "+5"] + ana, at: t1).status == 0)
+        let replay = try s.run(["set", "60", "--code", good] + ana, at: t1)
+        #expect(replay.status == 4 && replay.stderr.contains("step-up"))
+        #expect(try s.run(["kill", "--reason", "drill"] + ana, at: t1).status == 0)
+        #expect(try percent().contains("25000000"))
+        let results = try s.stepUpResults()
+        #expect(results.contains { $0.hasPrefix("accepted") } && results.filter { !$0.hasPrefix("accepted") }.count >= 2)
+    }
+
     @Test func enrolmentShowsTheSecretOnceAndAPolicyChangeNeedsAFreshCode() throws {
         let s = try Session()
         let started = try s.run(["operator", "enroll", "--operator", "ana@laptop"], at: Self.t0)
