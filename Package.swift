@@ -59,7 +59,7 @@ let package = Package(
         .testTarget(name: "AppCheckTests", dependencies: ["TestSupport", "AppCheck", "Crypto", "JSON", "Timekeeping"], swiftSettings: strict),
         .testTarget(name: "StepUpTests", dependencies: ["TestSupport", "StepUp", "Rollout", "Timekeeping", "Crypto"], swiftSettings: strict),
         .testTarget(name: "FleetSimulatorTests", dependencies: ["TestSupport", "FleetSimulator", "Telemetry", "Rollout", "RemoteConfig", "AppCheck", "Timekeeping"], swiftSettings: strict),
-        .testTarget(name: "ConsoleTests", dependencies: ["TestSupport", "Console", "Rollout", "Telemetry", "Timekeeping"], swiftSettings: strict),
+        .testTarget(name: "ConsoleTests", dependencies: ["TestSupport", "Console", "Rollout", "Telemetry", "Timekeeping"], exclude: ["Golden"], swiftSettings: strict),
         .testTarget(name: "EndToEndTests", dependencies: ["TestSupport"], swiftSettings: strict),
     ]
 )
