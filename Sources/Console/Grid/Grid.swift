@@ -225,25 +225,21 @@ public struct Grid: Hashable, Sendable {
 
     /// Keeps wide characters whole at the edges of an area that was just overwritten.
     ///
-    /// Overwriting one half of a wide character leaves the other half orphaned; both halves are turned into
-    /// spaces of the same style so that the terminal and the grid never disagree about columns.
+    /// Overwriting one half of a wide character leaves the other half orphaned; it becomes a space of the same
+    /// style, so that the terminal and the grid never disagree about columns.
     private mutating func repairEdges(_ area: Rect) {
         guard !area.isEmpty else { return }
         for y in area.y..<area.maxY {
             let base = y * size.width
             let left = area.x
-            if left < size.width, cells[base + left].isContinuation, left > 0, cells[base + left - 1].width == 2 {
+            if left > 0, left < size.width, cells[base + left - 1].width == 2, !cells[base + left].isContinuation {
                 cells[base + left - 1].scalar = " "
                 cells[base + left - 1].width = 1
             }
-            if left < size.width, cells[base + left].isContinuation {
-                cells[base + left].width = 1
-                cells[base + left].scalar = " "
-            }
             let right = area.maxX
-            if right < size.width, cells[base + right].isContinuation {
-                cells[base + right].width = 1
+            if right < size.width, right > 0, cells[base + right].isContinuation, cells[base + right - 1].width != 2 {
                 cells[base + right].scalar = " "
+                cells[base + right].width = 1
             }
         }
     }

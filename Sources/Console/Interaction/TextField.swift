@@ -81,6 +81,8 @@ public struct TextField: Hashable, Sendable {
         case .digits:
             return c.isASCII && c.isNumber
         case .decimal:
+            // Nothing may follow the percent sign.
+            if let percent = characters.firstIndex(of: "%"), cursor > percent { return false }
             if c.isASCII && c.isNumber { return true }
             if c == "." { return !characters.contains(".") }
             if c == "%" { return cursor == characters.count && !characters.contains("%") }

@@ -33,16 +33,37 @@ public enum Palette {
             return distance(rgb(ofIndex: UInt8(cube)), (r, g, b)) <= distance(rgb(ofIndex: UInt8(grey)), (r, g, b))
                 ? cube : grey
         }
-        var best = 0
-        var bestDistance = Int.max
-        for i in 0..<min(limit, 16) {
-            let d = distance(ansi[i], (r, g, b))
-            if d < bestDistance {
-                best = i
-                bestDistance = d
-            }
+        return nearestANSI(r, g, b, bright: limit >= 16)
+    }
+
+    /// The closest of the 8 or 16 ANSI colours, keeping hue rather than raw distance.
+    ///
+    /// Nearest-by-distance sends pastel reds and blues to grey; for an on-call screen a warning must stay reddish.
+    /// Colours with little saturation map to the nearest grey (black, grey, white); the others to the ANSI colour
+    /// of their hue sector, in its bright variant when the colour is light.
+    static func nearestANSI(_ r: UInt8, _ g: UInt8, _ b: UInt8, bright: Bool) -> Int {
+        let high = max(r, g, b)
+        let low = min(r, g, b)
+        let saturation = high == 0 ? 0 : Double(high - low) / Double(high)
+        if saturation < 0.3 {
+            let greys = bright ? [0, 8, 7, 15] : [0, 7]
+            return greys.min { distance(ansi[$0], (r, g, b)) < distance(ansi[$1], (r, g, b)) }!
         }
-        return best
+        let (rd, gd, bd) = (Double(r), Double(g), Double(b))
+        let span = Double(high - low)
+        var hue: Double
+        if high == r {
+            hue = 60 * (gd - bd) / span
+        } else if high == g {
+            hue = 120 + 60 * (bd - rd) / span
+        } else {
+            hue = 240 + 60 * (rd - gd) / span
+        }
+        if hue < 0 { hue += 360 }
+        // Sectors of 60° centred on red, yellow, green, cyan, blue, magenta.
+        let sector = Int((hue / 60).rounded()) % 6
+        let base = [1, 3, 2, 6, 4, 5][sector]
+        return bright && (high >= 0xF0 || low >= 0x50) ? base + 8 : base
     }
 
     /// A theme colour as the backend paints it at `depth` (not monochrome).
@@ -80,7 +101,7 @@ public enum Palette {
         let dr = Int(a.0) - Int(b.0)
         let dg = Int(a.1) - Int(b.1)
         let db = Int(a.2) - Int(b.2)
-        return ((512 + rm) * dr * dr >> 8) + 4 * dg * dg + ((767 - rm) * db * db >> 8)
+        return (((512 + rm) * dr * dr) >> 8) + 4 * dg * dg + (((767 - rm) * db * db) >> 8)
     }
 
     static func hex(_ v: UInt8) -> String {
