@@ -47,7 +47,7 @@ let package = Package(
             swiftSettings: strict),
         .executableTarget(
             name: "rollout-bench",
-            dependencies: ["JSON", "RemoteConfig", "Rollout", "Telemetry", "Store", "AppCheck", "StepUp", "FleetSimulator", "Console", "Crypto", "COpenSSL", "CSQLite", "Timekeeping"],
+            dependencies: ["JSON", "RemoteConfig", "Rollout", "Telemetry", "Store", "AppCheck", "StepUp", "FleetSimulator", "Console", "Terminal", "Crypto", "COpenSSL", "CSQLite", "Timekeeping"],
             swiftSettings: strict),
 
         // Tests: one target per module; EndToEnd drives the built binary.

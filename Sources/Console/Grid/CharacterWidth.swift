@@ -13,9 +13,18 @@ public enum CharacterWidth {
         if v < 0x7F { return v >= 0x20 ? 1 : 0 }
         if v < 0xA0 { return 0 }
         if v < 0x0300 { return 1 }
-        // Box drawing, block elements and geometric shapes: the console's own furniture, all narrow.
-        if v >= 0x2500 && v <= 0x25FC { return 1 }
+        if v < tableLimit { return Int(table[Int(v)]) }
         return slow(scalar)
+    }
+
+    /// Scalars below this are answered from a table built once, since property lookups are slow and every frame
+    /// measures thousands of arrows, quotes, check marks and box-drawing characters.
+    private static let tableLimit: UInt32 = 0x3000
+
+    private static let table: [UInt8] = (0..<tableLimit).map { v in
+        guard let s = Unicode.Scalar(v) else { return 1 }
+        if v < 0x20 || (v >= 0x7F && v < 0xA0) { return 0 }
+        return UInt8(slow(s))
     }
 
     /// The column width of a string (the sum over its scalars).
