@@ -40,6 +40,11 @@ enum SignalTrap {
         _ = pipeEnds
         for sig in watched { setHandler(sig, wakeHandler, saveInto: previous + Int(sig)) }
         for sig in crashes { setHandler(sig, crashHandler, saveInto: previous + Int(sig)) }
+        // A parent may hand down a mask blocking these (test runners do); the input thread must receive them.
+        var set = sigset_t()
+        sigemptyset(&set)
+        for sig in watched { sigaddset(&set, sig) }
+        pthread_sigmask(SIG_UNBLOCK, &set, nil)
     }
 
     /// Puts back the dispositions found by `install`.
