@@ -1,7 +1,7 @@
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 /// Signals turned into wake-ups of the run loop, and a last-resort terminal restore on a crash.
@@ -87,9 +87,9 @@ enum SignalTrap {
     ) {
         var action = sigaction()
         #if canImport(Glibc)
-        action.__sigaction_handler = unsafeBitCast(handler, to: sigaction.__Unnamed_union___sigaction_handler.self)
+            action.__sigaction_handler = unsafeBitCast(handler, to: sigaction.__Unnamed_union___sigaction_handler.self)
         #else
-        action.__sigaction_u = unsafeBitCast(handler, to: __sigaction_u.self)
+            action.__sigaction_u = unsafeBitCast(handler, to: __sigaction_u.self)
         #endif
         sigemptyset(&action.sa_mask)
         action.sa_flags = SA_RESTART

@@ -2,9 +2,9 @@ import CNcurses
 import Console
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 /// What the terminal reported: a key, or a change of size.
@@ -157,7 +157,9 @@ public final class TerminalScreen {
                 if cell.isContinuation { continue }
                 if let old {
                     // A wide character is redrawn when either of its halves changed.
-                    let same = old[base + x] == cell && (cell.width != 2 || x + 1 >= width || old[base + x + 1] == cells[base + x + 1])
+                    let same =
+                        old[base + x] == cell
+                        && (cell.width != 2 || x + 1 >= width || old[base + x + 1] == cells[base + x + 1])
                     if same { continue }
                 }
                 let style = theme.style(for: cell)

@@ -24,9 +24,11 @@ enum ConsoleBench {
         }
         let changes = (0..<60).map { i in
             ChangeRecord(
-                version: String(400 - i), at: now - .minutes(Int64(i * 17)), actor: i % 3 == 0 ? "ana@example.com" : "bo@example.com",
+                version: String(400 - i), at: now - .minutes(Int64(i * 17)),
+                actor: i % 3 == 0 ? "ana@example.com" : "bo@example.com",
                 kind: .nudge, from: RolloutPosition(microPercent: 10_000_000 - i * 100_000),
-                to: RolloutPosition(microPercent: 10_100_000 - i * 100_000), reason: "step \(i) of the plan, crash-free flat")
+                to: RolloutPosition(microPercent: 10_100_000 - i * 100_000),
+                reason: "step \(i) of the plan, crash-free flat")
         }
         return ConsoleModel(
             header: HeaderInfo(
@@ -35,12 +37,15 @@ enum ConsoleBench {
             condition: ConditionInfo(
                 conditionName: "app_attest_rollout", expression: "percent('rollout-2026') <= 10",
                 desiredMicroPercent: 10_000_000, observedExposure: 0.0931 + Double(tick % 50) / 10_000,
-                propagation: 0.95 + Double(tick % 40) / 1_000, activeDevices: 1_000_000 + tick * 13, seed: "rollout-2026",
+                propagation: 0.95 + Double(tick % 40) / 1_000, activeDevices: 1_000_000 + tick * 13,
+                seed: "rollout-2026",
                 exposedBand: PercentileBand(lower: 0, upper: 10_000_000, includesLower: true),
-                controlBand: PercentileBand(lower: 50_000_000, upper: 60_000_000, includesLower: false), state: .rolling),
+                controlBand: PercentileBand(lower: 50_000_000, upper: 60_000_000, includesLower: false), state: .rolling
+            ),
             attestation: AttestationInfo(
                 successTotal: 4_000_000 + tick * 857, failureTotal: 60_000 + tick * 13,
-                successRate: WindowRates(oneMinute: 3_428 + Double(tick % 17), fiveMinutes: 3_400, fifteenMinutes: 3_390),
+                successRate: WindowRates(
+                    oneMinute: 3_428 + Double(tick % 17), fiveMinutes: 3_400, fifteenMinutes: 3_390),
                 failureRate: WindowRates(oneMinute: 52 + Double(tick % 5), fiveMinutes: 50, fifteenMinutes: 49),
                 perMinute: perMinute,
                 failureClasses: [
@@ -49,14 +54,19 @@ enum ConsoleBench {
                     FailureClass(name: "unknownSystemFailure", count: 3_000 + tick / 2),
                 ], budgetPerMinute: 6_000),
             crash: CrashInfo(
-                exposed: CohortCrashStats(users: 100_000 + tick * 3, crashFreeUsers: 0.99812, sessions: 400_000 + tick * 9,
+                exposed: CohortCrashStats(
+                    users: 100_000 + tick * 3, crashFreeUsers: 0.99812, sessions: 400_000 + tick * 9,
                     crashFreeSessions: 0.99931),
-                control: CohortCrashStats(users: 100_100 + tick * 3, crashFreeUsers: 0.99840, sessions: 401_000 + tick * 9,
+                control: CohortCrashStats(
+                    users: 100_100 + tick * 3, crashFreeUsers: 0.99840, sessions: 401_000 + tick * 9,
                     crashFreeSessions: 0.99950),
                 difference: IntervalEstimate(estimate: -0.028, lower: -0.121 + Double(tick % 9) / 1_000, upper: 0.065),
                 minimumDetectableEffect: 0.09, verdict: .ok, reasons: ["no difference detected"], guardrailsArmed: true),
             changes: changes,
-            events: [NotableEvent(at: now - .seconds(Int64(90)), severity: .warning, text: "serverUnavailable above baseline")])
+            events: [
+                NotableEvent(
+                    at: now - .seconds(Int64(90)), severity: .warning, text: "serverUnavailable above baseline")
+            ])
     }
 
     /// CPU time consumed by the calling thread, which excludes time spent waiting for a core.
@@ -97,20 +107,26 @@ enum ConsoleBench {
         wall.sort()
         cpu.sort()
         let mean = wall.reduce(0, +) / Double(wall.count)
-        report("frame build + render, mean wall time (200×60)", value: mean, unit: "ms", limit: 2, higherIsBetter: false)
-        report("frame build + render, p99 wall time (200×60)", value: wall[frames * 99 / 100], unit: "ms", limit: 2,
+        report(
+            "frame build + render, mean wall time (200×60)", value: mean, unit: "ms", limit: 2, higherIsBetter: false)
+        report(
+            "frame build + render, p99 wall time (200×60)", value: wall[frames * 99 / 100], unit: "ms", limit: 2,
             higherIsBetter: false)
         // Wall-clock tails on a shared machine measure the scheduler; the thread's CPU time measures the frame.
-        report("frame build + render, p99 thread CPU time (200×60)", value: cpu[frames * 99 / 100], unit: "ms",
+        report(
+            "frame build + render, p99 thread CPU time (200×60)", value: cpu[frames * 99 / 100], unit: "ms",
             limit: 2, higherIsBetter: false)
 
         // The same with the confirm dialog open over the busy screen.
         if case .preview(let request)? = s.handle(.key(.character("+"))).first {
-            _ = s.handle(.previewReady(ChangePreview(
-                request: request, from: RolloutPosition(microPercent: 10_000_000),
-                to: RolloutPosition(microPercent: 11_000_000), baseVersion: "400", baseETag: "etag-400",
-                eligibleDeviceChange: 10_000, load: AttestationLoad(peakPerSecond: 41, budgetPerSecond: 100),
-                guardrail: GuardrailAssessment(verdict: .ok, reasons: ["no difference"]), requiresStepUp: true)))
+            _ = s.handle(
+                .previewReady(
+                    ChangePreview(
+                        request: request, from: RolloutPosition(microPercent: 10_000_000),
+                        to: RolloutPosition(microPercent: 11_000_000), baseVersion: "400", baseETag: "etag-400",
+                        eligibleDeviceChange: 10_000, load: AttestationLoad(peakPerSecond: 41, budgetPerSecond: 100),
+                        guardrail: GuardrailAssessment(verdict: .ok, reasons: ["no difference"]), requiresStepUp: true))
+            )
         }
         let t0 = Stopwatch.nanoseconds()
         for i in 0..<frames {
@@ -118,7 +134,8 @@ enum ConsoleBench {
             checksum &+= ConsoleScreen.render(s, size: size).cells.count
         }
         let dialogMean = Double(Stopwatch.nanoseconds() - t0) / 1e6 / Double(frames)
-        report("frame with confirm dialog, mean (200×60)", value: dialogMean, unit: "ms", limit: 2, higherIsBetter: false)
+        report(
+            "frame with confirm dialog, mean (200×60)", value: dialogMean, unit: "ms", limit: 2, higherIsBetter: false)
         if checksum == 42 { print("") }
     }
 
@@ -128,8 +145,8 @@ enum ConsoleBench {
             var fds: [Int32] = [-1, -1]
             guard pipe(&fds) == 0 else { throw BenchError("pipe failed") }
             #if os(Linux)
-            // Room for a whole frame, so the bench can paint and then drain on one thread.
-            _ = fcntl(fds[1], 1031 /* F_SETPIPE_SZ */, 1 << 20)
+                // Room for a whole frame, so the bench can paint and then drain on one thread.
+                _ = fcntl(fds[1], 1031 /* F_SETPIPE_SZ */, 1 << 20)
             #endif
             _ = fcntl(fds[0], F_SETFL, fcntl(fds[0], F_GETFL) | O_NONBLOCK)
             let input = open("/dev/null", O_RDONLY)
@@ -153,8 +170,10 @@ enum ConsoleBench {
             }
             let screen: TerminalScreen
             do {
-                screen = try TerminalScreen(.init(input: input, output: fds[1], terminalType: "xterm-256color",
-                    requireTTY: false))
+                screen = try TerminalScreen(
+                    .init(
+                        input: input, output: fds[1], terminalType: "xterm-256color",
+                        requireTTY: false))
             } catch {
                 throw BenchError("cannot open the ncurses backend on a pipe: \(error)")
             }
@@ -186,9 +205,11 @@ enum ConsoleBench {
             _ = drain()
             let label = "\(size.width)×\(size.height)"
             report("first (full) frame \(label)", value: Double(full), unit: "bytes")
-            report("idle frame \(label)", value: Double(idleBytes) / Double(idleFrames), unit: "bytes", limit: 0,
+            report(
+                "idle frame \(label)", value: Double(idleBytes) / Double(idleFrames), unit: "bytes", limit: 0,
                 higherIsBetter: false)
-            report("busy frame \(label) (live counts, \(busyCells / busyFrames) cells changed)",
+            report(
+                "busy frame \(label) (live counts, \(busyCells / busyFrames) cells changed)",
                 value: Double(busyBytes) / Double(busyFrames), unit: "bytes", against: ("full frame", Double(full)),
                 target: (0.25, false))
         }

@@ -5,7 +5,9 @@ import Timekeeping
 enum Fixture {
     static let now = Instant(seconds: 1_780_000_000)
 
-    static func at(_ secondsBefore: Int64) -> Instant { Instant(microseconds: now.microseconds - secondsBefore * 1_000_000) }
+    static func at(_ secondsBefore: Int64) -> Instant {
+        Instant(microseconds: now.microseconds - secondsBefore * 1_000_000)
+    }
 
     static func model(
         state: RolloutState = .rolling, verdict: Verdict = .ok, reasons: [String] = ["no difference detected"],
@@ -38,20 +40,25 @@ enum Fixture {
                 ],
                 budgetPerMinute: 6_000),
             crash: CrashInfo(
-                exposed: CohortCrashStats(users: 5_780, crashFreeUsers: 0.99812, sessions: 21_400,
+                exposed: CohortCrashStats(
+                    users: 5_780, crashFreeUsers: 0.99812, sessions: 21_400,
                     crashFreeSessions: 0.99931),
-                control: CohortCrashStats(users: 5_812, crashFreeUsers: 0.99840, sessions: 21_650,
+                control: CohortCrashStats(
+                    users: 5_812, crashFreeUsers: 0.99840, sessions: 21_650,
                     crashFreeSessions: 0.99950),
                 difference: IntervalEstimate(estimate: -0.028, lower: -0.121, upper: 0.065),
                 minimumDetectableEffect: 0.09, verdict: verdict, reasons: reasons, guardrailsArmed: true),
             changes: [
-                ChangeRecord(version: "42", at: at(600), actor: "ana@example.com", kind: .nudge,
+                ChangeRecord(
+                    version: "42", at: at(600), actor: "ana@example.com", kind: .nudge,
                     from: RolloutPosition(microPercent: 10_000_000), to: RolloutPosition(microPercent: 12_500_000),
                     reason: "steady for an hour, crash-free flat"),
-                ChangeRecord(version: "41", at: at(4_200), actor: "bo@example.com", kind: .set,
+                ChangeRecord(
+                    version: "41", at: at(4_200), actor: "bo@example.com", kind: .set,
                     from: RolloutPosition(microPercent: 5_000_000), to: RolloutPosition(microPercent: 10_000_000),
                     reason: "second step of the plan"),
-                ChangeRecord(version: "40", at: at(9_000), actor: "bo@example.com", kind: .set,
+                ChangeRecord(
+                    version: "40", at: at(9_000), actor: "bo@example.com", kind: .set,
                     from: RolloutPosition(microPercent: 1_000_000), to: RolloutPosition(microPercent: 5_000_000),
                     reason: "first step"),
             ],
@@ -62,7 +69,8 @@ enum Fixture {
         if state == .killed {
             model.condition.observedExposure = 0
             model.changes.insert(
-                ChangeRecord(version: "43", at: at(20), actor: "ana@example.com", kind: .kill,
+                ChangeRecord(
+                    version: "43", at: at(20), actor: "ana@example.com", kind: .kill,
                     from: RolloutPosition(microPercent: 12_500_000),
                     to: RolloutPosition(microPercent: 12_500_000, killed: true), reason: "crash spike on iOS 17.4"),
                 at: 0)
@@ -72,7 +80,8 @@ enum Fixture {
         if verdict == .halt {
             model.crash.difference = IntervalEstimate(estimate: -0.42, lower: -0.61, upper: -0.23)
             model.crash.exposed.crashFreeUsers = 0.99410
-            model.events.insert(NotableEvent(at: at(5), severity: .critical, text: "HALT: crash rate of exposed users"), at: 0)
+            model.events.insert(
+                NotableEvent(at: at(5), severity: .critical, text: "HALT: crash rate of exposed users"), at: 0)
         }
         return model
     }

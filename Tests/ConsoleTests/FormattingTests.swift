@@ -4,10 +4,12 @@ import Timekeeping
 
 @Suite("Micro-percent text")
 struct MicroPercentTests {
-    @Test("formats exactly, without rounding or trailing zeros", arguments: [
-        (12_500_000, "12.5%"), (0, "0%"), (100_000_000, "100%"), (1, "0.000001%"), (10_000_000, "10%"),
-        (33_333_333, "33.333333%"), (50_000_010, "50.00001%"), (-2_500_000, "-2.5%"),
-    ])
+    @Test(
+        "formats exactly, without rounding or trailing zeros",
+        arguments: [
+            (12_500_000, "12.5%"), (0, "0%"), (100_000_000, "100%"), (1, "0.000001%"), (10_000_000, "10%"),
+            (33_333_333, "33.333333%"), (50_000_010, "50.00001%"), (-2_500_000, "-2.5%"),
+        ])
     func format(_ micro: Int, _ text: String) {
         #expect(MicroPercent.format(micro) == text)
     }
@@ -19,20 +21,25 @@ struct MicroPercentTests {
         #expect(MicroPercent.formatPoints(100_000) == "+0.1 pts")
     }
 
-    @Test("parses typed values exactly", arguments: [
-        ("12.5", 12_500_000), ("12.5%", 12_500_000), (" 7 ", 7_000_000), ("0.000001", 1), ("100", 100_000_000),
-        (".5", 500_000), ("5.", 5_000_000), ("007.250", 7_250_000), ("100.000000", 100_000_000), ("0", 0),
-    ])
+    @Test(
+        "parses typed values exactly",
+        arguments: [
+            ("12.5", 12_500_000), ("12.5%", 12_500_000), (" 7 ", 7_000_000), ("0.000001", 1), ("100", 100_000_000),
+            (".5", 500_000), ("5.", 5_000_000), ("007.250", 7_250_000), ("100.000000", 100_000_000), ("0", 0),
+        ])
     func parse(_ text: String, _ micro: Int) throws {
         #expect(try MicroPercent.parse(text) == micro)
     }
 
-    @Test("refuses what is not an exact percentage", arguments: [
-        ("", MicroPercent.ParseError.empty), ("%", .empty), ("abc", .notANumber("abc")), ("1e3", .notANumber("1e3")),
-        ("-1", .notANumber("-1")), (".", .notANumber(".")), ("1.2.3", .notANumber("1.2.3")),
-        ("0.0000001", .tooPrecise("0.0000001")), ("100.000001", .outOfRange("100.000001")),
-        ("1000", .outOfRange("1000")), ("99999999999999999999", .outOfRange("99999999999999999999")),
-    ])
+    @Test(
+        "refuses what is not an exact percentage",
+        arguments: [
+            ("", MicroPercent.ParseError.empty), ("%", .empty), ("abc", .notANumber("abc")),
+            ("1e3", .notANumber("1e3")),
+            ("-1", .notANumber("-1")), (".", .notANumber(".")), ("1.2.3", .notANumber("1.2.3")),
+            ("0.0000001", .tooPrecise("0.0000001")), ("100.000001", .outOfRange("100.000001")),
+            ("1000", .outOfRange("1000")), ("99999999999999999999", .outOfRange("99999999999999999999")),
+        ])
     func refuse(_ text: String, _ error: MicroPercent.ParseError) {
         #expect(throws: error) { try MicroPercent.parse(text) }
     }

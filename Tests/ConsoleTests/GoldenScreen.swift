@@ -43,12 +43,14 @@ enum GoldenScreen {
         if recording {
             try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
             try actual.write(to: url, atomically: true, encoding: .utf8)
-            Issue.record("recorded \(name).txt; run again without ROLLOUT_RECORD_GOLDEN to check it",
+            Issue.record(
+                "recorded \(name).txt; run again without ROLLOUT_RECORD_GOLDEN to check it",
                 sourceLocation: sourceLocation)
             return
         }
         guard let expected = try? String(contentsOf: url, encoding: .utf8) else {
-            Issue.record("golden file \(url.path) is missing; record it with ROLLOUT_RECORD_GOLDEN=1",
+            Issue.record(
+                "golden file \(url.path) is missing; record it with ROLLOUT_RECORD_GOLDEN=1",
                 sourceLocation: sourceLocation)
             return
         }

@@ -22,8 +22,10 @@ struct Scenario: Sendable, CustomStringConvertible {
             Fixture.state(
                 Fixture.model(
                     verdict: .halt,
-                    reasons: ["exposed crash rate 2.4× control (sequential test crossed harm bound)",
-                        "guardrail kills the rollout at the next check"]),
+                    reasons: [
+                        "exposed crash rate 2.4× control (sequential test crossed harm bound)",
+                        "guardrail kills the rollout at the next check",
+                    ]),
                 size: $0)
         },
         Scenario(name: "confirm") { size in
@@ -43,9 +45,11 @@ struct Scenario: Sendable, CustomStringConvertible {
             _ = s.handle(.key(.enter))
             for c in "123456" { _ = s.handle(.key(.character(c))) }
             _ = s.handle(.key(.enter))
-            _ = s.handle(.publishConflict(PublishConflict(
-                request: request, expectedVersion: "42", intervening: [Fixture.conflictRecord],
-                current: RolloutPosition(microPercent: 15_000_000))))
+            _ = s.handle(
+                .publishConflict(
+                    PublishConflict(
+                        request: request, expectedVersion: "42", intervening: [Fixture.conflictRecord],
+                        current: RolloutPosition(microPercent: 15_000_000))))
             return s
         },
         Scenario(name: "help") { size in

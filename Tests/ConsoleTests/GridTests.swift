@@ -89,8 +89,10 @@ struct GridTests {
 
     @Test("the hint bar keeps the most important hints when narrow")
     func hints() {
-        let items = [HintBar.Item("a", "one", priority: 5), HintBar.Item("?", "help", priority: 0),
-            HintBar.Item("q", "quit", priority: 0)]
+        let items = [
+            HintBar.Item("a", "one", priority: 5), HintBar.Item("?", "help", priority: 0),
+            HintBar.Item("q", "quit", priority: 0),
+        ]
         #expect(HintBar.line(items, width: 40).map(\.text).joined() == " a one  ? help  q quit")
         #expect(HintBar.line(items, width: 16).map(\.text).joined() == " ? help  q quit")
     }
@@ -110,8 +112,11 @@ struct SizeSweepTests {
         _ = help.handle(.key(.character("?")))
         var prompt = Fixture.state(Fixture.model())
         _ = prompt.handle(.key(.character("=")))
-        return [Fixture.state(nil), Fixture.state(Fixture.model()), confirm, history, help, prompt,
-            Fixture.state(Fixture.model(state: .killed, verdict: .halt, reasons: [String(repeating: "long ", count: 40)]))]
+        return [
+            Fixture.state(nil), Fixture.state(Fixture.model()), confirm, history, help, prompt,
+            Fixture.state(
+                Fixture.model(state: .killed, verdict: .halt, reasons: [String(repeating: "long ", count: 40)])),
+        ]
     }
 
     @Test("no size crashes, and every wide character keeps its continuation cell")

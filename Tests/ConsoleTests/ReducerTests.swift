@@ -38,9 +38,11 @@ private func plainPreview(_ request: ChangeRequest) -> ChangePreview {
 
 @Suite("Main-screen keys")
 struct MainKeyTests {
-    @Test("+ and → nudge up by the step; - and ← nudge down", arguments: [
-        (Key.character("+"), 1_000_000), (.right, 1_000_000), (.character("-"), -1_000_000), (.left, -1_000_000),
-    ])
+    @Test(
+        "+ and → nudge up by the step; - and ← nudge down",
+        arguments: [
+            (Key.character("+"), 1_000_000), (.right, 1_000_000), (.character("-"), -1_000_000), (.left, -1_000_000),
+        ])
     func nudges(_ key: Key, _ delta: Int) {
         var s = ready()
         let effects = press(&s, key)
@@ -57,7 +59,8 @@ struct MainKeyTests {
         #expect(s.notice?.text == "Step 2%")
         press(&s, .character("]"), .character("]"), .character("]"), .character("]"))
         #expect(s.step == 10_000_000)
-        press(&s, .character("["), .character("["), .character("["), .character("["), .character("["),
+        press(
+            &s, .character("["), .character("["), .character("["), .character("["), .character("["),
             .character("["), .character("["))
         #expect(s.step == 100_000)
         #expect(s.notice?.text == "Step 0.1%")
@@ -285,9 +288,11 @@ struct WritePathTests {
             Issue.record("publishing must stay open")
             return
         }
-        let effects = s.handle(.published(PublishReceipt(
-            requestID: request.id, version: "43", from: RolloutPosition(microPercent: 12_500_000),
-            to: RolloutPosition(microPercent: 13_500_000))))
+        let effects = s.handle(
+            .published(
+                PublishReceipt(
+                    requestID: request.id, version: "43", from: RolloutPosition(microPercent: 12_500_000),
+                    to: RolloutPosition(microPercent: 13_500_000))))
         #expect(effects == [.refresh])
         #expect(s.overlay == nil)
         #expect(s.notice?.text == "Published v43: 12.5% → 13.5%")
@@ -382,8 +387,11 @@ struct WritePathTests {
         var s = ready()
         let request = try openConfirm(&s, preview: plainPreview)
         press(&s, .tab, .enter)
-        _ = s.handle(.publishConflict(PublishConflict(
-            request: request, expectedVersion: "42", intervening: [], current: RolloutPosition(microPercent: 1))))
+        _ = s.handle(
+            .publishConflict(
+                PublishConflict(
+                    request: request, expectedVersion: "42", intervening: [], current: RolloutPosition(microPercent: 1))
+            ))
         #expect(press(&s, .enter) == [])
         #expect(s.overlay == nil)
     }
@@ -393,7 +401,8 @@ struct WritePathTests {
 struct ListViewTests {
     static func records(_ n: Int) -> [ChangeRecord] {
         (0..<n).map { i in
-            ChangeRecord(version: String(100 - i), at: Fixture.at(Int64(i * 60)), actor: "ana@example.com",
+            ChangeRecord(
+                version: String(100 - i), at: Fixture.at(Int64(i * 60)), actor: "ana@example.com",
                 kind: .nudge, from: RolloutPosition(microPercent: i), to: RolloutPosition(microPercent: i + 1),
                 reason: "r\(i)")
         }
@@ -441,8 +450,11 @@ struct ListViewTests {
         var s = ready()
         #expect(press(&s, .character("a")) == [.loadAudit])
         let log = AuditLog(
-            entries: [AuditEntry(sequence: 7, at: Fixture.at(5), actor: "ana@example.com", action: "publish",
-                outcome: "conflict", detail: "v42 → v43 lost to bo@", succeeded: false)],
+            entries: [
+                AuditEntry(
+                    sequence: 7, at: Fixture.at(5), actor: "ana@example.com", action: "publish",
+                    outcome: "conflict", detail: "v42 → v43 lost to bo@", succeeded: false)
+            ],
             integrity: .broken(atSequence: 5, reason: "hash mismatch"))
         _ = s.handle(.auditLoaded(log))
         #expect(s.overlay == .audit(log: log, cursor: ListCursor()))
@@ -545,5 +557,28 @@ struct TextFieldTests {
         for c in "12 34x567890" { _ = code.handle(.character(c)) }
         #expect(code.text == "12345678")
         #expect(code.displayText == "••••••••")
+    }
+}
+
+@Suite("Header freshness")
+struct HeaderFreshnessTests {
+    static func header(_ s: ConsoleState) -> String {
+        ConsoleScreen.render(s, size: Size(width: 100, height: 24)).lines[0]
+    }
+
+    @Test("fresh data reads 'live' and does not change between ticks; older data shows whole seconds; stale is marked")
+    func freshness() {
+        var s = Fixture.state(Fixture.model(dataAge: .milliseconds(0)))
+        #expect(Self.header(s).hasSuffix("● live "))
+        _ = s.handle(.tick(Fixture.now + .milliseconds(750)))
+        #expect(Self.header(s).hasSuffix("● live "))
+        _ = s.handle(.tick(Fixture.now + .milliseconds(2_300)))
+        #expect(Self.header(s).hasSuffix("● 2s ago "))
+        _ = s.handle(.tick(Fixture.now + .milliseconds(2_900)))
+        #expect(Self.header(s).hasSuffix("● 2s ago "))
+        _ = s.handle(.tick(Fixture.now + .milliseconds(12_000)))
+        #expect(Self.header(s).hasSuffix("! STALE 12s old "))
+        _ = s.handle(.key(.character("f")))
+        #expect(Self.header(s).hasSuffix("! STALE 12s old "), "stale wins over frozen")
     }
 }

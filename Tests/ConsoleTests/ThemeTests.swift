@@ -27,20 +27,22 @@ struct ThemeTests {
         #expect(Set(files) == Set(Theme.builtInNames.map { $0 + ".theme" }))
     }
 
-    @Test("errors name the file and the line", arguments: [
-        ("text = #d0d0d0\n\ntitel = red\n", "my.theme:3: unknown key 'titel'"),
-        ("# c\ntext = #12345g\n", "my.theme:2: bad colour '#12345g' for 'text'"),
-        ("ok = 256\n", "my.theme:1: bad colour '256' for 'ok'"),
-        ("ok = mauve bold\n", "my.theme:1: bad colour 'mauve' for 'ok'"),
-        ("ok = red on\n", "my.theme:1: 'on' must be followed by a background colour"),
-        ("ok = red on #zzzzzz\n", "my.theme:1: bad colour '#zzzzzz' for 'ok'"),
-        ("ok = red blink\n", "my.theme:1: unexpected 'blink' in 'ok'"),
-        ("ok.mono = italic\n", "my.theme:1: 'italic' is not an attribute"),
-        ("ok = red\nok = blue\n", "my.theme:2: 'ok' is already set on line 1"),
-        ("ok red\n", "my.theme:1: expected 'role = colour"),
-        ("ok =\n", "my.theme:1: 'ok' has no value"),
-        ("ok.color = red\n", "my.theme:1: unknown key 'ok.color'"),
-    ])
+    @Test(
+        "errors name the file and the line",
+        arguments: [
+            ("text = #d0d0d0\n\ntitel = red\n", "my.theme:3: unknown key 'titel'"),
+            ("# c\ntext = #12345g\n", "my.theme:2: bad colour '#12345g' for 'text'"),
+            ("ok = 256\n", "my.theme:1: bad colour '256' for 'ok'"),
+            ("ok = mauve bold\n", "my.theme:1: bad colour 'mauve' for 'ok'"),
+            ("ok = red on\n", "my.theme:1: 'on' must be followed by a background colour"),
+            ("ok = red on #zzzzzz\n", "my.theme:1: bad colour '#zzzzzz' for 'ok'"),
+            ("ok = red blink\n", "my.theme:1: unexpected 'blink' in 'ok'"),
+            ("ok.mono = italic\n", "my.theme:1: 'italic' is not an attribute"),
+            ("ok = red\nok = blue\n", "my.theme:2: 'ok' is already set on line 1"),
+            ("ok red\n", "my.theme:1: expected 'role = colour"),
+            ("ok =\n", "my.theme:1: 'ok' has no value"),
+            ("ok.color = red\n", "my.theme:1: unknown key 'ok.color'"),
+        ])
     func errors(_ source: String, _ prefix: String) {
         do {
             _ = try Theme.parse(source, name: "mine", file: "my.theme")
@@ -69,14 +71,18 @@ struct ThemeTests {
         #expect(theme[.text].foreground == .indexed(250))
         #expect(theme[.text].background == .terminalDefault)
         #expect(theme[.ok].foreground == .indexed(10))
-        #expect(theme[.bad] == ThemeStyle(foreground: .indexed(1), background: .rgb(0, 0, 0),
-            attributes: [.bold, .reverse], monochrome: Theme.default[.bad].monochrome))
+        #expect(
+            theme[.bad]
+                == ThemeStyle(
+                    foreground: .indexed(1), background: .rgb(0, 0, 0),
+                    attributes: [.bold, .reverse], monochrome: Theme.default[.bad].monochrome))
         #expect(theme[.muted].foreground == .indexed(8))
     }
 
     @Test("colour depth degrades from true colour to 256, 16, 8 and monochrome")
     func degradation() throws {
-        let theme = try Theme.parse("text = #d0d0d0\ntitle = #5fafff bold\nbad = #ff5f5f on 208\n", name: "t", file: "t")
+        let theme = try Theme.parse(
+            "text = #d0d0d0\ntitle = #5fafff bold\nbad = #ff5f5f on 208\n", name: "t", file: "t")
         let title = theme.resolved(for: .trueColor)[.title]
         #expect(title == CellStyle(foreground: .rgb(0x5FAFFF), background: .terminalDefault, attributes: .bold))
         #expect(theme.resolved(for: .indexed256)[.title].foreground == .index(75))
@@ -111,7 +117,9 @@ struct ThemeTests {
         let style = theme.resolved(for: .ansi8)[.header]
         #expect(style.foreground == .terminalDefault)
         #expect(style.attributes == Theme.default[.header].monochrome)
-        #expect(theme.resolved(for: .indexed256)[.header].foreground != theme.resolved(for: .indexed256)[.header].background)
+        #expect(
+            theme.resolved(for: .indexed256)[.header].foreground != theme.resolved(for: .indexed256)[.header].background
+        )
     }
 
     @Test("NO_COLOR and --no-color force monochrome; otherwise the terminal's colour count decides")
@@ -133,7 +141,8 @@ struct ThemeTests {
                 let resolved = theme.resolved(for: depth)
                 for role in Role.allCases {
                     let s = resolved[role]
-                    #expect(s.foreground == .terminalDefault || s.foreground != s.background, "\(name) \(depth) \(role)")
+                    #expect(
+                        s.foreground == .terminalDefault || s.foreground != s.background, "\(name) \(depth) \(role)")
                 }
             }
         }

@@ -1,7 +1,7 @@
 import Foundation
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// A program running in a real terminal: tmux on a private socket, driven by keys and read back as text.
@@ -110,7 +110,9 @@ final class TerminalSession {
         repeat {
             let fields = try run(["display-message", "-p", "-t", "main", "#{pane_dead} #{pane_dead_status}"])
                 .split(separator: " ")
-            if fields.first == "1", fields.count > 1, let status = Int32(fields[1].trimmingCharacters(in: .whitespacesAndNewlines)) {
+            if fields.first == "1", fields.count > 1,
+                let status = Int32(fields[1].trimmingCharacters(in: .whitespacesAndNewlines))
+            {
                 return status
             }
             usleep(20_000)

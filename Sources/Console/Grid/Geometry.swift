@@ -60,7 +60,9 @@ public struct Rect: Hashable, Sendable, CustomStringConvertible {
     /// The bottom `rows` rows, and the rest above them.
     public func splitBottom(_ rows: Int) -> (rest: Rect, bottom: Rect) {
         let r = min(max(0, rows), height)
-        return (Rect(x: x, y: y, width: width, height: height - r), Rect(x: x, y: y + height - r, width: width, height: r))
+        return (
+            Rect(x: x, y: y, width: width, height: height - r), Rect(x: x, y: y + height - r, width: width, height: r)
+        )
     }
 
     /// The left `columns` columns, and the rest beside them.

@@ -217,7 +217,8 @@ public struct Grid: Hashable, Sendable {
     public mutating func write(_ spans: [Span], x: Int, y: Int, limit: Int, clip: Rect? = nil) -> Int {
         var used = 0
         for span in spans where used < limit {
-            used += write(span.text, x: x + used, y: y, role: span.role, attributes: span.attributes,
+            used += write(
+                span.text, x: x + used, y: y, role: span.role, attributes: span.attributes,
                 limit: limit - used, clip: clip)
         }
         return used

@@ -41,7 +41,9 @@ extension ConsoleState {
             say("Cannot \(request.operation.text): \(message)", .error)
             return []
         case .published(let receipt):
-            if case .publishing(let request) = overlay, request.preview.request.id == receipt.requestID { overlay = nil }
+            if case .publishing(let request) = overlay, request.preview.request.id == receipt.requestID {
+                overlay = nil
+            }
             say("Published v\(receipt.version): \(receipt.from.text) → \(receipt.to.text)", .success)
             return [.refresh]
         case .publishConflict(let conflict):
@@ -170,7 +172,8 @@ extension ConsoleState {
                 cancelWrite()
             case .submitted:
                 guard field.text.count >= 6 else {
-                    self.overlay = .stepUp(preview, reason: reason, field: field,
+                    self.overlay = .stepUp(
+                        preview, reason: reason, field: field,
                         error: "Type the 6-digit code from your authenticator app.")
                     return []
                 }

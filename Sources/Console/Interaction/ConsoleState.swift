@@ -20,7 +20,8 @@ public struct ConsoleState: Hashable, Sendable {
 
         public init(
             steps: [Int] = [100_000, 500_000, 1_000_000, 2_000_000, 5_000_000, 10_000_000], initialStep: Int = 2,
-            staleAfter: Instant.Duration = .milliseconds(5_000), utcOffsetSeconds: Int = 0, themeNames: [String] = ["default"],
+            staleAfter: Instant.Duration = .milliseconds(5_000), utcOffsetSeconds: Int = 0,
+            themeNames: [String] = ["default"],
             initialTheme: Int = 0
         ) {
             self.steps = steps.isEmpty ? [1_000_000] : steps
@@ -168,12 +169,4 @@ public enum Overlay: Hashable, Sendable {
     case history(entries: [ChangeRecord]?, cursor: ListCursor)
     /// The audit log; `log` is nil while loading.
     case audit(log: AuditLog?, cursor: ListCursor)
-
-    /// Overlays that keep every key to themselves, so that `q` types a letter instead of quitting.
-    var capturesText: Bool {
-        switch self {
-        case .valuePrompt, .reason, .stepUp: true
-        default: false
-        }
-    }
 }

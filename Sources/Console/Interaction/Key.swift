@@ -98,22 +98,28 @@ public struct KeyBinding: Hashable, Sendable {
 /// The key table of the main screen (htop, k9s and lazygit conventions); help and hints are generated from it.
 public enum KeyMap {
     public static let main: [KeyBinding] = [
-        KeyBinding([.character("+"), .right], .nudgeUp, .change, "raise the percentage by the current step",
+        KeyBinding(
+            [.character("+"), .right], .nudgeUp, .change, "raise the percentage by the current step",
             hint: ("+/-", "nudge", 1)),
         KeyBinding([.character("-"), .left], .nudgeDown, .change, "lower the percentage by the current step"),
         KeyBinding([.character("]")], .coarserStep, .change, "larger step", hint: ("[ ]", "step", 6)),
         KeyBinding([.character("[")], .finerStep, .change, "smaller step"),
         KeyBinding([.character("=")], .typeExact, .change, "type an exact percentage", hint: ("=", "set", 4)),
-        KeyBinding([.character("K")], .kill, .change, "kill switch: the flag off for everyone",
+        KeyBinding(
+            [.character("K")], .kill, .change, "kill switch: the flag off for everyone",
             hint: ("K", "kill", 2)),
-        KeyBinding([.character("r")], .resume, .change, "resume after a kill, at the percentage before it",
+        KeyBinding(
+            [.character("r")], .resume, .change, "resume after a kill, at the percentage before it",
             hint: ("r", "resume", 5)),
         KeyBinding([.character("u")], .rollbackLast, .change, "roll back the last change", hint: ("u", "undo", 3)),
-        KeyBinding([.character("h")], .showHistory, .look, "history of published changes",
+        KeyBinding(
+            [.character("h")], .showHistory, .look, "history of published changes",
             hint: ("h", "history", 7)),
-        KeyBinding([.character("a")], .showAudit, .look, "audit log, with its hash chain checked",
+        KeyBinding(
+            [.character("a")], .showAudit, .look, "audit log, with its hash chain checked",
             hint: ("a", "audit", 8)),
-        KeyBinding([.character("f")], .toggleFreeze, .look, "freeze the display (data keeps arriving)",
+        KeyBinding(
+            [.character("f")], .toggleFreeze, .look, "freeze the display (data keeps arriving)",
             hint: ("f", "freeze", 9)),
         KeyBinding([.character("t")], .nextTheme, .screen, "next theme", hint: ("t", "theme", 10)),
         KeyBinding([.control("l")], .redraw, .screen, "redraw the whole screen"),

@@ -164,7 +164,8 @@ public struct PublishConflict: Hashable, Sendable {
     /// Where the rollout stands now.
     public var current: RolloutPosition
 
-    public init(request: ChangeRequest, expectedVersion: String, intervening: [ChangeRecord], current: RolloutPosition) {
+    public init(request: ChangeRequest, expectedVersion: String, intervening: [ChangeRecord], current: RolloutPosition)
+    {
         self.request = request
         self.expectedVersion = expectedVersion
         self.intervening = intervening

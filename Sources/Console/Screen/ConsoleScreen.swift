@@ -97,6 +97,11 @@ enum HeaderBar {
         } else if state.frozen {
             let age = state.dataAge.map { " " + Format.duration($0) } ?? ""
             status = [Span(" ‖ FROZEN" + age + " ", .header, .reverse)]
+        } else if let age = state.dataAge, age.microseconds >= 1_000_000 {
+            // Whole seconds only: a fresh screen must not change on every tick (idle frames write nothing).
+            let seconds = age.microseconds / 1_000_000
+            let text = seconds < 60 ? "\(seconds)s" : Format.duration(age)
+            status = [Span(" ● " + text + " ago ", .header)]
         } else {
             status = [Span(" ● live ", .header)]
         }
@@ -109,7 +114,8 @@ enum HeaderBar {
             parts.append([Span(Describe.etag(header.etag), .header)])
             if header.stepUpEnabled { parts.append([Span("step-up on", .header)]) }
         }
-        let left: Line = [Span(" rollout", .header, .bold)]
+        let left: Line =
+            [Span(" rollout", .header, .bold)]
             + (header.map { [Span(" · " + $0.project, .header)] } ?? [])
         // Leave the store path at least a recognisable tail.
         let budget = max(0, row.width - left.width - 2 - 18)
@@ -157,7 +163,9 @@ enum Hints {
         case .confirm, .conflict:
             return [HintBar.Item("Tab ←→", "move"), HintBar.Item("Enter", "choose"), HintBar.Item("Esc", "cancel")]
         case .history, .audit:
-            return [HintBar.Item("↑↓ PgUp PgDn", "scroll"), HintBar.Item("Home End", "ends"), HintBar.Item("Esc", "close")]
+            return [
+                HintBar.Item("↑↓ PgUp PgDn", "scroll"), HintBar.Item("Home End", "ends"), HintBar.Item("Esc", "close"),
+            ]
         }
     }
 }

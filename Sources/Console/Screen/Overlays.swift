@@ -10,7 +10,9 @@ enum OverlayView {
             let now = state.model.map { MicroPercent.format($0.condition.desiredMicroPercent) } ?? "–"
             let inner = DialogBox.render(
                 title: [Span("Set the percentage", .dialog)],
-                lines: [[Span("Now " + now + ". New value, 0–100 with up to 6 decimals:", .text)], [], errorLine(error)],
+                lines: [
+                    [Span("Now " + now + ". New value, 0–100 with up to 6 decimals:", .text)], [], errorLine(error),
+                ],
                 buttons: nil, width: 60, into: &grid, area: area)
             TextInput.render(field, into: &grid, area: inner.row(1))
         case .preparing(let request):
@@ -47,8 +49,11 @@ enum OverlayView {
                 title: [Span("Publishing", .dialog)],
                 lines: [
                     Describe.change(request.preview.from, request.preview.to),
-                    [Span("compare-and-swap on v" + request.preview.baseVersion + " · etag "
-                        + Describe.etag(request.preview.baseETag), .muted)],
+                    [
+                        Span(
+                            "compare-and-swap on v" + request.preview.baseVersion + " · etag "
+                                + Describe.etag(request.preview.baseETag), .muted)
+                    ],
                     [Span("waiting for the store…", .muted)],
                 ], buttons: nil, width: 60, into: &grid, area: area)
         case .conflict(let conflict, let focus):
@@ -76,27 +81,48 @@ enum OverlayView {
         let indent = Span(String(repeating: " ", count: label))
         var lines: [Line] = []
         let delta = p.to.effectiveMicroPercent - p.from.effectiveMicroPercent
-        lines.append(row("AppAttestEnabled", Describe.change(p.from, p.to)
-            + (delta != 0 ? [Span("  (" + MicroPercent.formatPoints(delta) + ")", .muted)] : [])))
+        lines.append(
+            row(
+                "AppAttestEnabled",
+                Describe.change(p.from, p.to)
+                    + (delta != 0 ? [Span("  (" + MicroPercent.formatPoints(delta) + ")", .muted)] : [])))
         if p.eligibleDeviceChange >= 0 {
-            lines.append(row("Newly eligible", [Span(Format.count(p.eligibleDeviceChange), .accent),
-                Span(" devices", .text)]))
+            lines.append(
+                row(
+                    "Newly eligible",
+                    [
+                        Span(Format.count(p.eligibleDeviceChange), .accent),
+                        Span(" devices", .text),
+                    ]))
         } else {
-            lines.append(row("Losing the flag", [Span(Format.count(-p.eligibleDeviceChange), .accent),
-                Span(" devices", .text)]))
+            lines.append(
+                row(
+                    "Losing the flag",
+                    [
+                        Span(Format.count(-p.eligibleDeviceChange), .accent),
+                        Span(" devices", .text),
+                    ]))
         }
         if let load = p.load {
             let over = load.share > 1
-            lines.append(row("Attestation load", [
-                Span("≈ " + Format.rate(load.peakPerSecond) + "/s peak", .text),
-                Span(" · " + Format.roughShare(load.share) + " of " + Format.rate(load.budgetPerSecond)
-                    + "/s guidance ", .muted),
-                over ? Span("✗ over", .bad, .bold) : Span("✓ within", .ok),
-            ]))
+            lines.append(
+                row(
+                    "Attestation load",
+                    [
+                        Span("≈ " + Format.rate(load.peakPerSecond) + "/s peak", .text),
+                        Span(
+                            " · " + Format.roughShare(load.share) + " of " + Format.rate(load.budgetPerSecond)
+                                + "/s guidance ", .muted),
+                        over ? Span("✗ over", .bad, .bold) : Span("✓ within", .ok),
+                    ]))
             if let perDay = load.perDay, let daily = load.dailyBudget, daily > 0 {
                 let share = Double(perDay) / Double(daily)
-                lines.append([indent, Span("≈ " + Format.shortCount(perDay) + "/day · " + Format.roughShare(share)
-                    + " of " + Format.shortCount(daily) + "/day", share > 1 ? .bad : .muted)])
+                lines.append([
+                    indent,
+                    Span(
+                        "≈ " + Format.shortCount(perDay) + "/day · " + Format.roughShare(share)
+                            + " of " + Format.shortCount(daily) + "/day", share > 1 ? .bad : .muted),
+                ])
             }
         } else {
             lines.append(row("Attestation load", [Span("no new attestations", .muted)]))
@@ -104,8 +130,13 @@ enum OverlayView {
         let reasons = p.guardrail.reasons.isEmpty ? [""] : p.guardrail.reasons
         lines.append(row("Guardrail", [p.guardrail.verdict.label, Span("  " + reasons[0], .text)]))
         for reason in reasons.dropFirst().prefix(2) { lines.append([indent, Span(reason, .text)]) }
-        lines.append(row("Publishes on", [Span("v" + p.baseVersion + " · etag " + Describe.etag(p.baseETag), .text),
-            Span(" (compare-and-swap)", .muted)]))
+        lines.append(
+            row(
+                "Publishes on",
+                [
+                    Span("v" + p.baseVersion + " · etag " + Describe.etag(p.baseETag), .text),
+                    Span(" (compare-and-swap)", .muted),
+                ]))
         var next: [String] = []
         if p.requiresReason { next.append("a reason") }
         if p.requiresStepUp { next.append("a step-up code") }
@@ -121,9 +152,11 @@ enum OverlayView {
         ]
         for record in c.intervening.prefix(4) {
             lines.append(
-                [Span("  v" + record.version + "  ", .accent),
+                [
+                    Span("  v" + record.version + "  ", .accent),
                     Span(Format.time(record.at, utcOffsetSeconds: state.configuration.utcOffsetSeconds) + "  ", .muted),
-                    Span(record.actor + "  ", .text)] + Describe.change(record.from, record.to)
+                    Span(record.actor + "  ", .text),
+                ] + Describe.change(record.from, record.to)
                     + (record.reason.isEmpty ? [] : [Span("  “" + record.reason + "”", .muted)]))
         }
         if c.intervening.count > 4 {
@@ -155,7 +188,8 @@ enum OverlayView {
         _ entries: [ChangeRecord]?, _ cursor: ListCursor, _ state: ConsoleState, into grid: inout Grid, area: Rect
     ) {
         let status: Line = entries.map { [Span(Format.count($0.count) + " changes", .muted)] } ?? []
-        let inner = Frame(title: [Span("History", .title)], status: status, role: .dialog).render(into: &grid, area: area)
+        let inner = Frame(title: [Span("History", .title)], status: status, role: .dialog).render(
+            into: &grid, area: area)
         let offset = state.configuration.utcOffsetSeconds
         let wide = inner.width >= 110
         let columns: [(String, Int)] = [
@@ -163,7 +197,8 @@ enum OverlayView {
             ("Change", 24), ("Kind", 9), ("Why", 0),
         ]
         ListView.render(
-            header: columns, rows: entries?.map { r in
+            header: columns,
+            rows: entries?.map { r in
                 [
                     Span("v" + r.version, .accent), Span(Format.dateTime(r.at, utcOffsetSeconds: offset), .muted),
                     Span(r.actor, .text), Span(r.from.text + " → " + r.to.text, r.to.killed ? .bad : .text),
@@ -197,7 +232,8 @@ enum OverlayView {
             ("Outcome", 14), ("Detail", 0),
         ]
         ListView.render(
-            header: columns, rows: log?.entries.map { e in
+            header: columns,
+            rows: log?.entries.map { e in
                 [
                     Span(String(e.sequence), .muted), Span(Format.dateTime(e.at, utcOffsetSeconds: offset), .muted),
                     Span(e.actor, .text), Span(e.action, .text),
@@ -265,7 +301,8 @@ enum ListView {
             for (j, (_, width)) in header.enumerated() where j < row.count {
                 let w = width == 0 ? max(0, body.maxX - cx) : width
                 let span = row[j]
-                grid.write(span.text, x: cx, y: y, role: span.role, attributes: span.attributes, limit: max(0, w - 1),
+                grid.write(
+                    span.text, x: cx, y: y, role: span.role, attributes: span.attributes, limit: max(0, w - 1),
                     clip: body)
                 cx += w
             }

@@ -10,10 +10,14 @@ enum PanelText {
         func row(_ name: String, _ value: Line) -> Line { [Span(Format.pad(name, label), .muted)] + value }
         var lines: [Line] = [
             [Span(c.expression, .accent)],
-            row("Desired", [Span(MicroPercent.format(c.desiredMicroPercent), .accent), Span("  observed ", .muted)]
-                + Describe.observed(c)),
-            row("Propagated", Gauge.line(c.propagation, width: max(4, min(20, width - label - 7)))
-                + [Span(" " + (c.propagation.map { Format.share($0) } ?? "–"), .text)]),
+            row(
+                "Desired",
+                [Span(MicroPercent.format(c.desiredMicroPercent), .accent), Span("  observed ", .muted)]
+                    + Describe.observed(c)),
+            row(
+                "Propagated",
+                Gauge.line(c.propagation, width: max(4, min(20, width - label - 7)))
+                    + [Span(" " + (c.propagation.map { Format.share($0) } ?? "–"), .text)]),
             row("Exposed", [Span(c.exposedBand.text, .text)]),
             row("Control", [Span(c.controlBand?.text ?? "none at 100%", .text)]),
             row("State", stateLine(c, s)),
@@ -61,11 +65,14 @@ enum PanelText {
                 Span(Format.padLeft(value(c.control.crashFreeSessions, c.control.sessions), column), .text),
             ],
         ]
-        let difference = row("Difference", Describe.difference(c.difference, detail: false),
+        let difference = row(
+            "Difference", Describe.difference(c.difference, detail: false),
             optional: Describe.differenceDetail(c.difference))
-        let detectable = row("Detectable", [
-            Span(c.minimumDetectableEffect.map { "±" + Format.fixed($0, 3) + " pts" } ?? "–", .text)
-        ], optional: [Span(" at this exposure", .muted)])
+        let detectable = row(
+            "Detectable",
+            [
+                Span(c.minimumDetectableEffect.map { "±" + Format.fixed($0, 3) + " pts" } ?? "–", .text)
+            ], optional: [Span(" at this exposure", .muted)])
         let verdict = verdictLines(c, width: width)
         // The verdict and its reasons matter most: when rows run short, the detectable effect makes way first.
         var lines = table + [difference]
@@ -107,7 +114,10 @@ enum PanelText {
         let budget = Describe.percentOfBudget(attemptsPerMinute, a.budgetPerMinute)
         if !budget.isEmpty { first += [Span("   ")] + budget }
         func window(_ name: String, _ success: Double, _ failure: Double) -> Line {
-            [Span(name + " ", .muted), Span("✓" + Format.rate(success), .text), Span(" ✗" + Format.rate(failure), .text)]
+            [
+                Span(name + " ", .muted), Span("✓" + Format.rate(success), .text),
+                Span(" ✗" + Format.rate(failure), .text),
+            ]
         }
         let second: Line =
             [Span("per min  ", .muted)]
@@ -184,7 +194,10 @@ enum PanelText {
                 let change = Describe.change(c.from, c.to)
                 let padding = max(1, changeWidth - change.width)
                 return [time, Span(Format.pad(c.actor, actorWidth) + " ", .text)] + change
-                    + [Span(String(repeating: " ", count: padding), .text), Span(Format.pad(c.kind.rawValue, 9), .muted)]
+                    + [
+                        Span(String(repeating: " ", count: padding), .text),
+                        Span(Format.pad(c.kind.rawValue, 9), .muted),
+                    ]
                     + (c.reason.isEmpty ? [] : [Span("“" + c.reason + "”", .text)])
             case .event(let e):
                 return [time, Span(e.severity.symbol + " ", e.severity.role, .bold), Span(e.text, e.severity.role)]
@@ -207,13 +220,19 @@ enum BoxedLayout {
         let (conditionArea, crashArea) = top.splitLeft(w / 2)
         let stale: Line = s.isStale ? [Span("! stale", .warn, .bold)] : []
 
-        let conditionInner = Frame(title: [Span("Condition", .title)], status: stale.isEmpty
-            ? [Span(m.condition.parameter, .muted)] : stale)
-            .render(into: &grid, area: conditionArea)
-        grid.draw(PanelText.condition(m, s, width: conditionInner.width, rows: conditionInner.height), in: conditionInner)
+        let conditionInner = Frame(
+            title: [Span("Condition", .title)],
+            status: stale.isEmpty
+                ? [Span(m.condition.parameter, .muted)] : stale
+        )
+        .render(into: &grid, area: conditionArea)
+        grid.draw(
+            PanelText.condition(m, s, width: conditionInner.width, rows: conditionInner.height), in: conditionInner)
 
-        let crashInner = Frame(title: [Span("Crash", .title)], status: stale.isEmpty ? PanelText.guardrails(m.crash) : stale)
-            .render(into: &grid, area: crashArea)
+        let crashInner = Frame(
+            title: [Span("Crash", .title)], status: stale.isEmpty ? PanelText.guardrails(m.crash) : stale
+        )
+        .render(into: &grid, area: crashArea)
         grid.draw(PanelText.crash(m, width: crashInner.width, rows: crashInner.height), in: crashInner)
 
         let minutes = m.attestation.perMinute.count
@@ -259,36 +278,57 @@ enum CompactLayout {
             Span(Format.rate(attemptsPerMinute), .text), Span("/min  ", .muted),
         ]
         let sections: [(String, [Line])] = [
-            ("Condition", [
-                [Span(c.expression, .accent)],
-                [Span("desired ", .muted), Span(MicroPercent.format(c.desiredMicroPercent), .accent),
-                    Span("  observed ", .muted)] + Describe.observed(c),
-                PanelText.stateLine(c, s)
-                    + [Span("  propagated ", .muted), Span(c.propagation.map { Format.share($0) } ?? "–", .text)],
-                [Span("exposed ", .muted), Span(c.exposedBand.text, .text), Span("  control ", .muted),
-                    Span(c.controlBand?.text ?? "none", .text), Span("  seed ", .muted), Span(c.seed, .text)],
-            ]),
-            ("Attest", [
-                totals + Sparkline(values: a.perMinute.map(\.attempts)).lines(width: max(0, content - totals.width), rows: 1)
+            (
+                "Condition",
+                [
+                    [Span(c.expression, .accent)],
+                    [
+                        Span("desired ", .muted), Span(MicroPercent.format(c.desiredMicroPercent), .accent),
+                        Span("  observed ", .muted),
+                    ] + Describe.observed(c),
+                    PanelText.stateLine(c, s)
+                        + [Span("  propagated ", .muted), Span(c.propagation.map { Format.share($0) } ?? "–", .text)],
+                    [
+                        Span("exposed ", .muted), Span(c.exposedBand.text, .text), Span("  control ", .muted),
+                        Span(c.controlBand?.text ?? "none", .text), Span("  seed ", .muted), Span(c.seed, .text),
+                    ],
+                ]
+            ),
+            (
+                "Attest",
+                [
+                    totals + Sparkline(values: a.perMinute.map(\.attempts)).lines(
+                        width: max(0, content - totals.width), rows: 1
+                    )
                     .first!,
-                Describe.percentOfBudget(attemptsPerMinute, a.budgetPerMinute) + [Span("  ")]
-                    + PanelText.failureLine(a),
-            ]),
-            ("Crash", [
-                [Span("users ", .muted), Span(Describe.crashFree(k.exposed.crashFreeUsers), .text),
-                    Span(" vs ", .muted), Span(Describe.crashFree(k.control.crashFreeUsers), .text),
-                    Span("  sessions ", .muted), Span(Describe.crashFree(k.exposed.crashFreeSessions), .text),
-                    Span(" vs ", .muted), Span(Describe.crashFree(k.control.crashFreeSessions), .text)],
-                [Span("Δ users ", .muted)] + Describe.difference(k.difference, detail: false)
-                    + [Span("  detectable ", .muted),
-                        Span(k.minimumDetectableEffect.map { "±" + Format.fixed($0, 3) } ?? "–", .text)],
-                [k.verdict.label, Span("  " + (k.reasons.first ?? ""), .text)],
-            ]),
+                    Describe.percentOfBudget(attemptsPerMinute, a.budgetPerMinute) + [Span("  ")]
+                        + PanelText.failureLine(a),
+                ]
+            ),
+            (
+                "Crash",
+                [
+                    [
+                        Span("users ", .muted), Span(Describe.crashFree(k.exposed.crashFreeUsers), .text),
+                        Span(" vs ", .muted), Span(Describe.crashFree(k.control.crashFreeUsers), .text),
+                        Span("  sessions ", .muted), Span(Describe.crashFree(k.exposed.crashFreeSessions), .text),
+                        Span(" vs ", .muted), Span(Describe.crashFree(k.control.crashFreeSessions), .text),
+                    ],
+                    [Span("Δ users ", .muted)] + Describe.difference(k.difference, detail: false)
+                        + [
+                            Span("  detectable ", .muted),
+                            Span(k.minimumDetectableEffect.map { "±" + Format.fixed($0, 3) } ?? "–", .text),
+                        ],
+                    [k.verdict.label, Span("  " + (k.reasons.first ?? ""), .text)],
+                ]
+            ),
         ]
         var y = body.y
         for (name, lines) in sections {
             for (i, line) in lines.enumerated() where y < body.maxY {
-                if i == 0 { grid.write(name, x: body.x + 1, y: y, role: .title, attributes: .bold, limit: labelWidth - 1) }
+                if i == 0 {
+                    grid.write(name, x: body.x + 1, y: y, role: .title, attributes: .bold, limit: labelWidth - 1)
+                }
                 grid.write(line, x: body.x + labelWidth, y: y, limit: content)
                 y += 1
             }

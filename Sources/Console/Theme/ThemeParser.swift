@@ -89,7 +89,8 @@ extension Theme {
                     } else if looksLikeColour(word) || !foregroundSet {
                         throw fail(badColour(word, key))
                     } else {
-                        throw fail("unexpected '\(word)' in '\(key)'; write COLOUR [on COLOUR] [bold underline reverse dim]")
+                        throw fail(
+                            "unexpected '\(word)' in '\(key)'; write COLOUR [on COLOUR] [bold underline reverse dim]")
                     }
                     i += 1
                 }

@@ -61,7 +61,8 @@ public struct Frame: Sendable {
             let statusRoom = room - titleWidth - 1
             let statusWidth = status.isEmpty ? 0 : min(statusRoom, status.width + 2)
             if statusWidth > 2 {
-                grid.drawRight([Span(" ", role)] + status + [Span(" ", role)],
+                grid.drawRight(
+                    [Span(" ", role)] + status + [Span(" ", role)],
                     in: Rect(x: right - 1 - statusWidth, y: top, width: statusWidth, height: 1))
             }
         }
