@@ -87,10 +87,9 @@ public enum ConsoleApp {
         let depth = ColorDepth.detect(
             colors: screen.colorCount, noColorFlag: options.noColor, environment: options.environment)
         let themes = options.themes.map { $0.resolved(for: depth) }
-        var configuration = options.state
-        configuration = ConsoleState.Configuration(
-            steps: configuration.steps, initialStep: configuration.initialStep, staleAfter: configuration.staleAfter,
-            utcOffsetSeconds: configuration.utcOffsetSeconds, themeNames: options.themes.map(\.name), initialTheme: 0)
+        let configuration = ConsoleState.Configuration(
+            steps: options.state.steps, initialStep: options.state.initialStep, staleAfter: options.state.staleAfter,
+            utcOffsetSeconds: options.state.utcOffsetSeconds, themeNames: options.themes.map(\.name), initialTheme: 0)
         var state = ConsoleState(configuration: configuration, screenSize: screen.size)
 
         let mailbox = Mailbox()

@@ -579,6 +579,6 @@ struct HeaderFreshnessTests {
         _ = s.handle(.tick(Fixture.now + .milliseconds(12_000)))
         #expect(Self.header(s).hasSuffix("! STALE 12s old "))
         _ = s.handle(.key(.character("f")))
-        #expect(Self.header(s).hasSuffix("! STALE 12s old "), "stale wins over frozen")
+        #expect(Self.header(s).hasSuffix("‖ FROZEN 12s "), "a frozen display says so instead of stale")
     }
 }

@@ -138,7 +138,8 @@ public enum KeyMap {
         ("Tab ← →", "move between buttons (Cancel has the focus when a dialog opens)"),
         ("Enter", "act on the focused button; submit a prompt"),
         ("Esc", "cancel at once, from any dialog or prompt"),
-        ("↑ ↓ PgUp PgDn", "scroll history, audit and help"),
-        ("Home End", "first and last entry"),
+        ("↑ ↓ j k", "scroll history, audit and help by a line"),
+        ("PgUp PgDn Space", "scroll by a page"),
+        ("Home End g G", "first and last entry"),
     ]
 }

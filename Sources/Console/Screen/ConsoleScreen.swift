@@ -91,12 +91,13 @@ enum HeaderBar {
         var status: Line
         if state.model == nil {
             status = [Span(" … waiting ", .header, .reverse)]
+        } else if state.frozen {
+            // Frozen on purpose: say so, with the age of what is shown, rather than calling it stale.
+            let age = state.dataAge.map { " " + Format.duration($0) } ?? ""
+            status = [Span(" ‖ FROZEN" + age + " ", .header, .reverse)]
         } else if state.isStale {
             let age = state.dataAge.map { " " + Format.duration($0) + " old" } ?? ""
             status = [Span(" ! STALE" + age + " ", .alert)]
-        } else if state.frozen {
-            let age = state.dataAge.map { " " + Format.duration($0) } ?? ""
-            status = [Span(" ‖ FROZEN" + age + " ", .header, .reverse)]
         } else if let age = state.dataAge, age.microseconds >= 1_000_000 {
             // Whole seconds only: a fresh screen must not change on every tick (idle frames write nothing).
             let seconds = age.microseconds / 1_000_000
