@@ -16,31 +16,42 @@ final class TerminalSession {
 
     let socket: String
     let tmux: String
+    /// Where the wrapper shell writes the program's exit status (tmux's own `pane_dead_status` is sometimes
+    /// never filled in when the server misses the child's exit).
+    let statusFile: URL
     private var closed = false
 
     /// Starts `command` (program and arguments, quoted for the shell here) in a `width`×`height` pane.
     ///
-    /// `environment` is set for the program; a nil value removes the variable (e.g. `["TERM": nil]`).
+    /// `environment` is set for the program; a nil value removes the variable (e.g. `["TERM": nil]`). The program
+    /// runs under a small shell that records its exit status; that shell catches SIGINT, so Ctrl-C reaches the
+    /// program the way it would in a terminal and the shell still writes the status afterwards. Closing the
+    /// session hangs up the terminal, which ends both.
     init(
         _ command: [String], width: Int = 80, height: Int = 24, environment: [String: String?] = [:],
         terminal: String = "tmux-256color", directory: URL? = nil
     ) throws {
         tmux = try Self.findTmux()
-        socket = "rollout-e2e-\(UUID().uuidString.prefix(8))"
+        let id = UUID().uuidString.prefix(8)
+        socket = "rollout-e2e-\(id)"
+        statusFile = FileManager.default.temporaryDirectory.appendingPathComponent("rollout-e2e-\(id).status")
         // env takes its options (-u NAME) before the assignments.
         var env = ["env"]
         let sorted = environment.sorted { $0.key < $1.key }
         for (key, value) in sorted where value == nil { env += ["-u", key] }
         for (key, value) in sorted { if let value { env.append("\(key)=\(value)") } }
-        var shell = (env + command).map(Self.quote).joined(separator: " ")
-        if let directory { shell = "cd \(Self.quote(directory.path)) && exec " + shell }
-        try run([
-            "start-server", ";",
-            "set-option", "-g", "default-terminal", terminal, ";",
-            "set-option", "-g", "remain-on-exit", "on", ";",
-            "set-option", "-g", "history-limit", "0", ";",
-            "new-session", "-d", "-s", "main", "-x", String(width), "-y", String(height), shell,
-        ])
+        // Several arguments make tmux run the wrapper directly, without a shell of its own in between, so the
+        // program is the wrapper's only child.
+        let wrapper = "trap : INT; \"$@\"; echo $? > \(Self.quote(statusFile.path))"
+        let directoryOption = directory.map { ["-c", $0.path] } ?? []
+        try run(
+            [
+                "start-server", ";",
+                "set-option", "-g", "default-terminal", terminal, ";",
+                "set-option", "-g", "remain-on-exit", "on", ";",
+                "set-option", "-g", "history-limit", "0", ";",
+                "new-session", "-d", "-s", "main", "-x", String(width), "-y", String(height),
+            ] + directoryOption + ["sh", "-c", wrapper, "rollout-e2e"] + env + command)
     }
 
     deinit { close() }
@@ -50,6 +61,7 @@ final class TerminalSession {
         guard !closed else { return }
         closed = true
         _ = try? run(["kill-server"], check: false)
+        try? FileManager.default.removeItem(at: statusFile)
     }
 
     /// The pane's text, one line per row, trailing spaces removed.
@@ -104,29 +116,56 @@ final class TerminalSession {
         try run(["resize-window", "-t", "main", "-x", String(width), "-y", String(height)])
     }
 
-    /// The program's exit status once it has ended, waiting up to `timeout`.
+    /// The program's exit status once it has ended (128 + N when signal N ended it), waiting up to `timeout`.
     func exitStatus(timeout: TimeInterval = 10) throws -> Int32 {
         let deadline = Date(timeIntervalSinceNow: timeout)
         repeat {
-            let fields = try run(["display-message", "-p", "-t", "main", "#{pane_dead} #{pane_dead_status}"])
-                .split(separator: " ")
-            if fields.first == "1", fields.count > 1,
-                let status = Int32(fields[1].trimmingCharacters(in: .whitespacesAndNewlines))
+            if let text = try? String(contentsOf: statusFile, encoding: .utf8),
+                let status = Int32(text.trimmingCharacters(in: .whitespacesAndNewlines))
             {
                 return status
             }
             usleep(20_000)
         } while Date() < deadline
-        throw Failure(description: "the program still runs after \(timeout)s; the screen was:\n\(try screen())")
+        throw Failure(
+            description: "the program still runs after \(timeout)s; processes: \(processTree()); the screen was:\n"
+                + (try screen()))
     }
 
-    /// The process id of the program in the pane (to send it a signal).
-    func programPID() throws -> Int32 {
+    /// The pane's processes with their state and signal masks, for failure messages.
+    func processTree() -> String {
+        guard let text = try? run(["display-message", "-p", "-t", "main", "#{pane_pid}"]),
+            let root = Int32(text.trimmingCharacters(in: .whitespacesAndNewlines))
+        else { return "unknown" }
+        var out: [String] = []
+        var queue = [root]
+        while let pid = queue.first {
+            queue.removeFirst()
+            let status = (try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8)) ?? ""
+            let fields = status.split(separator: "\n").filter {
+                $0.hasPrefix("Name") || $0.hasPrefix("State") || $0.hasPrefix("SigBlk") || $0.hasPrefix("SigIgn")
+                    || $0.hasPrefix("SigCgt")
+            }
+            out.append("\(pid)[" + fields.joined(separator: ", ") + "]")
+            let children = (try? String(contentsOfFile: "/proc/\(pid)/task/\(pid)/children", encoding: .utf8)) ?? ""
+            queue += children.split(separator: " ").compactMap { Int32($0) }
+        }
+        return out.joined(separator: " ")
+    }
+
+    /// The process id of the program (the child of the pane's wrapper shell), to send it a signal.
+    func programPID(timeout: TimeInterval = 5) throws -> Int32 {
         let text = try run(["display-message", "-p", "-t", "main", "#{pane_pid}"])
-        guard let pid = Int32(text.trimmingCharacters(in: .whitespacesAndNewlines)) else {
+        guard let shell = Int32(text.trimmingCharacters(in: .whitespacesAndNewlines)) else {
             throw Failure(description: "no pane pid in '\(text)'")
         }
-        return pid
+        let deadline = Date(timeIntervalSinceNow: timeout)
+        repeat {
+            let children = (try? String(contentsOfFile: "/proc/\(shell)/task/\(shell)/children", encoding: .utf8)) ?? ""
+            if let first = children.split(separator: " ").first, let pid = Int32(first) { return pid }
+            usleep(20_000)
+        } while Date() < deadline
+        throw Failure(description: "the pane's shell \(shell) has no child process")
     }
 
     @discardableResult
@@ -143,16 +182,18 @@ final class TerminalSession {
     /// Not `Foundation.Process`: children it starts from the test runner inherit a mask blocking SIGCHLD and
     /// SIGTERM, and a tmux server started that way never notices its panes exit and ignores `kill-server`.
     static func spawn(_ program: String, _ arguments: [String]) throws -> (Int32, String) {
+        // Close-on-exec from the start: tests run in parallel, and a pipe end leaking into another test's tmux
+        // server (which lives on) would keep this read from ever seeing the end of the output.
         var fds: [Int32] = [-1, -1]
-        guard pipe(&fds) == 0 else { throw Failure(description: "pipe failed") }
+        guard GlibcExtensions.pipe2(&fds, O_CLOEXEC) == 0 else { throw Failure(description: "pipe failed") }
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
         posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
         posix_spawn_file_actions_adddup2(&actions, fds[1], 1)
         posix_spawn_file_actions_adddup2(&actions, fds[1], 2)
-        posix_spawn_file_actions_addclose(&actions, fds[0])
-        posix_spawn_file_actions_addclose(&actions, fds[1])
+        // Nothing else of the test runner's (sockets, other tests' pipes) may reach the long-lived tmux server.
+        GlibcExtensions.closeFrom(&actions, 3)
         var attributes = posix_spawnattr_t()
         posix_spawnattr_init(&attributes)
         defer { posix_spawnattr_destroy(&attributes) }
@@ -207,4 +248,23 @@ final class TerminalSession {
 
 private func closeDescriptor(_ fd: Int32) {
     _ = close(fd)
+}
+
+/// GNU extensions the Glibc module does not export (they need _GNU_SOURCE); looked up by name once.
+private enum GlibcExtensions {
+    typealias Pipe2 = @convention(c) (UnsafeMutablePointer<Int32>, Int32) -> Int32
+    typealias CloseFrom = @convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>, Int32) -> Int32
+
+    static let pipe2Function = dlsym(dlopen(nil, RTLD_NOW), "pipe2").map { unsafeBitCast($0, to: Pipe2.self) }
+    static let closeFromFunction = dlsym(dlopen(nil, RTLD_NOW), "posix_spawn_file_actions_addclosefrom_np")
+        .map { unsafeBitCast($0, to: CloseFrom.self) }
+
+    static func pipe2(_ fds: UnsafeMutablePointer<Int32>, _ flags: Int32) -> Int32 {
+        guard let f = pipe2Function else { return -1 }
+        return f(fds, flags)
+    }
+
+    static func closeFrom(_ actions: UnsafeMutablePointer<posix_spawn_file_actions_t>, _ lowest: Int32) {
+        _ = closeFromFunction?(actions, lowest)
+    }
 }

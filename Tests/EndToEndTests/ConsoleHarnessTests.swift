@@ -50,3 +50,20 @@ struct ConsoleHarnessTests {
         #expect(throws: TerminalSession.Failure.self) { try session.waitFor("never shown", timeout: 0.3) }
     }
 }
+
+extension ConsoleHarnessTests {
+    @Test("Ctrl-C and signals reach the program; the exit status says which")
+    func signals() throws {
+        let session = try TerminalSession(["sh", "-c", "echo waiting; sleep 30"])
+        defer { session.close() }
+        try session.waitFor("waiting")
+        try session.press("C-c")
+        #expect(try session.exitStatus() == 130)
+
+        let second = try TerminalSession(["sleep", "30"])
+        defer { second.close() }
+        let pid = try second.programPID()
+        #expect(kill(pid, SIGTERM) == 0)
+        #expect(try second.exitStatus() == 143)
+    }
+}
