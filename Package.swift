@@ -31,7 +31,7 @@ let package = Package(
         .target(name: "Telemetry", dependencies: ["JSON", "Timekeeping", "Rollout"], swiftSettings: strict),
         .target(name: "StepUp", dependencies: ["Crypto", "CQRencode", "Timekeeping", "Rollout"], swiftSettings: strict),
         .target(name: "AppCheck", dependencies: ["Crypto", "COpenSSL", "JSON", "Timekeeping"], swiftSettings: strict),
-        .target(name: "Console", dependencies: ["Rollout", "Telemetry", "Timekeeping"], swiftSettings: strict),
+        .target(name: "Console", dependencies: ["RemoteConfig", "Timekeeping"], swiftSettings: strict),
 
         // Adapters.
         .target(name: "Store", dependencies: ["CSQLite", "JSON", "Crypto", "RemoteConfig", "Rollout", "Telemetry", "AppCheck", "StepUp", "Timekeeping"], swiftSettings: strict),

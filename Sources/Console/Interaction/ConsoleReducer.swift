@@ -118,7 +118,7 @@ extension ConsoleState {
                 return []
             case .submitted:
                 do {
-                    let micro = try MicroPercent.parse(field.text)
+                    let micro = try PercentText.parse(field.text)
                     return startChange(.set(microPercent: micro))
                 } catch {
                     self.overlay = .valuePrompt(field: field, error: error.description)
@@ -226,12 +226,12 @@ extension ConsoleState {
         case .nudgeDown: return startChange(.nudge(by: -step))
         case .finerStep:
             stepIndex = max(0, stepIndex - 1)
-            say("Step \(MicroPercent.format(step))", .info)
+            say("Step \(PercentText.format(step))", .info)
         case .coarserStep:
             stepIndex = min(configuration.steps.count - 1, stepIndex + 1)
-            say("Step \(MicroPercent.format(step))", .info)
+            say("Step \(PercentText.format(step))", .info)
         case .typeExact:
-            let current = model.map { MicroPercent.formatNumber($0.condition.desiredMicroPercent) } ?? ""
+            let current = model.map { PercentText.formatNumber($0.condition.desiredMicroPercent) } ?? ""
             overlay = .valuePrompt(field: TextField(current, content: .decimal, maxLength: 12), error: nil)
         case .kill: return startChange(.kill)
         case .resume: return startChange(.resume)

@@ -16,8 +16,8 @@ public enum ChangeOperation: Hashable, Sendable {
     /// A short description: `nudge +1 pt`, `set 12.5%`, `kill`.
     public var text: String {
         switch self {
-        case .nudge(let by): "nudge " + MicroPercent.formatPoints(by)
-        case .set(let m): "set " + MicroPercent.format(m)
+        case .nudge(let by): "nudge " + PercentText.formatPoints(by)
+        case .set(let m): "set " + PercentText.format(m)
         case .kill: "kill switch"
         case .resume: "resume"
         case .rollbackLast: "roll back the last change"
@@ -28,7 +28,7 @@ public enum ChangeOperation: Hashable, Sendable {
     public func target(from position: RolloutPosition) -> RolloutPosition? {
         switch self {
         case .nudge(let by):
-            return RolloutPosition(microPercent: min(MicroPercent.whole, max(0, position.microPercent + by)))
+            return RolloutPosition(microPercent: min(PercentText.whole, max(0, position.microPercent + by)))
         case .set(let m): return RolloutPosition(microPercent: m)
         case .kill: return RolloutPosition(microPercent: position.microPercent, killed: true)
         case .resume: return RolloutPosition(microPercent: position.microPercent, killed: false)

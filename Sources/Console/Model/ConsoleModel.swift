@@ -90,7 +90,7 @@ public struct PercentileBand: Hashable, Sendable {
 
     /// `[0, 12.5]` or `(50, 62.5]`, in percent.
     public var text: String {
-        (includesLower ? "[" : "(") + MicroPercent.formatNumber(lower) + ", " + MicroPercent.formatNumber(upper) + "]"
+        (includesLower ? "[" : "(") + PercentText.formatNumber(lower) + ", " + PercentText.formatNumber(upper) + "]"
     }
 }
 
@@ -298,7 +298,7 @@ public struct RolloutPosition: Hashable, Sendable {
 
     /// `12.5%`, or `killed (12.5%)`.
     public var text: String {
-        killed ? "killed (" + MicroPercent.format(microPercent) + ")" : MicroPercent.format(microPercent)
+        killed ? "killed (" + PercentText.format(microPercent) + ")" : PercentText.format(microPercent)
     }
 
     /// Share of users with the flag on.

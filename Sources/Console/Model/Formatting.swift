@@ -1,7 +1,11 @@
+import RemoteConfig
 import Timekeeping
 
-/// Micro-percent values (the unit of Firebase percent conditions: 1% = 1,000,000) and their exact text.
-public enum MicroPercent {
+/// Percent text for the console: micro-percent integers (1% = 1,000,000) shown and typed exactly.
+///
+/// The arithmetic and the exact decimal conversion are RemoteConfig's `MicroPercent`; this adds the console's
+/// units (`%`, `pt`) and messages written for a person at a prompt.
+public enum PercentText {
     /// 100%.
     public static let whole = 100_000_000
     /// 1 percentage point.
@@ -14,22 +18,8 @@ public enum MicroPercent {
 
     /// As `format` but without the `%` sign (used in condition bands and in the exact-value prompt).
     public static func formatNumber(_ micro: Int, sign: Bool = false) -> String {
-        let negative = micro < 0
-        let m = micro.magnitude
-        let whole = m / 1_000_000
-        var fraction = m % 1_000_000
-        var text = String(whole)
-        if fraction > 0 {
-            var digits = 6
-            while fraction % 10 == 0 {
-                fraction /= 10
-                digits -= 1
-            }
-            let f = String(fraction)
-            text += "." + String(repeating: "0", count: digits - f.count) + f
-        }
-        if negative { return "-" + text }
-        return sign ? "+" + text : text
+        let m = RemoteConfig.MicroPercent(Int64(micro))
+        return sign ? m.signedText : m.decimalText
     }
 
     /// Formats a change in percentage points, signed: `+1 pt`, `-2.5 pts`.
@@ -61,25 +51,17 @@ public enum MicroPercent {
         if text.last == "%" { text = text.dropLast() }
         while text.last == " " { text = text.dropLast() }
         guard !text.isEmpty else { throw .empty }
-        let parts = text.split(separator: ".", maxSplits: 1, omittingEmptySubsequences: false)
-        let wholeText = parts[0]
-        let fractionText = parts.count > 1 ? parts[1] : ""
-        let digits = Set("0123456789")
-        guard !(wholeText.isEmpty && fractionText.isEmpty), wholeText.allSatisfy(digits.contains),
-            fractionText.allSatisfy(digits.contains)
-        else { throw .notANumber(String(text)) }
-        guard fractionText.count <= 6 else { throw .tooPrecise(String(text)) }
-        let trimmedWhole = wholeText.drop(while: { $0 == "0" })
-        guard trimmedWhole.count <= 3, let whole = Int(trimmedWhole.isEmpty ? "0" : String(trimmedWhole)) else {
-            throw .outOfRange(String(text))
+        let value: RemoteConfig.MicroPercent
+        do {
+            value = try RemoteConfig.MicroPercent.parse(String(text))
+        } catch {
+            if error.reason.hasPrefix("at most 6 decimals") { throw .tooPrecise(String(text)) }
+            if error.reason.hasPrefix("out of range") { throw .outOfRange(String(text)) }
+            throw .notANumber(String(text))
         }
-        let fraction = Int(fractionText + String(repeating: "0", count: 6 - fractionText.count)) ?? 0
-        let micro = whole * 1_000_000 + fraction
-        guard micro <= whole100 else { throw .outOfRange(String(text)) }
-        return micro
+        guard value.isValidPercentage else { throw .outOfRange(String(text)) }
+        return Int(value.value)
     }
-
-    private static let whole100 = 100_000_000
 }
 
 /// Number, ratio, rate, time and duration text for the console, all locale-independent.

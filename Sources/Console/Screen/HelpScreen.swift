@@ -9,7 +9,7 @@ public enum HelpScreen {
             for binding in KeyMap.main where binding.group == group {
                 var help = binding.help
                 if binding.intent == .nudgeUp || binding.intent == .nudgeDown {
-                    help += " (now " + MicroPercent.format(state.step) + ")"
+                    help += " (now " + PercentText.format(state.step) + ")"
                 }
                 if binding.intent == .nextTheme { help += " (now " + state.themeName + ")" }
                 lines.append([

@@ -7,7 +7,7 @@ enum OverlayView {
         case .help(let scroll):
             renderHelp(state, scroll: scroll, into: &grid, area: area)
         case .valuePrompt(let field, let error):
-            let now = state.model.map { MicroPercent.format($0.condition.desiredMicroPercent) } ?? "–"
+            let now = state.model.map { PercentText.format($0.condition.desiredMicroPercent) } ?? "–"
             let inner = DialogBox.render(
                 title: [Span("Set the percentage", .dialog)],
                 lines: [
@@ -85,7 +85,7 @@ enum OverlayView {
             row(
                 "AppAttestEnabled",
                 Describe.change(p.from, p.to)
-                    + (delta != 0 ? [Span("  (" + MicroPercent.formatPoints(delta) + ")", .muted)] : [])))
+                    + (delta != 0 ? [Span("  (" + PercentText.formatPoints(delta) + ")", .muted)] : [])))
         if p.eligibleDeviceChange >= 0 {
             lines.append(
                 row(

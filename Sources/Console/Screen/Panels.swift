@@ -12,7 +12,7 @@ enum PanelText {
             [Span(c.expression, .accent)],
             row(
                 "Desired",
-                [Span(MicroPercent.format(c.desiredMicroPercent), .accent), Span("  observed ", .muted)]
+                [Span(PercentText.format(c.desiredMicroPercent), .accent), Span("  observed ", .muted)]
                     + Describe.observed(c)),
             row(
                 "Propagated",
@@ -32,7 +32,7 @@ enum PanelText {
 
     static func stateLine(_ c: ConditionInfo, _ s: ConsoleState) -> Line {
         if c.state == .killed { return [c.state.label, Span("  flag off for all · r resumes", .muted)] }
-        return [c.state.label, Span("  step ", .muted), Span(MicroPercent.format(s.step), .accent)]
+        return [c.state.label, Span("  step ", .muted), Span(PercentText.format(s.step), .accent)]
     }
 
     // MARK: Crash
@@ -283,7 +283,7 @@ enum CompactLayout {
                 [
                     [Span(c.expression, .accent)],
                     [
-                        Span("desired ", .muted), Span(MicroPercent.format(c.desiredMicroPercent), .accent),
+                        Span("desired ", .muted), Span(PercentText.format(c.desiredMicroPercent), .accent),
                         Span("  observed ", .muted),
                     ] + Describe.observed(c),
                     PanelText.stateLine(c, s)
