@@ -15,6 +15,11 @@ struct StoreSession {
     let readOnly: Bool
     let clock: any Clock
 
+    /// The same session seen through another clock (a demo's simulated time).
+    func with(clock: any Clock) -> StoreSession {
+        StoreSession(path: path, store: store, config: config, operatorID: operatorID, readOnly: readOnly, clock: clock)
+    }
+
     /// The rollout with its telemetry and verdict, read from this store.
     func monitor() throws -> RolloutMonitor { try RolloutMonitor(store: store, clock: clock) }
 

@@ -67,6 +67,8 @@ public struct HeaderInfo: Hashable, Sendable {
 
 /// Where the rollout stands.
 public enum RolloutState: String, Hashable, Sendable, CaseIterable {
+    /// Present in the template at 0%: nobody has the flag yet.
+    case notStarted = "not started"
     /// The percentage is live and may be nudged.
     case rolling
     /// A guardrail or an operator holds the percentage where it is.

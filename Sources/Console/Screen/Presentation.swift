@@ -26,6 +26,7 @@ extension Verdict {
 extension RolloutState {
     public var label: Span {
         switch self {
+        case .notStarted: Span("○ NOT STARTED", .muted, .bold)
         case .rolling: Span("▶ ROLLING", .ok, .bold)
         case .held: Span("‖ HELD", .warn, .bold)
         case .killed: Span("■ KILLED", .alert, .bold)
