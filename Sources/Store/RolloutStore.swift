@@ -86,6 +86,9 @@ public final class RolloutStore: @unchecked Sendable {
     /// Refuses, before SQLite touches the file, anything that is not an empty file, a fresh database or a rollout
     /// store: SQLite would otherwise switch another application's database to WAL.
     private static func checkHeader(_ path: String) throws {
+        // A file this process already has open was checked when it was opened, and reading it again through
+        // another descriptor would drop SQLite's locks on it (see `SQLiteDatabase.isOpenInProcess`).
+        if SQLiteDatabase.isOpenInProcess(path) { return }
         guard let handle = FileHandle(forReadingAtPath: path) else {
             throw StoreError.unavailable("cannot read the store \(path): permission denied or missing")
         }

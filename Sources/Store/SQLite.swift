@@ -8,6 +8,7 @@ import Foundation
 public final class SQLiteDatabase: @unchecked Sendable {
     public let path: String
     private var handle: OpaquePointer?
+    private var fileID: OpenDatabaseFiles.FileID?
     private var cache: [String: SQLiteStatement] = [:]
 
     /// Opens (and with `create`, creates) the database at `path` with WAL, a busy timeout and full durability.
@@ -16,7 +17,9 @@ public final class SQLiteDatabase: @unchecked Sendable {
     public init(path: String, create: Bool = true, busyTimeoutMilliseconds: Int32 = 10_000) throws(SQLiteError) {
         self.path = path
         // Only the 16-byte header is read: a store with millions of telemetry rows opens as fast as a new one.
-        if let file = FileHandle(forReadingAtPath: path) {
+        // Never for a file this process already has open: closing any descriptor of a file drops every POSIX
+        // lock the process holds on it, SQLite's included.
+        if !OpenDatabaseFiles.shared.isOpen(path), let file = FileHandle(forReadingAtPath: path) {
             let header = (try? file.read(upToCount: 16)) ?? Data()
             try? file.close()
             guard header.isEmpty || header == Data("SQLite format 3\0".utf8) else {
@@ -34,6 +37,7 @@ public final class SQLiteDatabase: @unchecked Sendable {
             handle = nil
             throw SQLiteError(code: rc, message: "\(path): \(message)")
         }
+        fileID = OpenDatabaseFiles.shared.retain(path)
         sqlite3_busy_timeout(db, busyTimeoutMilliseconds)
         sqlite3_extended_result_codes(db, 1)
         try execute("PRAGMA journal_mode=WAL")
@@ -44,7 +48,15 @@ public final class SQLiteDatabase: @unchecked Sendable {
     deinit {
         cache.removeAll()
         sqlite3_close_v2(handle)
+        if let fileID { OpenDatabaseFiles.shared.release(fileID) }
     }
+
+    /// Whether this process holds an SQLite connection to the file at `path`.
+    ///
+    /// Code that wants to read such a file directly must not: opening and closing another descriptor of it drops
+    /// the POSIX advisory locks SQLite holds (they belong to the process, not the descriptor), after which another
+    /// process may checkpoint and delete the WAL under the live connection and its commits are lost.
+    public static func isOpenInProcess(_ path: String) -> Bool { OpenDatabaseFiles.shared.isOpen(path) }
 
     /// Runs one or more statements that return no rows.
     public func execute(_ sql: String) throws(SQLiteError) {
@@ -226,4 +238,41 @@ public struct SQLiteError: Error, CustomStringConvertible, Sendable {
     public var description: String { message }
     public var isBusy: Bool { code & 0xff == SQLITE_BUSY || code & 0xff == SQLITE_LOCKED }
     public var isConstraint: Bool { code & 0xff == SQLITE_CONSTRAINT }
+}
+
+/// The database files this process has connections to, by device and inode (see `isOpenInProcess`).
+final class OpenDatabaseFiles: @unchecked Sendable {
+    struct FileID: Hashable {
+        var device: UInt64
+        var inode: UInt64
+    }
+
+    static let shared = OpenDatabaseFiles()
+    private let lock = NSLock()
+    private var counts: [FileID: Int] = [:]
+
+    /// Identifies a file without opening it (stat takes no descriptor, so it cannot drop locks).
+    static func id(_ path: String) -> FileID? {
+        var st = stat()
+        guard stat(path, &st) == 0 else { return nil }
+        return FileID(device: UInt64(st.st_dev), inode: UInt64(st.st_ino))
+    }
+
+    func isOpen(_ path: String) -> Bool {
+        guard let id = OpenDatabaseFiles.id(path) else { return false }
+        return lock.withLock { (counts[id] ?? 0) > 0 }
+    }
+
+    func retain(_ path: String) -> FileID? {
+        guard let id = OpenDatabaseFiles.id(path) else { return nil }
+        lock.withLock { counts[id, default: 0] += 1 }
+        return id
+    }
+
+    func release(_ id: FileID) {
+        lock.withLock {
+            counts[id, default: 1] -= 1
+            if counts[id] == 0 { counts[id] = nil }
+        }
+    }
 }
