@@ -1,0 +1,186 @@
+import Foundation
+import Testing
+import TestSupport
+
+/// The built `rollout console` in a real terminal (tmux on a private socket), against a real store.
+@Suite("rollout console in a real terminal", .serialized)
+struct ConsoleEndToEndTests {
+    final class Fixture {
+        let directory: URL
+        let store: String
+        let binary: String
+
+        init() throws {
+            directory = try TestSupport.temporaryDirectory("console-e2e")
+            store = directory.appendingPathComponent("rollout.db").path
+            binary = try TestSupport.rolloutBinary()
+        }
+
+        deinit { try? FileManager.default.removeItem(at: directory) }
+
+        @discardableResult
+        func cli(_ arguments: String..., stdin: String? = nil, operatorID: String = "bob@example.com") throws -> TestSupport.ProcessResult {
+            try TestSupport.run(binary, arguments + ["--store", store, "--operator", operatorID], stdin: stdin)
+        }
+
+        /// A command run as if `minutes` ago (libfaketime), to start a rollout before the telemetry that follows.
+        @discardableResult
+        func cli(minutesAgo minutes: Int, _ arguments: String...) throws -> TestSupport.ProcessResult {
+            try TestSupport.run(
+                "/usr/bin/faketime", ["-f", "-\(minutes)m", binary] + arguments + ["--store", store, "--operator", "bob@example.com"])
+        }
+
+        /// Fresh telemetry: sessions and attestation successes in both groups, a few failures.
+        func ingestTelemetry() throws {
+            let now = Int64(Date().timeIntervalSince1970 * 1_000_000)
+            var lines: [String] = []
+            for i in 0..<40 {
+                let t = now - Int64(i) * 3_000_000
+                lines.append(#"{"t":\#(t),"i":"e\#(i)","k":"session","c":"enabled","p":"appAttest","os":"17.4"}"#)
+                lines.append(#"{"t":\#(t),"i":"c\#(i)","k":"session","c":"control","p":"appAttest","os":"17.4"}"#)
+                lines.append(#"{"t":\#(t + 1),"i":"e\#(i)","k":"success","c":"enabled","p":"appAttest"}"#)
+            }
+            for i in 0..<3 { lines.append(#"{"t":\#(now - Int64(i)),"i":"e\#(i)","k":"failure","e":"serverUnavailable","c":"enabled"}"#) }
+            let r = try cli("ingest", "-", stdin: lines.joined(separator: "\n") + "\n")
+            try #require(r.status == 0, "\(r.stderr)")
+        }
+
+        /// The console under a shell that reports whether the terminal settings were restored. (Under the test
+        /// harness's tmux the first line printed after the console leaves the alternate screen is not kept, hence
+        /// the empty `echo`.)
+        func console(_ extra: [String] = [], width: Int = 100, height: Int = 30, environment: [String: String?] = [:]) throws -> TerminalSession {
+            let command = ([binary, "console", "--store", store, "--operator", "ana@example.com"] + extra).map(TerminalSession.quote)
+                .joined(separator: " ")
+            let script = "trap : INT; before=$(stty -g); \(command); rc=$?; echo; [ \"$before\" = \"$(stty -g)\" ] && echo TERMINAL-RESTORED; exit $rc"
+            return try TerminalSession(["sh", "-c", script], width: width, height: height, environment: environment)
+        }
+
+        func statusJSON() throws -> String { try cli("status", "--json").stdout }
+    }
+
+    /// With telemetry but no crash comparison yet the verdict is HOLD: the console shows the counts, the
+    /// guardrail refuses an increase in its own words, and a decrease goes through.
+    @Test func showsTheCountsAndTheGuardrailRefusesAnIncreaseOnHold() throws {
+        let f = try Fixture()
+        try #require(f.cli(minutesAgo: 10, "set", "10", "--reason", "start").status == 0)
+        try f.ingestTelemetry()
+        let session = try f.console()
+        defer { session.close() }
+        let screen = try session.waitFor("40 success")
+        #expect(screen.contains("<= 10") && screen.contains("3 failure") && screen.contains("serverUnavailable"))
+        #expect(screen.contains("HOLD") && screen.contains("armed"))
+
+        try session.press("+")
+        try session.waitFor("Confirm: nudge +1 pt")
+        try session.press("Tab", "Enter")
+        try session.waitFor("Reason for the increase")
+        try session.type("looks fine to me")
+        try session.press("Enter")
+        try session.waitFor("refused by guardrail")
+        #expect(try f.statusJSON().contains("\"microPercent\": 10000000"))
+
+        try session.press("-")
+        try session.waitFor("Confirm: nudge -1 pt")
+        try session.press("Tab", "Enter")
+        try session.waitFor("<= 9")
+        #expect(try f.statusJSON().contains("\"microPercent\": 9000000"))
+        try session.press("q")
+        #expect(try session.exitStatus() == 0)
+        try session.waitFor("TERMINAL-RESTORED")
+    }
+
+    /// Without telemetry the guardrails are not armed: an increase goes through the confirm dialog (Cancel first)
+    /// and the reason prompt, and lands in the store as a version from the console.
+    @Test func nudgesThroughTheConfirmDialogAndTheReasonPrompt() throws {
+        let f = try Fixture()
+        try #require(f.cli("set", "10", "--reason", "start").status == 0)
+        let session = try f.console()
+        defer { session.close() }
+        try session.waitFor("<= 10")
+        try session.press("+")
+        try session.waitFor("Confirm: nudge +1 pt")
+        // Cancel has the focus: Enter on it closes the dialog and nothing is written.
+        try session.press("Enter")
+        try session.waitForAbsence(of: "Confirm:")
+        #expect(try f.statusJSON().contains("\"microPercent\": 10000000"))
+
+        try session.press("+")
+        try session.waitFor("Confirm: nudge +1 pt")
+        try session.press("Tab", "Enter")
+        try session.waitFor("Reason for the increase")
+        try session.type("canary looks healthy")
+        try session.press("Enter")
+        try session.waitFor("<= 11")
+        let status = try f.statusJSON()
+        #expect(status.contains("\"microPercent\": 11000000"))
+        #expect(status.contains("\"updateOrigin\": \"ROLLOUT_CONSOLE\"") && status.contains("\"description\": \"canary looks healthy\""))
+        try session.press("q")
+        #expect(try session.exitStatus() == 0)
+        try session.waitFor("TERMINAL-RESTORED")
+    }
+
+    @Test func killSwitchAndAChangeFromAnotherOperatorShowLive() throws {
+        let f = try Fixture()
+        try #require(f.cli("set", "20", "--reason", "start").status == 0)
+        let session = try f.console()
+        defer { session.close() }
+        try session.waitFor("<= 20")
+        // Another operator publishes from another process: the screen follows within a refresh.
+        try #require(f.cli("nudge", "+5", "--reason", "from elsewhere").status == 0)
+        let after = try session.waitFor("<= 25")
+        #expect(after.contains("bob@example.com"))
+
+        try session.press("K")
+        try session.waitFor("Confirm: kill switch")
+        try session.press("Tab", "Enter")
+        try session.waitFor("KILLED")
+        #expect(try f.statusJSON().contains("\"state\": \"killed\""))
+        try session.press("q")
+        #expect(try session.exitStatus() == 0)
+    }
+
+    @Test func resizesToTooSmallAndBackAndEscapeCancelsAtOnce() throws {
+        let f = try Fixture()
+        try #require(f.cli("set", "5").status == 0)
+        let session = try f.console()
+        defer { session.close() }
+        try session.waitFor("<= 5")
+        try session.resize(width: 40, height: 10)
+        try session.waitFor("too small")
+        try session.resize(width: 100, height: 30)
+        try session.waitFor("<= 5")
+        try session.press("=")
+        try session.waitUntil("the exact-value prompt") { $0.contains("Set the percentage") || $0.contains("Set exact") || $0.contains("exact") }
+        try session.press("Escape")
+        try session.waitUntil("the prompt to close", timeout: 2) { !$0.contains("exact") }
+        try session.press("C-c")
+        #expect(try session.exitStatus() == 130)
+        try session.waitFor("TERMINAL-RESTORED")
+    }
+
+    @Test func noColorDrawsWithoutColours() throws {
+        let f = try Fixture()
+        try #require(f.cli("set", "5").status == 0)
+        let session = try f.console(environment: ["NO_COLOR": "1"])
+        defer { session.close() }
+        try session.waitFor("<= 5")
+        let raw = try session.screenWithAttributes()
+        // SGR colour parameters 30–37, 38;…, 40–47, 48;…, 90–97, 100–107 must not appear; bold/reverse may.
+        let colour = try Regex(#"\x1b\[[0-9;]*(3[0-8]|4[0-8]|9[0-7]|10[0-7])(;[0-9;]*)?m"#)
+        #expect(raw.firstMatch(of: colour) == nil, "colour escape in: \(raw.prefix(400))")
+        try session.press("q")
+        #expect(try session.exitStatus() == 0)
+    }
+
+    @Test func dumbTerminalAndNoTTYGiveAClearError() throws {
+        let f = try Fixture()
+        try #require(f.cli("set", "5").status == 0)
+        let session = try f.console(environment: ["TERM": "dumb"])
+        defer { session.close() }
+        #expect(try session.exitStatus() == 1)
+        try session.waitFor("rollout status")
+        let noTTY = try TestSupport.run(f.binary, ["console", "--store", f.store], stdin: "")
+        #expect(noTTY.status == 1)
+        #expect(noTTY.stderr.contains("rollout status") && noTTY.stderr.split(separator: "\n").count == 1)
+    }
+}
