@@ -62,6 +62,6 @@ let package = Package(
         .testTarget(name: "StepUpTests", dependencies: ["TestSupport", "StepUp", "Store", "Rollout", "RemoteConfig", "Timekeeping", "Crypto"], swiftSettings: strict),
         .testTarget(name: "FleetSimulatorTests", dependencies: ["TestSupport", "FleetSimulator", "Telemetry", "Rollout", "RemoteConfig", "AppCheck", "Timekeeping"], swiftSettings: strict),
         .testTarget(name: "ConsoleTests", dependencies: ["TestSupport", "Console", "Rollout", "Telemetry", "Timekeeping"], exclude: ["Golden"], swiftSettings: strict),
-        .testTarget(name: "EndToEndTests", dependencies: ["TestSupport"], swiftSettings: strict),
+        .testTarget(name: "EndToEndTests", dependencies: ["TestSupport", "StepUp", "Timekeeping"], swiftSettings: strict),
     ]
 )

@@ -86,7 +86,10 @@ final class TerminalSession {
             if predicate(last) { return last }
             usleep(20_000)
         } while Date() < deadline
-        throw Failure(description: "timed out after \(timeout)s waiting for \(what); the screen was:\n\(last)")
+        // The screen is also written to a file: some test runners drop issue text with box-drawing characters.
+        let dump = FileManager.default.temporaryDirectory.appendingPathComponent("rollout-e2e-timeout-\(socket).txt")
+        try? last.write(to: dump, atomically: true, encoding: .utf8)
+        throw Failure(description: "timed out after \(timeout)s waiting for \(what) (screen saved in \(dump.path)); the screen was:\n\(last)")
     }
 
     /// Waits until `text` appears on the screen.
