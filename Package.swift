@@ -38,16 +38,21 @@ let package = Package(
         .target(name: "Terminal", dependencies: ["CNcurses", "Console"], swiftSettings: strict),
         .target(name: "FleetSimulator", dependencies: ["RemoteConfig", "Rollout", "Telemetry", "AppCheck", "Crypto", "Timekeeping"], swiftSettings: strict),
         .target(name: "CommandLineKit", swiftSettings: strict),
+        // The application layer: wiring of store, policies, console and simulator (used by the CLI and the benchmarks).
+        .target(
+            name: "RolloutApp",
+            dependencies: ["CommandLineKit", "Crypto", "RemoteConfig", "Rollout", "Telemetry", "Store", "StepUp", "Console", "Terminal", "Timekeeping"],
+            swiftSettings: strict),
         .target(name: "TestSupport", path: "Tests/Support", swiftSettings: strict),
 
         // Executables.
         .executableTarget(
             name: "rollout",
-            dependencies: ["CommandLineKit", "JSON", "RemoteConfig", "Rollout", "Telemetry", "Store", "AppCheck", "StepUp", "FleetSimulator", "Console", "Terminal", "Timekeeping", "Crypto"],
+            dependencies: ["CommandLineKit", "RolloutApp", "JSON", "RemoteConfig", "Rollout", "Telemetry", "Store", "AppCheck", "StepUp", "FleetSimulator", "Console", "Terminal", "Timekeeping", "Crypto"],
             swiftSettings: strict),
         .executableTarget(
             name: "rollout-bench",
-            dependencies: ["JSON", "RemoteConfig", "Rollout", "Telemetry", "Store", "AppCheck", "StepUp", "FleetSimulator", "Console", "Terminal", "Crypto", "COpenSSL", "CSQLite", "Timekeeping"],
+            dependencies: ["RolloutApp", "JSON", "RemoteConfig", "Rollout", "Telemetry", "Store", "AppCheck", "StepUp", "FleetSimulator", "Console", "Terminal", "Crypto", "COpenSSL", "CSQLite", "Timekeeping"],
             swiftSettings: strict),
 
         // Tests: one target per module; EndToEnd drives the built binary.

@@ -94,6 +94,8 @@ public final class RolloutMonitor {
 
     private func startedAt(current: StoredTemplate) throws -> Instant? {
         if let cached = startCache, cached.version == current.info.number { return cached.start }
+        if startCache == nil { startCache = try loadPersistedStart() }
+        if let cached = startCache, cached.version == current.info.number { return cached.start }
         // Walk back from the newest version while the rollout was running; stop at a version where it was not,
         // or at the version already scanned, whose start carries over.
         var start: Instant?
@@ -113,6 +115,32 @@ public final class RolloutMonitor {
             before = page.last!.number
         }
         startCache = (current.info.number, start)
+        persistStart(version: current.info.number, start: start)
         return start
+    }
+
+    // The start is derived from the version history; it is kept in a small table so that a new reader (every
+    // `rollout status`, every write) walks only the versions published since the last one was computed.
+    private static let startTable = "CREATE TABLE IF NOT EXISTS monitor_rollout_start (version INTEGER PRIMARY KEY, started_at INTEGER)"
+
+    private func loadPersistedStart() throws -> (version: Int, start: Instant?)? {
+        try store.withDatabase { db in
+            let exists = try db.query("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'monitor_rollout_start'")
+            guard !exists.isEmpty,
+                let row = try db.query("SELECT version, started_at FROM monitor_rollout_start ORDER BY version DESC LIMIT 1").first,
+                let version = row[0].int
+            else { return nil }
+            return (Int(version), row[1].int.map { Instant(microseconds: $0) })
+        }
+    }
+
+    /// Best effort: a busy or read-only store just means the next reader walks a little more history.
+    private func persistStart(version: Int, start: Instant?) {
+        try? store.withDatabase { db in
+            try db.execute(RolloutMonitor.startTable)
+            try db.run(
+                "INSERT OR REPLACE INTO monitor_rollout_start (version, started_at) VALUES (?, ?)",
+                [.integer(Int64(version)), start.map { .integer($0.microseconds) } ?? .null])
+        }
     }
 }

@@ -1,5 +1,8 @@
 import Console
 import Foundation
+import RemoteConfig
+import Rollout
+import RolloutApp
 import Terminal
 import Timekeeping
 
@@ -212,6 +215,72 @@ enum ConsoleBench {
                 "busy frame \(label) (live counts, \(busyCells / busyFrames) cells changed)",
                 value: Double(busyBytes) / Double(busyFrames), unit: "bytes", against: ("full frame", Double(full)),
                 target: (0.25, false))
+        }
+    }
+}
+
+/// Keystroke to published: the console's reducer and its effect executor on a real store, as `rollout console`
+/// runs them (minus the terminal): from the Enter that confirms a change to the new version being durable.
+enum ConsoleLatencyBench {
+    static let suites: [BenchSuite] = [
+        BenchSuite(name: "console-latency", title: "console keystroke → published version (real store, full write path)") {
+            try keystrokeToPublished()
+        }
+    ]
+
+    static func keystrokeToPublished() throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("rollout-bench-console-\(getpid())")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let path = dir.appendingPathComponent("rollout.db").path
+        let session = try Wiring.session(path: path, operatorID: "bench@example.com")
+        _ = try session.writePath().execute(
+            WritePath.Request(intent: .rollout(.set(RemoteConfig.MicroPercent(percent: 60))), actor: "bench", origin: "BENCH"))
+        let source = try StoreConsoleSource(
+            path: path, clock: SystemClock(), operatorID: "bench@example.com", readOnly: false, project: "bench")
+        let executor = StoreConsoleExecutor(session: session)
+        var state = ConsoleState(configuration: ConsoleState.Configuration(initialStep: 0), screenSize: Size(width: 120, height: 40))
+
+        /// Feeds an event, runs the effects the way the run loop does, and feeds their answers back.
+        func feed(_ event: ConsoleEvent) {
+            var queue = [event]
+            while !queue.isEmpty {
+                for effect in state.handle(queue.removeFirst()) {
+                    switch effect {
+                    case .preview, .publish, .loadHistory, .loadAudit: queue += executor.perform(effect)
+                    default: break
+                    }
+                }
+            }
+        }
+
+        /// Nudges `count` times with `key`; an increase also answers the reason prompt. Returns sorted latencies.
+        func run(_ key: Character, count: Int) throws -> [Double] {
+            var latencies: [Double] = []
+            for _ in 0..<count {
+                feed(.snapshot(try source.snapshot()))
+                feed(.key(.character(key)))  // preview: the confirm dialog opens
+                feed(.key(.tab))  // focus Publish
+                if key == "+" {
+                    feed(.key(.enter))  // an increase asks for a reason first
+                    for c in "bench" { feed(.key(.character(c))) }
+                }
+                let version = try session.config.current().info.number
+                let t0 = Stopwatch.nanoseconds()
+                feed(.key(.enter))  // publish through the write path (policies, compare-and-swap, audit)
+                let t1 = Stopwatch.nanoseconds()
+                guard try session.config.current().info.number == version + 1 else {
+                    throw BenchError("the confirmed nudge did not publish a version")
+                }
+                latencies.append(Double(t1 - t0) / 1e6)
+            }
+            return latencies.sorted()
+        }
+        for (key, label) in [("-", "decrease (no policy asked)"), ("+", "increase (guardrail + step-up policies)")] {
+            let l = try run(Character(key), count: 300)
+            print("  300 confirmed nudges, \(label): each a compare-and-swap publish with its audit record")
+            report("keystroke → published, p50", value: l[l.count / 2], unit: "ms", limit: 20, higherIsBetter: false)
+            report("keystroke → published, p99", value: l[l.count * 99 / 100], unit: "ms", limit: 20, higherIsBetter: false)
         }
     }
 }

@@ -1,5 +1,6 @@
 import AppCheck
 import CommandLineKit
+import RolloutApp
 import Crypto
 import Foundation
 import JSON

@@ -1,4 +1,5 @@
 import CommandLineKit
+import RolloutApp
 import Console
 import Foundation
 import Store

@@ -1,4 +1,5 @@
 import CommandLineKit
+import RolloutApp
 
 /// The command tree. Each area of the product contributes its commands from its own file.
 enum RootCommand {

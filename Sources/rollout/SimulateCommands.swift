@@ -1,4 +1,5 @@
 import CommandLineKit
+import RolloutApp
 
 enum SimulateCommands {
     static let all: [Command] = []

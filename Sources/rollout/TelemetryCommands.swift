@@ -1,4 +1,5 @@
 import CommandLineKit
+import RolloutApp
 import Foundation
 import Rollout
 import Store

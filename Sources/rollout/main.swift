@@ -1,4 +1,5 @@
 import CommandLineKit
+import RolloutApp
 import Foundation
 
 // The executable: parse, run one command, map every error to one line and an exit code.

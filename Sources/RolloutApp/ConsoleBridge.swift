@@ -12,7 +12,7 @@ import Timekeeping
 ///
 /// Runs on the console's snapshot thread with a connection of its own; everything it reads goes through
 /// `RolloutMonitor`, so the screen shows exactly what `rollout status` and the guardrail policy see.
-final class StoreConsoleSource: ConsoleDataSource, @unchecked Sendable {
+public final class StoreConsoleSource: ConsoleDataSource, @unchecked Sendable {
     private let monitor: RolloutMonitor
     private let operatorID: String
     private let readOnly: Bool
@@ -21,7 +21,7 @@ final class StoreConsoleSource: ConsoleDataSource, @unchecked Sendable {
     private let lock = NSLock()
     private var positions = PositionCache()
 
-    init(path: String, clock: Clock, operatorID: String, readOnly: Bool, project: String) throws {
+    public init(path: String, clock: Clock, operatorID: String, readOnly: Bool, project: String) throws {
         monitor = try RolloutMonitor(store: RolloutStore(path: path, create: false), clock: clock)
         self.operatorID = operatorID
         self.readOnly = readOnly
@@ -29,7 +29,7 @@ final class StoreConsoleSource: ConsoleDataSource, @unchecked Sendable {
         self.project = project
     }
 
-    func snapshot() throws -> ConsoleModel {
+    public func snapshot() throws -> ConsoleModel {
         try lock.withLock {
             let status = try monitor.status()
             let stepUp = try monitor.store.withDatabase { try OperatorTables.isEnforced(in: $0) }
@@ -42,16 +42,33 @@ final class StoreConsoleSource: ConsoleDataSource, @unchecked Sendable {
 }
 
 /// Runs the console's effects through the one write path, with a connection of its own.
-final class StoreConsoleExecutor: ConsoleEffectExecutor, @unchecked Sendable {
+public final class StoreConsoleExecutor: ConsoleEffectExecutor, @unchecked Sendable {
     private let session: StoreSession
     private let lock = NSLock()
     private var positions = PositionCache()
+    /// One write path (and its policies' readers) for the whole session, built on first use.
+    private var cachedPath: WritePath?
+    private var cachedMonitor: RolloutMonitor?
 
-    init(session: StoreSession) { self.session = session }
+    public init(session: StoreSession) { self.session = session }
 
-    static let origin = "ROLLOUT_CONSOLE"
+    private func writePath() throws -> WritePath {
+        if let cachedPath { return cachedPath }
+        let path = try session.writePath()
+        cachedPath = path
+        return path
+    }
 
-    func perform(_ effect: ConsoleEffect) -> [ConsoleEvent] {
+    private func monitor() throws -> RolloutMonitor {
+        if let cachedMonitor { return cachedMonitor }
+        let m = try session.monitor()
+        cachedMonitor = m
+        return m
+    }
+
+    public static let origin = "ROLLOUT_CONSOLE"
+
+    public func perform(_ effect: ConsoleEffect) -> [ConsoleEvent] {
         lock.withLock {
             switch effect {
             case .preview(let request): return [preview(request)]
@@ -81,14 +98,14 @@ final class StoreConsoleExecutor: ConsoleEffectExecutor, @unchecked Sendable {
     private func preview(_ request: ChangeRequest) -> ConsoleEvent {
         do {
             let current = try session.config.current()
-            let path = try session.writePath()
+            let path = try writePath()
             let writeRequest = WritePath.Request(
                 intent: intent(request.operation, current: current), actor: session.operatorID, origin: Self.origin)
             let preview = try path.preview(writeRequest)
             if preview.isNoChange {
                 return .previewFailed(requestID: request.id, message: "nothing to change: \(preview.proposal.summary)")
             }
-            let status = try session.monitor().status()
+            let status = try monitor().status()
             return .previewReady(
                 ConsoleModelBuilder.preview(
                     request, preview, fleet: status.snapshot.activity, budget: status.settings.budget, readOnly: session.readOnly))
@@ -109,7 +126,7 @@ final class StoreConsoleExecutor: ConsoleEffectExecutor, @unchecked Sendable {
             if case .rollbackLast = request.preview.request.operation, let base = Int(request.preview.baseVersion) {
                 writeRequest.intent = .rollback(toVersion: base - 1)
             }
-            switch try session.writePath().execute(writeRequest) {
+            switch try writePath().execute(writeRequest) {
             case .published(let stored, let proposal, _):
                 return .published(
                     PublishReceipt(

@@ -2,10 +2,10 @@ import CommandLineKit
 import Foundation
 
 /// Where the store lives and who is acting, resolved from flags, then the environment, then defaults.
-enum StoreLocation {
+public enum StoreLocation {
     /// `--store PATH`, else `$ROLLOUT_STORE`, else `$XDG_STATE_HOME/rollout/rollout.db`, else
     /// `~/.local/state/rollout/rollout.db`.
-    static func path(_ invocation: Invocation) -> String {
+    public static func path(_ invocation: Invocation) -> String {
         if let p = invocation.value("--store"), !p.isEmpty { return p }
         let env = invocation.environment
         if let p = env["ROLLOUT_STORE"], !p.isEmpty { return p }
@@ -20,7 +20,7 @@ enum StoreLocation {
     }
 
     /// Creates the store's directory (mode 0700) when it is missing.
-    static func prepareDirectory(for path: String) throws {
+    public static func prepareDirectory(for path: String) throws {
         let dir = (path as NSString).deletingLastPathComponent
         guard !dir.isEmpty, !FileManager.default.fileExists(atPath: dir) else { return }
         do {
@@ -32,7 +32,7 @@ enum StoreLocation {
     }
 
     /// `--operator`, else `$ROLLOUT_OPERATOR`, else `user@host`.
-    static func operatorID(_ invocation: Invocation) -> String {
+    public static func operatorID(_ invocation: Invocation) -> String {
         if let o = invocation.value("--operator"), !o.isEmpty { return o }
         if let o = invocation.environment["ROLLOUT_OPERATOR"], !o.isEmpty { return o }
         let user = invocation.environment["USER"] ?? invocation.environment["LOGNAME"] ?? NSUserName()
