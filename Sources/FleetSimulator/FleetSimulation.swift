@@ -355,7 +355,11 @@ public final class FleetSimulation: @unchecked Sendable {
                 stats.appUpdates += 1
             }
         }
-        if t - devices[i].lastFetch >= p.fetchInterval.microseconds {
+        // A launch fetches once the cached config is older than the fetch interval; a real-time listener also
+        // learns at connect time that a newer version exists, and fetches it regardless of the interval.
+        let stale = t - devices[i].lastFetch >= p.fetchInterval.microseconds
+        let behind = devices[i].has(.realtime) ? Int32(try config.newest(at: t)) != devices[i].fetchedVersion : false
+        if stale || behind {
             _ = try fetch(i, at: t)
         }
 

@@ -128,4 +128,41 @@ import Timekeeping
         #expect(slowShare < 0.6, "slow: \(slowShare)")
         #expect(fastShare > 0.8, "fast: \(fastShare)")
     }
+
+    @Test func anOSUpdateThatInvalidatesTheKeyLeadsToANewAttestation() throws {
+        let quiet = ["unknownSystemFailure", "featureUnsupported", "invalidInput", "invalidKey", "serverUnavailable"]
+            .flatMap { ["attest-failure.\($0) 0%", "assert-failure.\($0) 0%"] }.joined(separator: "\n")
+        let scenario = try Scenario.parse(
+            """
+            duration 3h
+            sessions-per-day 48
+            token-ttl 30m
+            os-upgrades-per-day 100%
+            upgrade-invalid-key 100%
+            \(quiet)
+            rollout 100%
+            """, name: "upgrades")
+        let (simulation, sink) = try Fixture.run(scenario, devices: 800, seed: 12)
+        let s = simulation.statistics()
+        let invalid = sink.events.filter { $0.kind == .attestationFailure(.invalidKey) }
+        #expect(invalid.count > 5 && s.failureCount == invalid.count)
+        var firstOS: [String: String] = [:]
+        var attestedAgain = 0
+        for e in sink.events {
+            if firstOS[e.installationID] == nil { firstOS[e.installationID] = e.osVersion }
+        }
+        for failure in invalid {
+            // Only after an OS update, and the device then attests a new key.
+            #expect(failure.osVersion != firstOS[failure.installationID])
+            if sink.events.contains(where: {
+                $0.installationID == failure.installationID && $0.kind == .attestationSuccess && $0.time > failure.time
+            }) {
+                attestedAgain += 1
+            }
+        }
+        #expect(attestedAgain > 0)
+        // One key per install plus one per invalidated key, nothing else.
+        let attested = Set(sink.events.filter { $0.kind == .attestationSuccess }.map(\.installationID))
+        #expect(s.keysGenerated == attested.count + attestedAgain)
+    }
 }

@@ -143,3 +143,43 @@ final class TeeSink: FleetTelemetrySink {
         #expect(reader.now() == wall.now())
     }
 }
+
+/// The demo mode's use: the simulation advances on a background thread while the console reads its clock and
+/// totals on another.
+@Suite struct InProcessTests {
+    @Test func readersSeeTimeMoveForwardWhileABackgroundThreadAdvances() throws {
+        let scenario = try Scenario.parse("duration 30m\nsessions-per-day 24\nrollout 10%\n", name: "demo")
+        let simulation = try FleetSimulation(
+            scenario: scenario, options: FleetOptions(scenario: scenario, devices: 2000, seed: 1, start: Fixture.start),
+            config: try Fixture.memoryStore(), sink: RecordingSink())
+        let done = DispatchSemaphore(value: 0)
+        nonisolated(unsafe) var failure: Error?
+        Thread.detachNewThread {
+            do {
+                var t = simulation.start
+                while t < simulation.end {
+                    t = t + .seconds(Int64(10))
+                    try simulation.advance(to: t)
+                }
+            } catch {
+                failure = error
+            }
+            done.signal()
+        }
+        var last = simulation.now
+        var lastEvents = 0
+        var reads = 0
+        while done.wait(timeout: .now()) == .timedOut {
+            let now = simulation.clock.now()
+            let stats = simulation.statistics()
+            #expect(now >= last && stats.events >= lastEvents)
+            #expect(now >= simulation.start && now <= simulation.end)
+            last = now
+            lastEvents = stats.events
+            reads += 1
+        }
+        #expect(failure == nil)
+        #expect(simulation.isFinished && simulation.now == simulation.end)
+        #expect(simulation.statistics().events > 500 && reads > 0)
+    }
+}
