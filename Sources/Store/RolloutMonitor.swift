@@ -76,6 +76,22 @@ public final class RolloutMonitor {
         return TelemetryGuardrail(input: { _ in try monitor.guardrailInput() })
     }
 
+    /// With auto-kill on, a HALT verdict while the rollout is exposing anyone publishes a kill through `path`
+    /// (reason `guardrail: ...`); returns what was done, or nil when nothing was needed.
+    public func autoKillIfHalted(using path: WritePath, actor: String = "guardrail (auto-kill)") throws -> WritePath.Outcome? {
+        let s = try status()
+        guard s.settings.autoKill, s.assessment.verdict.level == .halt, s.plan?.state == .rolling else { return nil }
+        var request = WritePath.Request(
+            intent: .rollout(.kill), actor: actor, reason: "guardrail: \(s.assessment.verdict.reason)", origin: "ROLLOUT_GUARDRAIL")
+        request.basedOnETag = s.current.etag
+        do {
+            return try path.execute(request)
+        } catch WritePath.Failure.conflict {
+            // Someone published meanwhile; the next look decides again on the newer version.
+            return nil
+        }
+    }
+
     private func startedAt(current: StoredTemplate) throws -> Instant? {
         if let cached = startCache, cached.version == current.info.number { return cached.start }
         // Walk back from the newest version while the rollout was running; stop at a version where it was not,

@@ -1,5 +1,555 @@
 import CommandLineKit
+import Foundation
+import Rollout
+import StepUp
+import Store
+import Telemetry
+import Timekeeping
 
+/// `rollout operator enroll|list|remove` and `rollout policy show|set`: step-up verification from the CLI.
+///
+/// Protected actions (removing an operator, changing the policy, enrolling a further operator) go through the
+/// same `OperatorTables.authorize` hook as rollout changes, and every attempt and every change lands in the
+/// store's audit log.
 enum OperatorCommands {
-    static let all: [Command] = []
+    static let all: [Command] = [operatorGroup, policyGroup]
+
+    static let codeOption = Option.value(
+        "--code", name: "CODE",
+        help: "The current code of the acting operator's authenticator ('-' reads it from stdin). Without it, a "
+            + "terminal prompts for it.")
+
+    // MARK: operator
+
+    static let operatorGroup = Command(
+        "operator", summary: "Enrol, list and remove the operators whose codes step-up verification accepts.",
+        discussion: "Step-up verification asks for a one-time code (TOTP, RFC 6238) before risky rollout changes. "
+            + "It is on as soon as one operator is enrolled; 'rollout policy show' lists what needs a code.",
+        examples: [
+            "rollout operator enroll --operator ana@laptop",
+            "rollout operator list --json",
+            "rollout operator remove bob@desk --operator ana@laptop --code 123456",
+        ],
+        subcommands: [enroll, list, remove])
+
+    static let enroll = Command(
+        "enroll", summary: "Enrol the acting operator: show a new secret as a QR code, confirm with one code.",
+        discussion: "Scan the QR code (or type the otpauth:// URI or the setup key) into an authenticator app, then "
+            + "type the 6-digit code it shows. The secret is shown this once and never again. In a terminal the "
+            + "command asks for the code; otherwise it reads one line from stdin, and with no input leaves the "
+            + "enrolment pending for an hour: finish it with --code. When other operators are enrolled, one of "
+            + "them approves with --approver and --approver-code.",
+        options: [
+            .value(
+                "--code", name: "CODE", help: "Confirm a pending enrolment with the code the new authenticator shows."),
+            .value("--approver", name: "ID", help: "An enrolled operator who approves this enrolment."),
+            .value("--approver-code", name: "CODE", help: "The approver's current code ('-' reads it from stdin)."),
+            .value(
+                "--qr", name: "STYLE",
+                help: "How to draw the QR code: color (fixed black and white, any theme), dark-terminal, "
+                    + "light-terminal, or none. Default: color on a terminal unless NO_COLOR is set, else dark-terminal."
+            ),
+        ],
+        examples: [
+            "rollout operator enroll                              # as $ROLLOUT_OPERATOR or user@host",
+            "rollout operator enroll --operator bob@desk --approver ana@laptop --approver-code 123456",
+            "rollout operator enroll --operator ci-bot < /dev/null > uri.txt; rollout operator enroll --operator ci-bot --code 123456",
+        ],
+        action: { try runEnroll($0) })
+
+    static let list = Command(
+        "list", summary: "List enrolled and pending operators (never their secrets).",
+        options: [.flag("--json", help: "Print JSON.")],
+        examples: ["rollout operator list", "rollout operator list --json"],
+        action: { try runList($0) })
+
+    static let remove = Command(
+        "remove", summary: "Remove an operator's enrolment (a protected action: needs the acting operator's code).",
+        discussion: "The acting operator (--operator) confirms with their own current code. Removing the last "
+            + "enrolled operator turns step-up verification off. A pending enrolment is removed without a code.",
+        options: [codeOption],
+        positionals: [Positional("ID", help: "The operator to remove.")],
+        examples: ["rollout operator remove bob@desk --operator ana@laptop --code 123456"],
+        action: { try runRemove($0) })
+
+    // MARK: policy
+
+    static let policyGroup = Command(
+        "policy", summary: "Show or change which rollout changes need a fresh one-time code.",
+        examples: ["rollout policy show", "rollout policy set increase-over 20 --code 123456"],
+        subcommands: [policyShow, policySet])
+
+    static let policyShow = Command(
+        "show", summary: "Show the step-up policy and whether step-up is enforced.",
+        options: [.flag("--json", help: "Print JSON.")],
+        examples: ["rollout policy show", "rollout policy show --json"],
+        action: { try runPolicyShow($0) })
+
+    static let policySet = Command(
+        "set", summary: "Change one policy setting (a protected action while step-up is enforced).",
+        discussion: "While step-up is enforced, the acting operator confirms with a code. The keys:\n"
+            + StepUpPolicy.standard.settings.map { "- \($0.key): \($0.help)" }.joined(separator: "\n"),
+        options: [codeOption],
+        positionals: [
+            Positional("KEY", help: "The setting, as 'rollout policy show' lists it."),
+            Positional("VALUE", help: "Its new value."),
+        ],
+        examples: [
+            "rollout policy set increase-over 20 --code 123456",
+            "rollout policy set cross 25,50,75 --code 123456",
+            "rollout policy set lockout-minutes 30 --code 123456",
+        ],
+        action: { try runPolicySet($0) })
+
+    // MARK: Actions
+
+    static func runEnroll(_ invocation: Invocation) throws -> ExitCode {
+        try refuseIfReadOnly(invocation)
+        let id = try operatorID(StoreLocation.operatorID(invocation), invocation)
+        let style = try qrStyle(invocation)
+        let session = try openSession(invocation)
+        let db = session.db
+        if try OperatorTables.record(id, in: db) != nil {
+            throw CommandError(
+                "\(id) is already enrolled; to replace the authenticator, remove the enrolment first "
+                    + "('rollout operator remove \(id) --code CODE')")
+        }
+        if let code = invocation.value("--code") {
+            guard let pending = try OperatorTables.pendingEnrolment(id, in: db) else {
+                throw CommandError(
+                    "\(id) has no pending enrolment: run 'rollout operator enroll --operator \(id)' first")
+            }
+            return try confirm(pending, code: try resolve(code), session: session)
+        }
+
+        // Approval: while step-up is enforced, an enrolled operator vouches for the newcomer.
+        var approver: OperatorID?
+        let change = StepUpChange(.operatorEnroll, detail: id.rawValue)
+        let policy = try OperatorTables.policy(in: db)
+        if try OperatorTables.isEnforced(in: db), !requiresStepUp(change, policy: policy).isEmpty {
+            guard let name = invocation.value("--approver") else {
+                throw CommandError(
+                    "step-up is on: enrolling \(id) needs an enrolled operator's approval "
+                        + "(--approver ID --approver-code CODE); 'rollout operator list' shows who is enrolled",
+                    exit: .refused)
+            }
+            let who = try operatorID(name, invocation)
+            let code = try readCode(invocation.value("--approver-code"), prompt: "Code of \(who)'s authenticator: ")
+            try authorize(change, by: who, code: code, session: session, codeOption: "--approver-code")
+            approver = who
+        }
+
+        let pending = Enrolment.start(id, approvedBy: approver, at: session.clock.now())
+        try OperatorTables.savePending(pending, in: db)
+        let uri = pending.uri()
+        // The QR code comes last, right above the prompt, so that it stays on screen while it is scanned.
+        var out = "Enrolling \(id) for step-up verification (TOTP: SHA-1, 6 digits, 30 s).\n"
+        out += "URI: \(uri.absoluteString)\n"
+        out += "Setup key: \(grouped(pending.secret.base32))\n"
+        out += "The secret is shown only this once."
+        if let style {
+            let matrix = try QRCodeMatrix(encoding: uri.absoluteString)
+            out += " Scan the QR code with an authenticator app:\n"
+            out += TerminalQR.render(matrix, style: style, quietZone: quietZone(for: matrix))
+        } else {
+            out += "\n"
+        }
+        write(out)
+
+        if isatty(STDIN_FILENO) == 1 {
+            var current = pending
+            while true {
+                guard let code = prompt("Code from the authenticator (empty: later): "), !code.isEmpty else {
+                    write(pendingNote(id))
+                    return .ok
+                }
+                switch try confirmStep(current, code: code, session: session) {
+                case .done: return .ok
+                case .again(let next, let message):
+                    FileHandle.standardError.write(Data("\(message)\n".utf8))
+                    current = next
+                }
+            }
+        }
+        guard let line = readLine(strippingNewline: true)?.trimmingCharacters(in: .whitespaces), !line.isEmpty else {
+            FileHandle.standardError.write(Data(pendingNote(id).utf8))
+            return .ok
+        }
+        return try confirm(pending, code: line, session: session)
+    }
+
+    /// The outcome of one confirmation code during interactive enrolment.
+    enum ConfirmStep {
+        case done
+        case again(PendingEnrolment, message: String)
+    }
+
+    static func confirm(_ pending: PendingEnrolment, code: String?, session: StepUpSession) throws -> ExitCode {
+        switch try confirmStep(pending, code: code, session: session) {
+        case .done: return .ok
+        case .again(_, let message): throw CommandError(message + "; try again with --code", exit: .refused)
+        }
+    }
+
+    /// Checks one confirmation code, stores the result and audits the attempt.
+    static func confirmStep(_ pending: PendingEnrolment, code: String?, session: StepUpSession) throws -> ConfirmStep {
+        let db = session.db
+        let now = session.clock.now()
+        let confirmation = Enrolment.confirm(pending, code: code, at: now)
+        func attempt(_ outcome: CodeOutcome, failed: Int) throws {
+            let event = StepUpAuditEvent(
+                operatorID: pending.id, at: now, action: "confirm a new authenticator", kind: .operatorEnroll,
+                reasons: [], outcome: outcome, failedAttempts: failed, lockedUntil: nil)
+            try session.audit(event.auditEntry)
+        }
+        switch confirmation {
+        case .enrolled(let operatorRecord):
+            try db.transaction {
+                try OperatorTables.save(operatorRecord, in: db)
+                try OperatorTables.removePending(pending.id, in: db)
+            }
+            try attempt(.accepted(step: operatorRecord.lastAcceptedStep ?? 0), failed: 0)
+            try session.audit(
+                AuditEntry(
+                    time: now, actor: pending.id.rawValue, action: "operator enroll", to: pending.id.rawValue,
+                    result: .recorded,
+                    detail: pending.approvedBy.map { "approved by \($0)" } ?? "first operator: step-up verification on")
+            )
+            let approval = pending.approvedBy.map { " (approved by \($0))" } ?? ""
+            write(
+                "Enrolled \(pending.id)\(approval). Step-up verification is on; 'rollout policy show' lists what needs a code.\n"
+            )
+            return .done
+        case .retry(let next, let outcome):
+            try OperatorTables.savePending(next, in: db)
+            try attempt(outcome, failed: next.failedAttempts)
+            let left = Enrolment.attempts - next.failedAttempts
+            return .again(
+                next, message: "\(explain(outcome)) for \(pending.id)'s new authenticator (\(left) attempts left)")
+        case .discarded(let why, let outcome):
+            try OperatorTables.removePending(pending.id, in: db)
+            if let outcome { try attempt(outcome, failed: pending.failedAttempts + 1) }
+            throw CommandError(
+                "enrolment of \(pending.id) discarded (\(why.rawValue)): start over with 'rollout operator enroll --operator \(pending.id)'",
+                exit: .refused)
+        }
+    }
+
+    static func runList(_ invocation: Invocation) throws -> ExitCode {
+        let db = try readStore(invocation)
+        let now = SystemClock().now()
+        let operators = try db.map { try OperatorTables.operators(in: $0) } ?? []
+        let pending = try db.map { try OperatorTables.pendingEnrolments(in: $0) } ?? []
+        if invocation.flag("--json") {
+            let json: [String: Any] = [
+                "enforced": !operators.isEmpty,
+                "operators": operators.map { r -> [String: Any] in
+                    var o: [String: Any] = [
+                        "id": r.id.rawValue, "enrolledAt": r.enrolledAt.iso8601, "failedAttempts": r.failedAttempts,
+                        "state": r.isLockedOut(at: now) ? "locked-out" : "active",
+                    ]
+                    if let until = r.lockedUntil, r.isLockedOut(at: now) { o["lockedUntil"] = until.iso8601 }
+                    if let step = r.lastAcceptedStep { o["lastCodeAt"] = TOTP.standard.start(ofStep: step).iso8601 }
+                    return o
+                },
+                "pending": pending.map { p -> [String: Any] in
+                    var o: [String: Any] = ["id": p.id.rawValue, "createdAt": p.createdAt.iso8601]
+                    if let a = p.approvedBy { o["approvedBy"] = a.rawValue }
+                    return o
+                },
+            ]
+            write(try jsonText(json))
+            return .ok
+        }
+        var rows = [["OPERATOR", "STATE", "ENROLLED", "LAST CODE", "WRONG CODES"]]
+        for r in operators {
+            let state = r.isLockedOut(at: now) ? "locked out until \(r.lockedUntil!.iso8601)" : "active"
+            let last = r.lastAcceptedStep.map { TOTP.standard.start(ofStep: $0).iso8601 } ?? "-"
+            rows.append([r.id.rawValue, state, r.enrolledAt.iso8601, last, String(r.failedAttempts)])
+        }
+        for p in pending {
+            rows.append([p.id.rawValue, "pending (not confirmed)", "-", "-", String(p.failedAttempts)])
+        }
+        var out = table(rows)
+        out +=
+            operators.isEmpty
+            ? "Step-up verification is off: no operator is enrolled ('rollout operator enroll').\n"
+            : "Step-up verification is on (\(operators.count) enrolled).\n"
+        write(out)
+        return .ok
+    }
+
+    static func runRemove(_ invocation: Invocation) throws -> ExitCode {
+        try refuseIfReadOnly(invocation)
+        let target = try operatorID(invocation.positional(0) ?? "", invocation)
+        let session = try openSession(invocation)
+        let db = session.db
+        guard try OperatorTables.record(target, in: db) != nil else {
+            if try OperatorTables.pendingEnrolment(target, in: db) != nil {
+                try OperatorTables.removePending(target, in: db)
+                try session.audit(
+                    AuditEntry(
+                        time: session.clock.now(), actor: StoreLocation.operatorID(invocation),
+                        action: "operator remove", from: "\(target) (pending enrolment)", result: .recorded))
+                write("Removed the pending enrolment of \(target).\n")
+                return .ok
+            }
+            throw CommandError("\(target) is not enrolled ('rollout operator list' shows who is)")
+        }
+        let actor = try operatorID(StoreLocation.operatorID(invocation), invocation)
+        let code = try readCode(invocation.value("--code"), prompt: "Code of \(actor)'s authenticator: ")
+        try authorize(StepUpChange(.operatorRemove, detail: target.rawValue), by: actor, code: code, session: session)
+        try OperatorTables.remove(target, in: db)
+        try session.audit(
+            AuditEntry(
+                time: session.clock.now(), actor: actor.rawValue, action: "operator remove", from: target.rawValue,
+                result: .recorded))
+        let off =
+            try OperatorTables.isEnforced(in: db) ? "" : " Step-up verification is now off: no operator is enrolled."
+        write("Removed \(target).\(off)\n")
+        return .ok
+    }
+
+    static func runPolicyShow(_ invocation: Invocation) throws -> ExitCode {
+        let db = try readStore(invocation)
+        let policy = try db.map { try OperatorTables.policy(in: $0) } ?? .standard
+        let enrolled = try db.map { try OperatorTables.operators(in: $0).count } ?? 0
+        let guardrails = try db.map { try GuardrailSettingsTable.load(from: $0) } ?? GuardrailSettings()
+        if invocation.flag("--json") {
+            let settings = Dictionary(uniqueKeysWithValues: policy.settings.map { ($0.key, $0.value) })
+            let guardrailSettings = Dictionary(uniqueKeysWithValues: guardrails.settings.map { ($0.key, $0.value) })
+            write(
+                try jsonText([
+                    "enforced": enrolled > 0, "enrolledOperators": enrolled, "settings": settings,
+                    "guardrails": guardrailSettings,
+                ]))
+            return .ok
+        }
+        var out =
+            enrolled > 0
+            ? "Step-up verification is on (\(enrolled) operator\(enrolled == 1 ? "" : "s") enrolled).\n"
+            : "Step-up verification is off until an operator enrols ('rollout operator enroll'); then:\n"
+        out += table([["KEY", "VALUE", "MEANING"]] + policy.settings.map { [$0.key, $0.value, $0.help] })
+        out += "Kill and decreases never need a code; removing an operator always does.\n"
+        out += "\nGuardrails (HOLD/HALT refuse increases; kill and decreases always pass):\n"
+        out += table([["KEY", "VALUE"]] + guardrails.settings.map { [$0.key, $0.value] })
+        write(out)
+        return .ok
+    }
+
+    static func runPolicySet(_ invocation: Invocation) throws -> ExitCode {
+        try refuseIfReadOnly(invocation)
+        let key = invocation.positional(0) ?? ""
+        let value = invocation.positional(1) ?? ""
+        let session = try openSession(invocation)
+        let db = session.db
+        if GuardrailSettings.keys.contains(key) { return try runGuardrailSet(invocation, key: key, value: value, session: session) }
+        let current = try OperatorTables.policy(in: db)
+        let updated: StepUpPolicy
+        do {
+            updated = try current.setting(key, value)
+        } catch {
+            throw invocation.usageError(error.description)
+        }
+        let shown = updated.settings.first { $0.key == key }!.value
+        guard updated != current else {
+            write("\(key) is already \(shown); nothing changed.\n")
+            return .ok
+        }
+        let actor = StoreLocation.operatorID(invocation)
+        if try OperatorTables.isEnforced(in: db) {
+            let acting = try operatorID(actor, invocation)
+            let change = StepUpChange(.policyChange, detail: "\(key) \(shown)")
+            if !requiresStepUp(change, policy: current).isEmpty {
+                let code = try readCode(invocation.value("--code"), prompt: "Code of \(acting)'s authenticator: ")
+                try authorize(change, by: acting, code: code, session: session)
+            }
+        }
+        try OperatorTables.savePolicy(updated, in: db)
+        try session.audit(
+            AuditEntry(
+                time: session.clock.now(), actor: actor, action: "policy set \(key)",
+                from: current.settings.first { $0.key == key }!.value, to: shown, result: .recorded))
+        write("\(key) = \(shown)\n")
+        return .ok
+    }
+
+    /// `policy set guardrails.* | budget.* | telemetry.*`: a guardrail setting, protected like any policy change.
+    static func runGuardrailSet(_ invocation: Invocation, key: String, value: String, session: StepUpSession) throws -> ExitCode {
+        let db = session.db
+        let current = try GuardrailSettingsTable.load(from: db)
+        var updated = current
+        do {
+            try updated.set(key, value)
+        } catch {
+            throw invocation.usageError(error.description)
+        }
+        let before = current.settings.first { $0.key == key }!.value
+        let shown = updated.settings.first { $0.key == key }!.value
+        guard updated != current else {
+            write("\(key) is already \(shown); nothing changed.\n")
+            return .ok
+        }
+        let actor = StoreLocation.operatorID(invocation)
+        if try OperatorTables.isEnforced(in: db) {
+            let acting = try operatorID(actor, invocation)
+            let change = StepUpChange(.policyChange, detail: "\(key) \(shown)")
+            if !requiresStepUp(change, policy: try OperatorTables.policy(in: db)).isEmpty {
+                let code = try readCode(invocation.value("--code"), prompt: "Code of \(acting)'s authenticator: ")
+                try authorize(change, by: acting, code: code, session: session)
+            }
+        }
+        try GuardrailSettingsTable.save(key, shown, in: db)
+        try session.audit(
+            AuditEntry(
+                time: session.clock.now(), actor: actor, action: "policy set \(key)", from: before, to: shown, result: .recorded))
+        write("\(key) = \(shown)\n")
+        return .ok
+    }
+
+    // MARK: Wiring
+
+    /// Runs the step-up hook, audits the attempt, and ends the command with exit 4 when it refuses.
+    static func authorize(
+        _ change: StepUpChange, by actor: OperatorID, code: String?, session: StepUpSession,
+        codeOption: String = "--code"
+    ) throws {
+        // The audit log opens its own transaction, so the attempt is appended just after the hook's commits.
+        var event: StepUpAuditEvent?
+        let decision = try OperatorTables.authorize(change, by: actor, code: code, in: session.db, clock: session.clock)
+        {
+            event = $0
+        }
+        if let event { try session.audit(event.auditEntry) }
+        if let refusal = decision.refusal {
+            let hint = refusal.outcome == .missing ? " (\(codeOption) CODE)" : ""
+            throw CommandError("refused: \(refusal)\(hint)", exit: .refused)
+        }
+    }
+
+    /// `--read-only` refuses enrolments, removals and policy changes as it refuses rollout changes.
+    static func refuseIfReadOnly(_ invocation: Invocation) throws {
+        if invocation.flag("--read-only") {
+            throw CommandError("refused: --read-only forbids '\(invocation.commandLine)'", exit: .refused)
+        }
+    }
+
+    /// The open store as these commands use it: the connection with the step-up tables, the audit log, the clock.
+    struct StepUpSession {
+        let db: SQLiteDatabase
+        let log: SQLiteConfigStore
+        let clock: any Clock
+
+        func audit(_ entry: AuditEntry) throws { try log.appendAudit(entry) }
+    }
+
+    /// Opens (creating, file mode 0600) the invocation's store the way every store command does, with the step-up
+    /// tables.
+    static func openSession(_ invocation: Invocation) throws -> StepUpSession {
+        let session = try Wiring.session(invocation)
+        try OperatorTables.createSchema(in: session.store.database)
+        return StepUpSession(db: session.store.database, log: session.config, clock: session.clock)
+    }
+
+    /// Opens the store for reading: under `--read-only` nothing is created, and a store without step-up tables
+    /// reads as one without operators and with the default policy (nil).
+    static func readStore(_ invocation: Invocation) throws -> SQLiteDatabase? {
+        guard invocation.flag("--read-only") else { return try openSession(invocation).db }
+        let db = try Wiring.session(invocation).store.database
+        return try OperatorTables.schemaExists(in: db) ? db : nil
+    }
+
+    static func operatorID(_ text: String, _ invocation: Invocation) throws -> OperatorID {
+        do {
+            return try OperatorID(text)
+        } catch {
+            throw invocation.usageError(error.description)
+        }
+    }
+
+    static func qrStyle(_ invocation: Invocation) throws -> TerminalQR.Style? {
+        switch invocation.value("--qr") {
+        case nil:
+            let noColor = !(invocation.environment["NO_COLOR"] ?? "").isEmpty
+            return isatty(STDOUT_FILENO) == 1 && !noColor ? .fixedColors : .lightOnDark
+        case "none": return nil
+        case let name?:
+            guard let style = TerminalQR.Style(rawValue: name) else {
+                throw invocation.usageError("--qr takes color, dark-terminal, light-terminal or none, not '\(name)'")
+            }
+            return style
+        }
+    }
+
+    /// The standard quiet zone of 4 modules, or 2 when that keeps the whole code on a short terminal's screen
+    /// (an enrolment URI for an id of up to 22 characters is a 41-module symbol: 25 lines with 4, 23 with 2, and
+    /// a 24-line terminal is common).
+    static func quietZone(for matrix: QRCodeMatrix) -> Int {
+        var size = winsize()
+        guard isatty(STDOUT_FILENO) == 1, ioctl(STDOUT_FILENO, UInt(TIOCGWINSZ), &size) == 0, size.ws_row > 0 else {
+            return TerminalQR.defaultQuietZone
+        }
+        let standard = (matrix.size + 2 * TerminalQR.defaultQuietZone + 1) / 2
+        return Int(size.ws_row) > standard ? TerminalQR.defaultQuietZone : 2
+    }
+
+    /// A code from the option (`-` reads stdin), else from a prompt on a terminal, else none.
+    static func readCode(_ option: String?, prompt text: String) throws -> String? {
+        if let option { return try resolve(option) }
+        return isatty(STDIN_FILENO) == 1 ? prompt(text) : nil
+    }
+
+    static func resolve(_ option: String) throws -> String {
+        guard option == "-" else { return option }
+        guard let line = readLine(strippingNewline: true) else {
+            throw CommandError("expected a code on stdin", exit: .usage)
+        }
+        return line.trimmingCharacters(in: .whitespaces)
+    }
+
+    /// Asks on stderr (stdout stays clean for the URI) and reads one line from the terminal.
+    static func prompt(_ text: String) -> String? {
+        FileHandle.standardError.write(Data(text.utf8))
+        return readLine(strippingNewline: true)?.trimmingCharacters(in: .whitespaces)
+    }
+
+    static func explain(_ outcome: CodeOutcome) -> String {
+        switch outcome {
+        case .missing: "no code"
+        case .malformed: "not a 6-digit code"
+        case .expired: "a code from another time (check the phone's clock)"
+        default: "wrong code"
+        }
+    }
+
+    static func pendingNote(_ id: OperatorID) -> String {
+        "Enrolment of \(id) is pending: confirm within an hour with 'rollout operator enroll --operator \(id) --code CODE'.\n"
+    }
+
+    /// `ABCD EFGH ...`: groups of four, as authenticator apps show setup keys.
+    static func grouped(_ key: String) -> String {
+        stride(from: 0, to: key.count, by: 4).map { i in
+            let start = key.index(key.startIndex, offsetBy: i)
+            return String(key[start..<key.index(start, offsetBy: min(4, key.count - i))])
+        }.joined(separator: " ")
+    }
+
+    static func table(_ rows: [[String]]) -> String {
+        let widths = (0..<(rows.first?.count ?? 0)).map { c in rows.map { $0[c].count }.max() ?? 0 }
+        return rows.map { row in
+            zip(row, widths).enumerated().map { i, cell in
+                i == row.count - 1 ? cell.0 : cell.0.padding(toLength: cell.1, withPad: " ", startingAt: 0)
+            }.joined(separator: "  ")
+        }.joined(separator: "\n") + "\n"
+    }
+
+    static func jsonText(_ object: Any) throws -> String {
+        let data = try JSONSerialization.data(
+            withJSONObject: object, options: [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes])
+        return String(decoding: data, as: UTF8.self) + "\n"
+    }
+
+    static func write(_ text: String) {
+        FileHandle.standardOutput.write(Data(text.utf8))
+    }
 }

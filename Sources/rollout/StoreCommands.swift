@@ -30,6 +30,7 @@ enum StoreCommands {
         .flag(
             "--dry-run",
             help: "Show the change, its diff and the policy reports; write nothing (exit 4 if a policy would refuse)."),
+        .value("--code", name: "CODE", help: "A fresh one-time code from your authenticator, when step-up policy asks for one."),
         .flag(
             "--override-guardrail",
             help: "Publish although the guardrail refuses (HOLD/HALT or over the attestation budget); needs --reason; audited."),
@@ -91,6 +92,7 @@ enum StoreCommands {
             let current = health.current
             let rollout = Result { try RolloutPlan.locate(in: current.template) }
             let guardrail = GuardrailReport(health)
+            let stepUp = try session.store.withDatabase { try OperatorTables.isEnforced(in: $0) }
             if inv.flag("--json") {
                 var out = JSONObject()
                 out["store"] = .string(session.path)
@@ -102,6 +104,7 @@ enum StoreCommands {
                 }
                 out["startedAt"] = health.startedAt.map { .string($0.iso8601) } ?? .null
                 out["guardrail"] = guardrail.json
+                out["stepUp"] = ["enforced": .bool(stepUp)]
                 print(JSONValue.object(out).prettyText, terminator: "")
                 return .ok
             }
@@ -137,6 +140,7 @@ enum StoreCommands {
             }
             rows.append(("", ""))
             rows += guardrail.rows.map { ($0.0, printable($0.1)) }
+            rows.append(("step-up", stepUp ? "on: risky changes need a one-time code (rollout policy show)" : "off (no operator enrolled)"))
             printRows(rows)
             return .ok
         })
@@ -452,6 +456,7 @@ extension StoreCommands {
             intent: intent, actor: session.operatorID, reason: reason, origin: Wiring.origin)
         request.force = inv.flag("--force")
         request.overrideGuardrail = inv.flag("--override-guardrail")
+        request.stepUpCode = inv.value("--code")
         if request.overrideGuardrail, reason.trimmingCharacters(in: .whitespaces).isEmpty {
             throw inv.usageError("--override-guardrail needs --reason \"why it is safe\"")
         }
@@ -699,6 +704,8 @@ extension StoreCommands {
         case let e as CommandError: return CommandError(oneLine(e.message), exit: e.exitCode)
         case let f as WritePath.Failure:
             switch f {
+            case .refused(let r) where r.needsStepUpCode:
+                return CommandError(oneLine(f.description) + " (add --code CODE from your authenticator app)", exit: .refused)
             case .readOnly, .refused: return CommandError(oneLine(f.description), exit: .refused)
             case .conflict, .unexpectedCurrent: return CommandError(oneLine(f.description), exit: .conflict)
             case .invalid: return CommandError(oneLine(f.description), exit: .failure)

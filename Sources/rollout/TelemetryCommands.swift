@@ -77,15 +77,10 @@ enum TelemetryCommands {
         }
         defer { if fd != 0 { close(fd) } }
 
-        let storePath = StoreLocation.path(invocation)
-        try StoreLocation.prepareDirectory(for: storePath)
-        let tables: TelemetryTables
-        do {
-            tables = try TelemetryTables(database: SQLiteDatabase(path: storePath))
-        } catch {
-            throw CommandError("cannot open the store \(storePath): \(error)")
-        }
-        let clock = SystemClock()
+        // The store facade creates a new store with mode 0600 and its first version, like every other command.
+        let session = try Wiring.session(invocation)
+        let tables = try session.store.withDatabase { try TelemetryTables(database: $0) }
+        let clock = session.clock
         let ingest = TelemetryIngest(format: format)
         var summary = IngestSummary()
         let source = "\(format.rawValue):\(path == "-" ? "stdin" : path)"
@@ -134,6 +129,10 @@ enum TelemetryCommands {
             print(try summary.json())
         } else {
             print(summary.text(source: path == "-" ? "stdin" : path))
+        }
+        // New telemetry can turn the verdict to HALT; with auto-kill on, that kills the rollout right here.
+        if !session.readOnly, case .published(let stored, let proposal, _)? = try session.monitor().autoKillIfHalted(using: try session.writePath()) {
+            FileHandle.standardError.write(Data("rollout: auto-kill: \(proposal.summary) (version \(stored.info.number)): \(stored.info.description)\n".utf8))
         }
         return summary.badLines == 0 ? .ok : .failure
     }
@@ -204,6 +203,7 @@ enum TelemetryCommands {
         guard FileManager.default.fileExists(atPath: storePath) else {
             throw CommandError("no store at \(storePath) (run 'rollout ingest' or 'rollout init' first)")
         }
+        let store = try RolloutStore(path: storePath, create: false)
         var percent = 0.0
         if let p = invocation.value("--percent") {
             guard let v = Double(p), v >= 0, v <= 100 else {
@@ -211,7 +211,7 @@ enum TelemetryCommands {
             }
             percent = v
         }
-        let tables = try TelemetryTables(database: SQLiteDatabase(path: storePath, create: false))
+        let tables = try store.withDatabase { try TelemetryTables(database: $0) }
         let since: Instant
         if let text = invocation.value("--since") {
             guard let t = ISO8601.parse(text) else {

@@ -15,6 +15,11 @@ struct StoreSession {
     let readOnly: Bool
     let clock: any Clock
 
+    /// The same session seen through another clock (a demo's simulated time).
+    func with(clock: any Clock) -> StoreSession {
+        StoreSession(path: path, store: store, config: config, operatorID: operatorID, readOnly: readOnly, clock: clock)
+    }
+
     /// The rollout with its telemetry and verdict, read from this store.
     func monitor() throws -> RolloutMonitor { try RolloutMonitor(store: store, clock: clock) }
 
@@ -35,7 +40,7 @@ enum Wiring {
     /// The policies every write passes through, in order: the telemetry guardrail (verdict and attestation
     /// budget), then step-up verification.
     static func policies(for session: StoreSession) throws -> [WritePolicy] {
-        [try session.monitor().guardrailPolicy()]
+        [try session.monitor().guardrailPolicy(), try StepUpWritePolicy(store: session.store, clock: session.clock)]
     }
 
     /// A fresh rollout seed: `rollout-` and 8 random hex digits.

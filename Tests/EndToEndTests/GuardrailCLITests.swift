@@ -42,4 +42,40 @@ struct GuardrailCLITests {
         #expect(audit.contains("guardrail override"))
         #expect(try rollout("audit", "verify").status == 0)
     }
+
+    /// With auto-kill on, telemetry that drives the verdict to HALT kills the rollout through the write path.
+    @Test func autoKillOnHaltKillsTheRollout() throws {
+        let dir = try TestSupport.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let store = dir.appendingPathComponent("s.db").path
+        let bin = try TestSupport.rolloutBinary()
+        func rollout(_ args: [String], stdin: String? = nil, minutesAgo: Int = 0) throws -> TestSupport.ProcessResult {
+            let command = args + ["--store", store, "--operator", "ana@example.com"]
+            if minutesAgo == 0 { return try TestSupport.run(bin, command, stdin: stdin) }
+            return try TestSupport.run("/usr/bin/faketime", ["-f", "-\(minutesAgo)m", bin] + command, stdin: stdin)
+        }
+        // The rollout started 20 minutes ago at 50%, so that exposed and control are the same size.
+        #expect(try rollout(["set", "50", "--reason", "start"], minutesAgo: 20).status == 0)
+        #expect(try rollout(["policy", "set", "guardrails.auto-kill", "on"]).status == 0)
+
+        // Ten minutes of equal sessions in both groups, and crashes almost only among exposed devices.
+        let now = Int64(Date().timeIntervalSince1970) - 4 * 60
+        var lines: [String] = []
+        for minute in 0..<10 {
+            let t = (now - Int64(minute) * 60) * 1_000_000
+            for d in 0..<40 {
+                lines.append(#"{"t":\#(t + Int64(d)),"i":"e-\#(minute)-\#(d)","k":"session","c":"enabled","p":"appAttest"}"#)
+                lines.append(#"{"t":\#(t + Int64(d)),"i":"c-\#(minute)-\#(d)","k":"session","c":"control","p":"appAttest"}"#)
+            }
+            for d in 0..<6 { lines.append(#"{"t":\#(t + 100 + Int64(d)),"i":"e-\#(minute)-\#(d)","k":"crash","c":"enabled"}"#) }
+        }
+        let ingest = try rollout(["ingest", "-"], stdin: lines.joined(separator: "\n") + "\n")
+        #expect(ingest.status == 0, "\(ingest.stderr)")
+        #expect(ingest.stderr.contains("auto-kill"))
+        let status = try rollout(["status", "--json"]).stdout
+        #expect(status.contains("\"state\": \"killed\""))
+        #expect(status.contains("\"updateUser\": \"guardrail (auto-kill)\""))
+        #expect(status.contains("\"description\": \"guardrail: "))
+        #expect(try rollout(["audit", "verify"]).status == 0)
+    }
 }

@@ -1,0 +1,63 @@
+import Timekeeping
+
+/// Everything that can happen to the console: keys, time, new data, and the outcomes of effects.
+///
+/// The terminal adapter turns key presses, resizes and clock ticks into events; the data source posts
+/// `.snapshot`; the effect executor answers each effect with the events below. The reducer
+/// (`ConsoleState.handle`) is the only place that reacts to them.
+public enum ConsoleEvent: Hashable, Sendable {
+    case key(Key)
+    /// The adapter's clock; drives the data age, staleness and message expiry.
+    case tick(Instant)
+    case resize(Size)
+    /// A fresh picture from the data source.
+    case snapshot(ConsoleModel)
+    /// The data source could not produce a snapshot; the last one stays on screen, marked stale.
+    case sourceFailed(String)
+
+    /// Answer to `.preview`: the confirm dialog opens with it.
+    case previewReady(ChangePreview)
+    /// Answer to `.preview`: the core will not even propose the change (read-only, already at 100%, ...).
+    case previewFailed(requestID: Int, message: String)
+
+    /// Answer to `.publish`: the new version is live.
+    case published(PublishReceipt)
+    /// Answer to `.publish`: someone else published since the preview (compare-and-swap failed).
+    case publishConflict(PublishConflict)
+    /// Answer to `.publish`: refused by policy or a guardrail, or step-up locked out.
+    case publishRefused(requestID: Int, message: String)
+    /// Answer to `.publish`: a step-up code is needed, or the one given was wrong; the code prompt reopens.
+    case stepUpRejected(requestID: Int, message: String)
+    /// Answer to `.publish`: anything else went wrong (I/O); nothing was written.
+    case publishFailed(requestID: Int, message: String)
+
+    /// Answer to `.loadHistory`: published changes, newest first.
+    case historyLoaded([ChangeRecord])
+    /// Answer to `.loadAudit`.
+    case auditLoaded(AuditLog)
+    /// Answer to `.loadHistory` or `.loadAudit` when loading failed.
+    case loadFailed(message: String)
+}
+
+/// Work the reducer asks the adapters to do; it never does I/O itself.
+///
+/// `.preview`, `.publish`, `.loadHistory` and `.loadAudit` go to the effect executor (off the input thread), which
+/// answers with events. `.refresh`, `.redraw` and `.quit` are for the run loop itself.
+public enum ConsoleEffect: Hashable, Sendable {
+    /// Compute what the change would do against the store's current template; answer `.previewReady` or
+    /// `.previewFailed`. Also used for "re-apply on top" after a conflict (the same operation, a new request).
+    case preview(ChangeRequest)
+    /// Publish through the single write path (policy, guardrails, step-up, compare-and-swap on the preview's
+    /// base); answer `.published`, `.publishConflict`, `.publishRefused`, `.stepUpRejected` or `.publishFailed`.
+    case publish(PublishRequest)
+    /// Answer `.historyLoaded` or `.loadFailed`.
+    case loadHistory
+    /// Answer `.auditLoaded` or `.loadFailed`.
+    case loadAudit
+    /// Fetch a snapshot now rather than at the next refresh.
+    case refresh
+    /// Repaint the whole terminal (Ctrl-L).
+    case redraw
+    /// Leave the console.
+    case quit
+}

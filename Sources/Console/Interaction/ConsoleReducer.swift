@@ -1,0 +1,358 @@
+import Timekeeping
+
+extension ConsoleState {
+    /// Applies one event and returns the effects the adapters must carry out.
+    ///
+    /// Pure: no I/O, no clock (time arrives as `.tick`). Answers to a request the operator has cancelled, or that
+    /// belong to a dialog no longer open, change nothing.
+    public mutating func handle(_ event: ConsoleEvent) -> [ConsoleEffect] {
+        switch event {
+        case .key(let key):
+            return handleKey(key)
+        case .tick(let instant):
+            now = instant
+            if var n = notice {
+                if let shown = n.shownAt {
+                    if n.lifetime < instant - shown { notice = nil }
+                } else {
+                    n.shownAt = instant
+                    notice = n
+                }
+            }
+            return []
+        case .resize(let size):
+            screenSize = size
+            clampScroll()
+            return []
+        case .snapshot(let m):
+            sourceProblem = nil
+            if frozen { heldModel = m } else { model = m }
+            return []
+        case .sourceFailed(let message):
+            sourceProblem = message
+            return []
+        case .previewReady(let preview):
+            guard case .preparing(let request) = overlay, request.id == preview.request.id else { return [] }
+            overlay = .confirm(preview, focus: .cancel)
+            return []
+        case .previewFailed(let id, let message):
+            guard case .preparing(let request) = overlay, request.id == id else { return [] }
+            overlay = nil
+            say("Cannot \(request.operation.text): \(message)", .error)
+            return []
+        case .published(let receipt):
+            if case .publishing(let request) = overlay, request.preview.request.id == receipt.requestID {
+                overlay = nil
+            }
+            say("Published v\(receipt.version): \(receipt.from.text) → \(receipt.to.text)", .success)
+            return [.refresh]
+        case .publishConflict(let conflict):
+            guard case .publishing(let request) = overlay, request.preview.request.id == conflict.request.id else {
+                return [.refresh]
+            }
+            overlay = .conflict(conflict, focus: .cancel)
+            return [.refresh]
+        case .publishRefused(let id, let message):
+            if isPublishing(id) { overlay = nil }
+            say("Refused: \(message)", .error)
+            return [.refresh]
+        case .stepUpRejected(let id, let message):
+            guard case .publishing(let request) = overlay, request.preview.request.id == id else { return [] }
+            overlay = .stepUp(request.preview, reason: request.reason, field: Self.codeField(), error: message)
+            return []
+        case .publishFailed(let id, let message):
+            if isPublishing(id) { overlay = nil }
+            say("Not published: \(message)", .error)
+            return [.refresh]
+        case .historyLoaded(let entries):
+            guard case .history(nil, _) = overlay else { return [] }
+            overlay = .history(entries: entries, cursor: ListCursor())
+            return []
+        case .auditLoaded(let log):
+            guard case .audit(nil, _) = overlay else { return [] }
+            overlay = .audit(log: log, cursor: ListCursor())
+            return []
+        case .loadFailed(let message):
+            switch overlay {
+            case .history(nil, _), .audit(nil, _):
+                overlay = nil
+                say("Could not load: \(message)", .error)
+            default: break
+            }
+            return []
+        }
+    }
+
+    private func isPublishing(_ id: Int) -> Bool {
+        if case .publishing(let r) = overlay { return r.preview.request.id == id }
+        return false
+    }
+
+    private mutating func say(_ text: String, _ kind: Notice.Kind) {
+        notice = Notice(text, kind, shownAt: now)
+    }
+
+    // MARK: Keys
+
+    private mutating func handleKey(_ key: Key) -> [ConsoleEffect] {
+        if key == .control("l") { return [.redraw] }
+        guard let overlay else { return handleMainKey(key) }
+        switch overlay {
+        case .help(let scroll):
+            switch key {
+            case .escape, .character("q"), .character("?"):
+                self.overlay = nil
+            default:
+                let count = HelpScreen.lines(for: self).count
+                let page = ConsoleScreen.listRows(for: screenSize)
+                if let target = scrollTarget(key, current: scroll, count: count, page: page) {
+                    self.overlay = .help(scroll: target)
+                }
+            }
+            return []
+
+        case .valuePrompt(var field, let error):
+            switch field.handle(key) {
+            case .cancelled:
+                self.overlay = nil
+                return []
+            case .submitted:
+                do {
+                    let micro = try PercentText.parse(field.text)
+                    return startChange(.set(microPercent: micro))
+                } catch {
+                    self.overlay = .valuePrompt(field: field, error: error.description)
+                    return []
+                }
+            case .edited:
+                self.overlay = .valuePrompt(field: field, error: nil)
+                return []
+            case .ignored:
+                self.overlay = .valuePrompt(field: field, error: error)
+                return []
+            }
+
+        case .preparing:
+            if key == .escape || key == .character("q") { cancelWrite() }
+            return []
+
+        case .confirm(let preview, let focus):
+            switch key {
+            case .tab, .backTab, .left, .right, .character("h"), .character("l"):
+                self.overlay = .confirm(preview, focus: focus.other)
+            case .enter:
+                if focus == .cancel { cancelWrite() } else { return afterConfirm(preview) }
+            case .escape, .character("q"):
+                cancelWrite()
+            default: break
+            }
+            return []
+
+        case .reason(let preview, var field, let error):
+            switch field.handle(key) {
+            case .cancelled:
+                cancelWrite()
+            case .submitted:
+                let reason = field.text.trimmingSpaces
+                guard !reason.isEmpty else {
+                    self.overlay = .reason(preview, field: field, error: "A reason is required for an increase.")
+                    return []
+                }
+                return afterReason(preview, reason: reason)
+            case .edited:
+                self.overlay = .reason(preview, field: field, error: nil)
+            case .ignored:
+                self.overlay = .reason(preview, field: field, error: error)
+            }
+            return []
+
+        case .stepUp(let preview, let reason, var field, let error):
+            switch field.handle(key) {
+            case .cancelled:
+                cancelWrite()
+            case .submitted:
+                guard field.text.count >= 6 else {
+                    self.overlay = .stepUp(
+                        preview, reason: reason, field: field,
+                        error: "Type the 6-digit code from your authenticator app.")
+                    return []
+                }
+                return publish(PublishRequest(preview: preview, reason: reason, stepUpCode: field.text))
+            case .edited:
+                self.overlay = .stepUp(preview, reason: reason, field: field, error: nil)
+            case .ignored:
+                self.overlay = .stepUp(preview, reason: reason, field: field, error: error)
+            }
+            return []
+
+        case .publishing:
+            // A compare-and-swap in flight cannot be called back; its answer closes this.
+            return []
+
+        case .conflict(let conflict, let focus):
+            switch key {
+            case .tab, .backTab, .left, .right, .character("h"), .character("l"):
+                self.overlay = .conflict(conflict, focus: focus.other)
+            case .enter:
+                if focus == .cancel { cancelWrite() } else { return startChange(conflict.request.operation) }
+            case .escape, .character("q"):
+                cancelWrite()
+            default: break
+            }
+            return []
+
+        case .history(let entries, let cursor):
+            if key == .escape || key == .character("q") || key == .character("h") {
+                self.overlay = nil
+            } else if let entries {
+                self.overlay = .history(entries: entries, cursor: moved(cursor, key, count: entries.count))
+            }
+            return []
+
+        case .audit(let log, let cursor):
+            if key == .escape || key == .character("q") || key == .character("a") {
+                self.overlay = nil
+            } else if let log {
+                self.overlay = .audit(log: log, cursor: moved(cursor, key, count: log.entries.count))
+            }
+            return []
+        }
+    }
+
+    private mutating func handleMainKey(_ key: Key) -> [ConsoleEffect] {
+        guard let intent = KeyMap.intent(for: key) else { return [] }
+        switch intent {
+        case .nudgeUp: return startChange(.nudge(by: step))
+        case .nudgeDown: return startChange(.nudge(by: -step))
+        case .finerStep:
+            stepIndex = max(0, stepIndex - 1)
+            say("Step \(PercentText.format(step))", .info)
+        case .coarserStep:
+            stepIndex = min(configuration.steps.count - 1, stepIndex + 1)
+            say("Step \(PercentText.format(step))", .info)
+        case .typeExact:
+            let current = model.map { PercentText.formatNumber($0.condition.desiredMicroPercent) } ?? ""
+            overlay = .valuePrompt(field: TextField(current, content: .decimal, maxLength: 12), error: nil)
+        case .kill: return startChange(.kill)
+        case .resume: return startChange(.resume)
+        case .rollbackLast: return startChange(.rollbackLast)
+        case .showHistory:
+            overlay = .history(entries: nil, cursor: ListCursor())
+            return [.loadHistory]
+        case .showAudit:
+            overlay = .audit(log: nil, cursor: ListCursor())
+            return [.loadAudit]
+        case .nextTheme:
+            themeIndex = (themeIndex + 1) % configuration.themeNames.count
+            say("Theme \(themeName)", .info)
+        case .toggleFreeze:
+            if frozen {
+                frozen = false
+                if let held = heldModel { model = held }
+                heldModel = nil
+                say("Live again", .info)
+            } else {
+                frozen = true
+                say("Display frozen; data keeps arriving. f unfreezes.", .warning)
+            }
+        case .showHelp:
+            overlay = .help(scroll: 0)
+        case .redraw:
+            return [.redraw]
+        case .quit:
+            return [.quit]
+        case .cancel:
+            notice = nil
+        }
+        return []
+    }
+
+    // MARK: The write path, as the console sees it
+
+    private mutating func startChange(_ operation: ChangeOperation) -> [ConsoleEffect] {
+        let request = ChangeRequest(id: nextRequestID, operation: operation)
+        nextRequestID += 1
+        overlay = .preparing(request)
+        notice = nil
+        return [.preview(request)]
+    }
+
+    private mutating func afterConfirm(_ preview: ChangePreview) -> [ConsoleEffect] {
+        if preview.requiresReason {
+            overlay = .reason(preview, field: TextField(maxLength: 500), error: nil)
+            return []
+        }
+        return afterReason(preview, reason: "")
+    }
+
+    private mutating func afterReason(_ preview: ChangePreview, reason: String) -> [ConsoleEffect] {
+        if preview.requiresStepUp {
+            overlay = .stepUp(preview, reason: reason, field: Self.codeField(), error: nil)
+            return []
+        }
+        return publish(PublishRequest(preview: preview, reason: reason, stepUpCode: nil))
+    }
+
+    private mutating func publish(_ request: PublishRequest) -> [ConsoleEffect] {
+        overlay = .publishing(request)
+        return [.publish(request)]
+    }
+
+    private mutating func cancelWrite() {
+        overlay = nil
+        say("Cancelled; nothing was written.", .info)
+    }
+
+    static func codeField() -> TextField { TextField(content: .digits, maxLength: 8, masked: true) }
+
+    // MARK: Scrolling
+
+    private func moved(_ cursor: ListCursor, _ key: Key, count: Int) -> ListCursor {
+        var c = cursor
+        let page = ConsoleScreen.listRows(for: screenSize)
+        switch key {
+        case .up, .character("k"): c.move(by: -1, count: count, page: page)
+        case .down, .character("j"): c.move(by: 1, count: count, page: page)
+        case .pageUp: c.move(by: -page, count: count, page: page)
+        case .pageDown, .character(" "): c.move(by: page, count: count, page: page)
+        case .home, .character("g"): c.move(by: -count, count: count, page: page)
+        case .end, .character("G"): c.move(by: count, count: count, page: page)
+        default: break
+        }
+        return c
+    }
+
+    /// The new first line of a free-scrolling text (help), or nil when the key does not scroll.
+    private func scrollTarget(_ key: Key, current: Int, count: Int, page: Int) -> Int? {
+        let last = max(0, count - page)
+        let target: Int
+        switch key {
+        case .up, .character("k"): target = current - 1
+        case .down, .character("j"): target = current + 1
+        case .pageUp: target = current - page
+        case .pageDown, .character(" "): target = current + page
+        case .home, .character("g"): target = 0
+        case .end, .character("G"): target = last
+        default: return nil
+        }
+        return min(max(0, target), last)
+    }
+
+    private mutating func clampScroll() {
+        let page = ConsoleScreen.listRows(for: screenSize)
+        switch overlay {
+        case .help(let scroll):
+            let count = HelpScreen.lines(for: self).count
+            overlay = .help(scroll: min(scroll, max(0, count - page)))
+        case .history(let entries?, let cursor):
+            var c = cursor
+            c.move(by: 0, count: entries.count, page: page)
+            overlay = .history(entries: entries, cursor: c)
+        case .audit(let log?, let cursor):
+            var c = cursor
+            c.move(by: 0, count: log.entries.count, page: page)
+            overlay = .audit(log: log, cursor: c)
+        default: break
+        }
+    }
+}

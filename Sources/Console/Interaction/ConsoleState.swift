@@ -1,0 +1,172 @@
+import Timekeeping
+
+/// The console's own state: the model on screen, the step, the theme, the open dialog and the last message.
+///
+/// Changed only by `handle(_:)`, a pure reducer: event in, state changed, effects out.
+public struct ConsoleState: Hashable, Sendable {
+    /// Settings fixed for a session.
+    public struct Configuration: Hashable, Sendable {
+        /// The nudge steps `[` and `]` move between, in micro-percent, smallest first.
+        public var steps: [Int]
+        /// Index into `steps` at start.
+        public var initialStep: Int
+        /// Data older than this is marked stale.
+        public var staleAfter: Instant.Duration
+        /// Offset from UTC for the times shown, in seconds.
+        public var utcOffsetSeconds: Int
+        /// The names `t` cycles through.
+        public var themeNames: [String]
+        public var initialTheme: Int
+
+        public init(
+            steps: [Int] = [100_000, 500_000, 1_000_000, 2_000_000, 5_000_000, 10_000_000], initialStep: Int = 2,
+            staleAfter: Instant.Duration = .milliseconds(5_000), utcOffsetSeconds: Int = 0,
+            themeNames: [String] = ["default"],
+            initialTheme: Int = 0
+        ) {
+            self.steps = steps.isEmpty ? [1_000_000] : steps
+            self.initialStep = min(max(0, initialStep), self.steps.count - 1)
+            self.staleAfter = staleAfter
+            self.utcOffsetSeconds = utcOffsetSeconds
+            self.themeNames = themeNames.isEmpty ? ["default"] : themeNames
+            self.initialTheme = min(max(0, initialTheme), self.themeNames.count - 1)
+        }
+    }
+
+    /// A one-line message under the panels.
+    public struct Notice: Hashable, Sendable {
+        public enum Kind: Hashable, Sendable {
+            case info
+            case success
+            case warning
+            case error
+        }
+
+        public var text: String
+        public var kind: Kind
+        /// When it appeared (the first tick after it was raised); it expires some seconds later.
+        public var shownAt: Instant?
+
+        public init(_ text: String, _ kind: Kind, shownAt: Instant? = nil) {
+            self.text = text
+            self.kind = kind
+            self.shownAt = shownAt
+        }
+
+        var lifetime: Instant.Duration {
+            switch kind {
+            case .info, .success: .milliseconds(6_000)
+            case .warning, .error: .milliseconds(20_000)
+            }
+        }
+    }
+
+    public let configuration: Configuration
+    /// The model on screen (nil until the first snapshot).
+    public internal(set) var model: ConsoleModel?
+    /// The newest model received while the display is frozen.
+    public internal(set) var heldModel: ConsoleModel?
+    public internal(set) var frozen: Bool
+    /// The latest tick.
+    public internal(set) var now: Instant?
+    /// Why the last fetch failed, until a snapshot arrives again.
+    public internal(set) var sourceProblem: String?
+    public internal(set) var stepIndex: Int
+    public internal(set) var themeIndex: Int
+    public internal(set) var overlay: Overlay?
+    public internal(set) var notice: Notice?
+    /// The terminal size, for paging in lists.
+    public internal(set) var screenSize: Size
+    var nextRequestID: Int
+
+    public init(configuration: Configuration = Configuration(), screenSize: Size = Size(width: 80, height: 24)) {
+        self.configuration = configuration
+        self.model = nil
+        self.heldModel = nil
+        self.frozen = false
+        self.now = nil
+        self.sourceProblem = nil
+        self.stepIndex = configuration.initialStep
+        self.themeIndex = configuration.initialTheme
+        self.overlay = nil
+        self.notice = nil
+        self.screenSize = screenSize
+        self.nextRequestID = 1
+    }
+
+    /// The current nudge step in micro-percent.
+    public var step: Int { configuration.steps[stepIndex] }
+
+    public var themeName: String { configuration.themeNames[themeIndex] }
+
+    /// How old the data on screen is, when both the data time and a tick are known.
+    public var dataAge: Instant.Duration? {
+        guard let now, let asOf = model?.header.dataAsOf else { return nil }
+        return now - asOf
+    }
+
+    /// The data on screen cannot be trusted as current: too old, the source failed or said so, or no data yet.
+    public var isStale: Bool {
+        guard let model else { return true }
+        if sourceProblem != nil || model.header.staleReason != nil { return true }
+        guard let age = dataAge else { return model.header.dataAsOf == nil }
+        return configuration.staleAfter < age
+    }
+}
+
+/// Which button of a two-button dialog has the focus.
+public enum DialogFocus: Hashable, Sendable {
+    case cancel
+    case act
+
+    var other: DialogFocus { self == .cancel ? .act : .cancel }
+}
+
+/// The selected row and the first visible row of a scrollable list.
+public struct ListCursor: Hashable, Sendable {
+    public internal(set) var selected: Int = 0
+    public internal(set) var offset: Int = 0
+
+    public init(selected: Int = 0, offset: Int = 0) {
+        self.selected = selected
+        self.offset = offset
+    }
+
+    /// Moves the selection by `delta` rows within `count` rows, scrolling so it stays in a window of `page` rows.
+    mutating func move(by delta: Int, count: Int, page: Int) {
+        guard count > 0 else {
+            selected = 0
+            offset = 0
+            return
+        }
+        selected = min(max(0, selected + delta), count - 1)
+        let p = max(1, page)
+        if selected < offset { offset = selected }
+        if selected >= offset + p { offset = selected - p + 1 }
+        offset = min(max(0, offset), max(0, count - p))
+    }
+}
+
+/// The dialog, prompt or full-screen view on top of the main screen; at most one at a time.
+public enum Overlay: Hashable, Sendable {
+    /// The key help; `scroll` is the first line shown.
+    case help(scroll: Int)
+    /// `=`: type an exact percentage.
+    case valuePrompt(field: TextField, error: String?)
+    /// Waiting for the core's preview of a change.
+    case preparing(ChangeRequest)
+    /// The confirm dialog; the preview is frozen while it is open.
+    case confirm(ChangePreview, focus: DialogFocus)
+    /// Why an increase is made.
+    case reason(ChangePreview, field: TextField, error: String?)
+    /// The step-up (TOTP) code, masked.
+    case stepUp(ChangePreview, reason: String, field: TextField, error: String?)
+    /// The publish is in flight.
+    case publishing(PublishRequest)
+    /// Someone published first; offer to re-apply on top.
+    case conflict(PublishConflict, focus: DialogFocus)
+    /// Published changes; `entries` is nil while loading.
+    case history(entries: [ChangeRecord]?, cursor: ListCursor)
+    /// The audit log; `log` is nil while loading.
+    case audit(log: AuditLog?, cursor: ListCursor)
+}

@@ -1,0 +1,92 @@
+/// A one-line text field: typing, cursor movement, deletion; submit with Enter, cancel with Esc.
+public struct TextField: Hashable, Sendable {
+    /// Which characters the field accepts.
+    public enum Content: Hashable, Sendable {
+        /// Any printable character.
+        case text
+        /// Digits, one decimal point and a trailing `%` (percentages).
+        case decimal
+        /// Digits only (step-up codes).
+        case digits
+    }
+
+    /// What a key did to the field.
+    public enum Outcome: Hashable, Sendable {
+        case edited
+        case submitted
+        case cancelled
+        case ignored
+    }
+
+    public private(set) var characters: [Character]
+    /// Cursor position, 0...characters.count.
+    public private(set) var cursor: Int
+    public let content: Content
+    public let maxLength: Int
+    /// Shown as bullets (step-up codes).
+    public let masked: Bool
+
+    public init(_ text: String = "", content: Content = .text, maxLength: Int = 200, masked: Bool = false) {
+        self.characters = Array(text.prefix(maxLength))
+        self.cursor = characters.count
+        self.content = content
+        self.maxLength = maxLength
+        self.masked = masked
+    }
+
+    public var text: String { String(characters) }
+
+    /// What the field shows: the text, or one bullet per character when masked.
+    public var displayText: String { masked ? String(repeating: "•", count: characters.count) : text }
+
+    /// Applies one key.
+    public mutating func handle(_ key: Key) -> Outcome {
+        switch key {
+        case .enter: return .submitted
+        case .escape: return .cancelled
+        case .character(let c):
+            guard accepts(c), characters.count < maxLength else { return .ignored }
+            characters.insert(c, at: cursor)
+            cursor += 1
+        case .backspace, .control("h"):
+            guard cursor > 0 else { return .ignored }
+            characters.remove(at: cursor - 1)
+            cursor -= 1
+        case .delete, .control("d"):
+            guard cursor < characters.count else { return .ignored }
+            characters.remove(at: cursor)
+        case .left, .control("b"):
+            guard cursor > 0 else { return .ignored }
+            cursor -= 1
+        case .right, .control("f"):
+            guard cursor < characters.count else { return .ignored }
+            cursor += 1
+        case .home, .control("a"): cursor = 0
+        case .end, .control("e"): cursor = characters.count
+        case .control("u"):
+            characters.removeFirst(cursor)
+            cursor = 0
+        case .control("k"):
+            characters.removeLast(characters.count - cursor)
+        default:
+            return .ignored
+        }
+        return .edited
+    }
+
+    private func accepts(_ c: Character) -> Bool {
+        switch content {
+        case .text:
+            return !c.unicodeScalars.contains { $0.properties.generalCategory == .control }
+        case .digits:
+            return c.isASCII && c.isNumber
+        case .decimal:
+            // Nothing may follow the percent sign.
+            if let percent = characters.firstIndex(of: "%"), cursor > percent { return false }
+            if c.isASCII && c.isNumber { return true }
+            if c == "." { return !characters.contains(".") }
+            if c == "%" { return cursor == characters.count && !characters.contains("%") }
+            return false
+        }
+    }
+}

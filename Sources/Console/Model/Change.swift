@@ -1,0 +1,218 @@
+import Timekeeping
+
+/// A write the operator asked for, before the core has looked at it.
+public enum ChangeOperation: Hashable, Sendable {
+    /// Move the percentage by a signed number of micro-percent (`+`/`-`, `→`/`←`).
+    case nudge(by: Int)
+    /// Set the percentage to an exact value (`=`).
+    case set(microPercent: Int)
+    /// Turn the flag off for everyone (`K`).
+    case kill
+    /// Undo the kill switch, back to the percentage before it (`r`).
+    case resume
+    /// Roll back the last change (`u`).
+    case rollbackLast
+
+    /// A short description: `nudge +1 pt`, `set 12.5%`, `kill`.
+    public var text: String {
+        switch self {
+        case .nudge(let by): "nudge " + PercentText.formatPoints(by)
+        case .set(let m): "set " + PercentText.format(m)
+        case .kill: "kill switch"
+        case .resume: "resume"
+        case .rollbackLast: "roll back the last change"
+        }
+    }
+
+    /// Where this operation would take a rollout now at `position`, when that can be told without the store.
+    public func target(from position: RolloutPosition) -> RolloutPosition? {
+        switch self {
+        case .nudge(let by):
+            return RolloutPosition(microPercent: min(PercentText.whole, max(0, position.microPercent + by)))
+        case .set(let m): return RolloutPosition(microPercent: m)
+        case .kill: return RolloutPosition(microPercent: position.microPercent, killed: true)
+        case .resume: return RolloutPosition(microPercent: position.microPercent, killed: false)
+        case .rollbackLast: return nil
+        }
+    }
+}
+
+/// An operation with an identity, so that answers to a request the operator has since cancelled are ignored.
+public struct ChangeRequest: Hashable, Sendable {
+    public var id: Int
+    public var operation: ChangeOperation
+
+    public init(id: Int, operation: ChangeOperation) {
+        self.id = id
+        self.operation = operation
+    }
+}
+
+/// The expected attestation load a change causes, against Apple's guidance.
+public struct AttestationLoad: Hashable, Sendable {
+    /// Expected peak of attestation calls per second while the newly eligible devices enrol.
+    public var peakPerSecond: Double
+    /// Apple's guidance (about 100 per second per app).
+    public var budgetPerSecond: Double
+    /// Expected enrolments over the next day, or nil when not estimated.
+    public var perDay: Int?
+    /// Apple's daily guidance (about 10 million), or nil.
+    public var dailyBudget: Int?
+
+    public init(peakPerSecond: Double, budgetPerSecond: Double, perDay: Int? = nil, dailyBudget: Int? = nil) {
+        self.peakPerSecond = peakPerSecond
+        self.budgetPerSecond = budgetPerSecond
+        self.perDay = perDay
+        self.dailyBudget = dailyBudget
+    }
+
+    /// Peak over budget (1.0 = exactly at the guidance).
+    public var share: Double { budgetPerSecond > 0 ? peakPerSecond / budgetPerSecond : .infinity }
+    public var exceedsBudget: Bool { share > 1 || (perDay ?? 0) > (dailyBudget ?? .max) }
+}
+
+/// The guardrail verdict on a proposed change.
+public struct GuardrailAssessment: Hashable, Sendable {
+    public var verdict: Verdict
+    public var reasons: [String]
+
+    public init(verdict: Verdict, reasons: [String]) {
+        self.verdict = verdict
+        self.reasons = reasons
+    }
+}
+
+/// What a change will write and cause, as computed by the core's write path for the confirm dialog.
+///
+/// The preview is computed against the template the store holds now; `baseVersion`/`baseETag` pin it, so the
+/// publish that follows is a compare-and-swap on exactly what the operator confirmed.
+public struct ChangePreview: Hashable, Sendable {
+    public var request: ChangeRequest
+    public var from: RolloutPosition
+    public var to: RolloutPosition
+    public var baseVersion: String
+    public var baseETag: String
+    /// Devices that gain the flag (positive) or lose it (negative) with this change.
+    public var eligibleDeviceChange: Int
+    public var load: AttestationLoad?
+    public var guardrail: GuardrailAssessment
+    /// The operator must give a reason (increases do).
+    public var requiresReason: Bool
+    /// Policy demands a step-up code before publishing.
+    public var requiresStepUp: Bool
+    /// Anything else the operator should read before confirming.
+    public var notes: [String]
+
+    public init(
+        request: ChangeRequest, from: RolloutPosition, to: RolloutPosition, baseVersion: String, baseETag: String,
+        eligibleDeviceChange: Int, load: AttestationLoad?, guardrail: GuardrailAssessment, requiresReason: Bool? = nil,
+        requiresStepUp: Bool, notes: [String] = []
+    ) {
+        self.request = request
+        self.from = from
+        self.to = to
+        self.baseVersion = baseVersion
+        self.baseETag = baseETag
+        self.eligibleDeviceChange = eligibleDeviceChange
+        self.load = load
+        self.guardrail = guardrail
+        self.requiresReason = requiresReason ?? (to.effectiveMicroPercent > from.effectiveMicroPercent)
+        self.requiresStepUp = requiresStepUp
+        self.notes = notes
+    }
+
+    public var isIncrease: Bool { to.effectiveMicroPercent > from.effectiveMicroPercent }
+}
+
+/// The confirmed change, handed to the write path.
+public struct PublishRequest: Hashable, Sendable {
+    public var preview: ChangePreview
+    /// Why (required for increases; may be empty otherwise).
+    public var reason: String
+    /// The step-up code the operator typed, when policy asked for one.
+    public var stepUpCode: String?
+
+    public init(preview: ChangePreview, reason: String, stepUpCode: String?) {
+        self.preview = preview
+        self.reason = reason
+        self.stepUpCode = stepUpCode
+    }
+}
+
+/// A successful publish.
+public struct PublishReceipt: Hashable, Sendable {
+    public var requestID: Int
+    public var version: String
+    public var from: RolloutPosition
+    public var to: RolloutPosition
+
+    public init(requestID: Int, version: String, from: RolloutPosition, to: RolloutPosition) {
+        self.requestID = requestID
+        self.version = version
+        self.from = from
+        self.to = to
+    }
+}
+
+/// Someone else published after the preview: the compare-and-swap failed.
+public struct PublishConflict: Hashable, Sendable {
+    public var request: ChangeRequest
+    /// The version the preview was based on.
+    public var expectedVersion: String
+    /// The changes published since, newest first.
+    public var intervening: [ChangeRecord]
+    /// Where the rollout stands now.
+    public var current: RolloutPosition
+
+    public init(request: ChangeRequest, expectedVersion: String, intervening: [ChangeRecord], current: RolloutPosition)
+    {
+        self.request = request
+        self.expectedVersion = expectedVersion
+        self.intervening = intervening
+        self.current = current
+    }
+}
+
+/// One entry of the tamper-evident audit log.
+public struct AuditEntry: Hashable, Sendable {
+    public var sequence: Int
+    public var at: Instant
+    public var actor: String
+    /// What was attempted, e.g. `publish`, `step-up`, `kill`.
+    public var action: String
+    /// How it ended, e.g. `ok`, `refused`, `conflict`, `wrong code`.
+    public var outcome: String
+    public var detail: String
+    /// The outcome was a success.
+    public var succeeded: Bool
+
+    public init(
+        sequence: Int, at: Instant, actor: String, action: String, outcome: String, detail: String, succeeded: Bool
+    ) {
+        self.sequence = sequence
+        self.at = at
+        self.actor = actor
+        self.action = action
+        self.outcome = outcome
+        self.detail = detail
+        self.succeeded = succeeded
+    }
+}
+
+/// The audit log as loaded for the audit view, with the result of checking its hash chain.
+public struct AuditLog: Hashable, Sendable {
+    public enum Integrity: Hashable, Sendable {
+        case verified
+        case broken(atSequence: Int, reason: String)
+        case unchecked
+    }
+
+    /// Newest first.
+    public var entries: [AuditEntry]
+    public var integrity: Integrity
+
+    public init(entries: [AuditEntry], integrity: Integrity) {
+        self.entries = entries
+        self.integrity = integrity
+    }
+}

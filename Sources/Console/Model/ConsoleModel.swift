@@ -1,0 +1,362 @@
+import Timekeeping
+
+/// Everything the main screen shows, as one value: the adapters fill it, the renderer draws it.
+///
+/// The data source builds a fresh `ConsoleModel` about four times a second from the store and telemetry. It is a
+/// plain value with no behaviour, so the renderer can be tested against fixtures and the console never reaches
+/// into the store. Optional fields are shown as "–" (not known yet) rather than as zero.
+public struct ConsoleModel: Hashable, Sendable {
+    public var header: HeaderInfo
+    public var condition: ConditionInfo
+    public var attestation: AttestationInfo
+    public var crash: CrashInfo
+    /// The latest published changes, newest first.
+    public var changes: [ChangeRecord]
+    /// Notable events (guardrail alarms, propagation milestones, throttling), newest first.
+    public var events: [NotableEvent]
+
+    public init(
+        header: HeaderInfo, condition: ConditionInfo, attestation: AttestationInfo, crash: CrashInfo,
+        changes: [ChangeRecord] = [], events: [NotableEvent] = []
+    ) {
+        self.header = header
+        self.condition = condition
+        self.attestation = attestation
+        self.crash = crash
+        self.changes = changes
+        self.events = events
+    }
+}
+
+/// The header bar: where the data comes from and how fresh it is.
+public struct HeaderInfo: Hashable, Sendable {
+    /// The store as a person recognises it, e.g. `sqlite ~/.rollout/store.db`.
+    public var store: String
+    /// The Firebase project id.
+    public var project: String
+    /// The template version the screen reflects (Firebase `versionNumber`), or nil before the first publish.
+    public var templateVersion: String?
+    /// The template's ETag (compare-and-swap token).
+    public var etag: String?
+    /// The operator this console acts as.
+    public var operatorID: String
+    /// When the data on screen was read; the console shows its age against its own ticks.
+    public var dataAsOf: Instant?
+    /// Set by the data source when it knows the data is behind (e.g. telemetry ingestion stalled).
+    public var staleReason: String?
+    /// The console was opened read-only; the write path refuses changes.
+    public var readOnly: Bool
+    /// Policy demands a second factor (TOTP) for risky changes.
+    public var stepUpEnabled: Bool
+
+    public init(
+        store: String, project: String, templateVersion: String? = nil, etag: String? = nil, operatorID: String,
+        dataAsOf: Instant? = nil, staleReason: String? = nil, readOnly: Bool = false, stepUpEnabled: Bool = false
+    ) {
+        self.store = store
+        self.project = project
+        self.templateVersion = templateVersion
+        self.etag = etag
+        self.operatorID = operatorID
+        self.dataAsOf = dataAsOf
+        self.staleReason = staleReason
+        self.readOnly = readOnly
+        self.stepUpEnabled = stepUpEnabled
+    }
+}
+
+/// Where the rollout stands.
+public enum RolloutState: String, Hashable, Sendable, CaseIterable {
+    /// Present in the template at 0%: nobody has the flag yet.
+    case notStarted = "not started"
+    /// The percentage is live and may be nudged.
+    case rolling
+    /// A guardrail or an operator holds the percentage where it is.
+    case held
+    /// The kill switch is on: the flag is false for everyone.
+    case killed
+}
+
+/// A band of micro-percentiles `(lower, upper]`, or `[lower, upper]` when `includesLower` (the exposed band starts
+/// at 0 inclusive).
+public struct PercentileBand: Hashable, Sendable {
+    public var lower: Int
+    public var upper: Int
+    public var includesLower: Bool
+
+    public init(lower: Int, upper: Int, includesLower: Bool) {
+        self.lower = lower
+        self.upper = upper
+        self.includesLower = includesLower
+    }
+
+    /// `[0, 12.5]` or `(50, 62.5]`, in percent.
+    public var text: String {
+        (includesLower ? "[" : "(") + PercentText.formatNumber(lower) + ", " + PercentText.formatNumber(upper) + "]"
+    }
+}
+
+/// The `AppAttestEnabled` condition as written in the template, and how far it has reached.
+public struct ConditionInfo: Hashable, Sendable {
+    /// The parameter the rollout drives.
+    public var parameter: String
+    /// The condition's name in the template.
+    public var conditionName: String
+    /// The condition expression exactly as written, e.g. `percent('rollout-2026') <= 12.5`.
+    public var expression: String
+    /// The percentage the template asks for, in micro-percent.
+    public var desiredMicroPercent: Int
+    /// Share (0...1) of active devices that currently have the flag on, or nil when unknown.
+    public var observedExposure: Double?
+    /// Share (0...1) of active devices that fetched the newest template version, or nil when unknown.
+    public var propagation: Double?
+    /// Active devices in the observation window, or nil when unknown.
+    public var activeDevices: Int?
+    public var seed: String
+    public var exposedBand: PercentileBand
+    /// The control band, or nil at 100% (no control group left).
+    public var controlBand: PercentileBand?
+    public var state: RolloutState
+
+    public init(
+        parameter: String = "AppAttestEnabled", conditionName: String, expression: String, desiredMicroPercent: Int,
+        observedExposure: Double? = nil, propagation: Double? = nil, activeDevices: Int? = nil, seed: String,
+        exposedBand: PercentileBand, controlBand: PercentileBand?, state: RolloutState
+    ) {
+        self.parameter = parameter
+        self.conditionName = conditionName
+        self.expression = expression
+        self.desiredMicroPercent = desiredMicroPercent
+        self.observedExposure = observedExposure
+        self.propagation = propagation
+        self.activeDevices = activeDevices
+        self.seed = seed
+        self.exposedBand = exposedBand
+        self.controlBand = controlBand
+        self.state = state
+    }
+}
+
+/// Rates over the last 1, 5 and 15 minutes, per minute (as `uptime` shows load).
+public struct WindowRates: Hashable, Sendable {
+    public var oneMinute: Double
+    public var fiveMinutes: Double
+    public var fifteenMinutes: Double
+
+    public init(oneMinute: Double, fiveMinutes: Double, fifteenMinutes: Double) {
+        self.oneMinute = oneMinute
+        self.fiveMinutes = fiveMinutes
+        self.fifteenMinutes = fifteenMinutes
+    }
+
+    public static let zero = WindowRates(oneMinute: 0, fiveMinutes: 0, fifteenMinutes: 0)
+}
+
+/// Attestation outcomes in one minute, for the chart.
+public struct MinuteCounts: Hashable, Sendable {
+    public var success: Int
+    public var failure: Int
+
+    public init(success: Int, failure: Int) {
+        self.success = success
+        self.failure = failure
+    }
+
+    public var attempts: Int { success + failure }
+}
+
+/// Failures of one error class (e.g. `serverUnavailable`).
+public struct FailureClass: Hashable, Sendable {
+    public var name: String
+    public var count: Int
+    /// The class's change detector (CUSUM) is alarmed.
+    public var alarmed: Bool
+
+    public init(name: String, count: Int, alarmed: Bool = false) {
+        self.name = name
+        self.count = count
+        self.alarmed = alarmed
+    }
+}
+
+/// `AppAttestSuccess` / `AppAttestFailure`: totals, rates, the recent series and failures by class.
+public struct AttestationInfo: Hashable, Sendable {
+    public var successTotal: Int
+    public var failureTotal: Int
+    /// Successes per minute over 1/5/15 minutes.
+    public var successRate: WindowRates
+    /// Failures per minute over 1/5/15 minutes.
+    public var failureRate: WindowRates
+    /// Per-minute counts, oldest first, ending with the current minute.
+    public var perMinute: [MinuteCounts]
+    /// Failures by error class, largest first.
+    public var failureClasses: [FailureClass]
+    /// Apple's guidance for attestation calls, per minute (about 100 per second), or nil when not configured.
+    public var budgetPerMinute: Double?
+
+    public init(
+        successTotal: Int, failureTotal: Int, successRate: WindowRates, failureRate: WindowRates,
+        perMinute: [MinuteCounts] = [], failureClasses: [FailureClass] = [], budgetPerMinute: Double? = nil
+    ) {
+        self.successTotal = successTotal
+        self.failureTotal = failureTotal
+        self.successRate = successRate
+        self.failureRate = failureRate
+        self.perMinute = perMinute
+        self.failureClasses = failureClasses
+        self.budgetPerMinute = budgetPerMinute
+    }
+
+    /// Successes over attempts, or nil before the first attempt.
+    public var successRatio: Double? {
+        let attempts = successTotal + failureTotal
+        return attempts == 0 ? nil : Double(successTotal) / Double(attempts)
+    }
+}
+
+/// The telemetry verdict on the rollout.
+public enum Verdict: String, Hashable, Sendable, CaseIterable, Comparable {
+    case ok = "OK"
+    case watch = "WATCH"
+    case hold = "HOLD"
+    case halt = "HALT"
+
+    public static func < (a: Verdict, b: Verdict) -> Bool {
+        let order: [Verdict] = [.ok, .watch, .hold, .halt]
+        return order.firstIndex(of: a)! < order.firstIndex(of: b)!
+    }
+}
+
+/// Crash-free figures of one cohort.
+public struct CohortCrashStats: Hashable, Sendable {
+    public var users: Int
+    /// Share (0...1) of users without a crash.
+    public var crashFreeUsers: Double?
+    public var sessions: Int
+    /// Share (0...1) of sessions without a crash.
+    public var crashFreeSessions: Double?
+
+    public init(users: Int, crashFreeUsers: Double?, sessions: Int, crashFreeSessions: Double?) {
+        self.users = users
+        self.crashFreeUsers = crashFreeUsers
+        self.sessions = sessions
+        self.crashFreeSessions = crashFreeSessions
+    }
+}
+
+/// An estimate with its anytime-valid confidence interval, in percentage points.
+public struct IntervalEstimate: Hashable, Sendable {
+    public var estimate: Double
+    public var lower: Double
+    public var upper: Double
+    /// The confidence level, e.g. 0.95.
+    public var confidence: Double
+
+    public init(estimate: Double, lower: Double, upper: Double, confidence: Double = 0.95) {
+        self.estimate = estimate
+        self.lower = lower
+        self.upper = upper
+        self.confidence = confidence
+    }
+}
+
+/// Exposed versus control crash figures and the verdict drawn from them.
+public struct CrashInfo: Hashable, Sendable {
+    public var exposed: CohortCrashStats
+    public var control: CohortCrashStats
+    /// Crash-free users, exposed minus control, in percentage points (negative: exposed is worse).
+    public var difference: IntervalEstimate?
+    /// The smallest difference in crash-free users (percentage points) detectable at the current exposure.
+    public var minimumDetectableEffect: Double?
+    public var verdict: Verdict
+    /// Why, most important first.
+    public var reasons: [String]
+    /// Guardrails are armed: a HALT verdict kills the rollout without waiting for an operator.
+    public var guardrailsArmed: Bool
+
+    public init(
+        exposed: CohortCrashStats, control: CohortCrashStats, difference: IntervalEstimate?,
+        minimumDetectableEffect: Double?, verdict: Verdict, reasons: [String], guardrailsArmed: Bool
+    ) {
+        self.exposed = exposed
+        self.control = control
+        self.difference = difference
+        self.minimumDetectableEffect = minimumDetectableEffect
+        self.verdict = verdict
+        self.reasons = reasons
+        self.guardrailsArmed = guardrailsArmed
+    }
+}
+
+/// The rollout's setting before or after a change: a percentage, possibly killed.
+public struct RolloutPosition: Hashable, Sendable {
+    public var microPercent: Int
+    public var killed: Bool
+
+    public init(microPercent: Int, killed: Bool = false) {
+        self.microPercent = microPercent
+        self.killed = killed
+    }
+
+    /// `12.5%`, or `killed (12.5%)`.
+    public var text: String {
+        killed ? "killed (" + PercentText.format(microPercent) + ")" : PercentText.format(microPercent)
+    }
+
+    /// Share of users with the flag on.
+    public var effectiveMicroPercent: Int { killed ? 0 : microPercent }
+}
+
+/// What kind of write a change was.
+public enum ChangeKind: String, Hashable, Sendable, CaseIterable {
+    case set
+    case nudge
+    case kill
+    case resume
+    case rollback
+    /// A change made outside rollout (the Firebase console, another tool).
+    case external
+}
+
+/// One published change: who, when, from → to, why.
+public struct ChangeRecord: Hashable, Sendable {
+    public var version: String
+    public var at: Instant
+    public var actor: String
+    public var kind: ChangeKind
+    public var from: RolloutPosition
+    public var to: RolloutPosition
+    public var reason: String
+
+    public init(
+        version: String, at: Instant, actor: String, kind: ChangeKind, from: RolloutPosition, to: RolloutPosition,
+        reason: String
+    ) {
+        self.version = version
+        self.at = at
+        self.actor = actor
+        self.kind = kind
+        self.from = from
+        self.to = to
+        self.reason = reason
+    }
+}
+
+/// A notable event shown in the log beside changes.
+public struct NotableEvent: Hashable, Sendable {
+    public enum Severity: String, Hashable, Sendable {
+        case info
+        case warning
+        case critical
+    }
+
+    public var at: Instant
+    public var severity: Severity
+    public var text: String
+
+    public init(at: Instant, severity: Severity, text: String) {
+        self.at = at
+        self.severity = severity
+        self.text = text
+    }
+}

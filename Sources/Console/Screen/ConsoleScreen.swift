@@ -1,0 +1,172 @@
+import Timekeeping
+
+/// The whole console screen as a pure function of the state and the terminal size.
+///
+/// Like a ratatui app, every frame is drawn in full into an off-screen grid; the terminal backend then paints
+/// only the cells that changed. At 80×24 everything fits in boxed panels; larger terminals get taller charts,
+/// more log lines and side-by-side detail; between the minimum size and 80×24 a compact layout without boxes is
+/// used; below the minimum a "terminal too small" message replaces the screen. No size crashes it.
+public enum ConsoleScreen {
+    /// Below this the console shows only the "too small" message.
+    public static let minimumSize = Size(width: 60, height: 16)
+    /// From this size on, panels are boxed.
+    public static let boxedSize = Size(width: 80, height: 24)
+
+    /// Draws the screen for `state` at `size`.
+    public static func render(_ state: ConsoleState, size: Size) -> Grid {
+        var grid = Grid(size: size)
+        guard size.width >= minimumSize.width, size.height >= minimumSize.height else {
+            renderTooSmall(&grid)
+            return grid
+        }
+        let (rest, hintRow) = grid.bounds.splitBottom(1)
+        let (upper, noticeRow) = rest.splitBottom(1)
+        let (headerRow, body) = upper.splitTop(1)
+        HeaderBar.render(state, into: &grid, row: headerRow)
+        if let model = state.model {
+            if size.width >= boxedSize.width && size.height >= boxedSize.height {
+                BoxedLayout.render(model, state, into: &grid, body: body)
+            } else {
+                CompactLayout.render(model, state, into: &grid, body: body)
+            }
+        } else {
+            renderWaiting(state, into: &grid, body: body)
+        }
+        renderNotice(state, into: &grid, row: noticeRow)
+        grid.draw([HintBar.line(Hints.items(for: state), width: hintRow.width)], in: hintRow)
+        if let overlay = state.overlay {
+            OverlayView.render(overlay, state, into: &grid, area: rest)
+        }
+        return grid
+    }
+
+    /// Rows of entries a full-screen list (history, audit, help) shows at `size`; the reducer pages by it.
+    public static func listRows(for size: Size) -> Int { max(1, size.height - 5) }
+
+    static func renderTooSmall(_ grid: inout Grid) {
+        let size = grid.size
+        let lines: [Line] = [
+            [Span("Terminal too small", .warn, .bold)],
+            [Span("needs \(minimumSize.width)×\(minimumSize.height), has \(size.width)×\(size.height)", .text)],
+            [Span("enlarge the window · q quits", .muted)],
+        ]
+        let top = max(0, (size.height - lines.count) / 2)
+        for (i, line) in lines.enumerated() where top + i < size.height {
+            let w = min(line.width, size.width)
+            grid.write(line, x: max(0, (size.width - w) / 2), y: top + i, limit: size.width)
+        }
+    }
+
+    static func renderWaiting(_ state: ConsoleState, into grid: inout Grid, body: Rect) {
+        var lines: [Line] = [[Span("Waiting for the first data from the store…", .muted)]]
+        if let problem = state.sourceProblem { lines.append([Span("✗ " + problem, .bad)]) }
+        let area = body.centered(width: body.width - 4, height: lines.count)
+        grid.draw(lines, in: area)
+    }
+
+    static func renderNotice(_ state: ConsoleState, into grid: inout Grid, row: Rect) {
+        var line: Line = []
+        if let notice = state.notice {
+            line = [Span(" " + notice.kind.symbol + " " + notice.text, notice.kind.role)]
+        } else if let problem = state.sourceProblem {
+            line = [Span(" ✗ data source: " + problem, .bad)]
+        } else if let model = state.model, model.crash.verdict == .halt {
+            // The one state that must not be missed gets the banner row when nothing else needs it.
+            line = [Span(" ✗ HALT ", .alert), Span(" " + (model.crash.reasons.first ?? "") + " · K kills now", .bad)]
+        } else if let model = state.model, model.condition.state == .killed {
+            line = [Span(" ■ KILLED ", .alert), Span(" the flag is off for everyone · r resumes", .text)]
+        } else if state.frozen {
+            line = [Span(" ‖ display frozen · f unfreezes", .warn)]
+        }
+        grid.write(line, x: row.x, y: row.y, limit: row.width)
+    }
+}
+
+/// The header bar: product, project and store at the left; version, ETag, operator, flags and freshness at
+/// the right. Parts give way in order of importance when the terminal is narrow; freshness never does.
+enum HeaderBar {
+    static func render(_ state: ConsoleState, into grid: inout Grid, row: Rect) {
+        grid.fill(row, with: Cell(" ", role: .header))
+        let header = state.model?.header
+        var status: Line
+        if state.model == nil {
+            status = [Span(" … waiting ", .header, .reverse)]
+        } else if state.frozen {
+            // Frozen on purpose: say so, with the age of what is shown, rather than calling it stale.
+            let age = state.dataAge.map { " " + Format.duration($0) } ?? ""
+            status = [Span(" ‖ FROZEN" + age + " ", .header, .reverse)]
+        } else if state.isStale {
+            let age = state.dataAge.map { " " + Format.duration($0) + " old" } ?? ""
+            status = [Span(" ! STALE" + age + " ", .alert)]
+        } else if let age = state.dataAge, age.microseconds >= 1_000_000 {
+            // Whole seconds only: a fresh screen must not change on every tick (idle frames write nothing).
+            let seconds = age.microseconds / 1_000_000
+            let text = seconds < 60 ? "\(seconds)s" : Format.duration(age)
+            status = [Span(" ● " + text + " ago ", .header)]
+        } else {
+            status = [Span(" ● live ", .header)]
+        }
+        // Most important first; the right side keeps as many as fit beside a minimal left side.
+        var parts: [Line] = []
+        if let header {
+            parts.append([Span("v" + (header.templateVersion ?? "–"), .header, .bold)])
+            if header.readOnly { parts.append([Span(" READ-ONLY ", .header, .reverse)]) }
+            parts.append([Span(header.operatorID, .header)])
+            parts.append([Span(Describe.etag(header.etag), .header)])
+            if header.stepUpEnabled { parts.append([Span("step-up on", .header)]) }
+        }
+        let left: Line =
+            [Span(" rollout", .header, .bold)]
+            + (header.map { [Span(" · " + $0.project, .header)] } ?? [])
+        // Leave the store path at least a recognisable tail.
+        let budget = max(0, row.width - left.width - 2 - 18)
+        var right: Line = status
+        for count in stride(from: parts.count, through: 1, by: -1) {
+            var line: Line = []
+            for part in parts.prefix(count) { line += part + [Span("  ", .header)] }
+            line += status
+            if line.width <= budget {
+                right = line
+                break
+            }
+        }
+        let rightStart = grid.drawRight(right, in: row)
+        var full = left
+        if let header {
+            let room = rightStart - row.x - left.width - 5
+            if room >= 12 { full.append(Span(" · " + Format.truncateLeading(header.store, room), .header)) }
+        }
+        grid.write(full, x: row.x, y: row.y, limit: max(0, rightStart - row.x - 1))
+    }
+}
+
+/// The hints for the bar at the bottom, for the main screen or the open overlay.
+enum Hints {
+    static func items(for state: ConsoleState) -> [HintBar.Item] {
+        guard let overlay = state.overlay else {
+            return KeyMap.main.compactMap { b in
+                b.hint.map { HintBar.Item($0.keys, $0.label, priority: $0.priority) }
+            }
+        }
+        switch overlay {
+        case .help:
+            return [HintBar.Item("↑↓", "scroll"), HintBar.Item("Esc", "close")]
+        case .valuePrompt:
+            return [HintBar.Item("Enter", "preview"), HintBar.Item("Esc", "cancel")]
+        case .reason:
+            return [HintBar.Item("Enter", "continue"), HintBar.Item("Esc", "cancel")]
+        case .stepUp:
+            return [HintBar.Item("Enter", "publish"), HintBar.Item("Esc", "cancel")]
+        case .preparing:
+            return [HintBar.Item("Esc", "cancel")]
+        case .publishing:
+            return [HintBar.Item("…", "publishing; the answer closes this")]
+        case .confirm, .conflict:
+            return [HintBar.Item("Tab ←→", "move"), HintBar.Item("Enter", "choose"), HintBar.Item("Esc", "cancel")]
+        case .history, .audit:
+            return [
+                HintBar.Item("↑↓ PgUp PgDn", "scroll"), HintBar.Item("Home End", "ends"), HintBar.Item("Esc", "close"),
+            ]
+        }
+    }
+}

@@ -1,0 +1,313 @@
+import Timekeeping
+
+/// Dialogs, prompts and full-screen lists drawn over the main screen.
+enum OverlayView {
+    static func render(_ overlay: Overlay, _ state: ConsoleState, into grid: inout Grid, area: Rect) {
+        switch overlay {
+        case .help(let scroll):
+            renderHelp(state, scroll: scroll, into: &grid, area: area)
+        case .valuePrompt(let field, let error):
+            let now = state.model.map { PercentText.format($0.condition.desiredMicroPercent) } ?? "–"
+            let inner = DialogBox.render(
+                title: [Span("Set the percentage", .dialog)],
+                lines: [
+                    [Span("Now " + now + ". New value, 0–100 with up to 6 decimals:", .text)], [], errorLine(error),
+                ],
+                buttons: nil, width: 60, into: &grid, area: area)
+            TextInput.render(field, into: &grid, area: inner.row(1))
+        case .preparing(let request):
+            DialogBox.render(
+                title: [Span("Preparing", .dialog)],
+                lines: [
+                    [Span("Asking the write path what " + request.operation.text + " would do…", .text)],
+                    [Span("Esc cancels; nothing has been written.", .muted)],
+                ], buttons: nil, width: 64, into: &grid, area: area)
+        case .confirm(let preview, let focus):
+            DialogBox.render(
+                title: [Span("Confirm: " + preview.request.operation.text, .dialog)],
+                lines: confirmLines(preview),
+                buttons: Buttons.line(cancel: "Cancel", act: "Publish", focus: focus, width: 0),
+                width: 76, into: &grid, area: area)
+        case .reason(let preview, let field, let error):
+            let inner = DialogBox.render(
+                title: [Span("Reason for the increase", .dialog)],
+                lines: [
+                    [Span(preview.request.operation.text + ": ", .muted)] + Describe.change(preview.from, preview.to),
+                    [Span("Why? Shown in the log and kept in the audit trail.", .text)], [], errorLine(error),
+                ], buttons: nil, width: 70, into: &grid, area: area)
+            TextInput.render(field, into: &grid, area: inner.row(2))
+        case .stepUp(let preview, _, let field, let error):
+            let inner = DialogBox.render(
+                title: [Span("Step-up verification", .dialog)],
+                lines: [
+                    [Span("Policy asks for a second factor for ", .text)] + Describe.change(preview.from, preview.to),
+                    [Span("Code from your authenticator app:", .text)], [], errorLine(error),
+                ], buttons: nil, width: 64, into: &grid, area: area)
+            TextInput.render(field, into: &grid, area: Rect(x: inner.x, y: inner.y + 2, width: 12, height: 1))
+        case .publishing(let request):
+            DialogBox.render(
+                title: [Span("Publishing", .dialog)],
+                lines: [
+                    Describe.change(request.preview.from, request.preview.to),
+                    [
+                        Span(
+                            "compare-and-swap on v" + request.preview.baseVersion + " · etag "
+                                + Describe.etag(request.preview.baseETag), .muted)
+                    ],
+                    [Span("waiting for the store…", .muted)],
+                ], buttons: nil, width: 60, into: &grid, area: area)
+        case .conflict(let conflict, let focus):
+            DialogBox.render(
+                title: [Span("Conflict: someone published first", .bad, .bold)],
+                lines: conflictLines(conflict, state),
+                buttons: Buttons.line(cancel: "Cancel", act: "Re-apply on top", focus: focus, width: 0),
+                width: 76, into: &grid, area: area)
+        case .history(let entries, let cursor):
+            renderHistory(entries, cursor, state, into: &grid, area: area)
+        case .audit(let log, let cursor):
+            renderAudit(log, cursor, state, into: &grid, area: area)
+        }
+    }
+
+    static func errorLine(_ error: String?) -> Line {
+        error.map { [Span("✗ " + $0, .bad)] } ?? []
+    }
+
+    // MARK: Confirm and conflict
+
+    static func confirmLines(_ p: ChangePreview) -> [Line] {
+        let label = 18
+        func row(_ name: String, _ value: Line) -> Line { [Span(Format.pad(name, label), .muted)] + value }
+        let indent = Span(String(repeating: " ", count: label))
+        var lines: [Line] = []
+        let delta = p.to.effectiveMicroPercent - p.from.effectiveMicroPercent
+        lines.append(
+            row(
+                "AppAttestEnabled",
+                Describe.change(p.from, p.to)
+                    + (delta != 0 ? [Span("  (" + PercentText.formatPoints(delta) + ")", .muted)] : [])))
+        if p.eligibleDeviceChange >= 0 {
+            lines.append(
+                row(
+                    "Newly eligible",
+                    [
+                        Span(Format.count(p.eligibleDeviceChange), .accent),
+                        Span(" devices", .text),
+                    ]))
+        } else {
+            lines.append(
+                row(
+                    "Losing the flag",
+                    [
+                        Span(Format.count(-p.eligibleDeviceChange), .accent),
+                        Span(" devices", .text),
+                    ]))
+        }
+        if let load = p.load {
+            let over = load.share > 1
+            lines.append(
+                row(
+                    "Attestation load",
+                    [
+                        Span("≈ " + Format.rate(load.peakPerSecond) + "/s peak", .text),
+                        Span(
+                            " · " + Format.roughShare(load.share) + " of " + Format.rate(load.budgetPerSecond)
+                                + "/s guidance ", .muted),
+                        over ? Span("✗ over", .bad, .bold) : Span("✓ within", .ok),
+                    ]))
+            if let perDay = load.perDay, let daily = load.dailyBudget, daily > 0 {
+                let share = Double(perDay) / Double(daily)
+                lines.append([
+                    indent,
+                    Span(
+                        "≈ " + Format.shortCount(perDay) + "/day · " + Format.roughShare(share)
+                            + " of " + Format.shortCount(daily) + "/day", share > 1 ? .bad : .muted),
+                ])
+            }
+        } else {
+            lines.append(row("Attestation load", [Span("no new attestations", .muted)]))
+        }
+        let reasons = p.guardrail.reasons.isEmpty ? [""] : p.guardrail.reasons
+        lines.append(row("Guardrail", [p.guardrail.verdict.label, Span("  " + reasons[0], .text)]))
+        for reason in reasons.dropFirst().prefix(2) { lines.append([indent, Span(reason, .text)]) }
+        lines.append(
+            row(
+                "Publishes on",
+                [
+                    Span("v" + p.baseVersion + " · etag " + Describe.etag(p.baseETag), .text),
+                    Span(" (compare-and-swap)", .muted),
+                ]))
+        var next: [String] = []
+        if p.requiresReason { next.append("a reason") }
+        if p.requiresStepUp { next.append("a step-up code") }
+        if !next.isEmpty { lines.append(row("Then asks for", [Span(next.joined(separator: " and "), .text)])) }
+        for note in p.notes { lines.append([Span("! " + note, .warn)]) }
+        return lines
+    }
+
+    static func conflictLines(_ c: PublishConflict, _ state: ConsoleState) -> [Line] {
+        var lines: [Line] = [
+            [Span("Your " + c.request.operation.text + " was prepared on v" + c.expectedVersion + ".", .text)],
+            [Span("Published since then:", .muted)],
+        ]
+        for record in c.intervening.prefix(4) {
+            lines.append(
+                [
+                    Span("  v" + record.version + "  ", .accent),
+                    Span(Format.time(record.at, utcOffsetSeconds: state.configuration.utcOffsetSeconds) + "  ", .muted),
+                    Span(record.actor + "  ", .text),
+                ] + Describe.change(record.from, record.to)
+                    + (record.reason.isEmpty ? [] : [Span("  “" + record.reason + "”", .muted)]))
+        }
+        if c.intervening.count > 4 {
+            lines.append([Span("  … and \(c.intervening.count - 4) more (h shows the history)", .muted)])
+        }
+        var now: Line = [Span("Now ", .muted), Span(c.current.text, .accent)]
+        if let target = c.request.operation.target(from: c.current) {
+            now += [Span("; re-applied on top: ", .muted), Span(target.text, .accent)]
+        }
+        lines.append(now)
+        lines.append([Span("Re-applying shows a fresh confirm dialog first.", .muted)])
+        return lines
+    }
+
+    // MARK: Full-screen views
+
+    static func renderHelp(_ state: ConsoleState, scroll: Int, into grid: inout Grid, area: Rect) {
+        let lines = HelpScreen.lines(for: state)
+        let inner = Frame(title: [Span("Help", .title)], status: [Span("rollout console", .muted)], role: .dialog)
+            .render(into: &grid, area: area)
+        let (body, footer) = inner.splitBottom(1)
+        let first = min(scroll, max(0, lines.count - body.height))
+        grid.draw(Array(lines.dropFirst(first)), in: body)
+        let last = min(lines.count, first + body.height)
+        grid.draw([[Span("lines \(first + 1)–\(last) of \(lines.count)", .muted)]], in: footer)
+    }
+
+    static func renderHistory(
+        _ entries: [ChangeRecord]?, _ cursor: ListCursor, _ state: ConsoleState, into grid: inout Grid, area: Rect
+    ) {
+        let status: Line = entries.map { [Span(Format.count($0.count) + " changes", .muted)] } ?? []
+        let inner = Frame(title: [Span("History", .title)], status: status, role: .dialog).render(
+            into: &grid, area: area)
+        let offset = state.configuration.utcOffsetSeconds
+        let wide = inner.width >= 110
+        let columns: [(String, Int)] = [
+            ("Version", 8), ("Time (" + Format.utcOffset(offset) + ")", 20), ("Who", wide ? 24 : 16),
+            ("Change", 24), ("Kind", 9), ("Why", 0),
+        ]
+        ListView.render(
+            header: columns,
+            rows: entries?.map { r in
+                [
+                    Span("v" + r.version, .accent), Span(Format.dateTime(r.at, utcOffsetSeconds: offset), .muted),
+                    Span(r.actor, .text), Span(r.from.text + " → " + r.to.text, r.to.killed ? .bad : .text),
+                    Span(r.kind.rawValue, .muted), Span(r.reason, .text),
+                ]
+            }, empty: "No changes published yet.", cursor: cursor, into: &grid, area: inner)
+    }
+
+    static func renderAudit(
+        _ log: AuditLog?, _ cursor: ListCursor, _ state: ConsoleState, into grid: inout Grid, area: Rect
+    ) {
+        var status: Line = []
+        switch log?.integrity {
+        case .verified: status = [Span("chain ✓ verified", .ok)]
+        case .broken(let at, _): status = [Span("chain ✗ broken at #\(at)", .alert)]
+        case .unchecked: status = [Span("chain not checked", .warn)]
+        case nil: break
+        }
+        let inner = Frame(title: [Span("Audit log", .title)], status: status, role: .dialog)
+            .render(into: &grid, area: area)
+        var listArea = inner
+        if case .broken(let at, let reason)? = log?.integrity {
+            let (top, rest) = inner.splitTop(1)
+            grid.draw([[Span("✗ entry #\(at): " + reason, .bad, .bold)]], in: top)
+            listArea = rest
+        }
+        let offset = state.configuration.utcOffsetSeconds
+        let wide = inner.width >= 110
+        let columns: [(String, Int)] = [
+            ("#", 7), ("Time (" + Format.utcOffset(offset) + ")", 20), ("Who", wide ? 24 : 16), ("Action", 10),
+            ("Outcome", 14), ("Detail", 0),
+        ]
+        ListView.render(
+            header: columns,
+            rows: log?.entries.map { e in
+                [
+                    Span(String(e.sequence), .muted), Span(Format.dateTime(e.at, utcOffsetSeconds: offset), .muted),
+                    Span(e.actor, .text), Span(e.action, .text),
+                    Span((e.succeeded ? "✓ " : "✗ ") + e.outcome, e.succeeded ? .ok : .bad), Span(e.detail, .text),
+                ]
+            }, empty: "The audit log is empty.", cursor: cursor, into: &grid, area: listArea)
+    }
+}
+
+/// A centred dialog box.
+enum DialogBox {
+    /// Draws the dialog and returns the area of its lines (buttons excluded).
+    @discardableResult
+    static func render(title: Line, lines: [Line], buttons: Line?, width: Int, into grid: inout Grid, area: Rect)
+        -> Rect
+    {
+        let buttonRows = buttons == nil ? 0 : 2
+        let height = min(area.height, lines.count + buttonRows + 2)
+        let box = area.centered(width: min(width, area.width - 2), height: height)
+        let inner = Frame(title: title, role: .dialog).render(into: &grid, area: box)
+        let (content, buttonArea) = inner.splitBottom(buttonRows)
+        grid.draw(lines, in: content)
+        if let buttons {
+            let row = buttonArea.row(1)
+            let lead = max(0, (row.width - buttons.width) / 2)
+            grid.write(buttons, x: row.x + lead, y: row.y, limit: row.width - lead)
+        }
+        return content
+    }
+}
+
+/// A scrollable table with a header row and a selected row.
+enum ListView {
+    static func render(
+        header: [(String, Int)], rows: [Line]?, empty: String, cursor: ListCursor, into grid: inout Grid, area: Rect
+    ) {
+        let (head, rest) = area.splitTop(1)
+        let (body, footer) = rest.splitBottom(1)
+        let marker = 2
+        var x = head.x + marker
+        for (title, width) in header {
+            let w = width == 0 ? max(0, head.maxX - x) : width
+            grid.write(title, x: x, y: head.y, role: .muted, attributes: .underline, limit: max(0, w - 1), clip: head)
+            x += w
+        }
+        guard let rows else {
+            grid.draw([[Span("Loading…", .muted)]], in: body)
+            return
+        }
+        guard !rows.isEmpty else {
+            grid.draw([[Span(empty, .muted)]], in: body)
+            return
+        }
+        let page = max(1, body.height)
+        let selected = min(cursor.selected, rows.count - 1)
+        // Keep the selection visible even if the terminal shrank since the cursor last moved.
+        var first = min(cursor.offset, max(0, rows.count - page))
+        if selected < first { first = selected }
+        if selected >= first + page { first = selected - page + 1 }
+        for (i, row) in rows.enumerated().dropFirst(first).prefix(page) {
+            let y = body.y + i - first
+            let isSelected = i == selected
+            var cx = body.x + marker
+            if isSelected { grid.write("▶", x: body.x, y: y, role: .selection, clip: body) }
+            for (j, (_, width)) in header.enumerated() where j < row.count {
+                let w = width == 0 ? max(0, body.maxX - cx) : width
+                let span = row[j]
+                grid.write(
+                    span.text, x: cx, y: y, role: span.role, attributes: span.attributes, limit: max(0, w - 1),
+                    clip: body)
+                cx += w
+            }
+            if isSelected { grid.restyle(Rect(x: body.x, y: y, width: body.width, height: 1), role: .selection) }
+        }
+        grid.draw([[Span("entry \(selected + 1) of \(rows.count)", .muted)]], in: footer)
+    }
+}

@@ -1,0 +1,345 @@
+import Timekeeping
+
+/// The content of the four panels as lines, shared by the boxed and the compact layouts.
+enum PanelText {
+    // MARK: Condition
+
+    static func condition(_ m: ConsoleModel, _ s: ConsoleState, width: Int, rows: Int) -> [Line] {
+        let c = m.condition
+        let label = 11
+        func row(_ name: String, _ value: Line) -> Line { [Span(Format.pad(name, label), .muted)] + value }
+        var lines: [Line] = [
+            [Span(c.expression, .accent)],
+            row(
+                "Desired",
+                [Span(PercentText.format(c.desiredMicroPercent), .accent), Span("  observed ", .muted)]
+                    + Describe.observed(c)),
+            row(
+                "Propagated",
+                Gauge.line(c.propagation, width: max(4, min(20, width - label - 7)))
+                    + [Span(" " + (c.propagation.map { Format.share($0) } ?? "–"), .text)]),
+            row("Exposed", [Span(c.exposedBand.text, .text)]),
+            row("Control", [Span(c.controlBand?.text ?? "none at 100%", .text)]),
+            row("State", stateLine(c, s)),
+        ]
+        if rows > lines.count { lines.append(row("Seed", [Span(c.seed, .text)])) }
+        if rows > lines.count {
+            lines.append(row("Devices", [Span(c.activeDevices.map { Format.count($0) + " active" } ?? "–", .text)]))
+        }
+        if rows > lines.count { lines.append(row("Condition", [Span(c.conditionName, .text)])) }
+        return lines
+    }
+
+    static func stateLine(_ c: ConditionInfo, _ s: ConsoleState) -> Line {
+        if c.state == .killed { return [c.state.label, Span("  flag off for all · r resumes", .muted)] }
+        return [c.state.label, Span("  step ", .muted), Span(PercentText.format(s.step), .accent)]
+    }
+
+    // MARK: Crash
+
+    static func crash(_ m: ConsoleModel, width: Int, rows: Int) -> [Line] {
+        let c = m.crash
+        let label = 11
+        let column = width >= 54 ? 20 : 11
+        func value(_ share: Double?, _ n: Int) -> String {
+            let text = Describe.crashFree(share)
+            return column >= 20 ? text + " of " + Format.shortCount(n) : text
+        }
+        func row(_ name: String, _ value: Line, optional: Line = []) -> Line {
+            let line = [Span(Format.pad(name, label), .muted)] + value
+            return line.width + optional.width <= width ? line + optional : line
+        }
+        let table: [Line] = [
+            [
+                Span(Format.pad("Crash-free", label), .muted), Span(Format.padLeft("exposed", column), .muted),
+                Span(Format.padLeft("control", column), .muted),
+            ],
+            [
+                Span(Format.pad("users", label), .muted),
+                Span(Format.padLeft(value(c.exposed.crashFreeUsers, c.exposed.users), column), .text),
+                Span(Format.padLeft(value(c.control.crashFreeUsers, c.control.users), column), .text),
+            ],
+            [
+                Span(Format.pad("sessions", label), .muted),
+                Span(Format.padLeft(value(c.exposed.crashFreeSessions, c.exposed.sessions), column), .text),
+                Span(Format.padLeft(value(c.control.crashFreeSessions, c.control.sessions), column), .text),
+            ],
+        ]
+        let difference = row(
+            "Difference", Describe.difference(c.difference, detail: false),
+            optional: Describe.differenceDetail(c.difference))
+        let detectable = row(
+            "Detectable",
+            [
+                Span(c.minimumDetectableEffect.map { "±" + Format.fixed($0, 3) + " pts" } ?? "–", .text)
+            ], optional: [Span(" at this exposure", .muted)])
+        let verdict = verdictLines(c, width: width)
+        // The verdict and its reasons matter most: when rows run short, the detectable effect makes way first.
+        var lines = table + [difference]
+        if lines.count + 1 + verdict.count <= rows || lines.count + 1 + 1 <= rows && verdict.count == 1 {
+            lines.append(detectable)
+        }
+        lines += verdict.prefix(max(1, rows - lines.count))
+        return lines
+    }
+
+    /// The verdict word and its reasons, wrapped under one another.
+    static func verdictLines(_ c: CrashInfo, width: Int) -> [Line] {
+        let head = c.verdict.label
+        let indent = head.width + 2
+        let reasons = c.reasons.isEmpty ? ["no reason given"] : c.reasons
+        var lines: [Line] = []
+        for reason in reasons {
+            for text in Format.wrap(reason, max(8, width - indent)) {
+                let lead: Span = lines.isEmpty ? head : Span(String(repeating: " ", count: head.width))
+                lines.append([lead, Span("  " + text, .text)])
+            }
+        }
+        return lines
+    }
+
+    static func guardrails(_ c: CrashInfo) -> Line {
+        c.guardrailsArmed ? [Span("guardrails ✓ armed", .ok)] : [Span("guardrails off", .warn)]
+    }
+
+    // MARK: Attestation
+
+    static func attestationSummary(_ a: AttestationInfo, width: Int) -> [Line] {
+        let attemptsPerMinute = a.successRate.oneMinute + a.failureRate.oneMinute
+        var first: Line = [
+            Span("✓ ", .ok), Span(Format.count(a.successTotal), .accent), Span(" success   ", .muted),
+            Span("✗ ", .bad), Span(Format.count(a.failureTotal), .accent), Span(" failure   ", .muted),
+            Span(a.successRatio.map { Format.share($0) } ?? "–", .text), Span(" succeed", .muted),
+        ]
+        let budget = Describe.percentOfBudget(attemptsPerMinute, a.budgetPerMinute)
+        if !budget.isEmpty { first += [Span("   ")] + budget }
+        func window(_ name: String, _ success: Double, _ failure: Double) -> Line {
+            [
+                Span(name + " ", .muted), Span("✓" + Format.rate(success), .text),
+                Span(" ✗" + Format.rate(failure), .text),
+            ]
+        }
+        let second: Line =
+            [Span("per min  ", .muted)]
+            + window("1m", a.successRate.oneMinute, a.failureRate.oneMinute) + [Span(" · ", .muted)]
+            + window("5m", a.successRate.fiveMinutes, a.failureRate.fiveMinutes) + [Span(" · ", .muted)]
+            + window("15m", a.successRate.fifteenMinutes, a.failureRate.fifteenMinutes) + [Describe.trend(a)]
+        return [first, second]
+    }
+
+    /// The chart of attempts per minute (and, with three rows or more, failures per minute underneath).
+    static func attestationChart(_ a: AttestationInfo, width: Int, rows: Int) -> [Line] {
+        let labelWidth = 6
+        let chartWidth = max(0, width - labelWidth)
+        if rows >= 3 {
+            let attempts = Sparkline(values: a.perMinute.map(\.attempts)).lines(width: chartWidth, rows: rows - 1)
+            let failures = Sparkline(values: a.perMinute.map(\.failure), role: .bad).lines(width: chartWidth, rows: 1)
+            var lines = attempts.enumerated().map { i, l in [Span(i == 0 ? "all/m " : "      ", .muted)] + l }
+            lines.append([Span("fail  ", .muted)] + failures[0])
+            return lines
+        }
+        let attempts = Sparkline(values: a.perMinute.map(\.attempts)).lines(width: chartWidth, rows: rows)
+        return attempts.enumerated().map { i, l in [Span(i == 0 ? "all/m " : "      ", .muted)] + l }
+    }
+
+    static func failureLine(_ a: AttestationInfo) -> Line {
+        var line: Line = [Span("Failures ", .muted)]
+        if a.failureClasses.isEmpty { return line + [Span("none", .muted)] }
+        for (i, f) in a.failureClasses.enumerated() {
+            if i > 0 { line.append(Span(" · ", .muted)) }
+            line.append(Span(f.name + " ", f.alarmed ? .bad : .text))
+            line.append(Span(Format.count(f.count) + (f.alarmed ? " ! alarm" : ""), f.alarmed ? .bad : .accent))
+        }
+        return line
+    }
+
+    static func failureColumn(_ a: AttestationInfo, width: Int, rows: Int) -> [Line] {
+        var lines: [Line] = [[Span("Failures by class", .muted)]]
+        if a.failureClasses.isEmpty { lines.append([Span("none", .muted)]) }
+        let nameWidth = max(4, width - 10)
+        for f in a.failureClasses.prefix(max(0, rows - 1)) {
+            lines.append([
+                Span(Format.pad(f.name, nameWidth), f.alarmed ? .bad : .text),
+                Span(Format.padLeft(Format.shortCount(f.count), 7), f.alarmed ? .bad : .accent),
+                Span(f.alarmed ? " !" : "", .bad, .bold),
+            ])
+        }
+        return lines
+    }
+
+    // MARK: Log
+
+    enum LogItem {
+        case change(ChangeRecord)
+        case event(NotableEvent)
+
+        var at: Instant {
+            switch self {
+            case .change(let c): c.at
+            case .event(let e): e.at
+            }
+        }
+    }
+
+    static func logLines(_ m: ConsoleModel, _ s: ConsoleState, width: Int, rows: Int) -> [Line] {
+        let items = (m.changes.map(LogItem.change) + m.events.map(LogItem.event))
+            .sorted { $0.at > $1.at }
+        guard !items.isEmpty else { return [[Span("No changes or events yet.", .muted)]] }
+        let actorWidth = width >= 110 ? 24 : 16
+        let changeWidth = width >= 110 ? 30 : 23
+        return items.prefix(rows).map { item in
+            let time = Span(Format.time(item.at, utcOffsetSeconds: s.configuration.utcOffsetSeconds) + "  ", .muted)
+            switch item {
+            case .change(let c):
+                let change = Describe.change(c.from, c.to)
+                let padding = max(1, changeWidth - change.width)
+                return [time, Span(Format.pad(c.actor, actorWidth) + " ", .text)] + change
+                    + [
+                        Span(String(repeating: " ", count: padding), .text),
+                        Span(Format.pad(c.kind.rawValue, 9), .muted),
+                    ]
+                    + (c.reason.isEmpty ? [] : [Span("“" + c.reason + "”", .text)])
+            case .event(let e):
+                return [time, Span(e.severity.symbol + " ", e.severity.role, .bold), Span(e.text, e.severity.role)]
+            }
+        }
+    }
+}
+
+/// The layout from 80×24 up: boxed panels, with taller charts and more log on larger terminals.
+enum BoxedLayout {
+    static func render(_ m: ConsoleModel, _ s: ConsoleState, into grid: inout Grid, body: Rect) {
+        let w = grid.size.width
+        let h = grid.size.height
+        let wide = w >= 120
+        let topHeight = h >= 34 ? 10 : 8
+        let chartRows = min(6, max(1, (h - 24) / 3 + 1))
+        let attestHeight = 4 + chartRows + (wide ? 0 : 1)
+        let (top, lower) = body.splitTop(topHeight)
+        let (attest, log) = lower.splitTop(attestHeight)
+        let (conditionArea, crashArea) = top.splitLeft(w / 2)
+        let stale: Line = s.isStale ? [Span("! stale", .warn, .bold)] : []
+
+        let conditionInner = Frame(
+            title: [Span("Condition", .title)],
+            status: stale.isEmpty
+                ? [Span(m.condition.parameter, .muted)] : stale
+        )
+        .render(into: &grid, area: conditionArea)
+        grid.draw(
+            PanelText.condition(m, s, width: conditionInner.width, rows: conditionInner.height), in: conditionInner)
+
+        let crashInner = Frame(
+            title: [Span("Crash", .title)], status: stale.isEmpty ? PanelText.guardrails(m.crash) : stale
+        )
+        .render(into: &grid, area: crashArea)
+        grid.draw(PanelText.crash(m, width: crashInner.width, rows: crashInner.height), in: crashInner)
+
+        let minutes = m.attestation.perMinute.count
+        let attestInner = Frame(
+            title: [Span("Attestation", .title)],
+            status: [Span("per minute, last \(minutes) min", .muted)]
+        ).render(into: &grid, area: attest)
+        let (summary, chartAndFailures) = attestInner.splitTop(2)
+        grid.draw(PanelText.attestationSummary(m.attestation, width: attestInner.width), in: summary)
+        if wide {
+            let failureWidth = 34
+            let (chart, failures) = chartAndFailures.splitLeft(chartAndFailures.width - failureWidth - 2)
+            grid.draw(PanelText.attestationChart(m.attestation, width: chart.width, rows: chart.height), in: chart)
+            let column = Rect(x: failures.x + 2, y: failures.y, width: failureWidth, height: failures.height)
+            grid.draw(PanelText.failureColumn(m.attestation, width: column.width, rows: column.height), in: column)
+        } else {
+            let (chart, failureRow) = chartAndFailures.splitBottom(1)
+            grid.draw(PanelText.attestationChart(m.attestation, width: chart.width, rows: chart.height), in: chart)
+            grid.draw([PanelText.failureLine(m.attestation)], in: failureRow)
+        }
+
+        let logInner = Frame(
+            title: [Span("Log", .title)],
+            status: [Span("times " + Format.utcOffset(s.configuration.utcOffsetSeconds), .muted)]
+        ).render(into: &grid, area: log)
+        grid.draw(PanelText.logLines(m, s, width: logInner.width, rows: logInner.height), in: logInner)
+    }
+}
+
+/// The layout between the minimum size and 80×24: no boxes, a label column, a few lines per panel.
+enum CompactLayout {
+    static func render(_ m: ConsoleModel, _ s: ConsoleState, into grid: inout Grid, body: Rect) {
+        let labelWidth = 11
+        let content = body.width - labelWidth - 1
+        let c = m.condition
+        let a = m.attestation
+        let k = m.crash
+        let attemptsPerMinute = a.successRate.oneMinute + a.failureRate.oneMinute
+        let totals: Line = [
+            Span("✓ ", .ok), Span(Format.count(a.successTotal), .accent), Span("  ✗ ", .bad),
+            Span(Format.count(a.failureTotal), .accent), Span("  ", .text),
+            Span(a.successRatio.map { Format.share($0) } ?? "–", .text), Span(" succeed  ", .muted),
+            Span(Format.rate(attemptsPerMinute), .text), Span("/min  ", .muted),
+        ]
+        let sections: [(String, [Line])] = [
+            (
+                "Condition",
+                [
+                    [Span(c.expression, .accent)],
+                    [
+                        Span("desired ", .muted), Span(PercentText.format(c.desiredMicroPercent), .accent),
+                        Span("  observed ", .muted),
+                    ] + Describe.observed(c),
+                    PanelText.stateLine(c, s)
+                        + [Span("  propagated ", .muted), Span(c.propagation.map { Format.share($0) } ?? "–", .text)],
+                    [
+                        Span("exposed ", .muted), Span(c.exposedBand.text, .text), Span("  control ", .muted),
+                        Span(c.controlBand?.text ?? "none", .text), Span("  seed ", .muted), Span(c.seed, .text),
+                    ],
+                ]
+            ),
+            (
+                "Attest",
+                [
+                    totals + Sparkline(values: a.perMinute.map(\.attempts)).lines(
+                        width: max(0, content - totals.width), rows: 1
+                    )
+                    .first!,
+                    Describe.percentOfBudget(attemptsPerMinute, a.budgetPerMinute) + [Span("  ")]
+                        + PanelText.failureLine(a),
+                ]
+            ),
+            (
+                "Crash",
+                [
+                    [
+                        Span("users ", .muted), Span(Describe.crashFree(k.exposed.crashFreeUsers), .text),
+                        Span(" vs ", .muted), Span(Describe.crashFree(k.control.crashFreeUsers), .text),
+                        Span("  sessions ", .muted), Span(Describe.crashFree(k.exposed.crashFreeSessions), .text),
+                        Span(" vs ", .muted), Span(Describe.crashFree(k.control.crashFreeSessions), .text),
+                    ],
+                    [Span("Δ users ", .muted)] + Describe.difference(k.difference, detail: false)
+                        + [
+                            Span("  detectable ", .muted),
+                            Span(k.minimumDetectableEffect.map { "±" + Format.fixed($0, 3) } ?? "–", .text),
+                        ],
+                    [k.verdict.label, Span("  " + (k.reasons.first ?? ""), .text)],
+                ]
+            ),
+        ]
+        var y = body.y
+        for (name, lines) in sections {
+            for (i, line) in lines.enumerated() where y < body.maxY {
+                if i == 0 {
+                    grid.write(name, x: body.x + 1, y: y, role: .title, attributes: .bold, limit: labelWidth - 1)
+                }
+                grid.write(line, x: body.x + labelWidth, y: y, limit: content)
+                y += 1
+            }
+        }
+        if s.isStale {
+            grid.write("! stale", x: body.x + 1, y: body.y + 1, role: .warn, attributes: .bold, limit: labelWidth - 1)
+        }
+        let logRows = body.maxY - y
+        guard logRows > 0 else { return }
+        grid.write("Log", x: body.x + 1, y: y, role: .title, attributes: .bold, limit: labelWidth - 1)
+        let logArea = Rect(x: body.x + labelWidth, y: y, width: content, height: logRows)
+        grid.draw(PanelText.logLines(m, s, width: content, rows: logRows), in: logArea)
+    }
+}

@@ -1,0 +1,148 @@
+import Timekeeping
+
+/// Words and symbols for status: every status is spelt out, so nothing depends on colour.
+extension Verdict {
+    public var symbol: String {
+        switch self {
+        case .ok: "✓"
+        case .watch: "!"
+        case .hold: "‖"
+        case .halt: "✗"
+        }
+    }
+
+    public var role: Role {
+        switch self {
+        case .ok: .ok
+        case .watch, .hold: .warn
+        case .halt: .alert
+        }
+    }
+
+    /// `✓ OK`, `✗ HALT`.
+    public var label: Span { Span(symbol + " " + rawValue, role, .bold) }
+}
+
+extension RolloutState {
+    public var label: Span {
+        switch self {
+        case .notStarted: Span("○ NOT STARTED", .muted, .bold)
+        case .rolling: Span("▶ ROLLING", .ok, .bold)
+        case .held: Span("‖ HELD", .warn, .bold)
+        case .killed: Span("■ KILLED", .alert, .bold)
+        }
+    }
+}
+
+extension NotableEvent.Severity {
+    var symbol: String {
+        switch self {
+        case .info: "·"
+        case .warning: "!"
+        case .critical: "✗"
+        }
+    }
+
+    var role: Role {
+        switch self {
+        case .info: .text
+        case .warning: .warn
+        case .critical: .bad
+        }
+    }
+}
+
+extension ConsoleState.Notice.Kind {
+    var symbol: String {
+        switch self {
+        case .info: "·"
+        case .success: "✓"
+        case .warning: "!"
+        case .error: "✗"
+        }
+    }
+
+    var role: Role {
+        switch self {
+        case .info: .text
+        case .success: .ok
+        case .warning: .warn
+        case .error: .bad
+        }
+    }
+}
+
+/// Shared pieces of text.
+enum Describe {
+    /// `12.5% → 13.5%` with a muted arrow.
+    static func change(_ from: RolloutPosition, _ to: RolloutPosition) -> Line {
+        [Span(from.text, .text), Span(" → ", .muted), Span(to.text, to.killed ? .bad : .accent)]
+    }
+
+    /// Observed exposure against the desired percentage: `11.9% ▼ below`.
+    static func observed(_ condition: ConditionInfo) -> Line {
+        guard let observed = condition.observedExposure else { return [Span("–", .muted)] }
+        let desired = Double(condition.state == .killed ? 0 : condition.desiredMicroPercent) / 1e8
+        let tolerance = max(0.001, desired * 0.05)
+        var line: Line = [Span(Format.share(observed), .text)]
+        if observed < desired - tolerance {
+            line.append(Span(" ▼ below", .muted))
+        } else if observed > desired + tolerance {
+            line.append(Span(" ▲ above", .warn))
+        } else {
+            line.append(Span(" ≈", .muted))
+        }
+        return line
+    }
+
+    /// A crash-free share with three decimals, or `–`.
+    static func crashFree(_ share: Double?) -> String {
+        share.map { Format.share($0, decimals: 3) } ?? "–"
+    }
+
+    /// `-0.028 [-0.121, +0.065]`: the estimate (its role telling the direction) and the interval.
+    static func difference(_ d: IntervalEstimate?, detail: Bool = true) -> Line {
+        guard let d else { return [Span("–", .muted)] }
+        let role: Role = d.upper < 0 ? .bad : d.lower > 0 ? .ok : .text
+        let line: Line = [
+            Span(Format.points(d.estimate, decimals: 3), role, d.upper < 0 ? .bold : []),
+            Span(" [" + Format.points(d.lower, decimals: 3) + ", " + Format.points(d.upper, decimals: 3) + "]", .text),
+        ]
+        return detail ? line + differenceDetail(d) : line
+    }
+
+    /// ` 95% worse`: the confidence and, when the interval excludes zero, the direction in words.
+    static func differenceDetail(_ d: IntervalEstimate?) -> Line {
+        guard let d else { return [] }
+        let word = d.upper < 0 ? " worse" : d.lower > 0 ? " better" : ""
+        return [Span(" " + Format.fixed(d.confidence * 100, 0) + "%" + word, d.upper < 0 ? .bad : .muted)]
+    }
+
+    static func percentOfBudget(_ rate: Double, _ budget: Double?) -> Line {
+        guard let budget, budget > 0 else { return [] }
+        let share = rate / budget
+        return [
+            Span("load ", .muted), Span(Format.roughShare(share), share > 1 ? .bad : share > 0.8 ? .warn : .text),
+            Span(" of " + Format.rate(budget) + "/min", .muted), share > 1 ? Span(" ▲ over", .bad, .bold) : Span(""),
+        ]
+    }
+
+    /// Attempts per minute rising or falling: 1-minute rate against the 15-minute rate.
+    static func trend(_ a: AttestationInfo) -> Span {
+        let now = a.successRate.oneMinute + a.failureRate.oneMinute
+        let base = a.successRate.fifteenMinutes + a.failureRate.fifteenMinutes
+        guard base > 0 else { return Span("") }
+        if now > base * 1.2 { return Span(" ▲ rising", .warn) }
+        if now < base * 0.8 { return Span(" ▼ falling", .muted) }
+        return Span(" steady", .muted)
+    }
+
+    static func etag(_ etag: String?) -> String {
+        guard let etag else { return "–" }
+        return etag.count > 10 ? String(etag.prefix(9)) + "…" : etag
+    }
+}
+
+extension Line {
+    var width: Int { reduce(0) { $0 + $1.width } }
+}

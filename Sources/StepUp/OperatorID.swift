@@ -1,0 +1,33 @@
+import Foundation
+
+/// Who is acting: an operator's name as given by `--operator`, `$ROLLOUT_OPERATOR` or `user@host`.
+///
+/// It becomes the account label in the authenticator app (`rollout:ana@laptop`), so it is printable text of
+/// at most 128 characters without control characters or a colon (the label's issuer separator), and without
+/// leading or trailing spaces (which would make two operators look alike in a list).
+public struct OperatorID: Hashable, Comparable, Sendable, CustomStringConvertible {
+    public let rawValue: String
+
+    public init(_ text: String) throws(OperatorIDError) {
+        guard !text.isEmpty else { throw OperatorIDError("an operator id cannot be empty") }
+        guard text.count <= 128 else { throw OperatorIDError("an operator id has at most 128 characters") }
+        guard !text.unicodeScalars.contains(where: { $0.properties.generalCategory == .control || $0 == ":" }) else {
+            throw OperatorIDError(
+                "operator id '\(text.debugDescription.dropFirst().dropLast())' may not contain ':' or control characters"
+            )
+        }
+        guard text.trimmingCharacters(in: .whitespaces) == text else {
+            throw OperatorIDError("operator id '\(text)' has leading or trailing spaces")
+        }
+        rawValue = text
+    }
+
+    public var description: String { rawValue }
+    public static func < (a: OperatorID, b: OperatorID) -> Bool { a.rawValue < b.rawValue }
+}
+
+/// An operator id that cannot be used, with the reason.
+public struct OperatorIDError: Error, CustomStringConvertible, Sendable {
+    public var description: String
+    init(_ description: String) { self.description = description }
+}

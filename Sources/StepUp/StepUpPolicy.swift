@@ -1,0 +1,202 @@
+import Foundation
+import Timekeeping
+
+/// Which changes need a fresh one-time code, and how wrong codes are punished; stored in the store.
+///
+/// The defaults follow the issue: a code for an increase of more than 10 points, for a change that crosses 50%
+/// or reaches 100%, for a rollback, for `--force`, for a guardrail override and for any policy change; never for
+/// a kill or a decrease. Two rules go beyond the issue: a template import needs a code like a rollback (both can
+/// change anything), and enrolling another operator needs an enrolled operator's code, or anyone able to write
+/// the store could enrol a fresh identity and pass every check with it.
+///
+/// The policy applies only while step-up is enforced, that is while at least one operator is enrolled.
+/// Every setting has a textual key (`settings`, `setting(_:_:)`) used by `rollout policy show|set` and by the
+/// store, so the CLI, the store and the JSON output spell a rule the same way.
+public struct StepUpPolicy: Sendable, Equatable {
+    /// An increase of strictly more than this many micro-percent needs a code; nil turns the rule off.
+    public var largeIncrease: Int64? = 10_000_000
+    /// Thresholds (micro-percent) whose upward crossing needs a code: `from <= t < to`.
+    public var crossings: [Int64] = [50_000_000]
+    /// Raising the percentage to 100% needs a code.
+    public var reachingFull = true
+    /// A rollback to an earlier template version needs a code (it can change more than the percentage).
+    public var rollback = true
+    /// Importing a whole template needs a code (like a rollback, it can change anything).
+    public var importTemplate = true
+    /// `--force` (publishing over a concurrent change) needs a code.
+    public var force = true
+    /// Publishing despite a guardrail's HOLD or HALT needs a code.
+    public var guardrailOverride = true
+    /// Changing this policy needs a code (judged by the policy in force before the change).
+    public var policyChange = true
+    /// Enrolling another operator needs the code of an enrolled one.
+    public var operatorEnrolment = true
+    /// Consecutive wrong codes that lock an operator out.
+    public var lockoutAttempts = 3
+    /// How long a lockout lasts.
+    public var lockoutDuration: Instant.Duration = .minutes(15)
+
+    public init() {}
+
+    /// The default policy.
+    public static let standard = StepUpPolicy()
+
+    /// One setting as `policy show` prints it.
+    public struct Setting: Sendable, Equatable {
+        public var key: String
+        public var value: String
+        public var help: String
+    }
+
+    /// The settings keys in display order.
+    public static let keys = [
+        "increase-over", "cross", "reach-100", "rollback", "import", "force", "guardrail-override", "policy-change",
+        "operator-enroll", "lockout-attempts", "lockout-minutes",
+    ]
+
+    /// Every setting with its current value, in `keys` order.
+    public var settings: [Setting] {
+        [
+            Setting(
+                key: "increase-over", value: largeIncrease.map { Percent.format($0, sign: false) } ?? "off",
+                help: "a code for an increase of more than this many points (a number or off)"),
+            Setting(
+                key: "cross",
+                value: crossings.isEmpty
+                    ? "off" : crossings.map { Percent.format($0, sign: false) }.joined(separator: ","),
+                help: "a code for an increase that goes past these percentages (comma list or off)"),
+            Setting(
+                key: "reach-100", value: Self.onOff(reachingFull), help: "a code for raising the percentage to 100"),
+            Setting(key: "rollback", value: Self.onOff(rollback), help: "a code for a rollback to an earlier version"),
+            Setting(key: "import", value: Self.onOff(importTemplate), help: "a code for importing a whole template"),
+            Setting(
+                key: "force", value: Self.onOff(force), help: "a code for --force (publishing over another change)"),
+            Setting(
+                key: "guardrail-override", value: Self.onOff(guardrailOverride),
+                help: "a code for publishing despite a guardrail verdict"),
+            Setting(
+                key: "policy-change", value: Self.onOff(policyChange), help: "a code for any change to this policy"),
+            Setting(
+                key: "operator-enroll", value: Self.onOff(operatorEnrolment),
+                help: "an enrolled operator's code for enrolling another operator"),
+            Setting(
+                key: "lockout-attempts", value: String(lockoutAttempts),
+                help: "consecutive wrong codes that lock an operator out (1-100)"),
+            Setting(
+                key: "lockout-minutes", value: String(lockoutDuration.microseconds / 60_000_000),
+                help: "how long a lockout lasts, in minutes (1-1440)"),
+        ]
+    }
+
+    /// This policy with `key` set to `value`; the error names the key and the values it takes.
+    public func setting(_ key: String, _ value: String) throws(StepUpPolicyError) -> StepUpPolicy {
+        var p = self
+        let v = value.trimmingCharacters(in: .whitespaces).lowercased()
+        func flag() throws(StepUpPolicyError) -> Bool {
+            switch v {
+            case "on", "true", "yes": return true
+            case "off", "false", "no": return false
+            default: throw StepUpPolicyError("\(key) takes on or off, not '\(value)'")
+            }
+        }
+        func integer(_ range: ClosedRange<Int>) throws(StepUpPolicyError) -> Int {
+            guard let n = Int(v), range.contains(n) else {
+                throw StepUpPolicyError(
+                    "\(key) takes a whole number from \(range.lowerBound) to \(range.upperBound), not '\(value)'")
+            }
+            return n
+        }
+        switch key {
+        case "increase-over":
+            if v == "off" {
+                p.largeIncrease = nil
+            } else {
+                guard let m = Percent.parse(v), m < 100_000_000 else {
+                    throw StepUpPolicyError("increase-over takes points from 0 to 99.999999 or off, not '\(value)'")
+                }
+                p.largeIncrease = m
+            }
+        case "cross":
+            if v == "off" {
+                p.crossings = []
+            } else {
+                var thresholds: [Int64] = []
+                for part in v.split(separator: ",", omittingEmptySubsequences: false) {
+                    guard let m = Percent.parse(part.trimmingCharacters(in: .whitespaces)), m > 0, m < 100_000_000
+                    else {
+                        throw StepUpPolicyError(
+                            "cross takes percentages between 0 and 100 (exclusive) separated by commas, or off; not '\(value)'"
+                        )
+                    }
+                    thresholds.append(m)
+                }
+                p.crossings = Array(Set(thresholds)).sorted()
+            }
+        case "reach-100": p.reachingFull = try flag()
+        case "rollback": p.rollback = try flag()
+        case "import": p.importTemplate = try flag()
+        case "force": p.force = try flag()
+        case "guardrail-override": p.guardrailOverride = try flag()
+        case "policy-change": p.policyChange = try flag()
+        case "operator-enroll": p.operatorEnrolment = try flag()
+        case "lockout-attempts": p.lockoutAttempts = try integer(1...100)
+        case "lockout-minutes": p.lockoutDuration = .minutes(Int64(try integer(1...1440)))
+        default:
+            throw StepUpPolicyError(
+                "unknown step-up policy key '\(key)'; the keys are: \(Self.keys.joined(separator: ", "))")
+        }
+        return p
+    }
+
+    /// A policy from stored settings; keys that are absent keep their defaults.
+    public init(settings: [String: String]) throws(StepUpPolicyError) {
+        var p = StepUpPolicy()
+        for key in settings.keys.sorted() { p = try p.setting(key, settings[key]!) }
+        self = p
+    }
+
+    private static func onOff(_ b: Bool) -> String { b ? "on" : "off" }
+}
+
+/// A policy setting that cannot be applied, with the keys or values that would work.
+public struct StepUpPolicyError: Error, CustomStringConvertible, Sendable {
+    public var description: String
+    init(_ description: String) { self.description = description }
+}
+
+/// Percentages as the rollout writes them: micro-percent integers (1% = 1_000_000), 6 decimals at most.
+enum Percent {
+    /// Parses `12`, `12.5`, `0.000001` or `12.5%` into micro-percent within 0...100%; nil otherwise.
+    static func parse(_ text: String) -> Int64? {
+        var t = Substring(text)
+        if t.hasSuffix("%") { t = t.dropLast() }
+        let parts = t.split(separator: ".", maxSplits: 1, omittingEmptySubsequences: false)
+        guard let whole = parts.first, !whole.isEmpty, whole.count <= 3, whole.allSatisfy(\.isASCIIDigit) else {
+            return nil
+        }
+        var micro = Int64(whole)! * 1_000_000
+        if parts.count == 2 {
+            let fraction = parts[1]
+            guard !fraction.isEmpty, fraction.count <= 6, fraction.allSatisfy(\.isASCIIDigit) else { return nil }
+            micro += Int64(fraction + String(repeating: "0", count: 6 - fraction.count))!
+        }
+        return micro <= 100_000_000 ? micro : nil
+    }
+
+    /// `12.5%` for 12_500_000 (no trailing zeros); with `sign`, a `%` suffix.
+    static func format(_ micro: Int64, sign: Bool = true) -> String {
+        let whole = micro / 1_000_000
+        var fraction = String(abs(micro % 1_000_000))
+        var text = String(whole)
+        if micro % 1_000_000 != 0 {
+            fraction = String(repeating: "0", count: 6 - fraction.count) + fraction
+            while fraction.hasSuffix("0") { fraction.removeLast() }
+            text = (micro < 0 && whole == 0 ? "-" : "") + text + "." + fraction
+        }
+        return sign ? text + "%" : text
+    }
+}
+
+extension Character {
+    fileprivate var isASCIIDigit: Bool { isASCII && isNumber }
+}

@@ -1,0 +1,361 @@
+import Console
+import Foundation
+import RemoteConfig
+import Rollout
+import StepUp
+import Store
+import Telemetry
+import Terminal
+import Timekeeping
+
+/// The console's view of a store: builds `ConsoleModel`s from the config store, the telemetry and the verdict.
+///
+/// Runs on the console's snapshot thread with a connection of its own; everything it reads goes through
+/// `RolloutMonitor`, so the screen shows exactly what `rollout status` and the guardrail policy see.
+final class StoreConsoleSource: ConsoleDataSource, @unchecked Sendable {
+    private let monitor: RolloutMonitor
+    private let operatorID: String
+    private let readOnly: Bool
+    private let storeLabel: String
+    private let project: String
+    private let lock = NSLock()
+    private var positions = PositionCache()
+
+    init(path: String, clock: Clock, operatorID: String, readOnly: Bool, project: String) throws {
+        monitor = try RolloutMonitor(store: RolloutStore(path: path, create: false), clock: clock)
+        self.operatorID = operatorID
+        self.readOnly = readOnly
+        storeLabel = "sqlite " + ConsoleText.abbreviatingHome(path)
+        self.project = project
+    }
+
+    func snapshot() throws -> ConsoleModel {
+        try lock.withLock {
+            let status = try monitor.status()
+            let stepUp = try monitor.store.withDatabase { try OperatorTables.isEnforced(in: $0) }
+            let changes = try positions.changes(monitor.config, newest: status.current, limit: 12)
+            return ConsoleModelBuilder.model(
+                status: status, changes: changes, header: .init(store: storeLabel, project: project, operatorID: operatorID),
+                readOnly: readOnly, stepUp: stepUp)
+        }
+    }
+}
+
+/// Runs the console's effects through the one write path, with a connection of its own.
+final class StoreConsoleExecutor: ConsoleEffectExecutor, @unchecked Sendable {
+    private let session: StoreSession
+    private let lock = NSLock()
+    private var positions = PositionCache()
+
+    init(session: StoreSession) { self.session = session }
+
+    static let origin = "ROLLOUT_CONSOLE"
+
+    func perform(_ effect: ConsoleEffect) -> [ConsoleEvent] {
+        lock.withLock {
+            switch effect {
+            case .preview(let request): return [preview(request)]
+            case .publish(let request): return [publish(request)]
+            case .loadHistory:
+                do {
+                    return [.historyLoaded(try positions.changes(session.config, newest: session.config.current(), limit: 200))]
+                } catch {
+                    return [.loadFailed(message: ConsoleText.oneLine(error))]
+                }
+            case .loadAudit: return [loadAudit()]
+            case .refresh, .redraw, .quit: return []
+            }
+        }
+    }
+
+    private func intent(_ operation: ChangeOperation, current: StoredTemplate) -> WritePath.Intent {
+        switch operation {
+        case .nudge(let by): .rollout(.nudge(RemoteConfig.MicroPercent(Int64(by))))
+        case .set(let m): .rollout(.set(RemoteConfig.MicroPercent(Int64(m))))
+        case .kill: .rollout(.kill)
+        case .resume: .rollout(.resume)
+        case .rollbackLast: .rollback(toVersion: current.info.number - 1)
+        }
+    }
+
+    private func preview(_ request: ChangeRequest) -> ConsoleEvent {
+        do {
+            let current = try session.config.current()
+            let path = try session.writePath()
+            let writeRequest = WritePath.Request(
+                intent: intent(request.operation, current: current), actor: session.operatorID, origin: Self.origin)
+            let preview = try path.preview(writeRequest)
+            if preview.isNoChange {
+                return .previewFailed(requestID: request.id, message: "nothing to change: \(preview.proposal.summary)")
+            }
+            let status = try session.monitor().status()
+            return .previewReady(
+                ConsoleModelBuilder.preview(
+                    request, preview, fleet: status.snapshot.activity, budget: status.settings.budget, readOnly: session.readOnly))
+        } catch {
+            return .previewFailed(requestID: request.id, message: ConsoleText.oneLine(error))
+        }
+    }
+
+    private func publish(_ request: Console.PublishRequest) -> ConsoleEvent {
+        let id = request.preview.request.id
+        do {
+            let current = try session.config.current()
+            var writeRequest = WritePath.Request(
+                intent: intent(request.preview.request.operation, current: current), actor: session.operatorID,
+                reason: request.reason, origin: Self.origin)
+            writeRequest.basedOnETag = request.preview.baseETag
+            writeRequest.stepUpCode = request.stepUpCode
+            if case .rollbackLast = request.preview.request.operation, let base = Int(request.preview.baseVersion) {
+                writeRequest.intent = .rollback(toVersion: base - 1)
+            }
+            switch try session.writePath().execute(writeRequest) {
+            case .published(let stored, let proposal, _):
+                return .published(
+                    PublishReceipt(
+                        requestID: id, version: String(stored.info.number), from: ConsoleModelBuilder.position(proposal.before),
+                        to: ConsoleModelBuilder.position(proposal.after)))
+            case .unchanged(_, let proposal):
+                return .publishFailed(requestID: id, message: "nothing to change: \(proposal.summary)")
+            }
+        } catch WritePath.Failure.conflict(let report) {
+            let base = Int(request.preview.baseVersion) ?? 0
+            let intervening = (try? positions.changes(session.config, newest: report.current, limit: 20))?.filter {
+                (Int($0.version) ?? 0) > base
+            }
+            return .publishConflict(
+                PublishConflict(
+                    request: request.preview.request, expectedVersion: request.preview.baseVersion,
+                    intervening: intervening ?? [], current: ConsoleModelBuilder.position(try? RolloutPlan.locate(in: report.current.template))))
+        } catch WritePath.Failure.refused(let refusal) where refusal.needsStepUpCode {
+            return .stepUpRejected(requestID: id, message: refusal.description)
+        } catch let failure as WritePath.Failure {
+            switch failure {
+            case .readOnly, .refused: return .publishRefused(requestID: id, message: failure.description)
+            default: return .publishFailed(requestID: id, message: failure.description)
+            }
+        } catch {
+            return .publishFailed(requestID: id, message: ConsoleText.oneLine(error))
+        }
+    }
+
+    private func loadAudit() -> ConsoleEvent {
+        do {
+            let records = try session.config.auditRecords(limit: 500, before: nil)
+            let integrity: AuditLog.Integrity
+            do {
+                _ = try session.config.verifyIntegrity()
+                integrity = .verified
+            } catch let problem as ConfigIntegrityProblem {
+                integrity = .broken(atSequence: ConsoleText.firstNumber(in: problem.subject) ?? 0, reason: problem.problem)
+            }
+            return .auditLoaded(
+                AuditLog(
+                    entries: records.map {
+                        Console.AuditEntry(
+                            sequence: Int($0.sequence), at: $0.entry.time, actor: $0.entry.actor, action: $0.entry.action,
+                            outcome: $0.entry.result.rawValue,
+                            detail: [$0.entry.from.isEmpty ? "" : "\($0.entry.from) → \($0.entry.to)", $0.entry.reason, ConsoleText.visibleDetail($0.entry.detail)]
+                                .filter { !$0.isEmpty }.joined(separator: "; "),
+                            succeeded: $0.entry.result == .published || $0.entry.result == .stepUpAccepted || $0.entry.result == .recorded)
+                    }, integrity: integrity))
+        } catch {
+            return .loadFailed(message: ConsoleText.oneLine(error))
+        }
+    }
+}
+
+/// Versions → change records (who, when, from → to, why), with each version's rollout position read once.
+struct PositionCache {
+    private var plans: [Int: RolloutPosition?] = [:]
+    private var kinds: [Int: ChangeKind] = [:]
+
+    mutating func position(_ store: SQLiteConfigStore, _ number: Int, newest: StoredTemplate) throws -> RolloutPosition? {
+        if let p = plans[number] { return p }
+        let template = number == newest.info.number ? newest.template : try store.version(number).template
+        let p = (try? RolloutPlan.locate(in: template)).flatMap { $0 }.map { ConsoleModelBuilder.position($0) }
+        plans[number] = p
+        return p
+    }
+
+    mutating func changes(_ store: SQLiteConfigStore, newest: StoredTemplate, limit: Int) throws -> [ChangeRecord] {
+        let infos = try store.versions(limit: limit, before: newest.info.number + 1)
+        if infos.contains(where: { kinds[$0.number] == nil }) {
+            // The audit log names the action of each publish (set, nudge, kill, ...).
+            for r in try store.auditRecords(limit: max(200, limit * 4), before: nil) where r.entry.result == .published {
+                if let v = r.entry.version, kinds[v] == nil { kinds[v] = ConsoleModelBuilder.kind(action: r.entry.action) }
+            }
+        }
+        var out: [ChangeRecord] = []
+        for info in infos where info.number > 1 {
+            guard let to = try position(store, info.number, newest: newest) else { continue }
+            let from = try position(store, info.number - 1, newest: newest) ?? RolloutPosition(microPercent: 0)
+            var kind = kinds[info.number] ?? .external
+            if info.updateType == .rollback { kind = .rollback }
+            if !info.updateOrigin.hasPrefix("ROLLOUT") { kind = .external }
+            out.append(
+                ChangeRecord(
+                    version: String(info.number), at: info.updateTime, actor: info.updateUser, kind: kind, from: from, to: to,
+                    reason: info.description))
+        }
+        return out
+    }
+}
+
+/// Core values → the console's view model.
+enum ConsoleModelBuilder {
+    static func position(_ plan: RolloutPlan?) -> RolloutPosition {
+        guard let plan else { return RolloutPosition(microPercent: 0) }
+        return RolloutPosition(microPercent: Int(plan.percentage.value), killed: plan.state == .killed)
+    }
+
+    static func kind(action: String) -> ChangeKind {
+        for k in [ChangeKind.set, .nudge, .kill, .resume, .rollback] where action.hasPrefix(k.rawValue) { return k }
+        return .external
+    }
+
+    static func verdict(_ level: VerdictLevel) -> Console.Verdict {
+        switch level {
+        case .ok: .ok
+        case .watch: .watch
+        case .hold: .hold
+        case .halt: .halt
+        }
+    }
+
+    static func band(_ b: CohortBand) -> PercentileBand {
+        PercentileBand(lower: Int(b.lower.value), upper: Int(b.upper.value), includesLower: b.includesZero)
+    }
+
+    static func model(
+        status: RolloutMonitor.Status, changes: [ChangeRecord], header: HeaderInfo, readOnly: Bool, stepUp: Bool
+    ) -> ConsoleModel {
+        let s = status.snapshot
+        let a = status.assessment
+        var h = header
+        h.templateVersion = String(status.current.info.number)
+        h.etag = status.current.etag
+        h.dataAsOf = s.newestEvent
+        h.readOnly = readOnly
+        h.stepUpEnabled = stepUp
+        if let stale = a.verdict.findings.first(where: { $0.topic == .data && $0.level >= .hold }), s.newestEvent != nil {
+            h.staleReason = stale.text
+        }
+
+        let plan = status.plan
+        let state: Console.RolloutState
+        switch plan?.state {
+        case .killed?: state = .killed
+        case .rolling?: state = a.verdict.level >= .hold && a.armed ? .held : .rolling
+        default: state = .notStarted
+        }
+        let condition = ConditionInfo(
+            parameter: plan?.names.parameter ?? RolloutNames.standard.parameter,
+            conditionName: plan?.names.exposedCondition ?? RolloutNames.standard.exposedCondition,
+            expression: plan?.conditionText ?? "(no rollout condition in the template)",
+            desiredMicroPercent: Int(plan?.percentage.value ?? 0), observedExposure: a.exposure.observedExposure,
+            propagation: a.exposure.propagation, activeDevices: s.activity.active > 0 ? Int(s.activity.active) : nil,
+            seed: plan?.seed ?? "", exposedBand: band(plan?.exposedBand ?? RolloutPlan.exposedBand(.zero)),
+            controlBand: plan.flatMap { $0.controlBand.isEmpty ? nil : band($0.controlBand) }, state: state)
+
+        func rates(_ kind: CounterKind) -> WindowRates {
+            let w = s.windows
+            func at(_ m: Int) -> Double { w.first { $0.minutes == m }?.perMinute(kind) ?? 0 }
+            return WindowRates(oneMinute: at(1), fiveMinutes: at(5), fifteenMinutes: at(15))
+        }
+        let alarmed = Set(s.failureMonitors.filter(\.alarmed).map(\.errorClass))
+        let classes = s.totals.failuresByClass().sorted { $0.value > $1.value }.map {
+            FailureClass(name: $0.key.description, count: Int($0.value), alarmed: alarmed.contains($0.key))
+        }
+        let minutes = (s.series + [s.currentMinute]).map {
+            Console.MinuteCounts(success: Int($0.totals.sum(.attestationSuccess)), failure: Int($0.totals.sum(.attestationFailure)))
+        }
+        let attestation = AttestationInfo(
+            successTotal: Int(s.totals.sum(.attestationSuccess)), failureTotal: Int(s.totals.sum(.attestationFailure)),
+            successRate: rates(.attestationSuccess), failureRate: rates(.attestationFailure), perMinute: minutes,
+            failureClasses: classes, budgetPerMinute: status.settings.budget.perSecond * 60)
+
+        let t = s.crash.totals
+        func stats(users: Int64, crashedUsers: Double?, sessions: Int64, crashRate: Double?) -> CohortCrashStats {
+            CohortCrashStats(
+                users: Int(users), crashFreeUsers: crashedUsers.map { 1 - $0 }, sessions: Int(sessions),
+                crashFreeSessions: crashRate.map { 1 - $0 })
+        }
+        var difference: IntervalEstimate?
+        if let e = s.crash.userDifference.estimate, let i = s.crash.userDifference.interval {
+            // Crashed-user share, exposed − control → crash-free users, exposed − control, in points.
+            difference = IntervalEstimate(
+                estimate: -e * 100, lower: -i.upperBound * 100, upper: -i.lowerBound * 100, confidence: 1 - s.crash.configuration.alpha)
+        }
+        let mde = s.crash.smallestDetectableIncrease.flatMap { r in t.controlCrashedUserRate.map { $0 * r * 100 } }
+        let crash = CrashInfo(
+            exposed: stats(users: t.exposedUsers, crashedUsers: t.exposedCrashedUserRate, sessions: t.exposedSessions, crashRate: t.exposedCrashRate),
+            control: stats(users: t.controlUsers, crashedUsers: t.controlCrashedUserRate, sessions: t.controlSessions, crashRate: t.controlCrashRate),
+            difference: difference, minimumDetectableEffect: mde, verdict: verdict(a.verdict.level),
+            reasons: [a.verdict.reason] + a.verdict.findings.map(\.text).filter { $0 != a.verdict.reason },
+            guardrailsArmed: a.armed)
+
+        var events: [NotableEvent] = a.verdict.findings.filter { $0.level > .ok }.map {
+            NotableEvent(at: status.now, severity: $0.level >= .hold ? .critical : .warning, text: "\($0.level) \($0.topic.rawValue): \($0.text)")
+        }
+        if status.settings.autoKill { events.append(NotableEvent(at: status.now, severity: .info, text: "auto-kill on HALT is on")) }
+        return ConsoleModel(header: h, condition: condition, attestation: attestation, crash: crash, changes: changes, events: events)
+    }
+
+    /// The confirm dialog's content from the write path's preview.
+    static func preview(
+        _ request: ChangeRequest, _ p: WritePath.Preview, fleet: FleetActivity, budget: AttestationBudget, readOnly: Bool
+    ) -> ChangePreview {
+        let proposal = p.proposal
+        let from = position(proposal.before)
+        let to = position(proposal.after)
+        let delta = Int64(to.effectiveMicroPercent - from.effectiveMicroPercent)
+        let eligible = Int((Double(fleet.attestCapable) * Double(delta) / 100_000_000).rounded())
+        var guardrail = GuardrailAssessment(verdict: .ok, reasons: [])
+        var stepUp = false
+        var notes = [proposal.summary] + proposal.diff.prefix(6)
+        var load: Console.AttestationLoad?
+        for report in p.reports {
+            if report.policy == "guardrail" {
+                let level = report.lines.first.flatMap { line in Console.Verdict.allCases.first { line.hasPrefix("verdict \($0.rawValue)") } } ?? .ok
+                var reasons = report.lines
+                if case .refuse(let r) = report.decision { reasons.insert("refuses this change: \(r.reason)", at: 0) }
+                guardrail = GuardrailAssessment(verdict: level, reasons: reasons)
+            } else if case .refuse(let r) = report.decision {
+                if r.needsStepUpCode { stepUp = true } else { notes.append(r.description) }
+                notes += report.lines
+            }
+        }
+        if delta > 0, fleet.active > 0 {
+            let l = AttestationForecast.load(fromMicroPercent: Int64(from.effectiveMicroPercent), toMicroPercent: Int64(to.effectiveMicroPercent), fleet: fleet, budget: budget)
+            load = Console.AttestationLoad(
+                peakPerSecond: l.peakPerSecond, budgetPerSecond: budget.perSecond, perDay: Int(l.perDay), dailyBudget: Int(budget.perDay))
+        }
+        if readOnly { notes.insert("read-only session: publishing will be refused", at: 0) }
+        return ChangePreview(
+            request: request, from: from, to: to, baseVersion: String(p.base.info.number), baseETag: p.base.etag,
+            eligibleDeviceChange: eligible, load: load, guardrail: guardrail, requiresStepUp: stepUp, notes: notes)
+    }
+}
+
+/// Small text helpers for what the console shows.
+enum ConsoleText {
+    static func oneLine(_ error: Error) -> String {
+        "\(error)".replacingOccurrences(of: "\n", with: " ")
+    }
+
+    static func abbreviatingHome(_ path: String) -> String {
+        let home = NSHomeDirectory()
+        return home.count > 1 && path.hasPrefix(home + "/") ? "~" + path.dropFirst(home.count) : path
+    }
+
+    static func firstNumber(in text: String) -> Int? {
+        Int(text.split(whereSeparator: { !$0.isNumber }).first ?? "")
+    }
+
+    /// Audit details without the store's internal digests.
+    static func visibleDetail(_ detail: String) -> String {
+        detail.split(separator: ";").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.hasPrefix("version sha256:") }
+            .joined(separator: "; ")
+    }
+}

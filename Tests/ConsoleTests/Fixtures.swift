@@ -1,0 +1,112 @@
+import Console
+import Timekeeping
+
+/// Fixed models for the renderer and reducer tests: a rollout at 12.5% with realistic figures.
+enum Fixture {
+    static let now = Instant(seconds: 1_780_000_000)
+
+    static func at(_ secondsBefore: Int64) -> Instant {
+        Instant(microseconds: now.microseconds - secondsBefore * 1_000_000)
+    }
+
+    static func model(
+        state: RolloutState = .rolling, verdict: Verdict = .ok, reasons: [String] = ["no difference detected"],
+        dataAge: Instant.Duration = .milliseconds(400), staleReason: String? = nil
+    ) -> ConsoleModel {
+        let perMinute = (0..<30).map { i in
+            MinuteCounts(success: 150 + (i * 37) % 80 + i * 2, failure: 2 + (i * 7) % 6 + (i == 27 ? 9 : 0))
+        }
+        var model = ConsoleModel(
+            header: HeaderInfo(
+                store: "sqlite /home/ana/.local/share/rollout/store.db", project: "demo-ios-app", templateVersion: "42",
+                etag: "etag-7f3a9c1e2b4d", operatorID: "ana@example.com", dataAsOf: now - dataAge,
+                staleReason: staleReason, readOnly: false, stepUpEnabled: true),
+            condition: ConditionInfo(
+                conditionName: "app_attest_rollout", expression: "percent('rollout-2026') <= 12.5",
+                desiredMicroPercent: 12_500_000, observedExposure: 0.119, propagation: 0.952, activeDevices: 48_210,
+                seed: "rollout-2026",
+                exposedBand: PercentileBand(lower: 0, upper: 12_500_000, includesLower: true),
+                controlBand: PercentileBand(lower: 50_000_000, upper: 62_500_000, includesLower: false),
+                state: state),
+            attestation: AttestationInfo(
+                successTotal: 12_345, failureTotal: 234,
+                successRate: WindowRates(oneMinute: 212.4, fiveMinutes: 190.2, fifteenMinutes: 180.0),
+                failureRate: WindowRates(oneMinute: 4.2, fiveMinutes: 3.9, fifteenMinutes: 3.0),
+                perMinute: perMinute,
+                failureClasses: [
+                    FailureClass(name: "serverUnavailable", count: 201, alarmed: verdict >= .hold),
+                    FailureClass(name: "invalidInput", count: 21),
+                    FailureClass(name: "unknownSystemFailure", count: 12),
+                ],
+                budgetPerMinute: 6_000),
+            crash: CrashInfo(
+                exposed: CohortCrashStats(
+                    users: 5_780, crashFreeUsers: 0.99812, sessions: 21_400,
+                    crashFreeSessions: 0.99931),
+                control: CohortCrashStats(
+                    users: 5_812, crashFreeUsers: 0.99840, sessions: 21_650,
+                    crashFreeSessions: 0.99950),
+                difference: IntervalEstimate(estimate: -0.028, lower: -0.121, upper: 0.065),
+                minimumDetectableEffect: 0.09, verdict: verdict, reasons: reasons, guardrailsArmed: true),
+            changes: [
+                ChangeRecord(
+                    version: "42", at: at(600), actor: "ana@example.com", kind: .nudge,
+                    from: RolloutPosition(microPercent: 10_000_000), to: RolloutPosition(microPercent: 12_500_000),
+                    reason: "steady for an hour, crash-free flat"),
+                ChangeRecord(
+                    version: "41", at: at(4_200), actor: "bo@example.com", kind: .set,
+                    from: RolloutPosition(microPercent: 5_000_000), to: RolloutPosition(microPercent: 10_000_000),
+                    reason: "second step of the plan"),
+                ChangeRecord(
+                    version: "40", at: at(9_000), actor: "bo@example.com", kind: .set,
+                    from: RolloutPosition(microPercent: 1_000_000), to: RolloutPosition(microPercent: 5_000_000),
+                    reason: "first step"),
+            ],
+            events: [
+                NotableEvent(at: at(300), severity: .info, text: "95% of active devices on v42"),
+                NotableEvent(at: at(90), severity: .warning, text: "serverUnavailable above baseline for 2 min"),
+            ])
+        if state == .killed {
+            model.condition.observedExposure = 0
+            model.changes.insert(
+                ChangeRecord(
+                    version: "43", at: at(20), actor: "ana@example.com", kind: .kill,
+                    from: RolloutPosition(microPercent: 12_500_000),
+                    to: RolloutPosition(microPercent: 12_500_000, killed: true), reason: "crash spike on iOS 17.4"),
+                at: 0)
+            model.header.templateVersion = "43"
+            model.header.etag = "etag-0c1d2e3f4a5b"
+        }
+        if verdict == .halt {
+            model.crash.difference = IntervalEstimate(estimate: -0.42, lower: -0.61, upper: -0.23)
+            model.crash.exposed.crashFreeUsers = 0.99410
+            model.events.insert(
+                NotableEvent(at: at(5), severity: .critical, text: "HALT: crash rate of exposed users"), at: 0)
+        }
+        return model
+    }
+
+    static func state(_ model: ConsoleModel?, size: Size = Size(width: 80, height: 24), now: Instant = now)
+        -> ConsoleState
+    {
+        var s = ConsoleState(
+            configuration: .init(themeNames: Theme.builtInNames), screenSize: size)
+        _ = s.handle(.tick(now))
+        if let model { _ = s.handle(.snapshot(model)) }
+        return s
+    }
+
+    static func preview(for request: ChangeRequest) -> ChangePreview {
+        ChangePreview(
+            request: request, from: RolloutPosition(microPercent: 12_500_000),
+            to: RolloutPosition(microPercent: 13_500_000), baseVersion: "42", baseETag: "etag-7f3a9c1e2b4d",
+            eligibleDeviceChange: 482,
+            load: AttestationLoad(peakPerSecond: 4.1, budgetPerSecond: 100, perDay: 482, dailyBudget: 10_000_000),
+            guardrail: GuardrailAssessment(verdict: .ok, reasons: ["no difference detected at 12.5%"]),
+            requiresStepUp: true)
+    }
+
+    static let conflictRecord = ChangeRecord(
+        version: "43", at: at(3), actor: "bo@example.com", kind: .set, from: RolloutPosition(microPercent: 12_500_000),
+        to: RolloutPosition(microPercent: 15_000_000), reason: "after the review")
+}

@@ -1,0 +1,584 @@
+import Console
+import Testing
+import Timekeeping
+
+/// Drives a state with keys and returns the effects of the last one.
+@discardableResult
+private func press(_ state: inout ConsoleState, _ keys: Key...) -> [ConsoleEffect] {
+    var last: [ConsoleEffect] = []
+    for key in keys { last = state.handle(.key(key)) }
+    return last
+}
+
+private func type(_ state: inout ConsoleState, _ text: String) {
+    for c in text { _ = state.handle(.key(.character(c))) }
+}
+
+private func ready() -> ConsoleState { Fixture.state(Fixture.model()) }
+
+/// Opens the confirm dialog for `+` and returns the request it is for.
+private func openConfirm(_ s: inout ConsoleState, preview: ((ChangeRequest) -> ChangePreview)? = nil) throws
+    -> ChangeRequest
+{
+    let effects = press(&s, .character("+"))
+    guard case .preview(let request)? = effects.first else {
+        Issue.record("no preview effect: \(effects)")
+        throw CancellationError()
+    }
+    _ = s.handle(.previewReady((preview ?? Fixture.preview(for:))(request)))
+    return request
+}
+
+private func plainPreview(_ request: ChangeRequest) -> ChangePreview {
+    var p = Fixture.preview(for: request)
+    p.requiresReason = false
+    p.requiresStepUp = false
+    return p
+}
+
+@Suite("Main-screen keys")
+struct MainKeyTests {
+    @Test(
+        "+ and → nudge up by the step; - and ← nudge down",
+        arguments: [
+            (Key.character("+"), 1_000_000), (.right, 1_000_000), (.character("-"), -1_000_000), (.left, -1_000_000),
+        ])
+    func nudges(_ key: Key, _ delta: Int) {
+        var s = ready()
+        let effects = press(&s, key)
+        #expect(effects == [.preview(ChangeRequest(id: 1, operation: .nudge(by: delta)))])
+        #expect(s.overlay == .preparing(ChangeRequest(id: 1, operation: .nudge(by: delta))))
+    }
+
+    @Test("] and [ move through the steps and stop at the ends")
+    func steps() {
+        var s = ready()
+        #expect(s.step == 1_000_000)
+        press(&s, .character("]"))
+        #expect(s.step == 2_000_000)
+        #expect(s.notice?.text == "Step 2%")
+        press(&s, .character("]"), .character("]"), .character("]"), .character("]"))
+        #expect(s.step == 10_000_000)
+        press(
+            &s, .character("["), .character("["), .character("["), .character("["), .character("["),
+            .character("["), .character("["))
+        #expect(s.step == 100_000)
+        #expect(s.notice?.text == "Step 0.1%")
+        let effects = press(&s, .character("+"))
+        #expect(effects == [.preview(ChangeRequest(id: 1, operation: .nudge(by: 100_000)))])
+    }
+
+    @Test("K, r and u ask for previews of kill, resume and roll back")
+    func killResumeRollback() {
+        for (key, op) in [("K", ChangeOperation.kill), ("r", .resume), ("u", .rollbackLast)] {
+            var s = ready()
+            let effects = press(&s, .character(Character(key)))
+            #expect(effects == [.preview(ChangeRequest(id: 1, operation: op))])
+        }
+    }
+
+    @Test("q quits, Ctrl-L redraws, Esc clears the message, unknown keys do nothing")
+    func screenKeys() {
+        var s = ready()
+        #expect(press(&s, .character("q")) == [.quit])
+        #expect(press(&s, .control("l")) == [.redraw])
+        press(&s, .character("]"))
+        #expect(s.notice != nil)
+        #expect(press(&s, .escape) == [])
+        #expect(s.notice == nil)
+        let before = s
+        #expect(press(&s, .character("z"), .function(5), .pageDown) == [])
+        #expect(s == before)
+    }
+
+    @Test("t cycles through the themes and wraps")
+    func themes() {
+        var s = ready()
+        #expect(s.themeName == "default")
+        press(&s, .character("t"))
+        #expect(s.themeName == "light")
+        #expect(s.notice?.text == "Theme light")
+        press(&s, .character("t"), .character("t"), .character("t"))
+        #expect(s.themeName == "default")
+    }
+
+    @Test("f freezes the display: snapshots are held until unfrozen")
+    func freeze() {
+        var s = ready()
+        press(&s, .character("f"))
+        #expect(s.frozen)
+        var newer = Fixture.model()
+        newer.header.templateVersion = "43"
+        _ = s.handle(.snapshot(newer))
+        #expect(s.model?.header.templateVersion == "42")
+        #expect(s.heldModel?.header.templateVersion == "43")
+        press(&s, .character("f"))
+        #expect(!s.frozen)
+        #expect(s.model?.header.templateVersion == "43")
+        #expect(s.heldModel == nil)
+    }
+
+    @Test("? opens help generated from the key table; arrows scroll; Esc and ? close")
+    func help() {
+        var s = Fixture.state(Fixture.model(), size: Size(width: 80, height: 20))
+        press(&s, .character("?"))
+        #expect(s.overlay == .help(scroll: 0))
+        press(&s, .down, .down)
+        #expect(s.overlay == .help(scroll: 2))
+        press(&s, .end)
+        let count = HelpScreen.lines(for: s).count
+        #expect(s.overlay == .help(scroll: count - ConsoleScreen.listRows(for: s.screenSize)))
+        press(&s, .home)
+        #expect(s.overlay == .help(scroll: 0))
+        press(&s, .up)
+        #expect(s.overlay == .help(scroll: 0))
+        press(&s, .escape)
+        #expect(s.overlay == nil)
+        press(&s, .character("?"), .character("?"))
+        #expect(s.overlay == nil)
+        let text = HelpScreen.lines(for: s).map { $0.map(\.text).joined() }.joined(separator: "\n")
+        for binding in KeyMap.main {
+            #expect(text.contains(binding.help), "help lacks: \(binding.help)")
+        }
+    }
+}
+
+@Suite("Exact value prompt")
+struct ValuePromptTests {
+    @Test("= opens a prompt holding the current value; a valid value asks for a preview")
+    func valid() {
+        var s = ready()
+        press(&s, .character("="))
+        guard case .valuePrompt(let field, nil)? = s.overlay else {
+            Issue.record("no prompt: \(String(describing: s.overlay))")
+            return
+        }
+        #expect(field.text == "12.5")
+        press(&s, .control("u"))
+        type(&s, "17.25%")
+        let effects = press(&s, .enter)
+        #expect(effects == [.preview(ChangeRequest(id: 1, operation: .set(microPercent: 17_250_000)))])
+    }
+
+    @Test("an invalid value keeps the prompt open with the reason; typing clears it")
+    func invalid() {
+        var s = ready()
+        press(&s, .character("="), .control("u"))
+        type(&s, "101")
+        #expect(press(&s, .enter) == [])
+        guard case .valuePrompt(_, let error?)? = s.overlay else {
+            Issue.record("expected an error")
+            return
+        }
+        #expect(error.contains("outside 0–100%"))
+        press(&s, .backspace)
+        guard case .valuePrompt(_, nil)? = s.overlay else {
+            Issue.record("error should clear on edit")
+            return
+        }
+    }
+
+    @Test("letters are not accepted and q types nothing instead of quitting; Esc cancels at once")
+    func keysStayInPrompt() {
+        var s = ready()
+        press(&s, .character("="))
+        #expect(press(&s, .character("q")) == [])
+        guard case .valuePrompt(let field, _)? = s.overlay else {
+            Issue.record("prompt closed")
+            return
+        }
+        #expect(field.text == "12.5")
+        press(&s, .escape)
+        #expect(s.overlay == nil)
+    }
+}
+
+@Suite("The write path: confirm, reason, step-up, publish")
+struct WritePathTests {
+    @Test("the confirm dialog opens with Cancel focused; Enter on Cancel writes nothing")
+    func cancelFocused() throws {
+        var s = ready()
+        let request = try openConfirm(&s)
+        #expect(s.overlay == .confirm(Fixture.preview(for: request), focus: .cancel))
+        #expect(press(&s, .enter) == [])
+        #expect(s.overlay == nil)
+        #expect(s.notice?.text == "Cancelled; nothing was written.")
+    }
+
+    @Test("Tab, Shift-Tab and arrows move the focus between the two buttons")
+    func focus() throws {
+        var s = ready()
+        let request = try openConfirm(&s)
+        let p = Fixture.preview(for: request)
+        for key in [Key.tab, .backTab, .left, .right] {
+            press(&s, key)
+            #expect(s.overlay == .confirm(p, focus: .act), "\(key)")
+            press(&s, key)
+            #expect(s.overlay == .confirm(p, focus: .cancel), "\(key)")
+        }
+    }
+
+    @Test("the target is frozen while the dialog is open: new data and other keys do not change it")
+    func frozenTarget() throws {
+        var s = ready()
+        let request = try openConfirm(&s)
+        var newer = Fixture.model()
+        newer.condition.desiredMicroPercent = 20_000_000
+        _ = s.handle(.snapshot(newer))
+        #expect(press(&s, .character("+"), .character("]"), .character("K"), .character("=")) == [])
+        #expect(s.overlay == .confirm(Fixture.preview(for: request), focus: .cancel))
+        #expect(s.step == 1_000_000)
+    }
+
+    @Test("an increase asks for a reason, then the step-up code, then publishes with both")
+    func fullPath() throws {
+        var s = ready()
+        let request = try openConfirm(&s)
+        let preview = Fixture.preview(for: request)
+        #expect(press(&s, .tab, .enter) == [])
+        guard case .reason? = s.overlay else {
+            Issue.record("expected the reason prompt, got \(String(describing: s.overlay))")
+            return
+        }
+        press(&s, .enter)
+        guard case .reason(_, _, let error?)? = s.overlay else {
+            Issue.record("an empty reason must be refused")
+            return
+        }
+        #expect(error == "A reason is required for an increase.")
+        type(&s, "  crash-free flat for 1h ")
+        #expect(press(&s, .enter) == [])
+        guard case .stepUp(_, let reason, let field, nil)? = s.overlay else {
+            Issue.record("expected the step-up prompt, got \(String(describing: s.overlay))")
+            return
+        }
+        #expect(reason == "crash-free flat for 1h")
+        #expect(field.masked)
+        type(&s, "12a3")
+        press(&s, .enter)
+        guard case .stepUp(_, _, let short, let shortError?)? = s.overlay else {
+            Issue.record("a short code must be refused")
+            return
+        }
+        #expect(short.text == "123")
+        #expect(short.displayText == "•••")
+        #expect(shortError.contains("6-digit"))
+        type(&s, "456")
+        let effects = press(&s, .enter)
+        let publish = PublishRequest(preview: preview, reason: "crash-free flat for 1h", stepUpCode: "123456")
+        #expect(effects == [.publish(publish)])
+        #expect(s.overlay == .publishing(publish))
+    }
+
+    @Test("a decrease without step-up publishes straight from the confirm dialog")
+    func directPublish() throws {
+        var s = ready()
+        let request = try openConfirm(&s, preview: plainPreview)
+        let effects = press(&s, .right, .enter)
+        #expect(effects == [.publish(PublishRequest(preview: plainPreview(request), reason: "", stepUpCode: nil))])
+    }
+
+    @Test("a published change closes the dialog, says so, and asks for a refresh")
+    func published() throws {
+        var s = ready()
+        let request = try openConfirm(&s, preview: plainPreview)
+        press(&s, .tab, .enter)
+        #expect(press(&s, .escape, .character("q")) == [], "a publish in flight cannot be cancelled or quit")
+        guard case .publishing? = s.overlay else {
+            Issue.record("publishing must stay open")
+            return
+        }
+        let effects = s.handle(
+            .published(
+                PublishReceipt(
+                    requestID: request.id, version: "43", from: RolloutPosition(microPercent: 12_500_000),
+                    to: RolloutPosition(microPercent: 13_500_000))))
+        #expect(effects == [.refresh])
+        #expect(s.overlay == nil)
+        #expect(s.notice?.text == "Published v43: 12.5% → 13.5%")
+        #expect(s.notice?.kind == .success)
+    }
+
+    @Test("a wrong step-up code reopens the code prompt with the core's message")
+    func wrongCode() throws {
+        var s = ready()
+        let request = try openConfirm(&s)
+        press(&s, .tab, .enter)
+        type(&s, "why")
+        press(&s, .enter)
+        type(&s, "000000")
+        press(&s, .enter)
+        _ = s.handle(.stepUpRejected(requestID: request.id, message: "wrong code; 2 attempts left"))
+        guard case .stepUp(_, "why", let field, "wrong code; 2 attempts left")? = s.overlay else {
+            Issue.record("expected the code prompt again, got \(String(describing: s.overlay))")
+            return
+        }
+        #expect(field.text.isEmpty)
+    }
+
+    @Test("refusals and failures close the dialog with the reason")
+    func refusals() throws {
+        for (event, text) in [
+            (ConsoleEvent.publishRefused(requestID: 1, message: "guardrail HALT"), "Refused: guardrail HALT"),
+            (.publishFailed(requestID: 1, message: "disk full"), "Not published: disk full"),
+        ] {
+            var s = ready()
+            _ = try openConfirm(&s, preview: plainPreview)
+            press(&s, .tab, .enter)
+            #expect(s.handle(event) == [.refresh])
+            #expect(s.overlay == nil)
+            #expect(s.notice?.text == text)
+            #expect(s.notice?.kind == .error)
+        }
+    }
+
+    @Test("Esc cancels at once from the preparing, confirm, reason and code steps")
+    func escapeEverywhere() throws {
+        var s = ready()
+        press(&s, .character("+"), .escape)
+        #expect(s.overlay == nil)
+        _ = try openConfirm(&s)
+        press(&s, .escape)
+        #expect(s.overlay == nil)
+        _ = try openConfirm(&s)
+        press(&s, .tab, .enter, .escape)
+        #expect(s.overlay == nil)
+        _ = try openConfirm(&s)
+        press(&s, .tab, .enter)
+        type(&s, "why")
+        press(&s, .enter, .escape)
+        #expect(s.overlay == nil)
+    }
+
+    @Test("answers for a cancelled request are ignored")
+    func staleAnswers() {
+        var s = ready()
+        press(&s, .character("+"), .escape)
+        _ = s.handle(.previewReady(Fixture.preview(for: ChangeRequest(id: 1, operation: .nudge(by: 1_000_000)))))
+        #expect(s.overlay == nil)
+        press(&s, .character("+"))
+        _ = s.handle(.previewReady(Fixture.preview(for: ChangeRequest(id: 1, operation: .nudge(by: 1_000_000)))))
+        #expect(s.overlay == .preparing(ChangeRequest(id: 2, operation: .nudge(by: 1_000_000))))
+        _ = s.handle(.previewFailed(requestID: 2, message: "already at 100%"))
+        #expect(s.overlay == nil)
+        #expect(s.notice?.text == "Cannot nudge +1 pt: already at 100%")
+    }
+
+    @Test("a conflict shows who changed what; re-apply asks for a fresh preview of the same operation")
+    func conflict() throws {
+        var s = ready()
+        let request = try openConfirm(&s, preview: plainPreview)
+        press(&s, .tab, .enter)
+        let conflict = PublishConflict(
+            request: request, expectedVersion: "42", intervening: [Fixture.conflictRecord],
+            current: RolloutPosition(microPercent: 15_000_000))
+        #expect(s.handle(.publishConflict(conflict)) == [.refresh])
+        #expect(s.overlay == .conflict(conflict, focus: .cancel))
+        let text = ConsoleScreen.render(s, size: Size(width: 80, height: 24)).lines.joined()
+        #expect(text.contains("bo@example.com"))
+        #expect(text.contains("re-applied on top: 16%"))
+        let effects = press(&s, .tab, .enter)
+        #expect(effects == [.preview(ChangeRequest(id: 2, operation: .nudge(by: 1_000_000)))])
+        #expect(s.overlay == .preparing(ChangeRequest(id: 2, operation: .nudge(by: 1_000_000))))
+    }
+
+    @Test("Cancel on the conflict screen writes nothing")
+    func conflictCancel() throws {
+        var s = ready()
+        let request = try openConfirm(&s, preview: plainPreview)
+        press(&s, .tab, .enter)
+        _ = s.handle(
+            .publishConflict(
+                PublishConflict(
+                    request: request, expectedVersion: "42", intervening: [], current: RolloutPosition(microPercent: 1))
+            ))
+        #expect(press(&s, .enter) == [])
+        #expect(s.overlay == nil)
+    }
+}
+
+@Suite("History and audit views")
+struct ListViewTests {
+    static func records(_ n: Int) -> [ChangeRecord] {
+        (0..<n).map { i in
+            ChangeRecord(
+                version: String(100 - i), at: Fixture.at(Int64(i * 60)), actor: "ana@example.com",
+                kind: .nudge, from: RolloutPosition(microPercent: i), to: RolloutPosition(microPercent: i + 1),
+                reason: "r\(i)")
+        }
+    }
+
+    @Test("h loads the history, scrolls by line and page, and closes with Esc, q or h")
+    func history() {
+        var s = Fixture.state(Fixture.model(), size: Size(width: 80, height: 24))
+        #expect(press(&s, .character("h")) == [.loadHistory])
+        #expect(s.overlay == .history(entries: nil, cursor: ListCursor()))
+        _ = s.handle(.historyLoaded(Self.records(50)))
+        press(&s, .down, .down, .character("j"))
+        #expect(s.overlay == .history(entries: Self.records(50), cursor: ListCursor(selected: 3, offset: 0)))
+        let page = ConsoleScreen.listRows(for: s.screenSize)
+        press(&s, .pageDown)
+        #expect(s.overlay == .history(entries: Self.records(50), cursor: ListCursor(selected: 3 + page, offset: 4)))
+        press(&s, .end)
+        #expect(s.overlay == .history(entries: Self.records(50), cursor: ListCursor(selected: 49, offset: 50 - page)))
+        press(&s, .home)
+        #expect(s.overlay == .history(entries: Self.records(50), cursor: ListCursor(selected: 0, offset: 0)))
+        let screen = ConsoleScreen.render(s, size: s.screenSize).lines.joined(separator: "\n")
+        #expect(screen.contains("v100"))
+        #expect(screen.contains("entry 1 of 50"))
+        for key in [Key.escape, .character("q"), .character("h")] {
+            press(&s, .character("h"))
+            press(&s, key)
+            #expect(s.overlay == nil)
+        }
+    }
+
+    @Test("a shrinking terminal keeps the selected entry visible")
+    func resize() {
+        var s = Fixture.state(Fixture.model(), size: Size(width: 80, height: 40))
+        press(&s, .character("h"))
+        _ = s.handle(.historyLoaded(Self.records(50)))
+        press(&s, .end)
+        _ = s.handle(.resize(Size(width: 80, height: 16)))
+        guard case .history(_, let cursor)? = s.overlay else { return }
+        #expect(cursor.selected == 49)
+        #expect(cursor.offset == 50 - ConsoleScreen.listRows(for: Size(width: 80, height: 16)))
+    }
+
+    @Test("a answers with the audit log and its chain status; a failed load closes with the reason")
+    func audit() {
+        var s = ready()
+        #expect(press(&s, .character("a")) == [.loadAudit])
+        let log = AuditLog(
+            entries: [
+                AuditEntry(
+                    sequence: 7, at: Fixture.at(5), actor: "ana@example.com", action: "publish",
+                    outcome: "conflict", detail: "v42 → v43 lost to bo@", succeeded: false)
+            ],
+            integrity: .broken(atSequence: 5, reason: "hash mismatch"))
+        _ = s.handle(.auditLoaded(log))
+        #expect(s.overlay == .audit(log: log, cursor: ListCursor()))
+        let screen = ConsoleScreen.render(s, size: Size(width: 80, height: 24)).lines.joined(separator: "\n")
+        #expect(screen.contains("chain ✗ broken at #5"))
+        #expect(screen.contains("✗ conflict"))
+        press(&s, .character("a"))
+        #expect(s.overlay == nil)
+        press(&s, .character("a"))
+        _ = s.handle(.loadFailed(message: "store locked"))
+        #expect(s.overlay == nil)
+        #expect(s.notice?.text == "Could not load: store locked")
+    }
+}
+
+@Suite("Time, data and staleness")
+struct DataTests {
+    @Test("data older than the limit is stale; a source failure is stale until the next snapshot")
+    func staleness() {
+        var s = ready()
+        #expect(!s.isStale)
+        _ = s.handle(.tick(Fixture.now + .milliseconds(4_000)))
+        #expect(!s.isStale)
+        _ = s.handle(.tick(Fixture.now + .milliseconds(5_000)))
+        #expect(s.isStale)
+        #expect(s.dataAge == .milliseconds(5_400))
+        _ = s.handle(.snapshot(Fixture.model(dataAge: .milliseconds(-5_000))))
+        #expect(!s.isStale)
+        _ = s.handle(.sourceFailed("store unreachable"))
+        #expect(s.isStale)
+        let screen = ConsoleScreen.render(s, size: Size(width: 80, height: 24)).lines.joined(separator: "\n")
+        #expect(screen.contains("data source: store unreachable"))
+        #expect(screen.contains("STALE"))
+        _ = s.handle(.snapshot(Fixture.model(dataAge: .milliseconds(-5_000))))
+        #expect(!s.isStale)
+        #expect(s.sourceProblem == nil)
+    }
+
+    @Test("no data yet counts as stale and the screen says it is waiting")
+    func waiting() {
+        let s = Fixture.state(nil)
+        #expect(s.isStale)
+        let screen = ConsoleScreen.render(s, size: Size(width: 80, height: 24)).lines.joined(separator: "\n")
+        #expect(screen.contains("Waiting for the first data"))
+    }
+
+    @Test("the data source can mark the data stale itself")
+    func staleReason() {
+        let s = Fixture.state(Fixture.model(staleReason: "ingest stalled"))
+        #expect(s.isStale)
+    }
+
+    @Test("messages expire after their lifetime, errors later than information")
+    func expiry() {
+        var s = ready()
+        press(&s, .character("]"))
+        _ = s.handle(.tick(Fixture.now + .milliseconds(5_000)))
+        #expect(s.notice != nil)
+        _ = s.handle(.tick(Fixture.now + .milliseconds(6_500)))
+        #expect(s.notice == nil)
+        press(&s, .character("+"))
+        _ = s.handle(.previewFailed(requestID: 1, message: "read-only console"))
+        _ = s.handle(.tick(Fixture.now + .milliseconds(20_000)))
+        #expect(s.notice?.kind == .error)
+        _ = s.handle(.tick(Fixture.now + .milliseconds(27_000)))
+        #expect(s.notice == nil)
+    }
+}
+
+@Suite("Text fields")
+struct TextFieldTests {
+    @Test("typing, moving and deleting")
+    func editing() {
+        var f = TextField("abc")
+        #expect(f.cursor == 3)
+        #expect(f.handle(.left) == .edited)
+        #expect(f.handle(.character("X")) == .edited)
+        #expect(f.text == "abXc")
+        #expect(f.handle(.home) == .edited)
+        #expect(f.handle(.delete) == .edited)
+        #expect(f.text == "bXc")
+        #expect(f.handle(.backspace) == .ignored)
+        #expect(f.handle(.end) == .edited)
+        #expect(f.handle(.backspace) == .edited)
+        #expect(f.text == "bX")
+        #expect(f.handle(.control("a")) == .edited)
+        #expect(f.handle(.control("k")) == .edited)
+        #expect(f.text == "")
+        #expect(f.handle(.enter) == .submitted)
+        #expect(f.handle(.escape) == .cancelled)
+        #expect(f.handle(.up) == .ignored)
+    }
+
+    @Test("decimal fields take digits, one point and a trailing percent sign; code fields digits only")
+    func content() {
+        var d = TextField(content: .decimal)
+        for c in "1a2.3.4%5" { _ = d.handle(.character(c)) }
+        #expect(d.text == "12.34%")
+        var code = TextField(content: .digits, maxLength: 8, masked: true)
+        for c in "12 34x567890" { _ = code.handle(.character(c)) }
+        #expect(code.text == "12345678")
+        #expect(code.displayText == "••••••••")
+    }
+}
+
+@Suite("Header freshness")
+struct HeaderFreshnessTests {
+    static func header(_ s: ConsoleState) -> String {
+        ConsoleScreen.render(s, size: Size(width: 100, height: 24)).lines[0]
+    }
+
+    @Test("fresh data reads 'live' and does not change between ticks; older data shows whole seconds; stale is marked")
+    func freshness() {
+        var s = Fixture.state(Fixture.model(dataAge: .milliseconds(0)))
+        #expect(Self.header(s).hasSuffix("● live "))
+        _ = s.handle(.tick(Fixture.now + .milliseconds(750)))
+        #expect(Self.header(s).hasSuffix("● live "))
+        _ = s.handle(.tick(Fixture.now + .milliseconds(2_300)))
+        #expect(Self.header(s).hasSuffix("● 2s ago "))
+        _ = s.handle(.tick(Fixture.now + .milliseconds(2_900)))
+        #expect(Self.header(s).hasSuffix("● 2s ago "))
+        _ = s.handle(.tick(Fixture.now + .milliseconds(12_000)))
+        #expect(Self.header(s).hasSuffix("! STALE 12s old "))
+        _ = s.handle(.key(.character("f")))
+        #expect(Self.header(s).hasSuffix("‖ FROZEN 12s "), "a frozen display says so instead of stale")
+    }
+}
