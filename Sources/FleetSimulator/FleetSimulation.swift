@@ -7,9 +7,10 @@ import Timekeeping
 
 /// A fleet of simulated devices running the codelab's client flow against a config store, in simulated time.
 ///
-/// Each device launches the app on its own daily curve, fetches Remote Config on launch when its last fetch is
-/// older than the fetch interval (devices with real-time updates also fetch within seconds of a publish while
-/// the app runs), and logs a session. The App Check provider chain then runs as the codelab builds it: the
+/// Each device starts with the config of the start cached, launches the app on its own daily curve, fetches
+/// Remote Config on launch when its last fetch is older than the fetch interval (devices with real-time updates
+/// also whenever a newer version exists, and within seconds of a publish while the app runs), and logs a
+/// session. The App Check provider chain then runs as the codelab builds it: the
 /// debug provider on simulators, DeviceCheck below iOS 14, and otherwise the custom provider, which reads
 /// `AppAttestEnabled`: off means "App Attest is disabled" (no event), no hardware support means "unavailable"
 /// (no event), on means a token: the first one attests a real P-256 key through Apple (modelled: capacity,
@@ -296,6 +297,16 @@ public final class FleetSimulation: @unchecked Sendable {
         if t < devices[i].sessionEnd { schedule(i, action, at: t) }
     }
 
+    /// Asks for a token at `t` in this session, unless a request is already pending by then: the app makes one
+    /// `getToken` call at a time.
+    private func requestTokenLater(_ i: Int, at t: Int64) {
+        let pending = devices[i].requestAt
+        if pending > 0, pending <= t { return }
+        guard t < devices[i].sessionEnd else { return }
+        devices[i].requestAt = t
+        schedule(i, .tokenRequest, at: t)
+    }
+
     private func process(_ e: EventQueue.Entry) throws {
         let t = e.time
         clock.set(Instant(microseconds: t))
@@ -316,7 +327,11 @@ public final class FleetSimulation: @unchecked Sendable {
             case .nonfatalCrash:
                 stats.nonfatalCrashes += 1
                 try emit(.crash(fatal: false), index, at: t)
-            case .tokenRequest: try requestToken(index, at: t)
+            case .tokenRequest:
+                // Only the device's pending request runs; one it replaced by an earlier one does nothing.
+                guard devices[index].requestAt == t else { return }
+                devices[index].requestAt = 0
+                try requestToken(index, at: t)
             case .realtimeFetch: try fetchInSession(index, at: t)
             case .intervalFetch:
                 if t - devices[index].lastFetch >= parameters.fetchInterval.microseconds {
@@ -389,7 +404,7 @@ public final class FleetSimulation: @unchecked Sendable {
         }
         if runsAppAttest {
             // The app's first backend call after launch asks App Check for a token.
-            scheduleInSession(i, .tokenRequest, at: t + Int64(devices[i].rng.uniform(0.5, 3) * 1_000_000))
+            requestTokenLater(i, at: t + Int64(devices[i].rng.uniform(0.5, 3) * 1_000_000))
         }
         scheduleInSession(i, .intervalFetch, at: devices[i].lastFetch + max(p.fetchInterval.microseconds, 1_000_000))
     }
@@ -400,6 +415,7 @@ public final class FleetSimulation: @unchecked Sendable {
             try emit(.crash(fatal: true), i, at: t)
         }
         devices[i].clear(.inSession)
+        devices[i].requestAt = 0
         if devices[i].has(.realtime) {
             let slot = Int(devices[i].realtimeSlot)
             let last = inSessionRealtime.removeLast()
@@ -443,7 +459,7 @@ public final class FleetSimulation: @unchecked Sendable {
     private func fetchInSession(_ i: Int, at t: Int64) throws {
         if try fetch(i, at: t), eligible(devices[i]) {
             let delay = max(1_000_000, Int64(devices[i].rng.exponential(mean: 30_000_000)))
-            scheduleInSession(i, .tokenRequest, at: t + delay)
+            requestTokenLater(i, at: t + delay)
         }
     }
 
@@ -471,7 +487,7 @@ public final class FleetSimulation: @unchecked Sendable {
         guard devices[i].has(.flagOn), eligible(devices[i]) else { return }
         if devices[i].tokenExpiry - Self.refreshMargin > t { return }
         if devices[i].backoffUntil > t {
-            scheduleInSession(i, .tokenRequest, at: devices[i].backoffUntil)
+            requestTokenLater(i, at: devices[i].backoffUntil)
             return
         }
         stats.tokenRequests += 1
@@ -534,7 +550,7 @@ public final class FleetSimulation: @unchecked Sendable {
             devices[i].tokenExpiry = t + token.ttl.microseconds
             devices[i].backoffLevel = 0
             try emit(.attestationSuccess, i, at: t)
-            scheduleInSession(i, .tokenRequest, at: devices[i].tokenExpiry - Self.refreshMargin)
+            requestTokenLater(i, at: devices[i].tokenExpiry - Self.refreshMargin)
         case .failure(let error):
             // The SDK keeps its key after a rejection and attests it again next time.
             if case .device = error { throw error }
@@ -566,10 +582,10 @@ public final class FleetSimulation: @unchecked Sendable {
             let wait = min(doubled, Double(p.backoffMaximum.microseconds)) * devices[i].rng.uniform(0.75, 1.25)
             devices[i].backoffLevel = min(devices[i].backoffLevel + 1, 30)
             devices[i].backoffUntil = t + Int64(wait)
-            scheduleInSession(i, .tokenRequest, at: devices[i].backoffUntil)
+            requestTokenLater(i, at: devices[i].backoffUntil)
         } else {
             let delay = max(1_000_000, Int64(devices[i].rng.exponential(mean: 60_000_000)))
-            scheduleInSession(i, .tokenRequest, at: t + delay)
+            requestTokenLater(i, at: t + delay)
         }
     }
 
@@ -659,6 +675,8 @@ struct Device {
     var sessionEnd: Int64 = 0
     var tokenExpiry: Int64 = 0
     var backoffUntil: Int64 = .min
+    /// When the pending token request runs (0: none pending).
+    var requestAt: Int64 = 0
     var session: UInt32 = 0
     var fetchedVersion: Int32 = 0
     var realtimeSlot: Int32 = -1
