@@ -17,8 +17,9 @@ import Timekeeping
         realtime 50%
         apple-capacity 0.5/s
         token-ttl 30m
-        os-upgrades-per-day 50%
-        upgrade-invalid-key 50%
+        os-upgrades-per-day 100%
+        upgrade-invalid-key 100%
+        assert-failure.invalidKey 20%
         crash-rate 1%
         exposed-crash-rate 1%
         rollout 10%
