@@ -1,6 +1,218 @@
 import CommandLineKit
 import RolloutApp
+import FleetSimulator
+import Foundation
+import Rollout
+import Store
+import Telemetry
+import Timekeeping
 
+/// `rollout simulate`: a simulated device fleet writing telemetry into the store and fetching its live config.
 enum SimulateCommands {
-    static let all: [Command] = []
+    static let all: [Command] = [simulate]
+
+    static let simulate = Command(
+        "simulate",
+        summary: "Run a simulated device fleet against the store: live config in, telemetry out.",
+        discussion: "Devices with Firebase installation IDs launch the app on a daily curve, fetch Remote Config (on "
+            + "launch past the fetch interval; real-time listeners within seconds of a publish), and run the codelab's "
+            + "App Check provider chain: App Attest keys are attested once per install and assertions refresh tokens, "
+            + "all through the real App Check exchange with a demo certificate authority; Apple's service has a "
+            + "capacity beyond which it answers serverUnavailable. Events land in the store like real telemetry, one "
+            + "transaction per simulated minute, and the config is read from the store on every fetch, so a nudge "
+            + "from another terminal reaches the fleet. The same --seed, --start, scenario and store give the same "
+            + "events in the same order (the summary prints their SHA-256). Simulated time starts at the wall time "
+            + "unless --start or the scenario says otherwise, and is published in the store for consoles watching it. "
+            + "The scenario's scripted changes are published through the write path as --operator (default "
+            + "'simulator'), without guardrails. Scenarios: " + scenarioList + ". Parameters a scenario file can "
+            + "set: " + FleetParameters.definitions.map(\.name).joined(separator: ", ") + ".",
+        options: [
+            .value("--scenario", name: "NAME|FILE", help: "A built-in scenario or a scenario file's path."),
+            .value("--devices", name: "N", help: "Fleet size (default: the scenario's)."),
+            .value("--speed", name: "X", help: "Simulated seconds per wall second, or 'max' (default 60)."),
+            .value("--duration", name: "D", help: "Simulated run length, e.g. 2h or 90m (default: the scenario's)."),
+            .value("--seed", name: "S", help: "The model's random seed, a whole number (default 1)."),
+            .value("--start", name: "TIME", help: "Simulated start (ISO 8601; default: the scenario's, else now)."),
+            .flag("--list", help: "List the built-in scenarios and exit."),
+            .flag("--quiet", help: "No progress lines on stderr."),
+            .flag("--json", help: "Print the final summary as JSON."),
+        ],
+        examples: [
+            "rollout simulate --scenario steady --devices 20000 --speed 60",
+            "rollout simulate --scenario crash-regression --speed max --duration 2h --seed 7",
+            "rollout simulate --scenario ./my-drill.scenario --store /tmp/drill.db --speed max --json",
+            "rollout simulate --list",
+        ],
+        action: run)
+
+    static var scenarioList: String {
+        let names = Scenario.builtInNames
+        return names.isEmpty ? "(not installed)" : names.joined(separator: ", ")
+    }
+
+    static func run(_ invocation: Invocation) throws -> ExitCode {
+        if invocation.flag("--list") {
+            for name in Scenario.builtInNames {
+                let summary = (try? Scenario.load(name).summary) ?? ""
+                print("\(name.padding(toLength: 18, withPad: " ", startingAt: 0)) \(summary)")
+            }
+            return .ok
+        }
+        guard let scenarioName = invocation.value("--scenario") else {
+            throw invocation.usageError("--scenario is required (built in: \(scenarioList))")
+        }
+        guard !invocation.flag("--read-only") else {
+            throw CommandError(
+                "refused: a simulation writes telemetry and config changes (--read-only)", exit: .refused)
+        }
+        let scenario: Scenario
+        do {
+            scenario = try Scenario.load(scenarioName)
+        } catch {
+            throw invocation.usageError("\(error)")
+        }
+        let devices = try invocation.value("--devices").map { text -> Int in
+            guard let n = Int(text), n > 0, n <= 50_000_000 else {
+                throw invocation.usageError("--devices needs a whole number from 1 to 50000000")
+            }
+            return n
+        }
+        let speedText = invocation.value("--speed") ?? "60"
+        guard let speed = SimulationSpeed(speedText) else {
+            throw invocation.usageError("--speed needs a positive number or 'max', not '\(speedText)'")
+        }
+        let duration = try invocation.value("--duration").map { text -> Instant.Duration in
+            do { return try ScenarioValues.positiveDuration(text) } catch {
+                throw invocation.usageError("--duration: \(error)")
+            }
+        }
+        let seed = try invocation.value("--seed").map { text -> UInt64 in
+            guard let s = UInt64(text) else {
+                throw invocation.usageError("--seed needs a whole number, not '\(text)'")
+            }
+            return s
+        }
+        let start = try invocation.value("--start").map { text -> Instant in
+            guard let t = ISO8601.parse(text) else {
+                throw invocation.usageError("--start needs an ISO 8601 time such as 2026-05-20T09:00:00Z")
+            }
+            return t
+        }
+
+        let wall = SystemClock()
+        let path = StoreLocation.path(invocation)
+        let operatorID = invocation.value("--operator") ?? "simulator"
+        let store: RolloutStore
+        let config: SQLiteConfigStore
+        do {
+            store = try RolloutStore(path: path)
+            config = try store.configStore()
+            // A new store gets the scenario's rollout seed, so that runs on fresh stores assign the same cohorts.
+            try config.initializeIfEmpty {
+                try SQLiteConfigStore.genesis(seed: scenario.rolloutSeed, actor: operatorID, time: start ?? wall.now())
+            }
+        } catch {
+            throw CommandError("\(error)")
+        }
+        var options = FleetOptions(
+            scenario: scenario, devices: devices, seed: seed ?? 1, start: start ?? wall.now(), duration: duration,
+            actor: operatorID)
+        if let start { options.start = start }
+        let simulation: FleetSimulation
+        do {
+            simulation = try FleetSimulation(
+                scenario: scenario, options: options, config: config,
+                sink: StoreTelemetrySink(store: store, source: "simulator:\(scenario.name)"))
+        } catch {
+            throw CommandError("cannot set up the simulation: \(error)")
+        }
+        let runner = SimulationRunner(simulation: simulation, speed: speed, wall: wall, clockStore: store)
+        let signals = stopOnSignals(runner)
+        defer { signals.forEach { $0.cancel() } }
+
+        let quiet = invocation.flag("--quiet")
+        if !quiet {
+            report(
+                "simulating \(options.devices) devices, scenario \(scenario.name), seed \(options.seed), speed \(speed), "
+                    + "\(options.start.iso8601) to \((options.start + options.duration).iso8601), store \(path)")
+        }
+        var lastLine = wall.now()
+        do {
+            try runner.run { stats, notes in
+                guard !quiet else { return }
+                for n in notes { report("  \(n)") }
+                let w = wall.now()
+                if w - lastLine >= .seconds(Int64(5)) || stats.now >= simulation.end {
+                    report(progressLine(stats))
+                    lastLine = w
+                }
+            }
+        } catch {
+            throw CommandError("the simulation stopped: \(error)")
+        }
+        let stats = simulation.statistics()
+        if invocation.flag("--json") {
+            print(try summaryJSON(stats, scenario: scenario, options: options, stopped: runner.isStopped))
+        } else {
+            print(summaryText(stats, scenario: scenario, options: options, stopped: runner.isStopped))
+        }
+        return .ok
+    }
+
+    /// SIGINT and SIGTERM stop the run cleanly (telemetry flushed, clock record marked stopped).
+    static func stopOnSignals(_ runner: SimulationRunner) -> [DispatchSourceSignal] {
+        [SIGINT, SIGTERM].map { sig in
+            signal(sig, SIG_IGN)
+            let source = DispatchSource.makeSignalSource(signal: sig, queue: .global())
+            source.setEventHandler { runner.stop() }
+            source.resume()
+            return source
+        }
+    }
+
+    static func report(_ line: String) {
+        FileHandle.standardError.write(Data((line + "\n").utf8))
+    }
+
+    static func progressLine(_ s: FleetStatistics) -> String {
+        let exposed = s.eligibleDevices > 0 ? Double(s.exposedDevices) / Double(s.eligibleDevices) * 100 : 0
+        return "\(s.now.iso8601)  v\(s.templateVersion)  exposed \(String(format: "%.1f", exposed))% of eligible  "
+            + "in session \(s.devicesInSession)  sessions \(s.sessions)  attest \(s.attestations)+\(s.assertions) ok "
+            + "\(s.failureCount) failed (\(s.throttled) throttled)  crashes \(s.fatalCrashes)"
+    }
+
+    static func summaryText(_ s: FleetStatistics, scenario: Scenario, options: FleetOptions, stopped: Bool) -> String {
+        var lines = [
+            "scenario \(scenario.name): \(options.devices) devices, seed \(options.seed)"
+                + (stopped ? ", stopped at \(s.now.iso8601)" : ", \(options.start.iso8601) to \(s.now.iso8601)"),
+            "events \(s.events) (sha256 \(s.eventDigest))",
+            "sessions \(s.sessions), config fetches \(s.configFetches), template version \(s.templateVersion)",
+            "App Attest: \(s.attestations) attestations, \(s.assertions) assertions, \(s.failureCount) failures, "
+                + "\(s.throttled) throttled by Apple, \(s.keysGenerated) keys generated",
+            "exposed: \(s.exposedDevices) of \(s.eligibleDevices) eligible devices",
+            "crashes: \(s.fatalCrashes) fatal, \(s.nonfatalCrashes) non-fatal",
+        ]
+        if !s.failures.isEmpty {
+            lines.append(
+                "failures by class: "
+                    + s.failures.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", "))
+        }
+        return lines.joined(separator: "\n")
+    }
+
+    static func summaryJSON(_ s: FleetStatistics, scenario: Scenario, options: FleetOptions, stopped: Bool) throws
+        -> String
+    {
+        let object: [String: Any] = [
+            "scenario": scenario.name, "devices": options.devices, "seed": options.seed,
+            "start": options.start.iso8601, "end": s.now.iso8601, "stopped": stopped,
+            "events": s.events, "eventDigest": s.eventDigest, "sessions": s.sessions, "configFetches": s.configFetches,
+            "templateVersion": s.templateVersion, "attestations": s.attestations, "assertions": s.assertions,
+            "failures": s.failures, "throttled": s.throttled, "keysGenerated": s.keysGenerated,
+            "eligibleDevices": s.eligibleDevices, "exposedDevices": s.exposedDevices, "fatalCrashes": s.fatalCrashes,
+            "nonfatalCrashes": s.nonfatalCrashes, "publishedChanges": s.publishedChanges,
+        ]
+        let data = try JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])
+        return String(decoding: data, as: UTF8.self)
+    }
 }

@@ -1,0 +1,110 @@
+import Foundation
+import Store
+import Timekeeping
+
+/// How fast simulated time runs against the wall clock.
+public enum SimulationSpeed: Hashable, Sendable, CustomStringConvertible {
+    /// Simulated seconds per wall second (`60`: an hour per minute).
+    case factor(Double)
+    /// As fast as the machine goes.
+    case maximum
+
+    /// `60`, `60x`, `0.5`, `max`.
+    public init?(_ text: String) {
+        if text == "max" {
+            self = .maximum
+            return
+        }
+        let digits = text.hasSuffix("x") ? String(text.dropLast()) : text
+        guard let v = Double(digits), v.isFinite, v > 0, v <= 1_000_000 else { return nil }
+        self = .factor(v)
+    }
+
+    public var description: String {
+        switch self {
+        case .factor(let v): v == v.rounded() ? "\(Int(v))x" : "\(v)x"
+        case .maximum: "max"
+        }
+    }
+}
+
+/// Drives a simulation against the wall clock: paces it at its speed, lands telemetry at least once a second
+/// of wall time, and publishes its clock into a store for readers on the wall clock.
+///
+/// The edge where wall time enters: the simulation itself never reads it. `run` blocks until the end or until
+/// `stop()` (from any thread: a signal handler, the console quitting).
+public final class SimulationRunner: @unchecked Sendable {
+    public let simulation: FleetSimulation
+    public let speed: SimulationSpeed
+    public let wall: any Clock
+    /// Where the clock is published (`SimulationClockTable`); nil in-process, where readers use
+    /// `simulation.clock` directly.
+    public let clockStore: RolloutStore?
+    private let sleep: @Sendable (Instant.Duration) -> Void
+    private let lock = NSLock()
+    private var stopped = false
+
+    public init(
+        simulation: FleetSimulation, speed: SimulationSpeed, wall: any Clock, clockStore: RolloutStore? = nil,
+        sleep: @escaping @Sendable (Instant.Duration) -> Void = { d in usleep(UInt32(clamping: d.microseconds)) }
+    ) {
+        self.simulation = simulation
+        self.speed = speed
+        self.wall = wall
+        self.clockStore = clockStore
+        self.sleep = sleep
+    }
+
+    /// Asks `run` to return at its next step (telemetry is flushed, the clock record marked stopped).
+    public func stop() { lock.withLock { stopped = true } }
+    public var isStopped: Bool { lock.withLock { stopped } }
+
+    /// Runs to the end (or `stop()`); `progress` is called about twice a second of wall time and at the end,
+    /// with the totals and the notes since the last call.
+    public func run(progress: (FleetStatistics, [SimulationNote]) -> Void = { _, _ in }) throws {
+        let wallStart = wall.now()
+        let simulatedStart = simulation.now
+        let factor: Double? = if case .factor(let f) = speed { f } else { nil }
+        func record(running: Bool) throws {
+            guard let clockStore else { return }
+            let r = SimulationClockRecord(
+                wallStart: wallStart, simulatedStart: simulatedStart, speed: factor, wallUpdated: wall.now(),
+                simulatedAtUpdate: simulation.now, running: running)
+            try clockStore.withDatabase { try SimulationClockTable.write(r, in: $0) }
+        }
+        try record(running: true)
+        var lastFlush = wallStart
+        var lastReport = wallStart
+        let second = Instant.Duration.seconds(Int64(1))
+        do {
+            while !isStopped, !simulation.isFinished {
+                if let factor {
+                    let elapsed = Double((wall.now() - wallStart).microseconds)
+                    let target = simulatedStart + Instant.Duration(microseconds: Int64(elapsed * factor))
+                    try simulation.advance(to: target)
+                    let w = wall.now()
+                    if w - lastFlush >= second {
+                        try simulation.flush()
+                        lastFlush = w
+                    }
+                    // Small steps keep the events close to their wall time without busy waiting.
+                    if !simulation.isFinished { sleep(.milliseconds(Int64(factor >= 10 ? 20 : 100))) }
+                } else {
+                    try simulation.advance(to: simulation.now + .minutes(1))
+                }
+                let w = wall.now()
+                if w - lastReport >= .milliseconds(500) {
+                    try record(running: true)
+                    progress(simulation.statistics(), simulation.drainNotes())
+                    lastReport = w
+                }
+            }
+            try simulation.flush()
+        } catch {
+            try? record(running: false)
+            throw error
+        }
+        try record(running: false)
+        progress(simulation.statistics(), simulation.drainNotes())
+    }
+}

@@ -1,0 +1,48 @@
+import Store
+import Telemetry
+import Timekeeping
+
+/// Lands the fleet's events in a store through the ingest path of real data: a `TelemetryBatch` committed with
+/// `TelemetryTables.commit`, one transaction per simulated minute.
+///
+/// A batch is committed when simulated time enters a new minute, and on `flush` (the runner flushes every
+/// second of wall time, so a console watching a slow simulation sees the minute in progress). Give the sink a
+/// `RolloutStore` of its own (a connection the console does not use) so that reads never wait for commits.
+public final class StoreTelemetrySink: FleetTelemetrySink {
+    public let store: RolloutStore
+    /// The batch log's source name.
+    public let source: String
+    private let tables: TelemetryTables
+    private let batch = TelemetryBatch()
+    private var minute: Int64?
+    public private(set) var committedBatches = 0
+    public private(set) var committedEvents = 0
+
+    public init(store: RolloutStore, source: String = "simulator") throws {
+        self.store = store
+        self.source = source
+        tables = try store.withDatabase { try TelemetryTables(database: $0) }
+    }
+
+    public func record(_ event: TelemetryEvent) throws {
+        try enter(event.time)
+        batch.record(event)
+    }
+
+    public func reached(_ now: Instant) throws { try enter(now) }
+
+    public func flush(at now: Instant) throws {
+        guard !batch.isEmpty else { return }
+        let events = batch.eventCount
+        try store.withDatabase { _ in _ = try tables.commit(batch, source: source, at: now) }
+        committedBatches += 1
+        committedEvents += events
+        batch.removeAll()
+    }
+
+    private func enter(_ time: Instant) throws {
+        let m = BucketLevel.minute.bucket(time.microseconds)
+        if let minute, m > minute { try flush(at: time) }
+        minute = max(minute ?? m, m)
+    }
+}
