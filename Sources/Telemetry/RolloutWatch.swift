@@ -159,6 +159,17 @@ public struct RolloutWatch: Sendable {
         baseTotals.add(preRollout)
         let baseAttempts = baseTotals.sum(.attestationSuccess) + baseTotals.sum(.attestationFailure)
         let baseFailures = baseTotals.failuresByClass()
+        // The exposed group's App Attest attempts since the start, minus those in the monitored window.
+        func exposedAttestation(_ k: CounterKey) -> Bool {
+            k.cohort == .enabled && (k.provider == .appAttest || k.provider == .unspecified)
+        }
+        var earlier = CounterTotals()
+        for (k, v) in totals.counts where exposedAttestation(k) { earlier.add(k, v) }
+        for counts in minutes {
+            for (k, v) in counts where exposedAttestation(k) { earlier.add(k, -v) }
+        }
+        let earlierAttempts = earlier.sum(.attestationSuccess) + earlier.sum(.attestationFailure)
+        let earlierFailures = earlier.failuresByClass()
         return ErrorClassBucket.allCases.map { errorClass in
             var monitor = FailureMonitor(errorClass: errorClass)
             if let fixed = config.configuredBaseline[errorClass] {
@@ -168,6 +179,9 @@ public struct RolloutWatch: Sendable {
                 // Half a failure when none were seen, so that a clean baseline is small but not zero.
                 monitor.baseline = max(Double(baseFailures[errorClass] ?? 0), 0.5) / Double(baseAttempts)
                 monitor.baselineSource = .observed(attempts: baseAttempts)
+            } else if earlierAttempts >= config.minimumBaselineAttempts {
+                monitor.baseline = max(Double(earlierFailures[errorClass] ?? 0), 0.5) / Double(earlierAttempts)
+                monitor.baselineSource = .earlierExposed(attempts: earlierAttempts)
             }
             for counts in minutes {
                 var attempts: Int64 = 0
@@ -202,6 +216,9 @@ public struct FailureMonitor: Hashable, Sendable {
         case configured
         /// From the control group and the pre-rollout window, with this many attempts.
         case observed(attempts: Int64)
+        /// From the exposed group's own attempts before the monitored window (Phase I of a control chart):
+        /// in a real rollout neither control nor pre-rollout devices attest, so this is the usual baseline.
+        case earlierExposed(attempts: Int64)
     }
 
     public var errorClass: ErrorClassBucket

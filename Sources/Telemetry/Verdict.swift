@@ -181,7 +181,7 @@ extension TelemetrySnapshot {
             findings.append(
                 Finding(
                     .ok, .failures,
-                    "failure monitors wait for a baseline (control or pre-rollout attempts, or configured rates)"))
+                    "failure monitors wait for a baseline (an hour of exposed attempts, control or pre-rollout attempts, or configured rates)"))
         }
 
         // Exposure.

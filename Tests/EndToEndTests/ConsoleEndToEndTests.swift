@@ -183,4 +183,34 @@ struct ConsoleEndToEndTests {
         #expect(noTTY.status == 1)
         #expect(noTTY.stderr.contains("rollout status") && noTTY.stderr.split(separator: "\n").count == 1)
     }
+
+    /// `rollout demo` (what `make demo` runs): a temporary store, the simulated fleet in-process and the console;
+    /// the counts come alive, a nudge reaches the store, and quitting removes the temporary store.
+    @Test func demoRunsTheWholeLoop() throws {
+        let f = try Fixture()
+        let tmp = f.directory.appendingPathComponent("tmp")
+        try FileManager.default.createDirectory(at: tmp, withIntermediateDirectories: true)
+        let session = try TerminalSession(
+            ["sh", "-c", "\(TerminalSession.quote(f.binary)) demo --devices 3000 --speed 120 --operator ana@example.com"],
+            width: 120, height: 40, environment: ["TMPDIR": tmp.path])
+        defer { session.close() }
+        try session.waitFor("demo · steady")
+        // Live attestation successes from the simulated fleet (the total is not zero any more).
+        try session.waitUntil("live attestation counts", timeout: 30) { screen in
+            screen.split(separator: "\n").contains { $0.contains(" success") && !$0.contains("✓ 0 success") }
+        }
+        let demoStore = try #require(try FileManager.default.contentsOfDirectory(atPath: tmp.path).first { $0.hasPrefix("rollout-demo-") })
+        // Until the crash comparison has a settled minute the verdict is HOLD and the guardrail refuses increases.
+        try session.waitFor("✓ OK", timeout: 30)
+        try session.press("+")
+        try session.waitFor("Confirm: nudge +1 pt")
+        try session.press("Tab", "Enter")
+        try session.waitFor("Reason for the increase")
+        try session.type("demo")
+        try session.press("Enter")
+        try session.waitFor("<= 11")
+        try session.press("q")
+        #expect(try session.exitStatus() == 0)
+        #expect(!FileManager.default.fileExists(atPath: tmp.appendingPathComponent(demoStore).path))
+    }
 }

@@ -141,6 +141,40 @@ struct VerdictTests {
         #expect(g.snapshot(at: 41).failureMonitors.first { $0.errorClass == .serverUnavailable }!.alarmed == false)
     }
 
+    /// In a real rollout neither control nor pre-rollout devices attest: the exposed group's own attempts before
+    /// the monitored hour are the baseline, so throttling that starts later is still caught.
+    @Test("without control or pre-rollout attempts, the earlier exposed attempts are the baseline")
+    func earlierExposedBaseline() {
+        func look(_ f: inout WatchFixture, minute: Int, failures: Int64) {
+            let m0 = BucketLevel.minute.bucket(f.start.microseconds)
+            var counts: [CounterKey: Int64] = [:]
+            for cohort in [Cohort.enabled, .control] { counts[CounterKey(.session, cohort)] = 1000 }
+            counts[CounterKey(.attestationSuccess, .enabled, provider: .appAttest)] = 500 - failures
+            counts[CounterKey(.attestationFailure, .enabled, provider: .appAttest, detail: UInt16(ErrorClassBucket.serverUnavailable.rawValue))] = failures
+            f.watch.fold(CounterLook(level: .minute, bucket: m0 + Int64(minute), counts: counts))
+        }
+        // Two hours at 1% serverUnavailable, then 30 minutes at 10%.
+        var f = WatchFixture()
+        for m in 0..<120 { look(&f, minute: m, failures: 5) }
+        let quiet = f.snapshot(at: 121).failureMonitors.first { $0.errorClass == .serverUnavailable }!
+        // About the first hour: the attempts older than the monitored (settled) hour.
+        guard case .earlierExposed(let n) = quiet.baselineSource else {
+            Issue.record("expected the earlier exposed attempts as the baseline, got \(quiet.baselineSource)")
+            return
+        }
+        #expect(n >= 29_000 && n <= 32_000)
+        #expect(!quiet.alarmed)
+        for m in 120..<150 { look(&f, minute: m, failures: 50) }
+        let throttled = f.snapshot(at: 151)
+        #expect(throttled.failureMonitors.first { $0.errorClass == .serverUnavailable }!.alarmed)
+        #expect(throttled.assess(tenPercent).verdict.reason.hasPrefix("Apple is throttling attestations"))
+
+        // Too young a rollout: no baseline yet, said in words.
+        var g = WatchFixture()
+        for m in 0..<30 { look(&g, minute: m, failures: 5) }
+        #expect(g.snapshot(at: 31).failureMonitors.allSatisfy { $0.baselineSource == .none })
+    }
+
     @Test("a configured baseline replaces the observed one")
     func configuredBaseline() {
         var f = WatchFixture { $0.failures.configuredBaseline = [.serverUnavailable: 0.2] }
