@@ -8,7 +8,7 @@ build=(libncurses-dev libsqlite3-dev libssl-dev libqrencode-dev pkg-config)
 case "$group" in
   build|demo) want=("${build[@]}") ;;
   test) want=("${build[@]}" tmux faketime python3-venv sqlite3 qrencode zbar-tools) ;;
-  bench) want=("${build[@]}" python3-venv openssl) ;;
+  bench) want=("${build[@]}" python3-venv openssl faketime) ;;
   *) echo "deps.sh: unknown group '$group'" >&2; exit 2 ;;
 esac
 missing=()
