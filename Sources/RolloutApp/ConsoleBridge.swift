@@ -108,7 +108,8 @@ public final class StoreConsoleExecutor: ConsoleEffectExecutor, @unchecked Senda
             let status = try monitor().status()
             return .previewReady(
                 ConsoleModelBuilder.preview(
-                    request, preview, fleet: status.snapshot.activity, budget: status.settings.budget, readOnly: session.readOnly))
+                    request, preview, verdict: status.assessment.verdict.level, fleet: status.snapshot.activity,
+                    budget: status.settings.budget, readOnly: session.readOnly))
         } catch {
             return .previewFailed(requestID: request.id, message: ConsoleText.oneLine(error))
         }
@@ -321,7 +322,8 @@ enum ConsoleModelBuilder {
 
     /// The confirm dialog's content from the write path's preview.
     static func preview(
-        _ request: ChangeRequest, _ p: WritePath.Preview, fleet: FleetActivity, budget: AttestationBudget, readOnly: Bool
+        _ request: ChangeRequest, _ p: WritePath.Preview, verdict level: VerdictLevel, fleet: FleetActivity,
+        budget: AttestationBudget, readOnly: Bool
     ) -> ChangePreview {
         let proposal = p.proposal
         let from = position(proposal.before)
@@ -334,10 +336,9 @@ enum ConsoleModelBuilder {
         var load: Console.AttestationLoad?
         for report in p.reports {
             if report.policy == "guardrail" {
-                let level = report.lines.first.flatMap { line in Console.Verdict.allCases.first { line.hasPrefix("verdict \($0.rawValue)") } } ?? .ok
                 var reasons = report.lines
                 if case .refuse(let r) = report.decision { reasons.insert("refuses this change: \(r.reason)", at: 0) }
-                guardrail = GuardrailAssessment(verdict: level, reasons: reasons)
+                guardrail = GuardrailAssessment(verdict: verdict(level), reasons: reasons)
             } else if case .refuse(let r) = report.decision {
                 if r.needsStepUpCode { stepUp = true } else { notes.append(r.description) }
                 notes += report.lines
