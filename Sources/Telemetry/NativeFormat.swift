@@ -188,19 +188,7 @@ public enum NativeFormat {
 
 /// `osMajorVersion` over raw bytes.
 @inline(__always)
-func osMajorVersion(_ bytes: UnsafeRawBufferPointer) -> UInt8 {
-    var value = 0
-    var seen = false
-    for c in bytes {
-        if c >= 48, c <= 57 {
-            seen = true
-            value = min(value * 10 + Int(c - 48), 255)
-        } else if seen {
-            break
-        }
-    }
-    return UInt8(value)
-}
+func osMajorVersion(_ bytes: UnsafeRawBufferPointer) -> UInt8 { majorVersion(bytes) }
 
 #if canImport(Glibc)
     import Glibc

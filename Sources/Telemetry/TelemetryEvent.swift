@@ -119,15 +119,10 @@ public enum AttestationErrorClass: Hashable, Sendable, CustomStringConvertible {
         }
     }
 
+    /// The class's name (`ErrorClassBucket`'s), with the reason of a rejection: `rejected:nonceMismatch`.
     public var description: String {
-        switch self {
-        case .unknownSystemFailure: "unknownSystemFailure"
-        case .featureUnsupported: "featureUnsupported"
-        case .invalidInput: "invalidInput"
-        case .invalidKey: "invalidKey"
-        case .serverUnavailable: "serverUnavailable"
-        case .rejected(let reason): reason.isEmpty ? "rejected" : "rejected:\(reason)"
-        }
+        if case .rejected(let reason) = self, !reason.isEmpty { return "rejected:\(reason)" }
+        return ErrorClassBucket(self).description
     }
 }
 
@@ -171,10 +166,14 @@ public struct TelemetryEvent: Hashable, Sendable {
 }
 
 /// The major version in an OS version string (`17.4.1`, `iOS 17.4`), or 0 when there is none.
-public func osMajorVersion(_ text: some StringProtocol) -> UInt8 {
+public func osMajorVersion(_ text: some StringProtocol) -> UInt8 { majorVersion(text.utf8) }
+
+/// The first run of digits in `bytes` as a number (at most 255), or 0.
+@inline(__always)
+func majorVersion<Bytes: Sequence>(_ bytes: Bytes) -> UInt8 where Bytes.Element == UInt8 {
     var value = 0
     var seen = false
-    for c in text.utf8 {
+    for c in bytes {
         if c >= 48, c <= 57 {
             seen = true
             value = min(value * 10 + Int(c - 48), 255)
