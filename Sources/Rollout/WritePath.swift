@@ -122,12 +122,9 @@ public struct WritePath {
 
     /// Validates, checks policies, publishes with compare-and-swap and audits; throws `Failure`.
     public func execute(_ request: Request) throws -> Outcome {
-        let time = clock.now()
-        if readOnly {
-            try store.appendAudit(
-                AuditEntry(time: time, actor: request.actor, action: actionName(request.intent), reason: request.reason, result: .refusedReadOnly))
-            throw Failure.readOnly
-        }
+        // A read-only session writes nothing at all, not even the record of its refusal (its connection could
+        // not, and a reader must leave the store byte for byte as it found it).
+        if readOnly { throw Failure.readOnly }
         let context = PolicyContext(audit: { entry in _ = try store.appendAudit(entry) })
         var attempts = 0
         var base = try store.current()

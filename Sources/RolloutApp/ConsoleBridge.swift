@@ -22,7 +22,8 @@ public final class StoreConsoleSource: ConsoleDataSource, @unchecked Sendable {
     private var positions = PositionCache()
 
     public init(path: String, clock: Clock, operatorID: String, readOnly: Bool, project: String) throws {
-        monitor = try RolloutMonitor(store: RolloutStore(path: path, create: false), clock: clock)
+        monitor = try RolloutMonitor(
+            store: RolloutStore(path: path, create: false, access: readOnly ? .readOnly : .readWrite), clock: clock)
         self.operatorID = operatorID
         self.readOnly = readOnly
         storeLabel = "sqlite " + ConsoleText.abbreviatingHome(path)

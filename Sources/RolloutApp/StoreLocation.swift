@@ -5,8 +5,10 @@ import Foundation
 public enum StoreLocation {
     /// `--store PATH`, else `$ROLLOUT_STORE`, else `$XDG_STATE_HOME/rollout/rollout.db`, else
     /// `~/.local/state/rollout/rollout.db`.
+    ///
+    /// An explicit `--store ""` is returned as it is (opening it fails); `resolvedPath` makes it a usage error.
     public static func path(_ invocation: Invocation) -> String {
-        if let p = invocation.value("--store"), !p.isEmpty { return p }
+        if let p = invocation.value("--store") { return p }
         let env = invocation.environment
         if let p = env["ROLLOUT_STORE"], !p.isEmpty { return p }
         let state: String
@@ -17,6 +19,13 @@ public enum StoreLocation {
             state = home + "/.local/state"
         }
         return state + "/rollout/rollout.db"
+    }
+
+    /// `path`, with `--store ""` refused as a usage error (it never falls back to another store).
+    public static func resolvedPath(_ invocation: Invocation) throws -> String {
+        let p = path(invocation)
+        guard !p.isEmpty else { throw invocation.usageError("--store needs a file path, not an empty string") }
+        return p
     }
 
     /// Creates the store's directory (mode 0700) when it is missing.

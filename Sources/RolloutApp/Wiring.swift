@@ -1,5 +1,6 @@
 import CommandLineKit
 import Crypto
+import Foundation
 import RemoteConfig
 import Rollout
 import Store
@@ -26,7 +27,7 @@ public struct StoreSession {
     /// The write path every change of this command goes through (read-only and policies enforced inside).
     public func writePath() throws -> WritePath {
         WritePath(
-            store: config, clock: clock, policies: try Wiring.policies(for: self), readOnly: readOnly,
+            store: config, clock: clock, policies: try Wiring.policies(for: self), readOnly: store.isReadOnly,
             newSeed: { Wiring.newSeed() })
     }
 }
@@ -46,35 +47,49 @@ public enum Wiring {
     /// A fresh rollout seed: `rollout-` and 8 random hex digits.
     public static func newSeed() -> String { "rollout-" + Hex.encode(SecureRandom.bytes(4)) }
 
-    /// Opens the invocation's store; a missing or empty store is created on first use with a random seed,
-    /// except under `--read-only`, which never creates anything.
+    /// Opens the invocation's existing store, read-only under `--read-only` (the connection refuses every write).
+    ///
+    /// Never creates anything: a missing, empty or foreign store is an error naming the path (`rollout init`
+    /// creates stores); `--store ""` is a usage error.
     public static func session(_ invocation: Invocation) throws -> StoreSession {
         try session(
-            path: StoreLocation.path(invocation), operatorID: try operatorID(invocation), readOnly: invocation.flag("--read-only"))
+            path: StoreLocation.resolvedPath(invocation), operatorID: try operatorID(invocation),
+            readOnly: invocation.flag("--read-only"))
     }
 
-    /// The same for a given store file (in-process users: the demo, benchmarks).
+    /// The same for a given store file (in-process users: the demo, benchmarks). The store must exist.
     public static func session(path: String, operatorID: String, readOnly: Bool = false, clock: any Clock = SystemClock())
         throws -> StoreSession
     {
-        let session = try open(path: path, operatorID: operatorID, readOnly: readOnly, create: !readOnly, clock: clock)
-        if !session.readOnly {
-            try session.config.initializeIfEmpty {
-                try SQLiteConfigStore.genesis(seed: newSeed(), actor: session.operatorID, time: session.clock.now())
-            }
+        let session = try open(path: path, operatorID: operatorID, readOnly: readOnly, create: false, clock: clock)
+        // A store file without a version (a crash during init) is not a rollout yet: say so instead of drawing a seed.
+        _ = try session.config.current()
+        return session
+    }
+
+    /// Creates a new store at `path` holding version 1 (the rollout's starting template on `seed`): `rollout
+    /// init`, and the temporary drill stores of `demo` and `simulate`. Refuses an existing file.
+    public static func createStore(
+        path: String, seed: String, form: RemoteConfigTemplate.Form = .client, operatorID: String,
+        clock: any Clock = SystemClock()
+    ) throws -> StoreSession {
+        guard !path.isEmpty else { throw StoreError.unavailable("the store path is empty (--store needs a file path)") }
+        if FileManager.default.fileExists(atPath: path) {
+            throw StoreError.unavailable(
+                "a file already exists at \(path); init only creates new stores (remove it first if it is not needed)")
+        }
+        let session = try open(path: path, operatorID: operatorID, readOnly: false, create: true, clock: clock)
+        let created = try session.config.initializeIfEmpty {
+            try SQLiteConfigStore.genesis(seed: seed, form: form, actor: operatorID, time: clock.now())
+        }
+        guard created else {
+            throw StoreError.unavailable("a store already exists at \(path); init only creates new stores")
         }
         return session
     }
 
-    /// Opens (with `create`, creating the file of) the invocation's store without adding a version.
-    public static func open(_ invocation: Invocation, create: Bool) throws -> StoreSession {
-        try open(
-            path: StoreLocation.path(invocation), operatorID: try operatorID(invocation), readOnly: invocation.flag("--read-only"),
-            create: create, clock: SystemClock())
-    }
-
     static func open(path: String, operatorID: String, readOnly: Bool, create: Bool, clock: any Clock) throws -> StoreSession {
-        let store = try RolloutStore(path: path, create: create)
+        let store = try RolloutStore(path: path, create: create, access: readOnly ? .readOnly : .readWrite)
         return StoreSession(
             path: path, store: store, config: try store.configStore(), operatorID: operatorID, readOnly: readOnly, clock: clock)
     }

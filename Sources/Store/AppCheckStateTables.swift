@@ -70,6 +70,9 @@ public final class AppCheckStateTables: AppCheckState, @unchecked Sendable {
             """)
     }
 
+    /// Whether the connection refuses writes (`--read-only`): consuming a token or a challenge then fails.
+    public var isReadOnly: Bool { db.isReadOnly }
+
     private func write<T>(_ body: () throws -> T) throws -> T {
         try lock.withLock { try db.transaction(immediate: true, body) }
     }

@@ -136,6 +136,7 @@ public final class RolloutMonitor {
 
     /// Best effort: a busy or read-only store just means the next reader walks a little more history.
     private func persistStart(version: Int, start: Instant?) {
+        guard !store.isReadOnly else { return }
         try? store.withDatabase { db in
             try db.execute(RolloutMonitor.startTable)
             try db.run(

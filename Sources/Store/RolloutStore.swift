@@ -3,14 +3,24 @@ import Rollout
 
 /// The store file: one SQLite database that every domain keeps its tables in.
 ///
-/// Opening creates what is missing with private permissions (directory 0700, file 0600; SQLite gives the
-/// `-wal` and `-shm` files the database file's mode) and refuses a file that is not an SQLite database or is
-/// another application's database. The config store comes from `configStore()`; other domains create their
-/// tables with their own `createSchema(in:)` on `database`, inside `withDatabase` when the store is shared
-/// between threads.
+/// A store is created once, explicitly (`create: true`: `rollout init`, a drill's temporary store, tests); every
+/// other open (`create: false`) refuses a missing path, a directory, a zero-length file, a file that is not an
+/// SQLite database, an SQLite database that is not a rollout store, and a schema newer than this program's, each
+/// with a message naming the path, and creates nothing. Creation makes the file with private permissions
+/// (directory 0700, file 0600; SQLite gives the `-wal` and `-shm` files the database file's mode).
+///
+/// Every table of every domain is created by the schema migrations (`PRAGMA user_version`, forward only), not on
+/// first use, so a read-only connection (`access: .readOnly`) finds them all and never needs to write.
 public final class RolloutStore: @unchecked Sendable {
     /// Marks a database as a rollout store (`PRAGMA application_id`, "ROLL").
     public static let applicationID: Int32 = 0x524F_4C4C
+
+    /// How a store is opened.
+    public enum Access: Sendable, Equatable {
+        case readWrite
+        /// Every write refused by the connection itself (`PRAGMA query_only`); nothing created or migrated.
+        case readOnly
+    }
 
     public let path: String
     /// The connection. One thread at a time: go through `withDatabase` when sharing the store.
@@ -19,19 +29,27 @@ public final class RolloutStore: @unchecked Sendable {
     public let lock = NSRecursiveLock()
     private var config: SQLiteConfigStore?
 
-    /// Opens the store at `path`, creating the file (and its directory) when `create` is set.
+    /// Whether the connection refuses every write (`--read-only`); readers that cache derived data skip it.
+    public var isReadOnly: Bool { database.isReadOnly }
+
+    /// Opens the store at `path`; with `create` (the default, for `init`, drills and tests) the file and its
+    /// directory are created when missing and an empty file is claimed.
     ///
-    /// Throws `StoreError.unavailable` with a message naming the path when the file is missing (and `create` is
-    /// not set), cannot be created, or is not a rollout store.
-    public init(path: String, create: Bool = true) throws {
+    /// Throws `StoreError.unavailable` with a message naming the path when the store is missing, empty (and
+    /// `create` is not set), cannot be created, is not a rollout store, or has a newer schema.
+    public init(path: String, create: Bool = true, access: Access = .readWrite) throws {
         self.path = path
+        guard !path.isEmpty else { throw StoreError.unavailable("the store path is empty (--store needs a file path)") }
         let fm = FileManager.default
         var isDirectory: ObjCBool = false
         let exists = fm.fileExists(atPath: path, isDirectory: &isDirectory)
         if isDirectory.boolValue { throw StoreError.unavailable("\(path) is a directory, not a store file") }
+        let creating = create && access == .readWrite
         var created = false
         if !exists {
-            guard create else { throw StoreError.unavailable("no store at \(path) (create one with 'rollout init')") }
+            guard creating else {
+                throw StoreError.unavailable("no store at \(path) (create one with 'rollout init --store \(path)')")
+            }
             try RolloutStore.createDirectory((path as NSString).deletingLastPathComponent)
             let fd = open(path, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0o600)
             if fd >= 0 {
@@ -41,14 +59,15 @@ public final class RolloutStore: @unchecked Sendable {
                 throw StoreError.unavailable("cannot create the store \(path): \(String(cString: strerror(errno)))")
             }
         }
-        try RolloutStore.checkHeader(path)
+        try RolloutStore.checkHeader(path, allowEmpty: creating)
         do {
-            database = try SQLiteDatabase(path: path, create: false)
+            database = try SQLiteDatabase(path: path, create: false, readOnly: access == .readOnly)
         } catch {
             throw StoreError.unavailable(
                 error.message.hasPrefix(path) ? error.message : "cannot open the store \(path): \(error.message)")
         }
-        try claim()
+        try claim(allowNew: creating)
+        try StoreSchema.migrate(self)
         if created {
             for suffix in ["-wal", "-shm"] where fm.fileExists(atPath: path + suffix) { chmod(path + suffix, 0o600) }
         }
@@ -85,7 +104,7 @@ public final class RolloutStore: @unchecked Sendable {
 
     /// Refuses, before SQLite touches the file, anything that is not an empty file, a fresh database or a rollout
     /// store: SQLite would otherwise switch another application's database to WAL.
-    private static func checkHeader(_ path: String) throws {
+    private static func checkHeader(_ path: String, allowEmpty: Bool) throws {
         // A file this process already has open was checked when it was opened, and reading it again through
         // another descriptor would drop SQLite's locks on it (see `SQLiteDatabase.isOpenInProcess`).
         if SQLiteDatabase.isOpenInProcess(path) { return }
@@ -94,7 +113,11 @@ public final class RolloutStore: @unchecked Sendable {
         }
         defer { try? handle.close() }
         let header = [UInt8]((try? handle.read(upToCount: 100)) ?? Data())
-        guard !header.isEmpty else { return }
+        guard !header.isEmpty else {
+            if allowEmpty { return }
+            throw StoreError.unavailable(
+                "\(path) is an empty file (0 bytes), not a rollout store; remove it, or create a store with 'rollout init'")
+        }
         guard header.count == 100, header.prefix(16).elementsEqual("SQLite format 3\0".utf8) else {
             throw StoreError.unavailable("\(path) is not an SQLite database (not a rollout store)")
         }
@@ -105,10 +128,14 @@ public final class RolloutStore: @unchecked Sendable {
         }
     }
 
-    /// Marks a fresh database as ours, or refuses one that holds someone else's tables.
-    private func claim() throws {
+    /// Marks a fresh database as ours (only when creating), or refuses one that holds someone else's tables.
+    private func claim(allowNew: Bool) throws {
         try withDatabase { db in
             if try db.query("PRAGMA application_id").first?.first?.int == Int64(RolloutStore.applicationID) { return }
+            guard allowNew else {
+                throw StoreError.unavailable(
+                    "\(path) is an SQLite database but not a rollout store (create one with 'rollout init')")
+            }
             try db.transaction {
                 let id = try db.query("PRAGMA application_id").first?.first?.int ?? 0
                 guard id != Int64(RolloutStore.applicationID) else { return }

@@ -10,12 +10,22 @@ public final class SQLiteDatabase: @unchecked Sendable {
     private var handle: OpaquePointer?
     private var fileID: OpenDatabaseFiles.FileID?
     private var cache: [String: SQLiteStatement] = [:]
+    /// Whether this connection refuses every write (`PRAGMA query_only`, and `transaction` refuses before
+    /// taking the write lock): the property `--read-only` sessions get, instead of a flag checked in places.
+    public let isReadOnly: Bool
+    /// Runs at the start of every outermost write transaction, after the write lock is taken and before the
+    /// transaction's body (the store's integrity check: writes refuse to run on a store that fails it).
+    public var beforeWrite: ((SQLiteDatabase) throws -> Void)?
 
     /// Opens (and with `create`, creates) the database at `path` with WAL, a busy timeout and full durability.
     ///
-    /// An existing file that is not an SQLite database is refused before SQLite touches it.
-    public init(path: String, create: Bool = true, busyTimeoutMilliseconds: Int32 = 10_000) throws(SQLiteError) {
+    /// An existing file that is not an SQLite database is refused before SQLite touches it. With `readOnly` the
+    /// connection never creates the file and refuses every change (`PRAGMA query_only`).
+    public init(path: String, create: Bool = true, readOnly: Bool = false, busyTimeoutMilliseconds: Int32 = 10_000)
+        throws(SQLiteError)
+    {
         self.path = path
+        self.isReadOnly = readOnly
         // Only the 16-byte header is read: a store with millions of telemetry rows opens as fast as a new one.
         // Never for a file this process already has open: closing any descriptor of a file drops every POSIX
         // lock the process holds on it, SQLite's included.
@@ -27,7 +37,7 @@ public final class SQLiteDatabase: @unchecked Sendable {
             }
         }
         var flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX
-        if create { flags |= SQLITE_OPEN_CREATE }
+        if create && !readOnly { flags |= SQLITE_OPEN_CREATE }
         var db: OpaquePointer?
         let rc = sqlite3_open_v2(path, &db, flags, nil)
         handle = db
@@ -40,7 +50,12 @@ public final class SQLiteDatabase: @unchecked Sendable {
         fileID = OpenDatabaseFiles.shared.retain(path)
         sqlite3_busy_timeout(db, busyTimeoutMilliseconds)
         sqlite3_extended_result_codes(db, 1)
-        try execute("PRAGMA journal_mode=WAL")
+        if readOnly {
+            // Before anything else: from here on no statement of this connection can change the file.
+            try execute("PRAGMA query_only=ON")
+        } else {
+            try execute("PRAGMA journal_mode=WAL")
+        }
         try execute("PRAGMA synchronous=FULL")
         try execute("PRAGMA foreign_keys=ON")
     }
@@ -104,9 +119,30 @@ public final class SQLiteDatabase: @unchecked Sendable {
 
     /// Runs `body` in a transaction; `BEGIN IMMEDIATE` takes the write lock up front so that read-then-write
     /// sequences (compare-and-swap) cannot be interleaved by another process.
+    ///
+    /// Inside an open transaction it nests as a savepoint: the body's changes commit with the outer transaction,
+    /// or roll back alone when the body throws. A read-only connection refuses an immediate (write) transaction
+    /// with `SQLiteError.readOnly` before taking any lock; an outermost write transaction runs `beforeWrite` first.
     public func transaction<T>(immediate: Bool = true, _ body: () throws -> T) throws -> T {
+        if immediate, isReadOnly { throw SQLiteError.readOnly(path) }
+        if isInTransaction {
+            savepoints += 1
+            let name = "nested\(savepoints)"
+            defer { savepoints -= 1 }
+            try execute("SAVEPOINT \(name)")
+            do {
+                let value = try body()
+                try execute("RELEASE \(name)")
+                return value
+            } catch {
+                try? execute("ROLLBACK TO \(name)")
+                try? execute("RELEASE \(name)")
+                throw error
+            }
+        }
         try execute(immediate ? "BEGIN IMMEDIATE" : "BEGIN DEFERRED")
         do {
+            if immediate, let beforeWrite { try beforeWrite(self) }
             let value = try body()
             try execute("COMMIT")
             return value
@@ -115,6 +151,10 @@ public final class SQLiteDatabase: @unchecked Sendable {
             throw error
         }
     }
+
+    /// Whether a transaction is open on this connection.
+    public var isInTransaction: Bool { sqlite3_get_autocommit(handle) == 0 }
+    private var savepoints = 0
 
     public var lastInsertRowID: Int64 { sqlite3_last_insert_rowid(handle) }
     public var changes: Int { Int(sqlite3_changes(handle)) }
@@ -237,6 +277,13 @@ public struct SQLiteError: Error, CustomStringConvertible, Sendable {
     public var message: String
     public var description: String { message }
     public var isBusy: Bool { code & 0xff == SQLITE_BUSY || code & 0xff == SQLITE_LOCKED }
+    /// A write on a read-only connection (ours, or SQLite's own `SQLITE_READONLY`).
+    public var isReadOnly: Bool { code & 0xff == SQLITE_READONLY }
+
+    /// The refusal of a write transaction on a read-only connection.
+    public static func readOnly(_ path: String) -> SQLiteError {
+        SQLiteError(code: SQLITE_READONLY, message: "refused: \(path) is open read-only (--read-only); nothing was written")
+    }
     public var isConstraint: Bool { code & 0xff == SQLITE_CONSTRAINT }
 }
 

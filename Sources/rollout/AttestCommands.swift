@@ -168,6 +168,8 @@ enum AttestCommands {
         guard let jwt = inv.positional(0) else { throw inv.usageError("missing JWT") }
         let time = try instant(inv)
         let state = try openState(inv)
+        // The connection would refuse the consumption anyway; refusing first gives the refusal its exit code (4).
+        if inv.flag("--consume"), state.isReadOnly { throw SQLiteError.readOnly(StoreLocation.path(inv)) }
         let verifier: AppCheckTokenVerifier
         do {
             verifier = try AppCheckTokenVerifier(state: state)
@@ -213,17 +215,13 @@ enum AttestCommands {
         return t
     }
 
-    /// The App Check tables of an existing store; an absent store is an error, not a new empty one.
+    /// The App Check tables of an existing store; an absent store is an error, not a new empty one. Under
+    /// `--read-only` the connection refuses every write (a `--consume` then fails with exit 4, recording nothing).
     static func openState(_ inv: Invocation) throws -> AppCheckStateTables {
-        let path = StoreLocation.path(inv)
-        guard FileManager.default.fileExists(atPath: path) else {
-            throw CommandError("no store at \(path) (pass --store PATH or set ROLLOUT_STORE)")
-        }
-        do {
-            return try AppCheckStateTables(database: SQLiteDatabase(path: path, create: false))
-        } catch {
-            throw CommandError("cannot open the store at \(path): \(error)")
-        }
+        let store = try RolloutStore(
+            path: try StoreLocation.resolvedPath(inv), create: false,
+            access: inv.flag("--read-only") ? .readOnly : .readWrite)
+        return try AppCheckStateTables(database: store.database)
     }
 
     static func printChecks(_ checks: [CheckRecord]) {

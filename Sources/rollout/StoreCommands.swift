@@ -44,8 +44,8 @@ enum StoreCommands {
         summary: "Create a new store holding the rollout's starting template (version 1).",
         discussion:
             "The template has AppAttestEnabled (default \"false\"), the exposed and control conditions at 0% on the "
-            + "seed, and the AppAttestCohort parameter: present, not started. Other commands create the store on first use "
-            + "with a random seed; init lets you choose the seed and the template form. Refuses an existing store.",
+            + "seed, and the AppAttestCohort parameter: present, not started. init is the only command that creates a "
+            + "store (every other command refuses a missing, empty or foreign file); it refuses an existing file.",
         options: [
             .value(
                 "--seed", name: "SEED",
@@ -63,17 +63,9 @@ enum StoreCommands {
             let seed = try inv.value("--seed").map { try validSeed($0, inv) } ?? Wiring.newSeed()
             let form = try templateForm(inv.value("--form") ?? "client", inv)
             guard !inv.flag("--read-only") else { throw WritePath.Failure.readOnly }
-            let session = try Wiring.open(inv, create: true)
-            let created = try session.config.initializeIfEmpty {
-                try SQLiteConfigStore.genesis(
-                    seed: seed, form: form, actor: session.operatorID, time: session.clock.now())
-            }
+            let session = try Wiring.createStore(
+                path: try StoreLocation.resolvedPath(inv), seed: seed, form: form, operatorID: try Wiring.operatorID(inv))
             let current = try session.config.current()
-            guard created else {
-                throw CommandError(
-                    "a store already exists at \(session.path) (version \(current.info.number)); init only creates new stores"
-                )
-            }
             print("created store \(session.path)")
             print("version 1 (etag \(current.etag)), \(form.rawValue) template, seed \(seed)")
             print(rolloutLine(current.template))
@@ -418,7 +410,7 @@ enum StoreCommands {
         options: [json],
         examples: ["rollout audit verify", "rollout audit verify --json"],
         action: guarded { inv in
-            let session = try Wiring.open(inv, create: false)
+            let session = try Wiring.session(inv)
             let report: ConfigIntegrityReport
             do {
                 report = try session.config.verifyIntegrity()
@@ -715,6 +707,7 @@ extension StoreCommands {
             return CommandError(
                 "publish conflict: the store is at version \(c.current.info.number) now", exit: .conflict)
         case let e as SQLiteError:
+            if e.isReadOnly { return CommandError(oneLine(e.message), exit: .refused) }
             if e.isBusy {
                 return CommandError("the store is busy: another process held its write lock too long; try again")
             }

@@ -101,6 +101,8 @@ enum TelemetryCommands {
             }
             do {
                 if try tables.commit(ingest.batch, source: source, at: clock.now()) != nil { summary.batches += 1 }
+            } catch let refusal as SQLiteError where refusal.isReadOnly {
+                throw refusal
             } catch {
                 throw CommandError("the batch was not ingested: \(error)")
             }

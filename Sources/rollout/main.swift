@@ -21,8 +21,11 @@ do {
     FileHandle.standardError.write(Data("rollout: \(error.message)\n".utf8))
     code = error.exitCode
 } catch {
-    FileHandle.standardError.write(Data("rollout: \(error)\n".utf8))
-    code = .failure
+    // Every other error (a write refused by a read-only connection, a store that cannot be opened, ...) gets the
+    // one-line message and exit code that the store commands give it.
+    let mapped = StoreCommands.commandError(error)
+    FileHandle.standardError.write(Data("rollout: \(mapped.message)\n".utf8))
+    code = mapped.exitCode
 }
 fflush(nil)
 exit(code.rawValue)

@@ -1,0 +1,56 @@
+import Rollout
+
+/// The store's schema version (`PRAGMA user_version`) and its forward-only migrations.
+///
+/// Each migration brings the schema from version `n - 1` to `n` and runs, with the version bump, in one write
+/// transaction. Every domain's tables are created here, so that no reader ever has to create one (a read-only
+/// connection cannot). A store with a newer schema than this program knows is refused, never downgraded; a store
+/// with an older schema is upgraded by the first read-write open and refused by a read-only one.
+public enum StoreSchema {
+    /// The schema version this program writes.
+    public static let current: Int64 = 1
+
+    /// Migration `i` brings version `i` to `i + 1`.
+    static let migrations: [@Sendable (SQLiteDatabase) throws -> Void] = [
+        // 1: every table of the first release (stores before versioning had some of them: all IF NOT EXISTS).
+        { db in
+            try SQLiteConfigStore.createSchema(in: db)
+            try TelemetryTables.createSchema(in: db)
+            try AppCheckStateTables.createSchema(in: db)
+            try OperatorTables.createSchema(in: db)
+            try GuardrailSettingsTable.createSchema(in: db)
+            try SimulationClockTable.createSchema(in: db)
+            try db.execute(
+                "CREATE TABLE IF NOT EXISTS monitor_rollout_start (version INTEGER PRIMARY KEY, started_at INTEGER)")
+        }
+    ]
+
+    /// The schema version of `db`.
+    public static func version(of db: SQLiteDatabase) throws -> Int64 {
+        try db.query("PRAGMA user_version").first?.first?.int ?? 0
+    }
+
+    /// Brings `store` to the current schema, or refuses it (newer schema; older schema on a read-only connection).
+    static func migrate(_ store: RolloutStore) throws {
+        try store.withDatabase { db in
+            let found = try version(of: db)
+            if found == current { return }
+            if found > current {
+                throw StoreError.unavailable(
+                    "\(store.path) has schema version \(found), newer than this rollout understands (\(current)); "
+                        + "use a newer rollout")
+            }
+            if db.isReadOnly {
+                throw StoreError.unavailable(
+                    "\(store.path) has schema version \(found) and needs an upgrade to \(current), which a read-only "
+                        + "session cannot do; open it once without --read-only (e.g. 'rollout audit verify')")
+            }
+            try db.transaction {
+                let now = try version(of: db)
+                guard now < current else { return }
+                for step in Int(now)..<Int(current) { try migrations[step](db) }
+                try db.execute("PRAGMA user_version = \(current)")
+            }
+        }
+    }
+}
