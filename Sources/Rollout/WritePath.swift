@@ -15,16 +15,20 @@ public struct WritePath {
     public let newSeed: () -> String
     /// How many times a `--retry` nudge is re-applied after conflicts before giving up.
     public var retryLimit = 200
+    /// Every increase of exposure needs a reason (the policy setting `increase-reason`, on by default); enforced
+    /// here, for every caller: CLI, console, plans, simulator.
+    public var requireReasonForIncrease: Bool
 
     public init(
         store: ConfigStore, clock: Clock, policies: [WritePolicy] = [], names: RolloutNames = .standard, readOnly: Bool = false,
-        newSeed: @escaping () -> String
+        requireReasonForIncrease: Bool = true, newSeed: @escaping () -> String
     ) {
         self.store = store
         self.clock = clock
         self.policies = policies
         self.names = names
         self.readOnly = readOnly
+        self.requireReasonForIncrease = requireReasonForIncrease
         self.newSeed = newSeed
     }
 
@@ -51,6 +55,9 @@ public struct WritePath {
         /// The ETag the operator saw (the console's confirm dialog); the change is then applied to that version
         /// only, and a newer version is a conflict.
         public var basedOnETag: String?
+        /// Allow an import or rollback that removes or reseeds the rollout or changes a value type
+        /// (`--allow-rollout-change`); such a change then needs a step-up code. See `RolloutProtection`.
+        public var allowRolloutChange = false
 
         public init(intent: Intent, actor: String, reason: String = "", origin: String) {
             self.intent = intent
@@ -135,6 +142,15 @@ public struct WritePath {
             attempts += 1
             let (template, proposal) = try propose(request, on: base)
             if proposal.diff.isEmpty { return .unchanged(base, proposal) }
+            if requireReasonForIncrease, proposal.increasesExposure,
+                request.reason.trimmingCharacters(in: .whitespaces).isEmpty
+            {
+                let refusal = PolicyRefusal(
+                    policy: "reason", reason: "an increase of exposure needs a reason",
+                    suggestion: "say why with --reason TEXT")
+                try store.appendAudit(audit(proposal, request, result: .refusedByPolicy, detail: refusal.description))
+                throw Failure.refused(refusal)
+            }
             if !proposal.onlyReducesExposure {
                 for p in policies {
                     if case .refuse(let refusal) = try p.review(proposal, context: context) {
@@ -187,11 +203,17 @@ public struct WritePath {
                     throw Failure.invalid("\(e)")
                 }
                 template = old.template.strippingVersionInfo()
+                if let problem = RolloutProtection.shapeProblem(template) {
+                    throw Failure.invalid("version \(n) cannot be restored: \(problem)")
+                }
                 before = try RolloutPlan.locate(in: current, names: names)
                 after = try RolloutPlan.locate(in: template, names: names)
                 diff = TemplateDiff.lines(from: current.strippingVersionInfo(), to: template)
                 summary = "roll back to version \(n)" + (after.map { ": " + RolloutPlan.summary(before: before, after: $0) } ?? "")
             case .importTemplate(let imported):
+                if let problem = RolloutProtection.shapeProblem(imported) {
+                    throw Failure.invalid("invalid template: \(problem)")
+                }
                 template = imported.strippingVersionInfo()
                 before = try RolloutPlan.locate(in: current, names: names)
                 after = try RolloutPlan.locate(in: template, names: names)
@@ -208,10 +230,26 @@ public struct WritePath {
         if case .rollback = request.intent, diff.isEmpty {
             diff = ["(same content as the current version)"]
         }
-        let proposal = Proposal(
+        // A whole-template write must not remove, reseed or retype the rollout by accident.
+        var overrides: [String] = []
+        switch request.intent {
+        case .rollback, .importTemplate:
+            let violations = RolloutProtection.violations(
+                from: current, to: template, before: before, after: after, names: names)
+            if !violations.isEmpty, !request.allowRolloutChange {
+                throw Failure.refused(
+                    PolicyRefusal(
+                        policy: "rollout protection", reason: violations.joined(separator: "; "),
+                        suggestion: "nothing was written; to do this on purpose pass --allow-rollout-change (needs a step-up code)"))
+            }
+            overrides = violations
+        case .rollout: break
+        }
+        var proposal = Proposal(
             kind: kind(request.intent), actor: request.actor, reason: request.reason, time: time, before: before, after: after,
             summary: summary, diff: diff, force: request.force, overrideGuardrail: request.overrideGuardrail,
             stepUpCode: request.stepUpCode)
+        proposal.protectionOverrides = overrides
         return (template, proposal)
     }
 
@@ -248,6 +286,7 @@ public struct WritePath {
         var parts: [String] = []
         if request.force { parts.append("forced (no compare-and-swap)") }
         if request.overrideGuardrail { parts.append("guardrail override") }
+        if request.allowRolloutChange { parts.append("rollout protection overridden (--allow-rollout-change)") }
         if case .rollback(let n) = request.intent { parts.append("rollback of version \(n)") }
         return parts.joined(separator: "; ")
     }

@@ -24,19 +24,32 @@ public struct Proposal: Sendable {
     public var overrideGuardrail: Bool
     /// The step-up code typed for this change, if any.
     public var stepUpCode: String?
+    /// The protections of the rollout this change overrides (`--allow-rollout-change`): removing the flag, its
+    /// conditions or the cohort parameter, a new seed, a changed value type. Empty for ordinary changes; when
+    /// not empty the change needs a step-up code.
+    public var protectionOverrides: [String] = []
 
-    /// The exposed percentage before and after, counting a killed or not-started rollout as 0.
-    public var exposedBefore: MicroPercent { Proposal.exposed(before) }
-    public var exposedAfter: MicroPercent { Proposal.exposed(after) }
+    /// The exposure the change is judged on, before and after: what the devices get now or, for a killed
+    /// rollout, what `resume` would expose (its percentage), so that changing a killed rollout's percentage is
+    /// judged like the exposure it arms. A change that brings a killed rollout back (resume, or a rollback or
+    /// import to a rolling version) starts from what is exposed now: nothing. A not-started rollout is at 0.
+    public var exposedBefore: MicroPercent {
+        if before?.state == .killed, after?.state == .rolling { return .zero }
+        return Proposal.armed(before)
+    }
+    public var exposedAfter: MicroPercent { Proposal.armed(after) }
 
-    static func exposed(_ p: RolloutPlan?) -> MicroPercent {
-        guard let p, p.state == .rolling else { return .zero }
+    /// The percentage a rollout exposes or would expose on resume.
+    static func armed(_ p: RolloutPlan?) -> MicroPercent {
+        guard let p, p.state != .notStarted else { return .zero }
         return p.percentage
     }
 
     /// Whether the change only lowers exposure (a kill or a decrease): never blocked by guardrails or step-up.
     public var onlyReducesExposure: Bool {
-        guard !force, kind != .importTemplate, kind != .rollback, kind != .reseed else { return false }
+        guard !force, kind != .importTemplate, kind != .rollback, kind != .reseed, protectionOverrides.isEmpty else {
+            return false
+        }
         return kind == .kill || exposedAfter < exposedBefore
     }
 

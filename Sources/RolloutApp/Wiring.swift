@@ -3,6 +3,7 @@ import Crypto
 import Foundation
 import RemoteConfig
 import Rollout
+import StepUp
 import Store
 import Timekeeping
 
@@ -26,9 +27,10 @@ public struct StoreSession {
 
     /// The write path every change of this command goes through (read-only and policies enforced inside).
     public func writePath() throws -> WritePath {
-        WritePath(
+        let stepUp = try store.withDatabase { try OperatorTables.policy(in: $0) }
+        return WritePath(
             store: config, clock: clock, policies: try Wiring.policies(for: self), readOnly: store.isReadOnly,
-            newSeed: { Wiring.newSeed() })
+            requireReasonForIncrease: stepUp.reasonForIncrease, newSeed: { Wiring.newSeed() })
     }
 }
 
@@ -68,22 +70,23 @@ public enum Wiring {
     }
 
     /// Creates a new store at `path` holding version 1 (the rollout's starting template on `seed`): `rollout
-    /// init`, and the temporary drill stores of `demo` and `simulate`. Refuses an existing file.
+    /// init`, and the temporary drill stores of `demo` and `simulate`.
+    ///
+    /// Refuses a store that has a version. A file left by an init that was killed before its first version (a
+    /// zero-length file, or a rollout store with no version) is completed, so a crash never leaves a path that
+    /// neither init nor the other commands accept; every other file is refused by `RolloutStore`.
     public static func createStore(
         path: String, seed: String, form: RemoteConfigTemplate.Form = .client, operatorID: String,
         clock: any Clock = SystemClock()
     ) throws -> StoreSession {
         guard !path.isEmpty else { throw StoreError.unavailable("the store path is empty (--store needs a file path)") }
-        if FileManager.default.fileExists(atPath: path) {
-            throw StoreError.unavailable(
-                "a file already exists at \(path); init only creates new stores (remove it first if it is not needed)")
-        }
         let session = try open(path: path, operatorID: operatorID, readOnly: false, create: true, clock: clock)
         let created = try session.config.initializeIfEmpty {
             try SQLiteConfigStore.genesis(seed: seed, form: form, actor: operatorID, time: clock.now())
         }
         guard created else {
-            throw StoreError.unavailable("a store already exists at \(path); init only creates new stores")
+            throw StoreError.unavailable(
+                "a store already exists at \(path) (version \(try session.config.current().info.number)); init only creates new stores")
         }
         return session
     }

@@ -1,8 +1,8 @@
 import Rollout
 
 extension StepUpChange {
-    /// The change a write-path proposal describes: its kind, its exposure before and after (a killed or
-    /// not-started rollout counts as 0) and its flags.
+    /// The change a write-path proposal describes: its kind, the exposure it is judged on before and after
+    /// (`Proposal.exposedBefore`: a killed rollout counts as what resume would expose) and its flags.
     public init(_ proposal: Proposal) {
         let kind: Kind
         switch proposal.kind {
@@ -16,7 +16,7 @@ extension StepUpChange {
         }
         self.init(
             kind, from: proposal.exposedBefore.value, to: proposal.exposedAfter.value, force: proposal.force,
-            guardrailOverride: proposal.overrideGuardrail)
+            guardrailOverride: proposal.overrideGuardrail, protectionOverride: !proposal.protectionOverrides.isEmpty)
     }
 }
 

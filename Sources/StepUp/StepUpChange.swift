@@ -29,16 +29,19 @@ public struct StepUpChange: Sendable, Equatable {
     public var guardrailOverride: Bool
     /// What a policy or operator change touches, for the audit line (`increase-over 20`, `ana@laptop`).
     public var detail: String
+    /// The change removes, reseeds or retypes the rollout on purpose (`--allow-rollout-change`): always a code.
+    public var protectionOverride: Bool
 
     public init(
         _ kind: Kind, from: Int64 = 0, to: Int64 = 0, force: Bool = false, guardrailOverride: Bool = false,
-        detail: String = ""
+        protectionOverride: Bool = false, detail: String = ""
     ) {
         self.kind = kind
         self.from = from
         self.to = to
         self.force = force
         self.guardrailOverride = guardrailOverride
+        self.protectionOverride = protectionOverride
         self.detail = detail
     }
 
@@ -54,6 +57,7 @@ public struct StepUpChange: Sendable, Equatable {
         if !detail.isEmpty { parts.append(detail) }
         if force { parts.append("--force") }
         if guardrailOverride { parts.append("(guardrail override)") }
+        if protectionOverride { parts.append("--allow-rollout-change") }
         return parts.joined(separator: " ")
     }
 }
@@ -72,6 +76,8 @@ public enum StepUpReason: Sendable, Hashable, CustomStringConvertible {
     case policyChange
     case operatorEnrolment
     case operatorRemoval
+    /// Removing, reseeding or retyping the rollout on purpose (`--allow-rollout-change`).
+    case rolloutProtection
 
     public var code: String {
         switch self {
@@ -85,6 +91,7 @@ public enum StepUpReason: Sendable, Hashable, CustomStringConvertible {
         case .policyChange: "policy-change"
         case .operatorEnrolment: "operator-enroll"
         case .operatorRemoval: "operator-remove"
+        case .rolloutProtection: "rollout-change"
         }
     }
 
@@ -101,6 +108,7 @@ public enum StepUpReason: Sendable, Hashable, CustomStringConvertible {
         case .policyChange: "a policy change"
         case .operatorEnrolment: "enrolling an operator"
         case .operatorRemoval: "removing an operator"
+        case .rolloutProtection: "removing, reseeding or retyping the rollout (--allow-rollout-change)"
         }
     }
 }
@@ -133,5 +141,6 @@ public func requiresStepUp(_ change: StepUpChange, policy: StepUpPolicy) -> [Ste
     }
     if change.force, policy.force { reasons.append(.force) }
     if change.guardrailOverride, policy.guardrailOverride { reasons.append(.guardrailOverride) }
+    if change.protectionOverride { reasons.append(.rolloutProtection) }
     return reasons
 }

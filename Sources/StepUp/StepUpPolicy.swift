@@ -31,6 +31,8 @@ public struct StepUpPolicy: Sendable, Equatable {
     public var policyChange = true
     /// Enrolling another operator needs the code of an enrolled one.
     public var operatorEnrolment = true
+    /// Every increase of exposure needs a reason, on every path (enforced by the write path).
+    public var reasonForIncrease = true
     /// Consecutive wrong codes that lock an operator out.
     public var lockoutAttempts = 3
     /// How long a lockout lasts.
@@ -51,7 +53,7 @@ public struct StepUpPolicy: Sendable, Equatable {
     /// The settings keys in display order.
     public static let keys = [
         "increase-over", "cross", "reach-100", "rollback", "import", "force", "guardrail-override", "policy-change",
-        "operator-enroll", "lockout-attempts", "lockout-minutes",
+        "operator-enroll", "increase-reason", "lockout-attempts", "lockout-minutes",
     ]
 
     /// Every setting with its current value, in `keys` order.
@@ -79,6 +81,9 @@ public struct StepUpPolicy: Sendable, Equatable {
             Setting(
                 key: "operator-enroll", value: Self.onOff(operatorEnrolment),
                 help: "an enrolled operator's code for enrolling another operator"),
+            Setting(
+                key: "increase-reason", value: Self.onOff(reasonForIncrease),
+                help: "a reason (--reason) for every increase of exposure, on every path"),
             Setting(
                 key: "lockout-attempts", value: String(lockoutAttempts),
                 help: "consecutive wrong codes that lock an operator out (1-100)"),
@@ -139,6 +144,7 @@ public struct StepUpPolicy: Sendable, Equatable {
         case "guardrail-override": p.guardrailOverride = try flag()
         case "policy-change": p.policyChange = try flag()
         case "operator-enroll": p.operatorEnrolment = try flag()
+        case "increase-reason": p.reasonForIncrease = try flag()
         case "lockout-attempts": p.lockoutAttempts = try integer(1...100)
         case "lockout-minutes": p.lockoutDuration = .minutes(Int64(try integer(1...1440)))
         default:

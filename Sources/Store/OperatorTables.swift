@@ -5,8 +5,9 @@ import Timekeeping
 /// The step-up tables: enrolled operators with their secrets and lockout state, pending enrolments, and the
 /// policy. Attempts go to the store's audit log (`StepUpAuditEvent.auditEntry`).
 ///
-/// Secrets are stored as raw bytes in a store file that only its owner can read (mode 0600, set by the store);
-/// no query here returns them except to the code that checks a code. `authorize` is the write path's hook: it
+/// Secrets are stored encrypted (AES-256-GCM under the store key, `StoreKey`, which lives outside the store
+/// file; the operator id is bound as associated data); no query here returns them except to the code that checks
+/// a code. A bare connection without a store key cannot store or read secrets. `authorize` is the write path's hook: it
 /// reads, decides and writes in one immediate transaction, so that two processes cannot both accept one code.
 public enum OperatorTables {
     public static func createSchema(in db: SQLiteDatabase) throws {
@@ -40,7 +41,7 @@ public enum OperatorTables {
     public static func operators(in db: SQLiteDatabase) throws -> [OperatorRecord] {
         try db.query(
             "SELECT id, secret, enrolled_at, last_accepted_step, failed_attempts, locked_until FROM stepup_operators ORDER BY id"
-        ).map(record)
+        ).map { try record($0, in: db) }
     }
 
     /// The enrolment of `id`, nil when it has none.
@@ -48,7 +49,7 @@ public enum OperatorTables {
         try db.query(
             "SELECT id, secret, enrolled_at, last_accepted_step, failed_attempts, locked_until FROM stepup_operators WHERE id = ?",
             [.text(id.rawValue)]
-        ).first.map(record)
+        ).first.map { try record($0, in: db) }
     }
 
     /// Whether step-up is enforced: at least one operator is enrolled.
@@ -69,7 +70,8 @@ public enum OperatorTables {
                 locked_until = excluded.locked_until
             """,
             [
-                .text(record.id.rawValue), .blob(record.secret.bytes), .integer(record.enrolledAt.microseconds),
+                .text(record.id.rawValue), .blob(try sealed(record.secret, owner: record.id, in: db)),
+                .integer(record.enrolledAt.microseconds),
                 record.lastAcceptedStep.map(SQLiteValue.integer) ?? .null, .integer(Int64(record.failedAttempts)),
                 record.lockedUntil.map { .integer($0.microseconds) } ?? .null,
             ])
@@ -86,14 +88,14 @@ public enum OperatorTables {
 
     public static func pendingEnrolments(in db: SQLiteDatabase) throws -> [PendingEnrolment] {
         try db.query("SELECT id, secret, created_at, approved_by, failed_attempts FROM stepup_enrolments ORDER BY id")
-            .map(pending)
+            .map { try pending($0, in: db) }
     }
 
     public static func pendingEnrolment(_ id: OperatorID, in db: SQLiteDatabase) throws -> PendingEnrolment? {
         try db.query(
             "SELECT id, secret, created_at, approved_by, failed_attempts FROM stepup_enrolments WHERE id = ?",
             [.text(id.rawValue)]
-        ).first.map(pending)
+        ).first.map { try pending($0, in: db) }
     }
 
     /// Inserts or replaces the pending enrolment of `enrolment.id`.
@@ -101,7 +103,8 @@ public enum OperatorTables {
         try db.run(
             "INSERT OR REPLACE INTO stepup_enrolments (id, secret, created_at, approved_by, failed_attempts) VALUES (?, ?, ?, ?, ?)",
             [
-                .text(enrolment.id.rawValue), .blob(enrolment.secret.bytes), .integer(enrolment.createdAt.microseconds),
+                .text(enrolment.id.rawValue), .blob(try sealed(enrolment.secret, owner: enrolment.id, in: db)),
+                .integer(enrolment.createdAt.microseconds),
                 enrolment.approvedBy.map { .text($0.rawValue) } ?? .null, .integer(Int64(enrolment.failedAttempts)),
             ])
     }
@@ -169,18 +172,37 @@ public enum OperatorTables {
 
     // MARK: Rows
 
-    private static func record(_ row: [SQLiteValue]) throws -> OperatorRecord {
-        OperatorRecord(
-            id: try storedID(row[0].string ?? ""), secret: TOTPSecret(bytes: row[1].bytes ?? []),
+    private static func record(_ row: [SQLiteValue], in db: SQLiteDatabase) throws -> OperatorRecord {
+        let id = try storedID(row[0].string ?? "")
+        return OperatorRecord(
+            id: id, secret: try opened(row[1].bytes ?? [], owner: id, in: db),
             enrolledAt: Instant(microseconds: row[2].int ?? 0), lastAcceptedStep: row[3].int,
             failedAttempts: Int(row[4].int ?? 0), lockedUntil: row[5].int.map { Instant(microseconds: $0) })
     }
 
-    private static func pending(_ row: [SQLiteValue]) throws -> PendingEnrolment {
-        PendingEnrolment(
-            id: try storedID(row[0].string ?? ""), secret: TOTPSecret(bytes: row[1].bytes ?? []),
+    private static func pending(_ row: [SQLiteValue], in db: SQLiteDatabase) throws -> PendingEnrolment {
+        let id = try storedID(row[0].string ?? "")
+        return PendingEnrolment(
+            id: id, secret: try opened(row[1].bytes ?? [], owner: id, in: db),
             createdAt: Instant(microseconds: row[2].int ?? 0), approvedBy: try row[3].string.map(storedID),
             failedAttempts: Int(row[4].int ?? 0))
+    }
+
+    private static func key(_ db: SQLiteDatabase) throws -> StoreKey {
+        guard let key = db.storeKey else {
+            throw StoredStepUpError(
+                description: "the store key \(StoreKey.path(forStore: db.path)) is missing: step-up secrets cannot be "
+                    + "stored or checked (restore the key file, see README 'Store files')")
+        }
+        return key
+    }
+
+    private static func sealed(_ secret: TOTPSecret, owner: OperatorID, in db: SQLiteDatabase) throws -> [UInt8] {
+        try key(db).sealSecret(secret.bytes, owner: owner.rawValue)
+    }
+
+    private static func opened(_ box: [UInt8], owner: OperatorID, in db: SQLiteDatabase) throws -> TOTPSecret {
+        TOTPSecret(bytes: try key(db).openSecret(box, owner: owner.rawValue))
     }
 
     /// Ids were validated when written; one that no longer is (a hand-edited file) is reported, not used.

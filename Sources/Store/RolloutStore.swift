@@ -66,10 +66,64 @@ public final class RolloutStore: @unchecked Sendable {
             throw StoreError.unavailable(
                 error.message.hasPrefix(path) ? error.message : "cannot open the store \(path): \(error.message)")
         }
-        try claim(allowNew: creating)
-        try StoreSchema.migrate(self)
+        try RolloutStore.claim(database, path: path, allowNew: creating)
+        witness = Witness(path: Witness.path(forStore: path))
+        var key = try StoreKey.load(StoreKey.path(forStore: path))
+        if key == nil, access == .readWrite, try !RolloutStore.isSealed(database) {
+            // A new store, or one from before the seal: nothing is encrypted or sealed yet, so a new key loses nothing.
+            key = try StoreKey.create(StoreKey.path(forStore: path))
+        }
+        self.key = key
+        database.storeKey = key
+        try StoreSchema.migrate(self, key: key, witness: witness)
+        if access == .readWrite { installSeal() }
         if created {
             for suffix in ["-wal", "-shm"] where fm.fileExists(atPath: path + suffix) { chmod(path + suffix, 0o600) }
+        }
+    }
+
+    /// The store key (`<store>.key`), nil when the file is missing.
+    public let key: StoreKey?
+    /// The witness file beside the store.
+    public let witness: Witness
+
+    /// Whether the file already has a seal (a store of schema 2 or later).
+    private static func isSealed(_ db: SQLiteDatabase) throws -> Bool {
+        try !db.query("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'store_seal'").isEmpty
+    }
+
+    /// Every write transaction checks the seal first and re-seals before it commits.
+    private func installSeal() {
+        let key = key
+        let witness = witness
+        let path = path
+        database.beforeWrite = { db in
+            if let problem = try StoreSeal.problem(db, key: key, witness: witness) {
+                throw StoreError.corrupt(
+                    "\(path) fails verification, so nothing is written: \(problem) (see 'rollout audit verify')")
+            }
+        }
+        database.beforeCommit = { db in
+            guard let key else {
+                throw StoreError.unavailable("the store key \(StoreKey.path(forStore: path)) is missing: nothing is written")
+            }
+            try witness.write(try StoreSeal.reseal(db, key: key))
+        }
+    }
+
+    /// The whole check `rollout audit verify` runs: the config store's chain and versions, then the seal of every
+    /// table that decides a write, the store key and the witness. Reads only.
+    public func verify() throws -> StoreIntegrityReport {
+        let config = try configStore()
+        return try withDatabase { db in
+            try db.transaction(immediate: false) {
+                let report = try config.verifyIntegrity()
+                if let problem = try StoreSeal.problem(db, key: key, witness: witness) { throw problem }
+                let state = try StoreSeal.current(db)
+                return StoreIntegrityReport(
+                    config: report, sealedTables: StoreSeal.sealedTables, stateDigest: state.digest,
+                    witnessPath: witness.path, witnessLine: Witness.line(state))
+            }
         }
     }
 
@@ -129,8 +183,8 @@ public final class RolloutStore: @unchecked Sendable {
     }
 
     /// Marks a fresh database as ours (only when creating), or refuses one that holds someone else's tables.
-    private func claim(allowNew: Bool) throws {
-        try withDatabase { db in
+    private static func claim(_ db: SQLiteDatabase, path: String, allowNew: Bool) throws {
+        do {
             if try db.query("PRAGMA application_id").first?.first?.int == Int64(RolloutStore.applicationID) { return }
             guard allowNew else {
                 throw StoreError.unavailable(
@@ -148,4 +202,15 @@ public final class RolloutStore: @unchecked Sendable {
             }
         }
     }
+}
+
+/// What `RolloutStore.verify` checked, when everything holds.
+public struct StoreIntegrityReport: Sendable {
+    public var config: ConfigIntegrityReport
+    public var sealedTables: [String]
+    /// The digest of the sealed tables and the chain head, as the witness records it.
+    public var stateDigest: String
+    public var witnessPath: String
+    /// The witness line this store matches, to compare with a copy kept off the machine.
+    public var witnessLine: String
 }

@@ -16,6 +16,11 @@ public final class SQLiteDatabase: @unchecked Sendable {
     /// Runs at the start of every outermost write transaction, after the write lock is taken and before the
     /// transaction's body (the store's integrity check: writes refuse to run on a store that fails it).
     public var beforeWrite: ((SQLiteDatabase) throws -> Void)?
+    /// Runs at the end of every outermost write transaction, just before its commit (the store's seal).
+    public var beforeCommit: ((SQLiteDatabase) throws -> Void)?
+    /// The store key of the file this connection belongs to (set by `RolloutStore`): step-up secrets are
+    /// encrypted with it. Nil for a bare connection, which then cannot store secrets.
+    public internal(set) var storeKey: StoreKey?
 
     /// Opens (and with `create`, creates) the database at `path` with WAL, a busy timeout and full durability.
     ///
@@ -144,6 +149,7 @@ public final class SQLiteDatabase: @unchecked Sendable {
         do {
             if immediate, let beforeWrite { try beforeWrite(self) }
             let value = try body()
+            if immediate, let beforeCommit { try beforeCommit(self) }
             try execute("COMMIT")
             return value
         } catch {

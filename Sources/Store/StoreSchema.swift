@@ -8,12 +8,12 @@ import Rollout
 /// with an older schema is upgraded by the first read-write open and refused by a read-only one.
 public enum StoreSchema {
     /// The schema version this program writes.
-    public static let current: Int64 = 1
+    public static let current: Int64 = 2
 
-    /// Migration `i` brings version `i` to `i + 1`.
-    static let migrations: [@Sendable (SQLiteDatabase) throws -> Void] = [
+    /// Migration `i` brings version `i` to `i + 1`; it gets the store key and the witness of the store.
+    static let migrations: [@Sendable (SQLiteDatabase, StoreKey?, Witness) throws -> Void] = [
         // 1: every table of the first release (stores before versioning had some of them: all IF NOT EXISTS).
-        { db in
+        { db, _, _ in
             try SQLiteConfigStore.createSchema(in: db)
             try TelemetryTables.createSchema(in: db)
             try AppCheckStateTables.createSchema(in: db)
@@ -22,7 +22,22 @@ public enum StoreSchema {
             try SimulationClockTable.createSchema(in: db)
             try db.execute(
                 "CREATE TABLE IF NOT EXISTS monitor_rollout_start (version INTEGER PRIMARY KEY, started_at INTEGER)")
-        }
+        },
+        // 2: step-up secrets encrypted with the store key; the seal and its witness.
+        { db, key, witness in
+            guard let key else {
+                throw StoreError.unavailable("the store key is missing; it is needed to encrypt the step-up secrets")
+            }
+            try db.execute(StoreSeal.schema)
+            for table in ["stepup_operators", "stepup_enrolments"] {
+                for row in try db.query("SELECT id, secret FROM \(table)") {
+                    guard let id = row[0].string, let secret = row[1].bytes, !StoreKey.isSealedSecret(secret) else { continue }
+                    try db.run(
+                        "UPDATE \(table) SET secret = ? WHERE id = ?", [.blob(key.sealSecret(secret, owner: id)), .text(id)])
+                }
+            }
+            try witness.write(try StoreSeal.reseal(db, key: key))
+        },
     ]
 
     /// The schema version of `db`.
@@ -31,7 +46,7 @@ public enum StoreSchema {
     }
 
     /// Brings `store` to the current schema, or refuses it (newer schema; older schema on a read-only connection).
-    static func migrate(_ store: RolloutStore) throws {
+    static func migrate(_ store: RolloutStore, key: StoreKey?, witness: Witness) throws {
         try store.withDatabase { db in
             let found = try version(of: db)
             if found == current { return }
@@ -48,7 +63,7 @@ public enum StoreSchema {
             try db.transaction {
                 let now = try version(of: db)
                 guard now < current else { return }
-                for step in Int(now)..<Int(current) { try migrations[step](db) }
+                for step in Int(now)..<Int(current) { try migrations[step](db, key, witness) }
                 try db.execute("PRAGMA user_version = \(current)")
             }
         }

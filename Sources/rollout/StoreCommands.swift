@@ -37,6 +37,11 @@ enum StoreCommands {
             help: "Publish although the guardrail refuses (HOLD/HALT or over the attestation budget); needs --reason; audited."),
     ]
 
+    static let allowRolloutChange = Option.flag(
+        "--allow-rollout-change",
+        help: "Allow removing AppAttestEnabled, its conditions or the cohort parameter, a new seed or a changed value "
+            + "type (refused otherwise); needs a step-up code while step-up is on.")
+
     // MARK: init
 
     static let initCommand = Command(
@@ -215,7 +220,7 @@ enum StoreCommands {
         discussion:
             "Like Firebase's rollback: history is kept; the new version's update type is ROLLBACK and it records "
             + "the source version. See 'rollout history' for the numbers.",
-        options: writeOptions,
+        options: writeOptions + [allowRolloutChange],
         positionals: [Positional("VERSION", help: "The version whose template to restore.")],
         examples: ["rollout rollback 41 --reason \"undo 42: wrong seed\"", "rollout rollback 3 --dry-run"],
         action: guarded { inv in
@@ -346,7 +351,7 @@ enum StoreCommands {
             + "before anything is opened; a seed change while the rollout is running is refused. When FILE carries an "
             + "etag (as 'config export' writes it), the import applies only if the store is still at that version "
             + "(exit 3 otherwise; --force overrides).",
-        options: writeOptions,
+        options: writeOptions + [allowRolloutChange],
         positionals: [Positional("FILE", help: "The template JSON file, or - for standard input.")],
         examples: [
             "rollout config import template.json --reason \"add WelcomeMessage\"",
@@ -401,35 +406,45 @@ enum StoreCommands {
 
     static let auditVerify = Command(
         "verify",
-        summary: "Check the audit hash chain, its head, and every version against its audit record.",
+        summary: "Check the audit hash chain, every version, the sealed tables and the witness.",
         discussion:
-            "Exit 0 when intact; otherwise exit 1 naming the first broken record or version. Detects an edited, "
-            + "deleted or reordered audit record (including the newest), and a version whose template or metadata was "
-            + "changed after publication. Note the printed head: comparing it with a copy kept elsewhere also detects a "
-            + "rewrite of the whole log.",
+            "Exit 0 when intact; otherwise exit 1 naming the first broken record, version or table. Detects an edited, "
+            + "deleted or reordered audit record (including the newest), a version whose template or metadata was "
+            + "changed after publication, any direct change to the tables that decide a write (operators, enrolments, "
+            + "step-up policy, guardrail settings, App Check configuration), a seal rewritten without the store key, "
+            + "and a log rewritten consistently with its head (the witness file beside the store no longer matches). "
+            + "Writes refuse to run on a store that fails this check. Note the printed witness line: comparing it with "
+            + "a copy kept elsewhere also detects a replaced store and witness.",
         options: [json],
         examples: ["rollout audit verify", "rollout audit verify --json"],
         action: guarded { inv in
             let session = try Wiring.session(inv)
-            let report: ConfigIntegrityReport
+            let full: StoreIntegrityReport
             do {
-                report = try session.config.verifyIntegrity()
+                full = try session.store.verify()
             } catch let p as ConfigIntegrityProblem {
                 throw CommandError("audit verify failed: \(p)")
             }
+            let report = full.config
             if inv.flag("--json") {
                 let out: JSONValue = [
                     "intact": true, "auditRecords": .number(JSONNumber(report.auditRecords)),
                     "versions": .number(JSONNumber(report.versions)),
                     "headSequence": .number(JSONNumber(report.headSequence)),
                     "headHash": .string(report.headHash),
+                    "sealedTables": .array(full.sealedTables.map { .string($0) }),
+                    "stateDigest": .string(full.stateDigest),
+                    "witness": ["path": .string(full.witnessPath), "line": .string(full.witnessLine)],
                 ]
                 print(out.prettyText, terminator: "")
             } else {
                 print(
                     "audit log intact: \(report.auditRecords) records, \(report.versions) versions checked against their records, database integrity ok"
                 )
+                print("sealed tables match the seal and the store key: \(full.sealedTables.joined(separator: ", "))")
                 print("head: record \(report.headSequence) \(report.headHash)")
+                print("witness \(full.witnessPath): \(full.witnessLine)")
+                print("keep a copy of the witness line elsewhere: a store whose log was rewritten no longer matches it")
             }
             return .ok
         })
@@ -455,6 +470,7 @@ extension StoreCommands {
         }
         request.retryOnConflict = retry
         request.basedOnETag = etag
+        request.allowRolloutChange = inv.flag("--allow-rollout-change")
 
         if inv.flag("--dry-run") {
             let preview = try path.preview(request)

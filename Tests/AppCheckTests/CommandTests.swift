@@ -89,7 +89,7 @@ import Timekeeping
         let path = try TestSupport.temporaryDirectory("appcheck-cli").appendingPathComponent("store.db").path
         let token: AppCheckToken
         do {
-            let f = try ExchangeFixture(state: AppCheckStateTables(database: SQLiteDatabase(path: path)))
+            let f = try ExchangeFixture(state: AppCheckStateTables(database: RolloutStore(path: path).database))
             token = try f.attest(limitedUse: true).token
         }
         let at = (Demo.time + .minutes(1)).iso8601
@@ -118,7 +118,7 @@ import Timekeeping
 
     @Test func trustDemoUsesTheStoresDemoRoot() throws {
         let path = try TestSupport.temporaryDirectory("appcheck-demo-cli").appendingPathComponent("store.db").path
-        let state = try AppCheckStateTables(database: SQLiteDatabase(path: path))
+        let state = try AppCheckStateTables(database: RolloutStore(path: path).database)
         let authority = try DemoCertificateAuthority.loadOrCreate(in: state)
         let device = try SimulatedAppAttestKey(authority: authority, app: Demo.app, environment: .development)
         let challenge = Array("simulated challenge".utf8)
@@ -142,9 +142,11 @@ import Timekeeping
         let r = try rollout(["token", "verify", "a.b.c"])
         #expect(r.status == 1)
         #expect(
-            r.stderr == "rollout: no store at /nonexistent/rollout-test.db (pass --store PATH or set ROLLOUT_STORE)\n")
+            r.stderr
+                == "rollout: no store at /nonexistent/rollout-test.db (create one with 'rollout init --store /nonexistent/rollout-test.db')\n"
+        )
         let empty = try TestSupport.temporaryDirectory("appcheck-empty").appendingPathComponent("store.db").path
-        _ = try SQLiteDatabase(path: empty)
+        _ = try RolloutStore(path: empty)
         let e = try rollout(["token", "verify", "a.b.c", "--store", empty])
         #expect(e.status == 1)
         #expect(e.stderr.contains("no App Check configuration"))

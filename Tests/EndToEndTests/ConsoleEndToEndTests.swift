@@ -14,6 +14,10 @@ struct ConsoleEndToEndTests {
             directory = try TestSupport.temporaryDirectory("console-e2e")
             store = directory.appendingPathComponent("rollout.db").path
             binary = try TestSupport.rolloutBinary()
+            // Only init creates a store; made an hour ago so that every later version is newer.
+            let created = try TestSupport.run(
+                "/usr/bin/faketime", ["-f", "-60m", binary, "init", "--store", store, "--operator", "bob@example.com"])
+            guard created.status == 0 else { throw TestSupport.Failure("init failed: \(created.stderr)") }
         }
 
         deinit { try? FileManager.default.removeItem(at: directory) }

@@ -13,6 +13,7 @@ struct GuardrailCLITests {
         func rollout(_ args: String..., stdin: String? = nil) throws -> TestSupport.ProcessResult {
             try TestSupport.run(bin, args + ["--store", store, "--operator", "ana@example.com"], stdin: stdin)
         }
+        #expect(try rollout("init").status == 0)
         // Not armed yet (no telemetry): the first step is allowed.
         #expect(try rollout("set", "10", "--reason", "start").status == 0)
         let status0 = try rollout("status", "--json").stdout
@@ -54,6 +55,7 @@ struct GuardrailCLITests {
             if minutesAgo == 0 { return try TestSupport.run(bin, command, stdin: stdin) }
             return try TestSupport.run("/usr/bin/faketime", ["-f", "-\(minutesAgo)m", bin] + command, stdin: stdin)
         }
+        #expect(try rollout(["init"], minutesAgo: 30).status == 0)
         // The rollout started 20 minutes ago at 50%, so that exposed and control are the same size.
         #expect(try rollout(["set", "50", "--reason", "start"], minutesAgo: 20).status == 0)
         #expect(try rollout(["policy", "set", "guardrails.auto-kill", "on"]).status == 0)

@@ -68,6 +68,7 @@ struct EnrolmentTerminalTests {
         defer { try? FileManager.default.removeItem(at: dir) }
         let store = dir.appendingPathComponent("rollout.db").path
         let binary = try TestSupport.rolloutBinary()
+        try #require(try TestSupport.run(binary, ["init", "--store", store]).status == 0)
         let t = try Terminal(
             "env -u NO_COLOR \(binary) operator enroll --store \(store) --operator ana@laptop; echo EXIT=$?; sleep 60")
         defer { t.close() }

@@ -18,7 +18,8 @@ struct SameProcessConnectionsTests {
         defer { try? FileManager.default.removeItem(at: dir) }
         let path = dir.appendingPathComponent("s.db").path
         let binary = try TestSupport.rolloutBinary()
-        #expect(try TestSupport.run(binary, ["set", "10", "--store", path]).status == 0)
+        #expect(try TestSupport.run(binary, ["init", "--store", path]).status == 0)
+        #expect(try TestSupport.run(binary, ["set", "10", "--store", path, "--reason", "start"]).status == 0)
 
         let writer = try RolloutStore(path: path, create: false)
         let config = try writer.configStore()

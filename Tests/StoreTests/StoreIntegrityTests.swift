@@ -7,7 +7,7 @@ import Timekeeping
 
 /// Tampering with the file behind the store's back, through SQL: each change must be named by `verifyIntegrity`.
 struct StoreIntegrityTests {
-    /// A store with 5 versions and 6 audit records (the newest is a refusal, not a publish).
+    /// A store with 5 versions and 6 audit records (the newest is a conflict, not a publish).
     static func populated() throws -> StoreFixture {
         let f = try StoreFixture("integrity")
         let (_, config) = try f.open()
@@ -16,7 +16,9 @@ struct StoreIntegrityTests {
             _ = try f.writePath(config).execute(
                 StoreFixture.request(.set(MicroPercent(percent: Int64(n))), reason: "step \(n)"))
         }
-        _ = try? f.writePath(config, readOnly: true).execute(StoreFixture.request(.kill))
+        var stale = StoreFixture.request(.kill)
+        stale.basedOnETag = "etag-seen-before"
+        _ = try? f.writePath(config).execute(stale)
         #expect(try config.verifyIntegrity() == config.verifyIntegrity())
         #expect(try config.verifyIntegrity().auditRecords == 6)
         return f

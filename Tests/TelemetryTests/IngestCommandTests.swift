@@ -10,8 +10,12 @@ import Timekeeping
 /// `rollout ingest` as a person runs it: the real binary on a real store file.
 @Suite("rollout ingest")
 struct IngestCommandTests {
+    /// A new store, made by `rollout init` (the only command that creates one).
     func store() throws -> String {
-        try TestSupport.temporaryDirectory("ingest").appendingPathComponent("store.db").path
+        let path = try TestSupport.temporaryDirectory("ingest").appendingPathComponent("store.db").path
+        let created = try TestSupport.run(try TestSupport.rolloutBinary(), ["init", "--store", path])
+        guard created.status == 0 else { throw TestSupport.Failure("init failed: \(created.stderr)") }
+        return path
     }
 
     func totals(_ path: String) throws -> (CounterTotals, Int, Int) {
