@@ -105,7 +105,6 @@ enum OperatorCommands {
     // MARK: Actions
 
     static func runEnroll(_ invocation: Invocation) throws -> ExitCode {
-        try refuseIfReadOnly(invocation)
         let id = try operatorID(StoreLocation.operatorID(invocation), invocation)
         let style = try qrStyle(invocation)
         let session = try openSession(invocation)
@@ -141,7 +140,7 @@ enum OperatorCommands {
         }
 
         let pending = Enrolment.start(id, approvedBy: approver, at: session.clock.now())
-        try OperatorTables.savePending(pending, in: db)
+        try db.transaction { try OperatorTables.savePending(pending, in: db) }
         let uri = pending.uri()
         // The QR code comes last, right above the prompt, so that it stays on screen while it is scanned.
         var out = "Enrolling \(id) for step-up verification (TOTP: SHA-1, 6 digits, 30 s).\n"
@@ -205,31 +204,36 @@ enum OperatorCommands {
         }
         switch confirmation {
         case .enrolled(let operatorRecord):
+            // The enrolment, the attempt and the record of the change: one transaction.
             try db.transaction {
                 try OperatorTables.save(operatorRecord, in: db)
                 try OperatorTables.removePending(pending.id, in: db)
+                try attempt(.accepted(step: operatorRecord.lastAcceptedStep ?? 0), failed: 0)
+                try session.audit(
+                    AuditEntry(
+                        time: now, actor: pending.id.rawValue, action: "operator enroll", to: pending.id.rawValue,
+                        result: .recorded,
+                        detail: pending.approvedBy.map { "approved by \($0)" } ?? "first operator: step-up verification on"
+                    ))
             }
-            try attempt(.accepted(step: operatorRecord.lastAcceptedStep ?? 0), failed: 0)
-            try session.audit(
-                AuditEntry(
-                    time: now, actor: pending.id.rawValue, action: "operator enroll", to: pending.id.rawValue,
-                    result: .recorded,
-                    detail: pending.approvedBy.map { "approved by \($0)" } ?? "first operator: step-up verification on")
-            )
             let approval = pending.approvedBy.map { " (approved by \($0))" } ?? ""
             write(
                 "Enrolled \(pending.id)\(approval). Step-up verification is on; 'rollout policy show' lists what needs a code.\n"
             )
             return .done
         case .retry(let next, let outcome):
-            try OperatorTables.savePending(next, in: db)
-            try attempt(outcome, failed: next.failedAttempts)
+            try db.transaction {
+                try OperatorTables.savePending(next, in: db)
+                try attempt(outcome, failed: next.failedAttempts)
+            }
             let left = Enrolment.attempts - next.failedAttempts
             return .again(
                 next, message: "\(explain(outcome)) for \(pending.id)'s new authenticator (\(left) attempts left)")
         case .discarded(let why, let outcome):
-            try OperatorTables.removePending(pending.id, in: db)
-            if let outcome { try attempt(outcome, failed: pending.failedAttempts + 1) }
+            try db.transaction {
+                try OperatorTables.removePending(pending.id, in: db)
+                if let outcome { try attempt(outcome, failed: pending.failedAttempts + 1) }
+            }
             throw CommandError(
                 "enrolment of \(pending.id) discarded (\(why.rawValue)): start over with 'rollout operator enroll --operator \(pending.id)'",
                 exit: .refused)
@@ -281,33 +285,20 @@ enum OperatorCommands {
     }
 
     static func runRemove(_ invocation: Invocation) throws -> ExitCode {
-        try refuseIfReadOnly(invocation)
         let target = try operatorID(invocation.positional(0) ?? "", invocation)
-        let session = try openSession(invocation)
-        let db = session.db
-        guard try OperatorTables.record(target, in: db) != nil else {
-            if try OperatorTables.pendingEnrolment(target, in: db) != nil {
-                try OperatorTables.removePending(target, in: db)
-                try session.audit(
-                    AuditEntry(
-                        time: session.clock.now(), actor: StoreLocation.operatorID(invocation),
-                        action: "operator remove", from: "\(target) (pending enrolment)", result: .recorded))
-                write("Removed the pending enrolment of \(target).\n")
-                return .ok
-            }
-            throw CommandError("\(target) is not enrolled ('rollout operator list' shows who is)")
+        let path = try settingsPath(invocation)
+        let actor = StoreLocation.operatorID(invocation)
+        let needsCode = try path.session.store.withDatabase { try OperatorTables.record(target, in: $0) != nil }
+        let code = needsCode ? try readCode(invocation.value("--code"), prompt: "Code of \(actor)'s authenticator: ") : nil
+        switch try settings(path, .removeOperator(target), actor: actor, code: code) {
+        case .removedPending:
+            write("Removed the pending enrolment of \(target).\n")
+        default:
+            let off =
+                try path.session.store.withDatabase { try OperatorTables.isEnforced(in: $0) }
+                ? "" : " Step-up verification is now off: no operator is enrolled."
+            write("Removed \(target).\(off)\n")
         }
-        let actor = try operatorID(StoreLocation.operatorID(invocation), invocation)
-        let code = try readCode(invocation.value("--code"), prompt: "Code of \(actor)'s authenticator: ")
-        try authorize(StepUpChange(.operatorRemove, detail: target.rawValue), by: actor, code: code, session: session)
-        try OperatorTables.remove(target, in: db)
-        try session.audit(
-            AuditEntry(
-                time: session.clock.now(), actor: actor.rawValue, action: "operator remove", from: target.rawValue,
-                result: .recorded))
-        let off =
-            try OperatorTables.isEnforced(in: db) ? "" : " Step-up verification is now off: no operator is enrolled."
-        write("Removed \(target).\(off)\n")
         return .ok
     }
 
@@ -338,74 +329,47 @@ enum OperatorCommands {
         return .ok
     }
 
+    /// `policy set KEY VALUE`: a step-up policy key or a guardrail setting (`guardrails.*`, `budget.*`,
+    /// `telemetry.*`), through the settings write path (judged by step-up, applied and audited in one transaction).
     static func runPolicySet(_ invocation: Invocation) throws -> ExitCode {
-        try refuseIfReadOnly(invocation)
         let key = invocation.positional(0) ?? ""
         let value = invocation.positional(1) ?? ""
-        let session = try openSession(invocation)
-        let db = session.db
-        if GuardrailSettings.keys.contains(key) { return try runGuardrailSet(invocation, key: key, value: value, session: session) }
-        let current = try OperatorTables.policy(in: db)
-        let updated: StepUpPolicy
-        do {
-            updated = try current.setting(key, value)
-        } catch {
-            throw invocation.usageError(error.description)
-        }
-        let shown = updated.settings.first { $0.key == key }!.value
-        guard updated != current else {
-            write("\(key) is already \(shown); nothing changed.\n")
-            return .ok
-        }
+        let path = try settingsPath(invocation)
         let actor = StoreLocation.operatorID(invocation)
-        if try OperatorTables.isEnforced(in: db) {
-            let acting = try operatorID(actor, invocation)
-            let change = StepUpChange(.policyChange, detail: "\(key) \(shown)")
-            if !requiresStepUp(change, policy: current).isEmpty {
-                let code = try readCode(invocation.value("--code"), prompt: "Code of \(acting)'s authenticator: ")
-                try authorize(change, by: acting, code: code, session: session)
-            }
+        // A code is read only when one will be asked for (a terminal prompt otherwise waits for nothing).
+        let code = try path.session.store.withDatabase { db -> String? in
+            guard try OperatorTables.isEnforced(in: db) else { return nil }
+            let change = StepUpChange(.policyChange, detail: key)
+            guard !requiresStepUp(change, policy: try OperatorTables.policy(in: db)).isEmpty else { return nil }
+            return try readCode(invocation.value("--code"), prompt: "Code of \(actor)'s authenticator: ")
         }
-        try OperatorTables.savePolicy(updated, in: db)
-        try session.audit(
-            AuditEntry(
-                time: session.clock.now(), actor: actor, action: "policy set \(key)",
-                from: current.settings.first { $0.key == key }!.value, to: shown, result: .recorded))
-        write("\(key) = \(shown)\n")
+        switch try settings(path, .setting(key: key, value: value), actor: actor, code: code) {
+        case .unchanged(let shown): write("\(key) is already \(shown); nothing changed.\n")
+        case .changed(_, let shown): write("\(key) = \(shown)\n")
+        case .removedPending: break
+        }
         return .ok
     }
 
-    /// `policy set guardrails.* | budget.* | telemetry.*`: a guardrail setting, protected like any policy change.
-    static func runGuardrailSet(_ invocation: Invocation, key: String, value: String, session: StepUpSession) throws -> ExitCode {
-        let db = session.db
-        let current = try GuardrailSettingsTable.load(from: db)
-        var updated = current
+    /// The settings write path of the invocation's store.
+    static func settingsPath(_ invocation: Invocation) throws -> SettingsWritePath {
+        SettingsWritePath(session: try Wiring.session(invocation))
+    }
+
+    /// Runs one settings intent; a refusal is exit 4 (with the option that supplies a code), a bad key or value
+    /// a usage error.
+    static func settings(_ path: SettingsWritePath, _ intent: SettingsWritePath.Intent, actor: String, code: String?)
+        throws -> SettingsWritePath.Outcome
+    {
         do {
-            try updated.set(key, value)
-        } catch {
-            throw invocation.usageError(error.description)
-        }
-        let before = current.settings.first { $0.key == key }!.value
-        let shown = updated.settings.first { $0.key == key }!.value
-        guard updated != current else {
-            write("\(key) is already \(shown); nothing changed.\n")
-            return .ok
-        }
-        let actor = StoreLocation.operatorID(invocation)
-        if try OperatorTables.isEnforced(in: db) {
-            let acting = try operatorID(actor, invocation)
-            let change = StepUpChange(.policyChange, detail: "\(key) \(shown)")
-            if !requiresStepUp(change, policy: try OperatorTables.policy(in: db)).isEmpty {
-                let code = try readCode(invocation.value("--code"), prompt: "Code of \(acting)'s authenticator: ")
-                try authorize(change, by: acting, code: code, session: session)
+            return try path.execute(intent, actor: actor, code: code)
+        } catch let f as SettingsWritePath.Failure {
+            switch f {
+            case .invalid(let m): throw CommandError(m, exit: .usage)
+            case .notFound(let m): throw CommandError(m)
+            case .refused(let m, let needsCode): throw CommandError("\(f)" + (needsCode ? " (--code CODE)" : ""), exit: .refused)
             }
         }
-        try GuardrailSettingsTable.save(key, shown, in: db)
-        try session.audit(
-            AuditEntry(
-                time: session.clock.now(), actor: actor, action: "policy set \(key)", from: before, to: shown, result: .recorded))
-        write("\(key) = \(shown)\n")
-        return .ok
     }
 
     // MARK: Wiring
@@ -415,23 +379,14 @@ enum OperatorCommands {
         _ change: StepUpChange, by actor: OperatorID, code: String?, session: StepUpSession,
         codeOption: String = "--code"
     ) throws {
-        // The audit log opens its own transaction, so the attempt is appended just after the hook's commits.
-        var event: StepUpAuditEvent?
+        // The attempt and its audit record commit together (the audit append nests in the hook's transaction).
         let decision = try OperatorTables.authorize(change, by: actor, code: code, in: session.db, clock: session.clock)
         {
-            event = $0
+            try session.audit($0.auditEntry)
         }
-        if let event { try session.audit(event.auditEntry) }
         if let refusal = decision.refusal {
             let hint = refusal.outcome == .missing ? " (\(codeOption) CODE)" : ""
             throw CommandError("refused: \(refusal)\(hint)", exit: .refused)
-        }
-    }
-
-    /// `--read-only` refuses enrolments, removals and policy changes as it refuses rollout changes.
-    static func refuseIfReadOnly(_ invocation: Invocation) throws {
-        if invocation.flag("--read-only") {
-            throw CommandError("refused: --read-only forbids '\(invocation.commandLine)'", exit: .refused)
         }
     }
 
@@ -444,20 +399,15 @@ enum OperatorCommands {
         func audit(_ entry: AuditEntry) throws { try log.appendAudit(entry) }
     }
 
-    /// Opens (creating, file mode 0600) the invocation's store the way every store command does, with the step-up
-    /// tables.
+    /// Opens the invocation's existing store (read-only under `--read-only`: the connection refuses writes).
     static func openSession(_ invocation: Invocation) throws -> StepUpSession {
         let session = try Wiring.session(invocation)
-        try OperatorTables.createSchema(in: session.store.database)
         return StepUpSession(db: session.store.database, log: session.config, clock: session.clock)
     }
 
-    /// Opens the store for reading: under `--read-only` nothing is created, and a store without step-up tables
-    /// reads as one without operators and with the default policy (nil).
+    /// Opens the store for reading (its migrations created every table).
     static func readStore(_ invocation: Invocation) throws -> SQLiteDatabase? {
-        guard invocation.flag("--read-only") else { return try openSession(invocation).db }
-        let db = try Wiring.session(invocation).store.database
-        return try OperatorTables.schemaExists(in: db) ? db : nil
+        try Wiring.session(invocation).store.database
     }
 
     static func operatorID(_ text: String, _ invocation: Invocation) throws -> OperatorID {

@@ -12,6 +12,10 @@ do {
         print(command.helpText(path: path, globalOptions: path.count > 1 ? RootCommand.globalOptions : []), terminator: "")
         code = .ok
     case .run(let command, let invocation):
+        // `--store ""` never falls back to another store, for every command alike.
+        if invocation.value("--store") == "" {
+            throw invocation.usageError("--store needs a file path, not an empty string")
+        }
         code = try command.action!(invocation)
     }
 } catch let error as UsageError {

@@ -98,9 +98,9 @@ struct CLIStoreTests {
         #expect(try s.run(["set", "10"]).stdout.contains("no change"))
         #expect(try s.snapshot() == unchanged, "a no-op set writes nothing")
 
-        #expect(try s.run(["nudge", "+2.5"]).stdout.contains("10% → 12.5%"))
+        #expect(try s.run(["nudge", "+2.5", "--reason", "r"]).stdout.contains("10% → 12.5%"))
         #expect(try s.run(["kill", "--reason", "spike"]).stdout.contains("killed at 12.5%"))
-        #expect(try s.run(["resume"]).stdout.contains("resumed at 12.5%"))
+        #expect(try s.run(["resume", "--reason", "r"]).stdout.contains("resumed at 12.5%"))
         let forced = try s.run(["set", "20", "--force", "--reason", "override"])
         #expect(forced.status == 0 && forced.stdout.contains("forced"))
         let rollback = try s.run(["rollback", "2", "--reason", "undo"])
@@ -139,13 +139,13 @@ struct CLIStoreTests {
     @Test func exitCodesForConflictRefusalAndFailure() throws {
         let s = try Store()
         try s.run(["init"])
-        try s.run(["set", "98"])
+        try s.run(["set", "98", "--reason", "r"])
         let beyond = try s.run(["nudge", "+5"])
         #expect(beyond.status == 1 && Self.isOneLineError(beyond) && beyond.stderr.contains("within 0 and 100"))
 
         let exported = s.file("v2.json")
         #expect(try s.run(["config", "export", "-o", exported]).status == 0)
-        try s.run(["set", "50"], operator: "bob@example.com")
+        try s.run(["set", "50", "--reason", "r"], operator: "bob@example.com")
         let stale = try s.run(["config", "import", exported])
         #expect(
             stale.status == 3 && Self.isOneLineError(stale) && stale.stderr.contains("version 3 by bob@example.com"))
@@ -238,7 +238,7 @@ struct CLIStoreTests {
     @Test func exportImportKeepsUnknownFieldsAndConvertsForms() throws {
         let s = try Store()
         try s.run(["init", "--seed", "rollout-2026"])
-        try s.run(["set", "10"])
+        try s.run(["set", "10", "--reason", "r"])
         let exported = try s.run(["config", "export"]).stdout
         #expect(exported.hasPrefix("{\n  \"conditions\": [\n    {\n      \"name\": \"app_attest_rollout\",\n"))
         #expect(exported.contains("\"etag\": \"etag-2-") && exported.contains("\"versionNumber\": \"2\""))
@@ -254,7 +254,7 @@ struct CLIStoreTests {
         #expect(dry.status == 0 && dry.stdout.contains("~ rolloutsFuture"))
         let imported = try s.run(["config", "import", file, "--reason", "add future fields"])
         #expect(imported.status == 0, "\(imported.stderr)")
-        #expect(try s.run(["nudge", "+1"]).status == 0)
+        #expect(try s.run(["nudge", "+1", "--reason", "r"]).status == 0)
         let after = try s.run(["config", "export"]).stdout
         #expect(
             after.contains("\"ratio\": 2.50") && after.contains("\"big\": 12345678901234567890")
@@ -300,7 +300,7 @@ struct CLIStoreTests {
     @Test func exportedServerTemplateAgreesWithFirebaseAdmin() throws {
         let s = try Store()
         try s.run(["init", "--seed", "rollout-2026"])
-        try s.run(["set", "10"])
+        try s.run(["set", "10", "--reason", "r"])
         let template = s.file("server.json")
         #expect(try s.run(["config", "export", "--format", "server", "-o", template]).status == 0)
 

@@ -145,7 +145,7 @@ struct ConsoleEndToEndTests {
 
     @Test func resizesToTooSmallAndBackAndEscapeCancelsAtOnce() throws {
         let f = try Fixture()
-        try #require(f.cli("set", "5").status == 0)
+        try #require(f.cli("set", "5", "--reason", "start").status == 0)
         let session = try f.console()
         defer { session.close() }
         try session.waitFor("<= 5")
@@ -164,7 +164,7 @@ struct ConsoleEndToEndTests {
 
     @Test func noColorDrawsWithoutColours() throws {
         let f = try Fixture()
-        try #require(f.cli("set", "5").status == 0)
+        try #require(f.cli("set", "5", "--reason", "start").status == 0)
         let session = try f.console(environment: ["NO_COLOR": "1"])
         defer { session.close() }
         try session.waitFor("<= 5")
@@ -178,7 +178,7 @@ struct ConsoleEndToEndTests {
 
     @Test func dumbTerminalAndNoTTYGiveAClearError() throws {
         let f = try Fixture()
-        try #require(f.cli("set", "5").status == 0)
+        try #require(f.cli("set", "5", "--reason", "start").status == 0)
         let session = try f.console(environment: ["TERM": "dumb"])
         defer { session.close() }
         #expect(try session.exitStatus() == 1)

@@ -38,7 +38,7 @@ struct StoreProcessTests {
     @Test func eightProcessesNudgingWithRetryLoseNothing() throws {
         let f = try StoreFixture("nudge-retry")
         #expect(try f.cli(["init", "--seed", "s"]).status == 0)
-        #expect(try f.cli(["set", "10"]).status == 0)
+        #expect(try f.cli(["set", "10", "--reason", "start"]).status == 0)
         let outcomes = Outcomes()
         Self.onThreads(8) { worker in
             for _ in 0..<100 {
@@ -76,12 +76,12 @@ struct StoreProcessTests {
     @Test func withoutRetryLosersExitThreeAndEveryWinnerIsAVersion() throws {
         let f = try StoreFixture("nudge-conflict")
         #expect(try f.cli(["init", "--seed", "s"]).status == 0)
-        #expect(try f.cli(["set", "10"]).status == 0)
+        #expect(try f.cli(["set", "10", "--reason", "start"]).status == 0)
         let outcomes = Outcomes()
         Self.onThreads(8) { worker in
             for _ in 0..<25 {
                 do {
-                    outcomes.add(try f.cli(["nudge", "+0.1"], operator: "p\(worker)@test"))
+                    outcomes.add(try f.cli(["nudge", "+0.1", "--reason", "worker \(worker)"], operator: "p\(worker)@test"))
                 } catch {
                     outcomes.add(error: "\(error)")
                 }
