@@ -64,8 +64,12 @@ public enum Wiring {
         throws -> StoreSession
     {
         let session = try open(path: path, operatorID: operatorID, readOnly: readOnly, create: false, clock: clock)
-        // A store file without a version (a crash during init) is not a rollout yet: say so instead of drawing a seed.
-        _ = try session.config.current()
+        // A store file without a version (an init killed before its first version) is not a rollout yet: say so
+        // instead of drawing a seed.
+        if try session.config.versions(limit: 1, before: nil).isEmpty {
+            throw StoreError.unavailable(
+                "\(path) has no version yet (its init did not finish): run 'rollout init --store \(path)' to complete it")
+        }
         return session
     }
 

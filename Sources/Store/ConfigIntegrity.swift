@@ -30,12 +30,63 @@ extension SQLiteConfigStore {
     /// matches the row, the newest matching the head); and every `published` record pointing at its version.
     public func verifyIntegrity() throws -> ConfigIntegrityReport {
         try withConnection {
-            try database.transaction(immediate: false) { try check() }
+            try database.transaction(immediate: false) { try check(full: true) }
         }
     }
 
-    private func check() throws -> ConfigIntegrityReport {
-        let integrity = try database.query("PRAGMA integrity_check").compactMap { $0.first?.string }
+    /// The check every write of a `RolloutStore` runs first, inside its write transaction: the chain, the head
+    /// and every version's digest, without SQLite's page-level check and without parsing each template (those
+    /// are `verifyIntegrity`'s, in `rollout audit verify`).
+    ///
+    /// It costs the same however long the history is: the head against the newest audit record (its position,
+    /// its hash, and its content against that hash) and against the newest version (its number, the record
+    /// written with it and the digest that record pinned). Edits further back in the history are found by
+    /// `verifyIntegrity`; the tables that decide a write are covered by the store's seal.
+    static func checkBeforeWriting(_ db: SQLiteDatabase) throws {
+        let head = try db.query("SELECT version, audit_sequence, audit_hash FROM config_head WHERE id = 1").first
+        let newest = try db.query("SELECT \(auditColumns) FROM config_audit ORDER BY sequence DESC LIMIT 1").first
+        guard let head else {
+            if newest == nil, try db.query("SELECT 1 FROM config_versions LIMIT 1").isEmpty { return }
+            throw ConfigIntegrityProblem("chain head", "missing or unreadable (deleted?) although the store has records")
+        }
+        guard let version = head[0].int, let sequence = head[1].int, let hash = head[2].string else {
+            throw ConfigIntegrityProblem("chain head", "a column has an unexpected value (edited?)")
+        }
+        guard let newest else { throw ConfigIntegrityProblem("audit record \(sequence)", "missing (deleted?)") }
+        let record = try auditRecord(newest)
+        if record.sequence != sequence {
+            throw ConfigIntegrityProblem(
+                "audit record \(min(record.sequence, sequence) + 1)",
+                record.sequence < sequence ? "missing (deleted?)" : "not covered by the chain head (appended outside rollout?)")
+        }
+        if record.hash != hash { throw ConfigIntegrityProblem("audit record \(sequence)", "does not match the chain head's hash (edited)") }
+        if AuditChain.hash(sequence: record.sequence, entry: record.entry, previousHash: record.previousHash) != record.hash {
+            throw ConfigIntegrityProblem("audit record \(sequence)", "content does not match its hash (edited)")
+        }
+        guard version > 0 else { return }
+        guard let raw = try db.query("SELECT \(versionColumns) FROM config_versions ORDER BY number DESC LIMIT 1").first else {
+            throw ConfigIntegrityProblem("version \(version)", "missing (deleted?)")
+        }
+        let row = try VersionRow(raw)
+        if row.info.number != Int(version) {
+            throw ConfigIntegrityProblem(
+                "version \(min(row.info.number, Int(version)) + 1)",
+                row.info.number < Int(version) ? "missing (deleted?)" : "not covered by the chain head (inserted outside rollout?)")
+        }
+        guard let pinned = try db.query("SELECT \(auditColumns) FROM config_audit WHERE sequence = ?", [.integer(row.auditSequence)]).first
+        else { throw ConfigIntegrityProblem("version \(version)", "its audit record \(row.auditSequence) is missing (deleted?)") }
+        let pin = try auditRecord(pinned)
+        guard pin.hash == row.auditHash,
+            AuditChain.hash(sequence: pin.sequence, entry: pin.entry, previousHash: pin.previousHash) == pin.hash
+        else { throw ConfigIntegrityProblem("version \(version)", "audit record \(pin.sequence) is not the one written with it (replaced or edited?)") }
+        guard pin.entry.detail.hasSuffix(digestLabel + row.digest) else {
+            throw ConfigIntegrityProblem(
+                "version \(version)", "its content or metadata differs from what audit record \(pin.sequence) pinned (edited)")
+        }
+    }
+
+    private func check(full: Bool) throws -> ConfigIntegrityReport {
+        let integrity = full ? try database.query("PRAGMA integrity_check").compactMap { $0.first?.string } : ["ok"]
         if integrity != ["ok"] {
             throw ConfigIntegrityProblem(
                 "database", "SQLite integrity check failed: \(integrity.prefix(3).joined(separator: "; "))")
@@ -95,10 +146,12 @@ extension SQLiteConfigStore {
                 )
             }
             expected += 1
-            do {
-                _ = try row.stored()
-            } catch {
-                throw ConfigIntegrityProblem(subject, "its template does not parse (edited or damaged)")
+            if full {
+                do {
+                    _ = try row.stored()
+                } catch {
+                    throw ConfigIntegrityProblem(subject, "its template does not parse (edited or damaged)")
+                }
             }
             let index = Int(row.auditSequence) - 1
             guard index >= 0, index < records.count else {

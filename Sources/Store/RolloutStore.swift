@@ -97,17 +97,30 @@ public final class RolloutStore: @unchecked Sendable {
         let key = key
         let witness = witness
         let path = path
+        // The state each write starts from: the witness keeps it as "previous", since a crash between the
+        // witness and the commit leaves the store there.
+        nonisolated(unsafe) var startedFrom: StoreSeal.State?
         database.beforeWrite = { db in
-            if let problem = try StoreSeal.problem(db, key: key, witness: witness) {
+            startedFrom = nil
+            var found = try StoreSeal.problem(db, key: key, witness: witness)
+            if found == nil {
+                do {
+                    try SQLiteConfigStore.checkBeforeWriting(db)
+                } catch let p as ConfigIntegrityProblem {
+                    found = p
+                }
+            }
+            if let problem = found {
                 throw StoreError.corrupt(
                     "\(path) fails verification, so nothing is written: \(problem) (see 'rollout audit verify')")
             }
+            startedFrom = try StoreSeal.current(db)
         }
         database.beforeCommit = { db in
             guard let key else {
                 throw StoreError.unavailable("the store key \(StoreKey.path(forStore: path)) is missing: nothing is written")
             }
-            try witness.write(try StoreSeal.reseal(db, key: key))
+            try witness.write(try StoreSeal.reseal(db, key: key), before: startedFrom)
         }
     }
 

@@ -164,7 +164,7 @@ public enum StoreSeal {
     }
 
     /// The first thing wrong with the seal of `db` (against the tables, the key and the witness), or nil.
-    static func problem(_ db: SQLiteDatabase, key: StoreKey?, witness: Witness?) throws -> ConfigIntegrityProblem? {
+    static func problem(_ db: SQLiteDatabase, key: StoreKey?, witness: Witness) throws -> ConfigIntegrityProblem? {
         guard let row = try db.query("SELECT tables, audit_sequence, audit_hash, mac FROM store_seal WHERE id = 1").first
         else { return ConfigIntegrityProblem("seal", "missing (store_seal deleted?)") }
         guard let tablesText = row[0].string, let sequence = row[1].int, let hash = row[2].string,
@@ -185,14 +185,16 @@ public enum StoreSeal {
                 "chain head", "record \(now.sequence) is not the sealed head (record \(sequence)): the log or its head was rewritten")
         }
         guard let key else {
-            return ConfigIntegrityProblem("seal", "cannot be checked: the store key is missing")
+            return ConfigIntegrityProblem(
+                "seal",
+                "cannot be checked: the store key \(StoreKey.path(forStore: db.path)) is missing (restore it; see README 'Store files')")
         }
         let sealedState = State(tables: sealed, sequence: sequence, hash: hash)
         if key.mac(sealedState.text) != mac {
             return ConfigIntegrityProblem(
                 "seal", "its HMAC does not match under \(key.path) (the seal was rewritten without the key, or another store's key)")
         }
-        if let witness {
+        do {
             switch witness.read() {
             case .missing:
                 return ConfigIntegrityProblem("witness", "\(witness.path) is missing (deleted?)")
@@ -248,14 +250,12 @@ public struct Witness: Sendable {
         return nil
     }
 
-    /// Replaces the file atomically (temporary file, fsync, rename) with `state` as current.
-    func write(_ state: StoreSeal.State) throws {
+    /// Replaces the file atomically (temporary file, fsync, rename) with `state` as current and `before` (the
+    /// state the store was at when this write began) as previous; nothing is written when it already says so.
+    func write(_ state: StoreSeal.State, before: StoreSeal.State? = nil) throws {
         let line = Witness.line(state)
-        var previous: String?
-        if case .lines(let current, _) = read() {
-            if current == line { return }
-            previous = current
-        }
+        let previous = before.map(Witness.line).flatMap { $0 == line ? nil : $0 }
+        if case .lines(let current, let kept) = read(), current == line, previous == nil || kept == previous { return }
         var text = "rollout-witness-v1\ncurrent \(line)\n"
         if let previous { text += "previous \(previous)\n" }
         let temporary = path + ".tmp"

@@ -100,7 +100,7 @@ struct EnrolmentTerminalTests {
         #expect(done.contains("Enrolled ana@laptop."))
         #expect(done.contains("EXIT=0"))
         let record = try #require(
-            try OperatorTables.record(try OperatorID("ana@laptop"), in: try SQLiteDatabase(path: store, create: false)))
+            try OperatorTables.record(try OperatorID("ana@laptop"), in: try RolloutStore(path: store, create: false).database))
         #expect(record.secret == secret)
     }
 }

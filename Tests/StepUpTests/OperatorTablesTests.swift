@@ -12,15 +12,15 @@ struct OperatorTablesTests {
     /// A fresh store file with the step-up schema (created twice: the schema is idempotent).
     private func store() throws -> (SQLiteDatabase, URL) {
         let dir = try TestSupport.temporaryDirectory("stepup-store")
-        let db = try SQLiteDatabase(path: dir.appendingPathComponent("rollout.db").path)
-        try OperatorTables.createSchema(in: db)
-        try OperatorTables.createSchema(in: db)
+        // A store opened through RolloutStore: its key encrypts the secrets, its migrations made the tables.
+        let db = try RolloutStore(path: dir.appendingPathComponent("rollout.db").path).database
+        try db.transaction { try OperatorTables.createSchema(in: db) }
         return (db, dir)
     }
 
     private func enrol(_ name: String, in db: SQLiteDatabase) throws -> OperatorRecord {
         let r = OperatorRecord(id: try OperatorID(name), secret: .generate(), enrolledAt: Self.start)
-        try OperatorTables.save(r, in: db)
+        try db.transaction { try OperatorTables.save(r, in: db) }
         return r
     }
 
@@ -33,7 +33,7 @@ struct OperatorTablesTests {
         ana.lastAcceptedStep = 42
         ana.failedAttempts = 2
         ana.lockedUntil = Self.start + .minutes(15)
-        try OperatorTables.save(ana, in: db)
+        try db.transaction { try OperatorTables.save(ana, in: db) }
         #expect(try OperatorTables.record(ana.id, in: db) == ana)
         _ = try enrol("bob", in: db)
         #expect(try OperatorTables.operators(in: db).map(\.id.rawValue) == ["ana@laptop", "bob"])
@@ -46,7 +46,7 @@ struct OperatorTablesTests {
         let (db, dir) = try store()
         defer { try? FileManager.default.removeItem(at: dir) }
         let pending = Enrolment.start(try OperatorID("carol"), approvedBy: try OperatorID("ana"), at: Self.start)
-        try OperatorTables.savePending(pending, in: db)
+        try db.transaction { try OperatorTables.savePending(pending, in: db) }
         #expect(try OperatorTables.pendingEnrolment(pending.id, in: db) == pending)
         #expect(try OperatorTables.isEnforced(in: db) == false)
         try OperatorTables.removePending(pending.id, in: db)
@@ -58,7 +58,7 @@ struct OperatorTablesTests {
         defer { try? FileManager.default.removeItem(at: dir) }
         #expect(try OperatorTables.policy(in: db) == .standard)
         let p = try StepUpPolicy.standard.setting("increase-over", "20").setting("rollback", "off")
-        try OperatorTables.savePolicy(p, in: db)
+        try db.transaction { try OperatorTables.savePolicy(p, in: db) }
         #expect(try OperatorTables.policy(in: db) == p)
         #expect(try db.query("SELECT count(*) FROM stepup_policy").first?.first?.int == Int64(StepUpPolicy.keys.count))
         try db.run("INSERT OR REPLACE INTO stepup_policy (key, value) VALUES ('from-the-future', 'x')")
@@ -125,7 +125,7 @@ struct OperatorTablesTests {
         DispatchQueue.concurrentPerform(iterations: 4) { _ in
             let result: String
             do {
-                let connection = try SQLiteDatabase(path: path)
+                let connection = try RolloutStore(path: path, create: false).database
                 result =
                     try OperatorTables.authorize(
                         StepUpChange(.rollback), by: ana.id, code: code, in: connection, clock: ManualClock(Self.start)

@@ -42,7 +42,7 @@ struct WritePathStepUpTests {
 
         func enrol(_ id: String) throws -> TOTPSecret {
             let r = OperatorRecord(id: try OperatorID(id), secret: .generate(), enrolledAt: clock.now())
-            try OperatorTables.save(r, in: store.database)
+            try store.database.transaction { try OperatorTables.save(r, in: store.database) }
             return r.secret
         }
 

@@ -28,7 +28,7 @@ struct SameProcessConnectionsTests {
         let reader = try RolloutStore(path: path, create: false)
         _ = try reader.configStore().current()
         // Another process writes and exits; if our locks were gone it would checkpoint and remove the WAL.
-        #expect(try TestSupport.run(binary, ["nudge", "+1", "--store", path]).status == 0)
+        #expect(try TestSupport.run(binary, ["nudge", "+1", "--store", path, "--reason", "other process"]).status == 0)
 
         let clock = ManualClock()
         let path2 = WritePath(store: config, clock: clock, newSeed: { "unused" })

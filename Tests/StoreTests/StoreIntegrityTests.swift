@@ -102,12 +102,17 @@ struct StoreIntegrityTests {
         #expect(p.subject == "version 2" && p.problem.contains("missing"))
     }
 
-    @Test func writesAfterADeletedTailKeepTheGapVisible() throws {
+    /// Writes refuse to run on a store that fails verification, the kill switch included: a write would re-seal
+    /// the damaged state and hide it. The deletion stays detectable and nothing is written.
+    @Test func writesAfterADeletedTailAreRefusedAndTheGapStaysVisible() throws {
         let f = try Self.populated()
         try SQLiteDatabase(path: f.path, create: false).execute("DELETE FROM config_audit WHERE sequence = 6")
         let (_, config) = try f.open(create: false)
-        // The kill switch still works on a damaged log; the deletion stays detectable.
-        _ = try f.writePath(config).execute(StoreFixture.request(.kill))
+        let before = try f.dump()
+        #expect {
+            try f.writePath(config).execute(StoreFixture.request(.kill))
+        } throws: { e in "\(e)".contains("fails verification, so nothing is written: audit record 6") }
+        #expect(try f.dump() == before)
         #expect {
             try config.verifyIntegrity()
         } throws: { e in (e as? ConfigIntegrityProblem)?.subject == "audit record 6" }
