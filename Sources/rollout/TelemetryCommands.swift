@@ -82,7 +82,7 @@ enum TelemetryCommands {
         let session = try Wiring.session(invocation)
         let tables = try session.store.withDatabase { try TelemetryTables(database: $0) }
         let clock = session.clock
-        let ingest = TelemetryIngest(format: format)
+        let ingest = TelemetryIngest(format: format, window: EventTimeWindow(now: clock.now(), rolloutStart: try session.monitor().status().startedAt), duplicateKeys: strict ? .reject : .count)
         var summary = IngestSummary()
         let source = "\(format.rawValue):\(path == "-" ? "stdin" : path)"
 
