@@ -30,7 +30,7 @@ let package = Package(
         .target(name: "Crypto", dependencies: ["COpenSSL"], swiftSettings: strict),
         .target(name: "RemoteConfig", dependencies: ["JSON", "Crypto"], swiftSettings: strict),
         .target(name: "Rollout", dependencies: ["RemoteConfig", "JSON", "Crypto", "Timekeeping"], swiftSettings: strict),
-        .target(name: "Telemetry", dependencies: ["JSON", "Timekeeping", "Rollout"], swiftSettings: strict),
+        .target(name: "Telemetry", dependencies: ["JSON", "Timekeeping", "Rollout", "TerminalText"], swiftSettings: strict),
         .target(name: "StepUp", dependencies: ["Crypto", "CQRencode", "Timekeeping", "Rollout"], swiftSettings: strict),
         .target(name: "AppCheck", dependencies: ["Crypto", "COpenSSL", "JSON", "Timekeeping"], swiftSettings: strict),
         .target(name: "Console", dependencies: ["RemoteConfig", "Timekeeping", "TerminalText"], swiftSettings: strict),

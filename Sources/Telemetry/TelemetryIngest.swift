@@ -3,6 +3,7 @@
 #elseif canImport(Darwin)
     import Darwin
 #endif
+import TerminalText
 import Timekeeping
 
 /// The row formats `rollout ingest` reads.
@@ -185,9 +186,12 @@ public final class TelemetryIngest {
         problem("the line is \(length) bytes long (at most \(IngestLimits.maximumLineBytes)); skipped unread")
     }
 
+    /// Notes a bad line; the reason quotes the line's text, so it is made safe to show (`Sanitiser`) here, once.
     private func problem(_ reason: String) {
         problemCount += 1
-        if problems.count < maximumReportedProblems { problems.append(IngestProblem(line: lines, reason: reason)) }
+        if problems.count < maximumReportedProblems {
+            problems.append(IngestProblem(line: lines, reason: Sanitiser.escape(reason)))
+        }
     }
 
     /// Reads the last line when the input does not end with a newline.
@@ -247,7 +251,7 @@ public final class TelemetryIngest {
             if names.duplicates > 0 {
                 warningCount += 1
                 if warnings.count < maximumReportedProblems {
-                    let name = names.firstDuplicate.map { String($0.prefix(64)) } ?? ""
+                    let name = Sanitiser.escape(names.firstDuplicate.map { String($0.prefix(64)) } ?? "")
                     warnings.append(
                         IngestProblem(
                             line: lines,

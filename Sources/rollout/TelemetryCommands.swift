@@ -5,6 +5,7 @@ import Rollout
 import Store
 import Telemetry
 import Timekeeping
+import TerminalText
 
 /// `rollout ingest` and `rollout telemetry`: events in, and the dashboard figures out.
 enum TelemetryCommands {
@@ -323,7 +324,7 @@ enum TelemetryReport {
             )
         }
         let failures = try s.totals.failuresByDetail().sorted { $0.value > $1.value }.map {
-            "\(try tables.describe($0.key)) \($0.value)"
+            "\(Sanitiser.escape(try tables.describe($0.key))) \($0.value)"
         }
         if !failures.isEmpty { out.append("failures: " + failures.joined(separator: ", ")) }
         out.append(
