@@ -25,13 +25,15 @@ let package = Package(
         // Pure core.
         .target(name: "JSON", swiftSettings: strict),
         .target(name: "Timekeeping", swiftSettings: strict),
+        // The one output sanitiser: text from outside escaped for the terminal (CLI output and the console grid).
+        .target(name: "TerminalText", swiftSettings: strict),
         .target(name: "Crypto", dependencies: ["COpenSSL"], swiftSettings: strict),
         .target(name: "RemoteConfig", dependencies: ["JSON", "Crypto"], swiftSettings: strict),
         .target(name: "Rollout", dependencies: ["RemoteConfig", "JSON", "Crypto", "Timekeeping"], swiftSettings: strict),
-        .target(name: "Telemetry", dependencies: ["JSON", "Timekeeping", "Rollout"], swiftSettings: strict),
+        .target(name: "Telemetry", dependencies: ["JSON", "Timekeeping", "Rollout", "TerminalText"], swiftSettings: strict),
         .target(name: "StepUp", dependencies: ["Crypto", "CQRencode", "Timekeeping", "Rollout"], swiftSettings: strict),
         .target(name: "AppCheck", dependencies: ["Crypto", "COpenSSL", "JSON", "Timekeeping"], swiftSettings: strict),
-        .target(name: "Console", dependencies: ["RemoteConfig", "Timekeeping"], swiftSettings: strict),
+        .target(name: "Console", dependencies: ["RemoteConfig", "Timekeeping", "TerminalText"], swiftSettings: strict),
 
         // Adapters.
         .target(name: "Store", dependencies: ["CSQLite", "JSON", "Crypto", "RemoteConfig", "Rollout", "Telemetry", "AppCheck", "StepUp", "Timekeeping"], swiftSettings: strict),
@@ -50,7 +52,7 @@ let package = Package(
         // Executables.
         .executableTarget(
             name: "rollout",
-            dependencies: ["CommandLineKit", "RolloutApp", "JSON", "RemoteConfig", "Rollout", "Telemetry", "Store", "AppCheck", "StepUp", "FleetSimulator", "Console", "Terminal", "Timekeeping", "Crypto"],
+            dependencies: ["CommandLineKit", "RolloutApp", "JSON", "RemoteConfig", "Rollout", "Telemetry", "Store", "AppCheck", "StepUp", "FleetSimulator", "Console", "Terminal", "Timekeeping", "Crypto", "TerminalText"],
             swiftSettings: strict),
         .executableTarget(
             name: "rollout-bench",
@@ -58,6 +60,8 @@ let package = Package(
             swiftSettings: strict),
 
         // Tests: one target per module; EndToEnd drives the built binary.
+        .testTarget(name: "TimekeepingTests", dependencies: ["TestSupport", "Timekeeping"], swiftSettings: strict),
+        .testTarget(name: "TerminalTextTests", dependencies: ["TestSupport", "TerminalText", "JSON"], swiftSettings: strict),
         .testTarget(name: "JSONTests", dependencies: ["TestSupport", "JSON"], swiftSettings: strict),
         .testTarget(name: "RemoteConfigTests", dependencies: ["TestSupport", "RemoteConfig", "JSON"], swiftSettings: strict),
         .testTarget(name: "RolloutTests", dependencies: ["TestSupport", "Rollout", "RemoteConfig", "JSON", "Timekeeping"], swiftSettings: strict),

@@ -1,5 +1,5 @@
 /// Serialises a `JSONValue`, compact or pretty-printed the way the firebase CLI writes templates
-/// (two-space indentation, `": "` after names), escaping only what JSON requires.
+/// (two-space indentation, `": "` after names), escaping what JSON requires and what a terminal would obey.
 public struct JSONWriter {
     public enum Style: Sendable { case compact, pretty }
     public var style: Style
@@ -59,22 +59,53 @@ public struct JSONWriter {
     private static let hexDigits = Array("0123456789abcdef".utf8)
 
     /// Appends `s` as a JSON string literal.
+    ///
+    /// Besides what JSON requires (`"`, `\\` and U+0000–U+001F), DEL, the C1 controls (U+0080–U+009F), the
+    /// bidirectional formatting characters (U+061C, U+200E, U+200F, U+202A–U+202E, U+2066–U+2069) and U+2028 /
+    /// U+2029 are written as `\uXXXX`: the text means the same to every JSON reader, and JSON shown on a terminal
+    /// (`--json` output, `template get`) can neither drive it nor reorder what it shows.
     public static func appendQuoted(_ s: String, to out: inout [UInt8]) {
         out.append(0x22)
-        for c in s.utf8 {
-            switch c {
-            case 0x22: out += [0x5C, 0x22]
-            case 0x5C: out += [0x5C, 0x5C]
-            case 0x0A: out += [0x5C, UInt8(ascii: "n")]
-            case 0x0D: out += [0x5C, UInt8(ascii: "r")]
-            case 0x09: out += [0x5C, UInt8(ascii: "t")]
-            case 0x08: out += [0x5C, UInt8(ascii: "b")]
-            case 0x0C: out += [0x5C, UInt8(ascii: "f")]
-            case 0..<0x20: out += [0x5C, UInt8(ascii: "u"), 0x30, 0x30, hexDigits[Int(c >> 4)], hexDigits[Int(c & 15)]]
-            default: out.append(c)
+        var text = s
+        text.withUTF8 { u in
+            var i = 0
+            while i < u.count {
+                let c = u[i]
+                switch c {
+                case 0x22: out += [0x5C, 0x22]
+                case 0x5C: out += [0x5C, 0x5C]
+                case 0x0A: out += [0x5C, UInt8(ascii: "n")]
+                case 0x0D: out += [0x5C, UInt8(ascii: "r")]
+                case 0x09: out += [0x5C, UInt8(ascii: "t")]
+                case 0x08: out += [0x5C, UInt8(ascii: "b")]
+                case 0x0C: out += [0x5C, UInt8(ascii: "f")]
+                case 0..<0x20, 0x7F: appendEscape(UInt32(c), to: &out)
+                case 0xC2 where i + 1 < u.count && u[i + 1] < 0xA0:
+                    appendEscape(UInt32(u[i + 1]), to: &out)
+                    i += 1
+                case 0xD8 where i + 1 < u.count && u[i + 1] == 0x9C:
+                    appendEscape(0x061C, to: &out)
+                    i += 1
+                case 0xE2 where i + 2 < u.count && isFormatting(u[i + 1], u[i + 2]):
+                    appendEscape(0x2000 | UInt32(u[i + 1] & 0x3F) << 6 | UInt32(u[i + 2] & 0x3F), to: &out)
+                    i += 2
+                default: out.append(c)
+                }
+                i += 1
             }
         }
         out.append(0x22)
+    }
+
+    /// Whether `E2 b1 b2` encodes U+200E, U+200F, U+2028–U+202E or U+2066–U+2069.
+    @inline(__always)
+    private static func isFormatting(_ b1: UInt8, _ b2: UInt8) -> Bool {
+        (b1 == 0x80 && (b2 == 0x8E || b2 == 0x8F || (0xA8...0xAE).contains(b2))) || (b1 == 0x81 && (0xA6...0xA9).contains(b2))
+    }
+
+    private static func appendEscape(_ scalar: UInt32, to out: inout [UInt8]) {
+        out += [0x5C, UInt8(ascii: "u")]
+        for shift in stride(from: 12, through: 0, by: -4) { out.append(hexDigits[Int((scalar >> UInt32(shift)) & 0xF)]) }
     }
 
     /// `s` as a JSON string literal.

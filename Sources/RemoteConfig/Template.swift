@@ -13,10 +13,19 @@ public struct RemoteConfigTemplate: Hashable, Sendable {
     public let form: Form
     public private(set) var conditions: [TemplateCondition]
 
-    /// Limits against hostile or broken input (Firebase's own limits are lower).
+    /// Firebase's own quotas for a template (a template beyond them could not be published, so it is refused
+    /// where it is read or imported, with the field that is over): conditions, parameters (top level and in
+    /// groups together), the characters of all parameter values together, a parameter key's length (it must
+    /// start with `_` or an English letter and hold only letters, digits and `_`), a condition name's length
+    /// and the version description's length.
     public static let maximumConditions = 2_000
-    public static let maximumParameters = 5_000
-    public static let maximumBytes = 8 << 20
+    public static let maximumParameters = 3_000
+    public static let maximumValueCharacters = 1_000_000
+    public static let maximumKeyLength = 256
+    public static let maximumConditionNameLength = 100
+    public static let maximumDescriptionLength = 1_024
+    /// The largest template text read, against hostile input (Firebase's quotas keep real ones far smaller).
+    public static let maximumBytes = RequestBodyLimit.template
 
     /// Reads and validates a template document. `preferredForm` decides the form of a template whose
     /// conditions do not tell (it has none).
@@ -46,6 +55,13 @@ public struct RemoteConfigTemplate: Hashable, Sendable {
         }
         form = sawStructured ? .server : sawExpression ? .client : preferredForm
         conditions = parsed
+        if let description = object["version"]?["description"]?.stringValue {
+            let n = description.unicodeScalars.count
+            guard n <= RemoteConfigTemplate.maximumDescriptionLength else {
+                throw TemplateError(
+                    "version.description is \(n) characters long (at most \(RemoteConfigTemplate.maximumDescriptionLength))")
+            }
+        }
         try validateParameters(conditionNames: Set(parsed.map(\.name)))
     }
 
@@ -224,12 +240,17 @@ public struct RemoteConfigTemplate: Hashable, Sendable {
 
     private func validateParameters(conditionNames: Set<String>) throws(TemplateError) {
         var count = 0
+        var valueCharacters = 0
         func check(_ params: JSONValue?, _ where_: String) throws(TemplateError) {
             guard let params, !params.isNull else { return }
             guard let object = params.objectValue else { throw TemplateError("\(where_) must be an object") }
             count += object.count
+            guard count <= RemoteConfigTemplate.maximumParameters else {
+                throw TemplateError("too many parameters (more than \(RemoteConfigTemplate.maximumParameters))")
+            }
             for member in object {
-                try TemplateParameter.validate(key: member.key, json: member.value, conditionNames: conditionNames)
+                try TemplateParameter.validate(
+                    key: member.key, json: member.value, conditionNames: conditionNames, valueCharacters: &valueCharacters)
             }
         }
         try check(document["parameters"], "parameters")
@@ -241,9 +262,6 @@ public struct RemoteConfigTemplate: Hashable, Sendable {
                 }
                 try check(group.value["parameters"], "parameterGroups.\(group.key).parameters")
             }
-        }
-        guard count <= RemoteConfigTemplate.maximumParameters else {
-            throw TemplateError("too many parameters (\(count); at most \(RemoteConfigTemplate.maximumParameters))")
         }
     }
 }
@@ -289,6 +307,11 @@ public struct TemplateCondition: Hashable, Sendable {
         guard let o = json.objectValue else { throw TemplateError("conditions[\(index)] must be an object") }
         guard let name = o["name"]?.stringValue, !name.isEmpty else {
             throw TemplateError("conditions[\(index)] needs a non-empty string 'name'")
+        }
+        guard name.unicodeScalars.count <= RemoteConfigTemplate.maximumConditionNameLength else {
+            throw TemplateError(
+                "conditions[\(index)].name is \(name.unicodeScalars.count) characters long "
+                    + "(at most \(RemoteConfigTemplate.maximumConditionNameLength))")
         }
         self.name = name
         self.json = json
@@ -358,13 +381,24 @@ public struct TemplateParameter: Hashable, Sendable {
         ParameterValue(json: json["conditionalValues"]?[condition])
     }
 
-    static func validate(key: String, json: JSONValue, conditionNames: Set<String>) throws(TemplateError) {
+    static func validate(key: String, json: JSONValue, conditionNames: Set<String>, valueCharacters: inout Int)
+        throws(TemplateError)
+    {
         guard !key.isEmpty else { throw TemplateError("a parameter has an empty key") }
+        try validateKey(key)
         guard let o = json.objectValue else { throw TemplateError("parameter '\(key)' must be an object") }
         func checkValue(_ v: JSONValue, _ what: String) throws(TemplateError) {
             guard let vo = v.objectValue else { throw TemplateError("parameter '\(key)' \(what) must be an object") }
-            if let value = vo["value"], !value.isNull, value.stringValue == nil {
-                throw TemplateError("parameter '\(key)' \(what).value must be a string (every value is a string on the wire)")
+            if let value = vo["value"], !value.isNull {
+                guard let text = value.stringValue else {
+                    throw TemplateError("parameter '\(key)' \(what).value must be a string (every value is a string on the wire)")
+                }
+                valueCharacters += text.unicodeScalars.count
+                guard valueCharacters <= RemoteConfigTemplate.maximumValueCharacters else {
+                    throw TemplateError(
+                        "parameter '\(key)' \(what).value: the parameter values are more than "
+                            + "\(RemoteConfigTemplate.maximumValueCharacters) characters long together")
+                }
             }
             if let u = vo["useInAppDefault"], !u.isNull, u.boolValue == nil {
                 throw TemplateError("parameter '\(key)' \(what).useInAppDefault must be true or false")
@@ -379,6 +413,26 @@ public struct TemplateParameter: Hashable, Sendable {
                 }
                 try checkValue(member.value, "conditionalValues.\(member.key)")
             }
+        }
+    }
+}
+
+extension TemplateParameter {
+    /// Firebase's rule for parameter keys: at most 256 characters, starting with `_` or an English letter, then
+    /// letters, digits and `_`.
+    static func validateKey(_ key: String) throws(TemplateError) {
+        let u = Array(key.utf8)
+        func letter(_ c: UInt8) -> Bool { (c | 0x20) >= 0x61 && (c | 0x20) <= 0x7A }
+        guard u.count <= RemoteConfigTemplate.maximumKeyLength else {
+            throw TemplateError(
+                "parameter key '\(key.prefix(40))…' is \(key.unicodeScalars.count) characters long "
+                    + "(at most \(RemoteConfigTemplate.maximumKeyLength))")
+        }
+        guard letter(u[0]) || u[0] == 0x5F else {
+            throw TemplateError("parameter key '\(key)' must start with '_' or an English letter")
+        }
+        guard u.allSatisfy({ letter($0) || ($0 >= 0x30 && $0 <= 0x39) || $0 == 0x5F }) else {
+            throw TemplateError("parameter key '\(key)' may hold only English letters, digits and '_'")
         }
     }
 }

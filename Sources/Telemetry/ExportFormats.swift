@@ -23,8 +23,8 @@ enum ParameterValue {
         case .integer(let v): return v
         case .double(let d) where d.rounded() == d && abs(d) < 9e15: return Int64(d)
         case .string(let s):
-            var inner = JSONScanner(s.raw)
-            if let v = try? inner.integer(), inner.p == inner.end { return v }
+            var inner = JSONScanner(s.raw, names: nil)
+            if !s.escaped, let v = try? inner.integer(), inner.p == inner.end { return v }
             throw LineError("parameter \(name) = \"\(s.text)\" is not an integer")
         default: throw LineError("parameter \(name) is not an integer")
         }
@@ -51,11 +51,11 @@ enum ParameterValue {
 /// `none`; the provider from the event parameter `provider`. The installation is `user_pseudo_id`, the time
 /// `event_timestamp` (microseconds), the OS `device.operating_system_version` and the app `app_info.version`.
 public enum GA4Format {
-    public static func read(_ line: UnsafeRawBufferPointer, into batch: TelemetryBatch) throws(LineError) -> RowOutcome
+    public static func read(_ line: UnsafeRawBufferPointer, into batch: TelemetryBatch, window: EventTimeWindow)
+        throws(LineError) -> RowOutcome
     {
-        var s = JSONScanner(line)
-        try s.beginObject()
-        var first = true
+        var s = JSONScanner(line, names: batch.memberNames)
+        var object = try s.beginObject()
         var name: ByteSpan?
         var time: Int64?
         var id: ByteSpan?
@@ -63,7 +63,7 @@ public enum GA4Format {
         var osMajor: UInt8 = 0
         var params = Parameters()
         var cohortProperty = ParameterValue.absent
-        while let key = try s.member(&first) {
+        while let key = try s.member(&object) {
             if key.equals("event_name") {
                 name = try s.string()
             } else if key.equals("event_timestamp") {
@@ -118,7 +118,9 @@ public enum GA4Format {
             return .ignored
         }
         guard let time else { throw LineError("missing event_timestamp") }
+        try window.check(time, field: "event_timestamp")
         guard let id, id.count > 0 else { throw LineError("missing user_pseudo_id") }
+        try checkInstallationID(id, field: "user_pseudo_id")
         let cohortValue = params.cohort.isAbsent ? cohortProperty : params.cohort
         let cohort = cohortValue.isAbsent ? .none : try NativeFormat.cohort(try cohortValue.text("AppAttestCohort"))
         let provider =
@@ -185,8 +187,7 @@ public enum GA4Format {
         try s.beginArray()
         var first = true
         while try s.element(&first) {
-            try s.beginObject()
-            var inner = true
+            var inner = try s.beginObject()
             var key: ByteSpan?
             var value = ParameterValue.absent
             while let k = try s.member(&inner) {
@@ -224,9 +225,8 @@ public enum GA4Format {
 func readObject(_ s: inout JSONScanner, _ body: (ByteSpan, inout JSONScanner) throws(LineError) -> Void)
     throws(LineError)
 {
-    try s.beginObject()
-    var first = true
-    while let k = try s.member(&first) { try body(k, &s) }
+    var object = try s.beginObject()
+    while let k = try s.member(&object) { try body(k, &s) }
 }
 
 @inline(__always)
@@ -260,25 +260,26 @@ func record(
 /// then compare crashed installations with session-reporting installations of the same cohort, which is sound
 /// as long as both describe the same population.
 public enum CrashlyticsFormat {
-    public static func read(_ line: UnsafeRawBufferPointer, into batch: TelemetryBatch) throws(LineError) -> RowOutcome
+    public static func read(_ line: UnsafeRawBufferPointer, into batch: TelemetryBatch, window: EventTimeWindow)
+        throws(LineError) -> RowOutcome
     {
-        var s = JSONScanner(line)
-        try s.beginObject()
-        var first = true
+        var s = JSONScanner(line, names: batch.memberNames)
+        var object = try s.beginObject()
         var time: Int64?
         var id: ByteSpan?
         var fatal: Bool?
         var platform: ByteSpan?
         var osMajor: UInt8 = 0
         var cohort = ParameterValue.absent
-        while let key = try s.member(&first) {
+        while let key = try s.member(&object) {
             if key.equals("event_timestamp") {
                 if s.peek() == 0x22 {
                     let text = try s.string()
-                    guard let t = ISO8601.parse(text.text) else {
-                        throw LineError("event_timestamp \"\(text.text)\" is not a timestamp")
+                    do {
+                        time = try ISO8601.parseReportingError(text.text).microseconds
+                    } catch {
+                        throw LineError("event_timestamp \(error)")
                     }
-                    time = t.microseconds
                 } else {
                     time = try s.integer()
                 }
@@ -329,7 +330,9 @@ public enum CrashlyticsFormat {
         try s.finish()
         if let platform, !platform.equals("IOS") { return .ignored }
         guard let time else { throw LineError("missing event_timestamp") }
+        try window.check(time, field: "event_timestamp")
         guard let id, id.count > 0 else { throw LineError("missing installation_uuid") }
+        try checkInstallationID(id, field: "installation_uuid")
         guard let fatal else { throw LineError("missing is_fatal (or error_type)") }
         let c = cohort.isAbsent ? .none : try NativeFormat.cohort(try cohort.text("AppAttestCohort"))
         record(

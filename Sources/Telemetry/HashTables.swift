@@ -4,6 +4,17 @@
 /// `String` keys would allocate; these tables take raw keys (a `UInt64`, or id bytes copied once into an arena)
 /// and probe linearly. Both belong to one `TelemetryBatch` and are never shared across threads.
 
+/// The hash key of this process's ingest tables, drawn once from the system's secure random source
+/// (`SystemRandomNumberGenerator`: getrandom(2) on Linux).
+///
+/// Installation ids are chosen by whoever writes the telemetry; with a fixed hash, ids that share a slot can be
+/// computed offline and turn every lookup of the open-addressing tables into a scan of the whole table. Keyed
+/// per process, the slots cannot be predicted from outside.
+let processHashKey: (UInt64, UInt64) = {
+    var random = SystemRandomNumberGenerator()
+    return (random.next(), random.next())
+}()
+
 /// A multiplicative finaliser that spreads a 64-bit key over the table (from the splitmix64 mixer).
 @inline(__always)
 func mix64(_ x: UInt64) -> UInt64 {
@@ -13,28 +24,23 @@ func mix64(_ x: UInt64) -> UInt64 {
     return z ^ (z >> 31)
 }
 
-/// Hashes a byte string eight bytes at a time.
+/// Hashes id bytes with SipHash-1-3 (the standard library's `Hasher`, a keyed pseudo-random function) under
+/// `key`, so that collisions cannot be chosen without the key.
 @inline(__always)
-func hashBytes(_ p: UnsafeRawPointer, _ n: Int) -> UInt64 {
-    var h: UInt64 = 0x243F_6A88_85A3_08D3 ^ UInt64(truncatingIfNeeded: n)
-    var i = 0
-    while i + 8 <= n {
-        h = (h ^ p.loadUnaligned(fromByteOffset: i, as: UInt64.self)) &* 0xFF51_AFD7_ED55_8CCD
-        h ^= h >> 32
-        i += 8
-    }
-    var tail: UInt64 = 0
-    var shift: UInt64 = 0
-    while i < n {
-        tail |= UInt64(p.load(fromByteOffset: i, as: UInt8.self)) << shift
-        shift += 8
-        i += 1
-    }
-    return mix64(h ^ tail)
+func hashBytes(_ p: UnsafeRawPointer, _ n: Int, key: (UInt64, UInt64)) -> UInt64 {
+    var hasher = Hasher()
+    hasher.combine(key.0)
+    hasher.combine(key.1)
+    hasher.combine(bytes: UnsafeRawBufferPointer(start: p, count: n))
+    return UInt64(bitPattern: Int64(hasher.finalize()))
 }
 
 /// A map from `UInt64` keys (never `UInt64.max`) to `Int64` counts.
+///
+/// Keys are minute counters (minute index and counter key); the minute comes from the event time, so the slot
+/// mixes in the process's hash key too.
 final class CountMap {
+    private let salt = processHashKey.0
     private(set) var keys: UnsafeMutablePointer<UInt64>
     private(set) var values: UnsafeMutablePointer<Int64>
     private(set) var capacity: Int
@@ -58,7 +64,7 @@ final class CountMap {
 
     @inline(__always)
     func add(_ key: UInt64, _ delta: Int64) {
-        var i = Int(truncatingIfNeeded: mix64(key)) & mask
+        var i = Int(truncatingIfNeeded: mix64(key ^ salt)) & mask
         while true {
             let k = keys[i]
             if k == key {
@@ -105,6 +111,8 @@ final class CountMap {
 
 /// A set of installation ids, each with its `InstallationDelta`; ids are copied once into an arena.
 final class InstallationTable {
+    /// The key of `hash`, this process's (fixed per process so that a parsed id's hash stays valid).
+    let hashKey = processHashKey
     private var slots: UnsafeMutablePointer<Int32>  // entry index + 1; 0 is empty
     private var slotMask: Int
     private(set) var entries: UnsafeMutablePointer<InstallationDelta>
@@ -134,8 +142,12 @@ final class InstallationTable {
     /// The index of the entry for `id`, created (with `fresh`) when missing.
     @inline(__always)
     func index(of id: UnsafeRawBufferPointer, fresh: (Int, Int32, UInt64) -> InstallationDelta) -> Int {
-        index(of: id, hash: hashBytes(id.baseAddress!, id.count), fresh: fresh)
+        index(of: id, hash: hash(id.baseAddress!, id.count), fresh: fresh)
     }
+
+    /// The keyed hash of id bytes that `index(of:hash:fresh:)` expects.
+    @inline(__always)
+    func hash(_ p: UnsafeRawPointer, _ n: Int) -> UInt64 { hashBytes(p, n, key: hashKey) }
 
     /// `index(of:fresh:)` with the id's `hashBytes` already computed.
     @inline(__always)

@@ -3,6 +3,7 @@
 #elseif canImport(Darwin)
     import Darwin
 #endif
+import JSON
 
 /// Why a line could not be read; the text is what the person fixing the file needs.
 public struct LineError: Error, Sendable, CustomStringConvertible {
@@ -26,23 +27,90 @@ struct ByteSpan {
     }
 
     var string: String { String(decoding: raw, as: UTF8.self) }
+
+    /// Whether two names are the same text once escapes are resolved.
+    @inline(__always)
+    func sameText(as other: ByteSpan) -> Bool {
+        if !escaped, !other.escaped { return count == other.count && memcmp(start, other.start, count) == 0 }
+        return text == other.text
+    }
 }
 
-/// A forward-only reader of one JSON text in a byte buffer, building no tree and allocating nothing.
+/// What a reader does with an object that names a member twice.
+public enum DuplicateKeyPolicy: Sendable {
+    /// The line is bad (strict ingest, and `JSONParser`'s rule for templates and requests).
+    case reject
+    /// The line is read (the last value wins) and the duplicate is counted as a warning.
+    case count
+}
+
+/// The member names of the objects a `JSONScanner` is inside, to find a name given twice in one object.
+///
+/// Allocated once per batch and reused by every line: up to `inlineKeys` names per object are kept as spans into
+/// the line and compared directly (native lines have about eight); an object with more switches to a set of
+/// its decoded names, so that a line of thousands of keys costs linear time, not quadratic.
+public final class MemberNames {
+    public var policy: DuplicateKeyPolicy
+    /// Duplicates found since the last `resetFindings` (only under `.count`: `.reject` throws instead).
+    public private(set) var duplicates = 0
+    /// The first duplicated name found since the last `resetFindings`.
+    public private(set) var firstDuplicate: String?
+    static let inlineKeys = 32
+    let storage: UnsafeMutablePointer<ByteSpan>
+    let capacity: Int
+
+    public init(policy: DuplicateKeyPolicy = .reject) {
+        self.policy = policy
+        capacity = Self.inlineKeys * (JSONScanner.maximumDepth + 1)
+        storage = .allocate(capacity: capacity)
+    }
+
+    deinit { storage.deallocate() }
+
+    public func resetFindings() {
+        duplicates = 0
+        firstDuplicate = nil
+    }
+
+    func found(_ name: String) {
+        duplicates += 1
+        if firstDuplicate == nil { firstDuplicate = name }
+    }
+}
+
+/// Where a `JSONScanner` is in one object: before its first member or after one, and the names seen so far.
+struct ObjectMembers {
+    var first = true
+    let base: Int
+    var large: Set<String>?
+}
+
+/// A forward-only reader of one JSON text in a byte buffer, building no tree and allocating nothing per line.
 ///
 /// Callers walk the structure they expect (`member`, `element`, `string`, `integer`) and `skipValue` whatever
-/// they do not need. It accepts exactly RFC 8259 JSON (no comments, no trailing commas) except that it does
-/// not check that string bytes are valid UTF-8.
+/// they do not need. It is a fast path of the one JSON grammar, `JSONParser`'s: it accepts exactly the texts
+/// `JSONParser` accepts (RFC 8259: valid UTF-8, no lone surrogates, no control characters in strings, the
+/// number grammar without leading zeros, nesting at most `maximumDepth` deep, no member named twice in one
+/// object), and the differential fuzz target `Fuzz/JSONDifferential` holds it to that. Under
+/// `DuplicateKeyPolicy.count` a repeated name is counted instead of refused.
 struct JSONScanner {
+    /// `JSONParser.maximumDepth`'s default.
+    static let maximumDepth = 256
+
     private(set) var p: UnsafePointer<UInt8>
     let start: UnsafePointer<UInt8>
     let end: UnsafePointer<UInt8>
+    /// Nil only for the scanner of a number written inside a string, which meets no object.
+    let names: MemberNames?
+    private var depth = 0
+    private var keyTop = 0
 
-    init(_ bytes: UnsafeRawBufferPointer) {
-        let base = bytes.baseAddress!.assumingMemoryBound(to: UInt8.self)
+    init(_ bytes: UnsafeRawBufferPointer, names: MemberNames?) {
+        let base = bytes.baseAddress?.assumingMemoryBound(to: UInt8.self) ?? UnsafePointer(bitPattern: 1)!
         p = base
         start = base
         end = base + bytes.count
+        self.names = names
     }
 
     var column: Int { p - start + 1 }
@@ -76,29 +144,89 @@ struct JSONScanner {
         p += 1
     }
 
-    mutating func beginObject() throws(LineError) { try expect(0x7B, "expected '{'") }
-    mutating func beginArray() throws(LineError) { try expect(0x5B, "expected '['") }
+    @inline(__always)
+    private mutating func enter() throws(LineError) {
+        guard depth < Self.maximumDepth else { throw fail("nesting deeper than \(Self.maximumDepth)") }
+        depth += 1
+    }
+
+    /// Consumes `{`; walk the members with `member(&)` until it returns nil.
+    @inline(__always)
+    mutating func beginObject() throws(LineError) -> ObjectMembers {
+        try expect(0x7B, "expected '{'")
+        try enter()
+        return ObjectMembers(base: keyTop)
+    }
+
+    mutating func beginArray() throws(LineError) {
+        try expect(0x5B, "expected '['")
+        try enter()
+    }
 
     /// The next member's key, positioned at its value; nil (having consumed `}`) when the object ends.
     @inline(__always)
-    mutating func member(_ first: inout Bool) throws(LineError) -> ByteSpan? {
+    mutating func member(_ object: inout ObjectMembers) throws(LineError) -> ByteSpan? {
         skipWhitespace()
         guard p < end else { throw fail("unterminated object") }
         if p.pointee == 0x7D {
             p += 1
+            depth -= 1
+            keyTop = object.base
             return nil
         }
-        if first {
-            first = false
+        if object.first {
+            object.first = false
         } else {
             guard p.pointee == 0x2C else { throw fail("expected ',' or '}'") }
             p += 1
             skipWhitespace()
         }
+        let keyStart = p
         let key = try string()
+        try note(key, in: &object, at: keyStart)
         try expect(0x3A, "expected ':'")
         skipWhitespace()
         return key
+    }
+
+    /// Records a member name, finding one given twice in the same object.
+    @inline(__always)
+    private mutating func note(_ key: ByteSpan, in object: inout ObjectMembers, at keyStart: UnsafePointer<UInt8>)
+        throws(LineError)
+    {
+        guard let names else { return }
+        var repeated = false
+        if object.large != nil {
+            repeated = !object.large!.insert(key.text).inserted
+        } else {
+            var i = object.base
+            while i < keyTop {
+                if names.storage[i].sameText(as: key) {
+                    repeated = true
+                    break
+                }
+                i += 1
+            }
+            if !repeated {
+                if keyTop - object.base < MemberNames.inlineKeys {
+                    names.storage[keyTop] = key
+                    keyTop += 1
+                } else {
+                    var set = Set<String>()
+                    for k in object.base..<keyTop { set.insert(names.storage[k].text) }
+                    set.insert(key.text)
+                    object.large = set
+                    keyTop = object.base
+                }
+            }
+        }
+        guard repeated else { return }
+        switch names.policy {
+        case .reject:
+            let name = key.text
+            throw LineError("duplicate member name \"\(name.prefix(64))\" at column \(keyStart - start + 1)")
+        case .count: names.found(key.text)
+        }
     }
 
     /// Positions at the next element; false (having consumed `]`) when the array ends.
@@ -108,6 +236,7 @@ struct JSONScanner {
         guard p < end else { throw fail("unterminated array") }
         if p.pointee == 0x5D {
             p += 1
+            depth -= 1
             return false
         }
         if first {
@@ -120,6 +249,7 @@ struct JSONScanner {
         return true
     }
 
+    /// A string, checked as `JSONParser` checks it (escapes, surrogate pairs, UTF-8, no raw control characters).
     @inline(__always)
     mutating func string() throws(LineError) -> ByteSpan {
         skipWhitespace()
@@ -134,25 +264,51 @@ struct JSONScanner {
                 p += 1
                 return span
             }
-            if c == 0x5C {
-                escaped = true
-                p += 1
-                guard p < end else { break }
-                switch p.pointee {
-                case 0x22, 0x5C, 0x2F, 0x62, 0x66, 0x6E, 0x72, 0x74: p += 1
-                case 0x75:
-                    guard end - p >= 5, (1...4).allSatisfy({ hexValue(p[$0]) != nil }) else {
-                        throw fail("bad \\u escape")
-                    }
-                    p += 5
-                default: throw fail("bad escape")
+            if c < 0x80 {
+                if c == 0x5C {
+                    escaped = true
+                    try escape()
+                    continue
                 }
+                if c < 0x20 { throw fail("control character in a string") }
+                p += 1
                 continue
             }
-            if c < 0x20 { throw fail("control character in a string") }
-            p += 1
+            let n = utf8SequenceLength(p, end)
+            guard n > 0 else { throw fail("invalid UTF-8 in a string") }
+            p += n
         }
         throw fail("unterminated string")
+    }
+
+    /// Checks the escape at `p` (a backslash) and moves past it.
+    private mutating func escape() throws(LineError) {
+        p += 1
+        guard p < end else { throw fail("unterminated string") }
+        switch p.pointee {
+        case 0x22, 0x5C, 0x2F, 0x62, 0x66, 0x6E, 0x72, 0x74: p += 1
+        case 0x75:
+            guard let v = hex4(p + 1) else { throw fail("bad \\u escape") }
+            if v >= 0xD800, v < 0xDC00 {
+                guard end - p >= 11, p[5] == 0x5C, p[6] == 0x75, let low = hex4(p + 7), low >= 0xDC00, low < 0xE000
+                else { throw fail("a high surrogate without its low surrogate") }
+                p += 11
+            } else {
+                guard v < 0xDC00 || v >= 0xE000 else { throw fail("a lone low surrogate") }
+                p += 5
+            }
+        default: throw fail("bad escape")
+        }
+    }
+
+    private func hex4(_ q: UnsafePointer<UInt8>) -> UInt32? {
+        guard end - q >= 4 else { return nil }
+        var v: UInt32 = 0
+        for k in 0..<4 {
+            guard let d = hexValue(q[k]) else { return nil }
+            v = v << 4 | d
+        }
+        return v
     }
 
     /// Whether the next value is `null` (consumed if so).
@@ -182,7 +338,7 @@ struct JSONScanner {
             let s = try string()
             if s.equals("true") { return true }
             if s.equals("false") { return false }
-            throw LineError("expected true or false, found \"\(s.string)\"")
+            throw LineError("expected true or false, found \"\(s.text.prefix(64))\"")
         }
         switch try integer() {
         case 0: return false
@@ -191,7 +347,37 @@ struct JSONScanner {
         }
     }
 
-    /// An integer written as a JSON number without fraction or exponent, or as a string of digits (BigQuery
+    /// Moves past one number of the JSON grammar (`-? (0 | [1-9][0-9]*) (.[0-9]+)? ([eE][+-]?[0-9]+)?`);
+    /// returns whether it is an integer (no fraction, no exponent).
+    @inline(__always)
+    mutating func numberLiteral() throws(LineError) -> Bool {
+        @inline(__always) func digit(_ q: UnsafePointer<UInt8>) -> Bool { q < end && q.pointee &- 0x30 < 10 }
+        if p < end, p.pointee == 0x2D { p += 1 }
+        guard digit(p) else { throw fail("expected a number") }
+        if p.pointee == 0x30 {
+            p += 1
+            if digit(p) { throw fail("a number with a leading zero") }
+        } else {
+            while digit(p) { p += 1 }
+        }
+        var integer = true
+        if p < end, p.pointee == 0x2E {
+            p += 1
+            guard digit(p) else { throw fail("expected a digit after '.'") }
+            while digit(p) { p += 1 }
+            integer = false
+        }
+        if p < end, p.pointee | 0x20 == 0x65 {
+            p += 1
+            if p < end, p.pointee == 0x2B || p.pointee == 0x2D { p += 1 }
+            guard digit(p) else { throw fail("expected a digit in the exponent") }
+            while digit(p) { p += 1 }
+            integer = false
+        }
+        return integer
+    }
+
+    /// An integer written as a JSON number without fraction or exponent, or as a string holding one (BigQuery
     /// writes INT64 values as strings in its JSON exports).
     @inline(__always)
     mutating func integer() throws(LineError) -> Int64 {
@@ -199,48 +385,53 @@ struct JSONScanner {
         guard p < end else { throw fail("expected an integer") }
         if p.pointee == 0x22 {
             let s = try string()
-            var inner = JSONScanner(s.raw)
-            let v = try inner.integer()
-            guard inner.p == inner.end else { throw LineError("expected an integer, found \"\(s.string)\"") }
+            var inner = JSONScanner(s.raw, names: nil)
+            let v = try? inner.integer()
+            guard let v, !s.escaped, inner.p == inner.end else {
+                throw LineError("expected an integer, found \"\(s.text.prefix(64))\"")
+            }
             return v
         }
-        var negative = false
-        if p.pointee == 0x2D {
-            negative = true
-            p += 1
-        }
-        let digitsStart = p
-        var v: Int64 = 0
-        while p < end {
-            let d = p.pointee &- 0x30
-            guard d < 10 else { break }
-            let (m, o1) = v.multipliedReportingOverflow(by: 10)
-            let (a, o2) = m.addingReportingOverflow(Int64(d))
-            guard !o1, !o2 else { throw fail("integer out of range") }
-            v = a
-            p += 1
-        }
-        guard p > digitsStart else { throw fail("expected an integer") }
-        if p < end, p.pointee == 0x2E || p.pointee == 0x65 || p.pointee == 0x45 {
+        let s = p
+        guard try numberLiteral() else {
+            p = s
             throw fail("expected an integer, not a fraction")
         }
-        return negative ? -v : v
+        var q = s
+        let negative = q.pointee == 0x2D
+        if negative { q += 1 }
+        var v: Int64 = 0
+        while q < p {
+            let (m, o1) = v.multipliedReportingOverflow(by: 10)
+            let (a, o2) =
+                negative ? m.subtractingReportingOverflow(Int64(q.pointee &- 0x30)) : m.addingReportingOverflow(Int64(q.pointee &- 0x30))
+            guard !o1, !o2 else {
+                p = s
+                throw fail("integer out of range")
+            }
+            v = a
+            q += 1
+        }
+        return v
     }
 
-    /// Any JSON number (or numeric string) as a double; rare path, so it may allocate.
+    /// Any JSON number (or a string holding one) as a double; rare path, so it may allocate.
     mutating func number() throws(LineError) -> Double {
         skipWhitespace()
         if p < end, p.pointee == 0x22 {
             let s = try string()
-            guard let d = Double(s.string) else { throw LineError("expected a number, found \"\(s.string)\"") }
+            var inner = JSONScanner(s.raw, names: nil)
+            let d = try? inner.number()
+            guard let d, !s.escaped, inner.p == inner.end else {
+                throw LineError("expected a number, found \"\(s.text.prefix(64))\"")
+            }
             return d
         }
         let s = p
-        while p < end, (p.pointee >= 0x30 && p.pointee <= 0x39) || [0x2D, 0x2B, 0x2E, 0x65, 0x45].contains(p.pointee) {
-            p += 1
+        _ = try numberLiteral()
+        guard let d = Double(String(decoding: UnsafeRawBufferPointer(start: s, count: p - s), as: UTF8.self)) else {
+            throw fail("expected a number")
         }
-        guard p > s, let d = Double(String(decoding: UnsafeRawBufferPointer(start: s, count: p - s), as: UTF8.self))
-        else { throw fail("expected a number") }
         return d
     }
 
@@ -251,25 +442,17 @@ struct JSONScanner {
         switch p.pointee {
         case 0x22: _ = try string()
         case 0x7B:
-            p += 1
-            var first = true
-            while try member(&first) != nil { try skipValue() }
+            var object = try beginObject()
+            while try member(&object) != nil { try skipValue() }
         case 0x5B:
-            p += 1
+            try beginArray()
             var first = true
             while try element(&first) { try skipValue() }
         case 0x74: try literal("true")
         case 0x66: try literal("false")
         case 0x6E: try literal("null")
-        default:
-            let s = p
-            if p.pointee == 0x2D { p += 1 }
-            while p < end,
-                (p.pointee >= 0x30 && p.pointee <= 0x39) || [0x2D, 0x2B, 0x2E, 0x65, 0x45].contains(p.pointee)
-            {
-                p += 1
-            }
-            guard p > s, s.pointee != 0x2D || p > s + 1 else { throw fail("expected a value") }
+        case 0x2D, 0x30...0x39: _ = try numberLiteral()
+        default: throw fail("expected a value")
         }
     }
 
@@ -283,6 +466,64 @@ struct JSONScanner {
     mutating func finish() throws(LineError) {
         skipWhitespace()
         guard p == end else { throw fail("unexpected text after the JSON value") }
+    }
+
+    /// The value at `p` written back as compact JSON text with `JSONWriter`'s spelling (strings decoded and
+    /// re-quoted, numbers as written): the differential fuzz target and the tests compare it with
+    /// `JSONWriter` over `JSONParser`'s tree, which holds the scanner to the same decoded values.
+    mutating func canonicalText(into out: inout [UInt8]) throws(LineError) {
+        skipWhitespace()
+        guard p < end else { throw fail("expected a value") }
+        switch p.pointee {
+        case 0x22: JSONWriter.appendQuoted(try string().text, to: &out)
+        case 0x7B:
+            var object = try beginObject()
+            out.append(0x7B)
+            var any = false
+            while let key = try member(&object) {
+                if any { out.append(0x2C) }
+                any = true
+                JSONWriter.appendQuoted(key.text, to: &out)
+                out.append(0x3A)
+                try canonicalText(into: &out)
+            }
+            out.append(0x7D)
+        case 0x5B:
+            try beginArray()
+            out.append(0x5B)
+            var first = true
+            var any = false
+            while try element(&first) {
+                if any { out.append(0x2C) }
+                any = true
+                try canonicalText(into: &out)
+            }
+            out.append(0x5D)
+        default:
+            let s = p
+            try skipValue()
+            out.append(contentsOf: UnsafeBufferPointer(start: s, count: p - s))
+        }
+    }
+}
+
+/// The length of the valid UTF-8 sequence of two to four bytes at `p` (whose first byte is at least 0x80), or 0
+/// when it is not valid UTF-8 (Unicode Table 3-7: no overlong forms, no surrogates, nothing above U+10FFFF).
+@inline(__always)
+func utf8SequenceLength(_ p: UnsafePointer<UInt8>, _ end: UnsafePointer<UInt8>) -> Int {
+    let c = p.pointee
+    @inline(__always) func cont(_ i: Int, _ lo: UInt8 = 0x80, _ hi: UInt8 = 0xBF) -> Bool {
+        p + i < end && p[i] >= lo && p[i] <= hi
+    }
+    switch c {
+    case 0xC2...0xDF: return cont(1) ? 2 : 0
+    case 0xE0: return cont(1, 0xA0) && cont(2) ? 3 : 0
+    case 0xE1...0xEC, 0xEE, 0xEF: return cont(1) && cont(2) ? 3 : 0
+    case 0xED: return cont(1, 0x80, 0x9F) && cont(2) ? 3 : 0
+    case 0xF0: return cont(1, 0x90) && cont(2) && cont(3) ? 4 : 0
+    case 0xF1...0xF3: return cont(1) && cont(2) && cont(3) ? 4 : 0
+    case 0xF4: return cont(1, 0x80, 0x8F) && cont(2) && cont(3) ? 4 : 0
+    default: return 0
     }
 }
 

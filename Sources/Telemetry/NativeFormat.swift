@@ -20,12 +20,15 @@ import Rollout
 /// | `app` | no | app version |
 ///
 /// Keys may come in any order; unknown keys are ignored so that newer writers stay readable. The reader is a
-/// byte scanner that builds no tree and allocates nothing per line.
+/// byte scanner that builds no tree and allocates nothing per line. Limits (`IngestLimits`): `t` within the
+/// ingest's `EventTimeWindow`, `i` at most 256 bytes, the line at most 1 MiB, no key given twice.
 public enum NativeFormat {
-    /// Reads one line into `batch`.
-    public static func read(_ line: UnsafeRawBufferPointer, into batch: TelemetryBatch) throws(LineError) {
+    /// Reads one line into `batch`; its time must lie in `window`.
+    public static func read(_ line: UnsafeRawBufferPointer, into batch: TelemetryBatch, window: EventTimeWindow)
+        throws(LineError)
+    {
         var escapedID: String?
-        var e = try parse(line, batch, escapedID: &escapedID)
+        var e = try parse(line, batch, window: window, escapedID: &escapedID)
         if var text = escapedID {
             text.withUTF8 { record(UnsafeRawBufferPointer($0), e, batch) }
         } else {
@@ -43,12 +46,12 @@ public enum NativeFormat {
     /// Parses one line; an id with escapes comes back decoded in `escapedID` (and `id` of the result is then
     /// not to be used).
     @inline(__always)
-    static func parse(_ line: UnsafeRawBufferPointer, _ batch: TelemetryBatch, escapedID: inout String?)
-        throws(LineError) -> ParsedEvent
+    static func parse(
+        _ line: UnsafeRawBufferPointer, _ batch: TelemetryBatch, window: EventTimeWindow, escapedID: inout String?
+    ) throws(LineError) -> ParsedEvent
     {
-        var s = JSONScanner(line)
-        try s.beginObject()
-        var first = true
+        var s = JSONScanner(line, names: batch.memberNames)
+        var object = try s.beginObject()
         var time: Int64?
         var id: ByteSpan?
         var kind: CounterKind?
@@ -58,7 +61,7 @@ public enum NativeFormat {
         var fatal = true
         var version: Int64?
         var osMajor: UInt8 = 0
-        while let key = try s.member(&first) {
+        while let key = try s.member(&object) {
             if key.escaped {
                 try s.skipValue()
                 continue
@@ -87,7 +90,9 @@ public enum NativeFormat {
         }
         try s.finish()
         guard let time else { throw LineError("missing \"t\" (event time in microseconds)") }
+        try window.check(time, field: "event time \"t\"")
         guard let id, id.count > 0 else { throw LineError("missing \"i\" (installation id)") }
+        try checkInstallationID(id, field: "installation id \"i\"")
         guard let kind else { throw LineError("missing \"k\" (success, failure, crash, session or fetch)") }
         var detail: UInt16 = 0
         switch kind {
@@ -101,7 +106,7 @@ public enum NativeFormat {
         }
         if id.escaped { escapedID = id.text }
         return ParsedEvent(
-            time: time, id: id.start, idLength: id.count, hash: id.escaped ? 0 : hashBytes(id.start, id.count),
+            time: time, id: id.start, idLength: id.count, hash: id.escaped ? 0 : batch.installations.hash(id.start, id.count),
             version: version ?? 0, detail: detail, kind: kind, cohort: cohort, provider: provider, osMajor: osMajor)
     }
 

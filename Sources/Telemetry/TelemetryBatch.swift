@@ -93,6 +93,8 @@ public struct InstallationDelta: Sendable {
 public final class TelemetryBatch {
     let counters = CountMap()
     let installations = InstallationTable()
+    /// The member names of the line being read, for duplicate keys (reused by every line of the batch).
+    public let memberNames = MemberNames()
     private var reasonIDs: [String: UInt16] = [:]
     /// Rejection reasons in the order first seen; a failure's local detail is `rejectedBase + index`.
     public private(set) var reasons: [String] = []
@@ -173,7 +175,7 @@ public final class TelemetryBatch {
         detail: UInt16, osMajor: UInt8, templateVersion: Int64
     ) {
         record(
-            time: time, id: id, hash: hashBytes(id.baseAddress!, id.count), kind: kind, cohort: cohort,
+            time: time, id: id, hash: installations.hash(id.baseAddress!, id.count), kind: kind, cohort: cohort,
             provider: provider,
             detail: detail, osMajor: osMajor, templateVersion: templateVersion)
     }

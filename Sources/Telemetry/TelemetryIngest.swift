@@ -3,6 +3,8 @@
 #elseif canImport(Darwin)
     import Darwin
 #endif
+import TerminalText
+import Timekeeping
 
 /// The row formats `rollout ingest` reads.
 public enum TelemetryFormat: String, Sendable, CaseIterable {
@@ -14,20 +16,80 @@ public enum TelemetryFormat: String, Sendable, CaseIterable {
     case crashlytics
 }
 
-/// A line that could not be read.
+/// A line that could not be read, or (in `TelemetryIngest.warnings`) one read with a warning.
 public struct IngestProblem: Hashable, Sendable, CustomStringConvertible {
     public var line: Int
     public var reason: String
     public var description: String { "line \(line): \(reason)" }
 }
 
+/// The bounds every line of telemetry must keep: anything a device or an export file carries is hostile until
+/// checked, and one line must not be able to grow the store or the memory of `ingest` without bound.
+public enum IngestLimits {
+    /// The longest line read, in bytes (before the newline). Native lines are about 150 bytes and GA4 and
+    /// Crashlytics rows a few kilobytes; a longer line is reported by its number and skipped without being
+    /// buffered whole.
+    public static let maximumLineBytes = 1 << 20
+    /// The longest installation id, in bytes. Firebase installation ids are 22 characters, GA4's
+    /// `user_pseudo_id` and Crashlytics' `installation_uuid` about 32 to 40; 256 leaves room for any of them.
+    public static let maximumInstallationIDBytes = 256
+    /// How far before the rollout's start an event may be (its baseline).
+    public static let history = Instant.Duration.days(30)
+    /// How far after `now` an event may be: device clocks run ahead.
+    public static let clockSkew = Instant.Duration.minutes(5)
+}
+
+/// The times an ingested event may carry: from `IngestLimits.history` before the rollout's start (or the Unix
+/// epoch when no rollout has started) to `IngestLimits.clockSkew` after now. An event outside is a bad line,
+/// reported by its number and never stored: an event dated years ahead would otherwise stay the "newest event"
+/// forever and hide that telemetry stopped.
+public struct EventTimeWindow: Hashable, Sendable, CustomStringConvertible {
+    public var earliest: Instant
+    public var latest: Instant
+
+    /// `now` is the ingest's clock reading; `rolloutStart` is `RolloutMonitor.Status.startedAt` (nil when none).
+    public init(now: Instant, rolloutStart: Instant?) {
+        earliest = max(Instant(microseconds: 0), rolloutStart.map { $0 - IngestLimits.history } ?? Instant(microseconds: 0))
+        latest = now + IngestLimits.clockSkew
+    }
+
+    public var description: String { "\(earliest.iso8601) to \(latest.iso8601)" }
+
+    /// Refuses an event time (microseconds) outside the window, naming the field.
+    @inline(__always)
+    func check(_ micros: Int64, field: String) throws(LineError) {
+        guard micros >= earliest.microseconds, micros <= latest.microseconds else { throw refusal(micros, field) }
+    }
+
+    private func refusal(_ micros: Int64, _ field: String) -> LineError {
+        let t = Instant(microseconds: micros).iso8601
+        if micros > latest.microseconds {
+            return LineError("\(field) \(t) is in the future (latest accepted \(latest.iso8601): now + 5 minutes of clock skew)")
+        }
+        return LineError("\(field) \(t) is too old (earliest accepted \(earliest.iso8601): 30 days before the rollout started)")
+    }
+}
+
+/// Refuses an installation id longer than `IngestLimits.maximumInstallationIDBytes`, naming the field.
+@inline(__always)
+func checkInstallationID(_ id: ByteSpan, field: String) throws(LineError) {
+    guard id.count > IngestLimits.maximumInstallationIDBytes else { return }
+    let length = id.escaped ? id.text.utf8.count : id.count
+    guard length > IngestLimits.maximumInstallationIDBytes else { return }
+    throw LineError("\(field) is \(length) bytes long (at most \(IngestLimits.maximumInstallationIDBytes))")
+}
+
 /// Splits a byte stream into lines and reads each into a `TelemetryBatch`, noting bad lines by number.
 ///
-/// Bytes arrive in chunks of any size (`feed`); a line cut by a chunk boundary is kept until the rest arrives.
-/// Complete lines are read in place, without copying. Blank lines are skipped; a trailing `\r` is dropped.
+/// Bytes arrive in chunks of any size (`feed`); a line cut by a chunk boundary is kept until the rest arrives,
+/// up to `IngestLimits.maximumLineBytes` (a longer line is skipped to its end and reported). Complete lines are
+/// read in place, without copying. Blank lines are skipped; a trailing `\r` is dropped. Event times must lie
+/// in `window`; a member named twice in one object is a bad line under `DuplicateKeyPolicy.reject` and a
+/// warning (`warnings`, `warningCount`) under `.count`.
 public final class TelemetryIngest {
     public let format: TelemetryFormat
     public let batch: TelemetryBatch
+    public let window: EventTimeWindow
     /// Lines seen so far (the number of the last complete line).
     public private(set) var lines = 0
     /// Rows counted as events.
@@ -37,17 +99,28 @@ public final class TelemetryIngest {
     /// Every bad line up to `maximumReportedProblems`; `problemCount` counts them all.
     public private(set) var problems: [IngestProblem] = []
     public private(set) var problemCount = 0
+    /// Lines read despite a member named twice (under `DuplicateKeyPolicy.count`), up to
+    /// `maximumReportedProblems`; `warningCount` counts them all.
+    public private(set) var warnings: [IngestProblem] = []
+    public private(set) var warningCount = 0
     public let maximumReportedProblems: Int
     private var carry: [UInt8] = []
+    /// The length of the line being skipped because it is longer than `IngestLimits.maximumLineBytes`.
+    private var skipping: Int?
     /// Native lines parsed but not yet recorded (see `TelemetryBatch.record(_ block:)`); they point into the
     /// bytes being fed, so the block is recorded before `feed` returns and before a carried line is dropped.
     private let block = UnsafeMutableBufferPointer<ParsedEvent>.allocate(capacity: 32)
     private var blockCount = 0
 
-    public init(format: TelemetryFormat, batch: TelemetryBatch = TelemetryBatch(), maximumReportedProblems: Int = 100) {
+    public init(
+        format: TelemetryFormat, window: EventTimeWindow, duplicateKeys: DuplicateKeyPolicy = .count,
+        batch: TelemetryBatch = TelemetryBatch(), maximumReportedProblems: Int = 100
+    ) {
         self.format = format
+        self.window = window
         self.batch = batch
         self.maximumReportedProblems = maximumReportedProblems
+        batch.memberNames.policy = duplicateKeys
     }
 
     deinit { block.deallocate() }
@@ -62,35 +135,74 @@ public final class TelemetryIngest {
     public func feed(_ bytes: UnsafeRawBufferPointer) {
         guard var p = bytes.baseAddress?.assumingMemoryBound(to: UInt8.self) else { return }
         let end = p + bytes.count
-        if !carry.isEmpty {
-            guard let nl = memchr(p, 0x0A, end - p).map({ UnsafePointer($0.assumingMemoryBound(to: UInt8.self)) })
-            else {
-                carry.append(contentsOf: UnsafeBufferPointer(start: p, count: end - p))
+        func newline(_ from: UnsafePointer<UInt8>) -> UnsafePointer<UInt8>? {
+            memchr(from, 0x0A, end - from).map { UnsafePointer($0.assumingMemoryBound(to: UInt8.self)) }
+        }
+        if skipping != nil || !carry.isEmpty {
+            guard let nl = newline(p) else {
+                keep(p, end - p)
                 return
             }
-            carry.append(contentsOf: UnsafeBufferPointer(start: p, count: nl - p))
-            carry.withUnsafeBytes { readLine($0) }
-            flushBlock()
+            keep(p, nl - p)
+            if let length = skipping {
+                tooLong(length)
+                skipping = nil
+            } else {
+                carry.withUnsafeBytes { readLine($0) }
+                flushBlock()
+            }
             carry.removeAll(keepingCapacity: true)
             p = nl + 1
         }
         defer { flushBlock() }
         while p < end {
-            guard let nl = memchr(p, 0x0A, end - p).map({ UnsafePointer($0.assumingMemoryBound(to: UInt8.self)) })
-            else {
-                carry.append(contentsOf: UnsafeBufferPointer(start: p, count: end - p))
+            guard let nl = newline(p) else {
+                keep(p, end - p)
                 return
             }
-            readLine(UnsafeRawBufferPointer(start: p, count: nl - p))
+            if nl - p > IngestLimits.maximumLineBytes {
+                tooLong(nl - p)
+            } else {
+                readLine(UnsafeRawBufferPointer(start: p, count: nl - p))
+            }
             p = nl + 1
+        }
+    }
+
+    /// Keeps the start of a line cut by the end of a chunk, or counts it once it is too long to keep.
+    private func keep(_ p: UnsafePointer<UInt8>, _ n: Int) {
+        if let length = skipping {
+            skipping = length + n
+        } else if carry.count + n > IngestLimits.maximumLineBytes {
+            skipping = carry.count + n
+            carry = []
+        } else {
+            carry.append(contentsOf: UnsafeBufferPointer(start: p, count: n))
+        }
+    }
+
+    private func tooLong(_ length: Int) {
+        lines += 1
+        problem("the line is \(length) bytes long (at most \(IngestLimits.maximumLineBytes)); skipped unread")
+    }
+
+    /// Notes a bad line; the reason quotes the line's text, so it is made safe to show (`Sanitiser`) here, once.
+    private func problem(_ reason: String) {
+        problemCount += 1
+        if problems.count < maximumReportedProblems {
+            problems.append(IngestProblem(line: lines, reason: Sanitiser.escape(reason)))
         }
     }
 
     /// Reads the last line when the input does not end with a newline.
     public func finish() {
-        guard !carry.isEmpty else { return }
-        carry.withUnsafeBytes { readLine($0) }
-        flushBlock()
+        if let length = skipping {
+            tooLong(length)
+            skipping = nil
+        } else if !carry.isEmpty {
+            carry.withUnsafeBytes { readLine($0) }
+            flushBlock()
+        }
         carry.removeAll(keepingCapacity: true)
     }
 
@@ -100,6 +212,8 @@ public final class TelemetryIngest {
         ignored = 0
         problems.removeAll()
         problemCount = 0
+        warnings.removeAll()
+        warningCount = 0
     }
 
     @inline(__always)
@@ -109,11 +223,13 @@ public final class TelemetryIngest {
         if n > 0, raw[n - 1] == 0x0D { n -= 1 }
         if n == 0 { return }
         let line = UnsafeRawBufferPointer(start: raw.baseAddress, count: n)
+        let names = batch.memberNames
+        names.resetFindings()
         do throws(LineError) {
             switch format {
             case .native:
                 var escapedID: String?
-                let e = try NativeFormat.parse(line, batch, escapedID: &escapedID)
+                let e = try NativeFormat.parse(line, batch, window: window, escapedID: &escapedID)
                 if var text = escapedID {
                     flushBlock()
                     text.withUTF8 { NativeFormat.record(UnsafeRawBufferPointer($0), e, batch) }
@@ -124,16 +240,27 @@ public final class TelemetryIngest {
                 }
                 recorded += 1
             case .ga4:
-                if try GA4Format.read(line, into: batch) == .recorded { recorded += 1 } else { ignored += 1 }
+                if try GA4Format.read(line, into: batch, window: window) == .recorded { recorded += 1 } else { ignored += 1 }
             case .crashlytics:
-                if try CrashlyticsFormat.read(line, into: batch) == .recorded { recorded += 1 } else { ignored += 1 }
+                if try CrashlyticsFormat.read(line, into: batch, window: window) == .recorded {
+                    recorded += 1
+                } else {
+                    ignored += 1
+                }
+            }
+            if names.duplicates > 0 {
+                warningCount += 1
+                if warnings.count < maximumReportedProblems {
+                    let name = Sanitiser.escape(names.firstDuplicate.map { String($0.prefix(64)) } ?? "")
+                    warnings.append(
+                        IngestProblem(
+                            line: lines,
+                            reason: "member name \"\(name)\" given twice (\(names.duplicates) duplicate\(names.duplicates == 1 ? "" : "s")); the last value was used"))
+                }
             }
         } catch {
             if line.allSatisfy({ $0 == 0x20 || $0 == 0x09 }) { return }
-            problemCount += 1
-            if problems.count < maximumReportedProblems {
-                problems.append(IngestProblem(line: lines, reason: error.reason))
-            }
+            problem(error.reason)
         }
     }
 }

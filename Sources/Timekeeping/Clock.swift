@@ -18,6 +18,13 @@ public struct Instant: Hashable, Comparable, Sendable, CustomStringConvertible {
 
     public init(microseconds: Int64) { self.microseconds = microseconds }
     public init(seconds: Int64) { self.microseconds = seconds * 1_000_000 }
+    /// Whole seconds, or nil when they do not fit in 64-bit microseconds (about ±292,000 years): for seconds
+    /// read from outside (token claims, files), where `init(seconds:)` would trap.
+    public init?(checkedSeconds seconds: Int64) {
+        let (m, overflow) = seconds.multipliedReportingOverflow(by: 1_000_000)
+        guard !overflow else { return nil }
+        microseconds = m
+    }
     public init(secondsSince1970 seconds: Double) { self.microseconds = Int64((seconds * 1_000_000).rounded()) }
     public init(_ date: Date) { self.init(secondsSince1970: date.timeIntervalSince1970) }
 
@@ -87,11 +94,37 @@ public enum ISO8601 {
         return String(format: "%04lld-%02lld-%02lldT%02lld:%02lld:%02lld.%03lldZ", y, m, d, s / 3600, (s / 60) % 60, s % 60, ms)
     }
 
+    /// The largest UTC offset accepted (RFC 3339 allows ±23:59, but no zone has ever been beyond ±14:00;
+    /// ±18:00 is the bound of `java.time` and of the issue: anything larger is a typo or an attack).
+    public static let maximumOffsetMinutes: Int64 = 18 * 60
+
     /// Parses `YYYY-MM-DDTHH:MM:SS[.fraction](Z|±HH:MM)`, also with a space instead of `T` and ` UTC` as the zone
     /// (the BigQuery export's timestamp text). Returns nil on anything else.
+    ///
+    /// Strict: the date must exist in the proleptic Gregorian calendar (`2026-02-31` is refused, not moved to
+    /// 3 March), hours 0–23, minutes and seconds 0–59 (a leap second `:60` is refused: Unix time has none, and
+    /// none of our sources write one), offsets within ±18:00 with minutes 0–59. `parseReportingError` says why.
+    /// This is the one ISO 8601 parser of the code base; every command, file format and row format uses it.
     public static func parse(_ text: String) -> Instant? {
-        var u = Array(text.utf8)
-        if u.count >= 4, String(decoding: u.suffix(4), as: UTF8.self) == " UTC" { u.removeLast(4); u.append(UInt8(ascii: "Z")) }
+        try? parseReportingError(text)
+    }
+
+    /// Why a text is not an ISO 8601 instant.
+    public struct ParseError: Error, Hashable, Sendable, CustomStringConvertible {
+        public var text: String
+        public var reason: String
+        public var description: String { "'\(text)' is not an ISO 8601 instant: \(reason)" }
+    }
+
+    /// `parse`, with the reason for a refusal.
+    public static func parseReportingError(_ text: String) throws(ParseError) -> Instant {
+        var u = Array(text.utf8.prefix(64))
+        func fail(_ reason: String) -> ParseError { ParseError(text: String(text.prefix(64)), reason: reason) }
+        guard text.utf8.count <= 64 else { throw fail("longer than 64 bytes") }
+        if u.count >= 4, u.suffix(4).elementsEqual(" UTC".utf8) {
+            u.removeLast(4)
+            u.append(UInt8(ascii: "Z"))
+        }
         func num(_ from: Int, _ len: Int) -> Int64? {
             guard from + len <= u.count else { return nil }
             var v: Int64 = 0
@@ -104,8 +137,15 @@ public enum ISO8601 {
         }
         guard u.count >= 19, let y = num(0, 4), u[4] == 45, let mo = num(5, 2), u[7] == 45, let d = num(8, 2),
             u[10] == 84 || u[10] == 116 || u[10] == 32, let h = num(11, 2), u[13] == 58, let mi = num(14, 2),
-            u[16] == 58, let s = num(17, 2), (1...12).contains(mo), (1...31).contains(d), h < 24, mi < 60, s < 61
-        else { return nil }
+            u[16] == 58, let s = num(17, 2)
+        else { throw fail("expected YYYY-MM-DDTHH:MM:SS") }
+        guard (1...12).contains(mo) else { throw fail("month \(mo) is not 1 to 12") }
+        guard d >= 1, d <= daysInMonth(year: y, month: mo) else {
+            throw fail("day \(d) does not exist in \(String(format: "%04lld-%02lld", y, mo))")
+        }
+        guard h < 24 else { throw fail("hour \(h) is not 0 to 23") }
+        guard mi < 60 else { throw fail("minute \(mi) is not 0 to 59") }
+        guard s < 60 else { throw fail("second \(s) is not 0 to 59 (leap seconds are not accepted)") }
         var i = 19
         var micros: Int64 = 0
         if i < u.count, u[i] == 46 {
@@ -116,7 +156,7 @@ public enum ISO8601 {
                 digits += 1
                 i += 1
             }
-            guard digits > 0 else { return nil }
+            guard digits > 0 else { throw fail("a '.' needs digits after it") }
             for _ in digits..<max(digits, 6) { micros *= 10 }
         }
         var offset: Int64 = 0
@@ -124,16 +164,33 @@ public enum ISO8601 {
             i += 1
         } else if i < u.count, u[i] == 43 || u[i] == 45 {
             let sign: Int64 = u[i] == 43 ? 1 : -1
-            guard let oh = num(i + 1, 2), i + 3 < u.count, u[i + 3] == 58, let om = num(i + 4, 2) else { return nil }
+            guard let oh = num(i + 1, 2), i + 3 < u.count, u[i + 3] == 58, let om = num(i + 4, 2) else {
+                throw fail("expected an offset ±HH:MM")
+            }
+            guard om < 60, oh * 60 + om <= maximumOffsetMinutes else {
+                throw fail("offset \(sign > 0 ? "+" : "-")\(String(format: "%02lld:%02lld", oh, om)) is beyond ±18:00")
+            }
             offset = sign * (oh * 3600 + om * 60)
             i += 6
         } else {
-            return nil
+            throw fail("expected Z or an offset ±HH:MM after the time")
         }
-        guard i == u.count else { return nil }
+        guard i == u.count else { throw fail("unexpected text after the time zone") }
         let days = daysFromCivil(y, mo, d)
         let secs = days * 86_400 + h * 3600 + mi * 60 + s - offset
         return Instant(microseconds: secs * 1_000_000 + micros)
+    }
+
+    /// Whether `year` is a leap year of the proleptic Gregorian calendar.
+    public static func isLeapYear(_ year: Int64) -> Bool { year % 4 == 0 && (year % 100 != 0 || year % 400 == 0) }
+
+    /// The number of days of a month (1–12) of the proleptic Gregorian calendar.
+    public static func daysInMonth(year: Int64, month: Int64) -> Int64 {
+        switch month {
+        case 2: isLeapYear(year) ? 29 : 28
+        case 4, 6, 9, 11: 30
+        default: 31
+        }
     }
 
     /// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's algorithm).

@@ -89,7 +89,7 @@ enum TelemetryBench {
     /// Ingests a file into a fresh store as `rollout ingest` does; returns (events, parse seconds, commit seconds).
     static func ingestFile(_ path: String, format: TelemetryFormat, store: String) throws -> (Int, Double, Double) {
         let tables = try TelemetryTables(database: SQLiteDatabase(path: store))
-        let ingest = TelemetryIngest(format: format)
+        let ingest = TelemetryIngest(format: format, window: EventTimeWindow(now: SystemClock().now(), rolloutStart: nil))
         let fd = open(path, O_RDONLY)
         guard fd >= 0 else { throw BenchError("cannot read \(path)") }
         defer { close(fd) }

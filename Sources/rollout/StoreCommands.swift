@@ -6,6 +6,7 @@ import RemoteConfig
 import Rollout
 import Store
 import Timekeeping
+import TerminalText
 
 /// The operator commands over the config store: create it, read it, change the rollout, move templates in and
 /// out, and check the audit log.
@@ -659,18 +660,8 @@ extension StoreCommands {
         return kept
     }
 
-    /// Text from the store or the user made safe for a terminal: control characters are shown escaped.
-    static func printable(_ text: String) -> String {
-        var out = ""
-        for scalar in text.unicodeScalars {
-            if scalar.properties.generalCategory == .control {
-                out += "\\u{\(String(scalar.value, radix: 16))}"
-            } else {
-                out.unicodeScalars.append(scalar)
-            }
-        }
-        return out
-    }
+    /// Text from the store or the user made safe for a terminal: `Sanitiser`, the one output sanitiser.
+    static func printable(_ text: String) -> String { Sanitiser.escape(text) }
 
     static func printRows(_ rows: [(String, String)]) {
         let width = rows.map(\.0.count).max() ?? 0

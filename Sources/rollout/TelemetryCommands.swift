@@ -5,6 +5,7 @@ import Rollout
 import Store
 import Telemetry
 import Timekeeping
+import TerminalText
 
 /// `rollout ingest` and `rollout telemetry`: events in, and the dashboard figures out.
 enum TelemetryCommands {
@@ -82,7 +83,7 @@ enum TelemetryCommands {
         let session = try Wiring.session(invocation)
         let tables = try session.store.withDatabase { try TelemetryTables(database: $0) }
         let clock = session.clock
-        let ingest = TelemetryIngest(format: format)
+        let ingest = TelemetryIngest(format: format, window: EventTimeWindow(now: clock.now(), rolloutStart: try session.monitor().status().startedAt), duplicateKeys: strict ? .reject : .count)
         var summary = IngestSummary()
         let source = "\(format.rawValue):\(path == "-" ? "stdin" : path)"
 
@@ -325,7 +326,7 @@ enum TelemetryReport {
             )
         }
         let failures = try s.totals.failuresByDetail().sorted { $0.value > $1.value }.map {
-            "\(try tables.describe($0.key)) \($0.value)"
+            "\(Sanitiser.escape(try tables.describe($0.key))) \($0.value)"
         }
         if !failures.isEmpty { out.append("failures: " + failures.joined(separator: ", ")) }
         out.append(

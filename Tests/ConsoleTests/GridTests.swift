@@ -60,7 +60,7 @@ struct GridTests {
         g.write("abc", x: -2, y: 1)
         #expect(g.lines[1] == "c         ")
         g.write("tab\tbell\u{7}", x: 0, y: 1)
-        #expect(g.lines[1] == "tab bell  ")
+        #expect(g.lines[1] == #"tab\u0009…"#)
     }
 
     @Test("combining marks and zero-width scalars are dropped, not given a cell")

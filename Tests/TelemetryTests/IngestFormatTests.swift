@@ -5,9 +5,16 @@ import Timekeeping
 
 @testable import Telemetry
 
+/// The window of these tests' events: they happen around 1_780_000_000 s (2026-05-28), the rollout started
+/// at `rolloutStart`, and now is a day after.
+let testWindow = EventTimeWindow(now: Instant(seconds: 1_780_086_400), rolloutStart: Instant(seconds: 1_779_000_000))
+
 /// Reads `text` as one input and returns the ingest (its batch and problems).
-func ingest(_ text: String, format: TelemetryFormat, chunk: Int? = nil) -> TelemetryIngest {
-    let ingest = TelemetryIngest(format: format)
+func ingest(
+    _ text: String, format: TelemetryFormat, chunk: Int? = nil, window: EventTimeWindow = testWindow,
+    duplicateKeys: DuplicateKeyPolicy = .count
+) -> TelemetryIngest {
+    let ingest = TelemetryIngest(format: format, window: window, duplicateKeys: duplicateKeys)
     let bytes = Array(text.utf8)
     let size = chunk ?? max(1, bytes.count)
     var i = 0
@@ -326,7 +333,7 @@ struct CrashlyticsFormatTests {
         #expect(i.recorded == 1)
         #expect(
             i.problems == [
-                IngestProblem(line: 2, reason: "event_timestamp \"yesterday\" is not a timestamp"),
+                IngestProblem(line: 2, reason: "event_timestamp 'yesterday' is not an ISO 8601 instant: expected YYYY-MM-DDTHH:MM:SS"),
                 IngestProblem(line: 3, reason: "missing is_fatal (or error_type)"),
                 IngestProblem(line: 4, reason: "missing installation_uuid"),
                 IngestProblem(line: 5, reason: "cohort \"treatment\" is not enabled, control or none"),
@@ -340,7 +347,7 @@ struct JSONScannerTests {
     func scan(_ text: String, _ body: (inout JSONScanner) throws(LineError) -> Void) -> LineError? {
         var bytes = Array(text.utf8)
         return bytes.withUnsafeMutableBytes { raw -> LineError? in
-            var s = JSONScanner(UnsafeRawBufferPointer(raw))
+            var s = JSONScanner(UnsafeRawBufferPointer(raw), names: MemberNames())
             do throws(LineError) {
                 try body(&s)
                 try s.finish()

@@ -1,3 +1,5 @@
+import TerminalText
+
 /// The semantic role of a cell: what it means, never which colour it is.
 ///
 /// Themes map roles to colours and to monochrome attributes; the renderer only ever names roles, so that every
@@ -173,13 +175,17 @@ public struct Grid: Hashable, Sendable {
 
     /// Writes `text` from (x, y), never past `limit` columns from x or the clip area; returns the columns used.
     ///
-    /// Text that does not fit is cut and ends in `…`. Control characters become spaces; zero-width scalars are
-    /// dropped (the grid holds one scalar per cell).
+    /// This is where all text enters the grid, so it is where text from outside (telemetry error classes,
+    /// template values, condition names) is made safe: control characters (C0, DEL, C1) and bidirectional
+    /// overrides are shown as `\u001b`-style escapes by `Sanitiser`, the one output sanitiser, so that no
+    /// string can drive or reorder the terminal. Text that does not fit is cut and ends in `…`; zero-width
+    /// scalars are dropped (the grid holds one scalar per cell).
     @discardableResult
     public mutating func write(
-        _ text: String, x: Int, y: Int, role: Role = .text, attributes: TextAttributes = [], limit: Int? = nil,
+        _ raw: String, x: Int, y: Int, role: Role = .text, attributes: TextAttributes = [], limit: Int? = nil,
         clip: Rect? = nil
     ) -> Int {
+        let text = Sanitiser.escape(raw)
         let area = (clip ?? bounds).intersection(bounds)
         guard y >= area.y, y < area.maxY, x < area.maxX else { return 0 }
         let end = min(area.maxX, limit.map { x + max(0, $0) } ?? area.maxX)
@@ -190,13 +196,9 @@ public struct Grid: Hashable, Sendable {
         var col = x
         let base = y * size.width
         for s in text.unicodeScalars {
-            var scalar = s
-            var w = CharacterWidth.of(s)
-            if w == 0 {
-                if s.value >= 0x20 && s.value != 0x7F && !(0x80..<0xA0).contains(s.value) { continue }
-                scalar = " "
-                w = 1
-            }
+            let scalar = s
+            let w = CharacterWidth.of(s)
+            if w == 0 { continue }
             if col - x + w > room { break }
             if col >= area.x {
                 cells[base + col] = Cell(scalar, role: role, attributes: attributes, width: UInt8(w))

@@ -1,0 +1,39 @@
+import Foundation
+import TestSupport
+import Testing
+
+/// Issue 13: text from device telemetry reaches the terminal only escaped.
+@Suite("hostile telemetry output")
+struct HostileOutputTests {
+    static let hostileJSON = #"rejected:\u001b]0;pwned\u0007\u001b[2J"#
+
+    @Test("an error class with a title change and a screen clear comes out of 'rollout telemetry' escaped")
+    func telemetryTextEscapesErrorClasses() throws {
+        let db = try TestSupport.temporaryDirectory("hostile").appendingPathComponent("store.db").path
+        let now = Int64(Date().timeIntervalSince1970 * 1_000_000) - 60_000_000
+        let input = (0..<3).map { #"{"t":\#(now + Int64($0)),"i":"fid-\#($0)","k":"failure","e":"\#(Self.hostileJSON)","c":"enabled","p":"appAttest"}"# }
+            .joined(separator: "\n") + "\n"
+        let ingest = try TestSupport.run(try TestSupport.rolloutBinary(), ["ingest", "--store", db, "-"], stdin: input)
+        #expect(ingest.status == 0, "\(ingest.stdout)\(ingest.stderr)")
+        let r = try TestSupport.run(try TestSupport.rolloutBinary(), ["telemetry", "--store", db])
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(!r.stdout.unicodeScalars.contains { $0.value == 0x1B || $0.value == 0x07 }, "\(r.stdout.debugDescription)")
+        #expect(r.stdout.contains(#"rejected:\u001b]0;pwned\u0007\u001b[2J 3"#), "\(r.stdout)")
+        let json = try TestSupport.run(try TestSupport.rolloutBinary(), ["telemetry", "--json", "--store", db])
+        #expect(!json.stdout.unicodeScalars.contains { $0.value == 0x1B || $0.value == 0x07 })
+        let object = try JSONSerialization.jsonObject(with: Data(json.stdout.utf8)) as? [String: Any]
+        let classes = object?["failuresByClass"] as? [String: Any]
+        #expect(classes?["rejected:\u{1b}]0;pwned\u{07}\u{1b}[2J"] as? Int == 3, "\(json.stdout)")
+    }
+
+    @Test("a bad line quoting escapes is reported escaped by 'rollout ingest'")
+    func ingestProblemsAreEscaped() throws {
+        let db = try TestSupport.temporaryDirectory("hostile").appendingPathComponent("store.db").path
+        let r = try TestSupport.run(
+            try TestSupport.rolloutBinary(), ["ingest", "--store", db, "-"],
+            stdin: #"{"t":1780000000000000,"i":"a","k":"\u001b]0;pwned\u0007"}"# + "\n")
+        #expect(r.status == 1)
+        #expect(!r.stdout.unicodeScalars.contains { $0.value == 0x1B || $0.value == 0x07 })
+        #expect(r.stdout.contains(#"unknown kind "\u001b]0;pwned\u0007""#), "\(r.stdout)")
+    }
+}

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Builds one libFuzzer target: scripts/fuzz-build.sh OUTPUT_PATH ENTRY_DIR [MODULE ...] [-- EXTRA_SOURCE ...]
+# SwiftPM cannot link an executable against libFuzzer's main, so swiftc builds each MODULE (in dependency
+# order, from Sources/MODULE) as a static library with -enable-testing (entries may `@testable import` it),
+# caching it under .build/fuzz-lib until a source of it changes; then the entry (ENTRY_DIR/FuzzEntry.swift),
+# with any EXTRA_SOURCE files compiled into the entry's own module, is linked against them.
+set -euo pipefail
+out=${1:?usage: fuzz-build.sh OUTPUT_PATH ENTRY_DIR [MODULE ...] [-- EXTRA_SOURCE ...]}
+entry=${2:?usage: fuzz-build.sh OUTPUT_PATH ENTRY_DIR [MODULE ...] [-- EXTRA_SOURCE ...]}
+shift 2
+root=$(cd "$(dirname "$0")/.." && pwd)
+case "$out" in /*) ;; *) out="$PWD/$out" ;; esac
+case "$entry" in /*) ;; *) entry="$PWD/$entry" ;; esac
+modules=()
+extra=()
+while [ $# -gt 0 ]; do
+  if [ "$1" = "--" ]; then shift; extra=("$@"); break; fi
+  modules+=("$1"); shift
+done
+lib="$root/.build/fuzz-lib"
+mkdir -p "$lib"
+flags=(-sanitize=fuzzer,address -use-ld=lld -parse-as-library -swift-version 6 -O -g -enable-testing
+  -I "$root/Sources/COpenSSL" -I "$lib" -L "$lib")
+links=()
+for module in "${modules[@]}"; do
+  archive="$lib/lib$module.a"
+  # Rebuilt when a source is newer than the archive or a module built before it in this list was rebuilt.
+  if [ ! -f "$archive" ] || [ -n "$(find "$root/Sources/$module" -name '*.swift' -newer "$archive" -print -quit)" ] \
+    || [ -n "${rebuilt:-}" ]; then
+    swiftc "${flags[@]}" -module-name "$module" -emit-module -emit-module-path "$lib/$module.swiftmodule" \
+      -emit-library -static -o "$archive.tmp" $(find "$root/Sources/$module" -name '*.swift' | sort)
+    mv "$archive.tmp" "$archive"
+    rebuilt=1
+  fi
+  links+=("-l$module")
+done
+sources=("$entry/FuzzEntry.swift")
+for f in "${extra[@]}"; do sources+=("$root/$f"); done
+name=$(basename "$entry")
+swiftc "${flags[@]}" -module-name "${name}Fuzz" "${links[@]}" -lcrypto "${sources[@]}" -o "$out"
