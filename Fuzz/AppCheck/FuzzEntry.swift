@@ -31,7 +31,7 @@ public func fuzzOneInput(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int32 {
         let report = attestationVerifier.evaluate(
             attestation: input, keyId: kayakKeyId, clientDataHash: kayakClientDataHash, app: kayakApp,
             environment: .production, at: kayakTime)
-        precondition(report.checks.count == 8, "every check is reported")
+        precondition(report.checks.count == 9, "every check is reported")
     case 1:
         let report = assertionVerifier.evaluate(
             assertion: input, clientDataHash: veehaitchClientDataHash, publicKey: veehaitchKey, previousCounter: 0)

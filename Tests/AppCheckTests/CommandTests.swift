@@ -40,7 +40,7 @@ import Timekeeping
         let r = try rollout(try attestArgs(v))
         #expect(r.status == 0, "\(r.stdout)\(r.stderr)")
         let lines = r.stdout.split(separator: "\n").filter { $0.hasPrefix("  ") }
-        #expect(lines.count == 8 + (v.assertions.isEmpty ? 0 : 4))
+        #expect(lines.count == 9 + (v.assertions.isEmpty ? 0 : 4))
         #expect(lines.allSatisfy { $0.hasPrefix("  pass  ") })
         #expect(r.stdout.hasSuffix("verified: every check passed\n"))
 
