@@ -131,10 +131,12 @@ public typealias AttestationReport = VerificationReport<AttestedKey, Attestation
 /// Verifies App Attest attestation objects with every check of Apple's procedure.
 ///
 /// The checks, in order: the `x5c` chain leads to a trusted root at the given instant (no X.509 purpose is set:
-/// real credential certificates carry an Apple-specific extended key usage); SHA-256(authData ‖ clientDataHash)
-/// equals the nonce in the credential certificate's extension; SHA-256 of its public point is the keyId; the
-/// rpIdHash is SHA-256 of the App ID; the signCount is 0; the aaguid names the required environment; the
-/// credentialId is the keyId. The core takes a clientDataHash, not a challenge: the Firebase flow hashes the
+/// real credential certificates carry an Apple-specific extended key usage), with Apple's shape: exactly
+/// credential certificate → intermediate CA → root, CA constraints checked, valid through the notAfter second;
+/// SHA-256(authData ‖ clientDataHash) equals the nonce in the credential certificate's extension (strict DER);
+/// SHA-256 of its public point is the keyId; the rpIdHash is SHA-256 of the App ID; the signCount is 0; the
+/// aaguid names the required environment; the credentialId is the keyId; the COSE key in authData is the
+/// certificate's key. The core takes a clientDataHash, not a challenge: the Firebase flow hashes the
 /// challenge first (the exchange does), while Apple's published sample passes raw bytes as the hash.
 public struct AttestationVerifier: Sendable {
     public let trust: TrustAnchors

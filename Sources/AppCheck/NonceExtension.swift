@@ -4,7 +4,8 @@ import COpenSSL
 ///
 /// Its value is DER `SEQUENCE { [1] EXPLICIT OCTET STRING (32 bytes) }`. It is parsed as DER with libcrypto's
 /// tag reader, never sliced at a fixed offset: a slice would accept a certificate whose extension has another
-/// shape but happens to carry the right bytes at byte 6.
+/// shape but happens to carry the right bytes at byte 6. libcrypto's reader takes BER, so each header is also
+/// checked to be DER's one minimal encoding (a long-form length where the short form fits is refused).
 public enum AppAttestNonceExtension {
     public static let oid = "1.2.840.113635.100.8.2"
 

@@ -116,6 +116,9 @@ import Timekeeping
         #expect(
             verifier.evaluate(try issuer.token(payload: payload(iat: iat, exp: exp, jti: "\"\"")), at: now).failure
                 == .invalidClaim(claim: "jti", reason: "is empty"))
+        // Duplicate members are refused by the strict JSON parser, even under a valid signature.
+        let duplicate = "{\"exp\":\(exp)," + String(decoding: payload(iat: iat, exp: exp).dropFirst(), as: UTF8.self)
+        #expect(try failure(duplicate) == .malformedToken("not three base64url parts holding JSON objects"))
         // The latest representable time is still a valid expiry.
         #expect(verifier.evaluate(try issuer.token(payload: payload(iat: iat, exp: "253402300799")), at: now).passed)
         // An oversized token is refused before it is decoded.
