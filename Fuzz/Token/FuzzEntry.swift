@@ -14,23 +14,23 @@ import Timekeeping
 // A fixed RSA-2048 test key (PKCS#8 DER), so that the seed tokens in corpus/ carry valid signatures (kid
 // wmMpbIpHLiyWzTDw) and mutations of the header and payload can reach every claim check.
 private let keyDER =
-    "MIIEvgIBADANBgkqhkiG9w0BAQEFAASCBKgwggSkAgEAAoIBAQDR56y80K6bFumyrmmp5SJixPKOSFJc7FLi535U5PbubXuVrdqP" +
-    "rYNMx5pZ1THByDIucARNnZUTCkpJ/nLWKmaQVUPXw28V6BffibWkaVRfC9wmtl90iaOQ5KaptAbK56ut0XJHLae/Ym7xGnuRbpQ/" +
-    "OJx8fbzAPRworGUkWz0WlPOH9AxMwhYKb0M2LZuU78QdrdFCq9G8fAYhwMJxZOgua5aEL/qGLvn96/7eOuhljTTZZWXitptj7iPB" +
-    "7vxdAb/BrjaX4ZfFEmUpaEYOk9Rjd/P9cng6lo0ECVv20m7JdPZTBF07TKHj49TidVfNttFPAY48Mcc1cunra+hBKWlzAgMBAAEC" +
-    "ggEAHa5Hw68ycWWtCAIXmNl4okS9E5dwZglYsxMOzwxNSmuaxRB/Tj+3yDyVO8ykq4UWa3CVezAkKzwSQyJCtLvsIs6buD+/Tnay" +
-    "IX7Ee4oVTxdLOwIgv0bTJSLf2jFFoJ1frkVmhmATT0Go9FjNTkQ3nDTyE7xn2zsI50txRdHM8os9jht7Cla82sPvNr8zyfZwvwT3" +
-    "RtbhJQ1nskVBVfvUAqt+v7iOg8JEdw75jjJnOvpgbJlSyEbx2xhC5L4LbXfeCBEjExhL+2FMzWYxCUXsMrO2sT4PUnnt20bUqAnA" +
-    "34bZ55qZrPYZ/cFTGAbssjw5OnDYrgLLhdh/wuUpmYLYWQKBgQD9k4xxeGbehC2N0eHK8CPNoChXh2z8ctZat7CnH0Pm1oT4FwyW" +
-    "1dQ/XTHGAgIeq6U+w/CfxPYMABGa5FDVXAeyc2OalYPjQGrvsDf7SYsqk+W2HNRRgj7FNQwbs7MPgi8obKZcXZQArlzYi10PLZvm" +
-    "p/rXPQ/iZ2/IAI+OOn9xrwKBgQDT6UVYiOQl8OwZfFF9rnyaw09SkI+GpDbKR8EOHAjqnzbioFGZcDAR6d20AeAu4MkCoE5POssj" +
-    "BDiGoMMG47a+cEPyqYOauba6/Gg4cQcTYD7NuLTmCQ5REi6CEX80lxaxITjQAn8BZykXwxSBuL+vtc2xlgi9iDQYPOGWM7xJfQKB" +
-    "gQDC+ikLNuEiR9AfNDrBqFRfT761TtRmaIaZypRybH/xhxFHEbIEaPaCok4bSoAGxUSSNmdW8kOeho8C4nulEtZ4SHFV85Ets+KF" +
-    "2qGw/qObYY1HsnMvGU7apCdjRZFxY1CPbLueWfXrcCbD+qTbft5ZROCDj9ge5hn1VzkKy8Ai0QKBgQDOX075edc2W/qSl0+FZnhT" +
-    "AAIwFjiwlxwEwvxwET1dwNBixF6zX15xE6ClvW3mOWOI+zVIU6mg4GtsMQO9oeZGcG670/ompNYgI9Abp3eMlx6Sml8R55/ZtCs2" +
-    "4HNRdBLVTdVWPhgR9bU/PuypqJKFPDilyceZTRvuvtuyu4+SwQKBgC5RWs3F0zh9FGhMnARj+yCu3QL6yBTplymY+/8OIHm5FGr+" +
-    "LOlHLhubGs2mZia9snaa+K+5+wTtBmZHo+w6DeJsJ7NKLYuXRfYRxjxipGLoB5mXfsRHph1zIBjAOAi/VghEIZ/HH04lp4EOOKOU" +
-    "0fwLW0mAOeKkJsLbHmCUG/54"
+    "MIIEvgIBADANBgkqhkiG9w0BAQEFAASCBKgwggSkAgEAAoIBAQDR56y80K6bFumyrmmp5SJixPKOSFJc7FLi535U5PbubXuVrdqP"
+    + "rYNMx5pZ1THByDIucARNnZUTCkpJ/nLWKmaQVUPXw28V6BffibWkaVRfC9wmtl90iaOQ5KaptAbK56ut0XJHLae/Ym7xGnuRbpQ/"
+    + "OJx8fbzAPRworGUkWz0WlPOH9AxMwhYKb0M2LZuU78QdrdFCq9G8fAYhwMJxZOgua5aEL/qGLvn96/7eOuhljTTZZWXitptj7iPB"
+    + "7vxdAb/BrjaX4ZfFEmUpaEYOk9Rjd/P9cng6lo0ECVv20m7JdPZTBF07TKHj49TidVfNttFPAY48Mcc1cunra+hBKWlzAgMBAAEC"
+    + "ggEAHa5Hw68ycWWtCAIXmNl4okS9E5dwZglYsxMOzwxNSmuaxRB/Tj+3yDyVO8ykq4UWa3CVezAkKzwSQyJCtLvsIs6buD+/Tnay"
+    + "IX7Ee4oVTxdLOwIgv0bTJSLf2jFFoJ1frkVmhmATT0Go9FjNTkQ3nDTyE7xn2zsI50txRdHM8os9jht7Cla82sPvNr8zyfZwvwT3"
+    + "RtbhJQ1nskVBVfvUAqt+v7iOg8JEdw75jjJnOvpgbJlSyEbx2xhC5L4LbXfeCBEjExhL+2FMzWYxCUXsMrO2sT4PUnnt20bUqAnA"
+    + "34bZ55qZrPYZ/cFTGAbssjw5OnDYrgLLhdh/wuUpmYLYWQKBgQD9k4xxeGbehC2N0eHK8CPNoChXh2z8ctZat7CnH0Pm1oT4FwyW"
+    + "1dQ/XTHGAgIeq6U+w/CfxPYMABGa5FDVXAeyc2OalYPjQGrvsDf7SYsqk+W2HNRRgj7FNQwbs7MPgi8obKZcXZQArlzYi10PLZvm"
+    + "p/rXPQ/iZ2/IAI+OOn9xrwKBgQDT6UVYiOQl8OwZfFF9rnyaw09SkI+GpDbKR8EOHAjqnzbioFGZcDAR6d20AeAu4MkCoE5POssj"
+    + "BDiGoMMG47a+cEPyqYOauba6/Gg4cQcTYD7NuLTmCQ5REi6CEX80lxaxITjQAn8BZykXwxSBuL+vtc2xlgi9iDQYPOGWM7xJfQKB"
+    + "gQDC+ikLNuEiR9AfNDrBqFRfT761TtRmaIaZypRybH/xhxFHEbIEaPaCok4bSoAGxUSSNmdW8kOeho8C4nulEtZ4SHFV85Ets+KF"
+    + "2qGw/qObYY1HsnMvGU7apCdjRZFxY1CPbLueWfXrcCbD+qTbft5ZROCDj9ge5hn1VzkKy8Ai0QKBgQDOX075edc2W/qSl0+FZnhT"
+    + "AAIwFjiwlxwEwvxwET1dwNBixF6zX15xE6ClvW3mOWOI+zVIU6mg4GtsMQO9oeZGcG670/ompNYgI9Abp3eMlx6Sml8R55/ZtCs2"
+    + "4HNRdBLVTdVWPhgR9bU/PuypqJKFPDilyceZTRvuvtuyu4+SwQKBgC5RWs3F0zh9FGhMnARj+yCu3QL6yBTplymY+/8OIHm5FGr+"
+    + "LOlHLhubGs2mZia9snaa+K+5+wTtBmZHo+w6DeJsJ7NKLYuXRfYRxjxipGLoB5mXfsRHph1zIBjAOAi/VghEIZ/HH04lp4EOOKOU"
+    + "0fwLW0mAOeKkJsLbHmCUG/54"
 private let key = try! AppCheckSigningKey(
     privateKeyDER: Base64.decode(keyDER, .standard)!, createdAt: Instant(seconds: 1_780_000_000))
 private let issuer = AppCheckTokenIssuer(key: key)

@@ -275,7 +275,9 @@ public struct AppCheckTokenVerifier: Sendable {
             return (stop(e, at: "signature", skipping: "not run: the signature is not verified"), signature)
         }
         guard key.isValidSignature(signature, for: input) else {
-            return (stop(.signatureInvalid, at: "signature", skipping: "not run: the signature is not verified"), signature)
+            return (
+                stop(.signatureInvalid, at: "signature", skipping: "not run: the signature is not verified"), signature
+            )
         }
         log.pass("signature", "signature", "RS256 with key \(kid)")
 

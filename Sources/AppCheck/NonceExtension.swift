@@ -73,8 +73,7 @@ public enum AppAttestNonceExtension {
     /// the header must be in DER's minimal form. `base` is the start of the value, for the error's offset.
     private static func element(
         _ p: inout UnsafePointer<UInt8>?, end: UnsafePointer<UInt8>, base: UnsafePointer<UInt8>
-    ) throws(Malformed) -> Element
-    {
+    ) throws(Malformed) -> Element {
         guard let start = p, start < end else { throw Malformed(reason: "truncated DER") }
         var length = 0
         var tag: Int32 = 0

@@ -73,7 +73,9 @@ import Testing
                 total += 1
                 let text = String(decoding: u, as: UTF8.self)
                 let bytes = lenient(u)
-                let canonical = Self.spellings.contains { Base64.encode(bytes, urlSafe: $0.url, padded: $0.padded) == text }
+                let canonical = Self.spellings.contains {
+                    Base64.encode(bytes, urlSafe: $0.url, padded: $0.padded) == text
+                }
                 let decoded = Base64.decode(text)
                 #expect((decoded != nil) == canonical, "\(text)")
                 if let decoded {

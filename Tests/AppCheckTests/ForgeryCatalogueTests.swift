@@ -158,7 +158,8 @@ import Timekeeping
         }
 
         func forged(
-            authData: [UInt8]? = nil, nonceExtension: @escaping ([UInt8]) -> [UInt8] = AppAttestNonceExtension
+            authData: [UInt8]? = nil,
+            nonceExtension: @escaping ([UInt8]) -> [UInt8] = AppAttestNonceExtension
                 .extensionValue(nonce:), issuedBy: DemoCertificateAuthority.ForgedIssuer = .intermediate,
             certificateAuthority: Bool = false,
             chain: @escaping (Certificate) -> [[UInt8]] = { [$0.der, Demo.authority.intermediate.der] }
@@ -179,11 +180,23 @@ import Timekeeping
         let f = ChainForgery()
         // The same SEQUENCE { [1] { OCTET STRING } } with one length in a long form DER forbids.
         let spellings: [(String, ([UInt8]) -> [UInt8], String)] = [
-            ("SEQUENCE length 81 24", { [0x30, 0x81, 0x24, 0xa1, 0x22, 0x04, 0x20] + $0 }, "byte 0 has a 3-byte header"),
+            (
+                "SEQUENCE length 81 24", { [0x30, 0x81, 0x24, 0xa1, 0x22, 0x04, 0x20] + $0 },
+                "byte 0 has a 3-byte header"
+            ),
             ("[1] length 81 22", { [0x30, 0x25, 0xa1, 0x81, 0x22, 0x04, 0x20] + $0 }, "byte 2 has a 3-byte header"),
-            ("OCTET STRING length 81 20", { [0x30, 0x25, 0xa1, 0x23, 0x04, 0x81, 0x20] + $0 }, "byte 4 has a 3-byte header"),
-            ("SEQUENCE length 82 00 24", { [0x30, 0x82, 0x00, 0x24, 0xa1, 0x22, 0x04, 0x20] + $0 }, "byte 0 has a 4-byte header"),
-            ("high-tag form of [1]", { [0x30, 0x25, 0xbf, 0x01, 0x22, 0x04, 0x20] + $0 }, "byte 2 has a 3-byte header"),
+            (
+                "OCTET STRING length 81 20", { [0x30, 0x25, 0xa1, 0x23, 0x04, 0x81, 0x20] + $0 },
+                "byte 4 has a 3-byte header"
+            ),
+            (
+                "SEQUENCE length 82 00 24", { [0x30, 0x82, 0x00, 0x24, 0xa1, 0x22, 0x04, 0x20] + $0 },
+                "byte 0 has a 4-byte header"
+            ),
+            (
+                "high-tag form of [1]", { [0x30, 0x25, 0xbf, 0x01, 0x22, 0x04, 0x20] + $0 },
+                "byte 2 has a 3-byte header"
+            ),
         ]
         for (name, spell, reason) in spellings {
             guard case .malformedNonceExtension(let r)? = f.verdict(try f.forged(nonceExtension: spell)) else {
@@ -198,7 +211,9 @@ import Timekeeping
         let f = ChainForgery()
         let other = try P256PrivateKey()
         // The certificate, keyId and credentialId name f.key; the COSE key in authData is another key.
-        #expect(f.verdict(try f.forged(authData: Demo.authData(key: f.key, coseKey: other.publicPoint))) == .credentialKeyMismatch)
+        #expect(
+            f.verdict(try f.forged(authData: Demo.authData(key: f.key, coseKey: other.publicPoint)))
+                == .credentialKeyMismatch)
         // A COSE key that is not an EC2 P-256 key at all.
         var badCurve = Demo.authData(key: f.key)
         let coseStart = 37 + 16 + 2 + 32
@@ -246,7 +261,8 @@ import Timekeeping
             return
         }
         #expect(
-            f.verdict(try f.forged(chain: { [$0.der, Demo.authority.intermediate.der, Demo.authority.intermediate.der] }))
+            f.verdict(
+                try f.forged(chain: { [$0.der, Demo.authority.intermediate.der, Demo.authority.intermediate.der] }))
                 == .unexpectedChainLength(3))
     }
 
@@ -260,7 +276,8 @@ import Timekeeping
         let after = notAfter + .seconds(Int64(1))
         #expect(f.verdict(attestation, at: after) == .certificateExpired(depth: 0, notAfter: notAfter, at: after))
         let before = Demo.time - .seconds(Int64(1))
-        #expect(f.verdict(attestation, at: before) == .certificateNotYetValid(depth: 0, notBefore: Demo.time, at: before))
+        #expect(
+            f.verdict(attestation, at: before) == .certificateNotYetValid(depth: 0, notBefore: Demo.time, at: before))
     }
 
     @Test func structuralForgeries() throws {

@@ -21,13 +21,15 @@ import Timekeeping
     init() throws {
         fixture = try ExchangeFixture()
         let stored = try #require(try fixture.state.signingKeys().first)
-        issuer = AppCheckTokenIssuer(key: try AppCheckSigningKey(privateKeyDER: stored.privateKeyDER, createdAt: Demo.time))
+        issuer = AppCheckTokenIssuer(
+            key: try AppCheckSigningKey(privateKeyDER: stored.privateKeyDER, createdAt: Demo.time))
         now = fixture.clock.now()
     }
 
     func payload(iat: String, exp: String, jti: String? = nil) -> [UInt8] {
         var members = [
-            "\"sub\":\"\(ExchangeFixture.demoApp.appId)\"", "\"aud\":[\"projects/123456789012\",\"projects/rollout-demo\"]",
+            "\"sub\":\"\(ExchangeFixture.demoApp.appId)\"",
+            "\"aud\":[\"projects/123456789012\",\"projects/rollout-demo\"]",
             "\"iss\":\"https://firebaseappcheck.googleapis.com/123456789012\"", "\"exp\":\(exp)", "\"iat\":\(iat)",
         ]
         if let jti { members.append("\"jti\":\(jti)") }
@@ -45,8 +47,9 @@ import Timekeeping
     func extremeExpiryIsAnErrorNamingTheClaim(_ value: String) throws {
         let iat = String(now.seconds)
         let signed = try issuer.token(payload: payload(iat: iat, exp: value))
-        for report in [verifier.evaluate(signed, at: now), verifier.evaluate(signed, at: now, consumingIn: fixture.state)]
-        {
+        for report in [
+            verifier.evaluate(signed, at: now), verifier.evaluate(signed, at: now, consumingIn: fixture.state),
+        ] {
             guard case .invalidClaim(let claim, let reason)? = report.failure else {
                 Issue.record("exp \(value): \(String(describing: report.failure))")
                 continue
@@ -85,7 +88,8 @@ import Timekeeping
         let signed = try issuer.token(payload: payload(iat: String(now.seconds), exp: "4611686018427387904"))
         #expect(
             verifier.evaluate(signed, at: now).failure
-                == .invalidClaim(claim: "exp", reason: "4611686018427387904 is outside 0 ... 253402300799 (1970 to 9999)"))
+                == .invalidClaim(
+                    claim: "exp", reason: "4611686018427387904 is outside 0 ... 253402300799 (1970 to 9999)"))
         #expect(
             verifier.evaluate(try issuer.token(payload: payload(iat: String(now.seconds), exp: "1.5")), at: now).failure
                 == .invalidClaim(claim: "exp", reason: "1.5 is not a whole number of seconds"))
@@ -102,8 +106,10 @@ import Timekeeping
         }
         #expect(try failure("{}") == .invalidClaim(claim: "aud", reason: "missing"))
         #expect(
-            try failure("{\"aud\":[],\"sub\":\"s\"}") == .invalidClaim(claim: "aud", reason: "is not a non-empty array of strings"))
-        #expect(try failure("{\"aud\":7}") == .invalidClaim(claim: "aud", reason: "is a number, not a string or an array"))
+            try failure("{\"aud\":[],\"sub\":\"s\"}")
+                == .invalidClaim(claim: "aud", reason: "is not a non-empty array of strings"))
+        #expect(
+            try failure("{\"aud\":7}") == .invalidClaim(claim: "aud", reason: "is a number, not a string or an array"))
         #expect(try failure("{\"aud\":\"projects/rollout-demo\"}") == .invalidClaim(claim: "sub", reason: "missing"))
         #expect(
             try failure("{\"aud\":\"a\",\"sub\":null}") == .invalidClaim(claim: "sub", reason: "is null, not a string"))
@@ -122,8 +128,11 @@ import Timekeeping
         // The latest representable time is still a valid expiry.
         #expect(verifier.evaluate(try issuer.token(payload: payload(iat: iat, exp: "253402300799")), at: now).passed)
         // An oversized token is refused before it is decoded.
-        let huge = try issuer.token(payload: payload(iat: iat, exp: exp, jti: "\"\(String(repeating: "x", count: 20_000))\""))
-        #expect(verifier.evaluate(huge, at: now).failure == .malformedToken("the token is \(huge.utf8.count) bytes, more than 16384"))
+        let huge = try issuer.token(
+            payload: payload(iat: iat, exp: exp, jti: "\"\(String(repeating: "x", count: 20_000))\""))
+        #expect(
+            verifier.evaluate(huge, at: now).failure
+                == .malformedToken("the token is \(huge.utf8.count) bytes, more than 16384"))
     }
 
     /// Issue 13: a consumed token re-spelled (`=` padding, the `+/` alphabet) was accepted again, 3 of 3 times.
@@ -150,10 +159,13 @@ import Timekeeping
         }
         // The replay key is the canonical signature bytes: that id is the one now consumed.
         let signature = try #require(Base64.decode(parts[2], .jwt))
-        #expect(try fixture.state.consumeToken(id: "sig-sha256:" + SHA256.hex(signature), expiresAt: at + .hours(1)) == false)
+        #expect(
+            try fixture.state.consumeToken(id: "sig-sha256:" + SHA256.hex(signature), expiresAt: at + .hours(1))
+                == false)
         // The HTTP method answers the same way.
         let body = Array("{\"appCheckToken\":\"\(token)=\"}".utf8)
-        let response = fixture.exchange.handle(method: "verifyAppCheckToken", projectId: "rollout-demo", appId: nil, body: body)
+        let response = fixture.exchange.handle(
+            method: "verifyAppCheckToken", projectId: "rollout-demo", appId: nil, body: body)
         #expect(response.status == 403 || response.status == 400 || response.status == 401, "\(response.bodyText)")
         #expect(response.bodyText.contains("malformedToken"))
     }
@@ -162,6 +174,7 @@ import Timekeeping
         let token = try fixture.attest(limitedUse: true).token
         let at = fixture.clock.now()
         #expect(verifier.evaluate(token.token, at: at, consumingIn: fixture.state).passed)
-        #expect(try fixture.state.consumeToken(id: try #require(token.claims.tokenId), expiresAt: at + .hours(1)) == false)
+        #expect(
+            try fixture.state.consumeToken(id: try #require(token.claims.tokenId), expiresAt: at + .hours(1)) == false)
     }
 }

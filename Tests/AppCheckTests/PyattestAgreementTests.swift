@@ -200,7 +200,9 @@ import Timekeeping
         let device = try SimulatedAppAttestKey(authority: Demo.authority, app: Demo.app, environment: .production)
         let assertionCDH = SHA256.hash("artifact and challenge")
         return [
-            try forged("nonce extension, long-form SEQUENCE length") { [0x30, 0x81, 0x24, 0xa1, 0x22, 0x04, 0x20] + $0 },
+            try forged("nonce extension, long-form SEQUENCE length") {
+                [0x30, 0x81, 0x24, 0xa1, 0x22, 0x04, 0x20] + $0
+            },
             try forged("nonce extension, long-form OCTET STRING length") {
                 [0x30, 0x25, 0xa1, 0x23, 0x04, 0x81, 0x20] + $0
             },
