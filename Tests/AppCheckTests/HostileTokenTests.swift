@@ -170,6 +170,32 @@ import Timekeeping
         #expect(response.bodyText.contains("malformedToken"))
     }
 
+    /// The replay key needs one byte string per signature: RS256 verification takes exactly the modulus size,
+    /// so a signature with a leading zero byte added or removed, or the integer plus the modulus, is no signature.
+    @Test func aSignatureHasOneByteSpelling() throws {
+        let token = try fixture.attest().token.token
+        let parts = token.split(separator: ".").map(String.init)
+        let signature = try #require(Base64.decode(parts[2], .jwt))
+        #expect(signature.count == 256)
+        let input = parts[0] + "." + parts[1] + "."
+        // The signature as an integer plus the modulus n (big-endian addition), which is the same value mod n.
+        let n = try #require(issuer.key.jwk["n"])
+        let modulus = try #require(Base64.decode(n, .jwt))
+        var plusModulus = [UInt8](repeating: 0, count: 257)
+        var carry = 0
+        for i in 0..<257 {
+            let a = i < signature.count ? Int(signature[signature.count - 1 - i]) : 0
+            let b = i < modulus.count ? Int(modulus[modulus.count - 1 - i]) : 0
+            let sum = a + b + carry
+            plusModulus[256 - i] = UInt8(sum & 0xff)
+            carry = sum >> 8
+        }
+        let sn = plusModulus.first == 0 ? Array(plusModulus.dropFirst()) : plusModulus
+        for variant in [[0] + signature, Array(signature.dropFirst()), signature + [0], sn, [0] + sn] {
+            #expect(verifier.evaluate(input + Base64.encodeURL(variant), at: now).failure == .signatureInvalid)
+        }
+    }
+
     @Test func limitedUseTokensAreConsumedByJti() throws {
         let token = try fixture.attest(limitedUse: true).token
         let at = fixture.clock.now()
