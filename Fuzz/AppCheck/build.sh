@@ -8,7 +8,7 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 case "$out" in /*) ;; *) out="$PWD/$out" ;; esac
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-flags=(-sanitize=fuzzer,address -use-ld=lld -parse-as-library -swift-version 6 -O -g -I "$root/Sources/COpenSSL" -I "$work" -L "$work")
+flags=(-sanitize=fuzzer,address -use-ld=lld -parse-as-library -swift-version 6 -O -g -package-name rollout -I "$root/Sources/COpenSSL" -I "$work" -L "$work")
 for module in Timekeeping Crypto JSON; do
   swiftc "${flags[@]}" -module-name "$module" -emit-module -emit-module-path "$work/$module.swiftmodule" \
     -emit-library -static -o "$work/lib$module.a" "$root/Sources/$module"/*.swift

@@ -131,9 +131,14 @@ public struct AppCheckTokenIssuer: Sendable {
 
     /// The signed compact JWT for `claims`.
     public func token(_ claims: AppCheckTokenClaims) throws(OpenSSLError) -> String {
-        let header: JSONValue = ["alg": "RS256", "kid": .string(key.kid), "typ": "JWT"]
-        let writer = JSONWriter()
-        let input = Base64.encodeURL(writer.bytes(header)) + "." + Base64.encodeURL(writer.bytes(claims.json))
+        try token(payload: JSONWriter().bytes(claims.json))
+    }
+
+    /// A JWT over any payload bytes (and header, by default this key's), signed the same way: for tests and the
+    /// fuzz target, which need validly signed claims that Firebase never writes.
+    package func token(payload: [UInt8], header: [UInt8]? = nil) throws(OpenSSLError) -> String {
+        let standard: JSONValue = ["alg": "RS256", "kid": .string(key.kid), "typ": "JWT"]
+        let input = Base64.encodeURL(header ?? JSONWriter().bytes(standard)) + "." + Base64.encodeURL(payload)
         return input + "." + Base64.encodeURL(try key.sign(Array(input.utf8)))
     }
 }
@@ -142,6 +147,8 @@ public struct AppCheckTokenIssuer: Sendable {
 public enum AppCheckTokenError: CodedError, Hashable, Sendable {
     case malformedToken(String)
     case unsupportedHeader(String)
+    /// A claim is missing, of the wrong type or out of range; names the claim.
+    case invalidClaim(claim: String, reason: String)
     case unknownSigningKey(String)
     case signatureInvalid
     case wrongIssuer(String)
@@ -157,6 +164,7 @@ public enum AppCheckTokenError: CodedError, Hashable, Sendable {
         switch self {
         case .malformedToken: "malformedToken"
         case .unsupportedHeader: "unsupportedHeader"
+        case .invalidClaim: "invalidClaim"
         case .unknownSigningKey: "unknownSigningKey"
         case .signatureInvalid: "signatureInvalid"
         case .wrongIssuer: "wrongIssuer"
@@ -173,6 +181,7 @@ public enum AppCheckTokenError: CodedError, Hashable, Sendable {
         switch self {
         case .malformedToken(let r): "malformed token: \(r)"
         case .unsupportedHeader(let r): "unsupported token header: \(r)"
+        case .invalidClaim(let c, let r): "claim \(c): \(r)"
         case .unknownSigningKey(let k): "no signing key with kid '\(k)' in this store"
         case .signatureInvalid: "the RS256 signature does not verify"
         case .wrongIssuer(let i): "issuer '\(i)' is not this project's App Check issuer"
@@ -204,30 +213,47 @@ public struct AppCheckTokenVerifier: Sendable {
         self.appIds = appIds
     }
 
+    /// The longest token accepted, in bytes (Firebase's are about 900); anything longer is refused unparsed.
+    public static let maximumTokenLength = 16 * 1024
+
+    /// The latest time claim accepted: 9999-12-31T23:59:59Z, so every claim converts to an `Instant` exactly.
+    public static let latestTime: Int64 = 253_402_300_799
+
     /// Runs every check and records each outcome.
-    public func evaluate(_ token: String, at now: Instant) -> AppCheckTokenReport {
+    ///
+    /// The order protects the claims: the three segments are decoded strictly (base64url without padding, JSON
+    /// objects), the header must name RS256 and a kid, and the signature must verify before any claim is read.
+    /// An unsigned or forged token is therefore refused without its claims being looked at; the claim checks
+    /// are reported as not run.
+    public func evaluate(_ token: String, at now: Instant) -> AppCheckTokenReport { run(token, at: now).report }
+
+    private func run(_ token: String, at now: Instant) -> (report: AppCheckTokenReport, signature: [UInt8]) {
         var log = CheckLog<AppCheckTokenError>(detailed: true)
         let names = [
-            ("header", "header"), ("signature", "signature"), ("issuer", "issuer"), ("audience", "audience"),
-            ("subject", "subject"), ("expiry", "expiry"),
+            ("header", "header"), ("signature", "signature"), ("claims", "claims"), ("issuer", "issuer"),
+            ("audience", "audience"), ("subject", "subject"), ("expiry", "expiry"),
         ]
+        func stop(_ e: AppCheckTokenError, at check: String, skipping why: String) -> AppCheckTokenReport {
+            log.fail(check, check, e)
+            let after = check == "format" ? names : Array(names.drop { $0.0 != check }.dropFirst())
+            for (n, t) in after { log.skip(n, t, why) }
+            return AppCheckTokenReport(checks: log.checks, result: .failure(e))
+        }
+        guard token.utf8.count <= Self.maximumTokenLength else {
+            let e = AppCheckTokenError.malformedToken(
+                "the token is \(token.utf8.count) bytes, more than \(Self.maximumTokenLength)")
+            return (stop(e, at: "format", skipping: "not run: the token could not be decoded"), [])
+        }
         let parts = token.split(separator: ".", omittingEmptySubsequences: false).map(String.init)
-        guard parts.count == 3, let headerBytes = Base64.decode(parts[0]), let payloadBytes = Base64.decode(parts[1]),
-            let signature = Base64.decode(parts[2]), let header = (try? JSONParser().parse(headerBytes))?.objectValue,
+        guard parts.count == 3, let headerBytes = Base64.decode(parts[0], .jwt),
+            let payloadBytes = Base64.decode(parts[1], .jwt), let signature = Base64.decode(parts[2], .jwt),
+            let header = (try? JSONParser().parse(headerBytes))?.objectValue,
             let payload = (try? JSONParser().parse(payloadBytes))?.objectValue
         else {
             let e = AppCheckTokenError.malformedToken("not three base64url parts holding JSON objects")
-            log.fail("format", "format", e)
-            for (n, t) in names { log.skip(n, t, "not run: the token could not be decoded") }
-            return AppCheckTokenReport(checks: log.checks, result: .failure(e))
+            return (stop(e, at: "format", skipping: "not run: the token could not be decoded"), [])
         }
-        guard let claims = AppCheckTokenVerifier.claims(payload) else {
-            let e = AppCheckTokenError.malformedToken("claims sub, aud, iss, iat and exp are missing or mistyped")
-            log.fail("format", "format", e)
-            for (n, t) in names { log.skip(n, t, "not run: the claims could not be read") }
-            return AppCheckTokenReport(checks: log.checks, result: .failure(e))
-        }
-        log.pass("format", "format", claims.tokenId.map { "limited-use token, jti \($0)" } ?? "token (not limited-use)")
+        log.pass("format", "format", "three base64url segments, header and payload JSON objects")
 
         let alg = header["alg"]?.stringValue
         let typ = header["typ"]?.stringValue
@@ -238,16 +264,31 @@ public struct AppCheckTokenVerifier: Sendable {
             : typ != "JWT"
                 ? .unsupportedHeader("typ is \(typ ?? "missing"), not JWT")
                 : kid == nil ? .unsupportedHeader("no kid") : nil
-        log.check("header", "header", headerError, passed: "RS256, kid \(kid ?? "")")
+        if let headerError {
+            return (stop(headerError, at: "header", skipping: "not run: the header is not Firebase's"), signature)
+        }
+        log.pass("header", "header", "RS256, kid \(kid ?? "")")
 
         let input = Array((parts[0] + "." + parts[1]).utf8)
-        if let kid, let key = keys.first(where: { $0.kid == kid }) {
-            log.check(
-                "signature", "signature", key.isValidSignature(signature, for: input) ? nil : .signatureInvalid,
-                passed: "RS256 with key \(kid)")
-        } else {
-            log.fail("signature", "signature", .unknownSigningKey(kid ?? ""))
+        guard let kid, let key = keys.first(where: { $0.kid == kid }) else {
+            let e = AppCheckTokenError.unknownSigningKey(kid ?? "")
+            return (stop(e, at: "signature", skipping: "not run: the signature is not verified"), signature)
         }
+        guard key.isValidSignature(signature, for: input) else {
+            return (
+                stop(.signatureInvalid, at: "signature", skipping: "not run: the signature is not verified"), signature
+            )
+        }
+        log.pass("signature", "signature", "RS256 with key \(kid)")
+
+        let claims: AppCheckTokenClaims
+        do {
+            claims = try AppCheckTokenVerifier.claims(payload)
+        } catch {
+            return (stop(error, at: "claims", skipping: "not run: the claims could not be read"), signature)
+        }
+        log.pass("claims", "claims", claims.tokenId.map { "limited-use token, jti \($0)" } ?? "token (not limited-use)")
+
         let issuer = AppCheckTokenClaims.issuerPrefix + project.number
         log.check("issuer", "issuer", claims.issuer == issuer ? nil : .wrongIssuer(claims.issuer), passed: issuer)
         let audienceOK =
@@ -258,29 +299,35 @@ public struct AppCheckTokenVerifier: Sendable {
         log.check(
             "subject", "subject", appIds.contains(claims.subject) ? nil : .unknownApp(claims.subject),
             passed: claims.subject)
+        // Both times are within 1970 ... 9999 (checked in `claims`), so these instants are exact.
+        let expiresAt = Instant(seconds: claims.expiresAt)
         let expiryError: AppCheckTokenError? =
-            now.seconds >= claims.expiresAt
+            now >= expiresAt
             ? .expired(expiresAt: claims.expiresAt, at: now)
-            : claims.issuedAt > (now + leeway).seconds ? .issuedInFuture(issuedAt: claims.issuedAt, at: now) : nil
-        log.check("expiry", "expiry", expiryError, passed: "valid until \(Instant(seconds: claims.expiresAt).iso8601)")
-        if let failure = log.firstFailure { return AppCheckTokenReport(checks: log.checks, result: .failure(failure)) }
-        return AppCheckTokenReport(checks: log.checks, result: .success(claims))
+            : Instant(seconds: claims.issuedAt) - leeway > now
+                ? .issuedInFuture(issuedAt: claims.issuedAt, at: now) : nil
+        log.check("expiry", "expiry", expiryError, passed: "valid until \(expiresAt.iso8601)")
+        if let failure = log.firstFailure {
+            return (AppCheckTokenReport(checks: log.checks, result: .failure(failure)), signature)
+        }
+        return (AppCheckTokenReport(checks: log.checks, result: .success(claims)), signature)
     }
 
     /// Verifies and then consumes the token in `state`: the `replay` check fails from the second time on.
     ///
-    /// A limited-use token is consumed by its `jti`; a token without one by its SHA-256, so any token can be
-    /// checked for replay (Firebase's `verifyAppCheckToken` accepts any token too).
+    /// A limited-use token is consumed by its `jti`; a token without one by the SHA-256 of its signature bytes
+    /// (decoded canonically, so no re-spelling of the text gives a new key), so any token can be checked for
+    /// replay (Firebase's `verifyAppCheckToken` accepts any token too).
     public func evaluate(_ token: String, at now: Instant, consumingIn state: any AppCheckState) -> AppCheckTokenReport
     {
-        var report = evaluate(token, at: now)
+        var (report, signature) = run(token, at: now)
         guard case .success(let claims) = report.result else {
             report.checks.append(
                 CheckRecord(
                     name: "replay", title: "replay", outcome: .skipped, detail: "not run: the token is not valid"))
             return report
         }
-        let id = claims.tokenId ?? "sha256:" + SHA256.hex(Array(token.utf8))
+        let id = Self.replayKey(claims: claims, signature: signature)
         let failure: AppCheckTokenError?
         do {
             failure =
@@ -301,6 +348,11 @@ public struct AppCheckTokenVerifier: Sendable {
         return report
     }
 
+    /// The id a token is consumed under: its `jti`, else `sig-sha256:` and the SHA-256 of its signature bytes.
+    static func replayKey(claims: AppCheckTokenClaims, signature: [UInt8]) -> String {
+        claims.tokenId ?? "sig-sha256:" + SHA256.hex(signature)
+    }
+
     /// The verifier for the project, apps and signing keys kept in `state`.
     public init(state: any AppCheckState) throws {
         guard let configuration = try state.configuration() else {
@@ -314,24 +366,59 @@ public struct AppCheckTokenVerifier: Sendable {
         self.init(project: configuration.project, keys: keys, appIds: Set(configuration.apps.map(\.appId)))
     }
 
-    static func claims(_ p: JSONObject) -> AppCheckTokenClaims? {
+    /// Reads Firebase's claims; every missing, mistyped or out-of-range claim is an error naming it.
+    static func claims(_ p: JSONObject) throws(AppCheckTokenError) -> AppCheckTokenClaims {
+        func string(_ name: String) throws(AppCheckTokenError) -> String {
+            guard let v = p[name] else { throw .invalidClaim(claim: name, reason: "missing") }
+            guard let s = v.stringValue else {
+                throw .invalidClaim(claim: name, reason: "is \(v.kindName), not a string")
+            }
+            return s
+        }
+        /// A NumericDate: a whole number of seconds from 1970 to 9999 (Firebase writes integers).
+        func time(_ name: String) throws(AppCheckTokenError) -> Int64 {
+            guard let v = p[name] else { throw .invalidClaim(claim: name, reason: "missing") }
+            guard let n = v.numberValue else {
+                throw .invalidClaim(claim: name, reason: "is \(v.kindName), not a number")
+            }
+            let text = n.description
+            let shown = text.count > 40 ? String(text.prefix(40)) + "…" : text
+            guard let seconds = n.int64 else {
+                let whole = text.allSatisfy { $0.isASCII && ($0.isNumber || $0 == "-") }
+                throw .invalidClaim(
+                    claim: name,
+                    reason: whole
+                        ? "\(shown) is outside 0 ... \(Self.latestTime) (1970 to 9999)"
+                        : "\(shown) is not a whole number of seconds")
+            }
+            guard (0...Self.latestTime).contains(seconds) else {
+                throw .invalidClaim(claim: name, reason: "\(shown) is outside 0 ... \(Self.latestTime) (1970 to 9999)")
+            }
+            return seconds
+        }
         let audience: [String]
         switch p["aud"] {
         case .string(let a)?: audience = [a]
         case .array(let items)?:
             let strings = items.compactMap(\.stringValue)
-            guard strings.count == items.count else { return nil }
+            guard strings.count == items.count, !strings.isEmpty else {
+                throw .invalidClaim(claim: "aud", reason: "is not a non-empty array of strings")
+            }
             audience = strings
-        default: return nil
+        case let other?: throw .invalidClaim(claim: "aud", reason: "is \(other.kindName), not a string or an array")
+        case nil: throw .invalidClaim(claim: "aud", reason: "missing")
         }
-        guard let sub = p["sub"]?.stringValue, let iss = p["iss"]?.stringValue, let iat = p["iat"]?.numberValue?.int64,
-            let exp = p["exp"]?.numberValue?.int64
-        else { return nil }
+        let sub = try string("sub")
+        let iss = try string("iss")
+        let iat = try time("iat")
+        let exp = try time("exp")
+        guard exp > iat else { throw .invalidClaim(claim: "exp", reason: "\(exp) is not after iat \(iat)") }
         let jti: String?
-        switch p["jti"] {
-        case nil: jti = nil
-        case .string(let s)?: jti = s
-        default: return nil
+        if p["jti"] == nil {
+            jti = nil
+        } else {
+            jti = try string("jti")
+            guard jti?.isEmpty == false else { throw .invalidClaim(claim: "jti", reason: "is empty") }
         }
         return AppCheckTokenClaims(
             issuer: iss, audience: audience, subject: sub, issuedAt: iat, expiresAt: exp, tokenId: jti)

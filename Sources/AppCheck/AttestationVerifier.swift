@@ -19,10 +19,21 @@ public enum AttestationError: CodedError, Hashable, Sendable {
     case certificateExpired(depth: Int, notAfter: Instant?, at: Instant)
     /// A certificate was not yet valid at the verification time.
     case certificateNotYetValid(depth: Int, notBefore: Instant?, at: Instant)
+    /// The credential certificate is issued by the root directly; Apple's chain always has an intermediate.
+    case leafIssuedByRoot
+    /// The certificate at `x5c[index]` is a root (self-issued, or a trust anchor) sent as an intermediate.
+    case rootAsIntermediate(index: Int)
+    /// `x5c` holds more certificates than the credential certificate and its intermediate.
+    case unexpectedChainLength(Int)
+    /// A certificate breaks its CA constraints: basic constraints, key usage or path length (depth 0 is the
+    /// credential certificate).
+    case caConstraintViolated(depth: Int, reason: String)
     /// Any other chain failure libcrypto reports.
     case invalidChain(String)
     /// The credential certificate's key is not a P-256 key with an uncompressed point.
     case unsupportedCredentialKey
+    /// The COSE key in authData is not the credential certificate's public key.
+    case credentialKeyMismatch
     /// The credential certificate lacks the nonce extension 1.2.840.113635.100.8.2.
     case missingNonceExtension
     /// The nonce extension is not `SEQUENCE { [1] EXPLICIT OCTET STRING }` or appears twice.
@@ -50,8 +61,13 @@ public enum AttestationError: CodedError, Hashable, Sendable {
         case .certificateSignatureInvalid: "certificateSignatureInvalid"
         case .certificateExpired: "certificateExpired"
         case .certificateNotYetValid: "certificateNotYetValid"
+        case .leafIssuedByRoot: "leafIssuedByRoot"
+        case .rootAsIntermediate: "rootAsIntermediate"
+        case .unexpectedChainLength: "unexpectedChainLength"
+        case .caConstraintViolated: "caConstraintViolated"
         case .invalidChain: "invalidChain"
         case .unsupportedCredentialKey: "unsupportedCredentialKey"
+        case .credentialKeyMismatch: "credentialKeyMismatch"
         case .missingNonceExtension: "missingNonceExtension"
         case .malformedNonceExtension: "malformedNonceExtension"
         case .nonceMismatch: "nonceMismatch"
@@ -77,8 +93,16 @@ public enum AttestationError: CodedError, Hashable, Sendable {
             "the \(d == 0 ? "credential certificate" : "certificate at depth \(d)") expired at \(na.map(\.iso8601) ?? "?") (verification time \(at.iso8601))"
         case .certificateNotYetValid(let d, let nb, let at):
             "the \(d == 0 ? "credential certificate" : "certificate at depth \(d)") is valid only from \(nb.map(\.iso8601) ?? "?") (verification time \(at.iso8601))"
+        case .leafIssuedByRoot:
+            "the credential certificate is issued by the root itself; an App Attest chain is credential certificate → intermediate → root"
+        case .rootAsIntermediate(let i): "x5c[\(i)] is a root certificate, sent where the intermediate CA belongs"
+        case .unexpectedChainLength(let n):
+            "x5c holds \(n) certificates; App Attest sends exactly the credential certificate and one intermediate"
+        case .caConstraintViolated(let d, let r):
+            "the \(d == 0 ? "credential certificate" : "certificate at depth \(d)") breaks its CA constraints: \(r)"
         case .invalidChain(let r): "certificate chain rejected: \(r)"
         case .unsupportedCredentialKey: "the credential certificate's key is not an uncompressed P-256 point"
+        case .credentialKeyMismatch: "the credential public key in authData is not the credential certificate's key"
         case .missingNonceExtension: "the credential certificate has no nonce extension 1.2.840.113635.100.8.2"
         case .malformedNonceExtension(let r): "the nonce extension is malformed: \(r)"
         case .nonceMismatch: "SHA-256(authData ‖ clientDataHash) does not match the nonce in the credential certificate"
@@ -107,10 +131,12 @@ public typealias AttestationReport = VerificationReport<AttestedKey, Attestation
 /// Verifies App Attest attestation objects with every check of Apple's procedure.
 ///
 /// The checks, in order: the `x5c` chain leads to a trusted root at the given instant (no X.509 purpose is set:
-/// real credential certificates carry an Apple-specific extended key usage); SHA-256(authData ‖ clientDataHash)
-/// equals the nonce in the credential certificate's extension; SHA-256 of its public point is the keyId; the
-/// rpIdHash is SHA-256 of the App ID; the signCount is 0; the aaguid names the required environment; the
-/// credentialId is the keyId. The core takes a clientDataHash, not a challenge: the Firebase flow hashes the
+/// real credential certificates carry an Apple-specific extended key usage), with Apple's shape: exactly
+/// credential certificate → intermediate CA → root, CA constraints checked, valid through the notAfter second;
+/// SHA-256(authData ‖ clientDataHash) equals the nonce in the credential certificate's extension (strict DER);
+/// SHA-256 of its public point is the keyId; the rpIdHash is SHA-256 of the App ID; the signCount is 0; the
+/// aaguid names the required environment; the credentialId is the keyId; the COSE key in authData is the
+/// certificate's key. The core takes a clientDataHash, not a challenge: the Firebase flow hashes the
 /// challenge first (the exchange does), while Apple's published sample passes raw bytes as the hash.
 public struct AttestationVerifier: Sendable {
     public let trust: TrustAnchors
@@ -224,6 +250,13 @@ public struct AttestationVerifier: Sendable {
             "credentialId", "credentialId", decoded.credential.credentialId == keyId ? nil : .credentialIdMismatch,
             passed: "equals the keyId")
 
+        // 10. The COSE key in authData is the certificate's key: the key the assertions will be checked with is
+        // the one Apple certified, and the two copies of it cannot disagree.
+        log.check(
+            "credentialKey", "credential key",
+            decoded.credential.uncompressedPoint == point ? nil : .credentialKeyMismatch,
+            passed: "the COSE key in authData is the certificate's P-256 key")
+
         if let failure = log.firstFailure { return AttestationReport(checks: log.checks, result: .failure(failure)) }
         let key = AttestedKey(
             keyId: keyId, publicKey: point, environment: environment, receipt: decoded.object.receipt,
@@ -235,6 +268,7 @@ public struct AttestationVerifier: Sendable {
     static let checksAfterDecoding = [
         ("certificateChain", "certificate chain"), ("nonce", "nonce"), ("keyId", "keyId"), ("rpIdHash", "rpIdHash"),
         ("signCount", "signCount"), ("aaguid", "aaguid"), ("credentialId", "credentialId"),
+        ("credentialKey", "credential key"),
     ]
 
     /// Printable aaguid: the ASCII with zero bytes shown as `\0`, or hex when not printable.
@@ -298,6 +332,10 @@ public struct AttestationVerifier: Sendable {
                 return .demoRootNotTrusted
             }
             return .untrustedChain(reason)
+        case .leafIssuedByRoot: return .leafIssuedByRoot
+        case .rootAsIntermediate(let i): return .rootAsIntermediate(index: i)
+        case .chainLength(let n): return .unexpectedChainLength(n)
+        case .constraint(let d, let reason): return .caConstraintViolated(depth: Int(d), reason: reason)
         case .other(let reason): return .invalidChain(reason)
         }
     }

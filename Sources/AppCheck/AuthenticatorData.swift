@@ -71,6 +71,16 @@ public struct AuthenticatorData: Hashable, Sendable {
         public var publicKey: CBOR
         /// Bytes after the COSE key (extensions); accepted unparsed.
         public var extensionBytes: Int
+
+        /// The COSE key as a 65-byte uncompressed P-256 point, when it is one: kty EC2 (2), crv P-256 (1), x and
+        /// y of 32 bytes, and alg ES256 (-7) if an alg is given (RFC 9053 §7.1.1); nil for any other key.
+        public var uncompressedPoint: [UInt8]? {
+            guard publicKey[1]?.integer == 2, publicKey[-1]?.integer == 1, let x = publicKey[-2]?.byteString,
+                let y = publicKey[-3]?.byteString, x.count == 32, y.count == 32
+            else { return nil }
+            if let alg = publicKey[3], alg.integer != -7 { return nil }
+            return [0x04] + x + y
+        }
     }
 
     /// Reads the attested credential data; the COSE key must be a well-formed CBOR map.

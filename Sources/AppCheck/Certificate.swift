@@ -71,6 +71,14 @@ public final class Certificate: @unchecked Sendable {
         return group == "prime256v1" || group == "P-256"
     }
 
+    /// True when basic constraints say `CA:TRUE`.
+    public var isCertificateAuthority: Bool { X509_get_extension_flags(x509) & UInt32(EXFLAG_CA) != 0 }
+    /// True when the issuer name is the subject name (a root, or a self-issued CA certificate).
+    public var isSelfIssued: Bool { X509_get_extension_flags(x509) & UInt32(EXFLAG_SI) != 0 }
+
+    /// The key usage bits (`KU_*`); every bit is set when the certificate has no key usage extension.
+    var keyUsage: UInt32 { X509_get_key_usage(x509) }
+
     /// The value (extnValue contents) of every extension with the dotted `oid`, in order.
     public func extensionValues(oid: String) -> [[UInt8]] {
         guard let obj = OBJ_txt2obj(oid, 1) else {
@@ -164,10 +172,23 @@ public final class TrustAnchors: @unchecked Sendable {
         case notYetValid(depth: Int32)
         case badSignature(depth: Int32)
         case untrusted(String)
+        /// The credential certificate chains to an anchor without an intermediate.
+        case leafIssuedByRoot
+        /// A certificate sent as an intermediate is a root (self-issued, or one of the anchors).
+        case rootAsIntermediate(index: Int)
+        /// `x5c` does not hold exactly the credential certificate and one intermediate.
+        case chainLength(Int)
+        /// A certificate breaks its basic constraints or key usage (depth 0 is the credential certificate).
+        case constraint(depth: Int32, String)
         case other(String)
     }
 
     /// Verifies `leaf` up to one of the anchors through `intermediates` at `time`, with no X.509 purpose set.
+    ///
+    /// On top of libcrypto's path validation, the chain must have Apple's shape: exactly credential certificate →
+    /// intermediate → anchor, the intermediate a CA that may sign certificates and not itself a root, the
+    /// credential certificate not a CA and allowed to sign. Validity includes the notAfter second (RFC 5280
+    /// §4.1.2.5: "from notBefore through notAfter, inclusive"); libcrypto alone treats that second as expired.
     func verify(leaf: Certificate, intermediates: [Certificate], at time: Instant) -> ChainFailure? {
         guard let ctx = X509_STORE_CTX_new() else { return .other("X509_STORE_CTX_new failed") }
         defer { X509_STORE_CTX_free(ctx) }
@@ -179,7 +200,19 @@ public final class TrustAnchors: @unchecked Sendable {
         }
         // An injectable instant: App Attest leaves live about three days, and tests fix the time.
         X509_VERIFY_PARAM_set_time(X509_STORE_CTX_get0_param(ctx), time_t(time.seconds))
-        if X509_verify_cert(ctx) == 1 { return nil }
+        X509_STORE_CTX_set_verify_cb(ctx) { ok, ctx in
+            // The one case overridden: "expired" exactly at the notAfter second, which RFC 5280 counts as valid.
+            guard ok == 0, let ctx, X509_STORE_CTX_get_error(ctx) == X509_V_ERR_CERT_HAS_EXPIRED,
+                let cert = X509_STORE_CTX_get_current_cert(ctx), let param = X509_STORE_CTX_get0_param(ctx),
+                ASN1_TIME_cmp_time_t(X509_get0_notAfter(cert), X509_VERIFY_PARAM_get_time(param)) == 0
+            else { return ok }
+            X509_STORE_CTX_set_error(ctx, X509_V_OK)
+            return 1
+        }
+        if X509_verify_cert(ctx) == 1 {
+            let length = Int(OPENSSL_sk_num(X509_STORE_CTX_get0_chain(ctx)))
+            return shapeFailure(leaf: leaf, intermediates: intermediates, chainLength: length)
+        }
         let code = X509_STORE_CTX_get_error(ctx)
         let depth = X509_STORE_CTX_get_error_depth(ctx)
         let reason = String(cString: X509_verify_cert_error_string(Int(code)))
@@ -192,7 +225,41 @@ public final class TrustAnchors: @unchecked Sendable {
             X509_V_ERR_SELF_SIGNED_CERT_IN_CHAIN, X509_V_ERR_DEPTH_ZERO_SELF_SIGNED_CERT,
             X509_V_ERR_UNABLE_TO_VERIFY_LEAF_SIGNATURE:
             return .untrusted(reason)
+        case X509_V_ERR_INVALID_CA, X509_V_ERR_PATH_LENGTH_EXCEEDED, X509_V_ERR_KEYUSAGE_NO_CERTSIGN:
+            return .constraint(depth: depth, reason)
         default: return .other("\(reason) (depth \(depth))")
         }
+    }
+
+    /// The checks of Apple's chain shape once libcrypto has validated a path of `chainLength` certificates.
+    private func shapeFailure(leaf: Certificate, intermediates: [Certificate], chainLength: Int) -> ChainFailure? {
+        let anchors = Set(certificates.map(\.der))
+        if let i = intermediates.firstIndex(where: { $0.isSelfIssued || anchors.contains($0.der) }) {
+            return .rootAsIntermediate(index: i + 1)
+        }
+        if chainLength == 2 { return .leafIssuedByRoot }
+        guard intermediates.count == 1, chainLength == 3 else { return .chainLength(intermediates.count + 1) }
+        for (depth, c) in [leaf, intermediates[0]].enumerated() {
+            if let reason = c.constraintFailure(depth: depth) { return .constraint(depth: Int32(depth), reason) }
+        }
+        return nil
+    }
+}
+
+extension Certificate {
+    /// Why this certificate may not stand at `depth` of an App Attest chain (0: credential, 1: intermediate).
+    func constraintFailure(depth: Int) -> String? {
+        if depth == 0 {
+            if isCertificateAuthority { return "the credential certificate is a CA (basic constraints CA:TRUE)" }
+            if keyUsage & UInt32(KU_DIGITAL_SIGNATURE) == 0 {
+                return "the credential certificate's key usage does not allow digitalSignature"
+            }
+        } else {
+            if !isCertificateAuthority { return "the intermediate is not a CA (basic constraints)" }
+            if keyUsage & UInt32(KU_KEY_CERT_SIGN) == 0 {
+                return "the intermediate's key usage does not allow keyCertSign"
+            }
+        }
+        return nil
     }
 }

@@ -140,13 +140,54 @@ public final class DemoCertificateAuthority: @unchecked Sendable {
     public func credentialCertificate(
         for key: P256PrivateKey, nonce: [UInt8], at time: Instant, validity: Instant.Duration = .days(3)
     ) throws(OpenSSLError) -> Certificate {
-        let keyId = Hex.encode(SHA256.hash(key.publicPoint))
+        try issue(
+            point: key.publicPoint, nonceExtensionValue: AppAttestNonceExtension.extensionValue(nonce: nonce),
+            issuer: intermediate.x509, signer: intermediateKey.pkey, basicConstraints: leafBasicConstraints, at: time,
+            validity: validity)
+    }
+
+    /// Who signs a forged credential certificate.
+    package enum ForgedIssuer {
+        case intermediate
+        /// The root directly, with no intermediate between.
+        case root
+        /// Any certificate and its key (a credential certificate, to use a non-CA as an intermediate).
+        case certificate(Certificate, P256PrivateKey)
+    }
+
+    /// A credential certificate that departs from Apple's shape, for the forgery catalogue: any nonce extension
+    /// bytes, any issuer, a CA flag. A verifier must refuse each departure.
+    package func forgedCredentialCertificate(
+        for key: P256PrivateKey, nonceExtensionValue: [UInt8], at time: Instant, validity: Instant.Duration = .days(3),
+        issuedBy issuer: ForgedIssuer = .intermediate, certificateAuthority: Bool = false
+    ) throws(OpenSSLError) -> Certificate {
+        let (issuerCertificate, signer): (OpaquePointer, OpaquePointer) =
+            switch issuer {
+            case .intermediate: (intermediate.x509, intermediateKey.pkey)
+            case .root: (root.x509, rootKey.pkey)
+            case .certificate(let c, let k): (c.x509, k.pkey)
+            }
+        guard
+            let bc = X509V3_EXT_conf_nid(
+                nil, nil, NID_basic_constraints, certificateAuthority ? "critical,CA:TRUE" : "critical,CA:FALSE")
+        else { throw OpenSSLError.last("basic constraints") }
+        defer { X509_EXTENSION_free(bc) }
+        return try issue(
+            point: key.publicPoint, nonceExtensionValue: nonceExtensionValue, issuer: issuerCertificate, signer: signer,
+            basicConstraints: bc, at: time, validity: validity)
+    }
+
+    private func issue(
+        point: [UInt8], nonceExtensionValue value: [UInt8], issuer: OpaquePointer, signer: OpaquePointer,
+        basicConstraints: OpaquePointer, at time: Instant, validity: Instant.Duration
+    ) throws(OpenSSLError) -> Certificate {
+        let keyId = Hex.encode(SHA256.hash(point))
         guard let x = X509_new() else { throw OpenSSLError.last("X509_new") }
         var owned: OpaquePointer? = x
         defer { if let owned { X509_free(owned) } }
         guard X509_set_version(x, 2) == 1,
             ASN1_INTEGER_set_uint64(X509_get_serialNumber(x), DemoCertificateAuthority.serial()) == 1,
-            X509_set_issuer_name(x, X509_get_subject_name(intermediate.x509)) == 1,
+            X509_set_issuer_name(x, X509_get_subject_name(issuer)) == 1,
             DemoCertificateAuthority.setName(
                 x,
                 [
@@ -155,19 +196,18 @@ public final class DemoCertificateAuthority: @unchecked Sendable {
                 ]),
             ASN1_TIME_set(X509_getm_notBefore(x), time_t(time.seconds)) != nil,
             ASN1_TIME_set(X509_getm_notAfter(x), time_t((time + validity).seconds)) != nil,
-            DemoCertificateAuthority.setP256PublicKey(x, key.publicPoint),
-            X509_add_ext(x, leafBasicConstraints, -1) == 1,
+            DemoCertificateAuthority.setP256PublicKey(x, point),
+            X509_add_ext(x, basicConstraints, -1) == 1,
             X509_add_ext(x, leafKeyUsage, -1) == 1
         else { throw OpenSSLError.last("build the credential certificate") }
 
-        let value = AppAttestNonceExtension.extensionValue(nonce: nonce)
         guard let octets = ASN1_OCTET_STRING_new() else { throw OpenSSLError.last("ASN1_OCTET_STRING_new") }
         defer { ASN1_OCTET_STRING_free(octets) }
         guard ASN1_OCTET_STRING_set(octets, value, Int32(value.count)) == 1,
             let ext = X509_EXTENSION_create_by_OBJ(nil, nonceOID, 0, octets)
         else { throw OpenSSLError.last("build the nonce extension") }
         defer { X509_EXTENSION_free(ext) }
-        guard X509_add_ext(x, ext, -1) == 1, X509_sign(x, intermediateKey.pkey, EVP_sha256()) > 0 else {
+        guard X509_add_ext(x, ext, -1) == 1, X509_sign(x, signer, EVP_sha256()) > 0 else {
             throw OpenSSLError.last("sign the credential certificate")
         }
         owned = nil

@@ -36,14 +36,56 @@ public enum Hex {
     }
 }
 
-/// Base64 in the standard and URL-safe alphabets, padded or not (App Check requests use all four spellings).
+/// Base64 (RFC 4648) in the standard and URL-safe alphabets, with one strict decoder.
+///
+/// Every decoding is canonical: a string is accepted only when encoding its bytes again in the same spelling
+/// gives the same string back. So the characters come from one alphabet (never `+` and `_` together), padding is
+/// either absent or exactly what the length needs (`T=`, `QQ=` and `QQ===` are refused), nothing follows the
+/// padding, and the bits left over in the last character are zero. Two different strings therefore never decode
+/// to the same bytes under one set of options: a replay check keyed on decoded bytes cannot be bypassed by
+/// re-spelling a token. `Options` says which spellings a field allows.
 public enum Base64 {
-    private static let standard = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/".utf8)
-    private static let urlSafe = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".utf8)
+    private static let standardTable = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/".utf8)
+    private static let urlSafeTable = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".utf8)
+
+    /// The alphabets a field accepts; a single input must stay within one of them.
+    public struct Alphabets: OptionSet, Hashable, Sendable {
+        public let rawValue: UInt8
+        public init(rawValue: UInt8) { self.rawValue = rawValue }
+        /// `+` and `/` (RFC 4648 §4).
+        public static let standard = Alphabets(rawValue: 1)
+        /// `-` and `_` (RFC 4648 §5).
+        public static let urlSafe = Alphabets(rawValue: 2)
+    }
+
+    /// Whether `=` padding is allowed; when present it must always be exactly the padding the length needs.
+    public enum Padding: Hashable, Sendable {
+        case required
+        case forbidden
+        /// Either none or the canonical padding.
+        case optional
+    }
+
+    /// The spellings a decoder accepts.
+    public struct Options: Hashable, Sendable {
+        public var alphabets: Alphabets
+        public var padding: Padding
+        public init(alphabets: Alphabets, padding: Padding) {
+            self.alphabets = alphabets
+            self.padding = padding
+        }
+
+        /// JWS/JWT segments (RFC 7515 §2): base64url without padding, nothing else.
+        public static let jwt = Options(alphabets: .urlSafe, padding: .forbidden)
+        /// App Check request fields and CLI arguments: either alphabet, padded or not (FACTS.md §3), canonical.
+        public static let anySpelling = Options(alphabets: [.standard, .urlSafe], padding: .optional)
+        /// The standard alphabet with padding (PEM bodies, RFC 4648 §4).
+        public static let standard = Options(alphabets: .standard, padding: .required)
+    }
 
     public static func encode<C: Collection>(_ bytes: C, urlSafe url: Bool = false, padded: Bool = true) -> String
     where C.Element == UInt8 {
-        let table = url ? urlSafe : standard
+        let table = url ? urlSafeTable : standardTable
         let b = Array(bytes)
         var out: [UInt8] = []
         out.reserveCapacity((b.count + 2) / 3 * 4)
@@ -71,32 +113,59 @@ public enum Base64 {
         encode(bytes, urlSafe: true, padded: false)
     }
 
-    /// Decodes either alphabet, with or without padding; nil on anything else (whitespace included).
-    public static func decode(_ text: String) -> [UInt8]? {
+    /// Decodes a canonical spelling allowed by `options`; nil on anything else (whitespace included).
+    ///
+    /// The default accepts all four spellings App Check clients send (FACTS.md §3), each only in its canonical form.
+    public static func decode(_ text: String, _ options: Options = .anySpelling) -> [UInt8]? {
         var u = Array(text.utf8)
-        while u.last == 61 { u.removeLast() }
-        guard u.count % 4 != 1 else { return nil }
+        var padding = 0
+        while u.last == 61 {
+            u.removeLast()
+            padding += 1
+        }
+        // The padding, if any, is exactly what completes the last group of four; one leftover character is
+        // never a whole byte.
+        let remainder = u.count % 4
+        guard remainder != 1 else { return nil }
+        if padding > 0 {
+            guard options.padding != .forbidden, remainder != 0, padding == 4 - remainder else { return nil }
+        } else if options.padding == .required {
+            guard remainder == 0 else { return nil }
+        }
         var out: [UInt8] = []
         out.reserveCapacity(u.count * 3 / 4)
         var acc: UInt32 = 0
         var bits = 0
+        var seen: Alphabets = []
         for c in u {
             let v: UInt32
             switch c {
             case 65...90: v = UInt32(c - 65)
             case 97...122: v = UInt32(c - 71)
             case 48...57: v = UInt32(c + 4)
-            case 43, 45: v = 62
-            case 47, 95: v = 63
+            case 43:
+                v = 62
+                seen.insert(.standard)
+            case 47:
+                v = 63
+                seen.insert(.standard)
+            case 45:
+                v = 62
+                seen.insert(.urlSafe)
+            case 95:
+                v = 63
+                seen.insert(.urlSafe)
             default: return nil
             }
-            acc = acc << 6 | v
+            acc = (acc << 6 | v) & 0xffff
             bits += 6
             if bits >= 8 {
                 bits -= 8
                 out.append(UInt8(truncatingIfNeeded: acc >> UInt32(bits)))
             }
         }
+        // One alphabet per input, and one the options allow.
+        guard seen != [.standard, .urlSafe], options.alphabets.isSuperset(of: seen) else { return nil }
         // Leftover bits must be zero (a canonical encoding).
         if bits > 0, acc & ((1 << UInt32(bits)) - 1) != 0 { return nil }
         return out

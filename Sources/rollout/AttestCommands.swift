@@ -17,8 +17,9 @@ enum AttestCommands {
             Command(
                 "verify", summary: "Verify an attestation (and optionally one assertion) with every Apple check.",
                 discussion: "Runs each check of Apple's procedure against the pinned Apple App Attestation Root CA and "
-                    + "lists it with its result: the certificate chain at the given instant, the nonce, the keyId, the "
-                    + "rpIdHash, the signCount, the aaguid and the credentialId. With --assertion, the assertion is "
+                    + "lists it with its result: the certificate chain at the given instant (exactly credential "
+                    + "certificate, intermediate, root), the nonce, the keyId, the rpIdHash, the signCount, the aaguid, "
+                    + "the credentialId and the credential key. With --assertion, the assertion is "
                     + "verified with the attested key and a previous counter of 0. Exit 0 when every check passes, 1 "
                     + "otherwise. Bytes are base64 (standard or URL-safe, padded or not). --client-data is hashed with "
                     + "SHA-256 (the Firebase flow hashes the challenge); --client-data-hash is used as is (Apple's "
@@ -60,8 +61,10 @@ enum AttestCommands {
         subcommands: [
             Command(
                 "verify", summary: "Verify an App Check token: signature, claims, expiry and (with --consume) replay.",
-                discussion: "Checks the RS256 signature against the store's signing keys, the issuer and audience "
-                    + "against the store's project, the subject against its registered apps, and the expiry. With "
+                discussion: "Checks the RS256 signature against the store's signing keys, then the claims (each "
+                    + "one named when it is missing or out of range), the issuer and audience against the store's "
+                    + "project, the subject against its registered apps, and the expiry. The segments must be "
+                    + "base64url without padding; an unsigned or forged token is refused before its claims are read. With "
                     + "--consume the token is recorded as used, as Firebase's verifyAppCheckToken does; presenting it "
                     + "again fails the replay check. Exit 0 when every check passes, 1 otherwise.",
                 options: [

@@ -17,6 +17,7 @@ import Timekeeping
         #expect(
             report.checks.map(\.name) == [
                 "format", "certificateChain", "nonce", "keyId", "rpIdHash", "signCount", "aaguid", "credentialId",
+                "credentialKey",
             ])
         #expect(report.checks.allSatisfy { $0.outcome == .passed })
         let key = try #require(report.value)
@@ -51,6 +52,9 @@ import Timekeeping
             ).failure
         }
         #expect(verdict(v.leafNotAfter - .seconds(Int64(1))) == nil)
+        // Valid through the notAfter second itself (RFC 5280 §4.1.2.5), and from the notBefore second.
+        #expect(verdict(v.leafNotAfter) == nil)
+        #expect(verdict(v.leafNotBefore) == nil)
         let after = v.leafNotAfter + .seconds(Int64(1))
         #expect(verdict(after) == .certificateExpired(depth: 0, notAfter: v.leafNotAfter, at: after))
         let later = v.leafNotAfter + .days(400)

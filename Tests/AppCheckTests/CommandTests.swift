@@ -40,7 +40,7 @@ import Timekeeping
         let r = try rollout(try attestArgs(v))
         #expect(r.status == 0, "\(r.stdout)\(r.stderr)")
         let lines = r.stdout.split(separator: "\n").filter { $0.hasPrefix("  ") }
-        #expect(lines.count == 8 + (v.assertions.isEmpty ? 0 : 4))
+        #expect(lines.count == 9 + (v.assertions.isEmpty ? 0 : 4))
         #expect(lines.allSatisfy { $0.hasPrefix("  pass  ") })
         #expect(r.stdout.hasSuffix("verified: every check passed\n"))
 
@@ -114,6 +114,43 @@ import Timekeeping
         let forged = try rollout(["token", "verify", token.token.dropLast(4) + "AAAA", "--store", path, "--at", at])
         #expect(forged.status == 1)
         #expect(forged.stdout.contains("FAIL  signature"))
+    }
+
+    /// Issue 13: an unsigned token with exp 2^62 crashed the binary (SIGILL) before the signature was checked.
+    @Test func tokenVerifyRefusesExtremeClaimsWithAMessage() throws {
+        let path = try TestSupport.temporaryDirectory("appcheck-hostile").appendingPathComponent("store.db").path
+        let issuer: AppCheckTokenIssuer
+        do {
+            let f = try ExchangeFixture(state: AppCheckStateTables(database: SQLiteDatabase(path: path)))
+            let stored = try #require(try f.state.signingKeys().first)
+            issuer = AppCheckTokenIssuer(
+                key: try AppCheckSigningKey(privateKeyDER: stored.privateKeyDER, createdAt: Demo.time))
+        }
+        let claims =
+            "{\"sub\":\"\(ExchangeFixture.demoApp.appId)\",\"aud\":[\"projects/123456789012\"],"
+            + "\"iss\":\"https://firebaseappcheck.googleapis.com/123456789012\",\"exp\":4611686018427387904,\"iat\":1780000000}"
+        let unsigned =
+            Base64.encodeURL(Array("{\"alg\":\"none\",\"typ\":\"JWT\",\"kid\":\"\(issuer.key.kid)\"}".utf8)) + "."
+            + Base64.encodeURL(Array(claims.utf8)) + "."
+        let at = (Demo.time + .minutes(1)).iso8601
+        for consume in [[], ["--consume"]] {
+            let r = try rollout(["token", "verify", unsigned, "--store", path, "--at", at] + consume)
+            #expect(r.status == 1, "\(r.stdout)\(r.stderr)")
+            #expect(r.stdout.contains("rejected: unsupportedHeader: unsupported token header: alg is none, not RS256"))
+            #expect(r.stdout.contains("  skip  expiry"))
+        }
+        let signed = try issuer.token(payload: Array(claims.utf8))
+        let r = try rollout(["token", "verify", signed, "--store", path, "--at", at, "--consume"])
+        #expect(r.status == 1, "\(r.stdout)\(r.stderr)")
+        #expect(r.stdout.contains("  pass  signature"))
+        #expect(
+            r.stdout.contains(
+                "rejected: invalidClaim: claim exp: 4611686018427387904 is outside 0 ... 253402300799 (1970 to 9999)"))
+        let json = try rollout(["token", "verify", signed, "--store", path, "--at", at, "--json"])
+        #expect(json.status == 1)
+        let object = try #require(try JSONSerialization.jsonObject(with: Data(json.stdout.utf8)) as? [String: Any])
+        #expect((object["token"] as? [String: Any])?["error"] as? String == "invalidClaim")
+        #expect(object["claims"] == nil)
     }
 
     @Test func trustDemoUsesTheStoresDemoRoot() throws {

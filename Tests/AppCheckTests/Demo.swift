@@ -24,16 +24,36 @@ enum Demo {
         ).encoded()
     }
 
-    /// Well-formed authData for `key`, with each field overridable.
+    /// An attestation whose chain departs from Apple's: the credential certificate's nonce extension bytes are
+    /// `nonceExtension(nonce)`, it is issued by `issuer`, and `x5c` is `chain(leaf)` (the leaf and the demo
+    /// intermediate by default).
+    static func forgedAttestation(
+        key: P256PrivateKey, authData: [UInt8], clientDataHash: [UInt8], at time: Instant = time,
+        validity: Instant.Duration = .days(3),
+        nonceExtension: ([UInt8]) -> [UInt8] = AppAttestNonceExtension.extensionValue(nonce:),
+        issuedBy issuer: DemoCertificateAuthority.ForgedIssuer = .intermediate, certificateAuthority: Bool = false,
+        chain: (Certificate) -> [[UInt8]] = { [$0.der, authority.intermediate.der] }
+    ) throws -> [UInt8] {
+        var hasher = SHA256.Hasher()
+        hasher.update(authData)
+        hasher.update(clientDataHash)
+        let leaf = try authority.forgedCredentialCertificate(
+            for: key, nonceExtensionValue: nonceExtension(hasher.finish()), at: time, validity: validity,
+            issuedBy: issuer, certificateAuthority: certificateAuthority)
+        return AttestationObject(certificates: chain(leaf), receipt: [1, 2, 3], authenticatorData: authData).encoded()
+    }
+
+    /// Well-formed authData for `key`, with each field overridable (`coseKey`: the point written as the COSE key).
     static func authData(
         key: P256PrivateKey, app: AppIdentity = app, flags: UInt8 = 0x40, signCount: UInt32 = 0,
-        environment: AppAttestEnvironment = .production, credentialId: [UInt8]? = nil, trailing: [UInt8] = []
+        environment: AppAttestEnvironment = .production, credentialId: [UInt8]? = nil, coseKey: [UInt8]? = nil,
+        trailing: [UInt8] = []
     ) -> [UInt8] {
         AuthenticatorData.encode(
             rpIdHash: app.rpIdHash, flags: flags, signCount: signCount,
             attestedCredential: (
                 environment.aaguid, credentialId ?? SHA256.hash(key.publicPoint),
-                AuthenticatorData.coseKey(uncompressedPoint: key.publicPoint)
+                AuthenticatorData.coseKey(uncompressedPoint: coseKey ?? key.publicPoint)
             ))
             + trailing
     }

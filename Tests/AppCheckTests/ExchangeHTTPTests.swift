@@ -81,6 +81,54 @@ import Timekeeping
         #expect(v2.status == 200 && v2.bodyText == "{\"alreadyConsumed\":true}")
     }
 
+    /// Issue 13: every spelling is accepted, but only in its canonical form (extra `=`, a mix of both alphabets
+    /// or non-zero trailing bits are refused), so one challenge has one set of accepted texts.
+    @Test func bytesFieldsAreDecodedCanonically() throws {
+        let c = try challenge()
+        let attestation = try f.device.attestation(clientDataHash: SHA256.hash(c), at: f.clock.now())
+        let standard = Base64.encode(c)
+        #expect(standard.hasSuffix("=") && !standard.hasSuffix("=="), "a 32-byte challenge has one padding character")
+        let last = standard.index(standard.endIndex, offsetBy: -2)
+        // The character before `=` carries two unused bits; setting one gives the same bytes to a lenient decoder.
+        let table = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/")
+        let value = table.firstIndex(of: standard[last])!
+        let trailingBits = standard.replacingCharacters(in: last...last, with: String(table[value | 1]))
+        let url = Base64.encode(c, urlSafe: true, padded: false)
+        var mixed = Base64.encode(c)
+        if let plus = mixed.firstIndex(where: { $0 == "+" || $0 == "/" }) {
+            mixed.replaceSubrange(plus...plus, with: mixed[plus] == "+" ? "-" : "_")
+        } else {
+            mixed = "-" + mixed.dropFirst()
+        }
+        for text in [standard + "=", standard + "==", url + "==", url + "===", " " + standard, trailingBits] {
+            let r = call(
+                "exchangeAppAttestAttestation",
+                [
+                    "attestationStatement": Base64.encode(attestation), "keyId": Base64.encode(f.device.keyId),
+                    "challenge": text,
+                ])
+            #expect(r.status == 400, "\(text): \(r.bodyText)")
+            #expect(r.bodyText.contains("field challenge is not non-empty base64"), "\(text)")
+        }
+        if mixed.contains(where: { $0 == "+" || $0 == "/" }) && mixed.contains(where: { $0 == "-" || $0 == "_" }) {
+            let r = call(
+                "exchangeAppAttestAttestation",
+                [
+                    "attestationStatement": Base64.encode(attestation), "keyId": Base64.encode(f.device.keyId),
+                    "challenge": mixed,
+                ])
+            #expect(r.status == 400, "\(mixed): \(r.bodyText)")
+        }
+        // The challenge was never redeemed by the refused requests: its canonical spelling still works.
+        let ok = call(
+            "exchangeAppAttestAttestation",
+            [
+                "attestationStatement": Base64.encode(attestation), "keyId": Base64.encode(f.device.keyId),
+                "challenge": url,
+            ])
+        #expect(ok.status == 200, "\(ok.bodyText)")
+    }
+
     @Test func errorsUseGoogleShapeWithTheSpecificReason() throws {
         let c = try challenge()
         let attestation = try f.device.attestation(clientDataHash: SHA256.hash("not the challenge"), at: f.clock.now())

@@ -143,6 +143,143 @@ import Timekeeping
         #expect(try check(Demo.authData(key: key, flags: 0xC0, trailing: [0xa0])) == nil)
     }
 
+    /// Issue 13's attestation leniencies, built with the demo CA so every other check passes: each is refused
+    /// with its own reason.
+    struct ChainForgery {
+        let key = try! P256PrivateKey()
+        let cdh = SHA256.hash("chain forgery")
+        var keyId: [UInt8] { SHA256.hash(key.publicPoint) }
+
+        func verdict(_ attestation: [UInt8], at time: Instant = Demo.time) -> AttestationError? {
+            Demo.verifier.evaluate(
+                attestation: attestation, keyId: keyId, clientDataHash: cdh, app: Demo.app, environment: .production,
+                at: time
+            ).failure
+        }
+
+        func forged(
+            authData: [UInt8]? = nil,
+            nonceExtension: @escaping ([UInt8]) -> [UInt8] = AppAttestNonceExtension
+                .extensionValue(nonce:), issuedBy: DemoCertificateAuthority.ForgedIssuer = .intermediate,
+            certificateAuthority: Bool = false,
+            chain: @escaping (Certificate) -> [[UInt8]] = { [$0.der, Demo.authority.intermediate.der] }
+        ) throws -> [UInt8] {
+            try Demo.forgedAttestation(
+                key: key, authData: authData ?? Demo.authData(key: key), clientDataHash: cdh,
+                nonceExtension: nonceExtension, issuedBy: issuedBy, certificateAuthority: certificateAuthority,
+                chain: chain)
+        }
+    }
+
+    @Test func theUnforgedDemoChainPasses() throws {
+        let f = ChainForgery()
+        #expect(f.verdict(try f.forged()) == nil)
+    }
+
+    @Test func nonMinimalDERLengthsInTheNonceExtension() throws {
+        let f = ChainForgery()
+        // The same SEQUENCE { [1] { OCTET STRING } } with one length in a long form DER forbids.
+        let spellings: [(String, ([UInt8]) -> [UInt8], String)] = [
+            (
+                "SEQUENCE length 81 24", { [0x30, 0x81, 0x24, 0xa1, 0x22, 0x04, 0x20] + $0 },
+                "byte 0 has a 3-byte header"
+            ),
+            ("[1] length 81 22", { [0x30, 0x25, 0xa1, 0x81, 0x22, 0x04, 0x20] + $0 }, "byte 2 has a 3-byte header"),
+            (
+                "OCTET STRING length 81 20", { [0x30, 0x25, 0xa1, 0x23, 0x04, 0x81, 0x20] + $0 },
+                "byte 4 has a 3-byte header"
+            ),
+            (
+                "SEQUENCE length 82 00 24", { [0x30, 0x82, 0x00, 0x24, 0xa1, 0x22, 0x04, 0x20] + $0 },
+                "byte 0 has a 4-byte header"
+            ),
+            (
+                "high-tag form of [1]", { [0x30, 0x25, 0xbf, 0x01, 0x22, 0x04, 0x20] + $0 },
+                "byte 2 has a 3-byte header"
+            ),
+        ]
+        for (name, spell, reason) in spellings {
+            guard case .malformedNonceExtension(let r)? = f.verdict(try f.forged(nonceExtension: spell)) else {
+                Issue.record("\(name): not refused as a malformed nonce extension")
+                continue
+            }
+            #expect(r.contains(reason) && r.contains("non-minimal"), "\(name): \(r)")
+        }
+    }
+
+    @Test func aCOSEKeyThatIsNotTheCertificatesKey() throws {
+        let f = ChainForgery()
+        let other = try P256PrivateKey()
+        // The certificate, keyId and credentialId name f.key; the COSE key in authData is another key.
+        #expect(
+            f.verdict(try f.forged(authData: Demo.authData(key: f.key, coseKey: other.publicPoint)))
+                == .credentialKeyMismatch)
+        // A COSE key that is not an EC2 P-256 key at all.
+        var badCurve = Demo.authData(key: f.key)
+        let coseStart = 37 + 16 + 2 + 32
+        let cose = AuthenticatorData.coseKey(uncompressedPoint: f.key.publicPoint).encoded()
+        #expect(Array(badCurve[coseStart..<(coseStart + cose.count)]) == cose)
+        // `-1: 1` (crv P-256) is the bytes 20 01; make it 20 02 (P-384).
+        let crv = try #require(cose.firstRange(of: [0x20, 0x01])).lowerBound
+        badCurve[coseStart + crv + 1] = 0x02
+        #expect(f.verdict(try f.forged(authData: badCurve)) == .credentialKeyMismatch)
+    }
+
+    @Test func aCredentialCertificateIssuedByTheRootDirectly() throws {
+        let f = ChainForgery()
+        #expect(f.verdict(try f.forged(issuedBy: .root)) == .leafIssuedByRoot)
+        #expect(f.verdict(try f.forged(issuedBy: .root, chain: { [$0.der] })) == .leafIssuedByRoot)
+    }
+
+    @Test func theRootUsedAsTheIntermediate() throws {
+        let f = ChainForgery()
+        #expect(
+            f.verdict(try f.forged(issuedBy: .root, chain: { [$0.der, Demo.authority.root.der] }))
+                == .rootAsIntermediate(index: 1))
+        #expect(
+            f.verdict(try f.forged(chain: { [$0.der, Demo.authority.root.der, Demo.authority.intermediate.der] }))
+                == .rootAsIntermediate(index: 1))
+    }
+
+    @Test func caConstraintsAndChainLength() throws {
+        let f = ChainForgery()
+        guard case .caConstraintViolated(0, let reason)? = f.verdict(try f.forged(certificateAuthority: true)) else {
+            Issue.record("a CA:TRUE credential certificate was not refused for its constraints")
+            return
+        }
+        #expect(reason.contains("is a CA"))
+        // A credential certificate used as the intermediate: libcrypto refuses a non-CA issuer.
+        let middleKey = try P256PrivateKey()
+        let middle = try Demo.authority.credentialCertificate(for: middleKey, nonce: SHA256.hash("m"), at: Demo.time)
+        guard
+            case .caConstraintViolated(1, _)? = f.verdict(
+                try f.forged(
+                    issuedBy: .certificate(middle, middleKey),
+                    chain: { [$0.der, middle.der, Demo.authority.intermediate.der] }))
+        else {
+            Issue.record("a non-CA intermediate was not refused for its constraints")
+            return
+        }
+        #expect(
+            f.verdict(
+                try f.forged(chain: { [$0.der, Demo.authority.intermediate.der, Demo.authority.intermediate.der] }))
+                == .unexpectedChainLength(3))
+    }
+
+    /// RFC 5280 §4.1.2.5: a certificate is valid from notBefore through notAfter, inclusive.
+    @Test func aCertificateIsValidAtItsNotAfterSecond() throws {
+        let f = ChainForgery()
+        let attestation = try f.forged()
+        let notAfter = Demo.time + .days(3)
+        #expect(f.verdict(attestation, at: Demo.time) == nil)
+        #expect(f.verdict(attestation, at: notAfter) == nil)
+        let after = notAfter + .seconds(Int64(1))
+        #expect(f.verdict(attestation, at: after) == .certificateExpired(depth: 0, notAfter: notAfter, at: after))
+        let before = Demo.time - .seconds(Int64(1))
+        #expect(
+            f.verdict(attestation, at: before) == .certificateNotYetValid(depth: 0, notBefore: Demo.time, at: before))
+    }
+
     @Test func structuralForgeries() throws {
         #expect(verdict(kayak, attestation: modified(kayak) { $0.format = "packed" }) == .unsupportedFormat("packed"))
         #expect(
