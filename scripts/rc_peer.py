@@ -6,6 +6,7 @@ Used by the differential tests and benchmarks as the peer our evaluator must mat
   rc_peer.py TEMPLATE IDS_FILE PARAM [PARAM ...]    prints, per id (one per input line, empty lines kept),
                                                     one line: value<TAB>source for each PARAM, tab-joined
   rc_peer.py --bench TEMPLATE IDS_FILE PARAM        prints evaluations per second of get_string(PARAM)
+  rc_peer.py --tsv TEMPLATE IDS_FILE PARAM          prints id<TAB>value per id, as `rollout evaluate` does
 """
 import json
 import socket
@@ -29,7 +30,8 @@ def offline_app():
 
 def main(argv):
     bench = argv[:1] == ["--bench"]
-    if bench:
+    tsv = argv[:1] == ["--tsv"]
+    if bench or tsv:
         argv = argv[1:]
     template_path, ids_path, params = argv[0], argv[1], argv[2:]
     from firebase_admin import remote_config
@@ -49,6 +51,10 @@ def main(argv):
         print(f"{len(ids) / elapsed:.1f}")
         return 0
     out = sys.stdout
+    if tsv:
+        for rid in ids:
+            out.write(f"{rid}\t{template.evaluate({'randomization_id': rid}).get_string(params[0])}\n")
+        return 0
     for rid in ids:
         config = template.evaluate({"randomization_id": rid})
         cells = []

@@ -72,15 +72,25 @@ extension Command {
     }
 
     static func wrap(_ text: String, width: Int, indent: String) -> [String] {
+        // Widths are counted as the text is built: `String.count` walks the whole string each time.
+        let indentWidth = indent.count
         var result: [String] = []
         for paragraph in text.split(separator: "\n", omittingEmptySubsequences: false) {
             var line = indent
+            var lineWidth = indentWidth
             for word in paragraph.split(separator: " ") {
-                if line.count > indent.count, line.count + 1 + word.count > width {
+                let wordWidth = word.count
+                if lineWidth > indentWidth, lineWidth + 1 + wordWidth > width {
                     result.append(line)
                     line = indent
+                    lineWidth = indentWidth
                 }
-                line += (line.count > indent.count ? " " : "") + word
+                if lineWidth > indentWidth {
+                    line += " "
+                    lineWidth += 1
+                }
+                line += word
+                lineWidth += wordWidth
             }
             result.append(line)
         }

@@ -22,30 +22,33 @@ enum RemoteConfigBench {
         }
     }
 
-    static func run() throws {
-        let templateJSON: JSONValue = [
-            "conditions": [
-                [
-                    "name": "app_attest_rollout",
-                    "condition": [
-                        "orCondition": [
-                            "conditions": [
-                                [
-                                    "andCondition": [
-                                        "conditions": [
-                                            ["percent": ["percentOperator": "LESS_OR_EQUAL", "seed": "rollout-2026", "microPercent": 10_000_000]]
-                                        ]
+    /// One percent condition at 10% on seed rollout-2026, server form.
+    static let benchTemplate: JSONValue = [
+        "conditions": [
+            [
+                "name": "app_attest_rollout",
+                "condition": [
+                    "orCondition": [
+                        "conditions": [
+                            [
+                                "andCondition": [
+                                    "conditions": [
+                                        ["percent": ["percentOperator": "LESS_OR_EQUAL", "seed": "rollout-2026", "microPercent": 10_000_000]]
                                     ]
                                 ]
                             ]
                         ]
-                    ],
-                ]
-            ],
-            "parameters": [
-                "AppAttestEnabled": ["defaultValue": ["value": "false"], "conditionalValues": ["app_attest_rollout": ["value": "true"]]]
-            ],
-        ]
+                    ]
+                ],
+            ]
+        ],
+        "parameters": [
+            "AppAttestEnabled": ["defaultValue": ["value": "false"], "conditionalValues": ["app_attest_rollout": ["value": "true"]]]
+        ],
+    ]
+
+    static func run() throws {
+        let templateJSON = benchTemplate
         let template = try RemoteConfigTemplate(json: templateJSON)
         let evaluator = TemplateEvaluator(template)
         let ids = fidLikeIds(1_000_000)

@@ -45,53 +45,21 @@ enum EvaluateCommands {
         guard template.parameter(key) != nil else {
             throw CommandError("\(templatePath) has no parameter '\(key)' (it has: \(template.parameterKeys.prefix(10).joined(separator: ", ")))")
         }
-        let idsData = try readData(idsPath, what: "ids file")
-        guard String(validating: idsData, as: UTF8.self) != nil else {
-            throw CommandError("\(idsPath): ids must be UTF-8 text")
+        let input: Int32
+        if idsPath == "-" {
+            input = 0
+        } else {
+            input = open(idsPath, O_RDONLY | O_CLOEXEC)
+            guard input >= 0 else { throw CommandError("cannot read the ids file \(idsPath): no such file or not readable") }
         }
-
-        let program = TemplateEvaluator(template).program(for: key)!
-        // Opaque terms need the slow path that collects notes; percent-only templates take the index fast path.
-        let hasOpaque = template.conditions.contains { !$0.node.opaqueTerms.isEmpty }
-        let tsvValues = program.results.map { Array(($0.value ?? "").utf8) }
-        var notes = Set<String>()
-        var out: [UInt8] = []
-        out.reserveCapacity(min(idsData.count * 2, 64 << 20))
-        let flush = {
-            FileHandle.standardOutput.write(Data(out))
-            out.removeAll(keepingCapacity: true)
+        defer { if input != 0 { close(input) } }
+        var evaluation = BulkEvaluation(template: template, parameter: key, format: format == "json" ? .json : .tsv)
+        do {
+            try evaluation.run(input: input, output: 1)
+        } catch {
+            throw CommandError(idsPath == "-" ? "\(error)" : "\(idsPath): \(error)")
         }
-        var lines = idsData.split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: false)
-        if lines.last?.isEmpty == true { lines.removeLast() }
-        for var line in lines {
-            if line.last == UInt8(ascii: "\r") { line = line.dropLast() }
-            if format == "tsv", !hasOpaque {
-                out.append(contentsOf: line)
-                out.append(9)
-                out.append(contentsOf: tsvValues[line.withUnsafeBytes { program.resultIndex(utf8: $0) }])
-                out.append(10)
-                if out.count > 1 << 20 { flush() }
-                continue
-            }
-            let v = line.withUnsafeBytes { program.value(utf8: $0) }
-            notes.formUnion(v.notes)
-            if format == "tsv" {
-                out.append(contentsOf: line)
-                out.append(9)
-                out.append(contentsOf: (v.value ?? "").utf8)
-                out.append(10)
-            } else {
-                let object: JSONValue = [
-                    "id": .string(String(decoding: line, as: UTF8.self)), "value": v.value.map { .string($0) } ?? .null, "source": .string(v.source.rawValue),
-                    "condition": v.condition.map { .string($0) } ?? .null,
-                ]
-                out.append(contentsOf: JSONWriter().bytes(object))
-                out.append(10)
-            }
-            if out.count > 1 << 20 { flush() }
-        }
-        flush()
-        for note in notes.sorted() { FileHandle.standardError.write(Data("rollout: note: \(note)\n".utf8)) }
+        for note in evaluation.notes.sorted() { FileHandle.standardError.write(Data("rollout: note: \(note)\n".utf8)) }
         return .ok
     }
 
