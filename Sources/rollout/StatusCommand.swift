@@ -11,9 +11,20 @@ import Timekeeping
 extension StoreCommands {
     static let status = Command(
         "status",
-        summary: "Show the current version and the rollout: percentage, state, seed, cohort bands.",
-        options: [json],
-        examples: ["rollout status", "rollout status --json | jq .rollout.percentage"],
+        summary: "Show the current version and the rollout: percentage, state, seed, cohort bands, verdict.",
+        discussion:
+            "The verdict is the one assessment that the console, 'rollout telemetry', 'rollout watch' and the guardrail "
+            + "policy also compute, from the same store at the same instant. Data age is measured on telemetry time: the "
+            + "wall clock, or a live simulation's simulated time on a drill store. " + GuardrailSettings.staleDefinition
+            + ". With --check the exit code is the verdict: 0 OK, 5 WATCH, 6 HOLD, 7 HALT.",
+        options: [
+            json,
+            .flag("--check", help: "Exit with the verdict: 0 OK, 5 WATCH, 6 HOLD, 7 HALT (for scripts and CI)."),
+        ],
+        examples: [
+            "rollout status", "rollout status --json | jq .rollout.percentage",
+            "rollout status --check || echo \"not OK: $?\"",
+        ],
         action: guarded { inv in
             let session = try Wiring.session(inv)
             let health = try session.monitor().status()
@@ -33,8 +44,9 @@ extension StoreCommands {
                 out["startedAt"] = health.startedAt.map { .string($0.iso8601) } ?? .null
                 out["guardrail"] = guardrail.json
                 out["stepUp"] = ["enforced": .bool(stepUp)]
+                out["assessment"] = AssessmentJSON.value(health)
                 print(JSONValue.object(out).prettyText, terminator: "")
-                return .ok
+                return inv.flag("--check") ? AssessmentJSON.exitCode(health.assessment.verdict.level) : .ok
             }
             let info = current.info
             var rows: [(String, String)] = [
@@ -70,7 +82,7 @@ extension StoreCommands {
             rows += guardrail.rows.map { ($0.0, printable($0.1)) }
             rows.append(("step-up", stepUp ? "on: risky changes need a one-time code (rollout policy show)" : "off (no operator enrolled)"))
             printRows(rows)
-            return .ok
+            return inv.flag("--check") ? AssessmentJSON.exitCode(health.assessment.verdict.level) : .ok
         })
 
 }

@@ -119,7 +119,7 @@ struct VerdictTests {
         #expect(a.verdict.reason == "no crash comparison yet: no sessions from the exposed or control group")
     }
 
-    @Test("Apple throttling (serverUnavailable above baseline) is HOLD; other failure classes WATCH")
+    @Test("Apple throttling (serverUnavailable above baseline) is HOLD; so is every other class, each on its own")
     func failures() {
         var f = WatchFixture()
         f.run(
@@ -136,15 +136,16 @@ struct VerdictTests {
         g.run(minutes: 30, failures: [.invalidKey: 5], controlFailures: [.invalidKey: 5])
         g.run(minutes: 10, from: 30, failures: [.invalidKey: 40], controlFailures: [.invalidKey: 5])
         let a = g.snapshot(at: 41).assess(tenPercent)
-        #expect(a.verdict.level == .watch)
+        #expect(a.verdict.level == .hold)
         #expect(a.verdict.reason.hasPrefix("invalidKey failures at"))
         #expect(g.snapshot(at: 41).failureMonitors.first { $0.errorClass == .serverUnavailable }!.alarmed == false)
     }
 
-    /// In a real rollout neither control nor pre-rollout devices attest: the exposed group's own attempts before
-    /// the monitored hour are the baseline, so throttling that starts later is still caught.
-    @Test("without control or pre-rollout attempts, the earlier exposed attempts are the baseline")
-    func earlierExposedBaseline() {
+    /// In a real rollout neither control nor pre-rollout devices attest: the exposed group's first settled window
+    /// is the baseline, frozen, so throttling that starts later is still caught, and a group that stays degraded
+    /// never becomes its own baseline.
+    @Test("without control or pre-rollout attempts, the rollout's first window is the frozen baseline")
+    func firstWindowBaseline() {
         func look(_ f: inout WatchFixture, minute: Int, failures: Int64) {
             let m0 = BucketLevel.minute.bucket(f.start.microseconds)
             var counts: [CounterKey: Int64] = [:]
@@ -157,22 +158,31 @@ struct VerdictTests {
         var f = WatchFixture()
         for m in 0..<120 { look(&f, minute: m, failures: 5) }
         let quiet = f.snapshot(at: 121).failureMonitors.first { $0.errorClass == .serverUnavailable }!
-        // About the first hour: the attempts older than the monitored (settled) hour.
-        guard case .earlierExposed(let n) = quiet.baselineSource else {
-            Issue.record("expected the earlier exposed attempts as the baseline, got \(quiet.baselineSource)")
+        // The first 10 minutes: 5,000 attempts, 50 failures.
+        guard case .firstWindow(let n, let through) = quiet.baselineSource else {
+            Issue.record("expected the first window as the baseline, got \(quiet.baselineSource)")
             return
         }
-        #expect(n >= 29_000 && n <= 32_000)
+        #expect(n == 5_000)
+        #expect(through == f.start + .minutes(10))
+        #expect(abs(quiet.baseline! - 0.01) < 1e-12)
         #expect(!quiet.alarmed)
         for m in 120..<150 { look(&f, minute: m, failures: 50) }
         let throttled = f.snapshot(at: 151)
         #expect(throttled.failureMonitors.first { $0.errorClass == .serverUnavailable }!.alarmed)
         #expect(throttled.assess(tenPercent).verdict.reason.hasPrefix("Apple is throttling attestations"))
+        // Degraded for three more hours: the baseline stays frozen at 1%, the alarm stays.
+        for m in 150..<330 { look(&f, minute: m, failures: 50) }
+        let still = f.snapshot(at: 331)
+        let monitor = still.failureMonitors.first { $0.errorClass == .serverUnavailable }!
+        #expect(abs(monitor.baseline! - 0.01) < 1e-12)
+        #expect(monitor.alarmed)
+        #expect(still.assess(tenPercent).verdict.level == .hold)
 
         // Too young a rollout: no baseline yet, said in words.
         var g = WatchFixture()
-        for m in 0..<30 { look(&g, minute: m, failures: 5) }
-        #expect(g.snapshot(at: 31).failureMonitors.allSatisfy { $0.baselineSource == .none })
+        for m in 0..<5 { look(&g, minute: m, failures: 5) }
+        #expect(g.snapshot(at: 6).failureMonitors.allSatisfy { $0.baselineSource == .none })
     }
 
     @Test("a configured baseline replaces the observed one")
