@@ -211,6 +211,9 @@ public final class FleetSimulation: @unchecked Sendable {
         sinceShare = 0
     }
 
+    /// A note from outside the model (auto-kill in the sink), at the current simulated time.
+    public func noteExternal(_ text: String) { note(text, at: clock.now().microseconds) }
+
     private func note(_ text: String, at t: Int64) {
         let n = SimulationNote(time: Instant(microseconds: t), text: text)
         shareLock.withLock { notes.append(n) }

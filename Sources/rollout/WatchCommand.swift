@@ -81,7 +81,7 @@ extension TelemetryCommands {
                     print("\(status.wallNow.iso8601)  \(status.assessment.verdict.level): \(status.assessment.verdict.reason)")
                     if let killed { print("\(status.wallNow.iso8601)  \(killed)") }
                 }
-                fflush(stdout)
+                fflush(nil)
                 last = now
             }
             done += 1
