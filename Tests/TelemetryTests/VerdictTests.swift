@@ -92,12 +92,92 @@ struct VerdictTests {
     @Test("healthy traffic is OK, with crash-free rates and the detectable effect in the reason")
     func healthy() {
         var f = WatchFixture()
-        f.run(minutes: 30)
-        let a = f.snapshot(at: 33).assess(tenPercent)
+        // 9,000 users per arm, 1% of control crashed: +50% is detectable (8,453 per arm needed).
+        f.run(minutes: 90)
+        let a = f.snapshot(at: 93).assess(tenPercent)
         #expect(a.verdict.level == .ok, "\(a.verdict)")
         #expect(a.verdict.reason.contains("crash-free sessions 99.800% exposed vs 99.800% control"))
         #expect(a.verdict.reason.contains("smallest detectable increase +"))
         #expect(a.exposure.sampleRatio!.pValue == 1)
+    }
+
+    @Test("too small a sample is HOLD 'not enough data yet', with users per arm, the detectable effect and what is missing")
+    func notEnoughData() {
+        var f = WatchFixture()
+        f.run(minutes: 30)
+        let a = f.snapshot(at: 33).assess(tenPercent)
+        #expect(a.verdict.level == .hold)
+        #expect(
+            a.verdict.reason
+                == "not enough data yet: 3000 exposed vs 3000 control users; smallest detectable crash-rate increase +90% "
+                + "(needed: +50% or less); about 5453 more users per arm needed (8453 per arm), about 109 min at the last hour's 3000 users/h")
+        // A larger configured effect is detectable sooner: +100% is within reach of 3,000 users per arm.
+        var relaxed = tenPercent
+        relaxed.detectableEffect = 1.0
+        #expect(f.snapshot(at: 33).assess(relaxed).verdict.level == .ok)
+        // At 0% nobody is exposed: nothing to detect, so no HOLD for it.
+        #expect(f.snapshot(at: 33).assess(RolloutContext(currentMicroPercent: 0)).verdict.findings.allSatisfy { !$0.text.hasPrefix("not enough data") })
+    }
+
+    @Test("intervals are clipped to what is possible: a difference of rates lies within −100 and +100 points")
+    func clippedIntervals() {
+        var f = WatchFixture()
+        // Three users per arm, one crashed on each side: the raw interval runs far beyond ±1.
+        f.run(minutes: 1, sessions: 3, exposedCrashes: 2, controlCrashes: 2, users: 3)
+        let i = f.snapshot(at: 3).crash.userDifference
+        let interval = try! #require(i.interval)
+        #expect(interval.lowerBound >= -1 && interval.upperBound <= 1)
+        #expect(interval.lowerBound == -1 || interval.upperBound == 1)
+        let raw = MixtureSPRT.halfWidth(variance: 2 * (1.0 / 3) * (2.0 / 3) / 3, mixingVariance: 0.25 * (1.0 / 3) * (1.0 / 3), alpha: 0.05)
+        #expect(raw > 1)
+    }
+
+    @Test("a failure ratio above the ceiling is HOLD even when the baseline learned it")
+    func failureCeiling() {
+        var f = WatchFixture { $0.failures.configuredBaseline = [.invalidKey: 0.3] }
+        f.run(minutes: 90, failures: [.invalidKey: 150])
+        let a = f.snapshot(at: 90).assess(tenPercent)
+        #expect(!f.snapshot(at: 90).failureMonitors.first { $0.errorClass == .invalidKey }!.alarmed)
+        #expect(a.verdict.level == .hold)
+        #expect(
+            a.verdict.findings.contains {
+                $0.text.hasPrefix("failure ratio 30.0% of exposed App Attest attempts (9000 of 30000 in the last 60 min) is above the ceiling 20%")
+            }, "\(a.verdict.findings)")
+    }
+
+    @Test("an observed attestation rate near Apple's guidance is HOLD")
+    func attestationRate() {
+        var f = WatchFixture()
+        f.run(minutes: 90, users: 100)
+        var tight = tenPercent
+        tight.budget.perSecond = 2  // 100 new exposed installations a minute = 1.7/s ≥ 80% of 2/s
+        let a = f.snapshot(at: 90).assess(tight)
+        #expect(a.verdict.level == .hold)
+        #expect(a.verdict.reason.hasPrefix("attestation rate near Apple's guidance: 1.7/s observed (500 new exposed installations in the last 5 min"))
+        #expect(f.snapshot(at: 90).assess(tenPercent).verdict.level == .ok)
+    }
+
+    @Test("data age is never negative: an event stamped after now is 0 s old")
+    func dataAgeNonNegative() {
+        var f = WatchFixture()
+        f.run(minutes: 5)
+        let s = f.snapshot(at: 3, newest: 5)
+        #expect(s.newestEvent! > s.now)
+        #expect(s.dataAge == .seconds(Int64(0)))
+    }
+
+    @Test("a simulation that ended or went silent is HOLD, said in words")
+    func simulationGone() {
+        var f = WatchFixture()
+        f.run(minutes: 90)
+        var ended = tenPercent
+        ended.timeSource = .finishedSimulation(endedAt: f.start)
+        let a = f.snapshot(at: 93).assess(ended)
+        #expect(a.verdict.level == .hold)
+        #expect(a.verdict.reason.hasPrefix("the simulation writing this store ended at"))
+        var lost = tenPercent
+        lost.timeSource = .lostSimulation(lastHeartbeat: f.start)
+        #expect(f.snapshot(at: 93).assess(lost).verdict.reason.hasPrefix("the simulation writing this store stopped answering"))
     }
 
     @Test("exposed users crashing more is HALT, stated with the SPRT and the rates")
@@ -197,8 +277,8 @@ struct VerdictTests {
     @Test("a sample ratio mismatch is HOLD; the same split while a change above 50% propagates is not")
     func sampleRatio() {
         var f = WatchFixture()
-        f.run(minutes: 30)
-        let skewed = f.snapshot(at: 33, active: [.enabled: 5_400, .control: 4_600])
+        f.run(minutes: 90)
+        let skewed = f.snapshot(at: 93, active: [.enabled: 5_400, .control: 4_600])
         let a = skewed.assess(tenPercent)
         #expect(a.verdict.level == .hold)
         #expect(
