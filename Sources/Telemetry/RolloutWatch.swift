@@ -16,17 +16,22 @@ public struct FailureMonitorConfiguration: Hashable, Sendable {
     public var configuredBaseline: [ErrorClassBucket: Double]
     /// An observed baseline needs at least this many attempts.
     public var minimumBaselineAttempts: Int64
-    /// The exposed group's first window after the start, frozen as its baseline: at least this long and
-    /// `minimumBaselineAttempts` attempts. Frozen so that a group that degrades later never becomes its own
-    /// baseline.
+    /// The exposed group's first window after the start, frozen as its baseline: this long, extended (up to
+    /// `firstWindowLimit`) until it holds `firstWindowMinimumAttempts`. Frozen so that a group that degrades
+    /// later never becomes its own baseline; kept short so that a degradation soon after the start is not in it.
     public var firstWindow: Instant.Duration
+    public var firstWindowMinimumAttempts: Int64
+    public var firstWindowLimit: Instant.Duration
 
     public init(
         shiftMultiplier: Double = 2, threshold: Double = 5, window: Instant.Duration = .minutes(60),
         baselineWindow: Instant.Duration = .hours(24), configuredBaseline: [ErrorClassBucket: Double] = [:],
-        minimumBaselineAttempts: Int64 = 200, firstWindow: Instant.Duration = .minutes(10)
+        minimumBaselineAttempts: Int64 = 200, firstWindow: Instant.Duration = .minutes(10),
+        firstWindowMinimumAttempts: Int64 = 50, firstWindowLimit: Instant.Duration = .minutes(60)
     ) {
         self.firstWindow = firstWindow
+        self.firstWindowMinimumAttempts = firstWindowMinimumAttempts
+        self.firstWindowLimit = firstWindowLimit
         self.shiftMultiplier = shiftMultiplier
         self.threshold = threshold
         self.window = window
@@ -96,9 +101,9 @@ public struct RolloutWatch: Sendable {
         if firstWindowFrozenAt == nil {
             for (k, v) in look.counts where Self.exposedAttestation(k) { firstWindow.add(k, v) }
             let attempts = firstWindow.sum(.attestationSuccess) + firstWindow.sum(.attestationFailure)
-            if look.end - configuration.since >= configuration.failures.firstWindow,
-                attempts >= configuration.failures.minimumBaselineAttempts
-            {
+            let age = look.end - configuration.since
+            let f = configuration.failures
+            if age >= f.firstWindow, attempts >= f.firstWindowMinimumAttempts || (age >= f.firstWindowLimit && attempts > 0) {
                 firstWindowFrozenAt = look.end
             }
         }
@@ -170,6 +175,16 @@ public struct RolloutWatch: Sendable {
         return snapshot
     }
 
+    /// The one-sided 95% Wilson upper bound of a failure rate (never 0, so a clean window still gives a rate).
+    static func upperBound(failures x: Int64, attempts n: Int64) -> Double {
+        let z = 1.645
+        let nn = Double(n)
+        let p = Double(x) / nn
+        let centre = p + z * z / (2 * nn)
+        let spread = z * (p * (1 - p) / nn + z * z / (4 * nn * nn)).squareRoot()
+        return min(0.999, (centre + spread) / (1 + z * z / nn))
+    }
+
     static func exposedAttestation(_ k: CounterKey) -> Bool {
         k.cohort == .enabled && (k.provider == .appAttest || k.provider == .unspecified)
     }
@@ -191,8 +206,9 @@ public struct RolloutWatch: Sendable {
                 monitor.baseline = fixed
                 monitor.baselineSource = .configured
             } else if let frozen = firstWindowFrozenAt {
-                // Half a failure when none were seen, so that a clean baseline is small but not zero.
-                monitor.baseline = max(Double(firstFailures[errorClass] ?? 0), 0.5) / Double(firstAttempts)
+                // The upper 95% bound of the first window's rate: a short window's estimate is uncertain, and a
+                // baseline set too low would alarm on ordinary background failures.
+                monitor.baseline = Self.upperBound(failures: firstFailures[errorClass] ?? 0, attempts: firstAttempts)
                 monitor.baselineSource = .firstWindow(attempts: firstAttempts, through: frozen)
             } else if baseAttempts >= config.minimumBaselineAttempts {
                 monitor.baseline = max(Double(baseFailures[errorClass] ?? 0), 0.5) / Double(baseAttempts)

@@ -237,13 +237,13 @@ extension TelemetrySnapshot {
                 findings.append(Finding(.hold, .failures, what))
             }
         }
-        let window = failureWindowTotals
+        let window = ceilingWindow
         if window.attempts >= 50, Double(window.failures) / Double(window.attempts) > context.failureCeiling {
             findings.append(
                 Finding(
                     .hold, .failures,
                     "failure ratio \(Words.percent(Double(window.failures) / Double(window.attempts))) of exposed App Attest attempts "
-                        + "(\(window.failures) of \(window.attempts) in the last \(Words.duration(failureWindow))) is above the ceiling "
+                        + "(\(window.failures) of \(window.attempts) in the last \(window.minutes) min) is above the ceiling "
                         + "\(Words.percent(context.failureCeiling, digits: 0))"))
         }
         let rate = observedAttestationsPerSecond
@@ -319,10 +319,20 @@ extension TelemetrySnapshot {
         return e
     }
 
-    /// Exposed App Attest attempts and failures (all classes) in the monitored window.
-    var failureWindowTotals: (attempts: Int64, failures: Int64) {
-        let attempts = failureMonitors.first?.attempts ?? 0
-        return (attempts, failureMonitors.reduce(0) { $0 + $1.failures })
+    /// Exposed App Attest attempts and failures (all classes) over the last complete 15 minutes (the ceiling's
+    /// window: short enough to follow a new build, long enough not to trip on a handful of attempts).
+    var ceilingWindow: (attempts: Int64, failures: Int64, minutes: Int) {
+        guard let w = windows.first(where: { $0.minutes == 15 }) ?? windows.last else { return (0, 0, 15) }
+        var attempts: Int64 = 0
+        var failures: Int64 = 0
+        for (k, v) in w.totals.counts where RolloutWatch.exposedAttestation(k) {
+            if k.kind == .attestationSuccess { attempts += v }
+            if k.kind == .attestationFailure {
+                attempts += v
+                failures += v
+            }
+        }
+        return (attempts, failures, w.minutes)
     }
 
     /// New exposed installations per second over the last complete 5 minutes (each attests with Apple once).
