@@ -242,9 +242,9 @@ enum TelemetryCommands {
         } else {
             if hypothetical {
                 var what: [String] = []
-                if let since = hypothesis.since { what.append("started at \(since.iso8601)") }
-                if let p = hypothesis.exposed { what.append("at \(p)") }
-                print("HYPOTHETICAL: what if the rollout had \(what.joined(separator: " and "))? Not the store's verdict.")
+                if let p = hypothesis.exposed { what.append("exposed \(p)") }
+                if let since = hypothesis.since { what.append("rollout start \(since.iso8601)") }
+                print("HYPOTHETICAL: \(what.joined(separator: ", ")) (a what-if; not the store's verdict)")
             }
             print(try TelemetryReport.text(status.snapshot, status.assessment, tables: tables))
             print(GuardrailReport.dataLine(status))
