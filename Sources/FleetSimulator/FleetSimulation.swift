@@ -649,10 +649,14 @@ public final class FleetSimulation: @unchecked Sendable {
             intent: .rollout(operation), actor: options.actor,
             reason: "scenario \(scenario.name), line \(item.line)", origin: "ROLLOUT_SIMULATOR")
         request.retryOnConflict = true
-        // A drill provokes what the guardrail exists to stop (a nudge into throttling); like an operator it may
-        // override the guardrail with a reason, and the write path audits the override. Step-up is not lifted.
-        request.overrideGuardrail = true
         do {
+            // A drill provokes what the guardrail exists to stop (a nudge into throttling): where the guardrail
+            // refuses, the simulator overrides it with the scenario line as the reason, as an operator may, and the
+            // write path audits the override. Step-up is never lifted (and may ask a code for the override).
+            let preview = try writePath.preview(request)
+            request.overrideGuardrail = preview.reports.contains {
+                if case .refuse = $0.decision { $0.policy == TelemetryGuardrail.policyName } else { false }
+            }
             switch try writePath.execute(request) {
             case .published(let stored, let proposal, _):
                 stats.publishedChanges += 1
