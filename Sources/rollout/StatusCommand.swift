@@ -32,9 +32,11 @@ extension StoreCommands {
             let rollout = Result { try RolloutPlan.locate(in: current.template) }
             let guardrail = GuardrailReport(health)
             let stepUp = try session.store.withDatabase { try OperatorTables.isEnforced(in: $0) }
+            let drill = try session.store.withDatabase { try DrillStoreMark.isDrill($0) }
             if inv.flag("--json") {
                 var out = JSONObject()
                 out["store"] = .string(session.path)
+                out["drillStore"] = .bool(drill)
                 out["version"] = versionJSON(current.info)
                 switch rollout {
                 case .success(let plan?): out["rollout"] = planJSON(plan)
@@ -50,7 +52,7 @@ extension StoreCommands {
             }
             let info = current.info
             var rows: [(String, String)] = [
-                ("store", session.path),
+                ("store", session.path + (drill ? " (drill store: simulations write into it)" : "")),
                 ("version", "\(info.number) (etag \(info.etag))"),
                 (
                     "updated",
