@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import TestSupport
+import Timekeeping
 
 /// A demo runs the console on simulated time, but people and security stay on the wall clock: an enrolled
 /// operator's code, computed by pyotp from the wall clock, is accepted for a protected change while the fleet
@@ -54,6 +55,36 @@ struct DemoStepUpTests {
         let audit = try f.cli("audit", "show", "--json").stdout
         #expect(audit.contains("step-up accepted"))
         #expect(!audit.contains("step-up refused"))
+
+        // Undo again (back to 10%, a rollback too), with three wrong codes: the lockout lasts 15 minutes of wall
+        // time, stamped on the wall clock (not the simulation's, which runs an hour a minute ahead).
+        try session.press("u")
+        try session.waitFor("Confirm: roll back the last change")
+        try session.press("Tab", "Enter")
+        try session.waitFor("Reason for the increase")
+        try session.type("drill")
+        try session.press("Enter")
+        try session.waitUntil("the step-up code prompt") { $0.contains("Code from your authenticator") }
+        var valid: Set<String> = []
+        for ahead in -1...3 { valid.insert(try pyotp(stepsAhead: ahead)) }
+        let wrong = ["000000", "111111", "222222", "333333", "444444", "555555"].filter { !valid.contains($0) }.prefix(3)
+        for (i, code) in wrong.enumerated() {
+            try session.type(code)
+            try session.press("Enter")
+            try session.waitUntil("refusal \(i + 1)") { _ in
+                ((try? f.cli("audit", "show", "--json").stdout) ?? "").components(separatedBy: "wrong code for ana@example.com").count > i + 1
+            }
+        }
+        let records = try #require(
+            try JSONSerialization.jsonObject(with: Data(f.cli("audit", "show", "--json").stdout.utf8)) as? [[String: Any]])
+        let locked = try #require(records.last { ($0["reason"] as? String ?? "").contains("locked out until") || ($0["detail"] as? String ?? "").contains("locked out until") })
+        let stamped = try #require((locked["time"] as? String).flatMap(ISO8601.parse))
+        let text = (locked["detail"] as? String ?? "") + " " + (locked["reason"] as? String ?? "")
+        let until = try #require(text.components(separatedBy: "locked out until ").dropFirst().first.flatMap { ISO8601.parse(String($0.prefix(24))) })
+        #expect(abs((until - stamped).seconds - 15 * 60) <= 2, "\(stamped) → \(until)")
+        #expect(abs((stamped - SystemClock().now()).seconds) < 120, "the audit time \(stamped) is not wall time")
+        try session.press("Escape")
+        try session.waitForAbsence(of: "Code from your authenticator")
         try session.press("q")
         #expect(try session.exitStatus(timeout: 20) == 0)
     }
