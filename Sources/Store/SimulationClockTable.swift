@@ -8,8 +8,8 @@ import Timekeeping
 /// The simulation writes a record when it starts, about once a second of wall time while it runs, and when it
 /// stops: the anchor (`wallUpdated`, `simulatedAtUpdate`) and the speed. A reader extrapolates from the anchor
 /// at the speed, but never more than `staleAfter` of wall time ahead: a simulation that stopped publishing
-/// (killed, or slower than its speed) must not run ahead of its own data. Beyond that, and after the run
-/// ended, simulated time goes on at the wall clock's pace, so stale data looks stale.
+/// (killed, or slower than its speed) must not run ahead of its own data. Readers go through
+/// `TelemetryTimeline`, which also decides when a simulation is no longer followed (ended, or silent).
 public struct SimulationClockRecord: Hashable, Sendable {
     /// Wall time when the run started, and simulated time at that moment.
     public var wallStart: Instant

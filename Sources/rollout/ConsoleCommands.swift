@@ -40,11 +40,14 @@ enum ConsoleCommands {
     static let demo = Command(
         "demo",
         summary: "The console on an embedded store with a simulated device fleet: the whole loop, no phone, no cloud.",
-        discussion: "Creates a temporary store (or uses --store), starts the fleet simulator in this process at an accelerated "
+        discussion: "Creates a temporary drill store (or uses --store: a new path becomes a drill store; an ordinary "
+            + "store needs --on-ordinary-store, recorded in its audit log), starts the fleet simulator in this process at an accelerated "
             + "speed with the steady scenario (--scenario to choose another: throttling, crash-regression, bad-build, "
             + "slow-propagation, or a file), and opens the console on top. Nudges made in the console reach the simulated "
-            + "devices as they fetch config; their successes, failures and crashes come back live. The temporary store is "
-            + "removed on exit.",
+            + "devices as they fetch config; their successes, failures and crashes come back live. The console follows the "
+            + "simulated time for the fleet's data only: step-up codes, lockouts and audit times are wall time. With "
+            + "guardrails.auto-kill on, a HALT is killed once (the simulator and the console both watch). The temporary "
+            + "store is removed on exit.",
         options: displayOptions + [
             .value("--scenario", name: "NAME|FILE", help: "The fleet's scenario (default steady)."),
             .value("--devices", name: "N", help: "Fleet size (default: the scenario's)."),
