@@ -11,6 +11,10 @@ public enum ExitCode: Int32, Sendable {
     case usage = 2
     case conflict = 3
     case refused = 4
+    /// `status --check` and `watch`: the verdict is WATCH, HOLD or HALT (OK is `ok`).
+    case verdictWatch = 5
+    case verdictHold = 6
+    case verdictHalt = 7
 }
 
 /// An error that ends the command with a one-line message and an exit code.

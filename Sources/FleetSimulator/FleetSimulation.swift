@@ -73,11 +73,15 @@ public final class FleetSimulation: @unchecked Sendable {
     /// Sets up the fleet, the exchange and the agenda; nothing happens until `advance` or `step`.
     ///
     /// - Parameters:
-    ///   - config: where the fleet fetches from and where the scenario's changes are published (the write path
-    ///     without policies: a scenario is a script the operator chose).
+    ///   - config: where the fleet fetches from.
     ///   - sink: where events go, in time order.
-    public init(scenario: Scenario, options: FleetOptions, config: any ConfigStore, sink: any FleetTelemetrySink) throws
-    {
+    ///   - writePath: where the scenario's changes are published, as `simulator`: the commands give the store's
+    ///     one write path with every policy (guardrail, step-up), like any operator's. Without one (in-memory
+    ///     tests of the model) a policy-free path on `config` and the simulated clock is used.
+    public init(
+        scenario: Scenario, options: FleetOptions, config: any ConfigStore, sink: any FleetTelemetrySink,
+        writePath: WritePath? = nil
+    ) throws {
         precondition(options.devices > 0 && options.devices <= Int(Int32.max), "a fleet has 1 to 2^31 devices")
         self.scenario = scenario
         self.options = options
@@ -107,7 +111,7 @@ public final class FleetSimulation: @unchecked Sendable {
             state: state, clock: clock)
 
         let seed = scenario.rolloutSeed
-        writePath = WritePath(store: config, clock: clock, names: options.names, newSeed: { seed })
+        self.writePath = writePath ?? WritePath(store: config, clock: clock, names: options.names, newSeed: { seed })
         stats = FleetStatistics(now: options.start)
         stats.devices = options.devices
         shared = stats
@@ -206,6 +210,9 @@ public final class FleetSimulation: @unchecked Sendable {
         shareLock.withLock { shared = copy }
         sinceShare = 0
     }
+
+    /// A note from outside the model (auto-kill in the sink), at the current simulated time.
+    public func noteExternal(_ text: String) { note(text, at: clock.now().microseconds) }
 
     private func note(_ text: String, at t: Int64) {
         let n = SimulationNote(time: Instant(microseconds: t), text: text)
@@ -643,6 +650,13 @@ public final class FleetSimulation: @unchecked Sendable {
             reason: "scenario \(scenario.name), line \(item.line)", origin: "ROLLOUT_SIMULATOR")
         request.retryOnConflict = true
         do {
+            // A drill provokes what the guardrail exists to stop (a nudge into throttling): where the guardrail
+            // refuses, the simulator overrides it with the scenario line as the reason, as an operator may, and the
+            // write path audits the override. Step-up is never lifted (and may ask a code for the override).
+            let preview = try writePath.preview(request)
+            request.overrideGuardrail = preview.reports.contains {
+                if case .refuse = $0.decision { $0.policy == TelemetryGuardrail.policyName } else { false }
+            }
             switch try writePath.execute(request) {
             case .published(let stored, let proposal, _):
                 stats.publishedChanges += 1

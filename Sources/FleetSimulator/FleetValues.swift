@@ -11,33 +11,34 @@ public struct FleetOptions: Sendable {
     public var start: Instant
     public var duration: Instant.Duration
     public var names: RolloutNames
-    /// The operator id the scenario's scripted changes (`rollout 10%`) are published and audited as.
-    public var actor: String
+    /// The id the scenario's scripted changes (`rollout 10%`) are published and audited as: always the
+    /// simulator itself, never an operator (so step-up, which knows no `simulator`, refuses what it protects).
+    public let actor = FleetOptions.simulatorActor
+    public static let simulatorActor = "simulator"
     /// A monotonic nanosecond source to measure the time spent in real cryptography (benchmarks only; the
     /// model never reads it).
     public var cryptoStopwatch: (@Sendable () -> UInt64)?
 
     public init(
         devices: Int, seed: UInt64, start: Instant, duration: Instant.Duration, names: RolloutNames = .standard,
-        actor: String = "simulator", cryptoStopwatch: (@Sendable () -> UInt64)? = nil
+        cryptoStopwatch: (@Sendable () -> UInt64)? = nil
     ) {
         self.devices = devices
         self.seed = seed
         self.start = start
         self.duration = duration
         self.names = names
-        self.actor = actor
         self.cryptoStopwatch = cryptoStopwatch
     }
 
     /// The scenario's own fleet size, duration and start, unless given here.
     public init(
         scenario: Scenario, devices: Int? = nil, seed: UInt64, start: Instant, duration: Instant.Duration? = nil,
-        names: RolloutNames = .standard, actor: String = "simulator"
+        names: RolloutNames = .standard
     ) {
         self.init(
             devices: devices ?? scenario.devices, seed: seed, start: scenario.start ?? start,
-            duration: duration ?? scenario.duration, names: names, actor: actor)
+            duration: duration ?? scenario.duration, names: names)
     }
 }
 

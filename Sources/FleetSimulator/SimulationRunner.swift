@@ -91,6 +91,9 @@ public final class SimulationRunner: @unchecked Sendable {
                     if !simulation.isFinished { sleep(.milliseconds(Int64(factor >= 10 ? 20 : 100))) }
                 } else {
                     try simulation.advance(to: simulation.now + .minutes(1))
+                    // As fast as possible: a heartbeat per simulated minute keeps readers' mapping of wall time
+                    // (a publish from another terminal) onto simulated time within a minute.
+                    try record(running: true)
                 }
                 let w = wall.now()
                 if w - lastReport >= .milliseconds(500) {

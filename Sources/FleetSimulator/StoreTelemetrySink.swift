@@ -17,6 +17,8 @@ public final class StoreTelemetrySink: FleetTelemetrySink {
     private var minute: Int64?
     public private(set) var committedBatches = 0
     public private(set) var committedEvents = 0
+    /// Called after each landed batch with the simulated time (the commands run auto-kill here).
+    public var afterCommit: ((Instant) throws -> Void)?
 
     public init(store: RolloutStore, source: String = "simulator") throws {
         self.store = store
@@ -38,6 +40,7 @@ public final class StoreTelemetrySink: FleetTelemetrySink {
         committedBatches += 1
         committedEvents += events
         batch.removeAll()
+        try afterCommit?(now)
     }
 
     private func enter(_ time: Instant) throws {

@@ -11,35 +11,59 @@ import Timekeeping
 /// The console's view of a store: builds `ConsoleModel`s from the config store, the telemetry and the verdict.
 ///
 /// Runs on the console's snapshot thread with a connection of its own; everything it reads goes through
-/// `RolloutMonitor`, so the screen shows exactly what `rollout status` and the guardrail policy see.
+/// `RolloutMonitor`, so the screen shows exactly what `rollout status` and the guardrail policy see. The monitor
+/// runs on the wall clock and takes telemetry time from the store (a live simulation's heartbeat). With a
+/// writable session for auto-kill, a running console is one of the processes that act on HALT: each refresh
+/// that computes HALT while the rollout exposes anyone publishes a kill (compare-and-swap: one kill between
+/// any number of consoles and watchers).
 public final class StoreConsoleSource: ConsoleDataSource, @unchecked Sendable {
     private let monitor: RolloutMonitor
     private let operatorID: String
     private let readOnly: Bool
     private let storeLabel: String
     private let project: String
+    private let autoKill: StoreSession?
     private let lock = NSLock()
     private var positions = PositionCache()
+    private var autoKillPath: WritePath?
+    private var autoKillNote: NotableEvent?
 
-    public init(path: String, clock: Clock, operatorID: String, readOnly: Bool, project: String) throws {
+    public init(
+        path: String, clock: Clock, operatorID: String, readOnly: Bool, project: String, autoKill: StoreSession? = nil
+    ) throws {
         monitor = try RolloutMonitor(
             store: RolloutStore(path: path, create: false, access: readOnly ? .readOnly : .readWrite), clock: clock)
         self.operatorID = operatorID
         self.readOnly = readOnly
         storeLabel = "sqlite " + ConsoleText.abbreviatingHome(path)
         self.project = project
+        self.autoKill = readOnly ? nil : autoKill
     }
 
     public func snapshot() throws -> ConsoleModel {
         try lock.withLock {
-            let status = try monitor.status()
+            var status = try monitor.status()
+            if let autoKill {
+                if autoKillPath == nil { autoKillPath = try autoKill.writePath() }
+                if case .published(let stored, let proposal, _)? = try monitor.autoKillIfHalted(status, using: autoKillPath!) {
+                    autoKillNote = NotableEvent(
+                        at: status.wallNow, severity: .critical,
+                        text: "auto-kill published version \(stored.info.number): \(proposal.summary)")
+                    status = try monitor.status()
+                }
+            }
             let stepUp = try monitor.store.withDatabase { try OperatorTables.isEnforced(in: $0) }
             let changes = try positions.changes(monitor.config, newest: status.current, limit: 12)
-            return ConsoleModelBuilder.model(
+            var model = ConsoleModelBuilder.model(
                 status: status, changes: changes, header: .init(store: storeLabel, project: project, operatorID: operatorID),
                 readOnly: readOnly, stepUp: stepUp)
+            if let autoKillNote { model.events.insert(autoKillNote, at: 0) }
+            return model
         }
     }
+
+    /// The model at the current instant without acting (tests compare it with `status` and `telemetry`).
+    public func status() throws -> RolloutMonitor.Status { try lock.withLock { try monitor.status() } }
 }
 
 /// Runs the console's effects through the one write path, with a connection of its own.

@@ -4,8 +4,13 @@ import Rollout
 import Telemetry
 import Timekeeping
 
-/// The rollout as the console and `rollout status` see it: the config store's newest version and its rollout,
-/// when the rollout started, and the telemetry since then with its verdict.
+/// The one assessment of a rollout: a function of the store's contents and the wall-clock instant.
+///
+/// It reads the config store's newest version and its rollout, when the rollout started, the guardrail
+/// settings, the telemetry since the start and the store's simulation heartbeat (which decides telemetry time),
+/// and judges them with `TelemetrySnapshot.assess`. `rollout status`, `rollout telemetry`, `rollout watch`, the
+/// console, the guardrail policy of the write path and auto-kill all call `status()`, so the same store at the
+/// same instant gives the same level, reasons and counts everywhere.
 ///
 /// One monitor lives as long as its reader (a console session keeps one), so the sequential statistics are
 /// folded once per settled minute however often the screen refreshes.
@@ -13,15 +18,21 @@ public final class RolloutMonitor {
     public let store: RolloutStore
     public let config: SQLiteConfigStore
     public let telemetry: TelemetryTables
+    /// The wall clock.
     public let clock: Clock
+    /// Telemetry time given by the caller (an in-process simulation's own clock); nil: from the store.
+    public let telemetryClock: (any Clock)?
     public let names: RolloutNames
 
     /// The start found for the newest version seen, so history is scanned once per new version.
     private var startCache: (version: Int, start: Instant?)?
 
-    public init(store: RolloutStore, clock: Clock, names: RolloutNames = .standard) throws {
+    public init(store: RolloutStore, clock: Clock, telemetryClock: (any Clock)? = nil, names: RolloutNames = .standard)
+        throws
+    {
         self.store = store
         self.clock = clock
+        self.telemetryClock = telemetryClock
         self.names = names
         config = try store.configStore()
         telemetry = try store.withDatabase { try TelemetryTables(database: $0) }
@@ -29,11 +40,15 @@ public final class RolloutMonitor {
 
     /// Everything the screen and `status` show, at one instant.
     public struct Status: Sendable {
+        /// Telemetry time: the instant the figures are as of.
         public var now: Instant
+        /// The wall-clock instant of the assessment.
+        public var wallNow: Instant
+        public var timeSource: TelemetryTimeSource
         public var current: StoredTemplate
         public var plan: RolloutPlan?
         /// When exposure last went from none to some (the first version of the current run of versions where the
-        /// rollout was rolling or killed); nil when it has not started.
+        /// rollout was rolling or killed), in telemetry time; nil when it has not started.
         public var startedAt: Instant?
         public var settings: GuardrailSettings
         public var snapshot: TelemetrySnapshot
@@ -46,21 +61,43 @@ public final class RolloutMonitor {
         }
     }
 
-    public func status() throws -> Status {
-        let now = clock.now()
-        return try store.withDatabase { _ in
+    /// The telemetry timeline of this store (its simulation heartbeat, if any).
+    public func timeline() throws -> TelemetryTimeline {
+        TelemetryTimeline(record: try store.withDatabase { try SimulationClockTable.read(from: $0) })
+    }
+
+    /// A what-if: the assessment of the same store with a different start or exposed percentage. Shown only
+    /// labelled as hypothetical; never used by a policy.
+    public struct Hypothesis: Hashable, Sendable {
+        public var since: Instant?
+        public var exposed: MicroPercent?
+        public init(since: Instant? = nil, exposed: MicroPercent? = nil) {
+            self.since = since
+            self.exposed = exposed
+        }
+    }
+
+    public func status(_ hypothesis: Hypothesis? = nil) throws -> Status {
+        let wall = clock.now()
+        return try store.withDatabase { db in
+            let timeline = try self.timeline()
+            var (now, source) = timeline.now(atWall: wall)
+            if let telemetryClock {
+                now = telemetryClock.now()
+                source = .liveSimulation
+            }
             let current = try config.current()
             let plan = try? RolloutPlan.locate(in: current.template, names: names)
-            let start = try startedAt(current: current)
-            let settings = try store.withDatabase { try GuardrailSettingsTable.load(from: $0) }
-            let snapshot = try telemetry.snapshot(WatchConfiguration(since: start ?? now), now: now)
-            let exposed = plan.flatMap { $0.state == .rolling ? $0.percentage.value : nil } ?? 0
-            let context = RolloutContext(
-                currentMicroPercent: exposed, newestTemplateVersion: Int64(current.info.number),
-                guardrailsEnabled: settings.armedByHand, staleAfter: settings.staleAfter)
+            let start = try hypothesis?.since ?? startedAt(current: current, timeline: timeline)
+            let settings = try GuardrailSettingsTable.load(from: db)
+            let snapshot = try telemetry.snapshot(settings.watchConfiguration(since: start ?? now), now: now)
+            let exposed =
+                hypothesis?.exposed?.value ?? plan.flatMap { $0.state == .rolling ? $0.percentage.value : nil } ?? 0
+            let context = settings.context(
+                exposedMicroPercent: exposed, newestTemplateVersion: Int64(current.info.number), timeSource: source)
             return Status(
-                now: now, current: current, plan: plan, startedAt: start, settings: settings, snapshot: snapshot,
-                assessment: snapshot.assess(context))
+                now: now, wallNow: wall, timeSource: source, current: current, plan: plan, startedAt: start,
+                settings: settings, snapshot: snapshot, assessment: snapshot.assess(context))
         }
     }
 
@@ -76,23 +113,40 @@ public final class RolloutMonitor {
         return TelemetryGuardrail(input: { _ in try monitor.guardrailInput() })
     }
 
+    /// The actor of auto-kill publishes in the audit log.
+    public static let autoKillActor = "guardrail (auto-kill)"
+    public static let autoKillOrigin = "ROLLOUT_GUARDRAIL"
+
     /// With auto-kill on, a HALT verdict while the rollout is exposing anyone publishes a kill through `path`
     /// (reason `guardrail: ...`); returns what was done, or nil when nothing was needed.
-    public func autoKillIfHalted(using path: WritePath, actor: String = "guardrail (auto-kill)") throws -> WritePath.Outcome? {
-        let s = try status()
+    ///
+    /// Safe with any number of watchers: the kill is a compare-and-swap on the version the HALT was judged on,
+    /// so of several processes seeing the same HALT exactly one publishes; the others lose the race, and on
+    /// their next look the rollout is killed already.
+    public func autoKillIfHalted(using path: WritePath, actor: String = RolloutMonitor.autoKillActor) throws
+        -> WritePath.Outcome?
+    {
+        try autoKillIfHalted(status(), using: path, actor: actor)
+    }
+
+    /// The same on a status already computed (so that the caller shows and acts on one assessment).
+    public func autoKillIfHalted(_ s: Status, using path: WritePath, actor: String = RolloutMonitor.autoKillActor) throws
+        -> WritePath.Outcome?
+    {
         guard s.settings.autoKill, s.assessment.verdict.level == .halt, s.plan?.state == .rolling else { return nil }
         var request = WritePath.Request(
-            intent: .rollout(.kill), actor: actor, reason: "guardrail: \(s.assessment.verdict.reason)", origin: "ROLLOUT_GUARDRAIL")
+            intent: .rollout(.kill), actor: actor, reason: "guardrail: \(s.assessment.verdict.reason)",
+            origin: Self.autoKillOrigin)
         request.basedOnETag = s.current.etag
         do {
             return try path.execute(request)
         } catch WritePath.Failure.conflict {
-            // Someone published meanwhile; the next look decides again on the newer version.
+            // Someone published meanwhile (another watcher's kill); the next look decides on the newer version.
             return nil
         }
     }
 
-    private func startedAt(current: StoredTemplate) throws -> Instant? {
+    private func startedAt(current: StoredTemplate, timeline: TelemetryTimeline) throws -> Instant? {
         if let cached = startCache, cached.version == current.info.number { return cached.start }
         if startCache == nil { startCache = try loadPersistedStart() }
         if let cached = startCache, cached.version == current.info.number { return cached.start }
@@ -110,7 +164,8 @@ public final class RolloutMonitor {
                 }
                 let template = info.number == current.info.number ? current.template : try config.version(info.number).template
                 guard let plan = try? RolloutPlan.locate(in: template, names: names), plan.state != .notStarted else { break scan }
-                start = info.updateTime
+                // Versions carry wall time; telemetry of a simulation carries simulated time.
+                start = timeline.telemetryTime(ofWall: info.updateTime)
             }
             before = page.last!.number
         }

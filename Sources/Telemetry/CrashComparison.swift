@@ -145,7 +145,8 @@ public struct CrashComparison: Hashable, Sendable {
         let v = pe * (1 - pe) / Double(trials.0) + pc * (1 - pc) / Double(trials.1)
         let pooled = min(1, Double(events.0 + events.1) / Double(trials.0 + trials.1))
         let tau = relative * pooled
-        test.observe(estimate: pe - pc, variance: v, mixingVariance: tau * tau)
+        // A difference of two rates lies within −1 and 1.
+        test.observe(estimate: pe - pc, variance: v, mixingVariance: tau * tau, possible: -1...1)
     }
 
     /// The smallest relative increase in crashed users detectable with the smaller arm's users so far, at the

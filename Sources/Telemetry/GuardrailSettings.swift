@@ -8,8 +8,35 @@ public struct GuardrailSettings: Hashable, Sendable {
     public var autoKill = false
     /// Apple's guidance (FACTS.md §4), adjustable.
     public var budget = AttestationBudget()
-    /// Telemetry older than this is stale: HOLD.
+    /// Telemetry older than this is stale: HOLD. "Stale" means exactly this everywhere: the newest event is
+    /// older than this, in telemetry time (simulated time while a live simulation writes the store).
     public var staleAfter: Instant.Duration = .minutes(10)
+    /// OK needs the smallest detectable relative crash increase at the current sample to be at most this.
+    public var detectableEffect = 0.5
+    /// HOLD when more than this share of the exposed group's App Attest attempts fail (monitored window).
+    public var failureCeiling = 0.2
+    /// Fixed failure baselines per error class (replacing the frozen first window).
+    public var failureBaseline: [ErrorClassBucket: Double] = [:]
+
+    /// How long the console and every report consider data fresh, in words (for help texts).
+    public static let staleDefinition =
+        "stale: the newest event is older than telemetry.stale-after-minutes (default 10) of telemetry time, which is "
+        + "the wall clock, or a live simulation's simulated time on a drill store; stale data is HOLD, never OK"
+
+    /// The context the assessment reads these settings through.
+    public func context(
+        exposedMicroPercent: Int64, newestTemplateVersion: Int64?, timeSource: TelemetryTimeSource
+    ) -> RolloutContext {
+        RolloutContext(
+            currentMicroPercent: exposedMicroPercent, newestTemplateVersion: newestTemplateVersion,
+            guardrailsEnabled: armedByHand, staleAfter: staleAfter, detectableEffect: detectableEffect,
+            failureCeiling: failureCeiling, budget: budget, timeSource: timeSource)
+    }
+
+    /// The watch configuration these settings give for a rollout that started at `since`.
+    public func watchConfiguration(since: Instant) -> WatchConfiguration {
+        WatchConfiguration(since: since, failures: FailureMonitorConfiguration(configuredBaseline: failureBaseline))
+    }
 
     public init() {}
 
@@ -22,7 +49,12 @@ public struct GuardrailSettings: Hashable, Sendable {
             ("budget.per-day", GuardrailSettings.number(budget.perDay)),
             ("budget.peak-to-average", GuardrailSettings.number(budget.peakToAverage)),
             ("telemetry.stale-after-minutes", String(staleAfter.microseconds / 60_000_000)),
+            ("crash.detectable-effect-percent", GuardrailSettings.number(detectableEffect * 100)),
+            ("failures.ceiling-percent", GuardrailSettings.number(failureCeiling * 100)),
         ]
+            + ErrorClassBucket.allCases.map {
+                ("failures.baseline-percent.\($0)", failureBaseline[$0].map { GuardrailSettings.number($0 * 100) } ?? "frozen")
+            }
     }
 
     public static var keys: [String] { GuardrailSettings().settings.map(\.key) }
@@ -54,6 +86,25 @@ public struct GuardrailSettings: Hashable, Sendable {
                 throw GuardrailSettingError("\(key) takes whole minutes from 1 to 1440, not '\(value)'")
             }
             staleAfter = .minutes(m)
+        case "crash.detectable-effect-percent":
+            let v = try positive()
+            guard v <= 1000 else { throw GuardrailSettingError("\(key) takes a percentage from 0 to 1000, not '\(value)'") }
+            detectableEffect = v / 100
+        case "failures.ceiling-percent":
+            let v = try positive()
+            guard v < 100 else { throw GuardrailSettingError("\(key) takes a percentage below 100, not '\(value)'") }
+            failureCeiling = v / 100
+        case let k where k.hasPrefix("failures.baseline-percent."):
+            guard let c = ErrorClassBucket.allCases.first(where: { "failures.baseline-percent.\($0)" == k }) else {
+                throw GuardrailSettingError("unknown setting '\(key)'")
+            }
+            if value == "frozen" {
+                failureBaseline[c] = nil
+            } else {
+                let v = try positive()
+                guard v < 100 else { throw GuardrailSettingError("\(key) takes a percentage below 100 or 'frozen', not '\(value)'") }
+                failureBaseline[c] = v / 100
+            }
         default: throw GuardrailSettingError("unknown setting '\(key)'")
         }
     }

@@ -16,12 +16,22 @@ public struct FailureMonitorConfiguration: Hashable, Sendable {
     public var configuredBaseline: [ErrorClassBucket: Double]
     /// An observed baseline needs at least this many attempts.
     public var minimumBaselineAttempts: Int64
+    /// The exposed group's first window after the start, frozen as its baseline: this long, extended (up to
+    /// `firstWindowLimit`) until it holds `firstWindowMinimumAttempts`. Frozen so that a group that degrades
+    /// later never becomes its own baseline; kept short so that a degradation soon after the start is not in it.
+    public var firstWindow: Instant.Duration
+    public var firstWindowMinimumAttempts: Int64
+    public var firstWindowLimit: Instant.Duration
 
     public init(
         shiftMultiplier: Double = 2, threshold: Double = 5, window: Instant.Duration = .minutes(60),
         baselineWindow: Instant.Duration = .hours(24), configuredBaseline: [ErrorClassBucket: Double] = [:],
-        minimumBaselineAttempts: Int64 = 200
+        minimumBaselineAttempts: Int64 = 200, firstWindow: Instant.Duration = .minutes(10),
+        firstWindowMinimumAttempts: Int64 = 50, firstWindowLimit: Instant.Duration = .minutes(60)
     ) {
+        self.firstWindow = firstWindow
+        self.firstWindowMinimumAttempts = firstWindowMinimumAttempts
+        self.firstWindowLimit = firstWindowLimit
         self.shiftMultiplier = shiftMultiplier
         self.threshold = threshold
         self.window = window
@@ -66,6 +76,10 @@ public struct RolloutWatch: Sendable {
     /// Counters of the baseline window before the start.
     public private(set) var preRollout = CounterTotals()
     public private(set) var crash: CrashComparison
+    /// The exposed group's App Attest attempts from the start until the first window froze.
+    public private(set) var firstWindow = CounterTotals()
+    /// When the first window froze (nil: still gathering).
+    public private(set) var firstWindowFrozenAt: Instant?
     /// Folded minute looks of the last `recentMinutes` minutes.
     private var recent: [Int64: [CounterKey: Int64]] = [:]
 
@@ -84,6 +98,15 @@ public struct RolloutWatch: Sendable {
     public mutating func fold(_ look: CounterLook) {
         if let settledThrough { precondition(look.start >= settledThrough, "looks out of order") }
         totals.add(look.counts)
+        if firstWindowFrozenAt == nil {
+            for (k, v) in look.counts where Self.exposedAttestation(k) { firstWindow.add(k, v) }
+            let attempts = firstWindow.sum(.attestationSuccess) + firstWindow.sum(.attestationFailure)
+            let age = look.end - configuration.since
+            let f = configuration.failures
+            if age >= f.firstWindow, attempts >= f.firstWindowMinimumAttempts || (age >= f.firstWindowLimit && attempts > 0) {
+                firstWindowFrozenAt = look.end
+            }
+        }
         crash.observe(CrashLook(look.counts), at: look.end)
         if look.level == .minute {
             recent[look.bucket] = look.counts
@@ -143,11 +166,27 @@ public struct RolloutWatch: Sendable {
             case .fetched(let v): fetched[v, default: 0] += row.delta
             }
         }
-        return TelemetrySnapshot(
+        var snapshot = TelemetrySnapshot(
             now: now, since: configuration.since, newestEvent: newestEvent, lastBatchAt: lastBatchAt,
             settledThrough: settledThrough, totals: all, preRollout: preRollout, windows: windows, series: series,
             currentMinute: current, crash: crash, failureMonitors: monitors, activity: activity,
             fetchedVersions: fetched.filter { $0.value > 0 })
+        snapshot.failureWindow = .minutes(windowMinutes)
+        return snapshot
+    }
+
+    /// The one-sided 95% Wilson upper bound of a failure rate (never 0, so a clean window still gives a rate).
+    static func upperBound(failures x: Int64, attempts n: Int64) -> Double {
+        let z = 1.645
+        let nn = Double(n)
+        let p = Double(x) / nn
+        let centre = p + z * z / (2 * nn)
+        let spread = z * (p * (1 - p) / nn + z * z / (4 * nn * nn)).squareRoot()
+        return min(0.999, (centre + spread) / (1 + z * z / nn))
+    }
+
+    static func exposedAttestation(_ k: CounterKey) -> Bool {
+        k.cohort == .enabled && (k.provider == .appAttest || k.provider == .unspecified)
     }
 
     /// One CUSUM per error class over the exposed App Attest attempts of the recent minutes.
@@ -159,35 +198,26 @@ public struct RolloutWatch: Sendable {
         baseTotals.add(preRollout)
         let baseAttempts = baseTotals.sum(.attestationSuccess) + baseTotals.sum(.attestationFailure)
         let baseFailures = baseTotals.failuresByClass()
-        // The exposed group's App Attest attempts since the start, minus those in the monitored window.
-        func exposedAttestation(_ k: CounterKey) -> Bool {
-            k.cohort == .enabled && (k.provider == .appAttest || k.provider == .unspecified)
-        }
-        var earlier = CounterTotals()
-        for (k, v) in totals.counts where exposedAttestation(k) { earlier.add(k, v) }
-        for counts in minutes {
-            for (k, v) in counts where exposedAttestation(k) { earlier.add(k, -v) }
-        }
-        let earlierAttempts = earlier.sum(.attestationSuccess) + earlier.sum(.attestationFailure)
-        let earlierFailures = earlier.failuresByClass()
+        let firstAttempts = firstWindow.sum(.attestationSuccess) + firstWindow.sum(.attestationFailure)
+        let firstFailures = firstWindow.failuresByClass()
         return ErrorClassBucket.allCases.map { errorClass in
             var monitor = FailureMonitor(errorClass: errorClass)
             if let fixed = config.configuredBaseline[errorClass] {
                 monitor.baseline = fixed
                 monitor.baselineSource = .configured
+            } else if let frozen = firstWindowFrozenAt {
+                // The upper 95% bound of the first window's rate: a short window's estimate is uncertain, and a
+                // baseline set too low would alarm on ordinary background failures.
+                monitor.baseline = Self.upperBound(failures: firstFailures[errorClass] ?? 0, attempts: firstAttempts)
+                monitor.baselineSource = .firstWindow(attempts: firstAttempts, through: frozen)
             } else if baseAttempts >= config.minimumBaselineAttempts {
-                // Half a failure when none were seen, so that a clean baseline is small but not zero.
                 monitor.baseline = max(Double(baseFailures[errorClass] ?? 0), 0.5) / Double(baseAttempts)
                 monitor.baselineSource = .observed(attempts: baseAttempts)
-            } else if earlierAttempts >= config.minimumBaselineAttempts {
-                monitor.baseline = max(Double(earlierFailures[errorClass] ?? 0), 0.5) / Double(earlierAttempts)
-                monitor.baselineSource = .earlierExposed(attempts: earlierAttempts)
             }
             for counts in minutes {
                 var attempts: Int64 = 0
                 var failures: Int64 = 0
-                for (k, v) in counts
-                where k.cohort == .enabled && (k.provider == .appAttest || k.provider == .unspecified) {
+                for (k, v) in counts where Self.exposedAttestation(k) {
                     if k.kind == .attestationSuccess { attempts += v }
                     if k.kind == .attestationFailure {
                         attempts += v
@@ -216,9 +246,10 @@ public struct FailureMonitor: Hashable, Sendable {
         case configured
         /// From the control group and the pre-rollout window, with this many attempts.
         case observed(attempts: Int64)
-        /// From the exposed group's own attempts before the monitored window (Phase I of a control chart):
-        /// in a real rollout neither control nor pre-rollout devices attest, so this is the usual baseline.
-        case earlierExposed(attempts: Int64)
+        /// Frozen from the exposed group's first settled window after the start (Phase I of a control chart):
+        /// in a real rollout neither control nor pre-rollout devices attest, so this is the usual baseline, and
+        /// it never learns a later degraded state.
+        case firstWindow(attempts: Int64, through: Instant)
     }
 
     public var errorClass: ErrorClassBucket
@@ -307,8 +338,13 @@ public struct TelemetrySnapshot: Sendable {
         self.fetchedVersions = fetchedVersions
     }
 
-    /// The age of the newest event.
-    public var dataAge: Instant.Duration? { newestEvent.map { now - $0 } }
+    /// The monitored window of the failure CUSUMs.
+    public var failureWindow: Instant.Duration = .minutes(60)
+
+    /// The age of the newest event, never negative (an event stamped after now has age 0).
+    public var dataAge: Instant.Duration? {
+        newestEvent.map { Instant.Duration(microseconds: max(0, (now - $0).microseconds)) }
+    }
 
     /// Whether any event has been counted since the rollout start.
     public var hasTelemetry: Bool {

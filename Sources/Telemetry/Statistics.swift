@@ -93,13 +93,17 @@ public struct MixtureSPRT: Hashable, Sendable {
         (v * (v + t) / t * (log((v + t) / v) - 2 * log(alpha))).squareRoot()
     }
 
-    public mutating func observe(estimate θ: Double, variance v: Double, mixingVariance t: Double) {
+    /// Adds a look; the interval is clipped to `possible`, the values θ can take at all (a difference of two
+    /// rates lies within −1 and 1), so that no impossible bound is ever shown.
+    public mutating func observe(
+        estimate θ: Double, variance v: Double, mixingVariance t: Double, possible: ClosedRange<Double> = -1...1
+    ) {
         guard v > 0, t > 0, v.isFinite, θ.isFinite else { return }
         let l = Self.logLikelihoodRatio(estimate: θ, variance: v, mixingVariance: t)
         pValue = min(pValue, exp(-l))
         estimate = θ
         let h = Self.halfWidth(variance: v, mixingVariance: t, alpha: alpha)
-        interval = (θ - h)...(θ + h)
+        interval = max(possible.lowerBound, θ - h)...min(possible.upperBound, θ + h)
     }
 }
 

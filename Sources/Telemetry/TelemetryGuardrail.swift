@@ -9,7 +9,8 @@ import Rollout
 /// the configured budget); the decision itself is `GuardrailPolicy.evaluate`. A refusal is lifted by
 /// `--override-guardrail` with a reason, which the write path audits.
 public struct TelemetryGuardrail: WritePolicy {
-    public let name = "guardrail"
+    public static let policyName = "guardrail"
+    public let name = TelemetryGuardrail.policyName
     private let input: @Sendable (Proposal) throws -> GuardrailInput
 
     public init(input: @escaping @Sendable (Proposal) throws -> GuardrailInput) { self.input = input }

@@ -42,7 +42,8 @@ public struct Finding: Hashable, Sendable, CustomStringConvertible {
 /// OK / WATCH / HOLD / HALT with the reason in words, and every finding behind it.
 public struct Verdict: Hashable, Sendable, CustomStringConvertible {
     public var level: VerdictLevel
-    /// The most severe finding's text (the first such finding in data, crashes, failures, exposure order).
+    /// The most severe finding's text (the first such finding in data, crashes, failures, exposure order; "not
+    /// enough data yet" comes last).
     public var reason: String
     public var findings: [Finding]
 
@@ -57,6 +58,20 @@ public struct Verdict: Hashable, Sendable, CustomStringConvertible {
     public var description: String { "\(level): \(reason)" }
 }
 
+/// Where the assessment's "now" comes from.
+///
+/// People and security always run on the wall clock; telemetry time is the wall clock too, except on a drill
+/// store while a simulation writing into it is alive (its heartbeat is fresh): then its simulated time.
+public enum TelemetryTimeSource: Hashable, Sendable {
+    case wall
+    /// A live simulation: now is its simulated time.
+    case liveSimulation
+    /// The simulation ended (at this wall time): now is frozen at its last simulated instant.
+    case finishedSimulation(endedAt: Instant)
+    /// The simulation stopped sending heartbeats (last one at this wall time): frozen at its last instant.
+    case lostSimulation(lastHeartbeat: Instant)
+}
+
 /// What the telemetry cannot know about the rollout: its configuration now.
 public struct RolloutContext: Hashable, Sendable {
     /// The exposed band's upper bound in micro-percent (N% = N × 1,000,000).
@@ -69,16 +84,32 @@ public struct RolloutContext: Hashable, Sendable {
     public var staleAfter: Instant.Duration
     /// The p-value below which the exposed/control balance is a sample ratio mismatch.
     public var sampleRatioThreshold: Double
+    /// OK needs the smallest detectable relative increase in crashed users to be at most this (0.5: +50%).
+    public var detectableEffect: Double
+    /// The failure ratio of the exposed group's App Attest attempts in the monitored window above which the
+    /// verdict is HOLD whatever the baseline says.
+    public var failureCeiling: Double
+    /// Apple's guidance; an observed attestation rate at `attestationRateShare` of its per-second figure is HOLD.
+    public var budget: AttestationBudget
+    public var attestationRateShare: Double
+    public var timeSource: TelemetryTimeSource
 
     public init(
         currentMicroPercent: Int64, newestTemplateVersion: Int64? = nil, guardrailsEnabled: Bool = false,
-        staleAfter: Instant.Duration = .minutes(10), sampleRatioThreshold: Double = 0.001
+        staleAfter: Instant.Duration = .minutes(10), sampleRatioThreshold: Double = 0.001,
+        detectableEffect: Double = 0.5, failureCeiling: Double = 0.2, budget: AttestationBudget = AttestationBudget(),
+        attestationRateShare: Double = 0.8, timeSource: TelemetryTimeSource = .wall
     ) {
         self.currentMicroPercent = currentMicroPercent
         self.newestTemplateVersion = newestTemplateVersion
         self.guardrailsEnabled = guardrailsEnabled
         self.staleAfter = staleAfter
         self.sampleRatioThreshold = sampleRatioThreshold
+        self.detectableEffect = detectableEffect
+        self.failureCeiling = failureCeiling
+        self.budget = budget
+        self.attestationRateShare = attestationRateShare
+        self.timeSource = timeSource
     }
 
     /// The share of exposed among exposed + control that the bands imply: 1:1 up to 50%, then N : 100 − N.
@@ -108,21 +139,42 @@ public struct Assessment: Sendable {
     /// Guardrails act once telemetry exists for the rollout, or when enabled explicitly.
     public var armed: Bool
     public var exposure: ExposureCheck
+    /// What the verdict was judged against.
+    public var context: RolloutContext
 }
 
 extension TelemetrySnapshot {
-    /// Turns the snapshot into a verdict with reasons (pure).
+    /// Turns the snapshot into a verdict with reasons (pure): the one place a verdict is decided.
     ///
-    /// Data problems come first: no telemetry, or telemetry older than `staleAfter`, is HOLD, never OK. Crash
-    /// harm declared by the SPRT is HALT; a crash difference whose always-valid interval excludes zero is
-    /// WATCH; a CUSUM alarm on `serverUnavailable` (Apple throttling) is HOLD and on other classes WATCH; a
-    /// sample ratio mismatch is HOLD, unless the split is explained by a configuration still propagating.
+    /// Data problems come first: no telemetry, telemetry older than `staleAfter` ("stale"), or a simulation
+    /// that ended or stopped answering is HOLD, never OK. Crash harm declared by the SPRT is HALT; a crash
+    /// difference whose always-valid interval excludes zero is WATCH; too small a sample to detect the
+    /// configured effect is HOLD ("not enough data yet"). Failures: a CUSUM alarm of any error class against
+    /// its frozen baseline, a failure ratio above the ceiling, or an observed attestation rate near Apple's
+    /// guidance is HOLD. A sample ratio mismatch is HOLD, unless the split is explained by a configuration
+    /// still propagating.
     public func assess(_ context: RolloutContext) -> Assessment {
         var findings: [Finding] = []
+        var notEnoughData: Finding?
         let armed = context.guardrailsEnabled || hasTelemetry
         let rolling = context.currentMicroPercent > 0
 
         // Data.
+        switch context.timeSource {
+        case .wall, .liveSimulation: break
+        case .finishedSimulation(let ended):
+            findings.append(
+                Finding(
+                    .hold, .data,
+                    "the simulation writing this store ended at \(ended.iso8601); figures are frozen at its last simulated instant \(now.iso8601)"
+                ))
+        case .lostSimulation(let last):
+            findings.append(
+                Finding(
+                    .hold, .data,
+                    "the simulation writing this store stopped answering (last heartbeat \(last.iso8601)); figures are frozen at \(now.iso8601)"
+                ))
+        }
         if newestEvent == nil {
             findings.append(Finding(.hold, .data, "no telemetry received yet; guardrails cannot judge the rollout"))
         } else if !hasTelemetry {
@@ -139,7 +191,8 @@ extension TelemetrySnapshot {
         let c = crash.totals
         let sprt = crash.sprt
         let rates =
-            "fatal crashes per 1,000 sessions: exposed \(Words.perMille(c.exposedCrashRate)) vs control \(Words.perMille(c.controlCrashRate))"
+            "fatal crashes per 1,000 sessions: exposed \(Words.perMille(c.exposedCrashRate)) vs control \(Words.perMille(c.controlCrashRate)) "
+            + "(\(c.exposedCrashes) of \(c.exposedSessions) vs \(c.controlCrashes) of \(c.controlSessions) sessions)"
         if sprt.harmDeclared {
             findings.append(
                 Finding(
@@ -155,33 +208,59 @@ extension TelemetrySnapshot {
         } else if let harm = significantHarm() {
             findings.append(Finding(.watch, .crashes, harm))
         } else if c.exposedSessions > 0 && c.controlSessions > 0 {
-            var text =
-                sprt.noHarmShown
-                ? "no harm of \(Words.fixed(sprt.harmRatio))× or more (SPRT Λ = \(Words.fixed(sprt.logLikelihoodRatio)) ≤ \(Words.fixed(sprt.noHarmBound))); "
-                : "no crash signal (SPRT Λ = \(Words.fixed(sprt.logLikelihoodRatio)) of \(Words.fixed(sprt.harmBound))); "
-            text += crashFreeText()
-            if let mde = crash.smallestDetectableIncrease {
-                text += "; smallest detectable increase +\(Words.percent(mde, digits: 0))"
+            let power = evidence(context)
+            if rolling, !power.enough {
+                // Last among the findings: a more specific HOLD (throttling, stale data) names the verdict first.
+                notEnoughData = Finding(.hold, .crashes, "not enough data yet: " + power.text)
+            } else {
+                var text =
+                    sprt.noHarmShown
+                    ? "no harm of \(Words.fixed(sprt.harmRatio))× or more (SPRT Λ = \(Words.fixed(sprt.logLikelihoodRatio)) ≤ \(Words.fixed(sprt.noHarmBound))); "
+                    : "no crash signal (SPRT Λ = \(Words.fixed(sprt.logLikelihoodRatio)) of \(Words.fixed(sprt.harmBound))); "
+                text += crashFreeText()
+                if let mde = crash.smallestDetectableIncrease {
+                    text += "; smallest detectable increase +\(Words.percent(mde, digits: 0)) (\(power.usersText))"
+                }
+                findings.append(Finding(.ok, .crashes, text))
             }
-            findings.append(Finding(.ok, .crashes, text))
         }
 
-        // Failures.
+        // Failures, each class against its own frozen baseline.
         for m in failureMonitors where m.alarmed {
             let what =
-                "\(m.errorClass) failures at \(Words.percent(m.observedRate ?? 0)) of exposed App Attest attempts vs baseline "
-                + "\(Words.percent(m.baseline ?? 0)) (CUSUM \(Words.fixed(m.cusum!.statistic)) ≥ \(Words.fixed(m.cusum!.threshold)))"
+                "\(m.errorClass) failures at \(Words.percent(m.observedRate ?? 0)) of exposed App Attest attempts "
+                + "(\(m.failures) of \(m.attempts) in the last \(Words.duration(failureWindow))) vs baseline "
+                + "\(Words.percent(m.baseline ?? 0)) (\(m.baselineSource.words); CUSUM \(Words.fixed(m.cusum!.statistic)) ≥ \(Words.fixed(m.cusum!.threshold)))"
             if m.errorClass == .serverUnavailable {
                 findings.append(Finding(.hold, .failures, "Apple is throttling attestations: \(what)"))
             } else {
-                findings.append(Finding(.watch, .failures, what))
+                findings.append(Finding(.hold, .failures, what))
             }
+        }
+        let window = ceilingWindow
+        if window.attempts >= 50, Double(window.failures) / Double(window.attempts) > context.failureCeiling {
+            findings.append(
+                Finding(
+                    .hold, .failures,
+                    "failure ratio \(Words.percent(Double(window.failures) / Double(window.attempts))) of exposed App Attest attempts "
+                        + "(\(window.failures) of \(window.attempts) in the last \(window.minutes) min) is above the ceiling "
+                        + "\(Words.percent(context.failureCeiling, digits: 0))"))
+        }
+        let rate = observedAttestationsPerSecond
+        if rate.perSecond >= context.attestationRateShare * context.budget.perSecond {
+            findings.append(
+                Finding(
+                    .hold, .failures,
+                    "attestation rate near Apple's guidance: \(Words.fixed(rate.perSecond, digits: 1))/s observed "
+                        + "(\(rate.count) new exposed installations in the last \(rate.minutes) min, each attests once) vs "
+                        + "\(Words.fixed(context.budget.perSecond, digits: 0))/s"))
         }
         if rolling, hasTelemetry, failureMonitors.allSatisfy({ $0.baseline == nil }) {
             findings.append(
                 Finding(
                     .ok, .failures,
-                    "failure monitors wait for a baseline (an hour of exposed attempts, control or pre-rollout attempts, or configured rates)"))
+                    "failure monitors wait for a baseline (the rollout's first settled window of exposed attempts, control or pre-rollout attempts, or configured rates)"
+                ))
         }
 
         // Exposure.
@@ -207,13 +286,61 @@ extension TelemetrySnapshot {
             }
         }
 
+        if let notEnoughData { findings.append(notEnoughData) }
         if findings.isEmpty {
             findings.append(
                 Finding(
                     .ok, .data, rolling ? "telemetry flowing; nothing unusual" : "rollout at 0%: nothing to compare yet"
                 ))
         }
-        return Assessment(verdict: Verdict(findings: findings), armed: armed, exposure: exposure)
+        return Assessment(verdict: Verdict(findings: findings), armed: armed, exposure: exposure, context: context)
+    }
+
+    /// Whether the sample is big enough to see the configured effect, in words with the numbers.
+    public func evidence(_ context: RolloutContext) -> SampleEvidence {
+        let t = crash.totals
+        let perArm = min(t.exposedUsers, t.controlUsers)
+        let mde = crash.smallestDetectableIncrease
+        var e = SampleEvidence(
+            exposedUsers: t.exposedUsers, controlUsers: t.controlUsers, detectable: mde, target: context.detectableEffect)
+        let cfg = crash.configuration
+        if let p0 = t.controlCrashedUserRate, p0 > 0 {
+            let needed = DetectableEffect.usersPerArm(
+                baseline: p0, relativeIncrease: context.detectableEffect, alpha: cfg.alpha, power: 1 - cfg.beta)
+            e.usersNeededPerArm = needed.isFinite ? Int64(needed.rounded(.up)) : nil
+        }
+        // Users entering the smaller arm per hour, over the last hour of minutes.
+        let lastHour = series.reduce(into: (Int64(0), Int64(0))) {
+            $0.0 += $1.totals.sum(.usersEntered, cohort: .enabled)
+            $0.1 += $1.totals.sum(.usersEntered, cohort: .control)
+        }
+        e.usersPerHourSmallerArm = t.exposedUsers <= t.controlUsers ? lastHour.0 : lastHour.1
+        _ = perArm
+        return e
+    }
+
+    /// Exposed App Attest attempts and failures (all classes) over the last complete 15 minutes (the ceiling's
+    /// window: short enough to follow a new build, long enough not to trip on a handful of attempts).
+    var ceilingWindow: (attempts: Int64, failures: Int64, minutes: Int) {
+        guard let w = windows.first(where: { $0.minutes == 15 }) ?? windows.last else { return (0, 0, 15) }
+        var attempts: Int64 = 0
+        var failures: Int64 = 0
+        for (k, v) in w.totals.counts where RolloutWatch.exposedAttestation(k) {
+            if k.kind == .attestationSuccess { attempts += v }
+            if k.kind == .attestationFailure {
+                attempts += v
+                failures += v
+            }
+        }
+        return (attempts, failures, w.minutes)
+    }
+
+    /// New exposed installations per second over the last complete 5 minutes (each attests with Apple once).
+    public var observedAttestationsPerSecond: (perSecond: Double, count: Int64, minutes: Int) {
+        let w = windows.first { $0.minutes == 5 } ?? windows.last
+        guard let w else { return (0, 0, 5) }
+        let n = w.totals.sum(.usersEntered, cohort: .enabled)
+        return (Double(n) / Double(w.minutes * 60), n, w.minutes)
     }
 
     private func significantHarm() -> String? {
@@ -282,5 +409,56 @@ enum Words {
         if s < 7200 { return "\(s / 60) min" }
         if s < 172_800 { return "\(s / 3600) h" }
         return "\(s / 86_400) days"
+    }
+}
+
+/// Whether a sample can show the configured crash effect: users per arm, the smallest detectable increase, and
+/// what more is needed.
+public struct SampleEvidence: Hashable, Sendable {
+    public var exposedUsers: Int64
+    public var controlUsers: Int64
+    /// The smallest relative increase in crashed users detectable now (nil before control has a crash).
+    public var detectable: Double?
+    public var target: Double
+    /// Users per arm the target needs at control's crash rate (nil before control has a crash).
+    public var usersNeededPerArm: Int64?
+    /// Users who entered the smaller arm in the last hour.
+    public var usersPerHourSmallerArm: Int64 = 0
+
+    public var enough: Bool { detectable.map { $0 <= target } ?? false }
+
+    public var usersText: String { "\(exposedUsers) exposed vs \(controlUsers) control users" }
+
+    public var text: String {
+        var s = "\(usersText)"
+        if let d = detectable {
+            s += "; smallest detectable crash-rate increase +\(Words.percent(d, digits: 0)) (needed: +\(Words.percent(target, digits: 0)) or less)"
+        } else {
+            s += "; no control user has crashed yet, so no increase is detectable (needed: +\(Words.percent(target, digits: 0)))"
+        }
+        if let need = usersNeededPerArm {
+            let more = max(0, need - min(exposedUsers, controlUsers))
+            s += "; about \(more) more users per arm needed (\(need) per arm)"
+            if more > 0 {
+                if usersPerHourSmallerArm > 0 {
+                    let hours = Double(more) / Double(usersPerHourSmallerArm)
+                    s += ", about \(Words.duration(.seconds(hours * 3600))) at the last hour's \(usersPerHourSmallerArm) users/h"
+                } else {
+                    s += "; no new users entered the smaller arm in the last hour"
+                }
+            }
+        }
+        return s
+    }
+}
+
+extension FailureMonitor.BaselineSource {
+    var words: String {
+        switch self {
+        case .none: "no baseline"
+        case .configured: "configured"
+        case .observed(let n): "control and pre-rollout, \(n) attempts"
+        case .firstWindow(let n, let through): "frozen: the rollout's first settled window, \(n) attempts to \(through.iso8601)"
+        }
     }
 }

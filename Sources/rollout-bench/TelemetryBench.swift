@@ -1,4 +1,5 @@
 import Foundation
+import RemoteConfig
 import Rollout
 import Store
 import Telemetry
@@ -168,7 +169,10 @@ enum TelemetryBench {
     static func dashboard() throws {
         let dir = try temporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: dir) }
-        let tables = try TelemetryTables(database: SQLiteDatabase(path: dir + "/dashboard.db"))
+        // A real store: the rollout at 10% since the first day, and the dashboard read through `RolloutMonitor`,
+        // the one assessment the console, `status` and the guardrail use.
+        let store = try RolloutStore(path: dir + "/dashboard.db")
+        let tables = try store.withDatabase { try TelemetryTables(database: $0) }
         // Seven days of a rollout at about 9,900 events a minute, landed through the counters API in one batch
         // per day: the dashboard reads only counter and presence rows, so this is the store that ingesting 100 M
         // events leaves (without the per-installation rows, which the query never reads).
@@ -200,24 +204,28 @@ enum TelemetryBench {
         let rows = try tables.database.query("SELECT count(*) FROM telemetry_counters")[0][0].int!
         print("  \(total) events in the store (\(rows) counter rows), filled in \(String(format: "%.1f", fill)) s")
 
-        let config = WatchConfiguration(since: at(0))
+        let configStore = try store.configStore()
+        _ = try configStore.initializeIfEmpty {
+            try SQLiteConfigStore.genesis(seed: "bench", actor: "bench", time: at(0) - .hours(1))
+        }
+        _ = try WritePath(store: configStore, clock: ManualClock(at(0)), newSeed: { "bench" }).execute(
+            WritePath.Request(intent: .rollout(.set(MicroPercent(percent: 10))), actor: "bench", origin: "BENCH"))
         var now = at(7) + .seconds(Int64(30))
-        let context = RolloutContext(currentMicroPercent: 10_000_000, newestTemplateVersion: 42)
+        let clock = ManualClock(now)
 
         // The first query of a process folds the whole rollout once; compare with merely reading those rows.
         let rowsRead = try Stopwatch.time {
             _ = try tables.database.query("SELECT level, bucket, key, count FROM telemetry_counters WHERE bucket >= 0")
         }
-        let cold = try Stopwatch.time {
-            _ = try TelemetryTables(database: tables.database).snapshot(config, now: now).assess(context)
-        }
+        let cold = try Stopwatch.time { _ = try RolloutMonitor(store: store, clock: clock).status() }
         report(
             "first query (folds 7 days once)", value: cold * 1000, unit: "ms",
             against: ("SELECT of every counter row", rowsRead * 1000))
 
         // A console refreshing once a second for ten minutes; a new minute of events lands every 60 refreshes
         // (its commit is not timed).
-        _ = try tables.snapshot(config, now: now)  // this instance's own first (folding) query, reported above
+        let monitor = try RolloutMonitor(store: store, clock: clock)
+        _ = try monitor.status()  // this monitor's own first (folding) query, reported above
         var times: [Double] = []
         var cpu: [Double] = []
         var verdict = Verdict(findings: [Finding(.ok, .data, "not run")])
@@ -228,7 +236,8 @@ enum TelemetryBench {
                 try tables.commit(batch, source: "live", at: now)
             }
             let cpuStart = threadCPUSeconds()
-            times.append(try Stopwatch.time { verdict = try tables.snapshot(config, now: now).assess(context).verdict })
+            clock.set(now)
+            times.append(try Stopwatch.time { verdict = try monitor.status().assessment.verdict })
             cpu.append(threadCPUSeconds() - cpuStart)
             now = now + .seconds(Int64(1))
         }

@@ -34,24 +34,26 @@ enum ConsoleCommands {
 
     static func run(_ invocation: Invocation) throws -> ExitCode {
         let session = try Wiring.session(invocation)
-        // While `rollout simulate` runs on this store, its events carry simulated time: follow that clock.
-        let clock = StoreSimulationClock(store: session.store, wall: session.clock)
-        return try runConsole(invocation, session: session, clock: clock, project: "embedded")
+        return try runConsole(invocation, session: session, project: "embedded")
     }
 
     static let demo = Command(
         "demo",
         summary: "The console on an embedded store with a simulated device fleet: the whole loop, no phone, no cloud.",
-        discussion: "Creates a temporary store (or uses --store), starts the fleet simulator in this process at an accelerated "
+        discussion: "Creates a temporary drill store (or uses --store: a new path becomes a drill store; an ordinary "
+            + "store needs --on-ordinary-store, recorded in its audit log), starts the fleet simulator in this process at an accelerated "
             + "speed with the steady scenario (--scenario to choose another: throttling, crash-regression, bad-build, "
             + "slow-propagation, or a file), and opens the console on top. Nudges made in the console reach the simulated "
-            + "devices as they fetch config; their successes, failures and crashes come back live. The temporary store is "
-            + "removed on exit.",
+            + "devices as they fetch config; their successes, failures and crashes come back live. The console follows the "
+            + "simulated time for the fleet's data only: step-up codes, lockouts and audit times are wall time. With "
+            + "guardrails.auto-kill on, a HALT is killed once (the simulator and the console both watch). The temporary "
+            + "store is removed on exit.",
         options: displayOptions + [
             .value("--scenario", name: "NAME|FILE", help: "The fleet's scenario (default steady)."),
             .value("--devices", name: "N", help: "Fleet size (default: the scenario's)."),
             .value("--speed", name: "X", help: "Simulated seconds per wall second (default 60: an hour per minute)."),
             .value("--seed", name: "S", help: "The simulation's random seed (default 1)."),
+            SimulateCommands.ordinaryStoreOption,
         ],
         examples: [
             "rollout demo",
@@ -80,7 +82,8 @@ enum ConsoleCommands {
         }
         _ = try theme(invocation)  // a bad theme is an error before anything starts
 
-        // The store: the given one, or a temporary one removed on exit.
+        // The store: the given one (a drill store, or an ordinary one with --on-ordinary-store, audited), or a
+        // temporary drill store removed on exit.
         var temporary: URL?
         let path: String
         if let given = invocation.value("--store") {
@@ -95,16 +98,13 @@ enum ConsoleCommands {
 
         let wall = SystemClock()
         let operatorID = try Wiring.operatorID(invocation)
-        // The simulator has its own connection; the console's reader and writer open theirs.
-        let simStore = try RolloutStore(path: path)
-        let config = try simStore.configStore()
-        try config.initializeIfEmpty {
-            try SQLiteConfigStore.genesis(seed: scenario.rolloutSeed, actor: operatorID, time: wall.now())
-        }
-        let options = FleetOptions(
-            scenario: scenario, devices: devices, seed: seed ?? 1, start: wall.now(), duration: .hours(24 * 7), actor: "simulator")
-        let simulation = try FleetSimulation(
-            scenario: scenario, options: options, config: config, sink: StoreTelemetrySink(store: simStore, source: "demo"))
+        let simStore = try SimulateCommands.drillStore(path: path, invocation: invocation, scenario: scenario, command: "demo")
+        // The simulator's scripted changes go through the store's one write path, as `simulator`, on the wall
+        // clock; its guardrail reads the simulation's own time.
+        let simSession = try Wiring.session(path: path, operatorID: FleetOptions.simulatorActor, clock: wall)
+        let options = FleetOptions(scenario: scenario, devices: devices, seed: seed ?? 1, start: wall.now(), duration: .hours(24 * 7))
+        let simulation = try SimulateCommands.simulation(
+            scenario: scenario, options: options, store: simStore, session: simSession, source: "demo")
         let runner = SimulationRunner(simulation: simulation, speed: speed, wall: wall, clockStore: simStore)
         let finished = DispatchSemaphore(value: 0)
         let failure = FailureBox()
@@ -114,11 +114,10 @@ enum ConsoleCommands {
         }
         let code: ExitCode
         do {
+            // The operator's session runs on the wall clock (step-up, lockouts, audit); the console follows the
+            // simulation's time through the store's heartbeat.
             let session = try Wiring.session(path: path, operatorID: operatorID, readOnly: invocation.flag("--read-only"))
-            let factor: Double = if case .factor(let x) = speed { max(1, x) } else { 600 }
-            code = try runConsole(
-                invocation, session: session, clock: simulation.clock, project: "demo · \(scenario.name)",
-                staleAfter: .seconds(max(5, 5 * factor)))
+            code = try runConsole(invocation, session: session, project: "demo · \(scenario.name)")
         } catch {
             runner.stop()
             finished.wait()
@@ -138,19 +137,21 @@ enum ConsoleCommands {
         func get() -> Error? { lock.withLock { error } }
     }
 
-    /// Runs the console on an open session with `clock` as its notion of now (the simulator's in a demo).
+    /// Runs the console on an open session (wall clock: step-up, lockouts, audit times).
     ///
-    /// `staleAfter` is in the clock's time: a demo at 60× flushes telemetry every simulated minute, so its data
-    /// is only stale after several of them.
-    static func runConsole(
-        _ invocation: Invocation, session: StoreSession, clock: Clock, project: String, staleAfter: Instant.Duration = .seconds(Int64(5))
-    ) throws -> ExitCode {
+    /// The screen's data age and stale marker run on telemetry time (`StoreSimulationClock`: the wall clock, or a
+    /// live simulation's time) with the store's one stale limit, so the marker and the verdict agree. A writable
+    /// console runs auto-kill on each refresh.
+    static func runConsole(_ invocation: Invocation, session: StoreSession, project: String) throws -> ExitCode {
         let themes = try theme(invocation)
+        let ticks = StoreSimulationClock(store: session.store, wall: session.clock)
         let source = try StoreConsoleSource(
-            path: session.path, clock: clock, operatorID: session.operatorID, readOnly: session.readOnly, project: project)
-        let executor = StoreConsoleExecutor(session: session.with(clock: clock))
+            path: session.path, clock: session.clock, operatorID: session.operatorID, readOnly: session.readOnly,
+            project: project, autoKill: session)
+        let staleAfter = try source.status().settings.staleAfter
+        let executor = StoreConsoleExecutor(session: session)
         let options = ConsoleOptions(
-            themes: themes, noColor: invocation.flag("--no-color"), environment: invocation.environment, clock: clock,
+            themes: themes, noColor: invocation.flag("--no-color"), environment: invocation.environment, clock: ticks,
             state: ConsoleState.Configuration(staleAfter: staleAfter))
         do {
             switch try ConsoleApp.run(options: options, source: source, executor: executor) {

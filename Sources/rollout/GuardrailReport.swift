@@ -1,6 +1,8 @@
+import CommandLineKit
 import JSON
 import RemoteConfig
 import Store
+import Rollout
 import Telemetry
 
 /// The guardrail part of `rollout status`: verdict with reasons, armed state, and the attestation budget.
@@ -26,6 +28,7 @@ struct GuardrailReport {
         var rows: [(String, String)] = [("verdict", "\(verdict.level): \(verdict.reason)")]
         for f in verdict.findings where f.text != verdict.reason { rows.append(("", "\(f.level) \(f.topic.rawValue): \(f.text)")) }
         rows.append(("guardrails", status.assessment.armed ? "armed" : "not armed (no telemetry for this rollout yet)"))
+        rows.append(("data", GuardrailReport.dataLine(status)))
         rows.append(("auto-kill", status.settings.autoKill ? "on: a HALT verdict kills the rollout" : "off"))
         var budgetLine = "\(formatted(budget.perSecond))/s and \(formatted(budget.perDay))/day (Apple's guidance)"
         if let step = largestStep {
@@ -61,6 +64,24 @@ struct GuardrailReport {
         return .object(o)
     }
 
+    /// Telemetry time, where it comes from, and the data's age (never negative).
+    static func dataLine(_ s: RolloutMonitor.Status) -> String {
+        var line = "as of \(s.now.iso8601)"
+        switch s.timeSource {
+        case .wall: line += " (wall clock)"
+        case .liveSimulation: line += " (simulated time of the live simulation writing this store)"
+        case .finishedSimulation(let at): line += " (the simulation ended at \(at.iso8601); no longer followed)"
+        case .lostSimulation(let at): line += " (the simulation stopped answering at \(at.iso8601); no longer followed)"
+        }
+        if let age = s.snapshot.dataAge, let newest = s.snapshot.newestEvent {
+            line += "; newest event \(newest.iso8601), \(Int64(age.seconds)) s old"
+            line += age > s.settings.staleAfter ? " (stale: older than \(s.settings.staleAfter.microseconds / 60_000_000) min)" : ""
+        } else {
+            line += "; no events"
+        }
+        return line
+    }
+
     private func formatted(_ v: Double) -> String {
         v >= 1_000_000 ? "\(GuardrailSettingsFormat.number(v / 1_000_000))M" : GuardrailSettingsFormat.number(v)
     }
@@ -68,4 +89,73 @@ struct GuardrailReport {
 
 enum GuardrailSettingsFormat {
     static func number(_ v: Double) -> String { v == v.rounded() ? String(Int64(v)) : String(format: "%.2f", v) }
+}
+
+/// The one assessment as JSON: `status --json`, `telemetry --json` and `watch --json` print this object, so
+/// their levels, reasons and counts can be compared field by field.
+enum AssessmentJSON {
+    static func value(_ s: RolloutMonitor.Status) -> JSONValue {
+        let a = s.assessment
+        let t = s.snapshot.crash.totals
+        let totals = s.snapshot.totals
+        func number(_ v: Int64) -> JSONValue { .number(JSONNumber(v)) }
+        func number(_ v: Double?) -> JSONValue { v.map { .number(JSONNumber($0)) } ?? .null }
+        func cohort(_ c: Cohort, sessions: Int64, crashes: Int64, users: Int64, crashed: Int64) -> JSONValue {
+            [
+                "sessions": number(sessions), "fatalCrashes": number(crashes), "users": number(users),
+                "crashedUsers": number(crashed),
+                "attestationSuccesses": number(totals.sum(.attestationSuccess, cohort: c)),
+                "attestationFailures": number(totals.sum(.attestationFailure, cohort: c)),
+            ]
+        }
+        var o = JSONObject()
+        o["level"] = .string("\(a.verdict.level)")
+        o["reason"] = .string(a.verdict.reason)
+        o["findings"] = .array(
+            a.verdict.findings.map {
+                ["level": .string("\($0.level)"), "topic": .string($0.topic.rawValue), "text": .string($0.text)]
+            })
+        o["armed"] = .bool(a.armed)
+        o["telemetryTime"] = .string(s.now.iso8601)
+        o["wallTime"] = .string(s.wallNow.iso8601)
+        o["timeSource"] = .string(timeSource(s.timeSource))
+        o["startedAt"] = s.startedAt.map { .string($0.iso8601) } ?? .null
+        o["exposedPercent"] = .string(s.exposed.decimalText)
+        o["newestEvent"] = s.snapshot.newestEvent.map { .string($0.iso8601) } ?? .null
+        o["dataAgeSeconds"] = number(s.snapshot.dataAge?.seconds)
+        o["counts"] = [
+            "exposed": cohort(
+                .enabled, sessions: t.exposedSessions, crashes: t.exposedCrashes, users: t.exposedUsers,
+                crashed: t.exposedCrashedUsers),
+            "control": cohort(
+                .control, sessions: t.controlSessions, crashes: t.controlCrashes, users: t.controlUsers,
+                crashed: t.controlCrashedUsers),
+        ]
+        let e = s.snapshot.evidence(s.assessment.context)
+        o["evidence"] = [
+            "exposedUsers": number(e.exposedUsers), "controlUsers": number(e.controlUsers),
+            "smallestDetectableIncrease": number(e.detectable), "requiredDetectableIncrease": number(e.target),
+            "usersNeededPerArm": e.usersNeededPerArm.map { number($0) } ?? .null, "enough": .bool(e.enough),
+        ]
+        return .object(o)
+    }
+
+    static func timeSource(_ source: TelemetryTimeSource) -> String {
+        switch source {
+        case .wall: "wall"
+        case .liveSimulation: "simulation"
+        case .finishedSimulation: "simulation ended"
+        case .lostSimulation: "simulation lost"
+        }
+    }
+
+    /// 0 OK, 5 WATCH, 6 HOLD, 7 HALT.
+    static func exitCode(_ level: VerdictLevel) -> ExitCode {
+        switch level {
+        case .ok: .ok
+        case .watch: .verdictWatch
+        case .hold: .verdictHold
+        case .halt: .verdictHalt
+        }
+    }
 }

@@ -22,9 +22,13 @@ enum SimulateCommands {
             + "transaction per simulated minute, and the config is read from the store on every fetch, so a nudge "
             + "from another terminal reaches the fleet. The same --seed, --start, scenario and store give the same "
             + "events in the same order (the summary prints their SHA-256). Simulated time starts at the wall time "
-            + "unless --start or the scenario says otherwise, and is published in the store for consoles watching it. "
-            + "The scenario's scripted changes are published through the write path as --operator (default "
-            + "'simulator'), without guardrails. Scenarios: " + scenarioList + ". Parameters a scenario file can "
+            + "unless --start or the scenario says otherwise, and is published in the store (a heartbeat) for consoles "
+            + "watching it; a console stops following it once it ends or goes silent. Simulations run only on drill "
+            + "stores: a new --store path is created as one; an existing ordinary store is refused unless "
+            + "--on-ordinary-store is given, which the audit log records. The scenario's scripted changes go through "
+            + "the store's one write path as 'simulator' (never as an operator): step-up applies as to anyone; the "
+            + "guardrail is overridden with the scenario line as the reason (audited), since a drill provokes what it "
+            + "stops. With guardrails.auto-kill on, a HALT kills the rollout at the next simulated minute. Scenarios: " + scenarioList + ". Parameters a scenario file can "
             + "set: " + FleetParameters.definitions.map(\.name).joined(separator: ", ") + ".",
         options: [
             .value("--scenario", name: "NAME|FILE", help: "A built-in scenario or a scenario file's path."),
@@ -36,6 +40,7 @@ enum SimulateCommands {
             .flag("--list", help: "List the built-in scenarios and exit."),
             .flag("--quiet", help: "No progress lines on stderr."),
             .flag("--json", help: "Print the final summary as JSON."),
+            ordinaryStoreOption,
         ],
         examples: [
             "rollout simulate --scenario steady --devices 20000 --speed 60",
@@ -99,30 +104,21 @@ enum SimulateCommands {
             return t
         }
 
+        if let given = invocation.value("--operator"), given != FleetOptions.simulatorActor {
+            throw invocation.usageError(
+                "the simulator acts only as itself ('\(FleetOptions.simulatorActor)'), never as an operator such as '\(given)'")
+        }
         let wall = SystemClock()
         let path = StoreLocation.path(invocation)
-        let operatorID = invocation.value("--operator") ?? "simulator"
-        let store: RolloutStore
-        let config: SQLiteConfigStore
-        do {
-            store = try RolloutStore(path: path)
-            config = try store.configStore()
-            // A new store gets the scenario's rollout seed, so that runs on fresh stores assign the same cohorts.
-            try config.initializeIfEmpty {
-                try SQLiteConfigStore.genesis(seed: scenario.rolloutSeed, actor: operatorID, time: start ?? wall.now())
-            }
-        } catch {
-            throw CommandError("\(error)")
-        }
+        let store = try drillStore(path: path, invocation: invocation, scenario: scenario, command: "simulate", start: start)
         var options = FleetOptions(
-            scenario: scenario, devices: devices, seed: seed ?? 1, start: start ?? wall.now(), duration: duration,
-            actor: operatorID)
+            scenario: scenario, devices: devices, seed: seed ?? 1, start: start ?? wall.now(), duration: duration)
         if let start { options.start = start }
         let simulation: FleetSimulation
         do {
-            simulation = try FleetSimulation(
-                scenario: scenario, options: options, config: config,
-                sink: StoreTelemetrySink(store: store, source: "simulator:\(scenario.name)"))
+            let session = try Wiring.session(path: path, operatorID: FleetOptions.simulatorActor, clock: wall)
+            simulation = try Self.simulation(
+                scenario: scenario, options: options, store: store, session: session, source: "simulator:\(scenario.name)")
         } catch {
             throw CommandError("cannot set up the simulation: \(error)")
         }
@@ -157,6 +153,72 @@ enum SimulateCommands {
             print(summaryText(stats, scenario: scenario, options: options, stopped: runner.isStopped))
         }
         return .ok
+    }
+
+    static let ordinaryStoreOption = Option.flag(
+        "--on-ordinary-store",
+        help: "Run although the store was not created as a drill store (recorded in its audit log).")
+
+    /// The store a simulation may write into: a new one is created as a drill store (with the scenario's seed);
+    /// an existing one must be a drill store, or `--on-ordinary-store` is given and recorded in the audit log.
+    static func drillStore(
+        path: String, invocation: Invocation, scenario: Scenario, command: String, start: Instant? = nil
+    ) throws -> RolloutStore {
+        let wall = SystemClock()
+        let size = (try? FileManager.default.attributesOfItem(atPath: path)[.size] as? NSNumber)?.intValue
+        let existed = size.map { $0 > 0 } ?? false
+        do {
+            let store = try RolloutStore(path: path)
+            let config = try store.configStore()
+            if existed {
+                let drill = try store.withDatabase { try DrillStoreMark.isDrill($0) }
+                if !drill {
+                    guard invocation.flag("--on-ordinary-store") else {
+                        throw CommandError(
+                            "refused: \(path) is not a drill store, and '\(command)' writes simulated telemetry and scripted "
+                                + "changes into it; give a new --store path (created as a drill store), or --on-ordinary-store "
+                                + "(recorded in the audit log)", exit: .refused)
+                    }
+                    _ = try config.appendAudit(
+                        AuditEntry(
+                            time: wall.now(), actor: try Wiring.operatorID(invocation), action: "\(command) on an ordinary store",
+                            reason: "--on-ordinary-store", result: .recorded,
+                            detail: "scenario \(scenario.name): simulated telemetry and scripted changes as simulator"))
+                }
+            } else {
+                try store.withDatabase { try DrillStoreMark.mark($0, at: wall.now(), by: command) }
+            }
+            // A new store gets the scenario's rollout seed, so that runs on fresh stores assign the same cohorts.
+            try config.initializeIfEmpty {
+                try SQLiteConfigStore.genesis(seed: scenario.rolloutSeed, actor: FleetOptions.simulatorActor, time: start ?? wall.now())
+            }
+            return store
+        } catch let e as CommandError {
+            throw e
+        } catch {
+            throw CommandError("\(error)")
+        }
+    }
+
+    /// The simulation on a store: telemetry through the ingest path of real data, scripted changes through the
+    /// session's write path, and auto-kill after every landed minute (the simulator's process computes the
+    /// verdict, so it acts on HALT like the console and `watch`).
+    static func simulation(
+        scenario: Scenario, options: FleetOptions, store: RolloutStore, session: StoreSession, source: String
+    ) throws -> FleetSimulation {
+        let sink = try StoreTelemetrySink(store: store, source: source)
+        let simulation = try FleetSimulation(
+            scenario: scenario, options: options, config: try store.configStore(), sink: sink,
+            writePath: try session.writePath())
+        let monitor = try RolloutMonitor(store: store, clock: session.clock, telemetryClock: simulation.clock)
+        let path = try session.writePath()
+        nonisolated(unsafe) let unsafeMonitor = monitor
+        sink.afterCommit = { _ in
+            if case .published(let stored, let proposal, _)? = try unsafeMonitor.autoKillIfHalted(using: path) {
+                simulation.noteExternal("auto-kill published version \(stored.info.number): \(proposal.summary)")
+            }
+        }
+        return simulation
     }
 
     /// SIGINT and SIGTERM stop the run cleanly (telemetry flushed, clock record marked stopped).

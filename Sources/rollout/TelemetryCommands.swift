@@ -1,6 +1,8 @@
 import CommandLineKit
-import RolloutApp
 import Foundation
+import JSON
+import RemoteConfig
+import RolloutApp
 import Rollout
 import Store
 import Telemetry
@@ -9,7 +11,7 @@ import TerminalText
 
 /// `rollout ingest` and `rollout telemetry`: events in, and the dashboard figures out.
 enum TelemetryCommands {
-    static let all: [Command] = [ingest, telemetry]
+    static let all: [Command] = [ingest, telemetry, watch]
 
     static let ingest = Command(
         "ingest",
@@ -40,17 +42,22 @@ enum TelemetryCommands {
 
     static let telemetry = Command(
         "telemetry",
-        summary: "Show the telemetry figures, statistics and verdict of a rollout.",
+        summary: "Show the telemetry figures, statistics and verdict of the rollout.",
         discussion: "Totals since the rollout start, rates over the last 1, 5 and 15 minutes, the exposed vs control "
             + "crash comparison (SPRT, always-valid intervals, smallest detectable effect), failure CUSUMs, exposure and "
-            + "propagation, and the verdict OK / WATCH / HOLD / HALT with its reasons.",
+            + "propagation, and the verdict OK / WATCH / HOLD / HALT with its reasons. The percentage, its start and the "
+            + "guardrail settings are read from the store: this is the same assessment as 'rollout status', the "
+            + "console and the guardrail policy. --since and --percent ask what-if questions: the output is then "
+            + "labelled HYPOTHETICAL and is not what the guardrail judges. " + GuardrailSettings.staleDefinition + ".",
         options: [
-            .value("--since", name: "TIME", help: "The rollout start (ISO 8601); default: the earliest event stored."),
-            .value(
-                "--percent", name: "P", help: "The current exposed percentage (for the sample ratio check); default 0."),
+            .value("--since", name: "TIME", help: "What if the rollout had started at TIME (ISO 8601)? Hypothetical."),
+            .value("--percent", name: "P", help: "What if the exposed percentage were P? Hypothetical."),
             .flag("--json", help: "Print as JSON."),
         ],
-        examples: ["rollout telemetry --since 2026-05-20T09:00:00Z --percent 10", "rollout telemetry --json"],
+        examples: [
+            "rollout telemetry", "rollout telemetry --json | jq .assessment.level",
+            "rollout telemetry --percent 10 --since 2026-05-20T09:00:00Z   # hypothetical",
+        ],
         action: runTelemetry)
 
     // MARK: ingest
@@ -203,39 +210,47 @@ enum TelemetryCommands {
     // MARK: telemetry
 
     static func runTelemetry(_ invocation: Invocation) throws -> ExitCode {
-        let storePath = StoreLocation.path(invocation)
-        guard FileManager.default.fileExists(atPath: storePath) else {
-            throw CommandError("no store at \(storePath) (run 'rollout ingest' or 'rollout init' first)")
-        }
-        let store = try RolloutStore(path: storePath, create: false)
-        var percent = 0.0
+        var hypothesis = RolloutMonitor.Hypothesis()
         if let p = invocation.value("--percent") {
-            guard let v = Double(p), v >= 0, v <= 100 else {
-                throw invocation.usageError("--percent needs a number from 0 to 100")
+            do {
+                hypothesis.exposed = try RemoteConfig.MicroPercent.parse(p)
+            } catch {
+                throw invocation.usageError("--percent: \(error)")
             }
-            percent = v
         }
-        let tables = try store.withDatabase { try TelemetryTables(database: $0) }
-        let since: Instant
         if let text = invocation.value("--since") {
             guard let t = ISO8601.parse(text) else {
                 throw invocation.usageError("--since needs an ISO 8601 time, e.g. 2026-05-20T09:00:00Z")
             }
-            since = t
-        } else {
-            since = try tables.batches().compactMap(\.earliest).min() ?? SystemClock().now()
+            hypothesis.since = t
         }
-        let now = SystemClock().now()
-        let snapshot = try tables.snapshot(WatchConfiguration(since: since), now: now)
-        let context = RolloutContext(currentMicroPercent: Int64((percent * 1_000_000).rounded()))
-        let assessment = snapshot.assess(context)
+        let hypothetical = hypothesis != RolloutMonitor.Hypothesis()
+        let session = try Wiring.session(invocation)
+        let monitor = try session.monitor()
+        let status = try monitor.status(hypothetical ? hypothesis : nil)
+        let tables = monitor.telemetry
         if invocation.flag("--json") {
-            let data = try JSONSerialization.data(
-                withJSONObject: TelemetryReport.json(snapshot, assessment, tables: tables),
-                options: [.sortedKeys, .prettyPrinted])
+            var object = try TelemetryReport.json(status.snapshot, status.assessment, tables: tables)
+            let assessment = try JSONSerialization.jsonObject(
+                with: Data(JSONWriter().string(AssessmentJSON.value(status)).utf8))
+            object["assessment"] = assessment
+            object["hypothetical"] =
+                hypothetical
+                ? [
+                    "since": TelemetryReport.orNull(hypothesis.since?.iso8601),
+                    "percent": TelemetryReport.orNull(hypothesis.exposed?.decimalText),
+                ] as [String: Any] : false
+            let data = try JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .prettyPrinted])
             print(String(decoding: data, as: UTF8.self))
         } else {
-            print(try TelemetryReport.text(snapshot, assessment, tables: tables))
+            if hypothetical {
+                var what: [String] = []
+                if let p = hypothesis.exposed { what.append("exposed \(p)") }
+                if let since = hypothesis.since { what.append("rollout start \(since.iso8601)") }
+                print("HYPOTHETICAL: \(what.joined(separator: ", ")) (a what-if; not the store's verdict)")
+            }
+            print(try TelemetryReport.text(status.snapshot, status.assessment, tables: tables))
+            print(GuardrailReport.dataLine(status))
         }
         return .ok
     }
@@ -268,7 +283,7 @@ enum TelemetryReport {
         }
         return [
             "now": s.now.iso8601, "since": s.since.iso8601, "newestEvent": orNull(s.newestEvent?.iso8601),
-            "dataAgeSeconds": orNull(s.dataAge.map { $0.seconds }),
+            "dataAgeSeconds": orNull(s.dataAge.map { $0.seconds }),  // never negative
             "verdict": [
                 "level": a.verdict.level.description, "reason": a.verdict.reason,
                 "findings": a.verdict.findings.map(\.description),
@@ -310,7 +325,7 @@ enum TelemetryReport {
         var out: [String] = []
         out.append("verdict \(a.verdict.level): \(a.verdict.reason)")
         out.append("guardrails \(a.armed ? "armed" : "not armed (no telemetry for this rollout yet)")")
-        let age = s.dataAge.map { "\(Int($0.seconds)) s" } ?? "no data"
+        let age = s.dataAge.map { "\(Int64($0.seconds)) s" } ?? "no data"
         out.append("since \(s.since.iso8601); newest event \(s.newestEvent?.iso8601 ?? "none") (age \(age))")
         for cohort in [Cohort.enabled, .control, .none] {
             let t = s.totals

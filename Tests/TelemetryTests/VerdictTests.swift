@@ -92,12 +92,92 @@ struct VerdictTests {
     @Test("healthy traffic is OK, with crash-free rates and the detectable effect in the reason")
     func healthy() {
         var f = WatchFixture()
-        f.run(minutes: 30)
-        let a = f.snapshot(at: 33).assess(tenPercent)
+        // 9,000 users per arm, 1% of control crashed: +50% is detectable (8,453 per arm needed).
+        f.run(minutes: 90)
+        let a = f.snapshot(at: 93).assess(tenPercent)
         #expect(a.verdict.level == .ok, "\(a.verdict)")
         #expect(a.verdict.reason.contains("crash-free sessions 99.800% exposed vs 99.800% control"))
         #expect(a.verdict.reason.contains("smallest detectable increase +"))
         #expect(a.exposure.sampleRatio!.pValue == 1)
+    }
+
+    @Test("too small a sample is HOLD 'not enough data yet', with users per arm, the detectable effect and what is missing")
+    func notEnoughData() {
+        var f = WatchFixture()
+        f.run(minutes: 30)
+        let a = f.snapshot(at: 33).assess(tenPercent)
+        #expect(a.verdict.level == .hold)
+        #expect(
+            a.verdict.reason
+                == "not enough data yet: 3000 exposed vs 3000 control users; smallest detectable crash-rate increase +90% "
+                + "(needed: +50% or less); about 5453 more users per arm needed (8453 per arm), about 109 min at the last hour's 3000 users/h")
+        // A larger configured effect is detectable sooner: +100% is within reach of 3,000 users per arm.
+        var relaxed = tenPercent
+        relaxed.detectableEffect = 1.0
+        #expect(f.snapshot(at: 33).assess(relaxed).verdict.level == .ok)
+        // At 0% nobody is exposed: nothing to detect, so no HOLD for it.
+        #expect(f.snapshot(at: 33).assess(RolloutContext(currentMicroPercent: 0)).verdict.findings.allSatisfy { !$0.text.hasPrefix("not enough data") })
+    }
+
+    @Test("intervals are clipped to what is possible: a difference of rates lies within −100 and +100 points")
+    func clippedIntervals() {
+        var f = WatchFixture()
+        // Three users per arm, one crashed on each side: the raw interval runs far beyond ±1.
+        f.run(minutes: 1, sessions: 3, exposedCrashes: 2, controlCrashes: 2, users: 3)
+        let i = f.snapshot(at: 3).crash.userDifference
+        let interval = try! #require(i.interval)
+        #expect(interval.lowerBound >= -1 && interval.upperBound <= 1)
+        #expect(interval.lowerBound == -1 || interval.upperBound == 1)
+        let raw = MixtureSPRT.halfWidth(variance: 2 * (1.0 / 3) * (2.0 / 3) / 3, mixingVariance: 0.25 * (1.0 / 3) * (1.0 / 3), alpha: 0.05)
+        #expect(raw > 1)
+    }
+
+    @Test("a failure ratio above the ceiling is HOLD even when the baseline learned it")
+    func failureCeiling() {
+        var f = WatchFixture { $0.failures.configuredBaseline = [.invalidKey: 0.3] }
+        f.run(minutes: 90, failures: [.invalidKey: 150])
+        let a = f.snapshot(at: 90).assess(tenPercent)
+        #expect(!f.snapshot(at: 90).failureMonitors.first { $0.errorClass == .invalidKey }!.alarmed)
+        #expect(a.verdict.level == .hold)
+        #expect(
+            a.verdict.findings.contains {
+                $0.text.hasPrefix("failure ratio 30.0% of exposed App Attest attempts (2250 of 7500 in the last 15 min) is above the ceiling 20%")
+            }, "\(a.verdict.findings)")
+    }
+
+    @Test("an observed attestation rate near Apple's guidance is HOLD")
+    func attestationRate() {
+        var f = WatchFixture()
+        f.run(minutes: 90, users: 100)
+        var tight = tenPercent
+        tight.budget.perSecond = 2  // 100 new exposed installations a minute = 1.7/s ≥ 80% of 2/s
+        let a = f.snapshot(at: 90).assess(tight)
+        #expect(a.verdict.level == .hold)
+        #expect(a.verdict.reason.hasPrefix("attestation rate near Apple's guidance: 1.7/s observed (500 new exposed installations in the last 5 min"))
+        #expect(f.snapshot(at: 90).assess(tenPercent).verdict.level == .ok)
+    }
+
+    @Test("data age is never negative: an event stamped after now is 0 s old")
+    func dataAgeNonNegative() {
+        var f = WatchFixture()
+        f.run(minutes: 5)
+        let s = f.snapshot(at: 3, newest: 5)
+        #expect(s.newestEvent! > s.now)
+        #expect(s.dataAge == .seconds(Int64(0)))
+    }
+
+    @Test("a simulation that ended or went silent is HOLD, said in words")
+    func simulationGone() {
+        var f = WatchFixture()
+        f.run(minutes: 90)
+        var ended = tenPercent
+        ended.timeSource = .finishedSimulation(endedAt: f.start)
+        let a = f.snapshot(at: 93).assess(ended)
+        #expect(a.verdict.level == .hold)
+        #expect(a.verdict.reason.hasPrefix("the simulation writing this store ended at"))
+        var lost = tenPercent
+        lost.timeSource = .lostSimulation(lastHeartbeat: f.start)
+        #expect(f.snapshot(at: 93).assess(lost).verdict.reason.hasPrefix("the simulation writing this store stopped answering"))
     }
 
     @Test("exposed users crashing more is HALT, stated with the SPRT and the rates")
@@ -119,7 +199,7 @@ struct VerdictTests {
         #expect(a.verdict.reason == "no crash comparison yet: no sessions from the exposed or control group")
     }
 
-    @Test("Apple throttling (serverUnavailable above baseline) is HOLD; other failure classes WATCH")
+    @Test("Apple throttling (serverUnavailable above baseline) is HOLD; so is every other class, each on its own")
     func failures() {
         var f = WatchFixture()
         f.run(
@@ -136,15 +216,16 @@ struct VerdictTests {
         g.run(minutes: 30, failures: [.invalidKey: 5], controlFailures: [.invalidKey: 5])
         g.run(minutes: 10, from: 30, failures: [.invalidKey: 40], controlFailures: [.invalidKey: 5])
         let a = g.snapshot(at: 41).assess(tenPercent)
-        #expect(a.verdict.level == .watch)
+        #expect(a.verdict.level == .hold)
         #expect(a.verdict.reason.hasPrefix("invalidKey failures at"))
         #expect(g.snapshot(at: 41).failureMonitors.first { $0.errorClass == .serverUnavailable }!.alarmed == false)
     }
 
-    /// In a real rollout neither control nor pre-rollout devices attest: the exposed group's own attempts before
-    /// the monitored hour are the baseline, so throttling that starts later is still caught.
-    @Test("without control or pre-rollout attempts, the earlier exposed attempts are the baseline")
-    func earlierExposedBaseline() {
+    /// In a real rollout neither control nor pre-rollout devices attest: the exposed group's first settled window
+    /// is the baseline, frozen, so throttling that starts later is still caught, and a group that stays degraded
+    /// never becomes its own baseline.
+    @Test("without control or pre-rollout attempts, the rollout's first window is the frozen baseline")
+    func firstWindowBaseline() {
         func look(_ f: inout WatchFixture, minute: Int, failures: Int64) {
             let m0 = BucketLevel.minute.bucket(f.start.microseconds)
             var counts: [CounterKey: Int64] = [:]
@@ -157,22 +238,32 @@ struct VerdictTests {
         var f = WatchFixture()
         for m in 0..<120 { look(&f, minute: m, failures: 5) }
         let quiet = f.snapshot(at: 121).failureMonitors.first { $0.errorClass == .serverUnavailable }!
-        // About the first hour: the attempts older than the monitored (settled) hour.
-        guard case .earlierExposed(let n) = quiet.baselineSource else {
-            Issue.record("expected the earlier exposed attempts as the baseline, got \(quiet.baselineSource)")
+        // The first 10 minutes: 5,000 attempts, 50 failures.
+        guard case .firstWindow(let n, let through) = quiet.baselineSource else {
+            Issue.record("expected the first window as the baseline, got \(quiet.baselineSource)")
             return
         }
-        #expect(n >= 29_000 && n <= 32_000)
+        #expect(n == 5_000)
+        #expect(through == f.start + .minutes(10))
+        // The upper 95% bound of 50 in 5,000: a little above 1%.
+        #expect(quiet.baseline! > 0.01 && quiet.baseline! < 0.013)
         #expect(!quiet.alarmed)
         for m in 120..<150 { look(&f, minute: m, failures: 50) }
         let throttled = f.snapshot(at: 151)
         #expect(throttled.failureMonitors.first { $0.errorClass == .serverUnavailable }!.alarmed)
         #expect(throttled.assess(tenPercent).verdict.reason.hasPrefix("Apple is throttling attestations"))
+        // Degraded for three more hours: the baseline stays frozen at 1%, the alarm stays.
+        for m in 150..<330 { look(&f, minute: m, failures: 50) }
+        let still = f.snapshot(at: 331)
+        let monitor = still.failureMonitors.first { $0.errorClass == .serverUnavailable }!
+        #expect(monitor.baseline! == quiet.baseline!)
+        #expect(monitor.alarmed)
+        #expect(still.assess(tenPercent).verdict.level == .hold)
 
         // Too young a rollout: no baseline yet, said in words.
         var g = WatchFixture()
-        for m in 0..<30 { look(&g, minute: m, failures: 5) }
-        #expect(g.snapshot(at: 31).failureMonitors.allSatisfy { $0.baselineSource == .none })
+        for m in 0..<5 { look(&g, minute: m, failures: 5) }
+        #expect(g.snapshot(at: 6).failureMonitors.allSatisfy { $0.baselineSource == .none })
     }
 
     @Test("a configured baseline replaces the observed one")
@@ -187,8 +278,8 @@ struct VerdictTests {
     @Test("a sample ratio mismatch is HOLD; the same split while a change above 50% propagates is not")
     func sampleRatio() {
         var f = WatchFixture()
-        f.run(minutes: 30)
-        let skewed = f.snapshot(at: 33, active: [.enabled: 5_400, .control: 4_600])
+        f.run(minutes: 90)
+        let skewed = f.snapshot(at: 93, active: [.enabled: 5_400, .control: 4_600])
         let a = skewed.assess(tenPercent)
         #expect(a.verdict.level == .hold)
         #expect(
