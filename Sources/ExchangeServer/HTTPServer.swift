@@ -184,10 +184,16 @@ public final class HTTPServer: @unchecked Sendable {
             draining = true
             return daemon
         }) else { return 0 }
-        _ = MHD_quiesce_daemon(d)
+        // Quiescing hands back the listening socket; closing it makes new connections fail at once instead of
+        // waiting in the kernel's backlog for an accept that never comes.
+        let listener = MHD_quiesce_daemon(d)
+        if listener >= 0 { close(listener) }
         let deadline = Date().addingTimeInterval(limits.drainSeconds)
         while requestsInFlight > 0, Date() < deadline { usleep(5_000) }
         let left = requestsInFlight
+        // The last responses are in the kernel's buffers; stopping closes every connection, and a close that
+        // races the peer's read can turn into a reset that discards them. Give the peers a moment to read.
+        if left == 0 { usleep(200_000) }
         stopNow()
         return left
     }
