@@ -127,4 +127,51 @@ import Timekeeping
         #expect(lines.count >= tally.tokens.count * 2)
         #expect(lines.allSatisfy { (try? JSONParser().parse(String($0)))?["status"] != nil })
     }
+
+    @Test func appcheckCommandsRegisterAppsDebugTokensAndRotateKeys() throws {
+        let rollout = try TestSupport.rolloutBinary()
+        let dir = try TestSupport.temporaryDirectory("rollout-appcheck-cli")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let store = dir.appendingPathComponent("store.db").path
+        func cli(_ args: [String]) throws -> TestSupport.ProcessResult {
+            try TestSupport.run(rollout, args + ["--store", store])
+        }
+        #expect(try cli(["appcheck", "app", "add", "1:5:ios:a", "--team", "ABCDE12345", "--bundle", "b"]).status == 2)
+        let add = try cli([
+            "appcheck", "app", "add", "1:5:ios:a", "--project-number", "5", "--project-id", "five", "--team",
+            "ABCDE12345", "--bundle", "com.example.a", "--token-ttl", "2h",
+        ])
+        #expect(add.status == 0, "\(add.stderr)")
+        // One project per store.
+        let other = try cli([
+            "appcheck", "app", "add", "1:6:ios:b", "--project-number", "6", "--project-id", "six", "--team",
+            "ABCDE12345", "--bundle", "com.example.b",
+        ])
+        #expect(other.status != 0 && other.stderr.contains("one project per store"))
+        let debug = try cli(["appcheck", "debug-token", "add", "--app", "1:5:ios:a", "--name", "ci"])
+        #expect(debug.status == 0)
+        let token = debug.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        #expect(UUID(uuidString: token) != nil)
+        let state = try AppCheckStateTables(database: SQLiteDatabase(path: store, create: false))
+        #expect(try state.hasDebugToken(appId: "1:5:ios:a", digest: SHA256.hash(Array(token.utf8))))
+        #expect(try cli(["appcheck", "debug-token", "list"]).stdout.contains("1:5:ios:a  ci"))
+        #expect(try cli(["appcheck", "debug-token", "add", "--app", "1:9:ios:none"]).status != 0)
+
+        // Rotation: the overlap must cover the longest token lifetime (2 h here).
+        let first = try AppCheckExchange.loadOrCreateSigningKeys(state: state, now: SystemClock().now())
+        let short = try cli(["appcheck", "keys", "rotate", "--overlap", "1h"])
+        #expect(short.status == 2 && short.stderr.contains("shorter than the longest token lifetime"))
+        #expect(try state.signingKeys().count == 1)
+        #expect(try cli(["appcheck", "keys", "rotate"]).status == 0)
+        let keys = try state.signingKeys()
+        #expect(keys.count == 2)
+        let old = try #require(keys.first { $0.kid == first[0].kid })
+        let retires = try #require(old.retiresAt)
+        #expect(retires - old.createdAt >= .hours(2))
+        #expect(keys.filter { $0.retiresAt == nil }.count == 1)
+        let list = try cli(["appcheck", "keys", "list"]).stdout
+        #expect(list.contains("signing") && list.contains("published until"))
+        #expect(try cli(["appcheck", "keys", "rotate", "--read-only"]).status != 0)
+        #expect(try state.signingKeys().count == 2)
+    }
 }
