@@ -187,20 +187,30 @@ public final class AppCheckExchange: Sendable {
         }
         self.apps = apps
         let keys = try AppCheckExchange.loadOrCreateSigningKeys(state: state, now: clock.now())
-        issuer = AppCheckTokenIssuer(key: keys.max { ($0.createdAt, $0.kid) < ($1.createdAt, $1.kid) }!)
+        // The signing key comes last (see `loadOrCreateSigningKeys`).
+        issuer = AppCheckTokenIssuer(key: keys.last!)
         tokenVerifier = AppCheckTokenVerifier(project: configuration.project, keys: keys, appIds: Set(apps.keys))
     }
 
     /// The signing keys in `state` still published at `now` (a rotation's retired keys drop out at their
-    /// retirement), creating one when there are none. The newest signs.
+    /// retirement), creating one when there are none; the key that signs comes last (see `signingOrder`).
     public static func loadOrCreateSigningKeys(state: any AppCheckState, now: Instant) throws -> [AppCheckSigningKey] {
-        var stored = try state.signingKeys().filter { $0.isPublished(at: now) }
+        var stored = signingOrder(try state.signingKeys(), at: now)
         if stored.isEmpty {
             let key = try AppCheckSigningKey.generate(createdAt: now)
             try state.addSigningKey(StoredSigningKey(kid: key.kid, privateKeyDER: key.privateKeyDER, createdAt: now))
-            stored = try state.signingKeys().filter { $0.isPublished(at: now) }
+            stored = signingOrder(try state.signingKeys(), at: now)
         }
         return try stored.map { try AppCheckSigningKey(privateKeyDER: $0.privateKeyDER, createdAt: $0.createdAt) }
+    }
+
+    /// The keys published at `time`, the signing one last: keys not retired after keys being retired, then by
+    /// creation (a rotation may happen within the same clock tick as the key it replaces was made).
+    public static func signingOrder(_ keys: [StoredSigningKey], at time: Instant) -> [StoredSigningKey] {
+        keys.filter { $0.isPublished(at: time) }.sorted {
+            ($0.retiresAt == nil ? 1 : 0, $0.createdAt.microseconds, $0.kid)
+                < ($1.retiresAt == nil ? 1 : 0, $1.createdAt.microseconds, $1.kid)
+        }
     }
 
     /// Rotation: a new signing key signs from now on; the keys it replaces stay in the JWKS (and keep

@@ -58,7 +58,8 @@ public final class RemoteAppCheckExchange: AppAttestExchanging, @unchecked Senda
         let o = try call(
             appId, "exchangeAppAttestAttestation",
             [
-                "attestationStatement": .string(Base64.encode(attestation)), "challenge": .string(Base64.encode(challenge)),
+                "attestationStatement": .string(Base64.encode(attestation)),
+                "challenge": .string(Base64.encode(challenge)),
                 "keyId": .string(Base64.encode(keyId)), "limitedUse": .bool(limitedUse),
             ])
         guard let text = o["artifact"]?.stringValue, let artifact = Base64.decode(text),
@@ -84,12 +85,14 @@ public final class RemoteAppCheckExchange: AppAttestExchanging, @unchecked Senda
     public func exchangeDebugToken(appId: String, debugToken: String, limitedUse: Bool = false)
         throws(AppCheckExchangeError) -> AppCheckToken
     {
-        let o = try call(appId, "exchangeDebugToken", ["debugToken": .string(debugToken), "limitedUse": .bool(limitedUse)])
+        let o = try call(
+            appId, "exchangeDebugToken", ["debugToken": .string(debugToken), "limitedUse": .bool(limitedUse)])
         guard let token = Self.token(o) else { throw .unavailable("the server's token response is malformed") }
         return token
     }
 
-    private func call(_ appId: String, _ method: String, _ body: JSONValue) throws(AppCheckExchangeError) -> JSONObject {
+    private func call(_ appId: String, _ method: String, _ body: JSONValue) throws(AppCheckExchangeError) -> JSONObject
+    {
         let response: (status: Int, body: [UInt8])
         do {
             response = try transport.post(

@@ -53,7 +53,8 @@ public final class EventsIntake: @unchecked Sendable {
         }
         let formatName = request.query["format"] ?? "native"
         guard let format = TelemetryFormat(rawValue: formatName) else {
-            return googleError(400, "INVALID_ARGUMENT", "unknown format '\(formatName)': expected native, ga4 or crashlytics")
+            return googleError(
+                400, "INVALID_ARGUMENT", "unknown format '\(formatName)': expected native, ga4 or crashlytics")
         }
         let ingest = TelemetryIngest(format: format, maximumReportedProblems: 10)
         let first = request.body.first { $0 != 0x20 && $0 != 0x0A && $0 != 0x0D && $0 != 0x09 }

@@ -30,7 +30,8 @@ public final class ExchangeHolder: @unchecked Sendable {
     private let problem: @Sendable (String) -> Void
 
     public init(
-        state: any AppCheckState, clock: any Clock, trustDemo: Bool, checkInterval: Instant.Duration = .seconds(Int64(2)),
+        state: any AppCheckState, clock: any Clock, trustDemo: Bool,
+        checkInterval: Instant.Duration = .seconds(Int64(2)),
         problem: @escaping @Sendable (String) -> Void = { _ in }
     ) throws {
         self.state = state
@@ -44,9 +45,14 @@ public final class ExchangeHolder: @unchecked Sendable {
     }
 
     /// The registered configuration as this process applies it: without `trustDemo`, no app trusts the demo root.
-    public static func effectiveConfiguration(_ stored: AppCheckConfiguration, trustDemo: Bool) -> AppCheckConfiguration {
+    public static func effectiveConfiguration(_ stored: AppCheckConfiguration, trustDemo: Bool) -> AppCheckConfiguration
+    {
         var c = stored
-        if !trustDemo { c.apps = c.apps.map { var a = $0; a.trustsDemoRoot = false; return a } }
+        if !trustDemo {
+            c.apps = c.apps.map {
+                var a = $0; a.trustsDemoRoot = false; return a
+            }
+        }
         return c
     }
 
@@ -201,6 +207,7 @@ public final class ExchangeService: HTTPHandler, @unchecked Sendable {
     }
 
     private func notFound(_ request: HTTPRequest) -> HTTPResponse {
-        googleError(404, "NOT_FOUND", "The requested URL \(request.path) was not found on this server (\(request.method)).")
+        googleError(
+            404, "NOT_FOUND", "The requested URL \(request.path) was not found on this server (\(request.method)).")
     }
 }

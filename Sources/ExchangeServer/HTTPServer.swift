@@ -47,7 +47,8 @@ public struct HTTPResponse: Sendable {
 
     /// A JSON response (`application/json; charset=UTF-8`, as Google's APIs answer).
     public static func json(_ status: Int, _ body: [UInt8], headers: [(String, String)] = []) -> HTTPResponse {
-        HTTPResponse(status: status, headers: [("Content-Type", "application/json; charset=UTF-8")] + headers, body: body)
+        HTTPResponse(
+            status: status, headers: [("Content-Type", "application/json; charset=UTF-8")] + headers, body: body)
     }
 }
 
@@ -180,10 +181,12 @@ public final class HTTPServer: @unchecked Sendable {
     /// then the daemon stops. Returns the number of requests that were still unfinished at the deadline.
     @discardableResult
     public func shutdown() -> Int {
-        guard let d = lock.withLock({ () -> OpaquePointer? in
-            draining = true
-            return daemon
-        }) else { return 0 }
+        guard
+            let d = lock.withLock({ () -> OpaquePointer? in
+                draining = true
+                return daemon
+            })
+        else { return 0 }
         // Quiescing hands back the listening socket; closing it makes new connections fail at once instead of
         // waiting in the kernel's backlog for an accept that never comes.
         let listener = MHD_quiesce_daemon(d)

@@ -101,7 +101,9 @@ public final class LoopbackHTTPClient: AppCheckHTTPTransport, @unchecked Sendabl
         addr.sin_port = port.bigEndian
         inet_pton(AF_INET, host, &addr.sin_addr)
         let rc = withUnsafePointer(to: &addr) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(s, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                connect(s, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+            }
         }
         guard rc == 0 else {
             let reason = String(cString: strerror(errno))
@@ -162,7 +164,8 @@ public final class LoopbackHTTPClient: AppCheckHTTPTransport, @unchecked Sendabl
         var headers: [String: String] = [:]
         for line in lines {
             guard let colon = line.firstIndex(of: ":") else { continue }
-            headers[line[..<colon].lowercased()] = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+            headers[line[..<colon].lowercased()] = line[line.index(after: colon)...].trimmingCharacters(
+                in: .whitespaces)
         }
         let length = headers["content-length"].flatMap(Int.init) ?? 0
         let bodyStart = headerEnd! + 4

@@ -257,7 +257,8 @@ public final class AppCheckStateTables: AppCheckState, @unchecked Sendable {
                 .map { r in
                     guard let app = r[0].string, let digest = r[1].bytes, let name = r[2].string, let at = r[3].int
                     else { throw SQLiteError(code: 1, message: "appcheck_debug_tokens holds a malformed row") }
-                    return DebugTokenRecord(appId: app, digest: digest, name: name, createdAt: Instant(microseconds: at))
+                    return DebugTokenRecord(
+                        appId: app, digest: digest, name: name, createdAt: Instant(microseconds: at))
                 }
         }
     }
@@ -318,7 +319,8 @@ public final class AppCheckStateTables: AppCheckState, @unchecked Sendable {
                 "DELETE FROM appcheck_signing_keys WHERE kid IN "
                     + "(SELECT kid FROM appcheck_signing_key_retirements WHERE retires_at < ?)",
                 [.integer(time.microseconds)])
-            try db.run("DELETE FROM appcheck_signing_key_retirements WHERE retires_at < ?", [.integer(time.microseconds)])
+            try db.run(
+                "DELETE FROM appcheck_signing_key_retirements WHERE retires_at < ?", [.integer(time.microseconds)])
         }
     }
 }

@@ -17,7 +17,8 @@ import Timekeeping
 /// their last answered assertion after the SIGTERM, or whose artifact no longer works after the restart: limit 0).
 enum ServeBench {
     static let suites: [BenchSuite] = [
-        BenchSuite(name: "serve", title: "rollout serve on loopback: 64 devices, SIGTERM and restart in the middle", run: run)
+        BenchSuite(
+            name: "serve", title: "rollout serve on loopback: 64 devices, SIGTERM and restart in the middle", run: run)
     ]
 
     static let app = "1:777:ios:bench"
@@ -86,7 +87,8 @@ enum ServeBench {
         guard FileManager.default.isExecutableFile(atPath: rollout) else {
             throw BenchError("\(rollout) not built (make bench builds it)")
         }
-        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("rollout-serve-bench-\(UUID().uuidString)")
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "rollout-serve-bench-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: dir) }
         let store = dir.appendingPathComponent("store.db").path
@@ -149,20 +151,27 @@ enum ServeBench {
 
         let wall = Double((drained - start) + (end - restarted)) / 1e9
         let (latencies, errors, resumed, attestations, assertions) = shared.lock.withLock {
-            (shared.latencies.sorted(), shared.errors, shared.afterRestartOK.count, shared.attestations, shared.assertions)
+            (
+                shared.latencies.sorted(), shared.errors, shared.afterRestartOK.count, shared.attestations,
+                shared.assertions
+            )
         }
         lost += snapshot.count - snapshot.keys.filter { shared.afterRestartOK.contains($0) }.count
         func pct(_ p: Double) -> Double {
             latencies.isEmpty ? 0 : Double(latencies[min(latencies.count - 1, Int(Double(latencies.count) * p))]) / 1e6
         }
-        print("  \(clients) clients, \(formatFigure(wall)) s of traffic (SIGTERM and restart in the middle), \(latencies.count) HTTP requests")
+        print(
+            "  \(clients) clients, \(formatFigure(wall)) s of traffic (SIGTERM and restart in the middle), \(latencies.count) HTTP requests"
+        )
         report("requests", value: Double(latencies.count) / wall, unit: "req/s")
         report("latency p50", value: pct(0.50), unit: "ms")
         report("latency p99", value: pct(0.99), unit: "ms")
         let busy = try serverBusySeconds(log)
         let crypto = try cryptoSeconds(attestations: attestations, assertions: assertions, authority: authority)
         report("time in cryptography", value: 100 * crypto / max(busy, 1e-9), unit: "% of the server's request time")
-        print("  first server exit status \(firstExit) after SIGTERM; \(resumed) of \(snapshot.count) devices asserted again after the restart")
+        print(
+            "  first server exit status \(firstExit) after SIGTERM; \(resumed) of \(snapshot.count) devices asserted again after the restart"
+        )
         if let e = errors.first { print("  first error: \(e)") }
         report("errors", value: Double(errors.count), unit: "requests", limit: 0, higherIsBetter: false)
         report("lost state", value: Double(lost), unit: "devices", limit: 0, higherIsBetter: false)
@@ -215,14 +224,17 @@ enum ServeBench {
         let text = try String(contentsOfFile: path, encoding: .utf8)
         var total = 0.0
         for line in text.split(separator: "\n") {
-            if let ms = (try? JSONParser().parse(String(line)))?["durationMs"]?.numberValue?.double { total += ms / 1000 }
+            if let ms = (try? JSONParser().parse(String(line)))?["durationMs"]?.numberValue?.double {
+                total += ms / 1000
+            }
         }
         return total
     }
 
     /// The server's cryptography for this many attestations and assertions, each operation timed alone here:
     /// attestation verification, assertion verification, and one RS256 signature per token.
-    static func cryptoSeconds(attestations: Int, assertions: Int, authority: DemoCertificateAuthority) throws -> Double {
+    static func cryptoSeconds(attestations: Int, assertions: Int, authority: DemoCertificateAuthority) throws -> Double
+    {
         let clock = ManualClock(SystemClock().now())
         let state = InMemoryAppCheckState()
         _ = try state.saveDemoAuthority(authority.material)
@@ -245,15 +257,20 @@ enum ServeBench {
         let issuer = AppCheckTokenIssuer(key: exchange.tokenVerifier.keys[0])
         let claims = AppCheckTokenClaims.firebase(
             project: exchange.configuration.project, appId: app, issuedAt: clock.now(), ttl: .hours(1), tokenId: nil)
-        let attest = 1 / (try AppCheckBench.rate(seconds: 0.5) {
-            _ = try verifier.verify(
-                attestation: attestation, keyId: key.keyId, clientDataHash: SHA256.hash(challenge), app: identity,
-                environment: .production, at: clock.now())
-        })
-        let assert = 1 / (try AppCheckBench.rate(seconds: 0.5) {
-            _ = try assertionVerifier.verify(
-                assertion: assertion, clientDataHash: SHA256.hash(challenge), publicKey: publicKey, previousCounter: 0)
-        })
+        let attest =
+            1
+            / (try AppCheckBench.rate(seconds: 0.5) {
+                _ = try verifier.verify(
+                    attestation: attestation, keyId: key.keyId, clientDataHash: SHA256.hash(challenge), app: identity,
+                    environment: .production, at: clock.now())
+            })
+        let assert =
+            1
+            / (try AppCheckBench.rate(seconds: 0.5) {
+                _ = try assertionVerifier.verify(
+                    assertion: assertion, clientDataHash: SHA256.hash(challenge), publicKey: publicKey,
+                    previousCounter: 0)
+            })
         let sign = 1 / (try AppCheckBench.rate(seconds: 0.5) { _ = try issuer.token(claims) })
         print(
             "  per operation here: attestation verify \(formatFigure(attest * 1e3)) ms, assertion verify "

@@ -26,14 +26,24 @@ enum ServeCommands {
             + "One JSON access-log line per request goes to stderr (or --access-log). SIGTERM or SIGINT: stop "
             + "accepting, let requests in flight finish, exit 0. Every state change is committed before its answer.",
         options: [
-            .value("--listen", name: "HOST:PORT", help: "The IPv4 address and port (default 127.0.0.1:8080; port 0 picks one)."),
-            .flag("--trust-demo", help: "Let apps registered with --trust-demo accept the store's demo authority (simulated devices). Never for real apps."),
+            .value(
+                "--listen", name: "HOST:PORT",
+                help: "The IPv4 address and port (default 127.0.0.1:8080; port 0 picks one)."),
+            .flag(
+                "--trust-demo",
+                help:
+                    "Let apps registered with --trust-demo accept the store's demo authority (simulated devices). Never for real apps."
+            ),
             .value("--threads", name: "N", help: "Worker threads (default 4)."),
             .value("--max-connections", name: "N", help: "Connections at once (default 256)."),
             .value("--timeout", name: "SECONDS", help: "Idle connection timeout (default 15)."),
-            .value("--rate-limit", name: "N", help: "Exchange requests per second per client address (default 100, burst 2N; 0: off)."),
+            .value(
+                "--rate-limit", name: "N",
+                help: "Exchange requests per second per client address (default 100, burst 2N; 0: off)."),
             .value("--max-events-body", name: "BYTES", help: "Largest POST /v1/events body (default 8388608)."),
-            .value("--events-token-file", name: "PATH", help: "Read the events bearer token from this file (else a fresh one is printed)."),
+            .value(
+                "--events-token-file", name: "PATH",
+                help: "Read the events bearer token from this file (else a fresh one is printed)."),
             .flag("--no-events", help: "Do not serve POST /v1/events."),
             .value("--access-log", name: "PATH", help: "Append access-log lines to PATH instead of stderr."),
         ],
@@ -58,9 +68,17 @@ enum ServeCommands {
                             .value("--project-id", name: "ID", help: "The Firebase project id."),
                             .value("--team", name: "TEAMID", help: "The Apple team identifier."),
                             .value("--bundle", name: "BUNDLE_ID", help: "The bundle identifier."),
-                            .value("--env", name: "production|development", help: "The App Attest environment (default production)."),
-                            .value("--token-ttl", name: "DURATION", help: "App Check token lifetime, 30m to 7d (default 1h)."),
-                            .flag("--trust-demo", help: "Accept the demo authority's credentials for this app (simulated devices; needs 'serve --trust-demo')."),
+                            .value(
+                                "--env", name: "production|development",
+                                help: "The App Attest environment (default production)."),
+                            .value(
+                                "--token-ttl", name: "DURATION",
+                                help: "App Check token lifetime, 30m to 7d (default 1h)."),
+                            .flag(
+                                "--trust-demo",
+                                help:
+                                    "Accept the demo authority's credentials for this app (simulated devices; needs 'serve --trust-demo')."
+                            ),
                         ],
                         positionals: [Positional("APP_ID", help: "The Firebase app id, e.g. 1:123456789:ios:abc.")],
                         action: { try addApp($0) }),
@@ -74,14 +92,19 @@ enum ServeCommands {
                         options: [
                             .value("--app", name: "APP_ID", help: "The app the token is for."),
                             .value("--name", name: "NAME", help: "A name to recognise it by (default: ci)."),
-                            .value("--token", name: "TOKEN", help: "The token (default: a fresh UUID, as Firebase's console makes)."),
+                            .value(
+                                "--token", name: "TOKEN",
+                                help: "The token (default: a fresh UUID, as Firebase's console makes)."),
                         ],
                         action: { try addDebugToken($0) }),
-                    Command("list", summary: "List the registered debug tokens (names only).", action: { try listDebugTokens($0) }),
+                    Command(
+                        "list", summary: "List the registered debug tokens (names only).",
+                        action: { try listDebugTokens($0) }),
                     Command(
                         "remove", summary: "Remove an app's debug tokens of a name.",
                         options: [
-                            .value("--app", name: "APP_ID", help: "The app."), .value("--name", name: "NAME", help: "The name."),
+                            .value("--app", name: "APP_ID", help: "The app."),
+                            .value("--name", name: "NAME", help: "The name."),
                         ],
                         action: { try removeDebugToken($0) }),
                 ]),
@@ -94,7 +117,11 @@ enum ServeCommands {
                             + "at /v1/jwks (and keep verifying what they signed) until the overlap ends; it must be at "
                             + "least the longest token lifetime of the registered apps, so no valid token loses its key. "
                             + "A running server picks the rotation up within seconds.",
-                        options: [.value("--overlap", name: "DURATION", help: "How long old keys stay published (default: the longest token TTL).")],
+                        options: [
+                            .value(
+                                "--overlap", name: "DURATION",
+                                help: "How long old keys stay published (default: the longest token TTL).")
+                        ],
                         action: { try rotateKeys($0) }),
                     Command("list", summary: "List the signing keys and their state.", action: { try listKeys($0) }),
                 ]),
@@ -150,7 +177,9 @@ enum ServeCommands {
                     throw CommandError("cannot read the events token file \(file)")
                 }
                 token = text.trimmingCharacters(in: .whitespacesAndNewlines)
-                guard token.count >= 16 else { throw CommandError("\(file): the events token must have 16 characters or more") }
+                guard token.count >= 16 else {
+                    throw CommandError("\(file): the events token must have 16 characters or more")
+                }
             } else {
                 token = EventsIntake.newToken()
                 printedToken = token
@@ -188,13 +217,17 @@ enum ServeCommands {
             throw CommandError(e.description)
         }
         let project = configuration.project
-        var banner = "serving App Check for project \(project.id) (\(project.number)) on http://\(host):\(server.port)\n"
+        var banner =
+            "serving App Check for project \(project.id) (\(project.number)) on http://\(host):\(server.port)\n"
         for app in configuration.apps {
-            banner += "  app \(app.appId) (\(app.identity.appId), \(app.environment.rawValue)"
+            banner +=
+                "  app \(app.appId) (\(app.identity.appId), \(app.environment.rawValue)"
                 + (app.trustsDemoRoot ? ", trusts the demo authority" : "") + ")\n"
         }
         if let printedToken { banner += "events token: \(printedToken)\n" }
-        if intake != nil { banner += "events: POST http://\(host):\(server.port)/v1/events (Authorization: Bearer TOKEN)\n" }
+        if intake != nil {
+            banner += "events: POST http://\(host):\(server.port)/v1/events (Authorization: Bearer TOKEN)\n"
+        }
         FileHandle.standardOutput.write(Data(banner.utf8))
 
         var received: Int32 = 0
@@ -223,7 +256,9 @@ enum ServeCommands {
                         case .published(let stored, let proposal, _)? = try session.monitor().autoKillIfHalted(
                             using: try session.writePath())
                     {
-                        note("auto-kill: \(proposal.summary) (version \(stored.info.number)): \(stored.info.description)")
+                        note(
+                            "auto-kill: \(proposal.summary) (version \(stored.info.number)): \(stored.info.description)"
+                        )
                     }
                 } catch {
                     note("auto-kill check failed: \(error)")
@@ -270,7 +305,9 @@ enum ServeCommands {
         guard let number, let id, !number.isEmpty, !id.isEmpty else {
             throw inv.usageError("the first app needs --project-number and --project-id")
         }
-        guard number.allSatisfy(\.isNumber) else { throw inv.usageError("--project-number is the project's number (digits)") }
+        guard number.allSatisfy(\.isNumber) else {
+            throw inv.usageError("--project-number is the project's number (digits)")
+        }
         if let existing, existing.project != AppCheckProject(number: number, id: id) {
             throw CommandError(
                 "the store serves project \(existing.project.id) (\(existing.project.number)); one project per store")
@@ -359,7 +396,7 @@ enum ServeCommands {
         let (state, session) = try Self.state(inv, writing: false)
         let now = session.clock.now()
         let keys = try state.signingKeys()
-        let signing = keys.filter { $0.isPublished(at: now) }.max { ($0.createdAt, $0.kid) < ($1.createdAt, $1.kid) }
+        let signing = AppCheckExchange.signingOrder(keys, at: now).last
         for k in keys {
             let what =
                 k.kid == signing?.kid

@@ -28,16 +28,33 @@ import Timekeeping
 
         // 1. Challenges (project number, project id, oauthClients), the JWKS, a debug token.
         let first = try call([
-            ["id": "c1", "resource": "projects.apps", "method": "generateAppAttestChallenge", "params": ["app": byNumber], "body": [:]],
-            ["id": "c2", "resource": "projects.apps", "method": "generateAppAttestChallenge", "params": ["app": byId], "body": [:]],
-            ["id": "c3", "resource": "oauthClients", "method": "generateAppAttestChallenge", "params": ["app": "oauthClients/\(app)"], "body": [:]],
+            [
+                "id": "c1", "resource": "projects.apps", "method": "generateAppAttestChallenge",
+                "params": ["app": byNumber], "body": [:],
+            ],
+            [
+                "id": "c2", "resource": "projects.apps", "method": "generateAppAttestChallenge",
+                "params": ["app": byId], "body": [:],
+            ],
+            [
+                "id": "c3", "resource": "oauthClients", "method": "generateAppAttestChallenge",
+                "params": ["app": "oauthClients/\(app)"], "body": [:],
+            ],
             ["id": "jwks", "resource": "jwks", "method": "get", "params": ["name": "jwks"]],
-            ["id": "debug", "resource": "projects.apps", "method": "exchangeDebugToken", "params": ["app": byNumber],
-             "body": ["debugToken": ServerFixture.debugToken]],
-            ["id": "debug-oauth", "resource": "oauthClients", "method": "exchangeDebugToken", "params": ["app": "oauthClients/\(app)"],
-             "body": ["debugToken": ServerFixture.debugToken, "limitedUse": true]],
-            ["id": "badDebug", "resource": "projects.apps", "method": "exchangeDebugToken", "params": ["app": byNumber],
-             "body": ["debugToken": "not-a-registered-debug-token"]],
+            [
+                "id": "debug", "resource": "projects.apps", "method": "exchangeDebugToken", "params": ["app": byNumber],
+                "body": ["debugToken": ServerFixture.debugToken],
+            ],
+            [
+                "id": "debug-oauth", "resource": "oauthClients", "method": "exchangeDebugToken",
+                "params": ["app": "oauthClients/\(app)"],
+                "body": ["debugToken": ServerFixture.debugToken, "limitedUse": true],
+            ],
+            [
+                "id": "badDebug", "resource": "projects.apps", "method": "exchangeDebugToken",
+                "params": ["app": byNumber],
+                "body": ["debugToken": "not-a-registered-debug-token"],
+            ],
         ])
         var challenges: [[UInt8]] = []
         for id in ["c1", "c2", "c3"] {
@@ -54,15 +71,22 @@ import Timekeeping
         #expect(try body(first, "debug-oauth")["ttl"] as? String == "300s")
         let bad = try #require(first["badDebug"])
         #expect(bad["status"] as? Int == 403)
-        #expect((bad["error"] as? [String: Any]).flatMap { $0["error"] as? [String: Any] }?["status"] as? String == "PERMISSION_DENIED")
+        #expect(
+            (bad["error"] as? [String: Any]).flatMap { $0["error"] as? [String: Any] }?["status"] as? String
+                == "PERMISSION_DENIED")
 
         // 2. The attestation, made by a simulated device for challenge 1.
         let key = try f.newKey()
         let attestation = try key.attestation(clientDataHash: SHA256.hash(challenges[0]), at: f.clock.now())
         let second = try call([
-            ["id": "attest", "resource": "projects.apps", "method": "exchangeAppAttestAttestation", "params": ["app": byNumber],
-             "body": ["attestationStatement": Base64.encode(attestation), "challenge": Base64.encode(challenges[0]),
-                      "keyId": Base64.encode(key.keyId)]],
+            [
+                "id": "attest", "resource": "projects.apps", "method": "exchangeAppAttestAttestation",
+                "params": ["app": byNumber],
+                "body": [
+                    "attestationStatement": Base64.encode(attestation), "challenge": Base64.encode(challenges[0]),
+                    "keyId": Base64.encode(key.keyId),
+                ],
+            ]
         ])
         let attested = try body(second, "attest")
         let artifactText = try #require(attested["artifact"] as? String)
@@ -74,14 +98,31 @@ import Timekeeping
         let a2 = try key.assertion(clientDataHash: SHA256.hash(artifact + challenges[1]))
         let a3 = try key.assertion(clientDataHash: SHA256.hash(artifact + challenges[2]))
         let third = try call([
-            ["id": "assert", "resource": "projects.apps", "method": "exchangeAppAttestAssertion", "params": ["app": byId],
-             "body": ["artifact": Base64.encode(artifact), "assertion": Base64.encode(a2), "challenge": Base64.encode(challenges[1])]],
-            ["id": "assert-oauth", "resource": "oauthClients", "method": "exchangeAppAttestAssertion",
-             "params": ["app": "oauthClients/\(app)"],
-             "body": ["artifact": Base64.encode(artifact), "assertion": Base64.encode(a3), "challenge": Base64.encode(challenges[2]),
-                      "limitedUse": true]],
-            ["id": "replay", "resource": "projects.apps", "method": "exchangeAppAttestAssertion", "params": ["app": byId],
-             "body": ["artifact": Base64.encode(artifact), "assertion": Base64.encode(a2), "challenge": Base64.encode(challenges[1])]],
+            [
+                "id": "assert", "resource": "projects.apps", "method": "exchangeAppAttestAssertion",
+                "params": ["app": byId],
+                "body": [
+                    "artifact": Base64.encode(artifact), "assertion": Base64.encode(a2),
+                    "challenge": Base64.encode(challenges[1]),
+                ],
+            ],
+            [
+                "id": "assert-oauth", "resource": "oauthClients", "method": "exchangeAppAttestAssertion",
+                "params": ["app": "oauthClients/\(app)"],
+                "body": [
+                    "artifact": Base64.encode(artifact), "assertion": Base64.encode(a3),
+                    "challenge": Base64.encode(challenges[2]),
+                    "limitedUse": true,
+                ],
+            ],
+            [
+                "id": "replay", "resource": "projects.apps", "method": "exchangeAppAttestAssertion",
+                "params": ["app": byId],
+                "body": [
+                    "artifact": Base64.encode(artifact), "assertion": Base64.encode(a2),
+                    "challenge": Base64.encode(challenges[1]),
+                ],
+            ],
         ])
         let asserted = try body(third, "assert")
         let assertedOAuth = try body(third, "assert-oauth")
@@ -96,7 +137,8 @@ import Timekeeping
             "debug": try #require(debug["token"] as? String),
         ]
         let verdicts = try f.python([
-            "op": "verify", "jwks_url": f.endpoint + "/v1/jwks", "project_id": ServerFixture.project.id, "tokens": tokens,
+            "op": "verify", "jwks_url": f.endpoint + "/v1/jwks", "project_id": ServerFixture.project.id,
+            "tokens": tokens,
         ])
         for name in tokens.keys {
             #expect(verdicts[name] as? String == "ok:\(app)", "\(name): \(verdicts[name] ?? "missing")")

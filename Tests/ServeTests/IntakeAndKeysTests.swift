@@ -11,7 +11,9 @@ import Timekeeping
 
 @Suite struct EventsIntakeTests {
     func batches(_ f: ServerFixture) throws -> [[SQLiteValue]] {
-        try f.store.withDatabase { try $0.query("SELECT source, events, installations FROM telemetry_batches ORDER BY id") }
+        try f.store.withDatabase {
+            try $0.query("SELECT source, events, installations FROM telemetry_batches ORDER BY id")
+        }
     }
 
     var bearer: [(String, String)] { [("Authorization", "Bearer \(ServerFixture.eventsToken)")] }
@@ -60,7 +62,9 @@ import Timekeeping
         let body = Array("{\"t\":1,\"i\":\"x\",\"k\":\"success\"}\n".utf8)
         #expect(try f.post("/v1/events", raw: body).status == 401)
         #expect(try f.post("/v1/events", raw: body, headers: [("Authorization", "Bearer wrong-token")]).status == 401)
-        #expect(try f.post("/v1/events", raw: body, headers: [("Authorization", "Basic \(ServerFixture.eventsToken)")]).status == 401)
+        #expect(
+            try f.post("/v1/events", raw: body, headers: [("Authorization", "Basic \(ServerFixture.eventsToken)")])
+                .status == 401)
         #expect(try batches(f).isEmpty)
     }
 
@@ -125,14 +129,16 @@ import Timekeeping
             host: "127.0.0.1", port: 0, handler: ExchangeService(holder: holder, intake: nil, limiter: nil))
         defer { server.shutdown() }
         let remote = RemoteAppCheckExchange(
-            transport: try LoopbackHTTPClient(host: "127.0.0.1", port: server.port), project: ServerFixture.project.number)
+            transport: try LoopbackHTTPClient(host: "127.0.0.1", port: server.port),
+            project: ServerFixture.project.number)
         // The device asserts with the artifact it got from the first server: the key and its counter were kept.
         let c = try remote.generateChallenge(appId: ServerFixture.app.appId).challenge
         let t = try remote.exchangeAssertion(
             appId: ServerFixture.app.appId, artifact: artifact,
             assertion: try key.assertion(clientDataHash: SHA256.hash(artifact + c)), challenge: c, limitedUse: false)
         #expect(t.claims.subject == ServerFixture.app.appId)
-        #expect(try state.attestedKey(appId: ServerFixture.app.appId, artifactDigest: SHA256.hash(artifact))?.counter == 1)
+        #expect(
+            try state.attestedKey(appId: ServerFixture.app.appId, artifactDigest: SHA256.hash(artifact))?.counter == 1)
     }
 }
 

@@ -53,7 +53,9 @@ import Timekeeping
         var banner = Data()
         while !banner.contains(0x0A) {
             let chunk = out.fileHandleForReading.availableData
-            try #require(!chunk.isEmpty, "serve exited: \(String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self))")
+            try #require(
+                !chunk.isEmpty,
+                "serve exited: \(String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self))")
             banner += chunk
         }
         let firstLine = String(decoding: banner, as: UTF8.self).split(separator: "\n")[0]
@@ -87,7 +89,9 @@ import Timekeeping
                         tally.add(token.token)
                         let artifact = client.artifact!
                         tally.lock.withLock {
-                            if let slot { tally.devices[slot].counter = key.counter } else {
+                            if let slot {
+                                tally.devices[slot].counter = key.counter
+                            } else {
                                 tally.devices.append((artifact, key.counter))
                                 slot = tally.devices.count - 1
                             }
@@ -112,7 +116,8 @@ import Timekeeping
 
         // Every answered state is in the store: each device's counter is the one of its last answered assertion.
         for device in tally.devices {
-            let record = try #require(try state.attestedKey(appId: Self.app, artifactDigest: SHA256.hash(device.artifact)))
+            let record = try #require(
+                try state.attestedKey(appId: Self.app, artifactDigest: SHA256.hash(device.artifact)))
             #expect(record.counter == device.counter)
         }
         // The tokens verify against the store's keys, from the CLI too.

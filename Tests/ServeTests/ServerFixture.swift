@@ -53,7 +53,9 @@ final class FailingState: AppCheckState, @unchecked Sendable {
         try check()
         return try base.hasDebugToken(appId: appId, digest: digest)
     }
-    func removeDebugToken(appId: String, name: String) throws -> Int { try base.removeDebugToken(appId: appId, name: name) }
+    func removeDebugToken(appId: String, name: String) throws -> Int {
+        try base.removeDebugToken(appId: appId, name: name)
+    }
     func demoAuthority() throws -> DemoCertificateAuthority.Material? { try base.demoAuthority() }
     func saveDemoAuthority(_ m: DemoCertificateAuthority.Material) throws -> DemoCertificateAuthority.Material {
         try base.saveDemoAuthority(m)
@@ -102,7 +104,8 @@ final class ServerFixture {
         try tables.saveConfiguration(AppCheckConfiguration(project: Self.project, apps: [Self.app]))
         try tables.addDebugToken(
             DebugTokenRecord(
-                appId: Self.app.appId, digest: SHA256.hash(Array(Self.debugToken.utf8)), name: "ci", createdAt: clock.now()))
+                appId: Self.app.appId, digest: SHA256.hash(Array(Self.debugToken.utf8)), name: "ci",
+                createdAt: clock.now()))
         authority = try DemoCertificateAuthority.loadOrCreate(in: tables)
         state = FailingState(tables)
         holder = try ExchangeHolder(state: state, clock: clock, trustDemo: trustDemo)
@@ -136,7 +139,8 @@ final class ServerFixture {
         try post(path, raw: JSONWriter().bytes(body))
     }
 
-    func post(_ path: String, raw: [UInt8], headers: [(String, String)] = []) throws -> (status: Int, json: JSONValue?) {
+    func post(_ path: String, raw: [UInt8], headers: [(String, String)] = []) throws -> (status: Int, json: JSONValue?)
+    {
         let r = try client.request("POST", path, headers: [("Content-Type", "application/json")] + headers, body: raw)
         return (r.status, try? JSONParser().parse(r.body))
     }
@@ -191,7 +195,8 @@ final class ServerFixture {
         let path = result.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
         guard result.status == 0, FileManager.default.fileExists(atPath: path) else {
             throw TestSupport.Failure(
-                "google-api-python-client is not installed in the peer environment (pip install google-api-python-client): \(result.stderr)")
+                "google-api-python-client is not installed in the peer environment (pip install google-api-python-client): \(result.stderr)"
+            )
         }
         return path
     }

@@ -28,7 +28,9 @@ import Timekeeping
 
     @Test func malformedJSONIs400InvalidArgument() throws {
         let f = try ServerFixture()
-        expectError(try f.post(f.appPath("exchangeAppAttestAttestation"), raw: Array("{\"challenge\": ".utf8)), 400, "INVALID_ARGUMENT")
+        expectError(
+            try f.post(f.appPath("exchangeAppAttestAttestation"), raw: Array("{\"challenge\": ".utf8)), 400,
+            "INVALID_ARGUMENT")
     }
 
     @Test func malformedBase64Is400InvalidArgument() throws {
@@ -56,7 +58,8 @@ import Timekeeping
             try f.post(
                 f.appPath("exchangeAppAttestAttestation"),
                 [
-                    "attestation_statement": .string(Base64.encode(attestation)), "challenge": .string(Base64.encode(c)),
+                    "attestation_statement": .string(Base64.encode(attestation)),
+                    "challenge": .string(Base64.encode(c)),
                     "key_id": .string(Base64.encode(key.keyId)),
                 ]),
             403, "PERMISSION_DENIED")
@@ -120,13 +123,19 @@ import Timekeeping
         #expect(
             try f.post(
                 f.appPath("exchangeAppAttestAssertion"),
-                ["artifact": .string(Base64.encode(artifact)), "assertion": .string(Base64.encode(a1)), "challenge": .string(Base64.encode(c1))]
+                [
+                    "artifact": .string(Base64.encode(artifact)), "assertion": .string(Base64.encode(a1)),
+                    "challenge": .string(Base64.encode(c1)),
+                ]
             ).status == 200)
         let c2 = try f.challenge()
         expectError(
             try f.post(
                 f.appPath("exchangeAppAttestAssertion"),
-                ["artifact": .string(Base64.encode(artifact)), "assertion": .string(Base64.encode(a1)), "challenge": .string(Base64.encode(c2))]),
+                [
+                    "artifact": .string(Base64.encode(artifact)), "assertion": .string(Base64.encode(a1)),
+                    "challenge": .string(Base64.encode(c2)),
+                ]),
             403, "PERMISSION_DENIED")
     }
 
