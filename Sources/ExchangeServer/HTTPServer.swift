@@ -65,7 +65,7 @@ public protocol HTTPHandler: Sendable {
 public struct HTTPServerLimits: Sendable {
     /// Worker threads, each with its own event loop over its share of the connections.
     public var threads: Int = 4
-    /// Connections open at once; more are refused at accept.
+    /// Connections open at once; libmicrohttpd stops accepting at the limit, so more wait in the listen queue.
     public var connectionLimit: Int = 256
     /// An idle connection (no bytes either way) is closed after this long.
     public var connectionTimeoutSeconds: Int = 15

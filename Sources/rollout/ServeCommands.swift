@@ -130,6 +130,13 @@ enum ServeCommands {
     // MARK: serve
 
     static func runServe(_ inv: Invocation) throws -> ExitCode {
+        // SIGTERM and SIGINT are blocked first thing, so that every thread started from here on (libmicrohttpd's
+        // workers among them) inherits the mask and the signal reaches only this thread's sigwait below.
+        var signals = sigset_t()
+        sigemptyset(&signals)
+        sigaddset(&signals, SIGTERM)
+        sigaddset(&signals, SIGINT)
+        pthread_sigmask(SIG_BLOCK, &signals, nil)
         let listen = inv.value("--listen") ?? "127.0.0.1:8080"
         guard let colon = listen.lastIndex(of: ":"), let port = UInt16(listen[listen.index(after: colon)...]) else {
             throw inv.usageError("--listen needs HOST:PORT, e.g. 127.0.0.1:8080")
@@ -202,13 +209,6 @@ enum ServeCommands {
             let bytes = Array((entry.line + "\n").utf8)
             _ = bytes.withUnsafeBytes { write(logFD, $0.baseAddress, $0.count) }
         }
-
-        // The workers inherit a mask without SIGTERM/SIGINT; this thread waits for them with sigwait.
-        var signals = sigset_t()
-        sigemptyset(&signals)
-        sigaddset(&signals, SIGTERM)
-        sigaddset(&signals, SIGINT)
-        pthread_sigmask(SIG_BLOCK, &signals, nil)
 
         let server: HTTPServer
         do {

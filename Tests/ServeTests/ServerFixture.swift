@@ -94,7 +94,10 @@ final class ServerFixture {
     let log: LogBook
     let client: LoopbackHTTPClient
 
-    init(rateLimit: Double? = nil, trustDemo: Bool = true, exchangeBodyLimit: Int = 64 * 1024) throws {
+    init(
+        rateLimit: Double? = nil, trustDemo: Bool = true, exchangeBodyLimit: Int = 64 * 1024,
+        limits: HTTPServerLimits = HTTPServerLimits()
+    ) throws {
         directory = try TestSupport.temporaryDirectory("rollout-serve")
         path = directory.appendingPathComponent("store.db").path
         let clock = ManualClock(SystemClock().now())
@@ -115,7 +118,9 @@ final class ServerFixture {
             limiter: limiter, exchangeBodyLimit: exchangeBodyLimit, eventsBodyLimit: 64 * 1024)
         let book = LogBook()
         log = book
-        server = try HTTPServer(host: "127.0.0.1", port: 0, handler: service, clock: clock) { book.add($0) }
+        server = try HTTPServer(host: "127.0.0.1", port: 0, handler: service, limits: limits, clock: clock) {
+            book.add($0)
+        }
         client = try LoopbackHTTPClient(host: "127.0.0.1", port: server.port)
     }
 
