@@ -155,6 +155,9 @@ public final class HTTPServer: @unchecked Sendable {
         guard inet_pton(AF_INET, host, &address.sin_addr) == 1 else {
             throw HTTPServerError("--listen needs an IPv4 address and a port (e.g. 127.0.0.1:8080), not '\(host)'")
         }
+        if let failure = HTTPServer.loadLibrary() {
+            throw HTTPServerError("cannot load libmicrohttpd (Debian: libmicrohttpd12): \(failure)")
+        }
         let me = Unmanaged.passUnretained(self).toOpaque()
         let flags =
             UInt32(MHD_USE_INTERNAL_POLLING_THREAD.rawValue) | UInt32(MHD_USE_EPOLL.rawValue)
@@ -174,6 +177,12 @@ public final class HTTPServer: @unchecked Sendable {
 
     deinit { stopNow() }
 
+    private static let loadLock = NSLock()
+    /// Opens libmicrohttpd once (see Sources/CMicroHTTPD/shim.h); nil on success, else the reason.
+    static func loadLibrary() -> String? {
+        loadLock.withLock { rollout_mhd_load().map { String(cString: $0) } }
+    }
+
     /// Requests whose handling has begun and whose response has not been sent.
     public var requestsInFlight: Int { lock.withLock { inFlight } }
 
@@ -189,7 +198,7 @@ public final class HTTPServer: @unchecked Sendable {
         else { return 0 }
         // Quiescing hands back the listening socket; closing it makes new connections fail at once instead of
         // waiting in the kernel's backlog for an accept that never comes.
-        let listener = MHD_quiesce_daemon(d)
+        let listener = rollout_mhd_quiesce(d)
         if listener >= 0 { close(listener) }
         let deadline = Date().addingTimeInterval(limits.drainSeconds)
         while requestsInFlight > 0, Date() < deadline { usleep(5_000) }
@@ -206,7 +215,7 @@ public final class HTTPServer: @unchecked Sendable {
             defer { daemon = nil }
             return daemon
         }
-        if let d { MHD_stop_daemon(d) }
+        if let d { rollout_mhd_stop(d) }
     }
 
     // MARK: Per-request state
@@ -245,10 +254,10 @@ public final class HTTPServer: @unchecked Sendable {
         rollout_mhd_client_address(connection, &buffer, buffer.count)
         let e = Exchange(
             method: method, path: path, limit: handler.bodyLimit(method: method, path: path),
-            remote: String(cString: buffer))
+            remote: buffer.withUnsafeBufferPointer { String(cString: $0.baseAddress!) })
         let box = Unmanaged.passUnretained(e).toOpaque()
-        _ = MHD_get_connection_values(connection, .HEADER_KIND, headerIterator, box)
-        _ = MHD_get_connection_values(connection, .GET_ARGUMENT_KIND, queryIterator, box)
+        rollout_mhd_values(connection, 1, headerIterator, box)
+        rollout_mhd_values(connection, 0, queryIterator, box)
         lock.withLock { inFlight += 1 }
         return e
     }
@@ -271,10 +280,10 @@ public final class HTTPServer: @unchecked Sendable {
                 raw.count, raw.baseAddress)
         }
         guard let r else { return .NO }
-        defer { MHD_destroy_response(r) }
-        for (name, value) in response.headers { _ = MHD_add_response_header(r, name, value) }
-        if closing { _ = MHD_add_response_header(r, "Connection", "close") }
-        return MHD_queue_response(connection, UInt32(response.status), r)
+        defer { rollout_mhd_destroy_response(r) }
+        for (name, value) in response.headers { _ = rollout_mhd_add_header(r, name, value) }
+        if closing { _ = rollout_mhd_add_header(r, "Connection", "close") }
+        return rollout_mhd_queue(connection, UInt32(response.status), r)
     }
 
     fileprivate func complete(_ e: Exchange) {

@@ -237,7 +237,7 @@ enum ServeBench {
     {
         let clock = ManualClock(SystemClock().now())
         let state = InMemoryAppCheckState()
-        _ = try state.saveDemoAuthority(authority.material)
+        _ = state.saveDemoAuthority(authority.material)
         let exchange = try AppCheckExchange(
             configuration: AppCheckConfiguration(
                 project: AppCheckProject(number: "777", id: "bench"),
