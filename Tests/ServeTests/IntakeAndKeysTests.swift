@@ -36,6 +36,39 @@ import Timekeeping
         #expect(rows.first?[0].string == "http:127.0.0.1")
     }
 
+    /// The same events through `POST /v1/events` and through `rollout ingest` leave the same telemetry rows.
+    @Test func theSameEventsLandAsWithRolloutIngest() throws {
+        let f = try ServerFixture()
+        let t = f.clock.now().microseconds
+        var lines = ""
+        for i in 0..<200 {
+            let kind = ["success", "failure", "session", "crash", "fetch"][i % 5]
+            let extra = kind == "failure" ? ",\"e\":\"invalidKey\"" : kind == "fetch" ? ",\"v\":3" : ""
+            lines +=
+                "{\"t\":\(t + Int64(i) * 1_000_000),\"i\":\"fid-\(i % 37)\",\"k\":\"\(kind)\",\"c\":\""
+                + "\(i % 3 == 0 ? "enabled" : "control")\",\"p\":\"appAttest\",\"os\":\"17.\(i % 4)\"\(extra)}\n"
+        }
+        #expect(try f.post("/v1/events", raw: Array(lines.utf8), headers: bearer).status == 200)
+        let file = f.directory.appendingPathComponent("events.ndjson")
+        try lines.write(to: file, atomically: true, encoding: .utf8)
+        let other = f.directory.appendingPathComponent("other.db").path
+        let ingest = try TestSupport.run(try TestSupport.rolloutBinary(), ["ingest", file.path, "--store", other])
+        try #require(ingest.status == 0, "\(ingest.stderr)")
+        let queries = [
+            "SELECT level, bucket, key, count FROM telemetry_counters ORDER BY level, bucket, key",
+            "SELECT id, first_seen, last_seen, cohort, provider, os_major, sessions, entered, crashed, fetched_at, "
+                + "template_version FROM telemetry_installations ORDER BY id",
+            "SELECT hour, key, count FROM telemetry_presence ORDER BY hour, key",
+        ]
+        let theirs = try RolloutStore(path: other, create: false)
+        for q in queries {
+            let served = try f.store.withDatabase { try $0.query(q) }
+            let ingested = try theirs.withDatabase { try $0.query(q) }
+            #expect(!served.isEmpty, "\(q)")
+            #expect(served == ingested, "\(q)")
+        }
+    }
+
     @Test func aJSONArrayLandsLikeTheSameLines() throws {
         let f = try ServerFixture()
         let t = f.clock.now().microseconds
@@ -139,6 +172,30 @@ import Timekeeping
         #expect(t.claims.subject == ServerFixture.app.appId)
         #expect(
             try state.attestedKey(appId: ServerFixture.app.appId, artifactDigest: SHA256.hash(artifact))?.counter == 1)
+    }
+}
+
+@Suite struct ConsumedTokenTests {
+    /// `v1beta/projects/{p}:verifyAppCheckToken` consumes a limited-use token once; the consumption is in the
+    /// store, so a second server on the same file still calls the replay a replay.
+    @Test func aLimitedUseTokenIsConsumedOnceAcrossRestarts() throws {
+        let f = try ServerFixture()
+        let r = try f.post(
+            f.appPath("exchangeDebugToken"), ["debugToken": .string(ServerFixture.debugToken), "limitedUse": true])
+        let token = try #require(r.json?["token"]?.stringValue)
+        let verify = "/v1beta/projects/\(ServerFixture.project.number):verifyAppCheckToken"
+        let first = try f.post(verify, ["appCheckToken": .string(token)])
+        #expect(first.status == 200 && first.json?["alreadyConsumed"] == nil, "\(first)")
+        #expect(try f.post(verify, ["app_check_token": .string(token)]).json?["alreadyConsumed"]?.boolValue == true)
+        let state = try AppCheckStateTables(database: SQLiteDatabase(path: f.path, create: false))
+        let holder = try ExchangeHolder(state: state, clock: f.clock, trustDemo: true)
+        let server = try HTTPServer(
+            host: "127.0.0.1", port: 0, handler: ExchangeService(holder: holder, intake: nil, limiter: nil))
+        defer { server.shutdown() }
+        let client = try LoopbackHTTPClient(host: "127.0.0.1", port: server.port)
+        let again = try client.request("POST", verify, body: JSONWriter().bytes(["appCheckToken": .string(token)]))
+        #expect(again.status == 200)
+        #expect((try JSONParser().parse(again.body))["alreadyConsumed"]?.boolValue == true)
     }
 }
 
