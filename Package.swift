@@ -21,6 +21,8 @@ let package = Package(
         .systemLibrary(name: "CSQLite", path: "Sources/CSQLite"),
         .systemLibrary(name: "COpenSSL", path: "Sources/COpenSSL"),
         .systemLibrary(name: "CQRencode", path: "Sources/CQRencode"),
+        // Debian: libmicrohttpd-dev (the HTTP/1.1 server of `rollout serve`).
+        .systemLibrary(name: "CMicroHTTPD", path: "Sources/CMicroHTTPD"),
 
         // Pure core.
         .target(name: "JSON", swiftSettings: strict),
@@ -42,6 +44,11 @@ let package = Package(
             name: "FleetSimulator", dependencies: ["RemoteConfig", "Rollout", "Telemetry", "AppCheck", "Store", "Crypto", "Timekeeping"],
             resources: [.copy("Scenarios")], swiftSettings: strict),
         .target(name: "CommandLineKit", swiftSettings: strict),
+        // `rollout serve`: the App Check exchange over HTTP and live telemetry intake, on libmicrohttpd.
+        .target(
+            name: "ExchangeServer",
+            dependencies: ["CMicroHTTPD", "AppCheck", "Crypto", "JSON", "Store", "Telemetry", "Timekeeping"],
+            swiftSettings: strict),
         // The application layer: wiring of store, policies, console and simulator (used by the CLI and the benchmarks).
         .target(
             name: "RolloutApp",
@@ -52,11 +59,11 @@ let package = Package(
         // Executables.
         .executableTarget(
             name: "rollout",
-            dependencies: ["CommandLineKit", "RolloutApp", "JSON", "RemoteConfig", "Rollout", "Telemetry", "Store", "AppCheck", "StepUp", "FleetSimulator", "Console", "Terminal", "Timekeeping", "Crypto", "TerminalText"],
+            dependencies: ["CommandLineKit", "RolloutApp", "JSON", "RemoteConfig", "Rollout", "Telemetry", "Store", "AppCheck", "StepUp", "FleetSimulator", "Console", "Terminal", "Timekeeping", "Crypto", "TerminalText", "ExchangeServer"],
             swiftSettings: strict),
         .executableTarget(
             name: "rollout-bench",
-            dependencies: ["RolloutApp", "JSON", "RemoteConfig", "Rollout", "Telemetry", "Store", "AppCheck", "StepUp", "FleetSimulator", "Console", "Terminal", "Crypto", "COpenSSL", "CSQLite", "Timekeeping"],
+            dependencies: ["RolloutApp", "JSON", "RemoteConfig", "Rollout", "Telemetry", "Store", "AppCheck", "StepUp", "FleetSimulator", "Console", "Terminal", "Crypto", "COpenSSL", "CSQLite", "Timekeeping", "ExchangeServer"],
             swiftSettings: strict),
 
         // Tests: one target per module; EndToEnd drives the built binary.
@@ -76,6 +83,9 @@ let package = Package(
             dependencies: ["TestSupport", "FleetSimulator", "Telemetry", "Rollout", "RemoteConfig", "AppCheck", "Store", "Crypto", "Timekeeping"],
             swiftSettings: strict),
         .testTarget(name: "ConsoleTests", dependencies: ["TestSupport", "Console", "Rollout", "Telemetry", "Timekeeping"], exclude: ["Golden"], swiftSettings: strict),
+        .testTarget(
+            name: "ServeTests", dependencies: ["TestSupport", "ExchangeServer", "AppCheck", "Store", "Telemetry", "Crypto", "JSON", "Timekeeping"],
+            exclude: ["google_client.py"], swiftSettings: strict),
         .testTarget(
             name: "EndToEndTests",
             dependencies: ["TestSupport", "StepUp", "Timekeeping", "RolloutApp", "Console", "Store", "Telemetry", "Rollout", "RemoteConfig"],

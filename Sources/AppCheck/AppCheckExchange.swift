@@ -40,6 +40,12 @@ public enum AppCheckExchangeError: CodedError, Hashable, Sendable {
     case assertionRejected(AssertionError)
     /// No key was attested with this artifact for this app.
     case unknownArtifact
+    /// The debug token is not registered for this app.
+    case unknownDebugToken
+    /// Too many requests from one client in a short time.
+    case rateLimited(String)
+    /// A remote exchange refused, with its HTTP status and reason code (`RemoteAppCheckExchange`).
+    case refused(status: Int, reason: String, message: String)
     case tokenRejected(AppCheckTokenError)
     /// The state or libcrypto failed; retrying may help.
     case unavailable(String)
@@ -56,6 +62,9 @@ public enum AppCheckExchangeError: CodedError, Hashable, Sendable {
         case .attestationRejected(let e): e.code
         case .assertionRejected(let e): e.code
         case .unknownArtifact: "unknownArtifact"
+        case .unknownDebugToken: "unknownDebugToken"
+        case .rateLimited: "rateLimited"
+        case .refused(_, let reason, _): reason
         case .tokenRejected(let e): e.code
         case .unavailable: "unavailable"
         }
@@ -73,6 +82,9 @@ public enum AppCheckExchangeError: CodedError, Hashable, Sendable {
         case .attestationRejected(let e): "attestation rejected: \(e)"
         case .assertionRejected(let e): "assertion rejected: \(e)"
         case .unknownArtifact: "no attested key has this artifact; attest again"
+        case .unknownDebugToken: "the debug token is not registered for this app"
+        case .rateLimited(let r): r
+        case .refused(let status, _, let message): "the exchange server refused (HTTP \(status)): \(message)"
         case .tokenRejected(let e): "token rejected: \(e)"
         case .unavailable(let r): "App Check state unavailable: \(r)"
         }
@@ -83,6 +95,8 @@ public enum AppCheckExchangeError: CodedError, Hashable, Sendable {
         switch self {
         case .invalidArgument: 400
         case .unknownProject, .unknownApp, .unknownMethod: 404
+        case .rateLimited: 429
+        case .refused(let status, _, _): status
         case .unavailable: 503
         default: 403
         }
@@ -93,6 +107,7 @@ public enum AppCheckExchangeError: CodedError, Hashable, Sendable {
         switch httpStatus {
         case 400: "INVALID_ARGUMENT"
         case 404: "NOT_FOUND"
+        case 429: "RESOURCE_EXHAUSTED"
         case 503: "UNAVAILABLE"
         default: "PERMISSION_DENIED"
         }
@@ -172,19 +187,42 @@ public final class AppCheckExchange: Sendable {
         }
         self.apps = apps
         let keys = try AppCheckExchange.loadOrCreateSigningKeys(state: state, now: clock.now())
-        issuer = AppCheckTokenIssuer(key: keys.max { ($0.createdAt, $0.kid) < ($1.createdAt, $1.kid) }!)
+        // The signing key comes last (see `loadOrCreateSigningKeys`).
+        issuer = AppCheckTokenIssuer(key: keys.last!)
         tokenVerifier = AppCheckTokenVerifier(project: configuration.project, keys: keys, appIds: Set(apps.keys))
     }
 
-    /// The signing keys in `state`, creating one when there are none.
+    /// The signing keys in `state` still published at `now` (a rotation's retired keys drop out at their
+    /// retirement), creating one when there are none; the key that signs comes last (see `signingOrder`).
     public static func loadOrCreateSigningKeys(state: any AppCheckState, now: Instant) throws -> [AppCheckSigningKey] {
-        var stored = try state.signingKeys()
+        var stored = signingOrder(try state.signingKeys(), at: now)
         if stored.isEmpty {
             let key = try AppCheckSigningKey.generate(createdAt: now)
             try state.addSigningKey(StoredSigningKey(kid: key.kid, privateKeyDER: key.privateKeyDER, createdAt: now))
-            stored = try state.signingKeys()
+            stored = signingOrder(try state.signingKeys(), at: now)
         }
         return try stored.map { try AppCheckSigningKey(privateKeyDER: $0.privateKeyDER, createdAt: $0.createdAt) }
+    }
+
+    /// The keys published at `time`, the signing one last: keys not retired after keys being retired, then by
+    /// creation (a rotation may happen within the same clock tick as the key it replaces was made).
+    public static func signingOrder(_ keys: [StoredSigningKey], at time: Instant) -> [StoredSigningKey] {
+        keys.filter { $0.isPublished(at: time) }.sorted {
+            ($0.retiresAt == nil ? 1 : 0, $0.createdAt.microseconds, $0.kid)
+                < ($1.retiresAt == nil ? 1 : 0, $1.createdAt.microseconds, $1.kid)
+        }
+    }
+
+    /// Rotation: a new signing key signs from now on; the keys it replaces stay in the JWKS (and keep
+    /// verifying the tokens they signed) until `now + overlap`. Returns the new key.
+    @discardableResult
+    public static func rotateSigningKeys(state: any AppCheckState, now: Instant, overlap: Instant.Duration) throws
+        -> StoredSigningKey
+    {
+        let key = try AppCheckSigningKey.generate(createdAt: now)
+        let stored = StoredSigningKey(kid: key.kid, privateKeyDER: key.privateKeyDER, createdAt: now)
+        try state.rotateSigningKeys(to: stored, retiringOthersAt: now + overlap)
+        return stored
     }
 
     /// The JWKS document with every signing key's public half.
@@ -251,6 +289,19 @@ public final class AppCheckExchange: Sendable {
         // Atomic in the state: of two concurrent requests with the same counter, only one wins.
         guard try storage({ try state.advanceCounter(appId: appId, keyId: record.keyId, to: counter) }) else {
             throw .assertionRejected(.counterNotIncreasing(previous: record.counter, received: counter))
+        }
+        return try issueToken(app.app, at: now, limitedUse: limitedUse)
+    }
+
+    /// `exchangeDebugToken`: a debug token registered for the app (`rollout appcheck debug-token add`) gets an
+    /// App Check token; any other is refused as a failed verification (403), like Firebase does.
+    public func exchangeDebugToken(appId: String, debugToken: String, limitedUse: Bool = false)
+        throws(AppCheckExchangeError) -> AppCheckToken
+    {
+        let app = try registered(appId)
+        let now = clock.now()
+        guard try storage({ try state.hasDebugToken(appId: appId, digest: SHA256.hash(Array(debugToken.utf8))) }) else {
+            throw .unknownDebugToken
         }
         return try issueToken(app.app, at: now, limitedUse: limitedUse)
     }

@@ -13,9 +13,10 @@ public struct AppCheckResponse: Hashable, Sendable {
     public var json: JSONValue? { try? JSONParser().parse(body) }
 }
 
-/// Where a request goes: `v1/projects/{project}/apps/{app}:{method}`, `v1beta/projects/{project}:{method}`, or
-/// `v1/jwks`.
+/// Where a request goes: `v1/projects/{project}/apps/{app}:{method}`, `v1/oauthClients/{app}:{method}`,
+/// `v1beta/projects/{project}:{method}`, or `v1/jwks` (the paths of Google's discovery document).
 public struct AppCheckRoute: Hashable, Sendable {
+    /// The project number or id of the path; nil under `oauthClients/`, which names no project.
     public var projectId: String?
     public var appId: String?
     public var method: String
@@ -27,19 +28,22 @@ public struct AppCheckRoute: Hashable, Sendable {
     }
 
     /// Parses a request path (a leading `/` and a `v1`/`v1beta` version are accepted); nil if it is none of
-    /// the forms above.
+    /// the forms above. Under `oauthClients/{id}` the id is matched against the registered app ids (this
+    /// exchange keeps no separate OAuth client ids).
     public static func parse(path: String) -> AppCheckRoute? {
         var parts = path.split(separator: "/", omittingEmptySubsequences: true).map(String.init)
         guard let version = parts.first, version == "v1" || version == "v1beta" else { return nil }
         parts.removeFirst()
         if parts == ["jwks"] { return AppCheckRoute(projectId: nil, appId: nil, method: "jwks") }
-        guard parts.count == 2 || parts.count == 4, parts[0] == "projects" else { return nil }
+        let oauth = parts.count == 2 && parts[0] == "oauthClients"
+        guard oauth || ((parts.count == 2 || parts.count == 4) && parts[0] == "projects") else { return nil }
         if parts.count == 4 { guard parts[2] == "apps" else { return nil } }
         let last = parts[parts.count - 1]
         guard let colon = last.lastIndex(of: ":") else { return nil }
         let name = String(last[..<colon])
         let method = String(last[last.index(after: colon)...])
         guard !name.isEmpty, !method.isEmpty else { return nil }
+        if oauth { return AppCheckRoute(projectId: nil, appId: name, method: method) }
         return parts.count == 4
             ? AppCheckRoute(projectId: parts[1], appId: name, method: method)
             : AppCheckRoute(projectId: name, appId: nil, method: method)
@@ -53,7 +57,7 @@ extension AppCheckExchange {
             return Self.errorResponse(.unknownMethod(path))
         }
         if route.method == "jwks" { return AppCheckResponse(status: 200, body: jwks()) }
-        return handle(method: route.method, projectId: route.projectId ?? "", appId: route.appId, body: body)
+        return handle(method: route.method, projectId: route.projectId, appId: route.appId, body: body)
     }
 
     /// Serves one App Check method with Firebase's JSON shapes.
@@ -63,10 +67,13 @@ extension AppCheckExchange {
     /// `{alreadyConsumed: true}` on a replay, `{}` the first time). Field names are accepted in camelCase and
     /// snake_case; bytes in standard or URL-safe base64, padded or not; unknown fields are refused like
     /// Google's APIs do. `projectId` may be the project id or number.
-    public func handle(method: String, projectId: String, appId: String?, body: [UInt8]) -> AppCheckResponse {
+    /// `projectId` nil (an `oauthClients/` path) skips the project check.
+    public func handle(method: String, projectId: String?, appId: String?, body: [UInt8]) -> AppCheckResponse {
         do throws(AppCheckExchangeError) {
             let project = configuration.project
-            guard projectId == project.id || projectId == project.number else { throw .unknownProject(projectId) }
+            if let projectId, projectId != project.id, projectId != project.number {
+                throw .unknownProject(projectId)
+            }
             let request = try RequestBody(body)
             switch (method, appId) {
             case ("generateAppAttestChallenge", let appId?):
@@ -91,6 +98,12 @@ extension AppCheckExchange {
                     appId: appId, artifact: try request.bytes(["artifact"]),
                     assertion: try request.bytes(["assertion"]),
                     challenge: try request.bytes(["challenge"]),
+                    limitedUse: try request.bool(["limitedUse", "limited_use"]))
+                return AppCheckResponse(status: 200, body: JSONWriter().bytes(Self.tokenJSON(token)))
+            case ("exchangeDebugToken", let appId?):
+                try request.allow([["debugToken", "debug_token"], ["limitedUse", "limited_use"]])
+                let token = try exchangeDebugToken(
+                    appId: appId, debugToken: try request.string(["debugToken", "debug_token"]),
                     limitedUse: try request.bool(["limitedUse", "limited_use"]))
                 return AppCheckResponse(status: 200, body: JSONWriter().bytes(Self.tokenJSON(token)))
             case ("verifyAppCheckToken", nil):
@@ -122,7 +135,7 @@ extension AppCheckExchange {
     }
 
     /// Google's error shape, with the specific reason in an `ErrorInfo` detail.
-    static func errorResponse(_ e: AppCheckExchangeError) -> AppCheckResponse {
+    public static func errorResponse(_ e: AppCheckExchangeError) -> AppCheckResponse {
         let detail: JSONValue = [
             "@type": "type.googleapis.com/google.rpc.ErrorInfo", "reason": .string(e.code),
             "domain": "firebaseappcheck.googleapis.com",

@@ -71,9 +71,30 @@ public struct StoredSigningKey: Hashable, Sendable {
     public var kid: String
     public var privateKeyDER: [UInt8]
     public var createdAt: Instant
-    public init(kid: String, privateKeyDER: [UInt8], createdAt: Instant) {
+    /// When a rotation retires the key: it signs nothing after the rotation and leaves the JWKS at this
+    /// instant (nil while it is current).
+    public var retiresAt: Instant?
+    public init(kid: String, privateKeyDER: [UInt8], createdAt: Instant, retiresAt: Instant? = nil) {
         self.kid = kid
         self.privateKeyDER = privateKeyDER
+        self.createdAt = createdAt
+        self.retiresAt = retiresAt
+    }
+
+    /// Whether the key is still published (and accepted) at `time`.
+    public func isPublished(at time: Instant) -> Bool { retiresAt.map { time < $0 } ?? true }
+}
+
+/// A registered debug token (the debug provider, for simulators and CI): only its SHA-256 is kept.
+public struct DebugTokenRecord: Hashable, Sendable {
+    public var appId: String
+    public var digest: [UInt8]
+    public var name: String
+    public var createdAt: Instant
+    public init(appId: String, digest: [UInt8], name: String, createdAt: Instant) {
+        self.appId = appId
+        self.digest = digest
+        self.name = name
         self.createdAt = createdAt
     }
 }
@@ -112,14 +133,24 @@ public protocol AppCheckState: AnyObject, Sendable {
     /// Records a token id as consumed; true the first time, false when it was consumed before.
     func consumeToken(id: String, expiresAt: Instant) throws -> Bool
 
+    /// Every stored signing key, retired or not, oldest first.
     func signingKeys() throws -> [StoredSigningKey]
     func addSigningKey(_ key: StoredSigningKey) throws
+    /// Rotation in one transaction: adds `key` and sets `retiresAt` on every other key not retired yet.
+    func rotateSigningKeys(to key: StoredSigningKey, retiringOthersAt retiresAt: Instant) throws
+
+    func addDebugToken(_ token: DebugTokenRecord) throws
+    func debugTokens() throws -> [DebugTokenRecord]
+    /// Whether `digest` (SHA-256 of a debug token) is registered for `appId`.
+    func hasDebugToken(appId: String, digest: [UInt8]) throws -> Bool
+    /// Removes the debug tokens of `appId` named `name`; returns how many there were.
+    func removeDebugToken(appId: String, name: String) throws -> Int
 
     func demoAuthority() throws -> DemoCertificateAuthority.Material?
     /// Stores the material unless one is already stored; returns whichever is stored afterwards.
     func saveDemoAuthority(_ material: DemoCertificateAuthority.Material) throws -> DemoCertificateAuthority.Material
 
-    /// Forgets challenges and consumed token ids that expired before `time`.
+    /// Forgets challenges and consumed token ids that expired before `time`, and signing keys retired before it.
     func purgeExpired(before time: Instant) throws
 }
 
@@ -132,6 +163,7 @@ public final class InMemoryAppCheckState: AppCheckState, @unchecked Sendable {
     private var byArtifact: [[UInt8]: String] = [:]
     private var consumed: [String: Instant] = [:]
     private var signing: [StoredSigningKey] = []
+    private var debug: [DebugTokenRecord] = []
     private var demo: DemoCertificateAuthority.Material?
 
     public init() {}
@@ -192,7 +224,32 @@ public final class InMemoryAppCheckState: AppCheckState, @unchecked Sendable {
     }
 
     public func signingKeys() -> [StoredSigningKey] { lock.withLock { signing } }
-    public func addSigningKey(_ key: StoredSigningKey) { lock.withLock { signing.append(key) } }
+    public func addSigningKey(_ key: StoredSigningKey) {
+        lock.withLock { if !signing.contains(where: { $0.kid == key.kid }) { signing.append(key) } }
+    }
+    public func rotateSigningKeys(to key: StoredSigningKey, retiringOthersAt retiresAt: Instant) {
+        lock.withLock {
+            for i in signing.indices where signing[i].retiresAt == nil && signing[i].kid != key.kid {
+                signing[i].retiresAt = retiresAt
+            }
+            if !signing.contains(where: { $0.kid == key.kid }) { signing.append(key) }
+        }
+    }
+
+    public func addDebugToken(_ token: DebugTokenRecord) {
+        lock.withLock { if !debug.contains(where: { $0.digest == token.digest }) { debug.append(token) } }
+    }
+    public func debugTokens() -> [DebugTokenRecord] { lock.withLock { debug } }
+    public func hasDebugToken(appId: String, digest: [UInt8]) -> Bool {
+        lock.withLock { debug.contains { $0.appId == appId && $0.digest == digest } }
+    }
+    public func removeDebugToken(appId: String, name: String) -> Int {
+        lock.withLock {
+            let before = debug.count
+            debug.removeAll { $0.appId == appId && $0.name == name }
+            return before - debug.count
+        }
+    }
 
     public func demoAuthority() -> DemoCertificateAuthority.Material? { lock.withLock { demo } }
     public func saveDemoAuthority(_ material: DemoCertificateAuthority.Material) -> DemoCertificateAuthority.Material {
@@ -207,6 +264,7 @@ public final class InMemoryAppCheckState: AppCheckState, @unchecked Sendable {
         lock.withLock {
             challenges = challenges.filter { $0.value.expiresAt >= time }
             consumed = consumed.filter { $0.value >= time }
+            signing = signing.filter { $0.retiresAt.map { $0 >= time } ?? true }
         }
     }
 }

@@ -24,7 +24,8 @@ public enum AppCheckClientError: CodedError, Hashable, Sendable {
     }
 }
 
-/// The client half of Firebase's App Attest provider on a simulated device, talking to an `AppCheckExchange`.
+/// The client half of Firebase's App Attest provider on a simulated device, talking to an exchange in process
+/// (`AppCheckExchange`) or over HTTP (`RemoteAppCheckExchange`).
 ///
 /// The first token attests the key (challenge → `attestKey(SHA-256(challenge))` → exchange → artifact); later
 /// tokens use assertions (challenge → `generateAssertion(SHA-256(artifact ‖ challenge))` → exchange). Only
@@ -47,7 +48,7 @@ public final class SimulatedAppCheckClient: @unchecked Sendable {
 
     /// A token: attests on first use, asserts afterwards. `time` is the device's clock (the credential
     /// certificate starts there).
-    public func token(from exchange: AppCheckExchange, at time: Instant, limitedUse: Bool = false)
+    public func token(from exchange: any AppAttestExchanging, at time: Instant, limitedUse: Bool = false)
         throws(AppCheckClientError) -> AppCheckToken
     {
         if let artifact { return try assert(with: exchange, artifact: artifact, limitedUse: limitedUse) }
@@ -55,7 +56,7 @@ public final class SimulatedAppCheckClient: @unchecked Sendable {
     }
 
     /// Attests the key (again, if it was attested before) and keeps the new artifact.
-    public func attest(with exchange: AppCheckExchange, at time: Instant, limitedUse: Bool = false)
+    public func attest(with exchange: any AppAttestExchanging, at time: Instant, limitedUse: Bool = false)
         throws(AppCheckClientError) -> AppCheckToken
     {
         let challenge = try exchanged { () throws(AppCheckExchangeError) in
@@ -66,14 +67,14 @@ public final class SimulatedAppCheckClient: @unchecked Sendable {
             throw .device(error)
         }
         let result = try exchanged { () throws(AppCheckExchangeError) in
-            try exchange.exchangeAttestation(
+            try exchange.attest(
                 appId: appId, attestation: attestation, keyId: key.keyId, challenge: challenge, limitedUse: limitedUse)
         }
         lock.withLock { storedArtifact = result.artifact }
         return result.token
     }
 
-    private func assert(with exchange: AppCheckExchange, artifact: [UInt8], limitedUse: Bool)
+    private func assert(with exchange: any AppAttestExchanging, artifact: [UInt8], limitedUse: Bool)
         throws(AppCheckClientError) -> AppCheckToken
     {
         let challenge = try exchanged { () throws(AppCheckExchangeError) in

@@ -61,6 +61,14 @@ public final class AppCheckStateTables: AppCheckState, @unchecked Sendable {
                 kid TEXT PRIMARY KEY,
                 private_key BLOB NOT NULL,
                 created_at INTEGER NOT NULL);
+            CREATE TABLE IF NOT EXISTS appcheck_signing_key_retirements (
+                kid TEXT PRIMARY KEY,
+                retires_at INTEGER NOT NULL) WITHOUT ROWID;
+            CREATE TABLE IF NOT EXISTS appcheck_debug_tokens (
+                digest BLOB PRIMARY KEY,
+                app_id TEXT NOT NULL,
+                name TEXT NOT NULL,
+                created_at INTEGER NOT NULL) WITHOUT ROWID;
             CREATE TABLE IF NOT EXISTS appcheck_demo_authority (
                 id INTEGER PRIMARY KEY CHECK (id = 1),
                 root_certificate BLOB NOT NULL,
@@ -203,12 +211,16 @@ public final class AppCheckStateTables: AppCheckState, @unchecked Sendable {
 
     public func signingKeys() throws -> [StoredSigningKey] {
         try read {
-            try db.query("SELECT kid, private_key, created_at FROM appcheck_signing_keys ORDER BY created_at, kid").map
-            { r in
+            try db.query(
+                "SELECT k.kid, k.private_key, k.created_at, r.retires_at FROM appcheck_signing_keys k "
+                    + "LEFT JOIN appcheck_signing_key_retirements r ON r.kid = k.kid ORDER BY k.created_at, k.kid"
+            ).map { r in
                 guard let kid = r[0].string, let der = r[1].bytes, let at = r[2].int else {
                     throw SQLiteError(code: 1, message: "appcheck_signing_keys holds a malformed row")
                 }
-                return StoredSigningKey(kid: kid, privateKeyDER: der, createdAt: Instant(microseconds: at))
+                return StoredSigningKey(
+                    kid: kid, privateKeyDER: der, createdAt: Instant(microseconds: at),
+                    retiresAt: r[3].int.map { Instant(microseconds: $0) })
             }
         }
     }
@@ -218,6 +230,54 @@ public final class AppCheckStateTables: AppCheckState, @unchecked Sendable {
             try db.run(
                 "INSERT INTO appcheck_signing_keys (kid, private_key, created_at) VALUES (?, ?, ?) ON CONFLICT (kid) DO NOTHING",
                 [.text(key.kid), .blob(key.privateKeyDER), .integer(key.createdAt.microseconds)])
+        }
+    }
+
+    public func rotateSigningKeys(to key: StoredSigningKey, retiringOthersAt retiresAt: Instant) throws {
+        try write {
+            try db.run(
+                "INSERT INTO appcheck_signing_key_retirements (kid, retires_at) SELECT kid, ? FROM appcheck_signing_keys "
+                    + "WHERE kid <> ? AND kid NOT IN (SELECT kid FROM appcheck_signing_key_retirements)",
+                [.integer(retiresAt.microseconds), .text(key.kid)])
+            try db.run(
+                "INSERT INTO appcheck_signing_keys (kid, private_key, created_at) VALUES (?, ?, ?) ON CONFLICT (kid) DO NOTHING",
+                [.text(key.kid), .blob(key.privateKeyDER), .integer(key.createdAt.microseconds)])
+        }
+    }
+
+    public func addDebugToken(_ token: DebugTokenRecord) throws {
+        try write {
+            try db.run(
+                "INSERT INTO appcheck_debug_tokens (digest, app_id, name, created_at) VALUES (?, ?, ?, ?) "
+                    + "ON CONFLICT (digest) DO NOTHING",
+                [.blob(token.digest), .text(token.appId), .text(token.name), .integer(token.createdAt.microseconds)])
+        }
+    }
+
+    public func debugTokens() throws -> [DebugTokenRecord] {
+        try read {
+            try db.query("SELECT app_id, digest, name, created_at FROM appcheck_debug_tokens ORDER BY created_at, name")
+                .map { r in
+                    guard let app = r[0].string, let digest = r[1].bytes, let name = r[2].string, let at = r[3].int
+                    else { throw SQLiteError(code: 1, message: "appcheck_debug_tokens holds a malformed row") }
+                    return DebugTokenRecord(
+                        appId: app, digest: digest, name: name, createdAt: Instant(microseconds: at))
+                }
+        }
+    }
+
+    public func hasDebugToken(appId: String, digest: [UInt8]) throws -> Bool {
+        try read {
+            !(try db.query(
+                "SELECT 1 FROM appcheck_debug_tokens WHERE digest = ? AND app_id = ?", [.blob(digest), .text(appId)]
+            ).isEmpty)
+        }
+    }
+
+    public func removeDebugToken(appId: String, name: String) throws -> Int {
+        try write {
+            try db.run("DELETE FROM appcheck_debug_tokens WHERE app_id = ? AND name = ?", [.text(appId), .text(name)])
+            return db.changes
         }
     }
 
@@ -258,6 +318,12 @@ public final class AppCheckStateTables: AppCheckState, @unchecked Sendable {
         try write {
             try db.run("DELETE FROM appcheck_challenges WHERE expires_at < ?", [.integer(time.microseconds)])
             try db.run("DELETE FROM appcheck_consumed_tokens WHERE expires_at < ?", [.integer(time.microseconds)])
+            try db.run(
+                "DELETE FROM appcheck_signing_keys WHERE kid IN "
+                    + "(SELECT kid FROM appcheck_signing_key_retirements WHERE retires_at < ?)",
+                [.integer(time.microseconds)])
+            try db.run(
+                "DELETE FROM appcheck_signing_key_retirements WHERE retires_at < ?", [.integer(time.microseconds)])
         }
     }
 }

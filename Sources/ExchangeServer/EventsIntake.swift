@@ -1,0 +1,105 @@
+import Crypto
+import Foundation
+import JSON
+import Store
+import Telemetry
+import Timekeeping
+
+/// `POST /v1/events`: a backend pushes telemetry events, which land through the same ingest as `rollout ingest`
+/// (`TelemetryIngest` reading the lines, `TelemetryTables.commit` landing them as one batch).
+///
+/// - Authentication: `Authorization: Bearer <token>`, compared in constant time with the server's token.
+/// - Body: NDJSON (one event per line), or a JSON array of event objects; `?format=native|ga4|crashlytics`
+///   (default native, the format `rollout ingest` reads by default).
+/// - All or nothing: a request with any unreadable line lands nothing and answers 400 with the first problems,
+///   so a client can fix and resend without double counting. Otherwise the whole body is one batch, committed
+///   (durably) before the answer `{"accepted", "ignored", "batch"}`.
+public final class EventsIntake: @unchecked Sendable {
+    private let tokenDigest: [UInt8]
+    private let store: RolloutStore
+    private let tables: TelemetryTables
+    private let clock: any Clock
+    private let afterCommit: @Sendable () -> Void
+
+    /// `afterCommit` runs after each landed batch (the CLI wires the same auto-kill check as `rollout ingest`).
+    public init(
+        store: RolloutStore, bearerToken: String, clock: any Clock, afterCommit: @escaping @Sendable () -> Void = {}
+    ) throws {
+        self.store = store
+        tokenDigest = SHA256.hash(Array(bearerToken.utf8))
+        tables = try store.withDatabase { try TelemetryTables(database: $0) }
+        self.clock = clock
+        self.afterCommit = afterCommit
+    }
+
+    /// A fresh bearer token: 32 random bytes, base64url.
+    public static func newToken() -> String { Base64.encodeURL(SecureRandom.bytes(32)) }
+
+    func authorized(_ request: HTTPRequest) -> Bool {
+        guard let header = request.header("authorization") else { return false }
+        let parts = header.split(separator: " ", maxSplits: 1)
+        guard parts.count == 2, parts[0].lowercased() == "bearer" else { return false }
+        let presented = SHA256.hash(Array(parts[1].trimmingCharacters(in: .whitespaces).utf8))
+        var diff: UInt8 = 0
+        for i in 0..<presented.count { diff |= presented[i] ^ tokenDigest[i] }
+        return diff == 0
+    }
+
+    public func respond(to request: HTTPRequest) -> HTTPResponse {
+        guard authorized(request) else {
+            return googleError(
+                401, "UNAUTHENTICATED", "Request is missing a valid bearer token (Authorization: Bearer TOKEN).",
+                headers: [("WWW-Authenticate", "Bearer")])
+        }
+        let formatName = request.query["format"] ?? "native"
+        guard let format = TelemetryFormat(rawValue: formatName) else {
+            return googleError(
+                400, "INVALID_ARGUMENT", "unknown format '\(formatName)': expected native, ga4 or crashlytics")
+        }
+        let ingest = TelemetryIngest(format: format, maximumReportedProblems: 10)
+        let first = request.body.first { $0 != 0x20 && $0 != 0x0A && $0 != 0x0D && $0 != 0x09 }
+        if first == UInt8(ascii: "[") {
+            // A JSON array: each element becomes one line of the same reader.
+            let value: JSONValue
+            do { value = try JSONParser().parse(request.body) } catch {
+                return googleError(400, "INVALID_ARGUMENT", "Invalid JSON payload received: \(error)")
+            }
+            guard let items = value.arrayValue else {
+                return googleError(400, "INVALID_ARGUMENT", "the body is neither NDJSON nor a JSON array")
+            }
+            var lines: [UInt8] = []
+            let writer = JSONWriter()
+            for item in items {
+                lines += writer.bytes(item)
+                lines.append(0x0A)
+            }
+            lines.withUnsafeBytes { ingest.feed($0) }
+        } else {
+            request.body.withUnsafeBytes { ingest.feed($0) }
+        }
+        ingest.finish()
+        if ingest.problemCount > 0 {
+            let shown = ingest.problems.map(\.description).joined(separator: "; ")
+            return googleError(
+                400, "INVALID_ARGUMENT",
+                "\(ingest.problemCount) unreadable line(s), nothing was ingested: \(shown)")
+        }
+        let receipt: BatchReceipt?
+        do {
+            receipt = try store.withDatabase { _ in
+                try tables.commit(ingest.batch, source: "http:\(request.remoteAddress)", at: clock.now())
+            }
+        } catch {
+            return googleError(503, "UNAVAILABLE", "the batch was not ingested: \(error)")
+        }
+        if receipt != nil { afterCommit() }
+        var body = JSONObject([
+            ("accepted", .number(JSONNumber(ingest.recorded))), ("ignored", .number(JSONNumber(ingest.ignored))),
+        ])
+        if let receipt {
+            body["batch"] = .number(JSONNumber(receipt.id))
+            body["installations"] = .number(JSONNumber(receipt.installations))
+        }
+        return .json(200, JSONWriter().bytes(.object(body)))
+    }
+}

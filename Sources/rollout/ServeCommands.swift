@@ -1,0 +1,408 @@
+import AppCheck
+import CommandLineKit
+import Crypto
+import ExchangeServer
+import FleetSimulator
+import Foundation
+import JSON
+import RolloutApp
+import Store
+import Timekeeping
+
+/// `rollout serve` (the App Check exchange over HTTP, live telemetry intake) and `rollout appcheck` (the
+/// exchange's registrations in the store: apps, debug tokens, signing keys).
+enum ServeCommands {
+    static let all: [Command] = [serve, appcheck]
+
+    static let serve = Command(
+        "serve", summary: "Serve the App Check exchange over HTTP, and take live telemetry on POST /v1/events.",
+        discussion: "HTTP/1.1 on libmicrohttpd with Firebase App Check's REST API as Google's discovery document "
+            + "describes it: POST /v1/projects/{project}/apps/{app}:generateAppAttestChallenge, "
+            + ":exchangeAppAttestAttestation, :exchangeAppAttestAssertion, :exchangeDebugToken (also under "
+            + "/v1/oauthClients/{app}), and GET /v1/jwks. Failed verification is 403 PERMISSION_DENIED, a "
+            + "malformed request 400 INVALID_ARGUMENT, an unknown app 404, rate limiting 429, store trouble 503. "
+            + "POST /v1/events takes native NDJSON (or a JSON array; ?format=ga4|crashlytics) with a bearer token "
+            + "and lands it through the same ingest as 'rollout ingest'. GET /healthz answers while the store does. "
+            + "One JSON access-log line per request goes to stderr (or --access-log). SIGTERM or SIGINT: stop "
+            + "accepting, let requests in flight finish, exit 0. Every state change is committed before its answer.",
+        options: [
+            .value(
+                "--listen", name: "HOST:PORT",
+                help: "The IPv4 address and port (default 127.0.0.1:8080; port 0 picks one)."),
+            .flag(
+                "--trust-demo",
+                help:
+                    "Let apps registered with --trust-demo accept the store's demo authority (simulated devices). Never for real apps."
+            ),
+            .value("--threads", name: "N", help: "Worker threads (default 4)."),
+            .value("--max-connections", name: "N", help: "Connections at once (default 256)."),
+            .value("--timeout", name: "SECONDS", help: "Idle connection timeout (default 15)."),
+            .value(
+                "--rate-limit", name: "N",
+                help: "Exchange requests per second per client address (default 100, burst 2N; 0: off)."),
+            .value("--max-events-body", name: "BYTES", help: "Largest POST /v1/events body (default 8388608)."),
+            .value(
+                "--events-token-file", name: "PATH",
+                help: "Read the events bearer token from this file (else a fresh one is printed)."),
+            .flag("--no-events", help: "Do not serve POST /v1/events."),
+            .value("--access-log", name: "PATH", help: "Append access-log lines to PATH instead of stderr."),
+        ],
+        examples: [
+            "rollout appcheck app add 1:123456789:ios:abc --project-number 123456789 --project-id my-app \\",
+            "    --team 8YE23NZS57 --bundle com.example.app --env production",
+            "rollout serve --listen 127.0.0.1:8080",
+            "curl -s http://127.0.0.1:8080/v1/jwks",
+        ],
+        action: { try runServe($0) })
+
+    static let appcheck = Command(
+        "appcheck", summary: "The exchange's registrations: apps, debug tokens, signing keys.",
+        subcommands: [
+            Command(
+                "app", summary: "Apps registered for App Attest.",
+                subcommands: [
+                    Command(
+                        "add", summary: "Register (or update) an app and the project it belongs to.",
+                        options: [
+                            .value("--project-number", name: "N", help: "The Firebase project number."),
+                            .value("--project-id", name: "ID", help: "The Firebase project id."),
+                            .value("--team", name: "TEAMID", help: "The Apple team identifier."),
+                            .value("--bundle", name: "BUNDLE_ID", help: "The bundle identifier."),
+                            .value(
+                                "--env", name: "production|development",
+                                help: "The App Attest environment (default production)."),
+                            .value(
+                                "--token-ttl", name: "DURATION",
+                                help: "App Check token lifetime, 30m to 7d (default 1h)."),
+                            .flag(
+                                "--trust-demo",
+                                help:
+                                    "Accept the demo authority's credentials for this app (simulated devices; needs 'serve --trust-demo')."
+                            ),
+                        ],
+                        positionals: [Positional("APP_ID", help: "The Firebase app id, e.g. 1:123456789:ios:abc.")],
+                        action: { try addApp($0) }),
+                    Command("list", summary: "List the project and its apps.", action: { try listApps($0) }),
+                ]),
+            Command(
+                "debug-token", summary: "Debug tokens for the debug provider (simulators, CI).",
+                subcommands: [
+                    Command(
+                        "add", summary: "Register a debug token for an app and print it.",
+                        options: [
+                            .value("--app", name: "APP_ID", help: "The app the token is for."),
+                            .value("--name", name: "NAME", help: "A name to recognise it by (default: ci)."),
+                            .value(
+                                "--token", name: "TOKEN",
+                                help: "The token (default: a fresh UUID, as Firebase's console makes)."),
+                        ],
+                        action: { try addDebugToken($0) }),
+                    Command(
+                        "list", summary: "List the registered debug tokens (names only).",
+                        action: { try listDebugTokens($0) }),
+                    Command(
+                        "remove", summary: "Remove an app's debug tokens of a name.",
+                        options: [
+                            .value("--app", name: "APP_ID", help: "The app."),
+                            .value("--name", name: "NAME", help: "The name."),
+                        ],
+                        action: { try removeDebugToken($0) }),
+                ]),
+            Command(
+                "keys", summary: "Token signing keys.",
+                subcommands: [
+                    Command(
+                        "rotate", summary: "Sign with a new key; the old ones stay in the JWKS for the overlap.",
+                        discussion: "The new key signs every token from now on. The keys it replaces stay published "
+                            + "at /v1/jwks (and keep verifying what they signed) until the overlap ends; it must be at "
+                            + "least the longest token lifetime of the registered apps, so no valid token loses its key. "
+                            + "A running server picks the rotation up within seconds.",
+                        options: [
+                            .value(
+                                "--overlap", name: "DURATION",
+                                help: "How long old keys stay published (default: the longest token TTL).")
+                        ],
+                        action: { try rotateKeys($0) }),
+                    Command("list", summary: "List the signing keys and their state.", action: { try listKeys($0) }),
+                ]),
+        ])
+
+    // MARK: serve
+
+    static func runServe(_ inv: Invocation) throws -> ExitCode {
+        // SIGTERM and SIGINT are blocked first thing, so that every thread started from here on (libmicrohttpd's
+        // workers among them) inherits the mask and the signal reaches only this thread's sigwait below.
+        var signals = sigset_t()
+        sigemptyset(&signals)
+        sigaddset(&signals, SIGTERM)
+        sigaddset(&signals, SIGINT)
+        pthread_sigmask(SIG_BLOCK, &signals, nil)
+        let listen = inv.value("--listen") ?? "127.0.0.1:8080"
+        guard let colon = listen.lastIndex(of: ":"), let port = UInt16(listen[listen.index(after: colon)...]) else {
+            throw inv.usageError("--listen needs HOST:PORT, e.g. 127.0.0.1:8080")
+        }
+        let host = String(listen[..<colon])
+        func int(_ option: String, _ fallback: Int, min: Int = 1) throws -> Int {
+            guard let text = inv.value(option) else { return fallback }
+            guard let n = Int(text), n >= min else { throw inv.usageError("\(option) needs a whole number >= \(min)") }
+            return n
+        }
+        var limits = HTTPServerLimits()
+        limits.threads = try int("--threads", 4)
+        limits.connectionLimit = try int("--max-connections", 256)
+        limits.connectionTimeoutSeconds = try int("--timeout", 15)
+        let rate = try int("--rate-limit", 100, min: 0)
+        let eventsLimit = try int("--max-events-body", 8 * 1024 * 1024)
+
+        let session = try Wiring.session(inv)
+        let clock = session.clock
+        let state: AppCheckStateTables
+        do {
+            state = try AppCheckStateTables(database: SQLiteDatabase(path: session.path, create: false))
+        } catch {
+            throw CommandError("cannot open the App Check tables of \(session.path): \(error)")
+        }
+        let trustDemo = inv.flag("--trust-demo")
+        if trustDemo { _ = try DemoCertificateAuthority.loadOrCreate(in: state) }
+        let holder: ExchangeHolder
+        do {
+            holder = try ExchangeHolder(state: state, clock: clock, trustDemo: trustDemo) { note($0) }
+        } catch let e as AppCheckSetupError {
+            throw CommandError("\(session.path): \(e.reason)")
+        }
+        let configuration = holder.exchange().configuration
+        if !trustDemo, let stored = try state.configuration(), stored.apps.contains(where: \.trustsDemoRoot) {
+            note("apps registered with --trust-demo accept only Apple's root in this run (no --trust-demo given)")
+        }
+
+        var intake: EventsIntake?
+        var printedToken: String?
+        if !inv.flag("--no-events") {
+            let token: String
+            if let file = inv.value("--events-token-file") {
+                guard let text = try? String(contentsOfFile: file, encoding: .utf8) else {
+                    throw CommandError("cannot read the events token file \(file)")
+                }
+                token = text.trimmingCharacters(in: .whitespacesAndNewlines)
+                guard token.count >= 16 else {
+                    throw CommandError("\(file): the events token must have 16 characters or more")
+                }
+            } else {
+                token = EventsIntake.newToken()
+                printedToken = token
+            }
+            let checker = AutoKillCheck(session: session)
+            let autoKill: @Sendable () -> Void = { checker.run() }
+            intake = try EventsIntake(store: session.store, bearerToken: token, clock: clock, afterCommit: autoKill)
+        }
+        let limiter = rate > 0 ? RateLimiter(rate: Double(rate), burst: Double(2 * rate), clock: clock) : nil
+        let service = ExchangeService(holder: holder, intake: intake, limiter: limiter, eventsBodyLimit: eventsLimit)
+
+        let logFD: Int32
+        if let path = inv.value("--access-log") {
+            logFD = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o600)
+            guard logFD >= 0 else { throw CommandError("cannot open \(path): \(String(cString: strerror(errno)))") }
+        } else {
+            logFD = 2
+        }
+        let log: @Sendable (AccessLogEntry) -> Void = { entry in
+            let bytes = Array((entry.line + "\n").utf8)
+            _ = bytes.withUnsafeBytes { write(logFD, $0.baseAddress, $0.count) }
+        }
+
+        let server: HTTPServer
+        do {
+            server = try HTTPServer(host: host, port: port, handler: service, limits: limits, clock: clock, log: log)
+        } catch let e as HTTPServerError {
+            throw CommandError(e.description)
+        }
+        let project = configuration.project
+        var banner =
+            "serving App Check for project \(project.id) (\(project.number)) on http://\(host):\(server.port)\n"
+        for app in configuration.apps {
+            banner +=
+                "  app \(app.appId) (\(app.identity.appId), \(app.environment.rawValue)"
+                + (app.trustsDemoRoot ? ", trusts the demo authority" : "") + ")\n"
+        }
+        if let printedToken { banner += "events token: \(printedToken)\n" }
+        if intake != nil {
+            banner += "events: POST http://\(host):\(server.port)/v1/events (Authorization: Bearer TOKEN)\n"
+        }
+        FileHandle.standardOutput.write(Data(banner.utf8))
+
+        var received: Int32 = 0
+        sigwait(&signals, &received)
+        note("\(received == SIGTERM ? "SIGTERM" : "SIGINT"): finishing requests in flight")
+        let unfinished = server.shutdown()
+        if logFD != 2 { close(logFD) }
+        if unfinished > 0 {
+            note("stopped with \(unfinished) request(s) unfinished after \(Int(limits.drainSeconds)) s")
+            return .failure
+        }
+        note("stopped; every answered request's state is in \(session.path)")
+        return .ok
+    }
+
+    /// The same check as after 'rollout ingest' (new telemetry can turn the verdict to HALT, and with
+    /// auto-kill on that kills the rollout), one batch at a time.
+    final class AutoKillCheck: @unchecked Sendable {
+        let session: StoreSession
+        let lock = NSLock()
+        init(session: StoreSession) { self.session = session }
+        func run() {
+            lock.withLock {
+                do {
+                    if !session.readOnly,
+                        case .published(let stored, let proposal, _)? = try session.monitor().autoKillIfHalted(
+                            using: try session.writePath())
+                    {
+                        note(
+                            "auto-kill: \(proposal.summary) (version \(stored.info.number)): \(stored.info.description)"
+                        )
+                    }
+                } catch {
+                    note("auto-kill check failed: \(error)")
+                }
+            }
+        }
+    }
+
+    static func note(_ line: String) {
+        FileHandle.standardError.write(Data("rollout serve: \(line)\n".utf8))
+    }
+
+    // MARK: appcheck
+
+    /// The App Check tables of the invocation's store (created if missing, unless --read-only), refusing
+    /// changes under --read-only.
+    static func state(_ inv: Invocation, writing: Bool) throws -> (AppCheckStateTables, StoreSession) {
+        if writing, inv.flag("--read-only") { throw CommandError("--read-only: nothing was changed") }
+        let session = writing ? try Wiring.session(inv) : try Wiring.open(inv, create: false)
+        do {
+            return (try AppCheckStateTables(database: SQLiteDatabase(path: session.path, create: false)), session)
+        } catch {
+            throw CommandError("cannot open the App Check tables of \(session.path): \(error)")
+        }
+    }
+
+    static func duration(_ inv: Invocation, _ option: String) throws -> Instant.Duration? {
+        guard let text = inv.value(option) else { return nil }
+        do { return try ScenarioValues.duration(text) } catch { throw inv.usageError("\(option): \(error)") }
+    }
+
+    static func addApp(_ inv: Invocation) throws -> ExitCode {
+        guard let appId = inv.positional(0), !appId.isEmpty, !appId.contains("/") else {
+            throw inv.usageError("missing APP_ID (a Firebase app id such as 1:123456789:ios:abc)")
+        }
+        func required(_ o: String) throws -> String {
+            guard let v = inv.value(o), !v.isEmpty else { throw inv.usageError("missing \(o)") }
+            return v
+        }
+        let (state, _) = try Self.state(inv, writing: true)
+        let existing = try state.configuration()
+        let number = inv.value("--project-number") ?? existing?.project.number
+        let id = inv.value("--project-id") ?? existing?.project.id
+        guard let number, let id, !number.isEmpty, !id.isEmpty else {
+            throw inv.usageError("the first app needs --project-number and --project-id")
+        }
+        guard number.allSatisfy(\.isNumber) else {
+            throw inv.usageError("--project-number is the project's number (digits)")
+        }
+        if let existing, existing.project != AppCheckProject(number: number, id: id) {
+            throw CommandError(
+                "the store serves project \(existing.project.id) (\(existing.project.number)); one project per store")
+        }
+        guard let env = AppAttestEnvironment(rawValue: inv.value("--env") ?? "production") else {
+            throw inv.usageError("--env must be production or development")
+        }
+        let ttl = try duration(inv, "--token-ttl") ?? .hours(1)
+        guard AppAttestApp.tokenTTLRange.contains(ttl) else {
+            throw inv.usageError("--token-ttl must be 30m to 7d (Firebase's bounds)")
+        }
+        let app = AppAttestApp(
+            appId: appId, identity: AppIdentity(teamId: try required("--team"), bundleId: try required("--bundle")),
+            environment: env, trustsDemoRoot: inv.flag("--trust-demo"), tokenTTL: ttl)
+        var apps = existing?.apps ?? []
+        if let i = apps.firstIndex(where: { $0.appId == appId }) { apps[i] = app } else { apps.append(app) }
+        try state.saveConfiguration(AppCheckConfiguration(project: AppCheckProject(number: number, id: id), apps: apps))
+        if app.trustsDemoRoot { _ = try DemoCertificateAuthority.loadOrCreate(in: state) }
+        print("registered \(appId) for \(app.identity.appId) (\(env.rawValue), tokens \(Int(ttl.seconds))s)")
+        return .ok
+    }
+
+    static func listApps(_ inv: Invocation) throws -> ExitCode {
+        let (state, session) = try Self.state(inv, writing: false)
+        guard let c = try state.configuration() else {
+            print("no App Check apps in \(session.path) (rollout appcheck app add)")
+            return .ok
+        }
+        print("project \(c.project.id) (\(c.project.number))")
+        for a in c.apps {
+            print(
+                "  \(a.appId)  \(a.identity.appId)  \(a.environment.rawValue)  ttl \(Int(a.tokenTTL.seconds))s"
+                    + (a.trustsDemoRoot ? "  trusts the demo authority" : ""))
+        }
+        return .ok
+    }
+
+    static func addDebugToken(_ inv: Invocation) throws -> ExitCode {
+        guard let appId = inv.value("--app") else { throw inv.usageError("missing --app") }
+        let (state, _) = try Self.state(inv, writing: true)
+        guard let c = try state.configuration(), c.apps.contains(where: { $0.appId == appId }) else {
+            throw CommandError("app \(appId) is not registered (rollout appcheck app add)")
+        }
+        let token = inv.value("--token") ?? UUID().uuidString
+        guard token.count >= 16 else { throw inv.usageError("--token must have 16 characters or more") }
+        try state.addDebugToken(
+            DebugTokenRecord(
+                appId: appId, digest: SHA256.hash(Array(token.utf8)), name: inv.value("--name") ?? "ci",
+                createdAt: SystemClock().now()))
+        print(token)
+        return .ok
+    }
+
+    static func listDebugTokens(_ inv: Invocation) throws -> ExitCode {
+        let (state, _) = try Self.state(inv, writing: false)
+        for t in try state.debugTokens() { print("\(t.appId)  \(t.name)  added \(t.createdAt.iso8601)") }
+        return .ok
+    }
+
+    static func removeDebugToken(_ inv: Invocation) throws -> ExitCode {
+        guard let appId = inv.value("--app"), let name = inv.value("--name") else {
+            throw inv.usageError("give --app and --name")
+        }
+        let (state, _) = try Self.state(inv, writing: true)
+        let n = try state.removeDebugToken(appId: appId, name: name)
+        print("removed \(n) debug token(s)")
+        return n > 0 ? .ok : .failure
+    }
+
+    static func rotateKeys(_ inv: Invocation) throws -> ExitCode {
+        let (state, session) = try Self.state(inv, writing: true)
+        let longest = (try state.configuration())?.apps.map(\.tokenTTL).max() ?? .hours(1)
+        let overlap = try duration(inv, "--overlap") ?? longest
+        guard overlap >= longest else {
+            throw inv.usageError(
+                "--overlap \(Int(overlap.seconds))s is shorter than the longest token lifetime (\(Int(longest.seconds))s): "
+                    + "tokens signed by the old key would stop verifying before they expire")
+        }
+        let now = session.clock.now()
+        let key = try AppCheckExchange.rotateSigningKeys(state: state, now: now, overlap: overlap)
+        print("signing with \(key.kid) from now on; older keys stay published until \((now + overlap).iso8601)")
+        return .ok
+    }
+
+    static func listKeys(_ inv: Invocation) throws -> ExitCode {
+        let (state, session) = try Self.state(inv, writing: false)
+        let now = session.clock.now()
+        let keys = try state.signingKeys()
+        let signing = AppCheckExchange.signingOrder(keys, at: now).last
+        for k in keys {
+            let what =
+                k.kid == signing?.kid
+                ? "signing" : k.isPublished(at: now) ? "published until \(k.retiresAt!.iso8601)" : "retired"
+            print("\(k.kid)  created \(k.createdAt.iso8601)  \(what)")
+        }
+        return .ok
+    }
+}
