@@ -5,8 +5,8 @@ import Testing
 import TestSupport
 import Timekeeping
 
-/// Every forgery of issue 5's catalogue, each rejected with its own reason (exchange-level forgeries such as
-/// replayed challenges and tokens are in ExchangeTests).
+/// Every forgery of issue 5's catalogue and issue 13's attestation leniencies, each rejected with its own reason
+/// (exchange-level forgeries such as replayed challenges and tokens are in ExchangeTests and HostileTokenTests).
 @Suite struct ForgeryCatalogueTests {
     let kayak = try! AppAttestVector.load("webauthn4j-kayak-2020")
     let veehaitch = try! AppAttestVector.load("veehaitch-ios-14.4")
