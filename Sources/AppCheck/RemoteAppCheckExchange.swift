@@ -113,7 +113,10 @@ public final class RemoteAppCheckExchange: AppAttestExchanging, @unchecked Senda
 
     /// A protobuf Duration in JSON (`"3600s"`, `"0.5s"`).
     public static func duration(_ text: String) -> Instant.Duration? {
-        guard text.hasSuffix("s"), let seconds = Double(text.dropLast()), seconds >= 0 else { return nil }
+        // Bounded before conversion: a hostile server's "1e300s" must be a refusal, not an overflow trap.
+        guard text.hasSuffix("s"), let seconds = Double(text.dropLast()), seconds >= 0, seconds <= 10 * 365 * 86_400 else {
+            return nil
+        }
         return .seconds(seconds)
     }
 
@@ -121,9 +124,9 @@ public final class RemoteAppCheckExchange: AppAttestExchanging, @unchecked Senda
     static func token(_ o: JSONObject) -> AppCheckToken? {
         guard let jwt = o["token"]?.stringValue, let ttl = o["ttl"]?.stringValue.flatMap(duration) else { return nil }
         let parts = jwt.split(separator: ".", omittingEmptySubsequences: false)
-        guard parts.count == 3, let payload = Base64.decode(String(parts[1])),
+        guard parts.count == 3, let payload = Base64.decode(String(parts[1]), .jwt),
             let object = (try? JSONParser().parse(payload))?.objectValue,
-            let claims = AppCheckTokenVerifier.claims(object)
+            let claims = try? AppCheckTokenVerifier.claims(object)
         else { return nil }
         return AppCheckToken(token: jwt, ttl: ttl, claims: claims)
     }

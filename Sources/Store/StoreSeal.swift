@@ -88,12 +88,14 @@ public struct StoreKey: Sendable {
 /// with a copy kept elsewhere.
 ///
 /// Sealed tables: the step-up operators, pending enrolments and policy, the guardrail settings, and the App
-/// Check configuration (project, apps, signing keys, demo certificate authority). The exchange's per-request
+/// Check configuration (project, apps, signing keys and their retirements, debug tokens, demo certificate
+/// authority). The exchange's per-request
 /// state (challenges, key counters, consumed tokens) is not sealed: a full digest per request would not scale.
 public enum StoreSeal {
     public static let sealedTables = [
         "stepup_operators", "stepup_enrolments", "stepup_policy", "guardrail_settings", "appcheck_project",
-        "appcheck_apps", "appcheck_signing_keys", "appcheck_demo_authority",
+        "appcheck_apps", "appcheck_signing_keys", "appcheck_signing_key_retirements", "appcheck_debug_tokens",
+        "appcheck_demo_authority",
     ]
 
     static let schema = """
