@@ -137,9 +137,12 @@ public struct WritePath {
         // A read-only session writes nothing at all, not even the record of its refusal (its connection could
         // not, and a reader must leave the store byte for byte as it found it).
         if readOnly { throw Failure.readOnly }
+        // The version the change is based on is read before the transaction, as an operator reads it before
+        // deciding: a version published in between is a conflict (compare-and-swap), not silently built upon.
+        let seen = try store.current()
         let result: Result<Outcome, Failure> = try store.atomically {
             do {
-                return .success(try executeOnce(request))
+                return .success(try executeOnce(request, base: seen))
             } catch let failure as Failure {
                 return .failure(failure)
             }
@@ -147,10 +150,10 @@ public struct WritePath {
         return try result.get()
     }
 
-    private func executeOnce(_ request: Request) throws -> Outcome {
+    private func executeOnce(_ request: Request, base seen: StoredTemplate) throws -> Outcome {
         let context = PolicyContext(audit: { entry in _ = try store.appendAudit(entry) })
         var attempts = 0
-        var base = try store.current()
+        var base = seen
         if let seen = request.basedOnETag, seen != base.etag {
             throw try conflict(request, expected: seen, current: base, audit: true)
         }
