@@ -77,6 +77,8 @@ struct GateTests {
             (["policy", "set", "guardrails.auto-kill", "off"], 4), (["operator", "enroll", "--qr", "none"], 4),
             (["operator", "remove", "bob@example.com"], 4), (["token", "verify", "a.b.c", "--consume"], 4),
             (["simulate", "--scenario", "steady", "--speed", "max"], 4),
+            // No terminal here: the console says so (exit 1); it opens its store read-only too.
+            (["console"], 1),
         ]
         var table = ["| command | exit | SHA-256 before | SHA-256 after | unchanged |", "|---|---|---|---|---|"]
         for (command, exit) in cases {
