@@ -109,7 +109,8 @@ public struct SettingsWritePath {
                 case .removeOperator(let target):
                     guard try OperatorTables.record(target, in: db) != nil else {
                         guard try OperatorTables.pendingEnrolment(target, in: db) != nil else {
-                            return .failure(.unavailable("\(target) is not enrolled ('rollout operator list' shows who is)"))
+                            return .failure(
+                                .unavailable("\(target) is not enrolled ('rollout operator list' shows who is)"))
                         }
                         try OperatorTables.removePending(target, in: db)
                         try config.appendAudit(
@@ -130,7 +131,8 @@ public struct SettingsWritePath {
                 }
                 if try OperatorTables.isEnforced(in: db), !requiresStepUp(change, policy: policy).isEmpty {
                     guard let acting = try? OperatorID(actor) else {
-                        return .failure(.refused("\(actor) cannot be enrolled, so it cannot pass step-up", needsCode: false))
+                        return .failure(
+                            .refused("\(actor) cannot be enrolled, so it cannot pass step-up", needsCode: false))
                     }
                     // The attempt and its audit record are written in this transaction whatever the verdict.
                     let decision = try OperatorTables.authorize(change, by: acting, code: code, in: db, clock: clock) {
@@ -168,7 +170,8 @@ public struct SettingsWritePath {
                             + "(--approver ID --approver-code CODE); 'rollout operator list' shows who is enrolled",
                         needsCode: false))
             }
-            let decision = try OperatorTables.authorize(change, by: approver, code: code, in: db, clock: session.clock) {
+            let decision = try OperatorTables.authorize(change, by: approver, code: code, in: db, clock: session.clock)
+            {
                 try session.config.appendAudit($0.auditEntry)
             }
             if let refusal = decision.refusal {
@@ -181,9 +184,12 @@ public struct SettingsWritePath {
         return .success(.enrolmentStarted(pending))
     }
 
-    private func confirmEnrolment(_ id: OperatorID, code: String?, in db: SQLiteDatabase) throws -> Result<Outcome, Failure> {
+    private func confirmEnrolment(_ id: OperatorID, code: String?, in db: SQLiteDatabase) throws -> Result<
+        Outcome, Failure
+    > {
         guard let pending = try OperatorTables.pendingEnrolment(id, in: db) else {
-            return .failure(.unavailable("\(id) has no pending enrolment: run 'rollout operator enroll --operator \(id)' first"))
+            return .failure(
+                .unavailable("\(id) has no pending enrolment: run 'rollout operator enroll --operator \(id)' first"))
         }
         let now = session.clock.now()
         func attempt(_ outcome: CodeOutcome, failed: Int) throws {
@@ -201,7 +207,8 @@ public struct SettingsWritePath {
                 AuditEntry(
                     time: now, actor: pending.id.rawValue, action: "operator enroll", to: pending.id.rawValue,
                     result: .recorded,
-                    detail: pending.approvedBy.map { "approved by \($0)" } ?? "first operator: step-up verification on"))
+                    detail: pending.approvedBy.map { "approved by \($0)" } ?? "first operator: step-up verification on")
+            )
             return .success(.enrolled(approvedBy: pending.approvedBy))
         case .retry(let next, let outcome):
             try OperatorTables.savePending(next, in: db)

@@ -8,7 +8,8 @@ import Timekeeping
 struct InMemoryConformanceTests {
     @Test func inMemoryConfigStorePasses() throws {
         try ConfigStoreConformance.all { seed in
-            InMemoryConfigStore(initial: try RolloutPlan.initialTemplate(seed: seed), time: Instant(seconds: 1_780_000_000))
+            InMemoryConfigStore(
+                initial: try RolloutPlan.initialTemplate(seed: seed), time: Instant(seconds: 1_780_000_000))
         }
     }
 }

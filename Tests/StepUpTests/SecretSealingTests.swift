@@ -32,7 +32,11 @@ struct SecretSealingTests {
         let box = AESGCM.seal(secret, key: key, associatedData: aad)
         #expect(box.count == 12 + 20 + 16)
         #expect(try peer(["open", Hex.encode(key), Hex.encode(aad), Hex.encode(box)]) == Hex.encode(secret))
-        let theirs = try #require(Hex.decode(try peer(["seal", Hex.encode(key), Hex.encode(aad), Hex.encode(secret), Hex.encode(SecureRandom.bytes(12))])))
+        let theirs = try #require(
+            Hex.decode(
+                try peer([
+                    "seal", Hex.encode(key), Hex.encode(aad), Hex.encode(secret), Hex.encode(SecureRandom.bytes(12)),
+                ])))
         #expect(try AESGCM.open(theirs, key: key, associatedData: aad) == secret)
         // Two seals of one secret differ (fresh nonces).
         #expect(AESGCM.seal(secret, key: key, associatedData: aad) != box)
@@ -50,7 +54,9 @@ struct SecretSealingTests {
         #expect(throws: AESGCM.OpenError.self) {
             try AESGCM.open(box, key: key, associatedData: Array("stepup secret mallory".utf8))
         }
-        #expect(throws: AESGCM.OpenError.self) { try AESGCM.open(box, key: SecureRandom.bytes(32), associatedData: aad) }
+        #expect(throws: AESGCM.OpenError.self) {
+            try AESGCM.open(box, key: SecureRandom.bytes(32), associatedData: aad)
+        }
         #expect(throws: AESGCM.OpenError.self) { try AESGCM.open(Array(box.prefix(20)), key: key, associatedData: aad) }
     }
 }

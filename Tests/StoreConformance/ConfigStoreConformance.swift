@@ -23,7 +23,10 @@ public enum ConfigStoreConformance {
     /// Every check, in order.
     public static let checks: [(name: String, run: @Sendable (Factory) throws -> Void)] = [
         ("a new store holds version 1 with the rollout", newStoreHoldsVersionOne),
-        ("publish with the current etag makes the next version, atomically with its audit record", publishMakesNextVersion),
+        (
+            "publish with the current etag makes the next version, atomically with its audit record",
+            publishMakesNextVersion
+        ),
         ("publish with a stale etag is a conflict naming the winner, and writes no version", staleETagConflicts),
         ("If-Match * publishes over anything", forcedPublishWins),
         ("versions are listed newest first and page with before", versionsPage),
@@ -54,18 +57,23 @@ public enum ConfigStoreConformance {
     static let t0 = Instant(seconds: 1_780_000_000)
     static let later = Instant(seconds: 1_780_000_060)
 
-    static func request(_ store: any ConfigStore, _ template: RemoteConfigTemplate, ifMatch: IfMatch, user: String = "ana@test")
+    static func request(
+        _ store: any ConfigStore, _ template: RemoteConfigTemplate, ifMatch: IfMatch, user: String = "ana@test"
+    )
         -> PublishRequest
     {
         PublishRequest(
-            template: template, ifMatch: ifMatch, updateUser: user, updateOrigin: "CONFORMANCE", updateType: .incremental,
+            template: template, ifMatch: ifMatch, updateUser: user, updateOrigin: "CONFORMANCE",
+            updateType: .incremental,
             description: "conformance", time: later,
             audit: AuditEntry(time: later, actor: user, action: "set", result: .published))
     }
 
     static func changed(_ stored: StoredTemplate, percent: Int64) throws -> RemoteConfigTemplate {
-        try RolloutPlan.apply(.set(MicroPercent(percent: percent)), to: stored.template.strippingVersionInfo(), newSeed: "x")
-            .template
+        try RolloutPlan.apply(
+            .set(MicroPercent(percent: percent)), to: stored.template.strippingVersionInfo(), newSeed: "x"
+        )
+        .template
     }
 
     static func newStoreHoldsVersionOne(_ factory: Factory) throws {
@@ -73,7 +81,8 @@ public enum ConfigStoreConformance {
         let current = try store.current()
         try expect(current.info.number == 1, "current version is \(current.info.number), not 1")
         let plan = try RolloutPlan.locate(in: current.template)
-        try expect(plan?.seed == "conformance-seed" && plan?.state == .notStarted, "version 1 is not the rollout, not started")
+        try expect(
+            plan?.seed == "conformance-seed" && plan?.state == .notStarted, "version 1 is not the rollout, not started")
         try expect(!current.etag.isEmpty, "version 1 has no etag")
     }
 
@@ -87,14 +96,19 @@ public enum ConfigStoreConformance {
         try expect(try store.current().info == published.info, "current() is not the published version")
         let records = try store.auditRecords(limit: 1000, before: nil)
         try expect(records.count == before + 1, "\(records.count - before) audit records for one publish")
-        try expect(records.first?.entry.version == 2 && records.first?.entry.result == .published, "the audit record does not name version 2")
-        try expect(try RolloutPlan.locate(in: store.current().template)?.percentage == MicroPercent(percent: 10), "the template did not round-trip")
+        try expect(
+            records.first?.entry.version == 2 && records.first?.entry.result == .published,
+            "the audit record does not name version 2")
+        try expect(
+            try RolloutPlan.locate(in: store.current().template)?.percentage == MicroPercent(percent: 10),
+            "the template did not round-trip")
     }
 
     static func staleETagConflicts(_ factory: Factory) throws {
         let store = try factory("s")
         let base = try store.current()
-        let winner = try store.publish(request(store, try changed(base, percent: 10), ifMatch: .etag(base.etag), user: "bob@test"))
+        let winner = try store.publish(
+            request(store, try changed(base, percent: 10), ifMatch: .etag(base.etag), user: "bob@test"))
         do {
             _ = try store.publish(request(store, try changed(base, percent: 20), ifMatch: .etag(base.etag)))
             throw ConformanceFailure("a publish on a stale etag went through")
@@ -130,7 +144,8 @@ public enum ConfigStoreConformance {
         let base = try store.current()
         _ = try store.publish(request(store, try changed(base, percent: 10), ifMatch: .etag(base.etag)))
         let one = try store.version(1)
-        try expect(try RolloutPlan.locate(in: one.template)?.state == .notStarted, "version(1) is not the first template")
+        try expect(
+            try RolloutPlan.locate(in: one.template)?.state == .notStarted, "version(1) is not the first template")
         do {
             _ = try store.version(99)
             throw ConformanceFailure("version(99) returned something")
@@ -141,13 +156,19 @@ public enum ConfigStoreConformance {
 
     static func auditChains(_ factory: Factory) throws {
         let store = try factory("s")
-        let first = try store.appendAudit(AuditEntry(time: t0, actor: "ana@test", action: "step-up set", result: .stepUpRefused))
-        let second = try store.appendAudit(AuditEntry(time: t0, actor: "ana@test", action: "kill", result: .refusedByPolicy))
-        try expect(second.sequence == first.sequence + 1, "sequences \(first.sequence), \(second.sequence) are not consecutive")
+        let first = try store.appendAudit(
+            AuditEntry(time: t0, actor: "ana@test", action: "step-up set", result: .stepUpRefused))
+        let second = try store.appendAudit(
+            AuditEntry(time: t0, actor: "ana@test", action: "kill", result: .refusedByPolicy))
+        try expect(
+            second.sequence == first.sequence + 1, "sequences \(first.sequence), \(second.sequence) are not consecutive"
+        )
         try expect(second.previousHash == first.hash, "the second record does not chain to the first")
         let records = try store.auditRecords(limit: 1000, before: nil)
         try expect(records.first == second, "the newest record is not listed first")
-        if let broken = AuditChain.verify(records.reversed()) { throw ConformanceFailure("the chain breaks: \(broken)") }
+        if let broken = AuditChain.verify(records.reversed()) {
+            throw ConformanceFailure("the chain breaks: \(broken)")
+        }
         let older = try store.auditRecords(limit: 1, before: second.sequence)
         try expect(older == [first], "auditRecords(before:) does not page")
     }
@@ -159,13 +180,15 @@ public enum ConfigStoreConformance {
         template.setMember("futureField", ["nested": [1, 2, 3], "flag": true])
         _ = try store.publish(request(store, template, ifMatch: .etag(base.etag)))
         let back = try store.current().template.json["futureField"]
-        try expect(back == ["nested": [1, 2, 3], "flag": true], "an unknown member came back as \(String(describing: back))")
+        try expect(
+            back == ["nested": [1, 2, 3], "flag": true], "an unknown member came back as \(String(describing: back))")
     }
 
     static func stamping(_ factory: Factory) throws {
         let store = try factory("s")
         let current = try store.current()
-        try expect(current.template.versionNumber == current.info.number, "the template's versionNumber differs from the info")
+        try expect(
+            current.template.versionNumber == current.info.number, "the template's versionNumber differs from the info")
         try expect(current.template.etag == current.etag, "the template's etag differs from the info")
     }
 
@@ -209,18 +232,21 @@ public enum StepUpStoreConformance {
         let code = TOTP.standard.code(secret: ana.secret, at: start)
         var events: [StepUpAuditEvent] = []
         let accepted = try store.authorize(change, by: ana.id, code: code, at: ManualClock(start)) { events.append($0) }
-        try ConfigStoreConformance.expect(accepted.verdict == .accepted && events.count == 1, "a current code was not accepted")
+        try ConfigStoreConformance.expect(
+            accepted.verdict == .accepted && events.count == 1, "a current code was not accepted")
         let replay = try store.authorize(change, by: ana.id, code: code, at: ManualClock(start)) { events.append($0) }
         try ConfigStoreConformance.expect(replay.refusal != nil && events.count == 2, "a replayed code was accepted")
         for _ in 0..<StepUpPolicy.standard.lockoutAttempts {
             _ = try store.authorize(change, by: ana.id, code: "000000", at: ManualClock(start)) { events.append($0) }
         }
         try ConfigStoreConformance.expect(
-            try store.operatorRecord(ana.id)?.isLockedOut(at: start) == true, "wrong codes did not lock the operator out")
+            try store.operatorRecord(ana.id)?.isLockedOut(at: start) == true,
+            "wrong codes did not lock the operator out")
         // An error from the audit sink undoes the attempt.
         struct SinkDown: Error {}
         let before = try store.operatorRecord(ana.id)
         _ = try? store.authorize(change, by: ana.id, code: "111111", at: ManualClock(start)) { _ in throw SinkDown() }
-        try ConfigStoreConformance.expect(try store.operatorRecord(ana.id) == before, "a failed audit did not undo the attempt")
+        try ConfigStoreConformance.expect(
+            try store.operatorRecord(ana.id) == before, "a failed audit did not undo the attempt")
     }
 }
