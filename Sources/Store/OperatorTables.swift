@@ -146,12 +146,10 @@ public enum OperatorTables {
     /// Decides `change` by `actor` with `code`, in one immediate transaction: reads the policy, whether step-up
     /// is enforced and the actor's record; stores the updated record; hands the event to `audit`; commits.
     ///
-    /// `audit` runs inside the transaction, so a sink that writes to this connection without a transaction of
-    /// its own is atomic with the record (and its failure undoes the attempt). The store's audit log opens its
-    /// own transaction: collect the event and append `event.auditEntry` after this returns, as
-    /// `StepUpWritePolicy` does.
+    /// `audit` runs inside the transaction (the store's audit log nests in it as a savepoint), so the attempt and
+    /// its audit record commit together, and an error from the sink undoes the attempt.
     ///
-    /// Call it outside any open transaction and before publishing. The attempt is committed whatever the
+    /// Inside an open transaction (the write path's) it nests, and commits with it. The attempt is committed whatever the
     /// verdict (a refused code still counts towards the lockout and is audited); publish only when the
     /// returned decision `isAllowed`, else throw its `refusal`. A code accepted here is used up even if the
     /// publish then hits a conflict: re-apply within the same command without asking again.
