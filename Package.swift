@@ -21,6 +21,8 @@ let package = Package(
         .systemLibrary(name: "CSQLite", path: "Sources/CSQLite"),
         .systemLibrary(name: "COpenSSL", path: "Sources/COpenSSL"),
         .systemLibrary(name: "CQRencode", path: "Sources/CQRencode"),
+        // Debian: libcurl4-openssl-dev (the Firebase Remote Config REST client).
+        .systemLibrary(name: "CCurl", path: "Sources/CCurl"),
 
         // Pure core.
         .target(name: "JSON", swiftSettings: strict),
@@ -40,10 +42,18 @@ let package = Package(
             name: "FleetSimulator", dependencies: ["RemoteConfig", "Rollout", "Telemetry", "AppCheck", "Store", "Crypto", "Timekeeping"],
             resources: [.copy("Scenarios")], swiftSettings: strict),
         .target(name: "CommandLineKit", swiftSettings: strict),
+        // Firebase Remote Config as the config store: REST over libcurl, service-account OAuth, the ConfigStore.
+        .target(
+            name: "FirebaseRemoteConfig",
+            dependencies: ["CCurl", "COpenSSL", "Crypto", "JSON", "RemoteConfig", "Rollout", "Store", "Timekeeping"],
+            swiftSettings: strict),
         // The application layer: wiring of store, policies, console and simulator (used by the CLI and the benchmarks).
         .target(
             name: "RolloutApp",
-            dependencies: ["CommandLineKit", "Crypto", "RemoteConfig", "Rollout", "Telemetry", "Store", "StepUp", "Console", "Terminal", "Timekeeping"],
+            dependencies: [
+                "CommandLineKit", "Crypto", "RemoteConfig", "Rollout", "Telemetry", "Store", "StepUp", "Console", "Terminal", "Timekeeping",
+                "FirebaseRemoteConfig",
+            ],
             swiftSettings: strict),
         .target(name: "TestSupport", path: "Tests/Support", swiftSettings: strict),
 
@@ -72,6 +82,10 @@ let package = Package(
             dependencies: ["TestSupport", "FleetSimulator", "Telemetry", "Rollout", "RemoteConfig", "AppCheck", "Store", "Crypto", "Timekeeping"],
             swiftSettings: strict),
         .testTarget(name: "ConsoleTests", dependencies: ["TestSupport", "Console", "Rollout", "Telemetry", "Timekeeping"], exclude: ["Golden"], swiftSettings: strict),
+        .testTarget(
+            name: "FirebaseRemoteConfigTests",
+            dependencies: ["TestSupport", "FirebaseRemoteConfig", "Store", "Rollout", "RemoteConfig", "JSON", "Timekeeping"],
+            exclude: ["firebase_admin_eval.py"], swiftSettings: strict),
         .testTarget(name: "EndToEndTests", dependencies: ["TestSupport", "StepUp", "Timekeeping"], swiftSettings: strict),
     ]
 )

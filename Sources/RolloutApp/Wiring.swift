@@ -10,7 +10,7 @@ public struct StoreSession {
     /// The store file as resolved from `--store`, `$ROLLOUT_STORE` or the default.
     public let path: String
     public let store: RolloutStore
-    public let config: SQLiteConfigStore
+    public let config: any SessionConfigStore
     public let operatorID: String
     public let readOnly: Bool
     public let clock: any Clock
@@ -21,7 +21,7 @@ public struct StoreSession {
     }
 
     /// The rollout with its telemetry and verdict, read from this store.
-    public func monitor() throws -> RolloutMonitor { try RolloutMonitor(store: store, clock: clock) }
+    public func monitor() throws -> RolloutMonitor { try RolloutMonitor(store: store, config: config, clock: clock) }
 
     /// The write path every change of this command goes through (read-only and policies enforced inside).
     public func writePath() throws -> WritePath {
@@ -49,7 +49,8 @@ public enum Wiring {
     /// Opens the invocation's store; a missing or empty store is created on first use with a random seed,
     /// except under `--read-only`, which never creates anything.
     public static func session(_ invocation: Invocation) throws -> StoreSession {
-        try session(
+        if let firebase = try FirebaseWiring.session(invocation, create: false) { return firebase }
+        return try session(
             path: StoreLocation.path(invocation), operatorID: try operatorID(invocation), readOnly: invocation.flag("--read-only"))
     }
 
@@ -68,7 +69,8 @@ public enum Wiring {
 
     /// Opens (with `create`, creating the file of) the invocation's store without adding a version.
     public static func open(_ invocation: Invocation, create: Bool) throws -> StoreSession {
-        try open(
+        if let firebase = try FirebaseWiring.session(invocation, create: create) { return firebase }
+        return try open(
             path: StoreLocation.path(invocation), operatorID: try operatorID(invocation), readOnly: invocation.flag("--read-only"),
             create: create, clock: SystemClock())
     }

@@ -438,7 +438,7 @@ enum OperatorCommands {
     /// The open store as these commands use it: the connection with the step-up tables, the audit log, the clock.
     struct StepUpSession {
         let db: SQLiteDatabase
-        let log: SQLiteConfigStore
+        let log: any ConfigStore
         let clock: any Clock
 
         func audit(_ entry: AuditEntry) throws { try log.appendAudit(entry) }

@@ -75,7 +75,7 @@ enum StoreCommands {
                 )
             }
             print("created store \(session.path)")
-            print("version 1 (etag \(current.etag)), \(form.rawValue) template, seed \(seed)")
+            print("version \(current.info.number) (etag \(current.etag)), \(form.rawValue) template, seed \(seed)")
             print(rolloutLine(current.template))
             return .ok
         })

@@ -1,0 +1,245 @@
+import Foundation
+import JSON
+import RemoteConfig
+import Rollout
+import Store
+import Timekeeping
+
+/// The `ConfigStore` whose templates live in Firebase Remote Config, with the audit log in a state store.
+///
+/// Firebase keeps the template versions (and only 300 of them, for 90 days); the state store (an SQLite
+/// `RolloutStore` file) keeps what Firebase does not: the unlimited audit chain, telemetry, operators, step-up
+/// and guardrail settings. Each `published` audit record names the Firebase version number and ETag it produced.
+///
+/// A publish is validated first (`validateOnly=true`), then sent once with `If-Match`. When its answer is lost
+/// (timeout, dropped connection, 500/503), the store re-reads the version that the publish would have created
+/// (the base version + 1) and decides from its content whether the publish landed before sending it again, so
+/// a publish is never applied twice.
+public final class FirebaseConfigStore: ConfigStore, @unchecked Sendable {
+    public let client: RemoteConfigClient
+    /// The state store's audit log (its config tables hold no template versions).
+    public let state: SQLiteConfigStore
+    public let clock: any Clock
+    private let lock = NSLock()
+    /// Versions are immutable: read each at most once per process.
+    private var versionCache: [Int: StoredTemplate] = [:]
+    /// ETag → version number, from reads (a publish needs the number its base had).
+    private var numbers: [String: Int] = [:]
+    /// How many times a publish whose answer was lost is settled and sent again before giving up.
+    public var settleAttempts = 4
+
+    public init(client: RemoteConfigClient, state: SQLiteConfigStore, clock: any Clock) {
+        self.client = client
+        self.state = state
+        self.clock = clock
+    }
+
+    /// `firebase:PROJECT`, as the header and `status` show the store.
+    public var label: String { "firebase:" + client.project }
+
+    // MARK: Reading
+
+    public func current() throws -> StoredTemplate {
+        try stored(client.get())
+    }
+
+    public func version(_ number: Int) throws -> StoredTemplate {
+        if let s = lock.withLock({ versionCache[number] }) { return s }
+        do {
+            return try stored(client.get(version: number))
+        } catch FirebaseError.api(let status, _, _) where status == 404 || status == 400 {
+            throw StoreError.noSuchVersion(number)
+        }
+    }
+
+    public func versions(limit: Int, before: Int?) throws -> [VersionInfo] {
+        var out: [VersionInfo] = []
+        var token: String?
+        let end = before.map { $0 - 1 }
+        if let end, end < 1 { return [] }
+        repeat {
+            let page = try client.listVersions(pageSize: min(300, max(1, limit - out.count)), pageToken: token, endVersionNumber: end)
+            for v in page.versions {
+                let info = try Self.info(v, etag: "")
+                if let before, info.number >= before { continue }
+                out.append(info)
+                if out.count == limit { return out }
+            }
+            token = page.nextPageToken
+        } while token != nil
+        return out
+    }
+
+    // MARK: Publishing
+
+    public func publish(_ request: PublishRequest) throws -> StoredTemplate {
+        let ifMatch: String
+        let baseNumber: Int
+        switch request.ifMatch {
+        case .etag(let e):
+            ifMatch = e
+            if let n = lock.withLock({ numbers[e] }) {
+                baseNumber = n
+            } else {
+                let head = try current()
+                guard head.etag == e else { throw PublishConflict(current: head, expectedETag: e) }
+                baseNumber = head.info.number
+            }
+        case .any:
+            ifMatch = "*"
+            baseNumber = try current().info.number
+        }
+        let template = request.template.strippingVersionInfo()
+        var body = template.json.objectValue ?? JSONObject()
+        body["version"] = ["description": .string(String(request.description.prefix(1024)))]
+        let document = JSONValue.object(body)
+
+        // 1. Validate: Firebase checks the template (and the ETag) without publishing.
+        do {
+            _ = try client.put(document, ifMatch: ifMatch, validateOnly: true)
+        } catch let m as VersionMismatch {
+            throw try conflict(expected: ifMatch, m)
+        }
+
+        // 2. Publish (or roll back), settling lost answers.
+        let rollback = request.updateType == .rollback ? request.rollbackSource : nil
+        let expected = Self.content(template.json)
+        var landed: FetchedTemplate?
+        var attempt = 0
+        while landed == nil {
+            attempt += 1
+            do {
+                landed = try rollback.map { try client.rollback(to: $0) } ?? client.put(document, ifMatch: ifMatch, validateOnly: false)
+            } catch let m as VersionMismatch {
+                // After a lost answer, the mismatch may be our own earlier request that landed late.
+                if attempt > 1, case .landed(let f) = try settle(
+                    after: baseNumber, expected: expected, description: request.description, rollbackSource: rollback)
+                {
+                    landed = f
+                    break
+                }
+                throw try conflict(expected: ifMatch, m)
+            } catch let e where Self.mayHaveLanded(e) {
+                switch try settle(after: baseNumber, expected: expected, description: request.description, rollbackSource: rollback) {
+                case .landed(let f): landed = f
+                case .other(let winner): throw PublishConflict(current: winner, expectedETag: ifMatch)
+                case .notLanded:
+                    guard attempt < settleAttempts else {
+                        throw FirebaseError.unsettled("the publish got no answer \(attempt) times and was not applied: \(e)")
+                    }
+                    client.policySleep(retry: attempt)
+                }
+            }
+        }
+        let stored = try stored(landed!)
+        if stored.info.number != baseNumber + 1, rollback == nil, ifMatch != "*" {
+            throw FirebaseError.protocolViolation(
+                "Firebase published version \(stored.info.number) on top of version \(baseNumber); expected \(baseNumber + 1)")
+        }
+        var entry = request.audit
+        entry.version = stored.info.number
+        entry.detail = (entry.detail.isEmpty ? "" : entry.detail + "; ") + Self.auditMark(stored.info)
+        do {
+            try state.appendAudit(entry)
+        } catch {
+            throw StoreError.unavailable(
+                "published Firebase version \(stored.info.number) (etag \(stored.etag)) but could not write its audit record: \(error)")
+        }
+        return stored
+    }
+
+    /// `firebase version N etag E`: what a published audit record names (and `verifyIntegrity` checks).
+    public static func auditMark(_ info: VersionInfo) -> String { "firebase version \(info.number) etag \(info.etag)" }
+
+    enum Settlement {
+        case landed(FetchedTemplate)
+        case notLanded
+        case other(StoredTemplate)
+    }
+
+    /// After a lost answer: the version the publish would have created tells whether it did.
+    private func settle(after base: Int, expected: String, description: String, rollbackSource: Int?) throws -> Settlement {
+        let next: FetchedTemplate
+        do {
+            next = try client.get(version: base + 1)
+        } catch FirebaseError.api(let status, _, _) where status == 404 || status == 400 {
+            return .notLanded
+        }
+        let v = next.json["version"]
+        let ours: Bool
+        if let rollbackSource {
+            ours = v?["updateType"]?.stringValue == "ROLLBACK" && v?["rollbackSource"]?.stringValue == String(rollbackSource)
+        } else {
+            ours = Self.content(next.json) == expected && (v?["description"]?.stringValue ?? "") == String(description.prefix(1024))
+        }
+        return ours ? .landed(next) : .other(try current())
+    }
+
+    private static func mayHaveLanded(_ error: Error) -> Bool {
+        if error is TransportError { return true }
+        if case FirebaseError.api(let status, _, _) = error { return status == 500 || status == 503 }
+        return false
+    }
+
+    private func conflict(expected: String, _ m: VersionMismatch) throws -> PublishConflict {
+        PublishConflict(current: try current(), expectedETag: expected)
+    }
+
+    /// The parts of a template a publish writes, canonically (member order does not matter).
+    static func content(_ json: JSONValue) -> String {
+        let keep: JSONValue = [
+            "conditions": json["conditions"] ?? .array([]), "parameters": json["parameters"] ?? .object(JSONObject()),
+            "parameterGroups": json["parameterGroups"] ?? .object(JSONObject()),
+        ]
+        return keep.canonicalText
+    }
+
+    // MARK: Audit
+
+    @discardableResult
+    public func appendAudit(_ entry: AuditEntry) throws -> AuditRecord { try state.appendAudit(entry) }
+
+    public func auditRecords(limit: Int, before: Int64?) throws -> [AuditRecord] { try state.auditRecords(limit: limit, before: before) }
+
+    // MARK: Decoding
+
+    private func stored(_ f: FetchedTemplate) throws -> StoredTemplate {
+        guard let versionJSON = f.json["version"] else { throw FirebaseError.protocolViolation("Firebase's template has no version object") }
+        let info = try Self.info(versionJSON, etag: f.etag)
+        var template: RemoteConfigTemplate
+        do {
+            template = try RemoteConfigTemplate(json: f.json)
+        } catch {
+            throw FirebaseError.protocolViolation("Firebase's template version \(info.number) does not parse: \(error)")
+        }
+        template.setMember("etag", .string(f.etag))
+        let s = StoredTemplate(template: template, info: info)
+        lock.withLock {
+            versionCache[info.number] = s
+            numbers[f.etag] = info.number
+        }
+        return s
+    }
+
+    /// A `Version` object → `VersionInfo`; numbers are strings (numbers tolerated), times RFC 3339 with any
+    /// fraction, unknown `updateOrigin`/`updateType` values tolerated.
+    static func info(_ v: JSONValue, etag: String) throws -> VersionInfo {
+        let numberText = v["versionNumber"]?.stringValue ?? v["versionNumber"]?.numberValue?.text
+        guard let numberText, let number = Int(numberText) else {
+            throw FirebaseError.protocolViolation("a Firebase version has no versionNumber")
+        }
+        let time = v["updateTime"]?.stringValue.flatMap(ISO8601.parse) ?? Instant(microseconds: 0)
+        let type: UpdateType =
+            switch v["updateType"]?.stringValue {
+            case "FORCED_UPDATE": .forced
+            case "ROLLBACK": .rollback
+            default: .incremental
+            }
+        let user = v["updateUser"]?["email"]?.stringValue ?? v["updateUser"]?["name"]?.stringValue ?? "unknown"
+        return VersionInfo(
+            number: number, etag: etag, updateTime: time, updateUser: user,
+            updateOrigin: v["updateOrigin"]?.stringValue ?? "REMOTE_CONFIG_UPDATE_ORIGIN_UNSPECIFIED", updateType: type,
+            description: v["description"]?.stringValue ?? "", rollbackSource: v["rollbackSource"]?.stringValue.flatMap { Int($0) })
+    }
+}
+
