@@ -85,7 +85,7 @@ let package = Package(
         .testTarget(
             name: "FirebaseRemoteConfigTests",
             dependencies: ["TestSupport", "FirebaseRemoteConfig", "Store", "Rollout", "RemoteConfig", "JSON", "Timekeeping"],
-            exclude: ["firebase_admin_eval.py"], swiftSettings: strict),
+            swiftSettings: strict),
         .testTarget(name: "EndToEndTests", dependencies: ["TestSupport", "StepUp", "Timekeeping"], swiftSettings: strict),
     ]
 )

@@ -27,6 +27,11 @@ public final class FirebaseConfigStore: ConfigStore, @unchecked Sendable {
     private var numbers: [String: Int] = [:]
     /// How many times a publish whose answer was lost is settled and sent again before giving up.
     public var settleAttempts = 4
+    /// Versions asked for per `listVersions` page (Firebase allows 1 to 300).
+    public var pageSize = 100
+    /// Version number → (operator, origin) of the versions this state store's operators published.
+    private var publishers: [Int: (actor: String, origin: String)] = [:]
+    private var publishersScanned: Int64 = 0
 
     public init(client: RemoteConfigClient, state: SQLiteConfigStore, clock: any Clock) {
         self.client = client
@@ -40,13 +45,13 @@ public final class FirebaseConfigStore: ConfigStore, @unchecked Sendable {
     // MARK: Reading
 
     public func current() throws -> StoredTemplate {
-        try stored(client.get())
+        try attributed(stored(client.get()))
     }
 
     public func version(_ number: Int) throws -> StoredTemplate {
-        if let s = lock.withLock({ versionCache[number] }) { return s }
+        if let s = lock.withLock({ versionCache[number] }) { return try attributed(s) }
         do {
-            return try stored(client.get(version: number))
+            return try attributed(stored(client.get(version: number)))
         } catch FirebaseError.api(let status, _, _) where status == 404 || status == 400 {
             throw StoreError.noSuchVersion(number)
         }
@@ -58,9 +63,11 @@ public final class FirebaseConfigStore: ConfigStore, @unchecked Sendable {
         let end = before.map { $0 - 1 }
         if let end, end < 1 { return [] }
         repeat {
-            let page = try client.listVersions(pageSize: min(300, max(1, limit - out.count)), pageToken: token, endVersionNumber: end)
+            let page = try client.listVersions(pageSize: min(pageSize, max(1, limit - out.count)), pageToken: token, endVersionNumber: end)
             for v in page.versions {
-                let info = try Self.info(v, etag: "")
+                var info = try Self.info(v, etag: "")
+                if let cached = lock.withLock({ versionCache[info.number] }) { info.etag = cached.info.etag }
+                info = try attributed(info)
                 if let before, info.number >= before { continue }
                 out.append(info)
                 if out.count == limit { return out }
@@ -125,31 +132,72 @@ public final class FirebaseConfigStore: ConfigStore, @unchecked Sendable {
                 case .other(let winner): throw PublishConflict(current: winner, expectedETag: ifMatch)
                 case .notLanded:
                     guard attempt < settleAttempts else {
-                        throw FirebaseError.unsettled("the publish got no answer \(attempt) times and was not applied: \(e)")
+                        throw FirebaseError.unsettled(
+                            "Firebase did not take the publish after \(attempt) attempts (it was not applied; the last: \(e)); try again later")
                     }
                     client.policySleep(retry: attempt)
                 }
             }
         }
-        let stored = try stored(landed!)
-        if stored.info.number != baseNumber + 1, rollback == nil, ifMatch != "*" {
+        let result = try stored(landed!)
+        if result.info.number != baseNumber + 1, rollback == nil, ifMatch != "*" {
             throw FirebaseError.protocolViolation(
-                "Firebase published version \(stored.info.number) on top of version \(baseNumber); expected \(baseNumber + 1)")
+                "Firebase published version \(result.info.number) on top of version \(baseNumber); expected \(baseNumber + 1)")
         }
         var entry = request.audit
-        entry.version = stored.info.number
-        entry.detail = (entry.detail.isEmpty ? "" : entry.detail + "; ") + Self.auditMark(stored.info)
+        entry.version = result.info.number
+        entry.detail = (entry.detail.isEmpty ? "" : entry.detail + "; ") + Self.auditMark(result.info, origin: request.updateOrigin)
         do {
             try state.appendAudit(entry)
         } catch {
             throw StoreError.unavailable(
-                "published Firebase version \(stored.info.number) (etag \(stored.etag)) but could not write its audit record: \(error)")
+                "published Firebase version \(result.info.number) (etag \(result.etag)) but could not write its audit record: \(error)")
         }
-        return stored
+        return try attributed(result)
     }
 
-    /// `firebase version N etag E`: what a published audit record names (and `verifyIntegrity` checks).
-    public static func auditMark(_ info: VersionInfo) -> String { "firebase version \(info.number) etag \(info.etag)" }
+    /// `firebase version N etag E origin O`: what a published audit record names (and `verifyIntegrity` checks).
+    public static func auditMark(_ info: VersionInfo, origin: String) -> String {
+        "firebase version \(info.number) etag \(info.etag) origin \(origin)"
+    }
+
+    /// Firebase records every publish of ours as the service account's (`REST_API`); the audit log knows the
+    /// operator and the face (`ROLLOUT_CLI`, `ROLLOUT_CONSOLE`, ...). Versions published by this state store's
+    /// operators are shown as theirs; every other version as Firebase says.
+    private func attributed(_ info: VersionInfo) throws -> VersionInfo {
+        let known: (actor: String, origin: String)? = try lock.withLock {
+            if let p = publishers[info.number] { return p }
+            // Read the records appended since the last look (newest first, down to the last one seen).
+            var before: Int64? = nil
+            var newest: Int64 = publishersScanned
+            scan: while true {
+                let page = try state.auditRecords(limit: 200, before: before)
+                for r in page {
+                    if r.sequence <= publishersScanned { break scan }
+                    newest = max(newest, r.sequence)
+                    guard r.entry.result == .published, let v = r.entry.version,
+                        let mark = r.entry.detail.range(of: "firebase version \(v) etag ")
+                    else { continue }
+                    let tail = r.entry.detail[mark.upperBound...]
+                    let origin = tail.range(of: " origin ").map { String(tail[$0.upperBound...].prefix { $0 != ";" }) } ?? "ROLLOUT_CLI"
+                    publishers[v] = (r.entry.actor, origin)
+                }
+                guard let last = page.last, page.count == 200 else { break }
+                before = last.sequence
+            }
+            publishersScanned = newest
+            return publishers[info.number]
+        }
+        guard let known else { return info }
+        var out = info
+        out.updateUser = known.actor
+        out.updateOrigin = known.origin
+        return out
+    }
+
+    private func attributed(_ s: StoredTemplate) throws -> StoredTemplate {
+        StoredTemplate(template: s.template, info: try attributed(s.info))
+    }
 
     enum Settlement {
         case landed(FetchedTemplate)
@@ -186,7 +234,7 @@ public final class FirebaseConfigStore: ConfigStore, @unchecked Sendable {
     }
 
     /// The parts of a template a publish writes, canonically (member order does not matter).
-    static func content(_ json: JSONValue) -> String {
+    package static func content(_ json: JSONValue) -> String {
         let keep: JSONValue = [
             "conditions": json["conditions"] ?? .array([]), "parameters": json["parameters"] ?? .object(JSONObject()),
             "parameterGroups": json["parameterGroups"] ?? .object(JSONObject()),
@@ -223,7 +271,7 @@ public final class FirebaseConfigStore: ConfigStore, @unchecked Sendable {
 
     /// A `Version` object → `VersionInfo`; numbers are strings (numbers tolerated), times RFC 3339 with any
     /// fraction, unknown `updateOrigin`/`updateType` values tolerated.
-    static func info(_ v: JSONValue, etag: String) throws -> VersionInfo {
+    package static func info(_ v: JSONValue, etag: String) throws -> VersionInfo {
         let numberText = v["versionNumber"]?.stringValue ?? v["versionNumber"]?.numberValue?.text
         guard let numberText, let number = Int(numberText) else {
             throw FirebaseError.protocolViolation("a Firebase version has no versionNumber")

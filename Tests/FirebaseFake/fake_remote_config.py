@@ -478,7 +478,19 @@ def make_handler(state, token_url_holder):
     return Handler
 
 
+def keygen(private_path, public_path):
+    """Writes a throwaway RSA-2048 key pair (PKCS#8 PEM, as Google's key files carry it) for a test."""
+    from cryptography.hazmat.primitives.asymmetric import rsa
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    with open(private_path, "wb") as f:
+        f.write(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
+    with open(public_path, "wb") as f:
+        f.write(key.public_key().public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo))
+
+
 def main():
+    if sys.argv[1:2] == ["keygen"]:
+        return keygen(sys.argv[2], sys.argv[3])
     p = argparse.ArgumentParser()
     p.add_argument("--project", required=True)
     p.add_argument("--project-number", required=True)
