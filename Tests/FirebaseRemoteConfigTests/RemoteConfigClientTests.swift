@@ -229,6 +229,7 @@ struct RemoteConfigClientTests {
         guard case .published(let s, _, _) = try Self.nudge(store, 1) else { throw TestSupport.Failure("not published") }
         if fault == "delay_before" { usleep(2_000_000) }  // let the held request reach the fake and be refused
         #expect(s.info.number == 3)
+        #expect(try fake.stat("faults_pending") == 0, "the fault happened")
         #expect(try fake.headNumber() == 3, "exactly one new version")
         #expect(try RolloutPlan.locate(in: try store.current().template)?.percentage == MicroPercent(percent: 2))
         let published = try store.auditRecords(limit: 10, before: nil).filter { $0.entry.result == .published }
