@@ -29,6 +29,11 @@ public final class FirebaseConfigStore: ConfigStore, @unchecked Sendable {
     public var settleAttempts = 4
     /// Versions asked for per `listVersions` page (Firebase allows 1 to 300).
     public var pageSize = 100
+    /// Reads of the newest version within this interval reuse the last one read or published (the console's poll);
+    /// zero (the default, every CLI command): every read asks Firebase. A stale read can only cause a conflict,
+    /// never a lost update: every publish carries `If-Match`, and conflicts are reported from a fresh read.
+    public var pollInterval = Instant.Duration(microseconds: 0)
+    private var head: (stored: StoredTemplate, at: Instant)?
     /// Version number → (operator, origin) of the versions this state store's operators published.
     private var publishers: [Int: (actor: String, origin: String)] = [:]
     private var publishersScanned: Int64 = 0
@@ -45,7 +50,22 @@ public final class FirebaseConfigStore: ConfigStore, @unchecked Sendable {
     // MARK: Reading
 
     public func current() throws -> StoredTemplate {
-        try attributed(stored(client.get()))
+        if pollInterval.microseconds > 0, let h = lock.withLock({ head }), clock.now() - h.at < pollInterval {
+            return try attributed(h.stored)
+        }
+        return try fresh()
+    }
+
+    /// The newest version as Firebase has it now.
+    public func fresh() throws -> StoredTemplate {
+        let s = try stored(client.get())
+        remember(s)
+        return try attributed(s)
+    }
+
+    private func remember(_ s: StoredTemplate) {
+        let now = clock.now()
+        lock.withLock { if head == nil || head!.stored.info.number <= s.info.number { head = (s, now) } }
     }
 
     public func version(_ number: Int) throws -> StoredTemplate {
@@ -88,13 +108,13 @@ public final class FirebaseConfigStore: ConfigStore, @unchecked Sendable {
             if let n = lock.withLock({ numbers[e] }) {
                 baseNumber = n
             } else {
-                let head = try current()
-                guard head.etag == e else { throw PublishConflict(current: head, expectedETag: e) }
-                baseNumber = head.info.number
+                let newest = try fresh()
+                guard newest.etag == e else { throw PublishConflict(current: newest, expectedETag: e) }
+                baseNumber = newest.info.number
             }
         case .any:
             ifMatch = "*"
-            baseNumber = try current().info.number
+            baseNumber = try fresh().info.number
         }
         let template = request.template.strippingVersionInfo()
         var body = template.json.objectValue ?? JSONObject()
@@ -140,6 +160,7 @@ public final class FirebaseConfigStore: ConfigStore, @unchecked Sendable {
             }
         }
         let result = try stored(landed!)
+        remember(result)
         if result.info.number != baseNumber + 1, rollback == nil, ifMatch != "*" {
             throw FirebaseError.protocolViolation(
                 "Firebase published version \(result.info.number) on top of version \(baseNumber); expected \(baseNumber + 1)")
@@ -220,7 +241,7 @@ public final class FirebaseConfigStore: ConfigStore, @unchecked Sendable {
         } else {
             ours = Self.content(next.json) == expected && (v?["description"]?.stringValue ?? "") == String(description.prefix(1024))
         }
-        return ours ? .landed(next) : .other(try current())
+        return ours ? .landed(next) : .other(try fresh())
     }
 
     private static func mayHaveLanded(_ error: Error) -> Bool {
@@ -230,7 +251,7 @@ public final class FirebaseConfigStore: ConfigStore, @unchecked Sendable {
     }
 
     private func conflict(expected: String, _ m: VersionMismatch) throws -> PublishConflict {
-        PublishConflict(current: try current(), expectedETag: expected)
+        PublishConflict(current: try fresh(), expectedETag: expected)
     }
 
     /// The parts of a template a publish writes, canonically (member order does not matter).

@@ -51,7 +51,7 @@ extension FirebaseConfigStore {
     /// condition, group and rollout value as it is. Returns false when the template already has the rollout.
     @discardableResult
     public func initializeIfEmpty(_ genesis: () throws -> PublishRequest) throws -> Bool {
-        let head = try current()
+        let head = try fresh()
         if try RolloutPlan.locate(in: head.template) != nil { return false }
         let request = try genesis()
         guard let plan = try RolloutPlan.locate(in: request.template) else {

@@ -24,6 +24,11 @@ extension FirebaseConfigStore: SessionConfigStore {}
 /// else Google's. `$ROLLOUT_FIREBASE_TIMEOUT` sets each call's timeout in seconds (default 30).
 public enum FirebaseWiring {
     public static let scheme = "firebase:"
+    /// How often the console asks Firebase for the newest version. A colleague's publish shows within this time;
+    /// Firebase's clients fetch config far less often (the SDK's default minimum fetch interval is 12 hours), so
+    /// seeing it sooner changes nothing, while 12 reads a minute per open console stay well inside the API's
+    /// per-project quota. The CLI always reads fresh.
+    public static let consolePollInterval = Instant.Duration.seconds(Int64(5))
 
     /// The global options of the Firebase store (listed with `--store`).
     public static let options: [Option] = [
@@ -52,6 +57,7 @@ public enum FirebaseWiring {
         let statePath = invocation.value("--state").flatMap { $0.isEmpty ? nil : $0 } ?? FirebaseState.defaultPath(project: project, environment: env)
         let state = try FirebaseState.open(path: statePath, project: project, create: create || !readOnly)
         let store = try configStore(project: project, state: try state.configStore(), invocation: invocation, clock: clock)
+        if invocation.path.last == "console" { store.pollInterval = consolePollInterval }
         return StoreSession(
             path: store.label, store: state, config: store, operatorID: try Wiring.operatorID(invocation), readOnly: readOnly, clock: clock)
     }

@@ -182,9 +182,14 @@ struct FirebaseCLITests {
         #expect(try fake.rollout(["init", "--seed", "rollout-2026"]).status == 0)
         var expected = 2
         var percent = 0
-        for (fault, seconds) in [("drop_after", 0.0), ("drop_before", 0.0), ("delay_after", 2.0), ("unavailable", 0.0)] {
+        for (fault, seconds, retry) in [
+            ("drop_after", 0.0, false), ("drop_before", 0.0, false), ("delay_after", 2.0, false), ("unavailable", 0.0, false),
+            // With --retry a publish taken for lost would be re-applied on top: settled, it lands once.
+            ("drop_after", 0.0, true), ("delay_after", 2.0, true), ("delay_before", 2.0, true),
+        ] {
             try fake.fault(fault, match: "publish", count: 1, seconds: seconds)
-            let r = try fake.rollout(["nudge", "+1", "--reason", fault], environment: fast)
+            let r = try fake.rollout(["nudge", "+1", "--reason", fault] + (retry ? ["--retry"] : []), environment: fast)
+            if fault == "delay_before" { usleep(1_500_000) }  // the held request reaches the fake, stale
             expected += 1
             percent += 1
             #expect(r.status == 0, "\(fault): \(r.stderr)")

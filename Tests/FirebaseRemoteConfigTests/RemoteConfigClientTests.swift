@@ -170,6 +170,30 @@ struct RemoteConfigClientTests {
         #expect(try RolloutPlan.locate(in: try store.current().template)?.percentage == MicroPercent(percent: 5))
     }
 
+    @Test func theConsolesPollReusesTheHeadForItsIntervalAndConflictsReadFresh() throws {
+        let fake = try FakeFirebase(template: existingTemplate)
+        let clock = ManualClock(SystemClock().now())
+        let store = try fake.store(clock: clock)
+        store.pollInterval = .seconds(Int64(5))
+        let seen = try store.current()
+        let gets = try fake.stat("get")
+        let theirs = try fake.publishAsColleague(seen.template.strippingVersionInfo().json)
+        clock.advance(by: .seconds(Int64(4)))
+        #expect(try store.current().info.number == 1, "within the interval")
+        #expect(try fake.stat("get") == gets)
+        // A change based on the stale head is a conflict naming the colleague's version, not a lost update.
+        do {
+            _ = try Self.nudge(store, 1)
+            Issue.record("published over a newer version")
+        } catch let WritePath.Failure.conflict(report) {
+            #expect(report.winner.number == theirs)
+            #expect(report.winner.updateUser == "bob@example.com")
+        }
+        #expect(try fake.headNumber() == theirs)
+        clock.advance(by: .seconds(Int64(2)))
+        #expect(try store.current().info.number == theirs)
+    }
+
     // MARK: Versions
 
     @Test func versionsPageNewestFirstAndKeepOnly300() throws {
