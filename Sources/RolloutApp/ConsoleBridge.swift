@@ -29,6 +29,15 @@ public final class StoreConsoleSource: ConsoleDataSource, @unchecked Sendable {
         self.project = project
     }
 
+    /// The same on a monitor built elsewhere (a Firebase store: `FirebaseWiring.consoleSource`).
+    public init(monitor: RolloutMonitor, storeLabel: String, operatorID: String, readOnly: Bool, project: String) {
+        self.monitor = monitor
+        self.operatorID = operatorID
+        self.readOnly = readOnly
+        self.storeLabel = storeLabel
+        self.project = project
+    }
+
     public func snapshot() throws -> ConsoleModel {
         try lock.withLock {
             let status = try monitor.status()

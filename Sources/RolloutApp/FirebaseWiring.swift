@@ -62,6 +62,18 @@ public enum FirebaseWiring {
             path: store.label, store: state, config: store, operatorID: try Wiring.operatorID(invocation), readOnly: readOnly, clock: clock)
     }
 
+    /// The console's data source on a Firebase session, or nil for any other store: its own state-store connection
+    /// and Firebase client for the fetch thread, polling every `consolePollInterval`.
+    public static func consoleSource(_ invocation: Invocation, session: StoreSession, clock: any Clock) throws -> StoreConsoleSource? {
+        guard let project = try project(of: session.path) else { return nil }
+        let state = try RolloutStore(path: session.store.path, create: false)
+        let store = try configStore(project: project, state: try state.configStore(), invocation: invocation, clock: SystemClock())
+        store.pollInterval = consolePollInterval
+        return StoreConsoleSource(
+            monitor: try RolloutMonitor(store: state, config: store, clock: clock), storeLabel: session.path, operatorID: session.operatorID,
+            readOnly: session.readOnly, project: project)
+    }
+
     /// The Firebase config store for `project`, with the invocation's credentials and endpoint.
     public static func configStore(project: String, state: SQLiteConfigStore, invocation: Invocation, clock: any Clock) throws -> FirebaseConfigStore {
         let env = invocation.environment

@@ -146,8 +146,8 @@ enum ConsoleCommands {
         _ invocation: Invocation, session: StoreSession, clock: Clock, project: String, staleAfter: Instant.Duration = .seconds(Int64(5))
     ) throws -> ExitCode {
         let themes = try theme(invocation)
-        let source = try StoreConsoleSource(
-            path: session.path, clock: clock, operatorID: session.operatorID, readOnly: session.readOnly, project: project)
+        let source = try FirebaseWiring.consoleSource(invocation, session: session, clock: clock)
+            ?? StoreConsoleSource(path: session.path, clock: clock, operatorID: session.operatorID, readOnly: session.readOnly, project: project)
         let executor = StoreConsoleExecutor(session: session.with(clock: clock))
         let options = ConsoleOptions(
             themes: themes, noColor: invocation.flag("--no-color"), environment: invocation.environment, clock: clock,
