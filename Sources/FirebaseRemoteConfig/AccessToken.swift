@@ -22,7 +22,10 @@ public final class ServiceAccountTokenProvider: AccessTokenProvider, @unchecked 
     /// How many exchanges have been made (what caching saves, for tests and `--verbose`).
     public private(set) var exchanges = 0
 
-    public init(key: ServiceAccountKey, transport: HTTPTransport, clock: any Clock, timeout: Instant.Duration = .seconds(Int64(30)))
+    public init(
+        key: ServiceAccountKey, transport: HTTPTransport, clock: any Clock,
+        timeout: Instant.Duration = .seconds(Int64(30))
+    )
         throws(FirebaseError)
     {
         try RemoteConfigEndpoint.checkScheme(key.tokenURI, what: "the key file's token_uri")
@@ -37,7 +40,9 @@ public final class ServiceAccountTokenProvider: AccessTokenProvider, @unchecked 
             let now = clock.now()
             if !refresh, let c = cached, now < c.expires - Self.refreshMargin { return c.token }
             let assertion = try ServiceAccountAssertion.make(key: key, now: now)
-            let form = "grant_type=" + Self.formEscape("urn:ietf:params:oauth:grant-type:jwt-bearer") + "&assertion=" + Self.formEscape(assertion)
+            let form =
+                "grant_type=" + Self.formEscape("urn:ietf:params:oauth:grant-type:jwt-bearer") + "&assertion="
+                + Self.formEscape(assertion)
             let request = HTTPRequest(
                 method: "POST", url: key.tokenURI, headers: [("Content-Type", "application/x-www-form-urlencoded")],
                 body: Array(form.utf8), timeout: timeout)
@@ -53,7 +58,8 @@ public final class ServiceAccountTokenProvider: AccessTokenProvider, @unchecked 
                 let code = json?["error"]?.stringValue ?? "HTTP \(response.status)"
                 let detail = json?["error_description"]?.stringValue ?? ""
                 throw CredentialsError.exchange(
-                    "the token endpoint refused the service account \(key.clientEmail): \(code)\(detail.isEmpty ? "" : ": " + detail)")
+                    "the token endpoint refused the service account \(key.clientEmail): \(code)\(detail.isEmpty ? "" : ": " + detail)"
+                )
             }
             guard let token = json?["access_token"]?.stringValue, !token.isEmpty else {
                 throw CredentialsError.exchange("the token endpoint's answer has no access_token")
@@ -97,11 +103,14 @@ public final class CommandTokenProvider: AccessTokenProvider, @unchecked Sendabl
             let out = Pipe()
             process.standardOutput = out
             process.standardInput = FileHandle.nullDevice
-            do { try process.run() } catch { throw CredentialsError.command("cannot run the access-token command: \(error)") }
+            do { try process.run() } catch {
+                throw CredentialsError.command("cannot run the access-token command: \(error)")
+            }
             let data = out.fileHandleForReading.readDataToEndOfFile()
             process.waitUntilExit()
             guard process.terminationStatus == 0 else {
-                throw CredentialsError.command("the access-token command '\(command)' failed (exit \(process.terminationStatus))")
+                throw CredentialsError.command(
+                    "the access-token command '\(command)' failed (exit \(process.terminationStatus))")
             }
             let token = String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
             guard !token.isEmpty, !token.contains(where: { $0.isWhitespace }) else {

@@ -83,7 +83,8 @@ public final class FirebaseConfigStore: ConfigStore, @unchecked Sendable {
         let end = before.map { $0 - 1 }
         if let end, end < 1 { return [] }
         repeat {
-            let page = try client.listVersions(pageSize: min(pageSize, max(1, limit - out.count)), pageToken: token, endVersionNumber: end)
+            let page = try client.listVersions(
+                pageSize: min(pageSize, max(1, limit - out.count)), pageToken: token, endVersionNumber: end)
             for v in page.versions {
                 var info = try Self.info(v, etag: "")
                 if let cached = lock.withLock({ versionCache[info.number] }) { info.etag = cached.info.etag }
@@ -136,24 +137,31 @@ public final class FirebaseConfigStore: ConfigStore, @unchecked Sendable {
         while landed == nil {
             attempt += 1
             do {
-                landed = try rollback.map { try client.rollback(to: $0) } ?? client.put(document, ifMatch: ifMatch, validateOnly: false)
+                landed =
+                    try rollback.map { try client.rollback(to: $0) }
+                    ?? client.put(document, ifMatch: ifMatch, validateOnly: false)
             } catch let m as VersionMismatch {
                 // After a lost answer, the mismatch may be our own earlier request that landed late.
-                if attempt > 1, case .landed(let f) = try settle(
-                    after: baseNumber, expected: expected, description: request.description, rollbackSource: rollback)
+                if attempt > 1,
+                    case .landed(let f) = try settle(
+                        after: baseNumber, expected: expected, description: request.description,
+                        rollbackSource: rollback)
                 {
                     landed = f
                     break
                 }
                 throw try conflict(expected: ifMatch, m)
             } catch let e where Self.mayHaveLanded(e) {
-                switch try settle(after: baseNumber, expected: expected, description: request.description, rollbackSource: rollback) {
+                switch try settle(
+                    after: baseNumber, expected: expected, description: request.description, rollbackSource: rollback)
+                {
                 case .landed(let f): landed = f
                 case .other(let winner): throw PublishConflict(current: winner, expectedETag: ifMatch)
                 case .notLanded:
                     guard attempt < settleAttempts else {
                         throw FirebaseError.unsettled(
-                            "Firebase did not take the publish after \(attempt) attempts (it was not applied; the last: \(e)); try again later")
+                            "Firebase did not take the publish after \(attempt) attempts (it was not applied; the last: \(e)); try again later"
+                        )
                     }
                     client.policySleep(retry: attempt)
                 }
@@ -163,16 +171,20 @@ public final class FirebaseConfigStore: ConfigStore, @unchecked Sendable {
         remember(result)
         if result.info.number != baseNumber + 1, rollback == nil, ifMatch != "*" {
             throw FirebaseError.protocolViolation(
-                "Firebase published version \(result.info.number) on top of version \(baseNumber); expected \(baseNumber + 1)")
+                "Firebase published version \(result.info.number) on top of version \(baseNumber); expected \(baseNumber + 1)"
+            )
         }
         var entry = request.audit
         entry.version = result.info.number
-        entry.detail = (entry.detail.isEmpty ? "" : entry.detail + "; ") + Self.auditMark(result.info, origin: request.updateOrigin)
+        entry.detail =
+            (entry.detail.isEmpty ? "" : entry.detail + "; ")
+            + Self.auditMark(result.info, origin: request.updateOrigin)
         do {
             try state.appendAudit(entry)
         } catch {
             throw StoreError.unavailable(
-                "published Firebase version \(result.info.number) (etag \(result.etag)) but could not write its audit record: \(error)")
+                "published Firebase version \(result.info.number) (etag \(result.etag)) but could not write its audit record: \(error)"
+            )
         }
         return try attributed(result)
     }
@@ -200,7 +212,9 @@ public final class FirebaseConfigStore: ConfigStore, @unchecked Sendable {
                         let mark = r.entry.detail.range(of: "firebase version \(v) etag ")
                     else { continue }
                     let tail = r.entry.detail[mark.upperBound...]
-                    let origin = tail.range(of: " origin ").map { String(tail[$0.upperBound...].prefix { $0 != ";" }) } ?? "ROLLOUT_CLI"
+                    let origin =
+                        tail.range(of: " origin ").map { String(tail[$0.upperBound...].prefix { $0 != ";" }) }
+                        ?? "ROLLOUT_CLI"
                     publishers[v] = (r.entry.actor, origin)
                 }
                 guard let last = page.last, page.count == 200 else { break }
@@ -227,7 +241,9 @@ public final class FirebaseConfigStore: ConfigStore, @unchecked Sendable {
     }
 
     /// After a lost answer: the version the publish would have created tells whether it did.
-    private func settle(after base: Int, expected: String, description: String, rollbackSource: Int?) throws -> Settlement {
+    private func settle(after base: Int, expected: String, description: String, rollbackSource: Int?) throws
+        -> Settlement
+    {
         let next: FetchedTemplate
         do {
             next = try client.get(version: base + 1)
@@ -237,9 +253,13 @@ public final class FirebaseConfigStore: ConfigStore, @unchecked Sendable {
         let v = next.json["version"]
         let ours: Bool
         if let rollbackSource {
-            ours = v?["updateType"]?.stringValue == "ROLLBACK" && v?["rollbackSource"]?.stringValue == String(rollbackSource)
+            ours =
+                v?["updateType"]?.stringValue == "ROLLBACK"
+                && v?["rollbackSource"]?.stringValue == String(rollbackSource)
         } else {
-            ours = Self.content(next.json) == expected && (v?["description"]?.stringValue ?? "") == String(description.prefix(1024))
+            ours =
+                Self.content(next.json) == expected
+                && (v?["description"]?.stringValue ?? "") == String(description.prefix(1024))
         }
         return ours ? .landed(next) : .other(try fresh())
     }
@@ -268,12 +288,16 @@ public final class FirebaseConfigStore: ConfigStore, @unchecked Sendable {
     @discardableResult
     public func appendAudit(_ entry: AuditEntry) throws -> AuditRecord { try state.appendAudit(entry) }
 
-    public func auditRecords(limit: Int, before: Int64?) throws -> [AuditRecord] { try state.auditRecords(limit: limit, before: before) }
+    public func auditRecords(limit: Int, before: Int64?) throws -> [AuditRecord] {
+        try state.auditRecords(limit: limit, before: before)
+    }
 
     // MARK: Decoding
 
     private func stored(_ f: FetchedTemplate) throws -> StoredTemplate {
-        guard let versionJSON = f.json["version"] else { throw FirebaseError.protocolViolation("Firebase's template has no version object") }
+        guard let versionJSON = f.json["version"] else {
+            throw FirebaseError.protocolViolation("Firebase's template has no version object")
+        }
         let info = try Self.info(versionJSON, etag: f.etag)
         var template: RemoteConfigTemplate
         do {
@@ -308,7 +332,7 @@ public final class FirebaseConfigStore: ConfigStore, @unchecked Sendable {
         return VersionInfo(
             number: number, etag: etag, updateTime: time, updateUser: user,
             updateOrigin: v["updateOrigin"]?.stringValue ?? "REMOTE_CONFIG_UPDATE_ORIGIN_UNSPECIFIED", updateType: type,
-            description: v["description"]?.stringValue ?? "", rollbackSource: v["rollbackSource"]?.stringValue.flatMap { Int($0) })
+            description: v["description"]?.stringValue ?? "",
+            rollbackSource: v["rollbackSource"]?.stringValue.flatMap { Int($0) })
     }
 }
-

@@ -27,14 +27,18 @@ public enum FirebaseState {
         let config = try store.configStore()
         if let v = try config.versions(limit: 1, before: nil).first {
             throw StoreError.unavailable(
-                "\(path) is an embedded rollout store holding template versions (newest \(v.number)), not the state store of firebase:\(project)")
+                "\(path) is an embedded rollout store holding template versions (newest \(v.number)), not the state store of firebase:\(project)"
+            )
         }
         try store.withDatabase { db in
             try db.transaction {
-                try db.execute("CREATE TABLE IF NOT EXISTS firebase_state (id INTEGER PRIMARY KEY CHECK (id = 1), project TEXT NOT NULL)")
+                try db.execute(
+                    "CREATE TABLE IF NOT EXISTS firebase_state (id INTEGER PRIMARY KEY CHECK (id = 1), project TEXT NOT NULL)"
+                )
                 if let bound = try db.query("SELECT project FROM firebase_state WHERE id = 1").first?.first?.string {
                     guard bound == project else {
-                        throw StoreError.unavailable("\(path) is the state store of firebase:\(bound), not of firebase:\(project)")
+                        throw StoreError.unavailable(
+                            "\(path) is the state store of firebase:\(bound), not of firebase:\(project)")
                     }
                 } else {
                     try db.run("INSERT INTO firebase_state (id, project) VALUES (1, ?)", [.text(project)])
@@ -57,17 +61,24 @@ extension FirebaseConfigStore {
         guard let plan = try RolloutPlan.locate(in: request.template) else {
             throw StoreError.unavailable("the initial template has no rollout")
         }
-        guard request.template.form == head.template.form || head.template.conditions.isEmpty && request.template.form == .client else {
+        guard
+            request.template.form == head.template.form
+                || head.template.conditions.isEmpty && request.template.form == .client
+        else {
             throw StoreError.unavailable(
-                "firebase:\(client.project) holds a \(head.template.form.rawValue) template; a \(request.template.form.rawValue) rollout cannot be added to it")
+                "firebase:\(client.project) holds a \(head.template.form.rawValue) template; a \(request.template.form.rawValue) rollout cannot be added to it"
+            )
         }
-        let change = try RolloutPlan.apply(.set(.zero, expected: nil), to: head.template.strippingVersionInfo(), newSeed: plan.seed)
+        let change = try RolloutPlan.apply(
+            .set(.zero, expected: nil), to: head.template.strippingVersionInfo(), newSeed: plan.seed)
         var audit = request.audit
         audit.from = "firebase version \(head.info.number) without a rollout"
         audit.detail = "seed \(plan.seed), adopted Firebase template version \(head.info.number)"
         let adopt = PublishRequest(
-            template: change.template, ifMatch: .etag(head.etag), updateUser: request.updateUser, updateOrigin: request.updateOrigin,
-            updateType: .incremental, description: "rollout: add \(plan.names.parameter) (not started)", time: request.time, audit: audit)
+            template: change.template, ifMatch: .etag(head.etag), updateUser: request.updateUser,
+            updateOrigin: request.updateOrigin,
+            updateType: .incremental, description: "rollout: add \(plan.names.parameter) (not started)",
+            time: request.time, audit: audit)
         _ = try publish(adopt)
         return true
     }
@@ -78,7 +89,8 @@ extension FirebaseConfigStore {
         let db = state.database
         let integrity = try db.query("PRAGMA integrity_check").compactMap { $0.first?.string }
         if integrity != ["ok"] {
-            throw ConfigIntegrityProblem("database", "SQLite integrity check failed: \(integrity.prefix(3).joined(separator: "; "))")
+            throw ConfigIntegrityProblem(
+                "database", "SQLite integrity check failed: \(integrity.prefix(3).joined(separator: "; "))")
         }
         let records = try state.auditRecords(limit: Int.max, before: nil).reversed()
         if let b = AuditChain.verify(records) { throw ConfigIntegrityProblem("audit record \(b.sequence)", b.problem) }
@@ -91,20 +103,27 @@ extension FirebaseConfigStore {
             if sequence != (last?.sequence ?? 0) {
                 throw ConfigIntegrityProblem(
                     "audit record \(min(sequence, last?.sequence ?? 0) + 1)",
-                    sequence > (last?.sequence ?? 0) ? "missing (deleted?): the chain head is record \(sequence)" : "not covered by the chain head (appended outside rollout?)")
+                    sequence > (last?.sequence ?? 0)
+                        ? "missing (deleted?): the chain head is record \(sequence)"
+                        : "not covered by the chain head (appended outside rollout?)")
             }
-            if let last, last.hash != hash { throw ConfigIntegrityProblem("audit record \(last.sequence)", "does not match the chain head's hash (edited)") }
+            if let last, last.hash != hash {
+                throw ConfigIntegrityProblem(
+                    "audit record \(last.sequence)", "does not match the chain head's hash (edited)")
+            }
         } else if last != nil {
             throw ConfigIntegrityProblem("chain head", "missing (deleted?) although the store has records")
         }
         var published = 0
         for r in records where r.entry.result == .published {
             guard let v = r.entry.version, r.entry.detail.contains("firebase version \(v) etag ") else {
-                throw ConfigIntegrityProblem("audit record \(r.sequence)", "a publish that names no Firebase version and ETag (edited?)")
+                throw ConfigIntegrityProblem(
+                    "audit record \(r.sequence)", "a publish that names no Firebase version and ETag (edited?)")
             }
             published += 1
         }
         return ConfigIntegrityReport(
-            auditRecords: records.count, versions: published, headSequence: last?.sequence ?? 0, headHash: last?.hash ?? AuditChain.genesis)
+            auditRecords: records.count, versions: published, headSequence: last?.sequence ?? 0,
+            headHash: last?.hash ?? AuditChain.genesis)
     }
 }

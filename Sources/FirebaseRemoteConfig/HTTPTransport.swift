@@ -11,7 +11,9 @@ public struct HTTPRequest: Sendable {
     /// The whole exchange (connect, send, wait, receive) must finish within this time.
     public var timeout: Instant.Duration
 
-    public init(method: String, url: String, headers: [(String, String)] = [], body: [UInt8]? = nil, timeout: Instant.Duration) {
+    public init(
+        method: String, url: String, headers: [(String, String)] = [], body: [UInt8]? = nil, timeout: Instant.Duration
+    ) {
         self.method = method
         self.url = url
         self.headers = headers
@@ -72,7 +74,9 @@ public struct CurlTransport: HTTPTransport {
     }
 
     public func send(_ request: HTTPRequest) throws(TransportError) -> HTTPResponse {
-        guard Self.initialized, let handle = curl_easy_init() else { throw TransportError(.other, "libcurl could not be initialised") }
+        guard Self.initialized, let handle = curl_easy_init() else {
+            throw TransportError(.other, "libcurl could not be initialised")
+        }
         defer { curl_easy_cleanup(handle) }
         let sink = Sink()
         let context = Unmanaged.passUnretained(sink).toOpaque()
@@ -89,7 +93,9 @@ public struct CurlTransport: HTTPTransport {
         check(rollout_curl_set_long(handle, CURLOPT_FOLLOWLOCATION, 0))
         check(rollout_curl_set_long(handle, CURLOPT_NOSIGNAL, 1))
         check(rollout_curl_set_long(handle, CURLOPT_TIMEOUT_MS, max(1, Int(request.timeout.microseconds / 1000))))
-        check(rollout_curl_set_long(handle, CURLOPT_CONNECTTIMEOUT_MS, max(1, Int(min(request.timeout.microseconds, 10_000_000) / 1000))))
+        check(
+            rollout_curl_set_long(
+                handle, CURLOPT_CONNECTTIMEOUT_MS, max(1, Int(min(request.timeout.microseconds, 10_000_000) / 1000))))
         check(rollout_curl_set_string(handle, CURLOPT_ACCEPT_ENCODING, "gzip"))
         check(rollout_curl_set_slist(handle, CURLOPT_HTTPHEADER, list))
         check(rollout_curl_set_string(handle, CURLOPT_CUSTOMREQUEST, request.method))
@@ -99,43 +105,51 @@ public struct CurlTransport: HTTPTransport {
             check(rollout_curl_set_long(handle, CURLOPT_UPLOAD, 0))
             check(rollout_curl_set_long(handle, CURLOPT_POST, 1))
             check(rollout_curl_set_long(handle, CURLOPT_POSTFIELDSIZE, body.count))
-            check(rollout_curl_set_callback(handle, CURLOPT_READFUNCTION) { buffer, size, count, context in
-                let sink = Unmanaged<Sink>.fromOpaque(context!).takeUnretainedValue()
-                let n = min(size * count, sink.upload.count - sink.uploaded)
-                if n > 0, let buffer {
-                    sink.upload.withUnsafeBufferPointer { src in
-                        UnsafeMutableRawPointer(buffer).copyMemory(from: src.baseAddress! + sink.uploaded, byteCount: n)
+            check(
+                rollout_curl_set_callback(handle, CURLOPT_READFUNCTION) { buffer, size, count, context in
+                    let sink = Unmanaged<Sink>.fromOpaque(context!).takeUnretainedValue()
+                    let n = min(size * count, sink.upload.count - sink.uploaded)
+                    if n > 0, let buffer {
+                        sink.upload.withUnsafeBufferPointer { src in
+                            UnsafeMutableRawPointer(buffer).copyMemory(
+                                from: src.baseAddress! + sink.uploaded, byteCount: n)
+                        }
+                        sink.uploaded += n
                     }
-                    sink.uploaded += n
-                }
-                return n
-            })
+                    return n
+                })
             check(rollout_curl_set_pointer(handle, CURLOPT_READDATA, context))
             // CUSTOMREQUEST keeps the method (PUT) while POST mode sends the body.
         }
-        check(rollout_curl_set_callback(handle, CURLOPT_WRITEFUNCTION) { data, size, count, context in
-            let sink = Unmanaged<Sink>.fromOpaque(context!).takeUnretainedValue()
-            let n = size * count
-            if n > 0, let data { data.withMemoryRebound(to: UInt8.self, capacity: n) { sink.body.append(contentsOf: UnsafeBufferPointer(start: $0, count: n)) } }
-            return n
-        })
+        check(
+            rollout_curl_set_callback(handle, CURLOPT_WRITEFUNCTION) { data, size, count, context in
+                let sink = Unmanaged<Sink>.fromOpaque(context!).takeUnretainedValue()
+                let n = size * count
+                if n > 0, let data {
+                    data.withMemoryRebound(to: UInt8.self, capacity: n) {
+                        sink.body.append(contentsOf: UnsafeBufferPointer(start: $0, count: n))
+                    }
+                }
+                return n
+            })
         check(rollout_curl_set_pointer(handle, CURLOPT_WRITEDATA, context))
-        check(rollout_curl_set_callback(handle, CURLOPT_HEADERFUNCTION) { data, size, count, context in
-            let sink = Unmanaged<Sink>.fromOpaque(context!).takeUnretainedValue()
-            let n = size * count
-            guard n > 0, let data else { return n }
-            let line = data.withMemoryRebound(to: UInt8.self, capacity: n) {
-                String(decoding: UnsafeBufferPointer(start: $0, count: n), as: UTF8.self)
-            }.trimmingCharacters(in: .whitespacesAndNewlines)
-            if line.hasPrefix("HTTP/") {
-                sink.headers = [:]  // a new status line (after an interim answer) starts a new header block
-            } else if let colon = line.firstIndex(of: ":") {
-                let name = line[..<colon].lowercased()
-                let value = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
-                sink.headers[name] = value
-            }
-            return n
-        })
+        check(
+            rollout_curl_set_callback(handle, CURLOPT_HEADERFUNCTION) { data, size, count, context in
+                let sink = Unmanaged<Sink>.fromOpaque(context!).takeUnretainedValue()
+                let n = size * count
+                guard n > 0, let data else { return n }
+                let line = data.withMemoryRebound(to: UInt8.self, capacity: n) {
+                    String(decoding: UnsafeBufferPointer(start: $0, count: n), as: UTF8.self)
+                }.trimmingCharacters(in: .whitespacesAndNewlines)
+                if line.hasPrefix("HTTP/") {
+                    sink.headers = [:]  // a new status line (after an interim answer) starts a new header block
+                } else if let colon = line.firstIndex(of: ":") {
+                    let name = line[..<colon].lowercased()
+                    let value = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+                    sink.headers[name] = value
+                }
+                return n
+            })
         check(rollout_curl_set_pointer(handle, CURLOPT_HEADERDATA, context))
         guard ok else { throw TransportError(.other, "libcurl refused an option for \(request.method) \(request.url)") }
 
@@ -149,7 +163,8 @@ public struct CurlTransport: HTTPTransport {
                 var sent: Int = 0
                 _ = rollout_curl_get_request_size(handle, &sent)
                 kind = sent > 0 ? .timedOut : .cannotConnect
-            case CURLE_COULDNT_CONNECT, CURLE_COULDNT_RESOLVE_HOST, CURLE_COULDNT_RESOLVE_PROXY, CURLE_SSL_CONNECT_ERROR,
+            case CURLE_COULDNT_CONNECT, CURLE_COULDNT_RESOLVE_HOST, CURLE_COULDNT_RESOLVE_PROXY,
+                CURLE_SSL_CONNECT_ERROR,
                 CURLE_PEER_FAILED_VERIFICATION, CURLE_UNSUPPORTED_PROTOCOL, CURLE_URL_MALFORMAT:
                 kind = .cannotConnect
             case CURLE_GOT_NOTHING, CURLE_RECV_ERROR, CURLE_SEND_ERROR, CURLE_PARTIAL_FILE:

@@ -29,7 +29,8 @@ public struct RemoteConfigEndpoint: Sendable, Equatable {
 
     /// `https://` anywhere; `http://` only to 127.0.0.0/8, ::1 or localhost (no credentials in clear text on a network).
     public static func checkScheme(_ url: String, what: String) throws(FirebaseError) {
-        guard let c = URLComponents(string: url), let scheme = c.scheme?.lowercased(), let host = c.host, !host.isEmpty else {
+        guard let c = URLComponents(string: url), let scheme = c.scheme?.lowercased(), let host = c.host, !host.isEmpty
+        else {
             throw .badURL("\(what) '\(url)' is not a URL")
         }
         switch scheme {
@@ -69,7 +70,8 @@ public enum FirebaseError: Error, Sendable, CustomStringConvertible, Equatable {
                 ? "Firebase rejected the credentials (HTTP 401: \(message)); check --credentials / GOOGLE_APPLICATION_CREDENTIALS or --access-token-command"
                 : "Firebase refused: the credentials lack the permission \(permission) (HTTP 403: \(message))"
         case .rejected(_, _, let message): "Firebase rejected the template, nothing was published: \(message)"
-        case .api(let status, let canonical, let message): "Firebase answered HTTP \(status)\(canonical.isEmpty ? "" : " " + canonical): \(message)"
+        case .api(let status, let canonical, let message):
+            "Firebase answered HTTP \(status)\(canonical.isEmpty ? "" : " " + canonical): \(message)"
         }
     }
 }
@@ -82,7 +84,10 @@ public struct RetryPolicy: Sendable {
     /// Each call's timeout (connect, send, answer).
     public var timeout: Instant.Duration
 
-    public init(attempts: Int = 5, base: Instant.Duration = .milliseconds(500), cap: Instant.Duration = .seconds(Int64(16)), timeout: Instant.Duration = .seconds(Int64(30))) {
+    public init(
+        attempts: Int = 5, base: Instant.Duration = .milliseconds(500), cap: Instant.Duration = .seconds(Int64(16)),
+        timeout: Instant.Duration = .seconds(Int64(30))
+    ) {
         self.attempts = attempts
         self.base = base
         self.cap = cap
@@ -124,8 +129,11 @@ public final class RemoteConfigClient: @unchecked Sendable {
     private let random: @Sendable () -> Double
 
     public init(
-        endpoint: RemoteConfigEndpoint, project: String, tokens: AccessTokenProvider, transport: HTTPTransport, policy: RetryPolicy = RetryPolicy(),
-        sleep: @escaping @Sendable (Instant.Duration) -> Void = { d in if d.microseconds > 0 { usleep(UInt32(min(d.microseconds, 60_000_000))) } },
+        endpoint: RemoteConfigEndpoint, project: String, tokens: AccessTokenProvider, transport: HTTPTransport,
+        policy: RetryPolicy = RetryPolicy(),
+        sleep: @escaping @Sendable (Instant.Duration) -> Void = { d in
+            if d.microseconds > 0 { usleep(UInt32(min(d.microseconds, 60_000_000))) }
+        },
         random: @escaping @Sendable () -> Double = { Double.random(in: 0...1) }
     ) {
         self.endpoint = endpoint
@@ -137,7 +145,10 @@ public final class RemoteConfigClient: @unchecked Sendable {
         self.random = random
     }
 
-    var base: String { endpoint.origin + "/v1/projects/" + (project.addingPercentEncoding(withAllowedCharacters: .urlPathAllowed) ?? project) + "/remoteConfig" }
+    var base: String {
+        endpoint.origin + "/v1/projects/"
+            + (project.addingPercentEncoding(withAllowedCharacters: .urlPathAllowed) ?? project) + "/remoteConfig"
+    }
 
     // MARK: Operations
 
@@ -155,7 +166,8 @@ public final class RemoteConfigClient: @unchecked Sendable {
     public func put(_ body: JSONValue, ifMatch: String, validateOnly: Bool) throws -> FetchedTemplate {
         let url = base + (validateOnly ? "?validateOnly=true" : "")
         let r = try send(
-            "PUT", url, headers: [("If-Match", ifMatch), ("Content-Type", "application/json; charset=utf-8")], body: Array(body.compactText.utf8),
+            "PUT", url, headers: [("If-Match", ifMatch), ("Content-Type", "application/json; charset=utf-8")],
+            body: Array(body.compactText.utf8),
             permission: "cloudconfig.configs.update", retry: validateOnly)
         if let m = r.versionMismatch { throw m }
         try r.expectOK(rejecting: true)
@@ -166,7 +178,8 @@ public final class RemoteConfigClient: @unchecked Sendable {
     public func rollback(to number: Int) throws -> FetchedTemplate {
         let body: JSONValue = ["versionNumber": .string(String(number))]
         let r = try send(
-            "POST", base + ":rollback", headers: [("Content-Type", "application/json; charset=utf-8")], body: Array(body.compactText.utf8),
+            "POST", base + ":rollback", headers: [("Content-Type", "application/json; charset=utf-8")],
+            body: Array(body.compactText.utf8),
             permission: "cloudconfig.configs.update", retry: false)
         if let m = r.versionMismatch { throw m }
         try r.expectOK(rejecting: true)
@@ -174,11 +187,15 @@ public final class RemoteConfigClient: @unchecked Sendable {
     }
 
     /// One page of `remoteConfig:listVersions`, newest first.
-    public func listVersions(pageSize: Int, pageToken: String?, endVersionNumber: Int?) throws -> (versions: [JSONValue], nextPageToken: String?) {
+    public func listVersions(pageSize: Int, pageToken: String?, endVersionNumber: Int?) throws -> (
+        versions: [JSONValue], nextPageToken: String?
+    ) {
         var query = ["pageSize=\(max(1, min(300, pageSize)))"]
         if let t = pageToken { query.append("pageToken=" + ServiceAccountTokenProvider.formEscape(t)) }
         if let e = endVersionNumber { query.append("endVersionNumber=\(e)") }
-        let r = try send("GET", base + ":listVersions?" + query.joined(separator: "&"), permission: "cloudconfig.configs.get", retry: true)
+        let r = try send(
+            "GET", base + ":listVersions?" + query.joined(separator: "&"), permission: "cloudconfig.configs.get",
+            retry: true)
         try r.expectOK()
         let json = try r.json()
         let versions = json["versions"]?.arrayValue ?? []
@@ -200,12 +217,16 @@ public final class RemoteConfigClient: @unchecked Sendable {
             let json = try? JSONParser().parse(response.body)
             let e = json?["error"]
             let message = e?["message"]?.stringValue ?? String(decoding: response.body.prefix(300), as: UTF8.self)
-            return (Int(e?["code"]?.numberValue?.int64 ?? Int64(response.status)), message, e?["status"]?.stringValue ?? "")
+            return (
+                Int(e?["code"]?.numberValue?.int64 ?? Int64(response.status)), message, e?["status"]?.stringValue ?? ""
+            )
         }
 
         var versionMismatch: VersionMismatch? {
             guard let e = error else { return nil }
-            if response.status == 412 || e.status == "FAILED_PRECONDITION" || e.status == "ABORTED" || e.message.hasPrefix("[VERSION_MISMATCH]") {
+            if response.status == 412 || e.status == "FAILED_PRECONDITION" || e.status == "ABORTED"
+                || e.message.hasPrefix("[VERSION_MISMATCH]")
+            {
                 return VersionMismatch(message: e.message)
             }
             return nil
@@ -213,11 +234,14 @@ public final class RemoteConfigClient: @unchecked Sendable {
 
         func expectOK(rejecting: Bool = false) throws {
             guard let e = error else {
-                guard response.status == 200 else { throw FirebaseError.protocolViolation("Firebase answered HTTP \(response.status) without a body") }
+                guard response.status == 200 else {
+                    throw FirebaseError.protocolViolation("Firebase answered HTTP \(response.status) without a body")
+                }
                 return
             }
             switch response.status {
-            case 401, 403: throw FirebaseError.permission(status: response.status, permission: permission, message: e.message)
+            case 401, 403:
+                throw FirebaseError.permission(status: response.status, permission: permission, message: e.message)
             case 400 where rejecting: throw FirebaseError.rejected(status: 400, canonical: e.status, message: e.message)
             default: throw FirebaseError.api(status: response.status, canonical: e.status, message: e.message)
             }
@@ -231,7 +255,8 @@ public final class RemoteConfigClient: @unchecked Sendable {
 
         func etag() throws -> String {
             guard let e = response.header("etag"), !e.isEmpty else {
-                throw FirebaseError.protocolViolation("Firebase's answer carries no ETag header; refusing to continue without one")
+                throw FirebaseError.protocolViolation(
+                    "Firebase's answer carries no ETag header; refusing to continue without one")
             }
             return e
         }
@@ -240,7 +265,10 @@ public final class RemoteConfigClient: @unchecked Sendable {
     /// Sends with a bearer token (refreshed once after a 401); with `retry`, retries 429/500/503 answers and
     /// lost connections with back-off. Without `retry`, transport failures are thrown as `TransportError` so that
     /// the caller can settle them.
-    func send(_ method: String, _ url: String, headers: [(String, String)] = [], body: [UInt8]? = nil, permission: String, retry: Bool) throws -> Answer {
+    func send(
+        _ method: String, _ url: String, headers: [(String, String)] = [], body: [UInt8]? = nil, permission: String,
+        retry: Bool
+    ) throws -> Answer {
         var refreshed = false
         var attempt = 0
         while true {
@@ -259,7 +287,9 @@ public final class RemoteConfigClient: @unchecked Sendable {
                     sleep(policy.delay(retry: attempt, random: random()))
                     continue
                 }
-                if retry || !error.mayHaveArrived { throw FirebaseError.unreachable("cannot reach Firebase: \(error) (after \(attempt) attempts)") }
+                if retry || !error.mayHaveArrived {
+                    throw FirebaseError.unreachable("cannot reach Firebase: \(error) (after \(attempt) attempts)")
+                }
                 throw error
             }
             if response.status == 401, !refreshed {
@@ -268,7 +298,9 @@ public final class RemoteConfigClient: @unchecked Sendable {
                 attempt -= 1
                 continue
             }
-            if RetryPolicy.isRetryable(status: response.status), retry || response.status == 429, attempt < policy.attempts {
+            if RetryPolicy.isRetryable(status: response.status), retry || response.status == 429,
+                attempt < policy.attempts
+            {
                 sleep(policy.delay(retry: attempt, random: random()))
                 continue
             }
@@ -282,7 +314,9 @@ extension JSONValue {
     var canonicalText: String {
         switch self {
         case .object(let o):
-            return "{" + o.members.sorted { $0.key < $1.key }.map { JSONWriter.quoted($0.key) + ":" + $0.value.canonicalText }.joined(separator: ",") + "}"
+            return "{"
+                + o.members.sorted { $0.key < $1.key }.map { JSONWriter.quoted($0.key) + ":" + $0.value.canonicalText }
+                .joined(separator: ",") + "}"
         case .array(let a): return "[" + a.map(\.canonicalText).joined(separator: ",") + "]"
         default: return compactText
         }

@@ -22,7 +22,8 @@ public struct ServiceAccountKey: Sendable {
         let mode = info.st_mode & 0o777
         guard mode & 0o077 == 0 else {
             throw .loosePermissions(
-                "the service-account key file \(path) is accessible to group or others (mode \(String(mode, radix: 8))); run: chmod 600 \(path)")
+                "the service-account key file \(path) is accessible to group or others (mode \(String(mode, radix: 8))); run: chmod 600 \(path)"
+            )
         }
         guard let data = FileManager.default.contents(atPath: path) else {
             throw .unreadable("cannot read the service-account key file \(path)")
@@ -35,15 +36,21 @@ public struct ServiceAccountKey: Sendable {
         let json: JSONValue
         do { json = try JSONParser().parse(text) } catch { throw .invalid("\(source) is not JSON: \(error)") }
         func field(_ name: String) throws(CredentialsError) -> String {
-            guard let v = json[name]?.stringValue, !v.isEmpty else { throw .invalid("\(source) has no '\(name)' (not a service-account key file?)") }
+            guard let v = json[name]?.stringValue, !v.isEmpty else {
+                throw .invalid("\(source) has no '\(name)' (not a service-account key file?)")
+            }
             return v
         }
         if let type = json["type"]?.stringValue, type != "service_account" {
-            throw .invalid("\(source) is a '\(type)' credential, not a service-account key (use --access-token-command for user credentials)")
+            throw .invalid(
+                "\(source) is a '\(type)' credential, not a service-account key (use --access-token-command for user credentials)"
+            )
         }
         return ServiceAccountKey(
-            clientEmail: try field("client_email"), privateKeyID: try field("private_key_id"), privateKeyPEM: try field("private_key"),
-            tokenURI: json["token_uri"]?.stringValue ?? "https://oauth2.googleapis.com/token", projectID: json["project_id"]?.stringValue)
+            clientEmail: try field("client_email"), privateKeyID: try field("private_key_id"),
+            privateKeyPEM: try field("private_key"),
+            tokenURI: json["token_uri"]?.stringValue ?? "https://oauth2.googleapis.com/token",
+            projectID: json["project_id"]?.stringValue)
     }
 }
 
@@ -58,7 +65,9 @@ public enum CredentialsError: Error, Sendable, CustomStringConvertible, Equatabl
 
     public var description: String {
         switch self {
-        case .unreadable(let m), .loosePermissions(let m), .invalid(let m), .signing(let m), .exchange(let m), .command(let m): m
+        case .unreadable(let m), .loosePermissions(let m), .invalid(let m), .signing(let m), .exchange(let m),
+            .command(let m):
+            m
         }
     }
 }
@@ -87,9 +96,12 @@ final class RS256Signer: @unchecked Sendable {
     func sign(_ message: [UInt8]) throws(CredentialsError) -> [UInt8] {
         guard let ctx = EVP_MD_CTX_new() else { throw .signing("EVP_MD_CTX_new failed") }
         defer { EVP_MD_CTX_free(ctx) }
-        guard EVP_DigestSignInit(ctx, nil, EVP_sha256(), nil, pkey) == 1 else { throw .signing("EVP_DigestSignInit failed") }
+        guard EVP_DigestSignInit(ctx, nil, EVP_sha256(), nil, pkey) == 1 else {
+            throw .signing("EVP_DigestSignInit failed")
+        }
         var length = 0
-        guard message.withUnsafeBufferPointer({ EVP_DigestSign(ctx, nil, &length, $0.baseAddress, $0.count) }) == 1 else {
+        guard message.withUnsafeBufferPointer({ EVP_DigestSign(ctx, nil, &length, $0.baseAddress, $0.count) }) == 1
+        else {
             throw .signing("EVP_DigestSign failed")
         }
         var out = [UInt8](repeating: 0, count: length)
@@ -109,14 +121,17 @@ public enum ServiceAccountAssertion {
     public static let lifetime: Int64 = 3600
 
     /// `header.claims.signature`: header `{alg: RS256, typ: JWT, kid}`; claims `iss`, `scope`, `aud`, `iat`, `exp`.
-    public static func make(key: ServiceAccountKey, scope: String = remoteConfigScope, now: Instant) throws(CredentialsError) -> String {
+    public static func make(key: ServiceAccountKey, scope: String = remoteConfigScope, now: Instant)
+        throws(CredentialsError) -> String
+    {
         let header: JSONValue = ["alg": "RS256", "typ": "JWT", "kid": .string(key.privateKeyID)]
         let iat = now.seconds
         let claims: JSONValue = [
             "iss": .string(key.clientEmail), "scope": .string(scope), "aud": .string(key.tokenURI),
             "iat": .number(JSONNumber(iat)), "exp": .number(JSONNumber(iat + lifetime)),
         ]
-        let input = Base64.encodeURL(Array(header.compactText.utf8)) + "." + Base64.encodeURL(Array(claims.compactText.utf8))
+        let input =
+            Base64.encodeURL(Array(header.compactText.utf8)) + "." + Base64.encodeURL(Array(claims.compactText.utf8))
         let signature = try RS256Signer(pem: key.privateKeyPEM).sign(Array(input.utf8))
         return input + "." + Base64.encodeURL(signature)
     }

@@ -35,7 +35,8 @@ final class FakeFirebase: @unchecked Sendable {
         keyID = "kid-" + UUID().uuidString.prefix(8).lowercased()
         statePath = directory.appendingPathComponent("state.db").path
         var args = [
-            Self.script, "--project", project, "--project-number", projectNumber, "--client-email", email, "--public-key", publicPEM,
+            Self.script, "--project", project, "--project-number", projectNumber, "--client-email", email,
+            "--public-key", publicPEM,
             "--key-id", keyID, "--conflict-form", conflictForm, "--token-lifetime", String(tokenLifetime),
         ]
         if let template {
@@ -59,12 +60,16 @@ final class FakeFirebase: @unchecked Sendable {
             line.append(b)
         }
         let text = String(decoding: line, as: UTF8.self)
-        guard text.hasPrefix("PORT "), let p = Int(text.dropFirst(5)) else { throw TestSupport.Failure("the fake said \(text)") }
+        guard text.hasPrefix("PORT "), let p = Int(text.dropFirst(5)) else {
+            throw TestSupport.Failure("the fake said \(text)")
+        }
         port = p
         let pem = try String(contentsOfFile: privatePEM, encoding: .utf8)
         let key: JSONValue = [
-            "type": "service_account", "project_id": .string(project), "private_key_id": .string(keyID), "private_key": .string(pem),
-            "client_email": .string(email), "client_id": "1234567890", "token_uri": .string("http://127.0.0.1:\(port)/token"),
+            "type": "service_account", "project_id": .string(project), "private_key_id": .string(keyID),
+            "private_key": .string(pem),
+            "client_email": .string(email), "client_id": "1234567890",
+            "token_uri": .string("http://127.0.0.1:\(port)/token"),
         ]
         keyFile = directory.appendingPathComponent("service-account.json").path
         try key.prettyText.write(toFile: keyFile, atomically: true, encoding: .utf8)
@@ -86,14 +91,21 @@ final class FakeFirebase: @unchecked Sendable {
     @discardableResult
     func control(_ method: String, _ path: String, _ body: JSONValue? = nil) throws -> JSONValue {
         let r = try CurlTransport().send(
-            HTTPRequest(method: method, url: origin + path, headers: [("Content-Type", "application/json")], body: body.map { Array($0.compactText.utf8) }, timeout: .seconds(Int64(10))))
+            HTTPRequest(
+                method: method, url: origin + path, headers: [("Content-Type", "application/json")],
+                body: body.map { Array($0.compactText.utf8) }, timeout: .seconds(Int64(10))))
         guard r.status == 200 else { throw TestSupport.Failure("fake control \(path): HTTP \(r.status)") }
         return try JSONParser().parse(r.body)
     }
 
     /// Arms a fault: `drop_before`, `drop_after`, `delay_before`, `delay_after`, `unavailable`, `unauthenticated`.
     func fault(_ name: String, match: String, count: Int = 1, seconds: Double = 0) throws {
-        try control("POST", "/_fake/faults", ["fault": .string(name), "match": .string(match), "count": .number(JSONNumber(count)), "seconds": .number(JSONNumber(seconds))])
+        try control(
+            "POST", "/_fake/faults",
+            [
+                "fault": .string(name), "match": .string(match), "count": .number(JSONNumber(count)),
+                "seconds": .number(JSONNumber(seconds)),
+            ])
     }
 
     /// Every version the fake keeps, oldest first (each with its `version` object).
@@ -109,22 +121,30 @@ final class FakeFirebase: @unchecked Sendable {
 
     /// A colleague publishing from the Firebase console.
     @discardableResult
-    func publishAsColleague(_ template: JSONValue, user: String = "bob@example.com", description: String = "console edit") throws -> Int {
-        let r = try control("POST", "/_fake/publish", ["template": template, "user": .string(user), "description": .string(description)])
+    func publishAsColleague(
+        _ template: JSONValue, user: String = "bob@example.com", description: String = "console edit"
+    ) throws -> Int {
+        let r = try control(
+            "POST", "/_fake/publish",
+            ["template": template, "user": .string(user), "description": .string(description)])
         return Int(r["versionNumber"]!.stringValue!)!
     }
 
     // MARK: In-process store
 
     /// A Firebase store on this fake, with a short timeout and recorded (not slept) back-off unless `sleeps`.
-    func store(clock: any Clock = SystemClock(), timeout: Double = 5, sleeps: Bool = true, recorder: DelayRecorder? = nil) throws -> FirebaseConfigStore {
+    func store(
+        clock: any Clock = SystemClock(), timeout: Double = 5, sleeps: Bool = true, recorder: DelayRecorder? = nil
+    ) throws -> FirebaseConfigStore {
         let state = try FirebaseState.open(path: statePath, project: project, create: true)
         let transport = CurlTransport()
-        let tokens = try ServiceAccountTokenProvider(key: try ServiceAccountKey.load(path: keyFile), transport: transport, clock: clock)
+        let tokens = try ServiceAccountTokenProvider(
+            key: try ServiceAccountKey.load(path: keyFile), transport: transport, clock: clock)
         var policy = RetryPolicy(attempts: 4, base: .milliseconds(20), cap: .milliseconds(200))
         policy.timeout = .seconds(timeout)
         let client = RemoteConfigClient(
-            endpoint: try RemoteConfigEndpoint(origin: origin), project: project, tokens: tokens, transport: transport, policy: policy,
+            endpoint: try RemoteConfigEndpoint(origin: origin), project: project, tokens: tokens, transport: transport,
+            policy: policy,
             sleep: { d in
                 recorder?.record(d)
                 if sleeps { usleep(UInt32(d.microseconds)) }
@@ -136,19 +156,24 @@ final class FakeFirebase: @unchecked Sendable {
 
     func environment(operator id: String) -> [String: String] {
         [
-            "ROLLOUT_STORE": "firebase:\(project)", "ROLLOUT_FIREBASE_URL": origin, "GOOGLE_APPLICATION_CREDENTIALS": keyFile,
-            "ROLLOUT_OPERATOR": id, "NO_COLOR": "1", "HOME": directory.path, "XDG_STATE_HOME": directory.appendingPathComponent("xdg").path,
+            "ROLLOUT_STORE": "firebase:\(project)", "ROLLOUT_FIREBASE_URL": origin,
+            "GOOGLE_APPLICATION_CREDENTIALS": keyFile,
+            "ROLLOUT_OPERATOR": id, "NO_COLOR": "1", "HOME": directory.path,
+            "XDG_STATE_HOME": directory.appendingPathComponent("xdg").path,
         ]
     }
 
     /// Runs the built `rollout` against this fake (state store `statePath`).
     @discardableResult
-    func rollout(_ arguments: [String], operator id: String = "ana@example.com", environment extra: [String: String] = [:]) throws
+    func rollout(
+        _ arguments: [String], operator id: String = "ana@example.com", environment extra: [String: String] = [:]
+    ) throws
         -> TestSupport.ProcessResult
     {
         var env = environment(operator: id)
         for (k, v) in extra { env[k] = v }
-        return try TestSupport.run(try TestSupport.rolloutBinary(), arguments + ["--state", statePath], environment: env)
+        return try TestSupport.run(
+            try TestSupport.rolloutBinary(), arguments + ["--state", statePath], environment: env)
     }
 
     func json(_ arguments: [String]) throws -> JSONValue {

@@ -14,7 +14,9 @@ struct FirebaseCLITests {
         guard var t = template as? [String: Any] else { throw TestSupport.Failure("not an object") }
         t["version"] = nil
         t["etag"] = nil
-        if let cs = t["conditions"] as? [[String: Any]] { t["conditions"] = cs.filter { !ours.contains($0["name"] as? String ?? "") } }
+        if let cs = t["conditions"] as? [[String: Any]] {
+            t["conditions"] = cs.filter { !ours.contains($0["name"] as? String ?? "") }
+        }
         if var ps = t["parameters"] as? [String: Any] {
             for k in ours { ps[k] = nil }
             t["parameters"] = ps
@@ -45,7 +47,9 @@ struct FirebaseCLITests {
         #expect(try fake.headNumber() == 2)
         #expect(try Self.everythingElse(try Self.raw(try fake.head())) == original)
         // The others' conditions keep their order.
-        let names = try fake.head()["conditions"]!.arrayValue!.compactMap { $0["name"]?.stringValue }.filter { !Self.ours.contains($0) }
+        let names = try fake.head()["conditions"]!.arrayValue!.compactMap { $0["name"]?.stringValue }.filter {
+            !Self.ours.contains($0)
+        }
         #expect(names == ["ios_users", "beta_testers"])
 
         let again = try fake.rollout(["init", "--seed", "rollout-2026"])
@@ -56,7 +60,8 @@ struct FirebaseCLITests {
         for change in [["set", "10"], ["nudge", "+2.5"], ["kill"], ["resume"], ["set", "5"]] {
             let r = try fake.rollout(change + ["--reason", "step"])
             #expect(r.status == 0, "\(change): \(r.stderr)")
-            #expect(try Self.everythingElse(try Self.raw(try fake.head())) == original, "\(change) touched something else")
+            #expect(
+                try Self.everythingElse(try Self.raw(try fake.head())) == original, "\(change) touched something else")
         }
         #expect(try fake.headNumber() == 7)
         let status = try fake.json(["status"])
@@ -68,7 +73,9 @@ struct FirebaseCLITests {
         let kill = try fake.rollout(["kill", "--reason", "bad crash rate"])
         #expect(kill.status == 0)
         #expect(try fake.json(["status"])["rollout"]?["state"]?.stringValue == "killed")
-        #expect(try fake.head()["parameters"]?["AppAttestEnabled"]?["conditionalValues"]?["app_attest_rollout"]?["value"]?.stringValue == "false")
+        #expect(
+            try fake.head()["parameters"]?["AppAttestEnabled"]?["conditionalValues"]?["app_attest_rollout"]?["value"]?
+                .stringValue == "false")
 
         let rollback = try fake.rollout(["rollback", "7", "--reason", "undo the kill"])
         #expect(rollback.status == 0, "\(rollback.stderr)")
@@ -84,7 +91,9 @@ struct FirebaseCLITests {
         #expect(audit.stdout.contains("firebase version 9 etag etag-\(fake.projectNumber)-9"))
         let history = try fake.json(["history"]).arrayValue ?? []
         #expect(history.first?["updateUser"]?.stringValue == "ana@example.com")
-        #expect(history.last?["updateUser"]?.stringValue == "console-user@example.com", "a version rollout did not publish stays Firebase's")
+        #expect(
+            history.last?["updateUser"]?.stringValue == "console-user@example.com",
+            "a version rollout did not publish stays Firebase's")
     }
 
     @Test func aNudgeRacingAColleagueConflictsAndRetryReappliesOnTop() throws {
@@ -103,7 +112,10 @@ struct FirebaseCLITests {
             }
             while try fake.stat("faults_pending") > 0 { usleep(20_000) }
             var t = try fake.head()
-            t = .object({ var o = t.objectValue!; o["version"] = nil; return o }())
+            t = .object(
+                {
+                    var o = t.objectValue!; o["version"] = nil; return o
+                }())
             var params = t["parameters"]!.objectValue!
             params["welcome_message"] = ["defaultValue": ["value": .string(welcome)], "valueType": "STRING"]
             var doc = t.objectValue!
@@ -123,7 +135,9 @@ struct FirebaseCLITests {
         #expect(won.status == 0, "\(won.stderr)")
         #expect(try fake.headNumber() == 6)
         #expect(try Self.percentage(fake) == "11")
-        #expect(try fake.head()["parameters"]?["welcome_message"]?["defaultValue"]?["value"]?.stringValue == "Hi there", "the colleague's change kept")
+        #expect(
+            try fake.head()["parameters"]?["welcome_message"]?["defaultValue"]?["value"]?.stringValue == "Hi there",
+            "the colleague's change kept")
         let records = try fake.rollout(["audit", "show", "--json"])
         #expect(records.stdout.contains("\"conflict\""))
     }
@@ -139,7 +153,8 @@ struct FirebaseCLITests {
             DispatchQueue.global().async {
                 for i in 0..<40 {
                     do {
-                        let r = try fake.rollout(["nudge", "+0.1", "--retry", "--reason", "ramp \(p)/\(i)"], operator: "op\(p)@example.com")
+                        let r = try fake.rollout(
+                            ["nudge", "+0.1", "--retry", "--reason", "ramp \(p)/\(i)"], operator: "op\(p)@example.com")
                         if r.status != 0 { lock.withLock { failures.append("op\(p) #\(i): \(r.status) \(r.stderr)") } }
                     } catch {
                         lock.withLock { failures.append("op\(p) #\(i): \(error)") }
@@ -159,8 +174,12 @@ struct FirebaseCLITests {
         #expect(verify.status == 0, "\(verify.stderr)")
         let report = try JSONParser().parse(verify.stdout)
         #expect(report["versions"]?.numberValue?.int64 == 241)
-        let audit = try JSONParser().parse(try fake.rollout(["audit", "show", "--limit", "1000", "--json"]).stdout).arrayValue ?? []
-        let published = audit.filter { $0["result"]?.stringValue == "published" }.compactMap { $0["version"]?.numberValue?.int64 }
+        let audit =
+            try JSONParser().parse(try fake.rollout(["audit", "show", "--limit", "1000", "--json"]).stdout).arrayValue
+            ?? []
+        let published = audit.filter { $0["result"]?.stringValue == "published" }.compactMap {
+            $0["version"]?.numberValue?.int64
+        }
         #expect(Set(published).count == 241)
         #expect(Set(published) == Set((2...242).map(Int64.init)))
 
@@ -183,12 +202,14 @@ struct FirebaseCLITests {
         var expected = 2
         var percent = 0
         for (fault, seconds, retry) in [
-            ("drop_after", 0.0, false), ("drop_before", 0.0, false), ("delay_after", 2.0, false), ("unavailable", 0.0, false),
+            ("drop_after", 0.0, false), ("drop_before", 0.0, false), ("delay_after", 2.0, false),
+            ("unavailable", 0.0, false),
             // With --retry a publish taken for lost would be re-applied on top: settled, it lands once.
             ("drop_after", 0.0, true), ("delay_after", 2.0, true), ("delay_before", 2.0, true),
         ] {
             try fake.fault(fault, match: "publish", count: 1, seconds: seconds)
-            let r = try fake.rollout(["nudge", "+1", "--reason", fault] + (retry ? ["--retry"] : []), environment: fast)
+            let r = try fake.rollout(
+                ["nudge", "+1", "--reason", fault] + (retry ? ["--retry"] : []), environment: fast)
             if fault == "delay_before" { usleep(1_500_000) }  // the held request reaches the fake, stale
             expected += 1
             percent += 1
@@ -206,7 +227,9 @@ struct FirebaseCLITests {
         try fake.fault("unavailable", match: "publish", count: 50)
         let down = try fake.rollout(["nudge", "+1", "--reason", "down"], environment: fast)
         #expect(down.status == 1)
-        #expect(down.stderr.contains("Firebase did not take the publish after 4 attempts (it was not applied"), "\(down.stderr)")
+        #expect(
+            down.stderr.contains("Firebase did not take the publish after 4 attempts (it was not applied"),
+            "\(down.stderr)")
         #expect(try fake.headNumber() == expected)
         try fake.control("POST", "/_fake/faults", ["fault": "unavailable", "match": "none", "count": 0])
 
@@ -214,7 +237,10 @@ struct FirebaseCLITests {
         try fake.fault("unauthenticated", match: "get", count: 1000)
         let refused = try fake.rollout(["status"], environment: fast)
         #expect(refused.status == 1)
-        #expect(refused.stderr.hasPrefix("rollout: Firebase rejected the credentials (HTTP 401: Request had invalid authentication credentials."), "\(refused.stderr)")
+        #expect(
+            refused.stderr.hasPrefix(
+                "rollout: Firebase rejected the credentials (HTTP 401: Request had invalid authentication credentials."),
+            "\(refused.stderr)")
     }
 
     @Test func credentialsStateAndURLMistakesAreOneLineErrors() throws {
@@ -236,7 +262,8 @@ struct FirebaseCLITests {
         #expect(try fake.rollout(["status"]).status == 0)
         let other = try fake.rollout(["status"], environment: ["ROLLOUT_STORE": "firebase:another-project"])
         #expect(other.status == 1)
-        #expect(other.stderr.contains("is the state store of firebase:\(fake.project), not of firebase:another-project"))
+        #expect(
+            other.stderr.contains("is the state store of firebase:\(fake.project), not of firebase:another-project"))
 
         let bad = try fake.rollout(["status"], environment: ["ROLLOUT_STORE": "firebase:Bad/Project"])
         #expect(bad.status == 2)
@@ -266,13 +293,15 @@ struct FirebaseCLITests {
         // device and user-property elements that the server form cannot express), converted to a server template.
         let head = try fake.head()
         var doc = JSONObject()
-        doc["conditions"] = .array(head["conditions"]!.arrayValue!.filter { Self.ours.contains($0["name"]?.stringValue ?? "") })
+        doc["conditions"] = .array(
+            head["conditions"]!.arrayValue!.filter { Self.ours.contains($0["name"]?.stringValue ?? "") })
         var params = JSONObject()
         for k in ["AppAttestEnabled", "AppAttestCohort"] { params[k] = head["parameters"]![k]! }
         doc["parameters"] = .object(params)
         let server = try RemoteConfigTemplate(json: .object(doc)).converted(to: .server)
 
-        let vectors = try String(contentsOf: try TestSupport.vector("remote-config/rollout-2026-10pct.tsv"), encoding: .utf8)
+        let vectors = try String(
+            contentsOf: try TestSupport.vector("remote-config/rollout-2026-10pct.tsv"), encoding: .utf8)
         var ids: [String] = []
         var percentiles: [Int64] = []
         for line in vectors.split(separator: "\n") where !line.hasPrefix("#") {
@@ -283,12 +312,17 @@ struct FirebaseCLITests {
         }
         #expect(ids.count == 10_000)
         let dir = fake.directory
-        try server.json.prettyText.write(to: dir.appendingPathComponent("server.json"), atomically: true, encoding: .utf8)
-        try (ids.joined(separator: "\n") + "\n").write(to: dir.appendingPathComponent("ids.txt"), atomically: true, encoding: .utf8)
+        try server.json.prettyText.write(
+            to: dir.appendingPathComponent("server.json"), atomically: true, encoding: .utf8)
+        try (ids.joined(separator: "\n") + "\n").write(
+            to: dir.appendingPathComponent("ids.txt"), atomically: true, encoding: .utf8)
         let peer = try TestSupport.run(
             try TestSupport.python(),
-            [TestSupport.packageRoot.appendingPathComponent("scripts/rc_peer.py").path, dir.appendingPathComponent("server.json").path,
-             dir.appendingPathComponent("ids.txt").path, "AppAttestEnabled", "AppAttestCohort"])
+            [
+                TestSupport.packageRoot.appendingPathComponent("scripts/rc_peer.py").path,
+                dir.appendingPathComponent("server.json").path,
+                dir.appendingPathComponent("ids.txt").path, "AppAttestEnabled", "AppAttestCohort",
+            ])
         #expect(peer.status == 0, "\(peer.stderr)")
         let lines = peer.stdout.split(separator: "\n", omittingEmptySubsequences: false).dropLast()
         #expect(lines.count == ids.count)
@@ -304,7 +338,9 @@ struct FirebaseCLITests {
             if c[2] == "control" { control += 1 }
             // firebase-admin reports the template's default values as "remote" too.
             let expectedCohort = exposed ? "enabled" : inControl ? "control" : "none"
-            if c != [exposed ? "true" : "false", "remote", expectedCohort, "remote"] { wrong.append("\(ids[i]) \(p): \(line)") }
+            if c != [exposed ? "true" : "false", "remote", expectedCohort, "remote"] {
+                wrong.append("\(ids[i]) \(p): \(line)")
+            }
         }
         #expect(enabled == 970, "10% of the vectors")
         #expect(control == percentiles.filter { $0 > 50_000_000 && $0 <= 60_000_000 }.count)

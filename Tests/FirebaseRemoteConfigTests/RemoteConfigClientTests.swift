@@ -16,9 +16,12 @@ struct RemoteConfigClientTests {
         WritePath(store: store, clock: clock, newSeed: { "rollout-2026" })
     }
 
-    static func nudge(_ store: ConfigStore, _ points: Double, retry: Bool = false, actor: String = "ana@example.com") throws -> WritePath.Outcome {
+    static func nudge(_ store: ConfigStore, _ points: Double, retry: Bool = false, actor: String = "ana@example.com")
+        throws -> WritePath.Outcome
+    {
         var r = WritePath.Request(
-            intent: .rollout(.nudge(MicroPercent(Int64((points * 1_000_000).rounded())))), actor: actor, reason: "test nudge", origin: "ROLLOUT_CLI")
+            intent: .rollout(.nudge(MicroPercent(Int64((points * 1_000_000).rounded())))), actor: actor,
+            reason: "test nudge", origin: "ROLLOUT_CLI")
         r.retryOnConflict = retry
         return try writePath(store).execute(r)
     }
@@ -50,8 +53,12 @@ struct RemoteConfigClientTests {
         let key = try ServiceAccountKey.load(path: fake.keyFile)
         let client = RemoteConfigClient(
             endpoint: try RemoteConfigEndpoint(origin: fake.origin), project: fake.project,
-            tokens: try ServiceAccountTokenProvider(key: key, transport: CurlTransport(), clock: SystemClock()), transport: StrippingETag())
-        #expect(throws: FirebaseError.protocolViolation("Firebase's answer carries no ETag header; refusing to continue without one")) {
+            tokens: try ServiceAccountTokenProvider(key: key, transport: CurlTransport(), clock: SystemClock()),
+            transport: StrippingETag())
+        #expect(
+            throws: FirebaseError.protocolViolation(
+                "Firebase's answer carries no ETag header; refusing to continue without one")
+        ) {
             _ = try client.get()
         }
     }
@@ -59,13 +66,17 @@ struct RemoteConfigClientTests {
     @Test func theFakeRefusesAPublishWithoutIfMatchAndRequestsWithoutAToken() throws {
         let fake = try FakeFirebase()
         let key = try ServiceAccountKey.load(path: fake.keyFile)
-        let token = try ServiceAccountTokenProvider(key: key, transport: CurlTransport(), clock: SystemClock()).token(refresh: false)
+        let token = try ServiceAccountTokenProvider(key: key, transport: CurlTransport(), clock: SystemClock()).token(
+            refresh: false)
         let url = fake.origin + "/v1/projects/\(fake.project)/remoteConfig"
         let put = try CurlTransport().send(
-            HTTPRequest(method: "PUT", url: url, headers: [("Authorization", "Bearer \(token)")], body: Array("{}".utf8), timeout: .seconds(Int64(5))))
+            HTTPRequest(
+                method: "PUT", url: url, headers: [("Authorization", "Bearer \(token)")], body: Array("{}".utf8),
+                timeout: .seconds(Int64(5))))
         let error = try JSONParser().parse(put.body)["error"]
         #expect(put.status == 400)
-        #expect(error?["message"]?.stringValue == "[VERSION_MISMATCH]: No If-Match header found on UpdateRemoteConfig call")
+        #expect(
+            error?["message"]?.stringValue == "[VERSION_MISMATCH]: No If-Match header found on UpdateRemoteConfig call")
         let anonymous = try CurlTransport().send(HTTPRequest(method: "GET", url: url, timeout: .seconds(Int64(5))))
         #expect(anonymous.status == 401)
         #expect(try JSONParser().parse(anonymous.body)["error"]?["status"]?.stringValue == "UNAUTHENTICATED")
@@ -74,17 +85,23 @@ struct RemoteConfigClientTests {
 
     @Test func versionMetadataParsesBothPrecisionsStringNumbersAndUnknownValues() throws {
         let millis = try FirebaseConfigStore.info(
-            ["versionNumber": "17", "updateTime": "2026-03-01T10:00:00.123Z", "updateUser": ["email": "a@b.c"], "updateOrigin": "SOMETHING_NEW",
-             "updateType": "A_FUTURE_TYPE", "description": "d", "rollbackSource": "12"], etag: "e")
+            [
+                "versionNumber": "17", "updateTime": "2026-03-01T10:00:00.123Z", "updateUser": ["email": "a@b.c"],
+                "updateOrigin": "SOMETHING_NEW",
+                "updateType": "A_FUTURE_TYPE", "description": "d", "rollbackSource": "12",
+            ], etag: "e")
         #expect(millis.number == 17)
         #expect(millis.updateTime == Instant(microseconds: 1_772_359_200_123_000))
         #expect(millis.updateOrigin == "SOMETHING_NEW")
         #expect(millis.updateType == .incremental)
         #expect(millis.rollbackSource == 12)
-        let micros = try FirebaseConfigStore.info(["versionNumber": "3", "updateTime": "2026-03-01T10:00:00.123456Z", "updateType": "ROLLBACK"], etag: "e")
+        let micros = try FirebaseConfigStore.info(
+            ["versionNumber": "3", "updateTime": "2026-03-01T10:00:00.123456Z", "updateType": "ROLLBACK"], etag: "e")
         #expect(micros.updateTime == Instant(microseconds: 1_772_359_200_123_456))
         #expect(micros.updateType == .rollback)
-        #expect(throws: FirebaseError.self) { _ = try FirebaseConfigStore.info(["updateTime": "2026-03-01T10:00:00Z"], etag: "") }
+        #expect(throws: FirebaseError.self) {
+            _ = try FirebaseConfigStore.info(["updateTime": "2026-03-01T10:00:00Z"], etag: "")
+        }
     }
 
     // MARK: Publishing
@@ -99,8 +116,10 @@ struct RemoteConfigClientTests {
         do {
             _ = try store.publish(
                 PublishRequest(
-                    template: base.template, ifMatch: .etag(base.etag), updateUser: "ana", updateOrigin: "ROLLOUT_CLI", updateType: .incremental,
-                    description: "mine", time: SystemClock().now(), audit: AuditEntry(time: SystemClock().now(), actor: "ana", action: "set", result: .published)))
+                    template: base.template, ifMatch: .etag(base.etag), updateUser: "ana", updateOrigin: "ROLLOUT_CLI",
+                    updateType: .incremental,
+                    description: "mine", time: SystemClock().now(),
+                    audit: AuditEntry(time: SystemClock().now(), actor: "ana", action: "set", result: .published)))
         } catch let c as PublishConflict {
             caught = c
         }
@@ -116,10 +135,13 @@ struct RemoteConfigClientTests {
         let fake = try FakeFirebase(template: existingTemplate)
         let store = try fake.store()
         let base = try store.current()
-        let check = try store.client.put(base.template.strippingVersionInfo().json, ifMatch: base.etag, validateOnly: true)
+        let check = try store.client.put(
+            base.template.strippingVersionInfo().json, ifMatch: base.etag, validateOnly: true)
         #expect(check.etag.hasSuffix("-0"))
         #expect(try fake.versions().count == 1)
-        guard case .published(let s, _, _) = try Self.nudge(store, 5) else { throw TestSupport.Failure("not published") }
+        guard case .published(let s, _, _) = try Self.nudge(store, 5) else {
+            throw TestSupport.Failure("not published")
+        }
         #expect(s.info.number == 2)
         #expect(try fake.stat("validate") == 2)
         #expect(try fake.stat("publish") == 1)
@@ -141,12 +163,17 @@ struct RemoteConfigClientTests {
         do {
             _ = try store.publish(
                 PublishRequest(
-                    template: t, ifMatch: .etag(base.etag), updateUser: "ana", updateOrigin: "ROLLOUT_CLI", updateType: .incremental, description: "bad",
-                    time: SystemClock().now(), audit: AuditEntry(time: SystemClock().now(), actor: "ana", action: "import", result: .published)))
+                    template: t, ifMatch: .etag(base.etag), updateUser: "ana", updateOrigin: "ROLLOUT_CLI",
+                    updateType: .incremental, description: "bad",
+                    time: SystemClock().now(),
+                    audit: AuditEntry(time: SystemClock().now(), actor: "ana", action: "import", result: .published)))
         } catch let e as FirebaseError {
             message = e.description
         }
-        #expect(message == "Firebase rejected the template, nothing was published: [VALIDATION_ERROR]: Parameter flag is BOOLEAN but has the value 'yes'")
+        #expect(
+            message
+                == "Firebase rejected the template, nothing was published: [VALIDATION_ERROR]: Parameter flag is BOOLEAN but has the value 'yes'"
+        )
         #expect(try fake.stat("publish") == 0)
         #expect(try fake.versions().count == 1)
     }
@@ -156,9 +183,12 @@ struct RemoteConfigClientTests {
         let store = try fake.store()
         _ = try Self.nudge(store, 5)
         _ = try Self.nudge(store, 5)
-        var r = WritePath.Request(intent: .rollback(toVersion: 2), actor: "ana@example.com", reason: "back", origin: "ROLLOUT_CLI")
+        var r = WritePath.Request(
+            intent: .rollback(toVersion: 2), actor: "ana@example.com", reason: "back", origin: "ROLLOUT_CLI")
         r.force = false
-        guard case .published(let s, _, _) = try Self.writePath(store).execute(r) else { throw TestSupport.Failure("not published") }
+        guard case .published(let s, _, _) = try Self.writePath(store).execute(r) else {
+            throw TestSupport.Failure("not published")
+        }
         #expect(s.info.number == 4)
         #expect(s.info.updateType == .rollback)
         #expect(s.info.rollbackSource == 2)
@@ -198,7 +228,9 @@ struct RemoteConfigClientTests {
 
     @Test func versionsPageNewestFirstAndKeepOnly300() throws {
         let fake = try FakeFirebase()
-        for i in 0..<309 { try fake.publishAsColleague(["parameters": ["n": ["defaultValue": ["value": .string(String(i))]]]]) }
+        for i in 0..<309 {
+            try fake.publishAsColleague(["parameters": ["n": ["defaultValue": ["value": .string(String(i))]]]])
+        }
         let store = try fake.store()
         store.pageSize = 7
         let newest = try store.versions(limit: 20, before: nil)
@@ -237,8 +269,12 @@ struct RemoteConfigClientTests {
         #expect(p.delay(retry: 3, random: 1) == .milliseconds(2000))
         #expect(p.delay(retry: 9, random: 1) == .milliseconds(4000))
         #expect(p.delay(retry: 9, random: 0.5) == .milliseconds(3000))
-        #expect(RetryPolicy.isRetryable(status: 429) && RetryPolicy.isRetryable(status: 500) && RetryPolicy.isRetryable(status: 503))
-        #expect(!RetryPolicy.isRetryable(status: 400) && !RetryPolicy.isRetryable(status: 412) && !RetryPolicy.isRetryable(status: 502))
+        #expect(
+            RetryPolicy.isRetryable(status: 429) && RetryPolicy.isRetryable(status: 500)
+                && RetryPolicy.isRetryable(status: 503))
+        #expect(
+            !RetryPolicy.isRetryable(status: 400) && !RetryPolicy.isRetryable(status: 412)
+                && !RetryPolicy.isRetryable(status: 502))
     }
 
     /// Each way the answer to a publish can be lost: the publish is applied exactly once.
@@ -250,7 +286,9 @@ struct RemoteConfigClientTests {
         let store = try fake.store(timeout: 1)
         _ = try Self.nudge(store, 1)
         try fake.fault(fault, match: "publish", count: 1, seconds: seconds)
-        guard case .published(let s, _, _) = try Self.nudge(store, 1) else { throw TestSupport.Failure("not published") }
+        guard case .published(let s, _, _) = try Self.nudge(store, 1) else {
+            throw TestSupport.Failure("not published")
+        }
         if fault == "delay_before" { usleep(2_000_000) }  // let the held request reach the fake and be refused
         #expect(s.info.number == 3)
         #expect(try fake.stat("faults_pending") == 0, "the fault happened")
@@ -281,13 +319,16 @@ struct RemoteConfigClientTests {
         let key = try ServiceAccountKey.load(path: fake.keyFile)
         let client = RemoteConfigClient(
             endpoint: try RemoteConfigEndpoint(origin: fake.origin), project: "someone-elses",
-            tokens: try ServiceAccountTokenProvider(key: key, transport: CurlTransport(), clock: SystemClock()), transport: CurlTransport())
+            tokens: try ServiceAccountTokenProvider(key: key, transport: CurlTransport(), clock: SystemClock()),
+            transport: CurlTransport())
         let store = FirebaseConfigStore(client: client, state: try state.configStore(), clock: SystemClock())
         do {
             _ = try store.current()
             Issue.record("read a project the credentials cannot")
         } catch let e as FirebaseError {
-            #expect(e.description.hasPrefix("Firebase refused: the credentials lack the permission cloudconfig.configs.get (HTTP 403: "))
+            #expect(
+                e.description.hasPrefix(
+                    "Firebase refused: the credentials lack the permission cloudconfig.configs.get (HTTP 403: "))
         }
         do {
             _ = try client.put(["parameters": [:]], ifMatch: "etag-1-1", validateOnly: false)
@@ -322,23 +363,29 @@ struct RemoteConfigClientTests {
         var key = try ServiceAccountKey.load(path: fake.keyFile)
         key.privateKeyPEM = try ServiceAccountKey.load(path: other.keyFile).privateKeyPEM
         let provider = try ServiceAccountTokenProvider(key: key, transport: CurlTransport(), clock: SystemClock())
-        #expect(throws: CredentialsError.exchange("the token endpoint refused the service account \(fake.email): invalid_grant: Invalid JWT Signature.")) {
+        #expect(
+            throws: CredentialsError.exchange(
+                "the token endpoint refused the service account \(fake.email): invalid_grant: Invalid JWT Signature.")
+        ) {
             _ = try provider.token(refresh: false)
         }
         let skewed = try ServiceAccountTokenProvider(
-            key: try ServiceAccountKey.load(path: fake.keyFile), transport: CurlTransport(), clock: ManualClock(SystemClock().now() + .hours(2)))
+            key: try ServiceAccountKey.load(path: fake.keyFile), transport: CurlTransport(),
+            clock: ManualClock(SystemClock().now() + .hours(2)))
         do {
             _ = try skewed.token(refresh: false)
             Issue.record("a token from the future was accepted")
         } catch let e as CredentialsError {
-            #expect(e.description.contains("Token must be a short-lived token (60 minutes) and in a reasonable timeframe"))
+            #expect(
+                e.description.contains("Token must be a short-lived token (60 minutes) and in a reasonable timeframe"))
         }
     }
 
     @Test func theAccessTokenIsKeptUntilShortlyBeforeItExpires() throws {
         let fake = try FakeFirebase(tokenLifetime: 400)
         let clock = ManualClock(SystemClock().now())
-        let provider = try ServiceAccountTokenProvider(key: try ServiceAccountKey.load(path: fake.keyFile), transport: CurlTransport(), clock: clock)
+        let provider = try ServiceAccountTokenProvider(
+            key: try ServiceAccountKey.load(path: fake.keyFile), transport: CurlTransport(), clock: clock)
         let first = try provider.token(refresh: false)
         clock.advance(by: .seconds(Int64(99)))
         #expect(try provider.token(refresh: false) == first)
@@ -353,8 +400,11 @@ struct RemoteConfigClientTests {
     @Test func keyFilesOthersCanReadAreRefused() throws {
         let fake = try FakeFirebase()
         chmod(fake.keyFile, 0o644)
-        #expect(throws: CredentialsError.loosePermissions(
-            "the service-account key file \(fake.keyFile) is accessible to group or others (mode 644); run: chmod 600 \(fake.keyFile)")) {
+        #expect(
+            throws: CredentialsError.loosePermissions(
+                "the service-account key file \(fake.keyFile) is accessible to group or others (mode 644); run: chmod 600 \(fake.keyFile)"
+            )
+        ) {
             _ = try ServiceAccountKey.load(path: fake.keyFile)
         }
         chmod(fake.keyFile, 0o640)
@@ -365,8 +415,10 @@ struct RemoteConfigClientTests {
 
     @Test func theCommandTokenIsUsedAsTheBearer() throws {
         let fake = try FakeFirebase()
-        let token = try ServiceAccountTokenProvider(key: try ServiceAccountKey.load(path: fake.keyFile), transport: CurlTransport(), clock: SystemClock())
-            .token(refresh: false)
+        let token = try ServiceAccountTokenProvider(
+            key: try ServiceAccountKey.load(path: fake.keyFile), transport: CurlTransport(), clock: SystemClock()
+        )
+        .token(refresh: false)
         let provider = CommandTokenProvider(command: "printf '%s\\n' \(token)", clock: SystemClock())
         #expect(try provider.token(refresh: false) == token)
         #expect(throws: CredentialsError.command("the access-token command 'exit 3' failed (exit 3)")) {
@@ -377,18 +429,28 @@ struct RemoteConfigClientTests {
     // MARK: Endpoint
 
     @Test func plainHTTPIsAcceptedOnlyForLoopbackHosts() throws {
-        #expect(try RemoteConfigEndpoint(origin: "https://firebaseremoteconfig.googleapis.com/").origin == "https://firebaseremoteconfig.googleapis.com")
+        #expect(
+            try RemoteConfigEndpoint(origin: "https://firebaseremoteconfig.googleapis.com/").origin
+                == "https://firebaseremoteconfig.googleapis.com")
         #expect(try RemoteConfigEndpoint(origin: "http://127.0.0.1:8080/v1").origin == "http://127.0.0.1:8080")
         #expect(throws: Never.self) { _ = try RemoteConfigEndpoint(origin: "http://localhost:9") }
         #expect(throws: Never.self) { _ = try RemoteConfigEndpoint(origin: "http://[::1]:9") }
-        for bad in ["http://10.0.0.1:80", "http://example.com", "http://127.0.0.1.evil.com", "ftp://127.0.0.1", "not a url"] {
+        for bad in [
+            "http://10.0.0.1:80", "http://example.com", "http://127.0.0.1.evil.com", "ftp://127.0.0.1", "not a url",
+        ] {
             #expect(throws: FirebaseError.self, "\(bad)") { _ = try RemoteConfigEndpoint(origin: bad) }
         }
         #expect(try RemoteConfigEndpoint.from(environment: [:]).origin == RemoteConfigEndpoint.google)
-        #expect(try RemoteConfigEndpoint.from(environment: ["FIREBASE_REMOTE_CONFIG_URL": "http://127.0.0.1:1"]).origin == "http://127.0.0.1:1")
         #expect(
-            try RemoteConfigEndpoint.from(environment: ["FIREBASE_REMOTE_CONFIG_URL": "http://127.0.0.1:1", "ROLLOUT_FIREBASE_URL": "http://127.0.0.1:2"]).origin
+            try RemoteConfigEndpoint.from(environment: ["FIREBASE_REMOTE_CONFIG_URL": "http://127.0.0.1:1"]).origin
+                == "http://127.0.0.1:1")
+        #expect(
+            try RemoteConfigEndpoint.from(environment: [
+                "FIREBASE_REMOTE_CONFIG_URL": "http://127.0.0.1:1", "ROLLOUT_FIREBASE_URL": "http://127.0.0.1:2",
+            ]).origin
                 == "http://127.0.0.1:2")
-        #expect(throws: FirebaseError.self) { _ = try RemoteConfigEndpoint.from(environment: ["ROLLOUT_FIREBASE_URL": "http://192.168.1.2"]) }
+        #expect(throws: FirebaseError.self) {
+            _ = try RemoteConfigEndpoint.from(environment: ["ROLLOUT_FIREBASE_URL": "http://192.168.1.2"])
+        }
     }
 }
