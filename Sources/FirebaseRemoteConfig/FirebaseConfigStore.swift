@@ -169,13 +169,15 @@ public final class FirebaseConfigStore: ConfigStore, @unchecked Sendable {
         }
         let result = try stored(landed!)
         remember(result)
-        if result.info.number != baseNumber + 1, rollback == nil, ifMatch != "*" {
-            throw FirebaseError.protocolViolation(
-                "Firebase published version \(result.info.number) on top of version \(baseNumber); expected \(baseNumber + 1)"
-            )
-        }
         var entry = request.audit
         entry.version = result.info.number
+        if result.info.number != baseNumber + 1 {
+            // Published all the same (and so audited): a forced publish or a rollback (which has no precondition)
+            // landed after someone else's version.
+            entry.detail =
+                (entry.detail.isEmpty ? "" : entry.detail + "; ")
+                + "published on top of version \(result.info.number - 1), not \(baseNumber)"
+        }
         entry.detail =
             (entry.detail.isEmpty ? "" : entry.detail + "; ")
             + Self.auditMark(result.info, origin: request.updateOrigin)

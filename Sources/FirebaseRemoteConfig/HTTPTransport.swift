@@ -61,7 +61,7 @@ public protocol HTTPTransport: Sendable {
 /// HTTP(S) through libcurl's easy interface: one handle per request, TLS verified with the system's CA store,
 /// no redirects, only `http` and `https`, gzip answers decoded (`Accept-Encoding: gzip` is sent).
 public struct CurlTransport: HTTPTransport {
-    private static let initialized: Bool = { curl_global_init(Int(CURL_GLOBAL_DEFAULT)) == CURLE_OK }()
+    private static let loaded: Int32 = rollout_curl_load()
 
     public init() {}
 
@@ -74,17 +74,23 @@ public struct CurlTransport: HTTPTransport {
     }
 
     public func send(_ request: HTTPRequest) throws(TransportError) -> HTTPResponse {
-        guard Self.initialized, let handle = curl_easy_init() else {
-            throw TransportError(.other, "libcurl could not be initialised")
+        guard Self.loaded == 0 else {
+            throw TransportError(
+                .cannotConnect,
+                "libcurl (libcurl.so.4) could not be loaded or initialised (code \(Self.loaded)); install libcurl4-openssl-dev"
+            )
         }
-        defer { curl_easy_cleanup(handle) }
+        guard let handle = rollout_curl_easy_init() else {
+            throw TransportError(.cannotConnect, "libcurl could not create a handle")
+        }
+        defer { rollout_curl_cleanup(handle) }
         let sink = Sink()
         let context = Unmanaged.passUnretained(sink).toOpaque()
         var list: UnsafeMutablePointer<curl_slist>? = nil
-        for (name, value) in request.headers { list = curl_slist_append(list, "\(name): \(value)") }
+        for (name, value) in request.headers { list = rollout_curl_slist_append(list, "\(name): \(value)") }
         // No `Expect: 100-continue` round trip on PUT/POST bodies.
-        list = curl_slist_append(list, "Expect:")
-        defer { curl_slist_free_all(list) }
+        list = rollout_curl_slist_append(list, "Expect:")
+        defer { rollout_curl_slist_free_all(list) }
 
         var ok = true
         func check(_ code: CURLcode) { if code != CURLE_OK { ok = false } }
@@ -153,9 +159,9 @@ public struct CurlTransport: HTTPTransport {
         check(rollout_curl_set_pointer(handle, CURLOPT_HEADERDATA, context))
         guard ok else { throw TransportError(.other, "libcurl refused an option for \(request.method) \(request.url)") }
 
-        let code = curl_easy_perform(handle)
+        let code = rollout_curl_perform(handle)
         guard code == CURLE_OK else {
-            let text = String(cString: curl_easy_strerror(code))
+            let text = String(cString: rollout_curl_strerror(code))
             let kind: TransportError.Kind
             switch code {
             case CURLE_OPERATION_TIMEDOUT:

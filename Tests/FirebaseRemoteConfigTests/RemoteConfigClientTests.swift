@@ -153,6 +153,27 @@ struct RemoteConfigClientTests {
         #expect(try store.current().info.updateUser == "ana@example.com")
     }
 
+    @Test func forceSendsIfMatchStarOnlyWhenAskedAndIsAudited() throws {
+        let fake = try FakeFirebase(template: existingTemplate)
+        let store = try fake.store()
+        _ = try Self.nudge(store, 1)
+        let base = try store.current()
+        try fake.publishAsColleague(base.template.strippingVersionInfo().json)
+        var r = WritePath.Request(
+            intent: .rollout(.set(MicroPercent(percent: 3))), actor: "ana@example.com", reason: "override",
+            origin: "ROLLOUT_CLI")
+        r.force = true
+        r.basedOnETag = nil
+        guard case .published(let s, _, _) = try Self.writePath(store).execute(r) else {
+            throw TestSupport.Failure("not published")
+        }
+        #expect(s.info.number == 4)
+        #expect(try fake.head()["version"]?["updateType"]?.stringValue == "FORCED_UPDATE")
+        let record = try #require(try store.auditRecords(limit: 1, before: nil).first)
+        #expect(record.entry.detail.hasPrefix("forced (no compare-and-swap); firebase version 4 etag "))
+        #expect(try fake.stat("conflict") == 0)
+    }
+
     @Test func aValidationErrorShowsFirebasesMessageAndPublishesNothing() throws {
         let fake = try FakeFirebase(template: existingTemplate)
         let store = try fake.store()
