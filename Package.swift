@@ -23,6 +23,8 @@ let package = Package(
         .systemLibrary(name: "CQRencode", path: "Sources/CQRencode"),
         // Debian: libmicrohttpd-dev (the HTTP/1.1 server of `rollout serve`).
         .systemLibrary(name: "CMicroHTTPD", path: "Sources/CMicroHTTPD"),
+        // Debian: libcurl4-openssl-dev (the Firebase Remote Config REST client).
+        .systemLibrary(name: "CCurl", path: "Sources/CCurl"),
 
         // Pure core.
         .target(name: "JSON", swiftSettings: strict),
@@ -49,10 +51,18 @@ let package = Package(
             name: "ExchangeServer",
             dependencies: ["CMicroHTTPD", "AppCheck", "Crypto", "JSON", "Store", "Telemetry", "Timekeeping"],
             swiftSettings: strict),
+        // Firebase Remote Config as the config store: REST over libcurl, service-account OAuth, the ConfigStore.
+        .target(
+            name: "FirebaseRemoteConfig",
+            dependencies: ["CCurl", "COpenSSL", "Crypto", "JSON", "RemoteConfig", "Rollout", "Store", "Timekeeping"],
+            swiftSettings: strict),
         // The application layer: wiring of store, policies, console and simulator (used by the CLI and the benchmarks).
         .target(
             name: "RolloutApp",
-            dependencies: ["CommandLineKit", "Crypto", "RemoteConfig", "Rollout", "Telemetry", "Store", "StepUp", "Console", "Terminal", "Timekeeping"],
+            dependencies: [
+                "CommandLineKit", "Crypto", "RemoteConfig", "Rollout", "Telemetry", "Store", "StepUp", "Console", "Terminal", "Timekeeping",
+                "FirebaseRemoteConfig",
+            ],
             swiftSettings: strict),
         .target(name: "TestSupport", path: "Tests/Support", swiftSettings: strict),
         // The conformance suite of the core's ports, run by every store's tests with its own factory.
@@ -90,6 +100,10 @@ let package = Package(
         .testTarget(
             name: "ServeTests", dependencies: ["TestSupport", "ExchangeServer", "AppCheck", "Store", "Telemetry", "Crypto", "JSON", "Timekeeping"],
             exclude: ["google_client.py"], swiftSettings: strict),
+        .testTarget(
+            name: "FirebaseRemoteConfigTests",
+            dependencies: ["TestSupport", "FirebaseRemoteConfig", "Store", "Rollout", "RemoteConfig", "JSON", "Timekeeping"],
+            swiftSettings: strict),
         .testTarget(
             name: "EndToEndTests",
             dependencies: ["TestSupport", "StepUp", "Timekeeping", "RolloutApp", "Console", "Store", "Telemetry", "Rollout", "RemoteConfig"],
