@@ -41,12 +41,16 @@ public final class StoreConsoleSource: ConsoleDataSource, @unchecked Sendable {
     }
 
     /// The same on a monitor built elsewhere (a Firebase store: `FirebaseWiring.consoleSource`).
-    public init(monitor: RolloutMonitor, storeLabel: String, operatorID: String, readOnly: Bool, project: String) {
+    public init(
+        monitor: RolloutMonitor, storeLabel: String, operatorID: String, readOnly: Bool, project: String,
+        autoKill: StoreSession? = nil
+    ) {
         self.monitor = monitor
         self.operatorID = operatorID
         self.readOnly = readOnly
         self.storeLabel = storeLabel
         self.project = project
+        self.autoKill = readOnly ? nil : autoKill
     }
 
     public func snapshot() throws -> ConsoleModel {

@@ -93,7 +93,7 @@ public enum FirebaseWiring {
         return StoreConsoleSource(
             monitor: try RolloutMonitor(store: state, config: store, clock: clock), storeLabel: session.path,
             operatorID: session.operatorID,
-            readOnly: session.readOnly, project: project)
+            readOnly: session.readOnly, project: project, autoKill: session)
     }
 
     /// The Firebase config store for `project`, with the invocation's credentials and endpoint.
