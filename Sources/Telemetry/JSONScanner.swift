@@ -105,9 +105,8 @@ struct JSONScanner {
     private(set) var p: UnsafePointer<UInt8>
     let start: UnsafePointer<UInt8>
     let end: UnsafePointer<UInt8>
-    /// Nil only for the scanner of a number written inside a string, which meets no object. Not retained: the
-    /// batch that owns it outlives every line it reads.
-    unowned(unsafe) let names: MemberNames?
+    /// Nil only for the scanner of a number written inside a string, which meets no object.
+    let names: MemberNames?
     /// `names.storage`, read once per line rather than through the class reference per key.
     let keys: UnsafeMutablePointer<ByteSpan>?
     private var depth = 0
