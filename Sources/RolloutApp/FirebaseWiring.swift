@@ -71,7 +71,7 @@ public enum FirebaseWiring {
         let statePath =
             invocation.value("--state").flatMap { $0.isEmpty ? nil : $0 }
             ?? FirebaseState.defaultPath(project: project, environment: env)
-        let state = try FirebaseState.open(path: statePath, project: project, create: create, readOnly: readOnly)
+        let state = try FirebaseState.open(path: statePath, project: project, create: create || !readOnly, readOnly: readOnly)
         let store = try configStore(
             project: project, state: try state.configStore(), invocation: invocation, clock: clock)
         if invocation.path.last == "console" { store.pollInterval = consolePollInterval }

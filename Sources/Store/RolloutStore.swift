@@ -126,11 +126,14 @@ public final class RolloutStore: @unchecked Sendable {
 
     /// The whole check `rollout audit verify` runs: the config store's chain and versions, then the seal of every
     /// table that decides a write, the store key and the witness. Reads only.
-    public func verify() throws -> StoreIntegrityReport {
+    ///
+    /// `configIntegrity` checks the config history when it lives elsewhere (a Firebase store's audit records name
+    /// Firebase versions, which this file does not hold); by default the file's own versions are checked.
+    public func verify(configIntegrity: (() throws -> ConfigIntegrityReport)? = nil) throws -> StoreIntegrityReport {
         let config = try configStore()
         return try withDatabase { db in
             try db.transaction(immediate: false) {
-                let report = try config.verifyIntegrity()
+                let report = try configIntegrity?() ?? config.verifyIntegrity()
                 if let problem = try StoreSeal.problem(db, key: key, witness: witness) { throw problem }
                 let state = try StoreSeal.current(db)
                 return StoreIntegrityReport(

@@ -160,7 +160,10 @@ enum AttestCommands {
             }
             let failure =
                 report.failure.map { "\($0.code): \($0)" } ?? assertionReport?.failure.map { "\($0.code): \($0)" }
-            print(ok ? "verified: every check passed" : "rejected: \(failure ?? "the assertion was not verified")")
+            print(
+                ok
+                    ? "verified: every check passed"
+                    : "rejected: \(StoreCommands.printable(failure ?? "the assertion was not verified"))")
         }
         return ok ? .ok : .failure
     }
@@ -203,7 +206,8 @@ enum AttestCommands {
             printChecks(report.checks)
             print(
                 report.passed
-                    ? "verified: every check passed" : "rejected: \(report.failure.map { "\($0.code): \($0)" } ?? "")")
+                    ? "verified: every check passed"
+                    : "rejected: \(StoreCommands.printable(report.failure.map { "\($0.code): \($0)" } ?? ""))")
         }
         return report.passed ? .ok : .failure
     }
@@ -237,7 +241,8 @@ enum AttestCommands {
                 case .skipped: "skip"
                 }
             let title = c.title.padding(toLength: width, withPad: " ", startingAt: 0)
-            print("  \(mark)  \(title)\(c.errorCode.map { "\($0): " } ?? "")\(c.detail)")
+            // Details quote the attacker's bytes (a token's header, a certificate's fields): escaped for the terminal.
+            print("  \(mark)  \(title)\(c.errorCode.map { "\($0): " } ?? "")\(StoreCommands.printable(c.detail))")
         }
     }
 

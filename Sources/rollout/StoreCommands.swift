@@ -355,7 +355,7 @@ enum StoreCommands {
             let session = try Wiring.session(inv)
             let full: StoreIntegrityReport
             do {
-                full = try session.store.verify()
+                full = try session.store.verify(configIntegrity: session.config.verifyIntegrity)
             } catch let p as ConfigIntegrityProblem {
                 throw CommandError("audit verify failed: \(p)")
             }

@@ -116,6 +116,18 @@ import Timekeeping
         #expect(forged.stdout.contains("FAIL  signature"))
     }
 
+    /// Issue 13: a token's header is the attacker's text; its check details reach the terminal escaped.
+    @Test func tokenVerifyEscapesTheHeadersTextForTheTerminal() throws {
+        let path = try TestSupport.temporaryDirectory("appcheck-hostile-kid").appendingPathComponent("store.db").path
+        _ = try ExchangeFixture(state: AppCheckStateTables(database: RolloutStore(path: path).database))
+        let header = #"{"alg":"RS256","typ":"JWT","kid":"\u001b]0;pwned\u0007\u001b[2J"}"#
+        let token = Base64.encodeURL(Array(header.utf8)) + "." + Base64.encodeURL(Array("{}".utf8)) + ".c2ln"
+        let r = try rollout(["token", "verify", token, "--store", path])
+        #expect(r.status == 1, "\(r.stdout)\(r.stderr)")
+        #expect(!r.stdout.unicodeScalars.contains { $0.value == 0x1B || $0.value == 0x07 }, "\(r.stdout.debugDescription)")
+        #expect(r.stdout.contains(#"\u001b]0;pwned\u0007"#), "\(r.stdout)")
+    }
+
     /// Issue 13: an unsigned token with exp 2^62 crashed the binary (SIGILL) before the signature was checked.
     @Test func tokenVerifyRefusesExtremeClaimsWithAMessage() throws {
         let path = try TestSupport.temporaryDirectory("appcheck-hostile").appendingPathComponent("store.db").path

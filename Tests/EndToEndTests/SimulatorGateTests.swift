@@ -9,7 +9,7 @@ import TestSupport
 @Suite("simulator through the gate", .serialized)
 struct SimulatorGateTests {
     @Test func anEvilScenarioCannotActAsAnOperatorNorSkipStepUp() throws {
-        let f = try ConsoleEndToEndTests.Fixture()
+        let f = try ConsoleEndToEndTests.Fixture(initialized: false)
         let evil = f.directory.appendingPathComponent("evil.scenario")
         try "duration 5m\ndevices 200\nrollout 40%\nat 2m rollout 100%\n".write(to: evil, atomically: true, encoding: .utf8)
         // A drill store with an enrolled operator (step-up enforced).

@@ -54,7 +54,7 @@ struct FirebaseCLITests {
 
         let again = try fake.rollout(["init", "--seed", "rollout-2026"])
         #expect(again.status == 1)
-        #expect(again.stderr.contains("a store already exists at firebase:\(fake.project) (version 2)"))
+        #expect(again.stderr.contains("the state store of firebase:\(fake.project) already holds its rollout (version 2)"))
         #expect(try fake.headNumber() == 2)
 
         for change in [["set", "10"], ["nudge", "+2.5"], ["kill"], ["resume"], ["set", "5"]] {
