@@ -157,6 +157,9 @@ enum TelemetryCommands {
         var ignored = 0
         var badLines = 0
         var problems: [IngestProblem] = []
+        /// Lines read although a member was named twice (the last value counts; `--strict` refuses them).
+        var duplicateKeyLines = 0
+        var warnings: [IngestProblem] = []
         var byCohort: [Cohort: [String: Int64]] = [:]
 
         mutating func absorb(_ ingest: TelemetryIngest) {
@@ -165,6 +168,8 @@ enum TelemetryCommands {
             ignored += ingest.ignored
             badLines += ingest.problemCount
             problems += ingest.problems.prefix(max(0, 100 - problems.count))
+            duplicateKeyLines += ingest.warningCount
+            warnings += ingest.warnings.prefix(max(0, 100 - warnings.count))
             for (key, n) in ingest.batch.eventTotals() {
                 let name: String
                 switch key.kind {
@@ -190,6 +195,11 @@ enum TelemetryCommands {
                 for p in problems { out += "\n  \(p)" }
                 if badLines > problems.count { out += "\n  ... and \(badLines - problems.count) more" }
             }
+            if duplicateKeyLines > 0 {
+                out += "\n\(duplicateKeyLines) line\(duplicateKeyLines == 1 ? "" : "s") with a member named twice (read, the last value counts; --strict refuses them):"
+                for w in warnings.prefix(10) { out += "\n  \(w)" }
+                if duplicateKeyLines > min(10, warnings.count) { out += "\n  ... and \(duplicateKeyLines - min(10, warnings.count)) more" }
+            }
             return out
         }
 
@@ -198,7 +208,7 @@ enum TelemetryCommands {
             for (c, kinds) in byCohort { cohorts[c.rawValue] = kinds }
             let object: [String: Any] = [
                 "lines": lines, "events": events, "installations": installations, "batches": batches,
-                "ignored": ignored, "badLines": badLines,
+                "ignored": ignored, "badLines": badLines, "duplicateKeyLines": duplicateKeyLines,
                 "problems": problems.map { ["line": $0.line, "reason": $0.reason] as [String: Any] },
                 "byCohort": cohorts,
             ]

@@ -42,4 +42,16 @@ struct HostileOutputTests {
         #expect(!r.stdout.unicodeScalars.contains { $0.value == 0x1B || $0.value == 0x07 })
         #expect(r.stdout.contains(#"unknown kind "\u001b]0;pwned\u0007""#), "\(r.stdout)")
     }
+    @Test("a member named twice is read and counted by 'rollout ingest', refused with --strict")
+    func duplicateMembersAreCountedOrRefused() throws {
+        let db = try TestSupport.temporaryDirectory("hostile").appendingPathComponent("store.db").path
+        #expect(try TestSupport.run(try TestSupport.rolloutBinary(), ["init", "--store", db]).status == 0)
+        let line = #"{"t":1780000000000000,"i":"a","i":"b","k":"session","c":"none"}"# + "\n"
+        let lenient = try TestSupport.run(try TestSupport.rolloutBinary(), ["ingest", "--store", db, "-"], stdin: line)
+        #expect(lenient.status == 0, "\(lenient.stderr)")
+        #expect(lenient.stdout.contains("1 line with a member named twice"), "\(lenient.stdout)")
+        #expect(lenient.stdout.contains("line 1:"), "\(lenient.stdout)")
+        let strict = try TestSupport.run(try TestSupport.rolloutBinary(), ["ingest", "--strict", "--store", db, "-"], stdin: line)
+        #expect(strict.status != 0, "\(strict.stdout)")
+    }
 }
