@@ -34,6 +34,8 @@ let package = Package(
         .target(name: "StepUp", dependencies: ["Crypto", "CQRencode", "Timekeeping", "Rollout"], swiftSettings: strict),
         .target(name: "AppCheck", dependencies: ["Crypto", "COpenSSL", "JSON", "Timekeeping"], swiftSettings: strict),
         .target(name: "Console", dependencies: ["RemoteConfig", "Timekeeping", "TerminalText"], swiftSettings: strict),
+        // Ramp plans: the plan file, its state and the one decision of what a plan does next.
+        .target(name: "RampPlans", dependencies: ["RemoteConfig", "Rollout", "Telemetry", "Timekeeping"], swiftSettings: strict),
 
         // Adapters.
         .target(name: "Store", dependencies: ["CSQLite", "JSON", "Crypto", "RemoteConfig", "Rollout", "Telemetry", "AppCheck", "StepUp", "Timekeeping"], swiftSettings: strict),
@@ -45,14 +47,17 @@ let package = Package(
         // The application layer: wiring of store, policies, console and simulator (used by the CLI and the benchmarks).
         .target(
             name: "RolloutApp",
-            dependencies: ["CommandLineKit", "Crypto", "RemoteConfig", "Rollout", "Telemetry", "Store", "StepUp", "Console", "Terminal", "Timekeeping"],
+            dependencies: [
+                "CommandLineKit", "Crypto", "RemoteConfig", "Rollout", "Telemetry", "Store", "StepUp", "Console", "Terminal", "Timekeeping",
+                "RampPlans",
+            ],
             swiftSettings: strict),
         .target(name: "TestSupport", path: "Tests/Support", swiftSettings: strict),
 
         // Executables.
         .executableTarget(
             name: "rollout",
-            dependencies: ["CommandLineKit", "RolloutApp", "JSON", "RemoteConfig", "Rollout", "Telemetry", "Store", "AppCheck", "StepUp", "FleetSimulator", "Console", "Terminal", "Timekeeping", "Crypto", "TerminalText"],
+            dependencies: ["CommandLineKit", "RolloutApp", "JSON", "RemoteConfig", "Rollout", "Telemetry", "Store", "AppCheck", "StepUp", "FleetSimulator", "Console", "Terminal", "Timekeeping", "Crypto", "TerminalText", "RampPlans"],
             swiftSettings: strict),
         .executableTarget(
             name: "rollout-bench",
@@ -74,6 +79,11 @@ let package = Package(
         .testTarget(
             name: "FleetSimulatorTests",
             dependencies: ["TestSupport", "FleetSimulator", "Telemetry", "Rollout", "RemoteConfig", "AppCheck", "Store", "Crypto", "Timekeeping"],
+            swiftSettings: strict),
+        .testTarget(name: "RampPlansTests", dependencies: ["TestSupport", "RampPlans", "Rollout", "RemoteConfig", "Telemetry", "Timekeeping"], swiftSettings: strict),
+        .testTarget(
+            name: "RampPlanRunTests",
+            dependencies: ["TestSupport", "RampPlans", "RolloutApp", "FleetSimulator", "Store", "Rollout", "RemoteConfig", "Telemetry", "Timekeeping"],
             swiftSettings: strict),
         .testTarget(name: "ConsoleTests", dependencies: ["TestSupport", "Console", "Rollout", "Telemetry", "Timekeeping"], exclude: ["Golden"], swiftSettings: strict),
         .testTarget(

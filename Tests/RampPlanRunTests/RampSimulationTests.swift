@@ -1,0 +1,185 @@
+import FleetSimulator
+import Foundation
+import RampPlans
+import RemoteConfig
+import Rollout
+import RolloutApp
+import Store
+import Telemetry
+import TestSupport
+import Testing
+import Timekeeping
+
+/// A plan driving a simulated fleet on a drill store, as `rollout plan run` does beside `rollout simulate`: the
+/// simulator at `--speed max` lands telemetry minute by minute, and after every landed minute the runner looks
+/// (the same `RampPlanRunner.look()` that `plan run` calls in its loop), on the simulation's own clock.
+enum Drill {
+    static let planner = "ana@example.com"
+
+    struct Run {
+        var path: String
+        var dir: URL
+        var looks: [RampPlanRunner.Look]
+        var stats: FleetStatistics
+        var final: StoredRampPlan
+        /// Versions published by the plan, oldest first.
+        var planVersions: [VersionInfo]
+        var audit: [AuditRecord]
+    }
+
+    /// A scenario without its scripted rollout changes (the plan makes them).
+    static func unscripted(_ name: String, devices: Int, duration: Instant.Duration) throws -> Scenario {
+        var s = try Scenario.load(name)
+        s.schedule.removeAll { if case .rollout = $0.action { true } else { false } }
+        s.devices = devices
+        s.duration = duration
+        return s
+    }
+
+    /// Creates a drill store at `path` (or reuses one), stores `plan` unless one is there, and runs the scenario
+    /// with `runners` plan runners looking after every landed minute. `stopAt` ends the simulation early.
+    static func run(
+        scenario: Scenario, plan: String, seed: UInt64, settings: [(String, String)] = [], runners: Int = 1,
+        path existing: String? = nil, start: Instant? = nil
+    ) throws -> Run {
+        let wall = SystemClock()
+        let dir = try existing.map { URL(fileURLWithPath: $0).deletingLastPathComponent() } ?? TestSupport.temporaryDirectory("plan")
+        let path = existing ?? dir.appendingPathComponent("drill.db").path
+        if existing == nil {
+            let created = try Wiring.createStore(path: path, seed: scenario.rolloutSeed, operatorID: FleetOptions.simulatorActor)
+            try created.store.withDatabase { try DrillStoreMark.mark($0, at: wall.now(), by: "test") }
+        }
+        let session = try Wiring.session(path: path, operatorID: planner, clock: wall)
+        for (k, v) in settings {
+            _ = try SettingsWritePath(session: session).execute(.setting(key: k, value: v), actor: planner, code: nil)
+        }
+        if try RampPlanStates(session: session).load() == nil {
+            _ = try RampPlanStates(session: session).start(source: plan, actor: planner)
+        }
+        let simSession = try Wiring.session(path: path, operatorID: FleetOptions.simulatorActor, clock: wall)
+        let sink = try StoreTelemetrySink(store: simSession.store, source: "simulator:\(scenario.name)")
+        // A resumed drill goes on from where the store's telemetry ends.
+        let options = FleetOptions(scenario: scenario, devices: scenario.devices, seed: seed, start: start ?? wall.now())
+        let simulation = try FleetSimulation(
+            scenario: scenario, options: options, config: try simSession.store.configStore(), sink: sink,
+            writePath: try simSession.writePath())
+        let planRunners = try (0..<runners).map { _ in
+            // Each runner its own session and monitor, as separate processes would have.
+            let s = try Wiring.session(path: path, operatorID: planner, clock: wall)
+            return try RampPlanRunner(
+                session: s, monitor: try RolloutMonitor(store: s.store, clock: wall, telemetryClock: simulation.clock))
+        }
+        var looks: [RampPlanRunner.Look] = []
+        nonisolated(unsafe) var collected = looks
+        sink.afterCommit = { _ in
+            for r in planRunners {
+                if let look = try r.look() { collected.append(look) }
+            }
+        }
+        let runner = SimulationRunner(simulation: simulation, speed: .maximum, wall: wall, clockStore: simSession.store)
+        try runner.run()
+        looks = collected
+        let final = try #require(try RampPlanStates(session: session).load())
+        let versions = try session.config.versions(limit: 500, before: nil).reversed().filter { $0.updateOrigin == RampPlanRunner.origin }
+        let audit = try session.config.auditRecords(limit: 5000, before: nil)
+        return Run(
+            path: path, dir: dir, looks: looks, stats: simulation.statistics(), final: final, planVersions: Array(versions),
+            audit: audit)
+    }
+
+    static let ramp = """
+        name ramp
+        gate ok-for 5m
+        gate users 20
+        gate sessions 50
+        gate propagation 50%
+        timeout 2h
+        step 5% hold 10m
+        step 10% hold 10m
+        step 25% hold 10m
+        step 50% hold 10m
+        step 100%
+        """
+}
+
+@Suite(.serialized) struct RampSimulationTests {
+    /// The small drill fleet cannot show a +50% crash increase within minutes; the drill asks for +300%.
+    static let drillSettings = [("crash.detectable-effect-percent", "300")]
+
+    @Test(arguments: [UInt64(1), 2, 3, 4, 5])
+    func steadyReachesHundredThroughEveryStep(seed: UInt64) throws {
+        let run = try Drill.run(
+            scenario: try Drill.unscripted("steady", devices: 3000, duration: .hours(3)), plan: Drill.ramp, seed: seed,
+            settings: Self.drillSettings)
+        defer { try? FileManager.default.removeItem(at: run.dir) }
+        #expect(run.final.state.phase == .done, "\(run.final.state) \(run.looks.last.map { PlanWords.line($0) } ?? "")")
+        #expect(run.planVersions.map(\.description) == (1...5).map { run.final.plan.reason(step: $0) })
+        #expect(run.planVersions.allSatisfy { $0.updateUser == Drill.planner })
+        // Each advance in the audit log, as a published change with the plan step as its reason.
+        let advances = run.audit.filter { $0.entry.result == .published && $0.entry.reason.hasPrefix("plan 'ramp' step") }
+        #expect(Set(advances.map(\.entry.reason)) == Set((1...5).map { run.final.plan.reason(step: $0) }))
+        // Every step was held at least its hold, in simulated time.
+        let times = run.looks.compactMap { l -> (Int, Instant)? in l.published.map { _ in (l.decision.state.reached, l.status.now) } }
+        for (a, b) in zip(times, times.dropFirst()) where a.0 < 5 {
+            #expect(b.1 - a.1 >= run.final.plan.steps[a.0 - 1].hold, "\(a) \(b)")
+        }
+    }
+
+    @Test(arguments: [UInt64(1), 2, 3, 4, 5])
+    func crashRegressionIsKilledAtTheFirstHalt(seed: UInt64) throws {
+        let run = try Drill.run(
+            scenario: try Drill.unscripted("crash-regression", devices: 6000, duration: .hours(2)), plan: Drill.ramp, seed: seed,
+            settings: Self.drillSettings)
+        defer { try? FileManager.default.removeItem(at: run.dir) }
+        #expect(run.final.state.phase == .killed, "\(run.final.state)")
+        #expect(run.final.state.reason.hasPrefix("HALT: exposed users crash more than control"))
+        // The first look that saw HALT killed: no look saw HALT on a live rollout before it.
+        let firstHalt = try #require(run.looks.firstIndex { $0.status.assessment.verdict.level == .halt })
+        #expect(run.looks[firstHalt].decision.state.phase == .killed)
+        #expect(run.looks[firstHalt].published != nil)
+        let kills = run.audit.filter { $0.entry.action == "kill" && $0.entry.result == .published }
+        #expect(kills.count == 1)
+        #expect(run.planVersions.last?.description.contains("HALT") == true)
+    }
+
+    @Test(arguments: [UInt64(1), 2, 3, 4, 5])
+    func badBuildPauses(seed: UInt64) throws {
+        let run = try Drill.run(
+            scenario: try Drill.unscripted("bad-build", devices: 3000, duration: .hours(1)), plan: Drill.ramp, seed: seed,
+            settings: Self.drillSettings)
+        defer { try? FileManager.default.removeItem(at: run.dir) }
+        #expect(run.final.state.phase == .paused, "\(run.final.state)")
+        #expect(run.final.state.reason.hasPrefix("HOLD") || run.final.state.reason.hasPrefix("WATCH") || run.final.state.reason.hasPrefix("timeout"))
+        #expect(run.audit.contains { $0.entry.action == "plan pause" })
+        #expect(run.final.state.reached < 5)
+    }
+
+    @Test(arguments: [UInt64(1), 2, 3, 4, 5])
+    func throttlingWaitsAtTheBudget(seed: UInt64) throws {
+        let plan = """
+            name surge
+            gate load 50%
+            step 5% hold 5m
+            step 50% hold 5m
+            step 60%
+            """
+        let run = try Drill.run(
+            scenario: try Drill.unscripted("throttling", devices: 20000, duration: .minutes(40)), plan: plan, seed: seed,
+            settings: Self.drillSettings + [("budget.per-second", "3")])
+        defer { try? FileManager.default.removeItem(at: run.dir) }
+        // The load after 50% is above half the budget: the plan waits at 50% with the load gate unmet.
+        let waits = run.looks.filter { l in
+            if case .wait(_, let gates) = l.decision.action { gates.contains { $0.gate == "load" && !$0.met } } else { false }
+        }
+        #expect(!waits.isEmpty)
+        #expect(run.looks.contains { $0.published != nil && $0.decision.state.reached == 2 })
+    }
+}
+
+/// One line per look, for failure messages.
+enum PlanWords {
+    static func line(_ l: RampPlanRunner.Look) -> String {
+        "\(l.status.now.iso8601) step \(l.decision.state.reached) \(l.decision.state.phase.rawValue) \(l.decision.action) "
+            + "verdict \(l.status.assessment.verdict.level): \(l.status.assessment.verdict.reason)"
+    }
+}
