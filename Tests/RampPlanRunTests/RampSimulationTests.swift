@@ -40,7 +40,7 @@ enum Drill {
     /// with `runners` plan runners looking after every landed minute. `stopAt` ends the simulation early.
     static func run(
         scenario: Scenario, plan: String, seed: UInt64, settings: [(String, String)] = [], runners: Int = 1,
-        path existing: String? = nil, start: Instant? = nil
+        path existing: String? = nil, start: Instant? = nil, stopAt: Instant? = nil
     ) throws -> Run {
         let wall = SystemClock()
         let dir = try existing.map { URL(fileURLWithPath: $0).deletingLastPathComponent() } ?? TestSupport.temporaryDirectory("plan")
@@ -71,12 +71,14 @@ enum Drill {
         }
         var looks: [RampPlanRunner.Look] = []
         nonisolated(unsafe) var collected = looks
-        sink.afterCommit = { _ in
+        let runner = SimulationRunner(simulation: simulation, speed: .maximum, wall: wall, clockStore: simSession.store)
+        sink.afterCommit = { now in
             for r in planRunners {
                 if let look = try r.look() { collected.append(look) }
             }
+            // A finished plan (or the given end) ends the drill: nothing more to see.
+            if collected.last?.decision.state.phase.isFinal == true || stopAt.map({ now >= $0 }) == true { runner.stop() }
         }
-        let runner = SimulationRunner(simulation: simulation, speed: .maximum, wall: wall, clockStore: simSession.store)
         try runner.run()
         looks = collected
         let final = try #require(try RampPlanStates(session: session).load())
@@ -92,8 +94,8 @@ enum Drill {
         gate ok-for 5m
         gate users 20
         gate sessions 50
-        gate propagation 50%
-        timeout 2h
+        gate propagation 20%
+        timeout 3h
         step 5% hold 10m
         step 10% hold 10m
         step 25% hold 10m
@@ -103,13 +105,13 @@ enum Drill {
 }
 
 @Suite(.serialized) struct RampSimulationTests {
-    /// The small drill fleet cannot show a +50% crash increase within minutes; the drill asks for +300%.
-    static let drillSettings = [("crash.detectable-effect-percent", "300")]
+    /// The small drill fleet cannot show a +50% crash increase within minutes; the drill asks for +1000% (a 11× crash rate; the SPRT still catches crash-regression’s 4×).
+    static let drillSettings = [("crash.detectable-effect-percent", "1000")]
 
     @Test(arguments: [UInt64(1), 2, 3, 4, 5])
     func steadyReachesHundredThroughEveryStep(seed: UInt64) throws {
         let run = try Drill.run(
-            scenario: try Drill.unscripted("steady", devices: 3000, duration: .hours(3)), plan: Drill.ramp, seed: seed,
+            scenario: try Drill.unscripted("steady", devices: 8000, duration: .hours(4)), plan: Drill.ramp, seed: seed,
             settings: Self.drillSettings)
         defer { try? FileManager.default.removeItem(at: run.dir) }
         #expect(run.final.state.phase == .done, "\(run.final.state) \(run.looks.last.map { PlanWords.line($0) } ?? "")")
