@@ -73,9 +73,14 @@ enum Drill {
         nonisolated(unsafe) var collected = looks
         let runner = SimulationRunner(simulation: simulation, speed: .maximum, wall: wall, clockStore: simSession.store)
         sink.afterCommit = { now in
-            for r in planRunners {
-                if let look = try r.look() { collected.append(look) }
+            // Runners look at the same moment (separate connections, as separate processes).
+            let results = Results()
+            nonisolated(unsafe) let runners = planRunners
+            DispatchQueue.concurrentPerform(iterations: runners.count) { i in
+                do { results.add(try runners[i].look()) } catch { results.fail(error) }
             }
+            try results.check()
+            collected += results.looks
             // A finished plan (or the given end) ends the drill: nothing more to see.
             if collected.last?.decision.state.phase.isFinal == true || stopAt.map({ now >= $0 }) == true { runner.stop() }
         }
@@ -127,33 +132,35 @@ enum Drill {
         }
     }
 
+    /// Default guardrail settings: the plan holds 20% long enough for the SPRT, and kills at the first HALT.
     @Test(arguments: [UInt64(1), 2, 3, 4, 5])
     func crashRegressionIsKilledAtTheFirstHalt(seed: UInt64) throws {
+        let plan = "name guard\nstep 20% hold 3h\nstep 50%"
         let run = try Drill.run(
-            scenario: try Drill.unscripted("crash-regression", devices: 6000, duration: .hours(2)), plan: Drill.ramp, seed: seed,
-            settings: Self.drillSettings)
+            scenario: try Drill.unscripted("crash-regression", devices: 6000, duration: .hours(2)), plan: plan, seed: seed)
         defer { try? FileManager.default.removeItem(at: run.dir) }
         #expect(run.final.state.phase == .killed, "\(run.final.state)")
         #expect(run.final.state.reason.hasPrefix("HALT: exposed users crash more than control"))
-        // The first look that saw HALT killed: no look saw HALT on a live rollout before it.
+        // The first look that saw HALT killed.
         let firstHalt = try #require(run.looks.firstIndex { $0.status.assessment.verdict.level == .halt })
         #expect(run.looks[firstHalt].decision.state.phase == .killed)
         #expect(run.looks[firstHalt].published != nil)
-        let kills = run.audit.filter { $0.entry.action == "kill" && $0.entry.result == .published }
-        #expect(kills.count == 1)
-        #expect(run.planVersions.last?.description.contains("HALT") == true)
+        #expect(run.audit.filter { $0.entry.action == "kill" && $0.entry.result == .published }.count == 1)
+        #expect(run.planVersions.map(\.description).first == "plan 'guard' step 1/2: 20%")
+        #expect(run.planVersions.last?.description.hasPrefix("plan 'guard' step 1/2: HALT") == true)
     }
 
+    /// A step that HOLDs (the bad build's failures) past its timeout pauses the plan with an alert.
     @Test(arguments: [UInt64(1), 2, 3, 4, 5])
     func badBuildPauses(seed: UInt64) throws {
+        let plan = "name ramp\ngate ok-for 5m\ntimeout 20m\nstep 10% hold 10m\nstep 25% hold 10m\nstep 50% hold 10m\nstep 100%"
         let run = try Drill.run(
-            scenario: try Drill.unscripted("bad-build", devices: 3000, duration: .hours(1)), plan: Drill.ramp, seed: seed,
+            scenario: try Drill.unscripted("bad-build", devices: 4000, duration: .minutes(100)), plan: plan, seed: seed,
             settings: Self.drillSettings)
         defer { try? FileManager.default.removeItem(at: run.dir) }
-        #expect(run.final.state.phase == .paused, "\(run.final.state)")
-        #expect(run.final.state.reason.hasPrefix("HOLD") || run.final.state.reason.hasPrefix("WATCH") || run.final.state.reason.hasPrefix("timeout"))
+        #expect(run.final.state.phase == .paused, "\(run.final.state) \(run.looks.last.map { PlanWords.line($0) } ?? "")")
         #expect(run.audit.contains { $0.entry.action == "plan pause" })
-        #expect(run.final.state.reached < 5)
+        #expect(run.final.state.reached < 4)
     }
 
     @Test(arguments: [UInt64(1), 2, 3, 4, 5])
@@ -173,9 +180,48 @@ enum Drill {
         let waits = run.looks.filter { l in
             if case .wait(_, let gates) = l.decision.action { gates.contains { $0.gate == "load" && !$0.met } } else { false }
         }
-        #expect(!waits.isEmpty)
+        #expect(!waits.isEmpty, "\(run.looks.last.map { PlanWords.line($0) } ?? "")")
         #expect(run.looks.contains { $0.published != nil && $0.decision.state.reached == 2 })
     }
+
+    /// Two runners look at every minute at once: each step is published once; the loser of each race does nothing.
+    @Test func twoRunnersAdvanceOnce() throws {
+        let run = try Drill.run(
+            scenario: try Drill.unscripted("steady", devices: 8000, duration: .hours(4)), plan: Drill.ramp, seed: 1,
+            settings: Self.drillSettings, runners: 2)
+        defer { try? FileManager.default.removeItem(at: run.dir) }
+        #expect(run.final.state.phase == .done, "\(run.final.state)")
+        #expect(run.planVersions.map(\.description) == (1...5).map { run.final.plan.reason(step: $0) })
+        #expect(run.looks.filter { $0.published != nil }.count == 5)
+    }
+
+    /// The runner stops in the middle (its process ends); a new one on the same store goes on at the right step.
+    @Test func aRestartedRunnerResumesAtItsStep() throws {
+        let scenario = try Drill.unscripted("steady", devices: 8000, duration: .hours(4))
+        let start = Instant(seconds: SystemClock().now().seconds / 60 * 60)
+        let first = try Drill.run(
+            scenario: scenario, plan: Drill.ramp, seed: 1, settings: Self.drillSettings, start: start, stopAt: start + .minutes(70))
+        defer { try? FileManager.default.removeItem(at: first.dir) }
+        let reached = first.final.state.reached
+        #expect(first.final.state.phase == .running)
+        #expect((2...4).contains(reached), "\(first.final.state)")
+        let second = try Drill.run(scenario: scenario, plan: Drill.ramp, seed: 2, path: first.path, start: first.stats.now)
+        #expect(second.final.state.phase == .done, "\(second.final.state)")
+        // The new runner published only the steps after the one reached, and the store has each step once.
+        let again = second.looks.compactMap { $0.published != nil ? $0.decision.state.reached : nil }
+        #expect(again == Array((reached + 1)...5))
+        #expect(second.planVersions.map(\.description) == (1...5).map { second.final.plan.reason(step: $0) })
+    }
+}
+
+/// Looks gathered from concurrent runners.
+final class Results: @unchecked Sendable {
+    private let lock = NSLock()
+    private(set) var looks: [RampPlanRunner.Look] = []
+    private var errors: [any Error] = []
+    func add(_ l: RampPlanRunner.Look?) { lock.withLock { if let l { looks.append(l) } } }
+    func fail(_ e: any Error) { lock.withLock { errors.append(e) } }
+    func check() throws { if let e = lock.withLock({ errors.first }) { throw e } }
 }
 
 /// One line per look, for failure messages.
