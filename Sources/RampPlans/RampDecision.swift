@@ -112,7 +112,7 @@ extension RampPlan {
 
     /// The one decision of a plan (pure): given its state, the one assessment and the telemetry time `now`.
     ///
-    /// In order: a final or paused plan is idle; a next step found published already is adopted (a restart, or
+    /// In order: a final or paused plan is idle (a paused plan still kills on HALT); a next step found published already is adopted (a restart, or
     /// another runner that won the race); a rollout killed or changed outside the plan pauses it (a kill on
     /// HALT is the plan's own kill);
     /// the verdict's action (HALT → kill or pause, WATCH → pause or wait, HOLD → wait or pause) while anyone is
@@ -121,6 +121,10 @@ extension RampPlan {
     /// yet, so there is nothing to judge; the guardrail of the write path still judges the change).
     public func decide(_ state: RampState, _ o: RampObservation, now: Instant) -> RampDecision {
         var next = state
+        // A paused plan still kills on HALT while it exposes anyone: pausing stops advances, not the guard.
+        if state.phase == .paused, state.reached > 0, o.rollout?.state == .rolling, o.level == .halt, actions.onHalt == .kill {
+            return RampDecision(action: .kill("\(o.level): \(o.reason)"), state: state)
+        }
         guard state.phase == .running else { return RampDecision(action: .idle(state.phase), state: state) }
         next.okSince = o.level == .ok ? (state.okSince ?? now) : nil
         func decision(_ a: RampAction) -> RampDecision { RampDecision(action: a, state: next) }

@@ -28,8 +28,11 @@ enum Drill {
     }
 
     /// A scenario without its scripted rollout changes (the plan makes them).
-    static func unscripted(_ name: String, devices: Int, duration: Instant.Duration) throws -> Scenario {
+    static func unscripted(
+        _ name: String, devices: Int, duration: Instant.Duration, parameters: [(String, String)] = []
+    ) throws -> Scenario {
         var s = try Scenario.load(name)
+        for (k, v) in parameters { try s.parameters.set(k, v) }
         s.schedule.removeAll { if case .rollout = $0.action { true } else { false } }
         s.devices = devices
         s.duration = duration
@@ -40,7 +43,7 @@ enum Drill {
     /// with `runners` plan runners looking after every landed minute. `stopAt` ends the simulation early.
     static func run(
         scenario: Scenario, plan: String, seed: UInt64, settings: [(String, String)] = [], runners: Int = 1,
-        path existing: String? = nil, start: Instant? = nil, stopAt: Instant? = nil
+        path existing: String? = nil, start: Instant? = nil, stopWhen: ((RampState) -> Bool)? = nil
     ) throws -> Run {
         let wall = SystemClock()
         let dir = try existing.map { URL(fileURLWithPath: $0).deletingLastPathComponent() } ?? TestSupport.temporaryDirectory("plan")
@@ -72,7 +75,7 @@ enum Drill {
         var looks: [RampPlanRunner.Look] = []
         nonisolated(unsafe) var collected = looks
         let runner = SimulationRunner(simulation: simulation, speed: .maximum, wall: wall, clockStore: simSession.store)
-        sink.afterCommit = { now in
+        sink.afterCommit = { _ in
             // Runners look at the same moment (separate connections, as separate processes).
             let results = Results()
             nonisolated(unsafe) let runners = planRunners
@@ -82,7 +85,7 @@ enum Drill {
             try results.check()
             collected += results.looks
             // A finished plan (or the given end) ends the drill: nothing more to see.
-            if collected.last?.decision.state.phase.isFinal == true || stopAt.map({ now >= $0 }) == true { runner.stop() }
+            if let last = collected.last?.decision.state, last.phase.isFinal || stopWhen?(last) == true { runner.stop() }
         }
         try runner.run()
         looks = collected
@@ -137,11 +140,11 @@ enum Drill {
     func crashRegressionIsKilledAtTheFirstHalt(seed: UInt64) throws {
         let plan = "name guard\nstep 20% hold 3h\nstep 50%"
         let run = try Drill.run(
-            scenario: try Drill.unscripted("crash-regression", devices: 6000, duration: .hours(2)), plan: plan, seed: seed)
+            scenario: try Drill.unscripted("crash-regression", devices: 6000, duration: .hours(3)), plan: plan, seed: seed)
         defer { try? FileManager.default.removeItem(at: run.dir) }
         #expect(run.final.state.phase == .killed, "\(run.final.state)")
         #expect(run.final.state.reason.hasPrefix("HALT: exposed users crash more than control"))
-        // The first look that saw HALT killed.
+        // The first look that saw HALT killed (a WATCH before it paused the plan; a paused plan still kills).
         let firstHalt = try #require(run.looks.firstIndex { $0.status.assessment.verdict.level == .halt })
         #expect(run.looks[firstHalt].decision.state.phase == .killed)
         #expect(run.looks[firstHalt].published != nil)
@@ -173,7 +176,10 @@ enum Drill {
             step 60%
             """
         let run = try Drill.run(
-            scenario: try Drill.unscripted("throttling", devices: 20000, duration: .minutes(40)), plan: plan, seed: seed,
+            scenario: try Drill.unscripted(
+                "throttling", devices: 20000, duration: .minutes(40),
+                // Busier sessions than the scenario's, so that the crash comparison has data within minutes.
+                parameters: [("sessions-per-day", "48"), ("crash-rate", "1%")]), plan: plan, seed: seed,
             settings: Self.drillSettings + [("budget.per-second", "3")])
         defer { try? FileManager.default.removeItem(at: run.dir) }
         // The load after 50% is above half the budget: the plan waits at 50% with the load gate unmet.
@@ -181,7 +187,7 @@ enum Drill {
             if case .wait(_, let gates) = l.decision.action { gates.contains { $0.gate == "load" && !$0.met } } else { false }
         }
         #expect(!waits.isEmpty, "\(run.looks.last.map { PlanWords.line($0) } ?? "")")
-        #expect(run.looks.contains { $0.published != nil && $0.decision.state.reached == 2 })
+        #expect(run.looks.contains { $0.published != nil && $0.decision.state.reached == 2 }, "\(run.looks.map { PlanWords.line($0) }.suffix(3))")
     }
 
     /// Two runners look at every minute at once: each step is published once; the loser of each race does nothing.
@@ -200,11 +206,11 @@ enum Drill {
         let scenario = try Drill.unscripted("steady", devices: 8000, duration: .hours(4))
         let start = Instant(seconds: SystemClock().now().seconds / 60 * 60)
         let first = try Drill.run(
-            scenario: scenario, plan: Drill.ramp, seed: 1, settings: Self.drillSettings, start: start, stopAt: start + .minutes(70))
+            scenario: scenario, plan: Drill.ramp, seed: 1, settings: Self.drillSettings, start: start, stopWhen: { $0.reached == 3 })
         defer { try? FileManager.default.removeItem(at: first.dir) }
         let reached = first.final.state.reached
         #expect(first.final.state.phase == .running)
-        #expect((2...4).contains(reached), "\(first.final.state)")
+        #expect(reached == 3, "\(first.final.state)")
         let second = try Drill.run(scenario: scenario, plan: Drill.ramp, seed: 2, path: first.path, start: first.stats.now)
         #expect(second.final.state.phase == .done, "\(second.final.state)")
         // The new runner published only the steps after the one reached, and the store has each step once.

@@ -254,8 +254,12 @@ struct RampDecisionTests {
     func onlyARunningPlanActs(phase: RampState.Phase) {
         var state = Self.at(1, okSince: Self.t0)
         state.phase = phase
-        let d = Self.plan.decide(state, Self.good(5, level: .halt), now: Self.t0 + .hours(5))
+        let d = Self.plan.decide(state, Self.good(5), now: Self.t0 + .hours(5))
         #expect(d == RampDecision(action: .idle(phase), state: state))
+        // HALT: a paused plan still kills (pausing stops advances, not the guard); a finished one does nothing.
+        let halt = Self.plan.decide(state, Self.good(5, level: .halt), now: Self.t0 + .hours(5))
+        #expect(halt.action == (phase == .paused ? .kill("HALT: because") : .idle(phase)))
+        #expect(halt.state == state)
     }
 
     @Test func theDecisionIsAFunctionOfItsInputs() {
