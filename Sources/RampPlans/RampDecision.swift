@@ -21,7 +21,10 @@ public struct RampState: Hashable, Sendable {
     /// Why the plan is paused, aborted, killed or done.
     public var reason: String
 
-    public init(phase: Phase = .running, reached: Int = 0, reachedAt: Instant? = nil, okSince: Instant? = nil, reason: String = "") {
+    public init(
+        phase: Phase = .running, reached: Int = 0, reachedAt: Instant? = nil, okSince: Instant? = nil,
+        reason: String = ""
+    ) {
         self.phase = phase
         self.reached = reached
         self.reachedAt = reachedAt
@@ -122,7 +125,9 @@ extension RampPlan {
     public func decide(_ state: RampState, _ o: RampObservation, now: Instant) -> RampDecision {
         var next = state
         // A paused plan still kills on HALT while it exposes anyone: pausing stops advances, not the guard.
-        if state.phase == .paused, state.reached > 0, o.rollout?.state == .rolling, o.level == .halt, actions.onHalt == .kill {
+        if state.phase == .paused, state.reached > 0, o.rollout?.state == .rolling, o.level == .halt,
+            actions.onHalt == .kill
+        {
             return RampDecision(action: .kill("\(o.level): \(o.reason)"), state: state)
         }
         guard state.phase == .running else { return RampDecision(action: .idle(state.phase), state: state) }
@@ -178,7 +183,8 @@ extension RampPlan {
             if o.level != .ok {
                 why = "\(o.level): \(o.reason)"
             } else if !held {
-                why = "holding \(current.target) until \((since + current.hold).iso8601) (\((since + current.hold - now).compactText) left)"
+                why =
+                    "holding \(current.target) until \((since + current.hold).iso8601) (\((since + current.hold - now).compactText) left)"
             } else {
                 why = "gates: " + gates.filter { !$0.met }.map(\.description).joined(separator: "; ")
             }
@@ -206,20 +212,24 @@ extension RampPlan {
             out.append(
                 GateReading(
                     gate: "ok-for", required: d.compactText,
-                    value: okSince == nil ? "not OK (\(o.level))" : "OK for \(streak.compactText)", met: okSince != nil && streak >= d))
+                    value: okSince == nil ? "not OK (\(o.level))" : "OK for \(streak.compactText)",
+                    met: okSince != nil && streak >= d))
         }
         if let n = g.minimumExposedUsers {
-            out.append(GateReading(gate: "users", required: "≥ \(n)", value: "\(o.exposedUsers)", met: o.exposedUsers >= n))
+            out.append(
+                GateReading(gate: "users", required: "≥ \(n)", value: "\(o.exposedUsers)", met: o.exposedUsers >= n))
         }
         if let n = g.minimumExposedSessions {
             out.append(
-                GateReading(gate: "sessions", required: "≥ \(n)", value: "\(o.exposedSessions)", met: o.exposedSessions >= n))
+                GateReading(
+                    gate: "sessions", required: "≥ \(n)", value: "\(o.exposedSessions)", met: o.exposedSessions >= n))
         }
         if let p = g.minimumPropagation {
             let share = o.propagation ?? 0
             out.append(
                 GateReading(
-                    gate: "propagation", required: "≥ \(p)", value: o.propagation.map { Self.percentText($0) } ?? "unknown",
+                    gate: "propagation", required: "≥ \(p)",
+                    value: o.propagation.map { Self.percentText($0) } ?? "unknown",
                     met: o.propagation != nil && share * 100_000_000 >= Double(p.value)))
         }
         if let p = g.maximumLoad {

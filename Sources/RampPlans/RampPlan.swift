@@ -156,17 +156,26 @@ extension RampPlan {
             case "name":
                 guard rest.count == 1, rest[0].count <= 64,
                     rest[0].allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || "-_.".contains($0)) })
-                else { throw RampPlanError(line: n, "'name' takes one word of letters, digits, '-', '_' or '.' (at most 64)") }
+                else {
+                    throw RampPlanError(
+                        line: n, "'name' takes one word of letters, digits, '-', '_' or '.' (at most 64)")
+                }
                 guard name == nil else { throw RampPlanError(line: n, "the plan already has a name") }
                 name = String(rest[0])
             case "gate":
-                guard rest.count == 2 else { throw RampPlanError(line: n, "'gate' takes a name and a value, e.g. gate users 500") }
+                guard rest.count == 2 else {
+                    throw RampPlanError(line: n, "'gate' takes a name and a value, e.g. gate users 500")
+                }
                 try apply(rest[0], rest[1], to: &defaults, line: n)
             case "timeout":
-                guard rest.count == 1 else { throw RampPlanError(line: n, "'timeout' takes a duration, e.g. timeout 6h") }
+                guard rest.count == 1 else {
+                    throw RampPlanError(line: n, "'timeout' takes a duration, e.g. timeout 6h")
+                }
                 timeout = try positive(rest[0], line: n)
             case "on":
-                guard rest.count == 2 else { throw RampPlanError(line: n, "'on' takes a verdict and an action, e.g. on watch pause") }
+                guard rest.count == 2 else {
+                    throw RampPlanError(line: n, "'on' takes a verdict and an action, e.g. on watch pause")
+                }
                 let action = RampActions.OnVerdict(rawValue: String(rest[1]))
                 switch (rest[0], action) {
                 case ("watch", .pause?), ("watch", .wait?): actions.onWatch = action!
@@ -174,7 +183,8 @@ extension RampPlan {
                 case ("halt", .kill?), ("halt", .pause?): actions.onHalt = action!
                 case ("watch", _), ("hold", _):
                     throw RampPlanError(line: n, "on \(rest[0]): the action is 'pause' or 'wait', not '\(rest[1])'")
-                case ("halt", _): throw RampPlanError(line: n, "on halt: the action is 'kill' or 'pause', not '\(rest[1])'")
+                case ("halt", _):
+                    throw RampPlanError(line: n, "on halt: the action is 'kill' or 'pause', not '\(rest[1])'")
                 default: throw RampPlanError(line: n, "'on' takes watch, hold or halt, not '\(rest[0])'")
                 }
             case "step":
@@ -185,7 +195,9 @@ extension RampPlan {
         }
         var steps: [RampStep] = []
         for (n, words) in stepLines {
-            guard let first = words.first else { throw RampPlanError(line: n, "'step' needs a percentage, e.g. step 10% hold 1h") }
+            guard let first = words.first else {
+                throw RampPlanError(line: n, "'step' needs a percentage, e.g. step 10% hold 1h")
+            }
             var step = RampStep(target: try percentage(first, line: n), gates: defaults, timeout: timeout, line: n)
             guard step.target > .zero else { throw RampPlanError(line: n, "a step's percentage must be above 0%") }
             if let previous = steps.last, step.target <= previous.target {
@@ -198,7 +210,8 @@ extension RampPlan {
                 switch key {
                 case "protected":
                     throw RampPlanError(
-                        line: n, "'protected' is not written in the plan: the step-up policy decides which steps need a code")
+                        line: n,
+                        "'protected' is not written in the plan: the step-up policy decides which steps need a code")
                 default:
                     guard let value = rest.first else { throw RampPlanError(line: n, "'\(key)' needs a value") }
                     rest = rest.dropFirst()
@@ -216,7 +229,9 @@ extension RampPlan {
         return RampPlan(name: name, steps: steps, actions: actions, source: text)
     }
 
-    private static func apply(_ key: Substring, _ value: Substring, to gates: inout RampGates, line n: Int) throws(RampPlanError) {
+    private static func apply(_ key: Substring, _ value: Substring, to gates: inout RampGates, line n: Int)
+        throws(RampPlanError)
+    {
         switch key {
         case "ok-for": gates.okFor = try duration(value, line: n)
         case "users": gates.minimumExposedUsers = try count(value, line: n)
@@ -226,7 +241,9 @@ extension RampPlan {
         case "window": gates.window = try window(value, line: n)
         default:
             throw RampPlanError(
-                line: n, "unknown gate '\(key)' (ok-for, users, sessions, propagation, load, window; on a step also hold, timeout)")
+                line: n,
+                "unknown gate '\(key)' (ok-for, users, sessions, propagation, load, window; on a step also hold, timeout)"
+            )
         }
     }
 
@@ -256,7 +273,8 @@ extension RampPlan {
     private static func window(_ text: Substring, line n: Int) throws(RampPlanError) -> TimeOfDayWindow {
         func minute(_ s: Substring) -> Int? {
             let hm = s.split(separator: ":", omittingEmptySubsequences: false)
-            guard hm.count == 2, hm[0].count == 2, hm[1].count == 2, let h = Int(hm[0]), let m = Int(hm[1]), (0...24).contains(h),
+            guard hm.count == 2, hm[0].count == 2, hm[1].count == 2, let h = Int(hm[0]), let m = Int(hm[1]),
+                (0...24).contains(h),
                 (0..<60).contains(m), h * 60 + m <= 1440
             else { return nil }
             return h * 60 + m

@@ -43,9 +43,11 @@ public struct RampPlanStates {
             throw RampPlanFailure("the stored plan '\(row.name)' does not read any more: \(error)")
         }
         guard let phase = RampState.Phase(rawValue: row.phase), (0...plan.steps.count).contains(row.reached) else {
-            throw RampPlanFailure("the stored state of plan '\(row.name)' is unreadable (\(row.phase), step \(row.reached))")
+            throw RampPlanFailure(
+                "the stored state of plan '\(row.name)' is unreadable (\(row.phase), step \(row.reached))")
         }
-        let state = RampState(phase: phase, reached: row.reached, reachedAt: row.reachedAt, okSince: row.okSince, reason: row.reason)
+        let state = RampState(
+            phase: phase, reached: row.reached, reachedAt: row.reachedAt, okSince: row.okSince, reason: row.reason)
         return StoredRampPlan(plan: plan, state: state, row: row)
     }
 
@@ -53,21 +55,28 @@ public struct RampPlanStates {
     public func start(source: String, actor: String) throws -> StoredRampPlan {
         if session.store.isReadOnly { throw WritePath.Failure.readOnly }
         let plan: RampPlan
-        do { plan = try RampPlan.parse(source) } catch { throw RampPlanFailure("invalid plan: \(error)", isUsage: true) }
+        do { plan = try RampPlan.parse(source) } catch {
+            throw RampPlanFailure("invalid plan: \(error)", isUsage: true)
+        }
         let now = session.clock.now()
         return try session.store.withDatabase { db in
             try db.transaction {
-                if let old = try RampPlanTable.load(from: db), let phase = RampState.Phase(rawValue: old.phase), !phase.isFinal {
+                if let old = try RampPlanTable.load(from: db), let phase = RampState.Phase(rawValue: old.phase),
+                    !phase.isFinal
+                {
                     throw RampPlanFailure(
-                        "plan '\(old.name)' is \(phase.rawValue) (step \(old.reached)); abort it first ('rollout plan abort')")
+                        "plan '\(old.name)' is \(phase.rawValue) (step \(old.reached)); abort it first ('rollout plan abort')"
+                    )
                 }
                 let row = RampPlanTable.Row(
-                    name: plan.name, source: source, startedBy: actor, startedAt: now, phase: RampState.Phase.running.rawValue,
+                    name: plan.name, source: source, startedBy: actor, startedAt: now,
+                    phase: RampState.Phase.running.rawValue,
                     reached: 0, reachedAt: nil, okSince: nil, reason: "", revision: 0)
                 try RampPlanTable.replace(with: row, in: db)
                 _ = try session.config.appendAudit(
                     AuditEntry(
-                        time: now, actor: actor, action: "plan start", to: "plan '\(plan.name)': "
+                        time: now, actor: actor, action: "plan start",
+                        to: "plan '\(plan.name)': "
                             + plan.steps.map(\.target.description).joined(separator: " → "), result: .recorded,
                         detail: "\(plan.steps.count) steps"))
                 return try Self.decode(try RampPlanTable.load(from: db)!)
@@ -77,7 +86,9 @@ public struct RampPlanStates {
 
     /// Writes `state` if the plan is still at `revision` (true), with an audit record when `audit` is given.
     @discardableResult
-    public func swap(_ stored: StoredRampPlan, to state: RampState, actor: String, audit: (action: String, reason: String)?) throws
+    public func swap(
+        _ stored: StoredRampPlan, to state: RampState, actor: String, audit: (action: String, reason: String)?
+    ) throws
         -> Bool
     {
         if session.store.isReadOnly { throw WritePath.Failure.readOnly }
@@ -94,8 +105,10 @@ public struct RampPlanStates {
                     _ = try session.config.appendAudit(
                         AuditEntry(
                             time: session.clock.now(), actor: actor, action: audit.action,
-                            from: "plan '\(stored.plan.name)' \(stored.state.phase.rawValue) at step \(stored.state.reached)",
-                            to: "\(state.phase.rawValue) at step \(state.reached)", reason: audit.reason, result: .recorded))
+                            from:
+                                "plan '\(stored.plan.name)' \(stored.state.phase.rawValue) at step \(stored.state.reached)",
+                            to: "\(state.phase.rawValue) at step \(state.reached)", reason: audit.reason,
+                            result: .recorded))
                 }
                 return true
             }
@@ -104,9 +117,12 @@ public struct RampPlanStates {
 
     /// An operator's pause, resume or abort of the stored plan.
     public func operatorChange(to phase: RampState.Phase, actor: String, reason: String) throws -> StoredRampPlan {
-        guard let stored = try load() else { throw RampPlanFailure("no plan was started in this store ('rollout plan start FILE')") }
+        guard let stored = try load() else {
+            throw RampPlanFailure("no plan was started in this store ('rollout plan start FILE')")
+        }
         if stored.state.phase.isFinal {
-            throw RampPlanFailure("plan '\(stored.plan.name)' is \(stored.state.phase.rawValue): \(stored.state.reason)")
+            throw RampPlanFailure(
+                "plan '\(stored.plan.name)' is \(stored.state.phase.rawValue): \(stored.state.reason)")
         }
         let allowed: Bool =
             switch phase {
@@ -115,7 +131,9 @@ public struct RampPlanStates {
             case .aborted: true
             default: false
             }
-        guard allowed else { throw RampPlanFailure("plan '\(stored.plan.name)' is \(stored.state.phase.rawValue) already") }
+        guard allowed else {
+            throw RampPlanFailure("plan '\(stored.plan.name)' is \(stored.state.phase.rawValue) already")
+        }
         var state = stored.state
         state.phase = phase
         state.reason = reason.isEmpty ? "\(phase.rawValue) by \(actor)" : reason
@@ -123,7 +141,8 @@ public struct RampPlanStates {
         if phase == .running { state.okSince = nil }
         let verb = ["paused": "plan pause", "running": "plan resume", "aborted": "plan abort"][phase.rawValue]!
         guard try swap(stored, to: state, actor: actor, audit: (verb, reason)) else {
-            throw RampPlanFailure("plan '\(stored.plan.name)' changed meanwhile (another runner or operator); look again")
+            throw RampPlanFailure(
+                "plan '\(stored.plan.name)' changed meanwhile (another runner or operator); look again")
         }
         return try load()!
     }
@@ -165,7 +184,8 @@ public final class RampPlanRunner {
     public func look(code: String? = nil) throws -> Look? {
         guard let stored = try states.load() else { return nil }
         let status = try monitor.status()
-        let observation = RampObservation(assessment: status.assessment, snapshot: status.snapshot, rollout: status.plan)
+        let observation = RampObservation(
+            assessment: status.assessment, snapshot: status.snapshot, rollout: status.plan)
         var decision = stored.plan.decide(stored.state, observation, now: status.now)
         var look = Look(status: status, plan: stored, decision: decision)
         let actor = session.operatorID
@@ -178,7 +198,8 @@ public final class RampPlanRunner {
             break
         case .advance(let step, let target, let reason):
             if let r = refused, r.etag == status.current.etag, status.now - r.at < .minutes(1), code == nil { break }
-            var request = WritePath.Request(intent: .rollout(.set(target)), actor: actor, reason: reason, origin: Self.origin)
+            var request = WritePath.Request(
+                intent: .rollout(.set(target)), actor: actor, reason: reason, origin: Self.origin)
             request.basedOnETag = status.current.etag
             request.stepUpCode = code
             do {
@@ -209,13 +230,16 @@ public final class RampPlanRunner {
             }
         case .kill(let why):
             var request = WritePath.Request(
-                intent: .rollout(.kill), actor: actor, reason: "plan '\(stored.plan.name)' step \(stored.state.reached)/\(stored.plan.steps.count): \(why)",
+                intent: .rollout(.kill), actor: actor,
+                reason: "plan '\(stored.plan.name)' step \(stored.state.reached)/\(stored.plan.steps.count): \(why)",
                 origin: Self.origin)
             request.basedOnETag = status.current.etag
             do {
                 if status.plan?.state == .killed {
                     // Killed already (auto-kill on the same HALT): the plan ends as killed, nothing to publish.
-                } else if case .published(let v, _, _) = try path.execute(request) { look.published = v.info.number }
+                } else if case .published(let v, _, _) = try path.execute(request) {
+                    look.published = v.info.number
+                }
             } catch WritePath.Failure.conflict {
                 // Someone published first (auto-kill's kill, or an operator): the next look judges the new version.
                 look.done = "lost the race to kill; looking again"

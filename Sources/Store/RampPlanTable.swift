@@ -84,7 +84,8 @@ public enum RampPlanTable {
             VALUES (1, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
             """,
             [
-                .text(row.name), .text(row.source), .text(row.startedBy), .integer(row.startedAt.microseconds), .text(row.phase),
+                .text(row.name), .text(row.source), .text(row.startedBy), .integer(row.startedAt.microseconds),
+                .text(row.phase),
                 .integer(Int64(row.reached)), row.reachedAt.map { .integer($0.microseconds) } ?? .null,
                 row.okSince.map { .integer($0.microseconds) } ?? .null, .text(row.reason), .integer(revision),
             ])
@@ -99,7 +100,8 @@ public enum RampPlanTable {
             WHERE id = 1 AND revision = ?
             """,
             [
-                .text(row.phase), .integer(Int64(row.reached)), row.reachedAt.map { .integer($0.microseconds) } ?? .null,
+                .text(row.phase), .integer(Int64(row.reached)),
+                row.reachedAt.map { .integer($0.microseconds) } ?? .null,
                 row.okSince.map { .integer($0.microseconds) } ?? .null, .text(row.reason), .integer(row.revision),
             ])
         return db.changes == 1

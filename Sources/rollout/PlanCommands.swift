@@ -39,13 +39,16 @@ enum PlanCommands {
         examples: ["rollout plan start ramp.plan"],
         action: { inv in
             guard let file = inv.positional(0) else { throw inv.usageError("plan start needs a plan FILE") }
-            guard let data = FileManager.default.contents(atPath: file), let text = String(data: data, encoding: .utf8) else {
+            guard let data = FileManager.default.contents(atPath: file), let text = String(data: data, encoding: .utf8)
+            else {
                 throw CommandError("cannot read the plan file \(file)")
             }
             let session = try Wiring.session(inv)
             do {
                 let stored = try RampPlanStates(session: session).start(source: text, actor: session.operatorID)
-                print("plan '\(stored.plan.name)' started: " + stored.plan.steps.map(\.target.description).joined(separator: " → "))
+                print(
+                    "plan '\(stored.plan.name)' started: "
+                        + stored.plan.steps.map(\.target.description).joined(separator: " → "))
                 print("run it with 'rollout plan run' (any number of runners may run)")
                 return .ok
             } catch let e as RampPlanFailure {
@@ -65,7 +68,8 @@ enum PlanCommands {
             }
             let status = try session.monitor().status()
             let decision = stored.plan.decide(
-                stored.state, RampObservation(assessment: status.assessment, snapshot: status.snapshot, rollout: status.plan),
+                stored.state,
+                RampObservation(assessment: status.assessment, snapshot: status.snapshot, rollout: status.plan),
                 now: status.now)
             if inv.flag("--json") {
                 print(JSONWriter().string(json(stored, decision: decision, status: status, done: nil)))
@@ -80,7 +84,8 @@ enum PlanCommands {
             name, summary: summary,
             options: [
                 .value("--reason", name: "TEXT", help: "Why (recorded in the audit log)."),
-                .value("--code", name: "CODE", help: "A one-time code: publishes a step that waits for step-up (resume)."),
+                .value(
+                    "--code", name: "CODE", help: "A one-time code: publishes a step that waits for step-up (resume)."),
             ],
             examples: ["rollout plan \(name) --reason \"...\""],
             action: { inv in
@@ -88,7 +93,9 @@ enum PlanCommands {
                 do {
                     let stored = try RampPlanStates(session: session).operatorChange(
                         to: phase, actor: session.operatorID, reason: inv.value("--reason") ?? "")
-                    print("plan '\(stored.plan.name)' \(stored.state.phase.rawValue) at step \(stored.state.reached)/\(stored.plan.steps.count)")
+                    print(
+                        "plan '\(stored.plan.name)' \(stored.state.phase.rawValue) at step \(stored.state.reached)/\(stored.plan.steps.count)"
+                    )
                     if phase == .running, let code = inv.value("--code") {
                         // The waiting step, published now by this operator with the code.
                         if let look = try RampPlanRunner(session: session).look(code: code) {
@@ -104,7 +111,8 @@ enum PlanCommands {
     }
 
     static let pause = change("pause", .paused, summary: "Stop advancing (runners keep watching; HALT still kills).")
-    static let resume = change("resume", .running, summary: "Advance again; with --code, publish a step that waits for a code.")
+    static let resume = change(
+        "resume", .running, summary: "Advance again; with --code, publish a step that waits for a code.")
     static let abort = change("abort", .aborted, summary: "End the plan where it is (the rollout stays as it is).")
 
     static let run = Command(
@@ -137,7 +145,9 @@ enum PlanCommands {
             return n
         }
         let session = try Wiring.session(inv)
-        if session.readOnly { throw CommandError("refused: a plan runner publishes changes (--read-only)", exit: .refused) }
+        if session.readOnly {
+            throw CommandError("refused: a plan runner publishes changes (--read-only)", exit: .refused)
+        }
         let runner = try RampPlanRunner(session: session)
         let json = inv.flag("--json")
         let stop = TelemetryCommands.StopFlag()
@@ -153,13 +163,17 @@ enum PlanCommands {
         var done = 0
         var phase = RampState.Phase.running
         while !stop.isSet {
-            guard let look = try runner.look() else { throw CommandError("no plan was started in this store ('rollout plan start FILE')") }
+            guard let look = try runner.look() else {
+                throw CommandError("no plan was started in this store ('rollout plan start FILE')")
+            }
             phase = look.decision.state.phase
             let line = describe(look)
             let key = look.done ?? line
             if key != last || look.done != nil {
                 if json {
-                    print(JSONWriter().string(Self.json(look.plan, decision: look.decision, status: look.status, done: look.done)))
+                    print(
+                        JSONWriter().string(
+                            Self.json(look.plan, decision: look.decision, status: look.status, done: look.done)))
                 } else {
                     print("\(look.status.now.iso8601)  \(line)")
                 }
@@ -186,7 +200,8 @@ enum PlanCommands {
     static func describe(_ look: RampPlanRunner.Look) -> String {
         let p = look.plan.plan
         let s = look.decision.state
-        let at = s.reached == 0 ? "not started" : "step \(s.reached)/\(p.steps.count) (\(p.steps[s.reached - 1].target))"
+        let at =
+            s.reached == 0 ? "not started" : "step \(s.reached)/\(p.steps.count) (\(p.steps[s.reached - 1].target))"
         if let done = look.done { return "plan '\(p.name)' \(at): \(done)" }
         return "plan '\(p.name)' \(at): " + words(look.decision.action)
     }
@@ -217,13 +232,17 @@ enum PlanCommands {
         if s.phase == .running {
             lines.append("next: " + words(decision.action))
             if case .wait(_, let gates) = decision.action {
-                for g in gates { lines.append("  \(g.met ? "ok " : "no ") \(g.gate): \(g.value) (needs \(g.required))") }
+                for g in gates {
+                    lines.append("  \(g.met ? "ok " : "no ") \(g.gate): \(g.value) (needs \(g.required))")
+                }
             }
         }
         return lines
     }
 
-    static func json(_ stored: StoredRampPlan, decision: RampDecision, status: RolloutMonitor.Status, done: String?) -> JSONValue {
+    static func json(_ stored: StoredRampPlan, decision: RampDecision, status: RolloutMonitor.Status, done: String?)
+        -> JSONValue
+    {
         let p = stored.plan
         let s = decision.state
         let (kind, why, gates): (String, String, [GateReading]) =
@@ -245,7 +264,10 @@ enum PlanCommands {
         o["why"] = .string(why)
         o["gates"] = .array(
             gates.map { g in
-                ["gate": .string(g.gate), "value": .string(g.value), "required": .string(g.required), "met": .bool(g.met)]
+                [
+                    "gate": .string(g.gate), "value": .string(g.value), "required": .string(g.required),
+                    "met": .bool(g.met),
+                ]
             })
         o["done"] = done.map { .string($0) } ?? .null
         o["now"] = .string(status.now.iso8601)

@@ -5,7 +5,8 @@ import Testing
 /// `rollout plan` through the built binary: validation by line, the stored plan, operator changes, exit codes.
 @Suite(.serialized) struct PlanCommandTests {
     static func rollout(_ store: String, _ args: [String]) throws -> TestSupport.ProcessResult {
-        try TestSupport.run(try TestSupport.rolloutBinary(), args + ["--store", store, "--operator", "ana@example.com"])
+        try TestSupport.run(
+            try TestSupport.rolloutBinary(), args + ["--store", store, "--operator", "ana@example.com"])
     }
 
     @Test func startStatusPauseResumeAbortRun() throws {
@@ -21,7 +22,8 @@ import Testing
         #expect(try Self.rollout(store, ["plan", "status"]).status == 1)
 
         let good = dir.appendingPathComponent("ramp.plan").path
-        try "name ramp\ngate users 10\nstep 5% hold 1h\nstep 10%\n".write(toFile: good, atomically: true, encoding: .utf8)
+        try "name ramp\ngate users 10\nstep 5% hold 1h\nstep 10%\n".write(
+            toFile: good, atomically: true, encoding: .utf8)
         let started = try Self.rollout(store, ["plan", "start", good])
         #expect(started.status == 0, "\(started.stderr)")
         #expect(started.stdout.contains("plan 'ramp' started: 5% → 10%"))
@@ -54,7 +56,9 @@ import Testing
         #expect(try Self.rollout(store, ["plan", "abort", "--reason", "enough"]).status == 0)
         #expect(try Self.rollout(store, ["plan", "run", "--looks", "1"]).status == 8)
         let audit = try Self.rollout(store, ["audit", "show"]).stdout
-        for action in ["plan start", "plan pause", "plan resume", "plan abort"] { #expect(audit.contains(action), "\(action)") }
+        for action in ["plan start", "plan pause", "plan resume", "plan abort"] {
+            #expect(audit.contains(action), "\(action)")
+        }
         #expect(try Self.rollout(store, ["audit", "verify"]).status == 0)
     }
 }

@@ -46,10 +46,13 @@ enum Drill {
         path existing: String? = nil, start: Instant? = nil, stopWhen: ((RampState) -> Bool)? = nil
     ) throws -> Run {
         let wall = SystemClock()
-        let dir = try existing.map { URL(fileURLWithPath: $0).deletingLastPathComponent() } ?? TestSupport.temporaryDirectory("plan")
+        let dir =
+            try existing.map { URL(fileURLWithPath: $0).deletingLastPathComponent() }
+            ?? TestSupport.temporaryDirectory("plan")
         let path = existing ?? dir.appendingPathComponent("drill.db").path
         if existing == nil {
-            let created = try Wiring.createStore(path: path, seed: scenario.rolloutSeed, operatorID: FleetOptions.simulatorActor)
+            let created = try Wiring.createStore(
+                path: path, seed: scenario.rolloutSeed, operatorID: FleetOptions.simulatorActor)
             try created.store.withDatabase { try DrillStoreMark.mark($0, at: wall.now(), by: "test") }
         }
         let session = try Wiring.session(path: path, operatorID: planner, clock: wall)
@@ -62,7 +65,8 @@ enum Drill {
         let simSession = try Wiring.session(path: path, operatorID: FleetOptions.simulatorActor, clock: wall)
         let sink = try StoreTelemetrySink(store: simSession.store, source: "simulator:\(scenario.name)")
         // A resumed drill goes on from where the store's telemetry ends.
-        let options = FleetOptions(scenario: scenario, devices: scenario.devices, seed: seed, start: start ?? wall.now())
+        let options = FleetOptions(
+            scenario: scenario, devices: scenario.devices, seed: seed, start: start ?? wall.now())
         let simulation = try FleetSimulation(
             scenario: scenario, options: options, config: try simSession.store.configStore(), sink: sink,
             writePath: try simSession.writePath())
@@ -85,15 +89,20 @@ enum Drill {
             try results.check()
             collected += results.looks
             // A finished plan (or the given end) ends the drill: nothing more to see.
-            if let last = collected.last?.decision.state, last.phase.isFinal || stopWhen?(last) == true { runner.stop() }
+            if let last = collected.last?.decision.state, last.phase.isFinal || stopWhen?(last) == true {
+                runner.stop()
+            }
         }
         try runner.run()
         looks = collected
         let final = try #require(try RampPlanStates(session: session).load())
-        let versions = try session.config.versions(limit: 500, before: nil).reversed().filter { $0.updateOrigin == RampPlanRunner.origin }
+        let versions = try session.config.versions(limit: 500, before: nil).reversed().filter {
+            $0.updateOrigin == RampPlanRunner.origin
+        }
         let audit = try session.config.auditRecords(limit: 5000, before: nil)
         return Run(
-            path: path, dir: dir, looks: looks, stats: simulation.statistics(), final: final, planVersions: Array(versions),
+            path: path, dir: dir, looks: looks, stats: simulation.statistics(), final: final,
+            planVersions: Array(versions),
             audit: audit)
     }
 
@@ -126,10 +135,14 @@ enum Drill {
         #expect(run.planVersions.map(\.description) == (1...5).map { run.final.plan.reason(step: $0) })
         #expect(run.planVersions.allSatisfy { $0.updateUser == Drill.planner })
         // Each advance in the audit log, as a published change with the plan step as its reason.
-        let advances = run.audit.filter { $0.entry.result == .published && $0.entry.reason.hasPrefix("plan 'ramp' step") }
+        let advances = run.audit.filter {
+            $0.entry.result == .published && $0.entry.reason.hasPrefix("plan 'ramp' step")
+        }
         #expect(Set(advances.map(\.entry.reason)) == Set((1...5).map { run.final.plan.reason(step: $0) }))
         // Every step was held at least its hold, in simulated time.
-        let times = run.looks.compactMap { l -> (Int, Instant)? in l.published.map { _ in (l.decision.state.reached, l.status.now) } }
+        let times = run.looks.compactMap { l -> (Int, Instant)? in
+            l.published.map { _ in (l.decision.state.reached, l.status.now) }
+        }
         for (a, b) in zip(times, times.dropFirst()) where a.0 < 5 {
             #expect(b.1 - a.1 >= run.final.plan.steps[a.0 - 1].hold, "\(a) \(b)")
         }
@@ -140,7 +153,8 @@ enum Drill {
     func crashRegressionIsKilledAtTheFirstHalt(seed: UInt64) throws {
         let plan = "name guard\nstep 20% hold 3h\nstep 50%"
         let run = try Drill.run(
-            scenario: try Drill.unscripted("crash-regression", devices: 6000, duration: .hours(3)), plan: plan, seed: seed)
+            scenario: try Drill.unscripted("crash-regression", devices: 6000, duration: .hours(3)), plan: plan,
+            seed: seed)
         defer { try? FileManager.default.removeItem(at: run.dir) }
         #expect(run.final.state.phase == .killed, "\(run.final.state)")
         #expect(run.final.state.reason.hasPrefix("HALT: exposed users crash more than control"))
@@ -156,12 +170,14 @@ enum Drill {
     /// A step that HOLDs (the bad build's failures) past its timeout pauses the plan with an alert.
     @Test(arguments: [UInt64(1), 2, 3, 4, 5])
     func badBuildPauses(seed: UInt64) throws {
-        let plan = "name ramp\ngate ok-for 5m\ntimeout 20m\nstep 10% hold 10m\nstep 25% hold 10m\nstep 50% hold 10m\nstep 100%"
+        let plan =
+            "name ramp\ngate ok-for 5m\ntimeout 20m\nstep 10% hold 10m\nstep 25% hold 10m\nstep 50% hold 10m\nstep 100%"
         let run = try Drill.run(
             scenario: try Drill.unscripted("bad-build", devices: 4000, duration: .minutes(100)), plan: plan, seed: seed,
             settings: Self.drillSettings)
         defer { try? FileManager.default.removeItem(at: run.dir) }
-        #expect(run.final.state.phase == .paused, "\(run.final.state) \(run.looks.last.map { PlanWords.line($0) } ?? "")")
+        #expect(
+            run.final.state.phase == .paused, "\(run.final.state) \(run.looks.last.map { PlanWords.line($0) } ?? "")")
         #expect(run.audit.contains { $0.entry.action == "plan pause" })
         #expect(run.final.state.reached < 4)
     }
@@ -184,10 +200,16 @@ enum Drill {
         defer { try? FileManager.default.removeItem(at: run.dir) }
         // The load after 50% is above half the budget: the plan waits at 50% with the load gate unmet.
         let waits = run.looks.filter { l in
-            if case .wait(_, let gates) = l.decision.action { gates.contains { $0.gate == "load" && !$0.met } } else { false }
+            if case .wait(_, let gates) = l.decision.action {
+                gates.contains { $0.gate == "load" && !$0.met }
+            } else {
+                false
+            }
         }
         #expect(!waits.isEmpty, "\(run.looks.last.map { PlanWords.line($0) } ?? "")")
-        #expect(run.looks.contains { $0.published != nil && $0.decision.state.reached == 2 }, "\(run.looks.map { PlanWords.line($0) }.suffix(3))")
+        #expect(
+            run.looks.contains { $0.published != nil && $0.decision.state.reached == 2 },
+            "\(run.looks.map { PlanWords.line($0) }.suffix(3))")
     }
 
     /// Two runners look at every minute at once: each step is published once; the loser of each race does nothing.
@@ -206,12 +228,14 @@ enum Drill {
         let scenario = try Drill.unscripted("steady", devices: 8000, duration: .hours(4))
         let start = Instant(seconds: SystemClock().now().seconds / 60 * 60)
         let first = try Drill.run(
-            scenario: scenario, plan: Drill.ramp, seed: 1, settings: Self.drillSettings, start: start, stopWhen: { $0.reached == 3 })
+            scenario: scenario, plan: Drill.ramp, seed: 1, settings: Self.drillSettings, start: start,
+            stopWhen: { $0.reached == 3 })
         defer { try? FileManager.default.removeItem(at: first.dir) }
         let reached = first.final.state.reached
         #expect(first.final.state.phase == .running)
         #expect(reached == 3, "\(first.final.state)")
-        let second = try Drill.run(scenario: scenario, plan: Drill.ramp, seed: 2, path: first.path, start: first.stats.now)
+        let second = try Drill.run(
+            scenario: scenario, plan: Drill.ramp, seed: 2, path: first.path, start: first.stats.now)
         #expect(second.final.state.phase == .done, "\(second.final.state)")
         // The new runner published only the steps after the one reached, and the store has each step once.
         let again = second.looks.compactMap { $0.published != nil ? $0.decision.state.reached : nil }

@@ -126,7 +126,8 @@ struct RampDecisionTests {
 
     static func rollout(_ percent: Int64?, killed: Bool = false) -> RolloutPlan? {
         guard let percent else { return try! RolloutPlan.locate(in: RolloutPlan.initialTemplate(seed: "s")) }
-        var t = try! RolloutPlan.apply(.set(MicroPercent(percent: percent)), to: RolloutPlan.initialTemplate(seed: "s"), newSeed: "s")
+        var t = try! RolloutPlan.apply(
+            .set(MicroPercent(percent: percent)), to: RolloutPlan.initialTemplate(seed: "s"), newSeed: "s")
         if killed { t = try! RolloutPlan.apply(.kill, to: t.template, newSeed: "s") }
         return t.after
     }
@@ -134,7 +135,8 @@ struct RampDecisionTests {
     /// An observation where every gate passes.
     static func good(_ percent: Int64?, level: VerdictLevel = .ok) -> RampObservation {
         RampObservation(
-            level: level, reason: "because", rollout: rollout(percent), exposedUsers: 150, exposedSessions: 500, propagation: 0.95,
+            level: level, reason: "because", rollout: rollout(percent), exposedUsers: 150, exposedSessions: 500,
+            propagation: 0.95,
             attestationsPerSecond: 10, budgetPerSecond: 100)
     }
 
@@ -153,7 +155,9 @@ struct RampDecisionTests {
         guard case .wait(let why, let gates) = d.action else { Issue.record("\(d.action)"); return }
         #expect(why.contains("outside the window 13:00-14:00 UTC"))
         #expect(gates.map(\.met) == [false])
-        #expect(plan.decide(RampState(), Self.good(nil), now: Self.t0 + .hours(1)).action == .advance(step: 1, target: .init(percent: 5), reason: "plan 'p' step 1/1: 5%"))
+        #expect(
+            plan.decide(RampState(), Self.good(nil), now: Self.t0 + .hours(1)).action
+                == .advance(step: 1, target: .init(percent: 5), reason: "plan 'p' step 1/1: 5%"))
     }
 
     @Test func holdsThenAdvancesWhenEveryGatePasses() {
@@ -168,19 +172,48 @@ struct RampDecisionTests {
     }
 
     @Test func theLastStepPublishedIsDone() {
-        #expect(Self.plan.decide(Self.at(3), Self.good(100, level: .hold), now: Self.t0) == RampDecision(action: .done("all 3 steps published"), state: {
-            var s = Self.at(3)
-            s.okSince = nil
-            return s
-        }()))
+        #expect(
+            Self.plan.decide(Self.at(3), Self.good(100, level: .hold), now: Self.t0)
+                == RampDecision(
+                    action: .done("all 3 steps published"),
+                    state: {
+                        var s = Self.at(3)
+                        s.okSince = nil
+                        return s
+                    }()))
     }
 
     @Test(arguments: [
-        ("users", RampObservation(level: .ok, reason: "", rollout: rollout(5), exposedUsers: 99, exposedSessions: 500, propagation: 0.95, attestationsPerSecond: 10, budgetPerSecond: 100)),
-        ("sessions", RampObservation(level: .ok, reason: "", rollout: rollout(5), exposedUsers: 150, exposedSessions: 399, propagation: 0.95, attestationsPerSecond: 10, budgetPerSecond: 100)),
-        ("propagation", RampObservation(level: .ok, reason: "", rollout: rollout(5), exposedUsers: 150, exposedSessions: 500, propagation: 0.89, attestationsPerSecond: 10, budgetPerSecond: 100)),
-        ("propagation", RampObservation(level: .ok, reason: "", rollout: rollout(5), exposedUsers: 150, exposedSessions: 500, propagation: nil, attestationsPerSecond: 10, budgetPerSecond: 100)),
-        ("load", RampObservation(level: .ok, reason: "", rollout: rollout(5), exposedUsers: 150, exposedSessions: 500, propagation: 0.95, attestationsPerSecond: 50.1, budgetPerSecond: 100)),
+        (
+            "users",
+            RampObservation(
+                level: .ok, reason: "", rollout: rollout(5), exposedUsers: 99, exposedSessions: 500, propagation: 0.95,
+                attestationsPerSecond: 10, budgetPerSecond: 100)
+        ),
+        (
+            "sessions",
+            RampObservation(
+                level: .ok, reason: "", rollout: rollout(5), exposedUsers: 150, exposedSessions: 399, propagation: 0.95,
+                attestationsPerSecond: 10, budgetPerSecond: 100)
+        ),
+        (
+            "propagation",
+            RampObservation(
+                level: .ok, reason: "", rollout: rollout(5), exposedUsers: 150, exposedSessions: 500, propagation: 0.89,
+                attestationsPerSecond: 10, budgetPerSecond: 100)
+        ),
+        (
+            "propagation",
+            RampObservation(
+                level: .ok, reason: "", rollout: rollout(5), exposedUsers: 150, exposedSessions: 500, propagation: nil,
+                attestationsPerSecond: 10, budgetPerSecond: 100)
+        ),
+        (
+            "load",
+            RampObservation(
+                level: .ok, reason: "", rollout: rollout(5), exposedUsers: 150, exposedSessions: 500, propagation: 0.95,
+                attestationsPerSecond: 50.1, budgetPerSecond: 100)
+        ),
     ])
     func eachGateHoldsTheStep(gate: String, o: RampObservation) {
         let d = Self.plan.decide(Self.at(1, okSince: Self.t0), o, now: Self.t0 + .hours(1))
@@ -222,32 +255,61 @@ struct RampDecisionTests {
         let state = Self.at(1, okSince: Self.t0)
         let now = Self.t0 + .hours(3)
         #expect(Self.plan.decide(state, Self.good(5, level: .halt), now: now).action == .kill("HALT: because"))
-        #expect(Self.plan.decide(state, Self.good(5, level: .watch), now: now).action == .pause("WATCH: because", alert: true))
+        #expect(
+            Self.plan.decide(state, Self.good(5, level: .watch), now: now).action
+                == .pause("WATCH: because", alert: true))
         // HOLD waits (default), and never advances even when every gate passes and the hold is over.
         let hold = Self.plan.decide(state, Self.good(5, level: .hold), now: Self.t0 + .hours(1))
-        #expect(hold.action == .wait("HOLD: because", gates: Self.plan.readings(Self.plan.steps[0], Self.good(5, level: .hold), okSince: nil, now: Self.t0 + .hours(1))))
+        #expect(
+            hold.action
+                == .wait(
+                    "HOLD: because",
+                    gates: Self.plan.readings(
+                        Self.plan.steps[0], Self.good(5, level: .hold), okSince: nil, now: Self.t0 + .hours(1))))
         let paused = try! RampPlan.parse("name p\non hold pause\non halt pause\nstep 5%\nstep 10%")
-        #expect(paused.decide(state, Self.good(5, level: .hold), now: now).action == .pause("HOLD: because", alert: true))
-        #expect(paused.decide(state, Self.good(5, level: .halt), now: now).action == .pause("HALT: because", alert: true))
+        #expect(
+            paused.decide(state, Self.good(5, level: .hold), now: now).action == .pause("HOLD: because", alert: true))
+        #expect(
+            paused.decide(state, Self.good(5, level: .halt), now: now).action == .pause("HALT: because", alert: true))
     }
 
     @Test func aStepThatNeverPassesTimesOut() {
         var o = Self.good(5)
         o.exposedUsers = 10
         let state = Self.at(1, okSince: Self.t0)
-        #expect({ if case .wait = Self.plan.decide(state, o, now: Self.t0 + .hours(3) - .seconds(Int64(1))).action { true } else { false } }())
+        #expect(
+            {
+                if case .wait = Self.plan.decide(state, o, now: Self.t0 + .hours(3) - .seconds(Int64(1))).action {
+                    true
+                } else {
+                    false
+                }
+            }())
         let d = Self.plan.decide(state, o, now: Self.t0 + .hours(3))
         #expect(d.action == .pause("timeout: step 1 (5%) has not passed its gates within 3h", alert: true))
         // HOLD that lasts past the timeout also pauses (the plan says wait on HOLD, but not forever).
-        #expect({ if case .pause(let r, true) = Self.plan.decide(state, Self.good(5, level: .hold), now: Self.t0 + .hours(4)).action { r.hasPrefix("timeout") } else { false } }())
+        #expect(
+            {
+                if case .pause(let r, true) = Self.plan.decide(
+                    state, Self.good(5, level: .hold), now: Self.t0 + .hours(4)
+                ).action {
+                    r.hasPrefix("timeout")
+                } else {
+                    false
+                }
+            }())
     }
 
     @Test func changesOutsideThePlanPauseIt() {
         let state = Self.at(2, okSince: Self.t0)
-        #expect(Self.plan.decide(state, Self.good(30), now: Self.t0).action == .pause("the rollout is at 30%, not at step 2's 25%: changed outside the plan", alert: true))
+        #expect(
+            Self.plan.decide(state, Self.good(30), now: Self.t0).action
+                == .pause("the rollout is at 30%, not at step 2's 25%: changed outside the plan", alert: true))
         var killed = Self.good(25)
         killed.rollout = Self.rollout(25, killed: true)
-        #expect(Self.plan.decide(state, killed, now: Self.t0).action == .pause("the rollout was killed outside the plan", alert: true))
+        #expect(
+            Self.plan.decide(state, killed, now: Self.t0).action
+                == .pause("the rollout was killed outside the plan", alert: true))
     }
 
     @Test(arguments: [RampState.Phase.paused, .aborted, .killed, .done])
@@ -265,7 +327,9 @@ struct RampDecisionTests {
     @Test func theDecisionIsAFunctionOfItsInputs() {
         let state = Self.at(1, okSince: Self.t0)
         let o = Self.good(5)
-        #expect(Self.plan.decide(state, o, now: Self.t0 + .minutes(90)) == Self.plan.decide(state, o, now: Self.t0 + .minutes(90)))
+        #expect(
+            Self.plan.decide(state, o, now: Self.t0 + .minutes(90))
+                == Self.plan.decide(state, o, now: Self.t0 + .minutes(90)))
     }
 }
 
@@ -288,6 +352,8 @@ struct RampRestartTests {
     @Test func aHaltOnAKilledRolloutIsThePlansKill() {
         var o = RampDecisionTests.good(25, level: .halt)
         o.rollout = RampDecisionTests.rollout(25, killed: true)
-        #expect(RampDecisionTests.plan.decide(RampDecisionTests.at(2), o, now: RampDecisionTests.t0).action == .kill("HALT: because"))
+        #expect(
+            RampDecisionTests.plan.decide(RampDecisionTests.at(2), o, now: RampDecisionTests.t0).action
+                == .kill("HALT: because"))
     }
 }
