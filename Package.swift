@@ -38,6 +38,8 @@ let package = Package(
         .target(name: "StepUp", dependencies: ["Crypto", "CQRencode", "Timekeeping", "Rollout"], swiftSettings: strict),
         .target(name: "AppCheck", dependencies: ["Crypto", "COpenSSL", "JSON", "Timekeeping"], swiftSettings: strict),
         .target(name: "Console", dependencies: ["RemoteConfig", "Timekeeping", "TerminalText"], swiftSettings: strict),
+        // Ramp plans: the plan file, its state and the one decision of what a plan does next.
+        .target(name: "RampPlans", dependencies: ["RemoteConfig", "Rollout", "Telemetry", "Timekeeping"], swiftSettings: strict),
 
         // Adapters.
         .target(name: "Store", dependencies: ["CSQLite", "JSON", "Crypto", "RemoteConfig", "Rollout", "Telemetry", "AppCheck", "StepUp", "Timekeeping"], swiftSettings: strict),
@@ -62,6 +64,7 @@ let package = Package(
             dependencies: [
                 "CommandLineKit", "Crypto", "RemoteConfig", "Rollout", "Telemetry", "Store", "StepUp", "Console", "Terminal", "Timekeeping",
                 "FirebaseRemoteConfig",
+                "RampPlans",
             ],
             swiftSettings: strict),
         .target(name: "TestSupport", path: "Tests/Support", swiftSettings: strict),
@@ -73,7 +76,7 @@ let package = Package(
         // Executables.
         .executableTarget(
             name: "rollout",
-            dependencies: ["CommandLineKit", "RolloutApp", "JSON", "RemoteConfig", "Rollout", "Telemetry", "Store", "AppCheck", "StepUp", "FleetSimulator", "Console", "Terminal", "Timekeeping", "Crypto", "TerminalText", "ExchangeServer"],
+            dependencies: ["CommandLineKit", "RolloutApp", "JSON", "RemoteConfig", "Rollout", "Telemetry", "Store", "AppCheck", "StepUp", "FleetSimulator", "Console", "Terminal", "Timekeeping", "Crypto", "TerminalText", "ExchangeServer", "RampPlans"],
             swiftSettings: strict),
         .executableTarget(
             name: "rollout-bench",
@@ -95,6 +98,11 @@ let package = Package(
         .testTarget(
             name: "FleetSimulatorTests",
             dependencies: ["TestSupport", "FleetSimulator", "Telemetry", "Rollout", "RemoteConfig", "AppCheck", "Store", "Crypto", "Timekeeping"],
+            swiftSettings: strict),
+        .testTarget(name: "RampPlansTests", dependencies: ["TestSupport", "RampPlans", "Rollout", "RemoteConfig", "Telemetry", "Timekeeping"], swiftSettings: strict),
+        .testTarget(
+            name: "RampPlanRunTests",
+            dependencies: ["TestSupport", "RampPlans", "RolloutApp", "FleetSimulator", "Store", "Rollout", "RemoteConfig", "Telemetry", "Timekeeping"],
             swiftSettings: strict),
         .testTarget(name: "ConsoleTests", dependencies: ["TestSupport", "Console", "Rollout", "Telemetry", "Timekeeping"], exclude: ["Golden"], swiftSettings: strict),
         .testTarget(

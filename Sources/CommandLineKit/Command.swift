@@ -15,6 +15,9 @@ public enum ExitCode: Int32, Sendable {
     case verdictWatch = 5
     case verdictHold = 6
     case verdictHalt = 7
+    /// `plan run`: the plan was aborted / paused (`--exit-on-pause`); killed is `verdictHalt`.
+    case planAborted = 8
+    case planPaused = 9
 }
 
 /// An error that ends the command with a one-line message and an exit code.

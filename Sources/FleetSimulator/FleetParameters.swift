@@ -200,33 +200,7 @@ public enum ScenarioValues {
 
     /// `90s`, `5m`, `2h`, `1d`, `1h30m`, `0s`.
     public static func duration(_ text: String) throws(ScenarioValueError) -> Instant.Duration {
-        var total: Int64 = 0
-        var digits = ""
-        var sawUnit = false
-        for c in text {
-            if c.isASCII, c.isNumber {
-                digits.append(c)
-                continue
-            }
-            let unit: Int64
-            switch c {
-            case "s": unit = 1
-            case "m": unit = 60
-            case "h": unit = 3600
-            case "d": unit = 86_400
-            default: throw ScenarioValueError("'\(text)' is not a duration such as 30s, 5m, 2h or 1h30m")
-            }
-            guard let n = Int64(digits), n <= 10_000_000 else {
-                throw ScenarioValueError("'\(text)' is not a duration such as 30s, 5m, 2h or 1h30m")
-            }
-            total += n * unit
-            digits = ""
-            sawUnit = true
-        }
-        guard sawUnit, digits.isEmpty else {
-            throw ScenarioValueError("'\(text)' is not a duration such as 30s, 5m, 2h or 1h30m")
-        }
-        return .seconds(total)
+        do { return try Instant.Duration.parse(text) } catch { throw ScenarioValueError(error.description) }
     }
 
     public static func positiveDuration(_ text: String) throws(ScenarioValueError) -> Instant.Duration {

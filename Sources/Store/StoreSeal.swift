@@ -92,13 +92,13 @@ public struct StoreKey: Sendable {
 ///
 /// Sealed tables: the step-up operators, pending enrolments and policy, the guardrail settings, and the App
 /// Check configuration (project, apps, signing keys and their retirements, debug tokens, demo certificate
-/// authority). The exchange's per-request
+/// authority), and the ramp plan. The exchange's per-request
 /// state (challenges, key counters, consumed tokens) is not sealed: a full digest per request would not scale.
 public enum StoreSeal {
     public static let sealedTables = [
         "stepup_operators", "stepup_enrolments", "stepup_policy", "guardrail_settings", "appcheck_project",
         "appcheck_apps", "appcheck_signing_keys", "appcheck_signing_key_retirements", "appcheck_debug_tokens",
-        "appcheck_demo_authority",
+        "appcheck_demo_authority", "ramp_plan",
     ]
 
     static let schema = """
@@ -134,6 +134,9 @@ public enum StoreSeal {
 
     /// SHA-256 over the table's rows, each encoded with its column types, in sorted order.
     static func digest(of table: String, in db: SQLiteDatabase) throws -> String {
+        // A table a later migration adds is sealed as absent until it exists.
+        guard try !db.query("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", [.text(table)]).isEmpty
+        else { return "absent" }
         var rows: [String] = []
         for row in try db.query("SELECT * FROM \(table)") {
             rows.append(

@@ -1,0 +1,258 @@
+import RemoteConfig
+import Rollout
+import Telemetry
+import Timekeeping
+
+/// Where a running plan is. Kept in the store; changed only by compare-and-swap on its revision.
+public struct RampState: Hashable, Sendable {
+    public enum Phase: String, Hashable, Sendable, CaseIterable {
+        case running, paused, aborted, killed, done
+        /// No runner acts on the plan any more.
+        public var isFinal: Bool { self == .aborted || self == .killed || self == .done }
+    }
+
+    public var phase: Phase
+    /// How many steps have been published (0: none yet); the current step is `steps[reached - 1]`.
+    public var reached: Int
+    /// Telemetry time at which the current step was published.
+    public var reachedAt: Instant?
+    /// Since when the verdict has been OK without a break (telemetry time; nil: not OK at the last look).
+    public var okSince: Instant?
+    /// Why the plan is paused, aborted, killed or done.
+    public var reason: String
+
+    public init(
+        phase: Phase = .running, reached: Int = 0, reachedAt: Instant? = nil, okSince: Instant? = nil,
+        reason: String = ""
+    ) {
+        self.phase = phase
+        self.reached = reached
+        self.reachedAt = reachedAt
+        self.okSince = okSince
+        self.reason = reason
+    }
+}
+
+/// What the plan is judged on at one look: the one assessment and the rollout it was computed for.
+public struct RampObservation: Sendable {
+    public var level: VerdictLevel
+    public var reason: String
+    /// The rollout as published (nil: the template holds no rollout).
+    public var rollout: RolloutPlan?
+    public var exposedUsers: Int64
+    public var exposedSessions: Int64
+    /// Share of active devices on the newest version (nil: no activity seen).
+    public var propagation: Double?
+    public var attestationsPerSecond: Double
+    public var budgetPerSecond: Double
+
+    public init(
+        level: VerdictLevel, reason: String, rollout: RolloutPlan?, exposedUsers: Int64 = 0, exposedSessions: Int64 = 0,
+        propagation: Double? = nil, attestationsPerSecond: Double = 0, budgetPerSecond: Double = 100
+    ) {
+        self.level = level
+        self.reason = reason
+        self.rollout = rollout
+        self.exposedUsers = exposedUsers
+        self.exposedSessions = exposedSessions
+        self.propagation = propagation
+        self.attestationsPerSecond = attestationsPerSecond
+        self.budgetPerSecond = budgetPerSecond
+    }
+
+    /// Reads the figures the gates need from the one assessment (`RolloutMonitor.status()`), nothing else.
+    public init(assessment: Assessment, snapshot: TelemetrySnapshot, rollout: RolloutPlan?) {
+        self.init(
+            level: assessment.verdict.level, reason: assessment.verdict.reason, rollout: rollout,
+            exposedUsers: snapshot.crash.totals.exposedUsers, exposedSessions: snapshot.crash.totals.exposedSessions,
+            propagation: assessment.exposure.propagation,
+            attestationsPerSecond: snapshot.observedAttestationsPerSecond.perSecond,
+            budgetPerSecond: assessment.context.budget.perSecond)
+    }
+
+    /// The exposed percentage as published (0 when killed or not started).
+    public var exposed: MicroPercent { rollout.map { $0.state == .rolling ? $0.percentage : .zero } ?? .zero }
+}
+
+/// One gate at one look: what it needs, what it sees, whether it passes.
+public struct GateReading: Hashable, Sendable, CustomStringConvertible {
+    public var gate: String
+    public var required: String
+    public var value: String
+    public var met: Bool
+    public var description: String { "\(gate) \(value) (needs \(required))\(met ? "" : " ✗")" }
+}
+
+/// What a runner does next.
+public enum RampAction: Hashable, Sendable {
+    /// Nothing now: the step's hold or gates (each with its value), or the verdict, say wait.
+    case wait(String, gates: [GateReading])
+    /// Publish step `step` (1-based) at `target`, with `reason` as the change's reason.
+    case advance(step: Int, target: MicroPercent, reason: String)
+    /// Stop advancing until an operator resumes; `alert` when a person must look (timeout, changed outside).
+    case pause(String, alert: Bool)
+    /// Publish a kill (the verdict is HALT and the plan says kill).
+    case kill(String)
+    /// The last step is published.
+    case done(String)
+    /// The plan is paused, aborted, killed or done: nothing to do.
+    case idle(RampState.Phase)
+}
+
+/// The decision and the state to store with it (the OK streak moves on every look).
+public struct RampDecision: Hashable, Sendable {
+    public var action: RampAction
+    public var state: RampState
+    public init(action: RampAction, state: RampState) {
+        self.action = action
+        self.state = state
+    }
+}
+
+extension RampPlan {
+    /// The reason recorded with step `step`'s change: `plan 'ramp' step 3/5: 25%`.
+    public func reason(step: Int) -> String { "plan '\(name)' step \(step)/\(steps.count): \(steps[step - 1].target)" }
+
+    /// The one decision of a plan (pure): given its state, the one assessment and the telemetry time `now`.
+    ///
+    /// In order: a final or paused plan is idle (a paused plan still kills on HALT); a next step found published already is adopted (a restart, or
+    /// another runner that won the race); a rollout killed or changed outside the plan pauses it (a kill on
+    /// HALT is the plan's own kill);
+    /// the verdict's action (HALT → kill or pause, WATCH → pause or wait, HOLD → wait or pause) while anyone is
+    /// exposed; the step's timeout; then the step's hold and gates, and when all pass, the next step (or done
+    /// when the last step is published). The first step waits only for its time-of-day window (nobody is exposed
+    /// yet, so there is nothing to judge; the guardrail of the write path still judges the change).
+    public func decide(_ state: RampState, _ o: RampObservation, now: Instant) -> RampDecision {
+        var next = state
+        // A paused plan still kills on HALT while it exposes anyone: pausing stops advances, not the guard.
+        if state.phase == .paused, state.reached > 0, o.rollout?.state == .rolling, o.level == .halt,
+            actions.onHalt == .kill
+        {
+            return RampDecision(action: .kill("\(o.level): \(o.reason)"), state: state)
+        }
+        guard state.phase == .running else { return RampDecision(action: .idle(state.phase), state: state) }
+        next.okSince = o.level == .ok ? (state.okSince ?? now) : nil
+        func decision(_ a: RampAction) -> RampDecision { RampDecision(action: a, state: next) }
+
+        if state.reached >= steps.count { return decision(.done("all \(steps.count) steps published")) }
+        // The next step is published already: by another runner that has not stored its state yet, or by this
+        // plan just before a restart. Adopt it and hold it from now.
+        if o.rollout?.state == .rolling, o.exposed == steps[state.reached].target {
+            next.reached = state.reached + 1
+            next.reachedAt = now
+            let step = steps[state.reached]
+            return decision(
+                .wait("step \(next.reached) (\(step.target)) is published; holding it from now", gates: []))
+        }
+        if state.reached > 0 {
+            let current = steps[state.reached - 1]
+            if o.rollout?.state == .killed {
+                if o.level == .halt, actions.onHalt == .kill { return decision(.kill("\(o.level): \(o.reason)")) }
+                return decision(.pause("the rollout was killed outside the plan", alert: true))
+            }
+            if o.exposed != current.target {
+                return decision(
+                    .pause(
+                        "the rollout is at \(o.exposed), not at step \(state.reached)'s \(current.target): changed outside the plan",
+                        alert: true))
+            }
+            let verdictAction: RampActions.OnVerdict? =
+                switch o.level {
+                case .ok: nil
+                case .watch: actions.onWatch
+                case .hold: actions.onHold
+                case .halt: actions.onHalt
+                }
+            switch verdictAction {
+            case .kill?: return decision(.kill("\(o.level): \(o.reason)"))
+            case .pause?: return decision(.pause("\(o.level): \(o.reason)", alert: true))
+            case .wait?, nil: break
+            }
+            let since = state.reachedAt ?? now
+            // The OK streak counts at this step only.
+            let gates = readings(current, o, okSince: next.okSince.map { max($0, since) }, now: now)
+            let held = now - since >= current.hold
+            if held, o.level == .ok, gates.allSatisfy(\.met) { return decision(advance(from: state.reached)) }
+            if let timeout = current.timeout, now - since >= current.hold + timeout {
+                return decision(
+                    .pause(
+                        "timeout: step \(state.reached) (\(current.target)) has not passed its gates within "
+                            + "\((current.hold + timeout).compactText)", alert: true))
+            }
+            let why: String
+            if o.level != .ok {
+                why = "\(o.level): \(o.reason)"
+            } else if !held {
+                why =
+                    "holding \(current.target) until \((since + current.hold).iso8601) (\((since + current.hold - now).compactText) left)"
+            } else {
+                why = "gates: " + gates.filter { !$0.met }.map(\.description).joined(separator: "; ")
+            }
+            return decision(.wait(why, gates: gates))
+        }
+        // Nothing published yet.
+        if let window = steps[0].gates.window, !window.contains(now) {
+            let reading = GateReading(gate: "window", required: window.description, value: now.iso8601, met: false)
+            return decision(.wait("outside the window \(window)", gates: [reading]))
+        }
+        return decision(advance(from: 0))
+    }
+
+    private func advance(from reached: Int) -> RampAction {
+        if reached == steps.count { return .done("all \(steps.count) steps published") }
+        return .advance(step: reached + 1, target: steps[reached].target, reason: reason(step: reached + 1))
+    }
+
+    /// Each configured gate of `step` with its value at this look.
+    public func readings(_ step: RampStep, _ o: RampObservation, okSince: Instant?, now: Instant) -> [GateReading] {
+        var out: [GateReading] = []
+        let g = step.gates
+        if let d = g.okFor {
+            let streak = okSince.map { now - $0 } ?? .seconds(Int64(0))
+            out.append(
+                GateReading(
+                    gate: "ok-for", required: d.compactText,
+                    value: okSince == nil ? "not OK (\(o.level))" : "OK for \(streak.compactText)",
+                    met: okSince != nil && streak >= d))
+        }
+        if let n = g.minimumExposedUsers {
+            out.append(
+                GateReading(gate: "users", required: "≥ \(n)", value: "\(o.exposedUsers)", met: o.exposedUsers >= n))
+        }
+        if let n = g.minimumExposedSessions {
+            out.append(
+                GateReading(
+                    gate: "sessions", required: "≥ \(n)", value: "\(o.exposedSessions)", met: o.exposedSessions >= n))
+        }
+        if let p = g.minimumPropagation {
+            let share = o.propagation ?? 0
+            out.append(
+                GateReading(
+                    gate: "propagation", required: "≥ \(p)",
+                    value: o.propagation.map { Self.percentText($0) } ?? "unknown",
+                    met: o.propagation != nil && share * 100_000_000 >= Double(p.value)))
+        }
+        if let p = g.maximumLoad {
+            let share = o.budgetPerSecond > 0 ? o.attestationsPerSecond / o.budgetPerSecond : 1
+            out.append(
+                GateReading(
+                    gate: "load", required: "≤ \(p) of \(Self.fixed(o.budgetPerSecond))/s",
+                    value: "\(Self.fixed(o.attestationsPerSecond))/s (\(Self.percentText(share)))",
+                    met: share * 100_000_000 <= Double(p.value)))
+        }
+        if let w = g.window {
+            out.append(GateReading(gate: "window", required: w.description, value: now.iso8601, met: w.contains(now)))
+        }
+        return out
+    }
+
+    static func percentText(_ share: Double) -> String {
+        let tenths = (share * 1000).rounded()
+        return "\(Int64(tenths) / 10).\(Int64(abs(tenths)) % 10)%"
+    }
+
+    static func fixed(_ v: Double) -> String {
+        let tenths = (v * 10).rounded()
+        return "\(Int64(tenths) / 10).\(Int64(abs(tenths)) % 10)"
+    }
+}

@@ -1,0 +1,273 @@
+import Foundation
+import RampPlans
+import Rollout
+import Store
+import Telemetry
+import Timekeeping
+
+/// A ramp plan as stored: the plan, its state, and the row (with the revision its compare-and-swap needs).
+public struct StoredRampPlan: Sendable {
+    public var plan: RampPlan
+    public var state: RampState
+    public var row: RampPlanTable.Row
+}
+
+/// Why a plan command did nothing.
+public struct RampPlanFailure: Error, Sendable, CustomStringConvertible {
+    public var description: String
+    /// A usage problem (a plan file that does not parse), not a refusal.
+    public var isUsage = false
+    public init(_ description: String, isUsage: Bool = false) {
+        self.description = description
+        self.isUsage = isUsage
+    }
+}
+
+/// The plan's changes of state (start, pause, resume, abort, and the runner's own), each applied by
+/// compare-and-swap on the plan's revision with its audit record in one write transaction. Advances and kills
+/// are not here: they are rollout intents of the one `WritePath`.
+public struct RampPlanStates {
+    public let session: StoreSession
+
+    public init(session: StoreSession) { self.session = session }
+
+    /// The stored plan, nil when none was started.
+    public func load() throws -> StoredRampPlan? {
+        guard let row = try session.store.withDatabase({ try RampPlanTable.load(from: $0) }) else { return nil }
+        return try Self.decode(row)
+    }
+
+    static func decode(_ row: RampPlanTable.Row) throws -> StoredRampPlan {
+        let plan: RampPlan
+        do { plan = try RampPlan.parse(row.source) } catch {
+            throw RampPlanFailure("the stored plan '\(row.name)' does not read any more: \(error)")
+        }
+        guard let phase = RampState.Phase(rawValue: row.phase), (0...plan.steps.count).contains(row.reached) else {
+            throw RampPlanFailure(
+                "the stored state of plan '\(row.name)' is unreadable (\(row.phase), step \(row.reached))")
+        }
+        let state = RampState(
+            phase: phase, reached: row.reached, reachedAt: row.reachedAt, okSince: row.okSince, reason: row.reason)
+        return StoredRampPlan(plan: plan, state: state, row: row)
+    }
+
+    /// Stores `source` as the store's plan (replacing a finished one), audited as `plan start`.
+    public func start(source: String, actor: String) throws -> StoredRampPlan {
+        if session.store.isReadOnly { throw WritePath.Failure.readOnly }
+        let plan: RampPlan
+        do { plan = try RampPlan.parse(source) } catch {
+            throw RampPlanFailure("invalid plan: \(error)", isUsage: true)
+        }
+        let now = session.clock.now()
+        return try session.store.withDatabase { db in
+            try db.transaction {
+                if let old = try RampPlanTable.load(from: db), let phase = RampState.Phase(rawValue: old.phase),
+                    !phase.isFinal
+                {
+                    throw RampPlanFailure(
+                        "plan '\(old.name)' is \(phase.rawValue) (step \(old.reached)); abort it first ('rollout plan abort')"
+                    )
+                }
+                let row = RampPlanTable.Row(
+                    name: plan.name, source: source, startedBy: actor, startedAt: now,
+                    phase: RampState.Phase.running.rawValue,
+                    reached: 0, reachedAt: nil, okSince: nil, reason: "", revision: 0)
+                try RampPlanTable.replace(with: row, in: db)
+                _ = try session.config.appendAudit(
+                    AuditEntry(
+                        time: now, actor: actor, action: "plan start",
+                        to: "plan '\(plan.name)': "
+                            + plan.steps.map(\.target.description).joined(separator: " → "), result: .recorded,
+                        detail: "\(plan.steps.count) steps"))
+                return try Self.decode(try RampPlanTable.load(from: db)!)
+            }
+        }
+    }
+
+    /// Writes `state` if the plan is still at `revision` (true), with an audit record when `audit` is given.
+    @discardableResult
+    public func swap(
+        _ stored: StoredRampPlan, to state: RampState, actor: String, audit: (action: String, reason: String)?
+    ) throws
+        -> Bool
+    {
+        if session.store.isReadOnly { throw WritePath.Failure.readOnly }
+        var row = stored.row
+        row.phase = state.phase.rawValue
+        row.reached = state.reached
+        row.reachedAt = state.reachedAt
+        row.okSince = state.okSince
+        row.reason = state.reason
+        return try session.store.withDatabase { db in
+            try db.transaction {
+                guard try RampPlanTable.compareAndSwapState(row, in: db) else { return false }
+                if let audit {
+                    _ = try session.config.appendAudit(
+                        AuditEntry(
+                            time: session.clock.now(), actor: actor, action: audit.action,
+                            from:
+                                "plan '\(stored.plan.name)' \(stored.state.phase.rawValue) at step \(stored.state.reached)",
+                            to: "\(state.phase.rawValue) at step \(state.reached)", reason: audit.reason,
+                            result: .recorded))
+                }
+                return true
+            }
+        }
+    }
+
+    /// An operator's pause, resume or abort of the stored plan.
+    public func operatorChange(to phase: RampState.Phase, actor: String, reason: String) throws -> StoredRampPlan {
+        guard let stored = try load() else {
+            throw RampPlanFailure("no plan was started in this store ('rollout plan start FILE')")
+        }
+        if stored.state.phase.isFinal {
+            throw RampPlanFailure(
+                "plan '\(stored.plan.name)' is \(stored.state.phase.rawValue): \(stored.state.reason)")
+        }
+        let allowed: Bool =
+            switch phase {
+            case .paused: stored.state.phase == .running
+            case .running: stored.state.phase == .paused
+            case .aborted: true
+            default: false
+            }
+        guard allowed else {
+            throw RampPlanFailure("plan '\(stored.plan.name)' is \(stored.state.phase.rawValue) already")
+        }
+        var state = stored.state
+        state.phase = phase
+        state.reason = reason.isEmpty ? "\(phase.rawValue) by \(actor)" : reason
+        // A resumed plan judges its OK streak afresh.
+        if phase == .running { state.okSince = nil }
+        let verb = ["paused": "plan pause", "running": "plan resume", "aborted": "plan abort"][phase.rawValue]!
+        guard try swap(stored, to: state, actor: actor, audit: (verb, reason)) else {
+            throw RampPlanFailure(
+                "plan '\(stored.plan.name)' changed meanwhile (another runner or operator); look again")
+        }
+        return try load()!
+    }
+}
+
+/// Runs a stored plan: each `look()` computes the one assessment, asks the plan's decision what to do, and does
+/// it: advances and kills through the write path (compare-and-swap on the ETag the verdict was judged on), state
+/// changes through `RampPlanStates` (compare-and-swap on the plan's revision). Any number of runners may look at
+/// once: of two that decide the same advance, one publish wins and the other loses the race and does nothing;
+/// a runner that restarts finds its step in the store.
+public final class RampPlanRunner {
+    public let session: StoreSession
+    public let monitor: RolloutMonitor
+    public let states: RampPlanStates
+    let path: WritePath
+    /// A refusal by a policy (the guardrail's budget) is retried only on a newer version or a minute later
+    /// (telemetry time), so a waiting plan does not fill the audit log with refusals.
+    private var refused: (etag: String, at: Instant)?
+
+    public init(session: StoreSession, monitor: RolloutMonitor? = nil) throws {
+        self.session = session
+        self.monitor = try monitor ?? session.monitor()
+        states = RampPlanStates(session: session)
+        path = try session.writePath()
+    }
+
+    /// What one look saw and did.
+    public struct Look: Sendable {
+        public var status: RolloutMonitor.Status
+        public var plan: StoredRampPlan
+        public var decision: RampDecision
+        /// What was done, in words (nil: nothing but waiting).
+        public var done: String?
+        /// The version published by this look (an advance or a kill).
+        public var published: Int?
+    }
+
+    /// One look; nil when no plan was started.
+    public func look(code: String? = nil) throws -> Look? {
+        guard let stored = try states.load() else { return nil }
+        let status = try monitor.status()
+        let observation = RampObservation(
+            assessment: status.assessment, snapshot: status.snapshot, rollout: status.plan)
+        var decision = stored.plan.decide(stored.state, observation, now: status.now)
+        var look = Look(status: status, plan: stored, decision: decision)
+        let actor = session.operatorID
+        var state = decision.state
+        var audit: (String, String)?
+        switch decision.action {
+        case .idle:
+            return look
+        case .wait:
+            break
+        case .advance(let step, let target, let reason):
+            if let r = refused, r.etag == status.current.etag, status.now - r.at < .minutes(1), code == nil { break }
+            var request = WritePath.Request(
+                intent: .rollout(.set(target)), actor: actor, reason: reason, origin: Self.origin)
+            request.basedOnETag = status.current.etag
+            request.stepUpCode = code
+            do {
+                switch try path.execute(request) {
+                case .published(let stored, _, _):
+                    look.published = stored.info.number
+                    look.done = "published version \(stored.info.number): \(reason)"
+                case .unchanged:
+                    look.done = "step \(step) (\(target)) was already published"
+                }
+                state.reached = step
+                state.reachedAt = status.now
+                refused = nil
+            } catch WritePath.Failure.conflict {
+                look.done = "lost the race for step \(step): another change was published first; looking again"
+                look.decision = decision
+                return look
+            } catch WritePath.Failure.refused(let refusal) where refusal.needsStepUpCode {
+                state.phase = .paused
+                state.reason =
+                    "step \(step) (\(target)) needs a one-time code: \(refusal.reason); 'rollout plan resume --code CODE' publishes it"
+                audit = ("plan pause", state.reason)
+                look.done = "paused: " + state.reason
+            } catch WritePath.Failure.refused(let refusal) {
+                refused = (status.current.etag, status.now)
+                decision.action = .wait("refused: \(refusal)", gates: [])
+                look.done = "waiting: \(refusal)"
+            }
+        case .kill(let why):
+            var request = WritePath.Request(
+                intent: .rollout(.kill), actor: actor,
+                reason: "plan '\(stored.plan.name)' step \(stored.state.reached)/\(stored.plan.steps.count): \(why)",
+                origin: Self.origin)
+            request.basedOnETag = status.current.etag
+            do {
+                if status.plan?.state == .killed {
+                    // Killed already (auto-kill on the same HALT): the plan ends as killed, nothing to publish.
+                } else if case .published(let v, _, _) = try path.execute(request) {
+                    look.published = v.info.number
+                }
+            } catch WritePath.Failure.conflict {
+                // Someone published first (auto-kill's kill, or an operator): the next look judges the new version.
+                look.done = "lost the race to kill; looking again"
+                return look
+            }
+            state.phase = .killed
+            state.reason = why
+            audit = ("plan killed", why)
+            look.done = "killed: \(why)" + (look.published.map { " (version \($0))" } ?? "")
+        case .pause(let why, _):
+            state.phase = .paused
+            state.reason = why
+            audit = ("plan pause", why)
+            look.done = "paused: \(why)"
+        case .done(let why):
+            state.phase = .done
+            state.reason = why
+            audit = ("plan done", why)
+            look.done = "done: \(why)"
+        }
+        look.decision = RampDecision(action: decision.action, state: state)
+        if state != stored.state {
+            let written = try states.swap(stored, to: state, actor: actor, audit: audit)
+            if !written, look.published == nil { look.done = "another runner changed the plan first; looking again" }
+        }
+        return look
+    }
+
+    /// `updateOrigin` of the versions a plan publishes.
+    public static let origin = "ROLLOUT_PLAN"
+}

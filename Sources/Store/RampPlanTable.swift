@@ -1,0 +1,109 @@
+import Timekeeping
+
+/// The store's ramp plan (`ramp_plan`: at most one row): the plan file as started, who started it, and the
+/// plan's state, changed only by compare-and-swap on `revision`.
+///
+/// Persistence only: the application layer reads the plan and its state into `RampPlans` types, decides, and
+/// writes the new state back with the revision it read, in the transaction of the state change's audit record.
+public enum RampPlanTable {
+    public static func createSchema(in db: SQLiteDatabase) throws {
+        try db.execute(
+            """
+            CREATE TABLE IF NOT EXISTS ramp_plan (
+                id INTEGER PRIMARY KEY CHECK (id = 1),
+                name TEXT NOT NULL,
+                source TEXT NOT NULL,
+                started_by TEXT NOT NULL,
+                started_at INTEGER NOT NULL,
+                phase TEXT NOT NULL,
+                reached INTEGER NOT NULL,
+                reached_at INTEGER,
+                ok_since INTEGER,
+                reason TEXT NOT NULL,
+                revision INTEGER NOT NULL
+            )
+            """)
+    }
+
+    /// One stored plan, as its columns.
+    public struct Row: Hashable, Sendable {
+        public var name: String
+        public var source: String
+        public var startedBy: String
+        public var startedAt: Instant
+        public var phase: String
+        public var reached: Int
+        public var reachedAt: Instant?
+        public var okSince: Instant?
+        public var reason: String
+        public var revision: Int64
+
+        public init(
+            name: String, source: String, startedBy: String, startedAt: Instant, phase: String, reached: Int,
+            reachedAt: Instant?, okSince: Instant?, reason: String, revision: Int64
+        ) {
+            self.name = name
+            self.source = source
+            self.startedBy = startedBy
+            self.startedAt = startedAt
+            self.phase = phase
+            self.reached = reached
+            self.reachedAt = reachedAt
+            self.okSince = okSince
+            self.reason = reason
+            self.revision = revision
+        }
+    }
+
+    static func exists(_ db: SQLiteDatabase) throws -> Bool {
+        try !db.query("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'ramp_plan'").isEmpty
+    }
+
+    /// The stored plan, nil when none was ever started.
+    public static func load(from db: SQLiteDatabase) throws -> Row? {
+        guard try exists(db) else { return nil }
+        guard
+            let r = try db.query(
+                "SELECT name, source, started_by, started_at, phase, reached, reached_at, ok_since, reason, revision FROM ramp_plan WHERE id = 1"
+            ).first
+        else { return nil }
+        return Row(
+            name: r[0].string ?? "", source: r[1].string ?? "", startedBy: r[2].string ?? "",
+            startedAt: Instant(microseconds: r[3].int ?? 0), phase: r[4].string ?? "", reached: Int(r[5].int ?? 0),
+            reachedAt: r[6].int.map { Instant(microseconds: $0) }, okSince: r[7].int.map { Instant(microseconds: $0) },
+            reason: r[8].string ?? "", revision: r[9].int ?? 0)
+    }
+
+    /// Replaces the stored plan with `row` (a new plan: `plan start`); its revision is the old one + 1.
+    public static func replace(with row: Row, in db: SQLiteDatabase) throws {
+        let revision = (try load(from: db)?.revision ?? 0) + 1
+        try db.run("DELETE FROM ramp_plan")
+        try db.run(
+            """
+            INSERT INTO ramp_plan (id, name, source, started_by, started_at, phase, reached, reached_at, ok_since, reason, revision)
+            VALUES (1, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+            """,
+            [
+                .text(row.name), .text(row.source), .text(row.startedBy), .integer(row.startedAt.microseconds),
+                .text(row.phase),
+                .integer(Int64(row.reached)), row.reachedAt.map { .integer($0.microseconds) } ?? .null,
+                row.okSince.map { .integer($0.microseconds) } ?? .null, .text(row.reason), .integer(revision),
+            ])
+    }
+
+    /// Writes the state columns of `row` if the stored revision is still `row.revision`; true when written
+    /// (the revision then goes up by one), false when another writer changed the plan first.
+    public static func compareAndSwapState(_ row: Row, in db: SQLiteDatabase) throws -> Bool {
+        try db.run(
+            """
+            UPDATE ramp_plan SET phase = ?, reached = ?, reached_at = ?, ok_since = ?, reason = ?, revision = revision + 1
+            WHERE id = 1 AND revision = ?
+            """,
+            [
+                .text(row.phase), .integer(Int64(row.reached)),
+                row.reachedAt.map { .integer($0.microseconds) } ?? .null,
+                row.okSince.map { .integer($0.microseconds) } ?? .null, .text(row.reason), .integer(row.revision),
+            ])
+        return db.changes == 1
+    }
+}

@@ -1,0 +1,279 @@
+import CommandLineKit
+import Foundation
+import JSON
+import RampPlans
+import Rollout
+import RolloutApp
+import Store
+import Telemetry
+import Timekeeping
+
+/// `rollout plan`: a declarative ramp that advances the rollout by itself through gates.
+enum PlanCommands {
+    static let all: [Command] = [group]
+
+    static let group = Command(
+        "plan",
+        summary: "Ramp plans: steps, holds and gates that advance the rollout by themselves.",
+        discussion: "A plan file lists steps (a percentage and a minimum hold), the gates each step must pass before "
+            + "the next (verdict OK for a duration, exposed users and sessions, propagation, attestation load, a "
+            + "time-of-day window) and what to do on WATCH (pause), HOLD (wait) and HALT (kill); see the README. "
+            + "'plan start' stores it; 'plan run' executes it. Every advance is an ordinary change of the write path "
+            + "(guardrails, step-up, a reason such as \"plan 'ramp' step 3/5: 25%\"), published by compare-and-swap, "
+            + "so any number of runners may run: one publishes each step.",
+        examples: [
+            "rollout plan start ramp.plan",
+            "rollout plan run --json",
+            "rollout plan status --json",
+            "rollout plan pause --reason \"investigating a report\"",
+            "rollout plan resume --code 123456   # also publishes a step that waits for a one-time code",
+        ],
+        subcommands: [start, status, pause, resume, abort, run])
+
+    static let start = Command(
+        "start",
+        summary: "Store a plan file as the store's plan (audited); 'plan run' executes it.",
+        discussion: "The plan is validated first (errors name their line). Refused while another plan is running or "
+            + "paused (abort it first).",
+        positionals: [Positional("FILE", help: "The plan file.")],
+        examples: ["rollout plan start ramp.plan"],
+        action: { inv in
+            guard let file = inv.positional(0) else { throw inv.usageError("plan start needs a plan FILE") }
+            guard let data = FileManager.default.contents(atPath: file), let text = String(data: data, encoding: .utf8)
+            else {
+                throw CommandError("cannot read the plan file \(file)")
+            }
+            let session = try Wiring.session(inv)
+            do {
+                let stored = try RampPlanStates(session: session).start(source: text, actor: session.operatorID)
+                print(
+                    "plan '\(stored.plan.name)' started: "
+                        + stored.plan.steps.map(\.target.description).joined(separator: " → "))
+                print("run it with 'rollout plan run' (any number of runners may run)")
+                return .ok
+            } catch let e as RampPlanFailure {
+                throw e.isUsage ? inv.usageError("\(file): \(e.description)") : CommandError(e.description)
+            }
+        })
+
+    static let status = Command(
+        "status",
+        summary: "The plan, its step and what it waits for (each gate with its value).",
+        options: [.flag("--json", help: "Print one JSON object.")],
+        examples: ["rollout plan status", "rollout plan status --read-only --json"],
+        action: { inv in
+            let session = try Wiring.session(inv)
+            guard let stored = try RampPlanStates(session: session).load() else {
+                throw CommandError("no plan was started in this store ('rollout plan start FILE')")
+            }
+            let status = try session.monitor().status()
+            let decision = stored.plan.decide(
+                stored.state,
+                RampObservation(assessment: status.assessment, snapshot: status.snapshot, rollout: status.plan),
+                now: status.now)
+            if inv.flag("--json") {
+                print(JSONWriter().string(json(stored, decision: decision, status: status, done: nil)))
+            } else {
+                for line in text(stored, decision: decision, status: status) { print(line) }
+            }
+            return .ok
+        })
+
+    static func change(_ name: String, _ phase: RampState.Phase, summary: String) -> Command {
+        Command(
+            name, summary: summary,
+            options: [
+                .value("--reason", name: "TEXT", help: "Why (recorded in the audit log)."),
+                .value(
+                    "--code", name: "CODE", help: "A one-time code: publishes a step that waits for step-up (resume)."),
+            ],
+            examples: ["rollout plan \(name) --reason \"...\""],
+            action: { inv in
+                let session = try Wiring.session(inv)
+                do {
+                    let stored = try RampPlanStates(session: session).operatorChange(
+                        to: phase, actor: session.operatorID, reason: inv.value("--reason") ?? "")
+                    print(
+                        "plan '\(stored.plan.name)' \(stored.state.phase.rawValue) at step \(stored.state.reached)/\(stored.plan.steps.count)"
+                    )
+                    if phase == .running, let code = inv.value("--code") {
+                        // The waiting step, published now by this operator with the code.
+                        if let look = try RampPlanRunner(session: session).look(code: code) {
+                            print(describe(look))
+                            if case .paused = look.decision.state.phase { return .refused }
+                        }
+                    }
+                    return .ok
+                } catch let e as RampPlanFailure {
+                    throw CommandError(e.description)
+                }
+            })
+    }
+
+    static let pause = change("pause", .paused, summary: "Stop advancing (runners keep watching; HALT still kills).")
+    static let resume = change(
+        "resume", .running, summary: "Advance again; with --code, publish a step that waits for a code.")
+    static let abort = change("abort", .aborted, summary: "End the plan where it is (the rollout stays as it is).")
+
+    static let run = Command(
+        "run",
+        summary: "Execute the stored plan headless, in the loop of 'rollout watch'.",
+        discussion: "Every --interval wall seconds: the one assessment, the plan's decision, and its action "
+            + "(publish the next step, kill, pause). Prints a line whenever the decision changes (text, or JSON lines "
+            + "with --json). The plan's state is in the store, so a restarted runner goes on at its step, and runners "
+            + "on other machines are safe (compare-and-swap). A paused plan is watched until resumed or aborted. "
+            + "Exit code: 0 done, 7 killed, 8 aborted, 9 paused (with --exit-on-pause); 1-4 as usual.",
+        options: [
+            .value("--interval", name: "SECONDS", help: "Wall seconds between looks (default 2; 0.01 to 3600)."),
+            .value("--looks", name: "N", help: "Stop after N looks (exit code of the plan's phase then: 0 running)."),
+            .flag("--exit-on-pause", help: "Exit (code 9) when the plan pauses."),
+            .flag("--json", help: "Print one JSON object per change."),
+        ],
+        examples: ["rollout plan run", "rollout plan run --json | tee plan.ndjson"],
+        action: runPlan)
+
+    static func runPlan(_ inv: Invocation) throws -> ExitCode {
+        var interval = 2.0
+        if let t = inv.value("--interval") {
+            guard let v = Double(t), v.isFinite, v >= 0.01, v <= 3600 else {
+                throw inv.usageError("--interval takes seconds from 0.01 to 3600, not '\(t)'")
+            }
+            interval = v
+        }
+        let looks = try inv.value("--looks").map { t -> Int in
+            guard let n = Int(t), n > 0 else { throw inv.usageError("--looks takes a positive whole number") }
+            return n
+        }
+        let session = try Wiring.session(inv)
+        if session.readOnly {
+            throw CommandError("refused: a plan runner publishes changes (--read-only)", exit: .refused)
+        }
+        let runner = try RampPlanRunner(session: session)
+        let json = inv.flag("--json")
+        let stop = TelemetryCommands.StopFlag()
+        let signals = [SIGINT, SIGTERM].map { sig in
+            signal(sig, SIG_IGN)
+            let source = DispatchSource.makeSignalSource(signal: sig, queue: .global())
+            source.setEventHandler { stop.set() }
+            source.resume()
+            return source
+        }
+        defer { signals.forEach { $0.cancel() } }
+        var last: String?
+        var done = 0
+        var phase = RampState.Phase.running
+        while !stop.isSet {
+            guard let look = try runner.look() else {
+                throw CommandError("no plan was started in this store ('rollout plan start FILE')")
+            }
+            phase = look.decision.state.phase
+            let line = describe(look)
+            let key = look.done ?? line
+            if key != last || look.done != nil {
+                if json {
+                    print(
+                        JSONWriter().string(
+                            Self.json(look.plan, decision: look.decision, status: look.status, done: look.done)))
+                } else {
+                    print("\(look.status.now.iso8601)  \(line)")
+                }
+                fflush(nil)
+                last = key
+            }
+            done += 1
+            if phase.isFinal || (phase == .paused && inv.flag("--exit-on-pause")) { break }
+            if let looks, done >= looks { break }
+            stop.wait(seconds: interval)
+        }
+        return exitCode(phase)
+    }
+
+    static func exitCode(_ phase: RampState.Phase) -> ExitCode {
+        switch phase {
+        case .running, .done: .ok
+        case .killed: .verdictHalt
+        case .aborted: .planAborted
+        case .paused: .planPaused
+        }
+    }
+
+    static func describe(_ look: RampPlanRunner.Look) -> String {
+        let p = look.plan.plan
+        let s = look.decision.state
+        let at =
+            s.reached == 0 ? "not started" : "step \(s.reached)/\(p.steps.count) (\(p.steps[s.reached - 1].target))"
+        if let done = look.done { return "plan '\(p.name)' \(at): \(done)" }
+        return "plan '\(p.name)' \(at): " + words(look.decision.action)
+    }
+
+    static func words(_ action: RampAction) -> String {
+        switch action {
+        case .wait(let why, _): "waiting: \(why)"
+        case .advance(let step, let target, _): "next: step \(step) (\(target))"
+        case .pause(let why, _): "pausing: \(why)"
+        case .kill(let why): "killing: \(why)"
+        case .done(let why): "done: \(why)"
+        case .idle(let phase): phase.rawValue
+        }
+    }
+
+    static func text(_ stored: StoredRampPlan, decision: RampDecision, status: RolloutMonitor.Status) -> [String] {
+        let p = stored.plan
+        let s = stored.state
+        var lines = [
+            "plan '\(p.name)' \(s.phase.rawValue), started by \(stored.row.startedBy) at \(stored.row.startedAt.iso8601)"
+                + (s.reason.isEmpty ? "" : ": \(s.reason)"),
+            "rollout: \(status.exposed) (\(status.plan?.state.rawValue ?? "no rollout")), verdict \(status.assessment.verdict.level): \(status.assessment.verdict.reason)",
+        ]
+        for (i, step) in p.steps.enumerated() {
+            let mark = i + 1 < s.reached ? "done" : i + 1 == s.reached ? "now " : "    "
+            lines.append("  \(mark) step \(i + 1)/\(p.steps.count): \(step.target) hold \(step.hold.compactText)")
+        }
+        if s.phase == .running {
+            lines.append("next: " + words(decision.action))
+            if case .wait(_, let gates) = decision.action {
+                for g in gates {
+                    lines.append("  \(g.met ? "ok " : "no ") \(g.gate): \(g.value) (needs \(g.required))")
+                }
+            }
+        }
+        return lines
+    }
+
+    static func json(_ stored: StoredRampPlan, decision: RampDecision, status: RolloutMonitor.Status, done: String?)
+        -> JSONValue
+    {
+        let p = stored.plan
+        let s = decision.state
+        let (kind, why, gates): (String, String, [GateReading]) =
+            switch decision.action {
+            case .wait(let w, let g): ("wait", w, g)
+            case .advance(let step, let target, _): ("advance", "step \(step) (\(target))", [])
+            case .pause(let w, _): ("pause", w, [])
+            case .kill(let w): ("kill", w, [])
+            case .done(let w): ("done", w, [])
+            case .idle(let phase): ("idle", phase.rawValue, [])
+            }
+        var o = JSONObject()
+        o["plan"] = .string(p.name)
+        o["phase"] = .string(s.phase.rawValue)
+        o["step"] = .number(JSONNumber(s.reached))
+        o["steps"] = .array(p.steps.map { .string($0.target.description) })
+        o["reason"] = .string(s.reason)
+        o["action"] = .string(kind)
+        o["why"] = .string(why)
+        o["gates"] = .array(
+            gates.map { g in
+                [
+                    "gate": .string(g.gate), "value": .string(g.value), "required": .string(g.required),
+                    "met": .bool(g.met),
+                ]
+            })
+        o["done"] = done.map { .string($0) } ?? .null
+        o["now"] = .string(status.now.iso8601)
+        o["version"] = .number(JSONNumber(status.current.info.number))
+        o["exposed"] = .string(status.exposed.description)
+        o["verdict"] = .string("\(status.assessment.verdict.level)")
+        return .object(o)
+    }
+}
