@@ -42,7 +42,14 @@ public enum StoreSchema {
             try witness.write(try StoreSeal.reseal(db, key: key))
         },
         // 3: the ramp plan and its state.
-        { db, _, _ in try RampPlanTable.createSchema(in: db) },
+        // 3: the ramp plan (a sealed table: the seal is renewed with it).
+        { db, key, witness in
+            try RampPlanTable.createSchema(in: db)
+            guard let key else {
+                throw StoreError.unavailable("the store key is missing; it is needed to seal the ramp plan table")
+            }
+            try witness.write(try StoreSeal.reseal(db, key: key))
+        },
     ]
 
     /// The schema version of `db`.

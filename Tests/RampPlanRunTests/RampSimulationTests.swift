@@ -112,7 +112,7 @@ enum Drill {
         gate users 20
         gate sessions 50
         gate propagation 20%
-        timeout 3h
+        timeout 5h
         step 5% hold 10m
         step 10% hold 10m
         step 25% hold 10m
@@ -128,7 +128,7 @@ enum Drill {
     @Test(arguments: [UInt64(1), 2, 3, 4, 5])
     func steadyReachesHundredThroughEveryStep(seed: UInt64) throws {
         let run = try Drill.run(
-            scenario: try Drill.unscripted("steady", devices: 8000, duration: .hours(4)), plan: Drill.ramp, seed: seed,
+            scenario: try Drill.unscripted("steady", devices: 8000, duration: .hours(8)), plan: Drill.ramp, seed: seed,
             settings: Self.drillSettings)
         defer { try? FileManager.default.removeItem(at: run.dir) }
         #expect(run.final.state.phase == .done, "\(run.final.state) \(run.looks.last.map { PlanWords.line($0) } ?? "")")
