@@ -35,7 +35,7 @@ let package = Package(
         .target(name: "Telemetry", dependencies: ["JSON", "Timekeeping", "Rollout", "TerminalText"], swiftSettings: strict),
         .target(name: "StepUp", dependencies: ["Crypto", "CQRencode", "Timekeeping", "Rollout"], swiftSettings: strict),
         .target(name: "AppCheck", dependencies: ["Crypto", "COpenSSL", "JSON", "Timekeeping"], swiftSettings: strict),
-        .target(name: "Console", dependencies: ["RemoteConfig", "Timekeeping", "TerminalText"], swiftSettings: strict),
+        .target(name: "Console", dependencies: ["RemoteConfig", "Telemetry", "Timekeeping", "TerminalText"], swiftSettings: strict),
 
         // Adapters.
         .target(name: "Store", dependencies: ["CSQLite", "JSON", "Crypto", "RemoteConfig", "Rollout", "Telemetry", "AppCheck", "StepUp", "Timekeeping"], swiftSettings: strict),

@@ -75,7 +75,7 @@ struct ConsoleEndToEndTests {
         #expect(screen.contains("HOLD") && screen.contains("armed"))
 
         try session.press("+")
-        try session.waitFor("Confirm: nudge +1 pt")
+        try session.waitFor("Confirm: nudge +1 point")
         try session.press("Tab", "Enter")
         try session.waitFor("Reason for the increase")
         try session.type("looks fine to me")
@@ -84,7 +84,7 @@ struct ConsoleEndToEndTests {
         #expect(try f.statusJSON().contains("\"microPercent\": 10000000"))
 
         try session.press("-")
-        try session.waitFor("Confirm: nudge -1 pt")
+        try session.waitFor("Confirm: nudge -1 point")
         try session.press("Tab", "Enter")
         try session.waitFor("<= 9")
         #expect(try f.statusJSON().contains("\"microPercent\": 9000000"))
@@ -102,14 +102,14 @@ struct ConsoleEndToEndTests {
         defer { session.close() }
         try session.waitFor("<= 10")
         try session.press("+")
-        try session.waitFor("Confirm: nudge +1 pt")
+        try session.waitFor("Confirm: nudge +1 point")
         // Cancel has the focus: Enter on it closes the dialog and nothing is written.
         try session.press("Enter")
         try session.waitForAbsence(of: "Confirm:")
         #expect(try f.statusJSON().contains("\"microPercent\": 10000000"))
 
         try session.press("+")
-        try session.waitFor("Confirm: nudge +1 pt")
+        try session.waitFor("Confirm: nudge +1 point")
         try session.press("Tab", "Enter")
         try session.waitFor("Reason for the increase")
         try session.type("canary looks healthy")
@@ -208,12 +208,12 @@ struct ConsoleEndToEndTests {
         // (with the numbers) and the guardrail refuses increases; a decrease reaches the store.
         try session.waitFor("not enough data yet", timeout: 30)
         try session.press("+")
-        try session.waitFor("Confirm: nudge +1 pt")
+        try session.waitFor("Confirm: nudge +1 point")
         try session.waitFor("refuses this change")
         try session.press("Escape")
-        try session.waitForAbsence(of: "Confirm: nudge +1 pt")
+        try session.waitForAbsence(of: "Confirm: nudge +1 point")
         try session.press("-")
-        try session.waitFor("Confirm: nudge -1 pt")
+        try session.waitFor("Confirm: nudge -1 point")
         try session.press("Tab", "Enter")
         try session.waitFor("<= 9")
         try session.press("q")

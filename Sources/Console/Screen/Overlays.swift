@@ -66,7 +66,23 @@ enum OverlayView {
             renderHistory(entries, cursor, state, into: &grid, area: area)
         case .audit(let log, let cursor):
             renderAudit(log, cursor, state, into: &grid, area: area)
+        case .verdict(let scroll):
+            renderVerdict(state, scroll: scroll, into: &grid, area: area)
         }
+    }
+
+    static func renderVerdict(_ state: ConsoleState, scroll: Int, into grid: inout Grid, area: Rect) {
+        let lines = VerdictPane.lines(for: state, width: area.width - 4)
+        let count = state.model?.crash.findings.count ?? 0
+        let inner = Frame(
+            title: [Span("Why: the verdict", .title)], status: [Span("\(count) finding" + (count == 1 ? "" : "s"), .muted)],
+            role: .dialog
+        ).render(into: &grid, area: area)
+        let (body, footer) = inner.splitBottom(1)
+        let first = min(scroll, max(0, lines.count - body.height))
+        grid.draw(Array(lines.dropFirst(first)), in: body)
+        let last = min(lines.count, first + body.height)
+        grid.draw([[Span("lines \(first + 1)–\(last) of \(lines.count)", .muted)]], in: footer)
     }
 
     static func errorLine(_ error: String?) -> Line {

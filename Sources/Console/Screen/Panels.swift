@@ -19,7 +19,7 @@ enum PanelText {
                 Gauge.line(c.propagation, width: max(4, min(20, width - label - 7)))
                     + [Span(" " + (c.propagation.map { Format.share($0) } ?? "–"), .text)]),
             row("Exposed", [Span(c.exposedBand.text, .text)]),
-            row("Control", [Span(c.controlBand?.text ?? "none at 100%", .text)]),
+            row("Control", [Span(c.controlBand?.text ?? Describe.noControl(c), .text)]),
             row("State", stateLine(c, s)),
         ]
         if rows > lines.count { lines.append(row("Seed", [Span(c.seed, .text)])) }
@@ -182,8 +182,11 @@ enum PanelText {
     }
 
     static func logLines(_ m: ConsoleModel, _ s: ConsoleState, width: Int, rows: Int) -> [Line] {
-        let items = (m.changes.map(LogItem.change) + m.events.map(LogItem.event))
-            .sorted { $0.at > $1.at }
+        // Verdict changes come from the console's own log (stamped once, when they arrived), beside the model's
+        // changes and events; newest first, ties in arrival order.
+        let items = (m.changes.map(LogItem.change) + m.events.map(LogItem.event) + s.verdictLog.reversed().map(LogItem.event))
+            .enumerated().sorted { $0.element.at != $1.element.at ? $0.element.at > $1.element.at : $0.offset < $1.offset }
+            .map(\.element)
         guard !items.isEmpty else { return [[Span("No changes or events yet.", .muted)]] }
         let actorWidth = width >= 110 ? 24 : 16
         let changeWidth = width >= 110 ? 30 : 23
@@ -200,6 +203,9 @@ enum PanelText {
                     ]
                     + (c.reason.isEmpty ? [] : [Span("“" + c.reason + "”", .text)])
             case .event(let e):
+                if let level = e.level {
+                    return [time, Span(level.symbol + " ", level.role, .bold), Span(e.text, level.role)]
+                }
                 return [time, Span(e.severity.symbol + " ", e.severity.role, .bold), Span(e.text, e.severity.role)]
             }
         }
@@ -212,7 +218,8 @@ enum BoxedLayout {
         let w = grid.size.width
         let h = grid.size.height
         let wide = w >= 120
-        let topHeight = h >= 34 ? 10 : 8
+        // Taller terminals give the condition and the verdict's reasons room first, then the chart, then the log.
+        let topHeight = h >= 34 ? min(18, 10 + (h - 34) / 3) : 8
         let chartRows = min(6, max(1, (h - 24) / 3 + 1))
         let attestHeight = 4 + chartRows + (wide ? 0 : 1)
         let (top, lower) = body.splitTop(topHeight)
@@ -220,10 +227,10 @@ enum BoxedLayout {
         let (conditionArea, crashArea) = top.splitLeft(w / 2)
         let stale: Line = s.isStale ? [Span("! stale", .warn, .bold)] : []
 
+        // The parameter's name stays when data is stale: the marker goes beside it, never in its place.
         let conditionInner = Frame(
             title: [Span("Condition", .title)],
-            status: stale.isEmpty
-                ? [Span(m.condition.parameter, .muted)] : stale
+            status: [Span(m.condition.parameter, .muted)] + (stale.isEmpty ? [] : [Span(" ", .muted)] + stale)
         )
         .render(into: &grid, area: conditionArea)
         grid.draw(
@@ -281,7 +288,7 @@ enum CompactLayout {
             (
                 "Condition",
                 [
-                    [Span(c.expression, .accent)],
+                    [Span(c.parameter + " ", .text, .bold), Span(c.expression, .accent)],
                     [
                         Span("desired ", .muted), Span(PercentText.format(c.desiredMicroPercent), .accent),
                         Span("  observed ", .muted),
@@ -290,7 +297,7 @@ enum CompactLayout {
                         + [Span("  propagated ", .muted), Span(c.propagation.map { Format.share($0) } ?? "–", .text)],
                     [
                         Span("exposed ", .muted), Span(c.exposedBand.text, .text), Span("  control ", .muted),
-                        Span(c.controlBand?.text ?? "none", .text), Span("  seed ", .muted), Span(c.seed, .text),
+                        Span(c.controlBand?.text ?? Describe.noControl(c), .text), Span("  seed ", .muted), Span(c.seed, .text),
                     ],
                 ]
             ),
