@@ -20,11 +20,15 @@ public final class EventsIntake: @unchecked Sendable {
     private let tables: TelemetryTables
     private let clock: any Clock
     private let afterCommit: @Sendable () -> Void
+    private let rolloutStart: @Sendable () -> Instant?
 
-    /// `afterCommit` runs after each landed batch (the CLI wires the same auto-kill check as `rollout ingest`).
+    /// `afterCommit` runs after each landed batch (the CLI wires the same auto-kill check as `rollout ingest`);
+    /// `rolloutStart` gives the rollout's start for the window of acceptable event times (`EventTimeWindow`).
     public init(
-        store: RolloutStore, bearerToken: String, clock: any Clock, afterCommit: @escaping @Sendable () -> Void = {}
+        store: RolloutStore, bearerToken: String, clock: any Clock, rolloutStart: @escaping @Sendable () -> Instant? = { nil },
+        afterCommit: @escaping @Sendable () -> Void = {}
     ) throws {
+        self.rolloutStart = rolloutStart
         self.store = store
         tokenDigest = SHA256.hash(Array(bearerToken.utf8))
         tables = try store.withDatabase { try TelemetryTables(database: $0) }
@@ -56,7 +60,8 @@ public final class EventsIntake: @unchecked Sendable {
             return googleError(
                 400, "INVALID_ARGUMENT", "unknown format '\(formatName)': expected native, ga4 or crashlytics")
         }
-        let ingest = TelemetryIngest(format: format, maximumReportedProblems: 10)
+        let ingest = TelemetryIngest(
+            format: format, window: EventTimeWindow(now: clock.now(), rolloutStart: rolloutStart()), maximumReportedProblems: 10)
         let first = request.body.first { $0 != 0x20 && $0 != 0x0A && $0 != 0x0D && $0 != 0x09 }
         if first == UInt8(ascii: "[") {
             // A JSON array: each element becomes one line of the same reader.

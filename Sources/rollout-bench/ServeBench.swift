@@ -103,7 +103,7 @@ enum ServeBench {
         try setup.run()
         setup.waitUntilExit()
         guard setup.terminationStatus == 0 else { throw BenchError("rollout appcheck app add failed") }
-        let state = try AppCheckStateTables(database: SQLiteDatabase(path: store, create: false))
+        let state = try AppCheckStateTables(database: RolloutStore(path: store, create: false).database)
         let authority = try DemoCertificateAuthority.loadOrCreate(in: state)
 
         var (server, port) = try serverProcess(rollout, store: store, log: log)

@@ -158,7 +158,11 @@ enum ServeCommands {
         let clock = session.clock
         let state: AppCheckStateTables
         do {
-            state = try AppCheckStateTables(database: SQLiteDatabase(path: session.path, create: false))
+            // Its own connection (the exchange's lock serialises it), opened as a store so that every write
+            // re-seals and a read-only session's connection refuses writes.
+            let exchangeStore = try RolloutStore(
+                path: session.path, create: false, access: inv.flag("--read-only") ? .readOnly : .readWrite)
+            state = try AppCheckStateTables(database: exchangeStore.database)
         } catch {
             throw CommandError("cannot open the App Check tables of \(session.path): \(error)")
         }
@@ -193,7 +197,16 @@ enum ServeCommands {
             }
             let checker = AutoKillCheck(session: session)
             let autoKill: @Sendable () -> Void = { checker.run() }
-            intake = try EventsIntake(store: session.store, bearerToken: token, clock: clock, afterCommit: autoKill)
+            // One monitor for the server's life: its start cache makes each request's look O(1) in the history.
+            nonisolated(unsafe) let monitor = try session.monitor()
+            let monitorLock = NSLock()
+            let start: @Sendable () -> Instant? = {
+                monitorLock.lock()
+                defer { monitorLock.unlock() }
+                return try? monitor.status().startedAt
+            }
+            intake = try EventsIntake(
+                store: session.store, bearerToken: token, clock: clock, rolloutStart: start, afterCommit: autoKill)
         }
         let limiter = rate > 0 ? RateLimiter(rate: Double(rate), burst: Double(2 * rate), clock: clock) : nil
         let service = ExchangeService(holder: holder, intake: intake, limiter: limiter, eventsBodyLimit: eventsLimit)
@@ -277,9 +290,11 @@ enum ServeCommands {
     /// changes under --read-only.
     static func state(_ inv: Invocation, writing: Bool) throws -> (AppCheckStateTables, StoreSession) {
         if writing, inv.flag("--read-only") { throw CommandError("--read-only: nothing was changed") }
-        let session = writing ? try Wiring.session(inv) : try Wiring.open(inv, create: false)
+        let session = try Wiring.session(inv)
         do {
-            return (try AppCheckStateTables(database: SQLiteDatabase(path: session.path, create: false)), session)
+            let store = try RolloutStore(
+                path: session.path, create: false, access: inv.flag("--read-only") ? .readOnly : .readWrite)
+            return (try AppCheckStateTables(database: store.database), session)
         } catch {
             throw CommandError("cannot open the App Check tables of \(session.path): \(error)")
         }
