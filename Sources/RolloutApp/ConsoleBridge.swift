@@ -105,7 +105,7 @@ public final class StoreConsoleExecutor: ConsoleEffectExecutor, @unchecked Senda
                     return [.loadFailed(message: ConsoleText.oneLine(error))]
                 }
             case .loadAudit: return [loadAudit()]
-            case .refresh, .redraw, .quit: return []
+            case .refresh, .redraw, .bell, .quit: return []
             }
         }
     }
