@@ -54,9 +54,9 @@ extension TelemetrySnapshot {
         }
         return FindingEvidence(
             test: "SPRT on fatal crashes (harm \(Words.fixed(s.harmRatio))×, α \(Words.fixed(s.alpha)), β \(Words.fixed(s.beta)))",
-            statistic: "Λ = \(Words.fixed(s.logLikelihoodRatio)) (\(s.exposedCrashes) exposed vs \(s.controlCrashes) control crashes)",
+            statistic: "Λ = \(Words.fixed(s.logLikelihoodRatio)) (\(groupedCount(s.exposedCrashes)) exposed vs \(groupedCount(s.controlCrashes)) control crashes)",
             threshold: "harm at Λ ≥ \(Words.fixed(s.harmBound)), no harm at Λ ≤ \(Words.fixed(s.noHarmBound))",
-            samples: "\(c.exposedSessions) exposed vs \(c.controlSessions) control sessions; \(power.usersText)",
+            samples: "\(groupedCount(c.exposedSessions)) exposed vs \(groupedCount(c.controlSessions)) control sessions; \(groupedCount(power.exposedUsers)) exposed vs \(groupedCount(power.controlUsers)) control users",
             detectableEffect: detectableText(power), wouldChange: change)
     }
 
@@ -65,7 +65,7 @@ extension TelemetrySnapshot {
         var change = "OK once the smallest detectable increase is at most +\(Words.percent(power.target, digits: 0))"
         if let need = power.usersNeededPerArm {
             let more = max(0, need - min(power.exposedUsers, power.controlUsers))
-            change += ": about \(more) more users per arm (\(need) per arm)"
+            change += ": about \(groupedCount(more)) more users per arm (\(groupedCount(need)) per arm)"
         } else {
             change += ": needs a first crashed control user to size it"
         }
@@ -73,7 +73,7 @@ extension TelemetrySnapshot {
             test: "power: smallest detectable crash-rate increase at this sample",
             statistic: power.detectable.map { "+\(Words.percent($0, digits: 0)) detectable" } ?? "nothing detectable yet",
             threshold: "+\(Words.percent(power.target, digits: 0)) or less",
-            samples: power.usersText, detectableEffect: detectableText(power), wouldChange: change)
+            samples: "\(groupedCount(power.exposedUsers)) exposed vs \(groupedCount(power.controlUsers)) control users", detectableEffect: detectableText(power), wouldChange: change)
     }
 
     func intervalEvidence(_ name: String, _ test: MixtureSPRT) -> FindingEvidence {
@@ -83,7 +83,7 @@ extension TelemetrySnapshot {
             statistic: "p = \(Words.scientific(test.pValue)); difference \(Words.points(test.estimate ?? 0))"
                 + (test.interval.map { " [\(Words.points($0.lowerBound)), \(Words.points($0.upperBound))]" } ?? ""),
             threshold: "p < \(Words.fixed(crash.configuration.alpha)) with the interval above 0",
-            samples: "\(c.exposedSessions) exposed vs \(c.controlSessions) control sessions; \(c.exposedUsers) vs \(c.controlUsers) users",
+            samples: "\(groupedCount(c.exposedSessions)) exposed vs \(groupedCount(c.controlSessions)) control sessions; \(groupedCount(c.exposedUsers)) vs \(groupedCount(c.controlUsers)) users",
             wouldChange: "back to OK when the interval includes 0 again; HALT when the SPRT declares harm")
     }
 
@@ -92,9 +92,20 @@ extension TelemetrySnapshot {
             test: "Bernoulli CUSUM on \(m.errorClass) failures (baseline: \(m.baselineSource.words))",
             statistic: m.cusum.map { "S = \(Words.fixed($0.statistic))" },
             threshold: m.cusum.map { "alarm at S ≥ \(Words.fixed($0.threshold)) (shift to \(Words.percent($0.shifted)))" },
-            samples: "\(m.failures) failures of \(m.attempts) exposed attempts in the last \(Words.duration(failureWindow))",
+            samples: "\(groupedCount(m.failures)) failures of \(groupedCount(m.attempts)) exposed attempts in the last \(Words.duration(failureWindow))",
             wouldChange: "clears when the failure rate falls back to the baseline \(Words.percent(m.baseline ?? 0)) and S decays below the threshold")
     }
+}
+
+/// A count with thousands separators, as the console and the CLI print counts: `4,914`.
+func groupedCount(_ n: Int64) -> String {
+    let digits = String(n.magnitude)
+    var out = ""
+    for (i, c) in digits.enumerated() {
+        if i > 0 && (digits.count - i) % 3 == 0 { out.append(",") }
+        out.append(c)
+    }
+    return n < 0 ? "-" + out : out
 }
 
 extension TelemetrySnapshot {

@@ -257,7 +257,7 @@ extension TelemetrySnapshot {
                         test: "failure ceiling on exposed App Attest attempts",
                         statistic: "failure ratio \(Words.percent(Double(window.failures) / Double(window.attempts)))",
                         threshold: "above \(Words.percent(context.failureCeiling, digits: 0)) is HOLD",
-                        samples: "\(window.failures) failures of \(window.attempts) attempts in the last \(window.minutes) min",
+                        samples: "\(groupedCount(window.failures)) failures of \(groupedCount(window.attempts)) attempts in the last \(window.minutes) min",
                         wouldChange: "the ratio over the last \(window.minutes) min falling to the ceiling or below")))
         }
         let rate = observedAttestationsPerSecond
@@ -272,7 +272,7 @@ extension TelemetrySnapshot {
                         test: "observed attestation rate against Apple's guidance",
                         statistic: "\(Words.fixed(rate.perSecond, digits: 1))/s",
                         threshold: "HOLD at \(Words.percent(context.attestationRateShare, digits: 0)) of \(Words.fixed(context.budget.perSecond, digits: 0))/s",
-                        samples: "\(rate.count) new exposed installations in the last \(rate.minutes) min",
+                        samples: "\(groupedCount(rate.count)) new exposed installations in the last \(rate.minutes) min",
                         wouldChange: "fewer new exposed installations per second (smaller steps, or waiting)")))
         }
         if rolling, hasTelemetry, failureMonitors.allSatisfy({ $0.baseline == nil }) {
@@ -306,7 +306,7 @@ extension TelemetrySnapshot {
                             test: "χ² sample ratio test on active installations",
                             statistic: "χ² = \(Words.fixed(srm.chiSquare)), p = \(Words.scientific(srm.pValue))",
                             threshold: "mismatch at p < \(Words.scientific(context.sampleRatioThreshold))",
-                            samples: "\(srm.observed[0]) enabled vs \(srm.observed[1]) control",
+                            samples: "\(groupedCount(srm.observed[0])) enabled vs \(groupedCount(srm.observed[1])) control",
                             wouldChange: "a split matching the bands (fix assignment or event logging)")))
             }
         }

@@ -108,7 +108,7 @@ struct VerdictPaneTests {
             let screen = text(s)
             for needle in [
                 "Why: the verdict", "1. ✗ HALT  crashes", "Test          SPRT on fatal crashes (harm 1.50×",
-                "Statistic     Λ = 3.41", "Threshold     harm at Λ ≥ 2.89", "Samples       21400 exposed vs 21650 control sessions",
+                "Statistic     Λ = 3.41", "Threshold     harm at Λ ≥ 2.89", "Samples       21,400 exposed vs 21,650 control sessions",
                 "Detectable    +38% crashed users", "Would change  harm once declared stays declared", "2. ✓ OK  failures",
             ] {
                 #expect(screen.contains(needle), "\(key): \(needle)\n\(screen)")

@@ -95,7 +95,7 @@ enum Fixture {
             test: "SPRT on fatal crashes (harm 1.50×, α 0.05, β 0.10)",
             statistic: verdict == .halt ? "Λ = 3.41 (61 exposed vs 22 control crashes)" : "Λ = -0.85 (24 exposed vs 22 control crashes)",
             threshold: "harm at Λ ≥ 2.89, no harm at Λ ≤ -2.25",
-            samples: "21400 exposed vs 21650 control sessions; 5780 exposed vs 5812 control users",
+            samples: "21,400 exposed vs 21,650 control sessions; 5,780 exposed vs 5,812 control users",
             detectableEffect: "+38% crashed users (needed +50% or less)",
             wouldChange: verdict == .halt
                 ? "harm once declared stays declared: lower the percentage or kill; a new rollout starts a new test"

@@ -71,7 +71,7 @@ enum PanelText {
         let detectable = row(
             "Detectable",
             [
-                Span(c.minimumDetectableEffect.map { "±" + Format.fixed($0, 3) + " pts" } ?? "–", .text)
+                Span(c.minimumDetectableEffect.map { "±" + Format.fixed($0, 3) + " points" } ?? "–", .text)
             ], optional: [Span(" at this exposure", .muted)])
         let verdict = verdictLines(c, width: width)
         // The verdict and its reasons matter most: when rows run short, the detectable effect makes way first.
@@ -190,25 +190,40 @@ enum PanelText {
         guard !items.isEmpty else { return [[Span("No changes or events yet.", .muted)]] }
         let actorWidth = width >= 110 ? 24 : 16
         let changeWidth = width >= 110 ? 30 : 23
-        return items.prefix(rows).map { item in
+        // Rows left over after one line per item let the newest events wrap instead of being cut.
+        var spare = max(0, rows - items.count)
+        var out: [Line] = []
+        for item in items.prefix(rows) {
             let time = Span(Format.time(item.at, utcOffsetSeconds: s.configuration.utcOffsetSeconds) + "  ", .muted)
             switch item {
             case .change(let c):
                 let change = Describe.change(c.from, c.to)
                 let padding = max(1, changeWidth - change.width)
-                return [time, Span(Format.pad(c.actor, actorWidth) + " ", .text)] + change
-                    + [
-                        Span(String(repeating: " ", count: padding), .text),
-                        Span(Format.pad(c.kind.rawValue, 9), .muted),
-                    ]
-                    + (c.reason.isEmpty ? [] : [Span("“" + c.reason + "”", .text)])
+                out.append(
+                    [time, Span(Format.pad(c.actor, actorWidth) + " ", .text)] + change
+                        + [
+                            Span(String(repeating: " ", count: padding), .text),
+                            Span(Format.pad(c.kind.rawValue, 9), .muted),
+                        ]
+                        + (c.reason.isEmpty ? [] : [Span("“" + c.reason + "”", .text)]))
             case .event(let e):
-                if let level = e.level {
-                    return [time, Span(level.symbol + " ", level.role, .bold), Span(e.text, level.role)]
+                let symbol = e.level?.symbol ?? e.severity.symbol
+                let role = e.level?.role ?? e.severity.role
+                let lead = time.width + CharacterWidth.of(symbol) + 1
+                var wrapped = Format.wrap(e.text, max(8, width - lead))
+                if wrapped.isEmpty { wrapped = [""] }
+                let extra = min(spare, wrapped.count - 1)
+                spare -= extra
+                let shown = extra == wrapped.count - 1 ? wrapped : [e.text]
+                for (i, text) in shown.prefix(extra + 1).enumerated() {
+                    out.append(
+                        i == 0
+                            ? [time, Span(symbol + " ", role, .bold), Span(text, role)]
+                            : [Span(String(repeating: " ", count: lead)), Span(text, role)])
                 }
-                return [time, Span(e.severity.symbol + " ", e.severity.role, .bold), Span(e.text, e.severity.role)]
             }
         }
+        return out
     }
 }
 

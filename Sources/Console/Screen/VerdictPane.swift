@@ -13,13 +13,16 @@ public enum VerdictPane {
         for (i, text) in Format.wrap(c.reasons.first ?? "", max(8, w - head.width - 2)).enumerated() {
             lines.append([i == 0 ? head : Span(String(repeating: " ", count: head.width)), Span("  " + text, .text)])
         }
-        lines += [
-            [
-                Span("guardrails ", .muted), Span(c.guardrailsArmed ? "armed" : "off", c.guardrailsArmed ? .ok : .warn),
-                Span(" (HOLD and HALT refuse increases)  ·  auto-kill ", .muted),
-                Span(c.autoKill ? "armed: a HALT publishes the kill at the next refresh" : "off: K kills by hand", c.autoKill ? .ok : .warn),
-            ],
-        ]
+        lines.append([
+            Span("guardrails ", .muted), Span(c.guardrailsArmed ? "armed" : "off", c.guardrailsArmed ? .ok : .warn),
+            Span(Format.truncate(" (HOLD and HALT refuse increases)", max(0, w - 15)), .muted),
+        ])
+        lines.append([
+            Span("auto-kill ", .muted),
+            Span(
+                Format.truncate(c.autoKill ? "armed: kills at the next refresh on HALT" : "off: K kills by hand", w - 10),
+                c.autoKill ? .ok : .warn),
+        ])
         let findings = c.findings.enumerated().sorted { a, b in
             a.element.level != b.element.level ? a.element.level > b.element.level : a.offset < b.offset
         }.map(\.element)
