@@ -179,7 +179,12 @@ extension TelemetrySnapshot {
                 ))
         }
         if newestEvent == nil {
-            findings.append(Finding(.hold, .data, "no telemetry received yet; guardrails cannot judge the rollout"))
+            findings.append(
+                Finding(
+                    .hold, .data, "no telemetry received yet; guardrails cannot judge the rollout",
+                    evidence: FindingEvidence(
+                        test: "data: telemetry received", statistic: "no events", threshold: "at least one event",
+                        wouldChange: "telemetry arriving: rollout ingest, serve's /v1/events, or a simulation")))
         } else if !hasTelemetry {
             findings.append(Finding(.hold, .data, "no telemetry since the rollout started at \(since.iso8601)"))
         } else if let age = dataAge, age > context.staleAfter {
@@ -210,7 +215,13 @@ extension TelemetrySnapshot {
             let missing =
                 c.exposedSessions == 0 && c.controlSessions == 0
                 ? "exposed or control" : c.exposedSessions == 0 ? "exposed" : "control"
-            findings.append(Finding(.hold, .crashes, "no crash comparison yet: no sessions from the \(missing) group"))
+            findings.append(
+                Finding(
+                    .hold, .crashes, "no crash comparison yet: no sessions from the \(missing) group",
+                    evidence: FindingEvidence(
+                        test: "crash comparison: exposed against control sessions",
+                        samples: "\(groupedCount(c.exposedSessions)) exposed vs \(groupedCount(c.controlSessions)) control sessions",
+                        wouldChange: "sessions from both groups (the app's session events carry its cohort)")))
         } else if let harm = significantHarm() {
             findings.append(Finding(.watch, .crashes, harm.text, evidence: intervalEvidence(harm.name, harm.test)))
         } else if c.exposedSessions > 0 && c.controlSessions > 0 {
