@@ -199,6 +199,7 @@ struct DialogMessageTests {
         #expect(ConsoleState.prefixed("Refused", "refused: guardrail HOLD") == "Refused: guardrail HOLD")
         #expect(ConsoleState.prefixed("Refused", "Refused: read-only") == "Refused: read-only")
         #expect(ConsoleState.prefixed("Refused", "guardrail HOLD") == "Refused: guardrail HOLD")
+        #expect(ConsoleState.prefixed("Refused", "refused by guardrail: HOLD") == "Refused by guardrail: HOLD")
         var s = Fixture.state(Fixture.model())
         _ = s.handle(.publishRefused(requestID: 9, message: "refused: the guardrail refuses increases at HOLD"))
         #expect(s.notice?.text == "Refused: the guardrail refuses increases at HOLD")

@@ -378,6 +378,8 @@ extension ConsoleState {
             let rest = message.dropFirst(word.count + 1).drop { $0 == " " }
             return prefix + ": " + rest
         }
+        // `refused by guardrail: …` already says it: capitalised, not prefixed again.
+        if !lead.isEmpty, m.hasPrefix(lead + " ") { return message.prefix(1).uppercased() + message.dropFirst() }
         return prefix + ": " + message
     }
 

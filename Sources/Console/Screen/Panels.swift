@@ -131,14 +131,17 @@ enum PanelText {
     static func attestationChart(_ a: AttestationInfo, width: Int, rows: Int) -> [Line] {
         let labelWidth = 6
         let chartWidth = max(0, width - labelWidth)
+        // A wide panel gives each minute several columns rather than leaving most of the width empty.
+        let spread = max(1, chartWidth / max(1, a.perMinute.count))
+        func widened(_ values: [Int]) -> [Int] { values.flatMap { repeatElement($0, count: spread) } }
         if rows >= 3 {
-            let attempts = Sparkline(values: a.perMinute.map(\.attempts)).lines(width: chartWidth, rows: rows - 1)
-            let failures = Sparkline(values: a.perMinute.map(\.failure), role: .bad).lines(width: chartWidth, rows: 1)
+            let attempts = Sparkline(values: widened(a.perMinute.map(\.attempts))).lines(width: chartWidth, rows: rows - 1)
+            let failures = Sparkline(values: widened(a.perMinute.map(\.failure)), role: .bad).lines(width: chartWidth, rows: 1)
             var lines = attempts.enumerated().map { i, l in [Span(i == 0 ? "all/m " : "      ", .muted)] + l }
             lines.append([Span("fail  ", .muted)] + failures[0])
             return lines
         }
-        let attempts = Sparkline(values: a.perMinute.map(\.attempts)).lines(width: chartWidth, rows: rows)
+        let attempts = Sparkline(values: widened(a.perMinute.map(\.attempts))).lines(width: chartWidth, rows: rows)
         return attempts.enumerated().map { i, l in [Span(i == 0 ? "all/m " : "      ", .muted)] + l }
     }
 
