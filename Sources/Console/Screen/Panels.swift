@@ -237,8 +237,8 @@ enum BoxedLayout {
         let h = grid.size.height
         let wide = w >= 120
         // Taller terminals give the condition and the verdict's reasons room first, then the chart, then the log.
-        let topHeight = h >= 34 ? min(18, 10 + (h - 34) / 3) : 8
-        let chartRows = min(6, max(1, (h - 24) / 3 + 1))
+        let topHeight = h >= 34 ? min(14, 10 + (h - 34) / 4) : 8
+        let chartRows = min(h >= 50 ? 10 : 6, max(1, (h - 24) / 3 + 1))
         let attestHeight = 4 + chartRows + (wide ? 0 : 1)
         let (top, lower) = body.splitTop(topHeight)
         let (attest, log) = lower.splitTop(attestHeight)
