@@ -163,16 +163,18 @@ struct DialogMessageTests {
         }
     }
 
-    @Test("a change the guardrail will refuse asks for no reason")
+    @Test("a change the guardrail will refuse asks for no reason: the notice says why and that nothing was written")
     func refusedNoReason() {
         var s = Fixture.state(Fixture.model())
-        _ = confirm(&s, refuses: true)
+        guard case .preview(let request)? = press(&s, .character("+")).first else { return }
+        var p = Fixture.preview(for: request)
+        p.guardrail = GuardrailAssessment(
+            verdict: .hold, reasons: ["refuses this change: verdict HOLD: not enough data yet"], refuses: true)
+        _ = s.handle(.previewReady(p))
         let effects = press(&s, .character("y"))
-        guard case .publish(let request)? = effects.first else {
-            Issue.record("expected a publish straight away: \(effects)")
-            return
-        }
-        #expect(request.reason.isEmpty)
+        #expect(effects.isEmpty)
+        #expect(s.overlay == nil)
+        #expect(s.notice?.text == "Refused by guardrail: verdict HOLD: not enough data yet; nothing was written")
     }
 
     @Test("= with the current value says there is nothing to change; rejected characters are named")

@@ -344,8 +344,14 @@ extension ConsoleState {
 
     private mutating func afterConfirm(_ preview: ChangePreview) -> [ConsoleEffect] {
         // The dialog already said the guardrail refuses it: no reason to type for a change that will not be
-        // written; the write path refuses and records it, and the notice says so.
-        if preview.requiresReason && !preview.guardrail.refuses {
+        // written. The notice says why, in the guardrail's words, and that nothing was written.
+        if preview.guardrail.refuses {
+            overlay = nil
+            let why = preview.guardrail.reasons.first.map { $0.hasPrefix("refuses this change: ") ? String($0.dropFirst(21)) : $0 }
+            say("Refused by guardrail: " + (why ?? preview.guardrail.verdict.labelText) + "; nothing was written", .error)
+            return []
+        }
+        if preview.requiresReason {
             overlay = .reason(preview, field: TextField(maxLength: 500), error: nil)
             return []
         }
