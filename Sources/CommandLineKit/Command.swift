@@ -147,7 +147,8 @@ extension Command {
                     throw UsageError(
                         message: command.subcommands.isEmpty
                             ? "'\(path.joined(separator: " "))' has no subcommand '\(word)'"
-                            : "unknown command '\(word)' for '\(path.joined(separator: " "))'; expected one of: \(names)")
+                            : "unknown command '\(word)' for '\(path.joined(separator: " "))'; expected one of: \(names)"
+                    )
                 }
                 command = sub
                 path.append(sub.name)
@@ -184,7 +185,10 @@ extension Command {
                     inline = String(arg[arg.index(after: eq)...])
                 }
                 guard let opt = option(named: key) else {
-                    throw UsageError(message: "unknown option '\(key)' for '\(path.joined(separator: " "))' (see '\(path.joined(separator: " ")) --help')")
+                    throw UsageError(
+                        message:
+                            "unknown option '\(key)' for '\(path.joined(separator: " "))' (see '\(path.joined(separator: " ")) --help')"
+                    )
                 }
                 if let valueName = opt.valueName {
                     let value: String
@@ -192,7 +196,10 @@ extension Command {
                         value = inline
                     } else {
                         guard index < arguments.count else {
-                            throw UsageError(message: "option '\(key)' needs a value \(valueName) (see '\(path.joined(separator: " ")) --help')")
+                            throw UsageError(
+                                message:
+                                    "option '\(key)' needs a value \(valueName) (see '\(path.joined(separator: " ")) --help')"
+                            )
                         }
                         value = arguments[index]
                         index += 1
@@ -210,7 +217,9 @@ extension Command {
             if invocation.positionals.isEmpty, !command.subcommands.isEmpty, !onlyPositionals {
                 guard let sub = command.subcommands.first(where: { $0.name == arg }) else {
                     let names = command.subcommands.map(\.name).joined(separator: ", ")
-                    throw UsageError(message: "unknown command '\(arg)' for '\(path.joined(separator: " "))'; expected one of: \(names)")
+                    throw UsageError(
+                        message:
+                            "unknown command '\(arg)' for '\(path.joined(separator: " "))'; expected one of: \(names)")
                 }
                 inherited += command.options
                 command = sub

@@ -53,10 +53,13 @@ extension TelemetrySnapshot {
             change = "HALT at Λ ≥ \(Words.fixed(s.harmBound)); \"no harm\" at Λ ≤ \(Words.fixed(s.noHarmBound))"
         }
         return FindingEvidence(
-            test: "SPRT on fatal crashes (harm \(Words.fixed(s.harmRatio))×, α \(Words.fixed(s.alpha)), β \(Words.fixed(s.beta)))",
-            statistic: "Λ = \(Words.fixed(s.logLikelihoodRatio)) (\(groupedCount(s.exposedCrashes)) exposed vs \(groupedCount(s.controlCrashes)) control crashes)",
+            test:
+                "SPRT on fatal crashes (harm \(Words.fixed(s.harmRatio))×, α \(Words.fixed(s.alpha)), β \(Words.fixed(s.beta)))",
+            statistic:
+                "Λ = \(Words.fixed(s.logLikelihoodRatio)) (\(groupedCount(s.exposedCrashes)) exposed vs \(groupedCount(s.controlCrashes)) control crashes)",
             threshold: "harm at Λ ≥ \(Words.fixed(s.harmBound)), no harm at Λ ≤ \(Words.fixed(s.noHarmBound))",
-            samples: "\(groupedCount(c.exposedSessions)) exposed vs \(groupedCount(c.controlSessions)) control sessions; \(groupedCount(power.exposedUsers)) exposed vs \(groupedCount(power.controlUsers)) control users",
+            samples:
+                "\(groupedCount(c.exposedSessions)) exposed vs \(groupedCount(c.controlSessions)) control sessions; \(groupedCount(power.exposedUsers)) exposed vs \(groupedCount(power.controlUsers)) control users",
             detectableEffect: detectableText(power), wouldChange: change)
     }
 
@@ -71,9 +74,11 @@ extension TelemetrySnapshot {
         }
         return FindingEvidence(
             test: "power: smallest detectable crash-rate increase at this sample",
-            statistic: power.detectable.map { "+\(Words.percent($0, digits: 0)) detectable" } ?? "nothing detectable yet",
+            statistic: power.detectable.map { "+\(Words.percent($0, digits: 0)) detectable" }
+                ?? "nothing detectable yet",
             threshold: "+\(Words.percent(power.target, digits: 0)) or less",
-            samples: "\(groupedCount(power.exposedUsers)) exposed vs \(groupedCount(power.controlUsers)) control users", detectableEffect: detectableText(power), wouldChange: change)
+            samples: "\(groupedCount(power.exposedUsers)) exposed vs \(groupedCount(power.controlUsers)) control users",
+            detectableEffect: detectableText(power), wouldChange: change)
     }
 
     func intervalEvidence(_ name: String, _ test: MixtureSPRT) -> FindingEvidence {
@@ -83,7 +88,8 @@ extension TelemetrySnapshot {
             statistic: "p = \(Words.scientific(test.pValue)); difference \(Words.points(test.estimate ?? 0))"
                 + (test.interval.map { " [\(Words.points($0.lowerBound)), \(Words.points($0.upperBound))]" } ?? ""),
             threshold: "p < \(Words.fixed(crash.configuration.alpha)) with the interval above 0",
-            samples: "\(groupedCount(c.exposedSessions)) exposed vs \(groupedCount(c.controlSessions)) control sessions; \(groupedCount(c.exposedUsers)) vs \(groupedCount(c.controlUsers)) users",
+            samples:
+                "\(groupedCount(c.exposedSessions)) exposed vs \(groupedCount(c.controlSessions)) control sessions; \(groupedCount(c.exposedUsers)) vs \(groupedCount(c.controlUsers)) users",
             wouldChange: "back to OK when the interval includes 0 again; HALT when the SPRT declares harm")
     }
 
@@ -91,9 +97,14 @@ extension TelemetrySnapshot {
         FindingEvidence(
             test: "Bernoulli CUSUM on \(m.errorClass) failures (baseline: \(m.baselineSource.words))",
             statistic: m.cusum.map { "S = \(Words.fixed($0.statistic))" },
-            threshold: m.cusum.map { "alarm at S ≥ \(Words.fixed($0.threshold)) (shift to \(Words.percent($0.shifted)))" },
-            samples: "\(groupedCount(m.failures)) failures of \(groupedCount(m.attempts)) exposed attempts in the last \(Words.duration(failureWindow))",
-            wouldChange: "clears when the failure rate falls back to the baseline \(Words.percent(m.baseline ?? 0)) and S decays below the threshold")
+            threshold: m.cusum.map {
+                "alarm at S ≥ \(Words.fixed($0.threshold)) (shift to \(Words.percent($0.shifted)))"
+            },
+            samples:
+                "\(groupedCount(m.failures)) failures of \(groupedCount(m.attempts)) exposed attempts in the last \(Words.duration(failureWindow))",
+            wouldChange:
+                "clears when the failure rate falls back to the baseline \(Words.percent(m.baseline ?? 0)) and S decays below the threshold"
+        )
     }
 }
 
@@ -110,7 +121,9 @@ func groupedCount(_ n: Int64) -> String {
 
 extension TelemetrySnapshot {
     fileprivate func detectableText(_ power: SampleEvidence) -> String {
-        power.detectable.map { "+\(Words.percent($0, digits: 0)) crashed users (needed +\(Words.percent(power.target, digits: 0)) or less)" }
+        power.detectable.map {
+            "+\(Words.percent($0, digits: 0)) crashed users (needed +\(Words.percent(power.target, digits: 0)) or less)"
+        }
             ?? "none yet: no control user has crashed (needed +\(Words.percent(power.target, digits: 0)))"
     }
 }

@@ -14,7 +14,9 @@ private func text(_ s: ConsoleState, _ size: Size = Size(width: 120, height: 40)
     ConsoleScreen.render(s, size: size).lines.joined(separator: "\n")
 }
 
-private func later(_ seconds: Int64) -> Instant { Instant(microseconds: Fixture.now.microseconds + seconds * 1_000_000) }
+private func later(_ seconds: Int64) -> Instant {
+    Instant(microseconds: Fixture.now.microseconds + seconds * 1_000_000)
+}
 
 @Suite("Alerts on a rise to HOLD or HALT")
 struct AlertTests {
@@ -80,7 +82,9 @@ struct AlertTests {
         let screen = text(s)
         #expect(screen.contains("20:26:50  ◆ WATCH crashes: exposed crash rate per session is higher"), "\(screen)")
         #expect(screen.contains("20:27:50  ✗ HALT crashes: exposed users crash more than control"), "\(screen)")
-        let logOf = { (t: String) in t.split(separator: "\n").filter { $0.contains("WATCH crashes") || $0.contains("HALT crashes") } }
+        let logOf = { (t: String) in
+            t.split(separator: "\n").filter { $0.contains("WATCH crashes") || $0.contains("HALT crashes") }
+        }
         #expect(logOf(first) == logOf(screen))
         #expect(s.verdictLog.count == 2)
     }
@@ -108,8 +112,10 @@ struct VerdictPaneTests {
             let screen = text(s)
             for needle in [
                 "Why: the verdict", "1. ✗ HALT  crashes", "Test          SPRT on fatal crashes (harm 1.50×",
-                "Statistic     Λ = 3.41", "Threshold     harm at Λ ≥ 2.89", "Samples       21,400 exposed vs 21,650 control sessions",
-                "Detectable    +38% crashed users", "Would change  harm once declared stays declared", "2. ✓ OK  failures",
+                "Statistic     Λ = 3.41", "Threshold     harm at Λ ≥ 2.89",
+                "Samples       21,400 exposed vs 21,650 control sessions",
+                "Detectable    +38% crashed users", "Would change  harm once declared stays declared",
+                "2. ✓ OK  failures",
             ] {
                 #expect(screen.contains(needle), "\(key): \(needle)\n\(screen)")
             }
@@ -120,7 +126,9 @@ struct VerdictPaneTests {
 
     @Test("the pane scrolls on a small screen and nothing is cut at the side")
     func scrolls() {
-        var s = Fixture.state(Fixture.model(verdict: .halt, reasons: ["exposed users crash more than control"]), size: ConsoleScreen.minimumSize)
+        var s = Fixture.state(
+            Fixture.model(verdict: .halt, reasons: ["exposed users crash more than control"]),
+            size: ConsoleScreen.minimumSize)
         press(&s, .character("v"), .pageDown)
         guard case .verdict(let scroll) = s.overlay else {
             Issue.record("pane closed")

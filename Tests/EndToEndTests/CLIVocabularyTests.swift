@@ -8,7 +8,9 @@ struct CLIVocabularyTests {
     @Test func versionAndHelpCommand() throws {
         let binary = try TestSupport.rolloutBinary()
         let version = try TestSupport.run(binary, ["--version"])
-        #expect(version.status == 0 && version.stdout.hasPrefix("rollout ") && version.stdout.split(separator: "\n").count == 1)
+        #expect(
+            version.status == 0 && version.stdout.hasPrefix("rollout ")
+                && version.stdout.split(separator: "\n").count == 1)
         #expect(try TestSupport.run(binary, ["--version", "x"]).status == 2)
 
         let help = try TestSupport.run(binary, ["help"])

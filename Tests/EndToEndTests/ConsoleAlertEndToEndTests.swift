@@ -60,7 +60,8 @@ struct ConsoleAlertEndToEndTests {
         let f = try Fixture()
         let command =
             [
-                f.binary, "demo", "--store", f.directory.appendingPathComponent("drill.db").path, "--operator", "ana@example.com", "--speed", "300", "--scenario",
+                f.binary, "demo", "--store", f.directory.appendingPathComponent("drill.db").path, "--operator",
+                "ana@example.com", "--speed", "300", "--scenario",
                 "crash-regression", "--devices", "6000", "--seed", "3",
             ] + (noBell ? ["--no-bell"] : [])
         let session = try TerminalSession(command, width: 120, height: 40)

@@ -39,7 +39,9 @@ extension ConsoleState {
         case .previewFailed(let id, let message):
             guard case .preparing(let request) = overlay, request.id == id else { return [] }
             overlay = nil
-            say(Self.prefixed("Cannot \(request.operation.text)", message), message.hasPrefix("nothing to change") ? .info : .error)
+            say(
+                Self.prefixed("Cannot \(request.operation.text)", message),
+                message.hasPrefix("nothing to change") ? .info : .error)
             return []
         case .published(let receipt):
             var rolledBackTo: Int?
@@ -167,7 +169,8 @@ extension ConsoleState {
                     if let m = model, m.condition.desiredMicroPercent == micro, m.condition.state != .killed {
                         self.overlay = .valuePrompt(
                             field: field,
-                            error: "already at \(PercentText.format(micro)): nothing to change; type another value or Esc")
+                            error:
+                                "already at \(PercentText.format(micro)): nothing to change; type another value or Esc")
                         return []
                     }
                     return startChange(.set(microPercent: micro))
@@ -347,8 +350,12 @@ extension ConsoleState {
         // written. The notice says why, in the guardrail's words, and that nothing was written.
         if preview.guardrail.refuses {
             overlay = nil
-            let why = preview.guardrail.reasons.first.map { $0.hasPrefix("refuses this change: ") ? String($0.dropFirst(21)) : $0 }
-            say("Refused by guardrail: " + (why ?? preview.guardrail.verdict.labelText) + "; nothing was written", .error)
+            let why = preview.guardrail.reasons.first.map {
+                $0.hasPrefix("refuses this change: ") ? String($0.dropFirst(21)) : $0
+            }
+            say(
+                "Refused by guardrail: " + (why ?? preview.guardrail.verdict.labelText) + "; nothing was written",
+                .error)
             return []
         }
         if preview.requiresReason {

@@ -76,7 +76,8 @@ public enum ConsoleScreen {
             let autoKill =
                 model.crash.autoKill ? "auto-kill armed: kills at the next refresh" : "auto-kill off"
             let tail = " · K kill now · " + autoKill + " · v why"
-            let reason = Format.truncate(model.crash.reasons.first ?? "", max(10, row.width - 10 - CharacterWidth.of(tail)))
+            let reason = Format.truncate(
+                model.crash.reasons.first ?? "", max(10, row.width - 10 - CharacterWidth.of(tail)))
             line = [Span(" ✗ HALT ", .alert), Span(" " + reason, .bad), Span(tail, .bad, .bold)]
         } else if let model = state.model, model.condition.state == .killed {
             line = [Span(" ■ KILLED ", .alert), Span(" the flag is off for everyone · r resumes", .text)]
@@ -95,7 +96,8 @@ enum HeaderBar {
             // The verdict just rose to HOLD or HALT: the whole bar says so, alternating each second.
             grid.fill(row, with: Cell(" ", role: .alert))
             let text = " " + level.labelText + " · " + (state.model?.crash.reasons.first ?? "") + " · v why "
-            grid.write(Format.truncate(text, row.width), x: row.x, y: row.y, role: .alert, attributes: .bold, limit: row.width)
+            grid.write(
+                Format.truncate(text, row.width), x: row.x, y: row.y, role: .alert, attributes: .bold, limit: row.width)
             return
         }
         grid.fill(row, with: Cell(" ", role: .header))

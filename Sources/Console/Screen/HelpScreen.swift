@@ -42,7 +42,8 @@ public enum HelpScreen {
         for text in [
             "Verdicts: " + VerdictLevel.allCases.map(\.labelText).joined(separator: " · ")
                 + ". State: ▶ ROLLING · ‖ HELD · ■ KILLED.",
-            "A rise to HOLD or HALT flashes the header" + (state.configuration.bell ? " and rings the bell once." : "."),
+            "A rise to HOLD or HALT flashes the header"
+                + (state.configuration.bell ? " and rings the bell once." : "."),
             "▲ ▼ show direction; ✓ ✗ outcomes; ! STALE marks data older than "
                 + Format.duration(state.configuration.staleAfter) + ".",
         ] {

@@ -75,7 +75,8 @@ enum OverlayView {
         let lines = VerdictPane.lines(for: state, width: area.width - 4)
         let count = state.model?.crash.findings.count ?? 0
         let inner = Frame(
-            title: [Span("Why: the verdict", .title)], status: [Span("\(count) finding" + (count == 1 ? "" : "s"), .muted)],
+            title: [Span("Why: the verdict", .title)],
+            status: [Span("\(count) finding" + (count == 1 ? "" : "s"), .muted)],
             role: .dialog
         ).render(into: &grid, area: area)
         let (body, footer) = inner.splitBottom(1)

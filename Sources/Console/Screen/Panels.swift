@@ -135,8 +135,10 @@ enum PanelText {
         let spread = max(1, chartWidth / max(1, a.perMinute.count))
         func widened(_ values: [Int]) -> [Int] { values.flatMap { repeatElement($0, count: spread) } }
         if rows >= 3 {
-            let attempts = Sparkline(values: widened(a.perMinute.map(\.attempts))).lines(width: chartWidth, rows: rows - 1)
-            let failures = Sparkline(values: widened(a.perMinute.map(\.failure)), role: .bad).lines(width: chartWidth, rows: 1)
+            let attempts = Sparkline(values: widened(a.perMinute.map(\.attempts))).lines(
+                width: chartWidth, rows: rows - 1)
+            let failures = Sparkline(values: widened(a.perMinute.map(\.failure)), role: .bad).lines(
+                width: chartWidth, rows: 1)
             var lines = attempts.enumerated().map { i, l in [Span(i == 0 ? "all/m " : "      ", .muted)] + l }
             lines.append([Span("fail  ", .muted)] + failures[0])
             return lines
@@ -187,8 +189,11 @@ enum PanelText {
     static func logLines(_ m: ConsoleModel, _ s: ConsoleState, width: Int, rows: Int) -> [Line] {
         // Verdict changes come from the console's own log (stamped once, when they arrived), beside the model's
         // changes and events; newest first, ties in arrival order.
-        let items = (m.changes.map(LogItem.change) + m.events.map(LogItem.event) + s.verdictLog.reversed().map(LogItem.event))
-            .enumerated().sorted { $0.element.at != $1.element.at ? $0.element.at > $1.element.at : $0.offset < $1.offset }
+        let items =
+            (m.changes.map(LogItem.change) + m.events.map(LogItem.event) + s.verdictLog.reversed().map(LogItem.event))
+            .enumerated().sorted {
+                $0.element.at != $1.element.at ? $0.element.at > $1.element.at : $0.offset < $1.offset
+            }
             .map(\.element)
         guard !items.isEmpty else { return [[Span("No changes or events yet.", .muted)]] }
         let actorWidth = width >= 110 ? 24 : 16
@@ -315,7 +320,8 @@ enum CompactLayout {
                         + [Span("  propagated ", .muted), Span(c.propagation.map { Format.share($0) } ?? "–", .text)],
                     [
                         Span("exposed ", .muted), Span(c.exposedBand.text, .text), Span("  control ", .muted),
-                        Span(c.controlBand?.text ?? Describe.noControl(c), .text), Span("  seed ", .muted), Span(c.seed, .text),
+                        Span(c.controlBand?.text ?? Describe.noControl(c), .text), Span("  seed ", .muted),
+                        Span(c.seed, .text),
                     ],
                 ]
             ),

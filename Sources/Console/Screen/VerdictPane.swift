@@ -20,7 +20,8 @@ public enum VerdictPane {
         lines.append([
             Span("auto-kill ", .muted),
             Span(
-                Format.truncate(c.autoKill ? "armed: kills at the next refresh on HALT" : "off: K kills by hand", w - 10),
+                Format.truncate(
+                    c.autoKill ? "armed: kills at the next refresh on HALT" : "off: K kills by hand", w - 10),
                 c.autoKill ? .ok : .warn),
         ])
         let findings = c.findings.enumerated().sorted { a, b in
@@ -45,7 +46,8 @@ public enum VerdictPane {
                 guard let value else { continue }
                 for (j, text) in Format.wrap(value, max(8, w - 3 - label)).enumerated() {
                     lines.append([
-                        Span("   " + Format.pad(j == 0 ? name : "", label), .muted), Span(text, name == "Would change" ? .accent : .text),
+                        Span("   " + Format.pad(j == 0 ? name : "", label), .muted),
+                        Span(text, name == "Would change" ? .accent : .text),
                     ])
                 }
             }
