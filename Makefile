@@ -40,6 +40,7 @@ bench: deps-bench pyenv
 	ROLLOUT_PYTHON=$(CURDIR)/.venv/bin/python .build/release/rollout-bench $(ARGS)
 
 ## A long fuzz run: make fuzz SECONDS=600
+SECONDS ?= 600
 fuzz: deps-build
 	scripts/fuzz.sh long $(SECONDS)
 

@@ -23,6 +23,8 @@ let package = Package(
         .systemLibrary(name: "CQRencode", path: "Sources/CQRencode"),
         // Debian: libmicrohttpd-dev (the HTTP/1.1 server of `rollout serve`).
         .systemLibrary(name: "CMicroHTTPD", path: "Sources/CMicroHTTPD"),
+        // Debian: libcurl4-openssl-dev (the Firebase Remote Config REST client).
+        .systemLibrary(name: "CCurl", path: "Sources/CCurl"),
 
         // Pure core.
         .target(name: "JSON", swiftSettings: strict),
@@ -49,12 +51,24 @@ let package = Package(
             name: "ExchangeServer",
             dependencies: ["CMicroHTTPD", "AppCheck", "Crypto", "JSON", "Store", "Telemetry", "Timekeeping"],
             swiftSettings: strict),
+        // Firebase Remote Config as the config store: REST over libcurl, service-account OAuth, the ConfigStore.
+        .target(
+            name: "FirebaseRemoteConfig",
+            dependencies: ["CCurl", "COpenSSL", "Crypto", "JSON", "RemoteConfig", "Rollout", "Store", "Timekeeping"],
+            swiftSettings: strict),
         // The application layer: wiring of store, policies, console and simulator (used by the CLI and the benchmarks).
         .target(
             name: "RolloutApp",
-            dependencies: ["CommandLineKit", "Crypto", "RemoteConfig", "Rollout", "Telemetry", "Store", "StepUp", "Console", "Terminal", "Timekeeping"],
+            dependencies: [
+                "CommandLineKit", "Crypto", "RemoteConfig", "Rollout", "Telemetry", "Store", "StepUp", "Console", "Terminal", "Timekeeping",
+                "FirebaseRemoteConfig",
+            ],
             swiftSettings: strict),
         .target(name: "TestSupport", path: "Tests/Support", swiftSettings: strict),
+        // The conformance suite of the core's ports, run by every store's tests with its own factory.
+        .target(
+            name: "StoreConformance", dependencies: ["Rollout", "RemoteConfig", "StepUp", "JSON", "Timekeeping"],
+            path: "Tests/StoreConformance", swiftSettings: strict),
 
         // Executables.
         .executableTarget(
@@ -71,9 +85,9 @@ let package = Package(
         .testTarget(name: "TerminalTextTests", dependencies: ["TestSupport", "TerminalText", "JSON"], swiftSettings: strict),
         .testTarget(name: "JSONTests", dependencies: ["TestSupport", "JSON"], swiftSettings: strict),
         .testTarget(name: "RemoteConfigTests", dependencies: ["TestSupport", "RemoteConfig", "JSON"], swiftSettings: strict),
-        .testTarget(name: "RolloutTests", dependencies: ["TestSupport", "Rollout", "RemoteConfig", "JSON", "Timekeeping"], swiftSettings: strict),
+        .testTarget(name: "RolloutTests", dependencies: ["TestSupport", "StoreConformance", "Rollout", "RemoteConfig", "JSON", "Timekeeping"], swiftSettings: strict),
         .testTarget(name: "TelemetryTests", dependencies: ["TestSupport", "Telemetry", "Store", "Rollout", "JSON", "Timekeeping"], swiftSettings: strict),
-        .testTarget(name: "StoreTests", dependencies: ["TestSupport", "Store", "Rollout", "RemoteConfig", "Telemetry", "JSON", "Timekeeping"], swiftSettings: strict),
+        .testTarget(name: "StoreTests", dependencies: ["TestSupport", "StoreConformance", "StepUp", "Store", "Rollout", "RemoteConfig", "Telemetry", "JSON", "Timekeeping"], swiftSettings: strict),
         .testTarget(
             name: "AppCheckTests", dependencies: ["TestSupport", "AppCheck", "Store", "Crypto", "JSON", "Timekeeping"],
             exclude: ["pyattest_verdicts.py", "firebase_admin_tokens.py"], swiftSettings: strict),
@@ -86,6 +100,10 @@ let package = Package(
         .testTarget(
             name: "ServeTests", dependencies: ["TestSupport", "ExchangeServer", "AppCheck", "Store", "Telemetry", "Crypto", "JSON", "Timekeeping"],
             exclude: ["google_client.py"], swiftSettings: strict),
+        .testTarget(
+            name: "FirebaseRemoteConfigTests",
+            dependencies: ["TestSupport", "FirebaseRemoteConfig", "Store", "Rollout", "RemoteConfig", "JSON", "Timekeeping"],
+            swiftSettings: strict),
         .testTarget(
             name: "EndToEndTests",
             dependencies: ["TestSupport", "StepUp", "Timekeeping", "RolloutApp", "Console", "Store", "Telemetry", "Rollout", "RemoteConfig"],

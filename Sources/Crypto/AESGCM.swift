@@ -34,7 +34,11 @@ public enum AESGCM {
             ok = ok && EVP_EncryptUpdate(ctx, &ciphertext, &written, plaintext, Int32(plaintext.count)) == 1
         }
         var final: Int32 = 0
-        ok = ok && ciphertext.withUnsafeMutableBufferPointer { EVP_EncryptFinal_ex(ctx, $0.baseAddress! + Int(written), &final) } == 1
+        ok =
+            ok
+            && ciphertext.withUnsafeMutableBufferPointer {
+                EVP_EncryptFinal_ex(ctx, $0.baseAddress! + Int(written), &final)
+            } == 1
         var tag = [UInt8](repeating: 0, count: tagSize)
         ok = ok && EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_GCM_GET_TAG, Int32(tagSize), &tag) == 1
         precondition(ok, "AES-256-GCM encryption failed in libcrypto")
@@ -64,7 +68,11 @@ public enum AESGCM {
         }
         ok = ok && EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_GCM_SET_TAG, Int32(tagSize), &tag) == 1
         var final: Int32 = 0
-        ok = ok && plaintext.withUnsafeMutableBufferPointer { EVP_DecryptFinal_ex(ctx, $0.baseAddress! + Int(written), &final) } == 1
+        ok =
+            ok
+            && plaintext.withUnsafeMutableBufferPointer {
+                EVP_DecryptFinal_ex(ctx, $0.baseAddress! + Int(written), &final)
+            } == 1
         guard ok else { throw OpenError(description: "the authentication tag does not match (wrong key or edited)") }
         return Array(plaintext.prefix(Int(written + final)))
     }

@@ -665,6 +665,7 @@ public final class FleetSimulation: @unchecked Sendable {
                 note("\(operation): nothing to change (\(proposal.summary))", at: t)
             }
         } catch {
+            stats.refusedChanges += 1
             note("scenario line \(item.line), \(operation) not published: \(error)", at: t)
         }
         config.invalidate()

@@ -74,6 +74,8 @@ public struct FleetStatistics: Hashable, Sendable {
     public var appUpdates = 0
     /// Config changes the scenario published.
     public var publishedChanges = 0
+    /// Scripted changes the write path refused (policies, step-up) or could not publish.
+    public var refusedChanges = 0
     /// Time spent in real cryptography (key generation, attestation and assertion exchanges), when measured.
     public var cryptoNanoseconds: UInt64 = 0
     /// SHA-256 of the events so far (see `EventDigest`).

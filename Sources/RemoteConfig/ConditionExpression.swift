@@ -51,10 +51,11 @@ public struct ConditionExpression: Hashable, Sendable {
         return updated
     }
 
-    /// The canonical text of a single percent term: `percent('seed') <= 12.5`.
+    /// The canonical text of a single percent term: `percent('seed') <= 12.5`. An empty seed is written as
+    /// `percent('')`, so that the text parses back to the same term (found by the ConditionExpression fuzz target).
     public static func render(_ term: PercentTerm) -> String {
         var s = "percent"
-        if let seed = term.seed, !seed.isEmpty {
+        if let seed = term.seed {
             s += "('" + seed.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "'", with: "\\'") + "')"
         }
         switch term.op {

@@ -116,7 +116,10 @@ public enum ExpressionRenderer {
         switch node {
         case .constant(let b): return b ? "true" : "false"
         case .percent(let p): return ConditionExpression.render(p)
-        case .not(let c): return "!" + text(c, topLevel: false)
+        case .not(let c):
+            // `!` glued to an operand that starts with `=` would read back as the operator `!=` (found by fuzzing).
+            let operand = text(c, topLevel: false)
+            return (operand.hasPrefix("=") ? "! " : "!") + operand
         case .and(let items):
             let inner = items.map { text($0, topLevel: false) }.joined(separator: " && ")
             return items.count == 1 ? inner : (topLevel ? inner : "(\(inner))")

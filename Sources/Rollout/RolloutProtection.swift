@@ -44,7 +44,9 @@ public enum RolloutProtection {
     }
 
     /// The value types Firebase knows (`valueType`).
-    public static let valueTypes: Set<String> = ["STRING", "BOOLEAN", "NUMBER", "JSON", "PARAMETER_VALUE_TYPE_UNSPECIFIED"]
+    public static let valueTypes: Set<String> = [
+        "STRING", "BOOLEAN", "NUMBER", "JSON", "PARAMETER_VALUE_TYPE_UNSPECIFIED",
+    ]
 
     /// Checks the members a template's writer relies on: their JSON types, each parameter's value type, and that
     /// every value of a BOOLEAN parameter is exactly `"true"` or `"false"` (platforms parse other spellings
@@ -70,13 +72,18 @@ public enum RolloutProtection {
         for key in template.parameterKeys {
             guard let parameter = template.parameter(key) else { continue }
             let path = "$.parameters.\(key)"
-            guard case .object = parameter.json else { return "\(path): expected an object, found \(kind(parameter.json))" }
+            guard case .object = parameter.json else {
+                return "\(path): expected an object, found \(kind(parameter.json))"
+            }
             if let p = expect(parameter.json["valueType"], "a string", "\(path).valueType") { return p }
             if let type = parameter.valueType, !valueTypes.contains(type) {
-                return "\(path).valueType: unknown value type '\(type)' (expected one of \(valueTypes.sorted().joined(separator: ", ")))"
+                return
+                    "\(path).valueType: unknown value type '\(type)' (expected one of \(valueTypes.sorted().joined(separator: ", ")))"
             }
             if let p = expect(parameter.json["defaultValue"], "an object", "\(path).defaultValue") { return p }
-            if let p = expect(parameter.json["conditionalValues"], "an object", "\(path).conditionalValues") { return p }
+            if let p = expect(parameter.json["conditionalValues"], "an object", "\(path).conditionalValues") {
+                return p
+            }
             var values: [(String, JSONValue)] = []
             if let d = parameter.json["defaultValue"] { values.append(("\(path).defaultValue", d)) }
             if case .object(let conditional)? = parameter.json["conditionalValues"] {
@@ -86,8 +93,10 @@ public enum RolloutProtection {
                 guard case .object = v else { return "\(valuePath): expected an object, found \(kind(v))" }
                 if let p = expect(v["value"], "a string", "\(valuePath).value") { return p }
                 if let p = expect(v["useInAppDefault"], "a boolean", "\(valuePath).useInAppDefault") { return p }
-                if parameter.valueType == "BOOLEAN", let text = v["value"]?.stringValue, text != "true", text != "false" {
-                    return "\(valuePath).value: \(key) is BOOLEAN, so its values must be exactly \"true\" or \"false\", not \"\(text)\""
+                if parameter.valueType == "BOOLEAN", let text = v["value"]?.stringValue, text != "true", text != "false"
+                {
+                    return
+                        "\(valuePath).value: \(key) is BOOLEAN, so its values must be exactly \"true\" or \"false\", not \"\(text)\""
                 }
             }
         }

@@ -40,6 +40,19 @@ public final class StoreConsoleSource: ConsoleDataSource, @unchecked Sendable {
         self.autoKill = readOnly ? nil : autoKill
     }
 
+    /// The same on a monitor built elsewhere (a Firebase store: `FirebaseWiring.consoleSource`).
+    public init(
+        monitor: RolloutMonitor, storeLabel: String, operatorID: String, readOnly: Bool, project: String,
+        autoKill: StoreSession? = nil
+    ) {
+        self.monitor = monitor
+        self.operatorID = operatorID
+        self.readOnly = readOnly
+        self.storeLabel = storeLabel
+        self.project = project
+        self.autoKill = readOnly ? nil : autoKill
+    }
+
     public func snapshot() throws -> ConsoleModel {
         try lock.withLock {
             var status = try monitor.status()
@@ -214,7 +227,7 @@ struct PositionCache {
     private var plans: [Int: RolloutPosition?] = [:]
     private var kinds: [Int: ChangeKind] = [:]
 
-    mutating func position(_ store: SQLiteConfigStore, _ number: Int, newest: StoredTemplate) throws -> RolloutPosition? {
+    mutating func position(_ store: any ConfigStore, _ number: Int, newest: StoredTemplate) throws -> RolloutPosition? {
         if let p = plans[number] { return p }
         let template = number == newest.info.number ? newest.template : try store.version(number).template
         let p = (try? RolloutPlan.locate(in: template)).flatMap { $0 }.map { ConsoleModelBuilder.position($0) }
@@ -222,7 +235,7 @@ struct PositionCache {
         return p
     }
 
-    mutating func changes(_ store: SQLiteConfigStore, newest: StoredTemplate, limit: Int) throws -> [ChangeRecord] {
+    mutating func changes(_ store: any ConfigStore, newest: StoredTemplate, limit: Int) throws -> [ChangeRecord] {
         let infos = try store.versions(limit: limit, before: newest.info.number + 1)
         if infos.contains(where: { kinds[$0.number] == nil }) {
             // The audit log names the action of each publish (set, nudge, kill, ...).

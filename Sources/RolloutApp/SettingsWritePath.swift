@@ -24,6 +24,11 @@ public struct SettingsWritePath {
         case setting(key: String, value: String)
         /// Remove an enrolled operator (always needs the acting operator's code) or a pending enrolment.
         case removeOperator(OperatorID)
+        /// Start the enrolment of `id` with a fresh secret; while step-up is on, an enrolled `approver` vouches
+        /// for it with their code (the intent's `code`).
+        case startEnrolment(OperatorID, approver: OperatorID?)
+        /// Confirm the pending enrolment of `id` with a code of its new authenticator (the intent's `code`).
+        case confirmEnrolment(OperatorID)
     }
 
     public enum Outcome: Sendable, Equatable {
@@ -32,19 +37,25 @@ public struct SettingsWritePath {
         case unchanged(String)
         /// A pending (unconfirmed) enrolment was removed.
         case removedPending
+        /// The enrolment is pending: show its secret (this once) and confirm it with a code.
+        case enrolmentStarted(PendingEnrolment)
+        case enrolled(approvedBy: OperatorID?)
+        /// The code did not confirm the enrolment; it stays pending with `next` (its attempts counted).
+        case confirmationRefused(next: PendingEnrolment, outcome: CodeOutcome)
     }
 
     /// Why nothing was changed.
     public enum Failure: Error, Sendable, CustomStringConvertible {
         /// A key or value that does not exist (a usage error).
         case invalid(String)
-        case notFound(String)
+        /// Not possible in the store's state (nobody to remove, already enrolled, no pending enrolment).
+        case unavailable(String)
         /// Refused by step-up; `needsCode` when a (fresh) code would be accepted.
         case refused(String, needsCode: Bool)
 
         public var description: String {
             switch self {
-            case .invalid(let m), .notFound(let m): m
+            case .invalid(let m), .unavailable(let m): m
             case .refused(let m, _): "refused: \(m)"
             }
         }
@@ -91,10 +102,15 @@ public struct SettingsWritePath {
                                 result: .recorded))
                         return .changed(from: before, to: after)
                     }
+                case .startEnrolment(let id, let approver):
+                    return try startEnrolment(id, approver: approver, code: code, policy: policy, in: db)
+                case .confirmEnrolment(let id):
+                    return try confirmEnrolment(id, code: code, in: db)
                 case .removeOperator(let target):
                     guard try OperatorTables.record(target, in: db) != nil else {
                         guard try OperatorTables.pendingEnrolment(target, in: db) != nil else {
-                            return .failure(.notFound("\(target) is not enrolled ('rollout operator list' shows who is)"))
+                            return .failure(
+                                .unavailable("\(target) is not enrolled ('rollout operator list' shows who is)"))
                         }
                         try OperatorTables.removePending(target, in: db)
                         try config.appendAudit(
@@ -115,7 +131,8 @@ public struct SettingsWritePath {
                 }
                 if try OperatorTables.isEnforced(in: db), !requiresStepUp(change, policy: policy).isEmpty {
                     guard let acting = try? OperatorID(actor) else {
-                        return .failure(.refused("\(actor) cannot be enrolled, so it cannot pass step-up", needsCode: false))
+                        return .failure(
+                            .refused("\(actor) cannot be enrolled, so it cannot pass step-up", needsCode: false))
                     }
                     // The attempt and its audit record are written in this transaction whatever the verdict.
                     let decision = try OperatorTables.authorize(change, by: acting, code: code, in: db, clock: clock) {
@@ -129,5 +146,81 @@ public struct SettingsWritePath {
             }
         }
         return try result.get()
+    }
+
+    // MARK: Enrolment
+
+    private func startEnrolment(
+        _ id: OperatorID, approver: OperatorID?, code: String?, policy: StepUpPolicy, in db: SQLiteDatabase
+    ) throws -> Result<Outcome, Failure> {
+        if try OperatorTables.record(id, in: db) != nil {
+            return .failure(
+                .unavailable(
+                    "\(id) is already enrolled; to replace the authenticator, remove the enrolment first "
+                        + "('rollout operator remove \(id) --code CODE')"))
+        }
+        // Approval: while step-up is enforced, an enrolled operator vouches for the newcomer.
+        let change = StepUpChange(.operatorEnroll, detail: id.rawValue)
+        var approvedBy: OperatorID?
+        if try OperatorTables.isEnforced(in: db), !requiresStepUp(change, policy: policy).isEmpty {
+            guard let approver else {
+                return .failure(
+                    .refused(
+                        "step-up is on: enrolling \(id) needs an enrolled operator's approval "
+                            + "(--approver ID --approver-code CODE); 'rollout operator list' shows who is enrolled",
+                        needsCode: false))
+            }
+            let decision = try OperatorTables.authorize(change, by: approver, code: code, in: db, clock: session.clock)
+            {
+                try session.config.appendAudit($0.auditEntry)
+            }
+            if let refusal = decision.refusal {
+                return .failure(.refused("\(refusal)", needsCode: refusal.outcome == .missing))
+            }
+            approvedBy = approver
+        }
+        let pending = Enrolment.start(id, approvedBy: approvedBy, at: session.clock.now())
+        try OperatorTables.savePending(pending, in: db)
+        return .success(.enrolmentStarted(pending))
+    }
+
+    private func confirmEnrolment(_ id: OperatorID, code: String?, in db: SQLiteDatabase) throws -> Result<
+        Outcome, Failure
+    > {
+        guard let pending = try OperatorTables.pendingEnrolment(id, in: db) else {
+            return .failure(
+                .unavailable("\(id) has no pending enrolment: run 'rollout operator enroll --operator \(id)' first"))
+        }
+        let now = session.clock.now()
+        func attempt(_ outcome: CodeOutcome, failed: Int) throws {
+            let event = StepUpAuditEvent(
+                operatorID: pending.id, at: now, action: "confirm a new authenticator", kind: .operatorEnroll,
+                reasons: [], outcome: outcome, failedAttempts: failed, lockedUntil: nil)
+            try session.config.appendAudit(event.auditEntry)
+        }
+        switch Enrolment.confirm(pending, code: code, at: now) {
+        case .enrolled(let record):
+            try OperatorTables.save(record, in: db)
+            try OperatorTables.removePending(pending.id, in: db)
+            try attempt(.accepted(step: record.lastAcceptedStep ?? 0), failed: 0)
+            try session.config.appendAudit(
+                AuditEntry(
+                    time: now, actor: pending.id.rawValue, action: "operator enroll", to: pending.id.rawValue,
+                    result: .recorded,
+                    detail: pending.approvedBy.map { "approved by \($0)" } ?? "first operator: step-up verification on")
+            )
+            return .success(.enrolled(approvedBy: pending.approvedBy))
+        case .retry(let next, let outcome):
+            try OperatorTables.savePending(next, in: db)
+            try attempt(outcome, failed: next.failedAttempts)
+            return .success(.confirmationRefused(next: next, outcome: outcome))
+        case .discarded(let why, let outcome):
+            try OperatorTables.removePending(pending.id, in: db)
+            if let outcome { try attempt(outcome, failed: pending.failedAttempts + 1) }
+            return .failure(
+                .refused(
+                    "enrolment of \(pending.id) discarded (\(why.rawValue)): start over with 'rollout operator enroll --operator \(pending.id)'",
+                    needsCode: false))
+        }
     }
 }

@@ -12,7 +12,7 @@ public struct StoreSession {
     /// The store file as resolved from `--store`, `$ROLLOUT_STORE` or the default.
     public let path: String
     public let store: RolloutStore
-    public let config: SQLiteConfigStore
+    public let config: any SessionConfigStore
     public let operatorID: String
     public let readOnly: Bool
     public let clock: any Clock
@@ -23,7 +23,7 @@ public struct StoreSession {
     }
 
     /// The rollout with its telemetry and verdict, read from this store.
-    public func monitor() throws -> RolloutMonitor { try RolloutMonitor(store: store, clock: clock) }
+    public func monitor() throws -> RolloutMonitor { try RolloutMonitor(store: store, config: config, clock: clock) }
 
     /// The write path every change of this command goes through (read-only and policies enforced inside).
     public func writePath() throws -> WritePath {
@@ -54,7 +54,8 @@ public enum Wiring {
     /// Never creates anything: a missing, empty or foreign store is an error naming the path (`rollout init`
     /// creates stores); `--store ""` is a usage error.
     public static func session(_ invocation: Invocation) throws -> StoreSession {
-        try session(
+        if let firebase = try FirebaseWiring.session(invocation, create: false) { return firebase }
+        return try session(
             path: StoreLocation.resolvedPath(invocation), operatorID: try operatorID(invocation),
             readOnly: invocation.flag("--read-only"))
     }
@@ -93,6 +94,26 @@ public enum Wiring {
                 "a store already exists at \(path) (version \(try session.config.current().info.number)); init only creates new stores")
         }
         return session
+    }
+
+    /// `rollout init` for the invocation's store: a new SQLite store, or the adoption of a Firebase project's
+    /// template (the rollout added to it as one publish) with a new state store beside it.
+    public static func createStore(_ invocation: Invocation, seed: String, form: RemoteConfigTemplate.Form) throws
+        -> StoreSession
+    {
+        guard let firebase = try FirebaseWiring.session(invocation, create: true) else {
+            return try createStore(
+                path: try StoreLocation.resolvedPath(invocation), seed: seed, form: form, operatorID: try operatorID(invocation))
+        }
+        let adopted = try firebase.config.initializeIfEmpty {
+            try SQLiteConfigStore.genesis(seed: seed, form: form, actor: firebase.operatorID, time: firebase.clock.now())
+        }
+        guard adopted else {
+            throw StoreError.unavailable(
+                "the state store of \(firebase.path) already holds its rollout (version \(try firebase.config.current().info.number)); "
+                    + "init only adopts a project once")
+        }
+        return firebase
     }
 
     static func open(path: String, operatorID: String, readOnly: Bool, create: Bool, clock: any Clock) throws -> StoreSession {

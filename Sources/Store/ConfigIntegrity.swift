@@ -6,6 +6,13 @@ public struct ConfigIntegrityReport: Sendable, Equatable {
     public var versions: Int
     public var headSequence: Int64
     public var headHash: String
+
+    public init(auditRecords: Int, versions: Int, headSequence: Int64, headHash: String) {
+        self.auditRecords = auditRecords
+        self.versions = versions
+        self.headSequence = headSequence
+        self.headHash = headHash
+    }
 }
 
 /// The first thing found wrong in a store, naming the record or version.

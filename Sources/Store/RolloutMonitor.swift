@@ -16,7 +16,7 @@ import Timekeeping
 /// folded once per settled minute however often the screen refreshes.
 public final class RolloutMonitor {
     public let store: RolloutStore
-    public let config: SQLiteConfigStore
+    public let config: any ConfigStore
     public let telemetry: TelemetryTables
     /// The wall clock.
     public let clock: Clock
@@ -27,14 +27,16 @@ public final class RolloutMonitor {
     /// The start found for the newest version seen, so history is scanned once per new version.
     private var startCache: (version: Int, start: Instant?)?
 
-    public init(store: RolloutStore, clock: Clock, telemetryClock: (any Clock)? = nil, names: RolloutNames = .standard)
-        throws
-    {
+    /// `config` is the file's own config store unless given (a Firebase store keeps its templates elsewhere).
+    public init(
+        store: RolloutStore, config: (any ConfigStore)? = nil, clock: Clock, telemetryClock: (any Clock)? = nil,
+        names: RolloutNames = .standard
+    ) throws {
         self.store = store
         self.clock = clock
         self.telemetryClock = telemetryClock
         self.names = names
-        config = try store.configStore()
+        self.config = try config ?? store.configStore()
         telemetry = try store.withDatabase { try TelemetryTables(database: $0) }
     }
 

@@ -31,9 +31,12 @@ public enum StoreSchema {
             try db.execute(StoreSeal.schema)
             for table in ["stepup_operators", "stepup_enrolments"] {
                 for row in try db.query("SELECT id, secret FROM \(table)") {
-                    guard let id = row[0].string, let secret = row[1].bytes, !StoreKey.isSealedSecret(secret) else { continue }
+                    guard let id = row[0].string, let secret = row[1].bytes, !StoreKey.isSealedSecret(secret) else {
+                        continue
+                    }
                     try db.run(
-                        "UPDATE \(table) SET secret = ? WHERE id = ?", [.blob(key.sealSecret(secret, owner: id)), .text(id)])
+                        "UPDATE \(table) SET secret = ? WHERE id = ?",
+                        [.blob(key.sealSecret(secret, owner: id)), .text(id)])
                 }
             }
             try witness.write(try StoreSeal.reseal(db, key: key))

@@ -28,7 +28,8 @@ public struct StoreKey: Sendable {
         }
         guard let data = FileManager.default.contents(atPath: path), let text = String(data: data, encoding: .utf8),
             text.hasPrefix(header),
-            let bytes = Hex.decode(String(text.dropFirst(header.count)).trimmingCharacters(in: .whitespacesAndNewlines)),
+            let bytes = Hex.decode(
+                String(text.dropFirst(header.count)).trimmingCharacters(in: .whitespacesAndNewlines)),
             bytes.count == AESGCM.keySize
         else { throw StoreError.unavailable("the store key \(path) is not a rollout store key") }
         return StoreKey(bytes: bytes, path: path)
@@ -74,7 +75,9 @@ public struct StoreKey: Sendable {
     static func isSealedSecret(_ bytes: [UInt8]) -> Bool { bytes.starts(with: secretMagic) }
 
     /// HMAC-SHA-256 of `message` under this key, hex.
-    func mac(_ message: String) -> String { Hex.encode(HMAC.authenticate(.sha256, key: bytes, message: Array(message.utf8))) }
+    func mac(_ message: String) -> String {
+        Hex.encode(HMAC.authenticate(.sha256, key: bytes, message: Array(message.utf8)))
+    }
 }
 
 /// The seal: a keyed digest of every table that decides a write, bound to the audit chain's head, kept in the
@@ -167,7 +170,8 @@ public enum StoreSeal {
 
     /// The first thing wrong with the seal of `db` (against the tables, the key and the witness), or nil.
     static func problem(_ db: SQLiteDatabase, key: StoreKey?, witness: Witness) throws -> ConfigIntegrityProblem? {
-        guard let row = try db.query("SELECT tables, audit_sequence, audit_hash, mac FROM store_seal WHERE id = 1").first
+        guard
+            let row = try db.query("SELECT tables, audit_sequence, audit_hash, mac FROM store_seal WHERE id = 1").first
         else { return ConfigIntegrityProblem("seal", "missing (store_seal deleted?)") }
         guard let tablesText = row[0].string, let sequence = row[1].int, let hash = row[2].string,
             let mac = row[3].string
@@ -180,21 +184,26 @@ public enum StoreSeal {
         let now = try current(db)
         for table in sealedTables where sealed[table] != now.tables[table] {
             return ConfigIntegrityProblem(
-                "table \(table)", "its rows differ from the sealed state (changed outside rollout: edited, inserted or deleted rows)")
+                "table \(table)",
+                "its rows differ from the sealed state (changed outside rollout: edited, inserted or deleted rows)")
         }
         if sequence != now.sequence || hash != now.hash {
             return ConfigIntegrityProblem(
-                "chain head", "record \(now.sequence) is not the sealed head (record \(sequence)): the log or its head was rewritten")
+                "chain head",
+                "record \(now.sequence) is not the sealed head (record \(sequence)): the log or its head was rewritten")
         }
         guard let key else {
             return ConfigIntegrityProblem(
                 "seal",
-                "cannot be checked: the store key \(StoreKey.path(forStore: db.path)) is missing (restore it; see README 'Store files')")
+                "cannot be checked: the store key \(StoreKey.path(forStore: db.path)) is missing (restore it; see README 'Store files')"
+            )
         }
         let sealedState = State(tables: sealed, sequence: sequence, hash: hash)
         if key.mac(sealedState.text) != mac {
             return ConfigIntegrityProblem(
-                "seal", "its HMAC does not match under \(key.path) (the seal was rewritten without the key, or another store's key)")
+                "seal",
+                "its HMAC does not match under \(key.path) (the seal was rewritten without the key, or another store's key)"
+            )
         }
         do {
             switch witness.read() {
@@ -208,7 +217,8 @@ public enum StoreSeal {
                 if current != line, previous != line {
                     return ConfigIntegrityProblem(
                         "witness",
-                        "\(witness.path) records \(current), but the store is at \(line): the store was replaced or its log rewritten")
+                        "\(witness.path) records \(current), but the store is at \(line): the store was replaced or its log rewritten"
+                    )
                 }
             }
         }

@@ -31,7 +31,9 @@ struct ByteSpan {
     /// Whether two names are the same text once escapes are resolved.
     @inline(__always)
     func sameText(as other: ByteSpan) -> Bool {
-        if !escaped, !other.escaped { return count == other.count && memcmp(start, other.start, count) == 0 }
+        if !escaped, !other.escaped {
+            return count == other.count && (count == 0 || (start.pointee == other.start.pointee && memcmp(start, other.start, count) == 0))
+        }
         return text == other.text
     }
 }
@@ -50,11 +52,13 @@ public enum DuplicateKeyPolicy: Sendable {
 /// the line and compared directly (native lines have about eight); an object with more switches to a set of
 /// its decoded names, so that a line of thousands of keys costs linear time, not quadratic.
 public final class MemberNames {
-    public var policy: DuplicateKeyPolicy
+    // One reader owns these at a time (a batch belongs to one thread), so no dynamic exclusivity checks on
+    // the per-line path.
+    @exclusivity(unchecked) public var policy: DuplicateKeyPolicy
     /// Duplicates found since the last `resetFindings` (only under `.count`: `.reject` throws instead).
-    public private(set) var duplicates = 0
+    @exclusivity(unchecked) public private(set) var duplicates = 0
     /// The first duplicated name found since the last `resetFindings`.
-    public private(set) var firstDuplicate: String?
+    @exclusivity(unchecked) public private(set) var firstDuplicate: String?
     static let inlineKeys = 32
     let storage: UnsafeMutablePointer<ByteSpan>
     let capacity: Int
@@ -68,6 +72,7 @@ public final class MemberNames {
     deinit { storage.deallocate() }
 
     public func resetFindings() {
+        guard duplicates > 0 else { return }
         duplicates = 0
         firstDuplicate = nil
     }
@@ -102,6 +107,8 @@ struct JSONScanner {
     let end: UnsafePointer<UInt8>
     /// Nil only for the scanner of a number written inside a string, which meets no object.
     let names: MemberNames?
+    /// `names.storage`, read once per line rather than through the class reference per key.
+    let keys: UnsafeMutablePointer<ByteSpan>?
     private var depth = 0
     private var keyTop = 0
 
@@ -111,6 +118,7 @@ struct JSONScanner {
         start = base
         end = base + bytes.count
         self.names = names
+        keys = names?.storage
     }
 
     var column: Int { p - start + 1 }
@@ -194,14 +202,14 @@ struct JSONScanner {
     private mutating func note(_ key: ByteSpan, in object: inout ObjectMembers, at keyStart: UnsafePointer<UInt8>)
         throws(LineError)
     {
-        guard let names else { return }
+        guard let keys else { return }
         var repeated = false
         if object.large != nil {
             repeated = !object.large!.insert(key.text).inserted
         } else {
             var i = object.base
             while i < keyTop {
-                if names.storage[i].sameText(as: key) {
+                if keys[i].sameText(as: key) {
                     repeated = true
                     break
                 }
@@ -209,18 +217,18 @@ struct JSONScanner {
             }
             if !repeated {
                 if keyTop - object.base < MemberNames.inlineKeys {
-                    names.storage[keyTop] = key
+                    keys[keyTop] = key
                     keyTop += 1
                 } else {
                     var set = Set<String>()
-                    for k in object.base..<keyTop { set.insert(names.storage[k].text) }
+                    for k in object.base..<keyTop { set.insert(keys[k].text) }
                     set.insert(key.text)
                     object.large = set
                     keyTop = object.base
                 }
             }
         }
-        guard repeated else { return }
+        guard repeated, let names else { return }
         switch names.policy {
         case .reject:
             let name = key.text

@@ -148,9 +148,11 @@ enum ConsoleCommands {
     static func runConsole(_ invocation: Invocation, session: StoreSession, project: String) throws -> ExitCode {
         let themes = try theme(invocation)
         let ticks = StoreSimulationClock(store: session.store, wall: session.clock)
-        let source = try StoreConsoleSource(
-            path: session.path, clock: session.clock, operatorID: session.operatorID, readOnly: session.readOnly,
-            project: project, autoKill: session)
+        let source =
+            try FirebaseWiring.consoleSource(invocation, session: session, clock: session.clock)
+            ?? StoreConsoleSource(
+                path: session.path, clock: session.clock, operatorID: session.operatorID, readOnly: session.readOnly,
+                project: project, autoKill: session)
         let staleAfter = try source.status().settings.staleAfter
         let executor = StoreConsoleExecutor(session: session)
         let options = ConsoleOptions(

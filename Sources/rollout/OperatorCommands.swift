@@ -9,9 +9,9 @@ import Timekeeping
 
 /// `rollout operator enroll|list|remove` and `rollout policy show|set`: step-up verification from the CLI.
 ///
-/// Protected actions (removing an operator, changing the policy, enrolling a further operator) go through the
-/// same `OperatorTables.authorize` hook as rollout changes, and every attempt and every change lands in the
-/// store's audit log.
+/// Every change (enrolment, removal, policy and guardrail settings) is an intent of `SettingsWritePath`: judged
+/// by the same step-up rules as rollout changes, applied and audited in one transaction. This file parses
+/// arguments, reads codes and prints.
 enum OperatorCommands {
     static let all: [Command] = [operatorGroup, policyGroup]
 
@@ -107,40 +107,18 @@ enum OperatorCommands {
     static func runEnroll(_ invocation: Invocation) throws -> ExitCode {
         let id = try operatorID(StoreLocation.operatorID(invocation), invocation)
         let style = try qrStyle(invocation)
-        let session = try openSession(invocation)
-        let db = session.db
-        if try OperatorTables.record(id, in: db) != nil {
-            throw CommandError(
-                "\(id) is already enrolled; to replace the authenticator, remove the enrolment first "
-                    + "('rollout operator remove \(id) --code CODE')")
-        }
+        let path = try settingsPath(invocation)
+        let actor = id.rawValue
         if let code = invocation.value("--code") {
-            guard let pending = try OperatorTables.pendingEnrolment(id, in: db) else {
-                throw CommandError(
-                    "\(id) has no pending enrolment: run 'rollout operator enroll --operator \(id)' first")
-            }
-            return try confirm(pending, code: try resolve(code), session: session)
+            return try confirm(id, code: try resolve(code), path: path)
         }
-
-        // Approval: while step-up is enforced, an enrolled operator vouches for the newcomer.
-        var approver: OperatorID?
-        let change = StepUpChange(.operatorEnroll, detail: id.rawValue)
-        let policy = try OperatorTables.policy(in: db)
-        if try OperatorTables.isEnforced(in: db), !requiresStepUp(change, policy: policy).isEmpty {
-            guard let name = invocation.value("--approver") else {
-                throw CommandError(
-                    "step-up is on: enrolling \(id) needs an enrolled operator's approval "
-                        + "(--approver ID --approver-code CODE); 'rollout operator list' shows who is enrolled",
-                    exit: .refused)
-            }
-            let who = try operatorID(name, invocation)
-            let code = try readCode(invocation.value("--approver-code"), prompt: "Code of \(who)'s authenticator: ")
-            try authorize(change, by: who, code: code, session: session, codeOption: "--approver-code")
-            approver = who
-        }
-
-        let pending = Enrolment.start(id, approvedBy: approver, at: session.clock.now())
-        try db.transaction { try OperatorTables.savePending(pending, in: db) }
+        let approver = try invocation.value("--approver").map { try operatorID($0, invocation) }
+        let approverCode = try approver.map { who in
+            try readCode(invocation.value("--approver-code"), prompt: "Code of \(who)'s authenticator: ")
+        } ?? nil
+        let started = try settings(
+            path, .startEnrolment(id, approver: approver), actor: actor, code: approverCode, codeOption: "--approver-code")
+        guard case .enrolmentStarted(let pending) = started else { return .failure }
         let uri = pending.uri()
         // The QR code comes last, right above the prompt, so that it stays on screen while it is scanned.
         var out = "Enrolling \(id) for step-up verification (TOTP: SHA-1, 6 digits, 30 s).\n"
@@ -157,17 +135,14 @@ enum OperatorCommands {
         write(out)
 
         if isatty(STDIN_FILENO) == 1 {
-            var current = pending
             while true {
                 guard let code = prompt("Code from the authenticator (empty: later): "), !code.isEmpty else {
                     write(pendingNote(id))
                     return .ok
                 }
-                switch try confirmStep(current, code: code, session: session) {
+                switch try confirmStep(id, code: code, path: path) {
                 case .done: return .ok
-                case .again(let next, let message):
-                    FileHandle.standardError.write(Data("\(message)\n".utf8))
-                    current = next
+                case .again(let message): FileHandle.standardError.write(Data("\(message)\n".utf8))
                 }
             }
         }
@@ -175,68 +150,36 @@ enum OperatorCommands {
             FileHandle.standardError.write(Data(pendingNote(id).utf8))
             return .ok
         }
-        return try confirm(pending, code: line, session: session)
+        return try confirm(id, code: line, path: path)
     }
 
     /// The outcome of one confirmation code during interactive enrolment.
     enum ConfirmStep {
         case done
-        case again(PendingEnrolment, message: String)
+        case again(message: String)
     }
 
-    static func confirm(_ pending: PendingEnrolment, code: String?, session: StepUpSession) throws -> ExitCode {
-        switch try confirmStep(pending, code: code, session: session) {
+    static func confirm(_ id: OperatorID, code: String?, path: SettingsWritePath) throws -> ExitCode {
+        switch try confirmStep(id, code: code, path: path) {
         case .done: return .ok
-        case .again(_, let message): throw CommandError(message + "; try again with --code", exit: .refused)
+        case .again(let message): throw CommandError(message + "; try again with --code", exit: .refused)
         }
     }
 
-    /// Checks one confirmation code, stores the result and audits the attempt.
-    static func confirmStep(_ pending: PendingEnrolment, code: String?, session: StepUpSession) throws -> ConfirmStep {
-        let db = session.db
-        let now = session.clock.now()
-        let confirmation = Enrolment.confirm(pending, code: code, at: now)
-        func attempt(_ outcome: CodeOutcome, failed: Int) throws {
-            let event = StepUpAuditEvent(
-                operatorID: pending.id, at: now, action: "confirm a new authenticator", kind: .operatorEnroll,
-                reasons: [], outcome: outcome, failedAttempts: failed, lockedUntil: nil)
-            try session.audit(event.auditEntry)
-        }
-        switch confirmation {
-        case .enrolled(let operatorRecord):
-            // The enrolment, the attempt and the record of the change: one transaction.
-            try db.transaction {
-                try OperatorTables.save(operatorRecord, in: db)
-                try OperatorTables.removePending(pending.id, in: db)
-                try attempt(.accepted(step: operatorRecord.lastAcceptedStep ?? 0), failed: 0)
-                try session.audit(
-                    AuditEntry(
-                        time: now, actor: pending.id.rawValue, action: "operator enroll", to: pending.id.rawValue,
-                        result: .recorded,
-                        detail: pending.approvedBy.map { "approved by \($0)" } ?? "first operator: step-up verification on"
-                    ))
-            }
-            let approval = pending.approvedBy.map { " (approved by \($0))" } ?? ""
+    /// One confirmation code through the settings write path (checked, stored and audited in one transaction).
+    static func confirmStep(_ id: OperatorID, code: String?, path: SettingsWritePath) throws -> ConfirmStep {
+        switch try settings(path, .confirmEnrolment(id), actor: id.rawValue, code: code) {
+        case .enrolled(let approvedBy):
+            let approval = approvedBy.map { " (approved by \($0))" } ?? ""
             write(
-                "Enrolled \(pending.id)\(approval). Step-up verification is on; 'rollout policy show' lists what needs a code.\n"
+                "Enrolled \(id)\(approval). Step-up verification is on; 'rollout policy show' lists what needs a code.\n"
             )
             return .done
-        case .retry(let next, let outcome):
-            try db.transaction {
-                try OperatorTables.savePending(next, in: db)
-                try attempt(outcome, failed: next.failedAttempts)
-            }
+        case .confirmationRefused(let next, let outcome):
             let left = Enrolment.attempts - next.failedAttempts
-            return .again(
-                next, message: "\(explain(outcome)) for \(pending.id)'s new authenticator (\(left) attempts left)")
-        case .discarded(let why, let outcome):
-            try db.transaction {
-                try OperatorTables.removePending(pending.id, in: db)
-                if let outcome { try attempt(outcome, failed: pending.failedAttempts + 1) }
-            }
-            throw CommandError(
-                "enrolment of \(pending.id) discarded (\(why.rawValue)): start over with 'rollout operator enroll --operator \(pending.id)'",
-                exit: .refused)
+            return .again(message: "\(explain(outcome)) for \(id)'s new authenticator (\(left) attempts left)")
+        default:
+            return .done
         }
     }
 
@@ -346,7 +289,7 @@ enum OperatorCommands {
         switch try settings(path, .setting(key: key, value: value), actor: actor, code: code) {
         case .unchanged(let shown): write("\(key) is already \(shown); nothing changed.\n")
         case .changed(_, let shown): write("\(key) = \(shown)\n")
-        case .removedPending: break
+        default: break
         }
         return .ok
     }
@@ -358,52 +301,22 @@ enum OperatorCommands {
 
     /// Runs one settings intent; a refusal is exit 4 (with the option that supplies a code), a bad key or value
     /// a usage error.
-    static func settings(_ path: SettingsWritePath, _ intent: SettingsWritePath.Intent, actor: String, code: String?)
-        throws -> SettingsWritePath.Outcome
-    {
+    static func settings(
+        _ path: SettingsWritePath, _ intent: SettingsWritePath.Intent, actor: String, code: String?,
+        codeOption: String = "--code"
+    ) throws -> SettingsWritePath.Outcome {
         do {
             return try path.execute(intent, actor: actor, code: code)
         } catch let f as SettingsWritePath.Failure {
             switch f {
             case .invalid(let m): throw CommandError(m, exit: .usage)
-            case .notFound(let m): throw CommandError(m)
-            case .refused(let m, let needsCode): throw CommandError("\(f)" + (needsCode ? " (--code CODE)" : ""), exit: .refused)
+            case .unavailable(let m): throw CommandError(m)
+            case .refused(_, let needsCode): throw CommandError("\(f)" + (needsCode ? " (\(codeOption) CODE)" : ""), exit: .refused)
             }
         }
     }
 
     // MARK: Wiring
-
-    /// Runs the step-up hook, audits the attempt, and ends the command with exit 4 when it refuses.
-    static func authorize(
-        _ change: StepUpChange, by actor: OperatorID, code: String?, session: StepUpSession,
-        codeOption: String = "--code"
-    ) throws {
-        // The attempt and its audit record commit together (the audit append nests in the hook's transaction).
-        let decision = try OperatorTables.authorize(change, by: actor, code: code, in: session.db, clock: session.clock)
-        {
-            try session.audit($0.auditEntry)
-        }
-        if let refusal = decision.refusal {
-            let hint = refusal.outcome == .missing ? " (\(codeOption) CODE)" : ""
-            throw CommandError("refused: \(refusal)\(hint)", exit: .refused)
-        }
-    }
-
-    /// The open store as these commands use it: the connection with the step-up tables, the audit log, the clock.
-    struct StepUpSession {
-        let db: SQLiteDatabase
-        let log: SQLiteConfigStore
-        let clock: any Clock
-
-        func audit(_ entry: AuditEntry) throws { try log.appendAudit(entry) }
-    }
-
-    /// Opens the invocation's existing store (read-only under `--read-only`: the connection refuses writes).
-    static func openSession(_ invocation: Invocation) throws -> StepUpSession {
-        let session = try Wiring.session(invocation)
-        return StepUpSession(db: session.store.database, log: session.config, clock: session.clock)
-    }
 
     /// Opens the store for reading (its migrations created every table).
     static func readStore(_ invocation: Invocation) throws -> SQLiteDatabase? {

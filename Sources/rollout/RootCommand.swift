@@ -11,7 +11,7 @@ enum RootCommand {
         .value("--store", name: "PATH", help: "The store file (else $ROLLOUT_STORE, else $XDG_STATE_HOME/rollout/rollout.db)."),
         .value("--operator", name: "ID", help: "Who is acting (else $ROLLOUT_OPERATOR, else user@host)."),
         .flag("--read-only", help: "Refuse every write (enforced in the write path)."),
-    ]
+    ] + FirebaseWiring.options
 
     static func make() -> Command {
         Command(

@@ -152,6 +152,12 @@ enum SimulateCommands {
         } else {
             print(summaryText(stats, scenario: scenario, options: options, stopped: runner.isStopped))
         }
+        if stats.refusedChanges > 0 {
+            report(
+                "rollout: \(stats.refusedChanges) scripted change\(stats.refusedChanges == 1 ? " was" : "s were") refused by the "
+                    + "write path (the simulator acts as 'simulator', under the same policies as anyone)")
+            return .refused
+        }
         return .ok
     }
 
@@ -273,6 +279,7 @@ enum SimulateCommands {
             "failures": s.failures, "throttled": s.throttled, "keysGenerated": s.keysGenerated,
             "eligibleDevices": s.eligibleDevices, "exposedDevices": s.exposedDevices, "fatalCrashes": s.fatalCrashes,
             "nonfatalCrashes": s.nonfatalCrashes, "publishedChanges": s.publishedChanges,
+            "refusedChanges": s.refusedChanges,
         ]
         let data = try JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])
         return String(decoding: data, as: UTF8.self)

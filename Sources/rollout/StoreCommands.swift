@@ -69,11 +69,10 @@ enum StoreCommands {
             let seed = try inv.value("--seed").map { try validSeed($0, inv) } ?? Wiring.newSeed()
             let form = try templateForm(inv.value("--form") ?? "client", inv)
             guard !inv.flag("--read-only") else { throw WritePath.Failure.readOnly }
-            let session = try Wiring.createStore(
-                path: try StoreLocation.resolvedPath(inv), seed: seed, form: form, operatorID: try Wiring.operatorID(inv))
+            let session = try Wiring.createStore(inv, seed: seed, form: form)
             let current = try session.config.current()
             print("created store \(session.path)")
-            print("version 1 (etag \(current.etag)), \(form.rawValue) template, seed \(seed)")
+            print("version \(current.info.number) (etag \(current.etag)), \(form.rawValue) template, seed \(seed)")
             print(rolloutLine(current.template))
             return .ok
         })

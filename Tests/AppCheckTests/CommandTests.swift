@@ -121,7 +121,7 @@ import Timekeeping
         let path = try TestSupport.temporaryDirectory("appcheck-hostile").appendingPathComponent("store.db").path
         let issuer: AppCheckTokenIssuer
         do {
-            let f = try ExchangeFixture(state: AppCheckStateTables(database: SQLiteDatabase(path: path)))
+            let f = try ExchangeFixture(state: AppCheckStateTables(database: RolloutStore(path: path).database))
             let stored = try #require(try f.state.signingKeys().first)
             issuer = AppCheckTokenIssuer(
                 key: try AppCheckSigningKey(privateKeyDER: stored.privateKeyDER, createdAt: Demo.time))

@@ -10,10 +10,12 @@ struct ConsoleEndToEndTests {
         let store: String
         let binary: String
 
-        init() throws {
+        /// `initialized: false` leaves the path free for a command that makes its own drill store (`simulate`).
+        init(initialized: Bool = true) throws {
             directory = try TestSupport.temporaryDirectory("console-e2e")
             store = directory.appendingPathComponent("rollout.db").path
             binary = try TestSupport.rolloutBinary()
+            guard initialized else { return }
             // Only init creates a store; made an hour ago so that every later version is newer.
             let created = try TestSupport.run(
                 "/usr/bin/faketime", ["-f", "-60m", binary, "init", "--store", store, "--operator", "bob@example.com"])

@@ -10,7 +10,7 @@ import Timekeeping
 @Suite("demo: auto-kill", .serialized)
 struct DemoAutoKillTests {
     @Test func crashRegressionInADemoIsKilledExactlyOnce() throws {
-        let f = try ConsoleEndToEndTests.Fixture()
+        let f = try ConsoleEndToEndTests.Fixture(initialized: false)
         let command = [
             f.binary, "demo", "--store", f.store, "--operator", "ana@example.com", "--speed", "300", "--scenario",
             "crash-regression", "--devices", "6000", "--seed", "3",

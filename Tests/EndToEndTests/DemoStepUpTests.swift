@@ -9,7 +9,7 @@ import Timekeeping
 @Suite("demo: step-up on the wall clock", .serialized)
 struct DemoStepUpTests {
     @Test func aProtectedChangeInADemoAt60xTakesAWallClockCodeFromPyotp() throws {
-        let f = try ConsoleEndToEndTests.Fixture()
+        let f = try ConsoleEndToEndTests.Fixture(initialized: false)
         let python = try TestSupport.python()
         // A drill store: made by a short simulation (which sets the steady scenario's 10%).
         let sim = try TestSupport.run(

@@ -19,7 +19,8 @@ struct GateTests {
         deinit { try? FileManager.default.removeItem(at: directory) }
 
         @discardableResult
-        func run(_ arguments: [String], stdin: String? = nil, store: String? = nil) throws -> TestSupport.ProcessResult {
+        func run(_ arguments: [String], stdin: String? = nil, store: String? = nil) throws -> TestSupport.ProcessResult
+        {
             try TestSupport.run(
                 try TestSupport.rolloutBinary(), arguments + ["--store", store ?? path], stdin: stdin,
                 environment: ["ROLLOUT_OPERATOR": "ana@example.com", "NO_COLOR": "1"])
@@ -56,7 +57,8 @@ struct GateTests {
     }
 
     static func isOneLineError(_ r: TestSupport.ProcessResult) -> Bool {
-        r.stderr.hasPrefix("rollout: ") && r.stderr.hasSuffix("\n") && r.stderr.dropLast().split(separator: "\n").count == 1
+        r.stderr.hasPrefix("rollout: ") && r.stderr.hasSuffix("\n")
+            && r.stderr.dropLast().split(separator: "\n").count == 1
     }
 
     /// Every command with `--read-only`: its exit code, and the store's SHA-256 (WAL checkpointed) with the key
@@ -64,10 +66,12 @@ struct GateTests {
     @Test func everyCommandUnderReadOnlyLeavesTheStoreByteForByte() throws {
         let s = try Store.populated()
         let template = try s.run(["config", "export"]).stdout
-        let importFile = s.file("import.json", template.replacingOccurrences(of: "\"description\"", with: "\"description\""))
+        let importFile = s.file(
+            "import.json", template.replacingOccurrences(of: "\"description\"", with: "\"description\""))
         let eventsFile = s.file("events.ndjson", Store.events())
         let cases: [(command: [String], exit: Int32)] = [
-            (["status"], 0), (["status", "--json"], 0), (["history"], 0), (["diff", "1"], 0), (["config", "export"], 0),
+            (["status"], 0), (["status", "--json"], 0), (["history"], 0), (["diff", "1"], 0),
+            (["config", "export"], 0),
             (["audit", "show"], 0), (["audit", "verify"], 0), (["telemetry"], 0), (["telemetry", "--json"], 0),
             (["policy", "show"], 0), (["operator", "list"], 0),
             (["init"], 4), (["set", "50", "--reason", "r"], 4), (["nudge", "+1", "--reason", "r"], 4),
@@ -77,6 +81,8 @@ struct GateTests {
             (["policy", "set", "guardrails.auto-kill", "off"], 4), (["operator", "enroll", "--qr", "none"], 4),
             (["operator", "remove", "bob@example.com"], 4), (["token", "verify", "a.b.c", "--consume"], 4),
             (["simulate", "--scenario", "steady", "--speed", "max"], 4),
+            // No terminal here: the console says so (exit 1); it opens its store read-only too.
+            (["console"], 1),
         ]
         var table = ["| command | exit | SHA-256 before | SHA-256 after | unchanged |", "|---|---|---|---|---|"]
         for (command, exit) in cases {
@@ -105,7 +111,9 @@ struct GateTests {
         let directory = s.directory.appendingPathComponent("dir.db").path
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: false)
         let foreign = s.directory.appendingPathComponent("foreign.db").path
-        #expect(try TestSupport.run("/usr/bin/sqlite3", [foreign, "CREATE TABLE notes(x); INSERT INTO notes VALUES (1);"]).status == 0)
+        #expect(
+            try TestSupport.run("/usr/bin/sqlite3", [foreign, "CREATE TABLE notes(x); INSERT INTO notes VALUES (1);"])
+                .status == 0)
         let fresh = s.directory.appendingPathComponent("fresh.db").path
         #expect(try TestSupport.run("/usr/bin/sqlite3", [fresh, "PRAGMA user_version = 0; VACUUM;"]).status == 0)
         let listing = { try FileManager.default.contentsOfDirectory(atPath: s.directory.path).sorted() }
@@ -171,26 +179,40 @@ struct GateTests {
             #expect(edited != exported || name == "empty", "\(name): the edit must change the template")
             return s.file(name + ".json", edited)
         }
-        let noETag = { (t: String) in t.replacingOccurrences(of: #""etag": "[^"]*""#, with: #""x": 1"#, options: .regularExpression) }
+        let noETag = { (t: String) in
+            t.replacingOccurrences(of: #""etag": "[^"]*""#, with: #""x": 1"#, options: .regularExpression)
+        }
         let cases: [(String, String, Int32, String)] = [
             ("empty", s.file("empty.json", "{}"), 4, "removes the parameter AppAttestEnabled"),
             (
-                "reseed", variant("reseed") { noETag($0).replacingOccurrences(of: "rollout-2026", with: "other-seed") }, 4,
+                "reseed", variant("reseed") { noETag($0).replacingOccurrences(of: "rollout-2026", with: "other-seed") },
+                4,
                 "changes the seed 'rollout-2026' → 'other-seed'"
             ),
             (
-                "retype", variant("retype") { noETag($0).replacingOccurrences(of: "\"BOOLEAN\"", with: "\"STRING\"") }, 4,
+                "retype", variant("retype") { noETag($0).replacingOccurrences(of: "\"BOOLEAN\"", with: "\"STRING\"") },
+                4,
                 "changes the value type of AppAttestEnabled from BOOLEAN to STRING"
             ),
             (
-                "no-cohort", variant("no-cohort") { noETag($0).replacingOccurrences(of: "\"AppAttestCohort\"", with: "\"SomethingElse\"") },
+                "no-cohort",
+                variant("no-cohort") {
+                    noETag($0).replacingOccurrences(of: "\"AppAttestCohort\"", with: "\"SomethingElse\"")
+                },
                 4, "removes the cohort parameter AppAttestCohort"
             ),
             (
-                "yes", variant("yes") { noETag($0).replacingOccurrences(of: #""value": "false""#, with: #""value": "yes""#) }, 1,
+                "yes",
+                variant("yes") { noETag($0).replacingOccurrences(of: #""value": "false""#, with: #""value": "yes""#) },
+                1,
                 "must be exactly \"true\" or \"false\", not \"yes\""
             ),
-            ("etag", variant("etag") { $0.replacingOccurrences(of: #""etag": "[^"]*""#, with: #""etag": 5"#, options: .regularExpression) }, 1, "$.etag: expected a string, found a number"),
+            (
+                "etag",
+                variant("etag") {
+                    $0.replacingOccurrences(of: #""etag": "[^"]*""#, with: #""etag": 5"#, options: .regularExpression)
+                }, 1, "$.etag: expected a string, found a number"
+            ),
             ("parameters", s.file("parameters.json", #"{"parameters": []}"#), 1, "parameters"),
         ]
         for (name, file, exit, message) in cases {
@@ -203,7 +225,9 @@ struct GateTests {
         // On purpose: with --allow-rollout-change (no operator enrolled, so no code is asked) the reseed of a
         // rollout that has not started goes through, audited as such.
         let reseed = s.directory.appendingPathComponent("reseed.json").path
-        let allowed = try s.run(["config", "import", reseed, "--reason", "new seed before start", "--allow-rollout-change"])
+        let allowed = try s.run([
+            "config", "import", reseed, "--reason", "new seed before start", "--allow-rollout-change",
+        ])
         #expect(allowed.status == 0, "\(allowed.stderr)")
         #expect(try s.run(["status", "--json"]).stdout.contains("\"seed\": \"other-seed\""))
         #expect(try s.run(["audit", "show"]).stdout.contains("rollout protection overridden"))
@@ -230,7 +254,8 @@ struct GateTests {
         #expect(try s.run(["kill"]).status == 0)
         // While killed, a new percentage is judged as what resume would expose: an increase, so a reason.
         let killedIncrease = try s.run(["set", "30"])
-        #expect(killedIncrease.status == 4 && killedIncrease.stderr.contains("needs a reason"), "\(killedIncrease.stderr)")
+        #expect(
+            killedIncrease.status == 4 && killedIncrease.stderr.contains("needs a reason"), "\(killedIncrease.stderr)")
         #expect(try s.run(["resume"]).status == 4)
         // The policy can turn the rule off (audited like every policy change).
         #expect(try s.run(["policy", "set", "increase-reason", "off"]).status == 0)

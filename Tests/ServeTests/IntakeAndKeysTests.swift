@@ -52,6 +52,7 @@ import Timekeeping
         let file = f.directory.appendingPathComponent("events.ndjson")
         try lines.write(to: file, atomically: true, encoding: .utf8)
         let other = f.directory.appendingPathComponent("other.db").path
+        try #require(try TestSupport.run(try TestSupport.rolloutBinary(), ["init", "--store", other]).status == 0)
         let ingest = try TestSupport.run(try TestSupport.rolloutBinary(), ["ingest", file.path, "--store", other])
         try #require(ingest.status == 0, "\(ingest.stderr)")
         let queries = [
@@ -131,7 +132,7 @@ import Timekeeping
         #expect(try kid(of: oldToken) == before[0])
 
         // As `rollout appcheck keys rotate --overlap 1h` does, from another connection to the store.
-        let other = try AppCheckStateTables(database: SQLiteDatabase(path: f.path, create: false))
+        let other = try AppCheckStateTables(database: RolloutStore(path: f.path, create: false).database)
         let fresh = try AppCheckExchange.rotateSigningKeys(state: other, now: f.clock.now(), overlap: .hours(1))
         // The server notices within its check interval.
         f.clock.advance(by: .seconds(Int64(3)))
@@ -155,7 +156,7 @@ import Timekeeping
         let (key, artifact, token) = try f.attest()
         f.server.shutdown()
         // A second server on the same store: same signing key, same attested key and counter.
-        let state = try AppCheckStateTables(database: SQLiteDatabase(path: f.path, create: false))
+        let state = try AppCheckStateTables(database: RolloutStore(path: f.path, create: false).database)
         let holder = try ExchangeHolder(state: state, clock: f.clock, trustDemo: true)
         #expect(holder.exchange().evaluateToken(token, consume: false).passed)
         let server = try HTTPServer(
@@ -187,7 +188,7 @@ import Timekeeping
         let first = try f.post(verify, ["appCheckToken": .string(token)])
         #expect(first.status == 200 && first.json?["alreadyConsumed"] == nil, "\(first)")
         #expect(try f.post(verify, ["app_check_token": .string(token)]).json?["alreadyConsumed"]?.boolValue == true)
-        let state = try AppCheckStateTables(database: SQLiteDatabase(path: f.path, create: false))
+        let state = try AppCheckStateTables(database: RolloutStore(path: f.path, create: false).database)
         let holder = try ExchangeHolder(state: state, clock: f.clock, trustDemo: true)
         let server = try HTTPServer(
             host: "127.0.0.1", port: 0, handler: ExchangeService(holder: holder, intake: nil, limiter: nil))

@@ -27,6 +27,7 @@ import Timekeeping
         let dir = try TestSupport.temporaryDirectory("rollout-serve-process")
         defer { try? FileManager.default.removeItem(at: dir) }
         let store = dir.appendingPathComponent("store.db").path
+        try #require(try TestSupport.run(rollout, ["init", "--store", store]).status == 0)
         let add = try TestSupport.run(
             rollout,
             [
@@ -61,7 +62,7 @@ import Timekeeping
         let firstLine = String(decoding: banner, as: UTF8.self).split(separator: "\n")[0]
         let port = try #require(firstLine.split(separator: ":").last.flatMap { UInt16($0) }, "\(firstLine)")
 
-        let state = try AppCheckStateTables(database: SQLiteDatabase(path: store, create: false))
+        let state = try AppCheckStateTables(database: RolloutStore(path: store, create: false).database)
         let authority = try DemoCertificateAuthority.loadOrCreate(in: state)
         let identity = AppIdentity(teamId: "ABCDE12345", bundleId: "com.example.process")
         let tally = Tally()
@@ -141,6 +142,7 @@ import Timekeeping
         func cli(_ args: [String]) throws -> TestSupport.ProcessResult {
             try TestSupport.run(rollout, args + ["--store", store])
         }
+        try #require(try cli(["init"]).status == 0)
         #expect(try cli(["appcheck", "app", "add", "1:5:ios:a", "--team", "ABCDE12345", "--bundle", "b"]).status == 2)
         let add = try cli([
             "appcheck", "app", "add", "1:5:ios:a", "--project-number", "5", "--project-id", "five", "--team",
@@ -157,7 +159,7 @@ import Timekeeping
         #expect(debug.status == 0)
         let token = debug.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
         #expect(UUID(uuidString: token) != nil)
-        let state = try AppCheckStateTables(database: SQLiteDatabase(path: store, create: false))
+        let state = try AppCheckStateTables(database: RolloutStore(path: store, create: false).database)
         #expect(try state.hasDebugToken(appId: "1:5:ios:a", digest: SHA256.hash(Array(token.utf8))))
         #expect(try cli(["appcheck", "debug-token", "list"]).stdout.contains("1:5:ios:a  ci"))
         #expect(try cli(["appcheck", "debug-token", "add", "--app", "1:9:ios:none"]).status != 0)

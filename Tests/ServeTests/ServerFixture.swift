@@ -103,7 +103,7 @@ final class ServerFixture {
         let clock = ManualClock(SystemClock().now())
         self.clock = clock
         store = try RolloutStore(path: path)
-        tables = try AppCheckStateTables(database: SQLiteDatabase(path: path, create: false))
+        tables = try AppCheckStateTables(database: RolloutStore(path: path, create: false).database)
         try tables.saveConfiguration(AppCheckConfiguration(project: Self.project, apps: [Self.app]))
         try tables.addDebugToken(
             DebugTokenRecord(

@@ -24,7 +24,8 @@ struct GateStepUpTests {
         let ana = ["--operator", "ana@laptop"]
         try #require(try s.run(["set", "10", "--reason", "start"] + ana, at: at(30)).status == 0)
         let lockout = try s.run(
-            ["policy", "set", "lockout-minutes", "30", "--code", OperatorCLITests.code(secret, at(60))] + ana, at: at(60))
+            ["policy", "set", "lockout-minutes", "30", "--code", OperatorCLITests.code(secret, at(60))] + ana,
+            at: at(60))
         try #require(lockout.status == 0, "\(lockout.stderr)")
         let autoKill = try s.run(
             ["policy", "set", "guardrails.auto-kill", "on", "--code", OperatorCLITests.code(secret, at(90))] + ana,
@@ -34,7 +35,8 @@ struct GateStepUpTests {
         try store.database.transaction {
             try store.database.run("INSERT INTO appcheck_project VALUES (1, '123456789', 'demo-project')")
             try store.database.run(
-                "INSERT INTO appcheck_apps VALUES ('1:123:ios:abc', 'TEAMID1234', 'com.example.app', 'production', 0, 3600, 0)")
+                "INSERT INTO appcheck_apps VALUES ('1:123:ios:abc', 'TEAMID1234', 'com.example.app', 'production', 0, 3600, 0)"
+            )
         }
         try #require(try s.run(["audit", "verify"], at: at(100)).status == 0)
         return (s, secret)
@@ -47,7 +49,8 @@ struct GateStepUpTests {
         // 10% killed → 100%: resume would expose everyone, so it needs a code (and a reason), as from 10% rolling.
         let noCode = try s.run(["set", "100", "--reason", "all in"] + ana, at: Self.at(150))
         #expect(noCode.status == 4 && noCode.stderr.contains("code"), "\(noCode.stderr)")
-        let noReason = try s.run(["set", "100", "--code", OperatorCLITests.code(secret, Self.at(150))] + ana, at: Self.at(150))
+        let noReason = try s.run(
+            ["set", "100", "--code", OperatorCLITests.code(secret, Self.at(150))] + ana, at: Self.at(150))
         #expect(noReason.status == 4 && noReason.stderr.contains("needs a reason"), "\(noReason.stderr)")
         #expect(try s.run(["status", "--json"], at: Self.at(160)).stdout.contains("\"microPercent\": 10000000"))
         let withCode = try s.run(
@@ -68,10 +71,14 @@ struct GateStepUpTests {
         FileManager.default.createFile(atPath: file, contents: Data(edited.utf8))
         let refused = try s.run(["config", "import", file, "--reason", "r"] + ana, at: Self.at(130))
         #expect(refused.status == 4 && refused.stderr.contains("removes the cohort parameter"), "\(refused.stderr)")
-        let noCode = try s.run(["config", "import", file, "--reason", "r", "--allow-rollout-change"] + ana, at: Self.at(140))
+        let noCode = try s.run(
+            ["config", "import", file, "--reason", "r", "--allow-rollout-change"] + ana, at: Self.at(140))
         #expect(noCode.status == 4 && noCode.stderr.contains("code"), "\(noCode.stderr)")
         let ok = try s.run(
-            ["config", "import", file, "--reason", "r", "--allow-rollout-change", "--code", OperatorCLITests.code(secret, Self.at(150))]
+            [
+                "config", "import", file, "--reason", "r", "--allow-rollout-change", "--code",
+                OperatorCLITests.code(secret, Self.at(150)),
+            ]
                 + ana, at: Self.at(150))
         #expect(ok.status == 0, "\(ok.stderr)")
         #expect(try s.audit().contains { $0.action.hasPrefix("step-up") && $0.detail.contains("rollout-change") })
@@ -88,7 +95,10 @@ struct GateStepUpTests {
         // The key's own file, not the store, is what lets a code be checked.
         try FileManager.default.removeItem(atPath: s.store + ".key")
         let r = try s.run(
-            ["set", "15", "--reason", "r", "--operator", "ana@laptop", "--code", OperatorCLITests.code(secret, Self.at(120))],
+            [
+                "set", "15", "--reason", "r", "--operator", "ana@laptop", "--code",
+                OperatorCLITests.code(secret, Self.at(120)),
+            ],
             at: Self.at(120))
         #expect(r.status != 0 && r.stderr.contains(".key"), "\(r.stderr)")
     }
@@ -129,7 +139,10 @@ struct GateStepUpTests {
             }
         }
         let cases: [Tamper] = [
-            ("DELETE FROM stepup_operators (step-up off)", sql("DELETE FROM stepup_operators"), "table stepup_operators"),
+            (
+                "DELETE FROM stepup_operators (step-up off)", sql("DELETE FROM stepup_operators"),
+                "table stepup_operators"
+            ),
             (
                 "unlock: reset wrong codes, lockout and last code",
                 sql("UPDATE stepup_operators SET failed_attempts = 0, locked_until = NULL, last_accepted_step = NULL"),
@@ -138,14 +151,20 @@ struct GateStepUpTests {
             ("replace a secret", sql("UPDATE stepup_operators SET secret = zeroblob(40)"), "table stepup_operators"),
             (
                 "insert an operator",
-                sql("INSERT INTO stepup_operators (id, secret, enrolled_at, failed_attempts) VALUES ('mallory', x'00', 0, 0)"),
+                sql(
+                    "INSERT INTO stepup_operators (id, secret, enrolled_at, failed_attempts) VALUES ('mallory', x'00', 0, 0)"
+                ),
                 "table stepup_operators"
             ),
             (
                 "insert an approved pending enrolment",
-                sql("INSERT INTO stepup_enrolments VALUES ('eve', x'00', 0, 'ana@laptop', 0)"), "table stepup_enrolments"
+                sql("INSERT INTO stepup_enrolments VALUES ('eve', x'00', 0, 'ana@laptop', 0)"),
+                "table stepup_enrolments"
             ),
-            ("turn a policy rule off", sql("UPDATE stepup_policy SET value = 'off' WHERE key = 'rollback'"), "table stepup_policy"),
+            (
+                "turn a policy rule off", sql("UPDATE stepup_policy SET value = 'off' WHERE key = 'rollback'"),
+                "table stepup_policy"
+            ),
             ("DELETE FROM stepup_policy", sql("DELETE FROM stepup_policy"), "table stepup_policy"),
             ("auto-kill off", sql("UPDATE guardrail_settings SET value = 'off'"), "table guardrail_settings"),
             ("DELETE FROM guardrail_settings", sql("DELETE FROM guardrail_settings"), "table guardrail_settings"),
@@ -157,7 +176,8 @@ struct GateStepUpTests {
                 "drop the newest audit record and move the head back (consistent config tables)",
                 sql(
                     "DELETE FROM config_audit WHERE sequence = \(newest); UPDATE config_head SET audit_sequence = "
-                        + "(SELECT max(sequence) FROM config_audit), audit_hash = (SELECT hash FROM config_audit ORDER BY sequence DESC LIMIT 1)"),
+                        + "(SELECT max(sequence) FROM config_audit), audit_hash = (SELECT hash FROM config_audit ORDER BY sequence DESC LIMIT 1)"
+                ),
                 "chain head"
             ),
             (
@@ -174,20 +194,28 @@ struct GateStepUpTests {
                     guard r.status == 0 else { throw TestSupport.Failure(r.stderr) }
                 }, "witness"
             ),
-            ("delete the witness", { path in try FileManager.default.removeItem(atPath: path + ".witness") }, "witness"),
+            (
+                "delete the witness", { path in try FileManager.default.removeItem(atPath: path + ".witness") },
+                "witness"
+            ),
             (
                 "replace the store key",
                 { path in
                     try FileManager.default.removeItem(atPath: path + ".key")
                     let fresh = "rollout-store-key-v1 " + String(repeating: "ab", count: 32) + "\n"
-                    FileManager.default.createFile(atPath: path + ".key", contents: Data(fresh.utf8), attributes: [.posixPermissions: 0o600])
+                    FileManager.default.createFile(
+                        atPath: path + ".key", contents: Data(fresh.utf8), attributes: [.posixPermissions: 0o600])
                 }, "seal: its HMAC does not match"
             ),
             (
                 "edit the newest version's template (the seed)",
-                sql("UPDATE config_versions SET template = replace(template, 'rollout-', 'evil-') WHERE number = 2"), "version 2"
+                sql("UPDATE config_versions SET template = replace(template, 'rollout-', 'evil-') WHERE number = 2"),
+                "version 2"
             ),
-            ("edit the newest audit record", sql("UPDATE config_audit SET actor = 'mallory' WHERE sequence = \(newest)"), "audit record"),
+            (
+                "edit the newest audit record",
+                sql("UPDATE config_audit SET actor = 'mallory' WHERE sequence = \(newest)"), "audit record"
+            ),
             (
                 "edit an older audit record (history: found by audit verify's full scan)",
                 sql("UPDATE config_audit SET actor = 'mallory' WHERE sequence = 2"), "audit record 2"
@@ -200,7 +228,10 @@ struct GateStepUpTests {
         // The check every write runs first costs the same however long the history is: it covers the sealed
         // tables, the seal, the witness, the head and the newest record and version. Edits further back are named by
         // `audit verify`, which reads everything.
-        let history = Set(["edit an older audit record (history: found by audit verify's full scan)", "edit an older version's metadata (history: found by audit verify's full scan)"])
+        let history = Set([
+            "edit an older audit record (history: found by audit verify's full scan)",
+            "edit an older version's metadata (history: found by audit verify's full scan)",
+        ])
         #expect(cases.count - history.count >= 15)
         var report: [String] = []
         for (index, (label, tamper, subject)) in cases.enumerated() {
@@ -211,22 +242,28 @@ struct GateStepUpTests {
                 try FileManager.default.copyItem(atPath: s.store + suffix, toPath: copy + suffix)
             }
             func rollout(_ args: [String]) throws -> TestSupport.ProcessResult {
-                try TestSupport.run(try TestSupport.rolloutBinary(), args + ["--store", copy, "--operator", "ana@laptop"])
+                try TestSupport.run(
+                    try TestSupport.rolloutBinary(), args + ["--store", copy, "--operator", "ana@laptop"])
             }
             try #require(try rollout(["audit", "verify"]).status == 0, "\(label): the copy verifies before tampering")
             try tamper(copy)
             let verify = try rollout(["audit", "verify"])
             #expect(verify.status == 1 && verify.stderr.contains(subject), "\(label): \(verify.stderr)")
-            let versions = try TestSupport.run("/usr/bin/sqlite3", [copy, "SELECT count(*) FROM config_versions"]).stdout
+            let versions = try TestSupport.run("/usr/bin/sqlite3", [copy, "SELECT count(*) FROM config_versions"])
+                .stdout
             let write = try rollout(["kill", "--reason", "after tampering"])
             if !history.contains(label) {
                 #expect(write.status != 0 && !write.stdout.contains("published"), "\(label): the write went through")
                 #expect(write.stderr.contains("fails verification, so nothing is written"), "\(label): \(write.stderr)")
-                #expect(try TestSupport.run("/usr/bin/sqlite3", [copy, "SELECT count(*) FROM config_versions"]).stdout == versions)
+                #expect(
+                    try TestSupport.run("/usr/bin/sqlite3", [copy, "SELECT count(*) FROM config_versions"]).stdout
+                        == versions)
             }
             // Either way the damage stays visible.
             #expect(try rollout(["audit", "verify"]).status == 1, "\(label): hidden by the next write")
-            report.append("\(index + 1). \(label) → audit verify: \(verify.stderr.dropFirst("rollout: ".count).prefix(170)) | next write: exit \(write.status)")
+            report.append(
+                "\(index + 1). \(label) → audit verify: \(verify.stderr.dropFirst("rollout: ".count).prefix(170)) | next write: exit \(write.status)"
+            )
         }
         print(report.joined(separator: "\n"))
     }

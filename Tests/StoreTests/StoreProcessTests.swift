@@ -166,8 +166,9 @@ struct StoreProcessTests {
         var grew = 0
         while kills < 220 && rounds < 1_000 {
             rounds += 1
-            // Two writers, each killed at its own random moment within 0-45 ms of its start.
-            let delays = (0..<2).map { _ in UInt32.random(in: 0...45_000, using: &rng) }.sorted()
+            // Two writers, each killed at its own random moment within 0-150 ms of its start (a write also fsyncs
+            // the witness file beside the store; a debug-build write takes about 100 ms on a loaded 2-core machine).
+            let delays = (0..<2).map { _ in UInt32.random(in: 0...150_000, using: &rng) }.sorted()
             let writers = try (0..<2).map { _ in try Self.spawn(commands.randomElement(using: &rng)!, store: f.path) }
             var slept: UInt32 = 0
             for (writer, delay) in zip(writers, delays) {

@@ -11,7 +11,9 @@ extension TestSupport {
         /// Names of the files in the store's directory (nothing new may appear).
         public var files: [String]
 
-        public var description: String { "store \(store.prefix(16))…, key \(key.prefix(8))…, witness \(witness.prefix(8))…" }
+        public var description: String {
+            "store \(store.prefix(16))…, key \(key.prefix(8))…, witness \(witness.prefix(8))…"
+        }
 
         /// Fingerprints the store at `path`.
         public static func of(_ path: String) throws -> StoreFingerprint {

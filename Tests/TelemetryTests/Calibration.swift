@@ -196,6 +196,19 @@ struct CalibrationTests {
         // Early on the sample cannot show +50%: HOLD, by design; after 200 minutes it can.
         #expect(byLook[0] == runs)
         #expect(Double(final) / Double(runs) <= 0.05)
+
+        // The same with three mid-run changes (5 → 10 → 20 → 60%): starting at 5%, the arms fill more slowly.
+        var changed = [Int](repeating: 0, count: 20)
+        for _ in 0..<runs {
+            for (i, v) in SimulatedRollout(schedule: SimulatedRollout.threeChanges).verdicts(&rng, every: 10).enumerated()
+            where v.level == .hold && v.reason.hasPrefix("not enough data yet") {
+                changed[i] += 1
+            }
+        }
+        let curve2 = changed.enumerated().map { "\(($0.offset + 1) * 10) min \(String(format: "%.0f", Double($0.element) / Double(runs) * 100))%" }
+        print("null, 5 → 10 → 20 → 60%: HOLD 'not enough data yet' by look: " + curve2.joined(separator: ", "))
+        #expect(changed[0] == runs)
+        #expect(Double(changed[19]) / Double(runs) <= 0.05)
     }
 
     @Test("a true +50% crash rate with three percentage changes: HALT in at least 80%")

@@ -10,6 +10,11 @@ struct HostileOutputTests {
     @Test("an error class with a title change and a screen clear comes out of 'rollout telemetry' escaped")
     func telemetryTextEscapesErrorClasses() throws {
         let db = try TestSupport.temporaryDirectory("hostile").appendingPathComponent("store.db").path
+        // A rollout started ten minutes ago, so that the events below count (telemetry counts from the start).
+        for args in [["init", "--store", db], ["set", "10", "--reason", "start", "--store", db]] {
+            let r = try TestSupport.run("/usr/bin/faketime", ["-f", "-10m", try TestSupport.rolloutBinary()] + args)
+            #expect(r.status == 0, "\(r.stderr)")
+        }
         let now = Int64(Date().timeIntervalSince1970 * 1_000_000) - 60_000_000
         let input = (0..<3).map { #"{"t":\#(now + Int64($0)),"i":"fid-\#($0)","k":"failure","e":"\#(Self.hostileJSON)","c":"enabled","p":"appAttest"}"# }
             .joined(separator: "\n") + "\n"
@@ -29,6 +34,7 @@ struct HostileOutputTests {
     @Test("a bad line quoting escapes is reported escaped by 'rollout ingest'")
     func ingestProblemsAreEscaped() throws {
         let db = try TestSupport.temporaryDirectory("hostile").appendingPathComponent("store.db").path
+        #expect(try TestSupport.run(try TestSupport.rolloutBinary(), ["init", "--store", db]).status == 0)
         let r = try TestSupport.run(
             try TestSupport.rolloutBinary(), ["ingest", "--store", db, "-"],
             stdin: #"{"t":1780000000000000,"i":"a","k":"\u001b]0;pwned\u0007"}"# + "\n")

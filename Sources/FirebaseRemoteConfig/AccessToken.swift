@@ -1,0 +1,123 @@
+import Foundation
+import JSON
+import Timekeeping
+
+/// Gives the bearer token for the next request.
+public protocol AccessTokenProvider: Sendable {
+    /// A valid token; `refresh` forces a new one (after a 401).
+    func token(refresh: Bool) throws -> String
+}
+
+/// Exchanges a signed service-account assertion at the key file's `token_uri` (grant type
+/// `urn:ietf:params:oauth:grant-type:jwt-bearer`) and keeps the access token until shortly before it expires.
+public final class ServiceAccountTokenProvider: AccessTokenProvider, @unchecked Sendable {
+    public let key: ServiceAccountKey
+    private let transport: HTTPTransport
+    private let clock: any Clock
+    private let timeout: Instant.Duration
+    /// A token is renewed this long before it expires.
+    public static let refreshMargin = Instant.Duration.minutes(5)
+    private let lock = NSLock()
+    private var cached: (token: String, expires: Instant)?
+    /// How many exchanges have been made (what caching saves, for tests and `--verbose`).
+    public private(set) var exchanges = 0
+
+    public init(
+        key: ServiceAccountKey, transport: HTTPTransport, clock: any Clock,
+        timeout: Instant.Duration = .seconds(Int64(30))
+    )
+        throws(FirebaseError)
+    {
+        try RemoteConfigEndpoint.checkScheme(key.tokenURI, what: "the key file's token_uri")
+        self.key = key
+        self.transport = transport
+        self.clock = clock
+        self.timeout = timeout
+    }
+
+    public func token(refresh: Bool) throws -> String {
+        try lock.withLock {
+            let now = clock.now()
+            if !refresh, let c = cached, now < c.expires - Self.refreshMargin { return c.token }
+            let assertion = try ServiceAccountAssertion.make(key: key, now: now)
+            let form =
+                "grant_type=" + Self.formEscape("urn:ietf:params:oauth:grant-type:jwt-bearer") + "&assertion="
+                + Self.formEscape(assertion)
+            let request = HTTPRequest(
+                method: "POST", url: key.tokenURI, headers: [("Content-Type", "application/x-www-form-urlencoded")],
+                body: Array(form.utf8), timeout: timeout)
+            let response: HTTPResponse
+            do {
+                response = try transport.send(request)
+            } catch {
+                throw CredentialsError.exchange("cannot reach the token endpoint \(key.tokenURI): \(error)")
+            }
+            exchanges += 1
+            let json = try? JSONParser().parse(response.body)
+            guard response.status == 200 else {
+                let code = json?["error"]?.stringValue ?? "HTTP \(response.status)"
+                let detail = json?["error_description"]?.stringValue ?? ""
+                throw CredentialsError.exchange(
+                    "the token endpoint refused the service account \(key.clientEmail): \(code)\(detail.isEmpty ? "" : ": " + detail)"
+                )
+            }
+            guard let token = json?["access_token"]?.stringValue, !token.isEmpty else {
+                throw CredentialsError.exchange("the token endpoint's answer has no access_token")
+            }
+            let lifetime = json?["expires_in"]?.numberValue?.int64 ?? 3600
+            cached = (token, now + .seconds(lifetime))
+            return token
+        }
+    }
+
+    /// `application/x-www-form-urlencoded` escaping of a value.
+    static func formEscape(_ s: String) -> String {
+        var allowed = CharacterSet.alphanumerics
+        allowed.insert(charactersIn: "-._~")
+        return s.addingPercentEncoding(withAllowedCharacters: allowed) ?? s
+    }
+}
+
+/// Runs a command (for example `gcloud auth print-access-token`) and uses its output as the token; the token is
+/// kept for `reuse` and fetched again after a 401.
+public final class CommandTokenProvider: AccessTokenProvider, @unchecked Sendable {
+    public let command: String
+    private let clock: any Clock
+    private let reuse: Instant.Duration
+    private let lock = NSLock()
+    private var cached: (token: String, fetched: Instant)?
+
+    public init(command: String, clock: any Clock, reuse: Instant.Duration = .minutes(10)) {
+        self.command = command
+        self.clock = clock
+        self.reuse = reuse
+    }
+
+    public func token(refresh: Bool) throws -> String {
+        try lock.withLock {
+            let now = clock.now()
+            if !refresh, let c = cached, now - c.fetched < reuse { return c.token }
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: "/bin/sh")
+            process.arguments = ["-c", command]
+            let out = Pipe()
+            process.standardOutput = out
+            process.standardInput = FileHandle.nullDevice
+            do { try process.run() } catch {
+                throw CredentialsError.command("cannot run the access-token command: \(error)")
+            }
+            let data = out.fileHandleForReading.readDataToEndOfFile()
+            process.waitUntilExit()
+            guard process.terminationStatus == 0 else {
+                throw CredentialsError.command(
+                    "the access-token command '\(command)' failed (exit \(process.terminationStatus))")
+            }
+            let token = String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+            guard !token.isEmpty, !token.contains(where: { $0.isWhitespace }) else {
+                throw CredentialsError.command("the access-token command '\(command)' printed no single token")
+            }
+            cached = (token, now)
+            return token
+        }
+    }
+}

@@ -1,0 +1,340 @@
+import Foundation
+import JSON
+import RemoteConfig
+import Rollout
+import Store
+import Timekeeping
+
+/// The `ConfigStore` whose templates live in Firebase Remote Config, with the audit log in a state store.
+///
+/// Firebase keeps the template versions (and only 300 of them, for 90 days); the state store (an SQLite
+/// `RolloutStore` file) keeps what Firebase does not: the unlimited audit chain, telemetry, operators, step-up
+/// and guardrail settings. Each `published` audit record names the Firebase version number and ETag it produced.
+///
+/// A publish is validated first (`validateOnly=true`), then sent once with `If-Match`. When its answer is lost
+/// (timeout, dropped connection, 500/503), the store re-reads the version that the publish would have created
+/// (the base version + 1) and decides from its content whether the publish landed before sending it again, so
+/// a publish is never applied twice.
+public final class FirebaseConfigStore: ConfigStore, @unchecked Sendable {
+    public let client: RemoteConfigClient
+    /// The state store's audit log (its config tables hold no template versions).
+    public let state: SQLiteConfigStore
+    public let clock: any Clock
+    private let lock = NSLock()
+    /// Versions are immutable: read each at most once per process.
+    private var versionCache: [Int: StoredTemplate] = [:]
+    /// ETag → version number, from reads (a publish needs the number its base had).
+    private var numbers: [String: Int] = [:]
+    /// How many times a publish whose answer was lost is settled and sent again before giving up.
+    public var settleAttempts = 4
+    /// Versions asked for per `listVersions` page (Firebase allows 1 to 300).
+    public var pageSize = 100
+    /// Reads of the newest version within this interval reuse the last one read or published (the console's poll);
+    /// zero (the default, every CLI command): every read asks Firebase. A stale read can only cause a conflict,
+    /// never a lost update: every publish carries `If-Match`, and conflicts are reported from a fresh read.
+    public var pollInterval = Instant.Duration(microseconds: 0)
+    private var head: (stored: StoredTemplate, at: Instant)?
+    /// Version number → (operator, origin) of the versions this state store's operators published.
+    private var publishers: [Int: (actor: String, origin: String)] = [:]
+    private var publishersScanned: Int64 = 0
+
+    public init(client: RemoteConfigClient, state: SQLiteConfigStore, clock: any Clock) {
+        self.client = client
+        self.state = state
+        self.clock = clock
+    }
+
+    /// `firebase:PROJECT`, as the header and `status` show the store.
+    public var label: String { "firebase:" + client.project }
+
+    // MARK: Reading
+
+    public func current() throws -> StoredTemplate {
+        if pollInterval.microseconds > 0, let h = lock.withLock({ head }), clock.now() - h.at < pollInterval {
+            return try attributed(h.stored)
+        }
+        return try fresh()
+    }
+
+    /// The newest version as Firebase has it now.
+    public func fresh() throws -> StoredTemplate {
+        let s = try stored(client.get())
+        remember(s)
+        return try attributed(s)
+    }
+
+    private func remember(_ s: StoredTemplate) {
+        let now = clock.now()
+        lock.withLock { if head == nil || head!.stored.info.number <= s.info.number { head = (s, now) } }
+    }
+
+    public func version(_ number: Int) throws -> StoredTemplate {
+        if let s = lock.withLock({ versionCache[number] }) { return try attributed(s) }
+        do {
+            return try attributed(stored(client.get(version: number)))
+        } catch FirebaseError.api(let status, _, _) where status == 404 || status == 400 {
+            throw StoreError.noSuchVersion(number)
+        }
+    }
+
+    public func versions(limit: Int, before: Int?) throws -> [VersionInfo] {
+        var out: [VersionInfo] = []
+        var token: String?
+        let end = before.map { $0 - 1 }
+        if let end, end < 1 { return [] }
+        repeat {
+            let page = try client.listVersions(
+                pageSize: min(pageSize, max(1, limit - out.count)), pageToken: token, endVersionNumber: end)
+            for v in page.versions {
+                var info = try Self.info(v, etag: "")
+                if let cached = lock.withLock({ versionCache[info.number] }) { info.etag = cached.info.etag }
+                info = try attributed(info)
+                if let before, info.number >= before { continue }
+                out.append(info)
+                if out.count == limit { return out }
+            }
+            token = page.nextPageToken
+        } while token != nil
+        return out
+    }
+
+    // MARK: Publishing
+
+    public func publish(_ request: PublishRequest) throws -> StoredTemplate {
+        let ifMatch: String
+        let baseNumber: Int
+        switch request.ifMatch {
+        case .etag(let e):
+            ifMatch = e
+            if let n = lock.withLock({ numbers[e] }) {
+                baseNumber = n
+            } else {
+                let newest = try fresh()
+                guard newest.etag == e else { throw PublishConflict(current: newest, expectedETag: e) }
+                baseNumber = newest.info.number
+            }
+        case .any:
+            ifMatch = "*"
+            baseNumber = try fresh().info.number
+        }
+        let template = request.template.strippingVersionInfo()
+        var body = template.json.objectValue ?? JSONObject()
+        body["version"] = ["description": .string(String(request.description.prefix(1024)))]
+        let document = JSONValue.object(body)
+
+        // 1. Validate: Firebase checks the template (and the ETag) without publishing.
+        do {
+            _ = try client.put(document, ifMatch: ifMatch, validateOnly: true)
+        } catch let m as VersionMismatch {
+            throw try conflict(expected: ifMatch, m)
+        }
+
+        // 2. Publish (or roll back), settling lost answers.
+        let rollback = request.updateType == .rollback ? request.rollbackSource : nil
+        let expected = Self.content(template.json)
+        var landed: FetchedTemplate?
+        var attempt = 0
+        while landed == nil {
+            attempt += 1
+            do {
+                landed =
+                    try rollback.map { try client.rollback(to: $0) }
+                    ?? client.put(document, ifMatch: ifMatch, validateOnly: false)
+            } catch let m as VersionMismatch {
+                // After a lost answer, the mismatch may be our own earlier request that landed late.
+                if attempt > 1,
+                    case .landed(let f) = try settle(
+                        after: baseNumber, expected: expected, description: request.description,
+                        rollbackSource: rollback)
+                {
+                    landed = f
+                    break
+                }
+                throw try conflict(expected: ifMatch, m)
+            } catch let e where Self.mayHaveLanded(e) {
+                switch try settle(
+                    after: baseNumber, expected: expected, description: request.description, rollbackSource: rollback)
+                {
+                case .landed(let f): landed = f
+                case .other(let winner): throw PublishConflict(current: winner, expectedETag: ifMatch)
+                case .notLanded:
+                    guard attempt < settleAttempts else {
+                        throw FirebaseError.unsettled(
+                            "Firebase did not take the publish after \(attempt) attempts (it was not applied; the last: \(e)); try again later"
+                        )
+                    }
+                    client.policySleep(retry: attempt)
+                }
+            }
+        }
+        let result = try stored(landed!)
+        remember(result)
+        var entry = request.audit
+        entry.version = result.info.number
+        if result.info.number != baseNumber + 1 {
+            // Published all the same (and so audited): a forced publish or a rollback (which has no precondition)
+            // landed after someone else's version.
+            entry.detail =
+                (entry.detail.isEmpty ? "" : entry.detail + "; ")
+                + "published on top of version \(result.info.number - 1), not \(baseNumber)"
+        }
+        entry.detail =
+            (entry.detail.isEmpty ? "" : entry.detail + "; ")
+            + Self.auditMark(result.info, origin: request.updateOrigin)
+        do {
+            try state.appendAudit(entry)
+        } catch {
+            throw StoreError.unavailable(
+                "published Firebase version \(result.info.number) (etag \(result.etag)) but could not write its audit record: \(error)"
+            )
+        }
+        return try attributed(result)
+    }
+
+    /// `firebase version N etag E origin O`: what a published audit record names (and `verifyIntegrity` checks).
+    public static func auditMark(_ info: VersionInfo, origin: String) -> String {
+        "firebase version \(info.number) etag \(info.etag) origin \(origin)"
+    }
+
+    /// Firebase records every publish of ours as the service account's (`REST_API`); the audit log knows the
+    /// operator and the face (`ROLLOUT_CLI`, `ROLLOUT_CONSOLE`, ...). Versions published by this state store's
+    /// operators are shown as theirs; every other version as Firebase says.
+    private func attributed(_ info: VersionInfo) throws -> VersionInfo {
+        let known: (actor: String, origin: String)? = try lock.withLock {
+            if let p = publishers[info.number] { return p }
+            // Read the records appended since the last look (newest first, down to the last one seen).
+            var before: Int64? = nil
+            var newest: Int64 = publishersScanned
+            scan: while true {
+                let page = try state.auditRecords(limit: 200, before: before)
+                for r in page {
+                    if r.sequence <= publishersScanned { break scan }
+                    newest = max(newest, r.sequence)
+                    guard r.entry.result == .published, let v = r.entry.version,
+                        let mark = r.entry.detail.range(of: "firebase version \(v) etag ")
+                    else { continue }
+                    let tail = r.entry.detail[mark.upperBound...]
+                    let origin =
+                        tail.range(of: " origin ").map { String(tail[$0.upperBound...].prefix { $0 != ";" }) }
+                        ?? "ROLLOUT_CLI"
+                    publishers[v] = (r.entry.actor, origin)
+                }
+                guard let last = page.last, page.count == 200 else { break }
+                before = last.sequence
+            }
+            publishersScanned = newest
+            return publishers[info.number]
+        }
+        guard let known else { return info }
+        var out = info
+        out.updateUser = known.actor
+        out.updateOrigin = known.origin
+        return out
+    }
+
+    private func attributed(_ s: StoredTemplate) throws -> StoredTemplate {
+        StoredTemplate(template: s.template, info: try attributed(s.info))
+    }
+
+    enum Settlement {
+        case landed(FetchedTemplate)
+        case notLanded
+        case other(StoredTemplate)
+    }
+
+    /// After a lost answer: the version the publish would have created tells whether it did.
+    private func settle(after base: Int, expected: String, description: String, rollbackSource: Int?) throws
+        -> Settlement
+    {
+        let next: FetchedTemplate
+        do {
+            next = try client.get(version: base + 1)
+        } catch FirebaseError.api(let status, _, _) where status == 404 || status == 400 {
+            return .notLanded
+        }
+        let v = next.json["version"]
+        let ours: Bool
+        if let rollbackSource {
+            ours =
+                v?["updateType"]?.stringValue == "ROLLBACK"
+                && v?["rollbackSource"]?.stringValue == String(rollbackSource)
+        } else {
+            ours =
+                Self.content(next.json) == expected
+                && (v?["description"]?.stringValue ?? "") == String(description.prefix(1024))
+        }
+        return ours ? .landed(next) : .other(try fresh())
+    }
+
+    private static func mayHaveLanded(_ error: Error) -> Bool {
+        if error is TransportError { return true }
+        if case FirebaseError.api(let status, _, _) = error { return status == 500 || status == 503 }
+        return false
+    }
+
+    private func conflict(expected: String, _ m: VersionMismatch) throws -> PublishConflict {
+        PublishConflict(current: try fresh(), expectedETag: expected)
+    }
+
+    /// The parts of a template a publish writes, canonically (member order does not matter).
+    package static func content(_ json: JSONValue) -> String {
+        let keep: JSONValue = [
+            "conditions": json["conditions"] ?? .array([]), "parameters": json["parameters"] ?? .object(JSONObject()),
+            "parameterGroups": json["parameterGroups"] ?? .object(JSONObject()),
+        ]
+        return keep.canonicalText
+    }
+
+    // MARK: Audit
+
+    @discardableResult
+    public func appendAudit(_ entry: AuditEntry) throws -> AuditRecord { try state.appendAudit(entry) }
+
+    public func auditRecords(limit: Int, before: Int64?) throws -> [AuditRecord] {
+        try state.auditRecords(limit: limit, before: before)
+    }
+
+    // MARK: Decoding
+
+    private func stored(_ f: FetchedTemplate) throws -> StoredTemplate {
+        guard let versionJSON = f.json["version"] else {
+            throw FirebaseError.protocolViolation("Firebase's template has no version object")
+        }
+        let info = try Self.info(versionJSON, etag: f.etag)
+        var template: RemoteConfigTemplate
+        do {
+            template = try RemoteConfigTemplate(json: f.json)
+        } catch {
+            throw FirebaseError.protocolViolation("Firebase's template version \(info.number) does not parse: \(error)")
+        }
+        template.setMember("etag", .string(f.etag))
+        let s = StoredTemplate(template: template, info: info)
+        lock.withLock {
+            versionCache[info.number] = s
+            numbers[f.etag] = info.number
+        }
+        return s
+    }
+
+    /// A `Version` object → `VersionInfo`; numbers are strings (numbers tolerated), times RFC 3339 with any
+    /// fraction, unknown `updateOrigin`/`updateType` values tolerated.
+    package static func info(_ v: JSONValue, etag: String) throws -> VersionInfo {
+        let numberText = v["versionNumber"]?.stringValue ?? v["versionNumber"]?.numberValue?.text
+        guard let numberText, let number = Int(numberText) else {
+            throw FirebaseError.protocolViolation("a Firebase version has no versionNumber")
+        }
+        let time = v["updateTime"]?.stringValue.flatMap(ISO8601.parse) ?? Instant(microseconds: 0)
+        let type: UpdateType =
+            switch v["updateType"]?.stringValue {
+            case "FORCED_UPDATE": .forced
+            case "ROLLBACK": .rollback
+            default: .incremental
+            }
+        let user = v["updateUser"]?["email"]?.stringValue ?? v["updateUser"]?["name"]?.stringValue ?? "unknown"
+        return VersionInfo(
+            number: number, etag: etag, updateTime: time, updateUser: user,
+            updateOrigin: v["updateOrigin"]?.stringValue ?? "REMOTE_CONFIG_UPDATE_ORIGIN_UNSPECIFIED", updateType: type,
+            description: v["description"]?.stringValue ?? "",
+            rollbackSource: v["rollbackSource"]?.stringValue.flatMap { Int($0) })
+    }
+}

@@ -1,0 +1,136 @@
+import Foundation
+import JSON
+import RemoteConfig
+import Rollout
+import Store
+import Timekeeping
+
+/// The state store of a Firebase project: an SQLite `RolloutStore` file whose config tables hold only the audit
+/// chain (Firebase holds the templates), bound to one project so that two projects never share a log.
+public enum FirebaseState {
+    /// `$XDG_STATE_HOME/rollout/firebase-PROJECT.db`, else `~/.local/state/rollout/firebase-PROJECT.db`.
+    public static func defaultPath(project: String, environment env: [String: String]) -> String {
+        let state: String
+        if let x = env["XDG_STATE_HOME"], x.hasPrefix("/") {
+            state = x
+        } else {
+            let home = env["HOME"].flatMap { $0.isEmpty ? nil : $0 } ?? NSHomeDirectory()
+            state = home + "/.local/state"
+        }
+        return state + "/rollout/firebase-\(project).db"
+    }
+
+    /// Opens (with `create`, creating) the state store at `path` for `project`; refuses a store that holds template
+    /// versions (an embedded store, not a state store) or belongs to another project.
+    public static func open(path: String, project: String, create: Bool, readOnly: Bool = false) throws -> RolloutStore {
+        // Read-only is the connection's: a read-only session's state store refuses every write, so the write path
+        // refuses publishes to Firebase too.
+        let store = try RolloutStore(path: path, create: create, access: readOnly ? .readOnly : .readWrite)
+        let config = try store.configStore()
+        if let v = try config.versions(limit: 1, before: nil).first {
+            throw StoreError.unavailable(
+                "\(path) is an embedded rollout store holding template versions (newest \(v.number)), not the state store of firebase:\(project)"
+            )
+        }
+        try store.withDatabase { db in
+            let hasTable = try !db.query("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'firebase_state'").isEmpty
+            let bound = hasTable ? try db.query("SELECT project FROM firebase_state WHERE id = 1").first?.first?.string : nil
+            if let bound {
+                guard bound == project else {
+                    throw StoreError.unavailable("\(path) is the state store of firebase:\(bound), not of firebase:\(project)")
+                }
+                return
+            }
+            guard !readOnly else {
+                throw StoreError.unavailable(
+                    "\(path) is not yet the state store of firebase:\(project) (run 'rollout init --store firebase:\(project)')")
+            }
+            try db.transaction {
+                try db.execute(
+                    "CREATE TABLE IF NOT EXISTS firebase_state (id INTEGER PRIMARY KEY CHECK (id = 1), project TEXT NOT NULL)"
+                )
+                try db.run("INSERT OR IGNORE INTO firebase_state (id, project) VALUES (1, ?)", [.text(project)])
+            }
+        }
+        return store
+    }
+}
+
+extension FirebaseConfigStore {
+    /// Adopts the project's existing template: adds the rollout (the flag, its two conditions on the genesis
+    /// request's seed, the cohort parameter, all at 0% and not started) and leaves every other parameter,
+    /// condition, group and rollout value as it is. Returns false when the template already has the rollout.
+    @discardableResult
+    public func initializeIfEmpty(_ genesis: () throws -> PublishRequest) throws -> Bool {
+        let head = try fresh()
+        if try RolloutPlan.locate(in: head.template) != nil { return false }
+        let request = try genesis()
+        guard let plan = try RolloutPlan.locate(in: request.template) else {
+            throw StoreError.unavailable("the initial template has no rollout")
+        }
+        guard
+            request.template.form == head.template.form
+                || head.template.conditions.isEmpty && request.template.form == .client
+        else {
+            throw StoreError.unavailable(
+                "firebase:\(client.project) holds a \(head.template.form.rawValue) template; a \(request.template.form.rawValue) rollout cannot be added to it"
+            )
+        }
+        let change = try RolloutPlan.apply(
+            .set(.zero, expected: nil), to: head.template.strippingVersionInfo(), newSeed: plan.seed)
+        var audit = request.audit
+        audit.from = "firebase version \(head.info.number) without a rollout"
+        audit.detail = "seed \(plan.seed), adopted Firebase template version \(head.info.number)"
+        let adopt = PublishRequest(
+            template: change.template, ifMatch: .etag(head.etag), updateUser: request.updateUser,
+            updateOrigin: request.updateOrigin,
+            updateType: .incremental, description: "rollout: add \(plan.names.parameter) (not started)",
+            time: request.time, audit: audit)
+        _ = try publish(adopt)
+        return true
+    }
+
+    /// Checks the state store's audit chain and head, and that every `published` record names the Firebase version
+    /// and ETag it produced. (The template versions themselves are Firebase's, immutable there.)
+    public func verifyIntegrity() throws -> ConfigIntegrityReport {
+        let db = state.database
+        let integrity = try db.query("PRAGMA integrity_check").compactMap { $0.first?.string }
+        if integrity != ["ok"] {
+            throw ConfigIntegrityProblem(
+                "database", "SQLite integrity check failed: \(integrity.prefix(3).joined(separator: "; "))")
+        }
+        let records = try state.auditRecords(limit: Int.max, before: nil).reversed()
+        if let b = AuditChain.verify(records) { throw ConfigIntegrityProblem("audit record \(b.sequence)", b.problem) }
+        let head = try db.query("SELECT audit_sequence, audit_hash FROM config_head WHERE id = 1").first
+        let last = records.last
+        if let head {
+            guard let sequence = head[0].int, let hash = head[1].string else {
+                throw ConfigIntegrityProblem("chain head", "has an unexpected value (edited?)")
+            }
+            if sequence != (last?.sequence ?? 0) {
+                throw ConfigIntegrityProblem(
+                    "audit record \(min(sequence, last?.sequence ?? 0) + 1)",
+                    sequence > (last?.sequence ?? 0)
+                        ? "missing (deleted?): the chain head is record \(sequence)"
+                        : "not covered by the chain head (appended outside rollout?)")
+            }
+            if let last, last.hash != hash {
+                throw ConfigIntegrityProblem(
+                    "audit record \(last.sequence)", "does not match the chain head's hash (edited)")
+            }
+        } else if last != nil {
+            throw ConfigIntegrityProblem("chain head", "missing (deleted?) although the store has records")
+        }
+        var published = 0
+        for r in records where r.entry.result == .published {
+            guard let v = r.entry.version, r.entry.detail.contains("firebase version \(v) etag ") else {
+                throw ConfigIntegrityProblem(
+                    "audit record \(r.sequence)", "a publish that names no Firebase version and ETag (edited?)")
+            }
+            published += 1
+        }
+        return ConfigIntegrityReport(
+            auditRecords: records.count, versions: published, headSequence: last?.sequence ?? 0,
+            headHash: last?.hash ?? AuditChain.genesis)
+    }
+}

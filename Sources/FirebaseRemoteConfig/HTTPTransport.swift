@@ -1,0 +1,188 @@
+import CCurl
+import Foundation
+import Timekeeping
+
+/// One HTTP request as the Remote Config client sends it.
+public struct HTTPRequest: Sendable {
+    public var method: String
+    public var url: String
+    public var headers: [(String, String)]
+    public var body: [UInt8]?
+    /// The whole exchange (connect, send, wait, receive) must finish within this time.
+    public var timeout: Instant.Duration
+
+    public init(
+        method: String, url: String, headers: [(String, String)] = [], body: [UInt8]? = nil, timeout: Instant.Duration
+    ) {
+        self.method = method
+        self.url = url
+        self.headers = headers
+        self.body = body
+        self.timeout = timeout
+    }
+}
+
+/// An answer: status, headers (names lower-cased), body (already decompressed).
+public struct HTTPResponse: Sendable {
+    public var status: Int
+    public var headers: [String: String]
+    public var body: [UInt8]
+
+    public init(status: Int, headers: [String: String], body: [UInt8]) {
+        self.status = status
+        self.headers = headers
+        self.body = body
+    }
+
+    public func header(_ name: String) -> String? { headers[name.lowercased()] }
+}
+
+/// Why no answer arrived. `mayHaveArrived` tells whether the server may have received (and acted on) the request:
+/// a publish whose answer was lost must be checked before it is sent again.
+public struct TransportError: Error, Sendable, CustomStringConvertible {
+    public enum Kind: Sendable { case timedOut, connectionLost, cannotConnect, other }
+    public var kind: Kind
+    public var message: String
+    public var mayHaveArrived: Bool { kind == .timedOut || kind == .connectionLost || kind == .other }
+
+    public init(_ kind: Kind, _ message: String) {
+        self.kind = kind
+        self.message = message
+    }
+
+    public var description: String { message }
+}
+
+/// Sends HTTP requests; the real one is `CurlTransport`.
+public protocol HTTPTransport: Sendable {
+    func send(_ request: HTTPRequest) throws(TransportError) -> HTTPResponse
+}
+
+/// HTTP(S) through libcurl's easy interface: one handle per request, TLS verified with the system's CA store,
+/// no redirects, only `http` and `https`, gzip answers decoded (`Accept-Encoding: gzip` is sent).
+public struct CurlTransport: HTTPTransport {
+    private static let loaded: Int32 = rollout_curl_load()
+
+    public init() {}
+
+    /// Collects the body and headers libcurl delivers.
+    private final class Sink {
+        var body: [UInt8] = []
+        var headers: [String: String] = [:]
+        var upload: [UInt8] = []
+        var uploaded = 0
+    }
+
+    public func send(_ request: HTTPRequest) throws(TransportError) -> HTTPResponse {
+        guard Self.loaded == 0 else {
+            throw TransportError(
+                .cannotConnect,
+                "libcurl (libcurl.so.4) could not be loaded or initialised (code \(Self.loaded)); install libcurl4-openssl-dev"
+            )
+        }
+        guard let handle = rollout_curl_easy_init() else {
+            throw TransportError(.cannotConnect, "libcurl could not create a handle")
+        }
+        defer { rollout_curl_cleanup(handle) }
+        let sink = Sink()
+        let context = Unmanaged.passUnretained(sink).toOpaque()
+        var list: UnsafeMutablePointer<curl_slist>? = nil
+        for (name, value) in request.headers { list = rollout_curl_slist_append(list, "\(name): \(value)") }
+        // No `Expect: 100-continue` round trip on PUT/POST bodies.
+        list = rollout_curl_slist_append(list, "Expect:")
+        defer { rollout_curl_slist_free_all(list) }
+
+        var ok = true
+        func check(_ code: CURLcode) { if code != CURLE_OK { ok = false } }
+        check(rollout_curl_set_string(handle, CURLOPT_URL, request.url))
+        check(rollout_curl_set_string(handle, CURLOPT_PROTOCOLS_STR, "http,https"))
+        check(rollout_curl_set_long(handle, CURLOPT_FOLLOWLOCATION, 0))
+        check(rollout_curl_set_long(handle, CURLOPT_NOSIGNAL, 1))
+        check(rollout_curl_set_long(handle, CURLOPT_TIMEOUT_MS, max(1, Int(request.timeout.microseconds / 1000))))
+        check(
+            rollout_curl_set_long(
+                handle, CURLOPT_CONNECTTIMEOUT_MS, max(1, Int(min(request.timeout.microseconds, 10_000_000) / 1000))))
+        check(rollout_curl_set_string(handle, CURLOPT_ACCEPT_ENCODING, "gzip"))
+        check(rollout_curl_set_slist(handle, CURLOPT_HTTPHEADER, list))
+        check(rollout_curl_set_string(handle, CURLOPT_CUSTOMREQUEST, request.method))
+        if request.method == "GET" { check(rollout_curl_set_long(handle, CURLOPT_HTTPGET, 1)) }
+        if let body = request.body {
+            sink.upload = body
+            check(rollout_curl_set_long(handle, CURLOPT_UPLOAD, 0))
+            check(rollout_curl_set_long(handle, CURLOPT_POST, 1))
+            check(rollout_curl_set_long(handle, CURLOPT_POSTFIELDSIZE, body.count))
+            check(
+                rollout_curl_set_callback(handle, CURLOPT_READFUNCTION) { buffer, size, count, context in
+                    let sink = Unmanaged<Sink>.fromOpaque(context!).takeUnretainedValue()
+                    let n = min(size * count, sink.upload.count - sink.uploaded)
+                    if n > 0, let buffer {
+                        sink.upload.withUnsafeBufferPointer { src in
+                            UnsafeMutableRawPointer(buffer).copyMemory(
+                                from: src.baseAddress! + sink.uploaded, byteCount: n)
+                        }
+                        sink.uploaded += n
+                    }
+                    return n
+                })
+            check(rollout_curl_set_pointer(handle, CURLOPT_READDATA, context))
+            // CUSTOMREQUEST keeps the method (PUT) while POST mode sends the body.
+        }
+        check(
+            rollout_curl_set_callback(handle, CURLOPT_WRITEFUNCTION) { data, size, count, context in
+                let sink = Unmanaged<Sink>.fromOpaque(context!).takeUnretainedValue()
+                let n = size * count
+                if n > 0, let data {
+                    data.withMemoryRebound(to: UInt8.self, capacity: n) {
+                        sink.body.append(contentsOf: UnsafeBufferPointer(start: $0, count: n))
+                    }
+                }
+                return n
+            })
+        check(rollout_curl_set_pointer(handle, CURLOPT_WRITEDATA, context))
+        check(
+            rollout_curl_set_callback(handle, CURLOPT_HEADERFUNCTION) { data, size, count, context in
+                let sink = Unmanaged<Sink>.fromOpaque(context!).takeUnretainedValue()
+                let n = size * count
+                guard n > 0, let data else { return n }
+                let line = data.withMemoryRebound(to: UInt8.self, capacity: n) {
+                    String(decoding: UnsafeBufferPointer(start: $0, count: n), as: UTF8.self)
+                }.trimmingCharacters(in: .whitespacesAndNewlines)
+                if line.hasPrefix("HTTP/") {
+                    sink.headers = [:]  // a new status line (after an interim answer) starts a new header block
+                } else if let colon = line.firstIndex(of: ":") {
+                    let name = line[..<colon].lowercased()
+                    let value = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+                    sink.headers[name] = value
+                }
+                return n
+            })
+        check(rollout_curl_set_pointer(handle, CURLOPT_HEADERDATA, context))
+        guard ok else { throw TransportError(.other, "libcurl refused an option for \(request.method) \(request.url)") }
+
+        let code = rollout_curl_perform(handle)
+        guard code == CURLE_OK else {
+            let text = String(cString: rollout_curl_strerror(code))
+            let kind: TransportError.Kind
+            switch code {
+            case CURLE_OPERATION_TIMEDOUT:
+                // A connect timeout never reached the server; a timeout after sending may have.
+                var sent: Int = 0
+                _ = rollout_curl_get_request_size(handle, &sent)
+                kind = sent > 0 ? .timedOut : .cannotConnect
+            case CURLE_COULDNT_CONNECT, CURLE_COULDNT_RESOLVE_HOST, CURLE_COULDNT_RESOLVE_PROXY,
+                CURLE_SSL_CONNECT_ERROR,
+                CURLE_PEER_FAILED_VERIFICATION, CURLE_UNSUPPORTED_PROTOCOL, CURLE_URL_MALFORMAT:
+                kind = .cannotConnect
+            case CURLE_GOT_NOTHING, CURLE_RECV_ERROR, CURLE_SEND_ERROR, CURLE_PARTIAL_FILE:
+                kind = .connectionLost
+            default:
+                kind = .other
+            }
+            let what = kind == .timedOut ? "no answer within \(request.timeout.seconds)s" : text
+            throw TransportError(kind, "\(request.method) \(request.url): \(what)")
+        }
+        var status: Int = 0
+        _ = rollout_curl_get_response_code(handle, &status)
+        return HTTPResponse(status: status, headers: sink.headers, body: sink.body)
+    }
+}

@@ -1,0 +1,324 @@
+import Foundation
+import JSON
+import Timekeeping
+
+/// Where the Remote Config API is: Google's, or an override (`ROLLOUT_FIREBASE_URL`, then firebase-tools'
+/// `FIREBASE_REMOTE_CONFIG_URL`) for tests and mirrors. Plain `http://` only for loopback hosts.
+public struct RemoteConfigEndpoint: Sendable, Equatable {
+    public static let google = "https://firebaseremoteconfig.googleapis.com"
+    /// The origin (scheme, host, port), without a trailing slash; paths start with `/v1/`.
+    public var origin: String
+
+    public init(origin: String) throws(FirebaseError) {
+        var o = origin
+        while o.hasSuffix("/") { o.removeLast() }
+        if o.hasSuffix("/v1") { o.removeLast(3) }
+        try Self.checkScheme(o, what: "the Remote Config URL")
+        self.origin = o
+    }
+
+    /// The override from the environment, else Google's endpoint.
+    public static func from(environment env: [String: String]) throws(FirebaseError) -> RemoteConfigEndpoint {
+        for name in ["ROLLOUT_FIREBASE_URL", "FIREBASE_REMOTE_CONFIG_URL"] {
+            if let v = env[name], !v.isEmpty {
+                do { return try RemoteConfigEndpoint(origin: v) } catch { throw .badURL("\(name): \(error)") }
+            }
+        }
+        return try RemoteConfigEndpoint(origin: google)
+    }
+
+    /// `https://` anywhere; `http://` only to 127.0.0.0/8, ::1 or localhost (no credentials in clear text on a network).
+    public static func checkScheme(_ url: String, what: String) throws(FirebaseError) {
+        guard let c = URLComponents(string: url), let scheme = c.scheme?.lowercased(), let host = c.host, !host.isEmpty
+        else {
+            throw .badURL("\(what) '\(url)' is not a URL")
+        }
+        switch scheme {
+        case "https": return
+        case "http":
+            let h = host.lowercased().trimmingCharacters(in: CharacterSet(charactersIn: "[]"))
+            if h == "localhost" || h == "::1" || h.hasPrefix("127.") && h.split(separator: ".").count == 4 { return }
+            throw .badURL("\(what) '\(url)' uses plain http to a non-loopback host; only https is allowed there")
+        default:
+            throw .badURL("\(what) '\(url)' must be https:// (or http:// to a loopback host)")
+        }
+    }
+}
+
+/// What went wrong talking to Firebase, with Firebase's own message where it sent one.
+public enum FirebaseError: Error, Sendable, CustomStringConvertible, Equatable {
+    case badURL(String)
+    /// 401/403: the credentials lack `permission` (or are not accepted at all).
+    case permission(status: Int, permission: String, message: String)
+    /// A `[VALIDATION_ERROR]` (or other 400) answer to a publish: nothing was published.
+    case rejected(status: Int, canonical: String, message: String)
+    /// Any other error answer.
+    case api(status: Int, canonical: String, message: String)
+    /// The answer broke the documented protocol (no ETag, unreadable JSON).
+    case protocolViolation(String)
+    /// No answer (after the retries).
+    case unreachable(String)
+    /// A publish whose answer was lost could not be settled: it may or may not have been applied.
+    case unsettled(String)
+
+    public var description: String {
+        switch self {
+        case .badURL(let m), .protocolViolation(let m), .unreachable(let m): m
+        case .unsettled(let m): m
+        case .permission(let status, let permission, let message):
+            status == 401
+                ? "Firebase rejected the credentials (HTTP 401: \(message)); check --credentials / GOOGLE_APPLICATION_CREDENTIALS or --access-token-command"
+                : "Firebase refused: the credentials lack the permission \(permission) (HTTP 403: \(message))"
+        case .rejected(_, _, let message): "Firebase rejected the template, nothing was published: \(message)"
+        case .api(let status, let canonical, let message):
+            "Firebase answered HTTP \(status)\(canonical.isEmpty ? "" : " " + canonical): \(message)"
+        }
+    }
+}
+
+/// How often and how long to retry 429/500/503 answers: exponential back-off with full jitter.
+public struct RetryPolicy: Sendable {
+    public var attempts: Int
+    public var base: Instant.Duration
+    public var cap: Instant.Duration
+    /// Each call's timeout (connect, send, answer).
+    public var timeout: Instant.Duration
+
+    public init(
+        attempts: Int = 5, base: Instant.Duration = .milliseconds(500), cap: Instant.Duration = .seconds(Int64(16)),
+        timeout: Instant.Duration = .seconds(Int64(30))
+    ) {
+        self.attempts = attempts
+        self.base = base
+        self.cap = cap
+        self.timeout = timeout
+    }
+
+    /// The wait before retry number `retry` (1-based): uniformly in [d/2, d] with d = min(cap, base · 2^(retry−1)).
+    public func delay(retry: Int, random: Double) -> Instant.Duration {
+        let d = min(cap.microseconds, base.microseconds << min(20, retry - 1))
+        return Instant.Duration(microseconds: d / 2 + Int64(Double(d / 2) * random))
+    }
+
+    public static func isRetryable(status: Int) -> Bool { status == 429 || status == 500 || status == 503 }
+}
+
+/// A template as read: the JSON Firebase sent and its `ETag` header.
+public struct FetchedTemplate: Sendable {
+    public var json: JSONValue
+    public var etag: String
+}
+
+/// A conflict answer to a publish: HTTP 412, status `FAILED_PRECONDITION`/`ABORTED`, or `[VERSION_MISMATCH]`.
+public struct VersionMismatch: Error, Sendable, CustomStringConvertible {
+    public var message: String
+    public var description: String { message }
+}
+
+/// The Remote Config REST API (v1) over `HTTPTransport`, for one project.
+///
+/// Reads and validations are retried on 429/500/503 and on lost connections (they change nothing); publishes
+/// and rollbacks are sent once per call: the store decides, by re-reading, whether a lost one landed.
+public final class RemoteConfigClient: @unchecked Sendable {
+    public let endpoint: RemoteConfigEndpoint
+    public let project: String
+    public let policy: RetryPolicy
+    private let tokens: AccessTokenProvider
+    private let transport: HTTPTransport
+    private let sleep: @Sendable (Instant.Duration) -> Void
+    private let random: @Sendable () -> Double
+
+    public init(
+        endpoint: RemoteConfigEndpoint, project: String, tokens: AccessTokenProvider, transport: HTTPTransport,
+        policy: RetryPolicy = RetryPolicy(),
+        sleep: @escaping @Sendable (Instant.Duration) -> Void = { d in
+            if d.microseconds > 0 { usleep(UInt32(min(d.microseconds, 60_000_000))) }
+        },
+        random: @escaping @Sendable () -> Double = { Double.random(in: 0...1) }
+    ) {
+        self.endpoint = endpoint
+        self.project = project
+        self.tokens = tokens
+        self.transport = transport
+        self.policy = policy
+        self.sleep = sleep
+        self.random = random
+    }
+
+    var base: String {
+        endpoint.origin + "/v1/projects/"
+            + (project.addingPercentEncoding(withAllowedCharacters: .urlPathAllowed) ?? project) + "/remoteConfig"
+    }
+
+    // MARK: Operations
+
+    /// `GET projects/{p}/remoteConfig[?versionNumber=N]`; an answer without an ETag is an error.
+    public func get(version: Int? = nil) throws -> FetchedTemplate {
+        let url = base + (version.map { "?versionNumber=\($0)" } ?? "")
+        let r = try send("GET", url, permission: "cloudconfig.configs.get", retry: true)
+        try r.expectOK()
+        return FetchedTemplate(json: try r.json(), etag: try r.etag())
+    }
+
+    /// `PUT projects/{p}/remoteConfig` with `If-Match` (`*` only when the caller forces). Throws `VersionMismatch`
+    /// on a conflict and `FirebaseError.rejected` on a validation error. With `validateOnly` nothing is published
+    /// (and the call is retried like a read).
+    public func put(_ body: JSONValue, ifMatch: String, validateOnly: Bool) throws -> FetchedTemplate {
+        let url = base + (validateOnly ? "?validateOnly=true" : "")
+        let r = try send(
+            "PUT", url, headers: [("If-Match", ifMatch), ("Content-Type", "application/json; charset=utf-8")],
+            body: Array(body.compactText.utf8),
+            permission: "cloudconfig.configs.update", retry: validateOnly)
+        if let m = r.versionMismatch { throw m }
+        try r.expectOK(rejecting: true)
+        return FetchedTemplate(json: try r.json(), etag: try r.etag())
+    }
+
+    /// `POST projects/{p}/remoteConfig:rollback` with `{"versionNumber": "N"}`: version N published again as new.
+    public func rollback(to number: Int) throws -> FetchedTemplate {
+        let body: JSONValue = ["versionNumber": .string(String(number))]
+        let r = try send(
+            "POST", base + ":rollback", headers: [("Content-Type", "application/json; charset=utf-8")],
+            body: Array(body.compactText.utf8),
+            permission: "cloudconfig.configs.update", retry: false)
+        if let m = r.versionMismatch { throw m }
+        try r.expectOK(rejecting: true)
+        return FetchedTemplate(json: try r.json(), etag: try r.etag())
+    }
+
+    /// One page of `remoteConfig:listVersions`, newest first.
+    public func listVersions(pageSize: Int, pageToken: String?, endVersionNumber: Int?) throws -> (
+        versions: [JSONValue], nextPageToken: String?
+    ) {
+        var query = ["pageSize=\(max(1, min(300, pageSize)))"]
+        if let t = pageToken { query.append("pageToken=" + ServiceAccountTokenProvider.formEscape(t)) }
+        if let e = endVersionNumber { query.append("endVersionNumber=\(e)") }
+        let r = try send(
+            "GET", base + ":listVersions?" + query.joined(separator: "&"), permission: "cloudconfig.configs.get",
+            retry: true)
+        try r.expectOK()
+        let json = try r.json()
+        let versions = json["versions"]?.arrayValue ?? []
+        let next = json["nextPageToken"]?.stringValue
+        return (versions, next?.isEmpty == false ? next : nil)
+    }
+
+    /// Waits the back-off before retry number `retry`.
+    func policySleep(retry: Int) { sleep(policy.delay(retry: retry, random: random())) }
+
+    // MARK: Sending
+
+    /// The answer of one call after authentication and the retries the call allows.
+    struct Answer {
+        var response: HTTPResponse
+        var permission: String
+        var error: (code: Int, message: String, status: String)? {
+            guard response.status >= 400 else { return nil }
+            let json = try? JSONParser().parse(response.body)
+            let e = json?["error"]
+            let message = e?["message"]?.stringValue ?? String(decoding: response.body.prefix(300), as: UTF8.self)
+            return (
+                Int(e?["code"]?.numberValue?.int64 ?? Int64(response.status)), message, e?["status"]?.stringValue ?? ""
+            )
+        }
+
+        var versionMismatch: VersionMismatch? {
+            guard let e = error else { return nil }
+            if response.status == 412 || e.status == "FAILED_PRECONDITION" || e.status == "ABORTED"
+                || e.message.hasPrefix("[VERSION_MISMATCH]")
+            {
+                return VersionMismatch(message: e.message)
+            }
+            return nil
+        }
+
+        func expectOK(rejecting: Bool = false) throws {
+            guard let e = error else {
+                guard response.status == 200 else {
+                    throw FirebaseError.protocolViolation("Firebase answered HTTP \(response.status) without a body")
+                }
+                return
+            }
+            switch response.status {
+            case 401, 403:
+                throw FirebaseError.permission(status: response.status, permission: permission, message: e.message)
+            case 400 where rejecting: throw FirebaseError.rejected(status: 400, canonical: e.status, message: e.message)
+            default: throw FirebaseError.api(status: response.status, canonical: e.status, message: e.message)
+            }
+        }
+
+        func json() throws -> JSONValue {
+            do { return try JSONParser().parse(response.body) } catch {
+                throw FirebaseError.protocolViolation("Firebase's answer is not JSON: \(error)")
+            }
+        }
+
+        func etag() throws -> String {
+            guard let e = response.header("etag"), !e.isEmpty else {
+                throw FirebaseError.protocolViolation(
+                    "Firebase's answer carries no ETag header; refusing to continue without one")
+            }
+            return e
+        }
+    }
+
+    /// Sends with a bearer token (refreshed once after a 401); with `retry`, retries 429/500/503 answers and
+    /// lost connections with back-off. Without `retry`, transport failures are thrown as `TransportError` so that
+    /// the caller can settle them.
+    func send(
+        _ method: String, _ url: String, headers: [(String, String)] = [], body: [UInt8]? = nil, permission: String,
+        retry: Bool
+    ) throws -> Answer {
+        var refreshed = false
+        var attempt = 0
+        while true {
+            attempt += 1
+            let token = try tokens.token(refresh: false)
+            var all = headers
+            all.append(("Authorization", "Bearer \(token)"))
+            all.append(("Accept", "application/json"))
+            all.append(("X-Goog-User-Project", project))
+            let request = HTTPRequest(method: method, url: url, headers: all, body: body, timeout: policy.timeout)
+            let response: HTTPResponse
+            do {
+                response = try transport.send(request)
+            } catch {
+                if retry || !error.mayHaveArrived, attempt < policy.attempts {
+                    sleep(policy.delay(retry: attempt, random: random()))
+                    continue
+                }
+                if retry || !error.mayHaveArrived {
+                    throw FirebaseError.unreachable("cannot reach Firebase: \(error) (after \(attempt) attempts)")
+                }
+                throw error
+            }
+            if response.status == 401, !refreshed {
+                refreshed = true
+                _ = try tokens.token(refresh: true)
+                attempt -= 1
+                continue
+            }
+            if RetryPolicy.isRetryable(status: response.status), retry || response.status == 429,
+                attempt < policy.attempts
+            {
+                sleep(policy.delay(retry: attempt, random: random()))
+                continue
+            }
+            return Answer(response: response, permission: permission)
+        }
+    }
+}
+
+extension JSONValue {
+    /// Compact JSON with object members sorted by key: equal for documents that differ only in member order.
+    var canonicalText: String {
+        switch self {
+        case .object(let o):
+            return "{"
+                + o.members.sorted { $0.key < $1.key }.map { JSONWriter.quoted($0.key) + ":" + $0.value.canonicalText }
+                .joined(separator: ",") + "}"
+        case .array(let a): return "[" + a.map(\.canonicalText).joined(separator: ",") + "]"
+        default: return compactText
+        }
+    }
+}

@@ -1,0 +1,139 @@
+import CommandLineKit
+import FirebaseRemoteConfig
+import Foundation
+import Rollout
+import Store
+import Timekeeping
+
+/// What a session needs of its config store beyond `ConfigStore`: creation (`init`) and `audit verify`. The
+/// embedded SQLite store and the Firebase store both provide them.
+public protocol SessionConfigStore: ConfigStore {
+    @discardableResult
+    func initializeIfEmpty(_ genesis: () throws -> PublishRequest) throws -> Bool
+    func verifyIntegrity() throws -> ConfigIntegrityReport
+}
+
+extension SQLiteConfigStore: SessionConfigStore {}
+extension FirebaseConfigStore: SessionConfigStore {}
+
+/// `--store firebase:PROJECT_ID` (or `ROLLOUT_STORE=firebase:...`): the template in Firebase Remote Config, the
+/// rest of the session's state in a state store (`--state PATH`, default per project).
+///
+/// Credentials: `--access-token-command CMD`, else a service-account key file (`--credentials FILE`, else
+/// `$GOOGLE_APPLICATION_CREDENTIALS`). The API origin: `$ROLLOUT_FIREBASE_URL`, else `$FIREBASE_REMOTE_CONFIG_URL`,
+/// else Google's. `$ROLLOUT_FIREBASE_TIMEOUT` sets each call's timeout in seconds (default 30).
+public enum FirebaseWiring {
+    public static let scheme = "firebase:"
+    /// How often the console asks Firebase for the newest version. A colleague's publish shows within this time;
+    /// Firebase's clients fetch config far less often (the SDK's default minimum fetch interval is 12 hours), so
+    /// seeing it sooner changes nothing, while 12 reads a minute per open console stay well inside the API's
+    /// per-project quota. The CLI always reads fresh.
+    public static let consolePollInterval = Instant.Duration.seconds(Int64(5))
+
+    /// The global options of the Firebase store (listed with `--store`).
+    public static let options: [Option] = [
+        .value(
+            "--state", name: "PATH",
+            help:
+                "With --store firebase:PROJECT: the state store (audit log, telemetry, operators); default per project."
+        ),
+        .value(
+            "--credentials", name: "FILE",
+            help: "With --store firebase:...: a service-account key file (else $GOOGLE_APPLICATION_CREDENTIALS)."),
+        .value(
+            "--access-token-command", name: "CMD",
+            help:
+                "With --store firebase:...: a command printing an OAuth access token (e.g. gcloud auth print-access-token)."
+        ),
+    ]
+
+    /// The project of a `firebase:PROJECT` store location, nil for any other location.
+    public static func project(of location: String) throws -> String? {
+        guard location.hasPrefix(scheme) else { return nil }
+        let project = String(location.dropFirst(scheme.count))
+        // Project ids: 6–30 lowercase letters, digits, hyphens; project numbers: digits.
+        guard !project.isEmpty, project.count <= 64,
+            project.allSatisfy({ $0.isASCII && ($0.isLowercase || $0.isNumber || $0 == "-") })
+        else {
+            throw CommandError(
+                "'\(location)' is not a Firebase store: expected firebase:PROJECT_ID (lowercase letters, digits, hyphens)",
+                exit: .usage)
+        }
+        return project
+    }
+
+    /// The Firebase session of the invocation, or nil when its store is not `firebase:...` (the hook in `Wiring`).
+    static func session(_ invocation: Invocation, create: Bool) throws -> StoreSession? {
+        guard let project = try project(of: StoreLocation.path(invocation)) else { return nil }
+        let env = invocation.environment
+        let readOnly = invocation.flag("--read-only")
+        let clock = SystemClock()
+        let statePath =
+            invocation.value("--state").flatMap { $0.isEmpty ? nil : $0 }
+            ?? FirebaseState.defaultPath(project: project, environment: env)
+        let state = try FirebaseState.open(path: statePath, project: project, create: create, readOnly: readOnly)
+        let store = try configStore(
+            project: project, state: try state.configStore(), invocation: invocation, clock: clock)
+        if invocation.path.last == "console" { store.pollInterval = consolePollInterval }
+        return StoreSession(
+            path: store.label, store: state, config: store, operatorID: try Wiring.operatorID(invocation),
+            readOnly: readOnly, clock: clock)
+    }
+
+    /// The console's data source on a Firebase session, or nil for any other store: its own state-store connection
+    /// and Firebase client for the fetch thread, polling every `consolePollInterval`.
+    public static func consoleSource(_ invocation: Invocation, session: StoreSession, clock: any Clock) throws
+        -> StoreConsoleSource?
+    {
+        guard let project = try project(of: session.path) else { return nil }
+        let state = try RolloutStore(path: session.store.path, create: false)
+        let store = try configStore(
+            project: project, state: try state.configStore(), invocation: invocation, clock: SystemClock())
+        store.pollInterval = consolePollInterval
+        return StoreConsoleSource(
+            monitor: try RolloutMonitor(store: state, config: store, clock: clock), storeLabel: session.path,
+            operatorID: session.operatorID,
+            readOnly: session.readOnly, project: project, autoKill: session)
+    }
+
+    /// The Firebase config store for `project`, with the invocation's credentials and endpoint.
+    public static func configStore(project: String, state: SQLiteConfigStore, invocation: Invocation, clock: any Clock)
+        throws -> FirebaseConfigStore
+    {
+        let env = invocation.environment
+        do {
+            let endpoint = try RemoteConfigEndpoint.from(environment: env)
+            var policy = RetryPolicy()
+            if let t = env["ROLLOUT_FIREBASE_TIMEOUT"], !t.isEmpty {
+                guard let s = Double(t), s > 0, s <= 600 else {
+                    throw CommandError("ROLLOUT_FIREBASE_TIMEOUT must be seconds between 0 and 600", exit: .usage)
+                }
+                policy.timeout = .seconds(s)
+            }
+            let transport = CurlTransport()
+            let tokens: AccessTokenProvider
+            if let command = invocation.value("--access-token-command") ?? env["ROLLOUT_ACCESS_TOKEN_COMMAND"],
+                !command.isEmpty
+            {
+                tokens = CommandTokenProvider(command: command, clock: clock)
+            } else if let file = invocation.value("--credentials") ?? env["GOOGLE_APPLICATION_CREDENTIALS"],
+                !file.isEmpty
+            {
+                tokens = try ServiceAccountTokenProvider(
+                    key: try ServiceAccountKey.load(path: file), transport: transport, clock: clock,
+                    timeout: policy.timeout)
+            } else {
+                throw CommandError(
+                    "firebase:\(project) needs credentials: --credentials FILE (or $GOOGLE_APPLICATION_CREDENTIALS) or --access-token-command CMD",
+                    exit: .usage)
+            }
+            let client = RemoteConfigClient(
+                endpoint: endpoint, project: project, tokens: tokens, transport: transport, policy: policy)
+            return FirebaseConfigStore(client: client, state: state, clock: clock)
+        } catch let e as FirebaseError {
+            throw CommandError("\(e)", exit: .usage)
+        } catch let e as CredentialsError {
+            throw CommandError("\(e)")
+        }
+    }
+}

@@ -1,0 +1,525 @@
+#!/usr/bin/env python3
+"""A strict local fake of the Firebase Remote Config REST API (v1) and Google's OAuth token endpoint.
+
+Written for rollout's tests from Google's public documentation and the shapes of Google's own SDK fixtures
+(see ../../../shared/docs/FIREBASE-REST.md). It binds 127.0.0.1 only and prints "PORT <n>" when ready.
+
+  fake_remote_config.py --project ID --project-number N --client-email EMAIL --public-key PEM
+                        [--key-id KID] [--template FILE] [--conflict-form 412|400] [--token-lifetime S]
+
+Strict where Firebase is strict:
+- every API call needs "Authorization: Bearer <token>" issued by /token (else 401, Google's error envelope);
+- /token takes grant_type=urn:ietf:params:oauth:grant-type:jwt-bearer and an RS256 assertion verified against
+  the service account's public key (kid, iss, aud = the token URL, scope, iat/exp at most one hour, not expired);
+- PUT needs If-Match ("*" forces); a stale ETag is a conflict, in the 412 or the 400 FAILED_PRECONDITION form;
+- the ETag header is sent only when the request accepts gzip (and the body is then gzip-encoded);
+- validateOnly=true checks and answers with an ETag ending in -0, writing nothing;
+- versions are kept up to 300 (the oldest dropped); listVersions pages newest first with an opaque token;
+- rollback publishes an old version again with updateType ROLLBACK and rollbackSource.
+
+Test controls (unauthenticated, loopback only): POST /_fake/faults {"fault": ..., "match": ..., "count": n,
+"seconds": s}; GET /_fake/state; POST /_fake/publish {"template": ..., "user": ..., "description": ...} (a
+colleague publishing from the Firebase console); GET /_fake/stats.
+Faults: drop_before (close without answering, nothing applied), drop_after (applied, then closed),
+delay_after (applied, answered after `seconds`), delay_before (waits `seconds`, then handled), unavailable
+(503 UNAVAILABLE), unauthenticated (401). Match: publish, validate, rollback, get, list, token, any.
+"""
+import argparse
+import base64
+import datetime
+import gzip
+import json
+import re
+import secrets
+import sys
+import threading
+import time
+import urllib.parse
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import padding
+
+MAX_VERSIONS = 300
+SCOPES = {"https://www.googleapis.com/auth/firebase.remoteconfig", "https://www.googleapis.com/auth/cloud-platform"}
+VALUE_TYPES = {"PARAMETER_VALUE_TYPE_UNSPECIFIED", "STRING", "BOOLEAN", "NUMBER", "JSON"}
+KEY_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,255}$")
+
+
+def b64url_decode(s):
+    return base64.urlsafe_b64decode(s + "=" * (-len(s) % 4))
+
+
+class Fail(Exception):
+    def __init__(self, code, status, message):
+        super().__init__(message)
+        self.code, self.status, self.message = code, status, message
+
+
+class State:
+    def __init__(self, args):
+        self.lock = threading.Lock()
+        self.project = args.project
+        self.number = args.project_number
+        self.email = args.client_email
+        self.kid = args.key_id
+        with open(args.public_key, "rb") as f:
+            self.public_key = serialization.load_pem_public_key(f.read())
+        self.conflict_form = args.conflict_form
+        self.token_lifetime = args.token_lifetime
+        self.tokens = {}  # token -> expiry (epoch seconds)
+        self.versions = []  # [(version dict, template dict)] oldest first
+        self.faults = []
+        self.stats = {"publish": 0, "validate": 0, "rollback": 0, "get": 0, "list": 0, "token": 0, "unauthenticated": 0, "conflict": 0}
+        template = {"conditions": [], "parameters": {}, "parameterGroups": {}}
+        if args.template:
+            with open(args.template, encoding="utf-8") as f:
+                template = json.load(f)
+        template.pop("version", None)
+        template.pop("etag", None)
+        self._append(template, "console-user@example.com", "CONSOLE", "INCREMENTAL_UPDATE", "initial template", None)
+
+    # Versions
+
+    def now_text(self, n):
+        t = datetime.datetime.now(datetime.timezone.utc)
+        # Google sends both precisions; alternate so clients meet both.
+        return t.strftime("%Y-%m-%dT%H:%M:%S.") + (f"{t.microsecond:06d}" if n % 2 else f"{t.microsecond // 1000:03d}") + "Z"
+
+    def _append(self, template, user, origin, update_type, description, rollback_source):
+        n = (int(self.versions[-1][0]["versionNumber"]) + 1) if self.versions else 1
+        version = {
+            "versionNumber": str(n),
+            "updateTime": self.now_text(n),
+            "updateUser": {"email": user},
+            "description": description,
+            "updateOrigin": origin,
+            "updateType": update_type,
+        }
+        if rollback_source is not None:
+            version["rollbackSource"] = str(rollback_source)
+        self.versions.append((version, json.loads(json.dumps(template))))
+        del self.versions[:-MAX_VERSIONS]
+        return n
+
+    def etag(self, n):
+        return f"etag-{self.number}-{n}"
+
+    def head(self):
+        return self.versions[-1]
+
+    def find(self, n):
+        for v, t in self.versions:
+            if v["versionNumber"] == str(n):
+                return v, t
+        return None
+
+    def document(self, version, template):
+        doc = json.loads(json.dumps(template))
+        doc["version"] = dict(version)
+        return doc
+
+    # Validation, as the documented limits say
+
+    def validate(self, t):
+        if not isinstance(t, dict):
+            raise Fail(400, "INVALID_ARGUMENT", "[VALIDATION_ERROR]: The template must be a JSON object")
+        conditions = t.get("conditions", [])
+        if not isinstance(conditions, list):
+            raise Fail(400, "INVALID_ARGUMENT", "Invalid JSON payload received. 'conditions' must be a list.")
+        names = set()
+        for c in conditions:
+            name = c.get("name") if isinstance(c, dict) else None
+            if not name or len(name) > 100:
+                raise Fail(400, "INVALID_ARGUMENT", "[VALIDATION_ERROR]: Condition names must be 1 to 100 characters")
+            if name in names:
+                raise Fail(400, "INVALID_ARGUMENT", f"[VALIDATION_ERROR]: Duplicate condition name {name}")
+            if not isinstance(c.get("expression"), str) or not c["expression"].strip():
+                raise Fail(400, "INVALID_ARGUMENT", f"[VALIDATION_ERROR]: Condition {name} has no expression")
+            names.add(name)
+        if len(names) > 2000:
+            raise Fail(400, "INVALID_ARGUMENT", "[VALIDATION_ERROR]: Too many conditions")
+        params = dict(t.get("parameters") or {})
+        for g, group in (t.get("parameterGroups") or {}).items():
+            for k, p in (group.get("parameters") or {}).items():
+                if k in params:
+                    raise Fail(400, "INVALID_ARGUMENT", f"[VALIDATION_ERROR]: Parameter key {k} is used twice")
+                params[k] = p
+        if len(params) > 3000:
+            raise Fail(400, "INVALID_ARGUMENT", "[VALIDATION_ERROR]: Too many parameters")
+        total = 0
+        for k, p in params.items():
+            if not KEY_RE.match(k):
+                raise Fail(400, "INVALID_ARGUMENT", f"[VALIDATION_ERROR]: Invalid parameter key {k}")
+            vt = p.get("valueType", "STRING")
+            if vt not in VALUE_TYPES:
+                raise Fail(400, "INVALID_ARGUMENT", f"[VALIDATION_ERROR]: Parameter {k} has an unknown value type {vt}")
+            values = [p.get("defaultValue")] + list((p.get("conditionalValues") or {}).values())
+            for cname in (p.get("conditionalValues") or {}):
+                if cname not in names:
+                    raise Fail(400, "INVALID_ARGUMENT", f"[VALIDATION_ERROR]: Parameter {k} has a value for the unknown condition {cname}")
+            for v in values:
+                if not v:
+                    continue
+                text = v.get("value")
+                if text is None and "rolloutValue" in v:
+                    text = v["rolloutValue"].get("value")
+                if text is None:
+                    continue
+                total += len(text)
+                if vt == "BOOLEAN" and text not in ("true", "false"):
+                    raise Fail(400, "INVALID_ARGUMENT", f"[VALIDATION_ERROR]: Parameter {k} is BOOLEAN but has the value {text!r}")
+        if total > 1_000_000:
+            raise Fail(400, "INVALID_ARGUMENT", "[VALIDATION_ERROR]: Values are too long")
+        description = (t.get("version") or {}).get("description", "")
+        if len(description) > 1024:
+            raise Fail(400, "INVALID_ARGUMENT", "[VALIDATION_ERROR]: The version description is longer than 1024 characters")
+
+    def conflict(self, expected):
+        self.stats["conflict"] += 1
+        m = re.match(r"^etag-\d+-(\d+)$", expected or "")
+        seen = m.group(1) if m else "unknown"
+        message = f"[VERSION_MISMATCH]: Expected version {seen}, found {self.head()[0]['versionNumber']} for project: {self.number}"
+        if self.conflict_form == "412":
+            return Fail(412, "FAILED_PRECONDITION", message)
+        return Fail(400, "FAILED_PRECONDITION", message)
+
+
+class Dropped(Exception):
+    pass
+
+
+class Server(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request, client_address):
+        # A client that gave up (timeout) before a held answer: expected under the delay faults.
+        if isinstance(sys.exc_info()[1], (BrokenPipeError, ConnectionResetError)):
+            return
+        super().handle_error(request, client_address)
+
+
+def make_handler(state, token_url_holder):
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *args):
+            pass
+
+        # Plumbing
+
+        def body(self):
+            n = int(self.headers.get("Content-Length") or 0)
+            return self.rfile.read(n) if n else b""
+
+        def send(self, code, obj, headers=None):
+            raw = json.dumps(obj).encode()
+            gz = "gzip" in (self.headers.get("Accept-Encoding") or "")
+            if gz:
+                raw = gzip.compress(raw)
+            self.send_response(code)
+            self.send_header("Content-Type", "application/json; charset=UTF-8")
+            if gz:
+                self.send_header("Content-Encoding", "gzip")
+            for k, v in (headers or {}).items():
+                if k.lower() == "etag" and not gz:
+                    continue  # documented: the ETag comes reliably only with Accept-Encoding: gzip
+                self.send_header(k, v)
+            self.send_header("Content-Length", str(len(raw)))
+            self.end_headers()
+            self.wfile.write(raw)
+
+        def error(self, f):
+            self.send(f.code, {"error": {"code": f.code, "message": f.message, "status": f.status}})
+
+        def drop(self):
+            self.close_connection = True
+            try:
+                import socket
+                self.connection.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            raise Dropped()
+
+        def take_fault(self, kind):
+            with state.lock:
+                for f in state.faults:
+                    if f["count"] > 0 and f["match"] in (kind, "any"):
+                        f["count"] -= 1
+                        return dict(f)
+            return None
+
+        # Routing
+
+        def do_GET(self):
+            self.route("GET")
+
+        def do_PUT(self):
+            self.route("PUT")
+
+        def do_POST(self):
+            self.route("POST")
+
+        def route(self, method):
+            url = urllib.parse.urlsplit(self.path)
+            query = urllib.parse.parse_qs(url.query)
+            raw = self.body()
+            try:
+                if url.path.startswith("/_fake/"):
+                    return self.control(method, url.path, raw)
+                if url.path == "/token" and method == "POST":
+                    return self.faulted("token", lambda: self.token(raw))
+                m = re.match(r"^/v1/projects/([^/:]+)/remoteConfig(:listVersions|:rollback)?$", url.path)
+                if not m:
+                    raise Fail(404, "NOT_FOUND", f"Method not found: {method} {url.path}")
+                project, verb = m.group(1), m.group(2)
+                if method == "GET" and verb is None:
+                    kind = "get"
+                elif method == "GET" and verb == ":listVersions":
+                    kind = "list"
+                elif method == "PUT" and verb is None:
+                    validate = (query.get("validateOnly") or query.get("validate_only") or ["false"])[0] == "true"
+                    kind = "validate" if validate else "publish"
+                elif method == "POST" and verb == ":rollback":
+                    kind = "rollback"
+                else:
+                    raise Fail(404, "NOT_FOUND", f"Method not found: {method} {url.path}")
+                self.faulted(kind, lambda: self.api(kind, project, query, raw))
+            except Dropped:
+                return
+            except Fail as f:
+                self.error(f)
+
+        def faulted(self, kind, handle):
+            fault = self.take_fault(kind)
+            name = fault and fault["fault"]
+            if name == "drop_before":
+                self.drop()
+            if name == "delay_before":
+                time.sleep(fault["seconds"])
+            if name == "unavailable":
+                raise Fail(503, "UNAVAILABLE", "The service is currently unavailable.")
+            if name == "unauthenticated":
+                raise Fail(401, "UNAUTHENTICATED", "Request had invalid authentication credentials.")
+            if name in ("drop_after", "delay_after"):
+                # Apply, then lose (or hold back) the answer.
+                saved = self.wfile
+                import io
+                self.wfile = io.BytesIO()
+                try:
+                    handle()
+                except Fail as f:
+                    self.error(f)
+                answer = self.wfile.getvalue()
+                self.wfile = saved
+                if name == "drop_after":
+                    self.drop()
+                time.sleep(fault["seconds"])
+                self.wfile.write(answer)
+                return
+            handle()
+
+        # OAuth
+
+        def token(self, raw):
+            with state.lock:
+                state.stats["token"] += 1
+            form = urllib.parse.parse_qs(raw.decode())
+
+            def refuse(description):
+                raise Fail(400, "invalid_grant", description)
+
+            if form.get("grant_type") != ["urn:ietf:params:oauth:grant-type:jwt-bearer"]:
+                self.send(400, {"error": "unsupported_grant_type", "error_description": "Invalid grant_type"})
+                return
+            assertion = (form.get("assertion") or [""])[0]
+            try:
+                parts = assertion.split(".")
+                if len(parts) != 3:
+                    refuse("Invalid JWT: not three parts")
+                header, claims = json.loads(b64url_decode(parts[0])), json.loads(b64url_decode(parts[1]))
+                signature = b64url_decode(parts[2])
+                if header.get("alg") != "RS256" or header.get("typ", "JWT") != "JWT":
+                    refuse("Invalid JWT: unsupported algorithm")
+                if header.get("kid") != state.kid:
+                    refuse("Invalid JWT Signature.")
+                try:
+                    state.public_key.verify(signature, (parts[0] + "." + parts[1]).encode(), padding.PKCS1v15(), hashes.SHA256())
+                except InvalidSignature:
+                    refuse("Invalid JWT Signature.")
+                if claims.get("iss") != state.email:
+                    refuse("Invalid JWT: unknown issuer")
+                if claims.get("aud") != token_url_holder[0]:
+                    refuse("Invalid JWT: audience is not the token URL")
+                if not set(str(claims.get("scope", "")).split()) & SCOPES:
+                    raise Fail(400, "invalid_scope", "Invalid OAuth scope or ID token audience provided.")
+                now = time.time()
+                iat, exp = claims.get("iat"), claims.get("exp")
+                if not isinstance(iat, int) or not isinstance(exp, int) or exp - iat > 3600 or exp <= iat or iat > now + 300 or exp < now:
+                    refuse("Invalid JWT: Token must be a short-lived token (60 minutes) and in a reasonable timeframe. Check your iat and exp values in the JWT claim.")
+            except Fail as f:
+                self.send(400, {"error": f.status, "error_description": f.message})
+                return
+            except (ValueError, KeyError, TypeError):
+                self.send(400, {"error": "invalid_grant", "error_description": "Invalid JWT: malformed"})
+                return
+            token = "ya29.fake-" + secrets.token_urlsafe(24)
+            with state.lock:
+                state.tokens[token] = time.time() + state.token_lifetime
+            self.send(200, {"access_token": token, "expires_in": state.token_lifetime, "token_type": "Bearer"})
+
+        def authenticate(self):
+            auth = self.headers.get("Authorization") or ""
+            token = auth[7:] if auth.startswith("Bearer ") else None
+            with state.lock:
+                expiry = state.tokens.get(token)
+                if expiry is None or expiry < time.time():
+                    state.stats["unauthenticated"] += 1
+                    raise Fail(
+                        401, "UNAUTHENTICATED",
+                        "Request had invalid authentication credentials. Expected OAuth 2 access token, login cookie or other valid authentication credential.")
+
+        # The Remote Config API
+
+        def api(self, kind, project, query, raw):
+            self.authenticate()
+            if project not in (state.project, str(state.number)):
+                raise Fail(403, "PERMISSION_DENIED", f"Permission 'cloudconfig.configs.get' denied on resource 'projects/{project}' (or it may not exist).")
+            with state.lock:
+                state.stats[kind] += 1
+                if kind == "get":
+                    return self.get(query)
+                if kind == "list":
+                    return self.list_versions(query)
+                if kind in ("validate", "publish"):
+                    return self.put(kind == "validate", raw)
+                return self.rollback(query, raw)
+
+        def get(self, query):
+            wanted = (query.get("versionNumber") or [None])[0]
+            if wanted is None:
+                v, t = state.head()
+            else:
+                found = state.find(wanted)
+                if not found:
+                    raise Fail(404, "NOT_FOUND", f"[VERSION_NOT_FOUND]: Version {wanted} not found for project: {state.number}")
+                v, t = found
+            self.send(200, state.document(v, t), {"ETag": state.etag(v["versionNumber"])})
+
+        def put(self, validate_only, raw):
+            if_match = self.headers.get("If-Match")
+            if not if_match:
+                raise Fail(400, "FAILED_PRECONDITION", "[VERSION_MISMATCH]: No If-Match header found on UpdateRemoteConfig call")
+            try:
+                t = json.loads(raw.decode() or "null")
+            except ValueError:
+                raise Fail(400, "INVALID_ARGUMENT", "Invalid JSON payload received.")
+            forced = if_match == "*"
+            if not forced and if_match != state.etag(state.head()[0]["versionNumber"]):
+                raise state.conflict(if_match)
+            state.validate(t)
+            description = (t.get("version") or {}).get("description", "")
+            t = {k: v for k, v in t.items() if k not in ("version", "etag")}
+            if validate_only:
+                self.send(200, t, {"ETag": f"etag-{state.number}-0"})
+                return
+            n = state._append(t, state.email, "REST_API", "FORCED_UPDATE" if forced else "INCREMENTAL_UPDATE", description, None)
+            v, t = state.head()
+            self.send(200, state.document(v, t), {"ETag": state.etag(n)})
+
+        def rollback(self, query, raw):
+            try:
+                body = json.loads(raw.decode() or "{}")
+            except ValueError:
+                raise Fail(400, "INVALID_ARGUMENT", "Invalid JSON payload received.")
+            wanted = body.get("versionNumber") or (query.get("versionNumber") or [None])[0]
+            if wanted is None or not str(wanted).isdigit():
+                raise Fail(400, "INVALID_ARGUMENT", "[VALIDATION_ERROR]: versionNumber is required")
+            found = state.find(wanted)
+            if not found:
+                raise Fail(404, "NOT_FOUND", f"[VERSION_NOT_FOUND]: Version {wanted} not found for project: {state.number}")
+            n = state._append(found[1], state.email, "REST_API", "ROLLBACK", f"Rollback to version {wanted}", wanted)
+            v, t = state.head()
+            self.send(200, state.document(v, t), {"ETag": state.etag(n)})
+
+        def list_versions(self, query):
+            size = int((query.get("pageSize") or ["300"])[0])
+            if not 1 <= size <= 300:
+                raise Fail(400, "INVALID_ARGUMENT", "[VALIDATION_ERROR]: pageSize must be between 1 and 300")
+            end = (query.get("endVersionNumber") or [None])[0]
+            newest = [v for v, _ in reversed(state.versions) if end is None or int(v["versionNumber"]) <= int(end)]
+            token = (query.get("pageToken") or [None])[0]
+            if token:
+                try:
+                    below = int(b64url_decode(token).decode().split(":")[1])
+                except (ValueError, IndexError):
+                    raise Fail(400, "INVALID_ARGUMENT", "[VALIDATION_ERROR]: Invalid page token")
+                newest = [v for v in newest if int(v["versionNumber"]) <= below]
+            page, rest = newest[:size], newest[size:]
+            out = {"versions": page}
+            if rest:
+                out["nextPageToken"] = base64.urlsafe_b64encode(f"next:{rest[0]['versionNumber']}".encode()).decode().rstrip("=")
+            self.send(200, out)
+
+        # Test controls
+
+        def control(self, method, path, raw):
+            body = json.loads(raw.decode() or "{}") if raw else {}
+            with state.lock:
+                if path == "/_fake/faults" and method == "POST":
+                    fault = {"fault": body["fault"], "match": body.get("match", "any"), "count": body.get("count", 1), "seconds": body.get("seconds", 0)}
+                    state.faults.append(fault)
+                    return self.send(200, {"ok": True})
+                if path == "/_fake/state":
+                    return self.send(200, {
+                        "versions": [state.document(v, t) for v, t in state.versions],
+                        "etag": state.etag(state.head()[0]["versionNumber"]),
+                    })
+                if path == "/_fake/stats":
+                    return self.send(200, dict(state.stats, faults_pending=sum(f["count"] for f in state.faults)))
+                if path == "/_fake/publish" and method == "POST":
+                    t = body["template"]
+                    t = {k: v for k, v in t.items() if k not in ("version", "etag")}
+                    n = state._append(t, body.get("user", "colleague@example.com"), "CONSOLE", "INCREMENTAL_UPDATE", body.get("description", ""), None)
+                    return self.send(200, {"versionNumber": str(n), "etag": state.etag(n)})
+            raise Fail(404, "NOT_FOUND", path)
+
+    return Handler
+
+
+def keygen(private_path, public_path):
+    """Writes a throwaway RSA-2048 key pair (PKCS#8 PEM, as Google's key files carry it) for a test."""
+    from cryptography.hazmat.primitives.asymmetric import rsa
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    with open(private_path, "wb") as f:
+        f.write(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
+    with open(public_path, "wb") as f:
+        f.write(key.public_key().public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo))
+
+
+def main():
+    if sys.argv[1:2] == ["keygen"]:
+        return keygen(sys.argv[2], sys.argv[3])
+    p = argparse.ArgumentParser()
+    p.add_argument("--project", required=True)
+    p.add_argument("--project-number", required=True)
+    p.add_argument("--client-email", required=True)
+    p.add_argument("--public-key", required=True)
+    p.add_argument("--key-id", required=True)
+    p.add_argument("--template")
+    p.add_argument("--conflict-form", choices=["412", "400"], default="400")
+    p.add_argument("--token-lifetime", type=int, default=3599)
+    args = p.parse_args()
+    state = State(args)
+    holder = [None]
+    server = Server(("127.0.0.1", 0), make_handler(state, holder))
+    holder[0] = f"http://127.0.0.1:{server.server_address[1]}/token"
+    print(f"PORT {server.server_address[1]}", flush=True)
+    # Stop when the test that started us goes away (stdin closes).
+    threading.Thread(target=lambda: (sys.stdin.read(), server.shutdown()), daemon=True).start()
+    server.serve_forever()
+
+
+if __name__ == "__main__":
+    main()

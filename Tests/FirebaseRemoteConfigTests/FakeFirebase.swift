@@ -1,0 +1,227 @@
+import FirebaseRemoteConfig
+import Foundation
+import JSON
+import RemoteConfig
+import Rollout
+import Store
+import TestSupport
+import Timekeeping
+
+/// The strict fake of Firebase (Tests/FirebaseFake/fake_remote_config.py) on a loopback port, with a throwaway
+/// service account whose key only this test holds, and a state store beside it.
+final class FakeFirebase: @unchecked Sendable {
+    let directory: URL
+    let project = "demo-rollout"
+    let projectNumber = "123456789012"
+    let email = "rollout-ci@demo-rollout.iam.gserviceaccount.com"
+    let keyID: String
+    /// The service-account key file (mode 0600).
+    let keyFile: String
+    let statePath: String
+    let port: Int
+    private let process: Process
+    private let input: Pipe
+
+    static let script = TestSupport.packageRoot.appendingPathComponent("Tests/FirebaseFake/fake_remote_config.py").path
+
+    /// Starts the fake holding `template` (JSON text) as version 1.
+    init(template: String? = nil, conflictForm: String = "400", tokenLifetime: Int = 3599) throws {
+        directory = try TestSupport.temporaryDirectory("rollout-firebase")
+        let python = try TestSupport.python()
+        let privatePEM = directory.appendingPathComponent("sa.pem").path
+        let publicPEM = directory.appendingPathComponent("sa.pub.pem").path
+        let gen = try TestSupport.run(python, [Self.script, "keygen", privatePEM, publicPEM])
+        guard gen.status == 0 else { throw TestSupport.Failure("keygen failed: \(gen.stderr)") }
+        keyID = "kid-" + UUID().uuidString.prefix(8).lowercased()
+        statePath = directory.appendingPathComponent("state.db").path
+        var args = [
+            Self.script, "--project", project, "--project-number", projectNumber, "--client-email", email,
+            "--public-key", publicPEM,
+            "--key-id", keyID, "--conflict-form", conflictForm, "--token-lifetime", String(tokenLifetime),
+        ]
+        if let template {
+            let path = directory.appendingPathComponent("initial.json").path
+            try template.write(toFile: path, atomically: true, encoding: .utf8)
+            args += ["--template", path]
+        }
+        process = Process()
+        process.executableURL = URL(fileURLWithPath: python)
+        process.arguments = args
+        input = Pipe()
+        let out = Pipe()
+        process.standardInput = input
+        process.standardOutput = out
+        try process.run()
+        var line: [UInt8] = []
+        while true {
+            let byte = out.fileHandleForReading.readData(ofLength: 1)
+            guard let b = byte.first else { throw TestSupport.Failure("the fake exited before it was ready") }
+            if b == 10 { break }
+            line.append(b)
+        }
+        let text = String(decoding: line, as: UTF8.self)
+        guard text.hasPrefix("PORT "), let p = Int(text.dropFirst(5)) else {
+            throw TestSupport.Failure("the fake said \(text)")
+        }
+        port = p
+        let pem = try String(contentsOfFile: privatePEM, encoding: .utf8)
+        let key: JSONValue = [
+            "type": "service_account", "project_id": .string(project), "private_key_id": .string(keyID),
+            "private_key": .string(pem),
+            "client_email": .string(email), "client_id": "1234567890",
+            "token_uri": .string("http://127.0.0.1:\(port)/token"),
+        ]
+        keyFile = directory.appendingPathComponent("service-account.json").path
+        try key.prettyText.write(toFile: keyFile, atomically: true, encoding: .utf8)
+        chmod(keyFile, 0o600)
+        chmod(privatePEM, 0o600)
+    }
+
+    deinit {
+        try? input.fileHandleForWriting.close()
+        process.terminate()
+        process.waitUntilExit()
+        try? FileManager.default.removeItem(at: directory)
+    }
+
+    var origin: String { "http://127.0.0.1:\(port)" }
+
+    // MARK: Controls
+
+    @discardableResult
+    func control(_ method: String, _ path: String, _ body: JSONValue? = nil) throws -> JSONValue {
+        let r = try CurlTransport().send(
+            HTTPRequest(
+                method: method, url: origin + path, headers: [("Content-Type", "application/json")],
+                body: body.map { Array($0.compactText.utf8) }, timeout: .seconds(Int64(10))))
+        guard r.status == 200 else { throw TestSupport.Failure("fake control \(path): HTTP \(r.status)") }
+        return try JSONParser().parse(r.body)
+    }
+
+    /// Arms a fault: `drop_before`, `drop_after`, `delay_before`, `delay_after`, `unavailable`, `unauthenticated`.
+    func fault(_ name: String, match: String, count: Int = 1, seconds: Double = 0) throws {
+        try control(
+            "POST", "/_fake/faults",
+            [
+                "fault": .string(name), "match": .string(match), "count": .number(JSONNumber(count)),
+                "seconds": .number(JSONNumber(seconds)),
+            ])
+    }
+
+    /// Every version the fake keeps, oldest first (each with its `version` object).
+    func versions() throws -> [JSONValue] { try control("GET", "/_fake/state")["versions"]?.arrayValue ?? [] }
+
+    func head() throws -> JSONValue { try versions().last! }
+
+    func headNumber() throws -> Int { Int(try head()["version"]!["versionNumber"]!.stringValue!)! }
+
+    func stats() throws -> JSONValue { try control("GET", "/_fake/stats") }
+
+    func stat(_ name: String) throws -> Int { Int(try stats()[name]?.numberValue?.int64 ?? -1) }
+
+    /// A colleague publishing from the Firebase console.
+    @discardableResult
+    func publishAsColleague(
+        _ template: JSONValue, user: String = "bob@example.com", description: String = "console edit"
+    ) throws -> Int {
+        let r = try control(
+            "POST", "/_fake/publish",
+            ["template": template, "user": .string(user), "description": .string(description)])
+        return Int(r["versionNumber"]!.stringValue!)!
+    }
+
+    // MARK: In-process store
+
+    /// A Firebase store on this fake, with a short timeout and recorded (not slept) back-off unless `sleeps`.
+    func store(
+        clock: any Clock = SystemClock(), timeout: Double = 5, sleeps: Bool = true, recorder: DelayRecorder? = nil
+    ) throws -> FirebaseConfigStore {
+        let state = try FirebaseState.open(path: statePath, project: project, create: true)
+        let transport = CurlTransport()
+        let tokens = try ServiceAccountTokenProvider(
+            key: try ServiceAccountKey.load(path: keyFile), transport: transport, clock: clock)
+        var policy = RetryPolicy(attempts: 4, base: .milliseconds(20), cap: .milliseconds(200))
+        policy.timeout = .seconds(timeout)
+        let client = RemoteConfigClient(
+            endpoint: try RemoteConfigEndpoint(origin: origin), project: project, tokens: tokens, transport: transport,
+            policy: policy,
+            sleep: { d in
+                recorder?.record(d)
+                if sleeps { usleep(UInt32(d.microseconds)) }
+            })
+        return FirebaseConfigStore(client: client, state: try state.configStore(), clock: clock)
+    }
+
+    // MARK: The binary
+
+    func environment(operator id: String) -> [String: String] {
+        [
+            "ROLLOUT_STORE": "firebase:\(project)", "ROLLOUT_FIREBASE_URL": origin,
+            "GOOGLE_APPLICATION_CREDENTIALS": keyFile,
+            "ROLLOUT_OPERATOR": id, "NO_COLOR": "1", "HOME": directory.path,
+            "XDG_STATE_HOME": directory.appendingPathComponent("xdg").path,
+        ]
+    }
+
+    /// Runs the built `rollout` against this fake (state store `statePath`).
+    @discardableResult
+    func rollout(
+        _ arguments: [String], operator id: String = "ana@example.com", environment extra: [String: String] = [:]
+    ) throws
+        -> TestSupport.ProcessResult
+    {
+        var env = environment(operator: id)
+        for (k, v) in extra { env[k] = v }
+        return try TestSupport.run(
+            try TestSupport.rolloutBinary(), arguments + ["--state", statePath], environment: env)
+    }
+
+    func json(_ arguments: [String]) throws -> JSONValue {
+        let r = try rollout(arguments + ["--json"])
+        guard r.status == 0 else { throw TestSupport.Failure("\(arguments) failed (\(r.status)): \(r.stderr)") }
+        return try JSONParser().parse(r.stdout)
+    }
+}
+
+/// Back-off delays asked for, in order.
+final class DelayRecorder: @unchecked Sendable {
+    private let lock = NSLock()
+    private var list: [Instant.Duration] = []
+    func record(_ d: Instant.Duration) { lock.withLock { list.append(d) } }
+    var delays: [Instant.Duration] { lock.withLock { list } }
+}
+
+/// An existing Firebase template as a team has it: other conditions, parameters with conditional, rollout and
+/// personalization values, parameter groups, and members rollout does not know.
+let existingTemplate = """
+    {
+      "conditions": [
+        {"name": "ios_users", "expression": "device.os == 'ios'", "tagColor": "GREEN"},
+        {"name": "beta_testers", "expression": "app.userProperty['beta'].exactlyOne(['yes']) && percent('beta-seed') between 0 and 20", "tagColor": "PURPLE", "futureConditionField": {"kept": true}}
+      ],
+      "parameters": {
+        "welcome_message": {
+          "defaultValue": {"value": "Welcome"},
+          "conditionalValues": {"ios_users": {"value": "Welcome, iPhone"}},
+          "description": "Greeting", "valueType": "STRING"
+        },
+        "new_checkout": {
+          "defaultValue": {"value": "false"},
+          "conditionalValues": {"ios_users": {"rolloutValue": {"rolloutId": "rollout_7", "value": "true", "percent": 35}}},
+          "valueType": "BOOLEAN"
+        },
+        "recommendations": {
+          "defaultValue": {"useInAppDefault": true},
+          "conditionalValues": {"beta_testers": {"personalizationValue": {"personalizationId": "p13n_2"}}},
+          "valueType": "JSON"
+        }
+      },
+      "parameterGroups": {
+        "checkout": {
+          "description": "Checkout settings",
+          "parameters": {"max_items": {"defaultValue": {"value": "25"}, "valueType": "NUMBER"}}
+        }
+      },
+      "someFutureTopLevelField": {"nested": [1, 2, {"x": "y"}]}
+    }
+    """

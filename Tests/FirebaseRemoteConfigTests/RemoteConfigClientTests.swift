@@ -1,0 +1,477 @@
+import Crypto
+import FirebaseRemoteConfig
+import Foundation
+import JSON
+import RemoteConfig
+import Rollout
+import Store
+import TestSupport
+import Testing
+import Timekeeping
+
+/// The REST client, the OAuth flow and the Firebase store in-process, against the strict fake.
+@Suite(.serialized)
+struct RemoteConfigClientTests {
+    static func writePath(_ store: ConfigStore, clock: any Clock = SystemClock()) -> WritePath {
+        WritePath(store: store, clock: clock, newSeed: { "rollout-2026" })
+    }
+
+    static func nudge(_ store: ConfigStore, _ points: Double, retry: Bool = false, actor: String = "ana@example.com")
+        throws -> WritePath.Outcome
+    {
+        var r = WritePath.Request(
+            intent: .rollout(.nudge(MicroPercent(Int64((points * 1_000_000).rounded())))), actor: actor,
+            reason: "test nudge", origin: "ROLLOUT_CLI")
+        r.retryOnConflict = retry
+        return try writePath(store).execute(r)
+    }
+
+    // MARK: Reading
+
+    @Test func readsTheTemplateWithItsETagHeader() throws {
+        let fake = try FakeFirebase(template: existingTemplate)
+        let store = try fake.store()
+        let head = try store.current()
+        #expect(head.etag == "etag-\(fake.projectNumber)-1")
+        #expect(head.info.number == 1)
+        #expect(head.info.updateUser == "console-user@example.com")
+        #expect(head.template.parameter("new_checkout") != nil)
+        #expect(head.template.etag == head.etag)
+    }
+
+    /// A proxy that strips the ETag: both Google SDKs refuse such an answer, and so do we.
+    struct StrippingETag: HTTPTransport {
+        func send(_ request: HTTPRequest) throws(TransportError) -> HTTPResponse {
+            var r = try CurlTransport().send(request)
+            r.headers["etag"] = nil
+            return r
+        }
+    }
+
+    @Test func anAnswerWithoutETagIsAnError() throws {
+        let fake = try FakeFirebase()
+        let key = try ServiceAccountKey.load(path: fake.keyFile)
+        let client = RemoteConfigClient(
+            endpoint: try RemoteConfigEndpoint(origin: fake.origin), project: fake.project,
+            tokens: try ServiceAccountTokenProvider(key: key, transport: CurlTransport(), clock: SystemClock()),
+            transport: StrippingETag())
+        #expect(
+            throws: FirebaseError.protocolViolation(
+                "Firebase's answer carries no ETag header; refusing to continue without one")
+        ) {
+            _ = try client.get()
+        }
+    }
+
+    @Test func theFakeRefusesAPublishWithoutIfMatchAndRequestsWithoutAToken() throws {
+        let fake = try FakeFirebase()
+        let key = try ServiceAccountKey.load(path: fake.keyFile)
+        let token = try ServiceAccountTokenProvider(key: key, transport: CurlTransport(), clock: SystemClock()).token(
+            refresh: false)
+        let url = fake.origin + "/v1/projects/\(fake.project)/remoteConfig"
+        let put = try CurlTransport().send(
+            HTTPRequest(
+                method: "PUT", url: url, headers: [("Authorization", "Bearer \(token)")], body: Array("{}".utf8),
+                timeout: .seconds(Int64(5))))
+        let error = try JSONParser().parse(put.body)["error"]
+        #expect(put.status == 400)
+        #expect(
+            error?["message"]?.stringValue == "[VERSION_MISMATCH]: No If-Match header found on UpdateRemoteConfig call")
+        let anonymous = try CurlTransport().send(HTTPRequest(method: "GET", url: url, timeout: .seconds(Int64(5))))
+        #expect(anonymous.status == 401)
+        #expect(try JSONParser().parse(anonymous.body)["error"]?["status"]?.stringValue == "UNAUTHENTICATED")
+        #expect(try fake.versions().count == 1)
+    }
+
+    @Test func versionMetadataParsesBothPrecisionsStringNumbersAndUnknownValues() throws {
+        let millis = try FirebaseConfigStore.info(
+            [
+                "versionNumber": "17", "updateTime": "2026-03-01T10:00:00.123Z", "updateUser": ["email": "a@b.c"],
+                "updateOrigin": "SOMETHING_NEW",
+                "updateType": "A_FUTURE_TYPE", "description": "d", "rollbackSource": "12",
+            ], etag: "e")
+        #expect(millis.number == 17)
+        #expect(millis.updateTime == Instant(microseconds: 1_772_359_200_123_000))
+        #expect(millis.updateOrigin == "SOMETHING_NEW")
+        #expect(millis.updateType == .incremental)
+        #expect(millis.rollbackSource == 12)
+        let micros = try FirebaseConfigStore.info(
+            ["versionNumber": "3", "updateTime": "2026-03-01T10:00:00.123456Z", "updateType": "ROLLBACK"], etag: "e")
+        #expect(micros.updateTime == Instant(microseconds: 1_772_359_200_123_456))
+        #expect(micros.updateType == .rollback)
+        #expect(throws: FirebaseError.self) {
+            _ = try FirebaseConfigStore.info(["updateTime": "2026-03-01T10:00:00Z"], etag: "")
+        }
+    }
+
+    // MARK: Publishing
+
+    @Test(arguments: ["400", "412"])
+    func aStaleETagIsTheSamePublishConflictInBothForms(form: String) throws {
+        let fake = try FakeFirebase(template: existingTemplate, conflictForm: form)
+        let store = try fake.store()
+        let base = try store.current()
+        let theirs = try fake.publishAsColleague(base.template.strippingVersionInfo().json)
+        var caught: PublishConflict?
+        do {
+            _ = try store.publish(
+                PublishRequest(
+                    template: base.template, ifMatch: .etag(base.etag), updateUser: "ana", updateOrigin: "ROLLOUT_CLI",
+                    updateType: .incremental,
+                    description: "mine", time: SystemClock().now(),
+                    audit: AuditEntry(time: SystemClock().now(), actor: "ana", action: "set", result: .published)))
+        } catch let c as PublishConflict {
+            caught = c
+        }
+        #expect(caught?.current.info.number == theirs)
+        #expect(caught?.current.info.updateUser == "bob@example.com")
+        #expect(caught?.expectedETag == base.etag)
+        #expect(try fake.headNumber() == theirs, "nothing published")
+        #expect(try fake.stat("conflict") == 1)
+        #expect(try store.auditRecords(limit: 10, before: nil).isEmpty)
+    }
+
+    @Test func everyPublishIsValidatedFirstAndValidationWritesNothing() throws {
+        let fake = try FakeFirebase(template: existingTemplate)
+        let store = try fake.store()
+        let base = try store.current()
+        let check = try store.client.put(
+            base.template.strippingVersionInfo().json, ifMatch: base.etag, validateOnly: true)
+        #expect(check.etag.hasSuffix("-0"))
+        #expect(try fake.versions().count == 1)
+        guard case .published(let s, _, _) = try Self.nudge(store, 5) else {
+            throw TestSupport.Failure("not published")
+        }
+        #expect(s.info.number == 2)
+        #expect(try fake.stat("validate") == 2)
+        #expect(try fake.stat("publish") == 1)
+        let record = try #require(try store.auditRecords(limit: 1, before: nil).first)
+        #expect(record.entry.version == 2)
+        #expect(record.entry.detail.contains("firebase version 2 etag etag-\(fake.projectNumber)-2"))
+        // Firebase records the service account; the store shows the operator who published through it.
+        #expect(try fake.head()["version"]?["updateUser"]?["email"]?.stringValue == fake.email)
+        #expect(try store.current().info.updateUser == "ana@example.com")
+    }
+
+    @Test func forceSendsIfMatchStarOnlyWhenAskedAndIsAudited() throws {
+        let fake = try FakeFirebase(template: existingTemplate)
+        let store = try fake.store()
+        _ = try Self.nudge(store, 1)
+        let base = try store.current()
+        try fake.publishAsColleague(base.template.strippingVersionInfo().json)
+        var r = WritePath.Request(
+            intent: .rollout(.set(MicroPercent(percent: 3))), actor: "ana@example.com", reason: "override",
+            origin: "ROLLOUT_CLI")
+        r.force = true
+        r.basedOnETag = nil
+        guard case .published(let s, _, _) = try Self.writePath(store).execute(r) else {
+            throw TestSupport.Failure("not published")
+        }
+        #expect(s.info.number == 4)
+        #expect(try fake.head()["version"]?["updateType"]?.stringValue == "FORCED_UPDATE")
+        let record = try #require(try store.auditRecords(limit: 1, before: nil).first)
+        #expect(record.entry.detail.hasPrefix("forced (no compare-and-swap); firebase version 4 etag "))
+        #expect(try fake.stat("conflict") == 0)
+    }
+
+    @Test func aValidationErrorShowsFirebasesMessageAndPublishesNothing() throws {
+        let fake = try FakeFirebase(template: existingTemplate)
+        let store = try fake.store()
+        let base = try store.current()
+        var t = base.template.strippingVersionInfo()
+        t.setParameterJSON("flag", ["defaultValue": ["value": "yes"], "valueType": "BOOLEAN"])
+        var message = ""
+        do {
+            _ = try store.publish(
+                PublishRequest(
+                    template: t, ifMatch: .etag(base.etag), updateUser: "ana", updateOrigin: "ROLLOUT_CLI",
+                    updateType: .incremental, description: "bad",
+                    time: SystemClock().now(),
+                    audit: AuditEntry(time: SystemClock().now(), actor: "ana", action: "import", result: .published)))
+        } catch let e as FirebaseError {
+            message = e.description
+        }
+        #expect(
+            message
+                == "Firebase rejected the template, nothing was published: [VALIDATION_ERROR]: Parameter flag is BOOLEAN but has the value 'yes'"
+        )
+        #expect(try fake.stat("publish") == 0)
+        #expect(try fake.versions().count == 1)
+    }
+
+    @Test func rollbackUsesTheRollbackMethodAndIsRecordedAsARollback() throws {
+        let fake = try FakeFirebase(template: existingTemplate)
+        let store = try fake.store()
+        _ = try Self.nudge(store, 5)
+        _ = try Self.nudge(store, 5)
+        var r = WritePath.Request(
+            intent: .rollback(toVersion: 2), actor: "ana@example.com", reason: "back", origin: "ROLLOUT_CLI")
+        r.force = false
+        guard case .published(let s, _, _) = try Self.writePath(store).execute(r) else {
+            throw TestSupport.Failure("not published")
+        }
+        #expect(s.info.number == 4)
+        #expect(s.info.updateType == .rollback)
+        #expect(s.info.rollbackSource == 2)
+        let versions = try fake.versions()
+        #expect(versions[3]["version"]?["updateType"]?.stringValue == "ROLLBACK")
+        #expect(versions[3]["version"]?["rollbackSource"]?.stringValue == "2")
+        #expect(FirebaseConfigStore.content(versions[3]) == FirebaseConfigStore.content(versions[1]))
+        #expect(try fake.stat("rollback") == 1)
+        #expect(try RolloutPlan.locate(in: try store.current().template)?.percentage == MicroPercent(percent: 5))
+    }
+
+    @Test func theConsolesPollReusesTheHeadForItsIntervalAndConflictsReadFresh() throws {
+        let fake = try FakeFirebase(template: existingTemplate)
+        let clock = ManualClock(SystemClock().now())
+        let store = try fake.store(clock: clock)
+        store.pollInterval = .seconds(Int64(5))
+        let seen = try store.current()
+        let gets = try fake.stat("get")
+        let theirs = try fake.publishAsColleague(seen.template.strippingVersionInfo().json)
+        clock.advance(by: .seconds(Int64(4)))
+        #expect(try store.current().info.number == 1, "within the interval")
+        #expect(try fake.stat("get") == gets)
+        // A change based on the stale head is a conflict naming the colleague's version, not a lost update.
+        do {
+            _ = try Self.nudge(store, 1)
+            Issue.record("published over a newer version")
+        } catch let WritePath.Failure.conflict(report) {
+            #expect(report.winner.number == theirs)
+            #expect(report.winner.updateUser == "bob@example.com")
+        }
+        #expect(try fake.headNumber() == theirs)
+        clock.advance(by: .seconds(Int64(2)))
+        #expect(try store.current().info.number == theirs)
+    }
+
+    // MARK: Versions
+
+    @Test func versionsPageNewestFirstAndKeepOnly300() throws {
+        let fake = try FakeFirebase()
+        for i in 0..<309 {
+            try fake.publishAsColleague(["parameters": ["n": ["defaultValue": ["value": .string(String(i))]]]])
+        }
+        let store = try fake.store()
+        store.pageSize = 7
+        let newest = try store.versions(limit: 20, before: nil)
+        #expect(newest.map(\.number) == Array((291...310).reversed()))
+        #expect(try fake.stat("list") == 3, "20 versions in pages of 7")
+        #expect(try store.versions(limit: 5, before: 100).map(\.number) == [99, 98, 97, 96, 95])
+        store.pageSize = 100
+        let all = try store.versions(limit: 1000, before: nil)
+        #expect(all.count == 300)
+        #expect(all.last?.number == 11)
+        #expect(throws: StoreError.noSuchVersion(10)) { _ = try store.version(10) }
+        #expect(try store.version(11).template.parameter("n")?.defaultValue == .value("9"))
+    }
+
+    // MARK: Retries and faults
+
+    @Test func readsRetry503WithBackOffAndOtherErrorsAreNotRetried() throws {
+        let fake = try FakeFirebase()
+        let recorder = DelayRecorder()
+        let store = try fake.store(sleeps: false, recorder: recorder)
+        try fake.fault("unavailable", match: "get", count: 2)
+        #expect(try store.current().info.number == 1)
+        #expect(recorder.delays.count == 2)
+        #expect(try fake.stat("get") == 1)
+        #expect(throws: StoreError.noSuchVersion(42)) { _ = try store.version(42) }
+        #expect(recorder.delays.count == 2, "a 404 is not retried")
+        try fake.fault("unavailable", match: "get", count: 10)
+        #expect(throws: FirebaseError.self) { _ = try store.current() }
+        #expect(recorder.delays.count == 2 + 3, "4 attempts in all")
+    }
+
+    @Test func backOffIsExponentialWithJitterAndCapped() {
+        let p = RetryPolicy(attempts: 6, base: .milliseconds(500), cap: .seconds(Int64(4)))
+        #expect(p.delay(retry: 1, random: 0) == .milliseconds(250))
+        #expect(p.delay(retry: 1, random: 1) == .milliseconds(500))
+        #expect(p.delay(retry: 3, random: 1) == .milliseconds(2000))
+        #expect(p.delay(retry: 9, random: 1) == .milliseconds(4000))
+        #expect(p.delay(retry: 9, random: 0.5) == .milliseconds(3000))
+        #expect(
+            RetryPolicy.isRetryable(status: 429) && RetryPolicy.isRetryable(status: 500)
+                && RetryPolicy.isRetryable(status: 503))
+        #expect(
+            !RetryPolicy.isRetryable(status: 400) && !RetryPolicy.isRetryable(status: 412)
+                && !RetryPolicy.isRetryable(status: 502))
+    }
+
+    /// Each way the answer to a publish can be lost: the publish is applied exactly once.
+    @Test(arguments: [
+        ("drop_after", 0.0), ("drop_before", 0.0), ("delay_after", 2.5), ("delay_before", 2.5), ("unavailable", 0.0),
+    ])
+    func aLostPublishAnswerIsSettledAndNeverAppliedTwice(fault: String, seconds: Double) throws {
+        let fake = try FakeFirebase(template: existingTemplate)
+        let store = try fake.store(timeout: 1)
+        _ = try Self.nudge(store, 1)
+        try fake.fault(fault, match: "publish", count: 1, seconds: seconds)
+        guard case .published(let s, _, _) = try Self.nudge(store, 1) else {
+            throw TestSupport.Failure("not published")
+        }
+        if fault == "delay_before" { usleep(2_000_000) }  // let the held request reach the fake and be refused
+        #expect(s.info.number == 3)
+        #expect(try fake.stat("faults_pending") == 0, "the fault happened")
+        #expect(try fake.headNumber() == 3, "exactly one new version")
+        #expect(try RolloutPlan.locate(in: try store.current().template)?.percentage == MicroPercent(percent: 2))
+        let published = try store.auditRecords(limit: 10, before: nil).filter { $0.entry.result == .published }
+        #expect(published.map(\.entry.version) == [3, 2])
+    }
+
+    @Test func a401RefreshesTheTokenOnceAndPersistentOnesNameTheCredentials() throws {
+        let fake = try FakeFirebase()
+        let store = try fake.store()
+        _ = try store.current()
+        #expect(try fake.stat("token") == 1)
+        _ = try store.current()
+        #expect(try fake.stat("token") == 1, "the token is cached")
+        try fake.fault("unauthenticated", match: "get", count: 1)
+        _ = try store.current()
+        #expect(try fake.stat("token") == 2)
+        try fake.fault("unauthenticated", match: "get", count: 3)
+        #expect(throws: FirebaseError.self) { _ = try store.current() }
+        do { _ = try store.current() } catch { Issue.record("the next call works again: \(error)") }
+    }
+
+    @Test func aForbiddenProjectNamesTheMissingPermission() throws {
+        let fake = try FakeFirebase()
+        let state = try FirebaseState.open(path: fake.statePath, project: "someone-elses", create: true)
+        let key = try ServiceAccountKey.load(path: fake.keyFile)
+        let client = RemoteConfigClient(
+            endpoint: try RemoteConfigEndpoint(origin: fake.origin), project: "someone-elses",
+            tokens: try ServiceAccountTokenProvider(key: key, transport: CurlTransport(), clock: SystemClock()),
+            transport: CurlTransport())
+        let store = FirebaseConfigStore(client: client, state: try state.configStore(), clock: SystemClock())
+        do {
+            _ = try store.current()
+            Issue.record("read a project the credentials cannot")
+        } catch let e as FirebaseError {
+            #expect(
+                e.description.hasPrefix(
+                    "Firebase refused: the credentials lack the permission cloudconfig.configs.get (HTTP 403: "))
+        }
+        do {
+            _ = try client.put(["parameters": [:]], ifMatch: "etag-1-1", validateOnly: false)
+        } catch let e as FirebaseError {
+            #expect(e.description.contains("cloudconfig.configs.update"))
+        }
+    }
+
+    // MARK: Credentials
+
+    @Test func theAssertionIsAnRS256JWTWithGooglesClaims() throws {
+        let fake = try FakeFirebase()
+        let key = try ServiceAccountKey.load(path: fake.keyFile)
+        let now = Instant(seconds: 1_780_000_000)
+        let jwt = try ServiceAccountAssertion.make(key: key, now: now)
+        let parts = jwt.split(separator: ".").map(String.init)
+        #expect(parts.count == 3)
+        let header = try JSONParser().parse(Base64.decode(parts[0])!)
+        let claims = try JSONParser().parse(Base64.decode(parts[1])!)
+        #expect(header == ["alg": "RS256", "typ": "JWT", "kid": .string(fake.keyID)])
+        #expect(claims["iss"]?.stringValue == fake.email)
+        #expect(claims["scope"]?.stringValue == "https://www.googleapis.com/auth/firebase.remoteconfig")
+        #expect(claims["aud"]?.stringValue == "http://127.0.0.1:\(fake.port)/token")
+        #expect(claims["iat"]?.numberValue?.int64 == 1_780_000_000)
+        #expect(claims["exp"]?.numberValue?.int64 == 1_780_003_600)
+        #expect(Base64.decode(parts[2])?.count == 256, "an RSA-2048 signature")
+    }
+
+    @Test func aKeyTheFakeDoesNotKnowIsRefusedByTheTokenEndpoint() throws {
+        let fake = try FakeFirebase()
+        let other = try FakeFirebase()
+        var key = try ServiceAccountKey.load(path: fake.keyFile)
+        key.privateKeyPEM = try ServiceAccountKey.load(path: other.keyFile).privateKeyPEM
+        let provider = try ServiceAccountTokenProvider(key: key, transport: CurlTransport(), clock: SystemClock())
+        #expect(
+            throws: CredentialsError.exchange(
+                "the token endpoint refused the service account \(fake.email): invalid_grant: Invalid JWT Signature.")
+        ) {
+            _ = try provider.token(refresh: false)
+        }
+        let skewed = try ServiceAccountTokenProvider(
+            key: try ServiceAccountKey.load(path: fake.keyFile), transport: CurlTransport(),
+            clock: ManualClock(SystemClock().now() + .hours(2)))
+        do {
+            _ = try skewed.token(refresh: false)
+            Issue.record("a token from the future was accepted")
+        } catch let e as CredentialsError {
+            #expect(
+                e.description.contains("Token must be a short-lived token (60 minutes) and in a reasonable timeframe"))
+        }
+    }
+
+    @Test func theAccessTokenIsKeptUntilShortlyBeforeItExpires() throws {
+        let fake = try FakeFirebase(tokenLifetime: 400)
+        let clock = ManualClock(SystemClock().now())
+        let provider = try ServiceAccountTokenProvider(
+            key: try ServiceAccountKey.load(path: fake.keyFile), transport: CurlTransport(), clock: clock)
+        let first = try provider.token(refresh: false)
+        clock.advance(by: .seconds(Int64(99)))
+        #expect(try provider.token(refresh: false) == first)
+        #expect(provider.exchanges == 1)
+        clock.advance(by: .seconds(Int64(2)))  // 101 s: within 5 minutes of the 400 s lifetime
+        let second = try provider.token(refresh: false)
+        #expect(second != first)
+        #expect(provider.exchanges == 2)
+        #expect(try fake.stat("token") == 2)
+    }
+
+    @Test func keyFilesOthersCanReadAreRefused() throws {
+        let fake = try FakeFirebase()
+        chmod(fake.keyFile, 0o644)
+        #expect(
+            throws: CredentialsError.loosePermissions(
+                "the service-account key file \(fake.keyFile) is accessible to group or others (mode 644); run: chmod 600 \(fake.keyFile)"
+            )
+        ) {
+            _ = try ServiceAccountKey.load(path: fake.keyFile)
+        }
+        chmod(fake.keyFile, 0o640)
+        #expect(throws: CredentialsError.self) { _ = try ServiceAccountKey.load(path: fake.keyFile) }
+        chmod(fake.keyFile, 0o400)
+        #expect(try ServiceAccountKey.load(path: fake.keyFile).clientEmail == fake.email)
+    }
+
+    @Test func theCommandTokenIsUsedAsTheBearer() throws {
+        let fake = try FakeFirebase()
+        let token = try ServiceAccountTokenProvider(
+            key: try ServiceAccountKey.load(path: fake.keyFile), transport: CurlTransport(), clock: SystemClock()
+        )
+        .token(refresh: false)
+        let provider = CommandTokenProvider(command: "printf '%s\\n' \(token)", clock: SystemClock())
+        #expect(try provider.token(refresh: false) == token)
+        #expect(throws: CredentialsError.command("the access-token command 'exit 3' failed (exit 3)")) {
+            _ = try CommandTokenProvider(command: "exit 3", clock: SystemClock()).token(refresh: false)
+        }
+    }
+
+    // MARK: Endpoint
+
+    @Test func plainHTTPIsAcceptedOnlyForLoopbackHosts() throws {
+        #expect(
+            try RemoteConfigEndpoint(origin: "https://firebaseremoteconfig.googleapis.com/").origin
+                == "https://firebaseremoteconfig.googleapis.com")
+        #expect(try RemoteConfigEndpoint(origin: "http://127.0.0.1:8080/v1").origin == "http://127.0.0.1:8080")
+        #expect(throws: Never.self) { _ = try RemoteConfigEndpoint(origin: "http://localhost:9") }
+        #expect(throws: Never.self) { _ = try RemoteConfigEndpoint(origin: "http://[::1]:9") }
+        for bad in [
+            "http://10.0.0.1:80", "http://example.com", "http://127.0.0.1.evil.com", "ftp://127.0.0.1", "not a url",
+        ] {
+            #expect(throws: FirebaseError.self, "\(bad)") { _ = try RemoteConfigEndpoint(origin: bad) }
+        }
+        #expect(try RemoteConfigEndpoint.from(environment: [:]).origin == RemoteConfigEndpoint.google)
+        #expect(
+            try RemoteConfigEndpoint.from(environment: ["FIREBASE_REMOTE_CONFIG_URL": "http://127.0.0.1:1"]).origin
+                == "http://127.0.0.1:1")
+        #expect(
+            try RemoteConfigEndpoint.from(environment: [
+                "FIREBASE_REMOTE_CONFIG_URL": "http://127.0.0.1:1", "ROLLOUT_FIREBASE_URL": "http://127.0.0.1:2",
+            ]).origin
+                == "http://127.0.0.1:2")
+        #expect(throws: FirebaseError.self) {
+            _ = try RemoteConfigEndpoint.from(environment: ["ROLLOUT_FIREBASE_URL": "http://192.168.1.2"])
+        }
+    }
+}
