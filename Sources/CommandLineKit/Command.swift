@@ -126,12 +126,38 @@ public struct UsageError: Error, CustomStringConvertible, Sendable {
 public enum ParseOutcome: Sendable {
     case run(Command, Invocation)
     case help(Command, path: [String])
+    /// `--version` on the root command.
+    case version
 }
 
 extension Command {
     /// Parses `arguments` (without the program name). Options of ancestors (global options) are accepted at
     /// any depth. `--help`/`-h` anywhere asks for the help of the deepest command reached.
     public func parse(_ arguments: [String], environment: [String: String] = [:]) throws(UsageError) -> ParseOutcome {
+        // `rollout --version`, and `rollout help [COMMAND...]` as a spelling of `rollout [COMMAND...] --help`.
+        if arguments.first == "--version" {
+            guard arguments.count == 1 else {
+                throw UsageError(message: "--version takes no arguments (see '\(name) --help')")
+            }
+            return .version
+        }
+        if arguments.first == "help", !subcommands.contains(where: { $0.name == "help" }) {
+            var command = self
+            var path = [name]
+            for word in arguments.dropFirst() {
+                guard let sub = command.subcommands.first(where: { $0.name == word }) else {
+                    let names = command.subcommands.map(\.name).joined(separator: ", ")
+                    throw UsageError(
+                        message: command.subcommands.isEmpty
+                            ? "'\(path.joined(separator: " "))' has no subcommand '\(word)'"
+                            : "unknown command '\(word)' for '\(path.joined(separator: " "))'; expected one of: \(names)"
+                    )
+                }
+                command = sub
+                path.append(sub.name)
+            }
+            return .help(command, path: path)
+        }
         var command = self
         var path = [name]
         var inherited: [Option] = options
@@ -162,7 +188,10 @@ extension Command {
                     inline = String(arg[arg.index(after: eq)...])
                 }
                 guard let opt = option(named: key) else {
-                    throw UsageError(message: "unknown option '\(key)' for '\(path.joined(separator: " "))' (see '\(path.joined(separator: " ")) --help')")
+                    throw UsageError(
+                        message:
+                            "unknown option '\(key)' for '\(path.joined(separator: " "))' (see '\(path.joined(separator: " ")) --help')"
+                    )
                 }
                 if let valueName = opt.valueName {
                     let value: String
@@ -170,7 +199,10 @@ extension Command {
                         value = inline
                     } else {
                         guard index < arguments.count else {
-                            throw UsageError(message: "option '\(key)' needs a value \(valueName) (see '\(path.joined(separator: " ")) --help')")
+                            throw UsageError(
+                                message:
+                                    "option '\(key)' needs a value \(valueName) (see '\(path.joined(separator: " ")) --help')"
+                            )
                         }
                         value = arguments[index]
                         index += 1
@@ -188,7 +220,9 @@ extension Command {
             if invocation.positionals.isEmpty, !command.subcommands.isEmpty, !onlyPositionals {
                 guard let sub = command.subcommands.first(where: { $0.name == arg }) else {
                     let names = command.subcommands.map(\.name).joined(separator: ", ")
-                    throw UsageError(message: "unknown command '\(arg)' for '\(path.joined(separator: " "))'; expected one of: \(names)")
+                    throw UsageError(
+                        message:
+                            "unknown command '\(arg)' for '\(path.joined(separator: " "))'; expected one of: \(names)")
                 }
                 inherited += command.options
                 command = sub

@@ -42,6 +42,9 @@ public struct MicroPercent: Hashable, Comparable, Sendable, CustomStringConverti
     /// A signed change: `+2.5`, `-10`.
     public var signedText: String { value >= 0 ? "+" + decimalText : decimalText }
 
+    /// A change in percentage points, signed, in the one spelling of console and CLI: `+1 point`, `-2.5 points`.
+    public var pointsText: String { signedText + (value.magnitude == 1_000_000 ? " point" : " points") }
+
     /// Parses a decimal percentage (`25`, `12.5`, `0.000001`), optionally signed, optionally with a trailing `%`.
     ///
     /// Exact: decimal text is converted digit by digit, never through floating point. More than six decimals,

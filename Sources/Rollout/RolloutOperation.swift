@@ -83,7 +83,8 @@ extension RolloutPlan {
         case .kill:
             if plan.state == .rolling { plan.state = .killed }
         case .resume:
-            guard plan.state == .killed else { throw .notKilled(plan.state) }
+            // Idempotent like kill: resuming a rolling rollout changes nothing (and publishes nothing).
+            guard plan.state != .notStarted else { throw .notKilled(plan.state) }
             plan.state = .rolling
         case .reseed(let seed):
             guard !seed.isEmpty else { throw .template("a seed must not be empty") }
@@ -199,7 +200,7 @@ extension RolloutPlan {
         }
         if before.seed != after.seed { return "\(key) seed '\(before.seed)' → '\(after.seed)'" }
         let delta = after.percentage - before.percentage
-        var s = "\(key) \(before.percentage) → \(after.percentage) (\(delta.signedText) points)"
+        var s = "\(key) \(before.percentage) → \(after.percentage) (\(delta.pointsText))"
         if after.state == .killed { s += ", still killed" }
         if before.state != after.state { s += ", \(after.state.rawValue)" }
         return s

@@ -86,6 +86,9 @@ public struct WritePath {
     public enum Failure: Error, Sendable, CustomStringConvertible {
         case readOnly
         case invalid(String)
+        /// The change would take the percentage outside 0–100 (e.g. `nudge +90` at 20%): a usage error, like any
+        /// other invalid percentage.
+        case invalidPercentage(String)
         /// The rollout is not where the operator said it was (`set --expect`): a lost race, like a conflict.
         case unexpectedCurrent(String)
         case refused(PolicyRefusal)
@@ -95,6 +98,7 @@ public struct WritePath {
             switch self {
             case .readOnly: "refused: this session is read-only (--read-only)"
             case .invalid(let m): m
+            case .invalidPercentage(let m): m
             case .unexpectedCurrent(let m): m
             case .refused(let r): r.description
             case .conflict(let c): c.description
@@ -244,6 +248,7 @@ public struct WritePath {
             }
         } catch let e as RolloutError {
             if case .unexpectedCurrent = e { throw Failure.unexpectedCurrent(e.description) }
+            if case .invalidPercentage = e { throw Failure.invalidPercentage(e.description) }
             throw Failure.invalid(e.description)
         }
         if case .rollback = request.intent, diff.isEmpty {

@@ -118,7 +118,7 @@ public final class StoreConsoleExecutor: ConsoleEffectExecutor, @unchecked Senda
                     return [.loadFailed(message: ConsoleText.oneLine(error))]
                 }
             case .loadAudit: return [loadAudit()]
-            case .refresh, .redraw, .quit: return []
+            case .refresh, .redraw, .bell, .quit: return []
             }
         }
     }
@@ -130,6 +130,7 @@ public final class StoreConsoleExecutor: ConsoleEffectExecutor, @unchecked Senda
         case .kill: .rollout(.kill)
         case .resume: .rollout(.resume)
         case .rollbackLast: .rollback(toVersion: current.info.number - 1)
+        case .rollback(let version): .rollback(toVersion: version)
         }
     }
 
@@ -270,15 +271,6 @@ enum ConsoleModelBuilder {
         return .external
     }
 
-    static func verdict(_ level: VerdictLevel) -> Console.Verdict {
-        switch level {
-        case .ok: .ok
-        case .watch: .watch
-        case .hold: .hold
-        case .halt: .halt
-        }
-    }
-
     static func band(_ b: CohortBand) -> PercentileBand {
         PercentileBand(lower: Int(b.lower.value), upper: Int(b.upper.value), includesLower: b.includesZero)
     }
@@ -347,15 +339,12 @@ enum ConsoleModelBuilder {
         let crash = CrashInfo(
             exposed: stats(users: t.exposedUsers, crashedUsers: t.exposedCrashedUserRate, sessions: t.exposedSessions, crashRate: t.exposedCrashRate),
             control: stats(users: t.controlUsers, crashedUsers: t.controlCrashedUserRate, sessions: t.controlSessions, crashRate: t.controlCrashRate),
-            difference: difference, minimumDetectableEffect: mde, verdict: verdict(a.verdict.level),
+            difference: difference, minimumDetectableEffect: mde, verdict: a.verdict.level,
             reasons: [a.verdict.reason] + a.verdict.findings.map(\.text).filter { $0 != a.verdict.reason },
-            guardrailsArmed: a.armed)
+            findings: a.verdict.findings, guardrailsArmed: a.armed, autoKill: status.settings.autoKill)
 
-        var events: [NotableEvent] = a.verdict.findings.filter { $0.level > .ok }.map {
-            NotableEvent(at: status.now, severity: $0.level >= .hold ? .critical : .warning, text: "\($0.level) \($0.topic.rawValue): \($0.text)")
-        }
-        if status.settings.autoKill { events.append(NotableEvent(at: status.now, severity: .info, text: "auto-kill on HALT is on")) }
-        return ConsoleModel(header: h, condition: condition, attestation: attestation, crash: crash, changes: changes, events: events)
+        // Verdict changes are logged by the console itself, stamped once when they arrive.
+        return ConsoleModel(header: h, condition: condition, attestation: attestation, crash: crash, changes: changes)
     }
 
     /// The confirm dialog's content from the write path's preview.
@@ -375,8 +364,12 @@ enum ConsoleModelBuilder {
         for report in p.reports {
             if report.policy == "guardrail" {
                 var reasons = report.lines
-                if case .refuse(let r) = report.decision { reasons.insert("refuses this change: \(r.reason)", at: 0) }
-                guardrail = GuardrailAssessment(verdict: verdict(level), reasons: reasons)
+                var refuses = false
+                if case .refuse(let r) = report.decision {
+                    reasons.insert("refuses this change: \(r.reason)", at: 0)
+                    refuses = true
+                }
+                guardrail = GuardrailAssessment(verdict: level, reasons: reasons, refuses: refuses)
             } else if case .refuse(let r) = report.decision {
                 if r.needsStepUpCode { stepUp = true } else { notes.append(r.description) }
                 notes += report.lines

@@ -31,10 +31,13 @@ public struct Finding: Hashable, Sendable, CustomStringConvertible {
     public var level: VerdictLevel
     public var topic: Topic
     public var text: String
-    public init(_ level: VerdictLevel, _ topic: Topic, _ text: String) {
+    /// The test, statistic, threshold and samples behind it (the console's verdict pane), when a test decided it.
+    public var evidence: FindingEvidence?
+    public init(_ level: VerdictLevel, _ topic: Topic, _ text: String, evidence: FindingEvidence? = nil) {
         self.level = level
         self.topic = topic
         self.text = text
+        self.evidence = evidence
     }
     public var description: String { "\(level) \(topic.rawValue): \(text)" }
 }
@@ -176,15 +179,23 @@ extension TelemetrySnapshot {
                 ))
         }
         if newestEvent == nil {
-            findings.append(Finding(.hold, .data, "no telemetry received yet; guardrails cannot judge the rollout"))
+            findings.append(
+                Finding(
+                    .hold, .data, "no telemetry received yet; guardrails cannot judge the rollout",
+                    evidence: FindingEvidence(
+                        test: "data: telemetry received", statistic: "no events", threshold: "at least one event",
+                        wouldChange: "telemetry arriving: rollout ingest, serve's /v1/events, or a simulation")))
         } else if !hasTelemetry {
             findings.append(Finding(.hold, .data, "no telemetry since the rollout started at \(since.iso8601)"))
         } else if let age = dataAge, age > context.staleAfter {
             findings.append(
                 Finding(
                     .hold, .data,
-                    "telemetry is stale: newest event \(Words.duration(age)) old (limit \(Words.duration(context.staleAfter)))"
-                ))
+                    "telemetry is stale: newest event \(Words.duration(age)) old (limit \(Words.duration(context.staleAfter)))",
+                    evidence: FindingEvidence(
+                        test: "data freshness", statistic: "newest event \(Words.duration(age)) old",
+                        threshold: "stale after \(Words.duration(context.staleAfter))",
+                        wouldChange: "fresh telemetry arriving (ingest, the simulator or serve)")))
         }
 
         // Crashes.
@@ -198,20 +209,27 @@ extension TelemetrySnapshot {
                 Finding(
                     .halt, .crashes,
                     "exposed users crash more than control: SPRT Λ = \(Words.fixed(sprt.logLikelihoodRatio)) reached \(Words.fixed(sprt.harmBound)) "
-                        + "(testing \(Words.fixed(sprt.harmRatio))× crash rate) at \(sprt.harmDeclaredAt!.iso8601); \(rates)"
-                ))
+                        + "(testing \(Words.fixed(sprt.harmRatio))× crash rate) at \(sprt.harmDeclaredAt!.iso8601); \(rates)",
+                    evidence: sprtEvidence(context)))
         } else if rolling && hasTelemetry && (c.exposedSessions == 0 || c.controlSessions == 0) {
             let missing =
                 c.exposedSessions == 0 && c.controlSessions == 0
                 ? "exposed or control" : c.exposedSessions == 0 ? "exposed" : "control"
-            findings.append(Finding(.hold, .crashes, "no crash comparison yet: no sessions from the \(missing) group"))
+            findings.append(
+                Finding(
+                    .hold, .crashes, "no crash comparison yet: no sessions from the \(missing) group",
+                    evidence: FindingEvidence(
+                        test: "crash comparison: exposed against control sessions",
+                        samples: "\(groupedCount(c.exposedSessions)) exposed vs \(groupedCount(c.controlSessions)) control sessions",
+                        wouldChange: "sessions from both groups (the app's session events carry its cohort)")))
         } else if let harm = significantHarm() {
-            findings.append(Finding(.watch, .crashes, harm))
+            findings.append(Finding(.watch, .crashes, harm.text, evidence: intervalEvidence(harm.name, harm.test)))
         } else if c.exposedSessions > 0 && c.controlSessions > 0 {
             let power = evidence(context)
             if rolling, !power.enough {
                 // Last among the findings: a more specific HOLD (throttling, stale data) names the verdict first.
-                notEnoughData = Finding(.hold, .crashes, "not enough data yet: " + power.text)
+                notEnoughData = Finding(
+                    .hold, .crashes, "not enough data yet: " + power.text, evidence: powerEvidence(context))
             } else {
                 var text =
                     sprt.noHarmShown
@@ -221,7 +239,7 @@ extension TelemetrySnapshot {
                 if let mde = crash.smallestDetectableIncrease {
                     text += "; smallest detectable increase +\(Words.percent(mde, digits: 0)) (\(power.usersText))"
                 }
-                findings.append(Finding(.ok, .crashes, text))
+                findings.append(Finding(.ok, .crashes, text, evidence: sprtEvidence(context)))
             }
         }
 
@@ -232,9 +250,10 @@ extension TelemetrySnapshot {
                 + "(\(m.failures) of \(m.attempts) in the last \(Words.duration(failureWindow))) vs baseline "
                 + "\(Words.percent(m.baseline ?? 0)) (\(m.baselineSource.words); CUSUM \(Words.fixed(m.cusum!.statistic)) ≥ \(Words.fixed(m.cusum!.threshold)))"
             if m.errorClass == .serverUnavailable {
-                findings.append(Finding(.hold, .failures, "Apple is throttling attestations: \(what)"))
+                findings.append(
+                    Finding(.hold, .failures, "Apple is throttling attestations: \(what)", evidence: cusumEvidence(m)))
             } else {
-                findings.append(Finding(.hold, .failures, what))
+                findings.append(Finding(.hold, .failures, what, evidence: cusumEvidence(m)))
             }
         }
         let window = ceilingWindow
@@ -244,7 +263,13 @@ extension TelemetrySnapshot {
                     .hold, .failures,
                     "failure ratio \(Words.percent(Double(window.failures) / Double(window.attempts))) of exposed App Attest attempts "
                         + "(\(window.failures) of \(window.attempts) in the last \(window.minutes) min) is above the ceiling "
-                        + "\(Words.percent(context.failureCeiling, digits: 0))"))
+                        + "\(Words.percent(context.failureCeiling, digits: 0))",
+                    evidence: FindingEvidence(
+                        test: "failure ceiling on exposed App Attest attempts",
+                        statistic: "failure ratio \(Words.percent(Double(window.failures) / Double(window.attempts)))",
+                        threshold: "above \(Words.percent(context.failureCeiling, digits: 0)) is HOLD",
+                        samples: "\(groupedCount(window.failures)) failures of \(groupedCount(window.attempts)) attempts in the last \(window.minutes) min",
+                        wouldChange: "the ratio over the last \(window.minutes) min falling to the ceiling or below")))
         }
         let rate = observedAttestationsPerSecond
         if rate.perSecond >= context.attestationRateShare * context.budget.perSecond {
@@ -253,7 +278,13 @@ extension TelemetrySnapshot {
                     .hold, .failures,
                     "attestation rate near Apple's guidance: \(Words.fixed(rate.perSecond, digits: 1))/s observed "
                         + "(\(rate.count) new exposed installations in the last \(rate.minutes) min, each attests once) vs "
-                        + "\(Words.fixed(context.budget.perSecond, digits: 0))/s"))
+                        + "\(Words.fixed(context.budget.perSecond, digits: 0))/s",
+                    evidence: FindingEvidence(
+                        test: "observed attestation rate against Apple's guidance",
+                        statistic: "\(Words.fixed(rate.perSecond, digits: 1))/s",
+                        threshold: "HOLD at \(Words.percent(context.attestationRateShare, digits: 0)) of \(Words.fixed(context.budget.perSecond, digits: 0))/s",
+                        samples: "\(groupedCount(rate.count)) new exposed installations in the last \(rate.minutes) min",
+                        wouldChange: "fewer new exposed installations per second (smaller steps, or waiting)")))
         }
         if rolling, hasTelemetry, failureMonitors.allSatisfy({ $0.baseline == nil }) {
             findings.append(
@@ -281,8 +312,13 @@ extension TelemetrySnapshot {
                 findings.append(
                     Finding(
                         .hold, .exposure,
-                        "sample ratio mismatch: \(split); assignment or event logging is broken, so the comparison cannot be trusted"
-                    ))
+                        "sample ratio mismatch: \(split); assignment or event logging is broken, so the comparison cannot be trusted",
+                        evidence: FindingEvidence(
+                            test: "χ² sample ratio test on active installations",
+                            statistic: "χ² = \(Words.fixed(srm.chiSquare)), p = \(Words.scientific(srm.pValue))",
+                            threshold: "mismatch at p < \(Words.scientific(context.sampleRatioThreshold))",
+                            samples: "\(groupedCount(srm.observed[0])) enabled vs \(groupedCount(srm.observed[1])) control",
+                            wouldChange: "a split matching the bands (fix assignment or event logging)")))
             }
         }
 
@@ -343,15 +379,16 @@ extension TelemetrySnapshot {
         return (Double(n) / Double(w.minutes * 60), n, w.minutes)
     }
 
-    private func significantHarm() -> String? {
+    private func significantHarm() -> (text: String, name: String, test: MixtureSPRT)? {
         for (name, test) in [("sessions", crash.sessionDifference), ("users", crash.userDifference)] {
             guard let interval = test.interval, interval.lowerBound > 0, test.pValue < crash.configuration.alpha else {
                 continue
             }
-            return
+            let text =
                 "exposed crash rate per \(name == "sessions" ? "session" : "user") is higher (always-valid p = \(Words.scientific(test.pValue))): "
                 + "difference +\(Words.points(test.estimate ?? 0)) [\(Words.points(interval.lowerBound)), \(Words.points(interval.upperBound))]; "
                 + crashFreeText()
+            return (text, name == "sessions" ? "session" : "user", test)
         }
         return nil
     }

@@ -89,7 +89,8 @@ public enum ConsoleApp {
         let themes = options.themes.map { $0.resolved(for: depth) }
         let configuration = ConsoleState.Configuration(
             steps: options.state.steps, initialStep: options.state.initialStep, staleAfter: options.state.staleAfter,
-            utcOffsetSeconds: options.state.utcOffsetSeconds, themeNames: options.themes.map(\.name), initialTheme: 0)
+            utcOffsetSeconds: options.state.utcOffsetSeconds, themeNames: options.themes.map(\.name), initialTheme: 0,
+            bell: options.state.bell, flashFor: options.state.flashFor)
         var state = ConsoleState(configuration: configuration, screenSize: screen.size)
 
         let mailbox = Mailbox()
@@ -104,6 +105,7 @@ public enum ConsoleApp {
                 switch effect {
                 case .quit: quit = true
                 case .redraw: screen.invalidate()
+                case .bell: screen.bell()
                 case .refresh: fetcher.refreshNow()
                 case .preview, .publish, .loadHistory, .loadAudit: effects.submit(effect)
                 }

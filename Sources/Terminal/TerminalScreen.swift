@@ -189,6 +189,12 @@ public final class TerminalScreen {
         return written
     }
 
+    /// Rings the terminal's bell (curses `beep`: the audible bell, or a visible flash where there is none).
+    public func bell() {
+        _ = beep()
+        doupdate()
+    }
+
     /// Forgets what is on the terminal, so the next paint redraws everything (Ctrl-L, after a resume).
     public func invalidate() {
         previous = nil

@@ -15,6 +15,7 @@ enum ConsoleCommands {
     static let displayOptions: [Option] = [
         .value("--theme", name: "NAME|FILE", help: "default, light, high-contrast, colorblind, or a .theme file."),
         .flag("--no-color", help: "Monochrome: status by words, symbols, bold and reverse (also NO_COLOR=1)."),
+        .flag("--no-bell", help: "Do not ring the terminal bell when the verdict rises to HOLD or HALT (the header still flashes)."),
     ]
 
     static let console = Command(
@@ -22,7 +23,9 @@ enum ConsoleCommands {
         summary: "Watch the rollout live and change it with a keystroke.",
         discussion: "Shows the AppAttestEnabled condition, attestation successes and failures, the crash comparison of "
             + "exposed and control users with its verdict, and the latest changes. Keys: +/- nudge, [ ] step, = exact value, "
-            + "K kill, r resume, u undo the last change, h history, a audit, t theme, f freeze, ? help, q quit. Every change "
+            + "K kill, r resume, u undo the last change (again: further back), v why (the verdict's findings), h history, a audit, "
+            + "t theme, f freeze, ? help, q quit. A rise of the verdict to HOLD or HALT flashes the header and rings the bell once "
+            + "(--no-bell). Every change "
             + "goes through a confirm dialog and the same write path as the CLI. Needs a terminal; for scripts use 'rollout status'.",
         options: displayOptions,
         examples: [
@@ -154,7 +157,7 @@ enum ConsoleCommands {
         let executor = StoreConsoleExecutor(session: session)
         let options = ConsoleOptions(
             themes: themes, noColor: invocation.flag("--no-color"), environment: invocation.environment, clock: ticks,
-            state: ConsoleState.Configuration(staleAfter: staleAfter))
+            state: ConsoleState.Configuration(staleAfter: staleAfter, bell: !invocation.flag("--no-bell")))
         do {
             switch try ConsoleApp.run(options: options, source: source, executor: executor) {
             case .quit: return .ok

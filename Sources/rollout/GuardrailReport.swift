@@ -25,8 +25,8 @@ struct GuardrailReport {
 
     var rows: [(String, String)] {
         let verdict = status.assessment.verdict
-        var rows: [(String, String)] = [("verdict", "\(verdict.level): \(verdict.reason)")]
-        for f in verdict.findings where f.text != verdict.reason { rows.append(("", "\(f.level) \(f.topic.rawValue): \(f.text)")) }
+        var rows: [(String, String)] = [("verdict", "\(verdict.level.labelText): \(verdict.reason)")]
+        for f in verdict.findings where f.text != verdict.reason { rows.append(("", "\(f.level.labelText) \(f.topic.rawValue): \(f.text)")) }
         rows.append(("guardrails", status.assessment.armed ? "armed" : "not armed (no telemetry for this rollout yet)"))
         rows.append(("data", GuardrailReport.dataLine(status)))
         rows.append(("auto-kill", status.settings.autoKill ? "on: a HALT verdict kills the rollout" : "off"))

@@ -642,6 +642,7 @@ extension StoreCommands {
             case .readOnly, .refused: return CommandError(oneLine(f.description), exit: .refused)
             case .conflict, .unexpectedCurrent: return CommandError(oneLine(f.description), exit: .conflict)
             case .invalid: return CommandError(oneLine(f.description), exit: .failure)
+            case .invalidPercentage: return CommandError(oneLine(f.description), exit: .usage)
             }
         case let c as PublishConflict:
             return CommandError(

@@ -333,7 +333,7 @@ enum TelemetryReport {
 
     static func text(_ s: TelemetrySnapshot, _ a: Assessment, tables: TelemetryTables) throws -> String {
         var out: [String] = []
-        out.append("verdict \(a.verdict.level): \(a.verdict.reason)")
+        out.append("verdict \(a.verdict.level.labelText): \(a.verdict.reason)")
         out.append("guardrails \(a.armed ? "armed" : "not armed (no telemetry for this rollout yet)")")
         let age = s.dataAge.map { "\(Int64($0.seconds)) s" } ?? "no data"
         out.append("since \(s.since.iso8601); newest event \(s.newestEvent?.iso8601 ?? "none") (age \(age))")

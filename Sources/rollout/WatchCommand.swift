@@ -78,7 +78,7 @@ extension TelemetryCommands {
                     o["autoKill"] = killed.map { .string($0) } ?? .null
                     print(JSONWriter().string(.object(o)))
                 } else {
-                    print("\(status.wallNow.iso8601)  \(status.assessment.verdict.level): \(status.assessment.verdict.reason)")
+                    print("\(status.wallNow.iso8601)  \(status.assessment.verdict.level.labelText): \(status.assessment.verdict.reason)")
                     if let killed { print("\(status.wallNow.iso8601)  \(killed)") }
                 }
                 fflush(nil)

@@ -11,6 +11,9 @@ do {
     case .help(let command, let path):
         print(command.helpText(path: path, globalOptions: path.count > 1 ? RootCommand.globalOptions : []), terminator: "")
         code = .ok
+    case .version:
+        print(RootCommand.version)
+        code = .ok
     case .run(let command, let invocation):
         // `--store ""` never falls back to another store, for every command alike.
         if invocation.value("--store") == "" {

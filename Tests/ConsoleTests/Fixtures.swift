@@ -1,4 +1,5 @@
 import Console
+import Telemetry
 import Timekeeping
 
 /// Fixed models for the renderer and reducer tests: a rollout at 12.5% with realistic figures.
@@ -10,7 +11,7 @@ enum Fixture {
     }
 
     static func model(
-        state: RolloutState = .rolling, verdict: Verdict = .ok, reasons: [String] = ["no difference detected"],
+        state: RolloutState = .rolling, verdict: VerdictLevel = .ok, reasons: [String] = ["no difference detected"],
         dataAge: Instant.Duration = .milliseconds(400), staleReason: String? = nil
     ) -> ConsoleModel {
         let perMinute = (0..<30).map { i in
@@ -66,6 +67,7 @@ enum Fixture {
                 NotableEvent(at: at(300), severity: .info, text: "95% of active devices on v42"),
                 NotableEvent(at: at(90), severity: .warning, text: "serverUnavailable above baseline for 2 min"),
             ])
+        model.crash.findings = findings(verdict, reasons: reasons)
         if state == .killed {
             model.condition.observedExposure = 0
             model.changes.insert(
@@ -84,6 +86,23 @@ enum Fixture {
                 NotableEvent(at: at(5), severity: .critical, text: "HALT: crash rate of exposed users"), at: 0)
         }
         return model
+    }
+
+    /// The assessment's findings behind a verdict: the first reason at the verdict's level with the evidence of a
+    /// test, then an OK failures finding without evidence (as the core gives for a rule rather than a test).
+    static func findings(_ verdict: VerdictLevel, reasons: [String]) -> [Finding] {
+        let evidence = FindingEvidence(
+            test: "SPRT on fatal crashes (harm 1.50×, α 0.05, β 0.10)",
+            statistic: verdict == .halt ? "Λ = 3.41 (61 exposed vs 22 control crashes)" : "Λ = -0.85 (24 exposed vs 22 control crashes)",
+            threshold: "harm at Λ ≥ 2.89, no harm at Λ ≤ -2.25",
+            samples: "21,400 exposed vs 21,650 control sessions; 5,780 exposed vs 5,812 control users",
+            detectableEffect: "+38% crashed users (needed +50% or less)",
+            wouldChange: verdict == .halt
+                ? "harm once declared stays declared: lower the percentage or kill; a new rollout starts a new test"
+                : "HALT at Λ ≥ 2.89; \"no harm\" at Λ ≤ -2.25")
+        var out = [Finding(verdict, .crashes, reasons.first ?? "no reason", evidence: evidence)]
+        out.append(Finding(.ok, .failures, "failure monitors wait for a baseline"))
+        return out
     }
 
     static func state(_ model: ConsoleModel?, size: Size = Size(width: 80, height: 24), now: Instant = now)

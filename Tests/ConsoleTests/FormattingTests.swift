@@ -16,9 +16,9 @@ struct MicroPercentTests {
 
     @Test("points are signed and singular for one point")
     func points() {
-        #expect(PercentText.formatPoints(1_000_000) == "+1 pt")
-        #expect(PercentText.formatPoints(-2_500_000) == "-2.5 pts")
-        #expect(PercentText.formatPoints(100_000) == "+0.1 pts")
+        #expect(PercentText.formatPoints(1_000_000) == "+1 point")
+        #expect(PercentText.formatPoints(-2_500_000) == "-2.5 points")
+        #expect(PercentText.formatPoints(100_000) == "+0.1 points")
     }
 
     @Test(

@@ -52,6 +52,26 @@ struct Scenario: Sendable, CustomStringConvertible {
                         current: RolloutPosition(microPercent: 15_000_000))))
             return s
         },
+        Scenario(name: "verdict") { size in
+            var s = Fixture.state(
+                Fixture.model(
+                    verdict: .halt,
+                    reasons: [
+                        "exposed users crash more than control: SPRT Λ = 3.41 reached 2.89 (testing 1.50× crash rate)"
+                    ]), size: size)
+            _ = s.handle(.key(.character("v")))
+            return s
+        },
+        Scenario(name: "alert") { size in
+            // The verdict has just risen to HALT: the header flashes, the footer offers the kill.
+            var s = Fixture.state(Fixture.model(), size: size)
+            var halt = Fixture.model(
+                verdict: .halt,
+                reasons: ["exposed users crash more than control: SPRT Λ = 3.41 reached 2.89 (testing 1.50× crash rate)"])
+            halt.crash.autoKill = true
+            _ = s.handle(.snapshot(halt))
+            return s
+        },
         Scenario(name: "help") { size in
             var s = Fixture.state(Fixture.model(), size: size)
             _ = s.handle(.key(.character("?")))
@@ -62,9 +82,11 @@ struct Scenario: Sendable, CustomStringConvertible {
 
 @Suite("Golden screens")
 struct GoldenScreenTests {
-    static let sizes = [Size(width: 80, height: 24), Size(width: 120, height: 40), ConsoleScreen.minimumSize]
+    static let sizes = [
+        Size(width: 80, height: 24), Size(width: 120, height: 40), Size(width: 200, height: 60), ConsoleScreen.minimumSize,
+    ]
 
-    @Test("screens at 80×24, 120×40 and the minimum size, colour and monochrome", arguments: Scenario.all, sizes)
+    @Test("screens at 80×24, 120×40, 200×60 and the minimum size, colour and monochrome", arguments: Scenario.all, sizes)
     func screen(_ scenario: Scenario, _ size: Size) throws {
         let state = scenario.build(size)
         let grid = ConsoleScreen.render(state, size: size)

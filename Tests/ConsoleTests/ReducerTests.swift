@@ -361,7 +361,7 @@ struct WritePathTests {
         #expect(s.overlay == .preparing(ChangeRequest(id: 2, operation: .nudge(by: 1_000_000))))
         _ = s.handle(.previewFailed(requestID: 2, message: "already at 100%"))
         #expect(s.overlay == nil)
-        #expect(s.notice?.text == "Cannot nudge +1 pt: already at 100%")
+        #expect(s.notice?.text == "Cannot nudge +1 point: already at 100%")
     }
 
     @Test("a conflict shows who changed what; re-apply asks for a fresh preview of the same operation")

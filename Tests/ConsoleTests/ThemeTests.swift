@@ -1,4 +1,5 @@
 import Console
+import Telemetry
 import Foundation
 import Testing
 import TestSupport
@@ -150,12 +151,12 @@ struct ThemeTests {
 
     @Test("status is never colour alone: every verdict and state is spelt out on the monochrome screen")
     func statusInWords() {
-        for verdict in Verdict.allCases {
+        for verdict in VerdictLevel.allCases {
             for state in RolloutState.allCases {
                 let s = Fixture.state(Fixture.model(state: state, verdict: verdict, reasons: ["why"]))
                 for size in [Size(width: 80, height: 24), ConsoleScreen.minimumSize] {
                     let text = ConsoleScreen.render(s, size: size).lines.joined(separator: "\n")
-                    #expect(text.contains(verdict.symbol + " " + verdict.rawValue), "\(verdict) \(size)")
+                    #expect(text.contains(verdict.symbol + " " + verdict.description), "\(verdict) \(size)")
                     #expect(text.contains(state.label.text), "\(state) \(size)")
                 }
             }

@@ -171,6 +171,12 @@ final class TerminalSession {
         throw Failure(description: "the pane's shell \(shell) has no child process")
     }
 
+    /// Whether the program rang the terminal bell since the session started (tmux's bell flag of the window; a
+    /// detached session keeps it set).
+    func bellRang() throws -> Bool {
+        try run(["display-message", "-p", "-t", "main", "#{window_bell_flag}"]).trimmingCharacters(in: .whitespacesAndNewlines) == "1"
+    }
+
     @discardableResult
     private func run(_ arguments: [String], check: Bool = true) throws -> String {
         let (status, output) = try Self.spawn(tmux, ["-L", socket, "-f", "/dev/null"] + arguments)

@@ -58,6 +58,8 @@ public enum ConsoleEffect: Hashable, Sendable {
     case refresh
     /// Repaint the whole terminal (Ctrl-L).
     case redraw
+    /// Ring the terminal bell (once per rise of the verdict to HOLD or HALT, unless turned off).
+    case bell
     /// Leave the console.
     case quit
 }

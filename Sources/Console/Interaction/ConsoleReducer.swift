@@ -1,3 +1,4 @@
+import Telemetry
 import Timekeeping
 
 extension ConsoleState {
@@ -27,7 +28,7 @@ extension ConsoleState {
         case .snapshot(let m):
             sourceProblem = nil
             if frozen { heldModel = m } else { model = m }
-            return []
+            return noteVerdict(m)
         case .sourceFailed(let message):
             sourceProblem = message
             return []
@@ -38,13 +39,26 @@ extension ConsoleState {
         case .previewFailed(let id, let message):
             guard case .preparing(let request) = overlay, request.id == id else { return [] }
             overlay = nil
-            say("Cannot \(request.operation.text): \(message)", .error)
+            say(
+                Self.prefixed("Cannot \(request.operation.text)", message),
+                message.hasPrefix("nothing to change") ? .info : .error)
             return []
         case .published(let receipt):
+            var rolledBackTo: Int?
             if case .publishing(let request) = overlay, request.preview.request.id == receipt.requestID {
                 overlay = nil
+                switch request.preview.request.operation {
+                case .rollbackLast: rolledBackTo = Int(request.preview.baseVersion).map { $0 - 1 }
+                case .rollback(let v): rolledBackTo = v
+                default: break
+                }
             }
             say("Published v\(receipt.version): \(receipt.from.text) → \(receipt.to.text)", .success)
+            if let rolledBackTo {
+                undoTrail.insert(rolledBackTo, at: 0)
+            } else {
+                undoTrail = []
+            }
             return [.refresh]
         case .publishConflict(let conflict):
             guard case .publishing(let request) = overlay, request.preview.request.id == conflict.request.id else {
@@ -54,7 +68,7 @@ extension ConsoleState {
             return [.refresh]
         case .publishRefused(let id, let message):
             if isPublishing(id) { overlay = nil }
-            say("Refused: \(message)", .error)
+            say(Self.prefixed("Refused", message), .error)
             return [.refresh]
         case .stepUpRejected(let id, let message):
             guard case .publishing(let request) = overlay, request.preview.request.id == id else { return [] }
@@ -62,7 +76,7 @@ extension ConsoleState {
             return []
         case .publishFailed(let id, let message):
             if isPublishing(id) { overlay = nil }
-            say("Not published: \(message)", .error)
+            say(Self.prefixed("Not published", message), .error)
             return [.refresh]
         case .historyLoaded(let entries):
             guard case .history(nil, _) = overlay else { return [] }
@@ -81,6 +95,26 @@ extension ConsoleState {
             }
             return []
         }
+    }
+
+    /// Logs a verdict change once, stamped when it arrived, and raises the alert when the verdict rises to HOLD or
+    /// HALT (also while the display is frozen: an alarm must not wait for `f`).
+    private mutating func noteVerdict(_ m: ConsoleModel) -> [ConsoleEffect] {
+        let level = m.crash.verdict
+        defer { lastVerdict = level }
+        guard level != lastVerdict else { return [] }
+        let stamp = now ?? m.header.dataAsOf ?? Instant(microseconds: 0)
+        if lastVerdict != nil || level > .ok {
+            let topic = m.crash.findings.first { $0.level == level }.map { " " + $0.topic.rawValue } ?? ""
+            verdictLog.append(
+                NotableEvent(
+                    at: stamp, severity: level >= .hold ? .critical : level == .watch ? .warning : .info,
+                    text: level.description + topic + ": " + (m.crash.reasons.first ?? ""), level: level))
+            if verdictLog.count > 100 { verdictLog.removeFirst(verdictLog.count - 100) }
+        }
+        guard let previous = lastVerdict, level >= .hold, level > previous else { return [] }
+        alertAt = stamp
+        return configuration.bell ? [.bell] : []
     }
 
     private func isPublishing(_ id: Int) -> Bool {
@@ -111,6 +145,19 @@ extension ConsoleState {
             }
             return []
 
+        case .verdict(let scroll):
+            switch key {
+            case .escape, .character("q"), .character("v"), .enter:
+                self.overlay = nil
+            default:
+                let count = VerdictPane.lines(for: self, width: screenSize.width - 4).count
+                let page = ConsoleScreen.listRows(for: screenSize)
+                if let target = scrollTarget(key, current: scroll, count: count, page: page) {
+                    self.overlay = .verdict(scroll: target)
+                }
+            }
+            return []
+
         case .valuePrompt(var field, let error):
             switch field.handle(key) {
             case .cancelled:
@@ -119,6 +166,13 @@ extension ConsoleState {
             case .submitted:
                 do {
                     let micro = try PercentText.parse(field.text)
+                    if let m = model, m.condition.desiredMicroPercent == micro, m.condition.state != .killed {
+                        self.overlay = .valuePrompt(
+                            field: field,
+                            error:
+                                "already at \(PercentText.format(micro)): nothing to change; type another value or Esc")
+                        return []
+                    }
                     return startChange(.set(microPercent: micro))
                 } catch {
                     self.overlay = .valuePrompt(field: field, error: error.description)
@@ -128,7 +182,12 @@ extension ConsoleState {
                 self.overlay = .valuePrompt(field: field, error: nil)
                 return []
             case .ignored:
-                self.overlay = .valuePrompt(field: field, error: error)
+                if case .character(let c) = key {
+                    self.overlay = .valuePrompt(
+                        field: field, error: "'\(c)' is not part of a percentage: digits and one '.' only")
+                } else {
+                    self.overlay = .valuePrompt(field: field, error: error)
+                }
                 return []
             }
 
@@ -142,7 +201,9 @@ extension ConsoleState {
                 self.overlay = .confirm(preview, focus: focus.other)
             case .enter:
                 if focus == .cancel { cancelWrite() } else { return afterConfirm(preview) }
-            case .escape, .character("q"):
+            case .character("y"), .character("Y"):
+                return afterConfirm(preview)
+            case .escape, .character("q"), .character("n"), .character("N"):
                 cancelWrite()
             default: break
             }
@@ -195,7 +256,9 @@ extension ConsoleState {
                 self.overlay = .conflict(conflict, focus: focus.other)
             case .enter:
                 if focus == .cancel { cancelWrite() } else { return startChange(conflict.request.operation) }
-            case .escape, .character("q"):
+            case .character("y"), .character("Y"):
+                return startChange(conflict.request.operation)
+            case .escape, .character("q"), .character("n"), .character("N"):
                 cancelWrite()
             default: break
             }
@@ -235,7 +298,12 @@ extension ConsoleState {
             overlay = .valuePrompt(field: TextField(current, content: .decimal, maxLength: 12), error: nil)
         case .kill: return startChange(.kill)
         case .resume: return startChange(.resume)
-        case .rollbackLast: return startChange(.rollbackLast)
+        case .rollbackLast:
+            // Repeated presses walk back: each rollback goes one version before the one the last press restored.
+            if let last = undoTrail.first, last > 1 { return startChange(.rollback(toVersion: last - 1)) }
+            return startChange(.rollbackLast)
+        case .showVerdict:
+            overlay = .verdict(scroll: 0)
         case .showHistory:
             overlay = .history(entries: nil, cursor: ListCursor())
             return [.loadHistory]
@@ -278,6 +346,18 @@ extension ConsoleState {
     }
 
     private mutating func afterConfirm(_ preview: ChangePreview) -> [ConsoleEffect] {
+        // The dialog already said the guardrail refuses it: no reason to type for a change that will not be
+        // written. The notice says why, in the guardrail's words, and that nothing was written.
+        if preview.guardrail.refuses {
+            overlay = nil
+            let why = preview.guardrail.reasons.first.map {
+                $0.hasPrefix("refuses this change: ") ? String($0.dropFirst(21)) : $0
+            }
+            say(
+                "Refused by guardrail: " + (why ?? preview.guardrail.verdict.labelText) + "; nothing was written",
+                .error)
+            return []
+        }
         if preview.requiresReason {
             overlay = .reason(preview, field: TextField(maxLength: 500), error: nil)
             return []
@@ -301,6 +381,19 @@ extension ConsoleState {
     private mutating func cancelWrite() {
         overlay = nil
         say("Cancelled; nothing was written.", .info)
+    }
+
+    /// `Refused: <message>` without doubling a word the message already starts with (`Refused: refused: …`).
+    public static func prefixed(_ prefix: String, _ message: String) -> String {
+        let lead = prefix.split(separator: " ").first.map { $0.lowercased() } ?? ""
+        let m = message.lowercased()
+        for word in [lead, "refused", "cannot", "not published"] where !word.isEmpty && m.hasPrefix(word + ":") {
+            let rest = message.dropFirst(word.count + 1).drop { $0 == " " }
+            return prefix + ": " + rest
+        }
+        // `refused by guardrail: …` already says it: capitalised, not prefixed again.
+        if !lead.isEmpty, m.hasPrefix(lead + " ") { return message.prefix(1).uppercased() + message.dropFirst() }
+        return prefix + ": " + message
     }
 
     static func codeField() -> TextField { TextField(content: .digits, maxLength: 8, masked: true) }
@@ -344,6 +437,9 @@ extension ConsoleState {
         case .help(let scroll):
             let count = HelpScreen.lines(for: self).count
             overlay = .help(scroll: min(scroll, max(0, count - page)))
+        case .verdict(let scroll):
+            let count = VerdictPane.lines(for: self, width: screenSize.width - 4).count
+            overlay = .verdict(scroll: min(scroll, max(0, count - page)))
         case .history(let entries?, let cursor):
             var c = cursor
             c.move(by: 0, count: entries.count, page: page)

@@ -1,3 +1,4 @@
+import Telemetry
 import Timekeeping
 
 /// The console's own state: the model on screen, the step, the theme, the open dialog and the last message.
@@ -17,13 +18,19 @@ public struct ConsoleState: Hashable, Sendable {
         /// The names `t` cycles through.
         public var themeNames: [String]
         public var initialTheme: Int
+        /// Ring the terminal bell once when the verdict rises to HOLD or HALT (`--no-bell` turns it off).
+        public var bell: Bool
+        /// How long the header flashes after the verdict rises to HOLD or HALT.
+        public var flashFor: Instant.Duration
 
         public init(
             steps: [Int] = [100_000, 500_000, 1_000_000, 2_000_000, 5_000_000, 10_000_000], initialStep: Int = 2,
             staleAfter: Instant.Duration = .milliseconds(5_000), utcOffsetSeconds: Int = 0,
             themeNames: [String] = ["default"],
-            initialTheme: Int = 0
+            initialTheme: Int = 0, bell: Bool = true, flashFor: Instant.Duration = .milliseconds(6_000)
         ) {
+            self.bell = bell
+            self.flashFor = flashFor
             self.steps = steps.isEmpty ? [1_000_000] : steps
             self.initialStep = min(max(0, initialStep), self.steps.count - 1)
             self.staleAfter = staleAfter
@@ -77,6 +84,15 @@ public struct ConsoleState: Hashable, Sendable {
     public internal(set) var notice: Notice?
     /// The terminal size, for paging in lists.
     public internal(set) var screenSize: Size
+    /// Verdict changes as they were seen, oldest first, each stamped once when it arrived (its time never moves).
+    public internal(set) var verdictLog: [NotableEvent]
+    /// The level of the newest snapshot, to see changes.
+    public internal(set) var lastVerdict: VerdictLevel?
+    /// When the verdict last rose to HOLD or HALT: the header flashes for `flashFor` after it.
+    public internal(set) var alertAt: Instant?
+    /// The versions `u` has rolled back to in this run of presses (newest first), so that repeated presses walk
+    /// further back instead of toggling between the last two.
+    var undoTrail: [Int]
     var nextRequestID: Int
 
     public init(configuration: Configuration = Configuration(), screenSize: Size = Size(width: 80, height: 24)) {
@@ -91,6 +107,10 @@ public struct ConsoleState: Hashable, Sendable {
         self.overlay = nil
         self.notice = nil
         self.screenSize = screenSize
+        self.verdictLog = []
+        self.lastVerdict = nil
+        self.alertAt = nil
+        self.undoTrail = []
         self.nextRequestID = 1
     }
 
@@ -98,6 +118,14 @@ public struct ConsoleState: Hashable, Sendable {
     public var step: Int { configuration.steps[stepIndex] }
 
     public var themeName: String { configuration.themeNames[themeIndex] }
+
+    /// The header is flashing: the verdict rose to HOLD or HALT moments ago. Alternates each whole second.
+    public var isFlashing: Bool {
+        guard let alertAt, let now else { return false }
+        let since = now - alertAt
+        guard since.microseconds >= 0, since < configuration.flashFor else { return false }
+        return (since.microseconds / 1_000_000) % 2 == 0
+    }
 
     /// How old the data on screen is, when both the data time and a tick are known.
     public var dataAge: Instant.Duration? {
@@ -169,4 +197,7 @@ public enum Overlay: Hashable, Sendable {
     case history(entries: [ChangeRecord]?, cursor: ListCursor)
     /// The audit log; `log` is nil while loading.
     case audit(log: AuditLog?, cursor: ListCursor)
+    /// Why: every finding of the assessment with its test, statistic, threshold and samples; `scroll` is the
+    /// first line shown.
+    case verdict(scroll: Int)
 }

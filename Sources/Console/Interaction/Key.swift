@@ -57,6 +57,7 @@ public enum Intent: Hashable, Sendable, CaseIterable {
     case rollbackLast
     case showHistory
     case showAudit
+    case showVerdict
     case nextTheme
     case toggleFreeze
     case showHelp
@@ -119,6 +120,10 @@ public enum KeyMap {
             [.character("a")], .showAudit, .look, "audit log, with its hash chain checked",
             hint: ("a", "audit", 8)),
         KeyBinding(
+            [.character("v"), .enter], .showVerdict, .look,
+            "why: the verdict's findings, each with its test, statistic, threshold and samples",
+            hint: ("v", "why", 2)),
+        KeyBinding(
             [.character("f")], .toggleFreeze, .look, "freeze the display (data keeps arriving)",
             hint: ("f", "freeze", 9)),
         KeyBinding([.character("t")], .nextTheme, .screen, "next theme", hint: ("t", "theme", 10)),
@@ -137,6 +142,7 @@ public enum KeyMap {
     public static let dialogKeys: [(keys: String, help: String)] = [
         ("Tab ← →", "move between buttons (Cancel has the focus when a dialog opens)"),
         ("Enter", "act on the focused button; submit a prompt"),
+        ("y n", "in a confirm dialog: yes (publish, re-apply) or no (cancel)"),
         ("Esc", "cancel at once, from any dialog or prompt"),
         ("↑ ↓ j k", "scroll history, audit and help by a line"),
         ("PgUp PgDn Space", "scroll by a page"),

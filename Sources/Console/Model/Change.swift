@@ -1,3 +1,4 @@
+import Telemetry
 import Timekeeping
 
 /// A write the operator asked for, before the core has looked at it.
@@ -12,6 +13,8 @@ public enum ChangeOperation: Hashable, Sendable {
     case resume
     /// Roll back the last change (`u`).
     case rollbackLast
+    /// Roll back to a given version (`u` pressed again walks further back).
+    case rollback(toVersion: Int)
 
     /// A short description: `nudge +1 pt`, `set 12.5%`, `kill`.
     public var text: String {
@@ -21,6 +24,7 @@ public enum ChangeOperation: Hashable, Sendable {
         case .kill: "kill switch"
         case .resume: "resume"
         case .rollbackLast: "roll back the last change"
+        case .rollback(let v): "roll back to v\(v)"
         }
     }
 
@@ -32,7 +36,7 @@ public enum ChangeOperation: Hashable, Sendable {
         case .set(let m): return RolloutPosition(microPercent: m)
         case .kill: return RolloutPosition(microPercent: position.microPercent, killed: true)
         case .resume: return RolloutPosition(microPercent: position.microPercent, killed: false)
-        case .rollbackLast: return nil
+        case .rollbackLast, .rollback: return nil
         }
     }
 }
@@ -73,12 +77,15 @@ public struct AttestationLoad: Hashable, Sendable {
 
 /// The guardrail verdict on a proposed change.
 public struct GuardrailAssessment: Hashable, Sendable {
-    public var verdict: Verdict
+    public var verdict: VerdictLevel
     public var reasons: [String]
+    /// The guardrail's preview says it will refuse this change (the dialog then asks for no reason).
+    public var refuses: Bool
 
-    public init(verdict: Verdict, reasons: [String]) {
+    public init(verdict: VerdictLevel, reasons: [String], refuses: Bool = false) {
         self.verdict = verdict
         self.reasons = reasons
+        self.refuses = refuses
     }
 }
 

@@ -1,3 +1,4 @@
+import Telemetry
 import Timekeeping
 
 /// Everything the main screen shows, as one value: the adapters fill it, the renderer draws it.
@@ -214,19 +215,6 @@ public struct AttestationInfo: Hashable, Sendable {
     }
 }
 
-/// The telemetry verdict on the rollout.
-public enum Verdict: String, Hashable, Sendable, CaseIterable, Comparable {
-    case ok = "OK"
-    case watch = "WATCH"
-    case hold = "HOLD"
-    case halt = "HALT"
-
-    public static func < (a: Verdict, b: Verdict) -> Bool {
-        let order: [Verdict] = [.ok, .watch, .hold, .halt]
-        return order.firstIndex(of: a)! < order.firstIndex(of: b)!
-    }
-}
-
 /// Crash-free figures of one cohort.
 public struct CohortCrashStats: Hashable, Sendable {
     public var users: Int
@@ -268,16 +256,24 @@ public struct CrashInfo: Hashable, Sendable {
     public var difference: IntervalEstimate?
     /// The smallest difference in crash-free users (percentage points) detectable at the current exposure.
     public var minimumDetectableEffect: Double?
-    public var verdict: Verdict
+    /// The one assessment's level (the core's type: the same everywhere it is shown).
+    public var verdict: VerdictLevel
     /// Why, most important first.
     public var reasons: [String]
-    /// Guardrails are armed: a HALT verdict kills the rollout without waiting for an operator.
+    /// Every finding of the assessment, with its evidence, for the verdict pane.
+    public var findings: [Finding]
+    /// Guardrails are armed: the write path refuses increases on HOLD/HALT.
     public var guardrailsArmed: Bool
+    /// Auto-kill on HALT is on (a writable console, `watch` or ingest publishes the kill at its next refresh).
+    public var autoKill: Bool
 
     public init(
         exposed: CohortCrashStats, control: CohortCrashStats, difference: IntervalEstimate?,
-        minimumDetectableEffect: Double?, verdict: Verdict, reasons: [String], guardrailsArmed: Bool
+        minimumDetectableEffect: Double?, verdict: VerdictLevel, reasons: [String], findings: [Finding] = [],
+        guardrailsArmed: Bool, autoKill: Bool = false
     ) {
+        self.findings = findings
+        self.autoKill = autoKill
         self.exposed = exposed
         self.control = control
         self.difference = difference
@@ -353,10 +349,13 @@ public struct NotableEvent: Hashable, Sendable {
     public var at: Instant
     public var severity: Severity
     public var text: String
+    /// A verdict change: the line carries the level's symbol and word, like the verdict everywhere else.
+    public var level: VerdictLevel?
 
-    public init(at: Instant, severity: Severity, text: String) {
+    public init(at: Instant, severity: Severity, text: String, level: VerdictLevel? = nil) {
         self.at = at
         self.severity = severity
         self.text = text
+        self.level = level
     }
 }

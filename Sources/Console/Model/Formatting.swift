@@ -22,10 +22,9 @@ public enum PercentText {
         return sign ? m.signedText : m.decimalText
     }
 
-    /// Formats a change in percentage points, signed: `+1 pt`, `-2.5 pts`.
-    public static func formatPoints(_ micro: Int) -> String {
-        formatNumber(micro, sign: true) + (micro.magnitude == UInt(point) ? " pt" : " pts")
-    }
+    /// Formats a change in percentage points, signed, as the CLI does (RemoteConfig's `pointsText`): `+1 point`,
+    /// `-2.5 points`.
+    public static func formatPoints(_ micro: Int) -> String { RemoteConfig.MicroPercent(Int64(micro)).pointsText }
 
     /// Why a typed percentage was not accepted.
     public enum ParseError: Error, Hashable, Sendable, CustomStringConvertible {

@@ -70,9 +70,15 @@ public enum ConsoleScreen {
             line = [Span(" " + notice.kind.symbol + " " + notice.text, notice.kind.role)]
         } else if let problem = state.sourceProblem {
             line = [Span(" ✗ data source: " + problem, .bad)]
-        } else if let model = state.model, model.crash.verdict == .halt {
-            // The one state that must not be missed gets the banner row when nothing else needs it.
-            line = [Span(" ✗ HALT ", .alert), Span(" " + (model.crash.reasons.first ?? "") + " · K kills now", .bad)]
+        } else if let model = state.model, model.crash.verdict == .halt, model.condition.state != .killed {
+            // The one state that must not be missed gets the banner row when nothing else needs it: what to
+            // press, and whether auto-kill will act without anyone pressing it.
+            let autoKill =
+                model.crash.autoKill ? "auto-kill armed: kills at the next refresh" : "auto-kill off"
+            let tail = " · K kill now · " + autoKill + " · v why"
+            let reason = Format.truncate(
+                model.crash.reasons.first ?? "", max(10, row.width - 10 - CharacterWidth.of(tail)))
+            line = [Span(" ✗ HALT ", .alert), Span(" " + reason, .bad), Span(tail, .bad, .bold)]
         } else if let model = state.model, model.condition.state == .killed {
             line = [Span(" ■ KILLED ", .alert), Span(" the flag is off for everyone · r resumes", .text)]
         } else if state.frozen {
@@ -86,6 +92,14 @@ public enum ConsoleScreen {
 /// the right. Parts give way in order of importance when the terminal is narrow; freshness never does.
 enum HeaderBar {
     static func render(_ state: ConsoleState, into grid: inout Grid, row: Rect) {
+        if state.isFlashing, let level = state.model?.crash.verdict {
+            // The verdict just rose to HOLD or HALT: the whole bar says so, alternating each second.
+            grid.fill(row, with: Cell(" ", role: .alert))
+            let text = " " + level.labelText + " · " + (state.model?.crash.reasons.first ?? "") + " · v why "
+            grid.write(
+                Format.truncate(text, row.width), x: row.x, y: row.y, role: .alert, attributes: .bold, limit: row.width)
+            return
+        }
         grid.fill(row, with: Cell(" ", role: .header))
         let header = state.model?.header
         var status: Line
@@ -149,8 +163,8 @@ enum Hints {
             }
         }
         switch overlay {
-        case .help:
-            return [HintBar.Item("↑↓", "scroll"), HintBar.Item("Esc", "close")]
+        case .help, .verdict:
+            return [HintBar.Item("↑↓ PgUp PgDn", "scroll"), HintBar.Item("Esc", "close")]
         case .valuePrompt:
             return [HintBar.Item("Enter", "preview"), HintBar.Item("Esc", "cancel")]
         case .reason:
@@ -162,7 +176,10 @@ enum Hints {
         case .publishing:
             return [HintBar.Item("…", "publishing; the answer closes this")]
         case .confirm, .conflict:
-            return [HintBar.Item("Tab ←→", "move"), HintBar.Item("Enter", "choose"), HintBar.Item("Esc", "cancel")]
+            return [
+                HintBar.Item("y", "yes"), HintBar.Item("n", "no"), HintBar.Item("Tab ←→", "move"),
+                HintBar.Item("Enter", "choose"), HintBar.Item("Esc", "cancel"),
+            ]
         case .history, .audit:
             return [
                 HintBar.Item("↑↓ PgUp PgDn", "scroll"), HintBar.Item("Home End", "ends"), HintBar.Item("Esc", "close"),

@@ -1,8 +1,13 @@
+import Telemetry
+
 /// The help text, generated from the key table so that it can never disagree with the keys.
 public enum HelpScreen {
     public static func lines(for state: ConsoleState) -> [Line] {
         var lines: [Line] = []
-        let keyWidth = 14
+        // As wide as the widest key name, so no key is ever cut.
+        let keyWidth =
+            (KeyMap.main.map { CharacterWidth.of($0.keys.map(\.name).joined(separator: " ")) }
+            + KeyMap.dialogKeys.map { CharacterWidth.of($0.keys) }).max()! + 2
         for group in KeyBinding.Group.allCases {
             if !lines.isEmpty { lines.append([]) }
             lines.append([Span(group.rawValue, .title, .bold)])
@@ -35,7 +40,10 @@ public enum HelpScreen {
         lines.append([])
         lines.append([Span("Reading the screen", .title, .bold)])
         for text in [
-            "Verdicts: ✓ OK · ! WATCH · ‖ HOLD · ✗ HALT. State: ▶ ROLLING · ‖ HELD · ■ KILLED.",
+            "Verdicts: " + VerdictLevel.allCases.map(\.labelText).joined(separator: " · ")
+                + ". State: ▶ ROLLING · ‖ HELD · ■ KILLED.",
+            "A rise to HOLD or HALT flashes the header"
+                + (state.configuration.bell ? " and rings the bell once." : "."),
             "▲ ▼ show direction; ✓ ✗ outcomes; ! STALE marks data older than "
                 + Format.duration(state.configuration.staleAfter) + ".",
         ] {

@@ -27,14 +27,14 @@ enum OverlayView {
                 title: [Span("Confirm: " + preview.request.operation.text, .dialog)],
                 lines: confirmLines(preview),
                 buttons: Buttons.line(cancel: "Cancel", act: "Publish", focus: focus, width: 0),
-                width: 76, into: &grid, area: area)
+                width: dialogWidth(76, area), into: &grid, area: area)
         case .reason(let preview, let field, let error):
             let inner = DialogBox.render(
                 title: [Span("Reason for the increase", .dialog)],
                 lines: [
                     [Span(preview.request.operation.text + ": ", .muted)] + Describe.change(preview.from, preview.to),
                     [Span("Why? Shown in the log and kept in the audit trail.", .text)], [], errorLine(error),
-                ], buttons: nil, width: 70, into: &grid, area: area)
+                ], buttons: nil, width: dialogWidth(70, area), into: &grid, area: area)
             TextInput.render(field, into: &grid, area: inner.row(2))
         case .stepUp(let preview, _, let field, let error):
             let inner = DialogBox.render(
@@ -61,13 +61,34 @@ enum OverlayView {
                 title: [Span("Conflict: someone published first", .bad, .bold)],
                 lines: conflictLines(conflict, state),
                 buttons: Buttons.line(cancel: "Cancel", act: "Re-apply on top", focus: focus, width: 0),
-                width: 76, into: &grid, area: area)
+                width: dialogWidth(76, area), into: &grid, area: area)
         case .history(let entries, let cursor):
             renderHistory(entries, cursor, state, into: &grid, area: area)
         case .audit(let log, let cursor):
             renderAudit(log, cursor, state, into: &grid, area: area)
+        case .verdict(let scroll):
+            renderVerdict(state, scroll: scroll, into: &grid, area: area)
         }
     }
+
+    static func renderVerdict(_ state: ConsoleState, scroll: Int, into grid: inout Grid, area: Rect) {
+        let lines = VerdictPane.lines(for: state, width: area.width - 4)
+        let count = state.model?.crash.findings.count ?? 0
+        let inner = Frame(
+            title: [Span("Why: the verdict", .title)],
+            status: [Span("\(count) finding" + (count == 1 ? "" : "s"), .muted)],
+            role: .dialog
+        ).render(into: &grid, area: area)
+        let (body, footer) = inner.splitBottom(1)
+        let first = min(scroll, max(0, lines.count - body.height))
+        grid.draw(Array(lines.dropFirst(first)), in: body)
+        let last = min(lines.count, first + body.height)
+        grid.draw([[Span("lines \(first + 1)–\(last) of \(lines.count)", .muted)]], in: footer)
+    }
+
+    /// A dialog's width: `base` columns up to 120-column terminals, then 60% of the width (at most 130), so that
+    /// reasons and notes are not cut while the screen has room.
+    static func dialogWidth(_ base: Int, _ area: Rect) -> Int { max(base, min(130, area.width * 6 / 10)) }
 
     static func errorLine(_ error: String?) -> Line {
         error.map { [Span("✗ " + $0, .bad)] } ?? []

@@ -19,7 +19,7 @@ enum PanelText {
                 Gauge.line(c.propagation, width: max(4, min(20, width - label - 7)))
                     + [Span(" " + (c.propagation.map { Format.share($0) } ?? "–"), .text)]),
             row("Exposed", [Span(c.exposedBand.text, .text)]),
-            row("Control", [Span(c.controlBand?.text ?? "none at 100%", .text)]),
+            row("Control", [Span(c.controlBand?.text ?? Describe.noControl(c), .text)]),
             row("State", stateLine(c, s)),
         ]
         if rows > lines.count { lines.append(row("Seed", [Span(c.seed, .text)])) }
@@ -71,7 +71,7 @@ enum PanelText {
         let detectable = row(
             "Detectable",
             [
-                Span(c.minimumDetectableEffect.map { "±" + Format.fixed($0, 3) + " pts" } ?? "–", .text)
+                Span(c.minimumDetectableEffect.map { "±" + Format.fixed($0, 3) + " points" } ?? "–", .text)
             ], optional: [Span(" at this exposure", .muted)])
         let verdict = verdictLines(c, width: width)
         // The verdict and its reasons matter most: when rows run short, the detectable effect makes way first.
@@ -131,14 +131,19 @@ enum PanelText {
     static func attestationChart(_ a: AttestationInfo, width: Int, rows: Int) -> [Line] {
         let labelWidth = 6
         let chartWidth = max(0, width - labelWidth)
+        // A wide panel gives each minute several columns rather than leaving most of the width empty.
+        let spread = max(1, chartWidth / max(1, a.perMinute.count))
+        func widened(_ values: [Int]) -> [Int] { values.flatMap { repeatElement($0, count: spread) } }
         if rows >= 3 {
-            let attempts = Sparkline(values: a.perMinute.map(\.attempts)).lines(width: chartWidth, rows: rows - 1)
-            let failures = Sparkline(values: a.perMinute.map(\.failure), role: .bad).lines(width: chartWidth, rows: 1)
+            let attempts = Sparkline(values: widened(a.perMinute.map(\.attempts))).lines(
+                width: chartWidth, rows: rows - 1)
+            let failures = Sparkline(values: widened(a.perMinute.map(\.failure)), role: .bad).lines(
+                width: chartWidth, rows: 1)
             var lines = attempts.enumerated().map { i, l in [Span(i == 0 ? "all/m " : "      ", .muted)] + l }
             lines.append([Span("fail  ", .muted)] + failures[0])
             return lines
         }
-        let attempts = Sparkline(values: a.perMinute.map(\.attempts)).lines(width: chartWidth, rows: rows)
+        let attempts = Sparkline(values: widened(a.perMinute.map(\.attempts))).lines(width: chartWidth, rows: rows)
         return attempts.enumerated().map { i, l in [Span(i == 0 ? "all/m " : "      ", .muted)] + l }
     }
 
@@ -182,27 +187,51 @@ enum PanelText {
     }
 
     static func logLines(_ m: ConsoleModel, _ s: ConsoleState, width: Int, rows: Int) -> [Line] {
-        let items = (m.changes.map(LogItem.change) + m.events.map(LogItem.event))
-            .sorted { $0.at > $1.at }
+        // Verdict changes come from the console's own log (stamped once, when they arrived), beside the model's
+        // changes and events; newest first, ties in arrival order.
+        let items =
+            (m.changes.map(LogItem.change) + m.events.map(LogItem.event) + s.verdictLog.reversed().map(LogItem.event))
+            .enumerated().sorted {
+                $0.element.at != $1.element.at ? $0.element.at > $1.element.at : $0.offset < $1.offset
+            }
+            .map(\.element)
         guard !items.isEmpty else { return [[Span("No changes or events yet.", .muted)]] }
         let actorWidth = width >= 110 ? 24 : 16
         let changeWidth = width >= 110 ? 30 : 23
-        return items.prefix(rows).map { item in
+        // Rows left over after one line per item let the newest events wrap instead of being cut.
+        var spare = max(0, rows - items.count)
+        var out: [Line] = []
+        for item in items.prefix(rows) {
             let time = Span(Format.time(item.at, utcOffsetSeconds: s.configuration.utcOffsetSeconds) + "  ", .muted)
             switch item {
             case .change(let c):
                 let change = Describe.change(c.from, c.to)
                 let padding = max(1, changeWidth - change.width)
-                return [time, Span(Format.pad(c.actor, actorWidth) + " ", .text)] + change
-                    + [
-                        Span(String(repeating: " ", count: padding), .text),
-                        Span(Format.pad(c.kind.rawValue, 9), .muted),
-                    ]
-                    + (c.reason.isEmpty ? [] : [Span("“" + c.reason + "”", .text)])
+                out.append(
+                    [time, Span(Format.pad(c.actor, actorWidth) + " ", .text)] + change
+                        + [
+                            Span(String(repeating: " ", count: padding), .text),
+                            Span(Format.pad(c.kind.rawValue, 9), .muted),
+                        ]
+                        + (c.reason.isEmpty ? [] : [Span("“" + c.reason + "”", .text)]))
             case .event(let e):
-                return [time, Span(e.severity.symbol + " ", e.severity.role, .bold), Span(e.text, e.severity.role)]
+                let symbol = e.level?.symbol ?? e.severity.symbol
+                let role = e.level?.role ?? e.severity.role
+                let lead = time.width + CharacterWidth.of(symbol) + 1
+                var wrapped = Format.wrap(e.text, max(8, width - lead))
+                if wrapped.isEmpty { wrapped = [""] }
+                let extra = min(spare, wrapped.count - 1)
+                spare -= extra
+                let shown = extra == wrapped.count - 1 ? wrapped : [e.text]
+                for (i, text) in shown.prefix(extra + 1).enumerated() {
+                    out.append(
+                        i == 0
+                            ? [time, Span(symbol + " ", role, .bold), Span(text, role)]
+                            : [Span(String(repeating: " ", count: lead)), Span(text, role)])
+                }
             }
         }
+        return out
     }
 }
 
@@ -212,18 +241,19 @@ enum BoxedLayout {
         let w = grid.size.width
         let h = grid.size.height
         let wide = w >= 120
-        let topHeight = h >= 34 ? 10 : 8
-        let chartRows = min(6, max(1, (h - 24) / 3 + 1))
+        // Taller terminals give the condition and the verdict's reasons room first, then the chart, then the log.
+        let topHeight = h >= 34 ? min(14, 10 + (h - 34) / 4) : 8
+        let chartRows = min(h >= 50 ? 10 : 6, max(1, (h - 24) / 3 + 1))
         let attestHeight = 4 + chartRows + (wide ? 0 : 1)
         let (top, lower) = body.splitTop(topHeight)
         let (attest, log) = lower.splitTop(attestHeight)
         let (conditionArea, crashArea) = top.splitLeft(w / 2)
         let stale: Line = s.isStale ? [Span("! stale", .warn, .bold)] : []
 
+        // The parameter's name stays when data is stale: the marker goes beside it, never in its place.
         let conditionInner = Frame(
             title: [Span("Condition", .title)],
-            status: stale.isEmpty
-                ? [Span(m.condition.parameter, .muted)] : stale
+            status: [Span(m.condition.parameter, .muted)] + (stale.isEmpty ? [] : [Span(" ", .muted)] + stale)
         )
         .render(into: &grid, area: conditionArea)
         grid.draw(
@@ -281,7 +311,7 @@ enum CompactLayout {
             (
                 "Condition",
                 [
-                    [Span(c.expression, .accent)],
+                    [Span(c.parameter + " ", .text, .bold), Span(c.expression, .accent)],
                     [
                         Span("desired ", .muted), Span(PercentText.format(c.desiredMicroPercent), .accent),
                         Span("  observed ", .muted),
@@ -290,7 +320,8 @@ enum CompactLayout {
                         + [Span("  propagated ", .muted), Span(c.propagation.map { Format.share($0) } ?? "–", .text)],
                     [
                         Span("exposed ", .muted), Span(c.exposedBand.text, .text), Span("  control ", .muted),
-                        Span(c.controlBand?.text ?? "none", .text), Span("  seed ", .muted), Span(c.seed, .text),
+                        Span(c.controlBand?.text ?? Describe.noControl(c), .text), Span("  seed ", .muted),
+                        Span(c.seed, .text),
                     ],
                 ]
             ),

@@ -1,15 +1,11 @@
+import Telemetry
 import Timekeeping
 
 /// Words and symbols for status: every status is spelt out, so nothing depends on colour.
-extension Verdict {
-    public var symbol: String {
-        switch self {
-        case .ok: "✓"
-        case .watch: "!"
-        case .hold: "‖"
-        case .halt: "✗"
-        }
-    }
+///
+/// The one vocabulary of levels, shared with the CLI (`VerdictLevel.symbol` in Telemetry): ✓ OK, ◆ WATCH, ‖ HOLD,
+/// ✗ HALT.
+extension VerdictLevel {
 
     public var role: Role {
         switch self {
@@ -20,7 +16,7 @@ extension Verdict {
     }
 
     /// `✓ OK`, `✗ HALT`.
-    public var label: Span { Span(symbol + " " + rawValue, role, .bold) }
+    public var label: Span { Span(symbol + " " + description, role, .bold) }
 }
 
 extension RolloutState {
@@ -38,7 +34,7 @@ extension NotableEvent.Severity {
     var symbol: String {
         switch self {
         case .info: "·"
-        case .warning: "!"
+        case .warning: "◆"
         case .critical: "✗"
         }
     }
@@ -135,6 +131,11 @@ enum Describe {
         if now > base * 1.2 { return Span(" ▲ rising", .warn) }
         if now < base * 0.8 { return Span(" ▼ falling", .muted) }
         return Span(" steady", .muted)
+    }
+
+    /// No control band: at 100% nobody is left to compare with; at 0% nobody is in either group yet.
+    static func noControl(_ c: ConditionInfo) -> String {
+        c.desiredMicroPercent >= PercentText.whole ? "none at 100%" : "none yet (0%)"
     }
 
     static func etag(_ etag: String?) -> String {

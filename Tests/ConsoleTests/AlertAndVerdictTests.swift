@@ -1,0 +1,251 @@
+import Console
+import Telemetry
+import Testing
+import Timekeeping
+
+@discardableResult
+private func press(_ state: inout ConsoleState, _ keys: Key...) -> [ConsoleEffect] {
+    var last: [ConsoleEffect] = []
+    for key in keys { last = state.handle(.key(key)) }
+    return last
+}
+
+private func text(_ s: ConsoleState, _ size: Size = Size(width: 120, height: 40)) -> String {
+    ConsoleScreen.render(s, size: size).lines.joined(separator: "\n")
+}
+
+private func later(_ seconds: Int64) -> Instant {
+    Instant(microseconds: Fixture.now.microseconds + seconds * 1_000_000)
+}
+
+@Suite("Alerts on a rise to HOLD or HALT")
+struct AlertTests {
+    @Test("OK → HALT rings the bell once and flashes the header; the same HALT again does not ring")
+    func bellOnce() {
+        var s = Fixture.state(Fixture.model())
+        #expect(!s.isFlashing)
+        let halt = Fixture.model(verdict: .halt, reasons: ["exposed users crash more than control"])
+        #expect(s.handle(.snapshot(halt)) == [.bell])
+        #expect(s.isFlashing)
+        let header = ConsoleScreen.render(s, size: Size(width: 120, height: 40)).lines[0]
+        #expect(header.contains("✗ HALT · exposed users crash more than control"), "\(header)")
+        #expect(s.handle(.snapshot(halt)).isEmpty)
+        _ = s.handle(.tick(later(1)))
+        #expect(!s.isFlashing, "the flash alternates each second")
+        _ = s.handle(.tick(later(2)))
+        #expect(s.isFlashing)
+        _ = s.handle(.tick(later(30)))
+        #expect(!s.isFlashing, "the flash ends")
+        #expect(s.handle(.snapshot(halt)).isEmpty)
+    }
+
+    @Test("WATCH → HOLD rings; HOLD → WATCH and the first snapshot do not; --no-bell only flashes")
+    func rises() {
+        var s = Fixture.state(Fixture.model(verdict: .hold, reasons: ["not enough data yet"]))
+        #expect(!s.isFlashing, "opening the console on HOLD is not a change")
+        #expect(s.handle(.snapshot(Fixture.model(verdict: .watch, reasons: ["w"]))).isEmpty)
+        #expect(s.handle(.snapshot(Fixture.model(verdict: .hold, reasons: ["h"]))) == [.bell])
+        #expect(s.handle(.snapshot(Fixture.model(verdict: .halt, reasons: ["x"]))) == [.bell])
+
+        var quiet = ConsoleState(configuration: .init(bell: false))
+        _ = quiet.handle(.tick(Fixture.now))
+        _ = quiet.handle(.snapshot(Fixture.model()))
+        #expect(quiet.handle(.snapshot(Fixture.model(verdict: .halt, reasons: ["x"]))).isEmpty)
+        #expect(quiet.isFlashing)
+    }
+
+    @Test("at HALT the footer offers K kill now and says whether auto-kill is armed")
+    func haltFooter() {
+        var m = Fixture.model(verdict: .halt, reasons: ["exposed users crash more than control"])
+        var s = Fixture.state(m)
+        #expect(text(s).contains("K kill now · auto-kill off"))
+        m.crash.autoKill = true
+        _ = s.handle(.snapshot(m))
+        #expect(text(s).contains("K kill now · auto-kill armed: kills at the next refresh"))
+        for size in [Size(width: 80, height: 24), Size(width: 200, height: 60)] {
+            #expect(text(s, size).contains("K kill now"), "\(size)")
+        }
+    }
+
+    @Test("a verdict change is logged once: its time never moves, and the earlier WATCH line stays")
+    func logStampedOnce() {
+        var s = Fixture.state(Fixture.model())
+        _ = s.handle(.tick(later(10)))
+        _ = s.handle(.snapshot(Fixture.model(verdict: .watch, reasons: ["exposed crash rate per session is higher"])))
+        _ = s.handle(.tick(later(70)))
+        _ = s.handle(.snapshot(Fixture.model(verdict: .halt, reasons: ["exposed users crash more than control"])))
+        let first = text(s)
+        for t in [75, 80, 95] as [Int64] {
+            _ = s.handle(.tick(later(t)))
+            _ = s.handle(.snapshot(Fixture.model(verdict: .halt, reasons: ["exposed users crash more than control"])))
+        }
+        let screen = text(s)
+        #expect(screen.contains("20:26:50  ◆ WATCH crashes: exposed crash rate per session is higher"), "\(screen)")
+        #expect(screen.contains("20:27:50  ✗ HALT crashes: exposed users crash more than control"), "\(screen)")
+        let logOf = { (t: String) in
+            t.split(separator: "\n").filter { $0.contains("WATCH crashes") || $0.contains("HALT crashes") }
+        }
+        #expect(logOf(first) == logOf(screen))
+        #expect(s.verdictLog.count == 2)
+    }
+
+    @Test("the level symbols are one set, in help and on the screen: ✓ OK ◆ WATCH ‖ HOLD ✗ HALT")
+    func oneVocabulary() {
+        #expect(VerdictLevel.allCases.map(\.labelText) == ["✓ OK", "◆ WATCH", "‖ HOLD", "✗ HALT"])
+        var s = Fixture.state(Fixture.model(verdict: .watch, reasons: ["w"]))
+        #expect(text(s).contains("◆ WATCH"))
+        press(&s, .character("?"))
+        let help = HelpScreen.lines(for: s).map { $0.map(\.text).joined() }.joined(separator: "\n")
+        #expect(help.contains("✓ OK · ◆ WATCH · ‖ HOLD · ✗ HALT"), "\(help)")
+        #expect(help.contains("PgUp PgDn Space"), "no key name is cut")
+    }
+}
+
+@Suite("The verdict pane (why)")
+struct VerdictPaneTests {
+    @Test("v and Enter open it; every finding shows its test, statistic, threshold, samples and what would change")
+    func opens() {
+        for key in [Key.character("v"), .enter] {
+            var s = Fixture.state(Fixture.model(verdict: .halt, reasons: ["exposed users crash more than control"]))
+            press(&s, key)
+            #expect(s.overlay == .verdict(scroll: 0))
+            let screen = text(s)
+            for needle in [
+                "Why: the verdict", "1. ✗ HALT  crashes", "Test          SPRT on fatal crashes (harm 1.50×",
+                "Statistic     Λ = 3.41", "Threshold     harm at Λ ≥ 2.89",
+                "Samples       21,400 exposed vs 21,650 control sessions",
+                "Detectable    +38% crashed users", "Would change  harm once declared stays declared",
+                "2. ✓ OK  failures",
+            ] {
+                #expect(screen.contains(needle), "\(key): \(needle)\n\(screen)")
+            }
+            press(&s, .escape)
+            #expect(s.overlay == nil)
+        }
+    }
+
+    @Test("the pane scrolls on a small screen and nothing is cut at the side")
+    func scrolls() {
+        var s = Fixture.state(
+            Fixture.model(verdict: .halt, reasons: ["exposed users crash more than control"]),
+            size: ConsoleScreen.minimumSize)
+        press(&s, .character("v"), .pageDown)
+        guard case .verdict(let scroll) = s.overlay else {
+            Issue.record("pane closed")
+            return
+        }
+        #expect(scroll > 0)
+        let lines = VerdictPane.lines(for: s, width: 56)
+        #expect(lines.allSatisfy { $0.map(\.text).joined().count <= 56 })
+    }
+}
+
+@Suite("Dialog keys and messages")
+struct DialogMessageTests {
+    private func confirm(_ s: inout ConsoleState, refuses: Bool = false) -> ChangeRequest? {
+        guard case .preview(let request)? = press(&s, .character("+")).first else { return nil }
+        var p = Fixture.preview(for: request)
+        p.requiresStepUp = false
+        p.guardrail.refuses = refuses
+        _ = s.handle(.previewReady(p))
+        return request
+    }
+
+    @Test("y confirms and n cancels a confirm dialog; Cancel keeps the focus")
+    func yesNo() {
+        var s = Fixture.state(Fixture.model())
+        _ = confirm(&s)
+        guard case .confirm(_, let focus) = s.overlay else {
+            Issue.record("no dialog")
+            return
+        }
+        #expect(focus == .cancel)
+        press(&s, .character("n"))
+        #expect(s.overlay == nil)
+        #expect(s.notice?.text == "Cancelled; nothing was written.")
+        _ = confirm(&s)
+        press(&s, .character("y"))
+        guard case .reason = s.overlay else {
+            Issue.record("y did not go on to the reason: \(String(describing: s.overlay))")
+            return
+        }
+    }
+
+    @Test("a change the guardrail will refuse asks for no reason: the notice says why and that nothing was written")
+    func refusedNoReason() {
+        var s = Fixture.state(Fixture.model())
+        guard case .preview(let request)? = press(&s, .character("+")).first else { return }
+        var p = Fixture.preview(for: request)
+        p.guardrail = GuardrailAssessment(
+            verdict: .hold, reasons: ["refuses this change: verdict HOLD: not enough data yet"], refuses: true)
+        _ = s.handle(.previewReady(p))
+        let effects = press(&s, .character("y"))
+        #expect(effects.isEmpty)
+        #expect(s.overlay == nil)
+        #expect(s.notice?.text == "Refused by guardrail: verdict HOLD: not enough data yet; nothing was written")
+    }
+
+    @Test("= with the current value says there is nothing to change; rejected characters are named")
+    func valuePromptMessages() {
+        var s = Fixture.state(Fixture.model())
+        press(&s, .character("="))
+        press(&s, .character("x"))
+        guard case .valuePrompt(_, let error) = s.overlay else {
+            Issue.record("prompt closed")
+            return
+        }
+        #expect(error == "'x' is not part of a percentage: digits and one '.' only")
+        let effects = press(&s, .enter)
+        #expect(effects.isEmpty)
+        guard case .valuePrompt(_, let same) = s.overlay else {
+            Issue.record("a same-value = closed silently")
+            return
+        }
+        #expect(same == "already at 12.5%: nothing to change; type another value or Esc")
+    }
+
+    @Test("the refusal notice does not double its word")
+    func noDoubledWords() {
+        #expect(ConsoleState.prefixed("Refused", "refused: guardrail HOLD") == "Refused: guardrail HOLD")
+        #expect(ConsoleState.prefixed("Refused", "Refused: read-only") == "Refused: read-only")
+        #expect(ConsoleState.prefixed("Refused", "guardrail HOLD") == "Refused: guardrail HOLD")
+        #expect(ConsoleState.prefixed("Refused", "refused by guardrail: HOLD") == "Refused by guardrail: HOLD")
+        var s = Fixture.state(Fixture.model())
+        _ = s.handle(.publishRefused(requestID: 9, message: "refused: the guardrail refuses increases at HOLD"))
+        #expect(s.notice?.text == "Refused: the guardrail refuses increases at HOLD")
+    }
+
+    @Test("u pressed again walks further back instead of toggling")
+    func undoWalksBack() {
+        var s = Fixture.state(Fixture.model())
+        guard case .preview(let first)? = press(&s, .character("u")).first else { return }
+        #expect(first.operation == .rollbackLast)
+        var p = Fixture.preview(for: first)
+        p.requiresReason = false
+        p.requiresStepUp = false
+        _ = s.handle(.previewReady(p))
+        press(&s, .character("y"))
+        _ = s.handle(
+            .published(PublishReceipt(requestID: first.id, version: "43", from: p.from, to: p.to)))
+        guard case .preview(let second)? = press(&s, .character("u")).first else { return }
+        #expect(second.operation == .rollback(toVersion: 40), "v42 was the base: the first u restored v41")
+    }
+}
+
+@Suite("Layout words")
+struct LayoutWordTests {
+    @Test("the parameter name stays beside the stale marker; no control at 0% is not called 'at 100%'")
+    func staleAndControl() {
+        var m = Fixture.model(dataAge: .milliseconds(42_000))
+        m.condition.desiredMicroPercent = 0
+        m.condition.controlBand = nil
+        let s = Fixture.state(m)
+        for size in [Size(width: 80, height: 24), Size(width: 120, height: 40), ConsoleScreen.minimumSize] {
+            let screen = text(s, size)
+            #expect(screen.contains("AppAttestEnabled"), "\(size)")
+            #expect(screen.contains("! stale"), "\(size)")
+            #expect(!screen.contains("none at 100%"), "\(size)")
+        }
+        #expect(text(s).contains("none yet (0%)"))
+    }
+}
