@@ -28,6 +28,16 @@ public protocol ConfigStore: AnyObject {
 
     /// Audit records newest first: up to `limit`, with sequence numbers below `before` when given.
     func auditRecords(limit: Int, before: Int64?) throws -> [AuditRecord]
+
+    /// Runs `body` as one write transaction: every publish, audit append and policy side effect (a step-up
+    /// attempt) made inside commits together when `body` returns, and nothing of it when `body` throws. Stores
+    /// that cannot group writes run `body` as it is (the default); their publish is still atomic with its audit
+    /// record.
+    func atomically<T>(_ body: () throws -> T) throws -> T
+}
+
+extension ConfigStore {
+    public func atomically<T>(_ body: () throws -> T) throws -> T { try body() }
 }
 
 /// One stored version: the template (with `version` and `etag` filled in) and its metadata.

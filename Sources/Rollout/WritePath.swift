@@ -128,10 +128,26 @@ public struct WritePath {
     // MARK: Execute
 
     /// Validates, checks policies, publishes with compare-and-swap and audits; throws `Failure`.
+    ///
+    /// All of it runs in one write transaction of the store (`ConfigStore.atomically`): the policies judge the
+    /// state the publish is applied to, and the publish, its audit record and the policies' own records (a
+    /// step-up attempt) commit together. A refusal commits its records (the attempt counts, the refusal is
+    /// audited) and publishes nothing.
     public func execute(_ request: Request) throws -> Outcome {
         // A read-only session writes nothing at all, not even the record of its refusal (its connection could
         // not, and a reader must leave the store byte for byte as it found it).
         if readOnly { throw Failure.readOnly }
+        let result: Result<Outcome, Failure> = try store.atomically {
+            do {
+                return .success(try executeOnce(request))
+            } catch let failure as Failure {
+                return .failure(failure)
+            }
+        }
+        return try result.get()
+    }
+
+    private func executeOnce(_ request: Request) throws -> Outcome {
         let context = PolicyContext(audit: { entry in _ = try store.appendAudit(entry) })
         var attempts = 0
         var base = try store.current()

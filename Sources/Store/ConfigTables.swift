@@ -177,6 +177,12 @@ public final class SQLiteConfigStore: ConfigStore, @unchecked Sendable {
         }
     }
 
+    /// One `BEGIN IMMEDIATE` transaction (the store's seal checked first and renewed at commit); the publishes
+    /// and appends inside nest as savepoints.
+    public func atomically<T>(_ body: () throws -> T) throws -> T {
+        try withConnection { try database.transaction(body) }
+    }
+
     public func auditRecords(limit: Int, before: Int64?) throws -> [AuditRecord] {
         try serialized {
             try database.query(

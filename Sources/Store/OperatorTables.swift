@@ -220,100 +220,35 @@ public struct StoredStepUpError: Error, CustomStringConvertible, Sendable {
     public var description: String
 }
 
-/// Step-up verification as a policy of the write path (`WritePath.policies`): the code typed for a proposal is
-/// checked against the acting operator's authenticator when the policy asks for one.
-///
-/// The write path never consults policies for a kill or a decrease, and the step-up rules ask nothing for them
-/// either. `review` checks the code through `OperatorTables.authorize` (one immediate transaction: replay-safe
-/// across processes), then appends the attempt to the audit log through the context. That append happens just
-/// after the attempt's transaction commits, because the audit log opens a transaction of its own on the same
-/// connection; a crash between the two loses the audit record of that one attempt, never its effect on the
-/// lockout. An accepted code sets `context.stepUpVerified`, so a retry after a conflict does not ask again.
-public struct StepUpWritePolicy: WritePolicy {
-    public let name = "step-up"
+/// The step-up port (`StepUpStore`) on a store's SQLite file: `OperatorTables` on its connection, under its lock.
+public final class SQLiteStepUpStore: StepUpStore, @unchecked Sendable {
     private let store: RolloutStore
-    private let clock: any Clock
 
-    /// A policy on the operator tables of `store` (created when missing), reading time from `clock`.
+    public init(store: RolloutStore) { self.store = store }
+
+    public func enforcement() throws -> StepUpEnforcement {
+        try store.withDatabase { db in
+            StepUpEnforcement(policy: try OperatorTables.policy(in: db), enforced: try OperatorTables.isEnforced(in: db))
+        }
+    }
+
+    public func operatorRecord(_ id: OperatorID) throws -> OperatorRecord? {
+        try store.withDatabase { try OperatorTables.record(id, in: $0) }
+    }
+
+    public func authorize(
+        _ change: StepUpChange, by actor: OperatorID, code: String?, at clock: any Clock,
+        audit: (StepUpAuditEvent) throws -> Void
+    ) throws -> StepUpDecision {
+        try store.withDatabase { db in
+            try OperatorTables.authorize(change, by: actor, code: code, in: db, clock: clock, audit: audit)
+        }
+    }
+}
+
+extension StepUpWritePolicy {
+    /// The step-up policy on the operator tables of `store`, reading time from `clock`.
     public init(store: RolloutStore, clock: any Clock) throws {
-        self.store = store
-        self.clock = clock
-        try store.withDatabase { try OperatorTables.createSchema(in: $0) }
-    }
-
-    /// Whether a code is needed and why; checks nothing and writes nothing.
-    public func preview(_ proposal: Proposal) throws -> PolicyReport {
-        let change = StepUpChange(proposal)
-        return try store.withDatabase { db in
-            guard try OperatorTables.isEnforced(in: db) else {
-                return PolicyReport(
-                    policy: name, lines: ["step-up verification is off (no operator enrolled)"], decision: .allow)
-            }
-            let reasons = requiresStepUp(change, policy: try OperatorTables.policy(in: db))
-            guard !reasons.isEmpty else {
-                return PolicyReport(policy: name, lines: ["no code needed"], decision: .allow)
-            }
-            var lines = ["a fresh code is needed: " + reasons.map(\.description).joined(separator: "; ")]
-            let record = try (try? OperatorID(proposal.actor)).flatMap { try OperatorTables.record($0, in: db) }
-            let decision: PolicyDecision
-            if record == nil {
-                lines.append("\(proposal.actor) is not enrolled")
-                decision = .refuse(PolicyRefusal(policy: name, reason: "\(proposal.actor) is not enrolled for step-up"))
-            } else if let until = record?.lockedUntil, clock.now() < until {
-                lines.append("\(proposal.actor) is locked out until \(until.iso8601)")
-                decision = .refuse(
-                    PolicyRefusal(policy: name, reason: "\(proposal.actor) is locked out until \(until.iso8601)"))
-            } else if proposal.stepUpCode == nil {
-                decision = .refuse(
-                    PolicyRefusal(policy: name, reason: "a fresh code is needed", needsStepUpCode: true))
-            } else {
-                lines.append("the code is checked when the change is published")
-                decision = .allow
-            }
-            return PolicyReport(policy: name, lines: lines, decision: decision)
-        }
-    }
-
-    /// Checks the proposal's code when one is needed; records and audits the attempt.
-    public func review(_ proposal: Proposal, context: PolicyContext) throws -> PolicyDecision {
-        if context.stepUpVerified { return .allow }
-        let change = StepUpChange(proposal)
-        guard let actor = try? OperatorID(proposal.actor) else {
-            // An id that cannot hold an enrolment (a ':' or too long) passes only where no code is needed.
-            let reasons = try store.withDatabase { db in
-                try OperatorTables.isEnforced(in: db)
-                    ? requiresStepUp(change, policy: try OperatorTables.policy(in: db)) : []
-            }
-            guard !reasons.isEmpty else { return .allow }
-            try context.audit(
-                AuditEntry(
-                    time: clock.now(), actor: proposal.actor, action: "step-up " + change.summary,
-                    result: .stepUpRefused,
-                    detail: "result not-enrolled; needed for \(reasons.map(\.code).joined(separator: ", "))"))
-            return .refuse(
-                PolicyRefusal(policy: name, reason: "\(proposal.actor) cannot be enrolled, so it cannot pass step-up"))
-        }
-        var event: StepUpAuditEvent?
-        let decision = try store.withDatabase { db in
-            try OperatorTables.authorize(change, by: actor, code: proposal.stepUpCode, in: db, clock: clock) {
-                event = $0
-            }
-        }
-        if let event { try context.audit(event.auditEntry) }
-        switch decision.verdict {
-        case .notRequired:
-            return .allow
-        case .accepted:
-            context.stepUpVerified = true
-            return .allow
-        case .refused:
-            let refusal = decision.refusal!
-            let retryable: Bool
-            switch refusal.outcome {
-            case .lockedOut, .notEnrolled: retryable = false
-            default: retryable = true
-            }
-            return .refuse(PolicyRefusal(policy: name, reason: refusal.description, needsStepUpCode: retryable))
-        }
+        self.init(store: SQLiteStepUpStore(store: store), clock: clock)
     }
 }

@@ -1,0 +1,128 @@
+import Rollout
+import Timekeeping
+
+/// The policy and enforcement a store holds: whether any operator is enrolled, and the rules.
+public struct StepUpEnforcement: Sendable, Equatable {
+    public var policy: StepUpPolicy
+    /// At least one operator is enrolled: step-up applies.
+    public var enforced: Bool
+
+    public init(policy: StepUpPolicy, enforced: Bool) {
+        self.policy = policy
+        self.enforced = enforced
+    }
+}
+
+/// Port: where a store keeps the step-up state (enrolled operators with their secrets and lockout counters, and
+/// the policy), as the write path's step-up policy needs it.
+///
+/// Implemented by the SQLite store (`SQLiteStepUpStore`) and by any other store (PostgreSQL, the state store
+/// beside Firebase). Rules every implementation follows, checked by the conformance suite:
+/// - `enforcement` reads the stored policy (defaults for keys never set) and whether any operator is enrolled.
+/// - `authorize` reads the policy, the enforcement and the actor's record, asks `StepUpGate`, saves the updated
+///   record and hands the event to `audit`, all in one transaction: of two processes presenting the same code,
+///   exactly one is accepted, and a refused attempt still counts towards the lockout. `audit` runs inside that
+///   transaction (an error from it undoes the attempt).
+/// - Secrets never leave the store except inside `OperatorRecord` for `StepUpGate`, and are stored encrypted.
+public protocol StepUpStore: AnyObject, Sendable {
+    func enforcement() throws -> StepUpEnforcement
+    /// The enrolment of `id`, nil when it has none.
+    func operatorRecord(_ id: OperatorID) throws -> OperatorRecord?
+    /// Decides `change` by `actor` with `code` at `clock`'s time, atomically (see the protocol's rules).
+    func authorize(
+        _ change: StepUpChange, by actor: OperatorID, code: String?, at clock: any Clock,
+        audit: (StepUpAuditEvent) throws -> Void
+    ) throws -> StepUpDecision
+}
+
+/// Step-up verification as a policy of the write path (`WritePath.policies`): the code typed for a proposal is
+/// checked against the acting operator's authenticator when the policy asks for one.
+///
+/// The write path never consults policies for a kill or a decrease, and the step-up rules ask nothing for them
+/// either. `review` checks the code through the port's `authorize` (one transaction: replay-safe across
+/// processes), which records the attempt and its audit record together. An accepted code sets
+/// `context.stepUpVerified`, so a retry after a conflict does not ask again. The policy knows no database: any
+/// store that implements `StepUpStore` (SQLite, PostgreSQL, a state store beside Firebase) gets it.
+public struct StepUpWritePolicy: WritePolicy {
+    public let name = "step-up"
+    private let store: any StepUpStore
+    private let clock: any Clock
+
+    /// A policy on the step-up state in `store`, reading time from `clock`.
+    public init(store: any StepUpStore, clock: any Clock) {
+        self.store = store
+        self.clock = clock
+    }
+
+    /// Whether a code is needed and why; checks nothing and writes nothing.
+    public func preview(_ proposal: Proposal) throws -> PolicyReport {
+        let change = StepUpChange(proposal)
+        let state = try store.enforcement()
+        do {
+            guard state.enforced else {
+                return PolicyReport(
+                    policy: name, lines: ["step-up verification is off (no operator enrolled)"], decision: .allow)
+            }
+            let reasons = requiresStepUp(change, policy: state.policy)
+            guard !reasons.isEmpty else {
+                return PolicyReport(policy: name, lines: ["no code needed"], decision: .allow)
+            }
+            var lines = ["a fresh code is needed: " + reasons.map(\.description).joined(separator: "; ")]
+            let record = try (try? OperatorID(proposal.actor)).flatMap { try store.operatorRecord($0) }
+            let decision: PolicyDecision
+            if record == nil {
+                lines.append("\(proposal.actor) is not enrolled")
+                decision = .refuse(PolicyRefusal(policy: name, reason: "\(proposal.actor) is not enrolled for step-up"))
+            } else if let until = record?.lockedUntil, clock.now() < until {
+                lines.append("\(proposal.actor) is locked out until \(until.iso8601)")
+                decision = .refuse(
+                    PolicyRefusal(policy: name, reason: "\(proposal.actor) is locked out until \(until.iso8601)"))
+            } else if proposal.stepUpCode == nil {
+                decision = .refuse(
+                    PolicyRefusal(policy: name, reason: "a fresh code is needed", needsStepUpCode: true))
+            } else {
+                lines.append("the code is checked when the change is published")
+                decision = .allow
+            }
+            return PolicyReport(policy: name, lines: lines, decision: decision)
+        }
+    }
+
+    /// Checks the proposal's code when one is needed; records and audits the attempt.
+    public func review(_ proposal: Proposal, context: PolicyContext) throws -> PolicyDecision {
+        if context.stepUpVerified { return .allow }
+        let change = StepUpChange(proposal)
+        guard let actor = try? OperatorID(proposal.actor) else {
+            // An id that cannot hold an enrolment (a ':' or too long) passes only where no code is needed.
+            let state = try store.enforcement()
+            let reasons = state.enforced ? requiresStepUp(change, policy: state.policy) : []
+            guard !reasons.isEmpty else { return .allow }
+            try context.audit(
+                AuditEntry(
+                    time: clock.now(), actor: proposal.actor, action: "step-up " + change.summary,
+                    result: .stepUpRefused,
+                    detail: "result not-enrolled; needed for \(reasons.map(\.code).joined(separator: ", "))"))
+            return .refuse(
+                PolicyRefusal(policy: name, reason: "\(proposal.actor) cannot be enrolled, so it cannot pass step-up"))
+        }
+        // The attempt and its audit record are written in the port's one transaction.
+        let decision = try store.authorize(change, by: actor, code: proposal.stepUpCode, at: clock) {
+            try context.audit($0.auditEntry)
+        }
+        switch decision.verdict {
+        case .notRequired:
+            return .allow
+        case .accepted:
+            context.stepUpVerified = true
+            return .allow
+        case .refused:
+            let refusal = decision.refusal!
+            let retryable: Bool
+            switch refusal.outcome {
+            case .lockedOut, .notEnrolled: retryable = false
+            default: retryable = true
+            }
+            return .refuse(PolicyRefusal(policy: name, reason: refusal.description, needsStepUpCode: retryable))
+        }
+    }
+}
