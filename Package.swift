@@ -23,6 +23,8 @@ let package = Package(
         .systemLibrary(name: "CQRencode", path: "Sources/CQRencode"),
         // Debian: libmicrohttpd-dev (the HTTP/1.1 server of `rollout serve`).
         .systemLibrary(name: "CMicroHTTPD", path: "Sources/CMicroHTTPD"),
+        // Debian: libpq-dev (the PostgreSQL client library of the team store).
+        .systemLibrary(name: "CPostgres", path: "Sources/CPostgres", pkgConfig: "libpq"),
 
         // Pure core.
         .target(name: "JSON", swiftSettings: strict),
@@ -40,6 +42,10 @@ let package = Package(
         // Adapters.
         .target(name: "Store", dependencies: ["CSQLite", "JSON", "Crypto", "RemoteConfig", "Rollout", "Telemetry", "AppCheck", "StepUp", "Timekeeping"], swiftSettings: strict),
         .target(name: "Terminal", dependencies: ["CNcurses", "Console"], swiftSettings: strict),
+        // The team store on PostgreSQL (`--store postgresql://...`).
+        .target(
+            name: "PostgresStore", dependencies: ["CPostgres", "Crypto", "JSON", "RemoteConfig", "Rollout", "Timekeeping"],
+            swiftSettings: strict),
         .target(
             name: "FleetSimulator", dependencies: ["RemoteConfig", "Rollout", "Telemetry", "AppCheck", "Store", "Crypto", "Timekeeping"],
             resources: [.copy("Scenarios")], swiftSettings: strict),
@@ -52,7 +58,7 @@ let package = Package(
         // The application layer: wiring of store, policies, console and simulator (used by the CLI and the benchmarks).
         .target(
             name: "RolloutApp",
-            dependencies: ["CommandLineKit", "Crypto", "RemoteConfig", "Rollout", "Telemetry", "Store", "StepUp", "Console", "Terminal", "Timekeeping"],
+            dependencies: ["CommandLineKit", "Crypto", "RemoteConfig", "Rollout", "Telemetry", "Store", "StepUp", "Console", "Terminal", "Timekeeping", "PostgresStore"],
             swiftSettings: strict),
         .target(name: "TestSupport", path: "Tests/Support", swiftSettings: strict),
         // The conformance suite of the core's ports, run by every store's tests with its own factory.
@@ -63,7 +69,7 @@ let package = Package(
         // Executables.
         .executableTarget(
             name: "rollout",
-            dependencies: ["CommandLineKit", "RolloutApp", "JSON", "RemoteConfig", "Rollout", "Telemetry", "Store", "AppCheck", "StepUp", "FleetSimulator", "Console", "Terminal", "Timekeeping", "Crypto", "TerminalText", "ExchangeServer"],
+            dependencies: ["CommandLineKit", "RolloutApp", "JSON", "RemoteConfig", "Rollout", "Telemetry", "Store", "AppCheck", "StepUp", "FleetSimulator", "Console", "Terminal", "Timekeeping", "Crypto", "TerminalText", "ExchangeServer", "PostgresStore"],
             swiftSettings: strict),
         .executableTarget(
             name: "rollout-bench",
@@ -90,6 +96,10 @@ let package = Package(
         .testTarget(
             name: "ServeTests", dependencies: ["TestSupport", "ExchangeServer", "AppCheck", "Store", "Telemetry", "Crypto", "JSON", "Timekeeping"],
             exclude: ["google_client.py"], swiftSettings: strict),
+        .testTarget(
+            name: "PostgresStoreTests",
+            dependencies: ["TestSupport", "StoreConformance", "PostgresStore", "Rollout", "RemoteConfig", "JSON", "Timekeeping"],
+            swiftSettings: strict),
         .testTarget(
             name: "EndToEndTests",
             dependencies: ["TestSupport", "StepUp", "Timekeeping", "RolloutApp", "Console", "Store", "Telemetry", "Rollout", "RemoteConfig"],

@@ -56,7 +56,14 @@ public final class EventsIntake: @unchecked Sendable {
             return googleError(
                 400, "INVALID_ARGUMENT", "unknown format '\(formatName)': expected native, ga4 or crashlytics")
         }
-        let ingest = TelemetryIngest(format: format, maximumReportedProblems: 10)
+        let window: EventTimeWindow
+        do {
+            let started = try store.withDatabase { _ in try RolloutMonitor(store: store, clock: clock).status().startedAt }
+            window = EventTimeWindow(now: clock.now(), rolloutStart: started)
+        } catch {
+            return googleError(503, "UNAVAILABLE", "the batch was not ingested: \(error)")
+        }
+        let ingest = TelemetryIngest(format: format, window: window, maximumReportedProblems: 10)
         let first = request.body.first { $0 != 0x20 && $0 != 0x0A && $0 != 0x0D && $0 != 0x09 }
         if first == UInt8(ascii: "[") {
             // A JSON array: each element becomes one line of the same reader.

@@ -277,7 +277,7 @@ enum ServeCommands {
     /// changes under --read-only.
     static func state(_ inv: Invocation, writing: Bool) throws -> (AppCheckStateTables, StoreSession) {
         if writing, inv.flag("--read-only") { throw CommandError("--read-only: nothing was changed") }
-        let session = writing ? try Wiring.session(inv) : try Wiring.open(inv, create: false)
+        let session = try Wiring.session(inv)
         do {
             return (try AppCheckStateTables(database: SQLiteDatabase(path: session.path, create: false)), session)
         } catch {
