@@ -41,7 +41,13 @@ final class PostgresServer: @unchecked Sendable {
             """
         try (try String(contentsOfFile: directory + "/data/postgresql.conf", encoding: .utf8) + "\n" + conf + "\n")
             .write(toFile: directory + "/data/postgresql.conf", atomically: false, encoding: .utf8)
-        try run("pg_ctl", ["-D", directory + "/data", "-l", directory + "/server.log", "-w", "-t", "60", "start"])
+        // The server inherits pg_ctl's descriptors: the shell points them at /dev/null so the captured pipes close.
+        let ctl = (asRoot ? "/usr/sbin/runuser -u nobody -- " : "") + bin + "/pg_ctl"
+        // system(3), not Process: the daemon must not inherit a pipe the test process waits on.
+        let started = system("\(ctl) -D '\(directory)/data' -l '\(directory)/server.log' -w -t 60 start </dev/null >/dev/null 2>&1")
+        guard started == 0 else {
+            throw TestSupport.Failure("pg_ctl start failed (\(started)); see \(directory)/server.log")
+        }
         PostgresServer.running = (bin, directory)
         atexit {
             guard let (bin, dir) = PostgresServer.running else { return }

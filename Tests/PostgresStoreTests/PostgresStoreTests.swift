@@ -127,7 +127,8 @@ struct PostgresStoreTests {
             try PostgresSchema.migrate(conninfo: newer)
         }
         // init refuses a database that already holds a store.
-        #expect(throws: StoreError.self) { try PostgresConfigStore.create(conninfo: old) { try Self.genesis(seed: "again") } }
+        let (_, existing) = try Self.freshStore()
+        #expect(throws: StoreError.self) { try PostgresConfigStore.create(conninfo: existing) { try Self.genesis(seed: "again") } }
     }
 
     @Test func publishNotifiesListeners() throws {
