@@ -25,6 +25,8 @@ let package = Package(
         .systemLibrary(name: "CMicroHTTPD", path: "Sources/CMicroHTTPD"),
         // Debian: libcurl4-openssl-dev (the Firebase Remote Config REST client).
         .systemLibrary(name: "CCurl", path: "Sources/CCurl"),
+        // Debian: libpq-dev (the PostgreSQL client library of the team store).
+        .systemLibrary(name: "CPostgres", path: "Sources/CPostgres", pkgConfig: "libpq"),
 
         // Pure core.
         .target(name: "JSON", swiftSettings: strict),
@@ -44,6 +46,10 @@ let package = Package(
         // Adapters.
         .target(name: "Store", dependencies: ["CSQLite", "JSON", "Crypto", "RemoteConfig", "Rollout", "Telemetry", "AppCheck", "StepUp", "Timekeeping"], swiftSettings: strict),
         .target(name: "Terminal", dependencies: ["CNcurses", "Console"], swiftSettings: strict),
+        // The team store on PostgreSQL (`--store postgresql://...`).
+        .target(
+            name: "PostgresStore", dependencies: ["CPostgres", "Crypto", "JSON", "RemoteConfig", "Rollout", "Timekeeping"],
+            swiftSettings: strict),
         .target(
             name: "FleetSimulator", dependencies: ["RemoteConfig", "Rollout", "Telemetry", "AppCheck", "Store", "Crypto", "Timekeeping"],
             resources: [.copy("Scenarios")], swiftSettings: strict),
@@ -65,6 +71,7 @@ let package = Package(
                 "CommandLineKit", "Crypto", "RemoteConfig", "Rollout", "Telemetry", "Store", "StepUp", "Console", "Terminal", "Timekeeping",
                 "FirebaseRemoteConfig",
                 "RampPlans",
+                "PostgresStore",
             ],
             swiftSettings: strict),
         .target(name: "TestSupport", path: "Tests/Support", swiftSettings: strict),
@@ -76,7 +83,7 @@ let package = Package(
         // Executables.
         .executableTarget(
             name: "rollout",
-            dependencies: ["CommandLineKit", "RolloutApp", "JSON", "RemoteConfig", "Rollout", "Telemetry", "Store", "AppCheck", "StepUp", "FleetSimulator", "Console", "Terminal", "Timekeeping", "Crypto", "TerminalText", "ExchangeServer", "RampPlans"],
+            dependencies: ["CommandLineKit", "RolloutApp", "JSON", "RemoteConfig", "Rollout", "Telemetry", "Store", "AppCheck", "StepUp", "FleetSimulator", "Console", "Terminal", "Timekeeping", "Crypto", "TerminalText", "ExchangeServer", "RampPlans", "PostgresStore"],
             swiftSettings: strict),
         .executableTarget(
             name: "rollout-bench",
@@ -111,6 +118,10 @@ let package = Package(
         .testTarget(
             name: "FirebaseRemoteConfigTests",
             dependencies: ["TestSupport", "FirebaseRemoteConfig", "Store", "Rollout", "RemoteConfig", "JSON", "Timekeeping"],
+            swiftSettings: strict),
+        .testTarget(
+            name: "PostgresStoreTests",
+            dependencies: ["TestSupport", "StoreConformance", "PostgresStore", "Rollout", "RemoteConfig", "JSON", "Timekeeping"],
             swiftSettings: strict),
         .testTarget(
             name: "EndToEndTests",

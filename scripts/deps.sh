@@ -4,10 +4,10 @@
 #   scripts/deps.sh build|test|bench|demo
 set -euo pipefail
 group=${1:-build}
-build=(libncurses-dev libsqlite3-dev libssl-dev libqrencode-dev libmicrohttpd-dev libcurl4-openssl-dev pkg-config)
+build=(libncurses-dev libsqlite3-dev libssl-dev libqrencode-dev libmicrohttpd-dev libcurl4-openssl-dev libpq-dev pkg-config)
 case "$group" in
   build|demo) want=("${build[@]}") ;;
-  test) want=("${build[@]}" tmux faketime python3-venv sqlite3 qrencode zbar-tools) ;;
+  test) want=("${build[@]}" tmux faketime python3-venv sqlite3 qrencode zbar-tools postgresql) ;;
   bench) want=("${build[@]}" python3-venv openssl faketime) ;;
   *) echo "deps.sh: unknown group '$group'" >&2; exit 2 ;;
 esac

@@ -26,6 +26,7 @@ extension StoreCommands {
             "rollout status --check || echo \"not OK: $?\"",
         ],
         action: guarded { inv in
+            if let team = try Wiring.teamSession(inv) { return try PostgresCommands.status(inv, team) }
             let session = try Wiring.session(inv)
             let health = try session.monitor().status()
             let current = health.current

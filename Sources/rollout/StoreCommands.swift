@@ -4,6 +4,7 @@ import Foundation
 import JSON
 import RemoteConfig
 import Rollout
+import PostgresStore
 import Store
 import Timekeeping
 import TerminalText
@@ -69,6 +70,7 @@ enum StoreCommands {
             let seed = try inv.value("--seed").map { try validSeed($0, inv) } ?? Wiring.newSeed()
             let form = try templateForm(inv.value("--form") ?? "client", inv)
             guard !inv.flag("--read-only") else { throw WritePath.Failure.readOnly }
+            if let done = try PostgresCommands.initStore(inv, seed: seed, form: form) { return done }
             let session = try Wiring.createStore(inv, seed: seed, form: form)
             let current = try session.config.current()
             print("created store \(session.path)")
@@ -175,10 +177,10 @@ enum StoreCommands {
         action: guarded { inv in
             let limit = try inv.value("--limit").map { try count($0, inv) } ?? 20
             let before = try inv.value("--before").map { try versionNumber($0, inv) }
-            let session = try Wiring.session(inv)
-            let versions = try session.config.versions(limit: limit, before: before)
+            let config = try PostgresCommands.configStore(inv)
+            let versions = try config.versions(limit: limit, before: before)
             let rollouts = try versions.map { v -> String in
-                let t = try session.config.version(v.number).template
+                let t = try config.version(v.number).template
                 return (try? RolloutPlan.locate(in: t)).flatMap { $0 }.map(describe) ?? "no rollout"
             }
             if inv.flag("--json") {
@@ -318,8 +320,7 @@ enum StoreCommands {
         action: guarded { inv in
             let limit = try inv.value("--limit").map { try count($0, inv) } ?? 20
             let before = try inv.value("--before").map { Int64(try count($0, inv)) }
-            let session = try Wiring.session(inv)
-            let records = try session.config.auditRecords(limit: limit, before: before)
+            let records = try PostgresCommands.configStore(inv).auditRecords(limit: limit, before: before)
             if inv.flag("--json") {
                 print(JSONValue.array(records.map(auditJSON)).prettyText, terminator: "")
                 return .ok
@@ -352,6 +353,7 @@ enum StoreCommands {
         options: [json],
         examples: ["rollout audit verify", "rollout audit verify --json"],
         action: guarded { inv in
+            if let team = try Wiring.teamSession(inv) { return try PostgresCommands.verify(inv, team) }
             let session = try Wiring.session(inv)
             let full: StoreIntegrityReport
             do {
@@ -392,10 +394,9 @@ extension StoreCommands {
         throws -> ExitCode
     {
         let reason = try self.reason(inv)
-        let session = try Wiring.session(inv)
-        let path = try session.writePath()
+        let (path, operatorID, readOnly) = try PostgresCommands.writeTarget(inv)
         var request = WritePath.Request(
-            intent: intent, actor: session.operatorID, reason: reason, origin: Wiring.origin)
+            intent: intent, actor: operatorID, reason: reason, origin: Wiring.origin)
         request.force = inv.flag("--force")
         request.overrideGuardrail = inv.flag("--override-guardrail")
         request.stepUpCode = inv.value("--code")
@@ -429,7 +430,7 @@ extension StoreCommands {
                     "would publish version \(preview.base.info.number + 1) on top of version \(preview.base.info.number) (etag \(preview.base.etag))"
                         + (request.force ? ", forced" : ""))
             }
-            if session.readOnly { print("note: this session is read-only; a real run would be refused") }
+            if readOnly { print("note: this session is read-only; a real run would be refused") }
             return refused && !preview.proposal.onlyReducesExposure ? .refused : .ok
         }
 
@@ -647,6 +648,10 @@ extension StoreCommands {
         case let c as PublishConflict:
             return CommandError(
                 "publish conflict: the store is at version \(c.current.info.number) now", exit: .conflict)
+        case let e as PostgresStoreError: return CommandError(oneLine(e.description), exit: .refused)
+        case let e as PostgresError:
+            if e.isReadOnlyRefusal { return CommandError(oneLine(e.description), exit: .refused) }
+            return CommandError("store error: \(oneLine(e.description))")
         case let e as SQLiteError:
             if e.isReadOnly { return CommandError(oneLine(e.message), exit: .refused) }
             if e.isBusy {

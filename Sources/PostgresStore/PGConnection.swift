@@ -1,0 +1,115 @@
+import CPostgres
+import Foundation
+
+/// What went wrong talking to PostgreSQL, with the server's SQLSTATE when it sent one.
+public struct PostgresError: Error, Sendable, CustomStringConvertible, Equatable {
+    /// The five-character SQLSTATE (`40001` serialization_failure, `25006` read_only_sql_transaction, ...);
+    /// empty for a connection failure.
+    public var sqlState: String
+    public var message: String
+
+    public init(sqlState: String, message: String) {
+        self.sqlState = sqlState
+        self.message = message
+    }
+
+    public var description: String { sqlState.isEmpty ? message : "\(message) (SQLSTATE \(sqlState))" }
+
+    /// A failure the transaction runner retries by running the transaction again: a serialisation failure or a
+    /// deadlock (PostgreSQL's documented "retry the transaction" errors).
+    public var isRetryable: Bool { sqlState == "40001" || sqlState == "40P01" }
+
+    /// A write refused because the transaction (the connection, under `--read-only`) is read-only.
+    public var isReadOnlyRefusal: Bool { sqlState == "25006" }
+}
+
+/// One libpq connection. Not thread-safe: its owner serialises use.
+///
+/// Every statement with values goes through `PQexecParams` (text parameters, never interpolated into SQL).
+public final class PGConnection: @unchecked Sendable {
+    private let raw: OpaquePointer
+
+    /// Connects with a libpq connection string or URI (`postgresql://...`, `host=/run/x dbname=y`); libpq
+    /// fills what is missing from the `PG*` environment variables.
+    public init(_ conninfo: String) throws(PostgresError) {
+        guard let c = PQconnectdb(conninfo) else {
+            throw PostgresError(sqlState: "", message: "cannot allocate a PostgreSQL connection")
+        }
+        guard PQstatus(c) == CONNECTION_OK else {
+            let message = String(cString: PQerrorMessage(c)).trimmingCharacters(in: .whitespacesAndNewlines)
+            PQfinish(c)
+            throw PostgresError(sqlState: "", message: "cannot connect to PostgreSQL: \(message)")
+        }
+        raw = c
+    }
+
+    deinit { PQfinish(raw) }
+
+    /// Runs `sql` with `$1...` bound to `params` (nil is NULL); returns the rows, each column as text or nil.
+    @discardableResult
+    public func query(_ sql: String, _ params: [String?] = []) throws(PostgresError) -> [[String?]] {
+        let copies: [UnsafeMutablePointer<CChar>?] = params.map { $0.map { strdup($0) } ?? nil }
+        defer { for p in copies { free(p) } }
+        let result: OpaquePointer? = copies.withUnsafeBufferPointer { buffer in
+            guard let base = buffer.baseAddress, !buffer.isEmpty else {
+                return PQexecParams(raw, sql, 0, nil, nil, nil, nil, 0)
+            }
+            return base.withMemoryRebound(to: UnsafePointer<CChar>?.self, capacity: buffer.count) {
+                PQexecParams(raw, sql, Int32(buffer.count), nil, $0, nil, nil, 0)
+            }
+        }
+        return try rows(of: result)
+    }
+
+    /// Runs one or more statements without parameters (schema migrations).
+    public func execute(_ sql: String) throws(PostgresError) {
+        try rows(of: PQexec(raw, sql))
+    }
+
+    @discardableResult
+    private func rows(of result: OpaquePointer?) throws(PostgresError) -> [[String?]] {
+        guard let result else {
+            throw PostgresError(sqlState: "", message: String(cString: PQerrorMessage(raw)).trimmingCharacters(in: .whitespacesAndNewlines))
+        }
+        defer { PQclear(result) }
+        let status = PQresultStatus(result)
+        guard status == PGRES_TUPLES_OK || status == PGRES_COMMAND_OK else {
+            let state = PQresultErrorField(result, Int32(UInt8(ascii: "C"))).map { String(cString: $0) } ?? ""
+            let message = String(cString: PQresultErrorMessage(result)).trimmingCharacters(in: .whitespacesAndNewlines)
+            throw PostgresError(sqlState: state, message: message.isEmpty ? "PostgreSQL error" : message)
+        }
+        let n = PQntuples(result)
+        let m = PQnfields(result)
+        var out: [[String?]] = []
+        out.reserveCapacity(Int(n))
+        for r in 0..<n {
+            var row: [String?] = []
+            row.reserveCapacity(Int(m))
+            for c in 0..<m {
+                row.append(PQgetisnull(result, r, c) != 0 ? nil : String(cString: PQgetvalue(result, r, c)))
+            }
+            out.append(row)
+        }
+        return out
+    }
+
+    /// Waits up to `timeout` seconds for a notification on a channel this connection `LISTEN`s on; returns its
+    /// payload, or nil when none arrived in time.
+    public func waitForNotification(timeout: Double) throws(PostgresError) -> String? {
+        let deadline = Date().addingTimeInterval(timeout)
+        while true {
+            if PQconsumeInput(raw) == 0 {
+                throw PostgresError(sqlState: "", message: String(cString: PQerrorMessage(raw)).trimmingCharacters(in: .whitespacesAndNewlines))
+            }
+            if let n = PQnotifies(raw) {
+                let payload = String(cString: n.pointee.extra)
+                PQfreemem(n)
+                return payload
+            }
+            let left = deadline.timeIntervalSinceNow
+            if left <= 0 { return nil }
+            var pfd = pollfd(fd: PQsocket(raw), events: Int16(POLLIN), revents: 0)
+            _ = poll(&pfd, 1, Int32(min(left, 1) * 1000) + 1)
+        }
+    }
+}

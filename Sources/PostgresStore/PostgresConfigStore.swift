@@ -1,0 +1,395 @@
+import Crypto
+import Foundation
+import JSON
+import RemoteConfig
+import Rollout
+import Timekeeping
+
+/// The team `ConfigStore` on PostgreSQL: every version and the hash-chained audit log in one database that every
+/// on-call engineer's console and CLI reach.
+///
+/// Concurrency: **row locks on the chain head, not SERIALIZABLE.** Every write transaction (`atomically`, and a
+/// bare `publish`/`appendAudit`, which run as one) starts with `SELECT ... FROM config_head WHERE id = 1 FOR
+/// UPDATE` at READ COMMITTED. Every write moves the head (the next version number and the next audit sequence
+/// both come from it), so the writes of one store are totally ordered anyway; taking that one lock first makes
+/// them queue on it instead of running optimistically and being aborted: one lock, always taken first, so no
+/// deadlock, and since each later statement of READ COMMITTED takes a fresh snapshot, the compare-and-swap reads
+/// the newest committed version after the lock is granted. Under SERIALIZABLE the same contention (8 writers
+/// on one head) would abort most transactions with 40001 and re-run the whole intent, policies included, many
+/// times. The transaction runner still retries 40001/40P01 (from a server restart, or a future SERIALIZABLE
+/// setting) by running the transaction again, inside `atomically`, never around the write path.
+///
+/// Read-only (`--read-only`): the connection sets `default_transaction_read_only = on` and every transaction is
+/// `BEGIN READ ONLY`, so the server itself refuses every write (SQLSTATE 25006, `PostgresStoreError.readOnly`).
+///
+/// Live updates: a publish sends `NOTIFY rollout_config, '<version>'` inside its transaction (delivered at
+/// commit); `PostgresChangeListener.waitForChange(timeout:)` waits for it. Polling stays the fallback.
+public final class PostgresConfigStore: ConfigStore, @unchecked Sendable {
+    /// The channel a publish notifies, with the new version number as payload.
+    public static let channel = "rollout_config"
+
+    public let conninfo: String
+    public let isReadOnly: Bool
+    let connection: PGConnection
+    private let lock = NSRecursiveLock()
+    /// Depth of `atomically` calls on this thread's use of the connection (0: no transaction open).
+    private var depth = 0
+    /// How many times a transaction is run again after a serialisation failure or deadlock.
+    public var retryLimit = 20
+
+    /// Opens an existing store; refuses a database without a rollout schema, with an older one (run `rollout
+    /// store migrate`) or a newer one. Creates nothing.
+    public init(conninfo: String, readOnly: Bool = false) throws {
+        self.conninfo = conninfo
+        self.isReadOnly = readOnly
+        connection = try PGConnection(conninfo)
+        try connection.execute("SET client_min_messages = warning")
+        if readOnly { try connection.execute("SET default_transaction_read_only = on") }
+        let found = try PostgresSchema.version(connection)
+        guard let found else {
+            throw StoreError.unavailable(
+                "\(PostgresConfigStore.redacted(conninfo)) holds no rollout store (create one with 'rollout init --store ...')")
+        }
+        if found > PostgresSchema.current {
+            throw StoreError.unavailable(
+                "the store's schema (\(found)) is newer than this program's (\(PostgresSchema.current)): upgrade rollout")
+        }
+        if found < PostgresSchema.current {
+            throw StoreError.unavailable(
+                "the store's schema (\(found)) is older than this program's (\(PostgresSchema.current)): run 'rollout store migrate'")
+        }
+    }
+
+    /// Creates the schema (if the database has none) and version 1 from `genesis`, in one transaction; refuses a
+    /// database that already holds a rollout version.
+    public static func create(conninfo: String, genesis: () throws -> PublishRequest) throws -> PostgresConfigStore {
+        let c = try PGConnection(conninfo)
+        try c.execute("SET client_min_messages = warning")
+        try c.execute("BEGIN")
+        do {
+            try c.query("SELECT pg_advisory_xact_lock($1)", [PostgresSchema.advisoryLock])
+            if let v = try PostgresSchema.version(c), v > PostgresSchema.current {
+                throw StoreError.unavailable("the store's schema (\(v)) is newer than this program's (\(PostgresSchema.current))")
+            }
+            try PostgresSchema.migrate(c)
+            if let n = try c.query("SELECT max(number) FROM config_versions").first?.first ?? nil {
+                throw StoreError.unavailable("a store already exists there (version \(n)); init only creates new stores")
+            }
+            try c.execute("COMMIT")
+        } catch {
+            try? c.execute("ROLLBACK")
+            throw error
+        }
+        let store = try PostgresConfigStore(conninfo: conninfo)
+        _ = try store.atomically {
+            // Checked again under the head lock: of two inits racing on one database, exactly one writes version 1.
+            if let n = try store.connection.query("SELECT max(number) FROM config_versions").first?.first ?? nil {
+                throw StoreError.unavailable("a store already exists there (version \(n)); init only creates new stores")
+            }
+            return try store.insertVersion(try genesis())
+        }
+        return store
+    }
+
+    /// The connection string with any password removed, for messages.
+    public static func redacted(_ conninfo: String) -> String {
+        conninfo.replacingOccurrences(of: #":[^:@/]*@"#, with: ":***@", options: .regularExpression)
+            .replacingOccurrences(of: #"password=\S*"#, with: "password=***", options: .regularExpression)
+    }
+
+    // MARK: Transactions
+
+    /// One transaction: `BEGIN` (READ ONLY on a read-only store), the chain-head row lock on a writable one,
+    /// `body`, `COMMIT`. Nested calls join the outer transaction. A serialisation failure or deadlock rolls back
+    /// and runs the transaction again (up to `retryLimit`); every other error rolls back and is rethrown.
+    public func atomically<T>(_ body: () throws -> T) throws -> T {
+        lock.lock()
+        defer { lock.unlock() }
+        if depth > 0 {
+            depth += 1
+            defer { depth -= 1 }
+            return try body()
+        }
+        var attempt = 0
+        while true {
+            attempt += 1
+            do {
+                try connection.execute(isReadOnly ? "BEGIN ISOLATION LEVEL READ COMMITTED READ ONLY" : "BEGIN ISOLATION LEVEL READ COMMITTED")
+                depth = 1
+                defer { depth = 0 }
+                if !isReadOnly {
+                    // The head row lock: every writer queues here (see the type's comment).
+                    guard try !connection.query("SELECT version FROM config_head WHERE id = 1 FOR UPDATE").isEmpty else {
+                        throw StoreError.unavailable("the store has no version yet (create it with 'rollout init')")
+                    }
+                }
+                let value = try body()
+                try connection.execute("COMMIT")
+                return value
+            } catch let e as PostgresError where e.isRetryable && attempt < retryLimit {
+                try? connection.execute("ROLLBACK")
+                continue
+            } catch let e as PostgresError where e.isReadOnlyRefusal {
+                try? connection.execute("ROLLBACK")
+                throw PostgresStoreError.readOnly(e.message)
+            } catch {
+                try? connection.execute("ROLLBACK")
+                throw error
+            }
+        }
+    }
+
+    /// Reads outside a write transaction run on the connection's own snapshot (autocommit).
+    private func reading<T>(_ body: () throws -> T) throws -> T {
+        lock.lock()
+        defer { lock.unlock() }
+        return try body()
+    }
+
+    // MARK: ConfigStore
+
+    public func current() throws -> StoredTemplate {
+        try reading {
+            guard let row = try connection.query("SELECT \(Self.versionColumns) FROM config_versions ORDER BY number DESC LIMIT 1").first
+            else { throw StoreError.unavailable("the store has no version yet (create it with 'rollout init')") }
+            return try Self.stored(row)
+        }
+    }
+
+    public func publish(_ request: PublishRequest) throws -> StoredTemplate {
+        if isReadOnly { throw PostgresStoreError.readOnly("publish on a read-only store") }
+        return try atomically {
+            if case .etag(let expected) = request.ifMatch {
+                let newest = try current()
+                if newest.etag != expected { throw PublishConflict(current: newest, expectedETag: expected) }
+            }
+            return try insertVersion(request)
+        }
+    }
+
+    public func versions(limit: Int, before: Int?) throws -> [VersionInfo] {
+        try reading {
+            try connection.query(
+                "SELECT \(Self.versionColumns) FROM config_versions WHERE number < $1 ORDER BY number DESC LIMIT $2",
+                [String(before ?? Int.max), String(max(0, limit))]
+            ).map { try Self.info($0) }
+        }
+    }
+
+    public func version(_ number: Int) throws -> StoredTemplate {
+        try reading {
+            guard let row = try connection.query("SELECT \(Self.versionColumns) FROM config_versions WHERE number = $1", [String(number)]).first
+            else { throw StoreError.noSuchVersion(number) }
+            return try Self.stored(row)
+        }
+    }
+
+    @discardableResult
+    public func appendAudit(_ entry: AuditEntry) throws -> AuditRecord {
+        if isReadOnly { throw PostgresStoreError.readOnly("audit append on a read-only store") }
+        return try atomically {
+            let head = try chainHead()
+            let record = head.chaining(entry)
+            try insert(record)
+            try connection.query("UPDATE config_head SET audit_sequence = $1, audit_hash = $2 WHERE id = 1", [String(record.sequence), record.hash])
+            return record
+        }
+    }
+
+    public func auditRecords(limit: Int, before: Int64?) throws -> [AuditRecord] {
+        try reading {
+            try connection.query(
+                "SELECT \(Self.auditColumns) FROM config_audit WHERE sequence < $1 ORDER BY sequence DESC LIMIT $2",
+                [String(before ?? Int64.max), String(max(0, limit))]
+            ).map { try Self.auditRecord($0) }
+        }
+    }
+
+    // MARK: Verification
+
+    /// What `verify` checked, when everything holds.
+    public struct IntegrityReport: Sendable, Equatable {
+        public var versions: Int
+        public var auditRecords: Int
+        public var headHash: String
+    }
+
+    /// Checks the whole audit chain, that the head row names the newest version and record, and that every
+    /// version is pinned by the digest in its audit record. Reads only (one read-only snapshot).
+    public func verify() throws -> IntegrityReport {
+        try reading {
+            try connection.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+            defer { try? connection.execute("COMMIT") }
+            let records = try connection.query("SELECT \(Self.auditColumns) FROM config_audit ORDER BY sequence").map { try Self.auditRecord($0) }
+            if let broken = AuditChain.verify(records) { throw StoreError.corrupt("\(broken)") }
+            guard let head = try connection.query("SELECT version, audit_sequence, audit_hash FROM config_head WHERE id = 1").first,
+                let hv = head[0].flatMap({ Int($0) }), let hs = head[1].flatMap({ Int64($0) }), let hh = head[2]
+            else { throw StoreError.corrupt("the chain head is missing") }
+            guard hs == (records.last?.sequence ?? 0), hh == (records.last?.hash ?? AuditChain.genesis) else {
+                throw StoreError.corrupt("the chain head (\(hs)) does not match the newest audit record (\(records.last?.sequence ?? 0))")
+            }
+            let bySequence = Dictionary(uniqueKeysWithValues: records.map { ($0.sequence, $0) })
+            let rows = try connection.query("SELECT \(Self.versionColumns) FROM config_versions ORDER BY number")
+            for (i, row) in rows.enumerated() {
+                let info = try Self.info(row)
+                guard info.number == i + 1 else { throw StoreError.corrupt("version \(i + 1) is missing") }
+                guard let seq = row[10].flatMap({ Int64($0) }), let record = bySequence[seq], record.hash == row[11],
+                    record.entry.version == info.number,
+                    record.entry.detail.hasSuffix(Self.digestLabel + Self.digest(row))
+                else { throw StoreError.corrupt("version \(info.number) does not match its audit record (edited?)") }
+            }
+            guard rows.count == hv else { throw StoreError.corrupt("the head names version \(hv), the store holds \(rows.count)") }
+            return IntegrityReport(versions: rows.count, auditRecords: records.count, headHash: hh)
+        }
+    }
+
+    // MARK: Writing
+
+    /// Inserts the next version and its audit record, moves the head and notifies listeners; the caller holds
+    /// the head lock (inside `atomically`).
+    func insertVersion(_ request: PublishRequest) throws -> StoredTemplate {
+        let head = try chainHead()
+        let number = head.version + 1
+        let template = request.template.strippingVersionInfo()
+        let text = template.json.compactText
+        let info = VersionInfo(
+            number: number, etag: Self.newETag(number: number, content: text), updateTime: request.time,
+            updateUser: request.updateUser, updateOrigin: request.updateOrigin, updateType: request.updateType,
+            description: request.description, rollbackSource: request.rollbackSource)
+        let values: [String?] = [
+            String(number), info.etag, text, template.form.rawValue, String(info.updateTime.microseconds), info.updateUser,
+            info.updateOrigin, info.updateType.rawValue, info.description, info.rollbackSource.map { String($0) },
+        ]
+        var entry = request.audit
+        entry.version = number
+        entry.detail = (entry.detail.isEmpty ? "" : entry.detail + "; ") + Self.digestLabel + Self.digest(values)
+        let record = head.chaining(entry)
+        try insert(record)
+        try connection.query(
+            "INSERT INTO config_versions (\(Self.versionColumns)) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
+            values + [String(record.sequence), record.hash])
+        try connection.query(
+            "INSERT INTO config_head (id, version, audit_sequence, audit_hash) VALUES (1, $1, $2, $3) "
+                + "ON CONFLICT (id) DO UPDATE SET version = excluded.version, audit_sequence = excluded.audit_sequence, audit_hash = excluded.audit_hash",
+            [String(number), String(record.sequence), record.hash])
+        try connection.query("SELECT pg_notify($1, $2)", [Self.channel, String(number)])
+        return StoredTemplate(stamping: template, info: info)
+    }
+
+    private func insert(_ record: AuditRecord) throws {
+        let e = record.entry
+        try connection.query(
+            "INSERT INTO config_audit (\(Self.auditColumns)) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
+            [
+                String(record.sequence), String(e.time.microseconds), e.actor, e.action, e.from, e.to, e.reason,
+                e.result.rawValue, e.version.map { String($0) }, e.detail, record.previousHash, record.hash,
+            ])
+    }
+
+    private func chainHead() throws -> ChainHead {
+        guard let row = try connection.query("SELECT version, audit_sequence, audit_hash FROM config_head WHERE id = 1").first else {
+            return ChainHead(version: 0, sequence: 0, hash: AuditChain.genesis)
+        }
+        guard let v = row[0].flatMap({ Int($0) }), let s = row[1].flatMap({ Int64($0) }), let h = row[2] else {
+            throw StoreError.corrupt("the chain head has an unexpected value (run 'rollout audit verify')")
+        }
+        return ChainHead(version: v, sequence: s, hash: h)
+    }
+
+    struct ChainHead {
+        var version: Int
+        var sequence: Int64
+        var hash: String
+
+        func chaining(_ entry: AuditEntry) -> AuditRecord {
+            let next = sequence + 1
+            return AuditRecord(sequence: next, entry: entry, previousHash: hash, hash: AuditChain.hash(sequence: next, entry: entry, previousHash: hash))
+        }
+    }
+
+    /// `etag-<n>-<16 hex>`, as the SQLite store makes them: unique per version and salted.
+    static func newETag(number: Int, content: String) -> String {
+        var hasher = SHA256.Hasher()
+        hasher.update("\(number)\n")
+        hasher.update(content)
+        hasher.update(SecureRandom.bytes(16))
+        return "etag-\(number)-" + Hex.encode(hasher.finish().prefix(8))
+    }
+
+    // MARK: Rows
+
+    static let digestLabel = "version sha256:"
+    static let versionColumns =
+        "number, etag, template, form, update_time, update_user, update_origin, update_type, description, rollback_source, audit_sequence, audit_hash"
+    static let auditColumns =
+        "sequence, time, actor, action, from_state, to_state, reason, result, version, detail, previous_hash, hash"
+
+    /// SHA-256 over the ten columns a publish writes (not the audit link), pinned by the version's audit record.
+    static func digest(_ row: [String?]) -> String {
+        let canonical = JSONValue.array(row.prefix(10).map { $0.map { .string($0) } ?? .null })
+        return SHA256.hex(Array(canonical.compactText.utf8))
+    }
+
+    static func info(_ row: [String?]) throws -> VersionInfo {
+        guard row.count == 12, let n = row[0].flatMap({ Int($0) }), let etag = row[1], let time = row[4].flatMap({ Int64($0) }),
+            let user = row[5], let origin = row[6], let type = row[7].flatMap(UpdateType.init(rawValue:)), let description = row[8]
+        else { throw StoreError.corrupt("a version row has an unexpected value (edited?)") }
+        return VersionInfo(
+            number: n, etag: etag, updateTime: Instant(microseconds: time), updateUser: user, updateOrigin: origin,
+            updateType: type, description: description, rollbackSource: row[9].flatMap { Int($0) })
+    }
+
+    static func stored(_ row: [String?]) throws -> StoredTemplate {
+        let info = try info(row)
+        guard let text = row[2], let form = row[3].flatMap(RemoteConfigTemplate.Form.init(rawValue:)) else {
+            throw StoreError.corrupt("version \(info.number) has an unexpected template column (edited?)")
+        }
+        let template: RemoteConfigTemplate
+        do {
+            template = try RemoteConfigTemplate(json: try JSONParser().parse(text), preferredForm: form)
+        } catch {
+            throw StoreError.corrupt("version \(info.number): its template does not parse (\(error))")
+        }
+        return StoredTemplate(stamping: template, info: info)
+    }
+
+    static func auditRecord(_ row: [String?]) throws -> AuditRecord {
+        guard row.count == 12, let sequence = row[0].flatMap({ Int64($0) }), let time = row[1].flatMap({ Int64($0) }),
+            let actor = row[2], let action = row[3], let from = row[4], let to = row[5], let reason = row[6],
+            let result = row[7].flatMap(AuditEntry.Result.init(rawValue:)), let detail = row[9], let previous = row[10],
+            let hash = row[11]
+        else { throw StoreError.corrupt("an audit record has an unexpected value (edited?)") }
+        let entry = AuditEntry(
+            time: Instant(microseconds: time), actor: actor, action: action, from: from, to: to, reason: reason, result: result,
+            version: row[8].flatMap { Int($0) }, detail: detail)
+        return AuditRecord(sequence: sequence, entry: entry, previousHash: previous, hash: hash)
+    }
+}
+
+/// Failures of the PostgreSQL store a person can act on.
+public enum PostgresStoreError: Error, Sendable, CustomStringConvertible, Equatable {
+    /// A write on a read-only store or connection (`--read-only`): nothing was written.
+    case readOnly(String)
+
+    public var description: String {
+        switch self {
+        case .readOnly(let m): "refused: the PostgreSQL store is open read-only (--read-only), nothing was written (\(m))"
+        }
+    }
+}
+
+/// Waits for publishes announced by `NOTIFY rollout_config` on its own connection (a console on another machine).
+public final class PostgresChangeListener: @unchecked Sendable {
+    private let connection: PGConnection
+
+    public init(conninfo: String) throws {
+        connection = try PGConnection(conninfo)
+        try connection.execute("LISTEN \(PostgresConfigStore.channel)")
+    }
+
+    /// The number of a version published since the last call, or nil when none was within `timeout` seconds
+    /// (then poll as the fallback).
+    public func waitForChange(timeout: Double) throws -> Int? {
+        try connection.waitForNotification(timeout: timeout).flatMap { Int($0) }
+    }
+}

@@ -1,0 +1,104 @@
+/// The PostgreSQL store's schema: numbered migrations, forward only, recorded in `rollout_schema`.
+///
+/// Migrations run only when asked: by `rollout init` on an empty database and by `rollout store migrate`
+/// (`PostgresSchema.migrate`); every other open refuses an older schema (asking for `store migrate`) and a newer
+/// one (asking for a newer rollout). Each migration and its version row commit together, under an advisory lock,
+/// so two migrating processes apply each step once.
+public enum PostgresSchema {
+    /// The schema this program reads and writes.
+    public static var current: Int { migrations.count }
+
+    /// Key of the advisory lock migrations and `init` hold.
+    static let advisoryLock = "5282124"
+
+    /// Step N (1-based) takes the schema from N-1 to N. Never edit a released step: append a new one.
+    static let migrations: [String] = [
+        """
+        CREATE TABLE config_versions (
+            number BIGINT PRIMARY KEY,
+            etag TEXT NOT NULL UNIQUE,
+            template TEXT NOT NULL,
+            form TEXT NOT NULL,
+            update_time BIGINT NOT NULL,
+            update_user TEXT NOT NULL,
+            update_origin TEXT NOT NULL,
+            update_type TEXT NOT NULL,
+            description TEXT NOT NULL,
+            rollback_source BIGINT,
+            audit_sequence BIGINT NOT NULL,
+            audit_hash TEXT NOT NULL
+        );
+        CREATE TABLE config_audit (
+            sequence BIGINT PRIMARY KEY,
+            time BIGINT NOT NULL,
+            actor TEXT NOT NULL,
+            action TEXT NOT NULL,
+            from_state TEXT NOT NULL,
+            to_state TEXT NOT NULL,
+            reason TEXT NOT NULL,
+            result TEXT NOT NULL,
+            version BIGINT,
+            detail TEXT NOT NULL,
+            previous_hash TEXT NOT NULL,
+            hash TEXT NOT NULL
+        );
+        CREATE TABLE config_head (
+            id INTEGER PRIMARY KEY CHECK (id = 1),
+            version BIGINT NOT NULL,
+            audit_sequence BIGINT NOT NULL,
+            audit_hash TEXT NOT NULL
+        );
+        INSERT INTO config_head (id, version, audit_sequence, audit_hash) VALUES (1, 0, 0, repeat('0', 64));
+        """
+    ]
+
+    /// The recorded schema version; nil when the database has no rollout schema at all.
+    public static func version(_ c: PGConnection) throws -> Int? {
+        guard try c.query("SELECT to_regclass('rollout_schema') IS NOT NULL").first?.first == "t" else { return nil }
+        return try c.query("SELECT max(version) FROM rollout_schema").first?.first?.flatMap { Int($0) } ?? 0
+    }
+
+    /// Applies the missing steps in order; refuses a schema newer than this program's. Returns the steps applied.
+    @discardableResult
+    public static func migrate(_ c: PGConnection) throws -> [Int] {
+        try c.execute("CREATE TABLE IF NOT EXISTS rollout_schema (version INTEGER PRIMARY KEY, applied_at TIMESTAMPTZ NOT NULL DEFAULT now())")
+        let found = try version(c) ?? 0
+        if found > current {
+            throw PostgresSchemaError.newer(found: found, supported: current)
+        }
+        var applied: [Int] = []
+        for step in (found + 1)..<(current + 1) {
+            try c.execute(migrations[step - 1])
+            try c.query("INSERT INTO rollout_schema (version) VALUES ($1)", [String(step)])
+            applied.append(step)
+        }
+        return applied
+    }
+
+    /// Runs `migrate` in its own transaction under the advisory lock (`rollout store migrate`).
+    @discardableResult
+    public static func migrate(conninfo: String) throws -> [Int] {
+        let c = try PGConnection(conninfo)
+        try c.execute("SET client_min_messages = warning")
+        try c.execute("BEGIN")
+        do {
+            try c.query("SELECT pg_advisory_xact_lock($1)", [advisoryLock])
+            let applied = try migrate(c)
+            try c.execute("COMMIT")
+            return applied
+        } catch {
+            try? c.execute("ROLLBACK")
+            throw error
+        }
+    }
+}
+
+public enum PostgresSchemaError: Error, Sendable, Equatable, CustomStringConvertible {
+    case newer(found: Int, supported: Int)
+
+    public var description: String {
+        switch self {
+        case .newer(let f, let s): "the store's schema (\(f)) is newer than this program's (\(s)): upgrade rollout, nothing was migrated"
+        }
+    }
+}

@@ -1,0 +1,161 @@
+import Foundation
+@testable import PostgresStore
+import RemoteConfig
+import Rollout
+import StoreConformance
+import Testing
+import TestSupport
+import Timekeeping
+
+/// The PostgreSQL store on a real server (see `PostgresServer`): the ports' conformance suite, many
+/// connections writing through the write path at once, read-only transactions, migrations and NOTIFY.
+struct PostgresStoreTests {
+    static let t0 = Instant(seconds: 1_780_000_000)
+
+    static func genesis(seed: String) throws -> PublishRequest {
+        PublishRequest(
+            template: try RolloutPlan.initialTemplate(seed: seed), ifMatch: .any, updateUser: "init@test",
+            updateOrigin: "ROLLOUT_INIT", updateType: .incremental, description: "initial template", time: t0,
+            audit: AuditEntry(time: t0, actor: "init@test", action: "init", result: .published, detail: "seed \(seed)"))
+    }
+
+    static func freshStore(seed: String = "pg-seed") throws -> (PostgresConfigStore, String) {
+        let conninfo = try PostgresServer.get().freshDatabase()
+        return (try PostgresConfigStore.create(conninfo: conninfo) { try genesis(seed: seed) }, conninfo)
+    }
+
+    @Test(arguments: ConfigStoreConformance.checks.map(\.name))
+    func conformance(_ check: String) throws {
+        var stores: [PostgresConfigStore] = []
+        let factory: ConfigStoreConformance.Factory = { seed in
+            let (store, _) = try Self.freshStore(seed: seed)
+            stores.append(store)
+            return store
+        }
+        try ConfigStoreConformance.checks.first { $0.name == check }!.run(factory)
+        for store in stores { _ = try store.verify() }
+    }
+
+    /// Eight connections (as eight processes would have) each nudge +0.1 25 times with --retry through the one
+    /// write path: exactly +20 points, one version per nudge, contiguous, chain intact.
+    @Test func concurrentNudgesThroughTheWritePath() throws {
+        let (store, conninfo) = try Self.freshStore()
+        let setup = WritePath(store: store, clock: ManualClock(Self.t0), newSeed: { "unused" })
+        var start = WritePath.Request(intent: .rollout(.set(MicroPercent(percent: 10))), actor: "ana@test", reason: "start", origin: "TEST")
+        start.retryOnConflict = false
+        _ = try setup.execute(start)
+        let writers = 8
+        let nudges = 25
+        let errors = NSLock()
+        nonisolated(unsafe) var failures: [String] = []
+        DispatchQueue.concurrentPerform(iterations: writers) { w in
+            do {
+                let mine = try PostgresConfigStore(conninfo: conninfo)
+                let path = WritePath(store: mine, clock: ManualClock(Self.t0), newSeed: { "unused" })
+                for _ in 0..<nudges {
+                    var r = WritePath.Request(
+                        intent: .rollout(.nudge(MicroPercent(MicroPercent.perPercent / 10))), actor: "w\(w)@test", reason: "burst",
+                        origin: "TEST")
+                    r.retryOnConflict = true
+                    guard case .published = try path.execute(r) else { throw TestSupport.Failure("a nudge published nothing") }
+                }
+            } catch {
+                errors.withLock { failures.append("writer \(w): \(error)") }
+            }
+        }
+        #expect(failures.isEmpty, "\(failures)")
+        let current = try store.current()
+        #expect(current.info.number == 2 + writers * nudges)
+        #expect(try RolloutPlan.locate(in: current.template)?.percentage == MicroPercent(percent: 10 + Int64(writers * nudges / 10)))
+        let numbers = try store.versions(limit: 1000, before: nil).map(\.number)
+        #expect(numbers == Array((1...(2 + writers * nudges)).reversed()))
+        let report = try store.verify()
+        #expect(report.versions == 2 + writers * nudges && report.auditRecords == 2 + writers * nudges)
+    }
+
+    /// `--read-only`: the server refuses every write (the transaction is READ ONLY), not only our checks.
+    @Test func readOnlyConnectionRefusesWrites() throws {
+        let (store, conninfo) = try Self.freshStore()
+        let reader = try PostgresConfigStore(conninfo: conninfo, readOnly: true)
+        let base = try reader.current()
+        #expect(base.info.number == 1)
+        #expect(throws: PostgresStoreError.self) { try reader.appendAudit(AuditEntry(time: Self.t0, actor: "a", action: "x", result: .refusedByPolicy)) }
+        // Past the adapter's own check, straight to the server: refused by the read-only transaction.
+        do {
+            _ = try reader.atomically { try reader.connection.query("INSERT INTO config_head (id, version, audit_sequence, audit_hash) VALUES (2, 0, 0, '')") }
+            Issue.record("the read-only connection wrote")
+        } catch let e as PostgresStoreError {
+            #expect("\(e)".contains("read-only"))
+        }
+        let direct = Result { () throws -> Void in _ = try reader.connection.query("UPDATE config_head SET version = 7") }
+        switch direct {
+        case .success: Issue.record("an autocommit write on the read-only connection went through")
+        case .failure(let e): #expect((e as? PostgresError)?.isReadOnlyRefusal == true, "\(e)")
+        }
+        // The write path refuses before anything (exit 4 in the CLI).
+        let path = WritePath(store: reader, clock: ManualClock(Self.t0), readOnly: reader.isReadOnly, newSeed: { "x" })
+        #expect(throws: WritePath.Failure.self) {
+            try path.execute(WritePath.Request(intent: .rollout(.kill), actor: "a", origin: "TEST"))
+        }
+        #expect(try store.verify().auditRecords == 1)
+        #expect(try store.current().info.number == 1)
+    }
+
+    @Test func schemaMigrationsAreExplicitAndForwardOnly() throws {
+        let server = try PostgresServer.get()
+        // An empty database is not a store, and opening it creates nothing.
+        let empty = try server.freshDatabase()
+        #expect(throws: StoreError.self) { try PostgresConfigStore(conninfo: empty) }
+        #expect(try PostgresSchema.version(PGConnection(empty)) == nil)
+        // An older schema asks for `store migrate`, which applies the missing steps once.
+        let old = try server.freshDatabase()
+        try PGConnection(old).execute("CREATE TABLE rollout_schema (version INTEGER PRIMARY KEY, applied_at TIMESTAMPTZ NOT NULL DEFAULT now())")
+        do {
+            _ = try PostgresConfigStore(conninfo: old)
+            Issue.record("an older schema opened")
+        } catch let e as StoreError {
+            #expect("\(e)".contains("store migrate"))
+        }
+        #expect(try PostgresSchema.migrate(conninfo: old) == Array(1...PostgresSchema.current))
+        #expect(try PostgresSchema.migrate(conninfo: old) == [])
+        _ = try PostgresConfigStore(conninfo: old)
+        // A newer schema is refused by open and by migrate, and migrate changes nothing.
+        let (_, newer) = try Self.freshStore()
+        try PGConnection(newer).query("INSERT INTO rollout_schema (version) VALUES ($1)", [String(PostgresSchema.current + 1)])
+        #expect(throws: StoreError.self) { try PostgresConfigStore(conninfo: newer) }
+        #expect(throws: PostgresSchemaError.newer(found: PostgresSchema.current + 1, supported: PostgresSchema.current)) {
+            try PostgresSchema.migrate(conninfo: newer)
+        }
+        // init refuses a database that already holds a store.
+        let (_, existing) = try Self.freshStore()
+        #expect(throws: StoreError.self) { try PostgresConfigStore.create(conninfo: existing) { try Self.genesis(seed: "again") } }
+    }
+
+    @Test func publishNotifiesListeners() throws {
+        let (store, conninfo) = try Self.freshStore()
+        let listener = try PostgresChangeListener(conninfo: conninfo)
+        #expect(try listener.waitForChange(timeout: 0.2) == nil)
+        let other = try PostgresConfigStore(conninfo: conninfo)
+        let base = try other.current()
+        _ = try other.publish(
+            PublishRequest(
+                template: try RolloutPlan.apply(.set(MicroPercent(percent: 5)), to: base.template.strippingVersionInfo(), newSeed: "x").template,
+                ifMatch: .etag(base.etag), updateUser: "bob@test", updateOrigin: "TEST", updateType: .incremental, description: "go",
+                time: Self.t0, audit: AuditEntry(time: Self.t0, actor: "bob@test", action: "set", result: .published)))
+        #expect(try listener.waitForChange(timeout: 10) == 2)
+        // A refusal or audit-only write is not a publish: no notification.
+        _ = try store.appendAudit(AuditEntry(time: Self.t0, actor: "a", action: "kill", result: .refusedByPolicy))
+        #expect(try listener.waitForChange(timeout: 0.3) == nil)
+    }
+
+    @Test func tamperingIsFoundByVerify() throws {
+        let (store, conninfo) = try Self.freshStore()
+        let admin = try PGConnection(conninfo)
+        try admin.query("UPDATE config_versions SET description = 'edited' WHERE number = 1")
+        #expect(throws: StoreError.self) { try store.verify() }
+        try admin.query("UPDATE config_versions SET description = 'initial template' WHERE number = 1")
+        _ = try store.verify()
+        try admin.query("UPDATE config_audit SET actor = 'mallory' WHERE sequence = 1")
+        #expect(throws: StoreError.self) { try store.verify() }
+    }
+}
