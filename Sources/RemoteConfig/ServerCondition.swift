@@ -119,7 +119,8 @@ public enum ExpressionRenderer {
         case .not(let c):
             // `!` glued to an operand that starts with `=` would read back as the operator `!=` (found by fuzzing).
             let operand = text(c, topLevel: false)
-            return (operand.hasPrefix("=") ? "! " : "!") + operand
+            // Compared by scalar: `=` followed by a combining mark is one Character, which `hasPrefix("=")` misses.
+            return (operand.unicodeScalars.first == "=" ? "! " : "!") + operand
         case .and(let items):
             let inner = items.map { text($0, topLevel: false) }.joined(separator: " && ")
             return items.count == 1 ? inner : (topLevel ? inner : "(\(inner))")

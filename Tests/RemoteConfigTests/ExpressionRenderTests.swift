@@ -6,10 +6,12 @@ import Testing
 struct ExpressionRenderTests {
     @Test(arguments: ["!!!!!!!! =\n\n=", "! = x", "!(= a) && b", "!!true", "percent('s') between 1 and 2 || !app.id == 'x'",
         "percent('') > 50 && perce('') > 50 && perce88888888",
+        "!!!!!!!! =\u{65E}\u{FFFD}\u{FFFD}\u{FFFD}\r\u{FFFD}=\u{16}\u{FFFD}\u{FFFD}",
     ])
     func renderThenParseKeepsTheTree(_ text: String) throws {
         let e = try ConditionExpression(parsing: text)
         let rendered = ExpressionRenderer.text(e.root)
-        #expect(try ConditionExpression(parsing: rendered).root == e.root, "\(rendered)")
+        let again = try ConditionExpression(parsing: rendered).root
+        #expect(again == e.root, "\(rendered.debugDescription): \(e.root) became \(again)")
     }
 }
