@@ -150,6 +150,8 @@ public enum AppCheckTokenError: CodedError, Hashable, Sendable {
     /// A claim is missing, of the wrong type or out of range; names the claim.
     case invalidClaim(claim: String, reason: String)
     case unknownSigningKey(String)
+    /// The key was rotated out of the JWKS at this instant (it stays stored until purged).
+    case retiredSigningKey(String, at: Instant)
     case signatureInvalid
     case wrongIssuer(String)
     case wrongAudience([String])
@@ -166,6 +168,7 @@ public enum AppCheckTokenError: CodedError, Hashable, Sendable {
         case .unsupportedHeader: "unsupportedHeader"
         case .invalidClaim: "invalidClaim"
         case .unknownSigningKey: "unknownSigningKey"
+        case .retiredSigningKey: "retiredSigningKey"
         case .signatureInvalid: "signatureInvalid"
         case .wrongIssuer: "wrongIssuer"
         case .wrongAudience: "wrongAudience"
@@ -183,6 +186,8 @@ public enum AppCheckTokenError: CodedError, Hashable, Sendable {
         case .unsupportedHeader(let r): "unsupported token header: \(r)"
         case .invalidClaim(let c, let r): "claim \(c): \(r)"
         case .unknownSigningKey(let k): "no signing key with kid '\(k)' in this store"
+        case .retiredSigningKey(let k, let at):
+            "the signing key with kid '\(k)' was retired at \(at.iso8601) (rotated out of the JWKS); tokens it signed are no longer accepted"
         case .signatureInvalid: "the RS256 signature does not verify"
         case .wrongIssuer(let i): "issuer '\(i)' is not this project's App Check issuer"
         case .wrongAudience(let a): "audience \(a) does not name this project"
@@ -202,15 +207,21 @@ public typealias AppCheckTokenReport = VerificationReport<AppCheckTokenClaims, A
 public struct AppCheckTokenVerifier: Sendable {
     public let project: AppCheckProject
     public let keys: [AppCheckSigningKey]
+    /// When a rotation takes a key out of the JWKS (by kid). From then on it verifies nothing, as for any verifier
+    /// that fetches the JWKS (firebase-admin), even while the store still holds it until the purge.
+    public let retirements: [String: Instant]
     /// Registered app ids; the subject must be one of them.
     public let appIds: Set<String>
     /// Allowed clock skew for `iat`.
     public var leeway: Instant.Duration = .seconds(Int64(60))
 
-    public init(project: AppCheckProject, keys: [AppCheckSigningKey], appIds: Set<String>) {
+    public init(
+        project: AppCheckProject, keys: [AppCheckSigningKey], appIds: Set<String>, retirements: [String: Instant] = [:]
+    ) {
         self.project = project
         self.keys = keys
         self.appIds = appIds
+        self.retirements = retirements
     }
 
     /// The longest token accepted, in bytes (Firebase's are about 900); anything longer is refused unparsed.
@@ -272,6 +283,10 @@ public struct AppCheckTokenVerifier: Sendable {
         let input = Array((parts[0] + "." + parts[1]).utf8)
         guard let kid, let key = keys.first(where: { $0.kid == kid }) else {
             let e = AppCheckTokenError.unknownSigningKey(kid ?? "")
+            return (stop(e, at: "signature", skipping: "not run: the signature is not verified"), signature)
+        }
+        if let retired = retirements[kid], retired <= now {
+            let e = AppCheckTokenError.retiredSigningKey(kid, at: retired)
             return (stop(e, at: "signature", skipping: "not run: the signature is not verified"), signature)
         }
         guard key.isValidSignature(signature, for: input) else {
@@ -363,7 +378,11 @@ public struct AppCheckTokenVerifier: Sendable {
             throw AppCheckSetupError("no App Check signing keys in this store: no token was ever issued from it")
         }
         let keys = try stored.map { try AppCheckSigningKey(privateKeyDER: $0.privateKeyDER, createdAt: $0.createdAt) }
-        self.init(project: configuration.project, keys: keys, appIds: Set(configuration.apps.map(\.appId)))
+        var retirements: [String: Instant] = [:]
+        for (key, record) in zip(keys, stored) { if let at = record.retiresAt { retirements[key.kid] = at } }
+        self.init(
+            project: configuration.project, keys: keys, appIds: Set(configuration.apps.map(\.appId)),
+            retirements: retirements)
     }
 
     /// Reads Firebase's claims; every missing, mistyped or out-of-range claim is an error naming it.

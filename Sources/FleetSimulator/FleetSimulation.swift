@@ -48,9 +48,16 @@ public final class FleetSimulation: @unchecked Sendable {
     private var appIdentities: [AppIdentity]
     private var newestRelease: (index: Int, time: Int64, adoptionPerHour: Double)?
 
-    // The real App Check exchange and the demo certificate authority standing in for Apple's.
-    private let exchange: AppCheckExchange
+    // The real App Check exchange (in process, or a server over HTTP) and the demo certificate authority standing
+    // in for Apple's.
+    private let exchange: any AppAttestExchanging
     private let authority: DemoCertificateAuthority
+    private let firebaseAppID: String
+    private let baseIdentity: AppIdentity
+    private let attestEnvironment: AppAttestEnvironment
+    /// The device clock a credential certificate starts at: simulated time in process, the wall clock for a server
+    /// (which checks certificates against its own clock).
+    private let certificateTime: @Sendable (Instant) -> Instant
     static let appIdentity = AppIdentity(teamId: "ROLLOUTSIM", bundleId: "dev.rollout.fleet")
     static let firebaseAppID = "1:000000000000:ios:f1ee7500000000000000"
 
@@ -78,9 +85,12 @@ public final class FleetSimulation: @unchecked Sendable {
     ///   - writePath: where the scenario's changes are published, as `simulator`: the commands give the store's
     ///     one write path with every policy (guardrail, step-up), like any operator's. Without one (in-memory
     ///     tests of the model) a policy-free path on `config` and the simulated clock is used.
+    ///   - exchange: where devices get App Check tokens: the default is an exchange in this process with its own
+    ///     demo authority (deterministic); `.remote` a server such as `rollout serve` (not deterministic: its
+    ///     answers and timing are the server's).
     public init(
         scenario: Scenario, options: FleetOptions, config: any ConfigStore, sink: any FleetTelemetrySink,
-        writePath: WritePath? = nil
+        writePath: WritePath? = nil, exchange remote: FleetExchange = .inProcess
     ) throws {
         precondition(options.devices > 0 && options.devices <= Int(Int32.max), "a fleet has 1 to 2^31 devices")
         self.scenario = scenario
@@ -96,19 +106,35 @@ public final class FleetSimulation: @unchecked Sendable {
         osMinor = parameters.osVersions.map { UInt8($0.value.split(separator: ".")[1])! }
         appVersions = parameters.appVersions.map(\.value)
         appCrashRates = appVersions.map { _ in 0 }
-        appIdentities = appVersions.map { _ in FleetSimulation.appIdentity }
-
-        let state = InMemoryAppCheckState()
-        authority = try DemoCertificateAuthority.loadOrCreate(in: state)
-        exchange = try AppCheckExchange(
-            configuration: AppCheckConfiguration(
-                project: AppCheckProject(number: "000000000000", id: "rollout-fleet"),
-                apps: [
-                    AppAttestApp(
-                        appId: FleetSimulation.firebaseAppID, identity: FleetSimulation.appIdentity,
-                        environment: .production, trustsDemoRoot: true, tokenTTL: parameters.tokenTTL)
-                ]),
-            state: state, clock: clock)
+        let identity: AppIdentity
+        switch remote {
+        case .inProcess:
+            let state = InMemoryAppCheckState()
+            authority = try DemoCertificateAuthority.loadOrCreate(in: state)
+            firebaseAppID = FleetSimulation.firebaseAppID
+            identity = FleetSimulation.appIdentity
+            attestEnvironment = .production
+            exchange = try AppCheckExchange(
+                configuration: AppCheckConfiguration(
+                    project: AppCheckProject(number: "000000000000", id: "rollout-fleet"),
+                    apps: [
+                        AppAttestApp(
+                            appId: FleetSimulation.firebaseAppID, identity: FleetSimulation.appIdentity,
+                            environment: .production, trustsDemoRoot: true, tokenTTL: parameters.tokenTTL)
+                    ]),
+                state: state, clock: clock)
+            certificateTime = { $0 }
+        case .remote(let server):
+            authority = server.authority
+            firebaseAppID = server.appId
+            identity = server.identity
+            attestEnvironment = server.environment
+            exchange = server.exchange
+            let wall = server.wall
+            certificateTime = { _ in wall.now() }
+        }
+        baseIdentity = identity
+        appIdentities = appVersions.map { _ in identity }
 
         let seed = scenario.rolloutSeed
         self.writePath = writePath ?? WritePath(store: config, clock: clock, names: options.names, newSeed: { seed })
@@ -531,9 +557,9 @@ public final class FleetSimulation: @unchecked Sendable {
         } else {
             let identity = appIdentities[Int(devices[i].app)]
             let started = options.cryptoStopwatch?()
-            let attestKey = try SimulatedAppAttestKey(authority: authority, app: identity, environment: .production)
+            let attestKey = try SimulatedAppAttestKey(authority: authority, app: identity, environment: attestEnvironment)
             if let started, let stop = options.cryptoStopwatch { stats.cryptoNanoseconds += stop() - started }
-            client = SimulatedAppCheckClient(key: attestKey, appId: FleetSimulation.firebaseAppID)
+            client = SimulatedAppCheckClient(key: attestKey, appId: firebaseAppID)
             clients[key] = client
             stats.keysGenerated += 1
         }
@@ -546,7 +572,7 @@ public final class FleetSimulation: @unchecked Sendable {
         let started = options.cryptoStopwatch?()
         let result: Result<AppCheckToken, AppCheckClientError>
         do {
-            result = .success(try client.token(from: exchange, at: Instant(microseconds: t)))
+            result = .success(try client.token(from: exchange, at: certificateTime(Instant(microseconds: t))))
         } catch {
             result = .failure(error)
         }
@@ -554,6 +580,7 @@ public final class FleetSimulation: @unchecked Sendable {
         switch result {
         case .success(let token):
             if attesting { stats.attestations += 1 } else { stats.assertions += 1 }
+            stats.lastToken = token.token
             devices[i].tokenExpiry = t + token.ttl.microseconds
             devices[i].backoffLevel = 0
             try emit(.attestationSuccess, i, at: t)
@@ -627,7 +654,7 @@ public final class FleetSimulation: @unchecked Sendable {
                 identity = AppIdentity(
                     teamId: String(appID[..<dot]), bundleId: String(appID[appID.index(after: dot)...]))
             } else {
-                identity = FleetSimulation.appIdentity
+                identity = baseIdentity
             }
             if let existing = appVersions.firstIndex(of: r.version) {
                 appCrashRates[existing] = r.crashRate
@@ -722,5 +749,37 @@ enum DailyCurve {
         let day: Int64 = 86_400_000_000
         let hour = Double(((micros % day) + day) % day) / 3_600_000_000
         return 1 + amplitude * cos(2 * Double.pi * (hour - peakHour) / 24)
+    }
+}
+
+/// Where a simulated fleet's devices get their App Check tokens.
+public enum FleetExchange: Sendable {
+    /// An exchange in the simulating process, with its own demo authority, in simulated time.
+    case inProcess
+    /// A server reached over HTTP (`rollout serve`), which must trust `authority` for `appId`.
+    case remote(RemoteFleetExchange)
+}
+
+/// A server the devices attest and assert against: its API, the demo authority it trusts (the devices' keys are
+/// certified by it, as Apple certifies real ones), the app the devices are, and the wall clock their credential
+/// certificates start at.
+public struct RemoteFleetExchange: Sendable {
+    public var exchange: any AppAttestExchanging
+    public var authority: DemoCertificateAuthority
+    public var appId: String
+    public var identity: AppIdentity
+    public var environment: AppAttestEnvironment
+    public var wall: any Clock
+
+    public init(
+        exchange: any AppAttestExchanging, authority: DemoCertificateAuthority, appId: String, identity: AppIdentity,
+        environment: AppAttestEnvironment, wall: any Clock
+    ) {
+        self.exchange = exchange
+        self.authority = authority
+        self.appId = appId
+        self.identity = identity
+        self.environment = environment
+        self.wall = wall
     }
 }

@@ -1,4 +1,6 @@
+import AppCheck
 import CommandLineKit
+import ExchangeServer
 import RolloutApp
 import FleetSimulator
 import Foundation
@@ -40,6 +42,13 @@ enum SimulateCommands {
             .value("--duration", name: "D", help: "Simulated run length, e.g. 2h or 90m (default: the scenario's)."),
             .value("--seed", name: "S", help: "The model's random seed, a whole number (default 1)."),
             .value("--start", name: "TIME", help: "Simulated start (ISO 8601; default: the scenario's, else now)."),
+            .value(
+                "--exchange", name: "URL",
+                help: "Attest and assert against an App Check server ('rollout serve') at http://127.0.0.1:PORT instead of in process."),
+            .value(
+                "--exchange-store", name: "PATH",
+                help: "The server's store, read for its demo authority and apps (default: --store, when both share one)."),
+            .value("--app-id", name: "ID", help: "With --exchange: the server's app the devices are (default: its one demo-trusting app)."),
             .flag("--list", help: "List the built-in scenarios and exit."),
             .flag("--quiet", help: "No progress lines on stderr."),
             .flag("--json", help: "Print the final summary as JSON."),
@@ -50,6 +59,8 @@ enum SimulateCommands {
             "rollout simulate --scenario crash-regression --speed max --duration 2h --seed 7",
             "rollout simulate --scenario ./my-drill.scenario --store /tmp/drill.db --speed max --json",
             "rollout simulate --list",
+            "rollout serve --store /tmp/drill.db --trust-demo &   # after 'rollout appcheck app add ... --trust-demo'",
+            "rollout simulate --scenario steady --store /tmp/drill.db --exchange http://127.0.0.1:8080",
         ],
         action: run)
 
@@ -113,6 +124,7 @@ enum SimulateCommands {
         }
         let wall = SystemClock()
         let path = StoreLocation.path(invocation)
+        let exchange = try remoteExchange(invocation, storePath: path, wall: wall)
         let store = try drillStore(path: path, invocation: invocation, scenario: scenario, command: "simulate", start: start)
         var options = FleetOptions(
             scenario: scenario, devices: devices, seed: seed ?? 1, start: start ?? wall.now(), duration: duration)
@@ -121,7 +133,8 @@ enum SimulateCommands {
         do {
             let session = try Wiring.session(path: path, operatorID: FleetOptions.simulatorActor, clock: wall)
             simulation = try Self.simulation(
-                scenario: scenario, options: options, store: store, session: session, source: "simulator:\(scenario.name)")
+                scenario: scenario, options: options, store: store, session: session, source: "simulator:\(scenario.name)",
+                exchange: exchange)
         } catch {
             throw CommandError("cannot set up the simulation: \(error)")
         }
@@ -151,7 +164,10 @@ enum SimulateCommands {
         }
         let stats = simulation.statistics()
         if invocation.flag("--json") {
-            print(try summaryJSON(stats, scenario: scenario, options: options, stopped: runner.isStopped))
+            print(
+                try summaryJSON(
+                    stats, scenario: scenario, options: options, stopped: runner.isStopped,
+                    exchangeURL: invocation.value("--exchange")))
         } else {
             print(summaryText(stats, scenario: scenario, options: options, stopped: runner.isStopped))
         }
@@ -213,12 +229,13 @@ enum SimulateCommands {
     /// session's write path, and auto-kill after every landed minute (the simulator's process computes the
     /// verdict, so it acts on HALT like the console and `watch`).
     static func simulation(
-        scenario: Scenario, options: FleetOptions, store: RolloutStore, session: StoreSession, source: String
+        scenario: Scenario, options: FleetOptions, store: RolloutStore, session: StoreSession, source: String,
+        exchange: FleetExchange = .inProcess
     ) throws -> FleetSimulation {
         let sink = try StoreTelemetrySink(store: store, source: source)
         let simulation = try FleetSimulation(
             scenario: scenario, options: options, config: try store.configStore(), sink: sink,
-            writePath: try session.writePath())
+            writePath: try session.writePath(), exchange: exchange)
         let monitor = try RolloutMonitor(store: store, clock: session.clock, telemetryClock: simulation.clock)
         let path = try session.writePath()
         nonisolated(unsafe) let unsafeMonitor = monitor
@@ -228,6 +245,71 @@ enum SimulateCommands {
             }
         }
         return simulation
+    }
+
+    /// `--exchange URL`: the server's API, and from the server's store (read only) the demo authority it trusts
+    /// and the app the devices are. The server and the fleet must agree on both, so both are read from the store
+    /// the server runs on rather than given twice.
+    static func remoteExchange(_ inv: Invocation, storePath: String, wall: any Clock) throws -> FleetExchange {
+        guard let url = inv.value("--exchange") else {
+            for option in ["--exchange-store", "--app-id"] where inv.value(option) != nil {
+                throw inv.usageError("\(option) needs --exchange URL")
+            }
+            return .inProcess
+        }
+        let transport: LoopbackHTTPClient
+        do { transport = try LoopbackHTTPClient(url: url) } catch { throw inv.usageError("--exchange: \(error)") }
+        let serverPath = inv.value("--exchange-store") ?? storePath
+        guard !serverPath.isEmpty else { throw inv.usageError("--exchange-store needs a path") }
+        let state: AppCheckStateTables
+        do {
+            let server = try RolloutStore(path: serverPath, create: false, access: .readOnly)
+            state = try AppCheckStateTables(database: server.database)
+        } catch {
+            throw CommandError(
+                "--exchange: cannot read the server's store \(serverPath) (its demo authority and apps): \(error)")
+        }
+        guard let configuration = try state.configuration() else {
+            throw CommandError(
+                "--exchange: \(serverPath) has no App Check project or apps; register the fleet's app there: "
+                    + "rollout appcheck app add APP_ID --project-number N --project-id ID --team T --bundle B --trust-demo")
+        }
+        let trusting = configuration.apps.filter(\.trustsDemoRoot)
+        let app: AppAttestApp
+        if let id = inv.value("--app-id") {
+            guard let found = configuration.apps.first(where: { $0.appId == id }) else {
+                throw CommandError("--exchange: app \(id) is not registered in \(serverPath)")
+            }
+            guard found.trustsDemoRoot else {
+                throw CommandError(
+                    "--exchange: app \(id) does not trust the demo authority, so simulated devices cannot attest to it "
+                        + "(register a drill app with --trust-demo; never a real app)")
+            }
+            app = found
+        } else {
+            guard trusting.count == 1 else {
+                throw CommandError(
+                    trusting.isEmpty
+                        ? "--exchange: no app in \(serverPath) trusts the demo authority; register a drill app with "
+                            + "'rollout appcheck app add ... --trust-demo'"
+                        : "--exchange: \(trusting.count) apps in \(serverPath) trust the demo authority; pick one with --app-id ("
+                            + trusting.map(\.appId).joined(separator: ", ") + ")")
+            }
+            app = trusting[0]
+        }
+        guard let material = try state.demoAuthority() else {
+            throw CommandError(
+                "--exchange: \(serverPath) has no demo authority yet; 'rollout serve --trust-demo' on it creates one")
+        }
+        let authority: DemoCertificateAuthority
+        do { authority = try DemoCertificateAuthority(material: material) } catch {
+            throw CommandError("--exchange: the demo authority in \(serverPath) does not load: \(error)")
+        }
+        let api = RemoteAppCheckExchange(transport: transport, project: configuration.project.number)
+        return .remote(
+            RemoteFleetExchange(
+                exchange: api, authority: authority, appId: app.appId, identity: app.identity,
+                environment: app.environment, wall: wall))
     }
 
     /// SIGINT and SIGTERM stop the run cleanly (telemetry flushed, clock record marked stopped).
@@ -271,10 +353,10 @@ enum SimulateCommands {
         return lines.joined(separator: "\n")
     }
 
-    static func summaryJSON(_ s: FleetStatistics, scenario: Scenario, options: FleetOptions, stopped: Bool) throws
-        -> String
-    {
-        let object: [String: Any] = [
+    static func summaryJSON(
+        _ s: FleetStatistics, scenario: Scenario, options: FleetOptions, stopped: Bool, exchangeURL: String? = nil
+    ) throws -> String {
+        var object: [String: Any] = [
             "scenario": scenario.name, "devices": options.devices, "seed": options.seed,
             "start": options.start.iso8601, "end": s.now.iso8601, "stopped": stopped,
             "events": s.events, "eventDigest": s.eventDigest, "sessions": s.sessions, "configFetches": s.configFetches,
@@ -284,6 +366,9 @@ enum SimulateCommands {
             "nonfatalCrashes": s.nonfatalCrashes, "publishedChanges": s.publishedChanges,
             "refusedChanges": s.refusedChanges,
         ]
+        if let url = exchangeURL {
+            object["exchange"] = ["url": url, "lastToken": s.lastToken ?? NSNull()] as [String: Any]
+        }
         let data = try JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])
         return String(decoding: data, as: UTF8.self)
     }

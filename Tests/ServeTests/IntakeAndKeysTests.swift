@@ -141,11 +141,21 @@ import Timekeeping
         #expect(try kid(of: newToken) == fresh.kid)
         #expect(f.holder.exchange().evaluateToken(oldToken, consume: false).passed)
         #expect(f.holder.exchange().evaluateToken(newToken, consume: false).passed)
+        // `rollout token verify` builds its verifier from the store: during the overlap both tokens pass there too.
+        let during = try AppCheckTokenVerifier(state: other)
+        #expect(during.evaluate(oldToken, at: f.clock.now()).passed)
+        #expect(during.evaluate(newToken, at: f.clock.now()).passed)
 
         // After the overlap: only the new key is published, and the old key's tokens no longer verify.
         f.clock.advance(by: .hours(1))
         #expect(try kids(f) == [fresh.kid])
         #expect(!f.holder.exchange().evaluateToken(oldToken, consume: false).passed)
+        // Nor in `token verify`, although the store still holds the retired key until the purge.
+        #expect(try other.signingKeys().count == 2)
+        let after = try AppCheckTokenVerifier(state: other)
+        let refused = after.evaluate(oldToken, at: f.clock.now())
+        #expect(refused.failure == .retiredSigningKey(before[0], at: try #require(other.signingKeys().first { $0.kid == before[0] }?.retiresAt)))
+        #expect(after.evaluate(try f.attest().token, at: f.clock.now()).passed)
         // Purging forgets the retired private key.
         try f.tables.purgeExpired(before: f.clock.now())
         #expect(try f.tables.signingKeys().map(\.kid) == [fresh.kid])

@@ -27,40 +27,22 @@ import Timekeeping
         let dir = try TestSupport.temporaryDirectory("rollout-serve-process")
         defer { try? FileManager.default.removeItem(at: dir) }
         let store = dir.appendingPathComponent("store.db").path
-        try #require(try TestSupport.run(rollout, ["init", "--store", store]).status == 0)
-        let add = try TestSupport.run(
-            rollout,
-            [
-                "appcheck", "app", "add", Self.app, "--project-number", "424242", "--project-id", "serve-process",
-                "--team", "ABCDE12345", "--bundle", "com.example.process", "--trust-demo", "--store", store,
-            ])
-        try #require(add.status == 0, "\(add.stderr)")
+        try ServeProcess.prepareStore(
+            rollout, store: store, app: Self.app, projectNumber: "424242", projectId: "serve-process",
+            team: "ABCDE12345", bundle: "com.example.process")
         let tokenFile = dir.appendingPathComponent("events-token").path
         try "a-token-read-from-a-file-0123456789\n".write(toFile: tokenFile, atomically: true, encoding: .utf8)
 
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: rollout)
-        process.arguments = [
-            "serve", "--listen", "127.0.0.1:0", "--trust-demo", "--store", store, "--events-token-file", tokenFile,
-            "--rate-limit", "0", "--access-log", dir.appendingPathComponent("access.log").path,
-        ]
-        let out = Pipe()
-        let err = Pipe()
-        process.standardOutput = out
-        process.standardError = err
-        try process.run()
+        let serve = try ServeProcess.start(
+            rollout,
+            [
+                "--trust-demo", "--store", store, "--events-token-file", tokenFile, "--rate-limit", "0", "--access-log",
+                dir.appendingPathComponent("access.log").path,
+            ])
+        let process = serve.process
+        let err = serve.stderr
         defer { if process.isRunning { process.terminate() } }
-        // The first line names the bound port.
-        var banner = Data()
-        while !banner.contains(0x0A) {
-            let chunk = out.fileHandleForReading.availableData
-            try #require(
-                !chunk.isEmpty,
-                "serve exited: \(String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self))")
-            banner += chunk
-        }
-        let firstLine = String(decoding: banner, as: UTF8.self).split(separator: "\n")[0]
-        let port = try #require(firstLine.split(separator: ":").last.flatMap { UInt16($0) }, "\(firstLine)")
+        let port = serve.port
 
         let state = try AppCheckStateTables(database: RolloutStore(path: store, create: false).database)
         let authority = try DemoCertificateAuthority.loadOrCreate(in: state)
