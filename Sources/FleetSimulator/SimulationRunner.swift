@@ -1,5 +1,6 @@
 import Foundation
 import Store
+import Telemetry
 import Timekeeping
 
 /// How fast simulated time runs against the wall clock.
