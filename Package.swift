@@ -43,6 +43,9 @@ let package = Package(
         // Ramp plans: the plan file, its state and the one decision of what a plan does next.
         .target(name: "RampPlans", dependencies: ["RemoteConfig", "Rollout", "Telemetry", "Timekeeping"], swiftSettings: strict),
 
+        // The one assessment of a rollout (`RolloutMonitor`) and auto-kill, on the core's ports only.
+        .target(name: "Monitoring", dependencies: ["RemoteConfig", "Rollout", "Telemetry", "Timekeeping"], swiftSettings: strict),
+
         // Adapters.
         .target(name: "Store", dependencies: ["CSQLite", "JSON", "Crypto", "RemoteConfig", "Rollout", "Telemetry", "AppCheck", "StepUp", "Timekeeping"], swiftSettings: strict),
         .target(name: "Terminal", dependencies: ["CNcurses", "Console"], swiftSettings: strict),
@@ -51,7 +54,7 @@ let package = Package(
             name: "PostgresStore", dependencies: ["CPostgres", "Crypto", "JSON", "RemoteConfig", "Rollout", "Timekeeping"],
             swiftSettings: strict),
         .target(
-            name: "FleetSimulator", dependencies: ["RemoteConfig", "Rollout", "Telemetry", "AppCheck", "Store", "Crypto", "Timekeeping"],
+            name: "FleetSimulator", dependencies: ["RemoteConfig", "Rollout", "Telemetry", "AppCheck", "Crypto", "Timekeeping"],
             resources: [.copy("Scenarios")], swiftSettings: strict),
         .target(name: "CommandLineKit", swiftSettings: strict),
         // `rollout serve`: the App Check exchange over HTTP and live telemetry intake, on libmicrohttpd.
@@ -69,6 +72,7 @@ let package = Package(
             name: "RolloutApp",
             dependencies: [
                 "CommandLineKit", "Crypto", "RemoteConfig", "Rollout", "Telemetry", "Store", "StepUp", "Console", "Terminal", "Timekeeping",
+                "Monitoring",
                 "FirebaseRemoteConfig",
                 "RampPlans",
                 "PostgresStore",
@@ -77,17 +81,17 @@ let package = Package(
         .target(name: "TestSupport", path: "Tests/Support", swiftSettings: strict),
         // The conformance suite of the core's ports, run by every store's tests with its own factory.
         .target(
-            name: "StoreConformance", dependencies: ["Rollout", "RemoteConfig", "StepUp", "JSON", "Timekeeping"],
+            name: "StoreConformance", dependencies: ["Rollout", "RemoteConfig", "StepUp", "Telemetry", "AppCheck", "JSON", "Timekeeping"],
             path: "Tests/StoreConformance", swiftSettings: strict),
 
         // Executables.
         .executableTarget(
             name: "rollout",
-            dependencies: ["CommandLineKit", "RolloutApp", "JSON", "RemoteConfig", "Rollout", "Telemetry", "Store", "AppCheck", "StepUp", "FleetSimulator", "Console", "Terminal", "Timekeeping", "Crypto", "TerminalText", "ExchangeServer", "RampPlans", "PostgresStore"],
+            dependencies: ["CommandLineKit", "RolloutApp", "JSON", "RemoteConfig", "Rollout", "Telemetry", "Store", "AppCheck", "StepUp", "FleetSimulator", "Console", "Terminal", "Timekeeping", "Crypto", "TerminalText", "ExchangeServer", "RampPlans", "PostgresStore", "Monitoring"],
             swiftSettings: strict),
         .executableTarget(
             name: "rollout-bench",
-            dependencies: ["RolloutApp", "JSON", "RemoteConfig", "Rollout", "Telemetry", "Store", "AppCheck", "StepUp", "FleetSimulator", "Console", "Terminal", "Crypto", "COpenSSL", "CSQLite", "Timekeeping", "ExchangeServer"],
+            dependencies: ["RolloutApp", "JSON", "RemoteConfig", "Rollout", "Telemetry", "Store", "AppCheck", "StepUp", "FleetSimulator", "Console", "Terminal", "Crypto", "COpenSSL", "CSQLite", "Timekeeping", "ExchangeServer", "Monitoring"],
             swiftSettings: strict),
 
         // Tests: one target per module; EndToEnd drives the built binary.
@@ -97,19 +101,31 @@ let package = Package(
         .testTarget(name: "RemoteConfigTests", dependencies: ["TestSupport", "RemoteConfig", "JSON"], swiftSettings: strict),
         .testTarget(name: "RolloutTests", dependencies: ["TestSupport", "StoreConformance", "Rollout", "RemoteConfig", "JSON", "Timekeeping"], swiftSettings: strict),
         .testTarget(name: "TelemetryTests", dependencies: ["TestSupport", "Telemetry", "Store", "Rollout", "JSON", "Timekeeping"], swiftSettings: strict),
-        .testTarget(name: "StoreTests", dependencies: ["TestSupport", "StoreConformance", "StepUp", "Store", "Rollout", "RemoteConfig", "Telemetry", "JSON", "Timekeeping"], swiftSettings: strict),
+        .testTarget(
+            name: "StoreTests",
+            dependencies: [
+                "TestSupport", "StoreConformance", "StepUp", "Store", "Rollout", "RemoteConfig", "Telemetry", "JSON", "Timekeeping",
+                "AppCheck",
+            ],
+            swiftSettings: strict),
         .testTarget(
             name: "AppCheckTests", dependencies: ["TestSupport", "AppCheck", "Store", "Crypto", "JSON", "Timekeeping"],
             exclude: ["pyattest_verdicts.py", "firebase_admin_tokens.py"], swiftSettings: strict),
         .testTarget(name: "StepUpTests", dependencies: ["TestSupport", "StepUp", "Store", "Rollout", "RemoteConfig", "Timekeeping", "Crypto"], swiftSettings: strict),
         .testTarget(
             name: "FleetSimulatorTests",
-            dependencies: ["TestSupport", "FleetSimulator", "Telemetry", "Rollout", "RemoteConfig", "AppCheck", "Store", "Crypto", "Timekeeping"],
+            dependencies: [
+                "TestSupport", "FleetSimulator", "Telemetry", "Rollout", "RemoteConfig", "AppCheck", "Store", "Crypto", "Timekeeping",
+                "Monitoring",
+            ],
             swiftSettings: strict),
         .testTarget(name: "RampPlansTests", dependencies: ["TestSupport", "RampPlans", "Rollout", "RemoteConfig", "Telemetry", "Timekeeping"], swiftSettings: strict),
         .testTarget(
             name: "RampPlanRunTests",
-            dependencies: ["TestSupport", "RampPlans", "RolloutApp", "FleetSimulator", "Store", "Rollout", "RemoteConfig", "Telemetry", "Timekeeping"],
+            dependencies: [
+                "TestSupport", "RampPlans", "RolloutApp", "FleetSimulator", "Store", "Rollout", "RemoteConfig", "Telemetry", "Timekeeping",
+                "Monitoring",
+            ],
             swiftSettings: strict),
         .testTarget(name: "ConsoleTests", dependencies: ["TestSupport", "Console", "Rollout", "Telemetry", "Timekeeping"], exclude: ["Golden"], swiftSettings: strict),
         .testTarget(

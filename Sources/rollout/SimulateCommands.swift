@@ -1,6 +1,7 @@
 import AppCheck
 import CommandLineKit
 import ExchangeServer
+import Monitoring
 import RolloutApp
 import FleetSimulator
 import Foundation
