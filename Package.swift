@@ -48,7 +48,8 @@ let package = Package(
         .target(name: "Terminal", dependencies: ["CNcurses", "Console"], swiftSettings: strict),
         // The team store on PostgreSQL (`--store postgresql://...`).
         .target(
-            name: "PostgresStore", dependencies: ["CPostgres", "Crypto", "JSON", "RemoteConfig", "Rollout", "Timekeeping"],
+            name: "PostgresStore",
+            dependencies: ["CPostgres", "Crypto", "JSON", "RemoteConfig", "Rollout", "Timekeeping", "Store", "StepUp", "Telemetry"],
             swiftSettings: strict),
         .target(
             name: "FleetSimulator", dependencies: ["RemoteConfig", "Rollout", "Telemetry", "AppCheck", "Store", "Crypto", "Timekeeping"],
@@ -121,7 +122,10 @@ let package = Package(
             swiftSettings: strict),
         .testTarget(
             name: "PostgresStoreTests",
-            dependencies: ["TestSupport", "StoreConformance", "PostgresStore", "Rollout", "RemoteConfig", "JSON", "Timekeeping"],
+            dependencies: [
+                "TestSupport", "StoreConformance", "PostgresStore", "Rollout", "RemoteConfig", "JSON", "Timekeeping", "Store", "StepUp",
+                "Telemetry", "Crypto",
+            ],
             swiftSettings: strict),
         .testTarget(
             name: "EndToEndTests",

@@ -34,6 +34,8 @@ public final class PostgresConfigStore: ConfigStore, @unchecked Sendable {
     private let lock = NSRecursiveLock()
     /// Depth of `atomically` calls on this thread's use of the connection (0: no transaction open).
     private var depth = 0
+    /// Whether the open transaction holds the chain-head row lock.
+    private var headLocked = false
     /// How many times a transaction is run again after a serialisation failure or deadlock.
     public var retryLimit = 20
 
@@ -103,9 +105,19 @@ public final class PostgresConfigStore: ConfigStore, @unchecked Sendable {
     /// `body`, `COMMIT`. Nested calls join the outer transaction. A serialisation failure or deadlock rolls back
     /// and runs the transaction again (up to `retryLimit`); every other error rolls back and is rethrown.
     public func atomically<T>(_ body: () throws -> T) throws -> T {
+        try transaction(lockingHead: true, body)
+    }
+
+    /// The transaction runner of every table on this connection. `lockingHead`: take the chain-head row lock
+    /// first (every write that can touch the audit chain or a policy's input: the config, step-up, settings);
+    /// telemetry batches pass false, so that many ingesting processes do not queue behind publishes (their
+    /// counters are additive upserts). A nested call joins the outer transaction, taking the head lock then if
+    /// it asks for it and the outer did not.
+    public func transaction<T>(lockingHead: Bool, _ body: () throws -> T) throws -> T {
         lock.lock()
         defer { lock.unlock() }
         if depth > 0 {
+            if lockingHead, !headLocked, !isReadOnly { try lockHead() }
             depth += 1
             defer { depth -= 1 }
             return try body()
@@ -116,13 +128,11 @@ public final class PostgresConfigStore: ConfigStore, @unchecked Sendable {
             do {
                 try connection.execute(isReadOnly ? "BEGIN ISOLATION LEVEL READ COMMITTED READ ONLY" : "BEGIN ISOLATION LEVEL READ COMMITTED")
                 depth = 1
-                defer { depth = 0 }
-                if !isReadOnly {
-                    // The head row lock: every writer queues here (see the type's comment).
-                    guard try !connection.query("SELECT version FROM config_head WHERE id = 1 FOR UPDATE").isEmpty else {
-                        throw StoreError.unavailable("the store has no version yet (create it with 'rollout init')")
-                    }
+                defer {
+                    depth = 0
+                    headLocked = false
                 }
+                if lockingHead, !isReadOnly { try lockHead() }
                 let value = try body()
                 try connection.execute("COMMIT")
                 return value
@@ -139,8 +149,36 @@ public final class PostgresConfigStore: ConfigStore, @unchecked Sendable {
         }
     }
 
+    /// The head row lock: every writer queues here (see the type's comment).
+    private func lockHead() throws {
+        guard try !connection.query("SELECT version FROM config_head WHERE id = 1 FOR UPDATE").isEmpty else {
+            throw StoreError.unavailable("the store has no version yet (create it with 'rollout init')")
+        }
+        headLocked = true
+    }
+
+    /// Runs `body` on one consistent snapshot: inside the caller's transaction when one is open, else in a
+    /// REPEATABLE READ READ ONLY transaction of its own (the dashboard query: a batch landing meanwhile is seen
+    /// whole or not at all).
+    public func consistentRead<T>(_ body: () throws -> T) throws -> T {
+        lock.lock()
+        defer { lock.unlock() }
+        if depth > 0 { return try body() }
+        try connection.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+        depth = 1
+        defer { depth = 0 }
+        do {
+            let value = try body()
+            try connection.execute("COMMIT")
+            return value
+        } catch {
+            try? connection.execute("ROLLBACK")
+            throw error
+        }
+    }
+
     /// Reads outside a write transaction run on the connection's own snapshot (autocommit).
-    private func reading<T>(_ body: () throws -> T) throws -> T {
+    func reading<T>(_ body: () throws -> T) throws -> T {
         lock.lock()
         defer { lock.unlock() }
         return try body()
@@ -378,18 +416,38 @@ public enum PostgresStoreError: Error, Sendable, CustomStringConvertible, Equata
     }
 }
 
-/// Waits for publishes announced by `NOTIFY rollout_config` on its own connection (a console on another machine).
+/// Waits for publishes (`NOTIFY rollout_config`) and landed telemetry batches (`NOTIFY rollout_telemetry`) on a
+/// connection of its own: what wakes a console on another machine.
 public final class PostgresChangeListener: @unchecked Sendable {
     private let connection: PGConnection
 
+    /// What a notification announced.
+    public enum Change: Sendable, Equatable {
+        case published(version: Int)
+        case telemetry(batch: Int64)
+    }
+
     public init(conninfo: String) throws {
         connection = try PGConnection(conninfo)
-        try connection.execute("LISTEN \(PostgresConfigStore.channel)")
+        try connection.execute("LISTEN \(PostgresConfigStore.channel); LISTEN \(PostgresTelemetry.channel)")
     }
 
     /// The number of a version published since the last call, or nil when none was within `timeout` seconds
-    /// (then poll as the fallback).
+    /// (then poll as the fallback). Telemetry notifications are skipped.
     public func waitForChange(timeout: Double) throws -> Int? {
-        try connection.waitForNotification(timeout: timeout).flatMap { Int($0) }
+        let deadline = Date().addingTimeInterval(timeout)
+        while true {
+            let left = deadline.timeIntervalSinceNow
+            guard let change = try next(timeout: max(0, left)) else { return nil }
+            if case .published(let v) = change { return v }
+            if left <= 0 { return nil }
+        }
+    }
+
+    /// The next publish or telemetry batch, or nil when none came within `timeout` seconds.
+    public func next(timeout: Double) throws -> Change? {
+        guard let (channel, payload) = try connection.waitForNotification(timeout: timeout) else { return nil }
+        if channel == PostgresTelemetry.channel { return Int64(payload).map { .telemetry(batch: $0) } ?? .telemetry(batch: 0) }
+        return .published(version: Int(payload) ?? 0)
     }
 }

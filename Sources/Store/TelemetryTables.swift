@@ -12,6 +12,10 @@ public struct BatchReceipt: Hashable, Sendable {
     public var installations: Int
     public var earliest: Instant?
     public var latest: Instant?
+    public init(id: Int64, source: String, committedAt: Instant, events: Int, installations: Int, earliest: Instant?, latest: Instant?) {
+        self.id = id; self.source = source; self.committedAt = committedAt; self.events = events
+        self.installations = installations; self.earliest = earliest; self.latest = latest
+    }
 }
 
 /// Telemetry in the store: time-bucketed counters, per-installation state, presence marks, the catalog of
