@@ -258,6 +258,14 @@ public final class PostgresConfigStore: ConfigStore, @unchecked Sendable {
         try reading {
             try connection.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
             defer { try? connection.execute("COMMIT") }
+            return try Self.check(connection)
+        }
+    }
+
+    /// `verify`'s checks on `connection`, inside the transaction the caller holds (`store copy` checks the copy
+    /// before it commits).
+    static func check(_ connection: PGConnection) throws -> IntegrityReport {
+        do {
             let records = try connection.query("SELECT \(Self.auditColumns) FROM config_audit ORDER BY sequence").map { try Self.auditRecord($0) }
             if let broken = AuditChain.verify(records) { throw StoreError.corrupt("\(broken)") }
             guard let head = try connection.query("SELECT version, audit_sequence, audit_hash FROM config_head WHERE id = 1").first,
@@ -273,7 +281,7 @@ public final class PostgresConfigStore: ConfigStore, @unchecked Sendable {
                 guard info.number == i + 1 else { throw StoreError.corrupt("version \(i + 1) is missing") }
                 guard let seq = row[10].flatMap({ Int64($0) }), let record = bySequence[seq], record.hash == row[11],
                     record.entry.version == info.number,
-                    record.entry.detail.hasSuffix(Self.digestLabel + Self.digest(row))
+                    Self.pins(record.entry.detail, row)
                 else { throw StoreError.corrupt("version \(info.number) does not match its audit record (edited?)") }
             }
             guard rows.count == hv else { throw StoreError.corrupt("the head names version \(hv), the store holds \(rows.count)") }
@@ -300,7 +308,9 @@ public final class PostgresConfigStore: ConfigStore, @unchecked Sendable {
         ]
         var entry = request.audit
         entry.version = number
-        entry.detail = (entry.detail.isEmpty ? "" : entry.detail + "; ") + Self.digestLabel + Self.digest(values)
+        entry.detail =
+            (entry.detail.isEmpty ? "" : entry.detail + "; ") + VersionDigest.label
+            + VersionDigest.hex(info, form: template.form, templateText: text)
         let record = head.chaining(entry)
         try insert(record)
         try connection.query(
@@ -356,14 +366,24 @@ public final class PostgresConfigStore: ConfigStore, @unchecked Sendable {
 
     // MARK: Rows
 
-    static let digestLabel = "version sha256:"
+    /// Whether an audit record's detail pins a version row: by the shared `VersionDigest` (schema 2 on, and
+    /// versions copied from an SQLite store), or by the JSON array of the ten columns that schema 1 pinned.
+    static func pins(_ detail: String, _ row: [String?]) -> Bool {
+        if let info = try? info(row), let text = row[2], let form = row[3].flatMap(RemoteConfigTemplate.Form.init(rawValue:)),
+            VersionDigest.isPinned(VersionDigest.hex(info, form: form, templateText: text), by: detail)
+        {
+            return true
+        }
+        return VersionDigest.isPinned(schema1Digest(row), by: detail)
+    }
     static let versionColumns =
         "number, etag, template, form, update_time, update_user, update_origin, update_type, description, rollback_source, audit_sequence, audit_hash"
     static let auditColumns =
         "sequence, time, actor, action, from_state, to_state, reason, result, version, detail, previous_hash, hash"
 
-    /// SHA-256 over the ten columns a publish writes (not the audit link), pinned by the version's audit record.
-    static func digest(_ row: [String?]) -> String {
+    /// Schema 1's digest: SHA-256 over the ten columns a publish writes as a JSON array (still accepted by
+    /// `verify` for the versions written then).
+    static func schema1Digest(_ row: [String?]) -> String {
         let canonical = JSONValue.array(row.prefix(10).map { $0.map { .string($0) } ?? .null })
         return SHA256.hex(Array(canonical.compactText.utf8))
     }

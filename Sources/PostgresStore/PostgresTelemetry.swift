@@ -364,9 +364,13 @@ enum PGArray {
     }
 
     /// Every element quoted, with `\` and `"` escaped (the array literal's own escapes).
-    static func text(_ values: [String]) -> String {
+    static func text(_ values: [String]) -> String { optionalText(values) }
+
+    /// The same with NULL elements for nil.
+    static func optionalText(_ values: [String?]) -> String {
         "{"
             + values.map { v in
+                guard let v else { return "NULL" }
                 var out = "\""
                 for ch in v.unicodeScalars {
                     if ch == "\\" || ch == "\"" { out.unicodeScalars.append("\\") }

@@ -4,6 +4,7 @@ import PostgresStore
 import RemoteConfig
 import Rollout
 import RolloutApp
+import Store
 
 /// The commands' route to a PostgreSQL store (`--store postgresql://...`): the same commands, printing the same
 /// way, on a `PostgresConfigStore`. Telemetry, guardrails and step-up are not on PostgreSQL yet, so `status`
@@ -12,7 +13,7 @@ enum PostgresCommands {
     static let all: [Command] = [store]
 
     static let store = Command(
-        "store", summary: "Manage a PostgreSQL team store.", subcommands: [migrate])
+        "store", summary: "Manage a PostgreSQL team store.", subcommands: [migrate, copy])
 
     static let migrate = Command(
         "migrate",
@@ -32,6 +33,44 @@ enum PostgresCommands {
                 applied.isEmpty
                     ? "schema \(PostgresSchema.current) is current: nothing to migrate"
                     : "migrated to schema \(PostgresSchema.current) (applied \(applied.map(String.init).joined(separator: ", ")))")
+            return .ok
+        })
+
+    static let copy = Command(
+        "copy",
+        summary: "Copy an SQLite store into an empty PostgreSQL database (all or nothing).",
+        discussion:
+            "The source must pass 'audit verify'. Versions and the audit chain are copied exactly (same numbers, etags and "
+            + "hashes), with the guardrail settings, the step-up policy, operators and pending enrolments (secrets sealed "
+            + "again with the team store key, ROLLOUT_STORE_KEY or ~/.config/rollout/team-store.key, created when "
+            + "missing) and the telemetry. The copy is checked like 'audit verify' before it commits; a target that "
+            + "holds a store already is refused. App Check exchange state and ramp plans are not copied (named when "
+            + "the source has any).",
+        options: [
+            .value("--from", name: "FILE", help: "The SQLite store file to copy."),
+            .value("--to", name: "URI", help: "The PostgreSQL database (postgresql://...)."),
+        ],
+        examples: ["rollout store copy --from ~/.rollout/rollout.db --to postgresql:///rollout?host=/run/postgresql"],
+        action: StoreCommands.guarded { inv in
+            guard let from = inv.value("--from"), !from.isEmpty else { throw inv.usageError("store copy needs --from FILE") }
+            guard let to = inv.value("--to"), StoreLocation.isPostgres(to) else {
+                throw inv.usageError("store copy needs --to postgresql://...")
+            }
+            guard !inv.flag("--read-only") else { throw WritePath.Failure.readOnly }
+            let source = try RolloutStore(path: from, create: false, access: .readOnly)
+            var createdKey: String?
+            let report = try PostgresStoreCopy.copy(from: source, to: to) {
+                let (key, created) = try Wiring.teamStoreKey(create: true)
+                if created { createdKey = key?.path }
+                return key
+            }
+            print("copied \(from) to \(PostgresConfigStore.redacted(to))")
+            print("\(report.versions) versions, \(report.auditRecords) audit records, head \(report.headHash)")
+            print(
+                "\(report.operators) operators, \(report.pendingEnrolments) pending enrolments, \(report.settings) guardrail settings, "
+                    + "\(report.telemetryBatches) telemetry batches (\(report.installations) installations, \(report.counterRows) counter rows)")
+            if let createdKey { print("created the team store key \(createdKey): give it to every operator (mode 0600)") }
+            if !report.skipped.isEmpty { print("not copied (not on PostgreSQL yet): \(report.skipped.joined(separator: ", "))") }
             return .ok
         })
 
@@ -55,7 +94,7 @@ enum PostgresCommands {
 
     /// The write path, acting operator and read-only flag of the invocation, whichever backend.
     static func writeTarget(_ inv: Invocation) throws -> (WritePath, String, Bool) {
-        if let team = try Wiring.teamSession(inv) { return (team.writePath(), team.operatorID, team.readOnly) }
+        if let team = try Wiring.teamSession(inv) { return (try team.writePath(), team.operatorID, team.readOnly) }
         let session = try Wiring.session(inv)
         return (try session.writePath(), session.operatorID, session.readOnly)
     }
