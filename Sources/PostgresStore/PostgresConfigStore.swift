@@ -316,9 +316,9 @@ public final class PostgresConfigStore: ConfigStore, @unchecked Sendable {
         try connection.query(
             "INSERT INTO config_versions (\(Self.versionColumns)) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
             values + [String(record.sequence), record.hash])
+        // The head row exists from the first migration on (so writers need UPDATE on it, not INSERT).
         try connection.query(
-            "INSERT INTO config_head (id, version, audit_sequence, audit_hash) VALUES (1, $1, $2, $3) "
-                + "ON CONFLICT (id) DO UPDATE SET version = excluded.version, audit_sequence = excluded.audit_sequence, audit_hash = excluded.audit_hash",
+            "UPDATE config_head SET version = $1, audit_sequence = $2, audit_hash = $3 WHERE id = 1",
             [String(number), String(record.sequence), record.hash])
         try connection.query("SELECT pg_notify($1, $2)", [Self.channel, String(number)])
         return StoredTemplate(stamping: template, info: info)

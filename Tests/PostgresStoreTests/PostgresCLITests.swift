@@ -148,6 +148,7 @@ struct PostgresCLITests {
         nonisolated(unsafe) var outcomes: [Int32: Int] = [:]
         nonisolated(unsafe) var unclear: [String] = []
         nonisolated(unsafe) var succeeded = 0
+        nonisolated(unsafe) var messages: Set<String> = []
         let group = DispatchGroup()
         for w in 0..<6 {
             group.enter()
@@ -160,7 +161,13 @@ struct PostgresCLITests {
                     lock.withLock {
                         guard let r else { unclear.append("did not run"); return }
                         outcomes[r.status, default: 0] += 1
-                        if r.status == 0 { succeeded += 1 } else if r.stderr.isEmpty { unclear.append("exit \(r.status) silent") }
+                        if r.status == 0 {
+                            succeeded += 1
+                        } else if r.stderr.isEmpty {
+                            unclear.append("exit \(r.status) silent")
+                        } else {
+                            messages.insert(String(r.stderr.split(separator: "\n").first ?? "").prefix(120).description)
+                        }
                     }
                 }
             }
@@ -178,7 +185,7 @@ struct PostgresCLITests {
         // version landed; never the other way round.
         #expect(nudges >= succeeded && nudges <= 150, "\(nudges) landed, \(succeeded) reported success")
         _ = try verifyJSON(socket)
-        print("restart drill: \(outcomes) exit codes, \(nudges) nudges landed")
+        print("restart drill: \(outcomes) exit codes, \(nudges) nudges landed; messages: \(messages.sorted())")
     }
 
     // MARK: store copy

@@ -280,3 +280,70 @@ struct PostgresTeamTablesTests {
         #expect(try reader.batches().isEmpty)
     }
 }
+
+/// The roles of docs/POSTGRES.md, exactly as documented: the viewer reads and is refused every write by the
+/// server; the writer does what an operator does (publishes through the write path, lands telemetry, records
+/// step-up attempts) without owning the schema.
+struct PostgresRoleTests {
+    static func documentedGrants() throws -> [String] {
+        let doc = try String(contentsOf: TestSupport.packageRoot.appendingPathComponent("docs/POSTGRES.md"), encoding: .utf8)
+        let section = try #require(doc.components(separatedBy: "## Roles (least privilege)").dropFirst().first)
+        return section.components(separatedBy: "\n").filter { $0.hasPrefix("    CREATE ROLE") || $0.hasPrefix("    GRANT") }
+            .map { $0.trimmingCharacters(in: .whitespaces) }
+    }
+
+    @Test func viewerIsRefusedWritesAndWriterWorks() throws {
+        let server = try PostgresServer.get()
+        let (owner, conninfo) = try PostgresStoreTests.freshStore()
+        let admin = try PGConnection(conninfo)
+        let grants = try Self.documentedGrants()
+        #expect(grants.count >= 10)
+        for statement in grants {
+            let result = Result { () throws -> Void in try admin.execute(statement) }
+            // A role exists already when another database of this server made it (42710).
+            if case .failure(let e) = result, !(statement.hasPrefix("CREATE ROLE") && "\(e)".contains("42710")) { throw e }
+        }
+        _ = server
+        let viewerInfo = conninfo.replacingOccurrences(of: "user=rollout", with: "user=rollout_viewer")
+        let writerInfo = conninfo.replacingOccurrences(of: "user=rollout", with: "user=rollout_writer")
+        let key = try PostgresTeamTablesTests.keyFile()
+        try PostgresStepUpStore(store: owner, key: key).savePolicy(.standard)
+
+        // The viewer reads everything a console shows.
+        let viewer = try PostgresConfigStore(conninfo: viewerInfo)
+        #expect(try viewer.current().info.number == 1)
+        _ = try viewer.verify()
+        _ = try PostgresTelemetry(store: viewer).snapshot(WatchConfiguration(since: PostgresTeamTablesTests.t0), now: PostgresTeamTablesTests.t0)
+        #expect(try PostgresStepUpStore(store: viewer, key: nil).isEnforced() == false)
+        // ...and the server refuses its writes, even outside a read-only transaction.
+        let path = WritePath(store: viewer, clock: ManualClock(PostgresTeamTablesTests.t0), newSeed: { "x" })
+        #expect { try path.execute(WritePath.Request(intent: .rollout(.kill), actor: "v@test", reason: "no", origin: "TEST")) } throws: {
+            "\($0)".contains("42501") || "\($0)".contains("permission denied")
+        }
+        #expect { try PostgresTelemetry(store: viewer).commit(PostgresTeamTablesTests.traffic(minutes: 0..<1)[0], source: "v", at: PostgresTeamTablesTests.t0) } throws: {
+            "\($0)".contains("permission denied")
+        }
+        #expect(throws: PostgresError.self) { try PGConnection(viewerInfo).query("SELECT secret FROM stepup_operators") }
+
+        // The writer: publishes, telemetry, step-up attempts; but not the schema.
+        let writer = try PostgresConfigStore(conninfo: writerInfo)
+        let stepUp = PostgresStepUpStore(store: writer, key: key)
+        let ana = OperatorRecord(id: try OperatorID("ana@test"), secret: .generate(), enrolledAt: PostgresTeamTablesTests.t0)
+        try stepUp.save(ana)
+        let clock = ManualClock(PostgresTeamTablesTests.t0)
+        let writes = WritePath(store: writer, clock: clock, policies: [StepUpWritePolicy(store: stepUp, clock: clock)], newSeed: { "x" })
+        var r = WritePath.Request(intent: .rollout(.set(MicroPercent(percent: 30))), actor: "ana@test", reason: "go", origin: "TEST")
+        r.stepUpCode = TOTP.standard.code(secret: ana.secret, at: PostgresTeamTablesTests.t0)
+        guard case .published = try writes.execute(r) else { Issue.record("the writer did not publish"); return }
+        var wrong = WritePath.Request(intent: .rollout(.set(MicroPercent(percent: 60))), actor: "ana@test", reason: "go", origin: "TEST")
+        wrong.stepUpCode = "000000"
+        #expect(throws: WritePath.Failure.self) { try writes.execute(wrong) }
+        try PostgresTelemetry(store: writer).commit(PostgresTeamTablesTests.traffic(minutes: 0..<1)[0], source: "w", at: PostgresTeamTablesTests.t0)
+        try PostgresTelemetry(store: writer).commit(PostgresTeamTablesTests.traffic(minutes: 1..<2)[0], source: "w", at: PostgresTeamTablesTests.t0)
+        try PostgresGuardrailSettings(store: writer).save("guardrails.auto-kill", "on")
+        #expect(try owner.verify().versions == 2)
+        #expect(throws: PostgresError.self) { try PGConnection(writerInfo).execute("DELETE FROM config_audit") }
+        #expect(throws: PostgresError.self) { try PGConnection(writerInfo).execute("UPDATE config_versions SET description = 'x'") }
+        #expect(throws: PostgresError.self) { try PGConnection(writerInfo).execute("CREATE TABLE x (a int)") }
+    }
+}
