@@ -43,6 +43,9 @@ let package = Package(
         // Ramp plans: the plan file, its state and the one decision of what a plan does next.
         .target(name: "RampPlans", dependencies: ["RemoteConfig", "Rollout", "Telemetry", "Timekeeping"], swiftSettings: strict),
 
+        // The one assessment of a rollout (`RolloutMonitor`) and auto-kill, on the core's ports only.
+        .target(name: "Monitoring", dependencies: ["RemoteConfig", "Rollout", "Telemetry", "Timekeeping"], swiftSettings: strict),
+
         // Adapters.
         .target(name: "Store", dependencies: ["CSQLite", "JSON", "Crypto", "RemoteConfig", "Rollout", "Telemetry", "AppCheck", "StepUp", "Timekeeping"], swiftSettings: strict),
         .target(name: "Terminal", dependencies: ["CNcurses", "Console"], swiftSettings: strict),
@@ -52,7 +55,7 @@ let package = Package(
             dependencies: ["CPostgres", "Crypto", "JSON", "RemoteConfig", "Rollout", "Timekeeping", "Store", "StepUp", "Telemetry"],
             swiftSettings: strict),
         .target(
-            name: "FleetSimulator", dependencies: ["RemoteConfig", "Rollout", "Telemetry", "AppCheck", "Store", "Crypto", "Timekeeping"],
+            name: "FleetSimulator", dependencies: ["RemoteConfig", "Rollout", "Telemetry", "AppCheck", "Crypto", "Timekeeping"],
             resources: [.copy("Scenarios")], swiftSettings: strict),
         .target(name: "CommandLineKit", swiftSettings: strict),
         // `rollout serve`: the App Check exchange over HTTP and live telemetry intake, on libmicrohttpd.
@@ -70,6 +73,7 @@ let package = Package(
             name: "RolloutApp",
             dependencies: [
                 "CommandLineKit", "Crypto", "RemoteConfig", "Rollout", "Telemetry", "Store", "StepUp", "Console", "Terminal", "Timekeeping",
+                "Monitoring",
                 "FirebaseRemoteConfig",
                 "RampPlans",
                 "PostgresStore",
@@ -84,11 +88,11 @@ let package = Package(
         // Executables.
         .executableTarget(
             name: "rollout",
-            dependencies: ["CommandLineKit", "RolloutApp", "JSON", "RemoteConfig", "Rollout", "Telemetry", "Store", "AppCheck", "StepUp", "FleetSimulator", "Console", "Terminal", "Timekeeping", "Crypto", "TerminalText", "ExchangeServer", "RampPlans", "PostgresStore"],
+            dependencies: ["CommandLineKit", "RolloutApp", "JSON", "RemoteConfig", "Rollout", "Telemetry", "Store", "AppCheck", "StepUp", "FleetSimulator", "Console", "Terminal", "Timekeeping", "Crypto", "TerminalText", "ExchangeServer", "RampPlans", "PostgresStore", "Monitoring"],
             swiftSettings: strict),
         .executableTarget(
             name: "rollout-bench",
-            dependencies: ["RolloutApp", "JSON", "RemoteConfig", "Rollout", "Telemetry", "Store", "AppCheck", "StepUp", "FleetSimulator", "Console", "Terminal", "Crypto", "COpenSSL", "CSQLite", "Timekeeping", "ExchangeServer"],
+            dependencies: ["RolloutApp", "JSON", "RemoteConfig", "Rollout", "Telemetry", "Store", "AppCheck", "StepUp", "FleetSimulator", "Console", "Terminal", "Crypto", "COpenSSL", "CSQLite", "Timekeeping", "ExchangeServer", "Monitoring"],
             swiftSettings: strict),
 
         // Tests: one target per module; EndToEnd drives the built binary.
@@ -105,12 +109,18 @@ let package = Package(
         .testTarget(name: "StepUpTests", dependencies: ["TestSupport", "StepUp", "Store", "Rollout", "RemoteConfig", "Timekeeping", "Crypto"], swiftSettings: strict),
         .testTarget(
             name: "FleetSimulatorTests",
-            dependencies: ["TestSupport", "FleetSimulator", "Telemetry", "Rollout", "RemoteConfig", "AppCheck", "Store", "Crypto", "Timekeeping"],
+            dependencies: [
+                "TestSupport", "FleetSimulator", "Telemetry", "Rollout", "RemoteConfig", "AppCheck", "Store", "Crypto", "Timekeeping",
+                "Monitoring",
+            ],
             swiftSettings: strict),
         .testTarget(name: "RampPlansTests", dependencies: ["TestSupport", "RampPlans", "Rollout", "RemoteConfig", "Telemetry", "Timekeeping"], swiftSettings: strict),
         .testTarget(
             name: "RampPlanRunTests",
-            dependencies: ["TestSupport", "RampPlans", "RolloutApp", "FleetSimulator", "Store", "Rollout", "RemoteConfig", "Telemetry", "Timekeeping"],
+            dependencies: [
+                "TestSupport", "RampPlans", "RolloutApp", "FleetSimulator", "Store", "Rollout", "RemoteConfig", "Telemetry", "Timekeeping",
+                "Monitoring",
+            ],
             swiftSettings: strict),
         .testTarget(name: "ConsoleTests", dependencies: ["TestSupport", "Console", "Rollout", "Telemetry", "Timekeeping"], exclude: ["Golden"], swiftSettings: strict),
         .testTarget(

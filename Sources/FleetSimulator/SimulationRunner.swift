@@ -1,5 +1,5 @@
 import Foundation
-import Store
+import Telemetry
 import Timekeeping
 
 /// How fast simulated time runs against the wall clock.
@@ -37,15 +37,15 @@ public final class SimulationRunner: @unchecked Sendable {
     public let simulation: FleetSimulation
     public let speed: SimulationSpeed
     public let wall: any Clock
-    /// Where the clock is published (`SimulationClockTable`); nil in-process, where readers use
+    /// Where the clock is published (the store's `SimulationHeartbeat` port); nil in-process, where readers use
     /// `simulation.clock` directly.
-    public let clockStore: RolloutStore?
+    public let clockStore: (any SimulationHeartbeat)?
     private let sleep: @Sendable (Instant.Duration) -> Void
     private let lock = NSLock()
     private var stopped = false
 
     public init(
-        simulation: FleetSimulation, speed: SimulationSpeed, wall: any Clock, clockStore: RolloutStore? = nil,
+        simulation: FleetSimulation, speed: SimulationSpeed, wall: any Clock, clockStore: (any SimulationHeartbeat)? = nil,
         sleep: @escaping @Sendable (Instant.Duration) -> Void = { d in usleep(UInt32(clamping: d.microseconds)) }
     ) {
         self.simulation = simulation
@@ -70,7 +70,7 @@ public final class SimulationRunner: @unchecked Sendable {
             let r = SimulationClockRecord(
                 wallStart: wallStart, simulatedStart: simulatedStart, speed: factor, wallUpdated: wall.now(),
                 simulatedAtUpdate: simulation.now, running: running)
-            try clockStore.withDatabase { try SimulationClockTable.write(r, in: $0) }
+            try clockStore.publishSimulationClock(r)
         }
         try record(running: true)
         var lastFlush = wallStart

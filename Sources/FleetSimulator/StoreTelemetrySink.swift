@@ -1,18 +1,16 @@
-import Store
 import Telemetry
 import Timekeeping
 
 /// Lands the fleet's events in a store through the ingest path of real data: a `TelemetryBatch` committed with
-/// `TelemetryTables.commit`, one transaction per simulated minute.
+/// the store's `TelemetryCounters.commit` (the core's port: any store), one transaction per simulated minute.
 ///
 /// A batch is committed when simulated time enters a new minute, and on `flush` (the runner flushes every
 /// second of wall time, so a console watching a slow simulation sees the minute in progress). Give the sink a
-/// `RolloutStore` of its own (a connection the console does not use) so that reads never wait for commits.
+/// store of its own (a connection the console does not use) so that reads never wait for commits.
 public final class StoreTelemetrySink: FleetTelemetrySink {
-    public let store: RolloutStore
     /// The batch log's source name.
     public let source: String
-    private let tables: TelemetryTables
+    private let tables: any TelemetryCounters
     private let batch = TelemetryBatch()
     private var minute: Int64?
     public private(set) var committedBatches = 0
@@ -20,10 +18,14 @@ public final class StoreTelemetrySink: FleetTelemetrySink {
     /// Called after each landed batch with the simulated time (the commands run auto-kill here).
     public var afterCommit: ((Instant) throws -> Void)?
 
-    public init(store: RolloutStore, source: String = "simulator") throws {
-        self.store = store
+    public init(counters: any TelemetryCounters, source: String = "simulator") {
         self.source = source
-        tables = try store.withDatabase { try TelemetryTables(database: $0) }
+        tables = counters
+    }
+
+    /// The sink on `store`'s telemetry counters.
+    public convenience init(store: any MonitoredStore, source: String = "simulator") throws {
+        self.init(counters: try store.telemetryCounters(), source: source)
     }
 
     public func record(_ event: TelemetryEvent) throws {
@@ -36,7 +38,7 @@ public final class StoreTelemetrySink: FleetTelemetrySink {
     public func flush(at now: Instant) throws {
         guard !batch.isEmpty else { return }
         let events = batch.eventCount
-        try store.withDatabase { _ in _ = try tables.commit(batch, source: source, at: now) }
+        try tables.commit(batch, source: source, at: now)
         committedBatches += 1
         committedEvents += events
         batch.removeAll()

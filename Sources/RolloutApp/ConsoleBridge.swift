@@ -1,5 +1,6 @@
 import Console
 import Foundation
+import Monitoring
 import RemoteConfig
 import Rollout
 import StepUp
@@ -18,6 +19,8 @@ import Timekeeping
 /// any number of consoles and watchers).
 public final class StoreConsoleSource: ConsoleDataSource, @unchecked Sendable {
     private let monitor: RolloutMonitor
+    /// Whether step-up is on (the header shows it), from the store's step-up port.
+    private let stepUp: any StepUpStore
     private let operatorID: String
     private let readOnly: Bool
     private let storeLabel: String
@@ -31,8 +34,9 @@ public final class StoreConsoleSource: ConsoleDataSource, @unchecked Sendable {
     public init(
         path: String, clock: Clock, operatorID: String, readOnly: Bool, project: String, autoKill: StoreSession? = nil
     ) throws {
-        monitor = try RolloutMonitor(
-            store: RolloutStore(path: path, create: false, access: readOnly ? .readOnly : .readWrite), clock: clock)
+        let store = try RolloutStore(path: path, create: false, access: readOnly ? .readOnly : .readWrite)
+        monitor = try RolloutMonitor(store: store, clock: clock)
+        stepUp = SQLiteStepUpStore(store: store)
         self.operatorID = operatorID
         self.readOnly = readOnly
         storeLabel = "sqlite " + ConsoleText.abbreviatingHome(path)
@@ -42,10 +46,11 @@ public final class StoreConsoleSource: ConsoleDataSource, @unchecked Sendable {
 
     /// The same on a monitor built elsewhere (a Firebase store: `FirebaseWiring.consoleSource`).
     public init(
-        monitor: RolloutMonitor, storeLabel: String, operatorID: String, readOnly: Bool, project: String,
-        autoKill: StoreSession? = nil
+        monitor: RolloutMonitor, stepUp: any StepUpStore, storeLabel: String, operatorID: String, readOnly: Bool,
+        project: String, autoKill: StoreSession? = nil
     ) {
         self.monitor = monitor
+        self.stepUp = stepUp
         self.operatorID = operatorID
         self.readOnly = readOnly
         self.storeLabel = storeLabel
@@ -65,7 +70,7 @@ public final class StoreConsoleSource: ConsoleDataSource, @unchecked Sendable {
                     status = try monitor.status()
                 }
             }
-            let stepUp = try monitor.store.withDatabase { try OperatorTables.isEnforced(in: $0) }
+            let stepUp = try stepUp.enforcement().enforced
             let changes = try positions.changes(monitor.config, newest: status.current, limit: 12)
             var model = ConsoleModelBuilder.model(
                 status: status, changes: changes, header: .init(store: storeLabel, project: project, operatorID: operatorID),

@@ -1,6 +1,7 @@
 import CommandLineKit
 import FirebaseRemoteConfig
 import Foundation
+import Monitoring
 import Rollout
 import Store
 import Timekeeping
@@ -91,7 +92,8 @@ public enum FirebaseWiring {
             project: project, state: try state.configStore(), invocation: invocation, clock: SystemClock())
         store.pollInterval = consolePollInterval
         return StoreConsoleSource(
-            monitor: try RolloutMonitor(store: state, config: store, clock: clock), storeLabel: session.path,
+            monitor: try RolloutMonitor(store: state, config: store, clock: clock),
+            stepUp: SQLiteStepUpStore(store: state), storeLabel: session.path,
             operatorID: session.operatorID,
             readOnly: session.readOnly, project: project, autoKill: session)
     }

@@ -1,4 +1,5 @@
 import Foundation
+import Monitoring
 import RampPlans
 import Rollout
 import Store

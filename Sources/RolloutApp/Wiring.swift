@@ -1,6 +1,7 @@
 import CommandLineKit
 import Crypto
 import Foundation
+import Monitoring
 import RemoteConfig
 import Rollout
 import StepUp

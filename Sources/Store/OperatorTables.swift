@@ -224,6 +224,8 @@ public final class SQLiteStepUpStore: StepUpStore, @unchecked Sendable {
 
     public init(store: RolloutStore) { self.store = store }
 
+    func withStore<T>(_ body: (SQLiteDatabase) throws -> T) throws -> T { try store.withDatabase(body) }
+
     public func enforcement() throws -> StepUpEnforcement {
         try store.withDatabase { db in
             StepUpEnforcement(policy: try OperatorTables.policy(in: db), enforced: try OperatorTables.isEnforced(in: db))

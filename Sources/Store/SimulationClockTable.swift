@@ -2,49 +2,6 @@ import Foundation
 import Telemetry
 import Timekeeping
 
-/// A running simulation's clock as published in the store, so that a reader on the wall clock (a console in
-/// another terminal) can tell the simulated time.
-///
-/// The simulation writes a record when it starts, about once a second of wall time while it runs, and when it
-/// stops: the anchor (`wallUpdated`, `simulatedAtUpdate`) and the speed. A reader extrapolates from the anchor
-/// at the speed, but never more than `staleAfter` of wall time ahead: a simulation that stopped publishing
-/// (killed, or slower than its speed) must not run ahead of its own data. Readers go through
-/// `TelemetryTimeline`, which also decides when a simulation is no longer followed (ended, or silent).
-public struct SimulationClockRecord: Hashable, Sendable {
-    /// Wall time when the run started, and simulated time at that moment.
-    public var wallStart: Instant
-    public var simulatedStart: Instant
-    /// Simulated seconds per wall second; nil when the simulation runs as fast as it can.
-    public var speed: Double?
-    /// Wall time of the last update, and simulated time at that update.
-    public var wallUpdated: Instant
-    public var simulatedAtUpdate: Instant
-    /// False once the run has ended or was stopped.
-    public var running: Bool
-
-    public init(
-        wallStart: Instant, simulatedStart: Instant, speed: Double?, wallUpdated: Instant, simulatedAtUpdate: Instant,
-        running: Bool
-    ) {
-        self.wallStart = wallStart
-        self.simulatedStart = simulatedStart
-        self.speed = speed
-        self.wallUpdated = wallUpdated
-        self.simulatedAtUpdate = simulatedAtUpdate
-        self.running = running
-    }
-
-    /// The simulated time at wall time `wall`.
-    public func simulatedTime(atWall wall: Instant, staleAfter: Instant.Duration = .seconds(Int64(5))) -> Instant {
-        let elapsed = max(0, (wall - wallUpdated).microseconds)
-        guard running else { return simulatedAtUpdate + Instant.Duration(microseconds: elapsed) }
-        let fast = min(elapsed, staleAfter.microseconds)
-        let slow = elapsed - fast
-        let scaled = Int64((Double(fast) * (speed ?? 0)).rounded())
-        return simulatedAtUpdate + Instant.Duration(microseconds: scaled + slow)
-    }
-}
-
 /// The `simulation_clock` table: at most one row, the clock of the simulation writing into this store.
 public enum SimulationClockTable {
     public static func createSchema(in db: SQLiteDatabase) throws(SQLiteError) {
@@ -95,43 +52,6 @@ public enum SimulationClockTable {
     public static func clear(in db: SQLiteDatabase) throws(SQLiteError) {
         try createSchema(in: db)
         try db.run("DELETE FROM simulation_clock")
-    }
-}
-
-/// Telemetry time for a store: the wall clock, or a simulation's time while it is alive.
-///
-/// People and security never use this (TOTP windows, lockouts, TTLs and audit timestamps run on the wall
-/// clock); it only places "now" among a simulation's own events. A simulation is alive while its heartbeat
-/// (the record's `wallUpdated`, written about twice a second) is at most `heartbeatTimeout` old; once it ended
-/// or went silent, readers stop following it: time is frozen at its last simulated instant and the assessment
-/// says so (HOLD).
-public struct TelemetryTimeline: Hashable, Sendable {
-    public static let heartbeatTimeout = Instant.Duration.seconds(Int64(5))
-    public var record: SimulationClockRecord?
-
-    public init(record: SimulationClockRecord?) { self.record = record }
-
-    /// Telemetry time and its source at wall time `wall`.
-    public func now(atWall wall: Instant) -> (now: Instant, source: TelemetryTimeSource) {
-        guard let r = record else { return (wall, .wall) }
-        if !r.running { return (r.simulatedAtUpdate, .finishedSimulation(endedAt: r.wallUpdated)) }
-        if wall - r.wallUpdated > Self.heartbeatTimeout {
-            return (r.simulatedAtUpdate, .lostSimulation(lastHeartbeat: r.wallUpdated))
-        }
-        return (r.simulatedTime(atWall: wall, staleAfter: Self.heartbeatTimeout), .liveSimulation)
-    }
-
-    /// A wall-clock instant (a version's publish time) placed on telemetry time: before the simulation began
-    /// at the wall's pace from its start, during it along the line from its start to its last heartbeat (its
-    /// pace), after it frozen at its end. Without a simulation it is the instant itself.
-    public func telemetryTime(ofWall t: Instant) -> Instant {
-        guard let r = record else { return t }
-        if t <= r.wallStart { return r.simulatedStart - (r.wallStart - t) }
-        if t >= r.wallUpdated { return r.running ? r.simulatedAtUpdate + (t - r.wallUpdated) : r.simulatedAtUpdate }
-        let span = Double((r.wallUpdated - r.wallStart).microseconds)
-        let simulated = Double((r.simulatedAtUpdate - r.simulatedStart).microseconds)
-        let share = Double((t - r.wallStart).microseconds) / span
-        return r.simulatedStart + Instant.Duration(microseconds: Int64((simulated * share).rounded()))
     }
 }
 

@@ -3,21 +3,6 @@ import Rollout
 import Telemetry
 import Timekeeping
 
-/// What one landed batch added.
-public struct BatchReceipt: Hashable, Sendable {
-    public var id: Int64
-    public var source: String
-    public var committedAt: Instant
-    public var events: Int
-    public var installations: Int
-    public var earliest: Instant?
-    public var latest: Instant?
-    public init(id: Int64, source: String, committedAt: Instant, events: Int, installations: Int, earliest: Instant?, latest: Instant?) {
-        self.id = id; self.source = source; self.committedAt = committedAt; self.events = events
-        self.installations = installations; self.earliest = earliest; self.latest = latest
-    }
-}
-
 /// Telemetry in the store: time-bucketed counters, per-installation state, presence marks, the catalog of
 /// rejection reasons, and a log of batches.
 ///
@@ -29,17 +14,23 @@ public struct BatchReceipt: Hashable, Sendable {
 /// settled minute, so a refresh reads only the newest minutes, the last day's presence rows and a few sums; a
 /// batch that brings events older than the folded point (late data) makes the next query fold again from the
 /// rollout start. One instance belongs to one thread.
-public final class TelemetryTables {
+public final class TelemetryTables: TelemetryCounters {
     public let database: SQLiteDatabase
     public var retention: TelemetryRetention
     private var watch: RolloutWatch?
     /// The first minute not yet folded into `watch`.
     private var cursorMinute: Int64 = 0
     private var lastBatchSeen: Int64 = 0
+    /// The lock of the store that owns `database` (`RolloutStore.lock`), held by every public method; nil when
+    /// the caller holds it (or owns the connection alone).
+    private let lock: NSRecursiveLock?
 
-    public init(database: SQLiteDatabase, retention: TelemetryRetention = TelemetryRetention()) throws(SQLiteError) {
+    public init(
+        database: SQLiteDatabase, retention: TelemetryRetention = TelemetryRetention(), lock: NSRecursiveLock? = nil
+    ) throws(SQLiteError) {
         self.database = database
         self.retention = retention
+        self.lock = lock
         try Self.createSchema(in: database)
     }
 
@@ -70,6 +61,8 @@ public final class TelemetryTables {
     /// Lands `batch` as one transaction and returns what it added. An empty batch writes nothing.
     @discardableResult
     public func commit(_ batch: TelemetryBatch, source: String, at committedAt: Instant) throws -> BatchReceipt? {
+        lock?.lock()
+        defer { lock?.unlock() }
         guard !batch.isEmpty else { return nil }
         // A large batch touches many installation pages; SQLite's default 2 MB cache would spill them to the
         // WAL and read them back. The cache grows with the installations of the batch, not its events.
@@ -191,6 +184,8 @@ public final class TelemetryTables {
 
     /// The rejection reason of a failure counter's detail (nil for Apple's classes).
     public func reason(of detail: FailureDetail) throws(SQLiteError) -> String? {
+        lock?.lock()
+        defer { lock?.unlock() }
         guard let id = detail.reasonID else { return nil }
         if id == FailureDetail.maximumReasons { return "other" }
         return try database.query("SELECT reason FROM telemetry_reasons WHERE id = ?", [.integer(Int64(id))]).first?[0]
@@ -199,12 +194,16 @@ public final class TelemetryTables {
 
     /// A failure detail in words: the class, or `rejected:REASON`.
     public func describe(_ detail: FailureDetail) throws(SQLiteError) -> String {
+        lock?.lock()
+        defer { lock?.unlock() }
         guard let reason = try reason(of: detail) else { return detail.errorClass.description }
         return reason.isEmpty ? "rejected" : "rejected:\(reason)"
     }
 
     /// The stored state of one installation.
     public func installation(_ id: String) throws(SQLiteError) -> InstallationRecord? {
+        lock?.lock()
+        defer { lock?.unlock() }
         let s = try database.prepare(
             "SELECT first_seen, last_seen, cohort, provider, os_major, sessions, entered, crashed, fetched_at, "
                 + "template_version FROM telemetry_installations WHERE id = ?")
@@ -214,17 +213,23 @@ public final class TelemetryTables {
     }
 
     public func installationCount() throws(SQLiteError) -> Int {
-        Int(try database.query("SELECT count(*) FROM telemetry_installations")[0][0].int ?? 0)
+        lock?.lock()
+        defer { lock?.unlock() }
+        return Int(try database.query("SELECT count(*) FROM telemetry_installations")[0][0].int ?? 0)
     }
 
     /// The newest event time in the store.
     public func newestEvent() throws(SQLiteError) -> Instant? {
-        try meta("newest_event").map(Instant.init(microseconds:))
+        lock?.lock()
+        defer { lock?.unlock() }
+        return try meta("newest_event").map(Instant.init(microseconds:))
     }
 
     /// Every landed batch, oldest first.
     public func batches() throws(SQLiteError) -> [BatchReceipt] {
-        try database.query(
+        lock?.lock()
+        defer { lock?.unlock() }
+        return try database.query(
             "SELECT id, source, committed_at, events, installations, earliest, latest FROM telemetry_batches ORDER BY id"
         )
         .map { r in
@@ -238,6 +243,8 @@ public final class TelemetryTables {
 
     /// Every counter ever landed, from the day rows (kept for ever).
     public func allTimeTotals() throws(SQLiteError) -> CounterTotals {
+        lock?.lock()
+        defer { lock?.unlock() }
         var totals = CounterTotals()
         for r in try database.query("SELECT key, sum(count) FROM telemetry_counters WHERE level = 2 GROUP BY key") {
             if let key = CounterKey(packed: UInt32(truncatingIfNeeded: r[0].int!)) { totals.add(key, r[1].int!) }
@@ -249,7 +256,9 @@ public final class TelemetryTables {
     /// describes. Read in one read transaction, so a batch landing meanwhile is seen whole or not at all; when
     /// the caller already holds a transaction (the write path's compare-and-swap), it reads inside that one.
     public func snapshot(_ configuration: WatchConfiguration, now: Instant) throws -> TelemetrySnapshot {
-        try reading { () throws -> TelemetrySnapshot in
+        lock?.lock()
+        defer { lock?.unlock() }
+        return try reading { () throws -> TelemetrySnapshot in
             let newest = try meta("newest_event")
             if watch?.configuration != configuration { watch = nil }
             let fresh = try database.query(

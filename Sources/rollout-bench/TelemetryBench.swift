@@ -1,4 +1,5 @@
 import Foundation
+import Monitoring
 import RemoteConfig
 import Rollout
 import Store

@@ -1,5 +1,6 @@
 import CommandLineKit
 import JSON
+import Monitoring
 import RemoteConfig
 import Store
 import Rollout

@@ -1,6 +1,7 @@
 import CommandLineKit
 import Foundation
 import JSON
+import Monitoring
 import RampPlans
 import Rollout
 import RolloutApp

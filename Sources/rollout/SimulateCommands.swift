@@ -1,4 +1,5 @@
 import CommandLineKit
+import Monitoring
 import RolloutApp
 import FleetSimulator
 import Foundation

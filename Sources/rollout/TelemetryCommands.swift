@@ -1,6 +1,7 @@
 import CommandLineKit
 import Foundation
 import JSON
+import Monitoring
 import RemoteConfig
 import RolloutApp
 import Rollout
@@ -271,7 +272,7 @@ enum TelemetryReport {
     /// A JSON value or null.
     static func orNull(_ v: Any?) -> Any { v ?? NSNull() }
 
-    static func json(_ s: TelemetrySnapshot, _ a: Assessment, tables: TelemetryTables) throws -> [String: Any] {
+    static func json(_ s: TelemetrySnapshot, _ a: Assessment, tables: any TelemetryCounters) throws -> [String: Any] {
         var cohorts: [String: Any] = [:]
         for cohort in Cohort.allCases {
             let t = s.totals
@@ -331,7 +332,7 @@ enum TelemetryReport {
         ]
     }
 
-    static func text(_ s: TelemetrySnapshot, _ a: Assessment, tables: TelemetryTables) throws -> String {
+    static func text(_ s: TelemetrySnapshot, _ a: Assessment, tables: any TelemetryCounters) throws -> String {
         var out: [String] = []
         out.append("verdict \(a.verdict.level.labelText): \(a.verdict.reason)")
         out.append("guardrails \(a.armed ? "armed" : "not armed (no telemetry for this rollout yet)")")

@@ -1,5 +1,6 @@
 import FleetSimulator
 import Foundation
+import Monitoring
 import RemoteConfig
 import Rollout
 import Store

@@ -1,5 +1,6 @@
 import FleetSimulator
 import Foundation
+import Monitoring
 import Rollout
 import Store
 import Telemetry

@@ -1,5 +1,6 @@
 import FleetSimulator
 import Foundation
+import Monitoring
 import RampPlans
 import RemoteConfig
 import Rollout

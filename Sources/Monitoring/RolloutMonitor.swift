@@ -12,12 +12,19 @@ import Timekeeping
 /// console, the guardrail policy of the write path and auto-kill all call `status()`, so the same store at the
 /// same instant gives the same level, reasons and counts everywhere.
 ///
+/// It knows the store only through the core's ports (`MonitoredStore`: config versions, telemetry counters,
+/// guardrail settings, the simulation heartbeat, the start cache), so any store that implements them (the
+/// SQLite file, PostgreSQL) is assessed by the same code.
+///
 /// One monitor lives as long as its reader (a console session keeps one), so the sequential statistics are
 /// folded once per settled minute however often the screen refreshes.
 public final class RolloutMonitor {
-    public let store: RolloutStore
+    public let store: any MonitoredStore
     public let config: any ConfigStore
-    public let telemetry: TelemetryTables
+    public let telemetry: any TelemetryCounters
+    private let guardrails: any GuardrailSettingsStore
+    private let heartbeat: any SimulationHeartbeat
+    private let startStore: (any RolloutStartCache)?
     /// The wall clock.
     public let clock: Clock
     /// Telemetry time given by the caller (an in-process simulation's own clock); nil: from the store.
@@ -29,15 +36,18 @@ public final class RolloutMonitor {
 
     /// `config` is the file's own config store unless given (a Firebase store keeps its templates elsewhere).
     public init(
-        store: RolloutStore, config: (any ConfigStore)? = nil, clock: Clock, telemetryClock: (any Clock)? = nil,
+        store: any MonitoredStore, config: (any ConfigStore)? = nil, clock: Clock, telemetryClock: (any Clock)? = nil,
         names: RolloutNames = .standard
     ) throws {
         self.store = store
         self.clock = clock
         self.telemetryClock = telemetryClock
         self.names = names
-        self.config = try config ?? store.configStore()
-        telemetry = try store.withDatabase { try TelemetryTables(database: $0) }
+        self.config = try config ?? store.monitoredConfig()
+        telemetry = try store.telemetryCounters()
+        guardrails = try store.guardrailSettingsStore()
+        heartbeat = try store.simulationHeartbeat()
+        startStore = try store.rolloutStartCache()
     }
 
     /// Everything the screen and `status` show, at one instant.
@@ -65,7 +75,7 @@ public final class RolloutMonitor {
 
     /// The telemetry timeline of this store (its simulation heartbeat, if any).
     public func timeline() throws -> TelemetryTimeline {
-        TelemetryTimeline(record: try store.withDatabase { try SimulationClockTable.read(from: $0) })
+        try heartbeat.timeline()
     }
 
     /// A what-if: the assessment of the same store with a different start or exposed percentage. Shown only
@@ -81,7 +91,7 @@ public final class RolloutMonitor {
 
     public func status(_ hypothesis: Hypothesis? = nil) throws -> Status {
         let wall = clock.now()
-        return try store.withDatabase { db in
+        return try store.reading {
             let timeline = try self.timeline()
             var (now, source) = timeline.now(atWall: wall)
             if let telemetryClock {
@@ -91,7 +101,7 @@ public final class RolloutMonitor {
             let current = try config.current()
             let plan = try? RolloutPlan.locate(in: current.template, names: names)
             let start = try hypothesis?.since ?? startedAt(current: current, timeline: timeline)
-            let settings = try GuardrailSettingsTable.load(from: db)
+            let settings = try guardrails.guardrailSettings()
             let snapshot = try telemetry.snapshot(settings.watchConfiguration(since: start ?? now), now: now)
             let exposed =
                 hypothesis?.exposed?.value ?? plan.flatMap { $0.state == .rolling ? $0.percentage.value : nil } ?? 0
@@ -176,29 +186,16 @@ public final class RolloutMonitor {
         return start
     }
 
-    // The start is derived from the version history; it is kept in a small table so that a new reader (every
-    // `rollout status`, every write) walks only the versions published since the last one was computed.
-    private static let startTable = "CREATE TABLE IF NOT EXISTS monitor_rollout_start (version INTEGER PRIMARY KEY, started_at INTEGER)"
+    // The start is derived from the version history; the store keeps it (`RolloutStartCache`) so that a new
+    // reader (every `rollout status`, every write) walks only the versions published since the last one.
 
     private func loadPersistedStart() throws -> (version: Int, start: Instant?)? {
-        try store.withDatabase { db in
-            let exists = try db.query("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'monitor_rollout_start'")
-            guard !exists.isEmpty,
-                let row = try db.query("SELECT version, started_at FROM monitor_rollout_start ORDER BY version DESC LIMIT 1").first,
-                let version = row[0].int
-            else { return nil }
-            return (Int(version), row[1].int.map { Instant(microseconds: $0) })
-        }
+        try startStore?.cachedRolloutStart()
     }
 
     /// Best effort: a busy or read-only store just means the next reader walks a little more history.
     private func persistStart(version: Int, start: Instant?) {
         guard !store.isReadOnly else { return }
-        try? store.withDatabase { db in
-            try db.execute(RolloutMonitor.startTable)
-            try db.run(
-                "INSERT OR REPLACE INTO monitor_rollout_start (version, started_at) VALUES (?, ?)",
-                [.integer(Int64(version)), start.map { .integer($0.microseconds) } ?? .null])
-        }
+        try? startStore?.cacheRolloutStart(version: version, start: start)
     }
 }
