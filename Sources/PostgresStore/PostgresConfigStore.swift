@@ -178,7 +178,7 @@ public final class PostgresConfigStore: ConfigStore, @unchecked Sendable {
     }
 
     /// Reads outside a write transaction run on the connection's own snapshot (autocommit).
-    func reading<T>(_ body: () throws -> T) throws -> T {
+    func readingLocked<T>(_ body: () throws -> T) throws -> T {
         lock.lock()
         defer { lock.unlock() }
         return try body()

@@ -87,6 +87,10 @@ public enum PostgresSchema {
             installations BIGINT NOT NULL, earliest BIGINT, latest BIGINT);
         CREATE TABLE telemetry_meta (key TEXT PRIMARY KEY, value BIGINT NOT NULL);
         INSERT INTO telemetry_meta (key, value) VALUES ('batch_sequence', 0);
+        CREATE TABLE simulation_clock (
+            id INTEGER PRIMARY KEY CHECK (id = 1), wall_start BIGINT NOT NULL, simulated_start BIGINT NOT NULL,
+            speed DOUBLE PRECISION, wall_updated BIGINT NOT NULL, simulated_at_update BIGINT NOT NULL, running BOOLEAN NOT NULL);
+        CREATE TABLE monitor_rollout_start (version BIGINT PRIMARY KEY, started_at BIGINT);
         """,
     ]
 

@@ -11,13 +11,13 @@ import Timekeeping
 // publish it allows commit together (one transaction per intent, under the chain-head row lock).
 
 /// The guardrail settings of a PostgreSQL store (`guardrail_settings`: one row per key that was ever set).
-public final class PostgresGuardrailSettings: @unchecked Sendable {
+public final class PostgresGuardrailSettings: GuardrailSettingsStore, @unchecked Sendable {
     private let store: PostgresConfigStore
 
     public init(store: PostgresConfigStore) { self.store = store }
 
     /// The stored settings; defaults for keys never set.
-    public func load() throws -> GuardrailSettings {
+    public func guardrailSettings() throws -> GuardrailSettings {
         try store.reading {
             var settings = GuardrailSettings()
             for row in try store.connection.query("SELECT key, value FROM guardrail_settings ORDER BY key") {
@@ -33,7 +33,7 @@ public final class PostgresGuardrailSettings: @unchecked Sendable {
     }
 
     /// Stores one validated setting (callers run this through the write policies first), under the head lock.
-    public func save(_ key: String, _ value: String) throws {
+    public func saveGuardrailSetting(_ key: String, _ value: String) throws {
         var check = GuardrailSettings()
         try check.set(key, value)
         try store.atomically {
@@ -55,7 +55,7 @@ public final class PostgresGuardrailSettings: @unchecked Sendable {
 /// `authorize` runs in one transaction that first takes the chain-head row lock, then reads the actor's record:
 /// of two processes presenting the same code at once, the second waits for the first to commit and then sees
 /// its `last_accepted_step`, so exactly one is accepted; a refused attempt still counts towards the lockout.
-public final class PostgresStepUpStore: StepUpStore, @unchecked Sendable {
+public final class PostgresStepUpStore: StepUpStore, StepUpPolicyStore, @unchecked Sendable {
     private let store: PostgresConfigStore
     private let key: StoreKey?
 
@@ -67,7 +67,7 @@ public final class PostgresStepUpStore: StepUpStore, @unchecked Sendable {
     private var c: PGConnection { store.connection }
 
     public func enforcement() throws -> StepUpEnforcement {
-        try store.reading { StepUpEnforcement(policy: try policy(), enforced: try isEnforced()) }
+        try store.reading { StepUpEnforcement(policy: try stepUpPolicy(), enforced: try isEnforced()) }
     }
 
     public func operatorRecord(_ id: OperatorID) throws -> OperatorRecord? {
@@ -84,7 +84,7 @@ public final class PostgresStepUpStore: StepUpStore, @unchecked Sendable {
         audit: (StepUpAuditEvent) throws -> Void
     ) throws -> StepUpDecision {
         try store.atomically {
-            let gate = StepUpGate(policy: try policy())
+            let gate = StepUpGate(policy: try stepUpPolicy())
             let decision = gate.authorize(
                 change, by: actor, code: code, record: try operatorRecord(actor), enforced: try isEnforced(), at: clock.now())
             if let updated = decision.record { try save(updated) }
@@ -158,7 +158,7 @@ public final class PostgresStepUpStore: StepUpStore, @unchecked Sendable {
     }
 
     /// The stored policy; keys never set keep their defaults.
-    public func policy() throws -> StepUpPolicy {
+    public func stepUpPolicy() throws -> StepUpPolicy {
         try store.reading {
             var settings: [String: String] = [:]
             for row in try c.query("SELECT key, value FROM stepup_policy") {
@@ -173,7 +173,7 @@ public final class PostgresStepUpStore: StepUpStore, @unchecked Sendable {
     }
 
     /// Stores every setting of `policy`, so that later changes of the defaults do not silently change it.
-    public func savePolicy(_ policy: StepUpPolicy) throws {
+    public func saveStepUpPolicy(_ policy: StepUpPolicy) throws {
         try store.atomically {
             for s in policy.settings {
                 try c.query(

@@ -19,7 +19,7 @@ import Timekeeping
 /// - the batch's id is drawn last from `telemetry_meta.batch_sequence` (a row lock held to commit), so ids are in
 ///   commit order and a reader that has seen batch N has seen every batch before it;
 /// - `NOTIFY rollout_telemetry, '<batch id>'` wakes consoles at commit.
-public final class PostgresTelemetry: @unchecked Sendable {
+public final class PostgresTelemetry: TelemetryCounters, @unchecked Sendable {
     /// The channel a landed batch notifies, with the batch id as payload.
     public static let channel = "rollout_telemetry"
 

@@ -1,10 +1,12 @@
 import CommandLineKit
 import Foundation
+import Monitoring
 import PostgresStore
 import RemoteConfig
 import Rollout
 import StepUp
 import Store
+import Telemetry
 import Timekeeping
 
 // The team store on PostgreSQL (`--store postgresql://...` or `postgres://...`), kept apart from the SQLite
@@ -33,12 +35,16 @@ public struct TeamSession {
     /// The step-up state on this store, its secrets sealed with the team store key.
     public let stepUp: PostgresStepUpStore
 
-    /// The write path: the core's rules and the step-up policy (a store without enrolled operators has no
-    /// step-up, as on SQLite).
+    /// The rollout with its telemetry and verdict, read from this store (the same `RolloutMonitor` as SQLite's).
+    public func monitor() throws -> RolloutMonitor { try RolloutMonitor(store: config, clock: clock) }
+
+    /// The write path with the same policies as on SQLite, in the same order: the telemetry guardrail (verdict
+    /// and attestation budget), then step-up (a store without enrolled operators has no step-up).
     public func writePath() throws -> WritePath {
         WritePath(
-            store: config, clock: clock, policies: [StepUpWritePolicy(store: stepUp, clock: clock)], readOnly: readOnly,
-            requireReasonForIncrease: try stepUp.policy().reasonForIncrease, newSeed: { Wiring.newSeed() })
+            store: config, clock: clock,
+            policies: [try monitor().guardrailPolicy(), StepUpWritePolicy(store: stepUp, clock: clock)], readOnly: readOnly,
+            requireReasonForIncrease: try stepUp.stepUpPolicy().reasonForIncrease, newSeed: { Wiring.newSeed() })
     }
 }
 
@@ -53,6 +59,34 @@ extension Wiring {
         return TeamSession(
             location: PostgresConfigStore.redacted(location), config: config, operatorID: try operatorID(invocation),
             readOnly: readOnly, clock: SystemClock(), stepUp: PostgresStepUpStore(store: config, key: try teamStoreKey(create: false).key))
+    }
+
+    /// The monitor of the invocation's store, whichever backend (`rollout telemetry`).
+    public static func monitor(_ invocation: Invocation) throws -> RolloutMonitor {
+        if let team = try teamSession(invocation) { return try team.monitor() }
+        return try session(invocation).monitor()
+    }
+
+    /// What `rollout ingest` lands batches in, whichever backend: the telemetry counters, the monitor (the
+    /// accepted event window, auto-kill), the clock, and the write path for auto-kill.
+    public struct TelemetryTarget {
+        public let counters: any TelemetryCounters
+        public let monitor: RolloutMonitor
+        public let clock: any Clock
+        public let readOnly: Bool
+        public let writePath: () throws -> WritePath
+    }
+
+    public static func telemetryTarget(_ invocation: Invocation) throws -> TelemetryTarget {
+        if let team = try teamSession(invocation) {
+            return TelemetryTarget(
+                counters: try team.config.telemetryCounters(), monitor: try team.monitor(), clock: team.clock, readOnly: team.readOnly,
+                writePath: team.writePath)
+        }
+        let session = try session(invocation)
+        return TelemetryTarget(
+            counters: try session.store.telemetryCounters(), monitor: try session.monitor(), clock: session.clock,
+            readOnly: session.readOnly, writePath: session.writePath)
     }
 
     /// Where the team store key lives: `$ROLLOUT_STORE_KEY`, else `~/.config/rollout/team-store.key`.

@@ -7,8 +7,7 @@ import RolloutApp
 import Store
 
 /// The commands' route to a PostgreSQL store (`--store postgresql://...`): the same commands, printing the same
-/// way, on a `PostgresConfigStore`. Telemetry, guardrails and step-up are not on PostgreSQL yet, so `status`
-/// shows the version and the rollout only.
+/// way, on a `PostgresConfigStore` and the monitor's ports on it.
 enum PostgresCommands {
     static let all: [Command] = [store]
 
@@ -99,9 +98,13 @@ enum PostgresCommands {
         return (try session.writePath(), session.operatorID, session.readOnly)
     }
 
+    /// `status` on PostgreSQL: the same assessment as on SQLite (`RolloutMonitor` on the store's ports).
     static func status(_ inv: Invocation, _ team: TeamSession) throws -> ExitCode {
-        let current = try team.config.current()
+        let health = try team.monitor().status()
+        let current = health.current
         let rollout = Result { try RolloutPlan.locate(in: current.template) }
+        let guardrail = GuardrailReport(health)
+        let stepUp = try team.stepUp.isEnforced()
         if inv.flag("--json") {
             var out = JSONObject()
             out["store"] = .string(team.location)
@@ -111,8 +114,12 @@ enum PostgresCommands {
             case .success(nil): out["rollout"] = .null
             case .failure(let e): out["rolloutError"] = .string("\(e)")
             }
+            out["startedAt"] = health.startedAt.map { .string($0.iso8601) } ?? .null
+            out["guardrail"] = guardrail.json
+            out["stepUp"] = ["enforced": .bool(stepUp)]
+            out["assessment"] = AssessmentJSON.value(health)
             print(JSONValue.object(out).prettyText, terminator: "")
-            return .ok
+            return inv.flag("--check") ? AssessmentJSON.exitCode(health.assessment.verdict.level) : .ok
         }
         let info = current.info
         var rows: [(String, String)] = [
@@ -121,6 +128,7 @@ enum PostgresCommands {
             ("updated", "\(info.updateTime.iso8601) by \(StoreCommands.printable(info.updateUser)) (\(info.updateOrigin), \(info.updateType.rawValue))"),
         ]
         if !info.description.isEmpty { rows.append(("reason", StoreCommands.printable(info.description))) }
+        rows.append(("", ""))
         switch rollout {
         case .success(let plan?):
             rows += [
@@ -130,9 +138,11 @@ enum PostgresCommands {
         case .success(nil): rows.append(("rollout", "none: the template has no rollout of \(RolloutNames.standard.parameter)"))
         case .failure(let e): rows.append(("rollout", "cannot read it: \(e)"))
         }
-        rows.append(("telemetry", "not kept on PostgreSQL stores yet (no guardrail verdict)"))
+        rows.append(("", ""))
+        rows += guardrail.rows.map { ($0.0, StoreCommands.printable($0.1)) }
+        rows.append(("step-up", stepUp ? "on: risky changes need a one-time code" : "off (no operator enrolled)"))
         StoreCommands.printRows(rows)
-        return .ok
+        return inv.flag("--check") ? AssessmentJSON.exitCode(health.assessment.verdict.level) : .ok
     }
 
     static func verify(_ inv: Invocation, _ team: TeamSession) throws -> ExitCode {

@@ -218,12 +218,22 @@ struct PostgresCLITests {
         #expect(pgReport["versions"] as? Int == 3)
         let history = try rollout(["history"], store: uri)
         #expect(history.status == 0 && history.stdout.contains("12.5"), "\(history.stdout)")
-        let settings = try PostgresGuardrailSettings(store: try PostgresConfigStore(conninfo: target)).load()
+        let settings = try PostgresGuardrailSettings(store: try PostgresConfigStore(conninfo: target)).guardrailSettings()
         #expect(settings.autoKill)
         #expect(try PostgresTelemetry(store: try PostgresConfigStore(conninfo: target)).installationCount() == 7)
         #expect(try PostgresTelemetry(store: try PostgresConfigStore(conninfo: target)).batches().count == 1)
-        // The copy continues the chain: a nudge on PostgreSQL verifies.
-        #expect(try rollout(["nudge", "+0.5", "--reason", "after the move"], store: uri).status == 0)
+        // The same guardrail verdict on both ends (the copied telemetry and settings, judged by the same monitor).
+        let onFile = try rollout(["nudge", "+0.5", "--reason", "after the move"], store: file)
+        let onPostgres = try rollout(["nudge", "+0.5", "--reason", "after the move"], store: uri)
+        #expect(onPostgres.status == onFile.status && onPostgres.stderr == onFile.stderr, "\(onFile.stderr) / \(onPostgres.stderr)")
+        let fileStatus = try JSONSerialization.jsonObject(with: Data(try rollout(["status", "--json"], store: file).stdout.utf8)) as? [String: Any]
+        let pgStatus = try JSONSerialization.jsonObject(with: Data(try rollout(["status", "--json"], store: uri).stdout.utf8)) as? [String: Any]
+        #expect(
+            (fileStatus?["assessment"] as? [String: Any])?["level"] as? String == (pgStatus?["assessment"] as? [String: Any])?["level"] as? String
+                && (pgStatus?["assessment"] as? [String: Any])?["level"] != nil)
+        // The copy continues the chain: a kill on PostgreSQL (never blocked) verifies.
+        let after = try rollout(["kill", "--reason", "after the move"], store: uri)
+        #expect(after.status == 0, "\(after.stderr) \(after.stdout)")
         #expect(try verifyJSON(uri)["versions"] as? Int == 4)
 
         // A non-empty target is refused and left as it was.

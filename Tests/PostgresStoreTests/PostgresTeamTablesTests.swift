@@ -100,16 +100,16 @@ struct PostgresTeamTablesTests {
     @Test func guardrailSettingsRoundTripAndReadOnlyIsRefused() throws {
         let (store, conninfo) = try PostgresStoreTests.freshStore()
         let settings = PostgresGuardrailSettings(store: store)
-        #expect(try settings.load() == GuardrailSettings())
-        try settings.save("guardrails.auto-kill", "on")
+        #expect(try settings.guardrailSettings() == GuardrailSettings())
+        try settings.saveGuardrailSetting("guardrails.auto-kill", "on")
         var expected = GuardrailSettings()
         try expected.set("guardrails.auto-kill", "on")
-        #expect(try PostgresGuardrailSettings(store: try PostgresConfigStore(conninfo: conninfo)).load() == expected)
-        #expect(throws: (any Error).self) { try settings.save("guardrails.auto-kill", "sometimes") }
+        #expect(try PostgresGuardrailSettings(store: try PostgresConfigStore(conninfo: conninfo)).guardrailSettings() == expected)
+        #expect(throws: (any Error).self) { try settings.saveGuardrailSetting("guardrails.auto-kill", "sometimes") }
         let reader = PostgresGuardrailSettings(store: try PostgresConfigStore(conninfo: conninfo, readOnly: true))
-        #expect(try reader.load() == expected)
-        #expect(throws: PostgresStoreError.self) { try reader.save("guardrails.auto-kill", "off") }
-        #expect(try settings.load() == expected)
+        #expect(try reader.guardrailSettings() == expected)
+        #expect(throws: PostgresStoreError.self) { try reader.saveGuardrailSetting("guardrails.auto-kill", "off") }
+        #expect(try settings.guardrailSettings() == expected)
     }
 
     // MARK: Telemetry
@@ -307,7 +307,7 @@ struct PostgresRoleTests {
         let viewerInfo = conninfo.replacingOccurrences(of: "user=rollout", with: "user=rollout_viewer")
         let writerInfo = conninfo.replacingOccurrences(of: "user=rollout", with: "user=rollout_writer")
         let key = try PostgresTeamTablesTests.keyFile()
-        try PostgresStepUpStore(store: owner, key: key).savePolicy(.standard)
+        try PostgresStepUpStore(store: owner, key: key).saveStepUpPolicy(.standard)
 
         // The viewer reads everything a console shows.
         let viewer = try PostgresConfigStore(conninfo: viewerInfo)
@@ -340,7 +340,7 @@ struct PostgresRoleTests {
         #expect(throws: WritePath.Failure.self) { try writes.execute(wrong) }
         try PostgresTelemetry(store: writer).commit(PostgresTeamTablesTests.traffic(minutes: 0..<1)[0], source: "w", at: PostgresTeamTablesTests.t0)
         try PostgresTelemetry(store: writer).commit(PostgresTeamTablesTests.traffic(minutes: 1..<2)[0], source: "w", at: PostgresTeamTablesTests.t0)
-        try PostgresGuardrailSettings(store: writer).save("guardrails.auto-kill", "on")
+        try PostgresGuardrailSettings(store: writer).saveGuardrailSetting("guardrails.auto-kill", "on")
         #expect(try owner.verify().versions == 2)
         #expect(throws: PostgresError.self) { try PGConnection(writerInfo).execute("DELETE FROM config_audit") }
         #expect(throws: PostgresError.self) { try PGConnection(writerInfo).execute("UPDATE config_versions SET description = 'x'") }
