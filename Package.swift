@@ -51,7 +51,8 @@ let package = Package(
         .target(name: "Terminal", dependencies: ["CNcurses", "Console"], swiftSettings: strict),
         // The team store on PostgreSQL (`--store postgresql://...`).
         .target(
-            name: "PostgresStore", dependencies: ["CPostgres", "Crypto", "JSON", "RemoteConfig", "Rollout", "Timekeeping"],
+            name: "PostgresStore",
+            dependencies: ["CPostgres", "Crypto", "JSON", "RemoteConfig", "Rollout", "Timekeeping", "Store", "StepUp", "Telemetry"],
             swiftSettings: strict),
         .target(
             name: "FleetSimulator", dependencies: ["RemoteConfig", "Rollout", "Telemetry", "AppCheck", "Crypto", "Timekeeping"],
@@ -91,7 +92,7 @@ let package = Package(
             swiftSettings: strict),
         .executableTarget(
             name: "rollout-bench",
-            dependencies: ["RolloutApp", "JSON", "RemoteConfig", "Rollout", "Telemetry", "Store", "AppCheck", "StepUp", "FleetSimulator", "Console", "Terminal", "Crypto", "COpenSSL", "CSQLite", "Timekeeping", "ExchangeServer", "Monitoring"],
+            dependencies: ["RolloutApp", "JSON", "RemoteConfig", "Rollout", "Telemetry", "Store", "AppCheck", "StepUp", "FleetSimulator", "Console", "Terminal", "Crypto", "COpenSSL", "CSQLite", "Timekeeping", "ExchangeServer", "Monitoring", "PostgresStore"],
             swiftSettings: strict),
 
         // Tests: one target per module; EndToEnd drives the built binary.
@@ -137,7 +138,10 @@ let package = Package(
             swiftSettings: strict),
         .testTarget(
             name: "PostgresStoreTests",
-            dependencies: ["TestSupport", "StoreConformance", "PostgresStore", "Rollout", "RemoteConfig", "JSON", "Timekeeping"],
+            dependencies: [
+                "TestSupport", "StoreConformance", "PostgresStore", "Rollout", "RemoteConfig", "JSON", "Timekeeping", "Store", "StepUp",
+                "Telemetry", "Crypto",
+            ],
             swiftSettings: strict),
         .testTarget(
             name: "EndToEndTests",

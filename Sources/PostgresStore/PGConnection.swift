@@ -94,8 +94,8 @@ public final class PGConnection: @unchecked Sendable {
     }
 
     /// Waits up to `timeout` seconds for a notification on a channel this connection `LISTEN`s on; returns its
-    /// payload, or nil when none arrived in time.
-    public func waitForNotification(timeout: Double) throws(PostgresError) -> String? {
+    /// channel and payload, or nil when none arrived in time.
+    public func waitForNotification(timeout: Double) throws(PostgresError) -> (channel: String, payload: String)? {
         let deadline = Date().addingTimeInterval(timeout)
         while true {
             if PQconsumeInput(raw) == 0 {
@@ -103,8 +103,9 @@ public final class PGConnection: @unchecked Sendable {
             }
             if let n = PQnotifies(raw) {
                 let payload = String(cString: n.pointee.extra)
+                let channel = String(cString: n.pointee.relname)
                 PQfreemem(n)
-                return payload
+                return (channel, payload)
             }
             let left = deadline.timeIntervalSinceNow
             if left <= 0 { return nil }

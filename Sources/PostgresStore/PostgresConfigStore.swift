@@ -34,6 +34,8 @@ public final class PostgresConfigStore: ConfigStore, @unchecked Sendable {
     private let lock = NSRecursiveLock()
     /// Depth of `atomically` calls on this thread's use of the connection (0: no transaction open).
     private var depth = 0
+    /// Whether the open transaction holds the chain-head row lock.
+    private var headLocked = false
     /// How many times a transaction is run again after a serialisation failure or deadlock.
     public var retryLimit = 20
 
@@ -103,9 +105,19 @@ public final class PostgresConfigStore: ConfigStore, @unchecked Sendable {
     /// `body`, `COMMIT`. Nested calls join the outer transaction. A serialisation failure or deadlock rolls back
     /// and runs the transaction again (up to `retryLimit`); every other error rolls back and is rethrown.
     public func atomically<T>(_ body: () throws -> T) throws -> T {
+        try transaction(lockingHead: true, body)
+    }
+
+    /// The transaction runner of every table on this connection. `lockingHead`: take the chain-head row lock
+    /// first (every write that can touch the audit chain or a policy's input: the config, step-up, settings);
+    /// telemetry batches pass false, so that many ingesting processes do not queue behind publishes (their
+    /// counters are additive upserts). A nested call joins the outer transaction, taking the head lock then if
+    /// it asks for it and the outer did not.
+    public func transaction<T>(lockingHead: Bool, _ body: () throws -> T) throws -> T {
         lock.lock()
         defer { lock.unlock() }
         if depth > 0 {
+            if lockingHead, !headLocked, !isReadOnly { try lockHead() }
             depth += 1
             defer { depth -= 1 }
             return try body()
@@ -116,13 +128,11 @@ public final class PostgresConfigStore: ConfigStore, @unchecked Sendable {
             do {
                 try connection.execute(isReadOnly ? "BEGIN ISOLATION LEVEL READ COMMITTED READ ONLY" : "BEGIN ISOLATION LEVEL READ COMMITTED")
                 depth = 1
-                defer { depth = 0 }
-                if !isReadOnly {
-                    // The head row lock: every writer queues here (see the type's comment).
-                    guard try !connection.query("SELECT version FROM config_head WHERE id = 1 FOR UPDATE").isEmpty else {
-                        throw StoreError.unavailable("the store has no version yet (create it with 'rollout init')")
-                    }
+                defer {
+                    depth = 0
+                    headLocked = false
                 }
+                if lockingHead, !isReadOnly { try lockHead() }
                 let value = try body()
                 try connection.execute("COMMIT")
                 return value
@@ -139,8 +149,36 @@ public final class PostgresConfigStore: ConfigStore, @unchecked Sendable {
         }
     }
 
+    /// The head row lock: every writer queues here (see the type's comment).
+    private func lockHead() throws {
+        guard try !connection.query("SELECT version FROM config_head WHERE id = 1 FOR UPDATE").isEmpty else {
+            throw StoreError.unavailable("the store has no version yet (create it with 'rollout init')")
+        }
+        headLocked = true
+    }
+
+    /// Runs `body` on one consistent snapshot: inside the caller's transaction when one is open, else in a
+    /// REPEATABLE READ READ ONLY transaction of its own (the dashboard query: a batch landing meanwhile is seen
+    /// whole or not at all).
+    public func consistentRead<T>(_ body: () throws -> T) throws -> T {
+        lock.lock()
+        defer { lock.unlock() }
+        if depth > 0 { return try body() }
+        try connection.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+        depth = 1
+        defer { depth = 0 }
+        do {
+            let value = try body()
+            try connection.execute("COMMIT")
+            return value
+        } catch {
+            try? connection.execute("ROLLBACK")
+            throw error
+        }
+    }
+
     /// Reads outside a write transaction run on the connection's own snapshot (autocommit).
-    private func reading<T>(_ body: () throws -> T) throws -> T {
+    func readingLocked<T>(_ body: () throws -> T) throws -> T {
         lock.lock()
         defer { lock.unlock() }
         return try body()
@@ -220,6 +258,14 @@ public final class PostgresConfigStore: ConfigStore, @unchecked Sendable {
         try reading {
             try connection.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
             defer { try? connection.execute("COMMIT") }
+            return try Self.check(connection)
+        }
+    }
+
+    /// `verify`'s checks on `connection`, inside the transaction the caller holds (`store copy` checks the copy
+    /// before it commits).
+    static func check(_ connection: PGConnection) throws -> IntegrityReport {
+        do {
             let records = try connection.query("SELECT \(Self.auditColumns) FROM config_audit ORDER BY sequence").map { try Self.auditRecord($0) }
             if let broken = AuditChain.verify(records) { throw StoreError.corrupt("\(broken)") }
             guard let head = try connection.query("SELECT version, audit_sequence, audit_hash FROM config_head WHERE id = 1").first,
@@ -235,7 +281,7 @@ public final class PostgresConfigStore: ConfigStore, @unchecked Sendable {
                 guard info.number == i + 1 else { throw StoreError.corrupt("version \(i + 1) is missing") }
                 guard let seq = row[10].flatMap({ Int64($0) }), let record = bySequence[seq], record.hash == row[11],
                     record.entry.version == info.number,
-                    record.entry.detail.hasSuffix(Self.digestLabel + Self.digest(row))
+                    Self.pins(record.entry.detail, row)
                 else { throw StoreError.corrupt("version \(info.number) does not match its audit record (edited?)") }
             }
             guard rows.count == hv else { throw StoreError.corrupt("the head names version \(hv), the store holds \(rows.count)") }
@@ -262,15 +308,17 @@ public final class PostgresConfigStore: ConfigStore, @unchecked Sendable {
         ]
         var entry = request.audit
         entry.version = number
-        entry.detail = (entry.detail.isEmpty ? "" : entry.detail + "; ") + Self.digestLabel + Self.digest(values)
+        entry.detail =
+            (entry.detail.isEmpty ? "" : entry.detail + "; ") + VersionDigest.label
+            + VersionDigest.hex(info, form: template.form, templateText: text)
         let record = head.chaining(entry)
         try insert(record)
         try connection.query(
             "INSERT INTO config_versions (\(Self.versionColumns)) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
             values + [String(record.sequence), record.hash])
+        // The head row exists from the first migration on (so writers need UPDATE on it, not INSERT).
         try connection.query(
-            "INSERT INTO config_head (id, version, audit_sequence, audit_hash) VALUES (1, $1, $2, $3) "
-                + "ON CONFLICT (id) DO UPDATE SET version = excluded.version, audit_sequence = excluded.audit_sequence, audit_hash = excluded.audit_hash",
+            "UPDATE config_head SET version = $1, audit_sequence = $2, audit_hash = $3 WHERE id = 1",
             [String(number), String(record.sequence), record.hash])
         try connection.query("SELECT pg_notify($1, $2)", [Self.channel, String(number)])
         return StoredTemplate(stamping: template, info: info)
@@ -318,14 +366,24 @@ public final class PostgresConfigStore: ConfigStore, @unchecked Sendable {
 
     // MARK: Rows
 
-    static let digestLabel = "version sha256:"
+    /// Whether an audit record's detail pins a version row: by the shared `VersionDigest` (schema 2 on, and
+    /// versions copied from an SQLite store), or by the JSON array of the ten columns that schema 1 pinned.
+    static func pins(_ detail: String, _ row: [String?]) -> Bool {
+        if let info = try? info(row), let text = row[2], let form = row[3].flatMap(RemoteConfigTemplate.Form.init(rawValue:)),
+            VersionDigest.isPinned(VersionDigest.hex(info, form: form, templateText: text), by: detail)
+        {
+            return true
+        }
+        return VersionDigest.isPinned(schema1Digest(row), by: detail)
+    }
     static let versionColumns =
         "number, etag, template, form, update_time, update_user, update_origin, update_type, description, rollback_source, audit_sequence, audit_hash"
     static let auditColumns =
         "sequence, time, actor, action, from_state, to_state, reason, result, version, detail, previous_hash, hash"
 
-    /// SHA-256 over the ten columns a publish writes (not the audit link), pinned by the version's audit record.
-    static func digest(_ row: [String?]) -> String {
+    /// Schema 1's digest: SHA-256 over the ten columns a publish writes as a JSON array (still accepted by
+    /// `verify` for the versions written then).
+    static func schema1Digest(_ row: [String?]) -> String {
         let canonical = JSONValue.array(row.prefix(10).map { $0.map { .string($0) } ?? .null })
         return SHA256.hex(Array(canonical.compactText.utf8))
     }
@@ -378,18 +436,38 @@ public enum PostgresStoreError: Error, Sendable, CustomStringConvertible, Equata
     }
 }
 
-/// Waits for publishes announced by `NOTIFY rollout_config` on its own connection (a console on another machine).
+/// Waits for publishes (`NOTIFY rollout_config`) and landed telemetry batches (`NOTIFY rollout_telemetry`) on a
+/// connection of its own: what wakes a console on another machine.
 public final class PostgresChangeListener: @unchecked Sendable {
     private let connection: PGConnection
 
+    /// What a notification announced.
+    public enum Change: Sendable, Equatable {
+        case published(version: Int)
+        case telemetry(batch: Int64)
+    }
+
     public init(conninfo: String) throws {
         connection = try PGConnection(conninfo)
-        try connection.execute("LISTEN \(PostgresConfigStore.channel)")
+        try connection.execute("LISTEN \(PostgresConfigStore.channel); LISTEN \(PostgresTelemetry.channel)")
     }
 
     /// The number of a version published since the last call, or nil when none was within `timeout` seconds
-    /// (then poll as the fallback).
+    /// (then poll as the fallback). Telemetry notifications are skipped.
     public func waitForChange(timeout: Double) throws -> Int? {
-        try connection.waitForNotification(timeout: timeout).flatMap { Int($0) }
+        let deadline = Date().addingTimeInterval(timeout)
+        while true {
+            let left = deadline.timeIntervalSinceNow
+            guard let change = try next(timeout: max(0, left)) else { return nil }
+            if case .published(let v) = change { return v }
+            if left <= 0 { return nil }
+        }
+    }
+
+    /// The next publish or telemetry batch, or nil when none came within `timeout` seconds.
+    public func next(timeout: Double) throws -> Change? {
+        guard let (channel, payload) = try connection.waitForNotification(timeout: timeout) else { return nil }
+        if channel == PostgresTelemetry.channel { return Int64(payload).map { .telemetry(batch: $0) } ?? .telemetry(batch: 0) }
+        return .published(version: Int(payload) ?? 0)
     }
 }

@@ -49,7 +49,49 @@ public enum PostgresSchema {
             audit_hash TEXT NOT NULL
         );
         INSERT INTO config_head (id, version, audit_sequence, audit_hash) VALUES (1, 0, 0, repeat('0', 64));
+        """,
+        // 2: the other ports of the write path: guardrail settings, step-up, telemetry (the SQLite store's
+        // tables, with the same columns; secrets are AES-256-GCM boxes under the team's store key).
         """
+        CREATE TABLE guardrail_settings (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+        CREATE TABLE stepup_operators (
+            id TEXT PRIMARY KEY,
+            secret BYTEA NOT NULL,
+            enrolled_at BIGINT NOT NULL,
+            last_accepted_step BIGINT,
+            failed_attempts INTEGER NOT NULL DEFAULT 0,
+            locked_until BIGINT
+        );
+        CREATE TABLE stepup_enrolments (
+            id TEXT PRIMARY KEY,
+            secret BYTEA NOT NULL,
+            created_at BIGINT NOT NULL,
+            approved_by TEXT,
+            failed_attempts INTEGER NOT NULL DEFAULT 0
+        );
+        CREATE TABLE stepup_policy (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+        CREATE TABLE store_key_check (id INTEGER PRIMARY KEY CHECK (id = 1), box BYTEA NOT NULL);
+        CREATE TABLE telemetry_counters (
+            level SMALLINT NOT NULL, bucket BIGINT NOT NULL, key BIGINT NOT NULL, count BIGINT NOT NULL,
+            PRIMARY KEY (level, bucket, key));
+        CREATE TABLE telemetry_presence (
+            hour BIGINT NOT NULL, key BIGINT NOT NULL, count BIGINT NOT NULL, PRIMARY KEY (hour, key));
+        CREATE TABLE telemetry_installations (
+            id TEXT PRIMARY KEY, first_seen BIGINT NOT NULL, last_seen BIGINT NOT NULL,
+            cohort SMALLINT NOT NULL, provider SMALLINT NOT NULL, os_major SMALLINT NOT NULL,
+            sessions BIGINT NOT NULL, entered SMALLINT NOT NULL, crashed SMALLINT NOT NULL,
+            fetched_at BIGINT, template_version BIGINT);
+        CREATE TABLE telemetry_reasons (id INTEGER PRIMARY KEY, reason TEXT NOT NULL UNIQUE);
+        CREATE TABLE telemetry_batches (
+            id BIGINT PRIMARY KEY, source TEXT NOT NULL, committed_at BIGINT NOT NULL, events BIGINT NOT NULL,
+            installations BIGINT NOT NULL, earliest BIGINT, latest BIGINT);
+        CREATE TABLE telemetry_meta (key TEXT PRIMARY KEY, value BIGINT NOT NULL);
+        INSERT INTO telemetry_meta (key, value) VALUES ('batch_sequence', 0);
+        CREATE TABLE simulation_clock (
+            id INTEGER PRIMARY KEY CHECK (id = 1), wall_start BIGINT NOT NULL, simulated_start BIGINT NOT NULL,
+            speed DOUBLE PRECISION, wall_updated BIGINT NOT NULL, simulated_at_update BIGINT NOT NULL, running BOOLEAN NOT NULL);
+        CREATE TABLE monitor_rollout_start (version BIGINT PRIMARY KEY, started_at BIGINT);
+        """,
     ]
 
     /// The recorded schema version; nil when the database has no rollout schema at all.

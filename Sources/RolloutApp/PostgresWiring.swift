@@ -1,8 +1,12 @@
 import CommandLineKit
+import Foundation
+import Monitoring
 import PostgresStore
 import RemoteConfig
 import Rollout
+import StepUp
 import Store
+import Telemetry
 import Timekeeping
 
 // The team store on PostgreSQL (`--store postgresql://...` or `postgres://...`), kept apart from the SQLite
@@ -19,8 +23,7 @@ extension StoreLocation {
 /// What a command works with on a PostgreSQL store: the open store, who acts, and the write path.
 ///
 /// The write path has the core's own rules (validation, the reason for every increase, compare-and-swap, the
-/// audit record in the same transaction) but no guardrail or step-up policy yet: telemetry, operators and
-/// step-up state are not on PostgreSQL yet (a store without enrolled operators has no step-up on SQLite either).
+/// audit record in the same transaction) and the step-up policy on the store's operators.
 public struct TeamSession {
     /// The connection string with any password masked, for messages.
     public let location: String
@@ -29,10 +32,19 @@ public struct TeamSession {
     public let readOnly: Bool
     public let clock: any Clock
 
-    public func writePath() -> WritePath {
+    /// The step-up state on this store, its secrets sealed with the team store key.
+    public let stepUp: PostgresStepUpStore
+
+    /// The rollout with its telemetry and verdict, read from this store (the same `RolloutMonitor` as SQLite's).
+    public func monitor() throws -> RolloutMonitor { try RolloutMonitor(store: config, clock: clock) }
+
+    /// The write path with the same policies as on SQLite, in the same order: the telemetry guardrail (verdict
+    /// and attestation budget), then step-up (a store without enrolled operators has no step-up).
+    public func writePath() throws -> WritePath {
         WritePath(
-            store: config, clock: clock, policies: [], readOnly: readOnly, requireReasonForIncrease: true,
-            newSeed: { Wiring.newSeed() })
+            store: config, clock: clock,
+            policies: [try monitor().guardrailPolicy(), StepUpWritePolicy(store: stepUp, clock: clock)], readOnly: readOnly,
+            requireReasonForIncrease: try stepUp.stepUpPolicy().reasonForIncrease, newSeed: { Wiring.newSeed() })
     }
 }
 
@@ -43,10 +55,55 @@ extension Wiring {
         let location = try StoreLocation.resolvedPath(invocation)
         guard StoreLocation.isPostgres(location) else { return nil }
         let readOnly = invocation.flag("--read-only")
+        let config = try PostgresConfigStore(conninfo: location, readOnly: readOnly)
         return TeamSession(
-            location: PostgresConfigStore.redacted(location),
-            config: try PostgresConfigStore(conninfo: location, readOnly: readOnly), operatorID: try operatorID(invocation),
-            readOnly: readOnly, clock: SystemClock())
+            location: PostgresConfigStore.redacted(location), config: config, operatorID: try operatorID(invocation),
+            readOnly: readOnly, clock: SystemClock(), stepUp: PostgresStepUpStore(store: config, key: try teamStoreKey(create: false).key))
+    }
+
+    /// The monitor of the invocation's store, whichever backend (`rollout telemetry`).
+    public static func monitor(_ invocation: Invocation) throws -> RolloutMonitor {
+        if let team = try teamSession(invocation) { return try team.monitor() }
+        return try session(invocation).monitor()
+    }
+
+    /// What `rollout ingest` lands batches in, whichever backend: the telemetry counters, the monitor (the
+    /// accepted event window, auto-kill), the clock, and the write path for auto-kill.
+    public struct TelemetryTarget {
+        public let counters: any TelemetryCounters
+        public let monitor: RolloutMonitor
+        public let clock: any Clock
+        public let readOnly: Bool
+        public let writePath: () throws -> WritePath
+    }
+
+    public static func telemetryTarget(_ invocation: Invocation) throws -> TelemetryTarget {
+        if let team = try teamSession(invocation) {
+            return TelemetryTarget(
+                counters: try team.config.telemetryCounters(), monitor: try team.monitor(), clock: team.clock, readOnly: team.readOnly,
+                writePath: team.writePath)
+        }
+        let session = try session(invocation)
+        return TelemetryTarget(
+            counters: try session.store.telemetryCounters(), monitor: try session.monitor(), clock: session.clock,
+            readOnly: session.readOnly, writePath: session.writePath)
+    }
+
+    /// Where the team store key lives: `$ROLLOUT_STORE_KEY`, else `~/.config/rollout/team-store.key`.
+    public static func teamStoreKeyPath() -> String {
+        if let path = ProcessInfo.processInfo.environment["ROLLOUT_STORE_KEY"], !path.isEmpty { return path }
+        return FileManager.default.homeDirectoryForCurrentUser.appendingPathComponent(".config/rollout/team-store.key").path
+    }
+
+    /// The team store key (nil when the file is missing and `create` is false), and whether it was just created.
+    /// It seals the step-up secrets of a PostgreSQL store; every operator's machine holds the same file.
+    public static func teamStoreKey(create: Bool) throws -> (key: StoreKey?, created: Bool) {
+        let path = teamStoreKeyPath()
+        if let key = try StoreKey.load(path) { return (key, false) }
+        guard create else { return (nil, false) }
+        let directory = (path as NSString).deletingLastPathComponent
+        if !directory.isEmpty { try? FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700]) }
+        return (try StoreKey.create(path), true)
     }
 
     /// `rollout init` on PostgreSQL: the schema and version 1 (the same genesis as a new SQLite store).
@@ -57,6 +114,7 @@ extension Wiring {
             try SQLiteConfigStore.genesis(seed: seed, form: form, actor: operatorID, time: clock.now())
         }
         return TeamSession(
-            location: PostgresConfigStore.redacted(conninfo), config: store, operatorID: operatorID, readOnly: false, clock: clock)
+            location: PostgresConfigStore.redacted(conninfo), config: store, operatorID: operatorID, readOnly: false, clock: clock,
+            stepUp: PostgresStepUpStore(store: store, key: try teamStoreKey(create: false).key))
     }
 }

@@ -357,22 +357,9 @@ public final class SQLiteConfigStore: ConfigStore, @unchecked Sendable {
             return StoredTemplate(stamping: template, info: info)
         }
 
-        /// SHA-256 over every column a publish writes, as the version's audit record pins it.
-        var digest: String {
-            let canonical: JSONValue = [
-                "number": .number(JSONNumber(info.number)),
-                "etag": .string(info.etag),
-                "time": .number(JSONNumber(info.updateTime.microseconds)),
-                "user": .string(info.updateUser),
-                "origin": .string(info.updateOrigin),
-                "type": .string(info.updateType.rawValue),
-                "description": .string(info.description),
-                "rollbackSource": info.rollbackSource.map { .number(JSONNumber($0)) } ?? .null,
-                "form": .string(form.rawValue),
-                "template": .string(templateText),
-            ]
-            return SHA256.hex(Array(canonical.compactText.utf8))
-        }
+        /// SHA-256 over every column a publish writes, as the version's audit record pins it (`VersionDigest`,
+        /// shared with the PostgreSQL store).
+        var digest: String { VersionDigest.hex(info, form: form, templateText: templateText) }
     }
 
     static func auditRecord(_ row: [SQLiteValue]) throws -> AuditRecord {

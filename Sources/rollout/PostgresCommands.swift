@@ -4,15 +4,15 @@ import PostgresStore
 import RemoteConfig
 import Rollout
 import RolloutApp
+import Store
 
 /// The commands' route to a PostgreSQL store (`--store postgresql://...`): the same commands, printing the same
-/// way, on a `PostgresConfigStore`. Telemetry, guardrails and step-up are not on PostgreSQL yet, so `status`
-/// shows the version and the rollout only.
+/// way, on a `PostgresConfigStore` and the monitor's ports on it.
 enum PostgresCommands {
     static let all: [Command] = [store]
 
     static let store = Command(
-        "store", summary: "Manage a PostgreSQL team store.", subcommands: [migrate])
+        "store", summary: "Manage a PostgreSQL team store.", subcommands: [migrate, copy])
 
     static let migrate = Command(
         "migrate",
@@ -32,6 +32,44 @@ enum PostgresCommands {
                 applied.isEmpty
                     ? "schema \(PostgresSchema.current) is current: nothing to migrate"
                     : "migrated to schema \(PostgresSchema.current) (applied \(applied.map(String.init).joined(separator: ", ")))")
+            return .ok
+        })
+
+    static let copy = Command(
+        "copy",
+        summary: "Copy an SQLite store into an empty PostgreSQL database (all or nothing).",
+        discussion:
+            "The source must pass 'audit verify'. Versions and the audit chain are copied exactly (same numbers, etags and "
+            + "hashes), with the guardrail settings, the step-up policy, operators and pending enrolments (secrets sealed "
+            + "again with the team store key, ROLLOUT_STORE_KEY or ~/.config/rollout/team-store.key, created when "
+            + "missing) and the telemetry. The copy is checked like 'audit verify' before it commits; a target that "
+            + "holds a store already is refused. App Check exchange state and ramp plans are not copied (named when "
+            + "the source has any).",
+        options: [
+            .value("--from", name: "FILE", help: "The SQLite store file to copy."),
+            .value("--to", name: "URI", help: "The PostgreSQL database (postgresql://...)."),
+        ],
+        examples: ["rollout store copy --from ~/.rollout/rollout.db --to postgresql:///rollout?host=/run/postgresql"],
+        action: StoreCommands.guarded { inv in
+            guard let from = inv.value("--from"), !from.isEmpty else { throw inv.usageError("store copy needs --from FILE") }
+            guard let to = inv.value("--to"), StoreLocation.isPostgres(to) else {
+                throw inv.usageError("store copy needs --to postgresql://...")
+            }
+            guard !inv.flag("--read-only") else { throw WritePath.Failure.readOnly }
+            let source = try RolloutStore(path: from, create: false, access: .readOnly)
+            var createdKey: String?
+            let report = try PostgresStoreCopy.copy(from: source, to: to) {
+                let (key, created) = try Wiring.teamStoreKey(create: true)
+                if created { createdKey = key?.path }
+                return key
+            }
+            print("copied \(from) to \(PostgresConfigStore.redacted(to))")
+            print("\(report.versions) versions, \(report.auditRecords) audit records, head \(report.headHash)")
+            print(
+                "\(report.operators) operators, \(report.pendingEnrolments) pending enrolments, \(report.settings) guardrail settings, "
+                    + "\(report.telemetryBatches) telemetry batches (\(report.installations) installations, \(report.counterRows) counter rows)")
+            if let createdKey { print("created the team store key \(createdKey): give it to every operator (mode 0600)") }
+            if !report.skipped.isEmpty { print("not copied (not on PostgreSQL yet): \(report.skipped.joined(separator: ", "))") }
             return .ok
         })
 
@@ -55,14 +93,18 @@ enum PostgresCommands {
 
     /// The write path, acting operator and read-only flag of the invocation, whichever backend.
     static func writeTarget(_ inv: Invocation) throws -> (WritePath, String, Bool) {
-        if let team = try Wiring.teamSession(inv) { return (team.writePath(), team.operatorID, team.readOnly) }
+        if let team = try Wiring.teamSession(inv) { return (try team.writePath(), team.operatorID, team.readOnly) }
         let session = try Wiring.session(inv)
         return (try session.writePath(), session.operatorID, session.readOnly)
     }
 
+    /// `status` on PostgreSQL: the same assessment as on SQLite (`RolloutMonitor` on the store's ports).
     static func status(_ inv: Invocation, _ team: TeamSession) throws -> ExitCode {
-        let current = try team.config.current()
+        let health = try team.monitor().status()
+        let current = health.current
         let rollout = Result { try RolloutPlan.locate(in: current.template) }
+        let guardrail = GuardrailReport(health)
+        let stepUp = try team.stepUp.isEnforced()
         if inv.flag("--json") {
             var out = JSONObject()
             out["store"] = .string(team.location)
@@ -72,8 +114,12 @@ enum PostgresCommands {
             case .success(nil): out["rollout"] = .null
             case .failure(let e): out["rolloutError"] = .string("\(e)")
             }
+            out["startedAt"] = health.startedAt.map { .string($0.iso8601) } ?? .null
+            out["guardrail"] = guardrail.json
+            out["stepUp"] = ["enforced": .bool(stepUp)]
+            out["assessment"] = AssessmentJSON.value(health)
             print(JSONValue.object(out).prettyText, terminator: "")
-            return .ok
+            return inv.flag("--check") ? AssessmentJSON.exitCode(health.assessment.verdict.level) : .ok
         }
         let info = current.info
         var rows: [(String, String)] = [
@@ -82,6 +128,7 @@ enum PostgresCommands {
             ("updated", "\(info.updateTime.iso8601) by \(StoreCommands.printable(info.updateUser)) (\(info.updateOrigin), \(info.updateType.rawValue))"),
         ]
         if !info.description.isEmpty { rows.append(("reason", StoreCommands.printable(info.description))) }
+        rows.append(("", ""))
         switch rollout {
         case .success(let plan?):
             rows += [
@@ -91,9 +138,11 @@ enum PostgresCommands {
         case .success(nil): rows.append(("rollout", "none: the template has no rollout of \(RolloutNames.standard.parameter)"))
         case .failure(let e): rows.append(("rollout", "cannot read it: \(e)"))
         }
-        rows.append(("telemetry", "not kept on PostgreSQL stores yet (no guardrail verdict)"))
+        rows.append(("", ""))
+        rows += guardrail.rows.map { ($0.0, StoreCommands.printable($0.1)) }
+        rows.append(("step-up", stepUp ? "on: risky changes need a one-time code" : "off (no operator enrolled)"))
         StoreCommands.printRows(rows)
-        return .ok
+        return inv.flag("--check") ? AssessmentJSON.exitCode(health.assessment.verdict.level) : .ok
     }
 
     static func verify(_ inv: Invocation, _ team: TeamSession) throws -> ExitCode {

@@ -88,10 +88,10 @@ enum TelemetryCommands {
         defer { if fd != 0 { close(fd) } }
 
         // The store facade creates a new store with mode 0600 and its first version, like every other command.
-        let session = try Wiring.session(invocation)
-        let tables = try session.store.withDatabase { try TelemetryTables(database: $0) }
-        let clock = session.clock
-        let ingest = TelemetryIngest(format: format, window: EventTimeWindow(now: clock.now(), rolloutStart: try session.monitor().status().startedAt), duplicateKeys: strict ? .reject : .count)
+        let target = try Wiring.telemetryTarget(invocation)  // SQLite, Firebase's state store or PostgreSQL
+        let tables = target.counters
+        let clock = target.clock
+        let ingest = TelemetryIngest(format: format, window: EventTimeWindow(now: clock.now(), rolloutStart: try target.monitor.status().startedAt), duplicateKeys: strict ? .reject : .count)
         var summary = IngestSummary()
         let source = "\(format.rawValue):\(path == "-" ? "stdin" : path)"
 
@@ -143,7 +143,7 @@ enum TelemetryCommands {
             print(summary.text(source: path == "-" ? "stdin" : path))
         }
         // New telemetry can turn the verdict to HALT; with auto-kill on, that kills the rollout right here.
-        if !session.readOnly, case .published(let stored, let proposal, _)? = try session.monitor().autoKillIfHalted(using: try session.writePath()) {
+        if !target.readOnly, case .published(let stored, let proposal, _)? = try target.monitor.autoKillIfHalted(using: try target.writePath()) {
             FileHandle.standardError.write(Data("rollout: auto-kill: \(proposal.summary) (version \(stored.info.number)): \(stored.info.description)\n".utf8))
         }
         return summary.badLines == 0 ? .ok : .failure
@@ -236,8 +236,7 @@ enum TelemetryCommands {
             hypothesis.since = t
         }
         let hypothetical = hypothesis != RolloutMonitor.Hypothesis()
-        let session = try Wiring.session(invocation)
-        let monitor = try session.monitor()
+        let monitor = try Wiring.monitor(invocation)
         let status = try monitor.status(hypothetical ? hypothesis : nil)
         let tables = monitor.telemetry
         if invocation.flag("--json") {

@@ -12,18 +12,23 @@ final class PostgresServer: @unchecked Sendable {
     private let lock = NSLock()
     private var databases = 0
 
-    /// The one server of this test process, started on first use.
-    static let shared: Result<PostgresServer, Error> = Result { try PostgresServer() }
+    /// The loopback TCP port (127.0.0.1) when the server listens there too; nil: the Unix socket only.
+    let port: Int?
+
+    /// The one server of this test process, started on first use: Unix socket and loopback TCP.
+    static let shared: Result<PostgresServer, Error> = Result { try PostgresServer(tcp: true) }
 
     static func get() throws -> PostgresServer { try shared.get() }
 
-    private init() throws {
+    /// A private server (a drill that restarts it must not disturb the shared one's tests).
+    init(tcp: Bool) throws {
         let fm = FileManager.default
         let versions = (try? fm.contentsOfDirectory(atPath: "/usr/lib/postgresql")) ?? []
         guard let newest = versions.compactMap(Int.init).max() else {
             throw TestSupport.Failure("no PostgreSQL server binaries in /usr/lib/postgresql (Debian package postgresql; scripts/deps.sh test)")
         }
         bin = "/usr/lib/postgresql/\(newest)/bin"
+        port = tcp ? try Self.freeLoopbackPort() : nil
         var template = Array("/tmp/rollout-pg-XXXXXX".utf8CString)
         guard let made = mkdtemp(&template) else { throw TestSupport.Failure("mkdtemp failed") }
         directory = String(cString: made)
@@ -34,10 +39,11 @@ final class PostgresServer: @unchecked Sendable {
         }
         try run("initdb", ["-D", directory + "/data", "-U", "rollout", "--auth=trust", "-E", "UTF8", "--no-sync"])
         let conf = """
-            listen_addresses = ''
+            listen_addresses = '\(tcp ? "127.0.0.1" : "")'
+            \(port.map { "port = \($0)" } ?? "")
             unix_socket_directories = '\(directory)'
             fsync = off
-            max_connections = 60
+            max_connections = 80
             """
         try (try String(contentsOfFile: directory + "/data/postgresql.conf", encoding: .utf8) + "\n" + conf + "\n")
             .write(toFile: directory + "/data/postgresql.conf", atomically: false, encoding: .utf8)
@@ -48,21 +54,54 @@ final class PostgresServer: @unchecked Sendable {
         guard started == 0 else {
             throw TestSupport.Failure("pg_ctl start failed (\(started)); see \(directory)/server.log")
         }
-        PostgresServer.running = (bin, directory)
+        PostgresServer.runningLock.withLock { PostgresServer.running.append((bin, directory)) }
         atexit {
-            guard let (bin, dir) = PostgresServer.running else { return }
-            let stop = Process()
-            stop.executableURL = URL(fileURLWithPath: getuid() == 0 ? "/usr/sbin/runuser" : bin + "/pg_ctl")
-            stop.arguments = (getuid() == 0 ? ["-u", "nobody", "--", bin + "/pg_ctl"] : []) + ["-D", dir + "/data", "-m", "immediate", "-w", "stop"]
-            stop.standardOutput = FileHandle.nullDevice
-            stop.standardError = FileHandle.nullDevice
-            try? stop.run()
-            stop.waitUntilExit()
-            try? FileManager.default.removeItem(atPath: dir)
+            for (bin, dir) in PostgresServer.runningLock.withLock({ PostgresServer.running }) {
+                PostgresServer.stop(bin: bin, directory: dir)
+                try? FileManager.default.removeItem(atPath: dir)
+            }
         }
     }
 
-    nonisolated(unsafe) static var running: (String, String)?
+    nonisolated(unsafe) static var running: [(String, String)] = []
+    static let runningLock = NSLock()
+
+    private static func stop(bin: String, directory dir: String) {
+        let stop = Process()
+        stop.executableURL = URL(fileURLWithPath: getuid() == 0 ? "/usr/sbin/runuser" : bin + "/pg_ctl")
+        stop.arguments = (getuid() == 0 ? ["-u", "nobody", "--", bin + "/pg_ctl"] : []) + ["-D", dir + "/data", "-m", "immediate", "-w", "stop"]
+        stop.standardOutput = FileHandle.nullDevice
+        stop.standardError = FileHandle.nullDevice
+        try? stop.run()
+        stop.waitUntilExit()
+    }
+
+    /// Stops the server (immediate shutdown: clients lose their connections mid-transaction), stays down for
+    /// `downtime` seconds (clients cannot connect), and starts it again.
+    func restart(downtime: Double = 0) throws {
+        Self.stop(bin: bin, directory: directory)
+        usleep(UInt32(downtime * 1_000_000))
+        let ctl = (getuid() == 0 ? "/usr/sbin/runuser -u nobody -- " : "") + bin + "/pg_ctl"
+        let started = system("\(ctl) -D '\(directory)/data' -l '\(directory)/server.log' -w -t 60 start </dev/null >/dev/null 2>&1")
+        guard started == 0 else { throw TestSupport.Failure("pg_ctl start after the restart failed (\(started))") }
+    }
+
+    /// A loopback port nobody listens on now (bound and released; the server binds it right after).
+    private static func freeLoopbackPort() throws -> Int {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { throw TestSupport.Failure("socket failed") }
+        defer { close(fd) }
+        var addr = sockaddr_in()
+        addr.sin_family = sa_family_t(AF_INET)
+        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
+        addr.sin_port = 0
+        var len = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafeMutablePointer(to: &addr) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, len) == 0 && getsockname(fd, $0, &len) == 0 }
+        }
+        guard bound else { throw TestSupport.Failure("cannot bind a loopback port") }
+        return Int(UInt16(bigEndian: addr.sin_port))
+    }
 
     /// Runs a server binary (as `nobody` under root); throws with its output when it fails.
     private func run(_ tool: String, _ arguments: [String]) throws {
@@ -75,7 +114,10 @@ final class PostgresServer: @unchecked Sendable {
     }
 
     /// The connection string of the server's `postgres` database.
-    var adminConninfo: String { "host=\(directory) dbname=postgres user=rollout" }
+    var adminConninfo: String { "host=\(directory)\(portParameter) dbname=postgres user=rollout" }
+
+    /// The socket file's name carries the port: ` port=N` when it is not the default.
+    private var portParameter: String { port.map { " port=\($0)" } ?? "" }
 
     /// Creates a fresh, empty database and returns its connection string.
     func freshDatabase() throws -> String {
@@ -84,6 +126,13 @@ final class PostgresServer: @unchecked Sendable {
         let psql = try TestSupport.run(
             bin + "/psql", ["-X", "-q", "-v", "ON_ERROR_STOP=1", "-d", adminConninfo, "-c", "CREATE DATABASE \(name)"])
         guard psql.status == 0 else { throw TestSupport.Failure("CREATE DATABASE failed: \(psql.stderr)") }
-        return "host=\(directory) dbname=\(name) user=rollout"
+        return "host=\(directory)\(portParameter) dbname=\(name) user=rollout"
+    }
+
+    /// The URIs of a database for the CLI (`--store postgresql://...`): over the Unix socket, and over loopback
+    /// TCP when the server listens there.
+    func uris(of conninfo: String) -> (socket: String, tcp: String?) {
+        let name = conninfo.split(separator: " ").first { $0.hasPrefix("dbname=") }!.dropFirst("dbname=".count)
+        return ("postgresql:///\(name)?host=\(directory)&user=rollout" + (port.map { "&port=\($0)" } ?? ""), port.map { "postgresql://rollout@127.0.0.1:\($0)/\(name)" })
     }
 }

@@ -1,0 +1,194 @@
+import Crypto
+import Foundation
+import Rollout
+import Store
+import Timekeeping
+
+/// `rollout store copy --from FILE --to postgresql://...`: moves an existing SQLite store to a PostgreSQL team
+/// store, all or nothing.
+///
+/// The source must pass its own `audit verify` first. The target database must hold no rollout store (an empty
+/// database, or one with the schema and no version). Everything is written in one transaction under the
+/// migrations' advisory lock: the schema, every version and audit record exactly as stored (same numbers, etags,
+/// times, hashes: the chain and the digests its records pin are the same on both ends), the chain head, the
+/// guardrail settings, the step-up policy, operators and pending enrolments (each secret opened with the file's
+/// key and sealed again with the team's key, bound to the same operator), and the telemetry tables (counters,
+/// presence, installations, the reason catalog, the batch log). Before it commits the copy is checked with the
+/// same checks as `audit verify` and compared with the source's report; any failure rolls everything back.
+///
+/// Not copied: the App Check exchange state and ramp plans (not on PostgreSQL yet); `Report.skipped` names what
+/// the source holds of them.
+public enum PostgresStoreCopy {
+    public struct Report: Sendable {
+        public var versions: Int
+        public var auditRecords: Int
+        public var headHash: String
+        public var operators: Int
+        public var pendingEnrolments: Int
+        public var settings: Int
+        public var telemetryBatches: Int
+        public var installations: Int
+        public var counterRows: Int
+        /// Tables of the source that hold rows and are not copied.
+        public var skipped: [String]
+    }
+
+    public static func copy(from source: RolloutStore, to conninfo: String, teamKey: () throws -> StoreKey?) throws -> Report {
+        let sourceReport = try source.verify()
+        let db = source.database
+        func exists(_ table: String) throws -> Bool {
+            try !db.query("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", [.text(table)]).isEmpty
+        }
+        func rows(_ table: String, _ columns: String, order: String) throws -> [[SQLiteValue]] {
+            try exists(table) ? db.query("SELECT \(columns) FROM \(table) ORDER BY \(order)") : []
+        }
+        func text(_ v: SQLiteValue) -> String? {
+            switch v {
+            case .null: nil
+            case .integer(let i): String(i)
+            case .real(let d): String(d)
+            case .text(let t): t
+            case .blob(let b): Hex.encode(b)
+            }
+        }
+
+        let c = try PGConnection(conninfo)
+        try c.execute("SET client_min_messages = warning")
+        try c.execute("BEGIN ISOLATION LEVEL READ COMMITTED")
+        do {
+            try c.query("SELECT pg_advisory_xact_lock($1)", [PostgresSchema.advisoryLock])
+            if let v = try PostgresSchema.version(c), v > PostgresSchema.current {
+                throw PostgresSchemaError.newer(found: v, supported: PostgresSchema.current)
+            }
+            try PostgresSchema.migrate(c)
+            if let n = try c.query("SELECT max(number) FROM config_versions").first?.first ?? nil {
+                throw StoreError.unavailable(
+                    "the target already holds a rollout store (version \(n)); store copy only fills an empty database")
+            }
+            let nonEmpty = try c.query(
+                "SELECT (SELECT count(*) FROM config_audit) + (SELECT count(*) FROM telemetry_batches) + (SELECT count(*) FROM stepup_operators) "
+                    + "+ (SELECT count(*) FROM guardrail_settings)"
+            ).first?.first?.flatMap { Int($0) } ?? 0
+            guard nonEmpty == 0 else {
+                throw StoreError.unavailable("the target holds rollout data already; store copy only fills an empty database")
+            }
+
+            func insert(_ table: String, _ columns: String, _ source: [[SQLiteValue]], casts: [String], chunk: Int = 2000) throws {
+                guard !source.isEmpty else { return }
+                let n = casts.count
+                var start = 0
+                while start < source.count {
+                    let part = source[start..<min(source.count, start + chunk)]
+                    let arrays: [String?] = (0..<n).map { i in
+                        casts[i] == "text[]"
+                            ? PGArray.optionalText(part.map { text($0[i]) })
+                            : "{" + part.map { text($0[i]) ?? "NULL" }.joined(separator: ",") + "}"
+                    }
+                    let unnest = (0..<n).map { "$\($0 + 1)::\(casts[$0])" }.joined(separator: ", ")
+                    try c.query("INSERT INTO \(table) (\(columns)) SELECT * FROM unnest(\(unnest))", arrays)
+                    start += chunk
+                }
+            }
+
+            // The config history, byte for byte.
+            let versionColumns = PostgresConfigStore.versionColumns
+            let auditColumns = PostgresConfigStore.auditColumns
+            try insert(
+                "config_audit", auditColumns, try rows("config_audit", auditColumns, order: "sequence"),
+                casts: ["bigint[]", "bigint[]", "text[]", "text[]", "text[]", "text[]", "text[]", "text[]", "bigint[]", "text[]", "text[]", "text[]"])
+            try insert(
+                "config_versions", versionColumns, try rows("config_versions", versionColumns, order: "number"),
+                casts: ["bigint[]", "text[]", "text[]", "text[]", "bigint[]", "text[]", "text[]", "text[]", "text[]", "bigint[]", "bigint[]", "text[]"])
+            guard let head = try rows("config_head", "version, audit_sequence, audit_hash", order: "id").first else {
+                throw StoreError.corrupt("the source has no chain head")
+            }
+            try c.query(
+                "UPDATE config_head SET version = $1, audit_sequence = $2, audit_hash = $3 WHERE id = 1",
+                [text(head[0]), text(head[1]), text(head[2])])
+
+            // Settings and step-up.
+            let settings = try rows("guardrail_settings", "key, value", order: "key")
+            try insert("guardrail_settings", "key, value", settings, casts: ["text[]", "text[]"])
+            try insert("stepup_policy", "key, value", try rows("stepup_policy", "key, value", order: "key"), casts: ["text[]", "text[]"])
+            let operators = try rows(
+                "stepup_operators", "id, secret, enrolled_at, last_accepted_step, failed_attempts, locked_until", order: "id")
+            let pending = try rows("stepup_enrolments", "id, secret, created_at, approved_by, failed_attempts", order: "id")
+            if !operators.isEmpty || !pending.isEmpty {
+                guard let fileKey = source.key else {
+                    throw StoreError.unavailable(
+                        "the source's store key \(StoreKey.path(forStore: source.path)) is missing: its step-up secrets cannot be copied")
+                }
+                guard let team = try teamKey() else {
+                    throw StoreError.unavailable("no team store key to seal the step-up secrets with (set ROLLOUT_STORE_KEY)")
+                }
+                try c.query(
+                    "INSERT INTO store_key_check (id, box) VALUES (1, decode($1, 'hex'))",
+                    [Hex.encode(team.sealSecret(PostgresStepUpStore.keyCheckText, owner: "store key check"))])
+                func resealed(_ row: [SQLiteValue]) throws -> [SQLiteValue] {
+                    guard let owner = row[0].string, let box = row[1].bytes else { throw StoreError.corrupt("a step-up row is unreadable") }
+                    var out = row
+                    out[1] = .text(Hex.encode(team.sealSecret(try fileKey.openSecret(box, owner: owner), owner: owner)))
+                    return out
+                }
+                for row in try operators.map(resealed) {
+                    try c.query(
+                        "INSERT INTO stepup_operators (id, secret, enrolled_at, last_accepted_step, failed_attempts, locked_until) "
+                            + "VALUES ($1, decode($2, 'hex'), $3, $4, $5, $6)", row.map(text))
+                }
+                for row in try pending.map(resealed) {
+                    try c.query(
+                        "INSERT INTO stepup_enrolments (id, secret, created_at, approved_by, failed_attempts) VALUES ($1, decode($2, 'hex'), $3, $4, $5)",
+                        row.map(text))
+                }
+            }
+
+            // Telemetry.
+            let counters = try rows("telemetry_counters", "level, bucket, key, count", order: "level, bucket, key")
+            try insert("telemetry_counters", "level, bucket, key, count", counters, casts: ["smallint[]", "bigint[]", "bigint[]", "bigint[]"])
+            try insert(
+                "telemetry_presence", "hour, key, count", try rows("telemetry_presence", "hour, key, count", order: "hour, key"),
+                casts: ["bigint[]", "bigint[]", "bigint[]"])
+            let installations = try rows("telemetry_installations", PostgresTelemetry.installationColumns, order: "id")
+            try insert(
+                "telemetry_installations", PostgresTelemetry.installationColumns, installations,
+                casts: ["text[]", "bigint[]", "bigint[]", "smallint[]", "smallint[]", "smallint[]", "bigint[]", "smallint[]", "smallint[]", "bigint[]", "bigint[]"])
+            try insert("telemetry_reasons", "id, reason", try rows("telemetry_reasons", "id, reason", order: "id"), casts: ["integer[]", "text[]"])
+            let batchColumns = "id, source, committed_at, events, installations, earliest, latest"
+            let batches = try rows("telemetry_batches", batchColumns, order: "id")
+            try insert("telemetry_batches", batchColumns, batches, casts: ["bigint[]", "text[]", "bigint[]", "bigint[]", "bigint[]", "bigint[]", "bigint[]"])
+            if try exists("telemetry_meta"),
+                let newest = try db.query("SELECT value FROM telemetry_meta WHERE key = 'newest_event'").first?.first?.int
+            {
+                try c.query("INSERT INTO telemetry_meta (key, value) VALUES ('newest_event', $1)", [String(newest)])
+            }
+            try c.query(
+                "UPDATE telemetry_meta SET value = (SELECT coalesce(max(id), 0) FROM telemetry_batches) WHERE key = 'batch_sequence'")
+
+            // What stays behind.
+            var skipped: [String] = []
+            for table in try db.query("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name").compactMap({ $0.first?.string })
+            where table.hasPrefix("appcheck_") || table.hasPrefix("ramp_")
+            {
+                if try !db.query("SELECT 1 FROM \"\(table)\" LIMIT 1").isEmpty { skipped.append(table) }
+            }
+
+            // The copy passes the same checks as `audit verify`, and is the same chain, before it commits.
+            let copied = try PostgresConfigStore.check(c)
+            guard copied.versions == sourceReport.config.versions, copied.auditRecords == sourceReport.config.auditRecords,
+                copied.headHash == sourceReport.config.headHash
+            else {
+                throw StoreError.corrupt(
+                    "the copy does not match the source (\(copied.versions) versions, head \(copied.headHash); the source has "
+                        + "\(sourceReport.config.versions), head \(sourceReport.config.headHash)): nothing was copied")
+            }
+            try c.execute("COMMIT")
+            return Report(
+                versions: copied.versions, auditRecords: copied.auditRecords, headHash: copied.headHash, operators: operators.count,
+                pendingEnrolments: pending.count, settings: settings.count, telemetryBatches: batches.count,
+                installations: installations.count, counterRows: counters.count, skipped: skipped)
+        } catch {
+            try? c.execute("ROLLBACK")
+            throw error
+        }
+    }
+}

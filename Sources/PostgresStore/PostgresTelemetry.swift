@@ -1,0 +1,387 @@
+import Foundation
+import Rollout
+import Store
+import Telemetry
+import Timekeeping
+
+/// Telemetry on the PostgreSQL team store: the SQLite store's tables and arithmetic (`BatchSettlement` decides
+/// every row, `RolloutWatch` folds them), aggregated in the database so that many ingesting processes and the
+/// simulator write at once. The methods have the signatures of `TelemetryTables`.
+///
+/// A batch lands in one READ COMMITTED transaction, without the chain-head lock (ingest does not queue behind
+/// publishes):
+/// - the batch's installations are locked with `SELECT ... FOR UPDATE` in id order (one order for every batch,
+///   so two batches sharing installations queue and never deadlock), settled, and written back in one
+///   statement; an installation another batch created meanwhile makes the transaction run again (a fresh
+///   settlement, so nothing counts twice);
+/// - counters and presence rows are additive upserts (`ON CONFLICT ... DO UPDATE SET count = count +
+///   excluded.count`), sorted by key, one statement each;
+/// - the batch's id is drawn last from `telemetry_meta.batch_sequence` (a row lock held to commit), so ids are in
+///   commit order and a reader that has seen batch N has seen every batch before it;
+/// - `NOTIFY rollout_telemetry, '<batch id>'` wakes consoles at commit.
+public final class PostgresTelemetry: TelemetryCounters, @unchecked Sendable {
+    /// The channel a landed batch notifies, with the batch id as payload.
+    public static let channel = "rollout_telemetry"
+
+    private let store: PostgresConfigStore
+    public var retention: TelemetryRetention
+    private var watch: RolloutWatch?
+    /// The first minute not yet folded into `watch`.
+    private var cursorMinute: Int64 = 0
+    private var lastBatchSeen: Int64 = 0
+
+    public init(store: PostgresConfigStore, retention: TelemetryRetention = TelemetryRetention()) {
+        self.store = store
+        self.retention = retention
+    }
+
+    private var c: PGConnection { store.connection }
+
+    // MARK: Writing
+
+    /// Lands `batch` as one transaction and returns what it added. An empty batch writes nothing.
+    @discardableResult
+    public func commit(_ batch: TelemetryBatch, source: String, at committedAt: Instant) throws -> BatchReceipt? {
+        guard !batch.isEmpty else { return nil }
+        if store.isReadOnly { throw PostgresStoreError.readOnly("telemetry batch on a read-only store") }
+        var deltas: [(String, InstallationDelta)] = []
+        deltas.reserveCapacity(batch.installationCount)
+        batch.forEachInstallation { deltas.append(($0, $1)) }
+        return try store.transaction(lockingHead: false) { () throws -> BatchReceipt in
+            let codes = try batch.reasons.map { try reasonCode($0) }
+            let storedNewest = try meta("newest_event")
+            var settlement = BatchSettlement(batch: batch, reasonCodes: codes, retention: retention, storedNewest: storedNewest)
+
+            var previous: [String: InstallationRecord] = [:]
+            if !deltas.isEmpty {
+                for row in try c.query(
+                    "SELECT \(Self.installationColumns) FROM telemetry_installations WHERE id = ANY($1::text[]) ORDER BY id COLLATE \"C\" FOR UPDATE",
+                    [PGArray.text(deltas.map(\.0))])
+                {
+                    if let id = row[0] { previous[id] = Self.record(row) }
+                }
+            }
+            var fresh: [(String, InstallationRecord)] = []
+            var changed: [(String, InstallationRecord)] = []
+            for (id, delta) in deltas {
+                let before = previous[id]
+                let r = settlement.settle(delta, previous: before)
+                if before == nil { fresh.append((id, r)) } else if r != before { changed.append((id, r)) }
+            }
+            if !fresh.isEmpty {
+                let inserted = try c.query(
+                    "INSERT INTO telemetry_installations (\(Self.installationColumns)) "
+                        + "SELECT * FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::smallint[], $5::smallint[], $6::smallint[], "
+                        + "$7::bigint[], $8::smallint[], $9::smallint[], $10::bigint[], $11::bigint[]) "
+                        + "ON CONFLICT (id) DO NOTHING RETURNING id",
+                    Self.installationArrays(fresh))
+                // Another batch created one of them after our lock query: settle again from its row.
+                if inserted.count != fresh.count {
+                    throw PostgresError(sqlState: "40001", message: "an installation of the batch was created concurrently")
+                }
+            }
+            if !changed.isEmpty {
+                try c.query(
+                    "UPDATE telemetry_installations t SET first_seen = u.first_seen, last_seen = u.last_seen, cohort = u.cohort, "
+                        + "provider = u.provider, os_major = u.os_major, sessions = u.sessions, entered = u.entered, crashed = u.crashed, "
+                        + "fetched_at = u.fetched_at, template_version = u.template_version "
+                        + "FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::smallint[], $5::smallint[], $6::smallint[], "
+                        + "$7::bigint[], $8::smallint[], $9::smallint[], $10::bigint[], $11::bigint[]) "
+                        + "AS u(\(Self.installationColumns)) WHERE t.id = u.id",
+                    Self.installationArrays(changed))
+            }
+            let counters = settlement.counterRows().sorted { ($0.level.rawValue, $0.bucket, $0.key.packed) < ($1.level.rawValue, $1.bucket, $1.key.packed) }
+            if !counters.isEmpty {
+                try c.query(
+                    "INSERT INTO telemetry_counters (level, bucket, key, count) "
+                        + "SELECT * FROM unnest($1::smallint[], $2::bigint[], $3::bigint[], $4::bigint[]) AS u(level, bucket, key, count) "
+                        + "ORDER BY level, bucket, key "
+                        + "ON CONFLICT (level, bucket, key) DO UPDATE SET count = telemetry_counters.count + excluded.count",
+                    [
+                        PGArray.ints(counters.map { Int64($0.level.rawValue) }), PGArray.ints(counters.map(\.bucket)),
+                        PGArray.ints(counters.map { Int64($0.key.packed) }), PGArray.ints(counters.map(\.count)),
+                    ])
+            }
+            let presence = settlement.presenceRows().sorted { ($0.hour, $0.key.packed) < ($1.hour, $1.key.packed) }
+            if !presence.isEmpty {
+                try c.query(
+                    "INSERT INTO telemetry_presence (hour, key, count) "
+                        + "SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::bigint[]) AS u(hour, key, count) ORDER BY hour, key "
+                        + "ON CONFLICT (hour, key) DO UPDATE SET count = telemetry_presence.count + excluded.count",
+                    [PGArray.ints(presence.map(\.hour)), PGArray.ints(presence.map(\.key.packed)), PGArray.ints(presence.map(\.delta))])
+            }
+            let newest = settlement.newest
+            if newest != .min {
+                try c.query(
+                    "INSERT INTO telemetry_meta (key, value) VALUES ('newest_event', $1) "
+                        + "ON CONFLICT (key) DO UPDATE SET value = GREATEST(telemetry_meta.value, excluded.value)",
+                    [String(newest)])
+                for level in [BucketLevel.minute, .hour] {
+                    if let oldest = retention.oldestKept(level, newest: newest) {
+                        try c.query("DELETE FROM telemetry_counters WHERE level = $1 AND bucket < $2", [String(level.rawValue), String(oldest)])
+                    }
+                }
+                let oldestHour = BucketLevel.hour.bucket(newest - TelemetryRetention.presenceWindow.microseconds)
+                try c.query("DELETE FROM telemetry_presence WHERE hour < $1 OR count = 0", [String(oldestHour)])
+            }
+            // Last: the id, under the sequence row's lock until commit (ids in commit order).
+            guard
+                let id = try c.query("UPDATE telemetry_meta SET value = value + 1 WHERE key = 'batch_sequence' RETURNING value")
+                    .first?.first?.flatMap({ Int64($0) })
+            else { throw StoreError.corrupt("the telemetry batch sequence is missing (run 'rollout store migrate')") }
+            try c.query(
+                "INSERT INTO telemetry_batches (id, source, committed_at, events, installations, earliest, latest) VALUES ($1, $2, $3, $4, $5, $6, $7)",
+                [
+                    String(id), source, String(committedAt.microseconds), String(batch.eventCount), String(batch.installationCount),
+                    batch.earliest.map { String($0.microseconds) }, batch.latest.map { String($0.microseconds) },
+                ])
+            try c.query("SELECT pg_notify($1, $2)", [Self.channel, String(id)])
+            return BatchReceipt(
+                id: id, source: source, committedAt: committedAt, events: batch.eventCount, installations: batch.installationCount,
+                earliest: batch.earliest, latest: batch.latest)
+        }
+    }
+
+    /// Writes rows exactly as given (`store copy`): the tables of another store, in this store's transaction.
+    func copyRow(_ table: String, _ columns: String, _ values: [String?]) throws {
+        let placeholders = (1...values.count).map { "$\($0)" }.joined(separator: ", ")
+        try c.query("INSERT INTO \(table) (\(columns)) VALUES (\(placeholders))", values)
+    }
+
+    /// The catalog id of a rejection reason, added when new (beyond the catalog's size: the last id, "other").
+    /// New reasons are added under an advisory lock, so two batches never give one id to two reasons.
+    private func reasonCode(_ reason: String) throws -> UInt16 {
+        if let id = try c.query("SELECT id FROM telemetry_reasons WHERE reason = $1", [reason]).first?.first?.flatMap({ UInt16($0) }) {
+            return id
+        }
+        try c.query("SELECT pg_advisory_xact_lock($1)", [Self.reasonLock])
+        if let id = try c.query("SELECT id FROM telemetry_reasons WHERE reason = $1", [reason]).first?.first?.flatMap({ UInt16($0) }) {
+            return id
+        }
+        let count = try c.query("SELECT count(*) FROM telemetry_reasons").first?.first?.flatMap { Int64($0) } ?? 0
+        if count >= Int64(FailureDetail.maximumReasons) { return FailureDetail.maximumReasons }
+        try c.query("INSERT INTO telemetry_reasons (id, reason) VALUES ($1, $2)", [String(count), reason])
+        return UInt16(count)
+    }
+
+    static let reasonLock = "5282125"
+
+    private func meta(_ key: String) throws -> Int64? {
+        try c.query("SELECT value FROM telemetry_meta WHERE key = $1", [key]).first?.first?.flatMap { Int64($0) }
+    }
+
+    // MARK: Reading
+
+    /// The rejection reason of a failure counter's detail (nil for Apple's classes).
+    public func reason(of detail: FailureDetail) throws -> String? {
+        guard let id = detail.reasonID else { return nil }
+        if id == FailureDetail.maximumReasons { return "other" }
+        return try store.reading {
+            try c.query("SELECT reason FROM telemetry_reasons WHERE id = $1", [String(id)]).first?.first ?? nil
+        }
+    }
+
+    /// A failure detail in words: the class, or `rejected:REASON`.
+    public func describe(_ detail: FailureDetail) throws -> String {
+        guard let reason = try reason(of: detail) else { return detail.errorClass.description }
+        return reason.isEmpty ? "rejected" : "rejected:\(reason)"
+    }
+
+    /// The stored state of one installation.
+    public func installation(_ id: String) throws -> InstallationRecord? {
+        try store.reading {
+            try c.query("SELECT \(Self.installationColumns) FROM telemetry_installations WHERE id = $1", [id]).first.map(Self.record)
+        }
+    }
+
+    public func installationCount() throws -> Int {
+        try store.reading { Int(try c.query("SELECT count(*) FROM telemetry_installations").first?.first?.flatMap { Int($0) } ?? 0) }
+    }
+
+    /// The newest event time in the store.
+    public func newestEvent() throws -> Instant? {
+        try store.reading { try meta("newest_event").map(Instant.init(microseconds:)) }
+    }
+
+    /// Every landed batch, oldest first.
+    public func batches() throws -> [BatchReceipt] {
+        try store.reading {
+            try c.query("SELECT id, source, committed_at, events, installations, earliest, latest FROM telemetry_batches ORDER BY id").map { r in
+                BatchReceipt(
+                    id: Int64(r[0] ?? "") ?? 0, source: r[1] ?? "", committedAt: Instant(microseconds: Int64(r[2] ?? "") ?? 0),
+                    events: Int(r[3] ?? "") ?? 0, installations: Int(r[4] ?? "") ?? 0,
+                    earliest: r[5].flatMap { Int64($0) }.map(Instant.init(microseconds:)),
+                    latest: r[6].flatMap { Int64($0) }.map(Instant.init(microseconds:)))
+            }
+        }
+    }
+
+    /// Every counter ever landed, from the day rows (kept for ever).
+    public func allTimeTotals() throws -> CounterTotals {
+        try store.reading {
+            var totals = CounterTotals()
+            for r in try c.query("SELECT key, sum(count) FROM telemetry_counters WHERE level = 2 GROUP BY key") {
+                if let packed = r[0].flatMap({ Int64($0) }), let key = CounterKey(packed: UInt32(truncatingIfNeeded: packed)),
+                    let n = r[1].flatMap({ Int64($0) })
+                {
+                    totals.add(key, n)
+                }
+            }
+            return totals
+        }
+    }
+
+    /// The dashboard query (as `TelemetryTables.snapshot`): everything the console's panels need, as of `now`, on
+    /// one consistent snapshot of the database. The instance keeps the fold up to the last settled minute, so a
+    /// refresh reads only the newest minutes; a batch that brings events older than the folded point makes the
+    /// next query fold again from the rollout start. One instance belongs to one thread.
+    public func snapshot(_ configuration: WatchConfiguration, now: Instant) throws -> TelemetrySnapshot {
+        try store.consistentRead { () throws -> TelemetrySnapshot in
+            let newest = try meta("newest_event")
+            if watch?.configuration != configuration { watch = nil }
+            let fresh = try c.query("SELECT min(earliest), max(id) FROM telemetry_batches WHERE id > $1", [String(lastBatchSeen)])[0]
+            if let maxID = fresh[1].flatMap({ Int64($0) }) {
+                if let earliest = fresh[0].flatMap({ Int64($0) }), watch != nil,
+                    earliest < BucketLevel.minute.start(cursorMinute).microseconds
+                {
+                    watch = nil
+                }
+                lastBatchSeen = maxID
+            }
+            if watch == nil { try foldFromStart(configuration, newest: newest) }
+
+            let nowMinute = BucketLevel.minute.bucket(now.microseconds)
+            var pending: [CounterLook] = []
+            for look in try looks(.minute, from: cursorMinute, to: nowMinute + 1) {
+                if pending.isEmpty, watch!.isSettled(minute: look.bucket, now: now) {
+                    watch!.fold(look)
+                    cursorMinute = look.bucket + 1
+                } else {
+                    pending.append(look)
+                }
+            }
+            let nowHour = BucketLevel.hour.bucket(now.microseconds)
+            var presence: [PresenceRow] = []
+            for r in try c.query("SELECT hour, key, count FROM telemetry_presence WHERE hour >= $1 AND hour <= $2", [String(nowHour - 23), String(nowHour)]) {
+                if let hour = r[0].flatMap({ Int64($0) }), let key = r[1].flatMap({ Int64($0) }).flatMap(PresenceKey.init(packed:)),
+                    let n = r[2].flatMap({ Int64($0) })
+                {
+                    presence.append(PresenceRow(hour: hour, key: key, delta: n))
+                }
+            }
+            let sessionKeys = Cohort.allCases.map { Int64(CounterKey(.session, $0).packed) }
+            let sessionsLastDay =
+                try c.query(
+                    "SELECT coalesce(sum(count), 0) FROM telemetry_counters WHERE level = 1 AND bucket >= $1 AND bucket <= $2 AND key = ANY($3::bigint[])",
+                    [String(nowHour - 23), String(nowHour), PGArray.ints(sessionKeys)]
+                ).first?.first?.flatMap { Int64($0) } ?? 0
+            let lastBatchAt = try c.query("SELECT committed_at FROM telemetry_batches ORDER BY id DESC LIMIT 1").first?.first?.flatMap { Int64($0) }
+            return watch!.snapshot(
+                now: now, pending: pending, presence: presence, sessionsLastDay: sessionsLastDay,
+                newestEvent: newest.map(Instant.init(microseconds:)), lastBatchAt: lastBatchAt.map(Instant.init(microseconds:)))
+        }
+    }
+
+    /// Folds from the rollout start: day looks where hour rows are gone, hour looks where minute rows are gone,
+    /// then minute looks (left to the caller, from `cursorMinute`); plus the pre-rollout baseline. The same
+    /// horizons as the SQLite store's.
+    private func foldFromStart(_ configuration: WatchConfiguration, newest: Int64?) throws {
+        var w = RolloutWatch(configuration: configuration)
+        let since = configuration.since.microseconds
+        let baselineStart = BucketLevel.hour.bucket(since - configuration.failures.baselineWindow.microseconds)
+        for look in try looks(.hour, from: baselineStart, to: BucketLevel.hour.bucket(since)) {
+            w.foldPreRollout(look.counts)
+        }
+        var start = since
+        if let newest {
+            let minuteOldest = retention.oldestKept(.minute, newest: newest)!
+            let hourOldest = retention.oldestKept(.hour, newest: newest)!
+            let minuteHorizon = ceilDivide(minuteOldest, 60)
+            let hourHorizon = ceilDivide(hourOldest, 24)
+            if BucketLevel.hour.bucket(start) < hourOldest {
+                let from = BucketLevel.day.bucket(start)
+                for look in try looks(.day, from: from, to: hourHorizon) { w.fold(look) }
+                start = max(start, BucketLevel.day.start(max(from, hourHorizon)).microseconds)
+            }
+            if BucketLevel.minute.bucket(start) < minuteOldest {
+                let from = BucketLevel.hour.bucket(start)
+                for look in try looks(.hour, from: from, to: minuteHorizon) { w.fold(look) }
+                start = max(start, BucketLevel.hour.start(max(from, minuteHorizon)).microseconds)
+            }
+        }
+        watch = w
+        cursorMinute = BucketLevel.minute.bucket(start)
+    }
+
+    /// Counter rows of `level` with `from ≤ bucket < to`, one look per bucket that has rows, in time order.
+    private func looks(_ level: BucketLevel, from: Int64, to: Int64) throws -> [CounterLook] {
+        guard from < to else { return [] }
+        var out: [CounterLook] = []
+        for r in try c.query(
+            "SELECT bucket, key, count FROM telemetry_counters WHERE level = $1 AND bucket >= $2 AND bucket < $3 ORDER BY bucket",
+            [String(level.rawValue), String(from), String(to)])
+        {
+            guard let bucket = r[0].flatMap({ Int64($0) }), let packed = r[1].flatMap({ Int64($0) }),
+                let key = CounterKey(packed: UInt32(truncatingIfNeeded: packed)), let n = r[2].flatMap({ Int64($0) })
+            else { continue }
+            if out.last?.bucket != bucket { out.append(CounterLook(level: level, bucket: bucket, counts: [:])) }
+            out[out.count - 1].counts[key, default: 0] += n
+        }
+        return out
+    }
+
+    // MARK: Rows
+
+    static let installationColumns =
+        "id, first_seen, last_seen, cohort, provider, os_major, sessions, entered, crashed, fetched_at, template_version"
+
+    private static func record(_ r: [String?]) -> InstallationRecord {
+        func int(_ i: Int) -> Int64 { r[i].flatMap { Int64($0) } ?? 0 }
+        return InstallationRecord(
+            firstSeen: int(1), lastSeen: int(2), cohort: Cohort(code: UInt8(clamping: int(3))) ?? .none,
+            provider: AttestationProvider(rawValue: UInt8(clamping: int(4))) ?? .unspecified, osMajor: UInt8(clamping: int(5)),
+            sessions: int(6), enteredCohorts: UInt8(clamping: int(7)), crashedCohorts: UInt8(clamping: int(8)),
+            fetchedAt: r[9].flatMap { Int64($0) }, templateVersion: r[10].flatMap { Int64($0) })
+    }
+
+    private static func installationArrays(_ rows: [(String, InstallationRecord)]) -> [String?] {
+        [
+            PGArray.text(rows.map(\.0)), PGArray.ints(rows.map(\.1.firstSeen)), PGArray.ints(rows.map(\.1.lastSeen)),
+            PGArray.ints(rows.map { Int64($0.1.cohort.code) }), PGArray.ints(rows.map { Int64($0.1.provider.rawValue) }),
+            PGArray.ints(rows.map { Int64($0.1.osMajor) }), PGArray.ints(rows.map(\.1.sessions)),
+            PGArray.ints(rows.map { Int64($0.1.enteredCohorts) }), PGArray.ints(rows.map { Int64($0.1.crashedCohorts) }),
+            PGArray.optionalInts(rows.map(\.1.fetchedAt)), PGArray.optionalInts(rows.map(\.1.templateVersion)),
+        ]
+    }
+}
+
+/// PostgreSQL array literals for text parameters (`$1::bigint[]`), so a batch is one statement per table.
+enum PGArray {
+    static func ints(_ values: [Int64]) -> String { "{" + values.map(String.init).joined(separator: ",") + "}" }
+
+    static func optionalInts(_ values: [Int64?]) -> String {
+        "{" + values.map { $0.map(String.init) ?? "NULL" }.joined(separator: ",") + "}"
+    }
+
+    /// Every element quoted, with `\` and `"` escaped (the array literal's own escapes).
+    static func text(_ values: [String]) -> String { optionalText(values) }
+
+    /// The same with NULL elements for nil.
+    static func optionalText(_ values: [String?]) -> String {
+        "{"
+            + values.map { v in
+                guard let v else { return "NULL" }
+                var out = "\""
+                for ch in v.unicodeScalars {
+                    if ch == "\\" || ch == "\"" { out.unicodeScalars.append("\\") }
+                    out.unicodeScalars.append(ch)
+                }
+                return out + "\""
+            }.joined(separator: ",") + "}"
+    }
+}
+
+private func ceilDivide(_ a: Int64, _ b: Int64) -> Int64 {
+    let q = a / b
+    return (a % b > 0) ? q + 1 : q
+}

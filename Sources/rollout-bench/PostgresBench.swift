@@ -1,0 +1,198 @@
+import Foundation
+import PostgresStore
+import RemoteConfig
+import Rollout
+import Store
+import Telemetry
+import Timekeeping
+
+/// The PostgreSQL team store: publish latency through the write path against a bare PostgreSQL transaction with
+/// the same durability, and ingest throughput against the SQLite store, on a server this suite starts itself
+/// (Debian's `postgresql`, `initdb` into a temporary directory, Unix socket only, fsync and synchronous_commit
+/// on: the durability a team store runs with), stopped at the end.
+enum PostgresBench {
+    static let suites: [BenchSuite] = [
+        BenchSuite(
+            name: "postgres",
+            title: "PostgreSQL team store: publish p50/p99 vs a bare durable PostgreSQL transaction; ingest events/s vs SQLite"
+        ) {
+            let server = try ScratchServer()
+            defer { server.stop() }
+            try publishLatency(server)
+            try ingestThroughput(server)
+        }
+    ]
+
+    static let publishes = 500
+
+    /// Each sample is a whole `WritePath.execute` of a nudge (read the newest version, apply, diff, one transaction
+    /// with the head row lock, the compare-and-swap, the version, its audit record, the head and the NOTIFY). The
+    /// floor is one transaction on the same server: the same head row lock, one insert of a row as large as the
+    /// version and audit rows together, COMMIT. The two alternate sample by sample.
+    static func publishLatency(_ server: ScratchServer) throws {
+        let conninfo = try server.database("publish")
+        let t0 = SystemClock().now()
+        let store = try PostgresConfigStore.create(conninfo: conninfo) {
+            try SQLiteConfigStore.genesis(seed: "bench", actor: "bench@rollout", time: t0)
+        }
+        let path = WritePath(store: store, clock: SystemClock(), newSeed: { "bench" })
+        func nudge(_ i: Int) throws {
+            let request = WritePath.Request(
+                intent: .rollout(.nudge(MicroPercent(i % 2 == 0 ? 100_000 : -100_000))), actor: "bench@rollout", reason: "bench",
+                origin: "BENCH")
+            guard case .published = try path.execute(request) else { throw BenchError("a bench nudge published nothing") }
+        }
+        _ = try path.execute(
+            WritePath.Request(intent: .rollout(.set(MicroPercent(percent: 10))), actor: "bench@rollout", reason: "bench", origin: "BENCH"))
+        let rowBytes = try store.current().template.strippingVersionInfo().json.compactText.utf8.count + 64 * 4 + 300
+        let floor = try PGConnection(conninfo)
+        try floor.execute(
+            "CREATE TABLE floor_head (id INTEGER PRIMARY KEY, n BIGINT); INSERT INTO floor_head VALUES (1, 0); "
+                + "CREATE TABLE floor_rows (n BIGINT PRIMARY KEY, payload TEXT)")
+        let payload = String(repeating: "a", count: rowBytes)
+        func bare(_ i: Int) throws {
+            try floor.execute("BEGIN ISOLATION LEVEL READ COMMITTED")
+            try floor.query("SELECT n FROM floor_head WHERE id = 1 FOR UPDATE")
+            try floor.query("INSERT INTO floor_rows (n, payload) VALUES ($1, $2)", [String(i), payload])
+            try floor.query("UPDATE floor_head SET n = $1 WHERE id = 1", [String(i)])
+            try floor.execute("COMMIT")
+        }
+        for i in 0..<30 {
+            try nudge(i)
+            try bare(-1 - i)
+        }
+        var published: [Double] = []
+        var floorSamples: [Double] = []
+        for i in 0..<publishes {
+            published.append(try Stopwatch.time { try nudge(i) } * 1_000)
+            floorSamples.append(try Stopwatch.time { try bare(i) } * 1_000)
+        }
+        let report0 = try store.verify()
+        guard report0.versions == 2 + 30 + publishes else { throw BenchError("expected \(2 + 30 + publishes) versions, found \(report0.versions)") }
+        published.sort()
+        floorSamples.sort()
+        func percentile(_ sorted: [Double], _ p: Double) -> Double {
+            sorted[min(sorted.count - 1, Int((Double(sorted.count) * p).rounded(.up)) - 1)]
+        }
+        print("  \(publishes) publishes through WritePath.execute (nudge, head lock, CAS, audit, NOTIFY); floor row \(rowBytes) bytes")
+        report(
+            "publish p50", value: percentile(published, 0.50), unit: "ms",
+            against: ("bare durable PostgreSQL transaction p50", percentile(floorSamples, 0.50)))
+        report(
+            "publish p99", value: percentile(published, 0.99), unit: "ms",
+            against: ("bare durable PostgreSQL transaction p99", percentile(floorSamples, 0.99)))
+        print("  audit chain verified after the run: \(report0.auditRecords) records, \(report0.versions) versions")
+    }
+
+    /// Batches of 20,000 events over 2,000 installations (sessions, attestations, crashes, fetches): events/s
+    /// landed in PostgreSQL by one connection and by four at once, against the SQLite store in the same run.
+    static func ingestThroughput(_ server: ScratchServer) throws {
+        let t0 = Instant(seconds: 1_780_000_020)
+        func batch(_ b: Int) -> TelemetryBatch {
+            let out = TelemetryBatch()
+            var state = UInt64(b + 1)
+            for e in 0..<20_000 {
+                state = state &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
+                let installation = "inst-\(Int(state >> 40) % 2_000)"
+                let cohort: Cohort = (state >> 20) % 2 == 0 ? .enabled : .control
+                let kind: TelemetryEventKind
+                switch (state >> 8) % 10 {
+                case 0: kind = .crash(fatal: true)
+                case 1: kind = .attestationFailure(.serverUnavailable)
+                case 2: kind = .configFetch(templateVersion: 3)
+                case 3, 4, 5: kind = .attestationSuccess
+                default: kind = .sessionStart
+                }
+                out.record(
+                    TelemetryEvent(
+                        time: t0 + .seconds(Int64(b * 60 + e % 60)), installationID: installation, kind: kind, cohort: cohort,
+                        provider: .appAttest, osVersion: "17.4", appVersion: "3.2.1"))
+            }
+            return out
+        }
+        let batches = (0..<12).map(batch)
+        let events = Double(batches.reduce(0) { $0 + $1.eventCount })
+
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("rollout-bench-pg-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let sqlite = try RolloutStore(path: directory.appendingPathComponent("rollout.db").path)
+        let tables = try sqlite.telemetryCounters()
+        let sqliteSeconds = try Stopwatch.time { for (i, b) in batches.enumerated() { try tables.commit(b, source: "b\(i)", at: t0) } }
+
+        let one = try server.database("ingest1")
+        let oneStore = try PostgresConfigStore.create(conninfo: one) { try SQLiteConfigStore.genesis(seed: "bench", actor: "bench", time: t0) }
+        let pg = PostgresTelemetry(store: oneStore)
+        let pgSeconds = try Stopwatch.time { for (i, b) in batches.enumerated() { try pg.commit(b, source: "b\(i)", at: t0) } }
+        guard try pg.allTimeTotals() == (try tables.allTimeTotals()) else { throw BenchError("PostgreSQL and SQLite counters differ") }
+
+        let four = try server.database("ingest4")
+        _ = try PostgresConfigStore.create(conninfo: four) { try SQLiteConfigStore.genesis(seed: "bench", actor: "bench", time: t0) }
+        let writers = try (0..<4).map { _ in PostgresTelemetry(store: try PostgresConfigStore(conninfo: four)) }
+        nonisolated(unsafe) let shared = batches
+        nonisolated(unsafe) var failure: Error?
+        let lock = NSLock()
+        let parallelSeconds = Stopwatch.time {
+            DispatchQueue.concurrentPerform(iterations: 4) { w in
+                do {
+                    for i in stride(from: w, to: shared.count, by: 4) { try writers[w].commit(shared[i], source: "b\(i)", at: t0) }
+                } catch {
+                    lock.withLock { failure = error }
+                }
+            }
+        }
+        if let failure { throw failure }
+        let check = PostgresTelemetry(store: try PostgresConfigStore(conninfo: four))
+        guard try check.allTimeTotals() == (try tables.allTimeTotals()) else { throw BenchError("the four writers' counters differ") }
+
+        print("  \(batches.count) batches of 20,000 events over 2,000 installations; fsync on")
+        report("ingest into PostgreSQL, 1 connection", value: events / pgSeconds, unit: "events/s", against: ("SQLite store", events / sqliteSeconds))
+        report(
+            "ingest into PostgreSQL, 4 connections at once", value: events / parallelSeconds, unit: "events/s",
+            against: ("SQLite store", events / sqliteSeconds))
+    }
+
+    /// A PostgreSQL server of the bench's own: Debian's binaries, a temporary directory, the Unix socket only,
+    /// default durability (fsync, synchronous_commit). As root it runs as `nobody` (PostgreSQL refuses root).
+    final class ScratchServer {
+        let directory: String
+        let bin: String
+        private let asRoot = getuid() == 0
+
+        init() throws {
+            let versions = (try? FileManager.default.contentsOfDirectory(atPath: "/usr/lib/postgresql")) ?? []
+            guard let newest = versions.compactMap(Int.init).max() else {
+                throw BenchError("no PostgreSQL server in /usr/lib/postgresql (Debian package postgresql; scripts/deps.sh bench)")
+            }
+            bin = "/usr/lib/postgresql/\(newest)/bin"
+            var template = Array("/tmp/rollout-bench-pg-XXXXXX".utf8CString)
+            guard let made = mkdtemp(&template) else { throw BenchError("mkdtemp failed") }
+            directory = String(cString: made)
+            chmod(directory, 0o755)
+            if asRoot, let pw = getpwnam("nobody") { chown(directory, pw.pointee.pw_uid, pw.pointee.pw_gid) }
+            try shell("\(tool("initdb")) -D '\(directory)/data' -U rollout --auth=trust -E UTF8 >/dev/null 2>&1", "initdb")
+            let conf = "\nlisten_addresses = ''\nunix_socket_directories = '\(directory)'\n"
+            let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: directory + "/data/postgresql.conf"))
+            handle.seekToEndOfFile()
+            handle.write(Data(conf.utf8))
+            try handle.close()
+            try shell("\(tool("pg_ctl")) -D '\(directory)/data' -l '\(directory)/server.log' -w -t 60 start </dev/null >/dev/null 2>&1", "pg_ctl start")
+        }
+
+        private func tool(_ name: String) -> String { (asRoot ? "/usr/sbin/runuser -u nobody -- " : "") + bin + "/" + name }
+
+        private func shell(_ command: String, _ what: String) throws {
+            let status = system(command)
+            guard status == 0 else { throw BenchError("\(what) failed (\(status)); see \(directory)") }
+        }
+
+        func database(_ name: String) throws -> String {
+            try shell("\(bin)/psql -X -q -d 'host=\(directory) dbname=postgres user=rollout' -c 'CREATE DATABASE \(name)' >/dev/null", "CREATE DATABASE")
+            return "host=\(directory) dbname=\(name) user=rollout"
+        }
+
+        func stop() {
+            _ = system("\(tool("pg_ctl")) -D '\(directory)/data' -m immediate -w stop >/dev/null 2>&1")
+            try? FileManager.default.removeItem(atPath: directory)
+        }
+    }
+}

@@ -1,0 +1,349 @@
+import Crypto
+import Foundation
+@testable import PostgresStore
+import RemoteConfig
+import Rollout
+import StepUp
+import Store
+import StoreConformance
+import Telemetry
+import Testing
+import TestSupport
+import Timekeeping
+
+/// The write path's other ports on a real PostgreSQL server: step-up (the shared conformance checks, secrets
+/// encrypted at rest, one code accepted once across connections), guardrail settings, and telemetry (the same
+/// figures as the SQLite store for the same batches, and many ingesting connections at once).
+struct PostgresTeamTablesTests {
+    static let t0 = Instant(seconds: 1_780_000_020)
+
+    static func keyFile() throws -> StoreKey {
+        let dir = try TestSupport.temporaryDirectory("pg-key")
+        return try StoreKey.create(dir.appendingPathComponent("team.key").path)
+    }
+
+    // MARK: Step-up
+
+    @Test func stepUpStorePassesTheConformanceSuite() throws {
+        let key = try Self.keyFile()
+        try StepUpStoreConformance.all { record in
+            let (store, _) = try PostgresStoreTests.freshStore()
+            let stepUp = PostgresStepUpStore(store: store, key: key)
+            try stepUp.save(record)
+            return stepUp
+        }
+    }
+
+    @Test func secretsAreEncryptedAtRestAndNeedTheTeamKey() throws {
+        let (store, conninfo) = try PostgresStoreTests.freshStore()
+        let key = try Self.keyFile()
+        let ana = OperatorRecord(id: try OperatorID("ana@test"), secret: .generate(), enrolledAt: Self.t0)
+        try PostgresStepUpStore(store: store, key: key).save(ana)
+        let raw = try #require(try PGConnection(conninfo).query("SELECT encode(secret, 'hex') FROM stepup_operators").first?.first ?? nil)
+        #expect(!raw.contains(Hex.encode(ana.secret.bytes)))
+        // Another team's key and no key are both named, never a garbled secret.
+        let other = PostgresStepUpStore(store: try PostgresConfigStore(conninfo: conninfo), key: try Self.keyFile())
+        #expect { try other.operatorRecord(ana.id) } throws: { "\($0)".contains("not this PostgreSQL store's key") }
+        let none = PostgresStepUpStore(store: try PostgresConfigStore(conninfo: conninfo), key: nil)
+        #expect { try none.operatorRecord(ana.id) } throws: { "\($0)".contains("ROLLOUT_STORE_KEY") }
+        #expect(try PostgresStepUpStore(store: try PostgresConfigStore(conninfo: conninfo), key: key).operatorRecord(ana.id)?.secret == ana.secret)
+    }
+
+    /// Eight connections present the same current code at once: exactly one is accepted (the head lock orders
+    /// them, and each sees the accepted step of the one before).
+    @Test func oneCodeIsAcceptedOnceAcrossConnections() throws {
+        let (store, conninfo) = try PostgresStoreTests.freshStore()
+        let key = try Self.keyFile()
+        let ana = OperatorRecord(id: try OperatorID("ana@test"), secret: .generate(), enrolledAt: Self.t0)
+        try PostgresStepUpStore(store: store, key: key).save(ana)
+        let code = TOTP.standard.code(secret: ana.secret, at: Self.t0)
+        let lock = NSLock()
+        nonisolated(unsafe) var verdicts: [String] = []
+        DispatchQueue.concurrentPerform(iterations: 8) { _ in
+            let verdict: String
+            do {
+                let mine = PostgresStepUpStore(store: try PostgresConfigStore(conninfo: conninfo), key: key)
+                let d = try mine.authorize(StepUpChange(.rollback), by: ana.id, code: code, at: ManualClock(Self.t0)) { _ in }
+                verdict = "\(d.verdict)"
+            } catch {
+                verdict = "error \(error)"
+            }
+            lock.withLock { verdicts.append(verdict) }
+        }
+        #expect(verdicts.filter { $0 == "accepted" }.count == 1, "\(verdicts)")
+        #expect(verdicts.filter { $0 == "refused" }.count == 7, "\(verdicts)")
+    }
+
+    /// The step-up policy of the write path on PostgreSQL: an increase past the policy needs a code; the refused
+    /// attempt and the accepted one are audited in the store's chain.
+    @Test func writePathOnPostgresRunsTheStepUpPolicy() throws {
+        let (store, _) = try PostgresStoreTests.freshStore()
+        let key = try Self.keyFile()
+        let stepUp = PostgresStepUpStore(store: store, key: key)
+        let ana = OperatorRecord(id: try OperatorID("ana@test"), secret: .generate(), enrolledAt: Self.t0)
+        try stepUp.save(ana)
+        let clock = ManualClock(Self.t0)
+        let path = WritePath(store: store, clock: clock, policies: [StepUpWritePolicy(store: stepUp, clock: clock)], newSeed: { "x" })
+        var request = WritePath.Request(intent: .rollout(.set(MicroPercent(percent: 50))), actor: "ana@test", reason: "go", origin: "TEST")
+        #expect(throws: WritePath.Failure.self) { try path.execute(request) }
+        #expect(try store.current().info.number == 1)
+        request.stepUpCode = TOTP.standard.code(secret: ana.secret, at: Self.t0)
+        guard case .published = try path.execute(request) else { Issue.record("not published"); return }
+        #expect(try RolloutPlan.locate(in: store.current().template)?.percentage == MicroPercent(percent: 50))
+        let results = try store.auditRecords(limit: 10, before: nil).reversed().map(\.entry.result)
+        #expect(results == [.published, .stepUpRefused, .refusedByPolicy, .stepUpAccepted, .published])
+        _ = try store.verify()
+    }
+
+    // MARK: Guardrail settings
+
+    @Test func guardrailSettingsRoundTripAndReadOnlyIsRefused() throws {
+        let (store, conninfo) = try PostgresStoreTests.freshStore()
+        let settings = PostgresGuardrailSettings(store: store)
+        #expect(try settings.guardrailSettings() == GuardrailSettings())
+        try settings.saveGuardrailSetting("guardrails.auto-kill", "on")
+        var expected = GuardrailSettings()
+        try expected.set("guardrails.auto-kill", "on")
+        #expect(try PostgresGuardrailSettings(store: try PostgresConfigStore(conninfo: conninfo)).guardrailSettings() == expected)
+        #expect(throws: (any Error).self) { try settings.saveGuardrailSetting("guardrails.auto-kill", "sometimes") }
+        let reader = PostgresGuardrailSettings(store: try PostgresConfigStore(conninfo: conninfo, readOnly: true))
+        #expect(try reader.guardrailSettings() == expected)
+        #expect(throws: PostgresStoreError.self) { try reader.saveGuardrailSetting("guardrails.auto-kill", "off") }
+        #expect(try settings.guardrailSettings() == expected)
+    }
+
+    // MARK: Telemetry
+
+    static func event(
+        _ seconds: Int64, _ id: String, _ kind: TelemetryEventKind, _ cohort: Cohort, provider: AttestationProvider = .appAttest
+    ) -> TelemetryEvent {
+        TelemetryEvent(
+            time: t0 + .seconds(seconds), installationID: id, kind: kind, cohort: cohort, provider: provider, osVersion: "17.4",
+            appVersion: "3.2.1")
+    }
+
+    /// `minutes` of a small rollout: sessions, crashes leaning to the exposed side, attestation successes and
+    /// failures (two rejection reasons), config fetches; ids with quotes and backslashes.
+    static func traffic(minutes: Range<Int64>, salt: UInt64 = 11) -> [TelemetryBatch] {
+        var rng = SplitMix(state: salt)
+        return minutes.map { m in
+            let b = TelemetryBatch()
+            for i in 0..<40 {
+                let cohort: Cohort = i % 2 == 0 ? .enabled : .control
+                let id = i % 7 == 0 ? "i\"\\\(i)-\(m / 10)" : "i\(i)-\(m / 10)"
+                let s = m * 60 + Int64(i)
+                b.record(event(s, id, .sessionStart, cohort))
+                if rng.uniform() < (cohort == .enabled ? 0.3 : 0.1) { b.record(event(s + 1, id, .crash(fatal: true), cohort)) }
+                if cohort == .enabled {
+                    let r = rng.uniform()
+                    b.record(
+                        event(
+                            s + 2, id,
+                            r < 0.85
+                                ? .attestationSuccess
+                                : r < 0.93 ? .attestationFailure(.rejected(reason: "badChain")) : .attestationFailure(.rejected(reason: "stale\"nonce")),
+                            cohort))
+                }
+                if i % 5 == 0 { b.record(event(s + 3, id, .configFetch(templateVersion: 2 + m / 10), cohort)) }
+            }
+            return b
+        }
+    }
+
+    /// A small deterministic generator (SplitMix64) for the traffic.
+    struct SplitMix {
+        var state: UInt64
+        mutating func uniform() -> Double {
+            state &+= 0x9E37_79B9_7F4A_7C15
+            var z = state
+            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+            return Double((z ^ (z >> 31)) >> 11) / Double(1 << 53)
+        }
+    }
+
+    static func sqliteTables() throws -> TelemetryTables {
+        let dir = try TestSupport.temporaryDirectory("pg-telemetry-ref")
+        return try TelemetryTables(database: SQLiteDatabase(path: dir.appendingPathComponent("ref.db").path))
+    }
+
+    static func expectSame(_ a: TelemetrySnapshot, _ b: TelemetrySnapshot, _ label: String) {
+        #expect(a.totals == b.totals, "\(label): totals")
+        #expect(a.preRollout == b.preRollout, "\(label): preRollout")
+        #expect(a.windows == b.windows, "\(label): windows")
+        #expect(a.series == b.series, "\(label): series")
+        #expect(a.currentMinute == b.currentMinute, "\(label): current minute")
+        #expect(a.crash == b.crash, "\(label): crash")
+        #expect(a.failureMonitors == b.failureMonitors, "\(label): failure monitors")
+        #expect(a.activity == b.activity, "\(label): activity")
+        #expect(a.fetchedVersions == b.fetchedVersions, "\(label): fetched versions")
+        #expect(a.newestEvent == b.newestEvent && a.lastBatchAt == b.lastBatchAt && a.settledThrough == b.settledThrough, "\(label): times")
+    }
+
+    /// The same batches landed in the SQLite store and in PostgreSQL give the same dashboard at every refresh,
+    /// with late data, and the same installation records and reason catalog.
+    @Test func telemetryAgreesWithTheSQLiteStore() throws {
+        let (store, conninfo) = try PostgresStoreTests.freshStore()
+        let pg = PostgresTelemetry(store: store)
+        let ref = try Self.sqliteTables()
+        let config = WatchConfiguration(since: Self.t0)
+        let batches = Self.traffic(minutes: 0..<30)
+        // Minutes 10..<30 first, then 0..<10 late.
+        for (m, b) in Array(batches.enumerated().dropFirst(10)) + Array(batches.enumerated().prefix(10)) {
+            let at = Self.t0 + .minutes(Int64(m) + 1)
+            let receipt = try #require(try pg.commit(b, source: "m\(m)", at: at))
+            let refReceipt = try #require(try ref.commit(b, source: "m\(m)", at: at))
+            #expect(receipt.events == refReceipt.events && receipt.installations == refReceipt.installations)
+            let now = at + .seconds(Int64(30))
+            Self.expectSame(try pg.snapshot(config, now: now), try ref.snapshot(config, now: now), "after minute \(m)")
+        }
+        let later = Self.t0 + .minutes(45)
+        Self.expectSame(try pg.snapshot(config, now: later), try ref.snapshot(config, now: later), "warm")
+        Self.expectSame(
+            try PostgresTelemetry(store: try PostgresConfigStore(conninfo: conninfo)).snapshot(config, now: later),
+            try ref.snapshot(config, now: later), "cold")
+        #expect(try pg.allTimeTotals() == (try ref.allTimeTotals()))
+        #expect(try pg.installationCount() == (try ref.installationCount()))
+        for id in ["i1-0", "i\"\\7-2", "i38-2", "missing"] { #expect(try pg.installation(id) == (try ref.installation(id)), "\(id)") }
+        var reasons: [String: Int64] = [:]
+        for (d, n) in try pg.allTimeTotals().failuresByDetail() { reasons[try pg.describe(d)] = n }
+        var refReasons: [String: Int64] = [:]
+        for (d, n) in try ref.allTimeTotals().failuresByDetail() { refReasons[try ref.describe(d)] = n }
+        #expect(reasons == refReasons && reasons.keys.contains("rejected:stale\"nonce"))
+        #expect(try pg.batches().map(\.id) == Array(1...30))
+        #expect(try pg.newestEvent() == (try ref.newestEvent()))
+        #expect(try pg.commit(TelemetryBatch(), source: "empty", at: later) == nil)
+    }
+
+    /// Six connections land 60 batches at once, sharing installations and reasons. Batch ids are 1...60 in
+    /// commit order, and the store holds exactly what landing the same batches one after another in that order
+    /// gives the SQLite store: counters, installation records, reasons, and the whole dashboard.
+    @Test func manyIngestingConnectionsAtOnce() throws {
+        let (_, conninfo) = try PostgresStoreTests.freshStore()
+        // Each batch is read by exactly one writer (handed out under the lock).
+        nonisolated(unsafe) let batches = Self.traffic(minutes: 0..<60, salt: 5)
+        let lock = NSLock()
+        nonisolated(unsafe) var failures: [String] = []
+        nonisolated(unsafe) var next = 0
+        DispatchQueue.concurrentPerform(iterations: 6) { w in
+            do {
+                let mine = PostgresTelemetry(store: try PostgresConfigStore(conninfo: conninfo))
+                while true {
+                    let m: Int? = lock.withLock {
+                        guard next < batches.count else { return nil }
+                        next += 1
+                        return next - 1
+                    }
+                    guard let m else { break }
+                    try mine.commit(batches[m], source: "m\(m)", at: Self.t0 + .minutes(Int64(m)))
+                }
+            } catch {
+                lock.withLock { failures.append("writer \(w): \(error)") }
+            }
+        }
+        #expect(failures.isEmpty, "\(failures)")
+        let pg = PostgresTelemetry(store: try PostgresConfigStore(conninfo: conninfo))
+        let landed = try pg.batches()
+        #expect(landed.map(\.id) == Array(1...60))
+        #expect(Set(landed.map(\.source)).count == 60)
+        // The reference: the same batches, one after another, in PostgreSQL's commit order.
+        let ref = try Self.sqliteTables()
+        for receipt in landed {
+            let m = try #require(Int(receipt.source.dropFirst()))
+            try ref.commit(batches[m], source: receipt.source, at: receipt.committedAt)
+        }
+        #expect(try pg.allTimeTotals() == (try ref.allTimeTotals()))
+        #expect(try pg.installationCount() == (try ref.installationCount()))
+        for i in 0..<40 {
+            for g in 0..<6 {
+                let id = i % 7 == 0 ? "i\"\\\(i)-\(g)" : "i\(i)-\(g)"
+                #expect(try pg.installation(id) == (try ref.installation(id)), "\(id)")
+            }
+        }
+        let config = WatchConfiguration(since: Self.t0)
+        let now = Self.t0 + .minutes(61)
+        Self.expectSame(try pg.snapshot(config, now: now), try ref.snapshot(config, now: now), "after the burst")
+    }
+
+    @Test func telemetryBatchesNotifyListeners() throws {
+        let (store, conninfo) = try PostgresStoreTests.freshStore()
+        let listener = try PostgresChangeListener(conninfo: conninfo)
+        let receipt = try #require(try PostgresTelemetry(store: store).commit(Self.traffic(minutes: 0..<1)[0], source: "n", at: Self.t0))
+        #expect(try listener.next(timeout: 10) == .telemetry(batch: receipt.id))
+        #expect(try listener.next(timeout: 0.2) == nil)
+    }
+
+    @Test func readOnlyStoreRefusesTelemetryBatches() throws {
+        let (_, conninfo) = try PostgresStoreTests.freshStore()
+        let reader = PostgresTelemetry(store: try PostgresConfigStore(conninfo: conninfo, readOnly: true))
+        #expect(throws: PostgresStoreError.self) { try reader.commit(Self.traffic(minutes: 0..<1)[0], source: "r", at: Self.t0) }
+        #expect(try reader.batches().isEmpty)
+    }
+}
+
+/// The roles of docs/POSTGRES.md, exactly as documented: the viewer reads and is refused every write by the
+/// server; the writer does what an operator does (publishes through the write path, lands telemetry, records
+/// step-up attempts) without owning the schema.
+struct PostgresRoleTests {
+    static func documentedGrants() throws -> [String] {
+        let doc = try String(contentsOf: TestSupport.packageRoot.appendingPathComponent("docs/POSTGRES.md"), encoding: .utf8)
+        let section = try #require(doc.components(separatedBy: "## Roles (least privilege)").dropFirst().first)
+        return section.components(separatedBy: "\n").filter { $0.hasPrefix("    CREATE ROLE") || $0.hasPrefix("    GRANT") }
+            .map { $0.trimmingCharacters(in: .whitespaces) }
+    }
+
+    @Test func viewerIsRefusedWritesAndWriterWorks() throws {
+        let server = try PostgresServer.get()
+        let (owner, conninfo) = try PostgresStoreTests.freshStore()
+        let admin = try PGConnection(conninfo)
+        let grants = try Self.documentedGrants()
+        #expect(grants.count >= 10)
+        for statement in grants {
+            let result = Result { () throws -> Void in try admin.execute(statement) }
+            // A role exists already when another database of this server made it (42710).
+            if case .failure(let e) = result, !(statement.hasPrefix("CREATE ROLE") && "\(e)".contains("42710")) { throw e }
+        }
+        _ = server
+        let viewerInfo = conninfo.replacingOccurrences(of: "user=rollout", with: "user=rollout_viewer")
+        let writerInfo = conninfo.replacingOccurrences(of: "user=rollout", with: "user=rollout_writer")
+        let key = try PostgresTeamTablesTests.keyFile()
+        try PostgresStepUpStore(store: owner, key: key).saveStepUpPolicy(.standard)
+
+        // The viewer reads everything a console shows.
+        let viewer = try PostgresConfigStore(conninfo: viewerInfo)
+        #expect(try viewer.current().info.number == 1)
+        _ = try viewer.verify()
+        _ = try PostgresTelemetry(store: viewer).snapshot(WatchConfiguration(since: PostgresTeamTablesTests.t0), now: PostgresTeamTablesTests.t0)
+        #expect(try PostgresStepUpStore(store: viewer, key: nil).isEnforced() == false)
+        // ...and the server refuses its writes, even outside a read-only transaction.
+        let path = WritePath(store: viewer, clock: ManualClock(PostgresTeamTablesTests.t0), newSeed: { "x" })
+        #expect { try path.execute(WritePath.Request(intent: .rollout(.kill), actor: "v@test", reason: "no", origin: "TEST")) } throws: {
+            "\($0)".contains("42501") || "\($0)".contains("permission denied")
+        }
+        #expect { try PostgresTelemetry(store: viewer).commit(PostgresTeamTablesTests.traffic(minutes: 0..<1)[0], source: "v", at: PostgresTeamTablesTests.t0) } throws: {
+            "\($0)".contains("permission denied")
+        }
+        #expect(throws: PostgresError.self) { try PGConnection(viewerInfo).query("SELECT secret FROM stepup_operators") }
+
+        // The writer: publishes, telemetry, step-up attempts; but not the schema.
+        let writer = try PostgresConfigStore(conninfo: writerInfo)
+        let stepUp = PostgresStepUpStore(store: writer, key: key)
+        let ana = OperatorRecord(id: try OperatorID("ana@test"), secret: .generate(), enrolledAt: PostgresTeamTablesTests.t0)
+        try stepUp.save(ana)
+        let clock = ManualClock(PostgresTeamTablesTests.t0)
+        let writes = WritePath(store: writer, clock: clock, policies: [StepUpWritePolicy(store: stepUp, clock: clock)], newSeed: { "x" })
+        var r = WritePath.Request(intent: .rollout(.set(MicroPercent(percent: 30))), actor: "ana@test", reason: "go", origin: "TEST")
+        r.stepUpCode = TOTP.standard.code(secret: ana.secret, at: PostgresTeamTablesTests.t0)
+        guard case .published = try writes.execute(r) else { Issue.record("the writer did not publish"); return }
+        var wrong = WritePath.Request(intent: .rollout(.set(MicroPercent(percent: 60))), actor: "ana@test", reason: "go", origin: "TEST")
+        wrong.stepUpCode = "000000"
+        #expect(throws: WritePath.Failure.self) { try writes.execute(wrong) }
+        try PostgresTelemetry(store: writer).commit(PostgresTeamTablesTests.traffic(minutes: 0..<1)[0], source: "w", at: PostgresTeamTablesTests.t0)
+        try PostgresTelemetry(store: writer).commit(PostgresTeamTablesTests.traffic(minutes: 1..<2)[0], source: "w", at: PostgresTeamTablesTests.t0)
+        try PostgresGuardrailSettings(store: writer).saveGuardrailSetting("guardrails.auto-kill", "on")
+        #expect(try owner.verify().versions == 2)
+        #expect(throws: PostgresError.self) { try PGConnection(writerInfo).execute("DELETE FROM config_audit") }
+        #expect(throws: PostgresError.self) { try PGConnection(writerInfo).execute("UPDATE config_versions SET description = 'x'") }
+        #expect(throws: PostgresError.self) { try PGConnection(writerInfo).execute("CREATE TABLE x (a int)") }
+    }
+}
