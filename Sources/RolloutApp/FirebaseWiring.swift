@@ -70,11 +70,14 @@ public enum FirebaseWiring {
         let clock = SystemClock()
         let statePath =
             invocation.value("--state").flatMap { $0.isEmpty ? nil : $0 }
-            ?? FirebaseState.defaultPath(project: project, environment: env)
-        let state = try FirebaseState.open(path: statePath, project: project, create: create || !readOnly, readOnly: readOnly)
+            ?? StoreLocation.directory(environment: env) + "/" + FirebaseState.defaultFileName(project: project)
+        let state = try FirebaseState.open(path: statePath, project: project, create: create, readOnly: readOnly)
         let store = try configStore(
             project: project, state: try state.configStore(), invocation: invocation, clock: clock)
         if invocation.path.last == "console" { store.pollInterval = consolePollInterval }
+        // Settle publishes an interrupted process left without their audit record before anything reads the log.
+        // Best effort: a publish settles them again (and fails if it cannot), `audit verify` names what is left.
+        if !readOnly && !create { _ = try? store.reconcile() }
         return StoreSession(
             path: store.label, store: state, config: store, operatorID: try Wiring.operatorID(invocation),
             readOnly: readOnly, clock: clock)
