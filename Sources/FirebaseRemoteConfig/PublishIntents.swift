@@ -30,6 +30,23 @@ package struct PublishIntent: Sendable, Equatable {
     /// The audit record to append when the publish is settled (its `version` is filled in then).
     package var audit: AuditEntry
 
+    package init(
+        id: Int64 = 0, created: Instant, host: String, pid: Int32, baseNumber: Int, ifMatch: String, contentDigest: String?,
+        description: String, rollbackSource: Int?, origin: String, audit: AuditEntry
+    ) {
+        self.id = id
+        self.created = created
+        self.host = host
+        self.pid = pid
+        self.baseNumber = baseNumber
+        self.ifMatch = ifMatch
+        self.contentDigest = contentDigest
+        self.description = description
+        self.rollbackSource = rollbackSource
+        self.origin = origin
+        self.audit = audit
+    }
+
     /// `If-Match: <etag>`, not forced and not a rollback: it can only ever become version `baseNumber + 1`.
     var conditional: Bool { ifMatch != "*" && rollbackSource == nil }
 }
@@ -118,15 +135,18 @@ public enum ReconciledPublish: Sendable, Equatable, CustomStringConvertible {
 
 extension FirebaseConfigStore {
     /// The host name and pid an intent is stamped with.
-    static let thisProcess: (host: String, pid: Int32) = (ProcessInfo.processInfo.hostName, getpid())
+    package static let thisProcess: (host: String, pid: Int32) = (ProcessInfo.processInfo.hostName, getpid())
 
     /// Publishes begun and not yet settled (none on a read-only state store that never had one).
     package func pendingIntents() throws -> [PublishIntent] {
-        try PublishIntentTable.all(in: state.database)
+        // Under the connection's lock (its write transaction) when the store is writable: other threads of this
+        // process may be using the connection; a read-only session has no writer to wait for.
+        if state.database.isReadOnly { return try PublishIntentTable.all(in: state.database) }
+        return try state.atomically { try PublishIntentTable.all(in: state.database) }
     }
 
     /// Records `intent` and commits it, before anything is sent.
-    func begin(_ intent: PublishIntent) throws -> Int64 {
+    package func begin(_ intent: PublishIntent) throws -> Int64 {
         try state.atomically { try PublishIntentTable.insert(intent, in: state.database) }
     }
 
@@ -170,7 +190,7 @@ extension FirebaseConfigStore {
     public func reconcile() throws -> [ReconciledPublish] {
         let pending = try pendingIntents().filter { !Self.isLive($0, now: clock.now()) }
         guard !pending.isEmpty else { return [] }
-        let claimed = try claimedVersions()
+        var claimed = try claimedVersions()
         var out: [ReconciledPublish] = []
         for intent in pending {
             let head = try fresh().info.number
@@ -178,6 +198,7 @@ extension FirebaseConfigStore {
                 try complete(
                     intent, landed: landed.info,
                     note: "settled after an interruption (publish intent \(intent.id))")
+                claimed.insert(landed.info.number)
                 out.append(.published(intent: intent.id, version: landed.info.number))
                 continue
             }
@@ -200,10 +221,12 @@ extension FirebaseConfigStore {
         return out
     }
 
-    /// Whether the process that began `intent` still runs (and so settles it itself).
+    /// Whether the process that began `intent` may still settle it itself: it runs (this process, or a pid alive on
+    /// this host; on another host, assumed), and the intent is younger than `inFlightHorizon` (after that, whoever
+    /// comes next settles it, so a stuck or reused pid cannot hold it forever).
     static func isLive(_ intent: PublishIntent, now: Instant) -> Bool {
-        if intent.host == thisProcess.host, intent.pid == thisProcess.pid { return false }
-        guard intent.host == thisProcess.host else { return now - intent.created < inFlightHorizon }
+        guard now - intent.created < inFlightHorizon else { return false }
+        guard intent.host == thisProcess.host, intent.pid != thisProcess.pid else { return true }
         return kill(intent.pid, 0) == 0 || errno == EPERM
     }
 

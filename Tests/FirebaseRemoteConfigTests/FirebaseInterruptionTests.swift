@@ -1,10 +1,12 @@
 import FirebaseFake
+import FirebaseRemoteConfig
 import Foundation
 import JSON
 import RemoteConfig
 import Rollout
 import TestSupport
 import Testing
+import Timekeeping
 
 /// A `rollout` process killed (SIGKILL) between its publish to Firebase and its audit record in the state store:
 /// the publish intent it committed first lets the next command settle it, and nothing is applied twice.
@@ -115,5 +117,42 @@ struct FirebaseInterruptionTests {
                 == true, "\(String(describing: settled.first))")
         #expect(try fake.rollout(["audit", "verify"]).status == 0)
         #expect(try fake.json(["status"])["rollout"]?["percentage"]?.stringValue == "10")
+    }
+
+    /// A dead process's publish that is neither found in Firebase nor excluded by a newer version (its request may
+    /// still be applied) stays pending for `inFlightHorizon`, then is recorded as not published; an intent of a
+    /// process that still runs is left to it.
+    @Test func anUnfoundPublishOfADeadProcessStaysPendingUntilTheHorizon() throws {
+        let fake = try FakeFirebase(template: try RolloutPlan.initialTemplate(seed: "s").json.prettyText)
+        let clock = ManualClock(Instant(Date()))
+        let store = try fake.store(clock: clock)
+        let base = try store.current()
+        let gone = Process()
+        gone.executableURL = URL(fileURLWithPath: "/bin/true")
+        try gone.run()
+        gone.waitUntilExit()
+        func intent(pid: Int32) -> PublishIntent {
+            PublishIntent(
+                created: clock.now(), host: FirebaseConfigStore.thisProcess.host, pid: pid, baseNumber: base.info.number,
+                ifMatch: base.etag, contentDigest: "0", description: "lost", rollbackSource: nil, origin: "TEST",
+                audit: AuditEntry(time: clock.now(), actor: "ana@test", action: "set", reason: "lost", result: .published))
+        }
+        let dead = try store.begin(intent(pid: gone.processIdentifier))
+        _ = try store.begin(intent(pid: getppid()))  // a process that runs: the test runner's parent
+        #expect(try store.reconcile() == [])
+        #expect(try store.pendingIntents().count == 2)
+        clock.advance(by: .minutes(9))
+        #expect(try store.reconcile() == [])
+        clock.advance(by: .minutes(2))
+        let settled = try store.reconcile()
+        // After the horizon both are settled: the running process had ten minutes to do it itself.
+        #expect(settled.count == 2 && settled.first == .notPublished(intent: dead))
+        #expect(try store.pendingIntents().isEmpty)
+        let records = try store.auditRecords(limit: 10, before: nil)
+        #expect(records.count == 2 && records.allSatisfy { $0.entry.result == .recorded })
+        #expect(records.last?.entry.detail.contains("not published") == true)
+        #expect(records.last?.entry.detail.contains("not found 10 minutes later") == true)
+        #expect(try fake.headNumber() == 1)
+        _ = try store.verifyIntegrity()
     }
 }
