@@ -59,7 +59,7 @@ struct FirebaseInterruptionTests {
         #expect(pending.status == 1, "\(pending.stdout)")
         #expect(
             pending.stderr.contains("publish intent 1")
-                && pending.stderr.contains("a nudge by ana@example.com on version 3")
+                && pending.stderr.contains("a nudge +1 by ana@example.com on version 3")
                 && pending.stderr.contains("is not settled yet"), "\(pending.stderr)")
         #expect(!(try Self.audit(fake)).isEmpty)  // (a read-write command: this one settles it)
 
