@@ -16,7 +16,8 @@ public enum FirebaseState {
     ///
     /// Without `create` (every command but `init`) nothing is created or bound: a missing state store, or a file
     /// that is not yet bound to `project`, is an error naming the path and how to adopt the project.
-    public static func open(path: String, project: String, create: Bool, readOnly: Bool = false) throws -> RolloutStore {
+    public static func open(path: String, project: String, create: Bool, readOnly: Bool = false) throws -> RolloutStore
+    {
         if !create, !FileManager.default.fileExists(atPath: path) {
             throw StoreError.unavailable(notAdopted(path: path, project: project, missing: true))
         }
@@ -30,11 +31,14 @@ public enum FirebaseState {
             )
         }
         try store.withDatabase { db in
-            let hasTable = try !db.query("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'firebase_state'").isEmpty
-            let bound = hasTable ? try db.query("SELECT project FROM firebase_state WHERE id = 1").first?.first?.string : nil
+            let hasTable = try !db.query("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'firebase_state'")
+                .isEmpty
+            let bound =
+                hasTable ? try db.query("SELECT project FROM firebase_state WHERE id = 1").first?.first?.string : nil
             if let bound {
                 guard bound == project else {
-                    throw StoreError.unavailable("\(path) is the state store of firebase:\(bound), not of firebase:\(project)")
+                    throw StoreError.unavailable(
+                        "\(path) is the state store of firebase:\(bound), not of firebase:\(project)")
                 }
                 return
             }

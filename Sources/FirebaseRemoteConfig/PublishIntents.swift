@@ -31,7 +31,8 @@ package struct PublishIntent: Sendable, Equatable {
     package var audit: AuditEntry
 
     package init(
-        id: Int64 = 0, created: Instant, host: String, pid: Int32, baseNumber: Int, ifMatch: String, contentDigest: String?,
+        id: Int64 = 0, created: Instant, host: String, pid: Int32, baseNumber: Int, ifMatch: String,
+        contentDigest: String?,
         description: String, rollbackSource: Int?, origin: String, audit: AuditEntry
     ) {
         self.id = id
@@ -127,7 +128,8 @@ public enum ReconciledPublish: Sendable, Equatable, CustomStringConvertible {
 
     public var description: String {
         switch self {
-        case .published(let i, let v): "interrupted publish \(i) had landed as Firebase version \(v): audit record completed"
+        case .published(let i, let v):
+            "interrupted publish \(i) had landed as Firebase version \(v): audit record completed"
         case .notPublished(let i): "interrupted publish \(i) was not applied by Firebase: recorded as not published"
         }
     }

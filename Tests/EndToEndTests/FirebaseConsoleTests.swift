@@ -49,7 +49,9 @@ struct FirebaseConsoleTests {
         let started = Date()
         let after = try session.waitFor("<= 15", timeout: Self.poll + 10)
         #expect(after.contains("v4"), "\(after)")
-        print("firebase console: a colleague's publish showed after \(String(format: "%.1f", Date().timeIntervalSince(started))) s")
+        print(
+            "firebase console: a colleague's publish showed after \(String(format: "%.1f", Date().timeIntervalSince(started))) s"
+        )
 
         // A second rollout client's change too, with its operator in the log.
         #expect(try fake.rollout(["nudge", "+5", "--reason", "from the CLI"], operator: "bob@example.com").status == 0)

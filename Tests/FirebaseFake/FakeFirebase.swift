@@ -22,7 +22,9 @@ public final class FakeFirebase: @unchecked Sendable {
     private let process: Process
     private let input: Pipe
 
-    public static let script = TestSupport.packageRoot.appendingPathComponent("Tests/FirebaseFake/fake_remote_config.py").path
+    public static let script = TestSupport.packageRoot.appendingPathComponent(
+        "Tests/FirebaseFake/fake_remote_config.py"
+    ).path
 
     /// Starts the fake holding `template` (JSON text) as version 1.
     public init(template: String? = nil, conflictForm: String = "400", tokenLifetime: Int = 3599) throws {

@@ -51,7 +51,8 @@ struct FirebaseCLITests {
 
         let again = try fake.rollout(["init", "--seed", "rollout-2026"])
         #expect(again.status == 1)
-        #expect(again.stderr.contains("the state store of firebase:\(fake.project) already holds its rollout (version 2)"))
+        #expect(
+            again.stderr.contains("the state store of firebase:\(fake.project) already holds its rollout (version 2)"))
         #expect(try fake.headNumber() == 2)
 
         for change in [["set", "10"], ["nudge", "+2.5"], ["kill"], ["resume"], ["set", "5"]] {
@@ -114,7 +115,9 @@ struct FirebaseCLITests {
             var env = fake.environment(operator: "ana@example.com")
             env["ROLLOUT_STORE"] = "firebase:\(fake.project)"
             let d = try TestSupport.run(try TestSupport.rolloutBinary(), command, environment: env)
-            #expect(d.status == 1 && d.stderr.contains("no state store of firebase:\(fake.project) at \(defaultPath)"), "\(d.stderr)")
+            #expect(
+                d.status == 1 && d.stderr.contains("no state store of firebase:\(fake.project) at \(defaultPath)"),
+                "\(d.stderr)")
         }
         #expect(!FileManager.default.fileExists(atPath: fake.statePath))
         #expect(!FileManager.default.fileExists(atPath: defaultDirectory))
@@ -123,11 +126,20 @@ struct FirebaseCLITests {
         // init creates it (at the default path when no --state is given), and then the reads work.
         var env = fake.environment(operator: "ana@example.com")
         env["ROLLOUT_STORE"] = "firebase:\(fake.project)"
-        let adopt = try TestSupport.run(try TestSupport.rolloutBinary(), ["init", "--seed", "rollout-2026"], environment: env)
+        let adopt = try TestSupport.run(
+            try TestSupport.rolloutBinary(), ["init", "--seed", "rollout-2026"], environment: env)
         #expect(adopt.status == 0, "\(adopt.stderr)")
         #expect(FileManager.default.fileExists(atPath: defaultPath))
         let status = try TestSupport.run(try TestSupport.rolloutBinary(), ["status", "--read-only"], environment: env)
         #expect(status.status == 0 && status.stdout.contains("firebase:\(fake.project)"), "\(status.stderr)")
+
+        // Read-only reads leave the state store byte for byte as it was, as on the SQLite store.
+        let before = try TestSupport.StoreFingerprint.of(defaultPath)
+        for command in [["status"], ["history"], ["audit", "show"], ["audit", "verify"], ["config", "export"]] {
+            let r = try TestSupport.run(try TestSupport.rolloutBinary(), command + ["--read-only"], environment: env)
+            #expect(r.status == 0, "\(command): \(r.stderr)")
+        }
+        #expect(try TestSupport.StoreFingerprint.of(defaultPath) == before)
     }
 
     @Test func aNudgeRacingAColleagueConflictsAndRetryReappliesOnTop() throws {

@@ -113,7 +113,8 @@ struct FirebaseInterruptionTests {
         #expect(settled.first?["reason"]?.stringValue == "never landed")
         #expect(
             settled.first?["detail"]?.stringValue?.contains(
-                "not published: interrupted before Firebase applied it (publish intent 1, on version 3; version 4 is someone else's)")
+                "not published: interrupted before Firebase applied it (publish intent 1, on version 3; version 4 is someone else's)"
+            )
                 == true, "\(String(describing: settled.first))")
         #expect(try fake.rollout(["audit", "verify"]).status == 0)
         #expect(try fake.json(["status"])["rollout"]?["percentage"]?.stringValue == "10")
@@ -133,9 +134,11 @@ struct FirebaseInterruptionTests {
         gone.waitUntilExit()
         func intent(pid: Int32) -> PublishIntent {
             PublishIntent(
-                created: clock.now(), host: FirebaseConfigStore.thisProcess.host, pid: pid, baseNumber: base.info.number,
+                created: clock.now(), host: FirebaseConfigStore.thisProcess.host, pid: pid,
+                baseNumber: base.info.number,
                 ifMatch: base.etag, contentDigest: "0", description: "lost", rollbackSource: nil, origin: "TEST",
-                audit: AuditEntry(time: clock.now(), actor: "ana@test", action: "set", reason: "lost", result: .published))
+                audit: AuditEntry(
+                    time: clock.now(), actor: "ana@test", action: "set", reason: "lost", result: .published))
         }
         let dead = try store.begin(intent(pid: gone.processIdentifier))
         _ = try store.begin(intent(pid: getppid()))  // a process that runs: the test runner's parent
