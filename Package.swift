@@ -81,6 +81,11 @@ let package = Package(
             swiftSettings: strict),
         .target(name: "TestSupport", path: "Tests/Support", swiftSettings: strict),
         // The conformance suite of the core's ports, run by every store's tests with its own factory.
+        // The strict fake of Firebase Remote Config (a Python program) and its driver, shared by the Firebase tests.
+        .target(
+            name: "FirebaseFake",
+            dependencies: ["TestSupport", "FirebaseRemoteConfig", "JSON", "RemoteConfig", "Rollout", "Store", "Timekeeping"],
+            path: "Tests/FirebaseFake", exclude: ["fake_remote_config.py"], swiftSettings: strict),
         .target(
             name: "StoreConformance", dependencies: ["Rollout", "RemoteConfig", "StepUp", "Telemetry", "AppCheck", "JSON", "Timekeeping"],
             path: "Tests/StoreConformance", swiftSettings: strict),
@@ -134,7 +139,10 @@ let package = Package(
             exclude: ["google_client.py"], swiftSettings: strict),
         .testTarget(
             name: "FirebaseRemoteConfigTests",
-            dependencies: ["TestSupport", "FirebaseRemoteConfig", "Store", "Rollout", "RemoteConfig", "JSON", "Timekeeping"],
+            dependencies: [
+                "TestSupport", "FirebaseFake", "StoreConformance", "FirebaseRemoteConfig", "Store", "Rollout", "RemoteConfig", "JSON",
+                "Timekeeping",
+            ],
             swiftSettings: strict),
         .testTarget(
             name: "PostgresStoreTests",
@@ -145,7 +153,10 @@ let package = Package(
             swiftSettings: strict),
         .testTarget(
             name: "EndToEndTests",
-            dependencies: ["TestSupport", "StepUp", "Timekeeping", "RolloutApp", "Console", "Store", "Telemetry", "Rollout", "RemoteConfig"],
+            dependencies: [
+                "TestSupport", "StepUp", "Timekeeping", "RolloutApp", "Console", "Store", "Telemetry", "Rollout", "RemoteConfig",
+                "FirebaseFake",
+            ],
             swiftSettings: strict),
     ]
 )

@@ -1,3 +1,4 @@
+import Crypto
 import Foundation
 import JSON
 import RemoteConfig
@@ -101,6 +102,8 @@ public final class FirebaseConfigStore: ConfigStore, @unchecked Sendable {
     // MARK: Publishing
 
     public func publish(_ request: PublishRequest) throws -> StoredTemplate {
+        // Settle what an interrupted process left behind first, so that its record precedes this one.
+        try reconcile()
         let ifMatch: String
         let baseNumber: Int
         switch request.ifMatch {
@@ -119,7 +122,8 @@ public final class FirebaseConfigStore: ConfigStore, @unchecked Sendable {
         }
         let template = request.template.strippingVersionInfo()
         var body = template.json.objectValue ?? JSONObject()
-        body["version"] = ["description": .string(String(request.description.prefix(1024)))]
+        let description = String(request.description.prefix(1024))
+        body["version"] = ["description": .string(description)]
         let document = JSONValue.object(body)
 
         // 1. Validate: Firebase checks the template (and the ETag) without publishing.
@@ -129,63 +133,68 @@ public final class FirebaseConfigStore: ConfigStore, @unchecked Sendable {
             throw try conflict(expected: ifMatch, m)
         }
 
-        // 2. Publish (or roll back), settling lost answers.
+        // 2. Record the intent in the state store, committed before anything can land.
         let rollback = request.updateType == .rollback ? request.rollbackSource : nil
         let expected = Self.content(template.json)
+        var intent = PublishIntent(
+            id: 0, created: clock.now(), host: Self.thisProcess.host, pid: Self.thisProcess.pid, baseNumber: baseNumber,
+            ifMatch: ifMatch, contentDigest: rollback == nil ? SHA256.hex(Array(expected.utf8)) : nil,
+            description: description, rollbackSource: rollback, origin: request.updateOrigin, audit: request.audit)
+        intent.id = try begin(intent)
+
+        // 3. Publish (or roll back), settling lost answers.
         var landed: FetchedTemplate?
         var attempt = 0
-        while landed == nil {
-            attempt += 1
-            do {
-                landed =
-                    try rollback.map { try client.rollback(to: $0) }
-                    ?? client.put(document, ifMatch: ifMatch, validateOnly: false)
-            } catch let m as VersionMismatch {
-                // After a lost answer, the mismatch may be our own earlier request that landed late.
-                if attempt > 1,
-                    case .landed(let f) = try settle(
-                        after: baseNumber, expected: expected, description: request.description,
-                        rollbackSource: rollback)
-                {
-                    landed = f
-                    break
-                }
-                throw try conflict(expected: ifMatch, m)
-            } catch let e where Self.mayHaveLanded(e) {
-                switch try settle(
-                    after: baseNumber, expected: expected, description: request.description, rollbackSource: rollback)
-                {
-                case .landed(let f): landed = f
-                case .other(let winner): throw PublishConflict(current: winner, expectedETag: ifMatch)
-                case .notLanded:
-                    guard attempt < settleAttempts else {
-                        throw FirebaseError.unsettled(
-                            "Firebase did not take the publish after \(attempt) attempts (it was not applied; the last: \(e)); try again later"
-                        )
+        var lostAnswer = false
+        do {
+            while landed == nil {
+                attempt += 1
+                do {
+                    landed =
+                        try rollback.map { try client.rollback(to: $0) }
+                        ?? client.put(document, ifMatch: ifMatch, validateOnly: false)
+                } catch let m as VersionMismatch {
+                    // After a lost answer, the mismatch may be our own earlier request that landed late.
+                    if attempt > 1,
+                        case .landed(let f) = try settle(
+                            after: baseNumber, expected: expected, description: description, rollbackSource: rollback)
+                    {
+                        landed = f
+                        break
                     }
-                    client.policySleep(retry: attempt)
+                    throw try conflict(expected: ifMatch, m)
+                } catch let e where Self.mayHaveLanded(e) {
+                    lostAnswer = true
+                    switch try settle(
+                        after: baseNumber, expected: expected, description: description, rollbackSource: rollback)
+                    {
+                    case .landed(let f): landed = f
+                    case .other(let winner): throw PublishConflict(current: winner, expectedETag: ifMatch)
+                    case .notLanded:
+                        guard attempt < settleAttempts else {
+                            throw FirebaseError.unsettled(
+                                "Firebase did not take the publish after \(attempt) attempts (it was not applied; the last: \(e)); try again later"
+                            )
+                        }
+                        client.policySleep(retry: attempt)
+                    }
                 }
             }
+        } catch {
+            // A request whose answer was lost may still land, unless a conflict proves its precondition failed for
+            // good: then its intent stays for `reconcile`. Otherwise nothing landed and nothing will.
+            if !lostAnswer || error is PublishConflict && intent.conditional { try? abandon(intent.id) }
+            throw error
         }
+
+        // 4. The audit record, naming the version and ETag, with the intent removed in the same transaction.
         let result = try stored(landed!)
         remember(result)
-        var entry = request.audit
-        entry.version = result.info.number
-        if result.info.number != baseNumber + 1 {
-            // Published all the same (and so audited): a forced publish or a rollback (which has no precondition)
-            // landed after someone else's version.
-            entry.detail =
-                (entry.detail.isEmpty ? "" : entry.detail + "; ")
-                + "published on top of version \(result.info.number - 1), not \(baseNumber)"
-        }
-        entry.detail =
-            (entry.detail.isEmpty ? "" : entry.detail + "; ")
-            + Self.auditMark(result.info, origin: request.updateOrigin)
         do {
-            try state.appendAudit(entry)
+            try complete(intent, landed: result.info)
         } catch {
             throw StoreError.unavailable(
-                "published Firebase version \(result.info.number) (etag \(result.etag)) but could not write its audit record: \(error)"
+                "published Firebase version \(result.info.number) (etag \(result.etag)) but could not write its audit record yet (the next command completes it): \(error)"
             )
         }
         return try attributed(result)
@@ -202,27 +211,7 @@ public final class FirebaseConfigStore: ConfigStore, @unchecked Sendable {
     private func attributed(_ info: VersionInfo) throws -> VersionInfo {
         let known: (actor: String, origin: String)? = try lock.withLock {
             if let p = publishers[info.number] { return p }
-            // Read the records appended since the last look (newest first, down to the last one seen).
-            var before: Int64? = nil
-            var newest: Int64 = publishersScanned
-            scan: while true {
-                let page = try state.auditRecords(limit: 200, before: before)
-                for r in page {
-                    if r.sequence <= publishersScanned { break scan }
-                    newest = max(newest, r.sequence)
-                    guard r.entry.result == .published, let v = r.entry.version,
-                        let mark = r.entry.detail.range(of: "firebase version \(v) etag ")
-                    else { continue }
-                    let tail = r.entry.detail[mark.upperBound...]
-                    let origin =
-                        tail.range(of: " origin ").map { String(tail[$0.upperBound...].prefix { $0 != ";" }) }
-                        ?? "ROLLOUT_CLI"
-                    publishers[v] = (r.entry.actor, origin)
-                }
-                guard let last = page.last, page.count == 200 else { break }
-                before = last.sequence
-            }
-            publishersScanned = newest
+            try scanPublishers()
             return publishers[info.number]
         }
         guard let known else { return info }
@@ -230,6 +219,39 @@ public final class FirebaseConfigStore: ConfigStore, @unchecked Sendable {
         out.updateUser = known.actor
         out.updateOrigin = known.origin
         return out
+    }
+
+    /// Reads the audit records appended since the last look (newest first, down to the last one seen) into
+    /// `publishers`; the caller holds `lock`.
+    private func scanPublishers() throws {
+        var before: Int64? = nil
+        var newest: Int64 = publishersScanned
+        scan: while true {
+            let page = try state.auditRecords(limit: 200, before: before)
+            for r in page {
+                if r.sequence <= publishersScanned { break scan }
+                newest = max(newest, r.sequence)
+                guard r.entry.result == .published, let v = r.entry.version,
+                    let mark = r.entry.detail.range(of: "firebase version \(v) etag ")
+                else { continue }
+                let tail = r.entry.detail[mark.upperBound...]
+                let origin =
+                    tail.range(of: " origin ").map { String(tail[$0.upperBound...].prefix { $0 != ";" }) }
+                    ?? "ROLLOUT_CLI"
+                publishers[v] = (r.entry.actor, origin)
+            }
+            guard let last = page.last, page.count == 200 else { break }
+            before = last.sequence
+        }
+        publishersScanned = newest
+    }
+
+    /// The Firebase versions that a `published` audit record of this state store names.
+    func claimedVersions() throws -> Set<Int> {
+        try lock.withLock {
+            try scanPublishers()
+            return Set(publishers.keys)
+        }
     }
 
     private func attributed(_ s: StoredTemplate) throws -> StoredTemplate {

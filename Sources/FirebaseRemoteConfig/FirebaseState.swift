@@ -8,21 +8,19 @@ import Timekeeping
 /// The state store of a Firebase project: an SQLite `RolloutStore` file whose config tables hold only the audit
 /// chain (Firebase holds the templates), bound to one project so that two projects never share a log.
 public enum FirebaseState {
-    /// `$XDG_STATE_HOME/rollout/firebase-PROJECT.db`, else `~/.local/state/rollout/firebase-PROJECT.db`.
-    public static func defaultPath(project: String, environment env: [String: String]) -> String {
-        let state: String
-        if let x = env["XDG_STATE_HOME"], x.hasPrefix("/") {
-            state = x
-        } else {
-            let home = env["HOME"].flatMap { $0.isEmpty ? nil : $0 } ?? NSHomeDirectory()
-            state = home + "/.local/state"
-        }
-        return state + "/rollout/firebase-\(project).db"
-    }
+    /// The state store's file name in the per-user directory (`StoreLocation.directory`): `firebase-PROJECT.db`.
+    public static func defaultFileName(project: String) -> String { "firebase-\(project).db" }
 
     /// Opens (with `create`, creating) the state store at `path` for `project`; refuses a store that holds template
     /// versions (an embedded store, not a state store) or belongs to another project.
-    public static func open(path: String, project: String, create: Bool, readOnly: Bool = false) throws -> RolloutStore {
+    ///
+    /// Without `create` (every command but `init`) nothing is created or bound: a missing state store, or a file
+    /// that is not yet bound to `project`, is an error naming the path and how to adopt the project.
+    public static func open(path: String, project: String, create: Bool, readOnly: Bool = false) throws -> RolloutStore
+    {
+        if !create, !FileManager.default.fileExists(atPath: path) {
+            throw StoreError.unavailable(notAdopted(path: path, project: project, missing: true))
+        }
         // Read-only is the connection's: a read-only session's state store refuses every write, so the write path
         // refuses publishes to Firebase too.
         let store = try RolloutStore(path: path, create: create, access: readOnly ? .readOnly : .readWrite)
@@ -33,17 +31,19 @@ public enum FirebaseState {
             )
         }
         try store.withDatabase { db in
-            let hasTable = try !db.query("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'firebase_state'").isEmpty
-            let bound = hasTable ? try db.query("SELECT project FROM firebase_state WHERE id = 1").first?.first?.string : nil
+            let hasTable = try !db.query("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'firebase_state'")
+                .isEmpty
+            let bound =
+                hasTable ? try db.query("SELECT project FROM firebase_state WHERE id = 1").first?.first?.string : nil
             if let bound {
                 guard bound == project else {
-                    throw StoreError.unavailable("\(path) is the state store of firebase:\(bound), not of firebase:\(project)")
+                    throw StoreError.unavailable(
+                        "\(path) is the state store of firebase:\(bound), not of firebase:\(project)")
                 }
                 return
             }
-            guard !readOnly else {
-                throw StoreError.unavailable(
-                    "\(path) is not yet the state store of firebase:\(project) (run 'rollout init --store firebase:\(project)')")
+            guard create, !readOnly else {
+                throw StoreError.unavailable(notAdopted(path: path, project: project, missing: false))
             }
             try db.transaction {
                 try db.execute(
@@ -53,6 +53,14 @@ public enum FirebaseState {
             }
         }
         return store
+    }
+
+    /// The error of a command run before `rollout init` adopted the project with this state store.
+    static func notAdopted(path: String, project: String, missing: Bool) -> String {
+        (missing
+            ? "no state store of firebase:\(project) at \(path)"
+            : "\(path) is not yet the state store of firebase:\(project)")
+            + ": adopt the project with 'rollout init --store firebase:\(project)' (it creates the state store; --state PATH puts it elsewhere), or pass --state PATH of the team's existing one; nothing was created"
     }
 }
 
@@ -120,6 +128,13 @@ extension FirebaseConfigStore {
             }
         } else if last != nil {
             throw ConfigIntegrityProblem("chain head", "missing (deleted?) although the store has records")
+        }
+        // An interrupted publish not settled yet: its audit record is missing until it is (see `reconcile`).
+        if let p = try pendingIntents().first(where: { !Self.isLive($0, now: clock.now()) }) {
+            throw ConfigIntegrityProblem(
+                "publish intent \(p.id)",
+                "a \(p.audit.action) by \(p.audit.actor) on version \(p.baseNumber), interrupted at \(p.created.iso8601), is not settled yet (Firebase unreachable, or the request may still land): its audit record is missing until a later command settles it"
+            )
         }
         var published = 0
         for r in records where r.entry.result == .published {

@@ -66,19 +66,30 @@ public enum FirebaseWiring {
     /// The Firebase session of the invocation, or nil when its store is not `firebase:...` (the hook in `Wiring`).
     static func session(_ invocation: Invocation, create: Bool) throws -> StoreSession? {
         guard let project = try project(of: StoreLocation.path(invocation)) else { return nil }
-        let env = invocation.environment
         let readOnly = invocation.flag("--read-only")
         let clock = SystemClock()
-        let statePath =
-            invocation.value("--state").flatMap { $0.isEmpty ? nil : $0 }
-            ?? FirebaseState.defaultPath(project: project, environment: env)
-        let state = try FirebaseState.open(path: statePath, project: project, create: create || !readOnly, readOnly: readOnly)
+        let state = try stateStore(invocation, project: project, create: create, readOnly: readOnly)
         let store = try configStore(
             project: project, state: try state.configStore(), invocation: invocation, clock: clock)
         if invocation.path.last == "console" { store.pollInterval = consolePollInterval }
+        // Settle publishes an interrupted process left without their audit record before anything reads the log.
+        // Best effort: a publish settles them again (and fails if it cannot), `audit verify` names what is left.
+        if !readOnly && !create { _ = try? store.reconcile() }
         return StoreSession(
             path: store.label, store: state, config: store, operatorID: try Wiring.operatorID(invocation),
             readOnly: readOnly, clock: clock)
+    }
+
+    /// The state store of `project`: `--state PATH`, else `firebase-PROJECT.db` in the per-user directory. Only
+    /// `init` (`create`) creates and binds it; every other command refuses a missing one, creating nothing.
+    static func stateStore(_ invocation: Invocation, project: String, create: Bool, readOnly: Bool) throws
+        -> RolloutStore
+    {
+        let path =
+            invocation.value("--state").flatMap { $0.isEmpty ? nil : $0 }
+            ?? StoreLocation.directory(environment: invocation.environment) + "/"
+            + FirebaseState.defaultFileName(project: project)
+        return try FirebaseState.open(path: path, project: project, create: create, readOnly: readOnly)
     }
 
     /// The console's data source on a Firebase session, or nil for any other store: its own state-store connection

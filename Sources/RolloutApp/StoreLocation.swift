@@ -11,6 +11,12 @@ public enum StoreLocation {
         if let p = invocation.value("--store") { return p }
         let env = invocation.environment
         if let p = env["ROLLOUT_STORE"], !p.isEmpty { return p }
+        return directory(environment: env) + "/rollout.db"
+    }
+
+    /// The per-user directory of rollout's files: `$XDG_STATE_HOME/rollout` (an absolute path), else
+    /// `~/.local/state/rollout`. The default store and the Firebase state stores live here.
+    public static func directory(environment env: [String: String]) -> String {
         let state: String
         if let x = env["XDG_STATE_HOME"], x.hasPrefix("/") {
             state = x
@@ -18,7 +24,7 @@ public enum StoreLocation {
             let home = env["HOME"].flatMap { $0.isEmpty ? nil : $0 } ?? NSHomeDirectory()
             state = home + "/.local/state"
         }
-        return state + "/rollout/rollout.db"
+        return state + "/rollout"
     }
 
     /// `path`, with `--store ""` refused as a usage error (it never falls back to another store).

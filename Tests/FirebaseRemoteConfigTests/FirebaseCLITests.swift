@@ -1,3 +1,4 @@
+import FirebaseFake
 import Foundation
 import JSON
 import RemoteConfig
@@ -36,13 +37,9 @@ struct FirebaseCLITests {
         let fake = try FakeFirebase(template: existingTemplate)
         let original = try Self.everythingElse(try JSONSerialization.jsonObject(with: Data(existingTemplate.utf8)))
 
-        let before = try fake.rollout(["status"])
-        #expect(before.status == 0)
-        #expect(before.stdout.contains("store       firebase:\(fake.project)"))
-        #expect(before.stdout.contains("none: the template has no rollout of AppAttestEnabled"))
-
         let adopt = try fake.rollout(["init", "--seed", "rollout-2026"])
         #expect(adopt.status == 0, "\(adopt.stderr)")
+        #expect(try fake.json(["status"])["store"]?.stringValue == "firebase:\(fake.project)")
         #expect(adopt.stdout.contains("version 2 (etag etag-\(fake.projectNumber)-2)"))
         #expect(try fake.headNumber() == 2)
         #expect(try Self.everythingElse(try Self.raw(try fake.head())) == original)
@@ -54,7 +51,8 @@ struct FirebaseCLITests {
 
         let again = try fake.rollout(["init", "--seed", "rollout-2026"])
         #expect(again.status == 1)
-        #expect(again.stderr.contains("the state store of firebase:\(fake.project) already holds its rollout (version 2)"))
+        #expect(
+            again.stderr.contains("the state store of firebase:\(fake.project) already holds its rollout (version 2)"))
         #expect(try fake.headNumber() == 2)
 
         for change in [["set", "10"], ["nudge", "+2.5"], ["kill"], ["resume"], ["set", "5"]] {
@@ -94,6 +92,54 @@ struct FirebaseCLITests {
         #expect(
             history.last?["updateUser"]?.stringValue == "console-user@example.com",
             "a version rollout did not publish stays Firebase's")
+    }
+
+    /// Before `init` adopted the project, every read (and write) command refuses with the path of the missing
+    /// state store and how to adopt, exits 1, and creates nothing: not the state store, not its directory, not
+    /// the default one; nothing reaches Firebase's write methods.
+    @Test func commandsBeforeInitNameTheMissingStateStoreAndCreateNothing() throws {
+        let fake = try FakeFirebase(template: existingTemplate)
+        let defaultDirectory = fake.directory.appendingPathComponent("xdg/rollout").path
+        let defaultPath = defaultDirectory + "/firebase-\(fake.project).db"
+        let commands: [[String]] = [
+            ["status"], ["status", "--json"], ["status", "--read-only"], ["history"], ["audit", "show"],
+            ["audit", "verify"], ["config", "export"], ["diff", "1", "1"], ["nudge", "+1", "--reason", "early"],
+        ]
+        for command in commands {
+            let r = try fake.rollout(command)
+            #expect(r.status == 1, "\(command): \(r.status) \(r.stderr)")
+            #expect(
+                r.stderr.contains("no state store of firebase:\(fake.project) at \(fake.statePath)")
+                    && r.stderr.contains("'rollout init --store firebase:\(fake.project)'"), "\(command): \(r.stderr)")
+            // Without --state: the per-user default is named, and not created either.
+            var env = fake.environment(operator: "ana@example.com")
+            env["ROLLOUT_STORE"] = "firebase:\(fake.project)"
+            let d = try TestSupport.run(try TestSupport.rolloutBinary(), command, environment: env)
+            #expect(
+                d.status == 1 && d.stderr.contains("no state store of firebase:\(fake.project) at \(defaultPath)"),
+                "\(d.stderr)")
+        }
+        #expect(!FileManager.default.fileExists(atPath: fake.statePath))
+        #expect(!FileManager.default.fileExists(atPath: defaultDirectory))
+        #expect(try fake.stat("publish") == 0 && fake.stat("validate") == 0 && fake.headNumber() == 1)
+
+        // init creates it (at the default path when no --state is given), and then the reads work.
+        var env = fake.environment(operator: "ana@example.com")
+        env["ROLLOUT_STORE"] = "firebase:\(fake.project)"
+        let adopt = try TestSupport.run(
+            try TestSupport.rolloutBinary(), ["init", "--seed", "rollout-2026"], environment: env)
+        #expect(adopt.status == 0, "\(adopt.stderr)")
+        #expect(FileManager.default.fileExists(atPath: defaultPath))
+        let status = try TestSupport.run(try TestSupport.rolloutBinary(), ["status", "--read-only"], environment: env)
+        #expect(status.status == 0 && status.stdout.contains("firebase:\(fake.project)"), "\(status.stderr)")
+
+        // Read-only reads leave the state store byte for byte as it was, as on the SQLite store.
+        let before = try TestSupport.StoreFingerprint.of(defaultPath)
+        for command in [["status"], ["history"], ["audit", "show"], ["audit", "verify"], ["config", "export"]] {
+            let r = try TestSupport.run(try TestSupport.rolloutBinary(), command + ["--read-only"], environment: env)
+            #expect(r.status == 0, "\(command): \(r.stderr)")
+        }
+        #expect(try TestSupport.StoreFingerprint.of(defaultPath) == before)
     }
 
     @Test func aNudgeRacingAColleagueConflictsAndRetryReappliesOnTop() throws {
@@ -245,6 +291,7 @@ struct FirebaseCLITests {
 
     @Test func credentialsStateAndURLMistakesAreOneLineErrors() throws {
         let fake = try FakeFirebase()
+        #expect(try fake.rollout(["init", "--seed", "rollout-2026"]).status == 0)
         chmod(fake.keyFile, 0o644)
         let loose = try fake.rollout(["status"])
         #expect(loose.status == 1)
@@ -276,9 +323,10 @@ struct FirebaseCLITests {
         #expect(failing.status == 1)
         #expect(failing.stderr.contains("the access-token command 'sh \(token)' failed (exit 7)"))
 
+        let (publishes, validations) = (try fake.stat("publish"), try fake.stat("validate"))
         let readOnly = try fake.rollout(["nudge", "+1", "--reason", "no", "--read-only"])
         #expect(readOnly.status == 4)
-        #expect(try fake.stat("publish") == 0 && fake.stat("validate") == 0)
+        #expect(try fake.stat("publish") == publishes && fake.stat("validate") == validations)
     }
 
     // MARK: firebase-admin

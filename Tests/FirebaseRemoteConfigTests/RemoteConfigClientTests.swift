@@ -1,5 +1,6 @@
 import Crypto
 import FirebaseRemoteConfig
+import FirebaseFake
 import Foundation
 import JSON
 import RemoteConfig

@@ -9,23 +9,25 @@ import Timekeeping
 
 /// The strict fake of Firebase (Tests/FirebaseFake/fake_remote_config.py) on a loopback port, with a throwaway
 /// service account whose key only this test holds, and a state store beside it.
-final class FakeFirebase: @unchecked Sendable {
-    let directory: URL
-    let project = "demo-rollout"
-    let projectNumber = "123456789012"
-    let email = "rollout-ci@demo-rollout.iam.gserviceaccount.com"
-    let keyID: String
+public final class FakeFirebase: @unchecked Sendable {
+    public let directory: URL
+    public let project = "demo-rollout"
+    public let projectNumber = "123456789012"
+    public let email = "rollout-ci@demo-rollout.iam.gserviceaccount.com"
+    public let keyID: String
     /// The service-account key file (mode 0600).
-    let keyFile: String
-    let statePath: String
-    let port: Int
+    public let keyFile: String
+    public let statePath: String
+    public let port: Int
     private let process: Process
     private let input: Pipe
 
-    static let script = TestSupport.packageRoot.appendingPathComponent("Tests/FirebaseFake/fake_remote_config.py").path
+    public static let script = TestSupport.packageRoot.appendingPathComponent(
+        "Tests/FirebaseFake/fake_remote_config.py"
+    ).path
 
     /// Starts the fake holding `template` (JSON text) as version 1.
-    init(template: String? = nil, conflictForm: String = "400", tokenLifetime: Int = 3599) throws {
+    public init(template: String? = nil, conflictForm: String = "400", tokenLifetime: Int = 3599) throws {
         directory = try TestSupport.temporaryDirectory("rollout-firebase")
         let python = try TestSupport.python()
         let privatePEM = directory.appendingPathComponent("sa.pem").path
@@ -84,12 +86,12 @@ final class FakeFirebase: @unchecked Sendable {
         try? FileManager.default.removeItem(at: directory)
     }
 
-    var origin: String { "http://127.0.0.1:\(port)" }
+    public var origin: String { "http://127.0.0.1:\(port)" }
 
     // MARK: Controls
 
     @discardableResult
-    func control(_ method: String, _ path: String, _ body: JSONValue? = nil) throws -> JSONValue {
+    public func control(_ method: String, _ path: String, _ body: JSONValue? = nil) throws -> JSONValue {
         let r = try CurlTransport().send(
             HTTPRequest(
                 method: method, url: origin + path, headers: [("Content-Type", "application/json")],
@@ -99,7 +101,7 @@ final class FakeFirebase: @unchecked Sendable {
     }
 
     /// Arms a fault: `drop_before`, `drop_after`, `delay_before`, `delay_after`, `unavailable`, `unauthenticated`.
-    func fault(_ name: String, match: String, count: Int = 1, seconds: Double = 0) throws {
+    public func fault(_ name: String, match: String, count: Int = 1, seconds: Double = 0) throws {
         try control(
             "POST", "/_fake/faults",
             [
@@ -109,19 +111,19 @@ final class FakeFirebase: @unchecked Sendable {
     }
 
     /// Every version the fake keeps, oldest first (each with its `version` object).
-    func versions() throws -> [JSONValue] { try control("GET", "/_fake/state")["versions"]?.arrayValue ?? [] }
+    public func versions() throws -> [JSONValue] { try control("GET", "/_fake/state")["versions"]?.arrayValue ?? [] }
 
-    func head() throws -> JSONValue { try versions().last! }
+    public func head() throws -> JSONValue { try versions().last! }
 
-    func headNumber() throws -> Int { Int(try head()["version"]!["versionNumber"]!.stringValue!)! }
+    public func headNumber() throws -> Int { Int(try head()["version"]!["versionNumber"]!.stringValue!)! }
 
-    func stats() throws -> JSONValue { try control("GET", "/_fake/stats") }
+    public func stats() throws -> JSONValue { try control("GET", "/_fake/stats") }
 
-    func stat(_ name: String) throws -> Int { Int(try stats()[name]?.numberValue?.int64 ?? -1) }
+    public func stat(_ name: String) throws -> Int { Int(try stats()[name]?.numberValue?.int64 ?? -1) }
 
     /// A colleague publishing from the Firebase console.
     @discardableResult
-    func publishAsColleague(
+    public func publishAsColleague(
         _ template: JSONValue, user: String = "bob@example.com", description: String = "console edit"
     ) throws -> Int {
         let r = try control(
@@ -133,7 +135,7 @@ final class FakeFirebase: @unchecked Sendable {
     // MARK: In-process store
 
     /// A Firebase store on this fake, with a short timeout and recorded (not slept) back-off unless `sleeps`.
-    func store(
+    public func store(
         clock: any Clock = SystemClock(), timeout: Double = 5, sleeps: Bool = true, recorder: DelayRecorder? = nil
     ) throws -> FirebaseConfigStore {
         let state = try FirebaseState.open(path: statePath, project: project, create: true)
@@ -154,7 +156,7 @@ final class FakeFirebase: @unchecked Sendable {
 
     // MARK: The binary
 
-    func environment(operator id: String) -> [String: String] {
+    public func environment(operator id: String) -> [String: String] {
         [
             "ROLLOUT_STORE": "firebase:\(project)", "ROLLOUT_FIREBASE_URL": origin,
             "GOOGLE_APPLICATION_CREDENTIALS": keyFile,
@@ -165,7 +167,7 @@ final class FakeFirebase: @unchecked Sendable {
 
     /// Runs the built `rollout` against this fake (state store `statePath`).
     @discardableResult
-    func rollout(
+    public func rollout(
         _ arguments: [String], operator id: String = "ana@example.com", environment extra: [String: String] = [:]
     ) throws
         -> TestSupport.ProcessResult
@@ -176,7 +178,7 @@ final class FakeFirebase: @unchecked Sendable {
             try TestSupport.rolloutBinary(), arguments + ["--state", statePath], environment: env)
     }
 
-    func json(_ arguments: [String]) throws -> JSONValue {
+    public func json(_ arguments: [String]) throws -> JSONValue {
         let r = try rollout(arguments + ["--json"])
         guard r.status == 0 else { throw TestSupport.Failure("\(arguments) failed (\(r.status)): \(r.stderr)") }
         return try JSONParser().parse(r.stdout)
@@ -184,16 +186,17 @@ final class FakeFirebase: @unchecked Sendable {
 }
 
 /// Back-off delays asked for, in order.
-final class DelayRecorder: @unchecked Sendable {
+public final class DelayRecorder: @unchecked Sendable {
+    public init() {}
     private let lock = NSLock()
     private var list: [Instant.Duration] = []
-    func record(_ d: Instant.Duration) { lock.withLock { list.append(d) } }
-    var delays: [Instant.Duration] { lock.withLock { list } }
+    public func record(_ d: Instant.Duration) { lock.withLock { list.append(d) } }
+    public var delays: [Instant.Duration] { lock.withLock { list } }
 }
 
 /// An existing Firebase template as a team has it: other conditions, parameters with conditional, rollout and
 /// personalization values, parameter groups, and members rollout does not know.
-let existingTemplate = """
+public let existingTemplate = """
     {
       "conditions": [
         {"name": "ios_users", "expression": "device.os == 'ios'", "tagColor": "GREEN"},

@@ -1,0 +1,262 @@
+import Crypto
+import Foundation
+import JSON
+import Rollout
+import Store
+import Timekeeping
+
+/// A publish to Firebase that was begun and whose audit record is not written yet.
+///
+/// Firebase and the state store are two systems, so a publish cannot commit in both at once. Instead the state
+/// store records the intent (what will be sent, on which base, and the audit record that goes with it) and
+/// commits it before the PUT; the audit record is appended, and the intent removed, in one state-store
+/// transaction once the version is known. A process killed in between leaves the intent behind, and the next
+/// command settles it against Firebase's versions (`FirebaseConfigStore.reconcile`): applied, the audit record is
+/// completed with the version and ETag Firebase gave it; not applied, the record says so. Nothing is sent again.
+package struct PublishIntent: Sendable, Equatable {
+    package var id: Int64
+    package var created: Instant
+    /// The process that sent it (its host and pid): while that process lives, it settles its own intent.
+    package var host: String
+    package var pid: Int32
+    /// The version the publish was based on, and the `If-Match` it sent (`*` when forced).
+    package var baseNumber: Int
+    package var ifMatch: String
+    /// SHA-256 of the published content (`FirebaseConfigStore.content`); nil for a rollback.
+    package var contentDigest: String?
+    package var description: String
+    package var rollbackSource: Int?
+    package var origin: String
+    /// The audit record to append when the publish is settled (its `version` is filled in then).
+    package var audit: AuditEntry
+
+    package init(
+        id: Int64 = 0, created: Instant, host: String, pid: Int32, baseNumber: Int, ifMatch: String,
+        contentDigest: String?,
+        description: String, rollbackSource: Int?, origin: String, audit: AuditEntry
+    ) {
+        self.id = id
+        self.created = created
+        self.host = host
+        self.pid = pid
+        self.baseNumber = baseNumber
+        self.ifMatch = ifMatch
+        self.contentDigest = contentDigest
+        self.description = description
+        self.rollbackSource = rollbackSource
+        self.origin = origin
+        self.audit = audit
+    }
+
+    /// `If-Match: <etag>`, not forced and not a rollback: it can only ever become version `baseNumber + 1`.
+    var conditional: Bool { ifMatch != "*" && rollbackSource == nil }
+}
+
+/// The `firebase_intents` table of a state store.
+enum PublishIntentTable {
+    static func create(in db: SQLiteDatabase) throws {
+        try db.execute(
+            """
+            CREATE TABLE IF NOT EXISTS firebase_intents (
+                id INTEGER PRIMARY KEY, created_us INTEGER NOT NULL, host TEXT NOT NULL, pid INTEGER NOT NULL,
+                base_version INTEGER NOT NULL, if_match TEXT NOT NULL, content_sha256 TEXT, description TEXT NOT NULL,
+                rollback_source INTEGER, update_origin TEXT NOT NULL,
+                audit_time_us INTEGER NOT NULL, audit_actor TEXT NOT NULL, audit_action TEXT NOT NULL,
+                audit_from TEXT NOT NULL, audit_to TEXT NOT NULL, audit_reason TEXT NOT NULL, audit_detail TEXT NOT NULL)
+            """)
+    }
+
+    static func exists(in db: SQLiteDatabase) throws -> Bool {
+        try !db.query("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'firebase_intents'").isEmpty
+    }
+
+    static func insert(_ i: PublishIntent, in db: SQLiteDatabase) throws -> Int64 {
+        try create(in: db)
+        try db.run(
+            """
+            INSERT INTO firebase_intents (created_us, host, pid, base_version, if_match, content_sha256, description,
+                rollback_source, update_origin, audit_time_us, audit_actor, audit_action, audit_from, audit_to, audit_reason,
+                audit_detail) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+            """,
+            [
+                .integer(i.created.microseconds), .text(i.host), .integer(Int64(i.pid)), .integer(Int64(i.baseNumber)),
+                .text(i.ifMatch), i.contentDigest.map { .text($0) } ?? .null, .text(i.description),
+                i.rollbackSource.map { .integer(Int64($0)) } ?? .null, .text(i.origin),
+                .integer(i.audit.time.microseconds), .text(i.audit.actor), .text(i.audit.action), .text(i.audit.from),
+                .text(i.audit.to), .text(i.audit.reason), .text(i.audit.detail),
+            ])
+        return db.lastInsertRowID
+    }
+
+    static func all(in db: SQLiteDatabase) throws -> [PublishIntent] {
+        guard try exists(in: db) else { return [] }
+        return try db.query(
+            """
+            SELECT id, created_us, host, pid, base_version, if_match, content_sha256, description, rollback_source,
+                update_origin, audit_time_us, audit_actor, audit_action, audit_from, audit_to, audit_reason, audit_detail
+            FROM firebase_intents ORDER BY id
+            """
+        ).map { r in
+            guard let id = r[0].int, let created = r[1].int, let host = r[2].string, let pid = r[3].int,
+                let base = r[4].int, let ifMatch = r[5].string, let description = r[7].string, let origin = r[9].string,
+                let time = r[10].int, let actor = r[11].string, let action = r[12].string, let from = r[13].string,
+                let to = r[14].string, let reason = r[15].string, let detail = r[16].string
+            else { throw StoreError.corrupt("a publish intent of the Firebase state store has an unexpected value") }
+            return PublishIntent(
+                id: id, created: Instant(microseconds: created), host: host, pid: Int32(truncatingIfNeeded: pid),
+                baseNumber: Int(base), ifMatch: ifMatch, contentDigest: r[6].string, description: description,
+                rollbackSource: r[8].int.map { Int($0) }, origin: origin,
+                audit: AuditEntry(
+                    time: Instant(microseconds: time), actor: actor, action: action, from: from, to: to, reason: reason,
+                    result: .published, detail: detail))
+        }
+    }
+
+    /// Removes the intent; false when another process settled it first.
+    static func remove(_ id: Int64, in db: SQLiteDatabase) throws -> Bool {
+        try db.run("DELETE FROM firebase_intents WHERE id = ?", [.integer(id)])
+        return db.changes == 1
+    }
+}
+
+/// What `reconcile` did with one interrupted publish.
+public enum ReconciledPublish: Sendable, Equatable, CustomStringConvertible {
+    /// It had landed: its audit record now names the version.
+    case published(intent: Int64, version: Int)
+    /// It never landed (and no longer can): recorded as not published.
+    case notPublished(intent: Int64)
+
+    public var description: String {
+        switch self {
+        case .published(let i, let v):
+            "interrupted publish \(i) had landed as Firebase version \(v): audit record completed"
+        case .notPublished(let i): "interrupted publish \(i) was not applied by Firebase: recorded as not published"
+        }
+    }
+}
+
+extension FirebaseConfigStore {
+    /// The host name and pid an intent is stamped with.
+    package static let thisProcess: (host: String, pid: Int32) = (ProcessInfo.processInfo.hostName, getpid())
+
+    /// Publishes begun and not yet settled (none on a read-only state store that never had one).
+    package func pendingIntents() throws -> [PublishIntent] {
+        // Under the connection's lock (its write transaction) when the store is writable: other threads of this
+        // process may be using the connection; a read-only session has no writer to wait for.
+        if state.database.isReadOnly { return try PublishIntentTable.all(in: state.database) }
+        return try state.atomically { try PublishIntentTable.all(in: state.database) }
+    }
+
+    /// Records `intent` and commits it, before anything is sent.
+    package func begin(_ intent: PublishIntent) throws -> Int64 {
+        try state.atomically { try PublishIntentTable.insert(intent, in: state.database) }
+    }
+
+    /// Appends the audit record of a landed publish and removes its intent, in one transaction; nothing when another
+    /// process has settled it already.
+    func complete(_ intent: PublishIntent, landed info: VersionInfo, note: String? = nil) throws {
+        var entry = intent.audit
+        entry.version = info.number
+        if info.number != intent.baseNumber + 1 {
+            // Published all the same (and so audited): a forced publish or a rollback (which has no precondition)
+            // landed after someone else's version.
+            entry.detail =
+                (entry.detail.isEmpty ? "" : entry.detail + "; ")
+                + "published on top of version \(info.number - 1), not \(intent.baseNumber)"
+        }
+        if let note { entry.detail = (entry.detail.isEmpty ? "" : entry.detail + "; ") + note }
+        entry.detail = (entry.detail.isEmpty ? "" : entry.detail + "; ") + Self.auditMark(info, origin: intent.origin)
+        try state.atomically {
+            guard try PublishIntentTable.remove(intent.id, in: state.database) else { return }
+            try state.appendAudit(entry)
+        }
+    }
+
+    /// Removes the intent of a publish known not to have landed (and unable to land later) without a record: the
+    /// caller reports (and the write path audits) what happened instead.
+    func abandon(_ id: Int64) throws {
+        try state.atomically { _ = try PublishIntentTable.remove(id, in: state.database) }
+    }
+
+    /// How long an interrupted publish that is neither found nor excluded stays pending: a request the dead
+    /// process had sent in full may still be applied by Firebase for a while. Ten minutes is 20 times the
+    /// default per-call timeout.
+    public static let inFlightHorizon = Instant.Duration.seconds(Int64(600))
+
+    /// Settles the publishes that an interrupted process (killed between its PUT and its audit record) left
+    /// behind, against Firebase's versions: a landed one gets its audit record (with its version and ETag), one
+    /// that can no longer land is recorded as not published; one that may still be in flight stays pending.
+    /// Publishes of processes still running are theirs to settle. Cheap when there is nothing to settle (one
+    /// query of the state store, no call to Firebase).
+    @discardableResult
+    public func reconcile() throws -> [ReconciledPublish] {
+        let pending = try pendingIntents().filter { !Self.isLive($0, now: clock.now()) }
+        guard !pending.isEmpty else { return [] }
+        var claimed = try claimedVersions()
+        var out: [ReconciledPublish] = []
+        for intent in pending {
+            let head = try fresh().info.number
+            if let landed = try find(intent, below: head, claimed: claimed) {
+                try complete(
+                    intent, landed: landed.info,
+                    note: "settled after an interruption (publish intent \(intent.id))")
+                claimed.insert(landed.info.number)
+                out.append(.published(intent: intent.id, version: landed.info.number))
+                continue
+            }
+            let cannotLand = intent.conditional && head > intent.baseNumber
+            guard cannotLand || clock.now() - intent.created >= Self.inFlightHorizon else { continue }
+            var entry = intent.audit
+            entry.result = .recorded
+            entry.detail =
+                (entry.detail.isEmpty ? "" : entry.detail + "; ")
+                + "not published: interrupted before Firebase applied it (publish intent \(intent.id), on version \(intent.baseNumber); "
+                + (cannotLand
+                    ? "version \(intent.baseNumber + 1) is someone else's"
+                    : "not found \(Self.inFlightHorizon.microseconds / 60_000_000) minutes later") + ")"
+            try state.atomically {
+                guard try PublishIntentTable.remove(intent.id, in: state.database) else { return }
+                try state.appendAudit(entry)
+            }
+            out.append(.notPublished(intent: intent.id))
+        }
+        return out
+    }
+
+    /// Whether the process that began `intent` may still settle it itself: it runs (this process, or a pid alive on
+    /// this host; on another host, assumed), and the intent is younger than `inFlightHorizon` (after that, whoever
+    /// comes next settles it, so a stuck or reused pid cannot hold it forever).
+    static func isLive(_ intent: PublishIntent, now: Instant) -> Bool {
+        guard now - intent.created < inFlightHorizon else { return false }
+        guard intent.host == thisProcess.host, intent.pid != thisProcess.pid else { return true }
+        return kill(intent.pid, 0) == 0 || errno == EPERM
+    }
+
+    /// The version `intent` became, if it landed: after its base, not already another record's, with its content
+    /// and description (a rollback: its source).
+    private func find(_ intent: PublishIntent, below head: Int, claimed: Set<Int>) throws -> StoredTemplate? {
+        guard head > intent.baseNumber else { return nil }
+        let candidates =
+            intent.conditional
+            ? [intent.baseNumber + 1]
+            : Array((intent.baseNumber + 1)...head)
+        for n in candidates where !claimed.contains(n) {
+            let v: StoredTemplate
+            do {
+                v = try version(n)
+            } catch StoreError.noSuchVersion {
+                continue
+            }
+            let ours: Bool
+            if let source = intent.rollbackSource {
+                ours = v.info.updateType == .rollback && v.info.rollbackSource == source
+            } else {
+                ours =
+                    v.info.description == String(intent.description.prefix(1024))
+                    && SHA256.hex(Array(Self.content(v.template.json).utf8)) == intent.contentDigest
+            }
+            if ours { return v }
+        }
+        return nil
+    }
+}

@@ -1,0 +1,161 @@
+import FirebaseFake
+import FirebaseRemoteConfig
+import Foundation
+import JSON
+import RemoteConfig
+import Rollout
+import TestSupport
+import Testing
+import Timekeeping
+
+/// A `rollout` process killed (SIGKILL) between its publish to Firebase and its audit record in the state store:
+/// the publish intent it committed first lets the next command settle it, and nothing is applied twice.
+@Suite(.serialized)
+struct FirebaseInterruptionTests {
+    /// Starts the built binary on the fake without waiting for it.
+    static func start(_ fake: FakeFirebase, _ arguments: [String]) throws -> Process {
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: try TestSupport.rolloutBinary())
+        p.arguments = arguments + ["--state", fake.statePath]
+        p.environment = fake.environment(operator: "ana@example.com")
+        p.standardOutput = FileHandle.nullDevice
+        p.standardError = FileHandle.nullDevice
+        try p.run()
+        return p
+    }
+
+    static func waitUntil(_ what: String, timeout: TimeInterval = 20, _ predicate: () throws -> Bool) throws {
+        let deadline = Date(timeIntervalSinceNow: timeout)
+        while try !predicate() {
+            guard Date() < deadline else { throw TestSupport.Failure("timed out waiting for \(what)") }
+            usleep(20_000)
+        }
+    }
+
+    static func kill9(_ p: Process) {
+        kill(p.processIdentifier, SIGKILL)
+        p.waitUntilExit()
+    }
+
+    static func audit(_ fake: FakeFirebase) throws -> [JSONValue] {
+        try fake.json(["audit", "show", "--limit", "100"]).arrayValue ?? []
+    }
+
+    @Test func aPublishKilledBeforeItsAuditRecordIsSettledByTheNextCommand() throws {
+        let fake = try FakeFirebase(template: existingTemplate)
+        #expect(try fake.rollout(["init", "--seed", "rollout-2026"]).status == 0)
+        #expect(try fake.rollout(["set", "10", "--reason", "start"]).status == 0)
+        #expect(try fake.headNumber() == 3)
+
+        // Firebase applies the nudge and holds its answer back; the process dies waiting for it.
+        try fake.fault("delay_after", match: "publish", count: 1, seconds: 60)
+        let killed = try Self.start(fake, ["nudge", "+1", "--reason", "killed mid-publish"])
+        try Self.waitUntil("Firebase to apply the nudge") { try fake.headNumber() == 4 }
+        Self.kill9(killed)
+        #expect(killed.terminationReason == .uncaughtSignal)
+
+        // Version 4 exists in Firebase without its audit record; a read-only verify (which settles nothing) says so.
+        let pending = try fake.rollout(["audit", "verify", "--read-only"])
+        #expect(pending.status == 1, "\(pending.stdout)")
+        #expect(
+            pending.stderr.contains("publish intent 1")
+                && pending.stderr.contains("a nudge +1 by ana@example.com on version 3")
+                && pending.stderr.contains("is not settled yet"), "\(pending.stderr)")
+        #expect(!(try Self.audit(fake)).isEmpty)  // (a read-write command: this one settles it)
+
+        // The next command settled it: the record names version 4 and its ETag, exactly once.
+        let records = try Self.audit(fake)
+        let four = records.filter { $0["version"]?.numberValue?.int64 == 4 }
+        #expect(four.count == 1)
+        #expect(four.first?["result"]?.stringValue == "published")
+        #expect(four.first?["reason"]?.stringValue == "killed mid-publish")
+        let detail = four.first?["detail"]?.stringValue ?? ""
+        #expect(
+            detail.contains("settled after an interruption (publish intent 1)")
+                && detail.contains("firebase version 4 etag etag-\(fake.projectNumber)-4"), "\(detail)")
+        let verify = try fake.rollout(["audit", "verify"])
+        #expect(verify.status == 0, "\(verify.stderr)")
+        #expect(verify.stdout.hasPrefix("audit log intact: 3 records, 3 versions checked"), "\(verify.stdout)")
+        let history = try fake.json(["history", "--limit", "1"]).arrayValue ?? []
+        #expect(history.first?["updateUser"]?.stringValue == "ana@example.com")
+
+        // Nothing is sent again: the next nudge is version 5, on top of the killed one's 11%.
+        #expect(try fake.rollout(["nudge", "+1", "--reason", "after"]).status == 0)
+        #expect(try fake.headNumber() == 5 && fake.versions().count == 5)
+        #expect(try fake.json(["status"])["rollout"]?["percentage"]?.stringValue == "12")
+        #expect(try Self.audit(fake).filter { $0["result"]?.stringValue == "published" }.count == 4)
+    }
+
+    @Test func aPublishKilledBeforeFirebaseAppliedItIsRecordedAsNotPublished() throws {
+        let fake = try FakeFirebase(template: existingTemplate)
+        #expect(try fake.rollout(["init", "--seed", "rollout-2026"]).status == 0)
+        #expect(try fake.rollout(["set", "10", "--reason", "start"]).status == 0)
+
+        // The request reaches Firebase and is held there; the process dies; a colleague publishes from the
+        // Firebase console meanwhile, so the held request meets a stale ETag and is refused.
+        try fake.fault("delay_before", match: "publish", count: 1, seconds: 2)
+        let killed = try Self.start(fake, ["nudge", "+1", "--reason", "never landed"])
+        try Self.waitUntil("the nudge to reach Firebase") { try fake.stat("faults_pending") == 0 }
+        Self.kill9(killed)
+        var doc = try fake.head().objectValue!
+        doc["version"] = nil
+        var params = doc["parameters"]!.objectValue!
+        params["welcome_message"] = ["defaultValue": ["value": "Hello"], "valueType": "STRING"]
+        doc["parameters"] = .object(params)
+        #expect(try fake.publishAsColleague(.object(doc)) == 4)
+        try Self.waitUntil("the held request to be refused") { try fake.stat("conflict") == 1 }
+        #expect(try fake.headNumber() == 4)
+
+        let records = try Self.audit(fake)
+        let settled = records.filter { ($0["detail"]?.stringValue ?? "").contains("not published") }
+        #expect(settled.count == 1)
+        #expect(settled.first?["result"]?.stringValue == "recorded")
+        #expect(settled.first?["reason"]?.stringValue == "never landed")
+        #expect(
+            settled.first?["detail"]?.stringValue?.contains(
+                "not published: interrupted before Firebase applied it (publish intent 1, on version 3; version 4 is someone else's)"
+            )
+                == true, "\(String(describing: settled.first))")
+        #expect(try fake.rollout(["audit", "verify"]).status == 0)
+        #expect(try fake.json(["status"])["rollout"]?["percentage"]?.stringValue == "10")
+    }
+
+    /// A dead process's publish that is neither found in Firebase nor excluded by a newer version (its request may
+    /// still be applied) stays pending for `inFlightHorizon`, then is recorded as not published; an intent of a
+    /// process that still runs is left to it.
+    @Test func anUnfoundPublishOfADeadProcessStaysPendingUntilTheHorizon() throws {
+        let fake = try FakeFirebase(template: try RolloutPlan.initialTemplate(seed: "s").json.prettyText)
+        let clock = ManualClock(Instant(Date()))
+        let store = try fake.store(clock: clock)
+        let base = try store.current()
+        let gone = Process()
+        gone.executableURL = URL(fileURLWithPath: "/bin/true")
+        try gone.run()
+        gone.waitUntilExit()
+        func intent(pid: Int32) -> PublishIntent {
+            PublishIntent(
+                created: clock.now(), host: FirebaseConfigStore.thisProcess.host, pid: pid,
+                baseNumber: base.info.number,
+                ifMatch: base.etag, contentDigest: "0", description: "lost", rollbackSource: nil, origin: "TEST",
+                audit: AuditEntry(
+                    time: clock.now(), actor: "ana@test", action: "set", reason: "lost", result: .published))
+        }
+        let dead = try store.begin(intent(pid: gone.processIdentifier))
+        _ = try store.begin(intent(pid: getppid()))  // a process that runs: the test runner's parent
+        #expect(try store.reconcile() == [])
+        #expect(try store.pendingIntents().count == 2)
+        clock.advance(by: .minutes(9))
+        #expect(try store.reconcile() == [])
+        clock.advance(by: .minutes(2))
+        let settled = try store.reconcile()
+        // After the horizon both are settled: the running process had ten minutes to do it itself.
+        #expect(settled.count == 2 && settled.first == .notPublished(intent: dead))
+        #expect(try store.pendingIntents().isEmpty)
+        let records = try store.auditRecords(limit: 10, before: nil)
+        #expect(records.count == 2 && records.allSatisfy { $0.entry.result == .recorded })
+        #expect(records.last?.entry.detail.contains("not published") == true)
+        #expect(records.last?.entry.detail.contains("not found 10 minutes later") == true)
+        #expect(try fake.headNumber() == 1)
+        _ = try store.verifyIntegrity()
+    }
+}
