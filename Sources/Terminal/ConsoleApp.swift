@@ -80,6 +80,7 @@ public enum ConsoleApp {
         defer { fetcher.stop() }
 
         var quit = false
+        var shown: Grid?
         func apply(_ event: ConsoleEvent) {
             for effect in state.handle(event) {
                 switch effect {
@@ -108,12 +109,17 @@ public enum ConsoleApp {
                 switch input {
                 case .key(let key): apply(.key(key))
                 case .resize: apply(.resize(screen.size))
+                case .click(let point):
+                    // Hit-tested against the frame on screen, so a click means what the operator saw under it.
+                    if let target = shown?.target(at: point) { apply(.click(target)) }
                 }
                 if quit { break }
             }
             apply(.tick(options.clock.now()))
             if quit { return .quit }
-            screen.paint(ConsoleScreen.render(state, size: screen.size), theme: themes[state.themeIndex])
+            let frame = ConsoleScreen.render(state, size: screen.size)
+            screen.paint(frame, theme: themes[state.themeIndex])
+            shown = frame
             wait(input: screen.inputDescriptor, microseconds: tickMicroseconds)
         }
     }

@@ -258,3 +258,55 @@ struct DrillDownTests {
         #expect(s.notice?.text.hasPrefix("The store moved while the dialog was open") == true)
     }
 }
+
+@Suite("Mouse clicks")
+struct MouseTests {
+    /// Clicks where the frame drew `text`.
+    static func point(of text: String, in grid: Grid) -> Point? {
+        for (y, line) in grid.lines.enumerated() {
+            if let r = line.range(of: text) {
+                // Columns, not characters: the lines here are single-width up to the text.
+                return Point(x: CharacterWidth.of(String(line[..<r.lowerBound])) + 1, y: y)
+            }
+        }
+        return nil
+    }
+
+    @Test("a click on Publish acts like y, on Cancel like n; the buttons are where the frame drew them")
+    func buttons() throws {
+        for size in [Size(width: 80, height: 24), Size(width: 200, height: 60)] {
+            var s = Fixture.state(Fixture.model(), size: size)
+            guard case .preview(let request)? = s.handle(.key(.character("+"))).first else { return }
+            _ = s.handle(.previewReady(Fixture.preview(for: request)))
+            let grid = ConsoleScreen.render(s, size: size)
+            let publish = try #require(Self.point(of: "[ Publish ]", in: grid))
+            let cancel = try #require(Self.point(of: "▶ Cancel ◀", in: grid))
+            #expect(grid.target(at: publish) == .button(.act))
+            #expect(grid.target(at: cancel) == .button(.cancel))
+            #expect(grid.target(at: Point(x: 0, y: 0)) == nil)
+            var yes = s
+            _ = yes.handle(.click(.button(.act)))
+            guard case .reason? = yes.overlay else {
+                Issue.record("a click on Publish did not go on to the reason: \(String(describing: yes.overlay))")
+                return
+            }
+            _ = s.handle(.click(.button(.cancel)))
+            #expect(s.overlay == nil)
+            #expect(s.notice?.text == "Cancelled; nothing was written.")
+        }
+    }
+
+    @Test("a click on a list row selects it; a click on the selected row opens it")
+    func rows() throws {
+        var s = Fixture.state(Fixture.model(), size: Size(width: 120, height: 40))
+        _ = s.handle(.key(.character("h")))
+        _ = s.handle(.historyLoaded(Fixture.model().changes))
+        let grid = ConsoleScreen.render(s, size: s.screenSize)
+        let row = try #require(Self.point(of: "v40", in: grid))
+        #expect(grid.target(at: row) == .row(2))
+        #expect(s.handle(.click(.row(2))) == [])
+        guard case .history(_, let cursor)? = s.overlay else { return }
+        #expect(cursor.selected == 2)
+        #expect(s.handle(.click(.row(2))) == [.loadVersion(40)])
+    }
+}

@@ -7,6 +7,8 @@ import Timekeeping
 /// (`ConsoleState.handle`) is the only place that reacts to them.
 public enum ConsoleEvent: Hashable, Sendable {
     case key(Key)
+    /// A mouse click on something the last frame drew (the adapter looks it up with `Grid.target(at:)`).
+    case click(ClickTarget)
     /// The adapter's clock; drives the data age, staleness and message expiry.
     case tick(Instant)
     case resize(Size)

@@ -10,6 +10,8 @@ extension ConsoleState {
         switch event {
         case .key(let key):
             return handleKey(key)
+        case .click(let target):
+            return handleClick(target)
         case .tick(let instant):
             now = instant
             if var n = notice {
@@ -388,6 +390,31 @@ extension ConsoleState {
         }
     }
 
+    // MARK: Mouse
+
+    /// A click on a dialog button acts like `y` (the action) or `n` (Cancel); a click on a list row selects it, and
+    /// a click on the selected row opens it, like Enter.
+    private mutating func handleClick(_ target: ClickTarget) -> [ConsoleEffect] {
+        switch (overlay, target) {
+        case (.confirm, .button(let b)), (.conflict, .button(let b)):
+            return handleKey(b == .act ? .character("y") : .character("n"))
+        case (.history(let entries?, let cursor), .row(let i)):
+            if i == cursor.selected { return handleKey(.enter) }
+            overlay = .history(entries: entries, cursor: selecting(cursor, i))
+        case (.audit(let log?, let cursor), .row(let i)):
+            if i == cursor.selected { return handleKey(.enter) }
+            overlay = .audit(log: log, cursor: selecting(cursor, i))
+        default: break
+        }
+        return []
+    }
+
+    private func selecting(_ cursor: ListCursor, _ row: Int) -> ListCursor {
+        var c = cursor
+        c.move(by: row - cursor.selected, count: filteredRows(overlay).count, page: ConsoleScreen.listRows(for: screenSize))
+        return c
+    }
+
     // MARK: Lists: filter and drill-down
 
     /// `/` in a list opens the filter; while it is typed, keys edit it and the list follows each keystroke. Returns
@@ -509,7 +536,8 @@ extension ConsoleState {
                 $0.hasPrefix("refuses this change: ") ? String($0.dropFirst(21)) : $0
             }
             say(
-                "Refused by guardrail: " + (why ?? preview.guardrail.verdict.labelText) + "; nothing was written",
+                // "Nothing was written" first: the guardrail's reason is long and the notice row is cut at its end.
+                "Refused by guardrail, nothing was written: " + (why ?? preview.guardrail.verdict.labelText),
                 .error)
             return []
         }

@@ -346,6 +346,13 @@ enum DialogBox {
             let row = buttonArea.row(1)
             let lead = max(0, (row.width - buttons.width) / 2)
             grid.write(buttons, x: row.x + lead, y: row.y, limit: row.width - lead)
+            // `Buttons.line`: padding, Cancel, gap, the action; each button answers a click.
+            if buttons.count == 4 {
+                let cancelX = row.x + lead + buttons[0].width
+                let actX = cancelX + buttons[1].width + buttons[2].width
+                grid.register(.button(.cancel), at: Rect(x: cancelX, y: row.y, width: buttons[1].width, height: 1))
+                grid.register(.button(.act), at: Rect(x: actX, y: row.y, width: buttons[3].width, height: 1))
+            }
         }
         return content
     }
@@ -382,6 +389,7 @@ enum ListView {
         for (i, row) in rows.enumerated().dropFirst(first).prefix(page) {
             let y = body.y + i - first
             let isSelected = i == selected
+            grid.register(.row(i), at: Rect(x: body.x, y: y, width: body.width, height: 1))
             var cx = body.x + marker
             if isSelected { grid.write("▶", x: body.x, y: y, role: .selection, clip: body) }
             for (j, (_, width)) in header.enumerated() where j < row.count {
