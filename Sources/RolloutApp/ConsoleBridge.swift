@@ -343,12 +343,15 @@ enum ConsoleModelBuilder {
             FailureClass(name: $0.key.description, count: Int($0.value), alarmed: alarmed.contains($0.key))
         }
         let minutes = (s.series + [s.currentMinute]).map {
-            Console.MinuteCounts(success: Int($0.totals.sum(.attestationSuccess)), failure: Int($0.totals.sum(.attestationFailure)))
+            Console.MinuteCounts(
+                success: Int($0.totals.sum(.attestationSuccess)), failure: Int($0.totals.sum(.attestationFailure)),
+                crashes: Int($0.totals.sum(.crash)), sessions: Int($0.totals.sum(.session)))
         }
-        let attestation = AttestationInfo(
+        var attestation = AttestationInfo(
             successTotal: Int(s.totals.sum(.attestationSuccess)), failureTotal: Int(s.totals.sum(.attestationFailure)),
             successRate: rates(.attestationSuccess), failureRate: rates(.attestationFailure), perMinute: minutes,
             failureClasses: classes, budgetPerMinute: status.settings.budget.perSecond * 60)
+        attestation.seriesEnd = s.currentMinute.start
 
         let t = s.crash.totals
         func stats(users: Int64, crashedUsers: Double?, sessions: Int64, crashRate: Double?) -> CohortCrashStats {

@@ -296,6 +296,21 @@ struct MouseTests {
         }
     }
 
+    @Test("a click on a published change in the main screen's log opens that version; Esc returns to the screen")
+    func logRow() throws {
+        var s = Fixture.state(Fixture.model(), size: Size(width: 120, height: 40))
+        let grid = ConsoleScreen.render(s, size: s.screenSize)
+        let row = try #require(Self.point(of: "second step of the plan", in: grid))
+        #expect(grid.target(at: row) == .version(41))
+        let event = try #require(Self.point(of: "95% of active devices on v42", in: grid))
+        #expect(grid.target(at: event) == nil, "an event line opens nothing")
+        #expect(s.handle(.click(.version(41))) == [.loadVersion(41)])
+        _ = s.handle(.versionLoaded(DrillFixture.detail))
+        #expect(ConsoleScreen.render(s, size: s.screenSize).lines.joined().contains("What v41 changed against v40:"))
+        _ = s.handle(.key(.escape))
+        #expect(s.overlay == nil)
+    }
+
     @Test("a click on a list row selects it; a click on the selected row opens it")
     func rows() throws {
         var s = Fixture.state(Fixture.model(), size: Size(width: 120, height: 40))
@@ -308,5 +323,35 @@ struct MouseTests {
         guard case .history(_, let cursor)? = s.overlay else { return }
         #expect(cursor.selected == 2)
         #expect(s.handle(.click(.row(2))) == [.loadVersion(40)])
+    }
+}
+
+@Suite("Annotated chart")
+struct AnnotatedChartTests {
+    @Test("every published change in the window is marked at its minute; older ones are not; crashes get a row")
+    func markers() throws {
+        let size = Size(width: 120, height: 40)
+        var model = Fixture.model()
+        // A change in the newest minute, one 10 minutes back (v42), and two older than the 30 minutes shown.
+        model.changes.insert(
+            ChangeRecord(
+                version: "43", at: Fixture.at(5), actor: "bo@example.com", kind: .nudge,
+                from: RolloutPosition(microPercent: 12_500_000), to: RolloutPosition(microPercent: 13_500_000),
+                reason: ""), at: 0)
+        let lines = ConsoleScreen.render(Fixture.state(model, size: size), size: size).lines
+        let publ = try #require(lines.first { $0.contains("│ publ ") })
+        let crash = try #require(lines.first { $0.contains("│ crash ") })
+        let fail = try #require(lines.first { $0.contains("│ fail ") })
+        #expect(publ.contains("▲v42") && publ.contains("v43▲"), "v43's label goes left of its marker at the edge")
+        #expect(!publ.contains("v41") && !publ.contains("v40"))
+        // v43 is in the newest minute: the last minute's first column, two columns (spread 2) before the end of
+        // the fail row's bars; v42 is 10 minutes, 20 columns, before it.
+        let failChars = Array(fail)
+        let lastBar = try #require(failChars.lastIndex { "▁▂▃▄▅▆▇█".contains($0) })
+        let v43 = try #require(Array(publ).firstIndex(of: "▲").map { _ in Array(publ).lastIndex(of: "▲")! })
+        #expect(v43 == lastBar - 1)
+        let v42 = try #require(Array(publ).firstIndex(of: "▲"))
+        #expect(v42 == v43 - 20)
+        #expect(crash.contains("█"), "the crash row charts crashes per 1,000 sessions")
     }
 }

@@ -276,6 +276,8 @@ public enum ClickTarget: Hashable, Sendable {
     case button(DialogFocus)
     /// A row of the open list, by its position among the rows shown (after the `/` filter).
     case row(Int)
+    /// A published change in the main screen's log: opens that version.
+    case version(Int)
 }
 
 /// An area of the screen and what a click on it means.

@@ -404,6 +404,9 @@ extension ConsoleState {
         case (.audit(let log?, let cursor), .row(let i)):
             if i == cursor.selected { return handleKey(.enter) }
             overlay = .audit(log: log, cursor: selecting(cursor, i))
+        case (nil, .version(let number)):
+            overlay = .version(number: number, detail: nil, scroll: 0, back: nil)
+            return [.loadVersion(number)]
         default: break
         }
         return []
