@@ -25,5 +25,15 @@ static inline attr_t rollout_a_normal(void) { return A_NORMAL; }
 static inline attr_t rollout_color_pair(int n) { return COLOR_PAIR(n); }
 static inline int rollout_key_resize(void) { return KEY_RESIZE; }
 static inline int rollout_err(void) { return ERR; }
+static inline int rollout_key_mouse(void) { return KEY_MOUSE; }
+// Left-button clicks only; with mouseinterval(0) a press arrives at once, without waiting for its release.
+static inline mmask_t rollout_click_mask(void) { return BUTTON1_PRESSED | BUTTON1_CLICKED | BUTTON1_RELEASED; }
+// The pending mouse event as a left click at (x, y): 1 when it is one, 0 otherwise (a release, another button).
+static inline int rollout_mouse_click(int *x, int *y) {
+    MEVENT e;
+    if (getmouse(&e) != OK) return 0;
+    *x = e.x; *y = e.y;
+    return (e.bstate & (BUTTON1_PRESSED | BUTTON1_CLICKED)) != 0;
+}
 static inline void rollout_getmaxyx(WINDOW *w, int *y, int *x) { int yy, xx; getmaxyx(w, yy, xx); *y = yy; *x = xx; }
 #endif

@@ -123,6 +123,7 @@ public final class StoreConsoleExecutor: ConsoleEffectExecutor, @unchecked Senda
                     return [.loadFailed(message: ConsoleText.oneLine(error))]
                 }
             case .loadAudit: return [loadAudit()]
+            case .loadVersion(let number): return [loadVersion(number)]
             case .refresh, .redraw, .bell, .quit: return []
             }
         }
@@ -153,7 +154,8 @@ public final class StoreConsoleExecutor: ConsoleEffectExecutor, @unchecked Senda
             return .previewReady(
                 ConsoleModelBuilder.preview(
                     request, preview, verdict: status.assessment.verdict.level, fleet: status.snapshot.activity,
-                    budget: status.settings.budget, readOnly: session.readOnly))
+                    budget: status.settings.budget, readOnly: session.readOnly,
+                    propagation: status.assessment.exposure.propagation))
         } catch {
             return .previewFailed(requestID: request.id, message: ConsoleText.oneLine(error))
         }
@@ -201,6 +203,29 @@ public final class StoreConsoleExecutor: ConsoleEffectExecutor, @unchecked Senda
         }
     }
 
+    /// One version for the drill-down: its record (who, when, from → to, why) and the core's diff against the
+    /// version before it.
+    private func loadVersion(_ number: Int) -> ConsoleEvent {
+        do {
+            let current = try session.config.current()
+            let stored = number == current.info.number ? current : try session.config.version(number)
+            let previous = number > 1 ? try session.config.version(number - 1) : nil
+            let diff = previous.map { TemplateDiff.lines(from: $0.template, to: stored.template) } ?? ["+ the first version"]
+            let record = try positions.changes(session.config, newest: current, limit: 1, through: number).first
+                ?? ChangeRecord(
+                    version: String(number), at: stored.info.updateTime, actor: stored.info.updateUser, kind: .external,
+                    from: RolloutPosition(microPercent: 0),
+                    to: try positions.position(session.config, number, newest: current) ?? RolloutPosition(microPercent: 0),
+                    reason: stored.info.description)
+            return .versionLoaded(
+                VersionDetail(
+                    record: record, origin: stored.info.updateOrigin, updateType: stored.info.updateType.rawValue, diff: diff,
+                    isCurrent: number == current.info.number))
+        } catch {
+            return .loadFailed(message: ConsoleText.oneLine(error))
+        }
+    }
+
     private func loadAudit() -> ConsoleEvent {
         do {
             let records = try session.config.auditRecords(limit: 500, before: nil)
@@ -219,7 +244,8 @@ public final class StoreConsoleExecutor: ConsoleEffectExecutor, @unchecked Senda
                             outcome: $0.entry.result.rawValue,
                             detail: [$0.entry.from.isEmpty ? "" : "\($0.entry.from) → \($0.entry.to)", $0.entry.reason, ConsoleText.visibleDetail($0.entry.detail)]
                                 .filter { !$0.isEmpty }.joined(separator: "; "),
-                            succeeded: $0.entry.result == .published || $0.entry.result == .stepUpAccepted || $0.entry.result == .recorded)
+                            succeeded: $0.entry.result == .published || $0.entry.result == .stepUpAccepted || $0.entry.result == .recorded,
+                            version: $0.entry.version)
                     }, integrity: integrity))
         } catch {
             return .loadFailed(message: ConsoleText.oneLine(error))
@@ -240,8 +266,9 @@ struct PositionCache {
         return p
     }
 
-    mutating func changes(_ store: any ConfigStore, newest: StoredTemplate, limit: Int) throws -> [ChangeRecord] {
-        let infos = try store.versions(limit: limit, before: newest.info.number + 1)
+    /// The change records of up to `limit` versions, newest first, from `through` (default: the newest) down.
+    mutating func changes(_ store: any ConfigStore, newest: StoredTemplate, limit: Int, through: Int? = nil) throws -> [ChangeRecord] {
+        let infos = try store.versions(limit: limit, before: (through ?? newest.info.number) + 1)
         if infos.contains(where: { kinds[$0.number] == nil }) {
             // The audit log names the action of each publish (set, nudge, kill, ...).
             for r in try store.auditRecords(limit: max(200, limit * 4), before: nil) where r.entry.result == .published {
@@ -321,12 +348,15 @@ enum ConsoleModelBuilder {
             FailureClass(name: $0.key.description, count: Int($0.value), alarmed: alarmed.contains($0.key))
         }
         let minutes = (s.series + [s.currentMinute]).map {
-            Console.MinuteCounts(success: Int($0.totals.sum(.attestationSuccess)), failure: Int($0.totals.sum(.attestationFailure)))
+            Console.MinuteCounts(
+                success: Int($0.totals.sum(.attestationSuccess)), failure: Int($0.totals.sum(.attestationFailure)),
+                crashes: Int($0.totals.sum(.crash)), sessions: Int($0.totals.sum(.session)))
         }
-        let attestation = AttestationInfo(
+        var attestation = AttestationInfo(
             successTotal: Int(s.totals.sum(.attestationSuccess)), failureTotal: Int(s.totals.sum(.attestationFailure)),
             successRate: rates(.attestationSuccess), failureRate: rates(.attestationFailure), perMinute: minutes,
             failureClasses: classes, budgetPerMinute: status.settings.budget.perSecond * 60)
+        attestation.seriesEnd = s.currentMinute.start
 
         let t = s.crash.totals
         func stats(users: Int64, crashedUsers: Double?, sessions: Int64, crashRate: Double?) -> CohortCrashStats {
@@ -355,7 +385,7 @@ enum ConsoleModelBuilder {
     /// The confirm dialog's content from the write path's preview.
     static func preview(
         _ request: ChangeRequest, _ p: WritePath.Preview, verdict level: VerdictLevel, fleet: FleetActivity,
-        budget: AttestationBudget, readOnly: Bool
+        budget: AttestationBudget, readOnly: Bool, propagation: Double? = nil
     ) -> ChangePreview {
         let proposal = p.proposal
         let from = position(proposal.before)
@@ -367,7 +397,7 @@ enum ConsoleModelBuilder {
         var notes = [proposal.summary] + proposal.diff.prefix(6)
         var load: Console.AttestationLoad?
         for report in p.reports {
-            if report.policy == "guardrail" {
+            if report.policy == TelemetryGuardrail.policyName {
                 var reasons = report.lines
                 var refuses = false
                 if case .refuse(let r) = report.decision {
@@ -386,9 +416,11 @@ enum ConsoleModelBuilder {
                 peakPerSecond: l.peakPerSecond, budgetPerSecond: budget.perSecond, perDay: Int(l.perDay), dailyBudget: Int(budget.perDay))
         }
         if readOnly { notes.insert("read-only session: publishing will be refused", at: 0) }
-        return ChangePreview(
+        var preview = ChangePreview(
             request: request, from: from, to: to, baseVersion: String(p.base.info.number), baseETag: p.base.etag,
             eligibleDeviceChange: eligible, load: load, guardrail: guardrail, requiresStepUp: stepUp, notes: notes)
+        preview.propagation = propagation
+        return preview
     }
 }
 

@@ -109,7 +109,10 @@ extension TelemetrySnapshot {
 }
 
 /// A count with thousands separators, as the console and the CLI print counts: `4,914`.
-func groupedCount(_ n: Int64) -> String {
+///
+/// The one count formatter: the verdict's reasons, the console (`Format.count`) and the CLI all print through it,
+/// so a figure reads the same wherever it is shown.
+public func groupedCount(_ n: Int64) -> String {
     let digits = String(n.magnitude)
     var out = ""
     for (i, c) in digits.enumerated() {

@@ -157,8 +157,8 @@ public enum GuardrailPolicy {
             fromMicroPercent: currentMicroPercent, toMicroPercent: targetMicroPercent, fleet: fleet,
             budget: input.budget)
         let figures =
-            "about \(Int(load.newlyEligible.rounded())) new attestations, peak \(String(format: "%.1f", load.peakPerSecond))/s "
-            + "(guidance \(Int(input.budget.perDay)) a day, \(Int(input.budget.perSecond))/s)"
+            "about \(groupedCount(Int64(load.newlyEligible.rounded()))) new attestations, peak \(String(format: "%.1f", load.peakPerSecond))/s "
+            + "(guidance \(groupedCount(Int64(input.budget.perDay))) a day, \(Int(input.budget.perSecond))/s)"
         if load.fits(input.budget) {
             notes.append("attestation load fits: \(figures)")
             return .allow(notes: notes)

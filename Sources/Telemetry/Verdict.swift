@@ -203,7 +203,7 @@ extension TelemetrySnapshot {
         let sprt = crash.sprt
         let rates =
             "fatal crashes per 1,000 sessions: exposed \(Words.perMille(c.exposedCrashRate)) vs control \(Words.perMille(c.controlCrashRate)) "
-            + "(\(c.exposedCrashes) of \(c.exposedSessions) vs \(c.controlCrashes) of \(c.controlSessions) sessions)"
+            + "(\(groupedCount(c.exposedCrashes)) of \(groupedCount(c.exposedSessions)) vs \(groupedCount(c.controlCrashes)) of \(groupedCount(c.controlSessions)) sessions)"
         if sprt.harmDeclared {
             findings.append(
                 Finding(
@@ -247,7 +247,7 @@ extension TelemetrySnapshot {
         for m in failureMonitors where m.alarmed {
             let what =
                 "\(m.errorClass) failures at \(Words.percent(m.observedRate ?? 0)) of exposed App Attest attempts "
-                + "(\(m.failures) of \(m.attempts) in the last \(Words.duration(failureWindow))) vs baseline "
+                + "(\(groupedCount(m.failures)) of \(groupedCount(m.attempts)) in the last \(Words.duration(failureWindow))) vs baseline "
                 + "\(Words.percent(m.baseline ?? 0)) (\(m.baselineSource.words); CUSUM \(Words.fixed(m.cusum!.statistic)) ≥ \(Words.fixed(m.cusum!.threshold)))"
             if m.errorClass == .serverUnavailable {
                 findings.append(
@@ -262,7 +262,7 @@ extension TelemetrySnapshot {
                 Finding(
                     .hold, .failures,
                     "failure ratio \(Words.percent(Double(window.failures) / Double(window.attempts))) of exposed App Attest attempts "
-                        + "(\(window.failures) of \(window.attempts) in the last \(window.minutes) min) is above the ceiling "
+                        + "(\(groupedCount(window.failures)) of \(groupedCount(window.attempts)) in the last \(window.minutes) min) is above the ceiling "
                         + "\(Words.percent(context.failureCeiling, digits: 0))",
                     evidence: FindingEvidence(
                         test: "failure ceiling on exposed App Attest attempts",
@@ -277,7 +277,7 @@ extension TelemetrySnapshot {
                 Finding(
                     .hold, .failures,
                     "attestation rate near Apple's guidance: \(Words.fixed(rate.perSecond, digits: 1))/s observed "
-                        + "(\(rate.count) new exposed installations in the last \(rate.minutes) min, each attests once) vs "
+                        + "(\(groupedCount(rate.count)) new exposed installations in the last \(rate.minutes) min, each attests once) vs "
                         + "\(Words.fixed(context.budget.perSecond, digits: 0))/s",
                     evidence: FindingEvidence(
                         test: "observed attestation rate against Apple's guidance",
@@ -298,7 +298,7 @@ extension TelemetrySnapshot {
         let exposure = exposureCheck(context)
         if let srm = exposure.sampleRatio, srm.pValue < context.sampleRatioThreshold {
             let split =
-                "\(srm.observed[0]) enabled vs \(srm.observed[1]) control active installations, expected "
+                "\(groupedCount(srm.observed[0])) enabled vs \(groupedCount(srm.observed[1])) control active installations, expected "
                 + "\(Words.percent(srm.expectedShares[0], digits: 0)) : \(Words.percent(srm.expectedShares[1], digits: 0)) "
                 + "(χ² = \(Words.fixed(srm.chiSquare)), p = \(Words.scientific(srm.pValue)))"
             let propagating = (exposure.propagation ?? 1) < 0.95 && context.currentMicroPercent > 50_000_000
@@ -464,7 +464,7 @@ public struct SampleEvidence: Hashable, Sendable {
 
     public var enough: Bool { detectable.map { $0 <= target } ?? false }
 
-    public var usersText: String { "\(exposedUsers) exposed vs \(controlUsers) control users" }
+    public var usersText: String { "\(groupedCount(exposedUsers)) exposed vs \(groupedCount(controlUsers)) control users" }
 
     public var text: String {
         var s = "\(usersText)"
@@ -475,11 +475,11 @@ public struct SampleEvidence: Hashable, Sendable {
         }
         if let need = usersNeededPerArm {
             let more = max(0, need - min(exposedUsers, controlUsers))
-            s += "; about \(more) more users per arm needed (\(need) per arm)"
+            s += "; about \(groupedCount(more)) more users per arm needed (\(groupedCount(need)) per arm)"
             if more > 0 {
                 if usersPerHourSmallerArm > 0 {
                     let hours = Double(more) / Double(usersPerHourSmallerArm)
-                    s += ", about \(Words.duration(.seconds(hours * 3600))) at the last hour's \(usersPerHourSmallerArm) users/h"
+                    s += ", about \(Words.duration(.seconds(hours * 3600))) at the last hour's \(groupedCount(usersPerHourSmallerArm)) users/h"
                 } else {
                     s += "; no new users entered the smaller arm in the last hour"
                 }
@@ -494,8 +494,8 @@ extension FailureMonitor.BaselineSource {
         switch self {
         case .none: "no baseline"
         case .configured: "configured"
-        case .observed(let n): "control and pre-rollout, \(n) attempts"
-        case .firstWindow(let n, let through): "frozen: the rollout's first settled window, \(n) attempts to \(through.iso8601)"
+        case .observed(let n): "control and pre-rollout, \(groupedCount(n)) attempts"
+        case .firstWindow(let n, let through): "frozen: the rollout's first settled window, \(groupedCount(n)) attempts to \(through.iso8601)"
         }
     }
 }

@@ -2,26 +2,6 @@ import Console
 import Foundation
 import Timekeeping
 
-/// Where the console's picture comes from: the store and telemetry, wired by the executable.
-public protocol ConsoleDataSource: Sendable {
-    /// The current picture of the rollout.
-    ///
-    /// Called on a background thread about four times a second (never on the input thread, never two calls at
-    /// once). A thrown error is shown on screen (`.sourceFailed`) and the previous picture stays, marked stale.
-    func snapshot() throws -> ConsoleModel
-}
-
-/// Carries out the effects that need the store: previews, publishes, history and audit.
-public protocol ConsoleEffectExecutor: Sendable {
-    /// Performs `.preview`, `.publish`, `.loadHistory` or `.loadAudit` and returns the events reporting the outcome
-    /// (see `ConsoleEffect` for which answer each expects).
-    ///
-    /// Called on one background serial queue, one effect at a time, in the order the operator caused them; never
-    /// on the input thread, so a slow store never freezes the keyboard. It is never given `.refresh`, `.redraw`
-    /// or `.quit`, which the run loop handles itself.
-    func perform(_ effect: ConsoleEffect) -> [ConsoleEvent]
-}
-
 /// How the console session ended.
 public enum ConsoleExit: Hashable, Sendable {
     /// The operator pressed `q`.
@@ -100,6 +80,7 @@ public enum ConsoleApp {
         defer { fetcher.stop() }
 
         var quit = false
+        var shown: Grid?
         func apply(_ event: ConsoleEvent) {
             for effect in state.handle(event) {
                 switch effect {
@@ -107,7 +88,7 @@ public enum ConsoleApp {
                 case .redraw: screen.invalidate()
                 case .bell: screen.bell()
                 case .refresh: fetcher.refreshNow()
-                case .preview, .publish, .loadHistory, .loadAudit: effects.submit(effect)
+                case .preview, .publish, .loadHistory, .loadAudit, .loadVersion: effects.submit(effect)
                 }
             }
         }
@@ -128,12 +109,17 @@ public enum ConsoleApp {
                 switch input {
                 case .key(let key): apply(.key(key))
                 case .resize: apply(.resize(screen.size))
+                case .click(let point):
+                    // Hit-tested against the frame on screen, so a click means what the operator saw under it.
+                    if let target = shown?.target(at: point) { apply(.click(target)) }
                 }
                 if quit { break }
             }
             apply(.tick(options.clock.now()))
             if quit { return .quit }
-            screen.paint(ConsoleScreen.render(state, size: screen.size), theme: themes[state.themeIndex])
+            let frame = ConsoleScreen.render(state, size: screen.size)
+            screen.paint(frame, theme: themes[state.themeIndex])
+            shown = frame
             wait(input: screen.inputDescriptor, microseconds: tickMicroseconds)
         }
     }

@@ -11,6 +11,8 @@ import Console
 public enum TerminalInput: Hashable, Sendable {
     case key(Key)
     case resize
+    /// A left click at a cell (column, row from the top left), where the terminal reports mouse events.
+    case click(Point)
 }
 
 /// The ncurses backend: paints grids and reads keys. The only type in the product that calls curses.
@@ -29,11 +31,14 @@ public final class TerminalScreen {
         public var requireTTY: Bool
         /// Start colour support; false for NO_COLOR and --no-color so that not even colour resets are sent.
         public var colors: Bool
+        /// Ask the terminal to report left clicks (dialog buttons, list rows); text selection then needs Shift.
+        public var mouse: Bool
 
         public init(
             input: Int32 = 0, output: Int32 = 1, terminalType: String? = nil, requireTTY: Bool = true,
-            colors: Bool = true
+            colors: Bool = true, mouse: Bool = true
         ) {
+            self.mouse = mouse
             self.input = input
             self.output = output
             self.terminalType = terminalType
@@ -106,6 +111,10 @@ public final class TerminalScreen {
         // Esc must answer at once: wait at most 25 ms for the rest of an escape sequence.
         set_escdelay(25)
         curs_set(0)
+        if options.mouse {
+            mouseinterval(0)
+            _ = mousemask(rollout_click_mask(), nil)
+        }
         if options.colors && has_colors() {
             start_color()
             use_default_colors()
@@ -117,7 +126,11 @@ public final class TerminalScreen {
         var w: Int32 = 0
         rollout_getmaxyx(window, &h, &w)
         size = Size(width: Int(w), height: Int(h))
-        if hasMode { SignalTrap.arm(fd: options.output, mode: mode, reset: TerminalScreen.resetSequence()) }
+        if hasMode {
+            // On a signal the terminal also stops reporting clicks (endwin does that on a normal exit).
+            let mouseOff = options.mouse ? Array("\u{1B}[?1000l".utf8) : []
+            SignalTrap.arm(fd: options.output, mode: mode, reset: TerminalScreen.resetSequence() + mouseOff)
+        }
     }
 
     deinit { close() }
@@ -221,6 +234,12 @@ public final class TerminalScreen {
         let kind = wget_wch(window, &value)
         if kind == KEY_CODE_YES {
             let code = Int32(bitPattern: value)
+            if code == rollout_key_mouse() {
+                var x: Int32 = 0
+                var y: Int32 = 0
+                guard rollout_mouse_click(&x, &y) == 1 else { return nextInput() }
+                return .click(Point(x: Int(x), y: Int(y)))
+            }
             if code == rollout_key_resize() {
                 var h: Int32 = 0
                 var w: Int32 = 0

@@ -182,7 +182,7 @@ struct DialogMessageTests {
         let effects = press(&s, .character("y"))
         #expect(effects.isEmpty)
         #expect(s.overlay == nil)
-        #expect(s.notice?.text == "Refused by guardrail: verdict HOLD: not enough data yet; nothing was written")
+        #expect(s.notice?.text == "Refused by guardrail, nothing was written: verdict HOLD: not enough data yet")
     }
 
     @Test("= with the current value says there is nothing to change; rejected characters are named")

@@ -15,7 +15,9 @@ enum Fixture {
         dataAge: Instant.Duration = .milliseconds(400), staleReason: String? = nil
     ) -> ConsoleModel {
         let perMinute = (0..<30).map { i in
-            MinuteCounts(success: 150 + (i * 37) % 80 + i * 2, failure: 2 + (i * 7) % 6 + (i == 27 ? 9 : 0))
+            MinuteCounts(
+                success: 150 + (i * 37) % 80 + i * 2, failure: 2 + (i * 7) % 6 + (i == 27 ? 9 : 0),
+                crashes: (i * 5) % 3 + (i >= 20 ? 1 : 0), sessions: 700 + (i * 13) % 90)
         }
         var model = ConsoleModel(
             header: HeaderInfo(
@@ -68,6 +70,9 @@ enum Fixture {
                 NotableEvent(at: at(90), severity: .warning, text: "serverUnavailable above baseline for 2 min"),
             ])
         model.crash.findings = findings(verdict, reasons: reasons)
+        // The newest minute of the series began 20 s ago: v42 (10 min ago) is marked on the chart; v41 and v40
+        // are older than the 30 minutes shown.
+        model.attestation.seriesEnd = at(20)
         if state == .killed {
             model.condition.observedExposure = 0
             model.changes.insert(

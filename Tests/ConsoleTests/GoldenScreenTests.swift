@@ -72,6 +72,8 @@ struct Scenario: Sendable, CustomStringConvertible {
             _ = s.handle(.snapshot(halt))
             return s
         },
+        Scenario(name: "drilldown") { DrillFixture.drilledDown(size: $0) },
+        Scenario(name: "liveconfirm") { DrillFixture.liveConfirm(size: $0) },
         Scenario(name: "help") { size in
             var s = Fixture.state(Fixture.model(), size: size)
             _ = s.handle(.key(.character("?")))

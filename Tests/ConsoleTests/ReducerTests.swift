@@ -566,19 +566,27 @@ struct HeaderFreshnessTests {
         ConsoleScreen.render(s, size: Size(width: 100, height: 24)).lines[0]
     }
 
-    @Test("fresh data reads 'live' and does not change between ticks; older data shows whole seconds; stale is marked")
+    @Test("the header shows the time of the newest data, which does not change between ticks; stale is marked once")
     func freshness() {
         var s = Fixture.state(Fixture.model(dataAge: .milliseconds(0)))
-        #expect(Self.header(s).hasSuffix("● live "))
-        _ = s.handle(.tick(Fixture.now + .milliseconds(750)))
-        #expect(Self.header(s).hasSuffix("● live "))
-        _ = s.handle(.tick(Fixture.now + .milliseconds(2_300)))
-        #expect(Self.header(s).hasSuffix("● 2s ago "))
-        _ = s.handle(.tick(Fixture.now + .milliseconds(2_900)))
-        #expect(Self.header(s).hasSuffix("● 2s ago "))
+        // Fixture.now is 2026-05-28 20:26:40 UTC.
+        let fresh = Self.header(s)
+        #expect(fresh.hasSuffix("● 20:26:40 "))
+        for ms in [750, 2_300, 2_900, 4_900] {
+            _ = s.handle(.tick(Fixture.now + .milliseconds(Int64(ms))))
+            #expect(Self.header(s) == fresh, "an idle screen must not change as the data ages (\(ms) ms)")
+        }
         _ = s.handle(.tick(Fixture.now + .milliseconds(12_000)))
-        #expect(Self.header(s).hasSuffix("! STALE 12s old "))
+        let stale = Self.header(s)
+        #expect(stale.hasSuffix("! STALE since 20:26:40 "))
+        _ = s.handle(.tick(Fixture.now + .milliseconds(75_000)))
+        #expect(Self.header(s) == stale, "stale is marked once, not re-counted every second")
         _ = s.handle(.key(.character("f")))
-        #expect(Self.header(s).hasSuffix("‖ FROZEN 12s "), "a frozen display says so instead of stale")
+        #expect(Self.header(s).hasSuffix("‖ FROZEN at 20:26:40 "), "a frozen display says so instead of stale")
+        var next = Fixture.model(dataAge: .milliseconds(0))
+        next.header.dataAsOf = Fixture.now + .milliseconds(75_000)
+        _ = s.handle(.key(.character("f")))
+        _ = s.handle(.snapshot(next))
+        #expect(Self.header(s).hasSuffix("● 20:27:55 "), "new data moves the time")
     }
 }

@@ -114,6 +114,32 @@ final class TerminalSession {
         try run(["send-keys", "-t", "main", "-l", text])
     }
 
+    /// Copies everything the program writes to the terminal from now on into `file` (tmux `pipe-pane -o`), to
+    /// count the bytes an idle program writes.
+    func captureOutput(to file: URL) throws {
+        try run(["pipe-pane", "-o", "-t", "main", "cat >> " + Self.quote(file.path)])
+    }
+
+    /// Sends a left click at column `x`, row `y` (0-based) as an xterm reports it in its normal mouse mode (1000,
+    /// the `kmous=\E[M` of tmux's terminfo): press then release, each `ESC [ M` and three bytes of 32 + value. The
+    /// encoding stops at column and row 94 (the bytes must stay ASCII to pass through `send-keys -l`).
+    func click(x: Int, y: Int) throws {
+        precondition(x < 94 && y < 94, "the normal mouse encoding needs ASCII bytes")
+        func event(_ button: Int) -> String {
+            "\u{1B}[M" + String(UnicodeScalar(UInt8(32 + button))) + String(UnicodeScalar(UInt8(33 + x)))
+                + String(UnicodeScalar(UInt8(33 + y)))
+        }
+        try run(["send-keys", "-t", "main", "-l", event(0) + event(3)])
+    }
+
+    /// The column and row where `text` first appears on the screen.
+    func position(of text: String) throws -> (x: Int, y: Int)? {
+        for (y, line) in try screen().split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
+            if let r = line.range(of: text) { return (line[..<r.lowerBound].count, y) }
+        }
+        return nil
+    }
+
     /// Resizes the terminal the program sees.
     func resize(width: Int, height: Int) throws {
         try run(["resize-window", "-t", "main", "-x", String(width), "-y", String(height)])

@@ -104,7 +104,7 @@ struct ScenarioTimeline {
         #expect(last.assessment.verdict.level == .hold)
         let text = try #require(last.assessment.verdict.findings.first { $0.text.hasPrefix("not enough data yet") }?.text)
         let t = last.snapshot.crash.totals
-        #expect(text.contains("\(t.exposedUsers) exposed vs \(t.controlUsers) control users"))
+        #expect(text.contains("\(groupedCount(t.exposedUsers)) exposed vs \(groupedCount(t.controlUsers)) control users"))
         #expect(text.contains("(needed: +50%"))
         #expect(!last.snapshot.evidence(last.assessment.context).enough)
     }

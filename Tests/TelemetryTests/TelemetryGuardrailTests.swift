@@ -95,11 +95,11 @@ struct TelemetryGuardrailTests {
         #expect(refusal.suggestion == "the largest step within the attestation budget is to 15.4%")
         #expect(
             preview.reports[0].lines.contains {
-                $0.hasPrefix("attestation budget exceeded: about 1900000 new attestations, peak 131.9/s")
+                $0.hasPrefix("attestation budget exceeded: about 1,900,000 new attestations, peak 131.9/s")
             })
         let allowed = try f.path(input).preview(f.request(.set(MicroPercent(percent: 15))))
         #expect(allowed.reports[0].decision == .allow)
         #expect(
-            allowed.reports[0].lines.contains { $0.hasPrefix("attestation load fits: about 1400000 new attestations") })
+            allowed.reports[0].lines.contains { $0.hasPrefix("attestation load fits: about 1,400,000 new attestations") })
     }
 }

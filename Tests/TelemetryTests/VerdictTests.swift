@@ -109,8 +109,8 @@ struct VerdictTests {
         #expect(a.verdict.level == .hold)
         #expect(
             a.verdict.reason
-                == "not enough data yet: 3000 exposed vs 3000 control users; smallest detectable crash-rate increase +90% "
-                + "(needed: +50% or less); about 5453 more users per arm needed (8453 per arm), about 109 min at the last hour's 3000 users/h")
+                == "not enough data yet: 3,000 exposed vs 3,000 control users; smallest detectable crash-rate increase +90% "
+                + "(needed: +50% or less); about 5,453 more users per arm needed (8,453 per arm), about 109 min at the last hour's 3,000 users/h")
         // A larger configured effect is detectable sooner: +100% is within reach of 3,000 users per arm.
         var relaxed = tenPercent
         relaxed.detectableEffect = 1.0
@@ -141,7 +141,7 @@ struct VerdictTests {
         #expect(a.verdict.level == .hold)
         #expect(
             a.verdict.findings.contains {
-                $0.text.hasPrefix("failure ratio 30.0% of exposed App Attest attempts (2250 of 7500 in the last 15 min) is above the ceiling 20%")
+                $0.text.hasPrefix("failure ratio 30.0% of exposed App Attest attempts (2,250 of 7,500 in the last 15 min) is above the ceiling 20%")
             }, "\(a.verdict.findings)")
     }
 
@@ -284,7 +284,7 @@ struct VerdictTests {
         #expect(a.verdict.level == .hold)
         #expect(
             a.verdict.reason.hasPrefix(
-                "sample ratio mismatch: 5400 enabled vs 4600 control active installations, expected 50% : 50%"))
+                "sample ratio mismatch: 5,400 enabled vs 4,600 control active installations, expected 50% : 50%"))
         var s = skewed
         s.fetchedVersions = [7: 2_000]
         let propagating = s.assess(RolloutContext(currentMicroPercent: 60_000_000, newestTemplateVersion: 7))

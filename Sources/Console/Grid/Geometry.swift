@@ -46,6 +46,8 @@ public struct Rect: Hashable, Sendable, CustomStringConvertible {
     public var maxY: Int { y + height }
     public var description: String { "(\(x),\(y) \(width)×\(height))" }
 
+    public func contains(_ p: Point) -> Bool { p.x >= x && p.x < maxX && p.y >= y && p.y < maxY }
+
     /// The area shrunk by `dx` columns on each side and `dy` rows at top and bottom.
     public func inset(dx: Int, dy: Int) -> Rect {
         Rect(x: x + dx, y: y + dy, width: width - 2 * dx, height: height - 2 * dy)

@@ -136,6 +136,19 @@ public struct Grid: Hashable, Sendable {
     public private(set) var cells: [Cell]
     /// Where the terminal cursor should be shown (a text field being edited), or nil to hide it.
     public var cursor: Point?
+    /// What a mouse click on each area means (dialog buttons, list rows), registered by the widgets that draw
+    /// them, so that a click hits exactly what is on screen; later registrations lie on top.
+    public private(set) var clickTargets: [ClickRegion] = []
+
+    /// Makes `area` answer clicks with `target`.
+    public mutating func register(_ target: ClickTarget, at area: Rect) {
+        clickTargets.append(ClickRegion(area: area, target: target))
+    }
+
+    /// The target under a click at `point`, if any.
+    public func target(at point: Point) -> ClickTarget? {
+        clickTargets.last { $0.area.contains(point) }?.target
+    }
 
     public init(size: Size, fill: Cell = .blank) {
         self.size = size
@@ -255,4 +268,20 @@ public struct Grid: Hashable, Sendable {
             return String(s)
         }
     }
+}
+
+/// What a click can hit.
+public enum ClickTarget: Hashable, Sendable {
+    /// A dialog button.
+    case button(DialogFocus)
+    /// A row of the open list, by its position among the rows shown (after the `/` filter).
+    case row(Int)
+    /// A published change in the main screen's log: opens that version.
+    case version(Int)
+}
+
+/// An area of the screen and what a click on it means.
+public struct ClickRegion: Hashable, Sendable {
+    public var area: Rect
+    public var target: ClickTarget
 }

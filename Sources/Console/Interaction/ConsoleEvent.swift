@@ -7,6 +7,8 @@ import Timekeeping
 /// (`ConsoleState.handle`) is the only place that reacts to them.
 public enum ConsoleEvent: Hashable, Sendable {
     case key(Key)
+    /// A mouse click on something the last frame drew (the adapter looks it up with `Grid.target(at:)`).
+    case click(ClickTarget)
     /// The adapter's clock; drives the data age, staleness and message expiry.
     case tick(Instant)
     case resize(Size)
@@ -37,11 +39,13 @@ public enum ConsoleEvent: Hashable, Sendable {
     case auditLoaded(AuditLog)
     /// Answer to `.loadHistory` or `.loadAudit` when loading failed.
     case loadFailed(message: String)
+    /// Answer to `.loadVersion`: the version the drill-down opened (a failure answers `.loadFailed`).
+    case versionLoaded(VersionDetail)
 }
 
 /// Work the reducer asks the adapters to do; it never does I/O itself.
 ///
-/// `.preview`, `.publish`, `.loadHistory` and `.loadAudit` go to the effect executor (off the input thread), which
+/// `.preview`, `.publish`, `.loadHistory`, `.loadAudit` and `.loadVersion` go to the effect executor (off the input thread), which
 /// answers with events. `.refresh`, `.redraw` and `.quit` are for the run loop itself.
 public enum ConsoleEffect: Hashable, Sendable {
     /// Compute what the change would do against the store's current template; answer `.previewReady` or
@@ -54,6 +58,8 @@ public enum ConsoleEffect: Hashable, Sendable {
     case loadHistory
     /// Answer `.auditLoaded` or `.loadFailed`.
     case loadAudit
+    /// Read one version with its diff against the one before it; answer `.versionLoaded` or `.loadFailed`.
+    case loadVersion(Int)
     /// Fetch a snapshot now rather than at the next refresh.
     case refresh
     /// Repaint the whole terminal (Ctrl-L).

@@ -10,6 +10,8 @@ extension ConsoleState {
         switch event {
         case .key(let key):
             return handleKey(key)
+        case .click(let target):
+            return handleClick(target)
         case .tick(let instant):
             now = instant
             if var n = notice {
@@ -28,15 +30,43 @@ extension ConsoleState {
         case .snapshot(let m):
             sourceProblem = nil
             if frozen { heldModel = m } else { model = m }
-            return noteVerdict(m)
+            return noteVerdict(m) + reviseOpenDialog(m)
         case .sourceFailed(let message):
             sourceProblem = message
             return []
-        case .previewReady(let preview):
+        case .previewReady(var preview):
+            if let revision, revision.request.id == preview.request.id {
+                self.revision = nil
+                switch overlay {
+                case .confirm(let old, _), .reason(let old, _, _):
+                    if case .reason(_, let field, _) = overlay, !field.text.trimmingSpaces.isEmpty {
+                        keptReason = field.text
+                    }
+                    preview.supersedes = old.supersedes ?? old.baseVersion
+                    overlay = .confirm(preview, focus: .cancel)
+                default: break
+                }
+                return []
+            }
             guard case .preparing(let request) = overlay, request.id == preview.request.id else { return [] }
+            revisedFor = nil
             overlay = .confirm(preview, focus: .cancel)
             return []
         case .previewFailed(let id, let message):
+            if let revision, revision.request.id == id {
+                self.revision = nil
+                switch overlay {
+                case .confirm, .reason:
+                    overlay = nil
+                    keptReason = nil
+                    say(
+                        Self.prefixed(
+                            "The store moved while the dialog was open; cannot \(revision.request.operation.text)",
+                            message) + "; nothing was written", .warning)
+                default: break
+                }
+                return []
+            }
             guard case .preparing(let request) = overlay, request.id == id else { return [] }
             overlay = nil
             say(
@@ -54,6 +84,7 @@ extension ConsoleState {
                 }
             }
             say("Published v\(receipt.version): \(receipt.from.text) → \(receipt.to.text)", .success)
+            keptReason = nil
             if let rolledBackTo {
                 undoTrail.insert(rolledBackTo, at: 0)
             } else {
@@ -86,10 +117,19 @@ extension ConsoleState {
             guard case .audit(nil, _) = overlay else { return [] }
             overlay = .audit(log: log, cursor: ListCursor())
             return []
+        case .versionLoaded(let detail):
+            guard case .version(let number, nil, let scroll, let back) = overlay, number == detail.number else {
+                return []
+            }
+            overlay = .version(number: number, detail: detail, scroll: scroll, back: back)
+            return []
         case .loadFailed(let message):
             switch overlay {
             case .history(nil, _), .audit(nil, _):
                 overlay = nil
+                say("Could not load: \(message)", .error)
+            case .version(_, nil, _, let back):
+                overlay = back
                 say("Could not load: \(message)", .error)
             default: break
             }
@@ -115,6 +155,33 @@ extension ConsoleState {
         guard let previous = lastVerdict, level >= .hold, level > previous else { return [] }
         alertAt = stamp
         return configuration.bell ? [.bell] : []
+    }
+
+    /// While a confirm (or reason) dialog is open and the store moves under it (a colleague's publish, a kill) or
+    /// the verdict changes, asks the write path again for the same operation on what the store holds now; the
+    /// answer replaces the dialog (`.previewReady`), re-judged, with the typed reason kept. Asked once per move.
+    private mutating func reviseOpenDialog(_ m: ConsoleModel) -> [ConsoleEffect] {
+        let preview: ChangePreview
+        switch overlay {
+        case .confirm(let p, _), .reason(let p, _, _): preview = p
+        default: return []
+        }
+        guard let version = m.header.templateVersion else { return [] }
+        let moved = version != preview.baseVersion
+        let rejudge = !preview.guardrail.reasons.isEmpty && m.crash.verdict != preview.guardrail.verdict
+        guard moved || rejudge else { return [] }
+        let key = version + " " + m.crash.verdict.description
+        guard revision?.key != key, revisedFor != key else { return [] }
+        var operation = preview.request.operation
+        // "The last change" means the one the operator saw: pinned, so a colleague's publish is not undone instead.
+        if case .rollbackLast = operation, let base = Int(preview.baseVersion) {
+            operation = .rollback(toVersion: base - 1)
+        }
+        let request = ChangeRequest(id: nextRequestID, operation: operation)
+        nextRequestID += 1
+        revision = Revision(request: request, key: key)
+        revisedFor = key
+        return [.preview(request)]
     }
 
     private func isPublishing(_ id: Int) -> Bool {
@@ -265,21 +332,139 @@ extension ConsoleState {
             return []
 
         case .history(let entries, let cursor):
+            if handleFilterKey(key, overlay: overlay) { return [] }
             if key == .escape || key == .character("q") || key == .character("h") {
                 self.overlay = nil
+                listFilter = nil
             } else if let entries {
-                self.overlay = .history(entries: entries, cursor: moved(cursor, key, count: entries.count))
+                let shown = filteredRows(overlay)
+                if key == .enter {
+                    guard !shown.isEmpty else { return [] }
+                    let record = entries[shown[min(cursor.selected, shown.count - 1)]]
+                    return openVersion(Int(record.version) ?? 0, back: overlay)
+                }
+                self.overlay = .history(entries: entries, cursor: moved(cursor, key, count: shown.count))
             }
             return []
 
         case .audit(let log, let cursor):
+            if handleFilterKey(key, overlay: overlay) { return [] }
             if key == .escape || key == .character("q") || key == .character("a") {
                 self.overlay = nil
+                listFilter = nil
             } else if let log {
-                self.overlay = .audit(log: log, cursor: moved(cursor, key, count: log.entries.count))
+                let shown = filteredRows(overlay)
+                if key == .enter {
+                    guard !shown.isEmpty else { return [] }
+                    let entry = log.entries[shown[min(cursor.selected, shown.count - 1)]]
+                    guard let version = entry.version else {
+                        say("Audit entry #\(entry.sequence) names no version: nothing to open", .info)
+                        return []
+                    }
+                    return openVersion(version, back: overlay)
+                }
+                self.overlay = .audit(log: log, cursor: moved(cursor, key, count: shown.count))
+            }
+            return []
+
+        case .version(let number, let detail, let scroll, let back):
+            switch key {
+            case .escape, .character("q"), .backspace, .left:
+                self.overlay = back
+                clampScroll()
+            case .character("r"), .character("R"):
+                guard let detail else { return [] }
+                if detail.isCurrent {
+                    say("v\(number) is the version the store serves now: nothing to roll back to", .info)
+                    return []
+                }
+                return startChange(.rollback(toVersion: number))
+            default:
+                let count = VersionPane.lines(for: self, width: screenSize.width - 4).count
+                let page = ConsoleScreen.listRows(for: screenSize)
+                if let target = scrollTarget(key, current: scroll, count: count, page: page) {
+                    self.overlay = .version(number: number, detail: detail, scroll: target, back: back)
+                }
             }
             return []
         }
+    }
+
+    // MARK: Mouse
+
+    /// A click on a dialog button acts like `y` (the action) or `n` (Cancel); a click on a list row selects it, and
+    /// a click on the selected row opens it, like Enter.
+    private mutating func handleClick(_ target: ClickTarget) -> [ConsoleEffect] {
+        switch (overlay, target) {
+        case (.confirm, .button(let b)), (.conflict, .button(let b)):
+            return handleKey(b == .act ? .character("y") : .character("n"))
+        case (.history(let entries?, let cursor), .row(let i)):
+            if i == cursor.selected { return handleKey(.enter) }
+            overlay = .history(entries: entries, cursor: selecting(cursor, i))
+        case (.audit(let log?, let cursor), .row(let i)):
+            if i == cursor.selected { return handleKey(.enter) }
+            overlay = .audit(log: log, cursor: selecting(cursor, i))
+        case (nil, .version(let number)):
+            overlay = .version(number: number, detail: nil, scroll: 0, back: nil)
+            return [.loadVersion(number)]
+        default: break
+        }
+        return []
+    }
+
+    private func selecting(_ cursor: ListCursor, _ row: Int) -> ListCursor {
+        var c = cursor
+        c.move(by: row - cursor.selected, count: filteredRows(overlay).count, page: ConsoleScreen.listRows(for: screenSize))
+        return c
+    }
+
+    // MARK: Lists: filter and drill-down
+
+    /// `/` in a list opens the filter; while it is typed, keys edit it and the list follows each keystroke. Returns
+    /// whether the key was the filter's.
+    private mutating func handleFilterKey(_ key: Key, overlay: Overlay) -> Bool {
+        guard var filter = listFilter, var field = filter.field else {
+            guard key == .character("/") else { return false }
+            let text = listFilter?.text ?? ""
+            listFilter = ListFilter(text: text, field: TextField(text, maxLength: 80))
+            return true
+        }
+        switch field.handle(key) {
+        case .cancelled:
+            listFilter = nil
+        case .submitted:
+            filter.field = nil
+            listFilter = filter.text.isEmpty ? nil : filter
+        case .edited:
+            filter.field = field
+            filter.text = field.text
+            listFilter = filter
+        case .ignored:
+            return true
+        }
+        // The selection starts again at the first row that matches.
+        switch overlay {
+        case .history(let entries?, _): self.overlay = .history(entries: entries, cursor: ListCursor())
+        case .audit(let log?, _): self.overlay = .audit(log: log, cursor: ListCursor())
+        default: break
+        }
+        return true
+    }
+
+    /// The indices of the rows the open list shows under its filter.
+    func filteredRows(_ overlay: Overlay?) -> [Int] {
+        let filter = listFilter ?? ListFilter()
+        let offset = configuration.utcOffsetSeconds
+        switch overlay {
+        case .history(let entries?, _): return filter.matches(entries.map { ListRows.history($0, utcOffsetSeconds: offset) })
+        case .audit(let log?, _): return filter.matches(log.entries.map { ListRows.audit($0, utcOffsetSeconds: offset) })
+        default: return []
+        }
+    }
+
+    private mutating func openVersion(_ number: Int, back: Overlay) -> [ConsoleEffect] {
+        overlay = .version(number: number, detail: nil, scroll: 0, back: back)
+        return [.loadVersion(number)]
     }
 
     private mutating func handleMainKey(_ key: Key) -> [ConsoleEffect] {
@@ -354,18 +539,21 @@ extension ConsoleState {
                 $0.hasPrefix("refuses this change: ") ? String($0.dropFirst(21)) : $0
             }
             say(
-                "Refused by guardrail: " + (why ?? preview.guardrail.verdict.labelText) + "; nothing was written",
+                // "Nothing was written" first: the guardrail's reason is long and the notice row is cut at its end.
+                "Refused by guardrail, nothing was written: " + (why ?? preview.guardrail.verdict.labelText),
                 .error)
             return []
         }
         if preview.requiresReason {
-            overlay = .reason(preview, field: TextField(maxLength: 500), error: nil)
+            // A reason typed before the store moved (or before a conflict) is offered again, to edit or keep.
+            overlay = .reason(preview, field: TextField(keptReason ?? "", maxLength: 500), error: nil)
             return []
         }
         return afterReason(preview, reason: "")
     }
 
     private mutating func afterReason(_ preview: ChangePreview, reason: String) -> [ConsoleEffect] {
+        if !reason.isEmpty { keptReason = reason }
         if preview.requiresStepUp {
             overlay = .stepUp(preview, reason: reason, field: Self.codeField(), error: nil)
             return []
@@ -380,6 +568,8 @@ extension ConsoleState {
 
     private mutating func cancelWrite() {
         overlay = nil
+        keptReason = nil
+        revision = nil
         say("Cancelled; nothing was written.", .info)
     }
 
@@ -442,12 +632,15 @@ extension ConsoleState {
             overlay = .verdict(scroll: min(scroll, max(0, count - page)))
         case .history(let entries?, let cursor):
             var c = cursor
-            c.move(by: 0, count: entries.count, page: page)
+            c.move(by: 0, count: filteredRows(overlay).count, page: page)
             overlay = .history(entries: entries, cursor: c)
         case .audit(let log?, let cursor):
             var c = cursor
-            c.move(by: 0, count: log.entries.count, page: page)
+            c.move(by: 0, count: filteredRows(overlay).count, page: page)
             overlay = .audit(log: log, cursor: c)
+        case .version(let number, let detail, let scroll, let back):
+            let count = VersionPane.lines(for: self, width: screenSize.width - 4).count
+            overlay = .version(number: number, detail: detail, scroll: min(scroll, max(0, count - page)), back: back)
         default: break
         }
     }

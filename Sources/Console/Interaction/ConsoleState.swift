@@ -90,6 +90,21 @@ public struct ConsoleState: Hashable, Sendable {
     public internal(set) var lastVerdict: VerdictLevel?
     /// When the verdict last rose to HOLD or HALT: the header flashes for `flashFor` after it.
     public internal(set) var alertAt: Instant?
+    /// The `/` filter of the history and audit views (nil: every row shown); kept while a drill-down is open.
+    public internal(set) var listFilter: ListFilter?
+    /// The reason typed for the change in the open dialog, kept when the dialog is re-judged on a moved store or
+    /// re-applied after a conflict, so that the operator does not type it again.
+    var keptReason: String?
+    /// The re-preview asked for when the store moved under an open confirm dialog, and the version and verdict it
+    /// was asked for (asked once per move).
+    var revision: Revision?
+    /// The version and verdict the last re-preview was asked for.
+    var revisedFor: String?
+
+    struct Revision: Hashable, Sendable {
+        var request: ChangeRequest
+        var key: String
+    }
     /// The versions `u` has rolled back to in this run of presses (newest first), so that repeated presses walk
     /// further back instead of toggling between the last two.
     var undoTrail: [Int]
@@ -111,6 +126,10 @@ public struct ConsoleState: Hashable, Sendable {
         self.lastVerdict = nil
         self.alertAt = nil
         self.undoTrail = []
+        self.listFilter = nil
+        self.keptReason = nil
+        self.revision = nil
+        self.revisedFor = nil
         self.nextRequestID = 1
     }
 
@@ -200,4 +219,25 @@ public enum Overlay: Hashable, Sendable {
     /// Why: every finding of the assessment with its test, statistic, threshold and samples; `scroll` is the
     /// first line shown.
     case verdict(scroll: Int)
+    /// The drill-down of one version (`detail` is nil while loading), opened from the list `back` returns to.
+    indirect case version(number: Int, detail: VersionDetail?, scroll: Int, back: Overlay?)
+}
+
+/// The `/` filter of a list view: rows whose text contains `text` (case-insensitive).
+public struct ListFilter: Hashable, Sendable {
+    public internal(set) var text: String
+    /// The field while the operator types (nil once Enter has applied it).
+    public internal(set) var field: TextField?
+
+    public init(text: String = "", field: TextField? = nil) {
+        self.text = text
+        self.field = field
+    }
+
+    /// The indices of `rows` that match.
+    public func matches(_ rows: [Line]) -> [Int] {
+        let needle = text.lowercased()
+        guard !needle.isEmpty else { return Array(rows.indices) }
+        return rows.indices.filter { i in rows[i].map(\.text).joined(separator: " ").lowercased().contains(needle) }
+    }
 }

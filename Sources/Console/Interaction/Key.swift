@@ -147,5 +147,8 @@ public enum KeyMap {
         ("↑ ↓ j k", "scroll history, audit and help by a line"),
         ("PgUp PgDn Space", "scroll by a page"),
         ("Home End g G", "first and last entry"),
+        ("Enter", "in history and audit: open the version (its diff, who, when, why; r rolls back to it)"),
+        ("/", "in history and audit: filter the rows by text (Enter applies, Esc clears)"),
+        ("click", "a dialog button; a list row (again to open it); a change in the log opens its version"),
     ]
 }

@@ -109,6 +109,13 @@ public struct ChangePreview: Hashable, Sendable {
     public var requiresStepUp: Bool
     /// Anything else the operator should read before confirming.
     public var notes: [String]
+    /// Share (0...1) of active devices that have fetched the base version (the monitor's propagation figure, the
+    /// one the plan gates use), or nil when unknown; the dialog warns before stacking an increase on a change
+    /// that has reached less than half of them.
+    public var propagation: Double?
+    /// The base version of the dialog this preview replaced, when the store moved while the dialog was open (the
+    /// reducer sets it; the dialog says so).
+    public var supersedes: String?
 
     public init(
         request: ChangeRequest, from: RolloutPosition, to: RolloutPosition, baseVersion: String, baseETag: String,
@@ -126,9 +133,14 @@ public struct ChangePreview: Hashable, Sendable {
         self.requiresReason = requiresReason ?? (to.effectiveMicroPercent > from.effectiveMicroPercent)
         self.requiresStepUp = requiresStepUp
         self.notes = notes
+        self.propagation = nil
+        self.supersedes = nil
     }
 
     public var isIncrease: Bool { to.effectiveMicroPercent > from.effectiveMicroPercent }
+
+    /// An increase stacked on a change that less than half of the active devices have fetched yet.
+    public var stacksOnUnpropagatedChange: Bool { isIncrease && (propagation.map { $0 < 0.5 } ?? false) }
 }
 
 /// The confirmed change, handed to the write path.
@@ -192,10 +204,14 @@ public struct AuditEntry: Hashable, Sendable {
     public var detail: String
     /// The outcome was a success.
     public var succeeded: Bool
+    /// The template version the entry published or concerns, when it names one (Enter opens it).
+    public var version: Int?
 
     public init(
-        sequence: Int, at: Instant, actor: String, action: String, outcome: String, detail: String, succeeded: Bool
+        sequence: Int, at: Instant, actor: String, action: String, outcome: String, detail: String, succeeded: Bool,
+        version: Int? = nil
     ) {
+        self.version = version
         self.sequence = sequence
         self.at = at
         self.actor = actor
@@ -222,4 +238,27 @@ public struct AuditLog: Hashable, Sendable {
         self.entries = entries
         self.integrity = integrity
     }
+}
+
+/// One published version as the drill-down shows it: who, when, why, and everything it changed.
+public struct VersionDetail: Hashable, Sendable {
+    public var record: ChangeRecord
+    /// Where the publish came from (`ROLLOUT_CONSOLE`, `ROLLOUT_CLI`, `CONSOLE` for the Firebase console, ...).
+    public var origin: String
+    /// Firebase's update type (`INCREMENTAL_UPDATE`, `FORCED_UPDATE`, `ROLLBACK`).
+    public var updateType: String
+    /// The core's template diff against the version before it, one change per line.
+    public var diff: [String]
+    /// This is the version the store serves now (rolling back to it changes nothing).
+    public var isCurrent: Bool
+
+    public init(record: ChangeRecord, origin: String, updateType: String, diff: [String], isCurrent: Bool) {
+        self.record = record
+        self.origin = origin
+        self.updateType = updateType
+        self.diff = diff
+        self.isCurrent = isCurrent
+    }
+
+    public var number: Int { Int(record.version) ?? 0 }
 }

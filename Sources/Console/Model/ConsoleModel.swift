@@ -157,11 +157,19 @@ public struct WindowRates: Hashable, Sendable {
 public struct MinuteCounts: Hashable, Sendable {
     public var success: Int
     public var failure: Int
+    /// Fatal crashes and sessions in the minute, exposed and control together (the crash-rate row of the chart).
+    public var crashes: Int
+    public var sessions: Int
 
-    public init(success: Int, failure: Int) {
+    public init(success: Int, failure: Int, crashes: Int = 0, sessions: Int = 0) {
         self.success = success
         self.failure = failure
+        self.crashes = crashes
+        self.sessions = sessions
     }
+
+    /// Fatal crashes per 1,000 sessions, or 0 without sessions.
+    public var crashesPerThousandSessions: Int { sessions > 0 ? Int((Double(crashes) * 1000 / Double(sessions)).rounded(.up)) : 0 }
 
     public var attempts: Int { success + failure }
 }
@@ -194,6 +202,8 @@ public struct AttestationInfo: Hashable, Sendable {
     public var failureClasses: [FailureClass]
     /// Apple's guidance for attestation calls, per minute (about 100 per second), or nil when not configured.
     public var budgetPerMinute: Double?
+    /// When the newest minute of `perMinute` began (telemetry time), to mark published changes on the chart.
+    public var seriesEnd: Instant?
 
     public init(
         successTotal: Int, failureTotal: Int, successRate: WindowRates, failureRate: WindowRates,

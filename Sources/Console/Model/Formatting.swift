@@ -1,4 +1,5 @@
 import RemoteConfig
+import Telemetry
 import Timekeeping
 
 /// Percent text for the console: micro-percent integers (1% = 1,000,000) shown and typed exactly.
@@ -66,15 +67,7 @@ public enum PercentText {
 /// Number, ratio, rate, time and duration text for the console, all locale-independent.
 public enum Format {
     /// A count with thousands separators: `12,345`.
-    public static func count(_ n: Int) -> String {
-        let digits = String(n.magnitude)
-        var out = ""
-        for (i, c) in digits.enumerated() {
-            if i > 0 && (digits.count - i) % 3 == 0 { out.append(",") }
-            out.append(c)
-        }
-        return n < 0 ? "-" + out : out
-    }
+    public static func count(_ n: Int) -> String { groupedCount(Int64(n)) }
 
     /// A count shortened to at most about five characters: `987`, `12.3k`, `4.56M`.
     public static func shortCount(_ n: Int) -> String {

@@ -105,20 +105,17 @@ enum HeaderBar {
         var status: Line
         if state.model == nil {
             status = [Span(" … waiting ", .header, .reverse)]
-        } else if state.frozen {
-            // Frozen on purpose: say so, with the age of what is shown, rather than calling it stale.
-            let age = state.dataAge.map { " " + Format.duration($0) } ?? ""
-            status = [Span(" ‖ FROZEN" + age + " ", .header, .reverse)]
-        } else if state.isStale {
-            let age = state.dataAge.map { " " + Format.duration($0) + " old" } ?? ""
-            status = [Span(" ! STALE" + age + " ", .alert)]
-        } else if let age = state.dataAge, age.microseconds >= 1_000_000 {
-            // Whole seconds only: a fresh screen must not change on every tick (idle frames write nothing).
-            let seconds = age.microseconds / 1_000_000
-            let text = seconds < 60 ? "\(seconds)s" : Format.duration(age)
-            status = [Span(" ● " + text + " ago ", .header)]
         } else {
-            status = [Span(" ● live ", .header)]
+            // The time of the newest data, not its age: an age ticks every second and repaints a screen whose data
+            // has not changed (an idle console writes nothing). STALE, which appears once, says it is too old.
+            let asOf = header?.dataAsOf.map { Format.time($0, utcOffsetSeconds: state.configuration.utcOffsetSeconds) }
+            if state.frozen {
+                status = [Span(" ‖ FROZEN" + (asOf.map { " at " + $0 } ?? "") + " ", .header, .reverse)]
+            } else if state.isStale {
+                status = [Span(" ! STALE" + (asOf.map { " since " + $0 } ?? "") + " ", .alert)]
+            } else {
+                status = [Span(" ● " + (asOf ?? "live") + " ", .header)]
+            }
         }
         // Most important first; the right side keeps as many as fit beside a minimal left side.
         var parts: [Line] = []
@@ -181,9 +178,16 @@ enum Hints {
                 HintBar.Item("Enter", "choose"), HintBar.Item("Esc", "cancel"),
             ]
         case .history, .audit:
+            if state.listFilter?.field != nil {
+                return [HintBar.Item("Enter", "apply"), HintBar.Item("Esc", "clear the filter")]
+            }
             return [
-                HintBar.Item("↑↓ PgUp PgDn", "scroll"), HintBar.Item("Home End", "ends"), HintBar.Item("Esc", "close"),
+                HintBar.Item("Enter", "open"), HintBar.Item("/", "filter"), HintBar.Item("↑↓ PgUp PgDn", "scroll"),
+                HintBar.Item("Home End", "ends"), HintBar.Item("Esc", "close"),
             ]
+        case .version(let number, let detail, _, _):
+            return (detail.map { $0.isCurrent } == false ? [HintBar.Item("r", "roll back to v\(number)")] : [])
+                + [HintBar.Item("↑↓ PgUp PgDn", "scroll"), HintBar.Item("Esc", "back")]
         }
     }
 }

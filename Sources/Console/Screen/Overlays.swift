@@ -68,7 +68,24 @@ enum OverlayView {
             renderAudit(log, cursor, state, into: &grid, area: area)
         case .verdict(let scroll):
             renderVerdict(state, scroll: scroll, into: &grid, area: area)
+        case .version(let number, let detail, let scroll, _):
+            renderVersion(number, detail, state, scroll: scroll, into: &grid, area: area)
         }
+    }
+
+    static func renderVersion(
+        _ number: Int, _ detail: VersionDetail?, _ state: ConsoleState, scroll: Int, into grid: inout Grid, area: Rect
+    ) {
+        let lines = VersionPane.lines(for: state, width: area.width - 4)
+        let status: Line =
+            detail.map { $0.isCurrent ? [Span("current version", .ok)] : [Span($0.record.kind.rawValue, .muted)] } ?? []
+        let inner = Frame(title: [Span("Version v\(number)", .title)], status: status, role: .dialog)
+            .render(into: &grid, area: area)
+        let (body, footer) = inner.splitBottom(1)
+        let first = min(scroll, max(0, lines.count - body.height))
+        grid.draw(Array(lines.dropFirst(first)), in: body)
+        let last = min(lines.count, first + body.height)
+        grid.draw([[Span("lines \(first + 1)–\(last) of \(lines.count)", .muted)]], in: footer)
     }
 
     static func renderVerdict(_ state: ConsoleState, scroll: Int, into grid: inout Grid, area: Rect) {
@@ -101,6 +118,12 @@ enum OverlayView {
         func row(_ name: String, _ value: Line) -> Line { [Span(Format.pad(name, label), .muted)] + value }
         let indent = Span(String(repeating: " ", count: label))
         var lines: [Line] = []
+        if let old = p.supersedes {
+            lines.append([
+                Span("↻ Updated while open: ", .warn, .bold),
+                Span("the store moved from v" + old + " to v" + p.baseVersion + "; re-judged on it", .warn),
+            ])
+        }
         let delta = p.to.effectiveMicroPercent - p.from.effectiveMicroPercent
         lines.append(
             row(
@@ -162,6 +185,12 @@ enum OverlayView {
         if p.requiresReason { next.append("a reason") }
         if p.requiresStepUp { next.append("a step-up code") }
         if !next.isEmpty { lines.append(row("Then asks for", [Span(next.joined(separator: " and "), .text)])) }
+        if p.stacksOnUnpropagatedChange, let share = p.propagation {
+            lines.append([
+                Span("! Stacking ", .warn, .bold),
+                Span("on v" + p.baseVersion + ": only " + Format.roughShare(share) + " of active devices have it yet", .warn),
+            ])
+        }
         for note in p.notes { lines.append([Span("! " + note, .warn)]) }
         return lines
     }
@@ -217,15 +246,13 @@ enum OverlayView {
             ("Version", 8), ("Time (" + Format.utcOffset(offset) + ")", 20), ("Who", wide ? 24 : 16),
             ("Change", 24), ("Kind", 9), ("Why", 0),
         ]
+        let listArea = FilterBar.render(state, total: entries?.count, into: &grid, area: inner)
+        let shown = state.filteredRows(state.overlay)
         ListView.render(
             header: columns,
-            rows: entries?.map { r in
-                [
-                    Span("v" + r.version, .accent), Span(Format.dateTime(r.at, utcOffsetSeconds: offset), .muted),
-                    Span(r.actor, .text), Span(r.from.text + " → " + r.to.text, r.to.killed ? .bad : .text),
-                    Span(r.kind.rawValue, .muted), Span(r.reason, .text),
-                ]
-            }, empty: "No changes published yet.", cursor: cursor, into: &grid, area: inner)
+            rows: entries.map { e in shown.map { ListRows.history(e[$0], utcOffsetSeconds: offset) } },
+            empty: state.listFilter == nil ? "No changes published yet." : "No change matches the filter.",
+            cursor: cursor, into: &grid, area: listArea)
     }
 
     static func renderAudit(
@@ -252,15 +279,53 @@ enum OverlayView {
             ("#", 7), ("Time (" + Format.utcOffset(offset) + ")", 20), ("Who", wide ? 24 : 16), ("Action", 10),
             ("Outcome", 14), ("Detail", 0),
         ]
+        listArea = FilterBar.render(state, total: log?.entries.count, into: &grid, area: listArea)
+        let shown = state.filteredRows(state.overlay)
         ListView.render(
             header: columns,
-            rows: log?.entries.map { e in
-                [
-                    Span(String(e.sequence), .muted), Span(Format.dateTime(e.at, utcOffsetSeconds: offset), .muted),
-                    Span(e.actor, .text), Span(e.action, .text),
-                    Span((e.succeeded ? "✓ " : "✗ ") + e.outcome, e.succeeded ? .ok : .bad), Span(e.detail, .text),
-                ]
-            }, empty: "The audit log is empty.", cursor: cursor, into: &grid, area: listArea)
+            rows: log.map { l in shown.map { ListRows.audit(l.entries[$0], utcOffsetSeconds: offset) } },
+            empty: state.listFilter == nil ? "The audit log is empty." : "No entry matches the filter.",
+            cursor: cursor, into: &grid, area: listArea)
+    }
+}
+
+/// The rows of the history and audit views: drawn by the list and searched by the `/` filter (one text for both).
+enum ListRows {
+    static func history(_ r: ChangeRecord, utcOffsetSeconds offset: Int) -> Line {
+        [
+            Span("v" + r.version, .accent), Span(Format.dateTime(r.at, utcOffsetSeconds: offset), .muted),
+            Span(r.actor, .text), Span(r.from.text + " → " + r.to.text, r.to.killed ? .bad : .text),
+            Span(r.kind.rawValue, .muted), Span(r.reason, .text),
+        ]
+    }
+
+    static func audit(_ e: AuditEntry, utcOffsetSeconds offset: Int) -> Line {
+        [
+            Span(String(e.sequence), .muted), Span(Format.dateTime(e.at, utcOffsetSeconds: offset), .muted),
+            Span(e.actor, .text), Span(e.action, .text),
+            Span((e.succeeded ? "✓ " : "✗ ") + e.outcome, e.succeeded ? .ok : .bad), Span(e.detail, .text),
+        ]
+    }
+}
+
+/// The `/` filter's row above a list, while it is typed or applied; returns the area left for the list.
+enum FilterBar {
+    static func render(_ state: ConsoleState, total: Int?, into grid: inout Grid, area: Rect) -> Rect {
+        guard let filter = state.listFilter, let total else { return area }
+        let (top, rest) = area.splitTop(1)
+        let count = state.filteredRows(state.overlay).count
+        let tail = "  \(Format.count(count)) of \(Format.count(total)) match" + (filter.field == nil ? " · / edits" : "")
+        grid.write([Span("/ ", .accent, .bold)], x: top.x, y: top.y, limit: top.width)
+        let fieldWidth = max(8, min(40, top.width - CharacterWidth.of(tail) - 2))
+        let fieldArea = Rect(x: top.x + 2, y: top.y, width: fieldWidth, height: 1)
+        if let field = filter.field {
+            TextInput.render(field, into: &grid, area: fieldArea)
+        } else {
+            grid.write(filter.text, x: fieldArea.x, y: fieldArea.y, role: .text, attributes: .bold, limit: fieldWidth)
+        }
+        let used = filter.field != nil ? fieldWidth : min(fieldWidth, CharacterWidth.of(filter.text))
+        grid.write([Span(tail, .muted)], x: top.x + 2 + used, y: top.y, limit: max(0, top.maxX - top.x - 2 - used))
+        return rest
     }
 }
 
@@ -281,6 +346,13 @@ enum DialogBox {
             let row = buttonArea.row(1)
             let lead = max(0, (row.width - buttons.width) / 2)
             grid.write(buttons, x: row.x + lead, y: row.y, limit: row.width - lead)
+            // `Buttons.line`: padding, Cancel, gap, the action; each button answers a click.
+            if buttons.count == 4 {
+                let cancelX = row.x + lead + buttons[0].width
+                let actX = cancelX + buttons[1].width + buttons[2].width
+                grid.register(.button(.cancel), at: Rect(x: cancelX, y: row.y, width: buttons[1].width, height: 1))
+                grid.register(.button(.act), at: Rect(x: actX, y: row.y, width: buttons[3].width, height: 1))
+            }
         }
         return content
     }
@@ -317,6 +389,7 @@ enum ListView {
         for (i, row) in rows.enumerated().dropFirst(first).prefix(page) {
             let y = body.y + i - first
             let isSelected = i == selected
+            grid.register(.row(i), at: Rect(x: body.x, y: y, width: body.width, height: 1))
             var cx = body.x + marker
             if isSelected { grid.write("▶", x: body.x, y: y, role: .selection, clip: body) }
             for (j, (_, width)) in header.enumerated() where j < row.count {

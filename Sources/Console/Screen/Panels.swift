@@ -127,24 +127,92 @@ enum PanelText {
         return [first, second]
     }
 
-    /// The chart of attempts per minute (and, with three rows or more, failures per minute underneath).
-    static func attestationChart(_ a: AttestationInfo, width: Int, rows: Int) -> [Line] {
+    /// The chart of attempts per minute (with three rows or more, failures per minute underneath; with five or
+    /// more, crashes per 1,000 sessions and a row of `▲vN` at the minute of every published change; below that the
+    /// changes are marked `┊` in the chart's empty cells).
+    static func attestationChart(_ a: AttestationInfo, width: Int, rows: Int, changes: [ChangeRecord] = []) -> [Line] {
         let labelWidth = 6
         let chartWidth = max(0, width - labelWidth)
         // A wide panel gives each minute several columns rather than leaving most of the width empty.
         let spread = max(1, chartWidth / max(1, a.perMinute.count))
         func widened(_ values: [Int]) -> [Int] { values.flatMap { repeatElement($0, count: spread) } }
+        let crashRow = rows >= 5
+        let lowerRows = rows >= 3 ? (crashRow ? 3 : 1) : 0
+        let attempts = Sparkline(values: widened(a.perMinute.map(\.attempts))).lines(
+            width: chartWidth, rows: rows - lowerRows)
+        var labelled = attempts.enumerated().map { i, l in (i == 0 ? "all/m " : "      ", l) }
         if rows >= 3 {
-            let attempts = Sparkline(values: widened(a.perMinute.map(\.attempts))).lines(
-                width: chartWidth, rows: rows - 1)
             let failures = Sparkline(values: widened(a.perMinute.map(\.failure)), role: .bad).lines(
                 width: chartWidth, rows: 1)
-            var lines = attempts.enumerated().map { i, l in [Span(i == 0 ? "all/m " : "      ", .muted)] + l }
-            lines.append([Span("fail  ", .muted)] + failures[0])
-            return lines
+            labelled.append(("fail  ", failures[0]))
         }
-        let attempts = Sparkline(values: widened(a.perMinute.map(\.attempts))).lines(width: chartWidth, rows: rows)
-        return attempts.enumerated().map { i, l in [Span(i == 0 ? "all/m " : "      ", .muted)] + l }
+        if crashRow {
+            let crashes = Sparkline(values: widened(a.perMinute.map(\.crashesPerThousandSessions)), role: .warn)
+                .lines(width: chartWidth, rows: 1)
+            labelled.append(("crash ", crashes[0]))
+        }
+        // Column of each change: its minute in the series, at the first column of that minute.
+        let shownCount = min(chartWidth, a.perMinute.count * spread)
+        let dropped = a.perMinute.count * spread - shownCount
+        let pad = chartWidth - shownCount
+        var marks: [(column: Int, label: String)] = []
+        if let end = a.seriesEnd {
+            for change in changes {
+                let behind = end.microseconds - change.at.microseconds
+                guard change.at.microseconds < end.microseconds + 60_000_000 else { continue }
+                let back = behind <= 0 ? 0 : Int((behind + 59_999_999) / 60_000_000)
+                let minute = a.perMinute.count - 1 - back
+                let column = pad + minute * spread - dropped
+                guard minute >= 0, column >= 0, column < chartWidth else { continue }
+                marks.append((column, "v" + change.version))
+            }
+        }
+        var lines = labelled.map { item in
+            [Span(item.0, .muted)] + (crashRow ? item.1 : annotated(item.1, marks: marks, labels: false, width: chartWidth))
+        }
+        if crashRow {
+            let blank = [Span(String(repeating: " ", count: chartWidth), .muted)]
+            lines.append([Span("publ  ", .muted)] + annotated(blank, marks: marks, labels: true, width: chartWidth, symbol: "▲"))
+        }
+        return lines
+    }
+
+    /// A chart row with the change markers drawn into its empty cells (and, on the top row, the versions).
+    static func annotated(
+        _ line: Line, marks: [(column: Int, label: String)], labels: Bool, width: Int, symbol: String = "┊"
+    ) -> Line {
+        guard !marks.isEmpty, let first = line.first, line.count == 1 else { return line }
+        var cells = Array(first.text.unicodeScalars).map { String($0) }
+        guard cells.count == width else { return line }
+        var accent = Array(repeating: false, count: width)
+        for mark in marks where cells[mark.column] == " " {
+            cells[mark.column] = symbol
+            accent[mark.column] = true
+            guard labels else { continue }
+            let label = Array(mark.label.unicodeScalars).map { String($0) }
+            // The version right of its marker, or left of it at the right edge.
+            var start = mark.column + 1
+            if start + label.count > width { start = mark.column - label.count }
+            if start >= 0, start + label.count <= width, cells[start..<start + label.count].allSatisfy({ $0 == " " }) {
+                for (i, c) in label.enumerated() {
+                    cells[start + i] = c
+                    accent[start + i] = true
+                }
+            }
+        }
+        var out: Line = []
+        var run = ""
+        var runAccent = false
+        for (i, c) in cells.enumerated() {
+            if accent[i] != runAccent, !run.isEmpty {
+                out.append(Span(run, runAccent ? .accent : first.role))
+                run = ""
+            }
+            runAccent = accent[i]
+            run += c
+        }
+        if !run.isEmpty { out.append(Span(run, runAccent ? .accent : first.role)) }
+        return out
     }
 
     static func failureLine(_ a: AttestationInfo) -> Line {
@@ -187,6 +255,11 @@ enum PanelText {
     }
 
     static func logLines(_ m: ConsoleModel, _ s: ConsoleState, width: Int, rows: Int) -> [Line] {
+        logRows(m, s, width: width, rows: rows).map(\.line)
+    }
+
+    /// The log's lines, each with the version it shows when it is a published change (a click opens it).
+    static func logRows(_ m: ConsoleModel, _ s: ConsoleState, width: Int, rows: Int) -> [(line: Line, version: Int?)] {
         // Verdict changes come from the console's own log (stamped once, when they arrived), beside the model's
         // changes and events; newest first, ties in arrival order.
         let items =
@@ -195,12 +268,12 @@ enum PanelText {
                 $0.element.at != $1.element.at ? $0.element.at > $1.element.at : $0.offset < $1.offset
             }
             .map(\.element)
-        guard !items.isEmpty else { return [[Span("No changes or events yet.", .muted)]] }
+        guard !items.isEmpty else { return [([Span("No changes or events yet.", .muted)], nil)] }
         let actorWidth = width >= 110 ? 24 : 16
         let changeWidth = width >= 110 ? 30 : 23
         // Rows left over after one line per item let the newest events wrap instead of being cut.
         var spare = max(0, rows - items.count)
-        var out: [Line] = []
+        var out: [(line: Line, version: Int?)] = []
         for item in items.prefix(rows) {
             let time = Span(Format.time(item.at, utcOffsetSeconds: s.configuration.utcOffsetSeconds) + "  ", .muted)
             switch item {
@@ -208,12 +281,14 @@ enum PanelText {
                 let change = Describe.change(c.from, c.to)
                 let padding = max(1, changeWidth - change.width)
                 out.append(
-                    [time, Span(Format.pad(c.actor, actorWidth) + " ", .text)] + change
-                        + [
-                            Span(String(repeating: " ", count: padding), .text),
-                            Span(Format.pad(c.kind.rawValue, 9), .muted),
-                        ]
-                        + (c.reason.isEmpty ? [] : [Span("“" + c.reason + "”", .text)]))
+                    (
+                        [time, Span(Format.pad(c.actor, actorWidth) + " ", .text)] + change
+                            + [
+                                Span(String(repeating: " ", count: padding), .text),
+                                Span(Format.pad(c.kind.rawValue, 9), .muted),
+                            ]
+                            + (c.reason.isEmpty ? [] : [Span("“" + c.reason + "”", .text)]), Int(c.version)
+                    ))
             case .event(let e):
                 let symbol = e.level?.symbol ?? e.severity.symbol
                 let role = e.level?.role ?? e.severity.role
@@ -225,9 +300,11 @@ enum PanelText {
                 let shown = extra == wrapped.count - 1 ? wrapped : [e.text]
                 for (i, text) in shown.prefix(extra + 1).enumerated() {
                     out.append(
-                        i == 0
-                            ? [time, Span(symbol + " ", role, .bold), Span(text, role)]
-                            : [Span(String(repeating: " ", count: lead)), Span(text, role)])
+                        (
+                            i == 0
+                                ? [time, Span(symbol + " ", role, .bold), Span(text, role)]
+                                : [Span(String(repeating: " ", count: lead)), Span(text, role)], nil
+                        ))
                 }
             }
         }
@@ -275,12 +352,12 @@ enum BoxedLayout {
         if wide {
             let failureWidth = 34
             let (chart, failures) = chartAndFailures.splitLeft(chartAndFailures.width - failureWidth - 2)
-            grid.draw(PanelText.attestationChart(m.attestation, width: chart.width, rows: chart.height), in: chart)
+            grid.draw(PanelText.attestationChart(m.attestation, width: chart.width, rows: chart.height, changes: m.changes), in: chart)
             let column = Rect(x: failures.x + 2, y: failures.y, width: failureWidth, height: failures.height)
             grid.draw(PanelText.failureColumn(m.attestation, width: column.width, rows: column.height), in: column)
         } else {
             let (chart, failureRow) = chartAndFailures.splitBottom(1)
-            grid.draw(PanelText.attestationChart(m.attestation, width: chart.width, rows: chart.height), in: chart)
+            grid.draw(PanelText.attestationChart(m.attestation, width: chart.width, rows: chart.height, changes: m.changes), in: chart)
             grid.draw([PanelText.failureLine(m.attestation)], in: failureRow)
         }
 
@@ -288,7 +365,14 @@ enum BoxedLayout {
             title: [Span("Log", .title)],
             status: [Span("times " + Format.utcOffset(s.configuration.utcOffsetSeconds), .muted)]
         ).render(into: &grid, area: log)
-        grid.draw(PanelText.logLines(m, s, width: logInner.width, rows: logInner.height), in: logInner)
+        let logRows = PanelText.logRows(m, s, width: logInner.width, rows: logInner.height)
+        grid.draw(logRows.map(\.line), in: logInner)
+        // A click on a published change in the log opens it, as Enter does on a history row.
+        for (i, row) in logRows.prefix(logInner.height).enumerated() {
+            if let version = row.version {
+                grid.register(.version(version), at: Rect(x: logInner.x, y: logInner.y + i, width: logInner.width, height: 1))
+            }
+        }
     }
 }
 
