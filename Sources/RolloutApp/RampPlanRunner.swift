@@ -1,6 +1,8 @@
 import Foundation
 import RampPlans
+import RemoteConfig
 import Rollout
+import StepUp
 import Store
 import Telemetry
 import Timekeeping
@@ -10,6 +12,10 @@ public struct StoredRampPlan: Sendable {
     public var plan: RampPlan
     public var state: RampState
     public var row: RampPlanTable.Row
+    /// The pre-approval of its protected steps while it is in force (the plan running, unchanged), else nil.
+    public var approval: StepUpPreApproval?
+    /// The plan's id (`PlanStepOrigin.plan` of its advances).
+    public var id: String { RampPlanTable.planID(row) }
 }
 
 /// Why a plan command did nothing.
@@ -33,11 +39,13 @@ public struct RampPlanStates {
 
     /// The stored plan, nil when none was started.
     public func load() throws -> StoredRampPlan? {
-        guard let row = try session.store.withDatabase({ try RampPlanTable.load(from: $0) }) else { return nil }
-        return try Self.decode(row)
+        try session.store.withDatabase { db in
+            guard let row = try RampPlanTable.load(from: db) else { return nil }
+            return try Self.decode(row, approval: try RampPlanTable.activeApproval(in: db))
+        }
     }
 
-    static func decode(_ row: RampPlanTable.Row) throws -> StoredRampPlan {
+    static func decode(_ row: RampPlanTable.Row, approval: StepUpPreApproval? = nil) throws -> StoredRampPlan {
         let plan: RampPlan
         do { plan = try RampPlan.parse(row.source) } catch {
             throw RampPlanFailure("the stored plan '\(row.name)' does not read any more: \(error)")
@@ -48,25 +56,88 @@ public struct RampPlanStates {
         }
         let state = RampState(
             phase: phase, reached: row.reached, reachedAt: row.reachedAt, okSince: row.okSince, reason: row.reason)
-        return StoredRampPlan(plan: plan, state: state, row: row)
+        return StoredRampPlan(plan: plan, state: state, row: row, approval: approval)
+    }
+
+    /// The longest a pre-approval may last.
+    public static let longestApproval = Instant.Duration.hours(24 * 30)
+
+    /// The steps of `plan` that the store's step-up policy protects now (each as the change the runner will
+    /// publish: from the previous step, or from the rollout's exposure for the first), in `db`'s transaction.
+    static func protectedSteps(_ plan: RampPlan, exposed: MicroPercent, in db: SQLiteDatabase) throws
+        -> [(StepUpPreApproval.Step, [StepUpReason])]
+    {
+        guard try OperatorTables.isEnforced(in: db) else { return [] }
+        let policy = try OperatorTables.policy(in: db)
+        var from = exposed
+        var out: [(StepUpPreApproval.Step, [StepUpReason])] = []
+        for (i, step) in plan.steps.enumerated() {
+            let change = StepUpChange(.set, from: from.value, to: step.target.value)
+            let reasons = requiresStepUp(change, policy: policy)
+            if !reasons.isEmpty {
+                out.append((StepUpPreApproval.Step(step: i + 1, from: from.value, to: step.target.value), reasons))
+            }
+            from = step.target
+        }
+        return out
     }
 
     /// Stores `source` as the store's plan (replacing a finished one), audited as `plan start`.
-    public func start(source: String, actor: String) throws -> StoredRampPlan {
+    ///
+    /// With `code`, the steps the step-up policy protects are pre-approved: the code is checked once by the
+    /// step-up rules (used up, counted towards the lockout when wrong, audited), and a pre-approval bound to this
+    /// plan, `actor` and those steps, valid for `approvalFor`, is stored in the same transaction. A refused code
+    /// stores no plan (its attempt is still recorded).
+    public func start(
+        source: String, actor: String, code: String? = nil, approvalFor: Instant.Duration = .hours(24)
+    ) throws -> StoredRampPlan {
         if session.store.isReadOnly { throw WritePath.Failure.readOnly }
         let plan: RampPlan
         do { plan = try RampPlan.parse(source) } catch {
             throw RampPlanFailure("invalid plan: \(error)", isUsage: true)
         }
+        guard approvalFor.microseconds > 0, approvalFor <= Self.longestApproval else {
+            throw RampPlanFailure(
+                "a pre-approval lasts more than 0s and at most \(Self.longestApproval.compactText)", isUsage: true)
+        }
         let now = session.clock.now()
-        return try session.store.withDatabase { db in
+        // The first step starts from what the rollout exposes (or would expose on resume), as its proposal will.
+        let rollout = try RolloutPlan.locate(in: session.config.current().template)
+        let exposed = rollout.map { $0.state == .notStarted ? MicroPercent.zero : $0.percentage } ?? .zero
+        let result: Result<StoredRampPlan, RampPlanFailure> = try session.store.withDatabase { db in
             try db.transaction {
                 if let old = try RampPlanTable.load(from: db), let phase = RampState.Phase(rawValue: old.phase),
                     !phase.isFinal
                 {
-                    throw RampPlanFailure(
-                        "plan '\(old.name)' is \(phase.rawValue) (step \(old.reached)); abort it first ('rollout plan abort')"
-                    )
+                    return .failure(
+                        RampPlanFailure(
+                            "plan '\(old.name)' is \(phase.rawValue) (step \(old.reached)); abort it first ('rollout plan abort')"
+                        ))
+                }
+                var approved: [StepUpPreApproval.Step] = []
+                if let code {
+                    let protected = try Self.protectedSteps(plan, exposed: exposed, in: db)
+                    guard let first = protected.first, let last = protected.last else {
+                        return .failure(
+                            RampPlanFailure(
+                                try OperatorTables.isEnforced(in: db)
+                                    ? "no step of plan '\(plan.name)' needs a code under the step-up policy; start it without --code"
+                                    : "step-up verification is off (no operator enrolled); start the plan without --code"))
+                    }
+                    guard let acting = try? OperatorID(actor) else {
+                        return .failure(RampPlanFailure("\(actor) cannot be enrolled, so it cannot pass step-up"))
+                    }
+                    approved = protected.map(\.0)
+                    // One check of the code for the span of every protected step: it needs a code whenever any
+                    // of them does (a larger increase, the same crossings), so the rules of step-up decide.
+                    let change = StepUpChange(
+                        .set, from: first.0.from, to: last.0.to,
+                        detail: "pre-approval of plan '\(plan.name)' steps "
+                            + approved.map { "\($0.step)" }.joined(separator: ", "))
+                    let decision = try OperatorTables.authorize(
+                        change, by: acting, code: code, in: db, clock: session.clock
+                    ) { try session.config.appendAudit($0.auditEntry) }
+                    if let refusal = decision.refusal { return .failure(RampPlanFailure("refused: \(refusal)")) }
                 }
                 let row = RampPlanTable.Row(
                     name: plan.name, source: source, startedBy: actor, startedAt: now,
@@ -79,9 +150,22 @@ public struct RampPlanStates {
                         to: "plan '\(plan.name)': "
                             + plan.steps.map(\.target.description).joined(separator: " → "), result: .recorded,
                         detail: "\(plan.steps.count) steps"))
-                return try Self.decode(try RampPlanTable.load(from: db)!)
+                let stored = try RampPlanTable.load(from: db)!
+                if !approved.isEmpty {
+                    let approval = StepUpPreApproval(
+                        plan: RampPlanTable.planID(stored), planName: plan.name, approvedBy: actor, steps: approved,
+                        grantedAt: now, expiresAt: now + approvalFor)
+                    try RampPlanTable.saveApproval(approval, in: db)
+                    _ = try session.config.appendAudit(
+                        AuditEntry(
+                            time: now, actor: actor, action: "plan pre-approve",
+                            to: "plan '\(plan.name)' steps \(approval.stepsText)", result: .recorded,
+                            detail: "code of \(actor) checked; until \(approval.expiresAt.iso8601); plan \(approval.plan.prefix(16))"))
+                }
+                return .success(try Self.decode(stored, approval: try RampPlanTable.activeApproval(in: db)))
             }
         }
+        return try result.get()
     }
 
     /// Writes `state` if the plan is still at `revision` (true), with an audit record when `audit` is given.
@@ -101,6 +185,13 @@ public struct RampPlanStates {
         return try session.store.withDatabase { db in
             try db.transaction {
                 guard try RampPlanTable.compareAndSwapState(row, in: db) else { return false }
+                // A plan that ends (aborted, killed, done) takes its pre-approval with it.
+                if state.phase.isFinal, try RampPlanTable.revokeApproval(in: db) {
+                    _ = try session.config.appendAudit(
+                        AuditEntry(
+                            time: session.clock.now(), actor: actor, action: "plan pre-approval revoked",
+                            from: "plan '\(stored.plan.name)'", to: state.phase.rawValue, result: .recorded))
+                }
                 if let audit {
                     _ = try session.config.appendAudit(
                         AuditEntry(
@@ -202,6 +293,7 @@ public final class RampPlanRunner {
                 intent: .rollout(.set(target)), actor: actor, reason: reason, origin: Self.origin)
             request.basedOnETag = status.current.etag
             request.stepUpCode = code
+            request.planStep = PlanStepOrigin(plan: stored.id, step: step)
             do {
                 switch try path.execute(request) {
                 case .published(let stored, _, _):

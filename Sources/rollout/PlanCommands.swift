@@ -34,25 +34,46 @@ enum PlanCommands {
         "start",
         summary: "Store a plan file as the store's plan (audited); 'plan run' executes it.",
         discussion: "The plan is validated first (errors name their line). Refused while another plan is running or "
-            + "paused (abort it first).",
+            + "paused (abort it first). With --code, the steps the step-up policy protects are pre-approved: the "
+            + "code is checked now (once: codes are single-use), and the runner then publishes exactly those steps "
+            + "of this plan without waiting for an operator, until --approve-for has passed. Aborting the plan, its "
+            + "end or a new plan revoke the pre-approval. Without --code a protected step pauses the plan until "
+            + "'plan resume --code CODE'.",
+        options: [
+            .value("--code", name: "CODE", help: "A one-time code: pre-approve the plan's protected steps."),
+            .value("--approve-for", name: "DURATION", help: "How long the pre-approval lasts (default 24h; at most 720h)."),
+        ],
         positionals: [Positional("FILE", help: "The plan file.")],
-        examples: ["rollout plan start ramp.plan"],
+        examples: ["rollout plan start ramp.plan", "rollout plan start ramp.plan --code 123456 --approve-for 12h"],
         action: { inv in
             guard let file = inv.positional(0) else { throw inv.usageError("plan start needs a plan FILE") }
+            var approvalFor = Instant.Duration.hours(24)
+            if let text = inv.value("--approve-for") {
+                do { approvalFor = try Instant.Duration.parse(text) } catch {
+                    throw inv.usageError("--approve-for: \(error)")
+                }
+                guard inv.value("--code") != nil else { throw inv.usageError("--approve-for goes with --code") }
+            }
             guard let data = FileManager.default.contents(atPath: file), let text = String(data: data, encoding: .utf8)
             else {
                 throw CommandError("cannot read the plan file \(file)")
             }
             let session = try Wiring.session(inv)
             do {
-                let stored = try RampPlanStates(session: session).start(source: text, actor: session.operatorID)
+                let stored = try RampPlanStates(session: session).start(
+                    source: text, actor: session.operatorID, code: inv.value("--code"), approvalFor: approvalFor)
                 print(
                     "plan '\(stored.plan.name)' started: "
                         + stored.plan.steps.map(\.target.description).joined(separator: " → "))
+                if let approval = stored.approval {
+                    print(
+                        "pre-approved by \(approval.approvedBy) until \(approval.expiresAt.iso8601): steps \(approval.stepsText)")
+                }
                 print("run it with 'rollout plan run' (any number of runners may run)")
                 return .ok
             } catch let e as RampPlanFailure {
-                throw e.isUsage ? inv.usageError("\(file): \(e.description)") : CommandError(e.description)
+                if e.isUsage { throw inv.usageError("\(file): \(e.description)") }
+                throw CommandError(e.description, exit: e.description.hasPrefix("refused") ? .refused : .failure)
             }
         })
 
@@ -223,6 +244,9 @@ enum PlanCommands {
         var lines = [
             "plan '\(p.name)' \(s.phase.rawValue), started by \(stored.row.startedBy) at \(stored.row.startedAt.iso8601)"
                 + (s.reason.isEmpty ? "" : ": \(s.reason)"),
+            stored.approval.map {
+                "pre-approved by \($0.approvedBy) until \($0.expiresAt.iso8601): steps \($0.stepsText)"
+            } ?? "pre-approved: none (a protected step waits for 'plan resume --code')",
             "rollout: \(status.exposed) (\(status.plan?.state.rawValue ?? "no rollout")), verdict \(status.assessment.verdict.level): \(status.assessment.verdict.reason)",
         ]
         for (i, step) in p.steps.enumerated() {
@@ -269,6 +293,13 @@ enum PlanCommands {
                     "met": .bool(g.met),
                 ]
             })
+        o["preApproval"] =
+            stored.approval.map { a -> JSONValue in
+                [
+                    "approvedBy": .string(a.approvedBy), "until": .string(a.expiresAt.iso8601),
+                    "steps": .array(a.steps.map { .number(JSONNumber($0.step)) }),
+                ]
+            } ?? .null
         o["done"] = done.map { .string($0) } ?? .null
         o["now"] = .string(status.now.iso8601)
         o["version"] = .number(JSONNumber(status.current.info.number))
