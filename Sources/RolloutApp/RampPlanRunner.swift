@@ -271,10 +271,11 @@ public final class RampPlanRunner {
         public var published: Int?
     }
 
-    /// One look; nil when no plan was started.
-    public func look(code: String? = nil) throws -> Look? {
+    /// One look; nil when no plan was started. `status`: the assessment to judge (the headless loop's, computed
+    /// once per look for auto-kill and the plan); by default a fresh one.
+    public func look(code: String? = nil, status given: RolloutMonitor.Status? = nil) throws -> Look? {
         guard let stored = try states.load() else { return nil }
-        let status = try monitor.status()
+        let status = try given ?? monitor.status()
         let observation = RampObservation(
             assessment: status.assessment, snapshot: status.snapshot, rollout: status.plan)
         var decision = stored.plan.decide(stored.state, observation, now: status.now)

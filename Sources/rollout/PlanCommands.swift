@@ -139,9 +139,10 @@ enum PlanCommands {
     static let run = Command(
         "run",
         summary: "Execute the stored plan headless, in the loop of 'rollout watch'.",
-        discussion: "Every --interval wall seconds: the one assessment, the plan's decision, and its action "
-            + "(publish the next step, kill, pause). Prints a line whenever the decision changes (text, or JSON lines "
-            + "with --json). The plan's state is in the store, so a restarted runner goes on at its step, and runners "
+        discussion: "Every --interval wall seconds, in the loop of 'rollout watch': the one assessment, auto-kill (when "
+            + "guardrails.auto-kill is on), the plan's decision, and its action (publish the next step, kill, pause). "
+            + "Prints a line whenever the verdict or the decision changes (text, or JSON lines with --json: the "
+            + "object of 'watch --json' with the plan in \"plan\"). The plan's state is in the store, so a restarted runner goes on at its step, and runners "
             + "on other machines are safe (compare-and-swap). A paused plan is watched until resumed or aborted. "
             + "Exit code: 0 done, 7 killed, 8 aborted, 9 paused (with --exit-on-pause); 1-4 as usual.",
         options: [
@@ -154,59 +155,23 @@ enum PlanCommands {
         action: runPlan)
 
     static func runPlan(_ inv: Invocation) throws -> ExitCode {
-        var interval = 2.0
-        if let t = inv.value("--interval") {
-            guard let v = Double(t), v.isFinite, v >= 0.01, v <= 3600 else {
-                throw inv.usageError("--interval takes seconds from 0.01 to 3600, not '\(t)'")
-            }
-            interval = v
-        }
-        let looks = try inv.value("--looks").map { t -> Int in
-            guard let n = Int(t), n > 0 else { throw inv.usageError("--looks takes a positive whole number") }
-            return n
-        }
+        let (interval, looks) = try TelemetryCommands.loopOptions(inv)
         let session = try Wiring.session(inv)
         if session.readOnly {
             throw CommandError("refused: a plan runner publishes changes (--read-only)", exit: .refused)
         }
-        let runner = try RampPlanRunner(session: session)
-        let json = inv.flag("--json")
-        let stop = TelemetryCommands.StopFlag()
-        let signals = [SIGINT, SIGTERM].map { sig in
-            signal(sig, SIG_IGN)
-            let source = DispatchSource.makeSignalSource(signal: sig, queue: .global())
-            source.setEventHandler { stop.set() }
-            source.resume()
-            return source
+        guard try RampPlanStates(session: session).load() != nil else {
+            throw CommandError("no plan was started in this store ('rollout plan start FILE')")
         }
-        defer { signals.forEach { $0.cancel() } }
-        var last: String?
-        var done = 0
-        var phase = RampState.Phase.running
-        while !stop.isSet {
-            guard let look = try runner.look() else {
-                throw CommandError("no plan was started in this store ('rollout plan start FILE')")
-            }
-            phase = look.decision.state.phase
-            let line = describe(look)
-            let key = look.done ?? line
-            if key != last || look.done != nil {
-                if json {
-                    print(
-                        JSONWriter().string(
-                            Self.json(look.plan, decision: look.decision, status: look.status, done: look.done)))
-                } else {
-                    print("\(look.status.now.iso8601)  \(line)")
-                }
-                fflush(nil)
-                last = key
-            }
-            done += 1
-            if phase.isFinal || (phase == .paused && inv.flag("--exit-on-pause")) { break }
-            if let looks, done >= looks { break }
-            stop.wait(seconds: interval)
-        }
-        return exitCode(phase)
+        let exitOnPause = inv.flag("--exit-on-pause")
+        let output = HeadlessOutput(json: inv.flag("--json"))
+        let last = try HeadlessLoop(session: session, plan: true).run(
+            interval: interval, looks: looks, report: output.print,
+            until: { look in
+                let phase = look.plan?.decision.state.phase ?? .running
+                return phase.isFinal || (phase == .paused && exitOnPause)
+            })
+        return exitCode(last?.plan?.decision.state.phase ?? .running)
     }
 
     static func exitCode(_ phase: RampState.Phase) -> ExitCode {
