@@ -71,6 +71,7 @@ public final class StoreConsoleSource: ConsoleDataSource, @unchecked Sendable {
                 status: status, changes: changes, header: .init(store: storeLabel, project: project, operatorID: operatorID),
                 readOnly: readOnly, stepUp: stepUp)
             if let autoKillNote { model.events.insert(autoKillNote, at: 0) }
+            model.plan = try ConsolePlan.info(store: monitor.store, status: status)
             return model
         }
     }
@@ -118,6 +119,7 @@ public final class StoreConsoleExecutor: ConsoleEffectExecutor, @unchecked Senda
                     return [.loadFailed(message: ConsoleText.oneLine(error))]
                 }
             case .loadAudit: return [loadAudit()]
+            case .planControl(let pause): return [ConsolePlan.control(pause: pause, session: session)]
             case .refresh, .redraw, .bell, .quit: return []
             }
         }

@@ -1,3 +1,4 @@
+import Console
 import Foundation
 import RampPlans
 import RemoteConfig
@@ -363,4 +364,60 @@ public final class RampPlanRunner {
 
     /// `updateOrigin` of the versions a plan publishes.
     public static let origin = "ROLLOUT_PLAN"
+}
+
+/// The plan as the console shows it and the console's plan keys: the same stored plan and the same decision on
+/// the snapshot's assessment as `plan status`; pause and resume through `RampPlanStates` (audited).
+enum ConsolePlan {
+    /// The plan panel's data, nil when no plan was ever started.
+    static func info(store: RolloutStore, status: RolloutMonitor.Status) throws -> PlanInfo? {
+        let loaded = try store.withDatabase { db -> (RampPlanTable.Row, StepUpPreApproval?)? in
+            guard let row = try RampPlanTable.load(from: db) else { return nil }
+            return (row, try RampPlanTable.activeApproval(in: db))
+        }
+        guard let (row, approval) = loaded else { return nil }
+        let stored = try RampPlanStates.decode(row, approval: approval)
+        let decision = stored.plan.decide(
+            stored.state,
+            RampObservation(assessment: status.assessment, snapshot: status.snapshot, rollout: status.plan),
+            now: status.now)
+        let next: String
+        var gates: [GateReading] = []
+        switch decision.action {
+        case .wait(let why, let g):
+            next = "waiting: \(why)"
+            gates = g
+        case .advance(let step, let target, _): next = "next: step \(step) (\(target)) at the runner's next look"
+        case .pause(let why, _): next = "pausing: \(why)"
+        case .kill(let why): next = "killing: \(why)"
+        case .done(let why): next = "done: \(why)"
+        case .idle(let phase): next = phase.rawValue
+        }
+        if gates.isEmpty, stored.state.reached > 0 {
+            // Paused or not OK: still show what the step's gates read.
+            let step = stored.plan.steps[stored.state.reached - 1]
+            gates = stored.plan.readings(
+                step, RampObservation(assessment: status.assessment, snapshot: status.snapshot, rollout: status.plan),
+                okSince: decision.state.okSince.map { max($0, stored.state.reachedAt ?? $0) }, now: status.now)
+        }
+        return PlanInfo(
+            name: stored.plan.name, phase: stored.state.phase, reached: stored.state.reached,
+            steps: stored.plan.steps.map(\.target), next: next, gates: gates,
+            countdown: stored.plan.countdown(decision.state, now: status.now),
+            preApproved: approval?.steps.map(\.step) ?? [], reason: stored.state.reason)
+    }
+
+    /// The console's `x`: pause a running plan, resume a paused one.
+    static func control(pause: Bool, session: StoreSession) -> ConsoleEvent {
+        do {
+            let stored = try RampPlanStates(session: session).operatorChange(
+                to: pause ? .paused : .running, actor: session.operatorID,
+                reason: pause ? "paused from the console" : "resumed from the console")
+            return .planControlled(
+                message: "Plan '\(stored.plan.name)' \(pause ? "paused" : "resumed") at step \(stored.state.reached)/\(stored.plan.steps.count)",
+                refused: false)
+        } catch {
+            return .planControlled(message: "Plan not changed: \(ConsoleText.oneLine(error))", refused: true)
+        }
+    }
 }

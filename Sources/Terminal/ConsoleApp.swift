@@ -107,7 +107,7 @@ public enum ConsoleApp {
                 case .redraw: screen.invalidate()
                 case .bell: screen.bell()
                 case .refresh: fetcher.refreshNow()
-                case .preview, .publish, .loadHistory, .loadAudit: effects.submit(effect)
+                case .preview, .publish, .loadHistory, .loadAudit, .planControl: effects.submit(effect)
                 }
             }
         }

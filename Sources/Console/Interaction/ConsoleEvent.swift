@@ -37,6 +37,8 @@ public enum ConsoleEvent: Hashable, Sendable {
     case auditLoaded(AuditLog)
     /// Answer to `.loadHistory` or `.loadAudit` when loading failed.
     case loadFailed(message: String)
+    /// Answer to `.planControl`: what happened to the plan, in words, and whether it was refused.
+    case planControlled(message: String, refused: Bool)
 }
 
 /// Work the reducer asks the adapters to do; it never does I/O itself.
@@ -54,6 +56,8 @@ public enum ConsoleEffect: Hashable, Sendable {
     case loadHistory
     /// Answer `.auditLoaded` or `.loadFailed`.
     case loadAudit
+    /// Pause (true) or resume (false) the store's ramp plan, audited; answer `.planControlled`.
+    case planControl(pause: Bool)
     /// Fetch a snapshot now rather than at the next refresh.
     case refresh
     /// Repaint the whole terminal (Ctrl-L).
