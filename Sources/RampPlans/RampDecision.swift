@@ -81,6 +81,13 @@ public struct GateReading: Hashable, Sendable, CustomStringConvertible {
     public var value: String
     public var met: Bool
     public var description: String { "\(gate) \(value) (needs \(required))\(met ? "" : " ✗")" }
+
+    public init(gate: String, required: String, value: String, met: Bool) {
+        self.gate = gate
+        self.required = required
+        self.value = value
+        self.met = met
+    }
 }
 
 /// What a runner does next.

@@ -120,7 +120,7 @@ public enum KeyMap {
         KeyBinding([.character("x")], .togglePlan, .change, "ramp plan: pause it, or resume it when paused"),
         KeyBinding(
             [.character("X")], .skipPlanStep, .change,
-            "ramp plan: publish its next step now (confirm, reason and step-up as for any increase)"),
+            "ramp plan: skip to its next step (confirm, reason, step-up)"),
         KeyBinding(
             [.character("h")], .showHistory, .look, "history of published changes",
             hint: ("h", "history", 7)),
