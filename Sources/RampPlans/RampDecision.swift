@@ -282,7 +282,9 @@ extension RampPlan {
     /// The countdown of the current step of `state` at telemetry time `now`, on the same clock and the same streak
     /// rule (counted at this step only) as `decide`.
     public func countdown(_ state: RampState, now: Instant) -> RampCountdown {
-        guard state.reached > 0, state.reached <= steps.count, let since = state.reachedAt else { return RampCountdown() }
+        guard state.reached > 0, state.reached <= steps.count, let since = state.reachedAt else {
+            return RampCountdown()
+        }
         let step = steps[state.reached - 1]
         let zero = Instant.Duration.seconds(Int64(0))
         let holdLeft = since + step.hold - now

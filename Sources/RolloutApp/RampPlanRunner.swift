@@ -123,7 +123,8 @@ public struct RampPlanStates {
                             RampPlanFailure(
                                 try OperatorTables.isEnforced(in: db)
                                     ? "no step of plan '\(plan.name)' needs a code under the step-up policy; start it without --code"
-                                    : "step-up verification is off (no operator enrolled); start the plan without --code"))
+                                    : "step-up verification is off (no operator enrolled); start the plan without --code"
+                            ))
                     }
                     guard let acting = try? OperatorID(actor) else {
                         return .failure(RampPlanFailure("\(actor) cannot be enrolled, so it cannot pass step-up"))
@@ -161,7 +162,9 @@ public struct RampPlanStates {
                         AuditEntry(
                             time: now, actor: actor, action: "plan pre-approve",
                             to: "plan '\(plan.name)' steps \(approval.stepsText)", result: .recorded,
-                            detail: "code of \(actor) checked; until \(approval.expiresAt.iso8601); plan \(approval.plan.prefix(16))"))
+                            detail:
+                                "code of \(actor) checked; until \(approval.expiresAt.iso8601); plan \(approval.plan.prefix(16))"
+                        ))
                 }
                 return .success(try Self.decode(stored, approval: try RampPlanTable.activeApproval(in: db)))
             }
@@ -414,7 +417,8 @@ enum ConsolePlan {
                 to: pause ? .paused : .running, actor: session.operatorID,
                 reason: pause ? "paused from the console" : "resumed from the console")
             return .planControlled(
-                message: "Plan '\(stored.plan.name)' \(pause ? "paused" : "resumed") at step \(stored.state.reached)/\(stored.plan.steps.count)",
+                message:
+                    "Plan '\(stored.plan.name)' \(pause ? "paused" : "resumed") at step \(stored.state.reached)/\(stored.plan.steps.count)",
                 refused: false)
         } catch {
             return .planControlled(message: "Plan not changed: \(ConsoleText.oneLine(error))", refused: true)

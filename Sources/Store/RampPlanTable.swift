@@ -163,7 +163,8 @@ public enum RampPlanTable {
     /// Stores `approval` as the plan's pre-approval (replacing any).
     public static func saveApproval(_ approval: StepUpPreApproval, in db: SQLiteDatabase) throws {
         guard try approvalExists(db) else {
-            throw StoreError.unavailable("the store has no pre-approval table yet (an older schema: open it read-write once)")
+            throw StoreError.unavailable(
+                "the store has no pre-approval table yet (an older schema: open it read-write once)")
         }
         try db.run("DELETE FROM ramp_plan_approval")
         try db.run(

@@ -41,7 +41,8 @@ enum PlanCommands {
             + "'plan resume --code CODE'.",
         options: [
             .value("--code", name: "CODE", help: "A one-time code: pre-approve the plan's protected steps."),
-            .value("--approve-for", name: "DURATION", help: "How long the pre-approval lasts (default 24h; at most 720h)."),
+            .value(
+                "--approve-for", name: "DURATION", help: "How long the pre-approval lasts (default 24h; at most 720h)."),
         ],
         positionals: [Positional("FILE", help: "The plan file.")],
         examples: ["rollout plan start ramp.plan", "rollout plan start ramp.plan --code 123456 --approve-for 12h"],
@@ -67,7 +68,8 @@ enum PlanCommands {
                         + stored.plan.steps.map(\.target.description).joined(separator: " → "))
                 if let approval = stored.approval {
                     print(
-                        "pre-approved by \(approval.approvedBy) until \(approval.expiresAt.iso8601): steps \(approval.stepsText)")
+                        "pre-approved by \(approval.approvedBy) until \(approval.expiresAt.iso8601): steps \(approval.stepsText)"
+                    )
                 }
                 print("run it with 'rollout plan run' (any number of runners may run)")
                 return .ok
@@ -139,7 +141,8 @@ enum PlanCommands {
     static let run = Command(
         "run",
         summary: "Execute the stored plan headless, in the loop of 'rollout watch'.",
-        discussion: "Every --interval wall seconds, in the loop of 'rollout watch': the one assessment, auto-kill (when "
+        discussion:
+            "Every --interval wall seconds, in the loop of 'rollout watch': the one assessment, auto-kill (when "
             + "guardrails.auto-kill is on), the plan's decision, and its action (publish the next step, kill, pause). "
             + "Prints a line whenever the verdict or the decision changes (text, or JSON lines with --json: the "
             + "object of 'watch --json' with the plan in \"plan\"). The plan's state is in the store, so a restarted runner goes on at its step, and runners "

@@ -12,7 +12,8 @@ extension TelemetryCommands {
     static let watch = Command(
         "watch",
         summary: "Follow the store headless: print each verdict change, run auto-kill, exit with the verdict.",
-        discussion: "Looks at the store every --interval seconds of wall time and computes the one assessment (the same "
+        discussion:
+            "Looks at the store every --interval seconds of wall time and computes the one assessment (the same "
             + "as 'rollout status', the console and the guardrail policy). Prints a line whenever the level or the "
             + "reason changes (text, or one JSON object per line with --json). With guardrails.auto-kill on and a "
             + "writable store, a HALT while anyone is exposed publishes a kill through the write path, audited as "

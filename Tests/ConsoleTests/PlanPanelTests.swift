@@ -61,7 +61,8 @@ struct PlanPanelTests {
         #expect(s.handle(.key(.character("x"))) == [.planControl(pause: true)])
         var paused = Self.state(Self.plan(phase: .paused), size: Size(width: 80, height: 24))
         #expect(paused.handle(.key(.character("x"))) == [.planControl(pause: false)])
-        #expect(paused.handle(.planControlled(message: "Plan 'ramp' resumed at step 2/5", refused: false)) == [.refresh])
+        #expect(
+            paused.handle(.planControlled(message: "Plan 'ramp' resumed at step 2/5", refused: false)) == [.refresh])
         #expect(paused.notice?.text == "Plan 'ramp' resumed at step 2/5")
         var none = Self.state(nil, size: Size(width: 80, height: 24))
         #expect(none.handle(.key(.character("x"))).isEmpty)

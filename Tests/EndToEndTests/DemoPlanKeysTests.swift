@@ -11,7 +11,10 @@ struct DemoPlanKeysTests {
         // A drill store, made by a short simulation (the steady scenario sets 10%).
         let sim = try TestSupport.run(
             f.binary,
-            ["simulate", "--scenario", "steady", "--devices", "200", "--speed", "max", "--duration", "2m", "--store", f.store, "--quiet"])
+            [
+                "simulate", "--scenario", "steady", "--devices", "200", "--speed", "max", "--duration", "2m", "--store",
+                f.store, "--quiet",
+            ])
         try #require(sim.status == 0, "\(sim.stderr)")
         let file = f.directory.appendingPathComponent("ramp.plan").path
         try "name ramp\nstep 12% hold 1h\nstep 15%\n".write(toFile: file, atomically: true, encoding: .utf8)
@@ -19,7 +22,8 @@ struct DemoPlanKeysTests {
         try #require(started.status == 0, "\(started.stderr)")
 
         let command = [
-            f.binary, "demo", "--store", f.store, "--operator", "ana@example.com", "--speed", "60", "--scenario", "steady",
+            f.binary, "demo", "--store", f.store, "--operator", "ana@example.com", "--speed", "60", "--scenario",
+            "steady",
             "--devices", "2000",
         ]
         let session = try TerminalSession(command, width: 120, height: 40)

@@ -75,12 +75,15 @@ import Testing
             let stamp = Instant(seconds: seconds).iso8601.prefix(19).replacingOccurrences(of: "T", with: " ")
             return try TestSupport.run(
                 "/usr/bin/faketime",
-                ["-f", "@\(stamp)", try TestSupport.rolloutBinary()] + args + ["--store", store, "--operator", "ana@example.com"],
+                ["-f", "@\(stamp)", try TestSupport.rolloutBinary()] + args + [
+                    "--store", store, "--operator", "ana@example.com",
+                ],
                 stdin: stdin, environment: ["TZ": "UTC", "NO_COLOR": ""])
         }
         func code(_ secret: String, _ seconds: Int64) throws -> String {
             let r = try TestSupport.run(
-                try TestSupport.python(), ["-c", "import pyotp,sys; print(pyotp.TOTP(sys.argv[1]).at(int(sys.argv[2])))", secret, "\(seconds)"])
+                try TestSupport.python(),
+                ["-c", "import pyotp,sys; print(pyotp.TOTP(sys.argv[1]).at(int(sys.argv[2])))", secret, "\(seconds)"])
             try #require(r.status == 0, "\(r.stderr)")
             return r.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
         }
@@ -88,8 +91,10 @@ import Testing
         let enrol = try at(t0, ["operator", "enroll"])
         try #require(enrol.status == 0, "\(enrol.stderr)")
         let uri = try #require(enrol.stdout.split(separator: "\n").first { $0.hasPrefix("URI: otpauth://totp/") })
-        let secret = try #require(uri.split(separator: "?").last?.split(separator: "&").first { $0.hasPrefix("secret=") })
-            .dropFirst("secret=".count)
+        let secret = try #require(
+            uri.split(separator: "?").last?.split(separator: "&").first { $0.hasPrefix("secret=") }
+        )
+        .dropFirst("secret=".count)
         let confirmed = try at(t0, ["operator", "enroll", "--code", "-"], stdin: try code(String(secret), t0) + "\n")
         try #require(confirmed.status == 0, "\(confirmed.stderr)")
 
@@ -98,10 +103,12 @@ import Testing
         let wrongCode = try at(t0 + 60, ["plan", "start", file, "--code", "000000"])
         #expect(wrongCode.status == 4, "\(wrongCode.stdout) \(wrongCode.stderr)")
         #expect(try at(t0 + 60, ["plan", "status"]).status == 1)
-        let started = try at(t0 + 90, ["plan", "start", file, "--code", try code(String(secret), t0 + 90), "--approve-for", "2h"])
+        let started = try at(
+            t0 + 90, ["plan", "start", file, "--code", try code(String(secret), t0 + 90), "--approve-for", "2h"])
         #expect(started.status == 0, "\(started.stderr)")
         // Two hours of faked wall time from the start (the clock runs on from the faked instant).
-        #expect(started.stdout.contains("pre-approved by ana@example.com until 2026-05-28T22:28:3"), "\(started.stdout)")
+        #expect(
+            started.stdout.contains("pre-approved by ana@example.com until 2026-05-28T22:28:3"), "\(started.stdout)")
         #expect(started.stdout.contains(": steps 1 (0% -> 30%)"), "\(started.stdout)")
         let status = try at(t0 + 100, ["plan", "status", "--json"])
         #expect(status.stdout.contains("\"preApproval\":{\"approvedBy\":\"ana@example.com\""), "\(status.stdout)")

@@ -28,9 +28,11 @@ import Timekeeping
         init() throws {
             dir = try TestSupport.temporaryDirectory("plan-approval")
             path = dir.appendingPathComponent("r.db").path
-            _ = try Wiring.createStore(path: path, seed: "rollout-approval", operatorID: PreApprovalTests.ana, clock: clock)
+            _ = try Wiring.createStore(
+                path: path, seed: "rollout-approval", operatorID: PreApprovalTests.ana, clock: clock)
             session = try Wiring.session(path: path, operatorID: PreApprovalTests.ana, clock: clock)
-            let record = OperatorRecord(id: try OperatorID(PreApprovalTests.ana), secret: .generate(), enrolledAt: clock.now())
+            let record = OperatorRecord(
+                id: try OperatorID(PreApprovalTests.ana), secret: .generate(), enrolledAt: clock.now())
             try session.store.withDatabase { db in try db.transaction { try OperatorTables.save(record, in: db) } }
             secret = record.secret
         }
@@ -114,7 +116,9 @@ import Timekeeping
         #expect(throws: WritePath.Failure.self) { try path.execute(manual) }
         // Even a write naming another plan, or another step of this one, is not covered.
         let id = try #require(try f.states.load()).id
-        for origin in [PlanStepOrigin(plan: String(repeating: "0", count: 64), step: 1), PlanStepOrigin(plan: id, step: 2)] {
+        for origin in [
+            PlanStepOrigin(plan: String(repeating: "0", count: 64), step: 1), PlanStepOrigin(plan: id, step: 2),
+        ] {
             manual.planStep = origin
             do {
                 _ = try path.execute(manual)

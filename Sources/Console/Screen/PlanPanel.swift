@@ -77,7 +77,9 @@ enum PlanPanel {
         }
         out.append(first)
         var clock: Line = []
-        if let hold = p.countdown.hold { clock += [Span("hold ", .muted), Span(Format.duration(hold), .text), Span(" left", .muted)] }
+        if let hold = p.countdown.hold {
+            clock += [Span("hold ", .muted), Span(Format.duration(hold), .text), Span(" left", .muted)]
+        }
         if let ok = p.countdown.okFor {
             if !clock.isEmpty { clock.append(Span(" · ", .muted)) }
             clock += [Span("ok-for ", .muted), Span(Format.duration(ok), .text), Span(" left", .muted)]
