@@ -39,7 +39,7 @@ let package = Package(
         .target(name: "Telemetry", dependencies: ["JSON", "Timekeeping", "Rollout", "TerminalText"], swiftSettings: strict),
         .target(name: "StepUp", dependencies: ["Crypto", "CQRencode", "Timekeeping", "Rollout"], swiftSettings: strict),
         .target(name: "AppCheck", dependencies: ["Crypto", "COpenSSL", "JSON", "Timekeeping"], swiftSettings: strict),
-        .target(name: "Console", dependencies: ["RemoteConfig", "Telemetry", "Timekeeping", "TerminalText"], swiftSettings: strict),
+        .target(name: "Console", dependencies: ["RemoteConfig", "Telemetry", "Timekeeping", "TerminalText", "RampPlans"], swiftSettings: strict),
         // Ramp plans: the plan file, its state and the one decision of what a plan does next.
         .target(name: "RampPlans", dependencies: ["RemoteConfig", "Rollout", "Telemetry", "Timekeeping"], swiftSettings: strict),
 
@@ -130,10 +130,10 @@ let package = Package(
             name: "RampPlanRunTests",
             dependencies: [
                 "TestSupport", "RampPlans", "RolloutApp", "FleetSimulator", "Store", "Rollout", "RemoteConfig", "Telemetry", "Timekeeping",
-                "Monitoring",
+                "Monitoring", "StepUp",
             ],
             swiftSettings: strict),
-        .testTarget(name: "ConsoleTests", dependencies: ["TestSupport", "Console", "Rollout", "Telemetry", "Timekeeping"], exclude: ["Golden"], swiftSettings: strict),
+        .testTarget(name: "ConsoleTests", dependencies: ["TestSupport", "Console", "Rollout", "Telemetry", "Timekeeping", "RampPlans", "RemoteConfig"], exclude: ["Golden"], swiftSettings: strict),
         .testTarget(
             name: "ServeTests", dependencies: ["TestSupport", "ExchangeServer", "AppCheck", "Store", "Telemetry", "Crypto", "JSON", "Timekeeping"],
             exclude: ["google_client.py"], swiftSettings: strict),

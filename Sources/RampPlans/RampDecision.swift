@@ -81,6 +81,13 @@ public struct GateReading: Hashable, Sendable, CustomStringConvertible {
     public var value: String
     public var met: Bool
     public var description: String { "\(gate) \(value) (needs \(required))\(met ? "" : " ✗")" }
+
+    public init(gate: String, required: String, value: String, met: Bool) {
+        self.gate = gate
+        self.required = required
+        self.value = value
+        self.met = met
+    }
 }
 
 /// What a runner does next.
@@ -254,5 +261,39 @@ extension RampPlan {
     static func fixed(_ v: Double) -> String {
         let tenths = (v * 10).rounded()
         return "\(Int64(tenths) / 10).\(Int64(abs(tenths)) % 10)"
+    }
+}
+
+/// How long the current step still has to wait by the clock, as the console's countdown shows it.
+public struct RampCountdown: Hashable, Sendable {
+    /// What is left of the step's minimum hold (nil: no step published, or the hold is over).
+    public var hold: Instant.Duration?
+    /// What is left of the ok-for gate's streak if the verdict stays OK (nil: no such gate, or it is met); the
+    /// whole duration while the verdict is not OK.
+    public var okFor: Instant.Duration?
+
+    public init(hold: Instant.Duration? = nil, okFor: Instant.Duration? = nil) {
+        self.hold = hold
+        self.okFor = okFor
+    }
+}
+
+extension RampPlan {
+    /// The countdown of the current step of `state` at telemetry time `now`, on the same clock and the same streak
+    /// rule (counted at this step only) as `decide`.
+    public func countdown(_ state: RampState, now: Instant) -> RampCountdown {
+        guard state.reached > 0, state.reached <= steps.count, let since = state.reachedAt else {
+            return RampCountdown()
+        }
+        let step = steps[state.reached - 1]
+        let zero = Instant.Duration.seconds(Int64(0))
+        let holdLeft = since + step.hold - now
+        var okLeft: Instant.Duration?
+        if let d = step.gates.okFor {
+            let streak = state.okSince.map { now - max($0, since) } ?? zero
+            let left = Instant.Duration(microseconds: d.microseconds - streak.microseconds)
+            okLeft = left > zero ? left : nil
+        }
+        return RampCountdown(hold: holdLeft > zero ? holdLeft : nil, okFor: okLeft)
     }
 }

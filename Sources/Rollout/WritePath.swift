@@ -58,6 +58,8 @@ public struct WritePath {
         /// Allow an import or rollback that removes or reseeds the rollout or changes a value type
         /// (`--allow-rollout-change`); such a change then needs a step-up code. See `RolloutProtection`.
         public var allowRolloutChange = false
+        /// The plan step this change publishes (the plan runner's advances only).
+        public var planStep: PlanStepOrigin?
 
         public init(intent: Intent, actor: String, reason: String = "", origin: String) {
             self.intent = intent
@@ -274,6 +276,7 @@ public struct WritePath {
             summary: summary, diff: diff, force: request.force, overrideGuardrail: request.overrideGuardrail,
             stepUpCode: request.stepUpCode)
         proposal.protectionOverrides = overrides
+        proposal.planStep = request.planStep
         return (template, proposal)
     }
 

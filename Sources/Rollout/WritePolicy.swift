@@ -28,6 +28,8 @@ public struct Proposal: Sendable {
     /// conditions or the cohort parameter, a new seed, a changed value type. Empty for ordinary changes; when
     /// not empty the change needs a step-up code.
     public var protectionOverrides: [String] = []
+    /// The plan step this change publishes (set by the plan runner only), nil for every other change.
+    public var planStep: PlanStepOrigin?
 
     /// The exposure the change is judged on, before and after: what the devices get now or, for a killed
     /// rollout, what `resume` would expose (its percentage), so that changing a killed rollout's percentage is
@@ -55,6 +57,20 @@ public struct Proposal: Sendable {
 
     /// Whether the change raises exposure (more installations get the flag).
     public var increasesExposure: Bool { exposedAfter > exposedBefore }
+}
+
+/// The ramp-plan step a change publishes, so that a pre-approval of exactly that step (a code checked when the
+/// plan was started) can recognise it. Only the plan runner sets it.
+public struct PlanStepOrigin: Sendable, Hashable {
+    /// The stored plan's id: a digest of its file and of its start.
+    public var plan: String
+    /// The step, 1-based.
+    public var step: Int
+
+    public init(plan: String, step: Int) {
+        self.plan = plan
+        self.step = step
+    }
 }
 
 /// What a policy decides about a proposal.

@@ -76,6 +76,7 @@ public final class StoreConsoleSource: ConsoleDataSource, @unchecked Sendable {
                 status: status, changes: changes, header: .init(store: storeLabel, project: project, operatorID: operatorID),
                 readOnly: readOnly, stepUp: stepUp)
             if let autoKillNote { model.events.insert(autoKillNote, at: 0) }
+            model.plan = try ConsolePlan.info(store: monitor.store, status: status)
             return model
         }
     }
@@ -124,6 +125,7 @@ public final class StoreConsoleExecutor: ConsoleEffectExecutor, @unchecked Senda
                 }
             case .loadAudit: return [loadAudit()]
             case .loadVersion(let number): return [loadVersion(number)]
+            case .planControl(let pause): return [ConsolePlan.control(pause: pause, session: session)]
             case .refresh, .redraw, .bell, .quit: return []
             }
         }

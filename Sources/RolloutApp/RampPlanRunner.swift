@@ -1,7 +1,10 @@
+import Console
 import Foundation
 import Monitoring
 import RampPlans
+import RemoteConfig
 import Rollout
+import StepUp
 import Store
 import Telemetry
 import Timekeeping
@@ -11,6 +14,10 @@ public struct StoredRampPlan: Sendable {
     public var plan: RampPlan
     public var state: RampState
     public var row: RampPlanTable.Row
+    /// The pre-approval of its protected steps while it is in force (the plan running, unchanged), else nil.
+    public var approval: StepUpPreApproval?
+    /// The plan's id (`PlanStepOrigin.plan` of its advances).
+    public var id: String { RampPlanTable.planID(row) }
 }
 
 /// Why a plan command did nothing.
@@ -34,11 +41,13 @@ public struct RampPlanStates {
 
     /// The stored plan, nil when none was started.
     public func load() throws -> StoredRampPlan? {
-        guard let row = try session.store.withDatabase({ try RampPlanTable.load(from: $0) }) else { return nil }
-        return try Self.decode(row)
+        try session.store.withDatabase { db in
+            guard let row = try RampPlanTable.load(from: db) else { return nil }
+            return try Self.decode(row, approval: try RampPlanTable.activeApproval(in: db))
+        }
     }
 
-    static func decode(_ row: RampPlanTable.Row) throws -> StoredRampPlan {
+    static func decode(_ row: RampPlanTable.Row, approval: StepUpPreApproval? = nil) throws -> StoredRampPlan {
         let plan: RampPlan
         do { plan = try RampPlan.parse(row.source) } catch {
             throw RampPlanFailure("the stored plan '\(row.name)' does not read any more: \(error)")
@@ -49,25 +58,89 @@ public struct RampPlanStates {
         }
         let state = RampState(
             phase: phase, reached: row.reached, reachedAt: row.reachedAt, okSince: row.okSince, reason: row.reason)
-        return StoredRampPlan(plan: plan, state: state, row: row)
+        return StoredRampPlan(plan: plan, state: state, row: row, approval: approval)
+    }
+
+    /// The longest a pre-approval may last.
+    public static let longestApproval = Instant.Duration.hours(24 * 30)
+
+    /// The steps of `plan` that the store's step-up policy protects now (each as the change the runner will
+    /// publish: from the previous step, or from the rollout's exposure for the first), in `db`'s transaction.
+    static func protectedSteps(_ plan: RampPlan, exposed: MicroPercent, in db: SQLiteDatabase) throws
+        -> [(StepUpPreApproval.Step, [StepUpReason])]
+    {
+        guard try OperatorTables.isEnforced(in: db) else { return [] }
+        let policy = try OperatorTables.policy(in: db)
+        var from = exposed
+        var out: [(StepUpPreApproval.Step, [StepUpReason])] = []
+        for (i, step) in plan.steps.enumerated() {
+            let change = StepUpChange(.set, from: from.value, to: step.target.value)
+            let reasons = requiresStepUp(change, policy: policy)
+            if !reasons.isEmpty {
+                out.append((StepUpPreApproval.Step(step: i + 1, from: from.value, to: step.target.value), reasons))
+            }
+            from = step.target
+        }
+        return out
     }
 
     /// Stores `source` as the store's plan (replacing a finished one), audited as `plan start`.
-    public func start(source: String, actor: String) throws -> StoredRampPlan {
+    ///
+    /// With `code`, the steps the step-up policy protects are pre-approved: the code is checked once by the
+    /// step-up rules (used up, counted towards the lockout when wrong, audited), and a pre-approval bound to this
+    /// plan, `actor` and those steps, valid for `approvalFor`, is stored in the same transaction. A refused code
+    /// stores no plan (its attempt is still recorded).
+    public func start(
+        source: String, actor: String, code: String? = nil, approvalFor: Instant.Duration = .hours(24)
+    ) throws -> StoredRampPlan {
         if session.store.isReadOnly { throw WritePath.Failure.readOnly }
         let plan: RampPlan
         do { plan = try RampPlan.parse(source) } catch {
             throw RampPlanFailure("invalid plan: \(error)", isUsage: true)
         }
+        guard approvalFor.microseconds > 0, approvalFor <= Self.longestApproval else {
+            throw RampPlanFailure(
+                "a pre-approval lasts more than 0s and at most \(Self.longestApproval.compactText)", isUsage: true)
+        }
         let now = session.clock.now()
-        return try session.store.withDatabase { db in
+        // The first step starts from what the rollout exposes (or would expose on resume), as its proposal will.
+        let rollout = try RolloutPlan.locate(in: session.config.current().template)
+        let exposed = rollout.map { $0.state == .notStarted ? MicroPercent.zero : $0.percentage } ?? .zero
+        let result: Result<StoredRampPlan, RampPlanFailure> = try session.store.withDatabase { db in
             try db.transaction {
                 if let old = try RampPlanTable.load(from: db), let phase = RampState.Phase(rawValue: old.phase),
                     !phase.isFinal
                 {
-                    throw RampPlanFailure(
-                        "plan '\(old.name)' is \(phase.rawValue) (step \(old.reached)); abort it first ('rollout plan abort')"
-                    )
+                    return .failure(
+                        RampPlanFailure(
+                            "plan '\(old.name)' is \(phase.rawValue) (step \(old.reached)); abort it first ('rollout plan abort')"
+                        ))
+                }
+                var approved: [StepUpPreApproval.Step] = []
+                if let code {
+                    let protected = try Self.protectedSteps(plan, exposed: exposed, in: db)
+                    guard let first = protected.first, let last = protected.last else {
+                        return .failure(
+                            RampPlanFailure(
+                                try OperatorTables.isEnforced(in: db)
+                                    ? "no step of plan '\(plan.name)' needs a code under the step-up policy; start it without --code"
+                                    : "step-up verification is off (no operator enrolled); start the plan without --code"
+                            ))
+                    }
+                    guard let acting = try? OperatorID(actor) else {
+                        return .failure(RampPlanFailure("\(actor) cannot be enrolled, so it cannot pass step-up"))
+                    }
+                    approved = protected.map(\.0)
+                    // One check of the code for the span of every protected step: it needs a code whenever any
+                    // of them does (a larger increase, the same crossings), so the rules of step-up decide.
+                    let change = StepUpChange(
+                        .set, from: first.0.from, to: last.0.to,
+                        detail: "pre-approval of plan '\(plan.name)' steps "
+                            + approved.map { "\($0.step)" }.joined(separator: ", "))
+                    let decision = try OperatorTables.authorize(
+                        change, by: acting, code: code, in: db, clock: session.clock
+                    ) { try session.config.appendAudit($0.auditEntry) }
+                    if let refusal = decision.refusal { return .failure(RampPlanFailure("refused: \(refusal)")) }
                 }
                 let row = RampPlanTable.Row(
                     name: plan.name, source: source, startedBy: actor, startedAt: now,
@@ -80,9 +153,24 @@ public struct RampPlanStates {
                         to: "plan '\(plan.name)': "
                             + plan.steps.map(\.target.description).joined(separator: " → "), result: .recorded,
                         detail: "\(plan.steps.count) steps"))
-                return try Self.decode(try RampPlanTable.load(from: db)!)
+                let stored = try RampPlanTable.load(from: db)!
+                if !approved.isEmpty {
+                    let approval = StepUpPreApproval(
+                        plan: RampPlanTable.planID(stored), planName: plan.name, approvedBy: actor, steps: approved,
+                        grantedAt: now, expiresAt: now + approvalFor)
+                    try RampPlanTable.saveApproval(approval, in: db)
+                    _ = try session.config.appendAudit(
+                        AuditEntry(
+                            time: now, actor: actor, action: "plan pre-approve",
+                            to: "plan '\(plan.name)' steps \(approval.stepsText)", result: .recorded,
+                            detail:
+                                "code of \(actor) checked; until \(approval.expiresAt.iso8601); plan \(approval.plan.prefix(16))"
+                        ))
+                }
+                return .success(try Self.decode(stored, approval: try RampPlanTable.activeApproval(in: db)))
             }
         }
+        return try result.get()
     }
 
     /// Writes `state` if the plan is still at `revision` (true), with an audit record when `audit` is given.
@@ -102,6 +190,13 @@ public struct RampPlanStates {
         return try session.store.withDatabase { db in
             try db.transaction {
                 guard try RampPlanTable.compareAndSwapState(row, in: db) else { return false }
+                // A plan that ends (aborted, killed, done) takes its pre-approval with it.
+                if state.phase.isFinal, try RampPlanTable.revokeApproval(in: db) {
+                    _ = try session.config.appendAudit(
+                        AuditEntry(
+                            time: session.clock.now(), actor: actor, action: "plan pre-approval revoked",
+                            from: "plan '\(stored.plan.name)'", to: state.phase.rawValue, result: .recorded))
+                }
                 if let audit {
                     _ = try session.config.appendAudit(
                         AuditEntry(
@@ -181,10 +276,11 @@ public final class RampPlanRunner {
         public var published: Int?
     }
 
-    /// One look; nil when no plan was started.
-    public func look(code: String? = nil) throws -> Look? {
+    /// One look; nil when no plan was started. `status`: the assessment to judge (the headless loop's, computed
+    /// once per look for auto-kill and the plan); by default a fresh one.
+    public func look(code: String? = nil, status given: RolloutMonitor.Status? = nil) throws -> Look? {
         guard let stored = try states.load() else { return nil }
-        let status = try monitor.status()
+        let status = try given ?? monitor.status()
         let observation = RampObservation(
             assessment: status.assessment, snapshot: status.snapshot, rollout: status.plan)
         var decision = stored.plan.decide(stored.state, observation, now: status.now)
@@ -203,6 +299,7 @@ public final class RampPlanRunner {
                 intent: .rollout(.set(target)), actor: actor, reason: reason, origin: Self.origin)
             request.basedOnETag = status.current.etag
             request.stepUpCode = code
+            request.planStep = PlanStepOrigin(plan: stored.id, step: step)
             do {
                 switch try path.execute(request) {
                 case .published(let stored, _, _):
@@ -271,4 +368,61 @@ public final class RampPlanRunner {
 
     /// `updateOrigin` of the versions a plan publishes.
     public static let origin = "ROLLOUT_PLAN"
+}
+
+/// The plan as the console shows it and the console's plan keys: the same stored plan and the same decision on
+/// the snapshot's assessment as `plan status`; pause and resume through `RampPlanStates` (audited).
+enum ConsolePlan {
+    /// The plan panel's data, nil when no plan was ever started.
+    static func info(store: RolloutStore, status: RolloutMonitor.Status) throws -> PlanInfo? {
+        let loaded = try store.withDatabase { db -> (RampPlanTable.Row, StepUpPreApproval?)? in
+            guard let row = try RampPlanTable.load(from: db) else { return nil }
+            return (row, try RampPlanTable.activeApproval(in: db))
+        }
+        guard let (row, approval) = loaded else { return nil }
+        let stored = try RampPlanStates.decode(row, approval: approval)
+        let decision = stored.plan.decide(
+            stored.state,
+            RampObservation(assessment: status.assessment, snapshot: status.snapshot, rollout: status.plan),
+            now: status.now)
+        let next: String
+        var gates: [GateReading] = []
+        switch decision.action {
+        case .wait(let why, let g):
+            next = "waiting: \(why)"
+            gates = g
+        case .advance(let step, let target, _): next = "next: step \(step) (\(target)) at the runner's next look"
+        case .pause(let why, _): next = "pausing: \(why)"
+        case .kill(let why): next = "killing: \(why)"
+        case .done(let why): next = "done: \(why)"
+        case .idle(let phase): next = phase.rawValue
+        }
+        if gates.isEmpty, stored.state.reached > 0 {
+            // Paused or not OK: still show what the step's gates read.
+            let step = stored.plan.steps[stored.state.reached - 1]
+            gates = stored.plan.readings(
+                step, RampObservation(assessment: status.assessment, snapshot: status.snapshot, rollout: status.plan),
+                okSince: decision.state.okSince.map { max($0, stored.state.reachedAt ?? $0) }, now: status.now)
+        }
+        return PlanInfo(
+            name: stored.plan.name, phase: stored.state.phase, reached: stored.state.reached,
+            steps: stored.plan.steps.map(\.target), next: next, gates: gates,
+            countdown: stored.plan.countdown(decision.state, now: status.now),
+            preApproved: approval?.steps.map(\.step) ?? [], reason: stored.state.reason)
+    }
+
+    /// The console's `x`: pause a running plan, resume a paused one.
+    static func control(pause: Bool, session: StoreSession) -> ConsoleEvent {
+        do {
+            let stored = try RampPlanStates(session: session).operatorChange(
+                to: pause ? .paused : .running, actor: session.operatorID,
+                reason: pause ? "paused from the console" : "resumed from the console")
+            return .planControlled(
+                message:
+                    "Plan '\(stored.plan.name)' \(pause ? "paused" : "resumed") at step \(stored.state.reached)/\(stored.plan.steps.count)",
+                refused: false)
+        } catch {
+            return .planControlled(message: "Plan not changed: \(ConsoleText.oneLine(error))", refused: true)
+        }
+    }
 }

@@ -35,6 +35,73 @@ public protocol StepUpStore: AnyObject, Sendable {
     ) throws -> StepUpDecision
 }
 
+/// Protected steps of a ramp plan approved ahead of time: one code, checked (and used up) when the plan was
+/// started, stands for the codes of exactly these steps of exactly that plan.
+///
+/// A TOTP code is single-use and valid for about a minute, so a plan that reaches its protected steps hours later
+/// cannot carry one. The store keeps this record in a sealed table beside the plan; starting another plan,
+/// aborting it or its end revoke it.
+public struct StepUpPreApproval: Sendable, Equatable {
+    /// One covered change: step `step` of the plan, from `from` to `to` (exposed micro-percent, as the proposal
+    /// judges it).
+    public struct Step: Sendable, Hashable {
+        public var step: Int
+        public var from: Int64
+        public var to: Int64
+        public init(step: Int, from: Int64, to: Int64) {
+            self.step = step
+            self.from = from
+            self.to = to
+        }
+    }
+
+    /// The id of the plan it belongs to (`PlanStepOrigin.plan`).
+    public var plan: String
+    public var planName: String
+    /// The operator whose code was checked.
+    public var approvedBy: String
+    public var steps: [Step]
+    public var grantedAt: Instant
+    public var expiresAt: Instant
+
+    public init(
+        plan: String, planName: String, approvedBy: String, steps: [Step], grantedAt: Instant, expiresAt: Instant
+    ) {
+        self.plan = plan
+        self.planName = planName
+        self.approvedBy = approvedBy
+        self.steps = steps
+        self.grantedAt = grantedAt
+        self.expiresAt = expiresAt
+    }
+
+    /// The covered step `proposal` publishes, or nil: it must be the plan runner's write of one of the steps of
+    /// this plan, moving exposure exactly as approved, with no flag of its own (`--force`, a guardrail override,
+    /// a rollout-protection override), before the expiry.
+    public func covering(_ proposal: Proposal, at now: Instant) -> Step? {
+        guard let origin = proposal.planStep, origin.plan == plan, now < expiresAt, !proposal.force,
+            !proposal.overrideGuardrail, proposal.protectionOverrides.isEmpty,
+            proposal.kind == .set
+        else { return nil }
+        return steps.first {
+            $0.step == origin.step && $0.from == proposal.exposedBefore.value && $0.to == proposal.exposedAfter.value
+        }
+    }
+
+    /// `3 (10% -> 25%), 5 (50% -> 100%)`.
+    public var stepsText: String {
+        steps.map { "\($0.step) (\(Percent.format($0.from)) -> \(Percent.format($0.to)))" }.joined(separator: ", ")
+    }
+}
+
+/// Port: where a store keeps the pre-approval of its ramp plan (`StepUpPreApproval`).
+///
+/// `activePreApproval` returns the record only while its plan is the store's plan, unchanged (same id) and
+/// running; nil otherwise. Read inside the write path's transaction.
+public protocol StepUpPreApprovalStore: AnyObject, Sendable {
+    func activePreApproval() throws -> StepUpPreApproval?
+}
+
 /// Step-up verification as a policy of the write path (`WritePath.policies`): the code typed for a proposal is
 /// checked against the acting operator's authenticator when the policy asks for one.
 ///
@@ -47,11 +114,22 @@ public struct StepUpWritePolicy: WritePolicy {
     public let name = "step-up"
     private let store: any StepUpStore
     private let clock: any Clock
+    private let preApprovals: (any StepUpPreApprovalStore)?
 
-    /// A policy on the step-up state in `store`, reading time from `clock`.
-    public init(store: any StepUpStore, clock: any Clock) {
+    /// A policy on the step-up state in `store`, reading time from `clock`; a plan step pre-approved in
+    /// `preApprovals` passes without a code.
+    public init(store: any StepUpStore, clock: any Clock, preApprovals: (any StepUpPreApprovalStore)? = nil) {
         self.store = store
         self.clock = clock
+        self.preApprovals = preApprovals
+    }
+
+    /// The pre-approval covering `proposal` (a plan runner's write of a pre-approved step), with the step.
+    private func preApproval(_ proposal: Proposal) throws -> (StepUpPreApproval, StepUpPreApproval.Step)? {
+        guard proposal.planStep != nil, let approval = try preApprovals?.activePreApproval(),
+            let step = approval.covering(proposal, at: clock.now())
+        else { return nil }
+        return (approval, step)
     }
 
     /// Whether a code is needed and why; checks nothing and writes nothing.
@@ -66,6 +144,14 @@ public struct StepUpWritePolicy: WritePolicy {
             let reasons = requiresStepUp(change, policy: state.policy)
             guard !reasons.isEmpty else {
                 return PolicyReport(policy: name, lines: ["no code needed"], decision: .allow)
+            }
+            if let (approval, step) = try preApproval(proposal) {
+                return PolicyReport(
+                    policy: name,
+                    lines: [
+                        "pre-approved by \(approval.approvedBy) at \(approval.grantedAt.iso8601) for plan "
+                            + "'\(approval.planName)' step \(step.step) (until \(approval.expiresAt.iso8601))"
+                    ], decision: .allow)
             }
             var lines = ["a fresh code is needed: " + reasons.map(\.description).joined(separator: "; ")]
             let record = try (try? OperatorID(proposal.actor)).flatMap { try store.operatorRecord($0) }
@@ -104,6 +190,20 @@ public struct StepUpWritePolicy: WritePolicy {
                     detail: "result not-enrolled; needed for \(reasons.map(\.code).joined(separator: ", "))"))
             return .refuse(
                 PolicyRefusal(policy: name, reason: "\(proposal.actor) cannot be enrolled, so it cannot pass step-up"))
+        }
+        if let (approval, step) = try preApproval(proposal) {
+            let state = try store.enforcement()
+            let reasons = state.enforced ? requiresStepUp(change, policy: state.policy) : []
+            guard !reasons.isEmpty else { return .allow }
+            try context.audit(
+                AuditEntry(
+                    time: clock.now(), actor: proposal.actor, action: "step-up " + change.summary,
+                    result: .stepUpAccepted,
+                    detail: "result pre-approved; plan '\(approval.planName)' step \(step.step), approved by "
+                        + "\(approval.approvedBy) at \(approval.grantedAt.iso8601) until \(approval.expiresAt.iso8601); "
+                        + "needed for \(reasons.map(\.code).joined(separator: ", "))"))
+            context.stepUpVerified = true
+            return .allow
         }
         // The attempt and its audit record are written in the port's one transaction.
         let decision = try store.authorize(change, by: actor, code: proposal.stepUpCode, at: clock) {

@@ -1,3 +1,6 @@
+import Crypto
+import Rollout
+import StepUp
 import Timekeeping
 
 /// The store's ramp plan (`ramp_plan`: at most one row): the plan file as started, who started it, and the
@@ -23,6 +26,28 @@ public enum RampPlanTable {
                 revision INTEGER NOT NULL
             )
             """)
+    }
+
+    /// The pre-approval of the plan's protected steps (`ramp_plan_approval`: at most one row, sealed): schema 4.
+    public static func createApprovalSchema(in db: SQLiteDatabase) throws {
+        try db.execute(
+            """
+            CREATE TABLE IF NOT EXISTS ramp_plan_approval (
+                id INTEGER PRIMARY KEY CHECK (id = 1),
+                plan TEXT NOT NULL,
+                plan_name TEXT NOT NULL,
+                approved_by TEXT NOT NULL,
+                steps TEXT NOT NULL,
+                granted_at INTEGER NOT NULL,
+                expires_at INTEGER NOT NULL
+            )
+            """)
+    }
+
+    /// The plan's id: a digest of its file, its start and who started it, so that another plan (or the same
+    /// file started again) has another id.
+    public static func planID(_ row: Row) -> String {
+        SHA256.hex(Array("ramp plan v1\n\(row.startedBy)\n\(row.startedAt.microseconds)\n\(row.source)".utf8))
     }
 
     /// One stored plan, as its columns.
@@ -78,6 +103,7 @@ public enum RampPlanTable {
     public static func replace(with row: Row, in db: SQLiteDatabase) throws {
         let revision = (try load(from: db)?.revision ?? 0) + 1
         try db.run("DELETE FROM ramp_plan")
+        try revokeApproval(in: db)
         try db.run(
             """
             INSERT INTO ramp_plan (id, name, source, started_by, started_at, phase, reached, reached_at, ok_since, reason, revision)
@@ -105,5 +131,79 @@ public enum RampPlanTable {
                 row.okSince.map { .integer($0.microseconds) } ?? .null, .text(row.reason), .integer(row.revision),
             ])
         return db.changes == 1
+    }
+
+    // MARK: Pre-approval
+
+    static func approvalExists(_ db: SQLiteDatabase) throws -> Bool {
+        try !db.query("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'ramp_plan_approval'").isEmpty
+    }
+
+    /// The stored pre-approval, whichever plan it names; nil when there is none.
+    public static func approval(in db: SQLiteDatabase) throws -> StepUpPreApproval? {
+        guard try approvalExists(db) else { return nil }
+        guard
+            let r = try db.query(
+                "SELECT plan, plan_name, approved_by, steps, granted_at, expires_at FROM ramp_plan_approval WHERE id = 1"
+            ).first
+        else { return nil }
+        var steps: [StepUpPreApproval.Step] = []
+        for item in (r[3].string ?? "").split(separator: " ") {
+            let parts = item.split(separator: ":").compactMap { Int64($0) }
+            guard parts.count == 3 else {
+                throw StoreError.corrupt("the plan's pre-approval has an unreadable step '\(item)'")
+            }
+            steps.append(StepUpPreApproval.Step(step: Int(parts[0]), from: parts[1], to: parts[2]))
+        }
+        return StepUpPreApproval(
+            plan: r[0].string ?? "", planName: r[1].string ?? "", approvedBy: r[2].string ?? "", steps: steps,
+            grantedAt: Instant(microseconds: r[4].int ?? 0), expiresAt: Instant(microseconds: r[5].int ?? 0))
+    }
+
+    /// Stores `approval` as the plan's pre-approval (replacing any).
+    public static func saveApproval(_ approval: StepUpPreApproval, in db: SQLiteDatabase) throws {
+        guard try approvalExists(db) else {
+            throw StoreError.unavailable(
+                "the store has no pre-approval table yet (an older schema: open it read-write once)")
+        }
+        try db.run("DELETE FROM ramp_plan_approval")
+        try db.run(
+            """
+            INSERT INTO ramp_plan_approval (id, plan, plan_name, approved_by, steps, granted_at, expires_at)
+            VALUES (1, ?, ?, ?, ?, ?, ?)
+            """,
+            [
+                .text(approval.plan), .text(approval.planName), .text(approval.approvedBy),
+                .text(approval.steps.map { "\($0.step):\($0.from):\($0.to)" }.joined(separator: " ")),
+                .integer(approval.grantedAt.microseconds), .integer(approval.expiresAt.microseconds),
+            ])
+    }
+
+    /// Removes the pre-approval (a new plan, an abort, the plan's end); true when there was one.
+    @discardableResult
+    public static func revokeApproval(in db: SQLiteDatabase) throws -> Bool {
+        guard try approvalExists(db) else { return false }
+        try db.run("DELETE FROM ramp_plan_approval")
+        return db.changes > 0
+    }
+
+    /// The pre-approval when it belongs to the stored plan as it is now (same id) and that plan is running.
+    public static func activeApproval(in db: SQLiteDatabase) throws -> StepUpPreApproval? {
+        guard let approval = try approval(in: db), let row = try load(from: db), row.phase == "running",
+            planID(row) == approval.plan
+        else { return nil }
+        return approval
+    }
+}
+
+/// The pre-approval port (`StepUpPreApprovalStore`) on a store's SQLite file, read on its connection (inside
+/// the write path's transaction).
+public final class SQLiteRampPreApprovals: StepUpPreApprovalStore, @unchecked Sendable {
+    private let store: RolloutStore
+
+    public init(store: RolloutStore) { self.store = store }
+
+    public func activePreApproval() throws -> StepUpPreApproval? {
+        try store.withDatabase { try RampPlanTable.activeApproval(in: $0) }
     }
 }

@@ -8,7 +8,7 @@ import Rollout
 /// with an older schema is upgraded by the first read-write open and refused by a read-only one.
 public enum StoreSchema {
     /// The schema version this program writes.
-    public static let current: Int64 = 4
+    public static let current: Int64 = 5
 
     /// Migration `i` brings version `i` to `i + 1`; it gets the store key and the witness of the store.
     static let migrations: [@Sendable (SQLiteDatabase, StoreKey?, Witness) throws -> Void] = [
@@ -61,6 +61,14 @@ public enum StoreSchema {
             try db.run("UPDATE store_seal SET tally = '' WHERE id = 1")
             try witness.write(try StoreSeal.reseal(db, key: key))
             db.tallyDelta = [:]
+        },
+        // 5: the pre-approval of a plan's protected steps (sealed).
+        { db, key, witness in
+            try RampPlanTable.createApprovalSchema(in: db)
+            guard let key else {
+                throw StoreError.unavailable("the store key is missing; it is needed to seal the plan pre-approval table")
+            }
+            try witness.write(try StoreSeal.reseal(db, key: key))
         },
     ]
 

@@ -92,7 +92,7 @@ public struct StoreKey: Sendable {
 ///
 /// Sealed tables: the step-up operators, pending enrolments and policy, the guardrail settings, and the App
 /// Check configuration (project, apps, signing keys and their retirements, debug tokens, demo certificate
-/// authority), and the ramp plan. The exchange's per-request state (challenges, key counters, consumed tokens)
+/// authority), and the ramp plan with its pre-approval. The exchange's per-request state (challenges, key counters, consumed tokens)
 /// grows with the traffic, so a full digest per request would not scale: it is sealed by its tally instead
 /// (`StoreTally`, updated in O(1) per changed row), which the seal's HMAC and the witness cover and
 /// `rollout audit verify` recomputes.
@@ -100,7 +100,7 @@ public enum StoreSeal {
     public static let sealedTables = [
         "stepup_operators", "stepup_enrolments", "stepup_policy", "guardrail_settings", "appcheck_project",
         "appcheck_apps", "appcheck_signing_keys", "appcheck_signing_key_retirements", "appcheck_debug_tokens",
-        "appcheck_demo_authority", "ramp_plan",
+        "appcheck_demo_authority", "ramp_plan", "ramp_plan_approval",
     ]
 
     static let schema = """

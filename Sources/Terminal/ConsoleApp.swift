@@ -88,7 +88,7 @@ public enum ConsoleApp {
                 case .redraw: screen.invalidate()
                 case .bell: screen.bell()
                 case .refresh: fetcher.refreshNow()
-                case .preview, .publish, .loadHistory, .loadAudit, .loadVersion: effects.submit(effect)
+                case .preview, .publish, .loadHistory, .loadAudit, .loadVersion, .planControl: effects.submit(effect)
                 }
             }
         }

@@ -35,25 +35,48 @@ enum PlanCommands {
         "start",
         summary: "Store a plan file as the store's plan (audited); 'plan run' executes it.",
         discussion: "The plan is validated first (errors name their line). Refused while another plan is running or "
-            + "paused (abort it first).",
+            + "paused (abort it first). With --code, the steps the step-up policy protects are pre-approved: the "
+            + "code is checked now (once: codes are single-use), and the runner then publishes exactly those steps "
+            + "of this plan without waiting for an operator, until --approve-for has passed. Aborting the plan, its "
+            + "end or a new plan revoke the pre-approval. Without --code a protected step pauses the plan until "
+            + "'plan resume --code CODE'.",
+        options: [
+            .value("--code", name: "CODE", help: "A one-time code: pre-approve the plan's protected steps."),
+            .value(
+                "--approve-for", name: "DURATION", help: "How long the pre-approval lasts (default 24h; at most 720h)."),
+        ],
         positionals: [Positional("FILE", help: "The plan file.")],
-        examples: ["rollout plan start ramp.plan"],
+        examples: ["rollout plan start ramp.plan", "rollout plan start ramp.plan --code 123456 --approve-for 12h"],
         action: { inv in
             guard let file = inv.positional(0) else { throw inv.usageError("plan start needs a plan FILE") }
+            var approvalFor = Instant.Duration.hours(24)
+            if let text = inv.value("--approve-for") {
+                do { approvalFor = try Instant.Duration.parse(text) } catch {
+                    throw inv.usageError("--approve-for: \(error)")
+                }
+                guard inv.value("--code") != nil else { throw inv.usageError("--approve-for goes with --code") }
+            }
             guard let data = FileManager.default.contents(atPath: file), let text = String(data: data, encoding: .utf8)
             else {
                 throw CommandError("cannot read the plan file \(file)")
             }
             let session = try Wiring.session(inv)
             do {
-                let stored = try RampPlanStates(session: session).start(source: text, actor: session.operatorID)
+                let stored = try RampPlanStates(session: session).start(
+                    source: text, actor: session.operatorID, code: inv.value("--code"), approvalFor: approvalFor)
                 print(
                     "plan '\(stored.plan.name)' started: "
                         + stored.plan.steps.map(\.target.description).joined(separator: " → "))
+                if let approval = stored.approval {
+                    print(
+                        "pre-approved by \(approval.approvedBy) until \(approval.expiresAt.iso8601): steps \(approval.stepsText)"
+                    )
+                }
                 print("run it with 'rollout plan run' (any number of runners may run)")
                 return .ok
             } catch let e as RampPlanFailure {
-                throw e.isUsage ? inv.usageError("\(file): \(e.description)") : CommandError(e.description)
+                if e.isUsage { throw inv.usageError("\(file): \(e.description)") }
+                throw CommandError(e.description, exit: e.description.hasPrefix("refused") ? .refused : .failure)
             }
         })
 
@@ -119,9 +142,11 @@ enum PlanCommands {
     static let run = Command(
         "run",
         summary: "Execute the stored plan headless, in the loop of 'rollout watch'.",
-        discussion: "Every --interval wall seconds: the one assessment, the plan's decision, and its action "
-            + "(publish the next step, kill, pause). Prints a line whenever the decision changes (text, or JSON lines "
-            + "with --json). The plan's state is in the store, so a restarted runner goes on at its step, and runners "
+        discussion:
+            "Every --interval wall seconds, in the loop of 'rollout watch': the one assessment, auto-kill (when "
+            + "guardrails.auto-kill is on), the plan's decision, and its action (publish the next step, kill, pause). "
+            + "Prints a line whenever the verdict or the decision changes (text, or JSON lines with --json: the "
+            + "object of 'watch --json' with the plan in \"plan\"). The plan's state is in the store, so a restarted runner goes on at its step, and runners "
             + "on other machines are safe (compare-and-swap). A paused plan is watched until resumed or aborted. "
             + "Exit code: 0 done, 7 killed, 8 aborted, 9 paused (with --exit-on-pause); 1-4 as usual.",
         options: [
@@ -134,59 +159,23 @@ enum PlanCommands {
         action: runPlan)
 
     static func runPlan(_ inv: Invocation) throws -> ExitCode {
-        var interval = 2.0
-        if let t = inv.value("--interval") {
-            guard let v = Double(t), v.isFinite, v >= 0.01, v <= 3600 else {
-                throw inv.usageError("--interval takes seconds from 0.01 to 3600, not '\(t)'")
-            }
-            interval = v
-        }
-        let looks = try inv.value("--looks").map { t -> Int in
-            guard let n = Int(t), n > 0 else { throw inv.usageError("--looks takes a positive whole number") }
-            return n
-        }
+        let (interval, looks) = try TelemetryCommands.loopOptions(inv)
         let session = try Wiring.session(inv)
         if session.readOnly {
             throw CommandError("refused: a plan runner publishes changes (--read-only)", exit: .refused)
         }
-        let runner = try RampPlanRunner(session: session)
-        let json = inv.flag("--json")
-        let stop = TelemetryCommands.StopFlag()
-        let signals = [SIGINT, SIGTERM].map { sig in
-            signal(sig, SIG_IGN)
-            let source = DispatchSource.makeSignalSource(signal: sig, queue: .global())
-            source.setEventHandler { stop.set() }
-            source.resume()
-            return source
+        guard try RampPlanStates(session: session).load() != nil else {
+            throw CommandError("no plan was started in this store ('rollout plan start FILE')")
         }
-        defer { signals.forEach { $0.cancel() } }
-        var last: String?
-        var done = 0
-        var phase = RampState.Phase.running
-        while !stop.isSet {
-            guard let look = try runner.look() else {
-                throw CommandError("no plan was started in this store ('rollout plan start FILE')")
-            }
-            phase = look.decision.state.phase
-            let line = describe(look)
-            let key = look.done ?? line
-            if key != last || look.done != nil {
-                if json {
-                    print(
-                        JSONWriter().string(
-                            Self.json(look.plan, decision: look.decision, status: look.status, done: look.done)))
-                } else {
-                    print("\(look.status.now.iso8601)  \(line)")
-                }
-                fflush(nil)
-                last = key
-            }
-            done += 1
-            if phase.isFinal || (phase == .paused && inv.flag("--exit-on-pause")) { break }
-            if let looks, done >= looks { break }
-            stop.wait(seconds: interval)
-        }
-        return exitCode(phase)
+        let exitOnPause = inv.flag("--exit-on-pause")
+        let output = HeadlessOutput(json: inv.flag("--json"))
+        let last = try HeadlessLoop(session: session, plan: true).run(
+            interval: interval, looks: looks, report: output.print,
+            until: { look in
+                let phase = look.plan?.decision.state.phase ?? .running
+                return phase.isFinal || (phase == .paused && exitOnPause)
+            })
+        return exitCode(last?.plan?.decision.state.phase ?? .running)
     }
 
     static func exitCode(_ phase: RampState.Phase) -> ExitCode {
@@ -224,6 +213,9 @@ enum PlanCommands {
         var lines = [
             "plan '\(p.name)' \(s.phase.rawValue), started by \(stored.row.startedBy) at \(stored.row.startedAt.iso8601)"
                 + (s.reason.isEmpty ? "" : ": \(s.reason)"),
+            stored.approval.map {
+                "pre-approved by \($0.approvedBy) until \($0.expiresAt.iso8601): steps \($0.stepsText)"
+            } ?? "pre-approved: none (a protected step waits for 'plan resume --code')",
             "rollout: \(status.exposed) (\(status.plan?.state.rawValue ?? "no rollout")), verdict \(status.assessment.verdict.level): \(status.assessment.verdict.reason)",
         ]
         for (i, step) in p.steps.enumerated() {
@@ -270,6 +262,13 @@ enum PlanCommands {
                     "met": .bool(g.met),
                 ]
             })
+        o["preApproval"] =
+            stored.approval.map { a -> JSONValue in
+                [
+                    "approvedBy": .string(a.approvedBy), "until": .string(a.expiresAt.iso8601),
+                    "steps": .array(a.steps.map { .number(JSONNumber($0.step)) }),
+                ]
+            } ?? .null
         o["done"] = done.map { .string($0) } ?? .null
         o["now"] = .string(status.now.iso8601)
         o["version"] = .number(JSONNumber(status.current.info.number))

@@ -12,7 +12,8 @@ extension TelemetryCommands {
     static let watch = Command(
         "watch",
         summary: "Follow the store headless: print each verdict change, run auto-kill, exit with the verdict.",
-        discussion: "Looks at the store every --interval seconds of wall time and computes the one assessment (the same "
+        discussion:
+            "Looks at the store every --interval seconds of wall time and computes the one assessment (the same "
             + "as 'rollout status', the console and the guardrail policy). Prints a line whenever the level or the "
             + "reason changes (text, or one JSON object per line with --json). With guardrails.auto-kill on and a "
             + "writable store, a HALT while anyone is exposed publishes a kill through the write path, audited as "
@@ -21,7 +22,7 @@ extension TelemetryCommands {
             + "--exit-on-halt, the first HALT. Exit code: the last verdict, 0 OK, 5 WATCH, 6 HOLD, 7 HALT. "
             + GuardrailSettings.staleDefinition + ".",
         options: [
-            .value("--interval", name: "SECONDS", help: "Wall seconds between looks (default 2; 0.1 to 3600)."),
+            .value("--interval", name: "SECONDS", help: "Wall seconds between looks (default 2; 0.01 to 3600)."),
             .value("--looks", name: "N", help: "Stop after N looks."),
             .flag("--exit-on-halt", help: "Exit (code 7) at the first HALT, after auto-kill had its chance."),
             .flag("--json", help: "Print one JSON object per verdict change."),
@@ -34,10 +35,22 @@ extension TelemetryCommands {
         action: runWatch)
 
     static func runWatch(_ invocation: Invocation) throws -> ExitCode {
+        let (interval, looks) = try loopOptions(invocation)
+        let exitOnHalt = invocation.flag("--exit-on-halt")
+        let loop = try HeadlessLoop(session: try Wiring.session(invocation), plan: false)
+        let output = HeadlessOutput(json: invocation.flag("--json"))
+        let last = try loop.run(
+            interval: interval, looks: looks, report: output.print,
+            until: { exitOnHalt && $0.status.assessment.verdict.level == .halt })
+        return AssessmentJSON.exitCode(last?.status.assessment.verdict.level ?? .hold)
+    }
+
+    /// `--interval` and `--looks` of the headless loop (`watch`, `plan run`).
+    static func loopOptions(_ invocation: Invocation) throws -> (interval: Double, looks: Int?) {
         var interval = 2.0
         if let text = invocation.value("--interval") {
-            guard let v = Double(text), v.isFinite, v >= 0.1, v <= 3600 else {
-                throw invocation.usageError("--interval takes seconds from 0.1 to 3600, not '\(text)'")
+            guard let v = Double(text), v.isFinite, v >= 0.01, v <= 3600 else {
+                throw invocation.usageError("--interval takes seconds from 0.01 to 3600, not '\(text)'")
             }
             interval = v
         }
@@ -45,72 +58,40 @@ extension TelemetryCommands {
             guard let n = Int(text), n > 0 else { throw invocation.usageError("--looks takes a positive whole number") }
             return n
         }
-        let json = invocation.flag("--json")
-        let exitOnHalt = invocation.flag("--exit-on-halt")
-        let session = try Wiring.session(invocation)
-        let monitor = try session.monitor()
-        let path = session.readOnly ? nil : try session.writePath()
-        let stop = StopFlag()
-        let signals = [SIGINT, SIGTERM].map { sig in
-            signal(sig, SIG_IGN)
-            let source = DispatchSource.makeSignalSource(signal: sig, queue: .global())
-            source.setEventHandler { stop.set() }
-            source.resume()
-            return source
-        }
-        defer { signals.forEach { $0.cancel() } }
-
-        var last: (VerdictLevel, String)?
-        var level = VerdictLevel.hold
-        var done = 0
-        while !stop.isSet {
-            let status = try monitor.status()
-            level = status.assessment.verdict.level
-            var killed: String?
-            if let path, case .published(let stored, let proposal, _)? = try monitor.autoKillIfHalted(status, using: path) {
-                killed = "auto-kill: \(proposal.summary) (version \(stored.info.number))"
-            }
-            let now = (status.assessment.verdict.level, status.assessment.verdict.reason)
-            if last.map({ $0 != now }) ?? true || killed != nil {
-                if json {
-                    var o = AssessmentJSON.value(status).objectValue ?? JSONObject()
-                    o["version"] = .number(JSONNumber(Int64(status.current.info.number)))
-                    o["autoKill"] = killed.map { .string($0) } ?? .null
-                    print(JSONWriter().string(.object(o)))
-                } else {
-                    print("\(status.wallNow.iso8601)  \(status.assessment.verdict.level.labelText): \(status.assessment.verdict.reason)")
-                    if let killed { print("\(status.wallNow.iso8601)  \(killed)") }
-                }
-                fflush(nil)
-                last = now
-            }
-            done += 1
-            if exitOnHalt, level == .halt { break }
-            if let looks, done >= looks { break }
-            stop.wait(seconds: interval)
-        }
-        return AssessmentJSON.exitCode(level)
+        return (interval, looks)
     }
+}
 
-    /// Set from a signal handler's queue, waited on by the loop.
-    final class StopFlag: @unchecked Sendable {
-        private let condition = NSCondition()
-        private var stopped = false
-        func set() {
-            condition.lock()
-            stopped = true
-            condition.broadcast()
-            condition.unlock()
+/// What the headless loop prints, the same for `watch` and `plan run`: a line (or, with --json, one JSON object)
+/// whenever the verdict changes, auto-kill publishes, or the plan's decision changes or the plan acts.
+final class HeadlessOutput {
+    let json: Bool
+    private var lastPlan: String?
+
+    init(json: Bool) { self.json = json }
+
+    func print(_ look: HeadlessLoop.Look) {
+        let plan = look.plan.map { PlanCommands.describe($0) }
+        let planChanged = plan != nil && (plan != lastPlan || look.plan?.done != nil)
+        if plan != nil { lastPlan = plan }
+        guard look.verdictChanged || look.autoKill != nil || planChanged else { return }
+        let status = look.status
+        if json {
+            var o = AssessmentJSON.value(status).objectValue ?? JSONObject()
+            o["version"] = .number(JSONNumber(Int64(status.current.info.number)))
+            o["autoKill"] = look.autoKill.map { .string($0) } ?? .null
+            if let p = look.plan {
+                o["plan"] = PlanCommands.json(p.plan, decision: p.decision, status: status, done: p.done)
+            }
+            Swift.print(JSONWriter().string(.object(o)))
+        } else {
+            let at = status.wallNow.iso8601
+            if look.verdictChanged {
+                Swift.print("\(at)  \(status.assessment.verdict.level.labelText): \(status.assessment.verdict.reason)")
+            }
+            if let killed = look.autoKill { Swift.print("\(at)  \(killed)") }
+            if planChanged, let plan { Swift.print("\(at)  \(plan)") }
         }
-        var isSet: Bool {
-            condition.lock()
-            defer { condition.unlock() }
-            return stopped
-        }
-        func wait(seconds: Double) {
-            condition.lock()
-            if !stopped { _ = condition.wait(until: Date(timeIntervalSinceNow: seconds)) }
-            condition.unlock()
-        }
+        fflush(nil)
     }
 }

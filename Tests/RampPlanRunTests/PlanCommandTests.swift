@@ -1,4 +1,5 @@
 import Foundation
+import Timekeeping
 import TestSupport
 import Testing
 
@@ -60,5 +61,69 @@ import Testing
             #expect(audit.contains(action), "\(action)")
         }
         #expect(try Self.rollout(store, ["audit", "verify"]).status == 0)
+    }
+
+    /// `plan start --code` through the binary, with codes computed by pyotp (the peer) from the printed secret, at
+    /// faked wall times so that each code is of a new time step: the runner then publishes the protected step
+    /// with no operator, and `plan run --json` prints the loop of `watch` (the verdict) with the plan in it.
+    @Test func startWithACodePreApprovesTheProtectedSteps() throws {
+        let dir = try TestSupport.temporaryDirectory("plan-cli-code")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let store = dir.appendingPathComponent("r.db").path
+        let t0: Int64 = 1_780_000_020
+        func at(_ seconds: Int64, _ args: [String], stdin: String? = nil) throws -> TestSupport.ProcessResult {
+            let stamp = Instant(seconds: seconds).iso8601.prefix(19).replacingOccurrences(of: "T", with: " ")
+            return try TestSupport.run(
+                "/usr/bin/faketime",
+                ["-f", "@\(stamp)", try TestSupport.rolloutBinary()] + args + [
+                    "--store", store, "--operator", "ana@example.com",
+                ],
+                stdin: stdin, environment: ["TZ": "UTC", "NO_COLOR": ""])
+        }
+        func code(_ secret: String, _ seconds: Int64) throws -> String {
+            let r = try TestSupport.run(
+                try TestSupport.python(),
+                ["-c", "import pyotp,sys; print(pyotp.TOTP(sys.argv[1]).at(int(sys.argv[2])))", secret, "\(seconds)"])
+            try #require(r.status == 0, "\(r.stderr)")
+            return r.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        }
+        #expect(try at(t0, ["init", "--seed", "rollout-cli"]).status == 0)
+        let enrol = try at(t0, ["operator", "enroll"])
+        try #require(enrol.status == 0, "\(enrol.stderr)")
+        let uri = try #require(enrol.stdout.split(separator: "\n").first { $0.hasPrefix("URI: otpauth://totp/") })
+        let secret = try #require(
+            uri.split(separator: "?").last?.split(separator: "&").first { $0.hasPrefix("secret=") }
+        )
+        .dropFirst("secret=".count)
+        let confirmed = try at(t0, ["operator", "enroll", "--code", "-"], stdin: try code(String(secret), t0) + "\n")
+        try #require(confirmed.status == 0, "\(confirmed.stderr)")
+
+        let file = dir.appendingPathComponent("ramp.plan").path
+        try "name ramp\nstep 30% hold 1h\nstep 40%\n".write(toFile: file, atomically: true, encoding: .utf8)
+        let wrongCode = try at(t0 + 60, ["plan", "start", file, "--code", "000000"])
+        #expect(wrongCode.status == 4, "\(wrongCode.stdout) \(wrongCode.stderr)")
+        #expect(try at(t0 + 60, ["plan", "status"]).status == 1)
+        let started = try at(
+            t0 + 90, ["plan", "start", file, "--code", try code(String(secret), t0 + 90), "--approve-for", "2h"])
+        #expect(started.status == 0, "\(started.stderr)")
+        // Two hours of faked wall time from the start (the clock runs on from the faked instant).
+        #expect(
+            started.stdout.contains("pre-approved by ana@example.com until 2026-05-28T22:28:3"), "\(started.stdout)")
+        #expect(started.stdout.contains(": steps 1 (0% -> 30%)"), "\(started.stdout)")
+        let status = try at(t0 + 100, ["plan", "status", "--json"])
+        #expect(status.stdout.contains("\"preApproval\":{\"approvedBy\":\"ana@example.com\""), "\(status.stdout)")
+
+        let run = try at(t0 + 120, ["plan", "run", "--looks", "1", "--json"])
+        #expect(run.status == 0, "\(run.stderr)")
+        let line = try #require(run.stdout.split(separator: "\n").first)
+        // The object of 'watch --json' (the verdict, the version, auto-kill) with the plan's look in "plan".
+        #expect(line.contains("\"level\":\"HOLD\""), "\(line)")
+        #expect(line.contains("\"autoKill\":null"))
+        #expect(line.contains("\"plan\":{\"plan\":\"ramp\""))
+        #expect(line.contains("published version 2: plan 'ramp' step 1/2: 30%"))
+        let audit = try at(t0 + 130, ["audit", "show"]).stdout
+        #expect(audit.contains("plan pre-approve"), "\(audit)")
+        #expect(audit.contains("result pre-approved"), "\(audit)")
+        #expect(try at(t0 + 130, ["audit", "verify"]).status == 0)
     }
 }

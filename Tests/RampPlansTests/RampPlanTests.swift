@@ -357,3 +357,26 @@ struct RampRestartTests {
                 == .kill("HALT: because"))
     }
 }
+
+struct RampCountdownTests {
+    /// The console's countdown: the hold and the ok-for streak left, on the clock and streak rule of `decide`.
+    @Test func holdAndOkForLeftAtTheCurrentStep() {
+        let plan = RampDecisionTests.plan
+        let t0 = RampDecisionTests.t0
+        // Step 1 published at t0, OK since before it: the streak counts from t0 (this step only).
+        let state = RampState(reached: 1, reachedAt: t0, okSince: t0 - .hours(3))
+        #expect(plan.countdown(state, now: t0 + .minutes(20)) == RampCountdown(hold: .minutes(40), okFor: .minutes(10)))
+        // Past both: nothing left to count.
+        #expect(plan.countdown(state, now: t0 + .minutes(61)) == RampCountdown())
+        // Not OK at the last look: the whole ok-for is left; the hold still runs.
+        var broken = state
+        broken.okSince = nil
+        #expect(
+            plan.countdown(broken, now: t0 + .minutes(50)) == RampCountdown(hold: .minutes(10), okFor: .minutes(30)))
+        // Nothing published yet: no countdown.
+        #expect(plan.countdown(RampState(), now: t0) == RampCountdown())
+        // The countdown agrees with decide: when both reach zero (and the gates pass), the plan advances.
+        let d = plan.decide(state, RampDecisionTests.good(5), now: t0 + .minutes(60))
+        #expect(d.action == .advance(step: 2, target: MicroPercent(percent: 25), reason: "plan 'ramp' step 2/3: 25%"))
+    }
+}

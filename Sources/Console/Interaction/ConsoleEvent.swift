@@ -41,6 +41,8 @@ public enum ConsoleEvent: Hashable, Sendable {
     case loadFailed(message: String)
     /// Answer to `.loadVersion`: the version the drill-down opened (a failure answers `.loadFailed`).
     case versionLoaded(VersionDetail)
+    /// Answer to `.planControl`: what happened to the plan, in words, and whether it was refused.
+    case planControlled(message: String, refused: Bool)
 }
 
 /// Work the reducer asks the adapters to do; it never does I/O itself.
@@ -60,6 +62,8 @@ public enum ConsoleEffect: Hashable, Sendable {
     case loadAudit
     /// Read one version with its diff against the one before it; answer `.versionLoaded` or `.loadFailed`.
     case loadVersion(Int)
+    /// Pause (true) or resume (false) the store's ramp plan, audited; answer `.planControlled`.
+    case planControl(pause: Bool)
     /// Fetch a snapshot now rather than at the next refresh.
     case refresh
     /// Repaint the whole terminal (Ctrl-L).

@@ -123,6 +123,9 @@ extension ConsoleState {
             }
             overlay = .version(number: number, detail: detail, scroll: scroll, back: back)
             return []
+        case .planControlled(let message, let refused):
+            say(message, refused ? .error : .info)
+            return [.refresh]
         case .loadFailed(let message):
             switch overlay {
             case .history(nil, _), .audit(nil, _):
@@ -487,6 +490,19 @@ extension ConsoleState {
             // Repeated presses walk back: each rollback goes one version before the one the last press restored.
             if let last = undoTrail.first, last > 1 { return startChange(.rollback(toVersion: last - 1)) }
             return startChange(.rollbackLast)
+        case .togglePlan:
+            guard let plan = model?.plan, plan.phase == .running || plan.phase == .paused else {
+                say("No running or paused ramp plan ('rollout plan start FILE')", .warning)
+                return []
+            }
+            return [.planControl(pause: plan.phase == .running)]
+        case .skipPlanStep:
+            guard let plan = model?.plan, plan.phase == .running || plan.phase == .paused, let next = plan.nextStep
+            else {
+                say("No plan step to skip to", .warning)
+                return []
+            }
+            return startChange(.set(microPercent: Int(plan.steps[next - 1].value)))
         case .showVerdict:
             overlay = .verdict(scroll: 0)
         case .showHistory:

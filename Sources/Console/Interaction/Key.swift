@@ -55,6 +55,10 @@ public enum Intent: Hashable, Sendable, CaseIterable {
     case kill
     case resume
     case rollbackLast
+    /// Pause the store's ramp plan, or resume it when paused.
+    case togglePlan
+    /// Publish the plan's next step now (a change like any other: confirm, reason, step-up).
+    case skipPlanStep
     case showHistory
     case showAudit
     case showVerdict
@@ -113,6 +117,10 @@ public enum KeyMap {
             [.character("r")], .resume, .change, "resume after a kill, at the percentage before it",
             hint: ("r", "resume", 5)),
         KeyBinding([.character("u")], .rollbackLast, .change, "roll back the last change", hint: ("u", "undo", 3)),
+        KeyBinding([.character("x")], .togglePlan, .change, "ramp plan: pause it, or resume it when paused"),
+        KeyBinding(
+            [.character("X")], .skipPlanStep, .change,
+            "ramp plan: skip to its next step (confirm, reason, step-up)"),
         KeyBinding(
             [.character("h")], .showHistory, .look, "history of published changes",
             hint: ("h", "history", 7)),

@@ -15,10 +15,12 @@ public struct ConsoleModel: Hashable, Sendable {
     public var changes: [ChangeRecord]
     /// Notable events (guardrail alarms, propagation milestones, throttling), newest first.
     public var events: [NotableEvent]
+    /// The store's ramp plan, nil when none was started (see `PlanPanel`).
+    public var plan: PlanInfo?
 
     public init(
         header: HeaderInfo, condition: ConditionInfo, attestation: AttestationInfo, crash: CrashInfo,
-        changes: [ChangeRecord] = [], events: [NotableEvent] = []
+        changes: [ChangeRecord] = [], events: [NotableEvent] = [], plan: PlanInfo? = nil
     ) {
         self.header = header
         self.condition = condition
@@ -26,6 +28,7 @@ public struct ConsoleModel: Hashable, Sendable {
         self.crash = crash
         self.changes = changes
         self.events = events
+        self.plan = plan
     }
 }
 

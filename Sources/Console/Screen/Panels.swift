@@ -361,10 +361,12 @@ enum BoxedLayout {
             grid.draw([PanelText.failureLine(m.attestation)], in: failureRow)
         }
 
+        let (logArea, planArea) = PlanPanel.split(log, m)
+        if let planArea { PlanPanel.render(m, into: &grid, area: planArea) }
         let logInner = Frame(
             title: [Span("Log", .title)],
             status: [Span("times " + Format.utcOffset(s.configuration.utcOffsetSeconds), .muted)]
-        ).render(into: &grid, area: log)
+        ).render(into: &grid, area: logArea)
         let logRows = PanelText.logRows(m, s, width: logInner.width, rows: logInner.height)
         grid.draw(logRows.map(\.line), in: logInner)
         // A click on a published change in the log opens it, as Enter does on a history row.

@@ -1,0 +1,107 @@
+import Foundation
+import Rollout
+import Store
+import Telemetry
+import Timekeeping
+
+/// The one headless loop of `rollout watch` and `rollout plan run`.
+///
+/// Every `interval` wall seconds: the one assessment (`RolloutMonitor.status()`), auto-kill (with
+/// `guardrails.auto-kill` on and a writable store, a HALT while anyone is exposed publishes a kill through the
+/// write path: a compare-and-swap, so of any number of loops and consoles exactly one kill is published), then,
+/// when a plan runs, the plan's look on that same assessment (`RampPlanRunner.look(status:)`). Each look is handed
+/// to `report`; the loop ends on SIGINT or SIGTERM, after `looks` looks, or when `until` says so.
+public final class HeadlessLoop {
+    /// What one look saw and did.
+    public struct Look: Sendable {
+        /// The assessment the look judged (after its auto-kill, if it published one).
+        public var status: RolloutMonitor.Status
+        /// `auto-kill: <summary> (version N)` when this look published the kill.
+        public var autoKill: String?
+        /// The plan's look, when the loop runs a plan (nil when no plan runs, or none was started).
+        public var plan: RampPlanRunner.Look?
+        /// The verdict's level or reason differs from the previous look's (always true for the first).
+        public var verdictChanged: Bool
+    }
+
+    public let session: StoreSession
+    public let monitor: RolloutMonitor
+    private let path: WritePath?
+    private let runner: RampPlanRunner?
+    private var last: (VerdictLevel, String)?
+
+    /// A loop on `session`; with `plan`, it also runs the store's ramp plan (which needs a writable store).
+    public init(session: StoreSession, plan: Bool) throws {
+        self.session = session
+        monitor = try session.monitor()
+        path = session.readOnly ? nil : try session.writePath()
+        runner = plan ? try RampPlanRunner(session: session, monitor: monitor) : nil
+    }
+
+    /// One look: the assessment, auto-kill, the plan.
+    public func look() throws -> Look {
+        var status = try monitor.status()
+        var killed: String?
+        if let path, case .published(let stored, let proposal, _)? = try monitor.autoKillIfHalted(status, using: path) {
+            killed = "auto-kill: \(proposal.summary) (version \(stored.info.number))"
+            // The plan judges the store as it is now: killed.
+            status = try monitor.status()
+        }
+        let plan = try runner?.look(status: status)
+        let verdict = (status.assessment.verdict.level, status.assessment.verdict.reason)
+        let changed = last.map { $0 != verdict } ?? true
+        last = verdict
+        return Look(status: status, autoKill: killed, plan: plan, verdictChanged: changed)
+    }
+
+    /// Looks every `interval` wall seconds until a signal, `looks` looks or `until`; returns the last look.
+    @discardableResult
+    public func run(interval: Double, looks: Int?, report: (Look) -> Void, until: (Look) -> Bool) throws -> Look? {
+        let stop = StopFlag()
+        let signals = [SIGINT, SIGTERM].map { sig in
+            signal(sig, SIG_IGN)
+            let source = DispatchSource.makeSignalSource(signal: sig, queue: .global())
+            source.setEventHandler { stop.set() }
+            source.resume()
+            return source
+        }
+        defer {
+            signals.forEach { $0.cancel() }
+            for sig in [SIGINT, SIGTERM] { signal(sig, SIG_DFL) }
+        }
+        var done = 0
+        var latest: Look?
+        while !stop.isSet {
+            let look = try look()
+            latest = look
+            report(look)
+            done += 1
+            if until(look) { break }
+            if let looks, done >= looks { break }
+            stop.wait(seconds: interval)
+        }
+        return latest
+    }
+
+    /// Set from a signal handler's queue, waited on by the loop.
+    final class StopFlag: @unchecked Sendable {
+        private let condition = NSCondition()
+        private var stopped = false
+        func set() {
+            condition.lock()
+            stopped = true
+            condition.broadcast()
+            condition.unlock()
+        }
+        var isSet: Bool {
+            condition.lock()
+            defer { condition.unlock() }
+            return stopped
+        }
+        func wait(seconds: Double) {
+            condition.lock()
+            if !stopped { _ = condition.wait(until: Date(timeIntervalSinceNow: seconds)) }
+            condition.unlock()
+        }
+    }
+}

@@ -1,0 +1,59 @@
+import Foundation
+import Testing
+import TestSupport
+
+/// The plan panel and its keys in a live `rollout demo` in a real terminal (tmux): `x` pauses and resumes the
+/// store's plan (audited), `X` skips to the next step through the confirm dialog and its reason, like any change.
+@Suite("demo: the plan panel and its keys", .serialized)
+struct DemoPlanKeysTests {
+    @Test func xPausesAndResumesAndBigXSkipsToTheNextStep() throws {
+        let f = try ConsoleEndToEndTests.Fixture(initialized: false)
+        // A drill store, made by a short simulation (the steady scenario sets 10%).
+        let sim = try TestSupport.run(
+            f.binary,
+            [
+                "simulate", "--scenario", "steady", "--devices", "200", "--speed", "max", "--duration", "2m", "--store",
+                f.store, "--quiet",
+            ])
+        try #require(sim.status == 0, "\(sim.stderr)")
+        let file = f.directory.appendingPathComponent("ramp.plan").path
+        try "name ramp\nstep 12% hold 1h\nstep 15%\n".write(toFile: file, atomically: true, encoding: .utf8)
+        let started = try f.cli("plan", "start", file)
+        try #require(started.status == 0, "\(started.stderr)")
+
+        let command = [
+            f.binary, "demo", "--store", f.store, "--operator", "ana@example.com", "--speed", "60", "--scenario",
+            "steady",
+            "--devices", "2000",
+        ]
+        let session = try TerminalSession(command, width: 120, height: 40)
+        defer { session.close() }
+        _ = try session.waitFor("▶ running  not started → 1: 12%", timeout: 20)
+        _ = try session.waitFor("x pause  X skip to 12%")
+
+        try session.press("x")
+        _ = try session.waitFor("‖ paused")
+        _ = try session.waitFor("x resume")
+        try session.press("x")
+        _ = try session.waitFor("Plan 'ramp' resumed at step 0/2")
+        _ = try session.waitFor("▶ running")
+
+        // Skip: a set to the next step's 12%, confirmed with a reason like any increase.
+        try session.press("X")
+        _ = try session.waitFor("Confirm:")
+        try session.press("Tab", "Enter")
+        _ = try session.waitFor("Reason for the increase")
+        try session.type("skip the wait")
+        try session.press("Enter")
+        // The plan's decision sees its step published: it holds it from now.
+        _ = try session.waitFor("step 1 (12%) is published", timeout: 20)
+
+        let status = try f.cli("plan", "status", "--json").stdout
+        #expect(status.contains("\"exposed\":\"12%\""), "\(status)")
+        let audit = try f.cli("audit", "show").stdout
+        #expect(audit.contains("plan pause"), "\(audit)")
+        #expect(audit.contains("plan resume"))
+        #expect(audit.contains("skip the wait"))
+        #expect(try f.cli("audit", "verify").status == 0)
+    }
+}
