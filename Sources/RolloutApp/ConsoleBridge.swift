@@ -76,7 +76,11 @@ public final class StoreConsoleSource: ConsoleDataSource, @unchecked Sendable {
                 status: status, changes: changes, header: .init(store: storeLabel, project: project, operatorID: operatorID),
                 readOnly: readOnly, stepUp: stepUp)
             if let autoKillNote { model.events.insert(autoKillNote, at: 0) }
-            model.plan = try ConsolePlan.info(store: monitor.store, status: status)
+            // Ramp plans live in the SQLite store's sealed `ramp_plan` table (a file store or Firebase's state store);
+            // a store without one shows no plan panel.
+            if let file = monitor.store as? RolloutStore {
+                model.plan = try ConsolePlan.info(store: file, status: status)
+            }
             return model
         }
     }

@@ -1,4 +1,5 @@
 import Foundation
+import Monitoring
 import Rollout
 import Store
 import Telemetry
