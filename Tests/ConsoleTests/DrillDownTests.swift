@@ -82,8 +82,10 @@ struct DrillDownTests {
         #expect(press(&s, .enter) == [.loadVersion(41)])
         #expect(screen(s).contains("Loading v41"))
         // An answer for another version (a stale load) changes nothing.
-        _ = s.handle(.versionLoaded(VersionDetail(
-            record: Fixture.model().changes[0], origin: "", updateType: "", diff: [], isCurrent: true)))
+        _ = s.handle(
+            .versionLoaded(
+                VersionDetail(
+                    record: Fixture.model().changes[0], origin: "", updateType: "", diff: [], isCurrent: true)))
         #expect(screen(s).contains("Loading v41"))
         _ = s.handle(.versionLoaded(DrillFixture.detail))
         let text = screen(s)
@@ -91,7 +93,9 @@ struct DrillDownTests {
         #expect(text.contains("by bo@example.com"))
         #expect(text.contains("second step of the plan"))
         #expect(text.contains("What v41 changed against v40:"))
-        #expect(text.contains("~ condition app_attest_rollout: percent('rollout-2026') <= 5 → percent('rollout-2026') <= 10"))
+        #expect(
+            text.contains(
+                "~ condition app_attest_rollout: percent('rollout-2026') <= 5 → percent('rollout-2026') <= 10"))
         #expect(text.contains("r  roll back to this version"))
 
         // Esc goes back to the list, on the same row.
@@ -245,10 +249,12 @@ struct DrillDownTests {
         var killed = Fixture.model(state: .killed)
         killed.header.templateVersion = "43"
         let effects = s.handle(.snapshot(killed))
-        guard let again = effects.compactMap({ e -> ChangeRequest? in
-            if case .preview(let r) = e { return r }
-            return nil
-        }).first else {
+        guard
+            let again = effects.compactMap({ e -> ChangeRequest? in
+                if case .preview(let r) = e { return r }
+                return nil
+            }).first
+        else {
             Issue.record("no re-preview: \(effects)")
             return
         }

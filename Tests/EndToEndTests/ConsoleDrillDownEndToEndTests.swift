@@ -130,7 +130,10 @@ struct ConsoleDrillDownEndToEndTests {
         try FileManager.default.createDirectory(at: tmp, withIntermediateDirectories: true)
         // A 3,000-device fleet stays HOLD "not enough data yet": the guardrail refuses increases.
         let session = try TerminalSession(
-            ["sh", "-c", "\(TerminalSession.quote(f.binary)) demo --devices 3000 --speed 120 --operator ana@example.com"],
+            [
+                "sh", "-c",
+                "\(TerminalSession.quote(f.binary)) demo --devices 3000 --speed 120 --operator ana@example.com",
+            ],
             width: 120, height: 40, environment: ["TMPDIR": tmp.path])
         defer { session.close() }
         try session.waitFor("not enough data yet", timeout: 30)
@@ -158,12 +161,16 @@ struct ConsoleDrillDownEndToEndTests {
         try session.captureOutput(to: capture)
         usleep(4_000_000)
         let bytes = (try? Data(contentsOf: capture))?.count ?? 0
-        #expect(bytes == 0, "an idle console wrote \(bytes) bytes in 4 s: \(String(decoding: (try? Data(contentsOf: capture)) ?? Data(), as: UTF8.self).debugDescription)")
+        #expect(
+            bytes == 0,
+            "an idle console wrote \(bytes) bytes in 4 s: \(String(decoding: (try? Data(contentsOf: capture)) ?? Data(), as: UTF8.self).debugDescription)"
+        )
         // The capture works: a key that changes the screen is seen.
         try session.press("?")
         try session.waitFor("Help")
         usleep(300_000)
-        #expect(((try? Data(contentsOf: capture))?.count ?? 0) > 0, "the capture saw nothing even when the screen changed")
+        #expect(
+            ((try? Data(contentsOf: capture))?.count ?? 0) > 0, "the capture saw nothing even when the screen changed")
         try session.press("Escape", "q")
         #expect(try session.exitStatus(timeout: 20) == 0)
     }

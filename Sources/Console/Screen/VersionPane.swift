@@ -19,7 +19,9 @@ public enum VersionPane {
                     Span(Format.dateTime(r.at, utcOffsetSeconds: offset) + " " + Format.utcOffset(offset), .text),
                     Span(" by ", .muted), Span(r.actor.isEmpty ? "–" : r.actor, .accent),
                 ]),
-            row("From", [Span(detail.origin.isEmpty ? "–" : detail.origin, .text), Span(" · " + detail.updateType, .muted)]),
+            row(
+                "From",
+                [Span(detail.origin.isEmpty ? "–" : detail.origin, .text), Span(" · " + detail.updateType, .muted)]),
             row("Change", Describe.change(r.from, r.to) + [Span("  (" + r.kind.rawValue + ")", .muted)]),
         ]
         let reason = r.reason.isEmpty ? ["(no reason given)"] : Format.wrap(r.reason, max(8, w - label))
