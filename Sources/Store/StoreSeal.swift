@@ -325,8 +325,7 @@ public struct Witness: Sendable {
 /// no one can compute a row's hash, so an edited, inserted or deleted row leaves the sum off by an amount no
 /// later write can cancel (each write moves stored and true sums alike): `rollout audit verify`, which
 /// recomputes every sum (O(rows)), names the table for ever after. Per-write checks cannot recompute a sum, so
-/// unlike the small sealed tables a write does not refuse such a store; `audit verify` (or `rollout serve`'s
-/// start) does.
+/// unlike the small sealed tables a write does not refuse such a store; `audit verify` names it.
 public enum StoreTally {
     public static let tables = ["appcheck_challenges", "appcheck_consumed_tokens", "appcheck_keys"]
 
