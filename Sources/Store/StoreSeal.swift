@@ -143,7 +143,9 @@ public enum StoreSeal {
     /// Adds the tally column to a seal made before schema 4 (the seal is rewritten with it by the caller).
     static func addTallyColumn(_ db: SQLiteDatabase) throws {
         let columns = try db.query("PRAGMA table_info(store_seal)").compactMap { $0[1].string }
-        if !columns.contains("tally") { try db.execute("ALTER TABLE store_seal ADD COLUMN tally TEXT NOT NULL DEFAULT ''") }
+        if !columns.contains("tally") {
+            try db.execute("ALTER TABLE store_seal ADD COLUMN tally TEXT NOT NULL DEFAULT ''")
+        }
     }
 
     /// The tallies as last sealed (zero for a store sealed before tallies, or never sealed).
@@ -371,7 +373,8 @@ public enum StoreTally {
 
     /// The keyed hash of one row of `table`, as limbs.
     static func hash(_ table: String, _ row: [SQLiteValue], key: StoreKey) -> [UInt64] {
-        let mac = HMAC.authenticate(.sha256, key: key.bytes, message: Array("tally \(table)\n\(StoreSeal.encode(row))".utf8))
+        let mac = HMAC.authenticate(
+            .sha256, key: key.bytes, message: Array("tally \(table)\n\(StoreSeal.encode(row))".utf8))
         return (0..<4).map { i in mac[(i * 8)..<(i * 8 + 8)].reduce(UInt64(0)) { $0 << 8 | UInt64($1) } }
     }
 
