@@ -143,7 +143,9 @@ public enum StoreSeal {
     /// Adds the tally column to a seal made before schema 4 (the seal is rewritten with it by the caller).
     static func addTallyColumn(_ db: SQLiteDatabase) throws {
         let columns = try db.query("PRAGMA table_info(store_seal)").compactMap { $0[1].string }
-        if !columns.contains("tally") { try db.execute("ALTER TABLE store_seal ADD COLUMN tally TEXT NOT NULL DEFAULT ''") }
+        if !columns.contains("tally") {
+            try db.execute("ALTER TABLE store_seal ADD COLUMN tally TEXT NOT NULL DEFAULT ''")
+        }
     }
 
     /// The tallies as last sealed (zero for a store sealed before tallies, or never sealed).
@@ -325,8 +327,7 @@ public struct Witness: Sendable {
 /// no one can compute a row's hash, so an edited, inserted or deleted row leaves the sum off by an amount no
 /// later write can cancel (each write moves stored and true sums alike): `rollout audit verify`, which
 /// recomputes every sum (O(rows)), names the table for ever after. Per-write checks cannot recompute a sum, so
-/// unlike the small sealed tables a write does not refuse such a store; `audit verify` (or `rollout serve`'s
-/// start) does.
+/// unlike the small sealed tables a write does not refuse such a store; `audit verify` names it.
 public enum StoreTally {
     public static let tables = ["appcheck_challenges", "appcheck_consumed_tokens", "appcheck_keys"]
 
@@ -372,7 +373,8 @@ public enum StoreTally {
 
     /// The keyed hash of one row of `table`, as limbs.
     static func hash(_ table: String, _ row: [SQLiteValue], key: StoreKey) -> [UInt64] {
-        let mac = HMAC.authenticate(.sha256, key: key.bytes, message: Array("tally \(table)\n\(StoreSeal.encode(row))".utf8))
+        let mac = HMAC.authenticate(
+            .sha256, key: key.bytes, message: Array("tally \(table)\n\(StoreSeal.encode(row))".utf8))
         return (0..<4).map { i in mac[(i * 8)..<(i * 8 + 8)].reduce(UInt64(0)) { $0 << 8 | UInt64($1) } }
     }
 

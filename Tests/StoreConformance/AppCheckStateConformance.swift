@@ -50,7 +50,8 @@ public enum AppCheckStateConformance {
         let c2: [UInt8] = Array(32..<64)
         try a.storeChallenge(c1, appId: app, expiresAt: t0 + .minutes(5))
         try a.storeChallenge(c2, appId: app, expiresAt: t0 + .minutes(5))
-        try expect(try b.redeemChallenge(c1, appId: "other-app", at: t0) == .unknown, "another app redeemed the challenge")
+        try expect(
+            try b.redeemChallenge(c1, appId: "other-app", at: t0) == .unknown, "another app redeemed the challenge")
         try expect(try b.redeemChallenge(c1, appId: app, at: t0) == .redeemed, "the issued challenge was not redeemed")
         try expect(try a.redeemChallenge(c1, appId: app, at: t0) == .alreadyUsed, "the challenge was redeemed twice")
         try expect(
@@ -104,7 +105,8 @@ public enum AppCheckStateConformance {
         try expect(
             try a.attestedKey(appId: app, artifactDigest: k.artifactDigest) == nil,
             "the old artifact still finds the key")
-        try expect(try !a.advanceCounter(appId: app, keyId: k.keyId, to: 3), "after re-attestation the counter moved back")
+        try expect(
+            try !a.advanceCounter(appId: app, keyId: k.keyId, to: 3), "after re-attestation the counter moved back")
     }
 
     static func concurrentAdvance(_ factory: Factory) throws {
@@ -138,6 +140,7 @@ public enum AppCheckStateConformance {
         try expect(try !b.consumeToken(id: "jti-1", expiresAt: t0 + .minutes(60)), "an early purge forgot a live token")
         try a.purgeExpired(before: t0 + .minutes(90))
         try expect(try !a.consumeToken(id: "jti-2", expiresAt: t0 + .minutes(120)), "the purge forgot a live token")
-        try expect(try b.consumeToken(id: "jti-1", expiresAt: t0 + .minutes(60)), "an expired, purged token is remembered")
+        try expect(
+            try b.consumeToken(id: "jti-1", expiresAt: t0 + .minutes(60)), "an expired, purged token is remembered")
     }
 }

@@ -17,9 +17,10 @@ public enum SettingsConformance {
 
         public init(
             guardrails: any GuardrailSettingsStore, policy: any StepUpPolicyStore, config: any ConfigStore,
-            openReadOnly: @escaping () throws -> (
-                guardrails: any GuardrailSettingsStore, policy: any StepUpPolicyStore
-            )
+            openReadOnly:
+                @escaping () throws -> (
+                    guardrails: any GuardrailSettingsStore, policy: any StepUpPolicyStore
+                )
         ) {
             self.guardrails = guardrails
             self.policy = policy
@@ -68,7 +69,8 @@ public enum SettingsConformance {
 
     static func defaults(_ factory: Factory) throws {
         let f = try factory()
-        try expect(try f.guardrails.guardrailSettings() == GuardrailSettings(), "the guardrail settings are not the defaults")
+        try expect(
+            try f.guardrails.guardrailSettings() == GuardrailSettings(), "the guardrail settings are not the defaults")
         try expect(try f.policy.stepUpPolicy() == .standard, "the step-up policy is not the standard one")
     }
 
@@ -91,11 +93,14 @@ public enum SettingsConformance {
         let f = try factory()
         try f.guardrails.saveGuardrailSetting("guardrails.auto-kill", "on")
         let before = try f.guardrails.guardrailSettings()
-        for (key, value) in [("guardrails.nonsense", "on"), ("guardrails.auto-kill", "maybe"), ("budget.per-second", "-1")] {
+        for (key, value) in [
+            ("guardrails.nonsense", "on"), ("guardrails.auto-kill", "maybe"), ("budget.per-second", "-1"),
+        ] {
             var refused = false
             do { try f.guardrails.saveGuardrailSetting(key, value) } catch { refused = true }
             try expect(refused, "\(key) \(value) was accepted")
-            try expect(try f.guardrails.guardrailSettings() == before, "the refused \(key) \(value) changed the settings")
+            try expect(
+                try f.guardrails.guardrailSettings() == before, "the refused \(key) \(value) changed the settings")
         }
     }
 
@@ -115,7 +120,9 @@ public enum SettingsConformance {
         let f = try factory()
         let before = try f.config.auditRecords(limit: 1000, before: nil).count
         func entry(_ to: String) -> AuditEntry {
-            AuditEntry(time: t0, actor: "ana@test", action: "policy set guardrails.auto-kill", from: "off", to: to, result: .recorded)
+            AuditEntry(
+                time: t0, actor: "ana@test", action: "policy set guardrails.auto-kill", from: "off", to: to,
+                result: .recorded)
         }
         try f.config.atomically {
             try f.guardrails.saveGuardrailSetting("guardrails.auto-kill", "on")
@@ -149,7 +156,9 @@ public enum SettingsConformance {
         do { try ro.guardrails.saveGuardrailSetting("guardrails.armed", "off") } catch { refused = true }
         try expect(refused, "a read-only store saved a guardrail setting")
         refused = false
-        do { try ro.policy.saveStepUpPolicy(try StepUpPolicy.standard.setting("rollback", "off")) } catch { refused = true }
+        do { try ro.policy.saveStepUpPolicy(try StepUpPolicy.standard.setting("rollback", "off")) } catch {
+            refused = true
+        }
         try expect(refused, "a read-only store saved the step-up policy")
         try expect(try f.guardrails.guardrailSettings() == settings, "the refused write changed the settings")
         try expect(try f.policy.stepUpPolicy() == .standard, "the refused write changed the policy")

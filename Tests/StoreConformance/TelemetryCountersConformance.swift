@@ -31,7 +31,10 @@ public enum TelemetryCountersConformance {
         ("the counters are the fold of the events (cohorts, user-level transitions, installations, reasons)", fold),
         ("the same events in one batch or in three give the same counters and snapshot", splitEqualsWhole),
         ("a landed batch again adds its events again, but each installation enters and crashes once", duplicateBatch),
-        ("the snapshot since the start equals the stored totals, and a cold reader sees what a warm one sees", snapshot),
+        (
+            "the snapshot since the start equals the stored totals, and a cold reader sees what a warm one sees",
+            snapshot
+        ),
         ("a read-only handle refuses a batch and nothing is written", readOnlyRefuses),
         ("a batch is seen whole or not at all by a concurrent reader", wholeOrNothing),
     ]
@@ -113,7 +116,8 @@ public enum TelemetryCountersConformance {
         }
         try expect(
             first.events == 7 && first.installations == 1 && first.source == "one"
-                && first.committedAt == t0 + .minutes(3) && first.earliest == t0 && first.latest == t0 + .seconds(Int64(74)),
+                && first.committedAt == t0 + .minutes(3) && first.earliest == t0
+                && first.latest == t0 + .seconds(Int64(74)),
             "the receipt is \(first)")
         guard let second = try counters.commit(batch(events.dropFirst(7)), source: "two", at: t0 + .minutes(4)) else {
             throw ConformanceFailure("a batch of 6 events returned no receipt")
@@ -122,7 +126,8 @@ public enum TelemetryCountersConformance {
         try expect(second.events == 6 && second.installations == 2, "the second receipt is \(second)")
         let log = try counters.batches()
         try expect(log == [first, second], "the batch log is \(log), not the two receipts oldest first")
-        try expect(try counters.newestEvent() == t0 + .seconds(Int64(92)), "the newest event is not the latest event time")
+        try expect(
+            try counters.newestEvent() == t0 + .seconds(Int64(92)), "the newest event is not the latest event time")
         let installations = try counters.installationCount()
         try expect(installations == 3, "\(installations) installations, not 3")
         try expect(try fixture.open().batches() == log, "another handle lists a different batch log")
@@ -224,7 +229,9 @@ public enum TelemetryCountersConformance {
         let now = t0 + .minutes(30)
         let s = try warm.snapshot(configuration, now: now)
         try expect(s.totals == (try warm.allTimeTotals()), "the snapshot's totals are not the stored totals")
-        try expect(s.newestEvent == t0 + .seconds(Int64(92)), "the snapshot's newest event is \(String(describing: s.newestEvent))")
+        try expect(
+            s.newestEvent == t0 + .seconds(Int64(92)),
+            "the snapshot's newest event is \(String(describing: s.newestEvent))")
         try expect(s.hasTelemetry, "the snapshot has no telemetry")
         let cold = try fixture.open().snapshot(configuration, now: now)
         try expect(comparable(cold) == comparable(s), "a cold reader's snapshot differs from the warm reader's")
@@ -237,7 +244,9 @@ public enum TelemetryCountersConformance {
         let before = (try writer.allTimeTotals(), try writer.batches())
         let reader = try fixture.openReadOnly()
         var refused = false
-        do { _ = try reader.commit(batch(events.suffix(5)), source: "test", at: t0 + .minutes(2)) } catch { refused = true }
+        do { _ = try reader.commit(batch(events.suffix(5)), source: "test", at: t0 + .minutes(2)) } catch {
+            refused = true
+        }
         try expect(refused, "a read-only handle landed a batch")
         try expect(try writer.allTimeTotals() == before.0 && writer.batches() == before.1, "the refused batch wrote")
         try expect(try reader.batches() == before.1, "the read-only handle does not read the log")

@@ -25,7 +25,8 @@ struct AppCheckTallyTests {
         try state.saveAttestedKey(
             AttestedKeyRecord(
                 appId: app, keyId: keyID, publicKey: [0x04] + [UInt8](repeating: 9, count: 64), counter: 0,
-                artifactDigest: [UInt8](repeating: 1, count: 32), receipt: [1], environment: .production, attestedAt: t0))
+                artifactDigest: [UInt8](repeating: 1, count: 32), receipt: [1], environment: .production, attestedAt: t0
+            ))
         for c in 1...5 { _ = try state.advanceCounter(appId: app, keyId: keyID, to: UInt32(c)) }
         _ = try state.consumeToken(id: "jti-1", expiresAt: t0 + .minutes(60))
         _ = try state.consumeToken(id: "jti-2", expiresAt: t0 + .minutes(60))
@@ -34,7 +35,9 @@ struct AppCheckTallyTests {
     }
 
     /// The problem `verify` names after `sql` is applied to the file behind the store's back.
-    static func tamper(_ sql: String, then: ((AppCheckStateTables) throws -> Void)? = nil) throws -> ConfigIntegrityProblem? {
+    static func tamper(_ sql: String, then: ((AppCheckStateTables) throws -> Void)? = nil) throws
+        -> ConfigIntegrityProblem?
+    {
         let f = try populated()
         try SQLiteDatabase(path: f.path, create: false).execute(sql)
         let (store, _) = try f.open(create: false)
@@ -78,7 +81,10 @@ struct AppCheckTallyTests {
         ("UPDATE appcheck_challenges SET used = 0", "appcheck_challenges"),
         ("UPDATE appcheck_challenges SET expires_at = expires_at + 3600000000", "appcheck_challenges"),
         ("DELETE FROM appcheck_consumed_tokens WHERE token_id = 'jti-1'", "appcheck_consumed_tokens"),
-        ("INSERT INTO appcheck_consumed_tokens (token_id, expires_at) VALUES ('forged', 0)", "appcheck_consumed_tokens"),
+        (
+            "INSERT INTO appcheck_consumed_tokens (token_id, expires_at) VALUES ('forged', 0)",
+            "appcheck_consumed_tokens"
+        ),
         ("DELETE FROM appcheck_keys", "appcheck_keys"),
         ("DELETE FROM appcheck_challenges", "appcheck_challenges"),
     ])

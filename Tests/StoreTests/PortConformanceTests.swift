@@ -52,7 +52,8 @@ struct TelemetryAndSettingsConformanceTests {
     static func freshStore(_ directory: URL, _ name: String) throws -> RolloutStore {
         let store = try RolloutStore(path: directory.appendingPathComponent("\(name).db").path)
         try store.configStore().initializeIfEmpty {
-            try SQLiteConfigStore.genesis(seed: "conformance", actor: "init@test", time: Instant(seconds: 1_780_000_000))
+            try SQLiteConfigStore.genesis(
+                seed: "conformance", actor: "init@test", time: Instant(seconds: 1_780_000_000))
         }
         return store
     }
