@@ -82,7 +82,7 @@ let package = Package(
         .target(name: "TestSupport", path: "Tests/Support", swiftSettings: strict),
         // The conformance suite of the core's ports, run by every store's tests with its own factory.
         .target(
-            name: "StoreConformance", dependencies: ["Rollout", "RemoteConfig", "StepUp", "JSON", "Timekeeping"],
+            name: "StoreConformance", dependencies: ["Rollout", "RemoteConfig", "StepUp", "Telemetry", "AppCheck", "JSON", "Timekeeping"],
             path: "Tests/StoreConformance", swiftSettings: strict),
 
         // Executables.
@@ -102,7 +102,13 @@ let package = Package(
         .testTarget(name: "RemoteConfigTests", dependencies: ["TestSupport", "RemoteConfig", "JSON"], swiftSettings: strict),
         .testTarget(name: "RolloutTests", dependencies: ["TestSupport", "StoreConformance", "Rollout", "RemoteConfig", "JSON", "Timekeeping"], swiftSettings: strict),
         .testTarget(name: "TelemetryTests", dependencies: ["TestSupport", "Telemetry", "Store", "Rollout", "JSON", "Timekeeping"], swiftSettings: strict),
-        .testTarget(name: "StoreTests", dependencies: ["TestSupport", "StoreConformance", "StepUp", "Store", "Rollout", "RemoteConfig", "Telemetry", "JSON", "Timekeeping"], swiftSettings: strict),
+        .testTarget(
+            name: "StoreTests",
+            dependencies: [
+                "TestSupport", "StoreConformance", "StepUp", "Store", "Rollout", "RemoteConfig", "Telemetry", "JSON", "Timekeeping",
+                "AppCheck",
+            ],
+            swiftSettings: strict),
         .testTarget(
             name: "AppCheckTests", dependencies: ["TestSupport", "AppCheck", "Store", "Crypto", "JSON", "Timekeeping"],
             exclude: ["pyattest_verdicts.py", "firebase_admin_tokens.py"], swiftSettings: strict),

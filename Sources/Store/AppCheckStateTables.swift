@@ -133,9 +133,11 @@ public final class AppCheckStateTables: AppCheckState, @unchecked Sendable {
 
     public func storeChallenge(_ challenge: [UInt8], appId: String, expiresAt: Instant) throws {
         try write {
-            try db.run(
-                "INSERT INTO appcheck_challenges (challenge, app_id, expires_at) VALUES (?, ?, ?)",
-                [.blob(challenge), .text(appId), .integer(expiresAt.microseconds)])
+            try db.tallied("appcheck_challenges", where: "challenge = ?", [.blob(challenge)]) {
+                try db.run(
+                    "INSERT INTO appcheck_challenges (challenge, app_id, expires_at) VALUES (?, ?, ?)",
+                    [.blob(challenge), .text(appId), .integer(expiresAt.microseconds)])
+            }
         }
     }
 
@@ -148,13 +150,16 @@ public final class AppCheckStateTables: AppCheckState, @unchecked Sendable {
                 row[0].string == appId, let expiresAt = row[1].int
             else { return .unknown }
             if row[2].int != 0 { return .alreadyUsed }
-            try db.run("UPDATE appcheck_challenges SET used = 1 WHERE challenge = ?", [.blob(challenge)])
+            try db.tallied("appcheck_challenges", where: "challenge = ?", [.blob(challenge)]) {
+                try db.run("UPDATE appcheck_challenges SET used = 1 WHERE challenge = ?", [.blob(challenge)])
+            }
             return time.microseconds < expiresAt ? .redeemed : .expired
         }
     }
 
     public func saveAttestedKey(_ key: AttestedKeyRecord) throws {
         try write {
+            try db.tallied("appcheck_keys", where: "app_id = ? AND key_id = ?", [.text(key.appId), .blob(key.keyId)]) {
             try db.run(
                 """
                 INSERT INTO appcheck_keys (app_id, key_id, public_key, counter, artifact_digest, receipt, environment, attested_at)
@@ -169,6 +174,7 @@ public final class AppCheckStateTables: AppCheckState, @unchecked Sendable {
                     .blob(key.artifactDigest),
                     .blob(key.receipt), .text(key.environment.rawValue), .integer(key.attestedAt.microseconds),
                 ])
+            }
         }
     }
 
@@ -193,19 +199,23 @@ public final class AppCheckStateTables: AppCheckState, @unchecked Sendable {
 
     public func advanceCounter(appId: String, keyId: [UInt8], to counter: UInt32) throws -> Bool {
         try write {
-            try db.run(
-                "UPDATE appcheck_keys SET counter = ? WHERE app_id = ? AND key_id = ? AND counter < ?",
-                [.integer(Int64(counter)), .text(appId), .blob(keyId), .integer(Int64(counter))])
-            return db.changes == 1
+            try db.tallied("appcheck_keys", where: "app_id = ? AND key_id = ?", [.text(appId), .blob(keyId)]) {
+                try db.run(
+                    "UPDATE appcheck_keys SET counter = ? WHERE app_id = ? AND key_id = ? AND counter < ?",
+                    [.integer(Int64(counter)), .text(appId), .blob(keyId), .integer(Int64(counter))])
+                return db.changes == 1
+            }
         }
     }
 
     public func consumeToken(id: String, expiresAt: Instant) throws -> Bool {
         try write {
-            try db.run(
-                "INSERT INTO appcheck_consumed_tokens (token_id, expires_at) VALUES (?, ?) ON CONFLICT (token_id) DO NOTHING",
-                [.text(id), .integer(expiresAt.microseconds)])
-            return db.changes == 1
+            try db.tallied("appcheck_consumed_tokens", where: "token_id = ?", [.text(id)]) {
+                try db.run(
+                    "INSERT INTO appcheck_consumed_tokens (token_id, expires_at) VALUES (?, ?) ON CONFLICT (token_id) DO NOTHING",
+                    [.text(id), .integer(expiresAt.microseconds)])
+                return db.changes == 1
+            }
         }
     }
 
@@ -316,8 +326,12 @@ public final class AppCheckStateTables: AppCheckState, @unchecked Sendable {
 
     public func purgeExpired(before time: Instant) throws {
         try write {
-            try db.run("DELETE FROM appcheck_challenges WHERE expires_at < ?", [.integer(time.microseconds)])
-            try db.run("DELETE FROM appcheck_consumed_tokens WHERE expires_at < ?", [.integer(time.microseconds)])
+            try db.tallied("appcheck_challenges", where: "expires_at < ?", [.integer(time.microseconds)]) {
+                try db.run("DELETE FROM appcheck_challenges WHERE expires_at < ?", [.integer(time.microseconds)])
+            }
+            try db.tallied("appcheck_consumed_tokens", where: "expires_at < ?", [.integer(time.microseconds)]) {
+                try db.run("DELETE FROM appcheck_consumed_tokens WHERE expires_at < ?", [.integer(time.microseconds)])
+            }
             try db.run(
                 "DELETE FROM appcheck_signing_keys WHERE kid IN "
                     + "(SELECT kid FROM appcheck_signing_key_retirements WHERE retires_at < ?)",

@@ -135,6 +135,7 @@ public final class RolloutStore: @unchecked Sendable {
             try db.transaction(immediate: false) {
                 let report = try configIntegrity?() ?? config.verifyIntegrity()
                 if let problem = try StoreSeal.problem(db, key: key, witness: witness) { throw problem }
+                if let key, let problem = try StoreTally.problem(db, key: key) { throw problem }
                 let state = try StoreSeal.current(db)
                 return StoreIntegrityReport(
                     config: report, sealedTables: StoreSeal.sealedTables, stateDigest: state.digest,

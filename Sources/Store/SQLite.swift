@@ -21,6 +21,9 @@ public final class SQLiteDatabase: @unchecked Sendable {
     /// The store key of the file this connection belongs to (set by `RolloutStore`): step-up secrets are
     /// encrypted with it. Nil for a bare connection, which then cannot store secrets.
     public internal(set) var storeKey: StoreKey?
+    /// What the open write transaction changed in the tallied tables (`StoreTally`), folded into the seal just
+    /// before it commits; undone with a savepoint or transaction that rolls back.
+    var tallyDelta: [String: StoreTally.Value] = [:]
 
     /// Opens (and with `create`, creates) the database at `path` with WAL, a busy timeout and full durability.
     ///
@@ -135,24 +138,29 @@ public final class SQLiteDatabase: @unchecked Sendable {
             let name = "nested\(savepoints)"
             defer { savepoints -= 1 }
             try execute("SAVEPOINT \(name)")
+            let tallyBefore = tallyDelta
             do {
                 let value = try body()
                 try execute("RELEASE \(name)")
                 return value
             } catch {
+                tallyDelta = tallyBefore
                 try? execute("ROLLBACK TO \(name)")
                 try? execute("RELEASE \(name)")
                 throw error
             }
         }
         try execute(immediate ? "BEGIN IMMEDIATE" : "BEGIN DEFERRED")
+        tallyDelta = [:]
         do {
             if immediate, let beforeWrite { try beforeWrite(self) }
             let value = try body()
             if immediate, let beforeCommit { try beforeCommit(self) }
             try execute("COMMIT")
+            tallyDelta = [:]
             return value
         } catch {
+            tallyDelta = [:]
             try? execute("ROLLBACK")
             throw error
         }

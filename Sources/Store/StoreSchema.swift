@@ -8,7 +8,7 @@ import Rollout
 /// with an older schema is upgraded by the first read-write open and refused by a read-only one.
 public enum StoreSchema {
     /// The schema version this program writes.
-    public static let current: Int64 = 3
+    public static let current: Int64 = 4
 
     /// Migration `i` brings version `i` to `i + 1`; it gets the store key and the witness of the store.
     static let migrations: [@Sendable (SQLiteDatabase, StoreKey?, Witness) throws -> Void] = [
@@ -48,7 +48,19 @@ public enum StoreSchema {
             guard let key else {
                 throw StoreError.unavailable("the store key is missing; it is needed to seal the ramp plan table")
             }
+            try StoreSeal.addTallyColumn(db)
             try witness.write(try StoreSeal.reseal(db, key: key))
+        },
+        // 4: the tally of the per-request App Check tables, started from their rows and sealed.
+        { db, key, witness in
+            guard let key else {
+                throw StoreError.unavailable("the store key is missing; it is needed to seal the App Check state")
+            }
+            try StoreSeal.addTallyColumn(db)
+            db.tallyDelta = StoreTally.adding(try StoreTally.recompute(db, key: key), to: [:])
+            try db.run("UPDATE store_seal SET tally = '' WHERE id = 1")
+            try witness.write(try StoreSeal.reseal(db, key: key))
+            db.tallyDelta = [:]
         },
     ]
 

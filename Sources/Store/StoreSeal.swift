@@ -92,8 +92,10 @@ public struct StoreKey: Sendable {
 ///
 /// Sealed tables: the step-up operators, pending enrolments and policy, the guardrail settings, and the App
 /// Check configuration (project, apps, signing keys and their retirements, debug tokens, demo certificate
-/// authority), and the ramp plan. The exchange's per-request
-/// state (challenges, key counters, consumed tokens) is not sealed: a full digest per request would not scale.
+/// authority), and the ramp plan. The exchange's per-request state (challenges, key counters, consumed tokens)
+/// grows with the traffic, so a full digest per request would not scale: it is sealed by its tally instead
+/// (`StoreTally`, updated in O(1) per changed row), which the seal's HMAC and the witness cover and
+/// `rollout audit verify` recomputes.
 public enum StoreSeal {
     public static let sealedTables = [
         "stepup_operators", "stepup_enrolments", "stepup_policy", "guardrail_settings", "appcheck_project",
@@ -107,7 +109,8 @@ public enum StoreSeal {
             tables TEXT NOT NULL,
             audit_sequence INTEGER NOT NULL,
             audit_hash TEXT NOT NULL,
-            mac TEXT NOT NULL)
+            mac TEXT NOT NULL,
+            tally TEXT NOT NULL DEFAULT '')
         """
 
     /// What the seal binds: each sealed table's digest and the chain head.
@@ -115,10 +118,13 @@ public enum StoreSeal {
         var tables: [String: String]
         var sequence: Int64
         var hash: String
+        /// The tallies of the per-request tables.
+        var tally: [String: StoreTally.Value] = [:]
 
-        /// One canonical line: `table=digest` sorted, then the head.
+        /// One canonical line: `table=digest` sorted, then the head, then the tallies.
         var text: String {
             tables.keys.sorted().map { "\($0)=\(tables[$0]!)" }.joined(separator: " ") + " head=\(sequence):\(hash)"
+                + " tally=" + StoreTally.text(tally)
         }
         /// The state digest the witness and `audit verify` print.
         var digest: String { SHA256.hex(Array(text.utf8)) }
@@ -129,7 +135,23 @@ public enum StoreSeal {
         var tables: [String: String] = [:]
         for table in sealedTables { tables[table] = try digest(of: table, in: db) }
         let head = try db.query("SELECT audit_sequence, audit_hash FROM config_head WHERE id = 1").first
-        return State(tables: tables, sequence: head?[0].int ?? 0, hash: head?[1].string ?? AuditChain.genesis)
+        return State(
+            tables: tables, sequence: head?[0].int ?? 0, hash: head?[1].string ?? AuditChain.genesis,
+            tally: StoreTally.adding(db.tallyDelta, to: try sealedTally(db)))
+    }
+
+    /// Adds the tally column to a seal made before schema 4 (the seal is rewritten with it by the caller).
+    static func addTallyColumn(_ db: SQLiteDatabase) throws {
+        let columns = try db.query("PRAGMA table_info(store_seal)").compactMap { $0[1].string }
+        if !columns.contains("tally") { try db.execute("ALTER TABLE store_seal ADD COLUMN tally TEXT NOT NULL DEFAULT ''") }
+    }
+
+    /// The tallies as last sealed (zero for a store sealed before tallies, or never sealed).
+    static func sealedTally(_ db: SQLiteDatabase) throws -> [String: StoreTally.Value] {
+        guard let row = try db.query("SELECT tally FROM store_seal WHERE id = 1").first, let text = row[0].string else {
+            return [:]
+        }
+        return StoreTally.parse(text) ?? [:]
     }
 
     /// SHA-256 over the table's rows, each encoded with its column types, in sorted order.
@@ -138,19 +160,21 @@ public enum StoreSeal {
         guard try !db.query("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", [.text(table)]).isEmpty
         else { return "absent" }
         var rows: [String] = []
-        for row in try db.query("SELECT * FROM \(table)") {
-            rows.append(
-                row.map { v -> String in
-                    switch v {
-                    case .null: "n"
-                    case .integer(let i): "i\(i)"
-                    case .real(let d): "r\(d.bitPattern)"
-                    case .text(let t): "t\(t.utf8.count):\(t)"
-                    case .blob(let b): "b" + Hex.encode(b)
-                    }
-                }.joined(separator: "|"))
-        }
+        for row in try db.query("SELECT * FROM \(table)") { rows.append(encode(row)) }
         return SHA256.hex(Array(rows.sorted().joined(separator: "\n").utf8))
+    }
+
+    /// One row, each value with its type.
+    static func encode(_ row: [SQLiteValue]) -> String {
+        row.map { v -> String in
+            switch v {
+            case .null: "n"
+            case .integer(let i): "i\(i)"
+            case .real(let d): "r\(d.bitPattern)"
+            case .text(let t): "t\(t.utf8.count):\(t)"
+            case .blob(let b): "b" + Hex.encode(b)
+            }
+        }.joined(separator: "|")
     }
 
     /// Writes the seal of the current state (inside the caller's write transaction) and returns it.
@@ -159,25 +183,28 @@ public enum StoreSeal {
         let state = try current(db)
         let tables = state.tables.keys.sorted().map { "\($0)=\(state.tables[$0]!)" }.joined(separator: " ")
         let mac = key.mac(state.text)
+        let tally = StoreTally.text(state.tally)
         // Most commits (telemetry) change nothing sealed: leave the row as it is.
-        if let row = try db.query("SELECT tables, audit_sequence, audit_hash, mac FROM store_seal WHERE id = 1").first,
-            row == [.text(tables), .integer(state.sequence), .text(state.hash), .text(mac)]
+        if let row = try db.query("SELECT tables, audit_sequence, audit_hash, mac, tally FROM store_seal WHERE id = 1")
+            .first,
+            row == [.text(tables), .integer(state.sequence), .text(state.hash), .text(mac), .text(tally)]
         {
             return state
         }
         try db.run(
-            "INSERT OR REPLACE INTO store_seal (id, tables, audit_sequence, audit_hash, mac) VALUES (1, ?, ?, ?, ?)",
-            [.text(tables), .integer(state.sequence), .text(state.hash), .text(mac)])
+            "INSERT OR REPLACE INTO store_seal (id, tables, audit_sequence, audit_hash, mac, tally) VALUES (1, ?, ?, ?, ?, ?)",
+            [.text(tables), .integer(state.sequence), .text(state.hash), .text(mac), .text(tally)])
         return state
     }
 
     /// The first thing wrong with the seal of `db` (against the tables, the key and the witness), or nil.
     static func problem(_ db: SQLiteDatabase, key: StoreKey?, witness: Witness) throws -> ConfigIntegrityProblem? {
         guard
-            let row = try db.query("SELECT tables, audit_sequence, audit_hash, mac FROM store_seal WHERE id = 1").first
+            let row = try db.query("SELECT tables, audit_sequence, audit_hash, mac, tally FROM store_seal WHERE id = 1")
+                .first
         else { return ConfigIntegrityProblem("seal", "missing (store_seal deleted?)") }
         guard let tablesText = row[0].string, let sequence = row[1].int, let hash = row[2].string,
-            let mac = row[3].string
+            let mac = row[3].string, let tallyText = row[4].string, let sealedTally = StoreTally.parse(tallyText)
         else { return ConfigIntegrityProblem("seal", "a column has an unexpected value (edited?)") }
         var sealed: [String: String] = [:]
         for pair in tablesText.split(separator: " ") {
@@ -201,7 +228,7 @@ public enum StoreSeal {
                 "cannot be checked: the store key \(StoreKey.path(forStore: db.path)) is missing (restore it; see README 'Store files')"
             )
         }
-        let sealedState = State(tables: sealed, sequence: sequence, hash: hash)
+        let sealedState = State(tables: sealed, sequence: sequence, hash: hash, tally: sealedTally)
         if key.mac(sealedState.text) != mac {
             return ConfigIntegrityProblem(
                 "seal",
@@ -286,5 +313,146 @@ public struct Witness: Sendable {
             unlink(temporary)
             throw StoreError.unavailable("cannot write the witness \(path): \(String(cString: strerror(errno)))")
         }
+    }
+}
+
+/// The tally of the per-request tables (App Check challenges, key counters, consumed tokens): for each table
+/// the number of rows and the sum, modulo 2^256, of HMAC-SHA-256 under the store key of every row.
+///
+/// A sum of keyed row hashes is a multiset digest that a write updates in O(1) per row it changes (subtract the
+/// old row's hash, add the new one's), in the same transaction, so that a request costs the same with a
+/// thousand rows or ten million; the seal binds the result (HMAC) and the witness records it. Without the key
+/// no one can compute a row's hash, so an edited, inserted or deleted row leaves the sum off by an amount no
+/// later write can cancel (each write moves stored and true sums alike): `rollout audit verify`, which
+/// recomputes every sum (O(rows)), names the table for ever after. Per-write checks cannot recompute a sum, so
+/// unlike the small sealed tables a write does not refuse such a store; `audit verify` names it.
+public enum StoreTally {
+    public static let tables = ["appcheck_challenges", "appcheck_consumed_tokens", "appcheck_keys"]
+
+    /// A table's tally: its row count and the sum of its rows' keyed hashes (four 64-bit limbs, little end first).
+    public struct Value: Equatable, Sendable {
+        var rows: Int64 = 0
+        var sum: [UInt64] = [0, 0, 0, 0]
+
+        mutating func add(_ h: [UInt64]) {
+            addLimbs(h)
+            rows += 1
+        }
+
+        mutating func subtract(_ h: [UInt64]) {
+            var borrow: UInt64 = 0
+            for i in 0..<4 {
+                let (a, o1) = sum[i].subtractingReportingOverflow(h[i])
+                let (b, o2) = a.subtractingReportingOverflow(borrow)
+                sum[i] = b
+                borrow = (o1 ? 1 : 0) + (o2 ? 1 : 0)
+            }
+            rows -= 1
+        }
+
+        /// Adds another tally (a transaction's delta: a negative count and a sum modulo 2^256).
+        mutating func add(_ other: Value) {
+            addLimbs(other.sum)
+            rows += other.rows
+        }
+
+        private mutating func addLimbs(_ h: [UInt64]) {
+            var carry: UInt64 = 0
+            for i in 0..<4 {
+                let (a, o1) = sum[i].addingReportingOverflow(h[i])
+                let (b, o2) = a.addingReportingOverflow(carry)
+                sum[i] = b
+                carry = (o1 ? 1 : 0) + (o2 ? 1 : 0)
+            }
+        }
+
+        var text: String { "\(rows):" + sum.reversed().map { String(format: "%016llx", $0) }.joined() }
+    }
+
+    /// The keyed hash of one row of `table`, as limbs.
+    static func hash(_ table: String, _ row: [SQLiteValue], key: StoreKey) -> [UInt64] {
+        let mac = HMAC.authenticate(.sha256, key: key.bytes, message: Array("tally \(table)\n\(StoreSeal.encode(row))".utf8))
+        return (0..<4).map { i in mac[(i * 8)..<(i * 8 + 8)].reduce(UInt64(0)) { $0 << 8 | UInt64($1) } }
+    }
+
+    static func text(_ tally: [String: Value]) -> String {
+        tables.map { "\($0)=\((tally[$0] ?? Value()).text)" }.joined(separator: ",")
+    }
+
+    /// What `text` wrote; empty text is a store sealed before tallies (all zero); nil when malformed.
+    static func parse(_ text: String) -> [String: Value]? {
+        guard !text.isEmpty else { return [:] }
+        var out: [String: Value] = [:]
+        for part in text.split(separator: ",") {
+            let kv = part.split(separator: "=", maxSplits: 1)
+            guard kv.count == 2 else { return nil }
+            let rc = kv[1].split(separator: ":", maxSplits: 1)
+            guard rc.count == 2, let rows = Int64(rc[0]), rc[1].count == 64 else { return nil }
+            let hex = Array(rc[1])
+            var limbs: [UInt64] = []
+            for i in (0..<4).reversed() {
+                guard let v = UInt64(String(hex[(i * 16)..<(i * 16 + 16)]), radix: 16) else { return nil }
+                limbs.append(v)
+            }
+            out[String(kv[0])] = Value(rows: rows, sum: limbs)
+        }
+        return out
+    }
+
+    static func adding(_ delta: [String: Value], to base: [String: Value]) -> [String: Value] {
+        var out = base
+        for (table, d) in delta {
+            var v = out[table] ?? Value()
+            v.add(d)
+            out[table] = v
+        }
+        return out
+    }
+
+    /// Every tallied table's tally recomputed from its rows (`audit verify`, the migration that starts them).
+    static func recompute(_ db: SQLiteDatabase, key: StoreKey) throws -> [String: Value] {
+        var out: [String: Value] = [:]
+        for table in tables {
+            var v = Value()
+            let s = try db.prepare("SELECT * FROM \(table)")
+            defer { s.reset() }
+            while try s.step() { v.add(hash(table, s.row(), key: key)) }
+            out[table] = v
+        }
+        return out
+    }
+
+    /// The first tallied table whose rows differ from its sealed tally, or nil.
+    static func problem(_ db: SQLiteDatabase, key: StoreKey) throws -> ConfigIntegrityProblem? {
+        let sealed = try StoreSeal.sealedTally(db)
+        let found = try recompute(db, key: key)
+        for table in tables where (sealed[table] ?? Value()) != found[table] {
+            return ConfigIntegrityProblem(
+                "table \(table)",
+                "its rows differ from its sealed tally (\((sealed[table] ?? Value()).rows) rows sealed, "
+                    + "\(found[table]!.rows) found: edited, inserted or deleted outside rollout)")
+        }
+        return nil
+    }
+}
+
+extension SQLiteDatabase {
+    /// Runs `body` (a change to rows of a tallied `table` that `whereClause` selects) and moves the table's
+    /// tally from the rows before to the rows after. Without a store key (a bare connection) there is no seal
+    /// to keep, and it just runs `body`.
+    func tallied<T>(
+        _ table: String, where whereClause: String, _ parameters: [SQLiteValue], _ body: () throws -> T
+    ) throws -> T {
+        guard let key = storeKey else { return try body() }
+        let sql = "SELECT * FROM \(table) WHERE \(whereClause)"
+        let before = try query(sql, parameters)
+        let value = try body()
+        let after = try query(sql, parameters)
+        guard before != after else { return value }
+        var d = tallyDelta[table] ?? StoreTally.Value()
+        for row in before { d.subtract(StoreTally.hash(table, row, key: key)) }
+        for row in after { d.add(StoreTally.hash(table, row, key: key)) }
+        tallyDelta[table] = d
+        return value
     }
 }

@@ -124,7 +124,7 @@ struct GateStepUpTests {
             db.execute('UPDATE store_seal SET audit_hash = ?', (h,))
             if mac:
                 key = bytes.fromhex(open(sys.argv[1] + '.key').read().split()[1])
-                state = tables + ' head=%d:%s' % (seq, h)
+                state = tables + ' head=%d:%s' % (seq, h) + ' tally=' + db.execute('SELECT tally FROM store_seal').fetchone()[0]
                 db.execute('UPDATE store_seal SET mac = ?', (hmac.new(key, state.encode(), hashlib.sha256).hexdigest(),))
             db.commit()
             """

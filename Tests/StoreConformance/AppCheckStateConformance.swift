@@ -1,0 +1,143 @@
+import AppCheck
+import Foundation
+import Timekeeping
+
+/// Conformance checks of the `AppCheckState` port's per-request state: challenges, key counters and consumed
+/// tokens. `open` gives another handle on the same store (another connection, as another process would have;
+/// the in-memory state returns itself), so that "used once" holds across handles, not just in one.
+public enum AppCheckStateConformance {
+    /// Opens another handle on one store.
+    public typealias Opener = () throws -> any AppCheckState
+    /// Makes a fresh store with no App Check state and returns its opener.
+    public typealias Factory = () throws -> Opener
+
+    public static let checks: [(name: String, run: @Sendable (Factory) throws -> Void)] = [
+        ("a challenge is redeemed once, for its app, before it expires", challengeSingleUse),
+        ("of concurrent redemptions of one challenge on two handles exactly one succeeds", concurrentRedemption),
+        ("a key's counter only increases, also across a re-attestation", countersOnlyIncrease),
+        ("of concurrent advances to one counter exactly one succeeds", concurrentAdvance),
+        ("a token is consumed once until it expires and is purged", consumedTokens),
+    ]
+
+    public static func all(_ factory: Factory) throws {
+        for check in checks {
+            do {
+                try check.run(factory)
+            } catch let f as ConformanceFailure {
+                throw ConformanceFailure("\(check.name): \(f.description)")
+            } catch {
+                throw ConformanceFailure("\(check.name): \(error)")
+            }
+        }
+    }
+
+    static let expect = ConfigStoreConformance.expect
+    static let t0 = Instant(seconds: 1_780_000_000)
+    static let app = "1:1234567890:ios:0123456789abcdef"
+
+    static func key(counter: UInt32, artifact: UInt8 = 1) -> AttestedKeyRecord {
+        AttestedKeyRecord(
+            appId: app, keyId: [UInt8](repeating: 7, count: 32), publicKey: [0x04] + [UInt8](repeating: 9, count: 64),
+            counter: counter, artifactDigest: [UInt8](repeating: artifact, count: 32), receipt: [1, 2, 3],
+            environment: .production, attestedAt: t0)
+    }
+
+    static func challengeSingleUse(_ factory: Factory) throws {
+        let open = try factory()
+        let a = try open()
+        let b = try open()
+        let c1: [UInt8] = Array(0..<32)
+        let c2: [UInt8] = Array(32..<64)
+        try a.storeChallenge(c1, appId: app, expiresAt: t0 + .minutes(5))
+        try a.storeChallenge(c2, appId: app, expiresAt: t0 + .minutes(5))
+        try expect(try b.redeemChallenge(c1, appId: "other-app", at: t0) == .unknown, "another app redeemed the challenge")
+        try expect(try b.redeemChallenge(c1, appId: app, at: t0) == .redeemed, "the issued challenge was not redeemed")
+        try expect(try a.redeemChallenge(c1, appId: app, at: t0) == .alreadyUsed, "the challenge was redeemed twice")
+        try expect(
+            try a.redeemChallenge(Array(64..<96), appId: app, at: t0) == .unknown, "a challenge never issued is known")
+        try expect(
+            try b.redeemChallenge(c2, appId: app, at: t0 + .minutes(5)) == .expired,
+            "a challenge at its expiry was not expired")
+        try expect(try a.redeemChallenge(c2, appId: app, at: t0) == .alreadyUsed, "an expired challenge was redeemed")
+    }
+
+    static func concurrentRedemption(_ factory: Factory) throws {
+        let open = try factory()
+        let handles = [try open(), try open()]
+        let challenge = [UInt8](repeating: 42, count: 32)
+        try handles[0].storeChallenge(challenge, appId: app, expiresAt: t0 + .minutes(5))
+        let lock = NSLock()
+        nonisolated(unsafe) var results: [ChallengeRedemption] = []
+        nonisolated(unsafe) var errors: [String] = []
+        DispatchQueue.concurrentPerform(iterations: 8) { i in
+            do {
+                let r = try handles[i % 2].redeemChallenge(challenge, appId: app, at: t0)
+                lock.withLock { results.append(r) }
+            } catch {
+                lock.withLock { errors.append("\(error)") }
+            }
+        }
+        try expect(errors.isEmpty, "redemptions failed: \(errors)")
+        try expect(
+            results.filter { $0 == .redeemed }.count == 1 && results.filter { $0 == .alreadyUsed }.count == 7,
+            "8 concurrent redemptions gave \(results)")
+    }
+
+    static func countersOnlyIncrease(_ factory: Factory) throws {
+        let open = try factory()
+        let a = try open()
+        let b = try open()
+        let k = key(counter: 5)
+        try a.saveAttestedKey(k)
+        try expect(try b.attestedKey(appId: app, artifactDigest: k.artifactDigest) == k, "the key does not read back")
+        try expect(try !b.advanceCounter(appId: app, keyId: k.keyId, to: 5), "the counter advanced to its own value")
+        try expect(try !b.advanceCounter(appId: app, keyId: k.keyId, to: 4), "the counter moved back")
+        try expect(try b.advanceCounter(appId: app, keyId: k.keyId, to: 6), "the counter did not advance to 6")
+        try expect(try !a.advanceCounter(appId: app, keyId: k.keyId, to: 6), "the other handle advanced to 6 again")
+        try expect(
+            try !a.advanceCounter(appId: "other-app", keyId: k.keyId, to: 100), "another app's unknown key advanced")
+        // A re-attestation of the same key with a new artifact keeps the higher counter.
+        let again = key(counter: 2, artifact: 2)
+        try b.saveAttestedKey(again)
+        let stored = try a.attestedKey(appId: app, artifactDigest: again.artifactDigest)
+        try expect(stored?.counter == 6, "a re-attestation moved the counter to \(String(describing: stored?.counter))")
+        try expect(
+            try a.attestedKey(appId: app, artifactDigest: k.artifactDigest) == nil,
+            "the old artifact still finds the key")
+        try expect(try !a.advanceCounter(appId: app, keyId: k.keyId, to: 3), "after re-attestation the counter moved back")
+    }
+
+    static func concurrentAdvance(_ factory: Factory) throws {
+        let open = try factory()
+        let handles = [try open(), try open()]
+        let k = key(counter: 0)
+        try handles[0].saveAttestedKey(k)
+        let lock = NSLock()
+        nonisolated(unsafe) var wins = 0
+        nonisolated(unsafe) var errors: [String] = []
+        DispatchQueue.concurrentPerform(iterations: 8) { i in
+            do {
+                if try handles[i % 2].advanceCounter(appId: app, keyId: k.keyId, to: 1) { lock.withLock { wins += 1 } }
+            } catch {
+                lock.withLock { errors.append("\(error)") }
+            }
+        }
+        try expect(errors.isEmpty, "advances failed: \(errors)")
+        try expect(wins == 1, "\(wins) of 8 concurrent advances to 1 succeeded")
+    }
+
+    static func consumedTokens(_ factory: Factory) throws {
+        let open = try factory()
+        let a = try open()
+        let b = try open()
+        try expect(try a.consumeToken(id: "jti-1", expiresAt: t0 + .minutes(60)), "a fresh token was not consumed")
+        try expect(try !b.consumeToken(id: "jti-1", expiresAt: t0 + .minutes(60)), "a token was consumed twice")
+        try expect(try b.consumeToken(id: "jti-2", expiresAt: t0 + .minutes(120)), "a second token was not consumed")
+        // Purging before the expiry keeps both; after the first's expiry it forgets only that one.
+        try a.purgeExpired(before: t0 + .minutes(30))
+        try expect(try !b.consumeToken(id: "jti-1", expiresAt: t0 + .minutes(60)), "an early purge forgot a live token")
+        try a.purgeExpired(before: t0 + .minutes(90))
+        try expect(try !a.consumeToken(id: "jti-2", expiresAt: t0 + .minutes(120)), "the purge forgot a live token")
+        try expect(try b.consumeToken(id: "jti-1", expiresAt: t0 + .minutes(60)), "an expired, purged token is remembered")
+    }
+}
