@@ -91,14 +91,14 @@ public final class StoreConsoleSource: ConsoleDataSource, @unchecked Sendable {
 
 /// Runs the console's effects through the one write path, with a connection of its own.
 public final class StoreConsoleExecutor: ConsoleEffectExecutor, @unchecked Sendable {
-    private let session: StoreSession
+    private let session: any ConsoleWriteSession
     private let lock = NSLock()
     private var positions = PositionCache()
     /// One write path (and its policies' readers) for the whole session, built on first use.
     private var cachedPath: WritePath?
     private var cachedMonitor: RolloutMonitor?
 
-    public init(session: StoreSession) { self.session = session }
+    public init(session: any ConsoleWriteSession) { self.session = session }
 
     private func writePath() throws -> WritePath {
         if let cachedPath { return cachedPath }
@@ -123,7 +123,7 @@ public final class StoreConsoleExecutor: ConsoleEffectExecutor, @unchecked Senda
             case .publish(let request): return [publish(request)]
             case .loadHistory:
                 do {
-                    return [.historyLoaded(try positions.changes(session.config, newest: session.config.current(), limit: 200))]
+                    return [.historyLoaded(try positions.changes(session.consoleConfig, newest: session.consoleConfig.current(), limit: 200))]
                 } catch {
                     return [.loadFailed(message: ConsoleText.oneLine(error))]
                 }
@@ -148,7 +148,7 @@ public final class StoreConsoleExecutor: ConsoleEffectExecutor, @unchecked Senda
 
     private func preview(_ request: ChangeRequest) -> ConsoleEvent {
         do {
-            let current = try session.config.current()
+            let current = try session.consoleConfig.current()
             let path = try writePath()
             let writeRequest = WritePath.Request(
                 intent: intent(request.operation, current: current), actor: session.operatorID, origin: Self.origin)
@@ -170,7 +170,7 @@ public final class StoreConsoleExecutor: ConsoleEffectExecutor, @unchecked Senda
     private func publish(_ request: Console.PublishRequest) -> ConsoleEvent {
         let id = request.preview.request.id
         do {
-            let current = try session.config.current()
+            let current = try session.consoleConfig.current()
             var writeRequest = WritePath.Request(
                 intent: intent(request.preview.request.operation, current: current), actor: session.operatorID,
                 reason: request.reason, origin: Self.origin)
@@ -190,7 +190,7 @@ public final class StoreConsoleExecutor: ConsoleEffectExecutor, @unchecked Senda
             }
         } catch WritePath.Failure.conflict(let report) {
             let base = Int(request.preview.baseVersion) ?? 0
-            let intervening = (try? positions.changes(session.config, newest: report.current, limit: 20))?.filter {
+            let intervening = (try? positions.changes(session.consoleConfig, newest: report.current, limit: 20))?.filter {
                 (Int($0.version) ?? 0) > base
             }
             return .publishConflict(
@@ -234,10 +234,10 @@ public final class StoreConsoleExecutor: ConsoleEffectExecutor, @unchecked Senda
 
     private func loadAudit() -> ConsoleEvent {
         do {
-            let records = try session.config.auditRecords(limit: 500, before: nil)
+            let records = try session.consoleConfig.auditRecords(limit: 500, before: nil)
             let integrity: AuditLog.Integrity
             do {
-                _ = try session.config.verifyIntegrity()
+                try session.verifyConfigIntegrity()
                 integrity = .verified
             } catch let problem as ConfigIntegrityProblem {
                 integrity = .broken(atSequence: ConsoleText.firstNumber(in: problem.subject) ?? 0, reason: problem.problem)

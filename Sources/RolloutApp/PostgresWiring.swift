@@ -1,4 +1,5 @@
 import CommandLineKit
+import Console
 import Foundation
 import Monitoring
 import PostgresStore
@@ -7,6 +8,7 @@ import Rollout
 import StepUp
 import Store
 import Telemetry
+import Terminal
 import Timekeeping
 
 // The team store on PostgreSQL (`--store postgresql://...` or `postgres://...`), kept apart from the SQLite
@@ -117,4 +119,79 @@ extension Wiring {
             location: PostgresConfigStore.redacted(conninfo), config: store, operatorID: operatorID, readOnly: false, clock: clock,
             stepUp: PostgresStepUpStore(store: store, key: try teamStoreKey(create: false).key))
     }
+}
+
+// MARK: The console on either store
+
+/// What the console's executor (`StoreConsoleExecutor`) needs of a session, whichever store holds it: the SQLite
+/// session and the PostgreSQL team session both provide it.
+public protocol ConsoleWriteSession {
+    var consoleConfig: any ConfigStore { get }
+    var operatorID: String { get }
+    var readOnly: Bool { get }
+    func writePath() throws -> WritePath
+    func monitor() throws -> RolloutMonitor
+    /// Throws a `ConfigIntegrityProblem` naming what fails verification.
+    func verifyConfigIntegrity() throws
+}
+
+extension StoreSession: ConsoleWriteSession {
+    public var consoleConfig: any ConfigStore { config }
+    public func verifyConfigIntegrity() throws { _ = try config.verifyIntegrity() }
+}
+
+extension TeamSession: ConsoleWriteSession {
+    public var consoleConfig: any ConfigStore { config }
+    public func verifyConfigIntegrity() throws {
+        do {
+            _ = try config.verify()
+        } catch StoreError.corrupt(let why) {
+            throw ConfigIntegrityProblem("audit log", why)
+        }
+    }
+}
+
+/// The console's picture of a PostgreSQL store, woken by `LISTEN`/`NOTIFY`: the picture is computed again as
+/// soon as a publish or a telemetry batch is announced (a colleague's change shows within the next refresh, a
+/// quarter of a second), and otherwise once per `fallback` (the clock moves the data age and the windows; a lost
+/// listener connection degrades to this polling). Between wake-ups the previous picture is shown as it was.
+public final class PostgresConsoleSource: ConsoleDataSource, @unchecked Sendable {
+    private let inner: StoreConsoleSource
+    private let conninfo: String
+    private let fallback: Double
+    private let lock = NSLock()
+    private var listener: PostgresChangeListener?
+    private var last: (model: ConsoleModel, at: Date)?
+    /// How many pictures were computed because of a notification (tests, diagnostics).
+    public private(set) var wakeUps = 0
+
+    public init(team: TeamSession, conninfo: String, project: String, fallback: Double = 5) throws {
+        inner = StoreConsoleSource(
+            monitor: try team.monitor(), stepUp: team.stepUp, storeLabel: "postgresql " + team.location, operatorID: team.operatorID,
+            readOnly: team.readOnly, project: project)
+        self.conninfo = conninfo
+        self.fallback = fallback
+        listener = try? PostgresChangeListener(conninfo: conninfo)
+    }
+
+    public func snapshot() throws -> ConsoleModel {
+        try lock.withLock {
+            var notified = false
+            if let l = listener {
+                do {
+                    while try l.next(timeout: 0) != nil { notified = true }
+                } catch {
+                    listener = nil  // polling from now on; try to listen again at the next fallback
+                }
+            }
+            if let last, !notified, Date().timeIntervalSince(last.at) < fallback { return last.model }
+            if listener == nil { listener = try? PostgresChangeListener(conninfo: conninfo) }
+            if notified { wakeUps += 1 }
+            let model = try inner.snapshot()
+            last = (model, Date())
+            return model
+        }
+    }
+
+    public func status() throws -> RolloutMonitor.Status { try inner.status() }
 }

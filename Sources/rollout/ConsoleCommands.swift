@@ -36,6 +36,7 @@ enum ConsoleCommands {
         action: run)
 
     static func run(_ invocation: Invocation) throws -> ExitCode {
+        if let team = try Wiring.teamSession(invocation) { return try PostgresCommands.console(invocation, team) }
         let session = try Wiring.session(invocation)
         return try runConsole(invocation, session: session, project: "embedded")
     }

@@ -1,10 +1,13 @@
 import CommandLineKit
+import Console
+import Foundation
 import JSON
 import PostgresStore
 import RemoteConfig
 import Rollout
 import RolloutApp
 import Store
+import Terminal
 
 /// The commands' route to a PostgreSQL store (`--store postgresql://...`): the same commands, printing the same
 /// way, on a `PostgresConfigStore` and the monitor's ports on it.
@@ -143,6 +146,24 @@ enum PostgresCommands {
         rows.append(("step-up", stepUp ? "on: risky changes need a one-time code" : "off (no operator enrolled)"))
         StoreCommands.printRows(rows)
         return inv.flag("--check") ? AssessmentJSON.exitCode(health.assessment.verdict.level) : .ok
+    }
+
+    /// `console` on PostgreSQL: the same screen, its picture woken by NOTIFY (`PostgresConsoleSource`), its
+    /// effects through the same executor and write path. No auto-kill from the console here yet.
+    static func console(_ inv: Invocation, _ team: TeamSession) throws -> ExitCode {
+        let themes = try ConsoleCommands.theme(inv)
+        let source = try PostgresConsoleSource(team: team, conninfo: try StoreLocation.resolvedPath(inv), project: "team")
+        let options = ConsoleOptions(
+            themes: themes, noColor: inv.flag("--no-color"), environment: inv.environment, clock: team.clock,
+            state: ConsoleState.Configuration(staleAfter: try source.status().settings.staleAfter, bell: !inv.flag("--no-bell")))
+        do {
+            switch try ConsoleApp.run(options: options, source: source, executor: StoreConsoleExecutor(session: team)) {
+            case .quit: return .ok
+            case .signal(let n): exit(128 + n)
+            }
+        } catch {
+            throw CommandError(error.description)
+        }
     }
 
     static func verify(_ inv: Invocation, _ team: TeamSession) throws -> ExitCode {

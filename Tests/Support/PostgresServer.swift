@@ -1,27 +1,27 @@
 import Foundation
-import TestSupport
 
 /// A real PostgreSQL server for the tests: Debian's binaries (`/usr/lib/postgresql/*/bin`), `initdb` into a fresh
 /// temporary directory, listening only on a Unix socket in that directory (`listen_addresses = ''`), started with
 /// `pg_ctl` and stopped (immediate shutdown) when the test process exits. As root (CI) the server runs as the
 /// unprivileged `nobody`, since PostgreSQL refuses to run as root; the database superuser is `rollout`, with
 /// `trust` authentication, which only the socket's directory permissions expose.
-final class PostgresServer: @unchecked Sendable {
-    let directory: String
+/// Shared by the PostgreSQL store tests and the end-to-end console tests.
+public final class PostgresServer: @unchecked Sendable {
+    public let directory: String
     let bin: String
     private let lock = NSLock()
     private var databases = 0
 
     /// The loopback TCP port (127.0.0.1) when the server listens there too; nil: the Unix socket only.
-    let port: Int?
+    public let port: Int?
 
     /// The one server of this test process, started on first use: Unix socket and loopback TCP.
     static let shared: Result<PostgresServer, Error> = Result { try PostgresServer(tcp: true) }
 
-    static func get() throws -> PostgresServer { try shared.get() }
+    public static func get() throws -> PostgresServer { try shared.get() }
 
     /// A private server (a drill that restarts it must not disturb the shared one's tests).
-    init(tcp: Bool) throws {
+    public init(tcp: Bool) throws {
         let fm = FileManager.default
         let versions = (try? fm.contentsOfDirectory(atPath: "/usr/lib/postgresql")) ?? []
         guard let newest = versions.compactMap(Int.init).max() else {
@@ -78,7 +78,7 @@ final class PostgresServer: @unchecked Sendable {
 
     /// Stops the server (immediate shutdown: clients lose their connections mid-transaction), stays down for
     /// `downtime` seconds (clients cannot connect), and starts it again.
-    func restart(downtime: Double = 0) throws {
+    public func restart(downtime: Double = 0) throws {
         Self.stop(bin: bin, directory: directory)
         usleep(UInt32(downtime * 1_000_000))
         let ctl = (getuid() == 0 ? "/usr/sbin/runuser -u nobody -- " : "") + bin + "/pg_ctl"
@@ -114,13 +114,13 @@ final class PostgresServer: @unchecked Sendable {
     }
 
     /// The connection string of the server's `postgres` database.
-    var adminConninfo: String { "host=\(directory)\(portParameter) dbname=postgres user=rollout" }
+    public var adminConninfo: String { "host=\(directory)\(portParameter) dbname=postgres user=rollout" }
 
     /// The socket file's name carries the port: ` port=N` when it is not the default.
     private var portParameter: String { port.map { " port=\($0)" } ?? "" }
 
     /// Creates a fresh, empty database and returns its connection string.
-    func freshDatabase() throws -> String {
+    public func freshDatabase() throws -> String {
         let n = lock.withLock { databases += 1; return databases }
         let name = "t\(getpid())_\(n)"
         let psql = try TestSupport.run(
@@ -131,7 +131,7 @@ final class PostgresServer: @unchecked Sendable {
 
     /// The URIs of a database for the CLI (`--store postgresql://...`): over the Unix socket, and over loopback
     /// TCP when the server listens there.
-    func uris(of conninfo: String) -> (socket: String, tcp: String?) {
+    public func uris(of conninfo: String) -> (socket: String, tcp: String?) {
         let name = conninfo.split(separator: " ").first { $0.hasPrefix("dbname=") }!.dropFirst("dbname=".count)
         return ("postgresql:///\(name)?host=\(directory)&user=rollout" + (port.map { "&port=\($0)" } ?? ""), port.map { "postgresql://rollout@127.0.0.1:\($0)/\(name)" })
     }

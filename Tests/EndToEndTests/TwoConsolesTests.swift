@@ -1,0 +1,53 @@
+import Foundation
+import Testing
+import TestSupport
+
+/// Two `rollout console`s in real terminals (tmux) on one PostgreSQL store: a publish in one appears in the
+/// other within a second, and a colleague's CLI publish likewise. The console polls only every 5 seconds as a
+/// fallback, so showing it within a second is the NOTIFY wake-up.
+@Suite("two consoles on one PostgreSQL store", .serialized)
+struct TwoConsolesTests {
+    @Test func aPublishInOneConsoleAppearsInTheOtherWithinASecond() throws {
+        let server = try PostgresServer.get()
+        let uri = server.uris(of: try server.freshDatabase()).socket
+        let binary = try TestSupport.rolloutBinary()
+        let directory = try TestSupport.temporaryDirectory("pg-consoles")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let env = ["ROLLOUT_STORE_KEY": directory.appendingPathComponent("team.key").path]
+        func cli(_ arguments: String...) throws -> TestSupport.ProcessResult {
+            try TestSupport.run(binary, arguments + ["--store", uri, "--operator", "bob@example.com"], environment: env)
+        }
+        try #require(try cli("init").status == 0)
+        try #require(try cli("set", "10", "--reason", "start").status == 0)
+        func console(_ id: String) throws -> TerminalSession {
+            let command = ([binary, "console", "--store", uri, "--operator", id]).map(TerminalSession.quote).joined(separator: " ")
+            return try TerminalSession(
+                ["sh", "-c", "ROLLOUT_STORE_KEY=\(TerminalSession.quote(env["ROLLOUT_STORE_KEY"]!)) \(command)"], width: 100, height: 30)
+        }
+        let ana = try console("ana@example.com")
+        defer { ana.close() }
+        let carl = try console("carl@example.com")
+        defer { carl.close() }
+        _ = try ana.waitFor("<= 10", timeout: 20)
+        _ = try carl.waitFor("<= 10", timeout: 20)
+
+        // Ana nudges down from her console; Carl's shows it within a second of the publish.
+        try ana.press("-")
+        _ = try ana.waitFor("Confirm: nudge -1 point")
+        try ana.press("Tab", "Enter")
+        _ = try ana.waitFor("<= 9", timeout: 10)
+        let published = Date()
+        _ = try carl.waitFor("<= 9", timeout: 1)
+        let shownAfter = Date().timeIntervalSince(published)
+        #expect(shownAfter < 1, "Carl's console showed the change after \(shownAfter) s")
+
+        // A colleague's CLI publish reaches both within a second.
+        try #require(try cli("kill", "--reason", "stop").status == 0)
+        let killed = Date()
+        _ = try ana.waitFor("KILLED", timeout: 1)
+        _ = try carl.waitFor("KILLED", timeout: 1)
+        let cliShownAfter = Date().timeIntervalSince(killed)
+        #expect(cliShownAfter < 1.5)
+        print("two consoles: the other console showed the publish \(String(format: "%.2f", shownAfter)) s after it landed; a CLI kill \(String(format: "%.2f", cliShownAfter)) s")
+    }
+}
