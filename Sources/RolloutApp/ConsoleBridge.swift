@@ -129,7 +129,12 @@ public final class StoreConsoleExecutor: ConsoleEffectExecutor, @unchecked Senda
                 }
             case .loadAudit: return [loadAudit()]
             case .loadVersion(let number): return [loadVersion(number)]
-            case .planControl(let pause): return [ConsolePlan.control(pause: pause, session: session)]
+            case .planControl(let pause):
+                // Ramp plans live in the SQLite store (a file store, or Firebase's state store).
+                guard let file = session as? StoreSession else {
+                    return [.planControlled(message: "this store keeps no ramp plan (plans run on SQLite stores)", refused: true)]
+                }
+                return [ConsolePlan.control(pause: pause, session: file)]
             case .refresh, .redraw, .bell, .quit: return []
             }
         }
@@ -213,15 +218,15 @@ public final class StoreConsoleExecutor: ConsoleEffectExecutor, @unchecked Senda
     /// version before it.
     private func loadVersion(_ number: Int) -> ConsoleEvent {
         do {
-            let current = try session.config.current()
-            let stored = number == current.info.number ? current : try session.config.version(number)
-            let previous = number > 1 ? try session.config.version(number - 1) : nil
+            let current = try session.consoleConfig.current()
+            let stored = number == current.info.number ? current : try session.consoleConfig.version(number)
+            let previous = number > 1 ? try session.consoleConfig.version(number - 1) : nil
             let diff = previous.map { TemplateDiff.lines(from: $0.template, to: stored.template) } ?? ["+ the first version"]
-            let record = try positions.changes(session.config, newest: current, limit: 1, through: number).first
+            let record = try positions.changes(session.consoleConfig, newest: current, limit: 1, through: number).first
                 ?? ChangeRecord(
                     version: String(number), at: stored.info.updateTime, actor: stored.info.updateUser, kind: .external,
                     from: RolloutPosition(microPercent: 0),
-                    to: try positions.position(session.config, number, newest: current) ?? RolloutPosition(microPercent: 0),
+                    to: try positions.position(session.consoleConfig, number, newest: current) ?? RolloutPosition(microPercent: 0),
                     reason: stored.info.description)
             return .versionLoaded(
                 VersionDetail(
