@@ -40,18 +40,22 @@ public final class SimulationRunner: @unchecked Sendable {
     /// Where the clock is published (`SimulationClockTable`); nil in-process, where readers use
     /// `simulation.clock` directly.
     public let clockStore: RolloutStore?
+    /// Pause and speed changed while it runs (the demo console's keys); nil runs at `speed` throughout.
+    public let control: SimulationControl?
     private let sleep: @Sendable (Instant.Duration) -> Void
     private let lock = NSLock()
     private var stopped = false
 
     public init(
         simulation: FleetSimulation, speed: SimulationSpeed, wall: any Clock, clockStore: RolloutStore? = nil,
+        control: SimulationControl? = nil,
         sleep: @escaping @Sendable (Instant.Duration) -> Void = { d in usleep(UInt32(clamping: d.microseconds)) }
     ) {
         self.simulation = simulation
         self.speed = speed
         self.wall = wall
         self.clockStore = clockStore
+        self.control = control
         self.sleep = sleep
     }
 
@@ -62,9 +66,16 @@ public final class SimulationRunner: @unchecked Sendable {
     /// Runs to the end (or `stop()`); `progress` is called about twice a second of wall time and at the end,
     /// with the totals and the notes since the last call.
     public func run(progress: (FleetStatistics, [SimulationNote]) -> Void = { _, _ in }) throws {
-        let wallStart = wall.now()
-        let simulatedStart = simulation.now
-        let factor: Double? = if case .factor(let f) = speed { f } else { nil }
+        // The anchor of the current pace: the start, or the last change of `control` (pause: factor 0).
+        var wallStart = wall.now()
+        var simulatedStart = simulation.now
+        func pace(_ speed: SimulationSpeed, paused: Bool) -> Double? {
+            if paused { return 0 }
+            if case .factor(let f) = speed { return f }
+            return nil
+        }
+        var controls = control?.state
+        var factor: Double? = pace(controls?.speed ?? speed, paused: controls?.paused ?? false)
         func record(running: Bool) throws {
             guard let clockStore else { return }
             let r = SimulationClockRecord(
@@ -78,7 +89,19 @@ public final class SimulationRunner: @unchecked Sendable {
         let second = Instant.Duration.seconds(Int64(1))
         do {
             while !isStopped, !simulation.isFinished {
-                if let factor {
+                if let control, control.state.generation != controls?.generation {
+                    // Re-anchored at the change: simulated time continues from where it stands at the new pace, and
+                    // the heartbeat says so at once (paused: speed 0, so readers' time stops and data stays fresh).
+                    controls = control.state
+                    try simulation.flush()
+                    wallStart = wall.now()
+                    simulatedStart = simulation.now
+                    factor = pace(controls!.speed, paused: controls!.paused)
+                    try record(running: true)
+                }
+                if factor == 0 {
+                    sleep(.milliseconds(Int64(50)))
+                } else if let factor {
                     let elapsed = Double((wall.now() - wallStart).microseconds)
                     let target = simulatedStart + Instant.Duration(microseconds: Int64(elapsed * factor))
                     try simulation.advance(to: target)

@@ -118,7 +118,7 @@ public final class StoreConsoleExecutor: ConsoleEffectExecutor, @unchecked Senda
                     return [.loadFailed(message: ConsoleText.oneLine(error))]
                 }
             case .loadAudit: return [loadAudit()]
-            case .refresh, .redraw, .bell, .quit: return []
+            case .refresh, .redraw, .bell, .quit, .simulation: return []
             }
         }
     }

@@ -45,6 +45,8 @@ public struct ConsoleOptions: Sendable {
     /// Steps, stale limit, time zone offset; the theme names are filled from `themes`.
     public var state: ConsoleState.Configuration
     public var terminal: TerminalScreen.Options
+    /// The simulation driving the screen (`rollout demo`): `p`, `>` and `<` act on it, the header shows it.
+    public var simulation: (any ConsoleSimulationControl)? = nil
 
     public init(
         themes: [Theme] = ThemeCatalog.cycle(startingWith: .default), noColor: Bool = false,
@@ -106,6 +108,10 @@ public enum ConsoleApp {
                 case .quit: quit = true
                 case .redraw: screen.invalidate()
                 case .bell: screen.bell()
+                case .simulation(let command):
+                    if let control = options.simulation {
+                        mailbox.post([.simulationChanged(control.perform(command), after: command)])
+                    }
                 case .refresh: fetcher.refreshNow()
                 case .preview, .publish, .loadHistory, .loadAudit: effects.submit(effect)
                 }
@@ -131,6 +137,7 @@ public enum ConsoleApp {
                 }
                 if quit { break }
             }
+            if let control = options.simulation { apply(.simulation(control.status())) }
             apply(.tick(options.clock.now()))
             if quit { return .quit }
             screen.paint(ConsoleScreen.render(state, size: screen.size), theme: themes[state.themeIndex])

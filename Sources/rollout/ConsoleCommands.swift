@@ -108,7 +108,8 @@ enum ConsoleCommands {
         let options = FleetOptions(scenario: scenario, devices: devices, seed: seed ?? 1, start: wall.now(), duration: .hours(24 * 7))
         let simulation = try SimulateCommands.simulation(
             scenario: scenario, options: options, store: simStore, session: simSession, source: "demo")
-        let runner = SimulationRunner(simulation: simulation, speed: speed, wall: wall, clockStore: simStore)
+        let control = SimulationControl(speed: speed)
+        let runner = SimulationRunner(simulation: simulation, speed: speed, wall: wall, clockStore: simStore, control: control)
         let finished = DispatchSemaphore(value: 0)
         let failure = FailureBox()
         Thread.detachNewThread {
@@ -120,7 +121,9 @@ enum ConsoleCommands {
             // The operator's session runs on the wall clock (step-up, lockouts, audit); the console follows the
             // simulation's time through the store's heartbeat.
             let session = try Wiring.session(path: path, operatorID: operatorID, readOnly: invocation.flag("--read-only"))
-            code = try runConsole(invocation, session: session, project: "demo · \(scenario.name)")
+            code = try runConsole(
+                invocation, session: session, project: "demo · \(scenario.name)",
+                simulation: DemoSimulationControl(control: control, wall: wall))
         } catch {
             runner.stop()
             finished.wait()
@@ -130,6 +133,28 @@ enum ConsoleCommands {
         finished.wait()
         if let error = failure.get() { throw CommandError("the simulation stopped: \(error)") }
         return code
+    }
+
+    /// The demo console's `p`, `>` and `<` on the simulation it drives, with wall time for the header.
+    struct DemoSimulationControl: ConsoleSimulationControl {
+        let control: SimulationControl
+        let wall: any Clock
+
+        func status() -> SimulationStatus {
+            let s = control.state
+            return SimulationStatus(
+                speed: s.speed.description, paused: s.paused, wall: wall.now(), isFastest: s.isFastest,
+                isSlowest: s.isSlowest)
+        }
+
+        func perform(_ command: SimulationCommand) -> SimulationStatus {
+            switch command {
+            case .togglePause: control.togglePause()
+            case .faster: control.faster()
+            case .slower: control.slower()
+            }
+            return status()
+        }
     }
 
     /// The simulator thread's error, read after it ends.
@@ -145,7 +170,10 @@ enum ConsoleCommands {
     /// The screen's data age and stale marker run on telemetry time (`StoreSimulationClock`: the wall clock, or a
     /// live simulation's time) with the store's one stale limit, so the marker and the verdict agree. A writable
     /// console runs auto-kill on each refresh.
-    static func runConsole(_ invocation: Invocation, session: StoreSession, project: String) throws -> ExitCode {
+    static func runConsole(
+        _ invocation: Invocation, session: StoreSession, project: String,
+        simulation: (any ConsoleSimulationControl)? = nil
+    ) throws -> ExitCode {
         let themes = try theme(invocation)
         let ticks = StoreSimulationClock(store: session.store, wall: session.clock)
         let source =
@@ -155,9 +183,10 @@ enum ConsoleCommands {
                 project: project, autoKill: session)
         let staleAfter = try source.status().settings.staleAfter
         let executor = StoreConsoleExecutor(session: session)
-        let options = ConsoleOptions(
+        var options = ConsoleOptions(
             themes: themes, noColor: invocation.flag("--no-color"), environment: invocation.environment, clock: ticks,
             state: ConsoleState.Configuration(staleAfter: staleAfter, bell: !invocation.flag("--no-bell")))
+        options.simulation = simulation
         do {
             switch try ConsoleApp.run(options: options, source: source, executor: executor) {
             case .quit: return .ok

@@ -37,6 +37,11 @@ public enum ConsoleEvent: Hashable, Sendable {
     case auditLoaded(AuditLog)
     /// Answer to `.loadHistory` or `.loadAudit` when loading failed.
     case loadFailed(message: String)
+
+    /// The simulation driving the screen (`rollout demo`), posted with every tick; never posted otherwise.
+    case simulation(SimulationStatus)
+    /// Answer to `.simulation`: the command was carried out, the status after it.
+    case simulationChanged(SimulationStatus, after: SimulationCommand)
 }
 
 /// Work the reducer asks the adapters to do; it never does I/O itself.
@@ -62,4 +67,6 @@ public enum ConsoleEffect: Hashable, Sendable {
     case bell
     /// Leave the console.
     case quit
+    /// Pause, resume or change the speed of the simulation driving the screen; answer `.simulationChanged`.
+    case simulation(SimulationCommand)
 }
