@@ -24,6 +24,14 @@ public final class SimulationControl: @unchecked Sendable {
 
     private let lock = NSLock()
     private var current: State
+    private var pace: Double?
+
+    /// The pace the runner manages, in simulated seconds per wall second, when it is slower than the speed (the
+    /// machine cannot keep up); nil at `max` and before the first step. Set by the runner.
+    public var achieved: Double? {
+        get { lock.withLock { pace } }
+        set { lock.withLock { pace = newValue } }
+    }
 
     public init(speed: SimulationSpeed, paused: Bool = false) {
         current = State(speed: speed, paused: paused, generation: 0)
