@@ -230,11 +230,17 @@ enum TelemetryCommands {
     static func runTelemetry(_ invocation: Invocation) throws -> ExitCode {
         var hypothesis = RolloutMonitor.Hypothesis()
         if let p = invocation.value("--percent") {
+            let exposed: RemoteConfig.MicroPercent
             do {
-                hypothesis.exposed = try RemoteConfig.MicroPercent.parse(p)
+                exposed = try RemoteConfig.MicroPercent.parse(p)
             } catch {
                 throw invocation.usageError("--percent: \(error)")
             }
+            // The same range as every other percentage: an invalid one is a usage error (exit 2).
+            guard exposed.isValidPercentage else {
+                throw invocation.usageError("--percent: invalid percentage '\(p)': out of range 0 to 100")
+            }
+            hypothesis.exposed = exposed
         }
         if let text = invocation.value("--since") {
             guard let t = ISO8601.parse(text) else {

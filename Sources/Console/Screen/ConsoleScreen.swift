@@ -139,12 +139,12 @@ enum HeaderBar {
         if let sim = state.simulation, let now = state.now {
             let offset = state.configuration.utcOffsetSeconds
             let simulated = "sim " + Format.time(now, utcOffsetSeconds: offset)
-            let wall = " · wall " + Format.time(sim.wall, utcOffsetSeconds: offset) + "  "
             let lead: Line =
                 sim.paused
-                ? [Span(" ‖ PAUSED " + simulated + " ", .header, .reverse)] : [Span(simulated + " " + sim.speed, .header)]
+                ? [Span(" ‖ PAUSED " + simulated + " ", .header, .reverse)] : [Span(simulated + " " + sim.speed + " ", .header)]
+            let wall = "· wall " + Format.time(sim.wall, utcOffsetSeconds: offset) + "  "
             let full = lead + [Span(wall, .header)] + status
-            status = full.width <= budget ? full : lead + [Span("  ", .header)] + status
+            status = full.width <= budget ? full : lead + [Span(" ", .header)] + status
         }
         var right: Line = status
         for count in stride(from: parts.count, through: 1, by: -1) {
