@@ -125,7 +125,7 @@ let package = Package(
             swiftSettings: strict),
         .testTarget(
             name: "EndToEndTests",
-            dependencies: ["TestSupport", "StepUp", "Timekeeping", "RolloutApp", "Console", "Store", "Telemetry", "Rollout", "RemoteConfig"],
+            dependencies: ["TestSupport", "StepUp", "Timekeeping", "RolloutApp", "Console", "Store", "Telemetry", "Rollout", "RemoteConfig", "CommandLineKit"],
             swiftSettings: strict),
     ]
 )

@@ -106,7 +106,13 @@ public final class ProgressReporter {
         let amount = quantity(done, unit)
         if let total, total > 0 {
             let share = min(100, Double(done) / Double(total) * 100)
-            parts.append("\(amount) of \(quantity(total, unit)) (\(fixed(share, 0))%)")
+            let of: String
+            if case .count(let noun) = unit {
+                of = "\(grouped(done)) of \(grouped(total)) \(noun)"
+            } else {
+                of = "\(amount) of \(quantity(total, unit))"
+            }
+            parts.append("\(of) (\(fixed(share, 0))%)")
         } else {
             parts.append(amount)
         }
