@@ -95,13 +95,16 @@ public final class ProgressReporter {
     }
 
     private func draw(_ now: Double) {
-        let text = Self.line(label: label, unit: unit, done: done, total: total, elapsed: now - started, width: width - 1)
+        let text = Self.line(
+            label: label, unit: unit, done: done, total: total, elapsed: now - started, width: width - 1)
         write("\r" + text + "\u{1B}[K")
         shown = true
     }
 
     /// The progress line: `label  done of total (share)  rate  ~time left`, cut to `width` columns.
-    public static func line(label: String, unit: Unit, done: Int64, total: Int64?, elapsed: Double, width: Int) -> String {
+    public static func line(label: String, unit: Unit, done: Int64, total: Int64?, elapsed: Double, width: Int)
+        -> String
+    {
         var parts = [label]
         let amount = quantity(done, unit)
         if let total, total > 0 {

@@ -19,7 +19,9 @@ public final class SimulationControl: @unchecked Sendable {
         /// Counts changes, so that a reader sees a change even when it comes back to the same values.
         public var generation: Int
         public var isFastest: Bool { speed == SimulationControl.ladder.last }
-        public var isSlowest: Bool { SimulationControl.rank(speed) <= SimulationControl.rank(SimulationControl.ladder[0]) }
+        public var isSlowest: Bool {
+            SimulationControl.rank(speed) <= SimulationControl.rank(SimulationControl.ladder[0])
+        }
     }
 
     private let lock = NSLock()

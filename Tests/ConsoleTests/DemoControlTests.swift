@@ -7,7 +7,9 @@ import Timekeeping
 struct DemoControlTests {
     static let wall = Instant(seconds: 1_900_000_000)
 
-    static func driving(_ status: SimulationStatus = SimulationStatus(speed: "60x", paused: false, wall: wall)) -> ConsoleState {
+    static func driving(_ status: SimulationStatus = SimulationStatus(speed: "60x", paused: false, wall: wall))
+        -> ConsoleState
+    {
         var s = Fixture.state(Fixture.model())
         _ = s.handle(.simulation(status))
         return s
@@ -40,12 +42,14 @@ struct DemoControlTests {
 
     @Test func theAnswerSaysWhatHappened() {
         var s = Self.driving()
-        _ = s.handle(.simulationChanged(SimulationStatus(speed: "60x", paused: true, wall: Self.wall), after: .togglePause))
+        _ = s.handle(
+            .simulationChanged(SimulationStatus(speed: "60x", paused: true, wall: Self.wall), after: .togglePause))
         #expect(s.simulation?.paused == true)
         #expect(s.notice?.text == "Simulation paused: its time stands still; p resumes")
         _ = s.handle(.simulationChanged(SimulationStatus(speed: "600x", paused: true, wall: Self.wall), after: .faster))
         #expect(s.notice?.text == "Simulation speed 600x (paused; p resumes)")
-        _ = s.handle(.simulationChanged(SimulationStatus(speed: "600x", paused: false, wall: Self.wall), after: .togglePause))
+        _ = s.handle(
+            .simulationChanged(SimulationStatus(speed: "600x", paused: false, wall: Self.wall), after: .togglePause))
         #expect(s.notice?.text == "Simulation resumed at 600x")
     }
 
@@ -57,7 +61,8 @@ struct DemoControlTests {
         let top = { (s: ConsoleState) in
             ConsoleScreen.render(s, size: Size(width: 200, height: 60)).lines[0]
         }
-        #expect(top(s).contains("sim " + Format.time(simulated) + " 600x · wall " + Format.time(Self.wall)), "\(top(s))")
+        #expect(
+            top(s).contains("sim " + Format.time(simulated) + " 600x · wall " + Format.time(Self.wall)), "\(top(s))")
         _ = s.handle(.simulation(SimulationStatus(speed: "600x", paused: true, wall: Self.wall)))
         #expect(top(s).contains("‖ PAUSED sim " + Format.time(simulated)), "\(top(s))")
         var plain = Fixture.state(Fixture.model())

@@ -42,7 +42,8 @@ struct ExitCodeTests {
         // 2: usage, including an invalid percentage on every command that takes one.
         for args in [
             ["set", "150"], ["set", "abc"], ["nudge", "+95", "--reason", "r"], ["set", "20", "--expect", "150"],
-            ["telemetry", "--percent", "150"], ["policy", "set", "increase-over", "150"], ["status", "--no-such-option"],
+            ["telemetry", "--percent", "150"], ["policy", "set", "increase-over", "150"],
+            ["status", "--no-such-option"],
         ] {
             let r = try TestSupport.run(s.binary, args + ["--store", s.path, "--operator", "ana@example.com"])
             #expect(r.status == 2, "\(args): \(r.status) \(r.stderr)")
@@ -71,7 +72,8 @@ struct ExitCodeTests {
         let sim = try TestSupport.run(
             s.binary,
             [
-                "simulate", "--scenario", "crash-regression", "--devices", "6000", "--speed", "max", "--duration", "50m",
+                "simulate", "--scenario", "crash-regression", "--devices", "6000", "--speed", "max", "--duration",
+                "50m",
                 "--seed", "3", "--store", s.path, "--quiet",
             ])
         try #require(sim.status == 0, "\(sim.stderr)")

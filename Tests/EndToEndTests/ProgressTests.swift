@@ -9,7 +9,8 @@ import Testing
 struct ProgressTests {
     @Test func theLineSaysDoneOfTotalTheRateAndTheTimeLeft() {
         #expect(
-            ProgressReporter.line(label: "ingest", unit: .bytes, done: 2_100_000, total: 18_200_000, elapsed: 1, width: 100)
+            ProgressReporter.line(
+                label: "ingest", unit: .bytes, done: 2_100_000, total: 18_200_000, elapsed: 1, width: 100)
                 == "ingest  2.1 MB of 18.2 MB (12%)  2.1 MB/s  ~8s left")
         #expect(
             ProgressReporter.line(
@@ -22,7 +23,8 @@ struct ProgressTests {
         #expect(
             ProgressReporter.line(label: "ingest", unit: .bytes, done: 1_234_567, total: nil, elapsed: 2, width: 100)
                 == "ingest  1.2 MB  617.3 kB/s")
-        #expect(ProgressReporter.line(label: "ingest", unit: .bytes, done: 1, total: 2, elapsed: 1, width: 20).count == 20)
+        #expect(
+            ProgressReporter.line(label: "ingest", unit: .bytes, done: 1, total: 2, elapsed: 1, width: 20).count == 20)
     }
 
     @Test func redrawsAtMostTenTimesASecondAndNeverWhenDisabled() {
@@ -30,7 +32,8 @@ struct ProgressTests {
         let clock = Clock()
         var written: [String] = []
         let bar = ProgressReporter(
-            label: "x", unit: .count("events"), total: 1000, enabled: true, clock: { clock.t }, write: { written.append($0) })
+            label: "x", unit: .count("events"), total: 1000, enabled: true, clock: { clock.t },
+            write: { written.append($0) })
         // 2 s of updates every 10 ms: the first quarter second draws nothing, then about ten redraws a second.
         for i in 0..<200 {
             clock.t += 0.01
@@ -98,7 +101,8 @@ struct ProgressTests {
         var text = ""
         text.reserveCapacity(19_000_000)
         for i in 0..<200_000 {
-            text += #"{"t":\#(t0 + Int64(i) * 1000),"i":"e\#(i % 5000)","k":"session","c":"enabled","p":"appAttest","os":"17.4"}"#
+            text +=
+                #"{"t":\#(t0 + Int64(i) * 1000),"i":"e\#(i % 5000)","k":"session","c":"enabled","p":"appAttest","os":"17.4"}"#
             text += "\n"
         }
         try text.write(to: file, atomically: true, encoding: .utf8)
