@@ -45,7 +45,7 @@ enum ConsoleCommands {
         summary: "The console on an embedded store with a simulated device fleet: the whole loop, no phone, no cloud.",
         discussion: "Creates a temporary drill store (or uses --store: a new path becomes a drill store; an ordinary "
             + "store needs --on-ordinary-store, recorded in its audit log), starts the fleet simulator in this process at an accelerated "
-            + "speed with the busy scenario (a healthy rollout at 20% of 30,000 devices at 600x: the verdict reaches OK "
+            + "speed with the busy scenario (a healthy rollout at 40% of 20,000 devices at 600x: the verdict reaches OK "
             + "within about a minute; --scenario to choose another: steady, throttling, crash-regression, bad-build, "
             + "slow-propagation, or a file), and opens the console on top. Keys of the demo: p pauses and resumes the "
             + "simulation, > and < change its speed along 1x 10x 60x 600x 3600x max; the header shows simulated time "
@@ -59,7 +59,9 @@ enum ConsoleCommands {
             .value("--devices", name: "N", help: "Fleet size (default: the scenario's)."),
             .value(
                 "--speed", name: "X",
-                help: "Simulated seconds per wall second (default: the scenario's demo-speed, busy 600; else 60: an hour per minute)."),
+                help:
+                    "Simulated seconds per wall second (default: the scenario's demo-speed, busy 600; else 60: an hour "
+                    + "per minute)."),
             .value("--seed", name: "S", help: "The simulation's random seed (default 1)."),
             SimulateCommands.ordinaryStoreOption,
         ],
@@ -120,7 +122,8 @@ enum ConsoleCommands {
         let simulation = try SimulateCommands.simulation(
             scenario: scenario, options: options, store: simStore, session: simSession, source: "demo")
         let control = SimulationControl(speed: speed)
-        let runner = SimulationRunner(simulation: simulation, speed: speed, wall: wall, clockStore: simStore, control: control)
+        let runner = SimulationRunner(
+            simulation: simulation, speed: speed, wall: wall, clockStore: simStore, control: control)
         let finished = DispatchSemaphore(value: 0)
         let failure = FailureBox()
         Thread.detachNewThread {

@@ -110,7 +110,8 @@ enum TelemetryCommands {
             }
             summary.absorb(ingest)
             if verbose {
-                progress.note("rollout: read \(ingest.lines) lines; writing a batch of \(ingest.batch.eventCount) events")
+                progress.note(
+                    "rollout: read \(ingest.lines) lines; writing a batch of \(ingest.batch.eventCount) events")
             }
             do {
                 if try tables.commit(ingest.batch, source: source, at: clock.now()) != nil { summary.batches += 1 }

@@ -101,7 +101,10 @@ extension ConsoleState {
             simulation = status
             switch command {
             case .togglePause:
-                say(status.paused ? "Simulation paused: its time stands still; p resumes" : "Simulation resumed at \(status.speed)", .info)
+                say(
+                    status.paused
+                        ? "Simulation paused: its time stands still; p resumes" : "Simulation resumed at \(status.speed)",
+                    .info)
             case .faster, .slower:
                 say("Simulation speed \(status.speed)" + (status.paused ? " (paused; p resumes)" : ""), .info)
             }

@@ -141,7 +141,8 @@ enum HeaderBar {
             let simulated = "sim " + Format.time(now, utcOffsetSeconds: offset)
             let lead: Line =
                 sim.paused
-                ? [Span(" ‖ PAUSED " + simulated + " ", .header, .reverse)] : [Span(simulated + " " + sim.speed + " ", .header)]
+                ? [Span(" ‖ PAUSED " + simulated + " ", .header, .reverse)]
+                : [Span(simulated + " " + sim.speed + " ", .header)]
             let wall = "· wall " + Format.time(sim.wall, utcOffsetSeconds: offset) + "  "
             let full = lead + [Span(wall, .header)] + status
             status = full.width <= budget ? full : lead + [Span(" ", .header)] + status
