@@ -109,8 +109,9 @@ public enum ConsoleApp {
                 case .redraw: screen.invalidate()
                 case .bell: screen.bell()
                 case .simulation(let command):
+                    // At once, so that the message comes with the first frame that shows the change.
                     if let control = options.simulation {
-                        mailbox.post([.simulationChanged(control.perform(command), after: command)])
+                        apply(.simulationChanged(control.perform(command), after: command))
                     }
                 case .refresh: fetcher.refreshNow()
                 case .preview, .publish, .loadHistory, .loadAudit: effects.submit(effect)

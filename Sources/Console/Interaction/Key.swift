@@ -139,10 +139,10 @@ public enum KeyMap {
         KeyBinding([.character("q")], .quit, .screen, "quit", hint: ("q", "quit", 0)),
         KeyBinding(
             [.character("p")], .pauseSimulation, .simulation,
-            "pause or resume the simulation (its time stops; the data stays current)", hint: ("p", "pause", 3)),
+            "pause or resume the simulation (its time stops; the data stays current)", hint: ("p", "pause", 5)),
         KeyBinding(
             [.character(">")], .fasterSimulation, .simulation,
-            "faster: next speed of 1x 10x 60x 600x 3600x max", hint: ("< >", "speed", 4)),
+            "faster: next speed of 1x 10x 60x 600x 3600x max", hint: ("< >", "speed", 7)),
         KeyBinding([.character("<")], .slowerSimulation, .simulation, "slower: previous speed"),
     ]
 
