@@ -70,3 +70,21 @@ struct DemoControlTests {
         #expect(!top(plain).contains("sim ") && !top(plain).contains("wall "), "\(top(plain))")
     }
 }
+
+@Suite("Demo messages")
+struct DemoMessageTests {
+    /// Ticks run on the simulation's time (an hour per minute, or faster): a message still stays its seconds of
+    /// wall time.
+    @Test func messagesExpireOnWallTimeWhileASimulationDrives() {
+        let wall = Instant(seconds: 1_900_000_000)
+        var s = DemoControlTests.driving(SimulationStatus(speed: "600x", paused: false, wall: wall))
+        _ = s.handle(.simulationChanged(SimulationStatus(speed: "600x", paused: true, wall: wall), after: .togglePause))
+        // Ten minutes of simulated time pass in one wall second: the message stays.
+        _ = s.handle(.simulation(SimulationStatus(speed: "600x", paused: false, wall: wall + .seconds(Int64(1)))))
+        _ = s.handle(.tick(Fixture.now + .minutes(10)))
+        #expect(s.notice != nil)
+        _ = s.handle(.simulation(SimulationStatus(speed: "600x", paused: false, wall: wall + .seconds(Int64(7)))))
+        _ = s.handle(.tick(Fixture.now + .minutes(11)))
+        #expect(s.notice == nil)
+    }
+}

@@ -12,11 +12,13 @@ extension ConsoleState {
             return handleKey(key)
         case .tick(let instant):
             now = instant
+            // Messages are for people: they expire on wall time, also while ticks run on a simulation's time.
+            let messageTime = simulation?.wall ?? instant
             if var n = notice {
                 if let shown = n.shownAt {
-                    if n.lifetime < instant - shown { notice = nil }
+                    if n.lifetime < messageTime - shown { notice = nil }
                 } else {
-                    n.shownAt = instant
+                    n.shownAt = messageTime
                     notice = n
                 }
             }
@@ -138,7 +140,7 @@ extension ConsoleState {
     }
 
     private mutating func say(_ text: String, _ kind: Notice.Kind) {
-        notice = Notice(text, kind, shownAt: now)
+        notice = Notice(text, kind, shownAt: simulation?.wall ?? now)
     }
 
     // MARK: Keys
