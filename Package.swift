@@ -155,7 +155,7 @@ let package = Package(
             name: "EndToEndTests",
             dependencies: [
                 "TestSupport", "StepUp", "Timekeeping", "RolloutApp", "Console", "Store", "Telemetry", "Rollout", "RemoteConfig",
-                "FirebaseFake",
+                "FirebaseFake", "CommandLineKit",
             ],
             swiftSettings: strict),
     ]

@@ -67,7 +67,8 @@ public struct ScheduledAction: Hashable, Sendable {
 /// ```
 ///
 /// Lines: `name`, `summary`, `duration`, `start` (ISO 8601; default: the wall time when the run starts),
-/// `devices`, `rollout-seed` (the percent condition's seed for a store that has no rollout yet), a parameter
+/// `devices`, `rollout-seed` (the percent condition's seed for a store that has no rollout yet), `demo-speed`
+/// (the speed of `rollout demo` without `--speed`), a parameter
 /// with its value (see `FleetParameters.definitions`), `rollout P%`, and `at OFFSET ...` with a changeable
 /// parameter, `rollout P%`, `kill`, `resume` or `release VERSION [adoption R%/h] [crash-rate X%] [app-id ID]`.
 public struct Scenario: Hashable, Sendable {
@@ -79,6 +80,8 @@ public struct Scenario: Hashable, Sendable {
     /// The fleet size when the command line does not give one.
     public var devices = 10_000
     public var rolloutSeed = "rollout-sim"
+    /// The speed `rollout demo` runs it at when `--speed` is not given (`demo-speed 600x`); nil: 60x.
+    public var demoSpeed: SimulationSpeed?
     public var parameters = FleetParameters()
     /// In time order; actions at the same offset keep their order in the file.
     public var schedule: [ScheduledAction] = []
@@ -127,6 +130,11 @@ public struct Scenario: Hashable, Sendable {
             }
             devices = n
         case "rollout-seed": rolloutSeed = try value()
+        case "demo-speed":
+            guard let speed = SimulationSpeed(try value()) else {
+                throw ScenarioValueError("demo-speed is simulated seconds per second, such as 600x, or max")
+            }
+            demoSpeed = speed
         case "at":
             guard words.count >= 3 else {
                 throw ScenarioValueError("'at' needs a time and an action, e.g. at 30m rollout 20%")

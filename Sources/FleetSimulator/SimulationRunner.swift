@@ -40,18 +40,22 @@ public final class SimulationRunner: @unchecked Sendable {
     /// Where the clock is published (the store's `SimulationHeartbeat` port); nil in-process, where readers use
     /// `simulation.clock` directly.
     public let clockStore: (any SimulationHeartbeat)?
+    /// Pause and speed changed while it runs (the demo console's keys); nil runs at `speed` throughout.
+    public let control: SimulationControl?
     private let sleep: @Sendable (Instant.Duration) -> Void
     private let lock = NSLock()
     private var stopped = false
 
     public init(
         simulation: FleetSimulation, speed: SimulationSpeed, wall: any Clock, clockStore: (any SimulationHeartbeat)? = nil,
+        control: SimulationControl? = nil,
         sleep: @escaping @Sendable (Instant.Duration) -> Void = { d in usleep(UInt32(clamping: d.microseconds)) }
     ) {
         self.simulation = simulation
         self.speed = speed
         self.wall = wall
         self.clockStore = clockStore
+        self.control = control
         self.sleep = sleep
     }
 
@@ -62,33 +66,82 @@ public final class SimulationRunner: @unchecked Sendable {
     /// Runs to the end (or `stop()`); `progress` is called about twice a second of wall time and at the end,
     /// with the totals and the notes since the last call.
     public func run(progress: (FleetStatistics, [SimulationNote]) -> Void = { _, _ in }) throws {
-        let wallStart = wall.now()
-        let simulatedStart = simulation.now
-        let factor: Double? = if case .factor(let f) = speed { f } else { nil }
+        // The anchor of the current pace: the start, or the last change of `control` (pause: factor 0).
+        var wallStart = wall.now()
+        var simulatedStart = simulation.now
+        func pace(_ speed: SimulationSpeed, paused: Bool) -> Double? {
+            if paused { return 0 }
+            if case .factor(let f) = speed { return f }
+            return nil
+        }
+        var controls = control?.state
+        var factor: Double? = pace(controls?.speed ?? speed, paused: controls?.paused ?? false)
+        // The pace readers extrapolate with: the speed, or the slower pace the machine manages (see below).
+        var achieved = factor
         func record(running: Bool) throws {
             guard let clockStore else { return }
             let r = SimulationClockRecord(
-                wallStart: wallStart, simulatedStart: simulatedStart, speed: factor, wallUpdated: wall.now(),
+                wallStart: wallStart, simulatedStart: simulatedStart, speed: achieved, wallUpdated: wall.now(),
                 simulatedAtUpdate: simulation.now, running: running)
             try clockStore.publishSimulationClock(r)
         }
         try record(running: true)
         var lastFlush = wallStart
+        var paceMark = (wall: wallStart, simulated: simulatedStart)
         var lastReport = wallStart
         let second = Instant.Duration.seconds(Int64(1))
         do {
             while !isStopped, !simulation.isFinished {
-                if let factor {
+                if let control, control.state.generation != controls?.generation {
+                    // Re-anchored at the change: simulated time continues from where it stands at the new pace, and
+                    // the heartbeat says so at once (paused: speed 0, so readers' time stops and data stays fresh).
+                    controls = control.state
+                    try simulation.flush()
+                    wallStart = wall.now()
+                    simulatedStart = simulation.now
+                    factor = pace(controls!.speed, paused: controls!.paused)
+                    achieved = factor
+                    control.achieved = achieved
+                    paceMark = (wallStart, simulatedStart)
+                    try record(running: true)
+                }
+                if factor == 0 {
+                    sleep(.milliseconds(Int64(50)))
+                } else if let factor {
                     let elapsed = Double((wall.now() - wallStart).microseconds)
                     let target = simulatedStart + Instant.Duration(microseconds: Int64(elapsed * factor))
-                    try simulation.advance(to: target)
+                    // Steps of about a fifth of a second of wall time at the pace achieved, so that data and heartbeat
+                    // keep flowing while the model works through a busy stretch.
+                    let slice = Instant.Duration(microseconds: max(1_000_000, Int64((achieved ?? factor) * 200_000)))
+                    try simulation.advance(to: min(target, simulation.now + slice))
                     let w = wall.now()
-                    if w - lastFlush >= second {
+                    // The pace actually run over the last half second or more is what readers extrapolate with, so
+                    // that their clocks do not run ahead of the data (which would make it look stale) when the
+                    // machine is slower than the speed.
+                    if w - paceMark.wall >= .milliseconds(500) {
+                        let measured = Double((simulation.now - paceMark.simulated).microseconds)
+                            / Double((w - paceMark.wall).microseconds)
+                        achieved = measured >= factor * 0.98 ? factor : measured
+                        control?.achieved = achieved
+                        paceMark = (w, simulation.now)
+                    }
+                    if target - simulation.now > slice * 5 {
+                        // More than a second of wall time behind: go on from here at the pace the machine manages
+                        // rather than race to catch up.
+                        wallStart = w
+                        simulatedStart = simulation.now
+                    }
+                    // Data lands at least every simulated minute (and every second of wall time): at high speeds a
+                    // second of wall time is more than the store's stale limit of simulated time.
+                    if w - lastFlush >= min(second, Instant.Duration(microseconds: Int64(60_000_000 / factor))) {
                         try simulation.flush()
+                        try record(running: true)
                         lastFlush = w
                     }
                     // Small steps keep the events close to their wall time without busy waiting.
-                    if !simulation.isFinished { sleep(.milliseconds(Int64(factor >= 10 ? 20 : 100))) }
+                    if !simulation.isFinished, simulation.now >= target {
+                        sleep(.milliseconds(Int64(factor >= 10 ? 20 : 100)))
+                    }
                 } else {
                     try simulation.advance(to: simulation.now + .minutes(1))
                     // As fast as possible: a heartbeat per simulated minute keeps readers' mapping of wall time

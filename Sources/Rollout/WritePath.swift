@@ -220,10 +220,9 @@ public struct WritePath {
                 template = change.template
                 (before, after, summary, diff) = (change.before, change.after, change.summary, change.diff)
             case .rollback(let n):
-                guard n != base.info.number else { throw Failure.invalid("version \(n) is already the current version") }
                 let old: StoredTemplate
                 do {
-                    old = try store.version(n)
+                    old = n == base.info.number ? base : try store.version(n)
                 } catch let e as StoreError {
                     throw Failure.invalid("\(e)")
                 }
@@ -253,9 +252,8 @@ public struct WritePath {
             if case .invalidPercentage = e { throw Failure.invalidPercentage(e.description) }
             throw Failure.invalid(e.description)
         }
-        if case .rollback = request.intent, diff.isEmpty {
-            diff = ["(same content as the current version)"]
-        }
+        // "No change" never publishes: a rollback to a version whose template equals the current one (the current
+        // version itself included) has an empty diff, so `execute` returns `.unchanged` and writes nothing.
         // A whole-template write must not remove, reseed or retype the rollout by accident.
         var overrides: [String] = []
         switch request.intent {

@@ -135,7 +135,7 @@ public final class StoreConsoleExecutor: ConsoleEffectExecutor, @unchecked Senda
                     return [.planControlled(message: "this store keeps no ramp plan (plans run on SQLite stores)", refused: true)]
                 }
                 return [ConsolePlan.control(pause: pause, session: file)]
-            case .refresh, .redraw, .bell, .quit: return []
+            case .refresh, .redraw, .bell, .quit, .simulation: return []
             }
         }
     }

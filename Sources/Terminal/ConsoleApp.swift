@@ -25,6 +25,8 @@ public struct ConsoleOptions: Sendable {
     /// Steps, stale limit, time zone offset; the theme names are filled from `themes`.
     public var state: ConsoleState.Configuration
     public var terminal: TerminalScreen.Options
+    /// The simulation driving the screen (`rollout demo`): `p`, `>` and `<` act on it, the header shows it.
+    public var simulation: (any ConsoleSimulationControl)? = nil
 
     public init(
         themes: [Theme] = ThemeCatalog.cycle(startingWith: .default), noColor: Bool = false,
@@ -87,6 +89,11 @@ public enum ConsoleApp {
                 case .quit: quit = true
                 case .redraw: screen.invalidate()
                 case .bell: screen.bell()
+                case .simulation(let command):
+                    // At once, so that the message comes with the first frame that shows the change.
+                    if let control = options.simulation {
+                        apply(.simulationChanged(control.perform(command), after: command))
+                    }
                 case .refresh: fetcher.refreshNow()
                 case .preview, .publish, .loadHistory, .loadAudit, .loadVersion, .planControl: effects.submit(effect)
                 }
@@ -115,6 +122,7 @@ public enum ConsoleApp {
                 }
                 if quit { break }
             }
+            if let control = options.simulation { apply(.simulation(control.status())) }
             apply(.tick(options.clock.now()))
             if quit { return .quit }
             let frame = ConsoleScreen.render(state, size: screen.size)

@@ -46,16 +46,23 @@ enum ConsoleCommands {
         summary: "The console on an embedded store with a simulated device fleet: the whole loop, no phone, no cloud.",
         discussion: "Creates a temporary drill store (or uses --store: a new path becomes a drill store; an ordinary "
             + "store needs --on-ordinary-store, recorded in its audit log), starts the fleet simulator in this process at an accelerated "
-            + "speed with the steady scenario (--scenario to choose another: throttling, crash-regression, bad-build, "
-            + "slow-propagation, or a file), and opens the console on top. Nudges made in the console reach the simulated "
+            + "speed with the busy scenario (a healthy rollout at 40% of 20,000 devices at 600x: the verdict reaches OK "
+            + "within about a minute; --scenario to choose another: steady, throttling, crash-regression, bad-build, "
+            + "slow-propagation, or a file), and opens the console on top. Keys of the demo: p pauses and resumes the "
+            + "simulation, > and < change its speed along 1x 10x 60x 600x 3600x max; the header shows simulated time "
+            + "beside wall time. Nudges made in the console reach the simulated "
             + "devices as they fetch config; their successes, failures and crashes come back live. The console follows the "
             + "simulated time for the fleet's data only: step-up codes, lockouts and audit times are wall time. With "
             + "guardrails.auto-kill on, a HALT is killed once (the simulator and the console both watch). The temporary "
             + "store is removed on exit.",
         options: displayOptions + [
-            .value("--scenario", name: "NAME|FILE", help: "The fleet's scenario (default steady)."),
+            .value("--scenario", name: "NAME|FILE", help: "The fleet's scenario (default busy)."),
             .value("--devices", name: "N", help: "Fleet size (default: the scenario's)."),
-            .value("--speed", name: "X", help: "Simulated seconds per wall second (default 60: an hour per minute)."),
+            .value(
+                "--speed", name: "X",
+                help:
+                    "Simulated seconds per wall second (default: the scenario's demo-speed, busy 600; else 60: an hour "
+                    + "per minute)."),
             .value("--seed", name: "S", help: "The simulation's random seed (default 1)."),
             SimulateCommands.ordinaryStoreOption,
         ],
@@ -69,12 +76,18 @@ enum ConsoleCommands {
     static func runDemo(_ invocation: Invocation) throws -> ExitCode {
         let scenario: Scenario
         do {
-            scenario = try Scenario.load(invocation.value("--scenario") ?? "steady")
+            scenario = try Scenario.load(invocation.value("--scenario") ?? "busy")
         } catch {
             throw CommandError("\(error)", exit: .usage)
         }
-        guard let speed = SimulationSpeed(invocation.value("--speed") ?? "60") else {
-            throw invocation.usageError("--speed takes a number of simulated seconds per second, or max")
+        let speed: SimulationSpeed
+        if let text = invocation.value("--speed") {
+            guard let given = SimulationSpeed(text) else {
+                throw invocation.usageError("--speed takes a number of simulated seconds per second, or max")
+            }
+            speed = given
+        } else {
+            speed = scenario.demoSpeed ?? .factor(60)
         }
         let devices = try invocation.value("--devices").map { text -> Int in
             guard let n = Int(text), n > 0, n <= 2_000_000 else { throw invocation.usageError("--devices takes 1 to 2000000") }
@@ -109,7 +122,9 @@ enum ConsoleCommands {
         let options = FleetOptions(scenario: scenario, devices: devices, seed: seed ?? 1, start: wall.now(), duration: .hours(24 * 7))
         let simulation = try SimulateCommands.simulation(
             scenario: scenario, options: options, store: simStore, session: simSession, source: "demo")
-        let runner = SimulationRunner(simulation: simulation, speed: speed, wall: wall, clockStore: simStore)
+        let control = SimulationControl(speed: speed)
+        let runner = SimulationRunner(
+            simulation: simulation, speed: speed, wall: wall, clockStore: simStore, control: control)
         let finished = DispatchSemaphore(value: 0)
         let failure = FailureBox()
         Thread.detachNewThread {
@@ -121,7 +136,9 @@ enum ConsoleCommands {
             // The operator's session runs on the wall clock (step-up, lockouts, audit); the console follows the
             // simulation's time through the store's heartbeat.
             let session = try Wiring.session(path: path, operatorID: operatorID, readOnly: invocation.flag("--read-only"))
-            code = try runConsole(invocation, session: session, project: "demo · \(scenario.name)")
+            code = try runConsole(
+                invocation, session: session, project: "demo · \(scenario.name)",
+                simulation: DemoSimulationControl(control: control, wall: wall))
         } catch {
             runner.stop()
             finished.wait()
@@ -131,6 +148,33 @@ enum ConsoleCommands {
         finished.wait()
         if let error = failure.get() { throw CommandError("the simulation stopped: \(error)") }
         return code
+    }
+
+    /// The demo console's `p`, `>` and `<` on the simulation it drives, with wall time for the header.
+    struct DemoSimulationControl: ConsoleSimulationControl {
+        let control: SimulationControl
+        let wall: any Clock
+
+        func status() -> SimulationStatus {
+            let s = control.state
+            // Said when the machine cannot keep up: the speed asked for, and the pace it manages.
+            var speed = s.speed.description
+            if case .factor(let f) = s.speed, !s.paused, let a = control.achieved, a < f * 0.9 {
+                speed += " (at \(SimulationSpeed.factor(a.rounded()).description))"
+            }
+            return SimulationStatus(
+                speed: speed, paused: s.paused, wall: wall.now(), isFastest: s.isFastest,
+                isSlowest: s.isSlowest)
+        }
+
+        func perform(_ command: SimulationCommand) -> SimulationStatus {
+            switch command {
+            case .togglePause: control.togglePause()
+            case .faster: control.faster()
+            case .slower: control.slower()
+            }
+            return status()
+        }
     }
 
     /// The simulator thread's error, read after it ends.
@@ -146,7 +190,10 @@ enum ConsoleCommands {
     /// The screen's data age and stale marker run on telemetry time (`StoreSimulationClock`: the wall clock, or a
     /// live simulation's time) with the store's one stale limit, so the marker and the verdict agree. A writable
     /// console runs auto-kill on each refresh.
-    static func runConsole(_ invocation: Invocation, session: StoreSession, project: String) throws -> ExitCode {
+    static func runConsole(
+        _ invocation: Invocation, session: StoreSession, project: String,
+        simulation: (any ConsoleSimulationControl)? = nil
+    ) throws -> ExitCode {
         let themes = try theme(invocation)
         let ticks = StoreSimulationClock(store: session.store, wall: session.clock)
         let source =
@@ -156,9 +203,10 @@ enum ConsoleCommands {
                 project: project, autoKill: session)
         let staleAfter = try source.status().settings.staleAfter
         let executor = StoreConsoleExecutor(session: session)
-        let options = ConsoleOptions(
+        var options = ConsoleOptions(
             themes: themes, noColor: invocation.flag("--no-color"), environment: invocation.environment, clock: ticks,
             state: ConsoleState.Configuration(staleAfter: staleAfter, bell: !invocation.flag("--no-bell")))
+        options.simulation = simulation
         do {
             switch try ConsoleApp.run(options: options, source: source, executor: executor) {
             case .quit: return .ok

@@ -150,13 +150,18 @@ enum SimulateCommands {
                     + "\(options.start.iso8601) to \((options.start + options.duration).iso8601), store \(path)")
         }
         var lastLine = wall.now()
+        // On a terminal, a progress line of simulated time (done of the run, speed, time left) under the log.
+        let bar = ProgressReporter.standardError(
+            label: "simulate", unit: .simulatedSeconds, total: options.duration.microseconds / 1_000_000, quiet: quiet)
+        defer { bar.finish() }
         do {
             try runner.run { stats, notes in
                 guard !quiet else { return }
-                for n in notes { report("  \(n)") }
+                bar.update(done: (stats.now - options.start).microseconds / 1_000_000)
+                for n in notes { bar.note("  \(n)") }
                 let w = wall.now()
                 if w - lastLine >= .seconds(Int64(5)) || stats.now >= simulation.end {
-                    report(progressLine(stats))
+                    bar.note(progressLine(stats))
                     lastLine = w
                 }
             }

@@ -30,7 +30,8 @@ enum TelemetryCommands {
             .value(
                 "--batch-events", name: "N",
                 help: "Commit after about N events (at a read boundary), for endless pipes."),
-            .flag("--verbose", help: "Report progress on stderr."),
+            .flag("--verbose", help: "Report each batch on stderr."),
+            .flag("--quiet", help: "No progress line on stderr (it is shown only when stderr is a terminal)."),
             .flag("--json", help: "Print the summary as JSON."),
         ],
         positionals: [Positional("FILE", help: "The file to read; '-' or nothing for stdin.", optional: true)],
@@ -86,6 +87,13 @@ enum TelemetryCommands {
             guard fd >= 0 else { throw CommandError("cannot read \(path): \(String(cString: strerror(errno)))") }
         }
         defer { if fd != 0 { close(fd) } }
+        // Progress on a terminal: bytes read of the file's size (of nothing known for a pipe).
+        var info = stat()
+        let size: Int64? = fstat(fd, &info) == 0 && (info.st_mode & S_IFMT) == S_IFREG ? Int64(info.st_size) : nil
+        let progress = ProgressReporter.standardError(
+            label: "ingest", unit: .bytes, total: size, quiet: invocation.flag("--quiet"))
+        defer { progress.finish() }
+        var bytesRead: Int64 = 0
 
         // The store facade creates a new store with mode 0600 and its first version, like every other command.
         let target = try Wiring.telemetryTarget(invocation)  // SQLite, Firebase's state store or PostgreSQL
@@ -103,10 +111,8 @@ enum TelemetryCommands {
             }
             summary.absorb(ingest)
             if verbose {
-                FileHandle.standardError.write(
-                    Data(
-                        "rollout: read \(ingest.lines) lines; writing a batch of \(ingest.batch.eventCount) events\n"
-                            .utf8))
+                progress.note(
+                    "rollout: read \(ingest.lines) lines; writing a batch of \(ingest.batch.eventCount) events")
             }
             do {
                 if try tables.commit(ingest.batch, source: source, at: clock.now()) != nil { summary.batches += 1 }
@@ -130,12 +136,15 @@ enum TelemetryCommands {
             }
             if n == 0 { break }
             ingest.feed(UnsafeRawBufferPointer(rebasing: chunk[0..<n]))
+            bytesRead += Int64(n)
+            progress.update(done: bytesRead)
             if strict, ingest.problemCount > 0 { try land() }
             if ingest.batch.eventCount >= batchEvents { try land() }
         }
         ingest.finish()
         try land()
         summary.lines = ingest.lines
+        progress.finish()
 
         if invocation.flag("--json") {
             print(try summary.json())
@@ -223,11 +232,17 @@ enum TelemetryCommands {
     static func runTelemetry(_ invocation: Invocation) throws -> ExitCode {
         var hypothesis = RolloutMonitor.Hypothesis()
         if let p = invocation.value("--percent") {
+            let exposed: RemoteConfig.MicroPercent
             do {
-                hypothesis.exposed = try RemoteConfig.MicroPercent.parse(p)
+                exposed = try RemoteConfig.MicroPercent.parse(p)
             } catch {
                 throw invocation.usageError("--percent: \(error)")
             }
+            // The same range as every other percentage: an invalid one is a usage error (exit 2).
+            guard exposed.isValidPercentage else {
+                throw invocation.usageError("--percent: invalid percentage '\(p)': out of range 0 to 100")
+            }
+            hypothesis.exposed = exposed
         }
         if let text = invocation.value("--since") {
             guard let t = ISO8601.parse(text) else {

@@ -136,6 +136,8 @@ struct MainKeyTests {
         #expect(s.overlay == nil)
         press(&s, .character("?"), .character("?"))
         #expect(s.overlay == nil)
+        // Every binding, the demo's simulation keys included: they are listed while a simulation drives the screen.
+        _ = s.handle(.simulation(SimulationStatus(speed: "60x", paused: false, wall: Instant(seconds: 0))))
         let text = HelpScreen.lines(for: s).map { $0.map(\.text).joined() }.joined(separator: "\n")
         for binding in KeyMap.main {
             #expect(text.contains(binding.help), "help lacks: \(binding.help)")

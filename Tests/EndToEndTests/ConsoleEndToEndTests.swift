@@ -196,7 +196,7 @@ struct ConsoleEndToEndTests {
         let tmp = f.directory.appendingPathComponent("tmp")
         try FileManager.default.createDirectory(at: tmp, withIntermediateDirectories: true)
         let session = try TerminalSession(
-            ["sh", "-c", "\(TerminalSession.quote(f.binary)) demo --devices 3000 --speed 120 --operator ana@example.com"],
+            ["sh", "-c", "\(TerminalSession.quote(f.binary)) demo --scenario steady --devices 3000 --speed 120 --operator ana@example.com"],
             width: 120, height: 40, environment: ["TMPDIR": tmp.path])
         defer { session.close() }
         try session.waitFor("demo · steady")

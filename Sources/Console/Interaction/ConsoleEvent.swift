@@ -43,6 +43,11 @@ public enum ConsoleEvent: Hashable, Sendable {
     case versionLoaded(VersionDetail)
     /// Answer to `.planControl`: what happened to the plan, in words, and whether it was refused.
     case planControlled(message: String, refused: Bool)
+
+    /// The simulation driving the screen (`rollout demo`), posted with every tick; never posted otherwise.
+    case simulation(SimulationStatus)
+    /// Answer to `.simulation`: the command was carried out, the status after it.
+    case simulationChanged(SimulationStatus, after: SimulationCommand)
 }
 
 /// Work the reducer asks the adapters to do; it never does I/O itself.
@@ -72,4 +77,6 @@ public enum ConsoleEffect: Hashable, Sendable {
     case bell
     /// Leave the console.
     case quit
+    /// Pause, resume or change the speed of the simulation driving the screen; answer `.simulationChanged`.
+    case simulation(SimulationCommand)
 }

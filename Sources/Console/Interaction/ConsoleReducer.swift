@@ -14,11 +14,13 @@ extension ConsoleState {
             return handleClick(target)
         case .tick(let instant):
             now = instant
+            // Messages are for people: they expire on wall time, also while ticks run on a simulation's time.
+            let messageTime = simulation?.wall ?? instant
             if var n = notice {
                 if let shown = n.shownAt {
-                    if n.lifetime < instant - shown { notice = nil }
+                    if n.lifetime < messageTime - shown { notice = nil }
                 } else {
-                    n.shownAt = instant
+                    n.shownAt = messageTime
                     notice = n
                 }
             }
@@ -137,6 +139,21 @@ extension ConsoleState {
             default: break
             }
             return []
+        case .simulation(let status):
+            simulation = status
+            return []
+        case .simulationChanged(let status, let command):
+            simulation = status
+            switch command {
+            case .togglePause:
+                say(
+                    status.paused
+                        ? "Simulation paused: its time stands still; p resumes" : "Simulation resumed at \(status.speed)",
+                    .info)
+            case .faster, .slower:
+                say("Simulation speed \(status.speed)" + (status.paused ? " (paused; p resumes)" : ""), .info)
+            }
+            return []
         }
     }
 
@@ -193,7 +210,7 @@ extension ConsoleState {
     }
 
     private mutating func say(_ text: String, _ kind: Notice.Kind) {
-        notice = Notice(text, kind, shownAt: now)
+        notice = Notice(text, kind, shownAt: simulation?.wall ?? now)
     }
 
     // MARK: Keys
@@ -532,8 +549,30 @@ extension ConsoleState {
             return [.quit]
         case .cancel:
             notice = nil
+        case .pauseSimulation, .fasterSimulation, .slowerSimulation:
+            return simulationKey(intent)
         }
         return []
+    }
+
+    /// `p`, `>`, `<`: a command for the simulation driving the screen; without one, or past the ends of the speed
+    /// ladder, a message instead.
+    private mutating func simulationKey(_ intent: Intent) -> [ConsoleEffect] {
+        guard let simulation else {
+            say("No simulation drives this console: p, > and < work in 'rollout demo'", .info)
+            return []
+        }
+        switch intent {
+        case .fasterSimulation where simulation.isFastest:
+            say("Already at the fastest speed, \(simulation.speed)", .info)
+            return []
+        case .slowerSimulation where simulation.isSlowest:
+            say("Already at the slowest speed, \(simulation.speed)", .info)
+            return []
+        case .fasterSimulation: return [.simulation(.faster)]
+        case .slowerSimulation: return [.simulation(.slower)]
+        default: return [.simulation(.togglePause)]
+        }
     }
 
     // MARK: The write path, as the console sees it

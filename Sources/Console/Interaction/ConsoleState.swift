@@ -109,6 +109,8 @@ public struct ConsoleState: Hashable, Sendable {
     /// further back instead of toggling between the last two.
     var undoTrail: [Int]
     var nextRequestID: Int
+    /// The simulation driving the screen (`rollout demo`), nil when none does: its speed, pause and wall time.
+    public internal(set) var simulation: SimulationStatus? = nil
 
     public init(configuration: Configuration = Configuration(), screenSize: Size = Size(width: 80, height: 24)) {
         self.configuration = configuration

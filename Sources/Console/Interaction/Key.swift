@@ -68,6 +68,10 @@ public enum Intent: Hashable, Sendable, CaseIterable {
     case redraw
     case quit
     case cancel
+    /// `rollout demo` only: pause or resume the simulation, one rung faster or slower on its speed ladder.
+    case pauseSimulation
+    case fasterSimulation
+    case slowerSimulation
 }
 
 /// One line of the key table: the keys, what they do, and how help and the hint bar describe them.
@@ -83,6 +87,8 @@ public struct KeyBinding: Hashable, Sendable {
         case change = "Change the rollout"
         case look = "Look around"
         case screen = "The screen"
+        /// Shown in help and hints only while a simulation drives the screen.
+        case simulation = "The demo's simulation"
     }
 
     public var keys: [Key]
@@ -139,6 +145,13 @@ public enum KeyMap {
         KeyBinding([.character("?")], .showHelp, .screen, "this help", hint: ("?", "help", 0)),
         KeyBinding([.escape], .cancel, .screen, "cancel: close a dialog, clear a message"),
         KeyBinding([.character("q")], .quit, .screen, "quit", hint: ("q", "quit", 0)),
+        KeyBinding(
+            [.character("p")], .pauseSimulation, .simulation,
+            "pause or resume the simulation (its time stops; the data stays current)", hint: ("p", "pause", 5)),
+        KeyBinding(
+            [.character(">")], .fasterSimulation, .simulation,
+            "faster: next speed of 1x 10x 60x 600x 3600x max", hint: ("< >", "speed", 7)),
+        KeyBinding([.character("<")], .slowerSimulation, .simulation, "slower: previous speed"),
     ]
 
     /// The intent bound to `key` on the main screen.

@@ -131,6 +131,19 @@ enum HeaderBar {
             + (header.map { [Span(" · " + $0.project, .header)] } ?? [])
         // Leave the store path at least a recognisable tail.
         let budget = max(0, row.width - left.width - 2 - 18)
+        // A simulation drives the screen (`rollout demo`): its time (the ticks') beside wall time, its speed and a
+        // pause are kept like the freshness; the wall time goes first when there is no room.
+        if let sim = state.simulation, let now = state.now {
+            let offset = state.configuration.utcOffsetSeconds
+            let simulated = "sim " + Format.time(now, utcOffsetSeconds: offset)
+            let lead: Line =
+                sim.paused
+                ? [Span(" ‖ PAUSED " + simulated + " ", .header, .reverse)]
+                : [Span(simulated + " " + sim.speed + " ", .header)]
+            let wall = "· wall " + Format.time(sim.wall, utcOffsetSeconds: offset) + "  "
+            let full = lead + [Span(wall, .header)] + status
+            status = full.width <= budget ? full : lead + [Span(" ", .header)] + status
+        }
         var right: Line = status
         for count in stride(from: parts.count, through: 1, by: -1) {
             var line: Line = []
@@ -156,7 +169,8 @@ enum Hints {
     static func items(for state: ConsoleState) -> [HintBar.Item] {
         guard let overlay = state.overlay else {
             return KeyMap.main.compactMap { b in
-                b.hint.map { HintBar.Item($0.keys, $0.label, priority: $0.priority) }
+                guard b.group != .simulation || state.simulation != nil else { return nil }
+                return b.hint.map { HintBar.Item($0.keys, $0.label, priority: $0.priority) }
             }
         }
         switch overlay {

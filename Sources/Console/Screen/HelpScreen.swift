@@ -8,7 +8,7 @@ public enum HelpScreen {
         let keyWidth =
             (KeyMap.main.map { CharacterWidth.of($0.keys.map(\.name).joined(separator: " ")) }
             + KeyMap.dialogKeys.map { CharacterWidth.of($0.keys) }).max()! + 2
-        for group in KeyBinding.Group.allCases {
+        for group in KeyBinding.Group.allCases where group != .simulation || state.simulation != nil {
             if !lines.isEmpty { lines.append([]) }
             lines.append([Span(group.rawValue, .title, .bold)])
             for binding in KeyMap.main where binding.group == group {
