@@ -34,11 +34,11 @@ public struct CrashSPRT: Hashable, Sendable {
     public let harmRatio: Double
     public let alpha: Double
     public let beta: Double
-    public private(set) var logLikelihoodRatio = 0.0
-    public private(set) var exposedCrashes: Int64 = 0
-    public private(set) var controlCrashes: Int64 = 0
+    public internal(set) var logLikelihoodRatio = 0.0
+    public internal(set) var exposedCrashes: Int64 = 0
+    public internal(set) var controlCrashes: Int64 = 0
     /// When Λ first reached the harm bound.
-    public private(set) var harmDeclaredAt: Instant?
+    public internal(set) var harmDeclaredAt: Instant?
 
     public init(harmRatio: Double, alpha: Double, beta: Double) {
         precondition(harmRatio > 1 && alpha > 0 && alpha < 1 && beta > 0 && beta < 1)
@@ -77,9 +77,9 @@ public struct CrashSPRT: Hashable, Sendable {
 /// running minimum of 1/Λ and the interval is valid at every look, however often it is checked.
 public struct MixtureSPRT: Hashable, Sendable {
     public let alpha: Double
-    public private(set) var pValue = 1.0
-    public private(set) var estimate: Double?
-    public private(set) var interval: ClosedRange<Double>?
+    public internal(set) var pValue = 1.0
+    public internal(set) var estimate: Double?
+    public internal(set) var interval: ClosedRange<Double>?
 
     public init(alpha: Double) { self.alpha = alpha }
 
