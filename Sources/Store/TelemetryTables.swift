@@ -21,10 +21,16 @@ public struct BatchReceipt: Hashable, Sendable {
 /// Counters are upserted once per (level, bucket, key) the batch touches and installations once per distinct
 /// installation, so the database grows with the time span and the installations, never with the events.
 ///
-/// `snapshot` is the console's dashboard query. The instance keeps a `RolloutWatch` folded up to the last
+/// `snapshot` is the console's dashboard query. The instance keeps a `RolloutFold` folded up to the last
 /// settled minute, so a refresh reads only the newest minutes, the last day's presence rows and a few sums; a
 /// batch that brings events older than the folded point (late data) makes the next query fold again from the
 /// rollout start. One instance belongs to one thread.
+///
+/// The store keeps one fold too (`FoldTable`), so that a new instance (every `rollout status`) starts from it
+/// instead of folding the whole rollout: the first reader that folds from the start stores its fold, and every
+/// commit advances it in the batch's transaction over the minutes settled at the newest event (or folds again
+/// from the start on late data). A reader uses it only for the same rollout start and settings, when its clock
+/// is not behind the folded minutes and the row is intact; otherwise it folds from the start as before.
 public final class TelemetryTables {
     public let database: SQLiteDatabase
     public var retention: TelemetryRetention
@@ -264,6 +270,9 @@ public final class TelemetryTables {
     /// describes. Read in one read transaction, so a batch landing meanwhile is seen whole or not at all; when
     /// the caller already holds a transaction (the write path's compare-and-swap), it reads inside that one.
     public func snapshot(_ configuration: WatchConfiguration, now: Instant) throws -> TelemetrySnapshot {
+        // Inside a caller's transaction (the write path's compare-and-swap) a fold computed here is not stored:
+        // that would turn the caller's read into a write. The next reader on its own stores it.
+        let ownTransaction = !database.isInTransaction
         let (snapshot, computed) = try reading { () throws -> (TelemetrySnapshot, RolloutFold?) in
             let newest = try meta("newest_event")
             if fold?.configuration != configuration { fold = nil }
@@ -332,7 +341,7 @@ public final class TelemetryTables {
                 lastBatchAt: lastBatchAt.map(Instant.init(microseconds:)))
             return (snapshot, computed)
         }
-        if let computed { storeFold(computed) }
+        if let computed, ownTransaction { storeFold(computed) }
         return snapshot
     }
 
