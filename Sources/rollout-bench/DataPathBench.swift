@@ -29,7 +29,8 @@ enum DataPathBench {
             try SQLiteConfigStore.genesis(seed: "bench", actor: "bench", time: day(0) - .hours(1))
         }
         _ = try WritePath(store: configStore, clock: ManualClock(day(0)), newSeed: { "bench" }).execute(
-            WritePath.Request(intent: .rollout(.set(MicroPercent(percent: 10))), actor: "bench", origin: "BENCH"))
+            WritePath.Request(intent: .rollout(.set(MicroPercent(percent: 10))), actor: "bench", reason: "bench: a 7-day rollout at 10%",
+                origin: "BENCH"))
         var total = 0
         for d in Int64(0)..<7 {
             let batch = TelemetryBatch()
