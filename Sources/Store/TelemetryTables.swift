@@ -276,21 +276,11 @@ public final class TelemetryTables {
         let (snapshot, computed) = try reading { () throws -> (TelemetrySnapshot, RolloutFold?) in
             let newest = try meta("newest_event")
             if fold?.configuration != configuration { fold = nil }
-            // A new reader continues from the store's fold when it fits this rollout and this instant.
+            if let f = fold { fold = try continuing(f) }
+            // A new reader, or one that late data sent back to the start, continues from the store's fold (which
+            // the late batch's commit folded again) when it fits this rollout and this instant.
             if fold == nil, let stored = try FoldTable.load(from: database), stored.isUsable(for: configuration, at: now) {
-                fold = stored
-            }
-            if var f = fold {
-                let fresh = try database.query(
-                    "SELECT min(earliest), max(id) FROM telemetry_batches WHERE id > ?", [.integer(f.lastBatch)])[0]
-                if let maxID = fresh[1].int {
-                    if let earliest = fresh[0].int, f.isLate(earliest: Instant(microseconds: earliest)) {
-                        fold = nil
-                    } else {
-                        f.lastBatch = maxID
-                        fold = f
-                    }
-                }
+                fold = try continuing(stored)
             }
 
             // Minutes after the cursor: fold the settled ones, show the rest.
@@ -343,6 +333,17 @@ public final class TelemetryTables {
         }
         if let computed, ownTransaction { storeFold(computed) }
         return snapshot
+    }
+
+    /// `fold` with the batches landed since it was last seen, or nil when one of them is late for it.
+    private func continuing(_ fold: RolloutFold) throws(SQLiteError) -> RolloutFold? {
+        let fresh = try database.query(
+            "SELECT min(earliest), max(id) FROM telemetry_batches WHERE id > ?", [.integer(fold.lastBatch)])[0]
+        guard let maxID = fresh[1].int else { return fold }
+        if let earliest = fresh[0].int, fold.isLate(earliest: Instant(microseconds: earliest)) { return nil }
+        var f = fold
+        f.lastBatch = maxID
+        return f
     }
 
     /// Keeps a fold this reader computed, so that the next reader continues from it. Best effort: on a

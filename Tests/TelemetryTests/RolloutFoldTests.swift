@@ -159,6 +159,30 @@ struct RolloutFoldTests {
         #expect(try FoldTable.load(from: db) != nil)
     }
 
+    @Test("late data: the commit folds the stored fold again, and a long-lived reader continues from it")
+    func lateDataLongLivedReader() throws {
+        var rng = Xoshiro256(seed: 6)
+        let tables = try temporaryTables()
+        let config = WatchConfiguration(since: t0)
+        var late: [TelemetryEvent] = []
+        for m in Int64(0)..<30 {
+            var events = minuteEvents(m, rng: &rng)
+            if m == 4 { late = Array(events.suffix(5)); events.removeLast(5) }
+            try tables.commit(batch(events), source: "m\(m)", at: t0)
+        }
+        let now = t0 + .minutes(33)
+        let console = try TelemetryTables(database: tables.database)
+        _ = try console.snapshot(config, now: now)
+        #expect(console.foldsFromStart == 1)
+        try tables.commit(batch(late), source: "late", at: t0)
+        let after = try console.snapshot(config, now: now + .seconds(Int64(5)))
+        #expect(console.foldsFromStart == 1, "the console took the fold the late batch's commit made")
+        let fresh = try TelemetryTables(database: tables.database)
+        try fresh.discardFold()
+        expectSame(after, try fresh.snapshot(config, now: now + .seconds(Int64(5))))
+        #expect(after.totals == (try tables.allTimeTotals()))
+    }
+
     @Test("a reader whose clock is behind the folded minutes does not use the fold")
     func readerBehind() throws {
         var rng = Xoshiro256(seed: 5)
