@@ -19,7 +19,9 @@ struct RolloutFoldTests {
             let id = "i\(rng.next() % 400)"
             let s = m * 60 + Int64(rng.next() % 60)
             events.append(event(s, id, .sessionStart, cohort))
-            if rng.uniform() < (cohort == .enabled ? 0.2 : 0.08) { events.append(event(s, id, .crash(fatal: true), cohort)) }
+            if rng.uniform() < (cohort == .enabled ? 0.2 : 0.08) {
+                events.append(event(s, id, .crash(fatal: true), cohort))
+            }
             if cohort == .enabled {
                 let failure: TelemetryEventKind =
                     i % 2 == 0 ? .attestationFailure(.serverUnavailable) : .attestationFailure(.invalidKey)
