@@ -8,7 +8,7 @@ import Rollout
 /// with an older schema is upgraded by the first read-write open and refused by a read-only one.
 public enum StoreSchema {
     /// The schema version this program writes.
-    public static let current: Int64 = 5
+    public static let current: Int64 = 6
 
     /// Migration `i` brings version `i` to `i + 1`; it gets the store key and the witness of the store.
     static let migrations: [@Sendable (SQLiteDatabase, StoreKey?, Witness) throws -> Void] = [
@@ -70,6 +70,8 @@ public enum StoreSchema {
             }
             try witness.write(try StoreSeal.reseal(db, key: key))
         },
+        // 6: the materialised rollout fold (derived telemetry, not sealed).
+        { db, _, _ in try FoldTable.createSchema(in: db) },
     ]
 
     /// The schema version of `db`.

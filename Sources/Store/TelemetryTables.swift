@@ -10,17 +10,24 @@ import Timekeeping
 /// Counters are upserted once per (level, bucket, key) the batch touches and installations once per distinct
 /// installation, so the database grows with the time span and the installations, never with the events.
 ///
-/// `snapshot` is the console's dashboard query. The instance keeps a `RolloutWatch` folded up to the last
+/// `snapshot` is the console's dashboard query. The instance keeps a `RolloutFold` folded up to the last
 /// settled minute, so a refresh reads only the newest minutes, the last day's presence rows and a few sums; a
 /// batch that brings events older than the folded point (late data) makes the next query fold again from the
 /// rollout start. One instance belongs to one thread.
+///
+/// The store keeps one fold too (`FoldTable`), so that a new instance (every `rollout status`) starts from it
+/// instead of folding the whole rollout: the first reader that folds from the start stores its fold, and every
+/// commit advances it in the batch's transaction over the minutes settled at the newest event (or folds again
+/// from the start on late data). A reader uses it only for the same rollout start and settings, when its clock
+/// is not behind the folded minutes and the row is intact; otherwise it folds from the start as before.
 public final class TelemetryTables: TelemetryCounters {
     public let database: SQLiteDatabase
     public var retention: TelemetryRetention
-    private var watch: RolloutWatch?
-    /// The first minute not yet folded into `watch`.
-    private var cursorMinute: Int64 = 0
-    private var lastBatchSeen: Int64 = 0
+    /// This reader's fold, advanced up to its own `now`.
+    private var fold: RolloutFold?
+    /// How many times this instance folded from the rollout start (a test hook: a reader that continues from the
+    /// stored fold does not).
+    package private(set) var foldsFromStart = 0
     /// The lock of the store that owns `database` (`RolloutStore.lock`), held by every public method; nil when
     /// the caller holds it (or owns the connection alone).
     private let lock: NSRecursiveLock?
@@ -54,6 +61,7 @@ public final class TelemetryTables: TelemetryCounters {
                 installations INTEGER NOT NULL, earliest INTEGER, latest INTEGER);
             CREATE TABLE IF NOT EXISTS telemetry_meta(key TEXT PRIMARY KEY NOT NULL, value INTEGER NOT NULL) WITHOUT ROWID;
             """)
+        try FoldTable.createSchema(in: db)
     }
 
     // MARK: Writing
@@ -123,8 +131,19 @@ public final class TelemetryTables: TelemetryCounters {
                 try addPresence.bind(.integer(row.delta), at: 3)
                 while try addPresence.step() {}
             }
+            let previousBatch = try database.query("SELECT max(id) FROM telemetry_batches")[0][0].int ?? 0
+            try database.run(
+                "INSERT INTO telemetry_batches(source, committed_at, events, installations, earliest, latest) VALUES (?,?,?,?,?,?)",
+                [
+                    .text(source), .integer(committedAt.microseconds), .integer(Int64(batch.eventCount)),
+                    .integer(Int64(batch.installationCount)), batch.earliest.map { .integer($0.microseconds) } ?? .null,
+                    batch.latest.map { .integer($0.microseconds) } ?? .null,
+                ])
+            let id = database.lastInsertRowID
             let newest = settlement.newest
             if newest != .min {
+                // Before retention drops old minute rows, so that the fold sees every minute a reader saw.
+                try advanceStoredFold(batch: batch, id: id, previousBatch: previousBatch, newest: newest)
                 try setMeta("newest_event", newest)
                 for level in [BucketLevel.minute, .hour] {
                     if let oldest = retention.oldestKept(level, newest: newest) {
@@ -136,17 +155,23 @@ public final class TelemetryTables: TelemetryCounters {
                 let oldestHour = BucketLevel.hour.bucket(newest - TelemetryRetention.presenceWindow.microseconds)
                 try database.run("DELETE FROM telemetry_presence WHERE hour < ? OR count = 0", [.integer(oldestHour)])
             }
-            try database.run(
-                "INSERT INTO telemetry_batches(source, committed_at, events, installations, earliest, latest) VALUES (?,?,?,?,?,?)",
-                [
-                    .text(source), .integer(committedAt.microseconds), .integer(Int64(batch.eventCount)),
-                    .integer(Int64(batch.installationCount)), batch.earliest.map { .integer($0.microseconds) } ?? .null,
-                    batch.latest.map { .integer($0.microseconds) } ?? .null,
-                ])
             return BatchReceipt(
-                id: database.lastInsertRowID, source: source, committedAt: committedAt, events: batch.eventCount,
+                id: id, source: source, committedAt: committedAt, events: batch.eventCount,
                 installations: batch.installationCount, earliest: batch.earliest, latest: batch.latest)
         }
+    }
+
+    /// Advances the materialised fold, if there is one, over the minutes settled at the newest event (inside the
+    /// batch's transaction): late data in a folded minute, or a fold that missed a batch, folds from the start.
+    private func advanceStoredFold(batch: TelemetryBatch, id: Int64, previousBatch: Int64, newest: Int64) throws {
+        guard var fold = try FoldTable.load(from: database) else { return }
+        if fold.lastBatch != previousBatch || batch.earliest.map(fold.isLate(earliest:)) ?? false {
+            fold = try coldFold(fold.configuration, newest: newest, lastBatch: id)
+        }
+        fold.lastBatch = id
+        let horizon = BucketLevel.minute.bucket(newest)
+        _ = fold.advance(try looks(.minute, from: fold.cursorMinute, to: horizon + 1), now: Instant(microseconds: newest))
+        try FoldTable.save(fold, in: database)
     }
 
     private static func record(_ s: SQLiteStatement) -> InstallationRecord {
@@ -258,32 +283,37 @@ public final class TelemetryTables: TelemetryCounters {
     public func snapshot(_ configuration: WatchConfiguration, now: Instant) throws -> TelemetrySnapshot {
         lock?.lock()
         defer { lock?.unlock() }
-        return try reading { () throws -> TelemetrySnapshot in
+        // Inside a caller's transaction (the write path's compare-and-swap) a fold computed here is not stored:
+        // that would turn the caller's read into a write. The next reader on its own stores it.
+        let ownTransaction = !database.isInTransaction
+        let (snapshot, computed) = try reading { () throws -> (TelemetrySnapshot, RolloutFold?) in
             let newest = try meta("newest_event")
-            if watch?.configuration != configuration { watch = nil }
-            let fresh = try database.query(
-                "SELECT min(earliest), max(id) FROM telemetry_batches WHERE id > ?", [.integer(lastBatchSeen)])[0]
-            if let maxID = fresh[1].int {
-                if let earliest = fresh[0].int, watch != nil,
-                    earliest < BucketLevel.minute.start(cursorMinute).microseconds
-                {
-                    watch = nil
-                }
-                lastBatchSeen = maxID
+            if fold?.configuration != configuration { fold = nil }
+            if let f = fold { fold = try continuing(f) }
+            // A new reader, or one that late data sent back to the start, continues from the store's fold (which
+            // the late batch's commit folded again) when it fits this rollout and this instant.
+            if fold == nil, let stored = try FoldTable.load(from: database), stored.isUsable(for: configuration, at: now) {
+                fold = try continuing(stored)
             }
-            if watch == nil { try foldFromStart(configuration, newest: newest) }
 
             // Minutes after the cursor: fold the settled ones, show the rest.
             let nowMinute = BucketLevel.minute.bucket(now.microseconds)
-            var pending: [CounterLook] = []
-            for look in try looks(.minute, from: cursorMinute, to: nowMinute + 1) {
-                if pending.isEmpty, watch!.isSettled(minute: look.bucket, now: now) {
-                    watch!.fold(look)
-                    cursorMinute = look.bucket + 1
-                } else {
-                    pending.append(look)
+            var computed: RolloutFold?
+            if fold == nil {
+                let lastBatch = try database.query("SELECT max(id) FROM telemetry_batches")[0][0].int ?? 0
+                var f = try coldFold(configuration, newest: newest, lastBatch: lastBatch)
+                foldsFromStart += 1
+                // What the store keeps is folded to the newest event, as each commit folds it, not to this
+                // reader's clock.
+                if let newest {
+                    let horizon = min(now.microseconds, newest)
+                    let minute = BucketLevel.minute.bucket(horizon)
+                    _ = f.advance(try looks(.minute, from: f.cursorMinute, to: minute + 1), now: Instant(microseconds: horizon))
                 }
+                if f.watch.settledThrough != nil { computed = f }
+                fold = f
             }
+            let pending = fold!.advance(try looks(.minute, from: fold!.cursorMinute, to: nowMinute + 1), now: now)
 
             let nowHour = BucketLevel.hour.bucket(now.microseconds)
             var presence: [PresenceRow] = []
@@ -308,11 +338,43 @@ public final class TelemetryTables: TelemetryCounters {
             s.reset()
             let lastBatchAt = try database.query("SELECT committed_at FROM telemetry_batches ORDER BY id DESC LIMIT 1")
                 .first?[0].int
-            return watch!.snapshot(
+            let snapshot = fold!.watch.snapshot(
                 now: now, pending: pending, presence: presence, sessionsLastDay: sessionsLastDay,
                 newestEvent: newest.map(Instant.init(microseconds:)),
                 lastBatchAt: lastBatchAt.map(Instant.init(microseconds:)))
+            return (snapshot, computed)
         }
+        if let computed, ownTransaction { storeFold(computed) }
+        return snapshot
+    }
+
+    /// `fold` with the batches landed since it was last seen, or nil when one of them is late for it.
+    private func continuing(_ fold: RolloutFold) throws(SQLiteError) -> RolloutFold? {
+        let fresh = try database.query(
+            "SELECT min(earliest), max(id) FROM telemetry_batches WHERE id > ?", [.integer(fold.lastBatch)])[0]
+        guard let maxID = fresh[1].int else { return fold }
+        if let earliest = fresh[0].int, fold.isLate(earliest: Instant(microseconds: earliest)) { return nil }
+        var f = fold
+        f.lastBatch = maxID
+        return f
+    }
+
+    /// Keeps a fold this reader computed, so that the next reader continues from it. Best effort: on a
+    /// read-only connection, or when a batch landed meanwhile (its commit did not advance this fold), nothing is
+    /// kept and a later reader folds again.
+    private func storeFold(_ computed: RolloutFold) {
+        guard !database.isReadOnly else { return }
+        try? database.transaction(immediate: true) { () throws -> Void in
+            let lastBatch = try database.query("SELECT max(id) FROM telemetry_batches")[0][0].int ?? 0
+            guard lastBatch == computed.lastBatch else { return }
+            try FoldTable.save(computed, in: database)
+        }
+    }
+
+    /// Drops the stored fold (the next reader folds from the rollout start) and this reader's own.
+    public func discardFold() throws {
+        fold = nil
+        try database.transaction(immediate: true) { () throws -> Void in try FoldTable.clear(in: database) }
     }
 
     /// Runs `body` in a read transaction of its own, or in the caller's when one is open.
@@ -334,7 +396,7 @@ public final class TelemetryTables: TelemetryCounters {
 
     /// Folds from the rollout start: day looks where hour rows are gone, hour looks where minute rows are gone,
     /// then minute looks (left to the caller, from `cursorMinute`); plus the pre-rollout baseline.
-    private func foldFromStart(_ configuration: WatchConfiguration, newest: Int64?) throws {
+    private func coldFold(_ configuration: WatchConfiguration, newest: Int64?, lastBatch: Int64) throws -> RolloutFold {
         var w = RolloutWatch(configuration: configuration)
         let since = configuration.since.microseconds
         let baselineStart = BucketLevel.hour.bucket(since - configuration.failures.baselineWindow.microseconds)
@@ -360,8 +422,7 @@ public final class TelemetryTables: TelemetryCounters {
                 start = max(start, BucketLevel.hour.start(max(from, minuteHorizon)).microseconds)
             }
         }
-        watch = w
-        cursorMinute = BucketLevel.minute.bucket(start)
+        return RolloutFold(watch: w, cursorMinute: BucketLevel.minute.bucket(start), lastBatch: lastBatch)
     }
 
     /// Counter rows of `level` with `from ≤ bucket < to`, one look per bucket that has rows, in time order.

@@ -94,16 +94,16 @@ public struct CrashLook: Hashable, Sendable {
 /// and per user.
 public struct CrashComparison: Hashable, Sendable {
     public let configuration: CrashMonitorConfiguration
-    public private(set) var sprt: CrashSPRT
+    public internal(set) var sprt: CrashSPRT
     /// θ = exposed − control fatal crashes per session (crash-free sessions are 1 − rate).
-    public private(set) var sessionDifference: MixtureSPRT
+    public internal(set) var sessionDifference: MixtureSPRT
     /// θ = exposed − control share of users with a fatal crash (crash-free users are 1 − share).
-    public private(set) var userDifference: MixtureSPRT
+    public internal(set) var userDifference: MixtureSPRT
     /// Everything observed so far.
-    public private(set) var totals = CrashLook()
-    public private(set) var looks = 0
+    public internal(set) var totals = CrashLook()
+    public internal(set) var looks = 0
     /// The exposed share of sessions used for the latest look's crashes (π0).
-    public private(set) var exposedShare: Double?
+    public internal(set) var exposedShare: Double?
 
     public init(configuration: CrashMonitorConfiguration = CrashMonitorConfiguration()) {
         self.configuration = configuration

@@ -70,18 +70,18 @@ public struct WatchConfiguration: Hashable, Sendable {
 public struct RolloutWatch: Sendable {
     public let configuration: WatchConfiguration
     /// The end of the last folded look.
-    public private(set) var settledThrough: Instant?
+    public internal(set) var settledThrough: Instant?
     /// Every folded counter since the rollout start.
-    public private(set) var totals = CounterTotals()
+    public internal(set) var totals = CounterTotals()
     /// Counters of the baseline window before the start.
-    public private(set) var preRollout = CounterTotals()
-    public private(set) var crash: CrashComparison
+    public internal(set) var preRollout = CounterTotals()
+    public internal(set) var crash: CrashComparison
     /// The exposed group's App Attest attempts from the start until the first window froze.
-    public private(set) var firstWindow = CounterTotals()
+    public internal(set) var firstWindow = CounterTotals()
     /// When the first window froze (nil: still gathering).
-    public private(set) var firstWindowFrozenAt: Instant?
+    public internal(set) var firstWindowFrozenAt: Instant?
     /// Folded minute looks of the last `recentMinutes` minutes.
-    private var recent: [Int64: [CounterKey: Int64]] = [:]
+    var recent: [Int64: [CounterKey: Int64]] = [:]
 
     /// How many settled minutes are kept for windows, sparklines and the CUSUMs.
     public var recentMinutes: Int64 { max(60, configuration.failures.window.microseconds / 60_000_000) + 16 }

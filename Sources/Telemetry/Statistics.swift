@@ -34,11 +34,11 @@ public struct CrashSPRT: Hashable, Sendable {
     public let harmRatio: Double
     public let alpha: Double
     public let beta: Double
-    public private(set) var logLikelihoodRatio = 0.0
-    public private(set) var exposedCrashes: Int64 = 0
-    public private(set) var controlCrashes: Int64 = 0
+    public internal(set) var logLikelihoodRatio = 0.0
+    public internal(set) var exposedCrashes: Int64 = 0
+    public internal(set) var controlCrashes: Int64 = 0
     /// When Λ first reached the harm bound.
-    public private(set) var harmDeclaredAt: Instant?
+    public internal(set) var harmDeclaredAt: Instant?
 
     public init(harmRatio: Double, alpha: Double, beta: Double) {
         precondition(harmRatio > 1 && alpha > 0 && alpha < 1 && beta > 0 && beta < 1)
@@ -77,9 +77,9 @@ public struct CrashSPRT: Hashable, Sendable {
 /// running minimum of 1/Λ and the interval is valid at every look, however often it is checked.
 public struct MixtureSPRT: Hashable, Sendable {
     public let alpha: Double
-    public private(set) var pValue = 1.0
-    public private(set) var estimate: Double?
-    public private(set) var interval: ClosedRange<Double>?
+    public internal(set) var pValue = 1.0
+    public internal(set) var estimate: Double?
+    public internal(set) var interval: ClosedRange<Double>?
 
     public init(alpha: Double) { self.alpha = alpha }
 
@@ -166,8 +166,16 @@ public enum DetectableEffect {
     public static func usersPerArm(baseline p0: Double, relativeIncrease: Double, alpha: Double, power: Double)
         -> Double
     {
+        usersPerArm(baseline: p0, relativeIncrease: relativeIncrease, z: z(alpha: alpha, power: power))
+    }
+
+    /// z₁₋α + z₁₋β, computed once per search (each quantile is a bisection of its own).
+    static func z(alpha: Double, power: Double) -> Double {
+        StandardNormal.quantile(1 - alpha) + StandardNormal.quantile(power)
+    }
+
+    static func usersPerArm(baseline p0: Double, relativeIncrease: Double, z: Double) -> Double {
         let p1 = p0 * (1 + relativeIncrease)
-        let z = StandardNormal.quantile(1 - alpha) + StandardNormal.quantile(power)
         return z * z * (p0 * (1 - p0) + p1 * (1 - p1)) / ((p1 - p0) * (p1 - p0))
     }
 
@@ -178,12 +186,13 @@ public enum DetectableEffect {
     ) -> Double? {
         guard n > 0, p0 > 0, p0 < 1 else { return nil }
         let ceiling = min(9.0, (1 / p0 - 1) * 0.999)
-        guard usersPerArm(baseline: p0, relativeIncrease: ceiling, alpha: alpha, power: power) <= n else { return nil }
+        let z = z(alpha: alpha, power: power)
+        guard usersPerArm(baseline: p0, relativeIncrease: ceiling, z: z) <= n else { return nil }
         var lo = 0.0
         var hi = ceiling
         for _ in 0..<80 {
             let mid = (lo + hi) / 2
-            if usersPerArm(baseline: p0, relativeIncrease: mid, alpha: alpha, power: power) > n {
+            if usersPerArm(baseline: p0, relativeIncrease: mid, z: z) > n {
                 lo = mid
             } else {
                 hi = mid
