@@ -1,3 +1,4 @@
+import Monitoring
 import Foundation
 import RemoteConfig
 import Rollout
