@@ -154,6 +154,7 @@ enum PlanCommands {
             .value("--looks", name: "N", help: "Stop after N looks (exit code of the plan's phase then: 0 running)."),
             .flag("--exit-on-pause", help: "Exit (code 9) when the plan pauses."),
             .flag("--json", help: "Print one JSON object per change."),
+            .flag("--quiet", help: "No progress line on stderr."),
         ],
         examples: ["rollout plan run", "rollout plan run --json | tee plan.ndjson"],
         action: runPlan)
@@ -169,8 +170,20 @@ enum PlanCommands {
         }
         let exitOnPause = inv.flag("--exit-on-pause")
         let output = HeadlessOutput(json: inv.flag("--json"))
+        // Steps reached of the plan's steps, on stderr when it is a terminal (never with --json or --quiet).
+        let bar = ProgressReporter.standardError(
+            label: "plan", unit: .count("steps"), quiet: inv.flag("--quiet") || inv.flag("--json"))
+        defer { bar.finish() }
         let last = try HeadlessLoop(session: session, plan: true).run(
-            interval: interval, looks: looks, report: output.print,
+            interval: interval, looks: looks,
+            report: { look in
+                bar.finish()
+                output.print(look)
+                if let plan = look.plan {
+                    bar.total = Int64(plan.plan.plan.steps.count)
+                    bar.update(done: Int64(plan.decision.state.reached))
+                }
+            },
             until: { look in
                 let phase = look.plan?.decision.state.phase ?? .running
                 return phase.isFinal || (phase == .paused && exitOnPause)
