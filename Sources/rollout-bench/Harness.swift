@@ -26,6 +26,48 @@ enum Stopwatch {
     }
 }
 
+/// A figure measured as the median of several samples, each repeating the work until it lasts long enough to be
+/// stable on a loaded machine; figures are seconds per call.
+struct Timing {
+    var median: Double
+    var fastest: Double
+    var slowest: Double
+    var samples: Int
+    var repeats: Int
+
+    var spread: String {
+        String(
+            format: "spread %.3g–%.3g ms over %d samples of %d run%@", fastest * 1000, slowest * 1000, samples, repeats,
+            repeats == 1 ? "" : "s")
+    }
+
+    init(perCall: [Double], repeats: Int) {
+        let sorted = perCall.sorted()
+        median = sorted[sorted.count / 2]
+        fastest = sorted.first!
+        slowest = sorted.last!
+        samples = sorted.count
+        self.repeats = repeats
+    }
+
+    /// The median of `samples` samples of `body`, each calling it back to back until the sample lasts `minimum`
+    /// seconds (calibrated on two calls after a warm-up).
+    static func measure(samples: Int = 5, minimum: Double = 1, _ body: () throws -> Void) rethrows -> Timing {
+        try body()
+        let first = try Stopwatch.time(body)
+        let repeats = max(1, Int((minimum / max(first, 1e-6)).rounded(.up)))
+        var perCall: [Double] = []
+        for _ in 0..<samples {
+            let seconds = try Stopwatch.time { for _ in 0..<repeats { try body() } }
+            perCall.append(seconds / Double(repeats))
+        }
+        return Timing(perCall: perCall, repeats: repeats)
+    }
+
+    /// Calls per second at the median.
+    var rate: Double { 1 / median }
+}
+
 /// Prints a measured figure next to its reference and the ratio, and whether the target holds.
 ///
 /// `higherIsBetter` decides the direction of the target check; the line always shows both numbers as measured.
