@@ -93,6 +93,8 @@ enum ServeBench {
         defer { try? FileManager.default.removeItem(at: dir) }
         let store = dir.appendingPathComponent("store.db").path
         let log = dir.appendingPathComponent("access.log").path
+        // Commands open existing stores only: `rollout init` first, as a user does.
+        _ = try runCapture(rollout, ["init", "--store", store, "--seed", "bench"])
         let setup = Process()
         setup.executableURL = URL(fileURLWithPath: rollout)
         setup.arguments = [
