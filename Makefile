@@ -1,10 +1,14 @@
 # rollout: `make demo` runs the product, `make test` passes the tests, `make bench` prints the benchmarks.
 SWIFT ?= swift
 BIN := .build/release/rollout
-# The Swift runtime and Foundation linked statically: half the start-up time of every rollout command.
+# The Swift runtime and Foundation linked statically, and the native libraries too (static-libs below): no shared
+# library but glibc's is loaded and bound when a rollout command starts.
 RELEASE := -c release --static-swift-stdlib
+# The archives release builds link instead of the shared objects: Package.swift searches this directory first.
+STATIC_LIBS := .build/static-libs
+STATIC_ARCHIVES := libcrypto.a libsqlite3.a libncursesw.a libtinfo.a libstdc++.a
 
-.PHONY: all build release demo test bench fuzz clean deps-build deps-test deps-bench pyenv
+.PHONY: all build release demo test bench fuzz clean deps-build deps-test deps-bench pyenv static-libs
 
 all: build
 
@@ -21,7 +25,15 @@ pyenv:
 build: deps-build
 	$(SWIFT) build
 
-release: deps-build
+## Links to the static archives of the Debian -dev packages (libssl-dev, libsqlite3-dev, libncurses-dev, libstdc++).
+static-libs: deps-build
+	@mkdir -p $(STATIC_LIBS)
+	@for a in $(STATIC_ARCHIVES); do \
+	  p=$$($${CC:-cc} -print-file-name=$$a); \
+	  if [ -f "$$p" ]; then ln -sf "$$p" $(STATIC_LIBS)/$$a; else echo "static-libs: no $$a, linking the shared library" >&2; fi; \
+	done
+
+release: static-libs
 	$(SWIFT) build $(RELEASE) --product rollout
 
 ## The console on a temporary embedded store with a simulated fleet.
@@ -35,7 +47,7 @@ test: deps-test pyenv
 	scripts/fuzz.sh short
 
 ## Benchmarks: each figure printed as a ratio against a peer or a limit measured in the same run.
-bench: deps-bench pyenv
+bench: deps-bench pyenv static-libs
 	$(SWIFT) build $(RELEASE)
 	ROLLOUT_PYTHON=$(CURDIR)/.venv/bin/python .build/release/rollout-bench $(ARGS)
 

@@ -8,6 +8,14 @@ import PackageDescription
 /// the `rollout` executable wires them.
 let strict: [SwiftSetting] = [.swiftLanguageMode(.v6)]
 
+/// Release builds of the executables link libcrypto, libsqlite3, ncurses and libstdc++ statically when `make`
+/// has put their archives in .build/static-libs (searched before the system's directories, which hold the shared
+/// objects too): the dynamic loader then binds none of their symbols at start-up, which was over half of the
+/// instructions of `rollout --help`. Debug and test builds link the shared libraries.
+let staticNativeLibraries: [LinkerSetting] = [
+    .unsafeFlags(["-L\(Context.packageDirectory)/.build/static-libs"], .when(configuration: .release))
+]
+
 let package = Package(
     name: "rollout",
     platforms: [.macOS(.v14)],
@@ -25,8 +33,8 @@ let package = Package(
         .systemLibrary(name: "CMicroHTTPD", path: "Sources/CMicroHTTPD"),
         // Debian: libcurl4-openssl-dev (the Firebase Remote Config REST client).
         .systemLibrary(name: "CCurl", path: "Sources/CCurl"),
-        // Debian: libpq-dev (the PostgreSQL client library of the team store).
-        .systemLibrary(name: "CPostgres", path: "Sources/CPostgres", pkgConfig: "libpq"),
+        // Debian: libpq-dev (the PostgreSQL client library of the team store), loaded with dlopen on first use.
+        .systemLibrary(name: "CPostgres", path: "Sources/CPostgres"),
 
         // Pure core.
         .target(name: "JSON", swiftSettings: strict),
@@ -94,11 +102,11 @@ let package = Package(
         .executableTarget(
             name: "rollout",
             dependencies: ["CommandLineKit", "RolloutApp", "JSON", "RemoteConfig", "Rollout", "Telemetry", "Store", "AppCheck", "StepUp", "FleetSimulator", "Console", "Terminal", "Timekeeping", "Crypto", "TerminalText", "ExchangeServer", "RampPlans", "PostgresStore", "Monitoring"],
-            swiftSettings: strict),
+            swiftSettings: strict, linkerSettings: staticNativeLibraries),
         .executableTarget(
             name: "rollout-bench",
             dependencies: ["RolloutApp", "JSON", "RemoteConfig", "Rollout", "Telemetry", "Store", "AppCheck", "StepUp", "FleetSimulator", "Console", "Terminal", "Crypto", "COpenSSL", "CSQLite", "Timekeeping", "ExchangeServer", "Monitoring", "PostgresStore"],
-            swiftSettings: strict),
+            swiftSettings: strict, linkerSettings: staticNativeLibraries),
 
         // Tests: one target per module; EndToEnd drives the built binary.
         .testTarget(name: "TimekeepingTests", dependencies: ["TestSupport", "Timekeeping"], swiftSettings: strict),

@@ -3,7 +3,8 @@
 # SwiftPM cannot link an executable against libFuzzer's main, so swiftc builds each MODULE (in dependency
 # order, from Sources/MODULE) as a static library with -enable-testing (entries may `@testable import` it),
 # caching it under .build/fuzz-lib until a source of it changes; then the entry (ENTRY_DIR/FuzzEntry.swift),
-# with any EXTRA_SOURCE files compiled into the entry's own module, is linked against them.
+# with any EXTRA_SOURCE files (paths from the repository root) compiled into the entry's own module, is linked
+# against them. Everything shares one package name, so `package` declarations are visible across the modules.
 set -euo pipefail
 out=${1:?usage: fuzz-build.sh OUTPUT_PATH ENTRY_DIR [MODULE ...] [-- EXTRA_SOURCE ...]}
 entry=${2:?usage: fuzz-build.sh OUTPUT_PATH ENTRY_DIR [MODULE ...] [-- EXTRA_SOURCE ...]}
@@ -20,7 +21,12 @@ done
 lib="$root/.build/fuzz-lib"
 mkdir -p "$lib"
 flags=(-sanitize=fuzzer,address -use-ld=lld -parse-as-library -swift-version 6 -O -g -enable-testing
-  -I "$root/Sources/COpenSSL" -I "$lib" -L "$lib")
+  -package-name rollout -I "$root/Sources/COpenSSL" -I "$lib" -L "$lib")
+# Archives built with other flags (an older version of this script) are rebuilt.
+if [ "$(cat "$lib/flags" 2>/dev/null)" != "${flags[*]}" ]; then
+  rm -f "$lib"/*.a "$lib"/*.swiftmodule
+  printf '%s' "${flags[*]}" > "$lib/flags"
+fi
 links=()
 for module in "${modules[@]}"; do
   archive="$lib/lib$module.a"

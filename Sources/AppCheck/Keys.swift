@@ -3,11 +3,16 @@ import Crypto
 
 /// A P-256 public key for verifying ECDSA signatures (an App Attest key, as stored after attestation).
 ///
-/// Wraps a libcrypto `EVP_PKEY`; safe to share between threads (each verification uses its own context).
+/// Wraps a libcrypto `EC_KEY` on a shared P-256 group and verifies with `ECDSA_verify`, libcrypto's own ECDSA
+/// (the function its provider calls under `EVP_DigestVerify`), through the low-level API that OpenSSL 3 marks
+/// deprecated, as `SHA256` does. An assertion is verified with the key parsed from the stored point for every
+/// request: built this way the key costs about 2 µs and the verification adds no provider fetches, against about
+/// 20 µs for `EVP_PKEY_fromdata` (and 100 µs for a SubjectPublicKeyInfo decoder) plus 6 µs of `EVP_DigestVerify`
+/// set-up, a quarter of the verification itself. Safe to share between threads: verification only reads the key.
 public final class P256PublicKey: @unchecked Sendable {
     /// The 65-byte uncompressed point `04 ‖ X ‖ Y`.
     public let uncompressedPoint: [UInt8]
-    let pkey: OpaquePointer
+    private let key: OpaquePointer
 
     /// The DER prefix of a SubjectPublicKeyInfo for a P-256 key with an uncompressed point; the point follows.
     static let spkiPrefix: [UInt8] = [
@@ -15,55 +20,47 @@ public final class P256PublicKey: @unchecked Sendable {
         0xce, 0x3d, 0x03, 0x01, 0x07, 0x03, 0x42, 0x00,
     ]
 
+    /// The curve, built once (each key takes a copy).
+    private static let group = P256Group()
+
+    private final class P256Group: @unchecked Sendable {
+        let pointer: OpaquePointer
+        init() { pointer = EC_GROUP_new_by_curve_name(NID_X9_62_prime256v1)! }
+    }
+
     /// Loads a point; nil when it is not 65 bytes starting with `04` or not on the curve (libcrypto checks).
-    ///
-    /// Built from OSSL_PARAMs rather than by decoding a SubjectPublicKeyInfo: OpenSSL 3.0's DER decoders cost
-    /// about 100 µs per key, five times more than this.
     public init?(uncompressedPoint point: [UInt8]) {
-        guard point.count == 65, point[0] == 0x04, let ctx = EVP_PKEY_CTX_new_from_name(nil, "EC", nil) else {
-            return nil
-        }
-        defer { EVP_PKEY_CTX_free(ctx) }
-        var key: OpaquePointer?
-        var bytes = point
-        let selection = Int32(OSSL_KEYMGMT_SELECT_PUBLIC_KEY | OSSL_KEYMGMT_SELECT_ALL_PARAMETERS)
-        // OSSL_PARAMs keep pointers to their names and values: every string must outlive the call, so the
-        // names are static strings rather than temporaries bridged from Swift literals.
-        let rc: Int32 = "prime256v1".withCString { group in
-            bytes.withUnsafeMutableBytes { buf in
-                var params = [
-                    OSSL_PARAM_construct_utf8_string(
-                        P256PublicKey.cString("group"), UnsafeMutablePointer(mutating: group), 0),
-                    OSSL_PARAM_construct_octet_string(P256PublicKey.cString("pub"), buf.baseAddress, buf.count),
-                    OSSL_PARAM_construct_end(),
-                ]
-                guard EVP_PKEY_fromdata_init(ctx) == 1 else { return 0 }
-                return EVP_PKEY_fromdata(ctx, &key, selection, &params)
-            }
-        }
-        guard rc == 1, let key else {
+        guard point.count == 65, point[0] == 0x04, let key = EC_KEY_new() else { return nil }
+        // EC_KEY_oct2key decodes the point and rejects one that is not on the curve.
+        guard EC_KEY_set_group(key, P256PublicKey.group.pointer) == 1,
+            point.withUnsafeBufferPointer({ EC_KEY_oct2key(key, $0.baseAddress, $0.count, nil) }) == 1
+        else {
+            EC_KEY_free(key)
             ERR_clear_error()
             return nil
         }
-        self.pkey = key
+        self.key = key
         self.uncompressedPoint = point
     }
 
-    deinit { EVP_PKEY_free(pkey) }
-
-    private static func cString(_ s: StaticString) -> UnsafePointer<CChar> {
-        UnsafeRawPointer(s.utf8Start).assumingMemoryBound(to: CChar.self)
-    }
+    deinit { EC_KEY_free(key) }
 
     /// The SubjectPublicKeyInfo DER (what a PEM `PUBLIC KEY` block holds).
     public var subjectPublicKeyInfo: [UInt8] { P256PublicKey.spkiPrefix + uncompressedPoint }
 
     /// True when `signature` (DER ECDSA) is valid for `message` under ECDSA P-256 with SHA-256.
     ///
-    /// The message is hashed by libcrypto (`EVP_DigestVerify` with SHA-256); App Attest signs the 32-byte nonce
-    /// as a message, so passing the nonce here is the correct, not a pre-hashed, verification.
+    /// The message is hashed here with SHA-256 and the digest verified; App Attest signs the 32-byte nonce as a
+    /// message, so passing the nonce here is the correct, not a pre-hashed, verification.
     public func isValidSignature(_ signature: [UInt8], for message: [UInt8]) -> Bool {
-        OpenSSL.digestVerify(pkey, signature: signature, message: message)
+        var digest = SHA256.Hasher()
+        digest.update(message)
+        let hash = digest.finish()
+        let rc = signature.withUnsafeBufferPointer { s in
+            ECDSA_verify(0, hash, Int32(hash.count), s.baseAddress, Int32(s.count), key)
+        }
+        if rc != 1 { ERR_clear_error() }
+        return rc == 1
     }
 }
 

@@ -21,4 +21,6 @@
 #include <openssl/objects.h>
 #include <openssl/bio.h>
 #include <openssl/crypto.h>
+// The kernel's random source, beside libcrypto (Crypto's SecureRandom).
+#include <sys/random.h>
 #endif

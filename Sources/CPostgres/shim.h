@@ -1,5 +1,142 @@
 #ifndef ROLLOUT_CPOSTGRES_SHIM_H
 #define ROLLOUT_CPOSTGRES_SHIM_H
 // libpq, the PostgreSQL client library (Debian: libpq-dev, headers in /usr/include/postgresql).
+//
+// Opened with dlopen on first use rather than linked, like libcurl and libmicrohttpd: libpq pulls in Kerberos,
+// LDAP, SASL, GnuTLS and a dozen more libraries whose loading cost every `rollout` command several
+// milliseconds, although only `--store postgresql://...` uses it.
+//
+// The header gives the types. It declares each function used here under a private name (the #defines before
+// the #include), and this file defines the real name as a static inline function that calls through the table,
+// so the Swift code calls libpq by its documented names. The table is loaded once (pthread_once); when libpq
+// cannot be opened, PQconnectdb returns NULL and rollout_pq_unavailable() says why.
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stddef.h>
+
+// The functions used, except PQconnectdb (below) and the three that return void (at the end): return type, name,
+// parameters, arguments.
+#define ROLLOUT_PQ_FUNCTIONS(X)                                                                                 \
+    X(ConnStatusType, PQstatus, (const PGconn *conn), (conn))                                                   \
+    X(char *, PQerrorMessage, (const PGconn *conn), (conn))                                                     \
+    X(int, PQsocket, (const PGconn *conn), (conn))                                                              \
+    X(PGresult *, PQexec, (PGconn *conn, const char *query), (conn, query))                                     \
+    X(PGresult *, PQexecParams,                                                                                 \
+      (PGconn *conn, const char *command, int nParams, const Oid *paramTypes, const char *const *paramValues,   \
+       const int *paramLengths, const int *paramFormats, int resultFormat),                                    \
+      (conn, command, nParams, paramTypes, paramValues, paramLengths, paramFormats, resultFormat))             \
+    X(int, PQconsumeInput, (PGconn *conn), (conn))                                                              \
+    X(PGnotify *, PQnotifies, (PGconn *conn), (conn))                                                           \
+    X(ExecStatusType, PQresultStatus, (const PGresult *res), (res))                                             \
+    X(char *, PQresultErrorMessage, (const PGresult *res), (res))                                               \
+    X(char *, PQresultErrorField, (const PGresult *res, int fieldcode), (res, fieldcode))                       \
+    X(int, PQntuples, (const PGresult *res), (res))                                                             \
+    X(int, PQnfields, (const PGresult *res), (res))                                                             \
+    X(char *, PQgetvalue, (const PGresult *res, int tup_num, int field_num), (res, tup_num, field_num))         \
+    X(int, PQgetisnull, (const PGresult *res, int tup_num, int field_num), (res, tup_num, field_num))
+
+// The header's declarations of these functions get private names that nothing defines or calls.
+#define PQconnectdb rollout_pq_declared_PQconnectdb
+#define PQfinish rollout_pq_declared_PQfinish
+#define PQstatus rollout_pq_declared_PQstatus
+#define PQerrorMessage rollout_pq_declared_PQerrorMessage
+#define PQsocket rollout_pq_declared_PQsocket
+#define PQexec rollout_pq_declared_PQexec
+#define PQexecParams rollout_pq_declared_PQexecParams
+#define PQconsumeInput rollout_pq_declared_PQconsumeInput
+#define PQnotifies rollout_pq_declared_PQnotifies
+#define PQresultStatus rollout_pq_declared_PQresultStatus
+#define PQresultErrorMessage rollout_pq_declared_PQresultErrorMessage
+#define PQresultErrorField rollout_pq_declared_PQresultErrorField
+#define PQntuples rollout_pq_declared_PQntuples
+#define PQnfields rollout_pq_declared_PQnfields
+#define PQgetvalue rollout_pq_declared_PQgetvalue
+#define PQgetisnull rollout_pq_declared_PQgetisnull
+#define PQclear rollout_pq_declared_PQclear
+#define PQfreemem rollout_pq_declared_PQfreemem
 #include <postgresql/libpq-fe.h>
+#undef PQconnectdb
+#undef PQfinish
+#undef PQstatus
+#undef PQerrorMessage
+#undef PQsocket
+#undef PQexec
+#undef PQexecParams
+#undef PQconsumeInput
+#undef PQnotifies
+#undef PQresultStatus
+#undef PQresultErrorMessage
+#undef PQresultErrorField
+#undef PQntuples
+#undef PQnfields
+#undef PQgetvalue
+#undef PQgetisnull
+#undef PQclear
+#undef PQfreemem
+
+typedef struct {
+    const char *failure;
+    PGconn *(*PQconnectdb)(const char *conninfo);
+    void (*PQfinish)(PGconn *conn);
+    void (*PQclear)(PGresult *res);
+    void (*PQfreemem)(void *ptr);
+#define ROLLOUT_PQ_FIELD(ret, name, params, args) ret(*name) params;
+    ROLLOUT_PQ_FUNCTIONS(ROLLOUT_PQ_FIELD)
+#undef ROLLOUT_PQ_FIELD
+} rollout_pq_api;
+
+/// The table (a function-local static: Swift's importer emits it with the function that owns it).
+static inline rollout_pq_api *rollout_pq_table(void) {
+    static rollout_pq_api api;
+    return &api;
+}
+
+static inline void rollout_pq_open(void) {
+    rollout_pq_api *a = rollout_pq_table();
+    void *h = dlopen("libpq.so.5", RTLD_NOW | RTLD_LOCAL);
+    if (!h) h = dlopen("libpq.so", RTLD_NOW | RTLD_LOCAL);
+    if (!h) {
+        a->failure = "libpq.so.5 cannot be opened (Debian: apt-get install libpq5)";
+        return;
+    }
+#define ROLLOUT_PQ_RESOLVE(ret, name, params, args)                                                            \
+    *(void **)(&a->name) = dlsym(h, #name);                                                                     \
+    if (!a->name) {                                                                                             \
+        a->failure = "libpq.so.5 lacks " #name;                                                                 \
+        return;                                                                                                 \
+    }
+    ROLLOUT_PQ_RESOLVE(, PQconnectdb, , )
+    ROLLOUT_PQ_RESOLVE(, PQfinish, , )
+    ROLLOUT_PQ_RESOLVE(, PQclear, , )
+    ROLLOUT_PQ_RESOLVE(, PQfreemem, , )
+    ROLLOUT_PQ_FUNCTIONS(ROLLOUT_PQ_RESOLVE)
+#undef ROLLOUT_PQ_RESOLVE
+}
+
+/// The loaded table, or NULL when libpq is unavailable (then rollout_pq_unavailable() says why).
+static inline rollout_pq_api *rollout_pq(void) {
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, rollout_pq_open);
+    rollout_pq_api *a = rollout_pq_table();
+    return a->failure ? NULL : a;
+}
+
+/// Why libpq cannot be used, or NULL when it can.
+static inline const char *rollout_pq_unavailable(void) {
+    return rollout_pq() ? NULL : rollout_pq_table()->failure;
+}
+
+// Every entry point but PQconnectdb is reached only with a connection or result PQconnectdb made, so only it
+// has to handle an unavailable library.
+static inline PGconn *PQconnectdb(const char *conninfo) {
+    rollout_pq_api *a = rollout_pq();
+    return a ? a->PQconnectdb(conninfo) : NULL;
+}
+#define ROLLOUT_PQ_FORWARD(ret, name, params, args)                                                            \
+    static inline ret name params { return rollout_pq_table()->name args; }
+ROLLOUT_PQ_FUNCTIONS(ROLLOUT_PQ_FORWARD)
+#undef ROLLOUT_PQ_FORWARD
+static inline void PQfinish(PGconn *conn) { rollout_pq_table()->PQfinish(conn); }
+static inline void PQclear(PGresult *res) { rollout_pq_table()->PQclear(res); }
+static inline void PQfreemem(void *ptr) { rollout_pq_table()->PQfreemem(ptr); }
 #endif

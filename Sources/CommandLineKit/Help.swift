@@ -72,14 +72,17 @@ extension Command {
     }
 
     static func wrap(_ text: String, width: Int, indent: String) -> [String] {
-        // Widths are counted as the text is built: `String.count` walks the whole string each time.
+        // Splits on the bytes of "\n" and " " (never inside a multi-byte character) and counts an ASCII word's
+        // columns as its bytes: splitting by `Character` and counting graphemes were most of the instructions of
+        // `rollout --help`. Widths are counted as the text is built.
         let indentWidth = indent.count
         var result: [String] = []
-        for paragraph in text.split(separator: "\n", omittingEmptySubsequences: false) {
+        for paragraph in text.utf8.split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: false) {
             var line = indent
             var lineWidth = indentWidth
-            for word in paragraph.split(separator: " ") {
-                let wordWidth = word.count
+            for bytes in paragraph.split(separator: UInt8(ascii: " ")) {
+                let word = Substring(bytes)
+                let wordWidth = bytes.allSatisfy { $0 < 0x80 } ? bytes.count : word.count
                 if lineWidth > indentWidth, lineWidth + 1 + wordWidth > width {
                     result.append(line)
                     line = indent

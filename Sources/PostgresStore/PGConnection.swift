@@ -33,7 +33,8 @@ public final class PGConnection: @unchecked Sendable {
     /// fills what is missing from the `PG*` environment variables.
     public init(_ conninfo: String) throws(PostgresError) {
         guard let c = PQconnectdb(conninfo) else {
-            throw PostgresError(sqlState: "", message: "cannot allocate a PostgreSQL connection")
+            let why = rollout_pq_unavailable().map { String(cString: $0) } ?? "cannot allocate a PostgreSQL connection"
+            throw PostgresError(sqlState: "", message: why)
         }
         guard PQstatus(c) == CONNECTION_OK else {
             let message = String(cString: PQerrorMessage(c)).trimmingCharacters(in: .whitespacesAndNewlines)

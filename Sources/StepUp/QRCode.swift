@@ -29,7 +29,8 @@ public struct QRCodeMatrix: Sendable, Equatable {
         guard let symbol = QRcode_encodeString(text, 0, ecLevel, QR_MODE_8, 1) else {
             let reason =
                 errno == ERANGE
-                ? "too long for a QR code (\(text.utf8.count) bytes)" : "libqrencode failed (errno \(errno))"
+                ? "too long for a QR code (\(text.utf8.count) bytes)"
+                : rollout_qrencode_unavailable().map { String(cString: $0) } ?? "libqrencode failed (errno \(errno))"
             throw QRCodeError(description: "cannot draw the QR code: \(reason)")
         }
         defer { QRcode_free(symbol) }

@@ -233,9 +233,12 @@ enum ConsoleLatencyBench {
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: dir) }
         let path = dir.appendingPathComponent("rollout.db").path
-        let session = try Wiring.session(path: path, operatorID: "bench@example.com")
+        // Sessions open existing stores only: create it as `rollout init` does.
+        let session = try Wiring.createStore(path: path, seed: "bench", operatorID: "bench@example.com")
         _ = try session.writePath().execute(
-            WritePath.Request(intent: .rollout(.set(RemoteConfig.MicroPercent(percent: 60))), actor: "bench", origin: "BENCH"))
+            WritePath.Request(
+                intent: .rollout(.set(RemoteConfig.MicroPercent(percent: 60))), actor: "bench", reason: "bench",
+                origin: "BENCH"))
         let source = try StoreConsoleSource(
             path: path, clock: SystemClock(), operatorID: "bench@example.com", readOnly: false, project: "bench")
         let executor = StoreConsoleExecutor(session: session)

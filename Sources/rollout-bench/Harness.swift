@@ -19,12 +19,82 @@ enum BenchSuites {
 enum Stopwatch {
     static func nanoseconds() -> UInt64 { DispatchTime.now().uptimeNanoseconds }
 
+    /// CPU seconds the calling thread has run.
+    static func threadCPUSeconds() -> Double {
+        var t = timespec()
+        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t)
+        return Double(t.tv_sec) + Double(t.tv_nsec) / 1e9
+    }
+
     /// Runs `body` once and returns the elapsed seconds.
     static func time(_ body: () throws -> Void) rethrows -> Double {
         let start = nanoseconds()
         try body()
         return Double(nanoseconds() - start) / 1e9
     }
+}
+
+/// A figure measured as the median of several samples, each repeating the work until it lasts long enough to be
+/// stable on a loaded machine; figures are seconds per call.
+struct Timing {
+    var median: Double
+    var fastest: Double
+    var slowest: Double
+    var samples: Int
+    var repeats: Int
+
+    var spread: String {
+        String(
+            format: "spread %.3g–%.3g ms over %d samples of %d run%@", fastest * 1000, slowest * 1000, samples, repeats,
+            repeats == 1 ? "" : "s")
+    }
+
+    init(perCall: [Double], repeats: Int) {
+        let sorted = perCall.sorted()
+        median = sorted[sorted.count / 2]
+        fastest = sorted.first!
+        slowest = sorted.last!
+        samples = sorted.count
+        self.repeats = repeats
+    }
+
+    /// What a sample is timed with.
+    enum Clock {
+        /// Wall time: what a user waits (whole processes, I/O).
+        case wall
+        /// The calling thread's CPU time: in-process computation compared with `openssl speed`, which counts its
+        /// own user CPU time, so that other processes on the machine slow neither side.
+        case threadCPU
+
+        func seconds(_ body: () throws -> Void) rethrows -> Double {
+            switch self {
+            case .wall: return try Stopwatch.time(body)
+            case .threadCPU:
+                let start = Stopwatch.threadCPUSeconds()
+                try body()
+                return Stopwatch.threadCPUSeconds() - start
+            }
+        }
+    }
+
+    /// The median of `samples` samples of `body`, each calling it back to back until the sample lasts `minimum`
+    /// seconds on `clock` (calibrated on one call after a warm-up).
+    static func measure(samples: Int = 5, minimum: Double = 1, clock: Clock = .wall, _ body: () throws -> Void)
+        rethrows -> Timing
+    {
+        try body()
+        let first = try clock.seconds(body)
+        let repeats = max(1, Int((minimum / max(first, 1e-6)).rounded(.up)))
+        var perCall: [Double] = []
+        for _ in 0..<samples {
+            let seconds = try clock.seconds { for _ in 0..<repeats { try body() } }
+            perCall.append(seconds / Double(repeats))
+        }
+        return Timing(perCall: perCall, repeats: repeats)
+    }
+
+    /// Calls per second at the median.
+    var rate: Double { 1 / median }
 }
 
 /// Prints a measured figure next to its reference and the ratio, and whether the target holds.

@@ -1,6 +1,7 @@
 import Foundation
 import RemoteConfig
 import Rollout
+import RolloutApp
 import Store
 import Timekeeping
 
@@ -17,32 +18,29 @@ enum StoreBench {
 
     static let publishes = 1_000
 
-    /// Each sample of the write path is a whole `WritePath.execute` of a nudge: read the newest version, apply the
-    /// operation, diff, then one `BEGIN IMMEDIATE` transaction that checks the ETag and inserts the version, its
-    /// audit record and the chain head. The floor is `BEGIN IMMEDIATE`, one insert of a row as large as the
-    /// version and audit rows together, `COMMIT`, on a second file with the same pragmas (WAL, synchronous=FULL).
-    /// The two alternate sample by sample so that load from other processes hits both alike.
+    /// Each sample of the write path is what a CLI `nudge` runs once its store is open: the session's write path
+    /// with the policies the CLI runs (the telemetry guardrail and step-up verification, `Wiring.policies`), then
+    /// `execute`: read the newest version, apply the operation, ask the policies, diff, then one `BEGIN IMMEDIATE`
+    /// transaction that checks the ETag and inserts the version, its audit record and the chain head. The floor is
+    /// `BEGIN IMMEDIATE`, one insert of a row as large as the version and audit rows together, `COMMIT`, on a
+    /// second file with the same pragmas (WAL, synchronous=FULL). The two alternate sample by sample so that load
+    /// from other processes hits both alike.
     static func publishLatency() throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
             "rollout-bench-store-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: directory) }
-        let store = try RolloutStore(path: directory.appendingPathComponent("rollout.db").path)
-        let config = try store.configStore()
-        try config.initializeIfEmpty {
-            try SQLiteConfigStore.genesis(seed: "bench", actor: "bench@rollout", time: SystemClock().now())
-        }
-        let path = WritePath(store: config, clock: SystemClock(), newSeed: { "bench" })
-        func nudge(_ i: Int) throws {
-            let delta = MicroPercent(i % 2 == 0 ? 100_000 : -100_000)
-            let request = WritePath.Request(
-                intent: .rollout(.nudge(delta)), actor: "bench@rollout", reason: "bench", origin: "BENCH")
-            guard case .published = try path.execute(request) else {
-                throw BenchError("a bench nudge published nothing")
+        let storePath = directory.appendingPathComponent("rollout.db").path
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        let session = try Wiring.createStore(path: storePath, seed: "bench", operatorID: "bench@rollout")
+        let config = session.config
+        func execute(_ intent: WritePath.Intent) throws {
+            let request = WritePath.Request(intent: intent, actor: "bench@rollout", reason: "bench", origin: Wiring.origin)
+            guard case .published = try session.writePath().execute(request) else {
+                throw BenchError("a bench write published nothing")
             }
         }
-        _ = try path.execute(
-            WritePath.Request(
-                intent: .rollout(.set(MicroPercent(percent: 10))), actor: "bench@rollout", origin: "BENCH"))
+        func nudge(_ i: Int) throws { try execute(.rollout(.nudge(MicroPercent(i % 2 == 0 ? 100_000 : -100_000)))) }
+        try execute(.rollout(.set(MicroPercent(percent: 10))))
 
         // The floor's row: as many bytes as a version row plus its audit record.
         let newest = try config.current()
@@ -81,7 +79,7 @@ enum StoreBench {
             sorted[min(sorted.count - 1, Int((Double(sorted.count) * p).rounded(.up)) - 1)]
         }
         print(
-            "  \(publishes) publishes through WritePath.execute (nudge, CAS, audit) on \(directory.path); floor row \(rowBytes) bytes"
+            "  \(publishes) publishes through the CLI's write path and policies (nudge, guardrail, step-up, CAS, audit) on \(directory.path); floor row \(rowBytes) bytes"
         )
         report(
             "publish p50", value: percentile(published, 0.50), unit: "ms",

@@ -158,6 +158,8 @@ enum TelemetryBench {
         for events in [1_500_000, 3_000_000] {
             let path = dir + "/\(events).ndjson"
             try writeNative(path, events: events, installations: 300_000, span: 3 * 3600)
+            // `ingest` creates no store: `init` first, as a user does.
+            _ = try runCapture(binary, ["init", "--store", dir + "/\(events).db", "--seed", "bench"])
             peaks[events] = try peakRSSOfChild(binary, ["ingest", "--store", dir + "/\(events).db", path])
             try? FileManager.default.removeItem(atPath: path)
         }
@@ -210,7 +212,8 @@ enum TelemetryBench {
             try SQLiteConfigStore.genesis(seed: "bench", actor: "bench", time: at(0) - .hours(1))
         }
         _ = try WritePath(store: configStore, clock: ManualClock(at(0)), newSeed: { "bench" }).execute(
-            WritePath.Request(intent: .rollout(.set(MicroPercent(percent: 10))), actor: "bench", origin: "BENCH"))
+            WritePath.Request(
+                intent: .rollout(.set(MicroPercent(percent: 10))), actor: "bench", reason: "bench", origin: "BENCH"))
         var now = at(7) + .seconds(Int64(30))
         let clock = ManualClock(now)
 

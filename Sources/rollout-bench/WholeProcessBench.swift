@@ -7,6 +7,7 @@ enum WholeProcessBench {
         BenchSuite(name: "cli-evaluate", title: "rollout evaluate, 1M ids, whole process", run: evaluate),
         BenchSuite(name: "cli-startup", title: "start-up: rollout --help, whole process", run: startup),
         BenchSuite(name: "cli-nudge", title: "rollout nudge, whole process, against a durable sqlite3 transaction", run: nudge),
+        BenchSuite(name: "cli-idle-console", title: "rollout console on a pseudo-terminal: bytes written while idle", run: idleConsole),
     ]
 
     /// The `rollout` binary built beside this benchmark.
@@ -52,32 +53,8 @@ enum WholeProcessBench {
         return seconds
     }
 
-    /// Median, fastest and slowest of `samples` samples, each repeating `run` until it lasts `minimum` seconds;
-    /// figures are seconds per run.
-    struct Timing {
-        var median: Double
-        var fastest: Double
-        var slowest: Double
-        var repeats: Int
-        var spread: String {
-            String(format: "spread %.3g–%.3g ms over 5 samples of %d run%@", fastest * 1000, slowest * 1000, repeats, repeats == 1 ? "" : "s")
-        }
-    }
-
-    static func time(_ run: Run, samples: Int = 5, minimum: Double = 1) throws -> Timing {
-        // Calibrate: how many back-to-back runs make one sample last `minimum` seconds.
-        _ = try once(run)
-        let first = try once(run)
-        let repeats = max(1, Int((minimum / max(first, 1e-6)).rounded(.up)))
-        var perRun: [Double] = []
-        for _ in 0..<samples {
-            var total = 0.0
-            for _ in 0..<repeats { total += try once(run) }
-            perRun.append(total / Double(repeats))
-        }
-        perRun.sort()
-        return Timing(median: perRun[perRun.count / 2], fastest: perRun.first!, slowest: perRun.last!, repeats: repeats)
-    }
+    /// The median of five samples of `run`, each at least a second of back-to-back runs.
+    static func time(_ run: Run) throws -> Timing { try Timing.measure { _ = try once(run) } }
 
     static func show(_ label: String, _ t: Timing) {
         print("  \(label): median \(formatFigure(t.median * 1000)) ms per run  (\(t.spread))")
@@ -172,6 +149,11 @@ enum WholeProcessBench {
         let bare = try time(Run(executable: "/bin/true", arguments: []))
         show("rollout --help", help)
         show("/bin/true (process start-up floor)", bare)
+        // What the dynamic loader has to load and bind before main: release builds link the native libraries
+        // statically and open libpq, libcurl, libmicrohttpd and libqrencode on first use.
+        let needed = try runCapture("/usr/bin/readelf", ["-d", rollout]).split(separator: "\n")
+            .filter { $0.contains("(NEEDED)") }.compactMap { $0.split(separator: "[").last?.dropLast() }
+        print("  shared libraries loaded at start-up: \(needed.joined(separator: ", "))")
         report("rollout --help (whole process)", value: help.median * 1000, unit: "ms", limit: 5, higherIsBetter: false)
     }
 
@@ -215,5 +197,69 @@ enum WholeProcessBench {
                 "rollout nudge \(name) (whole process)", value: percentile(nudges, p) * 1000, unit: "ms",
                 against: ("sqlite3 durable transaction \(name)", percentile(transactions, p) * 1000), target: (2, false))
         }
+    }
+
+    // MARK: idle console
+
+    /// Hosts one command on a pseudo-terminal (120×40, TERM=xterm-256color): waits for the first frame (output,
+    /// then 1.5 s of silence, at most 20 s), counts the bytes written over the next IDLE seconds, then sends `q`
+    /// and, if the command has not exited 5 s later, SIGKILL. Prints {"first": bytes, "idle": bytes, "exit": code}.
+    static let ptyHost = """
+        import json, os, pty, select, signal, struct, sys, time, fcntl, termios
+        idle_seconds, argv = float(sys.argv[1]), sys.argv[2:]
+        pid, fd = pty.fork()
+        if pid == 0:
+            fcntl.ioctl(0, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))
+            os.environ["TERM"] = "xterm-256color"
+            os.execv(argv[0], argv)
+        def read_for(seconds, stop_after_quiet=None):
+            n, end, last = 0, time.monotonic() + seconds, None
+            while True:
+                now = time.monotonic()
+                if now >= end or (stop_after_quiet and last is not None and now - last >= stop_after_quiet):
+                    return n
+                r, _, _ = select.select([fd], [], [], min(end - now, 0.1))
+                if r:
+                    try:
+                        chunk = os.read(fd, 65536)
+                    except OSError:
+                        return n
+                    if not chunk:
+                        return n
+                    n, last = n + len(chunk), time.monotonic()
+        first = read_for(20, stop_after_quiet=1.5)
+        idle = read_for(idle_seconds)
+        os.write(fd, b"q")
+        code, deadline = None, time.monotonic() + 5
+        while time.monotonic() < deadline:
+            read_for(0.1)
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                code = os.waitstatus_to_exitcode(status)
+                break
+        if code is None:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+        json.dump({"first": first, "idle": idle, "exit": code}, sys.stdout)
+        """
+
+    /// `rollout console` on a fresh store, idle: after its first frame nothing on the screen changes, so nothing
+    /// should be written (target 0 bytes over about 5 s).
+    static func idleConsole() throws {
+        let rollout = try rolloutBinary()
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("rollout-bench-console-\(getpid())")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let store = dir.appendingPathComponent("rollout.db").path
+        _ = try runCapture(rollout, ["init", "--store", store, "--seed", "rollout-bench"])
+        _ = try runCapture(rollout, ["set", "10", "--store", store, "--reason", "bench"])
+        let seconds = 5.0
+        let out = try runCapture(try peerPython(), ["-c", ptyHost, String(seconds), rollout, "console", "--store", store])
+        guard let data = out.data(using: .utf8), let r = try JSONSerialization.jsonObject(with: data) as? [String: Any],
+            let first = r["first"] as? Int, let idle = r["idle"] as? Int
+        else { throw BenchError("the pty host printed '\(out)'") }
+        guard first > 0 else { throw BenchError("rollout console drew nothing on the pseudo-terminal in 20 s") }
+        print("  first frame: \(first) bytes; then \(idle) bytes in \(Int(seconds)) s idle; exit \(r["exit"].map { "\($0)" } ?? "?")")
+        report("idle rollout console (whole process, 120×40 pty)", value: Double(idle), unit: "bytes", limit: 0, higherIsBetter: false)
     }
 }

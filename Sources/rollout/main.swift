@@ -1,9 +1,37 @@
 import CommandLineKit
+import Glibc
 import RolloutApp
-import Foundation
 
 // The executable: parse, run one command, map every error to one line and an exit code.
-let environment = ProcessInfo.processInfo.environment
+//
+// Foundation stays off this path: its ProcessInfo.environment cost more instructions than `rollout --help`
+// spends on its own work, so the environment is read from `environ` (the first definition of a name wins, as
+// with getenv), and errors are written to file descriptor 2 directly.
+var environment: [String: String] = [:]
+// environ is NULL after clearenv().
+var entry: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>? = environ
+while let pair = entry?.pointee {
+    let text = String(cString: pair)
+    if let equals = text.utf8.firstIndex(of: UInt8(ascii: "=")) {
+        let name = String(text[..<equals])
+        if environment[name] == nil { environment[name] = String(text[text.index(after: equals)...]) }
+    }
+    entry = entry! + 1
+}
+
+/// One line on standard error.
+func complain(_ message: String) {
+    var line = "rollout: \(message)\n"
+    line.withUTF8 { bytes in
+        var rest = UnsafeRawBufferPointer(bytes)
+        while !rest.isEmpty {
+            let n = write(2, rest.baseAddress, rest.count)
+            if n < 0 && errno == EINTR { continue }
+            if n <= 0 { return }
+            rest = UnsafeRawBufferPointer(rebasing: rest[n...])
+        }
+    }
+}
 let root = RootCommand.make()
 var code: ExitCode
 do {
@@ -22,16 +50,16 @@ do {
         code = try command.action!(invocation)
     }
 } catch let error as UsageError {
-    FileHandle.standardError.write(Data("rollout: \(error.message)\n".utf8))
+    complain(error.message)
     code = .usage
 } catch let error as CommandError {
-    FileHandle.standardError.write(Data("rollout: \(error.message)\n".utf8))
+    complain(error.message)
     code = error.exitCode
 } catch {
     // Every other error (a write refused by a read-only connection, a store that cannot be opened, ...) gets the
     // one-line message and exit code that the store commands give it.
     let mapped = StoreCommands.commandError(error)
-    FileHandle.standardError.write(Data("rollout: \(mapped.message)\n".utf8))
+    complain(mapped.message)
     code = mapped.exitCode
 }
 fflush(nil)
