@@ -73,6 +73,9 @@ public final class FleetSimulation: @unchecked Sendable {
     private let shareLock = NSLock()
     private var shared: FleetStatistics
     private var notes: [SimulationNote] = []
+    /// The newest App Check token a device received: not part of the statistics, which are the same for the same
+    /// seed, while a token is signed by the exchange's own key.
+    private var newestToken: String?
 
     static let pollInterval: Int64 = 5_000_000
     static let refreshMargin: Int64 = 300_000_000
@@ -195,6 +198,9 @@ public final class FleetSimulation: @unchecked Sendable {
     public func flush() throws { try runLock.withLock { try sink.flush(at: clock.now()) } }
 
     /// The totals as of the last processed action (cheap; any thread).
+    /// The newest App Check token a device received (a JWT; against a server, one `rollout token verify` checks).
+    public func lastToken() -> String? { shareLock.withLock { newestToken } }
+
     public func statistics() -> FleetStatistics { shareLock.withLock { shared } }
 
     /// Notes since the last call, oldest first (any thread).
@@ -580,7 +586,7 @@ public final class FleetSimulation: @unchecked Sendable {
         switch result {
         case .success(let token):
             if attesting { stats.attestations += 1 } else { stats.assertions += 1 }
-            stats.lastToken = token.token
+            shareLock.withLock { newestToken = token.token }
             devices[i].tokenExpiry = t + token.ttl.microseconds
             devices[i].backoffLevel = 0
             try emit(.attestationSuccess, i, at: t)

@@ -80,8 +80,6 @@ public struct FleetStatistics: Hashable, Sendable {
     public var cryptoNanoseconds: UInt64 = 0
     /// SHA-256 of the events so far (see `EventDigest`).
     public var eventDigest = ""
-    /// The newest App Check token a device received (a JWT; against a server, one `rollout token verify` checks).
-    public var lastToken: String?
 
     public var failureCount: Int { failures.values.reduce(0, +) }
 }

@@ -173,7 +173,7 @@ enum SimulateCommands {
             print(
                 try summaryJSON(
                     stats, scenario: scenario, options: options, stopped: runner.isStopped,
-                    exchangeURL: invocation.value("--exchange")))
+                    exchangeURL: invocation.value("--exchange"), lastToken: simulation.lastToken()))
         } else {
             print(summaryText(stats, scenario: scenario, options: options, stopped: runner.isStopped))
         }
@@ -360,7 +360,8 @@ enum SimulateCommands {
     }
 
     static func summaryJSON(
-        _ s: FleetStatistics, scenario: Scenario, options: FleetOptions, stopped: Bool, exchangeURL: String? = nil
+        _ s: FleetStatistics, scenario: Scenario, options: FleetOptions, stopped: Bool, exchangeURL: String? = nil,
+        lastToken: String? = nil
     ) throws -> String {
         var object: [String: Any] = [
             "scenario": scenario.name, "devices": options.devices, "seed": options.seed,
@@ -373,7 +374,7 @@ enum SimulateCommands {
             "refusedChanges": s.refusedChanges,
         ]
         if let url = exchangeURL {
-            object["exchange"] = ["url": url, "lastToken": s.lastToken ?? NSNull()] as [String: Any]
+            object["exchange"] = ["url": url, "lastToken": lastToken ?? NSNull()] as [String: Any]
         }
         let data = try JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])
         return String(decoding: data, as: UTF8.self)
