@@ -107,10 +107,12 @@ public struct InstallationDelta: Sendable {
         }
         sessions += later.sessions
         enteredAt = (
-            min(enteredAt.0, later.enteredAt.0), min(enteredAt.1, later.enteredAt.1), min(enteredAt.2, later.enteredAt.2)
+            min(enteredAt.0, later.enteredAt.0), min(enteredAt.1, later.enteredAt.1),
+            min(enteredAt.2, later.enteredAt.2)
         )
         crashedAt = (
-            min(crashedAt.0, later.crashedAt.0), min(crashedAt.1, later.crashedAt.1), min(crashedAt.2, later.crashedAt.2)
+            min(crashedAt.0, later.crashedAt.0), min(crashedAt.1, later.crashedAt.1),
+            min(crashedAt.2, later.crashedAt.2)
         )
         if later.fetchedAt >= fetchedAt {
             fetchedAt = later.fetchedAt
@@ -485,7 +487,10 @@ final class MergeSource {
         delta = InstallationDelta(idOffset: 0, idLength: 0, hash: 0, time: 0, cohort: .none)
         valid = true
         self.position = position
-        guard fseek(run.file, 0, SEEK_SET) == 0 else { throw SpillError(description: "rewinding a spilled run of installations failed: \(String(cString: strerror(errno)))") }
+        guard fseek(run.file, 0, SEEK_SET) == 0 else {
+            throw SpillError(
+                description: "rewinding a spilled run of installations failed: \(String(cString: strerror(errno)))")
+        }
         try advance()
     }
 

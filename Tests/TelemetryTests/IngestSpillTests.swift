@@ -62,7 +62,9 @@ struct IngestSpillTests {
             "\(d.firstSeen)", "\(d.lastSeen)", "\(d.cohort)", "\(d.provider)", "\(d.osMajor)", "\(d.sessions)",
             "\(d.fetchedAt)", "\(d.templateVersion)",
         ]
-        for c in Cohort.allCases { out += ["\(String(describing: d.entered(c)))", "\(String(describing: d.crashed(c)))"] }
+        for c in Cohort.allCases {
+            out += ["\(String(describing: d.entered(c)))", "\(String(describing: d.crashed(c)))"]
+        }
         return out
     }
 
