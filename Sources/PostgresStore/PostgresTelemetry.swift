@@ -46,7 +46,7 @@ public final class PostgresTelemetry: TelemetryCounters, @unchecked Sendable {
         if store.isReadOnly { throw PostgresStoreError.readOnly("telemetry batch on a read-only store") }
         var deltas: [(String, InstallationDelta)] = []
         deltas.reserveCapacity(batch.installationCount)
-        batch.forEachInstallation { deltas.append(($0, $1)) }
+        try batch.forEachInstallation { deltas.append(($0, $1)) }
         return try store.transaction(lockingHead: false) { () throws -> BatchReceipt in
             let codes = try batch.reasons.map { try reasonCode($0) }
             let storedNewest = try meta("newest_event")

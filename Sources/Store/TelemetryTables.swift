@@ -75,7 +75,7 @@ public final class TelemetryTables: TelemetryCounters {
         // A large batch touches many installation pages; SQLite's default 2 MB cache would spill them to the
         // WAL and read them back. The cache grows with the installations of the batch, not its events.
         let previousCache = try database.query("PRAGMA cache_size").first?.first?.int ?? -2000
-        let cachePages = min(32_768, max(2_000, batch.installationCount / 8))
+        let cachePages = min(32_768, max(2_000, batch.installationBound / 8))
         try database.execute("PRAGMA cache_size = \(cachePages)")
         defer { try? database.execute("PRAGMA cache_size = \(previousCache)") }
         return try database.transaction(immediate: true) { () throws -> BatchReceipt in

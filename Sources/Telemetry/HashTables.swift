@@ -191,6 +191,18 @@ final class InstallationTable {
         return UnsafeRawBufferPointer(start: arena + e.idOffset, count: Int(e.idLength))
     }
 
+    /// The entry indices in byte order of the ids.
+    func sortedOrder() -> [Int32] {
+        var order = (0..<Int32(count)).map { $0 }
+        order.sort { a, b in
+            let x = id(Int(a))
+            let y = id(Int(b))
+            let c = memcmp(x.baseAddress!, y.baseAddress!, min(x.count, y.count))
+            return c != 0 ? c < 0 : x.count < y.count
+        }
+        return order
+    }
+
     func removeAll() {
         entries.deinitialize(count: count)
         count = 0

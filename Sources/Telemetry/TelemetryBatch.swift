@@ -21,6 +21,14 @@ public struct InstallationDelta: Sendable {
     public internal(set) var cohort: Cohort
     public internal(set) var provider: AttestationProvider
     public internal(set) var osMajor: UInt8
+    /// The provider and OS of the first event that reported one (what `provider` and `osMajor` are while no
+    /// event at or after the latest time so far reported one), and the times of the last such latest events
+    /// (`Int64.min`: none): what `merge(_:)` needs to join two deltas exactly as if their events were recorded
+    /// one after the other.
+    var firstProvider: AttestationProvider
+    var firstOSMajor: UInt8
+    var providerAt: Int64
+    var osMajorAt: Int64
     public internal(set) var sessions: Int64
     var enteredAt: (Int64, Int64, Int64)
     var crashedAt: (Int64, Int64, Int64)
@@ -36,6 +44,10 @@ public struct InstallationDelta: Sendable {
         self.cohort = cohort
         provider = .unspecified
         osMajor = 0
+        firstProvider = .unspecified
+        firstOSMajor = 0
+        providerAt = .min
+        osMajorAt = .min
         sessions = 0
         enteredAt = (.max, .max, .max)
         crashedAt = (.max, .max, .max)
@@ -65,6 +77,49 @@ public struct InstallationDelta: Sendable {
         return t == .max ? nil : t
     }
 
+    /// Joins `later`, the delta of events recorded after this one's, so that the result is what one delta of
+    /// all those events in that order would be (every field, field by field).
+    ///
+    /// The latest-event fields follow `TelemetryBatch.record`: an event at or after the latest time so far sets the
+    /// cohort, and the provider and OS when it reports them; an earlier one only fills a provider or OS still
+    /// unknown. So the provider is the one of the last such "latest" event that reported one, else the first
+    /// reported at all; `later`'s "latest" events stay latest after this delta's exactly when they are at or
+    /// after its `lastSeen`.
+    mutating func merge(_ later: InstallationDelta) {
+        if later.firstSeen < firstSeen { firstSeen = later.firstSeen }
+        if later.providerAt != .min, later.providerAt >= lastSeen {
+            provider = later.provider
+            providerAt = later.providerAt
+        } else if provider == .unspecified {
+            provider = later.firstProvider
+        }
+        if later.osMajorAt != .min, later.osMajorAt >= lastSeen {
+            osMajor = later.osMajor
+            osMajorAt = later.osMajorAt
+        } else if osMajor == 0 {
+            osMajor = later.firstOSMajor
+        }
+        if firstProvider == .unspecified { firstProvider = later.firstProvider }
+        if firstOSMajor == 0 { firstOSMajor = later.firstOSMajor }
+        if later.lastSeen >= lastSeen {
+            lastSeen = later.lastSeen
+            cohort = later.cohort
+        }
+        sessions += later.sessions
+        enteredAt = (
+            min(enteredAt.0, later.enteredAt.0), min(enteredAt.1, later.enteredAt.1),
+            min(enteredAt.2, later.enteredAt.2)
+        )
+        crashedAt = (
+            min(crashedAt.0, later.crashedAt.0), min(crashedAt.1, later.crashedAt.1),
+            min(crashedAt.2, later.crashedAt.2)
+        )
+        if later.fetchedAt >= fetchedAt {
+            fetchedAt = later.fetchedAt
+            templateVersion = later.templateVersion
+        }
+    }
+
     @inline(__always)
     mutating func noteEntered(_ cohort: Cohort, _ t: Int64) {
         switch cohort {
@@ -84,15 +139,31 @@ public struct InstallationDelta: Sendable {
     }
 }
 
-/// Events gathered in memory until they land in the store as one transaction.
+/// Events gathered until they land in the store as one transaction.
 ///
-/// Memory grows with the distinct installations and minutes the batch touches, never with the number of
-/// events: each event adds to one minute counter and updates its installation's `InstallationDelta`. The hot
-/// path (`record(time:id:...)`) takes the installation id as bytes and allocates nothing for an installation
-/// already seen in the batch. A batch belongs to one thread.
+/// Memory grows with the minutes the batch touches and with at most `spillLimit` installations, never with the
+/// number of events nor with the distinct installations beyond that: each event adds to one minute counter and
+/// updates its installation's `InstallationDelta`; when the table of installations reaches `spillLimit`, it is
+/// written, sorted by id, as a run to an unnamed temporary file (`tmpfile`, gone when closed) and emptied.
+/// `forEachInstallation` merges the runs and the table in id order, joining the deltas of one installation in
+/// the order their events came (`InstallationDelta.merge`), so the store sees exactly what one table of every
+/// installation would have given. If a run cannot be written (no space for temporary files), the batch stops
+/// spilling and keeps its installations in memory.
+///
+/// The hot path (`record(time:id:...)`) takes the installation id as bytes and allocates nothing for an
+/// installation already in the table. A batch belongs to one thread.
 public final class TelemetryBatch {
     let counters = CountMap()
     let installations = InstallationTable()
+    /// How many installations the in-memory table holds before it is spilled as a sorted run (about 140 bytes
+    /// each, plus the id).
+    public var spillLimit = TelemetryBatch.defaultSpillLimit
+    /// 512Ki installations: about 100 MB of table at most.
+    public static let defaultSpillLimit = 1 << 19
+    private var runs: [SpillRun] = []
+    private var spillFailed = false
+    /// The distinct installations found by the last merge, and the event count it was made at.
+    private var merged: (installations: Int, events: Int)?
     /// The member names of the line being read, for duplicate keys (reused by every line of the batch).
     public let memberNames = MemberNames()
     private var reasonIDs: [String: UInt16] = [:]
@@ -109,13 +180,26 @@ public final class TelemetryBatch {
     /// The earliest and latest event times, nil while empty.
     public var earliest: Instant? { eventCount == 0 ? nil : Instant(microseconds: earliestMicros) }
     public var latest: Instant? { eventCount == 0 ? nil : Instant(microseconds: latestMicros) }
-    public var installationCount: Int { installations.count }
+    /// The distinct installations of the batch. Once runs were spilled this merges them (reading them back) unless
+    /// `forEachInstallation` just did; `installationBound` is the cheap upper bound.
+    public var installationCount: Int {
+        if runs.isEmpty { return installations.count }
+        if let merged, merged.events == eventCount { return merged.installations }
+        return (try? mergeRuns { _, _ in }) ?? installationBound
+    }
+    /// At least `installationCount`: the installations of the table plus those of every spilled run.
+    public var installationBound: Int { runs.reduce(installations.count) { $0 + $1.count } }
+    /// How many sorted runs of installations were spilled to temporary files (a test hook).
+    public var spilledRuns: Int { runs.count }
     public var isEmpty: Bool { eventCount == 0 && counters.count == 0 }
 
     /// Forgets everything, keeping the allocated memory for the next batch.
     public func removeAll() {
         counters.removeAll()
         installations.removeAll()
+        runs.removeAll()
+        spillFailed = false
+        merged = nil
         reasonIDs.removeAll(keepingCapacity: true)
         reasons.removeAll(keepingCapacity: true)
         eventCount = 0
@@ -213,12 +297,20 @@ public final class TelemetryBatch {
         if time >= d.pointee.lastSeen {
             d.pointee.lastSeen = time
             d.pointee.cohort = cohort
-            if provider != .unspecified { d.pointee.provider = provider }
-            if osMajor != 0 { d.pointee.osMajor = osMajor }
+            if provider != .unspecified {
+                d.pointee.provider = provider
+                d.pointee.providerAt = time
+            }
+            if osMajor != 0 {
+                d.pointee.osMajor = osMajor
+                d.pointee.osMajorAt = time
+            }
         } else {
             if d.pointee.provider == .unspecified { d.pointee.provider = provider }
             if d.pointee.osMajor == 0 { d.pointee.osMajor = osMajor }
         }
+        if d.pointee.firstProvider == .unspecified { d.pointee.firstProvider = provider }
+        if d.pointee.firstOSMajor == 0 { d.pointee.firstOSMajor = osMajor }
         d.pointee.noteEntered(cohort, time)
         switch kind {
         case .session: d.pointee.sessions += 1
@@ -230,6 +322,32 @@ public final class TelemetryBatch {
             }
         default: break
         }
+        if installations.count >= spillLimit, !spillFailed { spill() }
+    }
+
+    /// Writes the table, sorted by id, as a run to a temporary file and empties it; on a write error keeps it.
+    private func spill() {
+        let table = installations
+        guard let file = tmpfile() else {
+            spillFailed = true
+            return
+        }
+        let run = SpillRun(file: file, count: table.count)
+        var ok = true
+        for i in table.sortedOrder() where ok {
+            var length = Int32(table.entries[Int(i)].idLength)
+            let id = table.id(Int(i))
+            ok =
+                fwrite(&length, 4, 1, file) == 1
+                && withUnsafeBytes(of: table.entries[Int(i)]) { fwrite($0.baseAddress, $0.count, 1, file) == 1 }
+                && (id.count == 0 || fwrite(id.baseAddress, id.count, 1, file) == 1)
+        }
+        guard ok, fflush(file) == 0 else {
+            spillFailed = true  // `run` closes the file; the table stays whole in memory
+            return
+        }
+        runs.append(run)
+        table.removeAll()
     }
 
     /// Adds `count` to one counter without any per-installation state: for sources that already aggregate
@@ -251,18 +369,45 @@ public final class TelemetryBatch {
     }
 
     /// Every installation of the batch with its id, in byte order of the ids (so that a B-tree keyed by id
-    /// is walked in order, page after page).
-    public func forEachInstallation(_ body: (String, InstallationDelta) throws -> Void) rethrows {
-        let table = installations
-        let order = (0..<table.count).sorted { a, b in
-            let x = table.id(a)
-            let y = table.id(b)
-            let c = memcmp(x.baseAddress!, y.baseAddress!, min(x.count, y.count))
-            return c != 0 ? c < 0 : x.count < y.count
+    /// is walked in order, page after page). With spilled runs, they are merged with the table; reading a run
+    /// back can fail (`SpillError`).
+    public func forEachInstallation(_ body: (String, InstallationDelta) throws -> Void) throws {
+        if runs.isEmpty {
+            let table = installations
+            for i in table.sortedOrder() {
+                try body(String(decoding: table.id(Int(i)), as: UTF8.self), table.entries[Int(i)])
+            }
+            return
         }
-        for i in order {
-            try body(String(decoding: table.id(i), as: UTF8.self), table.entries[i])
+        let n = try mergeRuns { id, delta in try body(String(decoding: id, as: UTF8.self), delta) }
+        merged = (n, eventCount)
+    }
+
+    /// The k-way merge of the runs (oldest first) and the table (newest): each id once, with its deltas joined
+    /// in that order. Returns the number of distinct installations.
+    private func mergeRuns(_ body: (UnsafeRawBufferPointer, InstallationDelta) throws -> Void) throws -> Int {
+        var sources: [MergeSource] = []
+        for (i, run) in runs.enumerated() { sources.append(try MergeSource(run: run, position: i)) }
+        sources.append(MergeSource(table: installations, position: runs.count))
+        var heap = MergeHeap()
+        for s in sources where s.valid { heap.push(s) }
+        var distinct = 0
+        while let first = heap.pop() {
+            var delta = first.delta
+            let id = UnsafeRawBufferPointer(start: first.id, count: first.idLength)
+            // The same id in later sources comes out next, in source order (the heap breaks ties by it).
+            while let next = heap.top, next.idEquals(first) {
+                _ = heap.pop()
+                delta.merge(next.delta)
+                try next.advance()
+                if next.valid { heap.push(next) }
+            }
+            distinct += 1
+            try body(id, delta)
+            try first.advance()
+            if first.valid { heap.push(first) }
         }
+        return distinct
     }
 
     /// Events per kind and cohort (crashes split fatal / non-fatal by `detail`), for summaries and tests.
@@ -299,4 +444,156 @@ struct ParsedEvent {
     var cohort: Cohort
     var provider: AttestationProvider
     var osMajor: UInt8
+}
+
+/// Reading a spilled run of installations back failed.
+public struct SpillError: Error, CustomStringConvertible {
+    public var description: String
+}
+
+/// One sorted run of installations in an unnamed temporary file: per installation its id length (`Int32`), its
+/// `InstallationDelta` (raw, read back by this process only) and its id bytes.
+final class SpillRun {
+    let file: UnsafeMutablePointer<FILE>
+    let count: Int
+    init(file: UnsafeMutablePointer<FILE>, count: Int) {
+        self.file = file
+        self.count = count
+    }
+    deinit { fclose(file) }
+}
+
+/// The current installation of one source of the merge: a spilled run, or the in-memory table in id order.
+final class MergeSource {
+    private let run: SpillRun?
+    private let table: InstallationTable?
+    private var order: [Int32] = []
+    private var remaining: Int
+    private var buffer: UnsafeMutableRawPointer
+    private var bufferCapacity = 256
+    private(set) var id: UnsafeRawPointer
+    private(set) var idLength = 0
+    private(set) var delta: InstallationDelta
+    var valid: Bool
+    /// The position of the source in the order the events came (runs in order, then the table).
+    let position: Int
+
+    init(run: SpillRun, position: Int) throws {
+        self.run = run
+        table = nil
+        remaining = run.count
+        buffer = .allocate(byteCount: bufferCapacity, alignment: 1)
+        id = UnsafeRawPointer(buffer)
+        delta = InstallationDelta(idOffset: 0, idLength: 0, hash: 0, time: 0, cohort: .none)
+        valid = true
+        self.position = position
+        guard fseek(run.file, 0, SEEK_SET) == 0 else {
+            throw SpillError(
+                description: "rewinding a spilled run of installations failed: \(String(cString: strerror(errno)))")
+        }
+        try advance()
+    }
+
+    init(table: InstallationTable, position: Int) {
+        run = nil
+        self.table = table
+        order = table.sortedOrder()
+        remaining = order.count
+        buffer = .allocate(byteCount: 1, alignment: 1)
+        id = UnsafeRawPointer(buffer)
+        delta = InstallationDelta(idOffset: 0, idLength: 0, hash: 0, time: 0, cohort: .none)
+        valid = true
+        self.position = position
+        order.reverse()  // popped from the end
+        try! advance()  // reads memory only
+    }
+
+    deinit { buffer.deallocate() }
+
+    /// Moves to the next installation of the source (`valid` false at its end).
+    func advance() throws {
+        guard remaining > 0 else {
+            valid = false
+            return
+        }
+        remaining -= 1
+        if let table {
+            let i = Int(order.removeLast())
+            let bytes = table.id(i)
+            id = bytes.baseAddress ?? UnsafeRawPointer(buffer)
+            idLength = bytes.count
+            delta = table.entries[i]
+            return
+        }
+        let file = run!.file
+        var length: Int32 = 0
+        guard fread(&length, 4, 1, file) == 1, length >= 0,
+            withUnsafeMutableBytes(of: &delta, { fread($0.baseAddress, $0.count, 1, file) == 1 })
+        else { throw readFailure(file) }
+        let n = Int(length)
+        if n > bufferCapacity {
+            buffer.deallocate()
+            bufferCapacity = n
+            buffer = .allocate(byteCount: n, alignment: 1)
+        }
+        if n > 0, fread(buffer, n, 1, file) != 1 { throw readFailure(file) }
+        id = UnsafeRawPointer(buffer)
+        idLength = n
+    }
+
+    private func readFailure(_ file: UnsafeMutablePointer<FILE>) -> SpillError {
+        let reason = ferror(file) != 0 ? String(cString: strerror(errno)) : "the file ended early"
+        return SpillError(description: "reading a spilled run of installations back failed: \(reason)")
+    }
+
+    func idEquals(_ other: MergeSource) -> Bool {
+        idLength == other.idLength && (idLength == 0 || memcmp(id, other.id, idLength) == 0)
+    }
+
+    /// Id byte order, then the order the sources came in.
+    func precedes(_ other: MergeSource) -> Bool {
+        let c = memcmp(id, other.id, min(idLength, other.idLength))
+        if c != 0 { return c < 0 }
+        if idLength != other.idLength { return idLength < other.idLength }
+        return position < other.position
+    }
+}
+
+/// A binary min-heap of merge sources by `MergeSource.precedes`.
+struct MergeHeap {
+    private var items: [MergeSource] = []
+
+    var top: MergeSource? { items.first }
+
+    mutating func push(_ s: MergeSource) {
+        items.append(s)
+        var i = items.count - 1
+        while i > 0 {
+            let parent = (i - 1) / 2
+            guard items[i].precedes(items[parent]) else { break }
+            items.swapAt(i, parent)
+            i = parent
+        }
+    }
+
+    mutating func pop() -> MergeSource? {
+        guard !items.isEmpty else { return nil }
+        let first = items[0]
+        let last = items.removeLast()
+        if !items.isEmpty {
+            items[0] = last
+            var i = 0
+            while true {
+                let l = 2 * i + 1
+                let r = l + 1
+                var m = i
+                if l < items.count, items[l].precedes(items[m]) { m = l }
+                if r < items.count, items[r].precedes(items[m]) { m = r }
+                if m == i { break }
+                items.swapAt(i, m)
+                i = m
+            }
+        }
+        return first
+    }
 }

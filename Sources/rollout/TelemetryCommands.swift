@@ -109,7 +109,6 @@ enum TelemetryCommands {
                     "\(ingest.problems[0]); --strict: the batch of \(ingest.batch.eventCount) events was not ingested "
                         + "(\(summary.events) events landed in earlier batches)")
             }
-            summary.absorb(ingest)
             if verbose {
                 progress.note(
                     "rollout: read \(ingest.lines) lines; writing a batch of \(ingest.batch.eventCount) events")
@@ -121,6 +120,7 @@ enum TelemetryCommands {
             } catch {
                 throw CommandError("the batch was not ingested: \(error)")
             }
+            summary.absorb(ingest)  // after the commit: its merge of spilled installations counted them
             ingest.batch.removeAll()
             ingest.resetCounts()
         }

@@ -51,7 +51,7 @@ struct NativeFormatTests {
         """
 
     @Test("every kind, field order, escapes and unknown keys")
-    func everyKind() {
+    func everyKind() throws {
         let i = ingest(Self.lines, format: .native)
         #expect(i.problems.isEmpty, "\(i.problems)")
         #expect(i.recorded == 10)
@@ -66,7 +66,7 @@ struct NativeFormatTests {
         #expect(b.count(.configFetch, .none) == 1)
         #expect(b.count(.session, .none) == 1)
         var ids: [String: InstallationDelta] = [:]
-        b.forEachInstallation { ids[$0] = $1 }
+        try b.forEachInstallation { ids[$0] = $1 }
         #expect(Set(ids.keys) == ["fid-a", "fid-b", "fid-c", "fid-d", "fid-e", "fid-é\"q"])
         #expect(ids["fid-d"]!.crashed(.control) == 1_780_000_005_000_000)
         #expect(ids["fid-d"]!.osMajor == 16)
@@ -212,7 +212,7 @@ enum GA4Rows {
 @Suite("GA4 BigQuery export rows")
 struct GA4FormatTests {
     @Test("hand-written rows give the right counts per cohort")
-    func countsPerCohort() {
+    func countsPerCohort() throws {
         let i = ingest(GA4Rows.file.joined(separator: "\n") + "\n", format: .ga4)
         #expect(i.problems.isEmpty, "\(i.problems)")
         #expect(i.recorded == 15)
@@ -232,7 +232,7 @@ struct GA4FormatTests {
         #expect(b.count(.configFetch, .control) == 1)
         #expect(b.installationCount == 5)
         var u3: InstallationDelta?
-        b.forEachInstallation { id, d in if id == "u3" { u3 = d } }
+        try b.forEachInstallation { id, d in if id == "u3" { u3 = d } }
         #expect(u3?.templateVersion == 42)
         #expect(u3?.osMajor == 17)
         let providers = CounterTotals(b.eventTotals()).sum(.attestationSuccess, cohort: .enabled, provider: .appAttest)
@@ -300,7 +300,7 @@ enum CrashlyticsRows {
 @Suite("Crashlytics BigQuery export rows")
 struct CrashlyticsFormatTests {
     @Test("hand-written rows give the right counts per cohort")
-    func countsPerCohort() {
+    func countsPerCohort() throws {
         let i = ingest(CrashlyticsRows.file.joined(separator: "\n"), format: .crashlytics)
         #expect(i.problems.isEmpty, "\(i.problems)")
         #expect(i.recorded == 6)
@@ -312,7 +312,7 @@ struct CrashlyticsFormatTests {
         #expect(b.count(.crash, .control, fatal: false) == 1)
         #expect(b.count(.crash, .none, fatal: true) == 1)
         var crashedAt: [String: Int64?] = [:]
-        b.forEachInstallation { id, d in crashedAt[id] = d.crashed(d.cohort) }
+        try b.forEachInstallation { id, d in crashedAt[id] = d.crashed(d.cohort) }
         #expect(crashedAt["i1"] == .some(ISO8601.parse("2026-05-28T20:26:40.123456Z")!.microseconds))
         #expect(crashedAt["i2"] == .some(nil))
         #expect(b.earliest == ISO8601.parse("2026-05-28T20:26:40.123456Z"))

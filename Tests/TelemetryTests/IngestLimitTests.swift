@@ -52,7 +52,7 @@ struct IngestLimitTests {
     }
 
     @Test("an event 30 days in the future is refused by its line number and never stored")
-    func futureEventIsRefused() {
+    func futureEventIsRefused() throws {
         let future = Self.now + .days(30)
         let text = [
             line(t: 1_780_000_000_000_000, id: "ok"),
@@ -65,7 +65,7 @@ struct IngestLimitTests {
         #expect(i.problems.map(\.line) == [2, 3, 5])
         #expect(i.problems[0].reason.hasPrefix("event time \"t\" \(future.iso8601) is in the future (latest accepted "))
         var ids: [String] = []
-        i.batch.forEachInstallation { id, _ in ids.append(id) }
+        try i.batch.forEachInstallation { id, _ in ids.append(id) }
         #expect(ids == ["ok", "skewed"])
         #expect(i.batch.latest == Self.now + .minutes(5))
     }
@@ -86,7 +86,7 @@ struct IngestLimitTests {
     }
 
     @Test("a duplicate key is a bad line in strict mode and a counted warning otherwise")
-    func duplicateKeys() {
+    func duplicateKeys() throws {
         let text = #"{"t":1780000000000000,"i":"a","k":"session","i":"b"}"# + "\n" + line(t: 1_780_000_000_000_000, id: "c")
             + "\n" + #"{"t":1780000000000000,"i":"d","k":"session","x":{"y":1,"y":2}}"#
         let strict = ingest(text, format: .native, window: Self.window, duplicateKeys: .reject)
@@ -100,7 +100,7 @@ struct IngestLimitTests {
         #expect(lenient.warnings.map(\.line) == [1, 3])
         #expect(lenient.warnings[0].reason.hasPrefix(#"member name "i" given twice"#))
         var ids: [String] = []
-        lenient.batch.forEachInstallation { id, _ in ids.append(id) }
+        try lenient.batch.forEachInstallation { id, _ in ids.append(id) }
         #expect(ids == ["b", "c", "d"])
         // An escaped spelling of the same name is the same name, as JSONParser decides.
         let escaped = ingest(#"{"t":1780000000000000,"i":"a","k":"session","\u0069":"b"}"#, format: .native, window: Self.window, duplicateKeys: .reject)

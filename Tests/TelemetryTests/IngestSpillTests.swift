@@ -1,0 +1,148 @@
+import Foundation
+import Rollout
+import Store
+import TestSupport
+import Testing
+import Timekeeping
+
+@testable import Telemetry
+
+/// Issue 17: a batch spills its installations to sorted runs once its table reaches `spillLimit`, and merges
+/// them when it lands; the result must be the one of a batch that kept every installation in memory.
+@Suite("ingest spill")
+struct IngestSpillTests {
+    /// splitmix64, seeded: the same events for the same seed.
+    struct Random {
+        var state: UInt64
+        mutating func next() -> UInt64 {
+            state &+= 0x9E37_79B9_7F4A_7C15
+            var z = state
+            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+            return z ^ (z >> 31)
+        }
+        mutating func below(_ n: Int) -> Int { Int(next() % UInt64(n)) }
+    }
+
+    /// Random events over `ids` installations, out of time order, with unknown providers and OS versions and
+    /// equal times mixed in (what the latest-event fields are most sensitive to).
+    static func fill(_ batches: [TelemetryBatch], seed: UInt64, events: Int, ids: Int) {
+        var r = Random(state: seed)
+        // Ids of different lengths, some prefixes of others, so that byte order and length order both matter.
+        let names = (0..<ids).map { i in String(repeating: "f", count: i % 3) + "id\(i % 7)-\(i)" }
+        let base = t0.microseconds
+        for _ in 0..<events {
+            let id = names[r.below(ids)]
+            let time = base + Int64(r.below(40)) * 15_000_000 + Int64(r.below(2))
+            let kind = CounterKind(rawValue: UInt8(1 + r.below(5)))!
+            let cohort = Cohort.allCases[r.below(3)]
+            let provider = AttestationProvider.allCases[r.below(AttestationProvider.allCases.count)]
+            let detail: UInt16 =
+                switch kind {
+                case .crash: UInt16(r.below(2))
+                case .attestationFailure: batches[0].failureDetail(.serverUnavailable)
+                default: 0
+                }
+            let os: UInt8 = r.below(3) == 0 ? 0 : UInt8(12 + r.below(6))
+            let version = Int64(r.below(4))
+            var bytes = id
+            bytes.withUTF8 { p in
+                for b in batches {
+                    b.record(
+                        time: time, id: UnsafeRawBufferPointer(p), kind: kind, cohort: cohort, provider: provider,
+                        detail: detail, osMajor: os, templateVersion: version)
+                }
+            }
+        }
+    }
+
+    /// Every public field of a delta, and its per-cohort first times.
+    static func fields(_ d: InstallationDelta) -> [String] {
+        var out = [
+            "\(d.firstSeen)", "\(d.lastSeen)", "\(d.cohort)", "\(d.provider)", "\(d.osMajor)", "\(d.sessions)",
+            "\(d.fetchedAt)", "\(d.templateVersion)",
+        ]
+        for c in Cohort.allCases {
+            out += ["\(String(describing: d.entered(c)))", "\(String(describing: d.crashed(c)))"]
+        }
+        return out
+    }
+
+    static func installations(_ b: TelemetryBatch) throws -> [(String, [String])] {
+        var out: [(String, [String])] = []
+        try b.forEachInstallation { out.append(($0, fields($1))) }
+        return out
+    }
+
+    @Test("random batches give the same installations, in the same order, with any spill limit", arguments: 0..<40)
+    func equivalence(seed: Int) throws {
+        var r = Random(state: UInt64(seed) &* 7919)
+        let limit = 1 + r.below(9)
+        let whole = TelemetryBatch()
+        whole.spillLimit = .max
+        let spilled = TelemetryBatch()
+        spilled.spillLimit = limit
+        Self.fill([whole, spilled], seed: UInt64(seed), events: 200 + r.below(800), ids: limit + 1 + r.below(60))
+        #expect(whole.spilledRuns == 0)
+        #expect(spilled.spilledRuns > 0, "limit \(limit) spilled nothing")
+        let expected = try Self.installations(whole)
+        let merged = try Self.installations(spilled)
+        #expect(merged.map(\.0) == expected.map(\.0))
+        for (a, b) in zip(merged, expected) where a.1 != b.1 {
+            Issue.record("seed \(seed), limit \(limit): \(a.0) merged \(a.1), in memory \(b.1)")
+        }
+        #expect(spilled.installationCount == whole.installationCount)
+        #expect(spilled.eventTotals() == whole.eventTotals())
+        // Read back twice (a retried transaction merges again): the same.
+        #expect(try Self.installations(spilled).map(\.1) == merged.map(\.1))
+    }
+
+    @Test("a spilled batch lands in the store exactly like one kept in memory, over several batches")
+    func storeEquivalence() throws {
+        let plain = try temporaryTables()
+        let spilling = try temporaryTables()
+        for round in 0..<4 {
+            let whole = TelemetryBatch()
+            whole.spillLimit = .max
+            let spilled = TelemetryBatch()
+            spilled.spillLimit = 3 + round
+            Self.fill([whole, spilled], seed: UInt64(100 + round), events: 600, ids: 45)
+            #expect(spilled.spilledRuns > 0)
+            let a = try #require(try plain.commit(whole, source: "r\(round)", at: t0 + .minutes(20)))
+            let b = try #require(try spilling.commit(spilled, source: "r\(round)", at: t0 + .minutes(20)))
+            #expect(a == b)
+        }
+        for table in [
+            "telemetry_installations ORDER BY id", "telemetry_counters ORDER BY level, bucket, key",
+            "telemetry_presence ORDER BY hour, key", "telemetry_meta ORDER BY key",
+        ] {
+            let x = try plain.database.query("SELECT * FROM \(table)").map { "\($0)" }
+            let y = try spilling.database.query("SELECT * FROM \(table)").map { "\($0)" }
+            #expect(!x.isEmpty)
+            #expect(x.count == y.count, "\(table): \(x.count) rows kept in memory, \(y.count) spilled")
+            if let i = (0..<min(x.count, y.count)).first(where: { x[$0] != y[$0] }) {
+                Issue.record("\(table) differs at row \(i): in memory \(x[i]), spilled \(y[i])")
+            }
+        }
+        #expect(try plain.allTimeTotals() == (try spilling.allTimeTotals()))
+    }
+
+    @Test("the table stays at the spill limit however many installations come, and removeAll drops the runs")
+    func boundedTable() throws {
+        let b = TelemetryBatch()
+        b.spillLimit = 100
+        for i in 0..<1_050 {
+            b.record(event(Int64(i % 50), "fid-\(i)", .sessionStart, .enabled))
+            #expect(b.installations.count < 100)
+        }
+        #expect(b.spilledRuns == 10)
+        #expect(b.installationCount == 1_050)
+        #expect(b.installationBound == 1_050)
+        var ids: [String] = []
+        try b.forEachInstallation { id, _ in ids.append(id) }
+        #expect(ids == (0..<1_050).map { "fid-\($0)" }.sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) })
+        b.removeAll()
+        #expect(b.spilledRuns == 0)
+        #expect(b.installationCount == 0)
+    }
+}
