@@ -201,6 +201,11 @@ public final class PostgresStepUpStore: StepUpStore, StepUpPolicyStore, @uncheck
 
     // MARK: Secrets
 
+    /// Whether a store key was ever recorded for this store (`store_key_check`): false until the first secret.
+    public func hasKeyCheck() throws -> Bool {
+        try store.reading { try !c.query("SELECT 1 FROM store_key_check WHERE id = 1").isEmpty }
+    }
+
     static let keyCheckText = Array("rollout team store key check v1".utf8)
 
     /// The key, checked once against `store_key_check` (and recorded there by the first writer that has one).

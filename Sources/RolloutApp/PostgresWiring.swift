@@ -108,6 +108,20 @@ extension Wiring {
         return (try StoreKey.create(path), true)
     }
 
+    /// Before an enrolment on a PostgreSQL store: creates the team store key when this machine has none and the
+    /// store has never recorded one (its first secret). Returns the created key's path (nil: nothing created, also
+    /// for a file store). A store that recorded a key keeps refusing any other key, so none is made up for it.
+    public static func teamStoreKeyForEnrolment(_ invocation: Invocation) throws -> String? {
+        let location = try StoreLocation.resolvedPath(invocation)
+        guard StoreLocation.isPostgres(location), !invocation.flag("--read-only"), try teamStoreKey(create: false).key == nil else {
+            return nil
+        }
+        let config = try PostgresConfigStore(conninfo: location, readOnly: false)
+        guard try !PostgresStepUpStore(store: config, key: nil).hasKeyCheck() else { return nil }
+        let (key, created) = try teamStoreKey(create: true)
+        return created ? key?.path : nil
+    }
+
     /// `rollout init` on PostgreSQL: the schema and version 1 (the same genesis as a new SQLite store).
     public static func createTeamStore(
         conninfo: String, seed: String, form: RemoteConfigTemplate.Form, operatorID: String, clock: any Clock = SystemClock()

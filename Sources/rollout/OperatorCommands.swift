@@ -107,6 +107,9 @@ enum OperatorCommands {
     static func runEnroll(_ invocation: Invocation) throws -> ExitCode {
         let id = try operatorID(StoreLocation.operatorID(invocation), invocation)
         let style = try qrStyle(invocation)
+        if invocation.value("--code") == nil, let created = try Wiring.teamStoreKeyForEnrolment(invocation) {
+            FileHandle.standardError.write(Data("rollout: created the team store key \(created): give it to every operator (mode 0600)\n".utf8))
+        }
         let path = try settingsPath(invocation)
         let actor = id.rawValue
         if let code = invocation.value("--code") {

@@ -32,7 +32,7 @@ struct PostgresSettingsCLITests {
 
     @Test func operatorAndPolicyCommandsUseThePostgresTables() throws {
         let server = try PostgresServer.get()
-        let conninfo = try server.freshDatabase()
+        let conninfo = try server.uris(of: try server.freshDatabase()).socket
         #expect(try rollout(["init", "--seed", "pg-settings"], store: conninfo).status == 0)
         let store = try PostgresConfigStore(conninfo: conninfo)
         let auditBefore = try store.auditRecords(limit: 1000, before: nil).count
@@ -81,9 +81,11 @@ struct PostgresSettingsCLITests {
         #expect(try stepUp.stepUpPolicy().settings.first { $0.key == "increase-over" }?.value == "7")
 
         // Removing the last operator (with their code) turns step-up off.
-        let removed = try rollout(
-            ["operator", "remove", "ana@test", "--code", TOTP.standard.code(secret: secret, step: step + 2)],
-            store: conninfo)
+        // (A fresh code: the next time step's, on a clock 30 s ahead, so that the code window holds it.)
+        let removed = try TestSupport.run(
+            "/usr/bin/faketime",
+            ["-f", "+30s", try TestSupport.rolloutBinary(), "operator", "remove", "ana@test", "--code", TOTP.standard.code(secret: secret, step: step + 2), "--store", conninfo],
+            environment: ["ROLLOUT_STORE_KEY": key, "ROLLOUT_OPERATOR": "ana@test"])
         #expect(removed.status == 0, "\(removed.stderr)")
         #expect(removed.stdout.contains("Step-up verification is now off"))
         #expect(try stepUp.operators().isEmpty)
@@ -94,6 +96,7 @@ struct PostgresSettingsCLITests {
         #expect(actions.filter { $0 == "policy set guardrails.auto-kill" }.count == 1)
         #expect(actions.contains("policy set increase-over"))
         #expect(actions.contains("operator enroll"))
+        #expect(actions.contains("step-up policy-change increase-over 7"))
         #expect(actions.contains("operator remove"))
         #expect(records.contains { $0.entry.action.contains("step-up") || $0.entry.result != .recorded })
         #expect(records.count > auditBefore)
@@ -101,19 +104,35 @@ struct PostgresSettingsCLITests {
         #expect(try rollout(["audit", "verify"], store: conninfo).status == 0)
     }
 
-    /// A HALT copied from a simulated SQLite store: `watch` on the PostgreSQL store publishes one kill through the
+    /// A HALT from ingested telemetry: `watch` on the PostgreSQL store publishes one kill through the
     /// write path (two watchers at once, one kill between them); a read-only watch only looks.
     @Test func watchAutoKillsOnceAndIngestRefusesReadOnly() throws {
-        let file = directory.appendingPathComponent("drill.db").path
-        let sim = try TestSupport.run(
-            try TestSupport.rolloutBinary(),
-            ["simulate", "--scenario", "crash-regression", "--devices", "6000", "--speed", "max", "--duration", "2h", "--seed", "3", "--quiet", "--store", file])
-        try #require(sim.status == 0, "\(sim.stderr)")
         let server = try PostgresServer.get()
-        let conninfo = try server.freshDatabase()
-        let copy = try rollout(["store", "copy", "--from", file, "--to", conninfo], store: nil)
-        try #require(copy.status == 0, "\(copy.stderr)")
-        #expect(try rollout(["status", "--check"], store: conninfo).status == 7)
+        let conninfo = try server.uris(of: try server.freshDatabase()).socket
+        func past(_ arguments: [String], minutesAgo: Int) throws -> TestSupport.ProcessResult {
+            try TestSupport.run(
+                "/usr/bin/faketime", ["-f", "-\(minutesAgo)m", try TestSupport.rolloutBinary()] + arguments + ["--store", conninfo],
+                environment: ["ROLLOUT_STORE_KEY": key, "ROLLOUT_OPERATOR": "ana@test"])
+        }
+        #expect(try past(["init", "--seed", "pg-autokill"], minutesAgo: 30).status == 0)
+        // The rollout started 20 minutes ago at 50%, so that exposed and control are the same size.
+        #expect(try past(["set", "50", "--reason", "start"], minutesAgo: 20).status == 0)
+        // Ten minutes of equal sessions in both groups, and crashes almost only among exposed devices (auto-kill
+        // is still off: the store is left at HALT).
+        let start = Int64(Date().timeIntervalSince1970) - 4 * 60
+        var lines: [String] = []
+        for minute in 0..<10 {
+            let t = (start - Int64(minute) * 60) * 1_000_000
+            for d in 0..<40 {
+                lines.append(#"{"t":\#(t + Int64(d)),"i":"e-\#(minute)-\#(d)","k":"session","c":"enabled","p":"appAttest"}"#)
+                lines.append(#"{"t":\#(t + Int64(d)),"i":"c-\#(minute)-\#(d)","k":"session","c":"control","p":"appAttest"}"#)
+            }
+            for d in 0..<6 { lines.append(#"{"t":\#(t + 100 + Int64(d)),"i":"e-\#(minute)-\#(d)","k":"crash","c":"enabled"}"#) }
+        }
+        let ingest = try rollout(["ingest", "-"], store: conninfo, stdin: lines.joined(separator: "\n") + "\n")
+        try #require(ingest.status == 0, "\(ingest.stderr)")
+        let check = try rollout(["status", "--check"], store: conninfo)
+        #expect(check.status == 7, "\(check.stdout)")
 
         // Read-only: a look, no kill; auto-kill off: no kill either.
         #expect(try rollout(["watch", "--looks", "2", "--interval", "0.05"], store: conninfo).status == 7)
