@@ -56,11 +56,18 @@ extension Wiring {
     public static func teamSession(_ invocation: Invocation) throws -> TeamSession? {
         let location = try StoreLocation.resolvedPath(invocation)
         guard StoreLocation.isPostgres(location) else { return nil }
-        let readOnly = invocation.flag("--read-only")
-        let config = try PostgresConfigStore(conninfo: location, readOnly: readOnly)
+        return try teamSession(conninfo: location, operatorID: try operatorID(invocation), readOnly: invocation.flag("--read-only"))
+    }
+
+    /// The PostgreSQL store at `conninfo` (a libpq URI), acting as `operatorID`, with the team store key of this
+    /// machine. Creates and migrates nothing.
+    public static func teamSession(
+        conninfo: String, operatorID: String, readOnly: Bool = false, clock: any Clock = SystemClock()
+    ) throws -> TeamSession {
+        let config = try PostgresConfigStore(conninfo: conninfo, readOnly: readOnly)
         return TeamSession(
-            location: PostgresConfigStore.redacted(location), config: config, operatorID: try operatorID(invocation),
-            readOnly: readOnly, clock: SystemClock(), stepUp: PostgresStepUpStore(store: config, key: try teamStoreKey(create: false).key))
+            location: PostgresConfigStore.redacted(conninfo), config: config, operatorID: operatorID, readOnly: readOnly,
+            clock: clock, stepUp: PostgresStepUpStore(store: config, key: try teamStoreKey(create: false).key))
     }
 
     /// The monitor of the invocation's store, whichever backend (`rollout telemetry`).

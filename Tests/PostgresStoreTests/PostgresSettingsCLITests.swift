@@ -1,6 +1,7 @@
 import Foundation
 @testable import PostgresStore
 import Rollout
+import RolloutApp
 import StepUp
 import Store
 import Testing
@@ -104,9 +105,8 @@ struct PostgresSettingsCLITests {
         #expect(try rollout(["audit", "verify"], store: conninfo).status == 0)
     }
 
-    /// A HALT from ingested telemetry: `watch` on the PostgreSQL store publishes one kill through the
-    /// write path (two watchers at once, one kill between them); a read-only watch only looks.
-    @Test func watchAutoKillsOnceAndIngestRefusesReadOnly() throws {
+    /// A fresh PostgreSQL store whose telemetry says HALT (auto-kill off, so it stays exposed), as a libpq URI.
+    func haltedStore() throws -> String {
         let server = try PostgresServer.get()
         let conninfo = try server.uris(of: try server.freshDatabase()).socket
         func past(_ arguments: [String], minutesAgo: Int) throws -> TestSupport.ProcessResult {
@@ -134,6 +134,48 @@ struct PostgresSettingsCLITests {
         let check = try rollout(["status", "--check"], store: conninfo)
         #expect(check.status == 7, "\(check.stdout)")
 
+        return conninfo
+    }
+
+    /// Two writable consoles on one halted PostgreSQL store run auto-kill: exactly one kill between them, shown
+    /// in both; a read-only console only looks.
+    @Test func consolesAutoKillOnce() throws {
+        let conninfo = try haltedStore()
+        #expect(try rollout(["policy", "set", "guardrails.auto-kill", "on"], store: conninfo).status == 0)
+        let viewer = try PostgresConsoleSource(
+            team: try Wiring.teamSession(conninfo: conninfo, operatorID: "viewer@test", readOnly: true), conninfo: conninfo,
+            project: "test", fallback: 0)
+        #expect(try viewer.status().assessment.verdict.level == .halt)
+        _ = try viewer.snapshot()
+        let store = try PostgresConfigStore(conninfo: conninfo)
+        func kills() throws -> [VersionInfo] {
+            try store.versions(limit: 1000, before: nil).filter { $0.updateUser == "guardrail (auto-kill)" }
+        }
+        #expect(try kills().isEmpty)
+
+        let consoles = try (0..<2).map { i in
+            try PostgresConsoleSource(
+                team: try Wiring.teamSession(conninfo: conninfo, operatorID: "console\(i)@test"), conninfo: conninfo,
+                project: "test", fallback: 0)
+        }
+        let failures = NSLock()
+        nonisolated(unsafe) var errors: [String] = []
+        DispatchQueue.concurrentPerform(iterations: consoles.count) { i in
+            for _ in 0..<5 {
+                do { _ = try consoles[i].snapshot() } catch { failures.withLock { errors.append("\(error)") } }
+                usleep(20_000)
+            }
+        }
+        #expect(errors.isEmpty, "\(errors)")
+        #expect(try kills().count == 1)
+        for c in consoles + [viewer] { #expect(try c.snapshot().condition.state == .killed) }
+        #expect(try rollout(["audit", "verify"], store: conninfo).status == 0)
+    }
+
+    /// A HALT from ingested telemetry: `watch` on the PostgreSQL store publishes one kill through the
+    /// write path (two watchers at once, one kill between them); a read-only watch only looks.
+    @Test func watchAutoKillsOnceAndIngestRefusesReadOnly() throws {
+        let conninfo = try haltedStore()
         // Read-only: a look, no kill; auto-kill off: no kill either.
         #expect(try rollout(["watch", "--looks", "2", "--interval", "0.05"], store: conninfo).status == 7)
         #expect(try rollout(["policy", "set", "guardrails.auto-kill", "on"], store: conninfo).status == 0)
