@@ -17,7 +17,9 @@ public struct SettingsWritePath {
     public let backend: any SettingsBackend
     public let clock: any Clock
 
-    public init(session: StoreSession) { self.init(backend: SQLiteSettingsBackend(session: session), clock: session.clock) }
+    public init(session: StoreSession) {
+        self.init(backend: SQLiteSettingsBackend(session: session), clock: session.clock)
+    }
 
     public init(backend: any SettingsBackend, clock: any Clock) {
         self.backend = backend
@@ -176,8 +178,7 @@ public struct SettingsWritePath {
                             + "(--approver ID --approver-code CODE); 'rollout operator list' shows who is enrolled",
                         needsCode: false))
             }
-            let decision = try db.authorize(change, by: approver, code: code, clock: clock)
-            {
+            let decision = try db.authorize(change, by: approver, code: code, clock: clock) {
                 try db.appendAudit($0.auditEntry)
             }
             if let refusal = decision.refusal {
@@ -295,14 +296,18 @@ struct SQLiteSettingsTables: SettingsTables {
     func stepUpPolicy() throws -> StepUpPolicy { try OperatorTables.policy(in: db) }
     func saveStepUpPolicy(_ policy: StepUpPolicy) throws { try OperatorTables.savePolicy(policy, in: db) }
     func guardrailSettings() throws -> GuardrailSettings { try GuardrailSettingsTable.load(from: db) }
-    func saveGuardrailSetting(_ key: String, _ value: String) throws { try GuardrailSettingsTable.save(key, value, in: db) }
+    func saveGuardrailSetting(_ key: String, _ value: String) throws {
+        try GuardrailSettingsTable.save(key, value, in: db)
+    }
     func isEnforced() throws -> Bool { try OperatorTables.isEnforced(in: db) }
     func operators() throws -> [OperatorRecord] { try OperatorTables.operators(in: db) }
     func operatorRecord(_ id: OperatorID) throws -> OperatorRecord? { try OperatorTables.record(id, in: db) }
     func saveOperator(_ record: OperatorRecord) throws { try OperatorTables.save(record, in: db) }
     func removeOperator(_ id: OperatorID) throws { _ = try OperatorTables.remove(id, in: db) }
     func pendingEnrolments() throws -> [PendingEnrolment] { try OperatorTables.pendingEnrolments(in: db) }
-    func pendingEnrolment(_ id: OperatorID) throws -> PendingEnrolment? { try OperatorTables.pendingEnrolment(id, in: db) }
+    func pendingEnrolment(_ id: OperatorID) throws -> PendingEnrolment? {
+        try OperatorTables.pendingEnrolment(id, in: db)
+    }
     func savePending(_ enrolment: PendingEnrolment) throws { try OperatorTables.savePending(enrolment, in: db) }
     func removePending(_ id: OperatorID) throws { try OperatorTables.removePending(id, in: db) }
     func authorize(

@@ -24,7 +24,8 @@ struct PostgresSettingsCLITests {
     func rollout(_ arguments: [String], store: String?, stdin: String? = nil) throws -> TestSupport.ProcessResult {
         try TestSupport.run(
             try TestSupport.rolloutBinary(), arguments + (store.map { ["--store", $0] } ?? []),
-            stdin: stdin ?? "", environment: ["ROLLOUT_STORE_KEY": key, "ROLLOUT_OPERATOR": "ana@test", "NO_COLOR": "1"])
+            stdin: stdin ?? "",
+            environment: ["ROLLOUT_STORE_KEY": key, "ROLLOUT_OPERATOR": "ana@test", "NO_COLOR": "1"])
     }
 
     func json(_ r: TestSupport.ProcessResult) throws -> [String: Any] {
@@ -42,7 +43,9 @@ struct PostgresSettingsCLITests {
         let set = try rollout(["policy", "set", "guardrails.auto-kill", "on"], store: conninfo)
         #expect(set.status == 0, "\(set.stderr)")
         #expect(try PostgresGuardrailSettings(store: store).guardrailSettings().autoKill)
-        #expect(try rollout(["policy", "set", "guardrails.auto-kill", "on"], store: conninfo).stdout.contains("nothing changed"))
+        #expect(
+            try rollout(["policy", "set", "guardrails.auto-kill", "on"], store: conninfo).stdout.contains(
+                "nothing changed"))
         #expect(try rollout(["policy", "set", "guardrails.no-such-key", "on"], store: conninfo).status == 2)
         // Read-only: refused (exit 4), nothing written.
         let ro = try rollout(["policy", "set", "guardrails.auto-kill", "off", "--read-only"], store: conninfo)
@@ -85,7 +88,10 @@ struct PostgresSettingsCLITests {
         // (A fresh code: the next time step's, on a clock 30 s ahead, so that the code window holds it.)
         let removed = try TestSupport.run(
             "/usr/bin/faketime",
-            ["-f", "+30s", try TestSupport.rolloutBinary(), "operator", "remove", "ana@test", "--code", TOTP.standard.code(secret: secret, step: step + 2), "--store", conninfo],
+            [
+                "-f", "+30s", try TestSupport.rolloutBinary(), "operator", "remove", "ana@test", "--code",
+                TOTP.standard.code(secret: secret, step: step + 2), "--store", conninfo,
+            ],
             environment: ["ROLLOUT_STORE_KEY": key, "ROLLOUT_OPERATOR": "ana@test"])
         #expect(removed.status == 0, "\(removed.stderr)")
         #expect(removed.stdout.contains("Step-up verification is now off"))
@@ -111,7 +117,8 @@ struct PostgresSettingsCLITests {
         let conninfo = try server.uris(of: try server.freshDatabase()).socket
         func past(_ arguments: [String], minutesAgo: Int) throws -> TestSupport.ProcessResult {
             try TestSupport.run(
-                "/usr/bin/faketime", ["-f", "-\(minutesAgo)m", try TestSupport.rolloutBinary()] + arguments + ["--store", conninfo],
+                "/usr/bin/faketime",
+                ["-f", "-\(minutesAgo)m", try TestSupport.rolloutBinary()] + arguments + ["--store", conninfo],
                 environment: ["ROLLOUT_STORE_KEY": key, "ROLLOUT_OPERATOR": "ana@test"])
         }
         #expect(try past(["init", "--seed", "pg-autokill"], minutesAgo: 30).status == 0)
@@ -124,10 +131,14 @@ struct PostgresSettingsCLITests {
         for minute in 0..<10 {
             let t = (start - Int64(minute) * 60) * 1_000_000
             for d in 0..<40 {
-                lines.append(#"{"t":\#(t + Int64(d)),"i":"e-\#(minute)-\#(d)","k":"session","c":"enabled","p":"appAttest"}"#)
-                lines.append(#"{"t":\#(t + Int64(d)),"i":"c-\#(minute)-\#(d)","k":"session","c":"control","p":"appAttest"}"#)
+                lines.append(
+                    #"{"t":\#(t + Int64(d)),"i":"e-\#(minute)-\#(d)","k":"session","c":"enabled","p":"appAttest"}"#)
+                lines.append(
+                    #"{"t":\#(t + Int64(d)),"i":"c-\#(minute)-\#(d)","k":"session","c":"control","p":"appAttest"}"#)
             }
-            for d in 0..<6 { lines.append(#"{"t":\#(t + 100 + Int64(d)),"i":"e-\#(minute)-\#(d)","k":"crash","c":"enabled"}"#) }
+            for d in 0..<6 {
+                lines.append(#"{"t":\#(t + 100 + Int64(d)),"i":"e-\#(minute)-\#(d)","k":"crash","c":"enabled"}"#)
+            }
         }
         let ingest = try rollout(["ingest", "-"], store: conninfo, stdin: lines.joined(separator: "\n") + "\n")
         try #require(ingest.status == 0, "\(ingest.stderr)")
@@ -143,7 +154,8 @@ struct PostgresSettingsCLITests {
         let conninfo = try haltedStore()
         #expect(try rollout(["policy", "set", "guardrails.auto-kill", "on"], store: conninfo).status == 0)
         let viewer = try PostgresConsoleSource(
-            team: try Wiring.teamSession(conninfo: conninfo, operatorID: "viewer@test", readOnly: true), conninfo: conninfo,
+            team: try Wiring.teamSession(conninfo: conninfo, operatorID: "viewer@test", readOnly: true),
+            conninfo: conninfo,
             project: "test", fallback: 0)
         #expect(try viewer.status().assessment.verdict.level == .halt)
         _ = try viewer.snapshot()
@@ -179,7 +191,8 @@ struct PostgresSettingsCLITests {
         // Read-only: a look, no kill; auto-kill off: no kill either.
         #expect(try rollout(["watch", "--looks", "2", "--interval", "0.05"], store: conninfo).status == 7)
         #expect(try rollout(["policy", "set", "guardrails.auto-kill", "on"], store: conninfo).status == 0)
-        #expect(try rollout(["watch", "--looks", "2", "--interval", "0.05", "--read-only"], store: conninfo).status == 7)
+        #expect(
+            try rollout(["watch", "--looks", "2", "--interval", "0.05", "--read-only"], store: conninfo).status == 7)
         let store = try PostgresConfigStore(conninfo: conninfo)
         func kills() throws -> [VersionInfo] {
             try store.versions(limit: 1000, before: nil).filter { $0.updateUser == "guardrail (auto-kill)" }
@@ -188,13 +201,15 @@ struct PostgresSettingsCLITests {
 
         // A refused ingest on the read-only store: exit 4, nothing landed.
         let now = Int64(Date().timeIntervalSince1970 * 1_000_000)
-        let events = (0..<20).map {
-            #"{"t":\#(now - Int64($0) * 1_000_000),"i":"pg-ro-\#($0)","k":"session","c":"\#($0 % 2 == 0 ? "enabled" : "control")","p":"appAttest","os":"17.4"}"#
-        }.joined(separator: "\n") + "\n"
+        let events =
+            (0..<20).map {
+                #"{"t":\#(now - Int64($0) * 1_000_000),"i":"pg-ro-\#($0)","k":"session","c":"\#($0 % 2 == 0 ? "enabled" : "control")","p":"appAttest","os":"17.4"}"#
+            }.joined(separator: "\n") + "\n"
         let batchesBefore = try store.connection.query("SELECT count(*) FROM telemetry_batches").first?.first ?? nil
         let refused = try rollout(["ingest", "-", "--read-only"], store: conninfo, stdin: events)
         #expect(refused.status == 4, "\(refused.stdout) \(refused.stderr)")
-        #expect(try store.connection.query("SELECT count(*) FROM telemetry_batches").first?.first ?? nil == batchesBefore)
+        #expect(
+            try store.connection.query("SELECT count(*) FROM telemetry_batches").first?.first ?? nil == batchesBefore)
 
         let binary = try TestSupport.rolloutBinary()
         let watches = try (0..<2).map { _ in
@@ -209,7 +224,8 @@ struct PostgresSettingsCLITests {
         }
         var published = 0
         for w in watches {
-            let out = String(decoding: (w.standardOutput as! Pipe).fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            let out = String(
+                decoding: (w.standardOutput as! Pipe).fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
             w.waitUntilExit()
             #expect(w.terminationStatus == 7)
             published += out.split(separator: "\n").filter { $0.contains("\"autoKill\":\"auto-kill:") }.count
