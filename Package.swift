@@ -156,7 +156,7 @@ let package = Package(
             name: "PostgresStoreTests",
             dependencies: [
                 "TestSupport", "StoreConformance", "PostgresStore", "Rollout", "RemoteConfig", "JSON", "Timekeeping", "Store", "StepUp",
-                "Telemetry", "Crypto",
+                "Telemetry", "Crypto", "RolloutApp",
             ],
             swiftSettings: strict),
         .testTarget(

@@ -122,6 +122,22 @@ public final class PostgresStepUpStore: StepUpStore, StepUpPolicyStore, @uncheck
         }
     }
 
+    /// The pending enrolment of `id`, if any.
+    public func pendingEnrolment(_ id: OperatorID) throws -> PendingEnrolment? {
+        try pendingEnrolments().first { $0.id == id }
+    }
+
+    /// Removes the enrolled operator `id` (its secret and counters); false when there was none.
+    @discardableResult
+    public func remove(_ id: OperatorID) throws -> Bool {
+        try store.atomically { try !c.query("DELETE FROM stepup_operators WHERE id = $1 RETURNING id", [id.rawValue]).isEmpty }
+    }
+
+    /// Removes the pending enrolment of `id`, if any.
+    public func removePending(_ id: OperatorID) throws {
+        try store.atomically { _ = try c.query("DELETE FROM stepup_enrolments WHERE id = $1", [id.rawValue]) }
+    }
+
     /// Inserts or replaces the record of `record.id`.
     public func save(_ record: OperatorRecord) throws {
         try store.atomically {
@@ -184,6 +200,11 @@ public final class PostgresStepUpStore: StepUpStore, StepUpPolicyStore, @uncheck
     }
 
     // MARK: Secrets
+
+    /// Whether a store key was ever recorded for this store (`store_key_check`): false until the first secret.
+    public func hasKeyCheck() throws -> Bool {
+        try store.reading { try !c.query("SELECT 1 FROM store_key_check WHERE id = 1").isEmpty }
+    }
 
     static let keyCheckText = Array("rollout team store key check v1".utf8)
 

@@ -25,14 +25,14 @@ public final class StoreConsoleSource: ConsoleDataSource, @unchecked Sendable {
     private let readOnly: Bool
     private let storeLabel: String
     private let project: String
-    private let autoKill: StoreSession?
+    private let autoKill: (any ConsoleWriteSession)?
     private let lock = NSLock()
     private var positions = PositionCache()
     private var autoKillPath: WritePath?
     private var autoKillNote: NotableEvent?
 
     public init(
-        path: String, clock: Clock, operatorID: String, readOnly: Bool, project: String, autoKill: StoreSession? = nil
+        path: String, clock: Clock, operatorID: String, readOnly: Bool, project: String, autoKill: (any ConsoleWriteSession)? = nil
     ) throws {
         let store = try RolloutStore(path: path, create: false, access: readOnly ? .readOnly : .readWrite)
         monitor = try RolloutMonitor(store: store, clock: clock)
@@ -47,7 +47,7 @@ public final class StoreConsoleSource: ConsoleDataSource, @unchecked Sendable {
     /// The same on a monitor built elsewhere (a Firebase store: `FirebaseWiring.consoleSource`).
     public init(
         monitor: RolloutMonitor, stepUp: any StepUpStore, storeLabel: String, operatorID: String, readOnly: Bool,
-        project: String, autoKill: StoreSession? = nil
+        project: String, autoKill: (any ConsoleWriteSession)? = nil
     ) {
         self.monitor = monitor
         self.stepUp = stepUp

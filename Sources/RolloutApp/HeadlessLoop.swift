@@ -25,7 +25,8 @@ public final class HeadlessLoop {
         public var verdictChanged: Bool
     }
 
-    public let session: StoreSession
+    /// The SQLite (or Firebase) session of the loop; nil for a loop built from a monitor and write path.
+    public let session: StoreSession?
     public let monitor: RolloutMonitor
     private let path: WritePath?
     private let runner: RampPlanRunner?
@@ -37,6 +38,15 @@ public final class HeadlessLoop {
         monitor = try session.monitor()
         path = session.readOnly ? nil : try session.writePath()
         runner = plan ? try RampPlanRunner(session: session, monitor: monitor) : nil
+    }
+
+    /// A loop on any store's monitor and write path (nil: read-only, no auto-kill), without a plan: the
+    /// PostgreSQL team store's `watch`.
+    public init(monitor: RolloutMonitor, writePath: WritePath?) {
+        session = nil
+        self.monitor = monitor
+        path = writePath
+        runner = nil
     }
 
     /// One look: the assessment, auto-kill, the plan.

@@ -56,11 +56,18 @@ extension Wiring {
     public static func teamSession(_ invocation: Invocation) throws -> TeamSession? {
         let location = try StoreLocation.resolvedPath(invocation)
         guard StoreLocation.isPostgres(location) else { return nil }
-        let readOnly = invocation.flag("--read-only")
-        let config = try PostgresConfigStore(conninfo: location, readOnly: readOnly)
+        return try teamSession(conninfo: location, operatorID: try operatorID(invocation), readOnly: invocation.flag("--read-only"))
+    }
+
+    /// The PostgreSQL store at `conninfo` (a libpq URI), acting as `operatorID`, with the team store key of this
+    /// machine. Creates and migrates nothing.
+    public static func teamSession(
+        conninfo: String, operatorID: String, readOnly: Bool = false, clock: any Clock = SystemClock()
+    ) throws -> TeamSession {
+        let config = try PostgresConfigStore(conninfo: conninfo, readOnly: readOnly)
         return TeamSession(
-            location: PostgresConfigStore.redacted(location), config: config, operatorID: try operatorID(invocation),
-            readOnly: readOnly, clock: SystemClock(), stepUp: PostgresStepUpStore(store: config, key: try teamStoreKey(create: false).key))
+            location: PostgresConfigStore.redacted(conninfo), config: config, operatorID: operatorID, readOnly: readOnly,
+            clock: clock, stepUp: PostgresStepUpStore(store: config, key: try teamStoreKey(create: false).key))
     }
 
     /// The monitor of the invocation's store, whichever backend (`rollout telemetry`).
@@ -106,6 +113,20 @@ extension Wiring {
         let directory = (path as NSString).deletingLastPathComponent
         if !directory.isEmpty { try? FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700]) }
         return (try StoreKey.create(path), true)
+    }
+
+    /// Before an enrolment on a PostgreSQL store: creates the team store key when this machine has none and the
+    /// store has never recorded one (its first secret). Returns the created key's path (nil: nothing created, also
+    /// for a file store). A store that recorded a key keeps refusing any other key, so none is made up for it.
+    public static func teamStoreKeyForEnrolment(_ invocation: Invocation) throws -> String? {
+        let location = try StoreLocation.resolvedPath(invocation)
+        guard StoreLocation.isPostgres(location), !invocation.flag("--read-only"), try teamStoreKey(create: false).key == nil else {
+            return nil
+        }
+        let config = try PostgresConfigStore(conninfo: location, readOnly: false)
+        guard try !PostgresStepUpStore(store: config, key: nil).hasKeyCheck() else { return nil }
+        let (key, created) = try teamStoreKey(create: true)
+        return created ? key?.path : nil
     }
 
     /// `rollout init` on PostgreSQL: the schema and version 1 (the same genesis as a new SQLite store).
@@ -168,7 +189,7 @@ public final class PostgresConsoleSource: ConsoleDataSource, @unchecked Sendable
     public init(team: TeamSession, conninfo: String, project: String, fallback: Double = 5) throws {
         inner = StoreConsoleSource(
             monitor: try team.monitor(), stepUp: team.stepUp, storeLabel: "postgresql " + team.location, operatorID: team.operatorID,
-            readOnly: team.readOnly, project: project)
+            readOnly: team.readOnly, project: project, autoKill: team)
         self.conninfo = conninfo
         self.fallback = fallback
         listener = try? PostgresChangeListener(conninfo: conninfo)
@@ -194,4 +215,72 @@ public final class PostgresConsoleSource: ConsoleDataSource, @unchecked Sendable
     }
 
     public func status() throws -> RolloutMonitor.Status { try inner.status() }
+}
+
+// MARK: Settings (operators, step-up policy, guardrail settings)
+
+extension TeamSession {
+    /// The settings write path on this store: the same intents, rules and audit records as on SQLite, each in one
+    /// transaction under the chain-head row lock (`PostgresConfigStore.atomically`).
+    public func settingsWritePath() -> SettingsWritePath {
+        SettingsWritePath(backend: PostgresSettingsBackend(team: self), clock: clock)
+    }
+}
+
+/// The PostgreSQL team store's settings: `PostgresStepUpStore` and `PostgresGuardrailSettings` on the config
+/// store's connection, so an intent's reads, its step-up attempt, its change and its audit records commit together
+/// (the nested calls join the one transaction).
+public struct PostgresSettingsBackend: SettingsBackend {
+    public let team: TeamSession
+
+    public init(team: TeamSession) { self.team = team }
+
+    public var isReadOnly: Bool { team.readOnly || team.config.isReadOnly }
+
+    public func transaction<T>(_ body: (any SettingsTables) throws -> T) throws -> T {
+        try team.config.atomically { try body(tables) }
+    }
+
+    public func reading<T>(_ body: (any SettingsTables) throws -> T) throws -> T {
+        try team.config.consistentRead { try body(tables) }
+    }
+
+    private var tables: PostgresSettingsTables {
+        PostgresSettingsTables(config: team.config, stepUp: team.stepUp, guardrails: PostgresGuardrailSettings(store: team.config))
+    }
+}
+
+struct PostgresSettingsTables: SettingsTables {
+    let config: PostgresConfigStore
+    let stepUp: PostgresStepUpStore
+    let guardrails: PostgresGuardrailSettings
+
+    func stepUpPolicy() throws -> StepUpPolicy { try stepUp.stepUpPolicy() }
+    func saveStepUpPolicy(_ policy: StepUpPolicy) throws { try stepUp.saveStepUpPolicy(policy) }
+    func guardrailSettings() throws -> GuardrailSettings { try guardrails.guardrailSettings() }
+    func saveGuardrailSetting(_ key: String, _ value: String) throws { try guardrails.saveGuardrailSetting(key, value) }
+    func isEnforced() throws -> Bool { try stepUp.isEnforced() }
+    func operators() throws -> [OperatorRecord] { try stepUp.operators() }
+    func operatorRecord(_ id: OperatorID) throws -> OperatorRecord? { try stepUp.operatorRecord(id) }
+    func saveOperator(_ record: OperatorRecord) throws { try stepUp.save(record) }
+    func removeOperator(_ id: OperatorID) throws { try stepUp.remove(id) }
+    func pendingEnrolments() throws -> [PendingEnrolment] { try stepUp.pendingEnrolments() }
+    func pendingEnrolment(_ id: OperatorID) throws -> PendingEnrolment? { try stepUp.pendingEnrolment(id) }
+    func savePending(_ enrolment: PendingEnrolment) throws { try stepUp.savePending(enrolment) }
+    func removePending(_ id: OperatorID) throws { try stepUp.removePending(id) }
+    func authorize(
+        _ change: StepUpChange, by actor: OperatorID, code: String?, clock: any Clock,
+        audit: (StepUpAuditEvent) throws -> Void
+    ) throws -> StepUpDecision {
+        try stepUp.authorize(change, by: actor, code: code, at: clock, audit: audit)
+    }
+    func appendAudit(_ entry: Rollout.AuditEntry) throws { _ = try config.appendAudit(entry) }
+}
+
+extension TeamSession {
+    /// `rollout watch` on this store: the same assessment and auto-kill (through this store's write path) as on
+    /// SQLite; read-only sessions only look.
+    public func headlessLoop() throws -> HeadlessLoop {
+        HeadlessLoop(monitor: try monitor(), writePath: readOnly ? nil : try writePath())
+    }
 }

@@ -13,9 +13,21 @@ import Timekeeping
 /// (and counts towards the lockout) even when it refuses, and then nothing else is changed. The executable only
 /// parses arguments and prints the outcome.
 public struct SettingsWritePath {
-    public let session: StoreSession
+    /// The store's settings tables and its one write transaction (SQLite or PostgreSQL).
+    public let backend: any SettingsBackend
+    public let clock: any Clock
 
-    public init(session: StoreSession) { self.session = session }
+    public init(session: StoreSession) {
+        self.init(backend: SQLiteSettingsBackend(session: session), clock: session.clock)
+    }
+
+    public init(backend: any SettingsBackend, clock: any Clock) {
+        self.backend = backend
+        self.clock = clock
+    }
+
+    /// Reads the settings tables (what `operator list` and `policy show` print, whether a code will be asked).
+    public func read<T>(_ body: (any SettingsTables) throws -> T) throws -> T { try backend.reading(body) }
 
     /// What an operator asks for.
     public enum Intent: Sendable, Equatable {
@@ -63,87 +75,83 @@ public struct SettingsWritePath {
 
     /// Validates, judges, applies and audits `intent` by `actor` (with step-up `code`), in one transaction.
     public func execute(_ intent: Intent, actor: String, code: String?) throws -> Outcome {
-        if session.store.isReadOnly { throw WritePath.Failure.readOnly }
-        let store = session.store
-        let config = session.config
-        let clock = session.clock
-        let result: Result<Outcome, Failure> = try store.withDatabase { db in
-            try db.transaction {
-                let policy = try OperatorTables.policy(in: db)
-                let change: StepUpChange
-                let apply: () throws -> Outcome
-                switch intent {
-                case .setting(let key, let value):
-                    let before: String
-                    let after: String
-                    let save: () throws -> Void
-                    if GuardrailSettings.keys.contains(key) {
-                        let current = try GuardrailSettingsTable.load(from: db)
-                        var updated = current
-                        do { try updated.set(key, value) } catch { return .failure(.invalid("\(error)")) }
-                        before = current.settings.first { $0.key == key }!.value
-                        after = updated.settings.first { $0.key == key }!.value
-                        if updated == current { return .success(.unchanged(after)) }
-                        save = { try GuardrailSettingsTable.save(key, after, in: db) }
-                    } else {
-                        let updated: StepUpPolicy
-                        do { updated = try policy.setting(key, value) } catch { return .failure(.invalid("\(error)")) }
-                        before = policy.settings.first { $0.key == key }!.value
-                        after = updated.settings.first { $0.key == key }!.value
-                        if updated == policy { return .success(.unchanged(after)) }
-                        save = { try OperatorTables.savePolicy(updated, in: db) }
-                    }
-                    change = StepUpChange(.policyChange, detail: "\(key) \(after)")
-                    apply = {
-                        try save()
-                        try config.appendAudit(
-                            AuditEntry(
-                                time: clock.now(), actor: actor, action: "policy set \(key)", from: before, to: after,
-                                result: .recorded))
-                        return .changed(from: before, to: after)
-                    }
-                case .startEnrolment(let id, let approver):
-                    return try startEnrolment(id, approver: approver, code: code, policy: policy, in: db)
-                case .confirmEnrolment(let id):
-                    return try confirmEnrolment(id, code: code, in: db)
-                case .removeOperator(let target):
-                    guard try OperatorTables.record(target, in: db) != nil else {
-                        guard try OperatorTables.pendingEnrolment(target, in: db) != nil else {
-                            return .failure(
-                                .unavailable("\(target) is not enrolled ('rollout operator list' shows who is)"))
-                        }
-                        try OperatorTables.removePending(target, in: db)
-                        try config.appendAudit(
-                            AuditEntry(
-                                time: clock.now(), actor: actor, action: "operator remove",
-                                from: "\(target) (pending enrolment)", result: .recorded))
-                        return .success(.removedPending)
-                    }
-                    change = StepUpChange(.operatorRemove, detail: target.rawValue)
-                    apply = {
-                        try OperatorTables.remove(target, in: db)
-                        try config.appendAudit(
-                            AuditEntry(
-                                time: clock.now(), actor: actor, action: "operator remove", from: target.rawValue,
-                                result: .recorded))
-                        return .changed(from: target.rawValue, to: "")
-                    }
+        if backend.isReadOnly { throw WritePath.Failure.readOnly }
+        let clock = self.clock
+        let result: Result<Outcome, Failure> = try backend.transaction { db in
+            let policy = try db.stepUpPolicy()
+            let change: StepUpChange
+            let apply: () throws -> Outcome
+            switch intent {
+            case .setting(let key, let value):
+                let before: String
+                let after: String
+                let save: () throws -> Void
+                if GuardrailSettings.keys.contains(key) {
+                    let current = try db.guardrailSettings()
+                    var updated = current
+                    do { try updated.set(key, value) } catch { return .failure(.invalid("\(error)")) }
+                    before = current.settings.first { $0.key == key }!.value
+                    after = updated.settings.first { $0.key == key }!.value
+                    if updated == current { return .success(.unchanged(after)) }
+                    save = { try db.saveGuardrailSetting(key, after) }
+                } else {
+                    let updated: StepUpPolicy
+                    do { updated = try policy.setting(key, value) } catch { return .failure(.invalid("\(error)")) }
+                    before = policy.settings.first { $0.key == key }!.value
+                    after = updated.settings.first { $0.key == key }!.value
+                    if updated == policy { return .success(.unchanged(after)) }
+                    save = { try db.saveStepUpPolicy(updated) }
                 }
-                if try OperatorTables.isEnforced(in: db), !requiresStepUp(change, policy: policy).isEmpty {
-                    guard let acting = try? OperatorID(actor) else {
+                change = StepUpChange(.policyChange, detail: "\(key) \(after)")
+                apply = {
+                    try save()
+                    try db.appendAudit(
+                        AuditEntry(
+                            time: clock.now(), actor: actor, action: "policy set \(key)", from: before, to: after,
+                            result: .recorded))
+                    return .changed(from: before, to: after)
+                }
+            case .startEnrolment(let id, let approver):
+                return try startEnrolment(id, approver: approver, code: code, policy: policy, in: db)
+            case .confirmEnrolment(let id):
+                return try confirmEnrolment(id, code: code, in: db)
+            case .removeOperator(let target):
+                guard try db.operatorRecord(target) != nil else {
+                    guard try db.pendingEnrolment(target) != nil else {
                         return .failure(
-                            .refused("\(actor) cannot be enrolled, so it cannot pass step-up", needsCode: false))
+                            .unavailable("\(target) is not enrolled ('rollout operator list' shows who is)"))
                     }
-                    // The attempt and its audit record are written in this transaction whatever the verdict.
-                    let decision = try OperatorTables.authorize(change, by: acting, code: code, in: db, clock: clock) {
-                        try config.appendAudit($0.auditEntry)
-                    }
-                    if let refusal = decision.refusal {
-                        return .failure(.refused("\(refusal)", needsCode: refusal.outcome == .missing))
-                    }
+                    try db.removePending(target)
+                    try db.appendAudit(
+                        AuditEntry(
+                            time: clock.now(), actor: actor, action: "operator remove",
+                            from: "\(target) (pending enrolment)", result: .recorded))
+                    return .success(.removedPending)
                 }
-                return .success(try apply())
+                change = StepUpChange(.operatorRemove, detail: target.rawValue)
+                apply = {
+                    try db.removeOperator(target)
+                    try db.appendAudit(
+                        AuditEntry(
+                            time: clock.now(), actor: actor, action: "operator remove", from: target.rawValue,
+                            result: .recorded))
+                    return .changed(from: target.rawValue, to: "")
+                }
             }
+            if try db.isEnforced(), !requiresStepUp(change, policy: policy).isEmpty {
+                guard let acting = try? OperatorID(actor) else {
+                    return .failure(
+                        .refused("\(actor) cannot be enrolled, so it cannot pass step-up", needsCode: false))
+                }
+                // The attempt and its audit record are written in this transaction whatever the verdict.
+                let decision = try db.authorize(change, by: acting, code: code, clock: clock) {
+                    try db.appendAudit($0.auditEntry)
+                }
+                if let refusal = decision.refusal {
+                    return .failure(.refused("\(refusal)", needsCode: refusal.outcome == .missing))
+                }
+            }
+            return .success(try apply())
         }
         return try result.get()
     }
@@ -151,9 +159,9 @@ public struct SettingsWritePath {
     // MARK: Enrolment
 
     private func startEnrolment(
-        _ id: OperatorID, approver: OperatorID?, code: String?, policy: StepUpPolicy, in db: SQLiteDatabase
+        _ id: OperatorID, approver: OperatorID?, code: String?, policy: StepUpPolicy, in db: any SettingsTables
     ) throws -> Result<Outcome, Failure> {
-        if try OperatorTables.record(id, in: db) != nil {
+        if try db.operatorRecord(id) != nil {
             return .failure(
                 .unavailable(
                     "\(id) is already enrolled; to replace the authenticator, remove the enrolment first "
@@ -162,7 +170,7 @@ public struct SettingsWritePath {
         // Approval: while step-up is enforced, an enrolled operator vouches for the newcomer.
         let change = StepUpChange(.operatorEnroll, detail: id.rawValue)
         var approvedBy: OperatorID?
-        if try OperatorTables.isEnforced(in: db), !requiresStepUp(change, policy: policy).isEmpty {
+        if try db.isEnforced(), !requiresStepUp(change, policy: policy).isEmpty {
             guard let approver else {
                 return .failure(
                     .refused(
@@ -170,40 +178,39 @@ public struct SettingsWritePath {
                             + "(--approver ID --approver-code CODE); 'rollout operator list' shows who is enrolled",
                         needsCode: false))
             }
-            let decision = try OperatorTables.authorize(change, by: approver, code: code, in: db, clock: session.clock)
-            {
-                try session.config.appendAudit($0.auditEntry)
+            let decision = try db.authorize(change, by: approver, code: code, clock: clock) {
+                try db.appendAudit($0.auditEntry)
             }
             if let refusal = decision.refusal {
                 return .failure(.refused("\(refusal)", needsCode: refusal.outcome == .missing))
             }
             approvedBy = approver
         }
-        let pending = Enrolment.start(id, approvedBy: approvedBy, at: session.clock.now())
-        try OperatorTables.savePending(pending, in: db)
+        let pending = Enrolment.start(id, approvedBy: approvedBy, at: clock.now())
+        try db.savePending(pending)
         return .success(.enrolmentStarted(pending))
     }
 
-    private func confirmEnrolment(_ id: OperatorID, code: String?, in db: SQLiteDatabase) throws -> Result<
+    private func confirmEnrolment(_ id: OperatorID, code: String?, in db: any SettingsTables) throws -> Result<
         Outcome, Failure
     > {
-        guard let pending = try OperatorTables.pendingEnrolment(id, in: db) else {
+        guard let pending = try db.pendingEnrolment(id) else {
             return .failure(
                 .unavailable("\(id) has no pending enrolment: run 'rollout operator enroll --operator \(id)' first"))
         }
-        let now = session.clock.now()
+        let now = clock.now()
         func attempt(_ outcome: CodeOutcome, failed: Int) throws {
             let event = StepUpAuditEvent(
                 operatorID: pending.id, at: now, action: "confirm a new authenticator", kind: .operatorEnroll,
                 reasons: [], outcome: outcome, failedAttempts: failed, lockedUntil: nil)
-            try session.config.appendAudit(event.auditEntry)
+            try db.appendAudit(event.auditEntry)
         }
         switch Enrolment.confirm(pending, code: code, at: now) {
         case .enrolled(let record):
-            try OperatorTables.save(record, in: db)
-            try OperatorTables.removePending(pending.id, in: db)
+            try db.saveOperator(record)
+            try db.removePending(pending.id)
             try attempt(.accepted(step: record.lastAcceptedStep ?? 0), failed: 0)
-            try session.config.appendAudit(
+            try db.appendAudit(
                 AuditEntry(
                     time: now, actor: pending.id.rawValue, action: "operator enroll", to: pending.id.rawValue,
                     result: .recorded,
@@ -211,11 +218,11 @@ public struct SettingsWritePath {
             )
             return .success(.enrolled(approvedBy: pending.approvedBy))
         case .retry(let next, let outcome):
-            try OperatorTables.savePending(next, in: db)
+            try db.savePending(next)
             try attempt(outcome, failed: next.failedAttempts)
             return .success(.confirmationRefused(next: next, outcome: outcome))
         case .discarded(let why, let outcome):
-            try OperatorTables.removePending(pending.id, in: db)
+            try db.removePending(pending.id)
             if let outcome { try attempt(outcome, failed: pending.failedAttempts + 1) }
             return .failure(
                 .refused(
@@ -223,4 +230,91 @@ public struct SettingsWritePath {
                     needsCode: false))
         }
     }
+}
+
+// MARK: The backends
+
+/// The settings tables as one intent sees them, inside its store's write transaction: the step-up policy and
+/// state, the guardrail settings and the audit log. The SQLite store and the PostgreSQL team store implement it.
+public protocol SettingsTables {
+    func stepUpPolicy() throws -> StepUpPolicy
+    func saveStepUpPolicy(_ policy: StepUpPolicy) throws
+    func guardrailSettings() throws -> GuardrailSettings
+    /// Stores one validated setting.
+    func saveGuardrailSetting(_ key: String, _ value: String) throws
+    /// Whether step-up is enforced: at least one operator is enrolled.
+    func isEnforced() throws -> Bool
+    func operators() throws -> [OperatorRecord]
+    func operatorRecord(_ id: OperatorID) throws -> OperatorRecord?
+    func saveOperator(_ record: OperatorRecord) throws
+    func removeOperator(_ id: OperatorID) throws
+    func pendingEnrolments() throws -> [PendingEnrolment]
+    func pendingEnrolment(_ id: OperatorID) throws -> PendingEnrolment?
+    func savePending(_ enrolment: PendingEnrolment) throws
+    func removePending(_ id: OperatorID) throws
+    /// The replay-safe step-up check (`StepUpGate`): the attempt and its audit record are written whatever the
+    /// verdict.
+    func authorize(
+        _ change: StepUpChange, by actor: OperatorID, code: String?, clock: any Clock,
+        audit: (StepUpAuditEvent) throws -> Void
+    ) throws -> StepUpDecision
+    func appendAudit(_ entry: AuditEntry) throws
+}
+
+/// Where a settings intent runs: one write transaction of the store (everything the intent writes, its audit
+/// records included, commits together or not at all), and reads.
+public protocol SettingsBackend {
+    var isReadOnly: Bool { get }
+    func transaction<T>(_ body: (any SettingsTables) throws -> T) throws -> T
+    func reading<T>(_ body: (any SettingsTables) throws -> T) throws -> T
+}
+
+/// The SQLite store's settings: `OperatorTables` and `GuardrailSettingsTable` in one `db.transaction`, which
+/// renews the store's seal.
+public struct SQLiteSettingsBackend: SettingsBackend {
+    public let session: StoreSession
+
+    public init(session: StoreSession) { self.session = session }
+
+    public var isReadOnly: Bool { session.store.isReadOnly }
+
+    public func transaction<T>(_ body: (any SettingsTables) throws -> T) throws -> T {
+        try session.store.withDatabase { db in
+            try db.transaction { try body(SQLiteSettingsTables(db: db, config: session.config)) }
+        }
+    }
+
+    public func reading<T>(_ body: (any SettingsTables) throws -> T) throws -> T {
+        try session.store.withDatabase { db in try body(SQLiteSettingsTables(db: db, config: session.config)) }
+    }
+}
+
+struct SQLiteSettingsTables: SettingsTables {
+    let db: SQLiteDatabase
+    let config: any SessionConfigStore
+
+    func stepUpPolicy() throws -> StepUpPolicy { try OperatorTables.policy(in: db) }
+    func saveStepUpPolicy(_ policy: StepUpPolicy) throws { try OperatorTables.savePolicy(policy, in: db) }
+    func guardrailSettings() throws -> GuardrailSettings { try GuardrailSettingsTable.load(from: db) }
+    func saveGuardrailSetting(_ key: String, _ value: String) throws {
+        try GuardrailSettingsTable.save(key, value, in: db)
+    }
+    func isEnforced() throws -> Bool { try OperatorTables.isEnforced(in: db) }
+    func operators() throws -> [OperatorRecord] { try OperatorTables.operators(in: db) }
+    func operatorRecord(_ id: OperatorID) throws -> OperatorRecord? { try OperatorTables.record(id, in: db) }
+    func saveOperator(_ record: OperatorRecord) throws { try OperatorTables.save(record, in: db) }
+    func removeOperator(_ id: OperatorID) throws { _ = try OperatorTables.remove(id, in: db) }
+    func pendingEnrolments() throws -> [PendingEnrolment] { try OperatorTables.pendingEnrolments(in: db) }
+    func pendingEnrolment(_ id: OperatorID) throws -> PendingEnrolment? {
+        try OperatorTables.pendingEnrolment(id, in: db)
+    }
+    func savePending(_ enrolment: PendingEnrolment) throws { try OperatorTables.savePending(enrolment, in: db) }
+    func removePending(_ id: OperatorID) throws { try OperatorTables.removePending(id, in: db) }
+    func authorize(
+        _ change: StepUpChange, by actor: OperatorID, code: String?, clock: any Clock,
+        audit: (StepUpAuditEvent) throws -> Void
+    ) throws -> StepUpDecision {
+        try OperatorTables.authorize(change, by: actor, code: code, in: db, clock: clock, audit: audit)
+    }
+    func appendAudit(_ entry: AuditEntry) throws { _ = try config.appendAudit(entry) }
 }

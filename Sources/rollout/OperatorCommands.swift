@@ -107,6 +107,9 @@ enum OperatorCommands {
     static func runEnroll(_ invocation: Invocation) throws -> ExitCode {
         let id = try operatorID(StoreLocation.operatorID(invocation), invocation)
         let style = try qrStyle(invocation)
+        if invocation.value("--code") == nil, let created = try Wiring.teamStoreKeyForEnrolment(invocation) {
+            FileHandle.standardError.write(Data("rollout: created the team store key \(created): give it to every operator (mode 0600)\n".utf8))
+        }
         let path = try settingsPath(invocation)
         let actor = id.rawValue
         if let code = invocation.value("--code") {
@@ -184,10 +187,8 @@ enum OperatorCommands {
     }
 
     static func runList(_ invocation: Invocation) throws -> ExitCode {
-        let db = try readStore(invocation)
+        let (operators, pending) = try settingsPath(invocation).read { try ($0.operators(), $0.pendingEnrolments()) }
         let now = SystemClock().now()
-        let operators = try db.map { try OperatorTables.operators(in: $0) } ?? []
-        let pending = try db.map { try OperatorTables.pendingEnrolments(in: $0) } ?? []
         if invocation.flag("--json") {
             let json: [String: Any] = [
                 "enforced": !operators.isEmpty,
@@ -231,14 +232,14 @@ enum OperatorCommands {
         let target = try operatorID(invocation.positional(0) ?? "", invocation)
         let path = try settingsPath(invocation)
         let actor = StoreLocation.operatorID(invocation)
-        let needsCode = try path.session.store.withDatabase { try OperatorTables.record(target, in: $0) != nil }
+        let needsCode = try path.read { try $0.operatorRecord(target) != nil }
         let code = needsCode ? try readCode(invocation.value("--code"), prompt: "Code of \(actor)'s authenticator: ") : nil
         switch try settings(path, .removeOperator(target), actor: actor, code: code) {
         case .removedPending:
             write("Removed the pending enrolment of \(target).\n")
         default:
             let off =
-                try path.session.store.withDatabase { try OperatorTables.isEnforced(in: $0) }
+                try path.read { try $0.isEnforced() }
                 ? "" : " Step-up verification is now off: no operator is enrolled."
             write("Removed \(target).\(off)\n")
         }
@@ -246,10 +247,9 @@ enum OperatorCommands {
     }
 
     static func runPolicyShow(_ invocation: Invocation) throws -> ExitCode {
-        let db = try readStore(invocation)
-        let policy = try db.map { try OperatorTables.policy(in: $0) } ?? .standard
-        let enrolled = try db.map { try OperatorTables.operators(in: $0).count } ?? 0
-        let guardrails = try db.map { try GuardrailSettingsTable.load(from: $0) } ?? GuardrailSettings()
+        let (policy, enrolled, guardrails) = try settingsPath(invocation).read {
+            try ($0.stepUpPolicy(), $0.operators().count, $0.guardrailSettings())
+        }
         if invocation.flag("--json") {
             let settings = Dictionary(uniqueKeysWithValues: policy.settings.map { ($0.key, $0.value) })
             let guardrailSettings = Dictionary(uniqueKeysWithValues: guardrails.settings.map { ($0.key, $0.value) })
@@ -280,10 +280,10 @@ enum OperatorCommands {
         let path = try settingsPath(invocation)
         let actor = StoreLocation.operatorID(invocation)
         // A code is read only when one will be asked for (a terminal prompt otherwise waits for nothing).
-        let code = try path.session.store.withDatabase { db -> String? in
-            guard try OperatorTables.isEnforced(in: db) else { return nil }
+        let code = try path.read { db -> String? in
+            guard try db.isEnforced() else { return nil }
             let change = StepUpChange(.policyChange, detail: key)
-            guard !requiresStepUp(change, policy: try OperatorTables.policy(in: db)).isEmpty else { return nil }
+            guard !requiresStepUp(change, policy: try db.stepUpPolicy()).isEmpty else { return nil }
             return try readCode(invocation.value("--code"), prompt: "Code of \(actor)'s authenticator: ")
         }
         switch try settings(path, .setting(key: key, value: value), actor: actor, code: code) {
@@ -294,9 +294,10 @@ enum OperatorCommands {
         return .ok
     }
 
-    /// The settings write path of the invocation's store.
+    /// The settings write path of the invocation's store (SQLite, or the PostgreSQL team store).
     static func settingsPath(_ invocation: Invocation) throws -> SettingsWritePath {
-        SettingsWritePath(session: try Wiring.session(invocation))
+        if let team = try Wiring.teamSession(invocation) { return team.settingsWritePath() }
+        return SettingsWritePath(session: try Wiring.session(invocation))
     }
 
     /// Runs one settings intent; a refusal is exit 4 (with the option that supplies a code), a bad key or value
@@ -317,11 +318,6 @@ enum OperatorCommands {
     }
 
     // MARK: Wiring
-
-    /// Opens the store for reading (its migrations created every table).
-    static func readStore(_ invocation: Invocation) throws -> SQLiteDatabase? {
-        try Wiring.session(invocation).store.database
-    }
 
     static func operatorID(_ text: String, _ invocation: Invocation) throws -> OperatorID {
         do {

@@ -2,6 +2,7 @@ import CommandLineKit
 import Foundation
 import JSON
 import Monitoring
+import PostgresStore
 import RemoteConfig
 import RolloutApp
 import Rollout
@@ -116,6 +117,8 @@ enum TelemetryCommands {
             do {
                 if try tables.commit(ingest.batch, source: source, at: clock.now()) != nil { summary.batches += 1 }
             } catch let refusal as SQLiteError where refusal.isReadOnly {
+                throw refusal
+            } catch let refusal as PostgresStoreError {  // read-only: exit 4, as on SQLite
                 throw refusal
             } catch {
                 throw CommandError("the batch was not ingested: \(error)")
