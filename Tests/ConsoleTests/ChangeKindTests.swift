@@ -9,7 +9,8 @@ struct ChangeKindTests {
     static func record(_ kind: Proposal.Kind?, version: String = "43") -> ChangeRecord {
         ChangeRecord(
             version: version, at: Fixture.at(30), actor: "console@example.com", kind: kind,
-            from: RolloutPosition(microPercent: MicroPercent(12_500_000)), to: RolloutPosition(microPercent: MicroPercent(15_000_000)),
+            from: RolloutPosition(microPercent: MicroPercent(12_500_000)),
+            to: RolloutPosition(microPercent: MicroPercent(15_000_000)),
             reason: "edited in the Firebase console")
     }
 

@@ -15,13 +15,15 @@ struct ConsoleBridgeKindTests {
         defer { try? FileManager.default.removeItem(at: dir) }
         let path = dir.appendingPathComponent("rollout.db").path
         let created = try TestSupport.run(
-            try TestSupport.rolloutBinary(), ["init", "--seed", "rollout-2026", "--store", path, "--operator", "ana@example.com"])
+            try TestSupport.rolloutBinary(),
+            ["init", "--seed", "rollout-2026", "--store", path, "--operator", "ana@example.com"])
         try #require(created.status == 0, "\(created)")
 
         let session = try Wiring.session(path: path, operatorID: "ana@example.com")
         let write = try session.writePath()
         func publish(_ intent: WritePath.Intent, origin: String = StoreConsoleExecutor.origin) throws {
-            let outcome = try write.execute(WritePath.Request(intent: intent, actor: "ana@example.com", reason: "step", origin: origin))
+            let outcome = try write.execute(
+                WritePath.Request(intent: intent, actor: "ana@example.com", reason: "step", origin: origin))
             guard case .published = outcome else {
                 Issue.record("expected a publish for \(intent)")
                 return
@@ -45,7 +47,9 @@ struct ConsoleBridgeKindTests {
         #expect(records.map(\.kindText) == ["rollback", "resume", "kill", "set", "set"])
         #expect(records[2].from == RolloutPosition(microPercent: MicroPercent(percent: 15)))
         #expect(records[2].to == RolloutPosition(microPercent: MicroPercent(percent: 15), killed: true))
-        #expect(records[3].from.microPercent == MicroPercent(percent: 10) && records[3].to.microPercent == MicroPercent(percent: 15))
+        #expect(
+            records[3].from.microPercent == MicroPercent(percent: 10)
+                && records[3].to.microPercent == MicroPercent(percent: 15))
 
         guard case .versionLoaded(let detail)? = executor.perform(.loadVersion(4)).first else {
             Issue.record("no version 4")

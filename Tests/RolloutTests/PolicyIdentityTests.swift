@@ -28,7 +28,9 @@ struct PolicyIdentityTests {
         let store = InMemoryConfigStore(initial: try RolloutPlan.initialTemplate(seed: "s"), time: clock.now())
         let path = WritePath(store: store, clock: clock, policies: [Allows(), Refuses()], newSeed: { "unused" })
         let preview = try path.preview(
-            WritePath.Request(intent: .rollout(.set(MicroPercent(percent: 10))), actor: "ana@example.com", reason: "r", origin: "TEST"))
+            WritePath.Request(
+                intent: .rollout(.set(MicroPercent(percent: 10))), actor: "ana@example.com", reason: "r", origin: "TEST"
+            ))
 
         #expect(preview.reports.map(\.policy) == ["same-name", "same-name"])
         #expect(preview.reports.map(\.source) == [PolicyIdentity(Allows.self), PolicyIdentity(Refuses.self)])
