@@ -47,7 +47,7 @@ let package = Package(
         .target(name: "Telemetry", dependencies: ["JSON", "Timekeeping", "Rollout", "TerminalText"], swiftSettings: strict),
         .target(name: "StepUp", dependencies: ["Crypto", "CQRencode", "Timekeeping", "Rollout"], swiftSettings: strict),
         .target(name: "AppCheck", dependencies: ["Crypto", "COpenSSL", "JSON", "Timekeeping"], swiftSettings: strict),
-        .target(name: "Console", dependencies: ["RemoteConfig", "Telemetry", "Timekeeping", "TerminalText", "RampPlans"], swiftSettings: strict),
+        .target(name: "Console", dependencies: ["RemoteConfig", "Rollout", "Telemetry", "Timekeeping", "TerminalText", "RampPlans"], swiftSettings: strict),
         // Ramp plans: the plan file, its state and the one decision of what a plan does next.
         .target(name: "RampPlans", dependencies: ["RemoteConfig", "Rollout", "Telemetry", "Timekeeping"], swiftSettings: strict),
 

@@ -127,7 +127,11 @@ public struct WritePath {
         let base = try store.current()
         let (template, proposal) = try propose(request, on: base)
         var reports: [PolicyReport] = []
-        for p in policies { reports.append(try p.preview(proposal)) }
+        for p in policies {
+            var report = try p.preview(proposal)
+            report.source = PolicyIdentity(type(of: p))
+            reports.append(report)
+        }
         return Preview(base: base, proposal: proposal, template: template, reports: reports)
     }
 

@@ -101,12 +101,22 @@ public struct PolicyRefusal: Error, Sendable, Equatable, CustomStringConvertible
     }
 }
 
+/// Which policy a report comes from, told by the policy's type rather than by its name.
+public struct PolicyIdentity: Hashable, Sendable {
+    private let type: ObjectIdentifier
+
+    public init(_ policy: any WritePolicy.Type) { type = ObjectIdentifier(policy) }
+}
+
 /// What a policy shows in a preview (the console's confirm dialog, `--dry-run`).
 public struct PolicyReport: Sendable, Equatable {
     public var policy: String
     /// Facts in words, e.g. `new attestations ≈ 1,240 over 30 min, peak 4.1/s (guidance 100/s)`.
     public var lines: [String]
     public var decision: PolicyDecision
+    /// The policy that wrote the report (set by `WritePath.preview`), so that a caller tells e.g. the guardrail's
+    /// report and refusal by type: `report.source == PolicyIdentity(TelemetryGuardrail.self)`.
+    public var source: PolicyIdentity?
 
     public init(policy: String, lines: [String], decision: PolicyDecision) {
         self.policy = policy

@@ -142,8 +142,8 @@ public final class StoreConsoleExecutor: ConsoleEffectExecutor, @unchecked Senda
 
     private func intent(_ operation: ChangeOperation, current: StoredTemplate) -> WritePath.Intent {
         switch operation {
-        case .nudge(let by): .rollout(.nudge(RemoteConfig.MicroPercent(Int64(by))))
-        case .set(let m): .rollout(.set(RemoteConfig.MicroPercent(Int64(m))))
+        case .nudge(let by): .rollout(.nudge(by))
+        case .set(let m): .rollout(.set(m))
         case .kill: .rollout(.kill)
         case .resume: .rollout(.resume)
         case .rollbackLast: .rollback(toVersion: current.info.number - 1)
@@ -224,9 +224,9 @@ public final class StoreConsoleExecutor: ConsoleEffectExecutor, @unchecked Senda
             let diff = previous.map { TemplateDiff.lines(from: $0.template, to: stored.template) } ?? ["+ the first version"]
             let record = try positions.changes(session.consoleConfig, newest: current, limit: 1, through: number).first
                 ?? ChangeRecord(
-                    version: String(number), at: stored.info.updateTime, actor: stored.info.updateUser, kind: .external,
-                    from: RolloutPosition(microPercent: 0),
-                    to: try positions.position(session.consoleConfig, number, newest: current) ?? RolloutPosition(microPercent: 0),
+                    version: String(number), at: stored.info.updateTime, actor: stored.info.updateUser, kind: nil,
+                    from: RolloutPosition(microPercent: .zero),
+                    to: try positions.position(session.consoleConfig, number, newest: current) ?? RolloutPosition(microPercent: .zero),
                     reason: stored.info.description)
             return .versionLoaded(
                 VersionDetail(
@@ -264,39 +264,42 @@ public final class StoreConsoleExecutor: ConsoleEffectExecutor, @unchecked Senda
     }
 }
 
-/// Versions → change records (who, when, from → to, why), with each version's rollout position read once.
+/// Versions → change records (who, when, from → to, why), with each version's rollout read once.
 struct PositionCache {
-    private var plans: [Int: RolloutPosition?] = [:]
-    private var kinds: [Int: ChangeKind] = [:]
+    private var plans: [Int: RolloutPlan?] = [:]
+    /// Versions that rollout's write path published: each has a `published` audit record naming it.
+    private var written: Set<Int> = []
 
-    mutating func position(_ store: any ConfigStore, _ number: Int, newest: StoredTemplate) throws -> RolloutPosition? {
+    mutating func plan(_ store: any ConfigStore, _ number: Int, newest: StoredTemplate) throws -> RolloutPlan? {
         if let p = plans[number] { return p }
         let template = number == newest.info.number ? newest.template : try store.version(number).template
-        let p = (try? RolloutPlan.locate(in: template)).flatMap { $0 }.map { ConsoleModelBuilder.position($0) }
+        let p = (try? RolloutPlan.locate(in: template)).flatMap { $0 }
         plans[number] = p
         return p
+    }
+
+    mutating func position(_ store: any ConfigStore, _ number: Int, newest: StoredTemplate) throws -> RolloutPosition? {
+        try plan(store, number, newest: newest).map { ConsoleModelBuilder.position($0) }
     }
 
     /// The change records of up to `limit` versions, newest first, from `through` (default: the newest) down.
     mutating func changes(_ store: any ConfigStore, newest: StoredTemplate, limit: Int, through: Int? = nil) throws -> [ChangeRecord] {
         let infos = try store.versions(limit: limit, before: (through ?? newest.info.number) + 1)
-        if infos.contains(where: { kinds[$0.number] == nil }) {
-            // The audit log names the action of each publish (set, nudge, kill, ...).
+        if infos.contains(where: { !written.contains($0.number) }) {
+            // The audit log's published records say which versions rollout wrote; the others were made elsewhere.
             for r in try store.auditRecords(limit: max(200, limit * 4), before: nil) where r.entry.result == .published {
-                if let v = r.entry.version, kinds[v] == nil { kinds[v] = ConsoleModelBuilder.kind(action: r.entry.action) }
+                if let v = r.entry.version { written.insert(v) }
             }
         }
         var out: [ChangeRecord] = []
         for info in infos where info.number > 1 {
-            guard let to = try position(store, info.number, newest: newest) else { continue }
-            let from = try position(store, info.number - 1, newest: newest) ?? RolloutPosition(microPercent: 0)
-            var kind = kinds[info.number] ?? .external
-            if info.updateType == .rollback { kind = .rollback }
-            if !info.updateOrigin.hasPrefix("ROLLOUT") { kind = .external }
+            guard let after = try plan(store, info.number, newest: newest) else { continue }
+            let before = try plan(store, info.number - 1, newest: newest)
             out.append(
                 ChangeRecord(
-                    version: String(info.number), at: info.updateTime, actor: info.updateUser, kind: kind, from: from, to: to,
-                    reason: info.description))
+                    version: String(info.number), at: info.updateTime, actor: info.updateUser,
+                    kind: written.contains(info.number) ? ConsoleModelBuilder.kind(info, before: before, after: after) : nil,
+                    from: ConsoleModelBuilder.position(before), to: ConsoleModelBuilder.position(after), reason: info.description))
         }
         return out
     }
@@ -305,17 +308,27 @@ struct PositionCache {
 /// Core values → the console's view model.
 enum ConsoleModelBuilder {
     static func position(_ plan: RolloutPlan?) -> RolloutPosition {
-        guard let plan else { return RolloutPosition(microPercent: 0) }
-        return RolloutPosition(microPercent: Int(plan.percentage.value), killed: plan.state == .killed)
+        guard let plan else { return RolloutPosition(microPercent: .zero) }
+        return RolloutPosition(microPercent: plan.percentage, killed: plan.state == .killed)
     }
 
-    static func kind(action: String) -> ChangeKind {
-        for k in [ChangeKind.set, .nudge, .kill, .resume, .rollback] where action.hasPrefix(k.rawValue) { return k }
-        return .external
+    /// What kind of write rollout made to publish a version, from structured data only: the version's update type
+    /// and the rollout before and after it. A change of percentage is a `set`: the version does not record whether
+    /// it was typed as a nudge.
+    static func kind(_ info: VersionInfo, before: RolloutPlan?, after: RolloutPlan?) -> Proposal.Kind {
+        if info.updateType == .rollback { return .rollback }
+        switch (before?.state == .killed, after?.state == .killed) {
+        case (false, true): return .kill
+        case (true, false): return .resume
+        default: break
+        }
+        if before?.percentage != after?.percentage { return .set }
+        if before?.seed != after?.seed { return .reseed }
+        return .importTemplate
     }
 
     static func band(_ b: CohortBand) -> PercentileBand {
-        PercentileBand(lower: Int(b.lower.value), upper: Int(b.upper.value), includesLower: b.includesZero)
+        PercentileBand(lower: b.lower, upper: b.upper, includesLower: b.includesZero)
     }
 
     static func model(
@@ -344,7 +357,7 @@ enum ConsoleModelBuilder {
             parameter: plan?.names.parameter ?? RolloutNames.standard.parameter,
             conditionName: plan?.names.exposedCondition ?? RolloutNames.standard.exposedCondition,
             expression: plan?.conditionText ?? "(no rollout condition in the template)",
-            desiredMicroPercent: Int(plan?.percentage.value ?? 0), observedExposure: a.exposure.observedExposure,
+            desiredMicroPercent: plan?.percentage ?? .zero, observedExposure: a.exposure.observedExposure,
             propagation: a.exposure.propagation, activeDevices: s.activity.active > 0 ? Int(s.activity.active) : nil,
             seed: plan?.seed ?? "", exposedBand: band(plan?.exposedBand ?? RolloutPlan.exposedBand(.zero)),
             controlBand: plan.flatMap { $0.controlBand.isEmpty ? nil : band($0.controlBand) }, state: state)
@@ -401,14 +414,14 @@ enum ConsoleModelBuilder {
         let proposal = p.proposal
         let from = position(proposal.before)
         let to = position(proposal.after)
-        let delta = Int64(to.effectiveMicroPercent - from.effectiveMicroPercent)
+        let delta = (to.effectiveMicroPercent - from.effectiveMicroPercent).value
         let eligible = Int((Double(fleet.attestCapable) * Double(delta) / 100_000_000).rounded())
         var guardrail = GuardrailAssessment(verdict: .ok, reasons: [])
         var stepUp = false
         var notes = [proposal.summary] + proposal.diff.prefix(6)
         var load: Console.AttestationLoad?
         for report in p.reports {
-            if report.policy == TelemetryGuardrail.policyName {
+            if report.source == PolicyIdentity(TelemetryGuardrail.self) {
                 var reasons = report.lines
                 var refuses = false
                 if case .refuse(let r) = report.decision {
@@ -422,7 +435,9 @@ enum ConsoleModelBuilder {
             }
         }
         if delta > 0, fleet.active > 0 {
-            let l = AttestationForecast.load(fromMicroPercent: Int64(from.effectiveMicroPercent), toMicroPercent: Int64(to.effectiveMicroPercent), fleet: fleet, budget: budget)
+            let l = AttestationForecast.load(
+                fromMicroPercent: from.effectiveMicroPercent.value, toMicroPercent: to.effectiveMicroPercent.value, fleet: fleet,
+                budget: budget)
             load = Console.AttestationLoad(
                 peakPerSecond: l.peakPerSecond, budgetPerSecond: budget.perSecond, perDay: Int(l.perDay), dailyBudget: Int(budget.perDay))
         }

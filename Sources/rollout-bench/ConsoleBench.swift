@@ -25,12 +25,13 @@ enum ConsoleBench {
         let perMinute = (0..<180).map { i in
             MinuteCounts(success: 3_000 + ((i + tick / 240) * 7_919) % 900, failure: 40 + ((i + tick / 240) * 31) % 60)
         }
-        let changes = (0..<60).map { i in
-            ChangeRecord(
+        let changes = (0..<60).map { (i: Int) -> ChangeRecord in
+            let from = MicroPercent(10_000_000 - Int64(i) * 100_000)
+            return ChangeRecord(
                 version: String(400 - i), at: now - .minutes(Int64(i * 17)),
                 actor: i % 3 == 0 ? "ana@example.com" : "bo@example.com",
-                kind: .nudge, from: RolloutPosition(microPercent: 10_000_000 - i * 100_000),
-                to: RolloutPosition(microPercent: 10_100_000 - i * 100_000),
+                kind: .nudge, from: RolloutPosition(microPercent: from),
+                to: RolloutPosition(microPercent: from + MicroPercent(100_000)),
                 reason: "step \(i) of the plan, crash-free flat")
         }
         return ConsoleModel(
@@ -39,11 +40,11 @@ enum ConsoleBench {
                 etag: "etag-400-9c1e2b4d", operatorID: "ana@example.com", dataAsOf: now, stepUpEnabled: true),
             condition: ConditionInfo(
                 conditionName: "app_attest_rollout", expression: "percent('rollout-2026') <= 10",
-                desiredMicroPercent: 10_000_000, observedExposure: 0.0931 + Double(tick % 50) / 10_000,
+                desiredMicroPercent: MicroPercent(10_000_000), observedExposure: 0.0931 + Double(tick % 50) / 10_000,
                 propagation: 0.95 + Double(tick % 40) / 1_000, activeDevices: 1_000_000 + tick * 13,
                 seed: "rollout-2026",
-                exposedBand: PercentileBand(lower: 0, upper: 10_000_000, includesLower: true),
-                controlBand: PercentileBand(lower: 50_000_000, upper: 60_000_000, includesLower: false), state: .rolling
+                exposedBand: PercentileBand(lower: MicroPercent(0), upper: MicroPercent(10_000_000), includesLower: true),
+                controlBand: PercentileBand(lower: MicroPercent(50_000_000), upper: MicroPercent(60_000_000), includesLower: false), state: .rolling
             ),
             attestation: AttestationInfo(
                 successTotal: 4_000_000 + tick * 857, failureTotal: 60_000 + tick * 13,
@@ -125,8 +126,8 @@ enum ConsoleBench {
             _ = s.handle(
                 .previewReady(
                     ChangePreview(
-                        request: request, from: RolloutPosition(microPercent: 10_000_000),
-                        to: RolloutPosition(microPercent: 11_000_000), baseVersion: "400", baseETag: "etag-400",
+                        request: request, from: RolloutPosition(microPercent: MicroPercent(10_000_000)),
+                        to: RolloutPosition(microPercent: MicroPercent(11_000_000)), baseVersion: "400", baseETag: "etag-400",
                         eligibleDeviceChange: 10_000, load: AttestationLoad(peakPerSecond: 41, budgetPerSecond: 100),
                         guardrail: GuardrailAssessment(verdict: .ok, reasons: ["no difference"]), requiresStepUp: true))
             )

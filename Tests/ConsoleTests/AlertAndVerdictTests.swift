@@ -1,4 +1,5 @@
 import Console
+import RemoteConfig
 import Telemetry
 import Testing
 import Timekeeping
@@ -237,7 +238,7 @@ struct LayoutWordTests {
     @Test("the parameter name stays beside the stale marker; no control at 0% is not called 'at 100%'")
     func staleAndControl() {
         var m = Fixture.model(dataAge: .milliseconds(42_000))
-        m.condition.desiredMicroPercent = 0
+        m.condition.desiredMicroPercent = MicroPercent(0)
         m.condition.controlBand = nil
         let s = Fixture.state(m)
         for size in [Size(width: 80, height: 24), Size(width: 120, height: 40), ConsoleScreen.minimumSize] {

@@ -1,4 +1,5 @@
 import Console
+import RemoteConfig
 import Testing
 import Timekeeping
 
@@ -61,8 +62,8 @@ enum DrillFixture {
         moved.changes.insert(Fixture.conflictRecord, at: 0)
         guard case .preview(let again)? = s.handle(.snapshot(moved)).first else { return s }
         var fresh = Fixture.preview(for: again)
-        fresh.from = RolloutPosition(microPercent: 15_000_000)
-        fresh.to = RolloutPosition(microPercent: 16_000_000)
+        fresh.from = RolloutPosition(microPercent: MicroPercent(15_000_000))
+        fresh.to = RolloutPosition(microPercent: MicroPercent(16_000_000))
         fresh.baseVersion = "43"
         fresh.baseETag = "etag-43aa"
         fresh.propagation = 0.31
@@ -342,7 +343,7 @@ struct AnnotatedChartTests {
         model.changes.insert(
             ChangeRecord(
                 version: "43", at: Fixture.at(5), actor: "bo@example.com", kind: .nudge,
-                from: RolloutPosition(microPercent: 12_500_000), to: RolloutPosition(microPercent: 13_500_000),
+                from: RolloutPosition(microPercent: MicroPercent(12_500_000)), to: RolloutPosition(microPercent: MicroPercent(13_500_000)),
                 reason: ""), at: 0)
         let lines = ConsoleScreen.render(Fixture.state(model, size: size), size: size).lines
         let publ = try #require(lines.first { $0.contains("│ publ ") })

@@ -1,4 +1,5 @@
 import Console
+import RemoteConfig
 import Telemetry
 import Timekeeping
 
@@ -26,10 +27,10 @@ enum Fixture {
                 staleReason: staleReason, readOnly: false, stepUpEnabled: true),
             condition: ConditionInfo(
                 conditionName: "app_attest_rollout", expression: "percent('rollout-2026') <= 12.5",
-                desiredMicroPercent: 12_500_000, observedExposure: 0.119, propagation: 0.952, activeDevices: 48_210,
+                desiredMicroPercent: MicroPercent(12_500_000), observedExposure: 0.119, propagation: 0.952, activeDevices: 48_210,
                 seed: "rollout-2026",
-                exposedBand: PercentileBand(lower: 0, upper: 12_500_000, includesLower: true),
-                controlBand: PercentileBand(lower: 50_000_000, upper: 62_500_000, includesLower: false),
+                exposedBand: PercentileBand(lower: MicroPercent(0), upper: MicroPercent(12_500_000), includesLower: true),
+                controlBand: PercentileBand(lower: MicroPercent(50_000_000), upper: MicroPercent(62_500_000), includesLower: false),
                 state: state),
             attestation: AttestationInfo(
                 successTotal: 12_345, failureTotal: 234,
@@ -54,15 +55,15 @@ enum Fixture {
             changes: [
                 ChangeRecord(
                     version: "42", at: at(600), actor: "ana@example.com", kind: .nudge,
-                    from: RolloutPosition(microPercent: 10_000_000), to: RolloutPosition(microPercent: 12_500_000),
+                    from: RolloutPosition(microPercent: MicroPercent(10_000_000)), to: RolloutPosition(microPercent: MicroPercent(12_500_000)),
                     reason: "steady for an hour, crash-free flat"),
                 ChangeRecord(
                     version: "41", at: at(4_200), actor: "bo@example.com", kind: .set,
-                    from: RolloutPosition(microPercent: 5_000_000), to: RolloutPosition(microPercent: 10_000_000),
+                    from: RolloutPosition(microPercent: MicroPercent(5_000_000)), to: RolloutPosition(microPercent: MicroPercent(10_000_000)),
                     reason: "second step of the plan"),
                 ChangeRecord(
                     version: "40", at: at(9_000), actor: "bo@example.com", kind: .set,
-                    from: RolloutPosition(microPercent: 1_000_000), to: RolloutPosition(microPercent: 5_000_000),
+                    from: RolloutPosition(microPercent: MicroPercent(1_000_000)), to: RolloutPosition(microPercent: MicroPercent(5_000_000)),
                     reason: "first step"),
             ],
             events: [
@@ -78,8 +79,8 @@ enum Fixture {
             model.changes.insert(
                 ChangeRecord(
                     version: "43", at: at(20), actor: "ana@example.com", kind: .kill,
-                    from: RolloutPosition(microPercent: 12_500_000),
-                    to: RolloutPosition(microPercent: 12_500_000, killed: true), reason: "crash spike on iOS 17.4"),
+                    from: RolloutPosition(microPercent: MicroPercent(12_500_000)),
+                    to: RolloutPosition(microPercent: MicroPercent(12_500_000), killed: true), reason: "crash spike on iOS 17.4"),
                 at: 0)
             model.header.templateVersion = "43"
             model.header.etag = "etag-0c1d2e3f4a5b"
@@ -122,8 +123,8 @@ enum Fixture {
 
     static func preview(for request: ChangeRequest) -> ChangePreview {
         ChangePreview(
-            request: request, from: RolloutPosition(microPercent: 12_500_000),
-            to: RolloutPosition(microPercent: 13_500_000), baseVersion: "42", baseETag: "etag-7f3a9c1e2b4d",
+            request: request, from: RolloutPosition(microPercent: MicroPercent(12_500_000)),
+            to: RolloutPosition(microPercent: MicroPercent(13_500_000)), baseVersion: "42", baseETag: "etag-7f3a9c1e2b4d",
             eligibleDeviceChange: 482,
             load: AttestationLoad(peakPerSecond: 4.1, budgetPerSecond: 100, perDay: 482, dailyBudget: 10_000_000),
             guardrail: GuardrailAssessment(verdict: .ok, reasons: ["no difference detected at 12.5%"]),
@@ -131,6 +132,6 @@ enum Fixture {
     }
 
     static let conflictRecord = ChangeRecord(
-        version: "43", at: at(3), actor: "bo@example.com", kind: .set, from: RolloutPosition(microPercent: 12_500_000),
-        to: RolloutPosition(microPercent: 15_000_000), reason: "after the review")
+        version: "43", at: at(3), actor: "bo@example.com", kind: .set, from: RolloutPosition(microPercent: MicroPercent(12_500_000)),
+        to: RolloutPosition(microPercent: MicroPercent(15_000_000)), reason: "after the review")
 }

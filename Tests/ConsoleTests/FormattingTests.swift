@@ -1,4 +1,5 @@
 import Console
+import RemoteConfig
 import Testing
 import Timekeeping
 
@@ -10,15 +11,15 @@ struct MicroPercentTests {
             (12_500_000, "12.5%"), (0, "0%"), (100_000_000, "100%"), (1, "0.000001%"), (10_000_000, "10%"),
             (33_333_333, "33.333333%"), (50_000_010, "50.00001%"), (-2_500_000, "-2.5%"),
         ])
-    func format(_ micro: Int, _ text: String) {
-        #expect(PercentText.format(micro) == text)
+    func format(_ micro: Int64, _ text: String) {
+        #expect(PercentText.format(MicroPercent(micro)) == text)
     }
 
     @Test("points are signed and singular for one point")
     func points() {
-        #expect(PercentText.formatPoints(1_000_000) == "+1 point")
-        #expect(PercentText.formatPoints(-2_500_000) == "-2.5 points")
-        #expect(PercentText.formatPoints(100_000) == "+0.1 points")
+        #expect(PercentText.formatPoints(MicroPercent(1_000_000)) == "+1 point")
+        #expect(PercentText.formatPoints(MicroPercent(-2_500_000)) == "-2.5 points")
+        #expect(PercentText.formatPoints(MicroPercent(100_000)) == "+0.1 points")
     }
 
     @Test(
@@ -27,8 +28,8 @@ struct MicroPercentTests {
             ("12.5", 12_500_000), ("12.5%", 12_500_000), (" 7 ", 7_000_000), ("0.000001", 1), ("100", 100_000_000),
             (".5", 500_000), ("007.250", 7_250_000), ("100.000000", 100_000_000), ("0", 0),
         ])
-    func parse(_ text: String, _ micro: Int) throws {
-        #expect(try PercentText.parse(text) == micro)
+    func parse(_ text: String, _ micro: Int64) throws {
+        #expect(try PercentText.parse(text) == MicroPercent(micro))
     }
 
     @Test(
@@ -49,7 +50,7 @@ struct MicroPercentTests {
         var x: UInt64 = 0x9E37_79B9_7F4A_7C15
         for _ in 0..<2_000 {
             x = x &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
-            let micro = Int(x >> 33) % 100_000_001
+            let micro = MicroPercent(Int64(x >> 33) % 100_000_001)
             #expect(try PercentText.parse(PercentText.format(micro)) == micro)
         }
     }

@@ -1,4 +1,5 @@
 import Console
+import RemoteConfig
 import Testing
 import Timekeeping
 
@@ -49,7 +50,7 @@ struct Scenario: Sendable, CustomStringConvertible {
                 .publishConflict(
                     PublishConflict(
                         request: request, expectedVersion: "42", intervening: [Fixture.conflictRecord],
-                        current: RolloutPosition(microPercent: 15_000_000))))
+                        current: RolloutPosition(microPercent: MicroPercent(15_000_000)))))
             return s
         },
         Scenario(name: "verdict") { size in

@@ -1,4 +1,5 @@
 import Console
+import RemoteConfig
 import Testing
 import Timekeeping
 
@@ -41,9 +42,10 @@ struct MainKeyTests {
     @Test(
         "+ and → nudge up by the step; - and ← nudge down",
         arguments: [
-            (Key.character("+"), 1_000_000), (.right, 1_000_000), (.character("-"), -1_000_000), (.left, -1_000_000),
+            (Key.character("+"), Int64(1_000_000)), (.right, 1_000_000), (.character("-"), -1_000_000), (.left, -1_000_000),
         ])
-    func nudges(_ key: Key, _ delta: Int) {
+    func nudges(_ key: Key, _ micro: Int64) {
+        let delta = MicroPercent(micro)
         var s = ready()
         let effects = press(&s, key)
         #expect(effects == [.preview(ChangeRequest(id: 1, operation: .nudge(by: delta)))])
@@ -53,19 +55,19 @@ struct MainKeyTests {
     @Test("] and [ move through the steps and stop at the ends")
     func steps() {
         var s = ready()
-        #expect(s.step == 1_000_000)
+        #expect(s.step == MicroPercent(1_000_000))
         press(&s, .character("]"))
-        #expect(s.step == 2_000_000)
+        #expect(s.step == MicroPercent(2_000_000))
         #expect(s.notice?.text == "Step 2%")
         press(&s, .character("]"), .character("]"), .character("]"), .character("]"))
-        #expect(s.step == 10_000_000)
+        #expect(s.step == MicroPercent(10_000_000))
         press(
             &s, .character("["), .character("["), .character("["), .character("["), .character("["),
             .character("["), .character("["))
-        #expect(s.step == 100_000)
+        #expect(s.step == MicroPercent(100_000))
         #expect(s.notice?.text == "Step 0.1%")
         let effects = press(&s, .character("+"))
-        #expect(effects == [.preview(ChangeRequest(id: 1, operation: .nudge(by: 100_000)))])
+        #expect(effects == [.preview(ChangeRequest(id: 1, operation: .nudge(by: MicroPercent(100_000))))])
     }
 
     @Test("K, r and u ask for previews of kill, resume and roll back")
@@ -159,7 +161,7 @@ struct ValuePromptTests {
         press(&s, .control("u"))
         type(&s, "17.25%")
         let effects = press(&s, .enter)
-        #expect(effects == [.preview(ChangeRequest(id: 1, operation: .set(microPercent: 17_250_000)))])
+        #expect(effects == [.preview(ChangeRequest(id: 1, operation: .set(microPercent: MicroPercent(17_250_000))))])
     }
 
     @Test("an invalid value keeps the prompt open with the reason; typing clears it")
@@ -225,11 +227,11 @@ struct WritePathTests {
         var s = ready()
         let request = try openConfirm(&s)
         var newer = Fixture.model()
-        newer.condition.desiredMicroPercent = 20_000_000
+        newer.condition.desiredMicroPercent = MicroPercent(20_000_000)
         _ = s.handle(.snapshot(newer))
         #expect(press(&s, .character("+"), .character("]"), .character("K"), .character("=")) == [])
         #expect(s.overlay == .confirm(Fixture.preview(for: request), focus: .cancel))
-        #expect(s.step == 1_000_000)
+        #expect(s.step == MicroPercent(1_000_000))
     }
 
     @Test("an increase asks for a reason, then the step-up code, then publishes with both")
@@ -293,8 +295,8 @@ struct WritePathTests {
         let effects = s.handle(
             .published(
                 PublishReceipt(
-                    requestID: request.id, version: "43", from: RolloutPosition(microPercent: 12_500_000),
-                    to: RolloutPosition(microPercent: 13_500_000))))
+                    requestID: request.id, version: "43", from: RolloutPosition(microPercent: MicroPercent(12_500_000)),
+                    to: RolloutPosition(microPercent: MicroPercent(13_500_000)))))
         #expect(effects == [.refresh])
         #expect(s.overlay == nil)
         #expect(s.notice?.text == "Published v43: 12.5% → 13.5%")
@@ -356,11 +358,11 @@ struct WritePathTests {
     func staleAnswers() {
         var s = ready()
         press(&s, .character("+"), .escape)
-        _ = s.handle(.previewReady(Fixture.preview(for: ChangeRequest(id: 1, operation: .nudge(by: 1_000_000)))))
+        _ = s.handle(.previewReady(Fixture.preview(for: ChangeRequest(id: 1, operation: .nudge(by: MicroPercent(1_000_000))))))
         #expect(s.overlay == nil)
         press(&s, .character("+"))
-        _ = s.handle(.previewReady(Fixture.preview(for: ChangeRequest(id: 1, operation: .nudge(by: 1_000_000)))))
-        #expect(s.overlay == .preparing(ChangeRequest(id: 2, operation: .nudge(by: 1_000_000))))
+        _ = s.handle(.previewReady(Fixture.preview(for: ChangeRequest(id: 1, operation: .nudge(by: MicroPercent(1_000_000))))))
+        #expect(s.overlay == .preparing(ChangeRequest(id: 2, operation: .nudge(by: MicroPercent(1_000_000)))))
         _ = s.handle(.previewFailed(requestID: 2, message: "already at 100%"))
         #expect(s.overlay == nil)
         #expect(s.notice?.text == "Cannot nudge +1 point: already at 100%")
@@ -373,15 +375,15 @@ struct WritePathTests {
         press(&s, .tab, .enter)
         let conflict = PublishConflict(
             request: request, expectedVersion: "42", intervening: [Fixture.conflictRecord],
-            current: RolloutPosition(microPercent: 15_000_000))
+            current: RolloutPosition(microPercent: MicroPercent(15_000_000)))
         #expect(s.handle(.publishConflict(conflict)) == [.refresh])
         #expect(s.overlay == .conflict(conflict, focus: .cancel))
         let text = ConsoleScreen.render(s, size: Size(width: 80, height: 24)).lines.joined()
         #expect(text.contains("bo@example.com"))
         #expect(text.contains("re-applied on top: 16%"))
         let effects = press(&s, .tab, .enter)
-        #expect(effects == [.preview(ChangeRequest(id: 2, operation: .nudge(by: 1_000_000)))])
-        #expect(s.overlay == .preparing(ChangeRequest(id: 2, operation: .nudge(by: 1_000_000))))
+        #expect(effects == [.preview(ChangeRequest(id: 2, operation: .nudge(by: MicroPercent(1_000_000))))])
+        #expect(s.overlay == .preparing(ChangeRequest(id: 2, operation: .nudge(by: MicroPercent(1_000_000)))))
     }
 
     @Test("Cancel on the conflict screen writes nothing")
@@ -392,7 +394,7 @@ struct WritePathTests {
         _ = s.handle(
             .publishConflict(
                 PublishConflict(
-                    request: request, expectedVersion: "42", intervening: [], current: RolloutPosition(microPercent: 1))
+                    request: request, expectedVersion: "42", intervening: [], current: RolloutPosition(microPercent: MicroPercent(1)))
             ))
         #expect(press(&s, .enter) == [])
         #expect(s.overlay == nil)
@@ -402,10 +404,11 @@ struct WritePathTests {
 @Suite("History and audit views")
 struct ListViewTests {
     static func records(_ n: Int) -> [ChangeRecord] {
-        (0..<n).map { i in
-            ChangeRecord(
+        (0..<n).map { (i: Int) -> ChangeRecord in
+            let from = MicroPercent(Int64(i))
+            return ChangeRecord(
                 version: String(100 - i), at: Fixture.at(Int64(i * 60)), actor: "ana@example.com",
-                kind: .nudge, from: RolloutPosition(microPercent: i), to: RolloutPosition(microPercent: i + 1),
+                kind: .nudge, from: RolloutPosition(microPercent: from), to: RolloutPosition(microPercent: from + MicroPercent(1)),
                 reason: "r\(i)")
         }
     }

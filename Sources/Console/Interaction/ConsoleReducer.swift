@@ -1,3 +1,4 @@
+import RemoteConfig
 import Telemetry
 import Timekeeping
 
@@ -491,7 +492,7 @@ extension ConsoleState {
         guard let intent = KeyMap.intent(for: key) else { return [] }
         switch intent {
         case .nudgeUp: return startChange(.nudge(by: step))
-        case .nudgeDown: return startChange(.nudge(by: -step))
+        case .nudgeDown: return startChange(.nudge(by: .zero - step))
         case .finerStep:
             stepIndex = max(0, stepIndex - 1)
             say("Step \(PercentText.format(step))", .info)
@@ -519,7 +520,7 @@ extension ConsoleState {
                 say("No plan step to skip to", .warning)
                 return []
             }
-            return startChange(.set(microPercent: Int(plan.steps[next - 1].value)))
+            return startChange(.set(microPercent: plan.steps[next - 1]))
         case .showVerdict:
             overlay = .verdict(scroll: 0)
         case .showHistory:

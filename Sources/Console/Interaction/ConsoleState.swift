@@ -1,3 +1,4 @@
+import RemoteConfig
 import Telemetry
 import Timekeeping
 
@@ -7,8 +8,8 @@ import Timekeeping
 public struct ConsoleState: Hashable, Sendable {
     /// Settings fixed for a session.
     public struct Configuration: Hashable, Sendable {
-        /// The nudge steps `[` and `]` move between, in micro-percent, smallest first.
-        public var steps: [Int]
+        /// The nudge steps `[` and `]` move between, smallest first.
+        public var steps: [MicroPercent]
         /// Index into `steps` at start.
         public var initialStep: Int
         /// Data older than this is marked stale.
@@ -24,14 +25,15 @@ public struct ConsoleState: Hashable, Sendable {
         public var flashFor: Instant.Duration
 
         public init(
-            steps: [Int] = [100_000, 500_000, 1_000_000, 2_000_000, 5_000_000, 10_000_000], initialStep: Int = 2,
+            steps: [MicroPercent] = [100_000, 500_000, 1_000_000, 2_000_000, 5_000_000, 10_000_000].map { MicroPercent($0) },
+            initialStep: Int = 2,
             staleAfter: Instant.Duration = .milliseconds(5_000), utcOffsetSeconds: Int = 0,
             themeNames: [String] = ["default"],
             initialTheme: Int = 0, bell: Bool = true, flashFor: Instant.Duration = .milliseconds(6_000)
         ) {
             self.bell = bell
             self.flashFor = flashFor
-            self.steps = steps.isEmpty ? [1_000_000] : steps
+            self.steps = steps.isEmpty ? [PercentText.point] : steps
             self.initialStep = min(max(0, initialStep), self.steps.count - 1)
             self.staleAfter = staleAfter
             self.utcOffsetSeconds = utcOffsetSeconds
@@ -135,8 +137,8 @@ public struct ConsoleState: Hashable, Sendable {
         self.nextRequestID = 1
     }
 
-    /// The current nudge step in micro-percent.
-    public var step: Int { configuration.steps[stepIndex] }
+    /// The current nudge step.
+    public var step: MicroPercent { configuration.steps[stepIndex] }
 
     public var themeName: String { configuration.themeNames[themeIndex] }
 

@@ -1,12 +1,13 @@
+import RemoteConfig
 import Telemetry
 import Timekeeping
 
 /// A write the operator asked for, before the core has looked at it.
 public enum ChangeOperation: Hashable, Sendable {
-    /// Move the percentage by a signed number of micro-percent (`+`/`-`, `→`/`←`).
-    case nudge(by: Int)
+    /// Move the percentage by a signed amount (`+`/`-`, `→`/`←`).
+    case nudge(by: MicroPercent)
     /// Set the percentage to an exact value (`=`).
-    case set(microPercent: Int)
+    case set(microPercent: MicroPercent)
     /// Turn the flag off for everyone (`K`).
     case kill
     /// Undo the kill switch, back to the percentage before it (`r`).
@@ -32,7 +33,7 @@ public enum ChangeOperation: Hashable, Sendable {
     public func target(from position: RolloutPosition) -> RolloutPosition? {
         switch self {
         case .nudge(let by):
-            return RolloutPosition(microPercent: min(PercentText.whole, max(0, position.microPercent + by)))
+            return RolloutPosition(microPercent: min(PercentText.whole, max(.zero, position.microPercent + by)))
         case .set(let m): return RolloutPosition(microPercent: m)
         case .kill: return RolloutPosition(microPercent: position.microPercent, killed: true)
         case .resume: return RolloutPosition(microPercent: position.microPercent, killed: false)

@@ -1,3 +1,5 @@
+import RemoteConfig
+import Rollout
 import Telemetry
 import Timekeeping
 
@@ -84,11 +86,11 @@ public enum RolloutState: String, Hashable, Sendable, CaseIterable {
 /// A band of micro-percentiles `(lower, upper]`, or `[lower, upper]` when `includesLower` (the exposed band starts
 /// at 0 inclusive).
 public struct PercentileBand: Hashable, Sendable {
-    public var lower: Int
-    public var upper: Int
+    public var lower: MicroPercent
+    public var upper: MicroPercent
     public var includesLower: Bool
 
-    public init(lower: Int, upper: Int, includesLower: Bool) {
+    public init(lower: MicroPercent, upper: MicroPercent, includesLower: Bool) {
         self.lower = lower
         self.upper = upper
         self.includesLower = includesLower
@@ -108,8 +110,8 @@ public struct ConditionInfo: Hashable, Sendable {
     public var conditionName: String
     /// The condition expression exactly as written, e.g. `percent('rollout-2026') <= 12.5`.
     public var expression: String
-    /// The percentage the template asks for, in micro-percent.
-    public var desiredMicroPercent: Int
+    /// The percentage the template asks for.
+    public var desiredMicroPercent: MicroPercent
     /// Share (0...1) of active devices that currently have the flag on, or nil when unknown.
     public var observedExposure: Double?
     /// Share (0...1) of active devices that fetched the newest template version, or nil when unknown.
@@ -123,7 +125,7 @@ public struct ConditionInfo: Hashable, Sendable {
     public var state: RolloutState
 
     public init(
-        parameter: String = "AppAttestEnabled", conditionName: String, expression: String, desiredMicroPercent: Int,
+        parameter: String = "AppAttestEnabled", conditionName: String, expression: String, desiredMicroPercent: MicroPercent,
         observedExposure: Double? = nil, propagation: Double? = nil, activeDevices: Int? = nil, seed: String,
         exposedBand: PercentileBand, controlBand: PercentileBand?, state: RolloutState
     ) {
@@ -299,10 +301,10 @@ public struct CrashInfo: Hashable, Sendable {
 
 /// The rollout's setting before or after a change: a percentage, possibly killed.
 public struct RolloutPosition: Hashable, Sendable {
-    public var microPercent: Int
+    public var microPercent: MicroPercent
     public var killed: Bool
 
-    public init(microPercent: Int, killed: Bool = false) {
+    public init(microPercent: MicroPercent, killed: Bool = false) {
         self.microPercent = microPercent
         self.killed = killed
     }
@@ -313,18 +315,7 @@ public struct RolloutPosition: Hashable, Sendable {
     }
 
     /// Share of users with the flag on.
-    public var effectiveMicroPercent: Int { killed ? 0 : microPercent }
-}
-
-/// What kind of write a change was.
-public enum ChangeKind: String, Hashable, Sendable, CaseIterable {
-    case set
-    case nudge
-    case kill
-    case resume
-    case rollback
-    /// A change made outside rollout (the Firebase console, another tool).
-    case external
+    public var effectiveMicroPercent: MicroPercent { killed ? .zero : microPercent }
 }
 
 /// One published change: who, when, from → to, why.
@@ -332,13 +323,15 @@ public struct ChangeRecord: Hashable, Sendable {
     public var version: String
     public var at: Instant
     public var actor: String
-    public var kind: ChangeKind
+    /// What kind of write it was (the core's proposal kind), or nil for a change made outside rollout (the
+    /// Firebase console, another tool).
+    public var kind: Proposal.Kind?
     public var from: RolloutPosition
     public var to: RolloutPosition
     public var reason: String
 
     public init(
-        version: String, at: Instant, actor: String, kind: ChangeKind, from: RolloutPosition, to: RolloutPosition,
+        version: String, at: Instant, actor: String, kind: Proposal.Kind?, from: RolloutPosition, to: RolloutPosition,
         reason: String
     ) {
         self.version = version
@@ -349,6 +342,9 @@ public struct ChangeRecord: Hashable, Sendable {
         self.to = to
         self.reason = reason
     }
+
+    /// The kind as the history shows it: `set`, `nudge`, `kill`, ..., or `external`.
+    public var kindText: String { kind?.rawValue ?? "external" }
 }
 
 /// A notable event shown in the log beside changes.

@@ -2,30 +2,29 @@ import RemoteConfig
 import Telemetry
 import Timekeeping
 
-/// Percent text for the console: micro-percent integers (1% = 1,000,000) shown and typed exactly.
+/// Percent text for the console: the core's `MicroPercent` (1% = 1,000,000) shown and typed exactly.
 ///
 /// The arithmetic and the exact decimal conversion are RemoteConfig's `MicroPercent`; this adds the console's
 /// units (`%`, `pt`) and messages written for a person at a prompt.
 public enum PercentText {
     /// 100%.
-    public static let whole = 100_000_000
+    public static let whole = MicroPercent.hundred
     /// 1 percentage point.
-    public static let point = 1_000_000
+    public static let point = MicroPercent(MicroPercent.perPercent)
 
     /// Formats exactly, without rounding and without trailing zeros: `12_500_000` → `12.5%`, `1` → `0.000001%`.
-    public static func format(_ micro: Int, sign: Bool = false) -> String {
+    public static func format(_ micro: MicroPercent, sign: Bool = false) -> String {
         formatNumber(micro, sign: sign) + "%"
     }
 
     /// As `format` but without the `%` sign (used in condition bands and in the exact-value prompt).
-    public static func formatNumber(_ micro: Int, sign: Bool = false) -> String {
-        let m = RemoteConfig.MicroPercent(Int64(micro))
-        return sign ? m.signedText : m.decimalText
+    public static func formatNumber(_ micro: MicroPercent, sign: Bool = false) -> String {
+        sign ? micro.signedText : micro.decimalText
     }
 
     /// Formats a change in percentage points, signed, as the CLI does (RemoteConfig's `pointsText`): `+1 point`,
     /// `-2.5 points`.
-    public static func formatPoints(_ micro: Int) -> String { RemoteConfig.MicroPercent(Int64(micro)).pointsText }
+    public static func formatPoints(_ micro: MicroPercent) -> String { micro.pointsText }
 
     /// Why a typed percentage was not accepted.
     public enum ParseError: Error, Hashable, Sendable, CustomStringConvertible {
@@ -45,7 +44,7 @@ public enum PercentText {
     }
 
     /// Parses a typed percentage such as `12.5`, `12.5%` or ` 7 ` into micro-percent, exactly (no floating point).
-    public static func parse(_ input: String) throws(ParseError) -> Int {
+    public static func parse(_ input: String) throws(ParseError) -> MicroPercent {
         var text = Substring(input).drop(while: { $0 == " " })
         while text.last == " " { text = text.dropLast() }
         if text.last == "%" { text = text.dropLast() }
@@ -60,7 +59,7 @@ public enum PercentText {
             throw .notANumber(String(text))
         }
         guard value.isValidPercentage else { throw .outOfRange(String(text)) }
-        return Int(value.value)
+        return value
     }
 }
 

@@ -1,3 +1,4 @@
+import RemoteConfig
 import Timekeeping
 
 /// Dialogs, prompts and full-screen lists drawn over the main screen.
@@ -78,7 +79,7 @@ enum OverlayView {
     ) {
         let lines = VersionPane.lines(for: state, width: area.width - 4)
         let status: Line =
-            detail.map { $0.isCurrent ? [Span("current version", .ok)] : [Span($0.record.kind.rawValue, .muted)] } ?? []
+            detail.map { $0.isCurrent ? [Span("current version", .ok)] : [Span($0.record.kindText, .muted)] } ?? []
         let inner = Frame(title: [Span("Version v\(number)", .title)], status: status, role: .dialog)
             .render(into: &grid, area: area)
         let (body, footer) = inner.splitBottom(1)
@@ -129,7 +130,7 @@ enum OverlayView {
             row(
                 "AppAttestEnabled",
                 Describe.change(p.from, p.to)
-                    + (delta != 0 ? [Span("  (" + PercentText.formatPoints(delta) + ")", .muted)] : [])))
+                    + (delta != .zero ? [Span("  (" + PercentText.formatPoints(delta) + ")", .muted)] : [])))
         if p.eligibleDeviceChange >= 0 {
             lines.append(
                 row(
@@ -295,7 +296,7 @@ enum ListRows {
         [
             Span("v" + r.version, .accent), Span(Format.dateTime(r.at, utcOffsetSeconds: offset), .muted),
             Span(r.actor, .text), Span(r.from.text + " → " + r.to.text, r.to.killed ? .bad : .text),
-            Span(r.kind.rawValue, .muted), Span(r.reason, .text),
+            Span(r.kindText, .muted), Span(r.reason, .text),
         ]
     }
 

@@ -285,7 +285,7 @@ enum PanelText {
                         [time, Span(Format.pad(c.actor, actorWidth) + " ", .text)] + change
                             + [
                                 Span(String(repeating: " ", count: padding), .text),
-                                Span(Format.pad(c.kind.rawValue, 9), .muted),
+                                Span(Format.pad(c.kindText, 9), .muted),
                             ]
                             + (c.reason.isEmpty ? [] : [Span("“" + c.reason + "”", .text)]), Int(c.version)
                     ))

@@ -78,7 +78,7 @@ enum Describe {
     /// Observed exposure against the desired percentage: `11.9% ▼ below`.
     static func observed(_ condition: ConditionInfo) -> Line {
         guard let observed = condition.observedExposure else { return [Span("–", .muted)] }
-        let desired = Double(condition.state == .killed ? 0 : condition.desiredMicroPercent) / 1e8
+        let desired = Double(condition.state == .killed ? 0 : condition.desiredMicroPercent.value) / 1e8
         let tolerance = max(0.001, desired * 0.05)
         var line: Line = [Span(Format.share(observed), .text)]
         if observed < desired - tolerance {

@@ -22,7 +22,7 @@ public enum VersionPane {
             row(
                 "From",
                 [Span(detail.origin.isEmpty ? "–" : detail.origin, .text), Span(" · " + detail.updateType, .muted)]),
-            row("Change", Describe.change(r.from, r.to) + [Span("  (" + r.kind.rawValue + ")", .muted)]),
+            row("Change", Describe.change(r.from, r.to) + [Span("  (" + r.kindText + ")", .muted)]),
         ]
         let reason = r.reason.isEmpty ? ["(no reason given)"] : Format.wrap(r.reason, max(8, w - label))
         for (i, text) in reason.enumerated() {
