@@ -29,7 +29,8 @@ public final class SimulationControl: @unchecked Sendable {
     private var pace: Double?
 
     /// The pace the runner manages, in simulated seconds per wall second, when it is slower than the speed (the
-    /// machine cannot keep up); nil at `max` and before the first step. Set by the runner.
+    /// machine cannot keep up); nil at `max`, before the first step and after every change until the runner has
+    /// measured the new pace (so a screen never shows the paused pace, 0, beside the speed just chosen).
     public var achieved: Double? {
         get { lock.withLock { pace } }
         set { lock.withLock { pace = newValue } }
@@ -46,6 +47,7 @@ public final class SimulationControl: @unchecked Sendable {
         lock.withLock {
             current.paused.toggle()
             current.generation += 1
+            pace = nil
             return current
         }
     }
@@ -57,6 +59,7 @@ public final class SimulationControl: @unchecked Sendable {
             if let next = Self.ladder.first(where: { Self.rank($0) > r }) {
                 current.speed = next
                 current.generation += 1
+                pace = nil
             }
             return current
         }
@@ -69,6 +72,7 @@ public final class SimulationControl: @unchecked Sendable {
             if let next = Self.ladder.last(where: { Self.rank($0) < r }) {
                 current.speed = next
                 current.generation += 1
+                pace = nil
             }
             return current
         }
