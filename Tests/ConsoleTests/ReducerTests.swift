@@ -594,4 +594,16 @@ struct HeaderFreshnessTests {
         _ = s.handle(.snapshot(next))
         #expect(Self.header(s).hasSuffix("● 20:27:55 "), "new data moves the time")
     }
+
+    @Test("before the first event the header says there is no data, not that old data is stale")
+    func noDataYet() {
+        var empty = Fixture.model()
+        empty.header.dataAsOf = nil
+        var s = Fixture.state(empty)
+        #expect(s.isStale, "nothing to judge is never fresh")
+        #expect(Self.header(s).hasSuffix("! NO DATA "))
+        #expect(!Self.header(s).contains("STALE"))
+        _ = s.handle(.sourceFailed("store unreachable"))
+        #expect(Self.header(s).contains("STALE"), "a failing source is stale whatever the data")
+    }
 }

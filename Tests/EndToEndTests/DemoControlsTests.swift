@@ -24,6 +24,11 @@ struct DemoControlsTests {
         var screen = try session.waitUntil("the header with simulated and wall time", timeout: 60) {
             $0.contains(" 60x · wall ") && $0.contains("<= 10")
         }
+        // Pause only once telemetry has arrived: before the first event the console has no data to judge (it says
+        // NO DATA), which is not what this test is about.
+        screen = try session.waitUntil("the first telemetry", timeout: 60) {
+            !$0.contains("✓ 0 success") && $0.contains(" ● ")
+        }
         #expect(screen.contains("p pause") && screen.contains("< > speed"), "\(screen)")
 
         try session.press("p")

@@ -111,6 +111,9 @@ enum HeaderBar {
             let asOf = header?.dataAsOf.map { Format.time($0, utcOffsetSeconds: state.configuration.utcOffsetSeconds) }
             if state.frozen {
                 status = [Span(" ‖ FROZEN" + (asOf.map { " at " + $0 } ?? "") + " ", .header, .reverse)]
+            } else if state.isStale, asOf == nil, state.sourceProblem == nil, header?.staleReason == nil {
+                // Nothing has arrived yet: not old data, no data (a store before its first event).
+                status = [Span(" ! NO DATA ", .alert)]
             } else if state.isStale {
                 status = [Span(" ! STALE" + (asOf.map { " since " + $0 } ?? "") + " ", .alert)]
             } else {

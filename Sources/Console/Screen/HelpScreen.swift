@@ -45,7 +45,7 @@ public enum HelpScreen {
             "A rise to HOLD or HALT flashes the header"
                 + (state.configuration.bell ? " and rings the bell once." : "."),
             "▲ ▼ show direction; ✓ ✗ outcomes; ! STALE marks data older than "
-                + Format.duration(state.configuration.staleAfter) + ".",
+                + Format.duration(state.configuration.staleAfter) + "; ! NO DATA, none yet.",
         ] {
             lines.append([Span("  " + text, .text)])
         }
