@@ -51,6 +51,9 @@ public final class FakeFirebase: @unchecked Sendable {
         process.arguments = args
         input = Pipe()
         let out = Pipe()
+        for handle in [input.fileHandleForReading, input.fileHandleForWriting, out.fileHandleForReading, out.fileHandleForWriting] {
+            TestSupport.keepPrivate(handle)
+        }
         process.standardInput = input
         process.standardOutput = out
         try process.run()
@@ -81,8 +84,7 @@ public final class FakeFirebase: @unchecked Sendable {
 
     deinit {
         try? input.fileHandleForWriting.close()
-        process.terminate()
-        process.waitUntilExit()
+        TestSupport.stop(process)
         try? FileManager.default.removeItem(at: directory)
     }
 

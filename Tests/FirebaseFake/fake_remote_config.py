@@ -31,6 +31,7 @@ import gzip
 import json
 import re
 import secrets
+import signal
 import sys
 import threading
 import time
@@ -499,6 +500,9 @@ def keygen(private_path, public_path):
 
 
 def main():
+    # A test spawns us from a worker thread whose signals are blocked, and we inherit that mask: unblock them, so
+    # that the SIGTERM the test sends when it is done stops us.
+    signal.pthread_sigmask(signal.SIG_SETMASK, [])
     if sys.argv[1:2] == ["keygen"]:
         return keygen(sys.argv[2], sys.argv[3])
     p = argparse.ArgumentParser()

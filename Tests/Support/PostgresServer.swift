@@ -50,7 +50,7 @@ public final class PostgresServer: @unchecked Sendable {
         // The server inherits pg_ctl's descriptors: the shell points them at /dev/null so the captured pipes close.
         let ctl = (asRoot ? "/usr/sbin/runuser -u nobody -- " : "") + bin + "/pg_ctl"
         // system(3), not Process: the daemon must not inherit a pipe the test process waits on.
-        let started = system("\(ctl) -D '\(directory)/data' -l '\(directory)/server.log' -w -t 60 start </dev/null >/dev/null 2>&1")
+        let started = system(try detached("\(ctl) -D '\(directory)/data' -l '\(directory)/server.log' -w -t 60 start"))
         guard started == 0 else {
             throw TestSupport.Failure("pg_ctl start failed (\(started)); see \(directory)/server.log")
         }
@@ -82,8 +82,22 @@ public final class PostgresServer: @unchecked Sendable {
         Self.stop(bin: bin, directory: directory)
         usleep(UInt32(downtime * 1_000_000))
         let ctl = (getuid() == 0 ? "/usr/sbin/runuser -u nobody -- " : "") + bin + "/pg_ctl"
-        let started = system("\(ctl) -D '\(directory)/data' -l '\(directory)/server.log' -w -t 60 start </dev/null >/dev/null 2>&1")
+        let started = system(try detached("\(ctl) -D '\(directory)/data' -l '\(directory)/server.log' -w -t 60 start"))
         guard started == 0 else { throw TestSupport.Failure("pg_ctl start after the restart failed (\(started))") }
+    }
+
+    /// A shell command line that runs `command` with stdin, stdout and stderr on /dev/null and every other
+    /// descriptor closed. The server outlives the test that starts it, so whatever it inherited stays open until
+    /// the test process exits: another test's pipe (a helper's stdin, a child's stdout) would never reach its end.
+    func detached(_ command: String) throws -> String {
+        let script = directory + "/start.sh"
+        try """
+            # 255 is the script bash is reading (close-on-exec already).
+            for fd in /proc/$$/fd/*; do n=${fd##*/}; if [ "$n" -gt 2 ] && [ "$n" -ne 255 ]; then eval "exec $n>&-"; fi; done
+            exec \(command)
+
+            """.write(toFile: script, atomically: true, encoding: .utf8)
+        return "/bin/bash '\(script)' </dev/null >/dev/null 2>&1"
     }
 
     /// A loopback port nobody listens on now (bound and released; the server binds it right after).

@@ -80,6 +80,12 @@ public enum TestSupport {
         process.standardOutput = out
         process.standardError = err
         process.standardInput = input
+        // The child gets its ends through dup2, which clears close-on-exec; no other child may inherit them.
+        for handle in [out.fileHandleForReading, out.fileHandleForWriting, err.fileHandleForReading,
+            err.fileHandleForWriting, input.fileHandleForReading, input.fileHandleForWriting]
+        {
+            keepPrivate(handle)
+        }
         try process.run()
         let group = DispatchGroup()
         nonisolated(unsafe) var outData = Data()
@@ -95,6 +101,29 @@ public enum TestSupport {
         return ProcessResult(
             status: process.terminationStatus, stdout: String(decoding: outData, as: UTF8.self),
             stderr: String(decoding: errData, as: UTF8.self))
+    }
+
+    /// Marks our end of a pipe close-on-exec, so that no process another test spawns meanwhile inherits it: a
+    /// daemon holding the write end of a helper's stdin (the shared PostgreSQL server lives until the test
+    /// process exits) keeps the helper from ever seeing the end of its input.
+    public static func keepPrivate(_ handle: FileHandle) {
+        let fd = handle.fileDescriptor
+        _ = fcntl(fd, F_SETFD, fcntl(fd, F_GETFD) | FD_CLOEXEC)
+    }
+
+    /// Stops a helper process for good: it was asked to stop (its stdin closed, a SIGTERM), and gets `grace`
+    /// seconds before SIGKILL. A child spawned from a test's worker thread inherits that thread's blocked signals,
+    /// SIGTERM among them, so SIGTERM alone can leave `waitUntilExit` waiting forever; SIGKILL cannot be blocked.
+    public static func stop(_ process: Process, grace: Double = 3) {
+        guard process.isRunning else {
+            process.waitUntilExit()
+            return
+        }
+        process.terminate()
+        let deadline = Date().addingTimeInterval(grace)
+        while process.isRunning, Date() < deadline { usleep(20_000) }
+        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+        process.waitUntilExit()
     }
 
     public struct Failure: Error, CustomStringConvertible {

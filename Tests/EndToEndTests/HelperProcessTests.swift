@@ -1,0 +1,73 @@
+import Foundation
+import Testing
+import TestSupport
+
+/// The test suite's own helper processes end when a test is done with them, whatever they inherited: a child
+/// that ignores or blocks SIGTERM (children of a worker thread inherit its blocked signals) is killed after the
+/// grace period instead of leaving the test waiting forever.
+@Suite("helper processes")
+struct HelperProcessTests {
+    @Test func aChildThatIgnoresSIGTERMIsKilledAfterTheGracePeriod() throws {
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: "/bin/bash")
+        // A busy loop, not `sleep`: a grandchild would hold the test's descriptors after the kill.
+        p.arguments = ["-c", "trap '' TERM; while :; do :; done"]
+        try p.run()
+        usleep(200_000)
+        TestSupport.stop(p, grace: 0.5)
+        #expect(!p.isRunning)
+        #expect(p.terminationReason == .uncaughtSignal)
+        #expect(p.terminationStatus == SIGKILL)
+    }
+
+    @Test func aChildThatHonoursSIGTERMStopsWithIt() throws {
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: "/bin/sleep")
+        p.arguments = ["30"]
+        try p.run()
+        // Spawned from a worker thread, the child may have SIGTERM blocked: it ends by SIGTERM, or by SIGKILL
+        // after the grace.
+        TestSupport.stop(p, grace: 2)
+        #expect(!p.isRunning)
+        #expect(p.terminationReason == .uncaughtSignal)
+        #expect([SIGTERM, SIGKILL].contains(p.terminationStatus))
+    }
+
+    @Test func pipesMarkedPrivateAreNotInheritedByOtherChildren() throws {
+        let kept = Pipe()
+        TestSupport.keepPrivate(kept.fileHandleForWriting)
+        let plain = Pipe()  // the control: what every pipe was before
+        defer {
+            try? kept.fileHandleForWriting.close()
+            try? plain.fileHandleForWriting.close()
+        }
+        let dir = try TestSupport.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let report = dir.appendingPathComponent("fds").path
+        // system(3), as the PostgreSQL server is started: it inherits every descriptor not marked close-on-exec.
+        let probe = { (fd: Int32) in "[ -e /proc/self/fd/\(fd) ] && echo inherited || echo private" }
+        let command = "{ \(probe(kept.fileHandleForWriting.fileDescriptor)); \(probe(plain.fileHandleForWriting.fileDescriptor)); } > '\(report)'"
+        #expect(system(command) == 0)
+        #expect(try String(contentsOfFile: report, encoding: .utf8) == "private\ninherited\n")
+    }
+
+    /// rollout's own long runs wait for their stop signals through dispatch sources, which a blocked mask does not
+    /// silence: `watch` started from this (signal-blocking) worker thread still stops on SIGTERM, within the grace.
+    @Test func rolloutStopsOnSIGTERMEvenWhenStartedWithItBlocked() throws {
+        let dir = try TestSupport.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let store = dir.appendingPathComponent("rollout.db").path
+        let binary = try TestSupport.rolloutBinary()
+        #expect(try TestSupport.run(binary, ["init", "--store", store, "--seed", "rollout-sim"]).status == 0)
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: binary)
+        p.arguments = ["watch", "--store", store]
+        p.standardOutput = FileHandle.nullDevice
+        p.standardError = FileHandle.nullDevice
+        try p.run()
+        usleep(1_500_000)
+        #expect(p.isRunning, "watch runs until it is stopped")
+        TestSupport.stop(p, grace: 10)
+        #expect(!(p.terminationReason == .uncaughtSignal && p.terminationStatus == SIGKILL), "SIGTERM was not honoured")
+    }
+}
