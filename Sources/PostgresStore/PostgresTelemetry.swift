@@ -282,35 +282,14 @@ public final class PostgresTelemetry: TelemetryCounters, @unchecked Sendable {
         }
     }
 
-    /// Folds from the rollout start: day looks where hour rows are gone, hour looks where minute rows are gone,
-    /// then minute looks (left to the caller, from `cursorMinute`); plus the pre-rollout baseline. The same
-    /// horizons as the SQLite store's.
+    /// The fold from the rollout start (`RolloutFold.fromStart`, the SQLite store's horizons) over this store's
+    /// counter rows.
     private func foldFromStart(_ configuration: WatchConfiguration, newest: Int64?) throws {
-        var w = RolloutWatch(configuration: configuration)
-        let since = configuration.since.microseconds
-        let baselineStart = BucketLevel.hour.bucket(since - configuration.failures.baselineWindow.microseconds)
-        for look in try looks(.hour, from: baselineStart, to: BucketLevel.hour.bucket(since)) {
-            w.foldPreRollout(look.counts)
+        let fold = try RolloutFold.fromStart(configuration, newest: newest, retention: retention, lastBatch: 0) {
+            (level, from, to) throws(any Error) in try looks(level, from: from, to: to)
         }
-        var start = since
-        if let newest {
-            let minuteOldest = retention.oldestKept(.minute, newest: newest)!
-            let hourOldest = retention.oldestKept(.hour, newest: newest)!
-            let minuteHorizon = ceilDivide(minuteOldest, 60)
-            let hourHorizon = ceilDivide(hourOldest, 24)
-            if BucketLevel.hour.bucket(start) < hourOldest {
-                let from = BucketLevel.day.bucket(start)
-                for look in try looks(.day, from: from, to: hourHorizon) { w.fold(look) }
-                start = max(start, BucketLevel.day.start(max(from, hourHorizon)).microseconds)
-            }
-            if BucketLevel.minute.bucket(start) < minuteOldest {
-                let from = BucketLevel.hour.bucket(start)
-                for look in try looks(.hour, from: from, to: minuteHorizon) { w.fold(look) }
-                start = max(start, BucketLevel.hour.start(max(from, minuteHorizon)).microseconds)
-            }
-        }
-        watch = w
-        cursorMinute = BucketLevel.minute.bucket(start)
+        watch = fold.watch
+        cursorMinute = fold.cursorMinute
     }
 
     /// Counter rows of `level` with `from ≤ bucket < to`, one look per bucket that has rows, in time order.
@@ -379,9 +358,4 @@ enum PGArray {
                 return out + "\""
             }.joined(separator: ",") + "}"
     }
-}
-
-private func ceilDivide(_ a: Int64, _ b: Int64) -> Int64 {
-    let q = a / b
-    return (a % b > 0) ? q + 1 : q
 }

@@ -102,7 +102,8 @@ public final class RolloutStore: @unchecked Sendable {
         nonisolated(unsafe) var startedFrom: StoreSeal.State?
         database.beforeWrite = { db in
             startedFrom = nil
-            var found = try StoreSeal.problem(db, key: key, witness: witness)
+            let (sealProblem, state) = try StoreSeal.check(db, key: key, witness: witness)
+            var found = sealProblem
             if found == nil {
                 do {
                     try SQLiteConfigStore.checkBeforeWriting(db)
@@ -114,13 +115,13 @@ public final class RolloutStore: @unchecked Sendable {
                 throw StoreError.corrupt(
                     "\(path) fails verification, so nothing is written: \(problem) (see 'rollout audit verify')")
             }
-            startedFrom = try StoreSeal.current(db)
+            startedFrom = state
         }
         database.beforeCommit = { db in
             guard let key else {
                 throw StoreError.unavailable("the store key \(StoreKey.path(forStore: path)) is missing: nothing is written")
             }
-            try witness.write(try StoreSeal.reseal(db, key: key), before: startedFrom)
+            try witness.write(try StoreSeal.reseal(db, key: key, from: startedFrom), before: startedFrom)
         }
     }
 
@@ -134,9 +135,9 @@ public final class RolloutStore: @unchecked Sendable {
         return try withDatabase { db in
             try db.transaction(immediate: false) {
                 let report = try configIntegrity?() ?? config.verifyIntegrity()
-                if let problem = try StoreSeal.problem(db, key: key, witness: witness) { throw problem }
+                let (problem, state) = try StoreSeal.check(db, key: key, witness: witness)
+                if let problem { throw problem }
                 if let key, let problem = try StoreTally.problem(db, key: key) { throw problem }
-                let state = try StoreSeal.current(db)
                 return StoreIntegrityReport(
                     config: report, sealedTables: StoreSeal.sealedTables, stateDigest: state.digest,
                     witnessPath: witness.path, witnessLine: Witness.line(state))

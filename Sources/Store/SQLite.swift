@@ -24,6 +24,12 @@ public final class SQLiteDatabase: @unchecked Sendable {
     /// What the open write transaction changed in the tallied tables (`StoreTally`), folded into the seal just
     /// before it commits; undone with a savepoint or transaction that rolls back.
     var tallyDelta: [String: StoreTally.Value] = [:]
+    /// The tables the open write transaction may have written, as SQLite's authorizer names them when it
+    /// prepares each statement (triggers included), plus `"*"` after any schema change. It over-approximates
+    /// (a statement that matched no row still counts) and never misses a write: the seal re-digests exactly these.
+    var writtenTables: Set<String> = []
+    /// While `prepare` compiles a statement: the tables it writes.
+    private var preparing: Set<String>?
 
     /// Opens (and with `create`, creates) the database at `path` with WAL, a busy timeout and full durability.
     ///
@@ -57,6 +63,7 @@ public final class SQLiteDatabase: @unchecked Sendable {
         }
         fileID = OpenDatabaseFiles.shared.retain(path)
         sqlite3_busy_timeout(db, busyTimeoutMilliseconds)
+        sqlite3_set_authorizer(db, sqliteAuthorizer, Unmanaged.passUnretained(self).toOpaque())
         sqlite3_extended_result_codes(db, 1)
         if readOnly {
             // Before anything else: from here on no statement of this connection can change the file.
@@ -99,9 +106,12 @@ public final class SQLiteDatabase: @unchecked Sendable {
             return s
         }
         var stmt: OpaquePointer?
+        preparing = []
         let rc = sqlite3_prepare_v3(handle, sql, -1, UInt32(SQLITE_PREPARE_PERSISTENT), &stmt, nil)
+        let writes = preparing ?? []
+        preparing = nil
         guard rc == SQLITE_OK, let stmt else { throw error(rc) }
-        let s = SQLiteStatement(stmt, database: self)
+        let s = SQLiteStatement(stmt, database: self, writes: writes)
         cache[sql] = s
         return s
     }
@@ -152,6 +162,7 @@ public final class SQLiteDatabase: @unchecked Sendable {
         }
         try execute(immediate ? "BEGIN IMMEDIATE" : "BEGIN DEFERRED")
         tallyDelta = [:]
+        writtenTables = []
         do {
             if immediate, let beforeWrite { try beforeWrite(self) }
             let value = try body()
@@ -176,6 +187,33 @@ public final class SQLiteDatabase: @unchecked Sendable {
     func error(_ rc: Int32) -> SQLiteError {
         SQLiteError(code: rc, message: String(cString: sqlite3_errmsg(handle)))
     }
+
+    /// What the authorizer reports while SQLite compiles a statement (also when it re-compiles one after a
+    /// schema change, or inside `execute`): a row write names its table; any schema change counts as all.
+    fileprivate func authorized(_ action: Int32, _ first: UnsafePointer<CChar>?) {
+        let table: String
+        switch action {
+        case SQLITE_INSERT, SQLITE_UPDATE, SQLITE_DELETE:
+            guard let first else { return }
+            table = String(cString: first)
+        case SQLITE_READ, SQLITE_SELECT, SQLITE_FUNCTION, SQLITE_PRAGMA, SQLITE_TRANSACTION, SQLITE_SAVEPOINT,
+            SQLITE_RECURSIVE:
+            return
+        default:
+            table = "*"
+        }
+        preparing?.insert(table)
+        writtenTables.insert(table)
+    }
+}
+
+/// The connection's authorizer: allows everything, and tells the connection which tables a statement writes.
+private func sqliteAuthorizer(
+    _ context: UnsafeMutableRawPointer?, _ action: Int32, _ first: UnsafePointer<CChar>?,
+    _ second: UnsafePointer<CChar>?, _ database: UnsafePointer<CChar>?, _ trigger: UnsafePointer<CChar>?
+) -> Int32 {
+    if let context { Unmanaged<SQLiteDatabase>.fromOpaque(context).takeUnretainedValue().authorized(action, first) }
+    return SQLITE_OK
 }
 
 /// A value bound to or read from SQLite.
@@ -214,10 +252,13 @@ extension SQLiteValue: ExpressibleByStringLiteral, ExpressibleByIntegerLiteral, 
 public final class SQLiteStatement {
     private let stmt: OpaquePointer
     private unowned let database: SQLiteDatabase
+    /// The tables this statement writes (from the authorizer when it was prepared).
+    private let writes: Set<String>
 
-    init(_ stmt: OpaquePointer, database: SQLiteDatabase) {
+    init(_ stmt: OpaquePointer, database: SQLiteDatabase, writes: Set<String>) {
         self.stmt = stmt
         self.database = database
+        self.writes = writes
     }
 
     deinit { sqlite3_finalize(stmt) }
@@ -246,6 +287,7 @@ public final class SQLiteStatement {
 
     /// Advances; true while a row is available.
     public func step() throws(SQLiteError) -> Bool {
+        if !writes.isEmpty { database.writtenTables.formUnion(writes) }
         let rc = sqlite3_step(stmt)
         switch rc {
         case SQLITE_ROW: return true

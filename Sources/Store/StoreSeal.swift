@@ -179,10 +179,33 @@ public enum StoreSeal {
         }.joined(separator: "|")
     }
 
-    /// Writes the seal of the current state (inside the caller's write transaction) and returns it.
+    /// The current state, from the state the open write transaction started at: only the sealed tables the
+    /// transaction may have written (`SQLiteDatabase.writtenTables`) are digested again; the others cannot have
+    /// changed, since the transaction has held the write lock since `start` was taken.
+    static func current(_ db: SQLiteDatabase, from start: State) throws -> State {
+        if db.writtenTables.contains("*") { return try current(db) }
+        var tables = start.tables
+        for table in sealedTables where db.writtenTables.contains(table) { tables[table] = try digest(of: table, in: db) }
+        let head = try db.query("SELECT audit_sequence, audit_hash FROM config_head WHERE id = 1").first
+        let state = State(
+            tables: tables, sequence: head?[0].int ?? 0, hash: head?[1].string ?? AuditChain.genesis,
+            tally: StoreTally.adding(db.tallyDelta, to: try sealedTally(db)))
+        #if DEBUG
+            // Debug builds (the test suite) prove the shortcut on every write: it must equal the full digest.
+            let full = try current(db)
+            guard state == full else {
+                throw StoreError.corrupt(
+                    "internal: the incremental seal differs from the full one (tables written: \(db.writtenTables.sorted()))")
+            }
+        #endif
+        return state
+    }
+
+    /// Writes the seal of the current state (inside the caller's write transaction) and returns it; `start`,
+    /// the state the transaction began at, spares re-digesting the tables it did not write.
     @discardableResult
-    static func reseal(_ db: SQLiteDatabase, key: StoreKey) throws -> State {
-        let state = try current(db)
+    static func reseal(_ db: SQLiteDatabase, key: StoreKey, from start: State? = nil) throws -> State {
+        let state = try start.map { try current(db, from: $0) } ?? current(db)
         let tables = state.tables.keys.sorted().map { "\($0)=\(state.tables[$0]!)" }.joined(separator: " ")
         let mac = key.mac(state.text)
         let tally = StoreTally.text(state.tally)
@@ -201,6 +224,21 @@ public enum StoreSeal {
 
     /// The first thing wrong with the seal of `db` (against the tables, the key and the witness), or nil.
     static func problem(_ db: SQLiteDatabase, key: StoreKey?, witness: Witness) throws -> ConfigIntegrityProblem? {
+        try check(db, key: key, witness: witness).problem
+    }
+
+    /// The current state of `db`, and the first thing wrong with its seal (nil when it holds): one digest of the
+    /// sealed tables serves both the check and the state a write starts from.
+    static func check(_ db: SQLiteDatabase, key: StoreKey?, witness: Witness) throws -> (
+        problem: ConfigIntegrityProblem?, state: State
+    ) {
+        let now = try current(db)
+        return (try problem(db, now: now, key: key, witness: witness), now)
+    }
+
+    private static func problem(_ db: SQLiteDatabase, now: State, key: StoreKey?, witness: Witness) throws
+        -> ConfigIntegrityProblem?
+    {
         guard
             let row = try db.query("SELECT tables, audit_sequence, audit_hash, mac, tally FROM store_seal WHERE id = 1")
                 .first
@@ -213,7 +251,6 @@ public enum StoreSeal {
             let parts = pair.split(separator: "=", maxSplits: 1)
             if parts.count == 2 { sealed[String(parts[0])] = String(parts[1]) }
         }
-        let now = try current(db)
         for table in sealedTables where sealed[table] != now.tables[table] {
             return ConfigIntegrityProblem(
                 "table \(table)",

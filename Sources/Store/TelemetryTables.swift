@@ -394,35 +394,11 @@ public final class TelemetryTables: TelemetryCounters {
         }
     }
 
-    /// Folds from the rollout start: day looks where hour rows are gone, hour looks where minute rows are gone,
-    /// then minute looks (left to the caller, from `cursorMinute`); plus the pre-rollout baseline.
+    /// The fold from the rollout start (`RolloutFold.fromStart`) over this store's counter rows.
     private func coldFold(_ configuration: WatchConfiguration, newest: Int64?, lastBatch: Int64) throws -> RolloutFold {
-        var w = RolloutWatch(configuration: configuration)
-        let since = configuration.since.microseconds
-        let baselineStart = BucketLevel.hour.bucket(since - configuration.failures.baselineWindow.microseconds)
-        for look in try looks(.hour, from: baselineStart, to: BucketLevel.hour.bucket(since)) {
-            w.foldPreRollout(look.counts)
+        try RolloutFold.fromStart(configuration, newest: newest, retention: retention, lastBatch: lastBatch) {
+            (level, from, to) throws(SQLiteError) in try looks(level, from: from, to: to)
         }
-
-        var start = since
-        if let newest {
-            let minuteOldest = retention.oldestKept(.minute, newest: newest)!
-            let hourOldest = retention.oldestKept(.hour, newest: newest)!
-            // Hours fully covered by minute rows start at the first hour boundary at or after the oldest minute.
-            let minuteHorizon = ceilDivide(minuteOldest, 60)
-            let hourHorizon = ceilDivide(hourOldest, 24)
-            if BucketLevel.hour.bucket(start) < hourOldest {
-                let from = BucketLevel.day.bucket(start)
-                for look in try looks(.day, from: from, to: hourHorizon) { w.fold(look) }
-                start = max(start, BucketLevel.day.start(max(from, hourHorizon)).microseconds)
-            }
-            if BucketLevel.minute.bucket(start) < minuteOldest {
-                let from = BucketLevel.hour.bucket(start)
-                for look in try looks(.hour, from: from, to: minuteHorizon) { w.fold(look) }
-                start = max(start, BucketLevel.hour.start(max(from, minuteHorizon)).microseconds)
-            }
-        }
-        return RolloutFold(watch: w, cursorMinute: BucketLevel.minute.bucket(start), lastBatch: lastBatch)
     }
 
     /// Counter rows of `level` with `from ≤ bucket < to`, one look per bucket that has rows, in time order.
@@ -444,9 +420,4 @@ public final class TelemetryTables: TelemetryCounters {
         }
         return out
     }
-}
-
-private func ceilDivide(_ a: Int64, _ b: Int64) -> Int64 {
-    let q = a / b
-    return (a % b > 0) ? q + 1 : q
 }

@@ -26,6 +26,44 @@ public struct RolloutFold: Sendable {
 
     public var configuration: WatchConfiguration { watch.configuration }
 
+    /// The fold from the rollout's start, read through `looks` (a store's counter rows of a level with
+    /// `from ≤ bucket < to`, one look per bucket that has rows, in time order): the pre-rollout baseline from hour
+    /// rows, then day looks where hour rows are gone, hour looks where minute rows are gone. Minute looks from
+    /// the returned cursor are left to `advance`. Every store folds cold this way, so they agree on every horizon.
+    public static func fromStart<E: Error>(
+        _ configuration: WatchConfiguration, newest: Int64?, retention: TelemetryRetention, lastBatch: Int64,
+        looks: (_ level: BucketLevel, _ from: Int64, _ to: Int64) throws(E) -> [CounterLook]
+    ) throws(E) -> RolloutFold {
+        var w = RolloutWatch(configuration: configuration)
+        let since = configuration.since.microseconds
+        let baselineStart = BucketLevel.hour.bucket(since - configuration.failures.baselineWindow.microseconds)
+        for look in try looks(.hour, baselineStart, BucketLevel.hour.bucket(since)) { w.foldPreRollout(look.counts) }
+        var start = since
+        if let newest {
+            let minuteOldest = retention.oldestKept(.minute, newest: newest)!
+            let hourOldest = retention.oldestKept(.hour, newest: newest)!
+            // Hours fully covered by minute rows start at the first hour boundary at or after the oldest minute.
+            let minuteHorizon = ceilDivide(minuteOldest, 60)
+            let hourHorizon = ceilDivide(hourOldest, 24)
+            if BucketLevel.hour.bucket(start) < hourOldest {
+                let from = BucketLevel.day.bucket(start)
+                for look in try looks(.day, from, hourHorizon) { w.fold(look) }
+                start = max(start, BucketLevel.day.start(max(from, hourHorizon)).microseconds)
+            }
+            if BucketLevel.minute.bucket(start) < minuteOldest {
+                let from = BucketLevel.hour.bucket(start)
+                for look in try looks(.hour, from, minuteHorizon) { w.fold(look) }
+                start = max(start, BucketLevel.hour.start(max(from, minuteHorizon)).microseconds)
+            }
+        }
+        return RolloutFold(watch: w, cursorMinute: BucketLevel.minute.bucket(start), lastBatch: lastBatch)
+    }
+
+    private static func ceilDivide(_ a: Int64, _ b: Int64) -> Int64 {
+        let q = a / b
+        return (a % b > 0) ? q + 1 : q
+    }
+
     /// Folds `looks` (minute looks at or after the cursor, in time order) while each is settled at `now`, and
     /// returns the rest, which a reader shows as pending.
     public mutating func advance(_ looks: [CounterLook], now: Instant) -> [CounterLook] {
