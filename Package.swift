@@ -60,7 +60,7 @@ let package = Package(
         // The team store on PostgreSQL (`--store postgresql://...`).
         .target(
             name: "PostgresStore",
-            dependencies: ["CPostgres", "Crypto", "JSON", "RemoteConfig", "Rollout", "Timekeeping", "Store", "StepUp", "Telemetry"],
+            dependencies: ["CPostgres", "AppCheck", "Crypto", "JSON", "RemoteConfig", "Rollout", "Timekeeping", "Store", "StepUp", "Telemetry"],
             swiftSettings: strict),
         .target(
             name: "FleetSimulator", dependencies: ["RemoteConfig", "Rollout", "Telemetry", "AppCheck", "Crypto", "Timekeeping"],
@@ -156,7 +156,7 @@ let package = Package(
             name: "PostgresStoreTests",
             dependencies: [
                 "TestSupport", "StoreConformance", "PostgresStore", "Rollout", "RemoteConfig", "JSON", "Timekeeping", "Store", "StepUp",
-                "Telemetry", "Crypto", "RolloutApp",
+                "Telemetry", "Crypto", "RolloutApp", "AppCheck",
             ],
             swiftSettings: strict),
         .testTarget(
