@@ -85,6 +85,7 @@ let package = Package(
                 "FirebaseRemoteConfig",
                 "RampPlans",
                 "PostgresStore",
+                "AppCheck",
             ],
             swiftSettings: strict),
         .target(name: "TestSupport", path: "Tests/Support", swiftSettings: strict),
@@ -143,7 +144,7 @@ let package = Package(
             swiftSettings: strict),
         .testTarget(name: "ConsoleTests", dependencies: ["TestSupport", "Console", "Rollout", "Telemetry", "Timekeeping", "RampPlans", "RemoteConfig"], exclude: ["Golden"], swiftSettings: strict),
         .testTarget(
-            name: "ServeTests", dependencies: ["TestSupport", "ExchangeServer", "AppCheck", "Store", "Telemetry", "Crypto", "JSON", "Timekeeping"],
+            name: "ServeTests", dependencies: ["TestSupport", "ExchangeServer", "AppCheck", "Store", "Telemetry", "Crypto", "JSON", "Timekeeping", "PostgresStore"],
             exclude: ["google_client.py"], swiftSettings: strict),
         .testTarget(
             name: "FirebaseRemoteConfigTests",
