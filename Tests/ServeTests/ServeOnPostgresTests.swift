@@ -90,7 +90,7 @@ import Timekeeping
         #expect(outcomes.filter { $0 == "ok" }.count == 1 && outcomes.filter { $0 == "challengeAlreadyUsed" }.count == 5, "\(outcomes)")
         // The counter moved for both: the next assertion, at A, is accepted, and the key's counter is its.
         let next = try remoteA.generateChallenge(appId: Self.app).challenge
-        _ = try remoteA.exchangeAssertion(
+        let fromA = try remoteA.exchangeAssertion(
             appId: Self.app, artifact: attested.artifact, assertion: try key.assertion(clientDataHash: SHA256.hash(attested.artifact + next)),
             challenge: next, limitedUse: false)
         #expect(try state.attestedKey(appId: Self.app, artifactDigest: SHA256.hash(attested.artifact))?.counter == key.counter)
@@ -99,6 +99,18 @@ import Timekeeping
         let jwksA = try LoopbackHTTPClient(host: "127.0.0.1", port: a.port).request("GET", "/v1/jwks")
         let jwksB = try LoopbackHTTPClient(host: "127.0.0.1", port: b.port).request("GET", "/v1/jwks")
         #expect(jwksA.status == 200 && jwksA.body == jwksB.body)
+        // firebase-admin (the peer) accepts a token of each server against the other's JWKS.
+        let request: [String: Any] = [
+            "project_id": "serve-pg", "jwks": try JSONSerialization.jsonObject(with: Data(jwksB.body)),
+            "tokens": ["from A": fromA.token, "from B": attested.token.token],
+        ]
+        let peer = try TestSupport.run(
+            try TestSupport.python(), [TestSupport.packageRoot.appendingPathComponent("Tests/AppCheckTests/firebase_admin_tokens.py").path],
+            stdin: String(decoding: try JSONSerialization.data(withJSONObject: request), as: UTF8.self))
+        #expect(peer.status == 0, "\(peer.stderr)")
+        #expect(
+            try JSONSerialization.jsonObject(with: Data(peer.stdout.utf8)) as? [String: String]
+                == ["from A": "ok:" + Self.app, "from B": "ok:" + Self.app], "\(peer.stdout)")
 
         // The limited-use token from B: consumed once by one CLI process, refused as a replay by the next; a
         // read-only consumption is refused (exit 4) before anything is recorded.
