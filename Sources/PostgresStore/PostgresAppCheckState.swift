@@ -76,7 +76,8 @@ public final class PostgresAppCheckState: AppCheckState, @unchecked Sendable {
             let apps = try c.query(
                 "SELECT app_id, team_id, bundle_id, environment, trusts_demo_root, token_ttl_seconds FROM appcheck_apps ORDER BY position"
             ).map { r -> AppAttestApp in
-                guard let appId = r[0], let team = r[1], let bundle = r[2], let env = r[3].flatMap(AppAttestEnvironment.init(rawValue:))
+                guard let appId = r[0], let team = r[1], let bundle = r[2],
+                    let env = r[3].flatMap(AppAttestEnvironment.init(rawValue:))
                 else { throw PostgresStoredDataError("appcheck_apps holds a malformed row") }
                 return AppAttestApp(
                     appId: appId, identity: AppIdentity(teamId: team, bundleId: bundle), environment: env,
@@ -100,7 +101,8 @@ public final class PostgresAppCheckState: AppCheckState, @unchecked Sendable {
                     "INSERT INTO appcheck_apps (app_id, team_id, bundle_id, environment, trusts_demo_root, token_ttl_seconds, position) "
                         + "VALUES ($1, $2, $3, $4, $5, $6, $7)",
                     [
-                        app.appId, app.identity.teamId, app.identity.bundleId, app.environment.rawValue, app.trustsDemoRoot ? "t" : "f",
+                        app.appId, app.identity.teamId, app.identity.bundleId, app.environment.rawValue,
+                        app.trustsDemoRoot ? "t" : "f",
                         String(app.tokenTTL.microseconds / 1_000_000), String(i),
                     ])
             }
@@ -145,7 +147,8 @@ public final class PostgresAppCheckState: AppCheckState, @unchecked Sendable {
                     environment = excluded.environment, attested_at = excluded.attested_at
                 """,
                 [
-                    key.appId, Hex.encode(key.keyId), Hex.encode(key.publicKey), String(key.counter), Hex.encode(key.artifactDigest),
+                    key.appId, Hex.encode(key.keyId), Hex.encode(key.publicKey), String(key.counter),
+                    Hex.encode(key.artifactDigest),
                     Hex.encode(key.receipt), key.environment.rawValue, String(key.attestedAt.microseconds),
                 ])
         }
@@ -161,10 +164,12 @@ public final class PostgresAppCheckState: AppCheckState, @unchecked Sendable {
                 ).first
             else { return nil }
             let table = "appcheck_keys"
-            guard let env = r[4].flatMap(AppAttestEnvironment.init(rawValue:)), let counter = UInt32(exactly: try Self.int(r[2], table))
+            guard let env = r[4].flatMap(AppAttestEnvironment.init(rawValue:)),
+                let counter = UInt32(exactly: try Self.int(r[2], table))
             else { throw PostgresStoredDataError("\(table) holds a malformed row") }
             return AttestedKeyRecord(
-                appId: appId, keyId: try Self.bytes(r[0], table), publicKey: try Self.bytes(r[1], table), counter: counter,
+                appId: appId, keyId: try Self.bytes(r[0], table), publicKey: try Self.bytes(r[1], table),
+                counter: counter,
                 artifactDigest: artifactDigest, receipt: try Self.bytes(r[3], table), environment: env,
                 attestedAt: Instant(microseconds: try Self.int(r[5], table)))
         }
@@ -193,13 +198,18 @@ public final class PostgresAppCheckState: AppCheckState, @unchecked Sendable {
     public func signingKeys() throws -> [StoredSigningKey] {
         try read {
             let rows = try c.query(
-                "SELECT kid, encode(private_key, 'hex'), created_at, retires_at FROM appcheck_signing_keys ORDER BY created_at, kid")
+                "SELECT kid, encode(private_key, 'hex'), created_at, retires_at FROM appcheck_signing_keys ORDER BY created_at, kid"
+            )
             guard !rows.isEmpty else { return [] }
             let key = try store.checkedStoreKey(key, for: "App Check signing keys")
             return try rows.map { r in
-                guard let kid = r[0] else { throw PostgresStoredDataError("appcheck_signing_keys holds a malformed row") }
+                guard let kid = r[0] else {
+                    throw PostgresStoredDataError("appcheck_signing_keys holds a malformed row")
+                }
                 return StoredSigningKey(
-                    kid: kid, privateKeyDER: try Self.open(try Self.bytes(r[1], "appcheck_signing_keys"), Self.signingRole(kid), key),
+                    kid: kid,
+                    privateKeyDER: try Self.open(
+                        try Self.bytes(r[1], "appcheck_signing_keys"), Self.signingRole(kid), key),
                     createdAt: Instant(microseconds: try Self.int(r[2], "appcheck_signing_keys")),
                     retiresAt: try r[3].map { Instant(microseconds: try Self.int($0, "appcheck_signing_keys")) })
             }
@@ -244,27 +254,33 @@ public final class PostgresAppCheckState: AppCheckState, @unchecked Sendable {
 
     public func debugTokens() throws -> [DebugTokenRecord] {
         try read {
-            try c.query("SELECT app_id, encode(digest, 'hex'), name, created_at FROM appcheck_debug_tokens ORDER BY created_at, name")
-                .map { r in
-                    guard let app = r[0], let name = r[2] else { throw PostgresStoredDataError("appcheck_debug_tokens holds a malformed row") }
-                    return DebugTokenRecord(
-                        appId: app, digest: try Self.bytes(r[1], "appcheck_debug_tokens"), name: name,
-                        createdAt: Instant(microseconds: try Self.int(r[3], "appcheck_debug_tokens")))
+            try c.query(
+                "SELECT app_id, encode(digest, 'hex'), name, created_at FROM appcheck_debug_tokens ORDER BY created_at, name"
+            )
+            .map { r in
+                guard let app = r[0], let name = r[2] else {
+                    throw PostgresStoredDataError("appcheck_debug_tokens holds a malformed row")
                 }
+                return DebugTokenRecord(
+                    appId: app, digest: try Self.bytes(r[1], "appcheck_debug_tokens"), name: name,
+                    createdAt: Instant(microseconds: try Self.int(r[3], "appcheck_debug_tokens")))
+            }
         }
     }
 
     public func hasDebugToken(appId: String, digest: [UInt8]) throws -> Bool {
         try read {
             try !c.query(
-                "SELECT 1 FROM appcheck_debug_tokens WHERE digest = decode($1, 'hex') AND app_id = $2", [Hex.encode(digest), appId]
+                "SELECT 1 FROM appcheck_debug_tokens WHERE digest = decode($1, 'hex') AND app_id = $2",
+                [Hex.encode(digest), appId]
             ).isEmpty
         }
     }
 
     public func removeDebugToken(appId: String, name: String) throws -> Int {
         try write {
-            try c.query("DELETE FROM appcheck_debug_tokens WHERE app_id = $1 AND name = $2 RETURNING 1", [appId, name]).count
+            try c.query("DELETE FROM appcheck_debug_tokens WHERE app_id = $1 AND name = $2 RETURNING 1", [appId, name])
+                .count
         }
     }
 
@@ -284,23 +300,29 @@ public final class PostgresAppCheckState: AppCheckState, @unchecked Sendable {
         let key = try store.checkedStoreKey(key, for: "the demo authority's keys")
         let table = "appcheck_demo_authority"
         return DemoCertificateAuthority.Material(
-            rootCertificate: try Self.bytes(r[0], table), rootPrivateKey: try Self.open(try Self.bytes(r[1], table), Self.demoRootRole, key),
+            rootCertificate: try Self.bytes(r[0], table),
+            rootPrivateKey: try Self.open(try Self.bytes(r[1], table), Self.demoRootRole, key),
             intermediateCertificate: try Self.bytes(r[2], table),
             intermediatePrivateKey: try Self.open(try Self.bytes(r[3], table), Self.demoIntermediateRole, key))
     }
 
-    public func saveDemoAuthority(_ material: DemoCertificateAuthority.Material) throws -> DemoCertificateAuthority.Material {
+    public func saveDemoAuthority(_ material: DemoCertificateAuthority.Material) throws
+        -> DemoCertificateAuthority.Material
+    {
         try write {
             let key = try store.checkedStoreKey(key, for: "the demo authority's keys")
             try c.query(
                 "INSERT INTO appcheck_demo_authority (id, root_certificate, root_key, intermediate_certificate, intermediate_key) "
                     + "VALUES (1, decode($1, 'hex'), decode($2, 'hex'), decode($3, 'hex'), decode($4, 'hex')) ON CONFLICT (id) DO NOTHING",
                 [
-                    Hex.encode(material.rootCertificate), Hex.encode(Self.seal(material.rootPrivateKey, Self.demoRootRole, key)),
+                    Hex.encode(material.rootCertificate),
+                    Hex.encode(Self.seal(material.rootPrivateKey, Self.demoRootRole, key)),
                     Hex.encode(material.intermediateCertificate),
                     Hex.encode(Self.seal(material.intermediatePrivateKey, Self.demoIntermediateRole, key)),
                 ])
-            guard let stored = try loadDemoAuthority() else { throw PostgresStoredDataError("the demo authority did not save") }
+            guard let stored = try loadDemoAuthority() else {
+                throw PostgresStoredDataError("the demo authority did not save")
+            }
             return stored
         }
     }
@@ -329,13 +351,16 @@ public final class PostgresAppCheckState: AppCheckState, @unchecked Sendable {
 
     static func open(_ box: [UInt8], _ role: String, _ key: StoreKey) throws -> [UInt8] {
         guard box.starts(with: boxMagic) else {
-            throw PostgresStoredDataError("the App Check \(role) is not sealed with the team store key (written outside rollout?)")
+            throw PostgresStoredDataError(
+                "the App Check \(role) is not sealed with the team store key (written outside rollout?)")
         }
         do {
             return try AESGCM.open(
-                Array(box.dropFirst(boxMagic.count)), key: key.bytes, associatedData: Array("rollout appcheck \(role)".utf8))
+                Array(box.dropFirst(boxMagic.count)), key: key.bytes,
+                associatedData: Array("rollout appcheck \(role)".utf8))
         } catch {
-            throw PostgresStoredDataError("the App Check \(role) does not decrypt with \(key.path): \(error) (moved, or another store's key?)")
+            throw PostgresStoredDataError(
+                "the App Check \(role) does not decrypt with \(key.path): \(error) (moved, or another store's key?)")
         }
     }
 }

@@ -26,7 +26,8 @@ extension Wiring {
         if StoreLocation.isPostgres(location) {
             let config = try PostgresConfigStore(conninfo: location, readOnly: readOnly)
             return AppCheckStateSource(
-                state: PostgresAppCheckState(store: config, key: try teamStoreKey(create: false).key), isReadOnly: readOnly,
+                state: PostgresAppCheckState(store: config, key: try teamStoreKey(create: false).key),
+                isReadOnly: readOnly,
                 label: storeLabel(location))
         }
         let store = try RolloutStore(path: location, create: false, access: readOnly ? .readOnly : .readWrite)

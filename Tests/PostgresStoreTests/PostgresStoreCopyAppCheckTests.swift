@@ -25,7 +25,9 @@ struct PostgresStoreCopyAppCheckTests {
 
     @discardableResult
     func rollout(_ arguments: [String], store: String? = nil) throws -> TestSupport.ProcessResult {
-        try TestSupport.run(try TestSupport.rolloutBinary(), arguments + (store.map { ["--store", $0] } ?? []), environment: environment)
+        try TestSupport.run(
+            try TestSupport.rolloutBinary(), arguments + (store.map { ["--store", $0] } ?? []), environment: environment
+        )
     }
 
     /// The same questions asked of both ends give the same answers: the registrations read back equal, and the
@@ -49,22 +51,31 @@ struct PostgresStoreCopyAppCheckTests {
         #expect(try rollout(["init"], store: file).status == 0)
         for (app, demo) in [(Self.app, true), ("1:777:ios:other", false)] {
             let add = try rollout(
-                ["appcheck", "app", "add", app, "--project-number", "777", "--project-id", "copy", "--team", "ABCDE12345", "--bundle", "com.example.copy"]
+                [
+                    "appcheck", "app", "add", app, "--project-number", "777", "--project-id", "copy", "--team",
+                    "ABCDE12345", "--bundle", "com.example.copy",
+                ]
                     + (demo ? ["--trust-demo"] : []), store: file)
             #expect(add.status == 0, "\(add.stderr)")
         }
-        #expect(try rollout(["appcheck", "debug-token", "add", "--app", Self.app, "--token", "0123456789abcdef-ci"], store: file).status == 0)
+        #expect(
+            try rollout(
+                ["appcheck", "debug-token", "add", "--app", Self.app, "--token", "0123456789abcdef-ci"], store: file
+            ).status == 0)
         #expect(try rollout(["appcheck", "keys", "rotate"], store: file).status == 0)
         #expect(try rollout(["appcheck", "keys", "rotate"], store: file).status == 0)
         // Per-request state: an unused and a used challenge, an attested key at counter 7, a consumed token id.
         let attested = AttestedKeyRecord(
-            appId: Self.app, keyId: [UInt8](repeating: 4, count: 32), publicKey: [0x04] + [UInt8](repeating: 5, count: 64), counter: 7,
-            artifactDigest: [UInt8](repeating: 6, count: 32), receipt: [1, 2, 3], environment: .production, attestedAt: Self.t0)
+            appId: Self.app, keyId: [UInt8](repeating: 4, count: 32),
+            publicKey: [0x04] + [UInt8](repeating: 5, count: 64), counter: 7,
+            artifactDigest: [UInt8](repeating: 6, count: 32), receipt: [1, 2, 3], environment: .production,
+            attestedAt: Self.t0)
         do {
             let source = try AppCheckStateTables(database: RolloutStore(path: file, create: false).database)
             try source.storeChallenge(Array(repeating: 1, count: 32), appId: Self.app, expiresAt: Self.t0 + .minutes(5))
             try source.storeChallenge(Array(repeating: 2, count: 32), appId: Self.app, expiresAt: Self.t0 + .minutes(5))
-            #expect(try source.redeemChallenge(Array(repeating: 2, count: 32), appId: Self.app, at: Self.t0) == .redeemed)
+            #expect(
+                try source.redeemChallenge(Array(repeating: 2, count: 32), appId: Self.app, at: Self.t0) == .redeemed)
             try source.saveAttestedKey(attested)
             #expect(try source.consumeToken(id: "jti-used", expiresAt: Self.t0 + .hours(1)))
         }
@@ -75,13 +86,15 @@ struct PostgresStoreCopyAppCheckTests {
         #expect(copy.status == 0, "\(copy.stderr)")
         #expect(
             copy.stdout.contains(
-                "App Check state: 1 project, 2 apps, 2 challenges, 1 keys, 1 consumed_tokens, 1 debug_tokens, 2 signing_keys, 1 demo_authority"),
+                "App Check state: 1 project, 2 apps, 2 challenges, 1 keys, 1 consumed_tokens, 1 debug_tokens, 2 signing_keys, 1 demo_authority"
+            ),
             "\(copy.stdout)")
         #expect(!copy.stdout.contains("not copied"), "\(copy.stdout)")
         #expect(copy.stderr.isEmpty, "\(copy.stderr.debugDescription)")
 
         let source = try AppCheckStateTables(database: RolloutStore(path: file, create: false).database)
-        let copied = PostgresAppCheckState(store: try PostgresConfigStore(conninfo: target), key: try StoreKey.load(key))
+        let copied = PostgresAppCheckState(
+            store: try PostgresConfigStore(conninfo: target), key: try StoreKey.load(key))
         #expect(try copied.configuration() == source.configuration())
         #expect(try copied.configuration()?.apps.count == 2)
         let keys = try copied.signingKeys()
@@ -95,10 +108,12 @@ struct PostgresStoreCopyAppCheckTests {
         #expect(onPostgres == (try Self.probe(source, attested: attested)))
         #expect(onPostgres == ["redeemed", "alreadyUsed", "unknown", "false", "true", "false", "true"])
         // The private keys are sealed with the team key on the PostgreSQL end.
-        let raw = try PGConnection(target).query("SELECT encode(private_key, 'hex') FROM appcheck_signing_keys").compactMap { $0[0] }
+        let raw = try PGConnection(target).query("SELECT encode(private_key, 'hex') FROM appcheck_signing_keys")
+            .compactMap { $0[0] }
         #expect(raw.count == 2 && raw.allSatisfy { $0.hasPrefix(Hex.encode(PostgresAppCheckState.boxMagic)) })
         // The CLI on PostgreSQL opens the copied keys with the team key the copy recorded.
-        #expect(try rollout(["appcheck", "keys", "list"], store: server.uris(of: target).socket).stdout.contains("signing"))
+        #expect(
+            try rollout(["appcheck", "keys", "list"], store: server.uris(of: target).socket).stdout.contains("signing"))
     }
 
     /// Runs the binary with stderr on a pty (python's `pty`), stdout on a pipe; returns what the terminal got.
@@ -134,7 +149,9 @@ struct PostgresStoreCopyAppCheckTests {
         var text = ""
         text.reserveCapacity(10_000_000)
         for i in 0..<100_000 {
-            text += #"{"t":\#(now + Int64(i)),"i":"inst-\#(i)","k":"session","c":"enabled","p":"appAttest","os":"17.4"}"# + "\n"
+            text +=
+                #"{"t":\#(now + Int64(i)),"i":"inst-\#(i)","k":"session","c":"enabled","p":"appAttest","os":"17.4"}"#
+                + "\n"
         }
         let events = directory.appendingPathComponent("events.ndjson")
         try text.write(to: events, atomically: true, encoding: .utf8)
@@ -142,7 +159,9 @@ struct PostgresStoreCopyAppCheckTests {
         #expect(ingested.status == 0, "\(ingested.stderr)")
 
         let binary = try TestSupport.rolloutBinary()
-        let shown = try onTerminal([binary, "store", "copy", "--from", file, "--to", server.uris(of: try server.freshDatabase()).socket])
+        let shown = try onTerminal([
+            binary, "store", "copy", "--from", file, "--to", server.uris(of: try server.freshDatabase()).socket,
+        ])
         #expect(shown.status == 0, "\(shown.terminal)")
         let draws = shown.terminal.components(separatedBy: "\r").filter { $0.hasPrefix("store copy  ") }
         print("store copy of 100,000 installations on a terminal: \(draws.count) progress redraws")
@@ -151,9 +170,14 @@ struct PostgresStoreCopyAppCheckTests {
         // Erased at the end: the summary on stdout starts on a clean line.
         #expect(shown.terminal.hasSuffix("\r\u{1B}[K"), "\(shown.terminal.debugDescription)")
 
-        let quiet = try onTerminal([binary, "store", "copy", "--from", file, "--to", server.uris(of: try server.freshDatabase()).socket, "--quiet"])
+        let quiet = try onTerminal([
+            binary, "store", "copy", "--from", file, "--to", server.uris(of: try server.freshDatabase()).socket,
+            "--quiet",
+        ])
         #expect(quiet.status == 0 && quiet.terminal.isEmpty, "\(quiet.terminal.debugDescription)")
-        let piped = try rollout(["store", "copy", "--from", file, "--to", server.uris(of: try server.freshDatabase()).socket])
+        let piped = try rollout([
+            "store", "copy", "--from", file, "--to", server.uris(of: try server.freshDatabase()).socket,
+        ])
         #expect(piped.status == 0 && piped.stderr.isEmpty, "\(piped.stderr.debugDescription)")
         #expect(piped.stdout.contains("100000 installations"), "\(piped.stdout)")
     }

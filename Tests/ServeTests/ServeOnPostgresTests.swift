@@ -41,29 +41,41 @@ import Timekeeping
         try "a-token-read-from-a-file-0123456789\n".write(toFile: tokenFile, atomically: true, encoding: .utf8)
 
         let a = try ServeProcess.start(
-            rollout, [
+            rollout,
+            [
                 "--trust-demo", "--store", uri, "--rate-limit", "0", "--events-token-file", tokenFile, "--access-log",
                 dir.appendingPathComponent("a.log").path,
             ], environment: environment)
         defer { if a.process.isRunning { a.process.terminate() } }
-        let b = try ServeProcess.start(rollout, [
-                "--trust-demo", "--store", uri, "--rate-limit", "0", "--no-events", "--access-log", dir.appendingPathComponent("b.log").path,
+        let b = try ServeProcess.start(
+            rollout,
+            [
+                "--trust-demo", "--store", uri, "--rate-limit", "0", "--no-events", "--access-log",
+                dir.appendingPathComponent("b.log").path,
             ], environment: environment)
         defer { if b.process.isRunning { b.process.terminate() } }
-        let remoteA = RemoteAppCheckExchange(transport: try LoopbackHTTPClient(host: "127.0.0.1", port: a.port), project: "serve-pg")
-        let remoteB = RemoteAppCheckExchange(transport: try LoopbackHTTPClient(host: "127.0.0.1", port: b.port), project: "serve-pg")
+        let remoteA = RemoteAppCheckExchange(
+            transport: try LoopbackHTTPClient(host: "127.0.0.1", port: a.port), project: "serve-pg")
+        let remoteB = RemoteAppCheckExchange(
+            transport: try LoopbackHTTPClient(host: "127.0.0.1", port: b.port), project: "serve-pg")
 
         // The devices' authority is the one both servers trust: read back from the store (opened with the key).
-        let state = PostgresAppCheckState(store: try PostgresConfigStore(conninfo: conninfo), key: try StoreKey.load(keyPath))
+        let state = PostgresAppCheckState(
+            store: try PostgresConfigStore(conninfo: conninfo), key: try StoreKey.load(keyPath))
         let authority = try DemoCertificateAuthority.loadOrCreate(in: state)
         let key = try SimulatedAppAttestKey(authority: authority, app: Self.identity, environment: .production)
 
         // A challenge from A, attested at B; the same attestation again (at A or B) is a replay of the challenge.
         let challenge = try remoteA.generateChallenge(appId: Self.app).challenge
         let attestation = try key.attestation(clientDataHash: SHA256.hash(challenge), at: SystemClock().now())
-        let attested = try remoteB.attest(appId: Self.app, attestation: attestation, keyId: key.keyId, challenge: challenge, limitedUse: true)
+        let attested = try remoteB.attest(
+            appId: Self.app, attestation: attestation, keyId: key.keyId, challenge: challenge, limitedUse: true)
         for remote in [remoteA, remoteB] {
-            #expect { _ = try remote.attest(appId: Self.app, attestation: attestation, keyId: key.keyId, challenge: challenge, limitedUse: false) } throws: {
+            #expect {
+                _ = try remote.attest(
+                    appId: Self.app, attestation: attestation, keyId: key.keyId, challenge: challenge, limitedUse: false
+                )
+            } throws: {
                 ($0 as? AppCheckExchangeError)?.code == "challengeAlreadyUsed"
             }
         }
@@ -77,8 +89,11 @@ import Timekeeping
             let outcome: String
             do {
                 let remote = RemoteAppCheckExchange(
-                    transport: try LoopbackHTTPClient(host: "127.0.0.1", port: i % 2 == 0 ? a.port : b.port), project: "serve-pg")
-                _ = try remote.exchangeAssertion(appId: Self.app, artifact: attested.artifact, assertion: assertion, challenge: raced, limitedUse: false)
+                    transport: try LoopbackHTTPClient(host: "127.0.0.1", port: i % 2 == 0 ? a.port : b.port),
+                    project: "serve-pg")
+                _ = try remote.exchangeAssertion(
+                    appId: Self.app, artifact: attested.artifact, assertion: assertion, challenge: raced,
+                    limitedUse: false)
                 outcome = "ok"
             } catch let e as AppCheckExchangeError {
                 outcome = e.code
@@ -87,13 +102,18 @@ import Timekeeping
             }
             lock.withLock { outcomes.append(outcome) }
         }
-        #expect(outcomes.filter { $0 == "ok" }.count == 1 && outcomes.filter { $0 == "challengeAlreadyUsed" }.count == 5, "\(outcomes)")
+        #expect(
+            outcomes.filter { $0 == "ok" }.count == 1 && outcomes.filter { $0 == "challengeAlreadyUsed" }.count == 5,
+            "\(outcomes)")
         // The counter moved for both: the next assertion, at A, is accepted, and the key's counter is its.
         let next = try remoteA.generateChallenge(appId: Self.app).challenge
         let fromA = try remoteA.exchangeAssertion(
-            appId: Self.app, artifact: attested.artifact, assertion: try key.assertion(clientDataHash: SHA256.hash(attested.artifact + next)),
+            appId: Self.app, artifact: attested.artifact,
+            assertion: try key.assertion(clientDataHash: SHA256.hash(attested.artifact + next)),
             challenge: next, limitedUse: false)
-        #expect(try state.attestedKey(appId: Self.app, artifactDigest: SHA256.hash(attested.artifact))?.counter == key.counter)
+        #expect(
+            try state.attestedKey(appId: Self.app, artifactDigest: SHA256.hash(attested.artifact))?.counter
+                == key.counter)
 
         // One signing key, one JWKS.
         let jwksA = try LoopbackHTTPClient(host: "127.0.0.1", port: a.port).request("GET", "/v1/jwks")
@@ -105,7 +125,8 @@ import Timekeeping
             "tokens": ["from A": fromA.token, "from B": attested.token.token],
         ]
         let peer = try TestSupport.run(
-            try TestSupport.python(), [TestSupport.packageRoot.appendingPathComponent("Tests/AppCheckTests/firebase_admin_tokens.py").path],
+            try TestSupport.python(),
+            [TestSupport.packageRoot.appendingPathComponent("Tests/AppCheckTests/firebase_admin_tokens.py").path],
             stdin: String(decoding: try JSONSerialization.data(withJSONObject: request), as: UTF8.self))
         #expect(peer.status == 0, "\(peer.stderr)")
         #expect(
@@ -125,7 +146,9 @@ import Timekeeping
         // POST /v1/events on A lands in the team store's telemetry.
         let events = try LoopbackHTTPClient(host: "127.0.0.1", port: a.port).request(
             "POST", "/v1/events", headers: [("Authorization", "Bearer a-token-read-from-a-file-0123456789")],
-            body: Array(#"{"t":\#(SystemClock().now().microseconds),"i":"fid-1","k":"success","c":"enabled","p":"appAttest"}"#.utf8))
+            body: Array(
+                #"{"t":\#(SystemClock().now().microseconds),"i":"fid-1","k":"success","c":"enabled","p":"appAttest"}"#
+                    .utf8))
         #expect(events.status == 200, "\(String(decoding: events.body, as: UTF8.self))")
         #expect(try PostgresTelemetry(store: try PostgresConfigStore(conninfo: conninfo)).batches().count == 1)
 

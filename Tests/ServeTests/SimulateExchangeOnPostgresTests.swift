@@ -17,13 +17,16 @@ import TestSupport
         let postgres = try PostgresServer.get()
         let conninfo = try postgres.freshDatabase()
         let server = postgres.uris(of: conninfo).socket
-        let environment = ["ROLLOUT_STORE_KEY": dir.appendingPathComponent("team.key").path, "ROLLOUT_OPERATOR": "ana@test"]
+        let environment = [
+            "ROLLOUT_STORE_KEY": dir.appendingPathComponent("team.key").path, "ROLLOUT_OPERATOR": "ana@test",
+        ]
         func cli(_ arguments: [String]) throws -> TestSupport.ProcessResult {
             try TestSupport.run(rollout, arguments, environment: environment)
         }
         #expect(try cli(["init", "--store", server]).status == 0)
         let add = try cli([
-            "appcheck", "app", "add", Self.app, "--project-number", "464646", "--project-id", "fleet-pg", "--team", "ROLLOUTSIM",
+            "appcheck", "app", "add", Self.app, "--project-number", "464646", "--project-id", "fleet-pg", "--team",
+            "ROLLOUTSIM",
             "--bundle", "dev.rollout.fleet", "--trust-demo", "--store", server,
         ])
         #expect(add.status == 0, "\(add.stderr)")
@@ -39,13 +42,15 @@ import TestSupport
         """.write(toFile: scenario, atomically: true, encoding: .utf8)
 
         let serve = try ServeProcess.start(
-            rollout, ["--trust-demo", "--store", server, "--no-events", "--rate-limit", "0", "--access-log", "/dev/null"],
+            rollout,
+            ["--trust-demo", "--store", server, "--no-events", "--rate-limit", "0", "--access-log", "/dev/null"],
             environment: environment)
         defer { if serve.process.isRunning { serve.process.terminate() } }
         let url = "http://127.0.0.1:\(serve.port)"
         let drill = dir.appendingPathComponent("drill.db").path
         let run = try cli([
-            "simulate", "--scenario", scenario, "--speed", "max", "--store", drill, "--exchange", url, "--exchange-store", server,
+            "simulate", "--scenario", scenario, "--speed", "max", "--store", drill, "--exchange", url,
+            "--exchange-store", server,
             "--json", "--quiet",
         ])
         try #require(run.status == 0, "\(run.stderr)")
