@@ -156,6 +156,15 @@ import Timekeeping
         #expect(try cli(["appcheck", "keys", "rotate"]).status == 0)
         let keys = try cli(["appcheck", "keys", "list"])
         #expect(keys.stdout.split(separator: "\n").count == 2, "\(keys.stdout)")
+        for port in [a.port, b.port] {
+            var published = 0
+            for _ in 0..<100 where published != 2 {
+                let jwks = try LoopbackHTTPClient(host: "127.0.0.1", port: port).request("GET", "/v1/jwks")
+                published = (try? JSONParser().parse(jwks.body))?["keys"]?.arrayValue?.count ?? -1
+                if published != 2 { usleep(100_000) }
+            }
+            #expect(published == 2, "the server on port \(port) publishes \(published) keys after the rotation")
+        }
 
         for serve in [a, b] {
             kill(serve.process.processIdentifier, SIGTERM)
