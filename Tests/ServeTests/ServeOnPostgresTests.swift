@@ -26,7 +26,7 @@ import Timekeeping
         let uri = server.uris(of: conninfo).socket
         let keyPath = dir.appendingPathComponent("team.key").path
         let environment = ["ROLLOUT_STORE_KEY": keyPath, "ROLLOUT_OPERATOR": "ana@test", "NO_COLOR": "1"]
-        func cli(_ arguments: [String]) throws -> TestSupport.ProcessResult {
+        @Sendable func cli(_ arguments: [String]) throws -> TestSupport.ProcessResult {
             try TestSupport.run(rollout, arguments + ["--store", uri], environment: environment)
         }
         #expect(try cli(["init"]).status == 0)
@@ -142,6 +142,19 @@ import Timekeeping
         let second = try cli(["token", "verify", token, "--consume"])
         #expect(second.status == 1 && second.stdout.contains("replay"), "\(second.stdout)\(second.stderr)")
         #expect(try cli(["token", "verify", token]).status == 0)
+        // Six processes consuming one fresh limited-use token at once: exactly one is accepted.
+        let fresh = try remoteA.generateChallenge(appId: Self.app).challenge
+        let limited = try remoteA.exchangeAssertion(
+            appId: Self.app, artifact: attested.artifact,
+            assertion: try key.assertion(clientDataHash: SHA256.hash(attested.artifact + fresh)), challenge: fresh,
+            limitedUse: true
+        ).token
+        nonisolated(unsafe) var statuses: [Int32] = []
+        DispatchQueue.concurrentPerform(iterations: 6) { _ in
+            let status = (try? cli(["token", "verify", limited, "--consume"]))?.status ?? -1
+            lock.withLock { statuses.append(status) }
+        }
+        #expect(statuses.sorted() == [0, 1, 1, 1, 1, 1], "\(statuses)")
 
         // POST /v1/events on A lands in the team store's telemetry.
         let events = try LoopbackHTTPClient(host: "127.0.0.1", port: a.port).request(
