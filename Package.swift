@@ -60,7 +60,7 @@ let package = Package(
         // The team store on PostgreSQL (`--store postgresql://...`).
         .target(
             name: "PostgresStore",
-            dependencies: ["CPostgres", "Crypto", "JSON", "RemoteConfig", "Rollout", "Timekeeping", "Store", "StepUp", "Telemetry"],
+            dependencies: ["CPostgres", "AppCheck", "Crypto", "JSON", "RemoteConfig", "Rollout", "Timekeeping", "Store", "StepUp", "Telemetry"],
             swiftSettings: strict),
         .target(
             name: "FleetSimulator", dependencies: ["RemoteConfig", "Rollout", "Telemetry", "AppCheck", "Crypto", "Timekeeping"],
@@ -85,6 +85,7 @@ let package = Package(
                 "FirebaseRemoteConfig",
                 "RampPlans",
                 "PostgresStore",
+                "AppCheck",
             ],
             swiftSettings: strict),
         .target(name: "TestSupport", path: "Tests/Support", swiftSettings: strict),
@@ -143,7 +144,7 @@ let package = Package(
             swiftSettings: strict),
         .testTarget(name: "ConsoleTests", dependencies: ["TestSupport", "Console", "Rollout", "Telemetry", "Timekeeping", "RampPlans", "RemoteConfig"], exclude: ["Golden"], swiftSettings: strict),
         .testTarget(
-            name: "ServeTests", dependencies: ["TestSupport", "ExchangeServer", "AppCheck", "Store", "Telemetry", "Crypto", "JSON", "Timekeeping"],
+            name: "ServeTests", dependencies: ["TestSupport", "ExchangeServer", "AppCheck", "Store", "Telemetry", "Crypto", "JSON", "Timekeeping", "PostgresStore"],
             exclude: ["google_client.py"], swiftSettings: strict),
         .testTarget(
             name: "FirebaseRemoteConfigTests",
@@ -156,7 +157,7 @@ let package = Package(
             name: "PostgresStoreTests",
             dependencies: [
                 "TestSupport", "StoreConformance", "PostgresStore", "Rollout", "RemoteConfig", "JSON", "Timekeeping", "Store", "StepUp",
-                "Telemetry", "Crypto", "RolloutApp",
+                "Telemetry", "Crypto", "RolloutApp", "AppCheck",
             ],
             swiftSettings: strict),
         .testTarget(

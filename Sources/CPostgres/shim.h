@@ -14,7 +14,7 @@
 #include <pthread.h>
 #include <stddef.h>
 
-// The functions used, except PQconnectdb (below) and the three that return void (at the end): return type, name,
+// The functions used, except PQconnectdb (below) and the four that return void (at the end): return type, name,
 // parameters, arguments.
 #define ROLLOUT_PQ_FUNCTIONS(X)                                                                                 \
     X(ConnStatusType, PQstatus, (const PGconn *conn), (conn))                                                   \
@@ -38,6 +38,7 @@
 // The header's declarations of these functions get private names that nothing defines or calls.
 #define PQconnectdb rollout_pq_declared_PQconnectdb
 #define PQfinish rollout_pq_declared_PQfinish
+#define PQreset rollout_pq_declared_PQreset
 #define PQstatus rollout_pq_declared_PQstatus
 #define PQerrorMessage rollout_pq_declared_PQerrorMessage
 #define PQsocket rollout_pq_declared_PQsocket
@@ -57,6 +58,7 @@
 #include <postgresql/libpq-fe.h>
 #undef PQconnectdb
 #undef PQfinish
+#undef PQreset
 #undef PQstatus
 #undef PQerrorMessage
 #undef PQsocket
@@ -78,6 +80,7 @@ typedef struct {
     const char *failure;
     PGconn *(*PQconnectdb)(const char *conninfo);
     void (*PQfinish)(PGconn *conn);
+    void (*PQreset)(PGconn *conn);
     void (*PQclear)(PGresult *res);
     void (*PQfreemem)(void *ptr);
 #define ROLLOUT_PQ_FIELD(ret, name, params, args) ret(*name) params;
@@ -107,6 +110,7 @@ static inline void rollout_pq_open(void) {
     }
     ROLLOUT_PQ_RESOLVE(, PQconnectdb, , )
     ROLLOUT_PQ_RESOLVE(, PQfinish, , )
+    ROLLOUT_PQ_RESOLVE(, PQreset, , )
     ROLLOUT_PQ_RESOLVE(, PQclear, , )
     ROLLOUT_PQ_RESOLVE(, PQfreemem, , )
     ROLLOUT_PQ_FUNCTIONS(ROLLOUT_PQ_RESOLVE)
@@ -137,6 +141,7 @@ static inline PGconn *PQconnectdb(const char *conninfo) {
 ROLLOUT_PQ_FUNCTIONS(ROLLOUT_PQ_FORWARD)
 #undef ROLLOUT_PQ_FORWARD
 static inline void PQfinish(PGconn *conn) { rollout_pq_table()->PQfinish(conn); }
+static inline void PQreset(PGconn *conn) { rollout_pq_table()->PQreset(conn); }
 static inline void PQclear(PGresult *res) { rollout_pq_table()->PQclear(res); }
 static inline void PQfreemem(void *ptr) { rollout_pq_table()->PQfreemem(ptr); }
 #endif

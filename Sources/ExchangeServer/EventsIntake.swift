@@ -16,22 +16,42 @@ import Timekeeping
 ///   (durably) before the answer `{"accepted", "ignored", "batch"}`.
 public final class EventsIntake: @unchecked Sendable {
     private let tokenDigest: [UInt8]
-    private let store: RolloutStore
-    private let tables: TelemetryTables
+    /// Lands one batch (committed before it returns).
+    private let land: (TelemetryBatch, String, Instant) throws -> BatchReceipt?
     private let clock: any Clock
     private let afterCommit: @Sendable () -> Void
     private let rolloutStart: @Sendable () -> Instant?
 
     /// `afterCommit` runs after each landed batch (the CLI wires the same auto-kill check as `rollout ingest`);
     /// `rolloutStart` gives the rollout's start for the window of acceptable event times (`EventTimeWindow`).
-    public init(
+    public convenience init(
         store: RolloutStore, bearerToken: String, clock: any Clock, rolloutStart: @escaping @Sendable () -> Instant? = { nil },
         afterCommit: @escaping @Sendable () -> Void = {}
     ) throws {
+        let tables = try store.withDatabase { try TelemetryTables(database: $0) }
+        self.init(
+            bearerToken: bearerToken, clock: clock, rolloutStart: rolloutStart, afterCommit: afterCommit,
+            land: { batch, source, at in try store.withDatabase { _ in try tables.commit(batch, source: source, at: at) } })
+    }
+
+    /// The same intake landing its batches in any store's telemetry counters (the core's port; a PostgreSQL team
+    /// store's `PostgresTelemetry`).
+    public convenience init(
+        counters: any TelemetryCounters, bearerToken: String, clock: any Clock,
+        rolloutStart: @escaping @Sendable () -> Instant? = { nil }, afterCommit: @escaping @Sendable () -> Void = {}
+    ) {
+        self.init(
+            bearerToken: bearerToken, clock: clock, rolloutStart: rolloutStart, afterCommit: afterCommit,
+            land: { batch, source, at in try counters.commit(batch, source: source, at: at) })
+    }
+
+    private init(
+        bearerToken: String, clock: any Clock, rolloutStart: @escaping @Sendable () -> Instant?,
+        afterCommit: @escaping @Sendable () -> Void, land: @escaping (TelemetryBatch, String, Instant) throws -> BatchReceipt?
+    ) {
         self.rolloutStart = rolloutStart
-        self.store = store
         tokenDigest = SHA256.hash(Array(bearerToken.utf8))
-        tables = try store.withDatabase { try TelemetryTables(database: $0) }
+        self.land = land
         self.clock = clock
         self.afterCommit = afterCommit
     }
@@ -91,9 +111,7 @@ public final class EventsIntake: @unchecked Sendable {
         }
         let receipt: BatchReceipt?
         do {
-            receipt = try store.withDatabase { _ in
-                try tables.commit(ingest.batch, source: "http:\(request.remoteAddress)", at: clock.now())
-            }
+            receipt = try land(ingest.batch, "http:\(request.remoteAddress)", clock.now())
         } catch {
             return googleError(503, "UNAVAILABLE", "the batch was not ingested: \(error)")
         }

@@ -46,6 +46,22 @@ public final class PGConnection: @unchecked Sendable {
 
     deinit { PQfinish(raw) }
 
+    /// Statements that set up the session (`SET ...`), run again after a reconnect.
+    public var sessionSetup: [String] = []
+
+    /// When the connection was lost (the server restarted, the network dropped it: libpq marks it bad at the
+    /// failed call), connects again with the same parameters and runs `sessionSetup`; true when the connection is
+    /// usable. Callers use it only between transactions, so nothing is re-sent: the call that met the loss has
+    /// already failed (its COMMIT may or may not have landed, which only the caller can tell).
+    @discardableResult
+    public func reconnectIfLost() -> Bool {
+        guard PQstatus(raw) != CONNECTION_OK else { return true }
+        PQreset(raw)
+        guard PQstatus(raw) == CONNECTION_OK else { return false }
+        for statement in sessionSetup where (try? execute(statement)) == nil { return false }
+        return true
+    }
+
     /// Runs `sql` with `$1...` bound to `params` (nil is NULL); returns the rows, each column as text or nil.
     @discardableResult
     public func query(_ sql: String, _ params: [String?] = []) throws(PostgresError) -> [[String?]] {

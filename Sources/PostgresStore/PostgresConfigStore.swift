@@ -45,8 +45,8 @@ public final class PostgresConfigStore: ConfigStore, @unchecked Sendable {
         self.conninfo = conninfo
         self.isReadOnly = readOnly
         connection = try PGConnection(conninfo)
-        try connection.execute("SET client_min_messages = warning")
-        if readOnly { try connection.execute("SET default_transaction_read_only = on") }
+        connection.sessionSetup = ["SET client_min_messages = warning"] + (readOnly ? ["SET default_transaction_read_only = on"] : [])
+        for statement in connection.sessionSetup { try connection.execute(statement) }
         let found = try PostgresSchema.version(connection)
         guard let found else {
             throw StoreError.unavailable(
@@ -125,6 +125,9 @@ public final class PostgresConfigStore: ConfigStore, @unchecked Sendable {
         var attempt = 0
         while true {
             attempt += 1
+            // A connection lost since the last call (a server restart) is opened again before this transaction;
+            // the call that met the loss failed with a connection error, and nothing of it is re-run here.
+            connection.reconnectIfLost()
             do {
                 try connection.execute(isReadOnly ? "BEGIN ISOLATION LEVEL READ COMMITTED READ ONLY" : "BEGIN ISOLATION LEVEL READ COMMITTED")
                 depth = 1
@@ -164,6 +167,7 @@ public final class PostgresConfigStore: ConfigStore, @unchecked Sendable {
         lock.lock()
         defer { lock.unlock() }
         if depth > 0 { return try body() }
+        connection.reconnectIfLost()
         try connection.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
         depth = 1
         defer { depth = 0 }
@@ -181,6 +185,7 @@ public final class PostgresConfigStore: ConfigStore, @unchecked Sendable {
     func readingLocked<T>(_ body: () throws -> T) throws -> T {
         lock.lock()
         defer { lock.unlock() }
+        if depth == 0 { connection.reconnectIfLost() }
         return try body()
     }
 

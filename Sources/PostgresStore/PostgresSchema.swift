@@ -92,6 +92,33 @@ public enum PostgresSchema {
             speed DOUBLE PRECISION, wall_updated BIGINT NOT NULL, simulated_at_update BIGINT NOT NULL, running BOOLEAN NOT NULL);
         CREATE TABLE monitor_rollout_start (version BIGINT PRIMARY KEY, started_at BIGINT);
         """,
+        // 3: the App Check exchange's state (`PostgresAppCheckState`): the SQLite store's `appcheck_*` tables, except
+        // that a signing key's retirement is a column (no seal to keep rows immutable here) and every private key
+        // (token signing keys, the demo authority's keys) is an AES-256-GCM box under the team's store key.
+        """
+        CREATE TABLE appcheck_project (
+            id INTEGER PRIMARY KEY CHECK (id = 1), project_number TEXT NOT NULL, project_id TEXT NOT NULL);
+        CREATE TABLE appcheck_apps (
+            app_id TEXT PRIMARY KEY, team_id TEXT NOT NULL, bundle_id TEXT NOT NULL,
+            environment TEXT NOT NULL CHECK (environment IN ('development', 'production')),
+            trusts_demo_root BOOLEAN NOT NULL, token_ttl_seconds BIGINT NOT NULL, position INTEGER NOT NULL);
+        CREATE TABLE appcheck_challenges (
+            challenge BYTEA PRIMARY KEY, app_id TEXT NOT NULL, expires_at BIGINT NOT NULL, used BOOLEAN NOT NULL DEFAULT false);
+        CREATE INDEX appcheck_challenges_expiry ON appcheck_challenges (expires_at);
+        CREATE TABLE appcheck_keys (
+            app_id TEXT NOT NULL, key_id BYTEA NOT NULL, public_key BYTEA NOT NULL,
+            counter BIGINT NOT NULL CHECK (counter BETWEEN 0 AND 4294967295), artifact_digest BYTEA NOT NULL UNIQUE,
+            receipt BYTEA NOT NULL, environment TEXT NOT NULL, attested_at BIGINT NOT NULL, PRIMARY KEY (app_id, key_id));
+        CREATE TABLE appcheck_consumed_tokens (token_id TEXT PRIMARY KEY, expires_at BIGINT NOT NULL);
+        CREATE INDEX appcheck_consumed_tokens_expiry ON appcheck_consumed_tokens (expires_at);
+        CREATE TABLE appcheck_signing_keys (
+            kid TEXT PRIMARY KEY, private_key BYTEA NOT NULL, created_at BIGINT NOT NULL, retires_at BIGINT);
+        CREATE TABLE appcheck_debug_tokens (
+            digest BYTEA PRIMARY KEY, app_id TEXT NOT NULL, name TEXT NOT NULL, created_at BIGINT NOT NULL);
+        CREATE TABLE appcheck_demo_authority (
+            id INTEGER PRIMARY KEY CHECK (id = 1), root_certificate BYTEA NOT NULL, root_key BYTEA NOT NULL,
+            intermediate_certificate BYTEA NOT NULL, intermediate_key BYTEA NOT NULL);
+        """,
     ]
 
     /// The recorded schema version; nil when the database has no rollout schema at all.

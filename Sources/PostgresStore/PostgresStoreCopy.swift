@@ -14,10 +14,12 @@ import Timekeeping
 /// guardrail settings, the step-up policy, operators and pending enrolments (each secret opened with the file's
 /// key and sealed again with the team's key, bound to the same operator), and the telemetry tables (counters,
 /// presence, installations, the reason catalog, the batch log). Before it commits the copy is checked with the
-/// same checks as `audit verify` and compared with the source's report; any failure rolls everything back.
+/// same checks as `audit verify` and compared with the source's report; any failure rolls everything back. The App
+/// Check exchange state is copied too (every `appcheck_*` row, the per-request state included, so a challenge or
+/// token id used before the move stays used after it), with the signing keys' and the demo authority's private
+/// keys sealed with the team's key (`PostgresAppCheckState`'s boxes).
 ///
-/// Not copied: the App Check exchange state and ramp plans (not on PostgreSQL yet); `Report.skipped` names what
-/// the source holds of them.
+/// Not copied: ramp plans (not on PostgreSQL yet); `Report.skipped` names what the source holds of them.
 public enum PostgresStoreCopy {
     public struct Report: Sendable {
         public var versions: Int
@@ -29,11 +31,29 @@ public enum PostgresStoreCopy {
         public var telemetryBatches: Int
         public var installations: Int
         public var counterRows: Int
+        /// The App Check tables copied and their rows (tables without rows left out).
+        public var appCheck: [(table: String, rows: Int)]
         /// Tables of the source that hold rows and are not copied.
         public var skipped: [String]
     }
 
-    public static func copy(from source: RolloutStore, to conninfo: String, teamKey: () throws -> StoreKey?) throws -> Report {
+    /// The source's tables that are copied, for the progress total (`appcheck_signing_key_retirements` becomes a
+    /// column of the signing keys).
+    static let copiedTables = [
+        "config_audit", "config_versions", "config_head", "guardrail_settings", "stepup_policy", "stepup_operators", "stepup_enrolments",
+        "telemetry_counters", "telemetry_presence", "telemetry_installations", "telemetry_reasons", "telemetry_batches",
+    ] + appCheckTables
+    static let appCheckTables = [
+        "appcheck_project", "appcheck_apps", "appcheck_challenges", "appcheck_keys", "appcheck_consumed_tokens", "appcheck_signing_keys",
+        "appcheck_debug_tokens", "appcheck_demo_authority",
+    ]
+
+    /// Copies `source` into the empty database at `conninfo`. `progress(done, total)` is called as rows land (in
+    /// chunks), counting the rows of every copied table.
+    public static func copy(
+        from source: RolloutStore, to conninfo: String, teamKey: () throws -> StoreKey?,
+        progress: (_ done: Int64, _ total: Int64) -> Void = { _, _ in }
+    ) throws -> Report {
         let sourceReport = try source.verify()
         let db = source.database
         func exists(_ table: String) throws -> Bool {
@@ -41,6 +61,15 @@ public enum PostgresStoreCopy {
         }
         func rows(_ table: String, _ columns: String, order: String) throws -> [[SQLiteValue]] {
             try exists(table) ? db.query("SELECT \(columns) FROM \(table) ORDER BY \(order)") : []
+        }
+        var total: Int64 = 0
+        for table in copiedTables where try exists(table) {
+            total += try db.query("SELECT count(*) FROM \(table)").first?.first?.int ?? 0
+        }
+        var done: Int64 = 0
+        func landed(_ n: Int) {
+            done += Int64(n)
+            progress(done, total)
         }
         func text(_ v: SQLiteValue) -> String? {
             switch v {
@@ -73,7 +102,11 @@ public enum PostgresStoreCopy {
                 throw StoreError.unavailable("the target holds rollout data already; store copy only fills an empty database")
             }
 
-            func insert(_ table: String, _ columns: String, _ source: [[SQLiteValue]], casts: [String], chunk: Int = 2000) throws {
+            /// Inserts `source` in chunks through `unnest` of one array per column; `select` reads the unnested
+            /// columns `c1...cN` (default: as they are), e.g. `decode(c2, 'hex')` for a blob sent as hex text.
+            func insert(
+                _ table: String, _ columns: String, _ source: [[SQLiteValue]], casts: [String], select: String = "*", chunk: Int = 2000
+            ) throws {
                 guard !source.isEmpty else { return }
                 let n = casts.count
                 var start = 0
@@ -85,9 +118,26 @@ public enum PostgresStoreCopy {
                             : "{" + part.map { text($0[i]) ?? "NULL" }.joined(separator: ",") + "}"
                     }
                     let unnest = (0..<n).map { "$\($0 + 1)::\(casts[$0])" }.joined(separator: ", ")
-                    try c.query("INSERT INTO \(table) (\(columns)) SELECT * FROM unnest(\(unnest))", arrays)
+                    let names = (1...n).map { "c\($0)" }.joined(separator: ", ")
+                    try c.query("INSERT INTO \(table) (\(columns)) SELECT \(select) FROM unnest(\(unnest)) AS u(\(names))", arrays)
                     start += chunk
+                    landed(part.count)
                 }
+            }
+
+            // The team key seals every secret of the copy (step-up secrets, App Check private keys); recorded in
+            // store_key_check the first time one is sealed.
+            var sealingKey: StoreKey?
+            func teamKeyForSecrets(_ what: String) throws -> StoreKey {
+                if let sealingKey { return sealingKey }
+                guard let team = try teamKey() else {
+                    throw StoreError.unavailable("no team store key to seal \(what) with (set ROLLOUT_STORE_KEY)")
+                }
+                try c.query(
+                    "INSERT INTO store_key_check (id, box) VALUES (1, decode($1, 'hex'))",
+                    [Hex.encode(team.sealSecret(PostgresStepUpStore.keyCheckText, owner: "store key check"))])
+                sealingKey = team
+                return team
             }
 
             // The config history, byte for byte.
@@ -105,6 +155,7 @@ public enum PostgresStoreCopy {
             try c.query(
                 "UPDATE config_head SET version = $1, audit_sequence = $2, audit_hash = $3 WHERE id = 1",
                 [text(head[0]), text(head[1]), text(head[2])])
+            landed(1)
 
             // Settings and step-up.
             let settings = try rows("guardrail_settings", "key, value", order: "key")
@@ -118,12 +169,7 @@ public enum PostgresStoreCopy {
                     throw StoreError.unavailable(
                         "the source's store key \(StoreKey.path(forStore: source.path)) is missing: its step-up secrets cannot be copied")
                 }
-                guard let team = try teamKey() else {
-                    throw StoreError.unavailable("no team store key to seal the step-up secrets with (set ROLLOUT_STORE_KEY)")
-                }
-                try c.query(
-                    "INSERT INTO store_key_check (id, box) VALUES (1, decode($1, 'hex'))",
-                    [Hex.encode(team.sealSecret(PostgresStepUpStore.keyCheckText, owner: "store key check"))])
+                let team = try teamKeyForSecrets("the step-up secrets")
                 func resealed(_ row: [SQLiteValue]) throws -> [SQLiteValue] {
                     guard let owner = row[0].string, let box = row[1].bytes else { throw StoreError.corrupt("a step-up row is unreadable") }
                     var out = row
@@ -140,6 +186,7 @@ public enum PostgresStoreCopy {
                         "INSERT INTO stepup_enrolments (id, secret, created_at, approved_by, failed_attempts) VALUES ($1, decode($2, 'hex'), $3, $4, $5)",
                         row.map(text))
                 }
+                landed(operators.count + pending.count)
             }
 
             // Telemetry.
@@ -164,10 +211,75 @@ public enum PostgresStoreCopy {
             try c.query(
                 "UPDATE telemetry_meta SET value = (SELECT coalesce(max(id), 0) FROM telemetry_batches) WHERE key = 'batch_sequence'")
 
+            // The App Check exchange state, row for row; blobs travel as hex text, private keys sealed.
+            var appCheck: [(table: String, rows: Int)] = []
+            func copied(_ table: String, _ n: Int) { if n > 0 { appCheck.append((table, n)) } }
+            let project = try rows("appcheck_project", "id, project_number, project_id", order: "id")
+            try insert("appcheck_project", "id, project_number, project_id", project, casts: ["integer[]", "text[]", "text[]"])
+            copied("appcheck_project", project.count)
+            let appColumns = "app_id, team_id, bundle_id, environment, trusts_demo_root, token_ttl_seconds, position"
+            let apps = try rows("appcheck_apps", appColumns, order: "position")
+            try insert("appcheck_apps", appColumns, apps, casts: ["text[]", "text[]", "text[]", "text[]", "boolean[]", "bigint[]", "integer[]"])
+            copied("appcheck_apps", apps.count)
+            let challenges = try rows("appcheck_challenges", "challenge, app_id, expires_at, used", order: "challenge")
+            try insert(
+                "appcheck_challenges", "challenge, app_id, expires_at, used", challenges, casts: ["text[]", "text[]", "bigint[]", "boolean[]"],
+                select: "decode(c1, 'hex'), c2, c3, c4")
+            copied("appcheck_challenges", challenges.count)
+            let keyColumns = "app_id, key_id, public_key, counter, artifact_digest, receipt, environment, attested_at"
+            let keys = try rows("appcheck_keys", keyColumns, order: "app_id, key_id")
+            try insert(
+                "appcheck_keys", keyColumns, keys,
+                casts: ["text[]", "text[]", "text[]", "bigint[]", "text[]", "text[]", "text[]", "bigint[]"],
+                select: "c1, decode(c2, 'hex'), decode(c3, 'hex'), c4, decode(c5, 'hex'), decode(c6, 'hex'), c7, c8")
+            copied("appcheck_keys", keys.count)
+            let consumed = try rows("appcheck_consumed_tokens", "token_id, expires_at", order: "token_id")
+            try insert("appcheck_consumed_tokens", "token_id, expires_at", consumed, casts: ["text[]", "bigint[]"])
+            copied("appcheck_consumed_tokens", consumed.count)
+            let debugColumns = "digest, app_id, name, created_at"
+            let debug = try rows("appcheck_debug_tokens", debugColumns, order: "digest")
+            try insert(
+                "appcheck_debug_tokens", debugColumns, debug, casts: ["text[]", "text[]", "text[]", "bigint[]"],
+                select: "decode(c1, 'hex'), c2, c3, c4")
+            copied("appcheck_debug_tokens", debug.count)
+            let signing =
+                try exists("appcheck_signing_keys")
+                ? try db.query(
+                    "SELECT k.kid, k.private_key, k.created_at, r.retires_at FROM appcheck_signing_keys k "
+                        + "LEFT JOIN appcheck_signing_key_retirements r ON r.kid = k.kid ORDER BY k.created_at, k.kid") : []
+            if !signing.isEmpty {
+                let team = try teamKeyForSecrets("the App Check signing keys")
+                for row in signing {
+                    guard let kid = row[0].string, let der = row[1].bytes else { throw StoreError.corrupt("an App Check signing key row is unreadable") }
+                    try c.query(
+                        "INSERT INTO appcheck_signing_keys (kid, private_key, created_at, retires_at) VALUES ($1, decode($2, 'hex'), $3, $4)",
+                        [kid, Hex.encode(PostgresAppCheckState.seal(der, PostgresAppCheckState.signingRole(kid), team)), text(row[2]), text(row[3])])
+                }
+                landed(signing.count)
+            }
+            copied("appcheck_signing_keys", signing.count)
+            if let demo = try rows(
+                "appcheck_demo_authority", "root_certificate, root_key, intermediate_certificate, intermediate_key", order: "id"
+            ).first {
+                let team = try teamKeyForSecrets("the demo authority's keys")
+                guard let rc = demo[0].bytes, let rk = demo[1].bytes, let ic = demo[2].bytes, let ik = demo[3].bytes else {
+                    throw StoreError.corrupt("the demo authority row is unreadable")
+                }
+                try c.query(
+                    "INSERT INTO appcheck_demo_authority (id, root_certificate, root_key, intermediate_certificate, intermediate_key) "
+                        + "VALUES (1, decode($1, 'hex'), decode($2, 'hex'), decode($3, 'hex'), decode($4, 'hex'))",
+                    [
+                        Hex.encode(rc), Hex.encode(PostgresAppCheckState.seal(rk, PostgresAppCheckState.demoRootRole, team)), Hex.encode(ic),
+                        Hex.encode(PostgresAppCheckState.seal(ik, PostgresAppCheckState.demoIntermediateRole, team)),
+                    ])
+                landed(1)
+                copied("appcheck_demo_authority", 1)
+            }
+
             // What stays behind.
             var skipped: [String] = []
             for table in try db.query("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name").compactMap({ $0.first?.string })
-            where table.hasPrefix("appcheck_") || table.hasPrefix("ramp_")
+            where table.hasPrefix("ramp_")
             {
                 if try !db.query("SELECT 1 FROM \"\(table)\" LIMIT 1").isEmpty { skipped.append(table) }
             }
@@ -185,7 +297,7 @@ public enum PostgresStoreCopy {
             return Report(
                 versions: copied.versions, auditRecords: copied.auditRecords, headHash: copied.headHash, operators: operators.count,
                 pendingEnrolments: pending.count, settings: settings.count, telemetryBatches: batches.count,
-                installations: installations.count, counterRows: counters.count, skipped: skipped)
+                installations: installations.count, counterRows: counters.count, appCheck: appCheck, skipped: skipped)
         } catch {
             try? c.execute("ROLLBACK")
             throw error

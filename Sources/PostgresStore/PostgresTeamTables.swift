@@ -208,23 +208,8 @@ public final class PostgresStepUpStore: StepUpStore, StepUpPolicyStore, @uncheck
 
     static let keyCheckText = Array("rollout team store key check v1".utf8)
 
-    /// The key, checked once against `store_key_check` (and recorded there by the first writer that has one).
     private func checkedKey() throws -> StoreKey {
-        guard let key else {
-            throw PostgresStoredDataError(
-                "no store key for this PostgreSQL store: step-up secrets cannot be stored or checked (set "
-                    + "ROLLOUT_STORE_KEY to the team's key file, see docs/POSTGRES.md)")
-        }
-        if let box = try c.query("SELECT encode(box, 'hex') FROM store_key_check WHERE id = 1").first?.first ?? nil {
-            guard let bytes = Hex.decode(box), (try? key.openSecret(bytes, owner: "store key check")) == Self.keyCheckText else {
-                throw PostgresStoredDataError("the store key \(key.path) is not this PostgreSQL store's key (another store's key?)")
-            }
-        } else if !store.isReadOnly {
-            try c.query(
-                "INSERT INTO store_key_check (id, box) VALUES (1, decode($1, 'hex')) ON CONFLICT (id) DO NOTHING",
-                [Hex.encode(key.sealSecret(Self.keyCheckText, owner: "store key check"))])
-        }
-        return key
+        try store.checkedStoreKey(key, for: "step-up secrets")
     }
 
     private func sealed(_ secret: TOTPSecret, owner: OperatorID) throws -> String {
@@ -250,6 +235,30 @@ public final class PostgresStepUpStore: StepUpStore, StepUpPolicyStore, @uncheck
         } catch {
             throw PostgresStoredDataError("the PostgreSQL store holds an unusable operator id: \(error)")
         }
+    }
+}
+
+extension PostgresConfigStore {
+    /// `key`, checked against `store_key_check` (and recorded there by the first writer that has one), for the
+    /// secrets named by `what` (in the error when there is no key).
+    func checkedStoreKey(_ key: StoreKey?, for what: String) throws -> StoreKey {
+        guard let key else {
+            throw PostgresStoredDataError(
+                "no store key for this PostgreSQL store: \(what) cannot be stored or read (set "
+                    + "ROLLOUT_STORE_KEY to the team's key file, see docs/POSTGRES.md)")
+        }
+        if let box = try connection.query("SELECT encode(box, 'hex') FROM store_key_check WHERE id = 1").first?.first ?? nil {
+            guard let bytes = Hex.decode(box),
+                (try? key.openSecret(bytes, owner: "store key check")) == PostgresStepUpStore.keyCheckText
+            else {
+                throw PostgresStoredDataError("the store key \(key.path) is not this PostgreSQL store's key (another store's key?)")
+            }
+        } else if !isReadOnly {
+            try connection.query(
+                "INSERT INTO store_key_check (id, box) VALUES (1, decode($1, 'hex')) ON CONFLICT (id) DO NOTHING",
+                [Hex.encode(key.sealSecret(PostgresStepUpStore.keyCheckText, owner: "store key check"))])
+        }
+        return key
     }
 }
 

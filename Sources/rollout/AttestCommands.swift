@@ -112,7 +112,7 @@ enum AttestCommands {
         }
         let trust: TrustAnchors
         if inv.flag("--trust-demo") {
-            let state = try openState(inv)
+            let state = try openState(inv).state
             guard let material = try state.demoAuthority(), let root = Certificate(der: material.rootCertificate) else {
                 throw CommandError(
                     "the store holds no demo certificate authority (it is created with the first simulated fleet)")
@@ -173,14 +173,15 @@ enum AttestCommands {
     static func verifyToken(_ inv: Invocation) throws -> ExitCode {
         guard let jwt = inv.positional(0) else { throw inv.usageError("missing JWT") }
         let time = try instant(inv)
-        let state = try openState(inv)
+        let source = try openState(inv)
+        let state = source.state
         // The connection would refuse the consumption anyway; refusing first gives the refusal its exit code (4).
-        if inv.flag("--consume"), state.isReadOnly { throw SQLiteError.readOnly(StoreLocation.path(inv)) }
+        if inv.flag("--consume"), source.isReadOnly { throw SQLiteError.readOnly(source.label) }
         let verifier: AppCheckTokenVerifier
         do {
             verifier = try AppCheckTokenVerifier(state: state)
         } catch let e as AppCheckSetupError {
-            throw CommandError("\(StoreLocation.path(inv)): \(e.reason)")
+            throw CommandError("\(source.label): \(e.reason)")
         }
         let report =
             inv.flag("--consume")
@@ -222,13 +223,11 @@ enum AttestCommands {
         return t
     }
 
-    /// The App Check tables of an existing store; an absent store is an error, not a new empty one. Under
-    /// `--read-only` the connection refuses every write (a `--consume` then fails with exit 4, recording nothing).
-    static func openState(_ inv: Invocation) throws -> AppCheckStateTables {
-        let store = try RolloutStore(
-            path: try StoreLocation.resolvedPath(inv), create: false,
-            access: inv.flag("--read-only") ? .readOnly : .readWrite)
-        return try AppCheckStateTables(database: store.database)
+    /// The App Check state of an existing store (a file or a PostgreSQL team store); an absent store is an error,
+    /// not a new empty one. Under `--read-only` the connection refuses every write (a `--consume` then fails with
+    /// exit 4, recording nothing).
+    static func openState(_ inv: Invocation) throws -> AppCheckStateSource {
+        try Wiring.appCheckState(location: try StoreLocation.resolvedPath(inv), readOnly: inv.flag("--read-only"))
     }
 
     static func printChecks(_ checks: [CheckRecord]) {

@@ -45,12 +45,13 @@ enum PostgresCommands {
             "The source must pass 'audit verify'. Versions and the audit chain are copied exactly (same numbers, etags and "
             + "hashes), with the guardrail settings, the step-up policy, operators and pending enrolments (secrets sealed "
             + "again with the team store key, ROLLOUT_STORE_KEY or ~/.config/rollout/team-store.key, created when "
-            + "missing) and the telemetry. The copy is checked like 'audit verify' before it commits; a target that "
-            + "holds a store already is refused. App Check exchange state and ramp plans are not copied (named when "
-            + "the source has any).",
+            + "missing), the telemetry and the App Check exchange state (its private keys sealed with the same key). The "
+            + "copy is checked like 'audit verify' before it commits; a target that holds a store already is refused. "
+            + "Ramp plans are not copied (named when the source has any). On a terminal, progress is shown on stderr.",
         options: [
             .value("--from", name: "FILE", help: "The SQLite store file to copy."),
             .value("--to", name: "URI", help: "The PostgreSQL database (postgresql://...)."),
+            .flag("--quiet", help: "No progress line on the terminal."),
         ],
         examples: ["rollout store copy --from ~/.rollout/rollout.db --to postgresql:///rollout?host=/run/postgresql"],
         action: StoreCommands.guarded { inv in
@@ -61,16 +62,30 @@ enum PostgresCommands {
             guard !inv.flag("--read-only") else { throw WritePath.Failure.readOnly }
             let source = try RolloutStore(path: from, create: false, access: .readOnly)
             var createdKey: String?
-            let report = try PostgresStoreCopy.copy(from: source, to: to) {
-                let (key, created) = try Wiring.teamStoreKey(create: true)
-                if created { createdKey = key?.path }
-                return key
+            let progress = ProgressReporter.standardError(label: "store copy", unit: .count("rows"), quiet: inv.flag("--quiet"))
+            let report: PostgresStoreCopy.Report
+            do {
+                defer { progress.finish() }
+                report = try PostgresStoreCopy.copy(
+                    from: source, to: to,
+                    teamKey: {
+                        let (key, created) = try Wiring.teamStoreKey(create: true)
+                        if created { createdKey = key?.path }
+                        return key
+                    },
+                    progress: { done, total in
+                        progress.total = total
+                        progress.update(done: done)
+                    })
             }
             print("copied \(from) to \(PostgresConfigStore.redacted(to))")
             print("\(report.versions) versions, \(report.auditRecords) audit records, head \(report.headHash)")
             print(
                 "\(report.operators) operators, \(report.pendingEnrolments) pending enrolments, \(report.settings) guardrail settings, "
                     + "\(report.telemetryBatches) telemetry batches (\(report.installations) installations, \(report.counterRows) counter rows)")
+            if !report.appCheck.isEmpty {
+                print("App Check state: " + report.appCheck.map { "\($0.rows) \($0.table.dropFirst("appcheck_".count))" }.joined(separator: ", "))
+            }
             if let createdKey { print("created the team store key \(createdKey): give it to every operator (mode 0600)") }
             if !report.skipped.isEmpty { print("not copied (not on PostgreSQL yet): \(report.skipped.joined(separator: ", "))") }
             return .ok

@@ -5,6 +5,9 @@ import ExchangeServer
 import FleetSimulator
 import Foundation
 import JSON
+import Monitoring
+import PostgresStore
+import Rollout
 import RolloutApp
 import Store
 import Timekeeping
@@ -154,17 +157,16 @@ enum ServeCommands {
         let rate = try int("--rate-limit", 100, min: 0)
         let eventsLimit = try int("--max-events-body", 8 * 1024 * 1024)
 
-        let session = try Wiring.session(inv)
-        let clock = session.clock
-        let state: AppCheckStateTables
+        let target = try ServeTarget.open(inv)
+        let clock = target.clock
+        createTeamKeyIfNeeded(inv)
+        let state: any AppCheckState
         do {
-            // Its own connection (the exchange's lock serialises it), opened as a store so that every write
-            // re-seals and a read-only session's connection refuses writes.
-            let exchangeStore = try RolloutStore(
-                path: session.path, create: false, access: inv.flag("--read-only") ? .readOnly : .readWrite)
-            state = try AppCheckStateTables(database: exchangeStore.database)
+            // Its own connection (the exchange's lock serialises it): on a file, opened as a store so that every
+            // write re-seals; a read-only session's connection refuses writes.
+            state = try Wiring.appCheckState(location: target.location, readOnly: inv.flag("--read-only")).state
         } catch {
-            throw CommandError("cannot open the App Check tables of \(session.path): \(error)")
+            throw CommandError("cannot open the App Check tables of \(target.label): \(error)")
         }
         let trustDemo = inv.flag("--trust-demo")
         if trustDemo { _ = try DemoCertificateAuthority.loadOrCreate(in: state) }
@@ -172,7 +174,7 @@ enum ServeCommands {
         do {
             holder = try ExchangeHolder(state: state, clock: clock, trustDemo: trustDemo) { note($0) }
         } catch let e as AppCheckSetupError {
-            throw CommandError("\(session.path): \(e.reason)")
+            throw CommandError("\(target.label): \(e.reason)")
         }
         let configuration = holder.exchange().configuration
         if !trustDemo, let stored = try state.configuration(), stored.apps.contains(where: \.trustsDemoRoot) {
@@ -195,18 +197,17 @@ enum ServeCommands {
                 token = EventsIntake.newToken()
                 printedToken = token
             }
-            let checker = AutoKillCheck(session: session)
+            let checker = AutoKillCheck(target: target)
             let autoKill: @Sendable () -> Void = { checker.run() }
             // One monitor for the server's life: its start cache makes each request's look O(1) in the history.
-            nonisolated(unsafe) let monitor = try session.monitor()
+            nonisolated(unsafe) let monitor = try target.monitor()
             let monitorLock = NSLock()
             let start: @Sendable () -> Instant? = {
                 monitorLock.lock()
                 defer { monitorLock.unlock() }
                 return try? monitor.status().startedAt
             }
-            intake = try EventsIntake(
-                store: session.store, bearerToken: token, clock: clock, rolloutStart: start, afterCommit: autoKill)
+            intake = try target.intake(token, start, autoKill)
         }
         let limiter = rate > 0 ? RateLimiter(rate: Double(rate), burst: Double(2 * rate), clock: clock) : nil
         let service = ExchangeService(holder: holder, intake: intake, limiter: limiter, eventsBodyLimit: eventsLimit)
@@ -252,22 +253,67 @@ enum ServeCommands {
             note("stopped with \(unfinished) request(s) unfinished after \(Int(limits.drainSeconds)) s")
             return .failure
         }
-        note("stopped; every answered request's state is in \(session.path)")
+        note("stopped; every answered request's state is in \(target.label)")
         return .ok
+    }
+
+    /// What `serve` needs of its store besides the App Check state, whichever backend: a PostgreSQL team store,
+    /// or a store file (also the state file behind `firebase:`).
+    struct ServeTarget {
+        /// Where the App Check state is: the connection string, or the store file.
+        let location: String
+        /// The store for messages.
+        let label: String
+        let clock: any Clock
+        let readOnly: Bool
+        let monitor: () throws -> RolloutMonitor
+        let writePath: () throws -> WritePath
+        /// `POST /v1/events` landing in this store: bearer token, rollout start, after each commit.
+        let intake: (String, @escaping @Sendable () -> Instant?, @escaping @Sendable () -> Void) throws -> EventsIntake
+
+        static func open(_ inv: Invocation) throws -> ServeTarget {
+            if let team = try Wiring.teamSession(inv) {
+                let conninfo = try StoreLocation.resolvedPath(inv)
+                return ServeTarget(
+                    location: conninfo, label: team.location, clock: team.clock, readOnly: team.readOnly, monitor: team.monitor,
+                    writePath: team.writePath,
+                    intake: { token, start, after in
+                        // Its own connection, so batches do not queue behind the exchange or the monitor.
+                        EventsIntake(
+                            counters: try PostgresConfigStore(conninfo: conninfo, readOnly: team.readOnly).telemetryCounters(),
+                            bearerToken: token, clock: team.clock, rolloutStart: start, afterCommit: after)
+                    })
+            }
+            let session = try Wiring.session(inv)
+            return ServeTarget(
+                location: session.path, label: session.path, clock: session.clock, readOnly: session.readOnly,
+                monitor: session.monitor, writePath: session.writePath,
+                intake: { token, start, after in
+                    try EventsIntake(store: session.store, bearerToken: token, clock: session.clock, rolloutStart: start, afterCommit: after)
+                })
+        }
+    }
+
+    /// On a PostgreSQL store that never recorded a team store key, with none on this machine: creates it (the
+    /// signing keys and the demo authority are sealed with it), as the first enrolment does.
+    static func createTeamKeyIfNeeded(_ inv: Invocation) {
+        if let created = try? Wiring.teamStoreKeyForEnrolment(inv) {
+            FileHandle.standardError.write(Data("rollout: created the team store key \(created): give it to every operator (mode 0600)\n".utf8))
+        }
     }
 
     /// The same check as after 'rollout ingest' (new telemetry can turn the verdict to HALT, and with
     /// auto-kill on that kills the rollout), one batch at a time.
     final class AutoKillCheck: @unchecked Sendable {
-        let session: StoreSession
+        let target: ServeTarget
         let lock = NSLock()
-        init(session: StoreSession) { self.session = session }
+        init(target: ServeTarget) { self.target = target }
         func run() {
             lock.withLock {
                 do {
-                    if !session.readOnly,
-                        case .published(let stored, let proposal, _)? = try session.monitor().autoKillIfHalted(
-                            using: try session.writePath())
+                    if !target.readOnly,
+                        case .published(let stored, let proposal, _)? = try target.monitor().autoKillIfHalted(
+                            using: try target.writePath())
                     {
                         note(
                             "auto-kill: \(proposal.summary) (version \(stored.info.number)): \(stored.info.description)"
@@ -286,17 +332,20 @@ enum ServeCommands {
 
     // MARK: appcheck
 
-    /// The App Check tables of the invocation's store (created if missing, unless --read-only), refusing
-    /// changes under --read-only.
-    static func state(_ inv: Invocation, writing: Bool) throws -> (AppCheckStateTables, StoreSession) {
+    /// The App Check state of the invocation's store (a file or a PostgreSQL team store), its label for messages
+    /// and the clock; refusing changes under --read-only.
+    static func state(_ inv: Invocation, writing: Bool) throws -> (state: any AppCheckState, label: String, clock: any Clock) {
         if writing, inv.flag("--read-only") { throw CommandError("--read-only: nothing was changed") }
-        let session = try Wiring.session(inv)
+        let location = try StoreLocation.resolvedPath(inv)
+        let postgres = StoreLocation.isPostgres(location)
+        if postgres, writing { createTeamKeyIfNeeded(inv) }
+        let session = postgres ? nil : try Wiring.session(inv)
+        let path = session?.path ?? location
         do {
-            let store = try RolloutStore(
-                path: session.path, create: false, access: inv.flag("--read-only") ? .readOnly : .readWrite)
-            return (try AppCheckStateTables(database: store.database), session)
+            let source = try Wiring.appCheckState(location: path, readOnly: inv.flag("--read-only"))
+            return (source.state, source.label, session?.clock ?? SystemClock())
         } catch {
-            throw CommandError("cannot open the App Check tables of \(session.path): \(error)")
+            throw CommandError("cannot open the App Check tables of \(Wiring.storeLabel(path)): \(error)")
         }
     }
 
@@ -313,7 +362,7 @@ enum ServeCommands {
             guard let v = inv.value(o), !v.isEmpty else { throw inv.usageError("missing \(o)") }
             return v
         }
-        let (state, _) = try Self.state(inv, writing: true)
+        let (state, _, _) = try Self.state(inv, writing: true)
         let existing = try state.configuration()
         let number = inv.value("--project-number") ?? existing?.project.number
         let id = inv.value("--project-id") ?? existing?.project.id
@@ -346,9 +395,9 @@ enum ServeCommands {
     }
 
     static func listApps(_ inv: Invocation) throws -> ExitCode {
-        let (state, session) = try Self.state(inv, writing: false)
+        let (state, label, _) = try Self.state(inv, writing: false)
         guard let c = try state.configuration() else {
-            print("no App Check apps in \(session.path) (rollout appcheck app add)")
+            print("no App Check apps in \(label) (rollout appcheck app add)")
             return .ok
         }
         print("project \(c.project.id) (\(c.project.number))")
@@ -362,7 +411,7 @@ enum ServeCommands {
 
     static func addDebugToken(_ inv: Invocation) throws -> ExitCode {
         guard let appId = inv.value("--app") else { throw inv.usageError("missing --app") }
-        let (state, _) = try Self.state(inv, writing: true)
+        let (state, _, _) = try Self.state(inv, writing: true)
         guard let c = try state.configuration(), c.apps.contains(where: { $0.appId == appId }) else {
             throw CommandError("app \(appId) is not registered (rollout appcheck app add)")
         }
@@ -377,7 +426,7 @@ enum ServeCommands {
     }
 
     static func listDebugTokens(_ inv: Invocation) throws -> ExitCode {
-        let (state, _) = try Self.state(inv, writing: false)
+        let (state, _, _) = try Self.state(inv, writing: false)
         for t in try state.debugTokens() { print("\(t.appId)  \(t.name)  added \(t.createdAt.iso8601)") }
         return .ok
     }
@@ -386,14 +435,14 @@ enum ServeCommands {
         guard let appId = inv.value("--app"), let name = inv.value("--name") else {
             throw inv.usageError("give --app and --name")
         }
-        let (state, _) = try Self.state(inv, writing: true)
+        let (state, _, _) = try Self.state(inv, writing: true)
         let n = try state.removeDebugToken(appId: appId, name: name)
         print("removed \(n) debug token(s)")
         return n > 0 ? .ok : .failure
     }
 
     static func rotateKeys(_ inv: Invocation) throws -> ExitCode {
-        let (state, session) = try Self.state(inv, writing: true)
+        let (state, _, clock) = try Self.state(inv, writing: true)
         let longest = (try state.configuration())?.apps.map(\.tokenTTL).max() ?? .hours(1)
         let overlap = try duration(inv, "--overlap") ?? longest
         guard overlap >= longest else {
@@ -401,15 +450,15 @@ enum ServeCommands {
                 "--overlap \(Int(overlap.seconds))s is shorter than the longest token lifetime (\(Int(longest.seconds))s): "
                     + "tokens signed by the old key would stop verifying before they expire")
         }
-        let now = session.clock.now()
+        let now = clock.now()
         let key = try AppCheckExchange.rotateSigningKeys(state: state, now: now, overlap: overlap)
         print("signing with \(key.kid) from now on; older keys stay published until \((now + overlap).iso8601)")
         return .ok
     }
 
     static func listKeys(_ inv: Invocation) throws -> ExitCode {
-        let (state, session) = try Self.state(inv, writing: false)
-        let now = session.clock.now()
+        let (state, _, clock) = try Self.state(inv, writing: false)
+        let now = clock.now()
         let keys = try state.signingKeys()
         let signing = AppCheckExchange.signingOrder(keys, at: now).last
         for k in keys {

@@ -267,24 +267,24 @@ enum SimulateCommands {
         do { transport = try LoopbackHTTPClient(url: url) } catch { throw inv.usageError("--exchange: \(error)") }
         let serverPath = inv.value("--exchange-store") ?? storePath
         guard !serverPath.isEmpty else { throw inv.usageError("--exchange-store needs a path") }
-        let state: AppCheckStateTables
+        let serverLabel = Wiring.storeLabel(serverPath)
+        let state: any AppCheckState
         do {
-            let server = try RolloutStore(path: serverPath, create: false, access: .readOnly)
-            state = try AppCheckStateTables(database: server.database)
+            state = try Wiring.appCheckState(location: serverPath, readOnly: true).state
         } catch {
             throw CommandError(
-                "--exchange: cannot read the server's store \(serverPath) (its demo authority and apps): \(error)")
+                "--exchange: cannot read the server's store \(serverLabel) (its demo authority and apps): \(error)")
         }
         guard let configuration = try state.configuration() else {
             throw CommandError(
-                "--exchange: \(serverPath) has no App Check project or apps; register the fleet's app there: "
+                "--exchange: \(serverLabel) has no App Check project or apps; register the fleet's app there: "
                     + "rollout appcheck app add APP_ID --project-number N --project-id ID --team T --bundle B --trust-demo")
         }
         let trusting = configuration.apps.filter(\.trustsDemoRoot)
         let app: AppAttestApp
         if let id = inv.value("--app-id") {
             guard let found = configuration.apps.first(where: { $0.appId == id }) else {
-                throw CommandError("--exchange: app \(id) is not registered in \(serverPath)")
+                throw CommandError("--exchange: app \(id) is not registered in \(serverLabel)")
             }
             guard found.trustsDemoRoot else {
                 throw CommandError(
@@ -296,20 +296,20 @@ enum SimulateCommands {
             guard trusting.count == 1 else {
                 throw CommandError(
                     trusting.isEmpty
-                        ? "--exchange: no app in \(serverPath) trusts the demo authority; register a drill app with "
+                        ? "--exchange: no app in \(serverLabel) trusts the demo authority; register a drill app with "
                             + "'rollout appcheck app add ... --trust-demo'"
-                        : "--exchange: \(trusting.count) apps in \(serverPath) trust the demo authority; pick one with --app-id ("
+                        : "--exchange: \(trusting.count) apps in \(serverLabel) trust the demo authority; pick one with --app-id ("
                             + trusting.map(\.appId).joined(separator: ", ") + ")")
             }
             app = trusting[0]
         }
         guard let material = try state.demoAuthority() else {
             throw CommandError(
-                "--exchange: \(serverPath) has no demo authority yet; 'rollout serve --trust-demo' on it creates one")
+                "--exchange: \(serverLabel) has no demo authority yet; 'rollout serve --trust-demo' on it creates one")
         }
         let authority: DemoCertificateAuthority
         do { authority = try DemoCertificateAuthority(material: material) } catch {
-            throw CommandError("--exchange: the demo authority in \(serverPath) does not load: \(error)")
+            throw CommandError("--exchange: the demo authority in \(serverLabel) does not load: \(error)")
         }
         let api = RemoteAppCheckExchange(transport: transport, project: configuration.project.number)
         return .remote(

@@ -292,9 +292,8 @@ struct PostgresRoleTests {
             .map { $0.trimmingCharacters(in: .whitespaces) }
     }
 
-    @Test func viewerIsRefusedWritesAndWriterWorks() throws {
-        let server = try PostgresServer.get()
-        let (owner, conninfo) = try PostgresStoreTests.freshStore()
+    /// Runs the documented statements as the owner of the database at `conninfo`.
+    static func applyDocumentedGrants(_ conninfo: String) throws {
         let admin = try PGConnection(conninfo)
         let grants = try Self.documentedGrants()
         #expect(grants.count >= 10)
@@ -303,7 +302,11 @@ struct PostgresRoleTests {
             // A role exists already when another database of this server made it (42710).
             if case .failure(let e) = result, !(statement.hasPrefix("CREATE ROLE") && "\(e)".contains("42710")) { throw e }
         }
-        _ = server
+    }
+
+    @Test func viewerIsRefusedWritesAndWriterWorks() throws {
+        let (owner, conninfo) = try PostgresStoreTests.freshStore()
+        try Self.applyDocumentedGrants(conninfo)
         let viewerInfo = conninfo.replacingOccurrences(of: "user=rollout", with: "user=rollout_viewer")
         let writerInfo = conninfo.replacingOccurrences(of: "user=rollout", with: "user=rollout_writer")
         let key = try PostgresTeamTablesTests.keyFile()

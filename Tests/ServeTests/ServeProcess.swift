@@ -9,11 +9,15 @@ struct ServeProcess {
     let stdout: Pipe
     let stderr: Pipe
 
-    /// Starts `rollout serve ARGUMENTS --listen 127.0.0.1:0` and waits for its first line, which names the port.
-    static func start(_ rollout: String, _ arguments: [String]) throws -> ServeProcess {
+    /// Starts `rollout serve ARGUMENTS --listen 127.0.0.1:0` (with `environment` added to this process's) and waits
+    /// for its first line, which names the port.
+    static func start(_ rollout: String, _ arguments: [String], environment: [String: String] = [:]) throws -> ServeProcess {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: rollout)
         process.arguments = ["serve", "--listen", "127.0.0.1:0"] + arguments
+        if !environment.isEmpty {
+            process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
+        }
         let out = Pipe()
         let err = Pipe()
         process.standardOutput = out

@@ -1,0 +1,366 @@
+import AppCheck
+import Crypto
+import Foundation
+import Store
+import Timekeeping
+
+/// The App Check exchange's state (`AppCheckState`) on the PostgreSQL team store (tables `appcheck_*`, schema 3),
+/// so that several `rollout serve` processes on several machines share one set of challenges, key counters,
+/// consumed tokens and signing keys.
+///
+/// It runs on a `PostgresConfigStore`'s connection and transaction runner (one transaction per call, READ
+/// COMMITTED, serialisation failures retried inside the runner, `--read-only` refused by the server), **without**
+/// the chain-head lock: an exchange never queues behind a publish. The SQLite adapter gets its guarantees from one
+/// write lock on the file; here each guarantee comes from one statement that decides and changes at once, so
+/// that the row lock PostgreSQL takes for it is the only serialisation needed:
+///
+/// - a challenge is redeemed by `UPDATE ... SET used = true WHERE ... AND NOT used RETURNING`: of concurrent
+///   redemptions the others wait for the first's row lock, re-check `NOT used` on the committed row, and match
+///   nothing (then a plain read tells a replay from a challenge never issued);
+/// - a counter advances by `UPDATE ... WHERE counter < $n RETURNING` (the same re-check: one winner, never back);
+///   a re-attestation is `INSERT ... ON CONFLICT DO UPDATE SET counter = GREATEST(...)`;
+/// - a token id is consumed by `INSERT ... ON CONFLICT DO NOTHING RETURNING`: the second inserter waits for the
+///   first to commit and inserts nothing;
+/// - the demo authority is `INSERT ... ON CONFLICT DO NOTHING`, then read back in the next statement's snapshot.
+///
+/// Two writes span several rows, and there a single statement is not enough under READ COMMITTED (a concurrent
+/// transaction's new rows are invisible to a statement that started before it committed): a rotation takes a
+/// transaction-scoped advisory lock first (else two rotations could each leave their new key unretired), and a
+/// configuration save upserts the project row first, whose row lock then orders the app rows' delete and insert.
+///
+/// Every private key (token signing keys, the demo authority's two keys) is an AES-256-GCM box under the team's
+/// store key with its role bound as associated data, like the step-up secrets: a database dump alone signs nothing.
+/// The viewer role is granted no private-key column (docs/POSTGRES.md).
+public final class PostgresAppCheckState: AppCheckState, @unchecked Sendable {
+    private let store: PostgresConfigStore
+    private let key: StoreKey?
+
+    public init(store: PostgresConfigStore, key: StoreKey?) {
+        self.store = store
+        self.key = key
+    }
+
+    /// Whether the connection refuses writes (`--read-only`).
+    public var isReadOnly: Bool { store.isReadOnly }
+
+    private var c: PGConnection { store.connection }
+
+    /// Key of the advisory lock a rotation holds (the schema's is `PostgresSchema.advisoryLock`).
+    static let rotationLock = "5282125"
+
+    private func write<T>(_ body: () throws -> T) throws -> T {
+        try store.transaction(lockingHead: false, body)
+    }
+
+    private func read<T>(_ body: () throws -> T) throws -> T {
+        try store.readingLocked(body)
+    }
+
+    private static func int(_ text: String?, _ table: String) throws -> Int64 {
+        guard let text, let n = Int64(text) else { throw PostgresStoredDataError("\(table) holds a malformed row") }
+        return n
+    }
+
+    private static func bytes(_ hex: String?, _ table: String) throws -> [UInt8] {
+        guard let hex, let b = Hex.decode(hex) else { throw PostgresStoredDataError("\(table) holds a malformed row") }
+        return b
+    }
+
+    // MARK: Configuration
+
+    public func configuration() throws -> AppCheckConfiguration? {
+        try store.consistentRead {
+            guard let p = try c.query("SELECT project_number, project_id FROM appcheck_project WHERE id = 1").first,
+                let number = p[0], let id = p[1]
+            else { return nil }
+            let apps = try c.query(
+                "SELECT app_id, team_id, bundle_id, environment, trusts_demo_root, token_ttl_seconds FROM appcheck_apps ORDER BY position"
+            ).map { r -> AppAttestApp in
+                guard let appId = r[0], let team = r[1], let bundle = r[2],
+                    let env = r[3].flatMap(AppAttestEnvironment.init(rawValue:))
+                else { throw PostgresStoredDataError("appcheck_apps holds a malformed row") }
+                return AppAttestApp(
+                    appId: appId, identity: AppIdentity(teamId: team, bundleId: bundle), environment: env,
+                    trustsDemoRoot: r[4] == "t", tokenTTL: .seconds(try Self.int(r[5], "appcheck_apps")))
+            }
+            return AppCheckConfiguration(project: AppCheckProject(number: number, id: id), apps: apps)
+        }
+    }
+
+    public func saveConfiguration(_ configuration: AppCheckConfiguration) throws {
+        try write {
+            // First: the project row's lock orders concurrent saves, so the delete below sees the apps of any save
+            // that committed before this one.
+            try c.query(
+                "INSERT INTO appcheck_project (id, project_number, project_id) VALUES (1, $1, $2) "
+                    + "ON CONFLICT (id) DO UPDATE SET project_number = excluded.project_number, project_id = excluded.project_id",
+                [configuration.project.number, configuration.project.id])
+            try c.query("DELETE FROM appcheck_apps")
+            for (i, app) in configuration.apps.enumerated() {
+                try c.query(
+                    "INSERT INTO appcheck_apps (app_id, team_id, bundle_id, environment, trusts_demo_root, token_ttl_seconds, position) "
+                        + "VALUES ($1, $2, $3, $4, $5, $6, $7)",
+                    [
+                        app.appId, app.identity.teamId, app.identity.bundleId, app.environment.rawValue,
+                        app.trustsDemoRoot ? "t" : "f",
+                        String(app.tokenTTL.microseconds / 1_000_000), String(i),
+                    ])
+            }
+        }
+    }
+
+    // MARK: Challenges, keys, tokens
+
+    public func storeChallenge(_ challenge: [UInt8], appId: String, expiresAt: Instant) throws {
+        try write {
+            try c.query(
+                "INSERT INTO appcheck_challenges (challenge, app_id, expires_at) VALUES (decode($1, 'hex'), $2, $3)",
+                [Hex.encode(challenge), appId, String(expiresAt.microseconds)])
+        }
+    }
+
+    public func redeemChallenge(_ challenge: [UInt8], appId: String, at time: Instant) throws -> ChallengeRedemption {
+        try write {
+            let hex = Hex.encode(challenge)
+            if let row = try c.query(
+                "UPDATE appcheck_challenges SET used = true WHERE challenge = decode($1, 'hex') AND app_id = $2 AND NOT used RETURNING expires_at",
+                [hex, appId]
+            ).first {
+                return time.microseconds < (try Self.int(row[0], "appcheck_challenges")) ? .redeemed : .expired
+            }
+            let known = try !c.query(
+                "SELECT 1 FROM appcheck_challenges WHERE challenge = decode($1, 'hex') AND app_id = $2", [hex, appId]
+            ).isEmpty
+            return known ? .alreadyUsed : .unknown
+        }
+    }
+
+    public func saveAttestedKey(_ key: AttestedKeyRecord) throws {
+        try write {
+            try c.query(
+                """
+                INSERT INTO appcheck_keys (app_id, key_id, public_key, counter, artifact_digest, receipt, environment, attested_at)
+                VALUES ($1, decode($2, 'hex'), decode($3, 'hex'), $4, decode($5, 'hex'), decode($6, 'hex'), $7, $8)
+                ON CONFLICT (app_id, key_id) DO UPDATE SET
+                    public_key = excluded.public_key, counter = GREATEST(appcheck_keys.counter, excluded.counter),
+                    artifact_digest = excluded.artifact_digest, receipt = excluded.receipt,
+                    environment = excluded.environment, attested_at = excluded.attested_at
+                """,
+                [
+                    key.appId, Hex.encode(key.keyId), Hex.encode(key.publicKey), String(key.counter),
+                    Hex.encode(key.artifactDigest),
+                    Hex.encode(key.receipt), key.environment.rawValue, String(key.attestedAt.microseconds),
+                ])
+        }
+    }
+
+    public func attestedKey(appId: String, artifactDigest: [UInt8]) throws -> AttestedKeyRecord? {
+        try read {
+            guard
+                let r = try c.query(
+                    "SELECT encode(key_id, 'hex'), encode(public_key, 'hex'), counter, encode(receipt, 'hex'), environment, attested_at "
+                        + "FROM appcheck_keys WHERE artifact_digest = decode($1, 'hex') AND app_id = $2",
+                    [Hex.encode(artifactDigest), appId]
+                ).first
+            else { return nil }
+            let table = "appcheck_keys"
+            guard let env = r[4].flatMap(AppAttestEnvironment.init(rawValue:)),
+                let counter = UInt32(exactly: try Self.int(r[2], table))
+            else { throw PostgresStoredDataError("\(table) holds a malformed row") }
+            return AttestedKeyRecord(
+                appId: appId, keyId: try Self.bytes(r[0], table), publicKey: try Self.bytes(r[1], table),
+                counter: counter,
+                artifactDigest: artifactDigest, receipt: try Self.bytes(r[3], table), environment: env,
+                attestedAt: Instant(microseconds: try Self.int(r[5], table)))
+        }
+    }
+
+    public func advanceCounter(appId: String, keyId: [UInt8], to counter: UInt32) throws -> Bool {
+        try write {
+            try !c.query(
+                "UPDATE appcheck_keys SET counter = $1 WHERE app_id = $2 AND key_id = decode($3, 'hex') AND counter < $1 RETURNING 1",
+                [String(counter), appId, Hex.encode(keyId)]
+            ).isEmpty
+        }
+    }
+
+    public func consumeToken(id: String, expiresAt: Instant) throws -> Bool {
+        try write {
+            try !c.query(
+                "INSERT INTO appcheck_consumed_tokens (token_id, expires_at) VALUES ($1, $2) ON CONFLICT (token_id) DO NOTHING RETURNING 1",
+                [id, String(expiresAt.microseconds)]
+            ).isEmpty
+        }
+    }
+
+    // MARK: Signing keys
+
+    public func signingKeys() throws -> [StoredSigningKey] {
+        try read {
+            let rows = try c.query(
+                "SELECT kid, encode(private_key, 'hex'), created_at, retires_at FROM appcheck_signing_keys ORDER BY created_at, kid"
+            )
+            guard !rows.isEmpty else { return [] }
+            let key = try store.checkedStoreKey(key, for: "App Check signing keys")
+            return try rows.map { r in
+                guard let kid = r[0] else {
+                    throw PostgresStoredDataError("appcheck_signing_keys holds a malformed row")
+                }
+                return StoredSigningKey(
+                    kid: kid,
+                    privateKeyDER: try Self.open(
+                        try Self.bytes(r[1], "appcheck_signing_keys"), Self.signingRole(kid), key),
+                    createdAt: Instant(microseconds: try Self.int(r[2], "appcheck_signing_keys")),
+                    retiresAt: try r[3].map { Instant(microseconds: try Self.int($0, "appcheck_signing_keys")) })
+            }
+        }
+    }
+
+    public func addSigningKey(_ key: StoredSigningKey) throws {
+        try write { try insertSigningKey(key) }
+    }
+
+    public func rotateSigningKeys(to key: StoredSigningKey, retiringOthersAt retiresAt: Instant) throws {
+        try write {
+            try c.query("SELECT pg_advisory_xact_lock($1)", [Self.rotationLock])
+            try c.query(
+                "UPDATE appcheck_signing_keys SET retires_at = $1 WHERE kid <> $2 AND retires_at IS NULL",
+                [String(retiresAt.microseconds), key.kid])
+            try insertSigningKey(key)
+        }
+    }
+
+    private func insertSigningKey(_ signing: StoredSigningKey) throws {
+        let key = try store.checkedStoreKey(key, for: "App Check signing keys")
+        try c.query(
+            "INSERT INTO appcheck_signing_keys (kid, private_key, created_at, retires_at) VALUES ($1, decode($2, 'hex'), $3, $4) "
+                + "ON CONFLICT (kid) DO NOTHING",
+            [
+                signing.kid, Hex.encode(Self.seal(signing.privateKeyDER, Self.signingRole(signing.kid), key)),
+                String(signing.createdAt.microseconds), signing.retiresAt.map { String($0.microseconds) },
+            ])
+    }
+
+    // MARK: Debug tokens
+
+    public func addDebugToken(_ token: DebugTokenRecord) throws {
+        try write {
+            try c.query(
+                "INSERT INTO appcheck_debug_tokens (digest, app_id, name, created_at) VALUES (decode($1, 'hex'), $2, $3, $4) "
+                    + "ON CONFLICT (digest) DO NOTHING",
+                [Hex.encode(token.digest), token.appId, token.name, String(token.createdAt.microseconds)])
+        }
+    }
+
+    public func debugTokens() throws -> [DebugTokenRecord] {
+        try read {
+            try c.query(
+                "SELECT app_id, encode(digest, 'hex'), name, created_at FROM appcheck_debug_tokens ORDER BY created_at, name"
+            )
+            .map { r in
+                guard let app = r[0], let name = r[2] else {
+                    throw PostgresStoredDataError("appcheck_debug_tokens holds a malformed row")
+                }
+                return DebugTokenRecord(
+                    appId: app, digest: try Self.bytes(r[1], "appcheck_debug_tokens"), name: name,
+                    createdAt: Instant(microseconds: try Self.int(r[3], "appcheck_debug_tokens")))
+            }
+        }
+    }
+
+    public func hasDebugToken(appId: String, digest: [UInt8]) throws -> Bool {
+        try read {
+            try !c.query(
+                "SELECT 1 FROM appcheck_debug_tokens WHERE digest = decode($1, 'hex') AND app_id = $2",
+                [Hex.encode(digest), appId]
+            ).isEmpty
+        }
+    }
+
+    public func removeDebugToken(appId: String, name: String) throws -> Int {
+        try write {
+            try c.query("DELETE FROM appcheck_debug_tokens WHERE app_id = $1 AND name = $2 RETURNING 1", [appId, name])
+                .count
+        }
+    }
+
+    // MARK: Demo authority
+
+    public func demoAuthority() throws -> DemoCertificateAuthority.Material? {
+        try read { try loadDemoAuthority() }
+    }
+
+    private func loadDemoAuthority() throws -> DemoCertificateAuthority.Material? {
+        guard
+            let r = try c.query(
+                "SELECT encode(root_certificate, 'hex'), encode(root_key, 'hex'), encode(intermediate_certificate, 'hex'), "
+                    + "encode(intermediate_key, 'hex') FROM appcheck_demo_authority WHERE id = 1"
+            ).first
+        else { return nil }
+        let key = try store.checkedStoreKey(key, for: "the demo authority's keys")
+        let table = "appcheck_demo_authority"
+        return DemoCertificateAuthority.Material(
+            rootCertificate: try Self.bytes(r[0], table),
+            rootPrivateKey: try Self.open(try Self.bytes(r[1], table), Self.demoRootRole, key),
+            intermediateCertificate: try Self.bytes(r[2], table),
+            intermediatePrivateKey: try Self.open(try Self.bytes(r[3], table), Self.demoIntermediateRole, key))
+    }
+
+    public func saveDemoAuthority(_ material: DemoCertificateAuthority.Material) throws
+        -> DemoCertificateAuthority.Material
+    {
+        try write {
+            let key = try store.checkedStoreKey(key, for: "the demo authority's keys")
+            try c.query(
+                "INSERT INTO appcheck_demo_authority (id, root_certificate, root_key, intermediate_certificate, intermediate_key) "
+                    + "VALUES (1, decode($1, 'hex'), decode($2, 'hex'), decode($3, 'hex'), decode($4, 'hex')) ON CONFLICT (id) DO NOTHING",
+                [
+                    Hex.encode(material.rootCertificate),
+                    Hex.encode(Self.seal(material.rootPrivateKey, Self.demoRootRole, key)),
+                    Hex.encode(material.intermediateCertificate),
+                    Hex.encode(Self.seal(material.intermediatePrivateKey, Self.demoIntermediateRole, key)),
+                ])
+            guard let stored = try loadDemoAuthority() else {
+                throw PostgresStoredDataError("the demo authority did not save")
+            }
+            return stored
+        }
+    }
+
+    public func purgeExpired(before time: Instant) throws {
+        try write {
+            let t = String(time.microseconds)
+            try c.query("DELETE FROM appcheck_challenges WHERE expires_at < $1", [t])
+            try c.query("DELETE FROM appcheck_consumed_tokens WHERE expires_at < $1", [t])
+            try c.query("DELETE FROM appcheck_signing_keys WHERE retires_at < $1", [t])
+        }
+    }
+
+    // MARK: Private keys at rest
+
+    static func signingRole(_ kid: String) -> String { "signing key " + kid }
+    static let demoRootRole = "demo root key"
+    static let demoIntermediateRole = "demo intermediate key"
+    static let boxMagic = Array("RAK1".utf8)
+
+    /// A private key sealed under the team store key, its role (which key of which row) bound as associated data:
+    /// a box moved to another row or column does not open.
+    static func seal(_ privateKey: [UInt8], _ role: String, _ key: StoreKey) -> [UInt8] {
+        boxMagic + AESGCM.seal(privateKey, key: key.bytes, associatedData: Array("rollout appcheck \(role)".utf8))
+    }
+
+    static func open(_ box: [UInt8], _ role: String, _ key: StoreKey) throws -> [UInt8] {
+        guard box.starts(with: boxMagic) else {
+            throw PostgresStoredDataError(
+                "the App Check \(role) is not sealed with the team store key (written outside rollout?)")
+        }
+        do {
+            return try AESGCM.open(
+                Array(box.dropFirst(boxMagic.count)), key: key.bytes,
+                associatedData: Array("rollout appcheck \(role)".utf8))
+        } catch {
+            throw PostgresStoredDataError(
+                "the App Check \(role) does not decrypt with \(key.path): \(error) (moved, or another store's key?)")
+        }
+    }
+}

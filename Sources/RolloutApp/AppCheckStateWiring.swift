@@ -1,0 +1,37 @@
+import AppCheck
+import Foundation
+import PostgresStore
+import Store
+
+/// The App Check exchange's state of one store, whichever backend holds it: the commands that use it (`serve`,
+/// `appcheck ...`, `token verify --consume`, `attest verify --trust-demo`, `simulate --exchange`) take the port.
+public struct AppCheckStateSource {
+    public let state: any AppCheckState
+    /// Whether the connection refuses writes (`--read-only`): consuming a token or a challenge then fails.
+    public let isReadOnly: Bool
+    /// The store for messages (a PostgreSQL connection string with its password masked).
+    public let label: String
+}
+
+extension Wiring {
+    /// A store location for messages: a PostgreSQL connection string with its password masked, a path as it is.
+    public static func storeLabel(_ location: String) -> String {
+        StoreLocation.isPostgres(location) ? PostgresConfigStore.redacted(location) : location
+    }
+
+    /// The App Check state at `location`: a PostgreSQL team store (`postgresql://...`, on a connection of its own,
+    /// its private keys sealed with this machine's team store key) or an existing SQLite store file. Creates no
+    /// store; read-only connections under `readOnly`.
+    public static func appCheckState(location: String, readOnly: Bool) throws -> AppCheckStateSource {
+        if StoreLocation.isPostgres(location) {
+            let config = try PostgresConfigStore(conninfo: location, readOnly: readOnly)
+            return AppCheckStateSource(
+                state: PostgresAppCheckState(store: config, key: try teamStoreKey(create: false).key),
+                isReadOnly: readOnly,
+                label: storeLabel(location))
+        }
+        let store = try RolloutStore(path: location, create: false, access: readOnly ? .readOnly : .readWrite)
+        let tables = try AppCheckStateTables(database: store.database)
+        return AppCheckStateSource(state: tables, isReadOnly: tables.isReadOnly, label: location)
+    }
+}
