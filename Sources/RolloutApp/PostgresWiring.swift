@@ -16,10 +16,28 @@ import Timekeeping
 
 extension StoreLocation {
     /// Whether a store location names a PostgreSQL store: a libpq connection URI (`postgresql://` or
-    /// `postgres://`; libpq takes what the URI leaves out from the `PG*` environment variables).
+    /// `postgres://`), or a keyword/value connection string (`host=/run/postgresql dbname=rollout`) whose every
+    /// word is a libpq keyword with a value. libpq takes what either leaves out from the `PG*` environment
+    /// variables. Anything else is a store file's path.
     public static func isPostgres(_ location: String) -> Bool {
-        location.hasPrefix("postgresql://") || location.hasPrefix("postgres://")
+        if location.hasPrefix("postgresql://") || location.hasPrefix("postgres://") { return true }
+        let words = location.split(whereSeparator: { $0 == " " || $0 == "\t" })
+        return !words.isEmpty
+            && words.allSatisfy { word in
+                guard let equals = word.firstIndex(of: "=") else { return false }
+                return libpqKeywords.contains(String(word[..<equals]))
+            }
     }
+
+    /// libpq's connection parameter keywords (PostgreSQL 15, "Parameter Key Words").
+    static let libpqKeywords: Set<String> = [
+        "host", "hostaddr", "port", "dbname", "user", "password", "passfile", "channel_binding", "connect_timeout",
+        "client_encoding", "options", "application_name", "fallback_application_name", "keepalives",
+        "keepalives_idle", "keepalives_interval", "keepalives_count", "tcp_user_timeout", "replication",
+        "gssencmode", "sslmode", "requiressl", "sslcompression", "sslcert", "sslkey", "sslpassword", "sslrootcert",
+        "sslcrl", "sslcrldir", "sslsni", "requirepeer", "ssl_min_protocol_version", "ssl_max_protocol_version",
+        "krbsrvname", "gsslib", "service", "target_session_attrs",
+    ]
 }
 
 /// What a command works with on a PostgreSQL store: the open store, who acts, and the write path.

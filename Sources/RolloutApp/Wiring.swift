@@ -56,6 +56,13 @@ public enum Wiring {
     /// creates stores); `--store ""` is a usage error.
     public static func session(_ invocation: Invocation) throws -> StoreSession {
         if let firebase = try FirebaseWiring.session(invocation, create: false) { return firebase }
+        // Commands that run on PostgreSQL ask for a team session first; one that reaches here does not run there.
+        let location = try StoreLocation.resolvedPath(invocation)
+        if StoreLocation.isPostgres(location) {
+            throw CommandError(
+                "'\(invocation.commandLine)' does not run on a PostgreSQL store yet (it needs a store file): "
+                    + "nothing was read or written")
+        }
         return try session(
             path: StoreLocation.resolvedPath(invocation), operatorID: try operatorID(invocation),
             readOnly: invocation.flag("--read-only"))

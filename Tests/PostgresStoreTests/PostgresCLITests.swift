@@ -193,6 +193,37 @@ struct PostgresCLITests {
 
     // MARK: store copy
 
+    /// A command that has no PostgreSQL backend yet (ramp plans) says so: not "no store at postgresql://…, create
+    /// one with init" (the store exists), and nothing on the server changes.
+    @Test func aCommandWithoutAPostgreSQLBackendSaysSo() throws {
+        let server = try PostgresServer.get()
+        let conninfo = server.uris(of: try server.freshDatabase()).socket
+        #expect(try rollout(["init", "--seed", "pg-plan"], store: conninfo).status == 0)
+        let before = try rollout(["audit", "verify", "--json"], store: conninfo).stdout
+        for arguments in [["plan", "status"], ["plan", "abort", "--reason", "x"]] {
+            let r = try rollout(arguments, store: conninfo)
+            #expect(r.status == 1, "\(arguments): \(r.stderr)")
+            #expect(r.stderr.contains("does not run on a PostgreSQL store yet"), "\(r.stderr)")
+            #expect(!r.stderr.contains("create one with"), "\(r.stderr)")
+        }
+        #expect(try rollout(["audit", "verify", "--json"], store: conninfo).stdout == before)
+    }
+
+    /// libpq's keyword/value form names the same store as its URI: `--store "host=… dbname=…"` is PostgreSQL,
+    /// never a file of that name (which `init` would otherwise create, directories and all).
+    @Test func aKeywordValueConnectionStringIsThePostgreSQLStore() throws {
+        let server = try PostgresServer.get()
+        let keywords = try server.freshDatabase()
+        let uri = server.uris(of: keywords).socket
+        #expect(try rollout(["init", "--seed", "pg-keywords"], store: keywords).status == 0)
+        #expect(try rollout(["set", "3", "--reason", "start"], store: keywords).status == 0)
+        let status = try rollout(["status", "--json"], store: uri)
+        #expect(status.status == 0, "\(status.stderr)")
+        #expect(status.stdout.contains("\"versionNumber\": 2"), "\(status.stdout)")
+        #expect(!FileManager.default.fileExists(atPath: "host="), "a file or directory named after the string")
+        #expect(!FileManager.default.fileExists(atPath: keywords))
+    }
+
     @Test func storeCopyMovesAnSQLiteStoreAllOrNothing() throws {
         let server = try PostgresServer.get()
         let file = directory.appendingPathComponent("rollout.db").path
