@@ -171,7 +171,10 @@ enum HeaderBar {
 enum Hints {
     static func items(for state: ConsoleState) -> [HintBar.Item] {
         guard let overlay = state.overlay else {
-            return KeyMap.main.compactMap { b in
+            let log: [HintBar.Item] =
+                state.logSelection == nil
+                ? [] : [HintBar.Item("↑↓", "select"), HintBar.Item("Enter", "open"), HintBar.Item("Esc", "leave the log")]
+            return log + KeyMap.main.compactMap { b in
                 guard b.group != .simulation || state.simulation != nil else { return nil }
                 return b.hint.map { HintBar.Item($0.keys, $0.label, priority: $0.priority) }
             }
