@@ -245,7 +245,10 @@ public final class StoreConsoleExecutor: ConsoleEffectExecutor, @unchecked Senda
                 try session.verifyConfigIntegrity()
                 integrity = .verified
             } catch let problem as ConfigIntegrityProblem {
-                integrity = .broken(atSequence: ConsoleText.firstNumber(in: problem.subject) ?? 0, reason: problem.problem)
+                // The record comes from the problem's field; a problem that names no record says its subject.
+                integrity = .broken(
+                    atSequence: problem.sequence.map { Int($0) },
+                    reason: problem.sequence == nil ? problem.description : problem.problem)
             }
             return .auditLoaded(
                 AuditLog(
@@ -459,10 +462,6 @@ enum ConsoleText {
     static func abbreviatingHome(_ path: String) -> String {
         let home = NSHomeDirectory()
         return home.count > 1 && path.hasPrefix(home + "/") ? "~" + path.dropFirst(home.count) : path
-    }
-
-    static func firstNumber(in text: String) -> Int? {
-        Int(text.split(whereSeparator: { !$0.isNumber }).first ?? "")
     }
 
     /// Audit details without the store's internal digests.
