@@ -371,7 +371,11 @@ enum ConsoleModelBuilder {
             return WindowRates(oneMinute: at(1), fiveMinutes: at(5), fifteenMinutes: at(15))
         }
         let alarmed = Set(s.failureMonitors.filter(\.alarmed).map(\.errorClass))
-        let classes = s.totals.failuresByClass().sorted { $0.value > $1.value }.map {
+        // Most failures first; equal counts by name, so that the order does not follow a dictionary's (it moved
+        // between two reads of the same store).
+        let classes = s.totals.failuresByClass().sorted {
+            $0.value != $1.value ? $0.value > $1.value : $0.key.description < $1.key.description
+        }.map {
             FailureClass(name: $0.key.description, count: Int($0.value), alarmed: alarmed.contains($0.key))
         }
         let minutes = (s.series + [s.currentMinute]).map {

@@ -157,6 +157,11 @@ enum HeaderBar {
                 break
             }
         }
+        // The version matters more than the store path's tail: it takes the path's room rather than give way.
+        if right.width == status.width, let version = parts.first {
+            let line = version + [Span("  ", .header)] + status
+            if line.width <= row.width - left.width - 2 { right = line }
+        }
         let rightStart = grid.drawRight(right, in: row)
         var full = left
         if let header {
