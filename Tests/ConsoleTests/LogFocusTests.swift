@@ -51,11 +51,13 @@ struct LogFocusTests {
             _ = s.handle(.key(.tab))
             _ = s.handle(.key(.down))
             let grid = ConsoleScreen.render(s, size: size)
-            let y = try #require(grid.lines.firstIndex { $0.contains("bo@example.com") }, "v41 is in the log at \(size)")
+            let y = try #require(
+                grid.lines.firstIndex { $0.contains("bo@example.com") }, "v41 is in the log at \(size)")
             let x = try #require(MouseTests.point(of: "bo@example.com", in: grid)).x
             #expect(grid[x, y].role == .selection, "the selected change is highlighted at \(size)")
             #expect(before[x, y].role != .selection)
-            #expect(grid.lines.last?.contains("Esc leave the log") == true, "footer at \(size): \(grid.lines.last ?? "")")
+            #expect(
+                grid.lines.last?.contains("Esc leave the log") == true, "footer at \(size): \(grid.lines.last ?? "")")
             _ = s.handle(.key(.tab))
             #expect(s.logSelection == nil)
             #expect(ConsoleScreen.render(s, size: size).lines.dropLast(2) == before.lines.dropLast(2))

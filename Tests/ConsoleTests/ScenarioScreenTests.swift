@@ -17,8 +17,9 @@ import Timekeeping
 struct ScenarioScreenTests {
     static let start = Instant(microseconds: 1_772_442_000_000_000)  // 2026-03-02T09:00:00Z
 
-    @Test("the main screen at 80×24, 120×40, 200×60 and the minimum size, colour and monochrome",
-          arguments: FleetSimulator.Scenario.builtInNames)
+    @Test(
+        "the main screen at 80×24, 120×40, 200×60 and the minimum size, colour and monochrome",
+        arguments: FleetSimulator.Scenario.builtInNames)
     func screen(_ name: String) throws {
         let scenario = try FleetSimulator.Scenario.load(name)
         let dir = try TestSupport.temporaryDirectory("scenario-\(name)")
@@ -29,7 +30,8 @@ struct ScenarioScreenTests {
         let store = try RolloutStore(path: path)
         try store.withDatabase { try DrillStoreMark.mark($0, at: Self.start, by: "demo") }
         _ = try store.configStore().initializeIfEmpty {
-            try SQLiteConfigStore.genesis(seed: scenario.rolloutSeed, actor: FleetOptions.simulatorActor, time: Self.start)
+            try SQLiteConfigStore.genesis(
+                seed: scenario.rolloutSeed, actor: FleetOptions.simulatorActor, time: Self.start)
         }
         let options = FleetOptions(
             scenario: scenario, seed: 1, start: Self.start, duration: .minutes(30))
@@ -60,7 +62,9 @@ struct ScenarioScreenTests {
         for size in GoldenScreenTests.sizes {
             var state = ConsoleState(
                 configuration: .init(staleAfter: try source.status().settings.staleAfter), screenSize: size)
-            _ = state.handle(.simulation(SimulationStatus(speed: scenario.demoSpeed?.description ?? "60x", paused: false, wall: end)))
+            _ = state.handle(
+                .simulation(SimulationStatus(speed: scenario.demoSpeed?.description ?? "60x", paused: false, wall: end))
+            )
             _ = state.handle(.tick(end))
             _ = state.handle(.snapshot(model))
             let grid = ConsoleScreen.render(state, size: size)
