@@ -32,7 +32,7 @@ enum ConsoleCommands {
         summary: "Watch the rollout live and change it with a keystroke.",
         discussion: "Shows the AppAttestEnabled condition, attestation successes and failures, the crash comparison of "
             + "exposed and control users with its verdict, and the latest changes. Keys: +/- nudge, [ ] step, = exact value, "
-            + "K kill, r resume, u undo the last change (again: further back), v why (the verdict's findings), h history, a audit, "
+            + "K kill, r resume, u undo the last change (again: further back), v why (the verdict's findings), h history, a audit, Tab the log (↑↓ a change, Enter opens it), "
             + "t theme, f freeze, ? help, q quit. A rise of the verdict to HOLD or HALT flashes the header and rings the bell once "
             + "(--no-bell). Clicks work on dialog buttons, list rows and the log's changes (--no-mouse turns them off). Every change "
             + "goes through a confirm dialog and the same write path as the CLI. Needs a terminal; for scripts use 'rollout status'.",
