@@ -63,4 +63,39 @@ struct ConsoleKeyboardLogEndToEndTests {
             #expect(try session.exitStatus(timeout: 20) == 0)
         }
     }
+
+    /// PgDn, PgUp, End and Home page and jump through a history longer than the screen, and `=` says why it does
+    /// nothing: a letter is not part of a percentage, and the current value is no change.
+    @Test func listPagingKeysAndTheValuePromptsMessages() throws {
+        let f = try Fixture()
+        for percent in 1...20 {
+            try #require(f.cli("set", String(percent), "--reason", "step \(percent)").status == 0)
+        }
+        // 20 rows: a page of the list is 15 entries.
+        let session = try f.console(width: 100, height: 20)
+        defer { session.close() }
+        try session.waitFor("<= 20")
+        try session.press("h")
+        try session.waitFor("entry 1 of 20")
+        try session.press("PageDown")
+        try session.waitFor("entry 16 of 20")
+        try session.press("End")
+        let last = try session.waitFor("entry 20 of 20")
+        #expect(last.contains("▶ v2 ") && last.contains("step 1 "), "the oldest change, selected and in sight: \(last)")
+        #expect(!last.contains("v21 "), "the newest has scrolled away: \(last)")
+        try session.press("PageUp")
+        try session.waitFor("entry 5 of 20")
+        try session.press("Home")
+        try session.waitFor("entry 1 of 20")
+        try session.press("Escape")
+        try session.waitForAbsence(of: "entry 1 of 20")
+
+        try session.press("=")
+        try session.type("x")
+        try session.waitFor("'x' is not part of a percentage")
+        try session.press("Enter")
+        try session.waitFor("already at 20%: nothing to change")
+        try session.press("Escape", "q")
+        #expect(try session.exitStatus(timeout: 20) == 0)
+    }
 }
