@@ -142,7 +142,7 @@ let package = Package(
                 "Monitoring", "StepUp",
             ],
             swiftSettings: strict),
-        .testTarget(name: "ConsoleTests", dependencies: ["TestSupport", "Console", "Rollout", "Telemetry", "Timekeeping", "RampPlans", "RemoteConfig"], exclude: ["Golden"], swiftSettings: strict),
+        .testTarget(name: "ConsoleTests", dependencies: ["TestSupport", "Console", "Rollout", "Telemetry", "Timekeeping", "RampPlans", "RemoteConfig", "RolloutApp", "FleetSimulator", "Store"], exclude: ["Golden"], swiftSettings: strict),
         .testTarget(
             name: "ServeTests", dependencies: ["TestSupport", "ExchangeServer", "AppCheck", "Store", "Telemetry", "Crypto", "JSON", "Timekeeping", "PostgresStore"],
             exclude: ["google_client.py"], swiftSettings: strict),

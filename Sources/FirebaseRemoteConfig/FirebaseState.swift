@@ -108,7 +108,7 @@ extension FirebaseConfigStore {
                 "database", "SQLite integrity check failed: \(integrity.prefix(3).joined(separator: "; "))")
         }
         let records = try state.auditRecords(limit: Int.max, before: nil).reversed()
-        if let b = AuditChain.verify(records) { throw ConfigIntegrityProblem("audit record \(b.sequence)", b.problem) }
+        if let b = AuditChain.verify(records) { throw ConfigIntegrityProblem(auditRecord: b.sequence, b.problem) }
         let head = try db.query("SELECT audit_sequence, audit_hash FROM config_head WHERE id = 1").first
         let last = records.last
         if let head {
@@ -117,14 +117,13 @@ extension FirebaseConfigStore {
             }
             if sequence != (last?.sequence ?? 0) {
                 throw ConfigIntegrityProblem(
-                    "audit record \(min(sequence, last?.sequence ?? 0) + 1)",
+                    auditRecord: min(sequence, last?.sequence ?? 0) + 1,
                     sequence > (last?.sequence ?? 0)
                         ? "missing (deleted?): the chain head is record \(sequence)"
                         : "not covered by the chain head (appended outside rollout?)")
             }
             if let last, last.hash != hash {
-                throw ConfigIntegrityProblem(
-                    "audit record \(last.sequence)", "does not match the chain head's hash (edited)")
+                throw ConfigIntegrityProblem(auditRecord: last.sequence, "does not match the chain head's hash (edited)")
             }
         } else if last != nil {
             throw ConfigIntegrityProblem("chain head", "missing (deleted?) although the store has records")
@@ -139,8 +138,7 @@ extension FirebaseConfigStore {
         var published = 0
         for r in records where r.entry.result == .published {
             guard let v = r.entry.version, r.entry.detail.contains("firebase version \(v) etag ") else {
-                throw ConfigIntegrityProblem(
-                    "audit record \(r.sequence)", "a publish that names no Firebase version and ETag (edited?)")
+                throw ConfigIntegrityProblem(auditRecord: r.sequence, "a publish that names no Firebase version and ETag (edited?)")
             }
             published += 1
         }

@@ -245,7 +245,10 @@ public final class StoreConsoleExecutor: ConsoleEffectExecutor, @unchecked Senda
                 try session.verifyConfigIntegrity()
                 integrity = .verified
             } catch let problem as ConfigIntegrityProblem {
-                integrity = .broken(atSequence: ConsoleText.firstNumber(in: problem.subject) ?? 0, reason: problem.problem)
+                // The record comes from the problem's field; a problem that names no record says its subject.
+                integrity = .broken(
+                    atSequence: problem.sequence.map { Int($0) },
+                    reason: problem.sequence == nil ? problem.description : problem.problem)
             }
             return .auditLoaded(
                 AuditLog(
@@ -368,7 +371,11 @@ enum ConsoleModelBuilder {
             return WindowRates(oneMinute: at(1), fiveMinutes: at(5), fifteenMinutes: at(15))
         }
         let alarmed = Set(s.failureMonitors.filter(\.alarmed).map(\.errorClass))
-        let classes = s.totals.failuresByClass().sorted { $0.value > $1.value }.map {
+        // Most failures first; equal counts by name, so that the order does not follow a dictionary's (it moved
+        // between two reads of the same store).
+        let classes = s.totals.failuresByClass().sorted {
+            $0.value != $1.value ? $0.value > $1.value : $0.key.description < $1.key.description
+        }.map {
             FailureClass(name: $0.key.description, count: Int($0.value), alarmed: alarmed.contains($0.key))
         }
         let minutes = (s.series + [s.currentMinute]).map {
@@ -459,10 +466,6 @@ enum ConsoleText {
     static func abbreviatingHome(_ path: String) -> String {
         let home = NSHomeDirectory()
         return home.count > 1 && path.hasPrefix(home + "/") ? "~" + path.dropFirst(home.count) : path
-    }
-
-    static func firstNumber(in text: String) -> Int? {
-        Int(text.split(whereSeparator: { !$0.isNumber }).first ?? "")
     }
 
     /// Audit details without the store's internal digests.

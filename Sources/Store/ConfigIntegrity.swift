@@ -20,11 +20,20 @@ public struct ConfigIntegrityProblem: Error, Sendable, Equatable, CustomStringCo
     /// `audit record 17`, `version 12`, `database`, `chain head`.
     public var subject: String
     public var problem: String
+    /// The audit record where the chain breaks, when the problem is one record's (or a version's pinned record):
+    /// structured, so that readers (the console's audit view) need not take it from the subject's text.
+    public var sequence: Int64?
     public var description: String { "\(subject): \(problem)" }
 
-    public init(_ subject: String, _ problem: String) {
+    public init(_ subject: String, _ problem: String, sequence: Int64? = nil) {
         self.subject = subject
         self.problem = problem
+        self.sequence = sequence
+    }
+
+    /// A problem of audit record `sequence`: the subject `audit record N`, and the sequence as a field.
+    public init(auditRecord sequence: Int64, _ problem: String) {
+        self.init("audit record \(sequence)", problem, sequence: sequence)
     }
 }
 
@@ -59,16 +68,16 @@ extension SQLiteConfigStore {
         guard let version = head[0].int, let sequence = head[1].int, let hash = head[2].string else {
             throw ConfigIntegrityProblem("chain head", "a column has an unexpected value (edited?)")
         }
-        guard let newest else { throw ConfigIntegrityProblem("audit record \(sequence)", "missing (deleted?)") }
+        guard let newest else { throw ConfigIntegrityProblem(auditRecord: sequence, "missing (deleted?)") }
         let record = try auditRecord(newest)
         if record.sequence != sequence {
             throw ConfigIntegrityProblem(
-                "audit record \(min(record.sequence, sequence) + 1)",
+                auditRecord: min(record.sequence, sequence) + 1,
                 record.sequence < sequence ? "missing (deleted?)" : "not covered by the chain head (appended outside rollout?)")
         }
-        if record.hash != hash { throw ConfigIntegrityProblem("audit record \(sequence)", "does not match the chain head's hash (edited)") }
+        if record.hash != hash { throw ConfigIntegrityProblem(auditRecord: sequence, "does not match the chain head's hash (edited)") }
         if AuditChain.hash(sequence: record.sequence, entry: record.entry, previousHash: record.previousHash) != record.hash {
-            throw ConfigIntegrityProblem("audit record \(sequence)", "content does not match its hash (edited)")
+            throw ConfigIntegrityProblem(auditRecord: sequence, "content does not match its hash (edited)")
         }
         guard version > 0 else { return }
         guard let raw = try db.query("SELECT \(versionColumns) FROM config_versions ORDER BY number DESC LIMIT 1").first else {
@@ -81,14 +90,15 @@ extension SQLiteConfigStore {
                 row.info.number < Int(version) ? "missing (deleted?)" : "not covered by the chain head (inserted outside rollout?)")
         }
         guard let pinned = try db.query("SELECT \(auditColumns) FROM config_audit WHERE sequence = ?", [.integer(row.auditSequence)]).first
-        else { throw ConfigIntegrityProblem("version \(version)", "its audit record \(row.auditSequence) is missing (deleted?)") }
+        else { throw ConfigIntegrityProblem("version \(version)", "its audit record \(row.auditSequence) is missing (deleted?)", sequence: row.auditSequence) }
         let pin = try auditRecord(pinned)
         guard pin.hash == row.auditHash,
             AuditChain.hash(sequence: pin.sequence, entry: pin.entry, previousHash: pin.previousHash) == pin.hash
-        else { throw ConfigIntegrityProblem("version \(version)", "audit record \(pin.sequence) is not the one written with it (replaced or edited?)") }
+        else { throw ConfigIntegrityProblem("version \(version)", "audit record \(pin.sequence) is not the one written with it (replaced or edited?)", sequence: pin.sequence) }
         guard pin.entry.detail.hasSuffix(digestLabel + row.digest) else {
             throw ConfigIntegrityProblem(
-                "version \(version)", "its content or metadata differs from what audit record \(pin.sequence) pinned (edited)")
+                "version \(version)", "its content or metadata differs from what audit record \(pin.sequence) pinned (edited)",
+                sequence: pin.sequence)
         }
     }
 
@@ -105,7 +115,7 @@ extension SQLiteConfigStore {
             records.append(try Self.auditRecord(row))
         }
         if let b = AuditChain.verify(records) {
-            throw ConfigIntegrityProblem("audit record \(b.sequence)", b.problem)
+            throw ConfigIntegrityProblem(auditRecord: b.sequence, b.problem)
         }
 
         // The head.
@@ -126,18 +136,17 @@ extension SQLiteConfigStore {
         let lastSequence = last?.sequence ?? 0
         if headSequence > lastSequence {
             throw ConfigIntegrityProblem(
-                "audit record \(lastSequence + 1)",
+                auditRecord: lastSequence + 1,
                 "missing (deleted?): the log ends at record \(lastSequence) but the chain head is record \(headSequence)"
             )
         }
         if headSequence < lastSequence {
             throw ConfigIntegrityProblem(
-                "audit record \(headSequence + 1)",
+                auditRecord: headSequence + 1,
                 "not covered by the chain head (record \(headSequence)): appended outside rollout?")
         }
         if let last, last.hash != headHash {
-            throw ConfigIntegrityProblem(
-                "audit record \(last.sequence)", "does not match the chain head's hash (edited)")
+            throw ConfigIntegrityProblem(auditRecord: last.sequence, "does not match the chain head's hash (edited)")
         }
 
         // The versions, each against the record written with it.
@@ -162,19 +171,22 @@ extension SQLiteConfigStore {
             }
             let index = Int(row.auditSequence) - 1
             guard index >= 0, index < records.count else {
-                throw ConfigIntegrityProblem(subject, "its audit record \(row.auditSequence) is missing (deleted?)")
+                throw ConfigIntegrityProblem(
+                    subject, "its audit record \(row.auditSequence) is missing (deleted?)", sequence: row.auditSequence)
             }
             let record = records[index]
             guard record.hash == row.auditHash else {
                 throw ConfigIntegrityProblem(
-                    subject, "audit record \(record.sequence) is not the one written with it (replaced?)")
+                    subject, "audit record \(record.sequence) is not the one written with it (replaced?)", sequence: record.sequence)
             }
             guard record.entry.result == .published, record.entry.version == n else {
-                throw ConfigIntegrityProblem(subject, "audit record \(record.sequence) does not record its publication")
+                throw ConfigIntegrityProblem(
+                    subject, "audit record \(record.sequence) does not record its publication", sequence: record.sequence)
             }
             guard record.entry.detail.hasSuffix(Self.digestLabel + row.digest) else {
                 throw ConfigIntegrityProblem(
-                    subject, "its content or metadata differs from what audit record \(record.sequence) pinned (edited)"
+                    subject, "its content or metadata differs from what audit record \(record.sequence) pinned (edited)",
+                    sequence: record.sequence
                 )
             }
             referenced.insert(record.sequence)
@@ -191,7 +203,7 @@ extension SQLiteConfigStore {
         for r in records where r.entry.result == .published && !referenced.contains(r.sequence) {
             let v = r.entry.version.map { "version \($0)" } ?? "a version"
             throw ConfigIntegrityProblem(
-                "audit record \(r.sequence)",
+                auditRecord: r.sequence,
                 "records publishing \(v), which no version row matches (deleted or replaced?)")
         }
         return ConfigIntegrityReport(

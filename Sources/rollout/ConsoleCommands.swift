@@ -16,16 +16,25 @@ enum ConsoleCommands {
         .value("--theme", name: "NAME|FILE", help: "default, light, high-contrast, colorblind, or a .theme file."),
         .flag("--no-color", help: "Monochrome: status by words, symbols, bold and reverse (also NO_COLOR=1)."),
         .flag("--no-bell", help: "Do not ring the terminal bell when the verdict rises to HOLD or HALT (the header still flashes)."),
+        .flag(
+            "--no-mouse",
+            help: "Do not ask the terminal to report clicks: the terminal's own text selection works without Shift; "
+                + "every action has a key."),
     ]
+
+    /// The terminal settings of `--no-mouse`.
+    static func terminal(_ invocation: Invocation) -> TerminalScreen.Options {
+        TerminalScreen.Options(mouse: !invocation.flag("--no-mouse"))
+    }
 
     static let console = Command(
         "console",
         summary: "Watch the rollout live and change it with a keystroke.",
         discussion: "Shows the AppAttestEnabled condition, attestation successes and failures, the crash comparison of "
             + "exposed and control users with its verdict, and the latest changes. Keys: +/- nudge, [ ] step, = exact value, "
-            + "K kill, r resume, u undo the last change (again: further back), v why (the verdict's findings), h history, a audit, "
+            + "K kill, r resume, u undo the last change (again: further back), v why (the verdict's findings), h history, a audit, Tab the log (↑↓ a change, Enter opens it), "
             + "t theme, f freeze, ? help, q quit. A rise of the verdict to HOLD or HALT flashes the header and rings the bell once "
-            + "(--no-bell). Every change "
+            + "(--no-bell). Clicks work on dialog buttons, list rows and the log's changes (--no-mouse turns them off). Every change "
             + "goes through a confirm dialog and the same write path as the CLI. Needs a terminal; for scripts use 'rollout status'.",
         options: displayOptions,
         examples: [
@@ -205,7 +214,8 @@ enum ConsoleCommands {
         let executor = StoreConsoleExecutor(session: session)
         var options = ConsoleOptions(
             themes: themes, noColor: invocation.flag("--no-color"), environment: invocation.environment, clock: ticks,
-            state: ConsoleState.Configuration(staleAfter: staleAfter, bell: !invocation.flag("--no-bell")))
+            state: ConsoleState.Configuration(staleAfter: staleAfter, bell: !invocation.flag("--no-bell")),
+            terminal: terminal(invocation))
         options.simulation = simulation
         do {
             switch try ConsoleApp.run(options: options, source: source, executor: executor) {

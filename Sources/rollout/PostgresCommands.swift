@@ -170,7 +170,8 @@ enum PostgresCommands {
         let source = try PostgresConsoleSource(team: team, conninfo: try StoreLocation.resolvedPath(inv), project: "team")
         let options = ConsoleOptions(
             themes: themes, noColor: inv.flag("--no-color"), environment: inv.environment, clock: team.clock,
-            state: ConsoleState.Configuration(staleAfter: try source.status().settings.staleAfter, bell: !inv.flag("--no-bell")))
+            state: ConsoleState.Configuration(staleAfter: try source.status().settings.staleAfter, bell: !inv.flag("--no-bell")),
+            terminal: ConsoleCommands.terminal(inv))
         do {
             switch try ConsoleApp.run(options: options, source: source, executor: StoreConsoleExecutor(session: team)) {
             case .quit: return .ok

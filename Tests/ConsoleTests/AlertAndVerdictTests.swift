@@ -40,6 +40,32 @@ struct AlertTests {
         #expect(s.handle(.snapshot(halt)).isEmpty)
     }
 
+    @Test("in a demo at 600x the flash runs on wall time: 6 s of wall time, not 6 s of simulated time")
+    func flashOnWallTime() {
+        // Ticks run on the simulation's time, 600 times faster than the wall clock the status carries.
+        let wallStart = Instant(microseconds: 1_000_000_000_000)
+        func step(_ s: inout ConsoleState, wallMilliseconds: Int64) {
+            let wall = Instant(microseconds: wallStart.microseconds + wallMilliseconds * 1_000)
+            _ = s.handle(.simulation(SimulationStatus(speed: "600x", paused: false, wall: wall)))
+            _ = s.handle(.tick(Instant(microseconds: Fixture.now.microseconds + wallMilliseconds * 600 * 1_000)))
+        }
+        var s = Fixture.state(Fixture.model())
+        step(&s, wallMilliseconds: 0)
+        #expect(s.handle(.snapshot(Fixture.model(verdict: .halt, reasons: ["x"]))) == [.bell])
+        #expect(s.isFlashing)
+        step(&s, wallMilliseconds: 250)
+        #expect(s.isFlashing, "150 s of simulated time, a quarter second of wall time: still flashing")
+        step(&s, wallMilliseconds: 1_250)
+        #expect(!s.isFlashing, "the flash alternates each wall second")
+        step(&s, wallMilliseconds: 2_250)
+        #expect(s.isFlashing)
+        #expect(s.handle(.snapshot(Fixture.model(verdict: .halt, reasons: ["x"]))).isEmpty, "the bell rang once")
+        step(&s, wallMilliseconds: 6_250)
+        #expect(!s.isFlashing, "the flash ends after 6 s of wall time")
+        step(&s, wallMilliseconds: 8_250)
+        #expect(!s.isFlashing)
+    }
+
     @Test("WATCH → HOLD rings; HOLD → WATCH and the first snapshot do not; --no-bell only flashes")
     func rises() {
         var s = Fixture.state(Fixture.model(verdict: .hold, reasons: ["not enough data yet"]))

@@ -75,6 +75,13 @@ struct Scenario: Sendable, CustomStringConvertible {
         },
         Scenario(name: "drilldown") { DrillFixture.drilledDown(size: $0) },
         Scenario(name: "liveconfirm") { DrillFixture.liveConfirm(size: $0) },
+        Scenario(name: "logfocus") { size in
+            // Tab focused the log, ↓ selected the second published change (v41): highlighted, the keys in the footer.
+            var s = Fixture.state(Fixture.model(), size: size)
+            _ = s.handle(.key(.tab))
+            _ = s.handle(.key(.down))
+            return s
+        },
         Scenario(name: "help") { size in
             var s = Fixture.state(Fixture.model(), size: size)
             _ = s.handle(.key(.character("?")))

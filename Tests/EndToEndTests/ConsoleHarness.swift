@@ -140,6 +140,13 @@ final class TerminalSession {
         return nil
     }
 
+    /// Whether the program asked the terminal to report mouse events: tmux's own record of the pane's modes
+    /// (`mouse_any_flag`, set by `ESC [ ? 1000 h` and its siblings).
+    func reportsMouse() throws -> Bool {
+        try run(["display-message", "-p", "-t", "main", "#{mouse_any_flag}"]).trimmingCharacters(in: .whitespacesAndNewlines)
+            == "1"
+    }
+
     /// Resizes the terminal the program sees.
     func resize(width: Int, height: Int) throws {
         try run(["resize-window", "-t", "main", "-x", String(width), "-y", String(height)])

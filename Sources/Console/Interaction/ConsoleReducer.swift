@@ -16,7 +16,7 @@ extension ConsoleState {
         case .tick(let instant):
             now = instant
             // Messages are for people: they expire on wall time, also while ticks run on a simulation's time.
-            let messageTime = simulation?.wall ?? instant
+            let messageTime = wallNow ?? instant
             if var n = notice {
                 if let shown = n.shownAt {
                     if n.lifetime < messageTime - shown { notice = nil }
@@ -33,6 +33,8 @@ extension ConsoleState {
         case .snapshot(let m):
             sourceProblem = nil
             if frozen { heldModel = m } else { model = m }
+            // The selected change stays selected as rows arrive; when it has left the log, the newest is.
+            if let selected = logSelection, !logVersions.contains(selected) { logSelection = logVersions.first }
             return noteVerdict(m) + reviseOpenDialog(m)
         case .sourceFailed(let message):
             sourceProblem = message
@@ -174,7 +176,7 @@ extension ConsoleState {
             if verdictLog.count > 100 { verdictLog.removeFirst(verdictLog.count - 100) }
         }
         guard let previous = lastVerdict, level >= .hold, level > previous else { return [] }
-        alertAt = stamp
+        alertAt = wallNow ?? stamp
         return configuration.bell ? [.bell] : []
     }
 
@@ -211,7 +213,7 @@ extension ConsoleState {
     }
 
     private mutating func say(_ text: String, _ kind: Notice.Kind) {
-        notice = Notice(text, kind, shownAt: simulation?.wall ?? now)
+        notice = Notice(text, kind, shownAt: wallNow)
     }
 
     // MARK: Keys
@@ -488,7 +490,48 @@ extension ConsoleState {
         return [.loadVersion(number)]
     }
 
+    /// The versions of the published changes in the main screen's log, in the order the log draws them.
+    var logVersions: [Int] {
+        guard let model else { return [] }
+        return PanelText.logItems(model, self).compactMap {
+            if case .change(let c) = $0 { Int(c.version) } else { nil }
+        }
+    }
+
+    /// Keys while the log has the focus: ↑↓ (and j k, Home End) move between its published changes,
+    /// Enter opens the selected one like Enter on a history row, Esc and Tab leave. Returns nil for every other
+    /// key, which then works as on the main screen (a nudge, a kill) with the focus kept.
+    private mutating func handleLogKey(_ key: Key, selected: Int) -> [ConsoleEffect]? {
+        let versions = logVersions
+        guard let index = versions.firstIndex(of: selected) else {
+            logSelection = versions.first
+            return logSelection == nil ? nil : []
+        }
+        switch key {
+        case .escape, .tab, .backTab:
+            logSelection = nil
+            notice = nil
+            return []
+        case .enter:
+            overlay = .version(number: selected, detail: nil, scroll: 0, back: nil)
+            return [.loadVersion(selected)]
+        case .up, .down, .character("k"), .character("j"), .home, .end:
+            let delta =
+                switch key {
+                case .up, .character("k"): -1
+                case .down, .character("j"): 1
+                case .home: -versions.count
+                default: versions.count
+                }
+            logSelection = versions[min(max(0, index + delta), versions.count - 1)]
+            return []
+        default:
+            return nil
+        }
+    }
+
     private mutating func handleMainKey(_ key: Key) -> [ConsoleEffect] {
+        if let selected = logSelection, let effects = handleLogKey(key, selected: selected) { return effects }
         guard let intent = KeyMap.intent(for: key) else { return [] }
         switch intent {
         case .nudgeUp: return startChange(.nudge(by: step))
@@ -523,6 +566,13 @@ extension ConsoleState {
             return startChange(.set(microPercent: plan.steps[next - 1]))
         case .showVerdict:
             overlay = .verdict(scroll: 0)
+        case .focusLog:
+            guard let newest = logVersions.first else {
+                say("The log shows no published change to open yet", .info)
+                return []
+            }
+            logSelection = newest
+            say("Log: ↑↓ select a change, Enter opens its version, Esc leaves", .info)
         case .showHistory:
             overlay = .history(entries: nil, cursor: ListCursor())
             return [.loadHistory]

@@ -90,8 +90,13 @@ public struct ConsoleState: Hashable, Sendable {
     public internal(set) var verdictLog: [NotableEvent]
     /// The level of the newest snapshot, to see changes.
     public internal(set) var lastVerdict: VerdictLevel?
-    /// When the verdict last rose to HOLD or HALT: the header flashes for `flashFor` after it.
+    /// When the verdict last rose to HOLD or HALT, on wall time (`wallNow`): the header flashes for `flashFor` after
+    /// it, also in a demo whose ticks run on a simulation's faster time.
     public internal(set) var alertAt: Instant?
+    /// The published change selected in the main screen's log (Tab moves the focus there): its version, or nil
+    /// while the log has no focus. A version, not a row, so that the selection stays on its change when new rows
+    /// arrive above it.
+    public internal(set) var logSelection: Int?
     /// The `/` filter of the history and audit views (nil: every row shown); kept while a drill-down is open.
     public internal(set) var listFilter: ListFilter?
     /// The reason typed for the change in the open dialog, kept when the dialog is re-judged on a moved store or
@@ -131,6 +136,7 @@ public struct ConsoleState: Hashable, Sendable {
         self.alertAt = nil
         self.undoTrail = []
         self.listFilter = nil
+        self.logSelection = nil
         self.keptReason = nil
         self.revision = nil
         self.revisedFor = nil
@@ -142,9 +148,13 @@ public struct ConsoleState: Hashable, Sendable {
 
     public var themeName: String { configuration.themeNames[themeIndex] }
 
-    /// The header is flashing: the verdict rose to HOLD or HALT moments ago. Alternates each whole second.
+    /// Wall time for what is timed for people (messages, the alert's flash): the simulation's wall clock while one
+    /// drives the screen (its ticks then run on simulated time), else the latest tick.
+    public var wallNow: Instant? { simulation?.wall ?? now }
+
+    /// The header is flashing: the verdict rose to HOLD or HALT moments ago (wall time). Alternates each whole second.
     public var isFlashing: Bool {
-        guard let alertAt, let now else { return false }
+        guard let alertAt, let now = wallNow else { return false }
         let since = now - alertAt
         guard since.microseconds >= 0, since < configuration.flashFor else { return false }
         return (since.microseconds / 1_000_000) % 2 == 0

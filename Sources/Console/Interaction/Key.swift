@@ -62,6 +62,8 @@ public enum Intent: Hashable, Sendable, CaseIterable {
     case showHistory
     case showAudit
     case showVerdict
+    /// Move the focus to the log's published changes (↑↓ select, Enter opens the version), or back.
+    case focusLog
     case nextTheme
     case toggleFreeze
     case showHelp
@@ -138,6 +140,10 @@ public enum KeyMap {
             "why: the verdict's findings, each with its test, statistic, threshold and samples",
             hint: ("v", "why", 2)),
         KeyBinding(
+            [.tab, .backTab], .focusLog, .look,
+            "focus the log: ↑↓ select a published change, Enter opens its version; Tab or Esc leaves",
+            hint: ("Tab", "log", 8)),
+        KeyBinding(
             [.character("f")], .toggleFreeze, .look, "freeze the display (data keeps arriving)",
             hint: ("f", "freeze", 9)),
         KeyBinding([.character("t")], .nextTheme, .screen, "next theme", hint: ("t", "theme", 10)),
@@ -170,6 +176,7 @@ public enum KeyMap {
         ("Home End g G", "first and last entry"),
         ("Enter", "in history and audit: open the version (its diff, who, when, why; r rolls back to it)"),
         ("/", "in history and audit: filter the rows by text (Enter applies, Esc clears)"),
+        ("↑ ↓ j k Enter", "in the focused log (Tab): select a published change, open its version"),
         ("click", "a dialog button; a list row (again to open it); a change in the log opens its version"),
     ]
 }

@@ -227,7 +227,9 @@ public struct AuditEntry: Hashable, Sendable {
 public struct AuditLog: Hashable, Sendable {
     public enum Integrity: Hashable, Sendable {
         case verified
-        case broken(atSequence: Int, reason: String)
+        /// The chain does not verify: at the audit record `atSequence` when the problem is one record's (nil when
+        /// it is the store's, e.g. a missing version), and why.
+        case broken(atSequence: Int?, reason: String)
         case unchecked
     }
 

@@ -157,6 +157,11 @@ enum HeaderBar {
                 break
             }
         }
+        // The version matters more than the store path's tail: it takes the path's room rather than give way.
+        if right.width == status.width, let version = parts.first {
+            let line = version + [Span("  ", .header)] + status
+            if line.width <= row.width - left.width - 2 { right = line }
+        }
         let rightStart = grid.drawRight(right, in: row)
         var full = left
         if let header {
@@ -171,7 +176,10 @@ enum HeaderBar {
 enum Hints {
     static func items(for state: ConsoleState) -> [HintBar.Item] {
         guard let overlay = state.overlay else {
-            return KeyMap.main.compactMap { b in
+            let log: [HintBar.Item] =
+                state.logSelection == nil
+                ? [] : [HintBar.Item("↑↓", "select"), HintBar.Item("Enter", "open"), HintBar.Item("Esc", "leave the log")]
+            return log + KeyMap.main.compactMap { b in
                 guard b.group != .simulation || state.simulation != nil else { return nil }
                 return b.hint.map { HintBar.Item($0.keys, $0.label, priority: $0.priority) }
             }

@@ -262,7 +262,7 @@ enum OverlayView {
         var status: Line = []
         switch log?.integrity {
         case .verified: status = [Span("chain ✓ verified", .ok)]
-        case .broken(let at, _): status = [Span("chain ✗ broken at #\(at)", .alert)]
+        case .broken(let at, _): status = [Span("chain ✗ broken" + (at.map { " at #\($0)" } ?? ""), .alert)]
         case .unchecked: status = [Span("chain not checked", .warn)]
         case nil: break
         }
@@ -271,7 +271,7 @@ enum OverlayView {
         var listArea = inner
         if case .broken(let at, let reason)? = log?.integrity {
             let (top, rest) = inner.splitTop(1)
-            grid.draw([[Span("✗ entry #\(at): " + reason, .bad, .bold)]], in: top)
+            grid.draw([[Span("✗ " + (at.map { "entry #\($0): " } ?? "") + reason, .bad, .bold)]], in: top)
             listArea = rest
         }
         let offset = state.configuration.utcOffsetSeconds

@@ -254,21 +254,28 @@ enum PanelText {
         }
     }
 
-    static func logLines(_ m: ConsoleModel, _ s: ConsoleState, width: Int, rows: Int) -> [Line] {
-        logRows(m, s, width: width, rows: rows).map(\.line)
-    }
-
-    /// The log's lines, each with the version it shows when it is a published change (a click opens it).
-    static func logRows(_ m: ConsoleModel, _ s: ConsoleState, width: Int, rows: Int) -> [(line: Line, version: Int?)] {
-        // Verdict changes come from the console's own log (stamped once, when they arrived), beside the model's
-        // changes and events; newest first, ties in arrival order.
-        let items =
-            (m.changes.map(LogItem.change) + m.events.map(LogItem.event) + s.verdictLog.reversed().map(LogItem.event))
+    /// What the log lists: verdict changes from the console's own log (stamped once, when they arrived), beside the
+    /// model's changes and events; newest first, ties in arrival order.
+    static func logItems(_ m: ConsoleModel, _ s: ConsoleState) -> [LogItem] {
+        (m.changes.map(LogItem.change) + m.events.map(LogItem.event) + s.verdictLog.reversed().map(LogItem.event))
             .enumerated().sorted {
                 $0.element.at != $1.element.at ? $0.element.at > $1.element.at : $0.offset < $1.offset
             }
             .map(\.element)
+    }
+
+    /// The log's lines, each with the version it shows when it is a published change (a click opens it).
+    ///
+    /// While the log has the focus, a selected change below the rows shown scrolls the log so it is the last row.
+    static func logRows(_ m: ConsoleModel, _ s: ConsoleState, width: Int, rows: Int) -> [(line: Line, version: Int?)] {
+        var items = logItems(m, s)
         guard !items.isEmpty else { return [([Span("No changes or events yet.", .muted)], nil)] }
+        if let selected = s.logSelection,
+            let index = items.firstIndex(where: { if case .change(let c) = $0 { Int(c.version) == selected } else { false } }),
+            index >= rows
+        {
+            items.removeFirst(index - rows + 1)
+        }
         let actorWidth = width >= 110 ? 24 : 16
         let changeWidth = width >= 110 ? 30 : 23
         // Rows left over after one line per item let the newest events wrap instead of being cut.
@@ -363,17 +370,20 @@ enum BoxedLayout {
 
         let (logArea, planArea) = PlanPanel.split(log, m)
         if let planArea { PlanPanel.render(m, into: &grid, area: planArea) }
+        let focused = s.logSelection != nil
         let logInner = Frame(
-            title: [Span("Log", .title)],
+            title: [Span("Log", .title)] + (focused ? [Span(" ▶ ↑↓ select · Enter open · Esc leave", .selection)] : []),
             status: [Span("times " + Format.utcOffset(s.configuration.utcOffsetSeconds), .muted)]
         ).render(into: &grid, area: logArea)
         let logRows = PanelText.logRows(m, s, width: logInner.width, rows: logInner.height)
         grid.draw(logRows.map(\.line), in: logInner)
-        // A click on a published change in the log opens it, as Enter does on a history row.
+        // A click on a published change in the log opens it, as Enter does on a history row (or on the change the
+        // keyboard selected, which is highlighted like a list's selected row).
         for (i, row) in logRows.prefix(logInner.height).enumerated() {
-            if let version = row.version {
-                grid.register(.version(version), at: Rect(x: logInner.x, y: logInner.y + i, width: logInner.width, height: 1))
-            }
+            guard let version = row.version else { continue }
+            let line = Rect(x: logInner.x, y: logInner.y + i, width: logInner.width, height: 1)
+            grid.register(.version(version), at: line)
+            if version == s.logSelection { grid.restyle(line, role: .selection) }
         }
     }
 }
@@ -457,6 +467,10 @@ enum CompactLayout {
         guard logRows > 0 else { return }
         grid.write("Log", x: body.x + 1, y: y, role: .title, attributes: .bold, limit: labelWidth - 1)
         let logArea = Rect(x: body.x + labelWidth, y: y, width: content, height: logRows)
-        grid.draw(PanelText.logLines(m, s, width: content, rows: logRows), in: logArea)
+        let rows = PanelText.logRows(m, s, width: content, rows: logRows)
+        grid.draw(rows.map(\.line), in: logArea)
+        for (i, row) in rows.prefix(logRows).enumerated() where row.version != nil && row.version == s.logSelection {
+            grid.restyle(Rect(x: logArea.x, y: logArea.y + i, width: logArea.width, height: 1), role: .selection)
+        }
     }
 }
