@@ -372,7 +372,7 @@ public final class SQLiteConfigStore: ConfigStore, @unchecked Sendable {
             let result = row[7].string.flatMap(AuditEntry.Result.init(rawValue:)),
             row[8] == .null || row[8].int != nil, let detail = row[9].string, let previous = row[10].string,
             let hash = row[11].string
-        else { throw ConfigIntegrityProblem("audit record \(sequence)", "a column has an unexpected value (edited?)") }
+        else { throw ConfigIntegrityProblem(auditRecord: sequence, "a column has an unexpected value (edited?)") }
         let entry = AuditEntry(
             time: Instant(microseconds: time), actor: actor, action: action, from: from, to: to, reason: reason,
             result: result,
