@@ -301,12 +301,14 @@ enum AppCheckBench {
         let cpu = Stopwatch.threadCPUSeconds() - cpuStart
         // The loop runs on one thread: its CPU time is the work; the wall time adds whatever else the machine runs.
         print(
-            "  10,000 simulated devices: wall \(String(format: "%.2f", seconds)) s, this thread's CPU \(String(format: "%.2f", cpu)) s "
+            "  \(count) simulated devices: wall \(String(format: "%.2f", seconds)) s, this thread's CPU \(String(format: "%.2f", cpu)) s "
                 + "(key generation \(String(format: "%.2f", keyCPU)) s, attestation \(String(format: "%.2f", attestCPU)) s, "
                 + "verification \(String(format: "%.2f", verifyCPU)) s)")
-        report(
-            "10,000 simulated devices: key + attestation + verification (thread CPU time)", value: cpu, unit: "s",
-            limit: 5, higherIsBetter: false)
-
+        // The limit is for 10,000 devices; a profiling run of another count prints its figures only.
+        if count == 10_000 {
+            report(
+                "10,000 simulated devices: key + attestation + verification (thread CPU time)", value: cpu, unit: "s",
+                limit: 5, higherIsBetter: false)
+        }
     }
 }
