@@ -62,31 +62,8 @@ struct ProgressTests {
         #expect(written == ["log line\n"])
     }
 
-    /// Runs the binary with stderr on a pty (python's `pty`), stdout on a pipe; returns what the terminal got.
     static func onTerminal(_ arguments: [String]) throws -> (status: Int32, terminal: String, stdout: String) {
-        let script = """
-            import os, pty, subprocess, sys
-            master, slave = pty.openpty()
-            p = subprocess.Popen(sys.argv[1:], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=slave)
-            os.close(slave)
-            got = b''
-            while True:
-                try:
-                    chunk = os.read(master, 65536)
-                except OSError:
-                    break
-                if not chunk:
-                    break
-                got += chunk
-            out = p.stdout.read()
-            p.wait()
-            sys.stdout.write('%d\\n%s\\0%s' % (p.returncode, got.decode('utf-8', 'replace'), out.decode()))
-            """
-        let r = try TestSupport.run(try TestSupport.python(), ["-c", script] + arguments)
-        let lines = r.stdout.split(separator: "\n", maxSplits: 1, omittingEmptySubsequences: false)
-        let rest = lines.count > 1 ? String(lines[1]) : ""
-        let parts = rest.split(separator: "\0", maxSplits: 1, omittingEmptySubsequences: false)
-        return (Int32(lines.first ?? "") ?? -1, String(parts.first ?? ""), parts.count > 1 ? String(parts[1]) : "")
+        try TestSupport.runWithStderrOnTerminal(arguments)
     }
 
     @Test func ingestOfABigFileShowsProgressOnATerminalOnly() throws {

@@ -116,28 +116,9 @@ struct PostgresStoreCopyAppCheckTests {
             try rollout(["appcheck", "keys", "list"], store: server.uris(of: target).socket).stdout.contains("signing"))
     }
 
-    /// Runs the binary with stderr on a pty (python's `pty`), stdout on a pipe; returns what the terminal got.
     func onTerminal(_ arguments: [String]) throws -> (status: Int32, terminal: String) {
-        let script = """
-            import os, pty, subprocess, sys
-            master, slave = pty.openpty()
-            p = subprocess.Popen(sys.argv[1:], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=slave)
-            os.close(slave)
-            got = b''
-            while True:
-                try:
-                    chunk = os.read(master, 65536)
-                except OSError:
-                    break
-                if not chunk:
-                    break
-                got += chunk
-            p.wait()
-            sys.stdout.write('%d\\n%s' % (p.returncode, got.decode('utf-8', 'replace')))
-            """
-        let r = try TestSupport.run(try TestSupport.python(), ["-c", script] + arguments, environment: environment)
-        let parts = r.stdout.split(separator: "\n", maxSplits: 1, omittingEmptySubsequences: false)
-        return (Int32(parts.first ?? "") ?? -1, parts.count > 1 ? String(parts[1]) : "")
+        let r = try TestSupport.runWithStderrOnTerminal(arguments, environment: environment)
+        return (r.status, r.terminal)
     }
 
     @Test func progressOnATerminalAndNothingInAPipe() throws {

@@ -103,6 +103,36 @@ public enum TestSupport {
             stderr: String(decoding: errData, as: UTF8.self))
     }
 
+    /// Runs `arguments` (the program first) with stderr on a pseudo-terminal (python's `pty`) and stdout on a pipe:
+    /// the exit status, what the terminal received and what stdout received.
+    public static func runWithStderrOnTerminal(_ arguments: [String], environment: [String: String] = [:]) throws -> (
+        status: Int32, terminal: String, stdout: String
+    ) {
+        let script = """
+            import os, pty, subprocess, sys
+            master, slave = pty.openpty()
+            p = subprocess.Popen(sys.argv[1:], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=slave)
+            os.close(slave)
+            got = b''
+            while True:
+                try:
+                    chunk = os.read(master, 65536)
+                except OSError:
+                    break
+                if not chunk:
+                    break
+                got += chunk
+            out = p.stdout.read()
+            p.wait()
+            sys.stdout.write('%d\\n%s\\0%s' % (p.returncode, got.decode('utf-8', 'replace'), out.decode()))
+            """
+        let r = try run(try python(), ["-c", script] + arguments, environment: environment)
+        let lines = r.stdout.split(separator: "\n", maxSplits: 1, omittingEmptySubsequences: false)
+        let rest = lines.count > 1 ? String(lines[1]) : ""
+        let parts = rest.split(separator: "\0", maxSplits: 1, omittingEmptySubsequences: false)
+        return (Int32(lines.first ?? "") ?? -1, String(parts.first ?? ""), parts.count > 1 ? String(parts[1]) : "")
+    }
+
     /// Marks our end of a pipe close-on-exec, so that no process another test spawns meanwhile inherits it: a
     /// daemon holding the write end of a helper's stdin (the shared PostgreSQL server lives until the test
     /// process exits) keeps the helper from ever seeing the end of its input.
