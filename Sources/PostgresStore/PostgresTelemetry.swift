@@ -25,9 +25,8 @@ public final class PostgresTelemetry: TelemetryCounters, @unchecked Sendable {
 
     private let store: PostgresConfigStore
     public var retention: TelemetryRetention
-    private var watch: RolloutWatch?
-    /// The first minute not yet folded into `watch`.
-    private var cursorMinute: Int64 = 0
+    /// The rollout's fold as far as this reader has come (the core's `RolloutFold`, kept in memory here).
+    private var fold: RolloutFold?
     private var lastBatchSeen: Int64 = 0
 
     public init(store: PostgresConfigStore, retention: TelemetryRetention = TelemetryRetention()) {
@@ -238,28 +237,20 @@ public final class PostgresTelemetry: TelemetryCounters, @unchecked Sendable {
     public func snapshot(_ configuration: WatchConfiguration, now: Instant) throws -> TelemetrySnapshot {
         try store.consistentRead { () throws -> TelemetrySnapshot in
             let newest = try meta("newest_event")
-            if watch?.configuration != configuration { watch = nil }
+            if fold?.configuration != configuration { fold = nil }
             let fresh = try c.query("SELECT min(earliest), max(id) FROM telemetry_batches WHERE id > $1", [String(lastBatchSeen)])[0]
             if let maxID = fresh[1].flatMap({ Int64($0) }) {
-                if let earliest = fresh[0].flatMap({ Int64($0) }), watch != nil,
-                    earliest < BucketLevel.minute.start(cursorMinute).microseconds
-                {
-                    watch = nil
+                if let earliest = fresh[0].flatMap({ Int64($0) }), fold?.isLate(earliest: Instant(microseconds: earliest)) == true {
+                    fold = nil
                 }
                 lastBatchSeen = maxID
             }
-            if watch == nil { try foldFromStart(configuration, newest: newest) }
-
-            let nowMinute = BucketLevel.minute.bucket(now.microseconds)
-            var pending: [CounterLook] = []
-            for look in try looks(.minute, from: cursorMinute, to: nowMinute + 1) {
-                if pending.isEmpty, watch!.isSettled(minute: look.bucket, now: now) {
-                    watch!.fold(look)
-                    cursorMinute = look.bucket + 1
-                } else {
-                    pending.append(look)
-                }
+            var f = try fold ?? RolloutFold.fromStart(configuration, newest: newest, retention: retention, lastBatch: 0) {
+                (level, from, to) throws(any Error) in try looks(level, from: from, to: to)
             }
+            let nowMinute = BucketLevel.minute.bucket(now.microseconds)
+            let pending = f.advance(try looks(.minute, from: f.cursorMinute, to: nowMinute + 1), now: now)
+            fold = f
             let nowHour = BucketLevel.hour.bucket(now.microseconds)
             var presence: [PresenceRow] = []
             for r in try c.query("SELECT hour, key, count FROM telemetry_presence WHERE hour >= $1 AND hour <= $2", [String(nowHour - 23), String(nowHour)]) {
@@ -276,20 +267,10 @@ public final class PostgresTelemetry: TelemetryCounters, @unchecked Sendable {
                     [String(nowHour - 23), String(nowHour), PGArray.ints(sessionKeys)]
                 ).first?.first?.flatMap { Int64($0) } ?? 0
             let lastBatchAt = try c.query("SELECT committed_at FROM telemetry_batches ORDER BY id DESC LIMIT 1").first?.first?.flatMap { Int64($0) }
-            return watch!.snapshot(
+            return f.watch.snapshot(
                 now: now, pending: pending, presence: presence, sessionsLastDay: sessionsLastDay,
                 newestEvent: newest.map(Instant.init(microseconds:)), lastBatchAt: lastBatchAt.map(Instant.init(microseconds:)))
         }
-    }
-
-    /// The fold from the rollout start (`RolloutFold.fromStart`, the SQLite store's horizons) over this store's
-    /// counter rows.
-    private func foldFromStart(_ configuration: WatchConfiguration, newest: Int64?) throws {
-        let fold = try RolloutFold.fromStart(configuration, newest: newest, retention: retention, lastBatch: 0) {
-            (level, from, to) throws(any Error) in try looks(level, from: from, to: to)
-        }
-        watch = fold.watch
-        cursorMinute = fold.cursorMinute
     }
 
     /// Counter rows of `level` with `from ≤ bucket < to`, one look per bucket that has rows, in time order.

@@ -63,9 +63,7 @@ public enum Wiring {
                 "'\(invocation.commandLine)' does not run on a PostgreSQL store yet (it needs a store file): "
                     + "nothing was read or written")
         }
-        return try session(
-            path: StoreLocation.resolvedPath(invocation), operatorID: try operatorID(invocation),
-            readOnly: invocation.flag("--read-only"))
+        return try session(path: location, operatorID: try operatorID(invocation), readOnly: invocation.flag("--read-only"))
     }
 
     /// The same for a given store file (in-process users: the demo, benchmarks). The store must exist.
