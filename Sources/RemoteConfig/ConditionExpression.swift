@@ -56,7 +56,14 @@ public struct ConditionExpression: Hashable, Sendable {
     public static func render(_ term: PercentTerm) -> String {
         var s = "percent"
         if let seed = term.seed {
-            s += "('" + seed.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "'", with: "\\'") + "')"
+            // Escaped byte by byte, the inverse of the tokenizer: a String-level replace compares Characters, and a
+            // backslash followed by a combining mark is one Character that it misses (found by the fuzz target).
+            var escaped: [UInt8] = []
+            for byte in seed.utf8 {
+                if byte == UInt8(ascii: "\\") || byte == UInt8(ascii: "'") { escaped.append(UInt8(ascii: "\\")) }
+                escaped.append(byte)
+            }
+            s += "('" + String(decoding: escaped, as: UTF8.self) + "')"
         }
         switch term.op {
         case .lessOrEqual(let m): s += " <= " + m.decimalText

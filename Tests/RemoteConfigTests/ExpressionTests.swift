@@ -64,6 +64,8 @@ struct ExpressionTests {
         for term in [
             PercentTerm(.lessOrEqual(MicroPercent(1)), seed: "it's"), PercentTerm(.greaterThan(.hundred), seed: nil),
             PercentTerm(.between(MicroPercent(1_500_000), MicroPercent(99_999_999)), seed: "back\\slash"),
+            // A backslash and a quote each followed by a combining mark: one Character each (found by fuzzing).
+            PercentTerm(.lessOrEqual(MicroPercent(10_000_000)), seed: "\\\u{064E}x'\u{0301}"),
         ] {
             #expect(try ConditionExpression(parsing: ConditionExpression.render(term)).root == .percent(term))
         }
