@@ -21,6 +21,37 @@
 #include <openssl/objects.h>
 #include <openssl/bio.h>
 #include <openssl/crypto.h>
+// SHA-256 and SHA-1 as "legacy" EVP_MDs over the low-level block functions, for HMAC_CTX. OpenSSL 3 runs an
+// EVP_MD made with EVP_MD_meth_new on its legacy path, without fetching an implementation from a provider: the
+// first fetch of a process builds the provider name map, about 4 million instructions, a sixth of a whole
+// `rollout nudge`. The digests and the HMAC are still OpenSSL's own code.
+static inline int rollout_sha256_init(EVP_MD_CTX *c) { return SHA256_Init((SHA256_CTX *)EVP_MD_CTX_md_data(c)); }
+static inline int rollout_sha256_update(EVP_MD_CTX *c, const void *d, size_t n) {
+    return SHA256_Update((SHA256_CTX *)EVP_MD_CTX_md_data(c), d, n);
+}
+static inline int rollout_sha256_final(EVP_MD_CTX *c, unsigned char *md) {
+    return SHA256_Final(md, (SHA256_CTX *)EVP_MD_CTX_md_data(c));
+}
+static inline int rollout_sha1_init(EVP_MD_CTX *c) { return SHA1_Init((SHA_CTX *)EVP_MD_CTX_md_data(c)); }
+static inline int rollout_sha1_update(EVP_MD_CTX *c, const void *d, size_t n) {
+    return SHA1_Update((SHA_CTX *)EVP_MD_CTX_md_data(c), d, n);
+}
+static inline int rollout_sha1_final(EVP_MD_CTX *c, unsigned char *md) {
+    return SHA1_Final(md, (SHA_CTX *)EVP_MD_CTX_md_data(c));
+}
+/// A new legacy EVP_MD: sha256 != 0 for SHA-256, else SHA-1. NULL when OpenSSL refuses.
+static inline EVP_MD *rollout_legacy_md_new(int sha256) {
+    EVP_MD *md = EVP_MD_meth_new(sha256 ? NID_sha256 : NID_sha1, NID_undef);
+    if (md == NULL) return NULL;
+    int ok = EVP_MD_meth_set_result_size(md, sha256 ? SHA256_DIGEST_LENGTH : SHA_DIGEST_LENGTH)
+        && EVP_MD_meth_set_input_blocksize(md, sha256 ? SHA256_CBLOCK : SHA_CBLOCK)
+        && EVP_MD_meth_set_app_datasize(md, sha256 ? (int)sizeof(SHA256_CTX) : (int)sizeof(SHA_CTX))
+        && EVP_MD_meth_set_init(md, sha256 ? rollout_sha256_init : rollout_sha1_init)
+        && EVP_MD_meth_set_update(md, sha256 ? rollout_sha256_update : rollout_sha1_update)
+        && EVP_MD_meth_set_final(md, sha256 ? rollout_sha256_final : rollout_sha1_final);
+    if (!ok) { EVP_MD_meth_free(md); return NULL; }
+    return md;
+}
 // The kernel's random source, beside libcrypto (Crypto's SecureRandom).
 #include <sys/random.h>
 #endif

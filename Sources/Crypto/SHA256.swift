@@ -56,19 +56,33 @@ public enum SHA256 {
     }
 }
 
-/// HMAC through libcrypto (SHA-1 for TOTP, SHA-256 elsewhere).
+/// HMAC through libcrypto (SHA-1 for TOTP, SHA-256 elsewhere): OpenSSL's `HMAC_CTX` over OpenSSL's digests,
+/// given as legacy `EVP_MD`s (COpenSSL's shim) so that a short-lived process does not pay OpenSSL 3's provider
+/// fetch for one MAC. The one-shot `HMAC()` fetches "HMAC" and the digest by name.
 public enum HMAC {
     public enum Algorithm: Sendable { case sha1, sha256 }
 
+    private struct Digest: @unchecked Sendable { let md: OpaquePointer }
+    private static let sha256 = Digest(md: rollout_legacy_md_new(1)!)
+    private static let sha1 = Digest(md: rollout_legacy_md_new(0)!)
+
     public static func authenticate<K: ContiguousBytes, M: ContiguousBytes>(_ algorithm: Algorithm, key: K, message: M) -> [UInt8] {
-        let md = algorithm == .sha1 ? EVP_sha1() : EVP_sha256()
+        let md = algorithm == .sha1 ? sha1.md : sha256.md
         var out = [UInt8](repeating: 0, count: Int(EVP_MAX_MD_SIZE))
         var length: UInt32 = 0
-        key.withUnsafeBytes { k in
+        guard let context = HMAC_CTX_new() else { fatalError("HMAC_CTX_new: out of memory") }
+        defer { HMAC_CTX_free(context) }
+        let ok = key.withUnsafeBytes { k in
             message.withUnsafeBytes { m in
-                _ = COpenSSL.HMAC(md, k.baseAddress, Int32(k.count), m.baseAddress?.assumingMemoryBound(to: UInt8.self), m.count, &out, &length)
+                // An empty key: HMAC_Init_ex takes a NULL key as "keep the previous one"; pass a valid pointer.
+                withUnsafeBytes(of: UInt8(0)) { zero in
+                    HMAC_Init_ex(context, k.baseAddress ?? zero.baseAddress, Int32(k.count), md, nil) == 1
+                        && HMAC_Update(context, m.baseAddress?.assumingMemoryBound(to: UInt8.self), m.count) == 1
+                        && HMAC_Final(context, &out, &length) == 1
+                }
             }
         }
+        precondition(ok && length > 0, "libcrypto refused an HMAC")
         return Array(out.prefix(Int(length)))
     }
 }

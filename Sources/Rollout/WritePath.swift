@@ -172,7 +172,7 @@ public struct WritePath {
             let (template, proposal) = try propose(request, on: base)
             if proposal.diff.isEmpty { return .unchanged(base, proposal) }
             if requireReasonForIncrease, proposal.increasesExposure,
-                request.reason.trimmingCharacters(in: .whitespaces).isEmpty
+                request.reason.isBlank
             {
                 let refusal = PolicyRefusal(
                     policy: "reason", reason: "an increase of exposure needs a reason",

@@ -1,4 +1,5 @@
 import Foundation
+import Rollout
 
 /// Who is acting: an operator's name as given by `--operator`, `$ROLLOUT_OPERATOR` or `user@host`.
 ///
@@ -16,7 +17,7 @@ public struct OperatorID: Hashable, Comparable, Sendable, CustomStringConvertibl
                 "operator id '\(text.debugDescription.dropFirst().dropLast())' may not contain ':' or control characters"
             )
         }
-        guard text.trimmingCharacters(in: .whitespaces) == text else {
+        guard text.trimmingSpaces() == text else {
             throw OperatorIDError("operator id '\(text)' has leading or trailing spaces")
         }
         rawValue = text

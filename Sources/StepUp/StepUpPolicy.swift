@@ -1,4 +1,5 @@
 import Foundation
+import Rollout
 import Timekeeping
 
 /// Which changes need a fresh one-time code, and how wrong codes are punished; stored in the store.
@@ -96,7 +97,7 @@ public struct StepUpPolicy: Sendable, Equatable {
     /// This policy with `key` set to `value`; the error names the key and the values it takes.
     public func setting(_ key: String, _ value: String) throws(StepUpPolicyError) -> StepUpPolicy {
         var p = self
-        let v = value.trimmingCharacters(in: .whitespaces).lowercased()
+        let v = value.trimmingSpaces().lowercased()
         func flag() throws(StepUpPolicyError) -> Bool {
             switch v {
             case "on", "true", "yes": return true
@@ -127,7 +128,7 @@ public struct StepUpPolicy: Sendable, Equatable {
             } else {
                 var thresholds: [Int64] = []
                 for part in v.split(separator: ",", omittingEmptySubsequences: false) {
-                    guard let m = Percent.parse(part.trimmingCharacters(in: .whitespaces)), m > 0, m < 100_000_000
+                    guard let m = Percent.parse(part.trimmingSpaces()), m > 0, m < 100_000_000
                     else {
                         throw StepUpPolicyError(
                             "cross takes percentages between 0 and 100 (exclusive) separated by commas, or off; not '\(value)'"

@@ -43,10 +43,12 @@ public final class SQLiteDatabase: @unchecked Sendable {
         // Only the 16-byte header is read: a store with millions of telemetry rows opens as fast as a new one.
         // Never for a file this process already has open: closing any descriptor of a file drops every POSIX
         // lock the process holds on it, SQLite's included.
-        if !OpenDatabaseFiles.shared.isOpen(path), let file = FileHandle(forReadingAtPath: path) {
-            let header = (try? file.read(upToCount: 16)) ?? Data()
-            try? file.close()
-            guard header.isEmpty || header == Data("SQLite format 3\0".utf8) else {
+        if !OpenDatabaseFiles.shared.isOpen(path) {
+            let fd = open(path, O_RDONLY | O_CLOEXEC)
+            var header = [UInt8](repeating: 0, count: 16)
+            let count = fd >= 0 ? read(fd, &header, 16) : 0
+            if fd >= 0 { close(fd) }
+            guard count <= 0 || (count == 16 && header == Array("SQLite format 3\0".utf8)) else {
                 throw SQLiteError(code: SQLITE_NOTADB, message: "\(path) is not an SQLite database")
             }
         }

@@ -29,7 +29,7 @@ public struct StoreKey: Sendable {
         guard let data = FileManager.default.contents(atPath: path), let text = String(data: data, encoding: .utf8),
             text.hasPrefix(header),
             let bytes = Hex.decode(
-                String(text.dropFirst(header.count)).trimmingCharacters(in: .whitespacesAndNewlines)),
+                text.dropFirst(header.count).trimmingWhitespace()),
             bytes.count == AESGCM.keySize
         else { throw StoreError.unavailable("the store key \(path) is not a rollout store key") }
         return StoreKey(bytes: bytes, path: path)
@@ -405,7 +405,10 @@ public enum StoreTally {
             }
         }
 
-        var text: String { "\(rows):" + sum.reversed().map { String(format: "%016llx", $0) }.joined() }
+        /// `rows:` and the sum as 64 hex digits, most significant limb first.
+        var text: String {
+            "\(rows):" + Hex.encode(sum.reversed().flatMap { limb in (0..<8).reversed().map { UInt8(truncatingIfNeeded: limb >> ($0 * 8)) } })
+        }
     }
 
     /// The keyed hash of one row of `table`, as limbs.

@@ -48,7 +48,7 @@ public struct TelemetryGuardrail: WritePolicy {
 
     private func writeDecision(_ decision: GuardrailDecision, _ proposal: Proposal) -> PolicyDecision {
         guard case .refuse(let refusal) = decision else { return .allow }
-        if proposal.overrideGuardrail, !proposal.reason.trimmingCharacters(in: .whitespaces).isEmpty { return .allow }
+        if proposal.overrideGuardrail, !proposal.reason.isBlank { return .allow }
         let suggestion = refusal.suggestedTargetMicroPercent.map {
             "the largest step within the attestation budget is to \(MicroPercent($0))"
         }

@@ -149,7 +149,7 @@ enum OperatorCommands {
                 }
             }
         }
-        guard let line = readLine(strippingNewline: true)?.trimmingCharacters(in: .whitespaces), !line.isEmpty else {
+        guard let line = readLine(strippingNewline: true)?.trimmingSpaces(), !line.isEmpty else {
             FileHandle.standardError.write(Data(pendingNote(id).utf8))
             return .ok
         }
@@ -364,13 +364,13 @@ enum OperatorCommands {
         guard let line = readLine(strippingNewline: true) else {
             throw CommandError("expected a code on stdin", exit: .usage)
         }
-        return line.trimmingCharacters(in: .whitespaces)
+        return line.trimmingSpaces()
     }
 
     /// Asks on stderr (stdout stays clean for the URI) and reads one line from the terminal.
     static func prompt(_ text: String) -> String? {
         FileHandle.standardError.write(Data(text.utf8))
-        return readLine(strippingNewline: true)?.trimmingCharacters(in: .whitespaces)
+        return readLine(strippingNewline: true)?.trimmingSpaces()
     }
 
     static func explain(_ outcome: CodeOutcome) -> String {

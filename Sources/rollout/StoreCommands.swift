@@ -400,7 +400,7 @@ extension StoreCommands {
         request.force = inv.flag("--force")
         request.overrideGuardrail = inv.flag("--override-guardrail")
         request.stepUpCode = inv.value("--code")
-        if request.overrideGuardrail, reason.trimmingCharacters(in: .whitespaces).isEmpty {
+        if request.overrideGuardrail, reason.isBlank {
             throw inv.usageError("--override-guardrail needs --reason \"why it is safe\"")
         }
         request.retryOnConflict = retry
