@@ -26,6 +26,9 @@ public enum Hex {
         return out
     }
 
+    /// The value of one hex digit (either case), or nil.
+    public static func value(of c: UInt8) -> UInt8? { value(c) }
+
     private static func value(_ c: UInt8) -> UInt8? {
         switch c {
         case 48...57: return c - 48

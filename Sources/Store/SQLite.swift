@@ -354,7 +354,9 @@ final class OpenDatabaseFiles: @unchecked Sendable {
 
     static let shared = OpenDatabaseFiles()
     private let lock = NSLock()
-    private var counts: [FileID: Int] = [:]
+    /// Open counts per file: a handful of entries, kept in an array (a dictionary keyed by a type of ours costs a
+    /// conformance scan of the whole binary when its metadata is first built, on every process start).
+    private var counts: [(id: FileID, count: Int)] = []
 
     /// Identifies a file without opening it (stat takes no descriptor, so it cannot drop locks).
     static func id(_ path: String) -> FileID? {
@@ -365,19 +367,22 @@ final class OpenDatabaseFiles: @unchecked Sendable {
 
     func isOpen(_ path: String) -> Bool {
         guard let id = OpenDatabaseFiles.id(path) else { return false }
-        return lock.withLock { (counts[id] ?? 0) > 0 }
+        return lock.withLock { counts.contains { $0.id == id && $0.count > 0 } }
     }
 
     func retain(_ path: String) -> FileID? {
         guard let id = OpenDatabaseFiles.id(path) else { return nil }
-        lock.withLock { counts[id, default: 0] += 1 }
+        lock.withLock {
+            if let i = counts.firstIndex(where: { $0.id == id }) { counts[i].count += 1 } else { counts.append((id, 1)) }
+        }
         return id
     }
 
     func release(_ id: FileID) {
         lock.withLock {
-            counts[id, default: 1] -= 1
-            if counts[id] == 0 { counts[id] = nil }
+            guard let i = counts.firstIndex(where: { $0.id == id }) else { return }
+            counts[i].count -= 1
+            if counts[i].count <= 0 { counts.remove(at: i) }
         }
     }
 }

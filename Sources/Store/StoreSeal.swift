@@ -26,8 +26,7 @@ public struct StoreKey: Sendable {
         guard st.st_mode & 0o077 == 0 else {
             throw StoreError.unavailable("the store key \(path) is readable by others (chmod 600 \(path))")
         }
-        guard let data = FileManager.default.contents(atPath: path), let text = String(data: data, encoding: .utf8),
-            text.hasPrefix(header),
+        guard let text = SmallFile.text(path), text.hasPrefix(header),
             let bytes = Hex.decode(
                 text.dropFirst(header.count).trimmingWhitespace()),
             bytes.count == AESGCM.keySize
@@ -312,9 +311,8 @@ public struct Witness: Sendable {
     static func line(_ s: StoreSeal.State) -> String { "sequence \(s.sequence) hash \(s.hash) state \(s.digest)" }
 
     func read() -> Content {
-        guard FileManager.default.fileExists(atPath: path) else { return .missing }
-        guard let data = FileManager.default.contents(atPath: path), let text = String(data: data, encoding: .utf8)
-        else { return .unreadable("not readable text") }
+        guard access(path, F_OK) == 0 else { return .missing }
+        guard let text = SmallFile.text(path) else { return .unreadable("not readable text") }
         var current: String?
         var previous: String?
         for line in text.split(separator: "\n") {
@@ -430,11 +428,17 @@ public enum StoreTally {
             let kv = part.split(separator: "=", maxSplits: 1)
             guard kv.count == 2 else { return nil }
             let rc = kv[1].split(separator: ":", maxSplits: 1)
-            guard rc.count == 2, let rows = Int64(rc[0]), rc[1].count == 64 else { return nil }
-            let hex = Array(rc[1])
+            // The sum's hex digits read as bytes: Character-wise slicing of 64 digits costs more than the rest.
+            guard rc.count == 2, let rows = Int64(rc[0]) else { return nil }
+            let hex = Array(rc[1].utf8)
+            guard hex.count == 64 else { return nil }
             var limbs: [UInt64] = []
             for i in (0..<4).reversed() {
-                guard let v = UInt64(String(hex[(i * 16)..<(i * 16 + 16)]), radix: 16) else { return nil }
+                var v: UInt64 = 0
+                for b in hex[(i * 16)..<(i * 16 + 16)] {
+                    guard let d = Hex.value(of: b) else { return nil }
+                    v = v << 4 | UInt64(d)
+                }
                 limbs.append(v)
             }
             out[String(kv[0])] = Value(rows: rows, sum: limbs)
@@ -497,5 +501,27 @@ extension SQLiteDatabase {
         for row in after { d.add(StoreTally.hash(table, row, key: key)) }
         tallyDelta[table] = d
         return value
+    }
+}
+
+/// A small file read whole as UTF-8 text with read(2), without Foundation's FileManager and `String(data:)`
+/// (the key and the witness are read on every write; Foundation's path costs a short process a measurable share).
+enum SmallFile {
+    /// The text of `path`; nil when it cannot be opened or read, is over `limit` bytes, or is not UTF-8.
+    static func text(_ path: String, limit: Int = 1 << 16) -> String? {
+        let fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        var bytes: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 4096)
+        while true {
+            let n = read(fd, &chunk, chunk.count)
+            if n < 0 && errno == EINTR { continue }
+            guard n >= 0 else { return nil }
+            if n == 0 { break }
+            bytes.append(contentsOf: chunk[0..<n])
+            guard bytes.count <= limit else { return nil }
+        }
+        return String(validating: bytes, as: UTF8.self)
     }
 }

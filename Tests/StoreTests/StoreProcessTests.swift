@@ -193,7 +193,8 @@ struct StoreProcessTests {
         #expect(kills >= 220, "only \(kills) writers were still running when killed (seed \(seed))")
         // The writers were really writing between kills, not only starting up.
         #expect(grew >= 20, "versions grew in only \(grew) rounds (seed \(seed), window \(window) µs)")
-        #expect(try f.cli(["audit", "verify"]).status == 0)
+        let verify = try f.cli(["audit", "verify"])
+        #expect(verify.status == 0, "audit verify after the drill (seed \(seed)): \(verify.stdout)\(verify.stderr)")
     }
 
     /// Only init creates a store; an init killed at any moment leaves either no store, a complete one, or one
