@@ -63,7 +63,10 @@ public struct TeamSession {
     public func writePath() throws -> WritePath {
         WritePath(
             store: config, clock: clock,
-            policies: [try monitor().guardrailPolicy(), StepUpWritePolicy(store: stepUp, clock: clock)], readOnly: readOnly,
+            policies: [
+                try monitor().guardrailPolicy(),
+                StepUpWritePolicy(store: stepUp, clock: clock, preApprovals: PostgresRampPlans(store: config)),
+            ], readOnly: readOnly,
             requireReasonForIncrease: try stepUp.stepUpPolicy().reasonForIncrease, newSeed: { Wiring.newSeed() })
     }
 }
@@ -301,4 +304,7 @@ extension TeamSession {
     public func headlessLoop() throws -> HeadlessLoop {
         HeadlessLoop(monitor: try monitor(), writePath: readOnly ? nil : try writePath())
     }
+
+    /// `rollout plan run` on this store: the same loop, running the store's ramp plan.
+    public func planLoop() throws -> HeadlessLoop { try HeadlessLoop(planSession: planSession, plan: true) }
 }
