@@ -161,10 +161,33 @@ struct PostgresRampPlansTests {
         let plan = try planFile("race.plan", "name race\nstep 5% hold 1h\nstep 10%\n")
         #expect(try rollout(["plan", "start", plan], store: conninfo).status == 0)
         let runners = 4
+        // The start line: the test holds the chain-head row lock, so every runner reads the plan at step 0 and
+        // then queues for the write transaction; they are let go together once all of them wait.
+        let gate = try PGConnection(conninfo)
+        try gate.execute("BEGIN")
+        try gate.query("SELECT version FROM config_head WHERE id = 1 FOR UPDATE")
         let results = Results<TestSupport.ProcessResult>()
-        DispatchQueue.concurrentPerform(iterations: runners) { _ in
-            results.add(Result { try rollout(["plan", "run", "--looks", "1"], store: conninfo) })
+        // One thread per process (concurrentPerform would run only as many at once as there are cores).
+        let group = DispatchGroup()
+        for _ in 0..<runners {
+            group.enter()
+            Thread {
+                results.add(Result { try rollout(["plan", "run", "--looks", "1"], store: conninfo) })
+                group.leave()
+            }.start()
         }
+        let watcher = try PGConnection(conninfo)
+        var waiting = 0
+        for _ in 0..<600 where waiting < runners {
+            waiting = Int(
+                try watcher.query(
+                    "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'"
+                ).first?.first.flatMap { $0 } ?? "0") ?? 0
+            if waiting < runners { usleep(20_000) }
+        }
+        #expect(waiting == runners, "\(waiting) of \(runners) runners reached the lock")
+        try gate.execute("COMMIT")
+        group.wait()
         let finished = try results.all.map { try $0.get() }
         #expect(finished.map(\.status) == Array(repeating: 0, count: runners), "\(finished.map(\.stderr))")
         let published = finished.filter { $0.stdout.contains("published version") }
@@ -173,7 +196,9 @@ struct PostgresRampPlansTests {
         let stored = try #require(try PostgresRampPlans(store: try PostgresConfigStore(conninfo: conninfo)).loadPlan())
         #expect(stored.reached == 1 && stored.phase == "running", "\(stored)")
         #expect(try rollout(["audit", "verify"], store: conninfo).status == 0)
-        print("racing runners: \(finished.map { $0.stdout.split(separator: "\n").last.map(String.init) ?? "" })")
+        let lost = finished.filter { $0.stdout.contains("another runner changed the plan first") || $0.stdout.contains("lost the race") }
+        #expect(lost.count == runners - 1, "\(finished.map(\.stdout))")
+        print("racing runners: \(published.count) published, \(lost.count) lost the race")
     }
 
     /// In process: six runners, each on its own connection, look at once, over several rounds of a fresh plan each:
@@ -189,7 +214,15 @@ struct PostgresRampPlansTests {
             _ = try RampPlanStates(session: sessions[0]).start(
                 source: "name round\(round)\nstep \(round * 5)% hold 1h\nstep 90%\n", actor: "ana@test")
             let looks = Results<RampPlanRunner.Look?>()
-            DispatchQueue.concurrentPerform(iterations: runners.value.count) { i in looks.add(Result { try runners.value[i].look() }) }
+            let group = DispatchGroup()
+            for i in runners.value.indices {
+                group.enter()
+                Thread {
+                    looks.add(Result { try runners.value[i].look() })
+                    group.leave()
+                }.start()
+            }
+            group.wait()
             let published = try looks.all.compactMap { try $0.get()?.published }
             #expect(published.count == 1, "round \(round): \(published)")
             let stored = try #require(try RampPlanStates(session: sessions[0]).load())
