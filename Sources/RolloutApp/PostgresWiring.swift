@@ -304,7 +304,4 @@ extension TeamSession {
     public func headlessLoop() throws -> HeadlessLoop {
         HeadlessLoop(monitor: try monitor(), writePath: readOnly ? nil : try writePath())
     }
-
-    /// `rollout plan run` on this store: the same loop, running the store's ramp plan.
-    public func planLoop() throws -> HeadlessLoop { try HeadlessLoop(planSession: planSession, plan: true) }
 }

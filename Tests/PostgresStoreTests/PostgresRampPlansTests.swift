@@ -101,6 +101,58 @@ struct PostgresRampPlansTests {
         #expect(try team.loadPlan()?.revision == stored.revision + 1)
     }
 
+    /// The console on a PostgreSQL store shows the plan's panel and its `x` key pauses and resumes the plan there
+    /// (audited); a read-only console shows the panel and its `x` is refused with nothing written.
+    @Test func theConsoleShowsAndControlsThePlanOnPostgreSQL() throws {
+        let conninfo = try initialized("pg-plan-console")
+        let team = try Wiring.teamSession(conninfo: conninfo, operatorID: "ana@test")
+        _ = try RampPlanStates(session: team.planSession).start(source: "name panel\nstep 5% hold 1h\nstep 10%\n", actor: "ana@test")
+        let source = try PostgresConsoleSource(team: team, conninfo: conninfo, project: "test", fallback: 0)
+        let panel = try #require(try source.snapshot().plan)
+        #expect(panel.name == "panel" && panel.phase == .running && panel.reached == 0, "\(panel)")
+        #expect(panel.next.contains("step 1 (5%)"), "\(panel.next)")
+
+        let viewer = try Wiring.teamSession(conninfo: conninfo, operatorID: "viewer@test", readOnly: true)
+        let viewerSource = try PostgresConsoleSource(team: viewer, conninfo: conninfo, project: "test", fallback: 0)
+        #expect(try viewerSource.snapshot().plan?.name == "panel")
+        let auditBefore = try team.config.auditRecords(limit: 1000, before: nil).count
+        let refused = StoreConsoleExecutor(session: viewer).perform(.planControl(pause: true))
+        guard case .planControlled(_, let wasRefused)? = refused.first else { Issue.record("\(refused)"); return }
+        #expect(wasRefused)
+        #expect(try team.config.auditRecords(limit: 1000, before: nil).count == auditBefore)
+
+        let executor = StoreConsoleExecutor(session: team)
+        let paused = executor.perform(.planControl(pause: true))
+        guard case .planControlled(let message, let pauseRefused)? = paused.first else { Issue.record("\(paused)"); return }
+        #expect(!pauseRefused, "\(message)")
+        #expect(try source.snapshot().plan?.phase == .paused)
+        _ = executor.perform(.planControl(pause: false))
+        #expect(try RampPlanStates(session: team.planSession).load()?.state.phase == .running)
+        let actions = try team.config.auditRecords(limit: 1000, before: nil).map(\.entry.action)
+        #expect(actions.contains("plan pause") && actions.contains("plan resume"), "\(actions)")
+    }
+
+    /// The documented grants: the viewer role reads the plan and is refused its writes by the server; the writer
+    /// starts and changes it.
+    @Test func theViewerRoleReadsThePlanAndTheWriterChangesIt() throws {
+        let (owner, conninfo) = try PostgresStoreTests.freshStore()
+        try PostgresRoleTests.applyDocumentedGrants(conninfo)
+        let writerInfo = conninfo.replacingOccurrences(of: "user=rollout", with: "user=rollout_writer")
+        let viewerInfo = conninfo.replacingOccurrences(of: "user=rollout", with: "user=rollout_viewer")
+        let writer = try Wiring.teamSession(conninfo: writerInfo, operatorID: "ana@test")
+        let started = try RampPlanStates(session: writer.planSession).start(source: "name roles\nstep 5% hold 1h\n", actor: "ana@test")
+        _ = try RampPlanStates(session: writer.planSession).operatorChange(to: .paused, actor: "ana@test", reason: "roles")
+        // The viewer connects writable (no --read-only): the server itself refuses.
+        let viewer = PostgresRampPlans(store: try PostgresConfigStore(conninfo: viewerInfo))
+        let seen = try #require(try viewer.loadPlan())
+        #expect(seen.name == "roles" && seen.phase == "paused" && seen.revision == started.row.revision + 1)
+        var next = seen
+        next.phase = "aborted"
+        #expect { _ = try viewer.compareAndSwapPlanState(next) } throws: { "\($0)".contains("permission denied") }
+        #expect { try viewer.revokePlanApproval() } throws: { "\($0)".contains("permission denied") }
+        #expect(try PostgresRampPlans(store: owner).loadPlan() == seen)
+    }
+
     // MARK: The binary
 
     /// `plan start` → `plan run` publishes step 1 through the write path on PostgreSQL (the plan step as the reason),
