@@ -285,6 +285,44 @@ struct PostgresRampPlansTests {
         _ = try PostgresConfigStore(conninfo: conninfo).verify()
     }
 
+    /// A plan paused after a runner read it and before its write transaction publishes nothing: the runner's look
+    /// checks the plan's revision inside the transaction of its publish (the version it judged is unchanged, so
+    /// the write path's compare-and-swap alone would have let the step through).
+    @Test func aPlanPausedWhileTheRunnerDecidesPublishesNothing() throws {
+        let conninfo = try initialized("pg-plan-interleave")
+        let session = try Wiring.teamSession(conninfo: conninfo, operatorID: "runner@test").planSession
+        _ = try RampPlanStates(session: session).start(source: "name interleave\nstep 5% hold 1h\nstep 10%\n", actor: "ana@test")
+        let runner = Unchecked(try RampPlanRunner(session: session))
+        let gate = try PGConnection(conninfo)
+        try gate.execute("BEGIN")
+        try gate.query("SELECT version FROM config_head WHERE id = 1 FOR UPDATE")
+        let look = Results<RampPlanRunner.Look?>()
+        let done = DispatchSemaphore(value: 0)
+        Thread {
+            look.add(Result { try runner.value.look() })
+            done.signal()
+        }.start()
+        let watcher = try PGConnection(conninfo)
+        var waiting = 0
+        for _ in 0..<500 where waiting == 0 {
+            waiting = Int(
+                try watcher.query(
+                    "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'"
+                ).first?.first.flatMap { $0 } ?? "0") ?? 0
+            if waiting == 0 { usleep(20_000) }
+        }
+        #expect(waiting == 1, "the runner never reached its write transaction")
+        // An operator's pause lands first (as `plan pause` would, under the head lock).
+        try gate.query("UPDATE ramp_plan SET phase = 'paused', reason = 'paused meanwhile', revision = revision + 1")
+        try gate.execute("COMMIT")
+        done.wait()
+        let result = try #require(try look.all.first?.get())
+        #expect(result.published == nil, "\(String(describing: result.done))")
+        #expect(result.done?.contains("another runner changed the plan first") == true, "\(String(describing: result.done))")
+        #expect(try planVersions(conninfo).isEmpty)
+        #expect(try RampPlanStates(session: session).load()?.state.phase == .paused)
+    }
+
     /// With step-up on (an operator enrolled), a plan step on PostgreSQL asks for the code as on SQLite: the runner
     /// pauses at the protected step, `plan resume --code` publishes it; a plan started with `--code` is pre-approved
     /// and its runner publishes the protected step with no operator.
