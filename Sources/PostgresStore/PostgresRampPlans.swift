@@ -84,13 +84,17 @@ public final class PostgresRampPlans: RampPlanStore, @unchecked Sendable {
         else { return nil }
         func instant(_ s: String?) throws -> Instant? {
             guard let s else { return nil }
-            guard let v = Int64(s) else { throw PostgresStoredDataError("the ramp plan row has an unreadable time '\(s)'") }
+            guard let v = Int64(s) else {
+                throw PostgresStoredDataError("the ramp plan row has an unreadable time '\(s)'")
+            }
             return Instant(microseconds: v)
         }
-        guard let startedAt = try instant(r[3]), let reached = r[5].flatMap({ Int($0) }), let revision = r[9].flatMap({ Int64($0) })
+        guard let startedAt = try instant(r[3]), let reached = r[5].flatMap({ Int($0) }),
+            let revision = r[9].flatMap({ Int64($0) })
         else { throw PostgresStoredDataError("the ramp plan row is unreadable") }
         return RampPlanTable.Row(
-            name: r[0] ?? "", source: r[1] ?? "", startedBy: r[2] ?? "", startedAt: startedAt, phase: r[4] ?? "", reached: reached,
+            name: r[0] ?? "", source: r[1] ?? "", startedBy: r[2] ?? "", startedAt: startedAt, phase: r[4] ?? "",
+            reached: reached,
             reachedAt: try instant(r[6]), okSince: try instant(r[7]), reason: r[8] ?? "", revision: revision)
     }
 

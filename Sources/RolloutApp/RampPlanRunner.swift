@@ -49,7 +49,8 @@ public struct PlanSession {
     private let makeWritePath: () throws -> WritePath
 
     public init(
-        plans: any RampPlanStore, stepUp: any StepUpStore, config: any ConfigStore, operatorID: String, clock: any Clock,
+        plans: any RampPlanStore, stepUp: any StepUpStore, config: any ConfigStore, operatorID: String,
+        clock: any Clock,
         readOnly: Bool, monitor: @escaping () throws -> RolloutMonitor, writePath: @escaping () throws -> WritePath
     ) {
         self.plans = plans
@@ -70,7 +71,8 @@ extension StoreSession {
     /// The plan session on this store file (or Firebase's state store).
     public var planSession: PlanSession {
         PlanSession(
-            plans: SQLiteRampPlans(store: store), stepUp: SQLiteStepUpStore(store: store), config: config, operatorID: operatorID,
+            plans: SQLiteRampPlans(store: store), stepUp: SQLiteStepUpStore(store: store), config: config,
+            operatorID: operatorID,
             clock: clock, readOnly: readOnly || store.isReadOnly, monitor: monitor, writePath: writePath)
     }
 }
@@ -79,7 +81,8 @@ extension TeamSession {
     /// The plan session on this PostgreSQL store (`PostgresRampPlans` on the config store's connection).
     public var planSession: PlanSession {
         PlanSession(
-            plans: PostgresRampPlans(store: config), stepUp: stepUp, config: config, operatorID: operatorID, clock: clock,
+            plans: PostgresRampPlans(store: config), stepUp: stepUp, config: config, operatorID: operatorID,
+            clock: clock,
             readOnly: readOnly, monitor: monitor, writePath: writePath)
     }
 }
@@ -356,7 +359,8 @@ public final class RampPlanRunner {
         let decision = stored.plan.decide(stored.state, observation, now: status.now)
         if case .idle = decision.action { return Look(status: status, plan: stored, decision: decision) }
         // Refused by a policy on this version a moment ago: the step waits (its state is still written).
-        let holdBack = refused.map { $0.etag == status.current.etag && status.now - $0.at < .minutes(1) && code == nil } ?? false
+        let holdBack =
+            refused.map { $0.etag == status.current.etag && status.now - $0.at < .minutes(1) && code == nil } ?? false
         let plans = session.plans
         let acted = try plans.atomically { () throws -> (Look, refused: (etag: String, at: Instant)??) in
             // The plan's compare-and-swap, first: a plan another runner or an operator changed since it was read is

@@ -259,7 +259,9 @@ public final class SQLiteRampPlans: RampPlanStore, @unchecked Sendable {
         try store.withDatabase { db in try db.transaction { try RampPlanTable.compareAndSwapState(row, in: db) } }
     }
 
-    public func planApproval() throws -> StepUpPreApproval? { try store.withDatabase { try RampPlanTable.approval(in: $0) } }
+    public func planApproval() throws -> StepUpPreApproval? {
+        try store.withDatabase { try RampPlanTable.approval(in: $0) }
+    }
 
     public func savePlanApproval(_ approval: StepUpPreApproval) throws {
         try store.withDatabase { db in try db.transaction { try RampPlanTable.saveApproval(approval, in: db) } }

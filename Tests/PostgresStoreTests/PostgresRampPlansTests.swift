@@ -47,8 +47,10 @@ struct PostgresRampPlansTests {
 
     /// The versions published by a plan runner, oldest first.
     func planVersions(_ conninfo: String) throws -> [VersionInfo] {
-        try PostgresConfigStore(conninfo: conninfo).versions(limit: 100, before: nil).filter { $0.updateOrigin == RampPlanRunner.origin }
-            .reversed()
+        try PostgresConfigStore(conninfo: conninfo).versions(limit: 100, before: nil).filter {
+            $0.updateOrigin == RampPlanRunner.origin
+        }
+        .reversed()
     }
 
     // MARK: The port
@@ -72,7 +74,8 @@ struct PostgresRampPlansTests {
         let path = directory.appendingPathComponent("plan.db").path
         let session = try Wiring.createStore(path: path, seed: "pg-plan-copy", operatorID: "ana@test")
         let file = SQLiteRampPlans(store: session.store)
-        _ = try RampPlanStates(session: session).start(source: "name copied\nstep 5% hold 1h\nstep 50%\n", actor: "ana@test")
+        _ = try RampPlanStates(session: session).start(
+            source: "name copied\nstep 5% hold 1h\nstep 50%\n", actor: "ana@test")
         var row = try #require(try file.loadPlan())
         row.reached = 1
         row.reachedAt = Instant(seconds: 1_780_000_100)
@@ -87,7 +90,8 @@ struct PostgresRampPlansTests {
         _ = try session.store.verify()
 
         let conninfo = try PostgresServer.get().freshDatabase()
-        let report = try PostgresStoreCopy.copy(from: try RolloutStore(path: path, create: false), to: conninfo, teamKey: { nil })
+        let report = try PostgresStoreCopy.copy(
+            from: try RolloutStore(path: path, create: false), to: conninfo, teamKey: { nil })
         #expect(report.plan == "copied")
         #expect(report.skipped.isEmpty, "\(report.skipped)")
         let team = PostgresRampPlans(store: try PostgresConfigStore(conninfo: conninfo))
@@ -106,7 +110,8 @@ struct PostgresRampPlansTests {
     @Test func theConsoleShowsAndControlsThePlanOnPostgreSQL() throws {
         let conninfo = try initialized("pg-plan-console")
         let team = try Wiring.teamSession(conninfo: conninfo, operatorID: "ana@test")
-        _ = try RampPlanStates(session: team.planSession).start(source: "name panel\nstep 5% hold 1h\nstep 10%\n", actor: "ana@test")
+        _ = try RampPlanStates(session: team.planSession).start(
+            source: "name panel\nstep 5% hold 1h\nstep 10%\n", actor: "ana@test")
         let source = try PostgresConsoleSource(team: team, conninfo: conninfo, project: "test", fallback: 0)
         let panel = try #require(try source.snapshot().plan)
         #expect(panel.name == "panel" && panel.phase == .running && panel.reached == 0, "\(panel)")
@@ -123,7 +128,9 @@ struct PostgresRampPlansTests {
 
         let executor = StoreConsoleExecutor(session: team)
         let paused = executor.perform(.planControl(pause: true))
-        guard case .planControlled(let message, let pauseRefused)? = paused.first else { Issue.record("\(paused)"); return }
+        guard case .planControlled(let message, let pauseRefused)? = paused.first else {
+            Issue.record("\(paused)"); return
+        }
         #expect(!pauseRefused, "\(message)")
         #expect(try source.snapshot().plan?.phase == .paused)
         _ = executor.perform(.planControl(pause: false))
@@ -140,8 +147,10 @@ struct PostgresRampPlansTests {
         let writerInfo = conninfo.replacingOccurrences(of: "user=rollout", with: "user=rollout_writer")
         let viewerInfo = conninfo.replacingOccurrences(of: "user=rollout", with: "user=rollout_viewer")
         let writer = try Wiring.teamSession(conninfo: writerInfo, operatorID: "ana@test")
-        let started = try RampPlanStates(session: writer.planSession).start(source: "name roles\nstep 5% hold 1h\n", actor: "ana@test")
-        _ = try RampPlanStates(session: writer.planSession).operatorChange(to: .paused, actor: "ana@test", reason: "roles")
+        let started = try RampPlanStates(session: writer.planSession).start(
+            source: "name roles\nstep 5% hold 1h\n", actor: "ana@test")
+        _ = try RampPlanStates(session: writer.planSession).operatorChange(
+            to: .paused, actor: "ana@test", reason: "roles")
         // The viewer connects writable (no --read-only): the server itself refuses.
         let viewer = PostgresRampPlans(store: try PostgresConfigStore(conninfo: viewerInfo))
         let seen = try #require(try viewer.loadPlan())
@@ -190,7 +199,9 @@ struct PostgresRampPlansTests {
 
         #expect(try rollout(["plan", "pause", "--reason", "lunch"], store: conninfo).status == 0)
         #expect(try rollout(["plan", "pause"], store: conninfo).stderr.contains("paused already"))
-        #expect(try rollout(["plan", "run", "--looks", "3", "--interval", "0.01", "--exit-on-pause"], store: conninfo).status == 9)
+        #expect(
+            try rollout(["plan", "run", "--looks", "3", "--interval", "0.01", "--exit-on-pause"], store: conninfo)
+                .status == 9)
         #expect(try rollout(["plan", "resume"], store: conninfo).status == 0)
         let text = try rollout(["plan", "status"], store: conninfo).stdout
         #expect(text.contains("now  step 1/2: 5% hold 1h"), "\(text)")
@@ -198,7 +209,8 @@ struct PostgresRampPlansTests {
         #expect(try rollout(["plan", "abort", "--reason", "enough"], store: conninfo).status == 0)
         #expect(try rollout(["plan", "run", "--looks", "1"], store: conninfo).status == 8)
 
-        let actions = try PostgresConfigStore(conninfo: conninfo).auditRecords(limit: 1000, before: nil).map(\.entry.action)
+        let actions = try PostgresConfigStore(conninfo: conninfo).auditRecords(limit: 1000, before: nil).map(
+            \.entry.action)
         for action in ["plan start", "plan pause", "plan resume", "plan abort"] {
             #expect(actions.contains(action), "\(action): \(actions)")
         }
@@ -231,10 +243,11 @@ struct PostgresRampPlansTests {
         let watcher = try PGConnection(conninfo)
         var waiting = 0
         for _ in 0..<600 where waiting < runners {
-            waiting = Int(
-                try watcher.query(
-                    "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'"
-                ).first?.first.flatMap { $0 } ?? "0") ?? 0
+            waiting =
+                Int(
+                    try watcher.query(
+                        "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'"
+                    ).first?.first.flatMap { $0 } ?? "0") ?? 0
             if waiting < runners { usleep(20_000) }
         }
         #expect(waiting == runners, "\(waiting) of \(runners) runners reached the lock")
@@ -248,7 +261,9 @@ struct PostgresRampPlansTests {
         let stored = try #require(try PostgresRampPlans(store: try PostgresConfigStore(conninfo: conninfo)).loadPlan())
         #expect(stored.reached == 1 && stored.phase == "running", "\(stored)")
         #expect(try rollout(["audit", "verify"], store: conninfo).status == 0)
-        let lost = finished.filter { $0.stdout.contains("another runner changed the plan first") || $0.stdout.contains("lost the race") }
+        let lost = finished.filter {
+            $0.stdout.contains("another runner changed the plan first") || $0.stdout.contains("lost the race")
+        }
         #expect(lost.count == runners - 1, "\(finished.map(\.stdout))")
         print("racing runners: \(published.count) published, \(lost.count) lost the race")
     }
@@ -279,7 +294,8 @@ struct PostgresRampPlansTests {
             #expect(published.count == 1, "round \(round): \(published)")
             let stored = try #require(try RampPlanStates(session: sessions[0]).load())
             #expect(stored.state.reached == 1, "round \(round): \(stored.state)")
-            _ = try RampPlanStates(session: sessions[0]).operatorChange(to: .aborted, actor: "ana@test", reason: "next round")
+            _ = try RampPlanStates(session: sessions[0]).operatorChange(
+                to: .aborted, actor: "ana@test", reason: "next round")
         }
         #expect(try planVersions(conninfo).count == 4)
         _ = try PostgresConfigStore(conninfo: conninfo).verify()
@@ -291,7 +307,8 @@ struct PostgresRampPlansTests {
     @Test func aPlanPausedWhileTheRunnerDecidesPublishesNothing() throws {
         let conninfo = try initialized("pg-plan-interleave")
         let session = try Wiring.teamSession(conninfo: conninfo, operatorID: "runner@test").planSession
-        _ = try RampPlanStates(session: session).start(source: "name interleave\nstep 5% hold 1h\nstep 10%\n", actor: "ana@test")
+        _ = try RampPlanStates(session: session).start(
+            source: "name interleave\nstep 5% hold 1h\nstep 10%\n", actor: "ana@test")
         let runner = Unchecked(try RampPlanRunner(session: session))
         let gate = try PGConnection(conninfo)
         try gate.execute("BEGIN")
@@ -305,10 +322,11 @@ struct PostgresRampPlansTests {
         let watcher = try PGConnection(conninfo)
         var waiting = 0
         for _ in 0..<500 where waiting == 0 {
-            waiting = Int(
-                try watcher.query(
-                    "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'"
-                ).first?.first.flatMap { $0 } ?? "0") ?? 0
+            waiting =
+                Int(
+                    try watcher.query(
+                        "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'"
+                    ).first?.first.flatMap { $0 } ?? "0") ?? 0
             if waiting == 0 { usleep(20_000) }
         }
         #expect(waiting == 1, "the runner never reached its write transaction")
@@ -318,7 +336,9 @@ struct PostgresRampPlansTests {
         done.wait()
         let result = try #require(try look.all.first?.get())
         #expect(result.published == nil, "\(String(describing: result.done))")
-        #expect(result.done?.contains("another runner changed the plan first") == true, "\(String(describing: result.done))")
+        #expect(
+            result.done?.contains("another runner changed the plan first") == true, "\(String(describing: result.done))"
+        )
         #expect(try planVersions(conninfo).isEmpty)
         #expect(try RampPlanStates(session: session).load()?.state.phase == .paused)
     }
@@ -334,7 +354,8 @@ struct PostgresRampPlansTests {
         let base32 = try #require(uri.split(separator: "secret=").last?.split(separator: "&").first)
         let secret = try #require(TOTPSecret(base32: String(base32)))
         let step = TOTP.standard.step(at: SystemClock().now())
-        let confirmed = try rollout(["operator", "enroll", "--code", TOTP.standard.code(secret: secret, step: step)], store: conninfo)
+        let confirmed = try rollout(
+            ["operator", "enroll", "--code", TOTP.standard.code(secret: secret, step: step)], store: conninfo)
         try #require(confirmed.status == 0, "\(confirmed.stderr)")
 
         // 0% → 30% is an increase of more than 10 points: protected by the standard policy.
@@ -357,7 +378,10 @@ struct PostgresRampPlansTests {
         #expect(try rollout(["plan", "abort", "--reason", "next"], store: conninfo).status == 0)
         let second = try planFile("approved.plan", "name approved\nstep 50% hold 1h\nstep 55%\n")
         let approved = try rollout(
-            ["plan", "start", second, "--code", TOTP.standard.code(secret: secret, step: step + 2), "--approve-for", "2h"],
+            [
+                "plan", "start", second, "--code", TOTP.standard.code(secret: secret, step: step + 2), "--approve-for",
+                "2h",
+            ],
             store: conninfo, faketime: "+30s")
         #expect(approved.status == 0, "\(approved.stdout) \(approved.stderr)")
         #expect(approved.stdout.contains("pre-approved by ana@test"), "\(approved.stdout)")

@@ -40,9 +40,12 @@ public enum RampPlanStoreConformance {
     static let expect = ConfigStoreConformance.expect
     static let t0 = Instant(seconds: 1_780_000_000)
 
-    static func row(_ name: String = "ramp", phase: String = "running", reached: Int = 0, revision: Int64 = 0) -> RampPlanTable.Row {
+    static func row(_ name: String = "ramp", phase: String = "running", reached: Int = 0, revision: Int64 = 0)
+        -> RampPlanTable.Row
+    {
         RampPlanTable.Row(
-            name: name, source: "plan \(name)\nstep 5% hold 1h\nstep 100% hold 0s\n", startedBy: "ana@example.com", startedAt: t0,
+            name: name, source: "plan \(name)\nstep 5% hold 1h\nstep 100% hold 0s\n", startedBy: "ana@example.com",
+            startedAt: t0,
             phase: phase, reached: reached, reachedAt: reached > 0 ? t0 + .minutes(3) : nil, okSince: nil, reason: "",
             revision: revision)
     }
@@ -75,7 +78,8 @@ public enum RampPlanStoreConformance {
         try plans.savePlanApproval(approval(for: expected))
         try plans.replacePlan(with: row("second"))
         let second = try f.open().plans.loadPlan()
-        try expect(second?.name == "second" && second?.revision == 2, "the second plan reads \(String(describing: second))")
+        try expect(
+            second?.name == "second" && second?.revision == 2, "the second plan reads \(String(describing: second))")
         try expect(try plans.planApproval() == nil, "a new plan kept the old plan's pre-approval")
     }
 
@@ -164,7 +168,8 @@ public enum RampPlanStoreConformance {
             try plans.atomically {
                 _ = try plans.compareAndSwapPlanState(next)
                 try plans.savePlanApproval(approval(for: stored))
-                _ = try config.appendAudit(AuditEntry(time: t0, actor: "ana@example.com", action: "plan done", result: .recorded))
+                _ = try config.appendAudit(
+                    AuditEntry(time: t0, actor: "ana@example.com", action: "plan done", result: .recorded))
                 throw Rollback()
             }
             throw ConformanceFailure("atomically did not rethrow")
@@ -173,14 +178,18 @@ public enum RampPlanStoreConformance {
         try expect(try reader.plans.loadPlan() == stored, "a rolled-back swap was written")
         try expect(try reader.plans.planApproval() == nil, "a rolled-back pre-approval was written")
         try expect(
-            try reader.config.auditRecords(limit: 1000, before: nil).count == auditBefore, "a rolled-back audit record was written")
+            try reader.config.auditRecords(limit: 1000, before: nil).count == auditBefore,
+            "a rolled-back audit record was written")
         try plans.atomically {
             try expect(try plans.compareAndSwapPlanState(next), "the swap inside atomically was refused")
-            _ = try config.appendAudit(AuditEntry(time: t0, actor: "ana@example.com", action: "plan done", result: .recorded))
+            _ = try config.appendAudit(
+                AuditEntry(time: t0, actor: "ana@example.com", action: "plan done", result: .recorded))
         }
         try expect(try reader.plans.loadPlan()?.phase == "done", "the committed swap does not read")
         let records = try reader.config.auditRecords(limit: 1000, before: nil)
-        try expect(records.count == auditBefore + 1 && records.first?.entry.action == "plan done", "the committed audit record does not read")
+        try expect(
+            records.count == auditBefore + 1 && records.first?.entry.action == "plan done",
+            "the committed audit record does not read")
     }
 
     static func readOnlyRefuses(_ factory: Factory) throws {
@@ -193,7 +202,9 @@ public enum RampPlanStoreConformance {
         try expect(reader.isReadOnly, "the read-only handle says it is writable")
         let seen = try reader.loadPlan()
         try expect(seen == stored, "the read-only handle reads \(String(describing: seen))")
-        try expect(try reader.activePreApproval() == approval(for: stored), "the read-only handle sees no pre-approval in force")
+        try expect(
+            try reader.activePreApproval() == approval(for: stored),
+            "the read-only handle sees no pre-approval in force")
         var next = stored
         next.phase = "aborted"
         let writes: [(String, () throws -> Void)] = [
@@ -208,7 +219,8 @@ public enum RampPlanStoreConformance {
             try expect(refused, "the read-only store accepted \(name)")
         }
         try expect(try plans.loadPlan() == stored, "the plan changed through the read-only handle")
-        try expect(try plans.planApproval() == approval(for: stored), "the pre-approval changed through the read-only handle")
+        try expect(
+            try plans.planApproval() == approval(for: stored), "the pre-approval changed through the read-only handle")
     }
 
     final class Wins: @unchecked Sendable {

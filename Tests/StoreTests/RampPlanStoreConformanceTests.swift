@@ -25,7 +25,8 @@ struct RampPlanStoreConformanceTests {
                     let handle = try RolloutStore(path: path, create: false)
                     return (SQLiteRampPlans(store: handle), try handle.configStore())
                 },
-                openReadOnly: { SQLiteRampPlans(store: try RolloutStore(path: path, create: false, access: .readOnly)) })
+                openReadOnly: { SQLiteRampPlans(store: try RolloutStore(path: path, create: false, access: .readOnly)) }
+            )
         }
         try RampPlanStoreConformance.checks.first { $0.name == check }!.run(factory)
         for path in paths { _ = try RolloutStore(path: path, create: false).verify() }
