@@ -45,13 +45,18 @@ public struct PlanSession {
     public let clock: any Clock
     /// `--read-only`, or a store that refuses writes.
     public let readOnly: Bool
+    /// The config store's publishes join `plans.atomically` (a store file, PostgreSQL), so a runner's look
+    /// publishes and records its step in one transaction. False behind Firebase: its publish commits an intent in
+    /// the state store before the request goes out, which must not wait for an outer transaction's commit.
+    public let publishJoinsPlanTransaction: Bool
     private let makeMonitor: () throws -> RolloutMonitor
     private let makeWritePath: () throws -> WritePath
 
     public init(
         plans: any RampPlanStore, stepUp: any StepUpStore, config: any ConfigStore, operatorID: String,
         clock: any Clock,
-        readOnly: Bool, monitor: @escaping () throws -> RolloutMonitor, writePath: @escaping () throws -> WritePath
+        readOnly: Bool, publishJoinsPlanTransaction: Bool, monitor: @escaping () throws -> RolloutMonitor,
+        writePath: @escaping () throws -> WritePath
     ) {
         self.plans = plans
         self.stepUp = stepUp
@@ -59,6 +64,7 @@ public struct PlanSession {
         self.operatorID = operatorID
         self.clock = clock
         self.readOnly = readOnly || plans.isReadOnly
+        self.publishJoinsPlanTransaction = publishJoinsPlanTransaction
         makeMonitor = monitor
         makeWritePath = writePath
     }
@@ -72,8 +78,8 @@ extension StoreSession {
     public var planSession: PlanSession {
         PlanSession(
             plans: SQLiteRampPlans(store: store), stepUp: SQLiteStepUpStore(store: store), config: config,
-            operatorID: operatorID,
-            clock: clock, readOnly: readOnly || store.isReadOnly, monitor: monitor, writePath: writePath)
+            operatorID: operatorID, clock: clock, readOnly: readOnly || store.isReadOnly,
+            publishJoinsPlanTransaction: config is SQLiteConfigStore, monitor: monitor, writePath: writePath)
     }
 }
 
@@ -82,8 +88,7 @@ extension TeamSession {
     public var planSession: PlanSession {
         PlanSession(
             plans: PostgresRampPlans(store: config), stepUp: stepUp, config: config, operatorID: operatorID,
-            clock: clock,
-            readOnly: readOnly, monitor: monitor, writePath: writePath)
+            clock: clock, readOnly: readOnly, publishJoinsPlanTransaction: true, monitor: monitor, writePath: writePath)
     }
 }
 
@@ -166,71 +171,69 @@ public struct RampPlanStates {
         let exposed = rollout.map { $0.state == .notStarted ? MicroPercent.zero : $0.percentage } ?? .zero
         let plans = session.plans
         let result: Result<StoredRampPlan, RampPlanFailure> = try plans.atomically {
-            do {
-                if let old = try plans.loadPlan(), let phase = RampState.Phase(rawValue: old.phase),
-                    !phase.isFinal
-                {
+            if let old = try plans.loadPlan(), let phase = RampState.Phase(rawValue: old.phase),
+                !phase.isFinal
+            {
+                return .failure(
+                    RampPlanFailure(
+                        "plan '\(old.name)' is \(phase.rawValue) (step \(old.reached)); abort it first ('rollout plan abort')"
+                    ))
+            }
+            var approved: [StepUpPreApproval.Step] = []
+            if let code {
+                let enforcement = try session.stepUp.enforcement()
+                let protected = Self.protectedSteps(plan, exposed: exposed, enforcement: enforcement)
+                guard let first = protected.first, let last = protected.last else {
                     return .failure(
                         RampPlanFailure(
-                            "plan '\(old.name)' is \(phase.rawValue) (step \(old.reached)); abort it first ('rollout plan abort')"
+                            enforcement.enforced
+                                ? "no step of plan '\(plan.name)' needs a code under the step-up policy; start it without --code"
+                                : "step-up verification is off (no operator enrolled); start the plan without --code"
                         ))
                 }
-                var approved: [StepUpPreApproval.Step] = []
-                if let code {
-                    let enforcement = try session.stepUp.enforcement()
-                    let protected = Self.protectedSteps(plan, exposed: exposed, enforcement: enforcement)
-                    guard let first = protected.first, let last = protected.last else {
-                        return .failure(
-                            RampPlanFailure(
-                                enforcement.enforced
-                                    ? "no step of plan '\(plan.name)' needs a code under the step-up policy; start it without --code"
-                                    : "step-up verification is off (no operator enrolled); start the plan without --code"
-                            ))
-                    }
-                    guard let acting = try? OperatorID(actor) else {
-                        return .failure(RampPlanFailure("\(actor) cannot be enrolled, so it cannot pass step-up"))
-                    }
-                    approved = protected.map(\.0)
-                    // One check of the code for the span of every protected step: it needs a code whenever any
-                    // of them does (a larger increase, the same crossings), so the rules of step-up decide.
-                    let change = StepUpChange(
-                        .set, from: first.0.from, to: last.0.to,
-                        detail: "pre-approval of plan '\(plan.name)' steps "
-                            + approved.map { "\($0.step)" }.joined(separator: ", "))
-                    let decision = try session.stepUp.authorize(change, by: acting, code: code, at: session.clock) {
-                        _ = try session.config.appendAudit($0.auditEntry)
-                    }
-                    if let refusal = decision.refusal { return .failure(RampPlanFailure("refused: \(refusal)")) }
+                guard let acting = try? OperatorID(actor) else {
+                    return .failure(RampPlanFailure("\(actor) cannot be enrolled, so it cannot pass step-up"))
                 }
-                let row = RampPlanTable.Row(
-                    name: plan.name, source: source, startedBy: actor, startedAt: now,
-                    phase: RampState.Phase.running.rawValue,
-                    reached: 0, reachedAt: nil, okSince: nil, reason: "", revision: 0)
-                try plans.replacePlan(with: row)
+                approved = protected.map(\.0)
+                // One check of the code for the span of every protected step: it needs a code whenever any
+                // of them does (a larger increase, the same crossings), so the rules of step-up decide.
+                let change = StepUpChange(
+                    .set, from: first.0.from, to: last.0.to,
+                    detail: "pre-approval of plan '\(plan.name)' steps "
+                        + approved.map { "\($0.step)" }.joined(separator: ", "))
+                let decision = try session.stepUp.authorize(change, by: acting, code: code, at: session.clock) {
+                    _ = try session.config.appendAudit($0.auditEntry)
+                }
+                if let refusal = decision.refusal { return .failure(RampPlanFailure("refused: \(refusal)")) }
+            }
+            let row = RampPlanTable.Row(
+                name: plan.name, source: source, startedBy: actor, startedAt: now,
+                phase: RampState.Phase.running.rawValue,
+                reached: 0, reachedAt: nil, okSince: nil, reason: "", revision: 0)
+            try plans.replacePlan(with: row)
+            _ = try session.config.appendAudit(
+                AuditEntry(
+                    time: now, actor: actor, action: "plan start",
+                    to: "plan '\(plan.name)': "
+                        + plan.steps.map(\.target.description).joined(separator: " → "), result: .recorded,
+                    detail: "\(plan.steps.count) steps"))
+            guard let stored = try plans.loadPlan() else {
+                throw StoreError.corrupt("the plan just stored does not read back")
+            }
+            if !approved.isEmpty {
+                let approval = StepUpPreApproval(
+                    plan: RampPlanTable.planID(stored), planName: plan.name, approvedBy: actor, steps: approved,
+                    grantedAt: now, expiresAt: now + approvalFor)
+                try plans.savePlanApproval(approval)
                 _ = try session.config.appendAudit(
                     AuditEntry(
-                        time: now, actor: actor, action: "plan start",
-                        to: "plan '\(plan.name)': "
-                            + plan.steps.map(\.target.description).joined(separator: " → "), result: .recorded,
-                        detail: "\(plan.steps.count) steps"))
-                guard let stored = try plans.loadPlan() else {
-                    throw StoreError.corrupt("the plan just stored does not read back")
-                }
-                if !approved.isEmpty {
-                    let approval = StepUpPreApproval(
-                        plan: RampPlanTable.planID(stored), planName: plan.name, approvedBy: actor, steps: approved,
-                        grantedAt: now, expiresAt: now + approvalFor)
-                    try plans.savePlanApproval(approval)
-                    _ = try session.config.appendAudit(
-                        AuditEntry(
-                            time: now, actor: actor, action: "plan pre-approve",
-                            to: "plan '\(plan.name)' steps \(approval.stepsText)", result: .recorded,
-                            detail:
-                                "code of \(actor) checked; until \(approval.expiresAt.iso8601); plan \(approval.plan.prefix(16))"
-                        ))
-                }
-                return .success(try Self.decode(stored, approval: try plans.activePreApproval()))
+                        time: now, actor: actor, action: "plan pre-approve",
+                        to: "plan '\(plan.name)' steps \(approval.stepsText)", result: .recorded,
+                        detail:
+                            "code of \(actor) checked; until \(approval.expiresAt.iso8601); plan \(approval.plan.prefix(16))"
+                    ))
             }
+            return .success(try Self.decode(stored, approval: try plans.activePreApproval()))
         }
         return try result.get()
     }
@@ -313,9 +316,10 @@ public struct RampPlanStates {
 /// Runs a stored plan: each `look()` computes the one assessment, asks the plan's decision what to do, and does
 /// it: advances and kills through the write path (compare-and-swap on the ETag the verdict was judged on), state
 /// changes through `RampPlanStates` (compare-and-swap on the plan's revision). A look that acts runs in one write
-/// transaction of the store (`plans.atomically`): it checks first that the plan is still at the revision it
-/// judged, then publishes (the write path's transaction joins it) and writes the state reached, so the step, its
-/// publish and their audit records commit together or not at all. Any number of runners may look at once: of two
+/// transaction of the store (`plans.atomically`; behind Firebase, see `PlanSession.publishJoinsPlanTransaction`):
+/// it checks first that the plan is still at the revision it judged, then publishes (the write path's transaction
+/// joins it) and writes the state reached, so the step, its publish and their audit records commit together or
+/// not at all. Any number of runners may look at once: of two
 /// that decide the same advance, one wins and the other finds the plan or the version changed and does nothing;
 /// a runner that restarts finds its step in the store.
 public final class RampPlanRunner {
@@ -362,7 +366,7 @@ public final class RampPlanRunner {
         let holdBack =
             refused.map { $0.etag == status.current.etag && status.now - $0.at < .minutes(1) && code == nil } ?? false
         let plans = session.plans
-        let acted = try plans.atomically { () throws -> (Look, refused: (etag: String, at: Instant)??) in
+        let body = { () throws -> (Look, refused: (etag: String, at: Instant)??) in
             // The plan's compare-and-swap, first: a plan another runner or an operator changed since it was read is
             // judged again at the next look, and nothing is published for it.
             guard try plans.loadPlan()?.revision == stored.row.revision else {
@@ -370,8 +374,11 @@ public final class RampPlanRunner {
                 look.done = "another runner changed the plan first; looking again"
                 return (look, nil)
             }
-            return try act(stored, decision, status: status, code: code, holdBack: holdBack)
+            return try self.act(stored, decision, status: status, code: code, holdBack: holdBack)
         }
+        // Behind Firebase the check, the publish and the state are written one after the other, each
+        // compare-and-swapped (the publish on the ETag, the state on the revision).
+        let acted = try session.publishJoinsPlanTransaction ? plans.atomically(body) : body()
         if let update = acted.refused { refused = update }
         return acted.0
     }
