@@ -22,9 +22,9 @@ struct PostgresRampPlansTests {
         key = directory.appendingPathComponent("team.key").path
     }
 
-    func rollout(_ arguments: [String], store: String, faketime: String? = nil) throws -> TestSupport.ProcessResult {
+    func rollout(_ arguments: [String], store: String?, faketime: String? = nil) throws -> TestSupport.ProcessResult {
         let binary = try TestSupport.rolloutBinary()
-        let command = arguments + ["--store", store]
+        let command = arguments + (store.map { ["--store", $0] } ?? [])
         return try TestSupport.run(
             faketime == nil ? binary : "/usr/bin/faketime", (faketime.map { ["-f", $0, binary] } ?? []) + command,
             environment: ["ROLLOUT_STORE_KEY": key, "ROLLOUT_OPERATOR": "ana@test", "NO_COLOR": "1"])
@@ -216,6 +216,34 @@ struct PostgresRampPlansTests {
         }
         let verify = try rollout(["audit", "verify"], store: conninfo)
         #expect(verify.status == 0, "\(verify.stdout) \(verify.stderr)")
+    }
+
+    /// `store copy` through the binary: a plan running on a file goes on at its step on PostgreSQL, both ends verify.
+    @Test func storeCopyTakesARunningPlanAlong() throws {
+        let file = directory.appendingPathComponent("moving.db").path
+        #expect(try rollout(["init", "--seed", "pg-plan-move"], store: file).status == 0)
+        let plan = try planFile("move.plan", "name move\nstep 5% hold 1h\nstep 10%\n")
+        #expect(try rollout(["plan", "start", plan], store: file).status == 0)
+        let first = try rollout(["plan", "run", "--looks", "1"], store: file)
+        #expect(first.stdout.contains("published version 2"), "\(first.stdout) \(first.stderr)")
+        let before = try rollout(["plan", "status", "--json"], store: file).stdout
+
+        let target = try PostgresServer.get().freshDatabase()
+        let uri = try PostgresServer.get().uris(of: target).socket
+        let copy = try rollout(["store", "copy", "--from", file, "--to", uri, "--quiet"], store: nil)
+        #expect(copy.status == 0, "\(copy.stderr)")
+        #expect(copy.stdout.contains("ramp plan: 'move'"), "\(copy.stdout)")
+        #expect(!copy.stdout.contains("not copied"), "\(copy.stdout)")
+        let after = try rollout(["plan", "status", "--json"], store: uri)
+        #expect(after.status == 0, "\(after.stderr)")
+        for field in ["\"plan\":\"move\"", "\"phase\":\"running\"", "\"step\":1"] {
+            #expect(before.contains(field) && after.stdout.contains(field), "\(field): \(before) / \(after.stdout)")
+        }
+        // The runner on PostgreSQL goes on from step 1: it waits for the hold and publishes nothing.
+        #expect(try rollout(["plan", "run", "--looks", "1"], store: uri).status == 0)
+        #expect(try PostgresConfigStore(conninfo: target).current().info.number == 2)
+        #expect(try rollout(["audit", "verify"], store: file).status == 0)
+        #expect(try rollout(["audit", "verify"], store: uri).status == 0)
     }
 
     /// Runners on several machines share one plan: processes started at once on one PostgreSQL store publish its
