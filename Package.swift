@@ -96,7 +96,7 @@ let package = Package(
             dependencies: ["TestSupport", "FirebaseRemoteConfig", "JSON", "RemoteConfig", "Rollout", "Store", "Timekeeping"],
             path: "Tests/FirebaseFake", exclude: ["fake_remote_config.py"], swiftSettings: strict),
         .target(
-            name: "StoreConformance", dependencies: ["Rollout", "RemoteConfig", "StepUp", "Telemetry", "AppCheck", "JSON", "Timekeeping"],
+            name: "StoreConformance", dependencies: ["Rollout", "RemoteConfig", "StepUp", "Telemetry", "AppCheck", "JSON", "Timekeeping", "Store"],
             path: "Tests/StoreConformance", swiftSettings: strict),
 
         // Executables.

@@ -119,6 +119,17 @@ public enum PostgresSchema {
             id INTEGER PRIMARY KEY CHECK (id = 1), root_certificate BYTEA NOT NULL, root_key BYTEA NOT NULL,
             intermediate_certificate BYTEA NOT NULL, intermediate_key BYTEA NOT NULL);
         """,
+        // 4: the ramp plan and the pre-approval of its protected steps (`PostgresRampPlans`): the SQLite store's
+        // `ramp_plan` and `ramp_plan_approval`, one row each, times in microseconds.
+        """
+        CREATE TABLE ramp_plan (
+            id INTEGER PRIMARY KEY CHECK (id = 1), name TEXT NOT NULL, source TEXT NOT NULL, started_by TEXT NOT NULL,
+            started_at BIGINT NOT NULL, phase TEXT NOT NULL, reached INTEGER NOT NULL, reached_at BIGINT, ok_since BIGINT,
+            reason TEXT NOT NULL, revision BIGINT NOT NULL);
+        CREATE TABLE ramp_plan_approval (
+            id INTEGER PRIMARY KEY CHECK (id = 1), plan TEXT NOT NULL, plan_name TEXT NOT NULL, approved_by TEXT NOT NULL,
+            steps TEXT NOT NULL, granted_at BIGINT NOT NULL, expires_at BIGINT NOT NULL);
+        """,
     ]
 
     /// The recorded schema version; nil when the database has no rollout schema at all.

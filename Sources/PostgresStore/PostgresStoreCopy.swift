@@ -19,7 +19,8 @@ import Timekeeping
 /// token id used before the move stays used after it), with the signing keys' and the demo authority's private
 /// keys sealed with the team's key (`PostgresAppCheckState`'s boxes).
 ///
-/// Not copied: ramp plans (not on PostgreSQL yet); `Report.skipped` names what the source holds of them.
+/// The ramp plan and its pre-approval are copied as they are (state, revision, the approval's plan id), so a
+/// plan running on the file goes on at its step on PostgreSQL.
 public enum PostgresStoreCopy {
     public struct Report: Sendable {
         public var versions: Int
@@ -33,6 +34,8 @@ public enum PostgresStoreCopy {
         public var counterRows: Int
         /// The App Check tables copied and their rows (tables without rows left out).
         public var appCheck: [(table: String, rows: Int)]
+        /// The name of the ramp plan copied (with its pre-approval, if any), nil when the source has none.
+        public var plan: String?
         /// Tables of the source that hold rows and are not copied.
         public var skipped: [String]
     }
@@ -42,7 +45,7 @@ public enum PostgresStoreCopy {
     static let copiedTables = [
         "config_audit", "config_versions", "config_head", "guardrail_settings", "stepup_policy", "stepup_operators", "stepup_enrolments",
         "telemetry_counters", "telemetry_presence", "telemetry_installations", "telemetry_reasons", "telemetry_batches",
-    ] + appCheckTables
+    ] + appCheckTables + ["ramp_plan", "ramp_plan_approval"]
     static let appCheckTables = [
         "appcheck_project", "appcheck_apps", "appcheck_challenges", "appcheck_keys", "appcheck_consumed_tokens", "appcheck_signing_keys",
         "appcheck_debug_tokens", "appcheck_demo_authority",
@@ -276,10 +279,21 @@ public enum PostgresStoreCopy {
                 copied("appcheck_demo_authority", 1)
             }
 
-            // What stays behind.
+            // The ramp plan (its state and revision as they are) and the pre-approval of its protected steps.
+            let plan = try RampPlanTable.load(from: db)
+            if let plan {
+                try PostgresRampPlans.insert(plan, revision: plan.revision, c)
+                landed(1)
+            }
+            if let approval = try RampPlanTable.approval(in: db) {
+                try PostgresRampPlans.insert(approval, c)
+                landed(1)
+            }
+
+            // What stays behind: tables of a newer source that this copy does not know.
             var skipped: [String] = []
             for table in try db.query("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name").compactMap({ $0.first?.string })
-            where table.hasPrefix("ramp_")
+            where table.hasPrefix("ramp_") && !copiedTables.contains(table)
             {
                 if try !db.query("SELECT 1 FROM \"\(table)\" LIMIT 1").isEmpty { skipped.append(table) }
             }
@@ -297,7 +311,7 @@ public enum PostgresStoreCopy {
             return Report(
                 versions: copied.versions, auditRecords: copied.auditRecords, headHash: copied.headHash, operators: operators.count,
                 pendingEnrolments: pending.count, settings: settings.count, telemetryBatches: batches.count,
-                installations: installations.count, counterRows: counters.count, appCheck: appCheck, skipped: skipped)
+                installations: installations.count, counterRows: counters.count, appCheck: appCheck, plan: plan?.name, skipped: skipped)
         } catch {
             try? c.execute("ROLLBACK")
             throw error

@@ -76,10 +76,10 @@ public final class StoreConsoleSource: ConsoleDataSource, @unchecked Sendable {
                 status: status, changes: changes, header: .init(store: storeLabel, project: project, operatorID: operatorID),
                 readOnly: readOnly, stepUp: stepUp)
             if let autoKillNote { model.events.insert(autoKillNote, at: 0) }
-            // Ramp plans live in the SQLite store's sealed `ramp_plan` table (a file store or Firebase's state store);
+            // Ramp plans live in the store's `ramp_plan` table (a file store, Firebase's state store, PostgreSQL);
             // a store without one shows no plan panel.
-            if let file = monitor.store as? RolloutStore {
-                model.plan = try ConsolePlan.info(store: file, status: status)
+            if let plans = ConsolePlan.plans(of: monitor.store) {
+                model.plan = try ConsolePlan.info(plans: plans, status: status)
             }
             return model
         }
@@ -130,11 +130,11 @@ public final class StoreConsoleExecutor: ConsoleEffectExecutor, @unchecked Senda
             case .loadAudit: return [loadAudit()]
             case .loadVersion(let number): return [loadVersion(number)]
             case .planControl(let pause):
-                // Ramp plans live in the SQLite store (a file store, or Firebase's state store).
-                guard let file = session as? StoreSession else {
-                    return [.planControlled(message: "this store keeps no ramp plan (plans run on SQLite stores)", refused: true)]
+                // Ramp plans live in the store (a file store, Firebase's state store, PostgreSQL).
+                guard let plans = ConsolePlan.planSession(of: session) else {
+                    return [.planControlled(message: "this store keeps no ramp plan", refused: true)]
                 }
-                return [ConsolePlan.control(pause: pause, session: file)]
+                return [ConsolePlan.control(pause: pause, session: plans)]
             case .refresh, .redraw, .bell, .quit, .simulation: return []
             }
         }

@@ -33,11 +33,20 @@ public final class HeadlessLoop {
     private var last: (VerdictLevel, String)?
 
     /// A loop on `session`; with `plan`, it also runs the store's ramp plan (which needs a writable store).
-    public init(session: StoreSession, plan: Bool) throws {
+    public convenience init(session: StoreSession, plan: Bool) throws {
+        try self.init(session: session, planSession: session.planSession, plan: plan)
+    }
+
+    /// A loop on any store's plan session (the PostgreSQL team store's `plan run`).
+    public convenience init(planSession: PlanSession, plan: Bool) throws {
+        try self.init(session: nil, planSession: planSession, plan: plan)
+    }
+
+    init(session: StoreSession?, planSession: PlanSession, plan: Bool) throws {
         self.session = session
-        monitor = try session.monitor()
-        path = session.readOnly ? nil : try session.writePath()
-        runner = plan ? try RampPlanRunner(session: session, monitor: monitor) : nil
+        monitor = try planSession.monitor()
+        path = planSession.readOnly ? nil : try planSession.writePath()
+        runner = plan ? try RampPlanRunner(session: planSession, monitor: monitor) : nil
     }
 
     /// A loop on any store's monitor and write path (nil: read-only, no auto-kill), without a plan: the

@@ -63,7 +63,10 @@ public struct TeamSession {
     public func writePath() throws -> WritePath {
         WritePath(
             store: config, clock: clock,
-            policies: [try monitor().guardrailPolicy(), StepUpWritePolicy(store: stepUp, clock: clock)], readOnly: readOnly,
+            policies: [
+                try monitor().guardrailPolicy(),
+                StepUpWritePolicy(store: stepUp, clock: clock, preApprovals: PostgresRampPlans(store: config)),
+            ], readOnly: readOnly,
             requireReasonForIncrease: try stepUp.stepUpPolicy().reasonForIncrease, newSeed: { Wiring.newSeed() })
     }
 }

@@ -1,6 +1,7 @@
 import Console
 import Foundation
 import Monitoring
+import PostgresStore
 import RampPlans
 import RemoteConfig
 import Rollout
@@ -31,20 +32,82 @@ public struct RampPlanFailure: Error, Sendable, CustomStringConvertible {
     }
 }
 
+/// What the plan commands, the runner and the console's plan keys work with, whichever store holds the plan: the
+/// plan port, the step-up port, the config store (audit records), who acts, the clock, and the session's monitor
+/// and write path. Built by `StoreSession.planSession` (a store file, or Firebase's state store) and
+/// `TeamSession.planSession` (PostgreSQL); every write of a plan runs in `plans.atomically`, the store's one write
+/// transaction that the write path's publish, the step-up attempt and their audit records join.
+public struct PlanSession {
+    public let plans: any RampPlanStore
+    public let stepUp: any StepUpStore
+    public let config: any ConfigStore
+    public let operatorID: String
+    public let clock: any Clock
+    /// `--read-only`, or a store that refuses writes.
+    public let readOnly: Bool
+    /// The config store's publishes join `plans.atomically` (a store file, PostgreSQL), so a runner's look
+    /// publishes and records its step in one transaction. False behind Firebase: its publish commits an intent in
+    /// the state store before the request goes out, which must not wait for an outer transaction's commit.
+    public let publishJoinsPlanTransaction: Bool
+    private let makeMonitor: () throws -> RolloutMonitor
+    private let makeWritePath: () throws -> WritePath
+
+    public init(
+        plans: any RampPlanStore, stepUp: any StepUpStore, config: any ConfigStore, operatorID: String,
+        clock: any Clock,
+        readOnly: Bool, publishJoinsPlanTransaction: Bool, monitor: @escaping () throws -> RolloutMonitor,
+        writePath: @escaping () throws -> WritePath
+    ) {
+        self.plans = plans
+        self.stepUp = stepUp
+        self.config = config
+        self.operatorID = operatorID
+        self.clock = clock
+        self.readOnly = readOnly || plans.isReadOnly
+        self.publishJoinsPlanTransaction = publishJoinsPlanTransaction
+        makeMonitor = monitor
+        makeWritePath = writePath
+    }
+
+    public func monitor() throws -> RolloutMonitor { try makeMonitor() }
+    public func writePath() throws -> WritePath { try makeWritePath() }
+}
+
+extension StoreSession {
+    /// The plan session on this store file (or Firebase's state store).
+    public var planSession: PlanSession {
+        PlanSession(
+            plans: SQLiteRampPlans(store: store), stepUp: SQLiteStepUpStore(store: store), config: config,
+            operatorID: operatorID, clock: clock, readOnly: readOnly || store.isReadOnly,
+            publishJoinsPlanTransaction: config is SQLiteConfigStore, monitor: monitor, writePath: writePath)
+    }
+}
+
+extension TeamSession {
+    /// The plan session on this PostgreSQL store (`PostgresRampPlans` on the config store's connection).
+    public var planSession: PlanSession {
+        PlanSession(
+            plans: PostgresRampPlans(store: config), stepUp: stepUp, config: config, operatorID: operatorID,
+            clock: clock, readOnly: readOnly, publishJoinsPlanTransaction: true, monitor: monitor, writePath: writePath)
+    }
+}
+
 /// The plan's changes of state (start, pause, resume, abort, and the runner's own), each applied by
 /// compare-and-swap on the plan's revision with its audit record in one write transaction. Advances and kills
-/// are not here: they are rollout intents of the one `WritePath`.
+/// are rollout intents of the one `WritePath`, run by the runner in the transaction of the state they reach.
 public struct RampPlanStates {
-    public let session: StoreSession
+    public let session: PlanSession
 
-    public init(session: StoreSession) { self.session = session }
+    public init(session: PlanSession) { self.session = session }
+    public init(session: StoreSession) { self.init(session: session.planSession) }
 
     /// The stored plan, nil when none was started.
-    public func load() throws -> StoredRampPlan? {
-        try session.store.withDatabase { db in
-            guard let row = try RampPlanTable.load(from: db) else { return nil }
-            return try Self.decode(row, approval: try RampPlanTable.activeApproval(in: db))
-        }
+    public func load() throws -> StoredRampPlan? { try Self.load(session.plans) }
+
+    /// The plan stored in `plans`, with its pre-approval while in force.
+    static func load(_ plans: any RampPlanStore) throws -> StoredRampPlan? {
+        guard let row = try plans.loadPlan() else { return nil }
+        return try decode(row, approval: try plans.activePreApproval())
     }
 
     static func decode(_ row: RampPlanTable.Row, approval: StepUpPreApproval? = nil) throws -> StoredRampPlan {
@@ -65,12 +128,12 @@ public struct RampPlanStates {
     public static let longestApproval = Instant.Duration.hours(24 * 30)
 
     /// The steps of `plan` that the store's step-up policy protects now (each as the change the runner will
-    /// publish: from the previous step, or from the rollout's exposure for the first), in `db`'s transaction.
-    static func protectedSteps(_ plan: RampPlan, exposed: MicroPercent, in db: SQLiteDatabase) throws
+    /// publish: from the previous step, or from the rollout's exposure for the first), in the caller's transaction.
+    static func protectedSteps(_ plan: RampPlan, exposed: MicroPercent, enforcement: StepUpEnforcement)
         -> [(StepUpPreApproval.Step, [StepUpReason])]
     {
-        guard try OperatorTables.isEnforced(in: db) else { return [] }
-        let policy = try OperatorTables.policy(in: db)
+        guard enforcement.enforced else { return [] }
+        let policy = enforcement.policy
         var from = exposed
         var out: [(StepUpPreApproval.Step, [StepUpReason])] = []
         for (i, step) in plan.steps.enumerated() {
@@ -93,7 +156,7 @@ public struct RampPlanStates {
     public func start(
         source: String, actor: String, code: String? = nil, approvalFor: Instant.Duration = .hours(24)
     ) throws -> StoredRampPlan {
-        if session.store.isReadOnly { throw WritePath.Failure.readOnly }
+        if session.readOnly { throw WritePath.Failure.readOnly }
         let plan: RampPlan
         do { plan = try RampPlan.parse(source) } catch {
             throw RampPlanFailure("invalid plan: \(error)", isUsage: true)
@@ -106,69 +169,71 @@ public struct RampPlanStates {
         // The first step starts from what the rollout exposes (or would expose on resume), as its proposal will.
         let rollout = try RolloutPlan.locate(in: session.config.current().template)
         let exposed = rollout.map { $0.state == .notStarted ? MicroPercent.zero : $0.percentage } ?? .zero
-        let result: Result<StoredRampPlan, RampPlanFailure> = try session.store.withDatabase { db in
-            try db.transaction {
-                if let old = try RampPlanTable.load(from: db), let phase = RampState.Phase(rawValue: old.phase),
-                    !phase.isFinal
-                {
+        let plans = session.plans
+        let result: Result<StoredRampPlan, RampPlanFailure> = try plans.atomically {
+            if let old = try plans.loadPlan(), let phase = RampState.Phase(rawValue: old.phase),
+                !phase.isFinal
+            {
+                return .failure(
+                    RampPlanFailure(
+                        "plan '\(old.name)' is \(phase.rawValue) (step \(old.reached)); abort it first ('rollout plan abort')"
+                    ))
+            }
+            var approved: [StepUpPreApproval.Step] = []
+            if let code {
+                let enforcement = try session.stepUp.enforcement()
+                let protected = Self.protectedSteps(plan, exposed: exposed, enforcement: enforcement)
+                guard let first = protected.first, let last = protected.last else {
                     return .failure(
                         RampPlanFailure(
-                            "plan '\(old.name)' is \(phase.rawValue) (step \(old.reached)); abort it first ('rollout plan abort')"
+                            enforcement.enforced
+                                ? "no step of plan '\(plan.name)' needs a code under the step-up policy; start it without --code"
+                                : "step-up verification is off (no operator enrolled); start the plan without --code"
                         ))
                 }
-                var approved: [StepUpPreApproval.Step] = []
-                if let code {
-                    let protected = try Self.protectedSteps(plan, exposed: exposed, in: db)
-                    guard let first = protected.first, let last = protected.last else {
-                        return .failure(
-                            RampPlanFailure(
-                                try OperatorTables.isEnforced(in: db)
-                                    ? "no step of plan '\(plan.name)' needs a code under the step-up policy; start it without --code"
-                                    : "step-up verification is off (no operator enrolled); start the plan without --code"
-                            ))
-                    }
-                    guard let acting = try? OperatorID(actor) else {
-                        return .failure(RampPlanFailure("\(actor) cannot be enrolled, so it cannot pass step-up"))
-                    }
-                    approved = protected.map(\.0)
-                    // One check of the code for the span of every protected step: it needs a code whenever any
-                    // of them does (a larger increase, the same crossings), so the rules of step-up decide.
-                    let change = StepUpChange(
-                        .set, from: first.0.from, to: last.0.to,
-                        detail: "pre-approval of plan '\(plan.name)' steps "
-                            + approved.map { "\($0.step)" }.joined(separator: ", "))
-                    let decision = try OperatorTables.authorize(
-                        change, by: acting, code: code, in: db, clock: session.clock
-                    ) { try session.config.appendAudit($0.auditEntry) }
-                    if let refusal = decision.refusal { return .failure(RampPlanFailure("refused: \(refusal)")) }
+                guard let acting = try? OperatorID(actor) else {
+                    return .failure(RampPlanFailure("\(actor) cannot be enrolled, so it cannot pass step-up"))
                 }
-                let row = RampPlanTable.Row(
-                    name: plan.name, source: source, startedBy: actor, startedAt: now,
-                    phase: RampState.Phase.running.rawValue,
-                    reached: 0, reachedAt: nil, okSince: nil, reason: "", revision: 0)
-                try RampPlanTable.replace(with: row, in: db)
+                approved = protected.map(\.0)
+                // One check of the code for the span of every protected step: it needs a code whenever any
+                // of them does (a larger increase, the same crossings), so the rules of step-up decide.
+                let change = StepUpChange(
+                    .set, from: first.0.from, to: last.0.to,
+                    detail: "pre-approval of plan '\(plan.name)' steps "
+                        + approved.map { "\($0.step)" }.joined(separator: ", "))
+                let decision = try session.stepUp.authorize(change, by: acting, code: code, at: session.clock) {
+                    _ = try session.config.appendAudit($0.auditEntry)
+                }
+                if let refusal = decision.refusal { return .failure(RampPlanFailure("refused: \(refusal)")) }
+            }
+            let row = RampPlanTable.Row(
+                name: plan.name, source: source, startedBy: actor, startedAt: now,
+                phase: RampState.Phase.running.rawValue,
+                reached: 0, reachedAt: nil, okSince: nil, reason: "", revision: 0)
+            try plans.replacePlan(with: row)
+            _ = try session.config.appendAudit(
+                AuditEntry(
+                    time: now, actor: actor, action: "plan start",
+                    to: "plan '\(plan.name)': "
+                        + plan.steps.map(\.target.description).joined(separator: " → "), result: .recorded,
+                    detail: "\(plan.steps.count) steps"))
+            guard let stored = try plans.loadPlan() else {
+                throw StoreError.corrupt("the plan just stored does not read back")
+            }
+            if !approved.isEmpty {
+                let approval = StepUpPreApproval(
+                    plan: RampPlanTable.planID(stored), planName: plan.name, approvedBy: actor, steps: approved,
+                    grantedAt: now, expiresAt: now + approvalFor)
+                try plans.savePlanApproval(approval)
                 _ = try session.config.appendAudit(
                     AuditEntry(
-                        time: now, actor: actor, action: "plan start",
-                        to: "plan '\(plan.name)': "
-                            + plan.steps.map(\.target.description).joined(separator: " → "), result: .recorded,
-                        detail: "\(plan.steps.count) steps"))
-                let stored = try RampPlanTable.load(from: db)!
-                if !approved.isEmpty {
-                    let approval = StepUpPreApproval(
-                        plan: RampPlanTable.planID(stored), planName: plan.name, approvedBy: actor, steps: approved,
-                        grantedAt: now, expiresAt: now + approvalFor)
-                    try RampPlanTable.saveApproval(approval, in: db)
-                    _ = try session.config.appendAudit(
-                        AuditEntry(
-                            time: now, actor: actor, action: "plan pre-approve",
-                            to: "plan '\(plan.name)' steps \(approval.stepsText)", result: .recorded,
-                            detail:
-                                "code of \(actor) checked; until \(approval.expiresAt.iso8601); plan \(approval.plan.prefix(16))"
-                        ))
-                }
-                return .success(try Self.decode(stored, approval: try RampPlanTable.activeApproval(in: db)))
+                        time: now, actor: actor, action: "plan pre-approve",
+                        to: "plan '\(plan.name)' steps \(approval.stepsText)", result: .recorded,
+                        detail:
+                            "code of \(actor) checked; until \(approval.expiresAt.iso8601); plan \(approval.plan.prefix(16))"
+                    ))
             }
+            return .success(try Self.decode(stored, approval: try plans.activePreApproval()))
         }
         return try result.get()
     }
@@ -180,35 +245,39 @@ public struct RampPlanStates {
     ) throws
         -> Bool
     {
-        if session.store.isReadOnly { throw WritePath.Failure.readOnly }
+        if session.readOnly { throw WritePath.Failure.readOnly }
+        return try session.plans.atomically { try swapInTransaction(stored, to: state, actor: actor, audit: audit) }
+    }
+
+    /// `swap` inside the caller's `plans.atomically` (the runner's, with the publish of the step).
+    func swapInTransaction(
+        _ stored: StoredRampPlan, to state: RampState, actor: String, audit: (action: String, reason: String)?
+    ) throws -> Bool {
         var row = stored.row
         row.phase = state.phase.rawValue
         row.reached = state.reached
         row.reachedAt = state.reachedAt
         row.okSince = state.okSince
         row.reason = state.reason
-        return try session.store.withDatabase { db in
-            try db.transaction {
-                guard try RampPlanTable.compareAndSwapState(row, in: db) else { return false }
-                // A plan that ends (aborted, killed, done) takes its pre-approval with it.
-                if state.phase.isFinal, try RampPlanTable.revokeApproval(in: db) {
-                    _ = try session.config.appendAudit(
-                        AuditEntry(
-                            time: session.clock.now(), actor: actor, action: "plan pre-approval revoked",
-                            from: "plan '\(stored.plan.name)'", to: state.phase.rawValue, result: .recorded))
-                }
-                if let audit {
-                    _ = try session.config.appendAudit(
-                        AuditEntry(
-                            time: session.clock.now(), actor: actor, action: audit.action,
-                            from:
-                                "plan '\(stored.plan.name)' \(stored.state.phase.rawValue) at step \(stored.state.reached)",
-                            to: "\(state.phase.rawValue) at step \(state.reached)", reason: audit.reason,
-                            result: .recorded))
-                }
-                return true
-            }
+        let plans = session.plans
+        guard try plans.compareAndSwapPlanState(row) else { return false }
+        // A plan that ends (aborted, killed, done) takes its pre-approval with it.
+        if state.phase.isFinal, try plans.revokePlanApproval() {
+            _ = try session.config.appendAudit(
+                AuditEntry(
+                    time: session.clock.now(), actor: actor, action: "plan pre-approval revoked",
+                    from: "plan '\(stored.plan.name)'", to: state.phase.rawValue, result: .recorded))
         }
+        if let audit {
+            _ = try session.config.appendAudit(
+                AuditEntry(
+                    time: session.clock.now(), actor: actor, action: audit.action,
+                    from:
+                        "plan '\(stored.plan.name)' \(stored.state.phase.rawValue) at step \(stored.state.reached)",
+                    to: "\(state.phase.rawValue) at step \(state.reached)", reason: audit.reason,
+                    result: .recorded))
+        }
+        return true
     }
 
     /// An operator's pause, resume or abort of the stored plan.
@@ -246,11 +315,15 @@ public struct RampPlanStates {
 
 /// Runs a stored plan: each `look()` computes the one assessment, asks the plan's decision what to do, and does
 /// it: advances and kills through the write path (compare-and-swap on the ETag the verdict was judged on), state
-/// changes through `RampPlanStates` (compare-and-swap on the plan's revision). Any number of runners may look at
-/// once: of two that decide the same advance, one publish wins and the other loses the race and does nothing;
+/// changes through `RampPlanStates` (compare-and-swap on the plan's revision). A look that acts runs in one write
+/// transaction of the store (`plans.atomically`; behind Firebase, see `PlanSession.publishJoinsPlanTransaction`):
+/// it checks first that the plan is still at the revision it judged, then publishes (the write path's transaction
+/// joins it) and writes the state reached, so the step, its publish and their audit records commit together or
+/// not at all. Any number of runners may look at once: of two
+/// that decide the same advance, one wins and the other finds the plan or the version changed and does nothing;
 /// a runner that restarts finds its step in the store.
 public final class RampPlanRunner {
-    public let session: StoreSession
+    public let session: PlanSession
     public let monitor: RolloutMonitor
     public let states: RampPlanStates
     let path: WritePath
@@ -258,11 +331,15 @@ public final class RampPlanRunner {
     /// (telemetry time), so a waiting plan does not fill the audit log with refusals.
     private var refused: (etag: String, at: Instant)?
 
-    public init(session: StoreSession, monitor: RolloutMonitor? = nil) throws {
+    public init(session: PlanSession, monitor: RolloutMonitor? = nil) throws {
         self.session = session
         self.monitor = try monitor ?? session.monitor()
         states = RampPlanStates(session: session)
         path = try session.writePath()
+    }
+
+    public convenience init(session: StoreSession, monitor: RolloutMonitor? = nil) throws {
+        try self.init(session: session.planSession, monitor: monitor)
     }
 
     /// What one look saw and did.
@@ -283,18 +360,49 @@ public final class RampPlanRunner {
         let status = try given ?? monitor.status()
         let observation = RampObservation(
             assessment: status.assessment, snapshot: status.snapshot, rollout: status.plan)
-        var decision = stored.plan.decide(stored.state, observation, now: status.now)
+        let decision = stored.plan.decide(stored.state, observation, now: status.now)
+        if case .idle = decision.action { return Look(status: status, plan: stored, decision: decision) }
+        // Refused by a policy on this version a moment ago: the step waits (its state is still written).
+        let holdBack =
+            refused.map { $0.etag == status.current.etag && status.now - $0.at < .minutes(1) && code == nil } ?? false
+        let plans = session.plans
+        let body = { () throws -> (Look, refused: (etag: String, at: Instant)??) in
+            // The plan's compare-and-swap, first: a plan another runner or an operator changed since it was read is
+            // judged again at the next look, and nothing is published for it.
+            guard try plans.loadPlan()?.revision == stored.row.revision else {
+                var look = Look(status: status, plan: stored, decision: decision)
+                look.done = "another runner changed the plan first; looking again"
+                return (look, nil)
+            }
+            return try self.act(stored, decision, status: status, code: code, holdBack: holdBack)
+        }
+        // Behind Firebase the check, the publish and the state are written one after the other, each
+        // compare-and-swapped (the publish on the ETag, the state on the revision).
+        let acted = try session.publishJoinsPlanTransaction ? plans.atomically(body) : body()
+        if let update = acted.refused { refused = update }
+        return acted.0
+    }
+
+    /// Does what `decision` says, inside the look's transaction; `refused`: the new value of the runner's
+    /// refusal memory when it changes.
+    private func act(
+        _ stored: StoredRampPlan, _ given: RampDecision, status: RolloutMonitor.Status, code: String?, holdBack: Bool
+    ) throws
+        -> (Look, refused: (etag: String, at: Instant)??)
+    {
+        var decision = given
         var look = Look(status: status, plan: stored, decision: decision)
+        var refusedUpdate: (etag: String, at: Instant)?? = nil
         let actor = session.operatorID
         var state = decision.state
         var audit: (String, String)?
         switch decision.action {
         case .idle:
-            return look
+            return (look, nil)
         case .wait:
             break
         case .advance(let step, let target, let reason):
-            if let r = refused, r.etag == status.current.etag, status.now - r.at < .minutes(1), code == nil { break }
+            if holdBack { break }
             var request = WritePath.Request(
                 intent: .rollout(.set(target)), actor: actor, reason: reason, origin: Self.origin)
             request.basedOnETag = status.current.etag
@@ -310,11 +418,11 @@ public final class RampPlanRunner {
                 }
                 state.reached = step
                 state.reachedAt = status.now
-                refused = nil
+                refusedUpdate = .some(nil)
             } catch WritePath.Failure.conflict {
                 look.done = "lost the race for step \(step): another change was published first; looking again"
                 look.decision = decision
-                return look
+                return (look, refusedUpdate)
             } catch WritePath.Failure.refused(let refusal) where refusal.needsStepUpCode {
                 state.phase = .paused
                 state.reason =
@@ -322,7 +430,7 @@ public final class RampPlanRunner {
                 audit = ("plan pause", state.reason)
                 look.done = "paused: " + state.reason
             } catch WritePath.Failure.refused(let refusal) {
-                refused = (status.current.etag, status.now)
+                refusedUpdate = .some((status.current.etag, status.now))
                 decision.action = .wait("refused: \(refusal)", gates: [])
                 look.done = "waiting: \(refusal)"
             }
@@ -341,7 +449,7 @@ public final class RampPlanRunner {
             } catch WritePath.Failure.conflict {
                 // Someone published first (auto-kill's kill, or an operator): the next look judges the new version.
                 look.done = "lost the race to kill; looking again"
-                return look
+                return (look, refusedUpdate)
             }
             state.phase = .killed
             state.reason = why
@@ -360,10 +468,10 @@ public final class RampPlanRunner {
         }
         look.decision = RampDecision(action: decision.action, state: state)
         if state != stored.state {
-            let written = try states.swap(stored, to: state, actor: actor, audit: audit)
+            let written = try states.swapInTransaction(stored, to: state, actor: actor, audit: audit)
             if !written, look.published == nil { look.done = "another runner changed the plan first; looking again" }
         }
-        return look
+        return (look, refusedUpdate)
     }
 
     /// `updateOrigin` of the versions a plan publishes.
@@ -373,14 +481,25 @@ public final class RampPlanRunner {
 /// The plan as the console shows it and the console's plan keys: the same stored plan and the same decision on
 /// the snapshot's assessment as `plan status`; pause and resume through `RampPlanStates` (audited).
 enum ConsolePlan {
+    /// Where the monitor's store keeps its plan: a store file (or Firebase's state store) and a PostgreSQL team
+    /// store do; nil for any other.
+    static func plans(of store: any MonitoredStore) -> (any RampPlanStore)? {
+        if let file = store as? RolloutStore { return SQLiteRampPlans(store: file) }
+        if let team = store as? PostgresConfigStore { return PostgresRampPlans(store: team) }
+        return nil
+    }
+
+    /// The plan session of the console's write session, nil when its store keeps no plan.
+    static func planSession(of session: any ConsoleWriteSession) -> PlanSession? {
+        if let file = session as? StoreSession { return file.planSession }
+        if let team = session as? TeamSession { return team.planSession }
+        return nil
+    }
+
     /// The plan panel's data, nil when no plan was ever started.
-    static func info(store: RolloutStore, status: RolloutMonitor.Status) throws -> PlanInfo? {
-        let loaded = try store.withDatabase { db -> (RampPlanTable.Row, StepUpPreApproval?)? in
-            guard let row = try RampPlanTable.load(from: db) else { return nil }
-            return (row, try RampPlanTable.activeApproval(in: db))
-        }
-        guard let (row, approval) = loaded else { return nil }
-        let stored = try RampPlanStates.decode(row, approval: approval)
+    static func info(plans: any RampPlanStore, status: RolloutMonitor.Status) throws -> PlanInfo? {
+        guard let stored = try RampPlanStates.load(plans) else { return nil }
+        let approval = stored.approval
         let decision = stored.plan.decide(
             stored.state,
             RampObservation(assessment: status.assessment, snapshot: status.snapshot, rollout: status.plan),
@@ -412,7 +531,7 @@ enum ConsolePlan {
     }
 
     /// The console's `x`: pause a running plan, resume a paused one.
-    static func control(pause: Bool, session: StoreSession) -> ConsoleEvent {
+    static func control(pause: Bool, session: PlanSession) -> ConsoleEvent {
         do {
             let stored = try RampPlanStates(session: session).operatorChange(
                 to: pause ? .paused : .running, actor: session.operatorID,

@@ -189,21 +189,93 @@ public enum RampPlanTable {
 
     /// The pre-approval when it belongs to the stored plan as it is now (same id) and that plan is running.
     public static func activeApproval(in db: SQLiteDatabase) throws -> StepUpPreApproval? {
-        guard let approval = try approval(in: db), let row = try load(from: db), row.phase == "running",
-            planID(row) == approval.plan
-        else { return nil }
+        active(try approval(in: db), of: try load(from: db))
+    }
+
+    /// `approval` when it is in force for the stored plan `row`: the same plan (id) and running. The one rule of
+    /// every store's `activePreApproval`.
+    public static func active(_ approval: StepUpPreApproval?, of row: Row?) -> StepUpPreApproval? {
+        guard let approval, let row, row.phase == "running", planID(row) == approval.plan else { return nil }
         return approval
     }
 }
 
-/// The pre-approval port (`StepUpPreApprovalStore`) on a store's SQLite file, read on its connection (inside
-/// the write path's transaction).
-public final class SQLiteRampPreApprovals: StepUpPreApprovalStore, @unchecked Sendable {
+/// Port: where a store keeps its ramp plan (`RampPlanTable.Row`: the plan file, who started it, its state) and
+/// the pre-approval of its protected steps. One plan per store.
+///
+/// Every method joins the transaction of `atomically` when called inside it; `atomically` is the store's write
+/// transaction, the same one the config store's publishes and audit appends and the step-up port's `authorize`
+/// join, so a plan's change of state, the publish it makes and their audit records commit together or not at all.
+/// The state changes only by compare-and-swap on `revision`. A read-only store refuses every write.
+public protocol RampPlanStore: StepUpPreApprovalStore {
+    /// The store refuses writes (`--read-only`, or a read-only connection).
+    var isReadOnly: Bool { get }
+    /// One write transaction of the store (nested calls join the outer one).
+    func atomically<T>(_ body: () throws -> T) throws -> T
+    /// The stored plan, nil when none was ever started.
+    func loadPlan() throws -> RampPlanTable.Row?
+    /// Replaces the stored plan with `row` (`plan start`), revision the old one + 1; revokes any pre-approval.
+    func replacePlan(with row: RampPlanTable.Row) throws
+    /// Writes the state columns of `row` if the stored revision is still `row.revision` (true; the revision
+    /// then goes up by one); false when another writer changed the plan first.
+    func compareAndSwapPlanState(_ row: RampPlanTable.Row) throws -> Bool
+    /// The stored pre-approval, whichever plan it names.
+    func planApproval() throws -> StepUpPreApproval?
+    /// Stores `approval` as the plan's pre-approval (replacing any).
+    func savePlanApproval(_ approval: StepUpPreApproval) throws
+    /// Removes the pre-approval; true when there was one.
+    @discardableResult
+    func revokePlanApproval() throws -> Bool
+}
+
+extension RampPlanStore {
+    /// The pre-approval in force (`RampPlanTable.active`), read in the caller's transaction.
+    public func activePreApproval() throws -> StepUpPreApproval? {
+        RampPlanTable.active(try planApproval(), of: try loadPlan())
+    }
+}
+
+/// The ramp plan port (`RampPlanStore`, and so the pre-approval port `StepUpPreApprovalStore`) on a store's
+/// SQLite file, on its connection under its lock: inside the write path's transaction when called there.
+public final class SQLiteRampPlans: RampPlanStore, @unchecked Sendable {
     private let store: RolloutStore
 
     public init(store: RolloutStore) { self.store = store }
+
+    public var isReadOnly: Bool { store.isReadOnly }
+
+    /// `BEGIN IMMEDIATE` on the store's connection; the config store's publishes and appends nest as savepoints.
+    public func atomically<T>(_ body: () throws -> T) throws -> T {
+        try store.withDatabase { db in try db.transaction(body) }
+    }
+
+    public func loadPlan() throws -> RampPlanTable.Row? { try store.withDatabase { try RampPlanTable.load(from: $0) } }
+
+    public func replacePlan(with row: RampPlanTable.Row) throws {
+        try store.withDatabase { db in try db.transaction { try RampPlanTable.replace(with: row, in: db) } }
+    }
+
+    public func compareAndSwapPlanState(_ row: RampPlanTable.Row) throws -> Bool {
+        try store.withDatabase { db in try db.transaction { try RampPlanTable.compareAndSwapState(row, in: db) } }
+    }
+
+    public func planApproval() throws -> StepUpPreApproval? {
+        try store.withDatabase { try RampPlanTable.approval(in: $0) }
+    }
+
+    public func savePlanApproval(_ approval: StepUpPreApproval) throws {
+        try store.withDatabase { db in try db.transaction { try RampPlanTable.saveApproval(approval, in: db) } }
+    }
+
+    @discardableResult
+    public func revokePlanApproval() throws -> Bool {
+        try store.withDatabase { db in try db.transaction { try RampPlanTable.revokeApproval(in: db) } }
+    }
 
     public func activePreApproval() throws -> StepUpPreApproval? {
         try store.withDatabase { try RampPlanTable.activeApproval(in: $0) }
     }
 }
+
+/// The pre-approval port's SQLite adapter (the ramp plan port serves it).
+public typealias SQLiteRampPreApprovals = SQLiteRampPlans

@@ -60,7 +60,7 @@ enum PlanCommands {
             else {
                 throw CommandError("cannot read the plan file \(file)")
             }
-            let session = try Wiring.session(inv)
+            let session = try planSession(inv)
             do {
                 let stored = try RampPlanStates(session: session).start(
                     source: text, actor: session.operatorID, code: inv.value("--code"), approvalFor: approvalFor)
@@ -86,7 +86,7 @@ enum PlanCommands {
         options: [.flag("--json", help: "Print one JSON object.")],
         examples: ["rollout plan status", "rollout plan status --read-only --json"],
         action: { inv in
-            let session = try Wiring.session(inv)
+            let session = try planSession(inv)
             guard let stored = try RampPlanStates(session: session).load() else {
                 throw CommandError("no plan was started in this store ('rollout plan start FILE')")
             }
@@ -113,7 +113,7 @@ enum PlanCommands {
             ],
             examples: ["rollout plan \(name) --reason \"...\""],
             action: { inv in
-                let session = try Wiring.session(inv)
+                let session = try planSession(inv)
                 do {
                     let stored = try RampPlanStates(session: session).operatorChange(
                         to: phase, actor: session.operatorID, reason: inv.value("--reason") ?? "")
@@ -161,7 +161,7 @@ enum PlanCommands {
 
     static func runPlan(_ inv: Invocation) throws -> ExitCode {
         let (interval, looks) = try TelemetryCommands.loopOptions(inv)
-        let session = try Wiring.session(inv)
+        let session = try planSession(inv)
         if session.readOnly {
             throw CommandError("refused: a plan runner publishes changes (--read-only)", exit: .refused)
         }
@@ -174,7 +174,7 @@ enum PlanCommands {
         let bar = ProgressReporter.standardError(
             label: "plan", unit: .count("steps"), quiet: inv.flag("--quiet") || inv.flag("--json"))
         defer { bar.finish() }
-        let last = try HeadlessLoop(session: session, plan: true).run(
+        let last = try HeadlessLoop(planSession: session, plan: true).run(
             interval: interval, looks: looks,
             report: { look in
                 bar.finish()
@@ -189,6 +189,13 @@ enum PlanCommands {
                 return phase.isFinal || (phase == .paused && exitOnPause)
             })
         return exitCode(last?.plan?.decision.state.phase ?? .running)
+    }
+
+    /// The invocation's store as the plan commands use it: a PostgreSQL team store or a store file (or Firebase's
+    /// state store), the same commands and guarantees on each.
+    static func planSession(_ inv: Invocation) throws -> PlanSession {
+        if let team = try Wiring.teamSession(inv) { return team.planSession }
+        return try Wiring.session(inv).planSession
     }
 
     static func exitCode(_ phase: RampState.Phase) -> ExitCode {

@@ -47,7 +47,7 @@ enum PostgresCommands {
             + "again with the team store key, ROLLOUT_STORE_KEY or ~/.config/rollout/team-store.key, created when "
             + "missing), the telemetry and the App Check exchange state (its private keys sealed with the same key). The "
             + "copy is checked like 'audit verify' before it commits; a target that holds a store already is refused. "
-            + "Ramp plans are not copied (named when the source has any). On a terminal, progress is shown on stderr.",
+            + "The ramp plan and its pre-approval are copied as they are. On a terminal, progress is shown on stderr.",
         options: [
             .value("--from", name: "FILE", help: "The SQLite store file to copy."),
             .value("--to", name: "URI", help: "The PostgreSQL database (postgresql://...)."),
@@ -87,6 +87,7 @@ enum PostgresCommands {
                 print("App Check state: " + report.appCheck.map { "\($0.rows) \($0.table.dropFirst("appcheck_".count))" }.joined(separator: ", "))
             }
             if let createdKey { print("created the team store key \(createdKey): give it to every operator (mode 0600)") }
+            if let plan = report.plan { print("ramp plan: '\(plan)'") }
             if !report.skipped.isEmpty { print("not copied (not on PostgreSQL yet): \(report.skipped.joined(separator: ", "))") }
             return .ok
         })

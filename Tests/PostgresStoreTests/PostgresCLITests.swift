@@ -193,9 +193,10 @@ struct PostgresCLITests {
 
     // MARK: store copy
 
-    /// A command that has no PostgreSQL backend yet (ramp plans) says so: not "no store at postgresql://…, create
-    /// one with init" (the store exists), and nothing on the server changes.
-    @Test func aCommandWithoutAPostgreSQLBackendSaysSo() throws {
+    /// Ramp plans run on PostgreSQL: on a store without a plan, `plan status` and `plan abort` say that no plan was
+    /// started (exit 1), not "no store at postgresql://…, create one with init" (the store exists), and nothing on
+    /// the server changes. (PostgresRampPlansTests runs the plan commands themselves.)
+    @Test func planCommandsOnAPostgreSQLStoreWithoutAPlanSaySo() throws {
         let server = try PostgresServer.get()
         let conninfo = server.uris(of: try server.freshDatabase()).socket
         #expect(try rollout(["init", "--seed", "pg-plan"], store: conninfo).status == 0)
@@ -203,7 +204,7 @@ struct PostgresCLITests {
         for arguments in [["plan", "status"], ["plan", "abort", "--reason", "x"]] {
             let r = try rollout(arguments, store: conninfo)
             #expect(r.status == 1, "\(arguments): \(r.stderr)")
-            #expect(r.stderr.contains("does not run on a PostgreSQL store yet"), "\(r.stderr)")
+            #expect(r.stderr.contains("no plan was started in this store"), "\(r.stderr)")
             #expect(!r.stderr.contains("create one with"), "\(r.stderr)")
         }
         #expect(try rollout(["audit", "verify", "--json"], store: conninfo).stdout == before)
