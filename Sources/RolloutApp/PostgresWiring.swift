@@ -1,5 +1,6 @@
 import CommandLineKit
 import Console
+import FirebaseRemoteConfig
 import Foundation
 import Monitoring
 import PostgresStore
@@ -55,14 +56,21 @@ public struct TeamSession {
     /// The step-up state on this store, its secrets sealed with the team store key.
     public let stepUp: PostgresStepUpStore
 
+    /// The Firebase store when the templates live in Firebase Remote Config and this store is its state store
+    /// (`--store firebase:PROJECT --state postgresql://...`, `FirebaseWiring.teamSession`); nil otherwise.
+    public var firebase: FirebaseConfigStore? = nil
+
+    /// Where the templates live: Firebase when `firebase` is set, else this store.
+    public var templates: any ConfigStore { firebase ?? config }
+
     /// The rollout with its telemetry and verdict, read from this store (the same `RolloutMonitor` as SQLite's).
-    public func monitor() throws -> RolloutMonitor { try RolloutMonitor(store: config, clock: clock) }
+    public func monitor() throws -> RolloutMonitor { try RolloutMonitor(store: config, config: firebase, clock: clock) }
 
     /// The write path with the same policies as on SQLite, in the same order: the telemetry guardrail (verdict
     /// and attestation budget), then step-up (a store without enrolled operators has no step-up).
     public func writePath() throws -> WritePath {
         WritePath(
-            store: config, clock: clock,
+            store: templates, clock: clock,
             policies: [try monitor().guardrailPolicy(), StepUpWritePolicy(store: stepUp, clock: clock)], readOnly: readOnly,
             requireReasonForIncrease: try stepUp.stepUpPolicy().reasonForIncrease, newSeed: { Wiring.newSeed() })
     }
@@ -72,6 +80,7 @@ extension Wiring {
     /// The invocation's PostgreSQL store, or nil when `--store` names a file. Read-only under `--read-only` (the
     /// connection's transactions are READ ONLY). Creates and migrates nothing.
     public static func teamSession(_ invocation: Invocation) throws -> TeamSession? {
+        if let firebase = try FirebaseWiring.teamSession(invocation) { return firebase }
         let location = try StoreLocation.resolvedPath(invocation)
         guard StoreLocation.isPostgres(location) else { return nil }
         return try teamSession(conninfo: location, operatorID: try operatorID(invocation), readOnly: invocation.flag("--read-only"))
@@ -180,8 +189,12 @@ extension StoreSession: ConsoleWriteSession {
 }
 
 extension TeamSession: ConsoleWriteSession {
-    public var consoleConfig: any ConfigStore { config }
+    public var consoleConfig: any ConfigStore { templates }
     public func verifyConfigIntegrity() throws {
+        if let firebase {
+            _ = try firebase.verifyIntegrity()
+            return
+        }
         do {
             _ = try config.verify()
         } catch StoreError.corrupt(let why) {

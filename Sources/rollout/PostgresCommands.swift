@@ -93,6 +93,13 @@ enum PostgresCommands {
 
     /// `init` on a PostgreSQL location; nil for a file store.
     static func initStore(_ inv: Invocation, seed: String, form: RemoteConfigTemplate.Form) throws -> ExitCode? {
+        if let team = try FirebaseWiring.adoptWithTeamState(inv, seed: seed, form: form), let firebase = team.firebase {
+            let current = try firebase.current()
+            print("created store \(team.location)")
+            print("version \(current.info.number) (etag \(current.etag)), \(form.rawValue) template, seed \(seed)")
+            print(StoreCommands.rolloutLine(current.template))
+            return .ok
+        }
         let location = try StoreLocation.resolvedPath(inv)
         guard StoreLocation.isPostgres(location) else { return nil }
         let team = try Wiring.createTeamStore(conninfo: location, seed: seed, form: form, operatorID: try Wiring.operatorID(inv))
@@ -105,7 +112,7 @@ enum PostgresCommands {
 
     /// The config store of the invocation, whichever backend.
     static func configStore(_ inv: Invocation) throws -> any ConfigStore {
-        if let team = try Wiring.teamSession(inv) { return team.config }
+        if let team = try Wiring.teamSession(inv) { return team.templates }
         return try Wiring.session(inv).config
     }
 
@@ -167,7 +174,7 @@ enum PostgresCommands {
     /// effects through the same executor and write path. No auto-kill from the console here yet.
     static func console(_ inv: Invocation, _ team: TeamSession) throws -> ExitCode {
         let themes = try ConsoleCommands.theme(inv)
-        let source = try PostgresConsoleSource(team: team, conninfo: try StoreLocation.resolvedPath(inv), project: "team")
+        let source = try PostgresConsoleSource(team: team, conninfo: team.config.conninfo, project: team.firebase?.client.project ?? "team")
         let options = ConsoleOptions(
             themes: themes, noColor: inv.flag("--no-color"), environment: inv.environment, clock: team.clock,
             state: ConsoleState.Configuration(staleAfter: try source.status().settings.staleAfter, bell: !inv.flag("--no-bell")),
@@ -183,11 +190,20 @@ enum PostgresCommands {
     }
 
     static func verify(_ inv: Invocation, _ team: TeamSession) throws -> ExitCode {
-        let report: PostgresConfigStore.IntegrityReport
+        let report: (auditRecords: Int, versions: Int, headHash: String)
         do {
-            report = try team.config.verify()
+            if let firebase = team.firebase {
+                // The chain on the team store, and every published record naming the Firebase version it produced.
+                let r = try firebase.verifyIntegrity()
+                report = (r.auditRecords, r.versions, r.headHash)
+            } else {
+                let r = try team.config.verify()
+                report = (r.auditRecords, r.versions, r.headHash)
+            }
         } catch let e as StoreError {
             throw CommandError("audit verify failed: \(e)")
+        } catch let p as ConfigIntegrityProblem {
+            throw CommandError("audit verify failed: \(p)")
         }
         if inv.flag("--json") {
             let out: JSONValue = [

@@ -1,0 +1,221 @@
+import FirebaseFake
+import FirebaseRemoteConfig
+import Foundation
+import JSON
+import PostgresStore
+import Rollout
+import StoreConformance
+import TestSupport
+import Testing
+
+/// `--store firebase:PROJECT --state postgresql://...`: the strict Firebase fake holds the templates, a real
+/// PostgreSQL server (an `initdb` in a temporary directory, Unix socket) the state store: the audit chain naming
+/// Firebase's versions, the publish intents, operators, step-up, guardrails and telemetry.
+@Suite(.serialized)
+struct FirebasePostgresStateTests {
+    /// A fake whose `rollout` runs use a fresh PostgreSQL database as `--state` (libpq's keyword/value form unless
+    /// `uri`), with a team store key of its own.
+    static func fakeOnPostgres(uri: Bool = false) throws -> (FakeFirebase, conninfo: String) {
+        let fake = try FakeFirebase(template: existingTemplate)
+        let server = try PostgresServer.get()
+        let conninfo = try server.freshDatabase()
+        fake.stateLocation = uri ? server.uris(of: conninfo).socket : conninfo
+        return (fake, conninfo)
+    }
+
+    static func keyEnvironment(_ fake: FakeFirebase) -> [String: String] {
+        ["ROLLOUT_STORE_KEY": fake.directory.appendingPathComponent("team.key").path]
+    }
+
+    static func audit(_ fake: FakeFirebase) throws -> [JSONValue] {
+        let r = try fake.rollout(["audit", "show", "--limit", "1000", "--json"], environment: keyEnvironment(fake))
+        guard r.status == 0 else { throw TestSupport.Failure("audit show: \(r.stderr)") }
+        return try JSONParser().parse(r.stdout).arrayValue ?? []
+    }
+
+    static func auditCount(_ conninfo: String) throws -> Int {
+        Int((try PGConnection(conninfo).query("SELECT count(*) FROM config_audit").first?.first ?? nil) ?? "-1") ?? -1
+    }
+
+    // MARK: The conformance suite of the config port, with the state on PostgreSQL
+
+    @Test(arguments: ConfigStoreConformance.checks.map(\.name))
+    func firebaseConfigStoreOnPostgresStatePasses(_ check: String) throws {
+        var fakes: [FakeFirebase] = []
+        var stores: [FirebaseConfigStore] = []
+        let factory: ConfigStoreConformance.Factory = { seed in
+            let fake = try FakeFirebase(template: try RolloutPlan.initialTemplate(seed: seed).json.prettyText)
+            fakes.append(fake)
+            let state = try PostgresFirebaseState.open(
+                conninfo: try PostgresServer.get().freshDatabase(), project: fake.project, create: true)
+            let store = try fake.store(state: state)
+            stores.append(store)
+            return store
+        }
+        try ConfigStoreConformance.checks.first { $0.name == check }!.run(factory)
+        for (fake, store) in zip(fakes, stores) {
+            let report = try store.verifyIntegrity()
+            #expect(report.versions == (try fake.headNumber()) - 1, "one published record per version after 1")
+        }
+    }
+
+    // MARK: The CLI
+
+    @Test func nudgeThroughFirebaseWithPostgresStatePublishesAndAuditsTheFirebaseVersion() throws {
+        let (fake, conninfo) = try Self.fakeOnPostgres()
+        let env = Self.keyEnvironment(fake)
+        // Before init: nothing is created, the error names the adoption.
+        let early = try fake.rollout(["status"], environment: env)
+        #expect(early.status == 1 && early.stderr.contains("is not yet the state store of firebase:demo-rollout"), "\(early.stderr)")
+        #expect(try PGConnection(conninfo).query("SELECT to_regclass('rollout_schema') IS NULL").first?.first == "t")
+
+        let created = try fake.rollout(["init", "--seed", "rollout-2026"], environment: env)
+        #expect(created.status == 0, "\(created.stderr)")
+        #expect(created.stdout.contains("created store firebase:demo-rollout, state host="), "\(created.stdout)")
+        #expect(try fake.headNumber() == 2)
+        let nudge = try fake.rollout(["nudge", "+2.5", "--reason", "ramp"], environment: env)
+        #expect(nudge.status == 0, "\(nudge.stderr)")
+        #expect(try fake.headNumber() == 3)
+        #expect(try FirebaseCLITests.percentage(fake) == "2.5")
+
+        // The audit records are on PostgreSQL and name the Firebase versions and ETags.
+        let records = try Self.audit(fake)
+        let three = records.filter { $0["version"]?.numberValue?.int64 == 3 }
+        #expect(three.count == 1 && three.first?["result"]?.stringValue == "published")
+        #expect(three.first?["detail"]?.stringValue?.contains("firebase version 3 etag etag-\(fake.projectNumber)-3") == true)
+        #expect(try Self.auditCount(conninfo) == records.count && records.count == 2)
+        // The database is bound to the project, holds no template version and no open intent.
+        let c = try PGConnection(conninfo)
+        #expect(try c.query("SELECT project FROM firebase_state").first?.first == "demo-rollout")
+        #expect(try c.query("SELECT count(*) FROM config_versions").first?.first == "0")
+        #expect(try c.query("SELECT count(*) FROM firebase_intents").first?.first == "0")
+        // History shows the operator for the versions this state store's operators published.
+        let history = try fake.json(["history", "--limit", "1"]).arrayValue ?? []
+        #expect(history.first?["updateUser"]?.stringValue == "ana@example.com")
+
+        let verify = try fake.rollout(["audit", "verify"], environment: env)
+        #expect(verify.status == 0, "\(verify.stderr)")
+        #expect(verify.stdout.hasPrefix("audit log intact: 2 records, 2 versions checked"), "\(verify.stdout)")
+
+        // --read-only refuses the write: nothing sent to Firebase, nothing written to PostgreSQL.
+        let puts = try fake.stat("publish")
+        let readOnly = try fake.rollout(["nudge", "+1", "--reason", "no", "--read-only"], environment: env)
+        #expect(readOnly.status != 0 && readOnly.stderr.contains("read-only"), "\(readOnly.status) \(readOnly.stderr)")
+        #expect(try fake.headNumber() == 3 && (try fake.stat("publish")) == puts)
+        #expect(try Self.auditCount(conninfo) == 2)
+        // So does the read-only connection itself (below the write path).
+        let state = try PostgresFirebaseState.open(conninfo: conninfo, project: fake.project, create: false, readOnly: true)
+        let readOnlyStore = try fake.store(state: state)
+        #expect(throws: PostgresStoreError.self) { try readOnlyStore.publish(try Self.request(readOnlyStore)) }
+        #expect(try fake.headNumber() == 3 && (try Self.auditCount(conninfo)) == 2)
+
+        // Another project's state, or a team store holding templates, is refused.
+        let other = try fake.rollout(["status", "--store", "firebase:other-project"], environment: env)
+        #expect(other.status == 1 && other.stderr.contains("is the state store of firebase:demo-rollout"), "\(other.stderr)")
+        let initAgain = try TestSupport.run(
+            try TestSupport.rolloutBinary(), ["init", "--store", conninfo], environment: env.merging(["ROLLOUT_OPERATOR": "x@y"]) { a, _ in a })
+        #expect(initAgain.status != 0 && initAgain.stderr.contains("state store of firebase:demo-rollout"), "\(initAgain.stderr)")
+        // The read-only commands that take the config store work on this route too.
+        let diff = try fake.rollout(["diff", "2", "3"], environment: env)
+        #expect(diff.status == 0 && diff.stdout.contains("2.5"), "\(diff.stderr)")
+    }
+
+    /// A kill publish of the newest version (for the read-only check).
+    static func request(_ store: FirebaseConfigStore) throws -> PublishRequest {
+        let current = try store.current()
+        return PublishRequest(
+            template: current.template, ifMatch: .etag(current.etag), updateUser: "ana@example.com", updateOrigin: "TEST",
+            updateType: .incremental, description: "read-only", time: current.info.updateTime,
+            audit: AuditEntry(time: current.info.updateTime, actor: "ana@example.com", action: "set", reason: "no", result: .published))
+    }
+
+    @Test func twoProcessesNudgingWithRetryOnOnePostgresStateLandEverySteps() throws {
+        let (fake, conninfo) = try Self.fakeOnPostgres(uri: true)
+        let env = Self.keyEnvironment(fake)
+        #expect(try fake.rollout(["init", "--seed", "rollout-2026"], environment: env).status == 0)
+        let perProcess = 12
+        let group = DispatchGroup()
+        let lock = NSLock()
+        nonisolated(unsafe) var failures: [String] = []
+        let started = Date()
+        for p in 0..<2 {
+            group.enter()
+            DispatchQueue.global().async {
+                for i in 0..<perProcess {
+                    do {
+                        let r = try fake.rollout(
+                            ["nudge", "+0.1", "--retry", "--reason", "ramp \(p)/\(i)"], operator: "op\(p)@example.com",
+                            environment: env)
+                        if r.status != 0 { lock.withLock { failures.append("op\(p) #\(i): \(r.status) \(r.stderr)") } }
+                    } catch {
+                        lock.withLock { failures.append("op\(p) #\(i): \(error)") }
+                    }
+                }
+                group.leave()
+            }
+        }
+        group.wait()
+        print("2 × \(perProcess) nudges through firebase: with PostgreSQL state: \(String(format: "%.1f", Date().timeIntervalSince(started))) s")
+        #expect(failures.isEmpty, "\(failures.prefix(3))")
+        #expect(try FirebaseCLITests.percentage(fake) == "2.4")
+        let head = 2 + 2 * perProcess
+        #expect(try fake.headNumber() == head)
+        #expect(try fake.versions().count == head)
+        let verify = try fake.rollout(["audit", "verify", "--json"], environment: env)
+        #expect(verify.status == 0, "\(verify.stderr)")
+        #expect(try JSONParser().parse(verify.stdout)["versions"]?.numberValue?.int64 == Int64(head - 1))
+        let published = try Self.audit(fake).filter { $0["result"]?.stringValue == "published" }.compactMap {
+            $0["version"]?.numberValue?.int64
+        }
+        #expect(published.count == head - 1)
+        #expect(Set(published) == Set((2...head).map(Int64.init)))
+        #expect(try PGConnection(conninfo).query("SELECT count(*) FROM firebase_intents").first?.first == "0")
+    }
+
+    @Test func aPublishKilledBeforeItsAuditRecordIsSettledFromThePostgresState() throws {
+        let (fake, conninfo) = try Self.fakeOnPostgres()
+        let env = Self.keyEnvironment(fake)
+        #expect(try fake.rollout(["init", "--seed", "rollout-2026"], environment: env).status == 0)
+        #expect(try fake.rollout(["set", "10", "--reason", "start"], environment: env).status == 0)
+        #expect(try fake.headNumber() == 3)
+
+        // Firebase applies the nudge and holds its answer back; the process dies waiting for it.
+        try fake.fault("delay_after", match: "publish", count: 1, seconds: 60)
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: try TestSupport.rolloutBinary())
+        p.arguments = ["nudge", "+1", "--reason", "killed mid-publish", "--state", fake.stateLocation]
+        p.environment = fake.environment(operator: "ana@example.com").merging(env) { _, b in b }
+        p.standardOutput = FileHandle.nullDevice
+        p.standardError = FileHandle.nullDevice
+        try p.run()
+        try FirebaseInterruptionTests.waitUntil("Firebase to apply the nudge") { try fake.headNumber() == 4 }
+        FirebaseInterruptionTests.kill9(p)
+        #expect(p.terminationReason == .uncaughtSignal)
+        // The intent row is on PostgreSQL, committed before the PUT.
+        let open = try PGConnection(conninfo).query("SELECT id, base_version, audit_actor FROM firebase_intents")
+        #expect(open.count == 1 && open.first?[1] == "3" && open.first?[2] == "ana@example.com", "\(open)")
+
+        let pending = try fake.rollout(["audit", "verify", "--read-only"], environment: env)
+        #expect(pending.status == 1, "\(pending.stdout)")
+        #expect(
+            pending.stderr.contains("publish intent 1") && pending.stderr.contains("a nudge +1 by ana@example.com on version 3")
+                && pending.stderr.contains("is not settled yet"), "\(pending.stderr)")
+
+        // The next read-write command settles it: the record names version 4 and its ETag, exactly once.
+        let records = try Self.audit(fake)
+        let four = records.filter { $0["version"]?.numberValue?.int64 == 4 }
+        #expect(four.count == 1 && four.first?["result"]?.stringValue == "published")
+        #expect(four.first?["reason"]?.stringValue == "killed mid-publish")
+        let detail = four.first?["detail"]?.stringValue ?? ""
+        #expect(
+            detail.contains("settled after an interruption (publish intent 1)")
+                && detail.contains("firebase version 4 etag etag-\(fake.projectNumber)-4"), "\(detail)")
+        #expect(try PGConnection(conninfo).query("SELECT count(*) FROM firebase_intents").first?.first == "0")
+        let verify = try fake.rollout(["audit", "verify"], environment: env)
+        #expect(verify.status == 0, "\(verify.stderr)")
+        #expect(verify.stdout.hasPrefix("audit log intact: 3 records, 3 versions checked"), "\(verify.stdout)")
+        // Nothing was sent twice: the next nudge is version 5.
+        #expect(try fake.rollout(["nudge", "+1", "--reason", "next"], environment: env).status == 0)
+        #expect(try fake.headNumber() == 5)
+    }
+}
