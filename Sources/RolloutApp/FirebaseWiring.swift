@@ -88,9 +88,12 @@ public enum FirebaseWiring {
             readOnly: readOnly, clock: clock)
     }
 
-    /// The `--state` location when it names a PostgreSQL store (a libpq URI or keyword/value string), else nil.
+    /// The `--state` location of a `firebase:` store when it names a PostgreSQL store (a libpq URI or
+    /// keyword/value string), else nil.
     static func postgresState(_ invocation: Invocation) -> String? {
-        guard let state = invocation.value("--state"), StoreLocation.isPostgres(state) else { return nil }
+        guard StoreLocation.path(invocation).hasPrefix(scheme), let state = invocation.value("--state"),
+            StoreLocation.isPostgres(state)
+        else { return nil }
         return state
     }
 

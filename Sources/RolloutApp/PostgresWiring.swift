@@ -146,7 +146,7 @@ extension Wiring {
     /// store has never recorded one (its first secret). Returns the created key's path (nil: nothing created, also
     /// for a file store). A store that recorded a key keeps refusing any other key, so none is made up for it.
     public static func teamStoreKeyForEnrolment(_ invocation: Invocation) throws -> String? {
-        let location = try StoreLocation.resolvedPath(invocation)
+        let location = try FirebaseWiring.postgresState(invocation) ?? StoreLocation.resolvedPath(invocation)
         guard StoreLocation.isPostgres(location), !invocation.flag("--read-only"), try teamStoreKey(create: false).key == nil else {
             return nil
         }

@@ -172,6 +172,44 @@ struct FirebasePostgresStateTests {
         #expect(diff.status == 0 && diff.stdout.contains("2.5"), "\(diff.stderr)")
     }
 
+    /// The session's other ports come from the PostgreSQL team store, as for `--store postgresql://...`: guardrail
+    /// settings, step-up enrolment (sealed under the team key) and telemetry, each audited on the one chain.
+    @Test func settingsEnrolmentAndTelemetryLandOnThePostgresState() throws {
+        let (fake, conninfo) = try Self.fakeOnPostgres(uri: true)
+        let env = Self.keyEnvironment(fake)
+        #expect(try fake.rollout(["init", "--seed", "rollout-2026"], environment: env).status == 0)
+        let c = try PGConnection(conninfo)
+        func count(_ table: String) throws -> Int { Int((try c.query("SELECT count(*) FROM \(table)").first?.first ?? nil) ?? "") ?? -1 }
+        let audit = try count("config_audit")
+
+        let set = try fake.rollout(["policy", "set", "guardrails.auto-kill", "on"], environment: env)
+        #expect(set.status == 0, "\(set.stderr)")
+        #expect(try PostgresGuardrailSettings(store: PostgresConfigStore(conninfo: conninfo)).guardrailSettings().autoKill)
+        #expect(try count("config_audit") == audit + 1)
+        let ro = try fake.rollout(["policy", "set", "guardrails.auto-kill", "off", "--read-only"], environment: env)
+        #expect(ro.status == 4, "\(ro.stderr)")
+
+        let enrol = try fake.rollout(["operator", "enroll", "--qr", "none"], environment: env)
+        #expect(enrol.status == 0, "\(enrol.stderr)")
+        #expect(try count("stepup_enrolments") == 1)
+        #expect(FileManager.default.fileExists(atPath: env["ROLLOUT_STORE_KEY"]!), "the team store key was created")
+
+        let now = Int64(Date().timeIntervalSince1970 * 1_000_000)
+        let events =
+            (0..<20).map {
+                #"{"t":\#(now - Int64($0) * 1_000_000),"i":"fb-\#($0)","k":"session","c":"\#($0 % 2 == 0 ? "enabled" : "control")","p":"appAttest","os":"17.4"}"#
+            }.joined(separator: "\n") + "\n"
+        let input = fake.directory.appendingPathComponent("events.ndjson")
+        try events.write(to: input, atomically: true, encoding: .utf8)
+        let ingest = try fake.rollout(["ingest", input.path, "--quiet"], environment: env)
+        #expect(ingest.status == 0, "\(ingest.stderr)")
+        #expect(try count("telemetry_batches") == 1 && (try count("telemetry_installations")) == 20)
+        // Nothing of it went to Firebase or to a state file.
+        #expect(try fake.headNumber() == 2)
+        #expect(!FileManager.default.fileExists(atPath: fake.statePath))
+        #expect(try fake.rollout(["audit", "verify"], environment: env).status == 0)
+    }
+
     /// A kill publish of the newest version (for the read-only check).
     static func request(_ store: FirebaseConfigStore) throws -> PublishRequest {
         let current = try store.current()
