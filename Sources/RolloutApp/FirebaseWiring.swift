@@ -90,7 +90,7 @@ public enum FirebaseWiring {
 
     /// The `--state` location of a `firebase:` store when it names a PostgreSQL store (a libpq URI or
     /// keyword/value string), else nil.
-    static func postgresState(_ invocation: Invocation) -> String? {
+    public static func postgresState(_ invocation: Invocation) -> String? {
         guard StoreLocation.path(invocation).hasPrefix(scheme), let state = invocation.value("--state"),
             StoreLocation.isPostgres(state)
         else { return nil }

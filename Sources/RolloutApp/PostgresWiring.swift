@@ -219,7 +219,8 @@ public final class PostgresConsoleSource: ConsoleDataSource, @unchecked Sendable
 
     public init(team: TeamSession, conninfo: String, project: String, fallback: Double = 5) throws {
         inner = StoreConsoleSource(
-            monitor: try team.monitor(), stepUp: team.stepUp, storeLabel: "postgresql " + team.location, operatorID: team.operatorID,
+            monitor: try team.monitor(), stepUp: team.stepUp,
+            storeLabel: team.firebase.map { $0.label } ?? "postgresql " + team.location, operatorID: team.operatorID,
             readOnly: team.readOnly, project: project, autoKill: team)
         self.conninfo = conninfo
         self.fallback = fallback

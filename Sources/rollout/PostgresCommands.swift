@@ -25,7 +25,8 @@ enum PostgresCommands {
             + "than this program's. Each step and its row in rollout_schema commit together.",
         examples: ["rollout store migrate --store postgresql:///rollout?host=/run/postgresql"],
         action: StoreCommands.guarded { inv in
-            let location = try StoreLocation.resolvedPath(inv)
+            // A Firebase project's PostgreSQL state store (--state postgresql://...) migrates the same way.
+            let location = try FirebaseWiring.postgresState(inv) ?? StoreLocation.resolvedPath(inv)
             guard StoreLocation.isPostgres(location) else {
                 throw CommandError("store migrate is for PostgreSQL stores (--store postgresql://...); a file store migrates when opened", exit: .usage)
             }

@@ -204,6 +204,17 @@ struct FirebasePostgresStateTests {
         let ingest = try fake.rollout(["ingest", input.path, "--quiet"], environment: env)
         #expect(ingest.status == 0, "\(ingest.stderr)")
         #expect(try count("telemetry_batches") == 1 && (try count("telemetry_installations")) == 20)
+        // The App Check exchange's state too.
+        let app = try fake.rollout(
+            [
+                "appcheck", "app", "add", "1:1234567890:ios:0123456789abcdef", "--project-number", fake.projectNumber,
+                "--project-id", fake.project, "--team", "ABCDE12345", "--bundle", "com.example.firebase",
+            ], environment: env)
+        #expect(app.status == 0, "\(app.stderr)")
+        #expect(try count("appcheck_apps") == 1)
+        // `store migrate` takes the state store too (nothing to do on a current one).
+        let migrate = try fake.rollout(["store", "migrate"], environment: env)
+        #expect(migrate.status == 0 && migrate.stdout.contains("is current"), "\(migrate.stderr)")
         // Nothing of it went to Firebase or to a state file.
         #expect(try fake.headNumber() == 2)
         #expect(!FileManager.default.fileExists(atPath: fake.statePath))
