@@ -39,27 +39,7 @@ struct FirebasePostgresStateTests {
         Int((try PGConnection(conninfo).query("SELECT count(*) FROM config_audit").first?.first ?? nil) ?? "-1") ?? -1
     }
 
-    // MARK: The conformance suite of the config port, with the state on PostgreSQL
-
-    @Test(arguments: ConfigStoreConformance.checks.map(\.name))
-    func firebaseConfigStoreOnPostgresStatePasses(_ check: String) throws {
-        var fakes: [FakeFirebase] = []
-        var stores: [FirebaseConfigStore] = []
-        let factory: ConfigStoreConformance.Factory = { seed in
-            let fake = try FakeFirebase(template: try RolloutPlan.initialTemplate(seed: seed).json.prettyText)
-            fakes.append(fake)
-            let state = try PostgresFirebaseState.open(
-                conninfo: try PostgresServer.get().freshDatabase(), project: fake.project, create: true)
-            let store = try fake.store(state: state)
-            stores.append(store)
-            return store
-        }
-        try ConfigStoreConformance.checks.first { $0.name == check }!.run(factory)
-        for (fake, store) in zip(fakes, stores) {
-            let report = try store.verifyIntegrity()
-            #expect(report.versions == (try fake.headNumber()) - 1, "one published record per version after 1")
-        }
-    }
+    // (The conformance suite of the config port runs with the state on PostgreSQL in FirebaseConformanceTests.)
 
     // MARK: The port, on both adapters
 
