@@ -104,7 +104,7 @@ extension FirebaseConfigStore {
         let records = try state.verifiedAuditChain()
         let last = records.last
         // An interrupted publish not settled yet: its audit record is missing until it is (see `reconcile`).
-        if let p = try pendingIntents().first(where: { !Self.isLive($0, now: clock.now()) }) {
+        if let p = try pendingIntents().first(where: { !isLive($0, now: clock.now()) }) {
             throw ConfigIntegrityProblem(
                 "publish intent \(p.id)",
                 "a \(p.audit.action) by \(p.audit.actor) on version \(p.baseNumber), interrupted at \(p.created.iso8601), is not settled yet (Firebase unreachable, or the request may still land): its audit record is missing until a later command settles it"

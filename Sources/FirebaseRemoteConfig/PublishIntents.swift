@@ -191,7 +191,7 @@ extension FirebaseConfigStore {
     /// query of the state store, no call to Firebase).
     @discardableResult
     public func reconcile() throws -> [ReconciledPublish] {
-        let pending = try pendingIntents().filter { !Self.isLive($0, now: clock.now()) }
+        let pending = try pendingIntents().filter { !isLive($0, now: clock.now()) }
         guard !pending.isEmpty else { return [] }
         var claimed = try claimedVersions()
         var out: [ReconciledPublish] = []
@@ -225,12 +225,16 @@ extension FirebaseConfigStore {
     }
 
     /// Whether the process that began `intent` may still settle it itself: it runs (this process, or a pid alive on
-    /// this host; on another host, assumed), and the intent is younger than `inFlightHorizon` (after that, whoever
-    /// comes next settles it, so a stuck or reused pid cannot hold it forever).
-    static func isLive(_ intent: PublishIntent, now: Instant) -> Bool {
-        guard now - intent.created < inFlightHorizon else { return false }
-        guard intent.host == thisProcess.host, intent.pid != thisProcess.pid else { return true }
-        return kill(intent.pid, 0) == 0 || errno == EPERM
+    /// this host; on another host, still connected to a state store that can tell, else assumed), and the intent is
+    /// younger than `inFlightHorizon` (after that, whoever comes next settles it, so a stuck or reused pid cannot
+    /// hold it forever).
+    func isLive(_ intent: PublishIntent, now: Instant) -> Bool {
+        guard now - intent.created < Self.inFlightHorizon else { return false }
+        if intent.host == Self.thisProcess.host {
+            guard intent.pid != Self.thisProcess.pid else { return true }
+            return kill(intent.pid, 0) == 0 || errno == EPERM
+        }
+        return (try? state.publishIntentOwnerIsConnected(intent.id)) ?? nil ?? true
     }
 
     /// The version `intent` became, if it landed: after its base, not already another record's, with its content

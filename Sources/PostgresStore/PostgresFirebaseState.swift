@@ -18,6 +18,12 @@ public final class PostgresFirebaseState: FirebaseStateStore, @unchecked Sendabl
     public let store: PostgresConfigStore
     public let project: String
 
+    /// The intents this connection recorded and still holds the lease of (`publishIntentOwnerIsConnected`).
+    private var leases: Set<Int64> = []
+    private let leaseLock = NSLock()
+    /// The advisory lock class of intent leases (two-key form: class, intent id).
+    static let leaseClass = "5282125"
+
     init(store: PostgresConfigStore, project: String) {
         self.store = store
         self.project = project
@@ -121,6 +127,13 @@ public final class PostgresFirebaseState: FirebaseStateStore, @unchecked Sendabl
             guard let text = rows.first?.first ?? nil, let id = Int64(text) else {
                 throw StoreError.corrupt("the publish intent was not recorded")
             }
+            // The lease: a session-level advisory lock that this connection holds until it removes the intent or
+            // dies (the server releases it when a killed process's connection closes), so a process on any host
+            // can tell a dead owner from a live one.
+            if id <= Int64(Int32.max) {
+                try store.connection.query("SELECT pg_advisory_lock($1::int4, $2::int4)", [Self.leaseClass, String(id)])
+                leaseLock.withLock { _ = leases.insert(id) }
+            }
             return id
         }
     }
@@ -133,8 +146,31 @@ public final class PostgresFirebaseState: FirebaseStateStore, @unchecked Sendabl
 
     public func removePublishIntent(_ id: Int64) throws -> Bool {
         if isReadOnly { throw PostgresStoreError.readOnly("publish intent removal on a read-only store") }
-        return try store.atomically {
+        let removed = try store.atomically {
             try !store.connection.query("DELETE FROM firebase_intents WHERE id = $1 RETURNING id", [String(id)]).isEmpty
+        }
+        try releaseLease(id)
+        return removed
+    }
+
+    private func releaseLease(_ id: Int64) throws {
+        guard leaseLock.withLock({ leases.remove(id) }) != nil else { return }
+        try store.readingLocked {
+            _ = try store.connection.query("SELECT pg_advisory_unlock($1::int4, $2::int4)", [Self.leaseClass, String(id)])
+        }
+    }
+
+    /// Whether another connection holds intent `id`'s lease: its owner is connected (on whatever host). Intents
+    /// whose id does not fit a lease key cannot tell (nil).
+    public func publishIntentOwnerIsConnected(_ id: Int64) throws -> Bool? {
+        guard id <= Int64(Int32.max) else { return nil }
+        if leaseLock.withLock({ leases.contains(id) }) { return true }
+        return try store.readingLocked {
+            let c = store.connection
+            guard try c.query("SELECT pg_try_advisory_lock($1::int4, $2::int4)", [Self.leaseClass, String(id)]).first?.first == "t"
+            else { return true }
+            _ = try c.query("SELECT pg_advisory_unlock($1::int4, $2::int4)", [Self.leaseClass, String(id)])
+            return false
         }
     }
 

@@ -33,6 +33,15 @@ public protocol FirebaseStateStore: AnyObject {
     /// The whole audit chain, oldest first, once the database, the chain's hashes and the chain head have been
     /// checked; throws a `ConfigIntegrityProblem` naming what fails.
     func verifiedAuditChain() throws -> [AuditRecord]
+
+    /// Whether the process that recorded intent `id` is still connected to the state store, when the store can
+    /// tell (a shared server sees its clients on every host); nil when it cannot (a file: then the pid on this
+    /// host decides, and another host's intent waits out the in-flight horizon).
+    func publishIntentOwnerIsConnected(_ id: Int64) throws -> Bool?
+}
+
+extension FirebaseStateStore {
+    public func publishIntentOwnerIsConnected(_ id: Int64) throws -> Bool? { nil }
 }
 
 /// A publish to Firebase that was begun and whose audit record is not written yet.

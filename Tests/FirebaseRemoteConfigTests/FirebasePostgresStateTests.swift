@@ -91,6 +91,46 @@ struct FirebasePostgresStateTests {
         #expect(state.isReadOnly == false)
     }
 
+    /// With a shared state store, an interrupted publish of a process on another machine is not left for the
+    /// in-flight horizon: its owner holds a lease on its connection, so while that process lives the intent is
+    /// its own to settle, and once its connection is gone (the process died) the next command settles it.
+    @Test func anotherHostsInterruptedPublishIsSettledOnceItsConnectionIsGone() throws {
+        let fake = try FakeFirebase(template: try RolloutPlan.initialTemplate(seed: "s").json.prettyText)
+        let conninfo = try PostgresServer.get().freshDatabase()
+        let mine = try fake.store(state: try PostgresFirebaseState.open(conninfo: conninfo, project: fake.project, create: true))
+        let base = try mine.current()
+        // Another machine's process records an intent on version 1, on a connection of its own.
+        var owner: PostgresFirebaseState? = try PostgresFirebaseState.open(conninfo: conninfo, project: fake.project, create: false)
+        let now = Instant(Date())
+        let intent = PublishIntent(
+            created: now, host: "another-host.example", pid: 4242, baseNumber: base.info.number, ifMatch: base.etag,
+            contentDigest: "0", description: "lost", rollbackSource: nil, origin: "TEST",
+            audit: AuditEntry(time: now, actor: "bob@test", action: "set", reason: "lost", result: .published))
+        let id = try owner!.atomically { try owner!.insertPublishIntent(intent) }
+        // A colleague publishes version 2 from the Firebase console: the intent can no longer land.
+        #expect(try fake.publishAsColleague(base.template.strippingVersionInfo().json) == 2)
+
+        // Its owner is connected: the intent is left to it, and a read-only verify does not call it interrupted.
+        let viewer = try PostgresFirebaseState.open(conninfo: conninfo, project: fake.project, create: false, readOnly: true)
+        #expect(try viewer.publishIntentOwnerIsConnected(id) == true)
+        #expect(try mine.reconcile() == [])
+        _ = try fake.store(state: viewer).verifyIntegrity()
+        #expect(try owner!.publishIntentOwnerIsConnected(id) == true)
+
+        // The process dies: its connection closes and the server drops the lease.
+        owner = nil
+        let deadline = Date(timeIntervalSinceNow: 10)
+        while try viewer.publishIntentOwnerIsConnected(id) == true, Date() < deadline { usleep(20_000) }
+        #expect(try viewer.publishIntentOwnerIsConnected(id) == false)
+        #expect { try fake.store(state: viewer).verifyIntegrity() } throws: { "\($0)".contains("publish intent \(id)") }
+        #expect(try mine.reconcile() == [.notPublished(intent: id)])
+        let last = try mine.auditRecords(limit: 1, before: nil).first
+        #expect(last?.entry.result == .recorded)
+        #expect(last?.entry.detail.contains("version 2 is someone else's") == true, "\(String(describing: last))")
+        #expect(try mine.state.publishIntents().isEmpty)
+        _ = try mine.verifyIntegrity()
+    }
+
     // MARK: The CLI
 
     @Test func nudgeThroughFirebaseWithPostgresStatePublishesAndAuditsTheFirebaseVersion() throws {
