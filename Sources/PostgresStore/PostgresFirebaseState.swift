@@ -46,7 +46,8 @@ public final class PostgresFirebaseState: FirebaseStateStore, @unchecked Sendabl
                 try c.query("SELECT pg_advisory_xact_lock($1)", [PostgresSchema.advisoryLock])
                 if let v = try PostgresSchema.version(c), v > PostgresSchema.current {
                     throw StoreError.unavailable(
-                        "the store's schema (\(v)) is newer than this program's (\(PostgresSchema.current)): upgrade rollout")
+                        "the store's schema (\(v)) is newer than this program's (\(PostgresSchema.current)): upgrade rollout"
+                    )
                 }
                 try PostgresSchema.migrate(c)
                 try refuseForeign(c, shown: shown, project: project)
@@ -70,7 +71,8 @@ public final class PostgresFirebaseState: FirebaseStateStore, @unchecked Sendabl
         }
         try store.readingLocked {
             try refuseForeign(store.connection, shown: shown, project: project)
-            guard try store.connection.query("SELECT project FROM firebase_state WHERE id = 1").first?.first != nil else {
+            guard try store.connection.query("SELECT project FROM firebase_state WHERE id = 1").first?.first != nil
+            else {
                 throw StoreError.unavailable(notAdopted(shown, project: project))
             }
         }
@@ -81,9 +83,12 @@ public final class PostgresFirebaseState: FirebaseStateStore, @unchecked Sendabl
     private static func refuseForeign(_ c: PGConnection, shown: String, project: String) throws {
         if let n = try c.query("SELECT max(number) FROM config_versions").first?.first ?? nil {
             throw StoreError.unavailable(
-                "\(shown) is a PostgreSQL team store holding template versions (newest \(n)), not the state store of firebase:\(project)")
+                "\(shown) is a PostgreSQL team store holding template versions (newest \(n)), not the state store of firebase:\(project)"
+            )
         }
-        if let bound = try c.query("SELECT project FROM firebase_state WHERE id = 1").first?.first ?? nil, bound != project {
+        if let bound = try c.query("SELECT project FROM firebase_state WHERE id = 1").first?.first ?? nil,
+            bound != project
+        {
             throw StoreError.unavailable("\(shown) is the state store of firebase:\(bound), not of firebase:\(project)")
         }
     }
@@ -120,7 +125,8 @@ public final class PostgresFirebaseState: FirebaseStateStore, @unchecked Sendabl
                 FROM firebase_intents RETURNING id
                 """,
                 [
-                    String(i.created.microseconds), i.host, String(i.pid), String(i.baseNumber), i.ifMatch, i.contentDigest,
+                    String(i.created.microseconds), i.host, String(i.pid), String(i.baseNumber), i.ifMatch,
+                    i.contentDigest,
                     i.description, i.rollbackSource.map { String($0) }, i.origin, String(i.audit.time.microseconds),
                     i.audit.actor, i.audit.action, i.audit.from, i.audit.to, i.audit.reason, i.audit.detail,
                 ])
@@ -131,7 +137,8 @@ public final class PostgresFirebaseState: FirebaseStateStore, @unchecked Sendabl
             // dies (the server releases it when a killed process's connection closes), so a process on any host
             // can tell a dead owner from a live one.
             if id <= Int64(Int32.max) {
-                try store.connection.query("SELECT pg_advisory_lock($1::int4, $2::int4)", [Self.leaseClass, String(id)])
+                try store.connection.query(
+                    "SELECT pg_advisory_lock($1::int4, $2::int4)", [Self.leaseClass, String(id)])
                 leaseLock.withLock { _ = leases.insert(id) }
             }
             return id
@@ -140,7 +147,8 @@ public final class PostgresFirebaseState: FirebaseStateStore, @unchecked Sendabl
 
     public func publishIntents() throws -> [PublishIntent] {
         try store.readingLocked {
-            try store.connection.query("SELECT \(Self.intentColumns) FROM firebase_intents ORDER BY id").map(Self.intent)
+            try store.connection.query("SELECT \(Self.intentColumns) FROM firebase_intents ORDER BY id").map(
+                Self.intent)
         }
     }
 
@@ -156,7 +164,8 @@ public final class PostgresFirebaseState: FirebaseStateStore, @unchecked Sendabl
     private func releaseLease(_ id: Int64) throws {
         guard leaseLock.withLock({ leases.remove(id) }) != nil else { return }
         try store.readingLocked {
-            _ = try store.connection.query("SELECT pg_advisory_unlock($1::int4, $2::int4)", [Self.leaseClass, String(id)])
+            _ = try store.connection.query(
+                "SELECT pg_advisory_unlock($1::int4, $2::int4)", [Self.leaseClass, String(id)])
         }
     }
 
@@ -167,7 +176,9 @@ public final class PostgresFirebaseState: FirebaseStateStore, @unchecked Sendabl
         if leaseLock.withLock({ leases.contains(id) }) { return true }
         return try store.readingLocked {
             let c = store.connection
-            guard try c.query("SELECT pg_try_advisory_lock($1::int4, $2::int4)", [Self.leaseClass, String(id)]).first?.first == "t"
+            guard
+                try c.query("SELECT pg_try_advisory_lock($1::int4, $2::int4)", [Self.leaseClass, String(id)]).first?
+                    .first == "t"
             else { return true }
             _ = try c.query("SELECT pg_advisory_unlock($1::int4, $2::int4)", [Self.leaseClass, String(id)])
             return false
@@ -193,7 +204,8 @@ public final class PostgresFirebaseState: FirebaseStateStore, @unchecked Sendabl
 
     static func intent(_ r: [String?]) throws -> PublishIntent {
         func int(_ i: Int) -> Int64? { r[i].flatMap { Int64($0) } }
-        guard r.count == 17, let id = int(0), let created = int(1), let host = r[2], let pid = int(3), let base = int(4),
+        guard r.count == 17, let id = int(0), let created = int(1), let host = r[2], let pid = int(3),
+            let base = int(4),
             let ifMatch = r[5], let description = r[7], let origin = r[9], let time = int(10), let actor = r[11],
             let action = r[12], let from = r[13], let to = r[14], let reason = r[15], let detail = r[16]
         else { throw StoreError.corrupt("a publish intent of the Firebase state store has an unexpected value") }

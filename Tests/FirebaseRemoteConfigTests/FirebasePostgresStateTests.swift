@@ -49,7 +49,8 @@ struct FirebasePostgresStateTests {
         PublishIntent(
             created: t0, host: "host-a", pid: 4242, baseNumber: base, ifMatch: "etag-\(base)", contentDigest: "00ff",
             description: "nudge", rollbackSource: nil, origin: "ROLLOUT_CLI",
-            audit: AuditEntry(time: t0, actor: actor, action: "nudge +1", from: "3%", to: "4%", reason: "ramp", result: .published))
+            audit: AuditEntry(
+                time: t0, actor: actor, action: "nudge +1", from: "3%", to: "4%", reason: "ramp", result: .published))
     }
 
     /// One intent, one transaction: an intent reads back as written; removing it and appending its record commit
@@ -60,9 +61,12 @@ struct FirebasePostgresStateTests {
         defer { try? FileManager.default.removeItem(at: directory) }
         let state: any FirebaseStateStore =
             backend == "sqlite"
-            ? try FirebaseState.open(path: directory.appendingPathComponent("state.db").path, project: "p-one", create: true)
-                .configStore()
-            : try PostgresFirebaseState.open(conninfo: try PostgresServer.get().freshDatabase(), project: "p-one", create: true)
+            ? try FirebaseState.open(
+                path: directory.appendingPathComponent("state.db").path, project: "p-one", create: true
+            )
+            .configStore()
+            : try PostgresFirebaseState.open(
+                conninfo: try PostgresServer.get().freshDatabase(), project: "p-one", create: true)
         #expect(try state.publishIntents().isEmpty)
         let first = try state.atomically { try state.insertPublishIntent(Self.intent()) }
         let second = try state.atomically { try state.insertPublishIntent(Self.intent(base: 4, actor: "bob@test")) }
@@ -97,10 +101,12 @@ struct FirebasePostgresStateTests {
     @Test func anotherHostsInterruptedPublishIsSettledOnceItsConnectionIsGone() throws {
         let fake = try FakeFirebase(template: try RolloutPlan.initialTemplate(seed: "s").json.prettyText)
         let conninfo = try PostgresServer.get().freshDatabase()
-        let mine = try fake.store(state: try PostgresFirebaseState.open(conninfo: conninfo, project: fake.project, create: true))
+        let mine = try fake.store(
+            state: try PostgresFirebaseState.open(conninfo: conninfo, project: fake.project, create: true))
         let base = try mine.current()
         // Another machine's process records an intent on version 1, on a connection of its own.
-        var owner: PostgresFirebaseState? = try PostgresFirebaseState.open(conninfo: conninfo, project: fake.project, create: false)
+        var owner: PostgresFirebaseState? = try PostgresFirebaseState.open(
+            conninfo: conninfo, project: fake.project, create: false)
         let now = Instant(Date())
         let intent = PublishIntent(
             created: now, host: "another-host.example", pid: 4242, baseNumber: base.info.number, ifMatch: base.etag,
@@ -111,7 +117,8 @@ struct FirebasePostgresStateTests {
         #expect(try fake.publishAsColleague(base.template.strippingVersionInfo().json) == 2)
 
         // Its owner is connected: the intent is left to it, and a read-only verify does not call it interrupted.
-        let viewer = try PostgresFirebaseState.open(conninfo: conninfo, project: fake.project, create: false, readOnly: true)
+        let viewer = try PostgresFirebaseState.open(
+            conninfo: conninfo, project: fake.project, create: false, readOnly: true)
         #expect(try viewer.publishIntentOwnerIsConnected(id) == true)
         #expect(try mine.reconcile() == [])
         _ = try fake.store(state: viewer).verifyIntegrity()
@@ -138,7 +145,9 @@ struct FirebasePostgresStateTests {
         let env = Self.keyEnvironment(fake)
         // Before init: nothing is created, the error names the adoption.
         let early = try fake.rollout(["status"], environment: env)
-        #expect(early.status == 1 && early.stderr.contains("is not yet the state store of firebase:demo-rollout"), "\(early.stderr)")
+        #expect(
+            early.status == 1 && early.stderr.contains("is not yet the state store of firebase:demo-rollout"),
+            "\(early.stderr)")
         #expect(try PGConnection(conninfo).query("SELECT to_regclass('rollout_schema') IS NULL").first?.first == "t")
 
         let created = try fake.rollout(["init", "--seed", "rollout-2026"], environment: env)
@@ -154,7 +163,9 @@ struct FirebasePostgresStateTests {
         let records = try Self.audit(fake)
         let three = records.filter { $0["version"]?.numberValue?.int64 == 3 }
         #expect(three.count == 1 && three.first?["result"]?.stringValue == "published")
-        #expect(three.first?["detail"]?.stringValue?.contains("firebase version 3 etag etag-\(fake.projectNumber)-3") == true)
+        #expect(
+            three.first?["detail"]?.stringValue?.contains("firebase version 3 etag etag-\(fake.projectNumber)-3")
+                == true)
         #expect(try Self.auditCount(conninfo) == records.count && records.count == 2)
         // The database is bound to the project, holds no template version and no open intent.
         let c = try PGConnection(conninfo)
@@ -176,17 +187,23 @@ struct FirebasePostgresStateTests {
         #expect(try fake.headNumber() == 3 && (try fake.stat("publish")) == puts)
         #expect(try Self.auditCount(conninfo) == 2)
         // So does the read-only connection itself (below the write path).
-        let state = try PostgresFirebaseState.open(conninfo: conninfo, project: fake.project, create: false, readOnly: true)
+        let state = try PostgresFirebaseState.open(
+            conninfo: conninfo, project: fake.project, create: false, readOnly: true)
         let readOnlyStore = try fake.store(state: state)
         #expect(throws: PostgresStoreError.self) { try readOnlyStore.publish(try Self.request(readOnlyStore)) }
         #expect(try fake.headNumber() == 3 && (try Self.auditCount(conninfo)) == 2)
 
         // Another project's state, or a team store holding templates, is refused.
         let other = try fake.rollout(["status", "--store", "firebase:other-project"], environment: env)
-        #expect(other.status == 1 && other.stderr.contains("is the state store of firebase:demo-rollout"), "\(other.stderr)")
+        #expect(
+            other.status == 1 && other.stderr.contains("is the state store of firebase:demo-rollout"), "\(other.stderr)"
+        )
         let initAgain = try TestSupport.run(
-            try TestSupport.rolloutBinary(), ["init", "--store", conninfo], environment: env.merging(["ROLLOUT_OPERATOR": "x@y"]) { a, _ in a })
-        #expect(initAgain.status != 0 && initAgain.stderr.contains("state store of firebase:demo-rollout"), "\(initAgain.stderr)")
+            try TestSupport.rolloutBinary(), ["init", "--store", conninfo],
+            environment: env.merging(["ROLLOUT_OPERATOR": "x@y"]) { a, _ in a })
+        #expect(
+            initAgain.status != 0 && initAgain.stderr.contains("state store of firebase:demo-rollout"),
+            "\(initAgain.stderr)")
         // The read-only commands that take the config store work on this route too.
         let diff = try fake.rollout(["diff", "2", "3"], environment: env)
         #expect(diff.status == 0 && diff.stdout.contains("2.5"), "\(diff.stderr)")
@@ -199,12 +216,15 @@ struct FirebasePostgresStateTests {
         let env = Self.keyEnvironment(fake)
         #expect(try fake.rollout(["init", "--seed", "rollout-2026"], environment: env).status == 0)
         let c = try PGConnection(conninfo)
-        func count(_ table: String) throws -> Int { Int((try c.query("SELECT count(*) FROM \(table)").first?.first ?? nil) ?? "") ?? -1 }
+        func count(_ table: String) throws -> Int {
+            Int((try c.query("SELECT count(*) FROM \(table)").first?.first ?? nil) ?? "") ?? -1
+        }
         let audit = try count("config_audit")
 
         let set = try fake.rollout(["policy", "set", "guardrails.auto-kill", "on"], environment: env)
         #expect(set.status == 0, "\(set.stderr)")
-        #expect(try PostgresGuardrailSettings(store: PostgresConfigStore(conninfo: conninfo)).guardrailSettings().autoKill)
+        #expect(
+            try PostgresGuardrailSettings(store: PostgresConfigStore(conninfo: conninfo)).guardrailSettings().autoKill)
         #expect(try count("config_audit") == audit + 1)
         let ro = try fake.rollout(["policy", "set", "guardrails.auto-kill", "off", "--read-only"], environment: env)
         #expect(ro.status == 4, "\(ro.stderr)")
@@ -245,9 +265,12 @@ struct FirebasePostgresStateTests {
     static func request(_ store: FirebaseConfigStore) throws -> PublishRequest {
         let current = try store.current()
         return PublishRequest(
-            template: current.template, ifMatch: .etag(current.etag), updateUser: "ana@example.com", updateOrigin: "TEST",
+            template: current.template, ifMatch: .etag(current.etag), updateUser: "ana@example.com",
+            updateOrigin: "TEST",
             updateType: .incremental, description: "read-only", time: current.info.updateTime,
-            audit: AuditEntry(time: current.info.updateTime, actor: "ana@example.com", action: "set", reason: "no", result: .published))
+            audit: AuditEntry(
+                time: current.info.updateTime, actor: "ana@example.com", action: "set", reason: "no", result: .published
+            ))
     }
 
     @Test func twoProcessesNudgingWithRetryOnOnePostgresStateLandEverySteps() throws {
@@ -276,7 +299,9 @@ struct FirebasePostgresStateTests {
             }
         }
         group.wait()
-        print("2 × \(perProcess) nudges through firebase: with PostgreSQL state: \(String(format: "%.1f", Date().timeIntervalSince(started))) s")
+        print(
+            "2 × \(perProcess) nudges through firebase: with PostgreSQL state: \(String(format: "%.1f", Date().timeIntervalSince(started))) s"
+        )
         #expect(failures.isEmpty, "\(failures.prefix(3))")
         #expect(try FirebaseCLITests.percentage(fake) == "6")
         let head = 2 + 2 * perProcess
@@ -319,7 +344,8 @@ struct FirebasePostgresStateTests {
         let pending = try fake.rollout(["audit", "verify", "--read-only"], environment: env)
         #expect(pending.status == 1, "\(pending.stdout)")
         #expect(
-            pending.stderr.contains("publish intent 1") && pending.stderr.contains("a nudge +1 by ana@example.com on version 3")
+            pending.stderr.contains("publish intent 1")
+                && pending.stderr.contains("a nudge +1 by ana@example.com on version 3")
                 && pending.stderr.contains("is not settled yet"), "\(pending.stderr)")
 
         // The next read-write command settles it: the record names version 4 and its ETag, exactly once.

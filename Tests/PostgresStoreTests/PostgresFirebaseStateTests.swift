@@ -15,13 +15,15 @@ struct PostgresFirebaseStateTests {
         PublishIntent(
             created: t0, host: "host-a", pid: 4242, baseNumber: base, ifMatch: "etag-\(base)", contentDigest: "00ff",
             description: "nudge", rollbackSource: nil, origin: "ROLLOUT_CLI",
-            audit: AuditEntry(time: t0, actor: actor, action: "nudge +1", from: "3%", to: "4%", reason: "ramp", result: .published))
+            audit: AuditEntry(
+                time: t0, actor: actor, action: "nudge +1", from: "3%", to: "4%", reason: "ramp", result: .published))
     }
 
     @Test func initBindsTheDatabaseToOneProjectAndNothingElseCreatesIt() throws {
         let conninfo = try PostgresServer.get().freshDatabase()
         #expect { _ = try PostgresFirebaseState.open(conninfo: conninfo, project: "p-one", create: false) } throws: {
-            "\($0)".contains("is not yet the state store of firebase:p-one") && "\($0)".contains("rollout init --store firebase:p-one")
+            "\($0)".contains("is not yet the state store of firebase:p-one")
+                && "\($0)".contains("rollout init --store firebase:p-one")
         }
         #expect(try PGConnection(conninfo).query("SELECT to_regclass('rollout_schema') IS NULL").first?.first == "t")
         let state = try PostgresFirebaseState.open(conninfo: conninfo, project: "p-one", create: true)
@@ -29,7 +31,9 @@ struct PostgresFirebaseStateTests {
         // Adopting again is harmless; another project is refused, with or without create.
         _ = try PostgresFirebaseState.open(conninfo: conninfo, project: "p-one", create: true)
         for create in [false, true] {
-            #expect { _ = try PostgresFirebaseState.open(conninfo: conninfo, project: "p-two", create: create) } throws: {
+            #expect {
+                _ = try PostgresFirebaseState.open(conninfo: conninfo, project: "p-two", create: create)
+            } throws: {
                 "\($0)".contains("is the state store of firebase:p-one, not of firebase:p-two")
             }
         }
@@ -38,7 +42,9 @@ struct PostgresFirebaseStateTests {
         #expect { _ = try PostgresFirebaseState.open(conninfo: team, project: "p-one", create: true) } throws: {
             "\($0)".contains("team store holding template versions (newest 1)")
         }
-        #expect { _ = try PostgresConfigStore.create(conninfo: conninfo) { try PostgresStoreTests.genesis(seed: "x") } } throws: {
+        #expect {
+            _ = try PostgresConfigStore.create(conninfo: conninfo) { try PostgresStoreTests.genesis(seed: "x") }
+        } throws: {
             "\($0)".contains("state store of firebase:p-one")
         }
         #expect(try PGConnection(conninfo).query("SELECT count(*) FROM config_versions").first?.first == "0")
@@ -52,7 +58,9 @@ struct PostgresFirebaseStateTests {
         try state.appendAudit(Self.intent(base: 4).audit)
         #expect(try state.verifiedAuditChain().map(\.sequence) == [1, 2])
         try state.store.connection.query("UPDATE config_audit SET reason = 'edited' WHERE sequence = 1")
-        #expect { try state.verifiedAuditChain() } throws: { ($0 as? ConfigIntegrityProblem)?.description.contains("audit") == true }
+        #expect { try state.verifiedAuditChain() } throws: {
+            ($0 as? ConfigIntegrityProblem)?.description.contains("audit") == true
+        }
     }
 
     @Test func theViewerRoleAndReadOnlyConnectionsRefuseWritesAndTheWriterWorks() throws {
@@ -77,11 +85,14 @@ struct PostgresFirebaseStateTests {
         #expect { _ = try viewer.insertPublishIntent(Self.intent()) } throws: { "\($0)".contains("permission denied") }
         #expect { _ = try viewer.removePublishIntent(2) } throws: { "\($0)".contains("permission denied") }
 
-        let readOnly = try PostgresFirebaseState.open(conninfo: conninfo, project: "p-one", create: false, readOnly: true)
+        let readOnly = try PostgresFirebaseState.open(
+            conninfo: conninfo, project: "p-one", create: false, readOnly: true)
         #expect(throws: PostgresStoreError.self) { _ = try readOnly.insertPublishIntent(Self.intent()) }
         #expect(throws: PostgresStoreError.self) { _ = try readOnly.removePublishIntent(2) }
         #expect(throws: PostgresStoreError.self) { try readOnly.appendAudit(Self.intent().audit) }
-        #expect(throws: PostgresStoreError.self) { _ = try PostgresFirebaseState.open(conninfo: conninfo, project: "p-one", create: true, readOnly: true) }
+        #expect(throws: PostgresStoreError.self) {
+            _ = try PostgresFirebaseState.open(conninfo: conninfo, project: "p-one", create: true, readOnly: true)
+        }
         #expect(try owner.publishIntents().count == 1 && (try owner.auditRecords(limit: 10, before: nil)).count == 1)
     }
 }
