@@ -150,7 +150,7 @@ let package = Package(
             name: "FirebaseRemoteConfigTests",
             dependencies: [
                 "TestSupport", "FirebaseFake", "StoreConformance", "FirebaseRemoteConfig", "Store", "Rollout", "RemoteConfig", "JSON",
-                "Timekeeping",
+                "Timekeeping", "PostgresStore",
             ],
             swiftSettings: strict),
         .testTarget(

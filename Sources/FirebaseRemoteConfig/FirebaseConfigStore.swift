@@ -8,8 +8,8 @@ import Timekeeping
 
 /// The `ConfigStore` whose templates live in Firebase Remote Config, with the audit log in a state store.
 ///
-/// Firebase keeps the template versions (and only 300 of them, for 90 days); the state store (an SQLite
-/// `RolloutStore` file) keeps what Firebase does not: the unlimited audit chain, telemetry, operators, step-up
+/// Firebase keeps the template versions (and only 300 of them, for 90 days); the state store (the port
+/// `FirebaseStateStore`: an SQLite `RolloutStore` file, or the PostgreSQL team store) keeps what Firebase does not: the unlimited audit chain, telemetry, operators, step-up
 /// and guardrail settings. Each `published` audit record names the Firebase version number and ETag it produced.
 ///
 /// A publish is validated first (`validateOnly=true`), then sent once with `If-Match`. When its answer is lost
@@ -18,8 +18,8 @@ import Timekeeping
 /// a publish is never applied twice.
 public final class FirebaseConfigStore: ConfigStore, @unchecked Sendable {
     public let client: RemoteConfigClient
-    /// The state store's audit log (its config tables hold no template versions).
-    public let state: SQLiteConfigStore
+    /// The state store: the audit log (it holds no template versions) and the publish intents.
+    public let state: any FirebaseStateStore
     public let clock: any Clock
     private let lock = NSLock()
     /// Versions are immutable: read each at most once per process.
@@ -39,7 +39,7 @@ public final class FirebaseConfigStore: ConfigStore, @unchecked Sendable {
     private var publishers: [Int: (actor: String, origin: String)] = [:]
     private var publishersScanned: Int64 = 0
 
-    public init(client: RemoteConfigClient, state: SQLiteConfigStore, clock: any Clock) {
+    public init(client: RemoteConfigClient, state: any FirebaseStateStore, clock: any Clock) {
         self.client = client
         self.state = state
         self.clock = clock

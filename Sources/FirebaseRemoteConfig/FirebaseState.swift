@@ -101,35 +101,10 @@ extension FirebaseConfigStore {
     /// Checks the state store's audit chain and head, and that every `published` record names the Firebase version
     /// and ETag it produced. (The template versions themselves are Firebase's, immutable there.)
     public func verifyIntegrity() throws -> ConfigIntegrityReport {
-        let db = state.database
-        let integrity = try db.query("PRAGMA integrity_check").compactMap { $0.first?.string }
-        if integrity != ["ok"] {
-            throw ConfigIntegrityProblem(
-                "database", "SQLite integrity check failed: \(integrity.prefix(3).joined(separator: "; "))")
-        }
-        let records = try state.auditRecords(limit: Int.max, before: nil).reversed()
-        if let b = AuditChain.verify(records) { throw ConfigIntegrityProblem(auditRecord: b.sequence, b.problem) }
-        let head = try db.query("SELECT audit_sequence, audit_hash FROM config_head WHERE id = 1").first
+        let records = try state.verifiedAuditChain()
         let last = records.last
-        if let head {
-            guard let sequence = head[0].int, let hash = head[1].string else {
-                throw ConfigIntegrityProblem("chain head", "has an unexpected value (edited?)")
-            }
-            if sequence != (last?.sequence ?? 0) {
-                throw ConfigIntegrityProblem(
-                    auditRecord: min(sequence, last?.sequence ?? 0) + 1,
-                    sequence > (last?.sequence ?? 0)
-                        ? "missing (deleted?): the chain head is record \(sequence)"
-                        : "not covered by the chain head (appended outside rollout?)")
-            }
-            if let last, last.hash != hash {
-                throw ConfigIntegrityProblem(auditRecord: last.sequence, "does not match the chain head's hash (edited)")
-            }
-        } else if last != nil {
-            throw ConfigIntegrityProblem("chain head", "missing (deleted?) although the store has records")
-        }
         // An interrupted publish not settled yet: its audit record is missing until it is (see `reconcile`).
-        if let p = try pendingIntents().first(where: { !Self.isLive($0, now: clock.now()) }) {
+        if let p = try pendingIntents().first(where: { !isLive($0, now: clock.now()) }) {
             throw ConfigIntegrityProblem(
                 "publish intent \(p.id)",
                 "a \(p.audit.action) by \(p.audit.actor) on version \(p.baseNumber), interrupted at \(p.created.iso8601), is not settled yet (Firebase unreachable, or the request may still land): its audit record is missing until a later command settles it"

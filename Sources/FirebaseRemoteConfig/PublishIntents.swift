@@ -5,52 +5,7 @@ import Rollout
 import Store
 import Timekeeping
 
-/// A publish to Firebase that was begun and whose audit record is not written yet.
-///
-/// Firebase and the state store are two systems, so a publish cannot commit in both at once. Instead the state
-/// store records the intent (what will be sent, on which base, and the audit record that goes with it) and
-/// commits it before the PUT; the audit record is appended, and the intent removed, in one state-store
-/// transaction once the version is known. A process killed in between leaves the intent behind, and the next
-/// command settles it against Firebase's versions (`FirebaseConfigStore.reconcile`): applied, the audit record is
-/// completed with the version and ETag Firebase gave it; not applied, the record says so. Nothing is sent again.
-package struct PublishIntent: Sendable, Equatable {
-    package var id: Int64
-    package var created: Instant
-    /// The process that sent it (its host and pid): while that process lives, it settles its own intent.
-    package var host: String
-    package var pid: Int32
-    /// The version the publish was based on, and the `If-Match` it sent (`*` when forced).
-    package var baseNumber: Int
-    package var ifMatch: String
-    /// SHA-256 of the published content (`FirebaseConfigStore.content`); nil for a rollback.
-    package var contentDigest: String?
-    package var description: String
-    package var rollbackSource: Int?
-    package var origin: String
-    /// The audit record to append when the publish is settled (its `version` is filled in then).
-    package var audit: AuditEntry
-
-    package init(
-        id: Int64 = 0, created: Instant, host: String, pid: Int32, baseNumber: Int, ifMatch: String,
-        contentDigest: String?,
-        description: String, rollbackSource: Int?, origin: String, audit: AuditEntry
-    ) {
-        self.id = id
-        self.created = created
-        self.host = host
-        self.pid = pid
-        self.baseNumber = baseNumber
-        self.ifMatch = ifMatch
-        self.contentDigest = contentDigest
-        self.description = description
-        self.rollbackSource = rollbackSource
-        self.origin = origin
-        self.audit = audit
-    }
-
-    /// `If-Match: <etag>`, not forced and not a rollback: it can only ever become version `baseNumber + 1`.
-    var conditional: Bool { ifMatch != "*" && rollbackSource == nil }
-}
+// `PublishIntent` and the state store's port (`FirebaseStateStore`) are the core's (Sources/Rollout).
 
 /// The `firebase_intents` table of a state store.
 enum PublishIntentTable {
@@ -119,6 +74,57 @@ enum PublishIntentTable {
     }
 }
 
+/// The SQLite state file (a `RolloutStore` whose config tables hold only the audit chain) as the Firebase store's
+/// state store.
+extension SQLiteConfigStore: FirebaseStateStore {
+    public var isReadOnly: Bool { database.isReadOnly }
+
+    public func insertPublishIntent(_ intent: PublishIntent) throws -> Int64 {
+        try atomically { try PublishIntentTable.insert(intent, in: database) }
+    }
+
+    public func publishIntents() throws -> [PublishIntent] {
+        // Under the connection's lock (its write transaction) when the store is writable: other threads of this
+        // process may be using the connection; a read-only session has no writer to wait for.
+        if database.isReadOnly { return try PublishIntentTable.all(in: database) }
+        return try atomically { try PublishIntentTable.all(in: database) }
+    }
+
+    public func removePublishIntent(_ id: Int64) throws -> Bool {
+        try atomically { try PublishIntentTable.remove(id, in: database) }
+    }
+
+    public func verifiedAuditChain() throws -> [AuditRecord] {
+        let integrity = try database.query("PRAGMA integrity_check").compactMap { $0.first?.string }
+        if integrity != ["ok"] {
+            throw ConfigIntegrityProblem(
+                "database", "SQLite integrity check failed: \(integrity.prefix(3).joined(separator: "; "))")
+        }
+        let records = Array(try auditRecords(limit: Int.max, before: nil).reversed())
+        if let b = AuditChain.verify(records) { throw ConfigIntegrityProblem(auditRecord: b.sequence, b.problem) }
+        let head = try database.query("SELECT audit_sequence, audit_hash FROM config_head WHERE id = 1").first
+        let last = records.last
+        if let head {
+            guard let sequence = head[0].int, let hash = head[1].string else {
+                throw ConfigIntegrityProblem("chain head", "has an unexpected value (edited?)")
+            }
+            if sequence != (last?.sequence ?? 0) {
+                throw ConfigIntegrityProblem(
+                    auditRecord: min(sequence, last?.sequence ?? 0) + 1,
+                    sequence > (last?.sequence ?? 0)
+                        ? "missing (deleted?): the chain head is record \(sequence)"
+                        : "not covered by the chain head (appended outside rollout?)")
+            }
+            if let last, last.hash != hash {
+                throw ConfigIntegrityProblem(auditRecord: last.sequence, "does not match the chain head's hash (edited)")
+            }
+        } else if last != nil {
+            throw ConfigIntegrityProblem("chain head", "missing (deleted?) although the store has records")
+        }
+        return records
+    }
+}
+
 /// What `reconcile` did with one interrupted publish.
 public enum ReconciledPublish: Sendable, Equatable, CustomStringConvertible {
     /// It had landed: its audit record now names the version.
@@ -140,16 +146,11 @@ extension FirebaseConfigStore {
     package static let thisProcess: (host: String, pid: Int32) = (ProcessInfo.processInfo.hostName, getpid())
 
     /// Publishes begun and not yet settled (none on a read-only state store that never had one).
-    package func pendingIntents() throws -> [PublishIntent] {
-        // Under the connection's lock (its write transaction) when the store is writable: other threads of this
-        // process may be using the connection; a read-only session has no writer to wait for.
-        if state.database.isReadOnly { return try PublishIntentTable.all(in: state.database) }
-        return try state.atomically { try PublishIntentTable.all(in: state.database) }
-    }
+    package func pendingIntents() throws -> [PublishIntent] { try state.publishIntents() }
 
-    /// Records `intent` and commits it, before anything is sent.
+    /// Records `intent` and commits it (one transaction of its own), before anything is sent.
     package func begin(_ intent: PublishIntent) throws -> Int64 {
-        try state.atomically { try PublishIntentTable.insert(intent, in: state.database) }
+        try state.atomically { try state.insertPublishIntent(intent) }
     }
 
     /// Appends the audit record of a landed publish and removes its intent, in one transaction; nothing when another
@@ -167,7 +168,7 @@ extension FirebaseConfigStore {
         if let note { entry.detail = (entry.detail.isEmpty ? "" : entry.detail + "; ") + note }
         entry.detail = (entry.detail.isEmpty ? "" : entry.detail + "; ") + Self.auditMark(info, origin: intent.origin)
         try state.atomically {
-            guard try PublishIntentTable.remove(intent.id, in: state.database) else { return }
+            guard try state.removePublishIntent(intent.id) else { return }
             try state.appendAudit(entry)
         }
     }
@@ -175,7 +176,7 @@ extension FirebaseConfigStore {
     /// Removes the intent of a publish known not to have landed (and unable to land later) without a record: the
     /// caller reports (and the write path audits) what happened instead.
     func abandon(_ id: Int64) throws {
-        try state.atomically { _ = try PublishIntentTable.remove(id, in: state.database) }
+        try state.atomically { _ = try state.removePublishIntent(id) }
     }
 
     /// How long an interrupted publish that is neither found nor excluded stays pending: a request the dead
@@ -190,7 +191,7 @@ extension FirebaseConfigStore {
     /// query of the state store, no call to Firebase).
     @discardableResult
     public func reconcile() throws -> [ReconciledPublish] {
-        let pending = try pendingIntents().filter { !Self.isLive($0, now: clock.now()) }
+        let pending = try pendingIntents().filter { !isLive($0, now: clock.now()) }
         guard !pending.isEmpty else { return [] }
         var claimed = try claimedVersions()
         var out: [ReconciledPublish] = []
@@ -215,7 +216,7 @@ extension FirebaseConfigStore {
                     ? "version \(intent.baseNumber + 1) is someone else's"
                     : "not found \(Self.inFlightHorizon.microseconds / 60_000_000) minutes later") + ")"
             try state.atomically {
-                guard try PublishIntentTable.remove(intent.id, in: state.database) else { return }
+                guard try state.removePublishIntent(intent.id) else { return }
                 try state.appendAudit(entry)
             }
             out.append(.notPublished(intent: intent.id))
@@ -224,12 +225,16 @@ extension FirebaseConfigStore {
     }
 
     /// Whether the process that began `intent` may still settle it itself: it runs (this process, or a pid alive on
-    /// this host; on another host, assumed), and the intent is younger than `inFlightHorizon` (after that, whoever
-    /// comes next settles it, so a stuck or reused pid cannot hold it forever).
-    static func isLive(_ intent: PublishIntent, now: Instant) -> Bool {
-        guard now - intent.created < inFlightHorizon else { return false }
-        guard intent.host == thisProcess.host, intent.pid != thisProcess.pid else { return true }
-        return kill(intent.pid, 0) == 0 || errno == EPERM
+    /// this host; on another host, still connected to a state store that can tell, else assumed), and the intent is
+    /// younger than `inFlightHorizon` (after that, whoever comes next settles it, so a stuck or reused pid cannot
+    /// hold it forever).
+    func isLive(_ intent: PublishIntent, now: Instant) -> Bool {
+        guard now - intent.created < Self.inFlightHorizon else { return false }
+        if intent.host == Self.thisProcess.host {
+            guard intent.pid != Self.thisProcess.pid else { return true }
+            return kill(intent.pid, 0) == 0 || errno == EPERM
+        }
+        return (try? state.publishIntentOwnerIsConnected(intent.id)) ?? nil ?? true
     }
 
     /// The version `intent` became, if it landed: after its base, not already another record's, with its content

@@ -77,6 +77,9 @@ public final class PostgresConfigStore: ConfigStore, @unchecked Sendable {
             if let n = try c.query("SELECT max(number) FROM config_versions").first?.first ?? nil {
                 throw StoreError.unavailable("a store already exists there (version \(n)); init only creates new stores")
             }
+            if let project = try c.query("SELECT project FROM firebase_state WHERE id = 1").first?.first ?? nil {
+                throw StoreError.unavailable("the database is the state store of firebase:\(project); init only creates new stores")
+            }
             try c.execute("COMMIT")
         } catch {
             try? c.execute("ROLLBACK")

@@ -130,6 +130,17 @@ public enum PostgresSchema {
             id INTEGER PRIMARY KEY CHECK (id = 1), plan TEXT NOT NULL, plan_name TEXT NOT NULL, approved_by TEXT NOT NULL,
             steps TEXT NOT NULL, granted_at BIGINT NOT NULL, expires_at BIGINT NOT NULL);
         """,
+        // 5: the state of a Firebase project on this store (`PostgresFirebaseState`): the project the database is
+        // bound to, and the publish intents (the SQLite state file's `firebase_state` and `firebase_intents`).
+        """
+        CREATE TABLE firebase_state (id INTEGER PRIMARY KEY CHECK (id = 1), project TEXT NOT NULL);
+        CREATE TABLE firebase_intents (
+            id BIGINT PRIMARY KEY, created_us BIGINT NOT NULL, host TEXT NOT NULL, pid INTEGER NOT NULL,
+            base_version BIGINT NOT NULL, if_match TEXT NOT NULL, content_sha256 TEXT, description TEXT NOT NULL,
+            rollback_source BIGINT, update_origin TEXT NOT NULL,
+            audit_time_us BIGINT NOT NULL, audit_actor TEXT NOT NULL, audit_action TEXT NOT NULL,
+            audit_from TEXT NOT NULL, audit_to TEXT NOT NULL, audit_reason TEXT NOT NULL, audit_detail TEXT NOT NULL);
+        """,
     ]
 
     /// The recorded schema version; nil when the database has no rollout schema at all.

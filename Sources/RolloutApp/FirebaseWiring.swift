@@ -2,6 +2,8 @@ import CommandLineKit
 import FirebaseRemoteConfig
 import Foundation
 import Monitoring
+import PostgresStore
+import RemoteConfig
 import Rollout
 import Store
 import Timekeeping
@@ -36,7 +38,7 @@ public enum FirebaseWiring {
         .value(
             "--state", name: "PATH",
             help:
-                "With --store firebase:PROJECT: the state store (audit log, telemetry, operators); default per project."
+                "With --store firebase:PROJECT: the state store (audit log, telemetry, operators): a file (default per project) or a PostgreSQL team store (postgresql://...)."
         ),
         .value(
             "--credentials", name: "FILE",
@@ -66,6 +68,12 @@ public enum FirebaseWiring {
     /// The Firebase session of the invocation, or nil when its store is not `firebase:...` (the hook in `Wiring`).
     static func session(_ invocation: Invocation, create: Bool) throws -> StoreSession? {
         guard let project = try project(of: StoreLocation.path(invocation)) else { return nil }
+        // A PostgreSQL state store is a team session (`teamSession`); a command that reaches here does not run there.
+        if let conninfo = postgresState(invocation) {
+            throw CommandError(
+                "'\(invocation.commandLine)' does not run with a PostgreSQL state store yet (--state \(PostgresConfigStore.redacted(conninfo)) needs a state file): "
+                    + "nothing was read or written")
+        }
         let readOnly = invocation.flag("--read-only")
         let clock = SystemClock()
         let state = try stateStore(invocation, project: project, create: create, readOnly: readOnly)
@@ -78,6 +86,54 @@ public enum FirebaseWiring {
         return StoreSession(
             path: store.label, store: state, config: store, operatorID: try Wiring.operatorID(invocation),
             readOnly: readOnly, clock: clock)
+    }
+
+    /// The `--state` location of a `firebase:` store when it names a PostgreSQL store (a libpq URI or
+    /// keyword/value string), else nil.
+    public static func postgresState(_ invocation: Invocation) -> String? {
+        guard StoreLocation.path(invocation).hasPrefix(scheme), let state = invocation.value("--state"),
+            StoreLocation.isPostgres(state)
+        else { return nil }
+        return state
+    }
+
+    /// `--store firebase:PROJECT --state postgresql://...`: the templates in Firebase, everything else on the
+    /// PostgreSQL team store (the audit chain naming Firebase's versions and the publish intents through
+    /// `PostgresFirebaseState`; operators, step-up, guardrail settings, telemetry and App Check state through the
+    /// team store's own ports, as for `--store postgresql://...`). Nil for any other invocation. Only `init`
+    /// (`create`) creates the schema and binds the database to the project.
+    public static func teamSession(_ invocation: Invocation, create: Bool = false) throws -> TeamSession? {
+        guard let project = try project(of: StoreLocation.path(invocation)), let conninfo = postgresState(invocation) else {
+            return nil
+        }
+        let readOnly = invocation.flag("--read-only")
+        let clock = SystemClock()
+        let state = try PostgresFirebaseState.open(conninfo: conninfo, project: project, create: create, readOnly: readOnly)
+        let store = try configStore(project: project, state: state, invocation: invocation, clock: clock)
+        if invocation.path.last == "console" { store.pollInterval = consolePollInterval }
+        // As on a state file: settle what an interrupted process left behind before anything reads the log.
+        if !readOnly && !create { _ = try? store.reconcile() }
+        return TeamSession(
+            location: "\(store.label), state \(PostgresConfigStore.redacted(conninfo))", config: state.store,
+            operatorID: try Wiring.operatorID(invocation), readOnly: readOnly, clock: clock,
+            stepUp: PostgresStepUpStore(store: state.store, key: try Wiring.teamStoreKey(create: false).key), firebase: store)
+    }
+
+    /// `rollout init --store firebase:PROJECT --state postgresql://...`: binds the database to the project and adopts
+    /// the project's template (the rollout added as one publish); nil for any other invocation.
+    public static func adoptWithTeamState(_ invocation: Invocation, seed: String, form: RemoteConfigTemplate.Form) throws
+        -> TeamSession?
+    {
+        guard let team = try teamSession(invocation, create: true), let firebase = team.firebase else { return nil }
+        let adopted = try firebase.initializeIfEmpty {
+            try SQLiteConfigStore.genesis(seed: seed, form: form, actor: team.operatorID, time: team.clock.now())
+        }
+        guard adopted else {
+            throw StoreError.unavailable(
+                "the state store of \(firebase.label) already holds its rollout (version \(try firebase.current().info.number)); "
+                    + "init only adopts a project once")
+        }
+        return team
     }
 
     /// The state store of `project`: `--state PATH`, else `firebase-PROJECT.db` in the per-user directory. Only
@@ -110,7 +166,9 @@ public enum FirebaseWiring {
     }
 
     /// The Firebase config store for `project`, with the invocation's credentials and endpoint.
-    public static func configStore(project: String, state: SQLiteConfigStore, invocation: Invocation, clock: any Clock)
+    public static func configStore(
+        project: String, state: any FirebaseStateStore, invocation: Invocation, clock: any Clock
+    )
         throws -> FirebaseConfigStore
     {
         let env = invocation.environment

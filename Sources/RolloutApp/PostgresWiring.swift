@@ -1,5 +1,6 @@
 import CommandLineKit
 import Console
+import FirebaseRemoteConfig
 import Foundation
 import Monitoring
 import PostgresStore
@@ -55,14 +56,21 @@ public struct TeamSession {
     /// The step-up state on this store, its secrets sealed with the team store key.
     public let stepUp: PostgresStepUpStore
 
+    /// The Firebase store when the templates live in Firebase Remote Config and this store is its state store
+    /// (`--store firebase:PROJECT --state postgresql://...`, `FirebaseWiring.teamSession`); nil otherwise.
+    public var firebase: FirebaseConfigStore? = nil
+
+    /// Where the templates live: Firebase when `firebase` is set, else this store.
+    public var templates: any ConfigStore { firebase ?? config }
+
     /// The rollout with its telemetry and verdict, read from this store (the same `RolloutMonitor` as SQLite's).
-    public func monitor() throws -> RolloutMonitor { try RolloutMonitor(store: config, clock: clock) }
+    public func monitor() throws -> RolloutMonitor { try RolloutMonitor(store: config, config: firebase, clock: clock) }
 
     /// The write path with the same policies as on SQLite, in the same order: the telemetry guardrail (verdict
     /// and attestation budget), then step-up (a store without enrolled operators has no step-up).
     public func writePath() throws -> WritePath {
         WritePath(
-            store: config, clock: clock,
+            store: templates, clock: clock,
             policies: [
                 try monitor().guardrailPolicy(),
                 StepUpWritePolicy(store: stepUp, clock: clock, preApprovals: PostgresRampPlans(store: config)),
@@ -75,6 +83,7 @@ extension Wiring {
     /// The invocation's PostgreSQL store, or nil when `--store` names a file. Read-only under `--read-only` (the
     /// connection's transactions are READ ONLY). Creates and migrates nothing.
     public static func teamSession(_ invocation: Invocation) throws -> TeamSession? {
+        if let firebase = try FirebaseWiring.teamSession(invocation) { return firebase }
         let location = try StoreLocation.resolvedPath(invocation)
         guard StoreLocation.isPostgres(location) else { return nil }
         return try teamSession(conninfo: location, operatorID: try operatorID(invocation), readOnly: invocation.flag("--read-only"))
@@ -140,7 +149,7 @@ extension Wiring {
     /// store has never recorded one (its first secret). Returns the created key's path (nil: nothing created, also
     /// for a file store). A store that recorded a key keeps refusing any other key, so none is made up for it.
     public static func teamStoreKeyForEnrolment(_ invocation: Invocation) throws -> String? {
-        let location = try StoreLocation.resolvedPath(invocation)
+        let location = try FirebaseWiring.postgresState(invocation) ?? StoreLocation.resolvedPath(invocation)
         guard StoreLocation.isPostgres(location), !invocation.flag("--read-only"), try teamStoreKey(create: false).key == nil else {
             return nil
         }
@@ -183,8 +192,12 @@ extension StoreSession: ConsoleWriteSession {
 }
 
 extension TeamSession: ConsoleWriteSession {
-    public var consoleConfig: any ConfigStore { config }
+    public var consoleConfig: any ConfigStore { templates }
     public func verifyConfigIntegrity() throws {
+        if let firebase {
+            _ = try firebase.verifyIntegrity()
+            return
+        }
         do {
             _ = try config.verify()
         } catch StoreError.corrupt(let why) {
@@ -209,7 +222,8 @@ public final class PostgresConsoleSource: ConsoleDataSource, @unchecked Sendable
 
     public init(team: TeamSession, conninfo: String, project: String, fallback: Double = 5) throws {
         inner = StoreConsoleSource(
-            monitor: try team.monitor(), stepUp: team.stepUp, storeLabel: "postgresql " + team.location, operatorID: team.operatorID,
+            monitor: try team.monitor(), stepUp: team.stepUp,
+            storeLabel: team.firebase.map { $0.label } ?? "postgresql " + team.location, operatorID: team.operatorID,
             readOnly: team.readOnly, project: project, autoKill: team)
         self.conninfo = conninfo
         self.fallback = fallback

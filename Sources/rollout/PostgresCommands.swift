@@ -25,7 +25,8 @@ enum PostgresCommands {
             + "than this program's. Each step and its row in rollout_schema commit together.",
         examples: ["rollout store migrate --store postgresql:///rollout?host=/run/postgresql"],
         action: StoreCommands.guarded { inv in
-            let location = try StoreLocation.resolvedPath(inv)
+            // A Firebase project's PostgreSQL state store (--state postgresql://...) migrates the same way.
+            let location = try FirebaseWiring.postgresState(inv) ?? StoreLocation.resolvedPath(inv)
             guard StoreLocation.isPostgres(location) else {
                 throw CommandError("store migrate is for PostgreSQL stores (--store postgresql://...); a file store migrates when opened", exit: .usage)
             }
@@ -94,6 +95,13 @@ enum PostgresCommands {
 
     /// `init` on a PostgreSQL location; nil for a file store.
     static func initStore(_ inv: Invocation, seed: String, form: RemoteConfigTemplate.Form) throws -> ExitCode? {
+        if let team = try FirebaseWiring.adoptWithTeamState(inv, seed: seed, form: form), let firebase = team.firebase {
+            let current = try firebase.current()
+            print("created store \(team.location)")
+            print("version \(current.info.number) (etag \(current.etag)), \(form.rawValue) template, seed \(seed)")
+            print(StoreCommands.rolloutLine(current.template))
+            return .ok
+        }
         let location = try StoreLocation.resolvedPath(inv)
         guard StoreLocation.isPostgres(location) else { return nil }
         let team = try Wiring.createTeamStore(conninfo: location, seed: seed, form: form, operatorID: try Wiring.operatorID(inv))
@@ -106,7 +114,7 @@ enum PostgresCommands {
 
     /// The config store of the invocation, whichever backend.
     static func configStore(_ inv: Invocation) throws -> any ConfigStore {
-        if let team = try Wiring.teamSession(inv) { return team.config }
+        if let team = try Wiring.teamSession(inv) { return team.templates }
         return try Wiring.session(inv).config
     }
 
@@ -168,7 +176,7 @@ enum PostgresCommands {
     /// effects through the same executor and write path. No auto-kill from the console here yet.
     static func console(_ inv: Invocation, _ team: TeamSession) throws -> ExitCode {
         let themes = try ConsoleCommands.theme(inv)
-        let source = try PostgresConsoleSource(team: team, conninfo: try StoreLocation.resolvedPath(inv), project: "team")
+        let source = try PostgresConsoleSource(team: team, conninfo: team.config.conninfo, project: team.firebase?.client.project ?? "team")
         let options = ConsoleOptions(
             themes: themes, noColor: inv.flag("--no-color"), environment: inv.environment, clock: team.clock,
             state: ConsoleState.Configuration(staleAfter: try source.status().settings.staleAfter, bell: !inv.flag("--no-bell")),
@@ -184,11 +192,20 @@ enum PostgresCommands {
     }
 
     static func verify(_ inv: Invocation, _ team: TeamSession) throws -> ExitCode {
-        let report: PostgresConfigStore.IntegrityReport
+        let report: (auditRecords: Int, versions: Int, headHash: String)
         do {
-            report = try team.config.verify()
+            if let firebase = team.firebase {
+                // The chain on the team store, and every published record naming the Firebase version it produced.
+                let r = try firebase.verifyIntegrity()
+                report = (r.auditRecords, r.versions, r.headHash)
+            } else {
+                let r = try team.config.verify()
+                report = (r.auditRecords, r.versions, r.headHash)
+            }
         } catch let e as StoreError {
             throw CommandError("audit verify failed: \(e)")
+        } catch let p as ConfigIntegrityProblem {
+            throw CommandError("audit verify failed: \(p)")
         }
         if inv.flag("--json") {
             let out: JSONValue = [

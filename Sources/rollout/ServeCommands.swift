@@ -273,7 +273,7 @@ enum ServeCommands {
 
         static func open(_ inv: Invocation) throws -> ServeTarget {
             if let team = try Wiring.teamSession(inv) {
-                let conninfo = try StoreLocation.resolvedPath(inv)
+                let conninfo = team.config.conninfo
                 return ServeTarget(
                     location: conninfo, label: team.location, clock: team.clock, readOnly: team.readOnly, monitor: team.monitor,
                     writePath: team.writePath,
@@ -336,7 +336,8 @@ enum ServeCommands {
     /// and the clock; refusing changes under --read-only.
     static func state(_ inv: Invocation, writing: Bool) throws -> (state: any AppCheckState, label: String, clock: any Clock) {
         if writing, inv.flag("--read-only") { throw CommandError("--read-only: nothing was changed") }
-        let location = try StoreLocation.resolvedPath(inv)
+        // With --store firebase:PROJECT --state postgresql://..., the exchange's state is on that team store.
+        let location = try FirebaseWiring.postgresState(inv) ?? StoreLocation.resolvedPath(inv)
         let postgres = StoreLocation.isPostgres(location)
         if postgres, writing { createTeamKeyIfNeeded(inv) }
         let session = postgres ? nil : try Wiring.session(inv)

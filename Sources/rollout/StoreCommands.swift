@@ -217,9 +217,9 @@ enum StoreCommands {
         action: guarded { inv in
             let a = try versionNumber(inv.positional(0)!, inv)
             let b = try inv.positional(1).map { try versionNumber($0, inv) }
-            let session = try Wiring.session(inv)
-            let old = try session.config.version(a)
-            let new = try b.map { try session.config.version($0) } ?? session.config.current()
+            let config = try PostgresCommands.configStore(inv)
+            let old = try config.version(a)
+            let new = try b.map { try config.version($0) } ?? config.current()
             let lines = TemplateDiff.lines(from: old.template, to: new.template)
             if inv.flag("--json") {
                 let out: JSONValue = [
@@ -264,9 +264,8 @@ enum StoreCommands {
         action: guarded { inv in
             let form = try inv.value("--format").map { try templateForm($0, inv) }
             let number = try inv.value("--version").map { try versionNumber($0, inv) }
-            let session = try Wiring.session(inv)
-            var template =
-                try number.map { try session.config.version($0) }?.template ?? session.config.current().template
+            let config = try PostgresCommands.configStore(inv)
+            var template = try number.map { try config.version($0) }?.template ?? config.current().template
             if let form { template = try template.converted(to: form) }
             if let output = inv.value("--output") {
                 do {

@@ -18,6 +18,8 @@ public final class FakeFirebase: @unchecked Sendable {
     /// The service-account key file (mode 0600).
     public let keyFile: String
     public let statePath: String
+    /// What `rollout` gets as `--state`: `statePath` unless a test points it elsewhere (a PostgreSQL team store).
+    public var stateLocation: String
     public let port: Int
     private let process: Process
     private let input: Pipe
@@ -36,6 +38,7 @@ public final class FakeFirebase: @unchecked Sendable {
         guard gen.status == 0 else { throw TestSupport.Failure("keygen failed: \(gen.stderr)") }
         keyID = "kid-" + UUID().uuidString.prefix(8).lowercased()
         statePath = directory.appendingPathComponent("state.db").path
+        stateLocation = statePath
         var args = [
             Self.script, "--project", project, "--project-number", projectNumber, "--client-email", email,
             "--public-key", publicPEM,
@@ -138,9 +141,10 @@ public final class FakeFirebase: @unchecked Sendable {
 
     /// A Firebase store on this fake, with a short timeout and recorded (not slept) back-off unless `sleeps`.
     public func store(
-        clock: any Clock = SystemClock(), timeout: Double = 5, sleeps: Bool = true, recorder: DelayRecorder? = nil
+        clock: any Clock = SystemClock(), timeout: Double = 5, sleeps: Bool = true, recorder: DelayRecorder? = nil,
+        state given: (any FirebaseStateStore)? = nil
     ) throws -> FirebaseConfigStore {
-        let state = try FirebaseState.open(path: statePath, project: project, create: true)
+        let state = try given ?? FirebaseState.open(path: statePath, project: project, create: true).configStore()
         let transport = CurlTransport()
         let tokens = try ServiceAccountTokenProvider(
             key: try ServiceAccountKey.load(path: keyFile), transport: transport, clock: clock)
@@ -153,7 +157,7 @@ public final class FakeFirebase: @unchecked Sendable {
                 recorder?.record(d)
                 if sleeps { usleep(UInt32(d.microseconds)) }
             })
-        return FirebaseConfigStore(client: client, state: try state.configStore(), clock: clock)
+        return FirebaseConfigStore(client: client, state: state, clock: clock)
     }
 
     // MARK: The binary
@@ -167,7 +171,7 @@ public final class FakeFirebase: @unchecked Sendable {
         ]
     }
 
-    /// Runs the built `rollout` against this fake (state store `statePath`).
+    /// Runs the built `rollout` against this fake (state store `stateLocation`).
     @discardableResult
     public func rollout(
         _ arguments: [String], operator id: String = "ana@example.com", environment extra: [String: String] = [:]
@@ -177,7 +181,7 @@ public final class FakeFirebase: @unchecked Sendable {
         var env = environment(operator: id)
         for (k, v) in extra { env[k] = v }
         return try TestSupport.run(
-            try TestSupport.rolloutBinary(), arguments + ["--state", statePath], environment: env)
+            try TestSupport.rolloutBinary(), arguments + ["--state", stateLocation], environment: env)
     }
 
     public func json(_ arguments: [String]) throws -> JSONValue {

@@ -16,7 +16,7 @@ struct FirebaseInterruptionTests {
     static func start(_ fake: FakeFirebase, _ arguments: [String]) throws -> Process {
         let p = Process()
         p.executableURL = URL(fileURLWithPath: try TestSupport.rolloutBinary())
-        p.arguments = arguments + ["--state", fake.statePath]
+        p.arguments = arguments + ["--state", fake.stateLocation]
         p.environment = fake.environment(operator: "ana@example.com")
         p.standardOutput = FileHandle.nullDevice
         p.standardError = FileHandle.nullDevice
