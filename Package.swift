@@ -61,7 +61,11 @@ let package = Package(
         .target(
             name: "PostgresStore",
             dependencies: ["CPostgres", "AppCheck", "Crypto", "JSON", "RemoteConfig", "Rollout", "Timekeeping", "Store", "StepUp", "Telemetry"],
-            swiftSettings: strict),
+            // Unoptimised in release too: Swift 6.3's optimiser miscompiles this module (a successful query reaches
+            // the caller as a thrown error with a garbage PostgresError in it, and the release binary crashed on
+            // every PostgreSQL store; debug builds, which the tests run, were fine). Its cost is far below a round
+            // trip to the server.
+            swiftSettings: strict + [.unsafeFlags(["-Onone"], .when(configuration: .release))]),
         .target(
             name: "FleetSimulator", dependencies: ["RemoteConfig", "Rollout", "Telemetry", "AppCheck", "Crypto", "Timekeeping"],
             resources: [.copy("Scenarios")], swiftSettings: strict),
