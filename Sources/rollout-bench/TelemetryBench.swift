@@ -307,25 +307,40 @@ enum TelemetryBench {
         return path
     }
 
-    /// Runs a program (stdout and stderr to /dev/null) and returns its own peak resident set size in bytes.
+    /// Runs `path arguments` to completion and returns its peak resident set size in bytes, as GNU time measures
+    /// it (`/usr/bin/time -f %M`, Debian package `time`).
+    ///
+    /// Not this process's own `wait4`: Linux starts a child's `ru_maxrss` from the high-water mark of the address
+    /// space it was spawned from, so every child of a bench process that has grown (the simulator suite leaves it
+    /// over 300 MiB) would report at least that. GNU time is a small process of its own; its child's figure is the
+    /// child's.
     static func peakRSSOfChild(_ path: String, _ arguments: [String]) throws -> Int {
+        let timeTool = "/usr/bin/time"
+        guard access(timeTool, X_OK) == 0 else {
+            throw BenchError("\(timeTool) is missing (Debian package time; scripts/deps.sh bench)")
+        }
+        let report = FileManager.default.temporaryDirectory.appendingPathComponent("rollout-bench-rss-\(getpid())").path
+        defer { unlink(report) }
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
         posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
         posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
-        let argv: [UnsafeMutablePointer<CChar>?] = ([path] + arguments).map { strdup($0) } + [nil]
+        let argv: [UnsafeMutablePointer<CChar>?] =
+            ([timeTool, "-f", "%M", "-o", report, path] + arguments).map { strdup($0) } + [nil]
         defer { argv.forEach { free($0) } }
         var pid: pid_t = 0
-        let rc = posix_spawn(&pid, path, &actions, nil, argv, environ)
+        let rc = posix_spawn(&pid, timeTool, &actions, nil, argv, environ)
         guard rc == 0 else { throw BenchError("cannot start \(path): \(String(cString: strerror(rc)))") }
         var status: Int32 = 0
-        var usage = rusage()
-        guard wait4(pid, &status, 0, &usage) == pid else { throw BenchError("wait4 failed") }
+        guard waitpid(pid, &status, 0) == pid else { throw BenchError("waitpid failed") }
         guard status == 0 else {
             throw BenchError("\(path) \(arguments.joined(separator: " ")) exited with status \(status)")
         }
-        return usage.ru_maxrss * 1024
+        guard let text = try? String(contentsOfFile: report, encoding: .utf8),
+            let kilobytes = text.split(separator: "\n").last.flatMap({ Int($0.trimmingCharacters(in: .whitespaces)) })
+        else { throw BenchError("GNU time left no peak RSS for \(path)") }
+        return kilobytes * 1024
     }
 }
 
