@@ -65,25 +65,13 @@ public final class PostgresConfigStore: ConfigStore, @unchecked Sendable {
     /// Creates the schema (if the database has none) and version 1 from `genesis`, in one transaction; refuses a
     /// database that already holds a rollout version.
     public static func create(conninfo: String, genesis: () throws -> PublishRequest) throws -> PostgresConfigStore {
-        let c = try PGConnection(conninfo)
-        try c.execute("SET client_min_messages = warning")
-        try c.execute("BEGIN")
-        do {
-            try c.query("SELECT pg_advisory_xact_lock($1)", [PostgresSchema.advisoryLock])
-            if let v = try PostgresSchema.version(c), v > PostgresSchema.current {
-                throw StoreError.unavailable("the store's schema (\(v)) is newer than this program's (\(PostgresSchema.current))")
-            }
-            try PostgresSchema.migrate(c)
+        try PostgresSchema.migrating(conninfo: conninfo) { c, _ in
             if let n = try c.query("SELECT max(number) FROM config_versions").first?.first ?? nil {
                 throw StoreError.unavailable("a store already exists there (version \(n)); init only creates new stores")
             }
             if let project = try c.query("SELECT project FROM firebase_state WHERE id = 1").first?.first ?? nil {
                 throw StoreError.unavailable("the database is the state store of firebase:\(project); init only creates new stores")
             }
-            try c.execute("COMMIT")
-        } catch {
-            try? c.execute("ROLLBACK")
-            throw error
         }
         let store = try PostgresConfigStore(conninfo: conninfo)
         _ = try store.atomically {

@@ -39,24 +39,10 @@ public final class PostgresFirebaseState: FirebaseStateStore, @unchecked Sendabl
         let shown = PostgresConfigStore.redacted(conninfo)
         if create {
             guard !readOnly else { throw PostgresStoreError.readOnly("adopting firebase:\(project)") }
-            let c = try PGConnection(conninfo)
-            try c.execute("SET client_min_messages = warning")
-            try c.execute("BEGIN")
-            do {
-                try c.query("SELECT pg_advisory_xact_lock($1)", [PostgresSchema.advisoryLock])
-                if let v = try PostgresSchema.version(c), v > PostgresSchema.current {
-                    throw StoreError.unavailable(
-                        "the store's schema (\(v)) is newer than this program's (\(PostgresSchema.current)): upgrade rollout"
-                    )
-                }
-                try PostgresSchema.migrate(c)
+            try PostgresSchema.migrating(conninfo: conninfo) { c, _ in
                 try refuseForeign(c, shown: shown, project: project)
                 try c.query(
                     "INSERT INTO firebase_state (id, project) VALUES (1, $1) ON CONFLICT (id) DO NOTHING", [project])
-                try c.execute("COMMIT")
-            } catch {
-                try? c.execute("ROLLBACK")
-                throw error
             }
         }
         let store: PostgresConfigStore

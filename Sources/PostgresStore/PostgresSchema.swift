@@ -169,14 +169,22 @@ public enum PostgresSchema {
     /// Runs `migrate` in its own transaction under the advisory lock (`rollout store migrate`).
     @discardableResult
     public static func migrate(conninfo: String) throws -> [Int] {
+        try migrating(conninfo: conninfo) { _, applied in applied }
+    }
+
+    /// The one way into a schema that may need creating or upgrading (`init`, `store migrate`, `store copy`,
+    /// adopting a Firebase project): a new connection, one READ COMMITTED transaction under the schema's advisory
+    /// lock, `migrate` (which refuses a newer schema), then `body` with the connection and the steps applied,
+    /// committed together; rolled back whole when anything throws.
+    public static func migrating<T>(conninfo: String, _ body: (PGConnection, [Int]) throws -> T) throws -> T {
         let c = try PGConnection(conninfo)
         try c.execute("SET client_min_messages = warning")
-        try c.execute("BEGIN")
+        try c.execute("BEGIN ISOLATION LEVEL READ COMMITTED")
         do {
             try c.query("SELECT pg_advisory_xact_lock($1)", [advisoryLock])
-            let applied = try migrate(c)
+            let value = try body(c, try migrate(c))
             try c.execute("COMMIT")
-            return applied
+            return value
         } catch {
             try? c.execute("ROLLBACK")
             throw error

@@ -84,15 +84,7 @@ public enum PostgresStoreCopy {
             }
         }
 
-        let c = try PGConnection(conninfo)
-        try c.execute("SET client_min_messages = warning")
-        try c.execute("BEGIN ISOLATION LEVEL READ COMMITTED")
-        do {
-            try c.query("SELECT pg_advisory_xact_lock($1)", [PostgresSchema.advisoryLock])
-            if let v = try PostgresSchema.version(c), v > PostgresSchema.current {
-                throw PostgresSchemaError.newer(found: v, supported: PostgresSchema.current)
-            }
-            try PostgresSchema.migrate(c)
+        return try PostgresSchema.migrating(conninfo: conninfo) { c, _ in
             if let n = try c.query("SELECT max(number) FROM config_versions").first?.first ?? nil {
                 throw StoreError.unavailable(
                     "the target already holds a rollout store (version \(n)); store copy only fills an empty database")
@@ -307,14 +299,10 @@ public enum PostgresStoreCopy {
                     "the copy does not match the source (\(copied.versions) versions, head \(copied.headHash); the source has "
                         + "\(sourceReport.config.versions), head \(sourceReport.config.headHash)): nothing was copied")
             }
-            try c.execute("COMMIT")
             return Report(
                 versions: copied.versions, auditRecords: copied.auditRecords, headHash: copied.headHash, operators: operators.count,
                 pendingEnrolments: pending.count, settings: settings.count, telemetryBatches: batches.count,
                 installations: installations.count, counterRows: counters.count, appCheck: appCheck, plan: plan?.name, skipped: skipped)
-        } catch {
-            try? c.execute("ROLLBACK")
-            throw error
         }
     }
 }
