@@ -132,17 +132,29 @@ public final class TrustAnchors: @unchecked Sendable {
     /// The anchors, for display.
     public let certificates: [Certificate]
 
+    /// Whether chains through an anchored intermediate take the short path of `verify` (off only to measure the
+    /// full path).
+    let shortPath: Bool
+
     /// Anchors from DER certificates.
-    public init(_ roots: [Certificate]) {
+    public convenience init(_ roots: [Certificate]) { self.init(roots, shortPath: true) }
+
+    package init(_ roots: [Certificate], shortPath: Bool) {
         store = X509_STORE_new()!
         for root in roots { X509_STORE_add_cert(store, root.x509) }
         certificates = roots
+        self.shortPath = shortPath
     }
 
     deinit { X509_STORE_free(store) }
 
     private let cacheLock = NSLock()
     private var parsedIntermediates: [[UInt8]: Certificate] = [:]
+    /// Intermediates a full path validation has anchored, by DER: each with a store that trusts it alone.
+    private var validatedIntermediates: [[UInt8]: ValidatedIntermediate] = [:]
+    /// How many chains were verified through a validated intermediate (a test hook).
+    package var shortPathVerifications: Int { cacheLock.withLock { shortPaths } }
+    private var shortPaths = 0
 
     /// An intermediate certificate, parsed once per distinct DER and then reused.
     ///
@@ -189,7 +201,28 @@ public final class TrustAnchors: @unchecked Sendable {
     /// intermediate → anchor, the intermediate a CA that may sign certificates and not itself a root, the
     /// credential certificate not a CA and allowed to sign. Validity includes the notAfter second (RFC 5280
     /// §4.1.2.5: "from notBefore through notAfter, inclusive"); libcrypto alone treats that second as expired.
+    ///
+    /// Every attestation of one CA carries the same intermediate, and re-checking the anchor's signature on it is a
+    /// third of the work. So once a full validation has anchored an intermediate (and the chain had Apple's shape),
+    /// later chains through the same DER are first tried on a short path: a store trusting that intermediate alone
+    /// (`X509_V_FLAG_PARTIAL_CHAIN`), which still checks the credential certificate's signature, both validity
+    /// periods, the intermediate's constraints and Apple's shape, plus the anchor's own validity period at `time`.
+    /// What it skips is fixed by the bytes: the anchor's signature on the intermediate. Only anchors without name
+    /// or policy constraints (which would bind the credential certificate) take it. A chain the short path refuses
+    /// is verified in full, so every failure reads exactly as it did without the short path.
     func verify(leaf: Certificate, intermediates: [Certificate], at time: Instant) -> ChainFailure? {
+        if shortPath, intermediates.count == 1, let validated = cacheLock.withLock({ validatedIntermediates[intermediates[0].der] }),
+            validated.anchor.isValid(at: time),
+            shortPathAccepts(leaf: leaf, through: validated, at: time)
+        {
+            cacheLock.withLock { shortPaths += 1 }
+            return nil
+        }
+        return fullVerification(leaf: leaf, intermediates: intermediates, at: time)
+    }
+
+    /// The chain checked up to an anchor, with Apple's shape; an anchored intermediate is remembered for `verify`.
+    private func fullVerification(leaf: Certificate, intermediates: [Certificate], at time: Instant) -> ChainFailure? {
         guard let ctx = X509_STORE_CTX_new() else { return .other("X509_STORE_CTX_new failed") }
         defer { X509_STORE_CTX_free(ctx) }
         let stack = OPENSSL_sk_new_null()
@@ -198,20 +231,17 @@ public final class TrustAnchors: @unchecked Sendable {
         guard X509_STORE_CTX_init(ctx, store, leaf.x509, stack) == 1 else {
             return .other(OpenSSLError.last("X509_STORE_CTX_init").reason)
         }
-        // An injectable instant: App Attest leaves live about three days, and tests fix the time.
-        X509_VERIFY_PARAM_set_time(X509_STORE_CTX_get0_param(ctx), time_t(time.seconds))
-        X509_STORE_CTX_set_verify_cb(ctx) { ok, ctx in
-            // The one case overridden: "expired" exactly at the notAfter second, which RFC 5280 counts as valid.
-            guard ok == 0, let ctx, X509_STORE_CTX_get_error(ctx) == X509_V_ERR_CERT_HAS_EXPIRED,
-                let cert = X509_STORE_CTX_get_current_cert(ctx), let param = X509_STORE_CTX_get0_param(ctx),
-                ASN1_TIME_cmp_time_t(X509_get0_notAfter(cert), X509_VERIFY_PARAM_get_time(param)) == 0
-            else { return ok }
-            X509_STORE_CTX_set_error(ctx, X509_V_OK)
-            return 1
-        }
+        Self.prepare(ctx, at: time)
         if X509_verify_cert(ctx) == 1 {
-            let length = Int(OPENSSL_sk_num(X509_STORE_CTX_get0_chain(ctx)))
-            return shapeFailure(leaf: leaf, intermediates: intermediates, chainLength: length)
+            let chain = X509_STORE_CTX_get0_chain(ctx)
+            let length = Int(OPENSSL_sk_num(chain))
+            let failure = shapeFailure(leaf: leaf, intermediates: intermediates, chainLength: length)
+            if shortPath, failure == nil, length == 3, let top = OPENSSL_sk_value(chain, 2),
+                let anchor = certificates.first(where: { UnsafeRawPointer($0.x509) == top })
+            {
+                remember(intermediates[0], anchoredBy: anchor)
+            }
+            return failure
         }
         let code = X509_STORE_CTX_get_error(ctx)
         let depth = X509_STORE_CTX_get_error_depth(ctx)
@@ -231,6 +261,60 @@ public final class TrustAnchors: @unchecked Sendable {
         }
     }
 
+    /// The time and the one override shared by both paths.
+    private static func prepare(_ ctx: OpaquePointer, at time: Instant) {
+        // An injectable instant: App Attest leaves live about three days, and tests fix the time.
+        X509_VERIFY_PARAM_set_time(X509_STORE_CTX_get0_param(ctx), time_t(time.seconds))
+        X509_STORE_CTX_set_verify_cb(ctx) { ok, ctx in
+            // The one case overridden: "expired" exactly at the notAfter second, which RFC 5280 counts as valid.
+            guard ok == 0, let ctx, X509_STORE_CTX_get_error(ctx) == X509_V_ERR_CERT_HAS_EXPIRED,
+                let cert = X509_STORE_CTX_get_current_cert(ctx), let param = X509_STORE_CTX_get0_param(ctx),
+                ASN1_TIME_cmp_time_t(X509_get0_notAfter(cert), X509_VERIFY_PARAM_get_time(param)) == 0
+            else { return ok }
+            X509_STORE_CTX_set_error(ctx, X509_V_OK)
+            return 1
+        }
+    }
+
+    /// Remembers an intermediate a full validation anchored in `anchor`, unless the anchor constrains names or
+    /// policies (the short path would not apply them to the credential certificate).
+    private func remember(_ intermediate: Certificate, anchoredBy anchor: Certificate) {
+        guard !anchor.constrainsDescendants, cacheLock.withLock({ validatedIntermediates[intermediate.der] == nil }),
+            let only = X509_STORE_new()
+        else { return }
+        guard X509_STORE_add_cert(only, intermediate.x509) == 1,
+            X509_STORE_set_flags(only, UInt(X509_V_FLAG_PARTIAL_CHAIN)) == 1
+        else {
+            X509_STORE_free(only)
+            ERR_clear_error()
+            return
+        }
+        let validated = ValidatedIntermediate(certificate: intermediate, anchor: anchor, store: only)
+        cacheLock.withLock {
+            if validatedIntermediates.count >= 16 { validatedIntermediates.removeAll() }
+            validatedIntermediates[intermediate.der] = validated
+        }
+    }
+
+    /// Whether `leaf` verifies up to the validated intermediate alone, with Apple's shape.
+    private func shortPathAccepts(leaf: Certificate, through validated: ValidatedIntermediate, at time: Instant) -> Bool {
+        guard let ctx = X509_STORE_CTX_new() else { return false }
+        defer { X509_STORE_CTX_free(ctx) }
+        guard X509_STORE_CTX_init(ctx, validated.store, leaf.x509, nil) == 1 else {
+            ERR_clear_error()
+            return false
+        }
+        Self.prepare(ctx, at: time)
+        guard X509_verify_cert(ctx) == 1 else {
+            ERR_clear_error()
+            return false
+        }
+        let chain = X509_STORE_CTX_get0_chain(ctx)
+        return OPENSSL_sk_num(chain) == 2
+            && OPENSSL_sk_value(chain, 1) == UnsafeRawPointer(validated.certificate.x509)
+            && shapeFailure(leaf: leaf, intermediates: [validated.certificate], chainLength: 3) == nil
+    }
+
     /// The checks of Apple's chain shape once libcrypto has validated a path of `chainLength` certificates.
     private func shapeFailure(leaf: Certificate, intermediates: [Certificate], chainLength: Int) -> ChainFailure? {
         let anchors = Set(certificates.map(\.der))
@@ -246,7 +330,35 @@ public final class TrustAnchors: @unchecked Sendable {
     }
 }
 
+/// An intermediate a full path validation anchored, with a store that trusts it alone.
+private final class ValidatedIntermediate: @unchecked Sendable {
+    let certificate: Certificate
+    let anchor: Certificate
+    let store: OpaquePointer
+
+    init(certificate: Certificate, anchor: Certificate, store: OpaquePointer) {
+        self.certificate = certificate
+        self.anchor = anchor
+        self.store = store
+    }
+
+    deinit { X509_STORE_free(store) }
+}
+
 extension Certificate {
+    /// Whether `time` is within notBefore through notAfter, both inclusive (RFC 5280 §4.1.2.5).
+    func isValid(at time: Instant) -> Bool {
+        guard let notBefore, let notAfter else { return false }
+        return notBefore <= time && time <= notAfter
+    }
+
+    /// Whether the certificate carries an extension that constrains the certificates below it beyond its
+    /// signature: name constraints, policy constraints, policy mappings or inhibitAnyPolicy.
+    var constrainsDescendants: Bool {
+        [NID_name_constraints, NID_policy_constraints, NID_policy_mappings, NID_inhibit_any_policy].contains {
+            X509_get_ext_by_NID(x509, $0, -1) >= 0
+        }
+    }
     /// Why this certificate may not stand at `depth` of an App Attest chain (0: credential, 1: intermediate).
     func constraintFailure(depth: Int) -> String? {
         if depth == 0 {

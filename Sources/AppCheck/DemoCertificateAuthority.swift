@@ -51,20 +51,29 @@ public final class DemoCertificateAuthority: @unchecked Sendable {
 
     /// Generates a new root and intermediate.
     public static func generate() throws(OpenSSLError) -> DemoCertificateAuthority {
-        let rootKey = try P256PrivateKey()
-        let intermediateKey = try P256PrivateKey()
         let from = ISO8601.parse("2020-01-01T00:00:00Z")!
         let until = ISO8601.parse("2100-01-01T00:00:00Z")!
+        return try generate(root: from...until, intermediate: from...until)
+    }
+
+    /// A new root and intermediate valid over the given periods (tests of expired authorities).
+    package static func generate(
+        root rootValidity: ClosedRange<Instant>, intermediate intermediateValidity: ClosedRange<Instant>
+    ) throws(OpenSSLError) -> DemoCertificateAuthority {
+        let rootKey = try P256PrivateKey()
+        let intermediateKey = try P256PrivateKey()
         let root = try build(
             subject: [("CN", rootCommonName), ("O", organization), ("ST", "California")], issuer: nil,
-            publicKey: rootKey.pkey, signer: rootKey.pkey, notBefore: from, notAfter: until,
+            publicKey: rootKey.pkey, signer: rootKey.pkey, notBefore: rootValidity.lowerBound,
+            notAfter: rootValidity.upperBound,
             extensions: [
                 (NID_basic_constraints, "critical,CA:TRUE"), (NID_key_usage, "critical,keyCertSign,cRLSign"),
                 (NID_subject_key_identifier, "hash"),
             ])
         let intermediate = try build(
             subject: [("CN", intermediateCommonName), ("O", organization), ("ST", "California")], issuer: root.x509,
-            publicKey: intermediateKey.pkey, signer: rootKey.pkey, notBefore: from, notAfter: until,
+            publicKey: intermediateKey.pkey, signer: rootKey.pkey, notBefore: intermediateValidity.lowerBound,
+            notAfter: intermediateValidity.upperBound,
             extensions: [
                 (NID_basic_constraints, "critical,CA:TRUE,pathlen:0"), (NID_authority_key_identifier, "keyid:always"),
                 (NID_subject_key_identifier, "hash"), (NID_key_usage, "critical,keyCertSign,cRLSign"),
