@@ -27,7 +27,12 @@ public final class SQLiteDatabase: @unchecked Sendable {
     /// The tables the open write transaction may have written, as SQLite's authorizer names them when it
     /// prepares each statement (triggers included), plus `"*"` after any schema change. It over-approximates
     /// (a statement that matched no row still counts) and never misses a write: the seal re-digests exactly these.
-    var writtenTables: Set<String> = []
+    var writtenTables: Set<String> = [] {
+        didSet { if writtenTables.isEmpty { writeEpoch &+= 1 } }
+    }
+    /// Counts the times `writtenTables` was emptied, so that a statement adds its tables once per transaction
+    /// instead of hashing them at every step.
+    private(set) var writeEpoch = 0
     /// While `prepare` compiles a statement: the tables it writes.
     private var preparing: Set<String>?
 
@@ -256,6 +261,8 @@ public final class SQLiteStatement {
     private unowned let database: SQLiteDatabase
     /// The tables this statement writes (from the authorizer when it was prepared).
     private let writes: Set<String>
+    /// The `writeEpoch` in which `writes` was last added to the connection's written tables.
+    private var reportedEpoch = -1
 
     init(_ stmt: OpaquePointer, database: SQLiteDatabase, writes: Set<String>) {
         self.stmt = stmt
@@ -274,13 +281,37 @@ public final class SQLiteStatement {
         for (i, v) in values.enumerated() { try bind(v, at: Int32(i + 1)) }
     }
 
+    /// Binds UTF-8 bytes as text (copied), without making a `String` of them.
+    public func bind(text bytes: UnsafeRawBufferPointer, at index: Int32) throws(SQLiteError) {
+        // A null pointer would bind NULL.
+        guard let base = bytes.baseAddress, bytes.count > 0 else { return try bind(.text(""), at: index) }
+        let rc = sqlite3_bind_text(
+            stmt, index, base.assumingMemoryBound(to: CChar.self), Int32(bytes.count), rollout_sqlite_transient())
+        guard rc == SQLITE_OK else { throw database.error(rc) }
+    }
+
+    /// Binds an integer, or NULL for nil.
+    public func bind(_ value: Int64?, at index: Int32) throws(SQLiteError) {
+        let rc = value.map { sqlite3_bind_int64(stmt, index, $0) } ?? sqlite3_bind_null(stmt, index)
+        guard rc == SQLITE_OK else { throw database.error(rc) }
+    }
+
     public func bind(_ value: SQLiteValue, at index: Int32) throws(SQLiteError) {
         let rc: Int32
         switch value {
         case .null: rc = sqlite3_bind_null(stmt, index)
         case .integer(let v): rc = sqlite3_bind_int64(stmt, index, v)
         case .real(let v): rc = sqlite3_bind_double(stmt, index, v)
-        case .text(let v): rc = sqlite3_bind_text(stmt, index, v, -1, rollout_sqlite_transient())
+        case .text(var v):
+            // Its UTF-8 bytes with their length: a C string would end at the first NUL.
+            rc = v.withUTF8 { b in
+                guard let base = b.baseAddress, b.count > 0 else {
+                    return sqlite3_bind_text(stmt, index, "", 0, rollout_sqlite_transient())
+                }
+                return sqlite3_bind_text(
+                    stmt, index, UnsafeRawPointer(base).assumingMemoryBound(to: CChar.self), Int32(b.count),
+                    rollout_sqlite_transient())
+            }
         case .blob(let v):
             rc = v.withUnsafeBytes { sqlite3_bind_blob(stmt, index, $0.baseAddress, Int32($0.count), rollout_sqlite_transient()) }
         }
@@ -289,7 +320,10 @@ public final class SQLiteStatement {
 
     /// Advances; true while a row is available.
     public func step() throws(SQLiteError) -> Bool {
-        if !writes.isEmpty { database.writtenTables.formUnion(writes) }
+        if !writes.isEmpty, reportedEpoch != database.writeEpoch {
+            database.writtenTables.formUnion(writes)
+            reportedEpoch = database.writeEpoch
+        }
         let rc = sqlite3_step(stmt)
         switch rc {
         case SQLITE_ROW: return true
@@ -308,7 +342,7 @@ public final class SQLiteStatement {
     public func isNull(_ i: Int32) -> Bool { sqlite3_column_type(stmt, i) == SQLITE_NULL }
     public func text(_ i: Int32) -> String {
         guard let p = sqlite3_column_text(stmt, i) else { return "" }
-        return String(cString: p)
+        return String(decoding: UnsafeRawBufferPointer(start: p, count: Int(sqlite3_column_bytes(stmt, i))), as: UTF8.self)
     }
     public func blob(_ i: Int32) -> [UInt8] {
         let n = Int(sqlite3_column_bytes(stmt, i))

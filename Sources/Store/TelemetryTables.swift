@@ -89,25 +89,36 @@ public final class TelemetryTables: TelemetryCounters {
             let upsert = try database.prepare(
                 "INSERT OR REPLACE INTO telemetry_installations(id, first_seen, last_seen, cohort, provider, os_major, "
                     + "sessions, entered, crashed, fetched_at, template_version) VALUES (?,?,?,?,?,?,?,?,?,?,?)")
-            try batch.forEachInstallation { id, delta in
-                select.reset()
-                try select.bind(.text(id), at: 1)
+            // The batch comes in id order (SQLite's BINARY order: bytes, then length), so an id past the largest
+            // stored one cannot be stored: no lookup (a first ingest into a new store makes none).
+            let largestID = try database.prepare("SELECT max(id) FROM telemetry_installations")
+            // Its bytes (an id may hold a NUL, so not through a C string).
+            let largest: [UInt8]? = try largestID.step() && !largestID.isNull(0) ? largestID.blob(0) : nil
+            var pastLargest = largest == nil
+            try batch.forEachInstallationID { id, delta in
                 var previous: InstallationRecord?
-                if try select.step() { previous = Self.record(select) }
-                select.reset()
+                if !pastLargest, let largest {
+                    pastLargest = largest.withUnsafeBytes { Self.precedes($0, id) }
+                }
+                if !pastLargest {
+                    select.reset()
+                    try select.bind(text: id, at: 1)
+                    if try select.step() { previous = Self.record(select) }
+                    select.reset()
+                }
                 let r = settlement.settle(delta, previous: previous)
                 upsert.reset()
-                try upsert.bind(.text(id), at: 1)
-                try upsert.bind(.integer(r.firstSeen), at: 2)
-                try upsert.bind(.integer(r.lastSeen), at: 3)
-                try upsert.bind(.integer(Int64(r.cohort.code)), at: 4)
-                try upsert.bind(.integer(Int64(r.provider.rawValue)), at: 5)
-                try upsert.bind(.integer(Int64(r.osMajor)), at: 6)
-                try upsert.bind(.integer(r.sessions), at: 7)
-                try upsert.bind(.integer(Int64(r.enteredCohorts)), at: 8)
-                try upsert.bind(.integer(Int64(r.crashedCohorts)), at: 9)
-                try upsert.bind(r.fetchedAt.map { .integer($0) } ?? .null, at: 10)
-                try upsert.bind(r.templateVersion.map { .integer($0) } ?? .null, at: 11)
+                try upsert.bind(text: id, at: 1)
+                try upsert.bind(r.firstSeen, at: 2)
+                try upsert.bind(r.lastSeen, at: 3)
+                try upsert.bind(Int64(r.cohort.code), at: 4)
+                try upsert.bind(Int64(r.provider.rawValue), at: 5)
+                try upsert.bind(Int64(r.osMajor), at: 6)
+                try upsert.bind(r.sessions, at: 7)
+                try upsert.bind(Int64(r.enteredCohorts), at: 8)
+                try upsert.bind(Int64(r.crashedCohorts), at: 9)
+                try upsert.bind(r.fetchedAt, at: 10)
+                try upsert.bind(r.templateVersion, at: 11)
                 while try upsert.step() {}
             }
             let addCounter = try database.prepare(
@@ -172,6 +183,13 @@ public final class TelemetryTables: TelemetryCounters {
         let horizon = BucketLevel.minute.bucket(newest)
         _ = fold.advance(try looks(.minute, from: fold.cursorMinute, to: horizon + 1), now: Instant(microseconds: newest))
         try FoldTable.save(fold, in: database)
+    }
+
+    /// Whether `a` sorts before `b` in SQLite's BINARY collation.
+    static func precedes(_ a: UnsafeRawBufferPointer, _ b: UnsafeRawBufferPointer) -> Bool {
+        let n = min(a.count, b.count)
+        let c = n == 0 ? 0 : memcmp(a.baseAddress!, b.baseAddress!, n)
+        return c != 0 ? c < 0 : a.count < b.count
     }
 
     private static func record(_ s: SQLiteStatement) -> InstallationRecord {

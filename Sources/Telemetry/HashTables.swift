@@ -187,20 +187,48 @@ final class InstallationTable {
 
     /// The id bytes of entry `index`.
     func id(_ index: Int) -> UnsafeRawBufferPointer {
-        let e = entries[index]
-        return UnsafeRawBufferPointer(start: arena + e.idOffset, count: Int(e.idLength))
+        let e = entries + index
+        return UnsafeRawBufferPointer(start: arena + e.pointee.idOffset, count: Int(e.pointee.idLength))
     }
 
     /// The entry indices in byte order of the ids.
+    ///
+    /// Sorted on keys that carry each id's first 16 bytes as two big-endian words, zero-padded: comparing the
+    /// words orders ids as their bytes do (a zero pad sorts before any byte), so only ids equal in those words
+    /// compare their whole bytes. Random installation ids almost never get there.
     func sortedOrder() -> [Int32] {
-        var order = (0..<Int32(count)).map { $0 }
-        order.sort { a, b in
-            let x = id(Int(a))
-            let y = id(Int(b))
+        struct Key {
+            var high: UInt64
+            var low: UInt64
+            var index: Int32
+        }
+        var keys: [Key] = []
+        keys.reserveCapacity(count)
+        for i in 0..<count {
+            let e = entries + i
+            let bytes = UnsafeRawBufferPointer(start: arena + e.pointee.idOffset, count: Int(e.pointee.idLength))
+            keys.append(Key(high: Self.word(bytes, 0), low: Self.word(bytes, 8), index: Int32(i)))
+        }
+        keys.sort { a, b in
+            if a.high != b.high { return a.high < b.high }
+            if a.low != b.low { return a.low < b.low }
+            let x = id(Int(a.index))
+            let y = id(Int(b.index))
             let c = memcmp(x.baseAddress!, y.baseAddress!, min(x.count, y.count))
             return c != 0 ? c < 0 : x.count < y.count
         }
-        return order
+        return keys.map(\.index)
+    }
+
+    /// Bytes `offset..<offset + 8` of `bytes` as a big-endian word, zero where `bytes` ends.
+    @inline(__always)
+    static func word(_ bytes: UnsafeRawBufferPointer, _ offset: Int) -> UInt64 {
+        if bytes.count >= offset + 8 {
+            return UInt64(bigEndian: bytes.loadUnaligned(fromByteOffset: offset, as: UInt64.self))
+        }
+        var w: UInt64 = 0
+        for i in 0..<8 { w = w << 8 | UInt64(offset + i < bytes.count ? bytes[offset + i] : 0) }
+        return w
     }
 
     func removeAll() {

@@ -121,6 +121,23 @@ struct TelemetryStoreTests {
         #expect(try tables.batches().map(\.source) == ["1", "2"])
     }
 
+    /// The commit looks up only ids up to the largest stored one (past it none can be stored): ids on both sides
+    /// of it, equal to it, extending it, and holding a NUL, each counted once.
+    @Test("ids around the largest stored id are found, and ids past it are new")
+    func idsAroundTheLargestStoredID() throws {
+        let tables = try temporaryTables()
+        let first = ["b", "d", "d\u{0}x"]
+        try tables.commit(batch(first.map { event(0, $0, .sessionStart, .enabled) }), source: "1", at: t0)
+        let second = ["a", "b", "c", "d", "d\u{0}", "d\u{0}x", "d\u{0}x\u{0}", "d\u{0}y", "da", "e"]
+        try tables.commit(batch(second.map { event(60, $0, .sessionStart, .enabled) }), source: "2", at: t0)
+        #expect(try tables.installationCount() == Set(first + second).count)
+        #expect(try tables.allTimeTotals().sum(.usersEntered, cohort: .enabled) == Int64(Set(first + second).count))
+        for id in first { #expect(try tables.installation(id)?.sessions == 2, "\(id.debugDescription)") }
+        for id in Set(second).subtracting(first) {
+            #expect(try tables.installation(id)?.sessions == 1, "\(id.debugDescription)")
+        }
+    }
+
     @Test("the snapshot reads inside a transaction the caller already holds (the write path's compare-and-swap)")
     func insideTransaction() throws {
         let tables = try temporaryTables()
