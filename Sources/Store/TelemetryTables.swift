@@ -94,6 +94,7 @@ public final class TelemetryTables: TelemetryCounters {
             let largestID = try database.prepare("SELECT max(id) FROM telemetry_installations")
             // Its bytes (an id may hold a NUL, so not through a C string).
             let largest: [UInt8]? = try largestID.step() && !largestID.isNull(0) ? largestID.blob(0) : nil
+            largestID.reset()  // a cached statement left on its row would keep this connection's read snapshot
             var pastLargest = largest == nil
             try batch.forEachInstallationID { id, delta in
                 var previous: InstallationRecord?
