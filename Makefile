@@ -40,11 +40,14 @@ release: static-libs
 demo: release
 	$(BIN) demo $(ARGS)
 
-## The whole test suite, including the differential tests against the real peers and a short fuzz run.
+## The whole test suite, including the differential tests against the real peers, a short fuzz run, and the
+## release binary (what users run) through one command per native library and store.
 test: deps-test pyenv
 	$(SWIFT) build --build-tests
 	ROLLOUT_PYTHON=$(CURDIR)/.venv/bin/python $(SWIFT) test --skip-build
 	scripts/fuzz.sh short
+	$(MAKE) release
+	scripts/release-smoke.sh $(BIN)
 
 ## Benchmarks: each figure printed as a ratio against a peer or a limit measured in the same run.
 bench: deps-bench pyenv static-libs
