@@ -35,18 +35,39 @@ public struct StoreKey: Sendable {
     }
 
     /// Creates a new key file at `path` (mode 0600, never overwriting one).
+    ///
+    /// The key is written whole to a temporary file of its own and then linked to `path` (`link(2)` fails when
+    /// `path` exists), so a process killed while creating it leaves no key file or a complete one, never a torn
+    /// one that no later `init` could get past.
     public static func create(_ path: String) throws -> StoreKey {
         let bytes = SecureRandom.bytes(AESGCM.keySize)
-        let fd = open(path, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0o600)
+        let temporary = path + ".tmp-\(getpid())-\(Hex.encode(SecureRandom.bytes(6)))"
+        let fd = open(temporary, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0o600)
         guard fd >= 0 else {
             throw StoreError.unavailable("cannot create the store key \(path): \(String(cString: strerror(errno)))")
         }
-        defer { close(fd) }
+        defer { unlink(temporary) }
         let text = Array((header + Hex.encode(bytes) + "\n").utf8)
-        guard write(fd, text, text.count) == text.count, fsync(fd) == 0 else {
+        let written = write(fd, text, text.count) == text.count && fsync(fd) == 0
+        close(fd)
+        guard written else {
             throw StoreError.unavailable("cannot write the store key \(path): \(String(cString: strerror(errno)))")
         }
+        guard link(temporary, path) == 0 else {
+            throw StoreError.unavailable("cannot create the store key \(path): \(String(cString: strerror(errno)))")
+        }
+        syncDirectory(of: path)
         return StoreKey(bytes: bytes, path: path)
+    }
+
+    /// Makes a new directory entry beside `path` durable (best effort: a failure leaves it to the next sync).
+    private static func syncDirectory(of path: String) {
+        let slash = path.utf8.lastIndex(of: UInt8(ascii: "/"))
+        let directory = slash.map { String(path.utf8[..<$0]) ?? "." } ?? "."
+        let fd = open(directory.isEmpty ? "/" : directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard fd >= 0 else { return }
+        fsync(fd)
+        close(fd)
     }
 
     /// Encrypts a step-up secret for the row of `owner` (the owner is bound as associated data, so a secret
