@@ -72,7 +72,7 @@ if [ -z "$pg_bin" ] || [ ! -x "$pg_bin/initdb" ]; then
     fail "PostgreSQL's initdb is missing (scripts/deps.sh test installs postgresql)"
 fi
 if [ "$(id -u)" = 0 ]; then
-    as_pg() { runuser -u nobody -- "$@"; }
+    as_pg() { (cd / && runuser -u nobody -- "$@"); }  # from a directory nobody may enter
     chmod 755 "$work"
 else
     as_pg() { "$@"; }
