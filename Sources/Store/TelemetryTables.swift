@@ -99,7 +99,7 @@ public final class TelemetryTables: TelemetryCounters {
             try batch.forEachInstallationID { id, delta in
                 var previous: InstallationRecord?
                 if !pastLargest, let largest {
-                    pastLargest = largest.withUnsafeBytes { Self.precedes($0, id) }
+                    pastLargest = largest.withUnsafeBytes { compareInstallationIDs($0, id) < 0 }
                 }
                 if !pastLargest {
                     select.reset()
@@ -184,13 +184,6 @@ public final class TelemetryTables: TelemetryCounters {
         let horizon = BucketLevel.minute.bucket(newest)
         _ = fold.advance(try looks(.minute, from: fold.cursorMinute, to: horizon + 1), now: Instant(microseconds: newest))
         try FoldTable.save(fold, in: database)
-    }
-
-    /// Whether `a` sorts before `b` in SQLite's BINARY collation.
-    static func precedes(_ a: UnsafeRawBufferPointer, _ b: UnsafeRawBufferPointer) -> Bool {
-        let n = min(a.count, b.count)
-        let c = n == 0 ? 0 : memcmp(a.baseAddress!, b.baseAddress!, n)
-        return c != 0 ? c < 0 : a.count < b.count
     }
 
     private static func record(_ s: SQLiteStatement) -> InstallationRecord {

@@ -212,10 +212,7 @@ final class InstallationTable {
         keys.sort { a, b in
             if a.high != b.high { return a.high < b.high }
             if a.low != b.low { return a.low < b.low }
-            let x = id(Int(a.index))
-            let y = id(Int(b.index))
-            let c = memcmp(x.baseAddress!, y.baseAddress!, min(x.count, y.count))
-            return c != 0 ? c < 0 : x.count < y.count
+            return compareInstallationIDs(id(Int(a.index)), id(Int(b.index))) < 0
         }
         return keys.map(\.index)
     }
@@ -276,3 +273,12 @@ final class InstallationTable {
 #elseif canImport(Darwin)
     import Darwin
 #endif
+
+/// The order of installation ids everywhere a batch meets the store: bytes, then length (SQLite's BINARY
+/// collation, the order of `telemetry_installations`' key). Negative, zero or positive, as `memcmp`.
+@inline(__always)
+public func compareInstallationIDs(_ a: UnsafeRawBufferPointer, _ b: UnsafeRawBufferPointer) -> Int {
+    let n = min(a.count, b.count)
+    let c = n == 0 ? 0 : Int(memcmp(a.baseAddress!, b.baseAddress!, n))
+    return c != 0 ? c : a.count - b.count
+}

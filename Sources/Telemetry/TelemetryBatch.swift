@@ -558,10 +558,10 @@ final class MergeSource {
 
     /// Id byte order, then the order the sources came in.
     func precedes(_ other: MergeSource) -> Bool {
-        let c = memcmp(id, other.id, min(idLength, other.idLength))
-        if c != 0 { return c < 0 }
-        if idLength != other.idLength { return idLength < other.idLength }
-        return position < other.position
+        let mine = UnsafeRawBufferPointer(start: id, count: idLength)
+        let theirs = UnsafeRawBufferPointer(start: other.id, count: other.idLength)
+        let c = compareInstallationIDs(mine, theirs)
+        return c != 0 ? c < 0 : position < other.position
     }
 }
 
