@@ -16,6 +16,19 @@ public protocol SessionConfigStore: ConfigStore {
     func verifyIntegrity() throws -> ConfigIntegrityReport
 }
 
+extension SessionConfigStore {
+    /// `init` on a store that takes its rollout once (a Firebase project's state): the genesis as the first
+    /// publish, refused when the store already holds a rollout. `label` names the store in that refusal.
+    func adoptOnce(label: String, seed: String, form: RemoteConfigTemplate.Form, actor: String, time: Instant) throws {
+        guard try initializeIfEmpty({ try SQLiteConfigStore.genesis(seed: seed, form: form, actor: actor, time: time) })
+        else {
+            throw StoreError.unavailable(
+                "the state store of \(label) already holds its rollout (version \(try current().info.number)); "
+                    + "init only adopts a project once")
+        }
+    }
+}
+
 extension SQLiteConfigStore: SessionConfigStore {}
 extension FirebaseConfigStore: SessionConfigStore {}
 
@@ -125,14 +138,7 @@ public enum FirebaseWiring {
         -> TeamSession?
     {
         guard let team = try teamSession(invocation, create: true), let firebase = team.firebase else { return nil }
-        let adopted = try firebase.initializeIfEmpty {
-            try SQLiteConfigStore.genesis(seed: seed, form: form, actor: team.operatorID, time: team.clock.now())
-        }
-        guard adopted else {
-            throw StoreError.unavailable(
-                "the state store of \(firebase.label) already holds its rollout (version \(try firebase.current().info.number)); "
-                    + "init only adopts a project once")
-        }
+        try firebase.adoptOnce(label: firebase.label, seed: seed, form: form, actor: team.operatorID, time: team.clock.now())
         return team
     }
 

@@ -111,14 +111,8 @@ public enum Wiring {
             return try createStore(
                 path: try StoreLocation.resolvedPath(invocation), seed: seed, form: form, operatorID: try operatorID(invocation))
         }
-        let adopted = try firebase.config.initializeIfEmpty {
-            try SQLiteConfigStore.genesis(seed: seed, form: form, actor: firebase.operatorID, time: firebase.clock.now())
-        }
-        guard adopted else {
-            throw StoreError.unavailable(
-                "the state store of \(firebase.path) already holds its rollout (version \(try firebase.config.current().info.number)); "
-                    + "init only adopts a project once")
-        }
+        try firebase.config.adoptOnce(
+            label: firebase.path, seed: seed, form: form, actor: firebase.operatorID, time: firebase.clock.now())
         return firebase
     }
 
