@@ -1,3 +1,4 @@
+import StoreConformance
 import Foundation
 @testable import PostgresStore
 import Rollout
@@ -12,11 +13,7 @@ struct PostgresFirebaseStateTests {
     static let t0 = Instant(seconds: 1_780_000_000)
 
     static func intent(base: Int = 3, actor: String = "ana@test") -> PublishIntent {
-        PublishIntent(
-            created: t0, host: "host-a", pid: 4242, baseNumber: base, ifMatch: "etag-\(base)", contentDigest: "00ff",
-            description: "nudge", rollbackSource: nil, origin: "ROLLOUT_CLI",
-            audit: AuditEntry(
-                time: t0, actor: actor, action: "nudge +1", from: "3%", to: "4%", reason: "ramp", result: .published))
+        PublishIntent.sample(base: base, actor: actor, at: t0)
     }
 
     @Test func initBindsTheDatabaseToOneProjectAndNothingElseCreatesIt() throws {
