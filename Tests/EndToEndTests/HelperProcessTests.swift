@@ -45,11 +45,21 @@ struct HelperProcessTests {
         defer { try? FileManager.default.removeItem(at: dir) }
         let report = dir.appendingPathComponent("fds").path
         // system(3), as the PostgreSQL server is started: it inherits every descriptor not marked close-on-exec.
-        let probe = { (fd: Int32) in "[ -e /proc/self/fd/\(fd) ] && echo inherited || echo private" }
-        let command = "{ \(probe(kept.fileHandleForWriting.fileDescriptor)); \(probe(plain.fileHandleForWriting.fileDescriptor)); } > '\(report)'"
+        // The probe is a program the shell executes (not its `[` builtin): the shell's own descriptors, such as
+        // the copy of standard output it saves around a redirection, may take a free number, and a program run
+        // from it sees exactly what a server would inherit. Each descriptor is identified by its pipe's inode.
+        func link(_ fd: Int32) -> String {
+            (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/fd/\(fd)")) ?? "none"
+        }
+        let keptFD = kept.fileHandleForWriting.fileDescriptor
+        let plainFD = plain.fileHandleForWriting.fileDescriptor
+        let probe = { (fd: Int32) in "readlink /proc/self/fd/\(fd) || echo none" }
+        let command = "{ \(probe(keptFD)); \(probe(plainFD)); } > '\(report)' 2>/dev/null"
         #expect(system(command) == 0)
-        let seen = try String(contentsOfFile: report, encoding: .utf8)
-        #expect(seen == "private\ninherited\n")
+        let seen = try String(contentsOfFile: report, encoding: .utf8).split(separator: "\n").map(String.init)
+        #expect(seen.count == 2, "the probe printed \(seen)")
+        #expect(seen.first != link(keptFD), "the private pipe \(link(keptFD)) reached the child")
+        #expect(seen.last == link(plainFD), "the control pipe \(link(plainFD)) did not reach the child: \(seen)")
     }
 
     /// rollout's own long runs wait for their stop signals through dispatch sources, which a blocked mask does not
