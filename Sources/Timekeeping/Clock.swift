@@ -201,6 +201,10 @@ public enum ISO8601 {
         guard i == u.count else { throw fail("unexpected text after the time zone") }
         let days = daysFromCivil(y, mo, d)
         let secs = days * 86_400 + h * 3600 + mi * 60 + s - offset
+        // The instant must be writable back as YYYY in UTC: 0000-01-01T00:00:00+02:00 is in year -1.
+        let first = daysFromCivil(0, 1, 1) * 86_400
+        let end = daysFromCivil(10_000, 1, 1) * 86_400
+        guard secs >= first, secs < end else { throw fail("the instant in UTC is outside the years 0000 to 9999") }
         return Instant(microseconds: secs * 1_000_000 + micros)
     }
 
