@@ -197,22 +197,21 @@ final class InstallationTable {
     /// words orders ids as their bytes do (a zero pad sorts before any byte), so only ids equal in those words
     /// compare their whole bytes. Random installation ids almost never get there.
     func sortedOrder() -> [Int32] {
-        struct Key {
-            var high: UInt64
-            var low: UInt64
-            var index: Int32
-        }
-        var keys: [Key] = []
+        var keys: [IDSortKey] = []
         keys.reserveCapacity(count)
         for i in 0..<count {
             let e = entries + i
             let bytes = UnsafeRawBufferPointer(start: arena + e.pointee.idOffset, count: Int(e.pointee.idLength))
-            keys.append(Key(high: Self.word(bytes, 0), low: Self.word(bytes, 8), index: Int32(i)))
+            keys.append(IDSortKey(high: Self.word(bytes, 0), low: Self.word(bytes, 8), index: Int32(i)))
         }
-        keys.sort { a, b in
-            if a.high != b.high { return a.high < b.high }
-            if a.low != b.low { return a.low < b.low }
-            return compareInstallationIDs(id(Int(a.index)), id(Int(b.index))) < 0
+        // The ids of a table are distinct, so the order needs no stability: an in-place introsort, without the
+        // buffer copies of the standard library's stable merge sort.
+        keys.withUnsafeMutableBufferPointer { buffer in
+            IDSortKey.introsort(buffer) { a, b in
+                if a.high != b.high { return a.high < b.high }
+                if a.low != b.low { return a.low < b.low }
+                return compareInstallationIDs(id(Int(a.index)), id(Int(b.index))) < 0
+            }
         }
         return keys.map(\.index)
     }
@@ -281,4 +280,95 @@ public func compareInstallationIDs(_ a: UnsafeRawBufferPointer, _ b: UnsafeRawBu
     let n = min(a.count, b.count)
     let c = n == 0 ? 0 : Int(memcmp(a.baseAddress!, b.baseAddress!, n))
     return c != 0 ? c : a.count - b.count
+}
+
+/// The sort key of one table entry: the id's first 16 bytes as two big-endian words, and the entry's index.
+struct IDSortKey {
+    var high: UInt64
+    var low: UInt64
+    var index: Int32
+
+    /// Sorts `keys` in place by `less` (a strict weak order): quicksort with a median-of-three pivot, insertion
+    /// sort for short ranges, and heapsort for a range that recursed too deep, so that no order of the input
+    /// (an adversary's ids included) takes more than O(n log n). Not stable.
+    static func introsort(_ keys: UnsafeMutableBufferPointer<IDSortKey>, by less: (IDSortKey, IDSortKey) -> Bool) {
+        guard keys.count > 1 else { return }
+        var depth = 2 * (Int.bitWidth - keys.count.leadingZeroBitCount)
+        sort(keys, 0, keys.count, &depth, less)
+    }
+
+    private static func sort(
+        _ k: UnsafeMutableBufferPointer<IDSortKey>, _ start: Int, _ end: Int, _ depth: inout Int,
+        _ less: (IDSortKey, IDSortKey) -> Bool
+    ) {
+        var lo = start
+        var hi = end
+        while hi - lo > 16 {
+            if depth == 0 {
+                heapsort(k, lo, hi, less)
+                return
+            }
+            depth -= 1
+            // Median of three to k[lo], then partition (Hoare) around it.
+            let mid = lo + (hi - lo) / 2
+            if less(k[mid], k[lo]) { k.swapAt(mid, lo) }
+            if less(k[hi - 1], k[lo]) { k.swapAt(hi - 1, lo) }
+            if less(k[hi - 1], k[mid]) { k.swapAt(hi - 1, mid) }
+            k.swapAt(lo, mid)
+            let pivot = k[lo]
+            var i = lo
+            var j = hi
+            while true {
+                repeat { i += 1 } while i < hi && less(k[i], pivot)
+                repeat { j -= 1 } while less(pivot, k[j])
+                if i >= j { break }
+                k.swapAt(i, j)
+            }
+            k.swapAt(lo, j)
+            // Recurse into the smaller side, loop on the larger: the stack stays O(log n).
+            if j - lo < hi - (j + 1) {
+                var d = depth
+                sort(k, lo, j, &d, less)
+                lo = j + 1
+            } else {
+                var d = depth
+                sort(k, j + 1, hi, &d, less)
+                hi = j
+            }
+        }
+        // Insertion sort of the short range left.
+        if hi - lo > 1 {
+            for i in (lo + 1)..<hi {
+                let x = k[i]
+                var j = i
+                while j > lo, less(x, k[j - 1]) {
+                    k[j] = k[j - 1]
+                    j -= 1
+                }
+                k[j] = x
+            }
+        }
+    }
+
+    private static func heapsort(
+        _ k: UnsafeMutableBufferPointer<IDSortKey>, _ lo: Int, _ hi: Int, _ less: (IDSortKey, IDSortKey) -> Bool
+    ) {
+        let n = hi - lo
+        func siftDown(_ root: Int, _ size: Int) {
+            var r = root
+            while true {
+                var child = 2 * r + 1
+                if child >= size { return }
+                if child + 1 < size, less(k[lo + child], k[lo + child + 1]) { child += 1 }
+                if !less(k[lo + r], k[lo + child]) { return }
+                k.swapAt(lo + r, lo + child)
+                r = child
+            }
+        }
+        for root in stride(from: n / 2 - 1, through: 0, by: -1) { siftDown(root, n) }
+        for end in stride(from: n - 1, to: 0, by: -1) {
+            k.swapAt(lo, lo + end)
+            siftDown(0, end)
+        }
+    }
 }

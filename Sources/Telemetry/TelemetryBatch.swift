@@ -332,19 +332,22 @@ public final class TelemetryBatch {
             spillFailed = true
             return
         }
-        // Whole-page reads and writes, a fraction of the syscalls of stdio's 4 KiB (the merge reads every run at
-        // once: 256 KiB each).
-        setvbuf(file, nil, _IOFBF, 256 << 10)
+        // The records are gathered in 256 KiB chunks and written whole (stdio buffers none of it).
+        setvbuf(file, nil, _IONBF, 0)
         let run = SpillRun(file: file, count: table.count)
+        let chunk = 256 << 10
+        var out: [UInt8] = []
+        out.reserveCapacity(chunk + SpillCodec.maxFixedBytes + 64)
         var ok = true
-        for i in table.sortedOrder() where ok {
-            var length = Int32(table.entries[Int(i)].idLength)
-            let id = table.id(Int(i))
-            ok =
-                fwrite(&length, 4, 1, file) == 1
-                && withUnsafeBytes(of: table.entries[Int(i)]) { fwrite($0.baseAddress, $0.count, 1, file) == 1 }
-                && (id.count == 0 || fwrite(id.baseAddress, id.count, 1, file) == 1)
+        func flush() {
+            ok = ok && (out.isEmpty || out.withUnsafeBytes { fwrite($0.baseAddress, $0.count, 1, file) == 1 })
+            out.removeAll(keepingCapacity: true)
         }
+        for i in table.sortedOrder() where ok {
+            SpillCodec.encode(table.entries[Int(i)], id: table.id(Int(i)), to: &out)
+            if out.count >= chunk { flush() }
+        }
+        flush()
         guard ok, fflush(file) == 0 else {
             spillFailed = true  // `run` closes the file; the table stays whole in memory
             return
@@ -450,119 +453,6 @@ struct ParsedEvent {
     var cohort: Cohort
     var provider: AttestationProvider
     var osMajor: UInt8
-}
-
-/// Reading a spilled run of installations back failed.
-public struct SpillError: Error, CustomStringConvertible {
-    public var description: String
-}
-
-/// One sorted run of installations in an unnamed temporary file: per installation its id length (`Int32`), its
-/// `InstallationDelta` (raw, read back by this process only) and its id bytes.
-final class SpillRun {
-    let file: UnsafeMutablePointer<FILE>
-    let count: Int
-    init(file: UnsafeMutablePointer<FILE>, count: Int) {
-        self.file = file
-        self.count = count
-    }
-    deinit { fclose(file) }
-}
-
-/// The current installation of one source of the merge: a spilled run, or the in-memory table in id order.
-final class MergeSource {
-    private let run: SpillRun?
-    private let table: InstallationTable?
-    private var order: [Int32] = []
-    private var remaining: Int
-    private var buffer: UnsafeMutableRawPointer
-    private var bufferCapacity = 256
-    private(set) var id: UnsafeRawPointer
-    private(set) var idLength = 0
-    private(set) var delta: InstallationDelta
-    var valid: Bool
-    /// The position of the source in the order the events came (runs in order, then the table).
-    let position: Int
-
-    init(run: SpillRun, position: Int) throws {
-        self.run = run
-        table = nil
-        remaining = run.count
-        buffer = .allocate(byteCount: bufferCapacity, alignment: 1)
-        id = UnsafeRawPointer(buffer)
-        delta = InstallationDelta(idOffset: 0, idLength: 0, hash: 0, time: 0, cohort: .none)
-        valid = true
-        self.position = position
-        guard fseek(run.file, 0, SEEK_SET) == 0 else {
-            throw SpillError(
-                description: "rewinding a spilled run of installations failed: \(String(cString: strerror(errno)))")
-        }
-        try advance()
-    }
-
-    init(table: InstallationTable, position: Int) {
-        run = nil
-        self.table = table
-        order = table.sortedOrder()
-        remaining = order.count
-        buffer = .allocate(byteCount: 1, alignment: 1)
-        id = UnsafeRawPointer(buffer)
-        delta = InstallationDelta(idOffset: 0, idLength: 0, hash: 0, time: 0, cohort: .none)
-        valid = true
-        self.position = position
-        order.reverse()  // popped from the end
-        try! advance()  // reads memory only
-    }
-
-    deinit { buffer.deallocate() }
-
-    /// Moves to the next installation of the source (`valid` false at its end).
-    func advance() throws {
-        guard remaining > 0 else {
-            valid = false
-            return
-        }
-        remaining -= 1
-        if let table {
-            let i = Int(order.removeLast())
-            let bytes = table.id(i)
-            id = bytes.baseAddress ?? UnsafeRawPointer(buffer)
-            idLength = bytes.count
-            delta = table.entries[i]
-            return
-        }
-        let file = run!.file
-        var length: Int32 = 0
-        guard fread(&length, 4, 1, file) == 1, length >= 0,
-            withUnsafeMutableBytes(of: &delta, { fread($0.baseAddress, $0.count, 1, file) == 1 })
-        else { throw readFailure(file) }
-        let n = Int(length)
-        if n > bufferCapacity {
-            buffer.deallocate()
-            bufferCapacity = n
-            buffer = .allocate(byteCount: n, alignment: 1)
-        }
-        if n > 0, fread(buffer, n, 1, file) != 1 { throw readFailure(file) }
-        id = UnsafeRawPointer(buffer)
-        idLength = n
-    }
-
-    private func readFailure(_ file: UnsafeMutablePointer<FILE>) -> SpillError {
-        let reason = ferror(file) != 0 ? String(cString: strerror(errno)) : "the file ended early"
-        return SpillError(description: "reading a spilled run of installations back failed: \(reason)")
-    }
-
-    func idEquals(_ other: MergeSource) -> Bool {
-        idLength == other.idLength && (idLength == 0 || memcmp(id, other.id, idLength) == 0)
-    }
-
-    /// Id byte order, then the order the sources came in.
-    func precedes(_ other: MergeSource) -> Bool {
-        let mine = UnsafeRawBufferPointer(start: id, count: idLength)
-        let theirs = UnsafeRawBufferPointer(start: other.id, count: other.idLength)
-        let c = compareInstallationIDs(mine, theirs)
-        return c != 0 ? c < 0 : position < other.position
-    }
 }
 
 /// A binary min-heap of merge sources by `MergeSource.precedes`.

@@ -74,6 +74,88 @@ struct IngestSpillTests {
         return out
     }
 
+    /// Every field of a delta, internal ones too (what `merge` reads), but not the table position and hash.
+    static func allFields(_ d: InstallationDelta) -> [String] {
+        fields(d) + [
+            "\(d.firstProvider)", "\(d.firstOSMajor)", "\(d.providerAt)", "\(d.osMajorAt)", "\(d.enteredAt)",
+            "\(d.crashedAt)",
+        ]
+    }
+
+    @Test("a spilled record reads back as the delta it was made from, extreme values and sentinels included")
+    func codecRoundTrip() throws {
+        var r = Random(state: 42)
+        let extremes: [Int64] = [.min, .min + 1, -1, 0, 1, .max - 1, .max, 1_780_000_000_000_000]
+        func time() -> Int64 {
+            r.below(3) == 0 ? extremes[r.below(extremes.count)] : 1_780_000_000_000_000 + Int64(r.below(1 << 30))
+        }
+        var deltas: [(id: [UInt8], delta: InstallationDelta)] = []
+        for i in 0..<2_000 {
+            var d = InstallationDelta(
+                idOffset: i, idLength: 9, hash: r.next(), time: time(), cohort: Cohort.allCases[r.below(3)])
+            d.lastSeen = time()
+            d.provider = AttestationProvider.allCases[r.below(AttestationProvider.allCases.count)]
+            d.firstProvider = AttestationProvider.allCases[r.below(AttestationProvider.allCases.count)]
+            d.osMajor = UInt8(r.below(256))
+            d.firstOSMajor = UInt8(r.below(256))
+            d.providerAt = r.below(2) == 0 ? .min : time()
+            d.osMajorAt = r.below(2) == 0 ? .min : time()
+            d.sessions = r.below(2) == 0 ? 0 : time()
+            d.enteredAt = (r.below(2) == 0 ? .max : time(), r.below(2) == 0 ? .max : time(), time())
+            d.crashedAt = (time(), r.below(2) == 0 ? .max : time(), r.below(2) == 0 ? .max : time())
+            d.fetchedAt = r.below(2) == 0 ? .min : time()
+            d.templateVersion = r.below(2) == 0 ? 0 : time()
+            // Ids of any length, the empty one and one longer than a read chunk's slack included.
+            let length = i == 0 ? 0 : i == 1 ? 300_000 : r.below(40)
+            deltas.append(((0..<length).map { _ in UInt8(r.below(256)) }, d))
+        }
+        var bytes: [UInt8] = []
+        for (id, d) in deltas { id.withUnsafeBytes { SpillCodec.encode(d, id: $0, to: &bytes) } }
+        try bytes.withUnsafeBufferPointer { buffer in
+            var reader = ByteReader(base: buffer.baseAddress!, position: 0, end: buffer.count)
+            for (id, d) in deltas {
+                let n = try #require(SpillCodec.idLength(&reader))
+                #expect(Array(buffer[reader.position..<reader.position + n]) == id)
+                reader.position += n
+                let back = try #require(SpillCodec.decodeDelta(&reader))
+                #expect(Self.allFields(back) == Self.allFields(d))
+            }
+            #expect(reader.position == buffer.count)
+        }
+        // A record cut anywhere does not decode.
+        var one: [UInt8] = []
+        deltas[7].id.withUnsafeBytes { SpillCodec.encode(deltas[7].delta, id: $0, to: &one) }
+        for cut in 0..<one.count {
+            let decoded = one.withUnsafeBufferPointer { buffer -> InstallationDelta? in
+                var reader = ByteReader(base: buffer.baseAddress!, position: 0, end: cut)
+                guard let n = SpillCodec.idLength(&reader), reader.position + n <= cut else { return nil }
+                reader.position += n
+                return SpillCodec.decodeDelta(&reader)
+            }
+            #expect(decoded == nil, "cut at \(cut) of \(one.count) decoded")
+        }
+    }
+
+    @Test("the spill's sort orders any input: random, sorted, reversed, few distinct keys, organ pipe")
+    func introsortOrdersAnyInput() {
+        var r = Random(state: 7)
+        for n in [0, 1, 2, 3, 16, 17, 100, 1_000, 20_000] {
+            let shapes: [(String, (Int) -> UInt64)] = [
+                ("random", { _ in r.next() }), ("sorted", { UInt64($0) }), ("reversed", { UInt64(n - $0) }),
+                ("few", { _ in r.next() % 3 }), ("organ", { UInt64(min($0, n - $0)) }),
+            ]
+            for (name, value) in shapes {
+                var keys = (0..<n).map { IDSortKey(high: value($0), low: r.next() % 2, index: Int32($0)) }
+                let expected = keys.map { [$0.high, $0.low] }.sorted { $0.lexicographicallyPrecedes($1) }
+                keys.withUnsafeMutableBufferPointer { b in
+                    IDSortKey.introsort(b) { ($0.high, $0.low) < ($1.high, $1.low) }
+                }
+                #expect(keys.map { [$0.high, $0.low] } == expected, "\(name), \(n) keys")
+                #expect(Set(keys.map(\.index)).count == n, "\(name), \(n) keys: not a permutation")
+            }
+        }
+    }
+
     @Test("random batches give the same installations, in the same order, with any spill limit", arguments: 0..<40)
     func equivalence(seed: Int) throws {
         var r = Random(state: UInt64(seed) &* 7919)

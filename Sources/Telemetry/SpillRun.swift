@@ -1,0 +1,319 @@
+import Rollout
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+/// Reading a spilled run of installations back failed.
+public struct SpillError: Error, CustomStringConvertible {
+    public var description: String
+}
+
+/// One sorted run of installations in an unnamed temporary file, each installation as `SpillCodec` encodes it.
+final class SpillRun {
+    let file: UnsafeMutablePointer<FILE>
+    let count: Int
+    init(file: UnsafeMutablePointer<FILE>, count: Int) {
+        self.file = file
+        self.count = count
+    }
+    deinit { fclose(file) }
+}
+
+/// The encoding of one installation in a spilled run: its id and its `InstallationDelta`, in about a third of
+/// the delta's size in memory (the merge reads every byte back, so the bytes are the cost).
+///
+/// `id length, id bytes, presence flags, cohort, provider, first provider, OS major, first OS major`, then
+/// LEB128 varints: `firstSeen` zigzag, and every other time as the zigzag of its wrapping difference from
+/// `firstSeen` (exact for any `Int64`, small for real times), present only when its flag says it is not the
+/// sentinel ("never"); `sessions` and `templateVersion` zigzag, present when not zero. The table position
+/// (`idOffset`) and the hash are not kept: nothing after the spill uses them.
+enum SpillCodec {
+    /// The most bytes a record takes beside its id: a length varint, 2 flag bytes, 5 bytes, 12 varints.
+    static let maxFixedBytes = 5 + 2 + 5 + 12 * 10
+
+    private enum Flag {
+        static let providerAt: UInt16 = 1 << 0
+        static let osMajorAt: UInt16 = 1 << 1
+        static let entered = (UInt16(1) << 2, UInt16(1) << 3, UInt16(1) << 4)
+        static let crashed = (UInt16(1) << 5, UInt16(1) << 6, UInt16(1) << 7)
+        static let fetchedAt: UInt16 = 1 << 8
+        static let sessions: UInt16 = 1 << 9
+        static let templateVersion: UInt16 = 1 << 10
+        static let known: UInt16 = (1 << 11) - 1
+    }
+
+    /// Appends the record of `delta` with `id` to `out`.
+    static func encode(_ d: InstallationDelta, id: UnsafeRawBufferPointer, to out: inout [UInt8]) {
+        varint(UInt64(id.count), to: &out)
+        out.append(contentsOf: id)
+        var flags: UInt16 = 0
+        if d.providerAt != .min { flags |= Flag.providerAt }
+        if d.osMajorAt != .min { flags |= Flag.osMajorAt }
+        if d.enteredAt.0 != .max { flags |= Flag.entered.0 }
+        if d.enteredAt.1 != .max { flags |= Flag.entered.1 }
+        if d.enteredAt.2 != .max { flags |= Flag.entered.2 }
+        if d.crashedAt.0 != .max { flags |= Flag.crashed.0 }
+        if d.crashedAt.1 != .max { flags |= Flag.crashed.1 }
+        if d.crashedAt.2 != .max { flags |= Flag.crashed.2 }
+        if d.fetchedAt != .min { flags |= Flag.fetchedAt }
+        if d.sessions != 0 { flags |= Flag.sessions }
+        if d.templateVersion != 0 { flags |= Flag.templateVersion }
+        out.append(UInt8(truncatingIfNeeded: flags))
+        out.append(UInt8(truncatingIfNeeded: flags >> 8))
+        out.append(d.cohort.code)
+        out.append(d.provider.rawValue)
+        out.append(d.firstProvider.rawValue)
+        out.append(d.osMajor)
+        out.append(d.firstOSMajor)
+        let base = d.firstSeen
+        func time(_ t: Int64, _ flag: UInt16) {
+            if flags & flag != 0 { varint(zigzag(t &- base), to: &out) }
+        }
+        varint(zigzag(base), to: &out)
+        varint(zigzag(d.lastSeen &- base), to: &out)
+        time(d.providerAt, Flag.providerAt)
+        time(d.osMajorAt, Flag.osMajorAt)
+        time(d.enteredAt.0, Flag.entered.0)
+        time(d.enteredAt.1, Flag.entered.1)
+        time(d.enteredAt.2, Flag.entered.2)
+        time(d.crashedAt.0, Flag.crashed.0)
+        time(d.crashedAt.1, Flag.crashed.1)
+        time(d.crashedAt.2, Flag.crashed.2)
+        time(d.fetchedAt, Flag.fetchedAt)
+        if flags & Flag.sessions != 0 { varint(zigzag(d.sessions), to: &out) }
+        if flags & Flag.templateVersion != 0 { varint(zigzag(d.templateVersion), to: &out) }
+    }
+
+    /// Reads the length of the next record's id at `reader`; nil when the bytes are not a record.
+    static func idLength(_ reader: inout ByteReader) -> Int? {
+        guard let n = reader.varint(), n <= UInt64(Int32.max) else { return nil }
+        return Int(n)
+    }
+
+    /// Decodes the rest of a record (after its id); nil when the bytes are not one `encode` wrote.
+    static func decodeDelta(_ reader: inout ByteReader) -> InstallationDelta? {
+        guard let low = reader.byte(), let high = reader.byte() else { return nil }
+        let flags = UInt16(low) | UInt16(high) << 8
+        guard flags & ~Flag.known == 0, let cohortCode = reader.byte(), let cohort = Cohort(code: cohortCode),
+            let providerCode = reader.byte(), let provider = AttestationProvider(rawValue: providerCode),
+            let firstProviderCode = reader.byte(), let firstProvider = AttestationProvider(rawValue: firstProviderCode),
+            let osMajor = reader.byte(), let firstOSMajor = reader.byte(),
+            let base = reader.varint().map(unzigzag), let last = reader.varint().map(unzigzag)
+        else { return nil }
+        var d = InstallationDelta(idOffset: 0, idLength: 0, hash: 0, time: base, cohort: cohort)
+        d.lastSeen = base &+ last
+        d.provider = provider
+        d.firstProvider = firstProvider
+        d.osMajor = osMajor
+        d.firstOSMajor = firstOSMajor
+        var ok = true
+        func time(_ flag: UInt16, absent: Int64) -> Int64 {
+            guard flags & flag != 0 else { return absent }
+            guard let v = reader.varint() else {
+                ok = false
+                return absent
+            }
+            return base &+ unzigzag(v)
+        }
+        d.providerAt = time(Flag.providerAt, absent: .min)
+        d.osMajorAt = time(Flag.osMajorAt, absent: .min)
+        d.enteredAt = (
+            time(Flag.entered.0, absent: .max), time(Flag.entered.1, absent: .max), time(Flag.entered.2, absent: .max)
+        )
+        d.crashedAt = (
+            time(Flag.crashed.0, absent: .max), time(Flag.crashed.1, absent: .max), time(Flag.crashed.2, absent: .max)
+        )
+        d.fetchedAt = time(Flag.fetchedAt, absent: .min)
+        if flags & Flag.sessions != 0 {
+            guard let v = reader.varint() else { return nil }
+            d.sessions = unzigzag(v)
+        }
+        if flags & Flag.templateVersion != 0 {
+            guard let v = reader.varint() else { return nil }
+            d.templateVersion = unzigzag(v)
+        }
+        return ok ? d : nil
+    }
+
+    @inline(__always)
+    static func zigzag(_ v: Int64) -> UInt64 { UInt64(bitPattern: (v << 1) ^ (v >> 63)) }
+
+    @inline(__always)
+    static func unzigzag(_ u: UInt64) -> Int64 { Int64(bitPattern: u >> 1) ^ -Int64(bitPattern: u & 1) }
+
+    @inline(__always)
+    static func varint(_ value: UInt64, to out: inout [UInt8]) {
+        var v = value
+        while v >= 0x80 {
+            out.append(UInt8(truncatingIfNeeded: v) | 0x80)
+            v >>= 7
+        }
+        out.append(UInt8(v))
+    }
+}
+
+/// Reads bytes and varints from a buffer, refusing to read past its end.
+struct ByteReader {
+    var base: UnsafePointer<UInt8>
+    var position: Int
+    var end: Int
+
+    @inline(__always)
+    mutating func byte() -> UInt8? {
+        guard position < end else { return nil }
+        defer { position += 1 }
+        return base[position]
+    }
+
+    /// A LEB128 varint of at most 10 bytes.
+    @inline(__always)
+    mutating func varint() -> UInt64? {
+        var result: UInt64 = 0
+        var shift: UInt64 = 0
+        while position < end, shift < 70 {
+            let b = base[position]
+            position += 1
+            result |= UInt64(b & 0x7F) << shift
+            if b < 0x80 { return shift == 63 && b > 1 ? nil : result }
+            shift += 7
+        }
+        return nil
+    }
+}
+
+/// The current installation of one source of the merge: a spilled run, or the in-memory table in id order.
+final class MergeSource {
+    private let run: SpillRun?
+    private let table: InstallationTable?
+    private var order: [Int32] = []
+    private var remaining: Int
+    /// The run's bytes read so far and not yet decoded: `buffer[cursor..<filled]`.
+    private var buffer: UnsafeMutablePointer<UInt8>
+    private var capacity: Int
+    private var cursor = 0
+    private var filled = 0
+    private var atEnd = false
+    private(set) var id: UnsafeRawPointer
+    private(set) var idLength = 0
+    private(set) var delta: InstallationDelta
+    var valid: Bool
+    /// The position of the source in the order the events came (runs in order, then the table).
+    let position: Int
+
+    init(run: SpillRun, position: Int) throws {
+        self.run = run
+        table = nil
+        remaining = run.count
+        capacity = 256 << 10
+        buffer = .allocate(capacity: capacity)
+        id = UnsafeRawPointer(buffer)
+        delta = InstallationDelta(idOffset: 0, idLength: 0, hash: 0, time: 0, cohort: .none)
+        valid = true
+        self.position = position
+        guard fseek(run.file, 0, SEEK_SET) == 0 else {
+            throw SpillError(
+                description: "rewinding a spilled run of installations failed: \(String(cString: strerror(errno)))")
+        }
+        try advance()
+    }
+
+    init(table: InstallationTable, position: Int) {
+        run = nil
+        self.table = table
+        order = table.sortedOrder()
+        remaining = order.count
+        capacity = 1
+        buffer = .allocate(capacity: 1)
+        id = UnsafeRawPointer(buffer)
+        delta = InstallationDelta(idOffset: 0, idLength: 0, hash: 0, time: 0, cohort: .none)
+        valid = true
+        self.position = position
+        order.reverse()  // popped from the end
+        try! advance()  // reads memory only
+    }
+
+    deinit { buffer.deallocate() }
+
+    /// Moves to the next installation of the source (`valid` false at its end).
+    func advance() throws {
+        guard remaining > 0 else {
+            valid = false
+            return
+        }
+        remaining -= 1
+        if let table {
+            let i = Int(order.removeLast())
+            let bytes = table.id(i)
+            id = bytes.baseAddress ?? UnsafeRawPointer(buffer)
+            idLength = bytes.count
+            delta = table.entries[i]
+            return
+        }
+        try ensure(5)
+        var reader = ByteReader(base: buffer, position: cursor, end: filled)
+        guard let n = SpillCodec.idLength(&reader) else { throw malformed() }
+        let idStart = reader.position - cursor
+        try ensure(idStart + n + SpillCodec.maxFixedBytes)
+        guard cursor + idStart + n <= filled else { throw malformed() }
+        reader = ByteReader(base: buffer, position: cursor + idStart + n, end: filled)
+        guard let d = SpillCodec.decodeDelta(&reader) else { throw malformed() }
+        id = UnsafeRawPointer(buffer + cursor + idStart)
+        idLength = n
+        delta = d
+        cursor = reader.position
+    }
+
+    /// Makes at least `n` unread bytes available in the buffer, unless the run ends first.
+    private func ensure(_ n: Int) throws {
+        guard filled - cursor < n, !atEnd else { return }
+        let kept = filled - cursor
+        if n > capacity {
+            var c = capacity
+            while c < n { c *= 2 }
+            let fresh = UnsafeMutablePointer<UInt8>.allocate(capacity: c)
+            fresh.update(from: buffer + cursor, count: kept)
+            buffer.deallocate()
+            buffer = fresh
+            capacity = c
+        } else if kept > 0 {
+            memmove(buffer, buffer + cursor, kept)
+        }
+        cursor = 0
+        filled = kept
+        let file = run!.file
+        while filled < capacity {
+            let got = fread(buffer + filled, 1, capacity - filled, file)
+            filled += got
+            if got == 0 {
+                if ferror(file) != 0 {
+                    throw SpillError(
+                        description:
+                            "reading a spilled run of installations back failed: \(String(cString: strerror(errno)))")
+                }
+                atEnd = true
+                break
+            }
+        }
+    }
+
+    private func malformed() -> SpillError {
+        SpillError(
+            description: "reading a spilled run of installations back failed: "
+                + (atEnd ? "the file ended early" : "its bytes are not a run this process wrote"))
+    }
+
+    func idEquals(_ other: MergeSource) -> Bool {
+        idLength == other.idLength && (idLength == 0 || memcmp(id, other.id, idLength) == 0)
+    }
+
+    /// Id byte order, then the order the sources came in.
+    func precedes(_ other: MergeSource) -> Bool {
+        let mine = UnsafeRawBufferPointer(start: id, count: idLength)
+        let theirs = UnsafeRawBufferPointer(start: other.id, count: other.idLength)
+        let c = compareInstallationIDs(mine, theirs)
+        return c != 0 ? c < 0 : position < other.position
+    }
+}
