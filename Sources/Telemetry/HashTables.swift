@@ -121,6 +121,11 @@ final class InstallationTable {
     private(set) var arena: UnsafeMutablePointer<UInt8>
     private var arenaCount = 0
     private var arenaCapacity: Int
+    /// The entries the table is expected to reach (its owner's spill limit), 0 when unknown: once past 64Ki
+    /// entries it grows straight to that many. The allocation is only address space until entries are written,
+    /// and the table never holds an old and a new copy of its entries at once (doubling from half the limit
+    /// would, for a moment, hold one and a half times the limit).
+    var reserve = 0
 
     init() {
         slotMask = 4095
@@ -245,7 +250,7 @@ final class InstallationTable {
     }
 
     private func growEntries() {
-        let c = entryCapacity * 2
+        let c = entryCapacity >= 1 << 16 && reserve > entryCapacity ? reserve : entryCapacity * 2
         let fresh = UnsafeMutablePointer<InstallationDelta>.allocate(capacity: c)
         fresh.moveInitialize(from: entries, count: count)
         entries.deallocate()

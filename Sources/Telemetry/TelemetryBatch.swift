@@ -157,9 +157,12 @@ public final class TelemetryBatch {
     let installations = InstallationTable()
     /// How many installations the in-memory table holds before it is spilled as a sorted run (about 140 bytes
     /// each, plus the id).
-    public var spillLimit = TelemetryBatch.defaultSpillLimit
-    /// 512Ki installations: about 100 MB of table at most.
-    public static let defaultSpillLimit = 1 << 19
+    public var spillLimit = TelemetryBatch.defaultSpillLimit {
+        didSet { installations.reserve = spillLimit <= Self.defaultSpillLimit ? spillLimit : 0 }
+    }
+    /// 1Mi installations: about 170 MB of table at most (136-byte deltas, their slots and ids), so that a batch
+    /// of a million installations lands without a spill, within `ingest`'s 300 MB.
+    public static let defaultSpillLimit = 1 << 20
     private var runs: [SpillRun] = []
     private var spillFailed = false
     /// The distinct installations found by the last merge, and the event count it was made at.
@@ -175,7 +178,7 @@ public final class TelemetryBatch {
     private var earliestMicros = Int64.max
     private var latestMicros = Int64.min
 
-    public init() {}
+    public init() { installations.reserve = spillLimit }
 
     /// The earliest and latest event times, nil while empty.
     public var earliest: Instant? { eventCount == 0 ? nil : Instant(microseconds: earliestMicros) }
