@@ -83,7 +83,8 @@ func checkInstallationID(_ id: ByteSpan, field: String) throws(LineError) {
 ///
 /// Bytes arrive in chunks of any size (`feed`); a line cut by a chunk boundary is kept until the rest arrives,
 /// up to `IngestLimits.maximumLineBytes` (a longer line is skipped to its end and reported). Complete lines are
-/// read in place, without copying. Blank lines are skipped; a trailing `\r` is dropped. Event times must lie
+/// parsed in place, without copying; a parsed native event keeps only its installation id, copied into a block of
+/// events that is recorded in place or, with `concurrentRecording`, on a second thread (`BlockRecorder`). Blank lines are skipped; a trailing `\r` is dropped. Event times must lie
 /// in `window`; a member named twice in one object is a bad line under `DuplicateKeyPolicy.reject` and a
 /// warning (`warnings`, `warningCount`) under `.count`.
 public final class TelemetryIngest {
@@ -107,28 +108,57 @@ public final class TelemetryIngest {
     private var carry: [UInt8] = []
     /// The length of the line being skipped because it is longer than `IngestLimits.maximumLineBytes`.
     private var skipping: Int?
-    /// Native lines parsed but not yet recorded (see `TelemetryBatch.record(_ block:)`); they point into the
-    /// bytes being fed, so the block is recorded before `feed` returns and before a carried line is dropped.
-    private let block = UnsafeMutableBufferPointer<ParsedEvent>.allocate(capacity: 32)
-    private var blockCount = 0
+    /// Native lines parsed but not yet recorded (see `TelemetryBatch.record(_ block:)`), their ids copied into
+    /// the block; recorded when the block fills, when `feed` returns, and by `drain()`.
+    private var block: EventBlock
+    /// The thread that records blocks while the next lines are parsed (`concurrentRecording`), nil when blocks
+    /// are recorded in place.
+    private let recorder: BlockRecorder?
 
+    /// `concurrentRecording` (native format only) records parsed lines into `batch` on a second thread while
+    /// the next ones are parsed: until `drain()` returns, the caller must not read or change `batch`.
     public init(
         format: TelemetryFormat, window: EventTimeWindow, duplicateKeys: DuplicateKeyPolicy = .count,
-        batch: TelemetryBatch = TelemetryBatch(), maximumReportedProblems: Int = 100
+        batch: TelemetryBatch = TelemetryBatch(), maximumReportedProblems: Int = 100, concurrentRecording: Bool = false
     ) {
         self.format = format
         self.window = window
         self.batch = batch
         self.maximumReportedProblems = maximumReportedProblems
         batch.memberNames.policy = duplicateKeys
+        let recorder = concurrentRecording && format == .native ? BlockRecorder(batch: batch) : nil
+        self.recorder = recorder
+        block = recorder?.take() ?? EventBlock()
     }
 
-    deinit { block.deallocate() }
+    deinit { recorder?.stop() }
 
     private func flushBlock() {
-        guard blockCount > 0 else { return }
-        batch.record(UnsafeMutableBufferPointer(rebasing: block[0..<blockCount]))
-        blockCount = 0
+        guard !block.isEmpty else { return }
+        if let recorder {
+            recorder.submit(block)
+            block = recorder.take()
+        } else {
+            batch.record(block.filled)
+            block.removeAll()
+        }
+    }
+
+    /// Records every line read so far into `batch`: after it returns, `batch` is the caller's to read, land or
+    /// empty (with `concurrentRecording`, until the next `feed`).
+    public func drain() {
+        flushBlock()
+        recorder?.drain()
+    }
+
+    /// Events recorded or waiting to be, in the current batch (`batch.eventCount` once drained).
+    public var batchEvents: Int { recorder == nil ? batch.eventCount : recorded }
+
+    /// Queues one parsed native event with its id bytes.
+    @inline(__always)
+    private func append(_ e: ParsedEvent, id: UnsafeRawBufferPointer) {
+        if !block.fits(idLength: id.count) { flushBlock() }
+        block.append(e, id: id)
     }
 
     /// Reads every complete line in `bytes` (after any partial line left by the previous chunk).
@@ -149,7 +179,6 @@ public final class TelemetryIngest {
                 skipping = nil
             } else {
                 carry.withUnsafeBytes { readLine($0) }
-                flushBlock()
             }
             carry.removeAll(keepingCapacity: true)
             p = nl + 1
@@ -201,9 +230,9 @@ public final class TelemetryIngest {
             skipping = nil
         } else if !carry.isEmpty {
             carry.withUnsafeBytes { readLine($0) }
-            flushBlock()
         }
         carry.removeAll(keepingCapacity: true)
+        drain()
     }
 
     /// Starts counting a new batch (the batch itself is emptied by its owner); line numbers go on.
@@ -229,14 +258,14 @@ public final class TelemetryIngest {
             switch format {
             case .native:
                 var escapedID: String?
-                let e = try NativeFormat.parse(line, batch, window: window, escapedID: &escapedID)
+                var e = try NativeFormat.parse(line, batch, window: window, escapedID: &escapedID)
                 if var text = escapedID {
-                    flushBlock()
-                    text.withUTF8 { NativeFormat.record(UnsafeRawBufferPointer($0), e, batch) }
+                    text.withUTF8 { bytes in
+                        e.hash = batch.installations.hash(bytes.baseAddress!, bytes.count)
+                        append(e, id: UnsafeRawBufferPointer(bytes))
+                    }
                 } else {
-                    block[blockCount] = e
-                    blockCount += 1
-                    if blockCount == block.count { flushBlock() }
+                    append(e, id: UnsafeRawBufferPointer(start: e.id, count: e.idLength))
                 }
                 recorded += 1
             case .ga4:

@@ -100,11 +100,12 @@ enum TelemetryCommands {
         let target = try Wiring.telemetryTarget(invocation)  // SQLite, Firebase's state store or PostgreSQL
         let tables = target.counters
         let clock = target.clock
-        let ingest = TelemetryIngest(format: format, window: EventTimeWindow(now: clock.now(), rolloutStart: try target.monitor.status().startedAt), duplicateKeys: strict ? .reject : .count)
+        let ingest = TelemetryIngest(format: format, window: EventTimeWindow(now: clock.now(), rolloutStart: try target.monitor.status().startedAt), duplicateKeys: strict ? .reject : .count, concurrentRecording: true)
         var summary = IngestSummary()
         let source = "\(format.rawValue):\(path == "-" ? "stdin" : path)"
 
         func land() throws {
+            ingest.drain()  // every line read is in the batch (native lines are recorded on a second thread)
             if strict, ingest.problemCount > 0 {
                 throw CommandError(
                     "\(ingest.problems[0]); --strict: the batch of \(ingest.batch.eventCount) events was not ingested "
@@ -151,7 +152,7 @@ enum TelemetryCommands {
             bytesRead += Int64(n)
             progress.update(done: bytesRead)
             if strict, ingest.problemCount > 0 { try land() }
-            if ingest.batch.eventCount >= batchEvents { try land() }
+            if ingest.batchEvents >= batchEvents { try land() }
         }
         ingest.finish()
         try land()

@@ -156,6 +156,76 @@ struct IngestSpillTests {
         }
     }
 
+    /// Native lines for `concurrentRecording`: random events, escaped ids, rejection reasons, a duplicate key and
+    /// bad lines among them.
+    static func nativeLines(seed: UInt64, count: Int) -> [UInt8] {
+        var r = Random(state: seed)
+        let base = t0.microseconds
+        var text = ""
+        let kinds = [
+            #""k":"session""#, #""k":"success","p":"appAttest""#, #""k":"failure","e":"serverUnavailable""#,
+            #""k":"failure","e":"rejected:bad key","p":"deviceCheck""#, #""k":"failure","e":"rejected:replay""#,
+            #""k":"fetch","v":7"#, #""k":"crash","fatal":true"#, #""k":"crash","fatal":false"#,
+        ]
+        for i in 0..<count {
+            let n = r.below(300)
+            let id = r.below(5) == 0 ? #"fid-\u00e9\u0041-\#(n)"# : "fid-\(n)"
+            let t = base + Int64(r.below(3_600)) * 1_000_000
+            let cohort = ["enabled", "control", "none"][r.below(3)]
+            switch r.below(40) {
+            case 0: text += "not json\n"
+            case 1: text += #"{"t":\#(t),"i":"\#(id)","k":"session","k":"session","c":"\#(cohort)"}"# + "\n"
+            default:
+                text += #"{"t":\#(t),"i":"\#(id)",\#(kinds[r.below(kinds.count)]),"c":"\#(cohort)","os":"17.\#(i % 3)"}"# + "\n"
+            }
+        }
+        return Array(text.utf8)
+    }
+
+    @Test("recording on a second thread leaves the batch exactly as recording in place", arguments: 0..<6)
+    func concurrentRecordingIsExact(seed: Int) throws {
+        let window = EventTimeWindow(now: t0 + .hours(2), rolloutStart: t0)
+        let bytes = Self.nativeLines(seed: UInt64(seed), count: 5_000 + seed * 3_000)
+        var r = Random(state: UInt64(seed) &+ 99)
+        func run(_ concurrent: Bool) -> TelemetryIngest {
+            let ingest = TelemetryIngest(format: .native, window: window, concurrentRecording: concurrent)
+            ingest.batch.spillLimit = seed % 2 == 0 ? .max : 40 + seed  // with and without spilled runs
+            var at = 0
+            var chunks = Random(state: UInt64(seed))
+            bytes.withUnsafeBytes { all in
+                while at < all.count {
+                    let n = min(all.count - at, 1 + chunks.below(9_000))
+                    ingest.feed(UnsafeRawBufferPointer(rebasing: all[at..<at + n]))
+                    at += n
+                }
+            }
+            ingest.finish()
+            return ingest
+        }
+        _ = r.next()
+        let inPlace = run(false)
+        let threaded = run(true)
+        #expect(threaded.lines == inPlace.lines)
+        #expect(threaded.recorded == inPlace.recorded && threaded.batchEvents == inPlace.batch.eventCount)
+        #expect(threaded.problems == inPlace.problems && threaded.warnings == inPlace.warnings)
+        #expect(threaded.batch.reasons == inPlace.batch.reasons)
+        #expect(threaded.batch.eventCount == inPlace.batch.eventCount)
+        #expect(threaded.batch.spilledRuns == inPlace.batch.spilledRuns)
+        var counters: [[Int64]] = []
+        inPlace.batch.forEachCounter { counters.append([$0, Int64($1.packed), $2]) }
+        var threadedCounters: [[Int64]] = []
+        threaded.batch.forEachCounter { threadedCounters.append([$0, Int64($1.packed), $2]) }
+        #expect(threadedCounters.sorted { $0.lexicographicallyPrecedes($1) } == counters.sorted { $0.lexicographicallyPrecedes($1) })
+        var expected: [(String, [String])] = []
+        try inPlace.batch.forEachInstallation { expected.append(($0, Self.allFields($1))) }
+        var got: [(String, [String])] = []
+        try threaded.batch.forEachInstallation { got.append(($0, Self.allFields($1))) }
+        #expect(got.map(\.0) == expected.map(\.0))
+        #expect(got.map(\.1) == expected.map(\.1))
+        #expect(expected.contains { $0.0.contains("\u{e9}") }, "no escaped id was read")
+        #expect(inPlace.problemCount > 0 && inPlace.warningCount > 0 && inPlace.batch.reasons.count == 2)
+    }
+
     @Test("random batches give the same installations, in the same order, with any spill limit", arguments: 0..<40)
     func equivalence(seed: Int) throws {
         var r = Random(state: UInt64(seed) &* 7919)
