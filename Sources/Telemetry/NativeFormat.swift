@@ -106,7 +106,7 @@ public enum NativeFormat {
         }
         if id.escaped { escapedID = id.text }
         return ParsedEvent(
-            time: time, id: id.start, idLength: id.count, hash: id.escaped ? 0 : batch.installations.hash(id.start, id.count),
+            time: time, id: id.start, idLength: id.count, hash: 0,
             version: version ?? 0, detail: detail, kind: kind, cohort: cohort, provider: provider, osMajor: osMajor)
     }
 

@@ -267,9 +267,11 @@ public final class TelemetryBatch {
             detail: detail, osMajor: osMajor, templateVersion: templateVersion)
     }
 
-    /// Records a block of parsed events, resolving their installations in stages (every slot, then every entry,
-    /// then the updates) so that the cache misses of different events overlap instead of queueing.
+    /// Records a block of parsed events, resolving their installations in stages (every id's hash, then every
+    /// slot, then every entry, then the updates) so that the cache misses of different events overlap instead of
+    /// queueing. The hashes are computed here, on the thread that records (`BlockRecorder`), not by the parser.
     func record(_ block: UnsafeMutableBufferPointer<ParsedEvent>) {
+        for i in block.indices { block[i].hash = installations.hash(block[i].id, block[i].idLength) }
         var sink: UInt64 = 0
         for e in block { sink ^= installations.touch(e.hash) }
         touched ^= sink
@@ -444,7 +446,8 @@ extension TelemetryBatch {
 }
 
 /// One native line, parsed, waiting in a block for `TelemetryBatch.record(_ block:)`; `id` points into the
-/// line's bytes, so a block must be recorded before those bytes go away.
+/// line's bytes or an `EventBlock`'s copy of them, so a block must be recorded before those bytes go away.
+/// `hash` is filled in by `record(_ block:)`.
 struct ParsedEvent {
     var time: Int64
     var id: UnsafePointer<UInt8>

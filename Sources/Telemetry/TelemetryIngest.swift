@@ -258,12 +258,9 @@ public final class TelemetryIngest {
             switch format {
             case .native:
                 var escapedID: String?
-                var e = try NativeFormat.parse(line, batch, window: window, escapedID: &escapedID)
+                let e = try NativeFormat.parse(line, batch, window: window, escapedID: &escapedID)
                 if var text = escapedID {
-                    text.withUTF8 { bytes in
-                        e.hash = batch.installations.hash(bytes.baseAddress!, bytes.count)
-                        append(e, id: UnsafeRawBufferPointer(bytes))
-                    }
+                    text.withUTF8 { append(e, id: UnsafeRawBufferPointer($0)) }
                 } else {
                     append(e, id: UnsafeRawBufferPointer(start: e.id, count: e.idLength))
                 }
