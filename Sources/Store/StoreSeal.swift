@@ -300,10 +300,11 @@ public enum StoreSeal {
                 return ConfigIntegrityProblem("witness", "\(witness.path) is missing (deleted?)")
             case .unreadable(let why):
                 return ConfigIntegrityProblem("witness", "\(witness.path) is unreadable: \(why)")
-            case .lines(let current, let previous):
+            case .lines(let current, let previous, let pending):
                 let line = Witness.line(now)
-                // The previous line holds only when the last write did not commit (a crash between the two).
-                if current != line, previous != line {
+                // The previous line holds when the last write did not commit (a crash between the two); a pending
+                // one when a killed write's commit reappeared later (see `Witness`).
+                if !Witness.allows(line, current: current, previous: previous, pending: pending) {
                     return ConfigIntegrityProblem(
                         "witness",
                         "\(witness.path) records \(current), but the store is at \(line): the store was replaced or its log rewritten"
@@ -317,15 +318,25 @@ public enum StoreSeal {
 
 /// The witness file beside a store (`<store>.witness`, mode 0600): the chain head and state digest as of the
 /// last write, and the one before it (a write that crashed before its commit leaves the store at that one).
+///
+/// It also keeps `pending` lines: states a write witnessed that the store did not show when the next write began.
+/// A write killed inside SQLite's commit, after its frames reached the WAL but before the shared index was
+/// updated, is invisible to the processes still running; so the next write starts from the state before it,
+/// and if that one is killed too before its own frames are written, the first process to open the store again
+/// recovers the WAL and finds the first write committed after all. Each such state stays acceptable while the
+/// store has not moved past the state both writes started from (a later commit overwrites the orphaned frames).
 public struct Witness: Sendable {
     public let path: String
 
     public static func path(forStore store: String) -> String { store + ".witness" }
 
+    /// At most this many pending lines are kept, the newest.
+    static let maximumPending = 8
+
     enum Content {
         case missing
         case unreadable(String)
-        case lines(current: String, previous: String?)
+        case lines(current: String, previous: String?, pending: [String])
     }
 
     /// `sequence 12 hash <hex> state <hex>`.
@@ -336,28 +347,58 @@ public struct Witness: Sendable {
         guard let text = SmallFile.text(path) else { return .unreadable("not readable text") }
         var current: String?
         var previous: String?
+        var pending: [String] = []
         for line in text.split(separator: "\n") {
             if line.hasPrefix("current ") { current = String(line.dropFirst("current ".count)) }
             if line.hasPrefix("previous ") { previous = String(line.dropFirst("previous ".count)) }
+            if line.hasPrefix("pending ") { pending.append(String(line.dropFirst("pending ".count))) }
         }
         guard let current else { return .unreadable("no 'current' line") }
-        return .lines(current: current, previous: previous)
+        return .lines(current: current, previous: previous, pending: pending)
     }
 
     /// The witness's current line, for `audit verify` to print.
     public func currentLine() -> String? {
-        if case .lines(let current, _) = read() { return current }
+        if case .lines(let current, _, _) = read() { return current }
         return nil
+    }
+
+    /// Whether a witness with these lines allows a store at `line`.
+    static func allows(_ line: String, current: String, previous: String?, pending: [String]) -> Bool {
+        line == current || line == previous || pending.contains(line)
+    }
+
+    /// The lines a write from `before` to `line` keeps pending: when the witness's current state is not the one
+    /// the store was at when this write began, that state may still reappear (see the type's comment), and so
+    /// may the states kept pending by writes that began from the same state as this one.
+    static func pending(
+        after existing: Content, from before: String?, to line: String, previous: String?
+    ) -> [String] {
+        guard let before, case .lines(let current, let kept, let pending) = existing, current != before else { return [] }
+        var lines = kept == before ? pending : []
+        lines.append(current)
+        lines.removeAll { $0 == line || $0 == previous }
+        var unique: [String] = []
+        for l in lines where !unique.contains(l) { unique.append(l) }
+        return Array(unique.suffix(maximumPending))
     }
 
     /// Replaces the file atomically (temporary file, fsync, rename) with `state` as current and `before` (the
     /// state the store was at when this write began) as previous; nothing is written when it already says so.
     func write(_ state: StoreSeal.State, before: StoreSeal.State? = nil) throws {
         let line = Witness.line(state)
-        let previous = before.map(Witness.line).flatMap { $0 == line ? nil : $0 }
-        if case .lines(let current, let kept) = read(), current == line, previous == nil || kept == previous { return }
+        let start = before.map(Witness.line)
+        let previous = start.flatMap { $0 == line ? nil : $0 }
+        let existing = read()
+        let pending = Witness.pending(after: existing, from: start, to: line, previous: previous)
+        if case .lines(let current, let kept, let keptPending) = existing, current == line,
+            previous == nil || kept == previous, keptPending == pending || previous == nil
+        {
+            return
+        }
         var text = "rollout-witness-v1\ncurrent \(line)\n"
         if let previous { text += "previous \(previous)\n" }
+        for p in pending { text += "pending \(p)\n" }
         let temporary = path + ".tmp"
         unlink(temporary)
         let fd = open(temporary, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0o600)
