@@ -52,6 +52,78 @@ final class EventBlock {
     }
 }
 
+/// A mutex with one condition, for the hand-offs between an ingest's two threads.
+final class Monitor: @unchecked Sendable {
+    private let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
+    private let changed = UnsafeMutablePointer<pthread_cond_t>.allocate(capacity: 1)
+
+    init() {
+        pthread_mutex_init(mutex, nil)
+        pthread_cond_init(changed, nil)
+    }
+
+    deinit {
+        pthread_cond_destroy(changed)
+        pthread_mutex_destroy(mutex)
+        changed.deallocate()
+        mutex.deallocate()
+    }
+
+    /// Runs `body` holding the mutex.
+    func locked<T>(_ body: () throws -> T) rethrows -> T {
+        pthread_mutex_lock(mutex)
+        defer { pthread_mutex_unlock(mutex) }
+        return try body()
+    }
+
+    /// Inside `locked`: waits until `ready` holds (woken by `broadcast`).
+    func wait(until ready: () -> Bool) {
+        while !ready() { pthread_cond_wait(changed, mutex) }
+    }
+
+    /// Inside `locked`: wakes every waiter.
+    func broadcast() { pthread_cond_broadcast(changed) }
+}
+
+/// A thread running `body`, joined by `join()`; nil when the system has no thread to give.
+final class WorkerThread: @unchecked Sendable {
+    private var thread: pthread_t
+    private var joined = false
+
+    private init(_ thread: pthread_t) { self.thread = thread }
+
+    static func start(_ body: @escaping @Sendable () -> Void) -> WorkerThread? {
+        final class Box: @unchecked Sendable {
+            let body: @Sendable () -> Void
+            init(_ body: @escaping @Sendable () -> Void) { self.body = body }
+        }
+        var t = pthread_t()
+        let context = Unmanaged.passRetained(Box(body)).toOpaque()
+        let rc = pthread_create(
+            &t, nil,
+            { raw in
+                #if canImport(Darwin)
+                    let box = Unmanaged<Box>.fromOpaque(raw).takeRetainedValue()
+                #else
+                    let box = Unmanaged<Box>.fromOpaque(raw!).takeRetainedValue()
+                #endif
+                box.body()
+                return nil
+            }, context)
+        guard rc == 0 else {
+            Unmanaged<Box>.fromOpaque(context).release()
+            return nil
+        }
+        return WorkerThread(t)
+    }
+
+    func join() {
+        guard !joined else { return }
+        joined = true
+        pthread_join(thread, nil)
+    }
+}
+
 /// Records blocks of parsed native events into a batch on a thread of its own, in the order they were
 /// submitted: reading and parsing the next lines then overlaps with updating the batch's tables, the two
 /// halves of an ingest on two cores, and the batch ends exactly as if every block had been recorded in turn.
@@ -62,54 +134,27 @@ final class EventBlock {
 /// recording thread until `drain()` returns. `stop()` (or deinit) records what was submitted, then ends it.
 final class BlockRecorder: @unchecked Sendable {
     private let batch: TelemetryBatch
-    private let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
-    private let changed = UnsafeMutablePointer<pthread_cond_t>.allocate(capacity: 1)
+    private let monitor = Monitor()
     /// Submitted blocks, oldest first, and blocks ready to be filled again.
     private var queued: [EventBlock] = []
     private var spare: [EventBlock] = []
     private var recording = false
     private var stopping = false
-    private var thread: pthread_t?
+    private var thread: WorkerThread?
 
     /// Starts the thread; `blocks` bounds what may wait (about 70 kB each).
     init(batch: TelemetryBatch, blocks: Int = 4) {
         self.batch = batch
-        pthread_mutex_init(mutex, nil)
-        pthread_cond_init(changed, nil)
         spare = (0..<blocks).map { _ in EventBlock() }
-        var t = pthread_t()
-        let context = Unmanaged.passRetained(self).toOpaque()
-        let rc = pthread_create(
-            &t, nil,
-            { raw in
-                #if canImport(Darwin)
-                    let recorder = Unmanaged<BlockRecorder>.fromOpaque(raw).takeRetainedValue()
-                #else
-                    let recorder = Unmanaged<BlockRecorder>.fromOpaque(raw!).takeRetainedValue()
-                #endif
-                recorder.run()
-                return nil
-            }, context)
-        if rc == 0 {
-            thread = t
-        } else {
-            Unmanaged<BlockRecorder>.fromOpaque(context).release()  // no thread: blocks are recorded in `submit`
-        }
-    }
-
-    deinit {
-        pthread_cond_destroy(changed)
-        pthread_mutex_destroy(mutex)
-        changed.deallocate()
-        mutex.deallocate()
+        thread = WorkerThread.start { [self] in run() }  // none: blocks are recorded in `submit`
     }
 
     /// An empty block to fill (waits while every block is queued or being recorded).
     func take() -> EventBlock {
-        pthread_mutex_lock(mutex)
-        defer { pthread_mutex_unlock(mutex) }
-        while spare.isEmpty { pthread_cond_wait(changed, mutex) }
-        return spare.removeLast()
+        monitor.locked {
+            monitor.wait { !spare.isEmpty }
+            return spare.removeLast()
+        }
     }
 
     /// Queues `block` to be recorded after every block submitted before it.
@@ -117,50 +162,47 @@ final class BlockRecorder: @unchecked Sendable {
         guard thread != nil else {
             batch.record(block.filled)
             block.removeAll()
-            pthread_mutex_lock(mutex)
-            spare.append(block)
-            pthread_mutex_unlock(mutex)
+            monitor.locked { spare.append(block) }
             return
         }
-        pthread_mutex_lock(mutex)
-        queued.append(block)
-        pthread_cond_broadcast(changed)
-        pthread_mutex_unlock(mutex)
+        monitor.locked {
+            queued.append(block)
+            monitor.broadcast()
+        }
     }
 
     /// Returns once every submitted block is recorded: the whole batch is the caller's again.
     func drain() {
-        pthread_mutex_lock(mutex)
-        while !queued.isEmpty || recording { pthread_cond_wait(changed, mutex) }
-        pthread_mutex_unlock(mutex)
+        monitor.locked { monitor.wait { queued.isEmpty && !recording } }
     }
 
     /// Records what was submitted and ends the thread.
     func stop() {
-        guard let t = thread else { return }
-        pthread_mutex_lock(mutex)
-        stopping = true
-        pthread_cond_broadcast(changed)
-        pthread_mutex_unlock(mutex)
-        pthread_join(t, nil)
-        thread = nil
+        guard let thread else { return }
+        monitor.locked {
+            stopping = true
+            monitor.broadcast()
+        }
+        thread.join()
+        self.thread = nil
     }
 
     private func run() {
-        pthread_mutex_lock(mutex)
         while true {
-            while queued.isEmpty && !stopping { pthread_cond_wait(changed, mutex) }
-            if queued.isEmpty { break }  // stopping, and nothing left
-            let block = queued.removeFirst()
-            recording = true
-            pthread_mutex_unlock(mutex)
+            let next: EventBlock? = monitor.locked {
+                monitor.wait { !queued.isEmpty || stopping }
+                if queued.isEmpty { return nil }  // stopping, and nothing left
+                recording = true
+                return queued.removeFirst()
+            }
+            guard let block = next else { return }
             batch.record(block.filled)
             block.removeAll()
-            pthread_mutex_lock(mutex)
-            recording = false
-            spare.append(block)
-            pthread_cond_broadcast(changed)
+            monitor.locked {
+                recording = false
+                spare.append(block)
+                monitor.broadcast()
+            }
         }
-        pthread_mutex_unlock(mutex)
     }
 }

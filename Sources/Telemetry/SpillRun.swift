@@ -317,3 +317,146 @@ final class MergeSource {
         return c != 0 ? c < 0 : position < other.position
     }
 }
+
+/// Installations merged from the spilled runs, with their ids, waiting for the thread that lands them.
+final class MergedChunk {
+    static let capacity = 4096
+    let deltas = UnsafeMutablePointer<InstallationDelta>.allocate(capacity: MergedChunk.capacity)
+    private(set) var idEnds = [Int](repeating: 0, count: MergedChunk.capacity)
+    private(set) var ids: [UInt8] = []
+    private(set) var count = 0
+
+    init() { ids.reserveCapacity(MergedChunk.capacity * 32) }
+    deinit { deltas.deallocate() }
+
+    var isFull: Bool { count == MergedChunk.capacity }
+
+    func append(_ id: UnsafeRawBufferPointer, _ delta: InstallationDelta) {
+        ids.append(contentsOf: id)
+        (deltas + count).initialize(to: delta)
+        idEnds[count] = ids.count
+        count += 1
+    }
+
+    /// Calls `body` with each installation in the order appended.
+    func forEach(_ body: (UnsafeRawBufferPointer, InstallationDelta) throws -> Void) rethrows {
+        try ids.withUnsafeBytes { all in
+            var start = 0
+            for i in 0..<count {
+                let end = idEnds[i]
+                try body(UnsafeRawBufferPointer(rebasing: all[start..<end]), deltas[i])
+                start = end
+            }
+        }
+    }
+
+    func removeAll() {
+        deltas.deinitialize(count: count)
+        count = 0
+        ids.removeAll(keepingCapacity: true)
+    }
+}
+
+/// Merges a batch's spilled runs on a thread of its own, a few thousand installations ahead of the thread that
+/// lands them (`TelemetryBatch.forEachInstallationID`): reading and decoding the runs then overlaps with the
+/// store's writes. The installations come out exactly in the merge's order.
+final class MergeAhead: @unchecked Sendable {
+    private let monitor = Monitor()
+    private var ready: [MergedChunk] = []
+    private var spare: [MergedChunk]
+    private var finished = false
+    private var cancelled = false
+    private var result: Result<Int, any Error>?
+    private var thread: WorkerThread?
+
+    private struct Cancelled: Error {}
+
+    /// Starts `merge`, which hands each installation to the closure it is given (on the merging thread); nil
+    /// when no thread can be started.
+    init?(chunks: Int = 3, merge: @escaping @Sendable (_ emit: (UnsafeRawBufferPointer, InstallationDelta) throws -> Void) throws -> Int) {
+        spare = (0..<chunks).map { _ in MergedChunk() }
+        guard let t = WorkerThread.start({ [self] in produce(merge) }) else { return nil }
+        thread = t
+    }
+
+    private func produce(
+        _ merge: (_ emit: (UnsafeRawBufferPointer, InstallationDelta) throws -> Void) throws -> Int
+    ) {
+        var chunk: MergedChunk? = take()
+        let outcome = Result<Int, any Error> {
+            let n = try merge { id, delta in
+                guard let c = chunk else { throw Cancelled() }
+                c.append(id, delta)
+                if c.isFull {
+                    hand(c)
+                    chunk = take()
+                }
+            }
+            if let c = chunk, c.count > 0 {
+                hand(c)
+                chunk = nil
+            }
+            return n
+        }
+        monitor.locked {
+            if let c = chunk { spare.append(c) }
+            result = outcome
+            finished = true
+            monitor.broadcast()
+        }
+    }
+
+    /// A chunk to fill, nil once the consumer gave up.
+    private func take() -> MergedChunk? {
+        monitor.locked {
+            monitor.wait { !spare.isEmpty || cancelled }
+            return cancelled ? nil : spare.removeLast()
+        }
+    }
+
+    private func hand(_ c: MergedChunk) {
+        monitor.locked {
+            ready.append(c)
+            monitor.broadcast()
+        }
+    }
+
+    /// Calls `body` for every installation in merge order, then returns what the merge returned (or throws what
+    /// it threw). If `body` throws, the merge is stopped and the error rethrown.
+    func consume(_ body: (UnsafeRawBufferPointer, InstallationDelta) throws -> Void) throws -> Int {
+        defer { stop() }
+        while true {
+            let next: MergedChunk? = monitor.locked {
+                monitor.wait { !ready.isEmpty || finished }
+                return ready.isEmpty ? nil : ready.removeFirst()
+            }
+            guard let chunk = next else { break }
+            do {
+                try chunk.forEach(body)
+            } catch {
+                chunk.removeAll()
+                monitor.locked {
+                    spare.append(chunk)
+                    monitor.broadcast()
+                }
+                throw error
+            }
+            chunk.removeAll()
+            monitor.locked {
+                spare.append(chunk)
+                monitor.broadcast()
+            }
+        }
+        return try monitor.locked { result! }.get()
+    }
+
+    /// Stops the merge (if still running) and waits for its thread.
+    private func stop() {
+        monitor.locked {
+            cancelled = true
+            monitor.broadcast()
+        }
+        thread?.join()
+        thread = nil
+    }
+}

@@ -387,14 +387,26 @@ public final class TelemetryBatch {
     }
 
     /// `forEachInstallation` with each id as its UTF-8 bytes, valid only during the call (no `String` made).
+    ///
+    /// With spilled runs, the merge runs on a second thread a few thousand installations ahead of `body`
+    /// (`MergeAhead`), so that reading and decoding the runs overlaps with what `body` does (the store's writes).
     public func forEachInstallationID(_ body: (UnsafeRawBufferPointer, InstallationDelta) throws -> Void) throws {
         if runs.isEmpty {
             let table = installations
             for i in table.sortedOrder() { try body(table.id(Int(i)), table.entries[Int(i)]) }
             return
         }
-        let n = try mergeRuns(body)
-        merged = (n, eventCount)
+        final class Unchecked: @unchecked Sendable {
+            let batch: TelemetryBatch
+            init(_ batch: TelemetryBatch) { self.batch = batch }
+        }
+        let me = Unchecked(self)
+        // The merging thread reads the runs and the table; nothing else touches the batch until it is joined.
+        if let ahead = MergeAhead(merge: { emit in try me.batch.mergeRuns(emit) }) {
+            merged = (try ahead.consume(body), eventCount)
+        } else {
+            merged = (try mergeRuns(body), eventCount)
+        }
     }
 
     /// The k-way merge of the runs (oldest first) and the table (newest): each id once, with its deltas joined
