@@ -226,6 +226,30 @@ struct IngestSpillTests {
         #expect(inPlace.problemCount > 0 && inPlace.warningCount > 0 && inPlace.batch.reasons.count == 2)
     }
 
+    struct Stop: Error {}
+
+    @Test("a landing that fails part-way stops the merge thread, and the batch merges whole again after it")
+    func failingBodyStopsTheMerge() throws {
+        let batch = TelemetryBatch()
+        batch.spillLimit = 50
+        Self.fill([batch], seed: 5, events: 60_000, ids: 30_000)
+        #expect(batch.spilledRuns > 10)
+        let whole = try Self.installations(batch)
+        #expect(whole.count > 3 * MergedChunk.capacity)
+        for stopAt in [0, 1, MergedChunk.capacity - 1, MergedChunk.capacity, 2 * MergedChunk.capacity + 7] {
+            var seen = 0
+            #expect(throws: Stop.self) {
+                try batch.forEachInstallationID { _, _ in
+                    if seen == stopAt { throw Stop() }
+                    seen += 1
+                }
+            }
+            #expect(seen == stopAt)
+        }
+        #expect(try Self.installations(batch).map(\.1) == whole.map(\.1))
+        #expect(batch.installationCount == whole.count)
+    }
+
     @Test("random batches give the same installations, in the same order, with any spill limit", arguments: 0..<40)
     func equivalence(seed: Int) throws {
         var r = Random(state: UInt64(seed) &* 7919)
