@@ -392,7 +392,7 @@ public struct Witness: Sendable {
         let existing = read()
         let pending = Witness.pending(after: existing, from: start, to: line, previous: previous)
         if case .lines(let current, let kept, let keptPending) = existing, current == line,
-            previous == nil || kept == previous, keptPending == pending || previous == nil
+            previous == nil || (kept == previous && keptPending == pending)
         {
             return
         }

@@ -124,6 +124,78 @@ final class WorkerThread: @unchecked Sendable {
     }
 }
 
+/// A fixed set of reusable buffers passed from a producing thread to a consuming one, oldest first: the
+/// producer fills a spare buffer and hands it over; the consumer takes the next one and gives it back empty.
+/// At most as many buffers as were given are in flight, so the faster side waits for the slower one.
+final class Handoff<Buffer: AnyObject>: @unchecked Sendable {
+    private let monitor = Monitor()
+    private var ready: [Buffer] = []
+    private var spare: [Buffer]
+    /// Buffers the consumer took and has not given back.
+    private var consuming = 0
+    /// The producer hands no more (`close`), or the consumer gave up (`cancel`).
+    private var closed = false
+    private var cancelled = false
+
+    init(_ buffers: [Buffer]) { spare = buffers }
+
+    /// Producer: an empty buffer (waits for one), nil once the consumer cancelled.
+    func takeSpare() -> Buffer? {
+        monitor.locked {
+            monitor.wait { !spare.isEmpty || cancelled }
+            return cancelled ? nil : spare.removeLast()
+        }
+    }
+
+    /// Producer: passes a filled buffer on.
+    func hand(_ buffer: Buffer) {
+        monitor.locked {
+            ready.append(buffer)
+            monitor.broadcast()
+        }
+    }
+
+    /// Producer: puts an unused buffer back, or (`consumed`) the consumer gives back one it took.
+    func giveBack(_ buffer: Buffer, consumed: Bool = true) {
+        monitor.locked {
+            if consumed { consuming -= 1 }
+            spare.append(buffer)
+            monitor.broadcast()
+        }
+    }
+
+    /// Producer: nothing more will be handed.
+    func close() {
+        monitor.locked {
+            closed = true
+            monitor.broadcast()
+        }
+    }
+
+    /// Consumer: stops the producer (its next `takeSpare` returns nil).
+    func cancel() {
+        monitor.locked {
+            cancelled = true
+            monitor.broadcast()
+        }
+    }
+
+    /// Consumer: the oldest filled buffer (waits for one), nil once the producer closed and all were taken.
+    func next() -> Buffer? {
+        monitor.locked {
+            monitor.wait { !ready.isEmpty || closed }
+            guard !ready.isEmpty else { return nil }
+            consuming += 1
+            return ready.removeFirst()
+        }
+    }
+
+    /// Waits until every buffer handed so far was taken and given back.
+    func waitUntilConsumed() {
+        monitor.locked { monitor.wait { ready.isEmpty && consuming == 0 } }
+    }
+}
+
 /// Records blocks of parsed native events into a batch on a thread of its own, in the order they were
 /// submitted: reading and parsing the next lines then overlaps with updating the batch's tables, the two
 /// halves of an ingest on two cores, and the batch ends exactly as if every block had been recorded in turn.
@@ -134,75 +206,46 @@ final class WorkerThread: @unchecked Sendable {
 /// recording thread until `drain()` returns. `stop()` (or deinit) records what was submitted, then ends it.
 final class BlockRecorder: @unchecked Sendable {
     private let batch: TelemetryBatch
-    private let monitor = Monitor()
-    /// Submitted blocks, oldest first, and blocks ready to be filled again.
-    private var queued: [EventBlock] = []
-    private var spare: [EventBlock] = []
-    private var recording = false
-    private var stopping = false
+    private let blocks: Handoff<EventBlock>
     private var thread: WorkerThread?
 
     /// Starts the thread; `blocks` bounds what may wait (about 70 kB each).
     init(batch: TelemetryBatch, blocks: Int = 4) {
         self.batch = batch
-        spare = (0..<blocks).map { _ in EventBlock() }
+        self.blocks = Handoff((0..<blocks).map { _ in EventBlock() })
         thread = WorkerThread.start { [self] in run() }  // none: blocks are recorded in `submit`
     }
 
     /// An empty block to fill (waits while every block is queued or being recorded).
-    func take() -> EventBlock {
-        monitor.locked {
-            monitor.wait { !spare.isEmpty }
-            return spare.removeLast()
-        }
-    }
+    func take() -> EventBlock { blocks.takeSpare()! }  // never cancelled
 
     /// Queues `block` to be recorded after every block submitted before it.
     func submit(_ block: EventBlock) {
         guard thread != nil else {
             batch.record(block.filled)
             block.removeAll()
-            monitor.locked { spare.append(block) }
+            blocks.giveBack(block, consumed: false)
             return
         }
-        monitor.locked {
-            queued.append(block)
-            monitor.broadcast()
-        }
+        blocks.hand(block)
     }
 
     /// Returns once every submitted block is recorded: the whole batch is the caller's again.
-    func drain() {
-        monitor.locked { monitor.wait { queued.isEmpty && !recording } }
-    }
+    func drain() { blocks.waitUntilConsumed() }
 
     /// Records what was submitted and ends the thread.
     func stop() {
         guard let thread else { return }
-        monitor.locked {
-            stopping = true
-            monitor.broadcast()
-        }
+        blocks.close()
         thread.join()
         self.thread = nil
     }
 
     private func run() {
-        while true {
-            let next: EventBlock? = monitor.locked {
-                monitor.wait { !queued.isEmpty || stopping }
-                if queued.isEmpty { return nil }  // stopping, and nothing left
-                recording = true
-                return queued.removeFirst()
-            }
-            guard let block = next else { return }
+        while let block = blocks.next() {
             batch.record(block.filled)
             block.removeAll()
-            monitor.locked {
-                recording = false
-                spare.append(block)
-                monitor.broadcast()
-            }
+            blocks.giveBack(block)
         }
     }
 }

@@ -295,10 +295,14 @@ struct IDSortKey {
 
     /// Sorts `keys` in place by `less` (a strict weak order): quicksort with a median-of-three pivot, insertion
     /// sort for short ranges, and heapsort for a range that recursed too deep, so that no order of the input
-    /// (an adversary's ids included) takes more than O(n log n). Not stable.
-    static func introsort(_ keys: UnsafeMutableBufferPointer<IDSortKey>, by less: (IDSortKey, IDSortKey) -> Bool) {
+    /// (an adversary's ids included) takes more than O(n log n). Not stable. `depth` (the default: 2·log₂ n) is
+    /// how deep quicksort may go before heapsort takes over.
+    static func introsort(
+        _ keys: UnsafeMutableBufferPointer<IDSortKey>, depth limit: Int? = nil,
+        by less: (IDSortKey, IDSortKey) -> Bool
+    ) {
         guard keys.count > 1 else { return }
-        var depth = 2 * (Int.bitWidth - keys.count.leadingZeroBitCount)
+        var depth = limit ?? 2 * (Int.bitWidth - keys.count.leadingZeroBitCount)
         sort(keys, 0, keys.count, &depth, less)
     }
 

@@ -361,12 +361,9 @@ final class MergedChunk {
 /// lands them (`TelemetryBatch.forEachInstallationID`): reading and decoding the runs then overlaps with the
 /// store's writes. The installations come out exactly in the merge's order.
 final class MergeAhead: @unchecked Sendable {
-    private let monitor = Monitor()
-    private var ready: [MergedChunk] = []
-    private var spare: [MergedChunk]
-    private var finished = false
-    private var cancelled = false
-    private var result: Result<Int, any Error>?
+    private let chunks: Handoff<MergedChunk>
+    /// What the merge returned or threw; read after the thread is joined.
+    private var result: Result<Int, any Error> = .success(0)
     private var thread: WorkerThread?
 
     private struct Cancelled: Error {}
@@ -374,7 +371,7 @@ final class MergeAhead: @unchecked Sendable {
     /// Starts `merge`, which hands each installation to the closure it is given (on the merging thread); nil
     /// when no thread can be started.
     init?(chunks: Int = 3, merge: @escaping @Sendable (_ emit: (UnsafeRawBufferPointer, InstallationDelta) throws -> Void) throws -> Int) {
-        spare = (0..<chunks).map { _ in MergedChunk() }
+        self.chunks = Handoff((0..<chunks).map { _ in MergedChunk() })
         guard let t = WorkerThread.start({ [self] in produce(merge) }) else { return nil }
         thread = t
     }
@@ -382,81 +379,40 @@ final class MergeAhead: @unchecked Sendable {
     private func produce(
         _ merge: (_ emit: (UnsafeRawBufferPointer, InstallationDelta) throws -> Void) throws -> Int
     ) {
-        var chunk: MergedChunk? = take()
-        let outcome = Result<Int, any Error> {
-            let n = try merge { id, delta in
+        var chunk = chunks.takeSpare()
+        result = Result {
+            try merge { id, delta in
                 guard let c = chunk else { throw Cancelled() }
                 c.append(id, delta)
                 if c.isFull {
-                    hand(c)
-                    chunk = take()
+                    chunks.hand(c)
+                    chunk = chunks.takeSpare()
                 }
             }
-            if let c = chunk, c.count > 0 {
-                hand(c)
-                chunk = nil
-            }
-            return n
         }
-        monitor.locked {
-            if let c = chunk { spare.append(c) }
-            result = outcome
-            finished = true
-            monitor.broadcast()
+        if let c = chunk {
+            if c.count > 0 { chunks.hand(c) } else { chunks.giveBack(c, consumed: false) }
         }
-    }
-
-    /// A chunk to fill, nil once the consumer gave up.
-    private func take() -> MergedChunk? {
-        monitor.locked {
-            monitor.wait { !spare.isEmpty || cancelled }
-            return cancelled ? nil : spare.removeLast()
-        }
-    }
-
-    private func hand(_ c: MergedChunk) {
-        monitor.locked {
-            ready.append(c)
-            monitor.broadcast()
-        }
+        chunks.close()
     }
 
     /// Calls `body` for every installation in merge order, then returns what the merge returned (or throws what
     /// it threw). If `body` throws, the merge is stopped and the error rethrown.
     func consume(_ body: (UnsafeRawBufferPointer, InstallationDelta) throws -> Void) throws -> Int {
-        defer { stop() }
-        while true {
-            let next: MergedChunk? = monitor.locked {
-                monitor.wait { !ready.isEmpty || finished }
-                return ready.isEmpty ? nil : ready.removeFirst()
-            }
-            guard let chunk = next else { break }
-            do {
-                try chunk.forEach(body)
-            } catch {
-                chunk.removeAll()
-                monitor.locked {
-                    spare.append(chunk)
-                    monitor.broadcast()
-                }
-                throw error
-            }
-            chunk.removeAll()
-            monitor.locked {
-                spare.append(chunk)
-                monitor.broadcast()
-            }
+        defer {
+            chunks.cancel()
+            thread?.join()
+            thread = nil
         }
-        return try monitor.locked { result! }.get()
-    }
-
-    /// Stops the merge (if still running) and waits for its thread.
-    private func stop() {
-        monitor.locked {
-            cancelled = true
-            monitor.broadcast()
+        while let chunk = chunks.next() {
+            defer {
+                chunk.removeAll()
+                chunks.giveBack(chunk)
+            }
+            try chunk.forEach(body)
         }
         thread?.join()
         thread = nil
+        return try result.get()
     }
 }

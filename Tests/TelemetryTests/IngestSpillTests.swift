@@ -145,13 +145,17 @@ struct IngestSpillTests {
                 ("few", { _ in r.next() % 3 }), ("organ", { UInt64(min($0, n - $0)) }),
             ]
             for (name, value) in shapes {
-                var keys = (0..<n).map { IDSortKey(high: value($0), low: r.next() % 2, index: Int32($0)) }
-                let expected = keys.map { [$0.high, $0.low] }.sorted { $0.lexicographicallyPrecedes($1) }
-                keys.withUnsafeMutableBufferPointer { b in
-                    IDSortKey.introsort(b) { ($0.high, $0.low) < ($1.high, $1.low) }
+                let input = (0..<n).map { IDSortKey(high: value($0), low: r.next() % 2, index: Int32($0)) }
+                let expected = input.map { [$0.high, $0.low] }.sorted { $0.lexicographicallyPrecedes($1) }
+                // The default depth, and depth 0 and 1: heapsort from the start or after one partition.
+                for depth in [nil, 0, 1] as [Int?] {
+                    var keys = input
+                    keys.withUnsafeMutableBufferPointer { b in
+                        IDSortKey.introsort(b, depth: depth) { ($0.high, $0.low) < ($1.high, $1.low) }
+                    }
+                    #expect(keys.map { [$0.high, $0.low] } == expected, "\(name), \(n) keys, depth \(String(describing: depth))")
+                    #expect(Set(keys.map(\.index)).count == n, "\(name), \(n) keys: not a permutation")
                 }
-                #expect(keys.map { [$0.high, $0.low] } == expected, "\(name), \(n) keys")
-                #expect(Set(keys.map(\.index)).count == n, "\(name), \(n) keys: not a permutation")
             }
         }
     }
