@@ -21,6 +21,7 @@
 #include <openssl/objects.h>
 #include <openssl/bio.h>
 #include <openssl/crypto.h>
+#include <openssl/engine.h>
 // SHA-256 and SHA-1 as "legacy" EVP_MDs over the low-level block functions, for HMAC_CTX. OpenSSL 3 runs an
 // EVP_MD made with EVP_MD_meth_new on its legacy path, without fetching an implementation from a provider: the
 // first fetch of a process builds the provider name map, about 4 million instructions, a sixth of a whole
@@ -51,6 +52,34 @@ static inline EVP_MD *rollout_legacy_md_new(int sha256) {
         && EVP_MD_meth_set_final(md, sha256 ? rollout_sha256_final : rollout_sha1_final);
     if (!ok) { EVP_MD_meth_free(md); return NULL; }
     return md;
+}
+// An ENGINE that offers those two digests, handed to HMAC_Init_ex. With no ENGINE given, OpenSSL 3 asks its
+// engine table whether one is reserved for the digest, and that first asks the process to load openssl.cnf
+// (about 1.9 million instructions: the file, its modules and libcrypto's error strings), which the one HMAC of
+// a short-lived command never needs. Naming our own ENGINE skips that question; nothing process-wide changes,
+// so a later TLS client still loads the system configuration as usual.
+// The digests the ENGINE hands out, set once by rollout_legacy_engine_new before the ENGINE exists (a
+// function's static: Swift emits no file-scope variable of an imported header, and only Crypto calls these).
+static inline const EVP_MD **rollout_engine_digest(int sha256) {
+    static const EVP_MD *digests[2];
+    return &digests[sha256 != 0];
+}
+static inline int rollout_legacy_digests(ENGINE *e, const EVP_MD **out, const int **nids, int nid) {
+    static const int list[] = { NID_sha256, NID_sha1 };
+    (void)e;
+    if (out == NULL) { *nids = list; return 2; }
+    *out = nid == NID_sha256 ? *rollout_engine_digest(1) : nid == NID_sha1 ? *rollout_engine_digest(0) : NULL;
+    return *out != NULL;
+}
+/// The ENGINE for the two legacy digests (made by rollout_legacy_md_new), or NULL when OpenSSL refuses one.
+static inline ENGINE *rollout_legacy_engine_new(const EVP_MD *sha256, const EVP_MD *sha1) {
+    *rollout_engine_digest(1) = sha256;
+    *rollout_engine_digest(0) = sha1;
+    ENGINE *e = ENGINE_new();
+    if (e == NULL) return NULL;
+    if (!ENGINE_set_id(e, "rollout-digests") || !ENGINE_set_name(e, "rollout's legacy SHA-1 and SHA-256")
+        || !ENGINE_set_digests(e, rollout_legacy_digests)) { ENGINE_free(e); return NULL; }
+    return e;
 }
 // The kernel's random source, beside libcrypto (Crypto's SecureRandom).
 #include <sys/random.h>

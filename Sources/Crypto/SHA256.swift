@@ -8,8 +8,12 @@ import COpenSSL
 public enum SHA256 {
     public static let digestLength = 32
 
+    // The generic entry points are inlinable so that callers specialise them: unspecialised, the first call of a
+    // process with each type looks up its `ContiguousBytes` conformance at run time, a scan of every conformance
+    // record in the binary (about a quarter of a million instructions).
+
     /// The digest of `bytes`.
-    public static func hash<Bytes: ContiguousBytes>(_ bytes: Bytes) -> [UInt8] {
+    @inlinable public static func hash<Bytes: ContiguousBytes>(_ bytes: Bytes) -> [UInt8] {
         // SHA256_Init/Update/Final call the block function directly; OpenSSL 3's one-shot SHA256() fetches the
         // algorithm from a provider on every call, which costs more than hashing a short input.
         var h = Hasher()
@@ -24,15 +28,15 @@ public enum SHA256 {
     }
 
     /// Lowercase hex of the digest of `bytes`.
-    public static func hex<Bytes: ContiguousBytes>(_ bytes: Bytes) -> String { Hex.encode(hash(bytes)) }
+    @inlinable public static func hex<Bytes: ContiguousBytes>(_ bytes: Bytes) -> String { Hex.encode(hash(bytes)) }
 
     /// An incremental hasher; `copy()` lets a common prefix be hashed once and reused.
     public struct Hasher: Sendable {
-        private var context = SHA256_CTX()
+        @usableFromInline var context = SHA256_CTX()
 
         public init() { SHA256_Init(&context) }
 
-        public mutating func update<Bytes: ContiguousBytes>(_ bytes: Bytes) {
+        @inlinable public mutating func update<Bytes: ContiguousBytes>(_ bytes: Bytes) {
             bytes.withUnsafeBytes { buf in _ = SHA256_Update(&context, buf.baseAddress, buf.count) }
         }
 
@@ -62,25 +66,39 @@ public enum SHA256 {
 public enum HMAC {
     public enum Algorithm: Sendable { case sha1, sha256 }
 
-    private struct Digest: @unchecked Sendable { let md: OpaquePointer }
-    private static let sha256 = Digest(md: rollout_legacy_md_new(1)!)
-    private static let sha1 = Digest(md: rollout_legacy_md_new(0)!)
+    /// The two digests and the ENGINE that offers them (COpenSSL's shim): naming an ENGINE spares the first HMAC
+    /// of a process OpenSSL's question of whether one is configured, which loads openssl.cnf.
+    private struct Digests: @unchecked Sendable {
+        let sha256: OpaquePointer
+        let sha1: OpaquePointer
+        let engine: OpaquePointer
+        init() {
+            sha256 = rollout_legacy_md_new(1)!
+            sha1 = rollout_legacy_md_new(0)!
+            engine = rollout_legacy_engine_new(sha256, sha1)!
+        }
+    }
+    private static let digests = Digests()
 
+    @inlinable
     public static func authenticate<K: ContiguousBytes, M: ContiguousBytes>(_ algorithm: Algorithm, key: K, message: M) -> [UInt8] {
-        let md = algorithm == .sha1 ? sha1.md : sha256.md
+        key.withUnsafeBytes { k in message.withUnsafeBytes { m in authenticate(algorithm, key: k, message: m) } }
+    }
+
+    /// The MAC of `message` under `key`.
+    @usableFromInline
+    static func authenticate(_ algorithm: Algorithm, key k: UnsafeRawBufferPointer, message m: UnsafeRawBufferPointer) -> [UInt8] {
+        let digests = digests
+        let md = algorithm == .sha1 ? digests.sha1 : digests.sha256
         var out = [UInt8](repeating: 0, count: Int(EVP_MAX_MD_SIZE))
         var length: UInt32 = 0
         guard let context = HMAC_CTX_new() else { fatalError("HMAC_CTX_new: out of memory") }
         defer { HMAC_CTX_free(context) }
-        let ok = key.withUnsafeBytes { k in
-            message.withUnsafeBytes { m in
-                // An empty key: HMAC_Init_ex takes a NULL key as "keep the previous one"; pass a valid pointer.
-                withUnsafeBytes(of: UInt8(0)) { zero in
-                    HMAC_Init_ex(context, k.baseAddress ?? zero.baseAddress, Int32(k.count), md, nil) == 1
-                        && HMAC_Update(context, m.baseAddress?.assumingMemoryBound(to: UInt8.self), m.count) == 1
-                        && HMAC_Final(context, &out, &length) == 1
-                }
-            }
+        // An empty key: HMAC_Init_ex takes a NULL key as "keep the previous one"; pass a valid pointer.
+        let ok = withUnsafeBytes(of: UInt8(0)) { zero in
+            HMAC_Init_ex(context, k.baseAddress ?? zero.baseAddress, Int32(k.count), md, digests.engine) == 1
+                && HMAC_Update(context, m.baseAddress?.assumingMemoryBound(to: UInt8.self), m.count) == 1
+                && HMAC_Final(context, &out, &length) == 1
         }
         precondition(ok && length > 0, "libcrypto refused an HMAC")
         return Array(out.prefix(Int(length)))
