@@ -31,8 +31,7 @@ public enum FirebaseState {
             )
         }
         try store.withDatabase { db in
-            let hasTable = try !db.query("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'firebase_state'")
-                .isEmpty
+            let hasTable = try db.hasTable("firebase_state")
             let bound =
                 hasTable ? try db.query("SELECT project FROM firebase_state WHERE id = 1").first?.first?.string : nil
             if let bound {

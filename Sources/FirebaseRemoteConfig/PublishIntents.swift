@@ -22,7 +22,7 @@ enum PublishIntentTable {
     }
 
     static func exists(in db: SQLiteDatabase) throws -> Bool {
-        try !db.query("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'firebase_intents'").isEmpty
+        try db.hasTable("firebase_intents")
     }
 
     static func insert(_ i: PublishIntent, in db: SQLiteDatabase) throws -> Int64 {

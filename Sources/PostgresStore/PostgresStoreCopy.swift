@@ -60,7 +60,7 @@ public enum PostgresStoreCopy {
         let sourceReport = try source.verify()
         let db = source.database
         func exists(_ table: String) throws -> Bool {
-            try !db.query("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", [.text(table)]).isEmpty
+            try db.hasTable(table)
         }
         func rows(_ table: String, _ columns: String, order: String) throws -> [[SQLiteValue]] {
             try exists(table) ? db.query("SELECT \(columns) FROM \(table) ORDER BY \(order)") : []

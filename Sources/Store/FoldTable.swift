@@ -14,7 +14,9 @@ public enum FoldTable {
             id INTEGER PRIMARY KEY CHECK (id = 1), state BLOB NOT NULL, digest BLOB NOT NULL)
         """
 
-    public static func createSchema(in db: SQLiteDatabase) throws(SQLiteError) { try db.execute(schema) }
+    public static func createSchema(in db: SQLiteDatabase) throws(SQLiteError) {
+        try db.createTables(["telemetry_fold"], schema)
+    }
 
     /// The stored fold; nil when there is none or its bytes do not match their digest or do not decode.
     public static func load(from db: SQLiteDatabase) throws(SQLiteError) -> RolloutFold? {

@@ -9,8 +9,7 @@ public enum GuardrailSettingsTable {
     /// The stored settings; defaults for keys never set (and for a store that has none: nothing is created).
     public static func load(from db: SQLiteDatabase) throws -> GuardrailSettings {
         var settings = GuardrailSettings()
-        let exists = try db.query("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'guardrail_settings'")
-        guard !exists.isEmpty else { return settings }
+        guard try db.hasTable("guardrail_settings") else { return settings }
         for row in try db.query("SELECT key, value FROM guardrail_settings ORDER BY key") {
             guard let k = row[0].string, let v = row[1].string else { continue }
             do {

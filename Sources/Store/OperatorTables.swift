@@ -138,7 +138,7 @@ public enum OperatorTables {
 
     /// Whether the step-up tables exist (a read-only command on a store that never had them reads nothing).
     public static func schemaExists(in db: SQLiteDatabase) throws -> Bool {
-        try !db.query("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'stepup_operators'").isEmpty
+        try db.hasTable("stepup_operators")
     }
 
     // MARK: The write path's hook

@@ -81,7 +81,7 @@ public enum RampPlanTable {
     }
 
     static func exists(_ db: SQLiteDatabase) throws -> Bool {
-        try !db.query("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'ramp_plan'").isEmpty
+        try db.hasTable("ramp_plan")
     }
 
     /// The stored plan, nil when none was ever started.
@@ -136,7 +136,7 @@ public enum RampPlanTable {
     // MARK: Pre-approval
 
     static func approvalExists(_ db: SQLiteDatabase) throws -> Bool {
-        try !db.query("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'ramp_plan_approval'").isEmpty
+        try db.hasTable("ramp_plan_approval")
     }
 
     /// The stored pre-approval, whichever plan it names; nil when there is none.

@@ -89,7 +89,7 @@ public final class RolloutStore: @unchecked Sendable {
 
     /// Whether the file already has a seal (a store of schema 2 or later).
     private static func isSealed(_ db: SQLiteDatabase) throws -> Bool {
-        try !db.query("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'store_seal'").isEmpty
+        try db.hasTable("store_seal")
     }
 
     /// Every write transaction checks the seal first and re-seals before it commits.

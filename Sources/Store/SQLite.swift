@@ -106,6 +106,28 @@ public final class SQLiteDatabase: @unchecked Sendable {
         }
     }
 
+    /// Whether the main schema has a table named `name`. One cached statement for every name, read inside the
+    /// caller's transaction, so the answer is never from a stale copy of the schema.
+    public func hasTable(_ name: String) throws(SQLiteError) -> Bool {
+        let s = try prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?")
+        try s.bind(.text(name), at: 1)
+        let found = try s.step()
+        s.reset()
+        return found
+    }
+
+    /// Runs `sql` (the `CREATE TABLE IF NOT EXISTS` statements of `tables`) unless every one of them exists:
+    /// SQLite parses a CREATE statement in full even when the table is there, and every open of a store would
+    /// otherwise parse a dozen of them.
+    public func createTables(_ tables: [String], _ sql: String) throws(SQLiteError) {
+        for table in tables {
+            if try !hasTable(table) {
+                try execute(sql)
+                return
+            }
+        }
+    }
+
     /// A cached prepared statement for `sql`, reset and with its bindings cleared.
     public func prepare(_ sql: String) throws(SQLiteError) -> SQLiteStatement {
         if let s = cache[sql] {
@@ -154,11 +176,11 @@ public final class SQLiteDatabase: @unchecked Sendable {
             savepoints += 1
             let name = "nested\(savepoints)"
             defer { savepoints -= 1 }
-            try execute("SAVEPOINT \(name)")
+            try run("SAVEPOINT \(name)")
             let tallyBefore = tallyDelta
             do {
                 let value = try body()
-                try execute("RELEASE \(name)")
+                try run("RELEASE \(name)")
                 return value
             } catch {
                 tallyDelta = tallyBefore
@@ -167,14 +189,15 @@ public final class SQLiteDatabase: @unchecked Sendable {
                 throw error
             }
         }
-        try execute(immediate ? "BEGIN IMMEDIATE" : "BEGIN DEFERRED")
+        // Cached statements: each of these would otherwise be parsed again on every transaction.
+        try run(immediate ? "BEGIN IMMEDIATE" : "BEGIN DEFERRED")
         tallyDelta = [:]
         writtenTables = []
         do {
             if immediate, let beforeWrite { try beforeWrite(self) }
             let value = try body()
             if immediate, let beforeCommit { try beforeCommit(self) }
-            try execute("COMMIT")
+            try run("COMMIT")
             tallyDelta = [:]
             return value
         } catch {

@@ -33,8 +33,7 @@ public enum SimulationClockTable {
 
     /// The record, or nil when no simulation ever wrote into this store.
     public static func read(from db: SQLiteDatabase) throws(SQLiteError) -> SimulationClockRecord? {
-        let exists = try db.query("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'simulation_clock'")
-        guard !exists.isEmpty,
+        guard try db.hasTable("simulation_clock"),
             let r = try db.query(
                 "SELECT wall_start, simulated_start, speed, wall_updated, simulated_at_update, running "
                     + "FROM simulation_clock WHERE id = 1"
@@ -90,8 +89,7 @@ public final class StoreSimulationClock: Clock, @unchecked Sendable {
 /// ordinary store when the operator says so explicitly (recorded in the audit log by the caller).
 public enum DrillStoreMark {
     public static func isDrill(_ db: SQLiteDatabase) throws(SQLiteError) -> Bool {
-        let exists = try db.query("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'store_drill'")
-        guard !exists.isEmpty else { return false }
+        guard try db.hasTable("store_drill") else { return false }
         return try !db.query("SELECT 1 FROM store_drill WHERE id = 1").isEmpty
     }
 

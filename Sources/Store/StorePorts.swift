@@ -50,9 +50,7 @@ extension RolloutStore: RolloutStartCache {
 
     public func cachedRolloutStart() throws -> (version: Int, start: Instant?)? {
         try withDatabase { db in
-            let exists = try db.query(
-                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'monitor_rollout_start'")
-            guard !exists.isEmpty,
+            guard try db.hasTable("monitor_rollout_start"),
                 let row = try db.query(
                     "SELECT version, started_at FROM monitor_rollout_start ORDER BY version DESC LIMIT 1"
                 ).first,
@@ -66,7 +64,7 @@ extension RolloutStore: RolloutStartCache {
     public func cacheRolloutStart(version: Int, start: Instant?) throws {
         guard !isReadOnly else { return }
         try withDatabase { db in
-            try db.execute(Self.rolloutStartTable)
+            try db.createTables(["monitor_rollout_start"], Self.rolloutStartTable)
             try db.run(
                 "INSERT OR REPLACE INTO monitor_rollout_start (version, started_at) VALUES (?, ?)",
                 [.integer(Int64(version)), start.map { .integer($0.microseconds) } ?? .null])

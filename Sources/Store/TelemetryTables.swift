@@ -42,7 +42,11 @@ public final class TelemetryTables: TelemetryCounters {
     }
 
     public static func createSchema(in db: SQLiteDatabase) throws(SQLiteError) {
-        try db.execute(
+        try db.createTables(
+            [
+                "telemetry_counters", "telemetry_presence", "telemetry_installations", "telemetry_reasons",
+                "telemetry_batches", "telemetry_meta",
+            ],
             """
             CREATE TABLE IF NOT EXISTS telemetry_counters(
                 level INTEGER NOT NULL, bucket INTEGER NOT NULL, key INTEGER NOT NULL, count INTEGER NOT NULL,
