@@ -1,14 +1,25 @@
 /// Lowercase hexadecimal.
 public enum Hex {
-    private static let digits = Array("0123456789abcdef".utf8)
-
     public static func encode<S: Sequence>(_ bytes: S) -> String where S.Element == UInt8 {
-        var out: [UInt8] = []
-        for b in bytes {
-            out.append(digits[Int(b >> 4)])
-            out.append(digits[Int(b & 15)])
+        if let hex = bytes.withContiguousStorageIfAvailable({ encode(UnsafeRawBufferPointer($0)) }) { return hex }
+        return encode(Array(bytes))
+    }
+
+    /// Lowercase hex of `bytes`, written straight into the string's storage.
+    public static func encode(_ bytes: UnsafeRawBufferPointer) -> String {
+        String(unsafeUninitializedCapacity: bytes.count * 2) { out in
+            var i = 0
+            for b in bytes {
+                out[i] = lowercase(b >> 4)
+                out[i + 1] = lowercase(b & 15)
+                i += 2
+            }
+            return i
         }
-        return String(decoding: out, as: UTF8.self)
+    }
+
+    @inline(__always) private static func lowercase(_ nibble: UInt8) -> UInt8 {
+        nibble < 10 ? 0x30 + nibble : 0x57 + nibble
     }
 
     /// Decodes hex in either case; nil on odd length or a non-hex character.

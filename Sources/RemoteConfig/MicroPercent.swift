@@ -61,7 +61,7 @@ public struct MicroPercent: Hashable, Comparable, Sendable, CustomStringConverti
         }
         let parts = s.split(separator: ".", omittingEmptySubsequences: false)
         guard parts.count <= 2, let wholeText = parts.first, !wholeText.isEmpty || parts.count == 2,
-            (wholeText + (parts.count == 2 ? parts[1] : "")).allSatisfy({ $0.isASCII && $0.isNumber }),
+            (wholeText + (parts.count == 2 ? parts[1] : "")).utf8.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }),
             !(parts.count == 2 && parts[1].isEmpty)
         else {
             throw PercentParseError(input: text, reason: "not a number (expected e.g. 25 or 12.5)")

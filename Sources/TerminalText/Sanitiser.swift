@@ -22,6 +22,20 @@ public enum Sanitiser {
         }
     }
 
+    /// Whether any scalar of `text` must be escaped, over its UTF-8 bytes (a generic `StringProtocol` walk across
+    /// modules goes through a witness table per byte, a hundred times slower).
+    public static func needsEscape(_ text: String) -> Bool {
+        var bytes = text
+        guard let u = bytes.withUTF8({ $0.first { $0 < 0x20 || $0 >= 0x7F } }) else { return false }
+        if u < 0x20 || u == 0x7F { return true }
+        return text.unicodeScalars.contains(where: needsEscape)
+    }
+
+    /// `text` with every scalar of `needsEscape` shown as `\uXXXX`.
+    public static func escape(_ text: String) -> String {
+        needsEscape(text) ? escaped(text) : text
+    }
+
     /// Whether any scalar of `text` must be escaped (the common answer, no, allocates nothing).
     public static func needsEscape(_ text: some StringProtocol) -> Bool {
         for u in text.utf8 where u < 0x20 || u >= 0x7F {
@@ -34,6 +48,10 @@ public enum Sanitiser {
     /// `text` with every scalar of `needsEscape` shown as `\uXXXX`.
     public static func escape(_ text: some StringProtocol) -> String {
         guard needsEscape(text) else { return String(text) }
+        return escaped(text)
+    }
+
+    private static func escaped(_ text: some StringProtocol) -> String {
         var out = String.UnicodeScalarView()
         for scalar in text.unicodeScalars {
             guard needsEscape(scalar) else {
