@@ -166,8 +166,12 @@ public final class RolloutMonitor {
         // or at the version already scanned, whose start carries over.
         var start: Instant?
         var before: Int? = nil
+        // Pages grow from 4: a reader usually finds the cached version one or two back, and each row read
+        // carries its whole template.
+        var limit = 4
         scan: while true {
-            let page = try config.versions(limit: 100, before: before)
+            let page = try config.versions(limit: limit, before: before)
+            limit = min(100, limit * 4)
             if page.isEmpty { break }
             for info in page {
                 if let cached = startCache, info.number == cached.version {

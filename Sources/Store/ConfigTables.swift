@@ -20,6 +20,9 @@ public final class SQLiteConfigStore: ConfigStore, @unchecked Sendable {
     public let database: SQLiteDatabase
     /// Serialises use of the connection; shared with the other domains that use the same `SQLiteDatabase`.
     private let lock: NSRecursiveLock
+    /// The last template text parsed, with its parse: a write reads the current version twice (the proposal,
+    /// then the compare-and-swap inside its transaction), and the same text parses to the same template.
+    private var lastParsed: (text: String, form: RemoteConfigTemplate.Form, template: RemoteConfigTemplate)?
 
     /// Uses `database` (creating the tables if needed). The store has no version until `initializeIfEmpty`.
     public init(database: SQLiteDatabase, lock: NSRecursiveLock = NSRecursiveLock()) throws {
@@ -30,7 +33,8 @@ public final class SQLiteConfigStore: ConfigStore, @unchecked Sendable {
 
     /// Creates the config tables when they do not exist.
     public static func createSchema(in db: SQLiteDatabase) throws(SQLiteError) {
-        try db.execute(
+        try db.createTables(
+            ["config_versions", "config_audit", "config_head"],
             """
             CREATE TABLE IF NOT EXISTS config_versions (
                 number INTEGER PRIMARY KEY,
@@ -116,7 +120,7 @@ public final class SQLiteConfigStore: ConfigStore, @unchecked Sendable {
                     "SELECT \(Self.versionColumns) FROM config_versions ORDER BY number DESC LIMIT 1"
                 ).first
             else { throw StoreError.unavailable("the store has no version yet (create it with 'rollout init')") }
-            return try VersionRow(row).stored()
+            return try stored(VersionRow(row))
         }
     }
 
@@ -133,12 +137,22 @@ public final class SQLiteConfigStore: ConfigStore, @unchecked Sendable {
                     }
                     let row = try VersionRow(newest)
                     if row.info.etag != expected {
-                        throw PublishConflict(current: try row.stored(), expectedETag: expected)
+                        throw PublishConflict(current: try stored(row), expectedETag: expected)
                     }
                 }
                 return try insertVersion(request)
             }
         }
+    }
+
+    /// `row`'s template, parsed once for a text read again (the caller holds the lock).
+    private func stored(_ row: VersionRow) throws -> StoredTemplate {
+        if let last = lastParsed, last.form == row.form, last.text == row.templateText {
+            return StoredTemplate(stamping: last.template, info: row.info)
+        }
+        let template = try row.template()
+        lastParsed = (row.templateText, row.form, template)
+        return StoredTemplate(stamping: template, info: row.info)
     }
 
     public func versions(limit: Int, before: Int?) throws -> [VersionInfo] {
@@ -157,7 +171,7 @@ public final class SQLiteConfigStore: ConfigStore, @unchecked Sendable {
                     "SELECT \(Self.versionColumns) FROM config_versions WHERE number = ?", [.integer(Int64(number))]
                 ).first
             else { throw StoreError.noSuchVersion(number) }
-            return try VersionRow(row).stored()
+            return try stored(VersionRow(row))
         }
     }
 
@@ -347,14 +361,14 @@ public final class SQLiteConfigStore: ConfigStore, @unchecked Sendable {
             self.auditHash = auditHash
         }
 
-        func stored() throws -> StoredTemplate {
-            let template: RemoteConfigTemplate
+        func stored() throws -> StoredTemplate { StoredTemplate(stamping: try template(), info: info) }
+
+        func template() throws -> RemoteConfigTemplate {
             do {
-                template = try RemoteConfigTemplate(json: try JSONParser().parse(templateText), preferredForm: form)
+                return try RemoteConfigTemplate(json: try JSONParser().parse(templateText), preferredForm: form)
             } catch {
                 throw ConfigIntegrityProblem("version \(info.number)", "its template does not parse (\(error))")
             }
-            return StoredTemplate(stamping: template, info: info)
         }
 
         /// SHA-256 over every column a publish writes, as the version's audit record pins it (`VersionDigest`,
