@@ -3,7 +3,7 @@ SWIFT ?= swift
 BIN := .build/release/rollout
 # The Swift runtime and Foundation linked statically, and the native libraries too (static-libs below): no shared
 # library but glibc's is loaded and bound when a rollout command starts.
-RELEASE := -c release --static-swift-stdlib
+RELEASE := -c release --static-swift-stdlib --disable-local-rpath
 # The archives release builds link instead of the shared objects: Package.swift searches this directory first.
 STATIC_LIBS := .build/static-libs
 STATIC_ARCHIVES := libcrypto.a libsqlite3.a libncursesw.a libtinfo.a libstdc++.a
