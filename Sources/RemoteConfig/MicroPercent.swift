@@ -50,34 +50,36 @@ public struct MicroPercent: Hashable, Comparable, Sendable, CustomStringConverti
     /// Exact: decimal text is converted digit by digit, never through floating point. More than six decimals,
     /// exponents, `NaN`, words and empty text are refused with a message that says why.
     public static func parse(_ text: String, allowSign: Bool = false) throws(PercentParseError) -> MicroPercent {
-        var s = Substring(text.trimmingSpaces)
-        guard !s.isEmpty else { throw PercentParseError(input: text, reason: "a percentage is required") }
-        if s.hasSuffix("%") { s = s.dropLast() }
+        // Over the UTF-8 bytes: every character that matters is ASCII, and a Character walk's first use in a
+        // process costs more than the rest of the parse (grapheme breaking tables).
+        func fail(_ reason: String) -> PercentParseError { PercentParseError(input: text, reason: reason) }
+        let bytes = Array(text.utf8)
+        var lo = 0
+        var hi = bytes.count
+        while lo < hi, bytes[lo] == UInt8(ascii: " ") || bytes[lo] == UInt8(ascii: "\t") { lo += 1 }
+        while hi > lo, bytes[hi - 1] == UInt8(ascii: " ") || bytes[hi - 1] == UInt8(ascii: "\t") { hi -= 1 }
+        guard lo < hi else { throw fail("a percentage is required") }
+        if bytes[hi - 1] == UInt8(ascii: "%") { hi -= 1 }
         var negative = false
-        if let f = s.first, f == "+" || f == "-" {
-            guard allowSign || f == "-" else { throw PercentParseError(input: text, reason: "no sign expected") }
-            negative = f == "-"
-            s = s.dropFirst()
+        if lo < hi, bytes[lo] == UInt8(ascii: "+") || bytes[lo] == UInt8(ascii: "-") {
+            guard allowSign || bytes[lo] == UInt8(ascii: "-") else { throw fail("no sign expected") }
+            negative = bytes[lo] == UInt8(ascii: "-")
+            lo += 1
         }
-        let parts = s.split(separator: ".", omittingEmptySubsequences: false)
-        guard parts.count <= 2, let wholeText = parts.first, !wholeText.isEmpty || parts.count == 2,
-            (wholeText + (parts.count == 2 ? parts[1] : "")).utf8.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }),
-            !(parts.count == 2 && parts[1].isEmpty)
-        else {
-            throw PercentParseError(input: text, reason: "not a number (expected e.g. 25 or 12.5)")
-        }
-        let fracText = parts.count == 2 ? parts[1] : ""
-        guard fracText.count <= 6 else {
-            throw PercentParseError(input: text, reason: "at most 6 decimals (micro-percent precision)")
-        }
-        guard wholeText.count <= 12 else { throw PercentParseError(input: text, reason: "out of range 0 to 100") }
-        let whole = Int64(wholeText.isEmpty ? "0" : wholeText)!
-        var frac = Int64(fracText.isEmpty ? "0" : fracText)!
-        for _ in fracText.count..<6 { frac *= 10 }
-        let micro = whole * 1_000_000 + frac
-        if negative && !allowSign && micro != 0 {
-            throw PercentParseError(input: text, reason: "out of range 0 to 100")
-        }
+        let s = bytes[lo..<hi]
+        let dot = s.firstIndex(of: UInt8(ascii: "."))
+        let wholeDigits = s[s.startIndex..<(dot ?? s.endIndex)]
+        let fracDigits = dot.map { s[($0 + 1)...] } ?? []
+        func isDigits(_ d: ArraySlice<UInt8>) -> Bool { d.allSatisfy { $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") } }
+        guard !wholeDigits.isEmpty || dot != nil, isDigits(wholeDigits), isDigits(fracDigits), dot == nil || !fracDigits.isEmpty
+        else { throw fail("not a number (expected e.g. 25 or 12.5)") }
+        guard fracDigits.count <= 6 else { throw fail("at most 6 decimals (micro-percent precision)") }
+        guard wholeDigits.count <= 12 else { throw fail("out of range 0 to 100") }
+        func value(_ d: ArraySlice<UInt8>) -> Int64 { d.reduce(0) { $0 * 10 + Int64($1 - UInt8(ascii: "0")) } }
+        var frac = value(fracDigits)
+        for _ in fracDigits.count..<6 { frac *= 10 }
+        let micro = value(wholeDigits) * 1_000_000 + frac
+        if negative && !allowSign && micro != 0 { throw fail("out of range 0 to 100") }
         return MicroPercent(negative ? -micro : micro)
     }
 }
@@ -87,13 +89,4 @@ public struct PercentParseError: Error, CustomStringConvertible, Sendable, Equat
     public var input: String
     public var reason: String
     public var description: String { "invalid percentage '\(input)': \(reason)" }
-}
-
-extension String {
-    var trimmingSpaces: String {
-        var s = Substring(self)
-        while let f = s.first, f == " " || f == "\t" { s = s.dropFirst() }
-        while let l = s.last, l == " " || l == "\t" { s = s.dropLast() }
-        return String(s)
-    }
 }

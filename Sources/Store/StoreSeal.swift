@@ -594,25 +594,31 @@ public enum StoreTally {
     /// What `text` wrote; empty text is a store sealed before tallies (all zero); nil when malformed.
     static func parse(_ text: String) -> [String: Value]? {
         guard !text.isEmpty else { return [:] }
+        // Over the bytes: `table=rows:hex,...`, read at the start of every write.
+        let bytes = Array(text.utf8)
         var out: [String: Value] = [:]
-        for part in text.split(separator: ",") {
-            let kv = part.split(separator: "=", maxSplits: 1)
-            guard kv.count == 2 else { return nil }
-            let rc = kv[1].split(separator: ":", maxSplits: 1)
-            // The sum's hex digits read as bytes: Character-wise slicing of 64 digits costs more than the rest.
-            guard rc.count == 2, let rows = Int64(rc[0]) else { return nil }
-            let hex = Array(rc[1].utf8)
+        var start = 0
+        while start <= bytes.count {
+            let end = bytes[start...].firstIndex(of: UInt8(ascii: ",")) ?? bytes.count
+            let part = bytes[start..<end]
+            guard let eq = part.firstIndex(of: UInt8(ascii: "=")), eq > part.startIndex,
+                let colon = part[(eq + 1)...].firstIndex(of: UInt8(ascii: ":")),
+                let table = String(validating: part[part.startIndex..<eq], as: UTF8.self),
+                let rowsText = String(validating: part[(eq + 1)..<colon], as: UTF8.self), let rows = Int64(rowsText)
+            else { return nil }
+            let hex = part[(colon + 1)...]
             guard hex.count == 64 else { return nil }
             var limbs: [UInt64] = []
             for i in (0..<4).reversed() {
                 var v: UInt64 = 0
-                for b in hex[(i * 16)..<(i * 16 + 16)] {
+                for b in hex.dropFirst(i * 16).prefix(16) {
                     guard let d = Hex.value(of: b) else { return nil }
                     v = v << 4 | UInt64(d)
                 }
                 limbs.append(v)
             }
-            out[String(kv[0])] = Value(rows: rows, sum: limbs)
+            out[table] = Value(rows: rows, sum: limbs)
+            start = end + 1
         }
         return out
     }
