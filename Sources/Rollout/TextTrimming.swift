@@ -18,7 +18,9 @@ extension StringProtocol {
         let scalars = unicodeScalars
         guard let first = scalars.firstIndex(where: { !drop($0) }), let last = scalars.lastIndex(where: { !drop($0) })
         else { return "" }
-        return String(self[first..<scalars.index(after: last)])
+        var out = String.UnicodeScalarView()
+        out.append(contentsOf: scalars[first...last])
+        return String(out)
     }
 }
 
