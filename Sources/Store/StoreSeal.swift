@@ -388,7 +388,9 @@ public struct Witness: Sendable {
             if newest.map({ generation > $0.generation }) ?? true { newest = (slot, generation, content) }
         }
         guard let newest else { return (.unreadable("neither slot is intact"), .other) }
-        let whole = bytes.count == 2 * Self.slotSize
+        // The witness is unkeyed, so a generation may be anything: at the largest one the next write makes a new
+        // file instead of overflowing.
+        let whole = bytes.count == 2 * Self.slotSize && newest.generation < Int64.max
         return (newest.content, whole ? .slots(newest: newest.slot, generation: newest.generation) : .other)
     }
 

@@ -212,4 +212,20 @@ import Testing
             #expect(known.contains(content), "round \(round): \(content)")
         }
     }
+
+    @Test("a slot written by hand with the largest generation is read, and the next write makes a new file, no overflow")
+    func largestGenerationIsRewrittenWhole() throws {
+        let directory = try TemporaryDirectory()
+        let path = directory.url.appendingPathComponent("store.witness").path
+        let w = Witness(path: path)
+        let a = Self.state(1, "a")
+        let b = Self.state(2, "b")
+        let slot = Witness.slot(generation: Int64.max, body: "current \(Witness.line(a))\n")
+        try Data(slot + [UInt8](repeating: UInt8(ascii: "\n"), count: Witness.slotSize)).write(to: URL(fileURLWithPath: path))
+        #expect(w.read() == .lines(current: Witness.line(a), previous: nil, pending: []))
+        #expect(w.readWithLayout().layout == .other)
+        try w.write(b, before: a)
+        #expect(w.read() == .lines(current: Witness.line(b), previous: Witness.line(a), pending: []))
+        #expect(w.readWithLayout().layout == .slots(newest: 0, generation: 1))
+    }
 }
