@@ -1,5 +1,7 @@
 import Crypto
-import Foundation
+import FoundationEssentials
+import Glibc
+import Platform
 import Timekeeping
 
 /// A fresh challenge for one attestation or assertion.
@@ -348,7 +350,7 @@ public final class AppCheckExchange: Sendable {
 
     /// Purges expired state at most once a minute of clock time.
     private final class Housekeeping: @unchecked Sendable {
-        private let lock = NSLock()
+        private let lock = Lock()
         private var last: Instant?
         func due(at now: Instant) -> Bool {
             lock.withLock {

@@ -1,5 +1,7 @@
 import Crypto
-import Foundation
+import FoundationEssentials
+import Glibc
+import Platform
 import Timekeeping
 
 /// A Firebase app registered for App Attest: its App ID, environment, trust and token lifetime.
@@ -156,7 +158,7 @@ public protocol AppCheckState: AnyObject, Sendable {
 
 /// The state in memory, for tests and for a simulation that needs no persistence.
 public final class InMemoryAppCheckState: AppCheckState, @unchecked Sendable {
-    private let lock = NSLock()
+    private let lock = Lock()
     private var config: AppCheckConfiguration?
     private var challenges: [[UInt8]: (appId: String, expiresAt: Instant, used: Bool)] = [:]
     private var keys: [String: AttestedKeyRecord] = [:]

@@ -1,6 +1,8 @@
 import COpenSSL
 import Crypto
-import Foundation
+import FoundationEssentials
+import Glibc
+import Platform
 import Timekeeping
 
 /// An X.509 certificate parsed by libcrypto.
@@ -148,7 +150,7 @@ public final class TrustAnchors: @unchecked Sendable {
 
     deinit { X509_STORE_free(store) }
 
-    private let cacheLock = NSLock()
+    private let cacheLock = Lock()
     private var parsedIntermediates: [[UInt8]: Certificate] = [:]
     /// Intermediates a full path validation has anchored, by DER: each with a store that trusts it alone.
     private var validatedIntermediates: [[UInt8]: ValidatedIntermediate] = [:]

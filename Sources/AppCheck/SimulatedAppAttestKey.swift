@@ -1,5 +1,7 @@
 import Crypto
-import Foundation
+import FoundationEssentials
+import Glibc
+import Platform
 import Timekeeping
 
 /// One App Attest key on a simulated device, with Apple's attestation service played by the demo authority.
@@ -16,7 +18,7 @@ public final class SimulatedAppAttestKey: @unchecked Sendable {
     public let keyId: [UInt8]
     public let privateKey: P256PrivateKey
     private let authority: DemoCertificateAuthority
-    private let lock = NSLock()
+    private let lock = Lock()
     private var signCount: UInt32 = 0
 
     /// A stand-in for Apple's receipt, which chains to a different root and is not verified by the exchange.

@@ -1,5 +1,7 @@
 import Crypto
-import Foundation
+import FoundationEssentials
+import Glibc
+import Platform
 import Timekeeping
 
 /// Why a simulated client could not get a token.
@@ -34,7 +36,7 @@ public enum AppCheckClientError: CodedError, Hashable, Sendable {
 public final class SimulatedAppCheckClient: @unchecked Sendable {
     public let key: SimulatedAppAttestKey
     public let appId: String
-    private let lock = NSLock()
+    private let lock = Lock()
     private var storedArtifact: [UInt8]?
 
     public init(key: SimulatedAppAttestKey, appId: String) {

@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 import COpenSSL
 
 /// SHA-256 through libcrypto.

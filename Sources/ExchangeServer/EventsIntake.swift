@@ -1,5 +1,7 @@
 import Crypto
-import Foundation
+import FoundationEssentials
+import Glibc
+import Platform
 import JSON
 import Store
 import Telemetry
@@ -63,7 +65,7 @@ public final class EventsIntake: @unchecked Sendable {
         guard let header = request.header("authorization") else { return false }
         let parts = header.split(separator: " ", maxSplits: 1)
         guard parts.count == 2, parts[0].lowercased() == "bearer" else { return false }
-        let presented = SHA256.hash(Array(parts[1].trimmingCharacters(in: .whitespaces).utf8))
+        let presented = SHA256.hash(Array(parts[1].trimmingSpaces().utf8))
         var diff: UInt8 = 0
         for i in 0..<presented.count { diff |= presented[i] ^ tokenDigest[i] }
         return diff == 0

@@ -1,6 +1,8 @@
 import AppCheck
 import Crypto
-import Foundation
+import FoundationEssentials
+import Glibc
+import Platform
 import JSON
 import Timekeeping
 
@@ -23,7 +25,7 @@ public final class ExchangeHolder: @unchecked Sendable {
     /// Whether apps registered as trusting the demo authority may do so in this process.
     public let trustDemo: Bool
     public let checkInterval: Instant.Duration
-    private let lock = NSLock()
+    private let lock = Lock()
     private var current: AppCheckExchange
     private var fingerprint: [String]
     private var lastCheck: Instant
@@ -109,7 +111,7 @@ public final class RateLimiter: @unchecked Sendable {
     public let rate: Double
     public let burst: Double
     private let clock: any Clock
-    private let lock = NSLock()
+    private let lock = Lock()
     private var buckets: [String: (tokens: Double, at: Instant)] = [:]
 
     public init(rate: Double, burst: Double, clock: any Clock) {

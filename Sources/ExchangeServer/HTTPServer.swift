@@ -1,5 +1,7 @@
 import CMicroHTTPD
-import Foundation
+import FoundationEssentials
+import Glibc
+import Platform
 import Timekeeping
 
 #if canImport(Glibc)
@@ -102,13 +104,13 @@ public struct AccessLogEntry: Sendable {
                 switch u {
                 case "\"": out += "\\\""
                 case "\\": out += "\\\\"
-                case _ where u.value < 0x20: out += String(format: "\\u%04x", u.value)
+                case _ where u.value < 0x20: out += cFormat("\\u%04x", u.value)
                 default: out.unicodeScalars.append(u)
                 }
             }
             return out + "\""
         }
-        let ms = String(format: "%.3f", Double(durationMicroseconds) / 1000)
+        let ms = cFormat("%.3f", Double(durationMicroseconds) / 1000)
         return "{\"time\":\(q(time.iso8601)),\"method\":\(q(method)),\"path\":\(q(path)),\"status\":\(status),"
             + "\"durationMs\":\(ms),\"bytesIn\":\(bytesIn),\"bytesOut\":\(bytesOut),\"remote\":\(q(remote))}"
     }
@@ -135,7 +137,7 @@ public final class HTTPServer: @unchecked Sendable {
     private let clock: any Clock
     private let log: (@Sendable (AccessLogEntry) -> Void)?
     private var daemon: OpaquePointer?
-    private let lock = NSLock()
+    private let lock = Lock()
     private var inFlight = 0
     private var draining = false
 
@@ -177,7 +179,7 @@ public final class HTTPServer: @unchecked Sendable {
 
     deinit { stopNow() }
 
-    private static let loadLock = NSLock()
+    private static let loadLock = Lock()
     /// Opens libmicrohttpd once (see Sources/CMicroHTTPD/shim.h); nil on success, else the reason.
     static func loadLibrary() -> String? {
         loadLock.withLock { rollout_mhd_load().map { String(cString: $0) } }

@@ -1,5 +1,7 @@
 import AppCheck
-import Foundation
+import FoundationEssentials
+import Glibc
+import Platform
 
 #if canImport(Glibc)
     import Glibc
@@ -20,7 +22,7 @@ public final class LoopbackHTTPClient: AppCheckHTTPTransport, @unchecked Sendabl
     public let host: String
     public let port: UInt16
     public var timeoutSeconds: Int = 30
-    private let lock = NSLock()
+    private let lock = Lock()
     private var fd: Int32 = -1
 
     public struct Response: Sendable {
@@ -164,8 +166,7 @@ public final class LoopbackHTTPClient: AppCheckHTTPTransport, @unchecked Sendabl
         var headers: [String: String] = [:]
         for line in lines {
             guard let colon = line.firstIndex(of: ":") else { continue }
-            headers[line[..<colon].lowercased()] = line[line.index(after: colon)...].trimmingCharacters(
-                in: .whitespaces)
+            headers[line[..<colon].lowercased()] = line[line.index(after: colon)...].trimmingSpaces()
         }
         let length = headers["content-length"].flatMap(Int.init) ?? 0
         let bodyStart = headerEnd! + 4

@@ -1,4 +1,6 @@
-import Foundation
+import FoundationEssentials
+import Glibc
+import Platform
 import JSON
 import Timekeeping
 
@@ -17,7 +19,7 @@ public final class ServiceAccountTokenProvider: AccessTokenProvider, @unchecked 
     private let timeout: Instant.Duration
     /// A token is renewed this long before it expires.
     public static let refreshMargin = Instant.Duration.minutes(5)
-    private let lock = NSLock()
+    private let lock = Lock()
     private var cached: (token: String, expires: Instant)?
     /// How many exchanges have been made (what caching saves, for tests and `--verbose`).
     public private(set) var exchanges = 0
@@ -70,12 +72,9 @@ public final class ServiceAccountTokenProvider: AccessTokenProvider, @unchecked 
         }
     }
 
-    /// `application/x-www-form-urlencoded` escaping of a value.
-    static func formEscape(_ s: String) -> String {
-        var allowed = CharacterSet.alphanumerics
-        allowed.insert(charactersIn: "-._~")
-        return s.addingPercentEncoding(withAllowedCharacters: allowed) ?? s
-    }
+    /// `application/x-www-form-urlencoded` escaping of a value: every byte of its UTF-8 but the unreserved
+    /// characters of RFC 3986 (ASCII letters, digits, `-._~`) as `%XX`.
+    static func formEscape(_ s: String) -> String { percentEncoded(s, keeping: "-._~") }
 }
 
 /// Runs a command (for example `gcloud auth print-access-token`) and uses its output as the token; the token is
@@ -84,7 +83,7 @@ public final class CommandTokenProvider: AccessTokenProvider, @unchecked Sendabl
     public let command: String
     private let clock: any Clock
     private let reuse: Instant.Duration
-    private let lock = NSLock()
+    private let lock = Lock()
     private var cached: (token: String, fetched: Instant)?
 
     public init(command: String, clock: any Clock, reuse: Instant.Duration = .minutes(10)) {
@@ -97,22 +96,15 @@ public final class CommandTokenProvider: AccessTokenProvider, @unchecked Sendabl
         try lock.withLock {
             let now = clock.now()
             if !refresh, let c = cached, now - c.fetched < reuse { return c.token }
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: "/bin/sh")
-            process.arguments = ["-c", command]
-            let out = Pipe()
-            process.standardOutput = out
-            process.standardInput = FileHandle.nullDevice
-            do { try process.run() } catch {
+            let run: (status: Int32, output: [UInt8])
+            do { run = try runShell(command) } catch {
                 throw CredentialsError.command("cannot run the access-token command: \(error)")
             }
-            let data = out.fileHandleForReading.readDataToEndOfFile()
-            process.waitUntilExit()
-            guard process.terminationStatus == 0 else {
-                throw CredentialsError.command(
-                    "the access-token command '\(command)' failed (exit \(process.terminationStatus))")
+            let data = run.output
+            guard run.status == 0 else {
+                throw CredentialsError.command("the access-token command '\(command)' failed (exit \(run.status))")
             }
-            let token = String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+            let token = String(decoding: data, as: UTF8.self).trimmingWhitespace()
             guard !token.isEmpty, !token.contains(where: { $0.isWhitespace }) else {
                 throw CredentialsError.command("the access-token command '\(command)' printed no single token")
             }

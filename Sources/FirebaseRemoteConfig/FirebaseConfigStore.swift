@@ -1,5 +1,7 @@
 import Crypto
-import Foundation
+import FoundationEssentials
+import Glibc
+import Platform
 import JSON
 import RemoteConfig
 import Rollout
@@ -21,7 +23,7 @@ public final class FirebaseConfigStore: ConfigStore, @unchecked Sendable {
     /// The state store: the audit log (it holds no template versions) and the publish intents.
     public let state: any FirebaseStateStore
     public let clock: any Clock
-    private let lock = NSLock()
+    private let lock = Lock()
     /// Versions are immutable: read each at most once per process.
     private var versionCache: [Int: StoredTemplate] = [:]
     /// ETag → version number, from reads (a publish needs the number its base had).
@@ -232,11 +234,11 @@ public final class FirebaseConfigStore: ConfigStore, @unchecked Sendable {
                 if r.sequence <= publishersScanned { break scan }
                 newest = max(newest, r.sequence)
                 guard r.entry.result == .published, let v = r.entry.version,
-                    let mark = r.entry.detail.range(of: "firebase version \(v) etag ")
+                    let mark = r.entry.detail.firstRange(of: "firebase version \(v) etag ")
                 else { continue }
                 let tail = r.entry.detail[mark.upperBound...]
                 let origin =
-                    tail.range(of: " origin ").map { String(tail[$0.upperBound...].prefix { $0 != ";" }) }
+                    tail.firstRange(of: " origin ").map { String(tail[$0.upperBound...].prefix { $0 != ";" }) }
                     ?? "ROLLOUT_CLI"
                 publishers[v] = (r.entry.actor, origin)
             }

@@ -1,5 +1,7 @@
 import CCurl
-import Foundation
+import FoundationEssentials
+import Glibc
+import Platform
 import Timekeeping
 
 /// One HTTP request as the Remote Config client sends it.
@@ -146,12 +148,12 @@ public struct CurlTransport: HTTPTransport {
                 guard n > 0, let data else { return n }
                 let line = data.withMemoryRebound(to: UInt8.self, capacity: n) {
                     String(decoding: UnsafeBufferPointer(start: $0, count: n), as: UTF8.self)
-                }.trimmingCharacters(in: .whitespacesAndNewlines)
+                }.trimmingWhitespace()
                 if line.hasPrefix("HTTP/") {
                     sink.headers = [:]  // a new status line (after an interim answer) starts a new header block
                 } else if let colon = line.firstIndex(of: ":") {
                     let name = line[..<colon].lowercased()
-                    let value = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+                    let value = line[line.index(after: colon)...].trimmingSpaces()
                     sink.headers[name] = value
                 }
                 return n

@@ -1,4 +1,6 @@
-import Foundation
+import FoundationEssentials
+import Glibc
+import Platform
 import JSON
 import Timekeeping
 
@@ -36,7 +38,7 @@ public struct RemoteConfigEndpoint: Sendable, Equatable {
         switch scheme {
         case "https": return
         case "http":
-            let h = host.lowercased().trimmingCharacters(in: CharacterSet(charactersIn: "[]"))
+            let h = host.lowercased().trimmingScalars { $0 == "[" || $0 == "]" }
             if h == "localhost" || h == "::1" || h.hasPrefix("127.") && h.split(separator: ".").count == 4 { return }
             throw .badURL("\(what) '\(url)' uses plain http to a non-loopback host; only https is allowed there")
         default:
@@ -147,7 +149,7 @@ public final class RemoteConfigClient: @unchecked Sendable {
 
     var base: String {
         endpoint.origin + "/v1/projects/"
-            + (project.addingPercentEncoding(withAllowedCharacters: .urlPathAllowed) ?? project) + "/remoteConfig"
+            + percentEncoded(project, keeping: "-._~!$&'()*+,;=:@/") + "/remoteConfig"
     }
 
     // MARK: Operations

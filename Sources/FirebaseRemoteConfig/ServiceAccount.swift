@@ -1,6 +1,7 @@
 import COpenSSL
 import Crypto
-import Foundation
+import FoundationEssentials
+import Glibc
 import JSON
 import Timekeeping
 

@@ -1,5 +1,7 @@
 import AppCheck
-import Foundation
+import FoundationEssentials
+import Glibc
+import Platform
 import RemoteConfig
 import Rollout
 import Telemetry
@@ -65,12 +67,12 @@ public final class FleetSimulation: @unchecked Sendable {
     private let sink: any FleetTelemetrySink
 
     // Run state.
-    private let runLock = NSLock()
+    private let runLock = Lock()
     private var finished = false
     private var stats: FleetStatistics
     private var digest = EventDigest()
     private var sinceShare = 0
-    private let shareLock = NSLock()
+    private let shareLock = Lock()
     private var shared: FleetStatistics
     private var notes: [SimulationNote] = []
     /// The newest App Check token a device received: not part of the statistics, which are the same for the same

@@ -1,4 +1,6 @@
-import Foundation
+import FoundationEssentials
+import Glibc
+import Platform
 import RemoteConfig
 import Timekeeping
 
@@ -93,7 +95,7 @@ public struct Scenario: Hashable, Sendable {
         var s = Scenario(name: name)
         for (i, raw) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
             let line = i + 1
-            let content = raw.prefix { $0 != "#" }.trimmingCharacters(in: .whitespaces)
+            let content = raw.prefix { $0 != "#" }.trimmingSpaces()
             if content.isEmpty { continue }
             let words = content.split(separator: " ", omittingEmptySubsequences: true).map(String.init)
             do throws(ScenarioValueError) {
@@ -224,60 +226,25 @@ public struct ScenarioError: Error, Hashable, Sendable, CustomStringConvertible 
 }
 
 extension Scenario {
-    /// The scenarios shipped with rollout (`Sources/FleetSimulator/Scenarios/*.scenario`).
-    public static var builtInNames: [String] {
-        guard let dir = builtInDirectory,
-            let files = try? FileManager.default.contentsOfDirectory(atPath: dir)
-        else { return [] }
-        return files.filter { $0.hasSuffix(".scenario") }.map { String($0.dropLast(".scenario".count)) }.sorted()
-    }
-
     /// A shipped scenario by name, or a scenario file by path (anything with a `/` or ending in `.scenario`).
     public static func load(_ nameOrPath: String) throws(ScenarioError) -> Scenario {
         let isPath = nameOrPath.contains("/") || nameOrPath.hasSuffix(".scenario")
-        let path: String
-        if isPath {
-            path = nameOrPath
-        } else {
-            guard let dir = builtInDirectory else {
-                throw ScenarioError(
-                    scenario: nameOrPath, line: 0,
-                    message: "the built-in scenarios are not installed next to the program; pass a scenario file's path"
-                )
-            }
-            path = dir + "/" + nameOrPath + ".scenario"
-            guard FileManager.default.fileExists(atPath: path) else {
+        guard isPath else {
+            guard let source = builtInSource(nameOrPath) else {
                 throw ScenarioError(
                     scenario: nameOrPath, line: 0,
                     message: "no such scenario; built in: \(builtInNames.joined(separator: ", ")) (or give a file path)"
                 )
             }
+            return try parse(source, name: nameOrPath)
         }
-        guard let data = FileManager.default.contents(atPath: path) else {
-            throw ScenarioError(scenario: nameOrPath, line: 0, message: "cannot read \(path)")
+        let bytes: [UInt8]
+        do { bytes = try Files.read(nameOrPath, limit: (1 << 20) + 1) } catch {
+            throw ScenarioError(scenario: nameOrPath, line: 0, message: "cannot read \(nameOrPath): \(error.reason)")
         }
-        let name = ((path as NSString).lastPathComponent as NSString).deletingPathExtension
-        return try parse(String(decoding: data, as: UTF8.self), name: name)
-    }
-
-    /// Where the shipped scenario files are: `$ROLLOUT_SCENARIOS`, the resource bundle next to the program (or
-    /// the test bundle), else the source tree the program was built from.
-    static var builtInDirectory: String? {
-        let fm = FileManager.default
-        var candidates: [String] = []
-        if let env = ProcessInfo.processInfo.environment["ROLLOUT_SCENARIOS"], !env.isEmpty { candidates.append(env) }
-        let bundleName = "rollout_FleetSimulator.resources"
-        for base in [Bundle.main.bundleURL, Bundle.main.executableURL?.deletingLastPathComponent()].compactMap({ $0 }) {
-            candidates.append(base.appendingPathComponent(bundleName).appendingPathComponent("Scenarios").path)
-            candidates.append(
-                base.deletingLastPathComponent().appendingPathComponent(bundleName).appendingPathComponent("Scenarios")
-                    .path)
+        guard bytes.count <= 1 << 20 else {
+            throw ScenarioError(scenario: nameOrPath, line: 0, message: "larger than 1 MiB; not a scenario file")
         }
-        candidates.append(
-            URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("Scenarios").path)
-        return candidates.first { path in
-            var isDirectory: ObjCBool = false
-            return fm.fileExists(atPath: path, isDirectory: &isDirectory) && isDirectory.boolValue
-        }
+        return try parse(String(decoding: bytes, as: UTF8.self), name: Path.deletingExtension(Path.lastComponent(of: nameOrPath)))
     }
 }

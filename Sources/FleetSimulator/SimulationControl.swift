@@ -1,4 +1,6 @@
-import Foundation
+import FoundationEssentials
+import Glibc
+import Platform
 
 /// Pause and speed of a live simulation, changed from another thread (the demo console's `p`, `>`, `<`) and
 /// consulted by `SimulationRunner` on every step.
@@ -24,7 +26,7 @@ public final class SimulationControl: @unchecked Sendable {
         }
     }
 
-    private let lock = NSLock()
+    private let lock = Lock()
     private var current: State
     private var pace: Double?
 

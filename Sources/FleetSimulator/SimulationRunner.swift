@@ -1,4 +1,6 @@
-import Foundation
+import FoundationEssentials
+import Glibc
+import Platform
 import Telemetry
 import Timekeeping
 
@@ -17,7 +19,7 @@ public final class SimulationRunner: @unchecked Sendable {
     /// Pause and speed changed while it runs (the demo console's keys); nil runs at `speed` throughout.
     public let control: SimulationControl?
     private let sleep: @Sendable (Instant.Duration) -> Void
-    private let lock = NSLock()
+    private let lock = Lock()
     private var stopped = false
 
     public init(

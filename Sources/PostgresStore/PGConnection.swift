@@ -1,5 +1,7 @@
 import CPostgres
-import Foundation
+import FoundationEssentials
+import Glibc
+import Platform
 
 /// What went wrong talking to PostgreSQL, with the server's SQLSTATE when it sent one.
 public struct PostgresError: Error, Sendable, CustomStringConvertible, Equatable {
@@ -37,7 +39,7 @@ public final class PGConnection: @unchecked Sendable {
             throw PostgresError(sqlState: "", message: why)
         }
         guard PQstatus(c) == CONNECTION_OK else {
-            let message = String(cString: PQerrorMessage(c)).trimmingCharacters(in: .whitespacesAndNewlines)
+            let message = String(cString: PQerrorMessage(c)).trimmingWhitespace()
             PQfinish(c)
             throw PostgresError(sqlState: "", message: "cannot connect to PostgreSQL: \(message)")
         }
@@ -86,13 +88,13 @@ public final class PGConnection: @unchecked Sendable {
     @discardableResult
     private func rows(of result: OpaquePointer?) throws(PostgresError) -> [[String?]] {
         guard let result else {
-            throw PostgresError(sqlState: "", message: String(cString: PQerrorMessage(raw)).trimmingCharacters(in: .whitespacesAndNewlines))
+            throw PostgresError(sqlState: "", message: String(cString: PQerrorMessage(raw)).trimmingWhitespace())
         }
         defer { PQclear(result) }
         let status = PQresultStatus(result)
         guard status == PGRES_TUPLES_OK || status == PGRES_COMMAND_OK else {
             let state = PQresultErrorField(result, Int32(UInt8(ascii: "C"))).map { String(cString: $0) } ?? ""
-            let message = String(cString: PQresultErrorMessage(result)).trimmingCharacters(in: .whitespacesAndNewlines)
+            let message = String(cString: PQresultErrorMessage(result)).trimmingWhitespace()
             throw PostgresError(sqlState: state, message: message.isEmpty ? "PostgreSQL error" : message)
         }
         let n = PQntuples(result)
@@ -116,7 +118,7 @@ public final class PGConnection: @unchecked Sendable {
         let deadline = Date().addingTimeInterval(timeout)
         while true {
             if PQconsumeInput(raw) == 0 {
-                throw PostgresError(sqlState: "", message: String(cString: PQerrorMessage(raw)).trimmingCharacters(in: .whitespacesAndNewlines))
+                throw PostgresError(sqlState: "", message: String(cString: PQerrorMessage(raw)).trimmingWhitespace())
             }
             if let n = PQnotifies(raw) {
                 let payload = String(cString: n.pointee.extra)

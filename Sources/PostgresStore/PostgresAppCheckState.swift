@@ -1,6 +1,7 @@
 import AppCheck
 import Crypto
-import Foundation
+import FoundationEssentials
+import Glibc
 import Store
 import Timekeeping
 

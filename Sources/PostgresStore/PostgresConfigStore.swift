@@ -1,5 +1,7 @@
 import Crypto
-import Foundation
+import FoundationEssentials
+import Glibc
+import Platform
 import JSON
 import RemoteConfig
 import Rollout
@@ -31,7 +33,7 @@ public final class PostgresConfigStore: ConfigStore, @unchecked Sendable {
     public let conninfo: String
     public let isReadOnly: Bool
     let connection: PGConnection
-    private let lock = NSRecursiveLock()
+    private let lock = RecursiveLock()
     /// Depth of `atomically` calls on this thread's use of the connection (0: no transaction open).
     private var depth = 0
     /// Whether the open transaction holds the chain-head row lock.
@@ -86,8 +88,7 @@ public final class PostgresConfigStore: ConfigStore, @unchecked Sendable {
 
     /// The connection string with any password removed, for messages.
     public static func redacted(_ conninfo: String) -> String {
-        conninfo.replacingOccurrences(of: #":[^:@/]*@"#, with: ":***@", options: .regularExpression)
-            .replacingOccurrences(of: #"password=\S*"#, with: "password=***", options: .regularExpression)
+        conninfo.replacing(#/:[^:@\/]*@/#, with: ":***@").replacing(#/password=\S*/#, with: "password=***")
     }
 
     // MARK: Transactions

@@ -1,4 +1,6 @@
-import Foundation
+import FoundationEssentials
+import Glibc
+import Platform
 import Rollout
 import Store
 import Timekeeping
@@ -20,7 +22,7 @@ public final class PostgresFirebaseState: FirebaseStateStore, @unchecked Sendabl
 
     /// The intents this connection recorded and still holds the lease of (`publishIntentOwnerIsConnected`).
     private var leases: Set<Int64> = []
-    private let leaseLock = NSLock()
+    private let leaseLock = Lock()
     /// The advisory lock class of intent leases (two-key form: class, intent id).
     static let leaseClass = "5282125"
 

@@ -1,10 +1,12 @@
-import Foundation
+import FoundationEssentials
+import Glibc
+import Platform
 import RemoteConfig
 import Timekeeping
 
 /// A `ConfigStore` in memory with the same semantics as the durable ones; for tests and in-process demos.
 public final class InMemoryConfigStore: ConfigStore, @unchecked Sendable {
-    private let lock = NSLock()
+    private let lock = Lock()
     private var stored: [StoredTemplate] = []
     private var audit: [AuditRecord] = []
 

@@ -1,3 +1,4 @@
+import Platform
 import RemoteConfig
 import Timekeeping
 

@@ -1,5 +1,6 @@
 import AppCheck
-import Foundation
+import FoundationEssentials
+import Glibc
 import PostgresStore
 import Store
 

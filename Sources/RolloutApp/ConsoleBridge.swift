@@ -1,5 +1,7 @@
 import Console
-import Foundation
+import FoundationEssentials
+import Glibc
+import Platform
 import Monitoring
 import RemoteConfig
 import Rollout
@@ -26,7 +28,7 @@ public final class StoreConsoleSource: ConsoleDataSource, @unchecked Sendable {
     private let storeLabel: String
     private let project: String
     private let autoKill: (any ConsoleWriteSession)?
-    private let lock = NSLock()
+    private let lock = Lock()
     private var positions = PositionCache()
     private var autoKillPath: WritePath?
     private var autoKillNote: NotableEvent?
@@ -92,7 +94,7 @@ public final class StoreConsoleSource: ConsoleDataSource, @unchecked Sendable {
 /// Runs the console's effects through the one write path, with a connection of its own.
 public final class StoreConsoleExecutor: ConsoleEffectExecutor, @unchecked Sendable {
     private let session: any ConsoleWriteSession
-    private let lock = NSLock()
+    private let lock = Lock()
     private var positions = PositionCache()
     /// One write path (and its policies' readers) for the whole session, built on first use.
     private var cachedPath: WritePath?
@@ -460,17 +462,17 @@ enum ConsoleModelBuilder {
 /// Small text helpers for what the console shows.
 enum ConsoleText {
     static func oneLine(_ error: Error) -> String {
-        "\(error)".replacingOccurrences(of: "\n", with: " ")
+        "\(error)".replacing("\n", with: " ")
     }
 
     static func abbreviatingHome(_ path: String) -> String {
-        let home = NSHomeDirectory()
+        let home = CurrentUser.home
         return home.count > 1 && path.hasPrefix(home + "/") ? "~" + path.dropFirst(home.count) : path
     }
 
     /// Audit details without the store's internal digests.
     static func visibleDetail(_ detail: String) -> String {
-        detail.split(separator: ";").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.hasPrefix("version sha256:") }
+        detail.split(separator: ";").map { $0.trimmingSpaces() }.filter { !$0.hasPrefix("version sha256:") }
             .joined(separator: "; ")
     }
 }

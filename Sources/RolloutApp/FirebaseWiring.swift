@@ -1,6 +1,7 @@
 import CommandLineKit
 import FirebaseRemoteConfig
-import Foundation
+import FoundationEssentials
+import Glibc
 import Monitoring
 import PostgresStore
 import RemoteConfig

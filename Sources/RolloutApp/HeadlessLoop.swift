@@ -1,4 +1,7 @@
-import Foundation
+import FoundationEssentials
+import Glibc
+import Dispatch
+import Platform
 import Monitoring
 import Rollout
 import Store
@@ -105,7 +108,7 @@ public final class HeadlessLoop {
 
     /// Set from a signal handler's queue, waited on by the loop.
     final class StopFlag: @unchecked Sendable {
-        private let condition = NSCondition()
+        private let condition = Condition()
         private var stopped = false
         func set() {
             condition.lock()
@@ -120,7 +123,7 @@ public final class HeadlessLoop {
         }
         func wait(seconds: Double) {
             condition.lock()
-            if !stopped { _ = condition.wait(until: Date(timeIntervalSinceNow: seconds)) }
+            if !stopped { _ = condition.wait(seconds: seconds) }
             condition.unlock()
         }
     }

@@ -1,7 +1,9 @@
 import CommandLineKit
 import Console
 import FirebaseRemoteConfig
-import Foundation
+import FoundationEssentials
+import Glibc
+import Platform
 import Monitoring
 import PostgresStore
 import RemoteConfig
@@ -140,8 +142,7 @@ extension Wiring {
         let path = teamStoreKeyPath()
         if let key = try StoreKey.load(path) { return (key, false) }
         guard create else { return (nil, false) }
-        let directory = (path as NSString).deletingLastPathComponent
-        if !directory.isEmpty { try? FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700]) }
+        try? Files.makeDirectories(Path.directory(of: path), mode: 0o700)
         return (try StoreKey.create(path), true)
     }
 
@@ -214,7 +215,7 @@ public final class PostgresConsoleSource: ConsoleDataSource, @unchecked Sendable
     private let inner: StoreConsoleSource
     private let conninfo: String
     private let fallback: Double
-    private let lock = NSLock()
+    private let lock = Lock()
     private var listener: PostgresChangeListener?
     private var last: (model: ConsoleModel, at: Date)?
     /// How many pictures were computed because of a notification (tests, diagnostics).

@@ -1,5 +1,6 @@
 import Console
-import Foundation
+import FoundationEssentials
+import Glibc
 import Monitoring
 import PostgresStore
 import RampPlans

@@ -1,5 +1,7 @@
 import CommandLineKit
-import Foundation
+import FoundationEssentials
+import Glibc
+import Platform
 
 /// Where the store lives and who is acting, resolved from flags, then the environment, then defaults.
 public enum StoreLocation {
@@ -21,7 +23,7 @@ public enum StoreLocation {
         if let x = env["XDG_STATE_HOME"], x.hasPrefix("/") {
             state = x
         } else {
-            let home = env["HOME"].flatMap { $0.isEmpty ? nil : $0 } ?? NSHomeDirectory()
+            let home = env["HOME"].flatMap { $0.isEmpty ? nil : $0 } ?? CurrentUser.home
             state = home + "/.local/state"
         }
         return state + "/rollout"
@@ -36,13 +38,8 @@ public enum StoreLocation {
 
     /// Creates the store's directory (mode 0700) when it is missing.
     public static func prepareDirectory(for path: String) throws {
-        let dir = (path as NSString).deletingLastPathComponent
-        guard !dir.isEmpty, !FileManager.default.fileExists(atPath: dir) else { return }
-        do {
-            try FileManager.default.createDirectory(
-                atPath: dir, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
-        } catch {
-            throw CommandError("cannot create the store directory \(dir): \(error.localizedDescription)")
+        do { try Files.makeDirectories(Path.directory(of: path), mode: 0o700) } catch {
+            throw CommandError("cannot create the store directory \(error.path): \(error.reason)")
         }
     }
 
@@ -50,7 +47,7 @@ public enum StoreLocation {
     public static func operatorID(_ invocation: Invocation) -> String {
         if let o = invocation.value("--operator"), !o.isEmpty { return o }
         if let o = invocation.environment["ROLLOUT_OPERATOR"], !o.isEmpty { return o }
-        let user = invocation.environment["USER"] ?? invocation.environment["LOGNAME"] ?? NSUserName()
+        let user = invocation.environment["USER"] ?? invocation.environment["LOGNAME"] ?? CurrentUser.name
         return "\(user)@\(ProcessInfo.processInfo.hostName)"
     }
 }

@@ -1,6 +1,7 @@
 import CommandLineKit
 import Crypto
-import Foundation
+import FoundationEssentials
+import Glibc
 import Monitoring
 import RemoteConfig
 import Rollout

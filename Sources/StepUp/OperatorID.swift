@@ -1,4 +1,6 @@
-import Foundation
+import FoundationEssentials
+import Glibc
+import Platform
 import Rollout
 
 /// Who is acting: an operator's name as given by `--operator`, `$ROLLOUT_OPERATOR` or `user@host`.

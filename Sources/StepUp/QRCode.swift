@@ -1,5 +1,6 @@
 import CQRencode
-import Foundation
+import FoundationEssentials
+import Glibc
 
 /// A QR code symbol as a square matrix of modules, encoded by Debian's libqrencode.
 ///

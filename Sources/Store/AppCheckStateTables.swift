@@ -1,5 +1,7 @@
 import AppCheck
-import Foundation
+import FoundationEssentials
+import Glibc
+import Platform
 import Timekeeping
 
 /// The App Check exchange's state in the store's SQLite file (tables `appcheck_*`).
@@ -14,7 +16,7 @@ import Timekeeping
 /// connection serves one thread at a time.
 public final class AppCheckStateTables: AppCheckState, @unchecked Sendable {
     private let db: SQLiteDatabase
-    private let lock = NSLock()
+    private let lock = Lock()
 
     /// Uses `database`, creating the tables if needed.
     public init(database: SQLiteDatabase) throws {

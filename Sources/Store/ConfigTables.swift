@@ -1,5 +1,7 @@
 import Crypto
-import Foundation
+import FoundationEssentials
+import Glibc
+import Platform
 import JSON
 import RemoteConfig
 import Rollout
@@ -19,13 +21,13 @@ import Timekeeping
 public final class SQLiteConfigStore: ConfigStore, @unchecked Sendable {
     public let database: SQLiteDatabase
     /// Serialises use of the connection; shared with the other domains that use the same `SQLiteDatabase`.
-    private let lock: NSRecursiveLock
+    private let lock: RecursiveLock
     /// The last template text parsed, with its parse: a write reads the current version twice (the proposal,
     /// then the compare-and-swap inside its transaction), and the same text parses to the same template.
     private var lastParsed: (text: String, form: RemoteConfigTemplate.Form, template: RemoteConfigTemplate)?
 
     /// Uses `database` (creating the tables if needed). The store has no version until `initializeIfEmpty`.
-    public init(database: SQLiteDatabase, lock: NSRecursiveLock = NSRecursiveLock()) throws {
+    public init(database: SQLiteDatabase, lock: RecursiveLock = RecursiveLock()) throws {
         self.database = database
         self.lock = lock
         try lock.withLock { try SQLiteConfigStore.createSchema(in: database) }

@@ -1,4 +1,6 @@
-import Foundation
+import FoundationEssentials
+import Glibc
+import Platform
 import Rollout
 
 /// The store file: one SQLite database that every domain keeps its tables in.
@@ -26,7 +28,7 @@ public final class RolloutStore: @unchecked Sendable {
     /// The connection. One thread at a time: go through `withDatabase` when sharing the store.
     public let database: SQLiteDatabase
     /// The lock `withDatabase` and the config store hold while using the connection.
-    public let lock = NSRecursiveLock()
+    public let lock = RecursiveLock()
     private var config: SQLiteConfigStore?
 
     /// Whether the connection refuses every write (`--read-only`); readers that cache derived data skip it.
@@ -41,16 +43,16 @@ public final class RolloutStore: @unchecked Sendable {
         self.path = path
         guard !path.isEmpty else { throw StoreError.unavailable("the store path is empty (--store needs a file path)") }
         let fm = FileManager.default
-        var isDirectory: ObjCBool = false
+        var isDirectory = false
         let exists = fm.fileExists(atPath: path, isDirectory: &isDirectory)
-        if isDirectory.boolValue { throw StoreError.unavailable("\(path) is a directory, not a store file") }
+        if isDirectory { throw StoreError.unavailable("\(path) is a directory, not a store file") }
         let creating = create && access == .readWrite
         var created = false
         if !exists {
             guard creating else {
                 throw StoreError.unavailable("no store at \(path) (create one with 'rollout init --store \(path)')")
             }
-            try RolloutStore.createDirectory((path as NSString).deletingLastPathComponent)
+            try RolloutStore.createDirectory(Path.directory(of: path))
             let fd = open(path, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0o600)
             if fd >= 0 {
                 close(fd)
@@ -166,11 +168,8 @@ public final class RolloutStore: @unchecked Sendable {
 
     /// Makes the missing directories of `directory`, each with mode 0700.
     private static func createDirectory(_ directory: String) throws {
-        guard !directory.isEmpty, !FileManager.default.fileExists(atPath: directory) else { return }
-        try createDirectory((directory as NSString).deletingLastPathComponent)
-        if mkdir(directory, 0o700) != 0, errno != EEXIST {
-            throw StoreError.unavailable(
-                "cannot create the store directory \(directory): \(String(cString: strerror(errno)))")
+        do { try Files.makeDirectories(directory, mode: 0o700) } catch {
+            throw StoreError.unavailable("cannot create the store directory \(error.path): \(error.reason)")
         }
     }
 
@@ -180,11 +179,9 @@ public final class RolloutStore: @unchecked Sendable {
         // A file this process already has open was checked when it was opened, and reading it again through
         // another descriptor would drop SQLite's locks on it (see `SQLiteDatabase.isOpenInProcess`).
         if SQLiteDatabase.isOpenInProcess(path) { return }
-        guard let handle = FileHandle(forReadingAtPath: path) else {
+        guard let header = try? Files.read(path, limit: 100) else {
             throw StoreError.unavailable("cannot read the store \(path): permission denied or missing")
         }
-        defer { try? handle.close() }
-        let header = [UInt8]((try? handle.read(upToCount: 100)) ?? Data())
         guard !header.isEmpty else {
             if allowEmpty { return }
             throw StoreError.unavailable(

@@ -1,5 +1,7 @@
 import CSQLite
-import Foundation
+import FoundationEssentials
+import Glibc
+import Platform
 
 /// A thin, strict wrapper over the SQLite C API: the only code that calls `sqlite3_*`.
 ///
@@ -410,7 +412,7 @@ final class OpenDatabaseFiles: @unchecked Sendable {
     }
 
     static let shared = OpenDatabaseFiles()
-    private let lock = NSLock()
+    private let lock = Lock()
     /// Open counts per file: a handful of entries, kept in an array (a dictionary keyed by a type of ours costs a
     /// conformance scan of the whole binary when its metadata is first built, on every process start).
     private var counts: [(id: FileID, count: Int)] = []

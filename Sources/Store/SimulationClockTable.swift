@@ -1,4 +1,6 @@
-import Foundation
+import FoundationEssentials
+import Glibc
+import Platform
 import Telemetry
 import Timekeeping
 
@@ -60,7 +62,7 @@ public final class StoreSimulationClock: Clock, @unchecked Sendable {
     public let store: RolloutStore
     public let wall: any Clock
     public let refresh: Instant.Duration
-    private let lock = NSLock()
+    private let lock = Lock()
     private var timeline = TelemetryTimeline(record: nil)
     private var readAt: Instant?
 

@@ -1,5 +1,7 @@
 import Crypto
-import Foundation
+import FoundationEssentials
+import Glibc
+import Platform
 import Rollout
 
 /// The store's secret key: 32 random bytes in a file beside the store (`<store>.key`, mode 0600), never in the
@@ -516,7 +518,7 @@ public struct Witness: Sendable {
         guard fd >= 0 else {
             throw StoreError.unavailable("cannot write the witness \(temporary): \(String(cString: strerror(errno)))")
         }
-        let ok = Foundation.write(fd, bytes, bytes.count) == bytes.count && fsync(fd) == 0
+        let ok = Glibc.write(fd, bytes, bytes.count) == bytes.count && fsync(fd) == 0
         close(fd)
         guard ok, rename(temporary, path) == 0 else {
             unlink(temporary)

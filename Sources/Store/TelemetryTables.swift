@@ -1,4 +1,6 @@
-import Foundation
+import FoundationEssentials
+import Glibc
+import Platform
 import Rollout
 import Telemetry
 import Timekeeping
@@ -30,10 +32,10 @@ public final class TelemetryTables: TelemetryCounters {
     package private(set) var foldsFromStart = 0
     /// The lock of the store that owns `database` (`RolloutStore.lock`), held by every public method; nil when
     /// the caller holds it (or owns the connection alone).
-    private let lock: NSRecursiveLock?
+    private let lock: RecursiveLock?
 
     public init(
-        database: SQLiteDatabase, retention: TelemetryRetention = TelemetryRetention(), lock: NSRecursiveLock? = nil
+        database: SQLiteDatabase, retention: TelemetryRetention = TelemetryRetention(), lock: RecursiveLock? = nil
     ) throws(SQLiteError) {
         self.database = database
         self.retention = retention

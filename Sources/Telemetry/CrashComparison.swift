@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 import Timekeeping
 
 /// Settings of the crash comparison between exposed and control.

@@ -1,4 +1,6 @@
-import Foundation
+import FoundationEssentials
+import Glibc
+import Platform
 
 /// Apple's guidance on App Attest load (FACTS §4), configurable because the numbers are soft.
 public struct AttestationBudget: Hashable, Sendable {
@@ -157,7 +159,7 @@ public enum GuardrailPolicy {
             fromMicroPercent: currentMicroPercent, toMicroPercent: targetMicroPercent, fleet: fleet,
             budget: input.budget)
         let figures =
-            "about \(groupedCount(Int64(load.newlyEligible.rounded()))) new attestations, peak \(String(format: "%.1f", load.peakPerSecond))/s "
+            "about \(groupedCount(Int64(load.newlyEligible.rounded()))) new attestations, peak \(cFormat("%.1f", load.peakPerSecond))/s "
             + "(guidance \(groupedCount(Int64(input.budget.perDay))) a day, \(Int(input.budget.perSecond))/s)"
         if load.fits(input.budget) {
             notes.append("attestation load fits: \(figures)")
@@ -180,7 +182,7 @@ public enum GuardrailPolicy {
 
 /// `12.5%`, `0.01%`: micro-percent as a short percentage.
 public func formatMicroPercent(_ micro: Int64) -> String {
-    var s = String(format: "%.6f", Double(micro) / 1_000_000)
+    var s = cFormat("%.6f", Double(micro) / 1_000_000)
     while s.hasSuffix("0") { s.removeLast() }
     if s.hasSuffix(".") { s.removeLast() }
     return s + "%"

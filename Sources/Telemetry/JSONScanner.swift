@@ -3,6 +3,7 @@
 #elseif canImport(Darwin)
     import Darwin
 #endif
+import Platform
 import JSON
 
 /// Why a line could not be read; the text is what the person fixing the file needs.
@@ -126,7 +127,7 @@ struct JSONScanner {
     func fail(_ what: String) -> LineError {
         if p >= end { return LineError("\(what) at the end of the line (column \(column))") }
         let c = p.pointee
-        let shown = c >= 0x20 && c < 0x7F ? "'\(Character(Unicode.Scalar(c)))'" : String(format: "byte 0x%02X", c)
+        let shown = c >= 0x20 && c < 0x7F ? "'\(Character(Unicode.Scalar(c)))'" : cFormat("byte 0x%02X", c)
         return LineError("\(what) at column \(column), found \(shown)")
     }
 

@@ -43,7 +43,7 @@ public enum AttestationProvider: UInt8, Sendable, CaseIterable, CustomStringConv
 
     /// Parses `appAttest`, `deviceCheck`, `debug` (case-insensitive; `app_attest` and `device_check` too).
     public init?(name: some StringProtocol) {
-        switch name.lowercased().replacingOccurrences(of: "_", with: "") {
+        switch name.lowercased().replacing("_", with: "") {
         case "appattest": self = .appAttest
         case "devicecheck": self = .deviceCheck
         case "debug": self = .debug

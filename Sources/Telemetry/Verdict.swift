@@ -1,4 +1,6 @@
-import Foundation
+import FoundationEssentials
+import Glibc
+import Platform
 import Rollout
 import Timekeeping
 
@@ -430,16 +432,16 @@ extension TelemetrySnapshot {
 
 /// Number formats for reasons in words.
 enum Words {
-    static func fixed(_ v: Double, digits: Int = 2) -> String { String(format: "%.\(digits)f", v) }
+    static func fixed(_ v: Double, digits: Int = 2) -> String { cFormat("%.\(digits)f", v) }
     /// A share as a percentage; shares under 0.1% keep two significant digits instead of rounding to 0.0%.
     static func percent(_ v: Double, digits: Int = 1) -> String {
-        if v > 0, v < 0.001 { return String(format: "%.2g%%", v * 100) }
-        return String(format: "%.\(digits)f%%", v * 100)
+        if v > 0, v < 0.001 { return cFormat("%.2g%%", v * 100) }
+        return cFormat("%.\(digits)f%%", v * 100)
     }
-    static func perMille(_ v: Double?) -> String { v.map { String(format: "%.2f", $0 * 1000) } ?? "n/a" }
+    static func perMille(_ v: Double?) -> String { v.map { cFormat("%.2f", $0 * 1000) } ?? "n/a" }
     /// A difference of rates in percentage points.
-    static func points(_ v: Double) -> String { String(format: "%+.3f pp", v * 100) }
-    static func scientific(_ v: Double) -> String { v >= 0.001 ? String(format: "%.3f", v) : String(format: "%.1e", v) }
+    static func points(_ v: Double) -> String { cFormat("%+.3f pp", v * 100) }
+    static func scientific(_ v: Double) -> String { v >= 0.001 ? cFormat("%.3f", v) : cFormat("%.1e", v) }
     static func duration(_ d: Instant.Duration) -> String {
         let s = d.microseconds / 1_000_000
         if s < 120 { return "\(s) s" }

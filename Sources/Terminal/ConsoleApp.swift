@@ -1,5 +1,8 @@
 import Console
-import Foundation
+import FoundationEssentials
+import Glibc
+import Dispatch
+import Platform
 import Timekeeping
 
 /// How the console session ended.
@@ -144,7 +147,7 @@ public enum ConsoleApp {
 
 /// Events posted by background threads for the run loop.
 final class Mailbox: @unchecked Sendable {
-    private let lock = NSLock()
+    private let lock = Lock()
     private var events: [ConsoleEvent] = []
 
     func post(_ new: [ConsoleEvent]) {
@@ -166,7 +169,7 @@ final class SnapshotFetcher: @unchecked Sendable {
     private let source: any ConsoleDataSource
     private let interval: Instant.Duration
     private let mailbox: Mailbox
-    private let condition = NSCondition()
+    private let condition = Condition()
     private var stopped = false
     private var pending = false
 
@@ -177,9 +180,7 @@ final class SnapshotFetcher: @unchecked Sendable {
     }
 
     func start() {
-        let thread = Thread { [self] in loop() }
-        thread.name = "rollout-console-fetch"
-        thread.start()
+        detachThread { [self] in loop() }
     }
 
     func stop() {
@@ -207,7 +208,7 @@ final class SnapshotFetcher: @unchecked Sendable {
             }
             mailbox.post([event])
             condition.lock()
-            let deadline = Date(timeIntervalSinceNow: interval.seconds)
+            let deadline = Condition.deadline(secondsFromNow: interval.seconds)
             while !stopped && !pending {
                 if !condition.wait(until: deadline) { break }
             }

@@ -1,5 +1,7 @@
 import Console
-import Foundation
+import FoundationEssentials
+import Glibc
+import Platform
 
 /// Finds themes by name or path: the file system edge of theming (parsing itself is pure, in Console).
 public enum ThemeCatalog {
@@ -29,9 +31,9 @@ public enum ThemeCatalog {
     static func loadFile(_ url: URL) throws(ThemeLoadError) -> Theme {
         let text: String
         do {
-            text = try String(contentsOf: url, encoding: .utf8)
+            text = String(decoding: try Files.read(url.path, limit: 1 << 20), as: UTF8.self)
         } catch {
-            throw ThemeLoadError("\(url.path): cannot read the theme file (\(error.localizedDescription))")
+            throw ThemeLoadError("\(url.path): cannot read the theme file (\(error.reason))")
         }
         do {
             return try Theme.parse(text, name: url.deletingPathExtension().lastPathComponent, file: url.path)

@@ -1,4 +1,6 @@
-import Foundation
+import FoundationEssentials
+import Glibc
+import Platform
 
 /// A source of the current time, injected everywhere the core needs "now".
 ///
@@ -73,7 +75,7 @@ public struct SystemClock: Clock {
 
 /// A clock that only moves when told to; for tests and for the simulator's virtual time.
 public final class ManualClock: Clock, @unchecked Sendable {
-    private let lock = NSLock()
+    private let lock = Lock()
     private var current: Instant
 
     public init(_ start: Instant = Instant(seconds: 1_780_000_000)) { current = start }
@@ -164,7 +166,7 @@ public enum ISO8601 {
         else { throw fail("expected YYYY-MM-DDTHH:MM:SS") }
         guard (1...12).contains(mo) else { throw fail("month \(mo) is not 1 to 12") }
         guard d >= 1, d <= daysInMonth(year: y, month: mo) else {
-            throw fail("day \(d) does not exist in \(String(format: "%04lld-%02lld", y, mo))")
+            throw fail("day \(d) does not exist in \(cFormat("%04lld-%02lld", y, mo))")
         }
         guard h < 24 else { throw fail("hour \(h) is not 0 to 23") }
         guard mi < 60 else { throw fail("minute \(mi) is not 0 to 59") }
@@ -191,7 +193,7 @@ public enum ISO8601 {
                 throw fail("expected an offset ±HH:MM")
             }
             guard om < 60, oh * 60 + om <= maximumOffsetMinutes else {
-                throw fail("offset \(sign > 0 ? "+" : "-")\(String(format: "%02lld:%02lld", oh, om)) is beyond ±18:00")
+                throw fail("offset \(sign > 0 ? "+" : "-")\(cFormat("%02lld:%02lld", oh, om)) is beyond ±18:00")
             }
             offset = sign * (oh * 3600 + om * 60)
             i += 6

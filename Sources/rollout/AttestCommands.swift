@@ -2,7 +2,9 @@ import AppCheck
 import CommandLineKit
 import RolloutApp
 import Crypto
-import Foundation
+import FoundationEssentials
+import Glibc
+import Platform
 import JSON
 import Store
 import Timekeeping
@@ -239,7 +241,7 @@ enum AttestCommands {
                 case .failed: "FAIL"
                 case .skipped: "skip"
                 }
-            let title = c.title.padding(toLength: width, withPad: " ", startingAt: 0)
+            let title = c.title.padded(to: width)
             // Details quote the attacker's bytes (a token's header, a certificate's fields): escaped for the terminal.
             print("  \(mark)  \(title)\(c.errorCode.map { "\($0): " } ?? "")\(StoreCommands.printable(c.detail))")
         }

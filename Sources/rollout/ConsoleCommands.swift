@@ -2,7 +2,10 @@ import CommandLineKit
 import RolloutApp
 import Console
 import FleetSimulator
-import Foundation
+import FoundationEssentials
+import Glibc
+import Dispatch
+import Platform
 import Rollout
 import Store
 import Terminal
@@ -136,7 +139,7 @@ enum ConsoleCommands {
             simulation: simulation, speed: speed, wall: wall, clockStore: simStore, control: control)
         let finished = DispatchSemaphore(value: 0)
         let failure = FailureBox()
-        Thread.detachNewThread {
+        detachThread {
             do { try runner.run() } catch { failure.set(error) }
             finished.signal()
         }
@@ -188,7 +191,7 @@ enum ConsoleCommands {
 
     /// The simulator thread's error, read after it ends.
     final class FailureBox: @unchecked Sendable {
-        private let lock = NSLock()
+        private let lock = Lock()
         private var error: Error?
         func set(_ e: Error) { lock.withLock { error = e } }
         func get() -> Error? { lock.withLock { error } }

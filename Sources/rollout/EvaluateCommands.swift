@@ -1,6 +1,8 @@
 import CommandLineKit
 import RolloutApp
-import Foundation
+import FoundationEssentials
+import Glibc
+import Platform
 import JSON
 import RemoteConfig
 
@@ -59,16 +61,16 @@ enum EvaluateCommands {
         } catch {
             throw CommandError(idsPath == "-" ? "\(error)" : "\(idsPath): \(error)")
         }
-        for note in evaluation.notes.sorted() { FileHandle.standardError.write(Data("rollout: note: \(note)\n".utf8)) }
+        for note in evaluation.notes.sorted() { StandardStream.error.write("rollout: note: \(note)\n") }
         return .ok
     }
 
     static func readData(_ path: String, what: String) throws -> Data {
-        if path == "-" { return FileHandle.standardInput.readDataToEndOfFile() }
-        guard let data = FileManager.default.contents(atPath: path) else {
+        if path == "-" { return Data(StandardStream.readInput()) }
+        guard let bytes = try? Files.read(path) else {
             throw CommandError("cannot read the \(what) \(path): no such file or not readable")
         }
-        return data
+        return Data(bytes)
     }
 
     static func readText(_ path: String, what: String) throws -> String {

@@ -1,3 +1,4 @@
+import Platform
 import CommandLineKit
 import JSON
 import Monitoring
@@ -89,7 +90,7 @@ struct GuardrailReport {
 }
 
 enum GuardrailSettingsFormat {
-    static func number(_ v: Double) -> String { v == v.rounded() ? String(Int64(v)) : String(format: "%.2f", v) }
+    static func number(_ v: Double) -> String { v == v.rounded() ? String(Int64(v)) : cFormat("%.2f", v) }
 }
 
 /// The one assessment as JSON: `status --json`, `telemetry --json` and `watch --json` print this object, so

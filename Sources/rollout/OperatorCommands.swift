@@ -1,6 +1,8 @@
 import CommandLineKit
 import RolloutApp
-import Foundation
+import FoundationEssentials
+import Glibc
+import Platform
 import Rollout
 import StepUp
 import Store
@@ -108,7 +110,7 @@ enum OperatorCommands {
         let id = try operatorID(StoreLocation.operatorID(invocation), invocation)
         let style = try qrStyle(invocation)
         if invocation.value("--code") == nil, let created = try Wiring.teamStoreKeyForEnrolment(invocation) {
-            FileHandle.standardError.write(Data("rollout: created the team store key \(created): give it to every operator (mode 0600)\n".utf8))
+            StandardStream.error.write("rollout: created the team store key \(created): give it to every operator (mode 0600)\n")
         }
         let path = try settingsPath(invocation)
         let actor = id.rawValue
@@ -145,12 +147,12 @@ enum OperatorCommands {
                 }
                 switch try confirmStep(id, code: code, path: path) {
                 case .done: return .ok
-                case .again(let message): FileHandle.standardError.write(Data("\(message)\n".utf8))
+                case .again(let message): StandardStream.error.write("\(message)\n")
                 }
             }
         }
         guard let line = readLine(strippingNewline: true)?.trimmingSpaces(), !line.isEmpty else {
-            FileHandle.standardError.write(Data(pendingNote(id).utf8))
+            StandardStream.error.write(pendingNote(id))
             return .ok
         }
         return try confirm(id, code: line, path: path)
@@ -369,7 +371,7 @@ enum OperatorCommands {
 
     /// Asks on stderr (stdout stays clean for the URI) and reads one line from the terminal.
     static func prompt(_ text: String) -> String? {
-        FileHandle.standardError.write(Data(text.utf8))
+        StandardStream.error.write(text)
         return readLine(strippingNewline: true)?.trimmingSpaces()
     }
 
@@ -398,18 +400,16 @@ enum OperatorCommands {
         let widths = (0..<(rows.first?.count ?? 0)).map { c in rows.map { $0[c].count }.max() ?? 0 }
         return rows.map { row in
             zip(row, widths).enumerated().map { i, cell in
-                i == row.count - 1 ? cell.0 : cell.0.padding(toLength: cell.1, withPad: " ", startingAt: 0)
+                i == row.count - 1 ? cell.0 : cell.0.padded(to: cell.1)
             }.joined(separator: "  ")
         }.joined(separator: "\n") + "\n"
     }
 
     static func jsonText(_ object: Any) throws -> String {
-        let data = try JSONSerialization.data(
-            withJSONObject: object, options: [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes])
-        return String(decoding: data, as: UTF8.self) + "\n"
+        AnyJSON.pretty(object, escapingSlashes: false) + "\n"
     }
 
     static func write(_ text: String) {
-        FileHandle.standardOutput.write(Data(text.utf8))
+        StandardStream.output.write(text)
     }
 }

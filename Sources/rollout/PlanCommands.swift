@@ -1,5 +1,6 @@
 import CommandLineKit
-import Foundation
+import FoundationEssentials
+import Glibc
 import JSON
 import Monitoring
 import RampPlans

@@ -1,6 +1,8 @@
 import CommandLineKit
 import Console
-import Foundation
+import FoundationEssentials
+import Glibc
+import Platform
 import JSON
 import PostgresStore
 import RemoteConfig

@@ -3,7 +3,9 @@ import CommandLineKit
 import Crypto
 import ExchangeServer
 import FleetSimulator
-import Foundation
+import FoundationEssentials
+import Glibc
+import Platform
 import JSON
 import Monitoring
 import PostgresStore
@@ -189,7 +191,7 @@ enum ServeCommands {
                 guard let text = try? String(contentsOfFile: file, encoding: .utf8) else {
                     throw CommandError("cannot read the events token file \(file)")
                 }
-                token = text.trimmingCharacters(in: .whitespacesAndNewlines)
+                token = text.trimmingWhitespace()
                 guard token.count >= 16 else {
                     throw CommandError("\(file): the events token must have 16 characters or more")
                 }
@@ -201,7 +203,7 @@ enum ServeCommands {
             let autoKill: @Sendable () -> Void = { checker.run() }
             // One monitor for the server's life: its start cache makes each request's look O(1) in the history.
             nonisolated(unsafe) let monitor = try target.monitor()
-            let monitorLock = NSLock()
+            let monitorLock = Lock()
             let start: @Sendable () -> Instant? = {
                 monitorLock.lock()
                 defer { monitorLock.unlock() }
@@ -242,7 +244,7 @@ enum ServeCommands {
         if intake != nil {
             banner += "events: POST http://\(host):\(server.port)/v1/events (Authorization: Bearer TOKEN)\n"
         }
-        FileHandle.standardOutput.write(Data(banner.utf8))
+        StandardStream.output.write(banner)
 
         var received: Int32 = 0
         sigwait(&signals, &received)
@@ -298,7 +300,7 @@ enum ServeCommands {
     /// signing keys and the demo authority are sealed with it), as the first enrolment does.
     static func createTeamKeyIfNeeded(_ inv: Invocation) {
         if let created = try? Wiring.teamStoreKeyForEnrolment(inv) {
-            FileHandle.standardError.write(Data("rollout: created the team store key \(created): give it to every operator (mode 0600)\n".utf8))
+            StandardStream.error.write("rollout: created the team store key \(created): give it to every operator (mode 0600)\n")
         }
     }
 
@@ -306,7 +308,7 @@ enum ServeCommands {
     /// auto-kill on that kills the rollout), one batch at a time.
     final class AutoKillCheck: @unchecked Sendable {
         let target: ServeTarget
-        let lock = NSLock()
+        let lock = Lock()
         init(target: ServeTarget) { self.target = target }
         func run() {
             lock.withLock {
@@ -327,7 +329,7 @@ enum ServeCommands {
     }
 
     static func note(_ line: String) {
-        FileHandle.standardError.write(Data("rollout serve: \(line)\n".utf8))
+        StandardStream.error.write("rollout serve: \(line)\n")
     }
 
     // MARK: appcheck

@@ -4,7 +4,10 @@ import ExchangeServer
 import Monitoring
 import RolloutApp
 import FleetSimulator
-import Foundation
+import FoundationEssentials
+import Glibc
+import Dispatch
+import Platform
 import Rollout
 import Store
 import Telemetry
@@ -74,7 +77,7 @@ enum SimulateCommands {
         if invocation.flag("--list") {
             for name in Scenario.builtInNames {
                 let summary = (try? Scenario.load(name).summary) ?? ""
-                print("\(name.padding(toLength: 18, withPad: " ", startingAt: 0)) \(summary)")
+                print("\(name.padded(to: 18)) \(summary)")
             }
             return .ok
         }
@@ -196,7 +199,7 @@ enum SimulateCommands {
         path: String, invocation: Invocation, scenario: Scenario, command: String, start: Instant? = nil
     ) throws -> RolloutStore {
         let wall = SystemClock()
-        let size = (try? FileManager.default.attributesOfItem(atPath: path)[.size] as? NSNumber)?.intValue
+        let size = Files.size(path)
         let existed = size.map { $0 > 0 } ?? false
         do {
             let store = try RolloutStore(path: path)
@@ -330,12 +333,12 @@ enum SimulateCommands {
     }
 
     static func report(_ line: String) {
-        FileHandle.standardError.write(Data((line + "\n").utf8))
+        StandardStream.error.write((line + "\n"))
     }
 
     static func progressLine(_ s: FleetStatistics) -> String {
         let exposed = s.eligibleDevices > 0 ? Double(s.exposedDevices) / Double(s.eligibleDevices) * 100 : 0
-        return "\(s.now.iso8601)  v\(s.templateVersion)  exposed \(String(format: "%.1f", exposed))% of eligible  "
+        return "\(s.now.iso8601)  v\(s.templateVersion)  exposed \(cFormat("%.1f", exposed))% of eligible  "
             + "in session \(s.devicesInSession)  sessions \(s.sessions)  attest \(s.attestations)+\(s.assertions) ok "
             + "\(s.failureCount) failed (\(s.throttled) throttled)  crashes \(s.fatalCrashes)"
     }
@@ -374,9 +377,8 @@ enum SimulateCommands {
             "refusedChanges": s.refusedChanges,
         ]
         if let url = exchangeURL {
-            object["exchange"] = ["url": url, "lastToken": lastToken ?? NSNull()] as [String: Any]
+            object["exchange"] = ["url": url, "lastToken": AnyJSON.orNull(lastToken)] as [String: Any]
         }
-        let data = try JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])
-        return String(decoding: data, as: UTF8.self)
+        return AnyJSON.compact(object)
     }
 }

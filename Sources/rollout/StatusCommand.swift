@@ -1,5 +1,6 @@
 import CommandLineKit
-import Foundation
+import FoundationEssentials
+import Glibc
 import JSON
 import RemoteConfig
 import Rollout

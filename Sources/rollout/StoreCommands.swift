@@ -1,6 +1,8 @@
 import CommandLineKit
 import RolloutApp
-import Foundation
+import FoundationEssentials
+import Glibc
+import Platform
 import JSON
 import RemoteConfig
 import Rollout
@@ -268,10 +270,8 @@ enum StoreCommands {
             var template = try number.map { try config.version($0) }?.template ?? config.current().template
             if let form { template = try template.converted(to: form) }
             if let output = inv.value("--output") {
-                do {
-                    try Data(template.prettyText.utf8).write(to: URL(fileURLWithPath: output), options: .atomic)
-                } catch {
-                    throw CommandError("cannot write \(output): \(error.localizedDescription)")
+                do throws(FileError) { try Files.writeAtomically(output, Array(template.prettyText.utf8)) } catch {
+                    throw CommandError("cannot write \(output): \(error.reason)")
                 }
             } else {
                 print(template.prettyText, terminator: "")
@@ -468,18 +468,17 @@ extension StoreCommands {
         let limit = RemoteConfigTemplate.maximumBytes
         let data: Data
         if file == "-" {
-            data = (try? FileHandle.standardInput.read(upToCount: limit + 1)) ?? Data()
+            data = Data(StandardStream.readInput(limit: limit))
         } else {
-            var isDirectory: ObjCBool = false
+            var isDirectory = false
             guard FileManager.default.fileExists(atPath: file, isDirectory: &isDirectory) else {
                 throw CommandError("\(file): no such file")
             }
-            guard !isDirectory.boolValue else { throw CommandError("\(file) is a directory, not a template file") }
-            guard let handle = FileHandle(forReadingAtPath: file) else {
+            guard !isDirectory else { throw CommandError("\(file) is a directory, not a template file") }
+            guard let bytes = try? Files.read(file, limit: limit + 1) else {
                 throw CommandError("\(file): cannot read it (permission denied?)")
             }
-            defer { try? handle.close() }
-            data = (try? handle.read(upToCount: limit + 1)) ?? Data()
+            data = Data(bytes)
         }
         guard data.count <= limit else { throw CommandError("\(file): larger than \(limit >> 20) MiB; not a template") }
         guard !data.isEmpty else { throw CommandError("\(file): empty; expected Firebase template JSON") }
@@ -587,7 +586,7 @@ extension StoreCommands {
 
     /// The detail without the version digest the store adds for `audit verify`.
     static func shownDetail(_ detail: String) -> String {
-        guard let range = detail.range(of: "version sha256:") else { return detail }
+        guard let range = detail.firstRange(of: "version sha256:") else { return detail }
         var kept = String(detail[..<range.lowerBound])
         while kept.hasSuffix(" ") || kept.hasSuffix(";") { kept.removeLast() }
         return kept
@@ -599,7 +598,7 @@ extension StoreCommands {
     static func printRows(_ rows: [(String, String)]) {
         let width = rows.map(\.0.count).max() ?? 0
         for (k, v) in rows {
-            print(k.isEmpty && v.isEmpty ? "" : k.padding(toLength: width + 2, withPad: " ", startingAt: 0) + v)
+            print(k.isEmpty && v.isEmpty ? "" : k.padded(to: width + 2) + v)
         }
     }
 
@@ -608,7 +607,7 @@ extension StoreCommands {
         let widths = (0..<columns).map { c in rows.map { $0[c].count }.max() ?? 0 }
         for row in rows {
             let cells = row.enumerated().map { c, cell in
-                c == columns - 1 ? cell : cell.padding(toLength: widths[c], withPad: " ", startingAt: 0)
+                c == columns - 1 ? cell : cell.padded(to: widths[c])
             }
             var line = cells.joined(separator: "  ")
             while line.hasSuffix(" ") { line.removeLast() }
@@ -632,7 +631,7 @@ extension StoreCommands {
     }
 
     static func commandError(_ error: any Error) -> CommandError {
-        func oneLine(_ s: String) -> String { printable(s.replacingOccurrences(of: "\n", with: " ")) }
+        func oneLine(_ s: String) -> String { printable(s.replacing("\n", with: " ")) }
         switch error {
         case let e as CommandError: return CommandError(oneLine(e.message), exit: e.exitCode)
         case let f as WritePath.Failure:

@@ -1,5 +1,7 @@
 import CommandLineKit
-import Foundation
+import FoundationEssentials
+import Glibc
+import Platform
 import JSON
 import Monitoring
 import PostgresStore
@@ -166,7 +168,7 @@ enum TelemetryCommands {
         }
         // New telemetry can turn the verdict to HALT; with auto-kill on, that kills the rollout right here.
         if !target.readOnly, case .published(let stored, let proposal, _)? = try target.monitor.autoKillIfHalted(using: try target.writePath()) {
-            FileHandle.standardError.write(Data("rollout: auto-kill: \(proposal.summary) (version \(stored.info.number)): \(stored.info.description)\n".utf8))
+            StandardStream.error.write("rollout: auto-kill: \(proposal.summary) (version \(stored.info.number)): \(stored.info.description)\n")
         }
         return summary.badLines == 0 ? .ok : .failure
     }
@@ -235,8 +237,7 @@ enum TelemetryCommands {
                 "problems": problems.map { ["line": $0.line, "reason": $0.reason] as [String: Any] },
                 "byCohort": cohorts,
             ]
-            let data = try JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])
-            return String(decoding: data, as: UTF8.self)
+            return AnyJSON.compact(object)
         }
     }
 
@@ -269,17 +270,14 @@ enum TelemetryCommands {
         let tables = monitor.telemetry
         if invocation.flag("--json") {
             var object = try TelemetryReport.json(status.snapshot, status.assessment, tables: tables)
-            let assessment = try JSONSerialization.jsonObject(
-                with: Data(JSONWriter().string(AssessmentJSON.value(status)).utf8))
-            object["assessment"] = assessment
+            object["assessment"] = AssessmentJSON.value(status)
             object["hypothetical"] =
                 hypothetical
                 ? [
                     "since": TelemetryReport.orNull(hypothesis.since?.iso8601),
                     "percent": TelemetryReport.orNull(hypothesis.exposed?.decimalText),
                 ] as [String: Any] : false
-            let data = try JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .prettyPrinted])
-            print(String(decoding: data, as: UTF8.self))
+            print(AnyJSON.pretty(object))
         } else {
             if hypothetical {
                 var what: [String] = []
@@ -297,7 +295,7 @@ enum TelemetryCommands {
 /// The telemetry figures as text and as JSON.
 enum TelemetryReport {
     /// A JSON value or null.
-    static func orNull(_ v: Any?) -> Any { v ?? NSNull() }
+    static func orNull(_ v: Any?) -> Any { AnyJSON.orNull(v) }
 
     static func json(_ s: TelemetrySnapshot, _ a: Assessment, tables: any TelemetryCounters) throws -> [String: Any] {
         var cohorts: [String: Any] = [:]
@@ -316,7 +314,7 @@ enum TelemetryReport {
         for (detail, n) in s.totals.failuresByDetail() { failures[try tables.describe(detail), default: 0] += n }
         let c = s.crash
         func interval(_ t: MixtureSPRT) -> Any {
-            guard let i = t.interval else { return NSNull() }
+            guard let i = t.interval else { return JSONValue.null }
             return ["estimate": t.estimate ?? 0, "lower": i.lowerBound, "upper": i.upperBound, "pValue": t.pValue]
         }
         return [
@@ -367,7 +365,7 @@ enum TelemetryReport {
         out.append("since \(s.since.iso8601); newest event \(s.newestEvent?.iso8601 ?? "none") (age \(age))")
         for cohort in [Cohort.enabled, .control, .none] {
             let t = s.totals
-            let name = cohort.rawValue.padding(toLength: 8, withPad: " ", startingAt: 0)
+            let name = cohort.rawValue.padded(to: 8)
             let ok = t.sum(.attestationSuccess, cohort: cohort)
             let failed = t.sum(.attestationFailure, cohort: cohort)
             let sessions = t.sum(.session, cohort: cohort)
@@ -385,16 +383,16 @@ enum TelemetryReport {
         out.append(
             "per minute (1/5/15 min): "
                 + s.windows.map {
-                    String(
-                        format: "%.1f ok, %.1f failed", $0.perMinute(.attestationSuccess),
+                    cFormat(
+                        "%.1f ok, %.1f failed", $0.perMinute(.attestationSuccess),
                         $0.perMinute(.attestationFailure))
                 }
                 .joined(separator: " | "))
         var exposure =
-            "exposure: \(a.exposure.observedExposure.map { String(format: "%.1f%%", $0 * 100) } ?? "n/a") of "
-            + "\(s.activity.active) active installations report enabled (desired \(String(format: "%.1f%%", a.exposure.desiredExposure * 100)))"
+            "exposure: \(a.exposure.observedExposure.map { cFormat("%.1f%%", $0 * 100) } ?? "n/a") of "
+            + "\(s.activity.active) active installations report enabled (desired \(cFormat("%.1f%%", a.exposure.desiredExposure * 100)))"
         if let v = a.exposure.newestTemplateVersion, let p = a.exposure.propagation {
-            exposure += "; \(String(format: "%.1f%%", p * 100)) on template version \(v)"
+            exposure += "; \(cFormat("%.1f%%", p * 100)) on template version \(v)"
         }
         out.append(exposure)
         for f in a.verdict.findings where f.text != a.verdict.reason { out.append("  \(f)") }

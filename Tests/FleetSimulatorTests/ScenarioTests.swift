@@ -2,6 +2,7 @@ import FleetSimulator
 import Foundation
 import RemoteConfig
 import Testing
+import TestSupport
 import Timekeeping
 
 @Suite struct ScenarioTests {
@@ -18,6 +19,39 @@ import Timekeeping
         #expect(throttling.parameters.appleCapacity == 3)
         #expect(throttling.schedule.map(\.offset) == [.seconds(Int64(0)), .minutes(30)])
         #expect(throttling.schedule.last?.action == .rollout(MicroPercent(percent: 50)))
+    }
+
+    @Test("the shipped scenario files are the compiled-in scenarios, byte for byte, and no more")
+    func shippedFilesAreTheCompiledInScenarios() throws {
+        let dir = TestSupport.packageRoot.appendingPathComponent("Sources/FleetSimulator/Scenarios")
+        let files = try FileManager.default.contentsOfDirectory(atPath: dir.path).sorted()
+        #expect(files == Scenario.builtInNames.map { $0 + ".scenario" })
+        for name in Scenario.builtInNames {
+            let file = try String(contentsOf: dir.appendingPathComponent(name + ".scenario"), encoding: .utf8)
+            #expect(Scenario.builtInSource(name) == file, "\(name).scenario differs from BuiltInScenarios.swift")
+        }
+        #expect(Scenario.builtInSource("no-such-scenario") == nil)
+        #expect(throws: ScenarioError.self) { try Scenario.load("no-such-scenario") }
+    }
+
+    @Test("a scenario path that cannot be read, or is too large, is refused with its reason")
+    func unreadableScenarioFiles() throws {
+        let dir = try TestSupportDirectory.make()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        do {
+            _ = try Scenario.load(dir.appendingPathComponent("missing.scenario").path)
+            Issue.record("a missing file loaded")
+        } catch { #expect("\(error)".contains("No such file or directory")) }
+        do {
+            _ = try Scenario.load(dir.path + "/")
+            Issue.record("a directory loaded")
+        } catch { #expect("\(error)".contains("Is a directory")) }
+        let big = dir.appendingPathComponent("big.scenario")
+        try Data(repeating: UInt8(ascii: "#"), count: (1 << 20) + 1).write(to: big)
+        do {
+            _ = try Scenario.load(big.path)
+            Issue.record("a file over 1 MiB loaded")
+        } catch { #expect("\(error)".contains("larger than 1 MiB")) }
     }
 
     @Test func aScenarioFileIsReadByPath() throws {

@@ -1,3 +1,4 @@
+import Platform
 /// A theme file that cannot be used, with the place to fix it.
 public struct ThemeError: Error, Hashable, Sendable, CustomStringConvertible {
     public var file: String

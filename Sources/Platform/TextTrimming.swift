@@ -14,7 +14,7 @@ extension StringProtocol {
     // Inlinable, as the three above: called unspecialised from another module, a generic walk over a
     // `StringProtocol`'s scalars looks up its associated types' conformances at run time, about a quarter of a
     // million instructions each the first time in a process.
-    @inlinable func trimmingScalars(_ drop: (Unicode.Scalar) -> Bool) -> String {
+    @inlinable public func trimmingScalars(_ drop: (Unicode.Scalar) -> Bool) -> String {
         let scalars = unicodeScalars
         guard let first = scalars.firstIndex(where: { !drop($0) }), let last = scalars.lastIndex(where: { !drop($0) })
         else { return "" }
@@ -36,5 +36,15 @@ extension StringProtocol {
 
     @usableFromInline static func isWhitespace(_ s: Unicode.Scalar) -> Bool {
         isSpace(s) || (s.value >= 0x0A && s.value <= 0x0D) || s == "\u{85}" || s == "\u{2028}" || s == "\u{2029}"
+    }
+}
+
+extension String {
+    /// Exactly `width` characters: cut, or filled with spaces on the right (Foundation's
+    /// `padding(toLength:withPad:" ",startingAt:0)`).
+    public func padded(to width: Int) -> String {
+        let n = count
+        if n >= width { return String(prefix(width)) }
+        return self + String(repeating: " ", count: width - n)
     }
 }
