@@ -24,6 +24,11 @@ expect() {  # expect NAME PATTERN FILE
     grep -q -- "$2" "$3" || { cat "$3" >&2; fail "$1: expected '$2'"; }
 }
 
+step "no corelibs Foundation linked (FoundationEssentials and Platform only)"
+if nm "$bin" | grep -q -e 's10Foundation' -e 'CFRunLoop'; then
+    fail "the release binary links corelibs Foundation: a module imports Foundation (use FoundationEssentials and Platform)"
+fi
+
 step "SQLite store: init, set, nudge, status, audit verify"
 store="$work/rollout.db"
 "$bin" init --store "$store" --seed smoke-seed >"$work/out" 2>&1
