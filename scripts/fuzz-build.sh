@@ -12,11 +12,13 @@ shift 2
 root=$(cd "$(dirname "$0")/.." && pwd)
 case "$out" in /*) ;; *) out="$PWD/$out" ;; esac
 case "$entry" in /*) ;; *) entry="$PWD/$entry" ;; esac
-modules=()
+# Platform (libc only) comes first: every other module may import it.
+modules=(Platform)
 extra=()
 while [ $# -gt 0 ]; do
   if [ "$1" = "--" ]; then shift; extra=("$@"); break; fi
-  modules+=("$1"); shift
+  [ "$1" = Platform ] || modules+=("$1")
+  shift
 done
 lib="$root/.build/fuzz-lib"
 mkdir -p "$lib"
