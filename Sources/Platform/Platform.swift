@@ -11,38 +11,18 @@ import Darwin
 
 // MARK: locks
 
-/// A mutual-exclusion lock (not recursive).
-public final class Lock: @unchecked Sendable {
-    private let mutex: UnsafeMutablePointer<pthread_mutex_t>
+/// A mutual-exclusion lock (not recursive). `RecursiveLock` and `Condition` are this lock with more.
+public class Lock: @unchecked Sendable {
+    fileprivate let mutex: UnsafeMutablePointer<pthread_mutex_t>
 
-    public init() {
-        mutex = .allocate(capacity: 1)
-        mutex.initialize(to: pthread_mutex_t())
-        precondition(pthread_mutex_init(mutex, nil) == 0, "pthread_mutex_init")
-    }
-    deinit {
-        pthread_mutex_destroy(mutex)
-        mutex.deallocate()
-    }
-    public func lock() { pthread_mutex_lock(mutex) }
-    public func unlock() { pthread_mutex_unlock(mutex) }
-    @inlinable public func withLock<R, E: Error>(_ body: () throws(E) -> R) throws(E) -> R {
-        lock()
-        defer { unlock() }
-        return try body()
-    }
-}
+    public convenience init() { self.init(recursive: false) }
 
-/// A lock the thread that holds it may take again.
-public final class RecursiveLock: @unchecked Sendable {
-    private let mutex: UnsafeMutablePointer<pthread_mutex_t>
-
-    public init() {
+    fileprivate init(recursive: Bool) {
         mutex = .allocate(capacity: 1)
         mutex.initialize(to: pthread_mutex_t())
         var attributes = pthread_mutexattr_t()
         pthread_mutexattr_init(&attributes)
-        pthread_mutexattr_settype(&attributes, Int32(PTHREAD_MUTEX_RECURSIVE))
+        if recursive { pthread_mutexattr_settype(&attributes, Int32(PTHREAD_MUTEX_RECURSIVE)) }
         precondition(pthread_mutex_init(mutex, &attributes) == 0, "pthread_mutex_init")
         pthread_mutexattr_destroy(&attributes)
     }
@@ -50,24 +30,25 @@ public final class RecursiveLock: @unchecked Sendable {
         pthread_mutex_destroy(mutex)
         mutex.deallocate()
     }
-    public func lock() { pthread_mutex_lock(mutex) }
-    public func unlock() { pthread_mutex_unlock(mutex) }
-    @inlinable public func withLock<R, E: Error>(_ body: () throws(E) -> R) throws(E) -> R {
+    public final func lock() { pthread_mutex_lock(mutex) }
+    public final func unlock() { pthread_mutex_unlock(mutex) }
+    @inlinable public final func withLock<R, E: Error>(_ body: () throws(E) -> R) throws(E) -> R {
         lock()
         defer { unlock() }
         return try body()
     }
 }
 
+/// A lock the thread that holds it may take again.
+public final class RecursiveLock: Lock, @unchecked Sendable {
+    public init() { super.init(recursive: true) }
+}
+
 /// A lock with a condition variable: `wait` releases the lock until signalled or until the time runs out.
-public final class Condition: @unchecked Sendable {
-    private let mutex: UnsafeMutablePointer<pthread_mutex_t>
+public final class Condition: Lock, @unchecked Sendable {
     private let condition: UnsafeMutablePointer<pthread_cond_t>
 
     public init() {
-        mutex = .allocate(capacity: 1)
-        mutex.initialize(to: pthread_mutex_t())
-        precondition(pthread_mutex_init(mutex, nil) == 0, "pthread_mutex_init")
         condition = .allocate(capacity: 1)
         condition.initialize(to: pthread_cond_t())
         // Timed waits measure on the monotonic clock, so a change of the wall clock neither cuts nor stretches them.
@@ -76,19 +57,11 @@ public final class Condition: @unchecked Sendable {
         pthread_condattr_setclock(&attributes, CLOCK_MONOTONIC)
         precondition(pthread_cond_init(condition, &attributes) == 0, "pthread_cond_init")
         pthread_condattr_destroy(&attributes)
+        super.init(recursive: false)
     }
     deinit {
         pthread_cond_destroy(condition)
         condition.deallocate()
-        pthread_mutex_destroy(mutex)
-        mutex.deallocate()
-    }
-    public func lock() { pthread_mutex_lock(mutex) }
-    public func unlock() { pthread_mutex_unlock(mutex) }
-    @inlinable public func withLock<R, E: Error>(_ body: () throws(E) -> R) throws(E) -> R {
-        lock()
-        defer { unlock() }
-        return try body()
     }
     public func signal() { pthread_cond_signal(condition) }
     public func broadcast() { pthread_cond_broadcast(condition) }
