@@ -3,6 +3,7 @@ import FoundationEssentials
 import Glibc
 import Rollout
 import Store
+import Telemetry
 import Timekeeping
 
 /// `rollout store copy --from FILE --to postgresql://...`: moves an existing SQLite store to a PostgreSQL team
@@ -45,7 +46,7 @@ public enum PostgresStoreCopy {
     /// column of the signing keys).
     static let copiedTables = [
         "config_audit", "config_versions", "config_head", "guardrail_settings", "stepup_policy", "stepup_operators", "stepup_enrolments",
-        "telemetry_counters", "telemetry_presence", "telemetry_installations", "telemetry_reasons", "telemetry_batches",
+        "telemetry_counters", "telemetry_presence", "telemetry_installation_blocks", "telemetry_reasons", "telemetry_batches",
     ] + appCheckTables + ["ramp_plan", "ramp_plan_approval"]
     static let appCheckTables = [
         "appcheck_project", "appcheck_apps", "appcheck_challenges", "appcheck_keys", "appcheck_consumed_tokens", "appcheck_signing_keys",
@@ -68,7 +69,11 @@ public enum PostgresStoreCopy {
         }
         var total: Int64 = 0
         for table in copiedTables where try exists(table) {
-            total += try db.query("SELECT count(*) FROM \(table)").first?.first?.int ?? 0
+            // Installations are stored many to a row; they are copied (and counted) one by one.
+            total +=
+                table == "telemetry_installation_blocks"
+                ? Int64(try TelemetryTables.installationCount(in: db))
+                : try db.query("SELECT count(*) FROM \(table)").first?.first?.int ?? 0
         }
         var done: Int64 = 0
         func landed(_ n: Int) {
@@ -191,7 +196,15 @@ public enum PostgresStoreCopy {
             try insert(
                 "telemetry_presence", "hour, key, count", try rows("telemetry_presence", "hour, key, count", order: "hour, key"),
                 casts: ["bigint[]", "bigint[]", "bigint[]"])
-            let installations = try rows("telemetry_installations", PostgresTelemetry.installationColumns, order: "id")
+            var installations: [[SQLiteValue]] = []
+            try TelemetryTables.forEachInstallation(in: db) { id, r in
+                installations.append([
+                    .text(id), .integer(r.firstSeen), .integer(r.lastSeen), .integer(Int64(r.cohort.code)),
+                    .integer(Int64(r.provider.rawValue)), .integer(Int64(r.osMajor)), .integer(r.sessions),
+                    .integer(Int64(r.enteredCohorts)), .integer(Int64(r.crashedCohorts)),
+                    r.fetchedAt.map { .integer($0) } ?? .null, r.templateVersion.map { .integer($0) } ?? .null,
+                ])
+            }
             try insert(
                 "telemetry_installations", PostgresTelemetry.installationColumns, installations,
                 casts: ["text[]", "bigint[]", "bigint[]", "smallint[]", "smallint[]", "smallint[]", "bigint[]", "smallint[]", "smallint[]", "bigint[]", "bigint[]"])

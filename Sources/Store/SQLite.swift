@@ -375,6 +375,23 @@ public final class SQLiteStatement {
         return Array(UnsafeRawBufferPointer(start: p, count: n))
     }
 
+    /// The column's bytes (a blob's, or a text's UTF-8), valid only during `body`: no copy.
+    public func withBytes<R, E: Error>(_ i: Int32, _ body: (UnsafeRawBufferPointer) throws(E) -> R) throws(E) -> R {
+        let p = sqlite3_column_blob(stmt, i)
+        let n = Int(sqlite3_column_bytes(stmt, i))
+        return try body(UnsafeRawBufferPointer(start: n > 0 ? p : nil, count: n > 0 ? n : 0))
+    }
+
+    /// Binds bytes as a blob (copied).
+    public func bind(blob bytes: UnsafeRawBufferPointer, at index: Int32) throws(SQLiteError) {
+        // A null pointer would bind NULL: an empty blob is bound as a zero-length blob.
+        let rc =
+            bytes.count > 0
+            ? sqlite3_bind_blob(stmt, index, bytes.baseAddress, Int32(bytes.count), rollout_sqlite_transient())
+            : sqlite3_bind_zeroblob(stmt, index, 0)
+        guard rc == SQLITE_OK else { throw database.error(rc) }
+    }
+
     public func value(_ i: Int32) -> SQLiteValue {
         switch sqlite3_column_type(stmt, i) {
         case SQLITE_INTEGER: .integer(int(i))

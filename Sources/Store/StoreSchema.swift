@@ -8,7 +8,7 @@ import Rollout
 /// with an older schema is upgraded by the first read-write open and refused by a read-only one.
 public enum StoreSchema {
     /// The schema version this program writes.
-    public static let current: Int64 = 6
+    public static let current: Int64 = 7
 
     /// Migration `i` brings version `i` to `i + 1`; it gets the store key and the witness of the store.
     static let migrations: [@Sendable (SQLiteDatabase, StoreKey?, Witness) throws -> Void] = [
@@ -72,6 +72,24 @@ public enum StoreSchema {
         },
         // 6: the materialised rollout fold (derived telemetry, not sealed).
         { db, _, _ in try FoldTable.createSchema(in: db) },
+        // 7: installations in blocks (derived telemetry, not sealed): every row of the old table, in id order.
+        { db, _, _ in
+            try db.execute(InstallationBlocks.schema)
+            guard try db.hasTable("telemetry_installations") else { return }
+            let rows = try db.prepare(
+                "SELECT id, first_seen, last_seen, cohort, provider, os_major, sessions, entered, crashed, fetched_at, "
+                    + "template_version FROM telemetry_installations ORDER BY id")
+            let blocks = try InstallationBlockWriter(db)
+            while try rows.step() {
+                try rows.withBytes(0) { id throws in
+                    _ = try blocks.previous(id)
+                    try blocks.put(id, TelemetryTables.record(rows, from: 1))
+                }
+            }
+            rows.reset()
+            try blocks.finish()
+            try db.execute("DROP TABLE telemetry_installations")
+        },
     ]
 
     /// The schema version of `db`.

@@ -46,7 +46,7 @@ public final class TelemetryTables: TelemetryCounters {
     public static func createSchema(in db: SQLiteDatabase) throws(SQLiteError) {
         try db.createTables(
             [
-                "telemetry_counters", "telemetry_presence", "telemetry_installations", "telemetry_reasons",
+                "telemetry_counters", "telemetry_presence", "telemetry_installation_blocks", "telemetry_reasons",
                 "telemetry_batches", "telemetry_meta",
             ],
             """
@@ -56,11 +56,7 @@ public final class TelemetryTables: TelemetryCounters {
             CREATE TABLE IF NOT EXISTS telemetry_presence(
                 hour INTEGER NOT NULL, key INTEGER NOT NULL, count INTEGER NOT NULL,
                 PRIMARY KEY(hour, key)) WITHOUT ROWID;
-            CREATE TABLE IF NOT EXISTS telemetry_installations(
-                id TEXT PRIMARY KEY NOT NULL, first_seen INTEGER NOT NULL, last_seen INTEGER NOT NULL,
-                cohort INTEGER NOT NULL, provider INTEGER NOT NULL, os_major INTEGER NOT NULL,
-                sessions INTEGER NOT NULL, entered INTEGER NOT NULL, crashed INTEGER NOT NULL,
-                fetched_at INTEGER, template_version INTEGER) WITHOUT ROWID;
+            \(InstallationBlocks.schema)
             CREATE TABLE IF NOT EXISTS telemetry_reasons(id INTEGER PRIMARY KEY, reason TEXT NOT NULL UNIQUE);
             CREATE TABLE IF NOT EXISTS telemetry_batches(
                 id INTEGER PRIMARY KEY, source TEXT NOT NULL, committed_at INTEGER NOT NULL, events INTEGER NOT NULL,
@@ -91,45 +87,13 @@ public final class TelemetryTables: TelemetryCounters {
             let storedNewest = try meta("newest_event")
             var settlement = BatchSettlement(
                 batch: batch, reasonCodes: codes, retention: retention, storedNewest: storedNewest)
-            let select = try database.prepare(
-                "SELECT first_seen, last_seen, cohort, provider, os_major, sessions, entered, crashed, fetched_at, "
-                    + "template_version FROM telemetry_installations WHERE id = ?")
-            let upsert = try database.prepare(
-                "INSERT OR REPLACE INTO telemetry_installations(id, first_seen, last_seen, cohort, provider, os_major, "
-                    + "sessions, entered, crashed, fetched_at, template_version) VALUES (?,?,?,?,?,?,?,?,?,?,?)")
-            // The batch comes in id order (SQLite's BINARY order: bytes, then length), so an id past the largest
-            // stored one cannot be stored: no lookup (a first ingest into a new store makes none).
-            let largestID = try database.prepare("SELECT max(id) FROM telemetry_installations")
-            // Its bytes (an id may hold a NUL, so not through a C string).
-            let largest: [UInt8]? = try largestID.step() && !largestID.isNull(0) ? largestID.blob(0) : nil
-            largestID.reset()  // a cached statement left on its row would keep this connection's read snapshot
-            var pastLargest = largest == nil
+            // The batch comes in id order (SQLite's BINARY order: bytes, then length), the order of the blocks.
+            let blocks = try InstallationBlockWriter(database)
             try batch.forEachInstallationID { id, delta in
-                var previous: InstallationRecord?
-                if !pastLargest, let largest {
-                    pastLargest = largest.withUnsafeBytes { compareInstallationIDs($0, id) < 0 }
-                }
-                if !pastLargest {
-                    select.reset()
-                    try select.bind(text: id, at: 1)
-                    if try select.step() { previous = Self.record(select) }
-                    select.reset()
-                }
-                let r = settlement.settle(delta, previous: previous)
-                upsert.reset()
-                try upsert.bind(text: id, at: 1)
-                try upsert.bind(r.firstSeen, at: 2)
-                try upsert.bind(r.lastSeen, at: 3)
-                try upsert.bind(Int64(r.cohort.code), at: 4)
-                try upsert.bind(Int64(r.provider.rawValue), at: 5)
-                try upsert.bind(Int64(r.osMajor), at: 6)
-                try upsert.bind(r.sessions, at: 7)
-                try upsert.bind(Int64(r.enteredCohorts), at: 8)
-                try upsert.bind(Int64(r.crashedCohorts), at: 9)
-                try upsert.bind(r.fetchedAt, at: 10)
-                try upsert.bind(r.templateVersion, at: 11)
-                while try upsert.step() {}
+                let r = settlement.settle(delta, previous: try blocks.previous(id))
+                try blocks.put(id, r)
             }
+            try blocks.finish()
             let addCounter = try database.prepare(
                 "INSERT INTO telemetry_counters(level, bucket, key, count) VALUES (?,?,?,?) "
                     + "ON CONFLICT(level, bucket, key) DO UPDATE SET count = count + excluded.count")
@@ -194,13 +158,14 @@ public final class TelemetryTables: TelemetryCounters {
         try FoldTable.save(fold, in: database)
     }
 
-    private static func record(_ s: SQLiteStatement) -> InstallationRecord {
+    /// An installation of the table before blocks (schema 6), from its columns starting at `i`.
+    static func record(_ s: SQLiteStatement, from i: Int32) -> InstallationRecord {
         InstallationRecord(
-            firstSeen: s.int(0), lastSeen: s.int(1), cohort: Cohort(code: UInt8(clamping: s.int(2))) ?? .none,
-            provider: AttestationProvider(rawValue: UInt8(s.int(3))) ?? .unspecified,
-            osMajor: UInt8(clamping: s.int(4)),
-            sessions: s.int(5), enteredCohorts: UInt8(clamping: s.int(6)), crashedCohorts: UInt8(clamping: s.int(7)),
-            fetchedAt: s.isNull(8) ? nil : s.int(8), templateVersion: s.isNull(9) ? nil : s.int(9))
+            firstSeen: s.int(i), lastSeen: s.int(i + 1), cohort: Cohort(code: UInt8(clamping: s.int(i + 2))) ?? .none,
+            provider: AttestationProvider(rawValue: UInt8(clamping: s.int(i + 3))) ?? .unspecified,
+            osMajor: UInt8(clamping: s.int(i + 4)), sessions: s.int(i + 5),
+            enteredCohorts: UInt8(clamping: s.int(i + 6)), crashedCohorts: UInt8(clamping: s.int(i + 7)),
+            fetchedAt: s.isNull(i + 8) ? nil : s.int(i + 8), templateVersion: s.isNull(i + 9) ? nil : s.int(i + 9))
     }
 
     /// The catalog id of a rejection reason, added when new (beyond the catalog's size: the last id, "other").
@@ -246,21 +211,35 @@ public final class TelemetryTables: TelemetryCounters {
     }
 
     /// The stored state of one installation.
-    public func installation(_ id: String) throws(SQLiteError) -> InstallationRecord? {
+    public func installation(_ id: String) throws -> InstallationRecord? {
         lock?.lock()
         defer { lock?.unlock() }
-        let s = try database.prepare(
-            "SELECT first_seen, last_seen, cohort, provider, os_major, sessions, entered, crashed, fetched_at, "
-                + "template_version FROM telemetry_installations WHERE id = ?")
-        try s.bind(.text(id), at: 1)
-        defer { s.reset() }
-        return try s.step() ? Self.record(s) : nil
+        return try InstallationBlocks.record(id, in: database)
     }
 
-    public func installationCount() throws(SQLiteError) -> Int {
+    public func installationCount() throws -> Int {
         lock?.lock()
         defer { lock?.unlock() }
-        return Int(try database.query("SELECT count(*) FROM telemetry_installations")[0][0].int ?? 0)
+        return try InstallationBlocks.count(in: database)
+    }
+
+    /// Every stored installation in id order (for copies, exports and tests).
+    public func forEachInstallation(_ body: (String, InstallationRecord) throws -> Void) throws {
+        lock?.lock()
+        defer { lock?.unlock() }
+        try Self.forEachInstallation(in: database, body)
+    }
+
+    /// `forEachInstallation` on a connection whose lock the caller holds (a store copy's source).
+    public static func forEachInstallation(
+        in database: SQLiteDatabase, _ body: (String, InstallationRecord) throws -> Void
+    ) throws {
+        try InstallationBlocks.forEach(in: database) { id, r in try body(String(decoding: id, as: UTF8.self), r) }
+    }
+
+    /// `installationCount` on a connection whose lock the caller holds.
+    public static func installationCount(in database: SQLiteDatabase) throws -> Int {
+        try InstallationBlocks.count(in: database)
     }
 
     /// The newest event time in the store.

@@ -57,8 +57,6 @@ import Timekeeping
         try #require(ingest.status == 0, "\(ingest.stderr)")
         let queries = [
             "SELECT level, bucket, key, count FROM telemetry_counters ORDER BY level, bucket, key",
-            "SELECT id, first_seen, last_seen, cohort, provider, os_major, sessions, entered, crashed, fetched_at, "
-                + "template_version FROM telemetry_installations ORDER BY id",
             "SELECT hour, key, count FROM telemetry_presence ORDER BY hour, key",
         ]
         let theirs = try RolloutStore(path: other, create: false)
@@ -68,6 +66,16 @@ import Timekeeping
             #expect(!served.isEmpty, "\(q)")
             #expect(served == ingested, "\(q)")
         }
+        func installations(_ store: RolloutStore) throws -> [String] {
+            try store.withDatabase { db in
+                var all: [String] = []
+                try TelemetryTables.forEachInstallation(in: db) { id, r in all.append("\(id) \(r)") }
+                return all
+            }
+        }
+        let served = try installations(f.store)
+        #expect(served.count == 37)
+        #expect(served == (try installations(theirs)))
     }
 
     @Test func aJSONArrayLandsLikeTheSameLines() throws {

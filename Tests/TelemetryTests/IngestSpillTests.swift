@@ -293,7 +293,7 @@ struct IngestSpillTests {
             #expect(a == b)
         }
         for table in [
-            "telemetry_installations ORDER BY id", "telemetry_counters ORDER BY level, bucket, key",
+            "telemetry_installation_blocks ORDER BY last_id", "telemetry_counters ORDER BY level, bucket, key",
             "telemetry_presence ORDER BY hour, key", "telemetry_meta ORDER BY key",
         ] {
             let x = try plain.database.query("SELECT * FROM \(table)").map { "\($0)" }

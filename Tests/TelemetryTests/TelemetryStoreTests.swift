@@ -239,13 +239,14 @@ struct TelemetryStoreTests {
 
     @Test("the store grows with installations and time, not with events")
     func growth() throws {
-        func rows(_ tables: TelemetryTables) throws -> (Int64, Int64) {
+        func rows(_ tables: TelemetryTables) throws -> (Int64, Int, Int64) {
             (
                 try tables.database.query("SELECT count(*) FROM telemetry_counters")[0][0].int!,
-                try tables.database.query("SELECT count(*) FROM telemetry_installations")[0][0].int!
+                try tables.installationCount(),
+                try tables.database.query("SELECT count(*) FROM telemetry_installation_blocks")[0][0].int!
             )
         }
-        func fill(repeats: Int) throws -> (Int64, Int64) {
+        func fill(repeats: Int) throws -> (Int64, Int, Int64) {
             let tables = try temporaryTables()
             for r in 0..<repeats {
                 var events: [TelemetryEvent] = []
