@@ -22,6 +22,55 @@ final class SpillRun {
     deinit { fclose(file) }
 }
 
+/// One table being written as a sorted run, on a thread of its own (`start`) or in place (`run`); `result` is the
+/// run, or nil when it could not be written, once `join` returned.
+final class SpillJob: @unchecked Sendable {
+    let table: InstallationTable
+    private(set) var result: SpillRun?
+    private var thread: WorkerThread?
+
+    private let failing: Bool
+
+    init(table: InstallationTable, failing: Bool = false) {
+        self.table = table
+        self.failing = failing
+    }
+
+    /// Starts writing on a new thread; false when none could be started.
+    func start() -> Bool {
+        thread = WorkerThread.start { [self] in run() }
+        return thread != nil
+    }
+
+    func join() {
+        thread?.join()
+        thread = nil
+    }
+
+    /// Writes the table, sorted by id, to an unnamed temporary file (`tmpfile`, gone when closed).
+    func run() {
+        guard !failing, let file = tmpfile() else { return }
+        // The records are gathered in 256 KiB chunks and written whole (stdio buffers none of it).
+        setvbuf(file, nil, _IONBF, 0)
+        let run = SpillRun(file: file, count: table.count)
+        let chunk = 256 << 10
+        var out: [UInt8] = []
+        out.reserveCapacity(chunk + SpillCodec.maxFixedBytes + 64)
+        var ok = true
+        func flush() {
+            ok = ok && (out.isEmpty || out.withUnsafeBytes { fwrite($0.baseAddress, $0.count, 1, file) == 1 })
+            out.removeAll(keepingCapacity: true)
+        }
+        for i in table.sortedOrder() where ok {
+            SpillCodec.encode(table.entries[Int(i)], id: table.id(Int(i)), to: &out)
+            if out.count >= chunk { flush() }
+        }
+        flush()
+        guard ok, fflush(file) == 0 else { return }  // `run` closes the file
+        result = run
+    }
+}
+
 /// The encoding of one installation in a spilled run: its id and its `InstallationDelta`, in about a third of
 /// the delta's size in memory (the merge reads every byte back, so the bytes are the cost).
 ///

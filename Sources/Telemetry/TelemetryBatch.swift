@@ -141,10 +141,11 @@ public struct InstallationDelta: Sendable {
 
 /// Events gathered until they land in the store as one transaction.
 ///
-/// Memory grows with the minutes the batch touches and with at most `spillLimit` installations, never with the
-/// number of events nor with the distinct installations beyond that: each event adds to one minute counter and
-/// updates its installation's `InstallationDelta`; when the table of installations reaches `spillLimit`, it is
-/// written, sorted by id, as a run to an unnamed temporary file (`tmpfile`, gone when closed) and emptied.
+/// Memory grows with the minutes the batch touches and with at most twice `spillLimit` installations, never
+/// with the number of events nor with the distinct installations beyond that: each event adds to one minute
+/// counter and updates its installation's `InstallationDelta`; when the table of installations reaches
+/// `spillLimit`, it is written, sorted by id, as a run to an unnamed temporary file (`tmpfile`, gone when
+/// closed) on a thread of its own, while events go on into a second table.
 /// `forEachInstallation` merges the runs and the table in id order, joining the deltas of one installation in
 /// the order their events came (`InstallationDelta.merge`), so the store sees exactly what one table of every
 /// installation would have given. If a run cannot be written (no space for temporary files), the batch stops
@@ -154,17 +155,29 @@ public struct InstallationDelta: Sendable {
 /// installation already in the table. A batch belongs to one thread.
 public final class TelemetryBatch {
     let counters = CountMap()
-    let installations = InstallationTable()
+    /// The table events are recorded into.
+    private(set) var installations = InstallationTable()
     /// How many installations the in-memory table holds before it is spilled as a sorted run (about 140 bytes
     /// each, plus the id).
     public var spillLimit = TelemetryBatch.defaultSpillLimit {
-        didSet { installations.reserve = spillLimit <= Self.defaultSpillLimit ? spillLimit : 0 }
+        didSet {
+            installations.reserve = spillLimit <= Self.defaultSpillLimit ? spillLimit : 0
+            spare?.reserve = installations.reserve
+        }
     }
-    /// 1Mi installations: about 170 MB of table at most (136-byte deltas, their slots and ids), so that a batch
-    /// of a million installations lands without a spill, within `ingest`'s 300 MB.
-    public static let defaultSpillLimit = 1 << 20
+    /// 512Ki installations: two tables (the one being recorded into and the one being spilled) take about 170 MB
+    /// at most (136-byte deltas, their slots and ids), within `ingest`'s 300 MB.
+    public static let defaultSpillLimit = 1 << 19
     private var runs: [SpillRun] = []
+    /// The table whose run could not be written (no space for temporary files), kept whole: a merge source after
+    /// the runs (no spill follows a failed one).
+    private var unspilled: InstallationTable?
     private var spillFailed = false
+    /// The spill under way on a thread of its own, and the emptied table it gives back for the next spill.
+    private var spilling: SpillJob?
+    private var spare: InstallationTable?
+    /// Makes every spill from now on fail as if no temporary file could be written (a test hook).
+    package var spillsFail = false
     /// The distinct installations found by the last merge, and the event count it was made at.
     private var merged: (installations: Int, events: Int)?
     /// The member names of the line being read, for duplicate keys (reused by every line of the batch).
@@ -180,27 +193,38 @@ public final class TelemetryBatch {
 
     public init() { installations.reserve = spillLimit }
 
+    deinit { finishSpill() }
+
     /// The earliest and latest event times, nil while empty.
     public var earliest: Instant? { eventCount == 0 ? nil : Instant(microseconds: earliestMicros) }
     public var latest: Instant? { eventCount == 0 ? nil : Instant(microseconds: latestMicros) }
     /// The distinct installations of the batch. Once runs were spilled this merges them (reading them back) unless
     /// `forEachInstallation` just did; `installationBound` is the cheap upper bound.
     public var installationCount: Int {
-        if runs.isEmpty { return installations.count }
+        finishSpill()
+        if runs.isEmpty && unspilled == nil { return installations.count }
         if let merged, merged.events == eventCount { return merged.installations }
         return (try? mergeRuns { _, _ in }) ?? installationBound
     }
     /// At least `installationCount`: the installations of the table plus those of every spilled run.
-    public var installationBound: Int { runs.reduce(installations.count) { $0 + $1.count } }
+    public var installationBound: Int {
+        finishSpill()
+        return runs.reduce(installations.count + (unspilled?.count ?? 0)) { $0 + $1.count }
+    }
     /// How many sorted runs of installations were spilled to temporary files (a test hook).
-    public var spilledRuns: Int { runs.count }
+    public var spilledRuns: Int {
+        finishSpill()
+        return runs.count
+    }
     public var isEmpty: Bool { eventCount == 0 && counters.count == 0 }
 
     /// Forgets everything, keeping the allocated memory for the next batch.
     public func removeAll() {
+        finishSpill()
         counters.removeAll()
         installations.removeAll()
         runs.removeAll()
+        unspilled = nil
         spillFailed = false
         merged = nil
         reasonIDs.removeAll(keepingCapacity: true)
@@ -330,35 +354,36 @@ public final class TelemetryBatch {
         if installations.count >= spillLimit, !spillFailed { spill() }
     }
 
-    /// Writes the table, sorted by id, as a run to a temporary file and empties it; on a write error keeps it.
+    /// Hands the full table to a thread that writes it, sorted by id, as a run to a temporary file, and goes on
+    /// recording into an empty one (the previous spill's table, once that spill is done): sorting and writing a
+    /// run then overlaps with recording the next events instead of stopping them. Without a thread the run is
+    /// written here.
     private func spill() {
-        let table = installations
-        guard let file = tmpfile() else {
-            spillFailed = true
-            return
+        finishSpill()
+        guard !spillFailed else { return }
+        let full = installations
+        let next = spare ?? InstallationTable()
+        next.reserve = full.reserve
+        spare = nil
+        installations = next
+        let job = SpillJob(table: full, failing: spillsFail)
+        if !job.start() { job.run() }
+        spilling = job
+    }
+
+    /// Waits for the spill under way, if any, and takes its run (or, if it could not be written, its table).
+    private func finishSpill() {
+        guard let job = spilling else { return }
+        spilling = nil
+        job.join()
+        if let run = job.result {
+            runs.append(run)
+            job.table.removeAll()
+            spare = job.table
+        } else {
+            spillFailed = true  // the table stays whole in memory, a source of the merge in its place
+            unspilled = job.table
         }
-        // The records are gathered in 256 KiB chunks and written whole (stdio buffers none of it).
-        setvbuf(file, nil, _IONBF, 0)
-        let run = SpillRun(file: file, count: table.count)
-        let chunk = 256 << 10
-        var out: [UInt8] = []
-        out.reserveCapacity(chunk + SpillCodec.maxFixedBytes + 64)
-        var ok = true
-        func flush() {
-            ok = ok && (out.isEmpty || out.withUnsafeBytes { fwrite($0.baseAddress, $0.count, 1, file) == 1 })
-            out.removeAll(keepingCapacity: true)
-        }
-        for i in table.sortedOrder() where ok {
-            SpillCodec.encode(table.entries[Int(i)], id: table.id(Int(i)), to: &out)
-            if out.count >= chunk { flush() }
-        }
-        flush()
-        guard ok, fflush(file) == 0 else {
-            spillFailed = true  // `run` closes the file; the table stays whole in memory
-            return
-        }
-        runs.append(run)
-        table.removeAll()
     }
 
     /// Adds `count` to one counter without any per-installation state: for sources that already aggregate
@@ -391,7 +416,8 @@ public final class TelemetryBatch {
     /// With spilled runs, the merge runs on a second thread a few thousand installations ahead of `body`
     /// (`MergeAhead`), so that reading and decoding the runs overlaps with what `body` does (the store's writes).
     public func forEachInstallationID(_ body: (UnsafeRawBufferPointer, InstallationDelta) throws -> Void) throws {
-        if runs.isEmpty {
+        finishSpill()
+        if runs.isEmpty && unspilled == nil {
             let table = installations
             for i in table.sortedOrder() { try body(table.id(Int(i)), table.entries[Int(i)]) }
             return
@@ -412,9 +438,11 @@ public final class TelemetryBatch {
     /// The k-way merge of the runs (oldest first) and the table (newest): each id once, with its deltas joined
     /// in that order. Returns the number of distinct installations.
     private func mergeRuns(_ body: (UnsafeRawBufferPointer, InstallationDelta) throws -> Void) throws -> Int {
+        // The runs, the table that could not be spilled (if any), then the table: the order they were filled in.
         var sources: [MergeSource] = []
-        for (i, run) in runs.enumerated() { sources.append(try MergeSource(run: run, position: i)) }
-        sources.append(MergeSource(table: installations, position: runs.count))
+        for run in runs { sources.append(try MergeSource(run: run, position: sources.count)) }
+        if let unspilled { sources.append(MergeSource(table: unspilled, position: sources.count)) }
+        sources.append(MergeSource(table: installations, position: sources.count))
         var heap = MergeHeap()
         for s in sources where s.valid { heap.push(s) }
         var distinct = 0

@@ -307,6 +307,31 @@ struct IngestSpillTests {
         #expect(try plain.allTimeTotals() == (try spilling.allTimeTotals()))
     }
 
+    @Test("a spill that cannot be written keeps its table whole: the batch merges exactly as one kept in memory")
+    func failedSpill() throws {
+        for failAfter in [0, 2, 5] {
+            let whole = TelemetryBatch()
+            whole.spillLimit = .max
+            let spilled = TelemetryBatch()
+            spilled.spillLimit = 7
+            var r = Random(state: UInt64(failAfter) + 9)
+            let names = (0..<90).map { "id-\($0)" }
+            for i in 0..<900 {
+                if spilled.spilledRuns == failAfter { spilled.spillsFail = true }
+                let e = event(Int64(r.below(600)), names[r.below(names.count)], i % 3 == 0 ? .sessionStart : .attestationSuccess, Cohort.allCases[r.below(3)])
+                whole.record(e)
+                spilled.record(e)
+            }
+            #expect(spilled.spilledRuns == failAfter)
+            #expect(spilled.installations.count > 7, "the table grew in memory after the failed spill")
+            let expected = try Self.installations(whole)
+            let merged = try Self.installations(spilled)
+            #expect(merged.map(\.0) == expected.map(\.0))
+            #expect(merged.map(\.1) == expected.map(\.1))
+            #expect(spilled.installationCount == whole.installationCount)
+        }
+    }
+
     @Test("the table stays at the spill limit however many installations come, and removeAll drops the runs")
     func boundedTable() throws {
         let b = TelemetryBatch()
