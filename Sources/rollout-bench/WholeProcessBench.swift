@@ -202,11 +202,17 @@ enum WholeProcessBench {
     // MARK: idle console
 
     /// Hosts one command on a pseudo-terminal (120×40, TERM=xterm-256color): waits for the first frame (output,
-    /// then 1.5 s of silence, at most 20 s), counts the bytes written over the next IDLE seconds, then sends `q`
-    /// and, if the command has not exited 5 s later, SIGKILL. Prints {"first": bytes, "idle": bytes, "exit": code}.
+    /// then 1.5 s of silence, at most 20 s), then counts the bytes written over windows of IDLE seconds, each
+    /// played into a `pyte` screen: a window in which the screen changed (the timeline's time axis moves one
+    /// column a minute) is set aside and another taken, up to 4. Then sends `q` and, if the command has not exited
+    /// 5 s later, SIGKILL. Prints {"first": bytes, "idle": bytes of the first window without a change (null if
+    /// none), "changed": [bytes of each window with a change], "exit": code}.
     static let ptyHost = """
         import json, os, pty, select, signal, struct, sys, time, fcntl, termios
+        import pyte
         idle_seconds, argv = float(sys.argv[1]), sys.argv[2:]
+        screen = pyte.Screen(120, 40)
+        stream = pyte.ByteStream(screen)
         pid, fd = pty.fork()
         if pid == 0:
             fcntl.ioctl(0, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))
@@ -226,9 +232,17 @@ enum WholeProcessBench {
                         return n
                     if not chunk:
                         return n
+                    stream.feed(chunk)
                     n, last = n + len(chunk), time.monotonic()
         first = read_for(20, stop_after_quiet=1.5)
-        idle = read_for(idle_seconds)
+        idle, changed = None, []
+        for _ in range(4):
+            before = list(screen.display)
+            n = read_for(idle_seconds)
+            if list(screen.display) == before:
+                idle = n
+                break
+            changed.append(n)
         os.write(fd, b"q")
         code, deadline = None, time.monotonic() + 5
         while time.monotonic() < deadline:
@@ -240,7 +254,7 @@ enum WholeProcessBench {
         if code is None:
             os.kill(pid, signal.SIGKILL)
             os.waitpid(pid, 0)
-        json.dump({"first": first, "idle": idle, "exit": code}, sys.stdout)
+        json.dump({"first": first, "idle": idle, "changed": changed, "exit": code}, sys.stdout)
         """
 
     /// `rollout console` on a fresh store, idle: after its first frame nothing on the screen changes, so nothing
@@ -256,10 +270,16 @@ enum WholeProcessBench {
         let seconds = 5.0
         let out = try runCapture(try peerPython(), ["-c", ptyHost, String(seconds), rollout, "console", "--store", store])
         guard let data = out.data(using: .utf8), let r = try JSONSerialization.jsonObject(with: data) as? [String: Any],
-            let first = r["first"] as? Int, let idle = r["idle"] as? Int
+            let first = r["first"] as? Int, let changed = r["changed"] as? [Int]
         else { throw BenchError("the pty host printed '\(out)'") }
         guard first > 0 else { throw BenchError("rollout console drew nothing on the pseudo-terminal in 20 s") }
-        print("  first frame: \(first) bytes; then \(idle) bytes in \(Int(seconds)) s idle; exit \(r["exit"].map { "\($0)" } ?? "?")")
+        for bytes in changed {
+            print("  a \(Int(seconds)) s window in which the screen changed (the time axis moved): \(bytes) bytes, set aside")
+        }
+        guard let idle = r["idle"] as? Int else {
+            throw BenchError("the screen changed in every one of \(changed.count) idle windows of \(Int(seconds)) s")
+        }
+        print("  first frame: \(first) bytes; then \(idle) bytes in \(Int(seconds)) s idle with the screen unchanged; exit \(r["exit"].map { "\($0)" } ?? "?")")
         report("idle rollout console (whole process, 120×40 pty)", value: Double(idle), unit: "bytes", limit: 0, higherIsBetter: false)
     }
 }
