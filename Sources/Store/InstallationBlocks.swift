@@ -102,10 +102,9 @@ final class InstallationBlockWriter {
         starts.append(pending.count)
         InstallationBlock.encode(id: id, record, to: &pending)
         while pending.count >= 2 * InstallationBlock.targetBytes {
-            var end = 1
-            while end + 1 < starts.count, starts[end + 1] <= InstallationBlock.targetBytes { end += 1 }
+            let end = fitting(from: 0, within: InstallationBlock.targetBytes)
             try write(records: 0..<end)
-            let shift = end < starts.count ? starts[end] : pending.count
+            let shift = byteEnd(end)
             pending.removeFirst(shift)
             starts.removeFirst(end)
             for i in starts.indices { starts[i] -= shift }
@@ -152,8 +151,8 @@ final class InstallationBlockWriter {
         }
         defer { statement.reset() }
         guard found else { return }
-        let key = statement.withBytes(0) { Array($0) }
-        stored = statement.withBytes(1) { Array($0) }
+        let key = statement.blob(0)
+        stored = statement.blob(1)
         statement.reset()
         storedEntries.removeAll(keepingCapacity: true)
         storedNext = 0
@@ -183,10 +182,7 @@ final class InstallationBlockWriter {
         let share = min(target, (pending.count + parts - 1) / parts + pending.count / starts.count)
         var first = 0
         while first < starts.count {
-            var end = first + 1
-            while end < starts.count, (end + 1 < starts.count ? starts[end + 1] : pending.count) - starts[first] <= share {
-                end += 1
-            }
+            let end = fitting(from: first, within: share)
             try write(records: first..<end)
             first = end
         }
@@ -194,10 +190,20 @@ final class InstallationBlockWriter {
         starts.removeAll(keepingCapacity: true)
     }
 
+    /// Where the gathered installation `i` starts (the end of the bytes for `i == starts.count`).
+    private func byteEnd(_ i: Int) -> Int { i < starts.count ? starts[i] : pending.count }
+
+    /// The end of the run of gathered installations from `first` whose bytes fit in `limit` (at least one).
+    private func fitting(from first: Int, within limit: Int) -> Int {
+        var end = first + 1
+        while end < starts.count, byteEnd(end + 1) - starts[first] <= limit { end += 1 }
+        return end
+    }
+
     /// Inserts the gathered installations `records` as one block, keyed by the last one's id.
     private func write(records: Range<Int>) throws {
         let from = starts[records.lowerBound]
-        let to = records.upperBound < starts.count ? starts[records.upperBound] : pending.count
+        let to = byteEnd(records.upperBound)
         block.removeAll(keepingCapacity: true)
         block.append(InstallationBlock.format)
         block.append(contentsOf: pending[from..<to])

@@ -369,11 +369,7 @@ public final class SQLiteStatement {
         guard let p = sqlite3_column_text(stmt, i) else { return "" }
         return String(decoding: UnsafeRawBufferPointer(start: p, count: Int(sqlite3_column_bytes(stmt, i))), as: UTF8.self)
     }
-    public func blob(_ i: Int32) -> [UInt8] {
-        let n = Int(sqlite3_column_bytes(stmt, i))
-        guard n > 0, let p = sqlite3_column_blob(stmt, i) else { return [] }
-        return Array(UnsafeRawBufferPointer(start: p, count: n))
-    }
+    public func blob(_ i: Int32) -> [UInt8] { withBytes(i) { Array($0) } }
 
     /// The column's bytes (a blob's, or a text's UTF-8), valid only during `body`: no copy.
     public func withBytes<R, E: Error>(_ i: Int32, _ body: (UnsafeRawBufferPointer) throws(E) -> R) throws(E) -> R {

@@ -220,7 +220,7 @@ public final class TelemetryTables: TelemetryCounters {
     public func installationCount() throws -> Int {
         lock?.lock()
         defer { lock?.unlock() }
-        return try InstallationBlocks.count(in: database)
+        return try Self.installationCount(in: database)
     }
 
     /// Every stored installation in id order (for copies, exports and tests).

@@ -172,7 +172,6 @@ public final class TelemetryBatch {
     /// The table whose run could not be written (no space for temporary files), kept whole: a merge source after
     /// the runs (no spill follows a failed one).
     private var unspilled: InstallationTable?
-    private var spillFailed = false
     /// The spill under way on a thread of its own, and the emptied table it gives back for the next spill.
     private var spilling: SpillJob?
     private var spare: InstallationTable?
@@ -225,7 +224,6 @@ public final class TelemetryBatch {
         installations.removeAll()
         runs.removeAll()
         unspilled = nil
-        spillFailed = false
         merged = nil
         reasonIDs.removeAll(keepingCapacity: true)
         reasons.removeAll(keepingCapacity: true)
@@ -351,7 +349,7 @@ public final class TelemetryBatch {
             }
         default: break
         }
-        if installations.count >= spillLimit, !spillFailed { spill() }
+        if installations.count >= spillLimit, unspilled == nil { spill() }
     }
 
     /// Hands the full table to a thread that writes it, sorted by id, as a run to a temporary file, and goes on
@@ -360,7 +358,7 @@ public final class TelemetryBatch {
     /// written here.
     private func spill() {
         finishSpill()
-        guard !spillFailed else { return }
+        guard unspilled == nil else { return }
         let full = installations
         let next = spare ?? InstallationTable()
         next.reserve = full.reserve
@@ -381,8 +379,7 @@ public final class TelemetryBatch {
             job.table.removeAll()
             spare = job.table
         } else {
-            spillFailed = true  // the table stays whole in memory, a source of the merge in its place
-            unspilled = job.table
+            unspilled = job.table  // whole in memory, a source of the merge in its run's place; spilling stops
         }
     }
 
