@@ -45,6 +45,7 @@ public final class SQLiteDatabase: @unchecked Sendable {
     public init(path: String, create: Bool = true, readOnly: Bool = false, busyTimeoutMilliseconds: Int32 = 10_000)
         throws(SQLiteError)
     {
+        _ = Self.processSettings
         self.path = path
         self.isReadOnly = readOnly
         // Only the 16-byte header is read: a store with millions of telemetry rows opens as fast as a new one.
@@ -83,6 +84,9 @@ public final class SQLiteDatabase: @unchecked Sendable {
         try execute("PRAGMA synchronous=FULL")
         try execute("PRAGMA foreign_keys=ON")
     }
+
+    /// SQLite's process-wide settings (`rollout_sqlite_configure`), applied once before the first connection.
+    private static let processSettings: Void = { _ = rollout_sqlite_configure() }()
 
     deinit {
         cache.removeAll()
