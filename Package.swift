@@ -55,7 +55,7 @@ let package = Package(
         // Pure core.
         // Locks, threads, formatting, streams, paths and child processes on libc (no corelibs Foundation).
         .target(name: "Platform", swiftSettings: strict),
-        .target(name: "JSON", swiftSettings: strict),
+        .target(name: "JSON", dependencies: ["Platform"], swiftSettings: strict),
         .target(name: "Timekeeping", dependencies: ["Platform"], swiftSettings: strict),
         // The one output sanitiser: text from outside escaped for the terminal (CLI output and the console grid).
         .target(name: "TerminalText", dependencies: ["Platform"], swiftSettings: strict),

@@ -4,6 +4,8 @@
 /// `Invocation` or `UsageError` out) and help text is a pure function of the command and the width, so both are
 /// tested without running anything.
 
+import Platform
+
 /// The process exit codes of PRODUCT.md.
 public enum ExitCode: Int32, Sendable {
     case ok = 0
@@ -238,7 +240,7 @@ extension Command {
         }
         let required = command.positionals.filter { !$0.optional }.count
         let variadic = command.positionals.contains { $0.variadic }
-        let shown = path.joined(separator: " ")
+        let shown = path.joinedText(" ")
         if invocation.positionals.count < required {
             let missing = command.positionals[invocation.positionals.count].name
             throw UsageError(message: "missing argument \(missing) for '\(shown)' (see '\(shown) --help')")

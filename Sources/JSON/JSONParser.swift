@@ -1,3 +1,5 @@
+import Platform
+
 /// A strict RFC 8259 parser over UTF-8 bytes.
 ///
 /// Strict on purpose: templates and requests come from outside, so duplicate keys, trailing garbage, invalid
@@ -207,7 +209,7 @@ private struct Reader {
         guard i < bytes.count else { throw error("'\"' to close the string") }
         if plain {
             let slice = UnsafeBufferPointer(rebasing: bytes[start..<i])
-            guard let s = String(validating: slice, as: UTF8.self) else { throw error("valid UTF-8", at: start) }
+            guard let s = String(utf8Bytes: slice) else { throw error("valid UTF-8", at: start) }
             i += 1
             return s
         }
@@ -216,7 +218,7 @@ private struct Reader {
             let c = bytes[i]
             if c == UInt8(ascii: "\"") {
                 i += 1
-                guard let s = String(validating: out, as: UTF8.self) else { throw error("valid UTF-8", at: start) }
+                guard let s = String(utf8Bytes: out) else { throw error("valid UTF-8", at: start) }
                 return s
             }
             if c < 0x20 { throw error("no control characters inside a string (escape them)") }

@@ -18,9 +18,9 @@ extension StringProtocol {
         let scalars = unicodeScalars
         guard let first = scalars.firstIndex(where: { !drop($0) }), let last = scalars.lastIndex(where: { !drop($0) })
         else { return "" }
-        var out = String.UnicodeScalarView()
-        out.append(contentsOf: scalars[first...last])
-        return String(out)
+        // A slice of `self` (a `Substring`: scalar-aligned bounds are kept exactly), not a scalar view rebuilt with
+        // `append(contentsOf:)`, which is generic in the standard library and costs its run-time lookups.
+        return String(self[first..<scalars.index(after: last)])
     }
 }
 

@@ -318,7 +318,7 @@ public struct WritePath {
         if request.overrideGuardrail { parts.append("guardrail override") }
         if request.allowRolloutChange { parts.append("rollout protection overridden (--allow-rollout-change)") }
         if case .rollback(let n) = request.intent { parts.append("rollback of version \(n)") }
-        return parts.joined(separator: "; ")
+        return parts.joinedText("; ")
     }
 
     private func kind(_ intent: Intent) -> Proposal.Kind {

@@ -68,7 +68,7 @@ public struct StepUpPolicy: Sendable, Equatable {
             Setting(
                 key: "cross",
                 value: crossings.isEmpty
-                    ? "off" : crossings.map { Percent.format($0, sign: false) }.joined(separator: ","),
+                    ? "off" : crossings.map { Percent.format($0, sign: false) }.joinedText(","),
                 help: "a code for an increase that goes past these percentages (comma list or off)"),
             Setting(
                 key: "reach-100", value: Self.onOff(reachingFull), help: "a code for raising the percentage to 100"),

@@ -197,7 +197,7 @@ public enum StoreSeal {
         else { return "absent" }
         var rows: [String] = []
         for row in try db.query("SELECT * FROM \(table)") { rows.append(encode(row)) }
-        return SHA256.hex(Array(rows.sorted().joined(separator: "\n").utf8))
+        return SHA256.hex(Array(rows.sorted().joinedText("\n").utf8))
     }
 
     /// One row, each value with its type.
@@ -210,7 +210,7 @@ public enum StoreSeal {
             case .text(let t): "t\(t.utf8.count):\(t)"
             case .blob(let b): "b" + Hex.encode(b)
             }
-        }.joined(separator: "|")
+        }.joinedText("|")
     }
 
     /// The current state, from the state the open write transaction started at: only the sealed tables the
@@ -240,7 +240,7 @@ public enum StoreSeal {
     @discardableResult
     static func reseal(_ db: SQLiteDatabase, key: StoreKey, from start: State? = nil) throws -> State {
         let state = try start.map { try current(db, from: $0) } ?? current(db)
-        let tables = state.tables.keys.sorted().map { "\($0)=\(state.tables[$0]!)" }.joined(separator: " ")
+        let tables = state.tables.keys.sorted().map { "\($0)=\(state.tables[$0]!)" }.joinedText(" ")
         let mac = key.mac(state.text)
         let tally = StoreTally.text(state.tally)
         // Most commits (telemetry) change nothing sealed: leave the row as it is.
@@ -592,7 +592,7 @@ public enum StoreTally {
     }
 
     static func text(_ tally: [String: Value]) -> String {
-        tables.map { "\($0)=\((tally[$0] ?? Value()).text)" }.joined(separator: ",")
+        tables.map { "\($0)=\((tally[$0] ?? Value()).text)" }.joinedText(",")
     }
 
     /// What `text` wrote; empty text is a store sealed before tallies (all zero); nil when malformed.
@@ -690,7 +690,7 @@ extension SQLiteDatabase {
 enum SmallFile {
     /// The text of `path`; nil when it cannot be opened or read, is over `limit` bytes, or is not UTF-8.
     static func text(_ path: String, limit: Int = 1 << 16) -> String? {
-        bytes(path, limit: limit).flatMap { String(validating: $0, as: UTF8.self) }
+        bytes(path, limit: limit).flatMap { String(utf8Bytes: $0) }
     }
 
     /// The bytes of `path`; nil when it cannot be opened or read, or is over `limit` bytes.

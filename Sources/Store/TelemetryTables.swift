@@ -378,11 +378,8 @@ public final class TelemetryTables: TelemetryCounters {
 
     /// Runs `body` in a read transaction of its own, or in the caller's when one is open.
     private func reading<T>(_ body: () throws -> T) throws -> T {
-        do {
-            try database.execute("BEGIN DEFERRED")
-        } catch  where error.message.contains("within a transaction") {
-            return try body()
-        }
+        if database.isInTransaction { return try body() }
+        try database.execute("BEGIN DEFERRED")
         do {
             let value = try body()
             try database.execute("COMMIT")

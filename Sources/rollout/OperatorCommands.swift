@@ -91,7 +91,7 @@ enum OperatorCommands {
     static let policySet = Command(
         "set", summary: "Change one policy setting (a protected action while step-up is enforced).",
         discussion: "While step-up is enforced, the acting operator confirms with a code. The keys:\n"
-            + StepUpPolicy.standard.settings.map { "- \($0.key): \($0.help)" }.joined(separator: "\n"),
+            + StepUpPolicy.standard.settings.map { "- \($0.key): \($0.help)" }.joinedText("\n"),
         options: [codeOption],
         positionals: [
             Positional("KEY", help: "The setting, as 'rollout policy show' lists it."),

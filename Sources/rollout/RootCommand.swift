@@ -1,4 +1,5 @@
 import CommandLineKit
+import Platform
 import RolloutApp
 import Telemetry
 
@@ -13,16 +14,8 @@ enum RootCommand {
         .flag("--read-only", help: "Refuse every write (enforced in the write path)."),
     ] + FirebaseWiring.options
 
-    /// The verdict words, comma-separated (a loop: the first `joined(separator:)` of a process looks up
-    /// conformances at run time, a quarter of a million instructions for every command).
-    static var verdictWords: String {
-        var words = ""
-        for level in VerdictLevel.allCases {
-            if !words.isEmpty { words += ", " }
-            words += level.labelText
-        }
-        return words
-    }
+    /// The verdict words, comma-separated (`joinedText`: built for every command).
+    static var verdictWords: String { VerdictLevel.allCases.map(\.labelText).joinedText(", ") }
 
     static func make() -> Command {
         Command(

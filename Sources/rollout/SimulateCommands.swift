@@ -38,7 +38,7 @@ enum SimulateCommands {
             // (Not listed here: every rollout command builds this text at start-up, and reading the scenario
             // directory cost a tenth of `rollout --help`.)
             + "Parameters a scenario file can "
-            + "set: " + FleetParameters.definitions.map(\.name).joined(separator: ", ") + ".",
+            + "set: " + FleetParameters.definitions.map(\.name).joinedText(", ") + ".",
         options: [
             .value("--scenario", name: "NAME|FILE", help: "A built-in scenario or a scenario file's path."),
             .value("--devices", name: "N", help: "Fleet size (default: the scenario's)."),
