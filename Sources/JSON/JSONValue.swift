@@ -92,6 +92,12 @@ public struct JSONObject: Hashable, Sendable, Sequence {
         for (k, v) in pairs { self[k] = v }
     }
 
+    /// Members whose keys are already known to be distinct (the parser checks them as it reads).
+    init(uniqueMembers: [(key: String, value: JSONValue)]) {
+        members = uniqueMembers
+        rebuildIndex()
+    }
+
     public var count: Int { members.count }
     public var isEmpty: Bool { members.isEmpty }
     public var keys: [String] { members.map(\.key) }
