@@ -1,0 +1,36 @@
+import Foundation
+import TestSupport
+import Testing
+
+@testable import Store
+
+/// The seal digests an empty sealed table without reading it (one statement tells which tables hold rows): the
+/// digests must be the ones a read of every table gives.
+@Suite struct SealDigestTests {
+    @Test("the seal's digests of empty, filled and missing tables are those of a full read of each table")
+    func emptyTablesDigestLikeAFullRead() throws {
+        let directory = try TemporaryDirectory()
+        let db = try SQLiteDatabase(path: directory.url.appendingPathComponent("seal.db").path)
+        try db.execute("CREATE TABLE config_head (id INTEGER PRIMARY KEY, audit_sequence INTEGER, audit_hash TEXT)")
+        try db.execute(StoreSeal.schema)
+        try db.execute("CREATE TABLE stepup_policy (key TEXT PRIMARY KEY, value TEXT)")
+        try db.execute("INSERT INTO stepup_policy VALUES ('reach-100', 'on'), ('cross', '50')")
+        try db.execute("CREATE TABLE guardrail_settings (key TEXT PRIMARY KEY, value TEXT)")
+        try db.execute("CREATE TABLE ramp_plan (id INTEGER PRIMARY KEY, plan BLOB)")
+        try db.execute("INSERT INTO ramp_plan VALUES (1, x'00ff')")
+        try db.execute("CREATE TABLE ramp_plan_approval (id INTEGER PRIMARY KEY)")
+        let state = try StoreSeal.current(db)
+        #expect(state.tables.count == StoreSeal.sealedTables.count)
+        for table in StoreSeal.sealedTables {
+            #expect(state.tables[table] == (try StoreSeal.digest(of: table, in: db)), "\(table)")
+        }
+        #expect(state.tables["guardrail_settings"] == StoreSeal.emptyDigest)
+        #expect(state.tables["stepup_policy"] != StoreSeal.emptyDigest)
+        #expect(state.tables["appcheck_apps"] == "absent")
+        // A row appears: the digest follows it.
+        try db.execute("INSERT INTO guardrail_settings VALUES ('auto-kill', 'on')")
+        let after = try StoreSeal.current(db)
+        #expect(after.tables["guardrail_settings"] == (try StoreSeal.digest(of: "guardrail_settings", in: db)))
+        #expect(after.tables["guardrail_settings"] != StoreSeal.emptyDigest)
+    }
+}
