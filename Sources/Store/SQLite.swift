@@ -122,6 +122,15 @@ public final class SQLiteDatabase: @unchecked Sendable {
         return found
     }
 
+    /// The names of every table, in one scan of the schema (`hasTable` scans it once per name).
+    public func tableNames() throws(SQLiteError) -> Set<String> {
+        var names: Set<String> = []
+        for row in try query("SELECT name FROM sqlite_master WHERE type = 'table'") {
+            if let name = row[0].string { names.insert(name) }
+        }
+        return names
+    }
+
     /// Runs `sql` (the `CREATE TABLE IF NOT EXISTS` statements of `tables`) unless every one of them exists:
     /// SQLite parses a CREATE statement in full even when the table is there, and every open of a store would
     /// otherwise parse a dozen of them.

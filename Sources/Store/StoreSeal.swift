@@ -170,7 +170,8 @@ public enum StoreSeal {
         // Which sealed tables hold rows, in one statement: most are empty in most stores (the exchange's and the
         // plan's tables until they are used), and a `SELECT *` prepared for each cost every write a twelfth of
         // its instructions. An empty table's digest is the digest of no rows, as `digest(of:in:)` computes it.
-        let present = try sealedTables.filter { try db.hasTable($0) }
+        let existing = try db.tableNames()
+        let present = sealedTables.filter { existing.contains($0) }
         let holding = present.isEmpty ? [] : try db.query(
             "SELECT " + present.map { "EXISTS (SELECT 1 FROM \($0))" }.joinedText(", ")
         ).first ?? []

@@ -75,15 +75,28 @@ final class TerminalSession {
     }
 
     /// Waits until the screen satisfies `predicate`; returns that screen, or fails with the last one seen.
+    ///
+    /// The screen returned is a whole frame: a frame larger than the pseudo-terminal's buffer reaches tmux in
+    /// pieces, and a capture between two of them shows the new frame's first rows over the old one's last. So a
+    /// match counts once a second capture 40 ms later is the same (or, on a screen that keeps changing, after
+    /// five matches in a row that each differed from the next).
     @discardableResult
     func waitUntil(
         _ what: String, timeout: TimeInterval = 10, _ predicate: (String) -> Bool
     ) throws -> String {
         let deadline = Date(timeIntervalSinceNow: timeout)
         var last = ""
+        var unsettled = 0
         repeat {
             last = try screen()
-            if predicate(last) { return last }
+            if predicate(last) {
+                usleep(40_000)
+                let again = try screen()
+                if again == last || unsettled >= 4 || Date() >= deadline { return predicate(again) ? again : last }
+                unsettled += 1
+                continue
+            }
+            unsettled = 0
             usleep(20_000)
         } while Date() < deadline
         // The screen is also written to a file: some test runners drop issue text with box-drawing characters.
