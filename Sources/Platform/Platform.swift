@@ -177,19 +177,23 @@ public enum StandardStream {
 /// Reads from `fd` until end of file or more than `limit` bytes (at most limit + 1 are returned); nil when a read
 /// fails (a directory, say).
 private func readAll(_ fd: Int32, limit: Int) -> [UInt8]? {
-    var out: [UInt8] = []
-    var chunk = [UInt8](repeating: 0, count: 65_536)
-    while out.count <= limit {
-        let want = min(chunk.count, limit == .max ? chunk.count : limit + 1 - out.count)
-        let n = chunk.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, want) }
-        if n < 0 {
-            if errno == EINTR || errno == EAGAIN { continue }
-            return nil
+    // The chunk is neither zeroed nor larger than the read can use: a 100-byte header read zeroed 64 KiB (16
+    // pages to fault in, every store open).
+    let size = limit == .max ? 65_536 : min(65_536, limit + 1)
+    return withUnsafeTemporaryAllocation(of: UInt8.self, capacity: size) { chunk -> [UInt8]? in
+        var out: [UInt8] = []
+        while out.count <= limit {
+            let want = min(chunk.count, limit == .max ? chunk.count : limit + 1 - out.count)
+            let n = Glibc.read(fd, chunk.baseAddress, want)
+            if n < 0 {
+                if errno == EINTR || errno == EAGAIN { continue }
+                return nil
+            }
+            if n == 0 { break }
+            out.append(contentsOf: UnsafeBufferPointer(rebasing: chunk[0..<n]))
         }
-        if n == 0 { break }
-        out.append(contentsOf: chunk[0..<n])
+        return out
     }
-    return out
 }
 
 /// A failed file operation: the path and the system's words for errno.
