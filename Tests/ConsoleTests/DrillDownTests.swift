@@ -1,5 +1,6 @@
 import Console
 import RemoteConfig
+import Telemetry
 import Testing
 import Timekeeping
 
@@ -196,6 +197,38 @@ struct DrillDownTests {
         #expect(text.contains("↻ Updated while open: the store moved from v42 to v43; re-judged on it"))
         #expect(text.contains("15% → 16%"))
         #expect(text.contains("! Stacking on v43: only 31% of active devices have it yet"))
+    }
+
+    @Test("a verdict that changes under an open confirm dialog re-judges it on the same version, and says so")
+    func verdictChangeUnderAnOpenDialog() {
+        var s = Fixture.state(Fixture.model(), size: Size(width: 120, height: 40))
+        guard case .preview(let request)? = s.handle(.key(.character("+"))).first else {
+            Issue.record("+ asked for no preview")
+            return
+        }
+        _ = s.handle(.previewReady(Fixture.preview(for: request)))
+        var held = Fixture.model()
+        held.crash.verdict = .hold
+        let effects = s.handle(.snapshot(held))
+        guard let again = effects.lazy.compactMap({ e -> ChangeRequest? in
+            if case .preview(let r) = e { return r } else { return nil }
+        }).first else {
+            Issue.record("a new verdict asked for no new preview")
+            return
+        }
+        var fresh = Fixture.preview(for: again)
+        fresh.guardrail = GuardrailAssessment(verdict: .hold, reasons: ["crash rate higher when exposed"], refuses: true)
+        _ = s.handle(.previewReady(fresh))
+        guard case .confirm(let preview, _)? = s.overlay else {
+            Issue.record("no confirm dialog: \(String(describing: s.overlay))")
+            return
+        }
+        #expect(preview.baseVersion == "42")
+        #expect(preview.supersedes == nil, "the store did not move")
+        #expect(preview.rejudgedFrom == .ok)
+        let text = screen(s)
+        #expect(text.contains("↻ Updated while open: the verdict went from OK to HOLD; re-judged on it"), "\(text)")
+        #expect(!text.contains("moved from v42 to v42"), "\(text)")
     }
 
     @Test("the typed reason survives the re-judged dialog and a conflict's re-apply")

@@ -48,7 +48,12 @@ extension ConsoleState {
                     if case .reason(_, let field, _) = overlay, !field.text.trimmingSpaces.isEmpty {
                         keptReason = field.text
                     }
-                    preview.supersedes = old.supersedes ?? old.baseVersion
+                    // Said as what happened: the store moved, or only the verdict did (same version).
+                    if let first = old.supersedes ?? (old.baseVersion != preview.baseVersion ? old.baseVersion : nil) {
+                        preview.supersedes = first
+                    } else {
+                        preview.rejudgedFrom = old.rejudgedFrom ?? old.guardrail.verdict
+                    }
                     overlay = .confirm(preview, focus: .cancel)
                 default: break
                 }

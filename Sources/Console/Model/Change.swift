@@ -117,6 +117,9 @@ public struct ChangePreview: Hashable, Sendable {
     /// The base version of the dialog this preview replaced, when the store moved while the dialog was open (the
     /// reducer sets it; the dialog says so).
     public var supersedes: String?
+    /// The verdict the dialog this preview replaced was judged on, when the verdict changed while the dialog was
+    /// open and the store did not move (the reducer sets it; the dialog says so).
+    public var rejudgedFrom: VerdictLevel?
 
     public init(
         request: ChangeRequest, from: RolloutPosition, to: RolloutPosition, baseVersion: String, baseETag: String,
@@ -136,6 +139,7 @@ public struct ChangePreview: Hashable, Sendable {
         self.notes = notes
         self.propagation = nil
         self.supersedes = nil
+        self.rejudgedFrom = nil
     }
 
     public var isIncrease: Bool { to.effectiveMicroPercent > from.effectiveMicroPercent }

@@ -1,4 +1,5 @@
 import RemoteConfig
+import Telemetry
 import Timekeeping
 
 /// Dialogs, prompts and full-screen lists drawn over the main screen.
@@ -123,6 +124,11 @@ enum OverlayView {
             lines.append([
                 Span("↻ Updated while open: ", .warn, .bold),
                 Span("the store moved from v" + old + " to v" + p.baseVersion + "; re-judged on it", .warn),
+            ])
+        } else if let before = p.rejudgedFrom, before != p.guardrail.verdict {
+            lines.append([
+                Span("↻ Updated while open: ", .warn, .bold),
+                Span("the verdict went from \(before) to \(p.guardrail.verdict); re-judged on it", .warn),
             ])
         }
         let delta = p.to.effectiveMicroPercent - p.from.effectiveMicroPercent
