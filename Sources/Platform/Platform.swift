@@ -148,11 +148,11 @@ public enum StandardStream {
     /// Writes all of `text`, retrying short writes and interrupted calls; a closed pipe drops the rest.
     public func write(_ text: String) {
         var copy = text
-        copy.withUTF8 { writeAll(descriptor, UnsafeRawBufferPointer($0)) }
+        _ = copy.withUTF8 { writeAll(descriptor, UnsafeRawBufferPointer($0)) }
     }
 
     /// Writes all of `bytes`.
-    public func write(_ bytes: [UInt8]) { bytes.withUnsafeBytes { writeAll(descriptor, $0) } }
+    public func write(_ bytes: [UInt8]) { _ = bytes.withUnsafeBytes { writeAll(descriptor, $0) } }
 
     /// Reads standard input to its end, or to `limit` bytes (then one more, so a caller can tell it was longer).
     public static func readInput(limit: Int = .max) -> [UInt8] { readAll(0, limit: limit) ?? [] }

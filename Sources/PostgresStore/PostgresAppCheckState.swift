@@ -113,7 +113,7 @@ public final class PostgresAppCheckState: AppCheckState, @unchecked Sendable {
     // MARK: Challenges, keys, tokens
 
     public func storeChallenge(_ challenge: [UInt8], appId: String, expiresAt: Instant) throws {
-        try write {
+        _ = try write {
             try c.query(
                 "INSERT INTO appcheck_challenges (challenge, app_id, expires_at) VALUES (decode($1, 'hex'), $2, $3)",
                 [Hex.encode(challenge), appId, String(expiresAt.microseconds)])
@@ -137,7 +137,7 @@ public final class PostgresAppCheckState: AppCheckState, @unchecked Sendable {
     }
 
     public func saveAttestedKey(_ key: AttestedKeyRecord) throws {
-        try write {
+        _ = try write {
             try c.query(
                 """
                 INSERT INTO appcheck_keys (app_id, key_id, public_key, counter, artifact_digest, receipt, environment, attested_at)
@@ -245,7 +245,7 @@ public final class PostgresAppCheckState: AppCheckState, @unchecked Sendable {
     // MARK: Debug tokens
 
     public func addDebugToken(_ token: DebugTokenRecord) throws {
-        try write {
+        _ = try write {
             try c.query(
                 "INSERT INTO appcheck_debug_tokens (digest, app_id, name, created_at) VALUES (decode($1, 'hex'), $2, $3, $4) "
                     + "ON CONFLICT (digest) DO NOTHING",

@@ -30,7 +30,7 @@ public final class PostgresHeartbeat: SimulationHeartbeat, @unchecked Sendable {
     }
 
     public func publishSimulationClock(_ record: SimulationClockRecord) throws {
-        try store.transaction(lockingHead: false) {
+        _ = try store.transaction(lockingHead: false) {
             try store.connection.query(
                 "INSERT INTO simulation_clock (id, wall_start, simulated_start, speed, wall_updated, simulated_at_update, running) "
                     + "VALUES (1, $1, $2, $3, $4, $5, $6) ON CONFLICT (id) DO UPDATE SET wall_start = excluded.wall_start, "
@@ -44,7 +44,7 @@ public final class PostgresHeartbeat: SimulationHeartbeat, @unchecked Sendable {
     }
 
     public func clearSimulationClock() throws {
-        try store.transaction(lockingHead: false) { try store.connection.query("DELETE FROM simulation_clock") }
+        _ = try store.transaction(lockingHead: false) { try store.connection.query("DELETE FROM simulation_clock") }
     }
 }
 
@@ -66,7 +66,7 @@ public final class PostgresRolloutStartCache: RolloutStartCache, @unchecked Send
 
     public func cacheRolloutStart(version: Int, start: Instant?) throws {
         guard !store.isReadOnly else { return }
-        try store.transaction(lockingHead: false) {
+        _ = try store.transaction(lockingHead: false) {
             try store.connection.query(
                 "INSERT INTO monitor_rollout_start (version, started_at) VALUES ($1, $2) ON CONFLICT (version) DO UPDATE SET started_at = excluded.started_at",
                 [String(version), start.map { String($0.microseconds) }])

@@ -37,7 +37,7 @@ public final class PostgresGuardrailSettings: GuardrailSettingsStore, @unchecked
     public func saveGuardrailSetting(_ key: String, _ value: String) throws {
         var check = GuardrailSettings()
         try check.set(key, value)
-        try store.atomically {
+        _ = try store.atomically {
             try store.connection.query(
                 "INSERT INTO guardrail_settings (key, value) VALUES ($1, $2) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
                 [key, value])
@@ -141,7 +141,7 @@ public final class PostgresStepUpStore: StepUpStore, StepUpPolicyStore, @uncheck
 
     /// Inserts or replaces the record of `record.id`.
     public func save(_ record: OperatorRecord) throws {
-        try store.atomically {
+        _ = try store.atomically {
             try c.query(
                 """
                 INSERT INTO stepup_operators (id, secret, enrolled_at, last_accepted_step, failed_attempts, locked_until)
@@ -160,7 +160,7 @@ public final class PostgresStepUpStore: StepUpStore, StepUpPolicyStore, @uncheck
 
     /// Inserts or replaces the pending enrolment of `enrolment.id`.
     public func savePending(_ enrolment: PendingEnrolment) throws {
-        try store.atomically {
+        _ = try store.atomically {
             try c.query(
                 """
                 INSERT INTO stepup_enrolments (id, secret, created_at, approved_by, failed_attempts) VALUES ($1, decode($2, 'hex'), $3, $4, $5)

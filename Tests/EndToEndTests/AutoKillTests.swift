@@ -96,7 +96,7 @@ import Timekeeping
         let group = DispatchGroup()
         let failures = Failures()
         for console in consoles {
-            nonisolated(unsafe) let c = console
+            let c = console
             group.enter()
             Thread.detachNewThread {
                 for _ in 0..<15 {

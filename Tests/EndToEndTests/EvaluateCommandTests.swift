@@ -82,7 +82,7 @@ struct EvaluateCommandTests {
         let dir = try TestSupport.temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: dir) }
         let path = dir.appendingPathComponent("ids.txt").path
-        FileManager.default.createFile(atPath: path, contents: Data("inst-1\ninst-2\n".utf8) + Data([0x66, 0xC3, 0x28, 0x0A]))
+        try #require(FileManager.default.createFile(atPath: path, contents: Data("inst-1\ninst-2\n".utf8) + Data([0x66, 0xC3, 0x28, 0x0A])))
         let result = try TestSupport.run(try TestSupport.rolloutBinary(), ["evaluate", "--template", template, "--ids-file", path])
         #expect(result.status == 1)
         #expect(result.stderr == "rollout: \(path): line 3: ids must be UTF-8 text\n")

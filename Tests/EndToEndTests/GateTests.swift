@@ -28,7 +28,7 @@ struct GateTests {
 
         func file(_ name: String, _ text: String) -> String {
             let p = directory.appendingPathComponent(name).path
-            FileManager.default.createFile(atPath: p, contents: Data(text.utf8))
+            #expect(FileManager.default.createFile(atPath: p, contents: Data(text.utf8)), "\(p)")
             return p
         }
 

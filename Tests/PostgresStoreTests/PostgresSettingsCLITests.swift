@@ -34,7 +34,7 @@ struct PostgresSettingsCLITests {
 
     @Test func operatorAndPolicyCommandsUseThePostgresTables() throws {
         let server = try PostgresServer.get()
-        let conninfo = try server.uris(of: try server.freshDatabase()).socket
+        let conninfo = try server.uris(of: server.freshDatabase()).socket
         #expect(try rollout(["init", "--seed", "pg-settings"], store: conninfo).status == 0)
         let store = try PostgresConfigStore(conninfo: conninfo)
         let auditBefore = try store.auditRecords(limit: 1000, before: nil).count
@@ -114,7 +114,7 @@ struct PostgresSettingsCLITests {
     /// A fresh PostgreSQL store whose telemetry says HALT (auto-kill off, so it stays exposed), as a libpq URI.
     func haltedStore() throws -> String {
         let server = try PostgresServer.get()
-        let conninfo = try server.uris(of: try server.freshDatabase()).socket
+        let conninfo = try server.uris(of: server.freshDatabase()).socket
         func past(_ arguments: [String], minutesAgo: Int) throws -> TestSupport.ProcessResult {
             try TestSupport.run(
                 "/usr/bin/faketime",

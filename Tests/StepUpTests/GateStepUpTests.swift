@@ -68,7 +68,7 @@ struct GateStepUpTests {
         let file = s.directory.appendingPathComponent("no-cohort.json").path
         let edited = exported.replacingOccurrences(of: "\"AppAttestCohort\"", with: "\"Renamed\"")
             .replacingOccurrences(of: #""etag": "[^"]*""#, with: #""x": 1"#, options: .regularExpression)
-        FileManager.default.createFile(atPath: file, contents: Data(edited.utf8))
+        try #require(FileManager.default.createFile(atPath: file, contents: Data(edited.utf8)))
         let refused = try s.run(["config", "import", file, "--reason", "r"] + ana, at: Self.at(130))
         #expect(refused.status == 4 && refused.stderr.contains("removes the cohort parameter"), "\(refused.stderr)")
         let noCode = try s.run(
@@ -129,7 +129,7 @@ struct GateStepUpTests {
             db.commit()
             """
         let script = s.directory.appendingPathComponent("rewrite.py").path
-        FileManager.default.createFile(atPath: script, contents: Data(rewrite.utf8))
+        try #require(FileManager.default.createFile(atPath: script, contents: Data(rewrite.utf8)))
         let newest = "(SELECT max(sequence) FROM config_audit)"
         typealias Tamper = (String, (String) throws -> Void, String)
         func sql(_ statement: String) -> (String) throws -> Void {
@@ -203,8 +203,9 @@ struct GateStepUpTests {
                 { path in
                     try FileManager.default.removeItem(atPath: path + ".key")
                     let fresh = "rollout-store-key-v1 " + String(repeating: "ab", count: 32) + "\n"
-                    FileManager.default.createFile(
-                        atPath: path + ".key", contents: Data(fresh.utf8), attributes: [.posixPermissions: 0o600])
+                    #expect(
+                        FileManager.default.createFile(
+                            atPath: path + ".key", contents: Data(fresh.utf8), attributes: [.posixPermissions: 0o600]))
                 }, "seal: its HMAC does not match"
             ),
             (
