@@ -60,10 +60,10 @@ enum AppCheckBench {
 
     static func run() throws {
         let vs = try vectors()
-        /// Attestation verifications per CPU second over the vectors, round robin.
-        func attestationRate(_ label: String, _ verifier: AttestationVerifier) throws -> Double {
+        /// One attestation verification, round robin over the vectors.
+        func attestation(_ verifier: AttestationVerifier) -> () throws -> Void {
             var i = 0
-            return try rate(label) {
+            return {
                 let v = vs[i % vs.count]
                 i += 1
                 _ = try verifier.verify(
@@ -74,11 +74,6 @@ enum AppCheckBench {
         // The full path: every chain checked up to Apple's root (the anchors' short path off).
         let attestationVerifier = AttestationVerifier(
             trust: TrustAnchors([AppleAppAttestationRoot.certificate], shortPath: false))
-        let ours = try attestationRate("attestation verification, full path", attestationVerifier)
-        // What a server sees after its first attestation: Apple's intermediate already anchored.
-        let oursWarm = try attestationRate(
-            "attestation verification, intermediate anchored",
-            AttestationVerifier(trust: TrustAnchors([AppleAppAttestationRoot.certificate])))
         let keys = try vs.map { v in
             try attestationVerifier.verify(
                 attestation: v.attestation, keyId: v.keyId, clientDataHash: SHA256.hash(v.challenge), app: v.app,
@@ -88,23 +83,47 @@ enum AppCheckBench {
         let parsedKeys = keys.map { P256PublicKey(uncompressedPoint: $0)! }
         let assertionVerifiers = vs.map { AssertionVerifier(app: $0.app) }
         var j = 0
-        let oursAssertion = try rate("assertion verification, key loaded once") {
-            let k = j % vs.count
-            j += 1
-            _ = try assertionVerifiers[k].verify(
-                assertion: vs[k].assertion, clientDataHash: vs[k].assertionClientDataHash, publicKey: parsedKeys[k],
-                previousCounter: 0)
-        }
         var m = 0
-        let oursAssertionStored = try rate("assertion verification, key parsed per request") {
-            let k = m % vs.count
-            m += 1
-            _ = try assertionVerifiers[k].verify(
-                assertion: vs[k].assertion, clientDataHash: vs[k].assertionClientDataHash, publicKey: keys[k],
-                previousCounter: 0)
+        let measured: [(label: String, body: () throws -> Void)] = [
+            ("attestation verification, full path", attestation(attestationVerifier)),
+            // What a server sees after its first attestation: Apple's intermediate already anchored.
+            (
+                "attestation verification, intermediate anchored",
+                attestation(AttestationVerifier(trust: TrustAnchors([AppleAppAttestationRoot.certificate])))
+            ),
+            (
+                "assertion verification, key loaded once",
+                {
+                    let k = j % vs.count
+                    j += 1
+                    _ = try assertionVerifiers[k].verify(
+                        assertion: vs[k].assertion, clientDataHash: vs[k].assertionClientDataHash,
+                        publicKey: parsedKeys[k], previousCounter: 0)
+                }
+            ),
+            (
+                "assertion verification, key parsed per request",
+                {
+                    let k = m % vs.count
+                    m += 1
+                    _ = try assertionVerifiers[k].verify(
+                        assertion: vs[k].assertion, clientDataHash: vs[k].assertionClientDataHash, publicKey: keys[k],
+                        previousCounter: 0)
+                }
+            ),
+        ]
+        // Ours and `openssl speed` in turns: a sample of each of ours, then one `openssl speed` run, five times.
+        var speedOutputs: [[String]] = []
+        let timings = try Timing.interleaved(clock: .threadCPU, measured.map(\.body)) {
+            speedOutputs.append(try openSSLSpeedRun(["ecdsap256", "ecdsap384"]))
         }
+        for (entry, t) in zip(measured, timings) {
+            print("  \(entry.label): \(formatFigure(t.rate))/s of CPU time  (\(t.spread))")
+        }
+        let (ours, oursWarm, oursAssertion, oursAssertionStored) =
+            (timings[0].rate, timings[1].rate, timings[2].rate, timings[3].rate)
         let peer = try pyattestRates(vs, keys: keys)
-        let speed = try openSSLSpeed(["ecdsap256", "ecdsap384"])
+        let speed = OpenSSLSpeed(runs: speedOutputs.count, outputs: speedOutputs)
         let p256Figures = try speed.figure(row: "nistp256", column: "verify/s")
         let p384Figures = try speed.figure(row: "nistp384", column: "verify/s")
         let p256 = p256Figures.median
@@ -254,11 +273,13 @@ enum AppCheckBench {
     }
 
     static func openSSLSpeed(_ algorithms: [String]) throws -> OpenSSLSpeed {
-        let outputs = try (0..<5).map { _ in
-            String(decoding: try runProcess("/usr/bin/openssl", ["speed", "-seconds", "1"] + algorithms), as: UTF8.self)
-                .split(separator: "\n").map(String.init)
-        }
-        return OpenSSLSpeed(runs: 5, outputs: outputs)
+        OpenSSLSpeed(runs: 5, outputs: try (0..<5).map { _ in try openSSLSpeedRun(algorithms) })
+    }
+
+    /// One `openssl speed -seconds 1 ALGORITHM...` run, its lines.
+    static func openSSLSpeedRun(_ algorithms: [String]) throws -> [String] {
+        String(decoding: try runProcess("/usr/bin/openssl", ["speed", "-seconds", "1"] + algorithms), as: UTF8.self)
+            .split(separator: "\n").map(String.init)
     }
 
     static func runProcess(

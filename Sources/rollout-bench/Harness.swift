@@ -95,6 +95,30 @@ struct Timing {
 
     /// Calls per second at the median.
     var rate: Double { 1 / median }
+
+    /// `measure` for several bodies at once, in rounds: each round takes one sample of every body, then runs
+    /// `between` (a peer's run), so that a machine whose speed drifts during the suite moves every figure and its
+    /// peer alike instead of whichever happened to be measured in the slow minute.
+    static func interleaved(
+        rounds: Int = 5, minimum: Double = 1, clock: Clock = .wall, _ bodies: [() throws -> Void],
+        between: () throws -> Void
+    ) throws -> [Timing] {
+        var repeats: [Int] = []
+        for body in bodies {
+            try body()
+            let first = try clock.seconds(body)
+            repeats.append(max(1, Int((minimum / max(first, 1e-6)).rounded(.up))))
+        }
+        var perCall = [[Double]](repeating: [], count: bodies.count)
+        for _ in 0..<rounds {
+            for (i, body) in bodies.enumerated() {
+                let seconds = try clock.seconds { for _ in 0..<repeats[i] { try body() } }
+                perCall[i].append(seconds / Double(repeats[i]))
+            }
+            try between()
+        }
+        return bodies.indices.map { Timing(perCall: perCall[$0], repeats: repeats[$0]) }
+    }
 }
 
 /// Prints a measured figure next to its reference and the ratio, and whether the target holds.
