@@ -169,18 +169,16 @@ public enum StoreSeal {
         var tables: [String: String] = [:]
         // Which sealed tables hold rows, in one statement: most are empty in most stores (the exchange's and the
         // plan's tables until they are used), and a `SELECT *` prepared for each cost every write a twelfth of
-        // its instructions. An empty table's digest is the digest of no rows, as `digest(of:in:)` computes it.
+        // its instructions.
         let existing = try db.tableNames()
+        for table in sealedTables where !existing.contains(table) { tables[table] = absent }
         let present = sealedTables.filter { existing.contains($0) }
         let holding = present.isEmpty ? [] : try db.query(
             "SELECT " + present.map { "EXISTS (SELECT 1 FROM \($0))" }.joinedText(", ")
         ).first ?? []
-        for table in sealedTables {
-            if let i = present.firstIndex(of: table) {
-                tables[table] = holding.indices.contains(i) && holding[i].int == 0 ? emptyDigest : try digest(of: table, in: db)
-            } else {
-                tables[table] = "absent"
-            }
+        for (i, table) in present.enumerated() {
+            let empty = i < holding.count && holding[i].int == 0
+            tables[table] = empty ? digest(ofRows: []) : try rowsDigest(of: table, in: db)
         }
         let head = try db.query("SELECT audit_sequence, audit_hash FROM config_head WHERE id = 1").first
         return State(
@@ -204,17 +202,22 @@ public enum StoreSeal {
         return StoreTally.parse(text) ?? [:]
     }
 
-    /// The digest of a table without rows.
-    static let emptyDigest = SHA256.hex([UInt8]())
+    /// A table a later migration adds is sealed as absent until it exists.
+    static let absent = "absent"
 
     /// SHA-256 over the table's rows, each encoded with its column types, in sorted order.
     static func digest(of table: String, in db: SQLiteDatabase) throws -> String {
-        // A table a later migration adds is sealed as absent until it exists.
-        guard try db.hasTable(table)
-        else { return "absent" }
-        var rows: [String] = []
-        for row in try db.query("SELECT * FROM \(table)") { rows.append(encode(row)) }
-        return SHA256.hex(Array(rows.sorted().joinedText("\n").utf8))
+        try db.hasTable(table) ? rowsDigest(of: table, in: db) : absent
+    }
+
+    /// The digest of an existing table's rows.
+    private static func rowsDigest(of table: String, in db: SQLiteDatabase) throws -> String {
+        digest(ofRows: try db.query("SELECT * FROM \(table)").map(encode))
+    }
+
+    /// The digest of rows encoded with `encode`, in sorted order (no rows: the digest of nothing).
+    static func digest(ofRows rows: [String]) -> String {
+        SHA256.hex(Array(rows.sorted().joinedText("\n").utf8))
     }
 
     /// One row, each value with its type.

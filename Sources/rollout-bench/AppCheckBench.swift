@@ -52,7 +52,7 @@ enum AppCheckBench {
 
     /// Calls per second of `body` on this thread's CPU time (as `openssl speed` counts its own): the median of five
     /// samples of at least a second each, its spread printed.
-    static func rate(_ label: String, _ body: () throws -> Void) rethrows -> Double {
+    static func rate(_ label: String, _ body: () throws -> Void) throws -> Double {
         let t = try Timing.measure(clock: .threadCPU, body)
         print("  \(label): \(formatFigure(t.rate))/s of CPU time  (\(t.spread))")
         return t.rate

@@ -80,17 +80,11 @@ struct Timing {
     /// The median of `samples` samples of `body`, each calling it back to back until the sample lasts `minimum`
     /// seconds on `clock` (calibrated on one call after a warm-up).
     static func measure(samples: Int = 5, minimum: Double = 1, clock: Clock = .wall, _ body: () throws -> Void)
-        rethrows -> Timing
+        throws -> Timing
     {
-        try body()
-        let first = try clock.seconds(body)
-        let repeats = max(1, Int((minimum / max(first, 1e-6)).rounded(.up)))
-        var perCall: [Double] = []
-        for _ in 0..<samples {
-            let seconds = try clock.seconds { for _ in 0..<repeats { try body() } }
-            perCall.append(seconds / Double(repeats))
+        try withoutActuallyEscaping(body) { body in
+            try interleaved(rounds: samples, minimum: minimum, clock: clock, [body]) {}[0]
         }
-        return Timing(perCall: perCall, repeats: repeats)
     }
 
     /// Calls per second at the median.

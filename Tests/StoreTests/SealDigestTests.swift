@@ -24,13 +24,13 @@ import Testing
         for table in StoreSeal.sealedTables {
             #expect(state.tables[table] == (try StoreSeal.digest(of: table, in: db)), "\(table)")
         }
-        #expect(state.tables["guardrail_settings"] == StoreSeal.emptyDigest)
-        #expect(state.tables["stepup_policy"] != StoreSeal.emptyDigest)
-        #expect(state.tables["appcheck_apps"] == "absent")
+        #expect(state.tables["guardrail_settings"] == StoreSeal.digest(ofRows: []))
+        #expect(state.tables["stepup_policy"] != StoreSeal.digest(ofRows: []))
+        #expect(state.tables["appcheck_apps"] == StoreSeal.absent)
         // A row appears: the digest follows it.
         try db.execute("INSERT INTO guardrail_settings VALUES ('auto-kill', 'on')")
         let after = try StoreSeal.current(db)
         #expect(after.tables["guardrail_settings"] == (try StoreSeal.digest(of: "guardrail_settings", in: db)))
-        #expect(after.tables["guardrail_settings"] != StoreSeal.emptyDigest)
+        #expect(after.tables["guardrail_settings"] != StoreSeal.digest(ofRows: []))
     }
 }
