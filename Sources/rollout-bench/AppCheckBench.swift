@@ -85,12 +85,6 @@ enum AppCheckBench {
         var j = 0
         var m = 0
         let measured: [(label: String, body: () throws -> Void)] = [
-            ("attestation verification, full path", attestation(attestationVerifier)),
-            // What a server sees after its first attestation: Apple's intermediate already anchored.
-            (
-                "attestation verification, intermediate anchored",
-                attestation(AttestationVerifier(trust: TrustAnchors([AppleAppAttestationRoot.certificate])))
-            ),
             (
                 "assertion verification, key loaded once",
                 {
@@ -111,51 +105,76 @@ enum AppCheckBench {
                         previousCounter: 0)
                 }
             ),
+            ("attestation verification, full path", attestation(attestationVerifier)),
+            // What a server sees after its first attestation: Apple's intermediate already anchored.
+            (
+                "attestation verification, intermediate anchored",
+                attestation(AttestationVerifier(trust: TrustAnchors([AppleAppAttestationRoot.certificate])))
+            ),
         ]
-        // Ours and `openssl speed` in turns: a sample of each of ours, then one `openssl speed` run, five times.
-        var speedOutputs: [[String]] = []
-        let timings = try Timing.interleaved(clock: .threadCPU, measured.map(\.body)) {
-            speedOutputs.append(try openSSLSpeedRun(["ecdsap256", "ecdsap384"]))
+        // Ours and `openssl speed` in turns, seven rounds of: `openssl speed ecdsap256` (its verify second last),
+        // both assertion samples, `openssl speed ecdsap384`, both attestation samples.
+        var p256Outputs: [[String]] = []
+        var p384Outputs: [[String]] = []
+        let timings = try Timing.interleaved(rounds: 7, clock: .threadCPU, measured.map(\.body)) { i in
+            if i == 0 { p256Outputs.append(try openSSLSpeedRun(["ecdsap256"])) }
+            if i == 2 { p384Outputs.append(try openSSLSpeedRun(["ecdsap384"])) }
         }
         for (entry, t) in zip(measured, timings) {
-            print("  \(entry.label): \(formatFigure(t.rate))/s of CPU time  (\(t.spread))")
+            print(
+                "  \(entry.label): fastest \(formatFigure(t.bestRate))/s, median \(formatFigure(t.rate))/s of CPU "
+                    + "time  (\(t.spread))")
         }
-        let (ours, oursWarm, oursAssertion, oursAssertionStored) =
-            (timings[0].rate, timings[1].rate, timings[2].rate, timings[3].rate)
         let peer = try pyattestRates(vs, keys: keys)
-        let speed = OpenSSLSpeed(runs: speedOutputs.count, outputs: speedOutputs)
-        let p256Figures = try speed.figure(row: "nistp256", column: "verify/s")
-        let p384Figures = try speed.figure(row: "nistp384", column: "verify/s")
-        let p256 = p256Figures.median
-        let p384 = p384Figures.median
+        let p256Runs = try OpenSSLSpeed(outputs: p256Outputs).values(row: "nistp256", column: "verify/s")
+        let p384Runs = try OpenSSLSpeed(outputs: p384Outputs).values(row: "nistp384", column: "verify/s")
+        print(
+            "  openssl speed -seconds 1, one run per round: P-256 verify \(p256Runs.map(formatFigure).joined(separator: ", "))/s; "
+                + "P-384 verify \(p384Runs.map(formatFigure).joined(separator: ", "))/s")
+        // The judged figures are each side's fastest of its seven: this host's other tenants slow a core by a
+        // quarter for seconds at a time and never speed it up, so a median of one-second samples lands in either
+        // state, on either side. The medians are printed on the line after.
+        let (p256, p384) = (p256Runs.max()!, p384Runs.max()!)
+        let (p256Median, p384Median) = (OpenSSLSpeed.median(p256Runs), OpenSSLSpeed.median(p384Runs))
         // An attestation checks two P-384 signatures (the credential certificate by the intermediate, the
         // intermediate by the root) and, counted generously, one P-256: its ceiling is the rate of doing only those.
-        let attestationCeiling = 1 / (2 / p384 + 1 / p256)
+        func attestationCeiling(_ p384: Double, _ p256: Double) -> Double { 1 / (2 / p384 + 1 / p256) }
         // Through an anchored intermediate the root's signature on it is not checked again: one P-384 fewer.
-        let warmCeiling = 1 / (1 / p384 + 1 / p256)
-        print(
-            "  openssl speed -seconds 1, median of \(speed.runs) runs: P-256 verify \(formatFigure(p256))/s (spread "
-                + "\(formatFigure(p256Figures.low))–\(formatFigure(p256Figures.high))), P-384 verify \(formatFigure(p384))/s "
-                + "(spread \(formatFigure(p384Figures.low))–\(formatFigure(p384Figures.high)))")
+        func warmCeiling(_ p384: Double, _ p256: Double) -> Double { 1 / (1 / p384 + 1 / p256) }
+        let (oursAssertion, oursAssertionStored, ours, oursWarm) = (timings[0], timings[1], timings[2], timings[3])
+        /// The judged line (fastest against fastest), then the same with the medians.
+        func judged(
+            _ label: String, _ timing: Timing, against peerLabel: String, _ fastest: Double, _ median: Double,
+            target: Double
+        ) {
+            report(
+                "\(label), fastest of 7", value: timing.bestRate, unit: "/s", against: (peerLabel, fastest),
+                target: (target, true))
+            print(
+                "    medians of 7: \(formatFigure(timing.rate)) /s against \(formatFigure(median)) /s, ratio "
+                    + String(format: "%.2fx", timing.rate / median))
+        }
 
         report(
-            "attestation verifications/s (real Apple chains, P-384 CA)", value: ours, unit: "/s",
+            "attestation verifications/s (real Apple chains, P-384 CA)", value: ours.rate, unit: "/s",
             against: ("pyattest", peer.attestation))
+        judged(
+            "attestation verifications/s (real Apple chains, P-384 CA)", ours,
+            against: "ceiling: 2 P-384 + 1 P-256 verifies (openssl speed)", attestationCeiling(p384, p256),
+            attestationCeiling(p384Median, p256Median), target: 0.8)
+        judged(
+            "attestation verifications/s through an anchored intermediate", oursWarm,
+            against: "ceiling: 1 P-384 + 1 P-256 verifies (openssl speed)", warmCeiling(p384, p256),
+            warmCeiling(p384Median, p256Median), target: 0.8)
         report(
-            "attestation verifications/s (real Apple chains, P-384 CA)", value: ours, unit: "/s",
-            against: ("ceiling: 2 P-384 + 1 P-256 verifies (openssl speed)", attestationCeiling), target: (0.8, true))
-        report(
-            "attestation verifications/s through an anchored intermediate", value: oursWarm, unit: "/s",
-            against: ("ceiling: 1 P-384 + 1 P-256 verifies (openssl speed)", warmCeiling), target: (0.8, true))
-        report(
-            "assertion verifications/s (key loaded once)", value: oursAssertion, unit: "/s",
+            "assertion verifications/s (key loaded once)", value: oursAssertion.rate, unit: "/s",
             against: ("pyattest", peer.assertion))
-        report(
-            "assertion verifications/s (key loaded once)", value: oursAssertion, unit: "/s",
-            against: ("openssl speed ecdsap256 verify", p256), target: (0.9, true))
-        report(
-            "assertion verifications/s (key parsed from the stored point each time)", value: oursAssertionStored,
-            unit: "/s", against: ("openssl speed ecdsap256 verify", p256), target: (0.9, true))
+        judged(
+            "assertion verifications/s (key loaded once)", oursAssertion, against: "openssl speed ecdsap256 verify",
+            p256, p256Median, target: 0.9)
+        judged(
+            "assertion verifications/s (key parsed from the stored point each time)", oursAssertionStored,
+            against: "openssl speed ecdsap256 verify", p256, p256Median, target: 0.9)
 
         try devices()
 
@@ -247,15 +266,13 @@ enum AppCheckBench {
         json.dump({"attestations": samples(lambda: asyncio.run(attest())), "assertions": samples(assertion)}, sys.stdout)
         """
 
-    /// `openssl speed -seconds 1 ALGORITHM...` (one process, so one core), run five times: each figure is the
-    /// median of the five runs.
+    /// The lines of `openssl speed -seconds 1 ALGORITHM...` runs (one process, so one core).
     struct OpenSSLSpeed {
-        var runs: Int
         var outputs: [[String]]
 
-        /// The median of the runs' figures, with the lowest and highest.
-        func figure(row: String, column: String) throws -> (median: Double, low: Double, high: Double) {
-            let values = try outputs.map { lines in
+        /// Each run's figure, in run order.
+        func values(row: String, column: String) throws -> [Double] {
+            try outputs.map { lines in
                 guard let header = lines.last(where: { $0.contains(column) }),
                     let line = lines.last(where: { $0.contains(row) && !$0.contains(column) })
                 else { throw BenchError("openssl speed printed no \(column) for \(row)") }
@@ -267,13 +284,20 @@ enum AppCheckBench {
                 else { throw BenchError("cannot read \(column) from: \(line)") }
                 return value
             }
-            let sorted = values.sorted()
-            return (sorted[sorted.count / 2], sorted.first!, sorted.last!)
         }
+
+        /// The median of the runs' figures, with the lowest and highest.
+        func figure(row: String, column: String) throws -> (median: Double, low: Double, high: Double) {
+            let values = try values(row: row, column: column)
+            return (OpenSSLSpeed.median(values), values.min()!, values.max()!)
+        }
+
+        static func median(_ values: [Double]) -> Double { values.sorted()[values.count / 2] }
     }
 
+    /// Five runs of `openssl speed -seconds 1 ALGORITHM...`: each figure is the median of the five.
     static func openSSLSpeed(_ algorithms: [String]) throws -> OpenSSLSpeed {
-        OpenSSLSpeed(runs: 5, outputs: try (0..<5).map { _ in try openSSLSpeedRun(algorithms) })
+        OpenSSLSpeed(outputs: try (0..<5).map { _ in try openSSLSpeedRun(algorithms) })
     }
 
     /// One `openssl speed -seconds 1 ALGORITHM...` run, its lines.

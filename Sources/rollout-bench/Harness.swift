@@ -83,19 +83,24 @@ struct Timing {
         throws -> Timing
     {
         try withoutActuallyEscaping(body) { body in
-            try interleaved(rounds: samples, minimum: minimum, clock: clock, [body]) {}[0]
+            try interleaved(rounds: samples, minimum: minimum, clock: clock, [body])[0]
         }
     }
 
     /// Calls per second at the median.
     var rate: Double { 1 / median }
 
-    /// `measure` for several bodies at once, in rounds: each round takes one sample of every body, then runs
-    /// `between` (a peer's run), so that a machine whose speed drifts during the suite moves every figure and its
-    /// peer alike instead of whichever happened to be measured in the slow minute.
+    /// Calls per second in the fastest sample: on a shared host, where other tenants only ever slow a sample down
+    /// (by whole seconds at a time), the estimate of what the code itself costs.
+    var bestRate: Double { 1 / fastest }
+
+    /// `measure` for several bodies at once, in rounds: each round runs `before(i)` (a peer's run, or nothing) and
+    /// then takes one sample of body `i`, for every body in turn, so that a machine whose speed drifts during the
+    /// suite moves every figure and the peer run beside it alike instead of whichever happened to be measured in
+    /// the slow minute.
     static func interleaved(
         rounds: Int = 5, minimum: Double = 1, clock: Clock = .wall, _ bodies: [() throws -> Void],
-        between: () throws -> Void
+        before: (Int) throws -> Void = { _ in }
     ) throws -> [Timing] {
         var repeats: [Int] = []
         for body in bodies {
@@ -106,10 +111,10 @@ struct Timing {
         var perCall = [[Double]](repeating: [], count: bodies.count)
         for _ in 0..<rounds {
             for (i, body) in bodies.enumerated() {
+                try before(i)
                 let seconds = try clock.seconds { for _ in 0..<repeats[i] { try body() } }
                 perCall[i].append(seconds / Double(repeats[i]))
             }
-            try between()
         }
         return bodies.indices.map { Timing(perCall: perCall[$0], repeats: repeats[$0]) }
     }
@@ -133,8 +138,6 @@ func report(
     }
     print(line)
 }
-
-/// Prints a figure against an absolute limit.
 func report(_ label: String, value: Double, unit: String, limit: Double, higherIsBetter: Bool) {
     let ok = higherIsBetter ? value >= limit : value <= limit
     print("  \(label): \(formatFigure(value)) \(unit)  | limit \(higherIsBetter ? ">=" : "<=") \(formatFigure(limit)) \(unit)  (\(ok ? "met" : "NOT MET"))")
