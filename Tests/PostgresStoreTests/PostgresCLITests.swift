@@ -184,13 +184,14 @@ struct PostgresCLITests {
                 }
             }
         }
-        // Restart once the burst is under way (a few versions landed), down for two seconds (on a loaded machine
-        // a shorter outage can fall entirely between two clients' connection attempts).
+        // Restart once the burst is under way (a few versions landed), down for two seconds and then until a
+        // client has reported the outage (at most a minute): on a loaded machine the clients' processes can take
+        // longer than any fixed outage to start, and then the outage fell between their connection attempts.
         let store = try PostgresConfigStore(conninfo: conninfo)
         do {
             defer { lock.withLock { restarted = true } }
             while try store.current().info.number < 8 { usleep(20_000) }
-            try server.restart(downtime: 2)
+            try server.restart(downFor: 2, orUntil: { lock.withLock { outcomes[1, default: 0] > 0 } }, atMost: 60)
         }
         group.wait()
         #expect(unclear.isEmpty, "\(unclear)")

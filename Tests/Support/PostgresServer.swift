@@ -79,8 +79,17 @@ public final class PostgresServer: @unchecked Sendable {
     /// Stops the server (immediate shutdown: clients lose their connections mid-transaction), stays down for
     /// `downtime` seconds (clients cannot connect), and starts it again.
     public func restart(downtime: Double = 0) throws {
+        try restart(downFor: downtime, orUntil: { true }, atMost: downtime)
+    }
+
+    /// Stops the server and keeps it down for at least `minimum` seconds and then until `met()` holds (polled
+    /// every 20 ms), at most `maximum` seconds, and starts it again. A drill that needs a client to meet the
+    /// outage waits for that rather than for a time a loaded machine may not honour.
+    public func restart(downFor minimum: Double, orUntil met: () -> Bool, atMost maximum: Double) throws {
         Self.stop(bin: bin, directory: directory)
-        usleep(UInt32(downtime * 1_000_000))
+        let down = DispatchTime.now()
+        func elapsed() -> Double { Double(DispatchTime.now().uptimeNanoseconds - down.uptimeNanoseconds) / 1e9 }
+        while elapsed() < minimum || (!met() && elapsed() < maximum) { usleep(20_000) }
         let ctl = (getuid() == 0 ? "/usr/sbin/runuser -u nobody -- " : "") + bin + "/pg_ctl"
         let started = system(try detached("\(ctl) -D '\(directory)/data' -l '\(directory)/server.log' -w -t 60 start"))
         guard started == 0 else { throw TestSupport.Failure("pg_ctl start after the restart failed (\(started))") }
