@@ -57,4 +57,38 @@ import Testing
         }
         #expect(results == Array(repeating: true, count: 8))
     }
+
+    /// Released keys are reused for the next point (the spare pool): a key verifies its own point's signatures
+    /// and never a previous holder's, when keys come and go on many threads at once and between refused points
+    /// (whose failed decode must not leave a half-set key in the pool).
+    @Test func reusedKeysHoldOnlyTheirOwnPoint() async throws {
+        let signers = try (0..<6).map { _ in try P256PrivateKey() }
+        let message = Array("reused".utf8)
+        let signatures = try signers.map { try $0.signature(for: message) }
+        var offCurve = signers[0].publicPoint
+        offCurve[64] ^= 1
+        let bad = offCurve
+        let failures = await withTaskGroup(of: Int.self) { group in
+            for t in 0..<8 {
+                group.addTask {
+                    var failures = 0
+                    for round in 0..<300 {
+                        let i = (t + round) % signers.count
+                        if P256PublicKey(uncompressedPoint: bad) != nil { failures += 1 }
+                        guard let key = P256PublicKey(uncompressedPoint: signers[i].publicPoint) else {
+                            failures += 1
+                            continue
+                        }
+                        if !key.isValidSignature(signatures[i], for: message) { failures += 1 }
+                        if key.isValidSignature(signatures[(i + 1) % signers.count], for: message) { failures += 1 }
+                    }
+                    return failures
+                }
+            }
+            var total = 0
+            for await f in group { total += f }
+            return total
+        }
+        #expect(failures == 0)
+    }
 }
