@@ -259,6 +259,32 @@ struct DrillDownTests {
         #expect(field.text == "crash-free flat for an hour")
     }
 
+    @Test("a dialog prepared on a newer version than the console's snapshot is not revised by that snapshot")
+    func dialogAheadOfTheSnapshot() {
+        // A conflict's re-apply is prepared on the winner (v43) before the console's poll has read it (v42).
+        var s = Fixture.state(Fixture.model())
+        guard case .preview(let request)? = press(&s, .character("+")).first else { return }
+        var ahead = Fixture.preview(for: request)
+        ahead.baseVersion = "43"
+        _ = s.handle(.previewReady(ahead))
+        press(&s, .tab)
+        #expect(s.handle(.snapshot(Fixture.model())) == [], "the older snapshot is no move")
+        var caughtUp = Fixture.model()
+        caughtUp.header.templateVersion = "43"
+        #expect(s.handle(.snapshot(caughtUp)) == [], "the snapshot caught up with the dialog")
+        guard case .confirm(let kept, let focus)? = s.overlay else {
+            Issue.record("no confirm dialog: \(String(describing: s.overlay))")
+            return
+        }
+        #expect(kept.baseVersion == "43" && focus != .cancel, "the dialog and its focus are the operator's")
+        var moved = Fixture.model()
+        moved.header.templateVersion = "44"
+        guard case .preview? = s.handle(.snapshot(moved)).first else {
+            Issue.record("a publish past the dialog's version asked for no re-preview")
+            return
+        }
+    }
+
     @Test("u pressed before a colleague's publish stays pinned to the version it meant")
     func rollbackPinned() {
         var s = Fixture.state(Fixture.model())

@@ -196,7 +196,11 @@ extension ConsoleState {
         default: return []
         }
         guard let version = m.header.templateVersion else { return [] }
-        let moved = version != preview.baseVersion
+        // Moved means newer than the dialog's base. The dialog can be ahead of the snapshot: a conflict's
+        // re-apply is prepared on the winner's version, which the console's own poll may not have read yet, and
+        // taking that older snapshot for a move replaced the dialog (focus back on Cancel) under the operator.
+        let moved =
+            if let now = Int(version), let base = Int(preview.baseVersion) { now > base } else { version != preview.baseVersion }
         let rejudge = !preview.guardrail.reasons.isEmpty && m.crash.verdict != preview.guardrail.verdict
         guard moved || rejudge else { return [] }
         let key = version + " " + m.crash.verdict.description
