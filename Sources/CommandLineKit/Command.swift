@@ -73,7 +73,10 @@ public struct Command: Sendable {
 
     public var name: String
     public var summary: String
-    public var discussion: String
+    /// The help text's paragraphs after the summary. Built when help is printed: some are made from tables
+    /// (policy keys, simulator parameters), which every other run of the executable would build for nothing.
+    public var discussion: String { discussionText() }
+    private let discussionText: @Sendable () -> String
     public var options: [Option]
     public var positionals: [Positional]
     public var examples: [String]
@@ -81,12 +84,13 @@ public struct Command: Sendable {
     public var action: Action?
 
     public init(
-        _ name: String, summary: String, discussion: String = "", options: [Option] = [],
+        _ name: String, summary: String, discussion: @autoclosure @escaping @Sendable () -> String = "",
+        options: [Option] = [],
         positionals: [Positional] = [], examples: [String] = [], subcommands: [Command] = [], action: Action? = nil
     ) {
         self.name = name
         self.summary = summary
-        self.discussion = discussion
+        self.discussionText = discussion
         self.options = options
         self.positionals = positionals
         self.examples = examples

@@ -2,6 +2,7 @@ import Crypto
 import FoundationEssentials
 import Glibc
 import JSON
+import Platform
 import Rollout
 import Store
 import Timekeeping
@@ -144,7 +145,7 @@ public enum ReconciledPublish: Sendable, Equatable, CustomStringConvertible {
 
 extension FirebaseConfigStore {
     /// The host name and pid an intent is stamped with.
-    package static let thisProcess: (host: String, pid: Int32) = (ProcessInfo.processInfo.hostName, getpid())
+    package static let thisProcess: (host: String, pid: Int32) = (CurrentUser.hostName, getpid())
 
     /// Publishes begun and not yet settled (none on a read-only state store that never had one).
     package func pendingIntents() throws -> [PublishIntent] { try state.publishIntents() }

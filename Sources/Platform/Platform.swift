@@ -253,6 +253,13 @@ public enum Files {
         if mkdir(directory, mode) != 0, errno != EEXIST { throw FileError(directory) }
     }
 
+    /// Whether `path` names a directory (following links); nil when nothing is there (or it cannot be seen).
+    public static func isDirectory(_ path: String) -> Bool? {
+        var s = stat()
+        guard stat(path, &s) == 0 else { return nil }
+        return (s.st_mode & S_IFMT) == S_IFDIR
+    }
+
     /// The size in bytes of the file at `path` (following links), or nil.
     public static func size(_ path: String) -> Int? {
         var s = stat()
@@ -399,5 +406,16 @@ public enum CurrentUser {
     public static var name: String {
         guard let pw = getpwuid(getuid()), let name = pw.pointee.pw_name else { return String(getuid()) }
         return String(cString: name)
+    }
+
+    /// The machine's host name (`gethostname`), else `localhost`: what operator ids and publish intents are
+    /// stamped with. Foundation's `ProcessInfo.hostName` gives the same, but building `ProcessInfo` (its
+    /// environment, arguments and process name) cost every CLI write 65k instructions.
+    public static var hostName: String {
+        var buffer = [UInt8](repeating: 0, count: 256)
+        let ok = buffer.withUnsafeMutableBytes { gethostname($0.baseAddress!.assumingMemoryBound(to: CChar.self), $0.count - 1) }
+        let end = buffer.firstIndex(of: 0) ?? buffer.count
+        guard ok == 0, end > 0 else { return "localhost" }
+        return String(decoding: buffer[..<end], as: UTF8.self)
     }
 }

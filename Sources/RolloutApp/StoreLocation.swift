@@ -1,5 +1,4 @@
 import CommandLineKit
-import FoundationEssentials
 import Glibc
 import Platform
 
@@ -48,6 +47,6 @@ public enum StoreLocation {
         if let o = invocation.value("--operator"), !o.isEmpty { return o }
         if let o = invocation.environment["ROLLOUT_OPERATOR"], !o.isEmpty { return o }
         let user = invocation.environment["USER"] ?? invocation.environment["LOGNAME"] ?? CurrentUser.name
-        return "\(user)@\(ProcessInfo.processInfo.hostName)"
+        return "\(user)@\(CurrentUser.hostName)"
     }
 }

@@ -42,10 +42,9 @@ public final class RolloutStore: @unchecked Sendable {
     public init(path: String, create: Bool = true, access: Access = .readWrite) throws {
         self.path = path
         guard !path.isEmpty else { throw StoreError.unavailable("the store path is empty (--store needs a file path)") }
-        let fm = FileManager.default
-        var isDirectory = false
-        let exists = fm.fileExists(atPath: path, isDirectory: &isDirectory)
-        if isDirectory { throw StoreError.unavailable("\(path) is a directory, not a store file") }
+        let isDirectory = Files.isDirectory(path)
+        let exists = isDirectory != nil
+        if isDirectory == true { throw StoreError.unavailable("\(path) is a directory, not a store file") }
         let creating = create && access == .readWrite
         var created = false
         if !exists {
@@ -80,7 +79,8 @@ public final class RolloutStore: @unchecked Sendable {
         try StoreSchema.migrate(self, key: key, witness: witness)
         if access == .readWrite { installSeal() }
         if created {
-            for suffix in ["-wal", "-shm"] where fm.fileExists(atPath: path + suffix) { chmod(path + suffix, 0o600) }
+            // A missing one (ENOENT) is left alone.
+            for suffix in ["-wal", "-shm"] { _ = chmod(path + suffix, 0o600) }
         }
     }
 

@@ -76,6 +76,17 @@ struct PlatformTests {
             Issue.record("wrote into a missing directory")
         } catch { #expect(error.code == ENOENT) }
         #expect(Files.size(root + "/missing") == nil)
+        #expect(Files.isDirectory(root + "/a/b") == true)
+        #expect(Files.isDirectory(file) == false)
+        #expect(Files.isDirectory(root + "/missing") == nil)
+        try FileManager.default.createSymbolicLink(atPath: root + "/link", withDestinationPath: root + "/a")
+        #expect(Files.isDirectory(root + "/link") == true)  // followed, as FileManager.fileExists does
+    }
+
+    @Test("the host name is the one Foundation reports")
+    func hostName() {
+        #expect(CurrentUser.hostName == ProcessInfo.processInfo.hostName)
+        #expect(!CurrentUser.hostName.isEmpty)
     }
 
     @Test("a shell command's status and standard output")
