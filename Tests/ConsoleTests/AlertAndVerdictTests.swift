@@ -201,7 +201,10 @@ struct DialogMessageTests {
     @Test("a change the guardrail will refuse asks for no reason: the notice says why and that nothing was written")
     func refusedNoReason() {
         var s = Fixture.state(Fixture.model())
-        guard case .preview(let request)? = press(&s, .character("+")).first else { return }
+        guard case .preview(let request)? = press(&s, .character("+")).first else {
+            Issue.record("the key asked for no preview")
+            return
+        }
         var p = Fixture.preview(for: request)
         p.guardrail = GuardrailAssessment(
             verdict: .hold, reasons: ["refuses this change: verdict HOLD: not enough data yet"], refuses: true)
@@ -245,7 +248,10 @@ struct DialogMessageTests {
     @Test("u pressed again walks further back instead of toggling")
     func undoWalksBack() {
         var s = Fixture.state(Fixture.model())
-        guard case .preview(let first)? = press(&s, .character("u")).first else { return }
+        guard case .preview(let first)? = press(&s, .character("u")).first else {
+            Issue.record("the key asked for no preview")
+            return
+        }
         #expect(first.operation == .rollbackLast)
         var p = Fixture.preview(for: first)
         p.requiresReason = false
@@ -254,7 +260,10 @@ struct DialogMessageTests {
         press(&s, .character("y"))
         _ = s.handle(
             .published(PublishReceipt(requestID: first.id, version: "43", from: p.from, to: p.to)))
-        guard case .preview(let second)? = press(&s, .character("u")).first else { return }
+        guard case .preview(let second)? = press(&s, .character("u")).first else {
+            Issue.record("the key asked for no preview")
+            return
+        }
         #expect(second.operation == .rollback(toVersion: 40), "v42 was the base: the first u restored v41")
     }
 }

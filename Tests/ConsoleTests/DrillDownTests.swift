@@ -210,14 +210,17 @@ struct DrillDownTests {
         var held = Fixture.model()
         held.crash.verdict = .hold
         let effects = s.handle(.snapshot(held))
-        guard let again = effects.lazy.compactMap({ e -> ChangeRequest? in
-            if case .preview(let r) = e { return r } else { return nil }
-        }).first else {
+        guard
+            let again = effects.lazy.compactMap({ e -> ChangeRequest? in
+                if case .preview(let r) = e { return r } else { return nil }
+            }).first
+        else {
             Issue.record("a new verdict asked for no new preview")
             return
         }
         var fresh = Fixture.preview(for: again)
-        fresh.guardrail = GuardrailAssessment(verdict: .hold, reasons: ["crash rate higher when exposed"], refuses: true)
+        fresh.guardrail = GuardrailAssessment(
+            verdict: .hold, reasons: ["crash rate higher when exposed"], refuses: true)
         _ = s.handle(.previewReady(fresh))
         guard case .confirm(let preview, _)? = s.overlay else {
             Issue.record("no confirm dialog: \(String(describing: s.overlay))")
@@ -234,7 +237,10 @@ struct DrillDownTests {
     @Test("the typed reason survives the re-judged dialog and a conflict's re-apply")
     func reasonKept() {
         var s = Fixture.state(Fixture.model())
-        guard case .preview(let request)? = press(&s, .character("+")).first else { return }
+        guard case .preview(let request)? = press(&s, .character("+")).first else {
+            Issue.record("the key asked for no preview")
+            return
+        }
         _ = s.handle(.previewReady(Fixture.preview(for: request)))
         press(&s, .character("y"))
         type(&s, "crash-free flat for an hour")
@@ -263,7 +269,10 @@ struct DrillDownTests {
     func dialogAheadOfTheSnapshot() {
         // A conflict's re-apply is prepared on the winner (v43) before the console's poll has read it (v42).
         var s = Fixture.state(Fixture.model())
-        guard case .preview(let request)? = press(&s, .character("+")).first else { return }
+        guard case .preview(let request)? = press(&s, .character("+")).first else {
+            Issue.record("the key asked for no preview")
+            return
+        }
         var ahead = Fixture.preview(for: request)
         ahead.baseVersion = "43"
         _ = s.handle(.previewReady(ahead))
@@ -288,7 +297,10 @@ struct DrillDownTests {
     @Test("u pressed before a colleague's publish stays pinned to the version it meant")
     func rollbackPinned() {
         var s = Fixture.state(Fixture.model())
-        guard case .preview(let request)? = press(&s, .character("u")).first else { return }
+        guard case .preview(let request)? = press(&s, .character("u")).first else {
+            Issue.record("the key asked for no preview")
+            return
+        }
         var p = Fixture.preview(for: request)
         p.guardrail = GuardrailAssessment(verdict: .ok, reasons: [])
         _ = s.handle(.previewReady(p))
@@ -304,7 +316,10 @@ struct DrillDownTests {
     @Test("a re-preview the write path turns down closes the dialog and says why")
     func revisionFails() {
         var s = Fixture.state(Fixture.model())
-        guard case .preview(let request)? = press(&s, .character("+")).first else { return }
+        guard case .preview(let request)? = press(&s, .character("+")).first else {
+            Issue.record("the key asked for no preview")
+            return
+        }
         _ = s.handle(.previewReady(Fixture.preview(for: request)))
         var killed = Fixture.model(state: .killed)
         killed.header.templateVersion = "43"
@@ -342,7 +357,10 @@ struct MouseTests {
     func buttons() throws {
         for size in [Size(width: 80, height: 24), Size(width: 200, height: 60)] {
             var s = Fixture.state(Fixture.model(), size: size)
-            guard case .preview(let request)? = s.handle(.key(.character("+"))).first else { return }
+            guard case .preview(let request)? = s.handle(.key(.character("+"))).first else {
+                Issue.record("the key asked for no preview")
+                return
+            }
             _ = s.handle(.previewReady(Fixture.preview(for: request)))
             let grid = ConsoleScreen.render(s, size: size)
             let publish = try #require(Self.point(of: "[ Publish ]", in: grid))
@@ -386,7 +404,10 @@ struct MouseTests {
         let row = try #require(Self.point(of: "v40", in: grid))
         #expect(grid.target(at: row) == .row(2))
         #expect(s.handle(.click(.row(2))) == [])
-        guard case .history(_, let cursor)? = s.overlay else { return }
+        guard case .history(_, let cursor)? = s.overlay else {
+            Issue.record("no history overlay: \(String(describing: s.overlay))")
+            return
+        }
         #expect(cursor.selected == 2)
         #expect(s.handle(.click(.row(2))) == [.loadVersion(40)])
     }
@@ -402,7 +423,8 @@ struct AnnotatedChartTests {
         model.changes.insert(
             ChangeRecord(
                 version: "43", at: Fixture.at(5), actor: "bo@example.com", kind: .nudge,
-                from: RolloutPosition(microPercent: MicroPercent(12_500_000)), to: RolloutPosition(microPercent: MicroPercent(13_500_000)),
+                from: RolloutPosition(microPercent: MicroPercent(12_500_000)),
+                to: RolloutPosition(microPercent: MicroPercent(13_500_000)),
                 reason: ""), at: 0)
         let lines = ConsoleScreen.render(Fixture.state(model, size: size), size: size).lines
         let publ = try #require(lines.first { $0.contains("│ publ ") })

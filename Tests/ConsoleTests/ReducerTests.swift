@@ -42,7 +42,8 @@ struct MainKeyTests {
     @Test(
         "+ and → nudge up by the step; - and ← nudge down",
         arguments: [
-            (Key.character("+"), Int64(1_000_000)), (.right, 1_000_000), (.character("-"), -1_000_000), (.left, -1_000_000),
+            (Key.character("+"), Int64(1_000_000)), (.right, 1_000_000), (.character("-"), -1_000_000),
+            (.left, -1_000_000),
         ])
     func nudges(_ key: Key, _ micro: Int64) {
         let delta = MicroPercent(micro)
@@ -358,10 +359,12 @@ struct WritePathTests {
     func staleAnswers() {
         var s = ready()
         press(&s, .character("+"), .escape)
-        _ = s.handle(.previewReady(Fixture.preview(for: ChangeRequest(id: 1, operation: .nudge(by: MicroPercent(1_000_000))))))
+        _ = s.handle(
+            .previewReady(Fixture.preview(for: ChangeRequest(id: 1, operation: .nudge(by: MicroPercent(1_000_000))))))
         #expect(s.overlay == nil)
         press(&s, .character("+"))
-        _ = s.handle(.previewReady(Fixture.preview(for: ChangeRequest(id: 1, operation: .nudge(by: MicroPercent(1_000_000))))))
+        _ = s.handle(
+            .previewReady(Fixture.preview(for: ChangeRequest(id: 1, operation: .nudge(by: MicroPercent(1_000_000))))))
         #expect(s.overlay == .preparing(ChangeRequest(id: 2, operation: .nudge(by: MicroPercent(1_000_000)))))
         _ = s.handle(.previewFailed(requestID: 2, message: "already at 100%"))
         #expect(s.overlay == nil)
@@ -394,7 +397,8 @@ struct WritePathTests {
         _ = s.handle(
             .publishConflict(
                 PublishConflict(
-                    request: request, expectedVersion: "42", intervening: [], current: RolloutPosition(microPercent: MicroPercent(1)))
+                    request: request, expectedVersion: "42", intervening: [],
+                    current: RolloutPosition(microPercent: MicroPercent(1)))
             ))
         #expect(press(&s, .enter) == [])
         #expect(s.overlay == nil)
@@ -408,7 +412,8 @@ struct ListViewTests {
             let from = MicroPercent(Int64(i))
             return ChangeRecord(
                 version: String(100 - i), at: Fixture.at(Int64(i * 60)), actor: "ana@example.com",
-                kind: .nudge, from: RolloutPosition(microPercent: from), to: RolloutPosition(microPercent: from + MicroPercent(1)),
+                kind: .nudge, from: RolloutPosition(microPercent: from),
+                to: RolloutPosition(microPercent: from + MicroPercent(1)),
                 reason: "r\(i)")
         }
     }
@@ -445,7 +450,10 @@ struct ListViewTests {
         _ = s.handle(.historyLoaded(Self.records(50)))
         press(&s, .end)
         _ = s.handle(.resize(Size(width: 80, height: 16)))
-        guard case .history(_, let cursor)? = s.overlay else { return }
+        guard case .history(_, let cursor)? = s.overlay else {
+            Issue.record("no history overlay: \(String(describing: s.overlay))")
+            return
+        }
         #expect(cursor.selected == 49)
         #expect(cursor.offset == 50 - ConsoleScreen.listRows(for: Size(width: 80, height: 16)))
     }
