@@ -48,3 +48,13 @@ extension String {
         return self + String(repeating: " ", count: width - n)
     }
 }
+
+extension StringProtocol {
+    /// The text in single quotes as an error message quotes it: whole when short, else its first `limit`
+    /// characters and its size (`'aaaa…' (10485760 bytes)`), so that a bad value of megabytes is never echoed whole.
+    public func quotedExcerpt(_ limit: Int = 60) -> String {
+        // Bytes first: a short text costs no character walk.
+        guard utf8.count > limit, count > limit else { return "'\(self)'" }
+        return "'\(prefix(limit))…' (\(utf8.count) bytes)"
+    }
+}

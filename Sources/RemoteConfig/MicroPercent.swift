@@ -1,3 +1,5 @@
+import Platform
+
 /// A percentage as an exact integer count of micro-percent (1% = 1,000,000; 100% = 100,000,000).
 ///
 /// Firebase stores percent conditions in micro-percent, and percentages must stay exact: `10.1 + 0.1` must be
@@ -52,17 +54,17 @@ public struct MicroPercent: Hashable, Comparable, Sendable, CustomStringConverti
     public static func parse(_ text: String, allowSign: Bool = false) throws(PercentParseError) -> MicroPercent {
         // Over the UTF-8 bytes: every character that matters is ASCII, and a Character walk's first use in a
         // process costs more than the rest of the parse (grapheme breaking tables).
-        func fail(_ reason: String) -> PercentParseError { PercentParseError(input: text, reason: reason) }
+        func fail(_ kind: PercentParseError.Kind) -> PercentParseError { PercentParseError(input: text, kind: kind) }
         let bytes = Array(text.utf8)
         var lo = 0
         var hi = bytes.count
         while lo < hi, bytes[lo] == UInt8(ascii: " ") || bytes[lo] == UInt8(ascii: "\t") { lo += 1 }
         while hi > lo, bytes[hi - 1] == UInt8(ascii: " ") || bytes[hi - 1] == UInt8(ascii: "\t") { hi -= 1 }
-        guard lo < hi else { throw fail("a percentage is required") }
+        guard lo < hi else { throw fail(.empty) }
         if bytes[hi - 1] == UInt8(ascii: "%") { hi -= 1 }
         var negative = false
         if lo < hi, bytes[lo] == UInt8(ascii: "+") || bytes[lo] == UInt8(ascii: "-") {
-            guard allowSign || bytes[lo] == UInt8(ascii: "-") else { throw fail("no sign expected") }
+            guard allowSign || bytes[lo] == UInt8(ascii: "-") else { throw fail(.unexpectedSign) }
             negative = bytes[lo] == UInt8(ascii: "-")
             lo += 1
         }
@@ -72,21 +74,47 @@ public struct MicroPercent: Hashable, Comparable, Sendable, CustomStringConverti
         let fracDigits = dot.map { s[($0 + 1)...] } ?? []
         func isDigits(_ d: ArraySlice<UInt8>) -> Bool { d.allSatisfy { $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") } }
         guard !wholeDigits.isEmpty || dot != nil, isDigits(wholeDigits), isDigits(fracDigits), dot == nil || !fracDigits.isEmpty
-        else { throw fail("not a number (expected e.g. 25 or 12.5)") }
-        guard fracDigits.count <= 6 else { throw fail("at most 6 decimals (micro-percent precision)") }
-        guard wholeDigits.count <= 12 else { throw fail("out of range 0 to 100") }
+        else { throw fail(.notANumber) }
+        guard fracDigits.count <= 6 else { throw fail(.tooPrecise) }
+        guard wholeDigits.count <= 12 else { throw fail(.outOfRange) }
         func value(_ d: ArraySlice<UInt8>) -> Int64 { d.reduce(0) { $0 * 10 + Int64($1 - UInt8(ascii: "0")) } }
         var frac = value(fracDigits)
         for _ in fracDigits.count..<6 { frac *= 10 }
         let micro = value(wholeDigits) * 1_000_000 + frac
-        if negative && !allowSign && micro != 0 { throw fail("out of range 0 to 100") }
+        // `-0` is not a percentage either: a sign where none is expected is refused whatever follows it.
+        if negative && !allowSign { throw fail(.unexpectedSign) }
         return MicroPercent(negative ? -micro : micro)
+    }
+
+    /// Parses a rollout percentage: `parse` without a sign, then the range 0 to 100. The one parser of every
+    /// percentage an operator types (`set`, plans, the console's `=`, `--percent`).
+    public static func parsePercentage(_ text: String) throws(PercentParseError) -> MicroPercent {
+        let p = try parse(text)
+        guard p.isValidPercentage else { throw PercentParseError(input: text, kind: .outOfRange) }
+        return p
     }
 }
 
-/// Why a percentage was refused.
+/// Why a percentage was refused: a kind that callers decide on, and the words shown to a person.
 public struct PercentParseError: Error, CustomStringConvertible, Sendable, Equatable {
+    public enum Kind: Sendable, Equatable {
+        case empty, notANumber, tooPrecise, outOfRange
+        /// `+5` or `-0` where a percentage, not a change, is expected.
+        case unexpectedSign
+    }
+
     public var input: String
-    public var reason: String
-    public var description: String { "invalid percentage '\(input)': \(reason)" }
+    public var kind: Kind
+
+    public var reason: String {
+        switch kind {
+        case .empty: "a percentage is required"
+        case .notANumber: "not a number (expected e.g. 25 or 12.5)"
+        case .tooPrecise: "at most 6 decimals (micro-percent precision)"
+        case .outOfRange: "out of range 0 to 100"
+        case .unexpectedSign: "no sign expected (a percentage from 0 to 100)"
+        }
+    }
+
+    public var description: String { "invalid percentage \(input.quotedExcerpt()): \(reason)" }
 }

@@ -1,7 +1,9 @@
+import Platform
+
 /// Why a text is not a duration.
 public struct DurationParseError: Error, Sendable, Equatable, CustomStringConvertible {
     public var input: String
-    public var description: String { "'\(input)' is not a duration such as 30s, 5m, 2h or 1h30m" }
+    public var description: String { "\(input.quotedExcerpt()) is not a duration such as 30s, 5m, 2h or 1h30m" }
 }
 
 extension Instant.Duration {

@@ -496,18 +496,11 @@ extension StoreCommands {
 extension StoreCommands {
     /// A percentage from 0 to 100 with at most 6 decimals; anything else is a usage error (exit 2).
     static func percentage(_ text: String, _ inv: Invocation) throws -> MicroPercent {
-        let p: MicroPercent
-        do {
-            p = try MicroPercent.parse(text)
-        } catch {
-            throw inv.usageError("\(error)")
-        }
-        guard p.isValidPercentage else { throw inv.usageError("invalid percentage '\(text)': out of range 0 to 100") }
-        return p
+        do { return try MicroPercent.parsePercentage(text) } catch { throw inv.usageError("\(error)") }
     }
 
     static func versionNumber(_ text: String, _ inv: Invocation) throws -> Int {
-        guard let n = Int(text), n >= 1 else { throw inv.usageError("'\(text)' is not a version number (1, 2, ...)") }
+        guard let n = Int(text), n >= 1 else { throw inv.usageError("\(text.quotedExcerpt()) is not a version number (1, 2, ...)") }
         return n
     }
 

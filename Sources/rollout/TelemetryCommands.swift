@@ -248,13 +248,10 @@ enum TelemetryCommands {
         if let p = invocation.value("--percent") {
             let exposed: RemoteConfig.MicroPercent
             do {
-                exposed = try RemoteConfig.MicroPercent.parse(p)
+                // The same parser and range as every other percentage: an invalid one is a usage error (exit 2).
+                exposed = try RemoteConfig.MicroPercent.parsePercentage(p)
             } catch {
                 throw invocation.usageError("--percent: \(error)")
-            }
-            // The same range as every other percentage: an invalid one is a usage error (exit 2).
-            guard exposed.isValidPercentage else {
-                throw invocation.usageError("--percent: invalid percentage '\(p)': out of range 0 to 100")
             }
             hypothesis.exposed = exposed
         }

@@ -52,13 +52,14 @@ public enum PercentText {
         guard !text.isEmpty else { throw .empty }
         let value: RemoteConfig.MicroPercent
         do {
-            value = try RemoteConfig.MicroPercent.parse(String(text))
+            value = try RemoteConfig.MicroPercent.parsePercentage(String(text))
         } catch {
-            if error.reason.hasPrefix("at most 6 decimals") { throw .tooPrecise(String(text)) }
-            if error.reason.hasPrefix("out of range") { throw .outOfRange(String(text)) }
-            throw .notANumber(String(text))
+            switch error.kind {
+            case .tooPrecise: throw .tooPrecise(String(text))
+            case .outOfRange, .unexpectedSign: throw .outOfRange(String(text))
+            case .empty, .notANumber: throw .notANumber(String(text))
+            }
         }
-        guard value.isValidPercentage else { throw .outOfRange(String(text)) }
         return value
     }
 }
