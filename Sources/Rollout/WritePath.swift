@@ -193,7 +193,7 @@ public struct WritePath {
                 template: template, ifMatch: request.force ? .any : .etag(base.etag), updateUser: request.actor,
                 updateOrigin: request.origin, updateType: updateType(request), description: String(request.reason.prefix(1024)),
                 rollbackSource: rollbackSource(request.intent), time: clock.now(),
-                audit: audit(proposal, request, result: .published, detail: details(request)))
+                audit: audit(proposal, request, result: .published, detail: details(request, proposal)))
             do {
                 let stored = try store.publish(publish)
                 return .published(stored, proposal, attempts: attempts)
@@ -280,6 +280,13 @@ public struct WritePath {
             stepUpCode: request.stepUpCode)
         proposal.protectionOverrides = overrides
         proposal.planStep = request.planStep
+        // Judged by what the templates do, with the evaluator's rules, not by the percentage field alone.
+        let seed = before?.seed ?? after?.seed ?? ""
+        proposal.effectBefore = Exposure.of(names.parameter, in: current, seed: before?.seed ?? seed)
+        proposal.effectAfter = Exposure.of(names.parameter, in: template, seed: after?.seed ?? seed)
+        if proposal.effectDiffersFromRollout, let b = proposal.effectBefore, let a = proposal.effectAfter {
+            proposal.summary += "; \(names.parameter) is \"true\" for \(b) → \(a) of installations"
+        }
         return (template, proposal)
     }
 
@@ -312,8 +319,11 @@ public struct WritePath {
         return plan.state == .rolling ? plan.percentage.description : "\(plan.percentage) (\(plan.state.rawValue))"
     }
 
-    private func details(_ request: Request) -> String {
+    private func details(_ request: Request, _ proposal: Proposal) -> String {
         var parts: [String] = []
+        if proposal.effectDiffersFromRollout, let b = proposal.effectBefore, let a = proposal.effectAfter {
+            parts.append("effective exposure \(b) → \(a)")
+        }
         if request.force { parts.append("forced (no compare-and-swap)") }
         if request.overrideGuardrail { parts.append("guardrail override") }
         if request.allowRolloutChange { parts.append("rollout protection overridden (--allow-rollout-change)") }

@@ -31,15 +31,35 @@ public struct Proposal: Sendable {
     /// The plan step this change publishes (set by the plan runner only), nil for every other change.
     public var planStep: PlanStepOrigin?
 
+    /// What the templates before and after do: the share of installations for which the flag is `"true"`,
+    /// measured by the evaluator's rules (`Exposure`), whatever the rollout's percentage field says. Set by the
+    /// write path for every proposal; nil only for a proposal built elsewhere (a test, a preview of a plan step).
+    public var effectBefore: Exposure?
+    public var effectAfter: Exposure?
+
     /// The exposure the change is judged on, before and after: what the devices get now or, for a killed
     /// rollout, what `resume` would expose (its percentage), so that changing a killed rollout's percentage is
     /// judged like the exposure it arms. A change that brings a killed rollout back (resume, or a rollback or
-    /// import to a rolling version) starts from what is exposed now: nothing. A not-started rollout is at 0.
+    /// import to a rolling version) starts from what is exposed now. A not-started rollout is at 0. Either side
+    /// is at least what its template does (`effectBefore`, `effectAfter`): an import that serves `"true"` to
+    /// everyone through its default value is a change to 100%, whatever its percentage field reads.
     public var exposedBefore: MicroPercent {
-        if before?.state == .killed, after?.state == .rolling { return .zero }
-        return Proposal.armed(before)
+        let effect = effectBefore?.possible ?? .zero
+        if before?.state == .killed, after?.state == .rolling { return effect }
+        return max(Proposal.armed(before), effect)
     }
-    public var exposedAfter: MicroPercent { Proposal.armed(after) }
+    public var exposedAfter: MicroPercent { max(Proposal.armed(after), effectAfter?.possible ?? .zero) }
+
+    /// Whether the templates do more or less than their rollout's percentage field says (a default of
+    /// `"true"`, another condition serving `"true"`): the summary then names the effect.
+    public var effectDiffersFromRollout: Bool {
+        func differs(_ plan: RolloutPlan?, _ effect: Exposure?) -> Bool {
+            guard let effect else { return false }
+            let served = plan?.state == .rolling ? plan!.percentage : .zero
+            return effect.certain != served || effect.possible != served
+        }
+        return differs(before, effectBefore) || differs(after, effectAfter)
+    }
 
     /// The percentage a rollout exposes or would expose on resume.
     static func armed(_ p: RolloutPlan?) -> MicroPercent {

@@ -131,4 +131,41 @@ struct WritePathTests {
         records.remove(at: 1)
         #expect(AuditChain.verify(records)?.sequence == 2)
     }
+
+    /// Item 5 of "Every door": an import that sets the flag's default to "true" at 5% was judged "5% → 5%" (no
+    /// reason, the guardrail let it pass) while every installation evaluated true. The write path now judges it by
+    /// what the template does: 5% → 100%, an increase like any other.
+    @Test func anImportIsJudgedByItsEffectNotItsPercentageField() throws {
+        let f = try Fixture()
+        _ = try f.path().execute(f.request(.set(MicroPercent(percent: 5))))
+        var template = try f.store.current().template.strippingVersionInfo()
+        var flag = template.parameter("AppAttestEnabled")!.json.objectValue!
+        flag["defaultValue"] = ["value": "true"]
+        template.setParameterJSON("AppAttestEnabled", .object(flag))
+
+        var request = WritePath.Request(intent: .importTemplate(template), actor: "ana@example.com", origin: "TEST")
+        let preview = try f.path().preview(request)
+        #expect(preview.proposal.exposedBefore == MicroPercent(percent: 5))
+        #expect(preview.proposal.exposedAfter == .hundred)
+        #expect(preview.proposal.increasesExposure)
+        #expect(preview.proposal.summary.contains("\"true\" for 5% → 100% of installations"))
+        // No reason: refused as any increase is; with one, a policy that refuses increases refuses it too.
+        #expect(throws: WritePath.Failure.self) { try f.path().execute(request) }
+        request.reason = "import"
+        #expect(throws: WritePath.Failure.self) { try f.path([RefuseIncreases()]).execute(request) }
+        #expect(try f.store.current().template.parameter("AppAttestEnabled")!.json["defaultValue"]?["value"] == .string("false"))
+        // A rollback to such a version is judged the same way.
+        guard case .published(let stored, _, _) = try f.path().execute(request) else {
+            Issue.record("expected the import to publish without policies")
+            return
+        }
+        _ = try f.path().execute(f.request(.set(MicroPercent(percent: 6))))
+        let back = try f.path().preview(
+            WritePath.Request(intent: .rollback(toVersion: stored.info.number - 1), actor: "ana@example.com", origin: "TEST"))
+        #expect(back.proposal.exposedBefore == .hundred && back.proposal.exposedAfter == MicroPercent(percent: 5))
+        #expect(!back.proposal.increasesExposure)
+        let forward = try f.path().preview(
+            WritePath.Request(intent: .rollback(toVersion: stored.info.number), actor: "ana@example.com", origin: "TEST"))
+        #expect(forward.proposal.exposedAfter == .hundred)
+    }
 }
