@@ -1,3 +1,4 @@
+import Platform
 import RemoteConfig
 import Timekeeping
 
@@ -138,8 +139,15 @@ public struct RampPlanError: Error, Sendable, Equatable, CustomStringConvertible
 }
 
 extension RampPlan {
-    /// Reads a plan file; every mistake is reported with its line.
+    /// The largest plan file read, in bytes: a plan is a few dozen lines, and the store keeps its text.
+    public static let maximumBytes = 64 * 1024
+
+    /// Reads a plan file; every mistake is reported with its line, quoting at most an excerpt of the text.
     public static func parse(_ text: String) throws(RampPlanError) -> RampPlan {
+        guard text.utf8.count <= maximumBytes else {
+            throw RampPlanError(
+                line: 0, "the plan is \(text.utf8.count) bytes; a plan file is at most \(maximumBytes / 1024) KiB")
+        }
         var name: String?
         var defaults = RampGates()
         var timeout: Instant.Duration?
@@ -182,15 +190,15 @@ extension RampPlan {
                 case ("hold", .pause?), ("hold", .wait?): actions.onHold = action!
                 case ("halt", .kill?), ("halt", .pause?): actions.onHalt = action!
                 case ("watch", _), ("hold", _):
-                    throw RampPlanError(line: n, "on \(rest[0]): the action is 'pause' or 'wait', not '\(rest[1])'")
+                    throw RampPlanError(line: n, "on \(rest[0]): the action is 'pause' or 'wait', not \(rest[1].quotedExcerpt())")
                 case ("halt", _):
-                    throw RampPlanError(line: n, "on halt: the action is 'kill' or 'pause', not '\(rest[1])'")
-                default: throw RampPlanError(line: n, "'on' takes watch, hold or halt, not '\(rest[0])'")
+                    throw RampPlanError(line: n, "on halt: the action is 'kill' or 'pause', not \(rest[1].quotedExcerpt())")
+                default: throw RampPlanError(line: n, "'on' takes watch, hold or halt, not \(rest[0].quotedExcerpt())")
                 }
             case "step":
                 stepLines.append((n, rest))
             default:
-                throw RampPlanError(line: n, "unknown statement '\(keyword)' (name, gate, timeout, on, step)")
+                throw RampPlanError(line: n, "unknown statement \(keyword.quotedExcerpt()) (name, gate, timeout, on, step)")
             }
         }
         var steps: [RampStep] = []
@@ -213,7 +221,7 @@ extension RampPlan {
                         line: n,
                         "'protected' is not written in the plan: the step-up policy decides which steps need a code")
                 default:
-                    guard let value = rest.first else { throw RampPlanError(line: n, "'\(key)' needs a value") }
+                    guard let value = rest.first else { throw RampPlanError(line: n, "\(key.quotedExcerpt()) needs a value") }
                     rest = rest.dropFirst()
                     switch key {
                     case "hold": step.hold = try duration(value, line: n)
@@ -242,17 +250,14 @@ extension RampPlan {
         default:
             throw RampPlanError(
                 line: n,
-                "unknown gate '\(key)' (ok-for, users, sessions, propagation, load, window; on a step also hold, timeout)"
+                "unknown gate \(key.quotedExcerpt()) (ok-for, users, sessions, propagation, load, window; on a step also hold, timeout)"
             )
         }
     }
 
     private static func percentage(_ text: Substring, line n: Int) throws(RampPlanError) -> MicroPercent {
         let bare = text.hasSuffix("%") ? String(text.dropLast()) : String(text)
-        let p: MicroPercent
-        do { p = try MicroPercent.parse(bare) } catch { throw RampPlanError(line: n, error.description) }
-        guard p.isValidPercentage else { throw RampPlanError(line: n, "'\(text)' is not a percentage from 0% to 100%") }
-        return p
+        do { return try MicroPercent.parsePercentage(bare) } catch { throw RampPlanError(line: n, error.description) }
     }
 
     private static func duration(_ text: Substring, line n: Int) throws(RampPlanError) -> Instant.Duration {
@@ -261,12 +266,12 @@ extension RampPlan {
 
     private static func positive(_ text: Substring, line n: Int) throws(RampPlanError) -> Instant.Duration {
         let d = try duration(text, line: n)
-        guard d.microseconds > 0 else { throw RampPlanError(line: n, "'\(text)' must be longer than 0s") }
+        guard d.microseconds > 0 else { throw RampPlanError(line: n, "\(text.quotedExcerpt()) must be longer than 0s") }
         return d
     }
 
     private static func count(_ text: Substring, line n: Int) throws(RampPlanError) -> Int64 {
-        guard let v = Int64(text), v >= 0 else { throw RampPlanError(line: n, "'\(text)' is not a whole number ≥ 0") }
+        guard let v = Int64(text), v >= 0 else { throw RampPlanError(line: n, "\(text.quotedExcerpt()) is not a whole number ≥ 0") }
         return v
     }
 
@@ -281,7 +286,7 @@ extension RampPlan {
         }
         let parts = text.split(separator: "-", omittingEmptySubsequences: false)
         guard parts.count == 2, let a = minute(parts[0]), let b = minute(parts[1]), a != b else {
-            throw RampPlanError(line: n, "'\(text)' is not a time-of-day window such as 09:00-17:00 (UTC)")
+            throw RampPlanError(line: n, "\(text.quotedExcerpt()) is not a time-of-day window such as 09:00-17:00 (UTC)")
         }
         return TimeOfDayWindow(startMinute: a, endMinute: b)
     }

@@ -24,12 +24,23 @@ public struct StoredRampPlan: Sendable {
 
 /// Why a plan command did nothing.
 public struct RampPlanFailure: Error, Sendable, CustomStringConvertible {
+    /// What a caller decides on (the CLI's exit code); never the words.
+    public enum Kind: Sendable, Equatable {
+        /// The plan or the store is not in a state that allows it.
+        case failure
+        /// A usage problem (a plan file that does not parse).
+        case usage
+        /// Refused by a policy (a step-up code).
+        case refused
+    }
+
     public var description: String
-    /// A usage problem (a plan file that does not parse), not a refusal.
-    public var isUsage = false
-    public init(_ description: String, isUsage: Bool = false) {
+    public var kind: Kind
+    public var isUsage: Bool { kind == .usage }
+
+    public init(_ description: String, kind: Kind = .failure) {
         self.description = description
-        self.isUsage = isUsage
+        self.kind = kind
     }
 }
 
@@ -160,11 +171,11 @@ public struct RampPlanStates {
         if session.readOnly { throw WritePath.Failure.readOnly }
         let plan: RampPlan
         do { plan = try RampPlan.parse(source) } catch {
-            throw RampPlanFailure("invalid plan: \(error)", isUsage: true)
+            throw RampPlanFailure("invalid plan: \(error)", kind: .usage)
         }
         guard approvalFor.microseconds > 0, approvalFor <= Self.longestApproval else {
             throw RampPlanFailure(
-                "a pre-approval lasts more than 0s and at most \(Self.longestApproval.compactText)", isUsage: true)
+                "a pre-approval lasts more than 0s and at most \(Self.longestApproval.compactText)", kind: .usage)
         }
         let now = session.clock.now()
         // The first step starts from what the rollout exposes (or would expose on resume), as its proposal will.
@@ -193,7 +204,7 @@ public struct RampPlanStates {
                         ))
                 }
                 guard let acting = try? OperatorID(actor) else {
-                    return .failure(RampPlanFailure("\(actor) cannot be enrolled, so it cannot pass step-up"))
+                    return .failure(RampPlanFailure("\(actor) cannot be enrolled, so it cannot pass step-up", kind: .refused))
                 }
                 approved = protected.map(\.0)
                 // One check of the code for the span of every protected step: it needs a code whenever any
@@ -205,7 +216,7 @@ public struct RampPlanStates {
                 let decision = try session.stepUp.authorize(change, by: acting, code: code, at: session.clock) {
                     _ = try session.config.appendAudit($0.auditEntry)
                 }
-                if let refusal = decision.refusal { return .failure(RampPlanFailure("refused: \(refusal)")) }
+                if let refusal = decision.refusal { return .failure(RampPlanFailure("refused: \(refusal)", kind: .refused)) }
             }
             let row = RampPlanTable.Row(
                 name: plan.name, source: source, startedBy: actor, startedAt: now,
@@ -373,6 +384,16 @@ public final class RampPlanRunner {
             guard try plans.loadPlan()?.revision == stored.row.revision else {
                 var look = Look(status: status, plan: stored, decision: decision)
                 look.done = "another runner changed the plan first; looking again"
+                return (look, nil)
+            }
+            // And the version the status was judged on, second: the plan and the status it is judged against must be
+            // one snapshot. A status read before another runner's advance, with the plan read after it, would see
+            // the plan at step N and the rollout still below it, and pause the plan as changed outside it; the
+            // plan's revision alone cannot tell, since the advance and the plan's step were written together.
+            // A change published after this check moves the plan's revision or the ETag the write path swaps on.
+            guard try self.session.config.current().etag == status.current.etag else {
+                var look = Look(status: status, plan: stored, decision: decision)
+                look.done = "the store moved on since the status was read; looking again"
                 return (look, nil)
             }
             return try self.act(stored, decision, status: status, code: code, holdBack: holdBack)

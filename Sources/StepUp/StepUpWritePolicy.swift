@@ -76,10 +76,15 @@ public struct StepUpPreApproval: Sendable, Equatable {
     }
 
     /// The covered step `proposal` publishes, or nil: it must be the plan runner's write of one of the steps of
-    /// this plan, moving exposure exactly as approved, with no flag of its own (`--force`, a guardrail override,
-    /// a rollout-protection override), before the expiry.
+    /// this plan, by the operator who approved it, moving exposure exactly as approved, with no flag of its own
+    /// (`--force`, a guardrail override, a rollout-protection override), before the expiry.
+    ///
+    /// Only the approver's own runner: a code proves that one person was at the device, so a runner started by
+    /// anyone else (an operator who is not enrolled, or one who would need a code of their own) publishes a
+    /// protected step only with that person's code.
     public func covering(_ proposal: Proposal, at now: Instant) -> Step? {
-        guard let origin = proposal.planStep, origin.plan == plan, now < expiresAt, !proposal.force,
+        guard let origin = proposal.planStep, origin.plan == plan, proposal.actor == approvedBy, now < expiresAt,
+            !proposal.force,
             !proposal.overrideGuardrail, proposal.protectionOverrides.isEmpty,
             proposal.kind == .set
         else { return nil }

@@ -1,5 +1,6 @@
 import CommandLineKit
 import FoundationEssentials
+import Platform
 import Glibc
 import JSON
 import Monitoring
@@ -57,9 +58,17 @@ enum PlanCommands {
                 }
                 guard inv.value("--code") != nil else { throw inv.usageError("--approve-for goes with --code") }
             }
-            guard let data = FileManager.default.contents(atPath: file), let text = String(data: data, encoding: .utf8)
-            else {
-                throw CommandError("cannot read the plan file \(file)")
+            // Read no further than the plan's limit: a larger file is refused without being loaded whole.
+            let bytes: [UInt8]
+            do { bytes = try Files.read(file, limit: RampPlan.maximumBytes + 2) } catch {
+                throw CommandError("cannot read the plan file \(error)")
+            }
+            guard bytes.count <= RampPlan.maximumBytes else {
+                throw inv.usageError(
+                    "\(file): a plan file is at most \(RampPlan.maximumBytes / 1024) KiB; this one is larger")
+            }
+            guard let text = String(utf8Bytes: bytes) else {
+                throw inv.usageError("\(file): the plan file is not UTF-8 text")
             }
             let session = try planSession(inv)
             do {
@@ -77,7 +86,7 @@ enum PlanCommands {
                 return .ok
             } catch let e as RampPlanFailure {
                 if e.isUsage { throw inv.usageError("\(file): \(e.description)") }
-                throw CommandError(e.description, exit: e.description.hasPrefix("refused") ? .refused : .failure)
+                throw CommandError(e.description, exit: e.kind == .refused ? .refused : .failure)
             }
         })
 

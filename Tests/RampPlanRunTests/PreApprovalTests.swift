@@ -106,6 +106,40 @@ import Timekeeping
         #expect(try f.states.load() == nil)
     }
 
+    /// "Every door", item 10: a pre-approved plan was run to its protected step by an operator who was not enrolled
+    /// (the pre-approval covered any runner). It covers only the approver's own runner now.
+    @Test func anotherOperatorsRunnerCannotUseThePreApproval() throws {
+        let f = try Fixture()
+        _ = try f.states.start(source: Self.plan, actor: Self.ana, code: f.code())
+        let bob = try Wiring.session(path: f.path, operatorID: "bob@example.com", clock: f.clock)
+        let look = try #require(try RampPlanRunner(session: bob).look())
+        #expect(look.published == nil, "\(look.done ?? "")")
+        #expect(try f.percentage() == .zero)
+        #expect(try f.audit().contains { $0.actor == "bob@example.com" && $0.result == .stepUpRefused })
+        // The approver's own runner still publishes the step.
+        #expect(try f.look().published != nil)
+        #expect(try f.percentage() == MicroPercent(percent: 30))
+    }
+
+    /// "Every door", item 9: two runners started together; one published step 1 and the other paused the plan as
+    /// "changed outside the plan: the rollout is at 0%, not at step 1's 5%" (3 of 20 trials). The loser had read
+    /// the status before the winner's advance and the plan after it; the pause passed the plan's compare-and-swap.
+    /// Here the interleaving is made exact: runner A reads its status, runner B advances, A looks with that status.
+    @Test func aStatusReadBeforeAnotherRunnersAdvancePausesNothing() throws {
+        let f = try Fixture()
+        _ = try f.states.start(source: "name race\nstep 5% hold 1h\nstep 8%\n", actor: Self.ana)
+        let a = try RampPlanRunner(session: f.session)
+        let stale = try a.monitor.status()
+        let b = try f.look()
+        #expect(b.published != nil && b.decision.state.reached == 1, "\(b.done ?? "")")
+        let look = try #require(try a.look(status: stale))
+        #expect(look.published == nil)
+        let stored = try #require(try f.states.load())
+        #expect(stored.state.phase == .running, "\(stored.state.reason)")
+        #expect(stored.state.reached == 1)
+        #expect(!(try f.audit().contains { $0.action == "plan pause" }))
+    }
+
     @Test func aManualWriteCannotUseThePreApproval() throws {
         let f = try Fixture()
         _ = try f.states.start(source: Self.plan, actor: Self.ana, code: f.code())

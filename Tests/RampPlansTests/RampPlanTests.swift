@@ -55,7 +55,7 @@ struct RampPlanFileTests {
         ("name p\nstep 5%\nstep 5%", 3, "steps must go up: 5% after 5% (line 2)"),
         ("name p\nstep 10%\nstep 5%", 3, "steps must go up"),
         ("name p\nstep 0%", 2, "above 0%"),
-        ("name p\nstep 101%", 2, "not a percentage from 0% to 100%"),
+        ("name p\nstep 101%", 2, "out of range 0 to 100"),
         ("name p\nstep 1.0000001%", 2, "invalid percentage"),
         ("name p\nstep abc", 2, "invalid percentage"),
         ("name p\nstep 5% hold", 2, "'hold' needs a value"),
