@@ -1,3 +1,4 @@
+import AppCheck
 import CommandLineKit
 import Console
 import FirebaseRemoteConfig
@@ -311,6 +312,11 @@ struct PostgresSettingsTables: SettingsTables {
         try stepUp.authorize(change, by: actor, code: code, at: clock, audit: audit)
     }
     func appendAudit(_ entry: Rollout.AuditEntry) throws { _ = try config.appendAudit(entry) }
+    func appCheckState() throws -> any AppCheckState {
+        // On the config store's connection: its writes join the intent's transaction. Private keys are sealed
+        // with this machine's team store key, as every other writer of these tables seals them.
+        PostgresAppCheckState(store: config, key: try Wiring.teamStoreKey(create: false).key)
+    }
 }
 
 extension TeamSession {

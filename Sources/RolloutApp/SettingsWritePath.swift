@@ -1,11 +1,13 @@
+import AppCheck
+import Crypto
 import Rollout
 import StepUp
 import Store
 import Telemetry
 import Timekeeping
 
-/// The write path of the settings that decide later writes: the step-up policy, the guardrail settings and the
-/// removal of an operator.
+/// The write path of the settings that decide later writes: the step-up policy, the guardrail settings, the
+/// removal of an operator and the App Check exchange's registrations (apps, debug tokens, signing keys).
 ///
 /// Like `WritePath` for templates, each intent is validated, judged by the step-up policy in force (the same
 /// `requiresStepUp` rules, the same replay-safe `OperatorTables.authorize`), applied and audited in one write
@@ -41,6 +43,22 @@ public struct SettingsWritePath {
         case startEnrolment(OperatorID, approver: OperatorID?)
         /// Confirm the pending enrolment of `id` with a code of its new authenticator (the intent's `code`).
         case confirmEnrolment(OperatorID)
+        /// Register, change or remove what the App Check exchange trusts and signs with.
+        case appCheck(AppCheckChange)
+    }
+
+    /// A change to the App Check exchange's registrations. Each one decides what `serve` accepts or mints (an app
+    /// that trusts the demo authority accepts simulated devices; a debug token is a credential; a rotation picks
+    /// the key every token is signed with), so each is audited and judged by step-up (policy key `appcheck`).
+    public enum AppCheckChange: Sendable, Equatable {
+        /// Register `app` (or replace the app of that id) in `project`; the demo authority is created when the app
+        /// trusts it and none exists.
+        case registerApp(AppAttestApp, project: AppCheckProject)
+        case removeApp(appId: String)
+        case addDebugToken(DebugTokenRecord)
+        case removeDebugToken(appId: String, name: String)
+        /// A new signing key; the others stay published for `overlap` (default: the longest token lifetime).
+        case rotateKeys(overlap: Instant.Duration?)
     }
 
     public enum Outcome: Sendable, Equatable {
@@ -52,6 +70,8 @@ public struct SettingsWritePath {
         /// The enrolment is pending: show its secret (this once) and confirm it with a code.
         case enrolmentStarted(PendingEnrolment)
         case enrolled(approvedBy: OperatorID?)
+        /// An App Check registration was applied, described for the audit log and the operator.
+        case appCheckChanged(String)
         /// The code did not confirm the enrolment; it stays pending with `next` (its attempts counted).
         case confirmationRefused(next: PendingEnrolment, outcome: CodeOutcome)
     }
@@ -111,6 +131,22 @@ public struct SettingsWritePath {
                             result: .recorded))
                     return .changed(from: before, to: after)
                 }
+            case .appCheck(let registration):
+                let state = try db.appCheckState()
+                let prepared: (summary: String, apply: () throws -> String)
+                switch Self.prepare(registration, state: state, now: clock.now()) {
+                case .success(let p): prepared = p
+                case .failure(let f): return .failure(f)
+                }
+                change = StepUpChange(.appCheckChange, detail: prepared.summary)
+                apply = {
+                    let done = try prepared.apply()
+                    try db.appendAudit(
+                        AuditEntry(
+                            time: clock.now(), actor: actor, action: "appcheck " + prepared.summary, to: done,
+                            result: .recorded))
+                    return .appCheckChanged(done)
+                }
             case .startEnrolment(let id, let approver):
                 return try startEnrolment(id, approver: approver, code: code, policy: policy, in: db)
             case .confirmEnrolment(let id):
@@ -154,6 +190,99 @@ public struct SettingsWritePath {
             return .success(try apply())
         }
         return try result.get()
+    }
+
+    // MARK: App Check
+
+    /// Validates `change` against the state and returns its summary and the write that applies it (returning what
+    /// was done, in words); writes nothing itself.
+    static func prepare(_ change: AppCheckChange, state: any AppCheckState, now: Instant) -> Result<
+        (summary: String, apply: () throws -> String), Failure
+    > {
+        do {
+            let existing = try state.configuration()
+            switch change {
+            case .registerApp(let app, let project):
+                if let existing, existing.project != project {
+                    return .failure(
+                        .unavailable(
+                            "the store serves project \(existing.project.id) (\(existing.project.number)); one project per store"))
+                }
+                var apps = existing?.apps ?? []
+                let before = apps.first { $0.appId == app.appId }
+                if before == app { return .failure(.unavailable("\(app.appId) is registered so already; nothing changed")) }
+                if let i = apps.firstIndex(where: { $0.appId == app.appId }) { apps[i] = app } else { apps.append(app) }
+                let words =
+                    "\(app.appId) for \(app.identity.appId) (\(app.environment.rawValue), tokens \(Int(app.tokenTTL.seconds))s"
+                    + (app.trustsDemoRoot ? ", trusts the demo authority)" : ")")
+                return .success(
+                    (
+                        (before == nil ? "app add " : "app change ") + app.appId,
+                        {
+                            try state.saveConfiguration(AppCheckConfiguration(project: project, apps: apps))
+                            if app.trustsDemoRoot { _ = try DemoCertificateAuthority.loadOrCreate(in: state) }
+                            return words
+                        }
+                    ))
+            case .removeApp(let appId):
+                guard let existing, existing.apps.contains(where: { $0.appId == appId }) else {
+                    return .failure(.unavailable("app \(appId) is not registered ('rollout appcheck app list')"))
+                }
+                let apps = existing.apps.filter { $0.appId != appId }
+                return .success(
+                    (
+                        "app remove \(appId)",
+                        {
+                            try state.saveConfiguration(AppCheckConfiguration(project: existing.project, apps: apps))
+                            return "removed \(appId)"
+                        }
+                    ))
+            case .addDebugToken(let token):
+                guard let existing, existing.apps.contains(where: { $0.appId == token.appId }) else {
+                    return .failure(.unavailable("app \(token.appId) is not registered (rollout appcheck app add)"))
+                }
+                return .success(
+                    (
+                        "debug-token add \(token.appId) \(token.name)",
+                        {
+                            try state.addDebugToken(token)
+                            // The token itself is never written anywhere but to the operator: its digest names it.
+                            return "debug token '\(token.name)' for \(token.appId), sha256 \(Hex.encode(token.digest).prefix(16))…"
+                        }
+                    ))
+            case .removeDebugToken(let appId, let name):
+                guard try state.debugTokens().contains(where: { $0.appId == appId && $0.name == name }) else {
+                    return .failure(.unavailable("no debug token named '\(name)' for \(appId)"))
+                }
+                return .success(
+                    (
+                        "debug-token remove \(appId) \(name)",
+                        {
+                            let n = try state.removeDebugToken(appId: appId, name: name)
+                            return "removed \(n) debug token(s) named '\(name)' for \(appId)"
+                        }
+                    ))
+            case .rotateKeys(let requested):
+                let longest = existing?.apps.map(\.tokenTTL).max() ?? .hours(1)
+                let overlap = requested ?? longest
+                guard overlap >= longest else {
+                    return .failure(
+                        .invalid(
+                            "--overlap \(Int(overlap.seconds))s is shorter than the longest token lifetime (\(Int(longest.seconds))s): "
+                                + "tokens signed by the old key would stop verifying before they expire"))
+                }
+                return .success(
+                    (
+                        "keys rotate",
+                        {
+                            let key = try AppCheckExchange.rotateSigningKeys(state: state, now: now, overlap: overlap)
+                            return "signing with \(key.kid); older keys published until \((now + overlap).iso8601)"
+                        }
+                    ))
+            }
+        } catch {
+            return .failure(.unavailable("cannot read the App Check tables: \(error)"))
+        }
     }
 
     // MARK: Enrolment
@@ -259,6 +388,8 @@ public protocol SettingsTables {
         audit: (StepUpAuditEvent) throws -> Void
     ) throws -> StepUpDecision
     func appendAudit(_ entry: AuditEntry) throws
+    /// The App Check exchange's state on this transaction's connection: what it writes joins the transaction.
+    func appCheckState() throws -> any AppCheckState
 }
 
 /// Where a settings intent runs: one write transaction of the store (everything the intent writes, its audit
@@ -317,4 +448,5 @@ struct SQLiteSettingsTables: SettingsTables {
         try OperatorTables.authorize(change, by: actor, code: code, in: db, clock: clock, audit: audit)
     }
     func appendAudit(_ entry: AuditEntry) throws { _ = try config.appendAudit(entry) }
+    func appCheckState() throws -> any AppCheckState { try AppCheckStateTables(database: db) }
 }

@@ -16,6 +16,8 @@ public struct StepUpChange: Sendable, Equatable {
         case policyChange = "policy-change"
         case operatorEnroll = "operator-enroll"
         case operatorRemove = "operator-remove"
+        /// An App Check registration: an app (and its trust of the demo authority), a debug token, a key rotation.
+        case appCheckChange = "appcheck"
     }
 
     public var kind: Kind
@@ -51,7 +53,7 @@ public struct StepUpChange: Sendable, Equatable {
         switch kind {
         case .set, .nudge, .kill, .resume, .rollback, .reseed, .importTemplate:
             parts.append("\(Percent.format(from)) -> \(Percent.format(to))")
-        case .policyChange, .operatorEnroll, .operatorRemove:
+        case .policyChange, .operatorEnroll, .operatorRemove, .appCheckChange:
             break
         }
         if !detail.isEmpty { parts.append(detail) }
@@ -76,6 +78,7 @@ public enum StepUpReason: Sendable, Hashable, CustomStringConvertible {
     case policyChange
     case operatorEnrolment
     case operatorRemoval
+    case appCheckChange
     /// Removing, reseeding or retyping the rollout on purpose (`--allow-rollout-change`).
     case rolloutProtection
 
@@ -91,6 +94,7 @@ public enum StepUpReason: Sendable, Hashable, CustomStringConvertible {
         case .policyChange: "policy-change"
         case .operatorEnrolment: "operator-enroll"
         case .operatorRemoval: "operator-remove"
+        case .appCheckChange: "appcheck"
         case .rolloutProtection: "rollout-change"
         }
     }
@@ -108,6 +112,7 @@ public enum StepUpReason: Sendable, Hashable, CustomStringConvertible {
         case .policyChange: "a policy change"
         case .operatorEnrolment: "enrolling an operator"
         case .operatorRemoval: "removing an operator"
+        case .appCheckChange: "an App Check registration"
         case .rolloutProtection: "removing, reseeding or retyping the rollout (--allow-rollout-change)"
         }
     }
@@ -137,6 +142,7 @@ public func requiresStepUp(_ change: StepUpChange, policy: StepUpPolicy) -> [Ste
     case .policyChange where policy.policyChange: reasons.append(.policyChange)
     case .operatorEnroll where policy.operatorEnrolment: reasons.append(.operatorEnrolment)
     case .operatorRemove: reasons.append(.operatorRemoval)
+    case .appCheckChange where policy.appCheckChange: reasons.append(.appCheckChange)
     default: break
     }
     if change.force, policy.force { reasons.append(.force) }

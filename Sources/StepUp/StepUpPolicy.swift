@@ -34,6 +34,9 @@ public struct StepUpPolicy: Sendable, Equatable {
     public var policyChange = true
     /// Enrolling another operator needs the code of an enrolled one.
     public var operatorEnrolment = true
+    /// An App Check registration needs a code: an app (and its trust of the demo authority), a debug token (a
+    /// credential), a signing key rotation; each decides what `serve` accepts or mints.
+    public var appCheckChange = true
     /// Every increase of exposure needs a reason, on every path (enforced by the write path).
     public var reasonForIncrease = true
     /// Consecutive wrong codes that lock an operator out.
@@ -56,7 +59,7 @@ public struct StepUpPolicy: Sendable, Equatable {
     /// The settings keys in display order.
     public static let keys = [
         "increase-over", "cross", "reach-100", "rollback", "import", "force", "guardrail-override", "policy-change",
-        "operator-enroll", "increase-reason", "lockout-attempts", "lockout-minutes",
+        "operator-enroll", "appcheck", "increase-reason", "lockout-attempts", "lockout-minutes",
     ]
 
     /// Every setting with its current value, in `keys` order.
@@ -84,6 +87,9 @@ public struct StepUpPolicy: Sendable, Equatable {
             Setting(
                 key: "operator-enroll", value: Self.onOff(operatorEnrolment),
                 help: "an enrolled operator's code for enrolling another operator"),
+            Setting(
+                key: "appcheck", value: Self.onOff(appCheckChange),
+                help: "a code for App Check registrations: apps, demo trust, debug tokens, key rotation"),
             Setting(
                 key: "increase-reason", value: Self.onOff(reasonForIncrease),
                 help: "a reason (--reason) for every increase of exposure, on every path"),
@@ -147,6 +153,7 @@ public struct StepUpPolicy: Sendable, Equatable {
         case "guardrail-override": p.guardrailOverride = try flag()
         case "policy-change": p.policyChange = try flag()
         case "operator-enroll": p.operatorEnrolment = try flag()
+        case "appcheck": p.appCheckChange = try flag()
         case "increase-reason": p.reasonForIncrease = try flag()
         case "lockout-attempts": p.lockoutAttempts = try integer(1...100)
         case "lockout-minutes": p.lockoutDuration = .minutes(Int64(try integer(1...1440)))

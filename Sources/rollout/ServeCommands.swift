@@ -11,6 +11,7 @@ import Monitoring
 import PostgresStore
 import Rollout
 import RolloutApp
+import StepUp
 import Store
 import Timekeeping
 
@@ -84,10 +85,16 @@ enum ServeCommands {
                                 help:
                                     "Accept the demo authority's credentials for this app (simulated devices; needs 'serve --trust-demo')."
                             ),
+                            .value("--code", name: "CODE", help: "A one-time code, when step-up asks for one (policy key appcheck)."),
                         ],
                         positionals: [Positional("APP_ID", help: "The Firebase app id, e.g. 1:123456789:ios:abc.")],
                         action: { try addApp($0) }),
                     Command("list", summary: "List the project and its apps.", action: { try listApps($0) }),
+                    Command(
+                        "remove", summary: "Remove an app: the exchange refuses it from then on.",
+                        options: [.value("--code", name: "CODE", help: "A one-time code, when step-up asks for one (policy key appcheck)."),],
+                        positionals: [Positional("APP_ID", help: "The Firebase app id.")],
+                        action: { try removeApp($0) }),
                 ]),
             Command(
                 "debug-token", summary: "Debug tokens for the debug provider (simulators, CI).",
@@ -100,6 +107,7 @@ enum ServeCommands {
                             .value(
                                 "--token", name: "TOKEN",
                                 help: "The token (default: a fresh UUID, as Firebase's console makes)."),
+                            .value("--code", name: "CODE", help: "A one-time code, when step-up asks for one (policy key appcheck)."),
                         ],
                         action: { try addDebugToken($0) }),
                     Command(
@@ -110,6 +118,7 @@ enum ServeCommands {
                         options: [
                             .value("--app", name: "APP_ID", help: "The app."),
                             .value("--name", name: "NAME", help: "The name."),
+                            .value("--code", name: "CODE", help: "A one-time code, when step-up asks for one (policy key appcheck)."),
                         ],
                         action: { try removeDebugToken($0) }),
                 ]),
@@ -125,7 +134,8 @@ enum ServeCommands {
                         options: [
                             .value(
                                 "--overlap", name: "DURATION",
-                                help: "How long old keys stay published (default: the longest token TTL).")
+                                help: "How long old keys stay published (default: the longest token TTL)."),
+                            .value("--code", name: "CODE", help: "A one-time code, when step-up asks for one (policy key appcheck)."),
                         ],
                         action: { try rotateKeys($0) }),
                     Command("list", summary: "List the signing keys and their state.", action: { try listKeys($0) }),
@@ -357,6 +367,35 @@ enum ServeCommands {
         do { return try ScenarioValues.duration(text) } catch { throw inv.usageError("\(option): \(error)") }
     }
 
+    /// Applies an App Check registration through the settings write path: validated, judged by step-up (policy
+    /// key `appcheck`), applied and audited in one transaction; `--read-only` and refusals exit 4.
+    static func register(_ inv: Invocation, _ change: SettingsWritePath.AppCheckChange) throws -> String {
+        // The first write of private keys to a PostgreSQL store makes this machine's team store key, as
+        // 'operator enroll' does (the exchange's keys are sealed with it).
+        if !inv.flag("--read-only"),
+            StoreLocation.isPostgres(try FirebaseWiring.postgresState(inv) ?? StoreLocation.resolvedPath(inv))
+        {
+            createTeamKeyIfNeeded(inv)
+        }
+        let path = try OperatorCommands.settingsPath(inv)
+        let actor = StoreLocation.operatorID(inv)
+        // A code is read only when one will be asked for (a terminal prompt otherwise waits for nothing).
+        let code = try path.read { db -> String? in
+            guard try db.isEnforced(),
+                !requiresStepUp(StepUpChange(.appCheckChange), policy: try db.stepUpPolicy()).isEmpty
+            else { return nil }
+            return try OperatorCommands.readCode(inv.value("--code"), prompt: "Code of \(actor)'s authenticator: ")
+        }
+        do {
+            guard case .appCheckChanged(let done) = try OperatorCommands.settings(
+                path, .appCheck(change), actor: actor, code: code)
+            else { throw CommandError("the App Check change reported no outcome") }
+            return done
+        } catch WritePath.Failure.readOnly {
+            throw CommandError("refused: this session is read-only (--read-only); nothing was changed", exit: .refused)
+        }
+    }
+
     static func addApp(_ inv: Invocation) throws -> ExitCode {
         guard let appId = inv.positional(0), !appId.isEmpty, !appId.contains("/") else {
             throw inv.usageError("missing APP_ID (a Firebase app id such as 1:123456789:ios:abc)")
@@ -365,8 +404,7 @@ enum ServeCommands {
             guard let v = inv.value(o), !v.isEmpty else { throw inv.usageError("missing \(o)") }
             return v
         }
-        let (state, _, _) = try Self.state(inv, writing: true)
-        let existing = try state.configuration()
+        let existing = try OperatorCommands.settingsPath(inv).read { try $0.appCheckState().configuration() }
         let number = inv.value("--project-number") ?? existing?.project.number
         let id = inv.value("--project-id") ?? existing?.project.id
         guard let number, let id, !number.isEmpty, !id.isEmpty else {
@@ -374,10 +412,6 @@ enum ServeCommands {
         }
         guard number.allSatisfy(\.isNumber) else {
             throw inv.usageError("--project-number is the project's number (digits)")
-        }
-        if let existing, existing.project != AppCheckProject(number: number, id: id) {
-            throw CommandError(
-                "the store serves project \(existing.project.id) (\(existing.project.number)); one project per store")
         }
         guard let env = AppAttestEnvironment(rawValue: inv.value("--env") ?? "production") else {
             throw inv.usageError("--env must be production or development")
@@ -389,11 +423,14 @@ enum ServeCommands {
         let app = AppAttestApp(
             appId: appId, identity: AppIdentity(teamId: try required("--team"), bundleId: try required("--bundle")),
             environment: env, trustsDemoRoot: inv.flag("--trust-demo"), tokenTTL: ttl)
-        var apps = existing?.apps ?? []
-        if let i = apps.firstIndex(where: { $0.appId == appId }) { apps[i] = app } else { apps.append(app) }
-        try state.saveConfiguration(AppCheckConfiguration(project: AppCheckProject(number: number, id: id), apps: apps))
-        if app.trustsDemoRoot { _ = try DemoCertificateAuthority.loadOrCreate(in: state) }
-        print("registered \(appId) for \(app.identity.appId) (\(env.rawValue), tokens \(Int(ttl.seconds))s)")
+        let done = try register(inv, .registerApp(app, project: AppCheckProject(number: number, id: id)))
+        print("registered \(done)")
+        return .ok
+    }
+
+    static func removeApp(_ inv: Invocation) throws -> ExitCode {
+        guard let appId = inv.positional(0), !appId.isEmpty else { throw inv.usageError("missing APP_ID") }
+        print(try register(inv, .removeApp(appId: appId)))
         return .ok
     }
 
@@ -414,16 +451,14 @@ enum ServeCommands {
 
     static func addDebugToken(_ inv: Invocation) throws -> ExitCode {
         guard let appId = inv.value("--app") else { throw inv.usageError("missing --app") }
-        let (state, _, _) = try Self.state(inv, writing: true)
-        guard let c = try state.configuration(), c.apps.contains(where: { $0.appId == appId }) else {
-            throw CommandError("app \(appId) is not registered (rollout appcheck app add)")
-        }
         let token = inv.value("--token") ?? UUID().uuidString
         guard token.count >= 16 else { throw inv.usageError("--token must have 16 characters or more") }
-        try state.addDebugToken(
-            DebugTokenRecord(
-                appId: appId, digest: SHA256.hash(Array(token.utf8)), name: inv.value("--name") ?? "ci",
-                createdAt: SystemClock().now()))
+        _ = try register(
+            inv,
+            .addDebugToken(
+                DebugTokenRecord(
+                    appId: appId, digest: SHA256.hash(Array(token.utf8)), name: inv.value("--name") ?? "ci",
+                    createdAt: SystemClock().now())))
         print(token)
         return .ok
     }
@@ -438,24 +473,12 @@ enum ServeCommands {
         guard let appId = inv.value("--app"), let name = inv.value("--name") else {
             throw inv.usageError("give --app and --name")
         }
-        let (state, _, _) = try Self.state(inv, writing: true)
-        let n = try state.removeDebugToken(appId: appId, name: name)
-        print("removed \(n) debug token(s)")
-        return n > 0 ? .ok : .failure
+        print(try register(inv, .removeDebugToken(appId: appId, name: name)))
+        return .ok
     }
 
     static func rotateKeys(_ inv: Invocation) throws -> ExitCode {
-        let (state, _, clock) = try Self.state(inv, writing: true)
-        let longest = (try state.configuration())?.apps.map(\.tokenTTL).max() ?? .hours(1)
-        let overlap = try duration(inv, "--overlap") ?? longest
-        guard overlap >= longest else {
-            throw inv.usageError(
-                "--overlap \(Int(overlap.seconds))s is shorter than the longest token lifetime (\(Int(longest.seconds))s): "
-                    + "tokens signed by the old key would stop verifying before they expire")
-        }
-        let now = clock.now()
-        let key = try AppCheckExchange.rotateSigningKeys(state: state, now: now, overlap: overlap)
-        print("signing with \(key.kid) from now on; older keys stay published until \((now + overlap).iso8601)")
+        print(try register(inv, .rotateKeys(overlap: try duration(inv, "--overlap"))))
         return .ok
     }
 

@@ -88,6 +88,61 @@ struct OperatorCLITests {
         TOTP.standard.code(secret: secret, step: TOTP.standard.step(at: time) + offset)
     }
 
+    /// "Every door", item 6. Reproduction: with step-up on, `appcheck app add --trust-demo --token-ttl 7d`,
+    /// `appcheck debug-token add` (it mints a credential) and `appcheck keys rotate` needed no code and left the
+    /// audit log unchanged. They are intents of the settings write path now: audited, a code under the policy key
+    /// `appcheck`, `--read-only` refused with 4, and nothing changed by a refusal.
+    @Test func appCheckRegistrationsAreAuditedAndNeedACode() throws {
+        let s = try Session()
+        let ana = ["--operator", "ana@laptop"]
+        let app = [
+            "appcheck", "app", "add", "1:123456789:ios:abc", "--project-number", "123456789", "--project-id", "demo",
+            "--team", "8YE23NZS57", "--bundle", "com.example.app",
+        ]
+        #expect(try s.run(app + ana, at: Self.t0).status == 0)
+        #expect(try s.audit().contains { $0.action == "appcheck app add 1:123456789:ios:abc" && $0.actor == "ana@laptop" })
+        let secret = try s.enrol("ana@laptop", at: Self.t0)
+        let keysBefore = try s.run(["appcheck", "keys", "list"], at: Self.t0).stdout
+        let appsBefore = try s.run(["appcheck", "app", "list"], at: Self.t0).stdout
+        let auditBefore = try s.audit().filter { $0.action.hasPrefix("appcheck ") }.count
+
+        let refused = [
+            app + ["--trust-demo", "--token-ttl", "7d"],
+            ["appcheck", "debug-token", "add", "--app", "1:123456789:ios:abc", "--name", "ci"],
+            ["appcheck", "keys", "rotate"],
+            ["appcheck", "app", "remove", "1:123456789:ios:abc"],
+        ]
+        for args in refused {
+            let r = try s.run(args + ana, at: Self.t0)
+            #expect(r.status == 4, "\(args): \(r.stderr)")
+            #expect(r.stderr.contains("needs a fresh code (an App Check registration)") && r.stderr.contains("--code"), "\(r.stderr)")
+            #expect(r.stdout.isEmpty, "\(args) printed \(r.stdout)")
+            let readOnly = try s.run(args + ana + ["--read-only", "--code", Self.code(secret, Self.t0)], at: Self.t0)
+            #expect(readOnly.status == 4, "\(args) --read-only: \(readOnly.stderr)")
+        }
+        #expect(try s.run(["appcheck", "keys", "list"], at: Self.t0).stdout == keysBefore)
+        #expect(try s.run(["appcheck", "app", "list"], at: Self.t0).stdout == appsBefore)
+        #expect(try s.audit().filter { $0.action.hasPrefix("appcheck ") }.count == auditBefore)
+
+        // With a fresh code each time, each is applied and audited once.
+        var t = Self.t0
+        for args in refused {
+            t = t + .seconds(Int64(30))
+            let r = try s.run(args + ana + ["--code", Self.code(secret, t)], at: t)
+            #expect(r.status == 0, "\(args): \(r.stderr)")
+        }
+        let actions = try s.audit().filter { $0.action.hasPrefix("appcheck ") }.map(\.action)
+        #expect(
+            actions.suffix(4) == [
+                "appcheck app change 1:123456789:ios:abc", "appcheck debug-token add 1:123456789:ios:abc ci",
+                "appcheck keys rotate", "appcheck app remove 1:123456789:ios:abc",
+            ])
+        // The debug token is a credential: only its digest is audited.
+        let token = try s.audit().first { $0.action.hasPrefix("appcheck debug-token add") }
+        #expect(token?.to.contains("sha256") == true)
+        #expect(try s.run(["audit", "verify"], at: t).status == 0)
+    }
+
     /// Rollout changes through the CLI's write path: the default rules ask for a code, a replayed code is
     /// refused, a kill never needs one; every attempt is audited and a refusal leaves the store unchanged.
     @Test func rolloutChangesNeedAFreshCodeWhenPolicySaysSo() throws {
