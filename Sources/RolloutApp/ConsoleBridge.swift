@@ -161,7 +161,7 @@ public final class StoreConsoleExecutor: ConsoleEffectExecutor, @unchecked Senda
                 intent: intent(request.operation, current: current), actor: session.operatorID, origin: Self.origin)
             let preview = try path.preview(writeRequest)
             if preview.isNoChange {
-                return .previewFailed(requestID: request.id, message: "nothing to change: \(preview.proposal.summary)")
+                return .nothingToChange(requestID: request.id, message: "nothing to change: \(preview.proposal.summary)")
             }
             let status = try monitor().status()
             return .previewReady(
@@ -193,7 +193,7 @@ public final class StoreConsoleExecutor: ConsoleEffectExecutor, @unchecked Senda
                         requestID: id, version: String(stored.info.number), from: ConsoleModelBuilder.position(proposal.before),
                         to: ConsoleModelBuilder.position(proposal.after)))
             case .unchanged(_, let proposal):
-                return .publishFailed(requestID: id, message: "nothing to change: \(proposal.summary)")
+                return .nothingToChange(requestID: id, message: "nothing to change: \(proposal.summary)")
             }
         } catch WritePath.Failure.conflict(let report) {
             let base = Int(request.preview.baseVersion) ?? 0
@@ -432,12 +432,12 @@ enum ConsoleModelBuilder {
         for report in p.reports {
             if report.source == PolicyIdentity(TelemetryGuardrail.self) {
                 var reasons = report.lines
-                var refuses = false
+                var refusal: String?
                 if case .refuse(let r) = report.decision {
                     reasons.insert("refuses this change: \(r.reason)", at: 0)
-                    refuses = true
+                    refusal = r.reason
                 }
-                guardrail = GuardrailAssessment(verdict: level, reasons: reasons, refuses: refuses)
+                guardrail = GuardrailAssessment(verdict: level, reasons: reasons, refusal: refusal)
             } else if case .refuse(let r) = report.decision {
                 if r.needsStepUpCode { stepUp = true } else { notes.append(r.description) }
                 notes += report.lines

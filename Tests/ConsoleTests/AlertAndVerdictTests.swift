@@ -173,7 +173,7 @@ struct DialogMessageTests {
         guard case .preview(let request)? = press(&s, .character("+")).first else { return nil }
         var p = Fixture.preview(for: request)
         p.requiresStepUp = false
-        p.guardrail.refuses = refuses
+        p.guardrail.refusal = refuses ? "verdict HOLD" : nil
         _ = s.handle(.previewReady(p))
         return request
     }
@@ -207,7 +207,8 @@ struct DialogMessageTests {
         }
         var p = Fixture.preview(for: request)
         p.guardrail = GuardrailAssessment(
-            verdict: .hold, reasons: ["refuses this change: verdict HOLD: not enough data yet"], refuses: true)
+            verdict: .hold, reasons: ["refuses this change: verdict HOLD: not enough data yet"],
+            refusal: "verdict HOLD: not enough data yet")
         _ = s.handle(.previewReady(p))
         let effects = press(&s, .character("y"))
         #expect(effects.isEmpty)

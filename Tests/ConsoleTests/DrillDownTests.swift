@@ -220,7 +220,7 @@ struct DrillDownTests {
         }
         var fresh = Fixture.preview(for: again)
         fresh.guardrail = GuardrailAssessment(
-            verdict: .hold, reasons: ["crash rate higher when exposed"], refuses: true)
+            verdict: .hold, reasons: ["crash rate higher when exposed"], refusal: "crash rate higher when exposed")
         _ = s.handle(.previewReady(fresh))
         guard case .confirm(let preview, _)? = s.overlay else {
             Issue.record("no confirm dialog: \(String(describing: s.overlay))")

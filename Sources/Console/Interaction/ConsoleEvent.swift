@@ -21,6 +21,9 @@ public enum ConsoleEvent: Hashable, Sendable {
     case previewReady(ChangePreview)
     /// Answer to `.preview`: the core will not even propose the change (read-only, already at 100%, ...).
     case previewFailed(requestID: Int, message: String)
+    /// Answer to `.preview` or `.publish`: the change would change nothing (the write path's `.unchanged`), so
+    /// nothing was or will be written; shown as information, not as an error.
+    case nothingToChange(requestID: Int, message: String)
 
     /// Answer to `.publish`: the new version is live.
     case published(PublishReceipt)

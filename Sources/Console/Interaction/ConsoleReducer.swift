@@ -80,10 +80,17 @@ extension ConsoleState {
             }
             guard case .preparing(let request) = overlay, request.id == id else { return [] }
             overlay = nil
-            say(
-                Self.prefixed("Cannot \(request.operation.text)", message),
-                message.hasPrefix("nothing to change") ? .info : .error)
+            say(Self.prefixed("Cannot \(request.operation.text)", message), .error)
             return []
+        case .nothingToChange(let id, let message):
+            if case .preparing(let request) = overlay, request.id == id {
+                overlay = nil
+                say(Self.prefixed("Cannot \(request.operation.text)", message), .info)
+                return []
+            }
+            if isPublishing(id) { overlay = nil }
+            say(Self.prefixed("Not published", message), .info)
+            return [.refresh]
         case .published(let receipt):
             var rolledBackTo: Int?
             if case .publishing(let request) = overlay, request.preview.request.id == receipt.requestID {
@@ -651,9 +658,7 @@ extension ConsoleState {
         // written. The notice says why, in the guardrail's words, and that nothing was written.
         if preview.guardrail.refuses {
             overlay = nil
-            let why = preview.guardrail.reasons.first.map {
-                $0.hasPrefix("refuses this change: ") ? String($0.dropFirst(21)) : $0
-            }
+            let why = preview.guardrail.refusal
             say(
                 // "Nothing was written" first: the guardrail's reason is long and the notice row is cut at its end.
                 "Refused by guardrail, nothing was written: " + (why ?? preview.guardrail.verdict.labelText),

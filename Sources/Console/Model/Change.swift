@@ -80,13 +80,15 @@ public struct AttestationLoad: Hashable, Sendable {
 public struct GuardrailAssessment: Hashable, Sendable {
     public var verdict: VerdictLevel
     public var reasons: [String]
-    /// The guardrail's preview says it will refuse this change (the dialog then asks for no reason).
-    public var refuses: Bool
+    /// Why the guardrail's preview says it will refuse this change, in its own words; nil when it allows it.
+    public var refusal: String?
+    /// The guardrail will refuse this change (the dialog then asks for no reason).
+    public var refuses: Bool { refusal != nil }
 
-    public init(verdict: VerdictLevel, reasons: [String], refuses: Bool = false) {
+    public init(verdict: VerdictLevel, reasons: [String], refusal: String? = nil) {
         self.verdict = verdict
         self.reasons = reasons
-        self.refuses = refuses
+        self.refusal = refusal
     }
 }
 
