@@ -1,3 +1,5 @@
+import JSON
+
 /// The share of installations for which a boolean parameter is `"true"`: what a template does, not what one of
 /// its fields says.
 ///
@@ -36,15 +38,10 @@ public struct Exposure: Hashable, Sendable, CustomStringConvertible {
 
     /// The exposure of boolean parameter `key` in `template`, percent terms on `seed` decided exactly.
     public static func of(_ key: String, in template: RemoteConfigTemplate, seed: String) -> Exposure {
-        guard let parameter = template.parameter(key) else { return .none }
-        let program = ParameterProgram(parameter, conditions: template.conditions)
-        let truthy = program.results.map { $0.source == .remote && $0.value == "true" }
-        let branches = program.branches.map { (node: template.conditions[Int($0.condition)].node, true: truthy[Int($0.result)]) }
-        let fallback = truthy[truthy.count - 1]
-
+        guard let program = Program(key, in: template) else { return .none }
         // Where any term on `seed` changes its answer: p <= m and p > m change between m and m + 1.
         var cuts: Set<Int64> = [0, MicroPercent.hundred.value]
-        for branch in branches {
+        for branch in program.branches {
             for term in branch.node.percentTerms where (term.seed ?? "") == seed {
                 switch term.op {
                 case .lessOrEqual(let m), .greaterThan(let m): cuts.insert(clamp(m.value))
@@ -60,9 +57,9 @@ public struct Exposure: Hashable, Sendable, CustomStringConvertible {
         var possible: Int64 = 0
         for (a, b) in zip(points, points.dropFirst()) {
             // Every percentile in (a, b] answers alike; b stands for them.
-            let (may, must) = outcome(branches, fallback: fallback, percentile: b, seed: seed)
-            if may { possible += b - a }
-            if must { certain += b - a }
+            let answer = program.outcome(percentile: b, seed: seed)
+            if answer.may { possible += b - a }
+            if answer.must { certain += b - a }
         }
         return Exposure(certain: MicroPercent(certain), possible: MicroPercent(possible))
     }
@@ -72,40 +69,77 @@ public struct Exposure: Hashable, Sendable, CustomStringConvertible {
     public static func answer(_ key: String, in template: RemoteConfigTemplate, seed: String, percentile: Int64)
         -> (may: Bool, must: Bool)
     {
-        guard let parameter = template.parameter(key) else { return (false, false) }
-        let program = ParameterProgram(parameter, conditions: template.conditions)
-        let truthy = program.results.map { $0.source == .remote && $0.value == "true" }
-        let branches = program.branches.map { (node: template.conditions[Int($0.condition)].node, true: truthy[Int($0.result)]) }
-        return outcome(branches, fallback: truthy[truthy.count - 1], percentile: percentile, seed: seed)
+        Program(key, in: template)?.outcome(percentile: percentile, seed: seed) ?? (false, false)
     }
 
     private static func clamp(_ m: Int64) -> Int64 { min(max(m, 0), MicroPercent.hundred.value) }
 
-    /// Whether the parameter may be true, and whether it must be, for an installation at `percentile` on `seed`.
-    private static func outcome(
-        _ branches: [(node: ConditionNode, true: Bool)], fallback: Bool, percentile: Int64, seed: String
-    ) -> (may: Bool, must: Bool) {
-        var may = false
-        var must = true
-        for branch in branches {
-            switch truth(branch.node, percentile: percentile, seed: seed) {
-            case .yes:
-                return (may || branch.true, must && branch.true)
-            case .maybe:
-                // The branch may win (its value) or be passed over (what follows decides).
-                may = may || branch.true
-                must = must && branch.true
-            case .no:
-                continue
-            }
+    /// Whether a value the parameter may take is `"true"`: (may be, must be).
+    ///
+    /// `{value}` is itself; the app's in-app default, an empty value and a missing one are the app's default
+    /// (`false`). Values Firebase itself decides per installation are `"true"` for some and not others: a Firebase
+    /// Rollout's `rolloutValue` (for its percent of the installations), an A/B test's variants, a personalization.
+    static func truth(of value: JSONValue?) -> (may: Bool, must: Bool) {
+        guard let o = value?.objectValue else { return (false, false) }
+        if let v = o["value"]?.stringValue { return (v == "true", v == "true") }
+        if let rollout = o["rolloutValue"] { return (rollout["value"]?.stringValue == "true", false) }
+        if let experiment = o["experimentValue"] {
+            let variants = experiment["variantValue"]?.arrayValue ?? []
+            return (variants.contains { $0["value"]?.stringValue == "true" }, false)
         }
-        return (may || fallback, must && fallback)
+        if o["personalizationValue"] != nil { return (true, false) }
+        return (false, false)
     }
 
-    private enum Truth { case yes, no, maybe }
+    /// A parameter's branches in evaluation order, each a condition and what its value may be, and the default.
+    struct Program {
+        var branches: [(node: ConditionNode, may: Bool, must: Bool)]
+        var fallback: (may: Bool, must: Bool)
+
+        init?(_ key: String, in template: RemoteConfigTemplate) {
+            guard let parameter = template.parameter(key) else { return nil }
+            let values = parameter.json["conditionalValues"]?.objectValue ?? JSONObject()
+            fallback = Exposure.truth(of: parameter.json["defaultValue"])
+            branches = []
+            // Values keyed by a name that is no condition of the template (a Firebase Rollout's id, `rollout_1`)
+            // are served by Firebase where it decides: they may win before any condition.
+            let names = Set(template.conditions.map(\.name))
+            for member in values where !names.contains(member.key) {
+                let t = Exposure.truth(of: member.value)
+                branches.append((.opaque(OpaqueTerm(source: .expression("rollout " + member.key))), t.may, t.must))
+            }
+            for condition in template.conditions {
+                guard let value = values[condition.name] else { continue }
+                // An empty value counts as absent (firebase-admin): the default applies when the condition holds.
+                let t = (value.objectValue ?? JSONObject()).isEmpty ? fallback : Exposure.truth(of: value)
+                branches.append((condition.node, t.may, t.must))
+            }
+        }
+
+        /// Whether the parameter may be true, and whether it must be, for an installation at `percentile` on `seed`.
+        func outcome(percentile: Int64, seed: String) -> (may: Bool, must: Bool) {
+            var may = false
+            var must = true
+            for branch in branches {
+                switch Exposure.truth(branch.node, percentile: percentile, seed: seed) {
+                case .yes:
+                    return (may || branch.may, must && branch.must)
+                case .maybe:
+                    // The branch may win (its value) or be passed over (what follows decides).
+                    may = may || branch.may
+                    must = must && branch.must
+                case .no:
+                    continue
+                }
+            }
+            return (may || fallback.may, must && fallback.must)
+        }
+    }
+
+    enum Truth { case yes, no, maybe }
 
     /// A condition's answer at `percentile` on `seed`, three-valued: terms the evaluator cannot decide are `maybe`.
-    private static func truth(_ node: ConditionNode, percentile p: Int64, seed: String) -> Truth {
+    static func truth(_ node: ConditionNode, percentile p: Int64, seed: String) -> Truth {
         switch node {
         case .constant(let b): return b ? .yes : .no
         case .percent(let term):

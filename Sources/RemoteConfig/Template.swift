@@ -62,7 +62,7 @@ public struct RemoteConfigTemplate: Hashable, Sendable {
                     "version.description is \(n) characters long (at most \(RemoteConfigTemplate.maximumDescriptionLength))")
             }
         }
-        try validateParameters(conditionNames: Set(parsed.map(\.name)))
+        try validateParameters()
     }
 
     /// Parses template JSON text.
@@ -238,7 +238,7 @@ public struct RemoteConfigTemplate: Hashable, Sendable {
 
     // MARK: Validation
 
-    private func validateParameters(conditionNames: Set<String>) throws(TemplateError) {
+    private func validateParameters() throws(TemplateError) {
         var count = 0
         var valueCharacters = 0
         func check(_ params: JSONValue?, _ where_: String) throws(TemplateError) {
@@ -250,7 +250,7 @@ public struct RemoteConfigTemplate: Hashable, Sendable {
             }
             for member in object {
                 try TemplateParameter.validate(
-                    key: member.key, json: member.value, conditionNames: conditionNames, valueCharacters: &valueCharacters)
+                    key: member.key, json: member.value, valueCharacters: &valueCharacters)
             }
         }
         try check(document["parameters"], "parameters")
@@ -381,7 +381,7 @@ public struct TemplateParameter: Hashable, Sendable {
         ParameterValue(json: json["conditionalValues"]?[condition])
     }
 
-    static func validate(key: String, json: JSONValue, conditionNames: Set<String>, valueCharacters: inout Int)
+    static func validate(key: String, json: JSONValue, valueCharacters: inout Int)
         throws(TemplateError)
     {
         guard !key.isEmpty else { throw TemplateError("a parameter has an empty key") }
@@ -407,12 +407,9 @@ public struct TemplateParameter: Hashable, Sendable {
         if let d = o["defaultValue"], !d.isNull { try checkValue(d, "defaultValue") }
         if let cv = o["conditionalValues"], !cv.isNull {
             guard let m = cv.objectValue else { throw TemplateError("parameter '\(key)' conditionalValues must be an object") }
-            for member in m {
-                guard conditionNames.contains(member.key) else {
-                    throw TemplateError("parameter '\(key)' has a value for unknown condition '\(member.key)'")
-                }
-                try checkValue(member.value, "conditionalValues.\(member.key)")
-            }
+            // A value may be keyed by a name that is no condition of the template: Firebase's own Rollouts key
+            // theirs by the rollout's id (`rollout_1`), listed under `conditions` or not. It is carried as it is.
+            for member in m { try checkValue(member.value, "conditionalValues.\(member.key)") }
         }
     }
 }

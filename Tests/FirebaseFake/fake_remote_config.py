@@ -157,8 +157,12 @@ class State:
             if vt not in VALUE_TYPES:
                 raise Fail(400, "INVALID_ARGUMENT", f"[VALIDATION_ERROR]: Parameter {k} has an unknown value type {vt}")
             values = [p.get("defaultValue")] + list((p.get("conditionalValues") or {}).values())
-            for cname in (p.get("conditionalValues") or {}):
-                if cname not in names:
+            for cname, cv in (p.get("conditionalValues") or {}).items():
+                # Firebase's own features key their values by their id (a Rollout's "rollout_1"), which need not be
+                # a condition of the template; a plain value needs a condition of that name.
+                managed = isinstance(cv, dict) and any(
+                    m in cv for m in ("rolloutValue", "experimentValue", "personalizationValue"))
+                if cname not in names and not managed:
                     raise Fail(400, "INVALID_ARGUMENT", f"[VALIDATION_ERROR]: Parameter {k} has a value for the unknown condition {cname}")
             for v in values:
                 if not v:

@@ -395,3 +395,57 @@ struct FirebaseCLITests {
         #expect(wrong.count == 0, "\(wrong.count) ids disagree, e.g. \(wrong.prefix(3))")
     }
 }
+
+/// A real Firebase project's template, as Firebase's own features write it: a running Firebase Rollout on another
+/// parameter keyed by the rollout's id (not listed under `conditions`), an A/B test, a personalization, groups,
+/// conditions rollout does not evaluate and members it does not know.
+let firebaseWrittenTemplate = """
+    {
+      "conditions": [
+        {"name": "ios_users", "expression": "device.os == 'ios' && app.version.>=(['3.2.0'])", "tagColor": "BLUE"},
+        {"name": "signals", "expression": "app.customSignal['tier'].exactlyMatches(['gold'])"}
+      ],
+      "parameters": {
+        "new_checkout": {
+          "defaultValue": {"value": "false"},
+          "conditionalValues": {
+            "rollout_1": {"rolloutValue": {"rolloutId": "rollout_1", "value": "true", "percent": 5}},
+            "ios_users": {"value": "false"}
+          },
+          "valueType": "BOOLEAN"
+        },
+        "button_color": {
+          "defaultValue": {"value": "blue"},
+          "conditionalValues": {"experiment_7": {"experimentValue": {"experimentId": "7", "variantValue": [
+            {"variantId": "Baseline", "noChange": true}, {"variantId": "Variant A", "value": "green"}]}}},
+          "valueType": "STRING"
+        },
+        "home_layout": {"defaultValue": {"personalizationValue": {"personalizationId": "p-42"}}, "valueType": "STRING",
+          "futureMember": {"deep": [1, {"x": null}]}}
+      },
+      "parameterGroups": {"payments": {"description": "payments", "parameters": {
+        "wallet_enabled": {"defaultValue": {"value": "true"}, "valueType": "BOOLEAN",
+          "conditionalValues": {"signals": {"value": "false"}}}}}}
+    }
+    """
+
+extension FirebaseCLITests {
+    /// "A real Firebase project", the first step. Reproduction: `rollout init --store firebase:demo-proj` refused
+    /// the project's template ("parameter 'new_checkout' has a value for unknown condition 'rollout_1'"), so a team
+    /// running a Firebase Rollout on any parameter could not use rollout at all. Adoption now carries every
+    /// foreign part through init and every change untouched.
+    @Test func aTemplateWithAFirebaseRolloutIsAdoptedAndCarriedThroughEveryChange() throws {
+        let fake = try FakeFirebase(template: firebaseWrittenTemplate)
+        let original = try Self.everythingElse(try JSONSerialization.jsonObject(with: Data(firebaseWrittenTemplate.utf8)))
+        let adopt = try fake.rollout(["init", "--seed", "rollout-2026"])
+        #expect(adopt.status == 0, "\(adopt.stderr)")
+        #expect(try Self.everythingElse(try Self.raw(try fake.head())) == original)
+        for i in 0..<20 {
+            let r = try fake.rollout(i % 5 == 4 ? ["nudge", "-0.5"] : ["nudge", "+1", "--reason", "ramp"])
+            #expect(r.status == 0, "nudge \(i): \(r.stderr)")
+        }
+        #expect(try Self.percentage(fake) == "14")
+        #expect(try Self.everythingElse(try Self.raw(try fake.head())) == original)
+        #expect(try fake.rollout(["audit", "verify"]).status == 0)
+    }
+}
