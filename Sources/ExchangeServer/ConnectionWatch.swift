@@ -14,6 +14,8 @@ import Platform
 ///
 /// - `MHD_OPTION_NOTIFY_CONNECTION` (accepted): the connection waits for a request **head** (request line and
 ///   headers), from now.
+/// - `MHD_OPTION_URI_LOG_CALLBACK` (the request line is complete): it still waits for the head, now only for its
+///   headers (noted for the pressure rule below; the head deadline still counts from the accept).
 /// - the access handler's first call (the head is complete): it waits for the **body**, from now.
 /// - the handler's answer: it is **answering**; no deadline here (the idle timeout covers a peer that stops
 ///   reading, and answers are small).
@@ -26,13 +28,17 @@ import Platform
 /// `head` seconds, or whose body took longer than `body` seconds, however steadily bytes trickled in. An idle
 /// keep-alive connection counts as waiting for a head, so it is closed after `head` seconds too.
 ///
-/// Under pressure (at least `pressureConnections` open, three quarters of the connection limit) the deadline of
-/// the waiting connections shrinks to `underPressure` seconds: heads not complete by then, and bodies arriving
-/// slower than `minimumBodyRate` bytes per second, are shut down at once. An honest client sends its head in one
-/// segment and its body right after, so it is never waiting that long; a slow-loris client always is. This is what
-/// keeps honest clients served when attackers share their address (every loopback client is 127.0.0.1), where a
-/// per-address cap cannot tell them apart: slots held by trickling connections come free within about
-/// `underPressure` seconds, and the connections queued in the kernel's listen backlog are accepted in order.
+/// Under pressure (at least `pressureConnections` open, three quarters of the connection limit) the deadlines of
+/// the waiting connections shrink: headers not complete `headersUnderPressure` seconds after their request line,
+/// heads not complete `underPressure` seconds after the accept or the last answer (idle keep-alive connections
+/// among them), and bodies arriving slower than `minimumBodyRate` bytes per second for `underPressure` seconds
+/// are shut down at once. An honest client writes its request line and headers together and its body right after,
+/// so it never waits that long; a slow-loris client always does. This is what keeps honest clients served when
+/// attackers share their address (every loopback client is 127.0.0.1), where a per-address cap cannot tell them
+/// apart: the slots held by trickling connections come free within those seconds, and the connections queued in
+/// the kernel's listen backlog (honest ones among them) are accepted in order. An honest connection therefore
+/// waits at most about `headersUnderPressure` seconds for a slot against the classic slow loris (request line,
+/// then a header line now and then), and about `underPressure` against one that trickles its request line.
 final class ConnectionWatch: @unchecked Sendable {
     /// What a connection is waiting for.
     enum Phase: Sendable { case head, body, answering }
@@ -42,6 +48,7 @@ final class ConnectionWatch: @unchecked Sendable {
         var head: Double
         var body: Double
         var underPressure: Double
+        var headersUnderPressure: Double
         var pressureConnections: Int
         var minimumBodyRate: Double
     }
@@ -52,6 +59,8 @@ final class ConnectionWatch: @unchecked Sendable {
         fileprivate(set) var phase = Phase.head
         fileprivate(set) var since: UInt64
         fileprivate(set) var bodyBytes = 0
+        /// When the request line of the head it waits for was complete.
+        fileprivate(set) var requestLineAt: UInt64?
         fileprivate var shutDown = false
         init(fd: Int32, since: UInt64) {
             self.fd = fd
@@ -89,7 +98,14 @@ final class ConnectionWatch: @unchecked Sendable {
             c.phase = phase
             c.since = now
             c.bodyBytes = 0
+            c.requestLineAt = nil
         }
+    }
+
+    /// The request line of the head the connection waits for is complete.
+    func requestLine(_ c: Connection) {
+        let now = Self.now()
+        condition.withLock { c.requestLineAt = now }
     }
 
     /// Body bytes arrived on the connection.
@@ -108,9 +124,11 @@ final class ConnectionWatch: @unchecked Sendable {
     /// The open connections now (for tests and the drill).
     var count: Int { condition.withLock { open.count } }
 
-    /// Which of `connections` (phase, since, body bytes) are past their deadline at `now`: their indices.
+    /// Which of `connections` (phase, since, body bytes, request line) are past their deadline at `now`: their
+    /// indices.
     static func late(
-        _ connections: [(phase: Phase, since: UInt64, bodyBytes: Int)], at now: UInt64, deadlines d: Deadlines
+        _ connections: [(phase: Phase, since: UInt64, bodyBytes: Int, requestLineAt: UInt64?)], at now: UInt64,
+        deadlines d: Deadlines
     ) -> [Int] {
         var late: [Int] = []
         var waiting: [Int] = []
@@ -118,7 +136,13 @@ final class ConnectionWatch: @unchecked Sendable {
             let age = Double(now &- c.since) / 1e6
             switch c.phase {
             case .head:
-                if age > d.head { late.append(i) } else if age > d.underPressure { waiting.append(i) }
+                if age > d.head {
+                    late.append(i)
+                } else if age > d.underPressure
+                    || c.requestLineAt.map({ Double(now &- $0) / 1e6 > d.headersUnderPressure }) == true
+                {
+                    waiting.append(i)
+                }
             case .body:
                 if age > d.body {
                     late.append(i)
@@ -144,7 +168,7 @@ final class ConnectionWatch: @unchecked Sendable {
             _ = condition.wait(seconds: tick)
             if stopped { return }
             let all = Array(open.values)
-            for i in Self.late(all.map { ($0.phase, $0.since, $0.bodyBytes) }, at: Self.now(), deadlines: deadlines) {
+            for i in Self.late(all.map { ($0.phase, $0.since, $0.bodyBytes, $0.requestLineAt) }, at: Self.now(), deadlines: deadlines) {
                 let c = all[i]
                 if c.shutDown { continue }
                 c.shutDown = true

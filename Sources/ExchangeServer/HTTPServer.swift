@@ -78,8 +78,10 @@ public struct HTTPServerLimits: Sendable {
     public var headDeadlineSeconds: Double = 10
     /// A request body must be complete this long after its head.
     public var bodyDeadlineSeconds: Double = 30
-    /// With three quarters of `connectionLimit` open, heads and slow bodies (under 1 KiB/s) get this long.
+    /// With three quarters of `connectionLimit` open, heads and slow bodies (under 1 KiB/s) get this long ...
     public var deadlineUnderPressureSeconds: Double = 2
+    /// ... and headers this long after their request line (see `ConnectionWatch`).
+    public var headersUnderPressureSeconds: Double = 0.5
     /// Connections at once from one client address (0: no cap); libmicrohttpd closes any more at once.
     public var connectionsPerAddress: Int = 0
     /// The largest request head answered: a longer one is refused with 431 (414 when the request line alone is
@@ -171,6 +173,7 @@ public final class HTTPServer: @unchecked Sendable {
             deadlines: ConnectionWatch.Deadlines(
                 head: limits.headDeadlineSeconds, body: limits.bodyDeadlineSeconds,
                 underPressure: limits.deadlineUnderPressureSeconds,
+                headersUnderPressure: limits.headersUnderPressureSeconds,
                 pressureConnections: max(1, limits.connectionLimit * 3 / 4), minimumBodyRate: 1024))
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
@@ -292,10 +295,7 @@ public final class HTTPServer: @unchecked Sendable {
         let box = Unmanaged.passUnretained(e).toOpaque()
         rollout_mhd_values(connection, 1, headerIterator, box)
         rollout_mhd_values(connection, 0, queryIterator, box)
-        if let c = rollout_mhd_socket_context(connection) {
-            e.connection = Unmanaged<ConnectionWatch.Connection>.fromOpaque(c).takeUnretainedValue()
-            watch.enter(.body, e.connection!)
-        }
+        if let c = e.connection { watch.enter(.body, c) }
         e.early = refusal(e)
         lock.withLock { inFlight += 1 }
     }
@@ -387,8 +387,12 @@ private let queryIterator: MHD_KeyValueIterator = { cls, _, key, value in
 }
 
 /// The request line has arrived: a new exchange holding the raw URI becomes the request's `con_cls`.
-private let uriHandler: rollout_mhd_uri_callback = { _, uri, _ in
+private let uriHandler: rollout_mhd_uri_callback = { cls, uri, connection in
     let e = HTTPServer.Exchange(rawURI: uri.map { String(cString: $0) } ?? "")
+    if let cls, let connection, let c = rollout_mhd_socket_context(connection) {
+        e.connection = Unmanaged<ConnectionWatch.Connection>.fromOpaque(c).takeUnretainedValue()
+        Unmanaged<HTTPServer>.fromOpaque(cls).takeUnretainedValue().watch.requestLine(e.connection!)
+    }
     return Unmanaged.passRetained(e).toOpaque()
 }
 
@@ -439,13 +443,10 @@ private let accessHandler: MHD_AccessHandlerCallback = {
     return server.respond(connection: connection, exchange: e)
 }
 
-private let completedHandler: MHD_RequestCompletedCallback = { cls, connection, conCls, _ in
+private let completedHandler: MHD_RequestCompletedCallback = { cls, _, conCls, _ in
     guard let cls, let conCls, let box = conCls.pointee else { return }
     let server = Unmanaged<HTTPServer>.fromOpaque(cls).takeUnretainedValue()
     let e = Unmanaged<HTTPServer.Exchange>.fromOpaque(box).takeRetainedValue()
     conCls.pointee = nil
-    if e.connection == nil, let connection, let c = rollout_mhd_socket_context(connection) {
-        e.connection = Unmanaged<ConnectionWatch.Connection>.fromOpaque(c).takeUnretainedValue()
-    }
     server.complete(e)
 }

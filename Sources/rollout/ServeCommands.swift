@@ -45,7 +45,7 @@ enum ServeCommands {
             .value(
                 "--header-timeout", name: "SECONDS",
                 help:
-                    "A request's headers must be complete this long after the connection opened or the last answer, however slowly bytes trickle (default 10; 2 with 3/4 of --max-connections open)."
+                    "A request's headers must be complete this long after the connection opened or the last answer, however slowly bytes trickle (default 10; with 3/4 of --max-connections open, 2, and 0.5 after the request line)."
             ),
             .value(
                 "--body-timeout", name: "SECONDS", help: "A request's body must be complete this long after its headers (default 30)."),
@@ -170,6 +170,7 @@ enum ServeCommands {
         limits.headDeadlineSeconds = Double(try int("--header-timeout", 10))
         limits.bodyDeadlineSeconds = Double(try int("--body-timeout", 30))
         limits.deadlineUnderPressureSeconds = min(limits.deadlineUnderPressureSeconds, limits.headDeadlineSeconds)
+        limits.headersUnderPressureSeconds = min(limits.headersUnderPressureSeconds, limits.headDeadlineSeconds)
         // On loopback every client is 127.0.0.1: a cap per address would be a second, smaller connection limit.
         let loopback = host.hasPrefix("127.")
         limits.connectionsPerAddress = try int(
