@@ -168,7 +168,9 @@ final class ConnectionWatch: @unchecked Sendable {
             _ = condition.wait(seconds: tick)
             if stopped { return }
             let all = Array(open.values)
-            for i in Self.late(all.map { ($0.phase, $0.since, $0.bodyBytes, $0.requestLineAt) }, at: Self.now(), deadlines: deadlines) {
+            for i in Self.late(
+                all.map { ($0.phase, $0.since, $0.bodyBytes, $0.requestLineAt) }, at: Self.now(), deadlines: deadlines)
+            {
                 let c = all[i]
                 if c.shutDown { continue }
                 c.shutDown = true

@@ -282,7 +282,9 @@ public final class HTTPServer: @unchecked Sendable {
 
     static func monotonicMicroseconds() -> UInt64 { ConnectionWatch.now() }
 
-    fileprivate func begin(connection: OpaquePointer, exchange e: Exchange, method: String, path: String, version: String) {
+    fileprivate func begin(
+        connection: OpaquePointer, exchange e: Exchange, method: String, path: String, version: String
+    ) {
         var buffer = [CChar](repeating: 0, count: 64)
         rollout_mhd_client_address(connection, &buffer, buffer.count)
         e.begun = true
@@ -305,7 +307,8 @@ public final class HTTPServer: @unchecked Sendable {
         let rawPath = e.rawURI.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false).first ?? ""
         if rawPath.lowercased().contains("%2f") {
             return googleError(
-                404, "NOT_FOUND", "The requested URL \(rawPath) was not found on this server (encoded '/' in the path).")
+                404, "NOT_FOUND", "The requested URL \(rawPath) was not found on this server (encoded '/' in the path)."
+            )
         }
         let memory = max(4096, limits.connectionMemoryBytes)
         if e.rawURI.utf8.count > memory / 4 {

@@ -340,12 +340,13 @@ enum SlowLorisDrill {
                 _ = poll(&polls, nfds_t(polls.count), Int32(max(1, min(100, due.timeIntervalSinceNow * 1000))))
                 let sending = Date() >= due
                 if sending { due = due.addingTimeInterval(interval) }
+                func trickled(_ fd: Int32) -> Bool {
+                    trickle.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) } > 0
+                }
                 var kept: [Int32] = []
                 var lost = 0
                 for p in polls {
-                    let gone =
-                        p.revents != 0
-                        || (sending && trickle.withUnsafeBytes { send(p.fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) } < 0)
+                    let gone = p.revents != 0 || (sending && !trickled(p.fd))
                     if gone {
                         close(p.fd)
                         lost += 1
@@ -407,7 +408,8 @@ enum SlowLorisDrill {
         guard FileManager.default.isExecutableFile(atPath: rollout) else {
             throw BenchError("\(rollout) not built (make bench builds it)")
         }
-        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("rollout-slowloris-\(UUID().uuidString)")
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "rollout-slowloris-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: dir) }
         let store = dir.appendingPathComponent("store.db").path
@@ -445,8 +447,9 @@ enum SlowLorisDrill {
             "  \(formatFigure(seconds)) s under attack: \(attacked.latencies.count) honest requests (alone, "
                 + "\(formatFigure(seconds / 6)) s: \(alone.latencies.count)); the server closed \(closed) trickling "
                 + "connections (\(failedOpens) failed to open)")
-        report("honest p99 under 300 trickling connections", value: p99(attacked), unit: "ms", against: ("alone", p99(alone)))
-        report("honest p99 under 300 trickling connections", value: p99(attacked), unit: "ms", limit: 2000, higherIsBetter: false)
+        let label = "honest p99 under 300 trickling connections"
+        report(label, value: p99(attacked), unit: "ms", against: ("alone", p99(alone)))
+        report(label, value: p99(attacked), unit: "ms", limit: 2000, higherIsBetter: false)
         if let e = (alone.errors + attacked.errors).first { print("  first error: \(e)") }
         report(
             "honest errors", value: Double(alone.errors.count + attacked.errors.count), unit: "requests", limit: 0,

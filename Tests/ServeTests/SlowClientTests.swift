@@ -114,7 +114,8 @@ import TestSupport
 
     /// The first response in `bytes`: status, lower-case headers, body parsed as JSON.
     static func response(_ bytes: [UInt8]?) -> (status: Int, headers: [String: String], json: JSONValue?)? {
-        guard let bytes, let end = (0..<max(0, bytes.count - 3)).first(where: { bytes[$0..<$0 + 4].elementsEqual([13, 10, 13, 10]) })
+        guard let bytes,
+            let end = (0..<max(0, bytes.count - 3)).first(where: { bytes[$0..<$0 + 4].elementsEqual([13, 10, 13, 10]) })
         else { return nil }
         var lines = String(decoding: bytes[0..<end], as: UTF8.self).components(separatedBy: "\r\n")
         let statusLine = lines.removeFirst().split(separator: " ")
@@ -122,7 +123,8 @@ import TestSupport
         var headers: [String: String] = [:]
         for line in lines {
             guard let colon = line.firstIndex(of: ":") else { continue }
-            headers[line[..<colon].lowercased()] = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+            headers[line[..<colon].lowercased()] = line[line.index(after: colon)...].trimmingCharacters(
+                in: .whitespaces)
         }
         let length = headers["content-length"].flatMap(Int.init) ?? 0
         let body = Array(bytes[(end + 4)...].prefix(length))
@@ -278,16 +280,19 @@ import TestSupport
         }
         #expect(try exchange(post("/v1/projects/serve-slow/apps/\(method)"))?.status == 200)
         for encoded in ["%2F", "%2f"] {
-            Self.expectGoogleError(try exchange(post("/v1/projects/serve-slow\(encoded)apps/\(method)")), 404, "NOT_FOUND")
+            Self.expectGoogleError(
+                try exchange(post("/v1/projects/serve-slow\(encoded)apps/\(method)")), 404, "NOT_FOUND")
         }
         let conflicting = try exchange(
             post("/v1/projects/serve-slow/apps/\(method)", "Content-Length: 2\r\nContent-Length: 40\r\n"))
         Self.expectGoogleError(conflicting, 400, "INVALID_ARGUMENT")
         #expect(conflicting?.headers["connection"]?.lowercased() == "close")
         let big = String(repeating: "a", count: 40_000)
-        Self.expectGoogleError(try exchange("GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Big: \(big)\r\n\r\n"), 431, "INVALID_ARGUMENT")
+        Self.expectGoogleError(
+            try exchange("GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Big: \(big)\r\n\r\n"), 431, "INVALID_ARGUMENT")
         let long = String(repeating: "a", count: 9_000)
-        Self.expectGoogleError(try exchange("GET /healthz?x=\(long) HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"), 414, "INVALID_ARGUMENT")
+        Self.expectGoogleError(
+            try exchange("GET /healthz?x=\(long) HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"), 414, "INVALID_ARGUMENT")
     }
 
     /// Reproduction (item 10): `GET /%C2%9B2J%E2%80%AE%7Fx` wrote U+009B (a CSI introducer on some terminals),
