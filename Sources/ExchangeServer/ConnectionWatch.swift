@@ -39,18 +39,32 @@ import Platform
 /// the kernel's listen backlog (honest ones among them) are accepted in order. An honest connection therefore
 /// waits at most about `headersUnderPressure` seconds for a slot against the classic slow loris (request line,
 /// then a header line now and then), and about `underPressure` against one that trickles its request line.
-final class ConnectionWatch: @unchecked Sendable {
+///
+/// `late(_:at:deadlines:)`, the rule itself, is a pure function with package access for ServeTests.
+package final class ConnectionWatch: @unchecked Sendable {
     /// What a connection is waiting for.
-    enum Phase: Sendable { case head, body, answering }
+    package enum Phase: Sendable { case head, body, answering }
 
     /// The deadlines, in seconds (see the type's discussion).
-    struct Deadlines: Sendable {
-        var head: Double
-        var body: Double
-        var underPressure: Double
-        var headersUnderPressure: Double
-        var pressureConnections: Int
-        var minimumBodyRate: Double
+    package struct Deadlines: Sendable {
+        package var head: Double
+        package var body: Double
+        package var underPressure: Double
+        package var headersUnderPressure: Double
+        package var pressureConnections: Int
+        package var minimumBodyRate: Double
+
+        package init(
+            head: Double, body: Double, underPressure: Double, headersUnderPressure: Double, pressureConnections: Int,
+            minimumBodyRate: Double
+        ) {
+            self.head = head
+            self.body = body
+            self.underPressure = underPressure
+            self.headersUnderPressure = headersUnderPressure
+            self.pressureConnections = pressureConnections
+            self.minimumBodyRate = minimumBodyRate
+        }
     }
 
     /// One open connection: its socket and what it has waited for since when (monotonic microseconds).
@@ -121,12 +135,9 @@ final class ConnectionWatch: @unchecked Sendable {
         }
     }
 
-    /// The open connections now (for tests and the drill).
-    var count: Int { condition.withLock { open.count } }
-
     /// Which of `connections` (phase, since, body bytes, request line) are past their deadline at `now`: their
     /// indices.
-    static func late(
+    package static func late(
         _ connections: [(phase: Phase, since: UInt64, bodyBytes: Int, requestLineAt: UInt64?)], at now: UInt64,
         deadlines d: Deadlines
     ) -> [Int] {

@@ -216,9 +216,6 @@ public final class HTTPServer: @unchecked Sendable {
     /// Requests whose handling has begun and whose response has not been sent.
     public var requestsInFlight: Int { lock.withLock { inFlight } }
 
-    /// Connections open now.
-    public var openConnections: Int { watch.count }
-
     /// Graceful stop: no new connections, requests in flight finish (responses carry `Connection: close`),
     /// then the daemon stops. Returns the number of requests that were still unfinished at the deadline.
     @discardableResult
