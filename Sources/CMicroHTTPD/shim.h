@@ -69,23 +69,33 @@ static inline const char *rollout_mhd_load(void)
     return NULL;
 }
 
+/// The URI log callback's type (MHD_OPTION_URI_LOG_CALLBACK): the request's URI as received, before
+/// libmicrohttpd percent-decodes it; what it returns is the request's first `con_cls`.
+typedef void *(*rollout_mhd_uri_callback)(void *cls, const char *uri, struct MHD_Connection *connection);
+
 /// Starts a daemon on the IPv4 address `address` with the given limits.
-/// `pool_size` worker threads each run their own event loop (MHD_OPTION_THREAD_POOL_SIZE).
+/// `pool_size` worker threads each run their own event loop (MHD_OPTION_THREAD_POOL_SIZE); `per_address_limit`
+/// caps the connections from one client address (0: no cap). `uri` sees every request's raw URI, `connections`
+/// every connection's start and close; all callbacks share `cls`.
 static inline struct MHD_Daemon *rollout_mhd_start(
     unsigned int flags, const struct sockaddr_in *address, unsigned int pool_size, unsigned int connection_limit,
-    unsigned int connection_timeout_seconds, size_t connection_memory_limit, MHD_AccessHandlerCallback handler,
-    void *handler_cls, MHD_RequestCompletedCallback completed, void *completed_cls)
+    unsigned int per_address_limit, unsigned int connection_timeout_seconds, size_t connection_memory_limit,
+    MHD_AccessHandlerCallback handler, MHD_RequestCompletedCallback completed, rollout_mhd_uri_callback uri,
+    MHD_NotifyConnectionCallback connections, void *cls)
 {
     struct MHD_OptionItem options[] = {
         {MHD_OPTION_SOCK_ADDR, 0, (void *)address},
         {MHD_OPTION_THREAD_POOL_SIZE, (intptr_t)pool_size, NULL},
         {MHD_OPTION_CONNECTION_LIMIT, (intptr_t)connection_limit, NULL},
+        {MHD_OPTION_PER_IP_CONNECTION_LIMIT, (intptr_t)per_address_limit, NULL},
         {MHD_OPTION_CONNECTION_TIMEOUT, (intptr_t)connection_timeout_seconds, NULL},
         {MHD_OPTION_CONNECTION_MEMORY_LIMIT, (intptr_t)connection_memory_limit, NULL},
-        {MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)completed, completed_cls},
+        {MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)completed, cls},
+        {MHD_OPTION_URI_LOG_CALLBACK, (intptr_t)uri, cls},
+        {MHD_OPTION_NOTIFY_CONNECTION, (intptr_t)connections, cls},
         {MHD_OPTION_END, 0, NULL},
     };
-    return rollout_mhd.start_daemon(flags, 0, NULL, NULL, handler, handler_cls, MHD_OPTION_ARRAY, options,
+    return rollout_mhd.start_daemon(flags, 0, NULL, NULL, handler, cls, MHD_OPTION_ARRAY, options,
                                     MHD_OPTION_END);
 }
 
@@ -109,6 +119,22 @@ static inline void rollout_mhd_client_address(struct MHD_Connection *connection,
     } else if (sa->sa_family == AF_INET6) {
         inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)sa)->sin6_addr, buffer, (socklen_t)size);
     }
+}
+
+/// The connection's socket (-1 if unknown), for `shutdown` by the deadline watch.
+static inline int rollout_mhd_connection_fd(struct MHD_Connection *connection)
+{
+    const union MHD_ConnectionInfo *info =
+        rollout_mhd.get_connection_info(connection, MHD_CONNECTION_INFO_CONNECTION_FD);
+    return info ? (int)info->connect_fd : -1;
+}
+
+/// The pointer kept for the connection at MHD_CONNECTION_NOTIFY_STARTED (NULL if none).
+static inline void *rollout_mhd_socket_context(struct MHD_Connection *connection)
+{
+    const union MHD_ConnectionInfo *info =
+        rollout_mhd.get_connection_info(connection, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    return info ? info->socket_context : NULL;
 }
 
 /// Request headers (`header` non-zero) or query arguments, one callback each.

@@ -1,6 +1,7 @@
 import CMicroHTTPD
 import FoundationEssentials
 import Glibc
+import JSON
 import Platform
 import Timekeeping
 
@@ -11,7 +12,8 @@ import Timekeeping
 /// One HTTP request as the server hands it to a handler: the whole body has arrived (within its limit).
 public struct HTTPRequest: Sendable {
     public var method: String
-    /// The path, percent-decoded by libmicrohttpd, without the query.
+    /// The path, percent-decoded by libmicrohttpd, without the query. A raw path with `%2F` in it is refused
+    /// (404) before a handler sees it, so a decoded `/` always was a `/` on the wire.
     public var path: String
     /// Query arguments (`?format=ga4`).
     public var query: [String: String]
@@ -71,7 +73,20 @@ public struct HTTPServerLimits: Sendable {
     public var connectionLimit: Int = 256
     /// An idle connection (no bytes either way) is closed after this long.
     public var connectionTimeoutSeconds: Int = 15
-    /// Memory per connection for the request line and headers (libmicrohttpd answers 431/414 beyond it).
+    /// A request head (request line and headers) must be complete this long after its connection was accepted,
+    /// or after the previous answer on a keep-alive connection, however steadily its bytes trickle in.
+    public var headDeadlineSeconds: Double = 10
+    /// A request body must be complete this long after its head.
+    public var bodyDeadlineSeconds: Double = 30
+    /// With three quarters of `connectionLimit` open, heads and slow bodies (under 1 KiB/s) get this long ...
+    public var deadlineUnderPressureSeconds: Double = 2
+    /// ... and headers this long after their request line (see `ConnectionWatch`).
+    public var headersUnderPressureSeconds: Double = 0.5
+    /// Connections at once from one client address (0: no cap); libmicrohttpd closes any more at once.
+    public var connectionsPerAddress: Int = 0
+    /// The largest request head answered: a longer one is refused with 431 (414 when the request line alone is
+    /// over a quarter of it) in Google's error shape. libmicrohttpd's memory per connection is twice this, so
+    /// only a head beyond that meets libmicrohttpd's own reply.
     public var connectionMemoryBytes: Int = 32 * 1024
     /// How long a SIGTERM waits for requests in flight before closing what is left.
     public var drainSeconds: Double = 10
@@ -97,19 +112,12 @@ public struct AccessLogEntry: Sendable {
     public var remote: String
 
     /// The entry as one JSON line (no newline).
+    ///
+    /// Strings go through the one JSON writer, which escapes controls (C0, DEL, C1) and bidirectional formatting
+    /// characters: a path like `/%C2%9B2J` or `/%E2%80%AE` lands as `\u009b2J` / `\u202e`, never raw on the
+    /// terminal that tails the log.
     public var line: String {
-        func q(_ s: String) -> String {
-            var out = "\""
-            for u in s.unicodeScalars {
-                switch u {
-                case "\"": out += "\\\""
-                case "\\": out += "\\\\"
-                case _ where u.value < 0x20: out += cFormat("\\u%04x", u.value)
-                default: out.unicodeScalars.append(u)
-                }
-            }
-            return out + "\""
-        }
+        func q(_ s: String) -> String { JSONWriter.quoted(s) }
         let ms = cFormat("%.3f", Double(durationMicroseconds) / 1000)
         return "{\"time\":\(q(time.iso8601)),\"method\":\(q(method)),\"path\":\(q(path)),\"status\":\(status),"
             + "\"durationMs\":\(ms),\"bytesIn\":\(bytesIn),\"bytesOut\":\(bytesOut),\"remote\":\(q(remote))}"
@@ -124,10 +132,19 @@ public struct AccessLogEntry: Sendable {
 /// connections, and a connection burst cannot create hundreds of threads on a small machine. The handler runs
 /// on the worker that owns the connection.
 ///
-/// Limits: a connection limit, an idle timeout per connection, a memory bound on request line and headers,
-/// and a body limit per route (a larger `Content-Length` is refused before the body is read; a chunked body
-/// stops being kept at the limit). `shutdown()` stops accepting, lets requests in flight finish (up to
-/// `drainSeconds`), then closes the rest.
+/// Limits: a connection limit, a cap per client address, an idle timeout per connection, deadlines for a
+/// request's head and body that trickling bytes do not extend (`ConnectionWatch`, with shorter ones under
+/// pressure), a bound on the request head, and a body limit per route (a larger `Content-Length` is refused
+/// before the body is read; a chunked body stops being kept at the limit). `shutdown()` stops accepting, lets
+/// requests in flight finish (up to `drainSeconds`), then closes the rest.
+///
+/// Refusals before the handler, each in Google's error shape and closing the connection: a raw path with an
+/// encoded slash (`%2F`, 404: libmicrohttpd decodes the path, and a decoded `/` must not route as a separator),
+/// a head over `connectionMemoryBytes` (431, or 414 for the request line), and conflicting `Content-Length`
+/// headers (400: libmicrohttpd reads the first, a proxy in front may read another, which smuggles a request).
+/// libmicrohttpd still answers a few requests itself, before any callback can: a request line or header line it
+/// cannot parse, a `Content-Length` that is not a number or overflows, a malformed chunked body, an HTTP major
+/// version other than 1, and a head over twice `connectionMemoryBytes` (its bodies are HTML or empty).
 public final class HTTPServer: @unchecked Sendable {
     public let handler: any HTTPHandler
     public let limits: HTTPServerLimits
@@ -140,6 +157,7 @@ public final class HTTPServer: @unchecked Sendable {
     private let lock = Lock()
     private var inFlight = 0
     private var draining = false
+    let watch: ConnectionWatch
 
     /// Binds `host:port` (an IPv4 literal; port 0 picks a free one) and starts serving.
     public init(
@@ -151,13 +169,21 @@ public final class HTTPServer: @unchecked Sendable {
         self.host = host
         self.clock = clock
         self.log = log
+        watch = ConnectionWatch(
+            deadlines: ConnectionWatch.Deadlines(
+                head: limits.headDeadlineSeconds, body: limits.bodyDeadlineSeconds,
+                underPressure: limits.deadlineUnderPressureSeconds,
+                headersUnderPressure: limits.headersUnderPressureSeconds,
+                pressureConnections: max(1, limits.connectionLimit * 3 / 4), minimumBodyRate: 1024))
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
         address.sin_port = port.bigEndian
         guard inet_pton(AF_INET, host, &address.sin_addr) == 1 else {
+            watch.stop()
             throw HTTPServerError("--listen needs an IPv4 address and a port (e.g. 127.0.0.1:8080), not '\(host)'")
         }
         if let failure = HTTPServer.loadLibrary() {
+            watch.stop()
             throw HTTPServerError("cannot load libmicrohttpd (Debian: libmicrohttpd12): \(failure)")
         }
         let me = Unmanaged.passUnretained(self).toOpaque()
@@ -167,10 +193,12 @@ public final class HTTPServer: @unchecked Sendable {
         let started = withUnsafePointer(to: &address) { addr in
             rollout_mhd_start(
                 flags, addr, UInt32(max(1, limits.threads)), UInt32(max(1, limits.connectionLimit)),
-                UInt32(max(1, limits.connectionTimeoutSeconds)), max(4096, limits.connectionMemoryBytes),
-                accessHandler, me, completedHandler, me)
+                UInt32(max(0, limits.connectionsPerAddress)), UInt32(max(1, limits.connectionTimeoutSeconds)),
+                2 * max(4096, limits.connectionMemoryBytes), accessHandler, completedHandler, uriHandler,
+                connectionHandler, me)
         }
         guard let started else {
+            watch.stop()
             throw HTTPServerError("cannot listen on \(host):\(port): \(String(cString: strerror(errno)))")
         }
         daemon = started
@@ -218,55 +246,91 @@ public final class HTTPServer: @unchecked Sendable {
             return daemon
         }
         if let d { rollout_mhd_stop(d) }
+        watch.stop()
     }
 
     // MARK: Per-request state
 
+    /// One request, from its request line (the URI log callback) to its completion.
     final class Exchange {
-        let method: String
-        let path: String
+        /// The URI as received, before libmicrohttpd decodes it.
+        let rawURI: String
+        var method = ""
+        var path = ""
+        var begun = false
         var headers: [String: String] = [:]
         var query: [String: String] = [:]
+        var headBytes = 0
+        var conflictingLength = false
         var body: [UInt8] = []
-        var limit: Int
+        var limit = 0
         var tooLarge = false
+        /// The answer given before the body was read (a refusal); the connection closes after it.
+        var early: HTTPResponse?
         var status = 0
         var bytesOut = 0
         var bytesIn = 0
-        let started: UInt64
-        let remote: String
+        var started: UInt64 = 0
+        var remote = ""
+        var connection: ConnectionWatch.Connection?
 
-        init(method: String, path: String, limit: Int, remote: String) {
-            self.method = method
-            self.path = path
-            self.limit = limit
-            self.remote = remote
-            started = HTTPServer.monotonicMicroseconds()
-        }
+        init(rawURI: String) { self.rawURI = rawURI }
     }
 
-    static func monotonicMicroseconds() -> UInt64 {
-        var ts = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &ts)
-        return UInt64(ts.tv_sec) * 1_000_000 + UInt64(ts.tv_nsec / 1000)
-    }
+    static func monotonicMicroseconds() -> UInt64 { ConnectionWatch.now() }
 
-    fileprivate func begin(connection: OpaquePointer, method: String, path: String) -> Exchange {
+    fileprivate func begin(
+        connection: OpaquePointer, exchange e: Exchange, method: String, path: String, version: String
+    ) {
         var buffer = [CChar](repeating: 0, count: 64)
         rollout_mhd_client_address(connection, &buffer, buffer.count)
-        let e = Exchange(
-            method: method, path: path, limit: handler.bodyLimit(method: method, path: path),
-            remote: buffer.withUnsafeBufferPointer { String(cString: $0.baseAddress!) })
+        e.begun = true
+        e.method = method
+        e.path = path
+        e.limit = handler.bodyLimit(method: method, path: path)
+        e.remote = buffer.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }
+        e.started = HTTPServer.monotonicMicroseconds()
+        e.headBytes = method.utf8.count + e.rawURI.utf8.count + version.utf8.count + 4
         let box = Unmanaged.passUnretained(e).toOpaque()
         rollout_mhd_values(connection, 1, headerIterator, box)
         rollout_mhd_values(connection, 0, queryIterator, box)
+        if let c = e.connection { watch.enter(.body, c) }
+        e.early = refusal(e)
         lock.withLock { inFlight += 1 }
-        return e
+    }
+
+    /// The answer to a request refused on its head alone, in Google's error shape; nil to go on.
+    private func refusal(_ e: Exchange) -> HTTPResponse? {
+        let rawPath = e.rawURI.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false).first ?? ""
+        if rawPath.lowercased().contains("%2f") {
+            return googleError(
+                404, "NOT_FOUND", "The requested URL \(rawPath) was not found on this server (encoded '/' in the path)."
+            )
+        }
+        let memory = max(4096, limits.connectionMemoryBytes)
+        if e.rawURI.utf8.count > memory / 4 {
+            return googleError(414, "INVALID_ARGUMENT", "The request URL is longer than \(memory / 4) bytes.")
+        }
+        if e.headBytes > memory {
+            return googleError(
+                431, "INVALID_ARGUMENT", "The request line and headers are larger than \(memory) bytes.")
+        }
+        if e.conflictingLength {
+            return googleError(400, "INVALID_ARGUMENT", "The request has conflicting Content-Length headers.")
+        }
+        if let length = e.headers["content-length"].flatMap(Int.init), length > e.limit {
+            e.tooLarge = true
+            return handler.bodyTooLarge(limit: e.limit)
+        }
+        return nil
     }
 
     fileprivate func respond(connection: OpaquePointer, exchange e: Exchange) -> MHD_Result {
+        if let c = e.connection { watch.enter(.answering, c) }
         let response: HTTPResponse
-        if e.tooLarge {
+        if let early = e.early {
+            response = early
+        } else if e.tooLarge {
             response = handler.bodyTooLarge(limit: e.limit)
         } else {
             response = handler.respond(
@@ -276,7 +340,7 @@ public final class HTTPServer: @unchecked Sendable {
         }
         e.status = response.status
         e.bytesOut = response.body.count
-        let closing = lock.withLock { draining } || e.tooLarge
+        let closing = lock.withLock { draining } || e.tooLarge || e.early != nil
         let r = response.body.withUnsafeBytes { raw in
             rollout_mhd_response_copy(
                 raw.count, raw.baseAddress)
@@ -289,6 +353,8 @@ public final class HTTPServer: @unchecked Sendable {
     }
 
     fileprivate func complete(_ e: Exchange) {
+        if let c = e.connection { watch.enter(.head, c) }
+        guard e.begun else { return }  // libmicrohttpd answered the head itself
         lock.withLock { inFlight -= 1 }
         guard let log else { return }
         log(
@@ -306,6 +372,9 @@ private let headerIterator: MHD_KeyValueIterator = { cls, _, key, value in
     let e = Unmanaged<HTTPServer.Exchange>.fromOpaque(cls).takeUnretainedValue()
     let name = String(cString: key).lowercased()
     let v = value.map { String(cString: $0) } ?? ""
+    e.headBytes += name.utf8.count + v.utf8.count + 4
+    if name == "content-length", let seen = e.headers[name], seen != v { e.conflictingLength = true }
+    if name == "content-length", e.headers[name] != nil { return .YES }
     e.headers[name] = e.headers[name].map { $0 + ", " + v } ?? v
     return .YES
 }
@@ -317,24 +386,46 @@ private let queryIterator: MHD_KeyValueIterator = { cls, _, key, value in
     return .YES
 }
 
-private let accessHandler: MHD_AccessHandlerCallback = {
-    cls, connection, url, method, _, uploadData, uploadDataSize, conCls in
-    guard let cls, let connection, let url, let method, let uploadDataSize, let conCls else { return .NO }
-    let server = Unmanaged<HTTPServer>.fromOpaque(cls).takeUnretainedValue()
-    guard let box = conCls.pointee else {
-        // First call: headers only.
-        let e = server.begin(connection: connection, method: String(cString: method), path: String(cString: url))
-        conCls.pointee = Unmanaged.passRetained(e).toOpaque()
-        if let length = e.headers["content-length"].flatMap(Int.init), length > e.limit {
-            e.tooLarge = true
-            return server.respond(connection: connection, exchange: e)
-        }
-        return .YES
+/// The request line has arrived: a new exchange holding the raw URI becomes the request's `con_cls`.
+private let uriHandler: rollout_mhd_uri_callback = { cls, uri, connection in
+    let e = HTTPServer.Exchange(rawURI: uri.map { String(cString: $0) } ?? "")
+    if let cls, let connection, let c = rollout_mhd_socket_context(connection) {
+        e.connection = Unmanaged<ConnectionWatch.Connection>.fromOpaque(c).takeUnretainedValue()
+        Unmanaged<HTTPServer>.fromOpaque(cls).takeUnretainedValue().watch.requestLine(e.connection!)
     }
+    return Unmanaged.passRetained(e).toOpaque()
+}
+
+/// Connections opened and closed, for the deadline watch.
+private let connectionHandler: MHD_NotifyConnectionCallback = { cls, connection, socketContext, code in
+    guard let cls, let connection, let socketContext else { return }
+    let server = Unmanaged<HTTPServer>.fromOpaque(cls).takeUnretainedValue()
+    if code.rawValue == 0 {  // MHD_CONNECTION_NOTIFY_STARTED
+        let c = server.watch.opened(fd: rollout_mhd_connection_fd(connection))
+        socketContext.pointee = Unmanaged.passRetained(c).toOpaque()
+    } else if let box = socketContext.pointee {
+        server.watch.closed(Unmanaged<ConnectionWatch.Connection>.fromOpaque(box).takeRetainedValue())
+        socketContext.pointee = nil
+    }
+}
+
+private let accessHandler: MHD_AccessHandlerCallback = {
+    cls, connection, url, method, version, uploadData, uploadDataSize, conCls in
+    guard let cls, let connection, let url, let method, let uploadDataSize, let conCls, let box = conCls.pointee
+    else { return .NO }
+    let server = Unmanaged<HTTPServer>.fromOpaque(cls).takeUnretainedValue()
     let e = Unmanaged<HTTPServer.Exchange>.fromOpaque(box).takeUnretainedValue()
+    guard e.begun else {
+        // First call: headers only.
+        server.begin(
+            connection: connection, exchange: e, method: String(cString: method), path: String(cString: url),
+            version: version.map { String(cString: $0) } ?? "")
+        return e.early == nil ? .YES : server.respond(connection: connection, exchange: e)
+    }
     let count = uploadDataSize.pointee
     if count > 0 {
         e.bytesIn += count
+        if let c = e.connection { server.watch.received(count, c) }
         if !e.tooLarge, let uploadData {
             if e.body.count + count > e.limit {
                 e.tooLarge = true
@@ -348,7 +439,7 @@ private let accessHandler: MHD_AccessHandlerCallback = {
         uploadDataSize.pointee = 0
         return .YES
     }
-    if e.status != 0 { return .YES }  // already answered (413 on Content-Length)
+    if e.status != 0 { return .YES }  // already answered (a refusal on the head)
     return server.respond(connection: connection, exchange: e)
 }
 

@@ -18,7 +18,11 @@ import Timekeeping
 enum ServeBench {
     static let suites: [BenchSuite] = [
         BenchSuite(
-            name: "serve", title: "rollout serve on loopback: 64 devices, SIGTERM and restart in the middle", run: run)
+            name: "serve", title: "rollout serve on loopback: 64 devices, SIGTERM and restart in the middle", run: run),
+        BenchSuite(
+            name: "serve-slowloris",
+            title: "rollout serve on loopback: 8 honest clients while 300 connections trickle their headers",
+            run: SlowLorisDrill.run),
     ]
 
     static let app = "1:777:ios:bench"
@@ -281,5 +285,174 @@ enum ServeBench {
             "  per operation here: attestation verify \(formatFigure(attest * 1e3)) ms, assertion verify "
                 + "\(formatFigure(assert * 1e3)) ms, RS256 token signature \(formatFigure(sign * 1e3)) ms")
         return Double(attestations) * (attest + sign) + Double(assertions) * (assert + sign)
+    }
+}
+
+/// The slow-client drill: 8 honest clients ask for challenges, each request on a new connection (what a device
+/// does when its token is due), first alone and then while 300 connections trickle their heads at the server
+/// (one header line each per second, reopened as soon as the server closes one), all from 127.0.0.1 like the
+/// honest clients, so a cap per address cannot tell them apart.
+///
+/// Bounded: `ROLLOUT_BENCH_SLOWLORIS_SECONDS` (default 60, at least 5, at most 120) under attack, a sixth of it
+/// alone first. Printed: the honest p99 latency under attack against alone (ratio), with the limit that no honest
+/// request waits longer than the server's deadline for a head under pressure (2 s: the longest a trickling
+/// connection keeps a slot once three quarters are taken), and the honest errors (limit 0).
+enum SlowLorisDrill {
+    /// 300 connections that send a request line and then one header line per `interval`, never ending the head.
+    final class Attacker: @unchecked Sendable {
+        let port: UInt16
+        let lock = NSLock()
+        var stopped = false
+        var closedByServer = 0
+        var failedOpens = 0
+
+        init(port: UInt16) { self.port = port }
+
+        func open() -> Int32? {
+            let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+            var tv = timeval(tv_sec: 5, tv_usec: 0)
+            setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
+            var addr = sockaddr_in()
+            addr.sin_family = sa_family_t(AF_INET)
+            addr.sin_port = port.bigEndian
+            inet_pton(AF_INET, "127.0.0.1", &addr.sin_addr)
+            let rc = withUnsafePointer(to: &addr) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                    connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+                }
+            }
+            let line = Array("GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n".utf8)
+            guard rc == 0, line.withUnsafeBytes({ send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }) > 0 else {
+                close(fd)
+                lock.withLock { failedOpens += 1 }
+                return nil
+            }
+            return fd
+        }
+
+        /// Keeps `count` trickling connections until `stop()`.
+        func run(count: Int, interval: Double) {
+            var fds = (0..<count).compactMap { _ in open() }
+            let trickle = Array("X-Trickle: a\r\n".utf8)
+            var due = Date().addingTimeInterval(interval)
+            while !lock.withLock({ stopped }) {
+                var polls = fds.map { pollfd(fd: $0, events: Int16(POLLIN), revents: 0) }
+                _ = poll(&polls, nfds_t(polls.count), Int32(max(1, min(100, due.timeIntervalSinceNow * 1000))))
+                let sending = Date() >= due
+                if sending { due = due.addingTimeInterval(interval) }
+                func trickled(_ fd: Int32) -> Bool {
+                    trickle.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) } > 0
+                }
+                var kept: [Int32] = []
+                var lost = 0
+                for p in polls {
+                    let gone = p.revents != 0 || (sending && !trickled(p.fd))
+                    if gone {
+                        close(p.fd)
+                        lost += 1
+                    } else {
+                        kept.append(p.fd)
+                    }
+                }
+                if lost > 0 { lock.withLock { closedByServer += lost } }
+                fds = kept + (0..<(count - kept.count)).compactMap { _ in open() }
+            }
+            for fd in fds { close(fd) }
+        }
+
+        func stop() { lock.withLock { stopped = true } }
+    }
+
+    /// Honest clients' latencies and errors.
+    final class Honest: @unchecked Sendable {
+        let lock = NSLock()
+        var latencies: [UInt64] = []
+        var errors: [String] = []
+        var stopped = false
+    }
+
+    /// `clients` threads asking for challenges on new connections for `seconds`.
+    static func honest(port: UInt16, clients: Int, seconds: Double) -> Honest {
+        let tally = Honest()
+        let group = DispatchGroup()
+        let path = "/v1/projects/bench/apps/\(ServeBench.app):generateAppAttestChallenge"
+        for _ in 0..<clients {
+            group.enter()
+            Thread.detachNewThread {
+                defer { group.leave() }
+                while !tally.lock.withLock({ tally.stopped }) {
+                    let start = Stopwatch.nanoseconds()
+                    do {
+                        let client = try LoopbackHTTPClient(host: "127.0.0.1", port: port)
+                        client.timeoutSeconds = 20
+                        let r = try client.post(path: path, body: Array("{}".utf8))
+                        guard r.status == 200 else { throw BenchError("status \(r.status)") }
+                        tally.lock.withLock { tally.latencies.append(Stopwatch.nanoseconds() - start) }
+                    } catch {
+                        tally.lock.withLock { tally.errors.append("\(error)") }
+                    }
+                }
+            }
+        }
+        usleep(UInt32(seconds * 1e6))
+        tally.lock.withLock { tally.stopped = true }
+        group.wait()
+        return tally
+    }
+
+    static func run() throws {
+        let env = ProcessInfo.processInfo.environment
+        let seconds = min(120, max(5, Double(env["ROLLOUT_BENCH_SLOWLORIS_SECONDS"] ?? "") ?? 60))
+        let rollout = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
+            .appendingPathComponent("rollout").path
+        guard FileManager.default.isExecutableFile(atPath: rollout) else {
+            throw BenchError("\(rollout) not built (make bench builds it)")
+        }
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "rollout-slowloris-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let store = dir.appendingPathComponent("store.db").path
+        _ = try runCapture(rollout, ["init", "--store", store, "--seed", "bench"])
+        _ = try runCapture(
+            rollout,
+            [
+                "appcheck", "app", "add", ServeBench.app, "--project-number", "777", "--project-id", "bench", "--team",
+                ServeBench.identity.teamId, "--bundle", ServeBench.identity.bundleId, "--store", store,
+            ])
+        let (server, port) = try ServeBench.serverProcess(
+            rollout, store: store, log: dir.appendingPathComponent("access.log").path)
+        defer {
+            kill(server.processIdentifier, SIGTERM)
+            server.waitUntilExit()
+        }
+        let alone = honest(port: port, clients: 8, seconds: seconds / 6)
+        let attacker = Attacker(port: port)
+        let attack = DispatchGroup()
+        attack.enter()
+        Thread.detachNewThread {
+            attacker.run(count: 300, interval: 1)
+            attack.leave()
+        }
+        let attacked = honest(port: port, clients: 8, seconds: seconds)
+        attacker.stop()
+        attack.wait()
+
+        func p99(_ t: Honest) -> Double {
+            let sorted = t.latencies.sorted()
+            return sorted.isEmpty ? 0 : Double(sorted[min(sorted.count - 1, Int(Double(sorted.count) * 0.99))]) / 1e6
+        }
+        let (closed, failedOpens) = attacker.lock.withLock { (attacker.closedByServer, attacker.failedOpens) }
+        print(
+            "  \(formatFigure(seconds)) s under attack: \(attacked.latencies.count) honest requests (alone, "
+                + "\(formatFigure(seconds / 6)) s: \(alone.latencies.count)); the server closed \(closed) trickling "
+                + "connections (\(failedOpens) failed to open)")
+        let label = "honest p99 under 300 trickling connections"
+        report(label, value: p99(attacked), unit: "ms", against: ("alone", p99(alone)))
+        report(label, value: p99(attacked), unit: "ms", limit: 2000, higherIsBetter: false)
+        if let e = (alone.errors + attacked.errors).first { print("  first error: \(e)") }
+        report(
+            "honest errors", value: Double(alone.errors.count + attacked.errors.count), unit: "requests", limit: 0,
+            higherIsBetter: false)
     }
 }

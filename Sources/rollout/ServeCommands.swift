@@ -44,6 +44,17 @@ enum ServeCommands {
             .value("--max-connections", name: "N", help: "Connections at once (default 256)."),
             .value("--timeout", name: "SECONDS", help: "Idle connection timeout (default 15)."),
             .value(
+                "--header-timeout", name: "SECONDS",
+                help:
+                    "A request's headers must be complete this long after the connection opened or the last answer, however slowly bytes trickle (default 10; with 3/4 of --max-connections open, 2, and 0.5 after the request line)."
+            ),
+            .value(
+                "--body-timeout", name: "SECONDS", help: "A request's body must be complete this long after its headers (default 30)."),
+            .value(
+                "--max-connections-per-address", name: "N",
+                help: "Connections at once from one client address (default: half of --max-connections; none on a loopback --listen, where every client is 127.0.0.1; 0: no cap)."
+            ),
+            .value(
                 "--rate-limit", name: "N",
                 help: "Exchange requests per second per client address (default 100, burst 2N; 0: off)."),
             .value("--max-events-body", name: "BYTES", help: "Largest POST /v1/events body (default 8388608)."),
@@ -166,6 +177,14 @@ enum ServeCommands {
         limits.threads = try int("--threads", 4)
         limits.connectionLimit = try int("--max-connections", 256)
         limits.connectionTimeoutSeconds = try int("--timeout", 15)
+        limits.headDeadlineSeconds = Double(try int("--header-timeout", 10))
+        limits.bodyDeadlineSeconds = Double(try int("--body-timeout", 30))
+        limits.deadlineUnderPressureSeconds = min(limits.deadlineUnderPressureSeconds, limits.headDeadlineSeconds)
+        limits.headersUnderPressureSeconds = min(limits.headersUnderPressureSeconds, limits.headDeadlineSeconds)
+        // On loopback every client is 127.0.0.1: a cap per address would be a second, smaller connection limit.
+        let loopback = host.hasPrefix("127.")
+        limits.connectionsPerAddress = try int(
+            "--max-connections-per-address", loopback ? 0 : max(1, limits.connectionLimit / 2), min: 0)
         let rate = try int("--rate-limit", 100, min: 0)
         let eventsLimit = try int("--max-events-body", 8 * 1024 * 1024)
 
