@@ -183,6 +183,32 @@ struct ValuePromptTests {
         }
     }
 
+    /// "3 a.m.", item 5. Reproduction: the `=` prompt showed 41; typing 150 gave `'41150' is outside 0–100%`, and
+    /// at 2% typing 5 gave 25. The pre-filled value is selected: typing replaces it; a cursor key keeps it to edit.
+    @Test("the pre-filled value is selected: typing replaces it; a cursor key keeps it")
+    func typingReplacesThePrefilledValue() {
+        var s = ready()
+        press(&s, .character("="))
+        type(&s, "150")
+        guard case .valuePrompt(let typed, _)? = s.overlay else {
+            Issue.record("prompt closed")
+            return
+        }
+        #expect(typed.text == "150")
+        press(&s, .escape)
+        press(&s, .character("="))
+        type(&s, "5")
+        #expect(press(&s, .enter) == [.preview(ChangeRequest(id: 1, operation: .set(microPercent: MicroPercent(5_000_000))))])
+        var t = ready()
+        press(&t, .character("="), .end)
+        type(&t, "1")
+        guard case .valuePrompt(let edited, _)? = t.overlay else {
+            Issue.record("prompt closed")
+            return
+        }
+        #expect(edited.text == "12.51")
+    }
+
     @Test("letters are not accepted and q types nothing instead of quitting; Esc cancels at once")
     func keysStayInPrompt() {
         var s = ready()
@@ -559,6 +585,24 @@ struct TextFieldTests {
         #expect(f.handle(.enter) == .submitted)
         #expect(f.handle(.escape) == .cancelled)
         #expect(f.handle(.up) == .ignored)
+    }
+
+    @Test("a selected pre-filled text is replaced by typing, cleared by a deletion, kept by a cursor key")
+    func selection() {
+        var f = TextField("reason to 45", selected: true)
+        #expect(f.isSelected)
+        #expect(f.handle(.character("n")) == .edited)
+        #expect(f.text == "n" && !f.isSelected)
+        var g = TextField("41", content: .decimal, selected: true)
+        // A character the emptied field would refuse leaves the selection as it was.
+        #expect(g.handle(.character("x")) == .ignored)
+        #expect(g.text == "41" && g.isSelected)
+        #expect(g.handle(.backspace) == .edited)
+        #expect(g.text == "" && !g.isSelected)
+        var h = TextField("41", content: .decimal, selected: true)
+        #expect(h.handle(.left) == .edited)
+        #expect(!h.isSelected && h.text == "41" && h.cursor == 1)
+        #expect(!TextField("", selected: true).isSelected)
     }
 
     @Test("decimal fields take digits, one point and a trailing percent sign; code fields digits only")

@@ -561,7 +561,7 @@ extension ConsoleState {
             say("Step \(PercentText.format(step))", .info)
         case .typeExact:
             let current = model.map { PercentText.formatNumber($0.condition.desiredMicroPercent) } ?? ""
-            overlay = .valuePrompt(field: TextField(current, content: .decimal, maxLength: 12), error: nil)
+            overlay = .valuePrompt(field: TextField(current, content: .decimal, maxLength: 12, selected: true), error: nil)
         case .kill: return startChange(.kill)
         case .resume: return startChange(.resume)
         case .rollbackLast:
@@ -667,7 +667,7 @@ extension ConsoleState {
         }
         if preview.requiresReason {
             // A reason typed before the store moved (or before a conflict) is offered again, to edit or keep.
-            overlay = .reason(preview, field: TextField(keptReason ?? "", maxLength: 500), error: nil)
+            overlay = .reason(preview, field: TextField(keptReason ?? "", maxLength: 500, selected: true), error: nil)
             return []
         }
         return afterReason(preview, reason: "")

@@ -25,13 +25,21 @@ public struct TextField: Hashable, Sendable {
     public let maxLength: Int
     /// Shown as bullets (step-up codes).
     public let masked: Bool
+    /// The whole text is selected, as a pre-filled field opens (the `=` prompt's current value, a reason kept
+    /// from before a conflict): typing replaces it and a deletion clears it, as in every text box people know; a
+    /// cursor key keeps it and moves the cursor. Typing after a pre-filled `41` gave `41150`.
+    public private(set) var isSelected: Bool
 
-    public init(_ text: String = "", content: Content = .text, maxLength: Int = 200, masked: Bool = false) {
+    /// A field holding `text`; `selected`: the text is pre-filled and selected (ignored for an empty text).
+    public init(
+        _ text: String = "", content: Content = .text, maxLength: Int = 200, masked: Bool = false, selected: Bool = false
+    ) {
         self.characters = Array(text.prefix(maxLength))
         self.cursor = characters.count
         self.content = content
         self.maxLength = maxLength
         self.masked = masked
+        self.isSelected = selected && !text.isEmpty
     }
 
     public var text: String { String(characters) }
@@ -41,6 +49,27 @@ public struct TextField: Hashable, Sendable {
 
     /// Applies one key.
     public mutating func handle(_ key: Key) -> Outcome {
+        if isSelected {
+            switch key {
+            case .enter, .escape:
+                break
+            case .character(let c):
+                // The typed character replaces the selection, if the emptied field accepts it.
+                var emptied = self
+                emptied.characters = []
+                emptied.cursor = 0
+                emptied.isSelected = false
+                guard emptied.accepts(c) else { return .ignored }
+                self = emptied
+            case .backspace, .control("h"), .delete, .control("d"), .control("u"), .control("k"):
+                characters = []
+                cursor = 0
+                isSelected = false
+                return .edited
+            default:
+                isSelected = false
+            }
+        }
         switch key {
         case .enter: return .submitted
         case .escape: return .cancelled

@@ -151,7 +151,8 @@ public enum TextInput {
             if i == field.cursor { cursorX = x }
             let w = max(1, CharacterWidth.of(String(ch)))
             if x + w > row.maxX { break }
-            grid.write(String(ch), x: x, y: row.y, role: .input, limit: w, clip: row)
+            // A selected (pre-filled) text is drawn as a selection, so that typing is seen to replace it.
+            grid.write(String(ch), x: x, y: row.y, role: field.isSelected ? .selection : .input, limit: w, clip: row)
             x += w
         }
         if field.cursor >= shown.count { cursorX = x }
