@@ -229,7 +229,7 @@ enum PlanCommands {
     static func words(_ action: RampAction) -> String {
         switch action {
         case .wait(let why, _): "waiting: \(why)"
-        case .advance(let step, let target, _): "next: step \(step) (\(target))"
+        case .advance(let step, let target, _): "advancing to step \(step) (\(target))"
         case .pause(let why, _): "pausing: \(why)"
         case .kill(let why): "killing: \(why)"
         case .done(let why): "done: \(why)"

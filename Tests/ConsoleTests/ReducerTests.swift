@@ -563,6 +563,43 @@ struct DataTests {
     }
 }
 
+@Suite("Kill dialog")
+struct KillDialogTests {
+    /// "3 a.m.", item 7. Reproduction: at HALT the footer says `K kill now`; the kill dialog focused Cancel, so the
+    /// Enter that followed cancelled the kill. A kill only lowers exposure: its dialog focuses Kill.
+    @Test("K then Enter kills; other dialogs still focus Cancel")
+    func enterKills() {
+        var s = ready()
+        guard case .preview(let request)? = press(&s, .character("K")).first else {
+            Issue.record("K asked for no preview")
+            return
+        }
+        // As the write path previews a kill: no code, no reason.
+        var kill = Fixture.preview(for: request)
+        kill.requiresStepUp = false
+        kill.requiresReason = false
+        _ = s.handle(.previewReady(kill))
+        guard case .confirm(_, let focus)? = s.overlay else {
+            Issue.record("no confirm dialog: \(String(describing: s.overlay))")
+            return
+        }
+        #expect(focus == .act)
+        let effects = press(&s, .enter)
+        #expect(effects.contains { if case .publish = $0 { true } else { false } }, "\(effects)")
+        var t = ready()
+        guard case .preview(let nudge)? = press(&t, .character("+")).first else {
+            Issue.record("+ asked for no preview")
+            return
+        }
+        _ = t.handle(.previewReady(Fixture.preview(for: nudge)))
+        guard case .confirm(_, let nudgeFocus)? = t.overlay else {
+            Issue.record("no confirm dialog")
+            return
+        }
+        #expect(nudgeFocus == .cancel)
+    }
+}
+
 @Suite("Text fields")
 struct TextFieldTests {
     @Test("typing, moving and deleting")

@@ -137,7 +137,8 @@ struct ConsoleEndToEndTests {
 
         try session.press("K")
         try session.waitFor("Confirm: kill switch")
-        try session.press("Tab", "Enter")
+        // The kill dialog focuses Kill ("3 a.m.", item 7: the HALT footer says `K kill now`, and Enter cancelled).
+        try session.press("Enter")
         try session.waitFor("KILLED")
         #expect(try f.statusJSON().contains("\"state\": \"killed\""))
         try session.press("q")

@@ -61,7 +61,9 @@ extension ConsoleState {
             }
             guard case .preparing(let request) = overlay, request.id == preview.request.id else { return [] }
             revisedFor = nil
-            overlay = .confirm(preview, focus: .cancel)
+            // A kill only lowers exposure and never waits: its dialog focuses Kill, so the Enter that follows the
+            // HALT footer's `K kill now` kills. Every other change focuses Cancel.
+            overlay = .confirm(preview, focus: request.operation == .kill ? .act : .cancel)
             return []
         case .previewFailed(let id, let message):
             if let revision, revision.request.id == id {
