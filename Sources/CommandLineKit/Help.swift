@@ -100,3 +100,43 @@ extension Command {
         return result
     }
 }
+
+/// Text for a person on standard output, wrapped at word boundaries to the terminal's width.
+///
+/// A line longer than the terminal is broken by the terminal itself at its last column, in the middle of a word
+/// (`cras h-free`, `-0 .245` in `rollout status` at 80 columns). When standard output is a terminal, `lines`
+/// breaks it between words instead, continuing under a hanging indent; in a pipe or a file nothing changes, so
+/// scripts read one record per line.
+public enum WrappedOutput {
+    /// The width of standard output's terminal, nil when it is not a terminal.
+    public static var width: Int? { ProgressReporter.terminalWidth(1) }
+
+    /// `text` as the lines to print within `width` columns, continuation lines indented by `indent` columns; a
+    /// word longer than a line stays whole.
+    public static func lines(_ text: String, indent: Int, width: Int?) -> [String] {
+        guard let width, width >= indent + 20, text.count > width else { return [text] }
+        let lead = text.prefix { $0 == " " }.count
+        var out: [String] = []
+        var line = String(repeating: " ", count: lead)
+        var used = lead
+        var fresh = true
+        for word in text.dropFirst(lead).split(separator: " ", omittingEmptySubsequences: false) {
+            let w = word.count
+            if !fresh, used + 1 + w > width {
+                out.append(line)
+                line = String(repeating: " ", count: indent)
+                used = indent
+                fresh = true
+            }
+            if !fresh {
+                line += " "
+                used += 1
+            }
+            line += word
+            used += w
+            fresh = false
+        }
+        out.append(line)
+        return out
+    }
+}

@@ -588,10 +588,16 @@ extension StoreCommands {
     /// Text from the store or the user made safe for a terminal: `Sanitiser`, the one output sanitiser.
     static func printable(_ text: String) -> String { Sanitiser.escape(text) }
 
+    /// Key and value rows; on a terminal a long value wraps between words under its own column.
     static func printRows(_ rows: [(String, String)]) {
         let width = rows.map(\.0.count).max() ?? 0
+        let terminal = WrappedOutput.width
         for (k, v) in rows {
-            print(k.isEmpty && v.isEmpty ? "" : k.padded(to: width + 2) + v)
+            if k.isEmpty && v.isEmpty {
+                print("")
+                continue
+            }
+            for line in WrappedOutput.lines(k.padded(to: width + 2) + v, indent: width + 2, width: terminal) { print(line) }
         }
     }
 

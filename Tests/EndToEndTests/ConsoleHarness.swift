@@ -69,6 +69,18 @@ final class TerminalSession {
         try run(["capture-pane", "-p", "-t", "main"])
     }
 
+    /// The pane's text with the lines the terminal wrapped joined again (`capture-pane -J`): equal to `screen()`
+    /// exactly when no line was longer than the pane.
+    func joinedScreen() throws -> String {
+        // -J also keeps trailing spaces, which `screen()` does not show.
+        let joined = try run(["capture-pane", "-p", "-J", "-t", "main"])
+        return joined.split(separator: "\n", omittingEmptySubsequences: false).map { line in
+            var l = Substring(line)
+            while l.last == " " { l = l.dropLast() }
+            return String(l)
+        }.joined(separator: "\n")
+    }
+
     /// The pane's text with colour and attribute escape sequences (`capture-pane -e`).
     func screenWithAttributes() throws -> String {
         try run(["capture-pane", "-p", "-e", "-t", "main"])
