@@ -76,6 +76,7 @@ public final class RolloutStore: @unchecked Sendable {
         }
         self.key = key
         database.storeKey = key
+        database.encryptsPrivateKeys = true
         try StoreSchema.migrate(self, key: key, witness: witness)
         if access == .readWrite { installSeal() }
         if created {

@@ -75,21 +75,34 @@ public struct StoreKey: Sendable {
     /// Encrypts a step-up secret for the row of `owner` (the owner is bound as associated data, so a secret
     /// moved to another operator's row does not open).
     public func sealSecret(_ secret: [UInt8], owner: String) -> [UInt8] {
-        StoreKey.secretMagic + AESGCM.seal(secret, key: bytes, associatedData: Array("stepup secret \(owner)".utf8))
+        seal(secret, role: "stepup secret \(owner)")
     }
 
     /// Decrypts what `sealSecret` made.
     public func openSecret(_ box: [UInt8], owner: String) throws -> [UInt8] {
+        try unseal(box, role: "stepup secret \(owner)", what: "the step-up secret of \(owner)")
+    }
+
+    /// Encrypts `secret` (AES-256-GCM) with its `role` bound as associated data: which secret of which row
+    /// (`stepup secret <operator>`, `appcheck-signing-key:<kid>`, `demo-ca:root`), so that a box moved to
+    /// another row or column does not open.
+    public func seal(_ secret: [UInt8], role: String) -> [UInt8] {
+        StoreKey.secretMagic + AESGCM.seal(secret, key: bytes, associatedData: Array(role.utf8))
+    }
+
+    /// Decrypts what `seal(_:role:)` made for `role`; `what` names the secret in errors.
+    ///
+    /// A box that is not encrypted (plaintext written outside rollout, or left by a version before encryption)
+    /// is refused, never returned as it is.
+    public func unseal(_ box: [UInt8], role: String, what: String) throws -> [UInt8] {
         guard StoreKey.isSealedSecret(box) else {
-            throw StoreError.corrupt("the step-up secret of \(owner) is not encrypted (written outside rollout?)")
+            throw StoreError.corrupt("\(what) is not encrypted (written outside rollout?)")
         }
         do {
             return try AESGCM.open(
-                Array(box.dropFirst(StoreKey.secretMagic.count)), key: bytes,
-                associatedData: Array("stepup secret \(owner)".utf8))
+                Array(box.dropFirst(StoreKey.secretMagic.count)), key: bytes, associatedData: Array(role.utf8))
         } catch {
-            throw StoreError.corrupt(
-                "the step-up secret of \(owner) does not decrypt with \(path): \(error) (another store's key?)")
+            throw StoreError.corrupt("\(what) does not decrypt with \(path): \(error) (another store's key?)")
         }
     }
 
@@ -135,25 +148,35 @@ public enum StoreSeal {
             tally TEXT NOT NULL DEFAULT '')
         """
 
-    /// What the seal binds: each sealed table's digest and the chain head.
+    /// What the seal binds: each sealed table's digest, the schema, and the chain head.
     struct State: Equatable {
         var tables: [String: String]
         var sequence: Int64
         var hash: String
         /// The tallies of the per-request tables.
         var tally: [String: StoreTally.Value] = [:]
+        /// Every object of the schema (`schema:<type>:<name>` = digest of its table and SQL; see `schemaEntries`);
+        /// empty for a seal made before schema 8.
+        var schema: [String: String] = [:]
 
-        /// One canonical line: `table=digest` sorted, then the head, then the tallies.
-        var text: String {
+        /// The `tables` column of `store_seal`: `name=digest` for every sealed table and schema object, sorted.
+        var entries: String {
             // Appended into one string: every write builds this line several times (its MAC, the witness).
             var out = ""
-            out.reserveCapacity(tables.count * 100 + 400)
-            for table in tables.keys.sorted() {
+            out.reserveCapacity((tables.count + schema.count) * 100)
+            for name in (Array(tables.keys) + Array(schema.keys)).sorted() {
                 if !out.isEmpty { out += " " }
-                out += table
+                out += name
                 out += "="
-                out += tables[table]!
+                out += tables[name] ?? schema[name]!
             }
+            return out
+        }
+
+        /// One canonical line: the entries, then the head, then the tallies.
+        var text: String {
+            var out = entries
+            out.reserveCapacity(out.utf8.count + 400)
             out += " head=\(sequence):"
             out += hash
             out += " tally="
@@ -164,8 +187,9 @@ public enum StoreSeal {
         var digest: String { SHA256.hex(Array(text.utf8)) }
     }
 
-    /// The current state of `db`'s sealed tables and chain head.
-    static func current(_ db: SQLiteDatabase) throws -> State {
+    /// The current state of `db`'s sealed tables, schema and chain head; without `schema`, the state as a seal
+    /// made before schema 8 saw it (no schema entries).
+    static func current(_ db: SQLiteDatabase, schema: Bool = true) throws -> State {
         var tables: [String: String] = [:]
         // Which sealed tables hold rows, in one statement: most are empty in most stores (the exchange's and the
         // plan's tables until they are used), and a `SELECT *` prepared for each cost every write a twelfth of
@@ -183,7 +207,102 @@ public enum StoreSeal {
         let head = try db.query("SELECT audit_sequence, audit_hash FROM config_head WHERE id = 1").first
         return State(
             tables: tables, sequence: head?[0].int ?? 0, hash: head?[1].string ?? AuditChain.genesis,
-            tally: StoreTally.adding(db.tallyDelta, to: try sealedTally(db)))
+            tally: StoreTally.adding(db.tallyDelta, to: try sealedTally(db)), schema: schema ? try schemaEntries(db) : [:])
+    }
+
+    /// One entry per object of the main schema (`sqlite_schema`: tables, indexes, views, triggers, SQLite's own
+    /// automatic indexes): the key `schema:<type>:<name>` (the name escaped, see `escape`) and the SHA-256 of the
+    /// object's table and full SQL text.
+    ///
+    /// The full text covers everything SQLite runs on a write besides rollout's own statements: a trigger's body,
+    /// a view's INSTEAD OF trigger, a CHECK constraint, a DEFAULT expression, a generated column, an index on an
+    /// expression, as well as edits made through `PRAGMA writable_schema` (SQLite compiles the schema from this
+    /// text when it opens the file). Temporary triggers live in a connection's own `temp` schema, which no other
+    /// process can reach.
+    static func schemaEntries(_ db: SQLiteDatabase) throws -> [String: String] {
+        var out: [String: String] = [:]
+        for row in try db.query("SELECT type, name, tbl_name, sql FROM main.sqlite_schema") {
+            guard let type = row[0].string, let name = row[1].string else { continue }
+            out[schemaKey(type: type, name: name)] = SHA256.hex(Array(encode([row[2], row[3]]).utf8))
+        }
+        return out
+    }
+
+    /// `schema:<type>:<name>`, with every byte of the name outside `[A-Za-z0-9_.-]` written `%XX`, so that a
+    /// name chosen by someone else cannot break the `tables` column's `key=value key=value` syntax.
+    static func schemaKey(type: String, name: String) -> String {
+        "schema:\(escape(type)):\(escape(name))"
+    }
+
+    static func escape(_ text: String) -> String {
+        var out = ""
+        for b in text.utf8 {
+            switch b {
+            case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
+                UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "_"), UInt8(ascii: "."), UInt8(ascii: "-"):
+                out.unicodeScalars.append(Unicode.Scalar(b))
+            default:
+                out += "%" + Hex.encode([b]).uppercased()
+            }
+        }
+        return out
+    }
+
+    /// What `escape` wrote, back (a malformed escape is kept as it is).
+    static func unescape(_ text: String) -> String {
+        var bytes: [UInt8] = []
+        var rest = Array(text.utf8)[...]
+        while let b = rest.first {
+            if b == UInt8(ascii: "%"), rest.count >= 3, let hi = Hex.value(of: rest[rest.startIndex + 1]),
+                let lo = Hex.value(of: rest[rest.startIndex + 2])
+            {
+                bytes.append(UInt8(hi) << 4 | UInt8(lo))
+                rest = rest.dropFirst(3)
+            } else {
+                bytes.append(b)
+                rest = rest.dropFirst()
+            }
+        }
+        return String(decoding: bytes, as: UTF8.self)
+    }
+
+    /// The object a schema key names, as a person reads it (`trigger t`, `index x on table y`).
+    static func describe(schemaKey key: String, table: String? = nil) -> String {
+        let parts = key.split(separator: ":", maxSplits: 2, omittingEmptySubsequences: false).map(String.init)
+        guard parts.count == 3 else { return key }
+        let name = unescape(parts[2])
+        let on = table.flatMap { $0 == name ? nil : " on table \($0)" } ?? ""
+        return "\(parts[1]) \(name)\(on)"
+    }
+
+    /// The first difference between the sealed schema and the file's, or nil.
+    static func schemaProblem(_ db: SQLiteDatabase, sealed: [String: String], now: [String: String]) throws
+        -> ConfigIntegrityProblem?
+    {
+        let sealedSchema = sealed.filter { $0.key.hasPrefix("schema:") }
+        guard sealedSchema != now else { return nil }
+        var tables: [String: String] = [:]
+        for row in try db.query("SELECT type, name, tbl_name FROM main.sqlite_schema") {
+            if let type = row[0].string, let name = row[1].string {
+                tables[schemaKey(type: type, name: name)] = row[2].string
+            }
+        }
+        for key in now.keys.sorted() where sealedSchema[key] == nil {
+            return ConfigIntegrityProblem(
+                "schema: \(describe(schemaKey: key, table: tables[key]))",
+                "not part of the schema rollout sealed: added outside rollout (a trigger, view, index or table runs or "
+                    + "changes what rollout's own writes do)")
+        }
+        for key in sealedSchema.keys.sorted() where now[key] == nil {
+            return ConfigIntegrityProblem(
+                "schema: \(describe(schemaKey: key))", "in the sealed schema but missing: dropped outside rollout")
+        }
+        for key in now.keys.sorted() where sealedSchema[key] != now[key] {
+            return ConfigIntegrityProblem(
+                "schema: \(describe(schemaKey: key, table: tables[key]))",
+                "its definition differs from the sealed schema: changed outside rollout")
+        }
+        return nil
     }
 
     /// Adds the tally column to a seal made before schema 4 (the seal is rewritten with it by the caller).
@@ -237,13 +356,14 @@ public enum StoreSeal {
     /// transaction may have written (`SQLiteDatabase.writtenTables`) are digested again; the others cannot have
     /// changed, since the transaction has held the write lock since `start` was taken.
     static func current(_ db: SQLiteDatabase, from start: State) throws -> State {
+        // Any schema change (CREATE, DROP, ALTER) counts as "*": the schema is read again only then.
         if db.writtenTables.contains("*") { return try current(db) }
         var tables = start.tables
         for table in sealedTables where db.writtenTables.contains(table) { tables[table] = try digest(of: table, in: db) }
         let head = try db.query("SELECT audit_sequence, audit_hash FROM config_head WHERE id = 1").first
         let state = State(
             tables: tables, sequence: head?[0].int ?? 0, hash: head?[1].string ?? AuditChain.genesis,
-            tally: StoreTally.adding(db.tallyDelta, to: try sealedTally(db)))
+            tally: StoreTally.adding(db.tallyDelta, to: try sealedTally(db)), schema: start.schema)
         #if DEBUG
             // Debug builds (the test suite) prove the shortcut on every write: it must equal the full digest.
             let full = try current(db)
@@ -260,7 +380,7 @@ public enum StoreSeal {
     @discardableResult
     static func reseal(_ db: SQLiteDatabase, key: StoreKey, from start: State? = nil) throws -> State {
         let state = try start.map { try current(db, from: $0) } ?? current(db)
-        let tables = state.tables.keys.sorted().map { "\($0)=\(state.tables[$0]!)" }.joinedText(" ")
+        let tables = state.entries
         let mac = key.mac(state.text)
         let tally = StoreTally.text(state.tally)
         // Most commits (telemetry) change nothing sealed: leave the row as it is.
@@ -283,10 +403,10 @@ public enum StoreSeal {
 
     /// The current state of `db`, and the first thing wrong with its seal (nil when it holds): one digest of the
     /// sealed tables serves both the check and the state a write starts from.
-    static func check(_ db: SQLiteDatabase, key: StoreKey?, witness: Witness) throws -> (
+    static func check(_ db: SQLiteDatabase, key: StoreKey?, witness: Witness, schema: Bool = true) throws -> (
         problem: ConfigIntegrityProblem?, state: State
     ) {
-        let now = try current(db)
+        let now = try current(db, schema: schema)
         return (try problem(db, now: now, key: key, witness: witness), now)
     }
 
@@ -312,6 +432,7 @@ public enum StoreSeal {
                 "table \(table)",
                 "its rows differ from the sealed state (changed outside rollout: edited, inserted or deleted rows)")
         }
+        if let problem = try schemaProblem(db, sealed: sealed, now: now.schema) { return problem }
         if sequence != now.sequence || hash != now.hash {
             return ConfigIntegrityProblem(
                 "chain head",
