@@ -235,8 +235,8 @@ public final class AppCheckStateTables: AppCheckState, @unchecked Sendable {
                     throw SQLiteError(code: 1, message: "appcheck_signing_keys holds a malformed row")
                 }
                 return StoredSigningKey(
-                    kid: kid, privateKeyDER: try Self.openSigningKey(der, kid: kid, in: db), createdAt: Instant(microseconds: at),
-                    retiresAt: r[3].int.map { Instant(microseconds: $0) })
+                    kid: kid, privateKeyDER: try Self.openSigningKey(der, kid: kid, in: db),
+                    createdAt: Instant(microseconds: at), retiresAt: r[3].int.map { Instant(microseconds: $0) })
             }
         }
     }
@@ -245,7 +245,10 @@ public final class AppCheckStateTables: AppCheckState, @unchecked Sendable {
         try write {
             try db.run(
                 "INSERT INTO appcheck_signing_keys (kid, private_key, created_at) VALUES (?, ?, ?) ON CONFLICT (kid) DO NOTHING",
-                [.text(key.kid), .blob(try sealed(key.privateKeyDER, role: Self.signingKeyRole(key.kid))), .integer(key.createdAt.microseconds)])
+                [
+                    .text(key.kid), .blob(try sealed(key.privateKeyDER, role: Self.signingKeyRole(key.kid))),
+                    .integer(key.createdAt.microseconds),
+                ])
         }
     }
 
@@ -257,7 +260,10 @@ public final class AppCheckStateTables: AppCheckState, @unchecked Sendable {
                 [.integer(retiresAt.microseconds), .text(key.kid)])
             try db.run(
                 "INSERT INTO appcheck_signing_keys (kid, private_key, created_at) VALUES (?, ?, ?) ON CONFLICT (kid) DO NOTHING",
-                [.text(key.kid), .blob(try sealed(key.privateKeyDER, role: Self.signingKeyRole(key.kid))), .integer(key.createdAt.microseconds)])
+                [
+                    .text(key.kid), .blob(try sealed(key.privateKeyDER, role: Self.signingKeyRole(key.kid))),
+                    .integer(key.createdAt.microseconds),
+                ])
         }
     }
 
@@ -323,7 +329,8 @@ public final class AppCheckStateTables: AppCheckState, @unchecked Sendable {
                 "INSERT INTO appcheck_demo_authority (id, root_certificate, root_key, intermediate_certificate, intermediate_key) "
                     + "VALUES (1, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING",
                 [
-                    .blob(material.rootCertificate), .blob(try sealed(material.rootPrivateKey, role: DemoKey.root.role)),
+                    .blob(material.rootCertificate),
+                    .blob(try sealed(material.rootPrivateKey, role: DemoKey.root.role)),
                     .blob(material.intermediateCertificate),
                     .blob(try sealed(material.intermediatePrivateKey, role: DemoKey.intermediate.role)),
                 ])

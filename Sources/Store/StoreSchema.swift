@@ -133,7 +133,9 @@ public enum StoreSchema {
                 // Before any statement of a migration: one of them could fire a trigger planted in the file, and the
                 // new seal would then cover what it did. A seal made before schema 8 did not cover the schema, so the
                 // file's objects are compared with those rollout's migrations create, whatever that seal says.
-                if let problem = try ReferenceSchema.foreignObject(db) { throw ReferenceSchema.refusal(store.path, problem) }
+                if let problem = try ReferenceSchema.foreignObject(db) {
+                    throw ReferenceSchema.refusal(store.path, problem)
+                }
                 // A store of schema 7 is checked against its own seal first, so that the new seal does not launder
                 // rows changed behind rollout's back (older seals are renewed by their own migrations, as before).
                 if now == 7, let problem = try StoreSeal.check(db, key: key, witness: witness, schema: false).problem {
@@ -228,7 +230,8 @@ enum ReferenceSchema {
             if known.sql.map(normalized) != object.sql.map(normalized) {
                 return ConfigIntegrityProblem(
                     "schema: \(describe(object))",
-                    "its definition is not the one rollout creates (changed outside rollout): \(object.sql ?? "no SQL")")
+                    "its definition is not the one rollout creates (changed outside rollout): \(object.sql ?? "no SQL")"
+                )
             }
         }
         for (key, known) in reference.sorted(by: { $0.key < $1.key })

@@ -207,7 +207,8 @@ public enum StoreSeal {
         let head = try db.query("SELECT audit_sequence, audit_hash FROM config_head WHERE id = 1").first
         return State(
             tables: tables, sequence: head?[0].int ?? 0, hash: head?[1].string ?? AuditChain.genesis,
-            tally: StoreTally.adding(db.tallyDelta, to: try sealedTally(db)), schema: schema ? try schemaEntries(db) : [:])
+            tally: StoreTally.adding(db.tallyDelta, to: try sealedTally(db)),
+            schema: schema ? try schemaEntries(db) : [:])
     }
 
     /// One entry per object of the main schema (`sqlite_schema`: tables, indexes, views, triggers, SQLite's own

@@ -54,7 +54,8 @@ struct StoreDoorsTests {
         func enrol(_ id: String, at seconds: Int64) throws -> TOTPSecret {
             let started = try run(["operator", "enroll"], at: seconds, as: id)
             try #require(started.status == 0, "\(started.stderr)")
-            let line = try #require(started.stdout.split(separator: "\n").first { $0.hasPrefix("URI: otpauth://totp/") })
+            let line = try #require(
+                started.stdout.split(separator: "\n").first { $0.hasPrefix("URI: otpauth://totp/") })
             let pair = try #require(
                 line.split(separator: "?").last?.split(separator: "&").first { $0.hasPrefix("secret=") })
             let secret = try #require(TOTPSecret(base32: String(pair.dropFirst("secret=".count))))
@@ -131,9 +132,11 @@ struct StoreDoorsTests {
 
         let verify = try s.run(["audit", "verify"], at: 210)
         #expect(verify.status == 1 && Self.isOneLineError(verify), "\(verify.stdout) \(verify.stderr)")
-        #expect(verify.stderr.contains("audit verify failed: schema: trigger t on table config_audit"), "\(verify.stderr)")
+        #expect(
+            verify.stderr.contains("audit verify failed: schema: trigger t on table config_audit"), "\(verify.stderr)")
 
-        let publish = try s.run(["set", "100", "--reason", "all in", "--override-guardrail"], at: 220, as: "mallory@laptop")
+        let publish = try s.run(
+            ["set", "100", "--reason", "all in", "--override-guardrail"], at: 220, as: "mallory@laptop")
         #expect(publish.status != 0 && !publish.stdout.contains("published"), "\(publish.stdout) \(publish.stderr)")
         #expect(try s.value("SELECT count(*) FROM config_versions") == versions)
         #expect(try s.value("SELECT count(*) FROM stepup_operators") == operators)
@@ -151,7 +154,8 @@ struct StoreDoorsTests {
                 "schema: trigger t on table config_audit"
             ),
             (
-                "trigger on the seal", "CREATE TRIGGER r AFTER UPDATE ON store_seal BEGIN DELETE FROM stepup_policy; END",
+                "trigger on the seal",
+                "CREATE TRIGGER r AFTER UPDATE ON store_seal BEGIN DELETE FROM stepup_policy; END",
                 "schema: trigger r on table store_seal"
             ),
             (
@@ -165,7 +169,10 @@ struct StoreDoorsTests {
                 "CREATE VIEW v2 AS SELECT 1 AS x; CREATE TRIGGER tv INSTEAD OF INSERT ON v2 BEGIN DELETE FROM stepup_operators; END",
                 "schema: trigger tv on table v2"
             ),
-            ("index", "CREATE INDEX audit_by_actor ON config_audit(actor)", "schema: index audit_by_actor on table config_audit"),
+            (
+                "index", "CREATE INDEX audit_by_actor ON config_audit(actor)",
+                "schema: index audit_by_actor on table config_audit"
+            ),
             ("dropped index", "DROP INDEX appcheck_challenges_expiry", "schema: index appcheck_challenges_expiry"),
             (
                 "table rebuilt with a CHECK constraint",
@@ -179,11 +186,20 @@ struct StoreDoorsTests {
                     + "'value TEXT NOT NULL DEFAULT ''off''') WHERE name = 'stepup_policy'",
                 "schema: table stepup_policy"
             ),
-            ("column added with a DEFAULT", "ALTER TABLE stepup_policy ADD COLUMN note TEXT DEFAULT 'x'", "stepup_policy"),
-            ("table with a generated column", "CREATE TABLE extra (a INTEGER, b INTEGER AS (a * 2))", "schema: table extra"),
+            (
+                "column added with a DEFAULT", "ALTER TABLE stepup_policy ADD COLUMN note TEXT DEFAULT 'x'",
+                "stepup_policy"
+            ),
+            (
+                "table with a generated column", "CREATE TABLE extra (a INTEGER, b INTEGER AS (a * 2))",
+                "schema: table extra"
+            ),
             ("sealed table dropped", "DROP TABLE ramp_plan_approval", "table ramp_plan_approval"),
             ("step-up operators deleted", "DELETE FROM stepup_operators", "table stepup_operators"),
-            ("lockout loosened", "UPDATE stepup_policy SET value = '100' WHERE key = 'lockout-attempts'", "table stepup_policy"),
+            (
+                "lockout loosened", "UPDATE stepup_policy SET value = '100' WHERE key = 'lockout-attempts'",
+                "table stepup_policy"
+            ),
             (
                 "a plaintext signing key inserted", "INSERT INTO appcheck_signing_keys VALUES ('evil', x'3082', 0)",
                 "table appcheck_signing_keys"
@@ -199,14 +215,17 @@ struct StoreDoorsTests {
             let versions = try s.value("SELECT count(*) FROM config_versions", database: copy)
             let records = try s.value("SELECT count(*) FROM config_audit", database: copy)
             let verify = try s.run(["audit", "verify"], at: 310, store: copy)
-            #expect(verify.status == 1 && Self.isOneLineError(verify), "\(edit.label): \(verify.stdout) \(verify.stderr)")
+            #expect(
+                verify.status == 1 && Self.isOneLineError(verify), "\(edit.label): \(verify.stdout) \(verify.stderr)")
             #expect(verify.stderr.contains(edit.names), "\(edit.label): \(verify.stderr)")
             let kill = try s.run(["kill", "--reason", "after tampering"], at: 320, store: copy)
-            #expect(kill.status == 1 && !kill.stdout.contains("published"), "\(edit.label): \(kill.stdout) \(kill.stderr)")
+            #expect(
+                kill.status == 1 && !kill.stdout.contains("published"), "\(edit.label): \(kill.stdout) \(kill.stderr)")
             #expect(kill.stderr.contains("fails verification, so nothing is written"), "\(edit.label): \(kill.stderr)")
             #expect(try s.value("SELECT count(*) FROM config_versions", database: copy) == versions, "\(edit.label)")
             #expect(try s.value("SELECT count(*) FROM config_audit", database: copy) == records, "\(edit.label)")
-            report.append("- \(edit.label): \(verify.stderr.dropFirst("rollout: audit verify failed: ".count).prefix(90))")
+            report.append(
+                "- \(edit.label): \(verify.stderr.dropFirst("rollout: audit verify failed: ".count).prefix(90))")
         }
         print(report.joined(separator: "\n"))
     }
@@ -291,10 +310,11 @@ struct StoreDoorsTests {
             #expect(hex.count > 64, "\(label): \(hex.prefix(16))")
             // A DER private key starts with a SEQUENCE (30); a PEM one with "-----BEGIN" (2D2D2D2D2D).
             #expect(!hex.hasPrefix("30") && !hex.contains("2D2D2D2D2D"), "\(label): \(hex.prefix(16))")
-            let bytes = Data(stride(from: 0, to: hex.count, by: 2).compactMap { i -> UInt8? in
-                let start = hex.index(hex.startIndex, offsetBy: i)
-                return UInt8(hex[start..<hex.index(start, offsetBy: 2)], radix: 16)
-            })
+            let bytes = Data(
+                stride(from: 0, to: hex.count, by: 2).compactMap { i -> UInt8? in
+                    let start = hex.index(hex.startIndex, offsetBy: i)
+                    return UInt8(hex[start..<hex.index(start, offsetBy: 2)], radix: 16)
+                })
             let file = s.directory.appendingPathComponent("column.bin").path
             #expect(FileManager.default.createFile(atPath: file, contents: bytes))
             for form in ["DER", "PEM"] {
@@ -314,7 +334,8 @@ struct StoreDoorsTests {
         // A plaintext key written into the column is refused when read, not used.
         let der = s.directory.appendingPathComponent("key.der").path
         let generated = try TestSupport.run(
-            "/usr/bin/openssl", ["genpkey", "-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:2048", "-outform", "DER", "-out", der])
+            "/usr/bin/openssl",
+            ["genpkey", "-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:2048", "-outform", "DER", "-out", der])
         try #require(generated.status == 0, "\(generated.stderr)")
         let plain = try Data(contentsOf: URL(fileURLWithPath: der)).map { String(format: "%02X", $0) }.joined()
         try s.sqlite("UPDATE appcheck_signing_keys SET private_key = x'\(plain)'")

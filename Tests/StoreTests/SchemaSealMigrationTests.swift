@@ -70,7 +70,10 @@ struct SchemaSealMigrationTests {
     }
 
     @Test(arguments: [
-        ("CREATE TRIGGER t AFTER UPDATE ON store_seal BEGIN DELETE FROM stepup_policy; END", "trigger t on table store_seal"),
+        (
+            "CREATE TRIGGER t AFTER UPDATE ON store_seal BEGIN DELETE FROM stepup_policy; END",
+            "trigger t on table store_seal"
+        ),
         ("CREATE VIEW v AS SELECT * FROM stepup_operators", "view v"),
         ("CREATE INDEX i ON config_audit(actor)", "index i on table config_audit"),
         ("CREATE TABLE extra (a, b AS (a + 1))", "table extra"),
