@@ -155,20 +155,24 @@ public enum StoreSeal {
         var hash: String
         /// The tallies of the per-request tables.
         var tally: [String: StoreTally.Value] = [:]
-        /// Every object of the schema (`schema:<type>:<name>` = digest of its table and SQL; see `schemaEntries`);
-        /// empty for a seal made before schema 8.
-        var schema: [String: String] = [:]
+        /// Every object of the schema (see `schemaEntries`); none for a seal made before schema 8.
+        var schema = SchemaEntries()
 
-        /// The `tables` column of `store_seal`: `name=digest` for every sealed table and schema object, sorted.
+        /// The `tables` column of `store_seal`: `table=digest` for every sealed table, sorted, then the schema's
+        /// entries, sorted.
         var entries: String {
             // Appended into one string: every write builds this line several times (its MAC, the witness).
             var out = ""
-            out.reserveCapacity((tables.count + schema.count) * 100)
-            for name in (Array(tables.keys) + Array(schema.keys)).sorted() {
+            out.reserveCapacity(tables.count * 100 + schema.text.utf8.count + 1)
+            for table in tables.keys.sorted() {
                 if !out.isEmpty { out += " " }
-                out += name
+                out += table
                 out += "="
-                out += tables[name] ?? schema[name]!
+                out += tables[table]!
+            }
+            if !schema.text.isEmpty {
+                out += " "
+                out += schema.text
             }
             return out
         }
@@ -185,6 +189,21 @@ public enum StoreSeal {
         }
         /// The state digest the witness and `audit verify` print.
         var digest: String { SHA256.hex(Array(text.utf8)) }
+    }
+
+    /// The schema's entries (`schema:<type>:<name>` = digest of the object's table and SQL) and their
+    /// `key=digest` text in sorted order, made once per read of the schema: every write builds the state's text
+    /// several times.
+    struct SchemaEntries: Equatable {
+        let entries: [String: String]
+        let text: String
+
+        init(_ entries: [String: String] = [:]) {
+            self.entries = entries
+            text = entries.keys.sorted().map { "\($0)=\(entries[$0]!)" }.joinedText(" ")
+        }
+
+        static func == (a: SchemaEntries, b: SchemaEntries) -> Bool { a.entries == b.entries }
     }
 
     /// The current state of `db`'s sealed tables, schema and chain head; without `schema`, the state as a seal
@@ -208,7 +227,7 @@ public enum StoreSeal {
         return State(
             tables: tables, sequence: head?[0].int ?? 0, hash: head?[1].string ?? AuditChain.genesis,
             tally: StoreTally.adding(db.tallyDelta, to: try sealedTally(db)),
-            schema: schema ? try schemaEntries(db) : [:])
+            schema: schema ? SchemaEntries(try schemaEntries(db)) : SchemaEntries())
     }
 
     /// One entry per object of the main schema (`sqlite_schema`: tables, indexes, views, triggers, SQLite's own
@@ -222,9 +241,21 @@ public enum StoreSeal {
     /// process can reach.
     static func schemaEntries(_ db: SQLiteDatabase) throws -> [String: String] {
         var out: [String: String] = [:]
-        for row in try db.query("SELECT type, name, tbl_name, sql FROM main.sqlite_schema") {
-            guard let type = row[0].string, let name = row[1].string else { continue }
-            out[schemaKey(type: type, name: name)] = SHA256.hex(Array(encode([row[2], row[3]]).utf8))
+        let rows = try db.prepare("SELECT type, name, tbl_name, sql FROM main.sqlite_schema")
+        defer { rows.reset() }
+        // Hashed from the column bytes: this runs at the start of every write.
+        var bytes: [UInt8] = []
+        while try rows.step() {
+            bytes.removeAll(keepingCapacity: true)
+            rows.withBytes(2) { bytes += $0 }
+            bytes.append(UInt8(ascii: "\n"))
+            if rows.isNull(3) {
+                bytes.append(UInt8(ascii: "n"))
+            } else {
+                bytes.append(UInt8(ascii: "t"))
+                rows.withBytes(3) { bytes += $0 }
+            }
+            out[schemaKey(type: rows.text(0), name: rows.text(1))] = SHA256.hex(bytes)
         }
         return out
     }
@@ -236,17 +267,25 @@ public enum StoreSeal {
     }
 
     static func escape(_ text: String) -> String {
+        if text.utf8.allSatisfy(isPlain) { return text }
         var out = ""
         for b in text.utf8 {
-            switch b {
-            case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
-                UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "_"), UInt8(ascii: "."), UInt8(ascii: "-"):
+            if isPlain(b) {
                 out.unicodeScalars.append(Unicode.Scalar(b))
-            default:
+            } else {
                 out += "%" + Hex.encode([b]).uppercased()
             }
         }
         return out
+    }
+
+    private static func isPlain(_ b: UInt8) -> Bool {
+        switch b {
+        case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
+            UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "_"), UInt8(ascii: "."), UInt8(ascii: "-"):
+            true
+        default: false
+        }
     }
 
     /// What `escape` wrote, back (a malformed escape is kept as it is).
@@ -433,7 +472,7 @@ public enum StoreSeal {
                 "table \(table)",
                 "its rows differ from the sealed state (changed outside rollout: edited, inserted or deleted rows)")
         }
-        if let problem = try schemaProblem(db, sealed: sealed, now: now.schema) { return problem }
+        if let problem = try schemaProblem(db, sealed: sealed, now: now.schema.entries) { return problem }
         if sequence != now.sequence || hash != now.hash {
             return ConfigIntegrityProblem(
                 "chain head",
@@ -445,8 +484,8 @@ public enum StoreSeal {
                 "cannot be checked: the store key \(StoreKey.path(forStore: db.path)) is missing (restore it; see README 'Store files')"
             )
         }
-        let sealedState = State(tables: sealed, sequence: sequence, hash: hash, tally: sealedTally)
-        if key.mac(sealedState.text) != mac {
+        // The HMAC covers the sealed line as `State.text` wrote it: the stored entries, the head, the tallies.
+        if key.mac(tablesText + " head=\(sequence):\(hash) tally=" + StoreTally.text(sealedTally)) != mac {
             return ConfigIntegrityProblem(
                 "seal",
                 "its HMAC does not match under \(key.path) (the seal was rewritten without the key, or another store's key)"
