@@ -136,10 +136,18 @@ public enum StoreSchema {
                 if let problem = try ReferenceSchema.foreignObject(db) {
                     throw ReferenceSchema.refusal(store.path, problem)
                 }
-                // A store of schema 7 is checked against its own seal first, so that the new seal does not launder
-                // rows changed behind rollout's back (older seals are renewed by their own migrations, as before).
-                if now == 7, let problem = try StoreSeal.check(db, key: key, witness: witness, schema: false).problem {
-                    throw ReferenceSchema.refusal(store.path, problem)
+                // The store's own seal is checked first, so that the new seal does not launder rows changed behind
+                // rollout's back: a store of schema 7 against the seal it made, and a store whose seal covers the
+                // schema (schema 8 or later, its version number lowered by hand to make the migrations run again)
+                // against its seal and its tallies (the fourth migration recomputes them). The schema itself is
+                // compared above and after the steps, since the steps change it. Older seals are renewed by their
+                // own migrations, as before.
+                let lowered = try StoreSeal.coversSchema(db)
+                if now == 7 || lowered {
+                    let sealProblem = try StoreSeal.check(db, key: key, witness: witness, schema: false).problem
+                    let tallyProblem =
+                        lowered && sealProblem == nil ? try key.flatMap { try StoreTally.problem(db, key: $0) } : nil
+                    if let problem = sealProblem ?? tallyProblem { throw ReferenceSchema.refusal(store.path, problem) }
                 }
                 for step in Int(now)..<Int(current) { try migrations[step](db, key, witness) }
                 try db.execute("PRAGMA user_version = \(current)")

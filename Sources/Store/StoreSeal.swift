@@ -315,6 +315,14 @@ public enum StoreSeal {
         return "\(parts[1]) \(name)\(on)"
     }
 
+    /// Whether the file's seal covers the schema (it was made by schema 8 or later).
+    static func coversSchema(_ db: SQLiteDatabase) throws -> Bool {
+        guard try db.hasTable("store_seal"),
+            let tables = try db.query("SELECT tables FROM store_seal WHERE id = 1").first?.first?.string
+        else { return false }
+        return tables.contains(" schema:") || tables.hasPrefix("schema:")
+    }
+
     /// The first difference between the sealed schema and the file's, or nil.
     static func schemaProblem(_ db: SQLiteDatabase, sealed: [String: String], now: [String: String]) throws
         -> ConfigIntegrityProblem?
@@ -443,15 +451,18 @@ public enum StoreSeal {
 
     /// The current state of `db`, and the first thing wrong with its seal (nil when it holds): one digest of the
     /// sealed tables serves both the check and the state a write starts from.
+    ///
+    /// Without `schema` (`StoreSchema.migrate`, before its steps change the schema) the schema is not compared:
+    /// it is taken as sealed.
     static func check(_ db: SQLiteDatabase, key: StoreKey?, witness: Witness, schema: Bool = true) throws -> (
         problem: ConfigIntegrityProblem?, state: State
     ) {
         let now = try current(db, schema: schema)
-        return (try problem(db, now: now, key: key, witness: witness), now)
+        return (try problem(db, now: now, key: key, witness: witness, schema: schema), now)
     }
 
-    private static func problem(_ db: SQLiteDatabase, now: State, key: StoreKey?, witness: Witness) throws
-        -> ConfigIntegrityProblem?
+    private static func problem(_ db: SQLiteDatabase, now: State, key: StoreKey?, witness: Witness, schema: Bool)
+        throws -> ConfigIntegrityProblem?
     {
         guard
             let row = try db.query("SELECT tables, audit_sequence, audit_hash, mac, tally FROM store_seal WHERE id = 1")
@@ -472,7 +483,13 @@ public enum StoreSeal {
                 "table \(table)",
                 "its rows differ from the sealed state (changed outside rollout: edited, inserted or deleted rows)")
         }
-        if let problem = try schemaProblem(db, sealed: sealed, now: now.schema.entries) { return problem }
+        var now = now
+        if schema {
+            if let problem = try schemaProblem(db, sealed: sealed, now: now.schema.entries) { return problem }
+        } else {
+            // The schema taken as sealed, for the witness line (`StoreSchema.migrate` compares it on its own).
+            now.schema = SchemaEntries(sealed.filter { $0.key.hasPrefix("schema:") })
+        }
         if sequence != now.sequence || hash != now.hash {
             return ConfigIntegrityProblem(
                 "chain head",

@@ -201,6 +201,15 @@ struct StoreDoorsTests {
                 "table stepup_policy"
             ),
             (
+                "operators deleted, then the schema version lowered to 1 (so that the migrations re-seal)",
+                "DELETE FROM stepup_operators; PRAGMA user_version = 1", "table stepup_operators"
+            ),
+            (
+                "a challenge inserted, then the schema version lowered to 3 (so that migration 4 recomputes the tallies)",
+                "INSERT INTO appcheck_challenges VALUES (x'01', '1:123:ios:abc', 9999999999999999, 0); PRAGMA user_version = 3",
+                "table appcheck_challenges"
+            ),
+            (
                 "a plaintext signing key inserted", "INSERT INTO appcheck_signing_keys VALUES ('evil', x'3082', 0)",
                 "table appcheck_signing_keys"
             ),
