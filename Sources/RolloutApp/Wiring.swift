@@ -109,9 +109,7 @@ public enum Wiring {
         let session = try create(
             path: path, seed: seed, form: .client, operatorID: operatorID, time: time, clock: SystemClock(),
             newPathOnly: true)
-        try session.store.withDatabase { db in
-            try db.transaction { try DrillStoreMark.mark(db, at: time, by: command) }
-        }
+        try session.store.withDatabase { try DrillStoreMark.mark($0, at: time, by: command) }
         return session.store
     }
 

@@ -101,10 +101,14 @@ public enum DrillStoreMark {
 
     /// Marks the store as a drill store (kept forever: a drill store never turns ordinary).
     ///
-    /// Call it inside a write transaction: the table it creates becomes part of the sealed schema only when the
-    /// transaction re-seals the store.
-    public static func mark(_ db: SQLiteDatabase, at time: Instant, by actor: String) throws(SQLiteError) {
-        try db.execute(schema)
-        try db.run("INSERT OR IGNORE INTO store_drill (id, marked_at, marked_by) VALUES (1, ?, ?)", [.integer(time.microseconds), .text(actor)])
+    /// In a write transaction of its own (a savepoint of the caller's, if any): on a store's connection the table
+    /// it creates becomes part of the sealed schema when that transaction re-seals the store.
+    public static func mark(_ db: SQLiteDatabase, at time: Instant, by actor: String) throws {
+        try db.transaction {
+            try db.execute(schema)
+            try db.run(
+                "INSERT OR IGNORE INTO store_drill (id, marked_at, marked_by) VALUES (1, ?, ?)",
+                [.integer(time.microseconds), .text(actor)])
+        }
     }
 }

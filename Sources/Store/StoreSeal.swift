@@ -7,8 +7,9 @@ import Rollout
 /// The store's secret key: 32 random bytes in a file beside the store (`<store>.key`, mode 0600), never in the
 /// store file itself.
 ///
-/// It encrypts the step-up secrets at rest (AES-256-GCM) and keys the seal (HMAC-SHA-256), so that a copy of the
-/// store file alone reveals no secret, and a consistent rewrite of the tables needs the key as well. A team that
+/// It encrypts the step-up secrets and the App Check private keys (token signing keys, the demo authority's
+/// keys) at rest (AES-256-GCM, `seal(_:role:)`) and keys the seal (HMAC-SHA-256), so that a copy of the store file
+/// alone reveals no secret, and a consistent rewrite of the tables needs the key as well. A team that
 /// shares a store shares this file the way it shares any credential (see README, "Store files").
 public struct StoreKey: Sendable {
     public let bytes: [UInt8]
