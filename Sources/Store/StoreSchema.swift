@@ -164,8 +164,11 @@ public enum StoreSchema {
 /// is refused; so is a table or index it never creates (`telemetry_installations`, which migration 7 converts and
 /// drops, is accepted before the migrations), and after them every object must match its reference definition
 /// (whitespace aside: `ALTER TABLE ADD COLUMN` writes its own). Optional tables: `store_drill` (compared in
-/// full) and the Firebase state tables (`firebase_state`, `firebase_intents`: by name only, since the adapter
-/// that creates them is not the store's to import).
+/// full); by name only, the Firebase state tables (`firebase_state`, `firebase_intents`: the adapter that creates
+/// them is not the store's to import), `stepup_attempts` and SQLite's `sqlite_sequence`, which stores from before
+/// schema versioning hold (rollout no longer uses them), and SQLite's `sqlite_stat1`/`sqlite_stat4` of an
+/// `ANALYZE`. Triggers are refused whatever table they are on, so a definition accepted by name can at worst
+/// refuse rollout's rows (a CHECK) or fill a column rollout leaves out (a DEFAULT), and only in these tables.
 enum ReferenceSchema {
     struct Object: Sendable {
         var type: String
@@ -191,8 +194,10 @@ enum ReferenceSchema {
 
     /// Tables that may be missing: created on first use.
     static let optionalTables: Set<String> = ["store_drill", "firebase_state", "firebase_intents"]
-    /// Tables of other modules, accepted by name.
-    static let namedOnly: Set<String> = ["firebase_state", "firebase_intents"]
+    /// Tables accepted by name (see the type's comment).
+    static let namedOnly: Set<String> = [
+        "firebase_state", "firebase_intents", "stepup_attempts", "sqlite_sequence", "sqlite_stat1", "sqlite_stat4",
+    ]
     /// Tables of older schemas that a migration still converts.
     static let historical: Set<String> = ["telemetry_installations"]
 

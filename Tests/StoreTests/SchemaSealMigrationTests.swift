@@ -104,6 +104,22 @@ struct SchemaSealMigrationTests {
         #expect(try StoreSchema.version(of: SQLiteDatabase(path: f.path, create: false)) == 7)
     }
 
+    /// Tables that stores from before schema versioning hold (`stepup_attempts`, with SQLite's `sqlite_sequence`
+    /// for its AUTOINCREMENT) are not taken for tampering: the store is upgraded and verifies.
+    @Test func tablesOfOlderReleasesAreKept() throws {
+        let f = try StoreFixture("schema7-older-tables")
+        try Self.schema7Store(
+            f,
+            edit: "CREATE TABLE stepup_attempts (seq INTEGER PRIMARY KEY AUTOINCREMENT, at INTEGER NOT NULL); "
+                + "INSERT INTO stepup_attempts (at) VALUES (1)")
+        let store = try RolloutStore(path: f.path, create: false)
+        try store.withDatabase { db throws in
+            #expect(try StoreSchema.version(of: db) == 8)
+            #expect(try db.hasTable("stepup_attempts") && db.hasTable("sqlite_sequence"))
+        }
+        _ = try store.verify()
+    }
+
     /// A new store's schema is exactly the one the migrations create, which the reference learns in memory.
     @Test func aNewStoreMatchesTheReferenceSchema() throws {
         let f = try StoreFixture("schema-reference")
