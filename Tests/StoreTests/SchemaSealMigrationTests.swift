@@ -105,13 +105,19 @@ struct SchemaSealMigrationTests {
     }
 
     /// Tables that stores from before schema versioning hold (`stepup_attempts`, with SQLite's `sqlite_sequence`
-    /// for its AUTOINCREMENT) are not taken for tampering: the store is upgraded and verifies.
+    /// for its AUTOINCREMENT), and a definition that differs in whitespace only (`ALTER TABLE ADD COLUMN` wrote the
+    /// seal's tally column on one line), are not taken for tampering: the store is upgraded and verifies.
     @Test func tablesOfOlderReleasesAreKept() throws {
         let f = try StoreFixture("schema7-older-tables")
         try Self.schema7Store(
             f,
             edit: "CREATE TABLE stepup_attempts (seq INTEGER PRIMARY KEY AUTOINCREMENT, at INTEGER NOT NULL); "
-                + "INSERT INTO stepup_attempts (at) VALUES (1)")
+                + "INSERT INTO stepup_attempts (at) VALUES (1); PRAGMA writable_schema = ON; "
+                + "UPDATE sqlite_schema SET sql = replace(sql, char(10), ' ') WHERE name = 'store_seal'")
+        #expect(
+            try SQLiteDatabase(path: f.path, create: false).query(
+                "SELECT instr(sql, char(10)) FROM sqlite_schema WHERE name = 'store_seal'"
+            ).first?.first?.int == 0)
         let store = try RolloutStore(path: f.path, create: false)
         try store.withDatabase { db throws in
             #expect(try StoreSchema.version(of: db) == 8)
