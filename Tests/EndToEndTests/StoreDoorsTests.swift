@@ -85,23 +85,25 @@ struct StoreDoorsTests {
     }
 
     /// A store with step-up on (ana enrolled, a lockout rule set with her code), at 10%, an App Check app and a
-    /// signing key: every sealed domain holds rows.
+    /// signing key: every sealed domain holds rows. The App Check registrations come first, before step-up is on
+    /// (they need no code then).
     static func populated() throws -> (Store, TOTPSecret) {
         let s = try Store()
         try #require(try s.run(["init", "--seed", "rollout-2026"]).status == 0)
-        let secret = try s.enrol("ana@laptop", at: 0)
+        let app = try s.run(
+            [
+                "appcheck", "app", "add", "1:123:ios:abc", "--project-number", "123", "--project-id", "doors", "--team",
+                "ABCDE12345", "--bundle", "com.example.app", "--env", "development",
+            ], at: 0)
+        try #require(app.status == 0, "\(app.stderr)")
+        let rotate = try s.run(["appcheck", "keys", "rotate"], at: 5)
+        try #require(rotate.status == 0, "\(rotate.stderr)")
+        let secret = try s.enrol("ana@laptop", at: 10)
         try #require(try s.run(["set", "10", "--reason", "start"], at: 30).status == 0)
         let policy = try s.run(
             ["policy", "set", "lockout-minutes", "30", "--code", TOTP.standard.code(secret: secret, at: Store.at(60))],
             at: 60)
         try #require(policy.status == 0, "\(policy.stderr)")
-        let app = try s.run(
-            [
-                "appcheck", "app", "add", "1:123:ios:abc", "--project-number", "123", "--project-id", "doors", "--team",
-                "ABCDE12345", "--bundle", "com.example.app", "--env", "development",
-            ], at: 90)
-        try #require(app.status == 0, "\(app.stderr)")
-        try #require(try s.run(["appcheck", "keys", "rotate"], at: 100).status == 0)
         try #require(try s.run(["audit", "verify"], at: 110).status == 0)
         return (s, secret)
     }
