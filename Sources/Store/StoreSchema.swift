@@ -138,15 +138,16 @@ public enum StoreSchema {
                 }
                 // The store's own seal is checked first, so that the new seal does not launder rows changed behind
                 // rollout's back: a store of schema 7 against the seal it made, and a store whose seal covers the
-                // schema (schema 8 or later, its version number lowered by hand to make the migrations run again)
-                // against its seal and its tallies (the fourth migration recomputes them). The schema itself is
-                // compared above and after the steps, since the steps change it. Older seals are renewed by their
-                // own migrations, as before.
-                let lowered = try StoreSeal.coversSchema(db)
-                if now == 7 || lowered {
+                // schema (schema 8 or later: a later migration, or a version number lowered by hand to make the
+                // migrations run again) against its seal and its tallies (the fourth migration recomputes them).
+                // The schema itself is compared above and after the steps, since the steps change it. Older seals
+                // are renewed by their own migrations, as before.
+                let sealsSchema = try StoreSeal.coversSchema(db)
+                if now == 7 || sealsSchema {
                     let sealProblem = try StoreSeal.check(db, key: key, witness: witness, schema: false).problem
                     let tallyProblem =
-                        lowered && sealProblem == nil ? try key.flatMap { try StoreTally.problem(db, key: $0) } : nil
+                        sealsSchema && sealProblem == nil
+                        ? try key.flatMap { try StoreTally.problem(db, key: $0) } : nil
                     if let problem = sealProblem ?? tallyProblem { throw ReferenceSchema.refusal(store.path, problem) }
                 }
                 for step in Int(now)..<Int(current) { try migrations[step](db, key, witness) }
