@@ -9,10 +9,11 @@ import Rollout
 /// `demo`, both through `Wiring`, and tests); every other open (`create: false`) refuses a missing path, a
 /// directory, a zero-length file, a file that is not an SQLite database, an SQLite database that is not a rollout
 /// store, and a schema newer than this program's, each with a message naming the path, and creates nothing. Even
-/// with `create`, a missing store whose key or witness is still there is refused (a new store would take over the
-/// old key, or write over the witness kept of the old one); with `newPathOnly` so is any existing file, an empty
-/// one included (only `init` completes the empty file an interrupted init leaves). Creation makes the file with private permissions
-/// (directory 0700, file 0600; SQLite gives the `-wal` and `-shm` files the database file's mode).
+/// with `create`, a missing store whose key, witness or write-ahead log is still there is refused (a new store
+/// would take over the old key, write over the witness kept of the old one, or have SQLite replay the old log into
+/// it); with `newPathOnly` so is any existing file, an empty one included (only `init` completes the empty file an
+/// interrupted init leaves). Creation makes the file with private permissions (directory 0700, file 0600; SQLite
+/// gives the `-wal` and `-shm` files the database file's mode).
 ///
 /// Every table of every domain is created by the schema migrations (`PRAGMA user_version`, forward only), not on
 /// first use, so a read-only connection (`access: .readOnly`) finds them all and never needs to write.
@@ -54,7 +55,7 @@ public final class RolloutStore: @unchecked Sendable {
             guard creating else {
                 throw StoreError.unavailable("no store at \(path) (create one with 'rollout init --store \(path)')")
             }
-            for leftover in [StoreKey.path(forStore: path), Witness.path(forStore: path)]
+            for leftover in [StoreKey.path(forStore: path), Witness.path(forStore: path), path + "-wal"]
             where Files.isDirectory(leftover) != nil {
                 throw StoreError.unavailable(
                     "refused: there is no store at \(path), but \(leftover) is there (left by a removed store?); move it "

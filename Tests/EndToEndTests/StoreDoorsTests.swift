@@ -244,8 +244,8 @@ struct StoreDoorsTests {
     /// The second reproduction: `: > r.db` (a zero-length store file), then `rollout simulate --store
     /// r.db` re-created a store there (step-up off, the old witness overwritten), and `set 100
     /// --override-guardrail` published without a code. Now simulate and demo refuse a zero-length file and a
-    /// missing store whose key or witness is still there, with a one-line error naming the path (exit 1), and
-    /// nothing is created or changed.
+    /// missing store whose key, witness or write-ahead log is still there, with a one-line error naming the path
+    /// (exit 1), and nothing is created or changed.
     @Test func simulateAndDemoCreateDrillStoresOnlyWhereNothingIs() throws {
         let s = try Store("drill-doors")
         let empty = s.directory.appendingPathComponent("empty.db").path
@@ -258,10 +258,15 @@ struct StoreDoorsTests {
             for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) }
         }
         try FileManager.default.removeItem(atPath: witnessOnly + ".key")
+        // And a write-ahead log without its database (SQLite would replay a valid one into a new file).
+        let walOnly = s.directory.appendingPathComponent("wal-only.db").path
+        #expect(FileManager.default.createFile(atPath: walOnly + "-wal", contents: Data("leftover".utf8)))
         let listing = { try FileManager.default.contentsOfDirectory(atPath: s.directory.path).sorted() }
         let before = try listing()
         // The files' bytes, read without opening them as databases (sqlite3 would claim the empty file).
-        let files = [empty, removed, witnessOnly].flatMap { p in ["", ".key", ".witness"].map { p + $0 } }
+        let files = [empty, removed, witnessOnly, walOnly].flatMap { p in
+            ["", ".key", ".witness", "-wal"].map { p + $0 }
+        }
         let fingerprint = { try files.map(TestSupport.StoreFingerprint.sha256) }
         let fingerprints = try fingerprint()
 
@@ -273,6 +278,8 @@ struct StoreDoorsTests {
             ("demo on a zero-length file", ["demo"], empty),
             ("demo beside a leftover key and witness", ["demo"], removed),
             ("demo beside a leftover witness", ["demo"], witnessOnly),
+            ("simulate beside a leftover write-ahead log", simulate, walOnly),
+            ("demo beside a leftover write-ahead log", ["demo"], walOnly),
         ]
         for (label, command, path) in cases {
             let r = try s.run(command, as: "simulator", store: path, stdin: "")
