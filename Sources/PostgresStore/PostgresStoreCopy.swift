@@ -259,7 +259,8 @@ public enum PostgresStoreCopy {
             if !signing.isEmpty {
                 let team = try teamKeyForSecrets("the App Check signing keys")
                 for row in signing {
-                    guard let kid = row[0].string, let der = row[1].bytes else { throw StoreError.corrupt("an App Check signing key row is unreadable") }
+                    guard let kid = row[0].string, let box = row[1].bytes else { throw StoreError.corrupt("an App Check signing key row is unreadable") }
+                    let der = try AppCheckStateTables.openSigningKey(box, kid: kid, in: db)
                     try c.query(
                         "INSERT INTO appcheck_signing_keys (kid, private_key, created_at, retires_at) VALUES ($1, decode($2, 'hex'), $3, $4)",
                         [kid, Hex.encode(PostgresAppCheckState.seal(der, PostgresAppCheckState.signingRole(kid), team)), text(row[2]), text(row[3])])
@@ -271,9 +272,11 @@ public enum PostgresStoreCopy {
                 "appcheck_demo_authority", "root_certificate, root_key, intermediate_certificate, intermediate_key", order: "id"
             ).first {
                 let team = try teamKeyForSecrets("the demo authority's keys")
-                guard let rc = demo[0].bytes, let rk = demo[1].bytes, let ic = demo[2].bytes, let ik = demo[3].bytes else {
+                guard let rc = demo[0].bytes, let rkBox = demo[1].bytes, let ic = demo[2].bytes, let ikBox = demo[3].bytes else {
                     throw StoreError.corrupt("the demo authority row is unreadable")
                 }
+                let rk = try AppCheckStateTables.openDemoKey(rkBox, .root, in: db)
+                let ik = try AppCheckStateTables.openDemoKey(ikBox, .intermediate, in: db)
                 try c.query(
                     "INSERT INTO appcheck_demo_authority (id, root_certificate, root_key, intermediate_certificate, intermediate_key) "
                         + "VALUES (1, decode($1, 'hex'), decode($2, 'hex'), decode($3, 'hex'), decode($4, 'hex'))",

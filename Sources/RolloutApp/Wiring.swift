@@ -71,7 +71,7 @@ public enum Wiring {
     public static func session(path: String, operatorID: String, readOnly: Bool = false, clock: any Clock = SystemClock())
         throws -> StoreSession
     {
-        let session = try open(path: path, operatorID: operatorID, readOnly: readOnly, create: false, clock: clock)
+        let session = try open(path: path, operatorID: operatorID, readOnly: readOnly, clock: clock)
         // A store file without a version (an init killed before its first version) is not a rollout yet: say so
         // instead of drawing a seed.
         if try session.config.versions(limit: 1, before: nil).isEmpty {
@@ -82,19 +82,49 @@ public enum Wiring {
     }
 
     /// Creates a new store at `path` holding version 1 (the rollout's starting template on `seed`): `rollout
-    /// init`, and the temporary drill stores of `demo` and `simulate`.
+    /// init` (and benchmarks).
     ///
     /// Refuses a store that has a version. A file left by an init that was killed before its first version (a
     /// zero-length file, or a rollout store with no version) is completed, so a crash never leaves a path that
-    /// neither init nor the other commands accept; every other file is refused by `RolloutStore`.
+    /// neither init nor the other commands accept; every other file, and a key or witness left without its store,
+    /// is refused by `RolloutStore`.
     public static func createStore(
         path: String, seed: String, form: RemoteConfigTemplate.Form = .client, operatorID: String,
         clock: any Clock = SystemClock()
     ) throws -> StoreSession {
+        try create(path: path, seed: seed, form: form, operatorID: operatorID, time: clock.now(), clock: clock)
+    }
+
+    /// Creates the drill store of `simulate` or `demo` (`command`), the way `rollout init` creates a store, and
+    /// marks it as a drill store.
+    ///
+    /// Only where nothing is yet: an existing file (an empty one included), or a key or witness without its
+    /// store, is refused with a one-line error naming the path, and nothing is created or changed. A zero-length
+    /// file is not a store to complete here: it may be what is left of a store emptied behind its operators' back,
+    /// and a new store in its place would have step-up off and a new witness. `init` is the only command that
+    /// completes an interrupted init.
+    public static func createDrillStore(
+        path: String, seed: String, operatorID: String, time: Instant, by command: String
+    ) throws -> RolloutStore {
+        let session = try create(
+            path: path, seed: seed, form: .client, operatorID: operatorID, time: time, clock: SystemClock(),
+            newPathOnly: true)
+        try session.store.withDatabase { try DrillStoreMark.mark($0, at: time, by: command) }
+        return session.store
+    }
+
+    /// The one way a store file is created: `createStore` and `createDrillStore` (see `RolloutStore` for what
+    /// every creation refuses).
+    private static func create(
+        path: String, seed: String, form: RemoteConfigTemplate.Form, operatorID: String, time: Instant,
+        clock: any Clock, newPathOnly: Bool = false
+    ) throws -> StoreSession {
         guard !path.isEmpty else { throw StoreError.unavailable("the store path is empty (--store needs a file path)") }
-        let session = try open(path: path, operatorID: operatorID, readOnly: false, create: true, clock: clock)
+        let store = try RolloutStore(path: path, create: true, access: .readWrite, newPathOnly: newPathOnly)
+        let session = StoreSession(
+            path: path, store: store, config: try store.configStore(), operatorID: operatorID, readOnly: false, clock: clock)
         let created = try session.config.initializeIfEmpty {
-            try SQLiteConfigStore.genesis(seed: seed, form: form, actor: operatorID, time: clock.now())
+            try SQLiteConfigStore.genesis(seed: seed, form: form, actor: operatorID, time: time)
         }
         guard created else {
             throw StoreError.unavailable(
@@ -117,8 +147,9 @@ public enum Wiring {
         return firebase
     }
 
-    static func open(path: String, operatorID: String, readOnly: Bool, create: Bool, clock: any Clock) throws -> StoreSession {
-        let store = try RolloutStore(path: path, create: create, access: readOnly ? .readOnly : .readWrite)
+    /// Opens an existing store (never creates one: see `create`).
+    static func open(path: String, operatorID: String, readOnly: Bool, clock: any Clock) throws -> StoreSession {
+        let store = try RolloutStore(path: path, create: false, access: readOnly ? .readOnly : .readWrite)
         return StoreSession(
             path: path, store: store, config: try store.configStore(), operatorID: operatorID, readOnly: readOnly, clock: clock)
     }

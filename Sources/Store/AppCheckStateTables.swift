@@ -2,6 +2,7 @@ import AppCheck
 import FoundationEssentials
 import Glibc
 import Platform
+import Rollout
 import Timekeeping
 
 /// The App Check exchange's state in the store's SQLite file (tables `appcheck_*`).
@@ -12,8 +13,11 @@ import Timekeeping
 /// processes verifying assertions with the same counter only one wins. Instants are stored as microseconds.
 ///
 /// The demo certificate authority (certificates and private keys) lives here too, so the store file is the one
-/// thing to keep; it is created with mode 0600 by the store. Calls are serialised by a lock, since a
-/// connection serves one thread at a time.
+/// thing to keep; it is created with mode 0600 by the store. Every private key (the token signing keys, the demo
+/// authority's root and intermediate keys) is encrypted with the store key (AES-256-GCM, its role bound as
+/// associated data: `appcheck-signing-key:<kid>`, `demo-ca:root`, `demo-ca:intermediate`), like the step-up
+/// secrets, so the store file alone mints no token and signs no certificate. Calls are serialised by a lock, since
+/// a connection serves one thread at a time.
 public final class AppCheckStateTables: AppCheckState, @unchecked Sendable {
     private let db: SQLiteDatabase
     private let lock = Lock()
@@ -231,8 +235,8 @@ public final class AppCheckStateTables: AppCheckState, @unchecked Sendable {
                     throw SQLiteError(code: 1, message: "appcheck_signing_keys holds a malformed row")
                 }
                 return StoredSigningKey(
-                    kid: kid, privateKeyDER: der, createdAt: Instant(microseconds: at),
-                    retiresAt: r[3].int.map { Instant(microseconds: $0) })
+                    kid: kid, privateKeyDER: try Self.openSigningKey(der, kid: kid, in: db),
+                    createdAt: Instant(microseconds: at), retiresAt: r[3].int.map { Instant(microseconds: $0) })
             }
         }
     }
@@ -241,7 +245,10 @@ public final class AppCheckStateTables: AppCheckState, @unchecked Sendable {
         try write {
             try db.run(
                 "INSERT INTO appcheck_signing_keys (kid, private_key, created_at) VALUES (?, ?, ?) ON CONFLICT (kid) DO NOTHING",
-                [.text(key.kid), .blob(key.privateKeyDER), .integer(key.createdAt.microseconds)])
+                [
+                    .text(key.kid), .blob(try sealed(key.privateKeyDER, role: Self.signingKeyRole(key.kid))),
+                    .integer(key.createdAt.microseconds),
+                ])
         }
     }
 
@@ -253,7 +260,10 @@ public final class AppCheckStateTables: AppCheckState, @unchecked Sendable {
                 [.integer(retiresAt.microseconds), .text(key.kid)])
             try db.run(
                 "INSERT INTO appcheck_signing_keys (kid, private_key, created_at) VALUES (?, ?, ?) ON CONFLICT (kid) DO NOTHING",
-                [.text(key.kid), .blob(key.privateKeyDER), .integer(key.createdAt.microseconds)])
+                [
+                    .text(key.kid), .blob(try sealed(key.privateKeyDER, role: Self.signingKeyRole(key.kid))),
+                    .integer(key.createdAt.microseconds),
+                ])
         }
     }
 
@@ -307,7 +317,8 @@ public final class AppCheckStateTables: AppCheckState, @unchecked Sendable {
             throw SQLiteError(code: 1, message: "appcheck_demo_authority holds a malformed row")
         }
         return DemoCertificateAuthority.Material(
-            rootCertificate: rc, rootPrivateKey: rk, intermediateCertificate: ic, intermediatePrivateKey: ik)
+            rootCertificate: rc, rootPrivateKey: try Self.openDemoKey(rk, .root, in: db), intermediateCertificate: ic,
+            intermediatePrivateKey: try Self.openDemoKey(ik, .intermediate, in: db))
     }
 
     public func saveDemoAuthority(_ material: DemoCertificateAuthority.Material) throws
@@ -318,9 +329,10 @@ public final class AppCheckStateTables: AppCheckState, @unchecked Sendable {
                 "INSERT INTO appcheck_demo_authority (id, root_certificate, root_key, intermediate_certificate, intermediate_key) "
                     + "VALUES (1, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING",
                 [
-                    .blob(material.rootCertificate), .blob(material.rootPrivateKey),
+                    .blob(material.rootCertificate),
+                    .blob(try sealed(material.rootPrivateKey, role: DemoKey.root.role)),
                     .blob(material.intermediateCertificate),
-                    .blob(material.intermediatePrivateKey),
+                    .blob(try sealed(material.intermediatePrivateKey, role: DemoKey.intermediate.role)),
                 ])
             return try loadDemoAuthority()!
         }
@@ -340,6 +352,71 @@ public final class AppCheckStateTables: AppCheckState, @unchecked Sendable {
                 [.integer(time.microseconds)])
             try db.run(
                 "DELETE FROM appcheck_signing_key_retirements WHERE retires_at < ?", [.integer(time.microseconds)])
+        }
+    }
+
+    // MARK: Private keys at rest
+
+    /// The associated data of a signing key's box: the key's id, so a box moved to another row does not open.
+    static func signingKeyRole(_ kid: String) -> String { "appcheck-signing-key:\(kid)" }
+
+    /// The demo authority's two private keys.
+    public enum DemoKey: String, Sendable {
+        case root, intermediate
+        var role: String { "demo-ca:\(rawValue)" }
+    }
+
+    /// `der` as this connection stores it: encrypted with the store key on a store's connection.
+    private func sealed(_ der: [UInt8], role: String) throws -> [UInt8] {
+        guard db.encryptsPrivateKeys else { return der }
+        return try Self.key(db, "stored").seal(der, role: role)
+    }
+
+    /// A signing key's DER from its stored box (`rollout store copy` reads the column itself, hence public).
+    public static func openSigningKey(_ box: [UInt8], kid: String, in db: SQLiteDatabase) throws -> [UInt8] {
+        guard db.encryptsPrivateKeys else { return box }
+        return try key(db, "read").unseal(
+            box, role: signingKeyRole(kid), what: "the App Check signing key \(kid) in \(db.path)")
+    }
+
+    /// One of the demo authority's private keys from its stored box.
+    public static func openDemoKey(_ box: [UInt8], _ which: DemoKey, in db: SQLiteDatabase) throws -> [UInt8] {
+        guard db.encryptsPrivateKeys else { return box }
+        return try key(db, "read").unseal(
+            box, role: which.role, what: "the demo authority's \(which.rawValue) key in \(db.path)")
+    }
+
+    private static func key(_ db: SQLiteDatabase, _ verb: String) throws -> StoreKey {
+        guard let key = db.storeKey else {
+            throw StoreError.unavailable(
+                "the store key \(StoreKey.path(forStore: db.path)) is missing: the App Check private keys cannot be "
+                    + "\(verb) (restore the key file, see README 'Store files')")
+        }
+        return key
+    }
+
+    /// Encrypts every private key still stored in plaintext (schema 8's migration, inside its transaction).
+    static func encryptPrivateKeys(in db: SQLiteDatabase, key: StoreKey) throws {
+        if try db.hasTable("appcheck_signing_keys") {
+            for row in try db.query("SELECT kid, private_key FROM appcheck_signing_keys") {
+                guard let kid = row[0].string, let der = row[1].bytes, !StoreKey.isSealedSecret(der) else { continue }
+                try db.run(
+                    "UPDATE appcheck_signing_keys SET private_key = ? WHERE kid = ?",
+                    [.blob(key.seal(der, role: signingKeyRole(kid))), .text(kid)])
+            }
+        }
+        if try db.hasTable("appcheck_demo_authority"),
+            let row = try db.query("SELECT root_key, intermediate_key FROM appcheck_demo_authority WHERE id = 1").first,
+            let root = row[0].bytes, let intermediate = row[1].bytes
+        {
+            try db.run(
+                "UPDATE appcheck_demo_authority SET root_key = ?, intermediate_key = ? WHERE id = 1",
+                [
+                    .blob(StoreKey.isSealedSecret(root) ? root : key.seal(root, role: DemoKey.root.role)),
+                    .blob(
+                        StoreKey.isSealedSecret(intermediate)
+                            ? intermediate : key.seal(intermediate, role: DemoKey.intermediate.role)),
+                ])
         }
     }
 }

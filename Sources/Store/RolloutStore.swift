@@ -5,11 +5,15 @@ import Rollout
 
 /// The store file: one SQLite database that every domain keeps its tables in.
 ///
-/// A store is created once, explicitly (`create: true`: `rollout init`, a drill's temporary store, tests); every
-/// other open (`create: false`) refuses a missing path, a directory, a zero-length file, a file that is not an
-/// SQLite database, an SQLite database that is not a rollout store, and a schema newer than this program's, each
-/// with a message naming the path, and creates nothing. Creation makes the file with private permissions
-/// (directory 0700, file 0600; SQLite gives the `-wal` and `-shm` files the database file's mode).
+/// A store is created once, explicitly (`create: true`: `rollout init` and the drill stores of `simulate` and
+/// `demo`, both through `Wiring`, and tests); every other open (`create: false`) refuses a missing path, a
+/// directory, a zero-length file, a file that is not an SQLite database, an SQLite database that is not a rollout
+/// store, and a schema newer than this program's, each with a message naming the path, and creates nothing. Even
+/// with `create`, a missing store whose key, witness or write-ahead log is still there is refused (a new store
+/// would take over the old key, write over the witness kept of the old one, or have SQLite replay the old log into
+/// it); with `newPathOnly` so is any existing file, an empty one included (only `init` completes the empty file an
+/// interrupted init leaves). Creation makes the file with private permissions (directory 0700, file 0600; SQLite
+/// gives the `-wal` and `-shm` files the database file's mode).
 ///
 /// Every table of every domain is created by the schema migrations (`PRAGMA user_version`, forward only), not on
 /// first use, so a read-only connection (`access: .readOnly`) finds them all and never needs to write.
@@ -39,7 +43,7 @@ public final class RolloutStore: @unchecked Sendable {
     ///
     /// Throws `StoreError.unavailable` with a message naming the path when the store is missing, empty (and
     /// `create` is not set), cannot be created, is not a rollout store, or has a newer schema.
-    public init(path: String, create: Bool = true, access: Access = .readWrite) throws {
+    public init(path: String, create: Bool = true, access: Access = .readWrite, newPathOnly: Bool = false) throws {
         self.path = path
         guard !path.isEmpty else { throw StoreError.unavailable("the store path is empty (--store needs a file path)") }
         let isDirectory = Files.isDirectory(path)
@@ -51,6 +55,12 @@ public final class RolloutStore: @unchecked Sendable {
             guard creating else {
                 throw StoreError.unavailable("no store at \(path) (create one with 'rollout init --store \(path)')")
             }
+            for leftover in [StoreKey.path(forStore: path), Witness.path(forStore: path), path + "-wal"]
+            where Files.isDirectory(leftover) != nil {
+                throw StoreError.unavailable(
+                    "refused: there is no store at \(path), but \(leftover) is there (left by a removed store?); move it "
+                        + "away or choose another path: nothing was created")
+            }
             try RolloutStore.createDirectory(Path.directory(of: path))
             let fd = open(path, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0o600)
             if fd >= 0 {
@@ -59,6 +69,11 @@ public final class RolloutStore: @unchecked Sendable {
             } else if errno != EEXIST {
                 throw StoreError.unavailable("cannot create the store \(path): \(String(cString: strerror(errno)))")
             }
+        }
+        if newPathOnly, !created {
+            throw StoreError.unavailable(
+                "refused: \(path) already exists (\(Files.size(path).map { "\($0) bytes" } ?? "not a file")); a new store "
+                    + "is created only where there is none: nothing was created or changed")
         }
         try RolloutStore.checkHeader(path, allowEmpty: creating)
         do {
@@ -76,6 +91,7 @@ public final class RolloutStore: @unchecked Sendable {
         }
         self.key = key
         database.storeKey = key
+        database.encryptsPrivateKeys = true
         try StoreSchema.migrate(self, key: key, witness: witness)
         if access == .readWrite { installSeal() }
         if created {

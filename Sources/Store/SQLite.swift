@@ -23,6 +23,10 @@ public final class SQLiteDatabase: @unchecked Sendable {
     /// The store key of the file this connection belongs to (set by `RolloutStore`): step-up secrets are
     /// encrypted with it. Nil for a bare connection, which then cannot store secrets.
     public internal(set) var storeKey: StoreKey?
+    /// Whether this connection is a rollout store's (set by `RolloutStore`): the App Check private keys are then
+    /// kept encrypted with `storeKey`, and a plaintext one is refused. A bare connection (no store, no key: tests
+    /// and benchmarks of the tables alone) keeps them as they are.
+    public internal(set) var encryptsPrivateKeys = false
     /// What the open write transaction changed in the tallied tables (`StoreTally`), folded into the seal just
     /// before it commits; undone with a savepoint or transaction that rolls back.
     var tallyDelta: [String: StoreTally.Value] = [:]

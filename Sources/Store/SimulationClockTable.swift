@@ -95,11 +95,20 @@ public enum DrillStoreMark {
         return try !db.query("SELECT 1 FROM store_drill WHERE id = 1").isEmpty
     }
 
+    /// The table that marks a drill store (created by the first `mark`).
+    static let schema =
+        "CREATE TABLE IF NOT EXISTS store_drill (id INTEGER PRIMARY KEY CHECK (id = 1), marked_at INTEGER NOT NULL, marked_by TEXT NOT NULL)"
+
     /// Marks the store as a drill store (kept forever: a drill store never turns ordinary).
-    public static func mark(_ db: SQLiteDatabase, at time: Instant, by actor: String) throws(SQLiteError) {
-        try db.execute(
-            "CREATE TABLE IF NOT EXISTS store_drill (id INTEGER PRIMARY KEY CHECK (id = 1), marked_at INTEGER NOT NULL, marked_by TEXT NOT NULL)"
-        )
-        try db.run("INSERT OR IGNORE INTO store_drill (id, marked_at, marked_by) VALUES (1, ?, ?)", [.integer(time.microseconds), .text(actor)])
+    ///
+    /// In a write transaction of its own (a savepoint of the caller's, if any): on a store's connection the table
+    /// it creates becomes part of the sealed schema when that transaction re-seals the store.
+    public static func mark(_ db: SQLiteDatabase, at time: Instant, by actor: String) throws {
+        try db.transaction {
+            try db.execute(schema)
+            try db.run(
+                "INSERT OR IGNORE INTO store_drill (id, marked_at, marked_by) VALUES (1, ?, ?)",
+                [.integer(time.microseconds), .text(actor)])
+        }
     }
 }

@@ -7,8 +7,9 @@ import Rollout
 /// The store's secret key: 32 random bytes in a file beside the store (`<store>.key`, mode 0600), never in the
 /// store file itself.
 ///
-/// It encrypts the step-up secrets at rest (AES-256-GCM) and keys the seal (HMAC-SHA-256), so that a copy of the
-/// store file alone reveals no secret, and a consistent rewrite of the tables needs the key as well. A team that
+/// It encrypts the step-up secrets and the App Check private keys (token signing keys, the demo authority's
+/// keys) at rest (AES-256-GCM, `seal(_:role:)`) and keys the seal (HMAC-SHA-256), so that a copy of the store file
+/// alone reveals no secret, and a consistent rewrite of the tables needs the key as well. A team that
 /// shares a store shares this file the way it shares any credential (see README, "Store files").
 public struct StoreKey: Sendable {
     public let bytes: [UInt8]
@@ -75,21 +76,34 @@ public struct StoreKey: Sendable {
     /// Encrypts a step-up secret for the row of `owner` (the owner is bound as associated data, so a secret
     /// moved to another operator's row does not open).
     public func sealSecret(_ secret: [UInt8], owner: String) -> [UInt8] {
-        StoreKey.secretMagic + AESGCM.seal(secret, key: bytes, associatedData: Array("stepup secret \(owner)".utf8))
+        seal(secret, role: "stepup secret \(owner)")
     }
 
     /// Decrypts what `sealSecret` made.
     public func openSecret(_ box: [UInt8], owner: String) throws -> [UInt8] {
+        try unseal(box, role: "stepup secret \(owner)", what: "the step-up secret of \(owner)")
+    }
+
+    /// Encrypts `secret` (AES-256-GCM) with its `role` bound as associated data: which secret of which row
+    /// (`stepup secret <operator>`, `appcheck-signing-key:<kid>`, `demo-ca:root`), so that a box moved to
+    /// another row or column does not open.
+    public func seal(_ secret: [UInt8], role: String) -> [UInt8] {
+        StoreKey.secretMagic + AESGCM.seal(secret, key: bytes, associatedData: Array(role.utf8))
+    }
+
+    /// Decrypts what `seal(_:role:)` made for `role`; `what` names the secret in errors.
+    ///
+    /// A box that is not encrypted (plaintext written outside rollout, or left by a version before encryption)
+    /// is refused, never returned as it is.
+    public func unseal(_ box: [UInt8], role: String, what: String) throws -> [UInt8] {
         guard StoreKey.isSealedSecret(box) else {
-            throw StoreError.corrupt("the step-up secret of \(owner) is not encrypted (written outside rollout?)")
+            throw StoreError.corrupt("\(what) is not encrypted (written outside rollout?)")
         }
         do {
             return try AESGCM.open(
-                Array(box.dropFirst(StoreKey.secretMagic.count)), key: bytes,
-                associatedData: Array("stepup secret \(owner)".utf8))
+                Array(box.dropFirst(StoreKey.secretMagic.count)), key: bytes, associatedData: Array(role.utf8))
         } catch {
-            throw StoreError.corrupt(
-                "the step-up secret of \(owner) does not decrypt with \(path): \(error) (another store's key?)")
+            throw StoreError.corrupt("\(what) does not decrypt with \(path): \(error) (another store's key?)")
         }
     }
 
@@ -135,25 +149,39 @@ public enum StoreSeal {
             tally TEXT NOT NULL DEFAULT '')
         """
 
-    /// What the seal binds: each sealed table's digest and the chain head.
+    /// What the seal binds: each sealed table's digest, the schema, and the chain head.
     struct State: Equatable {
         var tables: [String: String]
         var sequence: Int64
         var hash: String
         /// The tallies of the per-request tables.
         var tally: [String: StoreTally.Value] = [:]
+        /// Every object of the schema (see `schemaEntries`); none for a seal made before schema 8.
+        var schema = SchemaEntries()
 
-        /// One canonical line: `table=digest` sorted, then the head, then the tallies.
-        var text: String {
+        /// The `tables` column of `store_seal`: `table=digest` for every sealed table, sorted, then the schema's
+        /// entries, sorted.
+        var entries: String {
             // Appended into one string: every write builds this line several times (its MAC, the witness).
             var out = ""
-            out.reserveCapacity(tables.count * 100 + 400)
+            out.reserveCapacity(tables.count * 100 + schema.text.utf8.count + 1)
             for table in tables.keys.sorted() {
                 if !out.isEmpty { out += " " }
                 out += table
                 out += "="
                 out += tables[table]!
             }
+            if !schema.text.isEmpty {
+                out += " "
+                out += schema.text
+            }
+            return out
+        }
+
+        /// One canonical line: the entries, then the head, then the tallies.
+        var text: String {
+            var out = entries
+            out.reserveCapacity(out.utf8.count + 400)
             out += " head=\(sequence):"
             out += hash
             out += " tally="
@@ -164,8 +192,24 @@ public enum StoreSeal {
         var digest: String { SHA256.hex(Array(text.utf8)) }
     }
 
-    /// The current state of `db`'s sealed tables and chain head.
-    static func current(_ db: SQLiteDatabase) throws -> State {
+    /// The schema's entries (`schema:<type>:<name>` = digest of the object's table and SQL) and their
+    /// `key=digest` text in sorted order, made once per read of the schema: every write builds the state's text
+    /// several times.
+    struct SchemaEntries: Equatable {
+        let entries: [String: String]
+        let text: String
+
+        init(_ entries: [String: String] = [:]) {
+            self.entries = entries
+            text = entries.keys.sorted().map { "\($0)=\(entries[$0]!)" }.joinedText(" ")
+        }
+
+        static func == (a: SchemaEntries, b: SchemaEntries) -> Bool { a.entries == b.entries }
+    }
+
+    /// The current state of `db`'s sealed tables, schema and chain head; without `schema`, the state as a seal
+    /// made before schema 8 saw it (no schema entries).
+    static func current(_ db: SQLiteDatabase, schema: Bool = true) throws -> State {
         var tables: [String: String] = [:]
         // Which sealed tables hold rows, in one statement: most are empty in most stores (the exchange's and the
         // plan's tables until they are used), and a `SELECT *` prepared for each cost every write a twelfth of
@@ -183,7 +227,131 @@ public enum StoreSeal {
         let head = try db.query("SELECT audit_sequence, audit_hash FROM config_head WHERE id = 1").first
         return State(
             tables: tables, sequence: head?[0].int ?? 0, hash: head?[1].string ?? AuditChain.genesis,
-            tally: StoreTally.adding(db.tallyDelta, to: try sealedTally(db)))
+            tally: StoreTally.adding(db.tallyDelta, to: try sealedTally(db)),
+            schema: schema ? SchemaEntries(try schemaEntries(db)) : SchemaEntries())
+    }
+
+    /// One entry per object of the main schema (`sqlite_schema`: tables, indexes, views, triggers, SQLite's own
+    /// automatic indexes): the key `schema:<type>:<name>` (the name escaped, see `escape`) and the SHA-256 of the
+    /// object's table and full SQL text.
+    ///
+    /// The full text covers everything SQLite runs on a write besides rollout's own statements: a trigger's body,
+    /// a view's INSTEAD OF trigger, a CHECK constraint, a DEFAULT expression, a generated column, an index on an
+    /// expression, as well as edits made through `PRAGMA writable_schema` (SQLite compiles the schema from this
+    /// text when it opens the file). Temporary triggers live in a connection's own `temp` schema, which no other
+    /// process can reach.
+    static func schemaEntries(_ db: SQLiteDatabase) throws -> [String: String] {
+        var out: [String: String] = [:]
+        let rows = try db.prepare("SELECT type, name, tbl_name, sql FROM main.sqlite_schema")
+        defer { rows.reset() }
+        // Hashed from the column bytes: this runs at the start of every write.
+        var bytes: [UInt8] = []
+        while try rows.step() {
+            bytes.removeAll(keepingCapacity: true)
+            rows.withBytes(2) { bytes += $0 }
+            bytes.append(UInt8(ascii: "\n"))
+            if rows.isNull(3) {
+                bytes.append(UInt8(ascii: "n"))
+            } else {
+                bytes.append(UInt8(ascii: "t"))
+                rows.withBytes(3) { bytes += $0 }
+            }
+            out[schemaKey(type: rows.text(0), name: rows.text(1))] = SHA256.hex(bytes)
+        }
+        return out
+    }
+
+    /// `schema:<type>:<name>`, with every byte of the name outside `[A-Za-z0-9_.-]` written `%XX`, so that a
+    /// name chosen by someone else cannot break the `tables` column's `key=value key=value` syntax.
+    static func schemaKey(type: String, name: String) -> String {
+        "schema:\(escape(type)):\(escape(name))"
+    }
+
+    static func escape(_ text: String) -> String {
+        if text.utf8.allSatisfy(isPlain) { return text }
+        var out = ""
+        for b in text.utf8 {
+            if isPlain(b) {
+                out.unicodeScalars.append(Unicode.Scalar(b))
+            } else {
+                out += "%" + Hex.encode([b]).uppercased()
+            }
+        }
+        return out
+    }
+
+    private static func isPlain(_ b: UInt8) -> Bool {
+        switch b {
+        case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
+            UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "_"), UInt8(ascii: "."), UInt8(ascii: "-"):
+            true
+        default: false
+        }
+    }
+
+    /// What `escape` wrote, back (a malformed escape is kept as it is).
+    static func unescape(_ text: String) -> String {
+        var bytes: [UInt8] = []
+        var rest = Array(text.utf8)[...]
+        while let b = rest.first {
+            if b == UInt8(ascii: "%"), rest.count >= 3, let hi = Hex.value(of: rest[rest.startIndex + 1]),
+                let lo = Hex.value(of: rest[rest.startIndex + 2])
+            {
+                bytes.append(UInt8(hi) << 4 | UInt8(lo))
+                rest = rest.dropFirst(3)
+            } else {
+                bytes.append(b)
+                rest = rest.dropFirst()
+            }
+        }
+        return String(decoding: bytes, as: UTF8.self)
+    }
+
+    /// The object a schema key names, as a person reads it (`trigger t`, `index x on table y`).
+    static func describe(schemaKey key: String, table: String? = nil) -> String {
+        let parts = key.split(separator: ":", maxSplits: 2, omittingEmptySubsequences: false).map(String.init)
+        guard parts.count == 3 else { return key }
+        let name = unescape(parts[2])
+        let on = table.flatMap { $0 == name ? nil : " on table \($0)" } ?? ""
+        return "\(parts[1]) \(name)\(on)"
+    }
+
+    /// Whether the file's seal covers the schema (it was made by schema 8 or later).
+    static func coversSchema(_ db: SQLiteDatabase) throws -> Bool {
+        guard try db.hasTable("store_seal"),
+            let tables = try db.query("SELECT tables FROM store_seal WHERE id = 1").first?.first?.string
+        else { return false }
+        return tables.contains(" schema:") || tables.hasPrefix("schema:")
+    }
+
+    /// The first difference between the sealed schema and the file's, or nil.
+    static func schemaProblem(_ db: SQLiteDatabase, sealed: [String: String], now: [String: String]) throws
+        -> ConfigIntegrityProblem?
+    {
+        let sealedSchema = sealed.filter { $0.key.hasPrefix("schema:") }
+        guard sealedSchema != now else { return nil }
+        var tables: [String: String] = [:]
+        for row in try db.query("SELECT type, name, tbl_name FROM main.sqlite_schema") {
+            if let type = row[0].string, let name = row[1].string {
+                tables[schemaKey(type: type, name: name)] = row[2].string
+            }
+        }
+        for key in now.keys.sorted() where sealedSchema[key] == nil {
+            return ConfigIntegrityProblem(
+                "schema: \(describe(schemaKey: key, table: tables[key]))",
+                "not part of the schema rollout sealed: added outside rollout (a trigger, view, index or table runs or "
+                    + "changes what rollout's own writes do)")
+        }
+        for key in sealedSchema.keys.sorted() where now[key] == nil {
+            return ConfigIntegrityProblem(
+                "schema: \(describe(schemaKey: key))", "in the sealed schema but missing: dropped outside rollout")
+        }
+        for key in now.keys.sorted() where sealedSchema[key] != now[key] {
+            return ConfigIntegrityProblem(
+                "schema: \(describe(schemaKey: key, table: tables[key]))",
+                "its definition differs from the sealed schema: changed outside rollout")
+        }
+        return nil
     }
 
     /// Adds the tally column to a seal made before schema 4 (the seal is rewritten with it by the caller).
@@ -237,13 +405,14 @@ public enum StoreSeal {
     /// transaction may have written (`SQLiteDatabase.writtenTables`) are digested again; the others cannot have
     /// changed, since the transaction has held the write lock since `start` was taken.
     static func current(_ db: SQLiteDatabase, from start: State) throws -> State {
+        // Any schema change (CREATE, DROP, ALTER) counts as "*": the schema is read again only then.
         if db.writtenTables.contains("*") { return try current(db) }
         var tables = start.tables
         for table in sealedTables where db.writtenTables.contains(table) { tables[table] = try digest(of: table, in: db) }
         let head = try db.query("SELECT audit_sequence, audit_hash FROM config_head WHERE id = 1").first
         let state = State(
             tables: tables, sequence: head?[0].int ?? 0, hash: head?[1].string ?? AuditChain.genesis,
-            tally: StoreTally.adding(db.tallyDelta, to: try sealedTally(db)))
+            tally: StoreTally.adding(db.tallyDelta, to: try sealedTally(db)), schema: start.schema)
         #if DEBUG
             // Debug builds (the test suite) prove the shortcut on every write: it must equal the full digest.
             let full = try current(db)
@@ -260,7 +429,7 @@ public enum StoreSeal {
     @discardableResult
     static func reseal(_ db: SQLiteDatabase, key: StoreKey, from start: State? = nil) throws -> State {
         let state = try start.map { try current(db, from: $0) } ?? current(db)
-        let tables = state.tables.keys.sorted().map { "\($0)=\(state.tables[$0]!)" }.joinedText(" ")
+        let tables = state.entries
         let mac = key.mac(state.text)
         let tally = StoreTally.text(state.tally)
         // Most commits (telemetry) change nothing sealed: leave the row as it is.
@@ -283,15 +452,18 @@ public enum StoreSeal {
 
     /// The current state of `db`, and the first thing wrong with its seal (nil when it holds): one digest of the
     /// sealed tables serves both the check and the state a write starts from.
-    static func check(_ db: SQLiteDatabase, key: StoreKey?, witness: Witness) throws -> (
+    ///
+    /// Without `schema` (`StoreSchema.migrate`, before its steps change the schema) the schema is not compared:
+    /// it is taken as sealed.
+    static func check(_ db: SQLiteDatabase, key: StoreKey?, witness: Witness, schema: Bool = true) throws -> (
         problem: ConfigIntegrityProblem?, state: State
     ) {
-        let now = try current(db)
-        return (try problem(db, now: now, key: key, witness: witness), now)
+        let now = try current(db, schema: schema)
+        return (try problem(db, now: now, key: key, witness: witness, schema: schema), now)
     }
 
-    private static func problem(_ db: SQLiteDatabase, now: State, key: StoreKey?, witness: Witness) throws
-        -> ConfigIntegrityProblem?
+    private static func problem(_ db: SQLiteDatabase, now: State, key: StoreKey?, witness: Witness, schema: Bool)
+        throws -> ConfigIntegrityProblem?
     {
         guard
             let row = try db.query("SELECT tables, audit_sequence, audit_hash, mac, tally FROM store_seal WHERE id = 1")
@@ -312,6 +484,13 @@ public enum StoreSeal {
                 "table \(table)",
                 "its rows differ from the sealed state (changed outside rollout: edited, inserted or deleted rows)")
         }
+        var now = now
+        if schema {
+            if let problem = try schemaProblem(db, sealed: sealed, now: now.schema.entries) { return problem }
+        } else {
+            // The schema taken as sealed, for the witness line (`StoreSchema.migrate` compares it on its own).
+            now.schema = SchemaEntries(sealed.filter { $0.key.hasPrefix("schema:") })
+        }
         if sequence != now.sequence || hash != now.hash {
             return ConfigIntegrityProblem(
                 "chain head",
@@ -323,8 +502,8 @@ public enum StoreSeal {
                 "cannot be checked: the store key \(StoreKey.path(forStore: db.path)) is missing (restore it; see README 'Store files')"
             )
         }
-        let sealedState = State(tables: sealed, sequence: sequence, hash: hash, tally: sealedTally)
-        if key.mac(sealedState.text) != mac {
+        // The HMAC covers the sealed line as `State.text` wrote it: the stored entries, the head, the tallies.
+        if key.mac(tablesText + " head=\(sequence):\(hash) tally=" + StoreTally.text(sealedTally)) != mac {
             return ConfigIntegrityProblem(
                 "seal",
                 "its HMAC does not match under \(key.path) (the seal was rewritten without the key, or another store's key)"

@@ -193,38 +193,36 @@ enum SimulateCommands {
         "--on-ordinary-store",
         help: "Run although the store was not created as a drill store (recorded in its audit log).")
 
-    /// The store a simulation may write into: a new one is created as a drill store (with the scenario's seed);
-    /// an existing one must be a drill store, or `--on-ordinary-store` is given and recorded in the audit log.
+    /// The store a simulation may write into: at a path where nothing is yet, a new drill store (with the
+    /// scenario's seed; see `Wiring.createDrillStore`, which refuses a zero-length file or a leftover key or
+    /// witness); an existing store must be a drill store, or `--on-ordinary-store` is given and recorded in the
+    /// audit log.
     static func drillStore(
         path: String, invocation: Invocation, scenario: Scenario, command: String, start: Instant? = nil
     ) throws -> RolloutStore {
         let wall = SystemClock()
-        let size = Files.size(path)
-        let existed = size.map { $0 > 0 } ?? false
         do {
-            let store = try RolloutStore(path: path)
-            let config = try store.configStore()
-            if existed {
-                let drill = try store.withDatabase { try DrillStoreMark.isDrill($0) }
-                if !drill {
-                    guard invocation.flag("--on-ordinary-store") else {
-                        throw CommandError(
-                            "refused: \(path) is not a drill store, and '\(command)' writes simulated telemetry and scripted "
-                                + "changes into it; give a new --store path (created as a drill store), or --on-ordinary-store "
-                                + "(recorded in the audit log)", exit: .refused)
-                    }
-                    _ = try config.appendAudit(
-                        AuditEntry(
-                            time: wall.now(), actor: try Wiring.operatorID(invocation), action: "\(command) on an ordinary store",
-                            reason: "--on-ordinary-store", result: .recorded,
-                            detail: "scenario \(scenario.name): simulated telemetry and scripted changes as simulator"))
-                }
-            } else {
-                try store.withDatabase { try DrillStoreMark.mark($0, at: wall.now(), by: command) }
+            guard Files.isDirectory(path) != nil else {
+                // A new store gets the scenario's rollout seed, so that runs on fresh stores assign the same cohorts.
+                return try Wiring.createDrillStore(
+                    path: path, seed: scenario.rolloutSeed, operatorID: FleetOptions.simulatorActor,
+                    time: start ?? wall.now(), by: command)
             }
-            // A new store gets the scenario's rollout seed, so that runs on fresh stores assign the same cohorts.
-            try config.initializeIfEmpty {
-                try SQLiteConfigStore.genesis(seed: scenario.rolloutSeed, actor: FleetOptions.simulatorActor, time: start ?? wall.now())
+            let store = try RolloutStore(path: path, create: false)
+            let config = try store.configStore()
+            let drill = try store.withDatabase { try DrillStoreMark.isDrill($0) }
+            if !drill {
+                guard invocation.flag("--on-ordinary-store") else {
+                    throw CommandError(
+                        "refused: \(path) is not a drill store, and '\(command)' writes simulated telemetry and scripted "
+                            + "changes into it; give a new --store path (created as a drill store), or --on-ordinary-store "
+                            + "(recorded in the audit log)", exit: .refused)
+                }
+                _ = try config.appendAudit(
+                    AuditEntry(
+                        time: wall.now(), actor: try Wiring.operatorID(invocation), action: "\(command) on an ordinary store",
+                        reason: "--on-ordinary-store", result: .recorded,
+                        detail: "scenario \(scenario.name): simulated telemetry and scripted changes as simulator"))
             }
             return store
         } catch let e as CommandError {
