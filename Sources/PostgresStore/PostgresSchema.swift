@@ -183,7 +183,7 @@ public enum PostgresSchema {
     /// committed together; rolled back whole when anything throws.
     public static func migrating<T>(conninfo: String, _ body: (PGConnection, [Int]) throws -> T) throws -> T {
         let c = try PGConnection(conninfo)
-        try c.execute("SET client_min_messages = warning")
+        try c.execute("SET client_min_messages = warning; SET bytea_output = hex")
         try c.execute("BEGIN ISOLATION LEVEL READ COMMITTED")
         do {
             try c.query("SELECT pg_advisory_xact_lock($1)", [advisoryLock])

@@ -93,14 +93,15 @@ extension Wiring {
     }
 
     /// The PostgreSQL store at `conninfo` (a libpq URI), acting as `operatorID`, with the team store key of this
-    /// machine. Creates and migrates nothing.
+    /// machine (at `keyPath`, by default `teamStoreKeyPath()`). Creates and migrates nothing.
     public static func teamSession(
-        conninfo: String, operatorID: String, readOnly: Bool = false, clock: any Clock = SystemClock()
+        conninfo: String, operatorID: String, readOnly: Bool = false, clock: any Clock = SystemClock(),
+        keyPath: String = teamStoreKeyPath()
     ) throws -> TeamSession {
-        let config = try PostgresConfigStore(conninfo: conninfo, readOnly: readOnly, sealing: try teamSealing())
+        let config = try PostgresConfigStore(conninfo: conninfo, readOnly: readOnly, sealing: try teamSealing(keyPath: keyPath))
         return TeamSession(
             location: PostgresConfigStore.redacted(conninfo), config: config, operatorID: operatorID, readOnly: readOnly,
-            clock: clock, stepUp: PostgresStepUpStore(store: config, key: try teamStoreKey(create: false).key))
+            clock: clock, stepUp: PostgresStepUpStore(store: config, key: try StoreKey.load(keyPath)))
     }
 
     /// The monitor of the invocation's store, whichever backend (`rollout telemetry`).
@@ -139,8 +140,7 @@ extension Wiring {
 
     /// How this machine seals a PostgreSQL store: the seal key derived from the team store key (nil when the file
     /// is missing: every write is then refused, naming the file), and the witnesses in `rollout-witness/` beside it.
-    public static func teamSealing() throws -> PostgresSealing {
-        let path = teamStoreKeyPath()
+    public static func teamSealing(keyPath path: String = teamStoreKeyPath()) throws -> PostgresSealing {
         let key = try StoreKey.load(path)
         let directory = Path.directory(of: path)
         return PostgresSealing(
