@@ -330,7 +330,8 @@ struct PostgresWitness {
 
     /// The first problem with the chain on `c` against what this machine saw, or nil.
     func check(_ c: PGConnection) throws -> PostgresSealProblem? {
-        guard let seen = try read() else { return nil }
+        // Record 0 is the empty chain's genesis, in every chain.
+        guard let seen = try read(), seen.sequence > 0 else { return nil }
         let found = try c.query("SELECT hash FROM config_audit WHERE sequence = $1", [String(seen.sequence)]).first?.first ?? nil
         guard let found else {
             return PostgresSealProblem(
@@ -349,6 +350,7 @@ struct PostgresWitness {
 
     /// Records `sequence`/`hash` when it is newer than what the file holds (temporary file, fsync, rename).
     func advance(sequence: Int64, hash: String) throws {
+        guard sequence > 0 else { return }
         if let seen = try? read(), seen.sequence >= sequence { return }
         let body = "\(Self.header)\ndatabase \(identity)\nsequence \(sequence) hash \(hash)"
         let bytes = Array("\(body)\nmac \(key.mac(body))\n".utf8)
@@ -386,7 +388,8 @@ extension PostgresConfigStore {
                     "seal", "missing (store_seal deleted?): this machine's witness \(witness.path) saw the store sealed")
             }
         }
-        if found == nil, !sealed {
+        // Only a write that will seal the store checks its whole chain first (once: from then on it is sealed).
+        if found == nil, !sealed, sealing?.key != nil {
             do {
                 _ = try Self.check(connection)
             } catch StoreError.corrupt(let why) {
@@ -404,9 +407,13 @@ extension PostgresConfigStore {
             return
         }
         guard let witness else {
+            // A store made before schema 6 may never have recorded a key: say how to make one.
+            let never = try connection.query("SELECT 1 FROM store_key_check WHERE id = 1").isEmpty && !sealed
             throw StoreError.unavailable(
                 "the team store key \(sealing.keyPath) is missing: every write to a PostgreSQL store checks and renews its "
-                    + "seal with it, so nothing is written (set ROLLOUT_STORE_KEY to the team's key file; docs/POSTGRES.md)")
+                    + "seal with it, so nothing is written (set ROLLOUT_STORE_KEY to the team's key file; docs/POSTGRES.md)"
+                    + (never
+                        ? "; this store never recorded one: 'rollout operator enroll' creates it on this machine" : ""))
         }
         let directory = sealing.witnessDirectory
         _ = mkdir(directory, 0o700)

@@ -336,6 +336,7 @@ struct PostgresSealTests {
         let missing = directory.appendingPathComponent("absent.key").path
         let refused = try rollout(["set", "5", "--reason", "no key"], store: uri, key: missing)
         #expect(refused.status != 0 && refused.stderr.contains("the team store key \(missing) is missing"), "\(refused.stderr)")
+        #expect(refused.stderr.contains("'rollout operator enroll' creates it"), "\(refused.stderr)")
         let unsealed = try rollout(["audit", "verify"], store: uri, key: missing)
         #expect(unsealed.status == 1 && unsealed.stderr.contains("seal: missing"), "\(unsealed.stderr)")
 
