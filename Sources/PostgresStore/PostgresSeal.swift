@@ -79,8 +79,10 @@ public enum PostgresSeal {
     /// and on a Firebase project's state store the project it is bound to and the publish intents (a forged
     /// intent would be settled by the next command into an audit record naming its actor).
     public static let sealedTables = [
-        "appcheck_apps", "appcheck_debug_tokens", "appcheck_demo_authority", "appcheck_project", "appcheck_signing_keys",
-        "firebase_intents", "firebase_state", "guardrail_settings", "ramp_plan", "ramp_plan_approval", "stepup_enrolments",
+        "appcheck_apps", "appcheck_debug_tokens", "appcheck_demo_authority", "appcheck_project",
+        "appcheck_signing_keys",
+        "firebase_intents", "firebase_state", "guardrail_settings", "ramp_plan", "ramp_plan_approval",
+        "stepup_enrolments",
         "stepup_operators", "stepup_policy", "store_key_check",
     ]
 
@@ -205,14 +207,16 @@ public enum PostgresSeal {
                 state,
                 PostgresSealProblem(
                     "chain head",
-                    "the head names version \(text(0)), the newest version is \(row[6] ?? "none") (versions added or removed outside rollout)")
+                    "the head names version \(text(0)), the newest version is \(row[6] ?? "none") (versions added or removed outside rollout)"
+                )
             )
         }
         if let excess = row[10] {
             return (
                 state,
                 PostgresSealProblem(
-                    "privileges", "\(excess), beyond the documented grants (docs/POSTGRES.md, Roles): it could remove evidence")
+                    "privileges",
+                    "\(excess), beyond the documented grants (docs/POSTGRES.md, Roles): it could remove evidence")
             )
         }
         return (state, nil)
@@ -221,13 +225,18 @@ public enum PostgresSeal {
     /// The first thing wrong with the seal of the store on `c` against its current state `now`; nil when the seal
     /// holds, and for a store never sealed (`sealed` false: the caller decides). `key` nil: the contents are
     /// compared, the HMAC cannot be.
-    static func check(_ c: PGConnection, now: State, key: PostgresSealKey?) throws -> (sealed: Bool, problem: PostgresSealProblem?) {
+    static func check(_ c: PGConnection, now: State, key: PostgresSealKey?) throws -> (
+        sealed: Bool, problem: PostgresSealProblem?
+    ) {
         guard let row = try c.query("SELECT state, mac FROM store_seal WHERE id = 1").first else { return (false, nil) }
         guard let text = row[0], let mac = row[1], let sealed = State(text: text) else {
             return (true, PostgresSealProblem("seal", "a column has an unexpected value (edited outside rollout?)"))
         }
         for item in now.items where sealed.value(item.name) != item.value {
-            return (true, PostgresSealProblem(item.name, differs(item.name, sealed: sealed.value(item.name), now: item.value)))
+            return (
+                true,
+                PostgresSealProblem(item.name, differs(item.name, sealed: sealed.value(item.name), now: item.value))
+            )
         }
         if sealed.items.count != now.items.count {
             return (true, PostgresSealProblem("seal", "it seals other items than this program's (edited?)"))
@@ -247,16 +256,19 @@ public enum PostgresSeal {
 
     /// How the item `name` differs from its sealed value, in words.
     static func differs(_ name: String, sealed: String?, now: String) -> String {
-        let was = sealed.map { $0.split(separator: " ").first.map(String.init) ?? $0 } ?? "nothing"
-        let is_ = now.split(separator: " ").first.map(String.init) ?? now
+        let then = sealed.map { $0.split(separator: " ").first.map(String.init) ?? $0 } ?? "nothing"
+        let found = now.split(separator: " ").first.map(String.init) ?? now
         switch name {
         case "chain head", "newest audit record":
-            return "record \(is_) is not the sealed one (record \(was)): the audit log or its head was changed outside rollout"
+            return
+                "record \(found) is not the sealed one (record \(then)): the audit log or its head was changed outside rollout"
         case "newest version":
-            return "version \(is_) is not the sealed one (version \(was)): a version was added, edited or removed outside rollout"
-        case "schema": return "schema \(is_) is not the sealed one (\(was)): rollout_schema was changed outside rollout"
+            return
+                "version \(found) is not the sealed one (version \(then)): a version was added, edited or removed outside rollout"
+        case "schema": return "schema \(found) is not the sealed one (\(then)): rollout_schema was changed outside rollout"
         case "catalog":
-            return "a trigger, rule, row-level security policy, column or constraint of the rollout tables changed since the seal (outside rollout)"
+            return
+                "a trigger, rule, row-level security policy, column or constraint of the rollout tables changed since the seal (outside rollout)"
         default:
             return "its rows differ from the sealed state (changed outside rollout: edited, inserted or deleted rows)"
         }
@@ -276,7 +288,9 @@ public enum PostgresSeal {
 
     /// The database's identity for the witness: the cluster's system identifier and the database's name.
     static func identity(_ c: PGConnection) throws -> String {
-        guard let row = try c.query("SELECT (SELECT system_identifier FROM pg_control_system()), current_database()").first,
+        guard
+            let row = try c.query("SELECT (SELECT system_identifier FROM pg_control_system()), current_database()")
+                .first,
             let system = row[0], let name = row[1]
         else { throw PostgresSealProblem("witness", "cannot read the database's identity (pg_control_system)") }
         return "\(system) \(name)"
@@ -307,7 +321,8 @@ struct PostgresWitness {
     /// The record this machine saw last; nil when it never saw this database.
     func read() throws -> (sequence: Int64, hash: String)? {
         guard access(path, F_OK) == 0 else { return nil }
-        guard let fd = Optional(open(path, O_RDONLY | O_CLOEXEC)), fd >= 0 else {
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else {
             throw PostgresSealProblem("witness", "\(path) is not readable")
         }
         defer { close(fd) }
@@ -319,7 +334,8 @@ struct PostgresWitness {
             key.mac(lines[0...2].joined(separator: "\n")) == mac
         else {
             throw PostgresSealProblem(
-                "witness", "\(path) is not a witness of this database under \(key.path) (edited, or another store's key)")
+                "witness",
+                "\(path) is not a witness of this database under \(key.path) (edited, or another store's key)")
         }
         let parts = lines[2].split(separator: " ")
         guard parts.count == 4, parts[0] == "sequence", let sequence = Int64(parts[1]), parts[2] == "hash" else {
@@ -332,7 +348,9 @@ struct PostgresWitness {
     func check(_ c: PGConnection) throws -> PostgresSealProblem? {
         // Record 0 is the empty chain's genesis, in every chain.
         guard let seen = try read(), seen.sequence > 0 else { return nil }
-        let found = try c.query("SELECT hash FROM config_audit WHERE sequence = $1", [String(seen.sequence)]).first?.first ?? nil
+        let found =
+            try c.query("SELECT hash FROM config_audit WHERE sequence = $1", [String(seen.sequence)]).first?.first
+            ?? nil
         guard let found else {
             return PostgresSealProblem(
                 "witness",
@@ -385,7 +403,8 @@ extension PostgresConfigStore {
             found = try witness.check(connection)
             if found == nil, !sealed, try witness.read() != nil {
                 found = PostgresSealProblem(
-                    "seal", "missing (store_seal deleted?): this machine's witness \(witness.path) saw the store sealed")
+                    "seal", "missing (store_seal deleted?): this machine's witness \(witness.path) saw the store sealed"
+                )
             }
         }
         // Only a write that will seal the store checks its whole chain first (once: from then on it is sealed).
@@ -397,12 +416,14 @@ extension PostgresConfigStore {
             }
         }
         if let found {
-            throw StoreError.corrupt("\(label) fails verification, so nothing is written: \(found) (see 'rollout audit verify')")
+            throw StoreError.corrupt(
+                "\(label) fails verification, so nothing is written: \(found) (see 'rollout audit verify')")
         }
         guard let sealing else {
             if sealed {
                 throw StoreError.unavailable(
-                    "\(label) is sealed: writing needs the team store key (this connection has none), so nothing is written")
+                    "\(label) is sealed: writing needs the team store key (this connection has none), so nothing is written"
+                )
             }
             return
         }
@@ -419,7 +440,8 @@ extension PostgresConfigStore {
         _ = mkdir(directory, 0o700)
         guard access(directory, W_OK) == 0 else {
             throw StoreError.unavailable(
-                "cannot write the witness directory \(directory) (\(String(cString: strerror(errno)))), so nothing is written")
+                "cannot write the witness directory \(directory) (\(String(cString: strerror(errno)))), so nothing is written"
+            )
         }
         renewsSeal = true
     }
@@ -478,7 +500,8 @@ extension PostgresConfigStore {
             guard witness != nil else {
                 throw PostgresSealProblem(
                     "seal",
-                    "cannot be checked: the team store key \(sealing?.keyPath ?? "(none)") is missing (set ROLLOUT_STORE_KEY; docs/POSTGRES.md)")
+                    "cannot be checked: the team store key \(sealing?.keyPath ?? "(none)") is missing (set ROLLOUT_STORE_KEY; docs/POSTGRES.md)"
+                )
             }
             return (now, witness)
         }
@@ -486,6 +509,8 @@ extension PostgresConfigStore {
         let sequence = head.first.flatMap { Int64($0) } ?? 0
         let hash = head.count == 2 ? String(head[1]) : AuditChain.genesis
         try mine?.advance(sequence: sequence, hash: hash)
-        return SealReport(sealedTables: PostgresSeal.sealedTables, headSequence: sequence, headHash: hash, witnessPath: mine?.path ?? "")
+        return SealReport(
+            sealedTables: PostgresSeal.sealedTables, headSequence: sequence, headHash: hash,
+            witnessPath: mine?.path ?? "")
     }
 }

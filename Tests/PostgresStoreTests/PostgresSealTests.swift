@@ -62,7 +62,8 @@ struct PostgresSealTests {
         let base32 = try #require(line.split(separator: "secret=").last?.split(separator: "&").first)
         let secret = try #require(TOTPSecret(base32: String(base32)))
         let step = TOTP.standard.step(at: SystemClock().now())
-        let confirmed = try rollout(["operator", "enroll", "--code", TOTP.standard.code(secret: secret, step: step)], store: uri)
+        let confirmed = try rollout(
+            ["operator", "enroll", "--code", TOTP.standard.code(secret: secret, step: step)], store: uri)
         try #require(confirmed.status == 0, "\(confirmed.stderr)")
         return secret
     }
@@ -85,14 +86,17 @@ struct PostgresSealTests {
         let head = try #require(try owner.query("SELECT version, audit_sequence, audit_hash FROM config_head").first)
         let number = Int(head[0]!)! + 1
         let sequence = Int64(head[1]!)! + 1
-        let row = try #require(try owner.query("SELECT template, form FROM config_versions WHERE number = $1", [head[0]]).first)
+        let row = try #require(
+            try owner.query("SELECT template, form FROM config_versions WHERE number = $1", [head[0]]).first)
         let template = row[0]!.replacingOccurrences(of: "<= 5\"", with: "<= 100\"")
         let form = try #require(RemoteConfigTemplate.Form(rawValue: row[1]!))
         let info = VersionInfo(
-            number: number, etag: "etag-\(number)-0123456789abcdef", updateTime: SystemClock().now(), updateUser: "ana@test",
+            number: number, etag: "etag-\(number)-0123456789abcdef", updateTime: SystemClock().now(),
+            updateUser: "ana@test",
             updateOrigin: "CLI", updateType: .incremental, description: "ramp")
         let entry = AuditEntry(
-            time: info.updateTime, actor: "ana@test", action: "set", from: "5%", to: "100%", reason: "ramp", result: .published,
+            time: info.updateTime, actor: "ana@test", action: "set", from: "5%", to: "100%", reason: "ramp",
+            result: .published,
             version: number, detail: VersionDigest.label + VersionDigest.hex(info, form: form, templateText: template))
         let hash = AuditChain.hash(sequence: sequence, entry: entry, previousHash: head[2]!)
         let t = "$forged$"
@@ -118,7 +122,8 @@ struct PostgresSealTests {
         for write in [["kill", "--reason", "after the forgery"], ["set", "50", "--reason", "after the forgery"]] {
             let refused = try rollout(write, store: uri)
             #expect(refused.status != 0 && !refused.stdout.contains("published"), "\(write): \(refused.stdout)")
-            #expect(refused.stderr.contains("fails verification, so nothing is written: chain head"), "\(refused.stderr)")
+            #expect(
+                refused.stderr.contains("fails verification, so nothing is written: chain head"), "\(refused.stderr)")
         }
         #expect(try versionCount(conninfo) == number)
         #expect(try rollout(["audit", "verify"], store: uri).status == 1)
@@ -134,11 +139,14 @@ struct PostgresSealTests {
 
         try Self.psql(Self.writer(conninfo), "DELETE FROM stepup_operators")
         let verify = try rollout(["audit", "verify"], store: uri)
-        #expect(verify.status == 1 && verify.stderr.contains("table stepup_operators: its rows differ"), "\(verify.stderr)")
+        #expect(
+            verify.status == 1 && verify.stderr.contains("table stepup_operators: its rows differ"), "\(verify.stderr)")
         let versions = try versionCount(conninfo)
         let refused = try rollout(["set", "100", "--reason", "all in"], store: uri)
         #expect(refused.status != 0 && !refused.stdout.contains("published"), "\(refused.stdout)")
-        #expect(refused.stderr.contains("fails verification, so nothing is written: table stepup_operators"), "\(refused.stderr)")
+        #expect(
+            refused.stderr.contains("fails verification, so nothing is written: table stepup_operators"),
+            "\(refused.stderr)")
         #expect(try versionCount(conninfo) == versions)
         #expect(try RolloutPercent.of(PostgresConfigStore(conninfo: conninfo).current()) == 0)
     }
@@ -154,7 +162,8 @@ struct PostgresSealTests {
             ["set", "5", "--reason", "start"],
             ["policy", "set", "guardrails.auto-kill", "on"],
             [
-                "appcheck", "app", "add", "1:123456789:ios:abc", "--project-number", "123456789", "--project-id", "demo",
+                "appcheck", "app", "add", "1:123456789:ios:abc", "--project-number", "123456789", "--project-id",
+                "demo",
                 "--team", "ABCDE12345", "--bundle", "com.example.app",
             ],
             ["appcheck", "debug-token", "add", "--app", "1:123456789:ios:abc", "--name", "ci"],
@@ -177,16 +186,26 @@ struct PostgresSealTests {
         try #require(bob.status == 0, "\(bob.stderr)")
         _ = try enrolAna(uri)
         try #require(try rollout(["audit", "verify"], store: uri).status == 0)
-        let baseName = try #require(base.split(separator: " ").first { $0.hasPrefix("dbname=") }?.dropFirst("dbname=".count))
+        let baseName = try #require(
+            base.split(separator: " ").first { $0.hasPrefix("dbname=") }?.dropFirst("dbname=".count))
 
         let emptyDigest = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
         let q = "$v$"
         // (label, who: writer or owner, SQL, the subject audit verify names)
         let cases: [(String, Bool, String, String)] = [
             ("delete the operators", true, "DELETE FROM stepup_operators", "table stepup_operators"),
-            ("reset an operator's last accepted step (replay a code)", true, "UPDATE stepup_operators SET last_accepted_step = NULL", "table stepup_operators"),
-            ("clear an operator's lockout counters", true, "UPDATE stepup_operators SET failed_attempts = 3", "table stepup_operators"),
-            ("approve a pending enrolment", true, "UPDATE stepup_enrolments SET approved_by = 'ana@test'", "table stepup_enrolments"),
+            (
+                "reset an operator's last accepted step (replay a code)", true,
+                "UPDATE stepup_operators SET last_accepted_step = NULL", "table stepup_operators"
+            ),
+            (
+                "clear an operator's lockout counters", true, "UPDATE stepup_operators SET failed_attempts = 3",
+                "table stepup_operators"
+            ),
+            (
+                "approve a pending enrolment", true, "UPDATE stepup_enrolments SET approved_by = 'ana@test'",
+                "table stepup_enrolments"
+            ),
             ("delete a pending enrolment", true, "DELETE FROM stepup_enrolments", "table stepup_enrolments"),
             (
                 "raise the step-up threshold", true,
@@ -199,22 +218,33 @@ struct PostgresSealTests {
                 "INSERT INTO guardrail_settings (key, value) VALUES ('budget.per-second', '100000') ON CONFLICT (key) DO UPDATE SET value = '100000'",
                 "table guardrail_settings"
             ),
-            ("replace the key check (owner)", false, "UPDATE store_key_check SET box = '\\x00'", "table store_key_check"),
-            ("move the App Check project", true, "UPDATE appcheck_project SET project_id = 'evil'", "table appcheck_project"),
+            (
+                "replace the key check (owner)", false, "UPDATE store_key_check SET box = '\\x00'",
+                "table store_key_check"
+            ),
+            (
+                "move the App Check project", true, "UPDATE appcheck_project SET project_id = 'evil'",
+                "table appcheck_project"
+            ),
             (
                 "register an app", true,
                 "INSERT INTO appcheck_apps VALUES ('1:1:ios:evil', 'EVILTEAM00', 'com.evil', 'development', true, 86400, 9)",
                 "table appcheck_apps"
             ),
             ("delete the signing keys", true, "DELETE FROM appcheck_signing_keys", "table appcheck_signing_keys"),
-            ("backdate a signing key", true, "UPDATE appcheck_signing_keys SET created_at = 0", "table appcheck_signing_keys"),
+            (
+                "backdate a signing key", true, "UPDATE appcheck_signing_keys SET created_at = 0",
+                "table appcheck_signing_keys"
+            ),
             (
                 "add a debug token", true,
-                "INSERT INTO appcheck_debug_tokens VALUES ('\\x00ff', '1:123456789:ios:abc', 'evil', 0)", "table appcheck_debug_tokens"
+                "INSERT INTO appcheck_debug_tokens VALUES ('\\x00ff', '1:123456789:ios:abc', 'evil', 0)",
+                "table appcheck_debug_tokens"
             ),
             (
                 "plant a demo authority", true,
-                "INSERT INTO appcheck_demo_authority VALUES (1, '\\x00', '\\x00', '\\x00', '\\x00')", "table appcheck_demo_authority"
+                "INSERT INTO appcheck_demo_authority VALUES (1, '\\x00', '\\x00', '\\x00', '\\x00')",
+                "table appcheck_demo_authority"
             ),
             ("abort the ramp plan", true, "UPDATE ramp_plan SET phase = 'aborted'", "table ramp_plan"),
             (
@@ -227,7 +257,10 @@ struct PostgresSealTests {
                 "INSERT INTO firebase_intents VALUES (1, 0, 'h', 1, 1, '*', NULL, 'd', NULL, 'CLI', 0, 'ana@test', 'set', '', '', '', '')",
                 "table firebase_intents"
             ),
-            ("bind the store to a Firebase project (owner)", false, "INSERT INTO firebase_state VALUES (1, 'evil')", "table firebase_state"),
+            (
+                "bind the store to a Firebase project (owner)", false, "INSERT INTO firebase_state VALUES (1, 'evil')",
+                "table firebase_state"
+            ),
             (
                 "move the head back one record", true,
                 "UPDATE config_head SET audit_sequence = audit_sequence - 1, audit_hash = (SELECT hash FROM config_audit "
@@ -240,19 +273,36 @@ struct PostgresSealTests {
             (
                 "rewrite the seal to match deleted operators", true,
                 "DELETE FROM stepup_operators; UPDATE store_seal SET state = regexp_replace(state, "
-                    + "'table stepup_operators=[0-9a-f]+', 'table stepup_operators=\(emptyDigest)')", "seal: its HMAC does not match"
+                    + "'table stepup_operators=[0-9a-f]+', 'table stepup_operators=\(emptyDigest)')",
+                "seal: its HMAC does not match"
             ),
             ("delete the seal (owner)", false, "DELETE FROM store_seal", "seal"),
             (
                 "add a trigger (owner)", false,
                 "CREATE FUNCTION keep() RETURNS trigger LANGUAGE plpgsql AS 'BEGIN RETURN NULL; END'; "
-                    + "CREATE TRIGGER keep BEFORE INSERT ON config_audit FOR EACH ROW EXECUTE FUNCTION keep()", "catalog"
+                    + "CREATE TRIGGER keep BEFORE INSERT ON config_audit FOR EACH ROW EXECUTE FUNCTION keep()",
+                "catalog"
             ),
-            ("add a rule (owner)", false, "CREATE RULE quiet AS ON INSERT TO stepup_operators DO INSTEAD NOTHING", "catalog"),
-            ("hide the operators by row-level security (owner)", false, "ALTER TABLE stepup_operators ENABLE ROW LEVEL SECURITY", "catalog"),
-            ("change a column default (owner)", false, "ALTER TABLE config_audit ALTER COLUMN reason SET DEFAULT 'ok'", "catalog"),
-            ("grant the writer DELETE on the audit log (owner)", false, "GRANT DELETE ON config_audit TO rollout_writer", "privileges"),
-            ("grant TRUNCATE on the seal to everyone (owner)", false, "GRANT TRUNCATE ON store_seal TO PUBLIC", "privileges"),
+            (
+                "add a rule (owner)", false, "CREATE RULE quiet AS ON INSERT TO stepup_operators DO INSTEAD NOTHING",
+                "catalog"
+            ),
+            (
+                "hide the operators by row-level security (owner)", false,
+                "ALTER TABLE stepup_operators ENABLE ROW LEVEL SECURITY", "catalog"
+            ),
+            (
+                "change a column default (owner)", false,
+                "ALTER TABLE config_audit ALTER COLUMN reason SET DEFAULT 'ok'", "catalog"
+            ),
+            (
+                "grant the writer DELETE on the audit log (owner)", false,
+                "GRANT DELETE ON config_audit TO rollout_writer", "privileges"
+            ),
+            (
+                "grant TRUNCATE on the seal to everyone (owner)", false, "GRANT TRUNCATE ON store_seal TO PUBLIC",
+                "privileges"
+            ),
             (
                 "edit the newest version's description (owner)", false,
                 "UPDATE config_versions SET description = 'edited' WHERE number = (SELECT max(number) FROM config_versions)",
@@ -267,7 +317,9 @@ struct PostgresSealTests {
             let conninfo = base.replacingOccurrences(of: "dbname=\(baseName)", with: "dbname=\(name)")
             let copy = server.uris(of: conninfo).socket
             // This machine sees the copy first (its witness records the head), as an operator would have.
-            try #require(try rollout(["audit", "verify"], store: copy).status == 0, "\(label): the copy verifies before tampering")
+            try #require(
+                try rollout(["audit", "verify"], store: copy).status == 0,
+                "\(label): the copy verifies before tampering")
             try Self.psql(asWriter ? Self.writer(conninfo) : conninfo, sql)
             let verify = try rollout(["audit", "verify"], store: copy)
             #expect(verify.status == 1 && verify.stderr.contains(subject), "\(label): \(verify.stderr)")
@@ -277,7 +329,9 @@ struct PostgresSealTests {
             #expect(write.stderr.contains("fails verification, so nothing is written"), "\(label): \(write.stderr)")
             #expect(try versionCount(conninfo) == versions, "\(label)")
             #expect(try rollout(["audit", "verify"], store: copy).status == 1, "\(label): hidden by the next write")
-            report.append("\(index + 1). \(label) → \(verify.stderr.dropFirst("rollout: ".count).prefix(150)) | kill: exit \(write.status)")
+            report.append(
+                "\(index + 1). \(label) → \(verify.stderr.dropFirst("rollout: ".count).prefix(150)) | kill: exit \(write.status)"
+            )
         }
         print(report.joined(separator: "\n"))
     }
@@ -299,7 +353,8 @@ struct PostgresSealTests {
         try #require(try rollout(["audit", "verify"], store: uri, key: other + "/team.key").status == 0)
 
         let owner = try PGConnection(conninfo)
-        let snapshot = try #require(try owner.query("SELECT version, audit_sequence, audit_hash FROM config_head").first)
+        let snapshot = try #require(
+            try owner.query("SELECT version, audit_sequence, audit_hash FROM config_head").first)
         let seal = try #require(try owner.query("SELECT state, mac FROM store_seal").first)
         // Only the laptop sees the later state.
         try #require(try rollout(["set", "10", "--reason", "more"], store: uri, key: laptop + "/team.key").status == 0)
@@ -322,20 +377,30 @@ struct PostgresSealTests {
                 && verify.stderr.contains("rolled back"), "\(verify.stderr)")
         let versions = try versionCount(conninfo)
         let write = try rollout(["kill", "--reason", "after the rollback"], store: uri, key: laptop + "/team.key")
-        #expect(write.status != 0 && write.stderr.contains("fails verification, so nothing is written: witness"), "\(write.stderr)")
+        #expect(
+            write.status != 0 && write.stderr.contains("fails verification, so nothing is written: witness"),
+            "\(write.stderr)")
         #expect(try versionCount(conninfo) == versions)
     }
 
-    /// A store made before the seal (no `store_seal` row, as after `store migrate` from schema 5): without the
-    /// team key a write is refused naming the key file; with it the first write checks the chain and seals the
-    /// store, and from then on an edit is named.
-    @Test func aStoreWithoutASealIsSealedByTheFirstWriteWithTheKey() throws {
+    /// A store made before the seal (schema 5, no `store_seal`), upgraded with `rollout store migrate`: without the
+    /// team key a write is refused naming the key file (and how to make one, since this store never recorded a
+    /// key); with it the first write checks the chain and seals the store, and from then on an edit is named.
+    @Test func aStoreMadeBeforeTheSealIsSealedByTheFirstWriteWithTheKey() throws {
         let (store, conninfo) = try PostgresStoreTests.freshStore(seed: "pg-seal-legacy")
-        #expect(try store.connection.query("SELECT 1 FROM store_seal").isEmpty)
+        // As the previous release left it: schema 5, no seal table.
+        try Self.psql(conninfo, "DROP TABLE store_seal; DELETE FROM rollout_schema WHERE version = 6")
         let uri = try PostgresServer.get().uris(of: conninfo).socket
+        let old = try rollout(["set", "5", "--reason", "before the upgrade"], store: uri)
+        #expect(old.status != 0 && old.stderr.contains("run 'rollout store migrate'"), "\(old.stderr)")
+        let migrate = try rollout(["store", "migrate"], store: uri)
+        #expect(migrate.status == 0, "\(migrate.stderr)")
+        #expect(try store.connection.query("SELECT 1 FROM store_seal").isEmpty)
         let missing = directory.appendingPathComponent("absent.key").path
         let refused = try rollout(["set", "5", "--reason", "no key"], store: uri, key: missing)
-        #expect(refused.status != 0 && refused.stderr.contains("the team store key \(missing) is missing"), "\(refused.stderr)")
+        #expect(
+            refused.status != 0 && refused.stderr.contains("the team store key \(missing) is missing"),
+            "\(refused.stderr)")
         #expect(refused.stderr.contains("'rollout operator enroll' creates it"), "\(refused.stderr)")
         let unsealed = try rollout(["audit", "verify"], store: uri, key: missing)
         #expect(unsealed.status == 1 && unsealed.stderr.contains("seal: missing"), "\(unsealed.stderr)")
