@@ -26,6 +26,9 @@ import Timekeeping
 ///
 /// Live updates: a publish sends `NOTIFY rollout_config, '<version>'` inside its transaction (delivered at
 /// commit); `PostgresChangeListener.waitForChange(timeout:)` waits for it. Polling stays the fallback.
+///
+/// Tamper evidence: right after the head lock a transaction checks the seal (`PostgresSeal`) and this machine's
+/// witness, and refuses to write on a store that fails; before COMMIT it writes the seal of the state it leaves.
 public final class PostgresConfigStore: ConfigStore, @unchecked Sendable {
     /// The channel a publish notifies, with the new version number as payload.
     public static let channel = "rollout_config"

@@ -199,7 +199,7 @@ struct PostgresSealTests {
                 "UPDATE stepup_operators SET last_accepted_step = NULL", "table stepup_operators"
             ),
             (
-                "clear an operator's lockout counters", true, "UPDATE stepup_operators SET failed_attempts = 3",
+                "change an operator's failed-attempt count", true, "UPDATE stepup_operators SET failed_attempts = 3",
                 "table stepup_operators"
             ),
             (
