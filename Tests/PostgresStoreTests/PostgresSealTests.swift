@@ -79,7 +79,12 @@ struct PostgresSealTests {
     /// `rollout kill` and `rollout set` are refused with nothing written.
     @Test func writerForgingAVersionWithItsRecordAndHeadIsDetectedAndRefused() throws {
         let (conninfo, uri) = try initialized("pg-seal-forge")
-        try #require(try rollout(["set", "5", "--reason", "start"], store: uri).status == 0)
+        // The documented writer role runs sealed writes and checks the seal (it reads pg_control_system too).
+        let asWriter = uri.replacingOccurrences(of: "user=rollout", with: "user=rollout_writer")
+        let started = try rollout(["set", "5", "--reason", "start"], store: asWriter)
+        try #require(started.status == 0, "\(started.stderr)")
+        let intact = try rollout(["audit", "verify"], store: asWriter)
+        #expect(intact.status == 0 && intact.stdout.contains("sealed tables match the seal"), "\(intact.stderr)")
         _ = try enrolAna(uri)
 
         let owner = try PGConnection(conninfo)
