@@ -211,7 +211,13 @@ enum PostgresCommands {
                 report = (r.auditRecords, r.versions, r.headHash)
             }
             // The seal of the tables that decide a write, under the team store key, and this machine's witness.
-            seal = try team.config.verifySeal()
+            do {
+                seal = try team.config.verifySeal()
+            } catch let e as PostgresError where e.sqlState == "42501" {
+                throw CommandError(
+                    "audit verify failed: the seal cannot be checked as this role, which may not read every sealed table "
+                        + "(\(e.message)): run it as the writer or the owner role")
+            }
         } catch let e as StoreError {
             throw CommandError("audit verify failed: \(e)")
         } catch let p as ConfigIntegrityProblem {

@@ -85,6 +85,10 @@ struct PostgresSealTests {
         try #require(started.status == 0, "\(started.stderr)")
         let intact = try rollout(["audit", "verify"], store: asWriter)
         #expect(intact.status == 0 && intact.stdout.contains("sealed tables match the seal"), "\(intact.stderr)")
+        // The viewer may not read the sealed secrets: it is told so, never shown a seal it did not check.
+        let viewer = try rollout(
+            ["audit", "verify"], store: uri.replacingOccurrences(of: "user=rollout", with: "user=rollout_viewer"))
+        #expect(viewer.status == 1 && viewer.stderr.contains("cannot be checked as this role"), "\(viewer.stderr)")
         _ = try enrolAna(uri)
 
         let owner = try PGConnection(conninfo)
