@@ -53,6 +53,12 @@ public final class PostgresAppCheckState: AppCheckState, @unchecked Sendable {
         try store.transaction(lockingHead: false, body)
     }
 
+    /// A write of a sealed table (the configuration, signing keys, debug tokens, the demo authority): under the
+    /// chain-head lock, so the seal is checked before it and renewed at its COMMIT (`PostgresSeal`).
+    private func sealedWrite<T>(_ body: () throws -> T) throws -> T {
+        try store.transaction(lockingHead: true, body)
+    }
+
     private func read<T>(_ body: () throws -> T) throws -> T {
         try store.readingLocked(body)
     }
@@ -89,7 +95,7 @@ public final class PostgresAppCheckState: AppCheckState, @unchecked Sendable {
     }
 
     public func saveConfiguration(_ configuration: AppCheckConfiguration) throws {
-        try write {
+        try sealedWrite {
             // First: the project row's lock orders concurrent saves, so the delete below sees the apps of any save
             // that committed before this one.
             try c.query(
@@ -218,11 +224,11 @@ public final class PostgresAppCheckState: AppCheckState, @unchecked Sendable {
     }
 
     public func addSigningKey(_ key: StoredSigningKey) throws {
-        try write { try insertSigningKey(key) }
+        try sealedWrite { try insertSigningKey(key) }
     }
 
     public func rotateSigningKeys(to key: StoredSigningKey, retiringOthersAt retiresAt: Instant) throws {
-        try write {
+        try sealedWrite {
             try c.query("SELECT pg_advisory_xact_lock($1)", [Self.rotationLock])
             try c.query(
                 "UPDATE appcheck_signing_keys SET retires_at = $1 WHERE kid <> $2 AND retires_at IS NULL",
@@ -245,7 +251,7 @@ public final class PostgresAppCheckState: AppCheckState, @unchecked Sendable {
     // MARK: Debug tokens
 
     public func addDebugToken(_ token: DebugTokenRecord) throws {
-        _ = try write {
+        _ = try sealedWrite {
             try c.query(
                 "INSERT INTO appcheck_debug_tokens (digest, app_id, name, created_at) VALUES (decode($1, 'hex'), $2, $3, $4) "
                     + "ON CONFLICT (digest) DO NOTHING",
@@ -279,7 +285,7 @@ public final class PostgresAppCheckState: AppCheckState, @unchecked Sendable {
     }
 
     public func removeDebugToken(appId: String, name: String) throws -> Int {
-        try write {
+        try sealedWrite {
             try c.query("DELETE FROM appcheck_debug_tokens WHERE app_id = $1 AND name = $2 RETURNING 1", [appId, name])
                 .count
         }
@@ -310,7 +316,7 @@ public final class PostgresAppCheckState: AppCheckState, @unchecked Sendable {
     public func saveDemoAuthority(_ material: DemoCertificateAuthority.Material) throws
         -> DemoCertificateAuthority.Material
     {
-        try write {
+        try sealedWrite {
             let key = try store.checkedStoreKey(key, for: "the demo authority's keys")
             try c.query(
                 "INSERT INTO appcheck_demo_authority (id, root_certificate, root_key, intermediate_certificate, intermediate_key) "
@@ -333,8 +339,13 @@ public final class PostgresAppCheckState: AppCheckState, @unchecked Sendable {
             let t = String(time.microseconds)
             try c.query("DELETE FROM appcheck_challenges WHERE expires_at < $1", [t])
             try c.query("DELETE FROM appcheck_consumed_tokens WHERE expires_at < $1", [t])
-            try c.query("DELETE FROM appcheck_signing_keys WHERE retires_at < $1", [t])
         }
+        // Retired signing keys are sealed: removed under the head lock, and only when there are any.
+        let t = String(time.microseconds)
+        guard try read({ try !c.query("SELECT 1 FROM appcheck_signing_keys WHERE retires_at < $1 LIMIT 1", [t]).isEmpty }) else {
+            return
+        }
+        try sealedWrite { _ = try c.query("DELETE FROM appcheck_signing_keys WHERE retires_at < $1", [t]) }
     }
 
     // MARK: Private keys at rest

@@ -26,6 +26,9 @@ import Timekeeping
 ///
 /// Live updates: a publish sends `NOTIFY rollout_config, '<version>'` inside its transaction (delivered at
 /// commit); `PostgresChangeListener.waitForChange(timeout:)` waits for it. Polling stays the fallback.
+///
+/// Tamper evidence: right after the head lock a transaction checks the seal (`PostgresSeal`) and this machine's
+/// witness, and refuses to write on a store that fails; before COMMIT it writes the seal of the state it leaves.
 public final class PostgresConfigStore: ConfigStore, @unchecked Sendable {
     /// The channel a publish notifies, with the new version number as payload.
     public static let channel = "rollout_config"
@@ -37,17 +40,29 @@ public final class PostgresConfigStore: ConfigStore, @unchecked Sendable {
     /// Depth of `atomically` calls on this thread's use of the connection (0: no transaction open).
     private var depth = 0
     /// Whether the open transaction holds the chain-head row lock.
-    private var headLocked = false
+    private(set) var headLocked = false
+    /// How this connection keeps the seal (`PostgresSeal`); nil: a bare connection, which writes no sealed store.
+    public let sealing: PostgresSealing?
+    /// Whether the open transaction checked the seal and renews it before COMMIT.
+    var renewsSeal = false
+    /// The database's identity for the witness, read once.
+    var witnessIdentity: String?
     /// How many times a transaction is run again after a serialisation failure or deadlock.
     public var retryLimit = 20
 
     /// Opens an existing store; refuses a database without a rollout schema, with an older one (run `rollout
     /// store migrate`) or a newer one. Creates nothing.
-    public init(conninfo: String, readOnly: Bool = false) throws {
+    ///
+    /// `sealing`: the team store key and witness directory of this machine (the executable always passes one);
+    /// nil opens a bare connection that refuses to write a sealed store (see `PostgresSealing`).
+    public init(conninfo: String, readOnly: Bool = false, sealing: PostgresSealing? = nil) throws {
         self.conninfo = conninfo
         self.isReadOnly = readOnly
+        self.sealing = sealing
         connection = try PGConnection(conninfo)
-        connection.sessionSetup = ["SET client_min_messages = warning"] + (readOnly ? ["SET default_transaction_read_only = on"] : [])
+        // bytea as hex on every connection: the seal digests rows in their text form.
+        connection.sessionSetup = ["SET client_min_messages = warning", "SET bytea_output = hex"]
+            + (readOnly ? ["SET default_transaction_read_only = on"] : [])
         for statement in connection.sessionSetup { try connection.execute(statement) }
         let found = try PostgresSchema.version(connection)
         guard let found else {
@@ -66,7 +81,10 @@ public final class PostgresConfigStore: ConfigStore, @unchecked Sendable {
 
     /// Creates the schema (if the database has none) and version 1 from `genesis`, in one transaction; refuses a
     /// database that already holds a rollout version.
-    public static func create(conninfo: String, genesis: () throws -> PublishRequest) throws -> PostgresConfigStore {
+    /// With `sealing` (and its key) the new store is sealed in the transaction of version 1.
+    public static func create(
+        conninfo: String, sealing: PostgresSealing? = nil, genesis: () throws -> PublishRequest
+    ) throws -> PostgresConfigStore {
         try PostgresSchema.migrating(conninfo: conninfo) { c, _ in
             if let n = try c.query("SELECT max(number) FROM config_versions").first?.first ?? nil {
                 throw StoreError.unavailable("a store already exists there (version \(n)); init only creates new stores")
@@ -75,7 +93,7 @@ public final class PostgresConfigStore: ConfigStore, @unchecked Sendable {
                 throw StoreError.unavailable("the database is the state store of firebase:\(project); init only creates new stores")
             }
         }
-        let store = try PostgresConfigStore(conninfo: conninfo)
+        let store = try PostgresConfigStore(conninfo: conninfo, sealing: sealing)
         _ = try store.atomically {
             // Checked again under the head lock: of two inits racing on one database, exactly one writes version 1.
             if let n = try store.connection.query("SELECT max(number) FROM config_versions").first?.first ?? nil {
@@ -126,10 +144,13 @@ public final class PostgresConfigStore: ConfigStore, @unchecked Sendable {
                 defer {
                     depth = 0
                     headLocked = false
+                    renewsSeal = false
                 }
                 if lockingHead, !isReadOnly { try lockHead() }
                 let value = try body()
+                let sealed = try renewSeal()
                 try connection.execute("COMMIT")
+                if let sealed { advanceWitness(to: sealed) }
                 return value
             } catch let e as PostgresError where e.isRetryable && attempt < retryLimit {
                 try? connection.execute("ROLLBACK")
@@ -144,12 +165,14 @@ public final class PostgresConfigStore: ConfigStore, @unchecked Sendable {
         }
     }
 
-    /// The head row lock: every writer queues here (see the type's comment).
+    /// The head row lock: every writer queues here (see the type's comment); then the seal is checked, before
+    /// anything is written.
     private func lockHead() throws {
         guard try !connection.query("SELECT version FROM config_head WHERE id = 1 FOR UPDATE").isEmpty else {
             throw StoreError.unavailable("the store has no version yet (create it with 'rollout init')")
         }
         headLocked = true
+        try checkSealBeforeWriting()
     }
 
     /// Runs `body` on one consistent snapshot: inside the caller's transaction when one is open, else in a

@@ -35,7 +35,10 @@ public final class PostgresFirebaseState: FirebaseStateStore, @unchecked Sendabl
     /// schema and binds the database to `project`. Without it, creates and migrates nothing: a database without a
     /// rollout schema, or not bound to `project`, is an error saying how to adopt the project. A database holding
     /// template versions (a team store of its own) or bound to another project is refused either way.
-    public static func open(conninfo: String, project: String, create: Bool, readOnly: Bool = false) throws
+    /// `sealing`: as for `PostgresConfigStore.init`.
+    public static func open(
+        conninfo: String, project: String, create: Bool, readOnly: Bool = false, sealing: PostgresSealing? = nil
+    ) throws
         -> PostgresFirebaseState
     {
         let shown = PostgresConfigStore.redacted(conninfo)
@@ -49,7 +52,7 @@ public final class PostgresFirebaseState: FirebaseStateStore, @unchecked Sendabl
         }
         let store: PostgresConfigStore
         do {
-            store = try PostgresConfigStore(conninfo: conninfo, readOnly: readOnly)
+            store = try PostgresConfigStore(conninfo: conninfo, readOnly: readOnly, sealing: sealing)
         } catch let e as StoreError {
             // A database without any rollout schema has simply not adopted the project yet.
             if let c = try? PGConnection(conninfo), (try? PostgresSchema.version(c)) == .some(nil) {

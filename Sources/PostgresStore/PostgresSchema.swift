@@ -141,6 +141,11 @@ public enum PostgresSchema {
             audit_time_us BIGINT NOT NULL, audit_actor TEXT NOT NULL, audit_action TEXT NOT NULL,
             audit_from TEXT NOT NULL, audit_to TEXT NOT NULL, audit_reason TEXT NOT NULL, audit_detail TEXT NOT NULL);
         """,
+        // 6: the seal (`PostgresSeal`): the state of everything that decides a write, and its HMAC under a key
+        // derived from the team store key. No row until the first write with the key seals the store.
+        """
+        CREATE TABLE store_seal (id INTEGER PRIMARY KEY CHECK (id = 1), state TEXT NOT NULL, mac TEXT NOT NULL);
+        """,
     ]
 
     /// The recorded schema version; nil when the database has no rollout schema at all.
@@ -178,7 +183,7 @@ public enum PostgresSchema {
     /// committed together; rolled back whole when anything throws.
     public static func migrating<T>(conninfo: String, _ body: (PGConnection, [Int]) throws -> T) throws -> T {
         let c = try PGConnection(conninfo)
-        try c.execute("SET client_min_messages = warning")
+        try c.execute("SET client_min_messages = warning; SET bytea_output = hex")
         try c.execute("BEGIN ISOLATION LEVEL READ COMMITTED")
         do {
             try c.query("SELECT pg_advisory_xact_lock($1)", [advisoryLock])

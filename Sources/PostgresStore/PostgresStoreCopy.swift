@@ -316,6 +316,11 @@ public enum PostgresStoreCopy {
                     "the copy does not match the source (\(copied.versions) versions, head \(copied.headHash); the source has "
                         + "\(sourceReport.config.versions), head \(sourceReport.config.headHash)): nothing was copied")
             }
+            // Sealed in the same transaction with the team key (the command creates it when missing), as `init`
+            // seals a new store; without one (a library caller) the first write with the key seals it.
+            if let team = try sealingKey ?? teamKey() {
+                _ = try PostgresSeal.renew(c, key: PostgresSealKey(teamKey: team.bytes, path: team.path))
+            }
             return Report(
                 versions: copied.versions, auditRecords: copied.auditRecords, headHash: copied.headHash, operators: operators.count,
                 pendingEnrolments: pending.count, settings: settings.count, telemetryBatches: batches.count,

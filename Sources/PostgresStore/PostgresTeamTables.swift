@@ -254,7 +254,8 @@ extension PostgresConfigStore {
             else {
                 throw PostgresStoredDataError("the store key \(key.path) is not this PostgreSQL store's key (another store's key?)")
             }
-        } else if !isReadOnly {
+        } else if !isReadOnly, headLocked {
+            // Only inside a write under the head lock: the key check is sealed, and such a write renews the seal.
             try connection.query(
                 "INSERT INTO store_key_check (id, box) VALUES (1, decode($1, 'hex')) ON CONFLICT (id) DO NOTHING",
                 [Hex.encode(key.sealSecret(PostgresStepUpStore.keyCheckText, owner: "store key check"))])

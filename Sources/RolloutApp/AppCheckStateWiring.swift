@@ -25,7 +25,7 @@ extension Wiring {
     /// store; read-only connections under `readOnly`.
     public static func appCheckState(location: String, readOnly: Bool) throws -> AppCheckStateSource {
         if StoreLocation.isPostgres(location) {
-            let config = try PostgresConfigStore(conninfo: location, readOnly: readOnly)
+            let config = try PostgresConfigStore(conninfo: location, readOnly: readOnly, sealing: try teamSealing())
             return AppCheckStateSource(
                 state: PostgresAppCheckState(store: config, key: try teamStoreKey(create: false).key),
                 isReadOnly: readOnly,

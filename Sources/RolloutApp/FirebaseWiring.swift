@@ -122,7 +122,10 @@ public enum FirebaseWiring {
         }
         let readOnly = invocation.flag("--read-only")
         let clock = SystemClock()
-        let state = try PostgresFirebaseState.open(conninfo: conninfo, project: project, create: create, readOnly: readOnly)
+        // Adopting creates the team store key when this machine has none: the state store is sealed with it.
+        if create, !readOnly { _ = try Wiring.teamStoreKey(create: true) }
+        let state = try PostgresFirebaseState.open(
+            conninfo: conninfo, project: project, create: create, readOnly: readOnly, sealing: try Wiring.teamSealing())
         let store = try configStore(project: project, state: state, invocation: invocation, clock: clock)
         if invocation.path.last == "console" { store.pollInterval = consolePollInterval }
         // As on a state file: settle what an interrupted process left behind before anything reads the log.

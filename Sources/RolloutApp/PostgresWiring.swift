@@ -93,14 +93,15 @@ extension Wiring {
     }
 
     /// The PostgreSQL store at `conninfo` (a libpq URI), acting as `operatorID`, with the team store key of this
-    /// machine. Creates and migrates nothing.
+    /// machine (at `keyPath`, by default `teamStoreKeyPath()`). Creates and migrates nothing.
     public static func teamSession(
-        conninfo: String, operatorID: String, readOnly: Bool = false, clock: any Clock = SystemClock()
+        conninfo: String, operatorID: String, readOnly: Bool = false, clock: any Clock = SystemClock(),
+        keyPath: String = teamStoreKeyPath()
     ) throws -> TeamSession {
-        let config = try PostgresConfigStore(conninfo: conninfo, readOnly: readOnly)
+        let config = try PostgresConfigStore(conninfo: conninfo, readOnly: readOnly, sealing: try teamSealing(keyPath: keyPath))
         return TeamSession(
             location: PostgresConfigStore.redacted(conninfo), config: config, operatorID: operatorID, readOnly: readOnly,
-            clock: clock, stepUp: PostgresStepUpStore(store: config, key: try teamStoreKey(create: false).key))
+            clock: clock, stepUp: PostgresStepUpStore(store: config, key: try StoreKey.load(keyPath)))
     }
 
     /// The monitor of the invocation's store, whichever backend (`rollout telemetry`).
@@ -137,6 +138,16 @@ extension Wiring {
         return FileManager.default.homeDirectoryForCurrentUser.appendingPathComponent(".config/rollout/team-store.key").path
     }
 
+    /// How this machine seals a PostgreSQL store: the seal key derived from the team store key (nil when the file
+    /// is missing: every write is then refused, naming the file), and the witnesses in `rollout-witness/` beside it.
+    public static func teamSealing(keyPath path: String = teamStoreKeyPath()) throws -> PostgresSealing {
+        let key = try StoreKey.load(path)
+        let directory = Path.directory(of: path)
+        return PostgresSealing(
+            key: key.map { PostgresSealKey(teamKey: $0.bytes, path: $0.path) }, keyPath: path,
+            witnessDirectory: (directory.isEmpty ? "." : directory) + "/rollout-witness")
+    }
+
     /// The team store key (nil when the file is missing and `create` is false), and whether it was just created.
     /// It seals the step-up secrets of a PostgreSQL store; every operator's machine holds the same file.
     public static func teamStoreKey(create: Bool) throws -> (key: StoreKey?, created: Bool) {
@@ -161,16 +172,19 @@ extension Wiring {
         return created ? key?.path : nil
     }
 
-    /// `rollout init` on PostgreSQL: the schema and version 1 (the same genesis as a new SQLite store).
+    /// `rollout init` on PostgreSQL: the schema and version 1 (the same genesis as a new SQLite store), sealed
+    /// with the team store key, which is created when this machine has none (`createdKey`: its path then).
     public static func createTeamStore(
         conninfo: String, seed: String, form: RemoteConfigTemplate.Form, operatorID: String, clock: any Clock = SystemClock()
-    ) throws -> TeamSession {
-        let store = try PostgresConfigStore.create(conninfo: conninfo) {
+    ) throws -> (team: TeamSession, createdKey: String?) {
+        let (key, created) = try teamStoreKey(create: true)
+        let store = try PostgresConfigStore.create(conninfo: conninfo, sealing: try teamSealing()) {
             try SQLiteConfigStore.genesis(seed: seed, form: form, actor: operatorID, time: clock.now())
         }
-        return TeamSession(
+        let team = TeamSession(
             location: PostgresConfigStore.redacted(conninfo), config: store, operatorID: operatorID, readOnly: false, clock: clock,
-            stepUp: PostgresStepUpStore(store: store, key: try teamStoreKey(create: false).key))
+            stepUp: PostgresStepUpStore(store: store, key: key))
+        return (team, created ? key?.path : nil)
     }
 }
 
@@ -202,8 +216,15 @@ extension TeamSession: ConsoleWriteSession {
         }
         do {
             _ = try config.verify()
+            do {
+                _ = try config.verifySeal()
+            } catch let e as PostgresError where e.sqlState == "42501" {
+                // A role that may not read every sealed table (the viewer) cannot check the seal: the chain it can.
+            }
         } catch StoreError.corrupt(let why) {
             throw ConfigIntegrityProblem("audit log", why)
+        } catch let p as PostgresSealProblem {
+            throw ConfigIntegrityProblem(p.subject, p.problem)
         }
     }
 }

@@ -106,7 +106,12 @@ enum PostgresCommands {
         }
         let location = try StoreLocation.resolvedPath(inv)
         guard StoreLocation.isPostgres(location) else { return nil }
-        let team = try Wiring.createTeamStore(conninfo: location, seed: seed, form: form, operatorID: try Wiring.operatorID(inv))
+        let (team, createdKey) = try Wiring.createTeamStore(
+            conninfo: location, seed: seed, form: form, operatorID: try Wiring.operatorID(inv))
+        if let createdKey {
+            StandardStream.error.write(
+                "rollout: created the team store key \(createdKey): it seals the store; give it to every operator (mode 0600)\n")
+        }
         let current = try team.config.current()
         print("created store \(team.location)")
         print("version 1 (etag \(current.etag)), \(form.rawValue) template, seed \(seed)")
@@ -195,6 +200,7 @@ enum PostgresCommands {
 
     static func verify(_ inv: Invocation, _ team: TeamSession) throws -> ExitCode {
         let report: (auditRecords: Int, versions: Int, headHash: String)
+        let seal: PostgresConfigStore.SealReport
         do {
             if let firebase = team.firebase {
                 // The chain on the team store, and every published record naming the Firebase version it produced.
@@ -204,20 +210,34 @@ enum PostgresCommands {
                 let r = try team.config.verify()
                 report = (r.auditRecords, r.versions, r.headHash)
             }
+            // The seal of the tables that decide a write, under the team store key, and this machine's witness.
+            do {
+                seal = try team.config.verifySeal()
+            } catch let e as PostgresError where e.sqlState == "42501" {
+                throw CommandError(
+                    "audit verify failed: the seal cannot be checked as this role, which may not read every sealed table "
+                        + "(\(e.message)): run it as the writer or the owner role")
+            }
         } catch let e as StoreError {
             throw CommandError("audit verify failed: \(e)")
         } catch let p as ConfigIntegrityProblem {
+            throw CommandError("audit verify failed: \(p)")
+        } catch let p as PostgresSealProblem {
             throw CommandError("audit verify failed: \(p)")
         }
         if inv.flag("--json") {
             let out: JSONValue = [
                 "intact": true, "auditRecords": .number(JSONNumber(report.auditRecords)),
                 "versions": .number(JSONNumber(report.versions)), "headHash": .string(report.headHash),
+                "sealedTables": .array(seal.sealedTables.map { .string($0) }),
+                "witness": ["path": .string(seal.witnessPath), "sequence": .number(JSONNumber(seal.headSequence))],
             ]
             print(out.prettyText, terminator: "")
         } else {
             print("audit log intact: \(report.auditRecords) records, \(report.versions) versions checked against their records")
             print("head: \(report.headHash)")
+            print("sealed tables match the seal and the team store key: \(seal.sealedTables.joined(separator: ", "))")
+            print("witness \(seal.witnessPath): record \(seal.headSequence) is in the chain, unchanged")
         }
         return .ok
     }

@@ -109,7 +109,7 @@ struct PostgresRampPlansTests {
     /// (audited); a read-only console shows the panel and its `x` is refused with nothing written.
     @Test func theConsoleShowsAndControlsThePlanOnPostgreSQL() throws {
         let conninfo = try initialized("pg-plan-console")
-        let team = try Wiring.teamSession(conninfo: conninfo, operatorID: "ana@test")
+        let team = try Wiring.teamSession(conninfo: conninfo, operatorID: "ana@test", keyPath: key)
         _ = try RampPlanStates(session: team.planSession).start(
             source: "name panel\nstep 5% hold 1h\nstep 10%\n", actor: "ana@test")
         let source = try PostgresConsoleSource(team: team, conninfo: conninfo, project: "test", fallback: 0)
@@ -117,7 +117,7 @@ struct PostgresRampPlansTests {
         #expect(panel.name == "panel" && panel.phase == .running && panel.reached == 0, "\(panel)")
         #expect(panel.next.contains("step 1 (5%)"), "\(panel.next)")
 
-        let viewer = try Wiring.teamSession(conninfo: conninfo, operatorID: "viewer@test", readOnly: true)
+        let viewer = try Wiring.teamSession(conninfo: conninfo, operatorID: "viewer@test", readOnly: true, keyPath: key)
         let viewerSource = try PostgresConsoleSource(team: viewer, conninfo: conninfo, project: "test", fallback: 0)
         #expect(try viewerSource.snapshot().plan?.name == "panel")
         let auditBefore = try team.config.auditRecords(limit: 1000, before: nil).count
@@ -146,7 +146,9 @@ struct PostgresRampPlansTests {
         try PostgresRoleTests.applyDocumentedGrants(conninfo)
         let writerInfo = conninfo.replacingOccurrences(of: "user=rollout", with: "user=rollout_writer")
         let viewerInfo = conninfo.replacingOccurrences(of: "user=rollout", with: "user=rollout_viewer")
-        let writer = try Wiring.teamSession(conninfo: writerInfo, operatorID: "ana@test")
+        // Every write of the executable's sessions seals the store with the team store key.
+        if try StoreKey.load(key) == nil { _ = try StoreKey.create(key) }
+        let writer = try Wiring.teamSession(conninfo: writerInfo, operatorID: "ana@test", keyPath: key)
         let started = try RampPlanStates(session: writer.planSession).start(
             source: "name roles\nstep 5% hold 1h\n", actor: "ana@test")
         _ = try RampPlanStates(session: writer.planSession).operatorChange(
@@ -301,7 +303,7 @@ struct PostgresRampPlansTests {
     @Test func racingRunnerObjectsAdvanceOncePerRound() throws {
         let conninfo = try initialized("pg-plan-race-objects")
         let sessions = try (0..<6).map { i in
-            try Wiring.teamSession(conninfo: conninfo, operatorID: "runner\(i)@test", clock: SystemClock()).planSession
+            try Wiring.teamSession(conninfo: conninfo, operatorID: "runner\(i)@test", clock: SystemClock(), keyPath: key).planSession
         }
         // Each runner is used by one thread at a time (its own connection), as in its own process.
         let runners = Unchecked(try sessions.map { try RampPlanRunner(session: $0) })
@@ -334,33 +336,34 @@ struct PostgresRampPlansTests {
     /// the write path's compare-and-swap alone would have let the step through).
     @Test func aPlanPausedWhileTheRunnerDecidesPublishesNothing() throws {
         let conninfo = try initialized("pg-plan-interleave")
-        let session = try Wiring.teamSession(conninfo: conninfo, operatorID: "runner@test").planSession
+        let session = try Wiring.teamSession(conninfo: conninfo, operatorID: "runner@test", keyPath: key).planSession
         _ = try RampPlanStates(session: session).start(
             source: "name interleave\nstep 5% hold 1h\nstep 10%\n", actor: "ana@test")
         let runner = Unchecked(try RampPlanRunner(session: session))
-        let gate = try PGConnection(conninfo)
-        try gate.execute("BEGIN")
-        try gate.query("SELECT version FROM config_head WHERE id = 1 FOR UPDATE")
+        // The operator's `plan pause`: a transaction of its own store under the head lock (which checks and renews
+        // the seal), held until the runner waits for that lock.
+        let gate = try PostgresConfigStore(conninfo: conninfo, sealing: try Wiring.teamSealing(keyPath: key))
         let look = Results<RampPlanRunner.Look?>()
         let done = DispatchSemaphore(value: 0)
-        Thread {
-            look.add(Result { try runner.value.look() })
-            done.signal()
-        }.start()
-        let watcher = try PGConnection(conninfo)
-        var waiting = 0
-        for _ in 0..<500 where waiting == 0 {
-            waiting =
-                Int(
-                    try watcher.query(
-                        "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'"
-                    ).first?.first.flatMap { $0 } ?? "0") ?? 0
-            if waiting == 0 { usleep(20_000) }
+        try gate.atomically {
+            Thread {
+                look.add(Result { try runner.value.look() })
+                done.signal()
+            }.start()
+            let watcher = try PGConnection(conninfo)
+            var waiting = 0
+            for _ in 0..<500 where waiting == 0 {
+                waiting =
+                    Int(
+                        try watcher.query(
+                            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'"
+                        ).first?.first.flatMap { $0 } ?? "0") ?? 0
+                if waiting == 0 { usleep(20_000) }
+            }
+            #expect(waiting == 1, "the runner never reached its write transaction")
+            // An operator's pause lands first (as `plan pause` would, under the head lock).
+            try gate.connection.query("UPDATE ramp_plan SET phase = 'paused', reason = 'paused meanwhile', revision = revision + 1")
         }
-        #expect(waiting == 1, "the runner never reached its write transaction")
-        // An operator's pause lands first (as `plan pause` would, under the head lock).
-        try gate.query("UPDATE ramp_plan SET phase = 'paused', reason = 'paused meanwhile', revision = revision + 1")
-        try gate.execute("COMMIT")
         done.wait()
         let result = try #require(try look.all.first?.get())
         #expect(result.published == nil, "\(String(describing: result.done))")

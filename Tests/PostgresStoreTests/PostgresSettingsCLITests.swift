@@ -154,7 +154,7 @@ struct PostgresSettingsCLITests {
         let conninfo = try haltedStore()
         #expect(try rollout(["policy", "set", "guardrails.auto-kill", "on"], store: conninfo).status == 0)
         let viewer = try PostgresConsoleSource(
-            team: try Wiring.teamSession(conninfo: conninfo, operatorID: "viewer@test", readOnly: true),
+            team: try Wiring.teamSession(conninfo: conninfo, operatorID: "viewer@test", readOnly: true, keyPath: key),
             conninfo: conninfo,
             project: "test", fallback: 0)
         #expect(try viewer.status().assessment.verdict.level == .halt)
@@ -167,7 +167,7 @@ struct PostgresSettingsCLITests {
 
         let consoles = try (0..<2).map { i in
             try PostgresConsoleSource(
-                team: try Wiring.teamSession(conninfo: conninfo, operatorID: "console\(i)@test"), conninfo: conninfo,
+                team: try Wiring.teamSession(conninfo: conninfo, operatorID: "console\(i)@test", keyPath: key), conninfo: conninfo,
                 project: "test", fallback: 0)
         }
         let failures = NSLock()

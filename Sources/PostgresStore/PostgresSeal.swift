@@ -1,0 +1,516 @@
+import Crypto
+import FoundationEssentials
+import Glibc
+import Platform
+import Rollout
+
+/// The key of the PostgreSQL store's seal and witness: HMAC-SHA-256 of a fixed label under the team store key, so
+/// the seal never uses the key that boxes the secrets directly, and the database (which never holds the team key)
+/// cannot compute it.
+public struct PostgresSealKey: Sendable {
+    let bytes: [UInt8]
+    /// The team store key file it was derived from, for messages.
+    public let path: String
+
+    /// Derives the seal key from the 32 bytes of the team store key read from `path`.
+    public init(teamKey: [UInt8], path: String) {
+        bytes = HMAC.authenticate(.sha256, key: teamKey, message: Array("rollout postgresql seal v1".utf8))
+        self.path = path
+    }
+
+    /// HMAC-SHA-256 of `text` under this key, hex.
+    func mac(_ text: String) -> String { Hex.encode(HMAC.authenticate(.sha256, key: bytes, message: Array(text.utf8))) }
+}
+
+/// How a `PostgresConfigStore` keeps the seal: the seal key of this machine (nil when the team store key file is
+/// missing) and where this machine keeps its witnesses.
+///
+/// A store opened without one (`sealing: nil`, a bare connection: tests of other features, benchmarks) refuses to
+/// write a sealed store and writes an unsealed one as before; the executable always opens with one, so that
+/// without the key every write is refused, pointing to the key file.
+public struct PostgresSealing: Sendable {
+    public var key: PostgresSealKey?
+    /// The team store key file this machine would read (named when it is missing).
+    public var keyPath: String
+    /// The directory of this machine's witness files, one per database.
+    public var witnessDirectory: String
+
+    public init(key: PostgresSealKey?, keyPath: String, witnessDirectory: String) {
+        self.key = key
+        self.keyPath = keyPath
+        self.witnessDirectory = witnessDirectory
+    }
+}
+
+/// What fails verification, named: `table stepup_operators`, `chain head`, `seal`, `witness`...
+public struct PostgresSealProblem: Error, Sendable, Equatable, CustomStringConvertible {
+    public var subject: String
+    public var problem: String
+    public var description: String { "\(subject): \(problem)" }
+
+    init(_ subject: String, _ problem: String) {
+        self.subject = subject
+        self.problem = problem
+    }
+}
+
+/// The seal of a PostgreSQL team store: one row (`store_seal`, schema 6) holding the state of everything that decides
+/// a write, and an HMAC-SHA-256 of it under a key derived from the team store key, which the database never holds.
+///
+/// The state is one line per item: the chain head (sequence and hash), the newest audit record and version (row
+/// digests), the schema version, a SHA-256 of every sealed table's rows (`sealedTables`), and a digest of the
+/// catalog of the rollout tables (triggers and their functions, rules, row-level security, columns, defaults,
+/// constraints). Every write transaction that takes the chain-head lock (`PostgresConfigStore.transaction`) checks
+/// it right after the lock and before writing, and writes it again before COMMIT; `rollout audit verify` checks it
+/// too. So a role without the key file (the documented writer role with psql, or the owner) that appends, edits or
+/// deletes a row of a sealed table or the chain leaves a state whose seal it cannot compute: the next write and
+/// `audit verify` name what differs. A consistent rollback of the whole database (chain, head and seal together, as
+/// a superuser restoring a snapshot can do) is what the `PostgresWitness` of a machine that saw the later state
+/// detects.
+///
+/// The per-request App Check state (challenges, key counters, consumed token ids) and telemetry are not sealed:
+/// they change on every request or batch without the chain-head lock (docs/POSTGRES.md, "Tamper evidence").
+public enum PostgresSeal {
+    /// The tables that decide a write, digested whole in the seal.
+    ///
+    /// Step-up (who may pass, the policy, pending enrolments), the guardrail settings, the key check (which key is
+    /// the store's), the App Check configuration (project, apps, signing keys with their retirement, debug tokens,
+    /// the demo authority), the ramp plan and its pre-approval (a forged approval would let steps skip step-up),
+    /// and on a Firebase project's state store the project it is bound to and the publish intents (a forged
+    /// intent would be settled by the next command into an audit record naming its actor).
+    public static let sealedTables = [
+        "appcheck_apps", "appcheck_debug_tokens", "appcheck_demo_authority", "appcheck_project",
+        "appcheck_signing_keys",
+        "firebase_intents", "firebase_state", "guardrail_settings", "ramp_plan", "ramp_plan_approval",
+        "stepup_enrolments",
+        "stepup_operators", "stepup_policy", "store_key_check",
+    ]
+
+    /// The state of the sealed items, as `name value` pairs in a fixed order.
+    struct State: Equatable {
+        var items: [(name: String, value: String)]
+
+        static func == (a: State, b: State) -> Bool { a.text == b.text }
+
+        /// The canonical text the HMAC covers: one `name=value` line per item.
+        var text: String { items.map { "\($0.name)=\($0.value)\n" }.joined() }
+
+        /// What `text` wrote; nil when it is not such a text.
+        init?(text: String) {
+            var items: [(String, String)] = []
+            for line in text.split(separator: "\n", omittingEmptySubsequences: true) {
+                guard let eq = line.firstIndex(of: "=") else { return nil }
+                items.append((String(line[..<eq]), String(line[line.index(after: eq)...])))
+            }
+            self.items = items
+        }
+
+        init(items: [(name: String, value: String)]) { self.items = items }
+
+        func value(_ name: String) -> String? { items.first { $0.name == name }?.value }
+    }
+
+    /// SHA-256 over a query's rows as text (`t::text`), sorted byte-wise, one per line: stable for a database
+    /// (the `C` collation, `bytea_output = hex` on every connection, no floating-point columns in sealed tables).
+    static func digest(of table: String) -> String {
+        "(SELECT encode(sha256(convert_to(coalesce(string_agg(t::text, E'\\n' ORDER BY t::text COLLATE \"C\"), ''), 'UTF8')), 'hex') FROM \(table) t)"
+    }
+
+    /// The schema of the rollout tables (the namespace of `config_head`).
+    static let namespace = "(SELECT relnamespace FROM pg_class WHERE oid = 'config_head'::regclass)"
+
+    /// A digest of what changes what a statement on the rollout tables does: triggers (with their functions'
+    /// source), rules, row-level security and its policies, columns with their types and defaults, constraints.
+    static let catalogDigest = """
+        (SELECT encode(sha256(convert_to(coalesce(string_agg(x, E'\\n' ORDER BY x COLLATE "C"), ''), 'UTF8')), 'hex') FROM (
+          SELECT format('trigger %s %s', pg_get_triggerdef(t.oid), pg_get_functiondef(t.tgfoid)) AS x
+            FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid WHERE c.relnamespace = \(namespace) AND NOT t.tgisinternal
+          UNION ALL SELECT format('rule %s %s', r.rulename, pg_get_ruledef(r.oid))
+            FROM pg_rewrite r JOIN pg_class c ON c.oid = r.ev_class WHERE c.relnamespace = \(namespace)
+          UNION ALL SELECT format('policy %s %s %s %s %s %s %s', c.relname, p.polname, p.polcmd, p.polpermissive,
+              pg_get_expr(p.polqual, p.polrelid), pg_get_expr(p.polwithcheck, p.polrelid), p.polroles)
+            FROM pg_policy p JOIN pg_class c ON c.oid = p.polrelid WHERE c.relnamespace = \(namespace)
+          UNION ALL SELECT format('relation %s %s rls %s %s', c.relname, c.relkind, c.relrowsecurity, c.relforcerowsecurity)
+            FROM pg_class c WHERE c.relnamespace = \(namespace) AND c.relkind IN ('r', 'v', 'm', 'p', 'f')
+          UNION ALL SELECT format('column %s %s %s %s %s', c.relname, a.attname, format_type(a.atttypid, a.atttypmod),
+              a.attnotnull, pg_get_expr(d.adbin, d.adrelid))
+            FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid
+            LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
+            WHERE c.relnamespace = \(namespace) AND c.relkind IN ('r', 'v', 'm', 'p', 'f') AND a.attnum > 0 AND NOT a.attisdropped
+          UNION ALL SELECT format('constraint %s %s %s', c.relname, k.conname, pg_get_constraintdef(k.oid))
+            FROM pg_constraint k JOIN pg_class c ON c.oid = k.conrelid WHERE c.relnamespace = \(namespace)
+        ) s)
+        """
+
+    /// The first privilege on a rollout table that lets a role other than the owner remove evidence: TRUNCATE or
+    /// TRIGGER on any table, UPDATE or DELETE on versions, audit records or the schema table (or a column of
+    /// them), INSERT into the schema table, DELETE of the seal or the head. The documented grants hold none; nil
+    /// when no role holds one.
+    static let excessPrivilege = """
+        (SELECT x FROM (
+          SELECT format('%s holds %s on %s', coalesce(r.rolname, 'PUBLIC'), a.privilege_type, c.relname) AS x
+            FROM pg_class c CROSS JOIN LATERAL aclexplode(c.relacl) a LEFT JOIN pg_roles r ON r.oid = a.grantee
+            WHERE c.relnamespace = \(namespace) AND c.relkind = 'r' AND a.grantee <> c.relowner AND (
+              a.privilege_type IN ('TRUNCATE', 'TRIGGER')
+              OR (c.relname IN ('config_versions', 'config_audit', 'rollout_schema') AND a.privilege_type IN ('UPDATE', 'DELETE'))
+              OR (c.relname = 'rollout_schema' AND a.privilege_type = 'INSERT')
+              OR (c.relname IN ('store_seal', 'config_head') AND a.privilege_type = 'DELETE'))
+          UNION ALL SELECT format('%s holds %s (%s) on %s', coalesce(r.rolname, 'PUBLIC'), a.privilege_type, att.attname, c.relname)
+            FROM pg_attribute att JOIN pg_class c ON c.oid = att.attrelid CROSS JOIN LATERAL aclexplode(att.attacl) a
+            LEFT JOIN pg_roles r ON r.oid = a.grantee
+            WHERE c.relnamespace = \(namespace) AND c.relname IN ('config_versions', 'config_audit', 'rollout_schema')
+              AND a.grantee <> c.relowner AND a.privilege_type = 'UPDATE'
+        ) p ORDER BY x COLLATE "C" LIMIT 1)
+        """
+
+    /// One round trip: the head, the newest record and version, the schema version, the catalog, the privileges,
+    /// then every sealed table's digest.
+    static let stateQuery =
+        "SELECT h.version, h.audit_sequence, h.audit_hash, "
+        + "(SELECT sequence FROM config_audit ORDER BY sequence DESC LIMIT 1), "
+        + "(SELECT encode(sha256(convert_to(t::text, 'UTF8')), 'hex') FROM config_audit t ORDER BY sequence DESC LIMIT 1), "
+        + "(SELECT hash FROM config_audit ORDER BY sequence DESC LIMIT 1), "
+        + "(SELECT number FROM config_versions ORDER BY number DESC LIMIT 1), "
+        + "(SELECT encode(sha256(convert_to(t::text, 'UTF8')), 'hex') FROM config_versions t ORDER BY number DESC LIMIT 1), "
+        + "(SELECT max(version) FROM rollout_schema), "
+        + catalogDigest + ", " + excessPrivilege + ", "
+        + sealedTables.map(digest(of:)).joined(separator: ", ")
+        + " FROM config_head h WHERE h.id = 1"
+
+    /// The current state of the store on `c`, and a problem that needs no seal to see (a head that is not the
+    /// newest record or version, a privilege beyond the documented ones), if any.
+    static func current(_ c: PGConnection) throws -> (state: State, problem: PostgresSealProblem?) {
+        guard let row = try c.query(stateQuery).first else {
+            return (State(items: []), PostgresSealProblem("chain head", "missing (config_head deleted?)"))
+        }
+        func text(_ i: Int) -> String { row[i] ?? "none" }
+        var items: [(name: String, value: String)] = [
+            ("chain head", "\(text(1)) \(text(2))"),
+            ("newest audit record", "\(text(3)) \(text(4))"),
+            ("newest version", "\(text(6)) \(text(7))"),
+            ("schema", text(8)),
+            ("catalog", text(9)),
+        ]
+        for (i, table) in sealedTables.enumerated() { items.append(("table \(table)", text(11 + i))) }
+        let state = State(items: items)
+        if row[1] != (row[3] ?? "0") || row[2] != (row[5] ?? AuditChain.genesis) {
+            return (
+                state,
+                PostgresSealProblem(
+                    "chain head",
+                    "the head names record \(text(1)), the newest audit record is \(row[3] ?? "none") (records appended or removed outside rollout)"
+                )
+            )
+        }
+        if row[0] != (row[6] ?? "0") {
+            return (
+                state,
+                PostgresSealProblem(
+                    "chain head",
+                    "the head names version \(text(0)), the newest version is \(row[6] ?? "none") (versions added or removed outside rollout)"
+                )
+            )
+        }
+        if let excess = row[10] {
+            return (
+                state,
+                PostgresSealProblem(
+                    "privileges",
+                    "\(excess), beyond the documented grants (docs/POSTGRES.md, Roles): it could remove evidence")
+            )
+        }
+        return (state, nil)
+    }
+
+    /// The first thing wrong with the seal of the store on `c` against its current state `now`; nil when the seal
+    /// holds, and for a store never sealed (`sealed` false: the caller decides). `key` nil: the contents are
+    /// compared, the HMAC cannot be.
+    static func check(_ c: PGConnection, now: State, key: PostgresSealKey?) throws -> (
+        sealed: Bool, problem: PostgresSealProblem?
+    ) {
+        guard let row = try c.query("SELECT state, mac FROM store_seal WHERE id = 1").first else { return (false, nil) }
+        guard let text = row[0], let mac = row[1], let sealed = State(text: text) else {
+            return (true, PostgresSealProblem("seal", "a column has an unexpected value (edited outside rollout?)"))
+        }
+        for item in now.items where sealed.value(item.name) != item.value {
+            return (
+                true,
+                PostgresSealProblem(item.name, differs(item.name, sealed: sealed.value(item.name), now: item.value))
+            )
+        }
+        if sealed.items.count != now.items.count {
+            return (true, PostgresSealProblem("seal", "it seals other items than this program's (edited?)"))
+        }
+        guard let key else { return (true, nil) }
+        if !constantTimeEquals(Array(key.mac(text).utf8), Array(mac.utf8)) {
+            return (
+                true,
+                PostgresSealProblem(
+                    "seal",
+                    "its HMAC does not match under \(key.path) (the seal was rewritten without the team store key, or this is another store's key)"
+                )
+            )
+        }
+        return (true, nil)
+    }
+
+    /// How the item `name` differs from its sealed value, in words.
+    static func differs(_ name: String, sealed: String?, now: String) -> String {
+        let then = sealed.map { $0.split(separator: " ").first.map(String.init) ?? $0 } ?? "nothing"
+        let found = now.split(separator: " ").first.map(String.init) ?? now
+        switch name {
+        case "chain head", "newest audit record":
+            return
+                "record \(found) is not the sealed one (record \(then)): the audit log or its head was changed outside rollout"
+        case "newest version":
+            return
+                "version \(found) is not the sealed one (version \(then)): a version was added, edited or removed outside rollout"
+        case "schema": return "schema \(found) is not the sealed one (\(then)): rollout_schema was changed outside rollout"
+        case "catalog":
+            return
+                "a trigger, rule, row-level security policy, column or constraint of the rollout tables changed since the seal (outside rollout)"
+        default:
+            return "its rows differ from the sealed state (changed outside rollout: edited, inserted or deleted rows)"
+        }
+    }
+
+    /// Writes the seal of the current state on `c` (inside the caller's write transaction, just before COMMIT).
+    static func renew(_ c: PGConnection, key: PostgresSealKey) throws -> State {
+        let (state, problem) = try current(c)
+        if let problem { throw problem }
+        let text = state.text
+        try c.query(
+            "INSERT INTO store_seal (id, state, mac) VALUES (1, $1, $2) "
+                + "ON CONFLICT (id) DO UPDATE SET state = excluded.state, mac = excluded.mac",
+            [text, key.mac(text)])
+        return state
+    }
+
+    /// The database's identity for the witness: the cluster's system identifier and the database's name.
+    static func identity(_ c: PGConnection) throws -> String {
+        guard
+            let row = try c.query("SELECT (SELECT system_identifier FROM pg_control_system()), current_database()")
+                .first,
+            let system = row[0], let name = row[1]
+        else { throw PostgresSealProblem("witness", "cannot read the database's identity (pg_control_system)") }
+        return "\(system) \(name)"
+    }
+}
+
+/// The witness of one operator machine: a file per database (`<directory>/<system identifier>-<database>`,
+/// mode 0600) recording the newest audit record this machine saw (sequence and hash), MAC'd with the seal key.
+///
+/// Other machines append to the chain, so the check is that this record is still in the chain, unchanged: a
+/// database rolled back to an earlier snapshot, a truncated or rewritten history, or an old seal replayed with its
+/// head are all told apart from a store that merely moved on. Every write and `audit verify` checks it and then
+/// advances it to the head it saw.
+struct PostgresWitness {
+    let path: String
+    let identity: String
+    let key: PostgresSealKey
+
+    init(directory: String, identity: String, key: PostgresSealKey) {
+        let safe = String(identity.map { $0.isLetter || $0.isNumber || $0 == "_" || $0 == "-" ? $0 : "-" })
+        path = directory + "/" + safe + ".witness"
+        self.identity = identity
+        self.key = key
+    }
+
+    static let header = "rollout-postgresql-witness-v1"
+
+    /// The record this machine saw last; nil when it never saw this database.
+    func read() throws -> (sequence: Int64, hash: String)? {
+        guard access(path, F_OK) == 0 else { return nil }
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else {
+            throw PostgresSealProblem("witness", "\(path) is not readable")
+        }
+        defer { close(fd) }
+        var bytes = [UInt8](repeating: 0, count: 4096)
+        let n = Glibc.read(fd, &bytes, bytes.count)
+        let lines = String(decoding: bytes.prefix(max(0, n)), as: UTF8.self).split(separator: "\n").map(String.init)
+        guard lines.count == 4, lines[0] == Self.header, lines[1] == "database \(identity)",
+            let mac = lines[3].split(separator: " ").last, lines[3].hasPrefix("mac "),
+            key.mac(lines[0...2].joined(separator: "\n")) == mac
+        else {
+            throw PostgresSealProblem(
+                "witness",
+                "\(path) is not a witness of this database under \(key.path) (edited, or another store's key)")
+        }
+        let parts = lines[2].split(separator: " ")
+        guard parts.count == 4, parts[0] == "sequence", let sequence = Int64(parts[1]), parts[2] == "hash" else {
+            throw PostgresSealProblem("witness", "\(path) is malformed")
+        }
+        return (sequence, String(parts[3]))
+    }
+
+    /// The first problem with the chain on `c` against what this machine saw, or nil.
+    func check(_ c: PGConnection) throws -> PostgresSealProblem? {
+        // Record 0 is the empty chain's genesis, in every chain.
+        guard let seen = try read(), seen.sequence > 0 else { return nil }
+        let found =
+            try c.query("SELECT hash FROM config_audit WHERE sequence = $1", [String(seen.sequence)]).first?.first
+            ?? nil
+        guard let found else {
+            return PostgresSealProblem(
+                "witness",
+                "this machine saw audit record \(seen.sequence) (\(seen.hash.prefix(12))…, \(path)), which the chain no longer holds: the database was rolled back or its history truncated"
+            )
+        }
+        if found != seen.hash {
+            return PostgresSealProblem(
+                "witness",
+                "audit record \(seen.sequence) is not the one this machine saw (\(seen.hash.prefix(12))…, \(path)): the history was rewritten or an older copy restored"
+            )
+        }
+        return nil
+    }
+
+    /// Records `sequence`/`hash` when it is newer than what the file holds (temporary file, fsync, rename).
+    func advance(sequence: Int64, hash: String) throws {
+        guard sequence > 0 else { return }
+        if let seen = try? read(), seen.sequence >= sequence { return }
+        let body = "\(Self.header)\ndatabase \(identity)\nsequence \(sequence) hash \(hash)"
+        let bytes = Array("\(body)\nmac \(key.mac(body))\n".utf8)
+        let directory = String(path[..<(path.lastIndex(of: "/") ?? path.startIndex)])
+        _ = mkdir(directory, 0o700)
+        let temporary = path + ".tmp-\(getpid())"
+        let fd = open(temporary, O_CREAT | O_TRUNC | O_WRONLY | O_CLOEXEC, 0o600)
+        guard fd >= 0 else {
+            throw PostgresSealProblem("witness", "cannot write \(temporary): \(String(cString: strerror(errno)))")
+        }
+        let ok = write(fd, bytes, bytes.count) == bytes.count && fsync(fd) == 0
+        close(fd)
+        guard ok, rename(temporary, path) == 0 else {
+            unlink(temporary)
+            throw PostgresSealProblem("witness", "cannot write \(path): \(String(cString: strerror(errno)))")
+        }
+    }
+}
+
+extension PostgresConfigStore {
+    /// Checks the seal right after the chain-head lock, before the transaction writes anything: refuses a store
+    /// that fails verification (naming what differs), a sealed store without the key, and, on a connection of the
+    /// executable (`sealing` set), any write without the key. A store never sealed (made before schema 6) is
+    /// checked as `audit verify` checks its chain, and sealed at this transaction's COMMIT.
+    func checkSealBeforeWriting() throws {
+        let label = Self.redacted(conninfo)
+        let (now, early) = try PostgresSeal.current(connection)
+        let (sealed, problem) = try PostgresSeal.check(connection, now: now, key: sealing?.key)
+        var found = early ?? problem
+        let witness = try witness()
+        if found == nil, let witness {
+            found = try witness.check(connection)
+            if found == nil, !sealed, try witness.read() != nil {
+                found = PostgresSealProblem(
+                    "seal", "missing (store_seal deleted?): this machine's witness \(witness.path) saw the store sealed"
+                )
+            }
+        }
+        // Only a write that will seal the store checks its whole chain first (once: from then on it is sealed).
+        if found == nil, !sealed, sealing?.key != nil {
+            do {
+                _ = try Self.check(connection)
+            } catch StoreError.corrupt(let why) {
+                found = PostgresSealProblem("audit log", why)
+            }
+        }
+        if let found {
+            throw StoreError.corrupt(
+                "\(label) fails verification, so nothing is written: \(found) (see 'rollout audit verify')")
+        }
+        guard let sealing else {
+            if sealed {
+                throw StoreError.unavailable(
+                    "\(label) is sealed: writing needs the team store key (this connection has none), so nothing is written"
+                )
+            }
+            return
+        }
+        guard let witness else {
+            // A store made before schema 6 may never have recorded a key: say how to make one.
+            let never = try connection.query("SELECT 1 FROM store_key_check WHERE id = 1").isEmpty && !sealed
+            throw StoreError.unavailable(
+                "the team store key \(sealing.keyPath) is missing: every write to a PostgreSQL store checks and renews its "
+                    + "seal with it, so nothing is written (set ROLLOUT_STORE_KEY to the team's key file; docs/POSTGRES.md)"
+                    + (never
+                        ? "; this store never recorded one: 'rollout operator enroll' creates it on this machine" : ""))
+        }
+        let directory = sealing.witnessDirectory
+        _ = mkdir(directory, 0o700)
+        guard access(directory, W_OK) == 0 else {
+            throw StoreError.unavailable(
+                "cannot write the witness directory \(directory) (\(String(cString: strerror(errno)))), so nothing is written"
+            )
+        }
+        renewsSeal = true
+    }
+
+    /// This machine's witness of the store (nil without a seal key).
+    func witness() throws -> PostgresWitness? {
+        guard let sealing, let key = sealing.key else { return nil }
+        if witnessIdentity == nil { witnessIdentity = try PostgresSeal.identity(connection) }
+        return PostgresWitness(directory: sealing.witnessDirectory, identity: witnessIdentity!, key: key)
+    }
+
+    /// Before COMMIT of a transaction whose seal was checked: writes the seal of the state it leaves; returns
+    /// the chain head it sealed (nil when nothing was sealed).
+    func renewSeal() throws -> (sequence: Int64, hash: String)? {
+        guard renewsSeal, let key = sealing?.key else { return nil }
+        let state = try PostgresSeal.renew(connection, key: key)
+        let head = (state.value("chain head") ?? "").split(separator: " ")
+        guard head.count == 2, let sequence = Int64(head[0]) else { return nil }
+        return (sequence, String(head[1]))
+    }
+
+    /// After COMMIT: this machine's witness moves to the head just committed. A failure leaves it at the
+    /// older record, still in the chain, so it is not an error.
+    func advanceWitness(to head: (sequence: Int64, hash: String)) {
+        try? witness()?.advance(sequence: head.sequence, hash: head.hash)
+    }
+
+    /// What `verifySeal` found intact.
+    public struct SealReport: Sendable, Equatable {
+        public var sealedTables: [String]
+        public var headSequence: Int64
+        public var headHash: String
+        /// This machine's witness file, which now records the head.
+        public var witnessPath: String
+    }
+
+    /// `rollout audit verify`'s check of the seal and this machine's witness (after `verify`, which checks the
+    /// chain): throws a `PostgresSealProblem` naming the first thing that differs; then advances the witness.
+    /// Reads only, in one read-only snapshot; needs the key (the HMAC cannot be checked without it).
+    public func verifySeal() throws -> SealReport {
+        let (state, mine): (PostgresSeal.State, PostgresWitness?) = try reading {
+            try connection.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+            defer { try? connection.execute("COMMIT") }
+            let (now, early) = try PostgresSeal.current(connection)
+            if let early { throw early }
+            let (sealed, problem) = try PostgresSeal.check(connection, now: now, key: sealing?.key)
+            if let problem { throw problem }
+            let witness = try witness()
+            if let problem = try witness?.check(connection) { throw problem }
+            guard sealed else {
+                throw PostgresSealProblem(
+                    "seal",
+                    "missing: store_seal was deleted, or the store was made before schema 6 and never written since "
+                        + "(the next write with the team store key checks the chain and seals it)")
+            }
+            guard witness != nil else {
+                throw PostgresSealProblem(
+                    "seal",
+                    "cannot be checked: the team store key \(sealing?.keyPath ?? "(none)") is missing (set ROLLOUT_STORE_KEY; docs/POSTGRES.md)"
+                )
+            }
+            return (now, witness)
+        }
+        let head = (state.value("chain head") ?? "").split(separator: " ")
+        let sequence = head.first.flatMap { Int64($0) } ?? 0
+        let hash = head.count == 2 ? String(head[1]) : AuditChain.genesis
+        try mine?.advance(sequence: sequence, hash: hash)
+        return SealReport(
+            sealedTables: PostgresSeal.sealedTables, headSequence: sequence, headHash: hash,
+            witnessPath: mine?.path ?? "")
+    }
+}

@@ -1,0 +1,425 @@
+import Foundation
+@testable import PostgresStore
+import RemoteConfig
+import Rollout
+import StepUp
+import Store
+import Testing
+import TestSupport
+import Timekeeping
+
+/// The seal and the witness of the PostgreSQL team store, through the built `rollout` binary, against the roles of
+/// docs/POSTGRES.md exactly as documented: the writer role (and the owner) change rows with psql, without the team
+/// store key; `audit verify` names what differs and the next write refuses to run (as the SQLite store's door
+/// tests, `GateStepUpTests`, check for a file).
+@Suite(.serialized)
+struct PostgresSealTests {
+    let directory: URL
+    let key: String
+
+    init() throws {
+        directory = try TestSupport.temporaryDirectory("pg-seal")
+        key = directory.appendingPathComponent("team.key").path
+    }
+
+    func rollout(_ arguments: [String], store: String, key keyPath: String? = nil, faketime: String? = nil) throws
+        -> TestSupport.ProcessResult
+    {
+        let binary = try TestSupport.rolloutBinary()
+        return try TestSupport.run(
+            faketime == nil ? binary : "/usr/bin/faketime",
+            (faketime.map { ["-f", $0, binary] } ?? []) + arguments + ["--store", store],
+            environment: ["ROLLOUT_STORE_KEY": keyPath ?? key, "ROLLOUT_OPERATOR": "ana@test", "NO_COLOR": "1"])
+    }
+
+    /// Runs `sql` with psql as the role of `conninfo` (a keyword/value string); fails the test when psql does.
+    static func psql(_ conninfo: String, _ sql: String) throws {
+        let r = try TestSupport.run("/usr/bin/psql", ["-X", "-q", "-v", "ON_ERROR_STOP=1", "-d", conninfo, "-c", sql])
+        try #require(r.status == 0, "psql: \(r.stderr) for \(sql)")
+    }
+
+    static func writer(_ conninfo: String) -> String {
+        conninfo.replacingOccurrences(of: "user=rollout", with: "user=rollout_writer")
+    }
+
+    /// A store made by `rollout init` (sealed with the team key it creates), with the documented roles; its
+    /// keyword/value conninfo (for psql) and its URI (for the binary).
+    func initialized(_ seed: String) throws -> (conninfo: String, uri: String) {
+        let server = try PostgresServer.get()
+        let conninfo = try server.freshDatabase()
+        let uri = server.uris(of: conninfo).socket
+        let r = try rollout(["init", "--seed", seed], store: uri)
+        try #require(r.status == 0, "\(r.stderr)")
+        try PostgresRoleTests.applyDocumentedGrants(conninfo)
+        return (conninfo, uri)
+    }
+
+    /// Enrols `ana@test` through the binary; her secret.
+    func enrolAna(_ uri: String) throws -> TOTPSecret {
+        let started = try rollout(["operator", "enroll", "--qr", "none"], store: uri)
+        try #require(started.status == 0, "\(started.stderr)")
+        let line = try #require(started.stdout.split(separator: "\n").first { $0.contains("otpauth://totp/") })
+        let base32 = try #require(line.split(separator: "secret=").last?.split(separator: "&").first)
+        let secret = try #require(TOTPSecret(base32: String(base32)))
+        let step = TOTP.standard.step(at: SystemClock().now())
+        let confirmed = try rollout(
+            ["operator", "enroll", "--code", TOTP.standard.code(secret: secret, step: step)], store: uri)
+        try #require(confirmed.status == 0, "\(confirmed.stderr)")
+        return secret
+    }
+
+    func versionCount(_ conninfo: String) throws -> Int {
+        try PostgresConfigStore(conninfo: conninfo).versions(limit: 10_000, before: nil).count
+    }
+
+    /// Reproduction ("Every door", item 3): the writer role forges the chain with plain SQL. With psql as
+    /// `rollout_writer` it appends a 100% version, its audit record (a valid link of the hash chain, with the
+    /// version's digest) and the chain head, attributed to the enrolled operator ana@test. The chain alone still
+    /// verifies (that was all `audit verify` checked); now `audit verify` fails naming the chain head, and the next
+    /// `rollout kill` and `rollout set` are refused with nothing written.
+    @Test func writerForgingAVersionWithItsRecordAndHeadIsDetectedAndRefused() throws {
+        let (conninfo, uri) = try initialized("pg-seal-forge")
+        // The documented writer role runs sealed writes and checks the seal (it reads pg_control_system too).
+        let asWriter = uri.replacingOccurrences(of: "user=rollout", with: "user=rollout_writer")
+        let started = try rollout(["set", "5", "--reason", "start"], store: asWriter)
+        try #require(started.status == 0, "\(started.stderr)")
+        let intact = try rollout(["audit", "verify"], store: asWriter)
+        #expect(intact.status == 0 && intact.stdout.contains("sealed tables match the seal"), "\(intact.stderr)")
+        // The viewer may not read the sealed secrets: it is told so, never shown a seal it did not check.
+        let viewer = try rollout(
+            ["audit", "verify"], store: uri.replacingOccurrences(of: "user=rollout", with: "user=rollout_viewer"))
+        #expect(viewer.status == 1 && viewer.stderr.contains("cannot be checked as this role"), "\(viewer.stderr)")
+        _ = try enrolAna(uri)
+
+        let owner = try PGConnection(conninfo)
+        let head = try #require(try owner.query("SELECT version, audit_sequence, audit_hash FROM config_head").first)
+        let number = Int(head[0]!)! + 1
+        let sequence = Int64(head[1]!)! + 1
+        let row = try #require(
+            try owner.query("SELECT template, form FROM config_versions WHERE number = $1", [head[0]]).first)
+        let template = row[0]!.replacingOccurrences(of: "<= 5\"", with: "<= 100\"")
+        let form = try #require(RemoteConfigTemplate.Form(rawValue: row[1]!))
+        let info = VersionInfo(
+            number: number, etag: "etag-\(number)-0123456789abcdef", updateTime: SystemClock().now(),
+            updateUser: "ana@test",
+            updateOrigin: "CLI", updateType: .incremental, description: "ramp")
+        let entry = AuditEntry(
+            time: info.updateTime, actor: "ana@test", action: "set", from: "5%", to: "100%", reason: "ramp",
+            result: .published,
+            version: number, detail: VersionDigest.label + VersionDigest.hex(info, form: form, templateText: template))
+        let hash = AuditChain.hash(sequence: sequence, entry: entry, previousHash: head[2]!)
+        let t = "$forged$"
+        try Self.psql(
+            Self.writer(conninfo),
+            """
+            INSERT INTO config_audit (sequence, time, actor, action, from_state, to_state, reason, result, version, detail, previous_hash, hash)
+            VALUES (\(sequence), \(info.updateTime.microseconds), 'ana@test', 'set', '5%', '100%', 'ramp', 'published', \(number),
+                    \(t)\(entry.detail)\(t), '\(head[2]!)', '\(hash)');
+            INSERT INTO config_versions (number, etag, template, form, update_time, update_user, update_origin, update_type, description, rollback_source, audit_sequence, audit_hash)
+            VALUES (\(number), '\(info.etag)', \(t)\(template)\(t), '\(form.rawValue)', \(info.updateTime.microseconds), 'ana@test', 'CLI',
+                    'INCREMENTAL_UPDATE', 'ramp', NULL, \(sequence), '\(hash)');
+            UPDATE config_head SET version = \(number), audit_sequence = \(sequence), audit_hash = '\(hash)' WHERE id = 1;
+            """)
+        // The forgery is real: the store serves 100%, and the hash chain with its version digests still verifies.
+        let store = try PostgresConfigStore(conninfo: conninfo)
+        #expect(try RolloutPercent.of(store.current()) == 100 * 1_000_000)
+        #expect(try store.verify().versions == number)
+
+        let verify = try rollout(["audit", "verify"], store: uri)
+        #expect(verify.status == 1, "\(verify.stdout)")
+        #expect(verify.stderr.contains("chain head: record \(sequence) is not the sealed one"), "\(verify.stderr)")
+        for write in [["kill", "--reason", "after the forgery"], ["set", "50", "--reason", "after the forgery"]] {
+            let refused = try rollout(write, store: uri)
+            #expect(refused.status != 0 && !refused.stdout.contains("published"), "\(write): \(refused.stdout)")
+            #expect(
+                refused.stderr.contains("fails verification, so nothing is written: chain head"), "\(refused.stderr)")
+        }
+        #expect(try versionCount(conninfo) == number)
+        #expect(try rollout(["audit", "verify"], store: uri).status == 1)
+    }
+
+    /// Reproduction: `DELETE FROM stepup_operators` as the writer turned step-up off, undetected. Now `audit verify`
+    /// names the table and `set 100` without a code is refused for the store, not let through.
+    @Test func writerDeletingTheOperatorsIsDetectedAndStepUpIsNotTurnedOff() throws {
+        let (conninfo, uri) = try initialized("pg-seal-operators")
+        _ = try enrolAna(uri)
+        let before = try rollout(["set", "100", "--reason", "all in"], store: uri)
+        #expect(before.status == 4, "step-up asks for a code: \(before.stderr)")
+
+        try Self.psql(Self.writer(conninfo), "DELETE FROM stepup_operators")
+        let verify = try rollout(["audit", "verify"], store: uri)
+        #expect(
+            verify.status == 1 && verify.stderr.contains("table stepup_operators: its rows differ"), "\(verify.stderr)")
+        let versions = try versionCount(conninfo)
+        let refused = try rollout(["set", "100", "--reason", "all in"], store: uri)
+        #expect(refused.status != 0 && !refused.stdout.contains("published"), "\(refused.stdout)")
+        #expect(
+            refused.stderr.contains("fails verification, so nothing is written: table stepup_operators"),
+            "\(refused.stderr)")
+        #expect(try versionCount(conninfo) == versions)
+        #expect(try RolloutPercent.of(PostgresConfigStore(conninfo: conninfo).current()) == 0)
+    }
+
+    /// Tamper suite: a populated store (versions, guardrail settings, an operator, a pending enrolment, the App
+    /// Check project, app, debug token and signing key, a ramp plan), copied into a fresh database per edit. Each
+    /// edit, made with psql as the writer role or as the owner without the team key, is named by `audit verify`
+    /// (exit 1) and refuses the next `rollout kill` with nothing written; it stays visible afterwards.
+    @Test func everyEditOfTheSealedStateIsNamedAndRefused() throws {
+        let server = try PostgresServer.get()
+        let (base, uri) = try initialized("pg-seal-tamper")
+        for command in [
+            ["set", "5", "--reason", "start"],
+            ["policy", "set", "guardrails.auto-kill", "on"],
+            [
+                "appcheck", "app", "add", "1:123456789:ios:abc", "--project-number", "123456789", "--project-id",
+                "demo",
+                "--team", "ABCDE12345", "--bundle", "com.example.app",
+            ],
+            ["appcheck", "debug-token", "add", "--app", "1:123456789:ios:abc", "--name", "ci"],
+            ["appcheck", "keys", "rotate"],
+        ] {
+            let r = try rollout(command, store: uri)
+            try #require(r.status == 0, "\(command): \(r.stderr)")
+        }
+        let plan = directory.appendingPathComponent("tamper.plan").path
+        try "name tamper\nstep 5% hold 1h\nstep 10%\n".write(toFile: plan, atomically: true, encoding: .utf8)
+        try #require(try rollout(["plan", "start", plan], store: uri).status == 0)
+        // An old seal (and its head) to replay later, then one more write. (The connection closes at once: the
+        // base is a template below.)
+        let oldSeal = try #require(try PGConnection(base).query("SELECT state, mac FROM store_seal").first)
+        try #require(try rollout(["set", "6", "--reason", "more"], store: uri).status == 0)
+        // Bob starts an enrolment (left pending), then ana enrols (step-up on).
+        let bob = try TestSupport.run(
+            try TestSupport.rolloutBinary(), ["operator", "enroll", "--qr", "none", "--store", uri],
+            environment: ["ROLLOUT_STORE_KEY": key, "ROLLOUT_OPERATOR": "bob@test"])
+        try #require(bob.status == 0, "\(bob.stderr)")
+        _ = try enrolAna(uri)
+        try #require(try rollout(["audit", "verify"], store: uri).status == 0)
+        let baseName = try #require(
+            base.split(separator: " ").first { $0.hasPrefix("dbname=") }?.dropFirst("dbname=".count))
+
+        let emptyDigest = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+        let q = "$v$"
+        // (label, who: writer or owner, SQL, the subject audit verify names)
+        let cases: [(String, Bool, String, String)] = [
+            ("delete the operators", true, "DELETE FROM stepup_operators", "table stepup_operators"),
+            (
+                "reset an operator's last accepted step (replay a code)", true,
+                "UPDATE stepup_operators SET last_accepted_step = NULL", "table stepup_operators"
+            ),
+            (
+                "change an operator's failed-attempt count", true, "UPDATE stepup_operators SET failed_attempts = 3",
+                "table stepup_operators"
+            ),
+            (
+                "approve a pending enrolment", true, "UPDATE stepup_enrolments SET approved_by = 'ana@test'",
+                "table stepup_enrolments"
+            ),
+            ("delete a pending enrolment", true, "DELETE FROM stepup_enrolments", "table stepup_enrolments"),
+            (
+                "raise the step-up threshold", true,
+                "INSERT INTO stepup_policy (key, value) VALUES ('increase-over', '99') ON CONFLICT (key) DO UPDATE SET value = '99'",
+                "table stepup_policy"
+            ),
+            ("turn auto-kill off", true, "UPDATE guardrail_settings SET value = 'off'", "table guardrail_settings"),
+            (
+                "insert a guardrail setting", true,
+                "INSERT INTO guardrail_settings (key, value) VALUES ('budget.per-second', '100000') ON CONFLICT (key) DO UPDATE SET value = '100000'",
+                "table guardrail_settings"
+            ),
+            (
+                "replace the key check (owner)", false, "UPDATE store_key_check SET box = '\\x00'",
+                "table store_key_check"
+            ),
+            (
+                "move the App Check project", true, "UPDATE appcheck_project SET project_id = 'evil'",
+                "table appcheck_project"
+            ),
+            (
+                "register an app", true,
+                "INSERT INTO appcheck_apps VALUES ('1:1:ios:evil', 'EVILTEAM00', 'com.evil', 'development', true, 86400, 9)",
+                "table appcheck_apps"
+            ),
+            ("delete the signing keys", true, "DELETE FROM appcheck_signing_keys", "table appcheck_signing_keys"),
+            (
+                "backdate a signing key", true, "UPDATE appcheck_signing_keys SET created_at = 0",
+                "table appcheck_signing_keys"
+            ),
+            (
+                "add a debug token", true,
+                "INSERT INTO appcheck_debug_tokens VALUES ('\\x00ff', '1:123456789:ios:abc', 'evil', 0)",
+                "table appcheck_debug_tokens"
+            ),
+            (
+                "plant a demo authority", true,
+                "INSERT INTO appcheck_demo_authority VALUES (1, '\\x00', '\\x00', '\\x00', '\\x00')",
+                "table appcheck_demo_authority"
+            ),
+            ("abort the ramp plan", true, "UPDATE ramp_plan SET phase = 'aborted'", "table ramp_plan"),
+            (
+                "forge a pre-approval of the plan's steps", true,
+                "INSERT INTO ramp_plan_approval VALUES (1, 'x', 'tamper', 'ana@test', '1,2', 0, 9999999999999999)",
+                "table ramp_plan_approval"
+            ),
+            (
+                "forge a publish intent", true,
+                "INSERT INTO firebase_intents VALUES (1, 0, 'h', 1, 1, '*', NULL, 'd', NULL, 'CLI', 0, 'ana@test', 'set', '', '', '', '')",
+                "table firebase_intents"
+            ),
+            (
+                "bind the store to a Firebase project (owner)", false, "INSERT INTO firebase_state VALUES (1, 'evil')",
+                "table firebase_state"
+            ),
+            (
+                "move the head back one record", true,
+                "UPDATE config_head SET audit_sequence = audit_sequence - 1, audit_hash = (SELECT hash FROM config_audit "
+                    + "WHERE sequence = (SELECT audit_sequence - 1 FROM config_head))", "chain head"
+            ),
+            (
+                "replay an older seal", true,
+                "UPDATE store_seal SET state = \(q)\(oldSeal[0]!)\(q), mac = '\(oldSeal[1]!)'", "chain head"
+            ),
+            (
+                "rewrite the seal to match deleted operators", true,
+                "DELETE FROM stepup_operators; UPDATE store_seal SET state = regexp_replace(state, "
+                    + "'table stepup_operators=[0-9a-f]+', 'table stepup_operators=\(emptyDigest)')",
+                "seal: its HMAC does not match"
+            ),
+            ("delete the seal (owner)", false, "DELETE FROM store_seal", "seal"),
+            (
+                "add a trigger (owner)", false,
+                "CREATE FUNCTION keep() RETURNS trigger LANGUAGE plpgsql AS 'BEGIN RETURN NULL; END'; "
+                    + "CREATE TRIGGER keep BEFORE INSERT ON config_audit FOR EACH ROW EXECUTE FUNCTION keep()",
+                "catalog"
+            ),
+            (
+                "add a rule (owner)", false, "CREATE RULE quiet AS ON INSERT TO stepup_operators DO INSTEAD NOTHING",
+                "catalog"
+            ),
+            (
+                "hide the operators by row-level security (owner)", false,
+                "ALTER TABLE stepup_operators ENABLE ROW LEVEL SECURITY", "catalog"
+            ),
+            (
+                "change a column default (owner)", false,
+                "ALTER TABLE config_audit ALTER COLUMN reason SET DEFAULT 'ok'", "catalog"
+            ),
+            (
+                "grant the writer DELETE on the audit log (owner)", false,
+                "GRANT DELETE ON config_audit TO rollout_writer", "privileges"
+            ),
+            (
+                "grant TRUNCATE on the seal to everyone (owner)", false, "GRANT TRUNCATE ON store_seal TO PUBLIC",
+                "privileges"
+            ),
+            (
+                "edit the newest version's description (owner)", false,
+                "UPDATE config_versions SET description = 'edited' WHERE number = (SELECT max(number) FROM config_versions)",
+                "does not match its audit record"
+            ),
+        ]
+        #expect(cases.count >= 20)
+        var report: [String] = []
+        for (index, (label, asWriter, sql, subject)) in cases.enumerated() {
+            let name = "\(baseName)_t\(index)"
+            try Self.psql(server.adminConninfo, "CREATE DATABASE \(name) TEMPLATE \(baseName)")
+            let conninfo = base.replacingOccurrences(of: "dbname=\(baseName)", with: "dbname=\(name)")
+            let copy = server.uris(of: conninfo).socket
+            // This machine sees the copy first (its witness records the head), as an operator would have.
+            try #require(
+                try rollout(["audit", "verify"], store: copy).status == 0,
+                "\(label): the copy verifies before tampering")
+            try Self.psql(asWriter ? Self.writer(conninfo) : conninfo, sql)
+            let verify = try rollout(["audit", "verify"], store: copy)
+            #expect(verify.status == 1 && verify.stderr.contains(subject), "\(label): \(verify.stderr)")
+            let versions = try versionCount(conninfo)
+            let write = try rollout(["kill", "--reason", "after tampering"], store: copy)
+            #expect(write.status != 0 && !write.stdout.contains("published"), "\(label): the write went through")
+            #expect(write.stderr.contains("fails verification, so nothing is written"), "\(label): \(write.stderr)")
+            #expect(try versionCount(conninfo) == versions, "\(label)")
+            #expect(try rollout(["audit", "verify"], store: copy).status == 1, "\(label): hidden by the next write")
+            report.append(
+                "\(index + 1). \(label) → \(verify.stderr.dropFirst("rollout: ".count).prefix(150)) | kill: exit \(write.status)"
+            )
+        }
+        print(report.joined(separator: "\n"))
+    }
+
+    /// The witness: the owner rolls the database back to an earlier state (deletes the newest version and audit
+    /// record and restores the head and seal row of that time, as restoring a snapshot does). The store is
+    /// consistent and sealed, so a machine that never saw the later state cannot tell; the machine whose witness
+    /// recorded the later record names it, and refuses to write.
+    @Test func aRollbackIsDetectedByTheMachineThatSawTheLaterState() throws {
+        let (conninfo, uri) = try initialized("pg-seal-rollback")
+        let laptop = directory.appendingPathComponent("laptop").path
+        let other = directory.appendingPathComponent("other").path
+        try FileManager.default.createDirectory(atPath: laptop, withIntermediateDirectories: true)
+        try FileManager.default.createDirectory(atPath: other, withIntermediateDirectories: true)
+        // Two operator machines with the same team key, each with its own witness beside it.
+        try FileManager.default.copyItem(atPath: key, toPath: laptop + "/team.key")
+        try FileManager.default.copyItem(atPath: key, toPath: other + "/team.key")
+        try #require(try rollout(["set", "5", "--reason", "start"], store: uri, key: laptop + "/team.key").status == 0)
+        try #require(try rollout(["audit", "verify"], store: uri, key: other + "/team.key").status == 0)
+
+        let owner = try PGConnection(conninfo)
+        let snapshot = try #require(
+            try owner.query("SELECT version, audit_sequence, audit_hash FROM config_head").first)
+        let seal = try #require(try owner.query("SELECT state, mac FROM store_seal").first)
+        // Only the laptop sees the later state.
+        try #require(try rollout(["set", "10", "--reason", "more"], store: uri, key: laptop + "/team.key").status == 0)
+        try Self.psql(
+            conninfo,
+            """
+            DELETE FROM config_versions WHERE number > \(snapshot[0]!);
+            DELETE FROM config_audit WHERE sequence > \(snapshot[1]!);
+            UPDATE config_head SET version = \(snapshot[0]!), audit_sequence = \(snapshot[1]!), audit_hash = '\(snapshot[2]!)';
+            UPDATE store_seal SET state = $s$\(seal[0]!)$s$, mac = '\(seal[1]!)';
+            """)
+
+        // Consistent and sealed: the other machine, which saw only the earlier state, cannot tell.
+        let unaware = try rollout(["audit", "verify"], store: uri, key: other + "/team.key")
+        #expect(unaware.status == 0, "\(unaware.stderr)")
+        let verify = try rollout(["audit", "verify"], store: uri, key: laptop + "/team.key")
+        #expect(verify.status == 1, "\(verify.stdout)")
+        #expect(
+            verify.stderr.contains("witness: this machine saw audit record \(Int(snapshot[1]!)! + 1)")
+                && verify.stderr.contains("rolled back"), "\(verify.stderr)")
+        let versions = try versionCount(conninfo)
+        let write = try rollout(["kill", "--reason", "after the rollback"], store: uri, key: laptop + "/team.key")
+        #expect(
+            write.status != 0 && write.stderr.contains("fails verification, so nothing is written: witness"),
+            "\(write.stderr)")
+        #expect(try versionCount(conninfo) == versions)
+    }
+
+    /// A store made before the seal (schema 5, no `store_seal`), upgraded with `rollout store migrate`: without the
+    /// team key a write is refused naming the key file (and how to make one, since this store never recorded a
+    /// key); with it the first write checks the chain and seals the store, and from then on an edit is named.
+    @Test func aStoreMadeBeforeTheSealIsSealedByTheFirstWriteWithTheKey() throws {
+        let (store, conninfo) = try PostgresStoreTests.freshStore(seed: "pg-seal-legacy")
+        // As the previous release left it: schema 5, no seal table.
+        try Self.psql(conninfo, "DROP TABLE store_seal; DELETE FROM rollout_schema WHERE version = 6")
+        let uri = try PostgresServer.get().uris(of: conninfo).socket
+        let old = try rollout(["set", "5", "--reason", "before the upgrade"], store: uri)
+        #expect(old.status != 0 && old.stderr.contains("run 'rollout store migrate'"), "\(old.stderr)")
+        let migrate = try rollout(["store", "migrate"], store: uri)
+        #expect(migrate.status == 0, "\(migrate.stderr)")
+        #expect(try store.connection.query("SELECT 1 FROM store_seal").isEmpty)
+        let missing = directory.appendingPathComponent("absent.key").path
+        let refused = try rollout(["set", "5", "--reason", "no key"], store: uri, key: missing)
+        #expect(
+            refused.status != 0 && refused.stderr.contains("the team store key \(missing) is missing"),
+            "\(refused.stderr)")
+        #expect(refused.stderr.contains("'rollout operator enroll' creates it"), "\(refused.stderr)")
+        let unsealed = try rollout(["audit", "verify"], store: uri, key: missing)
+        #expect(unsealed.status == 1 && unsealed.stderr.contains("seal: missing"), "\(unsealed.stderr)")
+
+        _ = try StoreKey.create(key)
+        let sealed = try rollout(["set", "5", "--reason", "first sealed write"], store: uri)
+        #expect(sealed.status == 0, "\(sealed.stderr)")
+        #expect(try rollout(["audit", "verify"], store: uri).status == 0)
+        try Self.psql(conninfo, "INSERT INTO guardrail_settings (key, value) VALUES ('guardrails.auto-kill', 'off')")
+        let verify = try rollout(["audit", "verify"], store: uri)
+        #expect(verify.status == 1 && verify.stderr.contains("table guardrail_settings"), "\(verify.stderr)")
+    }
+}
