@@ -215,8 +215,26 @@ struct StoreDoorsTests {
                 "a plaintext signing key inserted", "INSERT INTO appcheck_signing_keys VALUES ('evil', x'3082', 0)",
                 "table appcheck_signing_keys"
             ),
+            (
+                "the app made to trust the demo authority", "UPDATE appcheck_apps SET trusts_demo_root = 1",
+                "table appcheck_apps"
+            ),
+            (
+                "a debug token added", "INSERT INTO appcheck_debug_tokens VALUES (x'00ff', '1:123:ios:abc', 'ci', 0)",
+                "table appcheck_debug_tokens"
+            ),
+            (
+                "auto-kill turned on behind the seal",
+                "INSERT OR REPLACE INTO guardrail_settings VALUES ('guardrails.auto-kill', 'on')",
+                "table guardrail_settings"
+            ),
+            (
+                "the signing key retired at the epoch",
+                "INSERT INTO appcheck_signing_key_retirements SELECT kid, 0 FROM appcheck_signing_keys",
+                "table appcheck_signing_key_retirements"
+            ),
         ]
-        #expect(Set(edits.map(\.label)).count >= 12)
+        #expect(Set(edits.map(\.label)).count >= 20)
         var report: [String] = []
         for (index, edit) in edits.enumerated() {
             let (directory, copy) = try s.copy("doors-\(index)")
