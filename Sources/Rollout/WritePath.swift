@@ -281,8 +281,9 @@ public struct WritePath {
         proposal.protectionOverrides = overrides
         proposal.planStep = request.planStep
         // Judged by what the templates do, with the evaluator's rules, not by the percentage field alone.
+        // Each template on its own rollout's seed (a share of installations is a share on any seed).
         let seed = before?.seed ?? after?.seed ?? ""
-        proposal.effectBefore = Exposure.of(names.parameter, in: current, seed: before?.seed ?? seed)
+        proposal.effectBefore = Exposure.of(names.parameter, in: current, seed: seed)
         proposal.effectAfter = Exposure.of(names.parameter, in: template, seed: after?.seed ?? seed)
         if proposal.effectDiffersFromRollout, let b = proposal.effectBefore, let a = proposal.effectAfter {
             proposal.summary += "; \(names.parameter) is \"true\" for \(b) → \(a) of installations"

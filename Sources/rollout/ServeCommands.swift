@@ -363,15 +363,12 @@ enum ServeCommands {
 
     // MARK: appcheck
 
-    /// The App Check state of the invocation's store (a file or a PostgreSQL team store), its label for messages
-    /// and the clock; refusing changes under --read-only.
-    static func state(_ inv: Invocation, writing: Bool) throws -> (state: any AppCheckState, label: String, clock: any Clock) {
-        if writing, inv.flag("--read-only") { throw CommandError("--read-only: nothing was changed") }
+    /// The App Check state of the invocation's store (a file or a PostgreSQL team store) for reading, its label for
+    /// messages and the clock. Changes go through `register` (the settings write path), never through this.
+    static func state(_ inv: Invocation) throws -> (state: any AppCheckState, label: String, clock: any Clock) {
         // With --store firebase:PROJECT --state postgresql://..., the exchange's state is on that team store.
         let location = try FirebaseWiring.postgresState(inv) ?? StoreLocation.resolvedPath(inv)
-        let postgres = StoreLocation.isPostgres(location)
-        if postgres, writing { createTeamKeyIfNeeded(inv) }
-        let session = postgres ? nil : try Wiring.session(inv)
+        let session = StoreLocation.isPostgres(location) ? nil : try Wiring.session(inv)
         let path = session?.path ?? location
         do {
             let source = try Wiring.appCheckState(location: path, readOnly: inv.flag("--read-only"))
@@ -454,7 +451,7 @@ enum ServeCommands {
     }
 
     static func listApps(_ inv: Invocation) throws -> ExitCode {
-        let (state, label, _) = try Self.state(inv, writing: false)
+        let (state, label, _) = try Self.state(inv)
         guard let c = try state.configuration() else {
             print("no App Check apps in \(label) (rollout appcheck app add)")
             return .ok
@@ -483,7 +480,7 @@ enum ServeCommands {
     }
 
     static func listDebugTokens(_ inv: Invocation) throws -> ExitCode {
-        let (state, _, _) = try Self.state(inv, writing: false)
+        let (state, _, _) = try Self.state(inv)
         for t in try state.debugTokens() { print("\(t.appId)  \(t.name)  added \(t.createdAt.iso8601)") }
         return .ok
     }
@@ -502,7 +499,7 @@ enum ServeCommands {
     }
 
     static func listKeys(_ inv: Invocation) throws -> ExitCode {
-        let (state, _, clock) = try Self.state(inv, writing: false)
+        let (state, _, clock) = try Self.state(inv)
         let now = clock.now()
         let keys = try state.signingKeys()
         let signing = AppCheckExchange.signingOrder(keys, at: now).last
