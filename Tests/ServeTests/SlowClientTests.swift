@@ -30,10 +30,8 @@ import TestSupport
         }
 
         deinit {
-            if serve.process.isRunning {
-                serve.process.terminate()
-                serve.process.waitUntilExit()
-            }
+            // SIGTERM, then SIGKILL after a grace: a SIGTERM alone can be blocked in a child spawned from a worker.
+            TestSupport.stop(serve.process)
             try? FileManager.default.removeItem(at: directory)
         }
 
@@ -219,17 +217,34 @@ import TestSupport
         python.arguments = ["-c", Self.slowLoris, "\(server.port)", "300", "1"]
         let input = Pipe()
         let output = Pipe()
+        // Our ends close-on-exec: a process another test spawns meanwhile (the shared PostgreSQL server lives
+        // until the test process exits) must not inherit the write end of the client's output, or its end would
+        // never be seen (a CI run hung here).
+        for handle in [input.fileHandleForReading, input.fileHandleForWriting, output.fileHandleForReading,
+            output.fileHandleForWriting]
+        {
+            TestSupport.keepPrivate(handle)
+        }
         python.standardInput = input
         python.standardOutput = output
         try python.run()
-        defer { if python.isRunning { python.terminate() } }
-        let reader = output.fileHandleForReading
-        var text = ""
-        while !text.contains("\n") {
-            let chunk = reader.availableData
-            if chunk.isEmpty { break }
-            text += String(decoding: chunk, as: UTF8.self)
+        defer { TestSupport.stop(python) }
+        let fd = output.fileHandleForReading.fileDescriptor
+        /// What the client printed until `done` holds or `seconds` pass (it prints a line at start and at the end).
+        func read(within seconds: Double, until done: (String) -> Bool) -> String {
+            var text = ""
+            var chunk = [UInt8](repeating: 0, count: 4096)
+            let deadline = Date().addingTimeInterval(seconds)
+            while !done(text), deadline.timeIntervalSinceNow > 0 {
+                var p = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+                guard poll(&p, 1, Int32(deadline.timeIntervalSinceNow * 1000) + 1) > 0 else { continue }
+                let n = Glibc.read(fd, &chunk, chunk.count)
+                if n <= 0 { break }
+                text += String(decoding: chunk[0..<n], as: UTF8.self)
+            }
+            return text
         }
+        let text = read(within: 60) { $0.contains("\n") }
         try #require(text.hasPrefix("open 300"), "slow client: \(text)")
 
         var answers: [(status: Int?, seconds: Double)] = []
@@ -238,13 +253,7 @@ import TestSupport
         #expect(answers.allSatisfy { $0.seconds < 8 }, "\(answers)")
 
         try input.fileHandleForWriting.close()
-        var rest = ""
-        while true {
-            let chunk = reader.availableData
-            if chunk.isEmpty { break }
-            rest += String(decoding: chunk, as: UTF8.self)
-        }
-        python.waitUntilExit()
+        let rest = read(within: 30) { $0.contains("closed") && $0.hasSuffix("\n") }
         // The server closed trickling connections (their reopened ones kept 300 open).
         let closed = rest.split(separator: " ").last.flatMap { Int($0.trimmingCharacters(in: .whitespacesAndNewlines)) }
         #expect((closed ?? 0) > 0, "slow client: \(rest)")
