@@ -160,21 +160,15 @@ struct StoreProcessTests {
             ["nudge", "+0.5", "--retry"], ["nudge", "-0.5", "--retry"], ["set", "40", "--force"], ["kill"], ["resume"],
             ["rollback", "2"],
         ].map { $0 + ["--reason", "crash drill"] }
-        // The kill window spans a whole write as this machine runs it now (start-up, checks, commit and the
-        // witness fsync): 3 × the fastest of three uncontended writes (the first one is slowed by a cold page
-        // cache; the two writers of a round contend, and a loaded machine is slower), at least 30 ms. A fixed
-        // floor far above a write (it was 150 ms, against writes of 10 ms now) lets most kills land after the
-        // writer has exited, and too few land inside a write.
-        var fastest = UInt64.max
-        for _ in 0..<3 {
-            let start = DispatchTime.now().uptimeNanoseconds
-            #expect(try f.cli(["nudge", "-0.5", "--reason", "timing"]).status == 0)
-            fastest = min(fastest, DispatchTime.now().uptimeNanoseconds - start)
-        }
-        let window = UInt32(min(2_000_000, max(30_000, fastest / 1_000 * 3)))
+        // The kill window follows the writes as this machine runs them at each moment: it shrinks by a tenth
+        // after a writer that had already exited and grows by a twentieth after one killed mid-run, so about
+        // two kills in three land inside a running writer (start-up, checks, commit, witness fsync) and the
+        // rest let writes commit. A window measured once at the start was wrong for the rest of the run when
+        // the load changed: a clean-clone CI run killed only 162 of 2,000 writers in 1,000 rounds.
+        var window: UInt32 = 20_000
         var kills = 0
         var rounds = 0
-        var versions = 5
+        var versions = try Self.checkAfterCrash(f.path, round: 0, seed: seed)
         var grew = 0
         while kills < 220 && rounds < 1_000 {
             rounds += 1
@@ -185,16 +179,22 @@ struct StoreProcessTests {
             for (writer, delay) in zip(writers, delays) {
                 usleep(delay - slept)
                 slept = delay
-                if Self.killNow(writer) { kills += 1 }
+                if Self.killNow(writer) {
+                    kills += 1
+                    window = min(2_000_000, window + max(1, window / 20))
+                } else {
+                    window = max(2_000, window - window / 10)
+                }
             }
             let now = try Self.checkAfterCrash(f.path, round: rounds, seed: seed)
             #expect(now >= versions, "round \(rounds): a committed version disappeared (seed \(seed))")
             if now > versions { grew += 1 }
             versions = now
         }
+        print("drill: \(rounds) rounds, \(kills) kills, grew \(grew), last window \(window) µs")
         #expect(kills >= 220, "only \(kills) writers were still running when killed (seed \(seed))")
         // The writers were really writing between kills, not only starting up.
-        #expect(grew >= 20, "versions grew in only \(grew) rounds (seed \(seed), window \(window) µs)")
+        #expect(grew >= 20, "versions grew in only \(grew) rounds (seed \(seed), last window \(window) µs)")
         let verify = try f.cli(["audit", "verify"])
         #expect(verify.status == 0, "audit verify after the drill (seed \(seed)): \(verify.stdout)\(verify.stderr)")
     }
