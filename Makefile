@@ -1,5 +1,12 @@
 # rollout: `make demo` runs the product, `make test` passes the tests, `make bench` prints the benchmarks.
 SWIFT ?= swift
+# Recipes run in bash with pipefail: every `swift build` below writes through a pipe (`$(NOTTY)`), so a build
+# started in a terminal and one started by a script plan the same commands. SwiftPM adds -color-diagnostics to
+# every swiftc command when its output is a terminal, and a changed command line recompiles every module: a
+# `make demo` typed in a terminal after `make test` (whose output is a pipe) rebuilt the whole release binary.
+SHELL := /bin/bash
+.SHELLFLAGS := -o pipefail -c
+NOTTY := 2>&1 | cat
 BIN := .build/release/rollout
 # The Swift runtime and Foundation linked statically, and the native libraries too (static-libs below): no shared
 # library but glibc's is loaded and bound when a rollout command starts.
@@ -23,7 +30,7 @@ pyenv:
 	@scripts/pyenv.sh
 
 build: deps-build
-	$(SWIFT) build
+	$(SWIFT) build $(NOTTY)
 
 ## Links to the static archives of the Debian -dev packages (libssl-dev, libsqlite3-dev, libncurses-dev, libstdc++).
 static-libs: deps-build
@@ -34,7 +41,7 @@ static-libs: deps-build
 	done
 
 release: static-libs
-	$(SWIFT) build $(RELEASE) --product rollout
+	$(SWIFT) build $(RELEASE) --product rollout $(NOTTY)
 
 ## The console on a temporary embedded store with a simulated fleet.
 demo: release
@@ -43,7 +50,7 @@ demo: release
 ## The whole test suite, including the differential tests against the real peers, a short fuzz run, and the
 ## release binary (what users run) through one command per native library and store.
 test: deps-test pyenv
-	$(SWIFT) build --build-tests
+	$(SWIFT) build --build-tests $(NOTTY)
 	ROLLOUT_PYTHON=$(CURDIR)/.venv/bin/python $(SWIFT) test --skip-build
 	scripts/fuzz.sh short
 	$(MAKE) release
@@ -51,7 +58,7 @@ test: deps-test pyenv
 
 ## Benchmarks: each figure printed as a ratio against a peer or a limit measured in the same run.
 bench: deps-bench pyenv static-libs
-	$(SWIFT) build $(RELEASE)
+	$(SWIFT) build $(RELEASE) $(NOTTY)
 	ROLLOUT_PYTHON=$(CURDIR)/.venv/bin/python .build/release/rollout-bench $(ARGS)
 
 ## A long fuzz run: make fuzz SECONDS=600
