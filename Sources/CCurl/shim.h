@@ -10,6 +10,8 @@
 #include <stddef.h>
 
 typedef size_t (*rollout_curl_data_callback)(char *data, size_t size, size_t count, void *context);
+typedef int (*rollout_curl_progress_callback)(
+    void *context, curl_off_t download_total, curl_off_t download_now, curl_off_t upload_total, curl_off_t upload_now);
 
 typedef struct {
     CURLcode (*global_init)(long flags);
@@ -74,6 +76,12 @@ static inline CURLcode rollout_curl_set_slist(CURL *handle, CURLoption option, s
 }
 static inline CURLcode rollout_curl_set_callback(CURL *handle, CURLoption option, rollout_curl_data_callback value) {
     return rollout_curl_table()->easy_setopt(handle, option, value);
+}
+static inline CURLcode rollout_curl_set_offset(CURL *handle, CURLoption option, curl_off_t value) {
+    return rollout_curl_table()->easy_setopt(handle, option, value);
+}
+static inline CURLcode rollout_curl_set_progress(CURL *handle, rollout_curl_progress_callback value) {
+    return rollout_curl_table()->easy_setopt(handle, CURLOPT_XFERINFOFUNCTION, value);
 }
 static inline CURLcode rollout_curl_get_response_code(CURL *handle, long *code) {
     return rollout_curl_table()->easy_getinfo(handle, CURLINFO_RESPONSE_CODE, code);

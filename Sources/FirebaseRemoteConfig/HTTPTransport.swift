@@ -60,19 +60,48 @@ public protocol HTTPTransport: Sendable {
     func send(_ request: HTTPRequest) throws(TransportError) -> HTTPResponse
 }
 
-/// HTTP(S) through libcurl's easy interface: one handle per request, TLS verified with the system's CA store,
-/// no redirects, only `http` and `https`, gzip answers decoded (`Accept-Encoding: gzip` is sent).
+/// HTTP(S) through libcurl's easy interface: one handle per request, no redirects, only `http` and `https`, gzip
+/// answers decoded (`Accept-Encoding: gzip` is sent).
+///
+/// TLS is always verified, peer and host name (libcurl's defaults, set explicitly so no build or environment
+/// turns them off), against the system's CA store or `caFile`. Proxies come from libcurl's own variables
+/// (`HTTPS_PROXY`, `ALL_PROXY`, `NO_PROXY`). An answer larger than `bodyLimit` bytes, as received or once
+/// inflated, is refused as it arrives: neither a giant body nor a gzip bomb grows the process past the limit.
 public struct CurlTransport: HTTPTransport {
     private static let loaded: Int32 = rollout_curl_load()
 
-    public init() {}
+    /// The largest answer accepted (16 MiB): Remote Config templates are limited to 1 MB of JSON, and a page of
+    /// `listVersions` or a token answer is far smaller.
+    public static let defaultBodyLimit = 16 << 20
+
+    /// A PEM bundle of the certificate authorities to trust instead of the system's (tests, private proxies).
+    public var caFile: String?
+    public var bodyLimit: Int
+
+    public init(caFile: String? = nil, bodyLimit: Int = CurlTransport.defaultBodyLimit) {
+        self.caFile = caFile
+        self.bodyLimit = bodyLimit
+    }
+
+    /// The CA bundle named by the variables curl's own tools read: `CURL_CA_BUNDLE`, else `SSL_CERT_FILE`; nil
+    /// (the system's store) when neither is set.
+    public static func caFile(environment: [String: String]) -> String? {
+        for name in ["CURL_CA_BUNDLE", "SSL_CERT_FILE"] {
+            if let value = environment[name], !value.isEmpty { return value }
+        }
+        return nil
+    }
 
     /// Collects the body and headers libcurl delivers.
     private final class Sink {
+        enum Oversize { case received, inflated }
+        let limit: Int
         var body: [UInt8] = []
         var headers: [String: String] = [:]
         var upload: [UInt8] = []
         var uploaded = 0
+        var oversize: Oversize?
+        init(limit: Int) { self.limit = limit }
     }
 
     public func send(_ request: HTTPRequest) throws(TransportError) -> HTTPResponse {
@@ -86,13 +115,17 @@ public struct CurlTransport: HTTPTransport {
             throw TransportError(.cannotConnect, "libcurl could not create a handle")
         }
         defer { rollout_curl_cleanup(handle) }
-        let sink = Sink()
+        let sink = Sink(limit: bodyLimit)
         let context = Unmanaged.passUnretained(sink).toOpaque()
         var list: UnsafeMutablePointer<curl_slist>? = nil
         for (name, value) in request.headers { list = rollout_curl_slist_append(list, "\(name): \(value)") }
         // No `Expect: 100-continue` round trip on PUT/POST bodies.
         list = rollout_curl_slist_append(list, "Expect:")
         defer { rollout_curl_slist_free_all(list) }
+        // libcurl's own words for a failure (which certificate check failed, and why).
+        let errorText = UnsafeMutablePointer<CChar>.allocate(capacity: Int(CURL_ERROR_SIZE) + 1)
+        errorText.initialize(repeating: 0, count: Int(CURL_ERROR_SIZE) + 1)
+        defer { errorText.deallocate() }
 
         var ok = true
         func check(_ code: CURLcode) { if code != CURLE_OK { ok = false } }
@@ -105,6 +138,21 @@ public struct CurlTransport: HTTPTransport {
             rollout_curl_set_long(
                 handle, CURLOPT_CONNECTTIMEOUT_MS, max(1, Int(min(request.timeout.microseconds, 10_000_000) / 1000))))
         check(rollout_curl_set_string(handle, CURLOPT_ACCEPT_ENCODING, "gzip"))
+        check(rollout_curl_set_long(handle, CURLOPT_SSL_VERIFYPEER, 1))
+        check(rollout_curl_set_long(handle, CURLOPT_SSL_VERIFYHOST, 2))
+        if let caFile { check(rollout_curl_set_string(handle, CURLOPT_CAINFO, caFile)) }
+        check(rollout_curl_set_pointer(handle, CURLOPT_ERRORBUFFER, errorText))
+        // A declared length over the limit is refused before the body; the rest is counted as it arrives.
+        check(rollout_curl_set_offset(handle, CURLOPT_MAXFILESIZE_LARGE, curl_off_t(bodyLimit)))
+        check(rollout_curl_set_long(handle, CURLOPT_NOPROGRESS, 0))
+        check(
+            rollout_curl_set_progress(handle) { context, _, received, _, _ in
+                let sink = Unmanaged<Sink>.fromOpaque(context!).takeUnretainedValue()
+                guard received > curl_off_t(sink.limit) else { return 0 }
+                sink.oversize = .received
+                return 1
+            })
+        check(rollout_curl_set_pointer(handle, CURLOPT_XFERINFODATA, context))
         check(rollout_curl_set_slist(handle, CURLOPT_HTTPHEADER, list))
         check(rollout_curl_set_string(handle, CURLOPT_CUSTOMREQUEST, request.method))
         if request.method == "GET" { check(rollout_curl_set_long(handle, CURLOPT_HTTPGET, 1)) }
@@ -133,6 +181,10 @@ public struct CurlTransport: HTTPTransport {
             rollout_curl_set_callback(handle, CURLOPT_WRITEFUNCTION) { data, size, count, context in
                 let sink = Unmanaged<Sink>.fromOpaque(context!).takeUnretainedValue()
                 let n = size * count
+                if sink.body.count + n > sink.limit {
+                    sink.oversize = .inflated
+                    return 0  // libcurl stops the transfer (CURLE_WRITE_ERROR)
+                }
                 if n > 0, let data {
                     data.withMemoryRebound(to: UInt8.self, capacity: n) {
                         sink.body.append(contentsOf: UnsafeBufferPointer(start: $0, count: n))
@@ -163,7 +215,15 @@ public struct CurlTransport: HTTPTransport {
 
         let code = rollout_curl_perform(handle)
         guard code == CURLE_OK else {
-            let text = String(cString: rollout_curl_strerror(code))
+            if code == CURLE_FILESIZE_EXCEEDED || sink.oversize != nil {
+                let how = sink.oversize == .inflated ? "once inflated" : sink.oversize == .received ? "as received" : "as declared"
+                // An answer arrived: the server acted on the request (a publish may have landed).
+                throw TransportError(
+                    .other,
+                    "\(request.method) \(request.url): the answer is larger than \(bodyLimit >> 20) MiB \(how); refused")
+            }
+            let detail = String(cString: errorText)
+            let text = detail.isEmpty ? String(cString: rollout_curl_strerror(code)) : detail
             let kind: TransportError.Kind
             switch code {
             case CURLE_OPERATION_TIMEDOUT:
@@ -172,7 +232,7 @@ public struct CurlTransport: HTTPTransport {
                 _ = rollout_curl_get_request_size(handle, &sent)
                 kind = sent > 0 ? .timedOut : .cannotConnect
             case CURLE_COULDNT_CONNECT, CURLE_COULDNT_RESOLVE_HOST, CURLE_COULDNT_RESOLVE_PROXY,
-                CURLE_SSL_CONNECT_ERROR,
+                CURLE_SSL_CONNECT_ERROR, CURLE_SSL_CACERT_BADFILE, CURLE_SSL_CERTPROBLEM,
                 CURLE_PEER_FAILED_VERIFICATION, CURLE_UNSUPPORTED_PROTOCOL, CURLE_URL_MALFORMAT:
                 kind = .cannotConnect
             case CURLE_GOT_NOTHING, CURLE_RECV_ERROR, CURLE_SEND_ERROR, CURLE_PARTIAL_FILE:

@@ -191,7 +191,7 @@ public enum FirebaseWiring {
                 }
                 policy.timeout = .seconds(s)
             }
-            let transport = CurlTransport()
+            let transport = CurlTransport(caFile: CurlTransport.caFile(environment: env))
             let tokens: AccessTokenProvider
             if let command = invocation.value("--access-token-command") ?? env["ROLLOUT_ACCESS_TOKEN_COMMAND"],
                 !command.isEmpty

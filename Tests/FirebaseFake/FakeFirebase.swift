@@ -21,6 +21,12 @@ public final class FakeFirebase: @unchecked Sendable {
     /// What `rollout` gets as `--state`: `statePath` unless a test points it elsewhere (a PostgreSQL team store).
     public var stateLocation: String
     public let port: Int
+    /// Served over HTTPS (`https://localhost:port`, certificates of a CA made for this fake); its controls then
+    /// go over plain HTTP to `controlPort`.
+    public let tls: Bool
+    public let controlPort: Int
+    /// The test CA's certificate when `tls`: what `CURL_CA_BUNDLE` (and `SSL_CERT_FILE`) name for the built binary.
+    public var caFile: String { directory.appendingPathComponent("tls/ca.pem").path }
     private let process: Process
     private let input: Pipe
 
@@ -29,8 +35,11 @@ public final class FakeFirebase: @unchecked Sendable {
     ).path
 
     /// Starts the fake holding `template` (JSON text) as version 1.
-    public init(template: String? = nil, conflictForm: String = "400", tokenLifetime: Int = 3599) throws {
+    public init(template: String? = nil, conflictForm: String = "400", tokenLifetime: Int = 3599, tls: Bool = false)
+        throws
+    {
         directory = try TestSupport.temporaryDirectory("rollout-firebase")
+        self.tls = tls
         let python = try TestSupport.python()
         let privatePEM = directory.appendingPathComponent("sa.pem").path
         let publicPEM = directory.appendingPathComponent("sa.pub.pem").path
@@ -44,6 +53,13 @@ public final class FakeFirebase: @unchecked Sendable {
             "--public-key", publicPEM,
             "--key-id", keyID, "--conflict-form", conflictForm, "--token-lifetime", String(tokenLifetime),
         ]
+        if tls {
+            let certificates = directory.appendingPathComponent("tls").path
+            try FileManager.default.createDirectory(atPath: certificates, withIntermediateDirectories: true)
+            let made = try TestSupport.run(python, [Self.script, "certs", certificates])
+            guard made.status == 0 else { throw TestSupport.Failure("certs failed: \(made.stderr)") }
+            args += ["--tls", certificates]
+        }
         if let template {
             let path = directory.appendingPathComponent("initial.json").path
             try template.write(toFile: path, atomically: true, encoding: .utf8)
@@ -60,24 +76,35 @@ public final class FakeFirebase: @unchecked Sendable {
         process.standardInput = input
         process.standardOutput = out
         try process.run()
-        var line: [UInt8] = []
-        while true {
-            let byte = out.fileHandleForReading.readData(ofLength: 1)
-            guard let b = byte.first else { throw TestSupport.Failure("the fake exited before it was ready") }
-            if b == 10 { break }
-            line.append(b)
+        func readLine() throws -> String {
+            var line: [UInt8] = []
+            while true {
+                let byte = out.fileHandleForReading.readData(ofLength: 1)
+                guard let b = byte.first else { throw TestSupport.Failure("the fake exited before it was ready") }
+                if b == 10 { return String(decoding: line, as: UTF8.self) }
+                line.append(b)
+            }
         }
-        let text = String(decoding: line, as: UTF8.self)
+        let text = try readLine()
         guard text.hasPrefix("PORT "), let p = Int(text.dropFirst(5)) else {
             throw TestSupport.Failure("the fake said \(text)")
         }
         port = p
+        if tls {
+            let control = try readLine()
+            guard control.hasPrefix("CONTROL "), let c = Int(control.dropFirst(8)) else {
+                throw TestSupport.Failure("the fake said \(control)")
+            }
+            controlPort = c
+        } else {
+            controlPort = p
+        }
         let pem = try String(contentsOfFile: privatePEM, encoding: .utf8)
         let key: JSONValue = [
             "type": "service_account", "project_id": .string(project), "private_key_id": .string(keyID),
             "private_key": .string(pem),
             "client_email": .string(email), "client_id": "1234567890",
-            "token_uri": .string("http://127.0.0.1:\(port)/token"),
+            "token_uri": .string((tls ? "https://localhost:\(port)" : "http://127.0.0.1:\(port)") + "/token"),
         ]
         keyFile = directory.appendingPathComponent("service-account.json").path
         try key.prettyText.write(toFile: keyFile, atomically: true, encoding: .utf8)
@@ -91,7 +118,13 @@ public final class FakeFirebase: @unchecked Sendable {
         try? FileManager.default.removeItem(at: directory)
     }
 
-    public var origin: String { "http://127.0.0.1:\(port)" }
+    public var origin: String { tls ? "https://localhost:\(port)" : "http://127.0.0.1:\(port)" }
+
+    /// The transport a test process uses to reach this fake (trusting its CA under `tls`).
+    public var transport: CurlTransport { CurlTransport(caFile: tls ? caFile : nil) }
+
+    /// Serves `name` (good, expired, otherhost, stranger) from the next TLS handshake on.
+    public func serveCertificate(_ name: String) throws { try control("POST", "/_fake/tls", ["cert": .string(name)]) }
 
     // MARK: Controls
 
@@ -99,7 +132,7 @@ public final class FakeFirebase: @unchecked Sendable {
     public func control(_ method: String, _ path: String, _ body: JSONValue? = nil) throws -> JSONValue {
         let r = try CurlTransport().send(
             HTTPRequest(
-                method: method, url: origin + path, headers: [("Content-Type", "application/json")],
+                method: method, url: "http://127.0.0.1:\(controlPort)" + path, headers: [("Content-Type", "application/json")],
                 body: body.map { Array($0.compactText.utf8) }, timeout: .seconds(Int64(10))))
         guard r.status == 200 else { throw TestSupport.Failure("fake control \(path): HTTP \(r.status)") }
         return try JSONParser().parse(r.body)
@@ -145,7 +178,7 @@ public final class FakeFirebase: @unchecked Sendable {
         state given: (any FirebaseStateStore)? = nil
     ) throws -> FirebaseConfigStore {
         let state = try given ?? FirebaseState.open(path: statePath, project: project, create: true).configStore()
-        let transport = CurlTransport()
+        let transport = self.transport
         let tokens = try ServiceAccountTokenProvider(
             key: try ServiceAccountKey.load(path: keyFile), transport: transport, clock: clock)
         var policy = RetryPolicy(attempts: 4, base: .milliseconds(20), cap: .milliseconds(200))
@@ -168,7 +201,7 @@ public final class FakeFirebase: @unchecked Sendable {
             "GOOGLE_APPLICATION_CREDENTIALS": keyFile,
             "ROLLOUT_OPERATOR": id, "NO_COLOR": "1", "HOME": directory.path,
             "XDG_STATE_HOME": directory.appendingPathComponent("xdg").path,
-        ]
+        ].merging(tls ? ["CURL_CA_BUNDLE": caFile, "SSL_CERT_FILE": caFile] : [:]) { a, _ in a }
     }
 
     /// Runs the built `rollout` against this fake (state store `stateLocation`).

@@ -22,13 +22,22 @@ Test controls (unauthenticated, loopback only): POST /_fake/faults {"fault": ...
 colleague publishing from the Firebase console); GET /_fake/stats.
 Faults: drop_before (close without answering, nothing applied), drop_after (applied, then closed),
 delay_after (applied, answered after `seconds`), delay_before (waits `seconds`, then handled), unavailable
-(503 UNAVAILABLE), unauthenticated (401). Match: publish, validate, rollback, get, list, token, any.
+(503 UNAVAILABLE), unauthenticated (401), giant_body (applied, then a 200 whose body runs to 512 MiB with no
+declared length), declared_giant (applied, then a 200 declaring 600 MiB), gzip_bomb (applied, then a 200 whose
+gzip body inflates to 1 GiB of zeros). Match: publish, validate, rollback, get, list, token, any.
+
+TLS (--tls DIR, certificates written by `fake_remote_config.py certs DIR`): the API and the token endpoint are
+served over HTTPS as https://localhost:<port> with DIR/good.pem, and the controls over plain HTTP on a second
+port (printed as "CONTROL <n>" after the PORT line). POST /_fake/tls {"cert": NAME} serves DIR/NAME.pem from the
+next handshake on: good (localhost and 127.0.0.1, by the test CA), expired, otherhost (other.example only),
+stranger (issued by a CA the client was not given).
 """
 import argparse
 import base64
 import datetime
 import gzip
 import json
+import os
 import re
 import secrets
 import signal
@@ -307,6 +316,17 @@ def make_handler(state, token_url_holder):
                 raise Fail(503, "UNAVAILABLE", "The service is currently unavailable.")
             if name == "unauthenticated":
                 raise Fail(401, "UNAUTHENTICATED", "Request had invalid authentication credentials.")
+            if name in ("giant_body", "declared_giant", "gzip_bomb"):
+                # Apply, then answer with a body no client should hold.
+                saved = self.wfile
+                import io
+                self.wfile = io.BytesIO()
+                try:
+                    handle()
+                except Fail as f:
+                    self.error(f)
+                self.wfile = saved
+                return self.oversized(name)
             if name in ("drop_after", "delay_after"):
                 # Apply, then lose (or hold back) the answer.
                 saved = self.wfile
@@ -324,6 +344,32 @@ def make_handler(state, token_url_holder):
                 self.wfile.write(answer)
                 return
             handle()
+
+        def oversized(self, name):
+            self.close_connection = True
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json; charset=UTF-8")
+            self.send_header("Connection", "close")
+            try:
+                if name == "gzip_bomb":
+                    raw = gzip_bomb()
+                    self.send_header("Content-Encoding", "gzip")
+                    self.send_header("Content-Length", str(len(raw)))
+                    self.end_headers()
+                    self.wfile.write(raw)
+                    return
+                if name == "declared_giant":
+                    self.send_header("Content-Length", str(600 << 20))
+                    self.end_headers()
+                    self.wfile.write(b"{" + b" " * (1 << 20))
+                    return
+                self.end_headers()
+                chunk = b" " * (1 << 20)
+                self.wfile.write(b"{")
+                for _ in range(512):
+                    self.wfile.write(chunk)
+            except (BrokenPipeError, ConnectionResetError, OSError):
+                pass
 
         # OAuth
 
@@ -481,6 +527,10 @@ def make_handler(state, token_url_holder):
                         "versions": [state.document(v, t) for v, t in state.versions],
                         "etag": state.etag(state.head()[0]["versionNumber"]),
                     })
+                if path == "/_fake/tls" and method == "POST":
+                    name = body["cert"]
+                    state.tls.load_cert_chain(os.path.join(state.tls_dir, name + ".pem"), os.path.join(state.tls_dir, name + ".key"))
+                    return self.send(200, {"ok": True})
                 if path == "/_fake/stats":
                     return self.send(200, dict(state.stats, faults_pending=sum(f["count"] for f in state.faults)))
                 if path == "/_fake/publish" and method == "POST":
@@ -491,6 +541,72 @@ def make_handler(state, token_url_holder):
             raise Fail(404, "NOT_FOUND", path)
 
     return Handler
+
+
+_bomb = []
+
+
+def gzip_bomb():
+    """A gzip member that inflates to 1 GiB of zeros (about 1 MiB on the wire), made once."""
+    if not _bomb:
+        import zlib
+        c = zlib.compressobj(9, zlib.DEFLATED, 31)
+        zeros = bytes(1 << 20)
+        parts = [c.compress(zeros) for _ in range(1024)]
+        parts.append(c.flush())
+        _bomb.append(b"".join(parts))
+    return _bomb[0]
+
+
+def certs(directory):
+    """Writes a test CA and the server certificates the TLS tests switch between (see the module's notes)."""
+    import ipaddress
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    now = datetime.datetime.now(datetime.timezone.utc)
+    day = datetime.timedelta(days=1)
+
+    def name(cn):
+        return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, cn)])
+
+    def ca(cn):
+        key = ec.generate_private_key(ec.SECP256R1())
+        cert = (x509.CertificateBuilder().subject_name(name(cn)).issuer_name(name(cn)).public_key(key.public_key())
+                .serial_number(x509.random_serial_number()).not_valid_before(now - day).not_valid_after(now + 30 * day)
+                .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+                .add_extension(x509.KeyUsage(False, False, False, False, False, True, True, False, False), critical=True)
+                .sign(key, hashes.SHA256()))
+        return key, cert
+
+    def leaf(issuer, hosts, ips, start, end):
+        issuer_key, issuer_cert = issuer
+        key = ec.generate_private_key(ec.SECP256R1())
+        names = [x509.DNSName(h) for h in hosts] + [x509.IPAddress(ipaddress.ip_address(i)) for i in ips]
+        cert = (x509.CertificateBuilder().subject_name(name(hosts[0])).issuer_name(issuer_cert.subject)
+                .public_key(key.public_key()).serial_number(x509.random_serial_number())
+                .not_valid_before(start).not_valid_after(end)
+                .add_extension(x509.SubjectAlternativeName(names), critical=False)
+                .add_extension(x509.ExtendedKeyUsage([x509.oid.ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+                .sign(issuer_key, hashes.SHA256()))
+        return key, cert
+
+    def write(stem, pair, chain=()):
+        key, cert = pair
+        with open(os.path.join(directory, stem + ".key"), "wb") as f:
+            f.write(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
+        with open(os.path.join(directory, stem + ".pem"), "wb") as f:
+            f.write(cert.public_bytes(serialization.Encoding.PEM))
+
+    test_ca = ca("rollout test CA")
+    rogue_ca = ca("a CA nobody trusts")
+    write("ca", test_ca)
+    write("good", leaf(test_ca, ["localhost"], ["127.0.0.1"], now - day, now + 30 * day))
+    write("expired", leaf(test_ca, ["localhost"], ["127.0.0.1"], now - 30 * day, now - day))
+    write("otherhost", leaf(test_ca, ["other.example"], [], now - day, now + 30 * day))
+    write("stranger", leaf(rogue_ca, ["localhost"], ["127.0.0.1"], now - day, now + 30 * day))
 
 
 def keygen(private_path, public_path):
@@ -509,6 +625,8 @@ def main():
     signal.pthread_sigmask(signal.SIG_SETMASK, [])
     if sys.argv[1:2] == ["keygen"]:
         return keygen(sys.argv[2], sys.argv[3])
+    if sys.argv[1:2] == ["certs"]:
+        return certs(sys.argv[2])
     p = argparse.ArgumentParser()
     p.add_argument("--project", required=True)
     p.add_argument("--project-number", required=True)
@@ -518,14 +636,30 @@ def main():
     p.add_argument("--template")
     p.add_argument("--conflict-form", choices=["412", "400"], default="400")
     p.add_argument("--token-lifetime", type=int, default=3599)
+    p.add_argument("--tls")
     args = p.parse_args()
     state = State(args)
     holder = [None]
     server = Server(("127.0.0.1", 0), make_handler(state, holder))
-    holder[0] = f"http://127.0.0.1:{server.server_address[1]}/token"
-    print(f"PORT {server.server_address[1]}", flush=True)
+    port = server.server_address[1]
+    servers = [server]
+    if args.tls:
+        import ssl
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(os.path.join(args.tls, "good.pem"), os.path.join(args.tls, "good.key"))
+        state.tls, state.tls_dir = context, args.tls
+        server.socket = context.wrap_socket(server.socket, server_side=True)
+        holder[0] = f"https://localhost:{port}/token"
+        servers.append(Server(("127.0.0.1", 0), make_handler(state, holder)))
+        print(f"PORT {port}", flush=True)
+        print(f"CONTROL {servers[1].server_address[1]}", flush=True)
+    else:
+        holder[0] = f"http://127.0.0.1:{port}/token"
+        print(f"PORT {port}", flush=True)
     # Stop when the test that started us goes away (stdin closes).
-    threading.Thread(target=lambda: (sys.stdin.read(), server.shutdown()), daemon=True).start()
+    threading.Thread(target=lambda: (sys.stdin.read(), [s.shutdown() for s in servers]), daemon=True).start()
+    for extra in servers[1:]:
+        threading.Thread(target=extra.serve_forever, daemon=True).start()
     server.serve_forever()
 
 
