@@ -148,6 +148,9 @@ public final class FakeFirebase: @unchecked Sendable {
             ])
     }
 
+    /// Disarms every fault not yet reached.
+    public func clearFaults() throws { try control("POST", "/_fake/faults/clear") }
+
     /// Every version the fake keeps, oldest first (each with its `version` object).
     public func versions() throws -> [JSONValue] { try control("GET", "/_fake/state")["versions"]?.arrayValue ?? [] }
 

@@ -18,7 +18,7 @@ Strict where Firebase is strict:
 - rollback publishes an old version again with updateType ROLLBACK and rollbackSource.
 
 Test controls (unauthenticated, loopback only): POST /_fake/faults {"fault": ..., "match": ..., "count": n,
-"seconds": s}; GET /_fake/state; POST /_fake/publish {"template": ..., "user": ..., "description": ...} (a
+"seconds": s}; POST /_fake/faults/clear; GET /_fake/state; POST /_fake/publish {"template": ..., "user": ..., "description": ...} (a
 colleague publishing from the Firebase console); GET /_fake/stats.
 Faults: drop_before (close without answering, nothing applied), drop_after (applied, then closed),
 delay_after (applied, answered after `seconds`), delay_before (waits `seconds`, then handled), unavailable
@@ -527,6 +527,9 @@ def make_handler(state, token_url_holder):
                         "versions": [state.document(v, t) for v, t in state.versions],
                         "etag": state.etag(state.head()[0]["versionNumber"]),
                     })
+                if path == "/_fake/faults/clear" and method == "POST":
+                    state.faults.clear()
+                    return self.send(200, {"ok": True})
                 if path == "/_fake/tls" and method == "POST":
                     name = body["cert"]
                     state.tls.load_cert_chain(os.path.join(state.tls_dir, name + ".pem"), os.path.join(state.tls_dir, name + ".key"))

@@ -36,6 +36,7 @@ struct FirebaseTLSTests {
             try fake.serveCertificate(certificate)
             let r = try fake.rollout(["nudge", "+1", "--reason", "must not land"], environment: environment)
             let context = Comment(rawValue: "\(certificate): \(r.stderr)")
+            print("tls \(certificate): \(r.stderr)", terminator: "")
             #expect(r.status == 1, context)
             #expect(Self.lines(r.stderr).count == 1, context)
             #expect(r.stderr.contains(cause), context)
@@ -86,18 +87,27 @@ struct FirebaseTLSTests {
         #expect(try fake.rollout(["init", "--seed", "rollout-2026"]).status == 0)
         #expect(try fake.rollout(["set", "10", "--reason", "start"]).status == 0)
 
-        // A read: refused, one line, the process stays small.
-        try fake.fault(fault, match: "any")
-        let (read, readKiB) = try Self.measured(fake, ["status"])
-        #expect(read.status == 1, "\(fault): \(read.stdout)\(read.stderr)")
-        #expect(read.stderr.contains("larger than 16 MiB"), "\(fault): \(read.stderr)")
-        #expect(readKiB > 0 && readKiB <= 100 * 1024, "\(fault): peak RSS \(readKiB) KiB")
+        // Reads (the token endpoint's answer, then the API's listVersions, which is retried: every attempt
+        // gets the fault): refused, one line, the process small.
+        var readKiB: [Int] = []
+        for (match, command) in [("token", ["status"]), ("list", ["history"])] {
+            try fake.fault(fault, match: match, count: 20)
+            defer { try? fake.clearFaults() }
+            let (read, kib) = try Self.measured(fake, command)
+            #expect(read.status == 1, "\(fault) on \(match): \(read.stdout)\(read.stderr)")
+            #expect(read.stderr.contains("larger than 16 MiB"), "\(fault) on \(match): \(read.stderr)")
+            #expect(Self.lines(read.stderr).count == 1, "\(fault) on \(match): \(read.stderr)")
+            #expect(kib > 0 && kib <= 100 * 1024, "\(fault) on \(match): peak RSS \(kib) KiB")
+            #expect(try fake.stat("faults_pending") < 20, "\(fault) on \(match): the fault was not reached")
+            readKiB.append(kib)
+        }
 
         // A publish Firebase applied before its oversized answer: the answer is refused, the intent stays and
         // is settled (by this command or the next), so the live version has its audit record.
         try fake.fault(fault, match: "publish")
         let (write, writeKiB) = try Self.measured(fake, ["nudge", "+1", "--reason", "oversized answer"])
         #expect(writeKiB > 0 && writeKiB <= 100 * 1024, "\(fault): peak RSS \(writeKiB) KiB")
+        print("oversized answer \(fault): peak RSS \(readKiB) KiB (token, list), \(writeKiB) KiB (publish): \(write.stderr)", terminator: "")
         #expect(try fake.headNumber() == 4, "\(fault): Firebase applied the nudge (\(write.stderr))")
         #expect(try fake.rollout(["status"]).status == 0)
         let audit = try fake.json(["audit", "show", "--limit", "100"]).arrayValue ?? []
