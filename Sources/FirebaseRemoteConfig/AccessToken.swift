@@ -24,12 +24,19 @@ public final class ServiceAccountTokenProvider: AccessTokenProvider, @unchecked 
     /// How many exchanges have been made (what caching saves, for tests and `--verbose`).
     public private(set) var exchanges = 0
 
+    /// Waits between attempts (tests record instead of sleeping).
+    private let pause: @Sendable (Instant.Duration) -> Void
+
     public init(
         key: ServiceAccountKey, transport: HTTPTransport, clock: any Clock,
-        timeout: Instant.Duration = .seconds(Int64(30))
+        timeout: Instant.Duration = .seconds(Int64(30)),
+        pause: @escaping @Sendable (Instant.Duration) -> Void = { d in
+            if d.microseconds > 0 { usleep(UInt32(min(d.microseconds, 10_000_000))) }
+        }
     )
         throws(FirebaseError)
     {
+        self.pause = pause
         try RemoteConfigEndpoint.checkScheme(key.tokenURI, what: "the key file's token_uri")
         self.key = key
         self.transport = transport
@@ -48,14 +55,34 @@ public final class ServiceAccountTokenProvider: AccessTokenProvider, @unchecked 
             let request = HTTPRequest(
                 method: "POST", url: key.tokenURI, headers: [("Content-Type", "application/x-www-form-urlencoded")],
                 body: Array(form.utf8), timeout: timeout)
-            let response: HTTPResponse
-            do {
-                response = try transport.send(request)
-            } catch {
-                throw CredentialsError.exchange("cannot reach the token endpoint \(key.tokenURI): \(error)")
+            // The exchange is idempotent: a lost answer, a 429 or a server error is tried again (three attempts,
+            // half a second then a second apart, or the Retry-After Google names, up to 10 s).
+            var response: HTTPResponse
+            var attempt = 0
+            while true {
+                attempt += 1
+                do {
+                    response = try transport.send(request)
+                } catch {
+                    guard (error as? TransportError)?.isTransient == true, attempt < Self.attempts else {
+                        throw CredentialsError.exchange(
+                            "cannot reach the token endpoint \(key.tokenURI): \(error)"
+                                + (attempt > 1 ? " (after \(attempt) attempts)" : ""))
+                    }
+                    pause(Self.backoff(attempt, retryAfter: nil))
+                    continue
+                }
+                exchanges += 1
+                guard response.status == 429 || response.status >= 500, attempt < Self.attempts else { break }
+                pause(Self.backoff(attempt, retryAfter: response.header("retry-after")))
             }
-            exchanges += 1
             let json = try? JSONParser().parse(response.body)
+            if response.status == 429 || response.status >= 500 {
+                let detail = json?["error_description"]?.stringValue ?? ""
+                throw CredentialsError.exchange(
+                    "the token endpoint \(key.tokenURI) is unavailable: HTTP \(response.status)"
+                        + (detail.isEmpty ? "" : " (\(detail))") + " after \(attempt) attempts; try again later")
+            }
             guard response.status == 200 else {
                 let code = json?["error"]?.stringValue ?? "HTTP \(response.status)"
                 let detail = json?["error_description"]?.stringValue ?? ""
@@ -70,6 +97,15 @@ public final class ServiceAccountTokenProvider: AccessTokenProvider, @unchecked 
             cached = (token, now + .seconds(lifetime))
             return token
         }
+    }
+
+    static let attempts = 3
+
+    /// The wait before attempt `attempt + 1`: half a second, then a second; a `Retry-After` of whole seconds
+    /// instead, up to 10 s.
+    static func backoff(_ attempt: Int, retryAfter: String?) -> Instant.Duration {
+        if let r = retryAfter.flatMap({ Int64($0.trimmingSpaces()) }), r >= 0 { return .seconds(min(r, 10)) }
+        return .milliseconds(Int64(500) << Int64(attempt - 1))
     }
 
     /// `application/x-www-form-urlencoded` escaping of a value: every byte of its UTF-8 but the unreserved

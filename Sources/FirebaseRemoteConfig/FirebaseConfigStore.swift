@@ -156,10 +156,11 @@ public final class FirebaseConfigStore: ConfigStore, @unchecked Sendable {
                         try rollback.map { try client.rollback(to: $0) }
                         ?? client.put(document, ifMatch: ifMatch, validateOnly: false)
                 } catch let m as VersionMismatch {
-                    // After a lost answer, the mismatch may be our own earlier request that landed late.
-                    if attempt > 1,
-                        case .landed(let f) = try settle(
-                            after: baseNumber, expected: expected, description: description, rollbackSource: rollback)
+                    // A conflict answer is settled like a lost one: it may be contradictory (Firebase applied the
+                    // publish and answered 412 all the same), or, after a lost answer, our own earlier request
+                    // that landed late. Only a version after the base that is not ours makes it a conflict.
+                    if case .landed(let f) = try settle(
+                        after: baseNumber, expected: expected, description: description, rollbackSource: rollback)
                     {
                         landed = f
                         break
@@ -290,9 +291,13 @@ public final class FirebaseConfigStore: ConfigStore, @unchecked Sendable {
         return ours ? .landed(next) : .other(try fresh())
     }
 
+    /// Whether a publish that failed this way may have been applied: no answer, an answer that breaks the
+    /// protocol (no ETag, not JSON, no version: Firebase may have applied it and a proxy or a bug mangled the
+    /// answer), or a server error (a gateway's 502 says nothing about what the server behind it did).
     private static func mayHaveLanded(_ error: Error) -> Bool {
         if error is TransportError { return true }
-        if case FirebaseError.api(let status, _, _) = error { return status == 500 || status == 503 }
+        if case FirebaseError.protocolViolation = error { return true }
+        if case FirebaseError.api(let status, _, _) = error { return status >= 500 }
         return false
     }
 

@@ -42,10 +42,14 @@ public struct HTTPResponse: Sendable {
 /// Why no answer arrived. `mayHaveArrived` tells whether the server may have received (and acted on) the request:
 /// a publish whose answer was lost must be checked before it is sent again.
 public struct TransportError: Error, Sendable, CustomStringConvertible {
-    public enum Kind: Sendable { case timedOut, connectionLost, cannotConnect, other }
+    /// `untrusted`: the TLS check of the server failed (certificate, host name, CA bundle): nothing was sent, and
+    /// sending again cannot help.
+    public enum Kind: Sendable { case timedOut, connectionLost, cannotConnect, untrusted, other }
     public var kind: Kind
     public var message: String
     public var mayHaveArrived: Bool { kind == .timedOut || kind == .connectionLost || kind == .other }
+    /// Whether trying again may succeed.
+    public var isTransient: Bool { kind != .untrusted }
 
     public init(_ kind: Kind, _ message: String) {
         self.kind = kind
@@ -231,9 +235,10 @@ public struct CurlTransport: HTTPTransport {
                 var sent: Int = 0
                 _ = rollout_curl_get_request_size(handle, &sent)
                 kind = sent > 0 ? .timedOut : .cannotConnect
+            case CURLE_PEER_FAILED_VERIFICATION, CURLE_SSL_CACERT_BADFILE, CURLE_SSL_CERTPROBLEM:
+                kind = .untrusted
             case CURLE_COULDNT_CONNECT, CURLE_COULDNT_RESOLVE_HOST, CURLE_COULDNT_RESOLVE_PROXY,
-                CURLE_SSL_CONNECT_ERROR, CURLE_SSL_CACERT_BADFILE, CURLE_SSL_CERTPROBLEM,
-                CURLE_PEER_FAILED_VERIFICATION, CURLE_UNSUPPORTED_PROTOCOL, CURLE_URL_MALFORMAT:
+                CURLE_SSL_CONNECT_ERROR, CURLE_UNSUPPORTED_PROTOCOL, CURLE_URL_MALFORMAT:
                 kind = .cannotConnect
             case CURLE_GOT_NOTHING, CURLE_RECV_ERROR, CURLE_SEND_ERROR, CURLE_PARTIAL_FILE:
                 kind = .connectionLost

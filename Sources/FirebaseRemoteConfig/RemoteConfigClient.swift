@@ -285,7 +285,7 @@ public final class RemoteConfigClient: @unchecked Sendable {
             do {
                 response = try transport.send(request)
             } catch {
-                if retry || !error.mayHaveArrived, attempt < policy.attempts {
+                if retry || !error.mayHaveArrived, error.isTransient, attempt < policy.attempts {
                     sleep(policy.delay(retry: attempt, random: random()))
                     continue
                 }

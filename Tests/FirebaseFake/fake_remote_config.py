@@ -24,7 +24,11 @@ Faults: drop_before (close without answering, nothing applied), drop_after (appl
 delay_after (applied, answered after `seconds`), delay_before (waits `seconds`, then handled), unavailable
 (503 UNAVAILABLE), unauthenticated (401), giant_body (applied, then a 200 whose body runs to 512 MiB with no
 declared length), declared_giant (applied, then a 200 declaring 600 MiB), gzip_bomb (applied, then a 200 whose
-gzip body inflates to 1 GiB of zeros). Match: publish, validate, rollback, get, list, token, any.
+gzip body inflates to 1 GiB of zeros), no_etag (applied, answered 200 without its ETag), invalid_json (applied,
+answered 200 with a body that is not JSON), conflict_after (applied, answered 412 as if the ETag were stale),
+slow_body (applied, the answer's body trickled one byte a second), redirect (not applied, 307 to another host),
+html_5xx (not applied, a 502 with an HTML page, as a load balancer sends), rate_limited (not applied, 429 with
+Retry-After: `seconds`), bad_request (not applied, 400 INVALID_ARGUMENT). Match: publish, validate, rollback, get, list, token, any.
 
 TLS (--tls DIR, certificates written by `fake_remote_config.py certs DIR`): the API and the token endpoint are
 served over HTTPS as https://localhost:<port> with DIR/good.pem, and the controls over plain HTTP on a second
@@ -62,9 +66,9 @@ def b64url_decode(s):
 
 
 class Fail(Exception):
-    def __init__(self, code, status, message):
+    def __init__(self, code, status, message, headers=None):
         super().__init__(message)
-        self.code, self.status, self.message = code, status, message
+        self.code, self.status, self.message, self.headers = code, status, message, headers or {}
 
 
 class State:
@@ -245,7 +249,11 @@ def make_handler(state, token_url_holder):
             self.wfile.write(raw)
 
         def error(self, f):
-            self.send(f.code, {"error": {"code": f.code, "message": f.message, "status": f.status}})
+            if urllib.parse.urlsplit(self.path).path == "/token":
+                # Google's OAuth endpoint answers in RFC 6749's shape, not the API's error envelope.
+                oauth = {400: "invalid_request", 401: "invalid_client"}.get(f.code, "internal_failure")
+                return self.send(f.code, {"error": oauth, "error_description": f.message}, f.headers)
+            self.send(f.code, {"error": {"code": f.code, "message": f.message, "status": f.status}}, f.headers)
 
         def drop(self):
             self.close_connection = True
@@ -316,6 +324,60 @@ def make_handler(state, token_url_holder):
                 raise Fail(503, "UNAVAILABLE", "The service is currently unavailable.")
             if name == "unauthenticated":
                 raise Fail(401, "UNAUTHENTICATED", "Request had invalid authentication credentials.")
+            if name == "redirect":
+                self.send_response(307)
+                self.send_header("Location", "https://elsewhere.invalid" + self.path)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+                return
+            if name == "html_5xx":
+                page = b"<html><head><title>502 Bad Gateway</title></head><body><h1>502 Bad Gateway</h1></body></html>"
+                self.send_response(502)
+                self.send_header("Content-Type", "text/html")
+                self.send_header("Content-Length", str(len(page)))
+                self.end_headers()
+                self.wfile.write(page)
+                return
+            if name == "rate_limited":
+                raise Fail(429, "RESOURCE_EXHAUSTED", "Quota exceeded.", {"Retry-After": str(int(fault["seconds"]))})
+            if name == "bad_request":
+                raise Fail(400, "INVALID_ARGUMENT", "Request contains an invalid argument.")
+            if name in ("no_etag", "invalid_json", "conflict_after", "slow_body"):
+                saved = self.wfile
+                import io
+                self.wfile = io.BytesIO()
+                try:
+                    handle()
+                except Fail as f:
+                    self.error(f)
+                answer = self.wfile.getvalue()
+                self.wfile = saved
+                head, _, body = answer.partition(b"\r\n\r\n")
+                self.close_connection = True
+                if name == "conflict_after":
+                    raise Fail(412, "FAILED_PRECONDITION", "The ETag is stale.")
+                if name == "no_etag":
+                    lines = [l for l in head.split(b"\r\n") if not l.lower().startswith(b"etag:")]
+                    self.wfile.write(b"\r\n".join(lines) + b"\r\n\r\n" + body)
+                    return
+                if name == "invalid_json":
+                    page = b"<!doctype html><p>not json"
+                    self.send_response(200)
+                    self.send_header("Content-Type", "application/json; charset=UTF-8")
+                    self.send_header("Content-Length", str(len(page)))
+                    self.end_headers()
+                    self.wfile.write(page)
+                    return
+                # slow_body: the head at once, then a byte a second.
+                self.wfile.write(head + b"\r\n\r\n")
+                try:
+                    for i in range(len(body)):
+                        self.wfile.write(body[i:i + 1])
+                        self.wfile.flush()
+                        time.sleep(1)
+                except OSError:
+                    pass
+                return
             if name in ("giant_body", "declared_giant", "gzip_bomb"):
                 # Apply, then answer with a body no client should hold.
                 saved = self.wfile

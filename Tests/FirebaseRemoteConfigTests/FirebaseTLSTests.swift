@@ -63,7 +63,9 @@ struct FirebaseTLSTests {
 
     /// Runs the built binary on the fake and returns its result and peak resident set (KiB) as the kernel counted
     /// it for that process alone.
-    static func measured(_ fake: FakeFirebase, _ arguments: [String]) throws -> (TestSupport.ProcessResult, Int) {
+    static func measured(_ fake: FakeFirebase, _ arguments: [String], timeout: String = "60") throws
+        -> (TestSupport.ProcessResult, Int)
+    {
         let report = fake.directory.appendingPathComponent("rss-\(UUID().uuidString)").path
         let wrapper = """
             import resource, subprocess, sys
@@ -72,7 +74,7 @@ struct FirebaseTLSTests {
             sys.exit(r.returncode)
             """
         var env = fake.environment(operator: "ana@example.com")
-        env["ROLLOUT_FIREBASE_TIMEOUT"] = "60"
+        env["ROLLOUT_FIREBASE_TIMEOUT"] = timeout
         let r = try TestSupport.run(
             try TestSupport.python(),
             ["-c", wrapper, report, try TestSupport.rolloutBinary()] + arguments + ["--state", fake.stateLocation],
@@ -115,5 +117,54 @@ struct FirebaseTLSTests {
         #expect(four.count == 1, "\(fault): the applied nudge's audit record: \(audit)")
         let verify = try fake.rollout(["audit", "verify"])
         #expect(verify.status == 0, "\(fault): \(verify.stdout)\(verify.stderr)")
+    }
+}
+
+/// The fault drill of a publish through the built binary: each way an answer can be lost, malformed, contradictory
+/// or refused, on the publish and on the token endpoint. Whatever the command said, after the next command every
+/// version rollout published in Firebase has exactly one audit record, the chain verifies, nothing was published
+/// twice, and the process stayed within 100 MB.
+@Suite(.serialized)
+struct FirebasePublishFaultDrillTests {
+    static let cases: [(fault: String, match: String, seconds: Double)] = [
+        ("no_etag", "publish", 0), ("invalid_json", "publish", 0), ("conflict_after", "publish", 0),
+        ("drop_after", "publish", 0), ("slow_body", "publish", 0), ("redirect", "publish", 0),
+        ("html_5xx", "publish", 0), ("rate_limited", "publish", 1), ("bad_request", "publish", 0),
+        ("bad_request", "token", 0), ("unauthenticated", "token", 0), ("unavailable", "token", 0),
+        ("html_5xx", "token", 0), ("gzip_bomb", "publish", 0),
+    ]
+
+    @Test(arguments: 0..<cases.count)
+    func aPublishWhoseAnswerGoesWrongIsNeverLiveWithoutItsAuditRecord(_ index: Int) throws {
+        let (fault, match, seconds) = Self.cases[index]
+        let label = "\(fault) on \(match)"
+        let fake = try FakeFirebase(template: existingTemplate)
+        #expect(try fake.rollout(["init", "--seed", "rollout-2026"]).status == 0)
+        #expect(try fake.rollout(["set", "10", "--reason", "start"]).status == 0)
+        #expect(try fake.headNumber() == 3)
+
+        try fake.fault(fault, match: match, count: 1, seconds: seconds)
+        let (nudge, kib) = try FirebaseTLSTests.measured(fake, ["nudge", "+1", "--reason", "drill"], timeout: "3")
+        print("drill \(label): exit \(nudge.status), peak RSS \(kib) KiB: \(nudge.stderr)", terminator: "")
+        #expect(kib > 0 && kib <= 100 * 1024, "\(label): peak RSS \(kib) KiB")
+        if nudge.status != 0 {
+            #expect(FirebaseTLSTests.lines(nudge.stderr).count == 1, "\(label): \(nudge.stderr)")
+        }
+        try fake.clearFaults()
+
+        // The next command settles whatever is pending.
+        let status = try fake.rollout(["status"])
+        #expect(status.status == 0, "\(label): \(status.stderr)")
+        let head = try fake.headNumber()
+        #expect(head == 3 || head == 4, "\(label): published twice? head v\(head)")
+        let audit = try fake.json(["audit", "show", "--limit", "100"]).arrayValue ?? []
+        let published = audit.filter { $0["result"]?.stringValue == "published" }
+            .compactMap { $0["version"]?.numberValue?.int64 }.sorted()
+        #expect(published == Array(2...Int64(head)), "\(label): published records \(published), Firebase head v\(head)")
+        let verify = try fake.rollout(["audit", "verify"])
+        #expect(verify.status == 0, "\(label): \(verify.stdout)\(verify.stderr)")
+        if head == 4 {
+            #expect(try fake.json(["status"])["rollout"]?["percentage"]?.stringValue == "11", "\(label)")
+        }
     }
 }
