@@ -71,13 +71,33 @@ public final class FirebaseConfigStore: ConfigStore, @unchecked Sendable {
         lock.withLock { if head == nil || head!.stored.info.number <= s.info.number { head = (s, now) } }
     }
 
+    /// One version; `PurgedVersion` when Firebase no longer keeps it (older than the oldest it lists), else
+    /// `StoreError.noSuchVersion` when there is none.
     public func version(_ number: Int) throws -> StoredTemplate {
         if let s = lock.withLock({ versionCache[number] }) { return try attributed(s) }
         do {
             return try attributed(stored(client.get(version: number)))
         } catch FirebaseError.api(let status, _, _) where status == 404 || status == 400 {
+            if number >= 1, let oldest = try oldestKeptVersion(), number < oldest {
+                throw PurgedVersion(number: number, oldestKept: oldest)
+            }
             throw StoreError.noSuchVersion(number)
         }
+    }
+
+    /// The oldest version Firebase still lists (it keeps the newest 300, each for at most 90 days, and always the
+    /// active one); nil when it lists none.
+    func oldestKeptVersion() throws -> Int? {
+        var oldest: Int?
+        var token: String?
+        repeat {
+            let page = try client.listVersions(pageSize: 300, pageToken: token, endVersionNumber: nil)
+            for v in page.versions {
+                if let n = v["versionNumber"]?.stringValue.flatMap({ Int($0) }) { oldest = min(oldest ?? n, n) }
+            }
+            token = page.nextPageToken
+        } while token != nil
+        return oldest
     }
 
     public func versions(limit: Int, before: Int?) throws -> [VersionInfo] {
@@ -156,11 +176,14 @@ public final class FirebaseConfigStore: ConfigStore, @unchecked Sendable {
                         try rollback.map { try client.rollback(to: $0) }
                         ?? client.put(document, ifMatch: ifMatch, validateOnly: false)
                 } catch let m as VersionMismatch {
-                    // A conflict answer is settled like a lost one: it may be contradictory (Firebase applied the
-                    // publish and answered 412 all the same), or, after a lost answer, our own earlier request
-                    // that landed late. Only a version after the base that is not ours makes it a conflict.
-                    if case .landed(let f) = try settle(
-                        after: baseNumber, expected: expected, description: description, rollbackSource: rollback)
+                    // A conflict answer may be contradictory (Firebase applied the publish and answered 412 all the
+                    // same), or, after a lost answer, our own earlier request that landed late: the version after
+                    // the base tells, when it can only be ours. On a first answer it can only be ours when no one
+                    // of this state store claims it or raced on the same base (identical publishes of two
+                    // operators on one ETag are told apart by their intents, not by their content).
+                    if try attempt > 1 || onlyOursCouldFollow(baseNumber, intent: intent.id),
+                        case .landed(let f) = try settle(
+                            after: baseNumber, expected: expected, description: description, rollbackSource: rollback)
                     {
                         landed = f
                         break
@@ -291,6 +314,13 @@ public final class FirebaseConfigStore: ConfigStore, @unchecked Sendable {
         return ours ? .landed(next) : .other(try fresh())
     }
 
+    /// Whether the version after `base` can only be the publish of `intent`: no audit record claims it and no
+    /// other publish of this state store is pending on the same base.
+    private func onlyOursCouldFollow(_ base: Int, intent: Int64) throws -> Bool {
+        guard try !claimedVersions().contains(base + 1) else { return false }
+        return try !pendingIntents().contains { $0.id != intent && $0.baseNumber == base }
+    }
+
     /// Whether a publish that failed this way may have been applied: no answer, an answer that breaks the
     /// protocol (no ETag, not JSON, no version: Firebase may have applied it and a proxy or a bug mangled the
     /// answer), or a server error (a gateway's 502 says nothing about what the server behind it did).
@@ -365,5 +395,15 @@ public final class FirebaseConfigStore: ConfigStore, @unchecked Sendable {
             updateOrigin: v["updateOrigin"]?.stringValue ?? "REMOTE_CONFIG_UPDATE_ORIGIN_UNSPECIFIED", updateType: type,
             description: v["description"]?.stringValue ?? "",
             rollbackSource: v["rollbackSource"]?.stringValue.flatMap { Int($0) })
+    }
+}
+
+/// A version Firebase has purged: it keeps the newest 300 versions, each for at most 90 days.
+public struct PurgedVersion: Error, Sendable, CustomStringConvertible {
+    public let number: Int
+    public let oldestKept: Int
+
+    public var description: String {
+        "Firebase no longer keeps version \(number): it keeps the newest 300 versions, each for at most 90 days (the oldest it keeps is \(oldestKept))"
     }
 }

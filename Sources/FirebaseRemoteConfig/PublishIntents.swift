@@ -133,12 +133,17 @@ public enum ReconciledPublish: Sendable, Equatable, CustomStringConvertible {
     case published(intent: Int64, version: Int)
     /// It never landed (and no longer can): recorded as not published.
     case notPublished(intent: Int64)
+    /// Firebase purged the version it would have become before anyone settled it: whether it landed cannot be
+    /// known any more; recorded as such (never as "not published").
+    case purged(intent: Int64, version: Int)
 
     public var description: String {
         switch self {
         case .published(let i, let v):
             "interrupted publish \(i) had landed as Firebase version \(v): audit record completed"
         case .notPublished(let i): "interrupted publish \(i) was not applied by Firebase: recorded as not published"
+        case .purged(let i, let v):
+            "interrupted publish \(i): Firebase has purged version \(v), so whether it landed is unknown: recorded as such"
         }
     }
 }
@@ -199,12 +204,28 @@ extension FirebaseConfigStore {
         var out: [ReconciledPublish] = []
         for intent in pending {
             let head = try fresh().info.number
-            if let landed = try find(intent, below: head, claimed: claimed) {
+            let finding = try find(intent, below: head, claimed: claimed)
+            if case .landed(let landed) = finding {
                 try complete(
                     intent, landed: landed.info,
                     note: "settled after an interruption (publish intent \(intent.id))")
                 claimed.insert(landed.info.number)
                 out.append(.published(intent: intent.id, version: landed.info.number))
+                continue
+            }
+            if case .purged(let version, let oldest) = finding {
+                var entry = intent.audit
+                entry.result = .recorded
+                entry.detail =
+                    (entry.detail.isEmpty ? "" : entry.detail + "; ")
+                    + "outcome unknown: interrupted (publish intent \(intent.id), on version \(intent.baseNumber)), and "
+                    + "Firebase purged version \(version) before it was settled (it keeps the newest 300 versions, "
+                    + "each for at most 90 days; the oldest it keeps is \(oldest)); compare Firebase's history by hand"
+                try state.atomically {
+                    guard try state.removePublishIntent(intent.id) else { return }
+                    try state.appendAudit(entry)
+                }
+                out.append(.purged(intent: intent.id, version: version))
                 continue
             }
             let cannotLand = intent.conditional && head > intent.baseNumber
@@ -239,19 +260,30 @@ extension FirebaseConfigStore {
         return (try? state.publishIntentOwnerIsConnected(intent.id)) ?? nil ?? true
     }
 
+    enum Finding {
+        case landed(StoredTemplate)
+        case notFound
+        /// A version it may have become is gone from Firebase (`oldest` is the oldest Firebase keeps).
+        case purged(version: Int, oldest: Int)
+    }
+
     /// The version `intent` became, if it landed: after its base, not already another record's, with its content
     /// and description (a rollback: its source).
-    private func find(_ intent: PublishIntent, below head: Int, claimed: Set<Int>) throws -> StoredTemplate? {
-        guard head > intent.baseNumber else { return nil }
+    private func find(_ intent: PublishIntent, below head: Int, claimed: Set<Int>) throws -> Finding {
+        guard head > intent.baseNumber else { return .notFound }
         let candidates =
             intent.conditional
             ? [intent.baseNumber + 1]
             : Array((intent.baseNumber + 1)...head)
+        var purged: (version: Int, oldest: Int)?
         for n in candidates where !claimed.contains(n) {
             let v: StoredTemplate
             do {
                 v = try version(n)
             } catch StoreError.noSuchVersion {
+                continue
+            } catch let p as PurgedVersion {
+                if purged == nil { purged = (n, p.oldestKept) }
                 continue
             }
             let ours: Bool
@@ -262,8 +294,8 @@ extension FirebaseConfigStore {
                     v.info.description == String(intent.description.prefix(1024))
                     && SHA256.hex(Array(Self.content(v.template.json).utf8)) == intent.contentDigest
             }
-            if ours { return v }
+            if ours { return .landed(v) }
         }
-        return nil
+        return purged.map { .purged(version: $0.version, oldest: $0.oldest) } ?? .notFound
     }
 }

@@ -159,3 +159,44 @@ struct FirebaseInterruptionTests {
         _ = try store.verifyIntegrity()
     }
 }
+
+/// Firebase keeps the newest 300 versions: an interrupted publish whose version was purged before anyone settled
+/// it is recorded as unknown, never as "not published", and a purged version is named as purged.
+@Suite(.serialized)
+struct FirebasePurgedVersionTests {
+    @Test func anInterruptedPublishWhoseVersionWasPurgedIsRecordedAsUnknown() throws {
+        let fake = try FakeFirebase(template: existingTemplate)
+        #expect(try fake.rollout(["init", "--seed", "rollout-2026"]).status == 0)
+        #expect(try fake.rollout(["set", "10", "--reason", "start"]).status == 0)
+
+        try fake.fault("delay_after", match: "publish", count: 1, seconds: 60)
+        let killed = try FirebaseInterruptionTests.start(fake, ["nudge", "+1", "--reason", "killed mid-publish"])
+        try FirebaseInterruptionTests.waitUntil("Firebase to apply the nudge") { try fake.headNumber() == 4 }
+        FirebaseInterruptionTests.kill9(killed)
+        try fake.clearFaults()
+
+        // Colleagues publish 300 versions from the Firebase console before anyone runs rollout again.
+        let template = try fake.head()  // (the fake drops its version object)
+        for i in 0..<300 { try fake.publishAsColleague(template, description: "console edit \(i)") }
+        #expect(try fake.headNumber() == 304)
+        #expect(try fake.versions().count == 300)
+
+        let status = try fake.rollout(["status"])
+        #expect(status.status == 0, "\(status.stderr)")
+        let records = try FirebaseInterruptionTests.audit(fake)
+        let unknown = records.filter { ($0["detail"]?.stringValue ?? "").contains("outcome unknown") }
+        #expect(unknown.count == 1, "\(records)")
+        let detail = unknown.first?["detail"]?.stringValue ?? ""
+        #expect(detail.contains("Firebase purged version 4") && detail.contains("the oldest it keeps is 5"), "\(detail)")
+        #expect(unknown.first?["result"]?.stringValue == "recorded")
+        #expect(!records.contains { ($0["detail"]?.stringValue ?? "").contains("not published") }, "\(records)")
+        let verify = try fake.rollout(["audit", "verify"])
+        #expect(verify.status == 0, "\(verify.stdout)\(verify.stderr)")
+
+        // Asking for a purged version names the purge.
+        let rollback = try fake.rollout(["rollback", "3", "--reason", "back"])
+        #expect(rollback.status != 0)
+        #expect(rollback.stderr.contains("Firebase no longer keeps version 3"), "\(rollback.stderr)")
+        #expect(try fake.headNumber() == 304)
+    }
+}
