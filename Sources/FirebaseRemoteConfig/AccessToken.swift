@@ -27,9 +27,12 @@ public final class ServiceAccountTokenProvider: AccessTokenProvider, @unchecked 
     /// Waits between attempts (tests record instead of sleeping).
     private let pause: @Sendable (Instant.Duration) -> Void
 
+    /// The OAuth scope the tokens are asked for.
+    public let scope: String
+
     public init(
         key: ServiceAccountKey, transport: HTTPTransport, clock: any Clock,
-        timeout: Instant.Duration = .seconds(Int64(30)),
+        timeout: Instant.Duration = .seconds(Int64(30)), scope: String = ServiceAccountAssertion.remoteConfigScope,
         pause: @escaping @Sendable (Instant.Duration) -> Void = { d in
             if d.microseconds > 0 { usleep(UInt32(min(d.microseconds, 10_000_000))) }
         }
@@ -37,6 +40,7 @@ public final class ServiceAccountTokenProvider: AccessTokenProvider, @unchecked 
         throws(FirebaseError)
     {
         self.pause = pause
+        self.scope = scope
         try RemoteConfigEndpoint.checkScheme(key.tokenURI, what: "the key file's token_uri")
         self.key = key
         self.transport = transport
@@ -48,7 +52,7 @@ public final class ServiceAccountTokenProvider: AccessTokenProvider, @unchecked 
         try lock.withLock {
             let now = clock.now()
             if !refresh, let c = cached, now < c.expires - Self.refreshMargin { return c.token }
-            let assertion = try ServiceAccountAssertion.make(key: key, now: now)
+            let assertion = try ServiceAccountAssertion.make(key: key, scope: scope, now: now)
             let form =
                 "grant_type=" + Self.formEscape("urn:ietf:params:oauth:grant-type:jwt-bearer") + "&assertion="
                 + Self.formEscape(assertion)

@@ -10,7 +10,7 @@ Written for rollout's tests from Google's public documentation and the shapes of
 Strict where Firebase is strict:
 - every API call needs "Authorization: Bearer <token>" issued by /token (else 401, Google's error envelope);
 - /token takes grant_type=urn:ietf:params:oauth:grant-type:jwt-bearer and an RS256 assertion verified against
-  the service account's public key (kid, iss, aud = the token URL, scope, iat/exp at most one hour, not expired);
+  the service account's public key (kid, iss, aud = the token URL or Google's documented audience, scope, iat/exp at most one hour, not expired);
 - PUT needs If-Match ("*" forces); a stale ETag is a conflict, in the 412 or the 400 FAILED_PRECONDITION form;
 - the ETag header is sent only when the request accepts gzip (and the body is then gzip-encoded);
 - validateOnly=true checks and answers with an ETag ending in -0, writing nothing;
@@ -20,6 +20,10 @@ Strict where Firebase is strict:
 Test controls (unauthenticated, loopback only): POST /_fake/faults {"fault": ..., "match": ..., "count": n,
 "seconds": s}; POST /_fake/faults/clear; GET /_fake/state; POST /_fake/publish {"template": ..., "user": ..., "description": ...} (a
 colleague publishing from the Firebase console); GET /_fake/stats.
+App Check (firebaseappcheck v1, projects.services): GET services, GET/PATCH services/{id} (updateMask required;
+an etag that is not the current one is 409 ABORTED), POST services:batchUpdate; tokens need the firebase or
+cloud-platform scope (403 otherwise). Controls: GET /_fake/appcheck, POST /_fake/appcheck {"service", "mode"}.
+Fault matches: appcheck_get, appcheck_patch.
 Faults: drop_before (close without answering, nothing applied), drop_after (applied, then closed),
 delay_after (applied, answered after `seconds`), delay_before (waits `seconds`, then handled), unavailable
 (503 UNAVAILABLE), unauthenticated (401), giant_body (applied, then a 200 whose body runs to 512 MiB with no
@@ -56,7 +60,15 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import padding
 
 MAX_VERSIONS = 300
-SCOPES = {"https://www.googleapis.com/auth/firebase.remoteconfig", "https://www.googleapis.com/auth/cloud-platform"}
+REMOTE_CONFIG_SCOPES = {"https://www.googleapis.com/auth/firebase.remoteconfig", "https://www.googleapis.com/auth/cloud-platform"}
+GOOGLE_TOKEN_AUDIENCE = "https://oauth2.googleapis.com/token"
+# firebaseappcheck.v1.json's auth scopes.
+APP_CHECK_SCOPES = {"https://www.googleapis.com/auth/firebase", "https://www.googleapis.com/auth/cloud-platform"}
+SCOPES = REMOTE_CONFIG_SCOPES | APP_CHECK_SCOPES
+# The services App Check enforces on (projects.services ids).
+APP_CHECK_SERVICES = {"firestore.googleapis.com", "firebasedatabase.googleapis.com", "firebasestorage.googleapis.com",
+                      "identitytoolkit.googleapis.com", "oauth2.googleapis.com"}
+ENFORCEMENT_MODES = {"OFF", "UNENFORCED", "ENFORCED"}
 VALUE_TYPES = {"PARAMETER_VALUE_TYPE_UNSPECIFIED", "STRING", "BOOLEAN", "NUMBER", "JSON"}
 KEY_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,255}$")
 
@@ -82,7 +94,8 @@ class State:
             self.public_key = serialization.load_pem_public_key(f.read())
         self.conflict_form = args.conflict_form
         self.token_lifetime = args.token_lifetime
-        self.tokens = {}  # token -> expiry (epoch seconds)
+        self.tokens = {}  # token -> (expiry in epoch seconds, its scopes)
+        self.appcheck = {}  # service id -> {"enforcementMode", "replayProtection"?, "etag", "updateTime"}
         self.versions = []  # [(version dict, template dict)] oldest first
         self.faults = []
         self.stats = {"publish": 0, "validate": 0, "rollback": 0, "get": 0, "list": 0, "token": 0, "unauthenticated": 0, "conflict": 0}
@@ -283,6 +296,9 @@ def make_handler(state, token_url_holder):
         def do_POST(self):
             self.route("POST")
 
+        def do_PATCH(self):
+            self.route("PATCH")
+
         def route(self, method):
             url = urllib.parse.urlsplit(self.path)
             query = urllib.parse.parse_qs(url.query)
@@ -292,6 +308,10 @@ def make_handler(state, token_url_holder):
                     return self.control(method, url.path, raw)
                 if url.path == "/token" and method == "POST":
                     return self.faulted("token", lambda: self.token(raw))
+                a = re.match(r"^/v1/projects/([^/:]+)/services(?:/([^/:]+)|:batchUpdate)?$", url.path)
+                if a:
+                    kind = "appcheck_patch" if method in ("PATCH", "POST") else "appcheck_get"
+                    return self.faulted(kind, lambda: self.appcheck(method, a.group(1), a.group(2), url.path, query, raw))
                 m = re.match(r"^/v1/projects/([^/:]+)/remoteConfig(:listVersions|:rollback)?$", url.path)
                 if not m:
                     raise Fail(404, "NOT_FOUND", f"Method not found: {method} {url.path}")
@@ -463,9 +483,12 @@ def make_handler(state, token_url_holder):
                     refuse("Invalid JWT Signature.")
                 if claims.get("iss") != state.email:
                     refuse("Invalid JWT: unknown issuer")
-                if claims.get("aud") != token_url_holder[0]:
+                # Google documents the audience as always https://oauth2.googleapis.com/token (google-auth sends
+                # that whatever the key's token_uri); the key file's token_uri names the same endpoint.
+                if claims.get("aud") not in (token_url_holder[0], GOOGLE_TOKEN_AUDIENCE):
                     refuse("Invalid JWT: audience is not the token URL")
-                if not set(str(claims.get("scope", "")).split()) & SCOPES:
+                scopes = set(str(claims.get("scope", "")).split())
+                if not scopes & SCOPES:
                     raise Fail(400, "invalid_scope", "Invalid OAuth scope or ID token audience provided.")
                 now = time.time()
                 iat, exp = claims.get("iat"), claims.get("exp")
@@ -479,19 +502,136 @@ def make_handler(state, token_url_holder):
                 return
             token = "ya29.fake-" + secrets.token_urlsafe(24)
             with state.lock:
-                state.tokens[token] = time.time() + state.token_lifetime
+                state.tokens[token] = (time.time() + state.token_lifetime, scopes)
             self.send(200, {"access_token": token, "expires_in": state.token_lifetime, "token_type": "Bearer"})
 
-        def authenticate(self):
+        def authenticate(self, scopes=REMOTE_CONFIG_SCOPES):
             auth = self.headers.get("Authorization") or ""
             token = auth[7:] if auth.startswith("Bearer ") else None
             with state.lock:
-                expiry = state.tokens.get(token)
+                expiry, granted = state.tokens.get(token) or (None, set())
                 if expiry is None or expiry < time.time():
                     state.stats["unauthenticated"] += 1
                     raise Fail(
                         401, "UNAUTHENTICATED",
                         "Request had invalid authentication credentials. Expected OAuth 2 access token, login cookie or other valid authentication credential.")
+                if not granted & scopes:
+                    raise Fail(403, "PERMISSION_DENIED", "Request had insufficient authentication scopes.")
+
+        # The App Check API (projects.services, firebaseappcheck v1)
+
+        def appcheck(self, method, project, service, path, query, raw):
+            self.authenticate(APP_CHECK_SCOPES)
+            if project not in (state.project, str(state.number)):
+                raise Fail(403, "PERMISSION_DENIED", f"Permission denied on resource project {project}.")
+            with state.lock:
+                state.stats["appcheck_" + method.lower()] = state.stats.get("appcheck_" + method.lower(), 0) + 1
+            if path.endswith(":batchUpdate"):
+                if method != "POST":
+                    raise Fail(404, "NOT_FOUND", f"Method not found: {method} {path}")
+                body = self.json_body(raw)
+                mask = self.mask(body.get("updateMask"))
+                requests = body.get("requests")
+                if not isinstance(requests, list) or not requests or len(requests) > 100:
+                    raise Fail(400, "INVALID_ARGUMENT", "requests must hold 1 to 100 UpdateServiceRequests")
+                with state.lock:
+                    updates = []
+                    for r in requests:
+                        sv = (r or {}).get("service") or {}
+                        sid = self.service_id(project, sv.get("name", ""))
+                        updates.append((sid, sv, self.mask(r.get("updateMask")) if r.get("updateMask") else mask))
+                    for sid, sv, m in updates:
+                        self.check_update(sid, sv, m)
+                    out = [self.apply_update(project, sid, sv, m) for sid, sv, m in updates]
+                return self.send(200, {"services": out})
+            if service is None:
+                if method != "GET":
+                    raise Fail(404, "NOT_FOUND", f"Method not found: {method} {path}")
+                size = int((query.get("pageSize") or ["0"])[0] or 0)
+                if size < 0:
+                    raise Fail(400, "INVALID_ARGUMENT", "pageSize must not be negative")
+                size = min(size or 100, 100)
+                with state.lock:
+                    ids = sorted(state.appcheck)
+                start = int(b64url_decode((query.get("pageToken") or [""])[0]).decode() or 0) if query.get("pageToken") else 0
+                page = ids[start:start + size]
+                # proto3 JSON: an empty repeated field is left out.
+                out = {"services": [self.service_doc(project, i) for i in page]} if page else {}
+                if start + size < len(ids):
+                    out["nextPageToken"] = base64.urlsafe_b64encode(str(start + size).encode()).decode().rstrip("=")
+                return self.send(200, out)
+            sid = self.service_id(project, f"projects/{project}/services/{service}")
+            if method == "GET":
+                return self.send(200, self.service_doc(project, sid))
+            if method != "PATCH":
+                raise Fail(404, "NOT_FOUND", f"Method not found: {method} {path}")
+            mask = self.mask((query.get("updateMask") or [None])[0])
+            body = self.json_body(raw)
+            if body.get("name") not in (None, f"projects/{project}/services/{sid}"):
+                raise Fail(400, "INVALID_ARGUMENT", "the service's name does not match the URL")
+            with state.lock:
+                self.check_update(sid, body, mask)
+                return self.send(200, self.apply_update(project, sid, body, mask))
+
+        def json_body(self, raw):
+            try:
+                body = json.loads(raw.decode() or "{}")
+            except ValueError:
+                raise Fail(400, "INVALID_ARGUMENT", "Invalid JSON payload received.")
+            if not isinstance(body, dict):
+                raise Fail(400, "INVALID_ARGUMENT", "Invalid JSON payload received.")
+            return body
+
+        def mask(self, text):
+            if not text:
+                raise Fail(400, "INVALID_ARGUMENT", "update_mask is required")
+            fields = set()
+            for f in str(text).split(","):
+                f = {"enforcement_mode": "enforcementMode", "replay_protection": "replayProtection"}.get(f.strip(), f.strip())
+                if f not in ("enforcementMode", "replayProtection"):
+                    raise Fail(400, "INVALID_ARGUMENT", f"Invalid field mask path: {f}")
+                fields.add(f)
+            return fields
+
+        def service_id(self, project, name):
+            m = re.match(r"^projects/([^/]+)/services/([^/]+)$", name or "")
+            if not m or m.group(1) not in (state.project, str(state.number)):
+                raise Fail(400, "INVALID_ARGUMENT", f"Invalid service name: {name}")
+            if m.group(2) not in APP_CHECK_SERVICES:
+                raise Fail(404, "NOT_FOUND", f"Service {m.group(2)} is not supported by App Check.")
+            return m.group(2)
+
+        def current(self, sid):
+            return state.appcheck.get(sid) or {"enforcementMode": "OFF", "etag": f"W/\"{sid}-0\"", "updateTime": None}
+
+        def check_update(self, sid, body, mask):
+            cur = self.current(sid)
+            if body.get("etag") not in (None, cur["etag"]):
+                raise Fail(409, "ABORTED", "The provided etag does not match the current etag of the resource.")
+            for f in mask:
+                if body.get(f) not in ENFORCEMENT_MODES:
+                    raise Fail(400, "INVALID_ARGUMENT", f"Invalid value at '{f}': {body.get(f)!r}")
+                if f == "replayProtection" and sid != "firestore.googleapis.com":
+                    raise Fail(400, "INVALID_ARGUMENT", "replay protection is only available for Cloud Firestore")
+
+        def apply_update(self, project, sid, body, mask):
+            cur = dict(self.current(sid))
+            for f in mask:
+                cur[f] = body[f]
+            n = int(cur["etag"].rsplit("-", 1)[1].rstrip('"')) + 1
+            cur["etag"] = f"W/\"{sid}-{n}\""
+            cur["updateTime"] = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+            state.appcheck[sid] = cur
+            return self.service_doc(project, sid)
+
+        def service_doc(self, project, sid):
+            cur = self.current(sid)
+            doc = {"name": f"projects/{project}/services/{sid}", "enforcementMode": cur["enforcementMode"], "etag": cur["etag"]}
+            if cur.get("updateTime"):
+                doc["updateTime"] = cur["updateTime"]
+            if sid == "firestore.googleapis.com":
+                doc["replayProtection"] = cur.get("replayProtection", "OFF")
+            return doc
 
         # The Remote Config API
 
@@ -589,6 +729,13 @@ def make_handler(state, token_url_holder):
                         "versions": [state.document(v, t) for v, t in state.versions],
                         "etag": state.etag(state.head()[0]["versionNumber"]),
                     })
+                if path == "/_fake/appcheck" and method == "GET":
+                    return self.send(200, {sid: dict(v) for sid, v in state.appcheck.items()})
+                if path == "/_fake/appcheck" and method == "POST":
+                    # A colleague changing enforcement in the Firebase console.
+                    self.check_update(body["service"], {}, set())
+                    self.apply_update(state.project, body["service"], {"enforcementMode": body["mode"]}, {"enforcementMode"})
+                    return self.send(200, {"ok": True})
                 if path == "/_fake/faults/clear" and method == "POST":
                     state.faults.clear()
                     return self.send(200, {"ok": True})

@@ -263,7 +263,15 @@ struct RemoteConfigClientTests {
         let all = try store.versions(limit: 1000, before: nil)
         #expect(all.count == 300)
         #expect(all.last?.number == 11)
-        #expect(throws: StoreError.noSuchVersion(10)) { _ = try store.version(10) }
+        // Version 10 existed: Firebase purged it (the newest 300 are kept), and says so.
+        do {
+            _ = try store.version(10)
+            Issue.record("a purged version was read")
+        } catch let p as PurgedVersion {
+            #expect(p.number == 10 && p.oldestKept == 11)
+        }
+        // A version that never existed is still no such version.
+        #expect(throws: StoreError.noSuchVersion(311)) { _ = try store.version(311) }
         #expect(try store.version(11).template.parameter("n")?.defaultValue == .value("9"))
     }
 
