@@ -59,6 +59,20 @@ public struct GuardrailSettings: Hashable, Sendable {
 
     public static var keys: [String] { GuardrailSettings().settings.map(\.key) }
 
+    /// What a setting's value means, for `policy show`'s table. `guardrails.armed` is the by-hand switch: off does
+    /// not mean unarmed (`status` says armed as soon as the rollout's telemetry arrives).
+    public static func meaning(of key: String, value: String) -> String {
+        switch key {
+        case "guardrails.armed":
+            value == "on" ? "armed now, by hand" : "armed as soon as this rollout's telemetry arrives (on: arm now)"
+        case "guardrails.auto-kill": value == "on" ? "a HALT verdict kills the rollout" : "a HALT verdict waits for a person"
+        case "telemetry.stale-after-minutes": "older telemetry holds increases (HOLD)"
+        case "crash.detectable-effect-percent": "the crash-rate increase the test is sized to detect"
+        case "failures.ceiling-percent": "failed App Attest attempts of exposed users above this share: HOLD"
+        default: key.hasPrefix("failures.baseline-percent.") ? "the failure rate expected before the rollout (frozen: learned)" : ""
+        }
+    }
+
     /// Applies one setting; the error says what is accepted.
     public mutating func set(_ key: String, _ value: String) throws(GuardrailSettingError) {
         func flag() throws(GuardrailSettingError) -> Bool {

@@ -269,7 +269,9 @@ enum OperatorCommands {
         out += table([["KEY", "VALUE", "MEANING"]] + policy.settings.map { [$0.key, $0.value, $0.help] })
         out += "Kill and decreases never need a code; removing an operator always does.\n"
         out += "\nGuardrails (HOLD/HALT refuse increases; kill and decreases always pass):\n"
-        out += table([["KEY", "VALUE"]] + guardrails.settings.map { [$0.key, $0.value] })
+        out += table(
+            [["KEY", "VALUE", "MEANING"]]
+                + guardrails.settings.map { [$0.key, $0.value, GuardrailSettings.meaning(of: $0.key, value: $0.value)] })
         write(out)
         return .ok
     }

@@ -26,6 +26,11 @@ struct GuardrailCLITests {
         #expect(ingest.status == 0, "\(ingest.stderr)")
         let status1 = try rollout("status", "--json").stdout
         #expect(status1.contains("\"armed\": true") && status1.contains("\"verdict\": \"HOLD\""))
+        // `policy show` does not contradict it: the by-hand switch is off, and the table says what off means.
+        let armedRow = try rollout("policy", "show").stdout.split(separator: "\n").first { $0.hasPrefix("guardrails.armed ") }
+        #expect(
+            armedRow.map { $0.contains(" off ") && $0.contains("armed as soon as this rollout's telemetry arrives") } == true,
+            "\(armedRow.map(String.init) ?? "no guardrails.armed row")")
 
         let refused = try rollout("nudge", "+5", "--reason", "more")
         #expect(refused.status == 4)
