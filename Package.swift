@@ -67,18 +67,18 @@ let package = Package(
         .target(name: "AppCheck", dependencies: ["Platform", "Crypto", "COpenSSL", "JSON", "Timekeeping"], swiftSettings: strict),
         .target(name: "Console", dependencies: ["Platform", "RemoteConfig", "Rollout", "Telemetry", "Timekeeping", "TerminalText", "RampPlans"], swiftSettings: strict),
         // Ramp plans: the plan file, its state and the one decision of what a plan does next.
-        .target(name: "RampPlans", dependencies: ["Platform", "RemoteConfig", "Rollout", "Telemetry", "Timekeeping"], swiftSettings: strict),
+        .target(name: "RampPlans", dependencies: ["Platform", "Crypto", "RemoteConfig", "Rollout", "StepUp", "Telemetry", "Timekeeping"], swiftSettings: strict),
 
         // The one assessment of a rollout (`RolloutMonitor`) and auto-kill, on the core's ports only.
         .target(name: "Monitoring", dependencies: ["Platform", "RemoteConfig", "Rollout", "Telemetry", "Timekeeping"], swiftSettings: strict),
 
         // Adapters.
-        .target(name: "Store", dependencies: ["Platform", "CSQLite", "JSON", "Crypto", "RemoteConfig", "Rollout", "Telemetry", "AppCheck", "StepUp", "Timekeeping"], swiftSettings: strict),
+        .target(name: "Store", dependencies: ["Platform", "CSQLite", "JSON", "Crypto", "RemoteConfig", "Rollout", "Telemetry", "AppCheck", "StepUp", "Timekeeping", "RampPlans"], swiftSettings: strict),
         .target(name: "Terminal", dependencies: ["Platform", "CNcurses", "Console"], swiftSettings: strict),
         // The team store on PostgreSQL (`--store postgresql://...`).
         .target(
             name: "PostgresStore",
-            dependencies: ["Platform", "CPostgres", "AppCheck", "Crypto", "JSON", "RemoteConfig", "Rollout", "Timekeeping", "Store", "StepUp", "Telemetry"],
+            dependencies: ["Platform", "CPostgres", "AppCheck", "Crypto", "JSON", "RemoteConfig", "Rollout", "Timekeeping", "Store", "StepUp", "Telemetry", "RampPlans"],
             // Unoptimised in release too: Swift 6.3's optimiser miscompiles this module (a successful query reaches
             // the caller as a thrown error with a garbage PostgresError in it, and the release binary crashed on
             // every PostgreSQL store; debug builds, which the tests run, were fine). Its cost is far below a round
@@ -118,7 +118,7 @@ let package = Package(
             dependencies: ["TestSupport", "FirebaseRemoteConfig", "JSON", "RemoteConfig", "Rollout", "Store", "Timekeeping"],
             path: "Tests/FirebaseFake", exclude: ["fake_remote_config.py"], swiftSettings: strict),
         .target(
-            name: "StoreConformance", dependencies: ["Rollout", "RemoteConfig", "StepUp", "Telemetry", "AppCheck", "JSON", "Timekeeping", "Store"],
+            name: "StoreConformance", dependencies: ["Rollout", "RemoteConfig", "StepUp", "Telemetry", "AppCheck", "JSON", "Timekeeping", "RampPlans"],
             path: "Tests/StoreConformance", swiftSettings: strict),
 
         // Executables.
