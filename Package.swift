@@ -72,13 +72,17 @@ let package = Package(
         // The one assessment of a rollout (`RolloutMonitor`) and auto-kill, on the core's ports only.
         .target(name: "Monitoring", dependencies: ["Platform", "RemoteConfig", "Rollout", "Telemetry", "Timekeeping"], swiftSettings: strict),
 
+        // What the stores share without knowing each other's database: the store key file (it seals the secrets of
+        // the SQLite file and of the PostgreSQL team store). Never a database driver.
+        .target(name: "StoreSupport", dependencies: ["Platform", "Crypto", "Rollout"], swiftSettings: strict),
+
         // Adapters.
-        .target(name: "Store", dependencies: ["Platform", "CSQLite", "JSON", "Crypto", "RemoteConfig", "Rollout", "Telemetry", "AppCheck", "StepUp", "Timekeeping", "RampPlans"], swiftSettings: strict),
+        .target(name: "Store", dependencies: ["Platform", "CSQLite", "JSON", "Crypto", "RemoteConfig", "Rollout", "Telemetry", "AppCheck", "StepUp", "Timekeeping", "RampPlans", "StoreSupport"], swiftSettings: strict),
         .target(name: "Terminal", dependencies: ["Platform", "CNcurses", "Console"], swiftSettings: strict),
         // The team store on PostgreSQL (`--store postgresql://...`).
         .target(
             name: "PostgresStore",
-            dependencies: ["Platform", "CPostgres", "AppCheck", "Crypto", "JSON", "RemoteConfig", "Rollout", "Timekeeping", "Store", "StepUp", "Telemetry", "RampPlans"],
+            dependencies: ["Platform", "CPostgres", "AppCheck", "Crypto", "JSON", "RemoteConfig", "Rollout", "Timekeeping", "Store", "StepUp", "Telemetry", "RampPlans", "StoreSupport"],
             // Unoptimised in release too: Swift 6.3's optimiser miscompiles this module (a successful query reaches
             // the caller as a thrown error with a garbage PostgresError in it, and the release binary crashed on
             // every PostgreSQL store; debug builds, which the tests run, were fine). Its cost is far below a round
@@ -108,6 +112,7 @@ let package = Package(
                 "RampPlans",
                 "PostgresStore",
                 "AppCheck",
+                "StoreSupport",
             ],
             swiftSettings: strict),
         .target(name: "TestSupport", path: "Tests/Support", swiftSettings: strict),
@@ -143,7 +148,7 @@ let package = Package(
             name: "StoreTests",
             dependencies: [
                 "TestSupport", "StoreConformance", "StepUp", "Store", "Rollout", "RemoteConfig", "Telemetry", "JSON", "Timekeeping",
-                "AppCheck",
+                "AppCheck", "StoreSupport",
             ],
             swiftSettings: strict),
         .testTarget(
@@ -167,7 +172,7 @@ let package = Package(
             swiftSettings: strict),
         .testTarget(name: "ConsoleTests", dependencies: ["TestSupport", "Console", "Rollout", "Telemetry", "Timekeeping", "RampPlans", "RemoteConfig", "RolloutApp", "FleetSimulator", "Store"], exclude: ["Golden"], swiftSettings: strict),
         .testTarget(
-            name: "ServeTests", dependencies: ["TestSupport", "ExchangeServer", "AppCheck", "Store", "Telemetry", "Crypto", "JSON", "Timekeeping", "PostgresStore"],
+            name: "ServeTests", dependencies: ["TestSupport", "ExchangeServer", "AppCheck", "Store", "Telemetry", "Crypto", "JSON", "Timekeeping", "PostgresStore", "StoreSupport"],
             exclude: ["google_client.py"], swiftSettings: strict),
         .testTarget(
             name: "FirebaseRemoteConfigTests",
@@ -180,7 +185,7 @@ let package = Package(
             name: "PostgresStoreTests",
             dependencies: [
                 "TestSupport", "StoreConformance", "PostgresStore", "Rollout", "RemoteConfig", "JSON", "Timekeeping", "Store", "StepUp",
-                "Telemetry", "Crypto", "RolloutApp", "AppCheck",
+                "Telemetry", "Crypto", "RolloutApp", "AppCheck", "StoreSupport",
             ],
             swiftSettings: strict),
         .testTarget(

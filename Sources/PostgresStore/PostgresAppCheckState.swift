@@ -3,6 +3,7 @@ import Crypto
 import FoundationEssentials
 import Glibc
 import Store
+import StoreSupport
 import Timekeeping
 
 /// The App Check exchange's state (`AppCheckState`) on the PostgreSQL team store (tables `appcheck_*`, schema 3),

@@ -3,6 +3,7 @@ import FoundationEssentials
 import Glibc
 import Rollout
 import Store
+import StoreSupport
 import Telemetry
 import Timekeeping
 

@@ -4,6 +4,7 @@ import Glibc
 import Rollout
 import StepUp
 import Store
+import StoreSupport
 import Telemetry
 import Timekeeping
 

@@ -11,6 +11,7 @@ import RemoteConfig
 import Rollout
 import StepUp
 import Store
+import StoreSupport
 import Telemetry
 import Terminal
 import Timekeeping

@@ -4,6 +4,7 @@ import Foundation
 @testable import PostgresStore
 import Store
 import StoreConformance
+import StoreSupport
 import Testing
 import TestSupport
 import Timekeeping

@@ -4,6 +4,7 @@ import RemoteConfig
 import Rollout
 import StepUp
 import Store
+import StoreSupport
 import Testing
 import TestSupport
 import Timekeeping

@@ -4,6 +4,7 @@ import Rollout
 import RolloutApp
 import StepUp
 import Store
+import StoreSupport
 import Testing
 import TestSupport
 import Timekeeping

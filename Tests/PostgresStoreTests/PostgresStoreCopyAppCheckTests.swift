@@ -3,6 +3,7 @@ import Crypto
 import Foundation
 @testable import PostgresStore
 import Store
+import StoreSupport
 import Testing
 import TestSupport
 import Timekeeping

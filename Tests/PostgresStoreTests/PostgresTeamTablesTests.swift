@@ -6,6 +6,7 @@ import Rollout
 import StepUp
 import Store
 import StoreConformance
+import StoreSupport
 import Telemetry
 import Testing
 import TestSupport

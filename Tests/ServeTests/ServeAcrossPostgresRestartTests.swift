@@ -4,6 +4,7 @@ import ExchangeServer
 import Foundation
 import PostgresStore
 import Store
+import StoreSupport
 import Testing
 import TestSupport
 import Timekeeping

@@ -5,6 +5,7 @@ import Foundation
 import JSON
 import PostgresStore
 import Store
+import StoreSupport
 import Testing
 import TestSupport
 import Timekeeping

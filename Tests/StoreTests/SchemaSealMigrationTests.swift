@@ -2,6 +2,7 @@ import AppCheck
 import Foundation
 import Rollout
 @testable import Store
+import StoreSupport
 import Testing
 
 /// Schema 8's migration on stores of schema 7, as the previous release left them (App Check private keys in

@@ -1,6 +1,7 @@
 import Foundation
 import Rollout
 import Store
+import StoreSupport
 import TestSupport
 import Testing
 
