@@ -95,7 +95,7 @@ let package = Package(
         // `rollout serve`: the App Check exchange over HTTP and live telemetry intake, on libmicrohttpd.
         .target(
             name: "ExchangeServer",
-            dependencies: ["Platform", "CMicroHTTPD", "AppCheck", "Crypto", "JSON", "Store", "Telemetry", "Timekeeping"],
+            dependencies: ["Platform", "CMicroHTTPD", "AppCheck", "Crypto", "JSON", "Telemetry", "Timekeeping"],
             swiftSettings: strict),
         // Firebase Remote Config as the config store: REST over libcurl, service-account OAuth, the ConfigStore.
         .target(
