@@ -100,7 +100,7 @@ let package = Package(
         // Firebase Remote Config as the config store: REST over libcurl, service-account OAuth, the ConfigStore.
         .target(
             name: "FirebaseRemoteConfig",
-            dependencies: ["Platform", "CCurl", "COpenSSL", "Crypto", "JSON", "RemoteConfig", "Rollout", "Store", "Timekeeping"],
+            dependencies: ["Platform", "CCurl", "COpenSSL", "Crypto", "JSON", "RemoteConfig", "Rollout", "Timekeeping"],
             swiftSettings: strict),
         // The application layer: wiring of store, policies, console and simulator (used by the CLI and the benchmarks).
         .target(
