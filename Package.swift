@@ -82,7 +82,7 @@ let package = Package(
         // The team store on PostgreSQL (`--store postgresql://...`).
         .target(
             name: "PostgresStore",
-            dependencies: ["Platform", "CPostgres", "AppCheck", "Crypto", "JSON", "RemoteConfig", "Rollout", "Timekeeping", "Store", "StepUp", "Telemetry", "RampPlans", "StoreSupport"],
+            dependencies: ["Platform", "CPostgres", "AppCheck", "Crypto", "JSON", "RemoteConfig", "Rollout", "Timekeeping", "StepUp", "Telemetry", "RampPlans", "StoreSupport"],
             // Unoptimised in release too: Swift 6.3's optimiser miscompiles this module (a successful query reaches
             // the caller as a thrown error with a garbage PostgresError in it, and the release binary crashed on
             // every PostgreSQL store; debug builds, which the tests run, were fine). Its cost is far below a round
@@ -101,6 +101,11 @@ let package = Package(
         .target(
             name: "FirebaseRemoteConfig",
             dependencies: ["Platform", "CCurl", "COpenSSL", "Crypto", "JSON", "RemoteConfig", "Rollout", "Timekeeping"],
+            swiftSettings: strict),
+        // `rollout store copy`: an SQLite store moved into a PostgreSQL team store. It reads one adapter and writes
+        // another, so it sits beside the wiring, not in either adapter.
+        .target(
+            name: "StoreCopy", dependencies: ["Crypto", "PostgresStore", "Rollout", "Store", "StoreSupport", "Telemetry", "Timekeeping"],
             swiftSettings: strict),
         // The application layer: wiring of store, policies, console and simulator (used by the CLI and the benchmarks).
         .target(
@@ -129,7 +134,7 @@ let package = Package(
         // Executables.
         .executableTarget(
             name: "rollout",
-            dependencies: ["Platform", "CommandLineKit", "RolloutApp", "JSON", "RemoteConfig", "Rollout", "Telemetry", "Store", "AppCheck", "StepUp", "FleetSimulator", "Console", "Terminal", "Timekeeping", "Crypto", "TerminalText", "ExchangeServer", "RampPlans", "PostgresStore", "Monitoring"],
+            dependencies: ["Platform", "CommandLineKit", "RolloutApp", "JSON", "RemoteConfig", "Rollout", "Telemetry", "Store", "AppCheck", "StepUp", "FleetSimulator", "Console", "Terminal", "Timekeeping", "Crypto", "TerminalText", "ExchangeServer", "RampPlans", "PostgresStore", "Monitoring", "StoreCopy"],
             swiftSettings: strict, linkerSettings: staticNativeLibraries),
         .executableTarget(
             name: "rollout-bench",
@@ -185,7 +190,7 @@ let package = Package(
             name: "PostgresStoreTests",
             dependencies: [
                 "TestSupport", "StoreConformance", "PostgresStore", "Rollout", "RemoteConfig", "JSON", "Timekeeping", "Store", "StepUp",
-                "Telemetry", "Crypto", "RolloutApp", "AppCheck", "StoreSupport",
+                "Telemetry", "Crypto", "RolloutApp", "AppCheck", "StoreSupport", "StoreCopy",
             ],
             swiftSettings: strict),
         .testTarget(

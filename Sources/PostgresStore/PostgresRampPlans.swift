@@ -3,7 +3,6 @@ import Glibc
 import RampPlans
 import Rollout
 import StepUp
-import Store
 import Timekeeping
 
 /// The ramp plan port (`RampPlanStore`, and so the pre-approval port of step-up) on a PostgreSQL team store:
@@ -100,7 +99,7 @@ public final class PostgresRampPlans: RampPlanStore, @unchecked Sendable {
             reachedAt: try instant(r[6]), okSince: try instant(r[7]), reason: r[8] ?? "", revision: revision)
     }
 
-    static func insert(_ row: RampPlanRecord, revision: Int64, _ c: PGConnection) throws {
+    package static func insert(_ row: RampPlanRecord, revision: Int64, _ c: PGConnection) throws {
         try c.query(
             """
             INSERT INTO ramp_plan (id, name, source, started_by, started_at, phase, reached, reached_at, ok_since, reason, revision)
@@ -135,7 +134,7 @@ public final class PostgresRampPlans: RampPlanStore, @unchecked Sendable {
             grantedAt: Instant(microseconds: granted), expiresAt: Instant(microseconds: expires))
     }
 
-    static func insert(_ approval: StepUpPreApproval, _ c: PGConnection) throws {
+    package static func insert(_ approval: StepUpPreApproval, _ c: PGConnection) throws {
         try c.query(
             """
             INSERT INTO ramp_plan_approval (id, plan, plan_name, approved_by, steps, granted_at, expires_at)

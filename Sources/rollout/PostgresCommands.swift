@@ -9,6 +9,7 @@ import RemoteConfig
 import Rollout
 import RolloutApp
 import Store
+import StoreCopy
 import Terminal
 
 /// The commands' route to a PostgreSQL store (`--store postgresql://...`): the same commands, printing the same

@@ -5,6 +5,7 @@ import RolloutApp
 import StepUp
 import Store
 import StoreConformance
+import StoreCopy
 import StoreSupport
 import Testing
 import TestSupport

@@ -3,6 +3,7 @@ import Crypto
 import Foundation
 @testable import PostgresStore
 import Store
+import StoreCopy
 import StoreSupport
 import Testing
 import TestSupport
