@@ -76,7 +76,8 @@ let package = Package(
         // the SQLite file and of the PostgreSQL team store). Never a database driver.
         .target(name: "StoreSupport", dependencies: ["Platform", "Crypto", "Rollout"], swiftSettings: strict),
 
-        // Adapters.
+        // Adapters: Store (SQLite), PostgresStore, FirebaseRemoteConfig and ExchangeServer never depend on each
+        // other (Tests/ArchitectureTests checks it); they share the core's ports and StoreSupport.
         .target(name: "Store", dependencies: ["Platform", "CSQLite", "JSON", "Crypto", "RemoteConfig", "Rollout", "Telemetry", "AppCheck", "StepUp", "Timekeeping", "RampPlans", "StoreSupport"], swiftSettings: strict),
         .target(name: "Terminal", dependencies: ["Platform", "CNcurses", "Console"], swiftSettings: strict),
         // The team store on PostgreSQL (`--store postgresql://...`).
@@ -143,6 +144,8 @@ let package = Package(
 
         // Tests: one target per module; EndToEnd drives the built binary.
         .testTarget(name: "PlatformTests", dependencies: ["Platform"], swiftSettings: strict),
+        // Checks of the layering itself (adapters never depend on each other), on Package.swift and the sources.
+        .testTarget(name: "ArchitectureTests", dependencies: ["TestSupport"], swiftSettings: strict),
         .testTarget(name: "TimekeepingTests", dependencies: ["TestSupport", "Timekeeping"], swiftSettings: strict),
         .testTarget(name: "TerminalTextTests", dependencies: ["TestSupport", "TerminalText", "JSON"], swiftSettings: strict),
         .testTarget(name: "JSONTests", dependencies: ["TestSupport", "JSON"], swiftSettings: strict),
