@@ -10,7 +10,7 @@ import PostgresStore
 import RemoteConfig
 import Rollout
 import StepUp
-import Store
+import SQLiteStore
 import StoreSupport
 import Telemetry
 import Terminal

@@ -3,7 +3,7 @@ import FoundationEssentials
 import Glibc
 import PostgresStore
 import Rollout
-import Store
+import SQLiteStore
 import StoreSupport
 import Telemetry
 import Timekeeping

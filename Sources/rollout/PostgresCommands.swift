@@ -8,7 +8,7 @@ import PostgresStore
 import RemoteConfig
 import Rollout
 import RolloutApp
-import Store
+import SQLiteStore
 import StoreCopy
 import Terminal
 

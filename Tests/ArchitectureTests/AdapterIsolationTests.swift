@@ -6,7 +6,7 @@ import Testing
 /// on each other): what two backends share is a port of the core or StoreSupport. Checked on Package.swift, so the
 /// compiler enforces it, and on the adapters' sources, so an `import` cannot creep back in beside a dependency.
 @Suite struct AdapterIsolationTests {
-    static let adapters = ["Store", "PostgresStore", "FirebaseRemoteConfig", "ExchangeServer"]
+    static let adapters = ["SQLiteStore", "PostgresStore", "FirebaseRemoteConfig", "ExchangeServer"]
 
     @Test func noAdapterDependsOnAnotherInPackageSwift() throws {
         let manifest = try String(
@@ -49,8 +49,8 @@ import Testing
     @Test func theChecksSeeAnAdapterDependency() {
         let manifest = """
             .target(name: "Platform"),
-            .target(name: "Store", dependencies: ["Platform"]),
-            .target(name: "Bridge", dependencies: ["Store"]),
+            .target(name: "SQLiteStore", dependencies: ["Platform"]),
+            .target(name: "Bridge", dependencies: ["SQLiteStore"]),
             .target(
                 name: "PostgresStore",
                 dependencies: ["Platform", "Bridge"],
@@ -58,7 +58,7 @@ import Testing
             """
         let targets = Self.targetDependencies(manifest)
         #expect(targets["PostgresStore"] == ["Platform", "Bridge"])
-        #expect(Self.closure(of: "PostgresStore", in: targets).contains("Store"))
+        #expect(Self.closure(of: "PostgresStore", in: targets).contains("SQLiteStore"))
         #expect(Self.importedModule("@testable import PostgresStore") == "PostgresStore")
         #expect(Self.importedModule("@_exported import struct ExchangeServer.EventsIntake") == "ExchangeServer")
         #expect(Self.importedModule("    import FirebaseRemoteConfig // state") == "FirebaseRemoteConfig")

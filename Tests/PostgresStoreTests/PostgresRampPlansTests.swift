@@ -3,7 +3,7 @@ import Foundation
 import Rollout
 import RolloutApp
 import StepUp
-import Store
+import SQLiteStore
 import StoreConformance
 import StoreCopy
 import StoreSupport

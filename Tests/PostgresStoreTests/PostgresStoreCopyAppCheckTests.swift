@@ -2,7 +2,7 @@ import AppCheck
 import Crypto
 import Foundation
 @testable import PostgresStore
-import Store
+import SQLiteStore
 import StoreCopy
 import StoreSupport
 import Testing

@@ -4,7 +4,7 @@ import Foundation
 import RemoteConfig
 import Rollout
 import StepUp
-import Store
+import SQLiteStore
 import StoreConformance
 import StoreSupport
 import Telemetry

@@ -3,7 +3,7 @@ import Crypto
 import ExchangeServer
 import Foundation
 import PostgresStore
-import Store
+import SQLiteStore
 import StoreSupport
 import Testing
 import TestSupport

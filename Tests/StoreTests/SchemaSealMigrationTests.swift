@@ -1,7 +1,7 @@
 import AppCheck
 import Foundation
 import Rollout
-@testable import Store
+@testable import SQLiteStore
 import StoreSupport
 import Testing
 
