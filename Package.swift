@@ -4,7 +4,7 @@ import PackageDescription
 /// rollout: a terminal console for rolling out Firebase App Check with App Attest a percentage at a time.
 ///
 /// Layers: pure core modules (JSON, RemoteConfig, Rollout, Telemetry, StepUp, Console) know no terminal,
-/// database, network or wall clock; adapters (Store, Terminal, AppCheck's libcrypto use) sit at the edges;
+/// database, network or wall clock; adapters (SQLiteStore, Terminal, AppCheck's libcrypto use) sit at the edges;
 /// the `rollout` executable wires them.
 ///
 /// Release builds reach the metadata of concrete generic types (`[String: Int]`, `Set<CounterKey>`) through
@@ -67,18 +67,23 @@ let package = Package(
         .target(name: "AppCheck", dependencies: ["Platform", "Crypto", "COpenSSL", "JSON", "Timekeeping"], swiftSettings: strict),
         .target(name: "Console", dependencies: ["Platform", "RemoteConfig", "Rollout", "Telemetry", "Timekeeping", "TerminalText", "RampPlans"], swiftSettings: strict),
         // Ramp plans: the plan file, its state and the one decision of what a plan does next.
-        .target(name: "RampPlans", dependencies: ["Platform", "RemoteConfig", "Rollout", "Telemetry", "Timekeeping"], swiftSettings: strict),
+        .target(name: "RampPlans", dependencies: ["Platform", "Crypto", "RemoteConfig", "Rollout", "StepUp", "Telemetry", "Timekeeping"], swiftSettings: strict),
 
         // The one assessment of a rollout (`RolloutMonitor`) and auto-kill, on the core's ports only.
         .target(name: "Monitoring", dependencies: ["Platform", "RemoteConfig", "Rollout", "Telemetry", "Timekeeping"], swiftSettings: strict),
 
-        // Adapters.
-        .target(name: "Store", dependencies: ["Platform", "CSQLite", "JSON", "Crypto", "RemoteConfig", "Rollout", "Telemetry", "AppCheck", "StepUp", "Timekeeping"], swiftSettings: strict),
+        // What the stores share without knowing each other's database: the store key file (it seals the secrets of
+        // the SQLite file and of the PostgreSQL team store). Never a database driver.
+        .target(name: "StoreSupport", dependencies: ["Platform", "Crypto", "Rollout"], swiftSettings: strict),
+
+        // Adapters: SQLiteStore, PostgresStore, FirebaseRemoteConfig and ExchangeServer never depend on each
+        // other (Tests/ArchitectureTests checks it); they share the core's ports and StoreSupport.
+        .target(name: "SQLiteStore", dependencies: ["Platform", "CSQLite", "JSON", "Crypto", "RemoteConfig", "Rollout", "Telemetry", "AppCheck", "StepUp", "Timekeeping", "RampPlans", "StoreSupport"], swiftSettings: strict),
         .target(name: "Terminal", dependencies: ["Platform", "CNcurses", "Console"], swiftSettings: strict),
         // The team store on PostgreSQL (`--store postgresql://...`).
         .target(
             name: "PostgresStore",
-            dependencies: ["Platform", "CPostgres", "AppCheck", "Crypto", "JSON", "RemoteConfig", "Rollout", "Timekeeping", "Store", "StepUp", "Telemetry"],
+            dependencies: ["Platform", "CPostgres", "AppCheck", "Crypto", "JSON", "RemoteConfig", "Rollout", "Timekeeping", "StepUp", "Telemetry", "RampPlans", "StoreSupport"],
             // Unoptimised in release too: Swift 6.3's optimiser miscompiles this module (a successful query reaches
             // the caller as a thrown error with a garbage PostgresError in it, and the release binary crashed on
             // every PostgreSQL store; debug builds, which the tests run, were fine). Its cost is far below a round
@@ -91,23 +96,29 @@ let package = Package(
         // `rollout serve`: the App Check exchange over HTTP and live telemetry intake, on libmicrohttpd.
         .target(
             name: "ExchangeServer",
-            dependencies: ["Platform", "CMicroHTTPD", "AppCheck", "Crypto", "JSON", "Store", "Telemetry", "Timekeeping"],
+            dependencies: ["Platform", "CMicroHTTPD", "AppCheck", "Crypto", "JSON", "Telemetry", "Timekeeping"],
             swiftSettings: strict),
         // Firebase Remote Config as the config store: REST over libcurl, service-account OAuth, the ConfigStore.
         .target(
             name: "FirebaseRemoteConfig",
-            dependencies: ["Platform", "CCurl", "COpenSSL", "Crypto", "JSON", "RemoteConfig", "Rollout", "Store", "Timekeeping"],
+            dependencies: ["Platform", "CCurl", "COpenSSL", "Crypto", "JSON", "RemoteConfig", "Rollout", "Timekeeping"],
+            swiftSettings: strict),
+        // `rollout store copy`: an SQLite store moved into a PostgreSQL team store. It reads one adapter and writes
+        // another, so it sits beside the wiring, not in either adapter.
+        .target(
+            name: "StoreCopy", dependencies: ["Crypto", "PostgresStore", "Rollout", "SQLiteStore", "StoreSupport", "Telemetry", "Timekeeping"],
             swiftSettings: strict),
         // The application layer: wiring of store, policies, console and simulator (used by the CLI and the benchmarks).
         .target(
             name: "RolloutApp",
             dependencies: [
-                "Platform", "CommandLineKit", "Crypto", "RemoteConfig", "Rollout", "Telemetry", "Store", "StepUp", "Console", "Terminal", "Timekeeping",
+                "Platform", "CommandLineKit", "Crypto", "RemoteConfig", "Rollout", "Telemetry", "SQLiteStore", "StepUp", "Console", "Terminal", "Timekeeping",
                 "Monitoring",
                 "FirebaseRemoteConfig",
                 "RampPlans",
                 "PostgresStore",
                 "AppCheck",
+                "StoreSupport",
             ],
             swiftSettings: strict),
         .target(name: "TestSupport", path: "Tests/Support", swiftSettings: strict),
@@ -115,45 +126,47 @@ let package = Package(
         // The strict fake of Firebase Remote Config (a Python program) and its driver, shared by the Firebase tests.
         .target(
             name: "FirebaseFake",
-            dependencies: ["TestSupport", "FirebaseRemoteConfig", "JSON", "RemoteConfig", "Rollout", "Store", "Timekeeping"],
+            dependencies: ["TestSupport", "FirebaseRemoteConfig", "JSON", "RemoteConfig", "Rollout", "SQLiteStore", "Timekeeping"],
             path: "Tests/FirebaseFake", exclude: ["fake_remote_config.py"], swiftSettings: strict),
         .target(
-            name: "StoreConformance", dependencies: ["Rollout", "RemoteConfig", "StepUp", "Telemetry", "AppCheck", "JSON", "Timekeeping", "Store"],
+            name: "StoreConformance", dependencies: ["Rollout", "RemoteConfig", "StepUp", "Telemetry", "AppCheck", "JSON", "Timekeeping", "RampPlans"],
             path: "Tests/StoreConformance", swiftSettings: strict),
 
         // Executables.
         .executableTarget(
             name: "rollout",
-            dependencies: ["Platform", "CommandLineKit", "RolloutApp", "JSON", "RemoteConfig", "Rollout", "Telemetry", "Store", "AppCheck", "StepUp", "FleetSimulator", "Console", "Terminal", "Timekeeping", "Crypto", "TerminalText", "ExchangeServer", "RampPlans", "PostgresStore", "Monitoring"],
+            dependencies: ["Platform", "CommandLineKit", "RolloutApp", "JSON", "RemoteConfig", "Rollout", "Telemetry", "SQLiteStore", "AppCheck", "StepUp", "FleetSimulator", "Console", "Terminal", "Timekeeping", "Crypto", "TerminalText", "ExchangeServer", "RampPlans", "PostgresStore", "Monitoring", "StoreCopy"],
             swiftSettings: strict, linkerSettings: staticNativeLibraries),
         .executableTarget(
             name: "rollout-bench",
-            dependencies: ["RolloutApp", "JSON", "RemoteConfig", "Rollout", "Telemetry", "Store", "AppCheck", "StepUp", "FleetSimulator", "Console", "Terminal", "Crypto", "COpenSSL", "CSQLite", "Timekeeping", "ExchangeServer", "Monitoring", "PostgresStore"],
+            dependencies: ["RolloutApp", "JSON", "RemoteConfig", "Rollout", "Telemetry", "SQLiteStore", "AppCheck", "StepUp", "FleetSimulator", "Console", "Terminal", "Crypto", "COpenSSL", "CSQLite", "Timekeeping", "ExchangeServer", "Monitoring", "PostgresStore"],
             swiftSettings: strict, linkerSettings: staticNativeLibraries),
 
         // Tests: one target per module; EndToEnd drives the built binary.
         .testTarget(name: "PlatformTests", dependencies: ["Platform"], swiftSettings: strict),
+        // Checks of the layering itself (adapters never depend on each other), on Package.swift and the sources.
+        .testTarget(name: "ArchitectureTests", dependencies: ["TestSupport"], swiftSettings: strict),
         .testTarget(name: "TimekeepingTests", dependencies: ["TestSupport", "Timekeeping"], swiftSettings: strict),
         .testTarget(name: "TerminalTextTests", dependencies: ["TestSupport", "TerminalText", "JSON"], swiftSettings: strict),
         .testTarget(name: "JSONTests", dependencies: ["TestSupport", "JSON"], swiftSettings: strict),
         .testTarget(name: "RemoteConfigTests", dependencies: ["TestSupport", "RemoteConfig", "JSON"], swiftSettings: strict),
         .testTarget(name: "RolloutTests", dependencies: ["TestSupport", "StoreConformance", "Rollout", "RemoteConfig", "JSON", "Timekeeping"], swiftSettings: strict),
-        .testTarget(name: "TelemetryTests", dependencies: ["TestSupport", "Telemetry", "Store", "Rollout", "JSON", "Timekeeping"], swiftSettings: strict),
+        .testTarget(name: "TelemetryTests", dependencies: ["TestSupport", "Telemetry", "SQLiteStore", "Rollout", "JSON", "Timekeeping"], swiftSettings: strict),
         .testTarget(
             name: "StoreTests",
             dependencies: [
-                "TestSupport", "StoreConformance", "StepUp", "Store", "Rollout", "RemoteConfig", "Telemetry", "JSON", "Timekeeping",
-                "AppCheck",
+                "TestSupport", "StoreConformance", "StepUp", "SQLiteStore", "Rollout", "RemoteConfig", "Telemetry", "JSON", "Timekeeping",
+                "AppCheck", "StoreSupport",
             ],
             swiftSettings: strict),
         .testTarget(
-            name: "AppCheckTests", dependencies: ["TestSupport", "AppCheck", "Store", "Crypto", "JSON", "Timekeeping"],
+            name: "AppCheckTests", dependencies: ["TestSupport", "AppCheck", "SQLiteStore", "Crypto", "JSON", "Timekeeping"],
             exclude: ["pyattest_verdicts.py", "firebase_admin_tokens.py"], swiftSettings: strict),
-        .testTarget(name: "StepUpTests", dependencies: ["TestSupport", "StepUp", "Store", "Rollout", "RemoteConfig", "Timekeeping", "Crypto"], swiftSettings: strict),
+        .testTarget(name: "StepUpTests", dependencies: ["TestSupport", "StepUp", "SQLiteStore", "Rollout", "RemoteConfig", "Timekeeping", "Crypto"], swiftSettings: strict),
         .testTarget(
             name: "FleetSimulatorTests",
             dependencies: [
-                "TestSupport", "FleetSimulator", "Telemetry", "Rollout", "RemoteConfig", "AppCheck", "Store", "Crypto", "Timekeeping",
+                "TestSupport", "FleetSimulator", "Telemetry", "Rollout", "RemoteConfig", "AppCheck", "SQLiteStore", "Crypto", "Timekeeping",
                 "Monitoring",
             ],
             swiftSettings: strict),
@@ -161,32 +174,32 @@ let package = Package(
         .testTarget(
             name: "RampPlanRunTests",
             dependencies: [
-                "TestSupport", "RampPlans", "RolloutApp", "FleetSimulator", "Store", "Rollout", "RemoteConfig", "Telemetry", "Timekeeping",
+                "TestSupport", "RampPlans", "RolloutApp", "FleetSimulator", "SQLiteStore", "Rollout", "RemoteConfig", "Telemetry", "Timekeeping",
                 "Monitoring", "StepUp",
             ],
             swiftSettings: strict),
-        .testTarget(name: "ConsoleTests", dependencies: ["TestSupport", "Console", "Rollout", "Telemetry", "Timekeeping", "RampPlans", "RemoteConfig", "RolloutApp", "FleetSimulator", "Store"], exclude: ["Golden"], swiftSettings: strict),
+        .testTarget(name: "ConsoleTests", dependencies: ["TestSupport", "Console", "Rollout", "Telemetry", "Timekeeping", "RampPlans", "RemoteConfig", "RolloutApp", "FleetSimulator", "SQLiteStore"], exclude: ["Golden"], swiftSettings: strict),
         .testTarget(
-            name: "ServeTests", dependencies: ["TestSupport", "ExchangeServer", "AppCheck", "Store", "Telemetry", "Crypto", "JSON", "Timekeeping", "PostgresStore"],
+            name: "ServeTests", dependencies: ["TestSupport", "ExchangeServer", "AppCheck", "SQLiteStore", "Telemetry", "Crypto", "JSON", "Timekeeping", "PostgresStore", "StoreSupport"],
             exclude: ["google_client.py"], swiftSettings: strict),
         .testTarget(
             name: "FirebaseRemoteConfigTests",
             dependencies: [
-                "TestSupport", "FirebaseFake", "StoreConformance", "FirebaseRemoteConfig", "Store", "Rollout", "RemoteConfig", "JSON",
+                "TestSupport", "FirebaseFake", "StoreConformance", "FirebaseRemoteConfig", "SQLiteStore", "Rollout", "RemoteConfig", "JSON",
                 "Timekeeping", "PostgresStore",
             ],
             swiftSettings: strict),
         .testTarget(
             name: "PostgresStoreTests",
             dependencies: [
-                "TestSupport", "StoreConformance", "PostgresStore", "Rollout", "RemoteConfig", "JSON", "Timekeeping", "Store", "StepUp",
-                "Telemetry", "Crypto", "RolloutApp", "AppCheck",
+                "TestSupport", "StoreConformance", "PostgresStore", "Rollout", "RemoteConfig", "JSON", "Timekeeping", "SQLiteStore", "StepUp",
+                "Telemetry", "Crypto", "RolloutApp", "AppCheck", "StoreSupport", "StoreCopy",
             ],
             swiftSettings: strict),
         .testTarget(
             name: "EndToEndTests",
             dependencies: [
-                "TestSupport", "StepUp", "Timekeeping", "RolloutApp", "Console", "Store", "Telemetry", "Rollout", "RemoteConfig",
+                "TestSupport", "StepUp", "Timekeeping", "RolloutApp", "Console", "SQLiteStore", "Telemetry", "Rollout", "RemoteConfig",
                 "FirebaseFake", "CommandLineKit",
             ],
             swiftSettings: strict),

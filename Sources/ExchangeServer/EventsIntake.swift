@@ -3,12 +3,11 @@ import FoundationEssentials
 import Glibc
 import Platform
 import JSON
-import Store
 import Telemetry
 import Timekeeping
 
 /// `POST /v1/events`: a backend pushes telemetry events, which land through the same ingest as `rollout ingest`
-/// (`TelemetryIngest` reading the lines, `TelemetryTables.commit` landing them as one batch).
+/// (`TelemetryIngest` reading the lines, the store's `TelemetryCounters.commit` landing them as one batch).
 ///
 /// - Authentication: `Authorization: Bearer <token>`, compared in constant time with the server's token.
 /// - Body: NDJSON (one event per line), or a JSON array of event objects; `?format=native|ga4|crashlytics`
@@ -26,14 +25,16 @@ public final class EventsIntake: @unchecked Sendable {
 
     /// `afterCommit` runs after each landed batch (the CLI wires the same auto-kill check as `rollout ingest`);
     /// `rolloutStart` gives the rollout's start for the window of acceptable event times (`EventTimeWindow`).
+    ///
+    /// The batches land in `store`'s telemetry counters (`MonitoredStore.telemetryCounters`: an SQLite file's under
+    /// its lock, a PostgreSQL team store's in its own transactions).
     public convenience init(
-        store: RolloutStore, bearerToken: String, clock: any Clock, rolloutStart: @escaping @Sendable () -> Instant? = { nil },
-        afterCommit: @escaping @Sendable () -> Void = {}
+        store: any MonitoredStore, bearerToken: String, clock: any Clock,
+        rolloutStart: @escaping @Sendable () -> Instant? = { nil }, afterCommit: @escaping @Sendable () -> Void = {}
     ) throws {
-        let tables = try store.withDatabase { try TelemetryTables(database: $0) }
         self.init(
-            bearerToken: bearerToken, clock: clock, rolloutStart: rolloutStart, afterCommit: afterCommit,
-            land: { batch, source, at in try store.withDatabase { _ in try tables.commit(batch, source: source, at: at) } })
+            counters: try store.telemetryCounters(), bearerToken: bearerToken, clock: clock, rolloutStart: rolloutStart,
+            afterCommit: afterCommit)
     }
 
     /// The same intake landing its batches in any store's telemetry counters (the core's port; a PostgreSQL team

@@ -5,7 +5,6 @@ import Platform
 import JSON
 import RemoteConfig
 import Rollout
-import Store
 import Timekeeping
 
 /// The `ConfigStore` whose templates live in Firebase Remote Config, with the audit log in a state store.

@@ -2,7 +2,7 @@ import AppCheck
 import Crypto
 import FoundationEssentials
 import Glibc
-import Store
+import StoreSupport
 import Timekeeping
 
 /// The App Check exchange's state (`AppCheckState`) on the PostgreSQL team store (tables `appcheck_*`, schema 3),
@@ -350,14 +350,14 @@ public final class PostgresAppCheckState: AppCheckState, @unchecked Sendable {
 
     // MARK: Private keys at rest
 
-    static func signingRole(_ kid: String) -> String { "signing key " + kid }
-    static let demoRootRole = "demo root key"
-    static let demoIntermediateRole = "demo intermediate key"
+    package static func signingRole(_ kid: String) -> String { "signing key " + kid }
+    package static let demoRootRole = "demo root key"
+    package static let demoIntermediateRole = "demo intermediate key"
     static let boxMagic = Array("RAK1".utf8)
 
     /// A private key sealed under the team store key, its role (which key of which row) bound as associated data:
     /// a box moved to another row or column does not open.
-    static func seal(_ privateKey: [UInt8], _ role: String, _ key: StoreKey) -> [UInt8] {
+    package static func seal(_ privateKey: [UInt8], _ role: String, _ key: StoreKey) -> [UInt8] {
         boxMagic + AESGCM.seal(privateKey, key: key.bytes, associatedData: Array("rollout appcheck \(role)".utf8))
     }
 

@@ -284,7 +284,7 @@ public final class PostgresConfigStore: ConfigStore, @unchecked Sendable {
 
     /// `verify`'s checks on `connection`, inside the transaction the caller holds (`store copy` checks the copy
     /// before it commits).
-    static func check(_ connection: PGConnection) throws -> IntegrityReport {
+    package static func check(_ connection: PGConnection) throws -> IntegrityReport {
         do {
             let records = try connection.query("SELECT \(Self.auditColumns) FROM config_audit ORDER BY sequence").map { try Self.auditRecord($0) }
             if let broken = AuditChain.verify(records) { throw StoreError.corrupt("\(broken)") }
@@ -396,9 +396,9 @@ public final class PostgresConfigStore: ConfigStore, @unchecked Sendable {
         }
         return VersionDigest.isPinned(schema1Digest(row), by: detail)
     }
-    static let versionColumns =
+    package static let versionColumns =
         "number, etag, template, form, update_time, update_user, update_origin, update_type, description, rollback_source, audit_sequence, audit_hash"
-    static let auditColumns =
+    package static let auditColumns =
         "sequence, time, actor, action, from_state, to_state, reason, result, version, detail, previous_hash, hash"
 
     /// Schema 1's digest: SHA-256 over the ten columns a publish writes as a JSON array (still accepted by

@@ -2,7 +2,6 @@ import FoundationEssentials
 import Glibc
 import Platform
 import Rollout
-import Store
 import Timekeeping
 
 /// The PostgreSQL team store as the state store of a Firebase project (`--store firebase:PROJECT --state

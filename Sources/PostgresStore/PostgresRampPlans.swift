@@ -1,8 +1,8 @@
 import FoundationEssentials
 import Glibc
+import RampPlans
 import Rollout
 import StepUp
-import Store
 import Timekeeping
 
 /// The ramp plan port (`RampPlanStore`, and so the pre-approval port of step-up) on a PostgreSQL team store:
@@ -25,9 +25,9 @@ public final class PostgresRampPlans: RampPlanStore, @unchecked Sendable {
 
     public func atomically<T>(_ body: () throws -> T) throws -> T { try store.atomically(body) }
 
-    public func loadPlan() throws -> RampPlanTable.Row? { try store.reading { try Self.plan(c) } }
+    public func loadPlan() throws -> RampPlanRecord? { try store.reading { try Self.plan(c) } }
 
-    public func replacePlan(with row: RampPlanTable.Row) throws {
+    public func replacePlan(with row: RampPlanRecord) throws {
         try writing {
             let revision = (try Self.plan(c)?.revision ?? 0) + 1
             try c.query("DELETE FROM ramp_plan")
@@ -36,7 +36,7 @@ public final class PostgresRampPlans: RampPlanStore, @unchecked Sendable {
         }
     }
 
-    public func compareAndSwapPlanState(_ row: RampPlanTable.Row) throws -> Bool {
+    public func compareAndSwapPlanState(_ row: RampPlanRecord) throws -> Bool {
         try writing {
             try !c.query(
                 """
@@ -67,7 +67,7 @@ public final class PostgresRampPlans: RampPlanStore, @unchecked Sendable {
 
     /// The plan and its approval on one snapshot (the caller's transaction, or a read-only one of its own).
     public func activePreApproval() throws -> StepUpPreApproval? {
-        try store.consistentRead { RampPlanTable.active(try Self.approval(c), of: try Self.plan(c)) }
+        try store.consistentRead { RampPlanRecord.activeApproval(try Self.approval(c), of: try Self.plan(c)) }
     }
 
     private func writing<T>(_ body: () throws -> T) throws -> T {
@@ -77,7 +77,7 @@ public final class PostgresRampPlans: RampPlanStore, @unchecked Sendable {
 
     // MARK: Rows (this adapter and `store copy`)
 
-    static func plan(_ c: PGConnection) throws -> RampPlanTable.Row? {
+    static func plan(_ c: PGConnection) throws -> RampPlanRecord? {
         guard
             let r = try c.query(
                 "SELECT name, source, started_by, started_at, phase, reached, reached_at, ok_since, reason, revision FROM ramp_plan WHERE id = 1"
@@ -93,13 +93,13 @@ public final class PostgresRampPlans: RampPlanStore, @unchecked Sendable {
         guard let startedAt = try instant(r[3]), let reached = r[5].flatMap({ Int($0) }),
             let revision = r[9].flatMap({ Int64($0) })
         else { throw PostgresStoredDataError("the ramp plan row is unreadable") }
-        return RampPlanTable.Row(
+        return RampPlanRecord(
             name: r[0] ?? "", source: r[1] ?? "", startedBy: r[2] ?? "", startedAt: startedAt, phase: r[4] ?? "",
             reached: reached,
             reachedAt: try instant(r[6]), okSince: try instant(r[7]), reason: r[8] ?? "", revision: revision)
     }
 
-    static func insert(_ row: RampPlanTable.Row, revision: Int64, _ c: PGConnection) throws {
+    package static func insert(_ row: RampPlanRecord, revision: Int64, _ c: PGConnection) throws {
         try c.query(
             """
             INSERT INTO ramp_plan (id, name, source, started_by, started_at, phase, reached, reached_at, ok_since, reason, revision)
@@ -134,7 +134,7 @@ public final class PostgresRampPlans: RampPlanStore, @unchecked Sendable {
             grantedAt: Instant(microseconds: granted), expiresAt: Instant(microseconds: expires))
     }
 
-    static func insert(_ approval: StepUpPreApproval, _ c: PGConnection) throws {
+    package static func insert(_ approval: StepUpPreApproval, _ c: PGConnection) throws {
         try c.query(
             """
             INSERT INTO ramp_plan_approval (id, plan, plan_name, approved_by, steps, granted_at, expires_at)

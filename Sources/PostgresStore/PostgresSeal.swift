@@ -87,10 +87,10 @@ public enum PostgresSeal {
     ]
 
     /// The state of the sealed items, as `name value` pairs in a fixed order.
-    struct State: Equatable {
+    package struct State: Equatable {
         var items: [(name: String, value: String)]
 
-        static func == (a: State, b: State) -> Bool { a.text == b.text }
+        package static func == (a: State, b: State) -> Bool { a.text == b.text }
 
         /// The canonical text the HMAC covers: one `name=value` line per item.
         var text: String { items.map { "\($0.name)=\($0.value)\n" }.joined() }
@@ -275,7 +275,7 @@ public enum PostgresSeal {
     }
 
     /// Writes the seal of the current state on `c` (inside the caller's write transaction, just before COMMIT).
-    static func renew(_ c: PGConnection, key: PostgresSealKey) throws -> State {
+    package static func renew(_ c: PGConnection, key: PostgresSealKey) throws -> State {
         let (state, problem) = try current(c)
         if let problem { throw problem }
         let text = state.text

@@ -3,7 +3,7 @@ import FoundationEssentials
 import Glibc
 import Rollout
 import StepUp
-import Store
+import StoreSupport
 import Telemetry
 import Timekeeping
 
@@ -207,7 +207,7 @@ public final class PostgresStepUpStore: StepUpStore, StepUpPolicyStore, @uncheck
         try store.reading { try !c.query("SELECT 1 FROM store_key_check WHERE id = 1").isEmpty }
     }
 
-    static let keyCheckText = Array("rollout team store key check v1".utf8)
+    package static let keyCheckText = Array("rollout team store key check v1".utf8)
 
     private func checkedKey() throws -> StoreKey {
         try store.checkedStoreKey(key, for: "step-up secrets")

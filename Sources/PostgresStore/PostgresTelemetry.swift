@@ -1,13 +1,12 @@
 import FoundationEssentials
 import Glibc
 import Rollout
-import Store
 import Telemetry
 import Timekeeping
 
 /// Telemetry on the PostgreSQL team store: the SQLite store's tables and arithmetic (`BatchSettlement` decides
 /// every row, `RolloutWatch` folds them), aggregated in the database so that many ingesting processes and the
-/// simulator write at once. The methods have the signatures of `TelemetryTables`.
+/// simulator write at once. The methods have the signatures of the SQLite store's `TelemetryTables`.
 ///
 /// A batch lands in one READ COMMITTED transaction, without the chain-head lock (ingest does not queue behind
 /// publishes):
@@ -293,7 +292,7 @@ public final class PostgresTelemetry: TelemetryCounters, @unchecked Sendable {
 
     // MARK: Rows
 
-    static let installationColumns =
+    package static let installationColumns =
         "id, first_seen, last_seen, cohort, provider, os_major, sessions, entered, crashed, fetched_at, template_version"
 
     private static func record(_ r: [String?]) -> InstallationRecord {
@@ -317,7 +316,7 @@ public final class PostgresTelemetry: TelemetryCounters, @unchecked Sendable {
 }
 
 /// PostgreSQL array literals for text parameters (`$1::bigint[]`), so a batch is one statement per table.
-enum PGArray {
+package enum PGArray {
     static func ints(_ values: [Int64]) -> String { "{" + values.map(String.init).joined(separator: ",") + "}" }
 
     static func optionalInts(_ values: [Int64?]) -> String {
@@ -328,7 +327,7 @@ enum PGArray {
     static func text(_ values: [String]) -> String { optionalText(values) }
 
     /// The same with NULL elements for nil.
-    static func optionalText(_ values: [String?]) -> String {
+    package static func optionalText(_ values: [String?]) -> String {
         "{"
             + values.map { v in
                 guard let v else { return "NULL" }

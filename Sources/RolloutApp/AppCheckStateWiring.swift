@@ -2,7 +2,7 @@ import AppCheck
 import FoundationEssentials
 import Glibc
 import PostgresStore
-import Store
+import SQLiteStore
 
 /// The App Check exchange's state of one store, whichever backend holds it: the commands that use it (`serve`,
 /// `appcheck ...`, `token verify --consume`, `attest verify --trust-demo`, `simulate --exchange`) take the port.

@@ -6,7 +6,7 @@ import Monitoring
 import RemoteConfig
 import Rollout
 import StepUp
-import Store
+import SQLiteStore
 import Telemetry
 import Terminal
 import Timekeeping

@@ -6,7 +6,7 @@ import Monitoring
 import PostgresStore
 import RemoteConfig
 import Rollout
-import Store
+import SQLiteStore
 import Timekeeping
 
 /// What a session needs of its config store beyond `ConfigStore`: creation (`init`) and `audit verify`. The

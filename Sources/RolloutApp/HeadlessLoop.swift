@@ -4,7 +4,7 @@ import Dispatch
 import Platform
 import Monitoring
 import Rollout
-import Store
+import SQLiteStore
 import Telemetry
 import Timekeeping
 

@@ -10,7 +10,8 @@ import PostgresStore
 import RemoteConfig
 import Rollout
 import StepUp
-import Store
+import SQLiteStore
+import StoreSupport
 import Telemetry
 import Terminal
 import Timekeeping

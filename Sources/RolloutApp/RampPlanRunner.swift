@@ -7,7 +7,7 @@ import RampPlans
 import RemoteConfig
 import Rollout
 import StepUp
-import Store
+import SQLiteStore
 import Telemetry
 import Timekeeping
 

@@ -2,7 +2,7 @@ import AppCheck
 import Crypto
 import Rollout
 import StepUp
-import Store
+import SQLiteStore
 import Telemetry
 import Timekeeping
 

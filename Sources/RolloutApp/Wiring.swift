@@ -6,7 +6,7 @@ import Monitoring
 import RemoteConfig
 import Rollout
 import StepUp
-import Store
+import SQLiteStore
 import Timekeeping
 
 /// What a store command works with: the open store, who acts, and the one write path built for them.

@@ -2,7 +2,7 @@ import Monitoring
 import Foundation
 import RemoteConfig
 import Rollout
-import Store
+import SQLiteStore
 import Telemetry
 import Timekeeping
 

@@ -2,7 +2,7 @@ import Foundation
 import PostgresStore
 import RemoteConfig
 import Rollout
-import Store
+import SQLiteStore
 import Telemetry
 import Timekeeping
 

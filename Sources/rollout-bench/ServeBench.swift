@@ -3,7 +3,7 @@ import Crypto
 import ExchangeServer
 import Foundation
 import JSON
-import Store
+import SQLiteStore
 import Timekeeping
 
 /// `rollout serve` under load on loopback: 64 simulated devices (demo authority) attest once and then assert

@@ -1,7 +1,7 @@
 import FleetSimulator
 import Foundation
 import Rollout
-import Store
+import SQLiteStore
 import Timekeeping
 
 /// The fleet simulator: simulated device-hours per second of wall time for one simulated hour of the shipped

@@ -2,7 +2,7 @@ import Foundation
 import RemoteConfig
 import Rollout
 import RolloutApp
-import Store
+import SQLiteStore
 import Timekeeping
 
 /// Publish latency of the config store through the real write path, against a bare SQLite transaction with the

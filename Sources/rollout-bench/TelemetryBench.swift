@@ -2,7 +2,7 @@ import Foundation
 import Monitoring
 import RemoteConfig
 import Rollout
-import Store
+import SQLiteStore
 import Telemetry
 import Timekeeping
 

@@ -6,7 +6,7 @@ import FoundationEssentials
 import Glibc
 import Platform
 import JSON
-import Store
+import SQLiteStore
 import Timekeeping
 
 /// `rollout attest verify` and `rollout token verify`: the App Check verifiers, one check per line.

@@ -7,7 +7,7 @@ import Glibc
 import Dispatch
 import Platform
 import Rollout
-import Store
+import SQLiteStore
 import Terminal
 import Timekeeping
 

@@ -3,7 +3,7 @@ import CommandLineKit
 import JSON
 import Monitoring
 import RemoteConfig
-import Store
+import SQLiteStore
 import Rollout
 import Telemetry
 

@@ -5,7 +5,7 @@ import Glibc
 import Platform
 import Rollout
 import StepUp
-import Store
+import SQLiteStore
 import Telemetry
 import Timekeeping
 

@@ -7,7 +7,7 @@ import Monitoring
 import RampPlans
 import Rollout
 import RolloutApp
-import Store
+import SQLiteStore
 import Telemetry
 import Timekeeping
 

@@ -8,7 +8,8 @@ import PostgresStore
 import RemoteConfig
 import Rollout
 import RolloutApp
-import Store
+import SQLiteStore
+import StoreCopy
 import Terminal
 
 /// The commands' route to a PostgreSQL store (`--store postgresql://...`): the same commands, printing the same

@@ -12,7 +12,7 @@ import PostgresStore
 import Rollout
 import RolloutApp
 import StepUp
-import Store
+import SQLiteStore
 import Timekeeping
 
 /// `rollout serve` (the App Check exchange over HTTP, live telemetry intake) and `rollout appcheck` (the

@@ -9,7 +9,7 @@ import Glibc
 import Dispatch
 import Platform
 import Rollout
-import Store
+import SQLiteStore
 import Telemetry
 import Timekeeping
 

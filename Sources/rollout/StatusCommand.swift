@@ -5,7 +5,7 @@ import JSON
 import RemoteConfig
 import Rollout
 import RolloutApp
-import Store
+import SQLiteStore
 import Telemetry
 import Timekeeping
 

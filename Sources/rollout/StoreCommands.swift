@@ -7,7 +7,7 @@ import JSON
 import RemoteConfig
 import Rollout
 import PostgresStore
-import Store
+import SQLiteStore
 import Timekeeping
 import TerminalText
 

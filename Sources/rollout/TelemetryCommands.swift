@@ -8,7 +8,7 @@ import PostgresStore
 import RemoteConfig
 import RolloutApp
 import Rollout
-import Store
+import SQLiteStore
 import Telemetry
 import Timekeeping
 import TerminalText

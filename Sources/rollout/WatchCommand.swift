@@ -4,7 +4,7 @@ import Glibc
 import JSON
 import Rollout
 import RolloutApp
-import Store
+import SQLiteStore
 import Telemetry
 import Timekeeping
 

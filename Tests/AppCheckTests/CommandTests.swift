@@ -1,7 +1,7 @@
 import AppCheck
 import Crypto
 import Foundation
-import Store
+import SQLiteStore
 import Testing
 import TestSupport
 import Timekeeping

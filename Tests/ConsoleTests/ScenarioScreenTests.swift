@@ -2,7 +2,7 @@ import Console
 import FleetSimulator
 import Foundation
 import RolloutApp
-import Store
+import SQLiteStore
 import Testing
 import TestSupport
 import Timekeeping

@@ -2,7 +2,7 @@ import Foundation
 import RemoteConfig
 import Rollout
 import RolloutApp
-import Store
+import SQLiteStore
 import TestSupport
 import Testing
 import Timekeeping

@@ -2,7 +2,7 @@ import Console
 import Foundation
 import Rollout
 import RolloutApp
-import Store
+import SQLiteStore
 import Testing
 import TestSupport
 

@@ -1,5 +1,5 @@
 import Foundation
-import Store
+import SQLiteStore
 import TestSupport
 import Testing
 

@@ -3,7 +3,7 @@ import Foundation
 import RemoteConfig
 import Rollout
 import RolloutApp
-import Store
+import SQLiteStore
 import Telemetry
 import TestSupport
 import Testing

@@ -1,6 +1,6 @@
 import Foundation
 import Rollout
-import Store
+import SQLiteStore
 import Testing
 import TestSupport
 

@@ -3,7 +3,7 @@ import Foundation
 import JSON
 import RemoteConfig
 import Rollout
-import Store
+import SQLiteStore
 import TestSupport
 import Timekeeping
 

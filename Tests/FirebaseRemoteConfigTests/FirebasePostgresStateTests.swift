@@ -4,7 +4,7 @@ import Foundation
 import JSON
 import PostgresStore
 import Rollout
-import Store
+import SQLiteStore
 import StoreConformance
 import TestSupport
 import Testing

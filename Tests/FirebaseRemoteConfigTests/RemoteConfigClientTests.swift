@@ -5,7 +5,7 @@ import Foundation
 import JSON
 import RemoteConfig
 import Rollout
-import Store
+import SQLiteStore
 import TestSupport
 import Testing
 import Timekeeping

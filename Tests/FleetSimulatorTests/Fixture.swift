@@ -3,7 +3,7 @@ import Foundation
 import Monitoring
 import RemoteConfig
 import Rollout
-import Store
+import SQLiteStore
 import Telemetry
 import TestSupport
 import Timekeeping

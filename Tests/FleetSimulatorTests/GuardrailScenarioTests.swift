@@ -1,6 +1,6 @@
 import FleetSimulator
 import Foundation
-import Store
+import SQLiteStore
 import Telemetry
 import Testing
 

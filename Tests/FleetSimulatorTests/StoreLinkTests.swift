@@ -2,7 +2,7 @@ import FleetSimulator
 import Foundation
 import RemoteConfig
 import Rollout
-import Store
+import SQLiteStore
 import Telemetry
 import Testing
 import Timekeeping

@@ -1,5 +1,5 @@
 import Foundation
-import Store
+import SQLiteStore
 import Telemetry
 import Testing
 import Timekeeping

@@ -2,8 +2,9 @@ import AppCheck
 import Crypto
 import Foundation
 @testable import PostgresStore
-import Store
+import SQLiteStore
 import StoreConformance
+import StoreSupport
 import Testing
 import TestSupport
 import Timekeeping

@@ -2,7 +2,7 @@ import StoreConformance
 import Foundation
 @testable import PostgresStore
 import Rollout
-import Store
+import SQLiteStore
 import TestSupport
 import Testing
 import Timekeeping

@@ -3,8 +3,10 @@ import Foundation
 import Rollout
 import RolloutApp
 import StepUp
-import Store
+import SQLiteStore
 import StoreConformance
+import StoreCopy
+import StoreSupport
 import Testing
 import TestSupport
 import Timekeeping

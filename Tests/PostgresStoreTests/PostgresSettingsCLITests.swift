@@ -3,7 +3,8 @@ import Foundation
 import Rollout
 import RolloutApp
 import StepUp
-import Store
+import SQLiteStore
+import StoreSupport
 import Testing
 import TestSupport
 import Timekeeping

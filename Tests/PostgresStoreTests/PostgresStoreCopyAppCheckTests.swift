@@ -2,7 +2,9 @@ import AppCheck
 import Crypto
 import Foundation
 @testable import PostgresStore
-import Store
+import SQLiteStore
+import StoreCopy
+import StoreSupport
 import Testing
 import TestSupport
 import Timekeeping

@@ -4,8 +4,9 @@ import Foundation
 import RemoteConfig
 import Rollout
 import StepUp
-import Store
+import SQLiteStore
 import StoreConformance
+import StoreSupport
 import Telemetry
 import Testing
 import TestSupport

@@ -4,7 +4,7 @@ import RemoteConfig
 import Rollout
 import RolloutApp
 import StepUp
-import Store
+import SQLiteStore
 import TestSupport
 import Testing
 import Timekeeping

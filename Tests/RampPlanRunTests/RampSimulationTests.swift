@@ -5,7 +5,7 @@ import RampPlans
 import RemoteConfig
 import Rollout
 import RolloutApp
-import Store
+import SQLiteStore
 import Telemetry
 import TestSupport
 import Testing

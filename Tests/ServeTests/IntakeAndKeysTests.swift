@@ -3,7 +3,7 @@ import Crypto
 import ExchangeServer
 import Foundation
 import JSON
-import Store
+import SQLiteStore
 import Telemetry
 import Testing
 import TestSupport

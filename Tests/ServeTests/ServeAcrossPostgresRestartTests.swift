@@ -3,7 +3,8 @@ import Crypto
 import ExchangeServer
 import Foundation
 import PostgresStore
-import Store
+import SQLiteStore
+import StoreSupport
 import Testing
 import TestSupport
 import Timekeeping

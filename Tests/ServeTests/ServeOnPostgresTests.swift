@@ -4,7 +4,8 @@ import ExchangeServer
 import Foundation
 import JSON
 import PostgresStore
-import Store
+import SQLiteStore
+import StoreSupport
 import Testing
 import TestSupport
 import Timekeeping

@@ -3,7 +3,7 @@ import Crypto
 import ExchangeServer
 import Foundation
 import JSON
-import Store
+import SQLiteStore
 import Testing
 import TestSupport
 import Timekeeping

@@ -1,6 +1,6 @@
 import Foundation
 import JSON
-import Store
+import SQLiteStore
 import Testing
 import TestSupport
 

@@ -2,7 +2,7 @@ import Crypto
 import Foundation
 import Rollout
 import StepUp
-import Store
+import SQLiteStore
 import Testing
 import TestSupport
 import Timekeeping

@@ -1,7 +1,7 @@
 import Foundation
 import Rollout
 import StepUp
-import Store
+import SQLiteStore
 import Testing
 import TestSupport
 import Timekeeping

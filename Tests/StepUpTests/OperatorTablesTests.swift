@@ -1,6 +1,6 @@
 import Foundation
 import StepUp
-import Store
+import SQLiteStore
 import Testing
 import TestSupport
 import Timekeeping

@@ -2,7 +2,7 @@ import Foundation
 import RemoteConfig
 import Rollout
 import StepUp
-import Store
+import SQLiteStore
 import Testing
 import TestSupport
 import Timekeeping

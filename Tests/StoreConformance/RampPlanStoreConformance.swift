@@ -1,7 +1,7 @@
 import Foundation
+import RampPlans
 import Rollout
 import StepUp
-import Store
 import Timekeeping
 
 /// Conformance checks of the ramp plan port (`RampPlanStore`): the plan row, its compare-and-swap, the
@@ -41,18 +41,18 @@ public enum RampPlanStoreConformance {
     static let t0 = Instant(seconds: 1_780_000_000)
 
     static func row(_ name: String = "ramp", phase: String = "running", reached: Int = 0, revision: Int64 = 0)
-        -> RampPlanTable.Row
+        -> RampPlanRecord
     {
-        RampPlanTable.Row(
+        RampPlanRecord(
             name: name, source: "plan \(name)\nstep 5% hold 1h\nstep 100% hold 0s\n", startedBy: "ana@example.com",
             startedAt: t0,
             phase: phase, reached: reached, reachedAt: reached > 0 ? t0 + .minutes(3) : nil, okSince: nil, reason: "",
             revision: revision)
     }
 
-    static func approval(for row: RampPlanTable.Row) -> StepUpPreApproval {
+    static func approval(for row: RampPlanRecord) -> StepUpPreApproval {
         StepUpPreApproval(
-            plan: RampPlanTable.planID(row), planName: row.name, approvedBy: "ana@example.com",
+            plan: row.id, planName: row.name, approvedBy: "ana@example.com",
             steps: [.init(step: 2, from: 5_000_000, to: 100_000_000)], grantedAt: t0, expiresAt: t0 + .hours(24))
     }
 

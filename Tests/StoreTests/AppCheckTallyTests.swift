@@ -1,7 +1,7 @@
 import AppCheck
 import Foundation
 import Rollout
-import Store
+import SQLiteStore
 import Testing
 import Timekeeping
 

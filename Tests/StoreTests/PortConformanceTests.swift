@@ -2,7 +2,7 @@ import AppCheck
 import Foundation
 import Rollout
 import StepUp
-import Store
+import SQLiteStore
 import StoreConformance
 import Telemetry
 import Testing

@@ -2,7 +2,7 @@ import Foundation
 import JSON
 import RemoteConfig
 import Rollout
-import Store
+import SQLiteStore
 import Testing
 import Timekeeping
 

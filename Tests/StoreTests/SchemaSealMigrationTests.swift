@@ -1,7 +1,8 @@
 import AppCheck
 import Foundation
 import Rollout
-@testable import Store
+@testable import SQLiteStore
+import StoreSupport
 import Testing
 
 /// Schema 8's migration on stores of schema 7, as the previous release left them (App Check private keys in

@@ -2,7 +2,7 @@ import Foundation
 import TestSupport
 import Testing
 
-@testable import Store
+@testable import SQLiteStore
 
 /// The seal digests an empty sealed table without reading it (one statement tells which tables hold rows): the
 /// digests must be the ones a read of every table gives.

@@ -1,7 +1,7 @@
 import Foundation
 import RemoteConfig
 import Rollout
-import Store
+import SQLiteStore
 import Testing
 import Timekeeping
 

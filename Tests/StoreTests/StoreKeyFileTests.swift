@@ -1,6 +1,7 @@
 import Foundation
 import Rollout
-import Store
+import SQLiteStore
+import StoreSupport
 import TestSupport
 import Testing
 

@@ -2,7 +2,7 @@ import Foundation
 import TestSupport
 import Testing
 
-@testable import Store
+@testable import SQLiteStore
 
 /// A write killed inside SQLite's commit can reappear when the WAL is recovered, after a later write (also killed)
 /// rewrote the witness: the witness keeps such states pending, so that the store is not taken for a replaced one.

@@ -1,6 +1,6 @@
 import Foundation
 import Rollout
-import Store
+import SQLiteStore
 import Telemetry
 import Testing
 import TestSupport

@@ -3,6 +3,7 @@ import FoundationEssentials
 import Glibc
 import Platform
 import Rollout
+import StoreSupport
 import Timekeeping
 
 /// The App Check exchange's state in the store's SQLite file (tables `appcheck_*`).

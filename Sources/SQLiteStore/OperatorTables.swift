@@ -1,5 +1,6 @@
 import Rollout
 import StepUp
+import StoreSupport
 import Timekeeping
 
 /// The step-up tables: enrolled operators with their secrets and lockout state, pending enrolments, and the

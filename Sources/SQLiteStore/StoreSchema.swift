@@ -1,5 +1,6 @@
 import Crypto
 import Rollout
+import StoreSupport
 
 /// The store's schema version (`PRAGMA user_version`) and its forward-only migrations.
 ///

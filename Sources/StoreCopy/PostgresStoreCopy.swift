@@ -1,8 +1,10 @@
 import Crypto
 import FoundationEssentials
 import Glibc
+import PostgresStore
 import Rollout
-import Store
+import SQLiteStore
+import StoreSupport
 import Telemetry
 import Timekeeping
 
@@ -23,6 +25,9 @@ import Timekeeping
 ///
 /// The ramp plan and its pre-approval are copied as they are (state, revision, the approval's plan id), so a
 /// plan running on the file goes on at its step on PostgreSQL.
+///
+/// It reads one adapter and writes another, so it is a module of its own beside the wiring: the adapters never
+/// import each other (it uses the PostgreSQL adapter's `package` helpers for the target's tables).
 public enum PostgresStoreCopy {
     public struct Report: Sendable {
         public var versions: Int

@@ -2,6 +2,7 @@ import FoundationEssentials
 import Glibc
 import Platform
 import Rollout
+import StoreSupport
 
 /// The store file: one SQLite database that every domain keeps its tables in.
 ///

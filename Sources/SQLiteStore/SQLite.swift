@@ -2,6 +2,7 @@ import CSQLite
 import FoundationEssentials
 import Glibc
 import Platform
+import StoreSupport
 
 /// A thin, strict wrapper over the SQLite C API: the only code that calls `sqlite3_*`.
 ///

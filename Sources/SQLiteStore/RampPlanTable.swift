@@ -1,4 +1,4 @@
-import Crypto
+import RampPlans
 import Rollout
 import StepUp
 import Timekeeping
@@ -44,41 +44,11 @@ public enum RampPlanTable {
             """)
     }
 
-    /// The plan's id: a digest of its file, its start and who started it, so that another plan (or the same
-    /// file started again) has another id.
-    public static func planID(_ row: Row) -> String {
-        SHA256.hex(Array("ramp plan v1\n\(row.startedBy)\n\(row.startedAt.microseconds)\n\(row.source)".utf8))
-    }
+    /// One stored plan, as its columns (the port's record).
+    public typealias Row = RampPlanRecord
 
-    /// One stored plan, as its columns.
-    public struct Row: Hashable, Sendable {
-        public var name: String
-        public var source: String
-        public var startedBy: String
-        public var startedAt: Instant
-        public var phase: String
-        public var reached: Int
-        public var reachedAt: Instant?
-        public var okSince: Instant?
-        public var reason: String
-        public var revision: Int64
-
-        public init(
-            name: String, source: String, startedBy: String, startedAt: Instant, phase: String, reached: Int,
-            reachedAt: Instant?, okSince: Instant?, reason: String, revision: Int64
-        ) {
-            self.name = name
-            self.source = source
-            self.startedBy = startedBy
-            self.startedAt = startedAt
-            self.phase = phase
-            self.reached = reached
-            self.reachedAt = reachedAt
-            self.okSince = okSince
-            self.reason = reason
-            self.revision = revision
-        }
-    }
+    /// The plan's id (`RampPlanRecord.id`).
+    public static func planID(_ row: Row) -> String { row.id }
 
     static func exists(_ db: SQLiteDatabase) throws -> Bool {
         try db.hasTable("ramp_plan")
@@ -189,50 +159,9 @@ public enum RampPlanTable {
 
     /// The pre-approval when it belongs to the stored plan as it is now (same id) and that plan is running.
     public static func activeApproval(in db: SQLiteDatabase) throws -> StepUpPreApproval? {
-        active(try approval(in: db), of: try load(from: db))
+        RampPlanRecord.activeApproval(try approval(in: db), of: try load(from: db))
     }
 
-    /// `approval` when it is in force for the stored plan `row`: the same plan (id) and running. The one rule of
-    /// every store's `activePreApproval`.
-    public static func active(_ approval: StepUpPreApproval?, of row: Row?) -> StepUpPreApproval? {
-        guard let approval, let row, row.phase == "running", planID(row) == approval.plan else { return nil }
-        return approval
-    }
-}
-
-/// Port: where a store keeps its ramp plan (`RampPlanTable.Row`: the plan file, who started it, its state) and
-/// the pre-approval of its protected steps. One plan per store.
-///
-/// Every method joins the transaction of `atomically` when called inside it; `atomically` is the store's write
-/// transaction, the same one the config store's publishes and audit appends and the step-up port's `authorize`
-/// join, so a plan's change of state, the publish it makes and their audit records commit together or not at all.
-/// The state changes only by compare-and-swap on `revision`. A read-only store refuses every write.
-public protocol RampPlanStore: StepUpPreApprovalStore {
-    /// The store refuses writes (`--read-only`, or a read-only connection).
-    var isReadOnly: Bool { get }
-    /// One write transaction of the store (nested calls join the outer one).
-    func atomically<T>(_ body: () throws -> T) throws -> T
-    /// The stored plan, nil when none was ever started.
-    func loadPlan() throws -> RampPlanTable.Row?
-    /// Replaces the stored plan with `row` (`plan start`), revision the old one + 1; revokes any pre-approval.
-    func replacePlan(with row: RampPlanTable.Row) throws
-    /// Writes the state columns of `row` if the stored revision is still `row.revision` (true; the revision
-    /// then goes up by one); false when another writer changed the plan first.
-    func compareAndSwapPlanState(_ row: RampPlanTable.Row) throws -> Bool
-    /// The stored pre-approval, whichever plan it names.
-    func planApproval() throws -> StepUpPreApproval?
-    /// Stores `approval` as the plan's pre-approval (replacing any).
-    func savePlanApproval(_ approval: StepUpPreApproval) throws
-    /// Removes the pre-approval; true when there was one.
-    @discardableResult
-    func revokePlanApproval() throws -> Bool
-}
-
-extension RampPlanStore {
-    /// The pre-approval in force (`RampPlanTable.active`), read in the caller's transaction.
-    public func activePreApproval() throws -> StepUpPreApproval? {
-        RampPlanTable.active(try planApproval(), of: try loadPlan())
-    }
 }
 
 /// The ramp plan port (`RampPlanStore`, and so the pre-approval port `StepUpPreApprovalStore`) on a store's
@@ -249,13 +178,13 @@ public final class SQLiteRampPlans: RampPlanStore, @unchecked Sendable {
         try store.withDatabase { db in try db.transaction(body) }
     }
 
-    public func loadPlan() throws -> RampPlanTable.Row? { try store.withDatabase { try RampPlanTable.load(from: $0) } }
+    public func loadPlan() throws -> RampPlanRecord? { try store.withDatabase { try RampPlanTable.load(from: $0) } }
 
-    public func replacePlan(with row: RampPlanTable.Row) throws {
+    public func replacePlan(with row: RampPlanRecord) throws {
         try store.withDatabase { db in try db.transaction { try RampPlanTable.replace(with: row, in: db) } }
     }
 
-    public func compareAndSwapPlanState(_ row: RampPlanTable.Row) throws -> Bool {
+    public func compareAndSwapPlanState(_ row: RampPlanRecord) throws -> Bool {
         try store.withDatabase { db in try db.transaction { try RampPlanTable.compareAndSwapState(row, in: db) } }
     }
 
