@@ -1,5 +1,6 @@
 import Console
 import RemoteConfig
+import Rollout
 import Telemetry
 import Testing
 import Timekeeping
@@ -237,13 +238,12 @@ struct DialogMessageTests {
 
     @Test("the refusal notice does not double its word")
     func noDoubledWords() {
-        #expect(ConsoleState.prefixed("Refused", "refused: guardrail HOLD") == "Refused: guardrail HOLD")
-        #expect(ConsoleState.prefixed("Refused", "Refused: read-only") == "Refused: read-only")
-        #expect(ConsoleState.prefixed("Refused", "guardrail HOLD") == "Refused: guardrail HOLD")
-        #expect(ConsoleState.prefixed("Refused", "refused by guardrail: HOLD") == "Refused by guardrail: HOLD")
         var s = Fixture.state(Fixture.model())
-        _ = s.handle(.publishRefused(requestID: 9, message: "refused: the guardrail refuses increases at HOLD"))
-        #expect(s.notice?.text == "Refused: the guardrail refuses increases at HOLD")
+        _ = s.handle(.writeRefused(requestID: 9, .readOnly))
+        #expect(s.notice?.text == "Refused: this session is read-only (--read-only)")
+        let hold = PolicyRefusal(policy: "guardrail", reason: "the guardrail refuses increases at HOLD", kind: .guardrail)
+        _ = s.handle(.writeRefused(requestID: 9, .guardrail(hold)))
+        #expect(s.notice?.text == "Refused by guardrail: the guardrail refuses increases at HOLD")
     }
 
     @Test("u pressed again walks further back instead of toggling")

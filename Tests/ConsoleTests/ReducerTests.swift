@@ -1,5 +1,6 @@
 import Console
 import RemoteConfig
+import Rollout
 import Testing
 import Timekeeping
 
@@ -339,8 +340,9 @@ struct WritePathTests {
         press(&s, .enter)
         type(&s, "000000")
         press(&s, .enter)
-        _ = s.handle(.stepUpRejected(requestID: request.id, message: "wrong code; 2 attempts left"))
-        guard case .stepUp(_, "why", let field, "wrong code; 2 attempts left")? = s.overlay else {
+        let wrong = PolicyRefusal(policy: "step-up", reason: "wrong code; 2 attempts left", kind: .stepUpFailed)
+        _ = s.handle(.writeRefused(requestID: request.id, .stepUpFailed(wrong)))
+        guard case .stepUp(_, "why", let field, "refused by step-up: wrong code; 2 attempts left")? = s.overlay else {
             Issue.record("expected the code prompt again, got \(String(describing: s.overlay))")
             return
         }
@@ -350,7 +352,11 @@ struct WritePathTests {
     @Test("refusals and failures close the dialog with the reason")
     func refusals() throws {
         for (event, text) in [
-            (ConsoleEvent.publishRefused(requestID: 1, message: "guardrail HALT"), "Refused: guardrail HALT"),
+            (
+                ConsoleEvent.writeRefused(requestID: 1, .guardrail(PolicyRefusal(policy: "guardrail", reason: "HALT", kind: .guardrail))),
+                "Refused by guardrail: HALT"
+            ),
+            (.writeRefused(requestID: 1, .readOnly), "Refused: this session is read-only (--read-only)"),
             (.publishFailed(requestID: 1, message: "disk full"), "Not published: disk full"),
         ] {
             var s = ready()
@@ -402,11 +408,11 @@ struct WritePathTests {
         var s = ready()
         let request = try openConfirm(&s, preview: plainPreview)
         press(&s, .tab, .enter)
-        let conflict = PublishConflict(
-            request: request, expectedVersion: "42", intervening: [Fixture.conflictRecord],
-            current: RolloutPosition(microPercent: MicroPercent(15_000_000)))
-        #expect(s.handle(.publishConflict(conflict)) == [.refresh])
+        let report = Fixture.conflictReport()
+        #expect(s.handle(.writeRefused(requestID: request.id, .conflict(report), intervening: [Fixture.conflictRecord])) == [.refresh])
+        let conflict = ConflictDialog(request: request, expectedVersion: "42", report: report, intervening: [Fixture.conflictRecord])
         #expect(s.overlay == .conflict(conflict, focus: .cancel))
+        #expect(conflict.current == RolloutPosition(microPercent: MicroPercent(15_000_000)))
         let text = ConsoleScreen.render(s, size: Size(width: 80, height: 24)).lines.joined()
         #expect(text.contains("bo@example.com"))
         #expect(text.contains("re-applied on top: 16%"))
@@ -420,12 +426,7 @@ struct WritePathTests {
         var s = ready()
         let request = try openConfirm(&s, preview: plainPreview)
         press(&s, .tab, .enter)
-        _ = s.handle(
-            .publishConflict(
-                PublishConflict(
-                    request: request, expectedVersion: "42", intervening: [],
-                    current: RolloutPosition(microPercent: MicroPercent(1)))
-            ))
+        _ = s.handle(.writeRefused(requestID: request.id, .conflict(Fixture.conflictReport(at: MicroPercent(1)))))
         #expect(press(&s, .enter) == [])
         #expect(s.overlay == nil)
     }

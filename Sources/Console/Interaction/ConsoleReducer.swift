@@ -1,5 +1,6 @@
 import Platform
 import RemoteConfig
+import Rollout
 import Telemetry
 import Timekeeping
 
@@ -66,33 +67,13 @@ extension ConsoleState {
             overlay = .confirm(preview, focus: request.operation == .kill ? .act : .cancel)
             return []
         case .previewFailed(let id, let message):
-            if let revision, revision.request.id == id {
-                self.revision = nil
-                switch overlay {
-                case .confirm, .reason:
-                    overlay = nil
-                    keptReason = nil
-                    say(
-                        Self.prefixed(
-                            "The store moved while the dialog was open; cannot \(revision.request.operation.text)",
-                            message) + "; nothing was written", .warning)
-                default: break
-                }
-                return []
-            }
-            guard case .preparing(let request) = overlay, request.id == id else { return [] }
-            overlay = nil
-            say(Self.prefixed("Cannot \(request.operation.text)", message), .error)
-            return []
-        case .nothingToChange(let id, let message):
+            return previewAnswered(id, refusal: nil, message: message)
+        case .writeRefused(let id, let refusal, let intervening):
+            if revision?.request.id == id { return previewAnswered(id, refusal: refusal, message: refusal.description) }
             if case .preparing(let request) = overlay, request.id == id {
-                overlay = nil
-                say(Self.prefixed("Cannot \(request.operation.text)", message), .info)
-                return []
+                return previewAnswered(id, refusal: refusal, message: refusal.description)
             }
-            if isPublishing(id) { overlay = nil }
-            say(Self.prefixed("Not published", message), .info)
-            return [.refresh]
+            return publishRefused(id, refusal, intervening: intervening)
         case .published(let receipt):
             var rolledBackTo: Int?
             if case .publishing(let request) = overlay, request.preview.request.id == receipt.requestID {
@@ -111,23 +92,9 @@ extension ConsoleState {
                 undoTrail = []
             }
             return [.refresh]
-        case .publishConflict(let conflict):
-            guard case .publishing(let request) = overlay, request.preview.request.id == conflict.request.id else {
-                return [.refresh]
-            }
-            overlay = .conflict(conflict, focus: .cancel)
-            return [.refresh]
-        case .publishRefused(let id, let message):
-            if isPublishing(id) { overlay = nil }
-            say(Self.prefixed("Refused", message), .error)
-            return [.refresh]
-        case .stepUpRejected(let id, let message):
-            guard case .publishing(let request) = overlay, request.preview.request.id == id else { return [] }
-            overlay = .stepUp(request.preview, reason: request.reason, field: Self.codeField(), error: message)
-            return []
         case .publishFailed(let id, let message):
             if isPublishing(id) { overlay = nil }
-            say(Self.prefixed("Not published", message), .error)
+            say("Not published: " + message, .error)
             return [.refresh]
         case .historyLoaded(let entries):
             guard case .history(nil, _) = overlay else { return [] }
@@ -696,17 +663,77 @@ extension ConsoleState {
         say("Cancelled; nothing was written.", .info)
     }
 
-    /// `Refused: <message>` without doubling a word the message already starts with (`Refused: refused: …`).
-    public static func prefixed(_ prefix: String, _ message: String) -> String {
-        let lead = prefix.split(separator: " ").first.map { $0.lowercased() } ?? ""
-        let m = message.lowercased()
-        for word in [lead, "refused", "cannot", "not published"] where !word.isEmpty && m.hasPrefix(word + ":") {
-            let rest = message.dropFirst(word.count + 1).drop { $0 == " " }
-            return prefix + ": " + rest
+    /// The answer to a preview that opens no dialog: a refusal (`refusal`, in words `message`) or a failure to
+    /// read the store (`refusal` nil). A revision of an open dialog closes it and says the store moved.
+    private mutating func previewAnswered(_ id: Int, refusal: WriteRefusal?, message: String) -> [ConsoleEffect] {
+        if let revision, revision.request.id == id {
+            self.revision = nil
+            switch overlay {
+            case .confirm, .reason:
+                overlay = nil
+                keptReason = nil
+                say(
+                    "The store moved while the dialog was open; cannot \(revision.request.operation.text): \(message)"
+                        + "; nothing was written", .warning)
+            default: break
+            }
+            return []
         }
-        // `refused by guardrail: …` already says it: capitalised, not prefixed again.
-        if !lead.isEmpty, m.hasPrefix(lead + " ") { return message.prefix(1).uppercased() + message.dropFirst() }
-        return prefix + ": " + message
+        guard case .preparing(let request) = overlay, request.id == id else { return [] }
+        overlay = nil
+        if case .nothingToChange? = refusal {
+            say("Cannot \(request.operation.text): \(message)", .info)
+        } else {
+            say("Cannot \(request.operation.text): \(message)", .error)
+        }
+        return []
+    }
+
+    /// The answer to a publish the write path refused: the dialog or message is chosen by the refusal's case.
+    private mutating func publishRefused(_ id: Int, _ refusal: WriteRefusal, intervening: [ChangeRecord]) -> [ConsoleEffect] {
+        guard case .publishing(let request) = overlay, request.preview.request.id == id else {
+            // The answer to a request no longer on screen: conflicts and code prompts are for the open dialog only.
+            switch refusal {
+            case .conflict: return [.refresh]
+            case .stepUpNeeded, .stepUpFailed: return []
+            default:
+                say(Self.publishText(refusal), Self.publishLevel(refusal))
+                return [.refresh]
+            }
+        }
+        switch refusal {
+        case .conflict(let report):
+            overlay = .conflict(
+                ConflictDialog(
+                    request: request.preview.request, expectedVersion: request.preview.baseVersion, report: report,
+                    intervening: intervening), focus: .cancel)
+            return [.refresh]
+        case .stepUpNeeded, .stepUpFailed:
+            // The code prompt reopens with the refusal's words.
+            overlay = .stepUp(request.preview, reason: request.reason, field: Self.codeField(), error: refusal.description)
+            return []
+        default:
+            overlay = nil
+            say(Self.publishText(refusal), Self.publishLevel(refusal))
+            return [.refresh]
+        }
+    }
+
+    /// The message for a publish the write path refused, from the refusal's case and the core's words: `Refused by
+    /// guardrail: …` (a policy says it is its refusal), `Refused: this session is read-only`, `Not published: …`.
+    static func publishText(_ refusal: WriteRefusal) -> String {
+        switch refusal {
+        case .readOnly: "Refused: " + WriteRefusal.readOnlyDetail
+        case .guardrail(let r), .stepUpNeeded(let r), .stepUpFailed(let r), .stepUpBlocked(let r), .policy(let r):
+            "Refused by \(r.policy): " + r.detail
+        case .nothingToChange, .conflict, .unexpectedCurrent, .plan, .invalidPercentage, .invalid:
+            "Not published: " + refusal.description
+        }
+    }
+
+    private static func publishLevel(_ refusal: WriteRefusal) -> Notice.Kind {
+        if case .nothingToChange = refusal { return .info }
+        return .error
     }
 
     static func codeField() -> TextField { TextField(content: .digits, maxLength: 8, masked: true) }

@@ -225,7 +225,7 @@ public enum Overlay: Hashable, Sendable {
     /// The publish is in flight.
     case publishing(PublishRequest)
     /// Someone published first; offer to re-apply on top.
-    case conflict(PublishConflict, focus: DialogFocus)
+    case conflict(ConflictDialog, focus: DialogFocus)
     /// Published changes; `entries` is nil while loading.
     case history(entries: [ChangeRecord]?, cursor: ListCursor)
     /// The audit log; `log` is nil while loading.

@@ -1,4 +1,5 @@
 import RemoteConfig
+import Rollout
 import Telemetry
 import Timekeeping
 
@@ -180,23 +181,25 @@ public struct PublishReceipt: Hashable, Sendable {
     }
 }
 
-/// Someone else published after the preview: the compare-and-swap failed.
-public struct PublishConflict: Hashable, Sendable {
+/// The conflict dialog: the write path's report of who published first, with the change the operator prepared.
+public struct ConflictDialog: Hashable, Sendable {
     public var request: ChangeRequest
     /// The version the preview was based on.
     public var expectedVersion: String
+    /// The core's report: the winning version and the template it left.
+    public var report: WritePath.ConflictReport
     /// The changes published since, newest first.
     public var intervening: [ChangeRecord]
-    /// Where the rollout stands now.
-    public var current: RolloutPosition
 
-    public init(request: ChangeRequest, expectedVersion: String, intervening: [ChangeRecord], current: RolloutPosition)
-    {
+    public init(request: ChangeRequest, expectedVersion: String, report: WritePath.ConflictReport, intervening: [ChangeRecord]) {
         self.request = request
         self.expectedVersion = expectedVersion
+        self.report = report
         self.intervening = intervening
-        self.current = current
     }
+
+    /// Where the rollout stands now: the rollout of the winner's template.
+    public var current: RolloutPosition { RolloutPosition((try? RolloutPlan.locate(in: report.current.template)) ?? nil) }
 }
 
 /// One entry of the tamper-evident audit log.

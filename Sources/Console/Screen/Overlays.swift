@@ -202,7 +202,7 @@ enum OverlayView {
         return lines
     }
 
-    static func conflictLines(_ c: PublishConflict, _ state: ConsoleState) -> [Line] {
+    static func conflictLines(_ c: ConflictDialog, _ state: ConsoleState) -> [Line] {
         var lines: [Line] = [
             [Span("Your " + c.request.operation.text + " was prepared on v" + c.expectedVersion + ".", .text)],
             [Span("Published since then:", .muted)],
