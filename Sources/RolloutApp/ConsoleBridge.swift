@@ -144,10 +144,7 @@ public final class StoreConsoleExecutor: ConsoleEffectExecutor, @unchecked Senda
 
     private func intent(_ operation: ChangeOperation, current: StoredTemplate) -> WritePath.Intent {
         switch operation {
-        case .nudge(let by): .rollout(.nudge(by))
-        case .set(let m): .rollout(.set(m))
-        case .kill: .rollout(.kill)
-        case .resume: .rollout(.resume)
+        case .rollout(let op): .rollout(op)
         case .rollbackLast: .rollback(toVersion: current.info.number - 1)
         case .rollback(let version): .rollback(toVersion: version)
         }

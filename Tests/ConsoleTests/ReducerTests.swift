@@ -50,8 +50,8 @@ struct MainKeyTests {
         let delta = MicroPercent(micro)
         var s = ready()
         let effects = press(&s, key)
-        #expect(effects == [.preview(ChangeRequest(id: 1, operation: .nudge(by: delta)))])
-        #expect(s.overlay == .preparing(ChangeRequest(id: 1, operation: .nudge(by: delta))))
+        #expect(effects == [.preview(ChangeRequest(id: 1, operation: .rollout(.nudge(delta))))])
+        #expect(s.overlay == .preparing(ChangeRequest(id: 1, operation: .rollout(.nudge(delta)))))
     }
 
     @Test("] and [ move through the steps and stop at the ends")
@@ -69,12 +69,12 @@ struct MainKeyTests {
         #expect(s.step == MicroPercent(100_000))
         #expect(s.notice?.text == "Step 0.1%")
         let effects = press(&s, .character("+"))
-        #expect(effects == [.preview(ChangeRequest(id: 1, operation: .nudge(by: MicroPercent(100_000))))])
+        #expect(effects == [.preview(ChangeRequest(id: 1, operation: .rollout(.nudge(MicroPercent(100_000)))))])
     }
 
     @Test("K, r and u ask for previews of kill, resume and roll back")
     func killResumeRollback() {
-        for (key, op) in [("K", ChangeOperation.kill), ("r", .resume), ("u", .rollbackLast)] {
+        for (key, op) in [("K", ChangeOperation.rollout(.kill)), ("r", .rollout(.resume)), ("u", .rollbackLast)] {
             var s = ready()
             let effects = press(&s, .character(Character(key)))
             #expect(effects == [.preview(ChangeRequest(id: 1, operation: op))])
@@ -163,7 +163,7 @@ struct ValuePromptTests {
         press(&s, .control("u"))
         type(&s, "17.25%")
         let effects = press(&s, .enter)
-        #expect(effects == [.preview(ChangeRequest(id: 1, operation: .set(microPercent: MicroPercent(17_250_000))))])
+        #expect(effects == [.preview(ChangeRequest(id: 1, operation: .rollout(.set(MicroPercent(17_250_000)))))])
     }
 
     @Test("an invalid value keeps the prompt open with the reason; typing clears it")
@@ -199,7 +199,7 @@ struct ValuePromptTests {
         press(&s, .escape)
         press(&s, .character("="))
         type(&s, "5")
-        #expect(press(&s, .enter) == [.preview(ChangeRequest(id: 1, operation: .set(microPercent: MicroPercent(5_000_000))))])
+        #expect(press(&s, .enter) == [.preview(ChangeRequest(id: 1, operation: .rollout(.set(MicroPercent(5_000_000)))))])
         var t = ready()
         press(&t, .character("="), .end)
         type(&t, "1")
@@ -392,12 +392,12 @@ struct WritePathTests {
         var s = ready()
         press(&s, .character("+"), .escape)
         _ = s.handle(
-            .previewReady(Fixture.preview(for: ChangeRequest(id: 1, operation: .nudge(by: MicroPercent(1_000_000))))))
+            .previewReady(Fixture.preview(for: ChangeRequest(id: 1, operation: .rollout(.nudge(MicroPercent(1_000_000)))))))
         #expect(s.overlay == nil)
         press(&s, .character("+"))
         _ = s.handle(
-            .previewReady(Fixture.preview(for: ChangeRequest(id: 1, operation: .nudge(by: MicroPercent(1_000_000))))))
-        #expect(s.overlay == .preparing(ChangeRequest(id: 2, operation: .nudge(by: MicroPercent(1_000_000)))))
+            .previewReady(Fixture.preview(for: ChangeRequest(id: 1, operation: .rollout(.nudge(MicroPercent(1_000_000)))))))
+        #expect(s.overlay == .preparing(ChangeRequest(id: 2, operation: .rollout(.nudge(MicroPercent(1_000_000))))))
         _ = s.handle(.previewFailed(requestID: 2, message: "already at 100%"))
         #expect(s.overlay == nil)
         #expect(s.notice?.text == "Cannot nudge +1 point: already at 100%")
@@ -417,8 +417,8 @@ struct WritePathTests {
         #expect(text.contains("bo@example.com"))
         #expect(text.contains("re-applied on top: 16%"))
         let effects = press(&s, .tab, .enter)
-        #expect(effects == [.preview(ChangeRequest(id: 2, operation: .nudge(by: MicroPercent(1_000_000))))])
-        #expect(s.overlay == .preparing(ChangeRequest(id: 2, operation: .nudge(by: MicroPercent(1_000_000)))))
+        #expect(effects == [.preview(ChangeRequest(id: 2, operation: .rollout(.nudge(MicroPercent(1_000_000)))))])
+        #expect(s.overlay == .preparing(ChangeRequest(id: 2, operation: .rollout(.nudge(MicroPercent(1_000_000))))))
     }
 
     @Test("Cancel on the conflict screen writes nothing")

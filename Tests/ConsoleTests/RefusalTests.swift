@@ -8,7 +8,7 @@ import Testing
 /// plan refusal starting "nothing to resume", a guardrail reason asking for "a fresh code").
 @Suite("Typed refusals")
 struct RefusalTests {
-    private static let op = ChangeOperation.nudge(by: MicroPercent(1_000_000))
+    private static let op = ChangeOperation.rollout(.nudge(MicroPercent(1_000_000)))
 
     /// A console with a publish in flight (no reason, no code needed) for request 1.
     private func publishing() -> ConsoleState {

@@ -64,7 +64,7 @@ extension ConsoleState {
             revisedFor = nil
             // A kill only lowers exposure and never waits: its dialog focuses Kill, so the Enter that follows the
             // HALT footer's `K kill now` kills. Every other change focuses Cancel.
-            overlay = .confirm(preview, focus: request.operation == .kill ? .act : .cancel)
+            overlay = .confirm(preview, focus: request.operation == .rollout(.kill) ? .act : .cancel)
             return []
         case .previewFailed(let id, let message):
             return previewAnswered(id, refusal: nil, message: message)
@@ -249,7 +249,7 @@ extension ConsoleState {
                                 "already at \(PercentText.format(micro)): nothing to change; type another value or Esc")
                         return []
                     }
-                    return startChange(.set(microPercent: micro))
+                    return startChange(.rollout(.set(micro)))
                 } catch {
                     self.overlay = .valuePrompt(field: field, error: error.description)
                     return []
@@ -520,8 +520,8 @@ extension ConsoleState {
         if let selected = logSelection, let effects = handleLogKey(key, selected: selected) { return effects }
         guard let intent = KeyMap.intent(for: key) else { return [] }
         switch intent {
-        case .nudgeUp: return startChange(.nudge(by: step))
-        case .nudgeDown: return startChange(.nudge(by: .zero - step))
+        case .nudgeUp: return startChange(.rollout(.nudge(step)))
+        case .nudgeDown: return startChange(.rollout(.nudge(.zero - step)))
         case .finerStep:
             stepIndex = max(0, stepIndex - 1)
             say("Step \(PercentText.format(step))", .info)
@@ -531,8 +531,8 @@ extension ConsoleState {
         case .typeExact:
             let current = model.map { PercentText.formatNumber($0.condition.desiredMicroPercent) } ?? ""
             overlay = .valuePrompt(field: TextField(current, content: .decimal, maxLength: 12, selected: true), error: nil)
-        case .kill: return startChange(.kill)
-        case .resume: return startChange(.resume)
+        case .kill: return startChange(.rollout(.kill))
+        case .resume: return startChange(.rollout(.resume))
         case .rollbackLast:
             // Repeated presses walk back: each rollback goes one version before the one the last press restored.
             if let last = undoTrail.first, last > 1 { return startChange(.rollback(toVersion: last - 1)) }
@@ -549,7 +549,7 @@ extension ConsoleState {
                 say("No plan step to skip to", .warning)
                 return []
             }
-            return startChange(.set(microPercent: plan.steps[next - 1]))
+            return startChange(.rollout(.set(plan.steps[next - 1])))
         case .showVerdict:
             overlay = .verdict(scroll: 0)
         case .focusLog:

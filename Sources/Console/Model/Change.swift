@@ -5,15 +5,9 @@ import Timekeeping
 
 /// A write the operator asked for, before the core has looked at it.
 public enum ChangeOperation: Hashable, Sendable {
-    /// Move the percentage by a signed amount (`+`/`-`, `→`/`←`).
-    case nudge(by: MicroPercent)
-    /// Set the percentage to an exact value (`=`).
-    case set(microPercent: MicroPercent)
-    /// Turn the flag off for everyone (`K`).
-    case kill
-    /// Undo the kill switch, back to the percentage before it (`r`).
-    case resume
-    /// Roll back the last change (`u`).
+    /// One of the core's operations on the rollout: nudge (`+`/`-`, `→`/`←`), set (`=`), kill (`K`), resume (`r`).
+    case rollout(RolloutOperation)
+    /// Roll back the last change (`u`): the version before the one the dialog was prepared on.
     case rollbackLast
     /// Roll back to a given version (`u` pressed again walks further back).
     case rollback(toVersion: Int)
@@ -21,10 +15,11 @@ public enum ChangeOperation: Hashable, Sendable {
     /// A short description: `nudge +1 pt`, `set 12.5%`, `kill`.
     public var text: String {
         switch self {
-        case .nudge(let by): "nudge " + PercentText.formatPoints(by)
-        case .set(let m): "set " + PercentText.format(m)
-        case .kill: "kill switch"
-        case .resume: "resume"
+        case .rollout(.nudge(let by)): "nudge " + PercentText.formatPoints(by)
+        case .rollout(.set(let m, _)): "set " + PercentText.format(m)
+        case .rollout(.kill): "kill switch"
+        case .rollout(.resume): "resume"
+        case .rollout(let op): op.description
         case .rollbackLast: "roll back the last change"
         case .rollback(let v): "roll back to v\(v)"
         }
@@ -33,12 +28,12 @@ public enum ChangeOperation: Hashable, Sendable {
     /// Where this operation would take a rollout now at `position`, when that can be told without the store.
     public func target(from position: RolloutPosition) -> RolloutPosition? {
         switch self {
-        case .nudge(let by):
+        case .rollout(.nudge(let by)):
             return RolloutPosition(microPercent: min(PercentText.whole, max(.zero, position.microPercent + by)))
-        case .set(let m): return RolloutPosition(microPercent: m)
-        case .kill: return RolloutPosition(microPercent: position.microPercent, killed: true)
-        case .resume: return RolloutPosition(microPercent: position.microPercent, killed: false)
-        case .rollbackLast, .rollback: return nil
+        case .rollout(.set(let m, _)): return RolloutPosition(microPercent: m)
+        case .rollout(.kill): return RolloutPosition(microPercent: position.microPercent, killed: true)
+        case .rollout(.resume): return RolloutPosition(microPercent: position.microPercent, killed: false)
+        case .rollout(.reseed), .rollbackLast, .rollback: return nil
         }
     }
 }
