@@ -415,13 +415,9 @@ enum ConsoleModelBuilder {
         var load: Console.AttestationLoad?
         for report in p.reports {
             if report.source == PolicyIdentity(TelemetryGuardrail.self) {
-                var reasons = report.lines
-                var refusal: String?
-                if case .refuse(let r) = report.decision {
-                    reasons.insert("refuses this change: \(r.reason)", at: 0)
-                    refusal = r.reason
-                }
-                guardrail = GuardrailAssessment(verdict: level, reasons: reasons, refusal: refusal)
+                var refusal: PolicyRefusal?
+                if case .refuse(let r) = report.decision { refusal = r }
+                guardrail = GuardrailAssessment(verdict: level, reasons: report.lines, refusal: refusal)
             } else if case .refuse(let r) = report.decision {
                 if r.needsStepUpCode { stepUp = true } else { notes.append(r.description) }
                 notes += report.lines

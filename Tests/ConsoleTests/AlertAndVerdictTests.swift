@@ -174,7 +174,7 @@ struct DialogMessageTests {
         guard case .preview(let request)? = press(&s, .character("+")).first else { return nil }
         var p = Fixture.preview(for: request)
         p.requiresStepUp = false
-        p.guardrail.refusal = refuses ? "verdict HOLD" : nil
+        p.guardrail.refusal = refuses ? PolicyRefusal(policy: "guardrail", reason: "verdict HOLD", kind: .guardrail) : nil
         _ = s.handle(.previewReady(p))
         return request
     }
@@ -208,13 +208,19 @@ struct DialogMessageTests {
         }
         var p = Fixture.preview(for: request)
         p.guardrail = GuardrailAssessment(
-            verdict: .hold, reasons: ["refuses this change: verdict HOLD: not enough data yet"],
-            refusal: "verdict HOLD: not enough data yet")
+            verdict: .hold, reasons: ["verdict HOLD: not enough data yet"],
+            refusal: PolicyRefusal(policy: "guardrail", reason: "verdict HOLD: not enough data yet", kind: .guardrail))
         _ = s.handle(.previewReady(p))
         let effects = press(&s, .character("y"))
         #expect(effects.isEmpty)
         #expect(s.overlay == nil)
         #expect(s.notice?.text == "Refused by guardrail, nothing was written: verdict HOLD: not enough data yet")
+        // The dialog said so first, from the typed refusal, above the guardrail's facts.
+        var t = Fixture.state(Fixture.model())
+        _ = press(&t, .character("+"))
+        _ = t.handle(.previewReady(p))
+        let dialog = ConsoleScreen.render(t, size: Size(width: 120, height: 40)).lines.joined(separator: "\n")
+        #expect(dialog.contains("‖ HOLD  refuses this change: verdict HOLD: not enough"), "\(dialog)")
     }
 
     @Test("= with the current value says there is nothing to change; rejected characters are named")

@@ -627,7 +627,7 @@ extension ConsoleState {
         // written. The notice says why, in the guardrail's words, and that nothing was written.
         if preview.guardrail.refuses {
             overlay = nil
-            let why = preview.guardrail.refusal
+            let why = preview.guardrail.refusal?.reason
             say(
                 // "Nothing was written" first: the guardrail's reason is long and the notice row is cut at its end.
                 "Refused by guardrail, nothing was written: " + (why ?? preview.guardrail.verdict.labelText),

@@ -75,13 +75,14 @@ public struct AttestationLoad: Hashable, Sendable {
 /// The guardrail verdict on a proposed change.
 public struct GuardrailAssessment: Hashable, Sendable {
     public var verdict: VerdictLevel
+    /// The guardrail's report, one fact a line.
     public var reasons: [String]
-    /// Why the guardrail's preview says it will refuse this change, in its own words; nil when it allows it.
-    public var refusal: String?
+    /// The guardrail's refusal as its preview gives it (the write path would refuse the same); nil when it allows.
+    public var refusal: PolicyRefusal?
     /// The guardrail will refuse this change (the dialog then asks for no reason).
     public var refuses: Bool { refusal != nil }
 
-    public init(verdict: VerdictLevel, reasons: [String], refusal: String? = nil) {
+    public init(verdict: VerdictLevel, reasons: [String], refusal: PolicyRefusal? = nil) {
         self.verdict = verdict
         self.reasons = reasons
         self.refusal = refusal

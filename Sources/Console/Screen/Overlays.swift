@@ -178,7 +178,8 @@ enum OverlayView {
         } else {
             lines.append(row("Attestation load", [Span("no new attestations", .muted)]))
         }
-        let reasons = p.guardrail.reasons.isEmpty ? [""] : p.guardrail.reasons
+        let said = (p.guardrail.refusal.map { ["refuses this change: " + $0.reason] } ?? []) + p.guardrail.reasons
+        let reasons = said.isEmpty ? [""] : said
         lines.append(row("Guardrail", [p.guardrail.verdict.label, Span("  " + reasons[0], .text)]))
         for reason in reasons.dropFirst().prefix(2) { lines.append([indent, Span(reason, .text)]) }
         lines.append(
