@@ -142,20 +142,12 @@ public final class StoreConsoleExecutor: ConsoleEffectExecutor, @unchecked Senda
         }
     }
 
-    private func intent(_ operation: ChangeOperation, current: StoredTemplate) -> WritePath.Intent {
-        switch operation {
-        case .rollout(let op): .rollout(op)
-        case .rollbackLast: .rollback(toVersion: current.info.number - 1)
-        case .rollback(let version): .rollback(toVersion: version)
-        }
-    }
-
     private func preview(_ request: ChangeRequest) -> ConsoleEvent {
         do {
             let current = try session.consoleConfig.current()
             let path = try writePath()
             let writeRequest = WritePath.Request(
-                intent: intent(request.operation, current: current), actor: session.operatorID, origin: Self.origin)
+                intent: request.operation.intent(base: current.info.number), actor: session.operatorID, origin: Self.origin)
             let preview = try path.preview(writeRequest)
             if preview.isNoChange {
                 return .writeRefused(requestID: request.id, .nothingToChange(summary: preview.proposal.summary))
@@ -173,18 +165,10 @@ public final class StoreConsoleExecutor: ConsoleEffectExecutor, @unchecked Senda
         }
     }
 
-    private func publish(_ request: Console.PublishRequest) -> ConsoleEvent {
+    private func publish(_ request: ConfirmedChange) -> ConsoleEvent {
         let id = request.preview.request.id
         do {
-            let current = try session.consoleConfig.current()
-            var writeRequest = WritePath.Request(
-                intent: intent(request.preview.request.operation, current: current), actor: session.operatorID,
-                reason: request.reason, origin: Self.origin)
-            writeRequest.basedOnETag = request.preview.baseETag
-            writeRequest.stepUpCode = request.stepUpCode
-            if case .rollbackLast = request.preview.request.operation, let base = Int(request.preview.baseVersion) {
-                writeRequest.intent = .rollback(toVersion: base - 1)
-            }
+            let writeRequest = request.writeRequest(actor: session.operatorID, origin: Self.origin)
             switch try writePath().execute(writeRequest) {
             case .published(let stored, let proposal, _):
                 return .published(

@@ -297,7 +297,7 @@ struct WritePathTests {
         #expect(shortError.contains("6-digit"))
         type(&s, "456")
         let effects = press(&s, .enter)
-        let publish = PublishRequest(preview: preview, reason: "crash-free flat for 1h", stepUpCode: "123456")
+        let publish = ConfirmedChange(preview: preview, reason: "crash-free flat for 1h", stepUpCode: "123456")
         #expect(effects == [.publish(publish)])
         #expect(s.overlay == .publishing(publish))
     }
@@ -307,7 +307,7 @@ struct WritePathTests {
         var s = ready()
         let request = try openConfirm(&s, preview: plainPreview)
         let effects = press(&s, .right, .enter)
-        #expect(effects == [.publish(PublishRequest(preview: plainPreview(request), reason: "", stepUpCode: nil))])
+        #expect(effects == [.publish(ConfirmedChange(preview: plainPreview(request), reason: "", stepUpCode: nil))])
     }
 
     @Test("a published change closes the dialog, says so, and asks for a refresh")

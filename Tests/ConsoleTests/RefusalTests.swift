@@ -106,3 +106,23 @@ struct RefusalTests {
         #expect(s.notice?.kind == (isError ? .error : .info))
     }
 }
+
+@Suite("Confirmed change")
+struct ConfirmedChangeTests {
+    @Test("the write request is the operation on the preview's base, compare-and-swapped on its ETag")
+    func writeRequest() {
+        var preview = Fixture.preview(for: ChangeRequest(id: 3, operation: .rollbackLast))
+        preview.baseVersion = "42"
+        let request = ConfirmedChange(preview: preview, reason: "bad build", stepUpCode: "123456")
+            .writeRequest(actor: "ana@example.com", origin: "ROLLOUT_CONSOLE")
+        #expect(request.intent == .rollback(toVersion: 41))
+        #expect(request.basedOnETag == preview.baseETag)
+        #expect(request.stepUpCode == "123456" && request.reason == "bad build" && request.actor == "ana@example.com")
+        let nudge = ConfirmedChange(
+            preview: Fixture.preview(for: ChangeRequest(id: 4, operation: .rollout(.nudge(MicroPercent(1_000_000))))),
+            reason: "", stepUpCode: nil
+        ).writeRequest(actor: "ana@example.com", origin: "ROLLOUT_CONSOLE")
+        #expect(nudge.intent == .rollout(.nudge(MicroPercent(1_000_000))))
+        #expect(nudge.stepUpCode == nil)
+    }
+}

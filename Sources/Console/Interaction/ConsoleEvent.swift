@@ -59,7 +59,7 @@ public enum ConsoleEffect: Hashable, Sendable {
     case preview(ChangeRequest)
     /// Publish through the single write path (policy, guardrails, step-up, compare-and-swap on the preview's
     /// base); answer `.published`, `.writeRefused` or `.publishFailed`.
-    case publish(PublishRequest)
+    case publish(ConfirmedChange)
     /// Answer `.historyLoaded` or `.loadFailed`.
     case loadHistory
     /// Answer `.auditLoaded` or `.loadFailed`.

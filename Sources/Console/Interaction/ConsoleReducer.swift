@@ -314,7 +314,7 @@ extension ConsoleState {
                         error: "Type the 6-digit code from your authenticator app.")
                     return []
                 }
-                return publish(PublishRequest(preview: preview, reason: reason, stepUpCode: field.text))
+                return publish(ConfirmedChange(preview: preview, reason: reason, stepUpCode: field.text))
             case .edited:
                 self.overlay = .stepUp(preview, reason: reason, field: field, error: nil)
             case .ignored:
@@ -648,10 +648,10 @@ extension ConsoleState {
             overlay = .stepUp(preview, reason: reason, field: Self.codeField(), error: nil)
             return []
         }
-        return publish(PublishRequest(preview: preview, reason: reason, stepUpCode: nil))
+        return publish(ConfirmedChange(preview: preview, reason: reason, stepUpCode: nil))
     }
 
-    private mutating func publish(_ request: PublishRequest) -> [ConsoleEffect] {
+    private mutating func publish(_ request: ConfirmedChange) -> [ConsoleEffect] {
         overlay = .publishing(request)
         return [.publish(request)]
     }

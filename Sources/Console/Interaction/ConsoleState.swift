@@ -223,7 +223,7 @@ public enum Overlay: Hashable, Sendable {
     /// The step-up (TOTP) code, masked.
     case stepUp(ChangePreview, reason: String, field: TextField, error: String?)
     /// The publish is in flight.
-    case publishing(PublishRequest)
+    case publishing(ConfirmedChange)
     /// Someone published first; offer to re-apply on top.
     case conflict(ConflictDialog, focus: DialogFocus)
     /// Published changes; `entries` is nil while loading.

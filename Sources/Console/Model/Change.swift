@@ -25,6 +25,15 @@ public enum ChangeOperation: Hashable, Sendable {
         }
     }
 
+    /// The core's intent for this operation on version `base` (`u` rolls back to the version before it).
+    public func intent(base: Int) -> WritePath.Intent {
+        switch self {
+        case .rollout(let op): .rollout(op)
+        case .rollbackLast: .rollback(toVersion: base - 1)
+        case .rollback(let version): .rollback(toVersion: version)
+        }
+    }
+
     /// Where this operation would take a rollout now at `position`, when that can be told without the store.
     public func target(from position: RolloutPosition) -> RolloutPosition? {
         switch self {
@@ -147,8 +156,8 @@ public struct ChangePreview: Hashable, Sendable {
     public var stacksOnUnpropagatedChange: Bool { isIncrease && (propagation.map { $0 < 0.5 } ?? false) }
 }
 
-/// The confirmed change, handed to the write path.
-public struct PublishRequest: Hashable, Sendable {
+/// The change the operator confirmed in the dialog: the preview, and the reason and step-up code typed.
+public struct ConfirmedChange: Hashable, Sendable {
     public var preview: ChangePreview
     /// Why (required for increases; may be empty otherwise).
     public var reason: String
@@ -159,6 +168,16 @@ public struct PublishRequest: Hashable, Sendable {
         self.preview = preview
         self.reason = reason
         self.stepUpCode = stepUpCode
+    }
+
+    /// The write path's request: the operation on the version the preview showed, compare-and-swapped on its ETag.
+    public func writeRequest(actor: String, origin: String) -> WritePath.Request {
+        let base = Int(preview.baseVersion) ?? 0
+        var request = WritePath.Request(
+            intent: preview.request.operation.intent(base: base), actor: actor, reason: reason, origin: origin)
+        request.basedOnETag = preview.baseETag
+        request.stepUpCode = stepUpCode
+        return request
     }
 }
 
