@@ -49,14 +49,6 @@ public enum WriteRefusal: Error, Sendable, Hashable, CustomStringConvertible {
         }
     }
 
-    /// The policy's refusal, for the refusals a policy made.
-    public var policyRefusal: PolicyRefusal? {
-        switch self {
-        case .guardrail(let r), .stepUpNeeded(let r), .stepUpFailed(let r), .stepUpBlocked(let r), .policy(let r): r
-        default: nil
-        }
-    }
-
     /// A valid step-up code would lift it (the console asks for one again, the CLI says `--code`).
     public var asksForStepUpCode: Bool {
         switch self {
