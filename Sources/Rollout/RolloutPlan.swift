@@ -30,7 +30,7 @@ public enum Cohort: String, Hashable, Sendable, CaseIterable {
 }
 
 /// Where a rollout stands, as written in the template.
-public enum RolloutState: String, Hashable, Sendable {
+public enum RolloutState: String, Hashable, Sendable, CaseIterable {
     /// The flag's conditional value is `"false"` at 0%: nobody is exposed.
     case notStarted = "not started"
     /// The flag's conditional value is `"true"`: installations at or below N% are exposed.
@@ -137,7 +137,7 @@ public struct RolloutPlan: Hashable, Sendable {
 }
 
 /// Why a rollout operation was refused; each says what to do instead.
-public enum RolloutError: Error, Equatable, Sendable, CustomStringConvertible {
+public enum RolloutError: Error, Hashable, Sendable, CustomStringConvertible {
     case invalidPercentage(String)
     case notSetUp(String)
     case unsupportedCondition(String)

@@ -94,13 +94,16 @@ public struct WritePath {
         case invalidPercentage(String)
         /// The rollout is not where the operator said it was (`set --expect`): a lost race, like a conflict.
         case unexpectedCurrent(String)
+        /// The rollout refuses the operation on the template as it is (e.g. resume when not killed).
+        case plan(RolloutError)
         case refused(PolicyRefusal)
         case conflict(ConflictReport)
 
         public var description: String {
             switch self {
-            case .readOnly: "refused: this session is read-only (--read-only)"
+            case .readOnly: "refused: " + WriteRefusal.readOnlyDetail
             case .invalid(let m): m
+            case .plan(let e): e.description
             case .invalidPercentage(let m): m
             case .unexpectedCurrent(let m): m
             case .refused(let r): r.description
@@ -110,10 +113,16 @@ public struct WritePath {
     }
 
     /// Who won a compare-and-swap race, and what they changed.
-    public struct ConflictReport: Sendable, CustomStringConvertible {
+    public struct ConflictReport: Sendable, Hashable, CustomStringConvertible {
         public var winner: VersionInfo
         public var winnerChange: String
         public var current: StoredTemplate
+
+        public init(winner: VersionInfo, winnerChange: String, current: StoredTemplate) {
+            self.winner = winner
+            self.winnerChange = winnerChange
+            self.current = current
+        }
 
         public var description: String {
             let why = winner.description.isEmpty ? "" : " (\"\(winner.description)\")"
@@ -255,7 +264,7 @@ public struct WritePath {
         } catch let e as RolloutError {
             if case .unexpectedCurrent = e { throw Failure.unexpectedCurrent(e.description) }
             if case .invalidPercentage = e { throw Failure.invalidPercentage(e.description) }
-            throw Failure.invalid(e.description)
+            throw Failure.plan(e)
         }
         // "No change" never publishes: a rollback to a version whose template equals the current one (the current
         // version itself included) has an empty diff, so `execute` returns `.unchanged` and writes nothing.

@@ -100,25 +100,45 @@ public enum PolicyDecision: Sendable, Equatable {
 }
 
 /// A refusal with what a person needs to act on it.
-public struct PolicyRefusal: Error, Sendable, Equatable, CustomStringConvertible {
+public struct PolicyRefusal: Error, Sendable, Hashable, CustomStringConvertible {
     /// Which policy refused (`guardrail`, `step-up`, ...).
     public var policy: String
     public var reason: String
     /// What would be accepted instead (e.g. `the largest step within the budget is +2.5`).
     public var suggestion: String?
+    /// What kind of refusal this is, set by the policy that refuses: what callers decide on, never the words.
+    public var kind: Kind
     /// The refusal is lifted by typing a valid step-up code.
-    public var needsStepUpCode: Bool
+    public var needsStepUpCode: Bool { kind == .stepUpNeeded || kind == .stepUpFailed }
 
-    public init(policy: String, reason: String, suggestion: String? = nil, needsStepUpCode: Bool = false) {
+    /// Which policy refuses, and whether a step-up code could lift it.
+    public enum Kind: Sendable, Hashable {
+        /// The telemetry guardrail (the verdict, or the attestation budget).
+        case guardrail
+        /// Step-up: a code is needed and none was given.
+        case stepUpNeeded
+        /// Step-up: the code given did not pass (wrong, expired, used); a fresh code may.
+        case stepUpFailed
+        /// Step-up cannot pass now: the operator is not enrolled or is locked out.
+        case stepUpBlocked
+        /// Any other rule (a reason for an increase, rollout protection).
+        case other
+    }
+
+    /// `needsStepUpCode` alone (no `kind`) means a code is needed and none was given.
+    public init(
+        policy: String, reason: String, suggestion: String? = nil, needsStepUpCode: Bool = false, kind: Kind? = nil
+    ) {
         self.policy = policy
         self.reason = reason
         self.suggestion = suggestion
-        self.needsStepUpCode = needsStepUpCode
+        self.kind = kind ?? (needsStepUpCode ? .stepUpNeeded : .other)
     }
 
-    public var description: String {
-        "refused by \(policy): \(reason)" + (suggestion.map { "; \($0)" } ?? "")
-    }
+    /// The reason and what would be accepted instead, without the verdict (`refused by guardrail`).
+    public var detail: String { reason + (suggestion.map { "; \($0)" } ?? "") }
+
+    public var description: String { "refused by \(policy): \(detail)" }
 }
 
 /// Which policy a report comes from, told by the policy's type rather than by its name.

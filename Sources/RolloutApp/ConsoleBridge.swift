@@ -142,26 +142,15 @@ public final class StoreConsoleExecutor: ConsoleEffectExecutor, @unchecked Senda
         }
     }
 
-    private func intent(_ operation: ChangeOperation, current: StoredTemplate) -> WritePath.Intent {
-        switch operation {
-        case .nudge(let by): .rollout(.nudge(by))
-        case .set(let m): .rollout(.set(m))
-        case .kill: .rollout(.kill)
-        case .resume: .rollout(.resume)
-        case .rollbackLast: .rollback(toVersion: current.info.number - 1)
-        case .rollback(let version): .rollback(toVersion: version)
-        }
-    }
-
     private func preview(_ request: ChangeRequest) -> ConsoleEvent {
         do {
             let current = try session.consoleConfig.current()
             let path = try writePath()
             let writeRequest = WritePath.Request(
-                intent: intent(request.operation, current: current), actor: session.operatorID, origin: Self.origin)
+                intent: request.operation.intent(base: current.info.number), actor: session.operatorID, origin: Self.origin)
             let preview = try path.preview(writeRequest)
             if preview.isNoChange {
-                return .nothingToChange(requestID: request.id, message: "nothing to change: \(preview.proposal.summary)")
+                return .writeRefused(requestID: request.id, .nothingToChange(summary: preview.proposal.summary))
             }
             let status = try monitor().status()
             return .previewReady(
@@ -169,48 +158,35 @@ public final class StoreConsoleExecutor: ConsoleEffectExecutor, @unchecked Senda
                     request, preview, verdict: status.assessment.verdict.level, fleet: status.snapshot.activity,
                     budget: status.settings.budget, readOnly: session.readOnly,
                     propagation: status.assessment.exposure.propagation))
+        } catch let failure as WritePath.Failure {
+            return .writeRefused(requestID: request.id, WriteRefusal(failure))
         } catch {
             return .previewFailed(requestID: request.id, message: ConsoleText.oneLine(error))
         }
     }
 
-    private func publish(_ request: Console.PublishRequest) -> ConsoleEvent {
+    private func publish(_ request: ConfirmedChange) -> ConsoleEvent {
         let id = request.preview.request.id
         do {
-            let current = try session.consoleConfig.current()
-            var writeRequest = WritePath.Request(
-                intent: intent(request.preview.request.operation, current: current), actor: session.operatorID,
-                reason: request.reason, origin: Self.origin)
-            writeRequest.basedOnETag = request.preview.baseETag
-            writeRequest.stepUpCode = request.stepUpCode
-            if case .rollbackLast = request.preview.request.operation, let base = Int(request.preview.baseVersion) {
-                writeRequest.intent = .rollback(toVersion: base - 1)
-            }
+            let writeRequest = request.writeRequest(actor: session.operatorID, origin: Self.origin)
             switch try writePath().execute(writeRequest) {
             case .published(let stored, let proposal, _):
                 return .published(
                     PublishReceipt(
-                        requestID: id, version: String(stored.info.number), from: ConsoleModelBuilder.position(proposal.before),
-                        to: ConsoleModelBuilder.position(proposal.after)))
+                        requestID: id, version: String(stored.info.number), from: RolloutPosition(proposal.before),
+                        to: RolloutPosition(proposal.after)))
             case .unchanged(_, let proposal):
-                return .nothingToChange(requestID: id, message: "nothing to change: \(proposal.summary)")
+                return .writeRefused(requestID: id, .nothingToChange(summary: proposal.summary))
             }
-        } catch WritePath.Failure.conflict(let report) {
+        } catch let failure as WritePath.Failure {
+            let refusal = WriteRefusal(failure)
+            guard case .conflict(let report) = refusal else { return .writeRefused(requestID: id, refusal) }
+            // The conflict dialog lists what was published since the preview's base.
             let base = Int(request.preview.baseVersion) ?? 0
             let intervening = (try? positions.changes(session.consoleConfig, newest: report.current, limit: 20))?.filter {
                 (Int($0.version) ?? 0) > base
             }
-            return .publishConflict(
-                PublishConflict(
-                    request: request.preview.request, expectedVersion: request.preview.baseVersion,
-                    intervening: intervening ?? [], current: ConsoleModelBuilder.position(try? RolloutPlan.locate(in: report.current.template))))
-        } catch WritePath.Failure.refused(let refusal) where refusal.needsStepUpCode {
-            return .stepUpRejected(requestID: id, message: refusal.description)
-        } catch let failure as WritePath.Failure {
-            switch failure {
-            case .readOnly, .refused: return .publishRefused(requestID: id, message: failure.description)
-            default: return .publishFailed(requestID: id, message: failure.description)
-            }
+            return .writeRefused(requestID: id, refusal, intervening: intervening ?? [])
         } catch {
             return .publishFailed(requestID: id, message: ConsoleText.oneLine(error))
         }
@@ -312,10 +288,7 @@ struct PositionCache {
 
 /// Core values → the console's view model.
 enum ConsoleModelBuilder {
-    static func position(_ plan: RolloutPlan?) -> RolloutPosition {
-        guard let plan else { return RolloutPosition(microPercent: .zero) }
-        return RolloutPosition(microPercent: plan.percentage, killed: plan.state == .killed)
-    }
+    static func position(_ plan: RolloutPlan?) -> RolloutPosition { RolloutPosition(plan) }
 
     /// What kind of write rollout made to publish a version, from structured data only: the version's update type
     /// and the rollout before and after it. A change of percentage is a `set`: the version does not record whether
@@ -352,12 +325,6 @@ enum ConsoleModelBuilder {
         }
 
         let plan = status.plan
-        let state: Console.RolloutState
-        switch plan?.state {
-        case .killed?: state = .killed
-        case .rolling?: state = a.verdict.level >= .hold && a.armed ? .held : .rolling
-        default: state = .notStarted
-        }
         let condition = ConditionInfo(
             parameter: plan?.names.parameter ?? RolloutNames.standard.parameter,
             conditionName: plan?.names.exposedCondition ?? RolloutNames.standard.exposedCondition,
@@ -365,7 +332,8 @@ enum ConsoleModelBuilder {
             desiredMicroPercent: plan?.percentage ?? .zero, observedExposure: a.exposure.observedExposure,
             propagation: a.exposure.propagation, activeDevices: s.activity.active > 0 ? Int(s.activity.active) : nil,
             seed: plan?.seed ?? "", exposedBand: band(plan?.exposedBand ?? RolloutPlan.exposedBand(.zero)),
-            controlBand: plan.flatMap { $0.controlBand.isEmpty ? nil : band($0.controlBand) }, state: state)
+            controlBand: plan.flatMap { $0.controlBand.isEmpty ? nil : band($0.controlBand) }, state: plan?.state ?? .notStarted,
+            held: a.verdict.level >= .hold && a.armed)
 
         func rates(_ kind: CounterKind) -> WindowRates {
             let w = s.windows
@@ -431,13 +399,9 @@ enum ConsoleModelBuilder {
         var load: Console.AttestationLoad?
         for report in p.reports {
             if report.source == PolicyIdentity(TelemetryGuardrail.self) {
-                var reasons = report.lines
-                var refusal: String?
-                if case .refuse(let r) = report.decision {
-                    reasons.insert("refuses this change: \(r.reason)", at: 0)
-                    refusal = r.reason
-                }
-                guardrail = GuardrailAssessment(verdict: level, reasons: reasons, refusal: refusal)
+                var refusal: PolicyRefusal?
+                if case .refuse(let r) = report.decision { refusal = r }
+                guardrail = GuardrailAssessment(verdict: level, reasons: report.lines, refusal: refusal)
             } else if case .refuse(let r) = report.decision {
                 if r.needsStepUpCode { stepUp = true } else { notes.append(r.description) }
                 notes += report.lines

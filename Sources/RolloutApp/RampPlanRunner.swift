@@ -25,18 +25,18 @@ public struct StoredRampPlan: Sendable {
 /// Why a plan command did nothing.
 public struct RampPlanFailure: Error, Sendable, CustomStringConvertible {
     /// What a caller decides on (the CLI's exit code); never the words.
-    public enum Kind: Sendable, Equatable {
+    public enum Kind: Sendable {
         /// The plan or the store is not in a state that allows it.
         case failure
         /// A usage problem (a plan file that does not parse).
         case usage
-        /// Refused by a policy (a step-up code).
-        case refused
+        /// Refused, as the write path would refuse it (a step-up code).
+        case refused(WriteRefusal)
     }
 
     public var description: String
     public var kind: Kind
-    public var isUsage: Bool { kind == .usage }
+    public var isUsage: Bool { if case .usage = kind { true } else { false } }
 
     public init(_ description: String, kind: Kind = .failure) {
         self.description = description
@@ -204,7 +204,10 @@ public struct RampPlanStates {
                         ))
                 }
                 guard let acting = try? OperatorID(actor) else {
-                    return .failure(RampPlanFailure("\(actor) cannot be enrolled, so it cannot pass step-up", kind: .refused))
+                    let reason = "\(actor) cannot be enrolled, so it cannot pass step-up"
+                    return .failure(
+                        RampPlanFailure(
+                            reason, kind: .refused(.stepUpBlocked(PolicyRefusal(policy: "step-up", reason: reason, kind: .stepUpBlocked)))))
                 }
                 approved = protected.map(\.0)
                 // One check of the code for the span of every protected step: it needs a code whenever any
@@ -216,7 +219,10 @@ public struct RampPlanStates {
                 let decision = try session.stepUp.authorize(change, by: acting, code: code, at: session.clock) {
                     _ = try session.config.appendAudit($0.auditEntry)
                 }
-                if let refusal = decision.refusal { return .failure(RampPlanFailure("refused: \(refusal)", kind: .refused)) }
+                if let refusal = decision.refusal {
+                    return .failure(
+                        RampPlanFailure("refused: \(refusal)", kind: .refused(WriteRefusal(.refused(refusal.policyRefusal)))))
+                }
             }
             let row = RampPlanTable.Row(
                 name: plan.name, source: source, startedBy: actor, startedAt: now,
@@ -441,20 +447,25 @@ public final class RampPlanRunner {
                 state.reached = step
                 state.reachedAt = status.now
                 refusedUpdate = .some(nil)
-            } catch WritePath.Failure.conflict {
-                look.done = "lost the race for step \(step): another change was published first; looking again"
-                look.decision = decision
-                return (look, refusedUpdate)
-            } catch WritePath.Failure.refused(let refusal) where refusal.needsStepUpCode {
-                state.phase = .paused
-                state.reason =
-                    "step \(step) (\(target)) needs a one-time code: \(refusal.reason); 'rollout plan resume --code CODE' publishes it"
-                audit = ("plan pause", state.reason)
-                look.done = "paused: " + state.reason
-            } catch WritePath.Failure.refused(let refusal) {
-                refusedUpdate = .some((status.current.etag, status.now))
-                decision.action = .wait("refused: \(refusal)", gates: [])
-                look.done = "waiting: \(refusal)"
+            } catch let failure as WritePath.Failure {
+                switch WriteRefusal(failure) {
+                case .conflict:
+                    look.done = "lost the race for step \(step): another change was published first; looking again"
+                    look.decision = decision
+                    return (look, refusedUpdate)
+                case .stepUpNeeded(let refusal), .stepUpFailed(let refusal):
+                    state.phase = .paused
+                    state.reason =
+                        "step \(step) (\(target)) needs a one-time code: \(refusal.reason); 'rollout plan resume --code CODE' publishes it"
+                    audit = ("plan pause", state.reason)
+                    look.done = "paused: " + state.reason
+                case .guardrail(let refusal), .stepUpBlocked(let refusal), .policy(let refusal):
+                    refusedUpdate = .some((status.current.etag, status.now))
+                    decision.action = .wait("refused: \(refusal)", gates: [])
+                    look.done = "waiting: \(refusal)"
+                default:
+                    throw failure
+                }
             }
         case .kill(let why):
             var request = WritePath.Request(
@@ -468,7 +479,8 @@ public final class RampPlanRunner {
                 } else if case .published(let v, _, _) = try path.execute(request) {
                     look.published = v.info.number
                 }
-            } catch WritePath.Failure.conflict {
+            } catch let failure as WritePath.Failure {
+                guard case .conflict = WriteRefusal(failure) else { throw failure }
                 // Someone published first (auto-kill's kill, or an operator): the next look judges the new version.
                 look.done = "lost the race to kill; looking again"
                 return (look, refusedUpdate)

@@ -163,11 +163,12 @@ public struct StepUpWritePolicy: WritePolicy {
             let decision: PolicyDecision
             if record == nil {
                 lines.append("\(proposal.actor) is not enrolled")
-                decision = .refuse(PolicyRefusal(policy: name, reason: "\(proposal.actor) is not enrolled for step-up"))
+                decision = .refuse(
+                    PolicyRefusal(policy: name, reason: "\(proposal.actor) is not enrolled for step-up", kind: .stepUpBlocked))
             } else if let until = record?.lockedUntil, clock.now() < until {
                 lines.append("\(proposal.actor) is locked out until \(until.iso8601)")
                 decision = .refuse(
-                    PolicyRefusal(policy: name, reason: "\(proposal.actor) is locked out until \(until.iso8601)"))
+                    PolicyRefusal(policy: name, reason: "\(proposal.actor) is locked out until \(until.iso8601)", kind: .stepUpBlocked))
             } else if proposal.stepUpCode == nil {
                 decision = .refuse(
                     PolicyRefusal(policy: name, reason: "a fresh code is needed", needsStepUpCode: true))
@@ -194,7 +195,8 @@ public struct StepUpWritePolicy: WritePolicy {
                     result: .stepUpRefused,
                     detail: "result not-enrolled; needed for \(reasons.map(\.code).joined(separator: ", "))"))
             return .refuse(
-                PolicyRefusal(policy: name, reason: "\(proposal.actor) cannot be enrolled, so it cannot pass step-up"))
+                PolicyRefusal(
+                    policy: name, reason: "\(proposal.actor) cannot be enrolled, so it cannot pass step-up", kind: .stepUpBlocked))
         }
         if let (approval, step) = try preApproval(proposal) {
             let state = try store.enforcement()
@@ -222,12 +224,20 @@ public struct StepUpWritePolicy: WritePolicy {
             return .allow
         case .refused:
             let refusal = decision.refusal!
-            let retryable: Bool
-            switch refusal.outcome {
-            case .lockedOut, .notEnrolled: retryable = false
-            default: retryable = true
-            }
-            return .refuse(PolicyRefusal(policy: name, reason: refusal.description, needsStepUpCode: retryable))
+            return .refuse(refusal.policyRefusal)
         }
+    }
+}
+
+extension StepUpRefusal {
+    /// The write path's refusal: a code is missing, did not pass, or cannot pass now (not enrolled, locked out).
+    public var policyRefusal: PolicyRefusal {
+        let kind: PolicyRefusal.Kind
+        switch outcome {
+        case .lockedOut, .notEnrolled: kind = .stepUpBlocked
+        case .missing: kind = .stepUpNeeded
+        default: kind = .stepUpFailed
+        }
+        return PolicyRefusal(policy: "step-up", reason: description, kind: kind)
     }
 }

@@ -54,6 +54,6 @@ public struct TelemetryGuardrail: WritePolicy {
         let suggestion = refusal.suggestedTargetMicroPercent.map {
             "the largest step within the attestation budget is to \(MicroPercent($0))"
         }
-        return .refuse(PolicyRefusal(policy: name, reason: refusal.reason, suggestion: suggestion))
+        return .refuse(PolicyRefusal(policy: name, reason: refusal.reason, suggestion: suggestion, kind: .guardrail))
     }
 }

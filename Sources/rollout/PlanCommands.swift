@@ -86,7 +86,8 @@ enum PlanCommands {
                 return .ok
             } catch let e as RampPlanFailure {
                 if e.isUsage { throw inv.usageError("\(file): \(e.description)") }
-                throw CommandError(e.description, exit: e.kind == .refused ? .refused : .failure)
+                if case .refused(let refusal) = e.kind { throw CommandError(e.description, exit: ExitCode(refusal)) }
+                throw CommandError(e.description)
             }
         })
 

@@ -634,14 +634,10 @@ extension StoreCommands {
         switch error {
         case let e as CommandError: return CommandError(oneLine(e.message), exit: e.exitCode)
         case let f as WritePath.Failure:
-            switch f {
-            case .refused(let r) where r.needsStepUpCode:
-                return CommandError(oneLine(f.description) + " (add --code CODE from your authenticator app)", exit: .refused)
-            case .readOnly, .refused: return CommandError(oneLine(f.description), exit: .refused)
-            case .conflict, .unexpectedCurrent: return CommandError(oneLine(f.description), exit: .conflict)
-            case .invalid: return CommandError(oneLine(f.description), exit: .failure)
-            case .invalidPercentage: return CommandError(oneLine(f.description), exit: .usage)
-            }
+            let refusal = WriteRefusal(f)
+            return CommandError(oneLine(refusal.commandLineText), exit: ExitCode(refusal))
+        case let refusal as WriteRefusal:
+            return CommandError(oneLine(refusal.commandLineText), exit: ExitCode(refusal))
         case let c as PublishConflict:
             return CommandError(
                 "publish conflict: the store is at version \(c.current.info.number) now", exit: .conflict)

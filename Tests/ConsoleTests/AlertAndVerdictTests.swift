@@ -1,5 +1,6 @@
 import Console
 import RemoteConfig
+import Rollout
 import Telemetry
 import Testing
 import Timekeeping
@@ -173,7 +174,7 @@ struct DialogMessageTests {
         guard case .preview(let request)? = press(&s, .character("+")).first else { return nil }
         var p = Fixture.preview(for: request)
         p.requiresStepUp = false
-        p.guardrail.refusal = refuses ? "verdict HOLD" : nil
+        p.guardrail.refusal = refuses ? PolicyRefusal(policy: "guardrail", reason: "verdict HOLD", kind: .guardrail) : nil
         _ = s.handle(.previewReady(p))
         return request
     }
@@ -207,13 +208,19 @@ struct DialogMessageTests {
         }
         var p = Fixture.preview(for: request)
         p.guardrail = GuardrailAssessment(
-            verdict: .hold, reasons: ["refuses this change: verdict HOLD: not enough data yet"],
-            refusal: "verdict HOLD: not enough data yet")
+            verdict: .hold, reasons: ["verdict HOLD: not enough data yet"],
+            refusal: PolicyRefusal(policy: "guardrail", reason: "verdict HOLD: not enough data yet", kind: .guardrail))
         _ = s.handle(.previewReady(p))
         let effects = press(&s, .character("y"))
         #expect(effects.isEmpty)
         #expect(s.overlay == nil)
         #expect(s.notice?.text == "Refused by guardrail, nothing was written: verdict HOLD: not enough data yet")
+        // The dialog said so first, from the typed refusal, above the guardrail's facts.
+        var t = Fixture.state(Fixture.model())
+        _ = press(&t, .character("+"))
+        _ = t.handle(.previewReady(p))
+        let dialog = ConsoleScreen.render(t, size: Size(width: 120, height: 40)).lines.joined(separator: "\n")
+        #expect(dialog.contains("‖ HOLD  refuses this change: verdict HOLD: not enough"), "\(dialog)")
     }
 
     @Test("= with the current value says there is nothing to change; rejected characters are named")
@@ -237,13 +244,12 @@ struct DialogMessageTests {
 
     @Test("the refusal notice does not double its word")
     func noDoubledWords() {
-        #expect(ConsoleState.prefixed("Refused", "refused: guardrail HOLD") == "Refused: guardrail HOLD")
-        #expect(ConsoleState.prefixed("Refused", "Refused: read-only") == "Refused: read-only")
-        #expect(ConsoleState.prefixed("Refused", "guardrail HOLD") == "Refused: guardrail HOLD")
-        #expect(ConsoleState.prefixed("Refused", "refused by guardrail: HOLD") == "Refused by guardrail: HOLD")
         var s = Fixture.state(Fixture.model())
-        _ = s.handle(.publishRefused(requestID: 9, message: "refused: the guardrail refuses increases at HOLD"))
-        #expect(s.notice?.text == "Refused: the guardrail refuses increases at HOLD")
+        _ = s.handle(.writeRefused(requestID: 9, .readOnly))
+        #expect(s.notice?.text == "Refused: this session is read-only (--read-only)")
+        let hold = PolicyRefusal(policy: "guardrail", reason: "the guardrail refuses increases at HOLD", kind: .guardrail)
+        _ = s.handle(.writeRefused(requestID: 9, .guardrail(hold)))
+        #expect(s.notice?.text == "Refused by guardrail: the guardrail refuses increases at HOLD")
     }
 
     @Test("u pressed again walks further back instead of toggling")

@@ -1,5 +1,6 @@
 import Console
 import RemoteConfig
+import Rollout
 import Telemetry
 import Testing
 import Timekeeping
@@ -220,7 +221,8 @@ struct DrillDownTests {
         }
         var fresh = Fixture.preview(for: again)
         fresh.guardrail = GuardrailAssessment(
-            verdict: .hold, reasons: ["crash rate higher when exposed"], refusal: "crash rate higher when exposed")
+            verdict: .hold, reasons: ["crash rate higher when exposed"],
+            refusal: PolicyRefusal(policy: "guardrail", reason: "crash rate higher when exposed", kind: .guardrail))
         _ = s.handle(.previewReady(fresh))
         guard case .confirm(let preview, _)? = s.overlay else {
             Issue.record("no confirm dialog: \(String(describing: s.overlay))")

@@ -1,5 +1,6 @@
 import Console
 import RemoteConfig
+import Rollout
 import Telemetry
 import Timekeeping
 
@@ -12,7 +13,8 @@ enum Fixture {
     }
 
     static func model(
-        state: RolloutState = .rolling, verdict: VerdictLevel = .ok, reasons: [String] = ["no difference detected"],
+        state: RolloutState = .rolling, held: Bool = false, verdict: VerdictLevel = .ok,
+        reasons: [String] = ["no difference detected"],
         dataAge: Instant.Duration = .milliseconds(400), staleReason: String? = nil
     ) -> ConsoleModel {
         let perMinute = (0..<30).map { i in
@@ -31,7 +33,7 @@ enum Fixture {
                 seed: "rollout-2026",
                 exposedBand: PercentileBand(lower: MicroPercent(0), upper: MicroPercent(12_500_000), includesLower: true),
                 controlBand: PercentileBand(lower: MicroPercent(50_000_000), upper: MicroPercent(62_500_000), includesLower: false),
-                state: state),
+                state: state, held: held),
             attestation: AttestationInfo(
                 successTotal: 12_345, failureTotal: 234,
                 successRate: WindowRates(oneMinute: 212.4, fiveMinutes: 190.2, fifteenMinutes: 180.0),
@@ -129,6 +131,16 @@ enum Fixture {
             load: AttestationLoad(peakPerSecond: 4.1, budgetPerSecond: 100, perDay: 482, dailyBudget: 10_000_000),
             guardrail: GuardrailAssessment(verdict: .ok, reasons: ["no difference detected at 12.5%"]),
             requiresStepUp: true)
+    }
+
+    /// The write path's report of a conflict: bo@ published version 43 at 15%, the rollout at `percent` now.
+    static func conflictReport(at percent: MicroPercent = MicroPercent(15_000_000)) -> WritePath.ConflictReport {
+        let change = try! RolloutPlan.apply(.set(percent), to: RolloutPlan.initialTemplate(seed: "s"), newSeed: "s")
+        let info = VersionInfo(
+            number: 43, etag: "etag-43", updateTime: at(3), updateUser: "bo@example.com", updateOrigin: "ROLLOUT_CLI",
+            updateType: .incremental, description: "after the review")
+        return WritePath.ConflictReport(
+            winner: info, winnerChange: "set 12.5% → 15%", current: StoredTemplate(template: change.template, info: info))
     }
 
     static let conflictRecord = ChangeRecord(

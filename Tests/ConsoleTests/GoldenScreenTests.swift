@@ -47,10 +47,8 @@ struct Scenario: Sendable, CustomStringConvertible {
             for c in "123456" { _ = s.handle(.key(.character(c))) }
             _ = s.handle(.key(.enter))
             _ = s.handle(
-                .publishConflict(
-                    PublishConflict(
-                        request: request, expectedVersion: "42", intervening: [Fixture.conflictRecord],
-                        current: RolloutPosition(microPercent: MicroPercent(15_000_000)))))
+                .writeRefused(
+                    requestID: request.id, .conflict(Fixture.conflictReport()), intervening: [Fixture.conflictRecord]))
             return s
         },
         Scenario(name: "verdict") { size in

@@ -105,7 +105,7 @@ struct LogFocusTests {
             Issue.record("+ did not ask for a preview with the log focused")
             return
         }
-        #expect(request.operation == .nudge(by: s.step))
+        #expect(request.operation == .rollout(.nudge(s.step)))
         _ = s.handle(.key(.escape))
         #expect(s.logSelection == 42)
 

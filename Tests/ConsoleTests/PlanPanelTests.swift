@@ -75,7 +75,7 @@ struct PlanPanelTests {
             Issue.record("no preview")
             return
         }
-        #expect(request.operation == .set(microPercent: MicroPercent(25_000_000)))
+        #expect(request.operation == .rollout(.set(MicroPercent(25_000_000))))
         var done = Self.state(
             PlanInfo(name: "ramp", phase: .done, reached: 5, steps: Self.steps, next: "done"),
             size: Size(width: 80, height: 24))

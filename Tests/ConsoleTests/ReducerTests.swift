@@ -1,5 +1,6 @@
 import Console
 import RemoteConfig
+import Rollout
 import Testing
 import Timekeeping
 
@@ -49,8 +50,8 @@ struct MainKeyTests {
         let delta = MicroPercent(micro)
         var s = ready()
         let effects = press(&s, key)
-        #expect(effects == [.preview(ChangeRequest(id: 1, operation: .nudge(by: delta)))])
-        #expect(s.overlay == .preparing(ChangeRequest(id: 1, operation: .nudge(by: delta))))
+        #expect(effects == [.preview(ChangeRequest(id: 1, operation: .rollout(.nudge(delta))))])
+        #expect(s.overlay == .preparing(ChangeRequest(id: 1, operation: .rollout(.nudge(delta)))))
     }
 
     @Test("] and [ move through the steps and stop at the ends")
@@ -68,12 +69,12 @@ struct MainKeyTests {
         #expect(s.step == MicroPercent(100_000))
         #expect(s.notice?.text == "Step 0.1%")
         let effects = press(&s, .character("+"))
-        #expect(effects == [.preview(ChangeRequest(id: 1, operation: .nudge(by: MicroPercent(100_000))))])
+        #expect(effects == [.preview(ChangeRequest(id: 1, operation: .rollout(.nudge(MicroPercent(100_000)))))])
     }
 
     @Test("K, r and u ask for previews of kill, resume and roll back")
     func killResumeRollback() {
-        for (key, op) in [("K", ChangeOperation.kill), ("r", .resume), ("u", .rollbackLast)] {
+        for (key, op) in [("K", ChangeOperation.rollout(.kill)), ("r", .rollout(.resume)), ("u", .rollbackLast)] {
             var s = ready()
             let effects = press(&s, .character(Character(key)))
             #expect(effects == [.preview(ChangeRequest(id: 1, operation: op))])
@@ -162,7 +163,7 @@ struct ValuePromptTests {
         press(&s, .control("u"))
         type(&s, "17.25%")
         let effects = press(&s, .enter)
-        #expect(effects == [.preview(ChangeRequest(id: 1, operation: .set(microPercent: MicroPercent(17_250_000))))])
+        #expect(effects == [.preview(ChangeRequest(id: 1, operation: .rollout(.set(MicroPercent(17_250_000)))))])
     }
 
     @Test("an invalid value keeps the prompt open with the reason; typing clears it")
@@ -198,7 +199,7 @@ struct ValuePromptTests {
         press(&s, .escape)
         press(&s, .character("="))
         type(&s, "5")
-        #expect(press(&s, .enter) == [.preview(ChangeRequest(id: 1, operation: .set(microPercent: MicroPercent(5_000_000))))])
+        #expect(press(&s, .enter) == [.preview(ChangeRequest(id: 1, operation: .rollout(.set(MicroPercent(5_000_000)))))])
         var t = ready()
         press(&t, .character("="), .end)
         type(&t, "1")
@@ -296,7 +297,7 @@ struct WritePathTests {
         #expect(shortError.contains("6-digit"))
         type(&s, "456")
         let effects = press(&s, .enter)
-        let publish = PublishRequest(preview: preview, reason: "crash-free flat for 1h", stepUpCode: "123456")
+        let publish = ConfirmedChange(preview: preview, reason: "crash-free flat for 1h", stepUpCode: "123456")
         #expect(effects == [.publish(publish)])
         #expect(s.overlay == .publishing(publish))
     }
@@ -306,7 +307,7 @@ struct WritePathTests {
         var s = ready()
         let request = try openConfirm(&s, preview: plainPreview)
         let effects = press(&s, .right, .enter)
-        #expect(effects == [.publish(PublishRequest(preview: plainPreview(request), reason: "", stepUpCode: nil))])
+        #expect(effects == [.publish(ConfirmedChange(preview: plainPreview(request), reason: "", stepUpCode: nil))])
     }
 
     @Test("a published change closes the dialog, says so, and asks for a refresh")
@@ -339,8 +340,9 @@ struct WritePathTests {
         press(&s, .enter)
         type(&s, "000000")
         press(&s, .enter)
-        _ = s.handle(.stepUpRejected(requestID: request.id, message: "wrong code; 2 attempts left"))
-        guard case .stepUp(_, "why", let field, "wrong code; 2 attempts left")? = s.overlay else {
+        let wrong = PolicyRefusal(policy: "step-up", reason: "wrong code; 2 attempts left", kind: .stepUpFailed)
+        _ = s.handle(.writeRefused(requestID: request.id, .stepUpFailed(wrong)))
+        guard case .stepUp(_, "why", let field, "refused by step-up: wrong code; 2 attempts left")? = s.overlay else {
             Issue.record("expected the code prompt again, got \(String(describing: s.overlay))")
             return
         }
@@ -350,7 +352,11 @@ struct WritePathTests {
     @Test("refusals and failures close the dialog with the reason")
     func refusals() throws {
         for (event, text) in [
-            (ConsoleEvent.publishRefused(requestID: 1, message: "guardrail HALT"), "Refused: guardrail HALT"),
+            (
+                ConsoleEvent.writeRefused(requestID: 1, .guardrail(PolicyRefusal(policy: "guardrail", reason: "HALT", kind: .guardrail))),
+                "Refused by guardrail: HALT"
+            ),
+            (.writeRefused(requestID: 1, .readOnly), "Refused: this session is read-only (--read-only)"),
             (.publishFailed(requestID: 1, message: "disk full"), "Not published: disk full"),
         ] {
             var s = ready()
@@ -386,12 +392,12 @@ struct WritePathTests {
         var s = ready()
         press(&s, .character("+"), .escape)
         _ = s.handle(
-            .previewReady(Fixture.preview(for: ChangeRequest(id: 1, operation: .nudge(by: MicroPercent(1_000_000))))))
+            .previewReady(Fixture.preview(for: ChangeRequest(id: 1, operation: .rollout(.nudge(MicroPercent(1_000_000)))))))
         #expect(s.overlay == nil)
         press(&s, .character("+"))
         _ = s.handle(
-            .previewReady(Fixture.preview(for: ChangeRequest(id: 1, operation: .nudge(by: MicroPercent(1_000_000))))))
-        #expect(s.overlay == .preparing(ChangeRequest(id: 2, operation: .nudge(by: MicroPercent(1_000_000)))))
+            .previewReady(Fixture.preview(for: ChangeRequest(id: 1, operation: .rollout(.nudge(MicroPercent(1_000_000)))))))
+        #expect(s.overlay == .preparing(ChangeRequest(id: 2, operation: .rollout(.nudge(MicroPercent(1_000_000))))))
         _ = s.handle(.previewFailed(requestID: 2, message: "already at 100%"))
         #expect(s.overlay == nil)
         #expect(s.notice?.text == "Cannot nudge +1 point: already at 100%")
@@ -402,17 +408,17 @@ struct WritePathTests {
         var s = ready()
         let request = try openConfirm(&s, preview: plainPreview)
         press(&s, .tab, .enter)
-        let conflict = PublishConflict(
-            request: request, expectedVersion: "42", intervening: [Fixture.conflictRecord],
-            current: RolloutPosition(microPercent: MicroPercent(15_000_000)))
-        #expect(s.handle(.publishConflict(conflict)) == [.refresh])
+        let report = Fixture.conflictReport()
+        #expect(s.handle(.writeRefused(requestID: request.id, .conflict(report), intervening: [Fixture.conflictRecord])) == [.refresh])
+        let conflict = ConflictDialog(request: request, expectedVersion: "42", report: report, intervening: [Fixture.conflictRecord])
         #expect(s.overlay == .conflict(conflict, focus: .cancel))
+        #expect(conflict.current == RolloutPosition(microPercent: MicroPercent(15_000_000)))
         let text = ConsoleScreen.render(s, size: Size(width: 80, height: 24)).lines.joined()
         #expect(text.contains("bo@example.com"))
         #expect(text.contains("re-applied on top: 16%"))
         let effects = press(&s, .tab, .enter)
-        #expect(effects == [.preview(ChangeRequest(id: 2, operation: .nudge(by: MicroPercent(1_000_000))))])
-        #expect(s.overlay == .preparing(ChangeRequest(id: 2, operation: .nudge(by: MicroPercent(1_000_000)))))
+        #expect(effects == [.preview(ChangeRequest(id: 2, operation: .rollout(.nudge(MicroPercent(1_000_000)))))])
+        #expect(s.overlay == .preparing(ChangeRequest(id: 2, operation: .rollout(.nudge(MicroPercent(1_000_000))))))
     }
 
     @Test("Cancel on the conflict screen writes nothing")
@@ -420,12 +426,7 @@ struct WritePathTests {
         var s = ready()
         let request = try openConfirm(&s, preview: plainPreview)
         press(&s, .tab, .enter)
-        _ = s.handle(
-            .publishConflict(
-                PublishConflict(
-                    request: request, expectedVersion: "42", intervening: [],
-                    current: RolloutPosition(microPercent: MicroPercent(1)))
-            ))
+        _ = s.handle(.writeRefused(requestID: request.id, .conflict(Fixture.conflictReport(at: MicroPercent(1)))))
         #expect(press(&s, .enter) == [])
         #expect(s.overlay == nil)
     }

@@ -1,4 +1,5 @@
 import Console
+import Rollout
 import Telemetry
 import Foundation
 import Testing
@@ -152,12 +153,13 @@ struct ThemeTests {
     @Test("status is never colour alone: every verdict and state is spelt out on the monochrome screen")
     func statusInWords() {
         for verdict in VerdictLevel.allCases {
-            for state in RolloutState.allCases {
-                let s = Fixture.state(Fixture.model(state: state, verdict: verdict, reasons: ["why"]))
+            for (state, held) in RolloutState.allCases.map({ ($0, false) }) + [(.rolling, true)] {
+                let model = Fixture.model(state: state, held: held, verdict: verdict, reasons: ["why"])
+                let s = Fixture.state(model)
                 for size in [Size(width: 80, height: 24), ConsoleScreen.minimumSize] {
                     let text = ConsoleScreen.render(s, size: size).lines.joined(separator: "\n")
                     #expect(text.contains(verdict.symbol + " " + verdict.description), "\(verdict) \(size)")
-                    #expect(text.contains(state.label.text), "\(state) \(size)")
+                    #expect(text.contains(model.condition.stateLabel.text), "\(state) held \(held) \(size)")
                 }
             }
         }

@@ -1,3 +1,4 @@
+import Rollout
 import Timekeeping
 
 /// Everything that can happen to the console: keys, time, new data, and the outcomes of effects.
@@ -19,20 +20,15 @@ public enum ConsoleEvent: Hashable, Sendable {
 
     /// Answer to `.preview`: the confirm dialog opens with it.
     case previewReady(ChangePreview)
-    /// Answer to `.preview`: the core will not even propose the change (read-only, already at 100%, ...).
+    /// Answer to `.preview`: the preview could not be computed (the store could not be read); not a refusal.
     case previewFailed(requestID: Int, message: String)
-    /// Answer to `.preview` or `.publish`: the change would change nothing (the write path's `.unchanged`), so
-    /// nothing was or will be written; shown as information, not as an error.
-    case nothingToChange(requestID: Int, message: String)
+    /// Answer to `.preview` or `.publish`: the write path refused, or there is nothing to change; the reducer picks
+    /// the dialog or message from the case (`intervening`: for a conflict, the changes published since, newest
+    /// first).
+    case writeRefused(requestID: Int, WriteRefusal, intervening: [ChangeRecord] = [])
 
     /// Answer to `.publish`: the new version is live.
     case published(PublishReceipt)
-    /// Answer to `.publish`: someone else published since the preview (compare-and-swap failed).
-    case publishConflict(PublishConflict)
-    /// Answer to `.publish`: refused by policy or a guardrail, or step-up locked out.
-    case publishRefused(requestID: Int, message: String)
-    /// Answer to `.publish`: a step-up code is needed, or the one given was wrong; the code prompt reopens.
-    case stepUpRejected(requestID: Int, message: String)
     /// Answer to `.publish`: anything else went wrong (I/O); nothing was written.
     case publishFailed(requestID: Int, message: String)
 
@@ -58,12 +54,12 @@ public enum ConsoleEvent: Hashable, Sendable {
 /// `.preview`, `.publish`, `.loadHistory`, `.loadAudit` and `.loadVersion` go to the effect executor (off the input thread), which
 /// answers with events. `.refresh`, `.redraw` and `.quit` are for the run loop itself.
 public enum ConsoleEffect: Hashable, Sendable {
-    /// Compute what the change would do against the store's current template; answer `.previewReady` or
-    /// `.previewFailed`. Also used for "re-apply on top" after a conflict (the same operation, a new request).
+    /// Compute what the change would do against the store's current template; answer `.previewReady`,
+    /// `.writeRefused` or `.previewFailed`. Also used for "re-apply on top" after a conflict (the same operation, a new request).
     case preview(ChangeRequest)
     /// Publish through the single write path (policy, guardrails, step-up, compare-and-swap on the preview's
-    /// base); answer `.published`, `.publishConflict`, `.publishRefused`, `.stepUpRejected` or `.publishFailed`.
-    case publish(PublishRequest)
+    /// base); answer `.published`, `.writeRefused` or `.publishFailed`.
+    case publish(ConfirmedChange)
     /// Answer `.historyLoaded` or `.loadFailed`.
     case loadHistory
     /// Answer `.auditLoaded` or `.loadFailed`.

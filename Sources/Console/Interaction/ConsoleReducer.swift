@@ -1,5 +1,6 @@
 import Platform
 import RemoteConfig
+import Rollout
 import Telemetry
 import Timekeeping
 
@@ -63,36 +64,16 @@ extension ConsoleState {
             revisedFor = nil
             // A kill only lowers exposure and never waits: its dialog focuses Kill, so the Enter that follows the
             // HALT footer's `K kill now` kills. Every other change focuses Cancel.
-            overlay = .confirm(preview, focus: request.operation == .kill ? .act : .cancel)
+            overlay = .confirm(preview, focus: request.operation == .rollout(.kill) ? .act : .cancel)
             return []
         case .previewFailed(let id, let message):
-            if let revision, revision.request.id == id {
-                self.revision = nil
-                switch overlay {
-                case .confirm, .reason:
-                    overlay = nil
-                    keptReason = nil
-                    say(
-                        Self.prefixed(
-                            "The store moved while the dialog was open; cannot \(revision.request.operation.text)",
-                            message) + "; nothing was written", .warning)
-                default: break
-                }
-                return []
-            }
-            guard case .preparing(let request) = overlay, request.id == id else { return [] }
-            overlay = nil
-            say(Self.prefixed("Cannot \(request.operation.text)", message), .error)
-            return []
-        case .nothingToChange(let id, let message):
+            return previewAnswered(id, refusal: nil, message: message)
+        case .writeRefused(let id, let refusal, let intervening):
+            if revision?.request.id == id { return previewAnswered(id, refusal: refusal, message: refusal.description) }
             if case .preparing(let request) = overlay, request.id == id {
-                overlay = nil
-                say(Self.prefixed("Cannot \(request.operation.text)", message), .info)
-                return []
+                return previewAnswered(id, refusal: refusal, message: refusal.description)
             }
-            if isPublishing(id) { overlay = nil }
-            say(Self.prefixed("Not published", message), .info)
-            return [.refresh]
+            return publishRefused(id, refusal, intervening: intervening)
         case .published(let receipt):
             var rolledBackTo: Int?
             if case .publishing(let request) = overlay, request.preview.request.id == receipt.requestID {
@@ -111,23 +92,9 @@ extension ConsoleState {
                 undoTrail = []
             }
             return [.refresh]
-        case .publishConflict(let conflict):
-            guard case .publishing(let request) = overlay, request.preview.request.id == conflict.request.id else {
-                return [.refresh]
-            }
-            overlay = .conflict(conflict, focus: .cancel)
-            return [.refresh]
-        case .publishRefused(let id, let message):
-            if isPublishing(id) { overlay = nil }
-            say(Self.prefixed("Refused", message), .error)
-            return [.refresh]
-        case .stepUpRejected(let id, let message):
-            guard case .publishing(let request) = overlay, request.preview.request.id == id else { return [] }
-            overlay = .stepUp(request.preview, reason: request.reason, field: Self.codeField(), error: message)
-            return []
         case .publishFailed(let id, let message):
             if isPublishing(id) { overlay = nil }
-            say(Self.prefixed("Not published", message), .error)
+            say("Not published: " + message, .error)
             return [.refresh]
         case .historyLoaded(let entries):
             guard case .history(nil, _) = overlay else { return [] }
@@ -282,7 +249,7 @@ extension ConsoleState {
                                 "already at \(PercentText.format(micro)): nothing to change; type another value or Esc")
                         return []
                     }
-                    return startChange(.set(microPercent: micro))
+                    return startChange(.rollout(.set(micro)))
                 } catch {
                     self.overlay = .valuePrompt(field: field, error: error.description)
                     return []
@@ -347,7 +314,7 @@ extension ConsoleState {
                         error: "Type the 6-digit code from your authenticator app.")
                     return []
                 }
-                return publish(PublishRequest(preview: preview, reason: reason, stepUpCode: field.text))
+                return publish(ConfirmedChange(preview: preview, reason: reason, stepUpCode: field.text))
             case .edited:
                 self.overlay = .stepUp(preview, reason: reason, field: field, error: nil)
             case .ignored:
@@ -553,8 +520,8 @@ extension ConsoleState {
         if let selected = logSelection, let effects = handleLogKey(key, selected: selected) { return effects }
         guard let intent = KeyMap.intent(for: key) else { return [] }
         switch intent {
-        case .nudgeUp: return startChange(.nudge(by: step))
-        case .nudgeDown: return startChange(.nudge(by: .zero - step))
+        case .nudgeUp: return startChange(.rollout(.nudge(step)))
+        case .nudgeDown: return startChange(.rollout(.nudge(.zero - step)))
         case .finerStep:
             stepIndex = max(0, stepIndex - 1)
             say("Step \(PercentText.format(step))", .info)
@@ -564,8 +531,8 @@ extension ConsoleState {
         case .typeExact:
             let current = model.map { PercentText.formatNumber($0.condition.desiredMicroPercent) } ?? ""
             overlay = .valuePrompt(field: TextField(current, content: .decimal, maxLength: 12, selected: true), error: nil)
-        case .kill: return startChange(.kill)
-        case .resume: return startChange(.resume)
+        case .kill: return startChange(.rollout(.kill))
+        case .resume: return startChange(.rollout(.resume))
         case .rollbackLast:
             // Repeated presses walk back: each rollback goes one version before the one the last press restored.
             if let last = undoTrail.first, last > 1 { return startChange(.rollback(toVersion: last - 1)) }
@@ -582,7 +549,7 @@ extension ConsoleState {
                 say("No plan step to skip to", .warning)
                 return []
             }
-            return startChange(.set(microPercent: plan.steps[next - 1]))
+            return startChange(.rollout(.set(plan.steps[next - 1])))
         case .showVerdict:
             overlay = .verdict(scroll: 0)
         case .focusLog:
@@ -660,7 +627,7 @@ extension ConsoleState {
         // written. The notice says why, in the guardrail's words, and that nothing was written.
         if preview.guardrail.refuses {
             overlay = nil
-            let why = preview.guardrail.refusal
+            let why = preview.guardrail.refusal?.reason
             say(
                 // "Nothing was written" first: the guardrail's reason is long and the notice row is cut at its end.
                 "Refused by guardrail, nothing was written: " + (why ?? preview.guardrail.verdict.labelText),
@@ -681,10 +648,10 @@ extension ConsoleState {
             overlay = .stepUp(preview, reason: reason, field: Self.codeField(), error: nil)
             return []
         }
-        return publish(PublishRequest(preview: preview, reason: reason, stepUpCode: nil))
+        return publish(ConfirmedChange(preview: preview, reason: reason, stepUpCode: nil))
     }
 
-    private mutating func publish(_ request: PublishRequest) -> [ConsoleEffect] {
+    private mutating func publish(_ request: ConfirmedChange) -> [ConsoleEffect] {
         overlay = .publishing(request)
         return [.publish(request)]
     }
@@ -696,17 +663,77 @@ extension ConsoleState {
         say("Cancelled; nothing was written.", .info)
     }
 
-    /// `Refused: <message>` without doubling a word the message already starts with (`Refused: refused: …`).
-    public static func prefixed(_ prefix: String, _ message: String) -> String {
-        let lead = prefix.split(separator: " ").first.map { $0.lowercased() } ?? ""
-        let m = message.lowercased()
-        for word in [lead, "refused", "cannot", "not published"] where !word.isEmpty && m.hasPrefix(word + ":") {
-            let rest = message.dropFirst(word.count + 1).drop { $0 == " " }
-            return prefix + ": " + rest
+    /// The answer to a preview that opens no dialog: a refusal (`refusal`, in words `message`) or a failure to
+    /// read the store (`refusal` nil). A revision of an open dialog closes it and says the store moved.
+    private mutating func previewAnswered(_ id: Int, refusal: WriteRefusal?, message: String) -> [ConsoleEffect] {
+        if let revision, revision.request.id == id {
+            self.revision = nil
+            switch overlay {
+            case .confirm, .reason:
+                overlay = nil
+                keptReason = nil
+                say(
+                    "The store moved while the dialog was open; cannot \(revision.request.operation.text): \(message)"
+                        + "; nothing was written", .warning)
+            default: break
+            }
+            return []
         }
-        // `refused by guardrail: …` already says it: capitalised, not prefixed again.
-        if !lead.isEmpty, m.hasPrefix(lead + " ") { return message.prefix(1).uppercased() + message.dropFirst() }
-        return prefix + ": " + message
+        guard case .preparing(let request) = overlay, request.id == id else { return [] }
+        overlay = nil
+        if case .nothingToChange? = refusal {
+            say("Cannot \(request.operation.text): \(message)", .info)
+        } else {
+            say("Cannot \(request.operation.text): \(message)", .error)
+        }
+        return []
+    }
+
+    /// The answer to a publish the write path refused: the dialog or message is chosen by the refusal's case.
+    private mutating func publishRefused(_ id: Int, _ refusal: WriteRefusal, intervening: [ChangeRecord]) -> [ConsoleEffect] {
+        guard case .publishing(let request) = overlay, request.preview.request.id == id else {
+            // The answer to a request no longer on screen: conflicts and code prompts are for the open dialog only.
+            switch refusal {
+            case .conflict: return [.refresh]
+            case .stepUpNeeded, .stepUpFailed: return []
+            default:
+                say(Self.publishText(refusal), Self.publishLevel(refusal))
+                return [.refresh]
+            }
+        }
+        switch refusal {
+        case .conflict(let report):
+            overlay = .conflict(
+                ConflictDialog(
+                    request: request.preview.request, expectedVersion: request.preview.baseVersion, report: report,
+                    intervening: intervening), focus: .cancel)
+            return [.refresh]
+        case .stepUpNeeded, .stepUpFailed:
+            // The code prompt reopens with the refusal's words.
+            overlay = .stepUp(request.preview, reason: request.reason, field: Self.codeField(), error: refusal.description)
+            return []
+        default:
+            overlay = nil
+            say(Self.publishText(refusal), Self.publishLevel(refusal))
+            return [.refresh]
+        }
+    }
+
+    /// The message for a publish the write path refused, from the refusal's case and the core's words: `Refused by
+    /// guardrail: …` (a policy says it is its refusal), `Refused: this session is read-only`, `Not published: …`.
+    static func publishText(_ refusal: WriteRefusal) -> String {
+        switch refusal {
+        case .readOnly: "Refused: " + WriteRefusal.readOnlyDetail
+        case .guardrail(let r), .stepUpNeeded(let r), .stepUpFailed(let r), .stepUpBlocked(let r), .policy(let r):
+            "Refused by \(r.policy): " + r.detail
+        case .nothingToChange, .conflict, .unexpectedCurrent, .plan, .invalidPercentage, .invalid:
+            "Not published: " + refusal.description
+        }
+    }
+
+    private static func publishLevel(_ refusal: WriteRefusal) -> Notice.Kind {
+        if case .nothingToChange = refusal { return .info }
+        return .error
     }
 
     static func codeField() -> TextField { TextField(content: .digits, maxLength: 8, masked: true) }

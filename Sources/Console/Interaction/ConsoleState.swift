@@ -223,9 +223,9 @@ public enum Overlay: Hashable, Sendable {
     /// The step-up (TOTP) code, masked.
     case stepUp(ChangePreview, reason: String, field: TextField, error: String?)
     /// The publish is in flight.
-    case publishing(PublishRequest)
+    case publishing(ConfirmedChange)
     /// Someone published first; offer to re-apply on top.
-    case conflict(PublishConflict, focus: DialogFocus)
+    case conflict(ConflictDialog, focus: DialogFocus)
     /// Published changes; `entries` is nil while loading.
     case history(entries: [ChangeRecord]?, cursor: ListCursor)
     /// The audit log; `log` is nil while loading.

@@ -1,18 +1,13 @@
 import RemoteConfig
+import Rollout
 import Telemetry
 import Timekeeping
 
 /// A write the operator asked for, before the core has looked at it.
 public enum ChangeOperation: Hashable, Sendable {
-    /// Move the percentage by a signed amount (`+`/`-`, `→`/`←`).
-    case nudge(by: MicroPercent)
-    /// Set the percentage to an exact value (`=`).
-    case set(microPercent: MicroPercent)
-    /// Turn the flag off for everyone (`K`).
-    case kill
-    /// Undo the kill switch, back to the percentage before it (`r`).
-    case resume
-    /// Roll back the last change (`u`).
+    /// One of the core's operations on the rollout: nudge (`+`/`-`, `→`/`←`), set (`=`), kill (`K`), resume (`r`).
+    case rollout(RolloutOperation)
+    /// Roll back the last change (`u`): the version before the one the dialog was prepared on.
     case rollbackLast
     /// Roll back to a given version (`u` pressed again walks further back).
     case rollback(toVersion: Int)
@@ -20,24 +15,34 @@ public enum ChangeOperation: Hashable, Sendable {
     /// A short description: `nudge +1 pt`, `set 12.5%`, `kill`.
     public var text: String {
         switch self {
-        case .nudge(let by): "nudge " + PercentText.formatPoints(by)
-        case .set(let m): "set " + PercentText.format(m)
-        case .kill: "kill switch"
-        case .resume: "resume"
+        case .rollout(.nudge(let by)): "nudge " + PercentText.formatPoints(by)
+        case .rollout(.set(let m, _)): "set " + PercentText.format(m)
+        case .rollout(.kill): "kill switch"
+        case .rollout(.resume): "resume"
+        case .rollout(let op): op.description
         case .rollbackLast: "roll back the last change"
         case .rollback(let v): "roll back to v\(v)"
+        }
+    }
+
+    /// The core's intent for this operation on version `base` (`u` rolls back to the version before it).
+    public func intent(base: Int) -> WritePath.Intent {
+        switch self {
+        case .rollout(let op): .rollout(op)
+        case .rollbackLast: .rollback(toVersion: base - 1)
+        case .rollback(let version): .rollback(toVersion: version)
         }
     }
 
     /// Where this operation would take a rollout now at `position`, when that can be told without the store.
     public func target(from position: RolloutPosition) -> RolloutPosition? {
         switch self {
-        case .nudge(let by):
+        case .rollout(.nudge(let by)):
             return RolloutPosition(microPercent: min(PercentText.whole, max(.zero, position.microPercent + by)))
-        case .set(let m): return RolloutPosition(microPercent: m)
-        case .kill: return RolloutPosition(microPercent: position.microPercent, killed: true)
-        case .resume: return RolloutPosition(microPercent: position.microPercent, killed: false)
-        case .rollbackLast, .rollback: return nil
+        case .rollout(.set(let m, _)): return RolloutPosition(microPercent: m)
+        case .rollout(.kill): return RolloutPosition(microPercent: position.microPercent, killed: true)
+        case .rollout(.resume): return RolloutPosition(microPercent: position.microPercent, killed: false)
+        case .rollout(.reseed), .rollbackLast, .rollback: return nil
         }
     }
 }
@@ -79,13 +84,14 @@ public struct AttestationLoad: Hashable, Sendable {
 /// The guardrail verdict on a proposed change.
 public struct GuardrailAssessment: Hashable, Sendable {
     public var verdict: VerdictLevel
+    /// The guardrail's report, one fact a line.
     public var reasons: [String]
-    /// Why the guardrail's preview says it will refuse this change, in its own words; nil when it allows it.
-    public var refusal: String?
+    /// The guardrail's refusal as its preview gives it (the write path would refuse the same); nil when it allows.
+    public var refusal: PolicyRefusal?
     /// The guardrail will refuse this change (the dialog then asks for no reason).
     public var refuses: Bool { refusal != nil }
 
-    public init(verdict: VerdictLevel, reasons: [String], refusal: String? = nil) {
+    public init(verdict: VerdictLevel, reasons: [String], refusal: PolicyRefusal? = nil) {
         self.verdict = verdict
         self.reasons = reasons
         self.refusal = refusal
@@ -150,8 +156,8 @@ public struct ChangePreview: Hashable, Sendable {
     public var stacksOnUnpropagatedChange: Bool { isIncrease && (propagation.map { $0 < 0.5 } ?? false) }
 }
 
-/// The confirmed change, handed to the write path.
-public struct PublishRequest: Hashable, Sendable {
+/// The change the operator confirmed in the dialog: the preview, and the reason and step-up code typed.
+public struct ConfirmedChange: Hashable, Sendable {
     public var preview: ChangePreview
     /// Why (required for increases; may be empty otherwise).
     public var reason: String
@@ -162,6 +168,16 @@ public struct PublishRequest: Hashable, Sendable {
         self.preview = preview
         self.reason = reason
         self.stepUpCode = stepUpCode
+    }
+
+    /// The write path's request: the operation on the version the preview showed, compare-and-swapped on its ETag.
+    public func writeRequest(actor: String, origin: String) -> WritePath.Request {
+        let base = Int(preview.baseVersion) ?? 0
+        var request = WritePath.Request(
+            intent: preview.request.operation.intent(base: base), actor: actor, reason: reason, origin: origin)
+        request.basedOnETag = preview.baseETag
+        request.stepUpCode = stepUpCode
+        return request
     }
 }
 
@@ -180,23 +196,25 @@ public struct PublishReceipt: Hashable, Sendable {
     }
 }
 
-/// Someone else published after the preview: the compare-and-swap failed.
-public struct PublishConflict: Hashable, Sendable {
+/// The conflict dialog: the write path's report of who published first, with the change the operator prepared.
+public struct ConflictDialog: Hashable, Sendable {
     public var request: ChangeRequest
     /// The version the preview was based on.
     public var expectedVersion: String
+    /// The core's report: the winning version and the template it left.
+    public var report: WritePath.ConflictReport
     /// The changes published since, newest first.
     public var intervening: [ChangeRecord]
-    /// Where the rollout stands now.
-    public var current: RolloutPosition
 
-    public init(request: ChangeRequest, expectedVersion: String, intervening: [ChangeRecord], current: RolloutPosition)
-    {
+    public init(request: ChangeRequest, expectedVersion: String, report: WritePath.ConflictReport, intervening: [ChangeRecord]) {
         self.request = request
         self.expectedVersion = expectedVersion
+        self.report = report
         self.intervening = intervening
-        self.current = current
     }
+
+    /// Where the rollout stands now: the rollout of the winner's template.
+    public var current: RolloutPosition { RolloutPosition((try? RolloutPlan.locate(in: report.current.template)) ?? nil) }
 }
 
 /// One entry of the tamper-evident audit log.

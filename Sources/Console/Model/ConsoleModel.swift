@@ -71,18 +71,6 @@ public struct HeaderInfo: Hashable, Sendable {
     }
 }
 
-/// Where the rollout stands.
-public enum RolloutState: String, Hashable, Sendable, CaseIterable {
-    /// Present in the template at 0%: nobody has the flag yet.
-    case notStarted = "not started"
-    /// The percentage is live and may be nudged.
-    case rolling
-    /// A guardrail or an operator holds the percentage where it is.
-    case held
-    /// The kill switch is on: the flag is false for everyone.
-    case killed
-}
-
 /// A band of micro-percentiles `(lower, upper]`, or `[lower, upper]` when `includesLower` (the exposed band starts
 /// at 0 inclusive).
 public struct PercentileBand: Hashable, Sendable {
@@ -122,12 +110,15 @@ public struct ConditionInfo: Hashable, Sendable {
     public var exposedBand: PercentileBand
     /// The control band, or nil at 100% (no control group left).
     public var controlBand: PercentileBand?
+    /// Where the rollout stands, as the template says (the core's state).
     public var state: RolloutState
+    /// The guardrail holds a rolling rollout where it is (verdict HOLD or HALT, guardrails armed): shown as HELD.
+    public var held: Bool
 
     public init(
         parameter: String = "AppAttestEnabled", conditionName: String, expression: String, desiredMicroPercent: MicroPercent,
         observedExposure: Double? = nil, propagation: Double? = nil, activeDevices: Int? = nil, seed: String,
-        exposedBand: PercentileBand, controlBand: PercentileBand?, state: RolloutState
+        exposedBand: PercentileBand, controlBand: PercentileBand?, state: RolloutState, held: Bool = false
     ) {
         self.parameter = parameter
         self.conditionName = conditionName
@@ -140,6 +131,7 @@ public struct ConditionInfo: Hashable, Sendable {
         self.exposedBand = exposedBand
         self.controlBand = controlBand
         self.state = state
+        self.held = held && state == .rolling
     }
 }
 
@@ -307,6 +299,11 @@ public struct RolloutPosition: Hashable, Sendable {
     public init(microPercent: MicroPercent, killed: Bool = false) {
         self.microPercent = microPercent
         self.killed = killed
+    }
+
+    /// The position of the core's rollout (0% when the template has none).
+    public init(_ plan: RolloutPlan?) {
+        self.init(microPercent: plan?.percentage ?? .zero, killed: plan?.state == .killed)
     }
 
     /// `12.5%`, or `killed (12.5%)`.

@@ -178,7 +178,8 @@ enum OverlayView {
         } else {
             lines.append(row("Attestation load", [Span("no new attestations", .muted)]))
         }
-        let reasons = p.guardrail.reasons.isEmpty ? [""] : p.guardrail.reasons
+        let said = (p.guardrail.refusal.map { ["refuses this change: " + $0.reason] } ?? []) + p.guardrail.reasons
+        let reasons = said.isEmpty ? [""] : said
         lines.append(row("Guardrail", [p.guardrail.verdict.label, Span("  " + reasons[0], .text)]))
         for reason in reasons.dropFirst().prefix(2) { lines.append([indent, Span(reason, .text)]) }
         lines.append(
@@ -202,7 +203,7 @@ enum OverlayView {
         return lines
     }
 
-    static func conflictLines(_ c: PublishConflict, _ state: ConsoleState) -> [Line] {
+    static func conflictLines(_ c: ConflictDialog, _ state: ConsoleState) -> [Line] {
         var lines: [Line] = [
             [Span("Your " + c.request.operation.text + " was prepared on v" + c.expectedVersion + ".", .text)],
             [Span("Published since then:", .muted)],

@@ -31,8 +31,8 @@ enum PanelText {
     }
 
     static func stateLine(_ c: ConditionInfo, _ s: ConsoleState) -> Line {
-        if c.state == .killed { return [c.state.label, Span("  flag off for all · r resumes", .muted)] }
-        return [c.state.label, Span("  step ", .muted), Span(PercentText.format(s.step), .accent)]
+        if c.state == .killed { return [c.stateLabel, Span("  flag off for all · r resumes", .muted)] }
+        return [c.stateLabel, Span("  step ", .muted), Span(PercentText.format(s.step), .accent)]
     }
 
     // MARK: Crash

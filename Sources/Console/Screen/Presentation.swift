@@ -1,3 +1,4 @@
+import Rollout
 import Telemetry
 import Timekeeping
 
@@ -19,12 +20,12 @@ extension VerdictLevel {
     public var label: Span { Span(symbol + " " + description, role, .bold) }
 }
 
-extension RolloutState {
-    public var label: Span {
-        switch self {
+extension ConditionInfo {
+    /// The rollout's state in words: the core's state, `HELD` while the guardrail holds a rolling rollout.
+    public var stateLabel: Span {
+        switch state {
         case .notStarted: Span("○ NOT STARTED", .muted, .bold)
-        case .rolling: Span("▶ ROLLING", .ok, .bold)
-        case .held: Span("‖ HELD", .warn, .bold)
+        case .rolling: held ? Span("‖ HELD", .warn, .bold) : Span("▶ ROLLING", .ok, .bold)
         case .killed: Span("■ KILLED", .alert, .bold)
         }
     }
