@@ -96,11 +96,13 @@ extension StoreSession {
 }
 
 extension TeamSession {
-    /// The plan session on this PostgreSQL store (`PostgresRampPlans` on the config store's connection).
+    /// The plan session on this PostgreSQL store (`PostgresRampPlans` on the config store's connection); behind
+    /// Firebase the templates and their audit records are Firebase's (its audit records land on this connection).
     public var planSession: PlanSession {
         PlanSession(
-            plans: PostgresRampPlans(store: config), stepUp: stepUp, config: config, operatorID: operatorID,
-            clock: clock, readOnly: readOnly, publishJoinsPlanTransaction: true, monitor: monitor, writePath: writePath)
+            plans: PostgresRampPlans(store: config), stepUp: stepUp, config: templates, operatorID: operatorID,
+            clock: clock, readOnly: readOnly, publishJoinsPlanTransaction: firebase == nil, monitor: monitor,
+            writePath: writePath)
     }
 }
 

@@ -1,4 +1,5 @@
 import CommandLineKit
+import Console
 import Crypto
 import FoundationEssentials
 import Glibc
@@ -51,20 +52,22 @@ public enum Wiring {
     /// A fresh rollout seed: `rollout-` and 8 random hex digits.
     public static func newSeed() -> String { "rollout-" + Hex.encode(SecureRandom.bytes(4)) }
 
-    /// Opens the invocation's existing store, read-only under `--read-only` (the connection refuses every write).
+    /// Opens the invocation's existing store, read-only under `--read-only` (the connection refuses every write):
+    /// the one place that picks the backend. `--store firebase:PROJECT` with a PostgreSQL `--state`, or with a state
+    /// file; `--store postgresql://...`; else a store file.
     ///
-    /// Never creates anything: a missing, empty or foreign store is an error naming the path (`rollout init`
-    /// creates stores); `--store ""` is a usage error.
-    public static func session(_ invocation: Invocation) throws -> StoreSession {
-        if let firebase = try FirebaseWiring.session(invocation, create: false) { return firebase }
-        // Commands that run on PostgreSQL ask for a team session first; one that reaches here does not run there.
+    /// Never creates anything: a missing, empty or foreign store is an error naming it (`rollout init` creates
+    /// stores); `--store ""` is a usage error.
+    public static func session(_ invocation: Invocation) throws -> RolloutSession {
+        if let team = try FirebaseWiring.teamSession(invocation) { return team.rolloutSession }
+        if let firebase = try FirebaseWiring.rolloutSession(invocation) { return firebase }
         let location = try StoreLocation.resolvedPath(invocation)
+        let operatorID = try operatorID(invocation)
+        let readOnly = invocation.flag("--read-only")
         if StoreLocation.isPostgres(location) {
-            throw CommandError(
-                "'\(invocation.commandLine)' does not run on a PostgreSQL store yet (it needs a store file): "
-                    + "nothing was read or written")
+            return try teamSession(conninfo: location, operatorID: operatorID, readOnly: readOnly).rolloutSession
         }
-        return try session(path: location, operatorID: try operatorID(invocation), readOnly: invocation.flag("--read-only"))
+        return try session(path: location, operatorID: operatorID, readOnly: readOnly).rolloutSession()
     }
 
     /// The same for a given store file (in-process users: the demo, benchmarks). The store must exist.
@@ -161,5 +164,45 @@ public enum Wiring {
             throw invocation.usageError("the operator id must be one printable line of at most 256 characters")
         }
         return id
+    }
+}
+
+extension StoreSession {
+    /// The opener of a store file's session (also Firebase's state file behind `firebase:`): every port on the one
+    /// SQLite store, the templates in `config`. `console` replaces the console's picture (Firebase polls its own
+    /// client; nil: the store file's picture, headed `project`).
+    public func rolloutSession(
+        project: String = "embedded", console: ((_ clock: any Clock) throws -> any RolloutConsoleSource)? = nil
+    ) -> RolloutSession {
+        let store = store
+        let config = config
+        return RolloutSession(
+            label: path, displayLabel: path, operatorID: operatorID, readOnly: readOnly || store.isReadOnly, clock: clock,
+            templates: config, stepUp: SQLiteStepUpStore(store: store), plans: SQLiteRampPlans(store: store),
+            settings: SQLiteSettingsBackend(session: self), heartbeat: store,
+            ports: RolloutSession.Ports(
+                monitor: { clock in try RolloutMonitor(store: store, config: config, clock: clock) },
+                writePath: writePath,
+                planSession: { planSession },
+                telemetryCounters: { try store.telemetryCounters() },
+                separateTelemetryCounters: { try store.telemetryCounters() },
+                appCheckState: { try Wiring.appCheckState(location: store.path, readOnly: readOnly) },
+                isDrillStore: { try store.withDatabase { try DrillStoreMark.isDrill($0) } },
+                verifyConfigIntegrity: { _ = try config.verifyIntegrity() },
+                verifyAudit: {
+                    let full = try store.verify(configIntegrity: config.verifyIntegrity)
+                    return AuditVerification(
+                        auditRecords: full.config.auditRecords, versions: full.config.versions,
+                        headHash: full.config.headHash, headSequence: full.config.headSequence,
+                        sealedTables: full.sealedTables, sealKey: "the store key", stateDigest: full.stateDigest,
+                        databaseIntegrityChecked: true, witnessPath: full.witnessPath, witnessLine: full.witnessLine)
+                },
+                consoleSource: { header, clock in
+                    if let console { return try console(clock) }
+                    return try StoreConsoleSource(
+                        path: path, clock: clock, operatorID: operatorID, readOnly: readOnly,
+                        project: header ?? project, autoKill: self)
+                },
+                telemetryClock: { StoreSimulationClock(store: store, wall: clock) }))
     }
 }

@@ -296,10 +296,9 @@ enum OperatorCommands {
         return .ok
     }
 
-    /// The settings write path of the invocation's store (SQLite, or the PostgreSQL team store).
+    /// The settings write path of the invocation's store, whichever backend.
     static func settingsPath(_ invocation: Invocation) throws -> SettingsWritePath {
-        if let team = try Wiring.teamSession(invocation) { return team.settingsWritePath() }
-        return SettingsWritePath(session: try Wiring.session(invocation))
+        try Wiring.session(invocation).settingsWritePath()
     }
 
     /// Runs one settings intent; a refusal is exit 4 (with the option that supplies a code), a bad key or value
