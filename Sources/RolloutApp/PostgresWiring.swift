@@ -309,6 +309,8 @@ struct PostgresSettingsTables: SettingsTables {
     func pendingEnrolment(_ id: OperatorID) throws -> PendingEnrolment? { try stepUp.pendingEnrolment(id) }
     func savePending(_ enrolment: PendingEnrolment) throws { try stepUp.savePending(enrolment) }
     func removePending(_ id: OperatorID) throws { try stepUp.removePending(id) }
+    func operatorStandings() throws -> [OperatorStanding] { try stepUp.operatorStandings() }
+    func pendingStandings() throws -> [PendingStanding] { try stepUp.pendingStandings() }
     func authorize(
         _ change: StepUpChange, by actor: OperatorID, code: String?, clock: any Clock,
         audit: (StepUpAuditEvent) throws -> Void
