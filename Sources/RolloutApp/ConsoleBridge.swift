@@ -132,11 +132,8 @@ public final class StoreConsoleExecutor: ConsoleEffectExecutor, @unchecked Senda
             case .loadAudit: return [loadAudit()]
             case .loadVersion(let number): return [loadVersion(number)]
             case .planControl(let pause):
-                // Ramp plans live in the store (a file store, Firebase's state store, PostgreSQL).
-                guard let plans = ConsolePlan.planSession(of: session) else {
-                    return [.planControlled(message: "this store keeps no ramp plan", refused: true)]
-                }
-                return [ConsolePlan.control(pause: pause, session: plans)]
+                // Ramp plans live in every store (a file store, Firebase's state store, PostgreSQL).
+                return [ConsolePlan.control(pause: pause, session: session.planSession)]
             case .refresh, .redraw, .bell, .quit, .simulation: return []
             }
         }

@@ -181,6 +181,8 @@ public protocol ConsoleWriteSession {
     var readOnly: Bool { get }
     func writePath() throws -> WritePath
     func monitor() throws -> RolloutMonitor
+    /// The ramp plan's session on this store (the console's plan keys).
+    var planSession: PlanSession { get }
     /// Throws a `ConfigIntegrityProblem` naming what fails verification.
     func verifyConfigIntegrity() throws
 }
@@ -334,12 +336,10 @@ extension TeamSession {
         return RolloutSession(
             label: location, displayLabel: location + " (PostgreSQL)", operatorID: operatorID, readOnly: readOnly, clock: clock,
             templates: templates, stepUp: stepUp, plans: PostgresRampPlans(store: config),
-            settings: PostgresSettingsBackend(team: self), heartbeat: PostgresHeartbeat(store: config),
+            settings: PostgresSettingsBackend(team: self), monitored: config, heartbeat: PostgresHeartbeat(store: config),
             ports: RolloutSession.Ports(
-                monitor: { clock in try RolloutMonitor(store: config, config: team.firebase, clock: clock) },
                 writePath: writePath,
                 planSession: { planSession },
-                telemetryCounters: { try config.telemetryCounters() },
                 separateTelemetryCounters: {
                     try PostgresConfigStore(conninfo: config.conninfo, readOnly: team.readOnly).telemetryCounters()
                 },

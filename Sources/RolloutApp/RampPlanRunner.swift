@@ -513,13 +513,6 @@ enum ConsolePlan {
         return nil
     }
 
-    /// The plan session of the console's write session, nil when its store keeps no plan.
-    static func planSession(of session: any ConsoleWriteSession) -> PlanSession? {
-        if let file = session as? StoreSession { return file.planSession }
-        if let team = session as? TeamSession { return team.planSession }
-        return nil
-    }
-
     /// The plan panel's data, nil when no plan was ever started.
     static func info(plans: any RampPlanStore, status: RolloutMonitor.Status) throws -> PlanInfo? {
         guard let stored = try RampPlanStates.load(plans) else { return nil }

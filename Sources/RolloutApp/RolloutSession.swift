@@ -36,6 +36,8 @@ public struct RolloutSession {
     public let plans: any RampPlanStore
     /// The settings write path's tables (operators, step-up policy, guardrail settings, App Check registrations).
     public let settings: any SettingsBackend
+    /// What the monitor reads: telemetry counters, guardrail settings, the rollout start cache.
+    public let monitored: any MonitoredStore
     /// The simulation heartbeat: telemetry time of a store a simulation writes into.
     public let heartbeat: any SimulationHeartbeat
 
@@ -43,10 +45,8 @@ public struct RolloutSession {
 
     /// What differs per backend beyond the ports above, each built by the backend's opener.
     struct Ports {
-        var monitor: (any Clock) throws -> RolloutMonitor
         var writePath: () throws -> WritePath
         var planSession: () -> PlanSession
-        var telemetryCounters: () throws -> any TelemetryCounters
         /// Counters on a connection of their own (`serve`'s intake, so batches do not queue behind the monitor).
         var separateTelemetryCounters: () throws -> any TelemetryCounters
         var appCheckState: () throws -> AppCheckStateSource
@@ -58,7 +58,14 @@ public struct RolloutSession {
     }
 
     /// The rollout with its telemetry and verdict, read from this store.
-    public func monitor() throws -> RolloutMonitor { try ports.monitor(clock) }
+    public func monitor() throws -> RolloutMonitor {
+        try RolloutMonitor(store: monitored, config: templates, clock: clock)
+    }
+
+    /// The same on a simulation's own telemetry time (a simulation running in this process).
+    public func monitor(telemetryClock: any Clock) throws -> RolloutMonitor {
+        try RolloutMonitor(store: monitored, config: templates, clock: clock, telemetryClock: telemetryClock)
+    }
 
     /// The write path every rollout change goes through (read-only, validation, guardrail and step-up inside).
     public func writePath() throws -> WritePath { try ports.writePath() }
@@ -70,7 +77,7 @@ public struct RolloutSession {
     public var planSession: PlanSession { ports.planSession() }
 
     /// The telemetry counters `ingest` lands batches in.
-    public func telemetryCounters() throws -> any TelemetryCounters { try ports.telemetryCounters() }
+    public func telemetryCounters() throws -> any TelemetryCounters { try monitored.telemetryCounters() }
 
     /// The same counters on a connection of their own, for a server taking batches while it monitors.
     public func separateTelemetryCounters() throws -> any TelemetryCounters { try ports.separateTelemetryCounters() }

@@ -136,18 +136,37 @@ public enum Wiring {
         return session
     }
 
-    /// `rollout init` for the invocation's store: a new SQLite store, or the adoption of a Firebase project's
-    /// template (the rollout added to it as one publish) with a new state store beside it.
+    /// What `rollout init` made: the new store's session, and the team store key it created (its path; nil when
+    /// none was created).
+    public struct Created {
+        public let session: RolloutSession
+        public let createdKey: String?
+    }
+
+    /// `rollout init` for the invocation's store, whichever backend (the same choice as `session(_:)`): a new store
+    /// file, a new PostgreSQL team store (sealed with the team store key, created when this machine has none), or
+    /// the adoption of a Firebase project's template (the rollout added to it as one publish) with a new state
+    /// store (a file, or a PostgreSQL database bound to the project).
     public static func createStore(_ invocation: Invocation, seed: String, form: RemoteConfigTemplate.Form) throws
-        -> StoreSession
+        -> Created
     {
-        guard let firebase = try FirebaseWiring.session(invocation, create: true) else {
-            return try createStore(
-                path: try StoreLocation.resolvedPath(invocation), seed: seed, form: form, operatorID: try operatorID(invocation))
+        if let team = try FirebaseWiring.adoptWithTeamState(invocation, seed: seed, form: form) {
+            return Created(session: team.rolloutSession, createdKey: nil)
         }
-        try firebase.config.adoptOnce(
-            label: firebase.path, seed: seed, form: form, actor: firebase.operatorID, time: firebase.clock.now())
-        return firebase
+        if let firebase = try FirebaseWiring.session(invocation, create: true) {
+            try firebase.config.adoptOnce(
+                label: firebase.path, seed: seed, form: form, actor: firebase.operatorID, time: firebase.clock.now())
+            return Created(session: firebase.rolloutSession(), createdKey: nil)
+        }
+        let location = try StoreLocation.resolvedPath(invocation)
+        let operatorID = try operatorID(invocation)
+        if StoreLocation.isPostgres(location) {
+            let (team, createdKey) = try createTeamStore(conninfo: location, seed: seed, form: form, operatorID: operatorID)
+            return Created(session: team.rolloutSession, createdKey: createdKey)
+        }
+        return Created(
+            session: try createStore(path: location, seed: seed, form: form, operatorID: operatorID).rolloutSession(),
+            createdKey: nil)
     }
 
     /// Opens an existing store (never creates one: see `create`).
@@ -179,12 +198,10 @@ extension StoreSession {
         return RolloutSession(
             label: path, displayLabel: path, operatorID: operatorID, readOnly: readOnly || store.isReadOnly, clock: clock,
             templates: config, stepUp: SQLiteStepUpStore(store: store), plans: SQLiteRampPlans(store: store),
-            settings: SQLiteSettingsBackend(session: self), heartbeat: store,
+            settings: SQLiteSettingsBackend(session: self), monitored: store, heartbeat: store,
             ports: RolloutSession.Ports(
-                monitor: { clock in try RolloutMonitor(store: store, config: config, clock: clock) },
                 writePath: writePath,
                 planSession: { planSession },
-                telemetryCounters: { try store.telemetryCounters() },
                 separateTelemetryCounters: { try store.telemetryCounters() },
                 appCheckState: { try Wiring.appCheckState(location: store.path, readOnly: readOnly) },
                 isDrillStore: { try store.withDatabase { try DrillStoreMark.isDrill($0) } },

@@ -125,16 +125,16 @@ enum ConsoleCommands {
 
         let wall = SystemClock()
         let operatorID = try Wiring.operatorID(invocation)
-        let simStore = try SimulateCommands.drillStore(path: path, invocation: invocation, scenario: scenario, command: "demo")
         // The simulator's scripted changes go through the store's one write path, as `simulator`, on the wall
         // clock; its guardrail reads the simulation's own time.
-        let simSession = try Wiring.session(path: path, operatorID: FleetOptions.simulatorActor, clock: wall)
+        let simSession = try SimulateCommands.drillSession(
+            path: path, invocation: invocation, scenario: scenario, command: "demo", clock: wall)
         let options = FleetOptions(scenario: scenario, devices: devices, seed: seed ?? 1, start: wall.now(), duration: .hours(24 * 7))
         let simulation = try SimulateCommands.simulation(
-            scenario: scenario, options: options, store: simStore, session: simSession, source: "demo")
+            scenario: scenario, options: options, session: simSession, source: "demo")
         let control = SimulationControl(speed: speed)
         let runner = SimulationRunner(
-            simulation: simulation, speed: speed, wall: wall, clockStore: simStore, control: control)
+            simulation: simulation, speed: speed, wall: wall, clockStore: simSession.heartbeat, control: control)
         let finished = DispatchSemaphore(value: 0)
         let failure = FailureBox()
         detachThread {

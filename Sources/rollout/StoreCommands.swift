@@ -71,10 +71,13 @@ enum StoreCommands {
             let seed = try inv.value("--seed").map { try validSeed($0, inv) } ?? Wiring.newSeed()
             let form = try templateForm(inv.value("--form") ?? "client", inv)
             guard !inv.flag("--read-only") else { throw WritePath.Failure.readOnly }
-            if let done = try PostgresCommands.initStore(inv, seed: seed, form: form) { return done }
-            let session = try Wiring.createStore(inv, seed: seed, form: form)
-            let current = try session.config.current()
-            print("created store \(session.path)")
+            let created = try Wiring.createStore(inv, seed: seed, form: form)
+            if let key = created.createdKey {
+                StandardStream.error.write(
+                    "rollout: created the team store key \(key): it seals the store; give it to every operator (mode 0600)\n")
+            }
+            let current = try created.session.templates.current()
+            print("created store \(created.session.label)")
             print("version \(current.info.number) (etag \(current.etag)), \(form.rawValue) template, seed \(seed)")
             print(rolloutLine(current.template))
             return .ok

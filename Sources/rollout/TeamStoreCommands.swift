@@ -1,19 +1,14 @@
 import CommandLineKit
-import Console
 import FoundationEssentials
 import Glibc
 import Platform
-import JSON
-import PostgresStore
-import RemoteConfig
 import Rollout
 import RolloutApp
 import Store
-import Terminal
 
-/// The commands' route to a PostgreSQL store (`--store postgresql://...`): the same commands, printing the same
-/// way, on a `PostgresConfigStore` and the monitor's ports on it.
-enum PostgresCommands {
+/// The team store's own administration: `store migrate` (its schema) and `store copy` (a file copied into it).
+/// Every other command runs on any backend through `Wiring.session`.
+enum TeamStoreCommands {
     static let all: [Command] = [store]
 
     static let store = Command(
@@ -28,16 +23,11 @@ enum PostgresCommands {
         examples: ["rollout store migrate --store postgresql:///rollout?host=/run/postgresql"],
         action: StoreCommands.guarded { inv in
             // A Firebase project's PostgreSQL state store (--state postgresql://...) migrates the same way.
-            let location = try FirebaseWiring.postgresState(inv) ?? StoreLocation.resolvedPath(inv)
-            guard StoreLocation.isPostgres(location) else {
-                throw CommandError("store migrate is for PostgreSQL stores (--store postgresql://...); a file store migrates when opened", exit: .usage)
-            }
-            guard !inv.flag("--read-only") else { throw WritePath.Failure.readOnly }
-            let applied = try PostgresSchema.migrate(conninfo: location)
+            let migration = try Wiring.migrateTeamStore(inv)
             print(
-                applied.isEmpty
-                    ? "schema \(PostgresSchema.current) is current: nothing to migrate"
-                    : "migrated to schema \(PostgresSchema.current) (applied \(applied.map(String.init).joined(separator: ", ")))")
+                migration.applied.isEmpty
+                    ? "schema \(migration.schema) is current: nothing to migrate"
+                    : "migrated to schema \(migration.schema) (applied \(migration.applied.map(String.init).joined(separator: ", ")))")
             return .ok
         })
 
@@ -59,29 +49,19 @@ enum PostgresCommands {
         examples: ["rollout store copy --from ~/.rollout/rollout.db --to postgresql:///rollout?host=/run/postgresql"],
         action: StoreCommands.guarded { inv in
             guard let from = inv.value("--from"), !from.isEmpty else { throw inv.usageError("store copy needs --from FILE") }
-            guard let to = inv.value("--to"), StoreLocation.isPostgres(to) else {
-                throw inv.usageError("store copy needs --to postgresql://...")
-            }
-            guard !inv.flag("--read-only") else { throw WritePath.Failure.readOnly }
-            let source = try RolloutStore(path: from, create: false, access: .readOnly)
-            var createdKey: String?
+            guard let to = inv.value("--to") else { throw inv.usageError("store copy needs --to postgresql://...") }
             let progress = ProgressReporter.standardError(label: "store copy", unit: .count("rows"), quiet: inv.flag("--quiet"))
-            let report: PostgresStoreCopy.Report
-            do {
+            let copy = try {
                 defer { progress.finish() }
-                report = try PostgresStoreCopy.copy(
-                    from: source, to: to,
-                    teamKey: {
-                        let (key, created) = try Wiring.teamStoreKey(create: true)
-                        if created { createdKey = key?.path }
-                        return key
-                    },
+                return try Wiring.copyToTeamStore(
+                    from: from, to: to, invocation: inv,
                     progress: { done, total in
                         progress.total = total
                         progress.update(done: done)
                     })
-            }
-            print("copied \(from) to \(PostgresConfigStore.redacted(to))")
+            }()
+            let (report, createdKey) = (copy.report, copy.createdKey)
+            print("copied \(from) to \(Wiring.storeLabel(to))")
             print("\(report.versions) versions, \(report.auditRecords) audit records, head \(report.headHash)")
             print(
                 "\(report.operators) operators, \(report.pendingEnrolments) pending enrolments, \(report.settings) guardrail settings, "
@@ -94,28 +74,4 @@ enum PostgresCommands {
             if !report.skipped.isEmpty { print("not copied (not on PostgreSQL yet): \(report.skipped.joined(separator: ", "))") }
             return .ok
         })
-
-    /// `init` on a PostgreSQL location; nil for a file store.
-    static func initStore(_ inv: Invocation, seed: String, form: RemoteConfigTemplate.Form) throws -> ExitCode? {
-        if let team = try FirebaseWiring.adoptWithTeamState(inv, seed: seed, form: form), let firebase = team.firebase {
-            let current = try firebase.current()
-            print("created store \(team.location)")
-            print("version \(current.info.number) (etag \(current.etag)), \(form.rawValue) template, seed \(seed)")
-            print(StoreCommands.rolloutLine(current.template))
-            return .ok
-        }
-        let location = try StoreLocation.resolvedPath(inv)
-        guard StoreLocation.isPostgres(location) else { return nil }
-        let (team, createdKey) = try Wiring.createTeamStore(
-            conninfo: location, seed: seed, form: form, operatorID: try Wiring.operatorID(inv))
-        if let createdKey {
-            StandardStream.error.write(
-                "rollout: created the team store key \(createdKey): it seals the store; give it to every operator (mode 0600)\n")
-        }
-        let current = try team.config.current()
-        print("created store \(team.location)")
-        print("version 1 (etag \(current.etag)), \(form.rawValue) template, seed \(seed)")
-        print(StoreCommands.rolloutLine(current.template))
-        return .ok
-    }
 }
