@@ -10,11 +10,18 @@ extension Wiring {
     /// refuses a zero-length file or a leftover key or witness); an existing store must be a drill store, or
     /// `onOrdinaryStore` (`--on-ordinary-store`) is given and recorded in its audit log by `operatorID`.
     ///
-    /// Simulations write into a store file: the drill store is the demo's and the drills' own, never a team's.
+    /// Simulations write into a store file: the drill store is the demo's and the drills' own, never a team's or a
+    /// Firebase project's (`SessionRefusal.unsupported`, before anything is created).
     public static func drillSession(
         path: String, seed: String, actor: String, operatorID: () throws -> String, command: String, scenario: String,
         onOrdinaryStore: Bool, start: Instant?, clock: any Clock
     ) throws -> RolloutSession {
+        if StoreLocation.isPostgres(path) || path.hasPrefix(FirebaseWiring.scheme) {
+            throw SessionRefusal(
+                .unsupported,
+                "refused: '\(command)' writes simulated telemetry into a drill store file, and \(storeLabel(path)) is not "
+                    + "a file; give --store a new file path (created as a drill store): nothing was created")
+        }
         do {
             if Files.isDirectory(path) == nil {
                 // A new store gets the scenario's rollout seed, so that runs on fresh stores assign the same cohorts.

@@ -44,7 +44,9 @@ extension StoreLocation {
     ]
 }
 
-/// What a command works with on a PostgreSQL store: the open store, who acts, and the write path.
+/// A PostgreSQL store opened (also the state store behind `firebase:` with `--state postgresql://...`): the open
+/// store, who acts, and the write path. Commands never see it: its opener, `rolloutSession`, gives them the
+/// backend's ports as a `RolloutSession`.
 ///
 /// The write path has the core's own rules (validation, the reason for every increase, compare-and-swap, the
 /// audit record in the same transaction) and the step-up policy on the store's operators.

@@ -143,14 +143,18 @@ public struct AuditVerificationFailure: Error, CustomStringConvertible, Sendable
     public var description: String
 }
 
-/// A write refused because of access: `--read-only`, or a role the store does not allow to write (the
-/// PostgreSQL viewer). The same outcome on every backend (the CLI's exit 4).
+/// An operation the session refuses, nothing written: a write refused because of access (`--read-only`, or a
+/// role the store does not allow to write, the PostgreSQL viewer), or an operation this backend cannot do. The same
+/// outcome on every backend (the CLI's exit 4).
 public struct SessionRefusal: Error, CustomStringConvertible, Sendable {
     public enum Kind: Sendable, Equatable {
         /// The connection is read-only (`--read-only`, or a read-only file).
         case readOnly
         /// The store refused this role the write (PostgreSQL: insufficient privilege).
         case permissionDenied
+        /// The backend cannot do this: a simulation (`simulate`, `demo`) writes only into a drill store file, never
+        /// into a team store or a Firebase project.
+        case unsupported
     }
 
     public var kind: Kind

@@ -10,7 +10,9 @@ import StepUp
 import Store
 import Timekeeping
 
-/// What a store command works with: the open store, who acts, and the one write path built for them.
+/// A store file opened (also Firebase's state file behind `firebase:`): the open store, who acts, and the one
+/// write path built for them. Commands never see it: its opener, `rolloutSession`, gives them the backend's ports
+/// as a `RolloutSession` (in-process users such as tests and benchmarks still open it by path).
 public struct StoreSession {
     /// The store file as resolved from `--store`, `$ROLLOUT_STORE` or the default.
     public let path: String

@@ -110,4 +110,18 @@ struct PostgresViewerCLITests {
         }
         #expect(try rollout(["status", "--read-only"], store: store).status == 0)
     }
+
+    /// A simulation writes only into a drill store file: on a team store or a Firebase project `simulate` is a
+    /// typed refusal (exit 4), not a file named after the connection string.
+    @Test(arguments: ["postgresql:///rollout-drill?host=/nonexistent", "firebase:drill-project"])
+    func aSimulationOnATeamStoreOrAFirebaseProjectIsRefused(_ store: String) throws {
+        let r = try TestSupport.run(
+            try TestSupport.rolloutBinary(),
+            ["simulate", "--scenario", "steady", "--devices", "10", "--duration", "1m", "--store", store],
+            environment: ["ROLLOUT_STORE_KEY": key, "NO_COLOR": "1"])
+        #expect(r.status == 4 && r.stderr.contains("drill store file"), "\(r.status) \(r.stderr)")
+        let scheme = String(store.prefix { $0 != ":" }) + ":"
+        let cwd = FileManager.default.currentDirectoryPath
+        #expect(!FileManager.default.fileExists(atPath: cwd + "/" + scheme), "created \(scheme) in \(cwd)")
+    }
 }
