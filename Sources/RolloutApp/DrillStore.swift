@@ -25,7 +25,8 @@ extension Wiring {
         do {
             if Files.isDirectory(path) == nil {
                 // A new store gets the scenario's rollout seed, so that runs on fresh stores assign the same cohorts.
-                _ = try createDrillStore(path: path, seed: seed, operatorID: actor, time: start ?? clock.now(), by: command)
+                _ = try createDrillStore(
+                    path: path, seed: seed, operatorID: actor, time: start ?? clock.now(), by: command)
             } else {
                 let store = try RolloutStore(path: path, create: false)
                 if try !store.withDatabase({ try DrillStoreMark.isDrill($0) }) {

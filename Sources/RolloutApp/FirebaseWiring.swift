@@ -181,7 +181,7 @@ public enum FirebaseWiring {
         store.pollInterval = consolePollInterval
         return StoreConsoleSource(
             monitor: try RolloutMonitor(store: state, config: store, clock: clock),
-            stepUp: SQLiteStepUpStore(store: state), storeLabel: session.path,
+            stepUp: SQLiteStepUpStore(store: state), plans: SQLiteRampPlans(store: state), storeLabel: session.path,
             operatorID: session.operatorID,
             readOnly: session.readOnly, project: project, autoKill: session)
     }

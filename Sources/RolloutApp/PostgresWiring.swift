@@ -232,7 +232,7 @@ public final class PostgresConsoleSource: ConsoleDataSource, @unchecked Sendable
 
     public init(team: TeamSession, conninfo: String, project: String, fallback: Double = 5) throws {
         inner = StoreConsoleSource(
-            monitor: try team.monitor(), stepUp: team.stepUp,
+            monitor: try team.monitor(), stepUp: team.stepUp, plans: PostgresRampPlans(store: team.config),
             storeLabel: team.firebase.map { $0.label } ?? "postgresql " + team.location, operatorID: team.operatorID,
             readOnly: team.readOnly, project: project, autoKill: team)
         self.conninfo = conninfo

@@ -505,14 +505,6 @@ public final class RampPlanRunner {
 /// The plan as the console shows it and the console's plan keys: the same stored plan and the same decision on
 /// the snapshot's assessment as `plan status`; pause and resume through `RampPlanStates` (audited).
 enum ConsolePlan {
-    /// Where the monitor's store keeps its plan: a store file (or Firebase's state store) and a PostgreSQL team
-    /// store do; nil for any other.
-    static func plans(of store: any MonitoredStore) -> (any RampPlanStore)? {
-        if let file = store as? RolloutStore { return SQLiteRampPlans(store: file) }
-        if let team = store as? PostgresConfigStore { return PostgresRampPlans(store: team) }
-        return nil
-    }
-
     /// The plan panel's data, nil when no plan was ever started.
     static func info(plans: any RampPlanStore, status: RolloutMonitor.Status) throws -> PlanInfo? {
         guard let stored = try RampPlanStates.load(plans) else { return nil }

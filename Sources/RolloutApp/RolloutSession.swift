@@ -208,6 +208,8 @@ public struct StoreFault: Error, CustomStringConvertible, Sendable {
 extension AppCheckStateSource {
     /// Refuses a write before it is tried when the connection is read-only (the same refusal its write would be).
     public func refuseWritesIfReadOnly() throws {
-        if isReadOnly { throw SessionRefusal(.readOnly, "refused: \(label) is open read-only (--read-only); nothing was written") }
+        if isReadOnly {
+            throw SessionRefusal(.readOnly, "refused: \(label) is open read-only (--read-only); nothing was written")
+        }
     }
 }

@@ -41,7 +41,9 @@ extension Wiring {
         from path: String, to conninfo: String, invocation: Invocation,
         progress: (_ done: Int64, _ total: Int64) -> Void
     ) throws -> TeamStoreCopy {
-        guard StoreLocation.isPostgres(conninfo) else { throw invocation.usageError("store copy needs --to postgresql://...") }
+        guard StoreLocation.isPostgres(conninfo) else {
+            throw invocation.usageError("store copy needs --to postgresql://...")
+        }
         guard !invocation.flag("--read-only") else { throw WritePath.Failure.readOnly }
         let source = try RolloutStore(path: path, create: false, access: .readOnly)
         var createdKey: String?

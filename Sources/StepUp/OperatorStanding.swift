@@ -11,7 +11,9 @@ public struct OperatorStanding: Sendable, Equatable {
     public var failedAttempts: Int
     public var lockedUntil: Instant?
 
-    public init(id: OperatorID, enrolledAt: Instant, lastAcceptedStep: Int64?, failedAttempts: Int, lockedUntil: Instant?) {
+    public init(
+        id: OperatorID, enrolledAt: Instant, lastAcceptedStep: Int64?, failedAttempts: Int, lockedUntil: Instant?
+    ) {
         self.id = id
         self.enrolledAt = enrolledAt
         self.lastAcceptedStep = lastAcceptedStep
