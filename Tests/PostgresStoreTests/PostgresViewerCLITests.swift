@@ -60,7 +60,8 @@ struct PostgresViewerCLITests {
     }
 
     /// The viewer reads what an on-call engineer looks at: `status` (text and JSON), `telemetry`, `operator list`
-    /// and `policy show`, with an operator enrolled (whose secret the viewer may not read).
+    /// and `policy show`, with an operator enrolled (whose secret the viewer may not read); `plan status`,
+    /// `history` and `audit show`.
     @Test func theViewerRoleRunsTheReadCommands() throws {
         let (owner, viewer) = try teamStore("pg-viewer-reads")
         try #require(try rollout(["set", "5", "--reason", "start"], store: owner).status == 0)
@@ -78,6 +79,13 @@ struct PostgresViewerCLITests {
         #expect(operators.stdout.contains("pending (not confirmed)"), "\(operators.stdout)")
         let policy = try rollout(["policy", "show"], store: viewer)
         #expect(policy.status == 0, "\(policy.status) \(policy.stderr)")
+        // The plan, the history and the audit log.
+        let plan = try rollout(["plan", "start", try files().plan], store: owner)
+        try #require(plan.status == 0, "\(plan.stderr)")
+        for read in [["plan", "status"], ["history"], ["audit", "show"]] {
+            let r = try rollout(read, store: viewer)
+            #expect(r.status == 0 && !r.stdout.isEmpty, "\(read): \(r.status) \(r.stderr)")
+        }
     }
 
     /// The viewer role's writes are refused by the server: exit 4 (as `--read-only`), nothing written.
