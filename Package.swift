@@ -117,6 +117,7 @@ let package = Package(
                 "FirebaseRemoteConfig",
                 "RampPlans",
                 "PostgresStore",
+                "StoreCopy",
                 "AppCheck",
                 "StoreSupport",
             ],

@@ -123,6 +123,31 @@ public final class PostgresStepUpStore: StepUpStore, StepUpPolicyStore, @uncheck
         }
     }
 
+    /// Every enrolled operator without its secret (`operator list`): what the viewer role may read.
+    public func operatorStandings() throws -> [OperatorStanding] {
+        try store.reading {
+            try c.query(
+                "SELECT id, enrolled_at, last_accepted_step, failed_attempts, locked_until FROM stepup_operators ORDER BY id"
+            ).map { row in
+                OperatorStanding(
+                    id: try Self.storedID(row[0] ?? ""), enrolledAt: Instant(microseconds: Int64(row[1] ?? "") ?? 0),
+                    lastAcceptedStep: row[2].flatMap { Int64($0) }, failedAttempts: Int(row[3] ?? "") ?? 0,
+                    lockedUntil: row[4].flatMap { Int64($0) }.map { Instant(microseconds: $0) })
+            }
+        }
+    }
+
+    /// Every pending enrolment without its secret: what the viewer role may read.
+    public func pendingStandings() throws -> [PendingStanding] {
+        try store.reading {
+            try c.query("SELECT id, created_at, approved_by, failed_attempts FROM stepup_enrolments ORDER BY id").map { row in
+                PendingStanding(
+                    id: try Self.storedID(row[0] ?? ""), createdAt: Instant(microseconds: Int64(row[1] ?? "") ?? 0),
+                    approvedBy: try row[2].map(Self.storedID), failedAttempts: Int(row[3] ?? "") ?? 0)
+            }
+        }
+    }
+
     /// The pending enrolment of `id`, if any.
     public func pendingEnrolment(_ id: OperatorID) throws -> PendingEnrolment? {
         try pendingEnrolments().first { $0.id == id }

@@ -2,6 +2,7 @@ import Console
 import FoundationEssentials
 import Glibc
 import Platform
+import RampPlans
 import Monitoring
 import RemoteConfig
 import Rollout
@@ -23,6 +24,8 @@ public final class StoreConsoleSource: ConsoleDataSource, @unchecked Sendable {
     private let monitor: RolloutMonitor
     /// Whether step-up is on (the header shows it), from the store's step-up port.
     private let stepUp: any StepUpStore
+    /// The store's ramp plan (the plan panel).
+    private let plans: any RampPlanStore
     private let operatorID: String
     private let readOnly: Bool
     private let storeLabel: String
@@ -39,6 +42,7 @@ public final class StoreConsoleSource: ConsoleDataSource, @unchecked Sendable {
         let store = try RolloutStore(path: path, create: false, access: readOnly ? .readOnly : .readWrite)
         monitor = try RolloutMonitor(store: store, clock: clock)
         stepUp = SQLiteStepUpStore(store: store)
+        plans = SQLiteRampPlans(store: store)
         self.operatorID = operatorID
         self.readOnly = readOnly
         storeLabel = "sqlite " + ConsoleText.abbreviatingHome(path)
@@ -46,13 +50,15 @@ public final class StoreConsoleSource: ConsoleDataSource, @unchecked Sendable {
         self.autoKill = readOnly ? nil : autoKill
     }
 
-    /// The same on a monitor built elsewhere (a Firebase store: `FirebaseWiring.consoleSource`).
+    /// The same on a monitor and ports built elsewhere (a Firebase store: `FirebaseWiring.consoleSource`; a
+    /// PostgreSQL store: `PostgresConsoleSource`).
     public init(
-        monitor: RolloutMonitor, stepUp: any StepUpStore, storeLabel: String, operatorID: String, readOnly: Bool,
-        project: String, autoKill: (any ConsoleWriteSession)? = nil
+        monitor: RolloutMonitor, stepUp: any StepUpStore, plans: any RampPlanStore, storeLabel: String,
+        operatorID: String, readOnly: Bool, project: String, autoKill: (any ConsoleWriteSession)? = nil
     ) {
         self.monitor = monitor
         self.stepUp = stepUp
+        self.plans = plans
         self.operatorID = operatorID
         self.readOnly = readOnly
         self.storeLabel = storeLabel
@@ -78,11 +84,8 @@ public final class StoreConsoleSource: ConsoleDataSource, @unchecked Sendable {
                 status: status, changes: changes, header: .init(store: storeLabel, project: project, operatorID: operatorID),
                 readOnly: readOnly, stepUp: stepUp)
             if let autoKillNote { model.events.insert(autoKillNote, at: 0) }
-            // Ramp plans live in the store's `ramp_plan` table (a file store, Firebase's state store, PostgreSQL);
-            // a store without one shows no plan panel.
-            if let plans = ConsolePlan.plans(of: monitor.store) {
-                model.plan = try ConsolePlan.info(plans: plans, status: status)
-            }
+            // Ramp plans live in the store's `ramp_plan` table (a file store, Firebase's state store, PostgreSQL).
+            model.plan = try ConsolePlan.info(plans: plans, status: status)
             return model
         }
     }
@@ -132,11 +135,8 @@ public final class StoreConsoleExecutor: ConsoleEffectExecutor, @unchecked Senda
             case .loadAudit: return [loadAudit()]
             case .loadVersion(let number): return [loadVersion(number)]
             case .planControl(let pause):
-                // Ramp plans live in the store (a file store, Firebase's state store, PostgreSQL).
-                guard let plans = ConsolePlan.planSession(of: session) else {
-                    return [.planControlled(message: "this store keeps no ramp plan", refused: true)]
-                }
-                return [ConsolePlan.control(pause: pause, session: plans)]
+                // Ramp plans live in every store (a file store, Firebase's state store, PostgreSQL).
+                return [ConsolePlan.control(pause: pause, session: session.planSession)]
             case .refresh, .redraw, .bell, .quit, .simulation: return []
             }
         }

@@ -102,6 +102,15 @@ public enum FirebaseWiring {
             readOnly: readOnly, clock: clock)
     }
 
+    /// The opener of a Firebase session with a state file: the state file's ports, the templates in Firebase, the
+    /// console's picture polling Firebase on a client of its own. Nil when the store is not `firebase:...`.
+    static func rolloutSession(_ invocation: Invocation) throws -> RolloutSession? {
+        guard let session = try session(invocation, create: false) else { return nil }
+        return session.rolloutSession(console: { clock in
+            try consoleSource(invocation, session: session, clock: clock)
+        })
+    }
+
     /// The `--state` location of a `firebase:` store when it names a PostgreSQL store (a libpq URI or
     /// keyword/value string), else nil.
     public static func postgresState(_ invocation: Invocation) -> String? {
@@ -160,17 +169,19 @@ public enum FirebaseWiring {
 
     /// The console's data source on a Firebase session, or nil for any other store: its own state-store connection
     /// and Firebase client for the fetch thread, polling every `consolePollInterval`.
-    public static func consoleSource(_ invocation: Invocation, session: StoreSession, clock: any Clock) throws
-        -> StoreConsoleSource?
+    static func consoleSource(_ invocation: Invocation, session: StoreSession, clock: any Clock) throws
+        -> StoreConsoleSource
     {
-        guard let project = try project(of: session.path) else { return nil }
+        guard let project = try project(of: session.path) else {
+            throw CommandError("\(session.path) is not a Firebase store")
+        }
         let state = try RolloutStore(path: session.store.path, create: false)
         let store = try configStore(
             project: project, state: try state.configStore(), invocation: invocation, clock: SystemClock())
         store.pollInterval = consolePollInterval
         return StoreConsoleSource(
             monitor: try RolloutMonitor(store: state, config: store, clock: clock),
-            stepUp: SQLiteStepUpStore(store: state), storeLabel: session.path,
+            stepUp: SQLiteStepUpStore(store: state), plans: SQLiteRampPlans(store: state), storeLabel: session.path,
             operatorID: session.operatorID,
             readOnly: session.readOnly, project: project, autoKill: session)
     }

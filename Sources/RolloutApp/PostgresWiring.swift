@@ -45,7 +45,9 @@ extension StoreLocation {
     ]
 }
 
-/// What a command works with on a PostgreSQL store: the open store, who acts, and the write path.
+/// A PostgreSQL store opened (also the state store behind `firebase:` with `--state postgresql://...`): the open
+/// store, who acts, and the write path. Commands never see it: its opener, `rolloutSession`, gives them the
+/// backend's ports as a `RolloutSession`.
 ///
 /// The write path has the core's own rules (validation, the reason for every increase, compare-and-swap, the
 /// audit record in the same transaction) and the step-up policy on the store's operators.
@@ -84,15 +86,6 @@ public struct TeamSession {
 }
 
 extension Wiring {
-    /// The invocation's PostgreSQL store, or nil when `--store` names a file. Read-only under `--read-only` (the
-    /// connection's transactions are READ ONLY). Creates and migrates nothing.
-    public static func teamSession(_ invocation: Invocation) throws -> TeamSession? {
-        if let firebase = try FirebaseWiring.teamSession(invocation) { return firebase }
-        let location = try StoreLocation.resolvedPath(invocation)
-        guard StoreLocation.isPostgres(location) else { return nil }
-        return try teamSession(conninfo: location, operatorID: try operatorID(invocation), readOnly: invocation.flag("--read-only"))
-    }
-
     /// The PostgreSQL store at `conninfo` (a libpq URI), acting as `operatorID`, with the team store key of this
     /// machine (at `keyPath`, by default `teamStoreKeyPath()`). Creates and migrates nothing.
     public static func teamSession(
@@ -106,10 +99,7 @@ extension Wiring {
     }
 
     /// The monitor of the invocation's store, whichever backend (`rollout telemetry`).
-    public static func monitor(_ invocation: Invocation) throws -> RolloutMonitor {
-        if let team = try teamSession(invocation) { return try team.monitor() }
-        return try session(invocation).monitor()
-    }
+    public static func monitor(_ invocation: Invocation) throws -> RolloutMonitor { try session(invocation).monitor() }
 
     /// What `rollout ingest` lands batches in, whichever backend: the telemetry counters, the monitor (the
     /// accepted event window, auto-kill), the clock, and the write path for auto-kill.
@@ -122,14 +112,9 @@ extension Wiring {
     }
 
     public static func telemetryTarget(_ invocation: Invocation) throws -> TelemetryTarget {
-        if let team = try teamSession(invocation) {
-            return TelemetryTarget(
-                counters: try team.config.telemetryCounters(), monitor: try team.monitor(), clock: team.clock, readOnly: team.readOnly,
-                writePath: team.writePath)
-        }
         let session = try session(invocation)
         return TelemetryTarget(
-            counters: try session.store.telemetryCounters(), monitor: try session.monitor(), clock: session.clock,
+            counters: try session.telemetryCounters(), monitor: try session.monitor(), clock: session.clock,
             readOnly: session.readOnly, writePath: session.writePath)
     }
 
@@ -199,6 +184,8 @@ public protocol ConsoleWriteSession {
     var readOnly: Bool { get }
     func writePath() throws -> WritePath
     func monitor() throws -> RolloutMonitor
+    /// The ramp plan's session on this store (the console's plan keys).
+    var planSession: PlanSession { get }
     /// Throws a `ConfigIntegrityProblem` naming what fails verification.
     func verifyConfigIntegrity() throws
 }
@@ -246,7 +233,7 @@ public final class PostgresConsoleSource: ConsoleDataSource, @unchecked Sendable
 
     public init(team: TeamSession, conninfo: String, project: String, fallback: Double = 5) throws {
         inner = StoreConsoleSource(
-            monitor: try team.monitor(), stepUp: team.stepUp,
+            monitor: try team.monitor(), stepUp: team.stepUp, plans: PostgresRampPlans(store: team.config),
             storeLabel: team.firebase.map { $0.label } ?? "postgresql " + team.location, operatorID: team.operatorID,
             readOnly: team.readOnly, project: project, autoKill: team)
         self.conninfo = conninfo
@@ -327,6 +314,8 @@ struct PostgresSettingsTables: SettingsTables {
     func pendingEnrolment(_ id: OperatorID) throws -> PendingEnrolment? { try stepUp.pendingEnrolment(id) }
     func savePending(_ enrolment: PendingEnrolment) throws { try stepUp.savePending(enrolment) }
     func removePending(_ id: OperatorID) throws { try stepUp.removePending(id) }
+    func operatorStandings() throws -> [OperatorStanding] { try stepUp.operatorStandings() }
+    func pendingStandings() throws -> [PendingStanding] { try stepUp.pendingStandings() }
     func authorize(
         _ change: StepUpChange, by actor: OperatorID, code: String?, clock: any Clock,
         audit: (StepUpAuditEvent) throws -> Void
@@ -342,9 +331,60 @@ struct PostgresSettingsTables: SettingsTables {
 }
 
 extension TeamSession {
-    /// `rollout watch` on this store: the same assessment and auto-kill (through this store's write path) as on
-    /// SQLite; read-only sessions only look.
-    public func headlessLoop() throws -> HeadlessLoop {
-        HeadlessLoop(monitor: try monitor(), writePath: readOnly ? nil : try writePath())
+    /// The opener of a PostgreSQL session (also Firebase's PostgreSQL state store behind `firebase:`): every port on
+    /// the team store's connection, the templates in Firebase when `firebase` is set.
+    public var rolloutSession: RolloutSession {
+        let team = self
+        let config = config
+        return RolloutSession(
+            label: location, displayLabel: location + " (PostgreSQL)", operatorID: operatorID, readOnly: readOnly, clock: clock,
+            templates: templates, stepUp: stepUp, plans: PostgresRampPlans(store: config),
+            settings: PostgresSettingsBackend(team: self), monitored: config, heartbeat: PostgresHeartbeat(store: config),
+            ports: RolloutSession.Ports(
+                writePath: writePath,
+                planSession: { planSession },
+                separateTelemetryCounters: {
+                    try PostgresConfigStore(conninfo: config.conninfo, readOnly: team.readOnly).telemetryCounters()
+                },
+                appCheckState: { try Wiring.appCheckState(location: config.conninfo, readOnly: team.readOnly) },
+                isDrillStore: { false },
+                verifyConfigIntegrity: verifyConfigIntegrity,
+                verifyAudit: verifyAudit,
+                consoleSource: { project, _ in
+                    try PostgresConsoleSource(
+                        team: team, conninfo: config.conninfo, project: project ?? team.firebase?.client.project ?? "team")
+                },
+                telemetryClock: { team.clock }))
+    }
+
+    /// `audit verify` on this store: the chain (behind Firebase, every published record naming the Firebase version
+    /// it produced), then the seal of the tables that decide a write under the team store key, and this machine's
+    /// witness.
+    func verifyAudit() throws -> AuditVerification {
+        let chain: (auditRecords: Int, versions: Int)
+        do {
+            if let firebase {
+                let r = try firebase.verifyIntegrity()
+                chain = (r.auditRecords, r.versions)
+            } else {
+                let r = try config.verify()
+                chain = (r.auditRecords, r.versions)
+            }
+            let seal: PostgresConfigStore.SealReport
+            do {
+                seal = try config.verifySeal()
+            } catch let e as PostgresError where e.sqlState == "42501" {
+                throw AuditVerificationFailure(
+                    description: "the seal cannot be checked as this role, which may not read every sealed table "
+                        + "(\(e.message)): run it as the writer or the owner role")
+            }
+            return AuditVerification(
+                auditRecords: chain.auditRecords, versions: chain.versions, headHash: seal.headHash,
+                headSequence: seal.headSequence, sealedTables: seal.sealedTables, sealKey: "the team store key",
+                stateDigest: nil, databaseIntegrityChecked: false, witnessPath: seal.witnessPath,
+                witnessLine: "record \(seal.headSequence) is in the chain, unchanged")
+        } catch let p as PostgresSealProblem {
+            throw ConfigIntegrityProblem(p.subject, p.problem)
+        }
     }
 }

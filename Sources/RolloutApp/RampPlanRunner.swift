@@ -96,11 +96,13 @@ extension StoreSession {
 }
 
 extension TeamSession {
-    /// The plan session on this PostgreSQL store (`PostgresRampPlans` on the config store's connection).
+    /// The plan session on this PostgreSQL store (`PostgresRampPlans` on the config store's connection); behind
+    /// Firebase the templates and their audit records are Firebase's (its audit records land on this connection).
     public var planSession: PlanSession {
         PlanSession(
-            plans: PostgresRampPlans(store: config), stepUp: stepUp, config: config, operatorID: operatorID,
-            clock: clock, readOnly: readOnly, publishJoinsPlanTransaction: true, monitor: monitor, writePath: writePath)
+            plans: PostgresRampPlans(store: config), stepUp: stepUp, config: templates, operatorID: operatorID,
+            clock: clock, readOnly: readOnly, publishJoinsPlanTransaction: firebase == nil, monitor: monitor,
+            writePath: writePath)
     }
 }
 
@@ -515,21 +517,6 @@ public final class RampPlanRunner {
 /// The plan as the console shows it and the console's plan keys: the same stored plan and the same decision on
 /// the snapshot's assessment as `plan status`; pause and resume through `RampPlanStates` (audited).
 enum ConsolePlan {
-    /// Where the monitor's store keeps its plan: a store file (or Firebase's state store) and a PostgreSQL team
-    /// store do; nil for any other.
-    static func plans(of store: any MonitoredStore) -> (any RampPlanStore)? {
-        if let file = store as? RolloutStore { return SQLiteRampPlans(store: file) }
-        if let team = store as? PostgresConfigStore { return PostgresRampPlans(store: team) }
-        return nil
-    }
-
-    /// The plan session of the console's write session, nil when its store keeps no plan.
-    static func planSession(of session: any ConsoleWriteSession) -> PlanSession? {
-        if let file = session as? StoreSession { return file.planSession }
-        if let team = session as? TeamSession { return team.planSession }
-        return nil
-    }
-
     /// The plan panel's data, nil when no plan was ever started.
     static func info(plans: any RampPlanStore, status: RolloutMonitor.Status) throws -> PlanInfo? {
         guard let stored = try RampPlanStates.load(plans) else { return nil }

@@ -381,6 +381,10 @@ public protocol SettingsTables {
     func pendingEnrolment(_ id: OperatorID) throws -> PendingEnrolment?
     func savePending(_ enrolment: PendingEnrolment) throws
     func removePending(_ id: OperatorID) throws
+    /// The enrolled operators and the pending enrolments without their secrets: what listing them needs, and all
+    /// that a connection which may not read secrets (the PostgreSQL viewer role) can read.
+    func operatorStandings() throws -> [OperatorStanding]
+    func pendingStandings() throws -> [PendingStanding]
     /// The replay-safe step-up check (`StepUpGate`): the attempt and its audit record are written whatever the
     /// verdict.
     func authorize(
@@ -390,6 +394,11 @@ public protocol SettingsTables {
     func appendAudit(_ entry: AuditEntry) throws
     /// The App Check exchange's state on this transaction's connection: what it writes joins the transaction.
     func appCheckState() throws -> any AppCheckState
+}
+
+extension SettingsTables {
+    public func operatorStandings() throws -> [OperatorStanding] { try operators().map(OperatorStanding.init) }
+    public func pendingStandings() throws -> [PendingStanding] { try pendingEnrolments().map(PendingStanding.init) }
 }
 
 /// Where a settings intent runs: one write transaction of the store (everything the intent writes, its audit

@@ -1,4 +1,5 @@
 import CommandLineKit
+import Console
 import Crypto
 import FoundationEssentials
 import Glibc
@@ -9,7 +10,9 @@ import StepUp
 import SQLiteStore
 import Timekeeping
 
-/// What a store command works with: the open store, who acts, and the one write path built for them.
+/// A store file opened (also Firebase's state file behind `firebase:`): the open store, who acts, and the one
+/// write path built for them. Commands never see it: its opener, `rolloutSession`, gives them the backend's ports
+/// as a `RolloutSession` (in-process users such as tests and benchmarks still open it by path).
 public struct StoreSession {
     /// The store file as resolved from `--store`, `$ROLLOUT_STORE` or the default.
     public let path: String
@@ -51,20 +54,22 @@ public enum Wiring {
     /// A fresh rollout seed: `rollout-` and 8 random hex digits.
     public static func newSeed() -> String { "rollout-" + Hex.encode(SecureRandom.bytes(4)) }
 
-    /// Opens the invocation's existing store, read-only under `--read-only` (the connection refuses every write).
+    /// Opens the invocation's existing store, read-only under `--read-only` (the connection refuses every write):
+    /// the one place that picks the backend. `--store firebase:PROJECT` with a PostgreSQL `--state`, or with a state
+    /// file; `--store postgresql://...`; else a store file.
     ///
-    /// Never creates anything: a missing, empty or foreign store is an error naming the path (`rollout init`
-    /// creates stores); `--store ""` is a usage error.
-    public static func session(_ invocation: Invocation) throws -> StoreSession {
-        if let firebase = try FirebaseWiring.session(invocation, create: false) { return firebase }
-        // Commands that run on PostgreSQL ask for a team session first; one that reaches here does not run there.
+    /// Never creates anything: a missing, empty or foreign store is an error naming it (`rollout init` creates
+    /// stores); `--store ""` is a usage error.
+    public static func session(_ invocation: Invocation) throws -> RolloutSession {
+        if let team = try FirebaseWiring.teamSession(invocation) { return team.rolloutSession }
+        if let firebase = try FirebaseWiring.rolloutSession(invocation) { return firebase }
         let location = try StoreLocation.resolvedPath(invocation)
+        let operatorID = try operatorID(invocation)
+        let readOnly = invocation.flag("--read-only")
         if StoreLocation.isPostgres(location) {
-            throw CommandError(
-                "'\(invocation.commandLine)' does not run on a PostgreSQL store yet (it needs a store file): "
-                    + "nothing was read or written")
+            return try teamSession(conninfo: location, operatorID: operatorID, readOnly: readOnly).rolloutSession
         }
-        return try session(path: location, operatorID: try operatorID(invocation), readOnly: invocation.flag("--read-only"))
+        return try session(path: location, operatorID: operatorID, readOnly: readOnly).rolloutSession()
     }
 
     /// The same for a given store file (in-process users: the demo, benchmarks). The store must exist.
@@ -133,18 +138,37 @@ public enum Wiring {
         return session
     }
 
-    /// `rollout init` for the invocation's store: a new SQLite store, or the adoption of a Firebase project's
-    /// template (the rollout added to it as one publish) with a new state store beside it.
+    /// What `rollout init` made: the new store's session, and the team store key it created (its path; nil when
+    /// none was created).
+    public struct Created {
+        public let session: RolloutSession
+        public let createdKey: String?
+    }
+
+    /// `rollout init` for the invocation's store, whichever backend (the same choice as `session(_:)`): a new store
+    /// file, a new PostgreSQL team store (sealed with the team store key, created when this machine has none), or
+    /// the adoption of a Firebase project's template (the rollout added to it as one publish) with a new state
+    /// store (a file, or a PostgreSQL database bound to the project).
     public static func createStore(_ invocation: Invocation, seed: String, form: RemoteConfigTemplate.Form) throws
-        -> StoreSession
+        -> Created
     {
-        guard let firebase = try FirebaseWiring.session(invocation, create: true) else {
-            return try createStore(
-                path: try StoreLocation.resolvedPath(invocation), seed: seed, form: form, operatorID: try operatorID(invocation))
+        if let team = try FirebaseWiring.adoptWithTeamState(invocation, seed: seed, form: form) {
+            return Created(session: team.rolloutSession, createdKey: nil)
         }
-        try firebase.config.adoptOnce(
-            label: firebase.path, seed: seed, form: form, actor: firebase.operatorID, time: firebase.clock.now())
-        return firebase
+        if let firebase = try FirebaseWiring.session(invocation, create: true) {
+            try firebase.config.adoptOnce(
+                label: firebase.path, seed: seed, form: form, actor: firebase.operatorID, time: firebase.clock.now())
+            return Created(session: firebase.rolloutSession(), createdKey: nil)
+        }
+        let location = try StoreLocation.resolvedPath(invocation)
+        let operatorID = try operatorID(invocation)
+        if StoreLocation.isPostgres(location) {
+            let (team, createdKey) = try createTeamStore(conninfo: location, seed: seed, form: form, operatorID: operatorID)
+            return Created(session: team.rolloutSession, createdKey: createdKey)
+        }
+        return Created(
+            session: try createStore(path: location, seed: seed, form: form, operatorID: operatorID).rolloutSession(),
+            createdKey: nil)
     }
 
     /// Opens an existing store (never creates one: see `create`).
@@ -161,5 +185,43 @@ public enum Wiring {
             throw invocation.usageError("the operator id must be one printable line of at most 256 characters")
         }
         return id
+    }
+}
+
+extension StoreSession {
+    /// The opener of a store file's session (also Firebase's state file behind `firebase:`): every port on the one
+    /// SQLite store, the templates in `config`. `console` replaces the console's picture (Firebase polls its own
+    /// client; nil: the store file's picture, headed `project`).
+    public func rolloutSession(
+        project: String = "embedded", console: ((_ clock: any Clock) throws -> any RolloutConsoleSource)? = nil
+    ) -> RolloutSession {
+        let store = store
+        let config = config
+        return RolloutSession(
+            label: path, displayLabel: path, operatorID: operatorID, readOnly: readOnly || store.isReadOnly, clock: clock,
+            templates: config, stepUp: SQLiteStepUpStore(store: store), plans: SQLiteRampPlans(store: store),
+            settings: SQLiteSettingsBackend(session: self), monitored: store, heartbeat: store,
+            ports: RolloutSession.Ports(
+                writePath: writePath,
+                planSession: { planSession },
+                separateTelemetryCounters: { try store.telemetryCounters() },
+                appCheckState: { try Wiring.appCheckState(location: store.path, readOnly: readOnly) },
+                isDrillStore: { try store.withDatabase { try DrillStoreMark.isDrill($0) } },
+                verifyConfigIntegrity: { _ = try config.verifyIntegrity() },
+                verifyAudit: {
+                    let full = try store.verify(configIntegrity: config.verifyIntegrity)
+                    return AuditVerification(
+                        auditRecords: full.config.auditRecords, versions: full.config.versions,
+                        headHash: full.config.headHash, headSequence: full.config.headSequence,
+                        sealedTables: full.sealedTables, sealKey: "the store key", stateDigest: full.stateDigest,
+                        databaseIntegrityChecked: true, witnessPath: full.witnessPath, witnessLine: full.witnessLine)
+                },
+                consoleSource: { header, clock in
+                    if let console { return try console(clock) }
+                    return try StoreConsoleSource(
+                        path: path, clock: clock, operatorID: operatorID, readOnly: readOnly,
+                        project: header ?? project, autoKill: self)
+                },
+                telemetryClock: { StoreSimulationClock(store: store, wall: clock) }))
     }
 }

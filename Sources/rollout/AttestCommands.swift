@@ -178,7 +178,7 @@ enum AttestCommands {
         let source = try openState(inv)
         let state = source.state
         // The connection would refuse the consumption anyway; refusing first gives the refusal its exit code (4).
-        if inv.flag("--consume"), source.isReadOnly { throw SQLiteError.readOnly(source.label) }
+        if inv.flag("--consume") { try source.refuseWritesIfReadOnly() }
         let verifier: AppCheckTokenVerifier
         do {
             verifier = try AppCheckTokenVerifier(state: state)

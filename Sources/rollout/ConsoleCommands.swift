@@ -48,9 +48,7 @@ enum ConsoleCommands {
         action: run)
 
     static func run(_ invocation: Invocation) throws -> ExitCode {
-        if let team = try Wiring.teamSession(invocation) { return try PostgresCommands.console(invocation, team) }
-        let session = try Wiring.session(invocation)
-        return try runConsole(invocation, session: session, project: "embedded")
+        try runConsole(invocation, session: try Wiring.session(invocation))
     }
 
     static let demo = Command(
@@ -127,16 +125,16 @@ enum ConsoleCommands {
 
         let wall = SystemClock()
         let operatorID = try Wiring.operatorID(invocation)
-        let simStore = try SimulateCommands.drillStore(path: path, invocation: invocation, scenario: scenario, command: "demo")
         // The simulator's scripted changes go through the store's one write path, as `simulator`, on the wall
         // clock; its guardrail reads the simulation's own time.
-        let simSession = try Wiring.session(path: path, operatorID: FleetOptions.simulatorActor, clock: wall)
+        let simSession = try SimulateCommands.drillSession(
+            path: path, invocation: invocation, scenario: scenario, command: "demo", clock: wall)
         let options = FleetOptions(scenario: scenario, devices: devices, seed: seed ?? 1, start: wall.now(), duration: .hours(24 * 7))
         let simulation = try SimulateCommands.simulation(
-            scenario: scenario, options: options, store: simStore, session: simSession, source: "demo")
+            scenario: scenario, options: options, session: simSession, source: "demo")
         let control = SimulationControl(speed: speed)
         let runner = SimulationRunner(
-            simulation: simulation, speed: speed, wall: wall, clockStore: simStore, control: control)
+            simulation: simulation, speed: speed, wall: wall, clockStore: simSession.heartbeat, control: control)
         let finished = DispatchSemaphore(value: 0)
         let failure = FailureBox()
         detachThread {
@@ -148,6 +146,7 @@ enum ConsoleCommands {
             // The operator's session runs on the wall clock (step-up, lockouts, audit); the console follows the
             // simulation's time through the store's heartbeat.
             let session = try Wiring.session(path: path, operatorID: operatorID, readOnly: invocation.flag("--read-only"))
+                .rolloutSession()
             code = try runConsole(
                 invocation, session: session, project: "demo · \(scenario.name)",
                 simulation: DemoSimulationControl(control: control, wall: wall))
@@ -199,20 +198,16 @@ enum ConsoleCommands {
 
     /// Runs the console on an open session (wall clock: step-up, lockouts, audit times).
     ///
-    /// The screen's data age and stale marker run on telemetry time (`StoreSimulationClock`: the wall clock, or a
+    /// The screen's data age and stale marker run on telemetry time (`telemetryClock`: the wall clock, or a
     /// live simulation's time) with the store's one stale limit, so the marker and the verdict agree. A writable
     /// console runs auto-kill on each refresh.
     static func runConsole(
-        _ invocation: Invocation, session: StoreSession, project: String,
+        _ invocation: Invocation, session: RolloutSession, project: String? = nil,
         simulation: (any ConsoleSimulationControl)? = nil
     ) throws -> ExitCode {
         let themes = try theme(invocation)
-        let ticks = StoreSimulationClock(store: session.store, wall: session.clock)
-        let source =
-            try FirebaseWiring.consoleSource(invocation, session: session, clock: session.clock)
-            ?? StoreConsoleSource(
-                path: session.path, clock: session.clock, operatorID: session.operatorID, readOnly: session.readOnly,
-                project: project, autoKill: session)
+        let ticks = session.telemetryClock()
+        let source = try session.consoleSource(project: project)
         let staleAfter = try source.status().settings.staleAfter
         let executor = StoreConsoleExecutor(session: session)
         var options = ConsoleOptions(
@@ -226,7 +221,7 @@ enum ConsoleCommands {
             case .signal(let n): exit(128 + n)
             }
         } catch {
-            throw CommandError(error.description)
+            throw CommandError("\(error)")
         }
     }
 

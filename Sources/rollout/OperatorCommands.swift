@@ -189,7 +189,7 @@ enum OperatorCommands {
     }
 
     static func runList(_ invocation: Invocation) throws -> ExitCode {
-        let (operators, pending) = try settingsPath(invocation).read { try ($0.operators(), $0.pendingEnrolments()) }
+        let (operators, pending) = try settingsPath(invocation).read { try ($0.operatorStandings(), $0.pendingStandings()) }
         let now = SystemClock().now()
         if invocation.flag("--json") {
             let json: [String: Any] = [
@@ -250,7 +250,7 @@ enum OperatorCommands {
 
     static func runPolicyShow(_ invocation: Invocation) throws -> ExitCode {
         let (policy, enrolled, guardrails) = try settingsPath(invocation).read {
-            try ($0.stepUpPolicy(), $0.operators().count, $0.guardrailSettings())
+            try ($0.stepUpPolicy(), $0.operatorStandings().count, $0.guardrailSettings())
         }
         if invocation.flag("--json") {
             let settings = Dictionary(uniqueKeysWithValues: policy.settings.map { ($0.key, $0.value) })
@@ -298,10 +298,9 @@ enum OperatorCommands {
         return .ok
     }
 
-    /// The settings write path of the invocation's store (SQLite, or the PostgreSQL team store).
+    /// The settings write path of the invocation's store, whichever backend.
     static func settingsPath(_ invocation: Invocation) throws -> SettingsWritePath {
-        if let team = try Wiring.teamSession(invocation) { return team.settingsWritePath() }
-        return SettingsWritePath(session: try Wiring.session(invocation))
+        try Wiring.session(invocation).settingsWritePath()
     }
 
     /// Runs one settings intent; a refusal is exit 4 (with the option that supplies a code), a bad key or value

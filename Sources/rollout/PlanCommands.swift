@@ -204,10 +204,7 @@ enum PlanCommands {
 
     /// The invocation's store as the plan commands use it: a PostgreSQL team store or a store file (or Firebase's
     /// state store), the same commands and guarantees on each.
-    static func planSession(_ inv: Invocation) throws -> PlanSession {
-        if let team = try Wiring.teamSession(inv) { return team.planSession }
-        return try Wiring.session(inv).planSession
-    }
+    static func planSession(_ inv: Invocation) throws -> PlanSession { try Wiring.session(inv).planSession }
 
     static func exitCode(_ phase: RampState.Phase) -> ExitCode {
         switch phase {

@@ -8,7 +8,6 @@ import Glibc
 import Platform
 import JSON
 import Monitoring
-import PostgresStore
 import Rollout
 import RolloutApp
 import StepUp
@@ -188,14 +187,14 @@ enum ServeCommands {
         let rate = try int("--rate-limit", 100, min: 0)
         let eventsLimit = try int("--max-events-body", 8 * 1024 * 1024)
 
-        let target = try ServeTarget.open(inv)
+        let target = try Wiring.session(inv)
         let clock = target.clock
         createTeamKeyIfNeeded(inv)
         let state: any AppCheckState
         do {
             // Its own connection (the exchange's lock serialises it): on a file, opened as a store so that every
             // write re-seals; a read-only session's connection refuses writes.
-            state = try Wiring.appCheckState(location: target.location, readOnly: inv.flag("--read-only")).state
+            state = try target.appCheckState().state
         } catch {
             throw CommandError("cannot open the App Check tables of \(target.label): \(error)")
         }
@@ -238,7 +237,10 @@ enum ServeCommands {
                 defer { monitorLock.unlock() }
                 return try? monitor.status().startedAt
             }
-            intake = try target.intake(token, start, autoKill)
+            // Its own connection where the backend has them, so batches do not queue behind the exchange or the monitor.
+            intake = EventsIntake(
+                counters: try target.separateTelemetryCounters(), bearerToken: token, clock: clock, rolloutStart: start,
+                afterCommit: autoKill)
         }
         let limiter = rate > 0 ? RateLimiter(rate: Double(rate), burst: Double(2 * rate), clock: clock) : nil
         let service = ExchangeService(holder: holder, intake: intake, limiter: limiter, eventsBodyLimit: eventsLimit)
@@ -288,44 +290,7 @@ enum ServeCommands {
         return .ok
     }
 
-    /// What `serve` needs of its store besides the App Check state, whichever backend: a PostgreSQL team store,
-    /// or a store file (also the state file behind `firebase:`).
-    struct ServeTarget {
-        /// Where the App Check state is: the connection string, or the store file.
-        let location: String
-        /// The store for messages.
-        let label: String
-        let clock: any Clock
-        let readOnly: Bool
-        let monitor: () throws -> RolloutMonitor
-        let writePath: () throws -> WritePath
-        /// `POST /v1/events` landing in this store: bearer token, rollout start, after each commit.
-        let intake: (String, @escaping @Sendable () -> Instant?, @escaping @Sendable () -> Void) throws -> EventsIntake
-
-        static func open(_ inv: Invocation) throws -> ServeTarget {
-            if let team = try Wiring.teamSession(inv) {
-                let conninfo = team.config.conninfo
-                return ServeTarget(
-                    location: conninfo, label: team.location, clock: team.clock, readOnly: team.readOnly, monitor: team.monitor,
-                    writePath: team.writePath,
-                    intake: { token, start, after in
-                        // Its own connection, so batches do not queue behind the exchange or the monitor.
-                        EventsIntake(
-                            counters: try PostgresConfigStore(conninfo: conninfo, readOnly: team.readOnly).telemetryCounters(),
-                            bearerToken: token, clock: team.clock, rolloutStart: start, afterCommit: after)
-                    })
-            }
-            let session = try Wiring.session(inv)
-            return ServeTarget(
-                location: session.path, label: session.path, clock: session.clock, readOnly: session.readOnly,
-                monitor: session.monitor, writePath: session.writePath,
-                intake: { token, start, after in
-                    try EventsIntake(store: session.store, bearerToken: token, clock: session.clock, rolloutStart: start, afterCommit: after)
-                })
-        }
-    }
-
-    /// On a PostgreSQL store that never recorded a team store key, with none on this machine: creates it (the
+    /// On a team store that never recorded a team store key, with none on this machine: creates it (the
     /// signing keys and the demo authority are sealed with it), as the first enrolment does.
     static func createTeamKeyIfNeeded(_ inv: Invocation) {
         if let created = try? Wiring.teamStoreKeyForEnrolment(inv) {
@@ -336,9 +301,9 @@ enum ServeCommands {
     /// The same check as after 'rollout ingest' (new telemetry can turn the verdict to HALT, and with
     /// auto-kill on that kills the rollout), one batch at a time.
     final class AutoKillCheck: @unchecked Sendable {
-        let target: ServeTarget
+        let target: RolloutSession
         let lock = Lock()
-        init(target: ServeTarget) { self.target = target }
+        init(target: RolloutSession) { self.target = target }
         func run() {
             lock.withLock {
                 do {
@@ -366,15 +331,12 @@ enum ServeCommands {
     /// The App Check state of the invocation's store (a file or a PostgreSQL team store) for reading, its label for
     /// messages and the clock. Changes go through `register` (the settings write path), never through this.
     static func state(_ inv: Invocation) throws -> (state: any AppCheckState, label: String, clock: any Clock) {
-        // With --store firebase:PROJECT --state postgresql://..., the exchange's state is on that team store.
-        let location = try FirebaseWiring.postgresState(inv) ?? StoreLocation.resolvedPath(inv)
-        let session = StoreLocation.isPostgres(location) ? nil : try Wiring.session(inv)
-        let path = session?.path ?? location
+        let session = try Wiring.session(inv)
         do {
-            let source = try Wiring.appCheckState(location: path, readOnly: inv.flag("--read-only"))
-            return (source.state, source.label, session?.clock ?? SystemClock())
+            let source = try session.appCheckState()
+            return (source.state, source.label, session.clock)
         } catch {
-            throw CommandError("cannot open the App Check tables of \(Wiring.storeLabel(path)): \(error)")
+            throw CommandError("cannot open the App Check tables of \(session.label): \(error)")
         }
     }
 
@@ -386,13 +348,9 @@ enum ServeCommands {
     /// Applies an App Check registration through the settings write path: validated, judged by step-up (policy
     /// key `appcheck`), applied and audited in one transaction; `--read-only` and refusals exit 4.
     static func register(_ inv: Invocation, _ change: SettingsWritePath.AppCheckChange) throws -> String {
-        // The first write of private keys to a PostgreSQL store makes this machine's team store key, as
-        // 'operator enroll' does (the exchange's keys are sealed with it).
-        if !inv.flag("--read-only"),
-            StoreLocation.isPostgres(try FirebaseWiring.postgresState(inv) ?? StoreLocation.resolvedPath(inv))
-        {
-            createTeamKeyIfNeeded(inv)
-        }
+        // The first write of private keys to a team store makes this machine's team store key, as 'operator
+        // enroll' does (the exchange's keys are sealed with it); nothing on other stores or under --read-only.
+        createTeamKeyIfNeeded(inv)
         let path = try OperatorCommands.settingsPath(inv)
         let actor = StoreLocation.operatorID(inv)
         // A code is read only when one will be asked for (a terminal prompt otherwise waits for nothing).

@@ -129,20 +129,20 @@ enum SimulateCommands {
         let wall = SystemClock()
         let path = StoreLocation.path(invocation)
         let exchange = try remoteExchange(invocation, storePath: path, wall: wall)
-        let store = try drillStore(path: path, invocation: invocation, scenario: scenario, command: "simulate", start: start)
+        let session = try drillSession(
+            path: path, invocation: invocation, scenario: scenario, command: "simulate", start: start, clock: wall)
         var options = FleetOptions(
             scenario: scenario, devices: devices, seed: seed ?? 1, start: start ?? wall.now(), duration: duration)
         if let start { options.start = start }
         let simulation: FleetSimulation
         do {
-            let session = try Wiring.session(path: path, operatorID: FleetOptions.simulatorActor, clock: wall)
             simulation = try Self.simulation(
-                scenario: scenario, options: options, store: store, session: session, source: "simulator:\(scenario.name)",
+                scenario: scenario, options: options, session: session, source: "simulator:\(scenario.name)",
                 exchange: exchange)
         } catch {
             throw CommandError("cannot set up the simulation: \(error)")
         }
-        let runner = SimulationRunner(simulation: simulation, speed: speed, wall: wall, clockStore: store)
+        let runner = SimulationRunner(simulation: simulation, speed: speed, wall: wall, clockStore: session.heartbeat)
         let signals = stopOnSignals(runner)
         defer { signals.forEach { $0.cancel() } }
 
@@ -193,57 +193,29 @@ enum SimulateCommands {
         "--on-ordinary-store",
         help: "Run although the store was not created as a drill store (recorded in its audit log).")
 
-    /// The store a simulation may write into: at a path where nothing is yet, a new drill store (with the
-    /// scenario's seed; see `Wiring.createDrillStore`, which refuses a zero-length file or a leftover key or
-    /// witness); an existing store must be a drill store, or `--on-ordinary-store` is given and recorded in the
-    /// audit log.
-    static func drillStore(
-        path: String, invocation: Invocation, scenario: Scenario, command: String, start: Instant? = nil
-    ) throws -> RolloutStore {
-        let wall = SystemClock()
-        do {
-            guard Files.isDirectory(path) != nil else {
-                // A new store gets the scenario's rollout seed, so that runs on fresh stores assign the same cohorts.
-                return try Wiring.createDrillStore(
-                    path: path, seed: scenario.rolloutSeed, operatorID: FleetOptions.simulatorActor,
-                    time: start ?? wall.now(), by: command)
-            }
-            let store = try RolloutStore(path: path, create: false)
-            let config = try store.configStore()
-            let drill = try store.withDatabase { try DrillStoreMark.isDrill($0) }
-            if !drill {
-                guard invocation.flag("--on-ordinary-store") else {
-                    throw CommandError(
-                        "refused: \(path) is not a drill store, and '\(command)' writes simulated telemetry and scripted "
-                            + "changes into it; give a new --store path (created as a drill store), or --on-ordinary-store "
-                            + "(recorded in the audit log)", exit: .refused)
-                }
-                _ = try config.appendAudit(
-                    AuditEntry(
-                        time: wall.now(), actor: try Wiring.operatorID(invocation), action: "\(command) on an ordinary store",
-                        reason: "--on-ordinary-store", result: .recorded,
-                        detail: "scenario \(scenario.name): simulated telemetry and scripted changes as simulator"))
-            }
-            return store
-        } catch let e as CommandError {
-            throw e
-        } catch {
-            throw CommandError("\(error)")
-        }
+    /// The session a simulation writes into, as the simulator (see `Wiring.drillSession`).
+    static func drillSession(
+        path: String, invocation: Invocation, scenario: Scenario, command: String, start: Instant? = nil,
+        clock: any Clock
+    ) throws -> RolloutSession {
+        try Wiring.drillSession(
+            path: path, seed: scenario.rolloutSeed, actor: FleetOptions.simulatorActor,
+            operatorID: { try Wiring.operatorID(invocation) }, command: command, scenario: scenario.name,
+            onOrdinaryStore: invocation.flag("--on-ordinary-store"), start: start, clock: clock)
     }
 
     /// The simulation on a store: telemetry through the ingest path of real data, scripted changes through the
     /// session's write path, and auto-kill after every landed minute (the simulator's process computes the
     /// verdict, so it acts on HALT like the console and `watch`).
     static func simulation(
-        scenario: Scenario, options: FleetOptions, store: RolloutStore, session: StoreSession, source: String,
+        scenario: Scenario, options: FleetOptions, session: RolloutSession, source: String,
         exchange: FleetExchange = .inProcess
     ) throws -> FleetSimulation {
-        let sink = try StoreTelemetrySink(store: store, source: source)
+        let sink = StoreTelemetrySink(counters: try session.telemetryCounters(), source: source)
         let simulation = try FleetSimulation(
-            scenario: scenario, options: options, config: try store.configStore(), sink: sink,
+            scenario: scenario, options: options, config: session.templates, sink: sink,
             writePath: try session.writePath(), exchange: exchange)
-        let monitor = try RolloutMonitor(store: store, clock: session.clock, telemetryClock: simulation.clock)
+        let monitor = try session.monitor(telemetryClock: simulation.clock)
         let path = try session.writePath()
         nonisolated(unsafe) let unsafeMonitor = monitor
         sink.afterCommit = { _ in

@@ -27,17 +27,16 @@ extension StoreCommands {
             "rollout status --check || echo \"not OK: $?\"",
         ],
         action: guarded { inv in
-            if let team = try Wiring.teamSession(inv) { return try PostgresCommands.status(inv, team) }
             let session = try Wiring.session(inv)
             let health = try session.monitor().status()
             let current = health.current
             let rollout = Result { try RolloutPlan.locate(in: current.template) }
             let guardrail = GuardrailReport(health)
-            let stepUp = try session.store.withDatabase { try OperatorTables.isEnforced(in: $0) }
-            let drill = try session.store.withDatabase { try DrillStoreMark.isDrill($0) }
+            let stepUp = try session.stepUp.enforcement().enforced
+            let drill = try session.isDrillStore()
             if inv.flag("--json") {
                 var out = JSONObject()
-                out["store"] = .string(session.path)
+                out["store"] = .string(session.label)
                 out["drillStore"] = .bool(drill)
                 out["version"] = versionJSON(current.info)
                 switch rollout {
@@ -54,7 +53,7 @@ extension StoreCommands {
             }
             let info = current.info
             var rows: [(String, String)] = [
-                ("store", session.path + (drill ? " (drill store: simulations write into it)" : "")),
+                ("store", session.displayLabel + (drill ? " (drill store: simulations write into it)" : "")),
                 ("version", "\(info.number) (etag \(info.etag))"),
                 (
                     "updated",

@@ -6,7 +6,6 @@ import Platform
 import JSON
 import RemoteConfig
 import Rollout
-import PostgresStore
 import SQLiteStore
 import Timekeeping
 import TerminalText
@@ -72,10 +71,13 @@ enum StoreCommands {
             let seed = try inv.value("--seed").map { try validSeed($0, inv) } ?? Wiring.newSeed()
             let form = try templateForm(inv.value("--form") ?? "client", inv)
             guard !inv.flag("--read-only") else { throw WritePath.Failure.readOnly }
-            if let done = try PostgresCommands.initStore(inv, seed: seed, form: form) { return done }
-            let session = try Wiring.createStore(inv, seed: seed, form: form)
-            let current = try session.config.current()
-            print("created store \(session.path)")
+            let created = try Wiring.createStore(inv, seed: seed, form: form)
+            if let key = created.createdKey {
+                StandardStream.error.write(
+                    "rollout: created the team store key \(key): it seals the store; give it to every operator (mode 0600)\n")
+            }
+            let current = try created.session.templates.current()
+            print("created store \(created.session.label)")
             print("version \(current.info.number) (etag \(current.etag)), \(form.rawValue) template, seed \(seed)")
             print(rolloutLine(current.template))
             return .ok
@@ -179,7 +181,7 @@ enum StoreCommands {
         action: guarded { inv in
             let limit = try inv.value("--limit").map { try count($0, inv) } ?? 20
             let before = try inv.value("--before").map { try versionNumber($0, inv) }
-            let config = try PostgresCommands.configStore(inv)
+            let config = try Wiring.session(inv).templates
             let versions = try config.versions(limit: limit, before: before)
             let rollouts = try versions.map { v -> String in
                 let t = try config.version(v.number).template
@@ -219,7 +221,7 @@ enum StoreCommands {
         action: guarded { inv in
             let a = try versionNumber(inv.positional(0)!, inv)
             let b = try inv.positional(1).map { try versionNumber($0, inv) }
-            let config = try PostgresCommands.configStore(inv)
+            let config = try Wiring.session(inv).templates
             let old = try config.version(a)
             let new = try b.map { try config.version($0) } ?? config.current()
             let lines = TemplateDiff.lines(from: old.template, to: new.template)
@@ -266,7 +268,7 @@ enum StoreCommands {
         action: guarded { inv in
             let form = try inv.value("--format").map { try templateForm($0, inv) }
             let number = try inv.value("--version").map { try versionNumber($0, inv) }
-            let config = try PostgresCommands.configStore(inv)
+            let config = try Wiring.session(inv).templates
             var template = try number.map { try config.version($0) }?.template ?? config.current().template
             if let form { template = try template.converted(to: form) }
             if let output = inv.value("--output") {
@@ -319,7 +321,7 @@ enum StoreCommands {
         action: guarded { inv in
             let limit = try inv.value("--limit").map { try count($0, inv) } ?? 20
             let before = try inv.value("--before").map { Int64(try count($0, inv)) }
-            let records = try PostgresCommands.configStore(inv).auditRecords(limit: limit, before: before)
+            let records = try Wiring.session(inv).templates.auditRecords(limit: limit, before: before)
             if inv.flag("--json") {
                 print(JSONValue.array(records.map(auditJSON)).prettyText, terminator: "")
                 return .ok
@@ -352,33 +354,38 @@ enum StoreCommands {
         options: [json],
         examples: ["rollout audit verify", "rollout audit verify --json"],
         action: guarded { inv in
-            if let team = try Wiring.teamSession(inv) { return try PostgresCommands.verify(inv, team) }
-            let session = try Wiring.session(inv)
-            let full: StoreIntegrityReport
+            let report: AuditVerification
             do {
-                full = try session.store.verify(configIntegrity: session.config.verifyIntegrity)
+                report = try Wiring.session(inv).verifyAudit()
             } catch let p as ConfigIntegrityProblem {
                 throw CommandError("audit verify failed: \(p)")
+            } catch let f as AuditVerificationFailure {
+                throw CommandError("audit verify failed: \(f)")
+            } catch let e as StoreError {
+                throw CommandError("audit verify failed: \(e)")
             }
-            let report = full.config
             if inv.flag("--json") {
-                let out: JSONValue = [
-                    "intact": true, "auditRecords": .number(JSONNumber(report.auditRecords)),
-                    "versions": .number(JSONNumber(report.versions)),
-                    "headSequence": .number(JSONNumber(report.headSequence)),
-                    "headHash": .string(report.headHash),
-                    "sealedTables": .array(full.sealedTables.map { .string($0) }),
-                    "stateDigest": .string(full.stateDigest),
-                    "witness": ["path": .string(full.witnessPath), "line": .string(full.witnessLine)],
-                ]
-                print(out.prettyText, terminator: "")
+                var witness = JSONObject()
+                witness["path"] = .string(report.witnessPath)
+                witness["line"] = .string(report.witnessLine)
+                if report.stateDigest == nil { witness["sequence"] = .number(JSONNumber(report.headSequence)) }
+                var out = JSONObject()
+                out["intact"] = true
+                out["auditRecords"] = .number(JSONNumber(report.auditRecords))
+                out["versions"] = .number(JSONNumber(report.versions))
+                out["headSequence"] = .number(JSONNumber(report.headSequence))
+                out["headHash"] = .string(report.headHash)
+                out["sealedTables"] = .array(report.sealedTables.map { .string($0) })
+                out["witness"] = .object(witness)
+                if let digest = report.stateDigest { out["stateDigest"] = .string(digest) }
+                print(JSONValue.object(out).prettyText, terminator: "")
             } else {
                 print(
-                    "audit log intact: \(report.auditRecords) records, \(report.versions) versions checked against their records, database integrity ok"
-                )
-                print("sealed tables match the seal and the store key: \(full.sealedTables.joined(separator: ", "))")
+                    "audit log intact: \(report.auditRecords) records, \(report.versions) versions checked against their records"
+                        + (report.databaseIntegrityChecked ? ", database integrity ok" : ""))
+                print("sealed tables match the seal and \(report.sealKey): \(report.sealedTables.joined(separator: ", "))")
                 print("head: record \(report.headSequence) \(report.headHash)")
-                print("witness \(full.witnessPath): \(full.witnessLine)")
+                print("witness \(report.witnessPath): \(report.witnessLine)")
                 print("keep a copy of the witness line elsewhere: a store whose log was rewritten no longer matches it")
             }
             return .ok
@@ -393,7 +400,8 @@ extension StoreCommands {
         throws -> ExitCode
     {
         let reason = try self.reason(inv)
-        let (path, operatorID, readOnly) = try PostgresCommands.writeTarget(inv)
+        let session = try Wiring.session(inv)
+        let (path, operatorID, readOnly) = (try session.writePath(), session.operatorID, session.readOnly)
         var request = WritePath.Request(
             intent: intent, actor: operatorID, reason: reason, origin: Wiring.origin)
         request.force = inv.flag("--force")
@@ -641,17 +649,15 @@ extension StoreCommands {
         case let c as PublishConflict:
             return CommandError(
                 "publish conflict: the store is at version \(c.current.info.number) now", exit: .conflict)
-        case let e as PostgresStoreError: return CommandError(oneLine(e.description), exit: .refused)
-        case let e as PostgresError:
-            if e.isReadOnlyRefusal { return CommandError(oneLine(e.description), exit: .refused) }
-            return CommandError("store error: \(oneLine(e.description))")
-        case let e as SQLiteError:
-            if e.isReadOnly { return CommandError(oneLine(e.message), exit: .refused) }
-            if e.isBusy {
-                return CommandError("the store is busy: another process held its write lock too long; try again")
+        default:
+            if let refusal = SessionRefusal(error) { return CommandError(oneLine(refusal.description), exit: .refused) }
+            if let fault = StoreFault(error) {
+                if fault.isBusy {
+                    return CommandError("the store is busy: another process held its write lock too long; try again")
+                }
+                return CommandError("store error: \(oneLine(fault.description))")
             }
-            return CommandError("store error: \(oneLine(e.message))")
-        default: return CommandError(oneLine("\(error)"))
+            return CommandError(oneLine("\(error)"))
         }
     }
 }

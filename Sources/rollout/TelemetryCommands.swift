@@ -4,7 +4,6 @@ import Glibc
 import Platform
 import JSON
 import Monitoring
-import PostgresStore
 import RemoteConfig
 import RolloutApp
 import Rollout
@@ -99,7 +98,7 @@ enum TelemetryCommands {
         var bytesRead: Int64 = 0
 
         // The store facade creates a new store with mode 0600 and its first version, like every other command.
-        let target = try Wiring.telemetryTarget(invocation)  // SQLite, Firebase's state store or PostgreSQL
+        let target = try Wiring.telemetryTarget(invocation)
         let tables = target.counters
         let clock = target.clock
         let ingest = TelemetryIngest(format: format, window: EventTimeWindow(now: clock.now(), rolloutStart: try target.monitor.status().startedAt), duplicateKeys: strict ? .reject : .count, concurrentRecording: true)
@@ -119,10 +118,8 @@ enum TelemetryCommands {
             }
             do {
                 if try tables.commit(ingest.batch, source: source, at: clock.now()) != nil { summary.batches += 1 }
-            } catch let refusal as SQLiteError where refusal.isReadOnly {
-                throw refusal
-            } catch let refusal as PostgresStoreError {  // read-only: exit 4, as on SQLite
-                throw refusal
+            } catch let error where SessionRefusal(error) != nil {  // read-only or a viewer: exit 4 on every backend
+                throw error
             } catch {
                 throw CommandError("the batch was not ingested: \(error)")
             }

@@ -38,7 +38,7 @@ extension TelemetryCommands {
     static func runWatch(_ invocation: Invocation) throws -> ExitCode {
         let (interval, looks) = try loopOptions(invocation)
         let exitOnHalt = invocation.flag("--exit-on-halt")
-        let loop = try Wiring.teamSession(invocation)?.headlessLoop() ?? HeadlessLoop(session: try Wiring.session(invocation), plan: false)
+        let loop = try Wiring.session(invocation).headlessLoop()
         let output = HeadlessOutput(json: invocation.flag("--json"))
         let last = try loop.run(
             interval: interval, looks: looks, report: output.print,

@@ -257,6 +257,46 @@ struct FirebasePostgresStateTests {
         #expect(try fake.rollout(["audit", "verify"], environment: env).status == 0)
     }
 
+    /// A ramp plan on this route lives on the PostgreSQL state (`ramp_plan`), as on `--store postgresql://...`:
+    /// the runner publishes its step to Firebase (outside the plan's transaction: Firebase's publish commits its
+    /// intent first) and records the step; `status` and the plan read Firebase's template; the chain verifies.
+    @Test func aRampPlanRunsOnThePostgresState() throws {
+        let (fake, conninfo) = try Self.fakeOnPostgres(uri: true)
+        let env = Self.keyEnvironment(fake)
+        func json(_ arguments: [String]) throws -> JSONValue {
+            let r = try fake.rollout(arguments + ["--json"], environment: env)
+            guard r.status == 0 else { throw TestSupport.Failure("\(arguments) failed (\(r.status)): \(r.stderr)") }
+            return try JSONParser().parse(r.stdout)
+        }
+        try #require(try fake.rollout(["init", "--seed", "rollout-plan"], environment: env).status == 0)
+        let head = try fake.headNumber()
+        let file = fake.directory.appendingPathComponent("ramp.plan").path
+        try "name ramp\nstep 5% hold 1h\nstep 10%\n".write(toFile: file, atomically: true, encoding: .utf8)
+        let started = try fake.rollout(["plan", "start", file], environment: env)
+        #expect(started.status == 0, "\(started.stderr)")
+        let c = try PGConnection(conninfo)
+        #expect(try c.query("SELECT count(*) FROM ramp_plan").first?.first == "1")
+        let run = try fake.rollout(["plan", "run", "--looks", "1"], environment: env)
+        #expect(run.status == 0, "\(run.stderr)")
+        #expect(run.stdout.contains("published version \(head + 1): plan 'ramp' step 1/2: 5%"), "\(run.stdout)")
+        #expect(try fake.headNumber() == head + 1)
+        #expect(try json(["status"])["rollout"]?["percentage"]?.stringValue == "5")
+        // A second look waits at step 1 (its hold), publishing nothing.
+        #expect(try fake.rollout(["plan", "run", "--looks", "1"], environment: env).status == 0)
+        #expect(try fake.headNumber() == head + 1)
+        #expect(try json(["plan", "status"])["step"]?.numberValue?.int64 == 1)
+        #expect(try fake.rollout(["plan", "pause", "--reason", "lunch"], environment: env).status == 0)
+        #expect(try json(["plan", "status"])["phase"]?.stringValue == "paused")
+        // Read-only: the plan is shown, its change refused as every access refusal is (exit 4).
+        let ro = try fake.rollout(["plan", "resume", "--reason", "back", "--read-only"], environment: env)
+        #expect(ro.status == 4, "\(ro.status) \(ro.stderr)")
+        #expect(try json(["plan", "status", "--read-only"])["phase"]?.stringValue == "paused")
+        // Nothing of it in a state file; the audit chain (with the plan's records) verifies.
+        #expect(!FileManager.default.fileExists(atPath: fake.statePath))
+        let verify = try fake.rollout(["audit", "verify"], environment: env)
+        #expect(verify.status == 0, "\(verify.stdout) \(verify.stderr)")
+    }
+
     /// A kill publish of the newest version (for the read-only check).
     static func request(_ store: FirebaseConfigStore) throws -> PublishRequest {
         let current = try store.current()
