@@ -192,40 +192,73 @@ public enum FirebaseWiring {
     )
         throws -> FirebaseConfigStore
     {
-        let env = invocation.environment
         do {
-            let endpoint = try RemoteConfigEndpoint.from(environment: env)
-            var policy = RetryPolicy()
-            if let t = env["ROLLOUT_FIREBASE_TIMEOUT"], !t.isEmpty {
-                guard let s = Double(t), s > 0, s <= 600 else {
-                    throw CommandError("ROLLOUT_FIREBASE_TIMEOUT must be seconds between 0 and 600", exit: .usage)
-                }
-                policy.timeout = .seconds(s)
-            }
-            let transport = CurlTransport(caFile: CurlTransport.caFile(environment: env))
-            let tokens: AccessTokenProvider
-            if let command = invocation.value("--access-token-command") ?? env["ROLLOUT_ACCESS_TOKEN_COMMAND"],
-                !command.isEmpty
-            {
-                tokens = CommandTokenProvider(command: command, clock: clock)
-            } else if let file = invocation.value("--credentials") ?? env["GOOGLE_APPLICATION_CREDENTIALS"],
-                !file.isEmpty
-            {
-                tokens = try ServiceAccountTokenProvider(
-                    key: try ServiceAccountKey.load(path: file), transport: transport, clock: clock,
-                    timeout: policy.timeout)
-            } else {
-                throw CommandError(
-                    "firebase:\(project) needs credentials: --credentials FILE (or $GOOGLE_APPLICATION_CREDENTIALS) or --access-token-command CMD",
-                    exit: .usage)
-            }
+            let api = try googleAPI(project: project, invocation: invocation, clock: clock)
             let client = RemoteConfigClient(
-                endpoint: endpoint, project: project, tokens: tokens, transport: transport, policy: policy)
+                endpoint: try RemoteConfigEndpoint.from(environment: invocation.environment), project: project,
+                tokens: try api.tokens(ServiceAccountAssertion.remoteConfigScope), transport: api.transport,
+                policy: api.policy)
             return FirebaseConfigStore(client: client, state: state, clock: clock)
         } catch let e as FirebaseError {
             throw CommandError("\(e)", exit: .usage)
         } catch let e as CredentialsError {
             throw CommandError("\(e)")
         }
+    }
+
+    /// The App Check API of `project` (`projects.services`: enforcement), with the invocation's credentials;
+    /// `FIREBASE_APPCHECK_URL` overrides Google's endpoint.
+    public static func appCheckClient(project: String, invocation: Invocation, clock: any Clock) throws
+        -> AppCheckServicesClient
+    {
+        do {
+            let api = try googleAPI(project: project, invocation: invocation, clock: clock)
+            let caller = GoogleAPICaller(
+                project: project, tokens: try api.tokens(AppCheckServicesClient.scope), transport: api.transport,
+                policy: api.policy)
+            return AppCheckServicesClient(
+                endpoint: try AppCheckEndpoint.from(environment: invocation.environment), project: project,
+                caller: caller)
+        } catch let e as FirebaseError {
+            throw CommandError("\(e)", exit: .usage)
+        } catch let e as CredentialsError {
+            throw CommandError("\(e)")
+        }
+    }
+
+    /// What every Google API call of an invocation shares: the transport (TLS, CA bundle), the retry policy and
+    /// timeout (`ROLLOUT_FIREBASE_TIMEOUT`), and the credentials (`--access-token-command`, else a service-account
+    /// key file), giving tokens for a scope.
+    struct GoogleAPI {
+        var transport: CurlTransport
+        var policy: RetryPolicy
+        var tokens: (_ scope: String) throws -> AccessTokenProvider
+    }
+
+    static func googleAPI(project: String, invocation: Invocation, clock: any Clock) throws -> GoogleAPI {
+        let env = invocation.environment
+        var policy = RetryPolicy()
+        if let t = env["ROLLOUT_FIREBASE_TIMEOUT"], !t.isEmpty {
+            guard let s = Double(t), s > 0, s <= 600 else {
+                throw CommandError("ROLLOUT_FIREBASE_TIMEOUT must be seconds between 0 and 600", exit: .usage)
+            }
+            policy.timeout = .seconds(s)
+        }
+        let transport = CurlTransport(caFile: CurlTransport.caFile(environment: env))
+        let timeout = policy.timeout
+        if let command = invocation.value("--access-token-command") ?? env["ROLLOUT_ACCESS_TOKEN_COMMAND"],
+            !command.isEmpty
+        {
+            return GoogleAPI(transport: transport, policy: policy) { _ in CommandTokenProvider(command: command, clock: clock) }
+        }
+        if let file = invocation.value("--credentials") ?? env["GOOGLE_APPLICATION_CREDENTIALS"], !file.isEmpty {
+            let key = try ServiceAccountKey.load(path: file)
+            return GoogleAPI(transport: transport, policy: policy) { scope in
+                try ServiceAccountTokenProvider(key: key, transport: transport, clock: clock, timeout: timeout, scope: scope)
+            }
+        }
+        throw CommandError(
+            "firebase:\(project) needs credentials: --credentials FILE (or $GOOGLE_APPLICATION_CREDENTIALS) or --access-token-command CMD",
+            exit: .usage)
     }
 }
