@@ -25,20 +25,6 @@ public struct AppCheckEndpoint: Sendable, Equatable {
     }
 }
 
-/// One Firebase service's App Check configuration (`projects.services`, firebaseappcheck v1).
-public struct AppCheckService: Sendable, Equatable {
-    /// `projects/{project}/services/{service id}`.
-    public var name: String
-    public var enforcementMode: EnforcementMode
-    /// `OFF`, `UNENFORCED` or `ENFORCED` when Firebase sends it (Firestore's replay protection), else nil.
-    public var replayProtection: String?
-    public var etag: String?
-    public var updateTime: String?
-
-    /// The service id (`firestore.googleapis.com`).
-    public var id: String { name.split(separator: "/").last.map(String.init) ?? name }
-}
-
 /// App Check enforcement over the REST API `projects.services` (get, list, patch): the last stage of a ramp.
 /// Reads are retried like Remote Config's; a patch is sent once and carries the service's `etag`, so a change
 /// made meanwhile by someone else is refused by Firebase rather than overwritten.

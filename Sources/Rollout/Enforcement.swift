@@ -15,6 +15,31 @@ public enum EnforcementMode: String, CaseIterable, Sendable, Comparable {
     public init?(argument: String) { self.init(rawValue: argument.uppercased()) }
 }
 
+/// One Firebase service's App Check configuration (`projects.services` of the App Check API).
+public struct AppCheckService: Sendable, Equatable {
+    /// `projects/{project}/services/{service id}`.
+    public var name: String
+    public var enforcementMode: EnforcementMode
+    /// `OFF`, `UNENFORCED` or `ENFORCED` when Firebase sends it (Firestore's replay protection), else nil.
+    public var replayProtection: String?
+    public var etag: String?
+    public var updateTime: String?
+
+    public init(
+        name: String, enforcementMode: EnforcementMode, replayProtection: String? = nil, etag: String? = nil,
+        updateTime: String? = nil
+    ) {
+        self.name = name
+        self.enforcementMode = enforcementMode
+        self.replayProtection = replayProtection
+        self.etag = etag
+        self.updateTime = updateTime
+    }
+
+    /// The service id (`firestore.googleapis.com`).
+    public var id: String { name.split(separator: "/").last.map(String.init) ?? name }
+}
+
 /// When App Check may be enforced: the end of the ramp, never during it.
 ///
 /// The codelab's warning: an enforced service rejects every app instance without a valid token, and an app

@@ -59,6 +59,9 @@ public struct SettingsWritePath {
         case removeDebugToken(appId: String, name: String)
         /// A new signing key; the others stay published for `overlap` (default: the longest token lifetime).
         case rotateKeys(overlap: Instant.Duration?)
+        /// An App Check enforcement change about to be sent to Firebase (`EnforcementPath`): judged by step-up and
+        /// recorded as requested before anything is sent, so no change to enforcement is ever unaudited.
+        case enforcementRequest(service: String, from: EnforcementMode, to: EnforcementMode, reason: String)
     }
 
     public enum Outcome: Sendable, Equatable {
@@ -261,6 +264,12 @@ public struct SettingsWritePath {
                             let n = try state.removeDebugToken(appId: appId, name: name)
                             return "removed \(n) debug token(s) named '\(name)' for \(appId)"
                         }
+                    ))
+            case .enforcementRequest(let service, let from, let to, let reason):
+                return .success(
+                    (
+                        "enforcement \(service) \(from.rawValue) → \(to.rawValue)",
+                        { "requested (\(reason)); sent to Firebase next, its answer recorded after" }
                     ))
             case .rotateKeys(let requested):
                 let longest = existing?.apps.map(\.tokenTTL).max() ?? .hours(1)

@@ -17,6 +17,8 @@ public struct GuardrailSettings: Hashable, Sendable {
     public var failureCeiling = 0.2
     /// Fixed failure baselines per error class (replacing the frozen first window).
     public var failureBaseline: [ErrorClassBucket: Double] = [:]
+    /// App Check may be ENFORCED only after the verdict has been OK at 100% for this long (default one day).
+    public var enforceAfter: Instant.Duration = .hours(24)
 
     /// How long the console and every report consider data fresh, in words (for help texts).
     public static let staleDefinition =
@@ -51,6 +53,7 @@ public struct GuardrailSettings: Hashable, Sendable {
             ("telemetry.stale-after-minutes", String(staleAfter.microseconds / 60_000_000)),
             ("crash.detectable-effect-percent", GuardrailSettings.number(detectableEffect * 100)),
             ("failures.ceiling-percent", GuardrailSettings.number(failureCeiling * 100)),
+            ("enforcement.ok-for-minutes", String(enforceAfter.microseconds / 60_000_000)),
         ]
             + ErrorClassBucket.allCases.map {
                 ("failures.baseline-percent.\($0)", failureBaseline[$0].map { GuardrailSettings.number($0 * 100) } ?? "frozen")
@@ -69,6 +72,7 @@ public struct GuardrailSettings: Hashable, Sendable {
         case "telemetry.stale-after-minutes": "older telemetry holds increases (HOLD)"
         case "crash.detectable-effect-percent": "the crash-rate increase the test is sized to detect"
         case "failures.ceiling-percent": "failed App Attest attempts of exposed users above this share: HOLD"
+        case "enforcement.ok-for-minutes": "App Check ENFORCED only after an OK verdict at 100% this long"
         default: key.hasPrefix("failures.baseline-percent.") ? "the failure rate expected before the rollout (frozen: learned)" : ""
         }
     }
@@ -108,6 +112,11 @@ public struct GuardrailSettings: Hashable, Sendable {
             let v = try positive()
             guard v < 100 else { throw GuardrailSettingError("\(key) takes a percentage below 100, not '\(value)'") }
             failureCeiling = v / 100
+        case "enforcement.ok-for-minutes":
+            guard let m = Int64(value), m >= 0, m <= 30 * 24 * 60 else {
+                throw GuardrailSettingError("\(key) takes whole minutes from 0 to 43200, not '\(value)'")
+            }
+            enforceAfter = .minutes(m)
         case let k where k.hasPrefix("failures.baseline-percent."):
             guard let c = ErrorClassBucket.allCases.first(where: { "failures.baseline-percent.\($0)" == k }) else {
                 throw GuardrailSettingError("unknown setting '\(key)'")

@@ -200,7 +200,7 @@ public final class FakeFirebase: @unchecked Sendable {
 
     public func environment(operator id: String) -> [String: String] {
         [
-            "ROLLOUT_STORE": "firebase:\(project)", "ROLLOUT_FIREBASE_URL": origin,
+            "ROLLOUT_STORE": "firebase:\(project)", "ROLLOUT_FIREBASE_URL": origin, "FIREBASE_APPCHECK_URL": origin,
             "GOOGLE_APPLICATION_CREDENTIALS": keyFile,
             "ROLLOUT_OPERATOR": id, "NO_COLOR": "1", "HOME": directory.path,
             "XDG_STATE_HOME": directory.appendingPathComponent("xdg").path,

@@ -1,0 +1,156 @@
+import CommandLineKit
+import FirebaseRemoteConfig
+import Monitoring
+import RemoteConfig
+import Rollout
+import Telemetry
+import Timekeeping
+
+/// App Check enforcement of a Firebase project, the ramp's last stage: read each service's mode, and change one
+/// through the rules (`EnforcementGate`: ENFORCED only at 100% with an OK verdict held for
+/// `enforcement.ok-for-minutes`), step-up (policy key `appcheck`) and the audit log.
+///
+/// A change is recorded as requested (and judged by step-up) in the store before anything is sent to Firebase,
+/// then sent once with the service's etag, and its outcome recorded after: a lost answer is settled by reading
+/// the service again. No change to enforcement is ever unaudited.
+public struct EnforcementPath {
+    public let session: RolloutSession
+    public let client: AppCheckServicesClient
+
+    public init(session: RolloutSession, client: AppCheckServicesClient) {
+        self.session = session
+        self.client = client
+    }
+
+    /// Every service App Check can enforce on, as Firebase has it now.
+    public func services() throws -> [AppCheckService] { try client.known() }
+
+    public enum Outcome: Sendable, Equatable {
+        /// Already in that mode: nothing sent, nothing recorded.
+        case unchanged(AppCheckService)
+        /// What would be done (`--dry-run`), after every check.
+        case wouldChange(AppCheckService, to: EnforcementMode, rollout: EnforcementGate.Rollout)
+        case changed(before: AppCheckService, after: AppCheckService)
+    }
+
+    /// The gate refused ENFORCED: the CLI's exit 4, nothing sent or recorded.
+    public struct Refusal: Error, CustomStringConvertible, Sendable {
+        public var description: String
+    }
+
+    /// What the gate sees: the flag's exposure now, since when it has been everyone with an OK verdict (checked
+    /// hour by hour over the required time, and now), and the share of recent App Attest attempts that failed.
+    public func rollout(now: Instant, okFor: Instant.Duration) throws -> EnforcementGate.Rollout {
+        let status = try session.monitor().status()
+        let exposure = Double(status.exposed.value) / Double(MicroPercent.hundred.value)
+        let recent = status.snapshot.windows.last?.totals ?? status.snapshot.totals
+        let wouldReject = recent.successRatio(provider: .appAttest).map { 1 - $0 }
+        guard exposure >= 1, status.assessment.verdict.level == .ok else {
+            return EnforcementGate.Rollout(exposure: exposure, okSince: nil, wouldReject: wouldReject)
+        }
+        // Everyone throughout: the version live when the window began and every version since were at 100%.
+        let since = now - okFor
+        var okSince = since
+        for info in try session.templates.versions(limit: 300, before: nil) {
+            let template = try session.templates.version(info.number).template
+            let full = (try? RolloutPlan.locate(in: template))
+                .map { $0.state == .rolling && $0.percentage >= MicroPercent.hundred } ?? false
+            if !full {
+                okSince = max(okSince, info.updateTime)
+                break
+            }
+            if info.updateTime <= since { break }
+        }
+        // The verdict at every hour of the window (telemetry as it stood then).
+        var t = now - .hours(1)
+        while t >= okSince {
+            let then = try session.monitor(telemetryClock: ManualClock(t)).status()
+            if then.assessment.verdict.level != .ok {
+                okSince = t + .hours(1)
+                break
+            }
+            t = t - .hours(1)
+        }
+        return EnforcementGate.Rollout(exposure: exposure, okSince: okSince, wouldReject: wouldReject)
+    }
+
+    /// Sets `service` to `mode` for `reason` (step-up `code` when the policy asks), or says what it would do.
+    public func set(_ service: String, _ mode: EnforcementMode, reason: String, code: String?, dryRun: Bool) throws
+        -> Outcome
+    {
+        if session.readOnly {
+            throw SessionRefusal(.readOnly, "refused: this session is read-only (--read-only); nothing was sent")
+        }
+        let before = try client.get(service)
+        if before.enforcementMode == mode { return .unchanged(before) }
+        let now = session.clock.now()
+        let settings = try session.settingsWritePath().read { try $0.guardrailSettings() }
+        let rollout = try self.rollout(now: now, okFor: settings.enforceAfter)
+        if case .refused(let why) = EnforcementGate(okFor: settings.enforceAfter).assess(
+            from: before.enforcementMode, to: mode, rollout: rollout, now: now)
+        {
+            throw Refusal(description: "refused: \(service) stays \(before.enforcementMode.rawValue): \(why)")
+        }
+        if dryRun { return .wouldChange(before, to: mode, rollout: rollout) }
+        _ = try session.settingsWritePath().execute(
+            .appCheck(.enforcementRequest(service: service, from: before.enforcementMode, to: mode, reason: reason)),
+            actor: session.operatorID, code: code)
+        return .changed(before: before, after: try send(before, mode, reason: reason))
+    }
+
+    /// Before a kill: every ENFORCED service is set UNENFORCED first (a kill switches the App Attest provider off
+    /// for everyone, and an enforced service would then reject them all). Never held by step-up or the gate: it
+    /// is part of the kill, recorded as such. Returns the services lowered.
+    public func unenforceBeforeKill(reason: String) throws -> [AppCheckService] {
+        var lowered: [AppCheckService] = []
+        for before in try services() where before.enforcementMode == .enforced {
+            try record(before, .unenforced, "requested before a kill (\(reason)); sent to Firebase next")
+            lowered.append(try send(before, .unenforced, reason: "before a kill: \(reason)"))
+        }
+        return lowered
+    }
+
+    /// Sends the change once, settles a lost answer by reading the service again, and records the outcome.
+    private func send(_ before: AppCheckService, _ mode: EnforcementMode, reason: String) throws -> AppCheckService {
+        let after: AppCheckService
+        do {
+            after = try client.setMode(before.id, mode, etag: before.etag)
+        } catch {
+            let now = try? client.get(before.id)
+            if let now, now.enforcementMode == mode, now.etag != before.etag {
+                after = now  // the answer was lost, the change was applied
+            } else {
+                try record(before, mode, "not applied: \(error)")
+                throw error
+            }
+        }
+        try record(
+            before, mode,
+            "applied (\(reason)); Firebase etag \(after.etag ?? "none")\(after.updateTime.map { ", updated \($0)" } ?? ""); "
+                + "takes effect within 15 minutes")
+        return after
+    }
+
+    private func record(_ before: AppCheckService, _ mode: EnforcementMode, _ detail: String) throws {
+        let entry = AuditEntry(
+            time: session.clock.now(), actor: session.operatorID, action: "appcheck enforcement \(before.id)",
+            from: before.enforcementMode.rawValue, to: mode.rawValue, result: .recorded, detail: detail)
+        try session.settings.transaction { try $0.appendAudit(entry) }
+    }
+}
+
+extension Wiring {
+    /// App Check enforcement of the invocation's Firebase project; any other store refuses (exit 4): enforcement
+    /// is a Firebase project's setting.
+    public static func enforcementPath(_ invocation: Invocation) throws -> EnforcementPath {
+        guard let project = try FirebaseWiring.project(of: StoreLocation.path(invocation)) else {
+            throw SessionRefusal(
+                .unsupported,
+                "App Check enforcement is a Firebase project's setting: run it with --store firebase:PROJECT; nothing was read or written")
+        }
+        let session = try session(invocation)
+        return EnforcementPath(
+            session: session,
+            client: try FirebaseWiring.appCheckClient(project: project, invocation: invocation, clock: session.clock))
+    }
+}

@@ -1,0 +1,106 @@
+import FirebaseFake
+import Foundation
+import JSON
+import TestSupport
+import Testing
+
+/// `rollout enforcement` and the kill's guard, through the built binary against the strict fake's App Check API.
+@Suite(.serialized)
+struct EnforcementCLITests {
+    static func modes(_ fake: FakeFirebase) throws -> [String: String] {
+        let state = try fake.control("GET", "/_fake/appcheck")
+        var out: [String: String] = [:]
+        for (k, v) in state.objectValue?.members ?? [] { out[k] = v["enforcementMode"]?.stringValue }
+        return out
+    }
+
+    static func audit(_ fake: FakeFirebase) throws -> [JSONValue] {
+        try fake.json(["audit", "show", "--limit", "100"]).arrayValue ?? []
+    }
+
+    @Test func showSetTheGateAndTheAuditTrail() throws {
+        let fake = try FakeFirebase(template: existingTemplate)
+        #expect(try fake.rollout(["init", "--seed", "rollout-2026"]).status == 0)
+        #expect(try fake.rollout(["set", "10", "--reason", "start"]).status == 0)
+
+        let shown = try fake.json(["enforcement", "show"]).arrayValue ?? []
+        #expect(shown.count == 4)
+        #expect(shown.allSatisfy { $0["enforcementMode"]?.stringValue == "OFF" })
+
+        // Metrics first: UNENFORCED needs no gate; requested and applied are both in the audit log.
+        let metrics = try fake.rollout(["enforcement", "set", "firestore.googleapis.com", "unenforced", "--reason", "metrics"])
+        #expect(metrics.status == 0, "\(metrics.stderr)")
+        #expect(try Self.modes(fake)["firestore.googleapis.com"] == "UNENFORCED")
+        let records = try Self.audit(fake).filter { ($0["action"]?.stringValue ?? "").contains("enforcement") }
+        #expect(records.count == 2, "\(records)")
+        let requested = records.filter { ($0["to"]?.stringValue ?? "").hasPrefix("requested (metrics)") }
+        let applied = records.filter {
+            $0["from"]?.stringValue == "OFF" && $0["to"]?.stringValue == "UNENFORCED"
+                && ($0["detail"]?.stringValue ?? "").hasPrefix("applied (metrics); Firebase etag ")
+        }
+        #expect(requested.count == 1 && applied.count == 1, "\(records)")
+
+        // ENFORCED at 10%: refused, exit 4, nothing sent.
+        let early = try fake.rollout(["enforcement", "set", "firestore.googleapis.com", "enforced", "--reason", "too soon"])
+        #expect(early.status == 4, "\(early.stderr)")
+        #expect(early.stderr.contains("not 100%"), "\(early.stderr)")
+        #expect(try Self.modes(fake)["firestore.googleapis.com"] == "UNENFORCED")
+
+        // A dry run sends nothing; read-only refuses with 4; a bad mode is a usage error.
+        let dry = try fake.rollout(["enforcement", "set", "firebasestorage.googleapis.com", "unenforced", "--reason", "r", "--dry-run"])
+        #expect(dry.status == 0 && dry.stdout.contains("would set"), "\(dry.stdout)\(dry.stderr)")
+        #expect(try Self.modes(fake)["firebasestorage.googleapis.com"] == nil)
+        let readOnly = try fake.rollout(["enforcement", "set", "firebasestorage.googleapis.com", "unenforced", "--reason", "r", "--read-only"])
+        #expect(readOnly.status == 4, "\(readOnly.stderr)")
+        #expect(try fake.rollout(["enforcement", "set", "firestore.googleapis.com", "on", "--reason", "r"]).status == 2)
+        #expect(try fake.rollout(["enforcement", "set", "firestore.googleapis.com", "off"]).status == 2)
+        #expect(try fake.rollout(["audit", "verify"]).status == 0)
+    }
+
+    @Test func enforcementOnAnotherStoreIsATypedRefusal() throws {
+        let dir = try TestSupport.temporaryDirectory("enforcement-file")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let store = dir.appendingPathComponent("s.db").path
+        let bin = try TestSupport.rolloutBinary()
+        #expect(try TestSupport.run(bin, ["init", "--store", store]).status == 0)
+        let r = try TestSupport.run(bin, ["enforcement", "show", "--store", store])
+        #expect(r.status == 4, "\(r.stderr)")
+        #expect(r.stderr.contains("--store firebase:PROJECT"), "\(r.stderr)")
+    }
+
+    /// A kill while a service is ENFORCED would reject every user it switches off: the service goes UNENFORCED
+    /// first, audited; when that cannot be done the kill says which commands to run, and publishes nothing.
+    @Test func aKillFirstLowersEnforcement() throws {
+        let fake = try FakeFirebase(template: existingTemplate)
+        #expect(try fake.rollout(["init", "--seed", "rollout-2026"]).status == 0)
+        #expect(try fake.rollout(["set", "100", "--reason", "done", "--force"]).status == 0)
+        try fake.control("POST", "/_fake/appcheck", ["service": "firestore.googleapis.com", "mode": "ENFORCED"])
+        try fake.control("POST", "/_fake/appcheck", ["service": "identitytoolkit.googleapis.com", "mode": "ENFORCED"])
+        let head = try fake.headNumber()
+
+        // Lowering fails: the kill is not published, and says what to run.
+        try fake.fault("bad_request", match: "appcheck_patch", count: 1)
+        let refused = try fake.rollout(["kill", "--reason", "spike"])
+        #expect(refused.status == 1, "\(refused.stderr)")
+        #expect(refused.stderr.contains("rollout enforcement set firestore.googleapis.com unenforced"), "\(refused.stderr)")
+        #expect(try fake.headNumber() == head)
+        try fake.clearFaults()
+
+        let kill = try fake.rollout(["kill", "--reason", "spike"])
+        #expect(kill.status == 0, "\(kill.stderr)")
+        #expect(kill.stdout.contains("firestore.googleapis.com: ENFORCED → UNENFORCED before the kill"), "\(kill.stdout)")
+        let modes = try Self.modes(fake)
+        #expect(modes["firestore.googleapis.com"] == "UNENFORCED" && modes["identitytoolkit.googleapis.com"] == "UNENFORCED")
+        #expect(try fake.headNumber() == head + 1)
+        let lowered = try Self.audit(fake).filter { ($0["action"]?.stringValue ?? "").hasPrefix("appcheck enforcement") }
+        #expect(lowered.count >= 4, "requested and applied for each service: \(lowered)")
+        #expect(try fake.rollout(["audit", "verify"]).status == 0)
+
+        // The App Check API cannot be read: the kill goes through, with a warning.
+        #expect(try fake.rollout(["resume", "--reason", "over"]).status == 0)
+        try fake.fault("unavailable", match: "appcheck_get", count: 50)
+        let blind = try fake.rollout(["kill", "--reason", "again"], environment: ["ROLLOUT_FIREBASE_TIMEOUT": "2"])
+        #expect(blind.status == 0, "\(blind.stderr)")
+        #expect(blind.stderr.contains("warning: could not read App Check enforcement"), "\(blind.stderr)")
+    }
+}
