@@ -6,7 +6,6 @@ import FoundationEssentials
 import Glibc
 import Platform
 import JSON
-import SQLiteStore
 import Timekeeping
 
 /// `rollout attest verify` and `rollout token verify`: the App Check verifiers, one check per line.

@@ -7,7 +7,6 @@ import Glibc
 import Dispatch
 import Platform
 import Rollout
-import SQLiteStore
 import Terminal
 import Timekeeping
 

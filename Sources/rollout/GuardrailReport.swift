@@ -3,7 +3,6 @@ import CommandLineKit
 import JSON
 import Monitoring
 import RemoteConfig
-import SQLiteStore
 import Rollout
 import Telemetry
 

@@ -5,7 +5,6 @@ import Glibc
 import Platform
 import Rollout
 import StepUp
-import SQLiteStore
 import Telemetry
 import Timekeeping
 

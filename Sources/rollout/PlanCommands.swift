@@ -7,7 +7,6 @@ import Monitoring
 import RampPlans
 import Rollout
 import RolloutApp
-import SQLiteStore
 import Telemetry
 import Timekeeping
 

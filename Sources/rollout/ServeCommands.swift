@@ -11,7 +11,6 @@ import Monitoring
 import Rollout
 import RolloutApp
 import StepUp
-import SQLiteStore
 import Timekeeping
 
 /// `rollout serve` (the App Check exchange over HTTP, live telemetry intake) and `rollout appcheck` (the

@@ -9,7 +9,6 @@ import Glibc
 import Dispatch
 import Platform
 import Rollout
-import SQLiteStore
 import Telemetry
 import Timekeeping
 

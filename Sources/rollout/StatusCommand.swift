@@ -5,7 +5,6 @@ import JSON
 import RemoteConfig
 import Rollout
 import RolloutApp
-import SQLiteStore
 import Telemetry
 import Timekeeping
 

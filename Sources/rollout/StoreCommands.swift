@@ -6,7 +6,6 @@ import Platform
 import JSON
 import RemoteConfig
 import Rollout
-import SQLiteStore
 import Timekeeping
 import TerminalText
 

@@ -4,7 +4,6 @@ import Glibc
 import Platform
 import Rollout
 import RolloutApp
-import SQLiteStore
 
 /// The team store's own administration: `store migrate` (its schema) and `store copy` (a file copied into it).
 /// Every other command runs on any backend through `Wiring.session`.

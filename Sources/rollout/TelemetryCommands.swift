@@ -7,7 +7,6 @@ import Monitoring
 import RemoteConfig
 import RolloutApp
 import Rollout
-import SQLiteStore
 import Telemetry
 import Timekeeping
 import TerminalText

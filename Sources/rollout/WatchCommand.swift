@@ -4,7 +4,6 @@ import Glibc
 import JSON
 import Rollout
 import RolloutApp
-import SQLiteStore
 import Telemetry
 import Timekeeping
 
