@@ -20,6 +20,12 @@ public enum ExitCode: Int32, Sendable {
     /// `plan run`: the plan was aborted / paused (`--exit-on-pause`); killed is `verdictHalt`.
     case planAborted = 8
     case planPaused = 9
+    /// Stopped by SIGINT (Ctrl-C) or SIGTERM after a clean stop: 128 + the signal, as shells report it.
+    case interrupted = 130
+    case terminated = 143
+
+    /// The exit code of a clean stop on signal `number` (SIGTERM: terminated; any other: interrupted).
+    public init(stoppedBy number: Int32) { self = number == 15 ? .terminated : .interrupted }
 }
 
 /// An error that ends the command with a one-line message and an exit code.

@@ -217,7 +217,8 @@ enum ConsoleCommands {
         do {
             switch try ConsoleApp.run(options: options, source: source, executor: executor) {
             case .quit: return .ok
-            case .signal(let n): exit(128 + n)
+            // Returned, not exit(): the caller's clean-up runs (the demo's temporary store is removed).
+            case .signal(let n): return ExitCode(stoppedBy: n)
             }
         } catch {
             throw CommandError("\(error)")

@@ -142,7 +142,8 @@ enum SimulateCommands {
             throw CommandError("cannot set up the simulation: \(error)")
         }
         let runner = SimulationRunner(simulation: simulation, speed: speed, wall: wall, clockStore: session.heartbeat)
-        let signals = stopOnSignals(runner)
+        let received = SignalBox()
+        let signals = stopOnSignals(runner, received: received)
         defer { signals.forEach { $0.cancel() } }
 
         let quiet = invocation.flag("--quiet")
@@ -185,6 +186,7 @@ enum SimulateCommands {
                     + "write path (the simulator acts as 'simulator', under the same policies as anyone)")
             return .refused
         }
+        if let sig = received.signal { return ExitCode(stoppedBy: sig) }
         return .ok
     }
 
@@ -290,15 +292,27 @@ enum SimulateCommands {
                 environment: app.environment, wall: wall))
     }
 
-    /// SIGINT and SIGTERM stop the run cleanly (telemetry flushed, clock record marked stopped).
-    static func stopOnSignals(_ runner: SimulationRunner) -> [DispatchSourceSignal] {
+    /// SIGINT and SIGTERM stop the run cleanly (telemetry flushed, clock record marked stopped); `received` keeps
+    /// the signal, so the command ends with 128 + it, as a stopped program does.
+    static func stopOnSignals(_ runner: SimulationRunner, received: SignalBox) -> [DispatchSourceSignal] {
         [SIGINT, SIGTERM].map { sig in
             signal(sig, SIG_IGN)
             let source = DispatchSource.makeSignalSource(signal: sig, queue: .global())
-            source.setEventHandler { runner.stop() }
+            source.setEventHandler {
+                received.set(sig)
+                runner.stop()
+            }
             source.resume()
             return source
         }
+    }
+
+    /// The first stop signal received.
+    final class SignalBox: @unchecked Sendable {
+        private let lock = Lock()
+        private var value: Int32?
+        func set(_ s: Int32) { lock.withLock { if value == nil { value = s } } }
+        var signal: Int32? { lock.withLock { value } }
     }
 
     static func report(_ line: String) {
