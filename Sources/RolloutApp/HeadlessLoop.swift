@@ -24,7 +24,9 @@ public final class HeadlessLoop {
         public var autoKill: String?
         /// The plan's look, when the loop runs a plan (nil when no plan runs, or none was started).
         public var plan: RampPlanRunner.Look?
-        /// The verdict's level or reason differs from the previous look's (always true for the first).
+        /// The verdict's level or the kind of its reason (the topic of its most severe finding: data, crashes,
+        /// failures, exposure) differs from the previous look's (always true for the first). Numbers moving inside
+        /// the same reason are not a change.
         public var verdictChanged: Bool
     }
 
@@ -33,7 +35,7 @@ public final class HeadlessLoop {
     public let monitor: RolloutMonitor
     private let path: WritePath?
     private let runner: RampPlanRunner?
-    private var last: (VerdictLevel, String)?
+    private var last: (VerdictLevel, Finding.Topic?)?
 
     /// A loop on `session`; with `plan`, it also runs the store's ramp plan (which needs a writable store).
     public convenience init(session: StoreSession, plan: Bool) throws {
@@ -71,7 +73,8 @@ public final class HeadlessLoop {
             status = try monitor.status()
         }
         let plan = try runner?.look(status: status)
-        let verdict = (status.assessment.verdict.level, status.assessment.verdict.reason)
+        let v = status.assessment.verdict
+        let verdict = (v.level, v.findings.first { $0.level == v.level }?.topic)
         let changed = last.map { $0 != verdict } ?? true
         last = verdict
         return Look(status: status, autoKill: killed, plan: plan, verdictChanged: changed)

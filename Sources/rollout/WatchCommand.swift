@@ -15,7 +15,8 @@ extension TelemetryCommands {
         discussion:
             "Looks at the store every --interval seconds of wall time and computes the one assessment (the same "
             + "as 'rollout status', the console and the guardrail policy). Prints a line whenever the level or the "
-            + "reason changes (text, or one JSON object per line with --json). With guardrails.auto-kill on and a "
+            + "kind of its reason (data, crashes, failures, exposure) changes, not when only its numbers move, and "
+            + "otherwise a heartbeat every --heartbeat seconds (text, or one JSON object per line with --json). With guardrails.auto-kill on and a "
             + "writable store, a HALT while anyone is exposed publishes a kill through the write path, audited as "
             + "the guardrail; any number of watchers and consoles may run at once: the kill is a compare-and-swap, "
             + "so exactly one is published. Runs until interrupted (SIGINT, SIGTERM), --looks are done, or, with "
@@ -24,6 +25,9 @@ extension TelemetryCommands {
         options: [
             .value("--interval", name: "SECONDS", help: "Wall seconds between looks (default 2; 0.01 to 3600)."),
             .value("--looks", name: "N", help: "Stop after N looks."),
+            .value(
+                "--heartbeat", name: "SECONDS",
+                help: "While nothing changes, repeat the verdict this often (default 600; at least --interval)."),
             .flag("--exit-on-halt", help: "Exit (code 7) at the first HALT, after auto-kill had its chance."),
             .flag("--json", help: "Print one JSON object per verdict change."),
         ],
@@ -38,7 +42,14 @@ extension TelemetryCommands {
         let (interval, looks) = try loopOptions(invocation)
         let exitOnHalt = invocation.flag("--exit-on-halt")
         let loop = try Wiring.session(invocation).headlessLoop()
-        let output = HeadlessOutput(json: invocation.flag("--json"))
+        var heartbeat = 600.0
+        if let text = invocation.value("--heartbeat") {
+            guard let v = Double(text), v.isFinite, v > 0, v <= 86_400 else {
+                throw invocation.usageError("--heartbeat takes seconds up to 86400, not '\(text)'")
+            }
+            heartbeat = v
+        }
+        let output = HeadlessOutput(json: invocation.flag("--json"), heartbeat: max(heartbeat, interval))
         let last = try loop.run(
             interval: interval, looks: looks, report: output.print,
             until: { exitOnHalt && $0.status.assessment.verdict.level == .halt })
@@ -66,15 +77,26 @@ extension TelemetryCommands {
 /// whenever the verdict changes, auto-kill publishes, or the plan's decision changes or the plan acts.
 final class HeadlessOutput {
     let json: Bool
+    /// Wall seconds between two lines while nothing changes.
+    let heartbeat: Double
     private var lastPlan: String?
+    private var lastLine = 0.0
 
-    init(json: Bool) { self.json = json }
+    init(json: Bool, heartbeat: Double = 600) {
+        self.json = json
+        self.heartbeat = heartbeat
+    }
 
     func print(_ look: HeadlessLoop.Look) {
         let plan = look.plan.map { PlanCommands.describe($0) }
         let planChanged = plan != nil && (plan != lastPlan || look.plan?.done != nil)
         if plan != nil { lastPlan = plan }
-        guard look.verdictChanged || look.autoKill != nil || planChanged else { return }
+        var now = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &now)
+        let seconds = Double(now.tv_sec) + Double(now.tv_nsec) / 1e9
+        let beat = seconds - lastLine >= heartbeat
+        guard look.verdictChanged || look.autoKill != nil || planChanged || beat else { return }
+        lastLine = seconds
         let status = look.status
         if json {
             var o = AssessmentJSON.value(status).objectValue ?? JSONObject()
@@ -86,7 +108,7 @@ final class HeadlessOutput {
             Swift.print(JSONWriter().string(.object(o)))
         } else {
             let at = status.wallNow.iso8601
-            if look.verdictChanged {
+            if look.verdictChanged || beat {
                 Swift.print("\(at)  \(status.assessment.verdict.level.labelText): \(status.assessment.verdict.reason)")
             }
             if let killed = look.autoKill { Swift.print("\(at)  \(killed)") }
