@@ -83,6 +83,12 @@ public final class RolloutStore: @unchecked Sendable {
             throw StoreError.unavailable(
                 error.message.hasPrefix(path) ? error.message : "cannot open the store \(path): \(error.message)")
         }
+        // The file this connection has open: a write checks that the path still names it (see `installSeal`).
+        var opened = stat()
+        guard stat(path, &opened) == 0 else {
+            throw StoreError.unavailable("the store \(path) vanished while it was being opened: nothing was read or written")
+        }
+        identity = (opened.st_dev, opened.st_ino)
         try RolloutStore.claim(database, path: path, allowNew: creating)
         witness = Witness(path: Witness.path(forStore: path))
         var key = try StoreKey.load(StoreKey.path(forStore: path))
@@ -103,6 +109,9 @@ public final class RolloutStore: @unchecked Sendable {
 
     /// The store key (`<store>.key`), nil when the file is missing.
     public let key: StoreKey?
+    /// The device and inode of the file opened: a path removed or replaced behind a long-lived connection (the
+    /// console's, a simulation's) would otherwise take writes into an unlinked file that nobody will read again.
+    let identity: (device: UInt, inode: UInt)
     /// The witness file beside the store.
     public let witness: Witness
 
@@ -119,8 +128,15 @@ public final class RolloutStore: @unchecked Sendable {
         // The state each write starts from: the witness keeps it as "previous", since a crash between the
         // witness and the commit leaves the store there.
         nonisolated(unsafe) var startedFrom: StoreSeal.State?
+        let identity = identity
         database.beforeWrite = { db in
             startedFrom = nil
+            var now = stat()
+            guard stat(path, &now) == 0, now.st_dev == identity.device, now.st_ino == identity.inode else {
+                throw StoreError.unavailable(
+                    "the store was removed or replaced while this process had it open (\(path)): nothing was written; "
+                        + "open it again ('rollout audit verify' checks the file now at that path)")
+            }
             let (sealProblem, state) = try StoreSeal.check(db, key: key, witness: witness)
             var found = sealProblem
             if found == nil {
