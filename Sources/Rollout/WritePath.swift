@@ -190,12 +190,10 @@ public struct WritePath {
                 try store.appendAudit(audit(proposal, request, result: .refusedByPolicy, detail: refusal.description))
                 throw Failure.refused(refusal)
             }
-            if !proposal.onlyReducesExposure {
-                for p in policies {
-                    if case .refuse(let refusal) = try p.review(proposal, context: context) {
-                        try store.appendAudit(audit(proposal, request, result: .refusedByPolicy, detail: refusal.description))
-                        throw Failure.refused(refusal)
-                    }
+            for p in policies where !proposal.onlyReducesExposure || p.reviewsReductions {
+                if case .refuse(let refusal) = try p.review(proposal, context: context) {
+                    try store.appendAudit(audit(proposal, request, result: .refusedByPolicy, detail: refusal.description))
+                    throw Failure.refused(refusal)
                 }
             }
             let publish = PublishRequest(

@@ -173,6 +173,13 @@ public protocol WritePolicy: Sendable {
     var name: String { get }
     func preview(_ proposal: Proposal) throws -> PolicyReport
     func review(_ proposal: Proposal, context: PolicyContext) throws -> PolicyDecision
+    /// Whether the policy also reviews changes that only reduce exposure, which no guardrail or step-up holds up:
+    /// a policy that must act before exposure drops (App Check enforcement). False unless a policy says so.
+    var reviewsReductions: Bool { get }
+}
+
+extension WritePolicy {
+    public var reviewsReductions: Bool { false }
 }
 
 /// What a policy may use while reviewing: the audit log, and memory across retries of the same request.

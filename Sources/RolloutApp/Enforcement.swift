@@ -98,18 +98,6 @@ public struct EnforcementPath {
         return .changed(before: before, after: try send(before, mode, reason: reason))
     }
 
-    /// Before a kill: every ENFORCED service is set UNENFORCED first (a kill switches the App Attest provider off
-    /// for everyone, and an enforced service would then reject them all). Never held by step-up or the gate: it
-    /// is part of the kill, recorded as such. Returns the services lowered.
-    public func unenforceBeforeKill(reason: String) throws -> [AppCheckService] {
-        var lowered: [AppCheckService] = []
-        for before in try services() where before.enforcementMode == .enforced {
-            try record(before, .unenforced, "requested before a kill (\(reason)); sent to Firebase next")
-            lowered.append(try send(before, .unenforced, reason: "before a kill: \(reason)"))
-        }
-        return lowered
-    }
-
     /// Sends the change once, settles a lost answer by reading the service again, and records the outcome.
     private func send(_ before: AppCheckService, _ mode: EnforcementMode, reason: String) throws -> AppCheckService {
         let after: AppCheckService
@@ -152,5 +140,89 @@ extension Wiring {
         return EnforcementPath(
             session: session,
             client: try FirebaseWiring.appCheckClient(project: project, invocation: invocation, clock: session.clock))
+    }
+}
+
+/// The rule that a change never takes the App Attest provider from users while a service rejects requests without
+/// it: a kill, a lower percentage or a rollback that lowers exposure first sets every ENFORCED service UNENFORCED
+/// (recorded as requested and as applied in the audit log), whichever face asked (CLI, console, auto-kill, plan).
+/// Never held by step-up or the gate: it serves a decrease, which always passes. When a service cannot be lowered
+/// the change is refused with the command to run; when enforcement cannot be read, the change goes ahead and the
+/// audit log says so (a kill must not wait on the App Check API).
+public struct EnforcementPolicy: WritePolicy {
+    public let name = "App Check enforcement"
+    /// It acts on exactly the changes the other policies let through unreviewed: reductions.
+    public var reviewsReductions: Bool { true }
+    let client: AppCheckServicesClient
+    let clock: any Clock
+
+    public init(client: AppCheckServicesClient, clock: any Clock) {
+        self.client = client
+        self.clock = clock
+    }
+
+    /// Whether the change lowers the flag's effective exposure.
+    static func takesProviderAway(_ p: Proposal) -> Bool {
+        func exposure(_ plan: RolloutPlan?) -> Int64 {
+            guard let plan, plan.state == .rolling else { return 0 }
+            return plan.percentage.value
+        }
+        return exposure(p.after) < exposure(p.before)
+    }
+
+    public func preview(_ p: Proposal) throws -> PolicyReport {
+        guard Self.takesProviderAway(p) else { return PolicyReport(policy: name, lines: [], decision: .allow) }
+        do {
+            let enforced = try client.list().filter { $0.enforcementMode == .enforced }.map(\.id)
+            return PolicyReport(
+                policy: name,
+                lines: enforced.isEmpty
+                    ? [] : ["first sets \(enforced.joined(separator: ", ")) UNENFORCED (App Check enforcement)"],
+                decision: .allow)
+        } catch {
+            return PolicyReport(policy: name, lines: ["could not read App Check enforcement: \(error)"], decision: .allow)
+        }
+    }
+
+    public func review(_ p: Proposal, context: PolicyContext) throws -> PolicyDecision {
+        guard Self.takesProviderAway(p) else { return .allow }
+        func record(_ service: String, _ from: String, _ to: String, _ detail: String) throws {
+            try context.audit(
+                AuditEntry(
+                    time: clock.now(), actor: p.actor, action: "appcheck enforcement \(service)", from: from, to: to,
+                    result: .recorded, detail: detail))
+        }
+        // One call: only explicitly configured services are listed, and an unconfigured one is OFF.
+        let services: [AppCheckService]
+        do {
+            services = try client.list()
+        } catch {
+            try record(
+                "(unread)", "", "",
+                "could not be read before a \(p.kind.rawValue) (\(error)); if a service is ENFORCED, the users it takes "
+                    + "the App Attest provider from are rejected: check with 'rollout enforcement show'")
+            return .allow
+        }
+        for s in services where s.enforcementMode == .enforced {
+            try record(s.id, "ENFORCED", "UNENFORCED", "requested before a \(p.kind.rawValue) (\(p.reason)); sent to Firebase next")
+            do {
+                let after = try client.setMode(s.id, .unenforced, etag: s.etag)
+                try record(s.id, "ENFORCED", "UNENFORCED", "applied; Firebase etag \(after.etag ?? "none")")
+            } catch {
+                if let now = try? client.get(s.id), now.enforcementMode != .enforced {
+                    try record(s.id, "ENFORCED", now.enforcementMode.rawValue, "applied (the answer was lost)")
+                    continue
+                }
+                try record(s.id, "ENFORCED", "UNENFORCED", "not applied: \(error)")
+                return .refuse(
+                    PolicyRefusal(
+                        policy: name,
+                        reason: "App Check still enforces \(s.id) and setting it UNENFORCED failed (\(error)); the "
+                            + "\(p.kind.rawValue) would lock out the users it takes App Attest from",
+                        suggestion: "run 'rollout enforcement set \(s.id) unenforced --reason \"before \(p.kind.rawValue)\"', "
+                            + "then try again"))
+            }
+        }
+        return .allow
     }
 }

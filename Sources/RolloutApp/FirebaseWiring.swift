@@ -99,7 +99,8 @@ public enum FirebaseWiring {
         if !readOnly && !create { _ = try? store.reconcile() }
         return StoreSession(
             path: store.label, store: state, config: store, operatorID: try Wiring.operatorID(invocation),
-            readOnly: readOnly, clock: clock)
+            readOnly: readOnly, clock: clock,
+            enforcement: try appCheckClient(project: project, invocation: invocation, clock: clock))
     }
 
     /// The opener of a Firebase session with a state file: the state file's ports, the templates in Firebase, the
@@ -142,7 +143,8 @@ public enum FirebaseWiring {
         return TeamSession(
             location: "\(store.label), state \(PostgresConfigStore.redacted(conninfo))", config: state.store,
             operatorID: try Wiring.operatorID(invocation), readOnly: readOnly, clock: clock,
-            stepUp: PostgresStepUpStore(store: state.store, key: try Wiring.teamStoreKey(create: false).key), firebase: store)
+            stepUp: PostgresStepUpStore(store: state.store, key: try Wiring.teamStoreKey(create: false).key), firebase: store,
+            enforcement: try appCheckClient(project: project, invocation: invocation, clock: clock))
     }
 
     /// `rollout init --store firebase:PROJECT --state postgresql://...`: binds the database to the project and adopts

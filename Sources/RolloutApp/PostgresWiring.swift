@@ -69,6 +69,9 @@ public struct TeamSession {
     /// Where the templates live: Firebase when `firebase` is set, else this store.
     public var templates: any ConfigStore { firebase ?? config }
 
+    /// The App Check API of that Firebase project (see `StoreSession.enforcement`).
+    public var enforcement: AppCheckServicesClient? = nil
+
     /// The rollout with its telemetry and verdict, read from this store (the same `RolloutMonitor` as SQLite's).
     public func monitor() throws -> RolloutMonitor { try RolloutMonitor(store: config, config: firebase, clock: clock) }
 
@@ -80,7 +83,7 @@ public struct TeamSession {
             policies: [
                 try monitor().guardrailPolicy(),
                 StepUpWritePolicy(store: stepUp, clock: clock, preApprovals: PostgresRampPlans(store: config)),
-            ], readOnly: readOnly,
+            ] + (enforcement.map { [EnforcementPolicy(client: $0, clock: clock)] } ?? []), readOnly: readOnly,
             requireReasonForIncrease: try stepUp.stepUpPolicy().reasonForIncrease, newSeed: { Wiring.newSeed() })
     }
 }

@@ -2,6 +2,7 @@ import CommandLineKit
 import Console
 import Crypto
 import FoundationEssentials
+import FirebaseRemoteConfig
 import Glibc
 import Monitoring
 import RemoteConfig
@@ -21,10 +22,16 @@ public struct StoreSession {
     public let operatorID: String
     public let readOnly: Bool
     public let clock: any Clock
+    /// The App Check API of the Firebase project whose templates this session holds (nil for a store file):
+    /// every change that takes the App Attest provider from users first lowers ENFORCED services
+    /// (`EnforcementPolicy`).
+    public var enforcement: AppCheckServicesClient? = nil
 
     /// The same session seen through another clock (a demo's simulated time).
     public func with(clock: any Clock) -> StoreSession {
-        StoreSession(path: path, store: store, config: config, operatorID: operatorID, readOnly: readOnly, clock: clock)
+        StoreSession(
+            path: path, store: store, config: config, operatorID: operatorID, readOnly: readOnly, clock: clock,
+            enforcement: enforcement)
     }
 
     /// The rollout with its telemetry and verdict, read from this store.
@@ -49,6 +56,7 @@ public enum Wiring {
     /// budget), then step-up verification.
     public static func policies(for session: StoreSession) throws -> [WritePolicy] {
         [try session.monitor().guardrailPolicy(), try StepUpWritePolicy(store: session.store, clock: session.clock)]
+            + (session.enforcement.map { [EnforcementPolicy(client: $0, clock: session.clock)] } ?? [])
     }
 
     /// A fresh rollout seed: `rollout-` and 8 random hex digits.

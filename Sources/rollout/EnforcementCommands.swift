@@ -13,8 +13,9 @@ enum EnforcementCommands {
         discussion: "The ramp's last stage, on --store firebase:PROJECT (the App Check API, projects.services; "
             + "FIREBASE_APPCHECK_URL overrides its address). An ENFORCED service rejects every request without a valid "
             + "App Check token, so ENFORCED is refused until the rollout is at 100% with an OK verdict for "
-            + "enforcement.ok-for-minutes (policy set; default one day). A kill first sets every ENFORCED service "
-            + "UNENFORCED. Changes take up to 15 minutes to take effect in Firebase.",
+            + "enforcement.ok-for-minutes (policy set; default one day). A kill, or any change that lowers exposure, "
+            + "first sets every ENFORCED service UNENFORCED (the write path's App Check enforcement policy, whatever "
+            + "asks: CLI, console, auto-kill, plan). Changes take up to 15 minutes to take effect in Firebase.",
         examples: [
             "rollout enforcement show",
             "rollout enforcement set firestore.googleapis.com unenforced --reason \"watch the metrics first\"",
@@ -95,33 +96,4 @@ enum EnforcementCommands {
             }
             return .ok
         })
-
-    /// Before `kill` on a Firebase store: every ENFORCED service is set UNENFORCED first, so the kill never locks
-    /// out the users it switches off. A project whose enforcement cannot be read is killed with a warning; an
-    /// enforced service that cannot be lowered refuses the kill with the commands to run.
-    static func beforeKill(_ inv: Invocation, reason: String) throws {
-        guard !inv.flag("--dry-run"), let path = try? Wiring.enforcementPath(inv) else { return }
-        let services: [AppCheckService]
-        do {
-            services = try path.services()
-        } catch {
-            complain(
-                "warning: could not read App Check enforcement (\(error)); if a service is ENFORCED, the users "
-                    + "this kill switches off are rejected: check with 'rollout enforcement show'")
-            return
-        }
-        let enforced = EnforcementGate.blockingKill(services.map { ($0.id, $0.enforcementMode) })
-        guard !enforced.isEmpty else { return }
-        do {
-            for s in try path.unenforceBeforeKill(reason: reason.isEmpty ? "kill" : reason) {
-                print("\(s.id): ENFORCED → UNENFORCED before the kill")
-            }
-        } catch {
-            throw CommandError(
-                "the kill was not published: App Check still enforces \(enforced.joined(separator: ", ")) and lowering it "
-                    + "failed (\(error)); run "
-                    + enforced.map { "'rollout enforcement set \($0) unenforced --reason \"before kill\"'" }.joined(separator: ", ")
-                    + ", then kill again")
-        }
-    }
 }

@@ -144,10 +144,7 @@ enum StoreCommands {
             + "Reducing exposure is never held up by guardrails or step-up verification.",
         options: writeOptions,
         examples: ["rollout kill --reason \"attestation failures spiking\"", "rollout kill --dry-run"],
-        action: guarded { inv in
-            try EnforcementCommands.beforeKill(inv, reason: try reason(inv))
-            return try write(inv, .rollout(.kill))
-        })
+        action: guarded { inv in try write(inv, .rollout(.kill)) })
 
     static let resume = Command(
         "resume",

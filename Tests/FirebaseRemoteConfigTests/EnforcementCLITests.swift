@@ -68,9 +68,10 @@ struct EnforcementCLITests {
         #expect(r.stderr.contains("--store firebase:PROJECT"), "\(r.stderr)")
     }
 
-    /// A kill while a service is ENFORCED would reject every user it switches off: the service goes UNENFORCED
-    /// first, audited; when that cannot be done the kill says which commands to run, and publishes nothing.
-    @Test func aKillFirstLowersEnforcement() throws {
+    /// A kill while a service is ENFORCED would reject every user it switches off: the write path's enforcement
+    /// policy sets the service UNENFORCED first (audited); when that cannot be done the kill is refused with the
+    /// command to run, and nothing is published; a lower percentage is treated the same.
+    @Test func aKillOrADecreaseFirstLowersEnforcement() throws {
         let fake = try FakeFirebase(template: existingTemplate)
         #expect(try fake.rollout(["init", "--seed", "rollout-2026"]).status == 0)
         #expect(try fake.rollout(["set", "100", "--reason", "done", "--force"]).status == 0)
@@ -78,29 +79,43 @@ struct EnforcementCLITests {
         try fake.control("POST", "/_fake/appcheck", ["service": "identitytoolkit.googleapis.com", "mode": "ENFORCED"])
         let head = try fake.headNumber()
 
-        // Lowering fails: the kill is not published, and says what to run.
+        // The dry run says what the kill would do first.
+        let dry = try fake.rollout(["kill", "--reason", "spike", "--dry-run"])
+        #expect(dry.stdout.contains("first sets firestore.googleapis.com, identitytoolkit.googleapis.com UNENFORCED"), "\(dry.stdout)")
+
+        // Lowering fails: the kill is refused (exit 4), says what to run, and publishes nothing.
         try fake.fault("bad_request", match: "appcheck_patch", count: 1)
         let refused = try fake.rollout(["kill", "--reason", "spike"])
-        #expect(refused.status == 1, "\(refused.stderr)")
+        #expect(refused.status == 4, "\(refused.stderr)")
         #expect(refused.stderr.contains("rollout enforcement set firestore.googleapis.com unenforced"), "\(refused.stderr)")
         #expect(try fake.headNumber() == head)
         try fake.clearFaults()
 
         let kill = try fake.rollout(["kill", "--reason", "spike"])
         #expect(kill.status == 0, "\(kill.stderr)")
-        #expect(kill.stdout.contains("firestore.googleapis.com: ENFORCED → UNENFORCED before the kill"), "\(kill.stdout)")
-        let modes = try Self.modes(fake)
+        var modes = try Self.modes(fake)
         #expect(modes["firestore.googleapis.com"] == "UNENFORCED" && modes["identitytoolkit.googleapis.com"] == "UNENFORCED")
         #expect(try fake.headNumber() == head + 1)
-        let lowered = try Self.audit(fake).filter { ($0["action"]?.stringValue ?? "").hasPrefix("appcheck enforcement") }
-        #expect(lowered.count >= 4, "requested and applied for each service: \(lowered)")
+        let lowered = try Self.audit(fake).filter {
+            ($0["action"]?.stringValue ?? "").hasPrefix("appcheck enforcement")
+                && ($0["detail"]?.stringValue ?? "").hasPrefix("applied")
+        }
+        #expect(lowered.count == 2, "applied for each service: \(lowered)")
         #expect(try fake.rollout(["audit", "verify"]).status == 0)
 
-        // The App Check API cannot be read: the kill goes through, with a warning.
+        // A decrease takes the provider from users too.
         #expect(try fake.rollout(["resume", "--reason", "over"]).status == 0)
+        try fake.control("POST", "/_fake/appcheck", ["service": "firestore.googleapis.com", "mode": "ENFORCED"])
+        #expect(try fake.rollout(["set", "50", "--reason", "back off"]).status == 0)
+        modes = try Self.modes(fake)
+        #expect(modes["firestore.googleapis.com"] == "UNENFORCED")
+
+        // The App Check API cannot be read: the kill goes through, and the audit log says so.
+        #expect(try fake.rollout(["set", "100", "--reason", "again", "--force"]).status == 0)
         try fake.fault("unavailable", match: "appcheck_get", count: 50)
         let blind = try fake.rollout(["kill", "--reason", "again"], environment: ["ROLLOUT_FIREBASE_TIMEOUT": "2"])
         #expect(blind.status == 0, "\(blind.stderr)")
-        #expect(blind.stderr.contains("warning: could not read App Check enforcement"), "\(blind.stderr)")
+        let unread = try Self.audit(fake).filter { ($0["detail"]?.stringValue ?? "").hasPrefix("could not be read before a kill") }
+        #expect(unread.count == 1, "\(unread)")
     }
 }
