@@ -210,7 +210,7 @@ let package = Package(
             name: "SessionConformanceTests",
             dependencies: [
                 "TestSupport", "StoreConformance", "FirebaseFake", "RolloutApp", "CommandLineKit", "PostgresStore", "Rollout",
-                "RemoteConfig", "StepUp", "Telemetry", "RampPlans", "AppCheck", "JSON", "Timekeeping",
+                "RemoteConfig", "StepUp", "Telemetry", "RampPlans", "AppCheck", "Timekeeping",
             ],
             swiftSettings: strict),
     ]
