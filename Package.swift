@@ -204,5 +204,14 @@ let package = Package(
                 "FirebaseFake", "CommandLineKit",
             ],
             swiftSettings: strict),
+        // Every port of a `RolloutSession` on every backend, opened through `Wiring.session`; and every command of
+        // the built binary on every backend (the command matrix).
+        .testTarget(
+            name: "SessionConformanceTests",
+            dependencies: [
+                "TestSupport", "StoreConformance", "FirebaseFake", "RolloutApp", "CommandLineKit", "PostgresStore", "Rollout",
+                "RemoteConfig", "StepUp", "Telemetry", "RampPlans", "AppCheck", "Timekeeping",
+            ],
+            swiftSettings: strict),
     ]
 )

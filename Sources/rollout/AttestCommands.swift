@@ -224,11 +224,14 @@ enum AttestCommands {
         return t
     }
 
-    /// The App Check state of an existing store (a file or a PostgreSQL team store); an absent store is an error,
-    /// not a new empty one. Under `--read-only` the connection refuses every write (a `--consume` then fails with
-    /// exit 4, recording nothing).
+    /// The App Check state of an existing store (a file, a PostgreSQL team store, or behind `firebase:PROJECT` its
+    /// state store, through the session's port); an absent store is an error, not a new empty one. Under
+    /// `--read-only` the connection refuses every write (a `--consume` then fails with exit 4, recording nothing).
     static func openState(_ inv: Invocation) throws -> AppCheckStateSource {
-        try Wiring.appCheckState(location: try StoreLocation.resolvedPath(inv), readOnly: inv.flag("--read-only"))
+        let location = try StoreLocation.resolvedPath(inv)
+        // A store file holding App Check state only (no version yet) is still the exchange's state: not a session.
+        if try FirebaseWiring.project(of: location) != nil { return try Wiring.session(inv).appCheckState() }
+        return try Wiring.appCheckState(location: location, readOnly: inv.flag("--read-only"))
     }
 
     static func printChecks(_ checks: [CheckRecord]) {
