@@ -134,7 +134,7 @@ extension Wiring {
         guard let project = try FirebaseWiring.project(of: StoreLocation.path(invocation)) else {
             throw SessionRefusal(
                 .unsupported,
-                "App Check enforcement is a Firebase project's setting: run it with --store firebase:PROJECT; nothing was read or written")
+                "refused: App Check enforcement is a Firebase project's setting: run it with --store firebase:PROJECT; nothing was read or written")
         }
         let session = try session(invocation)
         return EnforcementPath(
