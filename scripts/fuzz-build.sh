@@ -23,7 +23,7 @@ done
 lib="$root/.build/fuzz-lib"
 mkdir -p "$lib"
 flags=(-sanitize=fuzzer,address -use-ld=lld -parse-as-library -swift-version 6 -O -g -enable-testing
-  -package-name rollout -I "$root/Sources/COpenSSL" -I "$lib" -L "$lib")
+  -package-name rollout -I "$root/Sources/COpenSSL" -I "$root/Sources/CQRencode" -I "$lib" -L "$lib")
 # Archives built with other flags (an older version of this script) are rebuilt.
 if [ "$(cat "$lib/flags" 2>/dev/null)" != "${flags[*]}" ]; then
   rm -f "$lib"/*.a "$lib"/*.swiftmodule
@@ -45,4 +45,5 @@ done
 sources=("$entry/FuzzEntry.swift")
 for f in "${extra[@]}"; do sources+=("$root/$f"); done
 name=$(basename "$entry")
-swiftc "${flags[@]}" -module-name "${name}Fuzz" "${links[@]}" -lcrypto "${sources[@]}" -o "$out"
+# StepUp (through RampPlans) links libqrencode.
+swiftc "${flags[@]}" -module-name "${name}Fuzz" "${links[@]}" -lcrypto -lqrencode "${sources[@]}" -o "$out"
