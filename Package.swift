@@ -62,7 +62,10 @@ let package = Package(
         .target(name: "Crypto", dependencies: ["Platform", "COpenSSL"], swiftSettings: strict),
         .target(name: "RemoteConfig", dependencies: ["Platform", "JSON", "Crypto"], swiftSettings: strict),
         .target(name: "Rollout", dependencies: ["Platform", "RemoteConfig", "JSON", "Crypto", "Timekeeping"], swiftSettings: strict),
-        .target(name: "Telemetry", dependencies: ["Platform", "JSON", "Timekeeping", "Rollout", "TerminalText"], swiftSettings: strict),
+        .target(name: "Telemetry", dependencies: ["Platform", "JSON", "Timekeeping", "Rollout"], swiftSettings: strict),
+        // Reading telemetry in: the row formats (native NDJSON, GA4 and Crashlytics exports), the line reader with
+        // its limits, the recording thread and the temporary files a large batch spills to.
+        .target(name: "TelemetryIngest", dependencies: ["Platform", "JSON", "Timekeeping", "Rollout", "Telemetry", "TerminalText"], swiftSettings: strict),
         .target(name: "StepUp", dependencies: ["Platform", "Crypto", "CQRencode", "Timekeeping", "Rollout"], swiftSettings: strict),
         .target(name: "AppCheck", dependencies: ["Platform", "Crypto", "COpenSSL", "JSON", "Timekeeping"], swiftSettings: strict),
         .target(name: "Console", dependencies: ["Platform", "RemoteConfig", "Rollout", "Telemetry", "Timekeeping", "TerminalText", "RampPlans"], swiftSettings: strict),
@@ -96,7 +99,7 @@ let package = Package(
         // `rollout serve`: the App Check exchange over HTTP and live telemetry intake, on libmicrohttpd.
         .target(
             name: "ExchangeServer",
-            dependencies: ["Platform", "CMicroHTTPD", "AppCheck", "Crypto", "JSON", "Telemetry", "Timekeeping"],
+            dependencies: ["Platform", "CMicroHTTPD", "AppCheck", "Crypto", "JSON", "Telemetry", "TelemetryIngest", "Timekeeping"],
             swiftSettings: strict),
         // Firebase Remote Config as the config store: REST over libcurl, service-account OAuth, the ConfigStore.
         .target(
@@ -136,11 +139,11 @@ let package = Package(
         // Executables.
         .executableTarget(
             name: "rollout",
-            dependencies: ["Platform", "CommandLineKit", "RolloutApp", "JSON", "RemoteConfig", "Rollout", "Telemetry", "SQLiteStore", "AppCheck", "StepUp", "FleetSimulator", "Console", "Terminal", "Timekeeping", "Crypto", "TerminalText", "ExchangeServer", "RampPlans", "PostgresStore", "Monitoring", "StoreCopy"],
+            dependencies: ["Platform", "CommandLineKit", "RolloutApp", "JSON", "RemoteConfig", "Rollout", "Telemetry", "TelemetryIngest", "SQLiteStore", "AppCheck", "StepUp", "FleetSimulator", "Console", "Terminal", "Timekeeping", "Crypto", "TerminalText", "ExchangeServer", "RampPlans", "PostgresStore", "Monitoring", "StoreCopy"],
             swiftSettings: strict, linkerSettings: staticNativeLibraries),
         .executableTarget(
             name: "rollout-bench",
-            dependencies: ["RolloutApp", "JSON", "RemoteConfig", "Rollout", "Telemetry", "SQLiteStore", "AppCheck", "StepUp", "FleetSimulator", "Console", "Terminal", "Crypto", "COpenSSL", "CSQLite", "Timekeeping", "ExchangeServer", "Monitoring", "PostgresStore"],
+            dependencies: ["RolloutApp", "JSON", "RemoteConfig", "Rollout", "Telemetry", "TelemetryIngest", "SQLiteStore", "AppCheck", "StepUp", "FleetSimulator", "Console", "Terminal", "Crypto", "COpenSSL", "CSQLite", "Timekeeping", "ExchangeServer", "Monitoring", "PostgresStore"],
             swiftSettings: strict, linkerSettings: staticNativeLibraries),
 
         // Tests: one target per module; EndToEnd drives the built binary.
@@ -152,7 +155,10 @@ let package = Package(
         .testTarget(name: "JSONTests", dependencies: ["TestSupport", "JSON"], swiftSettings: strict),
         .testTarget(name: "RemoteConfigTests", dependencies: ["TestSupport", "RemoteConfig", "JSON"], swiftSettings: strict),
         .testTarget(name: "RolloutTests", dependencies: ["TestSupport", "StoreConformance", "Rollout", "RemoteConfig", "JSON", "Timekeeping"], swiftSettings: strict),
-        .testTarget(name: "TelemetryTests", dependencies: ["TestSupport", "Telemetry", "SQLiteStore", "Rollout", "JSON", "Timekeeping"], swiftSettings: strict),
+        .testTarget(name: "TelemetryTests", dependencies: ["TestSupport", "Telemetry", "SQLiteStore", "Rollout", "Timekeeping"], swiftSettings: strict),
+        .testTarget(
+            name: "TelemetryIngestTests", dependencies: ["TestSupport", "TelemetryIngest", "Telemetry", "SQLiteStore", "Rollout", "JSON", "Timekeeping"],
+            swiftSettings: strict),
         .testTarget(
             name: "StoreTests",
             dependencies: [

@@ -9,6 +9,7 @@ import RolloutApp
 import Rollout
 import SQLiteStore
 import Telemetry
+import TelemetryIngest
 import Timekeeping
 import TerminalText
 

@@ -1,4 +1,6 @@
+import JSON
 import Rollout
+import Telemetry
 
 /// The native NDJSON event format: one compact JSON object per line.
 ///

@@ -3,6 +3,8 @@
 #elseif canImport(Darwin)
     import Darwin
 #endif
+import JSON
+import Telemetry
 import TerminalText
 import Timekeeping
 
@@ -126,6 +128,7 @@ public final class TelemetryIngest {
         self.batch = batch
         self.maximumReportedProblems = maximumReportedProblems
         batch.memberNames.policy = duplicateKeys
+        if batch.spillFiles == nil { batch.spillToTemporaryFiles() }
         let recorder = concurrentRecording && format == .native ? BlockRecorder(batch: batch) : nil
         self.recorder = recorder
         block = recorder?.take() ?? EventBlock()

@@ -1,4 +1,6 @@
+import JSON
 import Rollout
+import Telemetry
 import Timekeeping
 
 /// Whether a row of an export was counted or left aside as not ours.
