@@ -62,7 +62,7 @@ let package = Package(
         .target(name: "Crypto", dependencies: ["Platform", "COpenSSL"], swiftSettings: strict),
         .target(name: "RemoteConfig", dependencies: ["Platform", "JSON", "Crypto"], swiftSettings: strict),
         .target(name: "Rollout", dependencies: ["Platform", "RemoteConfig", "JSON", "Crypto", "Timekeeping"], swiftSettings: strict),
-        .target(name: "Telemetry", dependencies: ["Platform", "JSON", "Timekeeping", "Rollout"], swiftSettings: strict),
+        .target(name: "Telemetry", dependencies: ["Platform", "Timekeeping", "Rollout"], swiftSettings: strict),
         // Reading telemetry in: the row formats (native NDJSON, GA4 and Crashlytics exports), the line reader with
         // its limits, the recording thread and the temporary files a large batch spills to.
         .target(name: "TelemetryIngest", dependencies: ["Platform", "JSON", "Timekeeping", "Rollout", "Telemetry", "TerminalText"], swiftSettings: strict),

@@ -1,4 +1,3 @@
-import JSON
 import Rollout
 import Timekeeping
 
@@ -184,8 +183,6 @@ public final class TelemetryBatch {
     package var spillsFail = false
     /// The distinct installations found by the last merge, and the event count it was made at.
     private var merged: (installations: Int, events: Int)?
-    /// The member names of the line being read, for duplicate keys (reused by every line of the batch).
-    public let memberNames = MemberNames()
     private var reasonIDs: [String: UInt16] = [:]
     /// Rejection reasons in the order first seen; a failure's local detail is `rejectedBase + index`.
     public private(set) var reasons: [String] = []

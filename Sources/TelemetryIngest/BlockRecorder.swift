@@ -59,7 +59,7 @@ final class EventBlock {
 /// halves of an ingest on two cores, and the batch ends exactly as if every block had been recorded in turn.
 ///
 /// Ownership while the thread runs: the submitting thread may touch only what parsing uses (the batch's
-/// `memberNames`, its reason catalogue through `reasonID`/`failureDetail`, and the table's fixed hash key);
+/// reason catalogue through `reasonID`/`failureDetail`, and the table's fixed hash key);
 /// every other part of the batch (counters, installations, spilled runs, event count and times) belongs to the
 /// recording thread until `drain()` returns. `stop()` (or deinit) records what was submitted, then ends it.
 final class BlockRecorder: @unchecked Sendable {
