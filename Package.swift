@@ -4,8 +4,8 @@ import PackageDescription
 /// rollout: a terminal console for rolling out Firebase App Check with App Attest a percentage at a time.
 ///
 /// Layers: pure core modules (JSON, RemoteConfig, Rollout, Telemetry, StepUp, Console) know no terminal,
-/// database, network or wall clock; adapters (SQLiteStore, Terminal, AppCheck's libcrypto use) sit at the edges;
-/// the `rollout` executable wires them.
+/// database, network or wall clock; adapters (SQLiteStore, Terminal, TelemetryIngest, AppCheck's libcrypto use) sit
+/// at the edges; the `rollout` executable wires them.
 ///
 /// Release builds reach the metadata of concrete generic types (`[String: Int]`, `Set<CounterKey>`) through
 /// metadata accessors that pass the conformances they need, instead of by mangled name: a mangled name is
@@ -63,9 +63,6 @@ let package = Package(
         .target(name: "RemoteConfig", dependencies: ["Platform", "JSON", "Crypto"], swiftSettings: strict),
         .target(name: "Rollout", dependencies: ["Platform", "RemoteConfig", "JSON", "Crypto", "Timekeeping"], swiftSettings: strict),
         .target(name: "Telemetry", dependencies: ["Platform", "Timekeeping", "Rollout"], swiftSettings: strict),
-        // Reading telemetry in: the row formats (native NDJSON, GA4 and Crashlytics exports), the line reader with
-        // its limits, the recording thread and the temporary files a large batch spills to.
-        .target(name: "TelemetryIngest", dependencies: ["Platform", "JSON", "Timekeeping", "Rollout", "Telemetry", "TerminalText"], swiftSettings: strict),
         .target(name: "StepUp", dependencies: ["Platform", "Crypto", "CQRencode", "Timekeeping", "Rollout"], swiftSettings: strict),
         .target(name: "AppCheck", dependencies: ["Platform", "Crypto", "COpenSSL", "JSON", "Timekeeping"], swiftSettings: strict),
         .target(name: "Console", dependencies: ["Platform", "RemoteConfig", "Rollout", "Telemetry", "Timekeeping", "TerminalText", "RampPlans"], swiftSettings: strict),
@@ -78,6 +75,12 @@ let package = Package(
         // What the stores share without knowing each other's database: the store key file (it seals the secrets of
         // the SQLite file and of the PostgreSQL team store). Never a database driver.
         .target(name: "StoreSupport", dependencies: ["Platform", "Crypto", "Rollout"], swiftSettings: strict),
+
+        // Telemetry coming in, at the edge of the pure Telemetry: the row formats (native NDJSON, GA4 and Crashlytics
+        // exports) read with JSON's scanner, the line reader with its limits, the recording thread, and the
+        // temporary files a large batch spills to (Telemetry's SpillFile port). Used by `rollout ingest`, the
+        // exchange server's intake and the benchmarks.
+        .target(name: "TelemetryIngest", dependencies: ["Platform", "JSON", "Timekeeping", "Rollout", "Telemetry", "TerminalText"], swiftSettings: strict),
 
         // Adapters: SQLiteStore, PostgresStore, FirebaseRemoteConfig and ExchangeServer never depend on each
         // other (Tests/ArchitectureTests checks it); they share the core's ports and StoreSupport.
