@@ -4,8 +4,8 @@ import PackageDescription
 /// rollout: a terminal console for rolling out Firebase App Check with App Attest a percentage at a time.
 ///
 /// Layers: pure core modules (JSON, RemoteConfig, Rollout, Telemetry, StepUp, Console) know no terminal,
-/// database, network or wall clock; adapters (SQLiteStore, Terminal, AppCheck's libcrypto use) sit at the edges;
-/// the `rollout` executable wires them.
+/// database, network or wall clock; adapters (SQLiteStore, Terminal, TelemetryIngest, AppCheck's libcrypto use) sit
+/// at the edges; the `rollout` executable wires them.
 ///
 /// Release builds reach the metadata of concrete generic types (`[String: Int]`, `Set<CounterKey>`) through
 /// metadata accessors that pass the conformances they need, instead of by mangled name: a mangled name is
@@ -62,7 +62,7 @@ let package = Package(
         .target(name: "Crypto", dependencies: ["Platform", "COpenSSL"], swiftSettings: strict),
         .target(name: "RemoteConfig", dependencies: ["Platform", "JSON", "Crypto"], swiftSettings: strict),
         .target(name: "Rollout", dependencies: ["Platform", "RemoteConfig", "JSON", "Crypto", "Timekeeping"], swiftSettings: strict),
-        .target(name: "Telemetry", dependencies: ["Platform", "JSON", "Timekeeping", "Rollout", "TerminalText"], swiftSettings: strict),
+        .target(name: "Telemetry", dependencies: ["Platform", "Timekeeping", "Rollout"], swiftSettings: strict),
         .target(name: "StepUp", dependencies: ["Platform", "Crypto", "CQRencode", "Timekeeping", "Rollout"], swiftSettings: strict),
         .target(name: "AppCheck", dependencies: ["Platform", "Crypto", "COpenSSL", "JSON", "Timekeeping"], swiftSettings: strict),
         .target(name: "Console", dependencies: ["Platform", "RemoteConfig", "Rollout", "Telemetry", "Timekeeping", "TerminalText", "RampPlans"], swiftSettings: strict),
@@ -75,6 +75,12 @@ let package = Package(
         // What the stores share without knowing each other's database: the store key file (it seals the secrets of
         // the SQLite file and of the PostgreSQL team store). Never a database driver.
         .target(name: "StoreSupport", dependencies: ["Platform", "Crypto", "Rollout"], swiftSettings: strict),
+
+        // Telemetry coming in, at the edge of the pure Telemetry: the row formats (native NDJSON, GA4 and Crashlytics
+        // exports) read with JSON's scanner, the line reader with its limits, the recording thread, and the
+        // temporary files a large batch spills to (Telemetry's SpillFile port). Used by `rollout ingest`, the
+        // exchange server's intake and the benchmarks.
+        .target(name: "TelemetryIngest", dependencies: ["Platform", "JSON", "Timekeeping", "Rollout", "Telemetry", "TerminalText"], swiftSettings: strict),
 
         // Adapters: SQLiteStore, PostgresStore, FirebaseRemoteConfig and ExchangeServer never depend on each
         // other (Tests/ArchitectureTests checks it); they share the core's ports and StoreSupport.
@@ -96,7 +102,7 @@ let package = Package(
         // `rollout serve`: the App Check exchange over HTTP and live telemetry intake, on libmicrohttpd.
         .target(
             name: "ExchangeServer",
-            dependencies: ["Platform", "CMicroHTTPD", "AppCheck", "Crypto", "JSON", "Telemetry", "Timekeeping"],
+            dependencies: ["Platform", "CMicroHTTPD", "AppCheck", "Crypto", "JSON", "Telemetry", "TelemetryIngest", "Timekeeping"],
             swiftSettings: strict),
         // Firebase Remote Config as the config store: REST over libcurl, service-account OAuth, the ConfigStore.
         .target(
@@ -136,11 +142,11 @@ let package = Package(
         // Executables.
         .executableTarget(
             name: "rollout",
-            dependencies: ["Platform", "CommandLineKit", "RolloutApp", "JSON", "RemoteConfig", "Rollout", "Telemetry", "AppCheck", "StepUp", "FleetSimulator", "Console", "Terminal", "Timekeeping", "Crypto", "TerminalText", "ExchangeServer", "RampPlans", "Monitoring"],
+            dependencies: ["Platform", "CommandLineKit", "RolloutApp", "JSON", "RemoteConfig", "Rollout", "Telemetry", "TelemetryIngest", "AppCheck", "StepUp", "FleetSimulator", "Console", "Terminal", "Timekeeping", "Crypto", "TerminalText", "ExchangeServer", "RampPlans", "Monitoring"],
             swiftSettings: strict, linkerSettings: staticNativeLibraries),
         .executableTarget(
             name: "rollout-bench",
-            dependencies: ["RolloutApp", "JSON", "RemoteConfig", "Rollout", "Telemetry", "SQLiteStore", "AppCheck", "StepUp", "FleetSimulator", "Console", "Terminal", "Crypto", "COpenSSL", "CSQLite", "Timekeeping", "ExchangeServer", "Monitoring", "PostgresStore"],
+            dependencies: ["RolloutApp", "JSON", "RemoteConfig", "Rollout", "Telemetry", "TelemetryIngest", "SQLiteStore", "AppCheck", "StepUp", "FleetSimulator", "Console", "Terminal", "Crypto", "COpenSSL", "CSQLite", "Timekeeping", "ExchangeServer", "Monitoring", "PostgresStore"],
             swiftSettings: strict, linkerSettings: staticNativeLibraries),
 
         // Tests: one target per module; EndToEnd drives the built binary.
@@ -152,7 +158,10 @@ let package = Package(
         .testTarget(name: "JSONTests", dependencies: ["TestSupport", "JSON"], swiftSettings: strict),
         .testTarget(name: "RemoteConfigTests", dependencies: ["TestSupport", "RemoteConfig", "JSON"], swiftSettings: strict),
         .testTarget(name: "RolloutTests", dependencies: ["TestSupport", "StoreConformance", "Rollout", "RemoteConfig", "JSON", "Timekeeping"], swiftSettings: strict),
-        .testTarget(name: "TelemetryTests", dependencies: ["TestSupport", "Telemetry", "SQLiteStore", "Rollout", "JSON", "Timekeeping"], swiftSettings: strict),
+        .testTarget(name: "TelemetryTests", dependencies: ["TestSupport", "Telemetry", "SQLiteStore", "Rollout", "Timekeeping"], swiftSettings: strict),
+        .testTarget(
+            name: "TelemetryIngestTests", dependencies: ["TestSupport", "TelemetryIngest", "Telemetry", "SQLiteStore", "Rollout", "JSON", "Timekeeping"],
+            swiftSettings: strict),
         .testTarget(
             name: "StoreTests",
             dependencies: [

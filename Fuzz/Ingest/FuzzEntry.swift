@@ -2,6 +2,7 @@ import Rollout
 import Timekeeping
 
 @testable import Telemetry
+@testable import TelemetryIngest
 
 // libFuzzer entry for the ingest line readers: native NDJSON, GA4 export rows and Crashlytics export rows,
 // through TelemetryIngest as `rollout ingest` feeds them. The first byte picks the format and the duplicate-key

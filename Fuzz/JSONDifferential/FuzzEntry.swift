@@ -1,8 +1,6 @@
 import JSON
 
-@testable import Telemetry
-
-// libFuzzer entry comparing the telemetry JSONScanner (the ingest's fast path) with JSONParser, the one JSON
+// libFuzzer entry comparing JSONScanner (the ingest's fast path) with JSONParser, the one JSON
 // grammar. Properties: both accept or both reject; when both accept, the scanner's decoded values (written
 // back with JSONWriter's spelling) equal JSONParser's tree written compact; under DuplicateKeyPolicy.count
 // the scanner accepts what the strict scanner accepts and also documents whose only fault is a repeated name.

@@ -4,6 +4,7 @@ import Glibc
 import Platform
 import JSON
 import Telemetry
+import TelemetryIngest
 import Timekeeping
 
 /// `POST /v1/events`: a backend pushes telemetry events, which land through the same ingest as `rollout ingest`

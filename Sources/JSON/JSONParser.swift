@@ -275,14 +275,7 @@ private struct Reader {
         var v: UInt32 = 0
         for _ in 0..<4 {
             guard i < bytes.count else { throw error("four hex digits") }
-            let c = bytes[i]
-            let d: UInt32
-            switch c {
-            case 0x30...0x39: d = UInt32(c - 0x30)
-            case 0x61...0x66: d = UInt32(c - 0x57)
-            case 0x41...0x46: d = UInt32(c - 0x37)
-            default: throw error("a hex digit")
-            }
+            guard let d = hexValue(bytes[i]) else { throw error("a hex digit") }
             v = v << 4 | d
             i += 1
         }

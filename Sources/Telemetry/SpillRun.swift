@@ -9,17 +9,31 @@ import Rollout
 /// Reading a spilled run of installations back failed.
 public struct SpillError: Error, CustomStringConvertible {
     public var description: String
+    package init(description: String) { self.description = description }
 }
 
-/// One sorted run of installations in an unnamed temporary file, each installation as `SpillCodec` encodes it.
+/// Where a `TelemetryBatch` writes one sorted run of installations and reads it back: the port of the spill, so
+/// that this module knows no disk (`TelemetryIngest` gives unnamed temporary files). Written once, front to
+/// back, then rewound and read, possibly on another thread than the one that wrote it.
+package protocol SpillFile: AnyObject {
+    /// Appends `bytes`; false when they could not be written.
+    func write(_ bytes: UnsafeRawBufferPointer) -> Bool
+    /// Ends the writing; false when what was written cannot be read back.
+    func finishWriting() -> Bool
+    /// Moves back to the first byte.
+    func rewind() throws(SpillError)
+    /// Reads up to `buffer.count` bytes; 0 at the end.
+    func read(into buffer: UnsafeMutableRawBufferPointer) throws(SpillError) -> Int
+}
+
+/// One sorted run of installations in a `SpillFile`, each installation as `SpillCodec` encodes it.
 final class SpillRun {
-    let file: UnsafeMutablePointer<FILE>
+    let file: any SpillFile
     let count: Int
-    init(file: UnsafeMutablePointer<FILE>, count: Int) {
+    init(file: any SpillFile, count: Int) {
         self.file = file
         self.count = count
     }
-    deinit { fclose(file) }
 }
 
 /// One table being written as a sorted run, on a thread of its own (`start`) or in place (`run`); `result` is the
@@ -30,9 +44,11 @@ final class SpillJob: @unchecked Sendable {
     private var thread: WorkerThread?
 
     private let failing: Bool
+    private let makeFile: @Sendable () -> (any SpillFile)?
 
-    init(table: InstallationTable, failing: Bool = false) {
+    init(table: InstallationTable, makeFile: @escaping @Sendable () -> (any SpillFile)?, failing: Bool = false) {
         self.table = table
+        self.makeFile = makeFile
         self.failing = failing
     }
 
@@ -47,18 +63,17 @@ final class SpillJob: @unchecked Sendable {
         thread = nil
     }
 
-    /// Writes the table, sorted by id, to an unnamed temporary file (`tmpfile`, gone when closed).
+    /// Writes the table, sorted by id, to a file of `makeFile` (none: the run cannot be written).
     func run() {
-        guard !failing, let file = tmpfile() else { return }
-        // The records are gathered in 256 KiB chunks and written whole (stdio buffers none of it).
-        setvbuf(file, nil, _IONBF, 0)
+        guard !failing, let file = makeFile() else { return }
+        // The records are gathered in 256 KiB chunks and written whole.
         let run = SpillRun(file: file, count: table.count)
         let chunk = 256 << 10
         var out: [UInt8] = []
         out.reserveCapacity(chunk + SpillCodec.maxFixedBytes + 64)
         var ok = true
         func flush() {
-            ok = ok && (out.isEmpty || out.withUnsafeBytes { fwrite($0.baseAddress, $0.count, 1, file) == 1 })
+            ok = ok && (out.isEmpty || out.withUnsafeBytes { file.write($0) })
             out.removeAll(keepingCapacity: true)
         }
         for i in table.sortedOrder() where ok {
@@ -66,7 +81,7 @@ final class SpillJob: @unchecked Sendable {
             if out.count >= chunk { flush() }
         }
         flush()
-        guard ok, fflush(file) == 0 else { return }  // `run` closes the file
+        guard ok, file.finishWriting() else { return }
         result = run
     }
 }
@@ -262,10 +277,7 @@ final class MergeSource {
         delta = InstallationDelta(idOffset: 0, idLength: 0, hash: 0, time: 0, cohort: .none)
         valid = true
         self.position = position
-        guard fseek(run.file, 0, SEEK_SET) == 0 else {
-            throw SpillError(
-                description: "rewinding a spilled run of installations failed: \(String(cString: strerror(errno)))")
-        }
+        try run.file.rewind()
         try advance()
     }
 
@@ -334,14 +346,10 @@ final class MergeSource {
         filled = kept
         let file = run!.file
         while filled < capacity {
-            let got = fread(buffer + filled, 1, capacity - filled, file)
+            let free = UnsafeMutableRawBufferPointer(start: buffer + filled, count: capacity - filled)
+            let got = try file.read(into: free)
             filled += got
             if got == 0 {
-                if ferror(file) != 0 {
-                    throw SpillError(
-                        description:
-                            "reading a spilled run of installations back failed: \(String(cString: strerror(errno)))")
-                }
                 atEnd = true
                 break
             }

@@ -144,12 +144,13 @@ public struct InstallationDelta: Sendable {
 /// Memory grows with the minutes the batch touches and with at most twice `spillLimit` installations, never
 /// with the number of events nor with the distinct installations beyond that: each event adds to one minute
 /// counter and updates its installation's `InstallationDelta`; when the table of installations reaches
-/// `spillLimit`, it is written, sorted by id, as a run to an unnamed temporary file (`tmpfile`, gone when
-/// closed) on a thread of its own, while events go on into a second table.
+/// `spillLimit`, it is written, sorted by id, as a run to a `SpillFile` of `spillFiles` (an ingest's batch:
+/// an unnamed temporary file, see `TelemetryIngest`) on a thread of its own, while events go on into a second
+/// table.
 /// `forEachInstallation` merges the runs and the table in id order, joining the deltas of one installation in
 /// the order their events came (`InstallationDelta.merge`), so the store sees exactly what one table of every
-/// installation would have given. If a run cannot be written (no space for temporary files), the batch stops
-/// spilling and keeps its installations in memory.
+/// installation would have given. If a run cannot be written (no space for temporary files, or no `spillFiles`),
+/// the batch stops spilling and keeps its installations in memory.
 ///
 /// The hot path (`record(time:id:...)`) takes the installation id as bytes and allocates nothing for an
 /// installation already in the table. A batch belongs to one thread.
@@ -175,12 +176,13 @@ public final class TelemetryBatch {
     /// The spill under way on a thread of its own, and the emptied table it gives back for the next spill.
     private var spilling: SpillJob?
     private var spare: InstallationTable?
+    /// Where spilled runs are written; nil (a batch made outside an ingest): a spill fails, and the batch keeps
+    /// its installations in memory.
+    package var spillFiles: (@Sendable () -> (any SpillFile)?)?
     /// Makes every spill from now on fail as if no temporary file could be written (a test hook).
     package var spillsFail = false
     /// The distinct installations found by the last merge, and the event count it was made at.
     private var merged: (installations: Int, events: Int)?
-    /// The member names of the line being read, for duplicate keys (reused by every line of the batch).
-    public let memberNames = MemberNames()
     private var reasonIDs: [String: UInt16] = [:]
     /// Rejection reasons in the order first seen; a failure's local detail is `rejectedBase + index`.
     public private(set) var reasons: [String] = []
@@ -292,7 +294,7 @@ public final class TelemetryBatch {
     /// Records a block of parsed events, resolving their installations in stages (every id's hash, then every
     /// slot, then every entry, then the updates) so that the cache misses of different events overlap instead of
     /// queueing. The hashes are computed here, on the thread that records (`BlockRecorder`), not by the parser.
-    func record(_ block: UnsafeMutableBufferPointer<ParsedEvent>) {
+    package func record(_ block: UnsafeMutableBufferPointer<ParsedEvent>) {
         for i in block.indices { block[i].hash = installations.hash(block[i].id, block[i].idLength) }
         var sink: UInt64 = 0
         for e in block { sink ^= installations.touch(e.hash) }
@@ -306,7 +308,7 @@ public final class TelemetryBatch {
     }
 
     @inline(__always)
-    func record(
+    package func record(
         time: Int64, id: UnsafeRawBufferPointer, hash: UInt64, kind: CounterKind, cohort: Cohort,
         provider: AttestationProvider,
         detail: UInt16, osMajor: UInt8, templateVersion: Int64
@@ -364,7 +366,7 @@ public final class TelemetryBatch {
         next.reserve = full.reserve
         spare = nil
         installations = next
-        let job = SpillJob(table: full, failing: spillsFail)
+        let job = SpillJob(table: full, makeFile: spillFiles ?? { nil }, failing: spillsFail)
         if !job.start() { job.run() }
         spilling = job
     }
@@ -474,7 +476,7 @@ public final class TelemetryBatch {
 
 extension TelemetryBatch {
     /// `reasonID(_:)` for a reason given as bytes, without allocating once the reason is known.
-    func reasonID(bytes: UnsafeRawBufferPointer) -> UInt16 {
+    package func reasonID(bytes: UnsafeRawBufferPointer) -> UInt16 {
         for (i, r) in reasons.enumerated() where r.utf8.count == bytes.count {
             if r.utf8.elementsEqual(bytes) { return UInt16(i) }
         }
@@ -485,17 +487,33 @@ extension TelemetryBatch {
 /// One native line, parsed, waiting in a block for `TelemetryBatch.record(_ block:)`; `id` points into the
 /// line's bytes or an `EventBlock`'s copy of them, so a block must be recorded before those bytes go away.
 /// `hash` is filled in by `record(_ block:)`.
-struct ParsedEvent {
-    var time: Int64
-    var id: UnsafePointer<UInt8>
-    var idLength: Int
-    var hash: UInt64
-    var version: Int64
-    var detail: UInt16
-    var kind: CounterKind
-    var cohort: Cohort
-    var provider: AttestationProvider
-    var osMajor: UInt8
+package struct ParsedEvent {
+    package var time: Int64
+    package var id: UnsafePointer<UInt8>
+    package var idLength: Int
+    package var hash: UInt64
+    package var version: Int64
+    package var detail: UInt16
+    package var kind: CounterKind
+    package var cohort: Cohort
+    package var provider: AttestationProvider
+    package var osMajor: UInt8
+
+    package init(
+        time: Int64, id: UnsafePointer<UInt8>, idLength: Int, hash: UInt64, version: Int64, detail: UInt16,
+        kind: CounterKind, cohort: Cohort, provider: AttestationProvider, osMajor: UInt8
+    ) {
+        self.time = time
+        self.id = id
+        self.idLength = idLength
+        self.hash = hash
+        self.version = version
+        self.detail = detail
+        self.kind = kind
+        self.cohort = cohort
+        self.provider = provider
+        self.osMajor = osMajor
+    }
 }
 
 /// A binary min-heap of merge sources by `MergeSource.precedes`.

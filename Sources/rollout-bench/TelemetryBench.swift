@@ -4,6 +4,7 @@ import RemoteConfig
 import Rollout
 import SQLiteStore
 import Telemetry
+import TelemetryIngest
 import Timekeeping
 
 /// Telemetry hot paths: ingest throughput against reading and splitting the same file, ingest memory at two

@@ -8,6 +8,7 @@ import RemoteConfig
 import RolloutApp
 import Rollout
 import Telemetry
+import TelemetryIngest
 import Timekeeping
 import TerminalText
 

@@ -8,7 +8,7 @@ import Timekeeping
 
 @Suite("Installation blocks")
 struct InstallationBlockTests {
-    typealias Random = IngestSpillTests.Random
+    typealias Random = SplitMix64
 
     static func sample(_ r: inout Random) -> InstallationRecord {
         let times: [Int64] = [.min, .max, 0, -1, 1_780_000_000_000_000, 1_780_000_000_000_000 + Int64(r.below(1 << 30))]

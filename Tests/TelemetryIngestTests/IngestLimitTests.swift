@@ -6,6 +6,7 @@ import Testing
 import Timekeeping
 
 @testable import Telemetry
+@testable import TelemetryIngest
 
 /// Issue 13: limits on what one line of telemetry can carry, each refused by its line number and field.
 @Suite("ingest limits")
@@ -122,72 +123,5 @@ struct IngestLimitTests {
         #expect(a != b)
         #expect(a == c)
         #expect(InstallationTable().hashKey == processHashKey)
-    }
-}
-
-/// Issue 13: the telemetry JSON scanner is a fast path of JSONParser's grammar.
-@Suite("JSON scanner = JSONParser")
-struct ScannerParserAgreementTests {
-    func canonical(_ text: String, policy: DuplicateKeyPolicy = .reject) -> [UInt8]? {
-        let bytes = Array(text.utf8)
-        return bytes.withUnsafeBytes { raw -> [UInt8]? in
-            var s = JSONScanner(raw, names: MemberNames(policy: policy))
-            var out: [UInt8] = []
-            do throws(LineError) {
-                try s.canonicalText(into: &out)
-                try s.finish()
-                return out
-            } catch {
-                return nil
-            }
-        }
-    }
-
-    @Test("numbers the old scanner accepted are refused, as JSONParser refuses them", arguments: [
-        "1-2e+", "[1-2e+]", "01", "-", "1.", ".5", "1e", "+1", "1e+", "--1", "0x10", "1.5e3.2", "[1,2,]", "-01",
-    ])
-    func badNumbers(_ text: String) {
-        #expect(canonical(text) == nil, "\(text)")
-        #expect((try? JSONParser().parse(text)) == nil)
-    }
-
-    @Test("invalid UTF-8, lone surrogates and deep nesting are refused, as JSONParser refuses them")
-    func badStrings() {
-        for bytes: [UInt8] in [[0x22, 0xC3, 0x22], [0x22, 0xED, 0xA0, 0x80, 0x22], [0x22, 0xC0, 0xAF, 0x22], [0x22, 0xF4, 0x90, 0x80, 0x80, 0x22], [0x22, 0xFF, 0x22]] {
-            let text = String(decoding: bytes, as: UTF8.self)
-            _ = text
-            let scanned = bytes.withUnsafeBytes { raw -> Bool in
-                var s = JSONScanner(raw, names: MemberNames())
-                return (try? s.skipValue()) != nil
-            }
-            #expect(!scanned, "\(bytes)")
-            #expect((try? JSONParser().parse(bytes)) == nil)
-        }
-        for text in [#""\ud800""#, #""\udc00""#, #""\ud800\u0041""#] {
-            #expect(canonical(text) == nil, "\(text)")
-            #expect((try? JSONParser().parse(text)) == nil)
-        }
-        let deep = String(repeating: "[", count: 300) + String(repeating: "]", count: 300)
-        #expect(canonical(deep) == nil)
-        #expect((try? JSONParser().parse(deep)) == nil)
-        let ok = String(repeating: "[", count: 256) + String(repeating: "]", count: 256)
-        #expect(canonical(ok) != nil)
-        #expect((try? JSONParser().parse(ok)) != nil)
-    }
-
-    @Test("accepted documents decode to the same values")
-    func sameValues() throws {
-        for text in [
-            #"{"z":1,"a":[1.50,-0,2e10,1E-7],"é":"ü\u00e9\ud83d\ude80","n":null,"t":true,"nested":{"y":{},"x":[]}}"#,
-            #" [ "a\/b\"\\\b\f\n\r\t", 0, -0.0e-0, 123456789012345678901234567890 ] "#,
-            #"{"rejected":"\u001b]0;pwned\u0007"}"#,
-            "{" + (0..<40).map { #""k\#($0)":\#($0)"# }.joined(separator: ",") + "}",
-        ] {
-            let value = try JSONParser().parse(text)
-            #expect(canonical(text) == JSONWriter().bytes(value), "\(text)")
-        }
-        let many = "{" + (0..<40).map { #""k\#($0)":\#($0)"# }.joined(separator: ",") + #","k7":1}"#
-        #expect(canonical(many) == nil)
-        #expect(canonical(many, policy: .count) != nil)
     }
 }

@@ -6,6 +6,7 @@ import Testing
 import Timekeeping
 
 @testable import Telemetry
+@testable import TelemetryIngest
 
 /// `rollout ingest` as a person runs it: the real binary on a real store file.
 @Suite("rollout ingest")

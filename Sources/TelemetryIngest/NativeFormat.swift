@@ -1,4 +1,6 @@
+import JSON
 import Rollout
+import Telemetry
 
 /// The native NDJSON event format: one compact JSON object per line.
 ///
@@ -24,11 +26,11 @@ import Rollout
 /// ingest's `EventTimeWindow`, `i` at most 256 bytes, the line at most 1 MiB, no key given twice.
 public enum NativeFormat {
     /// Reads one line into `batch`; its time must lie in `window`.
-    public static func read(_ line: UnsafeRawBufferPointer, into batch: TelemetryBatch, window: EventTimeWindow)
-        throws(LineError)
-    {
+    public static func read(
+        _ line: UnsafeRawBufferPointer, into batch: TelemetryBatch, window: EventTimeWindow, names: MemberNames
+    ) throws(LineError) {
         var escapedID: String?
-        var e = try parse(line, batch, window: window, escapedID: &escapedID)
+        var e = try parse(line, batch, window: window, names: names, escapedID: &escapedID)
         if var text = escapedID {
             text.withUTF8 { record(UnsafeRawBufferPointer($0), e, batch) }
         } else {
@@ -47,10 +49,11 @@ public enum NativeFormat {
     /// not to be used).
     @inline(__always)
     static func parse(
-        _ line: UnsafeRawBufferPointer, _ batch: TelemetryBatch, window: EventTimeWindow, escapedID: inout String?
+        _ line: UnsafeRawBufferPointer, _ batch: TelemetryBatch, window: EventTimeWindow, names: MemberNames,
+        escapedID: inout String?
     ) throws(LineError) -> ParsedEvent
     {
-        var s = JSONScanner(line, names: batch.memberNames)
+        var s = JSONScanner(line, names: names)
         var object = try s.beginObject()
         var time: Int64?
         var id: ByteSpan?

@@ -3,6 +3,8 @@
 #elseif canImport(Darwin)
     import Darwin
 #endif
+import JSON
+import Telemetry
 import TerminalText
 import Timekeeping
 
@@ -105,6 +107,8 @@ public final class TelemetryIngest {
     public private(set) var warnings: [IngestProblem] = []
     public private(set) var warningCount = 0
     public let maximumReportedProblems: Int
+    /// The member names of the line being read, for duplicate keys (reused by every line).
+    private let memberNames = MemberNames()
     private var carry: [UInt8] = []
     /// The length of the line being skipped because it is longer than `IngestLimits.maximumLineBytes`.
     private var skipping: Int?
@@ -125,7 +129,8 @@ public final class TelemetryIngest {
         self.window = window
         self.batch = batch
         self.maximumReportedProblems = maximumReportedProblems
-        batch.memberNames.policy = duplicateKeys
+        memberNames.policy = duplicateKeys
+        if batch.spillFiles == nil { batch.spillToTemporaryFiles() }
         let recorder = concurrentRecording && format == .native ? BlockRecorder(batch: batch) : nil
         self.recorder = recorder
         block = recorder?.take() ?? EventBlock()
@@ -252,13 +257,13 @@ public final class TelemetryIngest {
         if n > 0, raw[n - 1] == 0x0D { n -= 1 }
         if n == 0 { return }
         let line = UnsafeRawBufferPointer(start: raw.baseAddress, count: n)
-        let names = batch.memberNames
+        let names = memberNames
         names.resetFindings()
         do throws(LineError) {
             switch format {
             case .native:
                 var escapedID: String?
-                let e = try NativeFormat.parse(line, batch, window: window, escapedID: &escapedID)
+                let e = try NativeFormat.parse(line, batch, window: window, names: names, escapedID: &escapedID)
                 if var text = escapedID {
                     text.withUTF8 { append(e, id: UnsafeRawBufferPointer($0)) }
                 } else {
@@ -266,9 +271,9 @@ public final class TelemetryIngest {
                 }
                 recorded += 1
             case .ga4:
-                if try GA4Format.read(line, into: batch, window: window) == .recorded { recorded += 1 } else { ignored += 1 }
+                if try GA4Format.read(line, into: batch, window: window, names: names) == .recorded { recorded += 1 } else { ignored += 1 }
             case .crashlytics:
-                if try CrashlyticsFormat.read(line, into: batch, window: window) == .recorded {
+                if try CrashlyticsFormat.read(line, into: batch, window: window, names: names) == .recorded {
                     recorded += 1
                 } else {
                     ignored += 1

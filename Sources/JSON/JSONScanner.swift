@@ -4,7 +4,6 @@
     import Darwin
 #endif
 import Platform
-import JSON
 
 /// Why a line could not be read; the text is what the person fixing the file needs.
 public struct LineError: Error, Sendable, CustomStringConvertible {
@@ -14,24 +13,24 @@ public struct LineError: Error, Sendable, CustomStringConvertible {
 }
 
 /// A string value as it sits in the line's bytes (valid only while the line is being read).
-struct ByteSpan {
-    var start: UnsafePointer<UInt8>
-    var count: Int
+package struct ByteSpan {
+    package var start: UnsafePointer<UInt8>
+    package var count: Int
     /// The raw bytes contain backslash escapes; `decoded(into:)` resolves them.
-    var escaped: Bool
+    package var escaped: Bool
 
-    var raw: UnsafeRawBufferPointer { UnsafeRawBufferPointer(start: start, count: count) }
+    package var raw: UnsafeRawBufferPointer { UnsafeRawBufferPointer(start: start, count: count) }
 
     @inline(__always)
-    func equals(_ literal: StaticString) -> Bool {
+    package func equals(_ literal: StaticString) -> Bool {
         count == literal.utf8CodeUnitCount && !escaped && memcmp(start, literal.utf8Start, count) == 0
     }
 
-    var string: String { String(decoding: raw, as: UTF8.self) }
+    package var string: String { String(decoding: raw, as: UTF8.self) }
 
     /// Whether two names are the same text once escapes are resolved.
     @inline(__always)
-    func sameText(as other: ByteSpan) -> Bool {
+    package func sameText(as other: ByteSpan) -> Bool {
         if !escaped, !other.escaped {
             return count == other.count && (count == 0 || (start.pointee == other.start.pointee && memcmp(start, other.start, count) == 0))
         }
@@ -60,9 +59,9 @@ public final class MemberNames {
     @exclusivity(unchecked) public private(set) var duplicates = 0
     /// The first duplicated name found since the last `resetFindings`.
     @exclusivity(unchecked) public private(set) var firstDuplicate: String?
-    static let inlineKeys = 32
-    let storage: UnsafeMutablePointer<ByteSpan>
-    let capacity: Int
+    package static let inlineKeys = 32
+    package let storage: UnsafeMutablePointer<ByteSpan>
+    package let capacity: Int
 
     public init(policy: DuplicateKeyPolicy = .reject) {
         self.policy = policy
@@ -78,17 +77,17 @@ public final class MemberNames {
         firstDuplicate = nil
     }
 
-    func found(_ name: String) {
+    package func found(_ name: String) {
         duplicates += 1
         if firstDuplicate == nil { firstDuplicate = name }
     }
 }
 
 /// Where a `JSONScanner` is in one object: before its first member or after one, and the names seen so far.
-struct ObjectMembers {
-    var first = true
-    let base: Int
-    var large: Set<String>?
+package struct ObjectMembers {
+    package var first = true
+    package let base: Int
+    package var large: Set<String>?
 }
 
 /// A forward-only reader of one JSON text in a byte buffer, building no tree and allocating nothing per line.
@@ -99,21 +98,21 @@ struct ObjectMembers {
 /// number grammar without leading zeros, nesting at most `maximumDepth` deep, no member named twice in one
 /// object), and the differential fuzz target `Fuzz/JSONDifferential` holds it to that. Under
 /// `DuplicateKeyPolicy.count` a repeated name is counted instead of refused.
-struct JSONScanner {
+package struct JSONScanner {
     /// `JSONParser.maximumDepth`'s default.
-    static let maximumDepth = 256
+    package static let maximumDepth = 256
 
-    private(set) var p: UnsafePointer<UInt8>
-    let start: UnsafePointer<UInt8>
-    let end: UnsafePointer<UInt8>
+    package private(set) var p: UnsafePointer<UInt8>
+    package let start: UnsafePointer<UInt8>
+    package let end: UnsafePointer<UInt8>
     /// Nil only for the scanner of a number written inside a string, which meets no object.
-    let names: MemberNames?
+    package let names: MemberNames?
     /// `names.storage`, read once per line rather than through the class reference per key.
-    let keys: UnsafeMutablePointer<ByteSpan>?
+    package let keys: UnsafeMutablePointer<ByteSpan>?
     private var depth = 0
     private var keyTop = 0
 
-    init(_ bytes: UnsafeRawBufferPointer, names: MemberNames?) {
+    package init(_ bytes: UnsafeRawBufferPointer, names: MemberNames?) {
         let base = bytes.baseAddress?.assumingMemoryBound(to: UInt8.self) ?? UnsafePointer(bitPattern: 1)!
         p = base
         start = base
@@ -122,9 +121,9 @@ struct JSONScanner {
         keys = names?.storage
     }
 
-    var column: Int { p - start + 1 }
+    package var column: Int { p - start + 1 }
 
-    func fail(_ what: String) -> LineError {
+    package func fail(_ what: String) -> LineError {
         if p >= end { return LineError("\(what) at the end of the line (column \(column))") }
         let c = p.pointee
         let shown = c >= 0x20 && c < 0x7F ? "'\(Character(Unicode.Scalar(c)))'" : cFormat("byte 0x%02X", c)
@@ -132,7 +131,7 @@ struct JSONScanner {
     }
 
     @inline(__always)
-    mutating func skipWhitespace() {
+    package mutating func skipWhitespace() {
         while p < end {
             let c = p.pointee
             guard c == 0x20 || c == 0x09 || c == 0x0D || c == 0x0A else { return }
@@ -141,13 +140,13 @@ struct JSONScanner {
     }
 
     @inline(__always)
-    mutating func peek() -> UInt8? {
+    package mutating func peek() -> UInt8? {
         skipWhitespace()
         return p < end ? p.pointee : nil
     }
 
     @inline(__always)
-    mutating func expect(_ c: UInt8, _ what: @autoclosure () -> String) throws(LineError) {
+    package mutating func expect(_ c: UInt8, _ what: @autoclosure () -> String) throws(LineError) {
         skipWhitespace()
         guard p < end, p.pointee == c else { throw fail(what()) }
         p += 1
@@ -161,20 +160,20 @@ struct JSONScanner {
 
     /// Consumes `{`; walk the members with `member(&)` until it returns nil.
     @inline(__always)
-    mutating func beginObject() throws(LineError) -> ObjectMembers {
+    package mutating func beginObject() throws(LineError) -> ObjectMembers {
         try expect(0x7B, "expected '{'")
         try enter()
         return ObjectMembers(base: keyTop)
     }
 
-    mutating func beginArray() throws(LineError) {
+    package mutating func beginArray() throws(LineError) {
         try expect(0x5B, "expected '['")
         try enter()
     }
 
     /// The next member's key, positioned at its value; nil (having consumed `}`) when the object ends.
     @inline(__always)
-    mutating func member(_ object: inout ObjectMembers) throws(LineError) -> ByteSpan? {
+    package mutating func member(_ object: inout ObjectMembers) throws(LineError) -> ByteSpan? {
         skipWhitespace()
         guard p < end else { throw fail("unterminated object") }
         if p.pointee == 0x7D {
@@ -240,7 +239,7 @@ struct JSONScanner {
 
     /// Positions at the next element; false (having consumed `]`) when the array ends.
     @inline(__always)
-    mutating func element(_ first: inout Bool) throws(LineError) -> Bool {
+    package mutating func element(_ first: inout Bool) throws(LineError) -> Bool {
         skipWhitespace()
         guard p < end else { throw fail("unterminated array") }
         if p.pointee == 0x5D {
@@ -260,7 +259,7 @@ struct JSONScanner {
 
     /// A string, checked as `JSONParser` checks it (escapes, surrogate pairs, UTF-8, no raw control characters).
     @inline(__always)
-    mutating func string() throws(LineError) -> ByteSpan {
+    package mutating func string() throws(LineError) -> ByteSpan {
         skipWhitespace()
         guard p < end, p.pointee == 0x22 else { throw fail("expected a string") }
         p += 1
@@ -322,7 +321,7 @@ struct JSONScanner {
 
     /// Whether the next value is `null` (consumed if so).
     @inline(__always)
-    mutating func null() -> Bool {
+    package mutating func null() -> Bool {
         skipWhitespace()
         if end - p >= 4, p[0] == 0x6E, p[1] == 0x75, p[2] == 0x6C, p[3] == 0x6C {
             p += 4
@@ -332,7 +331,7 @@ struct JSONScanner {
     }
 
     /// A boolean, also written as the strings `"true"` / `"false"` or the integers 1 / 0 (export tools vary).
-    mutating func bool() throws(LineError) -> Bool {
+    package mutating func bool() throws(LineError) -> Bool {
         skipWhitespace()
         guard p < end else { throw fail("expected true or false") }
         if end - p >= 4, memcmp(p, "true", 4) == 0 {
@@ -359,7 +358,7 @@ struct JSONScanner {
     /// Moves past one number of the JSON grammar (`-? (0 | [1-9][0-9]*) (.[0-9]+)? ([eE][+-]?[0-9]+)?`);
     /// returns whether it is an integer (no fraction, no exponent).
     @inline(__always)
-    mutating func numberLiteral() throws(LineError) -> Bool {
+    package mutating func numberLiteral() throws(LineError) -> Bool {
         @inline(__always) func digit(_ q: UnsafePointer<UInt8>) -> Bool { q < end && q.pointee &- 0x30 < 10 }
         if p < end, p.pointee == 0x2D { p += 1 }
         guard digit(p) else { throw fail("expected a number") }
@@ -389,7 +388,7 @@ struct JSONScanner {
     /// An integer written as a JSON number without fraction or exponent, or as a string holding one (BigQuery
     /// writes INT64 values as strings in its JSON exports).
     @inline(__always)
-    mutating func integer() throws(LineError) -> Int64 {
+    package mutating func integer() throws(LineError) -> Int64 {
         skipWhitespace()
         guard p < end else { throw fail("expected an integer") }
         if p.pointee == 0x22 {
@@ -425,7 +424,7 @@ struct JSONScanner {
     }
 
     /// Any JSON number (or a string holding one) as a double; rare path, so it may allocate.
-    mutating func number() throws(LineError) -> Double {
+    package mutating func number() throws(LineError) -> Double {
         skipWhitespace()
         if p < end, p.pointee == 0x22 {
             let s = try string()
@@ -445,7 +444,7 @@ struct JSONScanner {
     }
 
     /// Skips one value of any type.
-    mutating func skipValue() throws(LineError) {
+    package mutating func skipValue() throws(LineError) {
         skipWhitespace()
         guard p < end else { throw fail("expected a value") }
         switch p.pointee {
@@ -472,7 +471,7 @@ struct JSONScanner {
     }
 
     /// Only whitespace may follow the value.
-    mutating func finish() throws(LineError) {
+    package mutating func finish() throws(LineError) {
         skipWhitespace()
         guard p == end else { throw fail("unexpected text after the JSON value") }
     }
@@ -480,7 +479,7 @@ struct JSONScanner {
     /// The value at `p` written back as compact JSON text with `JSONWriter`'s spelling (strings decoded and
     /// re-quoted, numbers as written): the differential fuzz target and the tests compare it with
     /// `JSONWriter` over `JSONParser`'s tree, which holds the scanner to the same decoded values.
-    mutating func canonicalText(into out: inout [UInt8]) throws(LineError) {
+    package mutating func canonicalText(into out: inout [UInt8]) throws(LineError) {
         skipWhitespace()
         guard p < end else { throw fail("expected a value") }
         switch p.pointee {
@@ -519,7 +518,7 @@ struct JSONScanner {
 /// The length of the valid UTF-8 sequence of two to four bytes at `p` (whose first byte is at least 0x80), or 0
 /// when it is not valid UTF-8 (Unicode Table 3-7: no overlong forms, no surrogates, nothing above U+10FFFF).
 @inline(__always)
-func utf8SequenceLength(_ p: UnsafePointer<UInt8>, _ end: UnsafePointer<UInt8>) -> Int {
+package func utf8SequenceLength(_ p: UnsafePointer<UInt8>, _ end: UnsafePointer<UInt8>) -> Int {
     let c = p.pointee
     @inline(__always) func cont(_ i: Int, _ lo: UInt8 = 0x80, _ hi: UInt8 = 0xBF) -> Bool {
         p + i < end && p[i] >= lo && p[i] <= hi
@@ -537,7 +536,7 @@ func utf8SequenceLength(_ p: UnsafePointer<UInt8>, _ end: UnsafePointer<UInt8>) 
 }
 
 @inline(__always)
-func hexValue(_ c: UInt8) -> UInt32? {
+package func hexValue(_ c: UInt8) -> UInt32? {
     switch c {
     case 0x30...0x39: UInt32(c - 0x30)
     case 0x41...0x46: UInt32(c - 0x41 + 10)
@@ -548,7 +547,7 @@ func hexValue(_ c: UInt8) -> UInt32? {
 
 extension ByteSpan {
     /// The string with escapes resolved (the rare path: it allocates).
-    var text: String {
+    package var text: String {
         guard escaped else { return string }
         var out: [UInt8] = []
         out.reserveCapacity(count)

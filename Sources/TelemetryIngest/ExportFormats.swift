@@ -1,4 +1,6 @@
+import JSON
 import Rollout
+import Telemetry
 import Timekeeping
 
 /// Whether a row of an export was counted or left aside as not ours.
@@ -51,10 +53,11 @@ enum ParameterValue {
 /// `none`; the provider from the event parameter `provider`. The installation is `user_pseudo_id`, the time
 /// `event_timestamp` (microseconds), the OS `device.operating_system_version` and the app `app_info.version`.
 public enum GA4Format {
-    public static func read(_ line: UnsafeRawBufferPointer, into batch: TelemetryBatch, window: EventTimeWindow)
-        throws(LineError) -> RowOutcome
+    public static func read(
+        _ line: UnsafeRawBufferPointer, into batch: TelemetryBatch, window: EventTimeWindow, names: MemberNames
+    ) throws(LineError) -> RowOutcome
     {
-        var s = JSONScanner(line, names: batch.memberNames)
+        var s = JSONScanner(line, names: names)
         var object = try s.beginObject()
         var name: ByteSpan?
         var time: Int64?
@@ -260,10 +263,11 @@ func record(
 /// then compare crashed installations with session-reporting installations of the same cohort, which is sound
 /// as long as both describe the same population.
 public enum CrashlyticsFormat {
-    public static func read(_ line: UnsafeRawBufferPointer, into batch: TelemetryBatch, window: EventTimeWindow)
-        throws(LineError) -> RowOutcome
+    public static func read(
+        _ line: UnsafeRawBufferPointer, into batch: TelemetryBatch, window: EventTimeWindow, names: MemberNames
+    ) throws(LineError) -> RowOutcome
     {
-        var s = JSONScanner(line, names: batch.memberNames)
+        var s = JSONScanner(line, names: names)
         var object = try s.beginObject()
         var time: Int64?
         var id: ByteSpan?

@@ -6,23 +6,14 @@ import Testing
 import Timekeeping
 
 @testable import Telemetry
+@testable import TelemetryIngest
 
 /// Issue 17: a batch spills its installations to sorted runs once its table reaches `spillLimit`, and merges
 /// them when it lands; the result must be the one of a batch that kept every installation in memory.
 @Suite("ingest spill")
 struct IngestSpillTests {
-    /// splitmix64, seeded: the same events for the same seed.
-    struct Random {
-        var state: UInt64
-        mutating func next() -> UInt64 {
-            state &+= 0x9E37_79B9_7F4A_7C15
-            var z = state
-            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-            return z ^ (z >> 31)
-        }
-        mutating func below(_ n: Int) -> Int { Int(next() % UInt64(n)) }
-    }
+    /// Seeded: the same events for the same seed.
+    typealias Random = SplitMix64
 
     /// Random events over `ids` installations, out of time order, with unknown providers and OS versions and
     /// equal times mixed in (what the latest-event fields are most sensitive to).
@@ -236,6 +227,7 @@ struct IngestSpillTests {
     func failingBodyStopsTheMerge() throws {
         let batch = TelemetryBatch()
         batch.spillLimit = 50
+        batch.spillToTemporaryFiles()
         Self.fill([batch], seed: 5, events: 60_000, ids: 30_000)
         #expect(batch.spilledRuns > 10)
         let whole = try Self.installations(batch)
@@ -262,6 +254,7 @@ struct IngestSpillTests {
         whole.spillLimit = .max
         let spilled = TelemetryBatch()
         spilled.spillLimit = limit
+        spilled.spillToTemporaryFiles()
         Self.fill([whole, spilled], seed: UInt64(seed), events: 200 + r.below(800), ids: limit + 1 + r.below(60))
         #expect(whole.spilledRuns == 0)
         #expect(spilled.spilledRuns > 0, "limit \(limit) spilled nothing")
@@ -286,6 +279,7 @@ struct IngestSpillTests {
             whole.spillLimit = .max
             let spilled = TelemetryBatch()
             spilled.spillLimit = 3 + round
+            spilled.spillToTemporaryFiles()
             Self.fill([whole, spilled], seed: UInt64(100 + round), events: 600, ids: 45)
             #expect(spilled.spilledRuns > 0)
             let a = try #require(try plain.commit(whole, source: "r\(round)", at: t0 + .minutes(20)))
@@ -314,6 +308,7 @@ struct IngestSpillTests {
             whole.spillLimit = .max
             let spilled = TelemetryBatch()
             spilled.spillLimit = 7
+            spilled.spillToTemporaryFiles()
             var r = Random(state: UInt64(failAfter) + 9)
             let names = (0..<90).map { "id-\($0)" }
             for i in 0..<900 {
@@ -332,10 +327,30 @@ struct IngestSpillTests {
         }
     }
 
+    @Test("a batch given no spill files (made outside an ingest) keeps its installations in memory past the limit")
+    func noSpillFiles() throws {
+        let whole = TelemetryBatch()
+        whole.spillLimit = .max
+        let bare = TelemetryBatch()
+        bare.spillLimit = 7
+        for i in 0..<300 {
+            let e = event(Int64(i % 600), "id-\(i % 90)", i % 3 == 0 ? .sessionStart : .attestationSuccess, .enabled)
+            whole.record(e)
+            bare.record(e)
+        }
+        #expect(bare.spilledRuns == 0)
+        #expect(bare.installations.count > 7)
+        let expected = try Self.installations(whole)
+        let merged = try Self.installations(bare)
+        #expect(merged.map(\.0) == expected.map(\.0))
+        #expect(merged.map(\.1) == expected.map(\.1))
+    }
+
     @Test("the table stays at the spill limit however many installations come, and removeAll drops the runs")
     func boundedTable() throws {
         let b = TelemetryBatch()
         b.spillLimit = 100
+        b.spillToTemporaryFiles()
         for i in 0..<1_050 {
             b.record(event(Int64(i % 50), "fid-\(i)", .sessionStart, .enabled))
             #expect(b.installations.count < 100)

@@ -1,9 +1,11 @@
 import Foundation
+import JSON
 import Rollout
 import Testing
 import Timekeeping
 
 @testable import Telemetry
+@testable import TelemetryIngest
 
 /// The window of these tests' events: they happen around 1_780_000_000 s (2026-05-28), the rollout started
 /// at `rolloutStart`, and now is a day after.
@@ -339,57 +341,5 @@ struct CrashlyticsFormatTests {
                 IngestProblem(line: 5, reason: "cohort \"treatment\" is not enabled, control or none"),
                 IngestProblem(line: 6, reason: "expected '{' at column 1, found '['"),
             ])
-    }
-}
-
-@Suite("JSON scanner")
-struct JSONScannerTests {
-    func scan(_ text: String, _ body: (inout JSONScanner) throws(LineError) -> Void) -> LineError? {
-        var bytes = Array(text.utf8)
-        return bytes.withUnsafeMutableBytes { raw -> LineError? in
-            var s = JSONScanner(UnsafeRawBufferPointer(raw), names: MemberNames())
-            do throws(LineError) {
-                try body(&s)
-                try s.finish()
-                return nil
-            } catch {
-                return error
-            }
-        }
-    }
-
-    @Test("skips any value and rejects what RFC 8259 rejects")
-    func skipping() {
-        #expect(
-            scan(#" {"a":[1,-2.5e3,{"b":[]},"x\"y",true,false,null],"c":{}} "#) { s throws(LineError) in
-                try s.skipValue()
-            } == nil)
-        for bad in [
-            #"{"a":1,}"#, #"[1 2]"#, #"{"a" 1}"#, #"tru"#, #""abc"#, "\"a\u{01}b\"", #""\x""#, #"{"a":1}}"#, "-",
-        ] {
-            #expect(scan(bad) { s throws(LineError) in try s.skipValue() } != nil, "\(bad)")
-        }
-    }
-
-    @Test("integers: range, quoted digits, no fractions")
-    func integers() {
-        var value: Int64 = 0
-        #expect(scan("9223372036854775807") { s throws(LineError) in value = try s.integer() } == nil)
-        #expect(value == .max)
-        #expect(scan("\"-42\"") { s throws(LineError) in value = try s.integer() } == nil)
-        #expect(value == -42)
-        #expect(
-            scan("9223372036854775808") { s throws(LineError) in value = try s.integer() }?.reason.contains(
-                "out of range") == true)
-        #expect(scan("1e3") { s throws(LineError) in value = try s.integer() } != nil)
-    }
-
-    @Test("escapes decode to the same text Foundation's parser gives")
-    func escapes() throws {
-        let json = #""a\u00e9\n\ud83d\ude00\/\\\"""#
-        var decoded = ""
-        #expect(scan(json) { s throws(LineError) in decoded = try s.string().text } == nil)
-        let foundation = try JSONSerialization.jsonObject(with: Data(json.utf8), options: .fragmentsAllowed) as! String
-        #expect(decoded == foundation)
     }
 }

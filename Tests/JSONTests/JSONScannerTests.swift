@@ -1,0 +1,122 @@
+import Foundation
+import JSON
+import Testing
+
+@Suite("JSON scanner")
+struct JSONScannerTests {
+    func scan(_ text: String, _ body: (inout JSONScanner) throws(LineError) -> Void) -> LineError? {
+        var bytes = Array(text.utf8)
+        return bytes.withUnsafeMutableBytes { raw -> LineError? in
+            var s = JSONScanner(UnsafeRawBufferPointer(raw), names: MemberNames())
+            do throws(LineError) {
+                try body(&s)
+                try s.finish()
+                return nil
+            } catch {
+                return error
+            }
+        }
+    }
+
+    @Test("skips any value and rejects what RFC 8259 rejects")
+    func skipping() {
+        #expect(
+            scan(#" {"a":[1,-2.5e3,{"b":[]},"x\"y",true,false,null],"c":{}} "#) { s throws(LineError) in
+                try s.skipValue()
+            } == nil)
+        for bad in [
+            #"{"a":1,}"#, #"[1 2]"#, #"{"a" 1}"#, #"tru"#, #""abc"#, "\"a\u{01}b\"", #""\x""#, #"{"a":1}}"#, "-",
+        ] {
+            #expect(scan(bad) { s throws(LineError) in try s.skipValue() } != nil, "\(bad)")
+        }
+    }
+
+    @Test("integers: range, quoted digits, no fractions")
+    func integers() {
+        var value: Int64 = 0
+        #expect(scan("9223372036854775807") { s throws(LineError) in value = try s.integer() } == nil)
+        #expect(value == .max)
+        #expect(scan("\"-42\"") { s throws(LineError) in value = try s.integer() } == nil)
+        #expect(value == -42)
+        #expect(
+            scan("9223372036854775808") { s throws(LineError) in value = try s.integer() }?.reason.contains(
+                "out of range") == true)
+        #expect(scan("1e3") { s throws(LineError) in value = try s.integer() } != nil)
+    }
+
+    @Test("escapes decode to the same text Foundation's parser gives")
+    func escapes() throws {
+        let json = #""a\u00e9\n\ud83d\ude00\/\\\"""#
+        var decoded = ""
+        #expect(scan(json) { s throws(LineError) in decoded = try s.string().text } == nil)
+        let foundation = try JSONSerialization.jsonObject(with: Data(json.utf8), options: .fragmentsAllowed) as! String
+        #expect(decoded == foundation)
+    }
+}
+
+/// Issue 13: the JSON scanner (the ingest's reader) is a fast path of JSONParser's grammar.
+@Suite("JSON scanner = JSONParser")
+struct ScannerParserAgreementTests {
+    func canonical(_ text: String, policy: DuplicateKeyPolicy = .reject) -> [UInt8]? {
+        let bytes = Array(text.utf8)
+        return bytes.withUnsafeBytes { raw -> [UInt8]? in
+            var s = JSONScanner(raw, names: MemberNames(policy: policy))
+            var out: [UInt8] = []
+            do throws(LineError) {
+                try s.canonicalText(into: &out)
+                try s.finish()
+                return out
+            } catch {
+                return nil
+            }
+        }
+    }
+
+    @Test("numbers the old scanner accepted are refused, as JSONParser refuses them", arguments: [
+        "1-2e+", "[1-2e+]", "01", "-", "1.", ".5", "1e", "+1", "1e+", "--1", "0x10", "1.5e3.2", "[1,2,]", "-01",
+    ])
+    func badNumbers(_ text: String) {
+        #expect(canonical(text) == nil, "\(text)")
+        #expect((try? JSONParser().parse(text)) == nil)
+    }
+
+    @Test("invalid UTF-8, lone surrogates and deep nesting are refused, as JSONParser refuses them")
+    func badStrings() {
+        for bytes: [UInt8] in [[0x22, 0xC3, 0x22], [0x22, 0xED, 0xA0, 0x80, 0x22], [0x22, 0xC0, 0xAF, 0x22], [0x22, 0xF4, 0x90, 0x80, 0x80, 0x22], [0x22, 0xFF, 0x22]] {
+            let text = String(decoding: bytes, as: UTF8.self)
+            _ = text
+            let scanned = bytes.withUnsafeBytes { raw -> Bool in
+                var s = JSONScanner(raw, names: MemberNames())
+                return (try? s.skipValue()) != nil
+            }
+            #expect(!scanned, "\(bytes)")
+            #expect((try? JSONParser().parse(bytes)) == nil)
+        }
+        for text in [#""\ud800""#, #""\udc00""#, #""\ud800\u0041""#] {
+            #expect(canonical(text) == nil, "\(text)")
+            #expect((try? JSONParser().parse(text)) == nil)
+        }
+        let deep = String(repeating: "[", count: 300) + String(repeating: "]", count: 300)
+        #expect(canonical(deep) == nil)
+        #expect((try? JSONParser().parse(deep)) == nil)
+        let ok = String(repeating: "[", count: 256) + String(repeating: "]", count: 256)
+        #expect(canonical(ok) != nil)
+        #expect((try? JSONParser().parse(ok)) != nil)
+    }
+
+    @Test("accepted documents decode to the same values")
+    func sameValues() throws {
+        for text in [
+            #"{"z":1,"a":[1.50,-0,2e10,1E-7],"é":"ü\u00e9\ud83d\ude80","n":null,"t":true,"nested":{"y":{},"x":[]}}"#,
+            #" [ "a\/b\"\\\b\f\n\r\t", 0, -0.0e-0, 123456789012345678901234567890 ] "#,
+            #"{"rejected":"\u001b]0;pwned\u0007"}"#,
+            "{" + (0..<40).map { #""k\#($0)":\#($0)"# }.joined(separator: ",") + "}",
+        ] {
+            let value = try JSONParser().parse(text)
+            #expect(canonical(text) == JSONWriter().bytes(value), "\(text)")
+        }
+        let many = "{" + (0..<40).map { #""k\#($0)":\#($0)"# }.joined(separator: ",") + #","k7":1}"#
+        #expect(canonical(many) == nil)
+        #expect(canonical(many, policy: .count) != nil)
+    }
+}
