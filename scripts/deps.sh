@@ -8,7 +8,7 @@ build=(libncurses-dev libsqlite3-dev libssl-dev libqrencode-dev libmicrohttpd-de
 case "$group" in
   build|demo) want=("${build[@]}") ;;
   test) want=("${build[@]}" tmux faketime python3-venv sqlite3 qrencode zbar-tools postgresql) ;;
-  bench) want=("${build[@]}" python3-venv openssl faketime postgresql time tmux) ;;
+  bench) want=("${build[@]}" python3-venv openssl faketime postgresql time) ;;
   *) echo "deps.sh: unknown group '$group'" >&2; exit 2 ;;
 esac
 missing=()
