@@ -104,10 +104,17 @@ let package = Package(
             name: "ExchangeServer",
             dependencies: ["Platform", "CMicroHTTPD", "AppCheck", "Crypto", "JSON", "Telemetry", "TelemetryIngest", "Timekeeping"],
             swiftSettings: strict),
-        // Firebase Remote Config as the config store: REST over libcurl, service-account OAuth, the ConfigStore.
+        // What every client of a web API shares: HTTPS over libcurl (verification on, size limits, retries of lost
+        // answers), service-account and command access tokens, and the Google API caller. Adapters that speak to a
+        // web service depend on it, never on each other.
+        .target(
+            name: "WebClient",
+            dependencies: ["Platform", "CCurl", "COpenSSL", "Crypto", "JSON", "Timekeeping"],
+            swiftSettings: strict),
+        // Firebase Remote Config as the config store and App Check's services: REST through WebClient.
         .target(
             name: "FirebaseRemoteConfig",
-            dependencies: ["Platform", "CCurl", "COpenSSL", "Crypto", "JSON", "RemoteConfig", "Rollout", "Timekeeping"],
+            dependencies: ["Platform", "Crypto", "JSON", "RemoteConfig", "Rollout", "Timekeeping", "WebClient"],
             swiftSettings: strict),
         // `rollout store copy`: an SQLite store moved into a PostgreSQL team store. It reads one adapter and writes
         // another, so it sits beside the wiring, not in either adapter.
@@ -121,6 +128,7 @@ let package = Package(
                 "Platform", "CommandLineKit", "Crypto", "RemoteConfig", "Rollout", "Telemetry", "SQLiteStore", "StepUp", "Console", "Terminal", "Timekeeping",
                 "Monitoring",
                 "FirebaseRemoteConfig",
+                "WebClient",
                 "RampPlans",
                 "PostgresStore",
                 "StoreCopy",
@@ -133,7 +141,7 @@ let package = Package(
         // The strict fake of Firebase Remote Config (a Python program) and its driver, shared by the Firebase tests.
         .target(
             name: "FirebaseFake",
-            dependencies: ["TestSupport", "FirebaseRemoteConfig", "JSON", "RemoteConfig", "Rollout", "SQLiteStore", "Timekeeping"],
+            dependencies: ["TestSupport", "FirebaseRemoteConfig", "WebClient", "JSON", "RemoteConfig", "Rollout", "SQLiteStore", "Timekeeping"],
             path: "Tests/FirebaseFake", exclude: ["fake_remote_config.py"], swiftSettings: strict),
         .target(
             name: "StoreConformance", dependencies: ["Rollout", "RemoteConfig", "StepUp", "Telemetry", "AppCheck", "JSON", "Timekeeping", "RampPlans"],
@@ -195,7 +203,7 @@ let package = Package(
         .testTarget(
             name: "FirebaseRemoteConfigTests",
             dependencies: [
-                "TestSupport", "FirebaseFake", "StoreConformance", "FirebaseRemoteConfig", "SQLiteStore", "Rollout", "RemoteConfig", "JSON",
+                "TestSupport", "FirebaseFake", "StoreConformance", "FirebaseRemoteConfig", "WebClient", "SQLiteStore", "Rollout", "RemoteConfig", "JSON",
                 "Timekeeping", "PostgresStore",
             ],
             swiftSettings: strict),

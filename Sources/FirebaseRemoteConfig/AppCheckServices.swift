@@ -2,6 +2,7 @@ import FoundationEssentials
 import JSON
 import Platform
 import Rollout
+import WebClient
 
 /// Where the App Check API is: Google's, or `FIREBASE_APPCHECK_URL` (as firebase-tools reads it) for tests and
 /// mirrors; plain `http://` only for loopback hosts.

@@ -6,6 +6,7 @@ import JSON
 import RemoteConfig
 import Rollout
 import Timekeeping
+import WebClient
 
 /// The `ConfigStore` whose templates live in Firebase Remote Config, with the audit log in a state store.
 ///

@@ -4,6 +4,7 @@ import JSON
 import RemoteConfig
 import Rollout
 import Timekeeping
+import WebClient
 
 extension FirebaseConfigStore {
     /// Adopts the project's existing template: adds the rollout (the flag, its two conditions on the genesis

@@ -5,6 +5,7 @@ import JSON
 import Platform
 import Rollout
 import Timekeeping
+import WebClient
 
 // `PublishIntent` and the state store's port (`FirebaseStateStore`) are the core's (Sources/Rollout); the state
 // stores are the SQLite adapter's (`FirebaseState`) and the PostgreSQL one's (`PostgresFirebaseState`).

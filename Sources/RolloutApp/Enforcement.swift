@@ -1,5 +1,6 @@
 import CommandLineKit
 import FirebaseRemoteConfig
+import WebClient
 import Monitoring
 import RemoteConfig
 import Rollout

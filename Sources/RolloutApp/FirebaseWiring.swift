@@ -1,5 +1,6 @@
 import CommandLineKit
 import FirebaseRemoteConfig
+import WebClient
 import FoundationEssentials
 import Glibc
 import Monitoring

@@ -2,6 +2,7 @@ import AppCheck
 import CommandLineKit
 import Console
 import FirebaseRemoteConfig
+import WebClient
 import FoundationEssentials
 import Glibc
 import Platform

@@ -3,6 +3,7 @@ import Console
 import Crypto
 import FoundationEssentials
 import FirebaseRemoteConfig
+import WebClient
 import Glibc
 import Monitoring
 import RemoteConfig

@@ -1,4 +1,5 @@
 import FirebaseRemoteConfig
+import WebClient
 import Foundation
 import JSON
 import RemoteConfig

@@ -1,5 +1,6 @@
 import FirebaseFake
 import FirebaseRemoteConfig
+import WebClient
 import Foundation
 import JSON
 import TestSupport

@@ -1,5 +1,6 @@
 import Crypto
 import FirebaseRemoteConfig
+import WebClient
 import FirebaseFake
 import Foundation
 import JSON

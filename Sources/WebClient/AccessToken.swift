@@ -41,7 +41,7 @@ public final class ServiceAccountTokenProvider: AccessTokenProvider, @unchecked 
     {
         self.pause = pause
         self.scope = scope
-        try RemoteConfigEndpoint.checkScheme(key.tokenURI, what: "the key file's token_uri")
+        try WebURL.checkScheme(key.tokenURI, what: "the key file's token_uri")
         self.key = key
         self.transport = transport
         self.clock = clock
@@ -114,7 +114,7 @@ public final class ServiceAccountTokenProvider: AccessTokenProvider, @unchecked 
 
     /// `application/x-www-form-urlencoded` escaping of a value: every byte of its UTF-8 but the unreserved
     /// characters of RFC 3986 (ASCII letters, digits, `-._~`) as `%XX`.
-    static func formEscape(_ s: String) -> String { percentEncoded(s, keeping: "-._~") }
+    package static func formEscape(_ s: String) -> String { percentEncoded(s, keeping: "-._~") }
 }
 
 /// Runs a command (for example `gcloud auth print-access-token`) and uses its output as the token; the token is

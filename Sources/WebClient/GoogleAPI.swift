@@ -32,10 +32,10 @@ public final class GoogleAPICaller: @unchecked Sendable {
 
 
     /// The answer of one call after authentication and the retries the call allows.
-    struct Answer {
-        var response: HTTPResponse
-        var permission: String
-        var error: (code: Int, message: String, status: String)? {
+    package struct Answer {
+        package var response: HTTPResponse
+        package var permission: String
+        package var error: (code: Int, message: String, status: String)? {
             guard response.status >= 400 else { return nil }
             let json = try? JSONParser().parse(response.body)
             let e = json?["error"]
@@ -45,7 +45,7 @@ public final class GoogleAPICaller: @unchecked Sendable {
             )
         }
 
-        var versionMismatch: VersionMismatch? {
+        package var versionMismatch: VersionMismatch? {
             guard let e = error else { return nil }
             if response.status == 412 || e.status == "FAILED_PRECONDITION" || e.status == "ABORTED"
                 || e.message.hasPrefix("[VERSION_MISMATCH]")
@@ -55,7 +55,7 @@ public final class GoogleAPICaller: @unchecked Sendable {
             return nil
         }
 
-        func expectOK(rejecting: Bool = false) throws {
+        package func expectOK(rejecting: Bool = false) throws {
             guard let e = error else {
                 guard response.status == 200 else {
                     throw FirebaseError.protocolViolation("Firebase answered HTTP \(response.status) without a body")
@@ -70,13 +70,13 @@ public final class GoogleAPICaller: @unchecked Sendable {
             }
         }
 
-        func json() throws -> JSONValue {
+        package func json() throws -> JSONValue {
             do { return try JSONParser().parse(response.body) } catch {
                 throw FirebaseError.protocolViolation("Firebase's answer is not JSON: \(error)")
             }
         }
 
-        func etag() throws -> String {
+        package func etag() throws -> String {
             guard let e = response.header("etag"), !e.isEmpty else {
                 throw FirebaseError.protocolViolation(
                     "Firebase's answer carries no ETag header; refusing to continue without one")
@@ -88,7 +88,7 @@ public final class GoogleAPICaller: @unchecked Sendable {
     /// Sends with a bearer token (refreshed once after a 401); with `retry`, retries 429/500/503 answers and
     /// lost connections with back-off. Without `retry`, transport failures are thrown as `TransportError` so that
     /// the caller can settle them.
-    func send(
+    package func send(
         _ method: String, _ url: String, headers: [(String, String)] = [], body: [UInt8]? = nil, permission: String,
         retry: Bool
     ) throws -> Answer {
