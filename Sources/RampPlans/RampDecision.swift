@@ -98,6 +98,8 @@ public enum RampAction: Hashable, Sendable {
     case advance(step: Int, target: MicroPercent, reason: String)
     /// Stop advancing until an operator resumes; `alert` when a person must look (timeout, changed outside).
     case pause(String, alert: Bool)
+    /// Set `service` ENFORCED (step `step`, 1-based, counted after the percentage steps), with `reason`.
+    case enforce(step: Int, service: String, reason: String)
     /// Publish a kill (the verdict is HALT and the plan says kill).
     case kill(String)
     /// The last step is published.
@@ -117,8 +119,16 @@ public struct RampDecision: Hashable, Sendable {
 }
 
 extension RampPlan {
+    /// Every step: the percentages, then the services to enforce.
+    public var stepCount: Int { steps.count + enforcements.count }
+
+    /// What step `step` (1-based) does, in words: `25%`, `enforce firestore.googleapis.com`.
+    public func stepText(_ step: Int) -> String {
+        step <= steps.count ? "\(steps[step - 1].target)" : "enforce \(enforcements[step - steps.count - 1])"
+    }
+
     /// The reason recorded with step `step`'s change: `plan 'ramp' step 3/5: 25%`.
-    public func reason(step: Int) -> String { "plan '\(name)' step \(step)/\(steps.count): \(steps[step - 1].target)" }
+    public func reason(step: Int) -> String { "plan '\(name)' step \(step)/\(stepCount): \(stepText(step))" }
 
     /// The one decision of a plan (pure): given its state, the one assessment and the telemetry time `now`.
     ///
@@ -141,10 +151,10 @@ extension RampPlan {
         next.okSince = o.level == .ok ? (state.okSince ?? now) : nil
         func decision(_ a: RampAction) -> RampDecision { RampDecision(action: a, state: next) }
 
-        if state.reached >= steps.count { return decision(.done("all \(steps.count) steps published")) }
+        if state.reached >= stepCount { return decision(.done("all \(stepCount) steps published")) }
         // The next step is published already: by another runner that has not stored its state yet, or by this
         // plan just before a restart. Adopt it and hold it from now.
-        if o.rollout?.state == .rolling, o.exposed == steps[state.reached].target {
+        if state.reached < steps.count, o.rollout?.state == .rolling, o.exposed == steps[state.reached].target {
             next.reached = state.reached + 1
             next.reachedAt = now
             let step = steps[state.reached]
@@ -152,7 +162,8 @@ extension RampPlan {
                 .wait("step \(next.reached) (\(step.target)) is published; holding it from now", gates: []))
         }
         if state.reached > 0 {
-            let current = steps[state.reached - 1]
+            // An enforcement step holds the last percentage step: its exposure, verdict actions, hold and gates.
+            let current = steps[min(state.reached, steps.count) - 1]
             if o.rollout?.state == .killed {
                 if o.level == .halt, actions.onHalt == .kill { return decision(.kill("\(o.level): \(o.reason)")) }
                 return decision(.pause("the rollout was killed outside the plan", alert: true))
@@ -160,7 +171,7 @@ extension RampPlan {
             if o.exposed != current.target {
                 return decision(
                     .pause(
-                        "the rollout is at \(o.exposed), not at step \(state.reached)'s \(current.target): changed outside the plan",
+                        "the rollout is at \(o.exposed), not at step \(min(state.reached, steps.count))'s \(current.target): changed outside the plan",
                         alert: true))
             }
             let verdictAction: RampActions.OnVerdict? =
@@ -183,7 +194,7 @@ extension RampPlan {
             if let timeout = current.timeout, now - since >= current.hold + timeout {
                 return decision(
                     .pause(
-                        "timeout: step \(state.reached) (\(current.target)) has not passed its gates within "
+                        "timeout: step \(min(state.reached, steps.count)) (\(current.target)) has not passed its gates within "
                             + "\((current.hold + timeout).compactText)", alert: true))
             }
             let why: String
@@ -206,7 +217,11 @@ extension RampPlan {
     }
 
     private func advance(from reached: Int) -> RampAction {
-        if reached == steps.count { return .done("all \(steps.count) steps published") }
+        if reached == stepCount { return .done("all \(stepCount) steps published") }
+        if reached >= steps.count {
+            return .enforce(
+                step: reached + 1, service: enforcements[reached - steps.count], reason: reason(step: reached + 1))
+        }
         return .advance(step: reached + 1, target: steps[reached].target, reason: reason(step: reached + 1))
     }
 
@@ -282,10 +297,10 @@ extension RampPlan {
     /// The countdown of the current step of `state` at telemetry time `now`, on the same clock and the same streak
     /// rule (counted at this step only) as `decide`.
     public func countdown(_ state: RampState, now: Instant) -> RampCountdown {
-        guard state.reached > 0, state.reached <= steps.count, let since = state.reachedAt else {
+        guard state.reached > 0, state.reached <= stepCount, let since = state.reachedAt else {
             return RampCountdown()
         }
-        let step = steps[state.reached - 1]
+        let step = steps[min(state.reached, steps.count) - 1]
         let zero = Instant.Duration.seconds(Int64(0))
         let holdLeft = since + step.hold - now
         var okLeft: Instant.Duration?

@@ -24,20 +24,31 @@ import Timekeeping
 /// step 10% hold 1h users 1000
 /// step 25% hold 2h
 /// step 100%
+/// step enforce firestore.googleapis.com   # App Check enforcement, after the last step's hold and gates
 /// ```
 ///
 /// Steps are strictly increasing percentages (each parsed by `MicroPercent.parse`). A step's hold and gates
 /// decide when the plan leaves it for the next step; the plan is done when its last step is published.
+///
+/// A plan whose last step is 100% may end with `step enforce SERVICE` lines: once the last step has passed its
+/// hold and gates, the plan sets each service ENFORCED in turn, through the same rules as `rollout enforcement
+/// set` (the enforcement gate, step-up, the audit log). They take no gates of their own.
 public struct RampPlan: Hashable, Sendable {
     public var name: String
     public var steps: [RampStep]
+    /// The services set ENFORCED, in order, after the last step (App Check enforcement, the ramp's last stage).
+    public var enforcements: [String]
     public var actions: RampActions
     /// The file as given (stored with the plan, shown by `plan status`).
     public var source: String
 
-    public init(name: String, steps: [RampStep], actions: RampActions = RampActions(), source: String = "") {
+    public init(
+        name: String, steps: [RampStep], enforcements: [String] = [], actions: RampActions = RampActions(),
+        source: String = ""
+    ) {
         self.name = name
         self.steps = steps
+        self.enforcements = enforcements
         self.actions = actions
         self.source = source
     }
@@ -202,9 +213,17 @@ extension RampPlan {
             }
         }
         var steps: [RampStep] = []
+        var enforcements: [String] = []
         for (n, words) in stepLines {
             guard let first = words.first else {
                 throw RampPlanError(line: n, "'step' needs a percentage, e.g. step 10% hold 1h")
+            }
+            if first == "enforce" {
+                enforcements.append(try enforcement(Array(words.dropFirst()), after: steps, seen: enforcements, line: n))
+                continue
+            }
+            guard enforcements.isEmpty else {
+                throw RampPlanError(line: n, "a percentage step after 'step enforce': enforcement comes last")
             }
             var step = RampStep(target: try percentage(first, line: n), gates: defaults, timeout: timeout, line: n)
             guard step.target > .zero else { throw RampPlanError(line: n, "a step's percentage must be above 0%") }
@@ -234,7 +253,31 @@ extension RampPlan {
         }
         guard let name else { throw RampPlanError(line: 0, "the plan has no 'name' line") }
         guard !steps.isEmpty else { throw RampPlanError(line: 0, "the plan has no 'step' line") }
-        return RampPlan(name: name, steps: steps, actions: actions, source: text)
+        return RampPlan(name: name, steps: steps, enforcements: enforcements, actions: actions, source: text)
+    }
+
+    /// `step enforce SERVICE`: after a last step of 100%, once per service, a service id such as
+    /// `firestore.googleapis.com`.
+    private static func enforcement(_ words: [Substring], after steps: [RampStep], seen: [String], line n: Int)
+        throws(RampPlanError) -> String
+    {
+        guard words.count == 1 else {
+            throw RampPlanError(
+                line: n, "'step enforce' takes one service and nothing else, e.g. step enforce firestore.googleapis.com")
+        }
+        let service = String(words[0])
+        guard service.count <= 128, service.contains("."),
+            service.allSatisfy({ $0.isASCII && ($0.isLowercase || $0.isNumber || $0 == "." || $0 == "-") })
+        else {
+            throw RampPlanError(
+                line: n, "\(words[0].quotedExcerpt()) is not a service id such as firestore.googleapis.com")
+        }
+        guard let last = steps.last, last.target == .hundred else {
+            throw RampPlanError(
+                line: n, "'step enforce' needs a step of 100% before it: enforcement comes after everyone has the flag")
+        }
+        guard !seen.contains(service) else { throw RampPlanError(line: n, "\(service) is enforced twice") }
+        return service
     }
 
     private static func apply(_ key: Substring, _ value: Substring, to gates: inout RampGates, line n: Int)

@@ -128,22 +128,6 @@ public struct EnforcementPath {
     }
 }
 
-extension Wiring {
-    /// App Check enforcement of the invocation's Firebase project; any other store refuses (exit 4): enforcement
-    /// is a Firebase project's setting.
-    public static func enforcementPath(_ invocation: Invocation) throws -> EnforcementPath {
-        guard let project = try FirebaseWiring.project(of: StoreLocation.path(invocation)) else {
-            throw SessionRefusal(
-                .unsupported,
-                "refused: App Check enforcement is a Firebase project's setting: run it with --store firebase:PROJECT; nothing was read or written")
-        }
-        let session = try session(invocation)
-        return EnforcementPath(
-            session: session,
-            client: try FirebaseWiring.appCheckClient(project: project, invocation: invocation, clock: session.clock))
-    }
-}
-
 /// The rule that a change never takes the App Attest provider from users while a service rejects requests without
 /// it: a kill, a lower percentage or a rollback that lowers exposure first sets every ENFORCED service UNENFORCED
 /// (recorded as requested and as applied in the audit log), whichever face asked (CLI, console, auto-kill, plan).

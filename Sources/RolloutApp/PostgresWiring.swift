@@ -347,6 +347,7 @@ extension TeamSession {
             ports: RolloutSession.Ports(
                 writePath: writePath,
                 planSession: { planSession },
+                appCheckServices: { [enforcement] in enforcement },
                 separateTelemetryCounters: {
                     try PostgresConfigStore(conninfo: config.conninfo, readOnly: team.readOnly).telemetryCounters()
                 },

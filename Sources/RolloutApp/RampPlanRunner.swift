@@ -63,6 +63,12 @@ public struct PlanSession {
     public let publishJoinsPlanTransaction: Bool
     private let makeMonitor: () throws -> RolloutMonitor
     private let makeWritePath: () throws -> WritePath
+    /// App Check enforcement for the plan's `step enforce` lines (set by `RolloutSession.planSession`); refuses
+    /// (`SessionRefusal.unsupported`) on a store that is not a Firebase project.
+    public var enforcement: () throws -> EnforcementPath = {
+        throw SessionRefusal(
+            .unsupported, "refused: App Check enforcement is a Firebase project's setting: run it with --store firebase:PROJECT")
+    }
 
     public init(
         plans: any RampPlanStore, stepUp: any StepUpStore, config: any ConfigStore, operatorID: String,
@@ -129,7 +135,7 @@ public struct RampPlanStates {
         do { plan = try RampPlan.parse(row.source) } catch {
             throw RampPlanFailure("the stored plan '\(row.name)' does not read any more: \(error)")
         }
-        guard let phase = RampState.Phase(rawValue: row.phase), (0...plan.steps.count).contains(row.reached) else {
+        guard let phase = RampState.Phase(rawValue: row.phase), (0...plan.stepCount).contains(row.reached) else {
             throw RampPlanFailure(
                 "the stored state of plan '\(row.name)' is unreadable (\(row.phase), step \(row.reached))")
         }
@@ -179,6 +185,8 @@ public struct RampPlanStates {
             throw RampPlanFailure(
                 "a pre-approval lasts more than 0s and at most \(Self.longestApproval.compactText)", kind: .usage)
         }
+        // A plan that ends with enforcement starts only where enforcement exists (a Firebase project).
+        if !plan.enforcements.isEmpty { _ = try session.enforcement() }
         let now = session.clock.now()
         // The first step starts from what the rollout exposes (or would expose on resume), as its proposal will.
         let rollout = try RolloutPlan.locate(in: session.config.current().template)
@@ -236,7 +244,7 @@ public struct RampPlanStates {
                     time: now, actor: actor, action: "plan start",
                     to: "plan '\(plan.name)': "
                         + plan.steps.map(\.target.description).joined(separator: " → "), result: .recorded,
-                    detail: "\(plan.steps.count) steps"))
+                    detail: "\(plan.stepCount) steps"))
             guard let stored = try plans.loadPlan() else {
                 throw StoreError.corrupt("the plan just stored does not read back")
             }
@@ -469,10 +477,40 @@ public final class RampPlanRunner {
                     throw failure
                 }
             }
+        case .enforce(let step, let service, let reason):
+            if holdBack { break }
+            do {
+                switch try session.enforcement().set(service, .enforced, reason: reason, code: code, dryRun: false) {
+                case .unchanged: look.done = "step \(step): \(service) was ENFORCED already"
+                case .changed, .wouldChange:
+                    look.done = "step \(step): \(service) ENFORCED (Firebase takes up to 15 minutes to apply it)"
+                }
+                // The last percentage step's hold and gates go on judging the next enforcement: reachedAt stays.
+                state.reached = step
+                refusedUpdate = .some(nil)
+            } catch let refusal as EnforcementPath.Refusal {
+                // Not yet (not at 100% with an OK verdict long enough): wait, and ask again a minute later.
+                refusedUpdate = .some((status.current.etag, status.now))
+                decision.action = .wait(refusal.description, gates: [])
+                look.done = "waiting: \(refusal.description)"
+            } catch let failure as SettingsWritePath.Failure {
+                guard case .refused(_, let needsCode) = failure else { throw failure }
+                state.phase = .paused
+                state.reason =
+                    "step \(step) (enforce \(service)) \(needsCode ? "needs a one-time code" : "was refused"): \(failure); "
+                    + (needsCode ? "'rollout plan resume --code CODE' sets it" : "resume the plan when that is resolved")
+                audit = ("plan pause", state.reason)
+                look.done = "paused: " + state.reason
+            } catch let refusal as SessionRefusal {
+                state.phase = .paused
+                state.reason = "step \(step) (enforce \(service)): \(refusal.description)"
+                audit = ("plan pause", state.reason)
+                look.done = "paused: " + state.reason
+            }
         case .kill(let why):
             var request = WritePath.Request(
                 intent: .rollout(.kill), actor: actor,
-                reason: "plan '\(stored.plan.name)' step \(stored.state.reached)/\(stored.plan.steps.count): \(why)",
+                reason: "plan '\(stored.plan.name)' step \(stored.state.reached)/\(stored.plan.stepCount): \(why)",
                 origin: Self.origin)
             request.basedOnETag = status.current.etag
             do {
@@ -532,6 +570,7 @@ enum ConsolePlan {
             next = "waiting: \(why)"
             gates = g
         case .advance(let step, let target, _): next = "next: step \(step) (\(target)) at the runner's next look"
+        case .enforce(let step, let service, _): next = "next: step \(step) (enforce \(service)) at the runner's next look"
         case .pause(let why, _): next = "pausing: \(why)"
         case .kill(let why): next = "killing: \(why)"
         case .done(let why): next = "done: \(why)"
@@ -539,14 +578,14 @@ enum ConsolePlan {
         }
         if gates.isEmpty, stored.state.reached > 0 {
             // Paused or not OK: still show what the step's gates read.
-            let step = stored.plan.steps[stored.state.reached - 1]
+            let step = stored.plan.steps[min(stored.state.reached, stored.plan.steps.count) - 1]
             gates = stored.plan.readings(
                 step, RampObservation(assessment: status.assessment, snapshot: status.snapshot, rollout: status.plan),
                 okSince: decision.state.okSince.map { max($0, stored.state.reachedAt ?? $0) }, now: status.now)
         }
         return PlanInfo(
             name: stored.plan.name, phase: stored.state.phase, reached: stored.state.reached,
-            steps: stored.plan.steps.map(\.target), next: next, gates: gates,
+            steps: stored.plan.steps.map(\.target), enforcements: stored.plan.enforcements, next: next, gates: gates,
             countdown: stored.plan.countdown(decision.state, now: status.now),
             preApproved: approval?.steps.map(\.step) ?? [], reason: stored.state.reason)
     }
@@ -559,7 +598,7 @@ enum ConsolePlan {
                 reason: pause ? "paused from the console" : "resumed from the console")
             return .planControlled(
                 message:
-                    "Plan '\(stored.plan.name)' \(pause ? "paused" : "resumed") at step \(stored.state.reached)/\(stored.plan.steps.count)",
+                    "Plan '\(stored.plan.name)' \(pause ? "paused" : "resumed") at step \(stored.state.reached)/\(stored.plan.stepCount)",
                 refused: false)
         } catch {
             return .planControlled(message: "Plan not changed: \(ConsoleText.oneLine(error))", refused: true)

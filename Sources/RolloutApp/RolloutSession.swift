@@ -1,5 +1,6 @@
 import AppCheck
 import Console
+import FirebaseRemoteConfig
 import Monitoring
 import PostgresStore
 import RampPlans
@@ -47,6 +48,8 @@ public struct RolloutSession {
     struct Ports {
         var writePath: () throws -> WritePath
         var planSession: () -> PlanSession
+        /// The App Check API of the Firebase project whose templates this session holds; nil elsewhere.
+        var appCheckServices: () -> AppCheckServicesClient?
         /// Counters on a connection of their own (`serve`'s intake, so batches do not queue behind the monitor).
         var separateTelemetryCounters: () throws -> any TelemetryCounters
         var appCheckState: () throws -> AppCheckStateSource
@@ -74,7 +77,22 @@ public struct RolloutSession {
     public func settingsWritePath() -> SettingsWritePath { SettingsWritePath(backend: settings, clock: clock) }
 
     /// What the plan commands and the runner work with on this store.
-    public var planSession: PlanSession { ports.planSession() }
+    public var planSession: PlanSession {
+        var plan = ports.planSession()
+        plan.enforcement = { try self.enforcement() }
+        return plan
+    }
+
+    /// App Check enforcement of the Firebase project this session's templates live in; any other store refuses
+    /// (`SessionRefusal.unsupported`, exit 4): enforcement is a Firebase project's setting.
+    public func enforcement() throws -> EnforcementPath {
+        guard let client = ports.appCheckServices() else {
+            throw SessionRefusal(
+                .unsupported,
+                "refused: App Check enforcement is a Firebase project's setting: run it with --store firebase:PROJECT; nothing was read or written")
+        }
+        return EnforcementPath(session: self, client: client)
+    }
 
     /// The telemetry counters `ingest` lands batches in.
     public func telemetryCounters() throws -> any TelemetryCounters { try monitored.telemetryCounters() }

@@ -213,6 +213,7 @@ extension StoreSession {
             ports: RolloutSession.Ports(
                 writePath: writePath,
                 planSession: { planSession },
+                appCheckServices: { [enforcement] in enforcement },
                 separateTelemetryCounters: { try store.telemetryCounters() },
                 appCheckState: { try Wiring.appCheckState(location: store.path, readOnly: readOnly) },
                 isDrillStore: { try store.withDatabase { try DrillStoreMark.isDrill($0) } },

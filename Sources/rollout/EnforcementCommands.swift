@@ -29,7 +29,7 @@ enum EnforcementCommands {
         options: [.flag("--json", help: "Print a JSON array.")],
         examples: ["rollout enforcement show --json"],
         action: StoreCommands.guarded { inv in
-            let services = try Wiring.enforcementPath(inv).services()
+            let services = try Wiring.session(inv).enforcement().services()
             if inv.flag("--json") {
                 let items: [JSONValue] = services.map { s in
                     var o = JSONObject()
@@ -70,7 +70,7 @@ enum EnforcementCommands {
             let reason = try StoreCommands.reason(inv)
             guard !reason.isEmpty else { throw inv.usageError("--reason is required for an enforcement change") }
             do {
-                switch try Wiring.enforcementPath(inv).set(
+                switch try Wiring.session(inv).enforcement().set(
                     service, mode, reason: reason, code: inv.value("--code"), dryRun: inv.flag("--dry-run"))
                 {
                 case .unchanged(let s):

@@ -75,7 +75,7 @@ enum PlanCommands {
                     source: text, actor: session.operatorID, code: inv.value("--code"), approvalFor: approvalFor)
                 print(
                     "plan '\(stored.plan.name)' started: "
-                        + stored.plan.steps.map(\.target.description).joined(separator: " → "))
+                        + (1...stored.plan.stepCount).map(stored.plan.stepText).joined(separator: " → "))
                 if let approval = stored.approval {
                     print(
                         "pre-approved by \(approval.approvedBy) until \(approval.expiresAt.iso8601): steps \(approval.stepsText)"
@@ -128,7 +128,7 @@ enum PlanCommands {
                     let stored = try RampPlanStates(session: session).operatorChange(
                         to: phase, actor: session.operatorID, reason: inv.value("--reason") ?? "")
                     print(
-                        "plan '\(stored.plan.name)' \(stored.state.phase.rawValue) at step \(stored.state.reached)/\(stored.plan.steps.count)"
+                        "plan '\(stored.plan.name)' \(stored.state.phase.rawValue) at step \(stored.state.reached)/\(stored.plan.stepCount)"
                     )
                     if phase == .running, let code = inv.value("--code") {
                         // The waiting step, published now by this operator with the code.
@@ -190,7 +190,7 @@ enum PlanCommands {
                 bar.finish()
                 output.print(look)
                 if let plan = look.plan {
-                    bar.total = Int64(plan.plan.plan.steps.count)
+                    bar.total = Int64(plan.plan.plan.stepCount)
                     bar.update(done: Int64(plan.decision.state.reached))
                 }
             },
@@ -218,7 +218,7 @@ enum PlanCommands {
         let p = look.plan.plan
         let s = look.decision.state
         let at =
-            s.reached == 0 ? "not started" : "step \(s.reached)/\(p.steps.count) (\(p.steps[s.reached - 1].target))"
+            s.reached == 0 ? "not started" : "step \(s.reached)/\(p.stepCount) (\(p.stepText(s.reached)))"
         if let done = look.done { return "plan '\(p.name)' \(at): \(done)" }
         return "plan '\(p.name)' \(at): " + words(look.decision.action)
     }
@@ -227,6 +227,7 @@ enum PlanCommands {
         switch action {
         case .wait(let why, _): "waiting: \(why)"
         case .advance(let step, let target, _): "advancing to step \(step) (\(target))"
+        case .enforce(let step, let service, _): "enforcing at step \(step): \(service)"
         case .pause(let why, _): "pausing: \(why)"
         case .kill(let why): "killing: \(why)"
         case .done(let why): "done: \(why)"
@@ -247,7 +248,12 @@ enum PlanCommands {
         ]
         for (i, step) in p.steps.enumerated() {
             let mark = i + 1 < s.reached ? "done" : i + 1 == s.reached ? "now " : "    "
-            lines.append("  \(mark) step \(i + 1)/\(p.steps.count): \(step.target) hold \(step.hold.compactText)")
+            lines.append("  \(mark) step \(i + 1)/\(p.stepCount): \(step.target) hold \(step.hold.compactText)")
+        }
+        for (i, service) in p.enforcements.enumerated() {
+            let n = p.steps.count + i + 1
+            let mark = n < s.reached ? "done" : n == s.reached ? "now " : "    "
+            lines.append("  \(mark) step \(n)/\(p.stepCount): enforce \(service)")
         }
         if s.phase == .running {
             lines.append("next: " + words(decision.action))
@@ -269,6 +275,7 @@ enum PlanCommands {
             switch decision.action {
             case .wait(let w, let g): ("wait", w, g)
             case .advance(let step, let target, _): ("advance", "step \(step) (\(target))", [])
+            case .enforce(let step, let service, _): ("enforce", "step \(step) (\(service))", [])
             case .pause(let w, _): ("pause", w, [])
             case .kill(let w): ("kill", w, [])
             case .done(let w): ("done", w, [])
@@ -279,6 +286,7 @@ enum PlanCommands {
         o["phase"] = .string(s.phase.rawValue)
         o["step"] = .number(JSONNumber(s.reached))
         o["steps"] = .array(p.steps.map { .string($0.target.description) })
+        o["enforce"] = .array(p.enforcements.map { .string($0) })
         o["reason"] = .string(s.reason)
         o["action"] = .string(kind)
         o["why"] = .string(why)

@@ -74,6 +74,13 @@ struct RampPlanFileTests {
         ("name p\nramp 5%", 2, "unknown statement 'ramp'"),
         ("step 5%", 0, "no 'name' line"),
         ("name p\n", 0, "no 'step' line"),
+        ("name p\nstep 50%\nstep enforce firestore.googleapis.com", 3, "needs a step of 100% before it"),
+        ("name p\nstep enforce firestore.googleapis.com\nstep 100%", 2, "needs a step of 100% before it"),
+        ("name p\nstep 100%\nstep enforce", 3, "takes one service"),
+        ("name p\nstep 100%\nstep enforce a.googleapis.com hold 1h", 3, "takes one service"),
+        ("name p\nstep 100%\nstep enforce Firestore", 3, "is not a service id"),
+        ("name p\nstep 100%\nstep enforce a.b\nstep enforce a.b", 4, "enforced twice"),
+        ("name p\nstep 10%\nstep 100%\nstep enforce a.b\nstep 20%", 5, "enforcement comes last"),
     ])
     func refusesWithItsLine(text: String, line: Int, message: String) {
         #expect {
@@ -82,6 +89,16 @@ struct RampPlanFileTests {
             guard let e = error as? RampPlanError else { return false }
             return e.line == line && e.message.contains(message)
         }
+    }
+
+    @Test func enforcementStepsFollowTheLastStep() throws {
+        let plan = try RampPlan.parse(
+            "name end\nstep 50%\nstep 100% hold 2h\nstep enforce firestore.googleapis.com\nstep enforce firebasestorage.googleapis.com")
+        #expect(plan.steps.map(\.target) == [.init(percent: 50), .hundred])
+        #expect(plan.enforcements == ["firestore.googleapis.com", "firebasestorage.googleapis.com"])
+        #expect(plan.stepCount == 4)
+        #expect(plan.reason(step: 3) == "plan 'end' step 3/4: enforce firestore.googleapis.com")
+        #expect(plan.reason(step: 2) == "plan 'end' step 2/4: 100%")
     }
 
     @Test func windowsWrapMidnight() {
@@ -298,6 +315,50 @@ struct RampDecisionTests {
                     false
                 }
             }())
+    }
+
+    /// `step enforce` lines: after the last step's hold and gates, one service at a time; the last percentage
+    /// step's rules (its exposure, the verdict's actions) go on judging them; done after the last enforcement.
+    @Test func enforcementStepsComeAfterTheLastStepsHoldAndGates() throws {
+        let plan = try RampPlan.parse(
+            """
+            name end
+            gate users 100
+            step 50% hold 1h
+            step 100% hold 2h
+            step enforce firestore.googleapis.com
+            step enforce firebasestorage.googleapis.com
+            """)
+        let at100 = Self.at(2, okSince: Self.t0)
+        guard case .wait(let why, _) = plan.decide(at100, Self.good(100), now: Self.t0 + .hours(1)).action else {
+            Issue.record("the 100% step's hold must come first"); return
+        }
+        #expect(why.contains("holding 100%"))
+        #expect(
+            plan.decide(at100, Self.good(100), now: Self.t0 + .hours(2)).action
+                == .enforce(
+                    step: 3, service: "firestore.googleapis.com", reason: "plan 'end' step 3/4: enforce firestore.googleapis.com"))
+        // Its gates too: too few users, no enforcement.
+        var few = Self.good(100)
+        few.exposedUsers = 10
+        guard case .wait = plan.decide(at100, few, now: Self.t0 + .hours(3)).action else {
+            Issue.record("an unmet gate must hold enforcement"); return
+        }
+        // The next enforcement at once (the hold was served), then done.
+        let at3 = Self.at(3, okSince: Self.t0)
+        #expect(
+            plan.decide(at3, Self.good(100), now: Self.t0 + .hours(2)).action
+                == .enforce(
+                    step: 4, service: "firebasestorage.googleapis.com",
+                    reason: "plan 'end' step 4/4: enforce firebasestorage.googleapis.com"))
+        #expect(plan.decide(Self.at(4), Self.good(100), now: Self.t0 + .hours(2)).action == .done("all 4 steps published"))
+        // The verdict's actions and outside changes still hold at an enforcement step.
+        #expect(plan.decide(at3, Self.good(100, level: .halt), now: Self.t0 + .hours(2)).action == .kill("HALT: because"))
+        #expect(
+            plan.decide(at3, Self.good(60), now: Self.t0 + .hours(2)).action
+                == .pause("the rollout is at 60%, not at step 2's 100%: changed outside the plan", alert: true))
+        // The countdown reads the 100% step's hold.
+        #expect(plan.countdown(at3, now: Self.t0 + .hours(1)).hold == .hours(1))
     }
 
     @Test func changesOutsideThePlanPauseIt() {

@@ -11,6 +11,8 @@ public struct PlanInfo: Hashable, Sendable {
     public var reached: Int
     /// Every step's percentage, in order.
     public var steps: [MicroPercent]
+    /// The services the plan sets ENFORCED after its last step (`step enforce`), in order.
+    public var enforcements: [String]
     /// What the plan does next, in words: `waiting: holding 10% until …`, `next: step 3 (25%)`, `paused: …`.
     public var next: String
     /// Each gate of the current step with its value and what it needs.
@@ -22,10 +24,11 @@ public struct PlanInfo: Hashable, Sendable {
     public var reason: String
 
     public init(
-        name: String, phase: RampState.Phase, reached: Int, steps: [MicroPercent], next: String,
-        gates: [GateReading] = [], countdown: RampCountdown = RampCountdown(), preApproved: [Int] = [],
+        name: String, phase: RampState.Phase, reached: Int, steps: [MicroPercent], enforcements: [String] = [],
+        next: String, gates: [GateReading] = [], countdown: RampCountdown = RampCountdown(), preApproved: [Int] = [],
         reason: String = ""
     ) {
+        self.enforcements = enforcements
         self.name = name
         self.phase = phase
         self.reached = reached
@@ -38,7 +41,15 @@ public struct PlanInfo: Hashable, Sendable {
     }
 
     /// The step after the current one (1-based), nil when the last one is published.
-    public var nextStep: Int? { reached < steps.count ? reached + 1 : nil }
+    public var nextStep: Int? { reached < stepCount ? reached + 1 : nil }
+
+    /// Every step: the percentages, then the enforcements.
+    public var stepCount: Int { steps.count + enforcements.count }
+
+    /// Step `n` (1-based) in words: `25%`, `enforce firestore.googleapis.com`.
+    public func stepText(_ n: Int) -> String {
+        n <= steps.count ? "\(steps[n - 1])" : "enforce \(enforcements[n - steps.count - 1])"
+    }
 }
 
 /// The plan panel: beside the log when a plan is stored. Its lines: the plan and its step, the countdown, what it
@@ -69,10 +80,10 @@ enum PlanPanel {
 
     static func lines(_ p: PlanInfo, width: Int, rows: Int) -> [Line] {
         var out: [Line] = []
-        let at = p.reached == 0 ? "not started" : "step \(p.reached)/\(p.steps.count) \(p.steps[p.reached - 1])"
+        let at = p.reached == 0 ? "not started" : "step \(p.reached)/\(p.stepCount) \(p.stepText(p.reached))"
         var first: Line = [phase(p.phase), Span("  " + at, .text)]
         if let n = p.nextStep {
-            first += [Span(" → ", .muted), Span("\(n): \(p.steps[n - 1])", .accent)]
+            first += [Span(" → ", .muted), Span("\(n): \(p.stepText(n))", .accent)]
             if p.preApproved.contains(n) { first.append(Span(" pre-approved", .muted)) }
         }
         out.append(first)
