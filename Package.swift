@@ -137,6 +137,8 @@ let package = Package(
             ],
             swiftSettings: strict),
         .target(name: "TestSupport", path: "Tests/Support", swiftSettings: strict),
+        .testTarget(name: "CommandLineKitTests", dependencies: ["CommandLineKit"], swiftSettings: strict),
+        .testTarget(name: "CryptoTests", dependencies: ["Crypto", "TestSupport"], swiftSettings: strict),
         // The conformance suite of the core's ports, run by every store's tests with its own factory.
         // The strict fake of Firebase Remote Config (a Python program) and its driver, shared by the Firebase tests.
         .target(
