@@ -139,6 +139,14 @@ let package = Package(
         .target(name: "TestSupport", path: "Tests/Support", swiftSettings: strict),
         .testTarget(name: "CommandLineKitTests", dependencies: ["CommandLineKit"], swiftSettings: strict),
         .testTarget(name: "CryptoTests", dependencies: ["Crypto", "TestSupport"], swiftSettings: strict),
+        .testTarget(name: "TerminalTests", dependencies: ["Terminal", "Console", "TestSupport"], swiftSettings: strict),
+        .testTarget(
+            name: "RolloutAppTests", dependencies: ["RolloutApp", "CommandLineKit", "Rollout", "RemoteConfig", "TestSupport"],
+            swiftSettings: strict),
+        .testTarget(
+            name: "MonitoringTests",
+            dependencies: ["Monitoring", "FleetSimulator", "RemoteConfig", "Rollout", "SQLiteStore", "Telemetry", "TestSupport", "Timekeeping"],
+            swiftSettings: strict),
         // The conformance suite of the core's ports, run by every store's tests with its own factory.
         // The strict fake of Firebase Remote Config (a Python program) and its driver, shared by the Firebase tests.
         .target(

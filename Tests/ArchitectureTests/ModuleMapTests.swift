@@ -51,6 +51,20 @@ import Testing
         #expect(block == expected, "paste this between the markers of docs/ARCHITECTURE.md:\n```text\n\(expected)\n```")
     }
 
+    /// Every library module of Sources/ has tests of its own: some test target (`…Tests`) depends on it directly.
+    @Test func everyModuleHasATestTarget() throws {
+        let manifest = try String(
+            contentsOf: TestSupport.packageRoot.appendingPathComponent("Package.swift"), encoding: .utf8)
+        let targets = AdapterIsolationTests.targetDependencies(manifest)
+        let modules = Self.graph(targets).split(separator: "\n")
+            .compactMap { $0.split(separator: " ").dropFirst().first { !$0.isEmpty }.map(String.init) }
+        #expect(modules.count > 20, "the parse found too few modules: \(modules)")
+        let tested = Set(targets.filter { $0.key.hasSuffix("Tests") }.flatMap(\.value))
+        let executables: Set<String> = ["rollout", "rollout-bench"]
+        let untested = modules.filter { !tested.contains($0) && !executables.contains($0) }
+        #expect(untested.isEmpty, "modules without a test target depending on them: \(untested)")
+    }
+
     /// Every module of Sources/ is documented in the map's module list.
     @Test func everyModuleHasAParagraph() throws {
         let manifest = try String(

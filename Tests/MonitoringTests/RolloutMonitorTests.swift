@@ -1,0 +1,88 @@
+import FleetSimulator
+import Foundation
+import Monitoring
+import RemoteConfig
+import Rollout
+import SQLiteStore
+import Telemetry
+import TestSupport
+import Testing
+import Timekeeping
+
+/// `RolloutMonitor`, the one assessment of a rollout, on a real store fed by the simulated fleet: when the rollout
+/// started, and auto-kill (on HALT only, when switched on, exactly once however many watchers see it).
+@Suite struct RolloutMonitorTests {
+    static let start = ISO8601.parse("2026-05-20T18:00:00Z")!
+
+    static func store() throws -> (RolloutStore, URL) {
+        let dir = try TestSupport.temporaryDirectory("monitor")
+        let store = try RolloutStore(path: dir.appendingPathComponent("rollout.db").path)
+        try store.configStore().initializeIfEmpty {
+            try SQLiteConfigStore.genesis(seed: "rollout-monitor", actor: "test", time: start)
+        }
+        return (store, dir)
+    }
+
+    static func publish(_ op: RolloutOperation, _ store: RolloutStore, at t: Instant) throws {
+        let path = WritePath(store: try store.configStore(), clock: ManualClock(t), newSeed: { "reseeded" })
+        _ = try path.execute(WritePath.Request(intent: .rollout(op), actor: "alice", reason: "test", origin: "ROLLOUT_TEST"))
+    }
+
+    /// The start is the first version of the run of versions in which the rollout exists (anything but not
+    /// started): a kill and a resume do not start it again, so the comparison keeps the whole history of the same
+    /// persisted groups.
+    @Test func theStartIsTheFirstVersionOfTheCurrentRun() throws {
+        let (store, dir) = try Self.store()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let t1 = Self.start + .minutes(10)
+        try Self.publish(.set(MicroPercent(percent: 5)), store, at: t1)
+        try Self.publish(.set(MicroPercent(percent: 10)), store, at: t1 + .minutes(30))
+        let monitor = try RolloutMonitor(store: store, clock: ManualClock(t1 + .hours(1)))
+        let first = try monitor.status()
+        #expect(first.startedAt == t1, "\(String(describing: first.startedAt))")
+        #expect(first.exposed == MicroPercent(percent: 10))
+        // A second monitor (another process) finds the same start.
+        #expect(try RolloutMonitor(store: store, clock: ManualClock(t1 + .hours(1))).status().startedAt == t1)
+
+        let t2 = t1 + .hours(2)
+        try Self.publish(.kill, store, at: t2)
+        let killed = try monitor.status()
+        #expect(killed.exposed == .zero)
+        try Self.publish(.resume, store, at: t2 + .minutes(5))
+        #expect(try monitor.status().startedAt == t1)
+        #expect(try RolloutMonitor(store: store, clock: ManualClock(t2 + .hours(1))).status().startedAt == t1)
+    }
+
+    /// A crash regression reaches HALT. With auto-kill off nothing is published; on, of several watchers that saw
+    /// the same HALT exactly one publishes the kill (compare-and-swap), and the kill is the guardrail's.
+    @Test func autoKillActsOnceOnHaltAndOnlyWhenOn() throws {
+        let (store, dir) = try Self.store()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let scenario = try Scenario.load("crash-regression")
+        let simulation = try FleetSimulation(
+            scenario: scenario,
+            options: FleetOptions(scenario: scenario, devices: 6_000, seed: 3, start: Self.start),
+            config: try store.configStore(), sink: StoreTelemetrySink(store: store))
+        try simulation.run()
+        let monitors = try (0..<3).map { _ in try RolloutMonitor(store: store, clock: simulation.clock) }
+        let statuses = try monitors.map { try $0.status() }
+        try #require(statuses[0].assessment.verdict.level == .halt, "\(statuses[0].assessment.verdict)")
+        try #require(statuses[0].plan?.state == .rolling)
+        let path = WritePath(store: try store.configStore(), clock: simulation.clock, newSeed: { "reseeded" })
+        let before = try store.configStore().current().info.number
+
+        #expect(try monitors[0].autoKillIfHalted(statuses[0], using: path) == nil)
+        #expect(try store.configStore().current().info.number == before)
+
+        try store.saveGuardrailSetting("guardrails.auto-kill", "on")
+        let on = try monitors.map { try $0.status() }
+        let outcomes = try zip(monitors, on).map { try $0.0.autoKillIfHalted($0.1, using: path) }
+        #expect(outcomes.compactMap { $0 }.count == 1, "\(outcomes)")
+        let now = try store.configStore().current()
+        #expect(now.info.number == before + 1)
+        #expect(try RolloutPlan.locate(in: now.template)?.state == .killed)
+        #expect(now.info.updateOrigin == RolloutMonitor.autoKillOrigin)
+        // Killed: nothing more to do.
+        #expect(try monitors[0].autoKillIfHalted(using: path) == nil)
+    }
+}
