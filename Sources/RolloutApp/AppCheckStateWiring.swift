@@ -23,11 +23,11 @@ extension Wiring {
     /// The App Check state at `location`: a PostgreSQL team store (`postgresql://...`, on a connection of its own,
     /// its private keys sealed with this machine's team store key) or an existing SQLite store file. Creates no
     /// store; read-only connections under `readOnly`.
-    public static func appCheckState(location: String, readOnly: Bool) throws -> AppCheckStateSource {
+    public static func appCheckState(location: String, readOnly: Bool, keyPath: String) throws -> AppCheckStateSource {
         if StoreLocation.isPostgres(location) {
-            let config = try PostgresConfigStore(conninfo: location, readOnly: readOnly, sealing: try teamSealing())
+            let config = try PostgresConfigStore(conninfo: location, readOnly: readOnly, sealing: try teamSealing(keyPath: keyPath))
             return AppCheckStateSource(
-                state: PostgresAppCheckState(store: config, key: try teamStoreKey(create: false).key),
+                state: PostgresAppCheckState(store: config, key: try teamStoreKey(create: false, at: keyPath).key),
                 isReadOnly: readOnly,
                 label: storeLabel(location))
         }

@@ -134,17 +134,20 @@ public enum FirebaseWiring {
         let readOnly = invocation.flag("--read-only")
         let clock = SystemClock()
         // Adopting creates the team store key when this machine has none: the state store is sealed with it.
-        if create, !readOnly { _ = try Wiring.teamStoreKey(create: true) }
+        let keyPath = Wiring.teamStoreKeyPath(invocation.environment)
+        if create, !readOnly { _ = try Wiring.teamStoreKey(create: true, at: keyPath) }
         let state = try PostgresFirebaseState.open(
-            conninfo: conninfo, project: project, create: create, readOnly: readOnly, sealing: try Wiring.teamSealing())
+            conninfo: conninfo, project: project, create: create, readOnly: readOnly,
+            sealing: try Wiring.teamSealing(keyPath: keyPath))
         let store = try configStore(project: project, state: state, invocation: invocation, clock: clock)
         if invocation.path.last == "console" { store.pollInterval = consolePollInterval }
         // As on a state file: settle what an interrupted process left behind before anything reads the log.
         if !readOnly && !create { _ = try? store.reconcile() }
         return TeamSession(
             location: "\(store.label), state \(PostgresConfigStore.redacted(conninfo))", config: state.store,
-            operatorID: try Wiring.operatorID(invocation), readOnly: readOnly, clock: clock,
-            stepUp: PostgresStepUpStore(store: state.store, key: try Wiring.teamStoreKey(create: false).key), firebase: store,
+            operatorID: try Wiring.operatorID(invocation), readOnly: readOnly, clock: clock, keyPath: keyPath,
+            stepUp: PostgresStepUpStore(store: state.store, key: try Wiring.teamStoreKey(create: false, at: keyPath).key),
+            firebase: store,
             enforcement: try appCheckClient(project: project, invocation: invocation, clock: clock))
     }
 

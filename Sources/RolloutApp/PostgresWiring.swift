@@ -59,6 +59,8 @@ public struct TeamSession {
     public let operatorID: String
     public let readOnly: Bool
     public let clock: any Clock
+    /// Where this machine's team store key is (the session seals and unseals with it).
+    public let keyPath: String
 
     /// The step-up state on this store, its secrets sealed with the team store key.
     public let stepUp: PostgresStepUpStore
@@ -91,15 +93,15 @@ public struct TeamSession {
 
 extension Wiring {
     /// The PostgreSQL store at `conninfo` (a libpq URI), acting as `operatorID`, with the team store key of this
-    /// machine (at `keyPath`, by default `teamStoreKeyPath()`). Creates and migrates nothing.
+    /// machine (at `keyPath`, `teamStoreKeyPath` of the invocation's environment). Creates and migrates nothing.
     public static func teamSession(
         conninfo: String, operatorID: String, readOnly: Bool = false, clock: any Clock = SystemClock(),
-        keyPath: String = teamStoreKeyPath()
+        keyPath: String
     ) throws -> TeamSession {
         let config = try PostgresConfigStore(conninfo: conninfo, readOnly: readOnly, sealing: try teamSealing(keyPath: keyPath))
         return TeamSession(
             location: PostgresConfigStore.redacted(conninfo), config: config, operatorID: operatorID, readOnly: readOnly,
-            clock: clock, stepUp: PostgresStepUpStore(store: config, key: try StoreKey.load(keyPath)))
+            clock: clock, keyPath: keyPath, stepUp: PostgresStepUpStore(store: config, key: try StoreKey.load(keyPath)))
     }
 
     /// The monitor of the invocation's store, whichever backend (`rollout telemetry`).
@@ -123,14 +125,16 @@ extension Wiring {
     }
 
     /// Where the team store key lives: `$ROLLOUT_STORE_KEY`, else `~/.config/rollout/team-store.key`.
-    public static func teamStoreKeyPath() -> String {
-        if let path = ProcessInfo.processInfo.environment["ROLLOUT_STORE_KEY"], !path.isEmpty { return path }
-        return FileManager.default.homeDirectoryForCurrentUser.appendingPathComponent(".config/rollout/team-store.key").path
+    /// Read from the invocation's environment (`environment`; in-process users pass the process's).
+    public static func teamStoreKeyPath(_ environment: [String: String] = ProcessInfo.processInfo.environment) -> String {
+        if let path = environment["ROLLOUT_STORE_KEY"], !path.isEmpty { return path }
+        let home = environment["HOME"].flatMap { $0.isEmpty ? nil : $0 } ?? CurrentUser.home
+        return home + "/.config/rollout/team-store.key"
     }
 
     /// How this machine seals a PostgreSQL store: the seal key derived from the team store key (nil when the file
     /// is missing: every write is then refused, naming the file), and the witnesses in `rollout-witness/` beside it.
-    public static func teamSealing(keyPath path: String = teamStoreKeyPath()) throws -> PostgresSealing {
+    public static func teamSealing(keyPath path: String) throws -> PostgresSealing {
         let key = try StoreKey.load(path)
         let directory = Path.directory(of: path)
         return PostgresSealing(
@@ -140,8 +144,7 @@ extension Wiring {
 
     /// The team store key (nil when the file is missing and `create` is false), and whether it was just created.
     /// It seals the step-up secrets of a PostgreSQL store; every operator's machine holds the same file.
-    public static func teamStoreKey(create: Bool) throws -> (key: StoreKey?, created: Bool) {
-        let path = teamStoreKeyPath()
+    public static func teamStoreKey(create: Bool, at path: String) throws -> (key: StoreKey?, created: Bool) {
         if let key = try StoreKey.load(path) { return (key, false) }
         guard create else { return (nil, false) }
         try? Files.makeDirectories(Path.directory(of: path), mode: 0o700)
@@ -153,27 +156,31 @@ extension Wiring {
     /// for a file store). A store that recorded a key keeps refusing any other key, so none is made up for it.
     public static func teamStoreKeyForEnrolment(_ invocation: Invocation) throws -> String? {
         let location = try FirebaseWiring.postgresState(invocation) ?? StoreLocation.resolvedPath(invocation)
-        guard StoreLocation.isPostgres(location), !invocation.flag("--read-only"), try teamStoreKey(create: false).key == nil else {
+        let keyPath = teamStoreKeyPath(invocation.environment)
+        guard StoreLocation.isPostgres(location), !invocation.flag("--read-only"),
+            try teamStoreKey(create: false, at: keyPath).key == nil
+        else {
             return nil
         }
         let config = try PostgresConfigStore(conninfo: location, readOnly: false)
         guard try !PostgresStepUpStore(store: config, key: nil).hasKeyCheck() else { return nil }
-        let (key, created) = try teamStoreKey(create: true)
+        let (key, created) = try teamStoreKey(create: true, at: keyPath)
         return created ? key?.path : nil
     }
 
     /// `rollout init` on PostgreSQL: the schema and version 1 (the same genesis as a new SQLite store), sealed
     /// with the team store key, which is created when this machine has none (`createdKey`: its path then).
     public static func createTeamStore(
-        conninfo: String, seed: String, form: RemoteConfigTemplate.Form, operatorID: String, clock: any Clock = SystemClock()
+        conninfo: String, seed: String, form: RemoteConfigTemplate.Form, operatorID: String, keyPath: String,
+        clock: any Clock = SystemClock()
     ) throws -> (team: TeamSession, createdKey: String?) {
-        let (key, created) = try teamStoreKey(create: true)
-        let store = try PostgresConfigStore.create(conninfo: conninfo, sealing: try teamSealing()) {
+        let (key, created) = try teamStoreKey(create: true, at: keyPath)
+        let store = try PostgresConfigStore.create(conninfo: conninfo, sealing: try teamSealing(keyPath: keyPath)) {
             try SQLiteConfigStore.genesis(seed: seed, form: form, actor: operatorID, time: clock.now())
         }
         let team = TeamSession(
             location: PostgresConfigStore.redacted(conninfo), config: store, operatorID: operatorID, readOnly: false, clock: clock,
-            stepUp: PostgresStepUpStore(store: store, key: key))
+            keyPath: keyPath, stepUp: PostgresStepUpStore(store: store, key: key))
         return (team, created ? key?.path : nil)
     }
 }
@@ -296,7 +303,9 @@ public struct PostgresSettingsBackend: SettingsBackend {
     }
 
     private var tables: PostgresSettingsTables {
-        PostgresSettingsTables(config: team.config, stepUp: team.stepUp, guardrails: PostgresGuardrailSettings(store: team.config))
+        PostgresSettingsTables(
+            config: team.config, stepUp: team.stepUp, guardrails: PostgresGuardrailSettings(store: team.config),
+            keyPath: team.keyPath)
     }
 }
 
@@ -304,6 +313,7 @@ struct PostgresSettingsTables: SettingsTables {
     let config: PostgresConfigStore
     let stepUp: PostgresStepUpStore
     let guardrails: PostgresGuardrailSettings
+    let keyPath: String
 
     func stepUpPolicy() throws -> StepUpPolicy { try stepUp.stepUpPolicy() }
     func saveStepUpPolicy(_ policy: StepUpPolicy) throws { try stepUp.saveStepUpPolicy(policy) }
@@ -330,7 +340,7 @@ struct PostgresSettingsTables: SettingsTables {
     func appCheckState() throws -> any AppCheckState {
         // On the config store's connection: its writes join the intent's transaction. Private keys are sealed
         // with this machine's team store key, as every other writer of these tables seals them.
-        PostgresAppCheckState(store: config, key: try Wiring.teamStoreKey(create: false).key)
+        PostgresAppCheckState(store: config, key: try Wiring.teamStoreKey(create: false, at: keyPath).key)
     }
 }
 
@@ -351,7 +361,9 @@ extension TeamSession {
                 separateTelemetryCounters: {
                     try PostgresConfigStore(conninfo: config.conninfo, readOnly: team.readOnly).telemetryCounters()
                 },
-                appCheckState: { try Wiring.appCheckState(location: config.conninfo, readOnly: team.readOnly) },
+                appCheckState: {
+                    try Wiring.appCheckState(location: config.conninfo, readOnly: team.readOnly, keyPath: team.keyPath)
+                },
                 isDrillStore: { false },
                 verifyConfigIntegrity: verifyConfigIntegrity,
                 verifyAudit: verifyAudit,

@@ -51,7 +51,7 @@ extension Wiring {
         let report = try PostgresStoreCopy.copy(
             from: source, to: conninfo,
             teamKey: {
-                let (key, created) = try teamStoreKey(create: true)
+                let (key, created) = try teamStoreKey(create: true, at: teamStoreKeyPath(invocation.environment))
                 if created { createdKey = key?.path }
                 return key
             },

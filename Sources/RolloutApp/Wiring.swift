@@ -76,7 +76,10 @@ public enum Wiring {
         let operatorID = try operatorID(invocation)
         let readOnly = invocation.flag("--read-only")
         if StoreLocation.isPostgres(location) {
-            return try teamSession(conninfo: location, operatorID: operatorID, readOnly: readOnly).rolloutSession
+            return try teamSession(
+                conninfo: location, operatorID: operatorID, readOnly: readOnly,
+                keyPath: teamStoreKeyPath(invocation.environment)
+            ).rolloutSession
         }
         return try session(path: location, operatorID: operatorID, readOnly: readOnly).rolloutSession()
     }
@@ -172,7 +175,9 @@ public enum Wiring {
         let location = try StoreLocation.resolvedPath(invocation)
         let operatorID = try operatorID(invocation)
         if StoreLocation.isPostgres(location) {
-            let (team, createdKey) = try createTeamStore(conninfo: location, seed: seed, form: form, operatorID: operatorID)
+            let (team, createdKey) = try createTeamStore(
+                conninfo: location, seed: seed, form: form, operatorID: operatorID,
+                keyPath: teamStoreKeyPath(invocation.environment))
             return Created(session: team.rolloutSession, createdKey: createdKey)
         }
         return Created(
@@ -215,7 +220,7 @@ extension StoreSession {
                 planSession: { planSession },
                 appCheckServices: { [enforcement] in enforcement },
                 separateTelemetryCounters: { try store.telemetryCounters() },
-                appCheckState: { try Wiring.appCheckState(location: store.path, readOnly: readOnly) },
+                appCheckState: { try Wiring.appCheckState(location: store.path, readOnly: readOnly, keyPath: "") },
                 isDrillStore: { try store.withDatabase { try DrillStoreMark.isDrill($0) } },
                 verifyConfigIntegrity: { _ = try config.verifyIntegrity() },
                 verifyAudit: {

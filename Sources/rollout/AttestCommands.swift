@@ -231,7 +231,8 @@ enum AttestCommands {
         let location = try StoreLocation.resolvedPath(inv)
         // A store file holding App Check state only (no version yet) is still the exchange's state: not a session.
         if try FirebaseWiring.project(of: location) != nil { return try Wiring.session(inv).appCheckState() }
-        return try Wiring.appCheckState(location: location, readOnly: inv.flag("--read-only"))
+        return try Wiring.appCheckState(
+            location: location, readOnly: inv.flag("--read-only"), keyPath: Wiring.teamStoreKeyPath(inv.environment))
     }
 
     static func printChecks(_ checks: [CheckRecord]) {

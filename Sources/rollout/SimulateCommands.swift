@@ -244,7 +244,9 @@ enum SimulateCommands {
         let serverLabel = Wiring.storeLabel(serverPath)
         let state: any AppCheckState
         do {
-            state = try Wiring.appCheckState(location: serverPath, readOnly: true).state
+            state = try Wiring.appCheckState(
+                location: serverPath, readOnly: true, keyPath: Wiring.teamStoreKeyPath(inv.environment)
+            ).state
         } catch {
             throw CommandError(
                 "--exchange: cannot read the server's store \(serverLabel) (its demo authority and apps): \(error)")

@@ -38,8 +38,7 @@ final class StoreUnderTest: @unchecked Sendable {
     /// `--store` and `--state` as the CLI gets them.
     let store: String
     let state: String?
-    /// The team store key the binary is given (`ROLLOUT_STORE_KEY`); in process, `Wiring.teamStoreKeyPath()` (see
-    /// `keyPathInProcess`).
+    /// The team store key (`ROLLOUT_STORE_KEY` of the binary's and the in-process invocations' environment).
     let key: String
     let operatorID = "ana@test"
 

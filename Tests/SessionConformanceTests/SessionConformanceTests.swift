@@ -16,9 +16,9 @@ import Timekeeping
 /// step-up, ramp plans, settings, telemetry, the heartbeat, App Check state and the access mode. Where
 /// Tests/StoreConformance has the checks of a port, they run here too, on the session's port.
 ///
-/// In process, a PostgreSQL backend seals with this machine's team store key (`Wiring.teamStoreKeyPath()`, read
-/// from the process environment, not from the invocation), which `Wiring.createStore` creates when it is missing,
-/// as `rollout init` does.
+/// A PostgreSQL backend seals with the team store key the invocation's environment names (`ROLLOUT_STORE_KEY`, the
+/// fixture's own file, in process as in the binary), which `Wiring.createStore` creates when it is missing, as
+/// `rollout init` does.
 @Suite(.serialized)
 struct SessionConformanceTests {
     static let t0 = Instant(seconds: 1_780_000_000)
