@@ -89,7 +89,7 @@ public struct EnforcementGate: Sendable, Equatable {
         let held = now - since
         guard held >= okFor else {
             return .refused(
-                "the verdict has been OK at 100% for \(Self.span(held)), less than the \(Self.span(okFor)) required (guardrails.enforce-after)")
+                "the verdict has been OK at 100% for \(Self.span(held)), less than the \(Self.span(okFor)) required (policy enforcement.ok-for-minutes)")
         }
         return .allowed
     }

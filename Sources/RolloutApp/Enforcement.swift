@@ -40,12 +40,13 @@ public struct EnforcementPath {
     }
 
     /// What the gate sees: the flag's exposure now, since when it has been everyone with an OK verdict (checked
-    /// hour by hour over the required time, and now), and the share of recent App Attest attempts that failed.
+    /// hour by hour over the required time, and now), and the share of recent requests enforcement would reject
+    /// (`RejectionEstimate`: outdated clients and failed attestations, in the newest window).
     public func rollout(now: Instant, okFor: Instant.Duration) throws -> EnforcementGate.Rollout {
         let status = try session.monitor().status()
         let exposure = Double(status.exposed.value) / Double(MicroPercent.hundred.value)
         let recent = status.snapshot.windows.last?.totals ?? status.snapshot.totals
-        let wouldReject = recent.successRatio(provider: .appAttest).map { 1 - $0 }
+        let wouldReject = recent.rejectionEstimate.share
         guard exposure >= 1, status.assessment.verdict.level == .ok else {
             return EnforcementGate.Rollout(exposure: exposure, okSince: nil, wouldReject: wouldReject)
         }
@@ -90,7 +91,11 @@ public struct EnforcementPath {
         if case .refused(let why) = EnforcementGate(okFor: settings.enforceAfter).assess(
             from: before.enforcementMode, to: mode, rollout: rollout, now: now)
         {
-            throw Refusal(description: "refused: \(service) stays \(before.enforcementMode.rawValue): \(why)")
+            let estimate = rollout.wouldReject.map {
+                "; about \(($0 * 1000).rounded() / 10)% of recent requests would be rejected once enforced"
+            }
+            throw Refusal(
+                description: "refused: \(service) stays \(before.enforcementMode.rawValue): \(why)\(estimate ?? "")")
         }
         if dryRun { return .wouldChange(before, to: mode, rollout: rollout) }
         _ = try session.settingsWritePath().execute(

@@ -79,7 +79,8 @@ enum EnforcementCommands {
                     print("would set \(s.id) \(s.enforcementMode.rawValue) → \(to.rawValue) (dry run: nothing sent)")
                     if let r = rollout.wouldReject {
                         print(
-                            "  recent App Attest attempts failing: \((r * 1000).rounded() / 10)% (their requests would be rejected once enforced)")
+                            "  requests that would be rejected once enforced: about \((r * 1000).rounded() / 10)% "
+                                + "(outdated clients and failed attestations in the last window)")
                     }
                 case .changed(let before, let after):
                     print(
