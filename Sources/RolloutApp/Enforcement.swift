@@ -107,16 +107,11 @@ public struct EnforcementPath {
     /// Sends the change once, settles a lost answer by reading the service again, and records the outcome.
     private func send(_ before: AppCheckService, _ mode: EnforcementMode, reason: String) throws -> AppCheckService {
         let after: AppCheckService
-        do {
-            after = try client.setMode(before.id, mode, etag: before.etag)
-        } catch {
-            let now = try? client.get(before.id)
-            if let now, now.enforcementMode == mode, now.etag != before.etag {
-                after = now  // the answer was lost, the change was applied
-            } else {
-                try record(before, mode, "not applied: \(error)")
-                throw error
-            }
+        switch client.change(before, to: mode) {
+        case .applied(let now, _): after = now
+        case .failed(let error):
+            try record(before, mode, "not applied: \(error)")
+            throw error
         }
         try record(
             before, mode,
@@ -195,14 +190,12 @@ public struct EnforcementPolicy: WritePolicy {
         }
         for s in services where s.enforcementMode == .enforced {
             try record(s.id, "ENFORCED", "UNENFORCED", "requested before a \(p.kind.rawValue) (\(p.reason)); sent to Firebase next")
-            do {
-                let after = try client.setMode(s.id, .unenforced, etag: s.etag)
+            switch client.change(s, to: .unenforced) {
+            case .applied(let after, answerLost: false):
                 try record(s.id, "ENFORCED", "UNENFORCED", "applied; Firebase etag \(after.etag ?? "none")")
-            } catch {
-                if let now = try? client.get(s.id), now.enforcementMode != .enforced {
-                    try record(s.id, "ENFORCED", now.enforcementMode.rawValue, "applied (the answer was lost)")
-                    continue
-                }
+            case .applied(let now, answerLost: true):
+                try record(s.id, "ENFORCED", now.enforcementMode.rawValue, "applied (the answer was lost)")
+            case .failed(let error):
                 try record(s.id, "ENFORCED", "UNENFORCED", "not applied: \(error)")
                 return .refuse(
                     PolicyRefusal(
@@ -214,5 +207,32 @@ public struct EnforcementPolicy: WritePolicy {
             }
         }
         return .allow
+    }
+}
+
+extension AppCheckServicesClient {
+    /// What became of one change of a service's mode.
+    enum ModeChange {
+        /// Firebase has it; `answerLost`: the answer never came, and reading the service showed the change.
+        case applied(AppCheckService, answerLost: Bool)
+        case failed(any Error)
+    }
+
+    /// Sends `before`'s change to `mode` once (with its etag) and settles a lost answer by reading the service:
+    /// applied when it now has `mode` under a new etag, or, for a lowering, any mode below the one it had (another
+    /// operator lowered it meanwhile: the users are no more at risk). The one rule of the enforcement path and the
+    /// kill's enforcement policy.
+    func change(_ before: AppCheckService, to mode: EnforcementMode) -> ModeChange {
+        do {
+            return .applied(try setMode(before.id, mode, etag: before.etag), answerLost: false)
+        } catch {
+            if let now = try? get(before.id),
+                now.enforcementMode == mode && now.etag != before.etag
+                    || mode < before.enforcementMode && now.enforcementMode < before.enforcementMode
+            {
+                return .applied(now, answerLost: true)
+            }
+            return .failed(error)
+        }
     }
 }
