@@ -62,12 +62,17 @@ public final class PostgresAppCheckState: AppCheckState, @unchecked Sendable {
         case saveAttestedKey(AttestedKeyRecord)
         case advanceCounter(appId: String, keyId: [UInt8], counter: UInt32)
         case consumeToken(id: String, expiresAt: Instant)
+        /// A redemption and, when it redeemed, a counter's advance (an assertion exchange's one write).
+        case redeemThenAdvance([UInt8], appId: String, at: Instant, keyId: [UInt8], counter: UInt32)
+        /// A redemption and, when it redeemed, a key saved (an attestation exchange's one write).
+        case redeemThenSave([UInt8], appId: String, at: Instant, key: AttestedKeyRecord)
     }
 
     enum PerRequestOutcome {
         case done
         case redemption(ChallengeRedemption)
         case changed(Bool)
+        case redeemedThen(ChallengeRedemption, Bool)
     }
 
     private func commitGroup(_ writes: [PerRequestWrite]) throws -> [Result<PerRequestOutcome, any Error>] {
@@ -106,6 +111,16 @@ public final class PostgresAppCheckState: AppCheckState, @unchecked Sendable {
                     "INSERT INTO appcheck_consumed_tokens (token_id, expires_at) VALUES ($1, $2) ON CONFLICT (token_id) DO NOTHING RETURNING 1",
                     [id, String(expiresAt.microseconds)]
                 ).isEmpty)
+        case .redeemThenAdvance(let challenge, let appId, let at, let keyId, let counter):
+            let r = try redeem(challenge, appId: appId, at: at)
+            guard r == .redeemed else { return .redeemedThen(r, false) }
+            guard case .changed(let advanced) = try apply(.advanceCounter(appId: appId, keyId: keyId, counter: counter))
+            else { return .redeemedThen(r, false) }
+            return .redeemedThen(r, advanced)
+        case .redeemThenSave(let challenge, let appId, let at, let key):
+            let r = try redeem(challenge, appId: appId, at: at)
+            if r == .redeemed { try upsertKey(key) }
+            return .redeemedThen(r, r == .redeemed)
         }
     }
 
@@ -278,6 +293,23 @@ public final class PostgresAppCheckState: AppCheckState, @unchecked Sendable {
             throw GroupCommitError.outcomeCount(expected: 1, got: 0)
         }
         return c
+    }
+
+    public func redeemChallenge(
+        _ challenge: [UInt8], appId: String, at time: Instant, thenAdvance keyId: [UInt8], to counter: UInt32
+    ) throws -> (ChallengeRedemption, advanced: Bool) {
+        let outcome = try group.run(.redeemThenAdvance(challenge, appId: appId, at: time, keyId: keyId, counter: counter))
+        guard case .redeemedThen(let r, let advanced) = outcome else { throw GroupCommitError.outcomeCount(expected: 1, got: 0) }
+        return (r, advanced)
+    }
+
+    public func redeemChallenge(_ challenge: [UInt8], appId: String, at time: Instant, thenSave key: AttestedKeyRecord)
+        throws -> ChallengeRedemption
+    {
+        guard case .redeemedThen(let r, _) = try group.run(.redeemThenSave(challenge, appId: appId, at: time, key: key)) else {
+            throw GroupCommitError.outcomeCount(expected: 1, got: 0)
+        }
+        return r
     }
 
     public func consumeToken(id: String, expiresAt: Instant) throws -> Bool {

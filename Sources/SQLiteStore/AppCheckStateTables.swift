@@ -51,12 +51,17 @@ public final class AppCheckStateTables: AppCheckState, @unchecked Sendable {
         case saveAttestedKey(AttestedKeyRecord)
         case advanceCounter(appId: String, keyId: [UInt8], counter: UInt32)
         case consumeToken(id: String, expiresAt: Instant)
+        /// A redemption and, when it redeemed, a counter's advance (an assertion exchange's one write).
+        case redeemThenAdvance([UInt8], appId: String, at: Instant, keyId: [UInt8], counter: UInt32)
+        /// A redemption and, when it redeemed, a key saved (an attestation exchange's one write).
+        case redeemThenSave([UInt8], appId: String, at: Instant, key: AttestedKeyRecord)
     }
 
     enum PerRequestOutcome {
         case done
         case redemption(ChallengeRedemption)
         case changed(Bool)
+        case redeemedThen(ChallengeRedemption, Bool)
     }
 
     /// Group commit (`GroupCommit`): one `BEGIN IMMEDIATE` transaction (one seal check, one re-seal and witness,
@@ -85,6 +90,13 @@ public final class AppCheckStateTables: AppCheckState, @unchecked Sendable {
             return .changed(try advance(appId: appId, keyId: keyId, to: counter))
         case .consumeToken(let id, let expiresAt):
             return .changed(try consume(id: id, expiresAt: expiresAt))
+        case .redeemThenAdvance(let c, let appId, let at, let keyId, let counter):
+            let r = try redeem(c, appId: appId, at: at)
+            return .redeemedThen(r, r == .redeemed ? try advance(appId: appId, keyId: keyId, to: counter) : false)
+        case .redeemThenSave(let c, let appId, let at, let key):
+            let r = try redeem(c, appId: appId, at: at)
+            if r == .redeemed { try upsertKey(key) }
+            return .redeemedThen(r, r == .redeemed)
         }
     }
 
@@ -303,6 +315,25 @@ public final class AppCheckStateTables: AppCheckState, @unchecked Sendable {
                 [.integer(Int64(counter)), .text(appId), .blob(keyId), .integer(Int64(counter))])
             return db.changes == 1
         }
+    }
+
+    public func redeemChallenge(
+        _ challenge: [UInt8], appId: String, at time: Instant, thenAdvance keyId: [UInt8], to counter: UInt32
+    ) throws -> (ChallengeRedemption, advanced: Bool) {
+        if isReadOnly { throw SQLiteError.readOnly(db.path) }
+        let outcome = try group.run(.redeemThenAdvance(challenge, appId: appId, at: time, keyId: keyId, counter: counter))
+        guard case .redeemedThen(let r, let advanced) = outcome else { throw GroupCommitError.outcomeCount(expected: 1, got: 0) }
+        return (r, advanced)
+    }
+
+    public func redeemChallenge(_ challenge: [UInt8], appId: String, at time: Instant, thenSave key: AttestedKeyRecord)
+        throws -> ChallengeRedemption
+    {
+        if isReadOnly { throw SQLiteError.readOnly(db.path) }
+        guard case .redeemedThen(let r, _) = try group.run(.redeemThenSave(challenge, appId: appId, at: time, key: key)) else {
+            throw GroupCommitError.outcomeCount(expected: 1, got: 0)
+        }
+        return r
     }
 
     public func consumeToken(id: String, expiresAt: Instant) throws -> Bool {
