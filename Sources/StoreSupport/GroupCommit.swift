@@ -72,6 +72,9 @@ public final class GroupCommit<Operation, Outcome>: @unchecked Sendable {
         return try ticket.outcome!.get()
     }
 
+    /// Operations queued for the next group (not yet taken by a leader).
+    public var queued: Int { condition.withLock { queue.count } }
+
     /// Groups committed so far and the operations they held.
     public var statistics: (groups: Int, operations: Int) { condition.withLock { (groups, operations) } }
 }
