@@ -126,10 +126,11 @@ public struct AppCheckSetupError: Error, Hashable, Sendable, CustomStringConvert
 /// The App Check exchange for App Attest, with Firebase's semantics.
 ///
 /// - `generateChallenge`: 32 random bytes, one-time, valid 5 minutes.
-/// - `exchangeAttestation`: redeems the challenge, verifies the attestation with clientDataHash =
-///   SHA-256(challenge), stores the key with counter 0 and a fresh artifact, and issues a token.
-/// - `exchangeAssertion`: redeems the challenge, finds the key by artifact, verifies the assertion with
-///   clientDataHash = SHA-256(artifact ‖ challenge), advances the counter atomically, and issues a token.
+/// - `exchangeAttestation`: verifies the attestation with clientDataHash = SHA-256(challenge), then redeems the
+///   challenge and stores the key with counter 0 and a fresh artifact in one durable write, and issues a token.
+/// - `exchangeAssertion`: finds the key by artifact, verifies the assertion with clientDataHash =
+///   SHA-256(artifact ‖ challenge), then redeems the challenge and advances the counter in one durable write
+///   (atomically), and issues a token.
 /// - Tokens are RS256 JWTs with Firebase's claims; limited-use tokens carry a `jti`, live 5 minutes and can be
 ///   consumed once (`evaluateToken(_:consume:)`).
 ///
@@ -243,38 +244,46 @@ public final class AppCheckExchange: Sendable {
     }
 
     /// `exchangeAppAttestAttestation`.
+    ///
+    /// The challenge is redeemed in the same durable write that saves the key (one commit per exchange), after the
+    /// verification; a failed verification still uses the challenge up (a write of its own). A challenge that does
+    /// not redeem is reported before a failed verification, as when it was redeemed first.
     public func exchangeAttestation(
         appId: String, attestation: [UInt8], keyId: [UInt8], challenge: [UInt8], limitedUse: Bool = false
     ) throws(AppCheckExchangeError) -> AttestationExchangeResult {
         let app = try registered(appId)
         let now = clock.now()
-        try redeem(challenge, appId: appId, at: now)
         let key: AttestedKey
         do {
             key = try app.attestation.verify(
                 attestation: attestation, keyId: keyId, clientDataHash: SHA256.hash(challenge), app: app.app.identity,
                 environment: app.app.environment, at: now)
         } catch {
+            try redeem(challenge, appId: appId, at: now)
             throw .attestationRejected(error)
         }
         let artifact = random(32)
         let record = AttestedKeyRecord(
             appId: appId, keyId: key.keyId, publicKey: key.publicKey, counter: 0, artifactDigest: SHA256.hash(artifact),
             receipt: key.receipt, environment: key.environment, attestedAt: now)
-        try storage { try state.saveAttestedKey(record) }
+        try check(try storage { try state.redeemChallenge(challenge, appId: appId, at: now, thenSave: record) })
         return AttestationExchangeResult(
             artifact: artifact, token: try issueToken(app.app, at: now, limitedUse: limitedUse), key: key)
     }
 
     /// `exchangeAppAttestAssertion`.
+    ///
+    /// The challenge is redeemed in the same durable write that advances the counter (one commit per exchange),
+    /// after the verification; an unknown artifact or a failed verification still uses the challenge up (a
+    /// write of its own), and a challenge that does not redeem is reported first, as when it was redeemed first.
     public func exchangeAssertion(
         appId: String, artifact: [UInt8], assertion: [UInt8], challenge: [UInt8], limitedUse: Bool = false
     ) throws(AppCheckExchangeError) -> AppCheckToken {
         let app = try registered(appId)
         let now = clock.now()
-        try redeem(challenge, appId: appId, at: now)
         guard let record = try storage({ try state.attestedKey(appId: appId, artifactDigest: SHA256.hash(artifact)) })
         else {
+            try redeem(challenge, appId: appId, at: now)
             throw .unknownArtifact
         }
         var hasher = SHA256.Hasher()
@@ -286,10 +295,15 @@ public final class AppCheckExchange: Sendable {
                 assertion: assertion, clientDataHash: hasher.finish(), publicKey: record.publicKey,
                 previousCounter: record.counter)
         } catch {
+            try redeem(challenge, appId: appId, at: now)
             throw .assertionRejected(error)
         }
         // Atomic in the state: of two concurrent requests with the same counter, only one wins.
-        guard try storage({ try state.advanceCounter(appId: appId, keyId: record.keyId, to: counter) }) else {
+        let (redemption, advanced) = try storage {
+            try state.redeemChallenge(challenge, appId: appId, at: now, thenAdvance: record.keyId, to: counter)
+        }
+        try check(redemption)
+        guard advanced else {
             throw .assertionRejected(.counterNotIncreasing(previous: record.counter, received: counter))
         }
         return try issueToken(app.app, at: now, limitedUse: limitedUse)
@@ -322,7 +336,11 @@ public final class AppCheckExchange: Sendable {
     }
 
     private func redeem(_ challenge: [UInt8], appId: String, at now: Instant) throws(AppCheckExchangeError) {
-        switch try storage({ try state.redeemChallenge(challenge, appId: appId, at: now) }) {
+        try check(try storage { try state.redeemChallenge(challenge, appId: appId, at: now) })
+    }
+
+    private func check(_ redemption: ChallengeRedemption) throws(AppCheckExchangeError) {
+        switch redemption {
         case .redeemed: return
         case .expired: throw .challengeExpired
         case .alreadyUsed: throw .challengeAlreadyUsed

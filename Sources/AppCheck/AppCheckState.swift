@@ -154,6 +154,38 @@ public protocol AppCheckState: AnyObject, Sendable {
 
     /// Forgets challenges and consumed token ids that expired before `time`, and signing keys retired before it.
     func purgeExpired(before time: Instant) throws
+
+    /// `redeemChallenge`, and when it redeemed, `advanceCounter` in the same durable write (one commit for an
+    /// assertion exchange); the counter is not touched otherwise. Returns the redemption and whether the counter
+    /// advanced.
+    func redeemChallenge(
+        _ challenge: [UInt8], appId: String, at time: Instant, thenAdvance keyId: [UInt8], to counter: UInt32
+    ) throws -> (ChallengeRedemption, advanced: Bool)
+
+    /// `redeemChallenge`, and when it redeemed, `saveAttestedKey` in the same durable write (one commit for an
+    /// attestation exchange); nothing is saved otherwise.
+    func redeemChallenge(_ challenge: [UInt8], appId: String, at time: Instant, thenSave key: AttestedKeyRecord)
+        throws -> ChallengeRedemption
+}
+
+extension AppCheckState {
+    /// Two writes, one after the other: each durable; a crash between them leaves the challenge used and the
+    /// counter where it was, which no answered request relied on.
+    public func redeemChallenge(
+        _ challenge: [UInt8], appId: String, at time: Instant, thenAdvance keyId: [UInt8], to counter: UInt32
+    ) throws -> (ChallengeRedemption, advanced: Bool) {
+        let r = try redeemChallenge(challenge, appId: appId, at: time)
+        guard r == .redeemed else { return (r, false) }
+        return (r, try advanceCounter(appId: appId, keyId: keyId, to: counter))
+    }
+
+    public func redeemChallenge(_ challenge: [UInt8], appId: String, at time: Instant, thenSave key: AttestedKeyRecord)
+        throws -> ChallengeRedemption
+    {
+        let r = try redeemChallenge(challenge, appId: appId, at: time)
+        if r == .redeemed { try saveAttestedKey(key) }
+        return r
+    }
 }
 
 /// The state in memory, for tests and for a simulation that needs no persistence.

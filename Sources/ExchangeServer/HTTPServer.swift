@@ -67,8 +67,10 @@ public protocol HTTPHandler: Sendable {
 
 /// The server's limits.
 public struct HTTPServerLimits: Sendable {
-    /// Worker threads, each with its own event loop over its share of the connections.
-    public var threads: Int = 4
+    /// Worker threads, each with its own event loop over its share of the connections. A handler holds its
+    /// thread while its request's writes wait for their group commit, so the threads bound how many requests
+    /// share one sync: more than the cores.
+    public var threads: Int = 16
     /// Connections open at once; libmicrohttpd stops accepting at the limit, so more wait in the listen queue.
     public var connectionLimit: Int = 256
     /// An idle connection (no bytes either way) is closed after this long.
@@ -127,10 +129,11 @@ public struct AccessLogEntry: Sendable {
 /// An HTTP/1.1 server on libmicrohttpd.
 ///
 /// Threading: libmicrohttpd's internal event loop (epoll) with a fixed pool of worker threads
-/// (`MHD_OPTION_THREAD_POOL_SIZE`), not a thread per connection: the work per request is short and CPU-bound
-/// (ECDSA and RSA, SQLite commits), so a few threads bounded by the cores serve any number of keep-alive
-/// connections, and a connection burst cannot create hundreds of threads on a small machine. The handler runs
-/// on the worker that owns the connection.
+/// (`MHD_OPTION_THREAD_POOL_SIZE`), not a thread per connection: the work per request is short (ECDSA and RSA,
+/// then a wait for the group commit that makes its state durable), so a fixed pool (16 by default: enough
+/// requests in flight to fill a group while one syncs) serves any number of keep-alive connections, and a
+/// connection burst cannot create hundreds of threads on a small machine. The handler runs on the worker that
+/// owns the connection.
 ///
 /// Limits: a connection limit, a cap per client address, an idle timeout per connection, deadlines for a
 /// request's head and body that trickling bytes do not extend (`ConnectionWatch`, with shorter ones under

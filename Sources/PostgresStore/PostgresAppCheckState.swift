@@ -2,6 +2,7 @@ import AppCheck
 import Crypto
 import FoundationEssentials
 import Glibc
+import Platform
 import StoreSupport
 import Timekeeping
 
@@ -32,13 +33,115 @@ import Timekeeping
 /// Every private key (token signing keys, the demo authority's two keys) is an AES-256-GCM box under the team's
 /// store key with its role bound as associated data, like the step-up secrets: a database dump alone signs nothing.
 /// The viewer role is granted no private-key column (docs/POSTGRES.md).
+///
+/// Group commit: the per-request writes (a challenge stored or redeemed, a key saved, a counter advanced, a token
+/// consumed) of concurrent requests share one transaction (`GroupCommit`): one `BEGIN`, their statements in
+/// arrival order, one `COMMIT` (one WAL flush on the server), and each call returns only after that COMMIT. The
+/// statements are the ones above, so each decides exactly as alone; a statement that fails aborts the group's
+/// transaction, which is then rolled back and its writes run again one transaction each, in order (the first
+/// run left nothing). The requests' reads (a key by its artifact, a debug token) use a second connection, so
+/// they never wait behind a group's COMMIT.
 public final class PostgresAppCheckState: AppCheckState, @unchecked Sendable {
     private let store: PostgresConfigStore
     private let key: StoreKey?
+    private var group: GroupCommit<PerRequestWrite, PerRequestOutcome>!
+    private let readerLock = Lock()
+    /// The reading connection, opened on first use (nil until then, and when it cannot be opened).
+    private var reader: PGConnection?
 
     public init(store: PostgresConfigStore, key: StoreKey?) {
         self.store = store
         self.key = key
+        group = GroupCommit { [unowned self] writes in try self.commitGroup(writes) }
+    }
+
+    /// One request's change to the per-request state.
+    enum PerRequestWrite {
+        case storeChallenge([UInt8], appId: String, expiresAt: Instant)
+        case redeemChallenge([UInt8], appId: String, at: Instant)
+        case saveAttestedKey(AttestedKeyRecord)
+        case advanceCounter(appId: String, keyId: [UInt8], counter: UInt32)
+        case consumeToken(id: String, expiresAt: Instant)
+        /// A redemption and, when it redeemed, a counter's advance (an assertion exchange's one write).
+        case redeemThenAdvance([UInt8], appId: String, at: Instant, keyId: [UInt8], counter: UInt32)
+        /// A redemption and, when it redeemed, a key saved (an attestation exchange's one write).
+        case redeemThenSave([UInt8], appId: String, at: Instant, key: AttestedKeyRecord)
+    }
+
+    enum PerRequestOutcome {
+        case done
+        case redemption(ChallengeRedemption)
+        case changed(Bool)
+        case redeemedThen(ChallengeRedemption, Bool)
+    }
+
+    private func commitGroup(_ writes: [PerRequestWrite]) throws -> [Result<PerRequestOutcome, any Error>] {
+        if writes.count > 1 {
+            do {
+                return try write { try writes.map { .success(try apply($0)) } }
+            } catch let e as PostgresError where !e.sqlState.isEmpty {
+                // A statement failed and the server aborted the whole transaction (rolled back by the runner):
+                // each write alone below, in order, so only the failing one fails.
+            }
+        }
+        return writes.map { w in Result { try write { try apply(w) } } }
+    }
+
+    private func apply(_ write: PerRequestWrite) throws -> PerRequestOutcome {
+        switch write {
+        case .storeChallenge(let challenge, let appId, let expiresAt):
+            try c.query(
+                "INSERT INTO appcheck_challenges (challenge, app_id, expires_at) VALUES (decode($1, 'hex'), $2, $3)",
+                [Hex.encode(challenge), appId, String(expiresAt.microseconds)])
+            return .done
+        case .redeemChallenge(let challenge, let appId, let time):
+            return .redemption(try redeem(challenge, appId: appId, at: time))
+        case .saveAttestedKey(let key):
+            try upsertKey(key)
+            return .done
+        case .advanceCounter(let appId, let keyId, let counter):
+            return .changed(
+                try !c.query(
+                    "UPDATE appcheck_keys SET counter = $1 WHERE app_id = $2 AND key_id = decode($3, 'hex') AND counter < $1 RETURNING 1",
+                    [String(counter), appId, Hex.encode(keyId)]
+                ).isEmpty)
+        case .consumeToken(let id, let expiresAt):
+            return .changed(
+                try !c.query(
+                    "INSERT INTO appcheck_consumed_tokens (token_id, expires_at) VALUES ($1, $2) ON CONFLICT (token_id) DO NOTHING RETURNING 1",
+                    [id, String(expiresAt.microseconds)]
+                ).isEmpty)
+        case .redeemThenAdvance(let challenge, let appId, let at, let keyId, let counter):
+            let r = try redeem(challenge, appId: appId, at: at)
+            guard r == .redeemed else { return .redeemedThen(r, false) }
+            guard case .changed(let advanced) = try apply(.advanceCounter(appId: appId, keyId: keyId, counter: counter))
+            else { return .redeemedThen(r, false) }
+            return .redeemedThen(r, advanced)
+        case .redeemThenSave(let challenge, let appId, let at, let key):
+            let r = try redeem(challenge, appId: appId, at: at)
+            if r == .redeemed { try upsertKey(key) }
+            return .redeemedThen(r, r == .redeemed)
+        }
+    }
+
+    /// Groups committed and the writes they held since this object was made (benchmarks).
+    public var groupStatistics: (groups: Int, writes: Int) {
+        let s = group.statistics
+        return (s.groups, s.operations)
+    }
+
+    /// A read a request makes, on the reading connection (the writing one when no second connection opens).
+    private func readPerRequest<T>(_ body: (PGConnection) throws -> T) throws -> T {
+        try readerLock.withLock {
+            if reader == nil {
+                if let r = try? PGConnection(store.conninfo) {
+                    r.sessionSetup = ["SET client_min_messages = warning", "SET bytea_output = hex"]
+                    if (try? r.sessionSetup.forEach { try r.execute($0) }) != nil { reader = r }
+                }
+            }
+            guard let reader, reader.reconnectIfLost() else { return try read { try body(c) } }
+            return try body(reader)
+        }
     }
 
     /// Whether the connection refuses writes (`--read-only`).
@@ -119,50 +222,53 @@ public final class PostgresAppCheckState: AppCheckState, @unchecked Sendable {
     // MARK: Challenges, keys, tokens
 
     public func storeChallenge(_ challenge: [UInt8], appId: String, expiresAt: Instant) throws {
-        _ = try write {
-            try c.query(
-                "INSERT INTO appcheck_challenges (challenge, app_id, expires_at) VALUES (decode($1, 'hex'), $2, $3)",
-                [Hex.encode(challenge), appId, String(expiresAt.microseconds)])
-        }
+        _ = try group.run(.storeChallenge(challenge, appId: appId, expiresAt: expiresAt))
     }
 
     public func redeemChallenge(_ challenge: [UInt8], appId: String, at time: Instant) throws -> ChallengeRedemption {
-        try write {
-            let hex = Hex.encode(challenge)
-            if let row = try c.query(
-                "UPDATE appcheck_challenges SET used = true WHERE challenge = decode($1, 'hex') AND app_id = $2 AND NOT used RETURNING expires_at",
-                [hex, appId]
-            ).first {
-                return time.microseconds < (try Self.int(row[0], "appcheck_challenges")) ? .redeemed : .expired
-            }
-            let known = try !c.query(
-                "SELECT 1 FROM appcheck_challenges WHERE challenge = decode($1, 'hex') AND app_id = $2", [hex, appId]
-            ).isEmpty
-            return known ? .alreadyUsed : .unknown
+        guard case .redemption(let r) = try group.run(.redeemChallenge(challenge, appId: appId, at: time)) else {
+            throw GroupCommitError.outcomeCount(expected: 1, got: 0)
         }
+        return r
+    }
+
+    private func redeem(_ challenge: [UInt8], appId: String, at time: Instant) throws -> ChallengeRedemption {
+        let hex = Hex.encode(challenge)
+        if let row = try c.query(
+            "UPDATE appcheck_challenges SET used = true WHERE challenge = decode($1, 'hex') AND app_id = $2 AND NOT used RETURNING expires_at",
+            [hex, appId]
+        ).first {
+            return time.microseconds < (try Self.int(row[0], "appcheck_challenges")) ? .redeemed : .expired
+        }
+        let known = try !c.query(
+            "SELECT 1 FROM appcheck_challenges WHERE challenge = decode($1, 'hex') AND app_id = $2", [hex, appId]
+        ).isEmpty
+        return known ? .alreadyUsed : .unknown
     }
 
     public func saveAttestedKey(_ key: AttestedKeyRecord) throws {
-        _ = try write {
-            try c.query(
-                """
-                INSERT INTO appcheck_keys (app_id, key_id, public_key, counter, artifact_digest, receipt, environment, attested_at)
-                VALUES ($1, decode($2, 'hex'), decode($3, 'hex'), $4, decode($5, 'hex'), decode($6, 'hex'), $7, $8)
-                ON CONFLICT (app_id, key_id) DO UPDATE SET
-                    public_key = excluded.public_key, counter = GREATEST(appcheck_keys.counter, excluded.counter),
-                    artifact_digest = excluded.artifact_digest, receipt = excluded.receipt,
-                    environment = excluded.environment, attested_at = excluded.attested_at
-                """,
-                [
-                    key.appId, Hex.encode(key.keyId), Hex.encode(key.publicKey), String(key.counter),
-                    Hex.encode(key.artifactDigest),
-                    Hex.encode(key.receipt), key.environment.rawValue, String(key.attestedAt.microseconds),
-                ])
-        }
+        _ = try group.run(.saveAttestedKey(key))
+    }
+
+    private func upsertKey(_ key: AttestedKeyRecord) throws {
+        try c.query(
+            """
+            INSERT INTO appcheck_keys (app_id, key_id, public_key, counter, artifact_digest, receipt, environment, attested_at)
+            VALUES ($1, decode($2, 'hex'), decode($3, 'hex'), $4, decode($5, 'hex'), decode($6, 'hex'), $7, $8)
+            ON CONFLICT (app_id, key_id) DO UPDATE SET
+                public_key = excluded.public_key, counter = GREATEST(appcheck_keys.counter, excluded.counter),
+                artifact_digest = excluded.artifact_digest, receipt = excluded.receipt,
+                environment = excluded.environment, attested_at = excluded.attested_at
+            """,
+            [
+                key.appId, Hex.encode(key.keyId), Hex.encode(key.publicKey), String(key.counter),
+                Hex.encode(key.artifactDigest),
+                Hex.encode(key.receipt), key.environment.rawValue, String(key.attestedAt.microseconds),
+            ])
     }
 
     public func attestedKey(appId: String, artifactDigest: [UInt8]) throws -> AttestedKeyRecord? {
-        try read {
+        try readPerRequest { c in
             guard
                 let r = try c.query(
                     "SELECT encode(key_id, 'hex'), encode(public_key, 'hex'), counter, encode(receipt, 'hex'), environment, attested_at "
@@ -183,21 +289,34 @@ public final class PostgresAppCheckState: AppCheckState, @unchecked Sendable {
     }
 
     public func advanceCounter(appId: String, keyId: [UInt8], to counter: UInt32) throws -> Bool {
-        try write {
-            try !c.query(
-                "UPDATE appcheck_keys SET counter = $1 WHERE app_id = $2 AND key_id = decode($3, 'hex') AND counter < $1 RETURNING 1",
-                [String(counter), appId, Hex.encode(keyId)]
-            ).isEmpty
+        guard case .changed(let c) = try group.run(.advanceCounter(appId: appId, keyId: keyId, counter: counter)) else {
+            throw GroupCommitError.outcomeCount(expected: 1, got: 0)
         }
+        return c
+    }
+
+    public func redeemChallenge(
+        _ challenge: [UInt8], appId: String, at time: Instant, thenAdvance keyId: [UInt8], to counter: UInt32
+    ) throws -> (ChallengeRedemption, advanced: Bool) {
+        let outcome = try group.run(.redeemThenAdvance(challenge, appId: appId, at: time, keyId: keyId, counter: counter))
+        guard case .redeemedThen(let r, let advanced) = outcome else { throw GroupCommitError.outcomeCount(expected: 1, got: 0) }
+        return (r, advanced)
+    }
+
+    public func redeemChallenge(_ challenge: [UInt8], appId: String, at time: Instant, thenSave key: AttestedKeyRecord)
+        throws -> ChallengeRedemption
+    {
+        guard case .redeemedThen(let r, _) = try group.run(.redeemThenSave(challenge, appId: appId, at: time, key: key)) else {
+            throw GroupCommitError.outcomeCount(expected: 1, got: 0)
+        }
+        return r
     }
 
     public func consumeToken(id: String, expiresAt: Instant) throws -> Bool {
-        try write {
-            try !c.query(
-                "INSERT INTO appcheck_consumed_tokens (token_id, expires_at) VALUES ($1, $2) ON CONFLICT (token_id) DO NOTHING RETURNING 1",
-                [id, String(expiresAt.microseconds)]
-            ).isEmpty
+        guard case .changed(let c) = try group.run(.consumeToken(id: id, expiresAt: expiresAt)) else {
+            throw GroupCommitError.outcomeCount(expected: 1, got: 0)
         }
+        return c
     }
 
     // MARK: Signing keys
@@ -276,7 +395,7 @@ public final class PostgresAppCheckState: AppCheckState, @unchecked Sendable {
     }
 
     public func hasDebugToken(appId: String, digest: [UInt8]) throws -> Bool {
-        try read {
+        try readPerRequest { c in
             try !c.query(
                 "SELECT 1 FROM appcheck_debug_tokens WHERE digest = decode($1, 'hex') AND app_id = $2",
                 [Hex.encode(digest), appId]

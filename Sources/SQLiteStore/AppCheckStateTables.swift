@@ -13,6 +13,12 @@ import Timekeeping
 /// and is seen by every other process at once. Counters advance with a conditional UPDATE, so of two
 /// processes verifying assertions with the same counter only one wins. Instants are stored as microseconds.
 ///
+/// The per-request writes (a challenge stored or redeemed, a key saved, a counter advanced, a token consumed) are
+/// committed in groups (`GroupCommit`): the writes of concurrent requests share one transaction, so one seal
+/// check, one re-seal, one witness write and one WAL sync serve them all; each write still decides in order, in
+/// a savepoint of its own, and its call returns only after its group committed. The requests' reads (a key by
+/// its artifact, a debug token) go through a second, read-only connection that never waits for a group's sync.
+///
 /// The demo certificate authority (certificates and private keys) lives here too, so the store file is the one
 /// thing to keep; it is created with mode 0600 by the store. Every private key (the token signing keys, the demo
 /// authority's root and intermediate keys) is encrypted with the store key (AES-256-GCM, its role bound as
@@ -22,11 +28,82 @@ import Timekeeping
 public final class AppCheckStateTables: AppCheckState, @unchecked Sendable {
     private let db: SQLiteDatabase
     private let lock = Lock()
+    /// The per-request writes (challenges, counters, consumed tokens, attested keys), committed in groups.
+    private var group: GroupCommit<PerRequestWrite, PerRequestOutcome>!
+    /// Reads of the per-request tables on a connection of their own, so that they do not queue behind a group's
+    /// sync (nil when it cannot be opened: reads then share the writing connection).
+    private let reader: SQLiteDatabase?
+    private let readerLock = Lock()
 
     /// Uses `database`, creating the tables if needed.
     public init(database: SQLiteDatabase) throws {
         db = database
         try Self.createSchema(in: database)
+        reader = database.path.isEmpty || database.path == ":memory:"
+            ? nil : try? SQLiteDatabase(path: database.path, create: false, readOnly: true)
+        group = GroupCommit { [unowned self] writes in try self.commitGroup(writes) }
+    }
+
+    /// One request's change to the per-request state.
+    enum PerRequestWrite {
+        case storeChallenge([UInt8], appId: String, expiresAt: Instant)
+        case redeemChallenge([UInt8], appId: String, at: Instant)
+        case saveAttestedKey(AttestedKeyRecord)
+        case advanceCounter(appId: String, keyId: [UInt8], counter: UInt32)
+        case consumeToken(id: String, expiresAt: Instant)
+        /// A redemption and, when it redeemed, a counter's advance (an assertion exchange's one write).
+        case redeemThenAdvance([UInt8], appId: String, at: Instant, keyId: [UInt8], counter: UInt32)
+        /// A redemption and, when it redeemed, a key saved (an attestation exchange's one write).
+        case redeemThenSave([UInt8], appId: String, at: Instant, key: AttestedKeyRecord)
+    }
+
+    enum PerRequestOutcome {
+        case done
+        case redemption(ChallengeRedemption)
+        case changed(Bool)
+        case redeemedThen(ChallengeRedemption, Bool)
+    }
+
+    /// Group commit (`GroupCommit`): one `BEGIN IMMEDIATE` transaction (one seal check, one re-seal and witness,
+    /// one WAL sync) for every write queued while the previous group synced; each write runs in a savepoint of
+    /// its own, in arrival order, so a failing write rolls back alone and every outcome is the one it would have
+    /// had in a transaction of its own. No caller returns before the transaction holding its write committed.
+    private func commitGroup(_ writes: [PerRequestWrite]) throws -> [Result<PerRequestOutcome, any Error>] {
+        try lock.withLock {
+            try db.transaction(immediate: true) {
+                writes.map { w in Result { try db.transaction(immediate: true) { try apply(w) } } }
+            }
+        }
+    }
+
+    private func apply(_ write: PerRequestWrite) throws -> PerRequestOutcome {
+        switch write {
+        case .storeChallenge(let c, let appId, let expiresAt):
+            try insertChallenge(c, appId: appId, expiresAt: expiresAt)
+            return .done
+        case .redeemChallenge(let c, let appId, let at):
+            return .redemption(try redeem(c, appId: appId, at: at))
+        case .saveAttestedKey(let key):
+            try upsertKey(key)
+            return .done
+        case .advanceCounter(let appId, let keyId, let counter):
+            return .changed(try advance(appId: appId, keyId: keyId, to: counter))
+        case .consumeToken(let id, let expiresAt):
+            return .changed(try consume(id: id, expiresAt: expiresAt))
+        case .redeemThenAdvance(let c, let appId, let at, let keyId, let counter):
+            let r = try redeem(c, appId: appId, at: at)
+            return .redeemedThen(r, r == .redeemed ? try advance(appId: appId, keyId: keyId, to: counter) : false)
+        case .redeemThenSave(let c, let appId, let at, let key):
+            let r = try redeem(c, appId: appId, at: at)
+            if r == .redeemed { try upsertKey(key) }
+            return .redeemedThen(r, r == .redeemed)
+        }
+    }
+
+    /// Groups committed and the writes they held since this object was made (benchmarks).
+    public var groupStatistics: (groups: Int, writes: Int) {
+        let s = group.statistics
+        return (s.groups, s.operations)
     }
 
     public static func createSchema(in db: SQLiteDatabase) throws {
@@ -96,6 +173,13 @@ public final class AppCheckStateTables: AppCheckState, @unchecked Sendable {
         try lock.withLock { try body() }
     }
 
+    /// A read a request makes (its key, a debug token): on the reading connection, which sees every committed
+    /// group (WAL) and never waits for one to sync.
+    private func readPerRequest<T>(_ body: (SQLiteDatabase) throws -> T) throws -> T {
+        guard let reader else { return try lock.withLock { try body(db) } }
+        return try readerLock.withLock { try body(reader) }
+    }
+
     public func configuration() throws -> AppCheckConfiguration? {
         try read {
             guard let p = try db.query("SELECT project_number, project_id FROM appcheck_project WHERE id = 1").first,
@@ -139,34 +223,47 @@ public final class AppCheckStateTables: AppCheckState, @unchecked Sendable {
     }
 
     public func storeChallenge(_ challenge: [UInt8], appId: String, expiresAt: Instant) throws {
-        try write {
-            try db.tallied("appcheck_challenges", where: "challenge = ?", [.blob(challenge)]) {
-                try db.run(
-                    "INSERT INTO appcheck_challenges (challenge, app_id, expires_at) VALUES (?, ?, ?)",
-                    [.blob(challenge), .text(appId), .integer(expiresAt.microseconds)])
-            }
-        }
+        if isReadOnly { throw SQLiteError.readOnly(db.path) }
+        _ = try group.run(.storeChallenge(challenge, appId: appId, expiresAt: expiresAt))
+    }
+
+    private func insertChallenge(_ challenge: [UInt8], appId: String, expiresAt: Instant) throws {
+        let row: [SQLiteValue] = [.blob(challenge), .text(appId), .integer(expiresAt.microseconds), .integer(0)]
+        try db.run("INSERT INTO appcheck_challenges (challenge, app_id, expires_at, used) VALUES (?, ?, ?, ?)", row)
+        // A new row (the insert fails on an existing challenge): its hash joins the tally, no query needed.
+        db.tallyChange("appcheck_challenges", from: [], to: [row])
     }
 
     public func redeemChallenge(_ challenge: [UInt8], appId: String, at time: Instant) throws -> ChallengeRedemption {
-        try write {
-            guard
-                let row = try db.query(
-                    "SELECT app_id, expires_at, used FROM appcheck_challenges WHERE challenge = ?", [.blob(challenge)]
-                ).first,
-                row[0].string == appId, let expiresAt = row[1].int
-            else { return .unknown }
-            if row[2].int != 0 { return .alreadyUsed }
-            try db.tallied("appcheck_challenges", where: "challenge = ?", [.blob(challenge)]) {
-                try db.run("UPDATE appcheck_challenges SET used = 1 WHERE challenge = ?", [.blob(challenge)])
-            }
-            return time.microseconds < expiresAt ? .redeemed : .expired
+        if isReadOnly { throw SQLiteError.readOnly(db.path) }
+        guard case .redemption(let r) = try group.run(.redeemChallenge(challenge, appId: appId, at: time)) else {
+            throw GroupCommitError.outcomeCount(expected: 1, got: 0)
         }
+        return r
+    }
+
+    private func redeem(_ challenge: [UInt8], appId: String, at time: Instant) throws -> ChallengeRedemption {
+        guard
+            let row = try db.query(
+                "SELECT app_id, expires_at, used FROM appcheck_challenges WHERE challenge = ?", [.blob(challenge)]
+            ).first,
+            row[0].string == appId, let expiresAt = row[1].int
+        else { return .unknown }
+        if row[2].int != 0 { return .alreadyUsed }
+        try db.run("UPDATE appcheck_challenges SET used = 1 WHERE challenge = ?", [.blob(challenge)])
+        // The row as read, then with `used` set: the tally moves without reading it again.
+        let before: [SQLiteValue] = [.blob(challenge), row[0], row[1], row[2]]
+        db.tallyChange("appcheck_challenges", from: [before], to: [[before[0], before[1], before[2], .integer(1)]])
+        return time.microseconds < expiresAt ? .redeemed : .expired
     }
 
     public func saveAttestedKey(_ key: AttestedKeyRecord) throws {
-        try write {
-            try db.tallied("appcheck_keys", where: "app_id = ? AND key_id = ?", [.text(key.appId), .blob(key.keyId)]) {
+        if isReadOnly { throw SQLiteError.readOnly(db.path) }
+        _ = try group.run(.saveAttestedKey(key))
+    }
+
+    private func upsertKey(_ key: AttestedKeyRecord) throws {
+        try db.tallied("appcheck_keys", where: "app_id = ? AND key_id = ?", [.text(key.appId), .blob(key.keyId)]) {
             try db.run(
                 """
                 INSERT INTO appcheck_keys (app_id, key_id, public_key, counter, artifact_digest, receipt, environment, attested_at)
@@ -181,12 +278,11 @@ public final class AppCheckStateTables: AppCheckState, @unchecked Sendable {
                     .blob(key.artifactDigest),
                     .blob(key.receipt), .text(key.environment.rawValue), .integer(key.attestedAt.microseconds),
                 ])
-            }
         }
     }
 
     public func attestedKey(appId: String, artifactDigest: [UInt8]) throws -> AttestedKeyRecord? {
-        try read {
+        try readPerRequest { db in
             guard
                 let r = try db.query(
                     "SELECT key_id, public_key, counter, receipt, environment, attested_at FROM appcheck_keys WHERE artifact_digest = ? AND app_id = ?",
@@ -205,25 +301,57 @@ public final class AppCheckStateTables: AppCheckState, @unchecked Sendable {
     }
 
     public func advanceCounter(appId: String, keyId: [UInt8], to counter: UInt32) throws -> Bool {
-        try write {
-            try db.tallied("appcheck_keys", where: "app_id = ? AND key_id = ?", [.text(appId), .blob(keyId)]) {
-                try db.run(
-                    "UPDATE appcheck_keys SET counter = ? WHERE app_id = ? AND key_id = ? AND counter < ?",
-                    [.integer(Int64(counter)), .text(appId), .blob(keyId), .integer(Int64(counter))])
-                return db.changes == 1
-            }
+        if isReadOnly { throw SQLiteError.readOnly(db.path) }
+        guard case .changed(let c) = try group.run(.advanceCounter(appId: appId, keyId: keyId, counter: counter)) else {
+            throw GroupCommitError.outcomeCount(expected: 1, got: 0)
+        }
+        return c
+    }
+
+    private func advance(appId: String, keyId: [UInt8], to counter: UInt32) throws -> Bool {
+        return try db.tallied("appcheck_keys", where: "app_id = ? AND key_id = ?", [.text(appId), .blob(keyId)]) {
+            try db.run(
+                "UPDATE appcheck_keys SET counter = ? WHERE app_id = ? AND key_id = ? AND counter < ?",
+                [.integer(Int64(counter)), .text(appId), .blob(keyId), .integer(Int64(counter))])
+            return db.changes == 1
         }
     }
 
-    public func consumeToken(id: String, expiresAt: Instant) throws -> Bool {
-        try write {
-            try db.tallied("appcheck_consumed_tokens", where: "token_id = ?", [.text(id)]) {
-                try db.run(
-                    "INSERT INTO appcheck_consumed_tokens (token_id, expires_at) VALUES (?, ?) ON CONFLICT (token_id) DO NOTHING",
-                    [.text(id), .integer(expiresAt.microseconds)])
-                return db.changes == 1
-            }
+    public func redeemChallenge(
+        _ challenge: [UInt8], appId: String, at time: Instant, thenAdvance keyId: [UInt8], to counter: UInt32
+    ) throws -> (ChallengeRedemption, advanced: Bool) {
+        if isReadOnly { throw SQLiteError.readOnly(db.path) }
+        let outcome = try group.run(.redeemThenAdvance(challenge, appId: appId, at: time, keyId: keyId, counter: counter))
+        guard case .redeemedThen(let r, let advanced) = outcome else { throw GroupCommitError.outcomeCount(expected: 1, got: 0) }
+        return (r, advanced)
+    }
+
+    public func redeemChallenge(_ challenge: [UInt8], appId: String, at time: Instant, thenSave key: AttestedKeyRecord)
+        throws -> ChallengeRedemption
+    {
+        if isReadOnly { throw SQLiteError.readOnly(db.path) }
+        guard case .redeemedThen(let r, _) = try group.run(.redeemThenSave(challenge, appId: appId, at: time, key: key)) else {
+            throw GroupCommitError.outcomeCount(expected: 1, got: 0)
         }
+        return r
+    }
+
+    public func consumeToken(id: String, expiresAt: Instant) throws -> Bool {
+        if isReadOnly { throw SQLiteError.readOnly(db.path) }
+        guard case .changed(let c) = try group.run(.consumeToken(id: id, expiresAt: expiresAt)) else {
+            throw GroupCommitError.outcomeCount(expected: 1, got: 0)
+        }
+        return c
+    }
+
+    private func consume(id: String, expiresAt: Instant) throws -> Bool {
+        let row: [SQLiteValue] = [.text(id), .integer(expiresAt.microseconds)]
+        try db.run(
+            "INSERT INTO appcheck_consumed_tokens (token_id, expires_at) VALUES (?, ?) ON CONFLICT (token_id) DO NOTHING",
+            row)
+        guard db.changes == 1 else { return false }
+        db.tallyChange("appcheck_consumed_tokens", from: [], to: [row])
+        return true
     }
 
     public func signingKeys() throws -> [StoredSigningKey] {
@@ -290,7 +418,7 @@ public final class AppCheckStateTables: AppCheckState, @unchecked Sendable {
     }
 
     public func hasDebugToken(appId: String, digest: [UInt8]) throws -> Bool {
-        try read {
+        try readPerRequest { db in
             !(try db.query(
                 "SELECT 1 FROM appcheck_debug_tokens WHERE digest = ? AND app_id = ?", [.blob(digest), .text(appId)]
             ).isEmpty)

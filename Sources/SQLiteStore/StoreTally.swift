@@ -161,4 +161,14 @@ extension SQLiteDatabase {
         tallyDelta[table] = d
         return value
     }
+
+    /// Moves `table`'s tally from rows `before` to rows `after` that the caller knows exactly (each as
+    /// `SELECT *` returns it: every column, in order, with its stored type), sparing `tallied`'s two reads.
+    func tallyChange(_ table: String, from before: [[SQLiteValue]], to after: [[SQLiteValue]]) {
+        guard let key = storeKey, before != after else { return }
+        var d = tallyDelta[table] ?? StoreTally.Value()
+        for row in before { d.subtract(StoreTally.hash(table, row, key: key)) }
+        for row in after { d.add(StoreTally.hash(table, row, key: key)) }
+        tallyDelta[table] = d
+    }
 }

@@ -10,7 +10,8 @@ struct BenchSuite: Sendable {
 enum BenchSuites {
     static var all: [BenchSuite] {
         RemoteConfigBench.suites + StoreBench.suites + TelemetryBench.suites + AppCheckBench.suites
-            + SimulatorBench.suites + ConsoleBench.suites + ConsoleLatencyBench.suites + WholeProcessBench.suites + ServeBench.suites
+            + SimulatorBench.suites + ConsoleBench.suites + ConsoleLatencyBench.suites + WholeProcessBench.suites + ServeBench.suites + ServeEndpointsBench.suites
+            + ServePostgresBench.suites
             + PostgresBench.suites + DataPathBench.suites
     }
 }

@@ -77,7 +77,7 @@ enum PostgresBench {
         print("  \(publishes) publishes through WritePath.execute (nudge, head lock, CAS, audit, NOTIFY); floor row \(rowBytes) bytes")
         report(
             "publish p50", value: percentile(published, 0.50), unit: "ms",
-            against: ("bare durable PostgreSQL transaction p50", percentile(floorSamples, 0.50)))
+            against: ("bare durable PostgreSQL transaction p50", percentile(floorSamples, 0.50)), target: (2, false))
         report(
             "publish p99", value: percentile(published, 0.99), unit: "ms",
             against: ("bare durable PostgreSQL transaction p99", percentile(floorSamples, 0.99)))
@@ -145,7 +145,9 @@ enum PostgresBench {
         guard try check.allTimeTotals() == (try tables.allTimeTotals()) else { throw BenchError("the four writers' counters differ") }
 
         print("  \(batches.count) batches of 20,000 events over 2,000 installations; fsync on")
-        report("ingest into PostgreSQL, 1 connection", value: events / pgSeconds, unit: "events/s", against: ("SQLite store", events / sqliteSeconds))
+        report(
+            "ingest into PostgreSQL, 1 connection", value: events / pgSeconds, unit: "events/s",
+            against: ("SQLite store", events / sqliteSeconds), target: (0.8, true))
         report(
             "ingest into PostgreSQL, 4 connections at once", value: events / parallelSeconds, unit: "events/s",
             against: ("SQLite store", events / sqliteSeconds))

@@ -58,12 +58,15 @@ enum ServeBench {
         var assertions = 0
     }
 
-    static func serverProcess(_ rollout: String, store: String, log: String) throws -> (Process, UInt16) {
+    static func serverProcess(
+        _ rollout: String, store: String, log: String, threads: Int = 2, environment: [String: String] = [:]
+    ) throws -> (Process, UInt16) {
         let p = Process()
+        if !environment.isEmpty { p.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 } }
         p.executableURL = URL(fileURLWithPath: rollout)
         p.arguments = [
             "serve", "--listen", "127.0.0.1:0", "--trust-demo", "--store", store, "--rate-limit", "0", "--no-events",
-            "--threads", "2", "--access-log", log,
+            "--threads", "\(threads)", "--access-log", log,
         ]
         let out = Pipe()
         p.standardOutput = out

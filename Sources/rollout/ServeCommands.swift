@@ -38,7 +38,7 @@ enum ServeCommands {
                 help:
                     "Let apps registered with --trust-demo accept the store's demo authority (simulated devices). Never for real apps."
             ),
-            .value("--threads", name: "N", help: "Worker threads (default 4)."),
+            .value("--threads", name: "N", help: "Worker threads (default 16; a request waiting for its group commit holds one)."),
             .value("--max-connections", name: "N", help: "Connections at once (default 256)."),
             .value("--timeout", name: "SECONDS", help: "Idle connection timeout (default 15)."),
             .value(
@@ -172,7 +172,7 @@ enum ServeCommands {
             return n
         }
         var limits = HTTPServerLimits()
-        limits.threads = try int("--threads", 4)
+        limits.threads = try int("--threads", 16)
         limits.connectionLimit = try int("--max-connections", 256)
         limits.connectionTimeoutSeconds = try int("--timeout", 15)
         limits.headDeadlineSeconds = Double(try int("--header-timeout", 10))

@@ -17,6 +17,8 @@ public enum AppCheckStateConformance {
         ("a key's counter only increases, also across a re-attestation", countersOnlyIncrease),
         ("of concurrent advances to one counter exactly one succeeds", concurrentAdvance),
         ("a token is consumed once until it expires and is purged", consumedTokens),
+        ("a combined redemption changes the key only when the challenge redeems", combinedRedemption),
+        ("many concurrent writes (group-committed) decide as if one at a time", concurrentMixedWrites),
     ]
 
     public static func all(_ factory: Factory) throws {
@@ -142,5 +144,87 @@ public enum AppCheckStateConformance {
         try expect(try !a.consumeToken(id: "jti-2", expiresAt: t0 + .minutes(120)), "the purge forgot a live token")
         try expect(
             try b.consumeToken(id: "jti-1", expiresAt: t0 + .minutes(60)), "an expired, purged token is remembered")
+    }
+
+    static func combinedRedemption(_ factory: Factory) throws {
+        let open = try factory()
+        let a = try open()
+        let b = try open()
+        let c1: [UInt8] = Array(100..<132)
+        let c2: [UInt8] = Array(132..<164)
+        let k = key(counter: 0)
+        // A challenge never issued saves nothing.
+        try expect(try a.redeemChallenge(c1, appId: app, at: t0, thenSave: k) == .unknown, "an unknown challenge redeemed")
+        try expect(try b.attestedKey(appId: app, artifactDigest: k.artifactDigest) == nil, "an unknown challenge saved a key")
+        try a.storeChallenge(c1, appId: app, expiresAt: t0 + .minutes(5))
+        try a.storeChallenge(c2, appId: app, expiresAt: t0 + .minutes(5))
+        try expect(try b.redeemChallenge(c1, appId: app, at: t0, thenSave: k) == .redeemed, "the challenge did not redeem")
+        try expect(try a.attestedKey(appId: app, artifactDigest: k.artifactDigest) == k, "the key was not saved")
+        // A replayed challenge advances nothing; a fresh one advances once.
+        let replay = try a.redeemChallenge(c1, appId: app, at: t0, thenAdvance: k.keyId, to: 3)
+        try expect(replay == (.alreadyUsed, false), "a replayed challenge gave \(replay)")
+        try expect(try b.attestedKey(appId: app, artifactDigest: k.artifactDigest)?.counter == 0, "a replay advanced")
+        let fresh = try b.redeemChallenge(c2, appId: app, at: t0, thenAdvance: k.keyId, to: 3)
+        try expect(fresh == (.redeemed, true), "a fresh challenge gave \(fresh)")
+        try expect(try a.attestedKey(appId: app, artifactDigest: k.artifactDigest)?.counter == 3, "the counter is not 3")
+        // A redeemed challenge with a counter that does not increase: the challenge is used, the counter stays.
+        let c3: [UInt8] = Array(164..<196)
+        try a.storeChallenge(c3, appId: app, expiresAt: t0 + .minutes(5))
+        let stale = try a.redeemChallenge(c3, appId: app, at: t0, thenAdvance: k.keyId, to: 3)
+        try expect(stale == (.redeemed, false), "a stale counter gave \(stale)")
+        try expect(try b.redeemChallenge(c3, appId: app, at: t0) == .alreadyUsed, "the challenge was not used up")
+    }
+
+    /// 64 threads on two handles at once, so that each handle commits their writes in groups: every token id
+    /// consumed exactly once, every challenge redeemed exactly once, and of assertions with distinct fresh
+    /// challenges all carrying counter 1 exactly one advances the key.
+    static func concurrentMixedWrites(_ factory: Factory) throws {
+        let open = try factory()
+        let handles = [try open(), try open()]
+        let k = key(counter: 0)
+        try handles[0].saveAttestedKey(k)
+        let challenges = (0..<16).map { i in [UInt8](repeating: UInt8(i), count: 31) + [0xC7] }
+        let fresh = (0..<16).map { i in [UInt8](repeating: UInt8(i), count: 31) + [0xD8] }
+        for c in challenges + fresh { try handles[1].storeChallenge(c, appId: app, expiresAt: t0 + .minutes(5)) }
+        let lock = NSLock()
+        nonisolated(unsafe) var consumed = [Int](repeating: 0, count: 16)
+        nonisolated(unsafe) var redeemed = [Int](repeating: 0, count: 16)
+        nonisolated(unsafe) var advanced = 0
+        nonisolated(unsafe) var freshRedeemed = 0
+        nonisolated(unsafe) var errors: [String] = []
+        DispatchQueue.concurrentPerform(iterations: 64) { i in
+            let h = handles[i % 2]
+            do {
+                switch i % 4 {
+                case 0, 1:
+                    if try h.consumeToken(id: "jti-\(i % 16)", expiresAt: t0 + .minutes(60)) {
+                        lock.withLock { consumed[i % 16] += 1 }
+                    }
+                case 2:
+                    if try h.redeemChallenge(challenges[i % 16], appId: app, at: t0) == .redeemed {
+                        lock.withLock { redeemed[i % 16] += 1 }
+                    }
+                default:
+                    let (r, a) = try h.redeemChallenge(fresh[i / 4], appId: app, at: t0, thenAdvance: k.keyId, to: 1)
+                    lock.withLock {
+                        if r == .redeemed { freshRedeemed += 1 }
+                        if a { advanced += 1 }
+                    }
+                }
+            } catch {
+                lock.withLock { errors.append("\(error)") }
+            }
+        }
+        try expect(errors.isEmpty, "writes failed: \(errors.prefix(3))")
+        // Each id (challenge) that some threads tried is consumed (redeemed) exactly once; the others never.
+        func once(_ kinds: Set<Int>) -> [Int] {
+            (0..<16).map { c in (0..<64).contains { kinds.contains($0 % 4) && $0 % 16 == c } ? 1 : 0 }
+        }
+        try expect(consumed == once([0, 1]), "token ids consumed \(consumed) times, expected \(once([0, 1]))")
+        try expect(redeemed == once([2]), "challenges redeemed \(redeemed) times, expected \(once([2]))")
+        try expect(freshRedeemed == 16, "\(freshRedeemed) of 16 fresh challenges redeemed")
+        try expect(advanced == 1, "\(advanced) of 16 assertions with counter 1 advanced the key")
+        try expect(
+            try handles[0].attestedKey(appId: app, artifactDigest: k.artifactDigest)?.counter == 1, "the counter is not 1")
     }
 }
