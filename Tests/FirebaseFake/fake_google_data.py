@@ -1,0 +1,330 @@
+"""The strict fake of Google's data APIs that rollout pulls telemetry from, served by fake_remote_config.py
+(same server, same OAuth token endpoint, same faults and controls).
+
+Written from the discovery documents google-api-python-client ships (bigquery.v2.json; read at start from the
+installed package, so field names and types are checked against the document itself, not a copy):
+
+BigQuery v2 (base /bigquery/v2/, scopes bigquery or cloud-platform[.read-only]):
+- jobs.query: POST projects/{projectId}/queries with a QueryRequest. Every member must be one the document
+  declares, with its type (an integer as a JSON number, an int64 as a string); useLegacySql must be false for
+  standard SQL; parameterMode NAMED with queryParameters [{name, parameterType: {type}, parameterValue: {value}}];
+  every @name the query uses must be declared, with the type the query needs.
+- The answer is a QueryResponse: jobReference {projectId, jobId, location}, jobComplete; once complete, schema
+  {fields: [{name, type, mode}]}, totalRows (a string), rows [{f: [{v}]}] with every scalar a string, pageToken
+  when more rows follow (maxResults per page), totalBytesProcessed, cacheHit.
+- jobs.getQueryResults: GET projects/{projectId}/queries/{jobId}?pageToken&maxResults&timeoutMs&location&startIndex;
+  unknown job 404 notFound, unknown page token 400 invalid.
+- Errors in Google's envelope {error: {code, message, errors: [{message, domain, reason}], status}}.
+
+A real BigQuery runs any SQL; this fake runs one: rollout's aggregation over the GA4 export and the Crashlytics
+realtime export (recognised by its first line). It computes that query's result itself, from the export rows a
+test loads, following the rows' documented schema (event_name, event_timestamp in microseconds, user_pseudo_id,
+event_params / user_properties [{key, value: {string_value | int_value | double_value}}], platform; Crashlytics:
+event_timestamp, installation_uuid, is_fatal, custom_keys [{key, value}], platform), the wildcard table
+`dataset.events_*` with _TABLE_SUFFIX (a daily table replacing its day's intraday table), and the parameters.
+Any other query is 400 invalidQuery.
+
+Controls (plain HTTP, /_fake/data/...): POST rows {"table": "events_20260528" | "events_intraday_20260528" |
+"crashlytics", "rows": [...]}; POST options {"pending_polls": n (getQueryResults answers jobComplete false n
+times), "duplicate_page": bool (the second page's token leads back to the second page again)}; GET stats
+(queries, results calls, rows served, pages). Fault matches: bigquery_query, bigquery_results.
+"""
+import base64
+import glob
+import json
+import os
+import re
+import secrets
+import threading
+
+BIGQUERY_SCOPES = {
+    "https://www.googleapis.com/auth/bigquery",
+    "https://www.googleapis.com/auth/cloud-platform",
+    "https://www.googleapis.com/auth/cloud-platform.read-only",
+}
+# Every scope a token may be asked for by the data APIs' clients (bigquery.v2.json, analyticsdata.v1beta.json,
+# firebasecrashlytics.v1alpha.json).
+SCOPES = BIGQUERY_SCOPES | {"https://www.googleapis.com/auth/analytics.readonly", "https://www.googleapis.com/auth/analytics"}
+MARKER = "-- rollout: telemetry counts per minute x cohort x kind"
+KINDS = {"session_start": "session", "AppAttestSuccess": "attestationSuccess", "AppAttestFailure": "attestationFailure",
+         "app_exception": "crash", "AppAttestConfigFetch": "configFetch"}
+DC_CLASSES = ["unknownSystemFailure", "featureUnsupported", "invalidInput", "invalidKey", "serverUnavailable"]
+
+
+class Fail(Exception):
+    def __init__(self, code, status, message, reason, headers=None):
+        super().__init__(message)
+        self.code, self.status, self.message, self.reason, self.headers = code, status, message, reason, headers
+
+
+def discovery(name):
+    import googleapiclient
+    base = os.path.join(os.path.dirname(googleapiclient.__file__), "discovery_cache", "documents")
+    with open(os.path.join(base, name)) as f:
+        return json.load(f)
+
+
+class DataState:
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.bigquery = discovery("bigquery.v2.json")
+        self.tables = {}  # "events_YYYYMMDD" / "events_intraday_YYYYMMDD" / "crashlytics" -> [rows]
+        self.jobs = {}
+        self.pending_polls = 0
+        self.duplicate_page = False
+        self.stats = {"queries": 0, "results": 0, "rows_served": 0, "pages": 0}
+
+    def schema(self, name):
+        return self.bigquery["schemas"][name]["properties"]
+
+
+def check_members(state, obj, schema_name, where):
+    """Every member declared by the document's schema, with its JSON type."""
+    props = state.schema(schema_name)
+    if not isinstance(obj, dict):
+        raise Fail(400, "INVALID_ARGUMENT", f"Invalid JSON payload received. {where} is not an object.", "invalid")
+    for k, v in obj.items():
+        if k not in props:
+            raise Fail(400, "INVALID_ARGUMENT", f'Invalid JSON payload received. Unknown name "{k}" at \'{where}\': Cannot find field.', "invalid")
+        p = props[k]
+        t = p.get("type")
+        ok = {"string": isinstance(v, str), "boolean": isinstance(v, bool),
+              "integer": isinstance(v, int) and not isinstance(v, bool), "array": isinstance(v, list),
+              "object": isinstance(v, dict), None: isinstance(v, dict)}.get(t, True)
+        if t == "string" and p.get("format") in ("int64", "uint64") and isinstance(v, int) and not isinstance(v, bool):
+            ok = True  # Google's JSON mapping accepts an int64 as a number too
+        if not ok:
+            raise Fail(400, "INVALID_ARGUMENT", f"Invalid value at '{where}.{k}' ({t}): {json.dumps(v)[:60]}", "invalid")
+        if "$ref" in p and isinstance(v, dict):
+            check_members(state, v, p["$ref"], f"{where}.{k}")
+        if t == "array" and "$ref" in p.get("items", {}):
+            for i, item in enumerate(v):
+                check_members(state, item, p["items"]["$ref"], f"{where}.{k}[{i}]")
+
+
+def param(row, key, props="event_params"):
+    for p in row.get(props) or []:
+        if p.get("key") == key:
+            return p.get("value") or {}
+    return None
+
+
+def string_param(row, key, props="event_params"):
+    v = param(row, key, props)
+    return None if v is None else v.get("string_value")
+
+
+def int_param(row, key):
+    v = param(row, key)
+    if v is None:
+        return None
+    if v.get("int_value") is not None:
+        return int(v["int_value"])
+    if v.get("string_value") is not None:
+        try:
+            return int(v["string_value"])
+        except ValueError:
+            return None
+    return None
+
+
+def normalise(cohort):
+    c = (cohort or "").lower()
+    return {"exposed": "enabled", "": "none"}.get(c, c)
+
+
+def aggregate(state, tables, params):
+    """rollout's aggregation query, computed from the loaded rows."""
+    origin, start, through = params["origin_us"], params["from_us"], params["through_us"]
+    first_day, last_day = params["first_day"], params["last_day"]
+    daily = {t[7:] for t in state.tables if re.fullmatch(r"events_[0-9]{8}", t) and first_day <= t[7:] <= last_day}
+    events, scanned = [], 0
+    for table, rows in state.tables.items():
+        m = re.fullmatch(r"events_(intraday_)?([0-9]{8})", table)
+        if not m or not (first_day <= m.group(2) <= last_day) or (m.group(1) and m.group(2) in daily):
+            continue
+        for r in rows:
+            scanned += len(json.dumps(r))
+            name, t = r.get("event_name"), int(r["event_timestamp"])
+            if name not in KINDS or not (origin <= t < through) or r.get("platform") not in (None, "IOS"):
+                continue
+            kind = KINDS[name]
+            cohort = string_param(r, "AppAttestCohort")
+            if cohort is None:
+                cohort = string_param(r, "AppAttestCohort", "user_properties")
+            provider = (string_param(r, "provider") or "") if kind in ("attestationSuccess", "attestationFailure") else ""
+            detail = ""
+            if kind == "attestationFailure":
+                cls, code, reason = string_param(r, "error_class"), int_param(r, "error_code"), string_param(r, "reason")
+                if cls == "rejected":
+                    detail = "rejected:" + (reason or "")
+                elif cls is not None:
+                    detail = cls
+                elif code is not None:
+                    detail = DC_CLASSES[code] if 0 <= code < len(DC_CLASSES) else str(code)
+                else:
+                    detail = "rejected:" + (reason or "")
+            elif kind == "crash":
+                detail = "nonfatal" if int_param(r, "fatal") == 0 else "fatal"
+            events.append((t, r.get("user_pseudo_id"), normalise(cohort), kind, provider, detail))
+    if tables.get("crashlytics"):
+        for r in state.tables.get("crashlytics", []):
+            scanned += len(json.dumps(r))
+            t = int(r["event_timestamp"])
+            if not (origin <= t < through) or r.get("platform") not in (None, "IOS"):
+                continue
+            cohort = next((k.get("value") for k in r.get("custom_keys") or [] if k.get("key") == "AppAttestCohort"), None)
+            events.append((t, r["installation_uuid"], normalise(cohort), "crash", "", "fatal" if r["is_fatal"] else "nonfatal"))
+    counts, entered, crashed = {}, {}, {}
+    for t, inst, cohort, kind, provider, detail in events:
+        if t >= start:
+            key = (t // 60_000_000, cohort, kind, provider, detail)
+            counts[key] = counts.get(key, 0) + 1
+        k = (inst, cohort)
+        entered[k] = min(entered.get(k, t), t)
+        if kind == "crash" and detail == "fatal":
+            crashed[k] = min(crashed.get(k, t), t)
+    for firsts, kind in ((entered, "usersEntered"), (crashed, "usersCrashed")):
+        for (inst, cohort), t in firsts.items():
+            if t >= start:
+                key = (t // 60_000_000, cohort, kind, "", "")
+                counts[key] = counts.get(key, 0) + 1
+    rows = [[str(k[0]), k[1], k[2], k[3], k[4], str(n)] for k, n in sorted(counts.items())]
+    return rows, scanned
+
+
+SCHEMA = {"fields": [
+    {"name": "minute", "type": "INTEGER", "mode": "NULLABLE"}, {"name": "cohort", "type": "STRING", "mode": "NULLABLE"},
+    {"name": "kind", "type": "STRING", "mode": "NULLABLE"}, {"name": "provider", "type": "STRING", "mode": "NULLABLE"},
+    {"name": "detail", "type": "STRING", "mode": "NULLABLE"}, {"name": "n", "type": "INTEGER", "mode": "NULLABLE"}]}
+PARAMETER_TYPES = {"origin_us": "INT64", "from_us": "INT64", "through_us": "INT64", "first_day": "STRING", "last_day": "STRING"}
+
+
+def query(state, project, body):
+    check_members(state, body, "QueryRequest", "query_request")
+    if body.get("useLegacySql", True) is not False:
+        raise Fail(400, "INVALID_ARGUMENT", "Query parameters cannot be used in legacy SQL queries.", "invalidQuery")
+    sql = body.get("query") or ""
+    if not sql.startswith(MARKER):
+        raise Fail(400, "INVALID_ARGUMENT", "This fake runs only rollout's aggregation query.", "invalidQuery")
+    if body.get("parameterMode") != "NAMED":
+        raise Fail(400, "INVALID_ARGUMENT", "Named parameters need parameterMode NAMED.", "invalidQuery")
+    declared = {}
+    for p in body.get("queryParameters") or []:
+        name, ptype, pvalue = p.get("name"), (p.get("parameterType") or {}).get("type"), (p.get("parameterValue") or {}).get("value")
+        if not name or not ptype or pvalue is None:
+            raise Fail(400, "INVALID_ARGUMENT", "Query parameter lacks a name, a type or a value.", "invalidQuery")
+        if name in declared:
+            raise Fail(400, "INVALID_ARGUMENT", f"Duplicate query parameter name {name}.", "invalidQuery")
+        if ptype == "INT64":
+            if not re.fullmatch(r"-?[0-9]+", pvalue):
+                raise Fail(400, "INVALID_ARGUMENT", f"Invalid INT64 value {pvalue!r} of query parameter {name}.", "invalidQuery")
+            declared[name] = (ptype, int(pvalue))
+        else:
+            declared[name] = (ptype, pvalue)
+    for used in sorted(set(re.findall(r"@([A-Za-z_][A-Za-z0-9_]*)", sql))):
+        if used not in declared:
+            raise Fail(400, "INVALID_ARGUMENT", f"Query parameter '{used}' not found at [1:1]", "invalidQuery")
+        if PARAMETER_TYPES.get(used) != declared[used][0]:
+            raise Fail(400, "INVALID_ARGUMENT", f"No matching signature for query parameter {used} of type {declared[used][0]}", "invalidQuery")
+    for day in ("first_day", "last_day"):
+        if not re.fullmatch(r"[0-9]{8}", str(declared.get(day, ("", "x"))[1])):
+            raise Fail(400, "INVALID_ARGUMENT", f"{day} is not a table suffix", "invalidQuery")
+    tables = {"crashlytics": "UNNEST(custom_keys)" in sql}
+    rows, scanned = aggregate(state, tables, {k: v for k, (_, v) in declared.items()})
+    job = "job_" + secrets.token_urlsafe(12).replace("-", "_")
+    state.jobs[job] = {"project": project, "rows": rows, "polls": state.pending_polls, "bytes": scanned,
+                       "page": body.get("maxResults") or 100_000, "served_pages": set()}
+    state.stats["queries"] += 1
+    return answer(state, job, None, body.get("maxResults"), first=True)
+
+
+def page_token(job, offset):
+    return base64.urlsafe_b64encode(f"{job}:{offset}".encode()).decode().rstrip("=")
+
+
+def answer(state, job, token, max_results, first=False):
+    j = state.jobs[job]
+    reference = {"projectId": j["project"], "jobId": job, "location": "US"}
+    kind = "bigquery#queryResponse" if first else "bigquery#getQueryResultsResponse"
+    if j["polls"] > 0:
+        if not first:
+            j["polls"] -= 1
+        return {"kind": kind, "jobReference": reference, "jobComplete": False}
+    offset = 0
+    if token is not None:
+        try:
+            name, at = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)).decode().split(":")
+            offset = int(at)
+            assert name == job
+        except Exception:
+            raise Fail(400, "INVALID_ARGUMENT", "Invalid page token.", "invalid")
+    size = int(max_results or j["page"])
+    rows = j["rows"][offset:offset + size]
+    out = {"kind": kind, "jobReference": reference, "jobComplete": True, "schema": SCHEMA,
+           "totalRows": str(len(j["rows"])), "rows": [{"f": [{"v": v} for v in r]} for r in rows],
+           "totalBytesProcessed": str(j["bytes"]), "cacheHit": False}
+    nxt = offset + size
+    if state.duplicate_page and offset > 0:
+        nxt = offset  # the same page's token again: a broken answer the client must refuse
+    if nxt < len(j["rows"]) or (state.duplicate_page and offset > 0):
+        out["pageToken"] = page_token(job, nxt)
+    state.stats["rows_served"] += len(rows)
+    state.stats["pages"] += 1
+    check_members(state, out, "QueryResponse" if first else "GetQueryResultsResponse", "response")
+    return out
+
+
+def results(state, project, job, query):
+    method = state.bigquery["resources"]["jobs"]["methods"]["getQueryResults"]
+    for k, values in query.items():
+        if k not in method["parameters"] and k not in state.bigquery["parameters"]:
+            raise Fail(400, "INVALID_ARGUMENT", f"Unknown query parameter {k}.", "invalid")
+        p = method["parameters"].get(k) or state.bigquery["parameters"][k]
+        if p.get("type") == "integer" and not re.fullmatch(r"[0-9]+", values[0]):
+            raise Fail(400, "INVALID_ARGUMENT", f"Invalid value for {k}: {values[0]}", "invalid")
+    if job not in state.jobs or state.jobs[job]["project"] != project:
+        raise Fail(404, "NOT_FOUND", f"Not found: Job {project}:US.{job}", "notFound")
+    state.stats["results"] += 1
+    token = (query.get("pageToken") or [None])[0]
+    return answer(state, job, token, (query.get("maxResults") or [None])[0])
+
+
+def route(handler, state, method, path, query, raw):
+    """Serves a BigQuery path; returns False for a path that is not one."""
+    m = re.match(r"^/bigquery/v2/projects/([^/]+)/queries(?:/([^/]+))?$", path)
+    if not m:
+        return False
+    project, job = m.group(1), m.group(2)
+    handler.authenticate(BIGQUERY_SCOPES)
+    with state.data.lock:
+        if method == "POST" and job is None:
+            try:
+                body = json.loads(raw.decode() or "{}")
+            except ValueError:
+                raise Fail(400, "INVALID_ARGUMENT", "Invalid JSON payload received.", "invalid")
+            handler.send(200, query_checked(state.data, project, body))
+        elif method == "GET" and job is not None:
+            handler.send(200, results(state.data, project, job, query))
+        else:
+            raise Fail(404, "NOT_FOUND", f"Method not found: {method} {path}", "notFound")
+    return True
+
+
+def query_checked(data, project, body):
+    return query(data, project, body)
+
+
+def control(handler, state, method, path, body):
+    data = state.data
+    with data.lock:
+        if path == "/_fake/data/rows" and method == "POST":
+            data.tables.setdefault(body["table"], []).extend(body["rows"])
+            return handler.send(200, {"ok": True, "rows": len(data.tables[body["table"]])})
+        if path == "/_fake/data/options" and method == "POST":
+            data.pending_polls = int(body.get("pending_polls", data.pending_polls))
+            data.duplicate_page = bool(body.get("duplicate_page", data.duplicate_page))
+            return handler.send(200, {"ok": True})
+        if path == "/_fake/data/stats":
+            return handler.send(200, dict(data.stats))
+    return None
