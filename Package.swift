@@ -79,7 +79,7 @@ let package = Package(
         // Telemetry sources that pull (BigQuery over the GA4 and Crashlytics exports, GA4 realtime, the Crashlytics
         // API), their pure part: the pull plan (watermark, overlap), back-off, and the ledger that turns pulled
         // aggregates into counter batches that never count twice.
-        .target(name: "TelemetrySources", dependencies: ["Platform", "Timekeeping", "Rollout", "Telemetry"], swiftSettings: strict),
+        .target(name: "TelemetrySources", dependencies: ["Platform", "JSON", "Timekeeping", "Rollout", "Telemetry"], swiftSettings: strict),
 
         // Telemetry coming in, at the edge of the pure Telemetry: the row formats (native NDJSON, GA4 and Crashlytics
         // exports) read with JSON's scanner, the line reader with its limits, the recording thread, and the
@@ -145,6 +145,8 @@ let package = Package(
                 "StoreCopy",
                 "AppCheck",
                 "StoreSupport",
+                "TelemetrySources",
+                "GoogleDataSources",
             ],
             swiftSettings: strict),
         .target(name: "TestSupport", path: "Tests/Support", swiftSettings: strict),
@@ -161,7 +163,7 @@ let package = Package(
         // Executables.
         .executableTarget(
             name: "rollout",
-            dependencies: ["Platform", "CommandLineKit", "RolloutApp", "JSON", "RemoteConfig", "Rollout", "Telemetry", "TelemetryIngest", "AppCheck", "StepUp", "FleetSimulator", "Console", "Terminal", "Timekeeping", "Crypto", "TerminalText", "ExchangeServer", "RampPlans", "Monitoring"],
+            dependencies: ["Platform", "CommandLineKit", "RolloutApp", "JSON", "RemoteConfig", "Rollout", "Telemetry", "TelemetryIngest", "TelemetrySources", "AppCheck", "StepUp", "FleetSimulator", "Console", "Terminal", "Timekeeping", "Crypto", "TerminalText", "ExchangeServer", "RampPlans", "Monitoring"],
             swiftSettings: strict, linkerSettings: staticNativeLibraries),
         .executableTarget(
             name: "rollout-bench",

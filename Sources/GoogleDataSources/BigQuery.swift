@@ -50,7 +50,7 @@ public final class BigQueryClient: @unchecked Sendable {
     public let origin: String
     public let project: String
     public let location: String?
-    let call: SourceCaller
+    public let call: SourceCaller
     let clock: any Clock
     /// Rows accepted from one query (the aggregated queries return minutes × cohorts × kinds).
     public var maximumRows = 1_000_000

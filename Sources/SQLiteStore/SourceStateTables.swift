@@ -1,3 +1,4 @@
+import JSON
 import Telemetry
 import TelemetrySources
 import Timekeeping
@@ -85,6 +86,36 @@ extension RolloutStore: SourceStateStore {
                         + "ON CONFLICT(source) DO UPDATE SET last_attempt = excluded.last_attempt, last_error = excluded.last_error",
                     [.text(source), .integer(at.microseconds), .text(String(message.prefix(500)))])
             }
+        }
+    }
+}
+
+/// The configured sources (`source_config`: one row per source, its configuration as JSON), in the settings
+/// write path's transaction on `db`.
+public enum SourceConfigTable {
+    static let schema = """
+        CREATE TABLE IF NOT EXISTS source_config(name TEXT PRIMARY KEY NOT NULL, definition TEXT NOT NULL) WITHOUT ROWID;
+        """
+
+    public static func load(from db: SQLiteDatabase) throws -> [SourceConfiguration] {
+        guard try db.hasTable("source_config") else { return [] }
+        return try db.query("SELECT definition FROM source_config ORDER BY name").map { row in
+            try SourceConfiguration(json: try JSONParser().parse(row[0].string ?? ""))
+        }
+    }
+
+    public static func save(_ configuration: SourceConfiguration, in db: SQLiteDatabase) throws {
+        try db.createTables(["source_config"], schema)
+        try db.run(
+            "INSERT INTO source_config(name, definition) VALUES (?, ?) ON CONFLICT(name) DO UPDATE SET definition = excluded.definition",
+            [.text(configuration.name), .text(configuration.json.compactText)])
+    }
+
+    public static func remove(_ name: String, in db: SQLiteDatabase) throws {
+        if try db.hasTable("source_config") { try db.run("DELETE FROM source_config WHERE name = ?", [.text(name)]) }
+        if try db.hasTable("source_state") {
+            try db.run("DELETE FROM source_state WHERE source = ?", [.text(name)])
+            try db.run("DELETE FROM source_ledger WHERE source = ?", [.text(name)])
         }
     }
 }

@@ -22,7 +22,10 @@ struct ExportFleet {
     static let start = Instant(seconds: 1_780_000_020)
 
     /// `installations` devices over `minutes` minutes; `crashBoost` multiplies the exposed arm's crash chance.
-    init(seed: UInt64, installations: Int, minutes: Int, crashBoost: Double = 1, eventsPerInstallation: Int = 6) {
+    init(
+        seed: UInt64, installations: Int, minutes: Int, crashBoost: Double = 1, eventsPerInstallation: Int = 6,
+        start: Instant = ExportFleet.start
+    ) {
         var random = SplitMix64(state: seed)
         func chance(_ p: Double) -> Bool { Double(random.next() % 1_000_000) / 1_000_000 < p }
         for i in 0..<installations {
@@ -31,7 +34,7 @@ struct ExportFleet {
             let exposed = cohortText.lowercased() != "control" && cohortText.lowercased() != "none"
             let asProperty = random.below(5) == 0
             for _ in 0..<eventsPerInstallation {
-                let t = Self.start.microseconds + Int64(random.below(minutes * 60_000)) * 1000 + Int64(random.below(1000))
+                let t = start.microseconds + Int64(random.below(minutes * 60_000)) * 1000 + Int64(random.below(1000))
                 var params: [JSONValue] = []
                 var properties: [JSONValue] = []
                 if asProperty { properties.append(Self.param("AppAttestCohort", string: cohortText)) } else {

@@ -55,4 +55,18 @@ struct PullLedgerTests {
         #expect(totals.sum(.attestationFailure, cohort: .enabled, errorClass: .serverUnavailable) == 3)
         #expect(totals.sum(.crash, cohort: .control, fatal: true) == 2)
     }
+
+    /// A source that never answered, or not for its silent-after, is a reason to HOLD; one that answered lately
+    /// is not.
+    @Test func aSilentSourceIsAReasonToHold() {
+        let now = origin + .hours(1)
+        let fresh = SourceState(watermark: now, lastSuccess: now - .minutes(3), lastAttempt: now, lastError: "HTTP 429")
+        #expect(fresh.silence(source: "bq", now: now, silentAfter: .minutes(10)) == nil)
+        let silent = SourceState(watermark: now, lastSuccess: now - .minutes(11), lastAttempt: now, lastError: "HTTP 503")
+        #expect(
+            silent.silence(source: "bq", now: now, silentAfter: .minutes(10))
+                == "source bq silent since \((now - .minutes(11)).iso8601): HTTP 503")
+        let never = SourceState(watermark: nil, lastSuccess: nil, lastAttempt: now, lastError: nil)
+        #expect(never.silence(source: "bq", now: now, silentAfter: .minutes(10)) == "source bq has not answered yet")
+    }
 }
