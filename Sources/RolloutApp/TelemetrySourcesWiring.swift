@@ -111,11 +111,16 @@ public struct SessionSources {
         return report
     }
 
+    /// The sources a loop follows: none on a backend that keeps none (the loop then follows the store alone).
+    func followed() throws -> [SourceConfiguration] {
+        do { return try configurations() } catch let r as SessionRefusal where r.kind == .unsupported { return [] }
+    }
+
     /// Pulls every source whose last attempt is at least its interval old (all of them with `all`).
     public func pullDue(all: Bool = false) throws -> [SourcePullReport] {
         let now = session.clock.now()
         var reports: [SourcePullReport] = []
-        for c in try configurations() {
+        for c in try followed() {
             let last = try state(c.name)?.lastAttempt
             if all || last.map({ now - $0 >= c.every }) ?? true { reports.append(try pull(c, land: true)) }
         }
@@ -125,7 +130,7 @@ public struct SessionSources {
     /// The reasons to HOLD: each source with no successful pull for its `silentAfter` (or never).
     public func silences() throws -> [String] {
         let now = session.clock.now()
-        return try configurations().compactMap { c in
+        return try followed().compactMap { c in
             (try state(c.name) ?? SourceState(watermark: nil, lastSuccess: nil, lastAttempt: nil, lastError: nil))
                 .silence(source: c.name, now: now, silentAfter: c.silentAfter)
         }
