@@ -66,7 +66,8 @@ public final class AnalyticsRealtimeSource: @unchecked Sendable {
         self.call = call
     }
 
-    var request: JSONValue {
+    /// The report asked for (the same every pull).
+    public var request: JSONValue {
         .object(
             JSONObject([
                 ("dimensions", .array([["name": "minutesAgo"], ["name": "eventName"], ["name": .string(cohortDimension)]])),

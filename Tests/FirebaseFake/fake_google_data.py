@@ -24,10 +24,19 @@ event_timestamp, installation_uuid, is_fatal, custom_keys [{key, value}], platfo
 `dataset.events_*` with _TABLE_SUFFIX (a daily table replacing its day's intraday table), and the parameters.
 Any other query is 400 invalidQuery.
 
+Google Analytics Data API v1beta (analyticsdata.v1beta.json, scopes analytics[.readonly]): POST
+v1beta/properties/{id}:runRealtimeReport with a RunRealtimeReportRequest checked member by member against the
+document; realtime dimensions (minutesAgo, eventName, customUser:NAME read from the rows' user_properties, ...) and
+metrics (eventCount, activeUsers, ...) by name, an unknown one 400; minuteRanges within the last 30 minutes; an
+inListFilter on a requested dimension. Rows come from the loaded export rows whose minute is within the range of
+the fake's wall clock (minutesAgo "00" is the current minute), every value a string; propertyQuota when asked,
+with tokens per hour spent per request (5) and 429 RESOURCE_EXHAUSTED once none are left.
+
 Controls (plain HTTP, /_fake/data/...): POST rows {"table": "events_20260528" | "events_intraday_20260528" |
 "crashlytics", "rows": [...]}; POST options {"pending_polls": n (getQueryResults answers jobComplete false n
 times), "duplicate_page": bool (the second page's token leads back to the second page again)}; GET stats
-(queries, results calls, rows served, pages). Fault matches: bigquery_query, bigquery_results.
+(queries, results calls, rows served, pages); POST realtime {"tokens_per_hour": n}. Fault matches:
+bigquery_query, bigquery_results, analytics_realtime.
 """
 import base64
 import glob
@@ -36,6 +45,7 @@ import os
 import re
 import secrets
 import threading
+import time
 
 BIGQUERY_SCOPES = {
     "https://www.googleapis.com/auth/bigquery",
@@ -68,6 +78,8 @@ class DataState:
     def __init__(self):
         self.lock = threading.Lock()
         self.bigquery = discovery("bigquery.v2.json")
+        self.analytics = discovery("analyticsdata.v1beta.json")
+        self.realtime = Realtime()
         self.tables = {}  # "events_YYYYMMDD" / "events_intraday_YYYYMMDD" / "crashlytics" -> [rows]
         self.jobs = {}
         self.pending_polls = 0
@@ -321,10 +333,135 @@ def control(handler, state, method, path, body):
         if path == "/_fake/data/rows" and method == "POST":
             data.tables.setdefault(body["table"], []).extend(body["rows"])
             return handler.send(200, {"ok": True, "rows": len(data.tables[body["table"]])})
+        if path == "/_fake/data/realtime" and method == "POST":
+            data.realtime.tokens_per_hour = int(body.get("tokens_per_hour", data.realtime.tokens_per_hour))
+            return handler.send(200, {"ok": True})
         if path == "/_fake/data/options" and method == "POST":
             data.pending_polls = int(body.get("pending_polls", data.pending_polls))
             data.duplicate_page = bool(body.get("duplicate_page", data.duplicate_page))
             return handler.send(200, {"ok": True})
         if path == "/_fake/data/stats":
-            return handler.send(200, dict(data.stats))
+            return handler.send(200, dict(data.stats, realtime_requests=data.realtime.requests, tokens_per_hour=data.realtime.tokens_per_hour))
     return None
+
+
+# Google Analytics Data API v1beta, realtime (analyticsdata.v1beta.json, properties.runRealtimeReport).
+
+ANALYTICS_SCOPES = {"https://www.googleapis.com/auth/analytics.readonly", "https://www.googleapis.com/auth/analytics"}
+# The realtime dimensions and metrics this fake knows (a subset of the API's realtime schema; customUser:* is any
+# user-scoped custom dimension, read from the rows' user_properties).
+REALTIME_DIMENSIONS = {"minutesAgo", "eventName", "platform", "appVersion", "country", "city", "deviceCategory", "unifiedScreenName"}
+REALTIME_METRICS = {"eventCount", "activeUsers", "keyEvents", "screenPageViews"}
+
+
+class Realtime:
+    def __init__(self):
+        self.tokens_per_hour = 5000
+        self.tokens_per_day = 25000
+        self.cost = 5
+        self.requests = 0
+
+
+def realtime_report(state, prop, body):
+    rt = state.realtime
+    doc = state.analytics
+    check_members_in(doc, body, "RunRealtimeReportRequest", "request")
+    dims = [d.get("name", "") for d in body.get("dimensions") or []]
+    mets = [m.get("name", "") for m in body.get("metrics") or []]
+    for d in dims:
+        if d not in REALTIME_DIMENSIONS and not re.fullmatch(r"customUser:[A-Za-z0-9_]{1,40}", d):
+            raise Fail(400, "INVALID_ARGUMENT", f"Field {d} is not a valid dimension. For a list of valid dimensions and metrics, see https://developers.google.com/analytics/devguides/reporting/data/v1/realtime-api-schema ", "badRequest")
+    for m in mets:
+        if m not in REALTIME_METRICS:
+            raise Fail(400, "INVALID_ARGUMENT", f"Field {m} is not a valid metric.", "badRequest")
+    if not mets:
+        raise Fail(400, "INVALID_ARGUMENT", "At least one metric is required.", "badRequest")
+    start, end = 29, 0
+    for r in body.get("minuteRanges") or []:
+        start, end = r.get("startMinutesAgo", 29), r.get("endMinutesAgo", 0)
+        if not (0 <= end <= start <= 29):
+            raise Fail(400, "INVALID_ARGUMENT", "minuteRanges must be within the last 30 minutes (0 to 29 minutes ago) with start >= end.", "badRequest")
+    names = None
+    f = ((body.get("dimensionFilter") or {}).get("filter") or {})
+    if f:
+        if f.get("fieldName") not in dims:
+            raise Fail(400, "INVALID_ARGUMENT", "Filter fieldName must be a requested dimension.", "badRequest")
+        names = set((f.get("inListFilter") or {}).get("values") or [])
+    if rt.tokens_per_hour < rt.cost:
+        raise Fail(429, "RESOURCE_EXHAUSTED", "Exhausted property tokens per hour for a property.", "rateLimitExceeded")
+    rt.tokens_per_hour -= rt.cost
+    rt.tokens_per_day -= rt.cost
+    rt.requests += 1
+    now_minute = int(time.time()) // 60
+    groups, users = {}, {}
+    for table, rows in state.tables.items():
+        if not table.startswith("events_"):
+            continue
+        for r in rows:
+            ago = now_minute - int(r["event_timestamp"]) // 60_000_000
+            if not (end <= ago <= start) or r.get("platform") not in (None, "IOS"):
+                continue
+            if names is not None and r.get("event_name") not in names:
+                continue
+            values = []
+            for d in dims:
+                if d == "minutesAgo":
+                    values.append(f"{ago:02d}")
+                elif d == "eventName":
+                    values.append(r.get("event_name"))
+                elif d.startswith("customUser:"):
+                    values.append(string_param(r, d[len("customUser:"):], "user_properties") or "(not set)")
+                elif d == "platform":
+                    values.append("iOS")
+                else:
+                    values.append("(not set)")
+            key = tuple(values)
+            groups[key] = groups.get(key, 0) + 1
+            users.setdefault(key, set()).add(r.get("user_pseudo_id"))
+    out_rows = []
+    for key in sorted(groups):
+        metric_values = []
+        for m in mets:
+            metric_values.append({"value": str(groups[key] if m == "eventCount" else len(users[key]) if m == "activeUsers" else 0)})
+        out_rows.append({"dimensionValues": [{"value": v} for v in key], "metricValues": metric_values})
+    limit = int(body.get("limit") or 10000)
+    answer = {"dimensionHeaders": [{"name": d} for d in dims],
+              "metricHeaders": [{"name": m, "type": "TYPE_INTEGER"} for m in mets],
+              "rows": out_rows[:limit], "rowCount": len(out_rows), "kind": "analyticsData#runRealtimeReport"}
+    if not out_rows:
+        del answer["rows"]
+    if body.get("returnPropertyQuota"):
+        answer["propertyQuota"] = {
+            "tokensPerDay": {"consumed": rt.cost, "remaining": rt.tokens_per_day},
+            "tokensPerHour": {"consumed": rt.cost, "remaining": rt.tokens_per_hour},
+            "concurrentRequests": {"consumed": 0, "remaining": 10},
+            "serverErrorsPerProjectPerHour": {"consumed": 0, "remaining": 10},
+            "potentiallyThresholdedRequestsPerHour": {"consumed": 0, "remaining": 120},
+            "tokensPerProjectPerHour": {"consumed": rt.cost, "remaining": rt.tokens_per_hour},
+        }
+    check_members_in(doc, answer, "RunRealtimeReportResponse", "response")
+    return answer
+
+
+def check_members_in(doc, obj, schema_name, where):
+    """check_members against another discovery document."""
+    class View:
+        def schema(self, name):
+            return doc["schemas"][name]["properties"]
+    check_members(View(), obj, schema_name, where)
+
+
+def route_analytics(handler, state, method, path, raw):
+    m = re.match(r"^/v1beta/(properties/[0-9]+):runRealtimeReport$", path)
+    if not m:
+        return False
+    handler.authenticate(ANALYTICS_SCOPES)
+    if method != "POST":
+        raise Fail(404, "NOT_FOUND", f"Method not found: {method} {path}", "notFound")
+    try:
+        body = json.loads(raw.decode() or "{}")
+    except ValueError:
+        raise Fail(400, "INVALID_ARGUMENT", "Invalid JSON payload received.", "badRequest")
+    with state.data.lock:
+        handler.send(200, realtime_report(state.data, m.group(1), body))
+    return True

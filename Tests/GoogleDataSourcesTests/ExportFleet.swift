@@ -24,7 +24,7 @@ struct ExportFleet {
     /// `installations` devices over `minutes` minutes; `crashBoost` multiplies the exposed arm's crash chance.
     init(
         seed: UInt64, installations: Int, minutes: Int, crashBoost: Double = 1, eventsPerInstallation: Int = 6,
-        start: Instant = ExportFleet.start
+        start: Instant = ExportFleet.start, cohortAsProperty: Bool = false
     ) {
         var random = SplitMix64(state: seed)
         func chance(_ p: Double) -> Bool { Double(random.next() % 1_000_000) / 1_000_000 < p }
@@ -32,7 +32,7 @@ struct ExportFleet {
             let id = "pseudo-\(seed)-\(i)"
             let cohortText = ["enabled", "control", "none", "Exposed", "control", "none"][random.below(6)]
             let exposed = cohortText.lowercased() != "control" && cohortText.lowercased() != "none"
-            let asProperty = random.below(5) == 0
+            let asProperty = cohortAsProperty || random.below(5) == 0
             for _ in 0..<eventsPerInstallation {
                 let t = start.microseconds + Int64(random.below(minutes * 60_000)) * 1000 + Int64(random.below(1000))
                 var params: [JSONValue] = []
