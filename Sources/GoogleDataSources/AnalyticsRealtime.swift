@@ -46,7 +46,7 @@ public final class AnalyticsRealtimeSource: @unchecked Sendable {
     public let property: String
     public let origin: String
     public let cohortDimension: String
-    let call: SourceCaller
+    public let call: SourceCaller
     /// The quota the last report stated.
     public private(set) var quota: PropertyQuota?
 

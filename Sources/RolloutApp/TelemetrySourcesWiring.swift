@@ -37,6 +37,12 @@ public struct SourcePullReport: Sendable {
 public struct SessionSources {
     let session: RolloutSession
     let environment: [String: String]
+    /// The realtime sources made so far, kept so that the quota each report states is respected by the next pull.
+    private let realtime = RealtimeSources()
+
+    final class RealtimeSources: @unchecked Sendable {
+        var byName: [String: AnalyticsRealtimeSource] = [:]
+    }
 
     public init(session: RolloutSession, environment: [String: String]) {
         self.session = session
@@ -56,25 +62,42 @@ public struct SessionSources {
 
     public func state(_ name: String) throws -> SourceState? { try session.ports.sourceState().sourceState(name) }
 
-    /// The BigQuery source of `c`: its API origin `$ROLLOUT_BIGQUERY_URL` (else Google's), the CA bundle of the
-    /// environment, its credentials.
-    func source(_ c: SourceConfiguration, clock: any Clock) throws -> BigQuerySource {
+    /// The caller of `c`'s API with its credentials and the CA bundle of the environment.
+    func caller(_ c: SourceConfiguration, scope: String, clock: any Clock) throws -> SourceCaller {
         let transport = CurlTransport(caFile: CurlTransport.caFile(environment: environment))
         let tokens: any AccessTokenProvider
         switch c.credentials {
         case .accessTokenCommand(let command): tokens = CommandTokenProvider(command: command, clock: clock)
         case .serviceAccountFile(let file):
             tokens = try ServiceAccountTokenProvider(
-                key: try ServiceAccountKey.load(path: file), transport: transport, clock: clock, scope: BigQueryClient.scope)
+                key: try ServiceAccountKey.load(path: file), transport: transport, clock: clock, scope: scope)
         case .applicationDefault:
             guard let file = environment["GOOGLE_APPLICATION_CREDENTIALS"], !file.isEmpty else {
                 throw CommandError(
                     "source \(c.name) uses the application default credentials, and GOOGLE_APPLICATION_CREDENTIALS is not set")
             }
             tokens = try ServiceAccountTokenProvider(
-                key: try ServiceAccountKey.load(path: file), transport: transport, clock: clock, scope: BigQueryClient.scope)
+                key: try ServiceAccountKey.load(path: file), transport: transport, clock: clock, scope: scope)
         }
-        let call = SourceCaller(source: c.name, project: c.project, tokens: tokens, transport: transport, clock: clock)
+        return SourceCaller(source: c.name, project: c.project, tokens: tokens, transport: transport, clock: clock)
+    }
+
+    /// The realtime source of `c` (made once per session): its API origin `$ROLLOUT_ANALYTICS_URL`, else Google's.
+    func realtimeSource(_ c: SourceConfiguration, clock: any Clock) throws -> AnalyticsRealtimeSource {
+        if let made = realtime.byName[c.name] { return made }
+        let origin = environment["ROLLOUT_ANALYTICS_URL"].flatMap { $0.isEmpty ? nil : $0 } ?? "https://analyticsdata.googleapis.com"
+        try WebURL.checkScheme(origin, what: "ROLLOUT_ANALYTICS_URL")
+        let source = AnalyticsRealtimeSource(
+            name: c.name, property: c.property ?? "", origin: origin,
+            call: try caller(c, scope: AnalyticsRealtimeSource.scope, clock: clock))
+        realtime.byName[c.name] = source
+        return source
+    }
+
+    /// The BigQuery source of `c`: its API origin `$ROLLOUT_BIGQUERY_URL` (else Google's), the CA bundle of the
+    /// environment, its credentials.
+    func source(_ c: SourceConfiguration, clock: any Clock) throws -> BigQuerySource {
+        let call = try caller(c, scope: BigQueryClient.scope, clock: clock)
         let origin = environment["ROLLOUT_BIGQUERY_URL"].flatMap { $0.isEmpty ? nil : $0 } ?? "https://bigquery.googleapis.com"
         try WebURL.checkScheme(origin, what: "ROLLOUT_BIGQUERY_URL")
         let client = BigQueryClient(origin: origin, project: c.project, location: c.location, call: call, clock: clock)
@@ -92,9 +115,22 @@ public struct SessionSources {
         var report = SourcePullReport(
             source: c.name, window: (plan.from, plan.through), rows: nil, bytes: 0, note: "", changedKeys: 0, addedEvents: 0,
             waits: [], error: nil)
-        let source = try self.source(c, clock: clock)
+        let pulling: () throws(SourceError) -> SourcePull
+        let caller: SourceCaller
+        switch c.kind {
+        case .bigQuery:
+            let source = try self.source(c, clock: clock)
+            caller = source.client.call
+            pulling = { () throws(SourceError) -> SourcePull in try source.pull(plan) }
+        case .analyticsRealtime:
+            let source = try realtimeSource(c, clock: clock)
+            caller = source.call
+            report.window = (AnalyticsRealtimeSource.plan(now: now).from, AnalyticsRealtimeSource.plan(now: now).through)
+            pulling = { () throws(SourceError) -> SourcePull in try source.pull(now: now) }
+        }
+        let waitsBefore = caller.waits.count
         do {
-            let pull = try source.pull(plan)
+            let pull = try pulling()
             report.rows = pull.rows
             report.bytes = pull.bytes
             report.note = pull.note
@@ -107,7 +143,7 @@ public struct SessionSources {
             report.error = e
             if land { try stateStore.recordFailure(source: c.name, message: e.message, at: clock.now()) }
         }
-        report.waits = source.client.call.waits
+        report.waits = Array(caller.waits.dropFirst(waitsBefore))
         return report
     }
 

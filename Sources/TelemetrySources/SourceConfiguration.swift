@@ -4,10 +4,13 @@ import Timekeeping
 /// A telemetry source as configured in the store (`rollout source add`): where it reads, with which credentials,
 /// from when, and how often.
 ///
-/// Only BigQuery over the exports is implemented; the kind is kept so that GA4 realtime and the Crashlytics API
-/// can join without changing what is stored.
+/// Two kinds: BigQuery over the exports (`analytics`, `crashlytics`), and the GA4 Data API's realtime report
+/// (`property`). The Crashlytics API is not implemented.
 public struct SourceConfiguration: Hashable, Sendable {
-    public enum Kind: String, Sendable, Hashable { case bigQuery = "bigquery" }
+    public enum Kind: String, Sendable, Hashable {
+        case bigQuery = "bigquery"
+        case analyticsRealtime = "ga4-realtime"
+    }
 
     /// How the source gets its access tokens, as for the Firebase store.
     public enum Credentials: Hashable, Sendable {
@@ -19,8 +22,10 @@ public struct SourceConfiguration: Hashable, Sendable {
 
     public var name: String
     public var kind: Kind
-    /// The project that runs the queries.
+    /// The project that runs the queries (BigQuery), or whose quota the reports count against (realtime).
     public var project: String
+    /// The GA4 property of a realtime source (its number).
+    public var property: String?
     /// `project.dataset` of the GA4 export.
     public var analytics: String
     /// `project.dataset.table` of the Crashlytics streaming export, if any.
@@ -38,7 +43,7 @@ public struct SourceConfiguration: Hashable, Sendable {
 
     public init(
         name: String, kind: Kind = .bigQuery, project: String, analytics: String, crashlytics: String? = nil,
-        location: String? = nil, credentials: Credentials = .applicationDefault, origin: Instant,
+        location: String? = nil, property: String? = nil, credentials: Credentials = .applicationDefault, origin: Instant,
         overlap: Instant.Duration = .minutes(10), every: Instant.Duration = .seconds(Int64(60)),
         silentAfter: Instant.Duration = .minutes(10)
     ) throws(SourceConfigurationError) {
@@ -50,7 +55,13 @@ public struct SourceConfiguration: Hashable, Sendable {
         guard !project.isEmpty, project.utf8.allSatisfy(Self.identifier) else {
             throw SourceConfigurationError("'\(project.prefix(60))' is not a Google Cloud project id")
         }
-        for (what, value, parts) in [("--analytics", analytics, 2), ("--crashlytics", crashlytics ?? "a.b.c", 3)] {
+        if kind == .analyticsRealtime {
+            guard let property, !property.isEmpty, property.utf8.count <= 20, property.utf8.allSatisfy({ $0 >= 48 && $0 <= 57 }) else {
+                throw SourceConfigurationError("a GA4 realtime source needs --ga4-property, the property's number")
+            }
+        }
+        let datasets = kind == .bigQuery ? [("--analytics", analytics, 2), ("--crashlytics", crashlytics ?? "a.b.c", 3)] : []
+        for (what, value, parts) in datasets {
             let p = value.split(separator: ".", omittingEmptySubsequences: false)
             guard p.count == parts, p.allSatisfy({ !$0.isEmpty && $0.utf8.allSatisfy(Self.identifier) }) else {
                 throw SourceConfigurationError(
@@ -69,6 +80,7 @@ public struct SourceConfiguration: Hashable, Sendable {
         self.analytics = analytics
         self.crashlytics = crashlytics
         self.location = location
+        self.property = kind == .analyticsRealtime ? property : nil
         self.credentials = credentials
         self.origin = origin
         self.overlap = overlap
@@ -88,6 +100,7 @@ public struct SourceConfiguration: Hashable, Sendable {
         ]
         if let crashlytics { members.append(("crashlytics", .string(crashlytics))) }
         if let location { members.append(("location", .string(location))) }
+        if let property { members.append(("property", .string(property))) }
         switch credentials {
         case .applicationDefault: members.append(("credentials", "application-default"))
         case .serviceAccountFile(let f): members.append(("credentialsFile", .string(f)))
@@ -121,8 +134,9 @@ public struct SourceConfiguration: Hashable, Sendable {
             if let f = json["credentialsFile"]?.stringValue { .serviceAccountFile(f) }
             else if let c = json["accessTokenCommand"]?.stringValue { .accessTokenCommand(c) } else { .applicationDefault }
         try self.init(
-            name: try text("name"), kind: kind, project: try text("project"), analytics: try text("analytics"),
-            crashlytics: json["crashlytics"]?.stringValue, location: json["location"]?.stringValue, credentials: credentials,
+            name: try text("name"), kind: kind, project: try text("project"), analytics: json["analytics"]?.stringValue ?? "",
+            crashlytics: json["crashlytics"]?.stringValue, location: json["location"]?.stringValue,
+            property: json["property"]?.stringValue, credentials: credentials,
             origin: origin, overlap: try seconds("overlapSeconds"), every: try seconds("everySeconds"),
             silentAfter: try seconds("silentAfterSeconds"))
     }

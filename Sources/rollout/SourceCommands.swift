@@ -31,9 +31,18 @@ enum SourceCommands {
         subcommands: [add, list, remove, test])
 
     static let add = Command(
-        "add", summary: "Add (or replace) a BigQuery source over the GA4 export (and the Crashlytics realtime export).",
+        "add",
+        summary: "Add (or replace) a BigQuery source over the GA4 (and Crashlytics) exports, or a GA4 realtime source.",
+        discussion:
+            "With --bigquery and --analytics: counts per minute, cohort and kind from the exports, aggregated in "
+            + "BigQuery. With --ga4-property and --quota-project: the Data API's realtime report (the last 30 "
+            + "minutes by minute, event and the user-scoped dimension customUser:AppAttestCohort; sessions, "
+            + "successes, failures without their class, crashes without fatality), its property quota shown and "
+            + "respected.",
         options: [
             .value("--bigquery", name: "PROJECT", help: "The Google Cloud project that runs (and pays for) the queries."),
+            .value("--ga4-property", name: "ID", help: "A GA4 property's number: a realtime report source instead."),
+            .value("--quota-project", name: "PROJECT", help: "With --ga4-property: the project the calls count against."),
             .value("--analytics", name: "PROJECT.DATASET", help: "The GA4 export's dataset (analytics_<property id>)."),
             .value("--crashlytics", name: "PROJECT.DATASET.TABLE", help: "The Crashlytics realtime export's table."),
             .value("--location", name: "LOCATION", help: "The datasets' BigQuery location (US, EU, ...)."),
@@ -81,10 +90,13 @@ enum SourceCommands {
 
     static func runAdd(_ invocation: Invocation) throws -> ExitCode {
         let name = invocation.positional(0) ?? ""
-        guard let project = invocation.value("--bigquery") else { throw invocation.usageError("--bigquery PROJECT is required") }
-        guard let analytics = invocation.value("--analytics") else {
-            throw invocation.usageError("--analytics PROJECT.DATASET is required")
+        let property = invocation.value("--ga4-property")
+        let kind: SourceConfiguration.Kind = property == nil ? .bigQuery : .analyticsRealtime
+        guard let project = invocation.value(kind == .bigQuery ? "--bigquery" : "--quota-project") else {
+            throw invocation.usageError(kind == .bigQuery ? "--bigquery PROJECT is required" : "--quota-project PROJECT is required")
         }
+        let analytics = invocation.value("--analytics") ?? ""
+        if kind == .bigQuery, analytics.isEmpty { throw invocation.usageError("--analytics PROJECT.DATASET is required") }
         let session = try Wiring.session(invocation)
         var credentials = SourceConfiguration.Credentials.applicationDefault
         if let file = invocation.value("--source-credentials") { credentials = .serviceAccountFile(absolute(file)) }
@@ -111,8 +123,8 @@ enum SourceCommands {
         let silentAfter = try number("--silent-after", 1...10_080, 10)
         let made = Result { () throws(SourceConfigurationError) -> SourceConfiguration in
             try SourceConfiguration(
-                name: name, project: project, analytics: analytics, crashlytics: invocation.value("--crashlytics"),
-                location: invocation.value("--location"), credentials: credentials, origin: origin,
+                name: name, kind: kind, project: project, analytics: analytics, crashlytics: invocation.value("--crashlytics"),
+                location: invocation.value("--location"), property: property, credentials: credentials, origin: origin,
                 overlap: .minutes(overlap), every: .seconds(every), silentAfter: .minutes(silentAfter))
         }
         guard case .success(let configuration) = made else {
@@ -124,7 +136,9 @@ enum SourceCommands {
             path, .source(.add(configuration)), actor: StoreLocation.operatorID(invocation), code: invocation.value("--code"))
         {
         case .unchanged: OperatorCommands.write("source \(name) is already so; nothing changed.\n")
-        default: OperatorCommands.write("source \(name): BigQuery \(project), \(analytics)\n")
+        default:
+            OperatorCommands.write(
+                "source \(name): " + (property.map { "GA4 realtime, property \($0)" } ?? "BigQuery \(project), \(analytics)") + "\n")
         }
         return .ok
     }
@@ -158,10 +172,11 @@ enum SourceCommands {
         if rows.isEmpty { print("No sources ('rollout source add' adds one).") }
         for r in rows {
             let name = Sanitiser.escape(r["name"]?.stringValue ?? "")
-            let analytics = Sanitiser.escape(r["analytics"]?.stringValue ?? "")
+            let analytics = r["property"]?.stringValue.map { "ga4-realtime property " + Sanitiser.escape($0) }
+                ?? "bigquery " + Sanitiser.escape(r["analytics"]?.stringValue ?? "")
             let watermark = r["watermark"]?.stringValue ?? "never pulled"
             let health = r["silence"]?.stringValue.map { "HOLD: " + Sanitiser.escape($0) } ?? "answering"
-            print("\(name)  bigquery \(analytics)  watermark \(watermark)  \(health)")
+            print("\(name)  \(analytics)  watermark \(watermark)  \(health)")
         }
         return .ok
     }

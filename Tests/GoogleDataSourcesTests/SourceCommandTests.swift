@@ -16,7 +16,7 @@ struct SourceCommandTests {
             [
                 "ROLLOUT_OPERATOR": "ana@example.com", "NO_COLOR": "1", "HOME": dir.path,
                 "XDG_STATE_HOME": dir.appendingPathComponent("xdg").path, "ROLLOUT_BIGQUERY_URL": fake.origin,
-                "CURL_CA_BUNDLE": fake.caFile, "SSL_CERT_FILE": fake.caFile,
+                "CURL_CA_BUNDLE": fake.caFile, "SSL_CERT_FILE": fake.caFile, "ROLLOUT_ANALYTICS_URL": fake.origin,
             ]
         }
 
@@ -88,5 +88,25 @@ struct SourceCommandTests {
         #expect(try cli.run(pulled, ["source", "remove", "bq", "--read-only"]).status == 4)
         #expect(try cli.run(pulled, ["source", "remove", "bq"]).status == 0)
         #expect(try cli.run(pulled, ["source", "list"]).stdout.contains("No sources"))
+    }
+
+    /// A GA4 realtime source through the CLI: `follow` pulls the report and shows the property's quota.
+    @Test func followPullsTheRealtimeReportAndShowsItsQuota() throws {
+        let fake = try FakeFirebase(tls: true)
+        let dir = try TestSupport.temporaryDirectory("source-cli-rt")
+        let cli = CLI(fake: fake, dir: dir)
+        let start = Instant(seconds: Int64(Date().timeIntervalSince1970) - 20 * 60)
+        try ExportFleet(seed: 23, installations: 50, minutes: 15, start: start, cohortAsProperty: true).load(into: fake)
+        let store = dir.appendingPathComponent("rt.db").path
+        #expect(try cli.run(store, ["init", "--seed", "s"]).status == 0)
+        let added = try cli.run(
+            store,
+            ["source", "add", "rt", "--ga4-property", "123456", "--quota-project", fake.project, "--source-credentials", fake.keyFile])
+        #expect(added.status == 0, "\(added.stderr)")
+        #expect(try cli.run(store, ["source", "list"]).stdout.contains("ga4-realtime property 123456"))
+        let follow = try cli.run(store, ["follow", "--looks", "1", "--interval", "0.01"])
+        print(follow.stdout)
+        #expect(follow.stdout.contains("source rt: ") && follow.stdout.contains("quota: 4995 tokens left this hour"), "\(follow.stdout) \(follow.stderr)")
+        #expect(!follow.stdout.contains("failed"), "\(follow.stdout)")
     }
 }
