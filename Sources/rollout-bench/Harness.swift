@@ -11,7 +11,7 @@ enum BenchSuites {
     static var all: [BenchSuite] {
         RemoteConfigBench.suites + StoreBench.suites + TelemetryBench.suites + AppCheckBench.suites
             + SimulatorBench.suites + ConsoleBench.suites + ConsoleLatencyBench.suites + WholeProcessBench.suites + ServeBench.suites
-            + PostgresBench.suites + DataPathBench.suites
+            + PostgresBench.suites + DataPathBench.suites + SourceBench.suites
     }
 }
 

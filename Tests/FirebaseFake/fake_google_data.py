@@ -34,7 +34,8 @@ with tokens per hour spent per request (5) and 429 RESOURCE_EXHAUSTED once none 
 
 Controls (plain HTTP, /_fake/data/...): POST rows {"table": "events_20260528" | "events_intraday_20260528" |
 "crashlytics", "rows": [...]}; POST options {"pending_polls": n (getQueryResults answers jobComplete false n
-times), "duplicate_page": bool (the second page's token leads back to the second page again)}; GET stats
+times), "duplicate_page": bool (the second page's token leads back to the second page again), "synthetic_per_minute": n
+(the query's answer for a fleet of n events a minute, without rows: the benchmark's)}; GET stats
 (queries, results calls, rows served, pages); POST realtime {"tokens_per_hour": n}. Fault matches:
 bigquery_query, bigquery_results, analytics_realtime.
 """
@@ -83,6 +84,7 @@ class DataState:
         self.tables = {}  # "events_YYYYMMDD" / "events_intraday_YYYYMMDD" / "crashlytics" -> [rows]
         self.jobs = {}
         self.pending_polls = 0
+        self.synthetic_rate = 0
         self.duplicate_page = False
         self.stats = {"queries": 0, "results": 0, "rows_served": 0, "pages": 0}
 
@@ -145,8 +147,31 @@ def normalise(cohort):
     return {"exposed": "enabled", "": "none"}.get(c, c)
 
 
+SYNTHETIC_SHARES = [("session", "", "", 0.30), ("attestationSuccess", "appAttest", "", 0.38),
+                    ("attestationSuccess", "deviceCheck", "", 0.02), ("configFetch", "", "", 0.25),
+                    ("crash", "", "fatal", 0.002), ("crash", "", "nonfatal", 0.001),
+                    ("usersEntered", "", "", 0.001), ("usersCrashed", "", "", 0.0002)] + [
+    ("attestationFailure", "appAttest", c, 0.004) for c in DC_CLASSES] + [
+    ("attestationFailure", "appAttest", "rejected:nonceMismatch", 0.001)]
+
+
+def synthetic(rate, params):
+    """What the aggregation returns for a fleet sending `rate` events a minute (the benchmark's BigQuery: the
+    answer of a pushed-down aggregation, whose size depends on minutes, cohorts and kinds, not on the rate)."""
+    rows = []
+    for minute in range(params["from_us"] // 60_000_000, params["through_us"] // 60_000_000):
+        for cohort, share in (("enabled", 0.1), ("control", 0.1), ("none", 0.8)):
+            for kind, provider, detail, part in SYNTHETIC_SHARES:
+                n = int(rate * share * part)
+                if n > 0:
+                    rows.append([str(minute), cohort, kind, provider, detail, str(n)])
+    return rows, int(rate * 300 * (params["through_us"] - params["from_us"]) // 60_000_000)
+
+
 def aggregate(state, tables, params):
     """rollout's aggregation query, computed from the loaded rows."""
+    if state.synthetic_rate:
+        return synthetic(state.synthetic_rate, params)
     origin, start, through = params["origin_us"], params["from_us"], params["through_us"]
     first_day, last_day = params["first_day"], params["last_day"]
     daily = {t[7:] for t in state.tables if re.fullmatch(r"events_[0-9]{8}", t) and first_day <= t[7:] <= last_day}
@@ -339,6 +364,7 @@ def control(handler, state, method, path, body):
         if path == "/_fake/data/options" and method == "POST":
             data.pending_polls = int(body.get("pending_polls", data.pending_polls))
             data.duplicate_page = bool(body.get("duplicate_page", data.duplicate_page))
+            data.synthetic_rate = int(body.get("synthetic_per_minute", data.synthetic_rate))
             return handler.send(200, {"ok": True})
         if path == "/_fake/data/stats":
             return handler.send(200, dict(data.stats, realtime_requests=data.realtime.requests, tokens_per_hour=data.realtime.tokens_per_hour))
