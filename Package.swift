@@ -155,7 +155,7 @@ let package = Package(
         .target(
             name: "FirebaseFake",
             dependencies: ["TestSupport", "FirebaseRemoteConfig", "WebClient", "JSON", "RemoteConfig", "Rollout", "SQLiteStore", "Timekeeping"],
-            path: "Tests/FirebaseFake", exclude: ["fake_remote_config.py", "fake_google_data.py", "google_data_client_check.py", "realtime_client_check.py"], swiftSettings: strict),
+            path: "Tests/FirebaseFake", exclude: ["fake_remote_config.py", "fake_google_data.py", "google_data_client_check.py", "realtime_client_check.py", "crashlytics_client_check.py"], swiftSettings: strict),
         .target(
             name: "StoreConformance", dependencies: ["Rollout", "RemoteConfig", "StepUp", "Telemetry", "AppCheck", "JSON", "Timekeeping", "RampPlans"],
             path: "Tests/StoreConformance", swiftSettings: strict),

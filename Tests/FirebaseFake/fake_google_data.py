@@ -32,12 +32,19 @@ inListFilter on a requested dimension. Rows come from the loaded export rows who
 the fake's wall clock (minutesAgo "00" is the current minute), every value a string; propertyQuota when asked,
 with tokens per hour spent per request (5) and 429 RESOURCE_EXHAUSTED once none are left.
 
+Crashlytics API v1alpha (firebasecrashlytics.v1alpha.json, scopes cloud-platform or firebase): GET
+v1alpha/projects/{p}/apps/{app}/events, the query parameters the method declares (an unknown one 400, pageSize an
+integer, enums checked), filter.interval.startTime/endTime as RFC 3339 (start inclusive, end exclusive), newest
+first, pageSize (default 10, at most 1000) and an opaque nextPageToken; events made from the loaded "crashlytics"
+rows (eventId, eventTime, installationUuid, customKeys as a map, issue.errorType FATAL / NON_FATAL, version,
+operatingSystem), each checked against the document's Event schema.
+
 Controls (plain HTTP, /_fake/data/...): POST rows {"table": "events_20260528" | "events_intraday_20260528" |
 "crashlytics", "rows": [...]}; POST options {"pending_polls": n (getQueryResults answers jobComplete false n
 times), "duplicate_page": bool (the second page's token leads back to the second page again), "synthetic_per_minute": n
 (the query's answer for a fleet of n events a minute, without rows: the benchmark's)}; GET stats
 (queries, results calls, rows served, pages); POST realtime {"tokens_per_hour": n}. Fault matches:
-bigquery_query, bigquery_results, analytics_realtime.
+bigquery_query, bigquery_results, analytics_realtime, crashlytics_events.
 """
 import base64
 import glob
@@ -80,6 +87,7 @@ class DataState:
         self.lock = threading.Lock()
         self.bigquery = discovery("bigquery.v2.json")
         self.analytics = discovery("analyticsdata.v1beta.json")
+        self.crashlytics = discovery("firebasecrashlytics.v1alpha.json")
         self.realtime = Realtime()
         self.tables = {}  # "events_YYYYMMDD" / "events_intraday_YYYYMMDD" / "crashlytics" -> [rows]
         self.jobs = {}
@@ -490,4 +498,88 @@ def route_analytics(handler, state, method, path, raw):
         raise Fail(400, "INVALID_ARGUMENT", "Invalid JSON payload received.", "badRequest")
     with state.data.lock:
         handler.send(200, realtime_report(state.data, m.group(1), body))
+    return True
+
+
+# Crashlytics API v1alpha (firebasecrashlytics.v1alpha.json, projects.apps.events.list).
+
+CRASHLYTICS_SCOPES = {"https://www.googleapis.com/auth/cloud-platform", "https://www.googleapis.com/auth/firebase"}
+
+
+def rfc3339(micros):
+    import datetime
+    t = datetime.datetime.fromtimestamp(micros / 1e6, tz=datetime.timezone.utc)
+    return t.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def parse_rfc3339(text, name):
+    import datetime
+    try:
+        t = datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise Fail(400, "INVALID_ARGUMENT", f"Invalid value at '{name}' (type.googleapis.com/google.protobuf.Timestamp), \"{text}\"", "badRequest")
+    return int(t.timestamp() * 1_000_000)
+
+
+def crashlytics_event(parent, r):
+    import hashlib
+    micros = int(r["event_timestamp"])
+    eid = hashlib.sha256(f"{r['installation_uuid']}:{micros}".encode()).hexdigest()[:32]
+    event = {
+        "name": f"{parent}/events/{eid}", "eventId": eid, "eventTime": rfc3339(micros), "receivedTime": rfc3339(micros + 2_000_000),
+        "installationUuid": r["installation_uuid"], "platform": "IOS",
+        "issue": {"id": "issue-" + str(r.get("issue_id", "1")), "errorType": "FATAL" if r["is_fatal"] else "NON_FATAL"},
+        "version": {"displayVersion": (r.get("application") or {}).get("display_version", "1.0")},
+        "operatingSystem": {"displayVersion": (r.get("operating_system") or {}).get("display_version", "17.4")},
+    }
+    keys = {k["key"]: k["value"] for k in r.get("custom_keys") or []}
+    if keys:
+        event["customKeys"] = keys
+    return micros, event
+
+
+def route_crashlytics(handler, state, method, path, query):
+    m = re.match(r"^/v1alpha/(projects/[^/]+/apps/[^/]+)/events$", path)
+    if not m:
+        return False
+    handler.authenticate(CRASHLYTICS_SCOPES)
+    if method != "GET":
+        raise Fail(404, "NOT_FOUND", f"Method not found: {method} {path}", "notFound")
+    data = state.data
+    doc = data.crashlytics
+    method_doc = doc["resources"]["projects"]["resources"]["apps"]["resources"]["events"]["methods"]["list"]
+    for k, values in query.items():
+        p = method_doc["parameters"].get(k) or doc["parameters"].get(k)
+        if p is None or p.get("location") == "path":
+            raise Fail(400, "INVALID_ARGUMENT", f"Invalid JSON payload received. Unknown name \"{k}\": Cannot bind query parameter.", "badRequest")
+        if p.get("type") == "integer" and not re.fullmatch(r"[0-9]+", values[0]):
+            raise Fail(400, "INVALID_ARGUMENT", f"Invalid value at '{k}' (TYPE_INT32), \"{values[0]}\"", "badRequest")
+        if "enum" in p and any(v not in p["enum"] for v in values):
+            raise Fail(400, "INVALID_ARGUMENT", f"Invalid value at '{k}'", "badRequest")
+    start = parse_rfc3339(query["filter.interval.startTime"][0], "filter.interval.start_time") if "filter.interval.startTime" in query else None
+    end = parse_rfc3339(query["filter.interval.endTime"][0], "filter.interval.end_time") if "filter.interval.endTime" in query else None
+    size = min(int((query.get("pageSize") or ["10"])[0]) or 10, 1000)
+    offset = 0
+    token = (query.get("pageToken") or [None])[0]
+    if token:
+        try:
+            offset = int(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)).decode().split(":")[1])
+        except Exception:
+            raise Fail(400, "INVALID_ARGUMENT", "Invalid page token.", "badRequest")
+    with data.lock:
+        events = []
+        for r in data.tables.get("crashlytics", []):
+            micros, event = crashlytics_event(m.group(1), r)
+            if (start is None or micros >= start) and (end is None or micros < end):
+                events.append((micros, event["eventId"], event))
+        events.sort(key=lambda e: (-e[0], e[1]))  # newest first
+        page = [e[2] for e in events[offset:offset + size]]
+        out = {"events": page} if page else {}
+        if offset + size < len(events):
+            out["nextPageToken"] = base64.urlsafe_b64encode(f"events:{offset + size}".encode()).decode().rstrip("=")
+        data.stats["crashlytics_pages"] = data.stats.get("crashlytics_pages", 0) + 1
+        check_members_in(doc, out, "ListEventsResponse", "response")
+        for i, e in enumerate(page):
+            check_members_in(doc, e, "Event", f"events[{i}]")
+    handler.send(200, out)
     return True

@@ -312,6 +312,8 @@ def make_handler(state, token_url_holder):
                     return self.control(method, url.path, raw)
                 if url.path == "/token" and method == "POST":
                     return self.faulted("token", lambda: self.token(raw))
+                if url.path.startswith("/v1alpha/projects/"):
+                    return self.faulted("crashlytics_events", lambda: self.google_data(method, url.path, query, raw))
                 if url.path.startswith("/v1beta/properties/"):
                     return self.faulted("analytics_realtime", lambda: self.google_data(method, url.path, query, raw))
                 if url.path.startswith("/bigquery/"):
@@ -345,7 +347,8 @@ def make_handler(state, token_url_holder):
         def google_data(self, method, path, query, raw):
             try:
                 if not (google_data.route(self, state, method, path, query, raw)
-                        or google_data.route_analytics(self, state, method, path, raw)):
+                        or google_data.route_analytics(self, state, method, path, raw)
+                        or google_data.route_crashlytics(self, state, method, path, query)):
                     raise Fail(404, "NOT_FOUND", f"Method not found: {method} {path}")
             except google_data.Fail as f:
                 detail = {"message": f.message, "domain": "global", "reason": f.reason}
