@@ -122,6 +122,14 @@ public struct SessionSources {
             let source = try self.source(c, clock: clock)
             caller = source.client.call
             pulling = { () throws(SourceError) -> SourcePull in try source.pull(plan) }
+        case .crashlyticsAPI:
+            let origin = environment["ROLLOUT_CRASHLYTICS_URL"].flatMap { $0.isEmpty ? nil : $0 } ?? "https://firebasecrashlytics.googleapis.com"
+            try WebURL.checkScheme(origin, what: "ROLLOUT_CRASHLYTICS_URL")
+            let source = CrashlyticsEventsSource(
+                name: c.name, project: c.project, app: c.app ?? "", origin: origin,
+                call: try self.caller(c, scope: CrashlyticsEventsSource.scope, clock: clock))
+            caller = source.call
+            pulling = { () throws(SourceError) -> SourcePull in try source.pull(plan) }
         case .analyticsRealtime:
             let source = try realtimeSource(c, clock: clock)
             caller = source.call

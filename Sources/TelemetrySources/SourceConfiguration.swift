@@ -4,12 +4,13 @@ import Timekeeping
 /// A telemetry source as configured in the store (`rollout source add`): where it reads, with which credentials,
 /// from when, and how often.
 ///
-/// Two kinds: BigQuery over the exports (`analytics`, `crashlytics`), and the GA4 Data API's realtime report
-/// (`property`). The Crashlytics API is not implemented.
+/// Three kinds: BigQuery over the exports (`analytics`, `crashlytics`), the GA4 Data API's realtime report
+/// (`property`), and the Crashlytics API's events (`app`).
 public struct SourceConfiguration: Hashable, Sendable {
     public enum Kind: String, Sendable, Hashable {
         case bigQuery = "bigquery"
         case analyticsRealtime = "ga4-realtime"
+        case crashlyticsAPI = "crashlytics-api"
     }
 
     /// How the source gets its access tokens, as for the Firebase store.
@@ -26,6 +27,8 @@ public struct SourceConfiguration: Hashable, Sendable {
     public var project: String
     /// The GA4 property of a realtime source (its number).
     public var property: String?
+    /// The Firebase app id of a Crashlytics API source (`1:…:ios:…`).
+    public var app: String?
     /// `project.dataset` of the GA4 export.
     public var analytics: String
     /// `project.dataset.table` of the Crashlytics streaming export, if any.
@@ -43,7 +46,7 @@ public struct SourceConfiguration: Hashable, Sendable {
 
     public init(
         name: String, kind: Kind = .bigQuery, project: String, analytics: String, crashlytics: String? = nil,
-        location: String? = nil, property: String? = nil, credentials: Credentials = .applicationDefault, origin: Instant,
+        location: String? = nil, property: String? = nil, app: String? = nil, credentials: Credentials = .applicationDefault, origin: Instant,
         overlap: Instant.Duration = .minutes(10), every: Instant.Duration = .seconds(Int64(60)),
         silentAfter: Instant.Duration = .minutes(10)
     ) throws(SourceConfigurationError) {
@@ -58,6 +61,11 @@ public struct SourceConfiguration: Hashable, Sendable {
         if kind == .analyticsRealtime {
             guard let property, !property.isEmpty, property.utf8.count <= 20, property.utf8.allSatisfy({ $0 >= 48 && $0 <= 57 }) else {
                 throw SourceConfigurationError("a GA4 realtime source needs --ga4-property, the property's number")
+            }
+        }
+        if kind == .crashlyticsAPI {
+            guard let app, !app.isEmpty, app.utf8.count <= 100, app.utf8.allSatisfy(Self.identifier) else {
+                throw SourceConfigurationError("a Crashlytics API source needs --crashlytics-app, the Firebase app id")
             }
         }
         let datasets = kind == .bigQuery ? [("--analytics", analytics, 2), ("--crashlytics", crashlytics ?? "a.b.c", 3)] : []
@@ -81,6 +89,7 @@ public struct SourceConfiguration: Hashable, Sendable {
         self.crashlytics = crashlytics
         self.location = location
         self.property = kind == .analyticsRealtime ? property : nil
+        self.app = kind == .crashlyticsAPI ? app : nil
         self.credentials = credentials
         self.origin = origin
         self.overlap = overlap
@@ -101,6 +110,7 @@ public struct SourceConfiguration: Hashable, Sendable {
         if let crashlytics { members.append(("crashlytics", .string(crashlytics))) }
         if let location { members.append(("location", .string(location))) }
         if let property { members.append(("property", .string(property))) }
+        if let app { members.append(("app", .string(app))) }
         switch credentials {
         case .applicationDefault: members.append(("credentials", "application-default"))
         case .serviceAccountFile(let f): members.append(("credentialsFile", .string(f)))
@@ -136,7 +146,7 @@ public struct SourceConfiguration: Hashable, Sendable {
         try self.init(
             name: try text("name"), kind: kind, project: try text("project"), analytics: json["analytics"]?.stringValue ?? "",
             crashlytics: json["crashlytics"]?.stringValue, location: json["location"]?.stringValue,
-            property: json["property"]?.stringValue, credentials: credentials,
+            property: json["property"]?.stringValue, app: json["app"]?.stringValue, credentials: credentials,
             origin: origin, overlap: try seconds("overlapSeconds"), every: try seconds("everySeconds"),
             silentAfter: try seconds("silentAfterSeconds"))
     }

@@ -38,11 +38,13 @@ enum SourceCommands {
             + "BigQuery. With --ga4-property and --quota-project: the Data API's realtime report (the last 30 "
             + "minutes by minute, event and the user-scoped dimension customUser:AppAttestCohort; sessions, "
             + "successes, failures without their class, crashes without fatality), its property quota shown and "
-            + "respected.",
+            + "respected. With --crashlytics-app and --quota-project: the Crashlytics API's crash events (v1alpha), "
+            + "counted per minute, cohort and fatality.",
         options: [
             .value("--bigquery", name: "PROJECT", help: "The Google Cloud project that runs (and pays for) the queries."),
             .value("--ga4-property", name: "ID", help: "A GA4 property's number: a realtime report source instead."),
-            .value("--quota-project", name: "PROJECT", help: "With --ga4-property: the project the calls count against."),
+            .value("--crashlytics-app", name: "APP_ID", help: "A Firebase app id: a Crashlytics API (events) source instead."),
+            .value("--quota-project", name: "PROJECT", help: "With --ga4-property or --crashlytics-app: the project the calls count against."),
             .value("--analytics", name: "PROJECT.DATASET", help: "The GA4 export's dataset (analytics_<property id>)."),
             .value("--crashlytics", name: "PROJECT.DATASET.TABLE", help: "The Crashlytics realtime export's table."),
             .value("--location", name: "LOCATION", help: "The datasets' BigQuery location (US, EU, ...)."),
@@ -91,7 +93,8 @@ enum SourceCommands {
     static func runAdd(_ invocation: Invocation) throws -> ExitCode {
         let name = invocation.positional(0) ?? ""
         let property = invocation.value("--ga4-property")
-        let kind: SourceConfiguration.Kind = property == nil ? .bigQuery : .analyticsRealtime
+        let app = invocation.value("--crashlytics-app")
+        let kind: SourceConfiguration.Kind = property != nil ? .analyticsRealtime : app != nil ? .crashlyticsAPI : .bigQuery
         guard let project = invocation.value(kind == .bigQuery ? "--bigquery" : "--quota-project") else {
             throw invocation.usageError(kind == .bigQuery ? "--bigquery PROJECT is required" : "--quota-project PROJECT is required")
         }
@@ -124,7 +127,7 @@ enum SourceCommands {
         let made = Result { () throws(SourceConfigurationError) -> SourceConfiguration in
             try SourceConfiguration(
                 name: name, kind: kind, project: project, analytics: analytics, crashlytics: invocation.value("--crashlytics"),
-                location: invocation.value("--location"), property: property, credentials: credentials, origin: origin,
+                location: invocation.value("--location"), property: property, app: app, credentials: credentials, origin: origin,
                 overlap: .minutes(overlap), every: .seconds(every), silentAfter: .minutes(silentAfter))
         }
         guard case .success(let configuration) = made else {
@@ -138,7 +141,9 @@ enum SourceCommands {
         case .unchanged: OperatorCommands.write("source \(name) is already so; nothing changed.\n")
         default:
             OperatorCommands.write(
-                "source \(name): " + (property.map { "GA4 realtime, property \($0)" } ?? "BigQuery \(project), \(analytics)") + "\n")
+                "source \(name): "
+                    + (property.map { "GA4 realtime, property \($0)" } ?? app.map { "Crashlytics API, app \($0)" }
+                        ?? "BigQuery \(project), \(analytics)") + "\n")
         }
         return .ok
     }
@@ -173,6 +178,7 @@ enum SourceCommands {
         for r in rows {
             let name = Sanitiser.escape(r["name"]?.stringValue ?? "")
             let analytics = r["property"]?.stringValue.map { "ga4-realtime property " + Sanitiser.escape($0) }
+                ?? r["app"]?.stringValue.map { "crashlytics-api app " + Sanitiser.escape($0) }
                 ?? "bigquery " + Sanitiser.escape(r["analytics"]?.stringValue ?? "")
             let watermark = r["watermark"]?.stringValue ?? "never pulled"
             let health = r["silence"]?.stringValue.map { "HOLD: " + Sanitiser.escape($0) } ?? "answering"

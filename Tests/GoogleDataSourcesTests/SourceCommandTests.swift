@@ -17,6 +17,7 @@ struct SourceCommandTests {
                 "ROLLOUT_OPERATOR": "ana@example.com", "NO_COLOR": "1", "HOME": dir.path,
                 "XDG_STATE_HOME": dir.appendingPathComponent("xdg").path, "ROLLOUT_BIGQUERY_URL": fake.origin,
                 "CURL_CA_BUNDLE": fake.caFile, "SSL_CERT_FILE": fake.caFile, "ROLLOUT_ANALYTICS_URL": fake.origin,
+                "ROLLOUT_CRASHLYTICS_URL": fake.origin,
             ]
         }
 
@@ -108,5 +109,41 @@ struct SourceCommandTests {
         print(follow.stdout)
         #expect(follow.stdout.contains("source rt: ") && follow.stdout.contains("quota: 4995 tokens left this hour"), "\(follow.stdout) \(follow.stderr)")
         #expect(!follow.stdout.contains("failed"), "\(follow.stdout)")
+    }
+
+    /// A Crashlytics API source through the CLI: `follow` lands the crash events, `source list` names it.
+    @Test func followPullsCrashlyticsEvents() throws {
+        let fake = try FakeFirebase(tls: true)
+        let dir = try TestSupport.temporaryDirectory("source-cli-crash")
+        let cli = CLI(fake: fake, dir: dir)
+        let now = Instant(seconds: Int64(Date().timeIntervalSince1970))
+        var rows: [JSONValue] = []
+        for i in 0..<12 {
+            let at: Instant = now - .minutes(Int64(i + 1))
+            let cohort: JSONValue = .string(i % 2 == 0 ? "enabled" : "control")
+            let key: JSONValue = ["key": "AppAttestCohort", "value": cohort]
+            let row: [(String, JSONValue)] = [
+                ("event_timestamp", .number(JSONNumber(at.microseconds))), ("installation_uuid", .string("i-\(i)")),
+                ("is_fatal", .bool(i % 3 != 0)), ("platform", "IOS"), ("custom_keys", .array([key])),
+            ]
+            rows.append(.object(JSONObject(row)))
+        }
+        try fake.control("POST", "/_fake/data/rows", ["table": "crashlytics", "rows": .array(rows)])
+        let store = dir.appendingPathComponent("c.db").path
+        #expect(try cli.run(store, ["init", "--seed", "s"]).status == 0)
+        let added = try cli.run(
+            store,
+            [
+                "source", "add", "crashes", "--crashlytics-app", "1:123456789012:ios:0123456789abcdef", "--quota-project",
+                fake.project, "--source-credentials", fake.keyFile, "--since", (now - .hours(1)).iso8601,
+            ])
+        #expect(added.status == 0, "\(added.stderr)")
+        #expect(try cli.run(store, ["source", "list"]).stdout.contains("crashlytics-api app 1:123456789012:ios:0123456789abcdef"))
+        let follow = try cli.run(store, ["follow", "--looks", "1", "--interval", "0.01"])
+        #expect(follow.stdout.contains("source crashes: ") && follow.stdout.contains("12 crash events"), "\(follow.stdout) \(follow.stderr)")
+        let t = try JSONParser().parse(
+            try cli.run(store, ["telemetry", "--json", "--since", (now - .hours(1)).iso8601, "--percent", "10"]).stdout)
+        #expect(t["cohorts"]?["enabled"]?["fatalCrashes"]?.numberValue?.int64 == 4, "\(String(describing: t["cohorts"]))")
+        #expect(t["cohorts"]?["control"]?["fatalCrashes"]?.numberValue?.int64 == 4)
     }
 }
