@@ -111,8 +111,9 @@ struct SourceCommandTests {
         #expect(!follow.stdout.contains("failed"), "\(follow.stdout)")
     }
 
-    /// A Crashlytics API source through the CLI: `follow` lands the crash events, `source list` names it.
-    @Test func followPullsCrashlyticsEvents() throws {
+    /// A Crashlytics API source through the CLI: `follow` (and `watch`, on its schedule) lands the crash events,
+    /// `source list` names it; a read-only `watch` pulls nothing.
+    @Test(arguments: ["follow", "watch"]) func followPullsCrashlyticsEvents(_ command: String) throws {
         let fake = try FakeFirebase(tls: true)
         let dir = try TestSupport.temporaryDirectory("source-cli-crash")
         let cli = CLI(fake: fake, dir: dir)
@@ -139,8 +140,17 @@ struct SourceCommandTests {
             ])
         #expect(added.status == 0, "\(added.stderr)")
         #expect(try cli.run(store, ["source", "list"]).stdout.contains("crashlytics-api app 1:123456789012:ios:0123456789abcdef"))
-        let follow = try cli.run(store, ["follow", "--looks", "1", "--interval", "0.01"])
-        #expect(follow.stdout.contains("source crashes: ") && follow.stdout.contains("12 crash events"), "\(follow.stdout) \(follow.stderr)")
+        if command == "watch" {
+            #expect([0, 5, 6, 7].contains(try cli.run(store, ["watch", "--looks", "1", "--interval", "0.01", "--read-only"]).status))
+            #expect(try cli.run(store, ["source", "list", "--json"]).stdout.contains("\"watermark\": null"))
+            let watch = try cli.run(store, ["watch", "--looks", "1", "--interval", "0.01"])
+            #expect([0, 5, 6, 7].contains(watch.status), "\(watch.stderr)")
+        } else {
+            let follow = try cli.run(store, ["follow", "--looks", "1", "--interval", "0.01"])
+            #expect(
+                follow.stdout.contains("source crashes: ") && follow.stdout.contains("12 crash events"),
+                "\(follow.stdout) \(follow.stderr)")
+        }
         let t = try JSONParser().parse(
             try cli.run(store, ["telemetry", "--json", "--since", (now - .hours(1)).iso8601, "--percent", "10"]).stdout)
         #expect(t["cohorts"]?["enabled"]?["fatalCrashes"]?.numberValue?.int64 == 4, "\(String(describing: t["cohorts"]))")
