@@ -170,21 +170,40 @@ struct BigQuerySourceTests {
         #expect(try bq.stats()["queries"]?.numberValue?.int64 == 1)
     }
 
-    /// Throttled through every attempt: the pull fails naming the source, and nothing is written.
-    @Test func aSourceThatStaysThrottledFailsAndWritesNothing() throws {
+    /// Throttled through every attempt: the pull fails naming the source, nothing is written but the failure,
+    /// the source is HOLD once silent for its limit, and it recovers when BigQuery answers again.
+    @Test func aSourceThatStaysThrottledFailsWritesNothingAndRecovers() throws {
         let fake = try FakeFirebase(tls: true)
         try ExportFleet(seed: 4, installations: 30, minutes: 5).load(into: fake)
         let bq = FakeBigQuery(fake: fake, clock: ManualClock(Self.now))
         let source = try bq.source(name: "ga4-export")
+        let store = try temporaryStore("bq-throttled")
         try fake.fault("rate_limited", match: "bigquery_query", count: 10, seconds: 2)
         let plan = PullPlan(now: Self.now, watermark: nil, origin: source.origin, overlap: .minutes(10))
-        #expect {
-            try source.pull(plan)
-        } throws: { error in
-            guard let e = error as? SourceError else { return false }
-            return e.kind == .unavailable && e.description.hasPrefix("source ga4-export: ") && e.message.contains("429")
+        var failure: SourceError?
+        switch Result(catching: { () throws(SourceError) -> SourcePull in try source.pull(plan) }) {
+        case .success: break
+        case .failure(let e): failure = e
         }
+        #expect(failure?.kind == .unavailable && failure?.description.hasPrefix("source ga4-export: ") == true)
+        #expect(failure?.message.contains("429") == true, "\(String(describing: failure))")
         #expect(bq.waits.delays == Array(repeating: .seconds(Int64(2)), count: 3))
+        try store.recordFailure(source: "ga4-export", message: failure?.message ?? "", at: Self.now)
+        #expect(try store.telemetryCounters().allTimeTotals().counts.isEmpty)
+        #expect(try store.telemetryCounters().batches().isEmpty)
+        let failed = try #require(try store.sourceState("ga4-export"))
+        #expect(failed.watermark == nil && failed.lastError?.contains("429") == true)
+        #expect(
+            failed.silence(source: "ga4-export", now: Self.now + .minutes(11), silentAfter: .minutes(10))
+                == "source ga4-export has not answered yet: \(failure?.message ?? "")")
+
+        // BigQuery answers again: the pull lands, the error is cleared, the source is no longer silent.
+        try fake.clearFaults()
+        try store.commitPull(try source.pull(plan), at: Self.now + .minutes(12))
+        let recovered = try #require(try store.sourceState("ga4-export"))
+        #expect(recovered.lastError == nil && recovered.watermark == plan.nextWatermark)
+        #expect(recovered.silence(source: "ga4-export", now: Self.now + .minutes(13), silentAfter: .minutes(10)) == nil)
+        #expect(!(try store.telemetryCounters().allTimeTotals().counts.isEmpty))
     }
 
     /// A page token that leads back to a page already read is a bad answer: the pull fails and the store is
