@@ -16,7 +16,8 @@ BigQuery v2 (base /bigquery/v2/, scopes bigquery or cloud-platform[.read-only]):
   unknown job 404 notFound, unknown page token 400 invalid.
 - Errors in Google's envelope {error: {code, message, errors: [{message, domain, reason}], status}}.
 
-A real BigQuery runs any SQL; this fake runs one: rollout's aggregation over the GA4 export and the Crashlytics
+A real BigQuery runs any SQL; this fake parses every query with sqlglot's BigQuery dialect (a syntax error is 400
+invalidQuery, a table outside the exports 404 notFound) and runs one: rollout's aggregation over the GA4 export and the Crashlytics
 realtime export (recognised by its first line). It computes that query's result itself, from the export rows a
 test loads, following the rows' documented schema (event_name, event_timestamp in microseconds, user_pseudo_id,
 event_params / user_properties [{key, value: {string_value | int_value | double_value}}], platform; Crashlytics:
@@ -252,6 +253,10 @@ def query(state, project, body):
     sql = body.get("query") or ""
     if not sql.startswith(MARKER):
         raise Fail(400, "INVALID_ARGUMENT", "This fake runs only rollout's aggregation query.", "invalidQuery")
+    tables_read = parse_standard_sql(sql)
+    for t in tables_read:
+        if not (re.fullmatch(r"[A-Za-z0-9_:-]+\.[A-Za-z0-9_-]+\.events_\*", t) or re.fullmatch(r"[A-Za-z0-9_:-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+", t)):
+            raise Fail(404, "NOT_FOUND", f"Not found: Table {t}", "notFound")
     if body.get("parameterMode") != "NAMED":
         raise Fail(400, "INVALID_ARGUMENT", "Named parameters need parameterMode NAMED.", "invalidQuery")
     declared = {}
@@ -282,6 +287,25 @@ def query(state, project, body):
                        "page": body.get("maxResults") or 100_000, "served_pages": set()}
     state.stats["queries"] += 1
     return answer(state, job, None, body.get("maxResults"), first=True)
+
+
+def parse_standard_sql(sql):
+    """The query parsed as GoogleSQL (sqlglot's BigQuery dialect): a syntax error is 400 invalidQuery, as BigQuery
+    answers it; returns the tables read (project.dataset.table, without the CTEs the query defines)."""
+    import sqlglot
+    from sqlglot import exp
+    from sqlglot.errors import ParseError
+    try:
+        tree = sqlglot.parse_one(sql, read="bigquery")
+    except ParseError as e:
+        raise Fail(400, "INVALID_ARGUMENT", f"Syntax error: {str(e)[:200]}", "invalidQuery")
+    ctes = {c.alias_or_name for c in tree.find_all(exp.CTE)}
+    tables = set()
+    for t in tree.find_all(exp.Table):
+        name = ".".join(p for p in (t.catalog, t.db, t.name) if p)
+        if name and name not in ctes and not isinstance(t.this, exp.Unnest):
+            tables.add(name)
+    return tables
 
 
 def page_token(job, offset):
