@@ -6,6 +6,7 @@ import SQLiteStore
 import Telemetry
 import TelemetrySources
 import TestSupport
+import TelemetryIngest
 import Testing
 import Timekeeping
 import WebClient
@@ -134,6 +135,31 @@ struct BigQuerySourceTests {
         let after = try store.telemetryCounters().allTimeTotals()
         #expect(after.sum(.session, cohort: .enabled) == before.sum(.session, cohort: .enabled) + 1)
         #expect(after.sum(.usersEntered, cohort: .enabled) == before.sum(.usersEntered, cohort: .enabled) + 1)
+    }
+
+    /// With the Crashlytics realtime export configured, its crashes join the GA4 rows in the one query: the
+    /// counters equal those of `ingest --format ga4` and `ingest --format crashlytics` of the same rows, crashed
+    /// users included.
+    @Test func theCrashlyticsExportJoinsTheQuery() throws {
+        let fake = try FakeFirebase(tls: true)
+        let fleet = ExportFleet(seed: 31, installations: 200, minutes: 20)
+        try fleet.load(into: fake)
+        let crashes = CrashlyticsSourceTests.crashes(seed: 3, n: 150)
+        try fake.control("POST", "/_fake/data/rows", ["table": "crashlytics", "rows": .array(crashes)])
+        let ingested = try temporaryStore("bq-crash-ingest")
+        try fleet.ingest(into: ingested, now: Self.now)
+        let ingest = TelemetryIngest(
+            format: .crashlytics, window: EventTimeWindow(now: Self.now, rolloutStart: ExportFleet.start - .hours(1)))
+        Array((crashes.map(\.compactText).joined(separator: "\n") + "\n").utf8).withUnsafeBytes { ingest.feed($0) }
+        ingest.finish()
+        try ingested.telemetryCounters().commit(ingest.batch, source: "ingest crashlytics", at: Self.now)
+        let pulled = try temporaryStore("bq-crash-pulled")
+        let source = try FakeBigQuery(fake: fake, clock: ManualClock(Self.now)).source(
+            crashlytics: "\(fake.project).firebase_crashlytics.com_example_IOS_REALTIME")
+        try pulled.commitPull(try source.pull(PullPlan(now: Self.now, watermark: nil, origin: source.origin, overlap: .minutes(10))), at: Self.now)
+        let a = try named(ingested.telemetryCounters().allTimeTotals(), ingested)
+        #expect(a == (try named(pulled.telemetryCounters().allTimeTotals(), pulled)))
+        #expect((a["usersCrashed/enabled/unspecified"] ?? 0) > 0)
     }
 
     /// A daily table replaces its day's intraday table: both present count once.

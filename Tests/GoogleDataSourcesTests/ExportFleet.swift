@@ -125,7 +125,9 @@ final class FakeBigQuery {
         self.clock = clock
     }
 
-    func source(name: String = "bq", origin: Instant = ExportFleet.start - .minutes(5)) throws -> BigQuerySource {
+    func source(name: String = "bq", origin: Instant = ExportFleet.start - .minutes(5), crashlytics: String? = nil) throws
+        -> BigQuerySource
+    {
         let transport = fake.transport
         let tokens = try ServiceAccountTokenProvider(
             key: try ServiceAccountKey.load(path: fake.keyFile), transport: transport, clock: SystemClock(),
@@ -138,7 +140,9 @@ final class FakeBigQuery {
         let client = BigQueryClient(origin: fake.origin, project: fake.project, call: call, clock: clock)
         client.pageRows = 50
         return BigQuerySource(
-            name: name, tables: try ExportTables(project: fake.project, analytics: "\(fake.project).analytics_123456"),
+            name: name,
+            tables: try ExportTables(
+                project: fake.project, analytics: "\(fake.project).analytics_123456", crashlytics: crashlytics),
             client: client, origin: origin)
     }
 
