@@ -31,6 +31,10 @@ public struct SourcePullReport: Sendable {
     public var addedEvents: Int64
     public var waits: [Instant.Duration]
     public var error: SourceError?
+    /// The end of the newest minute the source had data for, and how old that is at the pull: the export's lag
+    /// (BigQuery), the processing delay (Crashlytics) or the realtime report's freshness.
+    public var newestData: Instant?
+    public var dataAge: Instant.Duration?
 }
 
 /// The sources of one session.
@@ -114,7 +118,7 @@ public struct SessionSources {
         let plan = PullPlan(now: now, watermark: try stateStore.sourceState(c.name)?.watermark, origin: c.origin, overlap: c.overlap)
         var report = SourcePullReport(
             source: c.name, window: (plan.from, plan.through), rows: nil, bytes: 0, note: "", changedKeys: 0, addedEvents: 0,
-            waits: [], error: nil)
+            waits: [], error: nil, newestData: nil, dataAge: nil)
         let pulling: () throws(SourceError) -> SourcePull
         let caller: SourceCaller
         switch c.kind {
@@ -141,6 +145,11 @@ public struct SessionSources {
             let pull = try pulling()
             report.rows = pull.rows
             report.bytes = pull.bytes
+            if let minute = pull.counts.keys.filter({ $0.kind != .usersEntered && $0.kind != .usersCrashed }).map(\.minute).max() {
+                let end = BucketLevel.minute.start(minute + 1)
+                report.newestData = end
+                report.dataAge = Instant.Duration(microseconds: max(0, (now - end).microseconds))
+            }
             report.note = pull.note
             if land {
                 let changes = try stateStore.commitPull(pull, at: clock.now())

@@ -209,8 +209,14 @@ enum SourceCommands {
         let window = "\(r.window.from.iso8601) to \(r.window.through.iso8601)"
         let waits = r.waits.isEmpty ? "" : ", waited \(r.waits.map { "\($0.seconds) s" }.joinedText(", ")) as asked"
         if let e = r.error { return "source \(Sanitiser.escape(r.source)): \(window): failed: \(Sanitiser.escape(e.message))\(waits)" }
+        let age = r.dataAge.map { ", newest data \(formatDuration($0)) old" } ?? ", no data in the window"
         return "source \(Sanitiser.escape(r.source)): \(window): \(Sanitiser.escape(r.note)), \(r.bytes) bytes received, "
-            + "\(r.changedKeys) counters changed (\(r.addedEvents) events)\(waits)"
+            + "\(r.changedKeys) counters changed (\(r.addedEvents) events)\(age)\(waits)"
+    }
+
+    static func formatDuration(_ d: Instant.Duration) -> String {
+        let s = d.microseconds / 1_000_000
+        return s < 120 ? "\(s) s" : "\(s / 60) min"
     }
 
     static func runFollow(_ invocation: Invocation) throws -> ExitCode {

@@ -60,6 +60,8 @@ struct SourceCommandTests {
         let follow = try cli.run(pulled, ["follow", "--looks", "1", "--interval", "0.01"])
         #expect([0, 5, 6, 7].contains(follow.status), "\(follow.stdout) \(follow.stderr)")
         #expect(follow.stdout.contains("source bq: "), "\(follow.stdout)")
+        // The fleet's newest minute ended about 10 minutes ago: the data's age is shown.
+        #expect(follow.stdout.contains("newest data 9 min old") || follow.stdout.contains("newest data 10 min old"), "\(follow.stdout)")
         // What the figures say with the rollout started before the fleet (a hypothetical start, the same on both).
         func counts(_ store: String) throws -> [JSONValue?] {
             let t = try cli.run(store, ["telemetry", "--json", "--since", (start - .minutes(1)).iso8601, "--percent", "10"])
