@@ -76,6 +76,11 @@ let package = Package(
         // the SQLite file and of the PostgreSQL team store). Never a database driver.
         .target(name: "StoreSupport", dependencies: ["Platform", "Crypto", "Rollout"], swiftSettings: strict),
 
+        // Telemetry sources that pull (BigQuery over the GA4 and Crashlytics exports, GA4 realtime, the Crashlytics
+        // API), their pure part: the pull plan (watermark, overlap), back-off, and the ledger that turns pulled
+        // aggregates into counter batches that never count twice.
+        .target(name: "TelemetrySources", dependencies: ["Platform", "JSON", "Timekeeping", "Rollout", "Telemetry"], swiftSettings: strict),
+
         // Telemetry coming in, at the edge of the pure Telemetry: the row formats (native NDJSON, GA4 and Crashlytics
         // exports) read with JSON's scanner, the line reader with its limits, the recording thread, and the
         // temporary files a large batch spills to (Telemetry's SpillFile port). Used by `rollout ingest`, the
@@ -84,7 +89,7 @@ let package = Package(
 
         // Adapters: SQLiteStore, PostgresStore, FirebaseRemoteConfig and ExchangeServer never depend on each
         // other (Tests/ArchitectureTests checks it); they share the core's ports and StoreSupport.
-        .target(name: "SQLiteStore", dependencies: ["Platform", "CSQLite", "JSON", "Crypto", "RemoteConfig", "Rollout", "Telemetry", "AppCheck", "StepUp", "Timekeeping", "RampPlans", "StoreSupport"], swiftSettings: strict),
+        .target(name: "SQLiteStore", dependencies: ["Platform", "CSQLite", "JSON", "Crypto", "RemoteConfig", "Rollout", "Telemetry", "TelemetrySources", "AppCheck", "StepUp", "Timekeeping", "RampPlans", "StoreSupport"], swiftSettings: strict),
         .target(name: "Terminal", dependencies: ["Platform", "CNcurses", "Console"], swiftSettings: strict),
         // The team store on PostgreSQL (`--store postgresql://...`).
         .target(
@@ -116,6 +121,12 @@ let package = Package(
             name: "FirebaseRemoteConfig",
             dependencies: ["Platform", "Crypto", "JSON", "RemoteConfig", "Rollout", "Timekeeping", "WebClient"],
             swiftSettings: strict),
+        // Google's data APIs as telemetry sources (BigQuery, the GA4 Data API's realtime reports, the Crashlytics
+        // API), through WebClient.
+        .target(
+            name: "GoogleDataSources",
+            dependencies: ["Platform", "JSON", "Rollout", "Telemetry", "TelemetrySources", "Timekeeping", "WebClient"],
+            swiftSettings: strict),
         // `rollout store copy`: an SQLite store moved into a PostgreSQL team store. It reads one adapter and writes
         // another, so it sits beside the wiring, not in either adapter.
         .target(
@@ -134,6 +145,8 @@ let package = Package(
                 "StoreCopy",
                 "AppCheck",
                 "StoreSupport",
+                "TelemetrySources",
+                "GoogleDataSources",
             ],
             swiftSettings: strict),
         .target(name: "TestSupport", path: "Tests/Support", swiftSettings: strict),
@@ -152,7 +165,7 @@ let package = Package(
         .target(
             name: "FirebaseFake",
             dependencies: ["TestSupport", "FirebaseRemoteConfig", "WebClient", "JSON", "RemoteConfig", "Rollout", "SQLiteStore", "Timekeeping"],
-            path: "Tests/FirebaseFake", exclude: ["fake_remote_config.py"], swiftSettings: strict),
+            path: "Tests/FirebaseFake", exclude: ["fake_remote_config.py", "fake_google_data.py", "google_data_client_check.py", "realtime_client_check.py", "crashlytics_client_check.py"], swiftSettings: strict),
         .target(
             name: "StoreConformance", dependencies: ["Rollout", "RemoteConfig", "StepUp", "Telemetry", "AppCheck", "JSON", "Timekeeping", "RampPlans"],
             path: "Tests/StoreConformance", swiftSettings: strict),
@@ -160,11 +173,11 @@ let package = Package(
         // Executables.
         .executableTarget(
             name: "rollout",
-            dependencies: ["Platform", "CommandLineKit", "RolloutApp", "JSON", "RemoteConfig", "Rollout", "Telemetry", "TelemetryIngest", "AppCheck", "StepUp", "FleetSimulator", "Console", "Terminal", "Timekeeping", "Crypto", "TerminalText", "ExchangeServer", "RampPlans", "Monitoring"],
+            dependencies: ["Platform", "CommandLineKit", "RolloutApp", "JSON", "RemoteConfig", "Rollout", "Telemetry", "TelemetryIngest", "TelemetrySources", "AppCheck", "StepUp", "FleetSimulator", "Console", "Terminal", "Timekeeping", "Crypto", "TerminalText", "ExchangeServer", "RampPlans", "Monitoring"],
             swiftSettings: strict, linkerSettings: staticNativeLibraries),
         .executableTarget(
             name: "rollout-bench",
-            dependencies: ["RolloutApp", "JSON", "RemoteConfig", "Rollout", "Telemetry", "TelemetryIngest", "SQLiteStore", "AppCheck", "StepUp", "FleetSimulator", "Console", "Terminal", "Crypto", "COpenSSL", "CSQLite", "Timekeeping", "ExchangeServer", "Monitoring", "PostgresStore", "StoreSupport"],
+            dependencies: ["RolloutApp", "JSON", "RemoteConfig", "Rollout", "Telemetry", "TelemetryIngest", "SQLiteStore", "AppCheck", "StepUp", "FleetSimulator", "Console", "Terminal", "Crypto", "COpenSSL", "CSQLite", "Timekeeping", "ExchangeServer", "Monitoring", "PostgresStore", "StoreSupport", "GoogleDataSources", "TelemetrySources", "WebClient"],
             swiftSettings: strict, linkerSettings: staticNativeLibraries),
 
         // Tests: one target per module; EndToEnd drives the built binary.
@@ -229,6 +242,15 @@ let package = Package(
             dependencies: [
                 "TestSupport", "StepUp", "Timekeeping", "RolloutApp", "Console", "SQLiteStore", "Telemetry", "Rollout", "RemoteConfig",
                 "FirebaseFake", "CommandLineKit",
+            ],
+            swiftSettings: strict),
+        // The telemetry sources: the pure pull plan and ledger, and BigQuery through WebClient against the strict
+        // fake of Google's data APIs (Tests/FirebaseFake/fake_google_data.py).
+        .testTarget(
+            name: "GoogleDataSourcesTests",
+            dependencies: [
+                "TestSupport", "FirebaseFake", "GoogleDataSources", "TelemetrySources", "WebClient", "SQLiteStore", "Telemetry",
+                "TelemetryIngest", "Rollout", "JSON", "Timekeeping",
             ],
             swiftSettings: strict),
         // Every port of a `RolloutSession` on every backend, opened through `Wiring.session`; and every command of

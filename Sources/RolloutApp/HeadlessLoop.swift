@@ -82,7 +82,10 @@ public final class HeadlessLoop {
 
     /// Looks every `interval` wall seconds until a signal, `looks` looks or `until`; returns the last look.
     @discardableResult
-    public func run(interval: Double, looks: Int?, report: (Look) -> Void, until: (Look) -> Bool) throws -> Look? {
+    /// `beforeLook` runs before each look (`rollout follow` pulls its telemetry sources there).
+    public func run(
+        interval: Double, looks: Int?, report: (Look) -> Void, until: (Look) -> Bool, beforeLook: () throws -> Void = {}
+    ) throws -> Look? {
         let stop = StopFlag()
         let signals = [SIGINT, SIGTERM].map { sig in
             signal(sig, SIG_IGN)
@@ -98,6 +101,7 @@ public final class HeadlessLoop {
         var done = 0
         var latest: Look?
         while !stop.isSet {
+            try beforeLook()
             let look = try look()
             latest = look
             report(look)

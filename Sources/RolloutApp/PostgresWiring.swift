@@ -14,6 +14,7 @@ import StepUp
 import SQLiteStore
 import StoreSupport
 import Telemetry
+import TelemetrySources
 import Terminal
 import Timekeeping
 
@@ -336,6 +337,9 @@ struct PostgresSettingsTables: SettingsTables {
     ) throws -> StepUpDecision {
         try stepUp.authorize(change, by: actor, code: code, at: clock, audit: audit)
     }
+    func sourceConfigurations() throws -> [SourceConfiguration] { throw TelemetrySourcesWiring.notOnPostgres }
+    func saveSource(_ configuration: SourceConfiguration) throws { throw TelemetrySourcesWiring.notOnPostgres }
+    func removeSource(_ name: String) throws { throw TelemetrySourcesWiring.notOnPostgres }
     func appendAudit(_ entry: Rollout.AuditEntry) throws { _ = try config.appendAudit(entry) }
     func appCheckState() throws -> any AppCheckState {
         // On the config store's connection: its writes join the intent's transaction. Private keys are sealed

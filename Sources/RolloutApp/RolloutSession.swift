@@ -8,6 +8,7 @@ import Rollout
 import StepUp
 import SQLiteStore
 import Telemetry
+import TelemetrySources
 import Timekeeping
 
 /// One session of the core's ports, whichever backend holds them: what every command, the console, `watch`,
@@ -58,6 +59,8 @@ public struct RolloutSession {
         var verifyAudit: () throws -> AuditVerification
         var consoleSource: (_ project: String?, _ clock: any Clock) throws -> any RolloutConsoleSource
         var telemetryClock: () -> any Clock
+        /// Where telemetry sources keep their watermarks and ledgers (`SessionSources`).
+        var sourceState: () throws -> any SourceStateStore = { throw TelemetrySourcesWiring.notOnPostgres }
     }
 
     /// The rollout with its telemetry and verdict, read from this store.

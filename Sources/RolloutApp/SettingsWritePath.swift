@@ -4,6 +4,7 @@ import Rollout
 import StepUp
 import SQLiteStore
 import Telemetry
+import TelemetrySources
 import Timekeeping
 
 /// The write path of the settings that decide later writes: the step-up policy, the guardrail settings, the
@@ -45,6 +46,14 @@ public struct SettingsWritePath {
         case confirmEnrolment(OperatorID)
         /// Register, change or remove what the App Check exchange trusts and signs with.
         case appCheck(AppCheckChange)
+        /// Add (or replace) or remove a telemetry source: what the verdict reads, so audited and judged as a
+        /// policy change.
+        case source(SourceChange)
+    }
+
+    public enum SourceChange: Sendable, Equatable {
+        case add(SourceConfiguration)
+        case remove(name: String)
     }
 
     /// A change to the App Check exchange's registrations. Each one decides what `serve` accepts or mints (an app
@@ -150,6 +159,36 @@ public struct SettingsWritePath {
                             result: .recorded))
                     return .appCheckChanged(done)
                 }
+            case .source(let sourceChange):
+                let existing = try db.sourceConfigurations()
+                let summary: String
+                let before: String
+                switch sourceChange {
+                case .add(let c):
+                    let old = existing.first { $0.name == c.name }
+                    if old == c { return .success(.unchanged(c.json.compactText)) }
+                    summary = "source add \(c.name)"
+                    before = old?.json.compactText ?? ""
+                    apply = {
+                        try db.saveSource(c)
+                        try db.appendAudit(
+                            AuditEntry(time: clock.now(), actor: actor, action: summary, from: before, to: c.json.compactText, result: .recorded))
+                        return .changed(from: before, to: c.json.compactText)
+                    }
+                case .remove(let name):
+                    guard let old = existing.first(where: { $0.name == name }) else {
+                        return .failure(.unavailable("no source named \(name) ('rollout source list' shows them)"))
+                    }
+                    summary = "source remove \(name)"
+                    before = old.json.compactText
+                    apply = {
+                        try db.removeSource(name)
+                        try db.appendAudit(
+                            AuditEntry(time: clock.now(), actor: actor, action: summary, from: before, result: .recorded))
+                        return .changed(from: before, to: "")
+                    }
+                }
+                change = StepUpChange(.policyChange, detail: summary)
             case .startEnrolment(let id, let approver):
                 return try startEnrolment(id, approver: approver, code: code, policy: policy, in: db)
             case .confirmEnrolment(let id):
@@ -403,6 +442,10 @@ public protocol SettingsTables {
     func appendAudit(_ entry: AuditEntry) throws
     /// The App Check exchange's state on this transaction's connection: what it writes joins the transaction.
     func appCheckState() throws -> any AppCheckState
+    /// The configured telemetry sources (a backend that keeps none refuses with `SessionRefusal`).
+    func sourceConfigurations() throws -> [SourceConfiguration]
+    func saveSource(_ configuration: SourceConfiguration) throws
+    func removeSource(_ name: String) throws
 }
 
 extension SettingsTables {
@@ -467,4 +510,7 @@ struct SQLiteSettingsTables: SettingsTables {
     }
     func appendAudit(_ entry: AuditEntry) throws { _ = try config.appendAudit(entry) }
     func appCheckState() throws -> any AppCheckState { try AppCheckStateTables(database: db) }
+    func sourceConfigurations() throws -> [SourceConfiguration] { try SourceConfigTable.load(from: db) }
+    func saveSource(_ configuration: SourceConfiguration) throws { try SourceConfigTable.save(configuration, in: db) }
+    func removeSource(_ name: String) throws { try SourceConfigTable.remove(name, in: db) }
 }

@@ -10,6 +10,7 @@ import RemoteConfig
 import Rollout
 import StepUp
 import SQLiteStore
+import TelemetrySources
 import Timekeeping
 
 /// A store file opened (also Firebase's state file behind `firebase:`): the open store, who acts, and the one
@@ -237,6 +238,7 @@ extension StoreSession {
                         path: path, clock: clock, operatorID: operatorID, readOnly: readOnly,
                         project: header ?? project, autoKill: self)
                 },
-                telemetryClock: { StoreSimulationClock(store: store, wall: clock) }))
+                telemetryClock: { StoreSimulationClock(store: store, wall: clock) },
+                sourceState: { store }))
     }
 }

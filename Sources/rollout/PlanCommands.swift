@@ -171,7 +171,8 @@ enum PlanCommands {
 
     static func runPlan(_ inv: Invocation) throws -> ExitCode {
         let (interval, looks) = try TelemetryCommands.loopOptions(inv)
-        let session = try planSession(inv)
+        let rolloutSession = try Wiring.session(inv)
+        let session = rolloutSession.planSession
         if session.readOnly {
             throw CommandError("refused: a plan runner publishes changes (--read-only)", exit: .refused)
         }
@@ -197,7 +198,7 @@ enum PlanCommands {
             until: { look in
                 let phase = look.plan?.decision.state.phase ?? .running
                 return phase.isFinal || (phase == .paused && exitOnPause)
-            })
+            }, beforeLook: SourceCommands.scheduledPulls(rolloutSession, inv))
         return exitCode(last?.plan?.decision.state.phase ?? .running)
     }
 

@@ -36,7 +36,7 @@ enum RootCommand {
                 "rollout nudge +5 --reason \"crash rate flat for 24h\"",
             ],
             subcommands: EvaluateCommands.all + StoreCommands.all + TelemetryCommands.all + SimulateCommands.all
-                + ConsoleCommands.all + AttestCommands.all + OperatorCommands.all + ServeCommands.all + PlanCommands.all + EnforcementCommands.all + TeamStoreCommands.all
+                + SourceCommands.all + ConsoleCommands.all + AttestCommands.all + OperatorCommands.all + ServeCommands.all + PlanCommands.all + EnforcementCommands.all + TeamStoreCommands.all
         )
     }
 }

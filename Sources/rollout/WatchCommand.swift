@@ -21,6 +21,7 @@ extension TelemetryCommands {
             + "the guardrail; any number of watchers and consoles may run at once: the kill is a compare-and-swap, "
             + "so exactly one is published. Runs until interrupted (SIGINT, SIGTERM), --looks are done, or, with "
             + "--exit-on-halt, the first HALT. Exit code: the last verdict, 0 OK, 5 WATCH, 6 HOLD, 7 HALT. "
+            + "Configured telemetry sources ('rollout source') are pulled on their schedule before each look. "
             + GuardrailSettings.staleDefinition + ".",
         options: [
             .value("--interval", name: "SECONDS", help: "Wall seconds between looks (default 2; 0.01 to 3600)."),
@@ -41,7 +42,8 @@ extension TelemetryCommands {
     static func runWatch(_ invocation: Invocation) throws -> ExitCode {
         let (interval, looks) = try loopOptions(invocation)
         let exitOnHalt = invocation.flag("--exit-on-halt")
-        let loop = try Wiring.session(invocation).headlessLoop()
+        let session = try Wiring.session(invocation)
+        let loop = try session.headlessLoop()
         var heartbeat = 600.0
         if let text = invocation.value("--heartbeat") {
             guard let v = Double(text), v.isFinite, v > 0, v <= 86_400 else {
@@ -52,7 +54,8 @@ extension TelemetryCommands {
         let output = HeadlessOutput(json: invocation.flag("--json"), heartbeat: max(heartbeat, interval))
         let last = try loop.run(
             interval: interval, looks: looks, report: output.print,
-            until: { exitOnHalt && $0.status.assessment.verdict.level == .halt })
+            until: { exitOnHalt && $0.status.assessment.verdict.level == .halt },
+            beforeLook: SourceCommands.scheduledPulls(session, invocation))
         return AssessmentJSON.exitCode(last?.status.assessment.verdict.level ?? .hold)
     }
 

@@ -32,7 +32,8 @@ gzip body inflates to 1 GiB of zeros), no_etag (applied, answered 200 without it
 answered 200 with a body that is not JSON), conflict_after (applied, answered 412 as if the ETag were stale),
 slow_body (applied, the answer's body trickled one byte a second), redirect (not applied, 307 to another host),
 html_5xx (not applied, a 502 with an HTML page, as a load balancer sends), rate_limited (not applied, 429 with
-Retry-After: `seconds`), bad_request (not applied, 400 INVALID_ARGUMENT). Match: publish, validate, rollback, get, list, token, any.
+Retry-After: `seconds`), bad_request (not applied, 400 INVALID_ARGUMENT). Match: publish, validate, rollback, get, list, token, any,
+and bigquery_query, bigquery_results for Google's data APIs (fake_google_data.py, served by this server).
 
 TLS (--tls DIR, certificates written by `fake_remote_config.py certs DIR`): the API and the token endpoint are
 served over HTTPS as https://localhost:<port> with DIR/good.pem, and the controls over plain HTTP on a second
@@ -59,12 +60,14 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import padding
 
+import fake_google_data as google_data
+
 MAX_VERSIONS = 300
 REMOTE_CONFIG_SCOPES = {"https://www.googleapis.com/auth/firebase.remoteconfig", "https://www.googleapis.com/auth/cloud-platform"}
 GOOGLE_TOKEN_AUDIENCE = "https://oauth2.googleapis.com/token"
 # firebaseappcheck.v1.json's auth scopes.
 APP_CHECK_SCOPES = {"https://www.googleapis.com/auth/firebase", "https://www.googleapis.com/auth/cloud-platform"}
-SCOPES = REMOTE_CONFIG_SCOPES | APP_CHECK_SCOPES
+SCOPES = REMOTE_CONFIG_SCOPES | APP_CHECK_SCOPES | google_data.SCOPES
 # The services App Check enforces on (projects.services ids).
 APP_CHECK_SERVICES = {"firestore.googleapis.com", "firebasedatabase.googleapis.com", "firebasestorage.googleapis.com",
                       "identitytoolkit.googleapis.com", "oauth2.googleapis.com"}
@@ -98,6 +101,7 @@ class State:
         self.appcheck = {}  # service id -> {"enforcementMode", "replayProtection"?, "etag", "updateTime"}
         self.versions = []  # [(version dict, template dict)] oldest first
         self.faults = []
+        self.data = google_data.DataState()  # Google's data APIs (fake_google_data.py)
         self.stats = {"publish": 0, "validate": 0, "rollback": 0, "get": 0, "list": 0, "token": 0, "unauthenticated": 0, "conflict": 0}
         template = {"conditions": [], "parameters": {}, "parameterGroups": {}}
         if args.template:
@@ -308,6 +312,13 @@ def make_handler(state, token_url_holder):
                     return self.control(method, url.path, raw)
                 if url.path == "/token" and method == "POST":
                     return self.faulted("token", lambda: self.token(raw))
+                if url.path.startswith("/v1alpha/projects/"):
+                    return self.faulted("crashlytics_events", lambda: self.google_data(method, url.path, query, raw))
+                if url.path.startswith("/v1beta/properties/"):
+                    return self.faulted("analytics_realtime", lambda: self.google_data(method, url.path, query, raw))
+                if url.path.startswith("/bigquery/"):
+                    kind = "bigquery_query" if method == "POST" else "bigquery_results"
+                    return self.faulted(kind, lambda: self.google_data(method, url.path, query, raw))
                 a = re.match(r"^/v1/projects/([^/:]+)/services(?:/([^/:]+)|:batchUpdate)?$", url.path)
                 if a:
                     kind = "appcheck_patch" if method in ("PATCH", "POST") else "appcheck_get"
@@ -332,6 +343,16 @@ def make_handler(state, token_url_holder):
                 return
             except Fail as f:
                 self.error(f)
+
+        def google_data(self, method, path, query, raw):
+            try:
+                if not (google_data.route(self, state, method, path, query, raw)
+                        or google_data.route_analytics(self, state, method, path, raw)
+                        or google_data.route_crashlytics(self, state, method, path, query)):
+                    raise Fail(404, "NOT_FOUND", f"Method not found: {method} {path}")
+            except google_data.Fail as f:
+                detail = {"message": f.message, "domain": "global", "reason": f.reason}
+                self.send(f.code, {"error": {"code": f.code, "message": f.message, "errors": [detail], "status": f.status}}, f.headers)
 
         def faulted(self, kind, handle):
             fault = self.take_fault(kind)
@@ -719,6 +740,10 @@ def make_handler(state, token_url_holder):
 
         def control(self, method, path, raw):
             body = json.loads(raw.decode() or "{}") if raw else {}
+            if path.startswith("/_fake/data/"):
+                if google_data.control(self, state, method, path, body) is None:
+                    raise Fail(404, "NOT_FOUND", path)
+                return
             with state.lock:
                 if path == "/_fake/faults" and method == "POST":
                     fault = {"fault": body["fault"], "match": body.get("match", "any"), "count": body.get("count", 1), "seconds": body.get("seconds", 0)}

@@ -1,0 +1,153 @@
+import FoundationEssentials
+import JSON
+import Platform
+import Timekeeping
+import WebClient
+
+/// A named parameter of a standard-SQL query (`@name`), as `jobs.query` takes it.
+public struct QueryParameter: Sendable, Hashable {
+    public enum ParameterType: String, Sendable, Hashable { case int64 = "INT64", string = "STRING" }
+    public var name: String
+    public var type: ParameterType
+    public var value: String
+
+    public init(_ name: String, _ value: Int64) {
+        self.name = name
+        type = .int64
+        self.value = String(value)
+    }
+
+    public init(_ name: String, _ value: String) {
+        self.name = name
+        type = .string
+        self.value = value
+    }
+
+    var json: JSONValue {
+        ["name": .string(name), "parameterType": ["type": .string(type.rawValue)], "parameterValue": ["value": .string(value)]]
+    }
+}
+
+/// What a query returned: its rows (each cell a string or null, as BigQuery sends every scalar), and its cost.
+public struct QueryResult: Sendable {
+    public var columns: [String]
+    public var rows: [[String?]]
+    public var pages: Int
+    /// `totalBytesProcessed` as BigQuery reported it (what the query scanned and is billed for).
+    public var bytesProcessed: Int64?
+    public var polls: Int
+}
+
+/// BigQuery's REST API v2 (`bigquery.v2.json`): `jobs.query` (POST `projects/{projectId}/queries`) and
+/// `jobs.getQueryResults` (GET `projects/{projectId}/queries/{jobId}`).
+///
+/// Standard SQL only (`useLegacySql: false`) with named parameters. When the answer says `jobComplete: false`
+/// the job is polled with `getQueryResults` (each poll waits up to `timeoutMs` on the server) until complete
+/// or `deadline`; rows then come in pages chained by `pageToken`. Rows are `{f: [{v}]}` with every scalar a
+/// string. A repeated page token, a row of the wrong width, a schema other than the one asked for or more than
+/// `maximumRows` rows is a bad answer: the pull fails and nothing is written.
+public final class BigQueryClient: @unchecked Sendable {
+    public let origin: String
+    public let project: String
+    public let location: String?
+    public let call: SourceCaller
+    let clock: any Clock
+    /// Rows accepted from one query (the aggregated queries return minutes × cohorts × kinds).
+    public var maximumRows = 1_000_000
+    /// How long a query may run, polls included.
+    public var deadline = Instant.Duration.minutes(5)
+    /// The server-side wait of each call (`timeoutMs`).
+    public var serverWait = Instant.Duration.seconds(Int64(10))
+    public var pageRows = 10_000
+
+    /// The scopes `jobs.query` documents; rollout asks for the first.
+    public static let scope = "https://www.googleapis.com/auth/bigquery"
+
+    public init(origin: String = "https://bigquery.googleapis.com", project: String, location: String? = nil, call: SourceCaller, clock: any Clock) {
+        self.origin = origin.hasSuffix("/") ? String(origin.dropLast()) : origin
+        self.project = project
+        self.location = location
+        self.call = call
+        self.clock = clock
+    }
+
+    var base: String { origin + "/bigquery/v2/projects/" + percentEncoded(project, keeping: "-._~:") }
+
+    /// Runs `sql` and returns every row; `columns` are the names the result must have, in order.
+    public func query(_ sql: String, parameters: [QueryParameter], columns: [String]) throws(SourceError) -> QueryResult {
+        let source = call.source
+        func bad(_ field: String, _ reason: String) -> SourceError {
+            SourceError(.badAnswer, source: source, "BigQuery's answer: \(field) \(reason)")
+        }
+        var members: [(String, JSONValue)] = [
+            ("query", .string(sql)), ("useLegacySql", .bool(false)), ("parameterMode", .string("NAMED")),
+            ("queryParameters", .array(parameters.map(\.json))),
+            ("timeoutMs", .number(JSONNumber(Int64(serverWait.microseconds / 1000)))),
+            ("maxResults", .number(JSONNumber(pageRows))),
+        ]
+        if let location { members.append(("location", .string(location))) }
+        let request = JSONObject(members)
+        let start = clock.now()
+        var answer = try call.call("POST", base + "/queries", body: .object(request), what: "BigQuery jobs.query")
+        guard let job = answer["jobReference"]?["jobId"]?.stringValue, !job.isEmpty else {
+            throw bad("jobReference.jobId", "is missing")
+        }
+        let jobLocation = answer["jobReference"]?["location"]?.stringValue ?? location
+        func resultsURL(_ pageToken: String?) -> String {
+            var q = ["timeoutMs=\(serverWait.microseconds / 1000)", "maxResults=\(pageRows)"]
+            if let jobLocation { q.append("location=" + percentEncoded(jobLocation, keeping: "-._~")) }
+            if let pageToken { q.append("pageToken=" + percentEncoded(pageToken, keeping: "-._~")) }
+            return base + "/queries/" + percentEncoded(job, keeping: "-._~") + "?" + q.joined(separator: "&")
+        }
+        var polls = 0
+        while true {
+            guard let complete = answer["jobComplete"] else { throw bad("jobComplete", "is missing") }
+            guard let done = complete.boolValue else { throw bad("jobComplete", "is \(complete.kindName), not a boolean") }
+            if let errors = answer["errors"]?.arrayValue, !errors.isEmpty, done {
+                let m = errors.first?["message"]?.stringValue ?? "an error"
+                throw SourceError(.refused, source: source, "BigQuery job \(job) failed: \(m)")
+            }
+            if done { break }
+            guard clock.now() - start < deadline else {
+                throw SourceError(.unavailable, source: source, "BigQuery job \(job) did not complete within \(deadline.seconds) s")
+            }
+            polls += 1
+            answer = try call.call("GET", resultsURL(nil), what: "BigQuery jobs.getQueryResults")
+        }
+        guard let fields = answer["schema"]?["fields"]?.arrayValue else { throw bad("schema.fields", "is missing") }
+        let names = fields.map { $0["name"]?.stringValue ?? "" }
+        guard names == columns else { throw bad("schema.fields", "are \(names), expected \(columns)") }
+        guard let totalText = answer["totalRows"]?.stringValue, let total = Int(totalText), total >= 0 else {
+            throw bad("totalRows", "is not a count in a string")
+        }
+        guard total <= maximumRows else { throw bad("totalRows", "is \(total), more than the \(maximumRows) accepted") }
+        let bytes = answer["totalBytesProcessed"]?.stringValue.flatMap { Int64($0) }
+        var rows: [[String?]] = []
+        rows.reserveCapacity(total)
+        var seenTokens: Set<String> = []
+        var pages = 0
+        while true {
+            pages += 1
+            for (i, row) in (answer["rows"]?.arrayValue ?? []).enumerated() {
+                guard let cells = row["f"]?.arrayValue, cells.count == columns.count else {
+                    throw bad("rows[\(rows.count)].f", "does not hold \(columns.count) cells (page \(pages), row \(i))")
+                }
+                var out: [String?] = []
+                for (c, cell) in cells.enumerated() {
+                    guard let v = cell["v"] else { throw bad("rows[\(rows.count)].f[\(c)].v", "is missing") }
+                    if v.isNull { out.append(nil); continue }
+                    guard let s = v.stringValue else { throw bad("rows[\(rows.count)].f[\(c)].v (\(columns[c]))", "is \(v.kindName), not a string") }
+                    out.append(s)
+                }
+                rows.append(out)
+                guard rows.count <= total else { throw bad("rows", "hold more than totalRows (\(total))") }
+            }
+            guard let token = answer["pageToken"]?.stringValue, !token.isEmpty else { break }
+            guard seenTokens.insert(token).inserted else { throw bad("pageToken", "repeats an earlier page's token") }
+            answer = try call.call("GET", resultsURL(token), what: "BigQuery jobs.getQueryResults")
+            if answer["jobComplete"]?.boolValue == false { throw bad("jobComplete", "is false on a later page") }
+        }
+        guard rows.count == total else { throw bad("rows", "hold \(rows.count) rows, totalRows says \(total)") }
+        return QueryResult(columns: columns, rows: rows, pages: pages, bytesProcessed: bytes, polls: polls)
+    }
+}

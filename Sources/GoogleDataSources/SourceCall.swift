@@ -1,0 +1,145 @@
+import FoundationEssentials
+import Glibc
+import JSON
+import Platform
+import TelemetrySources
+import Timekeeping
+import WebClient
+
+/// A pull that failed: which source, what went wrong, and (for a bad answer) which field.
+public struct SourceError: Error, Sendable, CustomStringConvertible, Equatable {
+    public enum Kind: Sendable, Equatable {
+        /// The service kept answering 429/5xx (or could not be reached) through every retry.
+        case unavailable
+        /// 401/403: the credentials are refused or lack the permission.
+        case permission
+        /// Any other error answer (a bad query, a missing table).
+        case refused
+        /// The answer broke the documented shape: malformed, oversized, out of order or duplicated.
+        case badAnswer
+    }
+    public var kind: Kind
+    public var source: String
+    public var message: String
+
+    public init(_ kind: Kind, source: String, _ message: String) {
+        self.kind = kind
+        self.source = source
+        self.message = message
+    }
+
+    public var description: String { "source \(source): \(message)" }
+}
+
+/// One call to a Google data API as every source makes it: through WebClient's caller (bearer token, refreshed
+/// once after a 401; the caller's own retries are off), with `SourceBackoff` on 429/5xx and lost connections,
+/// honouring `Retry-After`.
+public final class SourceCaller: @unchecked Sendable {
+    public let source: String
+    let caller: GoogleAPICaller
+    let backoff: SourceBackoff
+    let clock: any Clock
+    let sleep: @Sendable (Instant.Duration) -> Void
+    let random: @Sendable () -> Double
+    /// The longest answer accepted (WebClient's transport also bounds what it receives).
+    public static let maximumAnswerBytes = 32 << 20
+    /// Bytes received so far (what `source test` and the bench report).
+    public private(set) var bytesReceived = 0
+    /// How many answers asked to wait (429/5xx), and the waits asked for.
+    public private(set) var waits: [Instant.Duration] = []
+
+    public init(
+        source: String, project: String, tokens: any AccessTokenProvider, transport: HTTPTransport, clock: any Clock,
+        backoff: SourceBackoff = SourceBackoff(), timeout: Instant.Duration = .seconds(Int64(60)),
+        sleep: @escaping @Sendable (Instant.Duration) -> Void = { d in
+            if d.microseconds > 0 { usleep(UInt32(min(d.microseconds, 120_000_000))) }
+        },
+        random: @escaping @Sendable () -> Double = { Double.random(in: 0...1) }
+    ) {
+        self.source = source
+        var policy = RetryPolicy(attempts: 1)
+        policy.timeout = timeout
+        caller = GoogleAPICaller(project: project, tokens: tokens, transport: transport, policy: policy)
+        self.backoff = backoff
+        self.clock = clock
+        self.sleep = sleep
+        self.random = random
+    }
+
+    /// Sends and returns the answer's JSON object; retries what the backoff allows.
+    public func call(_ method: String, _ url: String, body: JSONValue? = nil, what: String) throws(SourceError) -> JSONValue {
+        var attempt = 0
+        while true {
+            attempt += 1
+            let answer: HTTPResponse
+            do {
+                answer = try caller.send(
+                    method, url, headers: body == nil ? [] : [("Content-Type", "application/json")],
+                    body: body.map { Array($0.compactText.utf8) }, permission: what, retry: false
+                ).response
+            } catch let e as TransportError where e.isTransient && attempt < backoff.attempts {
+                wait(backoff.delay(retry: attempt, retryAfter: nil, now: clock.now(), random: random()))
+                continue
+            } catch FirebaseError.unreachable(_) where attempt < backoff.attempts {
+                wait(backoff.delay(retry: attempt, retryAfter: nil, now: clock.now(), random: random()))
+                continue
+            } catch {
+                throw SourceError(.unavailable, source: source, "\(what): \(error) (after \(attempt) attempts)")
+            }
+            bytesReceived += answer.body.count
+            if SourceBackoff.isTransient(status: answer.status) {
+                if attempt < backoff.attempts {
+                    wait(backoff.delay(retry: attempt, retryAfter: answer.header("retry-after"), now: clock.now(), random: random()))
+                    continue
+                }
+                throw SourceError(
+                    .unavailable, source: source,
+                    "\(what): HTTP \(answer.status) \(Self.message(answer)) after \(attempt) attempts")
+            }
+            guard answer.body.count <= Self.maximumAnswerBytes else {
+                throw SourceError(.badAnswer, source: source, "\(what): the answer is larger than \(Self.maximumAnswerBytes >> 20) MiB")
+            }
+            switch answer.status {
+            case 200: break
+            case 401, 403:
+                throw SourceError(.permission, source: source, "\(what): HTTP \(answer.status) \(Self.message(answer))")
+            default:
+                throw SourceError(.refused, source: source, "\(what): HTTP \(answer.status) \(Self.message(answer))")
+            }
+            let json: JSONValue
+            do { json = try JSONParser().parse(answer.body) } catch {
+                throw SourceError(.badAnswer, source: source, "\(what): the answer is not JSON: \(error)")
+            }
+            guard json.objectValue != nil else {
+                throw SourceError(.badAnswer, source: source, "\(what): the answer is \(json.kindName), not an object")
+            }
+            return json
+        }
+    }
+
+    private func wait(_ d: Instant.Duration) {
+        waits.append(d)
+        sleep(d)
+    }
+
+    /// Google's error envelope's message, or the start of the body.
+    static func message(_ r: HTTPResponse) -> String {
+        let json = try? JSONParser().parse(r.body)
+        let text = json?["error"]?["message"]?.stringValue ?? String(decoding: r.body.prefix(200), as: UTF8.self)
+        let status = json?["error"]?["status"]?.stringValue
+        return (status.map { "\($0): " } ?? "") + text
+    }
+}
+
+extension JSONValue {
+    var kindName: String {
+        switch self {
+        case .null: "null"
+        case .bool: "a boolean"
+        case .number: "a number"
+        case .string: "a string"
+        case .array: "an array"
+        case .object: "an object"
+        }
+    }
+}

@@ -1,0 +1,204 @@
+import CommandLineKit
+import FoundationEssentials
+import GoogleDataSources
+import Platform
+import Rollout
+import Telemetry
+import TelemetrySources
+import Timekeeping
+import WebClient
+
+/// Telemetry sources in a session: the configured sources (settings tables), their state and ledger (the
+/// session's `SourceStateStore`), and the pulls, which land through the store's telemetry commit as `rollout
+/// ingest` does. `rollout source …` and `rollout follow` use it; the executable only parses and prints.
+public enum TelemetrySourcesWiring {
+    /// What a PostgreSQL team store (and a Firebase project with a PostgreSQL state store) answers for now.
+    public static let notOnPostgres = SessionRefusal(
+        .unsupported,
+        "telemetry sources are kept in store files (and a Firebase project's state file) for now, not yet in a PostgreSQL store")
+}
+
+/// What one pull did, for printing.
+public struct SourcePullReport: Sendable {
+    public var source: String
+    public var window: (from: Instant, through: Instant)
+    /// Nil when the pull failed (then `error` says why).
+    public var rows: Int?
+    public var bytes: Int
+    public var note: String
+    /// Counters changed (keys), and the events they add up to.
+    public var changedKeys: Int
+    public var addedEvents: Int64
+    public var waits: [Instant.Duration]
+    public var error: SourceError?
+    /// The end of the newest minute the source had data for, and how old that is at the pull: the export's lag
+    /// (BigQuery), the processing delay (Crashlytics) or the realtime report's freshness.
+    public var newestData: Instant?
+    public var dataAge: Instant.Duration?
+}
+
+/// The sources of one session.
+public struct SessionSources {
+    let session: RolloutSession
+    let environment: [String: String]
+    /// The realtime sources made so far, kept so that the quota each report states is respected by the next pull.
+    private let realtime = RealtimeSources()
+
+    final class RealtimeSources: @unchecked Sendable {
+        var byName: [String: AnalyticsRealtimeSource] = [:]
+    }
+
+    public init(session: RolloutSession, environment: [String: String]) {
+        self.session = session
+        self.environment = environment
+    }
+
+    public func configurations() throws -> [SourceConfiguration] {
+        try session.settingsWritePath().read { try $0.sourceConfigurations() }
+    }
+
+    public func configuration(_ name: String) throws -> SourceConfiguration {
+        guard let c = try configurations().first(where: { $0.name == name }) else {
+            throw CommandError("no source named \(name) ('rollout source list' shows them)")
+        }
+        return c
+    }
+
+    public func state(_ name: String) throws -> SourceState? { try session.ports.sourceState().sourceState(name) }
+
+    /// The caller of `c`'s API with its credentials and the CA bundle of the environment.
+    func caller(_ c: SourceConfiguration, scope: String, clock: any Clock) throws -> SourceCaller {
+        let transport = CurlTransport(caFile: CurlTransport.caFile(environment: environment))
+        let tokens: any AccessTokenProvider
+        switch c.credentials {
+        case .accessTokenCommand(let command): tokens = CommandTokenProvider(command: command, clock: clock)
+        case .serviceAccountFile(let file):
+            tokens = try ServiceAccountTokenProvider(
+                key: try ServiceAccountKey.load(path: file), transport: transport, clock: clock, scope: scope)
+        case .applicationDefault:
+            guard let file = environment["GOOGLE_APPLICATION_CREDENTIALS"], !file.isEmpty else {
+                throw CommandError(
+                    "source \(c.name) uses the application default credentials, and GOOGLE_APPLICATION_CREDENTIALS is not set")
+            }
+            tokens = try ServiceAccountTokenProvider(
+                key: try ServiceAccountKey.load(path: file), transport: transport, clock: clock, scope: scope)
+        }
+        return SourceCaller(source: c.name, project: c.project, tokens: tokens, transport: transport, clock: clock)
+    }
+
+    /// The realtime source of `c` (made once per session): its API origin `$ROLLOUT_ANALYTICS_URL`, else Google's.
+    func realtimeSource(_ c: SourceConfiguration, clock: any Clock) throws -> AnalyticsRealtimeSource {
+        if let made = realtime.byName[c.name] { return made }
+        let origin = environment["ROLLOUT_ANALYTICS_URL"].flatMap { $0.isEmpty ? nil : $0 } ?? "https://analyticsdata.googleapis.com"
+        try WebURL.checkScheme(origin, what: "ROLLOUT_ANALYTICS_URL")
+        let source = AnalyticsRealtimeSource(
+            name: c.name, property: c.property ?? "", origin: origin,
+            call: try caller(c, scope: AnalyticsRealtimeSource.scope, clock: clock))
+        realtime.byName[c.name] = source
+        return source
+    }
+
+    /// The BigQuery source of `c`: its API origin `$ROLLOUT_BIGQUERY_URL` (else Google's), the CA bundle of the
+    /// environment, its credentials.
+    func source(_ c: SourceConfiguration, clock: any Clock) throws -> BigQuerySource {
+        let call = try caller(c, scope: BigQueryClient.scope, clock: clock)
+        let origin = environment["ROLLOUT_BIGQUERY_URL"].flatMap { $0.isEmpty ? nil : $0 } ?? "https://bigquery.googleapis.com"
+        try WebURL.checkScheme(origin, what: "ROLLOUT_BIGQUERY_URL")
+        let client = BigQueryClient(origin: origin, project: c.project, location: c.location, call: call, clock: clock)
+        let tables = try ExportTables(project: c.project, analytics: c.analytics, crashlytics: c.crashlytics, location: c.location)
+        return BigQuerySource(name: c.name, tables: tables, client: client, origin: c.origin)
+    }
+
+    /// Pulls `c` once from its watermark; with `land`, commits what changed (else only reports what was pulled).
+    /// A failed pull is recorded in the source's state (when landing) and reported, never thrown.
+    public func pull(_ c: SourceConfiguration, land: Bool) throws -> SourcePullReport {
+        let clock = session.clock
+        let now = clock.now()
+        let stateStore = try session.ports.sourceState()
+        let plan = PullPlan(now: now, watermark: try stateStore.sourceState(c.name)?.watermark, origin: c.origin, overlap: c.overlap)
+        var report = SourcePullReport(
+            source: c.name, window: (plan.from, plan.through), rows: nil, bytes: 0, note: "", changedKeys: 0, addedEvents: 0,
+            waits: [], error: nil, newestData: nil, dataAge: nil)
+        let pulling: () throws(SourceError) -> SourcePull
+        let caller: SourceCaller
+        switch c.kind {
+        case .bigQuery:
+            let source = try self.source(c, clock: clock)
+            caller = source.client.call
+            pulling = { () throws(SourceError) -> SourcePull in try source.pull(plan) }
+        case .crashlyticsAPI:
+            let origin = environment["ROLLOUT_CRASHLYTICS_URL"].flatMap { $0.isEmpty ? nil : $0 } ?? "https://firebasecrashlytics.googleapis.com"
+            try WebURL.checkScheme(origin, what: "ROLLOUT_CRASHLYTICS_URL")
+            let source = CrashlyticsEventsSource(
+                name: c.name, project: c.project, app: c.app ?? "", origin: origin,
+                call: try self.caller(c, scope: CrashlyticsEventsSource.scope, clock: clock))
+            caller = source.call
+            pulling = { () throws(SourceError) -> SourcePull in try source.pull(plan) }
+        case .analyticsRealtime:
+            let source = try realtimeSource(c, clock: clock)
+            caller = source.call
+            report.window = (AnalyticsRealtimeSource.plan(now: now).from, AnalyticsRealtimeSource.plan(now: now).through)
+            pulling = { () throws(SourceError) -> SourcePull in try source.pull(now: now) }
+        }
+        let waitsBefore = caller.waits.count
+        do {
+            let pull = try pulling()
+            report.rows = pull.rows
+            report.bytes = pull.bytes
+            if let minute = pull.counts.keys.filter({ $0.kind != .usersEntered && $0.kind != .usersCrashed }).map(\.minute).max() {
+                let end = BucketLevel.minute.start(minute + 1)
+                report.newestData = end
+                report.dataAge = Instant.Duration(microseconds: max(0, (now - end).microseconds))
+            }
+            report.note = pull.note
+            if land {
+                let changes = try stateStore.commitPull(pull, at: clock.now())
+                report.changedKeys = changes.count
+                report.addedEvents = changes.filter { $0.key.kind != .usersEntered && $0.key.kind != .usersCrashed }.values.reduce(0, +)
+            }
+        } catch let e as SourceError {
+            report.error = e
+            if land { try stateStore.recordFailure(source: c.name, message: e.message, at: clock.now()) }
+        }
+        report.waits = Array(caller.waits.dropFirst(waitsBefore))
+        return report
+    }
+
+    /// The sources a loop follows: none on a backend that keeps none (the loop then follows the store alone).
+    func followed() throws -> [SourceConfiguration] {
+        do { return try configurations() } catch let r as SessionRefusal where r.kind == .unsupported { return [] }
+    }
+
+    /// Pulls every source whose last attempt is at least its interval old (all of them with `all`).
+    public func pullDue(all: Bool = false) throws -> [SourcePullReport] {
+        let now = session.clock.now()
+        var reports: [SourcePullReport] = []
+        for c in try followed() {
+            let last = try state(c.name)?.lastAttempt
+            if all || last.map({ now - $0 >= c.every }) ?? true { reports.append(try pull(c, land: true)) }
+        }
+        return reports
+    }
+
+    /// The reasons to HOLD: each source with no successful pull for its `silentAfter` (or never).
+    public func silences() throws -> [String] {
+        let now = session.clock.now()
+        return try followed().compactMap { c in
+            (try state(c.name) ?? SourceState(watermark: nil, lastSuccess: nil, lastAttempt: nil, lastError: nil))
+                .silence(source: c.name, now: now, silentAfter: c.silentAfter)
+        }
+    }
+
+    /// A look's verdict with the sources' silences: a silent or failing source is HOLD at least, never OK.
+    public static func judged(_ level: VerdictLevel, reason: String, silences: [String]) -> (VerdictLevel, String) {
+        guard !silences.isEmpty else { return (level, reason) }
+        return (max(level, .hold), silences.joined(separator: "; ") + (level > .hold ? "; " + reason : ""))
+    }
+}
+
+extension RolloutSession {
+    /// The session's telemetry sources.
+    public func sources(environment: [String: String]) -> SessionSources {
+        SessionSources(session: self, environment: environment)
+    }
+}

@@ -1,0 +1,67 @@
+import Telemetry
+import Timekeeping
+
+/// Where a source's pulls are kept: its watermark and the ledger of what each (minute, cohort, kind, provider,
+/// detail) contributed, so that a pull commits only the difference (`PullLedger`).
+///
+/// Rules every implementation keeps:
+/// - `commitPull` reads the ledger for the pull's minutes, lands the batch of changes through the store's
+///   telemetry commit (the one `rollout ingest` uses), writes the ledger and the watermark, all in one
+///   transaction: whole or not at all. Committing the same pull twice adds nothing the second time.
+/// - `recordFailure` notes an unsuccessful pull without touching counters, ledger or watermark.
+/// - A read-only store refuses both.
+public protocol SourceStateStore: AnyObject {
+    /// The state of the source `name`, nil before its first pull.
+    func sourceState(_ name: String) throws -> SourceState?
+    /// Lands a pull; returns the changes it committed (empty: the pull added nothing).
+    @discardableResult
+    func commitPull(_ pull: SourcePull, at committedAt: Instant) throws -> [AggregateKey: Int64]
+    func recordFailure(source: String, message: String, at: Instant) throws
+}
+
+/// What one pull of a source brought: the counts for every key of its minutes.
+public struct SourcePull: Sendable {
+    public var source: String
+    public var plan: PullPlan
+    public var counts: [AggregateKey: Int64]
+    /// What the pull cost: rows and bytes received, the source's own figures (BigQuery's bytes processed, GA4's
+    /// tokens left), shown by `source test` and `follow`.
+    public var rows: Int
+    public var bytes: Int
+    public var note: String
+
+    public init(source: String, plan: PullPlan, counts: [AggregateKey: Int64], rows: Int, bytes: Int, note: String = "") {
+        self.source = source
+        self.plan = plan
+        self.counts = counts
+        self.rows = rows
+        self.bytes = bytes
+        self.note = note
+    }
+}
+
+/// A source's stored state.
+public struct SourceState: Hashable, Sendable {
+    public var watermark: Instant?
+    public var lastSuccess: Instant?
+    public var lastAttempt: Instant?
+    /// The last failure's message, cleared by a successful pull.
+    public var lastError: String?
+
+    public init(watermark: Instant?, lastSuccess: Instant?, lastAttempt: Instant?, lastError: String?) {
+        self.watermark = watermark
+        self.lastSuccess = lastSuccess
+        self.lastAttempt = lastAttempt
+        self.lastError = lastError
+    }
+
+    /// "source X silent since …" when the source has not answered for `silentAfter` (or never has), else nil:
+    /// a silent or failing source is a reason to HOLD, never OK.
+    public func silence(source: String, now: Instant, silentAfter: Instant.Duration) -> String? {
+        guard let ok = lastSuccess else {
+            return "source \(source) has not answered yet" + (lastError.map { ": \($0)" } ?? "")
+        }
+        guard now - ok > silentAfter else { return nil }
+        return "source \(source) silent since \(ok.iso8601)" + (lastError.map { ": \($0)" } ?? "")
+    }
+}

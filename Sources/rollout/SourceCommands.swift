@@ -1,0 +1,263 @@
+import CommandLineKit
+import FoundationEssentials
+import Glibc
+import JSON
+import Platform
+import RolloutApp
+import Telemetry
+import TelemetrySources
+import TerminalText
+import Timekeeping
+
+/// `rollout source add|list|remove|test` and `rollout follow`: telemetry pulled from where it lives.
+enum SourceCommands {
+    static let all: [Command] = [group, follow]
+
+    static let group = Command(
+        "source",
+        summary: "Configure where telemetry is pulled from (BigQuery over the GA4 and Crashlytics exports).",
+        discussion:
+            "A source is kept in the store and changed through the audited settings path (a policy change while "
+            + "step-up is enforced; refused with 4 on a read-only store). Each pull asks BigQuery for counts per "
+            + "minute, cohort and kind (the aggregation runs in BigQuery, so what is pulled grows with minutes and "
+            + "cohorts, not events), from the source's watermark less its overlap, and lands only what changed "
+            + "since the last pull, through the same commit as 'rollout ingest'.",
+        examples: [
+            "rollout source add ga4 --bigquery my-project --analytics my-project.analytics_123456 --source-credentials sa.json",
+            "rollout source list",
+            "rollout source test ga4",
+            "rollout follow --interval 60",
+        ],
+        subcommands: [add, list, remove, test])
+
+    static let add = Command(
+        "add",
+        summary: "Add (or replace) a BigQuery source over the GA4 (and Crashlytics) exports, or a GA4 realtime source.",
+        discussion:
+            "With --bigquery and --analytics: counts per minute, cohort and kind from the exports, aggregated in "
+            + "BigQuery. With --ga4-property and --quota-project: the Data API's realtime report (the last 30 "
+            + "minutes by minute, event and the user-scoped dimension customUser:AppAttestCohort; sessions, "
+            + "successes, failures without their class, crashes without fatality), its property quota shown and "
+            + "respected. With --crashlytics-app and --quota-project: the Crashlytics API's crash events (v1alpha), "
+            + "counted per minute, cohort and fatality.",
+        options: [
+            .value("--bigquery", name: "PROJECT", help: "The Google Cloud project that runs (and pays for) the queries."),
+            .value("--ga4-property", name: "ID", help: "A GA4 property's number: a realtime report source instead."),
+            .value("--crashlytics-app", name: "APP_ID", help: "A Firebase app id: a Crashlytics API (events) source instead."),
+            .value("--quota-project", name: "PROJECT", help: "With --ga4-property or --crashlytics-app: the project the calls count against."),
+            .value("--analytics", name: "PROJECT.DATASET", help: "The GA4 export's dataset (analytics_<property id>)."),
+            .value("--crashlytics", name: "PROJECT.DATASET.TABLE", help: "The Crashlytics realtime export's table."),
+            .value("--location", name: "LOCATION", help: "The datasets' BigQuery location (US, EU, ...)."),
+            .value("--source-credentials", name: "FILE", help: "A service-account key file (else $GOOGLE_APPLICATION_CREDENTIALS when pulling)."),
+            .value("--source-token-command", name: "CMD", help: "A command printing an access token (scope bigquery)."),
+            .value("--since", name: "TIME", help: "Count first events and crashes from this time (default: a day before now)."),
+            .value("--overlap", name: "MINUTES", help: "Pull this far back again for late data (default 10)."),
+            .value("--every", name: "SECONDS", help: "How often 'follow' pulls (default 60)."),
+            .value("--silent-after", name: "MINUTES", help: "HOLD when no pull succeeded for this long (default 10)."),
+            OperatorCommands.codeOption,
+        ],
+        positionals: [Positional("NAME", help: "The source's name (a-z, 0-9, - and _).")],
+        examples: ["rollout source add ga4 --bigquery my-project --analytics my-project.analytics_123456"],
+        action: runAdd)
+
+    static let list = Command(
+        "list", summary: "List the sources with their watermark, last pull and data age.",
+        options: [.flag("--json", help: "Print JSON.")], examples: ["rollout source list --json"], action: runList)
+
+    static let remove = Command(
+        "remove", summary: "Remove a source (what it landed stays counted).", options: [OperatorCommands.codeOption],
+        positionals: [Positional("NAME", help: "The source.")], examples: ["rollout source remove ga4"], action: runRemove)
+
+    static let test = Command(
+        "test", summary: "Pull a source once without landing anything: rows, bytes and what BigQuery processed.",
+        positionals: [Positional("NAME", help: "The source.")], examples: ["rollout source test ga4"], action: runTest)
+
+    static let follow = Command(
+        "follow",
+        summary: "Pull the sources on their schedule and follow the verdict headless, as 'watch' does.",
+        discussion:
+            "Before the first look pulls every source, before each later one every source whose interval has passed (a failed pull is recorded and retried "
+            + "at the next interval; 429 and 5xx answers are waited out as Retry-After says). Prints a line per pull "
+            + "and the verdict line of 'watch'; a source with no successful pull for its --silent-after is HOLD "
+            + "('source X silent since ...'), never OK. Exit code: the last verdict, 0 OK, 5 WATCH, 6 HOLD, 7 HALT.",
+        options: [
+            .value("--interval", name: "SECONDS", help: "Wall seconds between looks (default 2; 0.01 to 3600)."),
+            .value("--looks", name: "N", help: "Stop after N looks."),
+            .flag("--quiet", help: "Print only verdict changes, not each pull."),
+        ],
+        examples: ["rollout follow", "rollout follow --looks 1   # one pull of every source, one look"],
+        action: runFollow)
+
+    // MARK: Actions
+
+    static func runAdd(_ invocation: Invocation) throws -> ExitCode {
+        let name = invocation.positional(0) ?? ""
+        let property = invocation.value("--ga4-property")
+        let app = invocation.value("--crashlytics-app")
+        let kind: SourceConfiguration.Kind = property != nil ? .analyticsRealtime : app != nil ? .crashlyticsAPI : .bigQuery
+        guard let project = invocation.value(kind == .bigQuery ? "--bigquery" : "--quota-project") else {
+            throw invocation.usageError(kind == .bigQuery ? "--bigquery PROJECT is required" : "--quota-project PROJECT is required")
+        }
+        let analytics = invocation.value("--analytics") ?? ""
+        if kind == .bigQuery, analytics.isEmpty { throw invocation.usageError("--analytics PROJECT.DATASET is required") }
+        let session = try Wiring.session(invocation)
+        var credentials = SourceConfiguration.Credentials.applicationDefault
+        if let file = invocation.value("--source-credentials") { credentials = .serviceAccountFile(absolute(file)) }
+        if let command = invocation.value("--source-token-command") {
+            guard case .applicationDefault = credentials else {
+                throw invocation.usageError("--source-credentials and --source-token-command exclude each other")
+            }
+            credentials = .accessTokenCommand(command)
+        }
+        func number(_ option: String, _ range: ClosedRange<Int64>, _ fallback: Int64) throws -> Int64 {
+            guard let text = invocation.value(option) else { return fallback }
+            guard let v = Int64(text), range.contains(v) else {
+                throw invocation.usageError("\(option) takes a whole number from \(range.lowerBound) to \(range.upperBound)")
+            }
+            return v
+        }
+        var origin = session.clock.now() - .days(1)
+        if let since = invocation.value("--since") {
+            guard let t = ISO8601.parse(since) else { throw invocation.usageError("--since takes an ISO 8601 time, not '\(since)'") }
+            origin = t
+        }
+        let overlap = try number("--overlap", 0...2880, 10)
+        let every = try number("--every", 5...86_400, 60)
+        let silentAfter = try number("--silent-after", 1...10_080, 10)
+        let made = Result { () throws(SourceConfigurationError) -> SourceConfiguration in
+            try SourceConfiguration(
+                name: name, kind: kind, project: project, analytics: analytics, crashlytics: invocation.value("--crashlytics"),
+                location: invocation.value("--location"), property: property, app: app, credentials: credentials, origin: origin,
+                overlap: .minutes(overlap), every: .seconds(every), silentAfter: .minutes(silentAfter))
+        }
+        guard case .success(let configuration) = made else {
+            if case .failure(let e) = made { throw invocation.usageError(e.description) }
+            return .usage
+        }
+        let path = session.settingsWritePath()
+        switch try OperatorCommands.settings(
+            path, .source(.add(configuration)), actor: StoreLocation.operatorID(invocation), code: invocation.value("--code"))
+        {
+        case .unchanged: OperatorCommands.write("source \(name) is already so; nothing changed.\n")
+        default:
+            OperatorCommands.write(
+                "source \(name): "
+                    + (property.map { "GA4 realtime, property \($0)" } ?? app.map { "Crashlytics API, app \($0)" }
+                        ?? "BigQuery \(project), \(analytics)") + "\n")
+        }
+        return .ok
+    }
+
+    static func absolute(_ path: String) -> String {
+        if path.hasPrefix("/") { return path }
+        var buffer = [CChar](repeating: 0, count: 4096)
+        guard getcwd(&buffer, buffer.count) != nil else { return path }
+        return String(cString: buffer) + "/" + path
+    }
+
+    static func runList(_ invocation: Invocation) throws -> ExitCode {
+        let session = try Wiring.session(invocation)
+        let sources = session.sources(environment: invocation.environment)
+        let now = session.clock.now()
+        var rows: [JSONValue] = []
+        for c in try sources.configurations() {
+            let s = try sources.state(c.name)
+            var o = c.json.objectValue ?? JSONObject()
+            o["watermark"] = s?.watermark.map { .string($0.iso8601) } ?? .null
+            o["lastSuccess"] = s?.lastSuccess.map { .string($0.iso8601) } ?? .null
+            o["lastError"] = s?.lastError.map { .string($0) } ?? .null
+            o["silence"] = (s ?? SourceState(watermark: nil, lastSuccess: nil, lastAttempt: nil, lastError: nil))
+                .silence(source: c.name, now: now, silentAfter: c.silentAfter).map { .string($0) } ?? .null
+            rows.append(.object(o))
+        }
+        if invocation.flag("--json") {
+            print(JSONWriter(style: .pretty).string(.array(rows)))
+            return .ok
+        }
+        if rows.isEmpty { print("No sources ('rollout source add' adds one).") }
+        for r in rows {
+            let name = Sanitiser.escape(r["name"]?.stringValue ?? "")
+            let analytics = r["property"]?.stringValue.map { "ga4-realtime property " + Sanitiser.escape($0) }
+                ?? r["app"]?.stringValue.map { "crashlytics-api app " + Sanitiser.escape($0) }
+                ?? "bigquery " + Sanitiser.escape(r["analytics"]?.stringValue ?? "")
+            let watermark = r["watermark"]?.stringValue ?? "never pulled"
+            let health = r["silence"]?.stringValue.map { "HOLD: " + Sanitiser.escape($0) } ?? "answering"
+            print("\(name)  \(analytics)  watermark \(watermark)  \(health)")
+        }
+        return .ok
+    }
+
+    static func runRemove(_ invocation: Invocation) throws -> ExitCode {
+        let name = invocation.positional(0) ?? ""
+        let path = try Wiring.session(invocation).settingsWritePath()
+        _ = try OperatorCommands.settings(
+            path, .source(.remove(name: name)), actor: StoreLocation.operatorID(invocation), code: invocation.value("--code"))
+        OperatorCommands.write("source \(name) removed\n")
+        return .ok
+    }
+
+    static func runTest(_ invocation: Invocation) throws -> ExitCode {
+        let name = invocation.positional(0) ?? ""
+        let sources = try Wiring.session(invocation).sources(environment: invocation.environment)
+        let report = try sources.pull(try sources.configuration(name), land: false)
+        print(describe(report))
+        if let e = report.error { throw CommandError(e.description) }
+        return .ok
+    }
+
+    static func describe(_ r: SourcePullReport) -> String {
+        let window = "\(r.window.from.iso8601) to \(r.window.through.iso8601)"
+        let waits = r.waits.isEmpty ? "" : ", waited \(r.waits.map { "\($0.seconds) s" }.joinedText(", ")) as asked"
+        if let e = r.error { return "source \(Sanitiser.escape(r.source)): \(window): failed: \(Sanitiser.escape(e.message))\(waits)" }
+        let age = r.dataAge.map { ", newest data \(formatDuration($0)) old" } ?? ", no data in the window"
+        return "source \(Sanitiser.escape(r.source)): \(window): \(Sanitiser.escape(r.note)), \(r.bytes) bytes received, "
+            + "\(r.changedKeys) counters changed (\(r.addedEvents) events)\(age)\(waits)"
+    }
+
+    static func formatDuration(_ d: Instant.Duration) -> String {
+        let s = d.microseconds / 1_000_000
+        return s < 120 ? "\(s) s" : "\(s / 60) min"
+    }
+
+    static func runFollow(_ invocation: Invocation) throws -> ExitCode {
+        let (interval, looks) = try TelemetryCommands.loopOptions(invocation)
+        let quiet = invocation.flag("--quiet")
+        let session = try Wiring.session(invocation)
+        let sources = session.sources(environment: invocation.environment)
+        let loop = try session.headlessLoop()
+        var lastLine = ""
+        var lastLevel = VerdictLevel.hold
+        var first = true
+        _ = try loop.run(
+            interval: interval, looks: looks,
+            report: { look in
+                let verdict = look.status.assessment.verdict
+                let silences = (try? sources.silences()) ?? ["the sources' state cannot be read"]
+                let (level, reason) = SessionSources.judged(verdict.level, reason: verdict.reason, silences: silences)
+                lastLevel = level
+                let line = "\(level.labelText): \(Sanitiser.escape(reason))"
+                if line != lastLine { print("\(look.status.wallNow.iso8601)  \(line)") }
+                if let killed = look.autoKill { print("\(look.status.wallNow.iso8601)  \(killed)") }
+                lastLine = line
+                fflush(nil)
+            }, until: { _ in false },
+            beforeLook: {
+                // The first look pulls every source; later looks those whose interval has passed.
+                for r in try sources.pullDue(all: first) where !quiet || r.error != nil { print(describe(r)) }
+                first = false
+            })
+        return AssessmentJSON.exitCode(lastLevel)
+    }
+
+    /// What `watch` and `plan run` do before each look: pull the sources whose interval has passed (none on a
+    /// read-only session, which cannot land them), a failed pull said on stderr so that their output stays theirs.
+    static func scheduledPulls(_ session: RolloutSession, _ invocation: Invocation) -> () throws -> Void {
+        guard !session.readOnly else { return {} }
+        let sources = session.sources(environment: invocation.environment)
+        return {
+            for r in try sources.pullDue() where r.error != nil {
+                StandardStream.error.write(describe(r) + "\n")
+            }
+        }
+    }
+}

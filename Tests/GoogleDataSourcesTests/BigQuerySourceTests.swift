@@ -1,0 +1,283 @@
+import FirebaseFake
+import Foundation
+import GoogleDataSources
+import JSON
+import SQLiteStore
+import Telemetry
+import TelemetrySources
+import TestSupport
+import TelemetryIngest
+import Testing
+import Timekeeping
+import WebClient
+
+/// BigQuery as a telemetry source, against the strict fake (fake_google_data.py inside the Firebase fake, over
+/// HTTPS), landing in SQLite stores.
+@Suite("BigQuery source", .serialized)
+struct BigQuerySourceTests {
+    static let now = ExportFleet.start + .minutes(40)
+
+    /// google-api-python-client, built from its shipped bigquery.v2.json, with google-auth's service-account
+    /// credentials fetching the token from the fake, runs rollout's own query text and parameters: jobs.query,
+    /// jobComplete false then getQueryResults polls, pages by pageToken, an unknown job, a query without
+    /// useLegacySql: false, and a missing parameter.
+    @Test func googlesOwnClientAgreesWithTheFake() throws {
+        let fake = try FakeFirebase(tls: true)
+        try ExportFleet(seed: 3, installations: 20, minutes: 5).load(into: fake)
+        try fake.control("POST", "/_fake/data/options", ["pending_polls": 2])
+        let dir = try TestSupport.temporaryDirectory("bq-client")
+        let tables = try ExportTables(project: fake.project, analytics: "\(fake.project).analytics_123456")
+        let sqlFile = dir.appendingPathComponent("query.sql").path
+        try ExportAggregation.sql(tables).write(toFile: sqlFile, atomically: true, encoding: .utf8)
+        let plan = PullPlan(now: Self.now, watermark: nil, origin: ExportFleet.start - .minutes(5), overlap: .minutes(10))
+        let parameters = JSONValue.array(
+            ExportAggregation.parameters(plan: plan, origin: ExportFleet.start - .minutes(5)).map {
+                ["name": .string($0.name), "parameterType": ["type": .string($0.type.rawValue)], "parameterValue": ["value": .string($0.value)]]
+            })
+        let script = TestSupport.packageRoot.appendingPathComponent("Tests/FirebaseFake/google_data_client_check.py").path
+        let r = try TestSupport.run(
+            try TestSupport.python(), [script, fake.origin, fake.keyFile, fake.project, sqlFile, parameters.compactText],
+            environment: ["SSL_CERT_FILE": fake.caFile, "REQUESTS_CA_BUNDLE": fake.caFile, "HTTPLIB2_CA_CERTS": fake.caFile,
+                "PATH": ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin"])
+        #expect(r.status == 0, "\(r.stderr)")
+        let seen = try JSONParser().parse(Array(r.stdout.utf8))
+        #expect(seen["first_complete"]?.boolValue == false)
+        // Two answers of jobComplete false from getQueryResults, then the complete one.
+        #expect(seen["polls"]?.numberValue?.int64 == 3)
+        #expect(seen["schema"]?.arrayValue?.compactMap(\.stringValue) == ExportAggregation.columns)
+        let rows = seen["rows"]?.arrayValue ?? []
+        #expect(rows.count == Int(seen["totalRows"]?.stringValue ?? "") && rows.count > 3)
+        #expect(seen["pages"]?.numberValue?.int64 == Int64((rows.count + 2) / 3))
+        // Every cell a string, as BigQuery sends scalars.
+        #expect(rows.allSatisfy { ($0.arrayValue ?? []).allSatisfy { $0.stringValue != nil } })
+        #expect(seen["unknown_job"]?["status"]?.numberValue?.int64 == 404)
+        #expect(seen["unknown_job"]?["reason"]?.stringValue == "notFound")
+        #expect(seen["legacy"]?["status"]?.numberValue?.int64 == 400)
+        #expect(seen["missing_parameter"]?["message"]?.stringValue?.contains("origin_us") == true)
+
+        // rollout's client reads the same rows.
+        let clock = ManualClock(Self.now)
+        let pulled = try FakeBigQuery(fake: fake, clock: clock).source().pull(plan)
+        #expect(pulled.rows == rows.count)
+    }
+
+    /// The same fleet through `ingest --format ga4` and through a BigQuery pull gives the same counters, minute
+    /// by minute, the same crash statistics and the same verdict level at every look.
+    @Test func theSameFleetGivesTheSameCountersAndVerdictsAsIngest() throws {
+        let fake = try FakeFirebase(tls: true)
+        let fleet = ExportFleet(seed: 11, installations: 3000, minutes: 30, crashBoost: 2)
+        try fleet.load(into: fake)
+        let ingested = try temporaryStore("bq-ingest")
+        try fleet.ingest(into: ingested, now: Self.now)
+        let pulledStore = try temporaryStore("bq-pulled")
+        let clock = ManualClock(Self.now)
+        let source = try FakeBigQuery(fake: fake, clock: clock).source()
+        let plan = PullPlan(now: Self.now, watermark: nil, origin: source.origin, overlap: .minutes(10))
+        try pulledStore.commitPull(try source.pull(plan), at: Self.now)
+
+        let a = try ingested.telemetryCounters().allTimeTotals()
+        let b = try pulledStore.telemetryCounters().allTimeTotals()
+        #expect(try named(a, ingested) == named(b, pulledStore))
+        #expect(a.sum(.usersCrashed) > 0 && a.sum(.usersEntered) > 100 && a.sum(.attestationFailure) > 0)
+        var levels: [VerdictLevel] = []
+        for minutes in stride(from: Int64(2), through: 40, by: 2) {
+            let now = ExportFleet.start + .minutes(minutes)
+            let config = WatchConfiguration(since: ExportFleet.start)
+            let x = try ingested.telemetryCounters().snapshot(config, now: now)
+            let y = try pulledStore.telemetryCounters().snapshot(config, now: now)
+            #expect(
+                try x.series.map { try named($0.totals, ingested) } == y.series.map { try named($0.totals, pulledStore) },
+                "look at +\(minutes) min")
+            #expect(x.crash == y.crash, "look at +\(minutes) min")
+            #expect(x.failureMonitors == y.failureMonitors, "look at +\(minutes) min")
+            let context = RolloutContext(currentMicroPercent: 10_000_000)
+            let vx = x.assess(context).verdict
+            let vy = y.assess(context).verdict
+            #expect(vx.level == vy.level, "look at +\(minutes) min: ingest \(vx) vs pulled \(vy)")
+            levels.append(vy.level)
+        }
+        print("verdict levels at each look (pulled = ingested): \(levels)")
+        #expect(Set(levels).count > 1, "the looks should see the verdict change as crashes accumulate")
+    }
+
+    /// Pulling again, or overlapping the previous pull, adds nothing; late rows in the overlap are added once.
+    @Test func aRepullAddsNothingAndLateRowsCountOnce() throws {
+        let fake = try FakeFirebase(tls: true)
+        let fleet = ExportFleet(seed: 5, installations: 120, minutes: 20)
+        try fleet.load(into: fake)
+        let store = try temporaryStore("bq-repull")
+        let clock = ManualClock(Self.now)
+        let source = try FakeBigQuery(fake: fake, clock: clock).source()
+        let first = PullPlan(now: Self.now, watermark: nil, origin: source.origin, overlap: .minutes(10))
+        let added = try store.commitPull(try source.pull(first), at: Self.now)
+        #expect(!added.isEmpty)
+        let before = try store.telemetryCounters().allTimeTotals()
+        let batches = try store.telemetryCounters().batches().count
+
+        #expect(try store.commitPull(try source.pull(first), at: Self.now).isEmpty)
+        let overlap = PullPlan(now: Self.now + .minutes(1), watermark: first.nextWatermark, origin: source.origin, overlap: .minutes(30))
+        #expect(overlap.from < first.nextWatermark)
+        #expect(try store.commitPull(try source.pull(overlap), at: Self.now).isEmpty)
+        #expect(try store.telemetryCounters().allTimeTotals() == before)
+        #expect(try store.telemetryCounters().batches().count == batches)
+
+        // Late rows: a new installation's session in a minute already pulled, inside the overlap.
+        #expect(overlap.from < ExportFleet.start + .minutes(15))
+        let late = ExportFleet.start + .minutes(15)
+        let row: JSONValue = [
+            "event_date": .string(ExportFleet.day(late.microseconds)), "event_timestamp": .number(JSONNumber(late.microseconds)),
+            "event_name": "session_start", "user_pseudo_id": "late-one", "platform": "IOS",
+            "event_params": .array([ExportFleet.param("AppAttestCohort", string: "enabled")]), "user_properties": [],
+        ]
+        try fake.control("POST", "/_fake/data/rows", ["table": .string("events_intraday_" + ExportFleet.day(late.microseconds)), "rows": [row]])
+        let changes = try store.commitPull(try source.pull(overlap), at: Self.now)
+        #expect(changes.values.reduce(0, +) == 2, "\(changes)")  // the session and the installation entering
+        let after = try store.telemetryCounters().allTimeTotals()
+        #expect(after.sum(.session, cohort: .enabled) == before.sum(.session, cohort: .enabled) + 1)
+        #expect(after.sum(.usersEntered, cohort: .enabled) == before.sum(.usersEntered, cohort: .enabled) + 1)
+    }
+
+    /// With the Crashlytics realtime export configured, its crashes join the GA4 rows in the one query: the
+    /// counters equal those of `ingest --format ga4` and `ingest --format crashlytics` of the same rows, crashed
+    /// users included.
+    @Test func theCrashlyticsExportJoinsTheQuery() throws {
+        let fake = try FakeFirebase(tls: true)
+        let fleet = ExportFleet(seed: 31, installations: 200, minutes: 20)
+        try fleet.load(into: fake)
+        let crashes = CrashlyticsSourceTests.crashes(seed: 3, n: 150)
+        try fake.control("POST", "/_fake/data/rows", ["table": "crashlytics", "rows": .array(crashes)])
+        let ingested = try temporaryStore("bq-crash-ingest")
+        try fleet.ingest(into: ingested, now: Self.now)
+        let ingest = TelemetryIngest(
+            format: .crashlytics, window: EventTimeWindow(now: Self.now, rolloutStart: ExportFleet.start - .hours(1)))
+        Array((crashes.map(\.compactText).joined(separator: "\n") + "\n").utf8).withUnsafeBytes { ingest.feed($0) }
+        ingest.finish()
+        try ingested.telemetryCounters().commit(ingest.batch, source: "ingest crashlytics", at: Self.now)
+        let pulled = try temporaryStore("bq-crash-pulled")
+        let source = try FakeBigQuery(fake: fake, clock: ManualClock(Self.now)).source(
+            crashlytics: "\(fake.project).firebase_crashlytics.com_example_IOS_REALTIME")
+        try pulled.commitPull(try source.pull(PullPlan(now: Self.now, watermark: nil, origin: source.origin, overlap: .minutes(10))), at: Self.now)
+        let a = try named(ingested.telemetryCounters().allTimeTotals(), ingested)
+        #expect(a == (try named(pulled.telemetryCounters().allTimeTotals(), pulled)))
+        #expect((a["usersCrashed/enabled/unspecified"] ?? 0) > 0)
+    }
+
+    /// A daily table replaces its day's intraday table: both present count once.
+    @Test func aDailyTableReplacesItsIntradayTable() throws {
+        let fake = try FakeFirebase(tls: true)
+        let fleet = ExportFleet(seed: 9, installations: 60, minutes: 10)
+        try fleet.load(into: fake, intraday: true)
+        try fleet.load(into: fake, intraday: false)
+        let store = try temporaryStore("bq-daily")
+        let ingested = try temporaryStore("bq-daily-ingest")
+        try fleet.ingest(into: ingested, now: Self.now)
+        let source = try FakeBigQuery(fake: fake, clock: ManualClock(Self.now)).source()
+        try store.commitPull(try source.pull(PullPlan(now: Self.now, watermark: nil, origin: source.origin, overlap: .minutes(10))), at: Self.now)
+        #expect(
+            try named(store.telemetryCounters().allTimeTotals(), store)
+                == named(ingested.telemetryCounters().allTimeTotals(), ingested))
+    }
+
+    /// A 429 with Retry-After is waited out (the wait the server named, recorded instead of slept), and so are
+    /// 5xx answers; a job that is not complete is polled.
+    @Test func rateLimitsAreWaitedOutAndPendingJobsPolled() throws {
+        let fake = try FakeFirebase(tls: true)
+        try ExportFleet(seed: 4, installations: 30, minutes: 5).load(into: fake)
+        let bq = FakeBigQuery(fake: fake, clock: ManualClock(Self.now))
+        let source = try bq.source()
+        try fake.fault("rate_limited", match: "bigquery_query", count: 1, seconds: 7)
+        try fake.fault("unavailable", match: "bigquery_results", count: 1)
+        try fake.control("POST", "/_fake/data/options", ["pending_polls": 1])
+        let plan = PullPlan(now: Self.now, watermark: nil, origin: source.origin, overlap: .minutes(10))
+        let pull = try source.pull(plan)
+        #expect(pull.rows > 0)
+        #expect(bq.waits.delays.first == .seconds(Int64(7)))
+        #expect(bq.waits.delays.count == 2)
+        #expect(try bq.stats()["queries"]?.numberValue?.int64 == 1)
+    }
+
+    /// Throttled through every attempt: the pull fails naming the source, nothing is written but the failure,
+    /// the source is HOLD once silent for its limit, and it recovers when BigQuery answers again.
+    @Test func aSourceThatStaysThrottledFailsWritesNothingAndRecovers() throws {
+        let fake = try FakeFirebase(tls: true)
+        try ExportFleet(seed: 4, installations: 30, minutes: 5).load(into: fake)
+        let bq = FakeBigQuery(fake: fake, clock: ManualClock(Self.now))
+        let source = try bq.source(name: "ga4-export")
+        let store = try temporaryStore("bq-throttled")
+        try fake.fault("rate_limited", match: "bigquery_query", count: 10, seconds: 2)
+        let plan = PullPlan(now: Self.now, watermark: nil, origin: source.origin, overlap: .minutes(10))
+        var failure: SourceError?
+        switch Result(catching: { () throws(SourceError) -> SourcePull in try source.pull(plan) }) {
+        case .success: break
+        case .failure(let e): failure = e
+        }
+        #expect(failure?.kind == .unavailable && failure?.description.hasPrefix("source ga4-export: ") == true)
+        #expect(failure?.message.contains("429") == true, "\(String(describing: failure))")
+        #expect(bq.waits.delays == Array(repeating: .seconds(Int64(2)), count: 3))
+        try store.recordFailure(source: "ga4-export", message: failure?.message ?? "", at: Self.now)
+        #expect(try store.telemetryCounters().allTimeTotals().counts.isEmpty)
+        #expect(try store.telemetryCounters().batches().isEmpty)
+        let failed = try #require(try store.sourceState("ga4-export"))
+        #expect(failed.watermark == nil && failed.lastError?.contains("429") == true)
+        #expect(
+            failed.silence(source: "ga4-export", now: Self.now + .minutes(11), silentAfter: .minutes(10))
+                == "source ga4-export has not answered yet: \(failure?.message ?? "")")
+
+        // BigQuery answers again: the pull lands, the error is cleared, the source is no longer silent.
+        try fake.clearFaults()
+        try store.commitPull(try source.pull(plan), at: Self.now + .minutes(12))
+        let recovered = try #require(try store.sourceState("ga4-export"))
+        #expect(recovered.lastError == nil && recovered.watermark == plan.nextWatermark)
+        #expect(recovered.silence(source: "ga4-export", now: Self.now + .minutes(13), silentAfter: .minutes(10)) == nil)
+        #expect(!(try store.telemetryCounters().allTimeTotals().counts.isEmpty))
+    }
+
+    /// A page token that leads back to a page already read is a bad answer: the pull fails and the store is
+    /// untouched.
+    @Test func aDuplicatedPageIsABadAnswer() throws {
+        let fake = try FakeFirebase(tls: true)
+        try ExportFleet(seed: 8, installations: 80, minutes: 10).load(into: fake)
+        try fake.control("POST", "/_fake/data/options", ["duplicate_page": true])
+        let source = try FakeBigQuery(fake: fake, clock: ManualClock(Self.now)).source()
+        let plan = PullPlan(now: Self.now, watermark: nil, origin: source.origin, overlap: .minutes(10))
+        #expect {
+            try source.pull(plan)
+        } throws: { error in
+            guard let e = error as? SourceError else { return false }
+            return e.kind == .badAnswer && (e.message.contains("pageToken") || e.message.contains("totalRows"))
+        }
+    }
+
+    /// What is pulled grows with minutes × cohorts × kinds, not with events: ten times the events over the
+    /// same minutes pull about as many rows.
+    @Test func rowsPulledGrowWithMinutesAndCohortsNotEvents() throws {
+        var figures: [(events: Int, rows: Int, bytes: Int)] = []
+        for perInstallation in [4, 40] {
+            let fake = try FakeFirebase(tls: true)
+            let fleet = ExportFleet(seed: 21, installations: 300, minutes: 10, eventsPerInstallation: perInstallation)
+            try fleet.load(into: fake)
+            let source = try FakeBigQuery(fake: fake, clock: ManualClock(Self.now)).source()
+            let pull = try source.pull(PullPlan(now: Self.now, watermark: nil, origin: source.origin, overlap: .minutes(10)))
+            figures.append((fleet.events, pull.rows, pull.bytes))
+        }
+        print("BigQuery pull: \(figures.map { "\($0.events) events -> \($0.rows) rows, \($0.bytes) bytes" }.joined(separator: "; "))")
+        #expect(figures[1].events > 9 * figures[0].events)
+        // Bounded by minutes (16 pulled) × 3 cohorts × the kinds and details: far below the events.
+        #expect(figures[1].rows < 2 * figures[0].rows)
+        #expect(figures[1].rows <= 16 * 3 * 20)
+    }
+}
+
+/// Counters keyed by what they count in words: a rejection's reason by its text, since each store numbers
+/// reasons in the order it first saw them.
+func named(_ totals: CounterTotals, _ store: RolloutStore) throws -> [String: Int64] {
+    let counters = try store.telemetryCounters()
+    var out: [String: Int64] = [:]
+    for (k, v) in totals.counts where v != 0 {
+        var name = "\(k.kind)/\(k.cohort)/\(k.provider)"
+        if k.kind == .attestationFailure { name += "/" + (try counters.describe(FailureDetail(code: k.detail))) }
+        if k.kind == .crash { name += k.detail == 1 ? "/fatal" : "/nonfatal" }
+        out[name, default: 0] += v
+    }
+    return out
+}

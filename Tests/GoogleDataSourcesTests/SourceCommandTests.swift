@@ -1,0 +1,161 @@
+import FirebaseFake
+import Foundation
+import JSON
+import Telemetry
+import TestSupport
+import Testing
+import Timekeeping
+
+/// `rollout source …` and `rollout follow` with the built binary against the fake over HTTPS.
+@Suite("source commands", .serialized)
+struct SourceCommandTests {
+    struct CLI {
+        let fake: FakeFirebase
+        let dir: URL
+        var environment: [String: String] {
+            [
+                "ROLLOUT_OPERATOR": "ana@example.com", "NO_COLOR": "1", "HOME": dir.path,
+                "XDG_STATE_HOME": dir.appendingPathComponent("xdg").path, "ROLLOUT_BIGQUERY_URL": fake.origin,
+                "CURL_CA_BUNDLE": fake.caFile, "SSL_CERT_FILE": fake.caFile, "ROLLOUT_ANALYTICS_URL": fake.origin,
+                "ROLLOUT_CRASHLYTICS_URL": fake.origin,
+            ]
+        }
+
+        func run(_ store: String, _ arguments: [String]) throws -> TestSupport.ProcessResult {
+            try TestSupport.run(try TestSupport.rolloutBinary(), arguments + ["--store", store], environment: environment)
+        }
+    }
+
+    /// The same fleet through `rollout ingest --format ga4` and through `source add` + `follow --looks 1` gives the
+    /// same counters in `telemetry --json`; a second `follow` adds nothing; `--read-only` refuses `source add` with
+    /// 4 and writes nothing; a failing source is HOLD naming it.
+    @Test func followPullsWhatIngestReads() throws {
+        let fake = try FakeFirebase(tls: true)
+        let dir = try TestSupport.temporaryDirectory("source-cli")
+        let cli = CLI(fake: fake, dir: dir)
+        let start = Instant(seconds: Int64(Date().timeIntervalSince1970) - 40 * 60)
+        let fleet = ExportFleet(seed: 17, installations: 200, minutes: 30, start: start)
+        try fleet.load(into: fake)
+        let file = dir.appendingPathComponent("export.ndjson").path
+        try fleet.ndjson.write(toFile: file, atomically: true, encoding: .utf8)
+
+        let ingested = dir.appendingPathComponent("ingested.db").path
+        let pulled = dir.appendingPathComponent("pulled.db").path
+        for store in [ingested, pulled] { #expect(try cli.run(store, ["init", "--seed", "s"]).status == 0) }
+        let i = try cli.run(ingested, ["ingest", file, "--format", "ga4", "--quiet"])
+        #expect(i.status == 0, "\(i.stderr)")
+
+        let add = [
+            "source", "add", "bq", "--bigquery", fake.project, "--analytics", "\(fake.project).analytics_123456",
+            "--source-credentials", fake.keyFile, "--since", (start - .minutes(5)).iso8601,
+        ]
+        let refused = try cli.run(pulled, add + ["--read-only"])
+        #expect(refused.status == 4, "\(refused.stderr)")
+        #expect(try cli.run(pulled, ["source", "list", "--json"]).stdout.contains("\"bq\"") == false)
+        let added = try cli.run(pulled, add)
+        #expect(added.status == 0, "\(added.stderr)")
+        let tested = try cli.run(pulled, ["source", "test", "bq"])
+        #expect(tested.status == 0 && tested.stdout.contains("rows in"), "\(tested.stdout) \(tested.stderr)")
+
+        let follow = try cli.run(pulled, ["follow", "--looks", "1", "--interval", "0.01"])
+        #expect([0, 5, 6, 7].contains(follow.status), "\(follow.stdout) \(follow.stderr)")
+        #expect(follow.stdout.contains("source bq: "), "\(follow.stdout)")
+        // The fleet's newest minute ended about 10 minutes ago: the data's age is shown.
+        #expect(follow.stdout.contains("newest data 9 min old") || follow.stdout.contains("newest data 10 min old"), "\(follow.stdout)")
+        // What the figures say with the rollout started before the fleet (a hypothetical start, the same on both).
+        func counts(_ store: String) throws -> [JSONValue?] {
+            let t = try cli.run(store, ["telemetry", "--json", "--since", (start - .minutes(1)).iso8601, "--percent", "10"])
+            let j = try JSONParser().parse(t.stdout)
+            return [j["cohorts"], j["failuresByClass"], j["crash"], j["perMinute"]]
+        }
+        let a = try counts(ingested)
+        #expect(a.allSatisfy { $0 != nil })
+        #expect((a[0]?["enabled"]?["sessions"]?.numberValue?.int64 ?? 0) > 50, "\(String(describing: a[0]))")
+        #expect(try counts(pulled) == a)
+
+        // Again: nothing more (every source is pulled on the first look of a new `follow`).
+        let again = try cli.run(pulled, ["follow", "--looks", "1", "--interval", "0.01"])
+        #expect(again.stdout.contains("0 counters changed"), "\(again.stdout)")
+        #expect(try counts(pulled) == a)
+
+        // Throttled through every retry: the pull fails, the source is HOLD with its reason once silent.
+        try fake.fault("rate_limited", match: "bigquery_query", count: 20, seconds: 0)
+        let throttled = try cli.run(pulled, ["follow", "--looks", "1", "--interval", "0.01"])
+        print(follow.stdout + throttled.stdout)
+        #expect(throttled.stdout.contains("source bq: ") && throttled.stdout.contains("failed: BigQuery jobs.query: HTTP 429"), "\(throttled.stdout)")
+        #expect(try counts(pulled) == a)
+        // Not yet silent (its last success is recent): the failure is shown, the verdict is the store's.
+        let list = try cli.run(pulled, ["source", "list", "--json"])
+        #expect(list.stdout.contains("HTTP 429"), "\(list.stdout)")
+        #expect(try JSONParser().parse(list.stdout).arrayValue?.first?["silence"]?.isNull == true)
+        #expect(try cli.run(pulled, ["source", "remove", "bq", "--read-only"]).status == 4)
+        #expect(try cli.run(pulled, ["source", "remove", "bq"]).status == 0)
+        #expect(try cli.run(pulled, ["source", "list"]).stdout.contains("No sources"))
+    }
+
+    /// A GA4 realtime source through the CLI: `follow` pulls the report and shows the property's quota.
+    @Test func followPullsTheRealtimeReportAndShowsItsQuota() throws {
+        let fake = try FakeFirebase(tls: true)
+        let dir = try TestSupport.temporaryDirectory("source-cli-rt")
+        let cli = CLI(fake: fake, dir: dir)
+        let start = Instant(seconds: Int64(Date().timeIntervalSince1970) - 20 * 60)
+        try ExportFleet(seed: 23, installations: 50, minutes: 15, start: start, cohortAsProperty: true).load(into: fake)
+        let store = dir.appendingPathComponent("rt.db").path
+        #expect(try cli.run(store, ["init", "--seed", "s"]).status == 0)
+        let added = try cli.run(
+            store,
+            ["source", "add", "rt", "--ga4-property", "123456", "--quota-project", fake.project, "--source-credentials", fake.keyFile])
+        #expect(added.status == 0, "\(added.stderr)")
+        #expect(try cli.run(store, ["source", "list"]).stdout.contains("ga4-realtime property 123456"))
+        let follow = try cli.run(store, ["follow", "--looks", "1", "--interval", "0.01"])
+        print(follow.stdout)
+        #expect(follow.stdout.contains("source rt: ") && follow.stdout.contains("quota: 4995 tokens left this hour"), "\(follow.stdout) \(follow.stderr)")
+        #expect(!follow.stdout.contains("failed"), "\(follow.stdout)")
+    }
+
+    /// A Crashlytics API source through the CLI: `follow` (and `watch`, on its schedule) lands the crash events,
+    /// `source list` names it; a read-only `watch` pulls nothing.
+    @Test(arguments: ["follow", "watch"]) func followPullsCrashlyticsEvents(_ command: String) throws {
+        let fake = try FakeFirebase(tls: true)
+        let dir = try TestSupport.temporaryDirectory("source-cli-crash")
+        let cli = CLI(fake: fake, dir: dir)
+        let now = Instant(seconds: Int64(Date().timeIntervalSince1970))
+        var rows: [JSONValue] = []
+        for i in 0..<12 {
+            let at: Instant = now - .minutes(Int64(i + 1))
+            let cohort: JSONValue = .string(i % 2 == 0 ? "enabled" : "control")
+            let key: JSONValue = ["key": "AppAttestCohort", "value": cohort]
+            let row: [(String, JSONValue)] = [
+                ("event_timestamp", .number(JSONNumber(at.microseconds))), ("installation_uuid", .string("i-\(i)")),
+                ("is_fatal", .bool(i % 3 != 0)), ("platform", "IOS"), ("custom_keys", .array([key])),
+            ]
+            rows.append(.object(JSONObject(row)))
+        }
+        try fake.control("POST", "/_fake/data/rows", ["table": "crashlytics", "rows": .array(rows)])
+        let store = dir.appendingPathComponent("c.db").path
+        #expect(try cli.run(store, ["init", "--seed", "s"]).status == 0)
+        let added = try cli.run(
+            store,
+            [
+                "source", "add", "crashes", "--crashlytics-app", "1:123456789012:ios:0123456789abcdef", "--quota-project",
+                fake.project, "--source-credentials", fake.keyFile, "--since", (now - .hours(1)).iso8601,
+            ])
+        #expect(added.status == 0, "\(added.stderr)")
+        #expect(try cli.run(store, ["source", "list"]).stdout.contains("crashlytics-api app 1:123456789012:ios:0123456789abcdef"))
+        if command == "watch" {
+            #expect([0, 5, 6, 7].contains(try cli.run(store, ["watch", "--looks", "1", "--interval", "0.01", "--read-only"]).status))
+            #expect(try cli.run(store, ["source", "list", "--json"]).stdout.contains("\"watermark\": null"))
+            let watch = try cli.run(store, ["watch", "--looks", "1", "--interval", "0.01"])
+            #expect([0, 5, 6, 7].contains(watch.status), "\(watch.stderr)")
+        } else {
+            let follow = try cli.run(store, ["follow", "--looks", "1", "--interval", "0.01"])
+            #expect(
+                follow.stdout.contains("source crashes: ") && follow.stdout.contains("12 crash events"),
+                "\(follow.stdout) \(follow.stderr)")
+        }
+        let t = try JSONParser().parse(
+            try cli.run(store, ["telemetry", "--json", "--since", (now - .hours(1)).iso8601, "--percent", "10"]).stdout)
+        #expect(t["cohorts"]?["enabled"]?["fatalCrashes"]?.numberValue?.int64 == 4, "\(String(describing: t["cohorts"]))")
+        #expect(t["cohorts"]?["control"]?["fatalCrashes"]?.numberValue?.int64 == 4)
+    }
+}
