@@ -209,7 +209,7 @@ public final class AppCheckExchange: Sendable {
 
     /// The keys published at `time`, the signing one last: keys not retired after keys being retired, then by
     /// creation (a rotation may happen within the same clock tick as the key it replaces was made).
-    public static func signingOrder(_ keys: [StoredSigningKey], at time: Instant) -> [StoredSigningKey] {
+    public static func signingOrder<Key: SigningKeyDates>(_ keys: [Key], at time: Instant) -> [Key] {
         keys.filter { $0.isPublished(at: time) }.sorted {
             ($0.retiresAt == nil ? 1 : 0, $0.createdAt.microseconds, $0.kid)
                 < ($1.retiresAt == nil ? 1 : 0, $1.createdAt.microseconds, $1.kid)

@@ -84,7 +84,44 @@ public struct StoredSigningKey: Hashable, Sendable {
     }
 
     /// Whether the key is still published (and accepted) at `time`.
+}
+
+/// A signing key's id and dates: what decides which key signs and which the JWKS publishes.
+public protocol SigningKeyDates {
+    var kid: String { get }
+    var createdAt: Instant { get }
+    /// When a rotation retires the key (nil while it is current).
+    var retiresAt: Instant? { get }
+}
+
+extension SigningKeyDates {
     public func isPublished(at time: Instant) -> Bool { retiresAt.map { time < $0 } ?? true }
+}
+
+extension StoredSigningKey: SigningKeyDates {}
+
+/// A signing key as `appcheck keys list` shows it: no private key (what the PostgreSQL viewer role may read).
+public struct SigningKeySummary: SigningKeyDates, Hashable, Sendable {
+    public var kid: String
+    public var createdAt: Instant
+    public var retiresAt: Instant?
+    public init(kid: String, createdAt: Instant, retiresAt: Instant?) {
+        self.kid = kid
+        self.createdAt = createdAt
+        self.retiresAt = retiresAt
+    }
+}
+
+/// A debug token as `appcheck debug-token list` shows it: no digest (what the viewer role may read).
+public struct DebugTokenSummary: Hashable, Sendable {
+    public var appId: String
+    public var name: String
+    public var createdAt: Instant
+    public init(appId: String, name: String, createdAt: Instant) {
+        self.appId = appId
+        self.name = name
+        self.createdAt = createdAt
+    }
 }
 
 /// A registered debug token (the debug provider, for simulators and CI): only its SHA-256 is kept.
@@ -137,12 +174,16 @@ public protocol AppCheckState: AnyObject, Sendable {
 
     /// Every stored signing key, retired or not, oldest first.
     func signingKeys() throws -> [StoredSigningKey]
+    /// The same without private keys, for listing (a store may read only the public columns).
+    func signingKeySummaries() throws -> [SigningKeySummary]
     func addSigningKey(_ key: StoredSigningKey) throws
     /// Rotation in one transaction: adds `key` and sets `retiresAt` on every other key not retired yet.
     func rotateSigningKeys(to key: StoredSigningKey, retiringOthersAt retiresAt: Instant) throws
 
     func addDebugToken(_ token: DebugTokenRecord) throws
     func debugTokens() throws -> [DebugTokenRecord]
+    /// The same without digests, for listing (a store may read only the public columns).
+    func debugTokenSummaries() throws -> [DebugTokenSummary]
     /// Whether `digest` (SHA-256 of a debug token) is registered for `appId`.
     func hasDebugToken(appId: String, digest: [UInt8]) throws -> Bool
     /// Removes the debug tokens of `appId` named `name`; returns how many there were.
@@ -300,5 +341,16 @@ public final class InMemoryAppCheckState: AppCheckState, @unchecked Sendable {
             consumed = consumed.filter { $0.value >= time }
             signing = signing.filter { $0.retiresAt.map { $0 >= time } ?? true }
         }
+    }
+}
+
+extension AppCheckState {
+    /// By default, from the full records.
+    public func signingKeySummaries() throws -> [SigningKeySummary] {
+        try signingKeys().map { SigningKeySummary(kid: $0.kid, createdAt: $0.createdAt, retiresAt: $0.retiresAt) }
+    }
+
+    public func debugTokenSummaries() throws -> [DebugTokenSummary] {
+        try debugTokens().map { DebugTokenSummary(appId: $0.appId, name: $0.name, createdAt: $0.createdAt) }
     }
 }

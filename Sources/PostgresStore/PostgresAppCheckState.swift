@@ -378,6 +378,31 @@ public final class PostgresAppCheckState: AppCheckState, @unchecked Sendable {
         }
     }
 
+    /// Only the columns the viewer role is granted (docs/POSTGRES.md): listing needs no private key.
+    public func signingKeySummaries() throws -> [SigningKeySummary] {
+        try read {
+            try c.query("SELECT kid, created_at, retires_at FROM appcheck_signing_keys ORDER BY created_at, kid").map { r in
+                guard let kid = r[0] else { throw PostgresStoredDataError("appcheck_signing_keys holds a malformed row") }
+                return SigningKeySummary(
+                    kid: kid, createdAt: Instant(microseconds: try Self.int(r[1], "appcheck_signing_keys")),
+                    retiresAt: try r[2].map { Instant(microseconds: try Self.int($0, "appcheck_signing_keys")) })
+            }
+        }
+    }
+
+    /// Only the columns the viewer role is granted: listing needs no digest.
+    public func debugTokenSummaries() throws -> [DebugTokenSummary] {
+        try read {
+            try c.query("SELECT app_id, name, created_at FROM appcheck_debug_tokens ORDER BY created_at, name").map { r in
+                guard let app = r[0], let name = r[1] else {
+                    throw PostgresStoredDataError("appcheck_debug_tokens holds a malformed row")
+                }
+                return DebugTokenSummary(
+                    appId: app, name: name, createdAt: Instant(microseconds: try Self.int(r[2], "appcheck_debug_tokens")))
+            }
+        }
+    }
+
     public func debugTokens() throws -> [DebugTokenRecord] {
         try read {
             try c.query(

@@ -438,7 +438,7 @@ enum ServeCommands {
 
     static func listDebugTokens(_ inv: Invocation) throws -> ExitCode {
         let (state, _, _) = try Self.state(inv)
-        for t in try state.debugTokens() { print("\(t.appId)  \(t.name)  added \(t.createdAt.iso8601)") }
+        for t in try state.debugTokenSummaries() { print("\(t.appId)  \(t.name)  added \(t.createdAt.iso8601)") }
         return .ok
     }
 
@@ -458,7 +458,7 @@ enum ServeCommands {
     static func listKeys(_ inv: Invocation) throws -> ExitCode {
         let (state, _, clock) = try Self.state(inv)
         let now = clock.now()
-        let keys = try state.signingKeys()
+        let keys = try state.signingKeySummaries()
         let signing = AppCheckExchange.signingOrder(keys, at: now).last
         for k in keys {
             let what =
