@@ -287,6 +287,9 @@ public struct WritePath {
             stepUpCode: request.stepUpCode)
         proposal.protectionOverrides = overrides
         proposal.planStep = request.planStep
+        proposal.baseVersion = base.info.number
+        proposal.baseETag = base.etag
+        proposal.parameter = names.parameter
         // Judged by what the templates do, with the evaluator's rules, not by the percentage field alone.
         // Each template on its own rollout's seed (a share of installations is a share on any seed).
         let seed = before?.seed ?? after?.seed ?? ""

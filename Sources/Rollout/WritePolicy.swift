@@ -30,6 +30,11 @@ public struct Proposal: Sendable {
     public var protectionOverrides: [String] = []
     /// The plan step this change publishes (set by the plan runner only), nil for every other change.
     public var planStep: PlanStepOrigin?
+    /// The version the change is applied to and its ETag (set by the write path), and the rollout's parameter:
+    /// what a second factor's change document names, so an approval of one base approves nothing on another.
+    public var baseVersion: Int?
+    public var baseETag: String?
+    public var parameter = ""
 
     /// What the templates before and after do: the share of installations for which the flag is `"true"`,
     /// measured by the evaluator's rules (`Exposure`), whatever the rollout's percentage field says. Set by the
