@@ -194,7 +194,10 @@ let package = Package(
         .testTarget(name: "StepUpTests", dependencies: ["TestSupport", "StepUp", "SQLiteStore", "Rollout", "RemoteConfig", "Timekeeping", "Crypto"], swiftSettings: strict),
         .testTarget(
             name: "SecurityKeyTests",
-            dependencies: ["TestSupport", "SecurityKey", "SoftwareAuthenticator", "StepUp", "Crypto", "Timekeeping", "AppCheck"],
+            dependencies: [
+                "TestSupport", "SecurityKey", "SoftwareAuthenticator", "StepUp", "Crypto", "Timekeeping", "AppCheck", "SQLiteStore",
+                "Rollout", "RemoteConfig",
+            ],
             exclude: ["python_fido2_check.py"], swiftSettings: strict),
         .testTarget(
             name: "FleetSimulatorTests",

@@ -53,6 +53,8 @@ public struct WritePath {
         public var retryOnConflict = false
         public var overrideGuardrail = false
         public var stepUpCode: String?
+        /// A security key's approval of the change document (`rollout ... --security-key`).
+        public var secondFactor: SecondFactorEvidence?
         /// The ETag the operator saw (the console's confirm dialog); the change is then applied to that version
         /// only, and a newer version is a conflict.
         public var basedOnETag: String?
@@ -290,6 +292,7 @@ public struct WritePath {
         proposal.baseVersion = base.info.number
         proposal.baseETag = base.etag
         proposal.parameter = names.parameter
+        proposal.secondFactor = request.secondFactor
         // Judged by what the templates do, with the evaluator's rules, not by the percentage field alone.
         // Each template on its own rollout's seed (a share of installations is a share on any seed).
         let seed = before?.seed ?? after?.seed ?? ""

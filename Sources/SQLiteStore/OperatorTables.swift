@@ -250,6 +250,9 @@ public final class SQLiteStepUpStore: StepUpStore, @unchecked Sendable {
 extension StepUpWritePolicy {
     /// The step-up policy on the operator tables of `store`, reading time from `clock`.
     public init(store: RolloutStore, clock: any Clock) throws {
-        self.init(store: SQLiteStepUpStore(store: store), clock: clock, preApprovals: SQLiteRampPreApprovals(store: store))
+        let stepUp = SQLiteStepUpStore(store: store)
+        self.init(
+            store: stepUp, clock: clock, preApprovals: SQLiteRampPreApprovals(store: store), securityKeys: stepUp,
+            storeIdentity: store.path)
     }
 }

@@ -120,13 +120,28 @@ public struct StepUpWritePolicy: WritePolicy {
     private let store: any StepUpStore
     private let clock: any Clock
     private let preApprovals: (any StepUpPreApprovalStore)?
+    private let securityKeys: (any SecurityKeyStore)?
+    /// What change documents name as the store (`ChangeDocument.store`).
+    public let storeIdentity: String
 
     /// A policy on the step-up state in `store`, reading time from `clock`; a plan step pre-approved in
-    /// `preApprovals` passes without a code.
-    public init(store: any StepUpStore, clock: any Clock, preApprovals: (any StepUpPreApprovalStore)? = nil) {
+    /// `preApprovals` passes without a code; a change approved by a security key is checked against
+    /// `securityKeys` (nil: this store keeps none, and such an approval is refused) and its document must name
+    /// `storeIdentity`.
+    public init(
+        store: any StepUpStore, clock: any Clock, preApprovals: (any StepUpPreApprovalStore)? = nil,
+        securityKeys: (any SecurityKeyStore)? = nil, storeIdentity: String = ""
+    ) {
         self.store = store
         self.clock = clock
         self.preApprovals = preApprovals
+        self.securityKeys = securityKeys
+        self.storeIdentity = storeIdentity
+    }
+
+    /// The change document of `proposal` a security key must approve: fresh nonce, valid for `lifetime`.
+    public func changeDocument(for proposal: Proposal, lifetime: Instant.Duration = .minutes(2)) -> ChangeDocument {
+        ChangeDocument(proposal, store: storeIdentity, expiresAt: clock.now() + lifetime)
     }
 
     /// The pre-approval covering `proposal` (a plan runner's write of a pre-approved step), with the step.
@@ -212,6 +227,9 @@ public struct StepUpWritePolicy: WritePolicy {
             context.stepUpVerified = true
             return .allow
         }
+        if let evidence = proposal.secondFactor {
+            return try reviewSecurityKey(evidence, proposal, actor: actor, change: change, context: context)
+        }
         // The attempt and its audit record are written in the port's one transaction.
         let decision = try store.authorize(change, by: actor, code: proposal.stepUpCode, at: clock) {
             try context.audit($0.auditEntry)
@@ -226,6 +244,58 @@ public struct StepUpWritePolicy: WritePolicy {
             let refusal = decision.refusal!
             return .refuse(refusal.policyRefusal)
         }
+    }
+}
+
+extension StepUpWritePolicy {
+    /// A change approved by a security key: the document must be exactly this proposal's change (its nonce and
+    /// expiry aside), then the assertion is verified against the actor's stored credential in the port's one
+    /// transaction, with its audit record (the document, authenticator data and signature).
+    fileprivate func reviewSecurityKey(
+        _ evidence: SecondFactorEvidence, _ proposal: Proposal, actor: OperatorID, change: StepUpChange,
+        context: PolicyContext
+    ) throws -> PolicyDecision {
+        let state = try store.enforcement()
+        let reasons = state.enforced ? requiresStepUp(change, policy: state.policy) : []
+        guard !reasons.isEmpty else { return .allow }
+        func refuse(_ result: String, _ reason: String, _ kind: PolicyRefusal.Kind) throws -> PolicyDecision {
+            try context.audit(
+                AuditEntry(
+                    time: clock.now(), actor: proposal.actor, action: "step-up " + change.summary, result: .stepUpRefused,
+                    detail: "result \(result); method security-key; needed for \(reasons.map(\.code).joined(separator: ", "))"))
+            return .refuse(PolicyRefusal(policy: name, reason: reason, kind: kind))
+        }
+        guard let securityKeys else {
+            return try refuse("unsupported", "this store keeps no security keys; use a one-time code", .stepUpBlocked)
+        }
+        guard let presented = ChangeDocument(canonical: evidence.document) else {
+            return try refuse("malformed", "the security key's change document is malformed", .stepUpFailed)
+        }
+        let expected = ChangeDocument(proposal, store: storeIdentity, expiresAt: presented.expiresAt, nonce: presented.nonce)
+        guard presented == expected else {
+            return try refuse(
+                "other-change",
+                "the security key approved another change (\(presented.summary)), not this one (\(expected.summary)); "
+                    + "nothing was written", .stepUpFailed)
+        }
+        let outcome = try securityKeys.authorizeSecurityKey(evidence.assertion, over: presented, by: actor, at: clock) {
+            outcome, _ in
+            try context.audit(
+                AuditEntry(
+                    time: clock.now(), actor: proposal.actor, action: "step-up " + change.summary,
+                    result: outcome.isAccepted ? .stepUpAccepted : .stepUpRefused,
+                    detail: evidence.auditDetail(outcome: outcome, reasons: reasons)))
+        }
+        guard let outcome else {
+            return try refuse(
+                "not-enrolled", "\(actor) has no security key: enrol one with 'rollout operator enroll --method security-key'",
+                .stepUpBlocked)
+        }
+        guard outcome.isAccepted else {
+            return .refuse(PolicyRefusal(policy: name, reason: "\(outcome.description); nothing was written", kind: .stepUpFailed))
+        }
+        context.stepUpVerified = true
+        return .allow
     }
 }
 
