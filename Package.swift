@@ -141,6 +141,7 @@ let package = Package(
                 "StoreCopy",
                 "AppCheck",
                 "StoreSupport",
+                "SecurityKey",
             ],
             swiftSettings: strict),
         .target(name: "TestSupport", path: "Tests/Support", swiftSettings: strict),
@@ -196,7 +197,7 @@ let package = Package(
             name: "SecurityKeyTests",
             dependencies: [
                 "TestSupport", "SecurityKey", "SoftwareAuthenticator", "StepUp", "Crypto", "Timekeeping", "AppCheck", "SQLiteStore",
-                "Rollout", "RemoteConfig",
+                "Rollout", "RemoteConfig", "RolloutApp",
             ],
             exclude: ["python_fido2_check.py"], swiftSettings: strict),
         .testTarget(

@@ -45,6 +45,8 @@ public struct SettingsWritePath {
         case confirmEnrolment(OperatorID)
         /// Register, change or remove what the App Check exchange trusts and signs with.
         case appCheck(AppCheckChange)
+        /// Give the acting operator, already enrolled, a security key (or replace theirs): needs their code.
+        case enrolSecurityKey(SecurityKeyCredential)
     }
 
     /// A change to the App Check exchange's registrations. Each one decides what `serve` accepts or mints (an app
@@ -149,6 +151,26 @@ public struct SettingsWritePath {
                             time: clock.now(), actor: actor, action: "appcheck " + prepared.summary, to: done,
                             result: .recorded))
                     return .appCheckChanged(done)
+                }
+            case .enrolSecurityKey(let credential):
+                let id = credential.operatorID
+                guard id.rawValue == actor else {
+                    return .failure(.invalid("an operator enrols a security key for themselves, not for \(id)"))
+                }
+                guard try db.operatorRecord(id) != nil else {
+                    return .failure(
+                        .unavailable(
+                            "\(id) is not enrolled: enrol with 'rollout operator enroll' (a one-time code) first, then add the key"))
+                }
+                change = StepUpChange(.operatorEnroll, detail: "\(id) security key")
+                apply = {
+                    try db.saveSecurityKey(credential)
+                    try db.appendAudit(
+                        AuditEntry(
+                            time: clock.now(), actor: actor, action: "operator enroll security-key",
+                            to: "\(credential.algorithm.name) credential \(Hex.encode(credential.credentialID.prefix(8)))… for \(credential.relyingParty)",
+                            result: .recorded))
+                    return .changed(from: "", to: "security key")
                 }
             case .startEnrolment(let id, let approver):
                 return try startEnrolment(id, approver: approver, code: code, policy: policy, in: db)
@@ -403,9 +425,15 @@ public protocol SettingsTables {
     func appendAudit(_ entry: AuditEntry) throws
     /// The App Check exchange's state on this transaction's connection: what it writes joins the transaction.
     func appCheckState() throws -> any AppCheckState
+    /// Stores an operator's security key (sealed); a store that keeps none refuses.
+    func saveSecurityKey(_ credential: SecurityKeyCredential) throws
 }
 
 extension SettingsTables {
+    public func saveSecurityKey(_ credential: SecurityKeyCredential) throws {
+        throw SessionRefusal(.unsupported, "this store keeps no security keys yet (an SQLite store file does)")
+    }
+
     public func operatorStandings() throws -> [OperatorStanding] { try operators().map(OperatorStanding.init) }
     public func pendingStandings() throws -> [PendingStanding] { try pendingEnrolments().map(PendingStanding.init) }
 }
@@ -467,4 +495,5 @@ struct SQLiteSettingsTables: SettingsTables {
     }
     func appendAudit(_ entry: AuditEntry) throws { _ = try config.appendAudit(entry) }
     func appCheckState() throws -> any AppCheckState { try AppCheckStateTables(database: db) }
+    func saveSecurityKey(_ credential: SecurityKeyCredential) throws { try SecurityKeyTables.save(credential, in: db) }
 }

@@ -6,7 +6,7 @@ import Timekeeping
 /// The operators' security keys (`stepup_security_keys`, a sealed table): per operator the credential (relying
 /// party, credential id, COSE public key), sealed with the store key like a TOTP secret with the operator id as
 /// associated data, the signature counter of the last accepted assertion and the enrolment time.
-enum SecurityKeyTables {
+public enum SecurityKeyTables {
     static let schema = """
         CREATE TABLE IF NOT EXISTS stepup_security_keys (
             id TEXT PRIMARY KEY,
@@ -16,7 +16,7 @@ enum SecurityKeyTables {
         )
         """
 
-    static func credential(_ id: OperatorID, in db: SQLiteDatabase) throws -> SecurityKeyCredential? {
+    public static func credential(_ id: OperatorID, in db: SQLiteDatabase) throws -> SecurityKeyCredential? {
         guard try db.hasTable("stepup_security_keys") else { return nil }
         guard let row = try db.query(
             "SELECT credential, sign_count, enrolled_at FROM stepup_security_keys WHERE id = ?", [.text(id.rawValue)]
@@ -29,7 +29,7 @@ enum SecurityKeyTables {
         return credential
     }
 
-    static func save(_ credential: SecurityKeyCredential, in db: SQLiteDatabase) throws {
+    public static func save(_ credential: SecurityKeyCredential, in db: SQLiteDatabase) throws {
         let id = credential.operatorID.rawValue
         try db.run(
             """

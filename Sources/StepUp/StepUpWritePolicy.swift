@@ -139,6 +139,12 @@ public struct StepUpWritePolicy: WritePolicy {
         self.storeIdentity = storeIdentity
     }
 
+    /// The security key of `actor` in this store, nil when it has none or the store keeps none.
+    public func securityKey(of actor: String) throws -> SecurityKeyCredential? {
+        guard let securityKeys, let id = try? OperatorID(actor) else { return nil }
+        return try securityKeys.securityKey(id)
+    }
+
     /// The change document of `proposal` a security key must approve: fresh nonce, valid for `lifetime`.
     public func changeDocument(for proposal: Proposal, lifetime: Instant.Duration = .minutes(2)) -> ChangeDocument {
         ChangeDocument(proposal, store: storeIdentity, expiresAt: clock.now() + lifetime)

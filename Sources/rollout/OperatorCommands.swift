@@ -45,6 +45,12 @@ enum OperatorCommands {
             .value(
                 "--code", name: "CODE", help: "Confirm a pending enrolment with the code the new authenticator shows."),
             .value("--approver", name: "ID", help: "An enrolled operator who approves this enrolment."),
+            .value(
+                "--method", name: "METHOD",
+                help: "totp (default: an authenticator app) or security-key: add a FIDO2 key (touch and PIN or "
+                    + "biometric) to the acting operator, already enrolled, confirmed with their --code. The key is "
+                    + "$ROLLOUT_SECURITY_KEY (a path from 'fido2-token -L') or the first connected; a PIN comes from "
+                    + "$ROLLOUT_SECURITY_KEY_PIN."),
             .value("--approver-code", name: "CODE", help: "The approver's current code ('-' reads it from stdin)."),
             .value(
                 "--qr", name: "STYLE",
@@ -56,6 +62,7 @@ enum OperatorCommands {
             "rollout operator enroll                              # as $ROLLOUT_OPERATOR or user@host",
             "rollout operator enroll --operator bob@desk --approver ana@laptop --approver-code 123456",
             "rollout operator enroll --operator ci-bot < /dev/null > uri.txt; rollout operator enroll --operator ci-bot --code 123456",
+            "rollout operator enroll --method security-key --code 123456",
         ],
         action: { try runEnroll($0) })
 
@@ -107,6 +114,11 @@ enum OperatorCommands {
 
     static func runEnroll(_ invocation: Invocation) throws -> ExitCode {
         let id = try operatorID(StoreLocation.operatorID(invocation), invocation)
+        switch invocation.value("--method") ?? "totp" {
+        case "totp": break
+        case "security-key": return try enrolSecurityKey(id, invocation)
+        case let other: throw invocation.usageError("--method takes totp or security-key, not '\(other)'")
+        }
         let style = try qrStyle(invocation)
         if invocation.value("--code") == nil, let created = try Wiring.teamStoreKeyForEnrolment(invocation) {
             StandardStream.error.write("rollout: created the team store key \(created): give it to every operator (mode 0600)\n")
@@ -294,6 +306,25 @@ enum OperatorCommands {
         case .changed(_, let shown): write("\(key) = \(shown)\n")
         default: break
         }
+        return .ok
+    }
+
+    /// `operator enroll --method security-key`: the key makes a credential, the settings write path stores it.
+    static func enrolSecurityKey(_ id: OperatorID, _ invocation: Invocation) throws -> ExitCode {
+        let session = try Wiring.session(invocation)
+        let code = try readCode(invocation.value("--code"), prompt: "Code of \(id)'s authenticator: ")
+        do {
+            _ = try StepUpMethods.enrolSecurityKey(
+                session: session, device: try StepUpMethods.securityKeyDevice(), pin: StepUpMethods.securityKeyPIN(),
+                code: code, notice: { StandardStream.error.write("rollout: \($0)\n") })
+        } catch let f as SettingsWritePath.Failure {
+            switch f {
+            case .invalid(let m): throw CommandError(m, exit: .usage)
+            case .unavailable(let m): throw CommandError(m)
+            case .refused(_, let needsCode): throw CommandError("\(f)" + (needsCode ? " (--code CODE)" : ""), exit: .refused)
+            }
+        }
+        print("enrolled a security key for \(id): protected changes accept it with --security-key")
         return .ok
     }
 

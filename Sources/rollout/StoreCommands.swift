@@ -35,6 +35,10 @@ enum StoreCommands {
             help: "Show the change, its diff and the policy reports; write nothing (exit 4 if a policy would refuse)."),
         .value("--code", name: "CODE", help: "A fresh one-time code from your authenticator, when step-up policy asks for one."),
         .flag(
+            "--security-key",
+            help: "Approve with your security key instead of a code, when step-up asks: the key signs this exact change "
+                + "(store, base version, percentage, reason; valid 2 minutes). Key: $ROLLOUT_SECURITY_KEY or the first connected."),
+        .flag(
             "--override-guardrail",
             help: "Publish although the guardrail refuses (HOLD/HALT or over the attestation budget); needs --reason; audited."),
     ]
@@ -412,6 +416,11 @@ extension StoreCommands {
         request.retryOnConflict = retry
         request.basedOnETag = etag
         request.allowRolloutChange = inv.flag("--allow-rollout-change")
+        if inv.flag("--security-key"), !inv.flag("--dry-run"), !readOnly {
+            request = try StepUpMethods.approveWithSecurityKey(
+                request, on: path, device: try StepUpMethods.securityKeyDevice(), pin: StepUpMethods.securityKeyPIN(),
+                notice: { StandardStream.error.write("rollout: \($0)\n") })
+        }
 
         if inv.flag("--dry-run") {
             let preview = try path.preview(request)

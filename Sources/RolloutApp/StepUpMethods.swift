@@ -1,0 +1,66 @@
+import FoundationEssentials
+import Platform
+import Rollout
+import SecurityKey
+import StepUp
+import Timekeeping
+
+/// The second factors beyond a one-time code, wired to their devices: a security key through libfido2.
+///
+/// The key is the one named by `$ROLLOUT_SECURITY_KEY` (a device path as `fido2-token -L` lists it), else the
+/// first one connected; its PIN, when it has one and no built-in verification, comes from
+/// `$ROLLOUT_SECURITY_KEY_PIN`. What the key returns is never trusted here: the write path verifies it.
+public enum StepUpMethods {
+    /// The device of this invocation's environment.
+    public static func securityKeyDevice(environment: [String: String] = ProcessInfo.processInfo.environment) throws -> SecurityKeyDevice {
+        if let path = environment["ROLLOUT_SECURITY_KEY"], !path.isEmpty { return .path(path) }
+        return try SecurityKeyDevice.firstConnected()
+    }
+
+    public static func securityKeyPIN(environment: [String: String] = ProcessInfo.processInfo.environment) -> String? {
+        environment["ROLLOUT_SECURITY_KEY_PIN"].flatMap { $0.isEmpty ? nil : $0 }
+    }
+
+    /// Enrols a security key for `actor` (already enrolled with a code) on `session`'s store: the key makes a
+    /// credential (touch and verify), then the settings write path stores it, judged by step-up with `code`.
+    public static func enrolSecurityKey(
+        session: RolloutSession, device: SecurityKeyDevice, pin: String?, code: String?, notice: (String) -> Void
+    ) throws -> SettingsWritePath.Outcome {
+        let actor = try OperatorID(session.operatorID)
+        let relyingParty = "rollout:" + session.label
+        notice("touch your security key to enrol it for \(actor) (relying party \(relyingParty))")
+        let credential = try SecurityKeyClient.enrol(
+            actor, relyingParty: relyingParty, device: device, pin: pin, at: session.clock.now())
+        return try session.settingsWritePath().execute(.enrolSecurityKey(credential), actor: actor.rawValue, code: code)
+    }
+
+    /// `request` approved by the acting operator's security key when the write path's step-up asks for a second
+    /// factor: the key signs the change document the step-up policy names for this change; unchanged otherwise.
+    ///
+    /// The base is read now; a version published before the write is then another change, and refused.
+    public static func approveWithSecurityKey(
+        _ request: WritePath.Request, on path: WritePath, device: SecurityKeyDevice, pin: String?,
+        lifetime: Instant.Duration = .minutes(2), notice: (String) -> Void
+    ) throws -> WritePath.Request {
+        guard let policy = path.policies.lazy.compactMap({ $0 as? StepUpWritePolicy }).first else { return request }
+        let preview = try path.preview(request)
+        let needed = preview.reports.contains { report in
+            guard report.source == PolicyIdentity(StepUpWritePolicy.self), case .refuse(let r) = report.decision else {
+                return false
+            }
+            return r.kind == .stepUpNeeded
+        }
+        guard needed else { return request }
+        guard let credential = try policy.securityKey(of: request.actor) else {
+            throw SessionRefusal(
+                .unsupported,
+                "\(request.actor) has no security key in this store: enrol one with 'rollout operator enroll --method security-key'")
+        }
+        let document = policy.changeDocument(for: preview.proposal, lifetime: lifetime)
+        notice("touch your security key to approve: \(document.summary) (valid until \(document.expiresAt.iso8601))")
+        let assertion = try SecurityKeyClient.approve(document, with: credential, device: device, pin: pin)
+        var approved = request
+        approved.secondFactor = SecondFactorEvidence(document, assertion)
+        return approved
+    }
+}
