@@ -64,3 +64,23 @@ public enum StepUpMethods {
         return approved
     }
 }
+
+extension StepUpMethods {
+    /// Every security-key approval in `session`'s audit log, verified again from its record alone (`audit verify`
+    /// prints them and fails on one that does not verify), oldest first.
+    public static func recordedApprovals(_ session: RolloutSession) throws -> [(sequence: Int64, approval: RecordedApproval)] {
+        var out: [(Int64, RecordedApproval)] = []
+        var before: Int64? = nil
+        while true {
+            let page = try session.templates.auditRecords(limit: 1000, before: before)
+            for record in page where record.entry.result == .stepUpAccepted {
+                if let approval = RecordedApproval(actor: record.entry.actor, auditDetail: record.entry.detail) {
+                    out.append((record.sequence, approval))
+                }
+            }
+            guard let last = page.last, page.count == 1000 else { break }
+            before = last.sequence
+        }
+        return out.sorted { $0.0 < $1.0 }
+    }
+}

@@ -65,30 +65,63 @@ extension SecondFactorEvidence {
             authenticatorData: assertion.authenticatorData, signature: assertion.signature)
     }
 
-    /// The audit record's detail: everything needed to verify the approval again later, in hex, after the outcome.
-    public func auditDetail(outcome: SecurityKeyOutcome, reasons: [StepUpReason]) -> String {
+    /// The audit record's detail: the outcome, then everything needed to verify the approval again later without
+    /// the store (the credential's public key, algorithm and relying party; the document, authenticator data and
+    /// signature), in hex. The record is in the audit hash chain, so none of it can be changed unnoticed.
+    public func auditDetail(outcome: SecurityKeyOutcome, reasons: [StepUpReason], credential: SecurityKeyCredential)
+        -> String
+    {
         var facts = ["result \(outcome.result)", "method security-key"]
         if !reasons.isEmpty { facts.append("needed for \(reasons.map(\.code).joined(separator: ", "))") }
         facts += [
-            "document \(Hex.encode(document))", "credential \(Hex.encode(credentialID))",
-            "authenticator-data \(Hex.encode(authenticatorData))", "signature \(Hex.encode(signature))",
+            "algorithm \(credential.algorithm.rawValue)", "relying-party \(Hex.encode(Array(credential.relyingParty.utf8)))",
+            "public-key \(Hex.encode(credential.publicKey))", "document \(Hex.encode(document))",
+            "credential \(Hex.encode(credentialID))", "authenticator-data \(Hex.encode(authenticatorData))",
+            "signature \(Hex.encode(signature))",
         ]
         return facts.joined(separator: "; ")
     }
+}
 
-    /// The evidence in an audit record's detail written by `auditDetail`; nil when the detail holds none.
-    public init?(auditDetail detail: String) {
+/// A security-key approval read back from an audit record and verified again: who approved exactly which change.
+public struct RecordedApproval: Sendable, Equatable {
+    public var operatorID: String
+    public var document: ChangeDocument
+    /// The checks that need no store: signature over the document, relying party, UP and UV.
+    public var outcome: SecurityKeyOutcome
+
+    /// The approval in an audit record's detail (written by `SecondFactorEvidence.auditDetail`) by `actor`; nil
+    /// when the detail holds none. A document that names another operator than the record's actor is `malformed`.
+    public init?(actor: String, auditDetail detail: String) {
         var fields: [String: [UInt8]] = [:]
+        var algorithm: Int?
         for part in detail.split(separator: "; ") {
-            let words = part.split(separator: " ", maxSplits: 1)
-            guard words.count == 2, ["document", "credential", "authenticator-data", "signature"].contains(String(words[0])),
-                let bytes = Hex.decode(String(words[1]))
-            else { continue }
-            fields[String(words[0])] = bytes
+            let words = part.split(separator: " ", maxSplits: 1).map(String.init)
+            guard words.count == 2 else { continue }
+            if words[0] == "algorithm" { algorithm = Int(words[1]) }
+            if ["relying-party", "public-key", "document", "credential", "authenticator-data", "signature"].contains(words[0]),
+                let bytes = Hex.decode(words[1])
+            {
+                fields[words[0]] = bytes
+            }
         }
-        guard let d = fields["document"], let c = fields["credential"], let a = fields["authenticator-data"],
-            let s = fields["signature"]
+        guard let rp = fields["relying-party"].flatMap({ String(validating: $0, as: UTF8.self) }),
+            let key = fields["public-key"], let d = fields["document"], let c = fields["credential"],
+            let a = fields["authenticator-data"], let s = fields["signature"],
+            let alg = algorithm.flatMap(SecurityKeyCredential.Algorithm.init(rawValue:)),
+            let id = try? OperatorID(actor), let document = ChangeDocument(canonical: d)
         else { return nil }
-        self.init(document: d, credentialID: c, authenticatorData: a, signature: s)
+        operatorID = actor
+        self.document = document
+        guard document.operatorID == actor else {
+            outcome = .malformed
+            return
+        }
+        let credential = SecurityKeyCredential(
+            operatorID: id, credentialID: c, algorithm: alg, publicKey: key, relyingParty: rp, signCount: 0,
+            enrolledAt: Instant(microseconds: 0))
+        let assertion = SecurityKeyAssertion(credentialID: c, authenticatorData: a, signature: s)
+        outcome = SecurityKeyVerifier.check(assertion, over: document.clientDataHash, credential: credential)
     }
 }
+

@@ -285,12 +285,12 @@ extension StepUpWritePolicy {
                     + "nothing was written", .stepUpFailed)
         }
         let outcome = try securityKeys.authorizeSecurityKey(evidence.assertion, over: presented, by: actor, at: clock) {
-            outcome, _ in
+            outcome, credential in
             try context.audit(
                 AuditEntry(
                     time: clock.now(), actor: proposal.actor, action: "step-up " + change.summary,
                     result: outcome.isAccepted ? .stepUpAccepted : .stepUpRefused,
-                    detail: evidence.auditDetail(outcome: outcome, reasons: reasons)))
+                    detail: evidence.auditDetail(outcome: outcome, reasons: reasons, credential: credential)))
         }
         guard let outcome else {
             return try refuse(

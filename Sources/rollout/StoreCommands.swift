@@ -367,6 +367,12 @@ enum StoreCommands {
             } catch let e as StoreError {
                 throw CommandError("audit verify failed: \(e)")
             }
+            let approvals = try StepUpMethods.recordedApprovals(try Wiring.session(inv))
+            if let bad = approvals.first(where: { !$0.approval.outcome.isAccepted }) {
+                throw CommandError(
+                    "audit verify failed: record \(bad.sequence): the security-key approval by \(printable(bad.approval.operatorID)) "
+                        + "does not verify: \(bad.approval.outcome.description)")
+            }
             if inv.flag("--json") {
                 var witness = JSONObject()
                 witness["path"] = .string(report.witnessPath)
@@ -381,6 +387,17 @@ enum StoreCommands {
                 out["sealedTables"] = .array(report.sealedTables.map { .string($0) })
                 out["witness"] = .object(witness)
                 if let digest = report.stateDigest { out["stateDigest"] = .string(digest) }
+                if !approvals.isEmpty {
+                    out["securityKeyApprovals"] = .array(
+                        approvals.map { a in
+                            var o = JSONObject()
+                            o["record"] = .number(JSONNumber(a.sequence))
+                            o["operator"] = .string(a.approval.operatorID)
+                            o["change"] = .string(a.approval.document.summary)
+                            o["document"] = .string(a.approval.document.text)
+                            return .object(o)
+                        })
+                }
                 print(JSONValue.object(out).prettyText, terminator: "")
             } else {
                 print(
@@ -390,6 +407,14 @@ enum StoreCommands {
                 print("head: record \(report.headSequence) \(report.headHash)")
                 print("witness \(report.witnessPath): \(report.witnessLine)")
                 print("keep a copy of the witness line elsewhere: a store whose log was rewritten no longer matches it")
+                if !approvals.isEmpty {
+                    print("security-key approvals verified again from their records: \(approvals.count)")
+                    for a in approvals {
+                        print(
+                            "  record \(a.sequence): \(printable(a.approval.operatorID)) approved \(printable(a.approval.document.summary))"
+                                + " (\(printable(a.approval.document.reason)))")
+                    }
+                }
             }
             return .ok
         })

@@ -55,6 +55,11 @@ struct SecurityKeyWiringTests {
             return
         }
         #expect(stored.info.number == 2)
+        // What `audit verify` lists: the approval, verified again from its record.
+        let approvals = try StepUpMethods.recordedApprovals(session)
+        #expect(approvals.count == 1)
+        #expect(approvals.first?.approval.outcome.isAccepted == true)
+        #expect(approvals.first?.approval.document.summary.hasPrefix("set 0% -> 100% of ") == true)
         // A change that needs no second factor is left as it is: the key is not asked.
         let kill = WritePath.Request(intent: .rollout(.kill), actor: ana.rawValue, reason: "", origin: "TEST")
         #expect(try StepUpMethods.approveWithSecurityKey(kill, on: try session.writePath(), device: device, pin: nil, notice: { _ in }).secondFactor == nil)

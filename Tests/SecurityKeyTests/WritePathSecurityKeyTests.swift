@@ -1,3 +1,4 @@
+import Crypto
 import Foundation
 import RemoteConfig
 import Rollout
@@ -100,13 +101,23 @@ struct WritePathSecurityKeyTests {
         #expect(try f.version() == before + 1)
         let audit = try f.stepUpAudit()
         #expect(audit.result == .stepUpAccepted)
-        let evidence = try #require(SecondFactorEvidence(auditDetail: audit.detail))
-        let document = try #require(ChangeDocument(canonical: evidence.document))
-        #expect(document.to == 100_000_000)
-        #expect(document.baseVersion == before)
-        #expect(document.store == f.store.path)
-        // Anyone can check again who approved exactly what: the stored signature over the stored document.
-        #expect(SecurityKeyVerifier.check(evidence.assertion, over: document.clientDataHash, credential: credential) == .accepted(signCount: 2))
+        // Anyone can check again, from the record alone, who approved exactly what.
+        let approval = try #require(RecordedApproval(actor: audit.actor, auditDetail: audit.detail))
+        #expect(approval.outcome == .accepted(signCount: 2))
+        #expect(approval.operatorID == "ana@laptop")
+        #expect(approval.document.to == 100_000_000)
+        #expect(approval.document.baseVersion == before)
+        #expect(approval.document.store == f.store.path)
+        #expect(audit.detail.contains("public-key \(Hex.encode(credential.publicKey))"))
+        // A record whose document was edited (to 99%) no longer verifies.
+        var edited = approval.document
+        edited.to = 99_000_000
+        let forged = audit.detail.replacingOccurrences(
+            of: Hex.encode(approval.document.canonicalBytes), with: Hex.encode(edited.canonicalBytes))
+        #expect(forged != audit.detail)
+        #expect(RecordedApproval(actor: audit.actor, auditDetail: forged)?.outcome == .badSignature)
+        // Under another actor's name it is not an approval of theirs.
+        #expect(RecordedApproval(actor: "ben@desk", auditDetail: audit.detail)?.outcome == .malformed)
         #expect(try SQLiteStepUpStore(store: f.store).securityKey(try OperatorID("ana@laptop"))?.signCount == 2)
     }
 
