@@ -55,6 +55,9 @@ public struct WritePath {
         public var stepUpCode: String?
         /// A security key's approval of the change document (`rollout ... --security-key`).
         public var secondFactor: SecondFactorEvidence?
+        /// A second operator's approval of the same document (`rollout approve`), and who gave it.
+        public var coApproval: SecondFactorEvidence?
+        public var coApprover: String?
         /// The ETag the operator saw (the console's confirm dialog); the change is then applied to that version
         /// only, and a newer version is a conflict.
         public var basedOnETag: String?
@@ -293,6 +296,8 @@ public struct WritePath {
         proposal.baseETag = base.etag
         proposal.parameter = names.parameter
         proposal.secondFactor = request.secondFactor
+        proposal.coApproval = request.coApproval
+        proposal.coApprover = request.coApprover
         // Judged by what the templates do, with the evaluator's rules, not by the percentage field alone.
         // Each template on its own rollout's seed (a share of installations is a share on any seed).
         let seed = before?.seed ?? after?.seed ?? ""

@@ -37,6 +37,9 @@ public struct Proposal: Sendable {
     public var parameter = ""
     /// A second factor's approval of this change (a security key's assertion over its change document), if any.
     public var secondFactor: SecondFactorEvidence?
+    /// A second operator's approval of the same change document (the two-person rule), and who gave it.
+    public var coApproval: SecondFactorEvidence?
+    public var coApprover: String?
 
     /// What the templates before and after do: the share of installations for which the flag is `"true"`,
     /// measured by the evaluator's rules (`Exposure`), whatever the rollout's percentage field says. Set by the

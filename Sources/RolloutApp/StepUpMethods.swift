@@ -1,5 +1,6 @@
 import FoundationEssentials
 import Platform
+import RemoteConfig
 import Rollout
 import SecurityKey
 import StepUp
@@ -82,5 +83,58 @@ extension StepUpMethods {
             before = last.sequence
         }
         return out.sorted { $0.0 < $1.0 }
+    }
+}
+
+/// A two-person request that cannot be approved as asked, with what to do.
+public struct ApprovalRequestError: Error, CustomStringConvertible, Sendable {
+    public var description: String
+}
+
+extension StepUpMethods {
+    /// The approval that opened two-person request `id` (the newest record of that id), nil when none.
+    public static func pendingRequest(_ id: String, in session: RolloutSession) throws -> RecordedApproval? {
+        try recordedApprovals(session).last { $0.approval.request == id && !$0.approval.isCoApproval }?.approval
+    }
+
+    /// `rollout approve REQUEST`: the acting operator's security key approves the same change document as the
+    /// requester's, and the write path publishes the change on the document's base (at most once: a second
+    /// approval finds another base and is refused). Refusals (self-approval, expired, another change) come from
+    /// the write path, audited.
+    public static func approveRequest(
+        _ id: String, session: RolloutSession, device: () throws -> SecurityKeyDevice, pin: String?,
+        notice: (String) -> Void
+    ) throws -> WritePath.Outcome {
+        if session.readOnly { throw WritePath.Failure.readOnly }
+        guard let requested = try pendingRequest(id, in: session) else {
+            throw ApprovalRequestError(
+                description: "no two-person request \(id) in the audit log ('rollout audit show' lists step-up records)")
+        }
+        let document = requested.document
+        let intent: WritePath.Intent
+        switch document.kind {
+        case .set: intent = .rollout(.set(MicroPercent(document.to)))
+        case .nudge: intent = .rollout(.nudge(MicroPercent(document.to - document.from)))
+        default:
+            throw ApprovalRequestError(description: "request \(id) is a \(document.kind.rawValue); approve covers set and nudge")
+        }
+        let path = try session.writePath()
+        guard let policy = path.policies.lazy.compactMap({ $0 as? StepUpWritePolicy }).first,
+            let credential = try policy.securityKey(of: session.operatorID)
+        else {
+            throw SessionRefusal(
+                .unsupported,
+                "\(session.operatorID) has no security key in this store: enrol one with 'rollout operator enroll --method security-key'")
+        }
+        var request = WritePath.Request(intent: intent, actor: requested.operatorID, reason: document.reason, origin: Wiring.origin)
+        request.basedOnETag = document.baseETag
+        request.secondFactor = requested.evidence
+        notice(
+            "touch your security key to approve \(requested.operatorID)'s request \(id): \(document.summary) "
+                + "(valid until \(document.expiresAt.iso8601))")
+        let assertion = try SecurityKeyClient.approve(document, with: credential, device: try device(), pin: pin)
+        request.coApproval = SecondFactorEvidence(document, assertion)
+        request.coApprover = session.operatorID
+        return try path.execute(request)
     }
 }

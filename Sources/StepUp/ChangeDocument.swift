@@ -106,6 +106,9 @@ public struct ChangeDocument: Sendable, Equatable {
         return s
     }
 
+    /// The id of a two-person request: the first 8 bytes of the document's nonce, in hex.
+    public static func requestID(_ document: ChangeDocument) -> String { Hex.encode(document.nonce.prefix(8)) }
+
     /// Whether `now` is before the expiry.
     public func isValid(at now: Instant) -> Bool { now < expiresAt }
 

@@ -89,18 +89,28 @@ public struct RecordedApproval: Sendable, Equatable {
     public var document: ChangeDocument
     /// The checks that need no store: signature over the document, relying party, UP and UV.
     public var outcome: SecurityKeyOutcome
+    /// The approval as the write path received it (to complete a two-person request).
+    public var evidence: SecondFactorEvidence
+    /// The two-person request this approval opened or completed (`ChangeDocument.requestID`), if any.
+    public var request: String?
+    /// The approval is a second operator's (`rollout approve`): the document names the requester, not them.
+    public var isCoApproval: Bool
 
     /// The approval in an audit record's detail (written by `SecondFactorEvidence.auditDetail`) by `actor`; nil
     /// when the detail holds none. A document that names another operator than the record's actor is `malformed`.
     public init?(actor: String, auditDetail detail: String) {
         var fields: [String: [UInt8]] = [:]
         var algorithm: Int?
+        var request: String?
+        var coApproval = false
         for part in detail.split(separator: "; ") {
             let words = part.split(separator: " ", maxSplits: 1).map(String.init)
             guard words.count == 2 else { continue }
-            if words[0] == "algorithm" { algorithm = Int(words[1]) }
+            if words[0] == "algorithm", algorithm == nil { algorithm = Int(words[1]) }
+            if words[0] == "two-person-request", request == nil { request = words[1] }
+            if words[0] == "co-approval" { coApproval = true }
             if ["relying-party", "public-key", "document", "credential", "authenticator-data", "signature"].contains(words[0]),
-                let bytes = Hex.decode(words[1])
+                fields[words[0]] == nil, let bytes = Hex.decode(words[1])
             {
                 fields[words[0]] = bytes
             }
@@ -113,7 +123,10 @@ public struct RecordedApproval: Sendable, Equatable {
         else { return nil }
         operatorID = actor
         self.document = document
-        guard document.operatorID == actor else {
+        self.request = request
+        isCoApproval = coApproval
+        evidence = SecondFactorEvidence(document: d, credentialID: c, authenticatorData: a, signature: s)
+        guard coApproval || document.operatorID == actor else {
             outcome = .malformed
             return
         }

@@ -1,3 +1,4 @@
+import Crypto
 import Rollout
 import Timekeeping
 
@@ -284,17 +285,87 @@ extension StepUpWritePolicy {
                 "the security key approved another change (\(presented.summary)), not this one (\(expected.summary)); "
                     + "nothing was written", .stepUpFailed)
         }
+        let twoPerson = state.policy.twoPerson && reasons.contains(.reachesFull)
+        if twoPerson, let coApproval = proposal.coApproval {
+            return try reviewCoApproval(
+                coApproval, of: evidence, document: presented, proposal, requester: actor, change: change,
+                reasons: reasons, securityKeys: securityKeys, context: context, refuse: refuse)
+        }
+        let request = twoPerson ? "; two-person-request \(ChangeDocument.requestID(presented))" : ""
         let outcome = try securityKeys.authorizeSecurityKey(evidence.assertion, over: presented, by: actor, at: clock) {
             outcome, credential in
             try context.audit(
                 AuditEntry(
                     time: clock.now(), actor: proposal.actor, action: "step-up " + change.summary,
                     result: outcome.isAccepted ? .stepUpAccepted : .stepUpRefused,
-                    detail: evidence.auditDetail(outcome: outcome, reasons: reasons, credential: credential)))
+                    detail: evidence.auditDetail(outcome: outcome, reasons: reasons, credential: credential) + request))
         }
         guard let outcome else {
             return try refuse(
                 "not-enrolled", "\(actor) has no security key: enrol one with 'rollout operator enroll --method security-key'",
+                .stepUpBlocked)
+        }
+        guard outcome.isAccepted else {
+            return .refuse(PolicyRefusal(policy: name, reason: "\(outcome.description); nothing was written", kind: .stepUpFailed))
+        }
+        if twoPerson {
+            return .refuse(
+                PolicyRefusal(
+                    policy: name,
+                    reason: "\(change.summary) needs a second operator (two-person rule); \(actor)'s approval is recorded as "
+                        + "request \(ChangeDocument.requestID(presented)), valid until \(presented.expiresAt.iso8601)",
+                    suggestion: "another enrolled operator runs 'rollout approve \(ChangeDocument.requestID(presented))' with their security key",
+                    kind: .stepUpBlocked))
+        }
+        context.stepUpVerified = true
+        return .allow
+    }
+}
+
+extension StepUpWritePolicy {
+    /// The two-person rule's second half: the requester's signature over the document (its counter was used when
+    /// the request was recorded, so it is checked without the counter, within the document's expiry), then a
+    /// second, different operator's key over exactly the same bytes, verified and counted in the port's
+    /// transaction. The compare-and-swap on the document's base makes the change publish at most once.
+    fileprivate func reviewCoApproval(
+        _ coApproval: SecondFactorEvidence, of evidence: SecondFactorEvidence, document: ChangeDocument,
+        _ proposal: Proposal, requester: OperatorID, change: StepUpChange, reasons: [StepUpReason],
+        securityKeys: any SecurityKeyStore, context: PolicyContext,
+        refuse: (String, String, PolicyRefusal.Kind) throws -> PolicyDecision
+    ) throws -> PolicyDecision {
+        guard let approverName = proposal.coApprover, let approver = try? OperatorID(approverName) else {
+            return try refuse("malformed", "a second approval needs its approver", .stepUpFailed)
+        }
+        guard approver != requester else {
+            return try refuse(
+                "self-approval", "\(approver) asked for this change and cannot approve it too: another operator must", .stepUpBlocked)
+        }
+        guard coApproval.document == evidence.document else {
+            return try refuse("other-change", "the second approval is for another change document; nothing was written", .stepUpFailed)
+        }
+        guard document.isValid(at: clock.now()) else {
+            return try refuse("expired", "request \(ChangeDocument.requestID(document)) expired at \(document.expiresAt.iso8601)", .stepUpFailed)
+        }
+        guard var first = try securityKeys.securityKey(requester) else {
+            return try refuse("not-enrolled", "\(requester) has no security key", .stepUpBlocked)
+        }
+        first.signCount = 0
+        let firstOutcome = SecurityKeyVerifier.check(evidence.assertion, over: document.clientDataHash, credential: first)
+        guard firstOutcome.isAccepted else {
+            return try refuse(firstOutcome.result, "the request's own approval does not verify: \(firstOutcome.description)", .stepUpFailed)
+        }
+        let request = "; co-approval \(Hex.encode(Array(requester.rawValue.utf8))); two-person-request \(ChangeDocument.requestID(document))"
+        let outcome = try securityKeys.authorizeSecurityKey(coApproval.assertion, over: document, by: approver, at: clock) {
+            outcome, credential in
+            try context.audit(
+                AuditEntry(
+                    time: clock.now(), actor: approver.rawValue, action: "step-up " + change.summary,
+                    result: outcome.isAccepted ? .stepUpAccepted : .stepUpRefused,
+                    detail: coApproval.auditDetail(outcome: outcome, reasons: reasons, credential: credential) + request))
+        }
+        guard let outcome else {
+            return try refuse(
+                "not-enrolled", "\(approver) has no security key: enrol one with 'rollout operator enroll --method security-key'",
                 .stepUpBlocked)
         }
         guard outcome.isAccepted else {

@@ -1,4 +1,5 @@
 import CommandLineKit
+import Crypto
 import RolloutApp
 import FoundationEssentials
 import Glibc
@@ -14,7 +15,19 @@ import Timekeeping
 /// by the same step-up rules as rollout changes, applied and audited in one transaction. This file parses
 /// arguments, reads codes and prints.
 enum OperatorCommands {
-    static let all: [Command] = [operatorGroup, policyGroup]
+    static let all: [Command] = [operatorGroup, policyGroup, approve]
+
+    static let approve = Command(
+        "approve",
+        summary: "Approve another operator's two-person request with your security key; it then publishes once.",
+        discussion: "With 'policy set two-person on', reaching 100% needs two operators: the first one's "
+            + "--security-key approval is recorded as a request (its id is printed, valid 2 minutes); a second, "
+            + "different enrolled operator approves the same change document here. Refused when the request expired, "
+            + "when the rollout changed since (another base version), or when the requester approves their own. "
+            + "The key is $ROLLOUT_SECURITY_KEY or the first connected.",
+        positionals: [Positional("REQUEST", help: "The request id the first operator was given (16 hex digits).")],
+        examples: ["rollout approve 3f1c9a0b5e7d2c41 --operator ben@desk"],
+        action: { try runApprove($0) })
 
     static let codeOption = Option.value(
         "--code", name: "CODE",
@@ -305,6 +318,26 @@ enum OperatorCommands {
         case .unchanged(let shown): write("\(key) is already \(shown); nothing changed.\n")
         case .changed(_, let shown): write("\(key) = \(shown)\n")
         default: break
+        }
+        return .ok
+    }
+
+    /// `approve REQUEST`: the second operator's key over the request's change document; publishes or refuses.
+    static func runApprove(_ invocation: Invocation) throws -> ExitCode {
+        let id = invocation.positional(0) ?? ""
+        guard id.count == 16, Hex.decode(id) != nil else {
+            throw invocation.usageError("REQUEST is the 16 hex digits the first operator was given, not '\(id)'")
+        }
+        let session = try Wiring.session(invocation)
+        switch try StepUpMethods.approveRequest(
+            id, session: session, device: { try StepUpMethods.securityKeyDevice() }, pin: StepUpMethods.securityKeyPIN(),
+            notice: { StandardStream.error.write("rollout: \($0)\n") })
+        {
+        case .published(let stored, let proposal, _):
+            print(proposal.summary)
+            print("published version \(stored.info.number) (etag \(stored.etag)), approved by \(session.operatorID)")
+        case .unchanged(let stored, _):
+            print("no change: version \(stored.info.number) already says so; nothing written")
         }
         return .ok
     }

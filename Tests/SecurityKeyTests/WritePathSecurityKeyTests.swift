@@ -151,6 +151,72 @@ struct WritePathSecurityKeyTests {
         #expect(try f.version() == version + 1)
     }
 
+    @Test("two-person rule: A's key alone records a request; B's key over the same document publishes once; A cannot approve A's; expired refused; kill by anyone")
+    func twoPerson() throws {
+        let f = try Fixture()
+        try f.enrol("ana@laptop")
+        try f.enrol("ben@desk")
+        var policy = try OperatorTables.policy(in: f.store.database)
+        policy.twoPerson = true
+        try f.store.database.transaction { try OperatorTables.savePolicy(policy, in: f.store.database) }
+        let version = try f.version()
+
+        // Ana alone: her approval is accepted and recorded as a request, the change is not published.
+        let asked = try f.approve(f.request(100))
+        let refusal = try #require(try f.refusal(asked))
+        #expect(refusal.kind == .stepUpBlocked)
+        let askedEvidence = try #require(asked.secondFactor)
+        let document = try #require(ChangeDocument(canonical: askedEvidence.document))
+        let id = ChangeDocument.requestID(document)
+        #expect(refusal.reason.contains("request \(id)"))
+        #expect(try f.version() == version)
+        let recorded = try f.stepUpAudit()
+        #expect(recorded.result == .stepUpAccepted)
+        #expect(RecordedApproval(actor: recorded.actor, auditDetail: recorded.detail)?.request == id)
+
+        /// The request completed by `approver`'s key over the same document.
+        func completed(by approver: String) throws -> WritePath.Request {
+            let credential = try #require(try SQLiteStepUpStore(store: f.store).securityKey(try OperatorID(approver)))
+            var r = asked
+            r.basedOnETag = document.baseETag
+            r.coApproval = SecondFactorEvidence(
+                document, try SecurityKeyClient.approve(document, with: credential, device: f.device, pin: nil))
+            r.coApprover = approver
+            return r
+        }
+        // Ana approving her own request is refused.
+        #expect(try f.refusal(try completed(by: "ana@laptop"))?.kind == .stepUpBlocked)
+        #expect(try f.stepUpAudit().detail.hasPrefix("result self-approval;"))
+        #expect(try f.version() == version)
+        // Ben approves: published once, both approvals in the log.
+        let approved = try completed(by: "ben@desk")
+        #expect(try f.refusal(approved) == nil)
+        #expect(try f.version() == version + 1)
+        let benRecord = try f.stepUpAudit()
+        #expect(benRecord.actor == "ben@desk")
+        let ben = try #require(RecordedApproval(actor: benRecord.actor, auditDetail: benRecord.detail))
+        #expect(ben.outcome.isAccepted && ben.isCoApproval && ben.request == id)
+        // The same approval again finds another base: a conflict, nothing published twice.
+        #expect(throws: WritePath.Failure.self) { try f.path.execute(approved) }
+        #expect(try f.version() == version + 1)
+        // Kill by anyone, at any time.
+        #expect(try f.refusal(WritePath.Request(intent: .rollout(.kill), actor: "carol@ops", reason: "", origin: "TEST")) == nil)
+
+        // An expired request is refused even with a second operator's key.
+        let again = try f.approve(f.request(100).with { $0.intent = .rollout(.resume) })
+        #expect(try f.refusal(again)?.kind == .stepUpBlocked)
+        f.clock.advance(by: .minutes(3))
+        let againEvidence = try #require(again.secondFactor)
+        let againDocument = try #require(ChangeDocument(canonical: againEvidence.document))
+        let benKey = try #require(try SQLiteStepUpStore(store: f.store).securityKey(try OperatorID("ben@desk")))
+        var expired = again
+        expired.coApproval = SecondFactorEvidence(
+            againDocument, try SecurityKeyClient.approve(againDocument, with: benKey, device: f.device, pin: nil))
+        expired.coApprover = "ben@desk"
+        #expect(try f.refusal(expired)?.kind == .stepUpFailed)
+        #expect(try f.stepUpAudit().detail.hasPrefix("result expired;"))
+    }
+
     @Test("a kill is never gated, whatever the factor")
     func killNeverGated() throws {
         let f = try Fixture()
