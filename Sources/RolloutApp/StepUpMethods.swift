@@ -41,7 +41,7 @@ public enum StepUpMethods {
     /// The base is read now; a version published before the write is then another change, and refused.
     public static func approveWithSecurityKey(
         _ request: WritePath.Request, on path: WritePath, device: SecurityKeyDevice, pin: String?,
-        lifetime: Instant.Duration = .minutes(2), notice: (String) -> Void
+        notice: (String) -> Void
     ) throws -> WritePath.Request {
         guard let policy = path.policies.lazy.compactMap({ $0 as? StepUpWritePolicy }).first else { return request }
         let preview = try path.preview(request)
@@ -57,7 +57,8 @@ public enum StepUpMethods {
                 .unsupported,
                 "\(request.actor) has no security key in this store: enrol one with 'rollout operator enroll --method security-key'")
         }
-        let document = policy.changeDocument(for: preview.proposal, lifetime: lifetime)
+        let document = policy.changeDocument(
+            for: preview.proposal, lifetime: try policy.documentLifetime(for: preview.proposal))
         notice("touch your security key to approve: \(document.summary) (valid until \(document.expiresAt.iso8601))")
         let assertion = try SecurityKeyClient.approve(document, with: credential, device: device, pin: pin)
         var approved = request
@@ -106,6 +107,9 @@ extension StepUpMethods {
         notice: (String) -> Void
     ) throws -> WritePath.Outcome {
         if session.readOnly { throw WritePath.Failure.readOnly }
+        // An empty write transaction of the settings first, so that a connection that may not write (the
+        // PostgreSQL viewer role) is refused (exit 4) before anything is looked up.
+        try session.settingsWritePath().backend.transaction { _ in }
         guard let requested = try pendingRequest(id, in: session) else {
             throw ApprovalRequestError(
                 description: "no two-person request \(id) in the audit log ('rollout audit show' lists step-up records)")

@@ -146,6 +146,16 @@ public struct StepUpWritePolicy: WritePolicy {
         return try securityKeys.securityKey(id)
     }
 
+    /// How long a change document stays valid: 2 minutes, or 15 when the two-person rule applies (a second
+    /// operator must be reached).
+    public func documentLifetime(for proposal: Proposal) throws -> Instant.Duration {
+        let state = try store.enforcement()
+        let twoPerson =
+            state.enforced && state.policy.twoPerson
+            && requiresStepUp(StepUpChange(proposal), policy: state.policy).contains(.reachesFull)
+        return twoPerson ? .minutes(15) : .minutes(2)
+    }
+
     /// The change document of `proposal` a security key must approve: fresh nonce, valid for `lifetime`.
     public func changeDocument(for proposal: Proposal, lifetime: Instant.Duration = .minutes(2)) -> ChangeDocument {
         ChangeDocument(proposal, store: storeIdentity, expiresAt: clock.now() + lifetime)

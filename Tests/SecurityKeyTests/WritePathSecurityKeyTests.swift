@@ -156,10 +156,15 @@ struct WritePathSecurityKeyTests {
         let f = try Fixture()
         try f.enrol("ana@laptop")
         try f.enrol("ben@desk")
+        let proposal = try f.path.preview(f.request(100)).proposal
+        #expect(try f.policy.documentLifetime(for: proposal) == .minutes(2))
         var policy = try OperatorTables.policy(in: f.store.database)
         policy.twoPerson = true
         try f.store.database.transaction { try OperatorTables.savePolicy(policy, in: f.store.database) }
         let version = try f.version()
+        // A second operator must be reached: the document lives longer.
+        #expect(try f.policy.documentLifetime(for: proposal) == .minutes(15))
+        #expect(try f.policy.documentLifetime(for: try f.path.preview(f.request(40)).proposal) == .minutes(2))
 
         // Ana alone: her approval is accepted and recorded as a request, the change is not published.
         let asked = try f.approve(f.request(100))
