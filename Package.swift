@@ -118,6 +118,10 @@ let package = Package(
         .target(
             name: "SecurityKey", dependencies: ["Platform", "CFido2", "Crypto", "StepUp", "Timekeeping"],
             swiftSettings: strict),
+        // Phone verification (the PIN by SMS, then a voice call): Vonage Verify v2 through WebClient.
+        .target(
+            name: "PhoneVerification", dependencies: ["Crypto", "JSON", "Platform", "Timekeeping", "WebClient"],
+            swiftSettings: strict),
         // Firebase Remote Config as the config store and App Check's services: REST through WebClient.
         .target(
             name: "FirebaseRemoteConfig",
@@ -200,6 +204,9 @@ let package = Package(
                 "Rollout", "RemoteConfig", "RolloutApp",
             ],
             exclude: ["python_fido2_check.py"], swiftSettings: strict),
+        .testTarget(
+            name: "PhoneVerificationTests", dependencies: ["TestSupport", "PhoneVerification", "WebClient"],
+            exclude: ["fake_verify.py"], swiftSettings: strict),
         .testTarget(
             name: "FleetSimulatorTests",
             dependencies: [
