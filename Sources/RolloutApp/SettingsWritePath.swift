@@ -480,7 +480,10 @@ struct SQLiteSettingsTables: SettingsTables {
     func operators() throws -> [OperatorRecord] { try OperatorTables.operators(in: db) }
     func operatorRecord(_ id: OperatorID) throws -> OperatorRecord? { try OperatorTables.record(id, in: db) }
     func saveOperator(_ record: OperatorRecord) throws { try OperatorTables.save(record, in: db) }
-    func removeOperator(_ id: OperatorID) throws { _ = try OperatorTables.remove(id, in: db) }
+    func removeOperator(_ id: OperatorID) throws {
+        _ = try OperatorTables.remove(id, in: db)
+        try SecurityKeyTables.remove(id, in: db)
+    }
     func pendingEnrolments() throws -> [PendingEnrolment] { try OperatorTables.pendingEnrolments(in: db) }
     func pendingEnrolment(_ id: OperatorID) throws -> PendingEnrolment? {
         try OperatorTables.pendingEnrolment(id, in: db)

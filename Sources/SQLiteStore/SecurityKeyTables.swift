@@ -43,6 +43,12 @@ public enum SecurityKeyTables {
             ])
     }
 
+    /// Deletes the security key of `id` (with the operator's enrolment).
+    public static func remove(_ id: OperatorID, in db: SQLiteDatabase) throws {
+        guard try db.hasTable("stepup_security_keys") else { return }
+        try db.run("DELETE FROM stepup_security_keys WHERE id = ?", [.text(id.rawValue)])
+    }
+
     private static func key(_ db: SQLiteDatabase) throws -> StoreKey {
         guard let key = db.storeKey else {
             throw StoredStepUpError(

@@ -285,6 +285,10 @@ extension StepUpWritePolicy {
         guard let securityKeys else {
             return try refuse("unsupported", "this store keeps no security keys; use a one-time code", .stepUpBlocked)
         }
+        // A key counts only while its operator is enrolled: removing an operator removes what their key can do.
+        guard try store.operatorRecord(actor) != nil else {
+            return try refuse("not-enrolled", "\(actor) is not enrolled for step-up", .stepUpBlocked)
+        }
         guard let presented = ChangeDocument(canonical: evidence.document) else {
             return try refuse("malformed", "the security key's change document is malformed", .stepUpFailed)
         }
@@ -345,6 +349,9 @@ extension StepUpWritePolicy {
     ) throws -> PolicyDecision {
         guard let approverName = proposal.coApprover, let approver = try? OperatorID(approverName) else {
             return try refuse("malformed", "a second approval needs its approver", .stepUpFailed)
+        }
+        guard try store.operatorRecord(approver) != nil else {
+            return try refuse("not-enrolled", "\(approver) is not enrolled for step-up", .stepUpBlocked)
         }
         guard approver != requester else {
             return try refuse(

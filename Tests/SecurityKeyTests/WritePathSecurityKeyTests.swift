@@ -146,6 +146,12 @@ struct WritePathSecurityKeyTests {
         f.key.faults = []
         // Ben's key over Ana's change: the credential is not Ana's.
         try expectRefused(try f.approve(f.request(100), signer: "ben@desk"), "other-credential")
+        // A key whose operator is no longer enrolled approves nothing.
+        let bensApproval = try f.approve(f.request(100).with { $0.actor = "ben@desk" }, signer: "ben@desk")
+        try f.store.database.transaction { _ = try OperatorTables.remove(try OperatorID("ben@desk"), in: f.store.database) }
+        #expect(try f.refusal(bensApproval)?.kind == .stepUpBlocked)
+        #expect(try f.stepUpAudit().detail.hasPrefix("result not-enrolled;"))
+        #expect(try f.version() == version)
         // And after all that, a good approval still publishes.
         #expect(try f.refusal(try f.approve(f.request(100))) == nil)
         #expect(try f.version() == version + 1)
