@@ -28,7 +28,8 @@ public enum StepUpMethods {
         session: RolloutSession, device: SecurityKeyDevice, pin: String?, code: String?, notice: (String) -> Void
     ) throws -> SettingsWritePath.Outcome {
         let actor = try OperatorID(session.operatorID)
-        let relyingParty = "rollout:" + session.label
+        let policy = try session.writePath().policies.lazy.compactMap { $0 as? StepUpWritePolicy }.first
+        let relyingParty = "rollout:" + (policy.map(\.storeIdentity).flatMap { $0.isEmpty ? nil : $0 } ?? session.label)
         notice("touch your security key to enrol it for \(actor) (relying party \(relyingParty))")
         let credential = try SecurityKeyClient.enrol(
             actor, relyingParty: relyingParty, device: device, pin: pin, at: session.clock.now())
