@@ -51,6 +51,8 @@ let package = Package(
         .systemLibrary(name: "CCurl", path: "Sources/CCurl"),
         // Debian: libpq-dev (the PostgreSQL client library of the team store), loaded with dlopen on first use.
         .systemLibrary(name: "CPostgres", path: "Sources/CPostgres"),
+        // Debian: libfido2-dev (FIDO2/CTAP2 security keys: enrolment and assertions of the step-up).
+        .systemLibrary(name: "CFido2", path: "Sources/CFido2", pkgConfig: "libfido2"),
 
         // Pure core.
         // Locks, threads, formatting, streams, paths and child processes on libc (no corelibs Foundation).
@@ -116,6 +118,15 @@ let package = Package(
             name: "WebClient",
             dependencies: ["Platform", "CCurl", "COpenSSL", "Crypto", "JSON", "Timekeeping"],
             swiftSettings: strict),
+        // Security keys through libfido2: enrolment and the assertion over a change document (the write path verifies
+        // it without the device, in StepUp).
+        .target(
+            name: "SecurityKey", dependencies: ["Platform", "CFido2", "Crypto", "StepUp", "Timekeeping"],
+            swiftSettings: strict),
+        // Phone verification (the PIN by SMS, then a voice call): Vonage Verify v2 through WebClient.
+        .target(
+            name: "PhoneVerification", dependencies: ["Crypto", "JSON", "Platform", "Timekeeping", "WebClient"],
+            swiftSettings: strict),
         // Firebase Remote Config as the config store and App Check's services: REST through WebClient.
         .target(
             name: "FirebaseRemoteConfig",
@@ -147,6 +158,7 @@ let package = Package(
                 "StoreSupport",
                 "TelemetrySources",
                 "GoogleDataSources",
+                "SecurityKey",
             ],
             swiftSettings: strict),
         .target(name: "TestSupport", path: "Tests/Support", swiftSettings: strict),
@@ -165,7 +177,11 @@ let package = Package(
         .target(
             name: "FirebaseFake",
             dependencies: ["TestSupport", "FirebaseRemoteConfig", "WebClient", "JSON", "RemoteConfig", "Rollout", "SQLiteStore", "Timekeeping"],
-            path: "Tests/FirebaseFake", exclude: ["fake_remote_config.py", "fake_google_data.py", "google_data_client_check.py", "realtime_client_check.py", "crashlytics_client_check.py"], swiftSettings: strict),
+            path: "Tests/FirebaseFake", exclude: ["fake_remote_config.py", "fake_google_data.py", "google_data_client_check.py", "realtime_client_check.py", "crashlytics_client_check.py", "connect_proxy.py"], swiftSettings: strict),
+        // A software FIDO2 authenticator behind libfido2's transport hooks: the real libfido2 path without hardware.
+        .target(
+            name: "SoftwareAuthenticator", dependencies: ["AppCheck", "CFido2", "Crypto", "Platform"],
+            path: "Tests/SoftwareAuthenticator", swiftSettings: strict),
         .target(
             name: "StoreConformance", dependencies: ["Rollout", "RemoteConfig", "StepUp", "Telemetry", "AppCheck", "JSON", "Timekeeping", "RampPlans"],
             path: "Tests/StoreConformance", swiftSettings: strict),
@@ -204,6 +220,16 @@ let package = Package(
             name: "AppCheckTests", dependencies: ["TestSupport", "AppCheck", "SQLiteStore", "Crypto", "JSON", "Timekeeping"],
             exclude: ["pyattest_verdicts.py", "firebase_admin_tokens.py"], swiftSettings: strict),
         .testTarget(name: "StepUpTests", dependencies: ["TestSupport", "StepUp", "SQLiteStore", "Rollout", "RemoteConfig", "Timekeeping", "Crypto"], swiftSettings: strict),
+        .testTarget(
+            name: "SecurityKeyTests",
+            dependencies: [
+                "TestSupport", "SecurityKey", "SoftwareAuthenticator", "StepUp", "Crypto", "Timekeeping", "AppCheck", "SQLiteStore",
+                "Rollout", "RemoteConfig", "RolloutApp",
+            ],
+            exclude: ["python_fido2_check.py"], swiftSettings: strict),
+        .testTarget(
+            name: "PhoneVerificationTests", dependencies: ["TestSupport", "PhoneVerification", "WebClient"],
+            exclude: ["fake_verify.py"], swiftSettings: strict),
         .testTarget(
             name: "FleetSimulatorTests",
             dependencies: [

@@ -4,7 +4,7 @@
 #   scripts/deps.sh build|test|bench|demo
 set -euo pipefail
 group=${1:-build}
-build=(libncurses-dev libsqlite3-dev libssl-dev libqrencode-dev libmicrohttpd-dev libcurl4-openssl-dev libpq-dev pkg-config)
+build=(libncurses-dev libsqlite3-dev libssl-dev libqrencode-dev libmicrohttpd-dev libcurl4-openssl-dev libpq-dev libfido2-dev pkg-config)
 case "$group" in
   build|demo) want=("${build[@]}") ;;
   test) want=("${build[@]}" tmux faketime python3-venv sqlite3 qrencode zbar-tools postgresql) ;;

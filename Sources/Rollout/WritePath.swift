@@ -53,6 +53,11 @@ public struct WritePath {
         public var retryOnConflict = false
         public var overrideGuardrail = false
         public var stepUpCode: String?
+        /// A security key's approval of the change document (`rollout ... --security-key`).
+        public var secondFactor: SecondFactorEvidence?
+        /// A second operator's approval of the same document (`rollout approve`), and who gave it.
+        public var coApproval: SecondFactorEvidence?
+        public var coApprover: String?
         /// The ETag the operator saw (the console's confirm dialog); the change is then applied to that version
         /// only, and a newer version is a conflict.
         public var basedOnETag: String?
@@ -287,6 +292,12 @@ public struct WritePath {
             stepUpCode: request.stepUpCode)
         proposal.protectionOverrides = overrides
         proposal.planStep = request.planStep
+        proposal.baseVersion = base.info.number
+        proposal.baseETag = base.etag
+        proposal.parameter = names.parameter
+        proposal.secondFactor = request.secondFactor
+        proposal.coApproval = request.coApproval
+        proposal.coApprover = request.coApprover
         // Judged by what the templates do, with the evaluator's rules, not by the percentage field alone.
         // Each template on its own rollout's seed (a share of installations is a share on any seed).
         let seed = before?.seed ?? after?.seed ?? ""

@@ -30,6 +30,16 @@ public struct Proposal: Sendable {
     public var protectionOverrides: [String] = []
     /// The plan step this change publishes (set by the plan runner only), nil for every other change.
     public var planStep: PlanStepOrigin?
+    /// The version the change is applied to and its ETag (set by the write path), and the rollout's parameter:
+    /// what a second factor's change document names, so an approval of one base approves nothing on another.
+    public var baseVersion: Int?
+    public var baseETag: String?
+    public var parameter = ""
+    /// A second factor's approval of this change (a security key's assertion over its change document), if any.
+    public var secondFactor: SecondFactorEvidence?
+    /// A second operator's approval of the same change document (the two-person rule), and who gave it.
+    public var coApproval: SecondFactorEvidence?
+    public var coApprover: String?
 
     /// What the templates before and after do: the share of installations for which the flag is `"true"`,
     /// measured by the evaluator's rules (`Exposure`), whatever the rollout's percentage field says. Set by the
@@ -77,6 +87,23 @@ public struct Proposal: Sendable {
 
     /// Whether the change raises exposure (more installations get the flag).
     public var increasesExposure: Bool { exposedAfter > exposedBefore }
+}
+
+/// What a second factor returned for one change: the canonical change document it approved and, for a security
+/// key, the credential, authenticator data and signature. The step-up policy checks that the document is this
+/// proposal's change and verifies the rest; the audit record keeps all of it.
+public struct SecondFactorEvidence: Sendable, Equatable {
+    public var document: [UInt8]
+    public var credentialID: [UInt8]
+    public var authenticatorData: [UInt8]
+    public var signature: [UInt8]
+
+    public init(document: [UInt8], credentialID: [UInt8], authenticatorData: [UInt8], signature: [UInt8]) {
+        self.document = document
+        self.credentialID = credentialID
+        self.authenticatorData = authenticatorData
+        self.signature = signature
+    }
 }
 
 /// The ramp-plan step a change publishes, so that a pre-approval of exactly that step (a code checked when the

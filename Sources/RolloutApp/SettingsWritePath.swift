@@ -49,6 +49,8 @@ public struct SettingsWritePath {
         /// Add (or replace) or remove a telemetry source: what the verdict reads, so audited and judged as a
         /// policy change.
         case source(SourceChange)
+        /// Give the acting operator, already enrolled, a security key (or replace theirs): needs their code.
+        case enrolSecurityKey(SecurityKeyCredential)
     }
 
     public enum SourceChange: Sendable, Equatable {
@@ -189,6 +191,26 @@ public struct SettingsWritePath {
                     }
                 }
                 change = StepUpChange(.policyChange, detail: summary)
+            case .enrolSecurityKey(let credential):
+                let id = credential.operatorID
+                guard id.rawValue == actor else {
+                    return .failure(.invalid("an operator enrols a security key for themselves, not for \(id)"))
+                }
+                guard try db.operatorRecord(id) != nil else {
+                    return .failure(
+                        .unavailable(
+                            "\(id) is not enrolled: enrol with 'rollout operator enroll' (a one-time code) first, then add the key"))
+                }
+                change = StepUpChange(.operatorEnroll, detail: "\(id) security key")
+                apply = {
+                    try db.saveSecurityKey(credential)
+                    try db.appendAudit(
+                        AuditEntry(
+                            time: clock.now(), actor: actor, action: "operator enroll security-key",
+                            to: "\(credential.algorithm.name) credential \(Hex.encode(credential.credentialID.prefix(8)))… for \(credential.relyingParty)",
+                            result: .recorded))
+                    return .changed(from: "", to: "security key")
+                }
             case .startEnrolment(let id, let approver):
                 return try startEnrolment(id, approver: approver, code: code, policy: policy, in: db)
             case .confirmEnrolment(let id):
@@ -446,9 +468,15 @@ public protocol SettingsTables {
     func sourceConfigurations() throws -> [SourceConfiguration]
     func saveSource(_ configuration: SourceConfiguration) throws
     func removeSource(_ name: String) throws
+    /// Stores an operator's security key (sealed); a store that keeps none refuses.
+    func saveSecurityKey(_ credential: SecurityKeyCredential) throws
 }
 
 extension SettingsTables {
+    public func saveSecurityKey(_ credential: SecurityKeyCredential) throws {
+        throw SessionRefusal(.unsupported, "this store keeps no security keys yet (an SQLite store file does)")
+    }
+
     public func operatorStandings() throws -> [OperatorStanding] { try operators().map(OperatorStanding.init) }
     public func pendingStandings() throws -> [PendingStanding] { try pendingEnrolments().map(PendingStanding.init) }
 }
@@ -495,7 +523,10 @@ struct SQLiteSettingsTables: SettingsTables {
     func operators() throws -> [OperatorRecord] { try OperatorTables.operators(in: db) }
     func operatorRecord(_ id: OperatorID) throws -> OperatorRecord? { try OperatorTables.record(id, in: db) }
     func saveOperator(_ record: OperatorRecord) throws { try OperatorTables.save(record, in: db) }
-    func removeOperator(_ id: OperatorID) throws { _ = try OperatorTables.remove(id, in: db) }
+    func removeOperator(_ id: OperatorID) throws {
+        _ = try OperatorTables.remove(id, in: db)
+        try SecurityKeyTables.remove(id, in: db)
+    }
     func pendingEnrolments() throws -> [PendingEnrolment] { try OperatorTables.pendingEnrolments(in: db) }
     func pendingEnrolment(_ id: OperatorID) throws -> PendingEnrolment? {
         try OperatorTables.pendingEnrolment(id, in: db)
@@ -513,4 +544,5 @@ struct SQLiteSettingsTables: SettingsTables {
     func sourceConfigurations() throws -> [SourceConfiguration] { try SourceConfigTable.load(from: db) }
     func saveSource(_ configuration: SourceConfiguration) throws { try SourceConfigTable.save(configuration, in: db) }
     func removeSource(_ name: String) throws { try SourceConfigTable.remove(name, in: db) }
+    func saveSecurityKey(_ credential: SecurityKeyCredential) throws { try SecurityKeyTables.save(credential, in: db) }
 }

@@ -1,3 +1,4 @@
+import Glibc
 import Rollout
 import StepUp
 import StoreSupport
@@ -248,8 +249,19 @@ public final class SQLiteStepUpStore: StepUpStore, @unchecked Sendable {
 }
 
 extension StepUpWritePolicy {
+    /// The store file's absolute path without symbolic links: a change document names the same store whichever
+    /// directory each operator runs rollout from (`rollout approve` in another shell).
+    static func canonicalPath(_ path: String) -> String {
+        guard let resolved = realpath(path, nil) else { return path }
+        defer { free(resolved) }
+        return String(cString: resolved)
+    }
+
     /// The step-up policy on the operator tables of `store`, reading time from `clock`.
     public init(store: RolloutStore, clock: any Clock) throws {
-        self.init(store: SQLiteStepUpStore(store: store), clock: clock, preApprovals: SQLiteRampPreApprovals(store: store))
+        let stepUp = SQLiteStepUpStore(store: store)
+        self.init(
+            store: stepUp, clock: clock, preApprovals: SQLiteRampPreApprovals(store: store), securityKeys: stepUp,
+            storeIdentity: Self.canonicalPath(store.path))
     }
 }

@@ -39,6 +39,9 @@ public struct StepUpPolicy: Sendable, Equatable {
     public var appCheckChange = true
     /// Every increase of exposure needs a reason, on every path (enforced by the write path).
     public var reasonForIncrease = true
+    /// Reaching 100% needs two operators: the security key of the one who asks, then a second, different
+    /// operator's key over the same change document (`rollout approve REQUEST`). Off until set.
+    public var twoPerson = false
     /// Consecutive wrong codes that lock an operator out.
     public var lockoutAttempts = 3
     /// How long a lockout lasts.
@@ -59,7 +62,7 @@ public struct StepUpPolicy: Sendable, Equatable {
     /// The settings keys in display order.
     public static let keys = [
         "increase-over", "cross", "reach-100", "rollback", "import", "force", "guardrail-override", "policy-change",
-        "operator-enroll", "appcheck", "increase-reason", "lockout-attempts", "lockout-minutes",
+        "operator-enroll", "appcheck", "increase-reason", "two-person", "lockout-attempts", "lockout-minutes",
     ]
 
     /// Every setting with its current value, in `keys` order.
@@ -93,6 +96,9 @@ public struct StepUpPolicy: Sendable, Equatable {
             Setting(
                 key: "increase-reason", value: Self.onOff(reasonForIncrease),
                 help: "a reason (--reason) for every increase of exposure, on every path"),
+            Setting(
+                key: "two-person", value: Self.onOff(twoPerson),
+                help: "reaching 100% needs a second operator's security key over the same change (rollout approve)"),
             Setting(
                 key: "lockout-attempts", value: String(lockoutAttempts),
                 help: "consecutive wrong codes that lock an operator out (1-100)"),
@@ -155,6 +161,7 @@ public struct StepUpPolicy: Sendable, Equatable {
         case "operator-enroll": p.operatorEnrolment = try flag()
         case "appcheck": p.appCheckChange = try flag()
         case "increase-reason": p.reasonForIncrease = try flag()
+        case "two-person": p.twoPerson = try flag()
         case "lockout-attempts": p.lockoutAttempts = try integer(1...100)
         case "lockout-minutes": p.lockoutDuration = .minutes(Int64(try integer(1...1440)))
         default:

@@ -1,3 +1,4 @@
+import Crypto
 import Rollout
 import Timekeeping
 
@@ -120,13 +121,44 @@ public struct StepUpWritePolicy: WritePolicy {
     private let store: any StepUpStore
     private let clock: any Clock
     private let preApprovals: (any StepUpPreApprovalStore)?
+    private let securityKeys: (any SecurityKeyStore)?
+    /// What change documents name as the store (`ChangeDocument.store`).
+    public let storeIdentity: String
 
     /// A policy on the step-up state in `store`, reading time from `clock`; a plan step pre-approved in
-    /// `preApprovals` passes without a code.
-    public init(store: any StepUpStore, clock: any Clock, preApprovals: (any StepUpPreApprovalStore)? = nil) {
+    /// `preApprovals` passes without a code; a change approved by a security key is checked against
+    /// `securityKeys` (nil: this store keeps none, and such an approval is refused) and its document must name
+    /// `storeIdentity`.
+    public init(
+        store: any StepUpStore, clock: any Clock, preApprovals: (any StepUpPreApprovalStore)? = nil,
+        securityKeys: (any SecurityKeyStore)? = nil, storeIdentity: String = ""
+    ) {
         self.store = store
         self.clock = clock
         self.preApprovals = preApprovals
+        self.securityKeys = securityKeys
+        self.storeIdentity = storeIdentity
+    }
+
+    /// The security key of `actor` in this store, nil when it has none or the store keeps none.
+    public func securityKey(of actor: String) throws -> SecurityKeyCredential? {
+        guard let securityKeys, let id = try? OperatorID(actor) else { return nil }
+        return try securityKeys.securityKey(id)
+    }
+
+    /// How long a change document stays valid: 2 minutes, or 15 when the two-person rule applies (a second
+    /// operator must be reached).
+    public func documentLifetime(for proposal: Proposal) throws -> Instant.Duration {
+        let state = try store.enforcement()
+        let twoPerson =
+            state.enforced && state.policy.twoPerson
+            && requiresStepUp(StepUpChange(proposal), policy: state.policy).contains(.reachesFull)
+        return twoPerson ? .minutes(15) : .minutes(2)
+    }
+
+    /// The change document of `proposal` a security key must approve: fresh nonce, valid for `lifetime`.
+    public func changeDocument(for proposal: Proposal, lifetime: Instant.Duration = .minutes(2)) -> ChangeDocument {
+        ChangeDocument(proposal, store: storeIdentity, expiresAt: clock.now() + lifetime)
     }
 
     /// The pre-approval covering `proposal` (a plan runner's write of a pre-approved step), with the step.
@@ -212,6 +244,9 @@ public struct StepUpWritePolicy: WritePolicy {
             context.stepUpVerified = true
             return .allow
         }
+        if let evidence = proposal.secondFactor {
+            return try reviewSecurityKey(evidence, proposal, actor: actor, change: change, context: context)
+        }
         // The attempt and its audit record are written in the port's one transaction.
         let decision = try store.authorize(change, by: actor, code: proposal.stepUpCode, at: clock) {
             try context.audit($0.auditEntry)
@@ -226,6 +261,135 @@ public struct StepUpWritePolicy: WritePolicy {
             let refusal = decision.refusal!
             return .refuse(refusal.policyRefusal)
         }
+    }
+}
+
+extension StepUpWritePolicy {
+    /// A change approved by a security key: the document must be exactly this proposal's change (its nonce and
+    /// expiry aside), then the assertion is verified against the actor's stored credential in the port's one
+    /// transaction, with its audit record (the document, authenticator data and signature).
+    fileprivate func reviewSecurityKey(
+        _ evidence: SecondFactorEvidence, _ proposal: Proposal, actor: OperatorID, change: StepUpChange,
+        context: PolicyContext
+    ) throws -> PolicyDecision {
+        let state = try store.enforcement()
+        let reasons = state.enforced ? requiresStepUp(change, policy: state.policy) : []
+        guard !reasons.isEmpty else { return .allow }
+        func refuse(_ result: String, _ reason: String, _ kind: PolicyRefusal.Kind) throws -> PolicyDecision {
+            try context.audit(
+                AuditEntry(
+                    time: clock.now(), actor: proposal.actor, action: "step-up " + change.summary, result: .stepUpRefused,
+                    detail: "result \(result); method security-key; needed for \(reasons.map(\.code).joined(separator: ", "))"))
+            return .refuse(PolicyRefusal(policy: name, reason: reason, kind: kind))
+        }
+        guard let securityKeys else {
+            return try refuse("unsupported", "this store keeps no security keys; use a one-time code", .stepUpBlocked)
+        }
+        // A key counts only while its operator is enrolled: removing an operator removes what their key can do.
+        guard try store.operatorRecord(actor) != nil else {
+            return try refuse("not-enrolled", "\(actor) is not enrolled for step-up", .stepUpBlocked)
+        }
+        guard let presented = ChangeDocument(canonical: evidence.document) else {
+            return try refuse("malformed", "the security key's change document is malformed", .stepUpFailed)
+        }
+        let expected = ChangeDocument(proposal, store: storeIdentity, expiresAt: presented.expiresAt, nonce: presented.nonce)
+        guard presented == expected else {
+            return try refuse(
+                "other-change",
+                "the security key approved another change (\(presented.summary)), not this one (\(expected.summary)); "
+                    + "nothing was written", .stepUpFailed)
+        }
+        let twoPerson = state.policy.twoPerson && reasons.contains(.reachesFull)
+        if twoPerson, let coApproval = proposal.coApproval {
+            return try reviewCoApproval(
+                coApproval, of: evidence, document: presented, proposal, requester: actor, change: change,
+                reasons: reasons, securityKeys: securityKeys, context: context, refuse: refuse)
+        }
+        let request = twoPerson ? "; two-person-request \(ChangeDocument.requestID(presented))" : ""
+        let outcome = try securityKeys.authorizeSecurityKey(evidence.assertion, over: presented, by: actor, at: clock) {
+            outcome, credential in
+            try context.audit(
+                AuditEntry(
+                    time: clock.now(), actor: proposal.actor, action: "step-up " + change.summary,
+                    result: outcome.isAccepted ? .stepUpAccepted : .stepUpRefused,
+                    detail: evidence.auditDetail(outcome: outcome, reasons: reasons, credential: credential) + request))
+        }
+        guard let outcome else {
+            return try refuse(
+                "not-enrolled", "\(actor) has no security key: enrol one with 'rollout operator enroll --method security-key'",
+                .stepUpBlocked)
+        }
+        guard outcome.isAccepted else {
+            return .refuse(PolicyRefusal(policy: name, reason: "\(outcome.description); nothing was written", kind: .stepUpFailed))
+        }
+        if twoPerson {
+            return .refuse(
+                PolicyRefusal(
+                    policy: name,
+                    reason: "\(change.summary) needs a second operator (two-person rule); \(actor)'s approval is recorded as "
+                        + "request \(ChangeDocument.requestID(presented)), valid until \(presented.expiresAt.iso8601)",
+                    suggestion: "another enrolled operator runs 'rollout approve \(ChangeDocument.requestID(presented))' with their security key",
+                    kind: .stepUpBlocked))
+        }
+        context.stepUpVerified = true
+        return .allow
+    }
+}
+
+extension StepUpWritePolicy {
+    /// The two-person rule's second half: the requester's signature over the document (its counter was used when
+    /// the request was recorded, so it is checked without the counter, within the document's expiry), then a
+    /// second, different operator's key over exactly the same bytes, verified and counted in the port's
+    /// transaction. The compare-and-swap on the document's base makes the change publish at most once.
+    fileprivate func reviewCoApproval(
+        _ coApproval: SecondFactorEvidence, of evidence: SecondFactorEvidence, document: ChangeDocument,
+        _ proposal: Proposal, requester: OperatorID, change: StepUpChange, reasons: [StepUpReason],
+        securityKeys: any SecurityKeyStore, context: PolicyContext,
+        refuse: (String, String, PolicyRefusal.Kind) throws -> PolicyDecision
+    ) throws -> PolicyDecision {
+        guard let approverName = proposal.coApprover, let approver = try? OperatorID(approverName) else {
+            return try refuse("malformed", "a second approval needs its approver", .stepUpFailed)
+        }
+        guard try store.operatorRecord(approver) != nil else {
+            return try refuse("not-enrolled", "\(approver) is not enrolled for step-up", .stepUpBlocked)
+        }
+        guard approver != requester else {
+            return try refuse(
+                "self-approval", "\(approver) asked for this change and cannot approve it too: another operator must", .stepUpBlocked)
+        }
+        guard coApproval.document == evidence.document else {
+            return try refuse("other-change", "the second approval is for another change document; nothing was written", .stepUpFailed)
+        }
+        guard document.isValid(at: clock.now()) else {
+            return try refuse("expired", "request \(ChangeDocument.requestID(document)) expired at \(document.expiresAt.iso8601)", .stepUpFailed)
+        }
+        guard var first = try securityKeys.securityKey(requester) else {
+            return try refuse("not-enrolled", "\(requester) has no security key", .stepUpBlocked)
+        }
+        first.signCount = 0
+        let firstOutcome = SecurityKeyVerifier.check(evidence.assertion, over: document.clientDataHash, credential: first)
+        guard firstOutcome.isAccepted else {
+            return try refuse(firstOutcome.result, "the request's own approval does not verify: \(firstOutcome.description)", .stepUpFailed)
+        }
+        let request = "; co-approval \(Hex.encode(Array(requester.rawValue.utf8))); two-person-request \(ChangeDocument.requestID(document))"
+        let outcome = try securityKeys.authorizeSecurityKey(coApproval.assertion, over: document, by: approver, at: clock) {
+            outcome, credential in
+            try context.audit(
+                AuditEntry(
+                    time: clock.now(), actor: approver.rawValue, action: "step-up " + change.summary,
+                    result: outcome.isAccepted ? .stepUpAccepted : .stepUpRefused,
+                    detail: coApproval.auditDetail(outcome: outcome, reasons: reasons, credential: credential) + request))
+        }
+        guard let outcome else {
+            return try refuse(
+                "not-enrolled", "\(approver) has no security key: enrol one with 'rollout operator enroll --method security-key'",
+                .stepUpBlocked)
+        }
+        guard outcome.isAccepted else {
+            return .refuse(PolicyRefusal(policy: name, reason: "\(outcome.description); nothing was written", kind: .stepUpFailed))
+        }
+        context.stepUpVerified = true
+        return .allow
     }
 }
 

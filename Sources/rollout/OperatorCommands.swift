@@ -1,4 +1,5 @@
 import CommandLineKit
+import Crypto
 import RolloutApp
 import FoundationEssentials
 import Glibc
@@ -14,7 +15,19 @@ import Timekeeping
 /// by the same step-up rules as rollout changes, applied and audited in one transaction. This file parses
 /// arguments, reads codes and prints.
 enum OperatorCommands {
-    static let all: [Command] = [operatorGroup, policyGroup]
+    static let all: [Command] = [operatorGroup, policyGroup, approve]
+
+    static let approve = Command(
+        "approve",
+        summary: "Approve another operator's two-person request with your security key; it then publishes once.",
+        discussion: "With 'policy set two-person on', reaching 100% needs two operators: the first one's "
+            + "--security-key approval is recorded as a request (its id is printed, valid 2 minutes); a second, "
+            + "different enrolled operator approves the same change document here. Refused when the request expired, "
+            + "when the rollout changed since (another base version), or when the requester approves their own. "
+            + "The key is $ROLLOUT_SECURITY_KEY or the first connected.",
+        positionals: [Positional("REQUEST", help: "The request id the first operator was given (16 hex digits).")],
+        examples: ["rollout approve 3f1c9a0b5e7d2c41 --operator ben@desk"],
+        action: { try runApprove($0) })
 
     static let codeOption = Option.value(
         "--code", name: "CODE",
@@ -45,6 +58,12 @@ enum OperatorCommands {
             .value(
                 "--code", name: "CODE", help: "Confirm a pending enrolment with the code the new authenticator shows."),
             .value("--approver", name: "ID", help: "An enrolled operator who approves this enrolment."),
+            .value(
+                "--method", name: "METHOD",
+                help: "totp (default: an authenticator app) or security-key: add a FIDO2 key (touch and PIN or "
+                    + "biometric) to the acting operator, already enrolled, confirmed with their --code. The key is "
+                    + "$ROLLOUT_SECURITY_KEY (a path from 'fido2-token -L') or the first connected; a PIN comes from "
+                    + "$ROLLOUT_SECURITY_KEY_PIN."),
             .value("--approver-code", name: "CODE", help: "The approver's current code ('-' reads it from stdin)."),
             .value(
                 "--qr", name: "STYLE",
@@ -56,6 +75,7 @@ enum OperatorCommands {
             "rollout operator enroll                              # as $ROLLOUT_OPERATOR or user@host",
             "rollout operator enroll --operator bob@desk --approver ana@laptop --approver-code 123456",
             "rollout operator enroll --operator ci-bot < /dev/null > uri.txt; rollout operator enroll --operator ci-bot --code 123456",
+            "rollout operator enroll --method security-key --code 123456",
         ],
         action: { try runEnroll($0) })
 
@@ -107,6 +127,11 @@ enum OperatorCommands {
 
     static func runEnroll(_ invocation: Invocation) throws -> ExitCode {
         let id = try operatorID(StoreLocation.operatorID(invocation), invocation)
+        switch invocation.value("--method") ?? "totp" {
+        case "totp": break
+        case "security-key": return try enrolSecurityKey(id, invocation)
+        case let other: throw invocation.usageError("--method takes totp or security-key, not '\(other)'")
+        }
         let style = try qrStyle(invocation)
         if invocation.value("--code") == nil, let created = try Wiring.teamStoreKeyForEnrolment(invocation) {
             StandardStream.error.write("rollout: created the team store key \(created): give it to every operator (mode 0600)\n")
@@ -294,6 +319,45 @@ enum OperatorCommands {
         case .changed(_, let shown): write("\(key) = \(shown)\n")
         default: break
         }
+        return .ok
+    }
+
+    /// `approve REQUEST`: the second operator's key over the request's change document; publishes or refuses.
+    static func runApprove(_ invocation: Invocation) throws -> ExitCode {
+        let id = invocation.positional(0) ?? ""
+        guard id.count == 16, Hex.decode(id) != nil else {
+            throw invocation.usageError("REQUEST is the 16 hex digits the first operator was given, not '\(id)'")
+        }
+        let session = try Wiring.session(invocation)
+        switch try StepUpMethods.approveRequest(
+            id, session: session, device: { try StepUpMethods.securityKeyDevice() }, pin: StepUpMethods.securityKeyPIN(),
+            notice: { StandardStream.error.write("rollout: \($0)\n") })
+        {
+        case .published(let stored, let proposal, _):
+            print(proposal.summary)
+            print("published version \(stored.info.number) (etag \(stored.etag)), approved by \(session.operatorID)")
+        case .unchanged(let stored, _):
+            print("no change: version \(stored.info.number) already says so; nothing written")
+        }
+        return .ok
+    }
+
+    /// `operator enroll --method security-key`: the key makes a credential, the settings write path stores it.
+    static func enrolSecurityKey(_ id: OperatorID, _ invocation: Invocation) throws -> ExitCode {
+        let session = try Wiring.session(invocation)
+        let code = try readCode(invocation.value("--code"), prompt: "Code of \(id)'s authenticator: ")
+        do {
+            _ = try StepUpMethods.enrolSecurityKey(
+                session: session, device: try StepUpMethods.securityKeyDevice(), pin: StepUpMethods.securityKeyPIN(),
+                code: code, notice: { StandardStream.error.write("rollout: \($0)\n") })
+        } catch let f as SettingsWritePath.Failure {
+            switch f {
+            case .invalid(let m): throw CommandError(m, exit: .usage)
+            case .unavailable(let m): throw CommandError(m)
+            case .refused(_, let needsCode): throw CommandError("\(f)" + (needsCode ? " (--code CODE)" : ""), exit: .refused)
+            }
+        }
+        print("enrolled a security key for \(id): protected changes accept it with --security-key")
         return .ok
     }
 

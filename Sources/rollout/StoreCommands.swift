@@ -35,6 +35,10 @@ enum StoreCommands {
             help: "Show the change, its diff and the policy reports; write nothing (exit 4 if a policy would refuse)."),
         .value("--code", name: "CODE", help: "A fresh one-time code from your authenticator, when step-up policy asks for one."),
         .flag(
+            "--security-key",
+            help: "Approve with your security key instead of a code, when step-up asks: the key signs this exact change "
+                + "(store, base version, percentage, reason; valid 2 minutes). Key: $ROLLOUT_SECURITY_KEY or the first connected."),
+        .flag(
             "--override-guardrail",
             help: "Publish although the guardrail refuses (HOLD/HALT or over the attestation budget); needs --reason; audited."),
     ]
@@ -363,6 +367,12 @@ enum StoreCommands {
             } catch let e as StoreError {
                 throw CommandError("audit verify failed: \(e)")
             }
+            let approvals = try StepUpMethods.recordedApprovals(try Wiring.session(inv))
+            if let bad = approvals.first(where: { !$0.approval.outcome.isAccepted }) {
+                throw CommandError(
+                    "audit verify failed: record \(bad.sequence): the security-key approval by \(printable(bad.approval.operatorID)) "
+                        + "does not verify: \(bad.approval.outcome.description)")
+            }
             if inv.flag("--json") {
                 var witness = JSONObject()
                 witness["path"] = .string(report.witnessPath)
@@ -377,6 +387,17 @@ enum StoreCommands {
                 out["sealedTables"] = .array(report.sealedTables.map { .string($0) })
                 out["witness"] = .object(witness)
                 if let digest = report.stateDigest { out["stateDigest"] = .string(digest) }
+                if !approvals.isEmpty {
+                    out["securityKeyApprovals"] = .array(
+                        approvals.map { a in
+                            var o = JSONObject()
+                            o["record"] = .number(JSONNumber(a.sequence))
+                            o["operator"] = .string(a.approval.operatorID)
+                            o["change"] = .string(a.approval.document.summary)
+                            o["document"] = .string(a.approval.document.text)
+                            return .object(o)
+                        })
+                }
                 print(JSONValue.object(out).prettyText, terminator: "")
             } else {
                 print(
@@ -386,6 +407,14 @@ enum StoreCommands {
                 print("head: record \(report.headSequence) \(report.headHash)")
                 print("witness \(report.witnessPath): \(report.witnessLine)")
                 print("keep a copy of the witness line elsewhere: a store whose log was rewritten no longer matches it")
+                if !approvals.isEmpty {
+                    print("security-key approvals verified again from their records: \(approvals.count)")
+                    for a in approvals {
+                        print(
+                            "  record \(a.sequence): \(printable(a.approval.operatorID)) approved \(printable(a.approval.document.summary))"
+                                + " (\(printable(a.approval.document.reason)))")
+                    }
+                }
             }
             return .ok
         })
@@ -412,6 +441,11 @@ extension StoreCommands {
         request.retryOnConflict = retry
         request.basedOnETag = etag
         request.allowRolloutChange = inv.flag("--allow-rollout-change")
+        if inv.flag("--security-key"), !inv.flag("--dry-run"), !readOnly {
+            request = try StepUpMethods.approveWithSecurityKey(
+                request, on: path, device: try StepUpMethods.securityKeyDevice(), pin: StepUpMethods.securityKeyPIN(),
+                notice: { StandardStream.error.write("rollout: \($0)\n") })
+        }
 
         if inv.flag("--dry-run") {
             let preview = try path.preview(request)

@@ -6,7 +6,7 @@ import Testing
 /// on each other): what two backends share is a port of the core or StoreSupport. Checked on Package.swift, so the
 /// compiler enforces it, and on the adapters' sources, so an `import` cannot creep back in beside a dependency.
 @Suite struct AdapterIsolationTests {
-    static let adapters = ["SQLiteStore", "PostgresStore", "FirebaseRemoteConfig", "ExchangeServer", "GoogleDataSources"]
+    static let adapters = ["SQLiteStore", "PostgresStore", "FirebaseRemoteConfig", "ExchangeServer", "GoogleDataSources", "SecurityKey", "PhoneVerification"]
 
     @Test func noAdapterDependsOnAnotherInPackageSwift() throws {
         let manifest = try String(

@@ -168,6 +168,10 @@ struct CommandMatrixTests {
         Row("operator remove", .write, { _ in ["ana@test"] }),
         Row("policy show", .read),
         Row("policy set", .write, { _ in ["guardrails.auto-kill", "on"] }),
+        // No two-person request was made: the request is looked up (after the read-only and access refusals) and
+        // not found.
+        Row("approve", .write, { _ in ["0011223344556677"] })
+            .expecting { _ in .fails(1, "no two-person request") },
         Row(
             "appcheck app add", .write,
             { _ in

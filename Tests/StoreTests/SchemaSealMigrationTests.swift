@@ -50,7 +50,7 @@ struct SchemaSealMigrationTests {
         #expect(try Self.column(f, "SELECT private_key FROM appcheck_signing_keys") == Self.signingKey)
 
         let store = try RolloutStore(path: f.path, create: false)
-        try store.withDatabase { db throws in #expect(try StoreSchema.version(of: db) == 8) }
+        try store.withDatabase { db throws in #expect(try StoreSchema.version(of: db) == StoreSchema.current) }
         for (sql, plain) in [
             ("SELECT private_key FROM appcheck_signing_keys", Self.signingKey),
             ("SELECT root_key FROM appcheck_demo_authority", Self.rootKey),
@@ -121,7 +121,7 @@ struct SchemaSealMigrationTests {
             ).first?.first?.int == 0)
         let store = try RolloutStore(path: f.path, create: false)
         try store.withDatabase { db throws in
-            #expect(try StoreSchema.version(of: db) == 8)
+            #expect(try StoreSchema.version(of: db) == StoreSchema.current)
             #expect(try db.hasTable("stepup_attempts") && db.hasTable("sqlite_sequence"))
         }
         _ = try store.verify()

@@ -1,0 +1,143 @@
+import Foundation
+import PhoneVerification
+import Testing
+import TestSupport
+import WebClient
+
+/// The Verify v2 client against the strict fake (fake_verify.py, written from Vonage's public reference) through
+/// the real libcurl transport: the flows a phone step-up goes through, and no code in any error.
+@Suite("Phone verification: the Vonage Verify v2 client against its strict fake")
+struct VonageVerifyTests {
+    final class Fake {
+        let directory: URL
+        let process: Process
+        let input: Pipe
+        let port: Int
+        let outbox: String
+
+        init(rateLimit: Int = 100) throws {
+            directory = try TestSupport.temporaryDirectory("vonage-fake")
+            outbox = directory.appendingPathComponent("outbox.ndjson").path
+            FileManager.default.createFile(atPath: outbox, contents: nil)
+            let script = TestSupport.packageRoot.appendingPathComponent("Tests/PhoneVerificationTests/fake_verify.py").path
+            process = Process()
+            process.executableURL = URL(fileURLWithPath: try TestSupport.python())
+            process.arguments = [
+                script, "--key", "k3y", "--secret", "s3cret", "--outbox", outbox, "--rate-limit", String(rateLimit),
+            ]
+            input = Pipe()
+            let out = Pipe()
+            process.standardInput = input
+            process.standardOutput = out
+            try process.run()
+            var line: [UInt8] = []
+            while true {
+                guard let b = out.fileHandleForReading.readData(ofLength: 1).first else {
+                    throw TestSupport.Failure("the fake exited before it was ready")
+                }
+                if b == 10 { break }
+                line.append(b)
+            }
+            let text = String(decoding: line, as: UTF8.self)
+            guard text.hasPrefix("PORT "), let p = Int(text.dropFirst(5)) else { throw TestSupport.Failure("the fake said \(text)") }
+            port = p
+        }
+
+        deinit {
+            try? input.fileHandleForWriting.close()
+            TestSupport.stop(process)
+            try? FileManager.default.removeItem(at: directory)
+        }
+
+        func client(secret: String = "s3cret") -> VonageVerifyClient {
+            VonageVerifyClient(
+                credentials: VonageCredentials(key: "k3y", secret: secret), base: "http://127.0.0.1:\(port)")
+        }
+
+        /// What reached the phone: (channel, code) per message, oldest first.
+        func messages() throws -> [(channel: String, to: String, code: String)] {
+            try String(contentsOfFile: outbox, encoding: .utf8).split(separator: "\n").map {
+                let o = try JSONSerialization.jsonObject(with: Data($0.utf8)) as! [String: String]
+                return (o["channel"]!, o["to"]!, o["code"]!)
+            }
+        }
+    }
+
+    @Test("SMS first, then the voice call as fallback; the right code completes it")
+    func smsThenVoice() throws {
+        let fake = try Fake()
+        let client = fake.client()
+        let id = try client.start(number: "447700900000")
+        #expect(try fake.messages().map(\.channel) == ["sms"])
+        try client.nextChannel(id)
+        let sent = try fake.messages()
+        #expect(sent.map(\.channel) == ["sms", "voice"])
+        #expect(sent.allSatisfy { $0.to == "447700900000" && $0.code.count == 6 })
+        // No channel is left after the voice call.
+        #expect(throws: PhoneVerificationError.self) { try client.nextChannel(id) }
+        #expect(try client.check(id, code: sent[1].code) == .verified)
+        // Over: the same code again finds nothing.
+        #expect { try client.check(id, code: sent[1].code) } throws: { ($0 as? PhoneVerificationError).map { if case .notFound = $0 { true } else { false } } ?? false }
+    }
+
+    @Test("wrong codes: 400 twice, then 410 at the third, and the verification is over")
+    func wrongCodes() throws {
+        let fake = try Fake()
+        let client = fake.client()
+        let id = try client.start(number: "447700900001")
+        let code = try fake.messages()[0].code
+        let wrong = code == "000000" ? "111111" : "000000"
+        #expect(try client.check(id, code: wrong) == .wrong)
+        #expect(try client.check(id, code: wrong) == .wrong)
+        #expect(try client.check(id, code: wrong) == .tooManyAttempts)
+        do {
+            _ = try client.check(id, code: code)
+            Issue.record("the right code after 410 was accepted")
+        } catch {
+            #expect(error == .notFound(error.detailText))
+            // No error says the code.
+            #expect(!"\(error)".contains(code))
+        }
+    }
+
+    @Test("409 for a second verification to the same number; cancel ends the first")
+    func concurrent() throws {
+        let fake = try Fake()
+        let client = fake.client()
+        let id = try client.start(number: "447700900002")
+        #expect { try client.start(number: "447700900002") } throws: { ($0 as? PhoneVerificationError).map { if case .concurrent = $0 { true } else { false } } ?? false }
+        try client.cancel(id)
+        _ = try client.start(number: "447700900002")
+    }
+
+    @Test("429 over the rate limit; 422 names the invalid parameters; 401 with wrong credentials")
+    func refusals() throws {
+        let fake = try Fake(rateLimit: 2)
+        let client = fake.client()
+        _ = try client.start(number: "447700900003")
+        _ = try client.start(number: "447700900004")
+        #expect { try client.start(number: "447700900005") } throws: { ($0 as? PhoneVerificationError).map { if case .rateLimited = $0 { true } else { false } } ?? false }
+        let other = try Fake()
+        #expect(throws: PhoneVerificationError.invalidParameters(["workflow[0].to", "workflow[1].to", "code_length"])) {
+            try other.client().start(number: "+44 7700", codeLength: 12)
+        }
+        #expect { try other.client(secret: "wrong").start(number: "447700900006") } throws: { ($0 as? PhoneVerificationError).map { if case .account = $0 { true } else { false } } ?? false }
+    }
+
+    @Test("credentials come from a file only its owner may read")
+    func credentialsFile() throws {
+        let directory = try TestSupport.temporaryDirectory("vonage-credentials")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let path = directory.appendingPathComponent("vonage.json").path
+        try #"{"api_key": "k3y", "api_secret": "s3cret"}"#.write(toFile: path, atomically: true, encoding: .utf8)
+        chmod(path, 0o644)
+        #expect(throws: PhoneVerificationError.self) { try VonageCredentials.load(path) }
+        chmod(path, 0o600)
+        let credentials = try VonageCredentials.load(path)
+        #expect(!"\(credentials)".contains("s3cret"))
+    }
+}
+
+extension PhoneVerificationError {
+    fileprivate var detailText: String { if case .notFound(let d) = self { d } else { "" } }
+}
