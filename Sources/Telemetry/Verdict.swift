@@ -117,6 +117,9 @@ public struct RolloutContext: Hashable, Sendable {
         self.timeSource = timeSource
     }
 
+    /// Everybody is exposed (100%): there is no control group.
+    public var isFull: Bool { currentMicroPercent >= 100_000_000 }
+
     /// The share of exposed among exposed + control that the bands imply: 1:1 up to 50%, then N : 100 − N.
     public var expectedExposedShare: Double? {
         let n = Double(currentMicroPercent) / 1_000_000
@@ -213,6 +216,26 @@ extension TelemetrySnapshot {
                     "exposed users crash more than control: SPRT Λ = \(Words.fixed(sprt.logLikelihoodRatio)) reached \(Words.fixed(sprt.harmBound)) "
                         + "(testing \(Words.fixed(sprt.harmRatio))× crash rate) at \(sprt.harmDeclaredAt!.iso8601); \(rates)",
                     evidence: sprtEvidence(context)))
+        } else if let baseline = crash.baseline, baseline.harmDeclared {
+            findings.append(
+                Finding(
+                    .halt, .crashes,
+                    "exposed users crash more than the control group did before it left: baseline SPRT Λ = "
+                        + "\(Words.fixed(baseline.logLikelihoodRatio)) reached \(Words.fixed(baseline.harmBound)) (testing "
+                        + "\(Words.fixed(baseline.harmRatio))× the control's rate) at \(baseline.harmDeclaredAt!.iso8601); "
+                        + baselineRates(baseline),
+                    evidence: baselineEvidence(baseline)))
+        } else if rolling && hasTelemetry && c.exposedSessions > 0 && c.controlSessions == 0 && context.isFull {
+            // Stand down, said why: at 100% there is no control group, and none was seen before.
+            findings.append(
+                Finding(
+                    .hold, .crashes,
+                    "no crash comparison: at 100% there is no control group, and no control sessions were seen before "
+                        + "it; exposed crash rates cannot be compared with anything",
+                    evidence: FindingEvidence(
+                        test: "crash comparison: exposed against control sessions",
+                        samples: "\(groupedCount(c.exposedSessions)) exposed vs 0 control sessions",
+                        wouldChange: "a control group: lower the percentage below 100% for a while")))
         } else if rolling && hasTelemetry && (c.exposedSessions == 0 || c.controlSessions == 0) {
             let missing =
                 c.exposedSessions == 0 && c.controlSessions == 0
@@ -241,7 +264,16 @@ extension TelemetrySnapshot {
                 if let mde = crash.smallestDetectableIncrease {
                     text += "; smallest detectable increase +\(Words.percent(mde, digits: 0)) (\(power.usersText))"
                 }
-                findings.append(Finding(.ok, .crashes, text, evidence: sprtEvidence(context)))
+                if let baseline = crash.baseline {
+                    // The control group is gone (100%): the comparison goes on against its rate before it left.
+                    text =
+                        "control group gone since \(baseline.frozenAt.iso8601): no crash signal against its rate before "
+                        + "(baseline SPRT Λ = \(Words.fixed(baseline.logLikelihoodRatio)) of \(Words.fixed(baseline.harmBound))); "
+                        + baselineRates(baseline) + "; before it left: " + text
+                    findings.append(Finding(.ok, .crashes, text, evidence: baselineEvidence(baseline)))
+                } else {
+                    findings.append(Finding(.ok, .crashes, text, evidence: sprtEvidence(context)))
+                }
             }
         }
 
@@ -393,6 +425,13 @@ extension TelemetrySnapshot {
             return (text, name == "sessions" ? "session" : "user", test)
         }
         return nil
+    }
+
+    /// The exposed rate since the control left against the control's before, in fatal crashes per 1,000 sessions.
+    func baselineRates(_ b: BaselineCrashTest) -> String {
+        "fatal crashes per 1,000 sessions: exposed \(Words.perMille(b.exposedRate)) since (\(groupedCount(b.exposedCrashes)) of "
+            + "\(groupedCount(b.exposedSessions)) sessions) vs control \(Words.perMille(b.baselineRate)) before, at most "
+            + "\(Words.perMille(b.baselineUpperRate)) (\(groupedCount(b.baselineCrashes)) of \(groupedCount(b.baselineSessions)) sessions)"
     }
 
     private func crashFreeText() -> String {
