@@ -98,6 +98,9 @@ public struct RolloutContext: Hashable, Sendable {
     public var budget: AttestationBudget
     public var attestationRateShare: Double
     public var timeSource: TelemetryTimeSource
+    /// Whether a rollout is running (or killed) since a start; false at 0% before any start or after a rollback
+    /// to a version that exposed nobody, where "no telemetry since the start" means nothing.
+    public var started = true
 
     public init(
         currentMicroPercent: Int64, newestTemplateVersion: Int64? = nil, guardrailsEnabled: Bool = false,
@@ -190,7 +193,7 @@ extension TelemetrySnapshot {
                     evidence: FindingEvidence(
                         test: "data: telemetry received", statistic: "no events", threshold: "at least one event",
                         wouldChange: "telemetry arriving: rollout ingest, serve's /v1/events, or a simulation")))
-        } else if !hasTelemetry {
+        } else if !hasTelemetry && context.started {
             findings.append(Finding(.hold, .data, "no telemetry since the rollout started at \(since.iso8601)"))
         } else if let age = dataAge, age > context.staleAfter {
             findings.append(

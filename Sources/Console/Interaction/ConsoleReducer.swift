@@ -142,24 +142,62 @@ extension ConsoleState {
         }
     }
 
-    /// Logs a verdict change once, stamped when it arrived, and raises the alert when the verdict rises to HOLD or
-    /// HALT (also while the display is frozen: an alarm must not wait for `f`).
+    /// Escalation without flapping: the alert level (what the log, the bell and the flash follow) rises at once and
+    /// falls only after the verdict has stayed lower for `holdDown` of wall time; a rise to HOLD or HALT rings the
+    /// bell and flashes the header once; a new kind of reason (its topic) at the same level is logged and flashed
+    /// once per episode. Each log line is stamped when it was seen; also while the display is frozen (an alarm must
+    /// not wait for `f`).
     private mutating func noteVerdict(_ m: ConsoleModel) -> [ConsoleEffect] {
         let level = m.crash.verdict
-        defer { lastVerdict = level }
-        guard level != lastVerdict else { return [] }
+        let topic = m.crash.findings.first { $0.level == level }?.topic
+        lastVerdict = level
         let stamp = now ?? m.header.dataAsOf ?? Instant(microseconds: 0)
-        if lastVerdict != nil || level > .ok {
-            let topic = m.crash.findings.first { $0.level == level }.map { " " + $0.topic.rawValue } ?? ""
+        let wall = wallNow ?? stamp
+        func log() {
             verdictLog.append(
                 NotableEvent(
                     at: stamp, severity: level >= .hold ? .critical : level == .watch ? .warning : .info,
-                    text: level.description + topic + ": " + (m.crash.reasons.first ?? ""), level: level))
+                    text: level.description + (topic.map { " " + $0.rawValue } ?? "") + ": " + (m.crash.reasons.first ?? ""),
+                    level: level))
             if verdictLog.count > 100 { verdictLog.removeFirst(verdictLog.count - 100) }
         }
-        guard let previous = lastVerdict, level >= .hold, level > previous else { return [] }
-        alertAt = wallNow ?? stamp
-        return configuration.bell ? [.bell] : []
+        func enter() {
+            alertLevel = level
+            alertTopics = topic.map { [$0] } ?? []
+            fallingSince = nil
+        }
+        guard let logged = alertLevel else {
+            // Opening the console is not a change: a level above OK is logged, nothing rings.
+            enter()
+            if level > .ok { log() }
+            return []
+        }
+        if level > logged {
+            enter()
+            log()
+            guard level >= .hold else { return [] }
+            alertAt = wall
+            return configuration.bell ? [.bell] : []
+        }
+        if level == logged {
+            fallingSince = nil
+            if let topic, !alertTopics.contains(topic) {
+                alertTopics.insert(topic)
+                log()
+                if level >= .hold { alertAt = wall }
+            }
+            return []
+        }
+        // Lower: only once it has stayed lower for the hold-down.
+        guard let since = fallingSince else {
+            fallingSince = wall
+            return []
+        }
+        if configuration.holdDown <= wall - since {
+            enter()
+            log()
+        }
+        return []
     }
 
     /// While a confirm (or reason) dialog is open and the store moves under it (a colleague's publish, a kill) or

@@ -23,14 +23,20 @@ public struct ConsoleState: Hashable, Sendable {
         public var bell: Bool
         /// How long the header flashes after the verdict rises to HOLD or HALT.
         public var flashFor: Instant.Duration
+        /// How long (wall time) a lower verdict must last before the alert level falls to it: a level rises at once
+        /// and falls only after this, so a verdict that wavers around a threshold neither floods the log nor rings
+        /// again at each return.
+        public var holdDown: Instant.Duration
 
         public init(
             steps: [MicroPercent] = [100_000, 500_000, 1_000_000, 2_000_000, 5_000_000, 10_000_000].map { MicroPercent($0) },
             initialStep: Int = 2,
             staleAfter: Instant.Duration = .milliseconds(5_000), utcOffsetSeconds: Int = 0,
             themeNames: [String] = ["default"],
-            initialTheme: Int = 0, bell: Bool = true, flashFor: Instant.Duration = .milliseconds(6_000)
+            initialTheme: Int = 0, bell: Bool = true, flashFor: Instant.Duration = .milliseconds(6_000),
+            holdDown: Instant.Duration = .seconds(Int64(30))
         ) {
+            self.holdDown = holdDown
             self.bell = bell
             self.flashFor = flashFor
             self.steps = steps.isEmpty ? [PercentText.point] : steps
@@ -88,8 +94,15 @@ public struct ConsoleState: Hashable, Sendable {
     public internal(set) var screenSize: Size
     /// Verdict changes as they were seen, oldest first, each stamped once when it arrived (its time never moves).
     public internal(set) var verdictLog: [NotableEvent]
-    /// The level of the newest snapshot, to see changes.
+    /// The level of the newest snapshot.
     public internal(set) var lastVerdict: VerdictLevel?
+    /// The level the log, the bell and the flash follow: it rises with the verdict at once and falls only after
+    /// `holdDown` (nil before the first snapshot).
+    public internal(set) var alertLevel: VerdictLevel?
+    /// The reasons' topics logged at the alert level since it was entered (each new one is logged once).
+    var alertTopics: Set<Finding.Topic> = []
+    /// When (wall time) the verdict went below the alert level, while it stays below.
+    var fallingSince: Instant?
     /// When the verdict last rose to HOLD or HALT, on wall time (`wallNow`): the header flashes for `flashFor` after
     /// it, also in a demo whose ticks run on a simulation's faster time.
     public internal(set) var alertAt: Instant?

@@ -1,0 +1,97 @@
+import Foundation
+import Testing
+import TestSupport
+
+/// Issue 35 in a real terminal, through `rollout demo`: nothing flaps after a rollback to 0% (item 2), and a
+/// healthy rollout left at 100% does not reach a false HALT (item 11).
+@Suite("demo: escalation without flapping, no false HALT at 100%", .serialized)
+struct ConsoleEscalationTests {
+    typealias Fixture = ConsoleEndToEndTests.Fixture
+
+    /// Watches the screen for `seconds` of wall time (polling, not sleeping), failing at once if `forbidden`
+    /// shows; returns the last screen.
+    static func watch(_ session: TerminalSession, seconds: TimeInterval, never forbidden: String) throws -> String {
+        let deadline = Date(timeIntervalSinceNow: seconds)
+        var screen = try session.screen()
+        while Date() < deadline {
+            screen = try session.screen()
+            if screen.contains(forbidden) { return screen }
+            usleep(50_000)
+        }
+        return screen
+    }
+
+    /// The demo's simulated time of day in the header, in seconds since midnight.
+    static func simulatedSeconds(_ screen: String) -> Int? {
+        guard let t = DemoControlsTests.simulatedTime(screen) else { return nil }
+        let parts = t.split(separator: ":").compactMap { Int($0) }
+        guard parts.count == 3 else { return nil }
+        return parts[0] * 3600 + parts[1] * 60 + parts[2]
+    }
+
+    /// Item 2: after `=` `0` at speed 60 the rollout is not started; the figures counted from "now", which moved
+    /// with each refresh, so the verdict said `HOLD data: no telemetry since the rollout started at …` whenever a
+    /// simulated minute began and OK once its first event arrived: 26 log lines and bells in 30 s.
+    @Test func aRollbackToZeroAtSpeed60DoesNotFlap() throws {
+        let f = try Fixture(initialized: false)
+        let command = [
+            f.binary, "demo", "--store", f.store, "--operator", "ana@example.com", "--scenario", "busy", "--devices",
+            "3000", "--speed", "60",
+        ]
+        let session = try TerminalSession(command, width: 120, height: 40)
+        defer { session.close() }
+        try session.waitUntil("the first telemetry", timeout: 90) { !$0.contains("✓ 0 success") && $0.contains(" ● ") }
+        try session.press("=")
+        try session.waitFor("Set the percentage")
+        try session.type("0")
+        try session.press("Enter")
+        try session.waitFor("Confirm", timeout: 30)
+        try session.press("y")
+        try session.waitFor("Published v", timeout: 30)
+        // 25 s of wall time are 25 simulated minutes: the old console logged a HOLD at each of them.
+        let screen = try Self.watch(session, seconds: 25, never: "no telemetry since the rollout started")
+        #expect(!screen.contains("no telemetry since the rollout started"), "\(screen)")
+        let holds = screen.split(separator: "\n").filter { $0.contains("‖ HOLD data") }
+        #expect(holds.count <= 1, "\(screen)")
+        try session.press("q")
+        #expect(try session.exitStatus(timeout: 30) == 0)
+    }
+
+    /// Item 11: the busy scenario (2% of sessions crash in both groups) taken to 100% once OK. The control group
+    /// drains away; the old SPRT weighed each later crash at an earlier exposed share and reached HALT about an
+    /// hour of simulated time later. Now the verdict compares against the control's rate before it left: OK.
+    @Test func aHealthyRolloutAtFullStaysOkForTwoSimulatedHours() throws {
+        let f = try Fixture(initialized: false)
+        let command = [
+            f.binary, "demo", "--store", f.store, "--operator", "ana@example.com", "--scenario", "busy", "--devices",
+            "6000", "--speed", "600",
+        ]
+        let session = try TerminalSession(command, width: 120, height: 40)
+        defer { session.close() }
+        try session.waitUntil("an OK verdict", timeout: 240) { $0.contains("✓ OK  no ") }
+        try session.press("=")
+        try session.waitFor("Set the percentage")
+        try session.type("100")
+        try session.press("Enter")
+        try session.waitFor("Confirm", timeout: 30)
+        try session.press("y")
+        try session.waitFor("Reason for the increase", timeout: 30)
+        try session.type("full rollout")
+        try session.press("Enter")
+        var screen = try session.waitFor("Published v", timeout: 30)
+        let start = try #require(Self.simulatedSeconds(screen), "\(screen)")
+        // Two simulated hours at 100% (at 600x twelve wall seconds, longer when the machine is busy).
+        screen = try session.waitUntil("two simulated hours at 100%", timeout: 300) {
+            if $0.contains("✗ HALT") { return true }
+            guard let now = Self.simulatedSeconds($0) else { return false }
+            return (now - start + 86_400) % 86_400 >= 7_200
+        }
+        #expect(!screen.contains("✗ HALT"), "\(screen)")
+        screen = try session.waitUntil("the comparison against the control's old rate", timeout: 60) {
+            $0.contains("control group gone since") || $0.contains("✗ HALT")
+        }
+        #expect(screen.contains("✓ OK  control group gone since"), "\(screen)")
+        try session.press("q")
+        #expect(try session.exitStatus(timeout: 30) == 0)
+    }
+}
