@@ -94,6 +94,9 @@ public struct RolloutContext: Hashable, Sendable {
     /// The failure ratio of the exposed group's App Attest attempts in the monitored window above which the
     /// verdict is HOLD whatever the baseline says.
     public var failureCeiling: Double
+    /// The share of the exposed group's App Attest attempts rejected (throttling aside) above which, sustained over
+    /// the last 15 minutes, the verdict is HALT: enforcing App Check would lock those users out.
+    public var rejectionHaltCeiling = 0.5
     /// Apple's guidance; an observed attestation rate at `attestationRateShare` of its per-second figure is HOLD.
     public var budget: AttestationBudget
     public var attestationRateShare: Double
@@ -280,6 +283,30 @@ extension TelemetrySnapshot {
             }
         }
 
+        // Rejected attestations (every class but throttling, which passes) above the HALT ceiling, sustained: the
+        // lower 95% bound over the last 15 minutes and the ratio over the last 5 both above it.
+        let rejection = rejectionWindows
+        if rejection.long.attempts >= 100, rejection.short.attempts >= 20,
+            Self.lowerBound(failures: rejection.long.failures, attempts: rejection.long.attempts) > context.rejectionHaltCeiling,
+            Double(rejection.short.failures) / Double(rejection.short.attempts) > context.rejectionHaltCeiling
+        {
+            let ratio = Double(rejection.long.failures) / Double(rejection.long.attempts)
+            let low = Self.lowerBound(failures: rejection.long.failures, attempts: rejection.long.attempts)
+            findings.append(
+                Finding(
+                    .halt, .failures,
+                    "attestations rejected for \(Words.percent(ratio)) of exposed App Attest attempts (\(groupedCount(rejection.long.failures)) "
+                        + "of \(groupedCount(rejection.long.attempts)) in the last \(rejection.long.minutes) min, at least \(Words.percent(low)) at 95%), "
+                        + "above the HALT ceiling \(Words.percent(context.rejectionHaltCeiling, digits: 0)): enforcing App Check would lock these users out",
+                    evidence: FindingEvidence(
+                        test: "rejected App Attest attempts of exposed users (throttling aside) against the HALT ceiling",
+                        statistic: "\(Words.percent(ratio)) over \(rejection.long.minutes) min (95% lower bound \(Words.percent(low))); "
+                            + "\(Words.percent(Double(rejection.short.failures) / Double(rejection.short.attempts))) over the last \(rejection.short.minutes) min",
+                        threshold: "HALT when both are above \(Words.percent(context.rejectionHaltCeiling, digits: 0)) (failures.halt-ceiling-percent)",
+                        samples: "\(groupedCount(rejection.long.failures)) rejected of \(groupedCount(rejection.long.attempts)) attempts",
+                        wouldChange: "attestations accepted again (a fixed build, the right team ID), or a lower percentage")))
+        }
+
         // Failures, each class against its own frozen baseline.
         for m in failureMonitors where m.alarmed {
             let what =
@@ -287,8 +314,14 @@ extension TelemetrySnapshot {
                 + "(\(groupedCount(m.failures)) of \(groupedCount(m.attempts)) in the last \(Words.duration(failureWindow))) vs baseline "
                 + "\(Words.percent(m.baseline ?? 0)) (\(m.baselineSource.words); CUSUM \(Words.fixed(m.cusum!.statistic)) ≥ \(Words.fixed(m.cusum!.threshold)))"
             if m.errorClass == .serverUnavailable {
+                // Throttling passes: pause (HOLD) and say at what pace to go on once it has.
+                let seen = observedAttestationsPerSecond.perSecond
+                let pace = seen > 0 ? min(seen / 2, context.budget.perSecond) : context.budget.perSecond
+                let wait =
+                    "; wait until it falls back to the baseline, then keep new attestations under \(Words.fixed(pace, digits: 1))/s"
+                    + (seen > 0 ? " (half the \(Words.fixed(seen, digits: 1))/s Apple throttled at)" : " (Apple's guidance)")
                 findings.append(
-                    Finding(.hold, .failures, "Apple is throttling attestations: \(what)", evidence: cusumEvidence(m)))
+                    Finding(.hold, .failures, "Apple is throttling attestations: \(what)" + wait, evidence: cusumEvidence(m)))
             } else {
                 findings.append(Finding(.hold, .failures, what, evidence: cusumEvidence(m)))
             }
@@ -406,6 +439,36 @@ extension TelemetrySnapshot {
             }
         }
         return (attempts, failures, w.minutes)
+    }
+
+    /// Exposed App Attest attempts and those rejected (every failure class but throttling's serverUnavailable) over
+    /// the last complete 15 and 5 minutes.
+    var rejectionWindows: (long: (attempts: Int64, failures: Int64, minutes: Int), short: (attempts: Int64, failures: Int64, minutes: Int)) {
+        func count(_ minutes: Int) -> (attempts: Int64, failures: Int64, minutes: Int) {
+            guard let w = windows.first(where: { $0.minutes == minutes }) else { return (0, 0, minutes) }
+            var attempts: Int64 = 0
+            var failures: Int64 = 0
+            for (k, v) in w.totals.counts where RolloutWatch.exposedAttestation(k) {
+                if k.kind == .attestationSuccess { attempts += v }
+                if k.kind == .attestationFailure {
+                    attempts += v
+                    if FailureDetail(code: k.detail).errorClass != .serverUnavailable { failures += v }
+                }
+            }
+            return (attempts, failures, minutes)
+        }
+        return (count(15), count(5))
+    }
+
+    /// The one-sided 95% Wilson lower bound of a ratio.
+    static func lowerBound(failures x: Int64, attempts n: Int64) -> Double {
+        guard n > 0 else { return 0 }
+        let z = 1.645
+        let nn = Double(n)
+        let p = Double(x) / nn
+        let centre = p + z * z / (2 * nn)
+        let spread = z * (p * (1 - p) / nn + z * z / (4 * nn * nn)).squareRoot()
+        return max(0, (centre - spread) / (1 + z * z / nn))
     }
 
     /// New exposed installations per second over the last complete 5 minutes (each attests with Apple once).

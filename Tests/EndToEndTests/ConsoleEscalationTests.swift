@@ -94,4 +94,46 @@ struct ConsoleEscalationTests {
         try session.press("q")
         #expect(try session.exitStatus(timeout: 30) == 0)
     }
+
+    /// Item 3: `--scenario bad-build` stayed `HOLD rejected failures at 71.2%` with no bell and no log line. The
+    /// sustained rejections are HALT now: the header flashes, the bell rings, the log has one line for it.
+    @Test func aBadBuildsRejectedAttestationsHaltWithOneBell() throws {
+        let f = try Fixture(initialized: false)
+        let command = [
+            f.binary, "demo", "--store", f.store, "--operator", "ana@example.com", "--scenario", "bad-build", "--devices",
+            "6000", "--speed", "600",
+        ]
+        let session = try TerminalSession(command, width: 120, height: 40)
+        defer { session.close() }
+        let screen = try session.waitUntil("HALT on rejected attestations", timeout: 300) {
+            $0.contains("✗ HALT failures: attestations rejected for")
+        }
+        #expect(try session.bellRang(), "\(screen)")
+        #expect(screen.contains("K kill now"), "\(screen)")
+        let lines = screen.split(separator: "\n").filter { $0.contains("✗ HALT failures:") }
+        #expect(lines.count == 1, "\(screen)")
+        try session.press("q")
+        #expect(try session.exitStatus(timeout: 30) == 0)
+    }
+
+    /// Item 3: throttling changed the reason silently; now it is logged once as a HOLD with the pace to go on at.
+    @Test func throttlingIsOneLoggedHoldWithThePace() throws {
+        let f = try Fixture(initialized: false)
+        let command = [
+            f.binary, "demo", "--store", f.store, "--operator", "ana@example.com", "--scenario", "throttling", "--speed",
+            "600",
+        ]
+        let session = try TerminalSession(command, width: 200, height: 60)
+        defer { session.close() }
+        let screen = try session.waitUntil("the throttling HOLD in the log", timeout: 300) {
+            $0.contains("‖ HOLD failures: Apple is throttling attestations")
+        }
+        let lines = screen.split(separator: "\n").filter { $0.contains("‖ HOLD failures: Apple is throttling") }
+        #expect(lines.count == 1, "\(screen)")
+        try session.press("v")
+        let pane = try session.waitFor("Why: the verdict")
+        #expect(pane.contains("then keep new attestations under"), "\(pane)")
+        try session.press("Escape", "q")
+        #expect(try session.exitStatus(timeout: 30) == 0)
+    }
 }
