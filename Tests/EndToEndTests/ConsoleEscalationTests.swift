@@ -136,4 +136,49 @@ struct ConsoleEscalationTests {
         try session.press("Escape", "q")
         #expect(try session.exitStatus(timeout: 30) == 0)
     }
+
+    /// Item 1: on a store `rollout simulate` writes to, the console's ticks run on simulated time, and a result
+    /// expired within milliseconds (`✓ Published` never showed). Results stay until the next key and stay in the
+    /// log after it.
+    @Test func aResultStaysUntilTheNextKeyAndInTheLog() throws {
+        let f = try Fixture(initialized: false)
+        let simulation = try TerminalSession([
+            f.binary, "simulate", "--scenario", "busy", "--devices", "3000", "--speed", "600", "--duration", "8h",
+            "--store", f.store, "--quiet",
+        ])
+        defer { simulation.close() }
+        let deadline = Date(timeIntervalSinceNow: 60)
+        // The simulation initialises the store: the console opens once it has its first version.
+        while Date() < deadline, try TestSupport.run(f.binary, ["history", "--store", f.store]).status != 0 {
+            usleep(100_000)
+        }
+        let session = try TerminalSession(
+            [f.binary, "console", "--store", f.store, "--operator", "ana@example.com"], width: 120, height: 40)
+        defer { session.close() }
+        try session.waitUntil("the simulation's telemetry", timeout: 90) { !$0.contains("✓ 0 success") && $0.contains(" ● ") }
+        try session.press("=")
+        try session.waitFor("Set the percentage")
+        try session.type("20")
+        try session.press("Enter")
+        try session.waitFor("Confirm", timeout: 30)
+        try session.press("y")
+        var screen = try session.waitFor("Published v", timeout: 30)
+        let count = { (screen: String) in screen.components(separatedBy: "Published v").count - 1 }
+        #expect(count(screen) == 2, "the message and its log line: \(screen)")
+        // Ten seconds of wall time are 100 simulated minutes: the message stays (polled, failing once it goes).
+        let until = Date(timeIntervalSinceNow: 10)
+        while Date() < until {
+            screen = try session.screen()
+            if count(screen) < 2 { break }
+            usleep(100_000)
+        }
+        #expect(count(screen) == 2, "\(screen)")
+        try session.press("?")
+        try session.waitFor("Help")
+        try session.press("Escape")
+        screen = try session.waitUntil("the message gone, its log line kept", timeout: 10) { count($0) == 1 }
+        #expect(screen.contains("· Published v"), "the log line: \(screen)")
+        try session.press("q")
+        #expect(try session.exitStatus(timeout: 30) == 0)
+    }
 }

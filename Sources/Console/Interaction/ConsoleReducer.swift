@@ -21,12 +21,15 @@ extension ConsoleState {
             let messageTime = wallNow ?? instant
             if var n = notice {
                 if let shown = n.shownAt {
-                    if n.lifetime < messageTime - shown { notice = nil }
+                    if let lifetime = n.lifetime, lifetime < messageTime - shown { notice = nil }
                 } else {
                     n.shownAt = messageTime
                     notice = n
                 }
             }
+            return []
+        case .wallClock(let instant):
+            wall = instant
             return []
         case .resize(let size):
             screenSize = size
@@ -236,14 +239,22 @@ extension ConsoleState {
         return false
     }
 
+    /// Shows a message under the panels. A result (success, warning, error) stays until the operator's next key
+    /// and goes into the log as well, stamped when it arrived; an information expires by itself.
     private mutating func say(_ text: String, _ kind: Notice.Kind) {
         notice = Notice(text, kind, shownAt: wallNow)
+        guard kind != .info else { return }
+        let severity: NotableEvent.Severity = kind == .error ? .critical : kind == .warning ? .warning : .info
+        verdictLog.append(NotableEvent(at: now ?? wallNow ?? Instant(microseconds: 0), severity: severity, text: text))
+        if verdictLog.count > 100 { verdictLog.removeFirst(verdictLog.count - 100) }
     }
 
     // MARK: Keys
 
     private mutating func handleKey(_ key: Key) -> [ConsoleEffect] {
         if key == .control("l") { return [.redraw] }
+        // A result stays until the operator's next key (it is in the log too); the key may say something new.
+        if let n = notice, n.lifetime == nil { notice = nil }
         guard let overlay else { return handleMainKey(key) }
         switch overlay {
         case .help(let scroll):

@@ -59,7 +59,7 @@ public struct ConsoleState: Hashable, Sendable {
 
         public var text: String
         public var kind: Kind
-        /// When it appeared (the first tick after it was raised); it expires some seconds later.
+        /// When it appeared (the first tick after it was raised); an information expires some seconds later.
         public var shownAt: Instant?
 
         public init(_ text: String, _ kind: Kind, shownAt: Instant? = nil) {
@@ -68,10 +68,12 @@ public struct ConsoleState: Hashable, Sendable {
             self.shownAt = shownAt
         }
 
-        var lifetime: Instant.Duration {
+        /// How long an information stays; nil for a result (success, warning, error), which stays until the
+        /// operator's next key and is kept in the log.
+        var lifetime: Instant.Duration? {
             switch kind {
-            case .info, .success: .milliseconds(6_000)
-            case .warning, .error: .milliseconds(20_000)
+            case .info: .milliseconds(6_000)
+            case .success, .warning, .error: nil
             }
         }
     }
@@ -92,7 +94,8 @@ public struct ConsoleState: Hashable, Sendable {
     public internal(set) var notice: Notice?
     /// The terminal size, for paging in lists.
     public internal(set) var screenSize: Size
-    /// Verdict changes as they were seen, oldest first, each stamped once when it arrived (its time never moves).
+    /// Verdict changes and the results of the operator's actions as they were seen, oldest first, each stamped once
+    /// when it arrived (its time never moves).
     public internal(set) var verdictLog: [NotableEvent]
     /// The level of the newest snapshot.
     public internal(set) var lastVerdict: VerdictLevel?
@@ -163,7 +166,9 @@ public struct ConsoleState: Hashable, Sendable {
 
     /// Wall time for what is timed for people (messages, the alert's flash): the simulation's wall clock while one
     /// drives the screen (its ticks then run on simulated time), else the latest tick.
-    public var wallNow: Instant? { simulation?.wall ?? now }
+    public var wallNow: Instant? { wall ?? simulation?.wall ?? now }
+    /// The latest wall-clock instant the adapter posted (nil when it posts none: ticks are wall time then).
+    public internal(set) var wall: Instant?
 
     /// The header is flashing: the verdict rose to HOLD or HALT moments ago (wall time). Alternates each whole second.
     public var isFlashing: Bool {
