@@ -114,6 +114,14 @@ public final class RolloutMonitor {
             var context = settings.context(
                 exposedMicroPercent: exposed, newestTemplateVersion: Int64(current.info.number), timeSource: source)
             context.started = start != nil
+            // Staleness on a live simulation is judged against its pace: the simulation lands its data before each
+            // heartbeat, and readers extrapolate its clock from the last heartbeat for up to `heartbeatTimeout` of
+            // wall time at its pace. That extrapolation is not the data's age: at 3600x a machine that stalls for
+            // a second is an hour of simulated time, and the fixed 10 minutes called the data stale with a bell.
+            if case .liveSimulation = source, let pace = timeline.record?.speed, pace > 1 {
+                let lag = Int64(pace * Double(TelemetryTimeline.heartbeatTimeout.microseconds))
+                context.staleAfter = context.staleAfter + Instant.Duration(microseconds: lag)
+            }
             return Status(
                 now: now, wallNow: wall, timeSource: source, current: current, plan: plan, startedAt: start,
                 settings: settings, snapshot: snapshot, assessment: snapshot.assess(context))

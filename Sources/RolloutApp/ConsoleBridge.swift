@@ -320,6 +320,7 @@ enum ConsoleModelBuilder {
         h.dataAsOf = s.newestEvent
         h.readOnly = readOnly
         h.stepUpEnabled = stepUp
+        h.staleAfter = a.context.staleAfter
         if let stale = a.verdict.findings.first(where: { $0.topic == .data && $0.level >= .hold }), s.newestEvent != nil {
             h.staleReason = stale.text
         }

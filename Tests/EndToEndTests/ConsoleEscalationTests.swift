@@ -181,4 +181,22 @@ struct ConsoleEscalationTests {
         try session.press("q")
         #expect(try session.exitStatus(timeout: 30) == 0)
     }
+
+    /// Item 10: at 3600x a busy machine falls behind the speed by seconds of wall time, hours of simulated time;
+    /// the fixed 10-minute limit called the data stale with a bell. Staleness on a live simulation is judged
+    /// against its pace now (a few wall seconds' worth).
+    @Test func aDemoAt3600xOnABusyMachineIsNotCalledStale() throws {
+        let f = try Fixture(initialized: false)
+        let command = [
+            f.binary, "demo", "--store", f.store, "--operator", "ana@example.com", "--scenario", "busy", "--devices",
+            "20000", "--speed", "3600",
+        ]
+        let session = try TerminalSession(command, width: 120, height: 40)
+        defer { session.close() }
+        try session.waitUntil("the first telemetry", timeout: 120) { !$0.contains("✓ 0 success") && $0.contains(" ● ") }
+        let screen = try Self.watch(session, seconds: 25, never: "STALE")
+        #expect(!screen.contains("STALE") && !screen.contains("telemetry is stale"), "\(screen)")
+        try session.press("q")
+        #expect(try session.exitStatus(timeout: 30) == 0)
+    }
 }

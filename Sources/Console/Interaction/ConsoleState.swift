@@ -189,7 +189,7 @@ public struct ConsoleState: Hashable, Sendable {
         guard let model else { return true }
         if sourceProblem != nil || model.header.staleReason != nil { return true }
         guard let age = dataAge else { return model.header.dataAsOf == nil }
-        return configuration.staleAfter < age
+        return (model.header.staleAfter ?? configuration.staleAfter) < age
     }
 }
 

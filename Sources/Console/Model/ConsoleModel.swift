@@ -54,6 +54,9 @@ public struct HeaderInfo: Hashable, Sendable {
     public var readOnly: Bool
     /// Policy demands a second factor (TOTP) for risky changes.
     public var stepUpEnabled: Bool
+    /// The stale limit the assessment judged by (on a live simulation, stretched to its pace), when the data
+    /// source knows it; the console's own limit otherwise.
+    public var staleAfter: Instant.Duration? = nil
 
     public init(
         store: String, project: String, templateVersion: String? = nil, etag: String? = nil, operatorID: String,
