@@ -52,11 +52,19 @@ extension ConsoleState {
                     if case .reason(_, let field, _) = overlay, !field.text.trimmingSpaces.isEmpty {
                         keptReason = field.text
                     }
-                    // Said as what happened: the store moved, or only the verdict did (same version).
+                    // Said as what happened: the store moved (who changed what), or only the verdict did.
                     if let first = old.supersedes ?? (old.baseVersion != preview.baseVersion ? old.baseVersion : nil) {
                         preview.supersedes = first
+                        let seen = Set(old.movedBy.map(\.version))
+                        preview.movedBy = old.movedBy + revision.intervening.filter { !seen.contains($0.version) }.reversed()
                     } else {
                         preview.rejudgedFrom = old.rejudgedFrom ?? old.guardrail.verdict
+                    }
+                    // Typing a reason goes on where it was, with the text as typed, when the re-judged change still
+                    // asks for one; otherwise (now refused, or no longer an increase) the confirm dialog says why.
+                    if case .reason(_, let field, _) = overlay, preview.requiresReason, !preview.guardrail.refuses {
+                        overlay = .reason(preview, field: field, error: nil)
+                        return []
                     }
                     overlay = .confirm(preview, focus: .cancel)
                 default: break
@@ -229,7 +237,9 @@ extension ConsoleState {
         }
         let request = ChangeRequest(id: nextRequestID, operation: operation)
         nextRequestID += 1
-        revision = Revision(request: request, key: key)
+        let base = Int(preview.baseVersion) ?? Int.max
+        revision = Revision(
+            request: request, key: key, intervening: m.changes.filter { (Int($0.version) ?? 0) > base })
         revisedFor = key
         return [.preview(request)]
     }

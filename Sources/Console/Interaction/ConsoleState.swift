@@ -127,6 +127,8 @@ public struct ConsoleState: Hashable, Sendable {
     struct Revision: Hashable, Sendable {
         var request: ChangeRequest
         var key: String
+        /// The changes published after the dialog's base, as the snapshot that asked for the revision listed them.
+        var intervening: [ChangeRecord] = []
     }
     /// The versions `u` has rolled back to in this run of presses (newest first), so that repeated presses walk
     /// further back instead of toggling between the last two.
