@@ -342,3 +342,25 @@ struct LayoutWordTests {
         #expect(text(s).contains("none yet (0%)"))
     }
 }
+
+/// Issue 35, item 6: one clock in the log. In a demo the ticks run on simulated time; verdict lines were stamped
+/// with it while changes carried wall time, so a change made now sat under an OK from simulated tomorrow.
+@Suite("One clock in the log")
+struct LogClockTests {
+    @Test("in a demo, verdict and result lines are stamped on the wall clock, with the date when not today, and the log says so")
+    func wallClockInTheLog() {
+        var s = Fixture.state(Fixture.model())
+        let wall = Fixture.now
+        // The simulation is a day and an hour ahead of the wall clock.
+        _ = s.handle(.simulation(SimulationStatus(speed: "600x", paused: false, wall: wall)))
+        _ = s.handle(.tick(wall + .hours(25)))
+        _ = s.handle(.snapshot(Fixture.model(verdict: .hold, reasons: ["not enough data yet"])))
+        #expect(s.verdictLog.last?.at == wall)
+        let screen = ConsoleScreen.render(s, size: Size(width: 120, height: 40)).lines.joined(separator: "\n")
+        #expect(screen.contains(Format.time(wall) + "  ‖ HOLD crashes: not enough data yet"), "\(screen)")
+        #expect(screen.contains("wall clock · times UTC"), "\(screen)")
+        // A line from another day carries its date.
+        #expect(Format.logTime(wall - .hours(24), today: wall) == String(Format.dateTime(wall - .hours(24)).dropFirst(5)))
+        #expect(Format.logTime(wall, today: wall) == Format.time(wall))
+    }
+}

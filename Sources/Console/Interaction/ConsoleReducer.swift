@@ -162,8 +162,9 @@ extension ConsoleState {
         let level = m.crash.verdict
         let topic = m.crash.findings.first { $0.level == level }?.topic
         lastVerdict = level
-        let stamp = now ?? m.header.dataAsOf ?? Instant(microseconds: 0)
-        let wall = wallNow ?? stamp
+        // Stamped on the wall clock, like the changes beside it in the log (a demo's ticks run on simulated time).
+        let stamp = wallNow ?? m.header.dataAsOf ?? Instant(microseconds: 0)
+        let wall = stamp
         func log() {
             verdictLog.append(
                 NotableEvent(
@@ -255,7 +256,7 @@ extension ConsoleState {
         notice = Notice(text, kind, shownAt: wallNow)
         guard kind != .info else { return }
         let severity: NotableEvent.Severity = kind == .error ? .critical : kind == .warning ? .warning : .info
-        verdictLog.append(NotableEvent(at: now ?? wallNow ?? Instant(microseconds: 0), severity: severity, text: text))
+        verdictLog.append(NotableEvent(at: wallNow ?? Instant(microseconds: 0), severity: severity, text: text))
         if verdictLog.count > 100 { verdictLog.removeFirst(verdictLog.count - 100) }
     }
 

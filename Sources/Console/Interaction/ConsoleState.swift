@@ -169,6 +169,12 @@ public struct ConsoleState: Hashable, Sendable {
     /// Wall time for what is timed for people (messages, the alert's flash): the simulation's wall clock while one
     /// drives the screen (its ticks then run on simulated time), else the latest tick.
     public var wallNow: Instant? { wall ?? simulation?.wall ?? now }
+    /// The ticks run on a simulation's time, not the wall's (a demo, or a store a simulation writes to).
+    public var ticksOffWall: Bool {
+        if simulation != nil { return true }
+        guard let wall, let now else { return false }
+        return abs((now - wall).microseconds) > 60_000_000
+    }
     /// The latest wall-clock instant the adapter posted (nil when it posts none: ticks are wall time then).
     public internal(set) var wall: Instant?
 

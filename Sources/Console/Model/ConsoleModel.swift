@@ -329,6 +329,9 @@ public struct ChangeRecord: Hashable, Sendable {
     public var from: RolloutPosition
     public var to: RolloutPosition
     public var reason: String
+    /// When it was published on the telemetry's time (a simulation's, on its store), where the charts mark it;
+    /// nil: the same as `at` (wall time, which the log shows).
+    public var telemetryAt: Instant? = nil
 
     public init(
         version: String, at: Instant, actor: String, kind: Proposal.Kind?, from: RolloutPosition, to: RolloutPosition,
