@@ -199,4 +199,33 @@ struct ConsoleEscalationTests {
         try session.press("q")
         #expect(try session.exitStatus(timeout: 30) == 0)
     }
+
+    /// Item 8: a colleague's publish while the reason is typed sent the operator back to the confirm dialog with
+    /// Cancel focused and the reason gone, without saying who changed what. The prompt stays, keeps the text, names
+    /// the change, and the reason published is the one typed.
+    @Test func aPublishWhileTypingAReasonKeepsItAndNamesWhoChangedWhat() throws {
+        let f = try Fixture()
+        try #require(f.cli(minutesAgo: 10, "set", "10", "--reason", "start").status == 0)
+        let session = try f.console(width: 120, height: 40)
+        defer { session.close() }
+        try session.waitFor("<= 10", timeout: 30)
+        try session.press("+")
+        try session.waitFor("Confirm: nudge", timeout: 30)
+        try session.press("y")
+        try session.waitFor("Reason for the increase", timeout: 30)
+        try session.type("steady for an hour")
+        try #require(f.cli("set", "20", "--reason", "colleague", operatorID: "cy@example.com").status == 0)
+        var screen = try session.waitFor("by cy@example.com", timeout: 30)
+        #expect(screen.contains("Reason for the increase"), "\(screen)")
+        #expect(screen.contains("steady for an hour"), "\(screen)")
+        #expect(screen.contains("↻ Updated while open: the store moved from v"), "\(screen)")
+        try session.type(", then more")
+        try session.press("Enter")
+        screen = try session.waitFor("Published v", timeout: 30)
+        let history = try f.cli("history", "--limit", "1")
+        #expect(history.stdout.contains("steady for an hour, then more"), "\(history.stdout)")
+        #expect(history.stdout.contains("21%"), "\(history.stdout)")
+        try session.press("q")
+        #expect(try session.exitStatus(timeout: 30) == 0)
+    }
 }
