@@ -54,10 +54,15 @@ public final class SimulationRunner: @unchecked Sendable {
         var factor: Double? = pace(controls?.speed ?? speed, paused: controls?.paused ?? false)
         // The pace readers extrapolate with: the speed, or the slower pace the machine manages (see below).
         var achieved = factor
+        // Until the pace is measured (at the start and after each change of speed) readers extrapolate at the
+        // wall's pace at most: a first step that takes seconds (a large fleet's start) at the speed asked for put
+        // their clocks hours ahead of the data, which looked stale, and then ran backwards.
+        var measured = false
         func record(running: Bool) throws {
             guard let clockStore else { return }
+            let published = measured ? achieved : achieved.map { min($0, 1) }
             let r = SimulationClockRecord(
-                wallStart: wallStart, simulatedStart: simulatedStart, speed: achieved, wallUpdated: wall.now(),
+                wallStart: wallStart, simulatedStart: simulatedStart, speed: published, wallUpdated: wall.now(),
                 simulatedAtUpdate: simulation.now, running: running)
             try clockStore.publishSimulationClock(r)
         }
@@ -77,6 +82,7 @@ public final class SimulationRunner: @unchecked Sendable {
                     simulatedStart = simulation.now
                     factor = pace(controls!.speed, paused: controls!.paused)
                     achieved = factor
+                    measured = false
                     control.achieved = achieved
                     paceMark = (wallStart, simulatedStart)
                     try record(running: true)
@@ -95,9 +101,10 @@ public final class SimulationRunner: @unchecked Sendable {
                     // that their clocks do not run ahead of the data (which would make it look stale) when the
                     // machine is slower than the speed.
                     if w - paceMark.wall >= .milliseconds(500) {
-                        let measured = Double((simulation.now - paceMark.simulated).microseconds)
+                        let pace = Double((simulation.now - paceMark.simulated).microseconds)
                             / Double((w - paceMark.wall).microseconds)
-                        achieved = measured >= factor * 0.98 ? factor : measured
+                        achieved = pace >= factor * 0.98 ? factor : pace
+                        measured = true
                         control?.achieved = achieved
                         paceMark = (w, simulation.now)
                     }

@@ -101,13 +101,27 @@ public final class RolloutMonitor {
             }
             let current = try config.current()
             let plan = try? RolloutPlan.locate(in: current.template, names: names)
-            let start = try hypothesis?.since ?? startedAt(current: current, timeline: timeline)
+            let start = try hypothesis?.since ?? startedAt(current: current, timeline: timeline, now: now)
             let settings = try guardrails.guardrailSettings()
-            let snapshot = try telemetry.snapshot(settings.watchConfiguration(since: start ?? now), now: now)
+            // Without a running rollout the figures count from the current version (when it stopped, or the store
+            // began): a fixed instant per version. "Now" moved with every refresh, so each one folded again, and
+            // whether the minute in progress had events yet decided the verdict (issue 35: HOLD and OK in turns,
+            // every simulated minute, after a rollback to 0%).
+            let since = start ?? idleSince(current: current, timeline: timeline, now: now)
+            let snapshot = try telemetry.snapshot(settings.watchConfiguration(since: since), now: now)
             let exposed =
                 hypothesis?.exposed?.value ?? plan.flatMap { $0.state == .rolling ? $0.percentage.value : nil } ?? 0
-            let context = settings.context(
+            var context = settings.context(
                 exposedMicroPercent: exposed, newestTemplateVersion: Int64(current.info.number), timeSource: source)
+            context.started = start != nil
+            // Staleness on a live simulation is judged against its pace: the simulation lands its data before each
+            // heartbeat, and readers extrapolate its clock from the last heartbeat for up to `heartbeatTimeout` of
+            // wall time at its pace. That extrapolation is not the data's age: at 3600x a machine that stalls for
+            // a second is an hour of simulated time, and the fixed 10 minutes called the data stale with a bell.
+            if case .liveSimulation = source, let pace = timeline.record?.speed, pace > 1 {
+                let lag = Int64(pace * Double(TelemetryTimeline.heartbeatTimeout.microseconds))
+                context.staleAfter = context.staleAfter + Instant.Duration(microseconds: lag)
+            }
             return Status(
                 now: now, wallNow: wall, timeSource: source, current: current, plan: plan, startedAt: start,
                 settings: settings, snapshot: snapshot, assessment: snapshot.assess(context))
@@ -159,7 +173,18 @@ public final class RolloutMonitor {
         }
     }
 
-    private func startedAt(current: StoredTemplate, timeline: TelemetryTimeline) throws -> Instant? {
+    /// The instant a rollout that is not running counts its figures from: its version's publish time on telemetry
+    /// time, computed once per version.
+    private var idleCache: (version: Int, since: Instant)?
+
+    private func idleSince(current: StoredTemplate, timeline: TelemetryTimeline, now: Instant) -> Instant {
+        if let idleCache, idleCache.version == current.info.number { return idleCache.since }
+        let since = min(timeline.telemetryTime(ofWall: current.info.updateTime), now)
+        idleCache = (current.info.number, since)
+        return since
+    }
+
+    private func startedAt(current: StoredTemplate, timeline: TelemetryTimeline, now: Instant) throws -> Instant? {
         if let cached = startCache, cached.version == current.info.number { return cached.start }
         if startCache == nil { startCache = try loadPersistedStart() }
         if let cached = startCache, cached.version == current.info.number { return cached.start }
@@ -181,8 +206,11 @@ public final class RolloutMonitor {
                 }
                 let template = info.number == current.info.number ? current.template : try config.version(info.number).template
                 guard let plan = try? RolloutPlan.locate(in: template, names: names), plan.state != .notStarted else { break scan }
-                // Versions carry wall time; telemetry of a simulation carries simulated time.
-                start = timeline.telemetryTime(ofWall: info.updateTime)
+                // Versions carry wall time; telemetry of a simulation carries simulated time. The timeline
+                // interpolates a simulation's past at its average pace, which puts a version published after a
+                // slow stretch (the fleet's start-up) seconds ahead of the simulated instant it was published at:
+                // a start in the future. Never later than now.
+                start = min(timeline.telemetryTime(ofWall: info.updateTime), now)
             }
             before = page.last!.number
         }

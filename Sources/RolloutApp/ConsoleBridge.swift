@@ -79,7 +79,10 @@ public final class StoreConsoleSource: ConsoleDataSource, @unchecked Sendable {
                 }
             }
             let stepUp = try stepUp.enforcement().enforced
-            let changes = try positions.changes(monitor.config, newest: status.current, limit: 12)
+            var changes = try positions.changes(monitor.config, newest: status.current, limit: 12)
+            // The charts mark changes on telemetry time (a simulation's, on its store); the log keeps wall time.
+            let timeline = try monitor.timeline()
+            for i in changes.indices { changes[i].telemetryAt = timeline.telemetryTime(ofWall: changes[i].at) }
             var model = ConsoleModelBuilder.model(
                 status: status, changes: changes, header: .init(store: storeLabel, project: project, operatorID: operatorID),
                 readOnly: readOnly, stepUp: stepUp)
@@ -320,6 +323,7 @@ enum ConsoleModelBuilder {
         h.dataAsOf = s.newestEvent
         h.readOnly = readOnly
         h.stepUpEnabled = stepUp
+        h.staleAfter = a.context.staleAfter
         if let stale = a.verdict.findings.first(where: { $0.topic == .data && $0.level >= .hold }), s.newestEvent != nil {
             h.staleReason = stale.text
         }

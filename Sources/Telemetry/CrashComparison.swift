@@ -105,6 +105,15 @@ public struct CrashComparison: Hashable, Sendable {
     public internal(set) var looks = 0
     /// The exposed share of sessions used for the latest look's crashes (π0).
     public internal(set) var exposedShare: Double?
+    /// The test against the control's rate before it left, frozen at the first look with exposed sessions and no
+    /// control sessions (at 100%), once the control had `minimumBaselineCrashes`; nil before.
+    public internal(set) var baseline: BaselineCrashTest?
+
+    /// Fewer control crashes than this make no baseline (its bound would be too wide to test anything).
+    public static let minimumBaselineCrashes: Int64 = 20
+
+    /// Whether either test has declared harm (both stay declared).
+    public var harmDeclared: Bool { sprt.harmDeclared || (baseline?.harmDeclared ?? false) }
 
     public init(configuration: CrashMonitorConfiguration = CrashMonitorConfiguration()) {
         self.configuration = configuration
@@ -116,12 +125,23 @@ public struct CrashComparison: Hashable, Sendable {
     /// Adds one look that ended at `end`.
     public mutating func observe(_ look: CrashLook, at end: Instant) {
         looks += 1
+        let before = totals
         totals += look
-        // π0 from the look's own sessions; a look without sessions on both sides borrows the cumulative share.
+        // π0 from the look's own sessions. A look with exposed sessions and none in control says nothing about the
+        // allocation (every crash is exposed at π0 = 1; borrowing an earlier share made each one look like harm, a
+        // false HALT at 100%): its crashes go to the baseline test instead. A look with control sessions only says
+        // nothing either. A look without sessions at all (crashes from another source) borrows the cumulative share.
         var share: Double?
         if look.exposedSessions > 0, look.controlSessions > 0 {
             share = Double(look.exposedSessions) / Double(look.exposedSessions + look.controlSessions)
-        } else if totals.exposedSessions > 0, totals.controlSessions > 0 {
+        } else if look.exposedSessions > 0 {
+            if baseline == nil, before.controlCrashes >= Self.minimumBaselineCrashes {
+                baseline = BaselineCrashTest(
+                    harmRatio: configuration.harmRatio, alpha: configuration.alpha, crashes: before.controlCrashes,
+                    sessions: before.controlSessions, at: end)
+            }
+            baseline?.observe(sessions: look.exposedSessions, crashes: look.exposedCrashes, at: end)
+        } else if look.controlSessions == 0, totals.exposedSessions > 0, totals.controlSessions > 0 {
             share = Double(totals.exposedSessions) / Double(totals.exposedSessions + totals.controlSessions)
         }
         if let share {

@@ -63,6 +63,23 @@ extension TelemetrySnapshot {
             detectableEffect: detectableText(power), wouldChange: change)
     }
 
+    func baselineEvidence(_ b: BaselineCrashTest) -> FindingEvidence {
+        FindingEvidence(
+            test:
+                "SPRT on fatal crashes per exposed session against the control's rate before it left (harm "
+                + "\(Words.fixed(b.harmRatio))×, α \(Words.fixed(b.alpha)) with the baseline's bound)",
+            statistic:
+                "Λ = \(Words.fixed(b.logLikelihoodRatio)) (\(groupedCount(b.exposedCrashes)) crashes in \(groupedCount(b.exposedSessions)) exposed sessions since \(b.frozenAt.iso8601))",
+            threshold:
+                "harm at Λ ≥ \(Words.fixed(b.harmBound)) against the control's rate at most \(Words.perMille(b.baselineUpperRate)) per 1,000 (its \(Words.percent(1 - b.alpha / 2, digits: 1)) upper bound)",
+            samples:
+                "control before it left: \(groupedCount(b.baselineCrashes)) crashes in \(groupedCount(b.baselineSessions)) sessions",
+            wouldChange:
+                b.harmDeclared
+                ? "harm once declared stays declared: lower the percentage or kill"
+                : "HALT at Λ ≥ \(Words.fixed(b.harmBound)) (exposed crashes outpacing the control's old rate)")
+    }
+
     func powerEvidence(_ context: RolloutContext) -> FindingEvidence {
         let power = evidence(context)
         var change = "OK once the smallest detectable increase is at most +\(Words.percent(power.target, digits: 0))"

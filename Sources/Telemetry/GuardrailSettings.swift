@@ -15,6 +15,9 @@ public struct GuardrailSettings: Hashable, Sendable {
     public var detectableEffect = 0.5
     /// HOLD when more than this share of the exposed group's App Attest attempts fail (monitored window).
     public var failureCeiling = 0.2
+    /// HALT when more than this share of the exposed group's App Attest attempts is rejected (throttling aside),
+    /// sustained over 15 minutes: enforcing App Check would lock those users out.
+    public var rejectionHaltCeiling = 0.5
     /// Fixed failure baselines per error class (replacing the frozen first window).
     public var failureBaseline: [ErrorClassBucket: Double] = [:]
     /// App Check may be ENFORCED only after the verdict has been OK at 100% for this long (default one day).
@@ -29,10 +32,12 @@ public struct GuardrailSettings: Hashable, Sendable {
     public func context(
         exposedMicroPercent: Int64, newestTemplateVersion: Int64?, timeSource: TelemetryTimeSource
     ) -> RolloutContext {
-        RolloutContext(
+        var context = RolloutContext(
             currentMicroPercent: exposedMicroPercent, newestTemplateVersion: newestTemplateVersion,
             guardrailsEnabled: armedByHand, staleAfter: staleAfter, detectableEffect: detectableEffect,
             failureCeiling: failureCeiling, budget: budget, timeSource: timeSource)
+        context.rejectionHaltCeiling = rejectionHaltCeiling
+        return context
     }
 
     /// The watch configuration these settings give for a rollout that started at `since`.
@@ -53,6 +58,7 @@ public struct GuardrailSettings: Hashable, Sendable {
             ("telemetry.stale-after-minutes", String(staleAfter.microseconds / 60_000_000)),
             ("crash.detectable-effect-percent", GuardrailSettings.number(detectableEffect * 100)),
             ("failures.ceiling-percent", GuardrailSettings.number(failureCeiling * 100)),
+            ("failures.halt-ceiling-percent", GuardrailSettings.number(rejectionHaltCeiling * 100)),
             ("enforcement.ok-for-minutes", String(enforceAfter.microseconds / 60_000_000)),
         ]
             + ErrorClassBucket.allCases.map {
@@ -72,6 +78,8 @@ public struct GuardrailSettings: Hashable, Sendable {
         case "telemetry.stale-after-minutes": "older telemetry holds increases (HOLD)"
         case "crash.detectable-effect-percent": "the crash-rate increase the test is sized to detect"
         case "failures.ceiling-percent": "failed App Attest attempts of exposed users above this share: HOLD"
+        case "failures.halt-ceiling-percent":
+            "rejected App Attest attempts of exposed users (throttling aside) above this share for 15 min: HALT"
         case "enforcement.ok-for-minutes": "App Check ENFORCED only after an OK verdict at 100% this long"
         default: key.hasPrefix("failures.baseline-percent.") ? "the failure rate expected before the rollout (frozen: learned)" : ""
         }
@@ -112,6 +120,10 @@ public struct GuardrailSettings: Hashable, Sendable {
             let v = try positive()
             guard v < 100 else { throw GuardrailSettingError("\(key) takes a percentage below 100, not '\(value)'") }
             failureCeiling = v / 100
+        case "failures.halt-ceiling-percent":
+            let v = try positive()
+            guard v <= 100 else { throw GuardrailSettingError("\(key) takes a percentage up to 100, not '\(value)'") }
+            rejectionHaltCeiling = v / 100
         case "enforcement.ok-for-minutes":
             guard let m = Int64(value), m >= 0, m <= 30 * 24 * 60 else {
                 throw GuardrailSettingError("\(key) takes whole minutes from 0 to 43200, not '\(value)'")

@@ -95,7 +95,7 @@ public struct RolloutFold: Sendable {
 
     // MARK: Encoding
 
-    static let magic: [UInt8] = Array("rollout-fold-1\n".utf8)
+    static let magic: [UInt8] = Array("rollout-fold-2\n".utf8)
 
     /// The canonical bytes of this fold.
     public func encoded() -> [UInt8] {
@@ -158,6 +158,19 @@ public struct RolloutFold: Sendable {
             t.exposedSessions, t.controlSessions, t.exposedCrashes, t.controlCrashes, t.exposedUsers, t.controlUsers,
             t.exposedCrashedUsers, t.controlCrashedUsers,
         ] { w.int(v) }
+        w.flag(crash.baseline != nil)
+        if let b = crash.baseline {
+            w.double(b.harmRatio)
+            w.double(b.alpha)
+            w.int(b.baselineCrashes)
+            w.int(b.baselineSessions)
+            w.double(b.baselineUpperRate)
+            w.int(b.frozenAt.microseconds)
+            w.double(b.logLikelihoodRatio)
+            w.int(b.exposedSessions)
+            w.int(b.exposedCrashes)
+            w.instant(b.harmDeclaredAt)
+        }
         w.int(Int64(crash.looks))
         w.optionalDouble(crash.exposedShare)
         return w.bytes
@@ -242,6 +255,25 @@ public struct RolloutFold: Sendable {
         t.exposedCrashedUsers = try r.int()
         t.controlCrashedUsers = try r.int()
         comparison.totals = t
+        if try r.flag() {
+            let harmRatio = try r.double()
+            let alpha = try r.double()
+            let crashes = try r.int()
+            let sessions = try r.int()
+            let upper = try r.double()
+            let frozenAt = Instant(microseconds: try r.int())
+            guard harmRatio > 1, alpha > 0, alpha < 1, sessions > 0, crashes >= 0, upper > 0, harmRatio * upper < 1 else {
+                throw r.failure()
+            }
+            var b = BaselineCrashTest(
+                harmRatio: harmRatio, alpha: alpha, baselineCrashes: crashes, baselineSessions: sessions,
+                baselineUpperRate: upper, frozenAt: frozenAt)
+            b.logLikelihoodRatio = try r.double()
+            b.exposedSessions = try r.int()
+            b.exposedCrashes = try r.int()
+            b.harmDeclaredAt = try r.instant()
+            comparison.baseline = b
+        }
         comparison.looks = Int(try r.int())
         comparison.exposedShare = try r.optionalDouble()
         watch.crash = comparison

@@ -202,3 +202,89 @@ public enum DetectableEffect {
         return hi
     }
 }
+
+/// The crash test once the control group is gone (at 100% nobody is left in control): the exposed group's fatal
+/// crashes per session against the control group's rate as it was before it left, with that rate's uncertainty
+/// carried in.
+///
+/// The control's x crashes in n sessions give p⁺, the one-sided upper confidence bound of its rate (Wilson, level
+/// 1 − α/2). An SPRT at level α/2 then weighs each exposed session: Λ += y·ln r + (1 − y)·ln((1 − r·p⁺)/(1 − p⁺)).
+/// When exposed users crash no more than control did (rate p ≤ control's true rate), and that rate is at most p⁺
+/// (probability ≥ 1 − α/2), exp Λ is a nonnegative supermartingale (each step's mean is p·r + (1 − p)(1 − r·p⁺)/
+/// (1 − p⁺) ≤ 1 for p ≤ p⁺), so by Ville's inequality Λ ever reaching ln(2/α) has probability ≤ α/2: a false
+/// alarm at most α in all, however long the rollout stays at 100%. A real r× regression moves the exposed rate
+/// well above p⁺ (the baseline's bound is a few percent above its estimate for a control of thousands of
+/// sessions), so Λ climbs.
+public struct BaselineCrashTest: Hashable, Sendable {
+    public let harmRatio: Double
+    /// The whole test's false-alarm level: α/2 for the baseline's bound, α/2 for the SPRT.
+    public let alpha: Double
+    /// The control group's fatal crashes and sessions the baseline was frozen from.
+    public let baselineCrashes: Int64
+    public let baselineSessions: Int64
+    /// The upper bound of the control's rate: the rate tested as "no harm".
+    public let baselineUpperRate: Double
+    /// When the baseline froze (the end of the first look without control sessions).
+    public let frozenAt: Instant
+    public internal(set) var logLikelihoodRatio = 0.0
+    /// Exposed sessions and fatal crashes weighed since the baseline froze.
+    public internal(set) var exposedSessions: Int64 = 0
+    public internal(set) var exposedCrashes: Int64 = 0
+    public internal(set) var harmDeclaredAt: Instant?
+
+    /// A test against the control's `crashes` in `sessions`, or nil when that rate cannot be tested against
+    /// (no sessions, or its upper bound times `harmRatio` is not a rate).
+    public init?(harmRatio: Double, alpha: Double, crashes: Int64, sessions: Int64, at time: Instant) {
+        guard sessions > 0, crashes >= 0, harmRatio > 1, alpha > 0, alpha < 1 else { return nil }
+        let upper = Self.upperBound(crashes: min(crashes, sessions), sessions: sessions, level: 1 - alpha / 2)
+        guard upper > 0, harmRatio * upper < 1 else { return nil }
+        self.harmRatio = harmRatio
+        self.alpha = alpha
+        baselineCrashes = crashes
+        baselineSessions = sessions
+        baselineUpperRate = upper
+        frozenAt = time
+    }
+
+    /// Restores a test as stored (a persisted fold).
+    init(
+        harmRatio: Double, alpha: Double, baselineCrashes: Int64, baselineSessions: Int64, baselineUpperRate: Double,
+        frozenAt: Instant
+    ) {
+        self.harmRatio = harmRatio
+        self.alpha = alpha
+        self.baselineCrashes = baselineCrashes
+        self.baselineSessions = baselineSessions
+        self.baselineUpperRate = baselineUpperRate
+        self.frozenAt = frozenAt
+    }
+
+    /// The control's estimated rate (x / n).
+    public var baselineRate: Double { Double(baselineCrashes) / Double(baselineSessions) }
+    /// ln(2/α): harm at or above.
+    public var harmBound: Double { log(2 / alpha) }
+    public var harmDeclared: Bool { harmDeclaredAt != nil }
+    /// The exposed rate since the baseline froze (nil before any session).
+    public var exposedRate: Double? { exposedSessions > 0 ? Double(exposedCrashes) / Double(exposedSessions) : nil }
+
+    /// Adds one look's exposed sessions and fatal crashes.
+    public mutating func observe(sessions n: Int64, crashes x: Int64, at time: Instant) {
+        guard n > 0 else { return }
+        let y = min(max(0, x), n)
+        let p = baselineUpperRate
+        logLikelihoodRatio += Double(y) * log(harmRatio) + Double(n - y) * log((1 - harmRatio * p) / (1 - p))
+        exposedSessions += n
+        exposedCrashes += y
+        if harmDeclaredAt == nil, logLikelihoodRatio >= harmBound { harmDeclaredAt = time }
+    }
+
+    /// The one-sided Wilson upper bound of x / n at confidence `level`.
+    static func upperBound(crashes x: Int64, sessions n: Int64, level: Double) -> Double {
+        let z = StandardNormal.quantile(level)
+        let nn = Double(n)
+        let p = Double(x) / nn
+        let centre = p + z * z / (2 * nn)
+        let spread = z * (p * (1 - p) / nn + z * z / (4 * nn * nn)).squareRoot()
+        return min(1, (centre + spread) / (1 + z * z / nn))
+    }
+}

@@ -94,10 +94,16 @@ public struct RolloutContext: Hashable, Sendable {
     /// The failure ratio of the exposed group's App Attest attempts in the monitored window above which the
     /// verdict is HOLD whatever the baseline says.
     public var failureCeiling: Double
+    /// The share of the exposed group's App Attest attempts rejected (throttling aside) above which, sustained over
+    /// the last 15 minutes, the verdict is HALT: enforcing App Check would lock those users out.
+    public var rejectionHaltCeiling = 0.5
     /// Apple's guidance; an observed attestation rate at `attestationRateShare` of its per-second figure is HOLD.
     public var budget: AttestationBudget
     public var attestationRateShare: Double
     public var timeSource: TelemetryTimeSource
+    /// Whether a rollout is running (or killed) since a start; false at 0% before any start or after a rollback
+    /// to a version that exposed nobody, where "no telemetry since the start" means nothing.
+    public var started = true
 
     public init(
         currentMicroPercent: Int64, newestTemplateVersion: Int64? = nil, guardrailsEnabled: Bool = false,
@@ -116,6 +122,9 @@ public struct RolloutContext: Hashable, Sendable {
         self.attestationRateShare = attestationRateShare
         self.timeSource = timeSource
     }
+
+    /// Everybody is exposed (100%): there is no control group.
+    public var isFull: Bool { currentMicroPercent >= 100_000_000 }
 
     /// The share of exposed among exposed + control that the bands imply: 1:1 up to 50%, then N : 100 − N.
     public var expectedExposedShare: Double? {
@@ -187,7 +196,7 @@ extension TelemetrySnapshot {
                     evidence: FindingEvidence(
                         test: "data: telemetry received", statistic: "no events", threshold: "at least one event",
                         wouldChange: "telemetry arriving: rollout ingest, serve's /v1/events, or a simulation")))
-        } else if !hasTelemetry {
+        } else if !hasTelemetry && context.started {
             findings.append(Finding(.hold, .data, "no telemetry since the rollout started at \(since.iso8601)"))
         } else if let age = dataAge, age > context.staleAfter {
             findings.append(
@@ -213,6 +222,26 @@ extension TelemetrySnapshot {
                     "exposed users crash more than control: SPRT Λ = \(Words.fixed(sprt.logLikelihoodRatio)) reached \(Words.fixed(sprt.harmBound)) "
                         + "(testing \(Words.fixed(sprt.harmRatio))× crash rate) at \(sprt.harmDeclaredAt!.iso8601); \(rates)",
                     evidence: sprtEvidence(context)))
+        } else if let baseline = crash.baseline, baseline.harmDeclared {
+            findings.append(
+                Finding(
+                    .halt, .crashes,
+                    "exposed users crash more than the control group did before it left: baseline SPRT Λ = "
+                        + "\(Words.fixed(baseline.logLikelihoodRatio)) reached \(Words.fixed(baseline.harmBound)) (testing "
+                        + "\(Words.fixed(baseline.harmRatio))× the control's rate) at \(baseline.harmDeclaredAt!.iso8601); "
+                        + baselineRates(baseline),
+                    evidence: baselineEvidence(baseline)))
+        } else if rolling && hasTelemetry && c.exposedSessions > 0 && c.controlSessions == 0 && context.isFull {
+            // Stand down, said why: at 100% there is no control group, and none was seen before.
+            findings.append(
+                Finding(
+                    .hold, .crashes,
+                    "no crash comparison: at 100% there is no control group, and no control sessions were seen before "
+                        + "it; exposed crash rates cannot be compared with anything",
+                    evidence: FindingEvidence(
+                        test: "crash comparison: exposed against control sessions",
+                        samples: "\(groupedCount(c.exposedSessions)) exposed vs 0 control sessions",
+                        wouldChange: "a control group: lower the percentage below 100% for a while")))
         } else if rolling && hasTelemetry && (c.exposedSessions == 0 || c.controlSessions == 0) {
             let missing =
                 c.exposedSessions == 0 && c.controlSessions == 0
@@ -241,8 +270,41 @@ extension TelemetrySnapshot {
                 if let mde = crash.smallestDetectableIncrease {
                     text += "; smallest detectable increase +\(Words.percent(mde, digits: 0)) (\(power.usersText))"
                 }
-                findings.append(Finding(.ok, .crashes, text, evidence: sprtEvidence(context)))
+                if let baseline = crash.baseline {
+                    // The control group is gone (100%): the comparison goes on against its rate before it left.
+                    text =
+                        "control group gone since \(baseline.frozenAt.iso8601): no crash signal against its rate before "
+                        + "(baseline SPRT Λ = \(Words.fixed(baseline.logLikelihoodRatio)) of \(Words.fixed(baseline.harmBound))); "
+                        + baselineRates(baseline) + "; before it left: " + text
+                    findings.append(Finding(.ok, .crashes, text, evidence: baselineEvidence(baseline)))
+                } else {
+                    findings.append(Finding(.ok, .crashes, text, evidence: sprtEvidence(context)))
+                }
             }
+        }
+
+        // Rejected attestations (every class but throttling, which passes) above the HALT ceiling, sustained: the
+        // lower 95% bound over the last 15 minutes and the ratio over the last 5 both above it.
+        let rejection = rejectionWindows
+        if rejection.long.attempts >= 100, rejection.short.attempts >= 20,
+            Self.lowerBound(failures: rejection.long.failures, attempts: rejection.long.attempts) > context.rejectionHaltCeiling,
+            Double(rejection.short.failures) / Double(rejection.short.attempts) > context.rejectionHaltCeiling
+        {
+            let ratio = Double(rejection.long.failures) / Double(rejection.long.attempts)
+            let low = Self.lowerBound(failures: rejection.long.failures, attempts: rejection.long.attempts)
+            findings.append(
+                Finding(
+                    .halt, .failures,
+                    "attestations rejected for \(Words.percent(ratio)) of exposed App Attest attempts (\(groupedCount(rejection.long.failures)) "
+                        + "of \(groupedCount(rejection.long.attempts)) in the last \(rejection.long.minutes) min, at least \(Words.percent(low)) at 95%), "
+                        + "above the HALT ceiling \(Words.percent(context.rejectionHaltCeiling, digits: 0)): enforcing App Check would lock these users out",
+                    evidence: FindingEvidence(
+                        test: "rejected App Attest attempts of exposed users (throttling aside) against the HALT ceiling",
+                        statistic: "\(Words.percent(ratio)) over \(rejection.long.minutes) min (95% lower bound \(Words.percent(low))); "
+                            + "\(Words.percent(Double(rejection.short.failures) / Double(rejection.short.attempts))) over the last \(rejection.short.minutes) min",
+                        threshold: "HALT when both are above \(Words.percent(context.rejectionHaltCeiling, digits: 0)) (failures.halt-ceiling-percent)",
+                        samples: "\(groupedCount(rejection.long.failures)) rejected of \(groupedCount(rejection.long.attempts)) attempts",
+                        wouldChange: "attestations accepted again (a fixed build, the right team ID), or a lower percentage")))
         }
 
         // Failures, each class against its own frozen baseline.
@@ -252,8 +314,14 @@ extension TelemetrySnapshot {
                 + "(\(groupedCount(m.failures)) of \(groupedCount(m.attempts)) in the last \(Words.duration(failureWindow))) vs baseline "
                 + "\(Words.percent(m.baseline ?? 0)) (\(m.baselineSource.words); CUSUM \(Words.fixed(m.cusum!.statistic)) ≥ \(Words.fixed(m.cusum!.threshold)))"
             if m.errorClass == .serverUnavailable {
+                // Throttling passes: pause (HOLD) and say at what pace to go on once it has.
+                let seen = observedAttestationsPerSecond.perSecond
+                let pace = seen > 0 ? min(seen / 2, context.budget.perSecond) : context.budget.perSecond
+                let wait =
+                    "; wait until it falls back to the baseline, then keep new attestations under \(Words.fixed(pace, digits: 1))/s"
+                    + (seen > 0 ? " (half the \(Words.fixed(seen, digits: 1))/s Apple throttled at)" : " (Apple's guidance)")
                 findings.append(
-                    Finding(.hold, .failures, "Apple is throttling attestations: \(what)", evidence: cusumEvidence(m)))
+                    Finding(.hold, .failures, "Apple is throttling attestations: \(what)" + wait, evidence: cusumEvidence(m)))
             } else {
                 findings.append(Finding(.hold, .failures, what, evidence: cusumEvidence(m)))
             }
@@ -373,6 +441,36 @@ extension TelemetrySnapshot {
         return (attempts, failures, w.minutes)
     }
 
+    /// Exposed App Attest attempts and those rejected (every failure class but throttling's serverUnavailable) over
+    /// the last complete 15 and 5 minutes.
+    var rejectionWindows: (long: (attempts: Int64, failures: Int64, minutes: Int), short: (attempts: Int64, failures: Int64, minutes: Int)) {
+        func count(_ minutes: Int) -> (attempts: Int64, failures: Int64, minutes: Int) {
+            guard let w = windows.first(where: { $0.minutes == minutes }) else { return (0, 0, minutes) }
+            var attempts: Int64 = 0
+            var failures: Int64 = 0
+            for (k, v) in w.totals.counts where RolloutWatch.exposedAttestation(k) {
+                if k.kind == .attestationSuccess { attempts += v }
+                if k.kind == .attestationFailure {
+                    attempts += v
+                    if FailureDetail(code: k.detail).errorClass != .serverUnavailable { failures += v }
+                }
+            }
+            return (attempts, failures, minutes)
+        }
+        return (count(15), count(5))
+    }
+
+    /// The one-sided 95% Wilson lower bound of a ratio.
+    static func lowerBound(failures x: Int64, attempts n: Int64) -> Double {
+        guard n > 0 else { return 0 }
+        let z = 1.645
+        let nn = Double(n)
+        let p = Double(x) / nn
+        let centre = p + z * z / (2 * nn)
+        let spread = z * (p * (1 - p) / nn + z * z / (4 * nn * nn)).squareRoot()
+        return max(0, (centre - spread) / (1 + z * z / nn))
+    }
+
     /// New exposed installations per second over the last complete 5 minutes (each attests with Apple once).
     public var observedAttestationsPerSecond: (perSecond: Double, count: Int64, minutes: Int) {
         let w = windows.first { $0.minutes == 5 } ?? windows.last
@@ -393,6 +491,13 @@ extension TelemetrySnapshot {
             return (text, name == "sessions" ? "session" : "user", test)
         }
         return nil
+    }
+
+    /// The exposed rate since the control left against the control's before, in fatal crashes per 1,000 sessions.
+    func baselineRates(_ b: BaselineCrashTest) -> String {
+        "fatal crashes per 1,000 sessions: exposed \(Words.perMille(b.exposedRate)) since (\(groupedCount(b.exposedCrashes)) of "
+            + "\(groupedCount(b.exposedSessions)) sessions) vs control \(Words.perMille(b.baselineRate)) before, at most "
+            + "\(Words.perMille(b.baselineUpperRate)) (\(groupedCount(b.baselineCrashes)) of \(groupedCount(b.baselineSessions)) sessions)"
     }
 
     private func crashFreeText() -> String {

@@ -30,6 +30,9 @@ public struct ConsoleOptions: Sendable {
     public var terminal: TerminalScreen.Options
     /// The simulation driving the screen (`rollout demo`): `p`, `>` and `<` act on it, the header shows it.
     public var simulation: (any ConsoleSimulationControl)? = nil
+    /// Wall time for what is timed for people (the alert's flash, the hold-down, the log's results), also when
+    /// ticks run on a simulation's time (a console on a store a simulation writes to).
+    public var wallClock: any Clock = SystemClock()
 
     public init(
         themes: [Theme] = ThemeCatalog.cycle(startingWith: .default), noColor: Bool = false,
@@ -103,6 +106,7 @@ public enum ConsoleApp {
             }
         }
 
+        apply(.wallClock(options.wallClock.now()))
         apply(.tick(options.clock.now()))
         let tickMicroseconds = min(250_000, max(10_000, options.refreshInterval.microseconds))
         while true {
@@ -126,6 +130,7 @@ public enum ConsoleApp {
                 if quit { break }
             }
             if let control = options.simulation { apply(.simulation(control.status())) }
+            apply(.wallClock(options.wallClock.now()))
             apply(.tick(options.clock.now()))
             if quit { return .quit }
             let frame = ConsoleScreen.render(state, size: screen.size)

@@ -72,6 +72,10 @@ struct AlertTests {
         var s = Fixture.state(Fixture.model(verdict: .hold, reasons: ["not enough data yet"]))
         #expect(!s.isFlashing, "opening the console on HOLD is not a change")
         #expect(s.handle(.snapshot(Fixture.model(verdict: .watch, reasons: ["w"]))).isEmpty)
+        // The fall to WATCH takes effect after the hold-down; then a return to HOLD is a rise again.
+        _ = s.handle(.tick(later(31)))
+        #expect(s.handle(.snapshot(Fixture.model(verdict: .watch, reasons: ["w"]))).isEmpty)
+        #expect(s.alertLevel == .watch)
         #expect(s.handle(.snapshot(Fixture.model(verdict: .hold, reasons: ["h"]))) == [.bell])
         #expect(s.handle(.snapshot(Fixture.model(verdict: .halt, reasons: ["x"]))) == [.bell])
 
@@ -80,6 +84,52 @@ struct AlertTests {
         _ = quiet.handle(.snapshot(Fixture.model()))
         #expect(quiet.handle(.snapshot(Fixture.model(verdict: .halt, reasons: ["x"]))).isEmpty)
         #expect(quiet.isFlashing)
+    }
+
+    /// Issue 35, item 2: a verdict wavering between HOLD and OK every second logged 26 lines in 30 s and rang
+    /// each time. The alert level rises at once and falls only after the hold-down.
+    @Test("escalation without flapping: HOLD and OK in turns every second ring once and log one line")
+    func noFlapping() {
+        var s = Fixture.state(Fixture.model())
+        var bells = 0
+        for second in 1...30 as ClosedRange<Int64> {
+            _ = s.handle(.tick(later(second)))
+            let m = second % 2 == 1 ? Fixture.model(verdict: .hold, reasons: ["no telemetry"]) : Fixture.model()
+            bells += s.handle(.snapshot(m)).filter { $0 == .bell }.count
+        }
+        #expect(bells == 1)
+        #expect(s.verdictLog.count == 1, "\(s.verdictLog.map(\.text))")
+        #expect(s.alertLevel == .hold)
+        // Lower for the whole hold-down: the fall is logged once, after it.
+        for second in 31...60 as ClosedRange<Int64> {
+            _ = s.handle(.tick(later(second)))
+            _ = s.handle(.snapshot(Fixture.model()))
+            if second < 59 { #expect(s.alertLevel == .hold, "still within the hold-down at \(second) s") }
+        }
+        _ = s.handle(.tick(later(62)))
+        #expect(s.handle(.snapshot(Fixture.model())).isEmpty)
+        #expect(s.alertLevel == .ok)
+        #expect(s.verdictLog.map(\.level) == [.hold, .ok])
+    }
+
+    @Test("a new kind of reason at the same level is logged and flashed once, without the bell")
+    func newReasonSameLevel() {
+        var s = Fixture.state(Fixture.model())
+        _ = s.handle(.tick(later(1)))
+        var crashes = Fixture.model(verdict: .hold, reasons: ["not enough data yet"])
+        crashes.crash.findings = [Finding(.hold, .crashes, "not enough data yet")]
+        var throttled = Fixture.model(verdict: .hold, reasons: ["Apple is throttling attestations"])
+        throttled.crash.findings = [Finding(.hold, .failures, "Apple is throttling attestations")]
+        #expect(s.handle(.snapshot(crashes)) == [.bell])
+        _ = s.handle(.tick(later(20)))
+        #expect(!s.isFlashing)
+        #expect(s.handle(.snapshot(throttled)).isEmpty, "no second bell at the same level")
+        #expect(s.isFlashing, "but a flash")
+        for t in 21...25 as ClosedRange<Int64> {
+            _ = s.handle(.tick(later(t)))
+            _ = s.handle(.snapshot(t % 2 == 0 ? crashes : throttled))
+        }
+        #expect(s.verdictLog.map(\.text) == ["HOLD crashes: not enough data yet", "HOLD failures: Apple is throttling attestations"])
     }
 
     @Test("at HALT the footer offers K kill now and says whether auto-kill is armed")
@@ -290,5 +340,27 @@ struct LayoutWordTests {
             #expect(!screen.contains("none at 100%"), "\(size)")
         }
         #expect(text(s).contains("none yet (0%)"))
+    }
+}
+
+/// Issue 35, item 6: one clock in the log. In a demo the ticks run on simulated time; verdict lines were stamped
+/// with it while changes carried wall time, so a change made now sat under an OK from simulated tomorrow.
+@Suite("One clock in the log")
+struct LogClockTests {
+    @Test("in a demo, verdict and result lines are stamped on the wall clock, with the date when not today, and the log says so")
+    func wallClockInTheLog() {
+        var s = Fixture.state(Fixture.model())
+        let wall = Fixture.now
+        // The simulation is a day and an hour ahead of the wall clock.
+        _ = s.handle(.simulation(SimulationStatus(speed: "600x", paused: false, wall: wall)))
+        _ = s.handle(.tick(wall + .hours(25)))
+        _ = s.handle(.snapshot(Fixture.model(verdict: .hold, reasons: ["not enough data yet"])))
+        #expect(s.verdictLog.last?.at == wall)
+        let screen = ConsoleScreen.render(s, size: Size(width: 120, height: 40)).lines.joined(separator: "\n")
+        #expect(screen.contains(Format.time(wall) + "  ‖ HOLD crashes: not enough data yet"), "\(screen)")
+        #expect(screen.contains("wall clock · times UTC"), "\(screen)")
+        // A line from another day carries its date.
+        #expect(Format.logTime(wall - .hours(24), today: wall) == String(Format.dateTime(wall - .hours(24)).dropFirst(5)))
+        #expect(Format.logTime(wall, today: wall) == Format.time(wall))
     }
 }

@@ -259,12 +259,51 @@ struct DrillDownTests {
         var fresh = Fixture.preview(for: again)
         fresh.baseVersion = "43"
         _ = s.handle(.previewReady(fresh))
-        press(&s, .character("y"))
-        guard case .reason(_, let field, _)? = s.overlay else {
+        // Issue 35, item 8: typing goes on in the reason prompt, re-judged on v43, with the text as typed (it used
+        // to go back to the confirm dialog with Cancel focused).
+        guard case .reason(let revised, let field, _)? = s.overlay else {
             Issue.record("no reason prompt: \(String(describing: s.overlay))")
             return
         }
         #expect(field.text == "crash-free flat for an hour")
+        #expect(revised.baseVersion == "43" && revised.supersedes == "42")
+        type(&s, " and more")
+        guard case .reason(_, let typed, _)? = s.overlay else { return }
+        #expect(typed.text == "crash-free flat for an hour and more")
+    }
+
+    /// Issue 35, item 8: a colleague's publish while the reason is typed: the prompt stays, keeps the text, and
+    /// says who changed what.
+    @Test("a publish while typing a reason keeps the prompt and the text and names who changed what")
+    func reasonPromptSaysWhoMoved() {
+        var s = Fixture.state(Fixture.model(), size: Size(width: 120, height: 40))
+        guard case .preview(let request)? = press(&s, .character("+")).first else {
+            Issue.record("the key asked for no preview")
+            return
+        }
+        _ = s.handle(.previewReady(Fixture.preview(for: request)))
+        press(&s, .character("y"))
+        type(&s, "steady for an hour")
+        var moved = Fixture.model()
+        moved.header.templateVersion = "43"
+        moved.changes.insert(Fixture.conflictRecord, at: 0)
+        guard case .preview(let again)? = s.handle(.snapshot(moved)).first else {
+            Issue.record("no re-preview")
+            return
+        }
+        var fresh = Fixture.preview(for: again)
+        fresh.baseVersion = "43"
+        _ = s.handle(.previewReady(fresh))
+        guard case .reason(let revised, let field, _)? = s.overlay else {
+            Issue.record("no reason prompt: \(String(describing: s.overlay))")
+            return
+        }
+        #expect(field.text == "steady for an hour")
+        #expect(revised.movedBy.map(\.version) == [Fixture.conflictRecord.version])
+        let text = screen(s)
+        #expect(text.contains("↻ Updated while open: the store moved from v42 to v43"), "\(text)")
+        #expect(text.contains("v43 by \(Fixture.conflictRecord.actor)"), "\(text)")
+        #expect(text.contains("steady for an hour"), "\(text)")
     }
 
     @Test("a dialog prepared on a newer version than the console's snapshot is not revised by that snapshot")

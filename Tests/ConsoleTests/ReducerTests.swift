@@ -547,7 +547,10 @@ struct DataTests {
         #expect(s.isStale)
     }
 
-    @Test("messages expire after their lifetime, errors later than information")
+    /// Issue 35, item 1: on a store a simulation writes to, ticks run on simulated time, and `✗ Refused by
+    /// guardrail, nothing was written` expired 0.15 s after it appeared (`✓ Published` never showed). Information
+    /// still expires; a result stays until the operator's next key, and the log keeps it.
+    @Test("information expires; results stay until the next key and are kept in the log")
     func expiry() {
         var s = ready()
         press(&s, .character("]"))
@@ -557,10 +560,18 @@ struct DataTests {
         #expect(s.notice == nil)
         press(&s, .character("+"))
         _ = s.handle(.previewFailed(requestID: 1, message: "read-only console"))
-        _ = s.handle(.tick(Fixture.now + .milliseconds(20_000)))
-        #expect(s.notice?.kind == .error)
-        _ = s.handle(.tick(Fixture.now + .milliseconds(27_000)))
-        #expect(s.notice == nil)
+        // Ticks on a simulation's time, an hour of it: the result stays.
+        for minute in 1...60 as ClosedRange<Int64> {
+            _ = s.handle(.tick(Fixture.now + .minutes(minute)))
+            #expect(s.notice?.kind == .error)
+        }
+        #expect(s.verdictLog.last?.text == "Cannot nudge +2 points: read-only console", "\(s.verdictLog.map(\.text))")
+        #expect(s.verdictLog.last?.severity == .critical)
+        let screen = ConsoleScreen.render(s, size: Size(width: 120, height: 40)).lines.joined(separator: "\n")
+        #expect(screen.contains("✗ Cannot nudge +2 points: read-only console"), "\(screen)")
+        press(&s, .character("?"))
+        #expect(s.notice == nil, "the next key clears it")
+        #expect(s.verdictLog.last?.text == "Cannot nudge +2 points: read-only console", "the log keeps it")
     }
 }
 

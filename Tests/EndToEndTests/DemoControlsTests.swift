@@ -36,10 +36,12 @@ struct DemoControlsTests {
         #expect(screen.contains("‖ PAUSED sim "), "\(screen)")
         // Paused longer than a heartbeat may be missed (5 s): simulated time stands still and the data is not
         // called stale, because the heartbeat goes on and says the simulation runs at speed 0.
+        // Read from a header that shows the time: the header flashes instead while an alert is new.
+        let header = { (what: String) in try session.waitUntil(what, timeout: 15) { Self.simulatedTime($0) != nil } }
         usleep(1_500_000)
-        let pausedAt = Self.simulatedTime(try session.screen())
+        let pausedAt = Self.simulatedTime(try header("the paused header"))
         usleep(6_000_000)
-        screen = try session.screen()
+        screen = try header("the paused header, later")
         #expect(Self.simulatedTime(screen) == pausedAt, "\(screen)")
         #expect(!screen.contains("STALE") && !screen.contains("stopped answering"), "\(screen)")
 

@@ -95,7 +95,8 @@ final class TeeSink: FleetTelemetrySink {
         var midRun: SimulationClockRecord?
         try runner.run { stats, _ in
             reports += 1
-            if midRun == nil, stats.now < simulation.end {
+            // The latest record before the end: the first ones publish at most 1x until the pace is measured.
+            if stats.now < simulation.end {
                 midRun = try? store.withDatabase { try SimulationClockTable.read(from: $0) }
             }
         }

@@ -74,6 +74,29 @@ struct ScenarioTimeline {
         #expect(last.status.assessment.verdict.findings.contains { $0.topic == .failures && $0.text.hasPrefix("rejected failures at") })
     }
 
+    /// Issue 35, item 3: the bad build's attestations are rejected for most exposed users (wrong team); sustained
+    /// over 15 minutes above the HALT ceiling (50%) that is HALT, since enforcing App Check would lock them out.
+    /// It used to stay HOLD for the whole run. Not before the rejections are sustained, never for the steady fleet.
+    @Test(arguments: [UInt64(1), 2, 3])
+    func badBuildHaltsOnSustainedRejections(seed: UInt64) throws {
+        let looks = try ScenarioTimeline.run("bad-build", devices: 6_000, seed: seed)
+        let isRejectionHalt = { (look: ScenarioTimeline.Look) in
+            look.status.assessment.verdict.findings.contains {
+                $0.level == .halt && $0.text.hasPrefix("attestations rejected for")
+            }
+        }
+        let firstHalt = try #require(looks.firstIndex(where: isRejectionHalt), "never HALT")
+        #expect(looks[firstHalt].status.assessment.verdict.level == .halt)
+        // Sustained: the five minutes before were mostly rejections too (not a single bad minute).
+        let look = looks[firstHalt]
+        let rejected = look.failures.filter { $0.key != .serverUnavailable }.values.reduce(0, +)
+        #expect(Double(rejected) / Double(look.attempts) > 0.5, "\(look.at): \(look.failures) of \(look.attempts)")
+        #expect(looks[firstHalt...].allSatisfy { $0.level == .halt }, "HALT stays while the build's share grows")
+
+        let steady = try ScenarioTimeline.run("steady", devices: 6_000, seed: seed, every: 15)
+        #expect(!steady.contains(where: isRejectionHalt))
+    }
+
     /// Apple's throttling (serverUnavailable far above its frozen baseline) is at least HOLD, which refuses
     /// increases; never OK while the wave lasts.
     @Test(arguments: seeds)
@@ -90,6 +113,14 @@ struct ScenarioTimeline {
         #expect(
             throttled.contains { look in
                 look.status.assessment.verdict.findings.contains { $0.text.hasPrefix("Apple is throttling attestations") }
+            })
+        // A pause, never HALT, with the pace to go on at once it has passed (issue 35, item 3).
+        #expect(looks.allSatisfy { $0.level < .halt })
+        #expect(
+            throttled.contains { look in
+                look.status.assessment.verdict.findings.contains {
+                    $0.level == .hold && $0.text.contains("then keep new attestations under")
+                }
             })
     }
 

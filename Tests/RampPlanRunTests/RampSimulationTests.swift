@@ -168,19 +168,34 @@ enum Drill {
         #expect(run.planVersions.last?.description.hasPrefix("plan 'guard' step 1/2: HALT") == true)
     }
 
-    /// A step that HOLDs (the bad build's failures) past its timeout pauses the plan with an alert.
+    /// A step that HOLDs (the bad build's failures, with the HALT ceiling on rejections turned off) past its timeout
+    /// pauses the plan with an alert.
     @Test(arguments: [UInt64(1), 2, 3, 4, 5])
     func badBuildPauses(seed: UInt64) throws {
         let plan =
             "name ramp\ngate ok-for 5m\ntimeout 20m\nstep 10% hold 10m\nstep 25% hold 10m\nstep 50% hold 10m\nstep 100%"
         let run = try Drill.run(
             scenario: try Drill.unscripted("bad-build", devices: 4000, duration: .minutes(100)), plan: plan, seed: seed,
-            settings: Self.drillSettings)
+            settings: Self.drillSettings + [("failures.halt-ceiling-percent", "100")])
         defer { try? FileManager.default.removeItem(at: run.dir) }
         #expect(
             run.final.state.phase == .paused, "\(run.final.state) \(run.looks.last.map { PlanWords.line($0) } ?? "")")
         #expect(run.audit.contains { $0.entry.action == "plan pause" })
         #expect(run.final.state.reached < 4)
+    }
+
+    /// Issue 35, item 3: the bad build's attestations are rejected for most exposed users, which enforcing App
+    /// Check would lock out: HALT (failures.halt-ceiling-percent, default 50), and the plan kills.
+    @Test(arguments: [UInt64(1), 2, 3])
+    func badBuildHaltsAndThePlanKills(seed: UInt64) throws {
+        let plan =
+            "name ramp\ngate ok-for 5m\ntimeout 20m\nstep 10% hold 10m\nstep 25% hold 10m\nstep 50% hold 10m\nstep 100%"
+        let run = try Drill.run(
+            scenario: try Drill.unscripted("bad-build", devices: 4000, duration: .minutes(100)), plan: plan, seed: seed,
+            settings: Self.drillSettings)
+        defer { try? FileManager.default.removeItem(at: run.dir) }
+        #expect(run.final.state.phase == .killed, "\(run.final.state)")
+        #expect(run.audit.contains { $0.entry.action == "kill" && $0.entry.reason.contains("attestations rejected for") })
     }
 
     @Test(arguments: [UInt64(1), 2, 3, 4, 5])

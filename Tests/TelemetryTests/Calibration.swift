@@ -73,6 +73,8 @@ struct SimulatedRollout {
     /// New users entering an arm per minute, as a share of the arm's sessions (early in a rollout most sessions
     /// come from users not seen in the arm yet); each fatal crash is a distinct user's.
     var newUsersPerSession = 0.25
+    /// The look from which exposed users crash `rateRatio` times as often (0: from the start).
+    var harmFrom = 0
 
     static func bands(_ n: Double) -> (exposed: Double, control: Double) {
         (n / 100, (n <= 50 ? n : 100 - n) / 100)
@@ -115,7 +117,7 @@ struct SimulatedRollout {
             let control = previous.control + (current.control - previous.control) * w
             let es = rng.poisson(sessionsPerMinute * exposed)
             let cs = rng.poisson(sessionsPerMinute * control)
-            let ec = rng.poisson(Double(es) * crashRate * rateRatio)
+            let ec = rng.poisson(Double(es) * crashRate * (look >= harmFrom ? rateRatio : 1))
             let cc = rng.poisson(Double(cs) * crashRate)
             let eu = rng.poisson(Double(es) * newUsersPerSession)
             let cu = rng.poisson(Double(cs) * newUsersPerSession)
@@ -140,6 +142,8 @@ struct SimulatedRollout {
     }
 
     static let threeChanges: [(Int, Double)] = [(0, 5), (50, 10), (100, 20), (150, 60)]
+    /// The same ramp on to 100% at look 200, where the control group is gone, and 200 more looks there.
+    static let toFull: [(Int, Double)] = [(0, 5), (50, 10), (100, 20), (150, 60), (200, 100)]
 }
 
 @Suite("Calibration by simulation")
@@ -209,6 +213,56 @@ struct CalibrationTests {
         print("null, 5 → 10 → 20 → 60%: HOLD 'not enough data yet' by look: " + curve2.joined(separator: ", "))
         #expect(changed[0] == runs)
         #expect(Double(changed[19]) / Double(runs) <= 0.05)
+    }
+
+    /// Issue 35, item 11: at 100% the control group is gone. The SPRT used to weigh every crash of a look without
+    /// control sessions at an earlier look's exposed share, so each one counted as harm and a healthy rollout left
+    /// at 100% reached HALT (in nearly every run). Now those looks go to the baseline test.
+    @Test("no true difference, ramp on to 100% and 200 minutes there: HALT in at most 5% of 1,000 runs")
+    func nullAtFull() {
+        let rate = haltRate(SimulatedRollout(looks: 400, schedule: SimulatedRollout.toFull), seed: 6)
+        print("null, 5 → 10 → 20 → 60 → 100%: HALT in \(String(format: "%.1f", rate * 100))% of runs")
+        #expect(rate <= 0.05)
+    }
+
+    /// #37's enforcement needs an OK verdict at 100%: the healthy ramp ends OK (the baseline test says why).
+    @Test("no true difference at 100%: the verdict after 200 minutes there is OK in at least 90% of 200 runs")
+    func okAtFull() {
+        var rng = Xoshiro256(seed: 7)
+        let runs = 200
+        var ok = 0
+        var others: [String: Int] = [:]
+        for _ in 0..<runs {
+            let v = SimulatedRollout(looks: 400, schedule: SimulatedRollout.toFull).verdicts(&rng).last!
+            if v.level == .ok && v.reason.hasPrefix("control group gone since") {
+                ok += 1
+            } else {
+                others[v.level.description + " " + String(v.reason.prefix(40)), default: 0] += 1
+            }
+        }
+        print("null at 100%: OK (against the control's rate before it left) in \(ok) of \(runs) runs; others \(others)")
+        #expect(Double(ok) / Double(runs) >= 0.9)
+    }
+
+    /// A regression that arrives with the step to 100% (exposed users crash 1.5× as often from minute 200 on): the
+    /// SPRT sees it while the control group drains away, the baseline test after it has gone.
+    @Test("a +50% crash rate from the step to 100% on: HALT in at least 80% of 1,000 runs")
+    func harmAtFull() {
+        var rng = Xoshiro256(seed: 8)
+        var halts = 0
+        var byBaseline = 0
+        for _ in 0..<Self.runs {
+            let v = SimulatedRollout(looks: 400, rateRatio: 1.5, schedule: SimulatedRollout.toFull, harmFrom: 200)
+                .verdicts(&rng).last!
+            guard v.level == .halt else { continue }
+            halts += 1
+            if v.reason.hasPrefix("exposed users crash more than the control group did before it left") { byBaseline += 1 }
+        }
+        let rate = Double(halts) / Double(Self.runs)
+        print(
+            "+50% from the step to 100% on: HALT in \(String(format: "%.1f", rate * 100))% of runs "
+                + "(\(byBaseline) by the baseline test after the control left)")
+        #expect(rate >= 0.80)
     }
 
     @Test("a true +50% crash rate with three percentage changes: HALT in at least 80%")

@@ -50,6 +50,53 @@ struct StatisticsTests {
         #expect(!t.noHarmShown)
     }
 
+    /// Issue 35, item 11: once the control group is gone, exposed crashes are weighed against the control's rate
+    /// before it left, at its upper bound; the comparison freezes that baseline at the first look without control
+    /// sessions, and the stored fold keeps it.
+    @Test("baseline test: upper bound, the SPRT step, and the comparison's switch to it when control sessions stop")
+    func baselineTest() throws {
+        // 40 crashes in 10,000 sessions: Wilson's 97.5% one-sided upper bound of 0.4%.
+        var b = try #require(BaselineCrashTest(harmRatio: 1.5, alpha: 0.05, crashes: 40, sessions: 10_000, at: Instant(seconds: 0)))
+        let z = 1.959963985
+        let n = 10_000.0
+        let p = 0.004
+        let wilson = (p + z * z / (2 * n) + z * (p * (1 - p) / n + z * z / (4 * n * n)).squareRoot()) / (1 + z * z / n)
+        #expect(abs(b.baselineUpperRate - wilson) < 1e-9)
+        #expect(abs(b.harmBound - log(40)) < 1e-12)
+        b.observe(sessions: 1_000, crashes: 3, at: Instant(seconds: 60))
+        let step = 3 * log(1.5) + 997 * log((1 - 1.5 * wilson) / (1 - wilson))
+        #expect(abs(b.logLikelihoodRatio - step) < 1e-9)
+        #expect(!b.harmDeclared)
+        b.observe(sessions: 10_000, crashes: 90, at: Instant(seconds: 120))
+        #expect(b.harmDeclaredAt == Instant(seconds: 120))
+        // A rate that 1.5× its bound would make no rate: no test.
+        #expect(BaselineCrashTest(harmRatio: 1.5, alpha: 0.05, crashes: 9, sessions: 10, at: Instant(seconds: 0)) == nil)
+
+        var c = CrashComparison()
+        c.observe(CrashLook(exposedSessions: 5_000, controlSessions: 5_000, exposedCrashes: 20, controlCrashes: 20), at: Instant(seconds: 60))
+        let sprt = c.sprt
+        // The last control sessions: the look's own share, as before.
+        c.observe(CrashLook(exposedSessions: 9_990, controlSessions: 10, exposedCrashes: 40, controlCrashes: 0), at: Instant(seconds: 120))
+        #expect(c.sprt.logLikelihoodRatio != sprt.logLikelihoodRatio)
+        #expect(c.baseline == nil)
+        // Control gone: the SPRT stands still (it used to borrow the cumulative share and count each crash as harm).
+        let before = c.sprt
+        c.observe(CrashLook(exposedSessions: 10_000, exposedCrashes: 40), at: Instant(seconds: 180))
+        #expect(c.sprt == before)
+        let baseline = try #require(c.baseline)
+        #expect(baseline.baselineCrashes == 20 && baseline.baselineSessions == 5_010)
+        #expect(baseline.exposedSessions == 10_000 && baseline.exposedCrashes == 40)
+        #expect(baseline.frozenAt == Instant(seconds: 180))
+
+        // The stored fold carries the baseline test.
+        var watch = RolloutWatch(configuration: WatchConfiguration(since: Instant(seconds: 0)))
+        watch.crash = c
+        let bytes = RolloutFold(watch: watch, cursorMinute: 3, lastBatch: 1).encoded()
+        let back = try RolloutFold(decoding: bytes)
+        #expect(back.watch.crash == c)
+        #expect(back.encoded() == bytes)
+    }
+
     @Test("mSPRT: Λ, the always-valid p-value (a running minimum) and the confidence sequence as written")
     func mixture() {
         let (theta, v, tau2) = (0.001, 1e-7, 1e-6)

@@ -10,8 +10,10 @@ public enum ConsoleEvent: Hashable, Sendable {
     case key(Key)
     /// A mouse click on something the last frame drew (the adapter looks it up with `Grid.target(at:)`).
     case click(ClickTarget)
-    /// The adapter's clock; drives the data age, staleness and message expiry.
+    /// The adapter's clock; drives the data age and staleness (telemetry time: a simulation's, on its store).
     case tick(Instant)
+    /// The wall clock, posted before each tick: what is timed for people (the flash, the hold-down, messages).
+    case wallClock(Instant)
     case resize(Size)
     /// A fresh picture from the data source.
     case snapshot(ConsoleModel)

@@ -21,12 +21,15 @@ extension ConsoleState {
             let messageTime = wallNow ?? instant
             if var n = notice {
                 if let shown = n.shownAt {
-                    if n.lifetime < messageTime - shown { notice = nil }
+                    if let lifetime = n.lifetime, lifetime < messageTime - shown { notice = nil }
                 } else {
                     n.shownAt = messageTime
                     notice = n
                 }
             }
+            return []
+        case .wallClock(let instant):
+            wall = instant
             return []
         case .resize(let size):
             screenSize = size
@@ -49,11 +52,19 @@ extension ConsoleState {
                     if case .reason(_, let field, _) = overlay, !field.text.trimmingSpaces.isEmpty {
                         keptReason = field.text
                     }
-                    // Said as what happened: the store moved, or only the verdict did (same version).
+                    // Said as what happened: the store moved (who changed what), or only the verdict did.
                     if let first = old.supersedes ?? (old.baseVersion != preview.baseVersion ? old.baseVersion : nil) {
                         preview.supersedes = first
+                        let seen = Set(old.movedBy.map(\.version))
+                        preview.movedBy = old.movedBy + revision.intervening.filter { !seen.contains($0.version) }.reversed()
                     } else {
                         preview.rejudgedFrom = old.rejudgedFrom ?? old.guardrail.verdict
+                    }
+                    // Typing a reason goes on where it was, with the text as typed, when the re-judged change still
+                    // asks for one; otherwise (now refused, or no longer an increase) the confirm dialog says why.
+                    if case .reason(_, let field, _) = overlay, preview.requiresReason, !preview.guardrail.refuses {
+                        overlay = .reason(preview, field: field, error: nil)
+                        return []
                     }
                     overlay = .confirm(preview, focus: .cancel)
                 default: break
@@ -142,24 +153,63 @@ extension ConsoleState {
         }
     }
 
-    /// Logs a verdict change once, stamped when it arrived, and raises the alert when the verdict rises to HOLD or
-    /// HALT (also while the display is frozen: an alarm must not wait for `f`).
+    /// Escalation without flapping: the alert level (what the log, the bell and the flash follow) rises at once and
+    /// falls only after the verdict has stayed lower for `holdDown` of wall time; a rise to HOLD or HALT rings the
+    /// bell and flashes the header once; a new kind of reason (its topic) at the same level is logged and flashed
+    /// once per episode. Each log line is stamped when it was seen; also while the display is frozen (an alarm must
+    /// not wait for `f`).
     private mutating func noteVerdict(_ m: ConsoleModel) -> [ConsoleEffect] {
         let level = m.crash.verdict
-        defer { lastVerdict = level }
-        guard level != lastVerdict else { return [] }
-        let stamp = now ?? m.header.dataAsOf ?? Instant(microseconds: 0)
-        if lastVerdict != nil || level > .ok {
-            let topic = m.crash.findings.first { $0.level == level }.map { " " + $0.topic.rawValue } ?? ""
+        let topic = m.crash.findings.first { $0.level == level }?.topic
+        lastVerdict = level
+        // Stamped on the wall clock, like the changes beside it in the log (a demo's ticks run on simulated time).
+        let stamp = wallNow ?? m.header.dataAsOf ?? Instant(microseconds: 0)
+        let wall = stamp
+        func log() {
             verdictLog.append(
                 NotableEvent(
                     at: stamp, severity: level >= .hold ? .critical : level == .watch ? .warning : .info,
-                    text: level.description + topic + ": " + (m.crash.reasons.first ?? ""), level: level))
+                    text: level.description + (topic.map { " " + $0.rawValue } ?? "") + ": " + (m.crash.reasons.first ?? ""),
+                    level: level))
             if verdictLog.count > 100 { verdictLog.removeFirst(verdictLog.count - 100) }
         }
-        guard let previous = lastVerdict, level >= .hold, level > previous else { return [] }
-        alertAt = wallNow ?? stamp
-        return configuration.bell ? [.bell] : []
+        func enter() {
+            alertLevel = level
+            alertTopics = topic.map { [$0] } ?? []
+            fallingSince = nil
+        }
+        guard let logged = alertLevel else {
+            // Opening the console is not a change: a level above OK is logged, nothing rings.
+            enter()
+            if level > .ok { log() }
+            return []
+        }
+        if level > logged {
+            enter()
+            log()
+            guard level >= .hold else { return [] }
+            alertAt = wall
+            return configuration.bell ? [.bell] : []
+        }
+        if level == logged {
+            fallingSince = nil
+            if let topic, !alertTopics.contains(topic) {
+                alertTopics.insert(topic)
+                log()
+                if level >= .hold { alertAt = wall }
+            }
+            return []
+        }
+        // Lower: only once it has stayed lower for the hold-down.
+        guard let since = fallingSince else {
+            fallingSince = wall
+            return []
+        }
+        if configuration.holdDown <= wall - since {
+            enter()
+            log()
+        }
+        return []
     }
 
     /// While a confirm (or reason) dialog is open and the store moves under it (a colleague's publish, a kill) or
@@ -188,7 +238,9 @@ extension ConsoleState {
         }
         let request = ChangeRequest(id: nextRequestID, operation: operation)
         nextRequestID += 1
-        revision = Revision(request: request, key: key)
+        let base = Int(preview.baseVersion) ?? Int.max
+        revision = Revision(
+            request: request, key: key, intervening: m.changes.filter { (Int($0.version) ?? 0) > base })
         revisedFor = key
         return [.preview(request)]
     }
@@ -198,14 +250,22 @@ extension ConsoleState {
         return false
     }
 
+    /// Shows a message under the panels. A result (success, warning, error) stays until the operator's next key
+    /// and goes into the log as well, stamped when it arrived; an information expires by itself.
     private mutating func say(_ text: String, _ kind: Notice.Kind) {
         notice = Notice(text, kind, shownAt: wallNow)
+        guard kind != .info else { return }
+        let severity: NotableEvent.Severity = kind == .error ? .critical : kind == .warning ? .warning : .info
+        verdictLog.append(NotableEvent(at: wallNow ?? Instant(microseconds: 0), severity: severity, text: text))
+        if verdictLog.count > 100 { verdictLog.removeFirst(verdictLog.count - 100) }
     }
 
     // MARK: Keys
 
     private mutating func handleKey(_ key: Key) -> [ConsoleEffect] {
         if key == .control("l") { return [.redraw] }
+        // A result stays until the operator's next key (it is in the log too); the key may say something new.
+        if let n = notice, n.lifetime == nil { notice = nil }
         guard let overlay else { return handleMainKey(key) }
         switch overlay {
         case .help(let scroll):

@@ -23,14 +23,20 @@ public struct ConsoleState: Hashable, Sendable {
         public var bell: Bool
         /// How long the header flashes after the verdict rises to HOLD or HALT.
         public var flashFor: Instant.Duration
+        /// How long (wall time) a lower verdict must last before the alert level falls to it: a level rises at once
+        /// and falls only after this, so a verdict that wavers around a threshold neither floods the log nor rings
+        /// again at each return.
+        public var holdDown: Instant.Duration
 
         public init(
             steps: [MicroPercent] = [100_000, 500_000, 1_000_000, 2_000_000, 5_000_000, 10_000_000].map { MicroPercent($0) },
             initialStep: Int = 2,
             staleAfter: Instant.Duration = .milliseconds(5_000), utcOffsetSeconds: Int = 0,
             themeNames: [String] = ["default"],
-            initialTheme: Int = 0, bell: Bool = true, flashFor: Instant.Duration = .milliseconds(6_000)
+            initialTheme: Int = 0, bell: Bool = true, flashFor: Instant.Duration = .milliseconds(6_000),
+            holdDown: Instant.Duration = .seconds(Int64(30))
         ) {
+            self.holdDown = holdDown
             self.bell = bell
             self.flashFor = flashFor
             self.steps = steps.isEmpty ? [PercentText.point] : steps
@@ -53,7 +59,7 @@ public struct ConsoleState: Hashable, Sendable {
 
         public var text: String
         public var kind: Kind
-        /// When it appeared (the first tick after it was raised); it expires some seconds later.
+        /// When it appeared (the first tick after it was raised); an information expires some seconds later.
         public var shownAt: Instant?
 
         public init(_ text: String, _ kind: Kind, shownAt: Instant? = nil) {
@@ -62,10 +68,12 @@ public struct ConsoleState: Hashable, Sendable {
             self.shownAt = shownAt
         }
 
-        var lifetime: Instant.Duration {
+        /// How long an information stays; nil for a result (success, warning, error), which stays until the
+        /// operator's next key and is kept in the log.
+        var lifetime: Instant.Duration? {
             switch kind {
-            case .info, .success: .milliseconds(6_000)
-            case .warning, .error: .milliseconds(20_000)
+            case .info: .milliseconds(6_000)
+            case .success, .warning, .error: nil
             }
         }
     }
@@ -86,10 +94,18 @@ public struct ConsoleState: Hashable, Sendable {
     public internal(set) var notice: Notice?
     /// The terminal size, for paging in lists.
     public internal(set) var screenSize: Size
-    /// Verdict changes as they were seen, oldest first, each stamped once when it arrived (its time never moves).
+    /// Verdict changes and the results of the operator's actions as they were seen, oldest first, each stamped once
+    /// when it arrived (its time never moves).
     public internal(set) var verdictLog: [NotableEvent]
-    /// The level of the newest snapshot, to see changes.
+    /// The level of the newest snapshot.
     public internal(set) var lastVerdict: VerdictLevel?
+    /// The level the log, the bell and the flash follow: it rises with the verdict at once and falls only after
+    /// `holdDown` (nil before the first snapshot).
+    public internal(set) var alertLevel: VerdictLevel?
+    /// The reasons' topics logged at the alert level since it was entered (each new one is logged once).
+    var alertTopics: Set<Finding.Topic> = []
+    /// When (wall time) the verdict went below the alert level, while it stays below.
+    var fallingSince: Instant?
     /// When the verdict last rose to HOLD or HALT, on wall time (`wallNow`): the header flashes for `flashFor` after
     /// it, also in a demo whose ticks run on a simulation's faster time.
     public internal(set) var alertAt: Instant?
@@ -111,6 +127,8 @@ public struct ConsoleState: Hashable, Sendable {
     struct Revision: Hashable, Sendable {
         var request: ChangeRequest
         var key: String
+        /// The changes published after the dialog's base, as the snapshot that asked for the revision listed them.
+        var intervening: [ChangeRecord] = []
     }
     /// The versions `u` has rolled back to in this run of presses (newest first), so that repeated presses walk
     /// further back instead of toggling between the last two.
@@ -150,7 +168,15 @@ public struct ConsoleState: Hashable, Sendable {
 
     /// Wall time for what is timed for people (messages, the alert's flash): the simulation's wall clock while one
     /// drives the screen (its ticks then run on simulated time), else the latest tick.
-    public var wallNow: Instant? { simulation?.wall ?? now }
+    public var wallNow: Instant? { wall ?? simulation?.wall ?? now }
+    /// The ticks run on a simulation's time, not the wall's (a demo, or a store a simulation writes to).
+    public var ticksOffWall: Bool {
+        if simulation != nil { return true }
+        guard let wall, let now else { return false }
+        return abs((now - wall).microseconds) > 60_000_000
+    }
+    /// The latest wall-clock instant the adapter posted (nil when it posts none: ticks are wall time then).
+    public internal(set) var wall: Instant?
 
     /// The header is flashing: the verdict rose to HOLD or HALT moments ago (wall time). Alternates each whole second.
     public var isFlashing: Bool {
@@ -171,7 +197,7 @@ public struct ConsoleState: Hashable, Sendable {
         guard let model else { return true }
         if sourceProblem != nil || model.header.staleReason != nil { return true }
         guard let age = dataAge else { return model.header.dataAsOf == nil }
-        return configuration.staleAfter < age
+        return (model.header.staleAfter ?? configuration.staleAfter) < age
     }
 }
 

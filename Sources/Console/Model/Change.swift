@@ -128,6 +128,8 @@ public struct ChangePreview: Hashable, Sendable {
     /// The verdict the dialog this preview replaced was judged on, when the verdict changed while the dialog was
     /// open and the store did not move (the reducer sets it; the dialog says so).
     public var rejudgedFrom: VerdictLevel?
+    /// The changes published while the dialog was open (who changed what), oldest first; the reducer sets it.
+    public var movedBy: [ChangeRecord] = []
 
     public init(
         request: ChangeRequest, from: RolloutPosition, to: RolloutPosition, baseVersion: String, baseETag: String,

@@ -54,6 +54,9 @@ public struct HeaderInfo: Hashable, Sendable {
     public var readOnly: Bool
     /// Policy demands a second factor (TOTP) for risky changes.
     public var stepUpEnabled: Bool
+    /// The stale limit the assessment judged by (on a live simulation, stretched to its pace), when the data
+    /// source knows it; the console's own limit otherwise.
+    public var staleAfter: Instant.Duration? = nil
 
     public init(
         store: String, project: String, templateVersion: String? = nil, etag: String? = nil, operatorID: String,
@@ -326,6 +329,9 @@ public struct ChangeRecord: Hashable, Sendable {
     public var from: RolloutPosition
     public var to: RolloutPosition
     public var reason: String
+    /// When it was published on the telemetry's time (a simulation's, on its store), where the charts mark it;
+    /// nil: the same as `at` (wall time, which the log shows).
+    public var telemetryAt: Instant? = nil
 
     public init(
         version: String, at: Instant, actor: String, kind: Proposal.Kind?, from: RolloutPosition, to: RolloutPosition,

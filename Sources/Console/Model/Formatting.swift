@@ -144,6 +144,13 @@ public enum Format {
         return two(Int(s / 3600)) + ":" + two(Int(s / 60 % 60)) + ":" + two(Int(s % 60))
     }
 
+    /// A log line's time: `HH:MM:SS` on the day of `today`, `MM-DD HH:MM:SS` on any other day.
+    public static func logTime(_ instant: Instant, today: Instant?, utcOffsetSeconds: Int = 0) -> String {
+        let day = { (i: Instant) in (i.seconds + Int64(utcOffsetSeconds)) / 86_400 - ((i.seconds + Int64(utcOffsetSeconds)) < 0 ? 1 : 0) }
+        guard let today, day(today) != day(instant) else { return time(instant, utcOffsetSeconds: utcOffsetSeconds) }
+        return String(dateTime(instant, utcOffsetSeconds: utcOffsetSeconds).dropFirst(5))
+    }
+
     /// A date and time `YYYY-MM-DD HH:MM:SS` at a fixed offset from UTC.
     public static func dateTime(_ instant: Instant, utcOffsetSeconds: Int = 0) -> String {
         let shifted = Instant(microseconds: instant.microseconds + Int64(utcOffsetSeconds) * 1_000_000)

@@ -66,7 +66,9 @@ public enum ConsoleScreen {
 
     static func renderNotice(_ state: ConsoleState, into grid: inout Grid, row: Rect) {
         var line: Line = []
-        if let notice = state.notice {
+        // HALT's banner gives way to a result (which stays until the next key), not to a passing information.
+        let halted = state.model.map { $0.crash.verdict == .halt && $0.condition.state != .killed } ?? false
+        if let notice = state.notice, !(halted && notice.kind == .info) {
             line = [Span(" " + notice.kind.symbol + " " + notice.text, notice.kind.role)]
         } else if let problem = state.sourceProblem {
             line = [Span(" ✗ data source: " + problem, .bad)]

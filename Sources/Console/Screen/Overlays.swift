@@ -31,13 +31,14 @@ enum OverlayView {
                 buttons: Buttons.line(cancel: "Cancel", act: "Publish", focus: focus, width: 0),
                 width: dialogWidth(76, area), into: &grid, area: area)
         case .reason(let preview, let field, let error):
+            let moved = movedLines(preview)
             let inner = DialogBox.render(
                 title: [Span("Reason for the increase", .dialog)],
-                lines: [
+                lines: moved + [
                     [Span(preview.request.operation.text + ": ", .muted)] + Describe.change(preview.from, preview.to),
                     [Span("Why? Shown in the log and kept in the audit trail.", .text)], [], errorLine(error),
                 ], buttons: nil, width: dialogWidth(70, area), into: &grid, area: area)
-            TextInput.render(field, into: &grid, area: inner.row(2))
+            TextInput.render(field, into: &grid, area: inner.row(2 + moved.count))
         case .stepUp(let preview, _, let field, let error):
             let inner = DialogBox.render(
                 title: [Span("Step-up verification", .dialog)],
@@ -115,16 +116,26 @@ enum OverlayView {
 
     // MARK: Confirm and conflict
 
+    /// What moved the store while the dialog was open: each change with who made it and from → to.
+    static func movedLines(_ p: ChangePreview) -> [Line] {
+        guard let old = p.supersedes else { return [] }
+        var lines: [Line] = [[
+            Span("↻ Updated while open: ", .warn, .bold),
+            Span("the store moved from v" + old + " to v" + p.baseVersion + "; re-judged on it", .warn),
+        ]]
+        for c in p.movedBy {
+            lines.append([Span("  v" + c.version + " by " + c.actor + ": ", .warn)] + Describe.change(c.from, c.to))
+        }
+        return lines
+    }
+
     static func confirmLines(_ p: ChangePreview) -> [Line] {
         let label = 18
         func row(_ name: String, _ value: Line) -> Line { [Span(Format.pad(name, label), .muted)] + value }
         let indent = Span(String(repeating: " ", count: label))
         var lines: [Line] = []
-        if let old = p.supersedes {
-            lines.append([
-                Span("↻ Updated while open: ", .warn, .bold),
-                Span("the store moved from v" + old + " to v" + p.baseVersion + "; re-judged on it", .warn),
-            ])
+        if p.supersedes != nil {
+            lines += movedLines(p)
         } else if let before = p.rejudgedFrom, before != p.guardrail.verdict {
             lines.append([
                 Span("↻ Updated while open: ", .warn, .bold),

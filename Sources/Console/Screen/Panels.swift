@@ -158,8 +158,10 @@ enum PanelText {
         var marks: [(column: Int, label: String)] = []
         if let end = a.seriesEnd {
             for change in changes {
-                let behind = end.microseconds - change.at.microseconds
-                guard change.at.microseconds < end.microseconds + 60_000_000 else { continue }
+                // The chart runs on telemetry time: a change made now in a demo is marked at its simulated instant.
+                let at = change.telemetryAt ?? change.at
+                let behind = end.microseconds - at.microseconds
+                guard at.microseconds < end.microseconds + 60_000_000 else { continue }
                 let back = behind <= 0 ? 0 : Int((behind + 59_999_999) / 60_000_000)
                 let minute = a.perMinute.count - 1 - back
                 let column = pad + minute * spread - dropped
@@ -282,7 +284,8 @@ enum PanelText {
         var spare = max(0, rows - items.count)
         var out: [(line: Line, version: Int?)] = []
         for item in items.prefix(rows) {
-            let time = Span(Format.time(item.at, utcOffsetSeconds: s.configuration.utcOffsetSeconds) + "  ", .muted)
+            let time = Span(
+                Format.logTime(item.at, today: s.wallNow, utcOffsetSeconds: s.configuration.utcOffsetSeconds) + "  ", .muted)
             switch item {
             case .change(let c):
                 let change = Describe.change(c.from, c.to)
@@ -373,7 +376,13 @@ enum BoxedLayout {
         let focused = s.logSelection != nil
         let logInner = Frame(
             title: [Span("Log", .title)] + (focused ? [Span(" ▶ ↑↓ select · Enter open · Esc leave", .selection)] : []),
-            status: [Span("times " + Format.utcOffset(s.configuration.utcOffsetSeconds), .muted)]
+            // One clock in the log: every line is stamped on the wall clock (changes, verdicts, results), said
+            // when the screen's other times run on a simulation's.
+            status: [
+                Span(
+                    (s.ticksOffWall ? "wall clock · " : "") + "times " + Format.utcOffset(s.configuration.utcOffsetSeconds),
+                    .muted)
+            ]
         ).render(into: &grid, area: logArea)
         let logRows = PanelText.logRows(m, s, width: logInner.width, rows: logInner.height)
         grid.draw(logRows.map(\.line), in: logInner)
