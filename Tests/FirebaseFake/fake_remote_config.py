@@ -19,7 +19,8 @@ Strict where Firebase is strict:
 
 Test controls (unauthenticated, loopback only): POST /_fake/faults {"fault": ..., "match": ..., "count": n,
 "seconds": s}; POST /_fake/faults/clear; GET /_fake/state; POST /_fake/publish {"template": ..., "user": ..., "description": ...} (a
-colleague publishing from the Firebase console); GET /_fake/stats.
+colleague publishing from the Firebase console); GET /_fake/stats; POST /_fake/clock {"offset_seconds": s} (versions published
+from then on carry updateTime shifted by s: a rollout's history made in a test's minutes).
 App Check (firebaseappcheck v1, projects.services): GET services, GET/PATCH services/{id} (updateMask required;
 an etag that is not the current one is 409 ABORTED), POST services:batchUpdate; tokens need the firebase or
 cloud-platform scope (403 otherwise). Controls: GET /_fake/appcheck, POST /_fake/appcheck {"service", "mode"}.
@@ -114,7 +115,7 @@ class State:
     # Versions
 
     def now_text(self, n):
-        t = datetime.datetime.now(datetime.timezone.utc)
+        t = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(seconds=getattr(self, "clock_offset", 0))
         # Google sends both precisions; alternate so clients meet both.
         return t.strftime("%Y-%m-%dT%H:%M:%S.") + (f"{t.microsecond:06d}" if n % 2 else f"{t.microsecond // 1000:03d}") + "Z"
 
@@ -767,6 +768,9 @@ def make_handler(state, token_url_holder):
                 if path == "/_fake/tls" and method == "POST":
                     name = body["cert"]
                     state.tls.load_cert_chain(os.path.join(state.tls_dir, name + ".pem"), os.path.join(state.tls_dir, name + ".key"))
+                    return self.send(200, {"ok": True})
+                if path == "/_fake/clock" and method == "POST":
+                    state.clock_offset = float(body["offset_seconds"])
                     return self.send(200, {"ok": True})
                 if path == "/_fake/stats":
                     return self.send(200, dict(state.stats, faults_pending=sum(f["count"] for f in state.faults)))

@@ -1,5 +1,6 @@
 import FirebaseFake
 import Foundation
+import JSON
 import TestSupport
 import Testing
 
@@ -72,5 +73,100 @@ struct FirebasePlanTests {
         #expect(refused.status == 4, "\(refused.stderr)")
         #expect(refused.stderr.contains("--store firebase:PROJECT"), "\(refused.stderr)")
         #expect(try TestSupport.run(bin, ["plan", "status", "--store", store]).stdout.contains("finish") == false)
+    }
+
+    /// A healthy fleet's history, as native events: installations entering throughout `[from, to)` (seconds since
+    /// the epoch), each then opening a session every ten minutes with a successful attestation and a fetch of
+    /// `version`; one crash in fifty sessions, the same in both groups.
+    static func healthyEvents(from: Int64, to: Int64, enabled: Int, control: Int, version: Int, prefix: String) -> String {
+        var lines: [String] = []
+        var n = 0
+        for (cohort, count) in [("enabled", enabled), ("control", control)] where count > 0 {
+            let p = cohort == "enabled" ? "appAttest" : "deviceCheck"
+            for i in 0..<count {
+                let id = "\(prefix)-\(cohort)-\(i)"
+                let enter = from + Int64(i) * (to - from - 600) / Int64(count)
+                for second in stride(from: enter, to: to, by: 600) {
+                    let t = second * 1_000_000
+                    lines.append(#"{"t":\#(t),"i":"\#(id)","k":"session","c":"\#(cohort)","os":"17.4","app":"3.2.1"}"#)
+                    lines.append(#"{"t":\#(t + 1),"i":"\#(id)","k":"success","c":"\#(cohort)","p":"\#(p)","os":"17.4","app":"3.2.1"}"#)
+                    lines.append(#"{"t":\#(t + 2),"i":"\#(id)","k":"fetch","c":"\#(cohort)","v":\#(version),"os":"17.4","app":"3.2.1"}"#)
+                    n += 1
+                    if n % 50 == 0 {
+                        lines.append(#"{"t":\#(t + 3),"i":"\#(id)","k":"crash","c":"\#(cohort)","os":"17.4","app":"3.2.1"}"#)
+                    }
+                }
+            }
+        }
+        return lines.joined(separator: "\n") + "\n"
+    }
+
+    /// The ramp's last stage end to end: a fleet healthy at 50% (with its control group) and then for most of an hour
+    /// at 100%, a plan that ends with `step enforce`: the runner sets the service ENFORCED through the enforcement
+    /// gate (100% with an OK verdict for `enforcement.ok-for-minutes`), audited as requested and applied, and the
+    /// plan is done; a kill afterwards first sets the service UNENFORCED.
+    @Test func aHealthyRampEndsWithEnforcement() throws {
+        let fake = try FakeFirebase()
+        let now = Int64(Date().timeIntervalSince1970)
+        // The history is published with shifted times: 50% two hours ago, 100% an hour ago.
+        _ = try fake.control("POST", "/_fake/clock", ["offset_seconds": -7300])
+        try #require(try fake.rollout(["init", "--seed", "rollout-end"]).status == 0)
+        _ = try fake.control("POST", "/_fake/clock", ["offset_seconds": -7200])
+        let half = try fake.rollout(["set", "50", "--reason", "half"])
+        try #require(half.status == 0, "\(half.stderr)")
+        let at50 = try fake.headNumber()
+        let events = fake.directory.appendingPathComponent("events.ndjson")
+        try Self.healthyEvents(from: now - 7190, to: now - 3490, enabled: 5000, control: 5000, version: at50, prefix: "a")
+            .write(to: events, atomically: true, encoding: .utf8)
+        let first = try fake.rollout(["ingest", events.path, "--quiet"])
+        try #require(first.status == 0, "\(first.stderr)")
+        // 100% as published 58 minutes ago, judged on the telemetry of then (libfaketime for the binary).
+        _ = try fake.control("POST", "/_fake/clock", ["offset_seconds": -3480])
+        let full = try TestSupport.run(
+            "/usr/bin/faketime",
+            ["-f", "-58m", try TestSupport.rolloutBinary(), "set", "100", "--reason", "everyone", "--state", fake.stateLocation],
+            environment: fake.environment(operator: "ana@example.com").merging(["FAKETIME_DONT_FAKE_MONOTONIC": "1"]) { a, _ in a })
+        try #require(full.status == 0, "\(full.stderr)")
+        let at100 = try fake.headNumber()
+        _ = try fake.control("POST", "/_fake/clock", ["offset_seconds": 0])
+        try Self.healthyEvents(from: now - 3470, to: now - 30, enabled: 5000, control: 0, version: at100, prefix: "b")
+            .write(to: events, atomically: true, encoding: .utf8)
+        let second = try fake.rollout(["ingest", events.path, "--quiet"])
+        try #require(second.status == 0, "\(second.stderr)")
+        let status = try fake.json(["status"])
+        let verdict = status["assessment"]?["level"]?.stringValue
+        print("end of ramp: \(verdict ?? "no verdict"): \(status["assessment"]?["reason"]?.stringValue ?? "")")
+        try #require(verdict == "OK", "the healthy fleet at 100% must be OK: \(status)")
+        #expect(try fake.rollout(["policy", "set", "enforcement.ok-for-minutes", "30"]).status == 0)
+
+        let file = fake.directory.appendingPathComponent("end.plan").path
+        try "name end\nstep 100%\nstep enforce firestore.googleapis.com\n".write(
+            toFile: file, atomically: true, encoding: .utf8)
+        #expect(try fake.rollout(["plan", "start", file]).status == 0)
+        let run = try fake.rollout(["plan", "run", "--looks", "3", "--interval", "0.01"])
+        #expect(run.status == 0, "\(run.stderr)")
+        print("end of ramp: \(run.stdout)")
+        #expect(run.stdout.contains("firestore.googleapis.com ENFORCED"), "\(run.stdout)")
+        #expect(try EnforcementCLITests.modes(fake)["firestore.googleapis.com"] == "ENFORCED")
+        let done = try fake.json(["plan", "status"])
+        #expect(done["phase"]?.stringValue == "done", "\(done)")
+        let records = try EnforcementCLITests.audit(fake).filter {
+            ($0["action"]?.stringValue ?? "").contains("enforcement")
+        }
+        #expect(
+            records.contains { ($0["to"]?.stringValue ?? "").hasPrefix("requested (plan 'end' step 2/2") },
+            "requested: \(records)")
+        #expect(
+            records.contains {
+                $0["from"]?.stringValue == "OFF" && $0["to"]?.stringValue == "ENFORCED"
+                    && ($0["detail"]?.stringValue ?? "").hasPrefix("applied (plan 'end' step 2/2")
+            }, "applied: \(records)")
+        #expect(try fake.headNumber() == at100, "enforcement publishes no template")
+
+        // A kill now first lowers enforcement, so it never locks out the users it switches off.
+        let kill = try fake.rollout(["kill", "--reason", "drill"])
+        #expect(kill.status == 0, "\(kill.stderr)")
+        #expect(try EnforcementCLITests.modes(fake)["firestore.googleapis.com"] == "UNENFORCED")
+        #expect(try fake.rollout(["audit", "verify"]).status == 0)
     }
 }
