@@ -1,7 +1,9 @@
 import CommandLineKit
+import Console
 import FirebaseRemoteConfig
 import WebClient
 import Monitoring
+import Platform
 import RemoteConfig
 import Rollout
 import Telemetry
@@ -233,6 +235,52 @@ extension AppCheckServicesClient {
                 return .applied(now, answerLost: true)
             }
             return .failed(error)
+        }
+    }
+}
+
+/// The console's picture with each App Check service's enforcement added (a Firebase project's session): the
+/// services are read at most once a `refresh` (a call to Google's API, not every quarter second), and a failed
+/// read keeps the last known modes.
+final class EnforcementConsoleSource: RolloutConsoleSource, @unchecked Sendable {
+    let inner: any RolloutConsoleSource
+    let client: AppCheckServicesClient
+    let clock: any Clock
+    let refresh: Instant.Duration
+    private let lock = Lock()
+    private var known: [AppCheckService] = []
+    private var readAt: Instant?
+
+    init(inner: any RolloutConsoleSource, client: AppCheckServicesClient, clock: any Clock, refresh: Instant.Duration = .seconds(Int64(30))) {
+        self.inner = inner
+        self.client = client
+        self.clock = clock
+        self.refresh = refresh
+    }
+
+    func status() throws -> RolloutMonitor.Status { try inner.status() }
+
+    func snapshot() throws -> ConsoleModel {
+        var model = try inner.snapshot()
+        let now = clock.now()
+        let services = lock.withLock { () -> [AppCheckService] in
+            if readAt.map({ now - $0 >= refresh }) ?? true {
+                readAt = now
+                if let read = try? client.list() { known = read }
+            }
+            return known
+        }
+        model.enforcement = Self.info(services, now: now)
+        return model
+    }
+
+    /// What the panel shows: each service's mode, and the end of Firebase's 15 minutes after its last change
+    /// while they last.
+    static func info(_ services: [AppCheckService], now: Instant) -> [EnforcementInfo] {
+        services.map { s in
+            let changed = s.updateTime.flatMap { ISO8601.parse($0) }
+            let by = changed.map { $0 + .minutes(15) }.flatMap { $0 > now ? $0 : nil }
+            return EnforcementInfo(service: s.id, mode: s.enforcementMode, appliesBy: by)
         }
     }
 }

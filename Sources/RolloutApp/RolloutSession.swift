@@ -118,7 +118,9 @@ public struct RolloutSession {
 
     /// The console's picture of this store; `project` names it in the header (nil: the store's own name).
     public func consoleSource(project: String? = nil) throws -> any RolloutConsoleSource {
-        try ports.consoleSource(project, clock)
+        let source = try ports.consoleSource(project, clock)
+        guard let client = ports.appCheckServices() else { return source }
+        return EnforcementConsoleSource(inner: source, client: client, clock: clock)
     }
 
     /// The headless loop of `watch` (no plan) on this store; read-only sessions only look.

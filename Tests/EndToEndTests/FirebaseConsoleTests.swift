@@ -102,4 +102,39 @@ struct FirebaseConsoleTests {
         try session.press("q")
         #expect(try session.exitStatus() == 0)
     }
+
+    /// The condition panel shows each App Check service's enforcement on a Firebase project, ENFORCED first, and
+    /// until when a change just made may still be taking effect (Firebase applies it within 15 minutes); a change
+    /// made with `rollout enforcement set` shows at the next read of the services.
+    @Test func theConditionPanelShowsEnforcementAndItsPropagationWindow() throws {
+        let fake = try FakeFirebase(template: existingTemplate)
+        try #require(try fake.rollout(["init", "--seed", "rollout-2026"], operator: "bob@example.com").status == 0)
+        _ = try fake.control("POST", "/_fake/appcheck", ["service": "firestore.googleapis.com", "mode": "UNENFORCED"])
+        var environment: [String: String?] = [:]
+        for (k, v) in fake.environment(operator: "ana@example.com") { environment[k] = v }
+        let session = try TerminalSession(
+            [try TestSupport.rolloutBinary(), "console", "--state", fake.statePath], width: 120, height: 40,
+            environment: environment)
+        let first = try session.waitFor("App Check", timeout: 20)
+        let firstRow = first.split(separator: "\n").first { $0.contains("App Check") }.map(String.init) ?? ""
+        print("console app check row: \(firstRow)")
+        #expect(firstRow.contains("firestore UNENFORCED (applies by "), "\(firstRow.filter(\.isASCII))")
+        let set = try fake.rollout(
+            ["enforcement", "set", "firebasestorage.googleapis.com", "unenforced", "--reason", "metrics"],
+            operator: "bob@example.com")
+        try #require(set.status == 0, "\(set.stderr)")
+        // The services are read again within 30 s.
+        func appCheckRow(_ screen: String) -> String {
+            screen.split(separator: "\n").first { $0.contains("App Check") }.map(String.init) ?? ""
+        }
+        let after = try session.waitUntil("the storage service in the App Check row", timeout: 45) {
+            let row = appCheckRow($0)
+            return row.contains("firebasestorage UNENFORCED") || row.contains(" +1")
+        }
+        // Both UNENFORCED now: by name, firebasestorage first; firestore beside it or counted.
+        let row = appCheckRow(after)
+        print("console app check row after: \(row)")
+        #expect(row.contains("firebasestorage UNENFORCED (by ") || row.contains("firebasestorage UNENFORCED (applies by "), "\(row.filter(\.isASCII))")
+        #expect(row.contains("firestore UNENFORCED") || row.contains(" +1"), "\(row.filter(\.isASCII))")
+    }
 }

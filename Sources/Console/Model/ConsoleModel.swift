@@ -19,6 +19,8 @@ public struct ConsoleModel: Hashable, Sendable {
     public var events: [NotableEvent]
     /// The store's ramp plan, nil when none was started (see `PlanPanel`).
     public var plan: PlanInfo?
+    /// App Check enforcement of each configured service (a Firebase project's; empty elsewhere).
+    public var enforcement: [EnforcementInfo] = []
 
     public init(
         header: HeaderInfo, condition: ConditionInfo, attestation: AttestationInfo, crash: CrashInfo,
@@ -370,4 +372,23 @@ public struct NotableEvent: Hashable, Sendable {
         self.text = text
         self.level = level
     }
+}
+
+/// One service's App Check enforcement as the condition panel shows it: the mode Firebase has, and until when a
+/// recent change may still be taking effect (Firebase applies a change within 15 minutes).
+public struct EnforcementInfo: Hashable, Sendable {
+    /// The service id, such as `firestore.googleapis.com`.
+    public var service: String
+    public var mode: EnforcementMode
+    /// The end of the 15 minutes after the service's last change, while they last (nil: settled).
+    public var appliesBy: Instant?
+
+    public init(service: String, mode: EnforcementMode, appliesBy: Instant? = nil) {
+        self.service = service
+        self.mode = mode
+        self.appliesBy = appliesBy
+    }
+
+    /// The service's short name: `firestore` for `firestore.googleapis.com`.
+    public var shortName: String { service.split(separator: ".").first.map(String.init) ?? service }
 }

@@ -22,12 +22,40 @@ enum PanelText {
             row("Control", [Span(c.controlBand?.text ?? Describe.noControl(c), .text)]),
             row("State", stateLine(c, s)),
         ]
+        if !m.enforcement.isEmpty { lines.append(row("App Check", enforcementLine(m.enforcement, width: width - label))) }
         if rows > lines.count { lines.append(row("Seed", [Span(c.seed, .text)])) }
         if rows > lines.count {
             lines.append(row("Devices", [Span(c.activeDevices.map { Format.count($0) + " active" } ?? "–", .text)]))
         }
         if rows > lines.count { lines.append(row("Condition", [Span(c.conditionName, .text)])) }
         return lines
+    }
+
+    /// Each service's mode, ENFORCED first, with the time a recent change has taken effect by; what does not fit
+    /// is counted.
+    static func enforcementLine(_ services: [EnforcementInfo], width: Int) -> Line {
+        let ordered = services.sorted { $0.mode != $1.mode ? $0.mode > $1.mode : $0.service < $1.service }
+        var line: Line = []
+        for (i, e) in ordered.enumerated() {
+            let rest = ordered.count - i - 1
+            let more = rest > 0 ? " +\(rest)".count : 0
+            var item: Line = [
+                Span((i == 0 ? "" : " · ") + e.shortName + " ", .text),
+                Span(e.mode.rawValue, e.mode == .enforced ? .accent : e.mode == .unenforced ? .text : .muted),
+            ]
+            if let by = e.appliesBy {
+                let long = " (applies by " + Format.time(by).prefix(5) + ")"
+                let fits = line.width + item.width + long.count + more <= width
+                item.append(Span(fits ? long : " (by " + Format.time(by).prefix(5) + ")", .warn))
+            }
+            // The first service always shows (the most enforced one); the others as they fit.
+            if i > 0, line.width + item.width + more > width {
+                line.append(Span(" +\(ordered.count - i)", .muted))
+                break
+            }
+            line += item
+        }
+        return line
     }
 
     static func stateLine(_ c: ConditionInfo, _ s: ConsoleState) -> Line {
