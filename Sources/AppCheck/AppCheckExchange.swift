@@ -6,7 +6,7 @@ import Timekeeping
 
 /// A fresh challenge for one attestation or assertion.
 public struct AppAttestChallenge: Hashable, Sendable {
-    /// 32 random bytes, usable once.
+    /// Random bytes with their expiry, authenticated (`ChallengeAuthenticator`); usable once.
     public var challenge: [UInt8]
     public var ttl: Instant.Duration
 }
@@ -125,12 +125,14 @@ public struct AppCheckSetupError: Error, Hashable, Sendable, CustomStringConvert
 
 /// The App Check exchange for App Attest, with Firebase's semantics.
 ///
-/// - `generateChallenge`: 32 random bytes, one-time, valid 5 minutes.
-/// - `exchangeAttestation`: verifies the attestation with clientDataHash = SHA-256(challenge), then redeems the
-///   challenge and stores the key with counter 0 and a fresh artifact in one durable write, and issues a token.
-/// - `exchangeAssertion`: finds the key by artifact, verifies the assertion with clientDataHash =
-///   SHA-256(artifact ‖ challenge), then redeems the challenge and advances the counter in one durable write
-///   (atomically), and issues a token.
+/// - `generateChallenge`: a challenge that authenticates itself (random bytes and its expiry under an HMAC,
+///   `ChallengeAuthenticator`), one-time, valid 5 minutes; issuing it writes nothing.
+/// - `exchangeAttestation`: checks the challenge's tag and expiry, verifies the attestation with clientDataHash =
+///   SHA-256(challenge), then records the challenge as used and stores the key with counter 0 and a fresh artifact
+///   in one durable write, and issues a token.
+/// - `exchangeAssertion`: checks the challenge, finds the key by artifact, verifies the assertion with
+///   clientDataHash = SHA-256(artifact ‖ challenge), then records the challenge as used and advances the counter
+///   in one durable write (atomically), and issues a token.
 /// - Tokens are RS256 JWTs with Firebase's claims; limited-use tokens carry a `jti`, live 5 minutes and can be
 ///   consumed once (`evaluateToken(_:consume:)`).
 ///
@@ -139,7 +141,7 @@ public struct AppCheckSetupError: Error, Hashable, Sendable, CustomStringConvert
 public final class AppCheckExchange: Sendable {
     public static let challengeTTL: Instant.Duration = .minutes(5)
     public static let limitedUseTTL: Instant.Duration = .minutes(5)
-    /// Used challenges are remembered this long after they expire, to name replays as replays.
+    /// Used challenges and consumed tokens are remembered this long after they expire.
     static let challengeMemory: Instant.Duration = .hours(1)
 
     public let configuration: AppCheckConfiguration
@@ -149,6 +151,7 @@ public final class AppCheckExchange: Sendable {
     let random: @Sendable (Int) -> [UInt8]
     private let apps: [String: Registered]
     private let issuer: AppCheckTokenIssuer
+    private let challenges: ChallengeAuthenticator
     private let housekeeping = Housekeeping()
 
     private struct Registered: Sendable {
@@ -192,6 +195,7 @@ public final class AppCheckExchange: Sendable {
         let keys = try AppCheckExchange.loadOrCreateSigningKeys(state: state, now: clock.now())
         // The signing key comes last (see `loadOrCreateSigningKeys`).
         issuer = AppCheckTokenIssuer(key: keys.last!)
+        challenges = ChallengeAuthenticator(signingKeys: keys)
         tokenVerifier = AppCheckTokenVerifier(project: configuration.project, keys: keys, appIds: Set(apps.keys))
     }
 
@@ -234,56 +238,72 @@ public final class AppCheckExchange: Sendable {
     /// `generateAppAttestChallenge`.
     public func generateChallenge(appId: String) throws(AppCheckExchangeError) -> AppAttestChallenge {
         _ = try registered(appId)
-        let now = clock.now()
-        let challenge = random(32)
-        try storage { try state.storeChallenge(challenge, appId: appId, expiresAt: now + Self.challengeTTL) }
-        if housekeeping.due(at: now) {
-            try storage { try state.purgeExpired(before: now - Self.challengeMemory) }
-        }
+        let challenge = challenges.issue(
+            appId: appId, expiresAt: clock.now() + Self.challengeTTL, nonce: random(ChallengeAuthenticator.nonceLength))
         return AppAttestChallenge(challenge: challenge, ttl: Self.challengeTTL)
+    }
+
+    /// The expiry of `challenge` when this exchange's keys issued it for `appId` and it has not expired at the
+    /// clock's instant; whether it was used is the state's to say.
+    public func authenticChallengeExpiry(_ challenge: [UInt8], appId: String) throws(AppCheckExchangeError) -> Instant {
+        try authenticate(challenge, appId: appId, at: clock.now())
+    }
+
+    private func authenticate(_ challenge: [UInt8], appId: String, at now: Instant) throws(AppCheckExchangeError)
+        -> Instant
+    {
+        guard let expiresAt = challenges.expiry(of: challenge, appId: appId) else { throw .unknownChallenge }
+        guard now < expiresAt else { throw .challengeExpired }
+        return expiresAt
     }
 
     /// `exchangeAppAttestAttestation`.
     ///
-    /// The challenge is redeemed in the same durable write that saves the key (one commit per exchange), after the
-    /// verification; a failed verification still uses the challenge up (a write of its own). A challenge that does
-    /// not redeem is reported before a failed verification, as when it was redeemed first.
+    /// A forged or expired challenge is refused first, writing nothing. The challenge is recorded as used in the
+    /// same durable write that saves the key (one commit per exchange), after the verification; a failed
+    /// verification still uses the challenge up (a write of its own). A replayed challenge is reported before a
+    /// failed verification, as when it was redeemed first.
     public func exchangeAttestation(
         appId: String, attestation: [UInt8], keyId: [UInt8], challenge: [UInt8], limitedUse: Bool = false
     ) throws(AppCheckExchangeError) -> AttestationExchangeResult {
         let app = try registered(appId)
         let now = clock.now()
+        let expiresAt = try authenticate(challenge, appId: appId, at: now)
+        try purgeIfDue(at: now)
         let key: AttestedKey
         do {
             key = try app.attestation.verify(
                 attestation: attestation, keyId: keyId, clientDataHash: SHA256.hash(challenge), app: app.app.identity,
                 environment: app.app.environment, at: now)
         } catch {
-            try redeem(challenge, appId: appId, at: now)
+            try redeem(challenge, appId: appId, expiresAt: expiresAt)
             throw .attestationRejected(error)
         }
         let artifact = random(32)
         let record = AttestedKeyRecord(
             appId: appId, keyId: key.keyId, publicKey: key.publicKey, counter: 0, artifactDigest: SHA256.hash(artifact),
             receipt: key.receipt, environment: key.environment, attestedAt: now)
-        try check(try storage { try state.redeemChallenge(challenge, appId: appId, at: now, thenSave: record) })
+        try check(try storage { try state.redeemChallenge(challenge, appId: appId, expiresAt: expiresAt, thenSave: record) })
         return AttestationExchangeResult(
             artifact: artifact, token: try issueToken(app.app, at: now, limitedUse: limitedUse), key: key)
     }
 
     /// `exchangeAppAttestAssertion`.
     ///
-    /// The challenge is redeemed in the same durable write that advances the counter (one commit per exchange),
-    /// after the verification; an unknown artifact or a failed verification still uses the challenge up (a
-    /// write of its own), and a challenge that does not redeem is reported first, as when it was redeemed first.
+    /// A forged or expired challenge is refused first, writing nothing. The challenge is recorded as used in the
+    /// same durable write that advances the counter (one commit per exchange), after the verification; an unknown
+    /// artifact or a failed verification still uses the challenge up (a write of its own), and a replayed
+    /// challenge is reported first, as when it was redeemed first.
     public func exchangeAssertion(
         appId: String, artifact: [UInt8], assertion: [UInt8], challenge: [UInt8], limitedUse: Bool = false
     ) throws(AppCheckExchangeError) -> AppCheckToken {
         let app = try registered(appId)
         let now = clock.now()
+        let expiresAt = try authenticate(challenge, appId: appId, at: now)
+        try purgeIfDue(at: now)
         guard let record = try storage({ try state.attestedKey(appId: appId, artifactDigest: SHA256.hash(artifact)) })
         else {
-            try redeem(challenge, appId: appId, at: now)
+            try redeem(challenge, appId: appId, expiresAt: expiresAt)
             throw .unknownArtifact
         }
         var hasher = SHA256.Hasher()
@@ -295,12 +315,13 @@ public final class AppCheckExchange: Sendable {
                 assertion: assertion, clientDataHash: hasher.finish(), publicKey: record.publicKey,
                 previousCounter: record.counter)
         } catch {
-            try redeem(challenge, appId: appId, at: now)
+            try redeem(challenge, appId: appId, expiresAt: expiresAt)
             throw .assertionRejected(error)
         }
         // Atomic in the state: of two concurrent requests with the same counter, only one wins.
         let (redemption, advanced) = try storage {
-            try state.redeemChallenge(challenge, appId: appId, at: now, thenAdvance: record.keyId, to: counter)
+            try state.redeemChallenge(
+                challenge, appId: appId, expiresAt: expiresAt, thenAdvance: record.keyId, to: counter)
         }
         try check(redemption)
         guard advanced else {
@@ -335,8 +356,15 @@ public final class AppCheckExchange: Sendable {
         return app
     }
 
-    private func redeem(_ challenge: [UInt8], appId: String, at now: Instant) throws(AppCheckExchangeError) {
-        try check(try storage { try state.redeemChallenge(challenge, appId: appId, at: now) })
+    private func redeem(_ challenge: [UInt8], appId: String, expiresAt: Instant) throws(AppCheckExchangeError) {
+        try check(try storage { try state.redeemChallenge(challenge, appId: appId, expiresAt: expiresAt) })
+    }
+
+    /// Forgets expired used challenges and consumed tokens, at most once a minute, on the path that records them.
+    private func purgeIfDue(at now: Instant) throws(AppCheckExchangeError) {
+        if housekeeping.due(at: now) {
+            try storage { try state.purgeExpired(before: now - Self.challengeMemory) }
+        }
     }
 
     private func check(_ redemption: ChallengeRedemption) throws(AppCheckExchangeError) {

@@ -145,12 +145,15 @@ public enum ChallengeRedemption: Hashable, Sendable {
     case expired
     /// Presented before: a replay.
     case alreadyUsed
-    /// Never issued (or issued for another app, or purged long ago).
+    /// Never issued by this exchange (forged, altered, or for another app).
     case unknown
 }
 
-/// Where the exchange keeps its state: challenges, attested keys and counters, consumed token ids, signing
+/// Where the exchange keeps its state: used challenges, attested keys and counters, consumed token ids, signing
 /// keys, the demo authority and the configuration.
+///
+/// Issued challenges are not kept: they authenticate themselves (`ChallengeAuthenticator`); the state records
+/// the ones redeemed, until they expire.
 ///
 /// Every method that changes state is atomic and durable when it returns (the SQLite implementation commits a
 /// transaction with synchronous=FULL), so that a challenge is never redeemed twice and a counter never moves
@@ -159,9 +162,9 @@ public protocol AppCheckState: AnyObject, Sendable {
     func configuration() throws -> AppCheckConfiguration?
     func saveConfiguration(_ configuration: AppCheckConfiguration) throws
 
-    func storeChallenge(_ challenge: [UInt8], appId: String, expiresAt: Instant) throws
-    /// Marks the challenge used and says whether it was valid; a used challenge is remembered until purged.
-    func redeemChallenge(_ challenge: [UInt8], appId: String, at time: Instant) throws -> ChallengeRedemption
+    /// Records an authentic, unexpired challenge (checked by the caller) as used: `.redeemed` the first time,
+    /// `.alreadyUsed` after; the record is kept until `expiresAt` has passed and it is purged.
+    func redeemChallenge(_ challenge: [UInt8], appId: String, expiresAt: Instant) throws -> ChallengeRedemption
 
     /// Inserts or replaces the key (a re-attestation keeps the higher counter and takes the new artifact).
     func saveAttestedKey(_ key: AttestedKeyRecord) throws
@@ -193,37 +196,38 @@ public protocol AppCheckState: AnyObject, Sendable {
     /// Stores the material unless one is already stored; returns whichever is stored afterwards.
     func saveDemoAuthority(_ material: DemoCertificateAuthority.Material) throws -> DemoCertificateAuthority.Material
 
-    /// Forgets challenges and consumed token ids that expired before `time`, and signing keys retired before it.
+    /// Forgets used challenges and consumed token ids that expired before `time`, and signing keys retired before it.
     func purgeExpired(before time: Instant) throws
 
     /// `redeemChallenge`, and when it redeemed, `advanceCounter` in the same durable write (one commit for an
     /// assertion exchange); the counter is not touched otherwise. Returns the redemption and whether the counter
     /// advanced.
     func redeemChallenge(
-        _ challenge: [UInt8], appId: String, at time: Instant, thenAdvance keyId: [UInt8], to counter: UInt32
+        _ challenge: [UInt8], appId: String, expiresAt: Instant, thenAdvance keyId: [UInt8], to counter: UInt32
     ) throws -> (ChallengeRedemption, advanced: Bool)
 
     /// `redeemChallenge`, and when it redeemed, `saveAttestedKey` in the same durable write (one commit for an
     /// attestation exchange); nothing is saved otherwise.
-    func redeemChallenge(_ challenge: [UInt8], appId: String, at time: Instant, thenSave key: AttestedKeyRecord)
-        throws -> ChallengeRedemption
+    func redeemChallenge(
+        _ challenge: [UInt8], appId: String, expiresAt: Instant, thenSave key: AttestedKeyRecord
+    ) throws -> ChallengeRedemption
 }
 
 extension AppCheckState {
     /// Two writes, one after the other: each durable; a crash between them leaves the challenge used and the
     /// counter where it was, which no answered request relied on.
     public func redeemChallenge(
-        _ challenge: [UInt8], appId: String, at time: Instant, thenAdvance keyId: [UInt8], to counter: UInt32
+        _ challenge: [UInt8], appId: String, expiresAt: Instant, thenAdvance keyId: [UInt8], to counter: UInt32
     ) throws -> (ChallengeRedemption, advanced: Bool) {
-        let r = try redeemChallenge(challenge, appId: appId, at: time)
+        let r = try redeemChallenge(challenge, appId: appId, expiresAt: expiresAt)
         guard r == .redeemed else { return (r, false) }
         return (r, try advanceCounter(appId: appId, keyId: keyId, to: counter))
     }
 
-    public func redeemChallenge(_ challenge: [UInt8], appId: String, at time: Instant, thenSave key: AttestedKeyRecord)
-        throws -> ChallengeRedemption
-    {
-        let r = try redeemChallenge(challenge, appId: appId, at: time)
+    public func redeemChallenge(
+        _ challenge: [UInt8], appId: String, expiresAt: Instant, thenSave key: AttestedKeyRecord
+    ) throws -> ChallengeRedemption {
+        let r = try redeemChallenge(challenge, appId: appId, expiresAt: expiresAt)
         if r == .redeemed { try saveAttestedKey(key) }
         return r
     }
@@ -233,7 +237,8 @@ extension AppCheckState {
 public final class InMemoryAppCheckState: AppCheckState, @unchecked Sendable {
     private let lock = Lock()
     private var config: AppCheckConfiguration?
-    private var challenges: [[UInt8]: (appId: String, expiresAt: Instant, used: Bool)] = [:]
+    /// Used challenges and their expiry.
+    private var usedChallenges: [[UInt8]: Instant] = [:]
     private var keys: [String: AttestedKeyRecord] = [:]
     private var byArtifact: [[UInt8]: String] = [:]
     private var consumed: [String: Instant] = [:]
@@ -248,16 +253,11 @@ public final class InMemoryAppCheckState: AppCheckState, @unchecked Sendable {
     public func configuration() -> AppCheckConfiguration? { lock.withLock { config } }
     public func saveConfiguration(_ configuration: AppCheckConfiguration) { lock.withLock { config = configuration } }
 
-    public func storeChallenge(_ challenge: [UInt8], appId: String, expiresAt: Instant) {
-        lock.withLock { challenges[challenge] = (appId, expiresAt, false) }
-    }
-
-    public func redeemChallenge(_ challenge: [UInt8], appId: String, at time: Instant) -> ChallengeRedemption {
+    public func redeemChallenge(_ challenge: [UInt8], appId: String, expiresAt: Instant) -> ChallengeRedemption {
         lock.withLock {
-            guard let c = challenges[challenge], c.appId == appId else { return .unknown }
-            if c.used { return .alreadyUsed }
-            challenges[challenge] = (c.appId, c.expiresAt, true)
-            return time < c.expiresAt ? .redeemed : .expired
+            if usedChallenges[challenge] != nil { return .alreadyUsed }
+            usedChallenges[challenge] = expiresAt
+            return .redeemed
         }
     }
 
@@ -337,7 +337,7 @@ public final class InMemoryAppCheckState: AppCheckState, @unchecked Sendable {
 
     public func purgeExpired(before time: Instant) {
         lock.withLock {
-            challenges = challenges.filter { $0.value.expiresAt >= time }
+            usedChallenges = usedChallenges.filter { $0.value >= time }
             consumed = consumed.filter { $0.value >= time }
             signing = signing.filter { $0.retiresAt.map { $0 >= time } ?? true }
         }

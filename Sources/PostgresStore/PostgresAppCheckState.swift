@@ -16,9 +16,9 @@ import Timekeeping
 /// write lock on the file; here each guarantee comes from one statement that decides and changes at once, so
 /// that the row lock PostgreSQL takes for it is the only serialisation needed:
 ///
-/// - a challenge is redeemed by `UPDATE ... SET used = true WHERE ... AND NOT used RETURNING`: of concurrent
-///   redemptions the others wait for the first's row lock, re-check `NOT used` on the committed row, and match
-///   nothing (then a plain read tells a replay from a challenge never issued);
+/// - a challenge (authenticated by the exchange; issued ones are not stored) is redeemed by `INSERT ... ON CONFLICT
+///   DO NOTHING RETURNING`: of concurrent redemptions, on any process, the others wait for the first inserter to
+///   commit and insert nothing (a replay);
 /// - a counter advances by `UPDATE ... WHERE counter < $n RETURNING` (the same re-check: one winner, never back);
 ///   a re-attestation is `INSERT ... ON CONFLICT DO UPDATE SET counter = GREATEST(...)`;
 /// - a token id is consumed by `INSERT ... ON CONFLICT DO NOTHING RETURNING`: the second inserter waits for the
@@ -34,7 +34,7 @@ import Timekeeping
 /// store key with its role bound as associated data, like the step-up secrets: a database dump alone signs nothing.
 /// The viewer role is granted no private-key column (docs/POSTGRES.md).
 ///
-/// Group commit: the per-request writes (a challenge stored or redeemed, a key saved, a counter advanced, a token
+/// Group commit: the per-request writes (a challenge redeemed, a key saved, a counter advanced, a token
 /// consumed) of concurrent requests share one transaction (`GroupCommit`): one `BEGIN`, their statements in
 /// arrival order, one `COMMIT` (one WAL flush on the server), and each call returns only after that COMMIT. The
 /// statements are the ones above, so each decides exactly as alone; a statement that fails aborts the group's
@@ -57,15 +57,14 @@ public final class PostgresAppCheckState: AppCheckState, @unchecked Sendable {
 
     /// One request's change to the per-request state.
     enum PerRequestWrite {
-        case storeChallenge([UInt8], appId: String, expiresAt: Instant)
-        case redeemChallenge([UInt8], appId: String, at: Instant)
+        case redeemChallenge([UInt8], appId: String, expiresAt: Instant)
         case saveAttestedKey(AttestedKeyRecord)
         case advanceCounter(appId: String, keyId: [UInt8], counter: UInt32)
         case consumeToken(id: String, expiresAt: Instant)
         /// A redemption and, when it redeemed, a counter's advance (an assertion exchange's one write).
-        case redeemThenAdvance([UInt8], appId: String, at: Instant, keyId: [UInt8], counter: UInt32)
+        case redeemThenAdvance([UInt8], appId: String, expiresAt: Instant, keyId: [UInt8], counter: UInt32)
         /// A redemption and, when it redeemed, a key saved (an attestation exchange's one write).
-        case redeemThenSave([UInt8], appId: String, at: Instant, key: AttestedKeyRecord)
+        case redeemThenSave([UInt8], appId: String, expiresAt: Instant, key: AttestedKeyRecord)
     }
 
     enum PerRequestOutcome {
@@ -89,13 +88,8 @@ public final class PostgresAppCheckState: AppCheckState, @unchecked Sendable {
 
     private func apply(_ write: PerRequestWrite) throws -> PerRequestOutcome {
         switch write {
-        case .storeChallenge(let challenge, let appId, let expiresAt):
-            try c.query(
-                "INSERT INTO appcheck_challenges (challenge, app_id, expires_at) VALUES (decode($1, 'hex'), $2, $3)",
-                [Hex.encode(challenge), appId, String(expiresAt.microseconds)])
-            return .done
-        case .redeemChallenge(let challenge, let appId, let time):
-            return .redemption(try redeem(challenge, appId: appId, at: time))
+        case .redeemChallenge(let challenge, let appId, let expiresAt):
+            return .redemption(try redeem(challenge, appId: appId, expiresAt: expiresAt))
         case .saveAttestedKey(let key):
             try upsertKey(key)
             return .done
@@ -111,14 +105,14 @@ public final class PostgresAppCheckState: AppCheckState, @unchecked Sendable {
                     "INSERT INTO appcheck_consumed_tokens (token_id, expires_at) VALUES ($1, $2) ON CONFLICT (token_id) DO NOTHING RETURNING 1",
                     [id, String(expiresAt.microseconds)]
                 ).isEmpty)
-        case .redeemThenAdvance(let challenge, let appId, let at, let keyId, let counter):
-            let r = try redeem(challenge, appId: appId, at: at)
+        case .redeemThenAdvance(let challenge, let appId, let expiresAt, let keyId, let counter):
+            let r = try redeem(challenge, appId: appId, expiresAt: expiresAt)
             guard r == .redeemed else { return .redeemedThen(r, false) }
             guard case .changed(let advanced) = try apply(.advanceCounter(appId: appId, keyId: keyId, counter: counter))
             else { return .redeemedThen(r, false) }
             return .redeemedThen(r, advanced)
-        case .redeemThenSave(let challenge, let appId, let at, let key):
-            let r = try redeem(challenge, appId: appId, at: at)
+        case .redeemThenSave(let challenge, let appId, let expiresAt, let key):
+            let r = try redeem(challenge, appId: appId, expiresAt: expiresAt)
             if r == .redeemed { try upsertKey(key) }
             return .redeemedThen(r, r == .redeemed)
         }
@@ -221,29 +215,18 @@ public final class PostgresAppCheckState: AppCheckState, @unchecked Sendable {
 
     // MARK: Challenges, keys, tokens
 
-    public func storeChallenge(_ challenge: [UInt8], appId: String, expiresAt: Instant) throws {
-        _ = try group.run(.storeChallenge(challenge, appId: appId, expiresAt: expiresAt))
-    }
-
-    public func redeemChallenge(_ challenge: [UInt8], appId: String, at time: Instant) throws -> ChallengeRedemption {
-        guard case .redemption(let r) = try group.run(.redeemChallenge(challenge, appId: appId, at: time)) else {
-            throw GroupCommitError.outcomeCount(expected: 1, got: 0)
-        }
+    public func redeemChallenge(_ challenge: [UInt8], appId: String, expiresAt: Instant) throws -> ChallengeRedemption {
+        guard case .redemption(let r) = try group.run(.redeemChallenge(challenge, appId: appId, expiresAt: expiresAt))
+        else { throw GroupCommitError.outcomeCount(expected: 1, got: 0) }
         return r
     }
 
-    private func redeem(_ challenge: [UInt8], appId: String, at time: Instant) throws -> ChallengeRedemption {
-        let hex = Hex.encode(challenge)
-        if let row = try c.query(
-            "UPDATE appcheck_challenges SET used = true WHERE challenge = decode($1, 'hex') AND app_id = $2 AND NOT used RETURNING expires_at",
-            [hex, appId]
-        ).first {
-            return time.microseconds < (try Self.int(row[0], "appcheck_challenges")) ? .redeemed : .expired
-        }
-        let known = try !c.query(
-            "SELECT 1 FROM appcheck_challenges WHERE challenge = decode($1, 'hex') AND app_id = $2", [hex, appId]
-        ).isEmpty
-        return known ? .alreadyUsed : .unknown
+    private func redeem(_ challenge: [UInt8], appId: String, expiresAt: Instant) throws -> ChallengeRedemption {
+        try c.query(
+            "INSERT INTO appcheck_challenges (challenge, app_id, expires_at, used) VALUES (decode($1, 'hex'), $2, $3, true) "
+                + "ON CONFLICT (challenge) DO NOTHING RETURNING 1",
+            [Hex.encode(challenge), appId, String(expiresAt.microseconds)]
+        ).isEmpty ? .alreadyUsed : .redeemed
     }
 
     public func saveAttestedKey(_ key: AttestedKeyRecord) throws {
@@ -296,17 +279,19 @@ public final class PostgresAppCheckState: AppCheckState, @unchecked Sendable {
     }
 
     public func redeemChallenge(
-        _ challenge: [UInt8], appId: String, at time: Instant, thenAdvance keyId: [UInt8], to counter: UInt32
+        _ challenge: [UInt8], appId: String, expiresAt: Instant, thenAdvance keyId: [UInt8], to counter: UInt32
     ) throws -> (ChallengeRedemption, advanced: Bool) {
-        let outcome = try group.run(.redeemThenAdvance(challenge, appId: appId, at: time, keyId: keyId, counter: counter))
+        let outcome = try group.run(
+            .redeemThenAdvance(challenge, appId: appId, expiresAt: expiresAt, keyId: keyId, counter: counter))
         guard case .redeemedThen(let r, let advanced) = outcome else { throw GroupCommitError.outcomeCount(expected: 1, got: 0) }
         return (r, advanced)
     }
 
-    public func redeemChallenge(_ challenge: [UInt8], appId: String, at time: Instant, thenSave key: AttestedKeyRecord)
-        throws -> ChallengeRedemption
-    {
-        guard case .redeemedThen(let r, _) = try group.run(.redeemThenSave(challenge, appId: appId, at: time, key: key)) else {
+    public func redeemChallenge(
+        _ challenge: [UInt8], appId: String, expiresAt: Instant, thenSave key: AttestedKeyRecord
+    ) throws -> ChallengeRedemption {
+        let outcome = try group.run(.redeemThenSave(challenge, appId: appId, expiresAt: expiresAt, key: key))
+        guard case .redeemedThen(let r, _) = outcome else {
             throw GroupCommitError.outcomeCount(expected: 1, got: 0)
         }
         return r

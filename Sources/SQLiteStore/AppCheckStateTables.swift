@@ -13,7 +13,7 @@ import Timekeeping
 /// and is seen by every other process at once. Counters advance with a conditional UPDATE, so of two
 /// processes verifying assertions with the same counter only one wins. Instants are stored as microseconds.
 ///
-/// The per-request writes (a challenge stored or redeemed, a key saved, a counter advanced, a token consumed) are
+/// The per-request writes (a challenge redeemed, a key saved, a counter advanced, a token consumed) are
 /// committed in groups (`GroupCommit`): the writes of concurrent requests share one transaction, so one seal
 /// check, one re-seal, one witness write and one WAL sync serve them all; each write still decides in order, in
 /// a savepoint of its own, and its call returns only after its group committed. The requests' reads (a key by
@@ -46,15 +46,14 @@ public final class AppCheckStateTables: AppCheckState, @unchecked Sendable {
 
     /// One request's change to the per-request state.
     enum PerRequestWrite {
-        case storeChallenge([UInt8], appId: String, expiresAt: Instant)
-        case redeemChallenge([UInt8], appId: String, at: Instant)
+        case redeemChallenge([UInt8], appId: String, expiresAt: Instant)
         case saveAttestedKey(AttestedKeyRecord)
         case advanceCounter(appId: String, keyId: [UInt8], counter: UInt32)
         case consumeToken(id: String, expiresAt: Instant)
         /// A redemption and, when it redeemed, a counter's advance (an assertion exchange's one write).
-        case redeemThenAdvance([UInt8], appId: String, at: Instant, keyId: [UInt8], counter: UInt32)
+        case redeemThenAdvance([UInt8], appId: String, expiresAt: Instant, keyId: [UInt8], counter: UInt32)
         /// A redemption and, when it redeemed, a key saved (an attestation exchange's one write).
-        case redeemThenSave([UInt8], appId: String, at: Instant, key: AttestedKeyRecord)
+        case redeemThenSave([UInt8], appId: String, expiresAt: Instant, key: AttestedKeyRecord)
     }
 
     enum PerRequestOutcome {
@@ -78,11 +77,8 @@ public final class AppCheckStateTables: AppCheckState, @unchecked Sendable {
 
     private func apply(_ write: PerRequestWrite) throws -> PerRequestOutcome {
         switch write {
-        case .storeChallenge(let c, let appId, let expiresAt):
-            try insertChallenge(c, appId: appId, expiresAt: expiresAt)
-            return .done
-        case .redeemChallenge(let c, let appId, let at):
-            return .redemption(try redeem(c, appId: appId, at: at))
+        case .redeemChallenge(let c, let appId, let expiresAt):
+            return .redemption(try redeem(c, appId: appId, expiresAt: expiresAt))
         case .saveAttestedKey(let key):
             try upsertKey(key)
             return .done
@@ -90,11 +86,11 @@ public final class AppCheckStateTables: AppCheckState, @unchecked Sendable {
             return .changed(try advance(appId: appId, keyId: keyId, to: counter))
         case .consumeToken(let id, let expiresAt):
             return .changed(try consume(id: id, expiresAt: expiresAt))
-        case .redeemThenAdvance(let c, let appId, let at, let keyId, let counter):
-            let r = try redeem(c, appId: appId, at: at)
+        case .redeemThenAdvance(let c, let appId, let expiresAt, let keyId, let counter):
+            let r = try redeem(c, appId: appId, expiresAt: expiresAt)
             return .redeemedThen(r, r == .redeemed ? try advance(appId: appId, keyId: keyId, to: counter) : false)
-        case .redeemThenSave(let c, let appId, let at, let key):
-            let r = try redeem(c, appId: appId, at: at)
+        case .redeemThenSave(let c, let appId, let expiresAt, let key):
+            let r = try redeem(c, appId: appId, expiresAt: expiresAt)
             if r == .redeemed { try upsertKey(key) }
             return .redeemedThen(r, r == .redeemed)
         }
@@ -222,39 +218,24 @@ public final class AppCheckStateTables: AppCheckState, @unchecked Sendable {
         }
     }
 
-    public func storeChallenge(_ challenge: [UInt8], appId: String, expiresAt: Instant) throws {
+    public func redeemChallenge(_ challenge: [UInt8], appId: String, expiresAt: Instant) throws -> ChallengeRedemption {
         if isReadOnly { throw SQLiteError.readOnly(db.path) }
-        _ = try group.run(.storeChallenge(challenge, appId: appId, expiresAt: expiresAt))
-    }
-
-    private func insertChallenge(_ challenge: [UInt8], appId: String, expiresAt: Instant) throws {
-        let row: [SQLiteValue] = [.blob(challenge), .text(appId), .integer(expiresAt.microseconds), .integer(0)]
-        try db.run("INSERT INTO appcheck_challenges (challenge, app_id, expires_at, used) VALUES (?, ?, ?, ?)", row)
-        // A new row (the insert fails on an existing challenge): its hash joins the tally, no query needed.
-        db.tallyChange("appcheck_challenges", from: [], to: [row])
-    }
-
-    public func redeemChallenge(_ challenge: [UInt8], appId: String, at time: Instant) throws -> ChallengeRedemption {
-        if isReadOnly { throw SQLiteError.readOnly(db.path) }
-        guard case .redemption(let r) = try group.run(.redeemChallenge(challenge, appId: appId, at: time)) else {
-            throw GroupCommitError.outcomeCount(expected: 1, got: 0)
-        }
+        guard case .redemption(let r) = try group.run(.redeemChallenge(challenge, appId: appId, expiresAt: expiresAt))
+        else { throw GroupCommitError.outcomeCount(expected: 1, got: 0) }
         return r
     }
 
-    private func redeem(_ challenge: [UInt8], appId: String, at time: Instant) throws -> ChallengeRedemption {
-        guard
-            let row = try db.query(
-                "SELECT app_id, expires_at, used FROM appcheck_challenges WHERE challenge = ?", [.blob(challenge)]
-            ).first,
-            row[0].string == appId, let expiresAt = row[1].int
-        else { return .unknown }
-        if row[2].int != 0 { return .alreadyUsed }
-        try db.run("UPDATE appcheck_challenges SET used = 1 WHERE challenge = ?", [.blob(challenge)])
-        // The row as read, then with `used` set: the tally moves without reading it again.
-        let before: [SQLiteValue] = [.blob(challenge), row[0], row[1], row[2]]
-        db.tallyChange("appcheck_challenges", from: [before], to: [[before[0], before[1], before[2], .integer(1)]])
-        return time.microseconds < expiresAt ? .redeemed : .expired
+    /// Records the challenge as used: a row inserted the first time (challenges are not stored when issued; they
+    /// authenticate themselves), nothing after.
+    private func redeem(_ challenge: [UInt8], appId: String, expiresAt: Instant) throws -> ChallengeRedemption {
+        let row: [SQLiteValue] = [.blob(challenge), .text(appId), .integer(expiresAt.microseconds), .integer(1)]
+        try db.run(
+            "INSERT INTO appcheck_challenges (challenge, app_id, expires_at, used) VALUES (?, ?, ?, ?) "
+                + "ON CONFLICT (challenge) DO NOTHING", row)
+        guard db.changes == 1 else { return .alreadyUsed }
+        // A new row: its hash joins the tally, no query needed.
+        db.tallyChange("appcheck_challenges", from: [], to: [row])
+        return .redeemed
     }
 
     public func saveAttestedKey(_ key: AttestedKeyRecord) throws {
@@ -318,19 +299,21 @@ public final class AppCheckStateTables: AppCheckState, @unchecked Sendable {
     }
 
     public func redeemChallenge(
-        _ challenge: [UInt8], appId: String, at time: Instant, thenAdvance keyId: [UInt8], to counter: UInt32
+        _ challenge: [UInt8], appId: String, expiresAt: Instant, thenAdvance keyId: [UInt8], to counter: UInt32
     ) throws -> (ChallengeRedemption, advanced: Bool) {
         if isReadOnly { throw SQLiteError.readOnly(db.path) }
-        let outcome = try group.run(.redeemThenAdvance(challenge, appId: appId, at: time, keyId: keyId, counter: counter))
+        let outcome = try group.run(
+            .redeemThenAdvance(challenge, appId: appId, expiresAt: expiresAt, keyId: keyId, counter: counter))
         guard case .redeemedThen(let r, let advanced) = outcome else { throw GroupCommitError.outcomeCount(expected: 1, got: 0) }
         return (r, advanced)
     }
 
-    public func redeemChallenge(_ challenge: [UInt8], appId: String, at time: Instant, thenSave key: AttestedKeyRecord)
-        throws -> ChallengeRedemption
-    {
+    public func redeemChallenge(
+        _ challenge: [UInt8], appId: String, expiresAt: Instant, thenSave key: AttestedKeyRecord
+    ) throws -> ChallengeRedemption {
         if isReadOnly { throw SQLiteError.readOnly(db.path) }
-        guard case .redeemedThen(let r, _) = try group.run(.redeemThenSave(challenge, appId: appId, at: time, key: key)) else {
+        let outcome = try group.run(.redeemThenSave(challenge, appId: appId, expiresAt: expiresAt, key: key))
+        guard case .redeemedThen(let r, _) = outcome else {
             throw GroupCommitError.outcomeCount(expected: 1, got: 0)
         }
         return r

@@ -87,7 +87,7 @@ import Timekeeping
         let c = try challenge()
         let attestation = try f.device.attestation(clientDataHash: SHA256.hash(c), at: f.clock.now())
         let standard = Base64.encode(c)
-        #expect(standard.hasSuffix("=") && !standard.hasSuffix("=="), "a 32-byte challenge has one padding character")
+        #expect(standard.hasSuffix("=") && !standard.hasSuffix("=="), "a 56-byte challenge has one padding character")
         let last = standard.index(standard.endIndex, offsetBy: -2)
         // The character before `=` carries two unused bits; setting one gives the same bytes to a lenient decoder.
         let table = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/")

@@ -93,7 +93,7 @@ enum StateKind: String, CaseIterable, Sendable, CustomTestStringConvertible {
         let f = try ExchangeFixture(state: kind.make())
         let app = ExchangeFixture.demoApp.appId
         let c = try f.exchange.generateChallenge(appId: app).challenge
-        #expect(c.count == 32)
+        #expect(c.count == ChallengeAuthenticator.length)
         let attestation = try f.device.attestation(clientDataHash: SHA256.hash(c), at: f.clock.now())
         _ = try f.exchange.exchangeAttestation(
             appId: app, attestation: attestation, keyId: f.device.keyId, challenge: c)
@@ -275,12 +275,12 @@ enum StateKind: String, CaseIterable, Sendable, CustomTestStringConvertible {
     @Test(arguments: StateKind.allCases)
     func purgeForgetsExpiredChallengesAndTokens(_ kind: StateKind) throws {
         let state = try kind.make()
-        try state.storeChallenge([1], appId: "a", expiresAt: Demo.time)
-        try state.storeChallenge([2], appId: "a", expiresAt: Demo.time + .hours(2))
+        #expect(try state.redeemChallenge([1], appId: "a", expiresAt: Demo.time) == .redeemed)
+        #expect(try state.redeemChallenge([2], appId: "a", expiresAt: Demo.time + .hours(2)) == .redeemed)
         #expect(try state.consumeToken(id: "t1", expiresAt: Demo.time))
         try state.purgeExpired(before: Demo.time + .hours(1))
-        #expect(try state.redeemChallenge([1], appId: "a", at: Demo.time) == .unknown)
-        #expect(try state.redeemChallenge([2], appId: "a", at: Demo.time) == .redeemed)
+        #expect(try state.redeemChallenge([1], appId: "a", expiresAt: Demo.time) == .redeemed)
+        #expect(try state.redeemChallenge([2], appId: "a", expiresAt: Demo.time + .hours(2)) == .alreadyUsed)
         #expect(try state.consumeToken(id: "t1", expiresAt: Demo.time))
     }
 

@@ -44,10 +44,6 @@ struct PostgresAppCheckStateTests {
             artifactDigest: [UInt8](repeating: 8, count: 32), receipt: [], environment: .production, attestedAt: Self.t0
         )
         try handles[0].saveAttestedKey(key)
-        for r in 0..<rounds {
-            try handles[r % 6].storeChallenge(
-                [UInt8](repeating: UInt8(r), count: 32), appId: Self.app, expiresAt: Self.t0 + .minutes(5))
-        }
         let lock = NSLock()
         nonisolated(unsafe) var tokenWins = [Int](repeating: 0, count: rounds)
         nonisolated(unsafe) var challengeOutcomes = [[ChallengeRedemption]](repeating: [], count: rounds)
@@ -59,7 +55,7 @@ struct PostgresAppCheckStateTests {
                 do {
                     let consumed = try state.consumeToken(id: "jti-\(r)", expiresAt: Self.t0 + .hours(1))
                     let redemption = try state.redeemChallenge(
-                        [UInt8](repeating: UInt8(r), count: 32), appId: Self.app, at: Self.t0)
+                        [UInt8](repeating: UInt8(r), count: 32), appId: Self.app, expiresAt: Self.t0 + .minutes(5))
                     let advanced = try state.advanceCounter(appId: Self.app, keyId: key.keyId, to: UInt32(r + 1))
                     lock.withLock {
                         if consumed { tokenWins[r] += 1 }
@@ -239,15 +235,14 @@ struct PostgresAppCheckStateTests {
 
     @Test func readOnlyRefusesEveryChange() throws {
         let (open, conninfo, key) = try Self.fresh()
-        try open().storeChallenge(Array(0..<32), appId: Self.app, expiresAt: Self.t0 + .minutes(5))
         let reader = PostgresAppCheckState(store: try PostgresConfigStore(conninfo: conninfo, readOnly: true), key: key)
         #expect(reader.isReadOnly)
         #expect(throws: PostgresStoreError.self) { try reader.consumeToken(id: "jti", expiresAt: Self.t0 + .hours(1)) }
         #expect(throws: PostgresStoreError.self) {
-            try reader.redeemChallenge(Array(0..<32), appId: Self.app, at: Self.t0)
+            try reader.redeemChallenge(Array(0..<32), appId: Self.app, expiresAt: Self.t0 + .minutes(5))
         }
         // Nothing was used by the refused redemption.
-        #expect(try open().redeemChallenge(Array(0..<32), appId: Self.app, at: Self.t0) == .redeemed)
+        #expect(try open().redeemChallenge(Array(0..<32), appId: Self.app, expiresAt: Self.t0 + .minutes(5)) == .redeemed)
         #expect(try open().consumeToken(id: "jti", expiresAt: Self.t0 + .hours(1)))
     }
 }
@@ -276,8 +271,7 @@ extension PostgresRoleTests {
         _ = try DemoCertificateAuthority.loadOrCreate(in: writer)
         _ = try AppCheckExchange.loadOrCreateSigningKeys(state: writer, now: t0)
         _ = try AppCheckExchange.rotateSigningKeys(state: writer, now: t0, overlap: .hours(1))
-        try writer.storeChallenge(Array(0..<32), appId: app, expiresAt: t0 + .minutes(5))
-        #expect(try writer.redeemChallenge(Array(0..<32), appId: app, at: t0) == .redeemed)
+        #expect(try writer.redeemChallenge(Array(0..<32), appId: app, expiresAt: t0 + .minutes(5)) == .redeemed)
         let attested = AttestedKeyRecord(
             appId: app, keyId: [UInt8](repeating: 1, count: 32), publicKey: [0x04] + [UInt8](repeating: 2, count: 64),
             counter: 0,

@@ -37,9 +37,9 @@ struct PostgresStoreCopyAppCheckTests {
     /// counter does not move back).
     static func probe(_ state: any AppCheckState, attested: AttestedKeyRecord) throws -> [String] {
         [
-            "\(try state.redeemChallenge(Array(repeating: 1, count: 32), appId: app, at: t0))",
-            "\(try state.redeemChallenge(Array(repeating: 2, count: 32), appId: app, at: t0))",
-            "\(try state.redeemChallenge(Array(repeating: 3, count: 32), appId: app, at: t0))",
+            "\(try state.redeemChallenge(Array(repeating: 1, count: 32), appId: app, expiresAt: t0 + .minutes(5)))",
+            "\(try state.redeemChallenge(Array(repeating: 2, count: 32), appId: app, expiresAt: t0 + .minutes(5)))",
+            "\(try state.redeemChallenge(Array(repeating: 3, count: 32), appId: app, expiresAt: t0 + .minutes(5)))",
             "\(try state.consumeToken(id: "jti-used", expiresAt: t0 + .hours(1)))",
             "\(try state.consumeToken(id: "jti-new", expiresAt: t0 + .hours(1)))",
             "\(try state.advanceCounter(appId: app, keyId: attested.keyId, to: 7))",
@@ -66,7 +66,7 @@ struct PostgresStoreCopyAppCheckTests {
             ).status == 0)
         #expect(try rollout(["appcheck", "keys", "rotate"], store: file).status == 0)
         #expect(try rollout(["appcheck", "keys", "rotate"], store: file).status == 0)
-        // Per-request state: an unused and a used challenge, an attested key at counter 7, a consumed token id.
+        // Per-request state: a used challenge, an attested key at counter 7, a consumed token id.
         let attested = AttestedKeyRecord(
             appId: Self.app, keyId: [UInt8](repeating: 4, count: 32),
             publicKey: [0x04] + [UInt8](repeating: 5, count: 64), counter: 7,
@@ -74,10 +74,9 @@ struct PostgresStoreCopyAppCheckTests {
             attestedAt: Self.t0)
         do {
             let source = try AppCheckStateTables(database: RolloutStore(path: file, create: false).database)
-            try source.storeChallenge(Array(repeating: 1, count: 32), appId: Self.app, expiresAt: Self.t0 + .minutes(5))
-            try source.storeChallenge(Array(repeating: 2, count: 32), appId: Self.app, expiresAt: Self.t0 + .minutes(5))
             #expect(
-                try source.redeemChallenge(Array(repeating: 2, count: 32), appId: Self.app, at: Self.t0) == .redeemed)
+                try source.redeemChallenge(
+                    Array(repeating: 2, count: 32), appId: Self.app, expiresAt: Self.t0 + .minutes(5)) == .redeemed)
             try source.saveAttestedKey(attested)
             #expect(try source.consumeToken(id: "jti-used", expiresAt: Self.t0 + .hours(1)))
         }
@@ -88,7 +87,7 @@ struct PostgresStoreCopyAppCheckTests {
         #expect(copy.status == 0, "\(copy.stderr)")
         #expect(
             copy.stdout.contains(
-                "App Check state: 1 project, 2 apps, 2 challenges, 1 keys, 1 consumed_tokens, 1 debug_tokens, 2 signing_keys, 1 demo_authority"
+                "App Check state: 1 project, 2 apps, 1 challenges, 1 keys, 1 consumed_tokens, 1 debug_tokens, 2 signing_keys, 1 demo_authority"
             ),
             "\(copy.stdout)")
         #expect(!copy.stdout.contains("not copied"), "\(copy.stdout)")
@@ -108,7 +107,7 @@ struct PostgresStoreCopyAppCheckTests {
         #expect(try copied.attestedKey(appId: Self.app, artifactDigest: attested.artifactDigest) == attested)
         let onPostgres = try Self.probe(copied, attested: attested)
         #expect(onPostgres == (try Self.probe(source, attested: attested)))
-        #expect(onPostgres == ["redeemed", "alreadyUsed", "unknown", "false", "true", "false", "true"])
+        #expect(onPostgres == ["redeemed", "alreadyUsed", "redeemed", "false", "true", "false", "true"])
         // The private keys are sealed with the team key on the PostgreSQL end.
         let raw = try PGConnection(target).query("SELECT encode(private_key, 'hex') FROM appcheck_signing_keys")
             .compactMap { $0[0] }

@@ -103,10 +103,17 @@ import Timekeeping
     /// What the kill lost: answered items the store no longer has.
     static func lost(_ answered: Answered, in state: any AppCheckState) throws -> [String] {
         var lost: [String] = []
-        let now = SystemClock().now()
+        // A challenge carries its own proof: an exchange built afresh on the store (another process) must
+        // authenticate it and find it unused.
+        let exchange = try AppCheckExchange(configuration: try #require(try state.configuration()), state: state, clock: SystemClock())
         for c in answered.challenges {
-            let r = try state.redeemChallenge(c, appId: app, at: now)
-            if r != .redeemed { lost.append("challenge \(Hex.encode(c)): \(r)") }
+            do {
+                let r = try state.redeemChallenge(
+                    c, appId: app, expiresAt: try exchange.authenticChallengeExpiry(c, appId: app))
+                if r != .redeemed { lost.append("challenge \(Hex.encode(c)): \(r)") }
+            } catch {
+                lost.append("challenge \(Hex.encode(c)): \(error)")
+            }
         }
         for (i, d) in answered.counters {
             let stored = try state.attestedKey(appId: app, artifactDigest: SHA256.hash(d.artifact))

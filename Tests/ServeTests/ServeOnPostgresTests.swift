@@ -11,8 +11,8 @@ import TestSupport
 import Timekeeping
 
 /// Two `rollout serve` processes on one PostgreSQL team store (a real server, `initdb` in a temporary directory)
-/// act as one exchange: a challenge issued by one is redeemed once across both, an artifact attested at one is
-/// asserted at the other, both publish the same JWKS, and a limited-use token is consumed once by `token verify
+/// act as one exchange: a challenge issued by one is redeemed once across both (a forged one at neither, and one
+/// issued before a key rotation still after it), an artifact attested at one is asserted at the other, both publish the same JWKS, and a limited-use token is consumed once by `token verify
 /// --consume` from any process.
 @Suite(.serialized) struct ServeOnPostgresTests {
     static let app = "1:515151:ios:postgres"
@@ -107,6 +107,19 @@ import Timekeeping
         #expect(
             outcomes.filter { $0 == "ok" }.count == 1 && outcomes.filter { $0 == "challengeAlreadyUsed" }.count == 5,
             "\(outcomes)")
+        // A challenge with one changed byte is no challenge of theirs, at either server.
+        var forged = try remoteA.generateChallenge(appId: Self.app).challenge
+        forged[forged.count / 2] ^= 0x80
+        for remote in [remoteA, remoteB] {
+            #expect {
+                _ = try remote.exchangeAssertion(
+                    appId: Self.app, artifact: attested.artifact,
+                    assertion: try key.assertion(clientDataHash: SHA256.hash(attested.artifact + forged)),
+                    challenge: forged, limitedUse: false)
+            } throws: {
+                ($0 as? AppCheckExchangeError)?.code == "unknownChallenge"
+            }
+        }
         // The counter moved for both: the next assertion, at A, is accepted, and the key's counter is its.
         let next = try remoteA.generateChallenge(appId: Self.app).challenge
         let fromA = try remoteA.exchangeAssertion(
@@ -168,6 +181,7 @@ import Timekeeping
         #expect(try PostgresTelemetry(store: try PostgresConfigStore(conninfo: conninfo)).batches().count == 1)
 
         // Keys rotated from the CLI reach both servers' JWKS.
+        let beforeRotation = try remoteA.generateChallenge(appId: Self.app).challenge
         #expect(try cli(["appcheck", "keys", "rotate"]).status == 0)
         let keys = try cli(["appcheck", "keys", "list"])
         #expect(keys.stdout.split(separator: "\n").count == 2, "\(keys.stdout)")
@@ -179,6 +193,14 @@ import Timekeeping
                 if published != 2 { usleep(100_000) }
             }
             #expect(published == 2, "the server on port \(port) publishes \(published) keys after the rotation")
+        }
+        // The challenge keys rotate with the signing keys: one issued by A before the rotation redeems at B after
+        // it, and one B issues now redeems at A.
+        for (challenge, remote) in [(beforeRotation, remoteB), (try remoteB.generateChallenge(appId: Self.app).challenge, remoteA)] {
+            _ = try remote.exchangeAssertion(
+                appId: Self.app, artifact: attested.artifact,
+                assertion: try key.assertion(clientDataHash: SHA256.hash(attested.artifact + challenge)),
+                challenge: challenge, limitedUse: false)
         }
 
         for serve in [a, b] {

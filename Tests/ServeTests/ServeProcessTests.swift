@@ -22,6 +22,46 @@ import Timekeeping
         func add(_ t: String) { lock.withLock { tokens.append(t) } }
     }
 
+    /// Two `serve` processes on one SQLite store act as one exchange for challenges: one issued by A (a write-free
+    /// answer) is attested at B, then refused as a replay at both; a forged one is refused at both.
+    @Test func twoServersOnOneSQLiteStoreRedeemEachChallengeOnce() throws {
+        let rollout = try TestSupport.rolloutBinary()
+        let dir = try TestSupport.temporaryDirectory("rollout-serve-two")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let store = dir.appendingPathComponent("store.db").path
+        let identity = AppIdentity(teamId: "ABCDE12345", bundleId: "com.example.process")
+        try ServeProcess.prepareStore(
+            rollout, store: store, app: Self.app, projectNumber: "424242", projectId: "serve-process",
+            team: identity.teamId, bundle: identity.bundleId)
+        let servers = try (0..<2).map { _ in
+            try ServeProcess.start(rollout, ["--trust-demo", "--store", store, "--rate-limit", "0", "--no-events"])
+        }
+        defer { for s in servers where s.process.isRunning { s.process.terminate() } }
+        let remotes = try servers.map {
+            RemoteAppCheckExchange(
+                transport: try LoopbackHTTPClient(host: "127.0.0.1", port: $0.port), project: "serve-process")
+        }
+        let state = try AppCheckStateTables(database: RolloutStore(path: store, create: false).database)
+        let key = try SimulatedAppAttestKey(
+            authority: try DemoCertificateAuthority.loadOrCreate(in: state), app: identity, environment: .production)
+        let challenge = try remotes[0].generateChallenge(appId: Self.app).challenge
+        let attestation = try key.attestation(clientDataHash: SHA256.hash(challenge), at: SystemClock().now())
+        _ = try remotes[1].attest(
+            appId: Self.app, attestation: attestation, keyId: key.keyId, challenge: challenge, limitedUse: false)
+        var forged = try remotes[1].generateChallenge(appId: Self.app).challenge
+        forged[0] ^= 0x01
+        for remote in remotes {
+            for (c, code) in [(challenge, "challengeAlreadyUsed"), (forged, "unknownChallenge")] {
+                #expect {
+                    _ = try remote.attest(
+                        appId: Self.app, attestation: attestation, keyId: key.keyId, challenge: c, limitedUse: false)
+                } throws: {
+                    ($0 as? AppCheckExchangeError)?.code == code
+                }
+            }
+        }
+    }
+
     @Test func sigtermFinishesRequestsInFlightAndKeepsEveryAnsweredState() throws {
         let rollout = try TestSupport.rolloutBinary()
         let dir = try TestSupport.temporaryDirectory("rollout-serve-process")

@@ -18,13 +18,9 @@ final class FailingState: AppCheckState, @unchecked Sendable {
 
     func configuration() throws -> AppCheckConfiguration? { try base.configuration() }
     func saveConfiguration(_ c: AppCheckConfiguration) throws { try base.saveConfiguration(c) }
-    func storeChallenge(_ c: [UInt8], appId: String, expiresAt: Instant) throws {
+    func redeemChallenge(_ c: [UInt8], appId: String, expiresAt: Instant) throws -> ChallengeRedemption {
         try check()
-        try base.storeChallenge(c, appId: appId, expiresAt: expiresAt)
-    }
-    func redeemChallenge(_ c: [UInt8], appId: String, at t: Instant) throws -> ChallengeRedemption {
-        try check()
-        return try base.redeemChallenge(c, appId: appId, at: t)
+        return try base.redeemChallenge(c, appId: appId, expiresAt: expiresAt)
     }
     func saveAttestedKey(_ k: AttestedKeyRecord) throws {
         try check()

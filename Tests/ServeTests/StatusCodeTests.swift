@@ -178,10 +178,22 @@ import Timekeeping
 
     @Test func storeTroubleIs503Unavailable() throws {
         let f = try ServerFixture()
+        let (key, artifact, _) = try f.attest()
+        func assertion() throws -> JSONValue {
+            let c = try f.challenge()
+            return [
+                "artifact": .string(Base64.encode(artifact)),
+                "assertion": .string(Base64.encode(try key.assertion(clientDataHash: SHA256.hash(artifact + c)))),
+                "challenge": .string(Base64.encode(c)),
+            ]
+        }
+        let during = try assertion()
         f.state.fail(true)
-        expectError(try f.post(f.appPath("generateAppAttestChallenge"), [:]), 503, "UNAVAILABLE")
-        f.state.fail(false)
+        // Issuing a challenge needs no store (it authenticates itself); redeeming one does.
         #expect(try f.post(f.appPath("generateAppAttestChallenge"), [:]).status == 200)
+        expectError(try f.post(f.appPath("exchangeAppAttestAssertion"), during), 503, "UNAVAILABLE")
+        f.state.fail(false)
+        #expect(try f.post(f.appPath("exchangeAppAttestAssertion"), try assertion()).status == 200)
     }
 
     @Test func bodyOverTheLimitIs413() throws {

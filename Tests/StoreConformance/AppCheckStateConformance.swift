@@ -2,8 +2,8 @@ import AppCheck
 import Foundation
 import Timekeeping
 
-/// Conformance checks of the `AppCheckState` port's per-request state: challenges, key counters and consumed
-/// tokens. `open` gives another handle on the same store (another connection, as another process would have;
+/// Conformance checks of the `AppCheckState` port's per-request state: used challenges, key counters and consumed
+/// tokens, and challenges issued by one handle's exchange redeemed through another's. `open` gives another handle on the same store (another connection, as another process would have;
 /// the in-memory state returns itself), so that "used once" holds across handles, not just in one.
 public enum AppCheckStateConformance {
     /// Opens another handle on one store.
@@ -12,7 +12,11 @@ public enum AppCheckStateConformance {
     public typealias Factory = () throws -> Opener
 
     public static let checks: [(name: String, run: @Sendable (Factory) throws -> Void)] = [
-        ("a challenge is redeemed once, for its app, before it expires", challengeSingleUse),
+        ("a challenge is redeemed once, on any handle, and remembered until its expiry is purged", challengeSingleUse),
+        (
+            "a challenge issued by one handle's exchange redeems once through another's; forged or expired ones are refused",
+            challengesAcrossExchanges
+        ),
         ("of concurrent redemptions of one challenge on two handles exactly one succeeds", concurrentRedemption),
         ("a key's counter only increases, also across a re-attestation", countersOnlyIncrease),
         ("of concurrent advances to one counter exactly one succeeds", concurrentAdvance),
@@ -50,31 +54,79 @@ public enum AppCheckStateConformance {
         let b = try open()
         let c1: [UInt8] = Array(0..<32)
         let c2: [UInt8] = Array(32..<64)
-        try a.storeChallenge(c1, appId: app, expiresAt: t0 + .minutes(5))
-        try a.storeChallenge(c2, appId: app, expiresAt: t0 + .minutes(5))
+        let expiry = t0 + .minutes(5)
+        try expect(try b.redeemChallenge(c1, appId: app, expiresAt: expiry) == .redeemed, "a challenge did not redeem")
+        try expect(try a.redeemChallenge(c1, appId: app, expiresAt: expiry) == .alreadyUsed, "redeemed twice")
         try expect(
-            try b.redeemChallenge(c1, appId: "other-app", at: t0) == .unknown, "another app redeemed the challenge")
-        try expect(try b.redeemChallenge(c1, appId: app, at: t0) == .redeemed, "the issued challenge was not redeemed")
-        try expect(try a.redeemChallenge(c1, appId: app, at: t0) == .alreadyUsed, "the challenge was redeemed twice")
+            try a.redeemChallenge(c1, appId: "other-app", expiresAt: expiry) == .alreadyUsed,
+            "a used challenge redeemed again under another app")
+        try expect(try a.redeemChallenge(c2, appId: app, expiresAt: expiry + .hours(1)) == .redeemed, "c2 not redeemed")
+        // A purge before a used challenge's expiry keeps it; one after forgets only the expired one.
+        try b.purgeExpired(before: expiry)
+        try expect(try b.redeemChallenge(c1, appId: app, expiresAt: expiry) == .alreadyUsed, "an early purge forgot c1")
+        try b.purgeExpired(before: expiry + .minutes(1))
         try expect(
-            try a.redeemChallenge(Array(64..<96), appId: app, at: t0) == .unknown, "a challenge never issued is known")
-        try expect(
-            try b.redeemChallenge(c2, appId: app, at: t0 + .minutes(5)) == .expired,
-            "a challenge at its expiry was not expired")
-        try expect(try a.redeemChallenge(c2, appId: app, at: t0) == .alreadyUsed, "an expired challenge was redeemed")
+            try a.redeemChallenge(c2, appId: app, expiresAt: expiry + .hours(1)) == .alreadyUsed,
+            "the purge forgot a challenge still live")
+        try expect(try a.redeemChallenge(c1, appId: app, expiresAt: expiry) == .redeemed, "the purge kept c1")
+    }
+
+    /// Two exchanges on two handles of one store, as two `serve` processes: they share the challenge keys (derived
+    /// from the stored signing keys) and the used challenges.
+    static func challengesAcrossExchanges(_ factory: Factory) throws {
+        let open = try factory()
+        let a = try open()
+        let b = try open()
+        let configuration = AppCheckConfiguration(
+            project: AppCheckProject(number: "1234567890", id: "conformance"),
+            apps: [
+                AppAttestApp(
+                    appId: app, identity: AppIdentity(teamId: "ABCDE12345", bundleId: "com.example.conformance"),
+                    environment: .production),
+                AppAttestApp(
+                    appId: "1:1234567890:ios:other", identity: AppIdentity(teamId: "ABCDE12345", bundleId: "com.example.other"),
+                    environment: .production),
+            ])
+        let clock = ManualClock(t0)
+        let issuing = try AppCheckExchange(configuration: configuration, state: a, clock: clock)
+        let redeeming = try AppCheckExchange(configuration: configuration, state: b, clock: clock)
+        func refusal(_ c: [UInt8], _ appId: String = app) -> AppCheckExchangeError? {
+            do {
+                _ = try redeeming.authenticChallengeExpiry(c, appId: appId)
+                return nil
+            } catch { return error }
+        }
+        let c = try issuing.generateChallenge(appId: app).challenge
+        try expect(try issuing.generateChallenge(appId: app).challenge != c, "two challenges are equal")
+        let expiresAt = try redeeming.authenticChallengeExpiry(c, appId: app)
+        try expect(expiresAt == t0 + AppCheckExchange.challengeTTL, "the challenge expires at \(expiresAt)")
+        try expect(try b.redeemChallenge(c, appId: app, expiresAt: expiresAt) == .redeemed, "it did not redeem")
+        try expect(try a.redeemChallenge(c, appId: app, expiresAt: expiresAt) == .alreadyUsed, "a replay redeemed")
+        // Any changed byte (expiry, nonce, tag), a cut, another app: not this exchange's challenge.
+        for i in c.indices {
+            var forged = c
+            forged[i] ^= 0x01
+            try expect(refusal(forged) == .unknownChallenge, "a challenge with byte \(i) changed was accepted")
+        }
+        try expect(refusal(Array(c.dropLast())) == .unknownChallenge, "a truncated challenge was accepted")
+        try expect(refusal(c, "1:1234567890:ios:other") == .unknownChallenge, "another app's challenge was accepted")
+        try expect(refusal([UInt8](repeating: 0, count: 32)) == .unknownChallenge, "random bytes were accepted")
+        // At its expiry a challenge is refused as expired, before the state is asked.
+        let late = try issuing.generateChallenge(appId: app).challenge
+        clock.advance(by: AppCheckExchange.challengeTTL)
+        try expect(refusal(late) == .challengeExpired, "a challenge at its expiry gave \(String(describing: refusal(late)))")
     }
 
     static func concurrentRedemption(_ factory: Factory) throws {
         let open = try factory()
         let handles = [try open(), try open()]
         let challenge = [UInt8](repeating: 42, count: 32)
-        try handles[0].storeChallenge(challenge, appId: app, expiresAt: t0 + .minutes(5))
         let lock = NSLock()
         nonisolated(unsafe) var results: [ChallengeRedemption] = []
         nonisolated(unsafe) var errors: [String] = []
         DispatchQueue.concurrentPerform(iterations: 8) { i in
             do {
-                let r = try handles[i % 2].redeemChallenge(challenge, appId: app, at: t0)
+                let r = try handles[i % 2].redeemChallenge(challenge, appId: app, expiresAt: t0 + .minutes(5))
                 lock.withLock { results.append(r) }
             } catch {
                 lock.withLock { errors.append("\(error)") }
@@ -153,26 +205,26 @@ public enum AppCheckStateConformance {
         let c1: [UInt8] = Array(100..<132)
         let c2: [UInt8] = Array(132..<164)
         let k = key(counter: 0)
-        // A challenge never issued saves nothing.
-        try expect(try a.redeemChallenge(c1, appId: app, at: t0, thenSave: k) == .unknown, "an unknown challenge redeemed")
-        try expect(try b.attestedKey(appId: app, artifactDigest: k.artifactDigest) == nil, "an unknown challenge saved a key")
-        try a.storeChallenge(c1, appId: app, expiresAt: t0 + .minutes(5))
-        try a.storeChallenge(c2, appId: app, expiresAt: t0 + .minutes(5))
-        try expect(try b.redeemChallenge(c1, appId: app, at: t0, thenSave: k) == .redeemed, "the challenge did not redeem")
+        let expiry = t0 + .minutes(5)
+        // A used challenge saves nothing.
+        try expect(try a.redeemChallenge(c1, appId: app, expiresAt: expiry) == .redeemed, "c1 did not redeem")
+        try expect(
+            try b.redeemChallenge(c1, appId: app, expiresAt: expiry, thenSave: k) == .alreadyUsed, "a replay redeemed")
+        try expect(try b.attestedKey(appId: app, artifactDigest: k.artifactDigest) == nil, "a replay saved a key")
+        try expect(try b.redeemChallenge(c2, appId: app, expiresAt: expiry, thenSave: k) == .redeemed, "c2 did not redeem")
         try expect(try a.attestedKey(appId: app, artifactDigest: k.artifactDigest) == k, "the key was not saved")
         // A replayed challenge advances nothing; a fresh one advances once.
-        let replay = try a.redeemChallenge(c1, appId: app, at: t0, thenAdvance: k.keyId, to: 3)
+        let replay = try a.redeemChallenge(c2, appId: app, expiresAt: expiry, thenAdvance: k.keyId, to: 3)
         try expect(replay == (.alreadyUsed, false), "a replayed challenge gave \(replay)")
         try expect(try b.attestedKey(appId: app, artifactDigest: k.artifactDigest)?.counter == 0, "a replay advanced")
-        let fresh = try b.redeemChallenge(c2, appId: app, at: t0, thenAdvance: k.keyId, to: 3)
+        let fresh = try b.redeemChallenge(Array(196..<228), appId: app, expiresAt: expiry, thenAdvance: k.keyId, to: 3)
         try expect(fresh == (.redeemed, true), "a fresh challenge gave \(fresh)")
         try expect(try a.attestedKey(appId: app, artifactDigest: k.artifactDigest)?.counter == 3, "the counter is not 3")
         // A redeemed challenge with a counter that does not increase: the challenge is used, the counter stays.
         let c3: [UInt8] = Array(164..<196)
-        try a.storeChallenge(c3, appId: app, expiresAt: t0 + .minutes(5))
-        let stale = try a.redeemChallenge(c3, appId: app, at: t0, thenAdvance: k.keyId, to: 3)
+        let stale = try a.redeemChallenge(c3, appId: app, expiresAt: expiry, thenAdvance: k.keyId, to: 3)
         try expect(stale == (.redeemed, false), "a stale counter gave \(stale)")
-        try expect(try b.redeemChallenge(c3, appId: app, at: t0) == .alreadyUsed, "the challenge was not used up")
+        try expect(try b.redeemChallenge(c3, appId: app, expiresAt: expiry) == .alreadyUsed, "the challenge was not used up")
     }
 
     /// 64 threads on two handles at once, so that each handle commits their writes in groups: every token id
@@ -185,7 +237,6 @@ public enum AppCheckStateConformance {
         try handles[0].saveAttestedKey(k)
         let challenges = (0..<16).map { i in [UInt8](repeating: UInt8(i), count: 31) + [0xC7] }
         let fresh = (0..<16).map { i in [UInt8](repeating: UInt8(i), count: 31) + [0xD8] }
-        for c in challenges + fresh { try handles[1].storeChallenge(c, appId: app, expiresAt: t0 + .minutes(5)) }
         let lock = NSLock()
         nonisolated(unsafe) var consumed = [Int](repeating: 0, count: 16)
         nonisolated(unsafe) var redeemed = [Int](repeating: 0, count: 16)
@@ -201,11 +252,11 @@ public enum AppCheckStateConformance {
                         lock.withLock { consumed[i % 16] += 1 }
                     }
                 case 2:
-                    if try h.redeemChallenge(challenges[i % 16], appId: app, at: t0) == .redeemed {
+                    if try h.redeemChallenge(challenges[i % 16], appId: app, expiresAt: t0 + .minutes(5)) == .redeemed {
                         lock.withLock { redeemed[i % 16] += 1 }
                     }
                 default:
-                    let (r, a) = try h.redeemChallenge(fresh[i / 4], appId: app, at: t0, thenAdvance: k.keyId, to: 1)
+                    let (r, a) = try h.redeemChallenge(fresh[i / 4], appId: app, expiresAt: t0 + .minutes(5), thenAdvance: k.keyId, to: 1)
                     lock.withLock {
                         if r == .redeemed { freshRedeemed += 1 }
                         if a { advanced += 1 }

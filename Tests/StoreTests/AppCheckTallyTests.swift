@@ -13,15 +13,14 @@ struct AppCheckTallyTests {
     static let app = "1:1234567890:ios:0123456789abcdef"
     static let keyID = [UInt8](repeating: 7, count: 32)
 
-    /// A store with 3 challenges (one redeemed), an attested key advanced to counter 5, and 2 consumed tokens.
+    /// A store with 3 redeemed challenges, an attested key advanced to counter 5, and 2 consumed tokens.
     static func populated() throws -> StoreFixture {
         let f = try StoreFixture("tally")
         let (store, _) = try f.open()
         let state = try AppCheckStateTables(database: store.database)
         for i in 0..<3 {
-            try state.storeChallenge([UInt8](repeating: UInt8(i), count: 32), appId: app, expiresAt: t0 + .minutes(5))
+            _ = try state.redeemChallenge([UInt8](repeating: UInt8(i), count: 32), appId: app, expiresAt: t0 + .minutes(5))
         }
-        _ = try state.redeemChallenge([UInt8](repeating: 0, count: 32), appId: app, at: t0)
         try state.saveAttestedKey(
             AttestedKeyRecord(
                 appId: app, keyId: keyID, publicKey: [0x04] + [UInt8](repeating: 9, count: 64), counter: 0,
@@ -62,7 +61,9 @@ struct AppCheckTallyTests {
                 attestedAt: Self.t0))
         #expect(try !state.advanceCounter(appId: Self.app, keyId: Self.keyID, to: 3))
         #expect(try !state.consumeToken(id: "jti-1", expiresAt: Self.t0 + .minutes(60)))
-        #expect(try state.redeemChallenge([UInt8](repeating: 1, count: 32), appId: Self.app, at: Self.t0) == .redeemed)
+        #expect(
+            try state.redeemChallenge([UInt8](repeating: 3, count: 32), appId: Self.app, expiresAt: Self.t0 + .minutes(5))
+                == .redeemed)
         try state.purgeExpired(before: Self.t0 + .minutes(30))
         _ = try store.verify()
         // A write that fails half-way (its savepoint rolls back) leaves the tally where the rows are.
