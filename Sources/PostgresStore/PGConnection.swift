@@ -80,6 +80,66 @@ public final class PGConnection: @unchecked Sendable {
         return try rows(of: result)
     }
 
+    /// Runs `statements` in one round trip (libpq's pipeline mode): sends every statement, then reads every
+    /// result, in order; the server runs them one after another, each as `query` would (so inside a READ
+    /// COMMITTED transaction each still sees what committed before it started). When one fails the server skips
+    /// the rest and this throws the first failure. Only the last statement may return many rows: the others'
+    /// results wait in the server's buffer while this connection is still sending.
+    @discardableResult
+    public func pipeline(_ statements: [(sql: String, params: [String?])]) throws(PostgresError) -> [[[String?]]] {
+        guard !statements.isEmpty else { return [] }
+        guard PQenterPipelineMode(raw) == 1 else { throw connectionError() }
+        defer { PQexitPipelineMode(raw) }
+        var sent = 0
+        var failure: PostgresError?
+        for (sql, params) in statements {
+            let copies: [UnsafeMutablePointer<CChar>?] = params.map { $0.map { strdup($0) } ?? nil }
+            defer { for p in copies { free(p) } }
+            let ok: Int32 = copies.withUnsafeBufferPointer { buffer in
+                guard let base = buffer.baseAddress, !buffer.isEmpty else {
+                    return PQsendQueryParams(raw, sql, 0, nil, nil, nil, nil, 0)
+                }
+                return base.withMemoryRebound(to: UnsafePointer<CChar>?.self, capacity: buffer.count) {
+                    PQsendQueryParams(raw, sql, Int32(buffer.count), nil, $0, nil, nil, 0)
+                }
+            }
+            guard ok == 1 else {
+                failure = connectionError()
+                break
+            }
+            sent += 1
+        }
+        let synced = PQpipelineSync(raw) == 1
+        if !synced, failure == nil { failure = connectionError() }
+        var out: [[[String?]]] = []
+        out.reserveCapacity(sent)
+        // Each statement's result, then NULL; after them the sync's own result.
+        for _ in 0..<sent {
+            var rowsOfStatement: [[String?]] = []
+            while let result = PQgetResult(raw) {
+                do {
+                    rowsOfStatement = try rows(of: result)
+                } catch {
+                    if failure == nil { failure = error }
+                }
+            }
+            out.append(rowsOfStatement)
+        }
+        if synced {
+            while let result = PQgetResult(raw) {
+                let status = PQresultStatus(result)
+                PQclear(result)
+                if status == PGRES_PIPELINE_SYNC { break }
+            }
+        }
+        if let failure { throw failure }
+        return out
+    }
+
+    private func connectionError() -> PostgresError {
+        PostgresError(sqlState: "", message: String(cString: PQerrorMessage(raw)).trimmingWhitespace())
+    }
+
     /// Runs one or more statements without parameters (schema migrations).
     public func execute(_ sql: String) throws(PostgresError) {
         try rows(of: PQexec(raw, sql))
