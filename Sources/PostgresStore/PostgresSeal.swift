@@ -180,7 +180,12 @@ public enum PostgresSeal {
     /// The current state of the store on `c`, and a problem that needs no seal to see (a head that is not the
     /// newest record or version, a privilege beyond the documented ones), if any.
     static func current(_ c: PGConnection) throws -> (state: State, problem: PostgresSealProblem?) {
-        guard let row = try c.query(stateQuery).first else {
+        current(row: try c.query(stateQuery).first)
+    }
+
+    /// The same from `stateQuery`'s row, read by the caller (in the round trip of the head lock).
+    static func current(row: [String?]?) -> (state: State, problem: PostgresSealProblem?) {
+        guard let row else {
             return (State(items: []), PostgresSealProblem("chain head", "missing (config_head deleted?)"))
         }
         func text(_ i: Int) -> String { row[i] ?? "none" }
@@ -228,7 +233,14 @@ public enum PostgresSeal {
     static func check(_ c: PGConnection, now: State, key: PostgresSealKey?) throws -> (
         sealed: Bool, problem: PostgresSealProblem?
     ) {
-        guard let row = try c.query("SELECT state, mac FROM store_seal WHERE id = 1").first else { return (false, nil) }
+        try check(sealRow: try c.query(sealQuery).first, now: now, key: key)
+    }
+
+    static let sealQuery = "SELECT state, mac FROM store_seal WHERE id = 1"
+
+    /// The same from `sealQuery`'s row (nil: no seal), read by the caller.
+    static func check(sealRow: [String?]?, now: State, key: PostgresSealKey?) -> (sealed: Bool, problem: PostgresSealProblem?) {
+        guard let row = sealRow else { return (false, nil) }
         guard let text = row[0], let mac = row[1], let sealed = State(text: text) else {
             return (true, PostgresSealProblem("seal", "a column has an unexpected value (edited outside rollout?)"))
         }
@@ -275,14 +287,17 @@ public enum PostgresSeal {
     }
 
     /// Writes the seal of the current state on `c` (inside the caller's write transaction, just before COMMIT).
-    package static func renew(_ c: PGConnection, key: PostgresSealKey) throws -> State {
+    /// `thenCommit`: COMMIT in the round trip of the seal's write.
+    package static func renew(_ c: PGConnection, key: PostgresSealKey, thenCommit: Bool = false) throws -> State {
         let (state, problem) = try current(c)
         if let problem { throw problem }
         let text = state.text
-        try c.query(
+        let write: (sql: String, params: [String?]) = (
             "INSERT INTO store_seal (id, state, mac) VALUES (1, $1, $2) "
                 + "ON CONFLICT (id) DO UPDATE SET state = excluded.state, mac = excluded.mac",
-            [text, key.mac(text)])
+            [text, key.mac(text)]
+        )
+        try c.pipeline([write] + (thenCommit ? [("COMMIT", [])] : []))
         return state
     }
 
@@ -393,10 +408,15 @@ extension PostgresConfigStore {
     /// that fails verification (naming what differs), a sealed store without the key, and, on a connection of the
     /// executable (`sealing` set), any write without the key. A store never sealed (made before schema 6) is
     /// checked as `audit verify` checks its chain, and sealed at this transaction's COMMIT.
-    func checkSealBeforeWriting() throws {
+    ///
+    /// `read`: the rows of `PostgresSeal.stateQuery` and `sealQuery`, when the caller read them in the round trip
+    /// of the head lock (after it).
+    func checkSealBeforeWriting(read: (state: [String?]?, seal: [String?]?)? = nil) throws {
         let label = Self.redacted(conninfo)
-        let (now, early) = try PostgresSeal.current(connection)
-        let (sealed, problem) = try PostgresSeal.check(connection, now: now, key: sealing?.key)
+        let (now, early) = try read.map { PostgresSeal.current(row: $0.state) } ?? PostgresSeal.current(connection)
+        let (sealed, problem) =
+            try read.map { PostgresSeal.check(sealRow: $0.seal, now: now, key: sealing?.key) }
+            ?? PostgresSeal.check(connection, now: now, key: sealing?.key)
         var found = early ?? problem
         let witness = try witness()
         if found == nil, let witness {
@@ -455,11 +475,14 @@ extension PostgresConfigStore {
 
     /// Before COMMIT of a transaction whose seal was checked: writes the seal of the state it leaves; returns
     /// the chain head it sealed (nil when nothing was sealed).
-    func renewSeal() throws -> (sequence: Int64, hash: String)? {
+    ///
+    /// `thenCommit`: COMMIT in the same round trip as the seal's write; then a non-nil answer means committed
+    /// (sequence 0 when the head could not be read back, which advances no witness).
+    func renewSeal(thenCommit: Bool = false) throws -> (sequence: Int64, hash: String)? {
         guard renewsSeal, let key = sealing?.key else { return nil }
-        let state = try PostgresSeal.renew(connection, key: key)
+        let state = try PostgresSeal.renew(connection, key: key, thenCommit: thenCommit)
         let head = (state.value("chain head") ?? "").split(separator: " ")
-        guard head.count == 2, let sequence = Int64(head[0]) else { return nil }
+        guard head.count == 2, let sequence = Int64(head[0]) else { return thenCommit ? (0, "") : nil }
         return (sequence, String(head[1]))
     }
 
