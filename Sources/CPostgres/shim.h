@@ -41,7 +41,13 @@
     X(PGresult *, PQgetResult, (PGconn *conn), (conn))                                                          \
     X(int, PQenterPipelineMode, (PGconn *conn), (conn))                                                         \
     X(int, PQexitPipelineMode, (PGconn *conn), (conn))                                                          \
-    X(int, PQpipelineSync, (PGconn *conn), (conn))
+    X(int, PQpipelineSync, (PGconn *conn), (conn))                                                              \
+    X(PGresult *, PQprepare, (PGconn *conn, const char *stmtName, const char *query, int nParams, const Oid *paramTypes), \
+      (conn, stmtName, query, nParams, paramTypes))                                                             \
+    X(int, PQsendQueryPrepared,                                                                                 \
+      (PGconn *conn, const char *stmtName, int nParams, const char *const *paramValues, const int *paramLengths, \
+       const int *paramFormats, int resultFormat),                                                              \
+      (conn, stmtName, nParams, paramValues, paramLengths, paramFormats, resultFormat))
 
 // The header's declarations of these functions get private names that nothing defines or calls.
 #define PQconnectdb rollout_pq_declared_PQconnectdb
@@ -66,6 +72,8 @@
 #define PQenterPipelineMode rollout_pq_declared_PQenterPipelineMode
 #define PQexitPipelineMode rollout_pq_declared_PQexitPipelineMode
 #define PQpipelineSync rollout_pq_declared_PQpipelineSync
+#define PQprepare rollout_pq_declared_PQprepare
+#define PQsendQueryPrepared rollout_pq_declared_PQsendQueryPrepared
 #define PQclear rollout_pq_declared_PQclear
 #define PQfreemem rollout_pq_declared_PQfreemem
 #include <postgresql/libpq-fe.h>
@@ -91,6 +99,8 @@
 #undef PQenterPipelineMode
 #undef PQexitPipelineMode
 #undef PQpipelineSync
+#undef PQprepare
+#undef PQsendQueryPrepared
 #undef PQclear
 #undef PQfreemem
 

@@ -45,6 +45,12 @@ public final class PostgresConfigStore: ConfigStore, @unchecked Sendable {
     public let sealing: PostgresSealing?
     /// Whether the open transaction checked the seal and renews it before COMMIT.
     var renewsSeal = false
+    /// The state that check found (its catalog is sealed again at COMMIT; `catalogChanged` drops it).
+    var checkedSeal: PostgresSeal.State?
+
+    /// Says that the open transaction changes the catalog of the rollout tables (DDL, a migration step): its
+    /// seal then digests the catalog again at COMMIT instead of sealing the one checked after the head lock.
+    package func catalogChanged() { checkedSeal = nil }
     /// The database's identity for the witness, read once.
     var witnessIdentity: String?
     /// How many times a transaction is run again after a serialisation failure or deadlock.
@@ -144,9 +150,12 @@ public final class PostgresConfigStore: ConfigStore, @unchecked Sendable {
                     depth = 0
                     headLocked = false
                     renewsSeal = false
+                    checkedSeal = nil
                 }
                 if lockingHead, !isReadOnly {
-                    // One round trip: BEGIN, the head lock, then (after it) the state the seal check compares.
+                    // One round trip: BEGIN, the head lock, then (after it) the state the seal check compares,
+                    // a statement planned once per connection.
+                    try connection.prepare(PostgresSeal.stateQuery)
                     let read = try connection.pipeline([
                         ("BEGIN ISOLATION LEVEL READ COMMITTED", []), (Self.headLockQuery, []), (PostgresSeal.stateQuery, []),
                         (PostgresSeal.sealQuery, []),

@@ -165,7 +165,15 @@ public enum PostgresSeal {
 
     /// One round trip: the head, the newest record and version, the schema version, the catalog, the privileges,
     /// then every sealed table's digest.
-    static let stateQuery =
+    static let stateQuery = stateQuery(catalog: true)
+
+    /// `stateQuery` without the catalog's digest and the privileges (NULL in their columns): what a write
+    /// transaction re-reads before writing its seal. Its own statements change rows, never the catalog; the
+    /// catalog it seals is the one it checked after the head lock, so a catalog change made by another session
+    /// meanwhile is named by the next check instead of being sealed; a privilege is checked by every check.
+    static let renewalQuery = stateQuery(catalog: false)
+
+    static func stateQuery(catalog: Bool) -> String {
         "SELECT h.version, h.audit_sequence, h.audit_hash, "
         + "(SELECT sequence FROM config_audit ORDER BY sequence DESC LIMIT 1), "
         + "(SELECT encode(sha256(convert_to(t::text, 'UTF8')), 'hex') FROM config_audit t ORDER BY sequence DESC LIMIT 1), "
@@ -173,9 +181,10 @@ public enum PostgresSeal {
         + "(SELECT number FROM config_versions ORDER BY number DESC LIMIT 1), "
         + "(SELECT encode(sha256(convert_to(t::text, 'UTF8')), 'hex') FROM config_versions t ORDER BY number DESC LIMIT 1), "
         + "(SELECT max(version) FROM rollout_schema), "
-        + catalogDigest + ", " + excessPrivilege + ", "
-        + sealedTables.map(digest(of:)).joined(separator: ", ")
-        + " FROM config_head h WHERE h.id = 1"
+            + (catalog ? catalogDigest + ", " + excessPrivilege : "NULL, NULL") + ", "
+            + sealedTables.map(digest(of:)).joined(separator: ", ")
+            + " FROM config_head h WHERE h.id = 1"
+    }
 
     /// The current state of the store on `c`, and a problem that needs no seal to see (a head that is not the
     /// newest record or version, a privilege beyond the documented ones), if any.
@@ -288,9 +297,15 @@ public enum PostgresSeal {
 
     /// Writes the seal of the current state on `c` (inside the caller's write transaction, just before COMMIT).
     /// `thenCommit`: COMMIT in the round trip of the seal's write.
-    package static func renew(_ c: PGConnection, key: PostgresSealKey, thenCommit: Bool = false) throws -> State {
-        let (state, problem) = try current(c)
+    /// `checked`: the state this transaction checked after the head lock, whose catalog item is sealed again
+    /// (`renewalQuery`); nil reads everything again.
+    package static func renew(_ c: PGConnection, key: PostgresSealKey, checked: State? = nil, thenCommit: Bool = false) throws -> State {
+        if checked != nil { try c.prepare(renewalQuery) }
+        var (state, problem) = checked == nil ? try current(c) : current(row: try c.query(renewalQuery).first)
         if let problem { throw problem }
+        if let catalog = checked?.value("catalog"), let i = state.items.firstIndex(where: { $0.name == "catalog" }) {
+            state.items[i].value = catalog
+        }
         let text = state.text
         let write: (sql: String, params: [String?]) = (
             "INSERT INTO store_seal (id, state, mac) VALUES (1, $1, $2) "
@@ -464,6 +479,7 @@ extension PostgresConfigStore {
             )
         }
         renewsSeal = true
+        checkedSeal = now
     }
 
     /// This machine's witness of the store (nil without a seal key).
@@ -480,7 +496,7 @@ extension PostgresConfigStore {
     /// (sequence 0 when the head could not be read back, which advances no witness).
     func renewSeal(thenCommit: Bool = false) throws -> (sequence: Int64, hash: String)? {
         guard renewsSeal, let key = sealing?.key else { return nil }
-        let state = try PostgresSeal.renew(connection, key: key, thenCommit: thenCommit)
+        let state = try PostgresSeal.renew(connection, key: key, checked: checkedSeal, thenCommit: thenCommit)
         let head = (state.value("chain head") ?? "").split(separator: " ")
         guard head.count == 2, let sequence = Int64(head[0]) else { return thenCommit ? (0, "") : nil }
         return (sequence, String(head[1]))

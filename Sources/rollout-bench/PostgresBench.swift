@@ -35,6 +35,7 @@ enum PostgresBench {
     /// bare connection's store (no key: the seal's state is still read and compared, nothing is renewed).
     static func publishLatency(_ server: ScratchServer) throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("rollout-bench-seal-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }
         let sealing = PostgresSealing(
             key: PostgresSealKey(teamKey: (0..<32).map { _ in UInt8.random(in: 0...255) }, path: directory.path + "/team-store.key"),
