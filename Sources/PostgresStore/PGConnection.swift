@@ -115,7 +115,8 @@ public final class PGConnection: @unchecked Sendable {
             let ok: Int32 = copies.withUnsafeBufferPointer { buffer in
                 let count = Int32(buffer.count)
                 guard let base = buffer.baseAddress, !buffer.isEmpty else {
-                    return name.map { PQsendQueryPrepared(raw, $0, 0, nil, nil, nil, 0) } ?? PQsendQueryParams(raw, sql, 0, nil, nil, nil, nil, 0)
+                    return name.map { PQsendQueryPrepared(raw, $0, 0, nil, nil, nil, 0) }
+                        ?? PQsendQueryParams(raw, sql, 0, nil, nil, nil, nil, 0)
                 }
                 return base.withMemoryRebound(to: UnsafePointer<CChar>?.self, capacity: buffer.count) { values in
                     name.map { PQsendQueryPrepared(raw, $0, count, values, nil, nil, 0) }
