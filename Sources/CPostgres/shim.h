@@ -33,7 +33,21 @@
     X(int, PQntuples, (const PGresult *res), (res))                                                             \
     X(int, PQnfields, (const PGresult *res), (res))                                                             \
     X(char *, PQgetvalue, (const PGresult *res, int tup_num, int field_num), (res, tup_num, field_num))         \
-    X(int, PQgetisnull, (const PGresult *res, int tup_num, int field_num), (res, tup_num, field_num))
+    X(int, PQgetisnull, (const PGresult *res, int tup_num, int field_num), (res, tup_num, field_num))        \
+    X(int, PQsendQueryParams,                                                                                   \
+      (PGconn *conn, const char *command, int nParams, const Oid *paramTypes, const char *const *paramValues,   \
+       const int *paramLengths, const int *paramFormats, int resultFormat),                                    \
+      (conn, command, nParams, paramTypes, paramValues, paramLengths, paramFormats, resultFormat))             \
+    X(PGresult *, PQgetResult, (PGconn *conn), (conn))                                                          \
+    X(int, PQenterPipelineMode, (PGconn *conn), (conn))                                                         \
+    X(int, PQexitPipelineMode, (PGconn *conn), (conn))                                                          \
+    X(int, PQpipelineSync, (PGconn *conn), (conn))                                                              \
+    X(PGresult *, PQprepare, (PGconn *conn, const char *stmtName, const char *query, int nParams, const Oid *paramTypes), \
+      (conn, stmtName, query, nParams, paramTypes))                                                             \
+    X(int, PQsendQueryPrepared,                                                                                 \
+      (PGconn *conn, const char *stmtName, int nParams, const char *const *paramValues, const int *paramLengths, \
+       const int *paramFormats, int resultFormat),                                                              \
+      (conn, stmtName, nParams, paramValues, paramLengths, paramFormats, resultFormat))
 
 // The header's declarations of these functions get private names that nothing defines or calls.
 #define PQconnectdb rollout_pq_declared_PQconnectdb
@@ -53,6 +67,13 @@
 #define PQnfields rollout_pq_declared_PQnfields
 #define PQgetvalue rollout_pq_declared_PQgetvalue
 #define PQgetisnull rollout_pq_declared_PQgetisnull
+#define PQsendQueryParams rollout_pq_declared_PQsendQueryParams
+#define PQgetResult rollout_pq_declared_PQgetResult
+#define PQenterPipelineMode rollout_pq_declared_PQenterPipelineMode
+#define PQexitPipelineMode rollout_pq_declared_PQexitPipelineMode
+#define PQpipelineSync rollout_pq_declared_PQpipelineSync
+#define PQprepare rollout_pq_declared_PQprepare
+#define PQsendQueryPrepared rollout_pq_declared_PQsendQueryPrepared
 #define PQclear rollout_pq_declared_PQclear
 #define PQfreemem rollout_pq_declared_PQfreemem
 #include <postgresql/libpq-fe.h>
@@ -73,6 +94,13 @@
 #undef PQnfields
 #undef PQgetvalue
 #undef PQgetisnull
+#undef PQsendQueryParams
+#undef PQgetResult
+#undef PQenterPipelineMode
+#undef PQexitPipelineMode
+#undef PQpipelineSync
+#undef PQprepare
+#undef PQsendQueryPrepared
 #undef PQclear
 #undef PQfreemem
 

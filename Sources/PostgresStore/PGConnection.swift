@@ -59,14 +59,30 @@ public final class PGConnection: @unchecked Sendable {
     public func reconnectIfLost() -> Bool {
         guard PQstatus(raw) != CONNECTION_OK else { return true }
         PQreset(raw)
+        prepared = [:]
         guard PQstatus(raw) == CONNECTION_OK else { return false }
         for statement in sessionSetup where (try? execute(statement)) == nil { return false }
         return true
     }
 
+    /// The statements `prepare`d on this connection, by their SQL: their names.
+    private var prepared: [String: String] = [:]
+
+    /// Parses and plans `sql` once for this connection (a named prepared statement): from then on `query` and
+    /// `pipeline` run it by name, without parsing and planning it again. For a large statement run on every
+    /// transaction (the seal's state query spends more time being planned than run). Prepared statements
+    /// outlive transactions; a reconnect forgets them (`reconnectIfLost`).
+    public func prepare(_ sql: String) throws(PostgresError) {
+        guard prepared[sql] == nil else { return }
+        let name = "rollout_\(prepared.count + 1)"
+        try rows(of: PQprepare(raw, name, sql, 0, nil))
+        prepared[sql] = name
+    }
+
     /// Runs `sql` with `$1...` bound to `params` (nil is NULL); returns the rows, each column as text or nil.
     @discardableResult
     public func query(_ sql: String, _ params: [String?] = []) throws(PostgresError) -> [[String?]] {
+        if prepared[sql] != nil { return try pipeline([(sql, params)])[0] }
         let copies: [UnsafeMutablePointer<CChar>?] = params.map { $0.map { strdup($0) } ?? nil }
         defer { for p in copies { free(p) } }
         let result: OpaquePointer? = copies.withUnsafeBufferPointer { buffer in
@@ -78,6 +94,70 @@ public final class PGConnection: @unchecked Sendable {
             }
         }
         return try rows(of: result)
+    }
+
+    /// Runs `statements` in one round trip (libpq's pipeline mode): sends every statement, then reads every
+    /// result, in order; the server runs them one after another, each as `query` would (so inside a READ
+    /// COMMITTED transaction each still sees what committed before it started). When one fails the server skips
+    /// the rest and this throws the first failure. Only the last statement may return many rows: the others'
+    /// results wait in the server's buffer while this connection is still sending.
+    @discardableResult
+    public func pipeline(_ statements: [(sql: String, params: [String?])]) throws(PostgresError) -> [[[String?]]] {
+        guard !statements.isEmpty else { return [] }
+        guard PQenterPipelineMode(raw) == 1 else { throw connectionError() }
+        defer { PQexitPipelineMode(raw) }
+        var sent = 0
+        var failure: PostgresError?
+        for (sql, params) in statements {
+            let copies: [UnsafeMutablePointer<CChar>?] = params.map { $0.map { strdup($0) } ?? nil }
+            defer { for p in copies { free(p) } }
+            let name = prepared[sql]
+            let ok: Int32 = copies.withUnsafeBufferPointer { buffer in
+                let count = Int32(buffer.count)
+                guard let base = buffer.baseAddress, !buffer.isEmpty else {
+                    return name.map { PQsendQueryPrepared(raw, $0, 0, nil, nil, nil, 0) }
+                        ?? PQsendQueryParams(raw, sql, 0, nil, nil, nil, nil, 0)
+                }
+                return base.withMemoryRebound(to: UnsafePointer<CChar>?.self, capacity: buffer.count) { values in
+                    name.map { PQsendQueryPrepared(raw, $0, count, values, nil, nil, 0) }
+                        ?? PQsendQueryParams(raw, sql, count, nil, values, nil, nil, 0)
+                }
+            }
+            guard ok == 1 else {
+                failure = connectionError()
+                break
+            }
+            sent += 1
+        }
+        let synced = PQpipelineSync(raw) == 1
+        if !synced, failure == nil { failure = connectionError() }
+        var out: [[[String?]]] = []
+        out.reserveCapacity(sent)
+        // Each statement's result, then NULL; after them the sync's own result.
+        for _ in 0..<sent {
+            var rowsOfStatement: [[String?]] = []
+            while let result = PQgetResult(raw) {
+                do {
+                    rowsOfStatement = try rows(of: result)
+                } catch {
+                    if failure == nil { failure = error }
+                }
+            }
+            out.append(rowsOfStatement)
+        }
+        if synced {
+            while let result = PQgetResult(raw) {
+                let status = PQresultStatus(result)
+                PQclear(result)
+                if status == PGRES_PIPELINE_SYNC { break }
+            }
+        }
+        if let failure { throw failure }
+        return out
+    }
+
+    private func connectionError() -> PostgresError {
+        PostgresError(sqlState: "", message: String(cString: PQerrorMessage(raw)).trimmingWhitespace())
     }
 
     /// Runs one or more statements without parameters (schema migrations).

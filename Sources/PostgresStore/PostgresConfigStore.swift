@@ -45,6 +45,12 @@ public final class PostgresConfigStore: ConfigStore, @unchecked Sendable {
     public let sealing: PostgresSealing?
     /// Whether the open transaction checked the seal and renews it before COMMIT.
     var renewsSeal = false
+    /// The state that check found (its catalog is sealed again at COMMIT; `catalogChanged` drops it).
+    var checkedSeal: PostgresSeal.State?
+
+    /// Says that the open transaction changes the catalog of the rollout tables (DDL, a migration step): its
+    /// seal then digests the catalog again at COMMIT instead of sealing the one checked after the head lock.
+    package func catalogChanged() { checkedSeal = nil }
     /// The database's identity for the witness, read once.
     var witnessIdentity: String?
     /// How many times a transaction is run again after a serialisation failure or deadlock.
@@ -139,18 +145,30 @@ public final class PostgresConfigStore: ConfigStore, @unchecked Sendable {
             // the call that met the loss failed with a connection error, and nothing of it is re-run here.
             connection.reconnectIfLost()
             do {
-                try connection.execute(isReadOnly ? "BEGIN ISOLATION LEVEL READ COMMITTED READ ONLY" : "BEGIN ISOLATION LEVEL READ COMMITTED")
                 depth = 1
                 defer {
                     depth = 0
                     headLocked = false
                     renewsSeal = false
+                    checkedSeal = nil
                 }
-                if lockingHead, !isReadOnly { try lockHead() }
+                if lockingHead, !isReadOnly {
+                    // One round trip: BEGIN, the head lock, then (after it) the state the seal check compares,
+                    // a statement planned once per connection.
+                    try connection.prepare(PostgresSeal.stateQuery)
+                    let read = try connection.pipeline([
+                        ("BEGIN ISOLATION LEVEL READ COMMITTED", []), (Self.headLockQuery, []), (PostgresSeal.stateQuery, []),
+                        (PostgresSeal.sealQuery, []),
+                    ])
+                    try lockedHead(read[1], seal: (read[2].first, read[3].first))
+                } else {
+                    try connection.execute(isReadOnly ? "BEGIN ISOLATION LEVEL READ COMMITTED READ ONLY" : "BEGIN ISOLATION LEVEL READ COMMITTED")
+                }
                 let value = try body()
-                let sealed = try renewSeal()
-                try connection.execute("COMMIT")
-                if let sealed { advanceWitness(to: sealed) }
+                // The new seal and COMMIT in one round trip.
+                let sealed = try renewSeal(thenCommit: true)
+                if sealed == nil { try connection.execute("COMMIT") }
+                if let sealed, sealed.sequence > 0 { advanceWitness(to: sealed) }
                 return value
             } catch let e as PostgresError where e.isRetryable && attempt < retryLimit {
                 try? connection.execute("ROLLBACK")
@@ -168,11 +186,18 @@ public final class PostgresConfigStore: ConfigStore, @unchecked Sendable {
     /// The head row lock: every writer queues here (see the type's comment); then the seal is checked, before
     /// anything is written.
     private func lockHead() throws {
-        guard try !connection.query("SELECT version FROM config_head WHERE id = 1 FOR UPDATE").isEmpty else {
+        try lockedHead(try connection.query(Self.headLockQuery), seal: nil)
+    }
+
+    static let headLockQuery = "SELECT version FROM config_head WHERE id = 1 FOR UPDATE"
+
+    /// After the head lock's rows (`seal`: the seal check's rows when read in the same round trip).
+    private func lockedHead(_ rows: [[String?]], seal: (state: [String?]?, seal: [String?]?)?) throws {
+        guard !rows.isEmpty else {
             throw StoreError.unavailable("the store has no version yet (create it with 'rollout init')")
         }
         headLocked = true
-        try checkSealBeforeWriting()
+        try checkSealBeforeWriting(read: seal)
     }
 
     /// Runs `body` on one consistent snapshot: inside the caller's transaction when one is open, else in a
@@ -217,11 +242,15 @@ public final class PostgresConfigStore: ConfigStore, @unchecked Sendable {
     public func publish(_ request: PublishRequest) throws -> StoredTemplate {
         if isReadOnly { throw PostgresStoreError.readOnly("publish on a read-only store") }
         return try atomically {
-            if case .etag(let expected) = request.ifMatch {
-                let newest = try current()
-                if newest.etag != expected { throw PublishConflict(current: newest, expectedETag: expected) }
+            // The newest version's etag (the compare-and-swap) and the head, in one round trip.
+            let read = try connection.pipeline([
+                ("SELECT etag FROM config_versions ORDER BY number DESC LIMIT 1", []),
+                ("SELECT version, audit_sequence, audit_hash FROM config_head WHERE id = 1", []),
+            ])
+            if case .etag(let expected) = request.ifMatch, read[0].first?.first != expected {
+                throw PublishConflict(current: try current(), expectedETag: expected)
             }
-            return try insertVersion(request)
+            return try insertVersion(request, head: try Self.chainHead(read[1].first))
         }
     }
 
@@ -313,8 +342,8 @@ public final class PostgresConfigStore: ConfigStore, @unchecked Sendable {
 
     /// Inserts the next version and its audit record, moves the head and notifies listeners; the caller holds
     /// the head lock (inside `atomically`).
-    func insertVersion(_ request: PublishRequest) throws -> StoredTemplate {
-        let head = try chainHead()
+    func insertVersion(_ request: PublishRequest, head known: ChainHead? = nil) throws -> StoredTemplate {
+        let head = try known ?? chainHead()
         let number = head.version + 1
         let template = request.template.strippingVersionInfo()
         let text = template.json.compactText
@@ -332,32 +361,46 @@ public final class PostgresConfigStore: ConfigStore, @unchecked Sendable {
             (entry.detail.isEmpty ? "" : entry.detail + "; ") + VersionDigest.label
             + VersionDigest.hex(info, form: template.form, templateText: text)
         let record = head.chaining(entry)
-        try insert(record)
-        try connection.query(
-            "INSERT INTO config_versions (\(Self.versionColumns)) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
-            values + [String(record.sequence), record.hash])
-        // The head row exists from the first migration on (so writers need UPDATE on it, not INSERT).
-        try connection.query(
-            "UPDATE config_head SET version = $1, audit_sequence = $2, audit_hash = $3 WHERE id = 1",
-            [String(number), String(record.sequence), record.hash])
-        try connection.query("SELECT pg_notify($1, $2)", [Self.channel, String(number)])
+        // One round trip: the audit record, the version, the head (a row since the first migration, so writers
+        // need UPDATE on it, not INSERT) and the notification.
+        try connection.pipeline([
+            Self.insertStatement(record),
+            (
+                "INSERT INTO config_versions (\(Self.versionColumns)) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
+                values + [String(record.sequence), record.hash]
+            ),
+            (
+                "UPDATE config_head SET version = $1, audit_sequence = $2, audit_hash = $3 WHERE id = 1",
+                [String(number), String(record.sequence), record.hash]
+            ),
+            ("SELECT pg_notify($1, $2)", [Self.channel, String(number)]),
+        ])
         return StoredTemplate(stamping: template, info: info)
     }
 
     private func insert(_ record: AuditRecord) throws {
+        let (sql, params) = Self.insertStatement(record)
+        try connection.query(sql, params)
+    }
+
+    private static func insertStatement(_ record: AuditRecord) -> (sql: String, params: [String?]) {
         let e = record.entry
-        try connection.query(
+        return (
             "INSERT INTO config_audit (\(Self.auditColumns)) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
             [
                 String(record.sequence), String(e.time.microseconds), e.actor, e.action, e.from, e.to, e.reason,
                 e.result.rawValue, e.version.map { String($0) }, e.detail, record.previousHash, record.hash,
-            ])
+            ]
+        )
     }
 
     private func chainHead() throws -> ChainHead {
-        guard let row = try connection.query("SELECT version, audit_sequence, audit_hash FROM config_head WHERE id = 1").first else {
-            return ChainHead(version: 0, sequence: 0, hash: AuditChain.genesis)
-        }
+        try Self.chainHead(try connection.query("SELECT version, audit_sequence, audit_hash FROM config_head WHERE id = 1").first)
+    }
+
+    /// The head from its row (nil: no row yet, the empty chain).
+    private static func chainHead(_ row: [String?]?) throws -> ChainHead {
+        guard let row else { return ChainHead(version: 0, sequence: 0, hash: AuditChain.genesis) }
         guard let v = row[0].flatMap({ Int($0) }), let s = row[1].flatMap({ Int64($0) }), let h = row[2] else {
             throw StoreError.corrupt("the chain head has an unexpected value (run 'rollout audit verify')")
         }

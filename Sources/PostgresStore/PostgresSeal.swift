@@ -165,7 +165,15 @@ public enum PostgresSeal {
 
     /// One round trip: the head, the newest record and version, the schema version, the catalog, the privileges,
     /// then every sealed table's digest.
-    static let stateQuery =
+    static let stateQuery = stateQuery(catalog: true)
+
+    /// `stateQuery` without the catalog's digest and the privileges (NULL in their columns): what a write
+    /// transaction re-reads before writing its seal. Its own statements change rows, never the catalog; the
+    /// catalog it seals is the one it checked after the head lock, so a catalog change made by another session
+    /// meanwhile is named by the next check instead of being sealed; a privilege is checked by every check.
+    static let renewalQuery = stateQuery(catalog: false)
+
+    static func stateQuery(catalog: Bool) -> String {
         "SELECT h.version, h.audit_sequence, h.audit_hash, "
         + "(SELECT sequence FROM config_audit ORDER BY sequence DESC LIMIT 1), "
         + "(SELECT encode(sha256(convert_to(t::text, 'UTF8')), 'hex') FROM config_audit t ORDER BY sequence DESC LIMIT 1), "
@@ -173,14 +181,20 @@ public enum PostgresSeal {
         + "(SELECT number FROM config_versions ORDER BY number DESC LIMIT 1), "
         + "(SELECT encode(sha256(convert_to(t::text, 'UTF8')), 'hex') FROM config_versions t ORDER BY number DESC LIMIT 1), "
         + "(SELECT max(version) FROM rollout_schema), "
-        + catalogDigest + ", " + excessPrivilege + ", "
-        + sealedTables.map(digest(of:)).joined(separator: ", ")
-        + " FROM config_head h WHERE h.id = 1"
+            + (catalog ? catalogDigest + ", " + excessPrivilege : "NULL, NULL") + ", "
+            + sealedTables.map(digest(of:)).joined(separator: ", ")
+            + " FROM config_head h WHERE h.id = 1"
+    }
 
     /// The current state of the store on `c`, and a problem that needs no seal to see (a head that is not the
     /// newest record or version, a privilege beyond the documented ones), if any.
     static func current(_ c: PGConnection) throws -> (state: State, problem: PostgresSealProblem?) {
-        guard let row = try c.query(stateQuery).first else {
+        current(row: try c.query(stateQuery).first)
+    }
+
+    /// The same from `stateQuery`'s row, read by the caller (in the round trip of the head lock).
+    static func current(row: [String?]?) -> (state: State, problem: PostgresSealProblem?) {
+        guard let row else {
             return (State(items: []), PostgresSealProblem("chain head", "missing (config_head deleted?)"))
         }
         func text(_ i: Int) -> String { row[i] ?? "none" }
@@ -228,7 +242,14 @@ public enum PostgresSeal {
     static func check(_ c: PGConnection, now: State, key: PostgresSealKey?) throws -> (
         sealed: Bool, problem: PostgresSealProblem?
     ) {
-        guard let row = try c.query("SELECT state, mac FROM store_seal WHERE id = 1").first else { return (false, nil) }
+        try check(sealRow: try c.query(sealQuery).first, now: now, key: key)
+    }
+
+    static let sealQuery = "SELECT state, mac FROM store_seal WHERE id = 1"
+
+    /// The same from `sealQuery`'s row (nil: no seal), read by the caller.
+    static func check(sealRow: [String?]?, now: State, key: PostgresSealKey?) -> (sealed: Bool, problem: PostgresSealProblem?) {
+        guard let row = sealRow else { return (false, nil) }
         guard let text = row[0], let mac = row[1], let sealed = State(text: text) else {
             return (true, PostgresSealProblem("seal", "a column has an unexpected value (edited outside rollout?)"))
         }
@@ -275,14 +296,23 @@ public enum PostgresSeal {
     }
 
     /// Writes the seal of the current state on `c` (inside the caller's write transaction, just before COMMIT).
-    package static func renew(_ c: PGConnection, key: PostgresSealKey) throws -> State {
-        let (state, problem) = try current(c)
+    /// `thenCommit`: COMMIT in the round trip of the seal's write.
+    /// `checked`: the state this transaction checked after the head lock, whose catalog item is sealed again
+    /// (`renewalQuery`); nil reads everything again.
+    package static func renew(_ c: PGConnection, key: PostgresSealKey, checked: State? = nil, thenCommit: Bool = false) throws -> State {
+        if checked != nil { try c.prepare(renewalQuery) }
+        var (state, problem) = checked == nil ? try current(c) : current(row: try c.query(renewalQuery).first)
         if let problem { throw problem }
+        if let catalog = checked?.value("catalog"), let i = state.items.firstIndex(where: { $0.name == "catalog" }) {
+            state.items[i].value = catalog
+        }
         let text = state.text
-        try c.query(
+        let write: (sql: String, params: [String?]) = (
             "INSERT INTO store_seal (id, state, mac) VALUES (1, $1, $2) "
                 + "ON CONFLICT (id) DO UPDATE SET state = excluded.state, mac = excluded.mac",
-            [text, key.mac(text)])
+            [text, key.mac(text)]
+        )
+        try c.pipeline([write] + (thenCommit ? [("COMMIT", [])] : []))
         return state
     }
 
@@ -393,10 +423,15 @@ extension PostgresConfigStore {
     /// that fails verification (naming what differs), a sealed store without the key, and, on a connection of the
     /// executable (`sealing` set), any write without the key. A store never sealed (made before schema 6) is
     /// checked as `audit verify` checks its chain, and sealed at this transaction's COMMIT.
-    func checkSealBeforeWriting() throws {
+    ///
+    /// `read`: the rows of `PostgresSeal.stateQuery` and `sealQuery`, when the caller read them in the round trip
+    /// of the head lock (after it).
+    func checkSealBeforeWriting(read: (state: [String?]?, seal: [String?]?)? = nil) throws {
         let label = Self.redacted(conninfo)
-        let (now, early) = try PostgresSeal.current(connection)
-        let (sealed, problem) = try PostgresSeal.check(connection, now: now, key: sealing?.key)
+        let (now, early) = try read.map { PostgresSeal.current(row: $0.state) } ?? PostgresSeal.current(connection)
+        let (sealed, problem) =
+            try read.map { PostgresSeal.check(sealRow: $0.seal, now: now, key: sealing?.key) }
+            ?? PostgresSeal.check(connection, now: now, key: sealing?.key)
         var found = early ?? problem
         let witness = try witness()
         if found == nil, let witness {
@@ -444,6 +479,7 @@ extension PostgresConfigStore {
             )
         }
         renewsSeal = true
+        checkedSeal = now
     }
 
     /// This machine's witness of the store (nil without a seal key).
@@ -455,11 +491,14 @@ extension PostgresConfigStore {
 
     /// Before COMMIT of a transaction whose seal was checked: writes the seal of the state it leaves; returns
     /// the chain head it sealed (nil when nothing was sealed).
-    func renewSeal() throws -> (sequence: Int64, hash: String)? {
+    ///
+    /// `thenCommit`: COMMIT in the same round trip as the seal's write; then a non-nil answer means committed
+    /// (sequence 0 when the head could not be read back, which advances no witness).
+    func renewSeal(thenCommit: Bool = false) throws -> (sequence: Int64, hash: String)? {
         guard renewsSeal, let key = sealing?.key else { return nil }
-        let state = try PostgresSeal.renew(connection, key: key)
+        let state = try PostgresSeal.renew(connection, key: key, checked: checkedSeal, thenCommit: thenCommit)
         let head = (state.value("chain head") ?? "").split(separator: " ")
-        guard head.count == 2, let sequence = Int64(head[0]) else { return nil }
+        guard head.count == 2, let sequence = Int64(head[0]) else { return thenCommit ? (0, "") : nil }
         return (sequence, String(head[1]))
     }
 

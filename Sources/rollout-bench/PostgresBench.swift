@@ -29,21 +29,37 @@ enum PostgresBench {
     /// with the head row lock, the compare-and-swap, the version, its audit record, the head and the NOTIFY). The
     /// floor is one transaction on the same server: the same head row lock, one insert of a row as large as the
     /// version and audit rows together, COMMIT. The two alternate sample by sample.
+    ///
+    /// Two stores: one sealed with a team store key and a witness directory, as every `rollout` command writes
+    /// (the seal checked after the head lock and renewed before COMMIT, the witness checked and advanced), and a
+    /// bare connection's store (no key: the seal's state is still read and compared, nothing is renewed).
     static func publishLatency(_ server: ScratchServer) throws {
-        let conninfo = try server.database("publish")
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("rollout-bench-seal-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let sealing = PostgresSealing(
+            key: PostgresSealKey(teamKey: (0..<32).map { _ in UInt8.random(in: 0...255) }, path: directory.path + "/team-store.key"),
+            keyPath: directory.path + "/team-store.key", witnessDirectory: directory.path + "/rollout-witness")
         let t0 = SystemClock().now()
+        let sealedStore = try PostgresConfigStore.create(conninfo: try server.database("publish_sealed"), sealing: sealing) {
+            try SQLiteConfigStore.genesis(seed: "bench", actor: "bench@rollout", time: t0)
+        }
+        let conninfo = try server.database("publish")
         let store = try PostgresConfigStore.create(conninfo: conninfo) {
             try SQLiteConfigStore.genesis(seed: "bench", actor: "bench@rollout", time: t0)
         }
+        let sealedPath = WritePath(store: sealedStore, clock: SystemClock(), newSeed: { "bench" })
         let path = WritePath(store: store, clock: SystemClock(), newSeed: { "bench" })
-        func nudge(_ i: Int) throws {
+        func nudge(_ i: Int, on path: WritePath) throws {
             let request = WritePath.Request(
                 intent: .rollout(.nudge(MicroPercent(i % 2 == 0 ? 100_000 : -100_000))), actor: "bench@rollout", reason: "bench",
                 origin: "BENCH")
             guard case .published = try path.execute(request) else { throw BenchError("a bench nudge published nothing") }
         }
-        _ = try path.execute(
-            WritePath.Request(intent: .rollout(.set(MicroPercent(percent: 10))), actor: "bench@rollout", reason: "bench", origin: "BENCH"))
+        for p in [sealedPath, path] {
+            _ = try p.execute(
+                WritePath.Request(intent: .rollout(.set(MicroPercent(percent: 10))), actor: "bench@rollout", reason: "bench", origin: "BENCH"))
+        }
         let rowBytes = try store.current().template.strippingVersionInfo().json.compactText.utf8.count + 64 * 4 + 300
         let floor = try PGConnection(conninfo)
         try floor.execute(
@@ -58,30 +74,44 @@ enum PostgresBench {
             try floor.execute("COMMIT")
         }
         for i in 0..<30 {
-            try nudge(i)
+            try nudge(i, on: sealedPath)
+            try nudge(i, on: path)
             try bare(-1 - i)
         }
+        var sealedSamples: [Double] = []
         var published: [Double] = []
         var floorSamples: [Double] = []
         for i in 0..<publishes {
-            published.append(try Stopwatch.time { try nudge(i) } * 1_000)
+            sealedSamples.append(try Stopwatch.time { try nudge(i, on: sealedPath) } * 1_000)
+            published.append(try Stopwatch.time { try nudge(i, on: path) } * 1_000)
             floorSamples.append(try Stopwatch.time { try bare(i) } * 1_000)
         }
         let report0 = try store.verify()
-        guard report0.versions == 2 + 30 + publishes else { throw BenchError("expected \(2 + 30 + publishes) versions, found \(report0.versions)") }
+        let sealedReport = try sealedStore.verify()
+        for r in [report0, sealedReport] where r.versions != 2 + 30 + publishes {
+            throw BenchError("expected \(2 + 30 + publishes) versions, found \(r.versions)")
+        }
+        _ = try sealedStore.verifySeal()
+        sealedSamples.sort()
         published.sort()
         floorSamples.sort()
         func percentile(_ sorted: [Double], _ p: Double) -> Double {
             sorted[min(sorted.count - 1, Int((Double(sorted.count) * p).rounded(.up)) - 1)]
         }
-        print("  \(publishes) publishes through WritePath.execute (nudge, head lock, CAS, audit, NOTIFY); floor row \(rowBytes) bytes")
+        print("  \(publishes) publishes through WritePath.execute (nudge, head lock, CAS, audit, NOTIFY) on each store; floor row \(rowBytes) bytes")
         report(
-            "publish p50", value: percentile(published, 0.50), unit: "ms",
+            "publish p50, sealed store (seal and witness, as every rollout command)", value: percentile(sealedSamples, 0.50), unit: "ms",
             against: ("bare durable PostgreSQL transaction p50", percentile(floorSamples, 0.50)), target: (2, false))
         report(
-            "publish p99", value: percentile(published, 0.99), unit: "ms",
+            "publish p99, sealed store", value: percentile(sealedSamples, 0.99), unit: "ms",
             against: ("bare durable PostgreSQL transaction p99", percentile(floorSamples, 0.99)))
-        print("  audit chain verified after the run: \(report0.auditRecords) records, \(report0.versions) versions")
+        report(
+            "publish p50, bare connection (no key)", value: percentile(published, 0.50), unit: "ms",
+            against: ("bare durable PostgreSQL transaction p50", percentile(floorSamples, 0.50)), target: (2, false))
+        report(
+            "publish p99, bare connection", value: percentile(published, 0.99), unit: "ms",
+            against: ("bare durable PostgreSQL transaction p99", percentile(floorSamples, 0.99)))
+        print("  audit chains verified after the run: \(report0.auditRecords) records, \(report0.versions) versions each; seal verified")
     }
 
     /// Batches of 20,000 events over 2,000 installations (sessions, attestations, crashes, fetches): events/s

@@ -350,6 +350,24 @@ struct PostgresSealTests {
     /// record and restores the head and seal row of that time, as restoring a snapshot does). The store is
     /// consistent and sealed, so a machine that never saw the later state cannot tell; the machine whose witness
     /// recorded the later record names it, and refuses to write.
+    /// A trigger the owner adds while a write is open (after its seal check, before its COMMIT) is not sealed
+    /// by that write, which seals the catalog it checked: the next write is refused naming the catalog.
+    @Test func aCatalogChangeDuringAWriteIsNamedByTheNextWrite() throws {
+        let conninfo = try PostgresServer.get().freshDatabase()
+        let sealing = PostgresSealing(
+            key: PostgresSealKey(teamKey: Array(repeating: 7, count: 32), path: key), keyPath: key,
+            witnessDirectory: directory.appendingPathComponent("witness").path)
+        let store = try PostgresConfigStore.create(conninfo: conninfo, sealing: sealing) { try PostgresStoreTests.genesis(seed: "catalog") }
+        try store.atomically {
+            try Self.psql(
+                conninfo,
+                "CREATE FUNCTION keep() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RETURN NEW; END $$; "
+                    + "CREATE TRIGGER keep BEFORE INSERT ON stepup_operators FOR EACH ROW EXECUTE FUNCTION keep()")
+        }
+        #expect { try store.atomically {} } throws: { "\($0)".contains("catalog: a trigger") }
+        #expect { try store.verifySeal() } throws: { "\($0)".contains("catalog") }
+    }
+
     @Test func aRollbackIsDetectedByTheMachineThatSawTheLaterState() throws {
         let (conninfo, uri) = try initialized("pg-seal-rollback")
         let laptop = directory.appendingPathComponent("laptop").path

@@ -101,6 +101,27 @@ struct PostgresStoreTests {
         #expect(try store.current().info.number == 1)
     }
 
+    /// A pipeline answers each statement in order, in one transaction sees each statement's effect in the
+    /// next, and on a failure throws the first error (not the skipped statements'), leaves the transaction
+    /// aborted and the connection usable.
+    @Test func pipelineRunsStatementsInOrderAndStopsAtTheFirstFailure() throws {
+        let c = try PGConnection(try PostgresServer.get().freshDatabase())
+        try c.execute("CREATE TABLE p (n INTEGER PRIMARY KEY)")
+        let answers = try c.pipeline([
+            ("BEGIN", []), ("INSERT INTO p VALUES ($1), ($2)", ["1", "2"]), ("SELECT n FROM p ORDER BY n", []),
+            ("SELECT $1::text || 'b'", ["a"]), ("COMMIT", []),
+        ])
+        #expect(answers.count == 5)
+        #expect(answers[2] == [["1"], ["2"]] && answers[3] == [["ab"]])
+        #expect {
+            try c.pipeline([("BEGIN", []), ("INSERT INTO p VALUES (3)", []), ("INSERT INTO p VALUES (1)", []), ("INSERT INTO p VALUES (4)", [])])
+        } throws: { ($0 as? PostgresError)?.sqlState == "23505" }
+        #expect(throws: PostgresError.self) { try c.query("SELECT 1") }  // the transaction is aborted
+        try c.execute("ROLLBACK")
+        #expect(try c.query("SELECT n FROM p ORDER BY n") == [["1"], ["2"]])
+        #expect(try c.pipeline([]).isEmpty)
+    }
+
     @Test func schemaMigrationsAreExplicitAndForwardOnly() throws {
         let server = try PostgresServer.get()
         // An empty database is not a store, and opening it creates nothing.

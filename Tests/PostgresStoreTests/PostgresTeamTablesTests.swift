@@ -266,6 +266,40 @@ struct PostgresTeamTablesTests {
         Self.expectSame(try pg.snapshot(config, now: now), try ref.snapshot(config, now: now), "after the burst")
     }
 
+    /// A batch that fails in the middle of its writes (a trigger, as the owner could add, refuses its counters
+    /// after its installations were written in the same round trip) leaves nothing: no installation, counter,
+    /// presence row, batch id or notification; once the trigger is gone the same batch lands, and the store holds
+    /// what the SQLite store holds for the batches that landed.
+    @Test func telemetryBatchFailingMidwayWritesNothing() throws {
+        let (store, conninfo) = try PostgresStoreTests.freshStore()
+        let pg = PostgresTelemetry(store: store)
+        let ref = try Self.sqliteTables()
+        let batches = Self.traffic(minutes: 0..<2)
+        try pg.commit(batches[0], source: "m0", at: Self.t0)
+        try ref.commit(batches[0], source: "m0", at: Self.t0)
+        let owner = try PGConnection(conninfo)
+        func rows(_ table: String) throws -> String? {
+            try owner.query("SELECT string_agg(t::text, ';' ORDER BY t::text) FROM \(table) t").first?.first ?? nil
+        }
+        let tables = [
+            "telemetry_installations", "telemetry_counters", "telemetry_presence", "telemetry_batches", "telemetry_meta", "telemetry_reasons",
+        ]
+        let before = try tables.map(rows)
+        try owner.execute(
+            "CREATE FUNCTION refuse_counters() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'injected failure'; END $$; "
+                + "CREATE TRIGGER refuse_counters BEFORE INSERT ON telemetry_counters FOR EACH ROW EXECUTE FUNCTION refuse_counters()")
+        let listener = try PostgresChangeListener(conninfo: conninfo)
+        #expect { try pg.commit(batches[1], source: "m1", at: Self.t0 + .minutes(1)) } throws: { "\($0)".contains("injected failure") }
+        #expect(try tables.map(rows) == before)
+        #expect(try listener.next(timeout: 0.2) == nil)
+        try owner.execute("DROP TRIGGER refuse_counters ON telemetry_counters; DROP FUNCTION refuse_counters()")
+        let receipt = try #require(try pg.commit(batches[1], source: "m1", at: Self.t0 + .minutes(1)))
+        try ref.commit(batches[1], source: "m1", at: Self.t0 + .minutes(1))
+        #expect(receipt.id == 2)
+        #expect(try pg.allTimeTotals() == (try ref.allTimeTotals()))
+        #expect(try pg.installationCount() == (try ref.installationCount()))
+    }
+
     @Test func telemetryBatchesNotifyListeners() throws {
         let (store, conninfo) = try PostgresStoreTests.freshStore()
         let listener = try PostgresChangeListener(conninfo: conninfo)
