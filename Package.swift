@@ -94,7 +94,7 @@ let package = Package(
         // The team store on PostgreSQL (`--store postgresql://...`).
         .target(
             name: "PostgresStore",
-            dependencies: ["Platform", "CPostgres", "AppCheck", "Crypto", "JSON", "RemoteConfig", "Rollout", "Timekeeping", "StepUp", "Telemetry", "RampPlans", "StoreSupport"],
+            dependencies: ["Platform", "CPostgres", "AppCheck", "Crypto", "JSON", "RemoteConfig", "Rollout", "Timekeeping", "StepUp", "Telemetry", "TelemetrySources", "RampPlans", "StoreSupport"],
             // Unoptimised in release too: Swift 6.3's optimiser miscompiles this module (a successful query reaches
             // the caller as a thrown error with a garbage PostgresError in it, and the release binary crashed on
             // every PostgreSQL store; debug builds, which the tests run, were fine). Its cost is far below a round
@@ -167,7 +167,7 @@ let package = Package(
             dependencies: ["TestSupport", "FirebaseRemoteConfig", "WebClient", "JSON", "RemoteConfig", "Rollout", "SQLiteStore", "Timekeeping"],
             path: "Tests/FirebaseFake", exclude: ["fake_remote_config.py", "fake_google_data.py", "google_data_client_check.py", "realtime_client_check.py", "crashlytics_client_check.py"], swiftSettings: strict),
         .target(
-            name: "StoreConformance", dependencies: ["Rollout", "RemoteConfig", "StepUp", "Telemetry", "AppCheck", "JSON", "Timekeeping", "RampPlans"],
+            name: "StoreConformance", dependencies: ["Rollout", "RemoteConfig", "StepUp", "Telemetry", "TelemetrySources", "AppCheck", "JSON", "Timekeeping", "RampPlans"],
             path: "Tests/StoreConformance", swiftSettings: strict),
 
         // Executables.
@@ -197,7 +197,7 @@ let package = Package(
             name: "StoreTests",
             dependencies: [
                 "TestSupport", "StoreConformance", "StepUp", "SQLiteStore", "Rollout", "RemoteConfig", "Telemetry", "JSON", "Timekeeping",
-                "AppCheck", "StoreSupport",
+                "AppCheck", "StoreSupport", "TelemetrySources",
             ],
             swiftSettings: strict),
         .testTarget(
@@ -234,7 +234,7 @@ let package = Package(
             name: "PostgresStoreTests",
             dependencies: [
                 "TestSupport", "StoreConformance", "PostgresStore", "Rollout", "RemoteConfig", "JSON", "Timekeeping", "SQLiteStore", "StepUp",
-                "Telemetry", "Crypto", "RolloutApp", "AppCheck", "StoreSupport", "StoreCopy",
+                "Telemetry", "Crypto", "RolloutApp", "AppCheck", "StoreSupport", "StoreCopy", "TelemetrySources",
             ],
             swiftSettings: strict),
         .testTarget(
