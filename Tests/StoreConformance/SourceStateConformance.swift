@@ -163,18 +163,23 @@ public enum SourceStateConformance {
         let fixture = try factory()
         let (mine, counters) = try fixture.open()
         nonisolated(unsafe) let other = try fixture.open().sources
-        nonisolated(unsafe) var theirs: Result<Int, any Error>?
         let p = plan(nil)
-        let counts = counts(p)
-        let group = DispatchGroup()
-        DispatchQueue.global().async(group: group) {
-            theirs = Result { try other.commitPull(pull(p, counts), at: now).count }
+        // The first pull of a source (no state row yet), then a re-pull with one late crash, each by both at once.
+        var late = counts(p)
+        late[AggregateKey(minute: p.throughMinute - 1, cohort: .enabled, kind: .crash, detail: "fatal"), default: 0] += 1
+        for counts in [counts(p), late] {
+            nonisolated(unsafe) var theirs: Result<Int, any Error>?
+            let group = DispatchGroup()
+            DispatchQueue.global().async(group: group) {
+                theirs = Result { try other.commitPull(pull(p, counts), at: now).count }
+            }
+            let ours = Result { try mine.commitPull(pull(p, counts), at: now).count }
+            group.wait()
+            let committed = [try ours.get(), try theirs!.get()].sorted()
+            let first = counts == late ? 1 : counts.count
+            try expect(committed == [0, first], "the two commits changed \(committed) keys, not [0, \(first)]")
+            let figures = try landed(counters)
+            try expect(figures == expected(counts), "two commits at once counted \(figures), not \(expected(counts))")
         }
-        let ours = Result { try mine.commitPull(pull(p, counts), at: now).count }
-        group.wait()
-        let committed = [try ours.get(), try theirs!.get()]
-        try expect(committed.sorted() == [0, counts.count], "the two commits changed \(committed) keys")
-        let figures = try landed(counters)
-        try expect(figures == expected(counts), "two commits at once counted \(figures)")
     }
 }
