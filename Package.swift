@@ -154,7 +154,7 @@ let package = Package(
         .testTarget(name: "CryptoTests", dependencies: ["Crypto", "TestSupport"], swiftSettings: strict),
         .testTarget(name: "TerminalTests", dependencies: ["Terminal", "Console", "TestSupport"], swiftSettings: strict),
         .testTarget(
-            name: "RolloutAppTests", dependencies: ["RolloutApp", "CommandLineKit", "Rollout", "RemoteConfig", "TestSupport"],
+            name: "RolloutAppTests", dependencies: ["RolloutApp", "CommandLineKit", "Rollout", "RemoteConfig", "TestSupport", "TelemetrySources", "Timekeeping"],
             swiftSettings: strict),
         .testTarget(
             name: "MonitoringTests",
