@@ -37,10 +37,10 @@ public struct SessionSources {
     let environment: [String: String]
     /// The realtime sources made so far, kept so that the quota each report states is respected by the next pull,
     /// and what the session learnt about landing.
-    private let realtime = RealtimeSources()
+    private let memory = SessionMemory()
 
-    final class RealtimeSources: @unchecked Sendable {
-        var byName: [String: AnalyticsRealtimeSource] = [:]
+    final class SessionMemory: @unchecked Sendable {
+        var realtime: [String: AnalyticsRealtimeSource] = [:]
         /// The store refused this session a landing (a role that may not write): later looks do not pull.
         var landingRefused: SessionRefusal?
     }
@@ -85,13 +85,13 @@ public struct SessionSources {
 
     /// The realtime source of `c` (made once per session): its API origin `$ROLLOUT_ANALYTICS_URL`, else Google's.
     func realtimeSource(_ c: SourceConfiguration, clock: any Clock) throws -> AnalyticsRealtimeSource {
-        if let made = realtime.byName[c.name] { return made }
+        if let made = memory.realtime[c.name] { return made }
         let origin = environment["ROLLOUT_ANALYTICS_URL"].flatMap { $0.isEmpty ? nil : $0 } ?? "https://analyticsdata.googleapis.com"
         try WebURL.checkScheme(origin, what: "ROLLOUT_ANALYTICS_URL")
         let source = AnalyticsRealtimeSource(
             name: c.name, property: c.property ?? "", origin: origin,
             call: try caller(c, scope: AnalyticsRealtimeSource.scope, clock: clock))
-        realtime.byName[c.name] = source
+        memory.realtime[c.name] = source
         return source
     }
 
@@ -184,7 +184,7 @@ public struct SessionSources {
     /// when the store refuses this role the landing (the PostgreSQL viewer), the refusal is kept and said by
     /// `silences` (the sources stay HOLD here, as they would be unpulled).
     public func pullDue(all: Bool = false) throws -> [SourcePullReport] {
-        guard !session.readOnly, realtime.landingRefused == nil else { return [] }
+        guard !session.readOnly, memory.landingRefused == nil else { return [] }
         let now = session.clock.now()
         var reports: [SourcePullReport] = []
         for c in try followed() {
@@ -194,7 +194,7 @@ public struct SessionSources {
                 reports.append(try pull(c, land: true))
             } catch {
                 guard let refusal = SessionRefusal(error) else { throw error }
-                realtime.landingRefused = refusal
+                memory.landingRefused = refusal
                 return reports
             }
         }
@@ -209,7 +209,7 @@ public struct SessionSources {
             (try state(c.name) ?? SourceState(watermark: nil, lastSuccess: nil, lastAttempt: nil, lastError: nil))
                 .silence(source: c.name, now: now, silentAfter: c.silentAfter)
         }
-        guard !silent.isEmpty, let refusal = realtime.landingRefused else { return silent }
+        guard !silent.isEmpty, let refusal = memory.landingRefused else { return silent }
         return silent + ["this session does not pull the sources: \(refusal.description)"]
     }
 
