@@ -96,7 +96,7 @@ let package = Package(
         // The team store on PostgreSQL (`--store postgresql://...`).
         .target(
             name: "PostgresStore",
-            dependencies: ["Platform", "CPostgres", "AppCheck", "Crypto", "JSON", "RemoteConfig", "Rollout", "Timekeeping", "StepUp", "Telemetry", "RampPlans", "StoreSupport"],
+            dependencies: ["Platform", "CPostgres", "AppCheck", "Crypto", "JSON", "RemoteConfig", "Rollout", "Timekeeping", "StepUp", "Telemetry", "TelemetrySources", "RampPlans", "StoreSupport"],
             // Unoptimised in release too: Swift 6.3's optimiser miscompiles this module (a successful query reaches
             // the caller as a thrown error with a garbage PostgresError in it, and the release binary crashed on
             // every PostgreSQL store; debug builds, which the tests run, were fine). Its cost is far below a round
@@ -166,7 +166,7 @@ let package = Package(
         .testTarget(name: "CryptoTests", dependencies: ["Crypto", "TestSupport"], swiftSettings: strict),
         .testTarget(name: "TerminalTests", dependencies: ["Terminal", "Console", "TestSupport"], swiftSettings: strict),
         .testTarget(
-            name: "RolloutAppTests", dependencies: ["RolloutApp", "CommandLineKit", "Rollout", "RemoteConfig", "TestSupport"],
+            name: "RolloutAppTests", dependencies: ["RolloutApp", "CommandLineKit", "Rollout", "RemoteConfig", "TestSupport", "TelemetrySources", "Timekeeping"],
             swiftSettings: strict),
         .testTarget(
             name: "MonitoringTests",
@@ -183,7 +183,7 @@ let package = Package(
             name: "SoftwareAuthenticator", dependencies: ["AppCheck", "CFido2", "Crypto", "Platform"],
             path: "Tests/SoftwareAuthenticator", swiftSettings: strict),
         .target(
-            name: "StoreConformance", dependencies: ["Rollout", "RemoteConfig", "StepUp", "Telemetry", "AppCheck", "JSON", "Timekeeping", "RampPlans"],
+            name: "StoreConformance", dependencies: ["Rollout", "RemoteConfig", "StepUp", "Telemetry", "TelemetrySources", "AppCheck", "JSON", "Timekeeping", "RampPlans"],
             path: "Tests/StoreConformance", swiftSettings: strict),
 
         // Executables.
@@ -213,7 +213,7 @@ let package = Package(
             name: "StoreTests",
             dependencies: [
                 "TestSupport", "StoreConformance", "StepUp", "SQLiteStore", "Rollout", "RemoteConfig", "Telemetry", "JSON", "Timekeeping",
-                "AppCheck", "StoreSupport",
+                "AppCheck", "StoreSupport", "TelemetrySources",
             ],
             swiftSettings: strict),
         .testTarget(
@@ -260,7 +260,7 @@ let package = Package(
             name: "PostgresStoreTests",
             dependencies: [
                 "TestSupport", "StoreConformance", "PostgresStore", "Rollout", "RemoteConfig", "JSON", "Timekeeping", "SQLiteStore", "StepUp",
-                "Telemetry", "Crypto", "RolloutApp", "AppCheck", "StoreSupport", "StoreCopy",
+                "Telemetry", "Crypto", "RolloutApp", "AppCheck", "StoreSupport", "StoreCopy", "TelemetrySources",
             ],
             swiftSettings: strict),
         .testTarget(

@@ -17,6 +17,8 @@ public struct SourceError: Error, Sendable, CustomStringConvertible, Equatable {
         case refused
         /// The answer broke the documented shape: malformed, oversized, out of order or duplicated.
         case badAnswer
+        /// The source cannot be called as configured (its credentials are missing, an API origin is not https).
+        case configuration
     }
     public var kind: Kind
     public var source: String

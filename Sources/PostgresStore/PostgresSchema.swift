@@ -146,6 +146,16 @@ public enum PostgresSchema {
         """
         CREATE TABLE store_seal (id INTEGER PRIMARY KEY CHECK (id = 1), state TEXT NOT NULL, mac TEXT NOT NULL);
         """,
+        // 7: telemetry sources (`PostgresSourceState`): the configured sources (sealed, written by the settings write
+        // path), and each source's watermark and pull ledger (written with its batch, like telemetry, not sealed).
+        """
+        CREATE TABLE source_config (name TEXT PRIMARY KEY, definition TEXT NOT NULL);
+        CREATE TABLE source_state (
+            source TEXT PRIMARY KEY, watermark BIGINT, last_success BIGINT, last_attempt BIGINT, last_error TEXT);
+        CREATE TABLE source_ledger (
+            source TEXT NOT NULL, minute BIGINT NOT NULL, dimensions TEXT NOT NULL, count BIGINT NOT NULL,
+            PRIMARY KEY (source, minute, dimensions));
+        """,
     ]
 
     /// The recorded schema version; nil when the database has no rollout schema at all.

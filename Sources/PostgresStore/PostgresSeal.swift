@@ -77,12 +77,13 @@ public enum PostgresSeal {
     /// the store's), the App Check configuration (project, apps, signing keys with their retirement, debug tokens,
     /// the demo authority), the ramp plan and its pre-approval (a forged approval would let steps skip step-up),
     /// and on a Firebase project's state store the project it is bound to and the publish intents (a forged
-    /// intent would be settled by the next command into an audit record naming its actor).
+    /// intent would be settled by the next command into an audit record naming its actor), and the configured
+    /// telemetry sources (a forged source would feed the verdict).
     public static let sealedTables = [
         "appcheck_apps", "appcheck_debug_tokens", "appcheck_demo_authority", "appcheck_project",
         "appcheck_signing_keys",
         "firebase_intents", "firebase_state", "guardrail_settings", "ramp_plan", "ramp_plan_approval",
-        "stepup_enrolments",
+        "source_config", "stepup_enrolments",
         "stepup_operators", "stepup_policy", "store_key_check",
     ]
 
@@ -173,7 +174,8 @@ public enum PostgresSeal {
     /// meanwhile is named by the next check instead of being sealed; a privilege is checked by every check.
     static let renewalQuery = stateQuery(catalog: false)
 
-    static func stateQuery(catalog: Bool) -> String {
+    /// The query over `tables` (`sealedTables`, or those of them an older schema has, when migrating).
+    static func stateQuery(catalog: Bool, tables: [String] = sealedTables) -> String {
         "SELECT h.version, h.audit_sequence, h.audit_hash, "
         + "(SELECT sequence FROM config_audit ORDER BY sequence DESC LIMIT 1), "
         + "(SELECT encode(sha256(convert_to(t::text, 'UTF8')), 'hex') FROM config_audit t ORDER BY sequence DESC LIMIT 1), "
@@ -182,18 +184,20 @@ public enum PostgresSeal {
         + "(SELECT encode(sha256(convert_to(t::text, 'UTF8')), 'hex') FROM config_versions t ORDER BY number DESC LIMIT 1), "
         + "(SELECT max(version) FROM rollout_schema), "
             + (catalog ? catalogDigest + ", " + excessPrivilege : "NULL, NULL") + ", "
-            + sealedTables.map(digest(of:)).joined(separator: ", ")
+            + tables.map(digest(of:)).joined(separator: ", ")
             + " FROM config_head h WHERE h.id = 1"
     }
 
     /// The current state of the store on `c`, and a problem that needs no seal to see (a head that is not the
     /// newest record or version, a privilege beyond the documented ones), if any.
-    static func current(_ c: PGConnection) throws -> (state: State, problem: PostgresSealProblem?) {
-        current(row: try c.query(stateQuery).first)
+    static func current(_ c: PGConnection, tables: [String] = sealedTables) throws
+        -> (state: State, problem: PostgresSealProblem?)
+    {
+        current(row: try c.query(tables == sealedTables ? stateQuery : stateQuery(catalog: true, tables: tables)).first, tables: tables)
     }
 
     /// The same from `stateQuery`'s row, read by the caller (in the round trip of the head lock).
-    static func current(row: [String?]?) -> (state: State, problem: PostgresSealProblem?) {
+    static func current(row: [String?]?, tables: [String] = sealedTables) -> (state: State, problem: PostgresSealProblem?) {
         guard let row else {
             return (State(items: []), PostgresSealProblem("chain head", "missing (config_head deleted?)"))
         }
@@ -205,7 +209,7 @@ public enum PostgresSeal {
             ("schema", text(8)),
             ("catalog", text(9)),
         ]
-        for (i, table) in sealedTables.enumerated() { items.append(("table \(table)", text(11 + i))) }
+        for (i, table) in tables.enumerated() { items.append(("table \(table)", text(11 + i))) }
         let state = State(items: items)
         if row[1] != (row[3] ?? "0") || row[2] != (row[5] ?? AuditChain.genesis) {
             return (

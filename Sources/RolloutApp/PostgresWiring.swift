@@ -337,9 +337,9 @@ struct PostgresSettingsTables: SettingsTables {
     ) throws -> StepUpDecision {
         try stepUp.authorize(change, by: actor, code: code, at: clock, audit: audit)
     }
-    func sourceConfigurations() throws -> [SourceConfiguration] { throw TelemetrySourcesWiring.notOnPostgres }
-    func saveSource(_ configuration: SourceConfiguration) throws { throw TelemetrySourcesWiring.notOnPostgres }
-    func removeSource(_ name: String) throws { throw TelemetrySourcesWiring.notOnPostgres }
+    func sourceConfigurations() throws -> [SourceConfiguration] { try PostgresSourceConfig(store: config).load() }
+    func saveSource(_ configuration: SourceConfiguration) throws { try PostgresSourceConfig(store: config).save(configuration) }
+    func removeSource(_ name: String) throws { try PostgresSourceConfig(store: config).remove(name) }
     func appendAudit(_ entry: Rollout.AuditEntry) throws { _ = try config.appendAudit(entry) }
     func appCheckState() throws -> any AppCheckState {
         // On the config store's connection: its writes join the intent's transaction. Private keys are sealed
@@ -375,7 +375,8 @@ extension TeamSession {
                     try PostgresConsoleSource(
                         team: team, conninfo: config.conninfo, project: project ?? team.firebase?.client.project ?? "team")
                 },
-                telemetryClock: { team.clock }))
+                telemetryClock: { team.clock },
+                sourceState: { config }))
     }
 
     /// `audit verify` on this store: the chain (behind Firebase, every published record naming the Firebase version

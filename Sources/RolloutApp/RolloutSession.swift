@@ -60,7 +60,7 @@ public struct RolloutSession {
         var consoleSource: (_ project: String?, _ clock: any Clock) throws -> any RolloutConsoleSource
         var telemetryClock: () -> any Clock
         /// Where telemetry sources keep their watermarks and ledgers (`SessionSources`).
-        var sourceState: () throws -> any SourceStateStore = { throw TelemetrySourcesWiring.notOnPostgres }
+        var sourceState: () throws -> any SourceStateStore
     }
 
     /// The rollout with its telemetry and verdict, read from this store.

@@ -25,7 +25,11 @@ extension Wiring {
                 exit: .usage)
         }
         guard !invocation.flag("--read-only") else { throw WritePath.Failure.readOnly }
-        return Migration(applied: try PostgresSchema.migrate(conninfo: location), schema: PostgresSchema.current)
+        let key = try teamStoreKey(create: false, at: teamStoreKeyPath(invocation.environment)).key
+        return Migration(
+            applied: try PostgresSchema.migrate(
+                conninfo: location, sealKey: key.map { PostgresSealKey(teamKey: $0.bytes, path: $0.path) }),
+            schema: PostgresSchema.current)
     }
 
     /// What `store copy` did: the copy's report, and the team store key it created (its path; nil when this

@@ -9,15 +9,9 @@ import Timekeeping
 import WebClient
 
 /// Telemetry sources in a session: the configured sources (settings tables), their state and ledger (the
-/// session's `SourceStateStore`), and the pulls, which land through the store's telemetry commit as `rollout
-/// ingest` does. `rollout source …` and `rollout follow` use it; the executable only parses and prints.
-public enum TelemetrySourcesWiring {
-    /// What a PostgreSQL team store (and a Firebase project with a PostgreSQL state store) answers for now.
-    public static let notOnPostgres = SessionRefusal(
-        .unsupported,
-        "telemetry sources are kept in store files (and a Firebase project's state file) for now, not yet in a PostgreSQL store")
-}
-
+/// session's `SourceStateStore`, one port every store implements), and the pulls, which land through the store's
+/// telemetry commit as `rollout ingest` does. `rollout source …`, `rollout follow`, `watch`, `plan run` and the
+/// console use it; the executable only parses and prints.
 /// What one pull did, for printing.
 public struct SourcePullReport: Sendable {
     public var source: String
@@ -41,11 +35,14 @@ public struct SourcePullReport: Sendable {
 public struct SessionSources {
     let session: RolloutSession
     let environment: [String: String]
-    /// The realtime sources made so far, kept so that the quota each report states is respected by the next pull.
-    private let realtime = RealtimeSources()
+    /// The realtime sources made so far, kept so that the quota each report states is respected by the next pull,
+    /// and what the session learnt about landing.
+    private let memory = SessionMemory()
 
-    final class RealtimeSources: @unchecked Sendable {
-        var byName: [String: AnalyticsRealtimeSource] = [:]
+    final class SessionMemory: @unchecked Sendable {
+        var realtime: [String: AnalyticsRealtimeSource] = [:]
+        /// The store refused this session a landing (a role that may not write): later looks do not pull.
+        var landingRefused: SessionRefusal?
     }
 
     public init(session: RolloutSession, environment: [String: String]) {
@@ -88,13 +85,13 @@ public struct SessionSources {
 
     /// The realtime source of `c` (made once per session): its API origin `$ROLLOUT_ANALYTICS_URL`, else Google's.
     func realtimeSource(_ c: SourceConfiguration, clock: any Clock) throws -> AnalyticsRealtimeSource {
-        if let made = realtime.byName[c.name] { return made }
+        if let made = memory.realtime[c.name] { return made }
         let origin = environment["ROLLOUT_ANALYTICS_URL"].flatMap { $0.isEmpty ? nil : $0 } ?? "https://analyticsdata.googleapis.com"
         try WebURL.checkScheme(origin, what: "ROLLOUT_ANALYTICS_URL")
         let source = AnalyticsRealtimeSource(
             name: c.name, property: c.property ?? "", origin: origin,
             call: try caller(c, scope: AnalyticsRealtimeSource.scope, clock: clock))
-        realtime.byName[c.name] = source
+        memory.realtime[c.name] = source
         return source
     }
 
@@ -119,26 +116,20 @@ public struct SessionSources {
         var report = SourcePullReport(
             source: c.name, window: (plan.from, plan.through), rows: nil, bytes: 0, note: "", changedKeys: 0, addedEvents: 0,
             waits: [], error: nil, newestData: nil, dataAge: nil)
-        let pulling: () throws(SourceError) -> SourcePull
         let caller: SourceCaller
-        switch c.kind {
-        case .bigQuery:
-            let source = try self.source(c, clock: clock)
-            caller = source.client.call
-            pulling = { () throws(SourceError) -> SourcePull in try source.pull(plan) }
-        case .crashlyticsAPI:
-            let origin = environment["ROLLOUT_CRASHLYTICS_URL"].flatMap { $0.isEmpty ? nil : $0 } ?? "https://firebasecrashlytics.googleapis.com"
-            try WebURL.checkScheme(origin, what: "ROLLOUT_CRASHLYTICS_URL")
-            let source = CrashlyticsEventsSource(
-                name: c.name, project: c.project, app: c.app ?? "", origin: origin,
-                call: try self.caller(c, scope: CrashlyticsEventsSource.scope, clock: clock))
-            caller = source.call
-            pulling = { () throws(SourceError) -> SourcePull in try source.pull(plan) }
-        case .analyticsRealtime:
-            let source = try realtimeSource(c, clock: clock)
-            caller = source.call
+        let pulling: () throws(SourceError) -> SourcePull
+        do {
+            (caller, pulling) = try connect(c, plan: plan, now: now)
+        } catch {
+            // A source that cannot be called as configured fails like one that does not answer: recorded, HOLD
+            // once silent, and the loop goes on with the other sources.
+            let e = error as? SourceError ?? SourceError(.configuration, source: c.name, "\(error)")
+            report.error = e
+            if land { try stateStore.recordFailure(source: c.name, message: e.message, at: clock.now()) }
+            return report
+        }
+        if c.kind == .analyticsRealtime {
             report.window = (AnalyticsRealtimeSource.plan(now: now).from, AnalyticsRealtimeSource.plan(now: now).through)
-            pulling = { () throws(SourceError) -> SourcePull in try source.pull(now: now) }
         }
         let waitsBefore = caller.waits.count
         do {
@@ -164,29 +155,62 @@ public struct SessionSources {
         return report
     }
 
-    /// The sources a loop follows: none on a backend that keeps none (the loop then follows the store alone).
-    func followed() throws -> [SourceConfiguration] {
-        do { return try configurations() } catch let r as SessionRefusal where r.kind == .unsupported { return [] }
+    /// The caller of `c` and its pull of `plan` (the realtime report pulls its own last 30 minutes at `now`).
+    func connect(_ c: SourceConfiguration, plan: PullPlan, now: Instant) throws -> (SourceCaller, () throws(SourceError) -> SourcePull) {
+        let clock = session.clock
+        switch c.kind {
+        case .bigQuery:
+            let source = try self.source(c, clock: clock)
+            return (source.client.call, { () throws(SourceError) -> SourcePull in try source.pull(plan) })
+        case .crashlyticsAPI:
+            let origin = environment["ROLLOUT_CRASHLYTICS_URL"].flatMap { $0.isEmpty ? nil : $0 } ?? "https://firebasecrashlytics.googleapis.com"
+            try WebURL.checkScheme(origin, what: "ROLLOUT_CRASHLYTICS_URL")
+            let source = CrashlyticsEventsSource(
+                name: c.name, project: c.project, app: c.app ?? "", origin: origin,
+                call: try self.caller(c, scope: CrashlyticsEventsSource.scope, clock: clock))
+            return (source.call, { () throws(SourceError) -> SourcePull in try source.pull(plan) })
+        case .analyticsRealtime:
+            let source = try realtimeSource(c, clock: clock)
+            return (source.call, { () throws(SourceError) -> SourcePull in try source.pull(now: now) })
+        }
     }
 
+    /// The sources a loop follows.
+    func followed() throws -> [SourceConfiguration] { try configurations() }
+
     /// Pulls every source whose last attempt is at least its interval old (all of them with `all`).
+    ///
+    /// A session that may not write pulls nothing and follows the store alone: a read-only one is not asked, and
+    /// when the store refuses this role the landing (the PostgreSQL viewer), the refusal is kept and said by
+    /// `silences` (the sources stay HOLD here, as they would be unpulled).
     public func pullDue(all: Bool = false) throws -> [SourcePullReport] {
+        guard !session.readOnly, memory.landingRefused == nil else { return [] }
         let now = session.clock.now()
         var reports: [SourcePullReport] = []
         for c in try followed() {
             let last = try state(c.name)?.lastAttempt
-            if all || last.map({ now - $0 >= c.every }) ?? true { reports.append(try pull(c, land: true)) }
+            guard all || last.map({ now - $0 >= c.every }) ?? true else { continue }
+            do {
+                reports.append(try pull(c, land: true))
+            } catch {
+                guard let refusal = SessionRefusal(error) else { throw error }
+                memory.landingRefused = refusal
+                return reports
+            }
         }
         return reports
     }
 
-    /// The reasons to HOLD: each source with no successful pull for its `silentAfter` (or never).
+    /// The reasons to HOLD: each source with no successful pull for its `silentAfter` (or never), and a landing
+    /// this session was refused.
     public func silences() throws -> [String] {
         let now = session.clock.now()
-        return try followed().compactMap { c in
+        let silent = try followed().compactMap { c in
             (try state(c.name) ?? SourceState(watermark: nil, lastSuccess: nil, lastAttempt: nil, lastError: nil))
                 .silence(source: c.name, now: now, silentAfter: c.silentAfter)
         }
+        guard !silent.isEmpty, let refusal = memory.landingRefused else { return silent }
+        return silent + ["this session does not pull the sources: \(refusal.description)"]
     }
 
     /// A look's verdict with the sources' silences: a silent or failing source is HOLD at least, never OK.

@@ -206,7 +206,7 @@ enum ConsoleCommands {
     ) throws -> ExitCode {
         let themes = try theme(invocation)
         let ticks = session.telemetryClock()
-        let source = try session.consoleSource(project: project)
+        let source = try session.consoleSource(project: project, environment: invocation.environment)
         let staleAfter = try source.status().settings.staleAfter
         let executor = StoreConsoleExecutor(session: session)
         var options = ConsoleOptions(

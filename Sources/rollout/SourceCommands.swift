@@ -250,9 +250,8 @@ enum SourceCommands {
     }
 
     /// What `watch` and `plan run` do before each look: pull the sources whose interval has passed (none on a
-    /// read-only session, which cannot land them), a failed pull said on stderr so that their output stays theirs.
+    /// session that cannot land them), a failed pull said on stderr so that their output stays theirs.
     static func scheduledPulls(_ session: RolloutSession, _ invocation: Invocation) -> () throws -> Void {
-        guard !session.readOnly else { return {} }
         let sources = session.sources(environment: invocation.environment)
         return {
             for r in try sources.pullDue() where r.error != nil {

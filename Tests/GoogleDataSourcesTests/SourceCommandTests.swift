@@ -28,8 +28,8 @@ struct SourceCommandTests {
 
     /// The same fleet through `rollout ingest --format ga4` and through `source add` + `follow --looks 1` gives the
     /// same counters in `telemetry --json`; a second `follow` adds nothing; `--read-only` refuses `source add` with
-    /// 4 and writes nothing; a failing source is HOLD naming it.
-    @Test func followPullsWhatIngestReads() throws {
+    /// 4 and writes nothing; a failing source is HOLD naming it. On a store file and on a PostgreSQL team store.
+    @Test(arguments: ["file", "postgresql"]) func followPullsWhatIngestReads(_ backend: String) throws {
         let fake = try FakeFirebase(tls: true)
         let dir = try TestSupport.temporaryDirectory("source-cli")
         let cli = CLI(fake: fake, dir: dir)
@@ -39,8 +39,13 @@ struct SourceCommandTests {
         let file = dir.appendingPathComponent("export.ndjson").path
         try fleet.ndjson.write(toFile: file, atomically: true, encoding: .utf8)
 
-        let ingested = dir.appendingPathComponent("ingested.db").path
-        let pulled = dir.appendingPathComponent("pulled.db").path
+        func store(_ name: String) throws -> String {
+            guard backend == "postgresql" else { return dir.appendingPathComponent("\(name).db").path }
+            let server = try PostgresServer.get()
+            return server.uris(of: try server.freshDatabase()).socket
+        }
+        let ingested = try store("ingested")
+        let pulled = try store("pulled")
         for store in [ingested, pulled] { #expect(try cli.run(store, ["init", "--seed", "s"]).status == 0) }
         let i = try cli.run(ingested, ["ingest", file, "--format", "ga4", "--quiet"])
         #expect(i.status == 0, "\(i.stderr)")

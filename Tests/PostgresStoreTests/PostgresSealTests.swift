@@ -416,8 +416,10 @@ struct PostgresSealTests {
     /// key); with it the first write checks the chain and seals the store, and from then on an edit is named.
     @Test func aStoreMadeBeforeTheSealIsSealedByTheFirstWriteWithTheKey() throws {
         let (store, conninfo) = try PostgresStoreTests.freshStore(seed: "pg-seal-legacy")
-        // As the previous release left it: schema 5, no seal table.
-        try Self.psql(conninfo, "DROP TABLE store_seal; DELETE FROM rollout_schema WHERE version = 6")
+        // As the previous release left it: schema 5, no seal table (nor the later steps' tables).
+        try Self.psql(
+            conninfo,
+            "DROP TABLE store_seal, source_config, source_state, source_ledger; DELETE FROM rollout_schema WHERE version >= 6")
         let uri = try PostgresServer.get().uris(of: conninfo).socket
         let old = try rollout(["set", "5", "--reason", "before the upgrade"], store: uri)
         #expect(old.status != 0 && old.stderr.contains("run 'rollout store migrate'"), "\(old.stderr)")

@@ -110,8 +110,6 @@ struct CommandMatrixTests {
     static let appID = "1:123456789012:ios:0123456789abcdef"
     /// A simulation writes only into a drill store file, never into a team store or a Firebase project.
     static let fileOnly = "drill store file"
-    /// Telemetry sources are not yet kept in a PostgreSQL store.
-    static let notOnPostgres = "not yet in a PostgreSQL store"
     /// `store migrate` is for PostgreSQL stores; a file store migrates when it is opened.
     static let migratesWhenOpened = "store migrate is for PostgreSQL stores"
 
@@ -126,8 +124,7 @@ struct CommandMatrixTests {
     /// | token verify   | fails 1: a forged token is rejected | fails 1    | fails 1             | fails 1             |
     /// | init (again)   | fails 1: init only creates (Firebase: adopts once) | fails 1 | fails 1 | fails 1      |
     /// | watch, follow  | a verdict: 0, 5, 6 or 7 (one look) | same       | same                | same                |
-    /// | source add, list, remove | works           | refused 4: not yet in PostgreSQL | works | refused 4    |
-    /// | source test    | fails 1: no source named (none added) | refused 4 | fails 1           | refused 4           |
+    /// | source test    | fails 1: no source named (none added) | fails 1 | fails 1             | fails 1             |
     ///
     /// As the viewer role: `audit verify` fails 1 (the seal cannot be checked as a role that may not read the
     /// sealed secrets, docs/POSTGRES.md), `token verify` is refused 4 (the key material is not the viewer's), and
@@ -150,17 +147,12 @@ struct CommandMatrixTests {
         Row("ingest", .write, { f in [f.events, "--quiet"] }),
         Row("telemetry", .read),
         Row("watch", .read, { _ in ["--looks", "1", "--interval", "0.01"] }).expecting { _ in .verdict },
-        // Telemetry sources are kept in store files (and a Firebase project's state file) for now.
-        Row("source add", .write, { _ in ["bq", "--bigquery", "demo-rollout", "--analytics", "demo-rollout.analytics_1"] })
-            .expecting { $0.isPostgres ? .refused(notOnPostgres) : .works },
-        Row("source list", .read).expecting { $0.isPostgres ? .refused(notOnPostgres) : .works },
-        Row("source test", .read, { _ in ["nosuch"] })
-            .expecting { $0.isPostgres ? .refused(notOnPostgres) : .fails(1, "no source named nosuch") },
+        // Telemetry sources, configured in the store on every backend.
+        Row("source add", .write, { _ in ["bq", "--bigquery", "demo-rollout", "--analytics", "demo-rollout.analytics_1"] }),
+        Row("source list", .read),
+        Row("source test", .read, { _ in ["nosuch"] }).expecting { _ in .fails(1, "no source named nosuch") },
         Row("source remove", .write, { _ in ["bq"] })
-            .expecting { $0.isPostgres ? .refused(notOnPostgres) : .works }
-            .sweepBefore { f in
-                f.backend.isPostgres ? [] : ["source", "add", "bq", "--bigquery", "demo-rollout", "--analytics", "demo-rollout.analytics_1"]
-            },
+            .sweepBefore { _ in ["source", "add", "bq", "--bigquery", "demo-rollout", "--analytics", "demo-rollout.analytics_1"] },
         // With no source configured, follow is watch: one look, the verdict as exit code.
         Row("follow", .read, { _ in ["--looks", "1", "--interval", "0.01"] }).expecting { _ in .verdict },
         Row("operator enroll", .write, { _ in ["--qr", "none"] }),

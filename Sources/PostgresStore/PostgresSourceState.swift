@@ -1,0 +1,115 @@
+import JSON
+import Telemetry
+import TelemetrySources
+import Timekeeping
+
+/// Telemetry sources on the PostgreSQL team store (schema 7): `source_state` (watermark, last success and failure
+/// per source) and `source_ledger` (what each pull contributed per minute and key), the SQLite store's tables.
+///
+/// A pull lands in one READ COMMITTED transaction without the chain-head lock, as a telemetry batch does: the
+/// source's state row is locked first (created if missing), so two processes pulling the same source queue and the
+/// second one sees the first one's ledger; then the ledger's difference, the batch of changes through
+/// `PostgresTelemetry.commit` (joining this transaction), the ledger and the watermark commit together. Like
+/// telemetry, these two tables are not sealed; the configuration (`source_config`) is, and is written by the
+/// settings write path under the chain-head lock (`PostgresSourceConfig`).
+extension PostgresConfigStore: SourceStateStore {
+    public func sourceState(_ name: String) throws -> SourceState? {
+        try consistentRead {
+            guard
+                let r = try connection.query(
+                    "SELECT watermark, last_success, last_attempt, last_error FROM source_state WHERE source = $1", [name]
+                ).first
+            else { return nil }
+            func instant(_ i: Int) -> Instant? { r[i].flatMap { Int64($0) }.map(Instant.init(microseconds:)) }
+            return SourceState(watermark: instant(0), lastSuccess: instant(1), lastAttempt: instant(2), lastError: r[3])
+        }
+    }
+
+    @discardableResult
+    public func commitPull(_ pull: SourcePull, at committedAt: Instant) throws -> [AggregateKey: Int64] {
+        if isReadOnly { throw PostgresStoreError.readOnly("source pull on a read-only store") }
+        return try transaction(lockingHead: false) { () throws -> [AggregateKey: Int64] in
+            try lockSourceRow(pull.source)
+            var recorded: [AggregateKey: Int64] = [:]
+            for row in try connection.query(
+                "SELECT minute, dimensions, count FROM source_ledger WHERE source = $1 AND minute >= $2 AND minute < $3",
+                [pull.source, String(pull.plan.fromMinute), String(pull.plan.throughMinute)])
+            {
+                guard let minute = row[0].flatMap({ Int64($0) }), let dimensions = row[1],
+                    let count = row[2].flatMap({ Int64($0) }), let key = AggregateKey(minute: minute, dimensions: dimensions)
+                else { continue }
+                recorded[key] = count
+            }
+            let changes = PullLedger.changes(pulled: pull.counts, recorded: recorded)
+            if !changes.isEmpty {
+                let keys = changes.keys.sorted()
+                try connection.query(
+                    "INSERT INTO source_ledger (source, minute, dimensions, count) "
+                        + "SELECT $1, * FROM unnest($2::bigint[], $3::text[], $4::bigint[]) "
+                        + "ON CONFLICT (source, minute, dimensions) DO UPDATE SET count = excluded.count",
+                    [
+                        pull.source, PGArray.ints(keys.map(\.minute)), PGArray.text(keys.map(\.dimensions)),
+                        PGArray.ints(keys.map { pull.counts[$0] ?? 0 }),
+                    ])
+                try connection.query("DELETE FROM source_ledger WHERE source = $1 AND count = 0", [pull.source])
+                // The same commit as `rollout ingest`, inside this transaction.
+                try PostgresTelemetry(store: self).commit(
+                    PullLedger.batch(changes), source: "source:" + pull.source, at: committedAt)
+            }
+            try connection.query(
+                "UPDATE source_state SET watermark = $2, last_success = $3, last_attempt = $3, last_error = NULL WHERE source = $1",
+                [pull.source, String(pull.plan.nextWatermark.microseconds), String(committedAt.microseconds)])
+            return changes
+        }
+    }
+
+    public func recordFailure(source: String, message: String, at: Instant) throws {
+        if isReadOnly { throw PostgresStoreError.readOnly("source failure on a read-only store") }
+        try transaction(lockingHead: false) {
+            try lockSourceRow(source)
+            try connection.query(
+                "UPDATE source_state SET last_attempt = $2, last_error = $3 WHERE source = $1",
+                [source, String(at.microseconds), String(message.prefix(500))])
+        }
+    }
+
+    /// The source's state row, created when missing and locked to the end of the transaction.
+    private func lockSourceRow(_ source: String) throws {
+        try connection.query("INSERT INTO source_state (source) VALUES ($1) ON CONFLICT (source) DO NOTHING", [source])
+        try connection.query("SELECT 1 FROM source_state WHERE source = $1 FOR UPDATE", [source])
+    }
+}
+
+/// The configured sources on the team store (`source_config`, sealed: one row per source, its configuration as
+/// JSON), read and written inside the settings write path's transaction on `store`'s connection.
+public struct PostgresSourceConfig {
+    let store: PostgresConfigStore
+
+    public init(store: PostgresConfigStore) { self.store = store }
+
+    public func load() throws -> [SourceConfiguration] {
+        try store.consistentRead {
+            try store.connection.query("SELECT definition FROM source_config ORDER BY name COLLATE \"C\"").map { row in
+                try SourceConfiguration(json: try JSONParser().parse(row[0] ?? ""))
+            }
+        }
+    }
+
+    public func save(_ configuration: SourceConfiguration) throws {
+        try store.atomically {
+            try store.connection.query(
+                "INSERT INTO source_config (name, definition) VALUES ($1, $2) "
+                    + "ON CONFLICT (name) DO UPDATE SET definition = excluded.definition",
+                [configuration.name, configuration.json.compactText])
+        }
+    }
+
+    /// Removes the source with its state and ledger (what it landed stays in the counters).
+    public func remove(_ name: String) throws {
+        try store.atomically {
+            try store.connection.query("DELETE FROM source_config WHERE name = $1", [name])
+            try store.connection.query("DELETE FROM source_state WHERE source = $1", [name])
+            try store.connection.query("DELETE FROM source_ledger WHERE source = $1", [name])
+        }
+    }
+}

@@ -1,0 +1,75 @@
+import Console
+import FoundationEssentials
+import Monitoring
+import Platform
+import Telemetry
+import TelemetrySources
+import Timekeeping
+
+/// The console's picture with the session's telemetry sources pulled on their schedule, as `watch`, `follow` and
+/// `plan run` pull them: before a picture is drawn, every source whose interval has passed is pulled
+/// (`SessionSources.pullDue`; none on a read-only session), then the store's picture is read. The picture says each
+/// source's state where it shows how fresh the data is: a silent or failing source is the header's stale reason
+/// ("source X silent since …"), and each pull's freshness and quota is a notable event.
+///
+/// The configuration is read at most every `checkEvery` (the picture is drawn about four times a second).
+final class SourcePullingConsoleSource: RolloutConsoleSource, @unchecked Sendable {
+    let inner: any RolloutConsoleSource
+    let sources: SessionSources
+    let clock: any Clock
+    let checkEvery: Instant.Duration
+    private let lock = Lock()
+    private var checkedAt: Instant?
+    /// The newest pull of each source, as the events show it.
+    private var lastPulls: [String: NotableEvent] = [:]
+    private var problem: String?
+
+    init(inner: any RolloutConsoleSource, sources: SessionSources, clock: any Clock, checkEvery: Instant.Duration = .seconds(Int64(5))) {
+        self.inner = inner
+        self.sources = sources
+        self.clock = clock
+        self.checkEvery = checkEvery
+    }
+
+    func status() throws -> RolloutMonitor.Status { try inner.status() }
+
+    func snapshot() throws -> ConsoleModel {
+        try lock.withLock { try picture() }
+    }
+
+    private func picture() throws -> ConsoleModel {
+        let now = clock.now()
+        if checkedAt.map({ now - $0 >= checkEvery }) ?? true {
+            checkedAt = now
+            do {
+                for r in try sources.pullDue() { lastPulls[r.source] = Self.event(r, at: now) }
+                problem = try sources.silences().joined(separator: "; ")
+            } catch {
+                problem = "the sources cannot be pulled: \(error)"
+            }
+            if problem?.isEmpty == true { problem = nil }
+        }
+        var model = try inner.snapshot()
+        if let problem, model.header.staleReason == nil { model.header.staleReason = problem }
+        model.events = (lastPulls.values.sorted { ($0.at, $0.text) > ($1.at, $1.text) } + model.events)
+        return model
+    }
+
+    /// One pull as a notable event: how old its newest data is and the source's own figures (quota, bytes), or why
+    /// it failed.
+    static func event(_ r: SourcePullReport, at: Instant) -> NotableEvent {
+        if let e = r.error { return NotableEvent(at: at, severity: .warning, text: "source \(r.source) failed: \(e.message)") }
+        let age = r.dataAge.map { "newest data \($0.seconds / 60) min old" } ?? "no data in the window"
+        let note = r.note.isEmpty ? "" : "; \(r.note)"
+        return NotableEvent(at: at, severity: .info, text: "source \(r.source): \(age), \(r.addedEvents) events\(note)")
+    }
+}
+
+extension RolloutSession {
+    /// The console's picture of this store with its telemetry sources pulled on their schedule (their credentials
+    /// from `environment`).
+    public func consoleSource(project: String? = nil, environment: [String: String]) throws -> any RolloutConsoleSource {
+        SourcePullingConsoleSource(
+            inner: try consoleSource(project: project), sources: sources(environment: environment), clock: clock)
+    }
+}

@@ -1,0 +1,49 @@
+import Foundation
+import RolloutApp
+import TelemetrySources
+import Testing
+import TestSupport
+import Timekeeping
+
+/// The console pulls the session's telemetry sources on their schedule, as `watch` and `follow` do, and shows each
+/// source's state: a failing or silent source is the header's stale reason, each pull a notable event.
+struct ConsoleSourcePullsTests {
+    @Test func theConsolePullsTheSourcesOnTheirIntervalAndShowsTheirState() throws {
+        let dir = try TestSupport.temporaryDirectory("console-sources")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let path = dir.appendingPathComponent("s.db").path
+        let clock = ManualClock()
+        _ = try Wiring.createStore(path: path, seed: "rollout-console-sources", operatorID: "alice@test", clock: clock)
+        let session = try Wiring.session(path: path, operatorID: "alice@test", clock: clock).rolloutSession()
+        let bq = try SourceConfiguration(
+            name: "bq", project: "demo-rollout", analytics: "demo-rollout.analytics_1", origin: clock.now() - .minutes(30),
+            every: .seconds(Int64(60)))
+        _ = try session.settingsWritePath().execute(.source(.add(bq)), actor: "alice@test", code: nil)
+        // No GOOGLE_APPLICATION_CREDENTIALS: every pull of `bq` fails before it calls anything.
+        let sources = session.sources(environment: [:])
+        let console = try session.consoleSource(environment: [:])
+
+        let first = try console.snapshot()
+        let pulled = try #require(try sources.state("bq"))
+        #expect(pulled.lastAttempt == clock.now() && pulled.lastSuccess == nil)
+        #expect(pulled.lastError?.contains("GOOGLE_APPLICATION_CREDENTIALS") == true, "\(String(describing: pulled.lastError))")
+        #expect(first.header.staleReason?.contains("source bq has not answered yet") == true, "\(String(describing: first.header.staleReason))")
+        #expect(first.events.first?.text.hasPrefix("source bq failed: ") == true, "\(first.events)")
+
+        // Within the source's interval nothing is pulled again; after it, the next picture pulls.
+        let before = clock.now()
+        clock.advance(by: .seconds(Int64(30)))
+        _ = try console.snapshot()
+        #expect(try sources.state("bq")?.lastAttempt == before)
+        clock.advance(by: .seconds(Int64(31)))
+        _ = try console.snapshot()
+        #expect(try sources.state("bq")?.lastAttempt == clock.now())
+
+        // A read-only console pulls nothing, and still says the source is silent.
+        let reader = try Wiring.session(path: path, operatorID: "alice@test", readOnly: true, clock: clock).rolloutSession()
+        clock.advance(by: .minutes(5))
+        let seen = try reader.consoleSource(environment: [:]).snapshot()
+        #expect(try sources.state("bq")?.lastAttempt == clock.now() - .minutes(5))
+        #expect(seen.header.staleReason?.contains("source bq has not answered yet") == true)
+    }
+}
