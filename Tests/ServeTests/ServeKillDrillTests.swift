@@ -27,6 +27,10 @@ import Timekeeping
         var consumed: [(id: String, expiresAt: Int64)] = []
         var assertions = 0
         var stop = false
+        /// Set just before the kill: a request failing after it ends its client; one failing before is retried
+        /// (a loaded machine may refuse a connection), so every kind reaches its count.
+        var killing = false
+        var killed: Bool { lock.withLock { killing } }
         var counts: (Int, Int, Int) { lock.withLock { (challenges.count, assertions, consumed.count) } }
     }
 
@@ -57,17 +61,19 @@ import Timekeeping
                 else { return }
                 let client = SimulatedAppCheckClient(key: key, appId: app)
                 let remote = RemoteAppCheckExchange(transport: http, project: "kill")
-                // Every request up to the kill succeeds; the first failure is the kill (the loop ends there).
+                // A failure before the kill is retried; the first failure after it ends the client.
                 while !answered.lock.withLock({ answered.stop }) {
                     switch i % 3 {
                     case 0:
                         guard let r = try? http.post(path: base + "generateAppAttestChallenge", body: Array("{}".utf8)),
                             r.status == 200,
                             let c = json(r.body)?["challenge"]?.stringValue.flatMap({ Base64.decode($0) })
-                        else { return }
+                        else { if answered.killed { return } else { continue } }
                         answered.lock.withLock { answered.challenges.append(c) }
                     case 1:
-                        guard (try? client.token(from: remote, at: SystemClock().now())) != nil else { return }
+                        guard (try? client.token(from: remote, at: SystemClock().now())) != nil else {
+                            if answered.killed { return } else { continue }
+                        }
                         answered.lock.withLock {
                             answered.counters[i] = (client.artifact!, key.counter)
                             answered.assertions += 1
@@ -81,18 +87,19 @@ import Timekeeping
                                 body: Array("{\"appCheckToken\":\"\(token)\"}".utf8)),
                             v.status == 200, json(v.body)?["alreadyConsumed"] == nil,
                             let (id, expiresAt) = idAndExpiry(token)
-                        else { return }
+                        else { if answered.killed { return } else { continue } }
                         answered.lock.withLock { answered.consumed.append((id, expiresAt)) }
                     }
                 }
             }
         }
         // Until every kind has a good number of answers (bounded), then the kill with requests in flight.
-        for _ in 0..<3000 {
+        for _ in 0..<12_000 {
             let (c, a, t) = answered.counts
             if c >= 40 && a >= 20 && t >= 20 { break }
             usleep(10_000)
         }
+        answered.lock.withLock { answered.killing = true }
         kill(serve.process.processIdentifier, SIGKILL)
         serve.process.waitUntilExit()
         answered.lock.withLock { answered.stop = true }
