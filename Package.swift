@@ -177,7 +177,7 @@ let package = Package(
         .target(
             name: "FirebaseFake",
             dependencies: ["TestSupport", "FirebaseRemoteConfig", "WebClient", "JSON", "RemoteConfig", "Rollout", "SQLiteStore", "Timekeeping"],
-            path: "Tests/FirebaseFake", exclude: ["fake_remote_config.py", "fake_google_data.py", "google_data_client_check.py", "realtime_client_check.py", "crashlytics_client_check.py", "connect_proxy.py"], swiftSettings: strict),
+            path: "Tests/FirebaseFake", exclude: ["fake_remote_config.py", "fake_google_data.py", "google_data_client_check.py", "realtime_client_check.py", "crashlytics_client_check.py", "connect_proxy.py", "appcheck_client_check.py"], swiftSettings: strict),
         // A software FIDO2 authenticator behind libfido2's transport hooks: the real libfido2 path without hardware.
         .target(
             name: "SoftwareAuthenticator", dependencies: ["AppCheck", "CFido2", "Crypto", "Platform"],

@@ -18,7 +18,9 @@ struct VonageVerifyTests {
         init(rateLimit: Int = 100) throws {
             directory = try TestSupport.temporaryDirectory("vonage-fake")
             outbox = directory.appendingPathComponent("outbox.ndjson").path
-            FileManager.default.createFile(atPath: outbox, contents: nil)
+            guard FileManager.default.createFile(atPath: outbox, contents: nil) else {
+                throw TestSupport.Failure("cannot create \(outbox)")
+            }
             let script = TestSupport.packageRoot.appendingPathComponent("Tests/PhoneVerificationTests/fake_verify.py").path
             process = Process()
             process.executableURL = URL(fileURLWithPath: try TestSupport.python())
