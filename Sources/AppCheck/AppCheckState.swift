@@ -354,3 +354,25 @@ extension AppCheckState {
         try debugTokens().map { DebugTokenSummary(appId: $0.appId, name: $0.name, createdAt: $0.createdAt) }
     }
 }
+
+/// One request's change to the exchange's per-request state, as a store that group-commits them (`GroupCommit` in
+/// StoreSupport) queues it: the vocabulary the SQLite and PostgreSQL implementations share.
+package enum AppCheckPerRequestWrite: Sendable {
+    case redeemChallenge([UInt8], appId: String, expiresAt: Instant)
+    case saveAttestedKey(AttestedKeyRecord)
+    case advanceCounter(appId: String, keyId: [UInt8], counter: UInt32)
+    case consumeToken(id: String, expiresAt: Instant)
+    /// A redemption and, when it redeemed, a counter's advance (an assertion exchange's one write).
+    case redeemThenAdvance([UInt8], appId: String, expiresAt: Instant, keyId: [UInt8], counter: UInt32)
+    /// A redemption and, when it redeemed, a key saved (an attestation exchange's one write).
+    case redeemThenSave([UInt8], appId: String, expiresAt: Instant, key: AttestedKeyRecord)
+}
+
+/// What one `AppCheckPerRequestWrite` decided.
+package enum AppCheckPerRequestOutcome: Sendable {
+    case done
+    case redemption(ChallengeRedemption)
+    case changed(Bool)
+    case redeemedThen(ChallengeRedemption, Bool)
+}
+

@@ -55,24 +55,8 @@ public final class PostgresAppCheckState: AppCheckState, @unchecked Sendable {
         group = GroupCommit { [unowned self] writes in try self.commitGroup(writes) }
     }
 
-    /// One request's change to the per-request state.
-    enum PerRequestWrite {
-        case redeemChallenge([UInt8], appId: String, expiresAt: Instant)
-        case saveAttestedKey(AttestedKeyRecord)
-        case advanceCounter(appId: String, keyId: [UInt8], counter: UInt32)
-        case consumeToken(id: String, expiresAt: Instant)
-        /// A redemption and, when it redeemed, a counter's advance (an assertion exchange's one write).
-        case redeemThenAdvance([UInt8], appId: String, expiresAt: Instant, keyId: [UInt8], counter: UInt32)
-        /// A redemption and, when it redeemed, a key saved (an attestation exchange's one write).
-        case redeemThenSave([UInt8], appId: String, expiresAt: Instant, key: AttestedKeyRecord)
-    }
-
-    enum PerRequestOutcome {
-        case done
-        case redemption(ChallengeRedemption)
-        case changed(Bool)
-        case redeemedThen(ChallengeRedemption, Bool)
-    }
+    typealias PerRequestWrite = AppCheckPerRequestWrite
+    typealias PerRequestOutcome = AppCheckPerRequestOutcome
 
     private func commitGroup(_ writes: [PerRequestWrite]) throws -> [Result<PerRequestOutcome, any Error>] {
         if writes.count > 1 {
