@@ -306,21 +306,11 @@ extension StepUpWritePolicy {
                 reasons: reasons, securityKeys: securityKeys, context: context, refuse: refuse)
         }
         let request = twoPerson ? "; two-person-request \(ChangeDocument.requestID(presented))" : ""
-        let outcome = try securityKeys.authorizeSecurityKey(evidence.assertion, over: presented, by: actor, at: clock) {
-            outcome, credential in
-            try context.audit(
-                AuditEntry(
-                    time: clock.now(), actor: proposal.actor, action: "step-up " + change.summary,
-                    result: outcome.isAccepted ? .stepUpAccepted : .stepUpRefused,
-                    detail: evidence.auditDetail(outcome: outcome, reasons: reasons, credential: credential) + request))
-        }
-        guard let outcome else {
-            return try refuse(
-                "not-enrolled", "\(actor) has no security key: enrol one with 'rollout operator enroll --method security-key'",
-                .stepUpBlocked)
-        }
-        guard outcome.isAccepted else {
-            return .refuse(PolicyRefusal(policy: name, reason: "\(outcome.description); nothing was written", kind: .stepUpFailed))
+        if let refusal = try authorize(
+            evidence, over: presented, by: actor, change: change, reasons: reasons, auditSuffix: request,
+            securityKeys: securityKeys, context: context, refuse: refuse)
+        {
+            return refusal
         }
         if twoPerson {
             return .refuse(
@@ -341,6 +331,33 @@ extension StepUpWritePolicy {
     /// the request was recorded, so it is checked without the counter, within the document's expiry), then a
     /// second, different operator's key over exactly the same bytes, verified and counted in the port's
     /// transaction. The compare-and-swap on the document's base makes the change publish at most once.
+    /// One operator's key over `document`: verified and counted in the port's transaction, audited as that
+    /// operator's step-up (accepted or refused, with the evidence and `auditSuffix`); the refusal to return, nil
+    /// when the key approved.
+    fileprivate func authorize(
+        _ evidence: SecondFactorEvidence, over document: ChangeDocument, by signer: OperatorID, change: StepUpChange,
+        reasons: [StepUpReason], auditSuffix: String, securityKeys: any SecurityKeyStore, context: PolicyContext,
+        refuse: (String, String, PolicyRefusal.Kind) throws -> PolicyDecision
+    ) throws -> PolicyDecision? {
+        let outcome = try securityKeys.authorizeSecurityKey(evidence.assertion, over: document, by: signer, at: clock) {
+            outcome, credential in
+            try context.audit(
+                AuditEntry(
+                    time: clock.now(), actor: signer.rawValue, action: "step-up " + change.summary,
+                    result: outcome.isAccepted ? .stepUpAccepted : .stepUpRefused,
+                    detail: evidence.auditDetail(outcome: outcome, reasons: reasons, credential: credential) + auditSuffix))
+        }
+        guard let outcome else {
+            return try refuse(
+                "not-enrolled", "\(signer) has no security key: enrol one with 'rollout operator enroll --method security-key'",
+                .stepUpBlocked)
+        }
+        guard outcome.isAccepted else {
+            return .refuse(PolicyRefusal(policy: name, reason: "\(outcome.description); nothing was written", kind: .stepUpFailed))
+        }
+        return nil
+    }
+
     fileprivate func reviewCoApproval(
         _ coApproval: SecondFactorEvidence, of evidence: SecondFactorEvidence, document: ChangeDocument,
         _ proposal: Proposal, requester: OperatorID, change: StepUpChange, reasons: [StepUpReason],
@@ -372,21 +389,11 @@ extension StepUpWritePolicy {
             return try refuse(firstOutcome.result, "the request's own approval does not verify: \(firstOutcome.description)", .stepUpFailed)
         }
         let request = "; co-approval \(Hex.encode(Array(requester.rawValue.utf8))); two-person-request \(ChangeDocument.requestID(document))"
-        let outcome = try securityKeys.authorizeSecurityKey(coApproval.assertion, over: document, by: approver, at: clock) {
-            outcome, credential in
-            try context.audit(
-                AuditEntry(
-                    time: clock.now(), actor: approver.rawValue, action: "step-up " + change.summary,
-                    result: outcome.isAccepted ? .stepUpAccepted : .stepUpRefused,
-                    detail: coApproval.auditDetail(outcome: outcome, reasons: reasons, credential: credential) + request))
-        }
-        guard let outcome else {
-            return try refuse(
-                "not-enrolled", "\(approver) has no security key: enrol one with 'rollout operator enroll --method security-key'",
-                .stepUpBlocked)
-        }
-        guard outcome.isAccepted else {
-            return .refuse(PolicyRefusal(policy: name, reason: "\(outcome.description); nothing was written", kind: .stepUpFailed))
+        if let refusal = try authorize(
+            coApproval, over: document, by: approver, change: change, reasons: reasons, auditSuffix: request,
+            securityKeys: securityKeys, context: context, refuse: refuse)
+        {
+            return refusal
         }
         context.stepUpVerified = true
         return .allow
