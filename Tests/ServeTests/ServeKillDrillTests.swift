@@ -56,11 +56,21 @@ import Timekeeping
             group.enter()
             Thread.detachNewThread {
                 defer { group.leave() }
-                guard let http = try? LoopbackHTTPClient(host: "127.0.0.1", port: serve.port),
-                    let key = try? SimulatedAppAttestKey(authority: authority, app: identity, environment: .production)
+                guard var http = try? LoopbackHTTPClient(host: "127.0.0.1", port: serve.port),
+                    var key = try? SimulatedAppAttestKey(authority: authority, app: identity, environment: .production)
                 else { return }
-                let client = SimulatedAppCheckClient(key: key, appId: app)
-                let remote = RemoteAppCheckExchange(transport: http, project: "kill")
+                var client = SimulatedAppCheckClient(key: key, appId: app)
+                var remote = RemoteAppCheckExchange(transport: http, project: "kill")
+                /// After a failure before the kill, a fresh connection and device: a client whose exchange failed
+                /// half-way (its key attested, its answer lost) cannot go on with the same key.
+                func renew() {
+                    guard let h = try? LoopbackHTTPClient(host: "127.0.0.1", port: serve.port),
+                        let k = try? SimulatedAppAttestKey(authority: authority, app: identity, environment: .production)
+                    else { return }
+                    (http, key) = (h, k)
+                    client = SimulatedAppCheckClient(key: k, appId: app)
+                    remote = RemoteAppCheckExchange(transport: h, project: "kill")
+                }
                 // A failure before the kill is retried; the first failure after it ends the client.
                 while !answered.lock.withLock({ answered.stop }) {
                     switch i % 3 {
@@ -72,7 +82,9 @@ import Timekeeping
                         answered.lock.withLock { answered.challenges.append(c) }
                     case 1:
                         guard (try? client.token(from: remote, at: SystemClock().now())) != nil else {
-                            if answered.killed { return } else { continue }
+                            if answered.killed { return }
+                            renew()
+                            continue
                         }
                         answered.lock.withLock {
                             answered.counters[i] = (client.artifact!, key.counter)
