@@ -61,8 +61,8 @@ import Timekeeping
                 else { return }
                 var client = SimulatedAppCheckClient(key: key, appId: app)
                 var remote = RemoteAppCheckExchange(transport: http, project: "kill")
-                /// After a failure before the kill, a fresh connection and device: a client whose exchange failed
-                /// half-way (its key attested, its answer lost) cannot go on with the same key.
+                /// After a failure before the kill, a fresh connection and device: a connection that timed out, or a
+                /// client whose exchange failed half-way (its key attested, its answer lost), cannot go on.
                 func renew() {
                     guard let h = try? LoopbackHTTPClient(host: "127.0.0.1", port: serve.port),
                         let k = try? SimulatedAppAttestKey(authority: authority, app: identity, environment: .production)
@@ -78,7 +78,11 @@ import Timekeeping
                         guard let r = try? http.post(path: base + "generateAppAttestChallenge", body: Array("{}".utf8)),
                             r.status == 200,
                             let c = json(r.body)?["challenge"]?.stringValue.flatMap({ Base64.decode($0) })
-                        else { if answered.killed { return } else { continue } }
+                        else {
+                            if answered.killed { return }
+                            renew()
+                            continue
+                        }
                         answered.lock.withLock { answered.challenges.append(c) }
                     case 1:
                         guard (try? client.token(from: remote, at: SystemClock().now())) != nil else {
@@ -99,7 +103,11 @@ import Timekeeping
                                 body: Array("{\"appCheckToken\":\"\(token)\"}".utf8)),
                             v.status == 200, json(v.body)?["alreadyConsumed"] == nil,
                             let (id, expiresAt) = idAndExpiry(token)
-                        else { if answered.killed { return } else { continue } }
+                        else {
+                            if answered.killed { return }
+                            renew()
+                            continue
+                        }
                         answered.lock.withLock { answered.consumed.append((id, expiresAt)) }
                     }
                 }
