@@ -207,7 +207,7 @@ import Timekeeping
             kill(serve.process.processIdentifier, SIGTERM)
             serve.process.waitUntilExit()
             #expect(serve.process.terminationStatus == 0)
-            let stderr = String(decoding: serve.stderr.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            let stderr = serve.stderrText
             #expect(stderr.contains("every answered request's state is in postgresql"), "\(stderr)")
         }
     }

@@ -3,11 +3,51 @@ import TestSupport
 
 /// A `rollout serve` child process on a loopback port it picked itself (`--listen 127.0.0.1:0`), for the tests
 /// that drive the real executable.
+///
+/// Its standard error (the access log, one line per request, unless `--access-log` moves it) is drained as it
+/// comes: an undrained pipe fills after some 64 KiB, and then every worker of `serve` blocks on its next log line
+/// and the server stops answering (the kill drill met exactly that: 10 s, then 30 s stalls, on a busy run).
 struct ServeProcess {
     let process: Process
     let port: UInt16
     let stdout: Pipe
-    let stderr: Pipe
+    private let errors: Drain
+
+    /// What `serve` wrote to its standard error, once it has exited (waits for it).
+    var stderrText: String {
+        process.waitUntilExit()
+        return errors.text()
+    }
+
+    /// Reads a pipe to its end on a thread of its own.
+    final class Drain: @unchecked Sendable {
+        private let lock = NSCondition()
+        private var data = Data()
+        private var ended = false
+
+        init(_ pipe: Pipe) {
+            let handle = pipe.fileHandleForReading
+            Thread.detachNewThread {
+                while true {
+                    let chunk = handle.availableData
+                    self.lock.withLock {
+                        if chunk.isEmpty { self.ended = true } else { self.data += chunk }
+                        self.lock.broadcast()
+                    }
+                    if chunk.isEmpty { return }
+                }
+            }
+        }
+
+        /// Everything read, once the pipe's writer has closed it (bounded: 60 s after that is not expected).
+        func text() -> String {
+            lock.withLock {
+                let deadline = Date().addingTimeInterval(60)
+                while !ended && lock.wait(until: deadline) {}
+                return String(decoding: data, as: UTF8.self)
+            }
+        }
+    }
 
     /// Starts `rollout serve ARGUMENTS --listen 127.0.0.1:0` (with `environment` added to this process's) and waits
     /// for its first line, which names the port.
@@ -36,7 +76,7 @@ struct ServeProcess {
         guard let port = firstLine.split(separator: ":").last.flatMap({ UInt16($0) }) else {
             throw TestSupport.Failure("no port in serve's first line '\(firstLine)'")
         }
-        return ServeProcess(process: process, port: port, stdout: out, stderr: err)
+        return ServeProcess(process: process, port: port, stdout: out, errors: Drain(err))
     }
 
     /// `rollout init` and `rollout appcheck app add APP ... --trust-demo` on a new store at `store`.

@@ -80,7 +80,6 @@ import Timekeeping
                 dir.appendingPathComponent("access.log").path,
             ])
         let process = serve.process
-        let err = serve.stderr
         defer { if process.isRunning { process.terminate() } }
         let port = serve.port
 
@@ -131,7 +130,7 @@ import Timekeeping
         kill(process.processIdentifier, SIGTERM)
         group.wait()
         process.waitUntilExit()
-        let stderr = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        let stderr = serve.stderrText
         #expect(process.terminationStatus == 0, "\(stderr)")
         #expect(stderr.contains("SIGTERM: finishing requests in flight"))
         #expect(tally.errorsBeforeStop.isEmpty, "\(tally.errorsBeforeStop)")
