@@ -32,8 +32,9 @@ public final class FirebaseConfigStore: ConfigStore, @unchecked Sendable {
     public var settleAttempts = 4
     /// Versions asked for per `listVersions` page (Firebase allows 1 to 300).
     public var pageSize = 100
-    /// Reads of the newest version within this interval reuse the last one read or published (the console's poll);
-    /// zero (the default, every CLI command): every read asks Firebase. A stale read can only cause a conflict,
+    /// Reads of the newest version within this interval reuse the last one read or published (the console's poll),
+    /// and a read after it asks for the newest version's number first, reading the template again only when it
+    /// changed; zero (the default, every CLI command): every read fetches the template. A stale read can only cause a conflict,
     /// never a lost update: every publish carries `If-Match`, and conflicts are reported from a fresh read.
     public var pollInterval = Instant.Duration(microseconds: 0)
     private var head: (stored: StoredTemplate, at: Instant)?
@@ -53,7 +54,15 @@ public final class FirebaseConfigStore: ConfigStore, @unchecked Sendable {
     // MARK: Reading
 
     public func current() throws -> StoredTemplate {
-        if pollInterval.microseconds > 0, let h = lock.withLock({ head }), clock.now() - h.at < pollInterval {
+        guard pollInterval.microseconds > 0, let h = lock.withLock({ head }) else { return try fresh() }
+        if clock.now() - h.at < pollInterval { return try attributed(h.stored) }
+        // The poll: the newest version's number (`listVersions`, one entry, a few hundred bytes) instead of the
+        // whole template. Every publish and rollback makes a new version, so the newest listed is the active one,
+        // and versions never change: the same number means the template held is still current.
+        if let newest = try client.listVersions(pageSize: 1, pageToken: nil, endVersionNumber: nil).versions.first,
+            let number = newest["versionNumber"]?.stringValue.flatMap({ Int($0) }), number == h.stored.info.number
+        {
+            lock.withLock { if head?.stored.info.number == number { head?.at = clock.now() } }
             return try attributed(h.stored)
         }
         return try fresh()

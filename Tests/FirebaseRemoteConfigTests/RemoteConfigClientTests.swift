@@ -247,6 +247,30 @@ struct RemoteConfigClientTests {
         #expect(try store.current().info.number == theirs)
     }
 
+    /// After its interval the poll asks for the newest version's number (one `listVersions` entry) and reads the
+    /// template again only when that number moved: an unchanged template costs no `get`.
+    @Test func thePollAfterItsIntervalReadsTheTemplateOnlyWhenTheNewestVersionMoved() throws {
+        let fake = try FakeFirebase(template: existingTemplate)
+        let clock = ManualClock(SystemClock().now())
+        let store = try fake.store(clock: clock)
+        store.pollInterval = .seconds(Int64(5))
+        let seen = try store.current()
+        let (gets, lists) = (try fake.stat("get"), try fake.stat("list"))
+        for round in 1...3 {
+            clock.advance(by: .seconds(Int64(6)))
+            let again = try store.current()
+            #expect(again.info.number == seen.info.number && again.etag == seen.etag)
+            #expect(try fake.stat("get") == gets, "round \(round): the unchanged template was fetched again")
+            #expect(try fake.stat("list") == lists + round)
+        }
+        let theirs = try fake.publishAsColleague(seen.template.strippingVersionInfo().json)
+        clock.advance(by: .seconds(Int64(6)))
+        let moved = try store.current()
+        #expect(moved.info.number == theirs && moved.etag != seen.etag)
+        #expect(try fake.stat("get") == gets + 1)
+        #expect(try fake.stat("list") == lists + 4)
+    }
+
     // MARK: Versions
 
     @Test func versionsPageNewestFirstAndKeepOnly300() throws {
