@@ -16,47 +16,13 @@ enum SourceBench {
     ]
 
     static func pull() throws {
-        let python = try peerPython()
-        let root = URL(fileURLWithPath: FileManager.default.currentDirectoryPath)
-        let script = root.appendingPathComponent("Tests/FirebaseFake/fake_remote_config.py").path
         let dir = URL(fileURLWithPath: NSTemporaryDirectory()).appendingPathComponent("rollout-source-bench-\(getpid())")
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: dir) }
-        let privatePEM = dir.appendingPathComponent("sa.pem").path
-        let publicPEM = dir.appendingPathComponent("sa.pub.pem").path
-        let keygen = Process()
-        keygen.executableURL = URL(fileURLWithPath: python)
-        keygen.arguments = [script, "keygen", privatePEM, publicPEM]
-        try keygen.run()
-        keygen.waitUntilExit()
-        let fake = Process()
-        fake.executableURL = URL(fileURLWithPath: python)
-        fake.arguments = [
-            script, "--project", "bench", "--project-number", "1", "--client-email", "bench@bench.iam.gserviceaccount.com",
-            "--public-key", publicPEM, "--key-id", "bench",
-        ]
-        let input = Pipe()
-        let output = Pipe()
-        fake.standardInput = input
-        fake.standardOutput = output
-        try fake.run()
-        defer {
-            try? input.fileHandleForWriting.close()
-            fake.terminate()
-            fake.waitUntilExit()
-        }
-        var line: [UInt8] = []
-        while true {
-            guard let b = output.fileHandleForReading.readData(ofLength: 1).first else { throw BenchError("the fake exited") }
-            if b == 10 { break }
-            line.append(b)
-        }
-        guard let port = Int(String(decoding: line, as: UTF8.self).dropFirst(5)) else { throw BenchError("the fake said \(line)") }
-        let origin = "http://127.0.0.1:\(port)"
-        let key: JSONValue = [
-            "type": "service_account", "private_key_id": "bench", "private_key": .string(try String(contentsOfFile: privatePEM, encoding: .utf8)),
-            "client_email": "bench@bench.iam.gserviceaccount.com", "token_uri": .string(origin + "/token"),
-        ]
+        let fake = try BenchGoogleFake(project: "bench", in: dir)
+        defer { fake.close() }
+        let origin = fake.origin
+        let key = fake.serviceAccount
         let transport = CurlTransport()
         let tokens = try ServiceAccountTokenProvider(
             key: try ServiceAccountKey.parse(key.compactText, source: "bench key"), transport: transport, clock: SystemClock(),
