@@ -59,7 +59,7 @@ final class SourcePullingConsoleSource: RolloutConsoleSource, @unchecked Sendabl
     /// it failed.
     static func event(_ r: SourcePullReport, at: Instant) -> NotableEvent {
         if let e = r.error { return NotableEvent(at: at, severity: .warning, text: "source \(r.source) failed: \(e.message)") }
-        let age = r.dataAge.map { "newest data \($0.seconds / 60) min old" } ?? "no data in the window"
+        let age = r.dataAge.map { r.kind.dataAgeText($0) } ?? "no data in the window"
         let note = r.note.isEmpty ? "" : "; \(r.note)"
         return NotableEvent(at: at, severity: .info, text: "source \(r.source): \(age), \(r.addedEvents) events\(note)")
     }

@@ -166,8 +166,11 @@ enum SourceCommands {
             o["watermark"] = s?.watermark.map { .string($0.iso8601) } ?? .null
             o["lastSuccess"] = s?.lastSuccess.map { .string($0.iso8601) } ?? .null
             o["lastError"] = s?.lastError.map { .string($0) } ?? .null
-            o["silence"] = (s ?? SourceState(watermark: nil, lastSuccess: nil, lastAttempt: nil, lastError: nil))
-                .silence(source: c.name, now: now, silentAfter: c.silentAfter).map { .string($0) } ?? .null
+            o["silence"] = (s ?? .never).silence(source: c.name, now: now, silentAfter: c.silentAfter).map { .string($0) } ?? .null
+            o["newestData"] = s?.newestData.map { .string($0.iso8601) } ?? .null
+            let age = s?.dataAge(now: now)
+            o["dataAgeSeconds"] = age.map { .number(JSONNumber($0.microseconds / 1_000_000)) } ?? .null
+            o["dataAge"] = .string(c.kind.dataAgeText(age))
             rows.append(.object(o))
         }
         if invocation.flag("--json") {
@@ -182,7 +185,8 @@ enum SourceCommands {
                 ?? "bigquery " + Sanitiser.escape(r["analytics"]?.stringValue ?? "")
             let watermark = r["watermark"]?.stringValue ?? "never pulled"
             let health = r["silence"]?.stringValue.map { "HOLD: " + Sanitiser.escape($0) } ?? "answering"
-            print("\(name)  \(analytics)  watermark \(watermark)  \(health)")
+            let age = Sanitiser.escape(r["dataAge"]?.stringValue ?? "")
+            print("\(name)  \(analytics)  watermark \(watermark)  \(age)  \(health)")
         }
         return .ok
     }
@@ -209,7 +213,7 @@ enum SourceCommands {
         let window = "\(r.window.from.iso8601) to \(r.window.through.iso8601)"
         let waits = r.waits.isEmpty ? "" : ", waited \(r.waits.map { "\($0.seconds) s" }.joinedText(", ")) as asked"
         if let e = r.error { return "source \(Sanitiser.escape(r.source)): \(window): failed: \(Sanitiser.escape(e.message))\(waits)" }
-        let age = r.dataAge.map { ", newest data \(formatDuration($0)) old" } ?? ", no data in the window"
+        let age = r.dataAge.map { ", newest data \(formatDuration($0)) old (\(r.kind.dataAgeName))" } ?? ", no data in the window"
         return "source \(Sanitiser.escape(r.source)): \(window): \(Sanitiser.escape(r.note)), \(r.bytes) bytes received, "
             + "\(r.changedKeys) counters changed (\(r.addedEvents) events)\(age)\(waits)"
     }
@@ -231,9 +235,12 @@ enum SourceCommands {
         _ = try loop.run(
             interval: interval, looks: looks,
             report: { look in
+                // The verdict holds the sources' silences already (the assessment's rule); a session refused
+                // the landing says so beside them.
                 let verdict = look.status.assessment.verdict
-                let silences = (try? sources.silences()) ?? ["the sources' state cannot be read"]
-                let (level, reason) = SessionSources.judged(verdict.level, reason: verdict.reason, silences: silences)
+                let silent = !look.status.assessment.context.sourceSilences.isEmpty
+                let level = verdict.level
+                let reason = verdict.reason + (silent && level == .hold ? sources.landingNote().map { "; " + $0 } ?? "" : "")
                 lastLevel = level
                 let line = "\(level.labelText): \(Sanitiser.escape(reason))"
                 if line != lastLine { print("\(look.status.wallNow.iso8601)  \(line)") }

@@ -94,8 +94,8 @@ struct ExportFleet {
     var ndjson: String { rows.map(\.compactText).joined(separator: "\n") + "\n" }
 
     /// Lands the rows through `rollout ingest --format ga4`'s reader and the store's commit.
-    func ingest(into store: RolloutStore, now: Instant) throws -> BatchReceipt? {
-        let ingest = TelemetryIngest(format: .ga4, window: EventTimeWindow(now: now, rolloutStart: Self.start - .hours(1)))
+    func ingest(into store: RolloutStore, now: Instant, since: Instant = ExportFleet.start - .hours(1)) throws -> BatchReceipt? {
+        let ingest = TelemetryIngest(format: .ga4, window: EventTimeWindow(now: now, rolloutStart: since))
         Array(ndjson.utf8).withUnsafeBytes { ingest.feed($0) }
         ingest.finish()
         guard ingest.problems.isEmpty else { throw TestSupport.Failure("ingest: \(ingest.problems)") }
