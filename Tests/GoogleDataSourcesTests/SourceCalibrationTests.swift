@@ -15,7 +15,7 @@ import Timekeeping
 /// and users crashing per arm, which are distinct counts (not additive over minutes or arms).
 /// - BigQuery (and ingest) carry every input: its counters equal ingest's at every look
 ///   (`BigQuerySourceTests.theSameFleetGivesTheSameCountersAndVerdictsAsIngest`, and per scenario below in
-///   `ScenarioEqualityTests`), so its figures are ingest's by equality.
+///   `eachScenarioGivesTheSameCountersAndVerdictsAsIngest`), so its figures are ingest's by equality.
 /// - The GA4 realtime report carries sessions and crashes per minute and cohort (`eventCount`), no distinct users:
 ///   here the same simulated minutes go through its report's answer and `AnalyticsRealtimeSource.counts`, and the
 ///   HALT rates are measured on what it lands.
