@@ -14,7 +14,7 @@ import Timekeeping
 /// additive; crash-free users and the smallest detectable increase ("not enough data yet", OK) read users entering
 /// and users crashing per arm, which are distinct counts (not additive over minutes or arms).
 /// - BigQuery (and ingest) carry every input: its counters equal ingest's at every look
-///   (`BigQuerySourceTests.theSameFleetGivesTheSameCountersAndVerdictsAsIngest`, and per scenario below in
+///   (`BigQuerySourceTests.theSameFleetGivesTheSameCountersAndVerdictsAsIngest`, and per scenario in
 ///   `eachScenarioGivesTheSameCountersAndVerdictsAsIngest`), so its figures are ingest's by equality.
 /// - The GA4 realtime report carries sessions and crashes per minute and cohort (`eventCount`), no distinct users:
 ///   here the same simulated minutes go through its report's answer and `AnalyticsRealtimeSource.counts`, and the
