@@ -1,5 +1,7 @@
 import FirebaseFake
 import Foundation
+import GoogleDataSources
+import JSON
 import RolloutApp
 import SQLiteStore
 import Telemetry
@@ -113,5 +115,88 @@ struct SourceFaultTests {
         #expect(try counters() == landed)
         for (who, _, reason) in try verdicts() { #expect(!reason.contains("source bq"), "\(who): \(reason)") }
         #expect(try monitor.status().assessment.context.sourceSilences.isEmpty)
+    }
+
+    /// A bad answer from any of the three APIs (not JSON, a flood past the transport's limit as sent, as declared or
+    /// once inflated) fails the pull as a bad answer naming the source and what was asked, writes no counter, and is
+    /// not asked again (a flood would come again); the store's counters and batches are unchanged.
+    @Test(arguments: ["invalid_json", "giant_body", "declared_giant", "gzip_bomb"])
+    func aBadAnswerFailsThePullAndWritesNothing(_ fault: String) throws {
+        let fake = try FakeFirebase(tls: true)
+        let wall = Int64(Date().timeIntervalSince1970)
+        let clock = ManualClock(Instant(seconds: wall - wall % 60))
+        let dir = try TestSupport.temporaryDirectory("source-bad-answer")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let path = dir.appendingPathComponent("s.db").path
+        _ = try Wiring.createStore(path: path, seed: "rollout-source-bad", operatorID: "alice@test", clock: clock)
+        let session = try Wiring.session(path: path, operatorID: "alice@test", clock: clock).rolloutSession()
+        let key = SourceConfiguration.Credentials.serviceAccountFile(fake.keyFile)
+        let configurations = [
+            ("bq", "bigquery_query", "BigQuery jobs.query", try SourceConfiguration(
+                name: "bq", project: fake.project, analytics: "\(fake.project).analytics_123456", credentials: key,
+                origin: clock.now() - .minutes(30))),
+            ("rt", "analytics_realtime", "GA4 runRealtimeReport", try SourceConfiguration(
+                name: "rt", kind: .analyticsRealtime, project: fake.project, analytics: "", property: "123456",
+                credentials: key, origin: clock.now() - .minutes(30))),
+            ("crashes", "crashlytics_events", "Crashlytics events.list", try SourceConfiguration(
+                name: "crashes", kind: .crashlyticsAPI, project: fake.project, analytics: "",
+                app: "1:123456789012:ios:0123456789abcdef", credentials: key, origin: clock.now() - .minutes(30))),
+        ]
+        for (_, _, _, c) in configurations {
+            _ = try session.settingsWritePath().execute(.source(.add(c)), actor: "alice@test", code: nil)
+        }
+        let environment = [
+            "ROLLOUT_BIGQUERY_URL": fake.origin, "ROLLOUT_ANALYTICS_URL": fake.origin, "ROLLOUT_CRASHLYTICS_URL": fake.origin,
+            "CURL_CA_BUNDLE": fake.caFile,
+        ]
+        let waits = DelayRecorder()
+        let sources = SessionSources(session: session, environment: environment) { waits.record($0) }
+        let store = try RolloutStore(path: path, create: false)
+        let before = try store.telemetryCounters().allTimeTotals()
+        for (name, match, what, c) in configurations {
+            try fake.fault(fault, match: match, count: 5)
+            let r = try sources.pull(c, land: true)
+            #expect(r.error?.kind == .badAnswer, "\(name) \(fault): \(String(describing: r.error))")
+            #expect(r.error?.description.hasPrefix("source \(name): \(what): ") == true, "\(String(describing: r.error))")
+            #expect(try sources.state(name)?.lastError == r.error?.message)
+            try fake.clearFaults()
+        }
+        #expect(waits.delays.isEmpty, "a bad answer is not asked again: \(waits.delays)")
+        #expect(try store.telemetryCounters().allTimeTotals() == before)
+        #expect(try store.telemetryCounters().batches().isEmpty)
+    }
+
+    /// The realtime report's rows, read by the source: a malformed row, a minute outside the report's 30, a row
+    /// repeated, and headers that are not the ones asked for are each a bad answer naming the field.
+    @Test func aMalformedRealtimeReportNamesTheField() {
+        func answer(_ rows: [JSONValue], metrics: [String] = ["eventCount", "activeUsers"]) -> JSONValue {
+            [
+                "dimensionHeaders": [["name": "minutesAgo"], ["name": "eventName"], ["name": "customUser:AppAttestCohort"]],
+                "metricHeaders": .array(metrics.map { ["name": .string($0)] }), "rows": .array(rows),
+            ]
+        }
+        func row(_ ago: String, _ event: String, _ count: String) -> JSONValue {
+            [
+                "dimensionValues": [["value": .string(ago)], ["value": .string(event)], ["value": "enabled"]],
+                "metricValues": [["value": .string(count)], ["value": "1"]],
+            ]
+        }
+        let cases: [(JSONValue, String)] = [
+            (answer([row("0", "session_start", "many")]), "rows[0].metricValues"),
+            (answer([row("0", "session_start", "-3")]), "rows[0].metricValues"),
+            (answer([row("30", "session_start", "3")]), "rows[0] minutesAgo"),
+            (answer([row("-1", "session_start", "3")]), "rows[0] minutesAgo"),
+            (answer([row("2", "session_start", "3"), row("2", "session_start", "4")]), "rows[1]"),
+            (answer([row("2", "screen_view", "3")]), "rows[0] eventName"),
+            (answer([["dimensionValues": [["value": "1"]]]]), "rows[0].dimensionValues"),
+            (answer([], metrics: ["eventCount"]), "metricHeaders"),
+        ]
+        for (bad, field) in cases {
+            var failure: SourceError?
+            do {
+                _ = try AnalyticsRealtimeSource.counts(bad, source: "rt", cohortDimension: "customUser:AppAttestCohort", nowMinute: 100)
+            } catch { failure = error }
+            #expect(failure?.kind == .badAnswer && failure?.description.hasPrefix("source rt: GA4's answer: \(field)") == true, "\(field): \(String(describing: failure))")
+        }
     }
 }
