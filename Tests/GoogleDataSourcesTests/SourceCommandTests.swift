@@ -67,6 +67,11 @@ struct SourceCommandTests {
         #expect(follow.stdout.contains("source bq: "), "\(follow.stdout)")
         // The fleet's newest minute ended about 10 minutes ago: the data's age is shown.
         #expect(follow.stdout.contains("newest data 9 min old") || follow.stdout.contains("newest data 10 min old"), "\(follow.stdout)")
+        // `source list` says how old the newest landed minute is, in the source's terms (BigQuery: the export's lag).
+        let listed = try cli.run(pulled, ["source", "list"])
+        #expect(listed.stdout.contains("export lag 9 min") || listed.stdout.contains("export lag 10 min"), "\(listed.stdout)")
+        let age = try JSONParser().parse(try cli.run(pulled, ["source", "list", "--json"]).stdout).arrayValue?.first?["dataAgeSeconds"]
+        #expect((540...660).contains(age?.numberValue?.int64 ?? 0), "\(String(describing: age))")
         // What the figures say with the rollout started before the fleet (a hypothetical start, the same on both).
         func counts(_ store: String) throws -> [JSONValue?] {
             let t = try cli.run(store, ["telemetry", "--json", "--since", (start - .minutes(1)).iso8601, "--percent", "10"])
