@@ -53,7 +53,9 @@ enum SourceCommands {
             .value("--since", name: "TIME", help: "Count first events and crashes from this time (default: a day before now)."),
             .value("--overlap", name: "MINUTES", help: "Pull this far back again for late data (default 10)."),
             .value("--every", name: "SECONDS", help: "How often 'follow' pulls (default 60)."),
-            .value("--silent-after", name: "MINUTES", help: "HOLD when no pull succeeded for this long (default 10)."),
+            .value(
+                "--silent-after", name: "MINUTES",
+                help: "HOLD (status, watch, plan run, follow, the console) when no pull succeeded for this long (default 10)."),
             OperatorCommands.codeOption,
         ],
         positionals: [Positional("NAME", help: "The source's name (a-z, 0-9, - and _).")],
@@ -79,7 +81,8 @@ enum SourceCommands {
             "Before the first look pulls every source, before each later one every source whose interval has passed (a failed pull is recorded and retried "
             + "at the next interval; 429 and 5xx answers are waited out as Retry-After says). Prints a line per pull "
             + "and the verdict line of 'watch'; a source with no successful pull for its --silent-after is HOLD "
-            + "('source X silent since ...'), never OK. Exit code: the last verdict, 0 OK, 5 WATCH, 6 HOLD, 7 HALT.",
+            + "('source X silent since ...'), never OK, in every verdict of the store (status, watch, plan run, the "
+            + "console). Exit code: the last verdict, 0 OK, 5 WATCH, 6 HOLD, 7 HALT.",
         options: [
             .value("--interval", name: "SECONDS", help: "Wall seconds between looks (default 2; 0.01 to 3600)."),
             .value("--looks", name: "N", help: "Stop after N looks."),
