@@ -50,10 +50,17 @@ public struct SessionSources {
     /// How a pull waits out a 429/5xx before trying again (a test passes one that moves its manual clock).
     let sleep: (@Sendable (Instant.Duration) -> Void)?
 
-    public init(session: RolloutSession, environment: [String: String], sleep: (@Sendable (Instant.Duration) -> Void)? = nil) {
+    /// Recorded answers every call is served from instead of Google's APIs (`rollout demo --source recorded`).
+    let recorded: RecordedAnswers?
+
+    public init(
+        session: RolloutSession, environment: [String: String], sleep: (@Sendable (Instant.Duration) -> Void)? = nil,
+        recorded: RecordedAnswers? = nil
+    ) {
         self.session = session
         self.environment = environment
         self.sleep = sleep
+        self.recorded = recorded
     }
 
     public func configurations() throws -> [SourceConfiguration] {
@@ -71,6 +78,9 @@ public struct SessionSources {
 
     /// The caller of `c`'s API with its credentials and the CA bundle of the environment.
     func caller(_ c: SourceConfiguration, scope: String, clock: any Clock) throws -> SourceCaller {
+        if let recorded {
+            return SourceCaller(source: c.name, project: c.project, tokens: RecordedAnswers.Token(), transport: recorded, clock: clock)
+        }
         let transport = CurlTransport(caFile: CurlTransport.caFile(environment: environment))
         let tokens: any AccessTokenProvider
         switch c.credentials {
