@@ -22,13 +22,15 @@ public final class RecordedAnswers: HTTPTransport, @unchecked Sendable {
         while answers.count < Self.maximumAnswers {
             let path = directory + "/ga4-realtime-\(answers.count + 1).json"
             guard let bytes = try? Files.read(path, limit: SourceCaller.maximumAnswerBytes + 1) else { break }
-            guard bytes.count <= SourceCaller.maximumAnswerBytes, (try? JSONParser().parse(bytes))?.objectValue != nil else {
+            guard bytes.count <= SourceCaller.maximumAnswerBytes, (try? JSONParser().parse(bytes))?.objectValue != nil
+            else {
                 throw SourceError(.badAnswer, source: "recorded", "\(path) is not a recorded answer (a JSON object)")
             }
             answers.append(bytes)
         }
         guard !answers.isEmpty else {
-            throw SourceError(.configuration, source: "recorded", "\(directory) holds no recorded answer (ga4-realtime-1.json)")
+            throw SourceError(
+                .configuration, source: "recorded", "\(directory) holds no recorded answer (ga4-realtime-1.json)")
         }
         self.answers = answers
     }

@@ -7,7 +7,8 @@ import Timekeeping
 /// realtime source ("recorded", pulled every 5 s) whose answers the console's session serves from a recording
 /// (`RolloutSession.consoleSource(recordedAnswers:)`). Both changes go through the write paths, audited.
 public enum RecordedDemo {
-    public static func open(path: String, operatorID: String, clock: any Clock = SystemClock()) throws -> RolloutSession {
+    public static func open(path: String, operatorID: String, clock: any Clock = SystemClock()) throws -> RolloutSession
+    {
         // The store and its 10% are made as of half an hour ago (a temporary demo store): the recording's last 30
         // minutes are then the rollout's, and count from the first picture.
         let before = ManualClock(clock.now() - .minutes(31))

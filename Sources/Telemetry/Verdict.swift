@@ -176,7 +176,8 @@ extension TelemetrySnapshot {
         let armed = context.guardrailsEnabled || hasTelemetry
         let rolling = context.currentMicroPercent > 0
 
-        // Data. The sources that do not answer first (one finding naming each): its data is missing whatever the counters say.
+        // Data. Sources that do not answer come first (one finding naming them all): their data is missing,
+        // whatever the counters say.
         if !context.sourceSilences.isEmpty {
             let silent = context.sourceSilences.joined(separator: "; ")
             findings.append(

@@ -13,7 +13,8 @@ import Timekeeping
 /// The Crashlytics API alone carries no sessions: its crash comparison stands down (the tests check it).
 enum SourceCalibrationBench {
     static let suites: [BenchSuite] = [
-        BenchSuite(name: "source-calibration", title: "False HALT and detection per source, 1,000 runs of 200 looks", run: run)
+        BenchSuite(
+            name: "source-calibration", title: "False HALT and detection per source, 1,000 runs of 200 looks", run: run)
     ]
 
     struct Generator {
@@ -55,7 +56,9 @@ enum SourceCalibrationBench {
             }
         }
         return [
-            "dimensionHeaders": [["name": "minutesAgo"], ["name": "eventName"], ["name": "customUser:AppAttestCohort"]],
+            "dimensionHeaders": [
+                ["name": "minutesAgo"], ["name": "eventName"], ["name": "customUser:AppAttestCohort"],
+            ],
             "metricHeaders": [["name": "eventCount"], ["name": "activeUsers"]], "rows": .array(rows),
         ]
     }
@@ -78,7 +81,8 @@ enum SourceCalibrationBench {
                         CounterKey(.session, .enabled): es, CounterKey(.session, .control): cs,
                         CounterKey(.crash, .enabled, detail: 1): ec, CounterKey(.crash, .control, detail: 1): cc,
                         CounterKey(.usersEntered, .enabled): eu, CounterKey(.usersEntered, .control): cu,
-                        CounterKey(.usersCrashed, .enabled): min(ec, eu), CounterKey(.usersCrashed, .control): min(cc, cu),
+                        CounterKey(.usersCrashed, .enabled): min(ec, eu),
+                        CounterKey(.usersCrashed, .control): min(cc, cu),
                     ]))
             let (counts, _) = try AnalyticsRealtimeSource.counts(
                 realtimeAnswer([("enabled", es, ec, eu), ("control", cs, cc, cu)]), source: "rt",

@@ -28,15 +28,17 @@ struct RecordedAnswersTests {
         for (i, seed) in [UInt64(71), 72, 73].enumerated() {
             // A fleet arriving in three waves: each recording sees more of it.
             try ExportFleet(
-                seed: seed, installations: 300, minutes: 28, start: Instant(seconds: now - 29 * 60), cohortAsProperty: true
+                seed: seed, installations: 300, minutes: 28, start: Instant(seconds: now - 29 * 60),
+                cohortAsProperty: true
             ).load(into: fake)
             let answer = try source.call.call(
-                "POST", fake.origin + "/v1beta/" + RealtimeSourceTests.property + ":runRealtimeReport", body: source.request,
+                "POST", fake.origin + "/v1beta/" + RealtimeSourceTests.property + ":runRealtimeReport",
+                body: source.request,
                 what: "GA4 runRealtimeReport")
             fresh.append(answer)
             if ProcessInfo.processInfo.environment["ROLLOUT_RECORD_ANSWERS"] == "1" {
                 try FileManager.default.createDirectory(atPath: Self.directory, withIntermediateDirectories: true)
-                try (JSONWriter(style: .pretty).string(answer) + "\n").write(
+                try (answer.compactText + "\n").write(
                     toFile: Self.directory + "/ga4-realtime-\(i + 1).json", atomically: true, encoding: .utf8)
             }
         }
@@ -44,13 +46,17 @@ struct RecordedAnswersTests {
         #expect(recorded.answers.count == 3)
         for (i, bytes) in recorded.answers.enumerated() {
             let answer = try JSONParser().parse(bytes)
-            #expect(answer.objectValue?.keys.sorted() == fresh[i].objectValue?.keys.sorted(), "ga4-realtime-\(i + 1).json")
-            #expect(answer["dimensionHeaders"] == fresh[i]["dimensionHeaders"] && answer["metricHeaders"] == fresh[i]["metricHeaders"])
+            #expect(
+                answer.objectValue?.keys.sorted() == fresh[i].objectValue?.keys.sorted(), "ga4-realtime-\(i + 1).json")
+            #expect(
+                answer["dimensionHeaders"] == fresh[i]["dimensionHeaders"]
+                    && answer["metricHeaders"] == fresh[i]["metricHeaders"])
             let (counts, rows) = try AnalyticsRealtimeSource.counts(
                 answer, source: "recorded", cohortDimension: "customUser:AppAttestCohort", nowMinute: 1_000)
             #expect(rows > 10)
             for cohort in [Cohort.enabled, .control] {
-                #expect(counts.contains { $0.key.kind == .session && $0.key.cohort == cohort && $0.value > 0 }, "\(cohort)")
+                #expect(
+                    counts.contains { $0.key.kind == .session && $0.key.cohort == cohort && $0.value > 0 }, "\(cohort)")
             }
         }
     }
@@ -66,7 +72,8 @@ struct RecordedAnswersTests {
         let session = try RecordedDemo.open(path: path, operatorID: "ana@example.com", clock: clock)
         let console = try session.consoleSource(environment: [:], recordedAnswers: Self.directory)
         let picture = try console.snapshot()
-        #expect(picture.events.contains { $0.text.hasPrefix("source recorded: realtime data age") }, "\(picture.events)")
+        #expect(
+            picture.events.contains { $0.text.hasPrefix("source recorded: realtime data age") }, "\(picture.events)")
         let state = try #require(try session.sources(environment: [:]).state("recorded"))
         #expect(state.lastSuccess == clock.now() && state.lastError == nil)
         let answer = try JSONParser().parse(try RecordedAnswers(directory: Self.directory).answers[0])

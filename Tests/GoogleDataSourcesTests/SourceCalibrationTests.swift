@@ -54,7 +54,8 @@ struct SourceCalibrationTests {
         }
         let es = poisson(4_200 * 0.1), cs = poisson(4_200 * 0.1)
         let ec = poisson(Double(es) * 0.002 * rateRatio), cc = poisson(Double(cs) * 0.002)
-        return Minute(sessions: (es, cs), crashes: (ec, cc), users: (poisson(Double(es) * 0.25), poisson(Double(cs) * 0.25)))
+        return Minute(
+            sessions: (es, cs), crashes: (ec, cc), users: (poisson(Double(es) * 0.25), poisson(Double(cs) * 0.25)))
     }
 
     /// The counters of ingest (and BigQuery) for a minute.
@@ -78,14 +79,21 @@ struct SourceCalibrationTests {
             ]
         }
         var rows: [JSONValue] = []
-        for (cohort, s, c, u) in [("enabled", m.sessions.0, m.crashes.0, m.users.0), ("control", m.sessions.1, m.crashes.1, m.users.1)] {
+        for (cohort, s, c, u) in [
+            ("enabled", m.sessions.0, m.crashes.0, m.users.0), ("control", m.sessions.1, m.crashes.1, m.users.1),
+        ] {
             if s > 0 { rows.append(row("session_start", cohort, s, u)) }
             if c > 0 { rows.append(row("app_exception", cohort, c, c)) }
         }
         let answer: JSONValue = [
-            "dimensionHeaders": [["name": "minutesAgo"], ["name": "eventName"], ["name": "customUser:AppAttestCohort"]],
-            "metricHeaders": [["name": "eventCount", "type": "TYPE_INTEGER"], ["name": "activeUsers", "type": "TYPE_INTEGER"]],
-            "rows": .array(rows), "rowCount": .number(JSONNumber(rows.count)), "kind": "analyticsData#runRealtimeReport",
+            "dimensionHeaders": [
+                ["name": "minutesAgo"], ["name": "eventName"], ["name": "customUser:AppAttestCohort"],
+            ],
+            "metricHeaders": [
+                ["name": "eventCount", "type": "TYPE_INTEGER"], ["name": "activeUsers", "type": "TYPE_INTEGER"],
+            ],
+            "rows": .array(rows), "rowCount": .number(JSONNumber(rows.count)),
+            "kind": "analyticsData#runRealtimeReport",
         ]
         let (counts, _) = try AnalyticsRealtimeSource.counts(
             answer, source: "rt", cohortDimension: "customUser:AppAttestCohort", nowMinute: minute)
@@ -106,7 +114,9 @@ struct SourceCalibrationTests {
         for look in 0..<200 {
             let m = minute(&rng, rateRatio: rateRatio)
             a.fold(CounterLook(level: .minute, bucket: first + Int64(look), counts: ingested(m)))
-            b.fold(CounterLook(level: .minute, bucket: first + Int64(look), counts: try realtime(m, minute: first + Int64(look))))
+            b.fold(
+                CounterLook(
+                    level: .minute, bucket: first + Int64(look), counts: try realtime(m, minute: first + Int64(look))))
         }
         let end = start + .minutes(200)
         let context = RolloutContext(currentMicroPercent: 10_000_000)
@@ -118,7 +128,9 @@ struct SourceCalibrationTests {
     }
 
     /// HALT rates through each path, and the runs where the two paths disagree on HALT.
-    static func haltRates(rateRatio: Double, seed: UInt64) throws -> (ingest: Double, realtime: Double, disagreements: Int) {
+    static func haltRates(rateRatio: Double, seed: UInt64) throws -> (
+        ingest: Double, realtime: Double, disagreements: Int
+    ) {
         var rng = SplitMix64(state: seed)
         var halts = (0, 0)
         var disagreements = 0
@@ -159,12 +171,19 @@ struct SourceCalibrationTests {
             watch.fold(
                 CounterLook(
                     level: .minute, bucket: first + Int64(look),
-                    counts: [CounterKey(.crash, .enabled, detail: 1): m.crashes.0, CounterKey(.crash, .control, detail: 1): m.crashes.1]))
+                    counts: [
+                        CounterKey(.crash, .enabled, detail: 1): m.crashes.0,
+                        CounterKey(.crash, .control, detail: 1): m.crashes.1,
+                    ]))
             let end = Self.start + .minutes(Int64(look + 1))
-            let verdict = watch.snapshot(now: end, pending: [], presence: [], sessionsLastDay: 0, newestEvent: end, lastBatchAt: end)
-                .assess(RolloutContext(currentMicroPercent: 10_000_000)).verdict
+            let verdict = watch.snapshot(
+                now: end, pending: [], presence: [], sessionsLastDay: 0, newestEvent: end, lastBatchAt: end
+            )
+            .assess(RolloutContext(currentMicroPercent: 10_000_000)).verdict
             #expect(verdict.level == .hold, "look \(look): \(verdict)")
-            #expect(verdict.findings.contains { $0.topic == .crashes && $0.text.hasPrefix("no crash comparison yet") }, "look \(look): \(verdict)")
+            #expect(
+                verdict.findings.contains { $0.topic == .crashes && $0.text.hasPrefix("no crash comparison yet") },
+                "look \(look): \(verdict)")
         }
     }
 }

@@ -53,7 +53,10 @@ struct SourceFaultTests {
             let s = try monitor.status().assessment.verdict
             let w = try loop.look().status.assessment.verdict
             let c = try console.snapshot().crash
-            return [("status", s.level, s.reason), ("watch", w.level, w.reason), ("console", c.verdict, c.reasons.first ?? "")]
+            return [
+                ("status", s.level, s.reason), ("watch", w.level, w.reason),
+                ("console", c.verdict, c.reasons.first ?? ""),
+            ]
         }
 
         // Answering: the pull lands what ingest lands, no source reason in any verdict.
@@ -70,7 +73,9 @@ struct SourceFaultTests {
         clock.advance(by: .minutes(1))
         try fake.fault("rate_limited", match: "bigquery_query", count: 50, seconds: 7)
         let throttled = try #require(try sources.pullDue().first)
-        #expect(throttled.error?.kind == .unavailable && throttled.error?.message.contains("HTTP 429") == true, "\(String(describing: throttled.error))")
+        #expect(
+            throttled.error?.kind == .unavailable && throttled.error?.message.contains("HTTP 429") == true,
+            "\(String(describing: throttled.error))")
         #expect(waits.delays.contains(.seconds(Int64(7))), "Retry-After honoured: \(waits.delays)")
         try fake.clearFaults()
         clock.advance(by: .minutes(1))
@@ -102,7 +107,9 @@ struct SourceFaultTests {
         try fake.control("POST", "/_fake/data/options", ["duplicate_page": true, "page_rows": 2])
         clock.advance(by: .minutes(1))
         let duplicated = try #require(try sources.pullDue().first)
-        #expect(duplicated.error?.kind == .badAnswer, "\(String(describing: duplicated.error)) \(String(describing: duplicated.rows)) \(duplicated.window)")
+        #expect(
+            duplicated.error?.kind == .badAnswer,
+            "\(String(describing: duplicated.error)) \(String(describing: duplicated.rows)) \(duplicated.window)")
         #expect(try counters() == landed)
         #expect(try monitor.status().assessment.verdict.reason.hasPrefix(silent))
 
@@ -132,21 +139,31 @@ struct SourceFaultTests {
         let session = try Wiring.session(path: path, operatorID: "alice@test", clock: clock).rolloutSession()
         let key = SourceConfiguration.Credentials.serviceAccountFile(fake.keyFile)
         let configurations = [
-            ("bq", "bigquery_query", "BigQuery jobs.query", try SourceConfiguration(
-                name: "bq", project: fake.project, analytics: "\(fake.project).analytics_123456", credentials: key,
-                origin: clock.now() - .minutes(30))),
-            ("rt", "analytics_realtime", "GA4 runRealtimeReport", try SourceConfiguration(
-                name: "rt", kind: .analyticsRealtime, project: fake.project, analytics: "", property: "123456",
-                credentials: key, origin: clock.now() - .minutes(30))),
-            ("crashes", "crashlytics_events", "Crashlytics events.list", try SourceConfiguration(
-                name: "crashes", kind: .crashlyticsAPI, project: fake.project, analytics: "",
-                app: "1:123456789012:ios:0123456789abcdef", credentials: key, origin: clock.now() - .minutes(30))),
+            (
+                "bq", "bigquery_query", "BigQuery jobs.query",
+                try SourceConfiguration(
+                    name: "bq", project: fake.project, analytics: "\(fake.project).analytics_123456", credentials: key,
+                    origin: clock.now() - .minutes(30))
+            ),
+            (
+                "rt", "analytics_realtime", "GA4 runRealtimeReport",
+                try SourceConfiguration(
+                    name: "rt", kind: .analyticsRealtime, project: fake.project, analytics: "", property: "123456",
+                    credentials: key, origin: clock.now() - .minutes(30))
+            ),
+            (
+                "crashes", "crashlytics_events", "Crashlytics events.list",
+                try SourceConfiguration(
+                    name: "crashes", kind: .crashlyticsAPI, project: fake.project, analytics: "",
+                    app: "1:123456789012:ios:0123456789abcdef", credentials: key, origin: clock.now() - .minutes(30))
+            ),
         ]
         for (_, _, _, c) in configurations {
             _ = try session.settingsWritePath().execute(.source(.add(c)), actor: "alice@test", code: nil)
         }
         let environment = [
-            "ROLLOUT_BIGQUERY_URL": fake.origin, "ROLLOUT_ANALYTICS_URL": fake.origin, "ROLLOUT_CRASHLYTICS_URL": fake.origin,
+            "ROLLOUT_BIGQUERY_URL": fake.origin, "ROLLOUT_ANALYTICS_URL": fake.origin,
+            "ROLLOUT_CRASHLYTICS_URL": fake.origin,
             "CURL_CA_BUNDLE": fake.caFile,
         ]
         let waits = DelayRecorder()
@@ -157,7 +174,8 @@ struct SourceFaultTests {
             try fake.fault(fault, match: match, count: 5)
             let r = try sources.pull(c, land: true)
             #expect(r.error?.kind == .badAnswer, "\(name) \(fault): \(String(describing: r.error))")
-            #expect(r.error?.description.hasPrefix("source \(name): \(what): ") == true, "\(String(describing: r.error))")
+            #expect(
+                r.error?.description.hasPrefix("source \(name): \(what): ") == true, "\(String(describing: r.error))")
             #expect(try sources.state(name)?.lastError == r.error?.message)
             try fake.clearFaults()
         }
@@ -171,7 +189,9 @@ struct SourceFaultTests {
     @Test func aMalformedRealtimeReportNamesTheField() {
         func answer(_ rows: [JSONValue], metrics: [String] = ["eventCount", "activeUsers"]) -> JSONValue {
             [
-                "dimensionHeaders": [["name": "minutesAgo"], ["name": "eventName"], ["name": "customUser:AppAttestCohort"]],
+                "dimensionHeaders": [
+                    ["name": "minutesAgo"], ["name": "eventName"], ["name": "customUser:AppAttestCohort"],
+                ],
                 "metricHeaders": .array(metrics.map { ["name": .string($0)] }), "rows": .array(rows),
             ]
         }
@@ -194,9 +214,13 @@ struct SourceFaultTests {
         for (bad, field) in cases {
             var failure: SourceError?
             do {
-                _ = try AnalyticsRealtimeSource.counts(bad, source: "rt", cohortDimension: "customUser:AppAttestCohort", nowMinute: 100)
+                _ = try AnalyticsRealtimeSource.counts(
+                    bad, source: "rt", cohortDimension: "customUser:AppAttestCohort", nowMinute: 100)
             } catch { failure = error }
-            #expect(failure?.kind == .badAnswer && failure?.description.hasPrefix("source rt: GA4's answer: \(field)") == true, "\(field): \(String(describing: failure))")
+            #expect(
+                failure?.kind == .badAnswer
+                    && failure?.description.hasPrefix("source rt: GA4's answer: \(field)") == true,
+                "\(field): \(String(describing: failure))")
         }
     }
 }
