@@ -124,6 +124,53 @@ struct SourceFaultTests {
         #expect(try monitor.status().assessment.context.sourceSilences.isEmpty)
     }
 
+    /// GA4's realtime report with the property's tokens exhausted (429 RESOURCE_EXHAUSTED): each pull fails naming
+    /// the source, writes nothing, and once silent past its limit the source is HOLD; when the quota refills the
+    /// next pull lands and the HOLD is gone.
+    @Test func anExhaustedRealtimeQuotaIsHoldUntilItRefills() throws {
+        let fake = try FakeFirebase(tls: true)
+        let wall = Int64(Date().timeIntervalSince1970)
+        // Behind the wall clock, so that the token assertions signed on it stay acceptable as the test moves it.
+        let clock = ManualClock(Instant(seconds: wall - wall % 60) - .minutes(20))
+        try ExportFleet(
+            seed: 37, installations: 60, minutes: 20, start: Instant(seconds: wall) - .minutes(25),
+            cohortAsProperty: true
+        ).load(into: fake)
+        let dir = try TestSupport.temporaryDirectory("source-quota")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let path = dir.appendingPathComponent("s.db").path
+        _ = try Wiring.createStore(path: path, seed: "rollout-source-quota", operatorID: "alice@test", clock: clock)
+        let session = try Wiring.session(path: path, operatorID: "alice@test", clock: clock).rolloutSession()
+        let rt = try SourceConfiguration(
+            name: "rt", kind: .analyticsRealtime, project: fake.project, analytics: "", property: "123456",
+            credentials: .serviceAccountFile(fake.keyFile), origin: clock.now() - .minutes(30))
+        _ = try session.settingsWritePath().execute(.source(.add(rt)), actor: "alice@test", code: nil)
+        let sources = SessionSources(
+            session: session, environment: ["ROLLOUT_ANALYTICS_URL": fake.origin, "CURL_CA_BUNDLE": fake.caFile]
+        ) { clock.advance(by: $0) }
+        let store = try RolloutStore(path: path, create: false)
+        let monitor = try session.monitor()
+
+        try fake.control("POST", "/_fake/data/realtime", ["tokens_per_hour": 0])
+        let started = clock.now()
+        while clock.now() - started <= .minutes(10) {
+            let r = try #require(try sources.pullDue(all: true).first)
+            #expect(r.error?.kind == .unavailable, "\(String(describing: r.error))")
+            #expect(r.error?.message.contains("HTTP 429") == true && r.error?.message.contains("Exhausted") == true)
+            clock.advance(by: .minutes(1))
+        }
+        #expect(try store.telemetryCounters().allTimeTotals().counts.isEmpty)
+        let held = try monitor.status().assessment.verdict
+        #expect(held.level == .hold && held.reason.hasPrefix("source rt has not answered yet: "), "\(held)")
+        #expect(held.reason.contains("Exhausted property tokens"), "\(held)")
+
+        try fake.control("POST", "/_fake/data/realtime", ["tokens_per_hour": 5000])
+        let refilled = try #require(try sources.pullDue(all: true).first)
+        #expect(refilled.error == nil && refilled.addedEvents > 0, "\(String(describing: refilled.error))")
+        #expect(refilled.note.contains("quota: 4995 tokens left this hour"), "\(refilled.note)")
+        #expect(try monitor.status().assessment.context.sourceSilences.isEmpty)
+    }
+
     /// A bad answer from any of the three APIs (not JSON, a flood past the transport's limit as sent, as declared or
     /// once inflated) fails the pull as a bad answer naming the source and what was asked, writes no counter, and is
     /// not asked again (a flood would come again); the store's counters and batches are unchanged.
