@@ -276,7 +276,7 @@ let package = Package(
             name: "GoogleDataSourcesTests",
             dependencies: [
                 "TestSupport", "FirebaseFake", "GoogleDataSources", "TelemetrySources", "WebClient", "SQLiteStore", "Telemetry",
-                "TelemetryIngest", "Rollout", "JSON", "Timekeeping",
+                "TelemetryIngest", "Rollout", "JSON", "Timekeeping", "RolloutApp",
             ],
             swiftSettings: strict),
         // Every port of a `RolloutSession` on every backend, opened through `Wiring.session`; and every command of

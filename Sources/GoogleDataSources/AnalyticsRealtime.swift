@@ -99,23 +99,34 @@ public final class AnalyticsRealtimeSource: @unchecked Sendable {
         let before = call.bytesReceived
         let answer = try call.call(
             "POST", origin + "/v1beta/" + property + ":runRealtimeReport", body: request, what: "GA4 runRealtimeReport")
-        func bad(_ field: String, _ reason: String) -> SourceError {
-            SourceError(.badAnswer, source: name, "GA4's answer: \(field) \(reason)")
-        }
         let q = answer["propertyQuota"]
         func remaining(_ k: String) -> Int64? { q?[k]?["remaining"]?.numberValue?.int64 }
         quota = PropertyQuota(
             tokensPerDayRemaining: remaining("tokensPerDay"), tokensPerHourRemaining: remaining("tokensPerHour"),
             tokensPerProjectPerHourRemaining: remaining("tokensPerProjectPerHour"),
             concurrentRequestsRemaining: remaining("concurrentRequests"))
+        let plan = Self.plan(now: now)
+        let (counts, rows) = try Self.counts(answer, source: name, cohortDimension: cohortDimension, nowMinute: plan.throughMinute - 1)
+        return SourcePull(
+            source: name, plan: plan, counts: counts, rows: rows, bytes: call.bytesReceived - before,
+            note: "\(rows) rows, \(quota!)")
+    }
+
+    /// The minute counters of a realtime report's answer (`nowMinute` is the request's minute, `minutesAgo` 0), and
+    /// its rows; a row that breaks the report's shape is a bad answer naming the field. Pure: what a pull lands,
+    /// and what the per-source calibration feeds the statistics.
+    public static func counts(_ answer: JSONValue, source name: String, cohortDimension: String, nowMinute: Int64)
+        throws(SourceError) -> (counts: [AggregateKey: Int64], rows: Int)
+    {
+        func bad(_ field: String, _ reason: String) -> SourceError {
+            SourceError(.badAnswer, source: name, "GA4's answer: \(field) \(reason)")
+        }
         let dimensions = answer["dimensionHeaders"]?.arrayValue?.map { $0["name"]?.stringValue ?? "" }
         guard dimensions == ["minutesAgo", "eventName", cohortDimension] else {
             throw bad("dimensionHeaders", "are \(dimensions ?? []), not the dimensions asked for")
         }
         let metrics = answer["metricHeaders"]?.arrayValue?.map { $0["name"]?.stringValue ?? "" }
         guard metrics == ["eventCount", "activeUsers"] else { throw bad("metricHeaders", "are \(metrics ?? [])") }
-        let plan = Self.plan(now: now)
-        let nowMinute = plan.throughMinute - 1
         var counts: [AggregateKey: Int64] = [:]
         var seen: Set<[String]> = []
         let rows = answer["rows"]?.arrayValue ?? []
@@ -148,8 +159,6 @@ public final class AnalyticsRealtimeSource: @unchecked Sendable {
             } catch { throw SourceError(.badAnswer, source: name, "GA4's answer: rows[\(i)]: \(error)") }
             counts[key, default: 0] += n
         }
-        return SourcePull(
-            source: name, plan: plan, counts: counts, rows: rows.count, bytes: call.bytesReceived - before,
-            note: "\(rows.count) rows, \(quota!)")
+        return (counts, rows.count)
     }
 }

@@ -79,6 +79,9 @@ public final class SourceCaller: @unchecked Sendable {
                     method, url, headers: body == nil ? [] : [("Content-Type", "application/json")],
                     body: body.map { Array($0.compactText.utf8) }, permission: what, retry: false
                 ).response
+            } catch let e as TransportError where e.oversized {
+                // Asking again would fetch the same flood: a bad answer, named, nothing kept.
+                throw SourceError(.badAnswer, source: source, "\(what): \(e.message)")
             } catch let e as TransportError where e.isTransient && attempt < backoff.attempts {
                 wait(backoff.delay(retry: attempt, retryAfter: nil, now: clock.now(), random: random()))
                 continue

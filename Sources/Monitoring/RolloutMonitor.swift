@@ -114,6 +114,8 @@ public final class RolloutMonitor {
             var context = settings.context(
                 exposedMicroPercent: exposed, newestTemplateVersion: Int64(current.info.number), timeSource: source)
             context.started = start != nil
+            // Sources answer on the wall clock (their pulls are real requests), whatever telemetry time is.
+            context.sourceSilences = try store.sourceSilences(at: wall)
             // Staleness on a live simulation is judged against its pace: the simulation lands its data before each
             // heartbeat, and readers extrapolate its clock from the last heartbeat for up to `heartbeatTimeout` of
             // wall time at its pace. That extrapolation is not the data's age: at 3600x a machine that stalls for

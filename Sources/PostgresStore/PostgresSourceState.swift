@@ -17,11 +17,22 @@ extension PostgresConfigStore: SourceStateStore {
         try consistentRead {
             guard
                 let r = try connection.query(
-                    "SELECT watermark, last_success, last_attempt, last_error FROM source_state WHERE source = $1", [name]
+                    "SELECT watermark, last_success, last_attempt, last_error, "
+                        + "(SELECT max(minute) FROM source_ledger WHERE source = $1) "
+                        + "FROM source_state WHERE source = $1", [name]
                 ).first
             else { return nil }
             func instant(_ i: Int) -> Instant? { r[i].flatMap { Int64($0) }.map(Instant.init(microseconds:)) }
-            return SourceState(watermark: instant(0), lastSuccess: instant(1), lastAttempt: instant(2), lastError: r[3])
+            return SourceState(
+                watermark: instant(0), lastSuccess: instant(1), lastAttempt: instant(2), lastError: r[3],
+                newestData: SourceState.newestData(minute: r[4].flatMap { Int64($0) }))
+        }
+    }
+
+    /// The configured sources (`source_config`) that are silent at `now`, by `SourceState.silences`.
+    public func sourceSilences(at now: Instant) throws -> [String] {
+        try consistentRead {
+            try SourceState.silences(try PostgresSourceConfig(store: self).load(), now: now) { try sourceState($0) }
         }
     }
 

@@ -1,5 +1,7 @@
+import CommandLineKit
 import Console
 import FoundationEssentials
+import GoogleDataSources
 import Monitoring
 import Platform
 import Telemetry
@@ -59,7 +61,7 @@ final class SourcePullingConsoleSource: RolloutConsoleSource, @unchecked Sendabl
     /// it failed.
     static func event(_ r: SourcePullReport, at: Instant) -> NotableEvent {
         if let e = r.error { return NotableEvent(at: at, severity: .warning, text: "source \(r.source) failed: \(e.message)") }
-        let age = r.dataAge.map { "newest data \($0.seconds / 60) min old" } ?? "no data in the window"
+        let age = r.dataAge.map { r.kind.dataAgeText($0) } ?? "no data in the window"
         let note = r.note.isEmpty ? "" : "; \(r.note)"
         return NotableEvent(at: at, severity: .info, text: "source \(r.source): \(age), \(r.addedEvents) events\(note)")
     }
@@ -68,8 +70,17 @@ final class SourcePullingConsoleSource: RolloutConsoleSource, @unchecked Sendabl
 extension RolloutSession {
     /// The console's picture of this store with its telemetry sources pulled on their schedule (their credentials
     /// from `environment`).
-    public func consoleSource(project: String? = nil, environment: [String: String]) throws -> any RolloutConsoleSource {
-        SourcePullingConsoleSource(
-            inner: try consoleSource(project: project), sources: sources(environment: environment), clock: clock)
+    /// With `recordedAnswers` (a directory of `RecordedAnswers`), every source's calls are served from those
+    /// answers (`rollout demo --source recorded`), its pictures checked every second.
+    public func consoleSource(
+        project: String? = nil, environment: [String: String], recordedAnswers: String? = nil
+    ) throws -> any RolloutConsoleSource {
+        let recorded = try recordedAnswers.map { (directory: String) throws -> RecordedAnswers in
+            do { return try RecordedAnswers(directory: directory) } catch { throw CommandError("\(error)") }
+        }
+        return SourcePullingConsoleSource(
+            inner: try consoleSource(project: project),
+            sources: SessionSources(session: self, environment: environment, recorded: recorded), clock: clock,
+            checkEvery: recorded == nil ? .seconds(Int64(5)) : .seconds(Int64(1)))
     }
 }

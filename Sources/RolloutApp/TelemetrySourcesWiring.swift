@@ -15,6 +15,8 @@ import WebClient
 /// What one pull did, for printing.
 public struct SourcePullReport: Sendable {
     public var source: String
+    /// The source's kind, which names its data's age (export lag, processing delay, realtime data age).
+    public var kind: SourceConfiguration.Kind
     public var window: (from: Instant, through: Instant)
     /// Nil when the pull failed (then `error` says why).
     public var rows: Int?
@@ -45,9 +47,20 @@ public struct SessionSources {
         var landingRefused: SessionRefusal?
     }
 
-    public init(session: RolloutSession, environment: [String: String]) {
+    /// How a pull waits out a 429/5xx before trying again (a test passes one that moves its manual clock).
+    let sleep: (@Sendable (Instant.Duration) -> Void)?
+
+    /// Recorded answers every call is served from instead of Google's APIs (`rollout demo --source recorded`).
+    let recorded: RecordedAnswers?
+
+    public init(
+        session: RolloutSession, environment: [String: String], sleep: (@Sendable (Instant.Duration) -> Void)? = nil,
+        recorded: RecordedAnswers? = nil
+    ) {
         self.session = session
         self.environment = environment
+        self.sleep = sleep
+        self.recorded = recorded
     }
 
     public func configurations() throws -> [SourceConfiguration] {
@@ -65,6 +78,9 @@ public struct SessionSources {
 
     /// The caller of `c`'s API with its credentials and the CA bundle of the environment.
     func caller(_ c: SourceConfiguration, scope: String, clock: any Clock) throws -> SourceCaller {
+        if let recorded {
+            return SourceCaller(source: c.name, project: c.project, tokens: RecordedAnswers.Token(), transport: recorded, clock: clock)
+        }
         let transport = CurlTransport(caFile: CurlTransport.caFile(environment: environment))
         let tokens: any AccessTokenProvider
         switch c.credentials {
@@ -80,7 +96,10 @@ public struct SessionSources {
             tokens = try ServiceAccountTokenProvider(
                 key: try ServiceAccountKey.load(path: file), transport: transport, clock: clock, scope: scope)
         }
-        return SourceCaller(source: c.name, project: c.project, tokens: tokens, transport: transport, clock: clock)
+        guard let sleep else {
+            return SourceCaller(source: c.name, project: c.project, tokens: tokens, transport: transport, clock: clock)
+        }
+        return SourceCaller(source: c.name, project: c.project, tokens: tokens, transport: transport, clock: clock, sleep: sleep)
     }
 
     /// The realtime source of `c` (made once per session): its API origin `$ROLLOUT_ANALYTICS_URL`, else Google's.
@@ -114,7 +133,7 @@ public struct SessionSources {
         let stateStore = try session.ports.sourceState()
         let plan = PullPlan(now: now, watermark: try stateStore.sourceState(c.name)?.watermark, origin: c.origin, overlap: c.overlap)
         var report = SourcePullReport(
-            source: c.name, window: (plan.from, plan.through), rows: nil, bytes: 0, note: "", changedKeys: 0, addedEvents: 0,
+            source: c.name, kind: c.kind, window: (plan.from, plan.through), rows: nil, bytes: 0, note: "", changedKeys: 0, addedEvents: 0,
             waits: [], error: nil, newestData: nil, dataAge: nil)
         let caller: SourceCaller
         let pulling: () throws(SourceError) -> SourcePull
@@ -201,22 +220,18 @@ public struct SessionSources {
         return reports
     }
 
-    /// The reasons to HOLD: each source with no successful pull for its `silentAfter` (or never), and a landing
-    /// this session was refused.
+    /// The reasons to HOLD the sources give: each source with no successful pull for its `silentAfter` (or never),
+    /// as every assessment of the store judges them (`MonitoredStore.sourceSilences`, a HOLD finding of the
+    /// verdict), and a landing this session was refused.
     public func silences() throws -> [String] {
-        let now = session.clock.now()
-        let silent = try followed().compactMap { c in
-            (try state(c.name) ?? SourceState(watermark: nil, lastSuccess: nil, lastAttempt: nil, lastError: nil))
-                .silence(source: c.name, now: now, silentAfter: c.silentAfter)
-        }
-        guard !silent.isEmpty, let refusal = memory.landingRefused else { return silent }
-        return silent + ["this session does not pull the sources: \(refusal.description)"]
+        let silent = try session.monitored.sourceSilences(at: session.clock.now())
+        guard !silent.isEmpty, let note = landingNote() else { return silent }
+        return silent + [note]
     }
 
-    /// A look's verdict with the sources' silences: a silent or failing source is HOLD at least, never OK.
-    public static func judged(_ level: VerdictLevel, reason: String, silences: [String]) -> (VerdictLevel, String) {
-        guard !silences.isEmpty else { return (level, reason) }
-        return (max(level, .hold), silences.joined(separator: "; ") + (level > .hold ? "; " + reason : ""))
+    /// Why this session does not pull the sources (the store refused it a landing), nil when it does.
+    public func landingNote() -> String? {
+        memory.landingRefused.map { "this session does not pull the sources: \($0.description)" }
     }
 }
 

@@ -20,13 +20,23 @@ extension RolloutStore: SourceStateStore {
         try withDatabase { db in
             guard try db.hasTable("source_state"),
                 let r = try db.query(
-                    "SELECT watermark, last_success, last_attempt, last_error FROM source_state WHERE source = ?",
+                    "SELECT watermark, last_success, last_attempt, last_error, "
+                        + "(SELECT max(minute) FROM source_ledger WHERE source = ?1) "
+                        + "FROM source_state WHERE source = ?1",
                     [.text(name)]
                 ).first
             else { return nil }
             return SourceState(
                 watermark: r[0].int.map(Instant.init(microseconds:)), lastSuccess: r[1].int.map(Instant.init(microseconds:)),
-                lastAttempt: r[2].int.map(Instant.init(microseconds:)), lastError: r[3].string)
+                lastAttempt: r[2].int.map(Instant.init(microseconds:)), lastError: r[3].string,
+                newestData: SourceState.newestData(minute: r[4].int))
+        }
+    }
+
+    /// The configured sources (`source_config`) that are silent at `now`, by `SourceState.silences`.
+    public func sourceSilences(at now: Instant) throws -> [String] {
+        try withDatabase { db in
+            try SourceState.silences(try SourceConfigTable.load(from: db), now: now) { try sourceState($0) }
         }
     }
 

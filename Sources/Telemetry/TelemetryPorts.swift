@@ -110,6 +110,10 @@ public protocol MonitoredStore: AnyObject {
     /// Whether every write is refused (readers that cache derived data skip it).
     var isReadOnly: Bool { get }
     func reading<T>(_ body: () throws -> T) throws -> T
+    /// Each configured telemetry source that has not answered for its limit at the wall instant `now` (or never
+    /// has), in words ("source X silent since …"): the assessment makes each a HOLD (`RolloutContext.sourceSilences`).
+    /// Empty when the store has no sources.
+    func sourceSilences(at now: Instant) throws -> [String]
 }
 
 // MARK: The heartbeat's values

@@ -104,6 +104,9 @@ public struct RolloutContext: Hashable, Sendable {
     /// Whether a rollout is running (or killed) since a start; false at 0% before any start or after a rollback
     /// to a version that exposed nobody, where "no telemetry since the start" means nothing.
     public var started = true
+    /// The store's telemetry sources that are silent or failing (`MonitoredStore.sourceSilences`): each one is a
+    /// HOLD, never OK, the first reason among the data's.
+    public var sourceSilences: [String] = []
 
     public init(
         currentMicroPercent: Int64, newestTemplateVersion: Int64? = nil, guardrailsEnabled: Bool = false,
@@ -173,7 +176,18 @@ extension TelemetrySnapshot {
         let armed = context.guardrailsEnabled || hasTelemetry
         let rolling = context.currentMicroPercent > 0
 
-        // Data.
+        // Data. Sources that do not answer come first (one finding naming them all): their data is missing,
+        // whatever the counters say.
+        if !context.sourceSilences.isEmpty {
+            let silent = context.sourceSilences.joined(separator: "; ")
+            findings.append(
+                Finding(
+                    .hold, .data, silent,
+                    evidence: FindingEvidence(
+                        test: "data: every telemetry source answering", statistic: silent,
+                        threshold: "a successful pull within the source's --silent-after",
+                        wouldChange: "the source answering again ('rollout source test' shows its answer)")))
+        }
         switch context.timeSource {
         case .wall, .liveSimulation: break
         case .finishedSimulation(let ended):

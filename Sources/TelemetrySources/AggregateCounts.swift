@@ -125,17 +125,21 @@ public enum PullLedger {
     public static func batch(_ changes: [AggregateKey: Int64]) -> TelemetryBatch {
         let batch = TelemetryBatch()
         for (k, n) in changes.sorted(by: { $0.key < $1.key }) where n != 0 {
-            var detail: UInt16 = 0
-            switch k.kind {
-            case .crash: detail = k.detail == "fatal" ? 1 : 0
-            case .attestationFailure:
-                if let e = AttestationErrorClass(name: k.detail) { detail = batch.failureDetail(e) }
-            default: break
-            }
-            batch.addCounts(
-                CounterKey(k.kind, k.cohort, provider: k.provider, detail: detail), at: BucketLevel.minute.start(k.minute),
-                count: n)
+            batch.addCounts(counterKey(k, failureDetail: batch.failureDetail), at: BucketLevel.minute.start(k.minute), count: n)
         }
         return batch
+    }
+
+    /// The counter an aggregate key lands in: a crash's detail 1 when fatal, a failure's its class's code as
+    /// `failureDetail` registers it.
+    public static func counterKey(_ k: AggregateKey, failureDetail: (AttestationErrorClass) -> UInt16) -> CounterKey {
+        var detail: UInt16 = 0
+        switch k.kind {
+        case .crash: detail = k.detail == "fatal" ? 1 : 0
+        case .attestationFailure:
+            if let e = AttestationErrorClass(name: k.detail) { detail = failureDetail(e) }
+        default: break
+        }
+        return CounterKey(k.kind, k.cohort, provider: k.provider, detail: detail)
     }
 }

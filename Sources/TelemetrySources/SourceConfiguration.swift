@@ -11,6 +11,23 @@ public struct SourceConfiguration: Hashable, Sendable {
         case bigQuery = "bigquery"
         case analyticsRealtime = "ga4-realtime"
         case crashlyticsAPI = "crashlytics-api"
+
+        /// What the age of a source's newest data is, in its own terms: the realtime report's minutes, the
+        /// delay before Crashlytics has processed a crash, the lag of the BigQuery export.
+        public var dataAgeName: String {
+            switch self {
+            case .bigQuery: "export lag"
+            case .analyticsRealtime: "realtime data age"
+            case .crashlyticsAPI: "processing delay"
+            }
+        }
+
+        /// "export lag 12 min" (minutes, seconds under two minutes), or "no data yet".
+        public func dataAgeText(_ age: Instant.Duration?) -> String {
+            guard let age else { return "no data yet" }
+            let s = age.microseconds / 1_000_000
+            return dataAgeName + " " + (s < 120 ? "\(s) s" : "\(s / 60) min")
+        }
     }
 
     /// How the source gets its access tokens, as for the Firebase store.

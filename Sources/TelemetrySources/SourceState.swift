@@ -47,12 +47,39 @@ public struct SourceState: Hashable, Sendable {
     public var lastAttempt: Instant?
     /// The last failure's message, cleared by a successful pull.
     public var lastError: String?
+    /// The end of the newest minute the source has landed data for (its ledger), nil before any: how fresh what
+    /// the source gives is (the GA4 realtime report's minutes, Crashlytics' processing delay, BigQuery's export lag).
+    public var newestData: Instant?
 
-    public init(watermark: Instant?, lastSuccess: Instant?, lastAttempt: Instant?, lastError: String?) {
+    public init(watermark: Instant?, lastSuccess: Instant?, lastAttempt: Instant?, lastError: String?, newestData: Instant? = nil) {
         self.watermark = watermark
         self.lastSuccess = lastSuccess
         self.lastAttempt = lastAttempt
         self.lastError = lastError
+        self.newestData = newestData
+    }
+
+    /// The state of a source never pulled.
+    public static let never = SourceState(watermark: nil, lastSuccess: nil, lastAttempt: nil, lastError: nil)
+
+    /// How old the newest data is at `now`, nil before any.
+    public func dataAge(now: Instant) -> Instant.Duration? {
+        newestData.map { Instant.Duration(microseconds: max(0, (now - $0).microseconds)) }
+    }
+
+    /// The end of the newest minute among `minutes` (ledger minute indexes), nil when none.
+    public static func newestData(minute: Int64?) -> Instant? {
+        minute.map { BucketLevel.minute.start($0 + 1) }
+    }
+
+    /// The silences of `configurations` with their states (nil: never pulled) at `now`: the one rule every store's
+    /// `MonitoredStore.sourceSilences` applies.
+    public static func silences(
+        _ configurations: [SourceConfiguration], now: Instant, state: (String) throws -> SourceState?
+    ) rethrows -> [String] {
+        try configurations.compactMap { c in
+            (try state(c.name) ?? .never).silence(source: c.name, now: now, silentAfter: c.silentAfter)
+        }
     }
 
     /// "source X silent since …" when the source has not answered for `silentAfter` (or never has), else nil:

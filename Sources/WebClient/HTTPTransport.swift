@@ -47,6 +47,8 @@ public struct TransportError: Error, Sendable, CustomStringConvertible {
     public enum Kind: Sendable { case timedOut, connectionLost, cannotConnect, untrusted, other }
     public var kind: Kind
     public var message: String
+    /// The answer was larger than the transport's limit (refused, its body not kept): a bad answer, not a lost one.
+    public var oversized = false
     public var mayHaveArrived: Bool { kind == .timedOut || kind == .connectionLost || kind == .other }
     /// Whether trying again may succeed.
     public var isTransient: Bool { kind != .untrusted }
@@ -222,9 +224,11 @@ public struct CurlTransport: HTTPTransport {
             if code == CURLE_FILESIZE_EXCEEDED || sink.oversize != nil {
                 let how = sink.oversize == .inflated ? "once inflated" : sink.oversize == .received ? "as received" : "as declared"
                 // An answer arrived: the server acted on the request (a publish may have landed).
-                throw TransportError(
+                var e = TransportError(
                     .other,
                     "\(request.method) \(request.url): the answer is larger than \(bodyLimit >> 20) MiB \(how); refused")
+                e.oversized = true
+                throw e
             }
             let detail = String(cString: errorText)
             let text = detail.isEmpty ? String(cString: rollout_curl_strerror(code)) : detail

@@ -12,7 +12,8 @@ enum BenchSuites {
         RemoteConfigBench.suites + StoreBench.suites + TelemetryBench.suites + AppCheckBench.suites
             + SimulatorBench.suites + ConsoleBench.suites + ConsoleLatencyBench.suites + WholeProcessBench.suites + ServeBench.suites + ServeEndpointsBench.suites
             + ServePostgresBench.suites
-            + PostgresBench.suites + DataPathBench.suites + SourceBench.suites + FirstMinuteBench.suites + FirebasePollBench.suites
+            + PostgresBench.suites + DataPathBench.suites + SourceBench.suites + SourceCalibrationBench.suites
+            + FirstMinuteBench.suites + FirebasePollBench.suites
     }
 }
 

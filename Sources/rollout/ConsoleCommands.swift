@@ -73,16 +73,29 @@ enum ConsoleCommands {
                     "Simulated seconds per wall second (default: the scenario's demo-speed, busy 600; else 60: an hour "
                     + "per minute)."),
             .value("--seed", name: "S", help: "The simulation's random seed (default 1)."),
+            .value(
+                "--source", name: "recorded[:DIR]",
+                help:
+                    "Instead of the simulator, a GA4 realtime source served from recorded answers (DIR/ga4-realtime-N.json; "
+                    + "default Tests/Recorded of the repository): the console fed through the source path, no network."),
             SimulateCommands.ordinaryStoreOption,
         ],
         examples: [
             "rollout demo",
             "rollout demo --scenario crash-regression      # watch the verdict go to HALT",
             "rollout demo --scenario throttling --speed 120 --theme colorblind",
+            "rollout demo --source recorded              # GA4's realtime report, replayed from recorded answers",
         ],
         action: runDemo)
 
     static func runDemo(_ invocation: Invocation) throws -> ExitCode {
+        if let source = invocation.value("--source") {
+            guard source == "recorded" || source.hasPrefix("recorded:") else {
+                throw invocation.usageError("--source takes recorded or recorded:DIR")
+            }
+            let directory = source == "recorded" ? "Tests/Recorded" : String(source.dropFirst("recorded:".count))
+            return try runRecordedDemo(invocation, directory: directory)
+        }
         let scenario: Scenario
         do {
             scenario = try Scenario.load(invocation.value("--scenario") ?? "busy")
@@ -160,6 +173,20 @@ enum ConsoleCommands {
         return code
     }
 
+    /// `demo --source recorded`: a temporary store at 10% with one GA4 realtime source whose answers come from
+    /// `directory`, pulled every 5 s through the source path while the console runs on top.
+    static func runRecordedDemo(_ invocation: Invocation, directory: String) throws -> ExitCode {
+        _ = try theme(invocation)
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("rollout-demo-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let path = dir.appendingPathComponent("rollout.db").path
+        let operatorID = try Wiring.operatorID(invocation)
+        let session = try RecordedDemo.open(path: path, operatorID: operatorID)
+        return try runConsole(
+            invocation, session: session, project: "demo · recorded GA4 realtime", recordedAnswers: directory)
+    }
+
     /// The demo console's `p`, `>` and `<` on the simulation it drives, with wall time for the header.
     struct DemoSimulationControl: ConsoleSimulationControl {
         let control: SimulationControl
@@ -202,11 +229,12 @@ enum ConsoleCommands {
     /// console runs auto-kill on each refresh.
     static func runConsole(
         _ invocation: Invocation, session: RolloutSession, project: String? = nil,
-        simulation: (any ConsoleSimulationControl)? = nil
+        simulation: (any ConsoleSimulationControl)? = nil, recordedAnswers: String? = nil
     ) throws -> ExitCode {
         let themes = try theme(invocation)
         let ticks = session.telemetryClock()
-        let source = try session.consoleSource(project: project, environment: invocation.environment)
+        let source = try session.consoleSource(
+            project: project, environment: invocation.environment, recordedAnswers: recordedAnswers)
         let staleAfter = try source.status().settings.staleAfter
         let executor = StoreConsoleExecutor(session: session)
         var options = ConsoleOptions(

@@ -53,7 +53,9 @@ enum SourceCommands {
             .value("--since", name: "TIME", help: "Count first events and crashes from this time (default: a day before now)."),
             .value("--overlap", name: "MINUTES", help: "Pull this far back again for late data (default 10)."),
             .value("--every", name: "SECONDS", help: "How often 'follow' pulls (default 60)."),
-            .value("--silent-after", name: "MINUTES", help: "HOLD when no pull succeeded for this long (default 10)."),
+            .value(
+                "--silent-after", name: "MINUTES",
+                help: "HOLD (status, watch, plan run, follow, the console) when no pull succeeded for this long (default 10)."),
             OperatorCommands.codeOption,
         ],
         positionals: [Positional("NAME", help: "The source's name (a-z, 0-9, - and _).")],
@@ -79,7 +81,8 @@ enum SourceCommands {
             "Before the first look pulls every source, before each later one every source whose interval has passed (a failed pull is recorded and retried "
             + "at the next interval; 429 and 5xx answers are waited out as Retry-After says). Prints a line per pull "
             + "and the verdict line of 'watch'; a source with no successful pull for its --silent-after is HOLD "
-            + "('source X silent since ...'), never OK. Exit code: the last verdict, 0 OK, 5 WATCH, 6 HOLD, 7 HALT.",
+            + "('source X silent since ...'), never OK, in every verdict of the store (status, watch, plan run, the "
+            + "console). Exit code: the last verdict, 0 OK, 5 WATCH, 6 HOLD, 7 HALT.",
         options: [
             .value("--interval", name: "SECONDS", help: "Wall seconds between looks (default 2; 0.01 to 3600)."),
             .value("--looks", name: "N", help: "Stop after N looks."),
@@ -166,8 +169,11 @@ enum SourceCommands {
             o["watermark"] = s?.watermark.map { .string($0.iso8601) } ?? .null
             o["lastSuccess"] = s?.lastSuccess.map { .string($0.iso8601) } ?? .null
             o["lastError"] = s?.lastError.map { .string($0) } ?? .null
-            o["silence"] = (s ?? SourceState(watermark: nil, lastSuccess: nil, lastAttempt: nil, lastError: nil))
-                .silence(source: c.name, now: now, silentAfter: c.silentAfter).map { .string($0) } ?? .null
+            o["silence"] = (s ?? .never).silence(source: c.name, now: now, silentAfter: c.silentAfter).map { .string($0) } ?? .null
+            o["newestData"] = s?.newestData.map { .string($0.iso8601) } ?? .null
+            let age = s?.dataAge(now: now)
+            o["dataAgeSeconds"] = age.map { .number(JSONNumber($0.microseconds / 1_000_000)) } ?? .null
+            o["dataAge"] = .string(c.kind.dataAgeText(age))
             rows.append(.object(o))
         }
         if invocation.flag("--json") {
@@ -182,7 +188,8 @@ enum SourceCommands {
                 ?? "bigquery " + Sanitiser.escape(r["analytics"]?.stringValue ?? "")
             let watermark = r["watermark"]?.stringValue ?? "never pulled"
             let health = r["silence"]?.stringValue.map { "HOLD: " + Sanitiser.escape($0) } ?? "answering"
-            print("\(name)  \(analytics)  watermark \(watermark)  \(health)")
+            let age = Sanitiser.escape(r["dataAge"]?.stringValue ?? "")
+            print("\(name)  \(analytics)  watermark \(watermark)  \(age)  \(health)")
         }
         return .ok
     }
@@ -209,7 +216,7 @@ enum SourceCommands {
         let window = "\(r.window.from.iso8601) to \(r.window.through.iso8601)"
         let waits = r.waits.isEmpty ? "" : ", waited \(r.waits.map { "\($0.seconds) s" }.joinedText(", ")) as asked"
         if let e = r.error { return "source \(Sanitiser.escape(r.source)): \(window): failed: \(Sanitiser.escape(e.message))\(waits)" }
-        let age = r.dataAge.map { ", newest data \(formatDuration($0)) old" } ?? ", no data in the window"
+        let age = r.dataAge.map { ", newest data \(formatDuration($0)) old (\(r.kind.dataAgeName))" } ?? ", no data in the window"
         return "source \(Sanitiser.escape(r.source)): \(window): \(Sanitiser.escape(r.note)), \(r.bytes) bytes received, "
             + "\(r.changedKeys) counters changed (\(r.addedEvents) events)\(age)\(waits)"
     }
@@ -231,9 +238,12 @@ enum SourceCommands {
         _ = try loop.run(
             interval: interval, looks: looks,
             report: { look in
+                // The verdict holds the sources' silences already (the assessment's rule); a session refused
+                // the landing says so beside them.
                 let verdict = look.status.assessment.verdict
-                let silences = (try? sources.silences()) ?? ["the sources' state cannot be read"]
-                let (level, reason) = SessionSources.judged(verdict.level, reason: verdict.reason, silences: silences)
+                let silent = !look.status.assessment.context.sourceSilences.isEmpty
+                let level = verdict.level
+                let reason = verdict.reason + (silent && level == .hold ? sources.landingNote().map { "; " + $0 } ?? "" : "")
                 lastLevel = level
                 let line = "\(level.labelText): \(Sanitiser.escape(reason))"
                 if line != lastLine { print("\(look.status.wallNow.iso8601)  \(line)") }

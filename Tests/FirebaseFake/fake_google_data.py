@@ -42,7 +42,8 @@ operatingSystem), each checked against the document's Event schema.
 
 Controls (plain HTTP, /_fake/data/...): POST rows {"table": "events_20260528" | "events_intraday_20260528" |
 "crashlytics", "rows": [...]}; POST options {"pending_polls": n (getQueryResults answers jobComplete false n
-times), "duplicate_page": bool (the second page's token leads back to the second page again), "synthetic_per_minute": n
+times), "duplicate_page": bool (the second page's token leads back to the second page again), "page_rows": n (at most n rows a
+page whatever maxResults asks, as BigQuery bounds a page by its bytes), "synthetic_per_minute": n
 (the query's answer for a fleet of n events a minute, without rows: the benchmark's)}; GET stats
 (queries, results calls, rows served, pages); POST realtime {"tokens_per_hour": n}. Fault matches:
 bigquery_query, bigquery_results, analytics_realtime, crashlytics_events.
@@ -95,6 +96,7 @@ class DataState:
         self.pending_polls = 0
         self.synthetic_rate = 0
         self.duplicate_page = False
+        self.page_rows = 0
         self.stats = {"queries": 0, "results": 0, "rows_served": 0, "pages": 0}
 
     def schema(self, name):
@@ -329,6 +331,9 @@ def answer(state, job, token, max_results, first=False):
         except Exception:
             raise Fail(400, "INVALID_ARGUMENT", "Invalid page token.", "invalid")
     size = int(max_results or j["page"])
+    if state.page_rows:
+        # BigQuery may answer fewer rows than maxResults (a page is also bounded by its size in bytes).
+        size = min(size, state.page_rows)
     rows = j["rows"][offset:offset + size]
     out = {"kind": kind, "jobReference": reference, "jobComplete": True, "schema": SCHEMA,
            "totalRows": str(len(j["rows"])), "rows": [{"f": [{"v": v} for v in r]} for r in rows],
@@ -396,6 +401,7 @@ def control(handler, state, method, path, body):
         if path == "/_fake/data/options" and method == "POST":
             data.pending_polls = int(body.get("pending_polls", data.pending_polls))
             data.duplicate_page = bool(body.get("duplicate_page", data.duplicate_page))
+            data.page_rows = int(body.get("page_rows", data.page_rows))
             data.synthetic_rate = int(body.get("synthetic_per_minute", data.synthetic_rate))
             return handler.send(200, {"ok": True})
         if path == "/_fake/data/stats":

@@ -64,8 +64,40 @@ struct BigQuerySourceTests {
     /// The same fleet through `ingest --format ga4` and through a BigQuery pull gives the same counters, minute
     /// by minute, the same crash statistics and the same verdict level at every look.
     @Test func theSameFleetGivesTheSameCountersAndVerdictsAsIngest() throws {
+        let levels = try Self.sameCountersAndVerdicts(ExportFleet(seed: 11, installations: 3000, minutes: 30, crashBoost: 2))
+        print("verdict levels at each look (pulled = ingested): \(levels.map(\.0))")
+        #expect(Set(levels.map(\.0)).count > 1, "the looks should see the verdict change as crashes accumulate")
+    }
+
+    /// The same for each scenario of the issue (steady, a crash regression, a bad build whose attestations are
+    /// rejected, Apple throttling): equal counters and the same verdict level at every look, and the scenario's
+    /// own reason seen through the pulled counters.
+    @Test(arguments: ["steady", "crash-regression", "bad-build", "throttling"])
+    func eachScenarioGivesTheSameCountersAndVerdictsAsIngest(_ scenario: String) throws {
+        let fleet: ExportFleet
+        switch scenario {
+        case "crash-regression": fleet = ExportFleet(seed: 61, installations: 1000, minutes: 30, crashBoost: 3)
+        case "bad-build": fleet = ExportFleet(seed: 62, installations: 1000, minutes: 30, trouble: .rejected)
+        case "throttling": fleet = ExportFleet(seed: 63, installations: 1000, minutes: 30, trouble: .serverUnavailable)
+        default: fleet = ExportFleet(seed: 64, installations: 1000, minutes: 30)
+        }
+        let looks = try Self.sameCountersAndVerdicts(fleet)
+        print("\(scenario): verdict levels at each look (pulled = ingested): \(looks.map(\.0))")
+        let reasons = looks.map(\.1)
+        switch scenario {
+        case "crash-regression":
+            #expect(looks.contains { $0.0 == .halt && $0.1.contains("exposed users crash more than control") }, "\(reasons)")
+        case "bad-build": #expect(looks.contains { $0.0 == .halt && $0.1.contains("attestations rejected for") }, "\(reasons)")
+        case "throttling": #expect(reasons.contains { $0.contains("Apple is throttling attestations") }, "\(reasons)")
+        default: #expect(!looks.contains { $0.0 == .halt || $0.0 == .watch }, "\(reasons)")
+        }
+    }
+
+    /// Lands `fleet` through ingest and through a BigQuery pull of the fake, checks the counters (all time, and per
+    /// minute at every look every 2 minutes), the crash statistics, the failure monitors and the verdict level at
+    /// every look; returns the pulled store's verdict at each look (level, and every finding's text).
+    static func sameCountersAndVerdicts(_ fleet: ExportFleet) throws -> [(VerdictLevel, String)] {
         let fake = try FakeFirebase(tls: true)
-        let fleet = ExportFleet(seed: 11, installations: 3000, minutes: 30, crashBoost: 2)
         try fleet.load(into: fake)
         let ingested = try temporaryStore("bq-ingest")
         try fleet.ingest(into: ingested, now: Self.now)
@@ -79,7 +111,7 @@ struct BigQuerySourceTests {
         let b = try pulledStore.telemetryCounters().allTimeTotals()
         #expect(try named(a, ingested) == named(b, pulledStore))
         #expect(a.sum(.usersCrashed) > 0 && a.sum(.usersEntered) > 100 && a.sum(.attestationFailure) > 0)
-        var levels: [VerdictLevel] = []
+        var looks: [(VerdictLevel, String)] = []
         for minutes in stride(from: Int64(2), through: 40, by: 2) {
             let now = ExportFleet.start + .minutes(minutes)
             let config = WatchConfiguration(since: ExportFleet.start)
@@ -94,10 +126,9 @@ struct BigQuerySourceTests {
             let vx = x.assess(context).verdict
             let vy = y.assess(context).verdict
             #expect(vx.level == vy.level, "look at +\(minutes) min: ingest \(vx) vs pulled \(vy)")
-            levels.append(vy.level)
+            looks.append((vy.level, vy.findings.map(\.text).joined(separator: " | ")))
         }
-        print("verdict levels at each look (pulled = ingested): \(levels)")
-        #expect(Set(levels).count > 1, "the looks should see the verdict change as crashes accumulate")
+        return looks
     }
 
     /// Pulling again, or overlapping the previous pull, adds nothing; late rows in the overlap are added once.

@@ -21,10 +21,17 @@ struct ExportFleet {
 
     static let start = Instant(seconds: 1_780_000_020)
 
-    /// `installations` devices over `minutes` minutes; `crashBoost` multiplies the exposed arm's crash chance.
+    /// What goes wrong for the exposed arm, beyond `crashBoost`: nothing, or most of its App Attest attempts fail
+    /// with one class (a bad build's rejections, Apple's throttling).
+    enum Trouble: String, CaseIterable, Sendable {
+        case none, rejected, serverUnavailable
+    }
+
+    /// `installations` devices over `minutes` minutes; `crashBoost` multiplies the exposed arm's crash chance;
+    /// `trouble` makes 70% of the exposed arm's attestation events failures of its class.
     init(
         seed: UInt64, installations: Int, minutes: Int, crashBoost: Double = 1, eventsPerInstallation: Int = 6,
-        start: Instant = ExportFleet.start, cohortAsProperty: Bool = false
+        start: Instant = ExportFleet.start, cohortAsProperty: Bool = false, trouble: Trouble = .none
     ) {
         var random = SplitMix64(state: seed)
         func chance(_ p: Double) -> Bool { Double(random.next() % 1_000_000) / 1_000_000 < p }
@@ -41,30 +48,38 @@ struct ExportFleet {
                     params.append(Self.param("AppAttestCohort", string: cohortText))
                 }
                 let name: String
-                switch random.below(10) {
-                case 0, 1, 2: name = "session_start"
-                case 3, 4:
-                    name = "AppAttestSuccess"
-                    params.append(Self.param("provider", string: random.below(4) == 0 ? "deviceCheck" : "appAttest"))
-                case 5:
+                let pick = random.below(10)
+                if trouble != .none, exposed, (3...5).contains(pick), chance(0.7) {
                     name = "AppAttestFailure"
                     params.append(Self.param("provider", string: "appAttest"))
-                    switch random.below(3) {
-                    case 0: params.append(Self.param("error_class", string: "serverUnavailable"))
-                    case 1: params.append(Self.param("error_code", int: Int64(random.below(5))))
-                    default:
-                        params.append(Self.param("error_class", string: "rejected"))
-                        params.append(Self.param("reason", string: ["nonceMismatch", "counterReplay"][random.below(2)]))
+                    params.append(Self.param("error_class", string: trouble.rawValue))
+                    if trouble == .rejected { params.append(Self.param("reason", string: "nonceMismatch")) }
+                } else {
+                    switch pick {
+                    case 0, 1, 2: name = "session_start"
+                    case 3, 4:
+                        name = "AppAttestSuccess"
+                        params.append(Self.param("provider", string: random.below(4) == 0 ? "deviceCheck" : "appAttest"))
+                    case 5:
+                        name = "AppAttestFailure"
+                        params.append(Self.param("provider", string: "appAttest"))
+                        switch random.below(3) {
+                        case 0: params.append(Self.param("error_class", string: "serverUnavailable"))
+                        case 1: params.append(Self.param("error_code", int: Int64(random.below(5))))
+                        default:
+                            params.append(Self.param("error_class", string: "rejected"))
+                            params.append(Self.param("reason", string: ["nonceMismatch", "counterReplay"][random.below(2)]))
+                        }
+                    case 6:
+                        guard chance(exposed ? min(1, 0.3 * crashBoost) : 0.3) else { continue }
+                        name = "app_exception"
+                        params.append(Self.param("fatal", int: random.below(4) == 0 ? 0 : 1))
+                    case 7:
+                        name = "AppAttestConfigFetch"
+                        params.append(Self.param("template_version", int: Int64(7 + random.below(2))))
+                    case 8: name = "screen_view"
+                    default: name = "session_start"
                     }
-                case 6:
-                    guard chance(exposed ? min(1, 0.3 * crashBoost) : 0.3) else { continue }
-                    name = "app_exception"
-                    params.append(Self.param("fatal", int: random.below(4) == 0 ? 0 : 1))
-                case 7:
-                    name = "AppAttestConfigFetch"
-                    params.append(Self.param("template_version", int: Int64(7 + random.below(2))))
-                case 8: name = "screen_view"
-                default: name = "session_start"
                 }
                 rows.append(
                     [
@@ -94,8 +109,8 @@ struct ExportFleet {
     var ndjson: String { rows.map(\.compactText).joined(separator: "\n") + "\n" }
 
     /// Lands the rows through `rollout ingest --format ga4`'s reader and the store's commit.
-    func ingest(into store: RolloutStore, now: Instant) throws -> BatchReceipt? {
-        let ingest = TelemetryIngest(format: .ga4, window: EventTimeWindow(now: now, rolloutStart: Self.start - .hours(1)))
+    func ingest(into store: RolloutStore, now: Instant, since: Instant = ExportFleet.start - .hours(1)) throws -> BatchReceipt? {
+        let ingest = TelemetryIngest(format: .ga4, window: EventTimeWindow(now: now, rolloutStart: since))
         Array(ndjson.utf8).withUnsafeBytes { ingest.feed($0) }
         ingest.finish()
         guard ingest.problems.isEmpty else { throw TestSupport.Failure("ingest: \(ingest.problems)") }

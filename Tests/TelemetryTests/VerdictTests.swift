@@ -101,6 +101,20 @@ struct VerdictTests {
         #expect(a.exposure.sampleRatio!.pValue == 1)
     }
 
+    @Test("a silent telemetry source turns healthy traffic into HOLD, its silence the reason")
+    func silentSource() {
+        var f = WatchFixture()
+        f.run(minutes: 90)
+        var context = tenPercent
+        context.sourceSilences = ["source bq silent since 2026-05-28T20:00:00Z", "source rt has not answered yet"]
+        let a = f.snapshot(at: 93).assess(context)
+        #expect(a.verdict.level == .hold, "\(a.verdict)")
+        #expect(a.verdict.reason == "source bq silent since 2026-05-28T20:00:00Z; source rt has not answered yet")
+        #expect(a.verdict.findings.first?.topic == .data && a.verdict.findings.first?.evidence != nil)
+        // Without the silences the same figures are OK.
+        #expect(f.snapshot(at: 93).assess(tenPercent).verdict.level == .ok)
+    }
+
     @Test("too small a sample is HOLD 'not enough data yet', with users per arm, the detectable effect and what is missing")
     func notEnoughData() {
         var f = WatchFixture()
