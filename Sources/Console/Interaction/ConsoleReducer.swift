@@ -40,6 +40,8 @@ extension ConsoleState {
             if frozen { heldModel = m } else { model = m }
             // The selected change stays selected as rows arrive; when it has left the log, the newest is.
             if let selected = logSelection, !logVersions.contains(selected) { logSelection = logVersions.first }
+            if storeLost == nil, let lost = m.header.storeLost { return noteStoreLost(lost) }
+            guard storeLost == nil else { return [] }
             return noteVerdict(m) + reviseOpenDialog(m)
         case .sourceFailed(let message):
             sourceProblem = message
@@ -210,6 +212,35 @@ extension ConsoleState {
             log()
         }
         return []
+    }
+
+    /// The store the console opened is gone: from now on the console is read-only. A change being prepared or
+    /// confirmed is dropped (its publish would be refused; one already in flight gets the write path's answer), the
+    /// operator is told once, in the log as well, with the bell.
+    private mutating func noteStoreLost(_ lost: String) -> [ConsoleEffect] {
+        storeLost = lost
+        switch overlay {
+        case .valuePrompt, .preparing, .confirm, .reason, .stepUp, .conflict:
+            overlay = nil
+            keptReason = nil
+            revision = nil
+        default: break
+        }
+        say(Self.storeLostText(lost), .error)
+        return configuration.bell ? [.bell] : []
+    }
+
+    static func storeLostText(_ lost: String) -> String {
+        "READ-ONLY: \(lost); nothing can be written from this console: quit and open the store again"
+    }
+
+    /// A write asked for after the store was lost: refused here with the reason, no preview asked for (the write
+    /// path refuses it too). Returns whether it was refused.
+    private mutating func refusedAsLost() -> Bool {
+        guard let storeLost else { return false }
+        overlay = nil
+        say("Refused, nothing was written: \(storeLost); quit and open the store again", .error)
+        return true
     }
 
     /// While a confirm (or reason) dialog is open and the store moves under it (a colleague's publish, a kill) or
@@ -589,6 +620,7 @@ extension ConsoleState {
             stepIndex = min(configuration.steps.count - 1, stepIndex + 1)
             say("Step \(PercentText.format(step))", .info)
         case .typeExact:
+            if refusedAsLost() { return [] }
             let current = model.map { PercentText.formatNumber($0.condition.desiredMicroPercent) } ?? ""
             overlay = .valuePrompt(field: TextField(current, content: .decimal, maxLength: 12, selected: true), error: nil)
         case .kill: return startChange(.rollout(.kill))
@@ -598,12 +630,14 @@ extension ConsoleState {
             if let last = undoTrail.first, last > 1 { return startChange(.rollback(toVersion: last - 1)) }
             return startChange(.rollbackLast)
         case .togglePlan:
+            if refusedAsLost() { return [] }
             guard let plan = model?.plan, plan.phase == .running || plan.phase == .paused else {
                 say("No running or paused ramp plan ('rollout plan start FILE')", .warning)
                 return []
             }
             return [.planControl(pause: plan.phase == .running)]
         case .skipPlanStep:
+            if refusedAsLost() { return [] }
             guard let plan = model?.plan, plan.phase == .running || plan.phase == .paused, let next = plan.nextStep
             else {
                 say("No plan step to skip to", .warning)
@@ -675,6 +709,7 @@ extension ConsoleState {
     // MARK: The write path, as the console sees it
 
     private mutating func startChange(_ operation: ChangeOperation) -> [ConsoleEffect] {
+        if refusedAsLost() { return [] }
         let request = ChangeRequest(id: nextRequestID, operation: operation)
         nextRequestID += 1
         overlay = .preparing(request)

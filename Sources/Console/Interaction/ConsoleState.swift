@@ -134,6 +134,9 @@ public struct ConsoleState: Hashable, Sendable {
     /// further back instead of toggling between the last two.
     var undoTrail: [Int]
     var nextRequestID: Int
+    /// Why the console is read-only for good: the data source found the store it opened removed or replaced
+    /// (`HeaderInfo.storeLost`). Latched: every write key says so and writes nothing, and the banner stays.
+    public internal(set) var storeLost: String? = nil
     /// The simulation driving the screen (`rollout demo`), nil when none does: its speed, pause and wall time.
     public internal(set) var simulation: SimulationStatus? = nil
 

@@ -68,7 +68,10 @@ public enum ConsoleScreen {
         var line: Line = []
         // HALT's banner gives way to a result (which stays until the next key), not to a passing information.
         let halted = state.model.map { $0.crash.verdict == .halt && $0.condition.state != .killed } ?? false
-        if let notice = state.notice, !(halted && notice.kind == .info) {
+        if let lost = state.storeLost, state.notice.map({ $0.kind == .info }) ?? true {
+            // Above everything, HALT included: nothing on screen is live and no key can act on it.
+            line = [Span(" ✗ " + ConsoleState.storeLostText(lost), .alert, .bold)]
+        } else if let notice = state.notice, !(halted && notice.kind == .info) {
             line = [Span(" " + notice.kind.symbol + " " + notice.text, notice.kind.role)]
         } else if let problem = state.sourceProblem {
             line = [Span(" ✗ data source: " + problem, .bad)]
