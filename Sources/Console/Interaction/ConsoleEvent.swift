@@ -10,6 +10,8 @@ public enum ConsoleEvent: Hashable, Sendable {
     case key(Key)
     /// A mouse click on something the last frame drew (the adapter looks it up with `Grid.target(at:)`).
     case click(ClickTarget)
+    /// The mouse wheel: notches, negative up. Scrolls the open list or text, or moves the log's selection.
+    case wheel(Int)
     /// The adapter's clock; drives the data age and staleness (telemetry time: a simulation's, on its store).
     case tick(Instant)
     /// The wall clock, posted before each tick: what is timed for people (the flash, the hold-down, messages).

@@ -1,4 +1,5 @@
 import Platform
+import RampPlans
 import RemoteConfig
 import Rollout
 import Telemetry
@@ -15,6 +16,8 @@ extension ConsoleState {
             return handleKey(key)
         case .click(let target):
             return handleClick(target)
+        case .wheel(let notches):
+            return handleWheel(notches)
         case .tick(let instant):
             now = instant
             // Messages are for people: they expire on wall time, also while ticks run on a simulation's time.
@@ -297,7 +300,10 @@ extension ConsoleState {
         if key == .control("l") { return [.redraw] }
         // A result stays until the operator's next key (it is in the log too); the key may say something new.
         if let n = notice, n.lifetime == nil { notice = nil }
-        guard let overlay else { return handleMainKey(key) }
+        guard let overlay else {
+            if logFilter?.field != nil { return handleLogFilterKey(key) }
+            return handleMainKey(key)
+        }
         switch overlay {
         case .help(let scroll):
             switch key {
@@ -467,6 +473,9 @@ extension ConsoleState {
             }
             return []
 
+        case .palette(var palette):
+            return handlePaletteKey(key, &palette)
+
         case .version(let number, let detail, let scroll, let back):
             switch key {
             case .escape, .character("q"), .backspace, .left:
@@ -490,7 +499,182 @@ extension ConsoleState {
         }
     }
 
+    // MARK: The command palette
+
+    /// Keys in the palette: typing edits the command (the list follows), ↑↓ choose among the matches, Tab
+    /// completes the chosen name, Enter runs it, Esc closes.
+    private mutating func handlePaletteKey(_ key: Key, _ palette: inout PaletteState) -> [ConsoleEffect] {
+        let count = palette.matches.count
+        switch key {
+        case .up, .control("p"):
+            palette.selected = max(0, palette.selected - 1)
+        case .down, .control("n"):
+            palette.selected = max(0, min(count - 1, palette.selected + 1))
+        case .tab:
+            guard count > 0 else { break }
+            let chosen = palette.matches[min(palette.selected, count - 1)].command
+            palette.field = TextField(chosen.name + (chosen.arguments.isEmpty ? "" : " "), maxLength: 80)
+            palette.selected = 0
+            palette.error = nil
+        default:
+            switch palette.field.handle(key) {
+            case .cancelled:
+                overlay = nil
+                return []
+            case .submitted:
+                return runPalette(palette)
+            case .edited:
+                palette.selected = 0
+                palette.error = nil
+            case .ignored:
+                break
+            }
+        }
+        overlay = .palette(palette)
+        return []
+    }
+
+    /// Runs the chosen command through the intent of its key, or the change request its key's dialog makes;
+    /// a command that cannot run keeps the palette open with the reason.
+    private mutating func runPalette(_ palette: PaletteState) -> [ConsoleEffect] {
+        var palette = palette
+        func refuse(_ why: String) -> [ConsoleEffect] {
+            palette.error = why
+            overlay = .palette(palette)
+            return []
+        }
+        let matches = palette.matches
+        guard !matches.isEmpty else {
+            return refuse("no command matches '\(palette.field.text)'; clear the line to list them all")
+        }
+        let match = matches[min(palette.selected, matches.count - 1)]
+        let command = match.command
+        let args = match.arguments
+        let usage = "usage: " + command.name + (command.arguments.isEmpty ? "" : " " + command.arguments)
+        func version(_ word: String) -> Int? {
+            Int(word.hasPrefix("v") ? String(word.dropFirst()) : word).flatMap { $0 > 0 ? $0 : nil }
+        }
+        let takesArgument: Set<PaletteCommand.Action> = [.set, .nudge, .rollback, .theme, .gotoVersion]
+        if args.count > (takesArgument.contains(command.action) ? 1 : 0) { return refuse(usage) }
+        overlay = nil
+        switch command.action {
+        case .set:
+            guard let text = args.first else { return refuse(usage) }
+            let micro: MicroPercent
+            do { micro = try PercentText.parse(text) } catch { return refuse(error.description) }
+            if let m = model, m.condition.desiredMicroPercent == micro, m.condition.state != .killed {
+                return refuse("already at \(PercentText.format(micro)): nothing to change")
+            }
+            return startChange(.rollout(.set(micro)))
+        case .nudge:
+            guard let text = args.first else { return refuse(usage) }
+            if text == "+" { return perform(.nudgeUp) }
+            if text == "-" { return perform(.nudgeDown) }
+            guard let sign = text.first, sign == "+" || sign == "-" else {
+                return refuse("say which way: nudge +\(text) or nudge -\(text)")
+            }
+            let points: MicroPercent
+            do { points = try PercentText.parse(String(text.dropFirst())) } catch { return refuse(error.description) }
+            return startChange(.rollout(.nudge(sign == "+" ? points : .zero - points)))
+        case .kill: return perform(.kill)
+        case .resume: return perform(.resume)
+        case .rollback:
+            guard let text = args.first else { return perform(.rollbackLast) }
+            guard let number = version(text) else { return refuse("'\(text)' is not a version number; " + usage) }
+            return startChange(.rollback(toVersion: number))
+        case .planPause, .planResume:
+            let wanted: RampState.Phase = command.action == .planPause ? .running : .paused
+            if storeLost == nil, let plan = model?.plan, plan.phase != wanted {
+                return refuse("the ramp plan is \(plan.phase.rawValue), not \(wanted.rawValue)")
+            }
+            return perform(.togglePlan)
+        case .planSkip: return perform(.skipPlanStep)
+        case .theme:
+            guard let name = args.first?.lowercased() else { return perform(.nextTheme) }
+            let names = configuration.themeNames
+            guard let index = names.firstIndex(where: { $0.lowercased() == name })
+                ?? names.firstIndex(where: { $0.lowercased().hasPrefix(name) })
+            else { return refuse("no theme '\(name)': " + names.joined(separator: ", ")) }
+            themeIndex = index
+            say("Theme \(themeName)", .info)
+            return []
+        case .gotoVersion:
+            guard let text = args.first else { return refuse(usage) }
+            guard let number = version(text) else { return refuse("'\(text)' is not a version number; " + usage) }
+            overlay = .version(number: number, detail: nil, scroll: 0, back: nil)
+            return [.loadVersion(number)]
+        case .source:
+            guard let header = model?.header else {
+                say("No data from the store yet", .info)
+                return []
+            }
+            let asOf = header.dataAsOf.map { Format.time($0, utcOffsetSeconds: configuration.utcOffsetSeconds) }
+            let freshness = storeLost ?? (isStale ? "stale" + (asOf.map { " since " + $0 } ?? "") : "live" + (asOf.map { " at " + $0 } ?? ""))
+            say("Source: \(header.store) · project \(header.project) · v\(header.templateVersion ?? "–") · \(freshness)", .info)
+            return []
+        case .history: return perform(.showHistory)
+        case .audit: return perform(.showAudit)
+        case .why: return perform(.showVerdict)
+        case .help: return perform(.showHelp)
+        }
+    }
+
+    // MARK: The log's filter
+
+    /// Keys while the log's `/` filter is typed: the log follows each keystroke; Enter keeps the filter, Esc drops it.
+    private mutating func handleLogFilterKey(_ key: Key) -> [ConsoleEffect] {
+        guard var filter = logFilter, var field = filter.field else { return [] }
+        switch field.handle(key) {
+        case .cancelled:
+            logFilter = nil
+        case .submitted:
+            filter.field = nil
+            logFilter = filter.text.isEmpty ? nil : filter
+        case .edited:
+            filter.field = field
+            filter.text = field.text
+            logFilter = filter
+        case .ignored:
+            break
+        }
+        // A selected change the filter hides gives way to the first one it shows.
+        if let selected = logSelection, !logVersions.contains(selected) { logSelection = logVersions.first }
+        return []
+    }
+
     // MARK: Mouse
+
+    /// The wheel scrolls what is open by three lines a notch (help, why, a version), moves the selection of a list
+    /// or the palette, or of the log while it has the focus; elsewhere it does nothing.
+    private mutating func handleWheel(_ notches: Int) -> [ConsoleEffect] {
+        let lines = notches * 3
+        let page = ConsoleScreen.listRows(for: screenSize)
+        func scrolled(_ current: Int, _ count: Int) -> Int { min(max(0, current + lines), max(0, count - page)) }
+        switch overlay {
+        case .help(let scroll):
+            overlay = .help(scroll: scrolled(scroll, HelpScreen.lines(for: self).count))
+        case .verdict(let scroll):
+            overlay = .verdict(scroll: scrolled(scroll, VerdictPane.lines(for: self, width: screenSize.width - 4).count))
+        case .version(let number, let detail, let scroll, let back):
+            let count = VersionPane.lines(for: self, width: screenSize.width - 4).count
+            overlay = .version(number: number, detail: detail, scroll: scrolled(scroll, count), back: back)
+        case .history(let entries?, var cursor):
+            cursor.move(by: lines, count: filteredRows(overlay).count, page: page)
+            overlay = .history(entries: entries, cursor: cursor)
+        case .audit(let log?, var cursor):
+            cursor.move(by: lines, count: filteredRows(overlay).count, page: page)
+            overlay = .audit(log: log, cursor: cursor)
+        case .palette(var palette):
+            palette.selected = max(0, min(palette.matches.count - 1, palette.selected + notches))
+            overlay = .palette(palette)
+        case nil:
+            let versions = logVersions
+            guard let selected = logSelection, let index = versions.firstIndex(of: selected) else { return [] }
+            logSelection = versions[min(max(0, index + notches), versions.count - 1)]
+        default: break
+        }
+        return []
+    }
 
     /// A click on a dialog button acts like `y` (the action) or `n` (Cancel); a click on a list row selects it, and
     /// a click on the selected row opens it, like Enter.
@@ -610,6 +794,11 @@ extension ConsoleState {
     private mutating func handleMainKey(_ key: Key) -> [ConsoleEffect] {
         if let selected = logSelection, let effects = handleLogKey(key, selected: selected) { return effects }
         guard let intent = KeyMap.intent(for: key) else { return [] }
+        return perform(intent)
+    }
+
+    /// What a main-screen intent does, whether its key or the command palette asked for it.
+    private mutating func perform(_ intent: Intent) -> [ConsoleEffect] {
         switch intent {
         case .nudgeUp: return startChange(.rollout(.nudge(step)))
         case .nudgeDown: return startChange(.rollout(.nudge(.zero - step)))
@@ -674,11 +863,21 @@ extension ConsoleState {
             }
         case .showHelp:
             overlay = .help(scroll: 0)
+        case .openPalette:
+            overlay = .palette(PaletteState())
+        case .filterLog:
+            let text = logFilter?.text ?? ""
+            logFilter = ListFilter(text: text, field: TextField(text, maxLength: 80, selected: true))
         case .redraw:
             return [.redraw]
         case .quit:
             return [.quit]
         case .cancel:
+            // Esc takes back the newest thing on the main screen: a message, else the log's filter.
+            if notice == nil, logFilter != nil {
+                logFilter = nil
+                if let selected = logSelection, !logVersions.contains(selected) { logSelection = logVersions.first }
+            }
             notice = nil
         case .pauseSimulation, .fasterSimulation, .slowerSimulation:
             return simulationKey(intent)

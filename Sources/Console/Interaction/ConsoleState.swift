@@ -115,6 +115,8 @@ public struct ConsoleState: Hashable, Sendable {
     public internal(set) var logSelection: Int?
     /// The `/` filter of the history and audit views (nil: every row shown); kept while a drill-down is open.
     public internal(set) var listFilter: ListFilter?
+    /// The `/` filter of the main screen's log (nil: every line shown); Esc clears it.
+    public internal(set) var logFilter: ListFilter?
     /// The reason typed for the change in the open dialog, kept when the dialog is re-judged on a moved store or
     /// re-applied after a conflict, so that the operator does not type it again.
     var keptReason: String?
@@ -262,6 +264,8 @@ public enum Overlay: Hashable, Sendable {
     /// Why: every finding of the assessment with its test, statistic, threshold and samples; `scroll` is the
     /// first line shown.
     case verdict(scroll: Int)
+    /// `:`: the command palette.
+    case palette(PaletteState)
     /// The drill-down of one version (`detail` is nil while loading), opened from the list `back` returns to.
     indirect case version(number: Int, detail: VersionDetail?, scroll: Int, back: Overlay?)
 }
