@@ -90,7 +90,7 @@ struct LogFilterWheelHelpTests {
         _ = s.handle(.key(.character("?")))
         let screen = text(s)
         for binding in KeyMap.main where binding.group != .simulation {
-            #expect(screen.contains(HelpScreen.short(binding.intent)), "\(binding.intent) missing:\n\(screen)")
+            #expect(screen.contains(HelpScreen.short(binding)), "\(binding.intent) missing:\n\(screen)")
         }
         #expect(screen.contains("In dialogs, prompts and lists"))
         #expect(!screen.contains("…"), "\(screen)")

@@ -1,4 +1,5 @@
 import Console
+import RemoteConfig
 import Rollout
 import Testing
 import Timekeeping
@@ -69,5 +70,29 @@ struct StoreLostTests {
         let row = ConsoleScreen.render(s, size: Size(width: 120, height: 40)).lines[38]
         #expect(row.contains("READ-ONLY: the store was removed or replaced (another file"), "\(row)")
         #expect(!row.contains("HALT"), "\(row)")
+    }
+}
+
+/// After a kill (3 a.m. issue, item 7): the panel said `Desired 25% observed 8.0% ▲ above` and `v` still offered
+/// `K kills by hand`.
+@Suite("After a kill")
+struct AfterKillTests {
+    @Test("the panel says 0%, devices still on the flag falling, r resuming at the percentage before; v offers r")
+    func killedPanelAndWhy() {
+        var m = Fixture.model(state: .killed)
+        m.condition.desiredMicroPercent = MicroPercent(25_000_000)
+        m.condition.observedExposure = 0.08
+        for size in [Size(width: 120, height: 40), Size(width: 70, height: 20)] {
+            let s = Fixture.state(m, size: size)
+            let screen = ConsoleScreen.render(s, size: size).lines.joined(separator: "\n")
+            #expect(screen.contains("0%  observed 8.0% ▼ falling") || screen.contains("desired 0%  observed 8.0% ▼ falling"), "\(screen)")
+            #expect(screen.contains("KILLED  r → 25%"), "\(screen)")
+            #expect(!screen.contains("▲ above"), "\(screen)")
+        }
+        var s = Fixture.state(m, size: Size(width: 120, height: 40))
+        _ = s.handle(.key(.character("v")))
+        let why = VerdictPane.lines(for: s, width: 116).map { $0.map(\.text).joined() }.joined(separator: "\n")
+        #expect(why.contains("already off for everyone (killed): r resumes"), "\(why)")
+        #expect(!why.contains("K kills by hand"))
     }
 }

@@ -12,36 +12,41 @@ public enum HelpScreen {
         return cheatSheet(state, width: width) + [[]] + details(state, width: width)
     }
 
-    /// A word or two for each intent, for the cheat sheet (a switch, so that a new intent cannot be left out).
-    public static func short(_ intent: Intent) -> String {
-        switch intent {
-        case .nudgeUp: "raise by the step"
-        case .nudgeDown: "lower by the step"
-        case .finerStep: "smaller step"
-        case .coarserStep: "larger step"
-        case .typeExact: "set an exact %"
-        case .kill: "kill switch"
-        case .resume: "resume after a kill"
-        case .rollbackLast: "undo the last change"
-        case .togglePlan: "plan: pause / resume"
-        case .skipPlanStep: "plan: next step now"
-        case .showHistory: "history"
-        case .showAudit: "audit log"
-        case .showVerdict: "why: the verdict"
-        case .focusLog: "focus the log"
-        case .filterLog: "filter the log"
-        case .nextTheme: "next theme"
-        case .toggleFreeze: "freeze the display"
-        case .showHelp: "this help"
-        case .openPalette: "command palette"
-        case .redraw: "redraw"
-        case .quit: "quit"
-        case .cancel: "close, clear"
-        case .pauseSimulation: "pause the simulation"
-        case .fasterSimulation: "faster"
-        case .slowerSimulation: "slower"
-        }
+    /// A word or two for each key of the main screen, for the cheat sheet: its own words here, else its hint's
+    /// label, else its help up to the first colon.
+    public static func short(_ binding: KeyBinding) -> String {
+        if let text = shortText[binding.intent] { return text }
+        if let label = binding.hint?.label { return label }
+        return String(binding.help.prefix { $0 != ":" && $0 != "," })
     }
+
+    static let shortText: [Intent: String] = [
+        .nudgeUp: "raise by the step",
+        .nudgeDown: "lower by the step",
+        .finerStep: "smaller step",
+        .coarserStep: "larger step",
+        .typeExact: "set an exact %",
+        .kill: "kill switch",
+        .resume: "resume after a kill",
+        .rollbackLast: "undo the last change",
+        .togglePlan: "plan: pause / resume",
+        .skipPlanStep: "plan: next step now",
+        .showHistory: "history",
+        .showAudit: "audit log",
+        .showVerdict: "why: the verdict",
+        .focusLog: "focus the log",
+        .filterLog: "filter the log",
+        .nextTheme: "next theme",
+        .toggleFreeze: "freeze the display",
+        .showHelp: "this help",
+        .openPalette: "command palette",
+        .redraw: "redraw",
+        .quit: "quit",
+        .cancel: "close, clear",
+        .pauseSimulation: "pause the simulation",
+        .fasterSimulation: "faster",
+        .slowerSimulation: "slower",
+    ]
 
     /// Two columns of keys and words: the main screen's, then those of dialogs and lists.
     static func cheatSheet(_ state: ConsoleState, width: Int) -> [Line] {
@@ -49,7 +54,7 @@ public enum HelpScreen {
             keys.map { $0 == .backTab ? "S-Tab" : $0.name }.joined(separator: " ")
         }
         let main = KeyMap.main.filter { $0.group != .simulation || state.simulation != nil }.map {
-            (keyText($0.keys), short($0.intent))
+            (keyText($0.keys), short($0))
         }
         let dialogs = [
             ("y n", "yes, no"), ("Tab ← →", "move the focus"), ("Enter", "act, submit, open"), ("Esc", "cancel, back"),

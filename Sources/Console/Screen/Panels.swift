@@ -12,8 +12,7 @@ enum PanelText {
             [Span(c.expression, .accent)],
             row(
                 "Desired",
-                [Span(PercentText.format(c.desiredMicroPercent), .accent), Span("  observed ", .muted)]
-                    + Describe.observed(c)),
+                Describe.desired(c) + [Span("  observed ", .muted)] + Describe.observed(c)),
             row(
                 "Propagated",
                 Gauge.line(c.propagation, width: max(4, min(20, width - label - 7)))
@@ -59,7 +58,9 @@ enum PanelText {
     }
 
     static func stateLine(_ c: ConditionInfo, _ s: ConsoleState) -> Line {
-        if c.state == .killed { return [c.stateLabel, Span("  flag off for all · r resumes", .muted)] }
+        if c.state == .killed {
+            return [c.stateLabel, Span("  r → " + PercentText.format(c.desiredMicroPercent), .muted)]
+        }
         return [c.stateLabel, Span("  step ", .muted), Span(PercentText.format(s.step), .accent)]
     }
 
@@ -471,9 +472,8 @@ enum CompactLayout {
                 [
                     [Span(c.parameter + " ", .text, .bold), Span(c.expression, .accent)],
                     [
-                        Span("desired ", .muted), Span(PercentText.format(c.desiredMicroPercent), .accent),
-                        Span("  observed ", .muted),
-                    ] + Describe.observed(c),
+                        Span("desired ", .muted)
+                    ] + Describe.desired(c) + [Span("  observed ", .muted)] + Describe.observed(c),
                     PanelText.stateLine(c, s)
                         + [Span("  propagated ", .muted), Span(c.propagation.map { Format.share($0) } ?? "–", .text)],
                     [
