@@ -96,3 +96,17 @@ struct AfterKillTests {
         #expect(!why.contains("K kills by hand"))
     }
 }
+
+/// "`Difference` has no unit" (3 a.m. issue, smaller items): the crash-free difference is in percentage points.
+@Suite("The difference's unit")
+struct DifferenceUnitTests {
+    @Test(
+        "the crash panel and the compact layout say pp",
+        arguments: [Size(width: 80, height: 24), Size(width: 120, height: 40), Size(width: 70, height: 20)])
+    func unit(_ size: Size) {
+        let s = Fixture.state(Fixture.model(), size: size)
+        let screen = ConsoleScreen.render(s, size: size).lines.joined(separator: "\n")
+        let line = screen.split(separator: "\n").first { $0.contains("-0.028") }.map(String.init) ?? "none"
+        #expect(line.contains("-0.028 [-0.121, +0.065] pp") || line.contains("Diff (pp)  -0.028 [-0.121, +0.065]"), "\(line)")
+    }
+}

@@ -94,9 +94,14 @@ enum PanelText {
                 Span(Format.padLeft(value(c.control.crashFreeSessions, c.control.sessions), column), .text),
             ],
         ]
-        let difference = row(
-            "Difference", Describe.difference(c.difference, detail: false),
-            optional: Describe.differenceDetail(c.difference))
+        // In percentage points of crash-free users (exposed less control), like the detectable effect below; where
+        // the unit does not fit after the interval, the label carries it.
+        let differenceValue = Describe.difference(c.difference, detail: false)
+        let unit = Describe.pointsUnit(c.difference)
+        let difference =
+            label + differenceValue.width + unit.width <= width
+            ? row("Difference", differenceValue + unit, optional: Describe.differenceDetail(c.difference))
+            : row(c.difference == nil ? "Difference" : "Diff (pp)", differenceValue, optional: Describe.differenceDetail(c.difference))
         let detectable = row(
             "Detectable",
             [
@@ -504,6 +509,7 @@ enum CompactLayout {
                         Span(" vs ", .muted), Span(Describe.crashFree(k.control.crashFreeSessions), .text),
                     ],
                     [Span("Δ users ", .muted)] + Describe.difference(k.difference, detail: false)
+                        + Describe.pointsUnit(k.difference)
                         + [
                             Span("  detectable ", .muted),
                             Span(k.minimumDetectableEffect.map { "±" + Format.fixed($0, 3) } ?? "–", .text),

@@ -118,6 +118,11 @@ enum Describe {
     }
 
     /// ` 95% worse`: the confidence and, when the interval excludes zero, the direction in words.
+    /// ` pp`: the unit of a difference in crash-free users (percentage points), when there is one to show.
+    static func pointsUnit(_ d: IntervalEstimate?) -> Line {
+        d == nil ? [] : [Span(" pp", .muted)]
+    }
+
     static func differenceDetail(_ d: IntervalEstimate?) -> Line {
         guard let d else { return [] }
         let word = d.upper < 0 ? " worse" : d.lower > 0 ? " better" : ""
