@@ -164,9 +164,9 @@ public final class StoreConsoleExecutor: ConsoleEffectExecutor, @unchecked Senda
                 }
             case .loadAudit: return [loadAudit()]
             case .loadVersion(let number): return [loadVersion(number)]
-            case .planControl(let pause):
+            case .planControl(let pause, let code):
                 // Ramp plans live in every store (a file store, Firebase's state store, PostgreSQL).
-                return [ConsolePlan.control(pause: pause, session: session.planSession)]
+                return [ConsolePlan.control(pause: pause, code: code, session: session.planSession)]
             case .refresh, .redraw, .bell, .quit, .simulation: return []
             }
         }

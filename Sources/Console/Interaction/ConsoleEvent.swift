@@ -70,8 +70,9 @@ public enum ConsoleEffect: Hashable, Sendable {
     case loadAudit
     /// Read one version with its diff against the one before it; answer `.versionLoaded` or `.loadFailed`.
     case loadVersion(Int)
-    /// Pause (true) or resume (false) the store's ramp plan, audited; answer `.planControlled`.
-    case planControl(pause: Bool)
+    /// Pause (true) or resume (false) the store's ramp plan, audited; answer `.planControlled`. `code`: a plan
+    /// paused for a one-time code resumes with it, its waiting step published by this operator.
+    case planControl(pause: Bool, code: String? = nil)
     /// Fetch a snapshot now rather than at the next refresh.
     case refresh
     /// Repaint the whole terminal (Ctrl-L).

@@ -476,6 +476,25 @@ extension ConsoleState {
         case .palette(var palette):
             return handlePaletteKey(key, &palette)
 
+        case .planCode(var field, let error):
+            switch field.handle(key) {
+            case .cancelled:
+                self.overlay = nil
+                say("The plan stays paused; nothing was written.", .info)
+            case .submitted:
+                guard field.text.count >= 6 else {
+                    self.overlay = .planCode(field: field, error: "Type the 6-digit code from your authenticator app.")
+                    return []
+                }
+                self.overlay = nil
+                return [.planControl(pause: false, code: field.text)]
+            case .edited:
+                self.overlay = .planCode(field: field, error: nil)
+            case .ignored:
+                self.overlay = .planCode(field: field, error: error)
+            }
+            return []
+
         case .version(let number, let detail, let scroll, let back):
             switch key {
             case .escape, .character("q"), .backspace, .left:
@@ -822,6 +841,10 @@ extension ConsoleState {
             if refusedAsLost() { return [] }
             guard let plan = model?.plan, plan.phase == .running || plan.phase == .paused else {
                 say("No running or paused ramp plan ('rollout plan start FILE')", .warning)
+                return []
+            }
+            if plan.phase == .paused, plan.waitsForCode {
+                overlay = .planCode(field: Self.codeField(), error: nil)
                 return []
             }
             return [.planControl(pause: plan.phase == .running)]

@@ -264,6 +264,8 @@ public enum Overlay: Hashable, Sendable {
     /// Why: every finding of the assessment with its test, statistic, threshold and samples; `scroll` is the
     /// first line shown.
     case verdict(scroll: Int)
+    /// `x` on a plan paused for a one-time code: the code, masked.
+    case planCode(field: TextField, error: String?)
     /// `:`: the command palette.
     case palette(PaletteState)
     /// The drill-down of one version (`detail` is nil while loading), opened from the list `back` returns to.

@@ -228,6 +228,8 @@ enum Hints {
                 HintBar.Item("Enter", "open"), HintBar.Item("/", "filter"), HintBar.Item("↑↓ PgUp PgDn", "scroll"),
                 HintBar.Item("Home End", "ends"), HintBar.Item("Esc", "close"),
             ]
+        case .planCode:
+            return [HintBar.Item("Enter", "resume with the code"), HintBar.Item("Esc", "cancel")]
         case .palette:
             return [
                 HintBar.Item("Enter", "run"), HintBar.Item("↑↓", "choose"), HintBar.Item("Tab", "complete"),

@@ -73,6 +73,15 @@ enum OverlayView {
             renderVerdict(state, scroll: scroll, into: &grid, area: area)
         case .palette(let palette):
             renderPalette(palette, into: &grid, area: area)
+        case .planCode(let field, let error):
+            let plan = state.model?.plan
+            let inner = DialogBox.render(
+                title: [Span("Resume the plan", .dialog)],
+                lines: [
+                    [Span(Format.truncate(plan?.reason ?? "The plan waits for a one-time code.", 60), .text)],
+                    [Span("Code from your authenticator app (publishes the waiting step):", .text)], [], errorLine(error),
+                ], buttons: nil, width: 68, into: &grid, area: area)
+            TextInput.render(field, into: &grid, area: Rect(x: inner.x, y: inner.y + 2, width: 12, height: 1))
         case .version(let number, let detail, let scroll, _):
             renderVersion(number, detail, state, scroll: scroll, into: &grid, area: area)
         }
