@@ -53,4 +53,32 @@ struct ConsoleHabitsTests {
         try session.press("q")
         #expect(try session.exitStatus() == 0)
     }
+
+    /// "Pre-filled input boxes append" (item 5): the `=` prompt opened on 41 and typing 150 gave '41150'. The value
+    /// is pre-filled selected: typing replaces it, a cursor key keeps it to edit.
+    @Test func typingReplacesThePrefilledPercentage() throws {
+        let f = try ConsoleEndToEndTests.Fixture()
+        try #require(f.cli("set", "41", "--reason", "start").status == 0)
+        let session = try f.console(width: 120, height: 36)
+        defer { session.close() }
+        try session.waitFor("<= 41")
+        try session.press("=")
+        try session.waitFor("Set the percentage")
+        try session.type("15")
+        try session.press("Enter")
+        var screen = try session.waitFor("Confirm: set 15%")
+        #expect(!screen.contains("4115"), "\(screen)")
+        try session.press("Escape")
+        try session.waitForAbsence(of: "Confirm: set 15%")
+        // A cursor key first keeps the value: typing goes on after it.
+        try session.press("=")
+        try session.waitFor("Set the percentage")
+        try session.press("End")
+        try session.type(".5")
+        try session.press("Enter")
+        screen = try session.waitFor("Confirm: set 41.5%")
+        try session.press("Escape")
+        try session.press("q")
+        #expect(try session.exitStatus() == 0)
+    }
 }
