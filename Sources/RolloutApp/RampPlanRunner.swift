@@ -565,7 +565,7 @@ enum ConsolePlan {
             stored.state,
             RampObservation(assessment: status.assessment, snapshot: status.snapshot, rollout: status.plan),
             now: status.now)
-        let next: String
+        var next: String
         var gates: [GateReading] = []
         switch decision.action {
         case .wait(let why, let g):
@@ -585,12 +585,23 @@ enum ConsolePlan {
                 step, RampObservation(assessment: status.assessment, snapshot: status.snapshot, rollout: status.plan),
                 okSince: decision.state.okSince.map { max($0, stored.state.reachedAt ?? $0) }, now: status.now)
         }
+        // The next step published by hand (the console's X, 'rollout set'): the stored state records it only at a
+        // runner's next look ("already published"), and until then the panel showed the step before it as current
+        // and the published one as next. It shows the step the rollout is at, and says who records it.
+        var reached = stored.state.reached
+        if !stored.state.phase.isFinal, reached < stored.plan.steps.count, let live = status.plan, live.state == .rolling,
+            live.percentage == stored.plan.steps[reached].target
+        {
+            reached += 1
+            next = "step \(reached) (\(stored.plan.steps[reached - 1].target)) is published; the plan records it at its runner's next look"
+        }
         return PlanInfo(
-            name: stored.plan.name, phase: stored.state.phase, reached: stored.state.reached,
+            name: stored.plan.name, phase: stored.state.phase, reached: reached,
             steps: stored.plan.steps.map(\.target), enforcements: stored.plan.enforcements, next: next, gates: gates,
             countdown: stored.plan.countdown(decision.state, now: status.now),
             preApproved: approval?.steps.map(\.step) ?? [], reason: stored.state.reason,
-            waitsForCode: stored.state.phase == .paused && stored.state.reason.contains(RampPlanRunner.needsCode))
+            waitsForCode: stored.state.phase == .paused && reached == stored.state.reached
+                && stored.state.reason.contains(RampPlanRunner.needsCode))
     }
 
     /// The console's `x`: pause a running plan, resume a paused one; with a code (a plan paused for one), the

@@ -49,4 +49,34 @@ struct ConsolePlanCodeTests {
         #expect(state.reached == 1)
         #expect(try source.snapshot().plan?.waitsForCode == false)
     }
+
+    /// "The plan panel is stale after X" (3 a.m. issue): the next step published by hand showed as next, the step
+    /// before it as current, until a runner looked. The panel shows the step the rollout is at and who records it.
+    @Test func theNextStepPublishedByHandShowsAsReached() throws {
+        let dir = try TestSupport.temporaryDirectory("console-plan-skip")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let path = dir.appendingPathComponent("r.db").path
+        let clock = ManualClock(Instant(seconds: 1_780_000_020))
+        _ = try Wiring.createStore(path: path, seed: "rollout-skip", operatorID: Self.ana, clock: clock)
+        let session = try Wiring.session(path: path, operatorID: Self.ana, clock: clock)
+        _ = try RampPlanStates(session: session).start(source: "name ramp\nstep 5% hold 1h\nstep 8%\n", actor: Self.ana)
+        let source = try StoreConsoleSource(path: path, clock: clock, operatorID: Self.ana, readOnly: false, project: "p")
+        #expect(try source.snapshot().plan?.reached == 0)
+
+        // What X publishes: the next step's percentage, through the write path, as a change like any other.
+        let outcome = try session.writePath().execute(
+            WritePath.Request(
+                intent: .rollout(.set(MicroPercent(percent: 5))), actor: Self.ana, reason: "skip the wait",
+                origin: StoreConsoleExecutor.origin))
+        guard case .published = outcome else {
+            Issue.record("not published: \(outcome)")
+            return
+        }
+        let plan = try #require(try source.snapshot().plan)
+        #expect(plan.reached == 1)
+        #expect(plan.nextStep == 2)
+        #expect(plan.next.contains("step 1 (5%) is published"), "\(plan.next)")
+        // The stored state is the runner's to move: the panel did not write it.
+        #expect(try RampPlanStates(session: session).load()?.state.reached == 0)
+    }
 }
