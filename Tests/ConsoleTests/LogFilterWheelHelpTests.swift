@@ -8,7 +8,9 @@ import Timekeeping
 /// cheat sheet that fits 80×24, breadcrumbs in overlay titles.
 @Suite("Log filter, wheel, help cheat sheet, breadcrumbs")
 struct LogFilterWheelHelpTests {
-    private func text(_ s: ConsoleState) -> String { ConsoleScreen.render(s, size: s.screenSize).lines.joined(separator: "\n") }
+    private func text(_ s: ConsoleState) -> String {
+        ConsoleScreen.render(s, size: s.screenSize).lines.joined(separator: "\n")
+    }
 
     @Test("/ filters the main log as it is typed; Enter keeps it with a count in the title; Esc clears it")
     func logFilter() {
@@ -98,7 +100,8 @@ struct LogFilterWheelHelpTests {
         for width in [60, 80, 120] {
             s = Fixture.state(Fixture.model(), size: Size(width: width, height: 24))
             let lines = HelpScreen.lines(for: s)
-            #expect(lines.allSatisfy { $0.reduce(0) { $0 + CharacterWidth.of($1.text) } <= width - 4 }, "width \(width)")
+            #expect(
+                lines.allSatisfy { $0.reduce(0) { $0 + CharacterWidth.of($1.text) } <= width - 4 }, "width \(width)")
             #expect(!lines.map { $0.map(\.text).joined() }.joined().contains("…"))
         }
     }

@@ -85,7 +85,9 @@ struct AfterKillTests {
         for size in [Size(width: 120, height: 40), Size(width: 70, height: 20)] {
             let s = Fixture.state(m, size: size)
             let screen = ConsoleScreen.render(s, size: size).lines.joined(separator: "\n")
-            #expect(screen.contains("0%  observed 8.0% ▼ falling") || screen.contains("desired 0%  observed 8.0% ▼ falling"), "\(screen)")
+            #expect(
+                screen.contains("0%  observed 8.0% ▼ falling")
+                    || screen.contains("desired 0%  observed 8.0% ▼ falling"), "\(screen)")
             #expect(screen.contains("KILLED  r → 25%"), "\(screen)")
             #expect(!screen.contains("▲ above"), "\(screen)")
         }
@@ -107,6 +109,8 @@ struct DifferenceUnitTests {
         let s = Fixture.state(Fixture.model(), size: size)
         let screen = ConsoleScreen.render(s, size: size).lines.joined(separator: "\n")
         let line = screen.split(separator: "\n").first { $0.contains("-0.028") }.map(String.init) ?? "none"
-        #expect(line.contains("-0.028 [-0.121, +0.065] pp") || line.contains("Diff (pp)  -0.028 [-0.121, +0.065]"), "\(line)")
+        #expect(
+            line.contains("-0.028 [-0.121, +0.065] pp") || line.contains("Diff (pp)  -0.028 [-0.121, +0.065]"),
+            "\(line)")
     }
 }

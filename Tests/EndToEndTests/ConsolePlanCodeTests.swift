@@ -31,7 +31,8 @@ struct ConsolePlanCodeTests {
         _ = try states.start(source: "name ramp\nstep 30% hold 1h\nstep 40%\n", actor: Self.ana)
         let look = try #require(try RampPlanRunner(session: session).look())
         #expect(look.decision.state.phase == .paused)
-        let source = try StoreConsoleSource(path: path, clock: clock, operatorID: Self.ana, readOnly: false, project: "p")
+        let source = try StoreConsoleSource(
+            path: path, clock: clock, operatorID: Self.ana, readOnly: false, project: "p")
         #expect(try source.snapshot().plan?.waitsForCode == true)
 
         clock.advance(by: .seconds(Int64(30)))
@@ -60,7 +61,8 @@ struct ConsolePlanCodeTests {
         _ = try Wiring.createStore(path: path, seed: "rollout-skip", operatorID: Self.ana, clock: clock)
         let session = try Wiring.session(path: path, operatorID: Self.ana, clock: clock)
         _ = try RampPlanStates(session: session).start(source: "name ramp\nstep 5% hold 1h\nstep 8%\n", actor: Self.ana)
-        let source = try StoreConsoleSource(path: path, clock: clock, operatorID: Self.ana, readOnly: false, project: "p")
+        let source = try StoreConsoleSource(
+            path: path, clock: clock, operatorID: Self.ana, readOnly: false, project: "p")
         #expect(try source.snapshot().plan?.reached == 0)
 
         // What X publishes: the next step's percentage, through the write path, as a change like any other.

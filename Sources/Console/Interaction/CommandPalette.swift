@@ -40,19 +40,25 @@ public struct PaletteCommand: Hashable, Sendable {
         PaletteCommand(
             name: "nudge", arguments: "+|-|±POINTS", help: "by the step (+ -) or by the points given", key: "+ -",
             action: .nudge),
-        PaletteCommand(name: "kill", arguments: "", help: "kill switch: the flag off for everyone", key: "K", action: .kill),
+        PaletteCommand(
+            name: "kill", arguments: "", help: "kill switch: the flag off for everyone", key: "K", action: .kill),
         PaletteCommand(name: "resume", arguments: "", help: "resume after a kill", key: "r", action: .resume),
         PaletteCommand(
             name: "rollback to", arguments: "[VERSION]", help: "roll back to a version (none: the last change)",
             key: "u", action: .rollback),
         PaletteCommand(name: "plan pause", arguments: "", help: "pause the ramp plan", key: "x", action: .planPause),
-        PaletteCommand(name: "plan resume", arguments: "", help: "resume the paused ramp plan", key: "x", action: .planResume),
-        PaletteCommand(name: "plan skip", arguments: "", help: "publish the plan's next step now", key: "X", action: .planSkip),
-        PaletteCommand(name: "theme", arguments: "[NAME]", help: "switch to a theme (none: the next)", key: "t", action: .theme),
+        PaletteCommand(
+            name: "plan resume", arguments: "", help: "resume the paused ramp plan", key: "x", action: .planResume),
+        PaletteCommand(
+            name: "plan skip", arguments: "", help: "publish the plan's next step now", key: "X", action: .planSkip),
+        PaletteCommand(
+            name: "theme", arguments: "[NAME]", help: "switch to a theme (none: the next)", key: "t", action: .theme),
         PaletteCommand(
             name: "goto version", arguments: "VERSION", help: "open a version: its diff, who, when, why", key: "Tab",
             action: .gotoVersion),
-        PaletteCommand(name: "source", arguments: "", help: "where the data comes from and how fresh it is", key: "", action: .source),
+        PaletteCommand(
+            name: "source", arguments: "", help: "where the data comes from and how fresh it is", key: "",
+            action: .source),
         PaletteCommand(name: "history", arguments: "", help: "published changes", key: "h", action: .history),
         PaletteCommand(name: "audit", arguments: "", help: "the audit log", key: "a", action: .audit),
         PaletteCommand(name: "why", arguments: "", help: "the verdict's findings", key: "v", action: .why),
@@ -99,7 +105,8 @@ public struct PaletteCommand: Hashable, Sendable {
     /// A number, a signed amount or a bare sign: an argument, never part of a name.
     static func isArgumentLike(_ word: String) -> Bool {
         guard let first = word.first else { return false }
-        return first.isNumber || first == "+" || first == "-" || first == "." || first == "v" && word.dropFirst().allSatisfy(\.isNumber) && word.count > 1
+        return first.isNumber || first == "+" || first == "-" || first == "."
+            || first == "v" && word.dropFirst().allSatisfy(\.isNumber) && word.count > 1
     }
 
     /// nil when `query`'s letters are not all in `target` in order; else 0 for a prefix, more the more scattered.

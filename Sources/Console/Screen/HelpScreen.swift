@@ -75,7 +75,8 @@ public enum HelpScreen {
                     let cell = Format.pad(keys, keyWidth)
                     line += [
                         Span(cell, .key),
-                        Span(Format.pad(Format.truncate(text, max(1, column - keyWidth - 1)), column - keyWidth), .text),
+                        Span(
+                            Format.pad(Format.truncate(text, max(1, column - keyWidth - 1)), column - keyWidth), .text),
                     ]
                 }
                 return line
