@@ -26,14 +26,21 @@ static inline attr_t rollout_color_pair(int n) { return COLOR_PAIR(n); }
 static inline int rollout_key_resize(void) { return KEY_RESIZE; }
 static inline int rollout_err(void) { return ERR; }
 static inline int rollout_key_mouse(void) { return KEY_MOUSE; }
-// Left-button clicks only; with mouseinterval(0) a press arrives at once, without waiting for its release.
-static inline mmask_t rollout_click_mask(void) { return BUTTON1_PRESSED | BUTTON1_CLICKED | BUTTON1_RELEASED; }
-// The pending mouse event as a left click at (x, y): 1 when it is one, 0 otherwise (a release, another button).
-static inline int rollout_mouse_click(int *x, int *y) {
+// Left-button clicks and the wheel (buttons 4 and 5); with mouseinterval(0) a press arrives at once, without
+// waiting for its release.
+static inline mmask_t rollout_click_mask(void) {
+    return BUTTON1_PRESSED | BUTTON1_CLICKED | BUTTON1_RELEASED | BUTTON4_PRESSED | BUTTON5_PRESSED;
+}
+// The pending mouse event at (x, y): 1 a left click, 2 the wheel up, 3 the wheel down, 0 anything else (a
+// release, another button).
+static inline int rollout_mouse_event(int *x, int *y) {
     MEVENT e;
     if (getmouse(&e) != OK) return 0;
     *x = e.x; *y = e.y;
-    return (e.bstate & (BUTTON1_PRESSED | BUTTON1_CLICKED)) != 0;
+    if (e.bstate & (BUTTON1_PRESSED | BUTTON1_CLICKED)) return 1;
+    if (e.bstate & BUTTON4_PRESSED) return 2;
+    if (e.bstate & BUTTON5_PRESSED) return 3;
+    return 0;
 }
 static inline void rollout_getmaxyx(WINDOW *w, int *y, int *x) { int yy, xx; getmaxyx(w, yy, xx); *y = yy; *x = xx; }
 #endif

@@ -35,6 +35,13 @@ public final class StoreConsoleSource: ConsoleDataSource, @unchecked Sendable {
     private var positions = PositionCache()
     private var autoKillPath: WritePath?
     private var autoKillNote: NotableEvent?
+    /// Why the store file is no longer the one opened (removed, replaced, truncated), nil while it is; a file
+    /// store's source checks it on every refresh, the others have no file to lose.
+    private let identityProblem: (() -> String?)?
+    /// Latched: once the store is lost, the console stays read-only on the last picture, whatever the path holds
+    /// later (a file moved back there is not known to be the one opened).
+    private var lost: String?
+    private var lastModel: ConsoleModel?
 
     public init(
         path: String, clock: Clock, operatorID: String, readOnly: Bool, project: String, autoKill: (any ConsoleWriteSession)? = nil
@@ -48,6 +55,7 @@ public final class StoreConsoleSource: ConsoleDataSource, @unchecked Sendable {
         storeLabel = "sqlite " + ConsoleText.abbreviatingHome(path)
         self.project = project
         self.autoKill = readOnly ? nil : autoKill
+        identityProblem = { [store] in store.identityProblem() }
     }
 
     /// The same on a monitor and ports built elsewhere (a Firebase store: `FirebaseWiring.consoleSource`; a
@@ -64,33 +72,52 @@ public final class StoreConsoleSource: ConsoleDataSource, @unchecked Sendable {
         self.storeLabel = storeLabel
         self.project = project
         self.autoKill = readOnly ? nil : autoKill
+        identityProblem = nil
     }
 
     public func snapshot() throws -> ConsoleModel {
         try lock.withLock {
-            var status = try monitor.status()
-            if let autoKill {
-                if autoKillPath == nil { autoKillPath = try autoKill.writePath() }
-                if case .published(let stored, let proposal, _)? = try monitor.autoKillIfHalted(status, using: autoKillPath!) {
-                    autoKillNote = NotableEvent(
-                        at: status.wallNow, severity: .critical,
-                        text: "auto-kill published version \(stored.info.number): \(proposal.summary)")
-                    status = try monitor.status()
+            if lost == nil, let problem = identityProblem?() { lost = problem }
+            if let lost {
+                // The connection still reads the file it opened, which nobody writes to any more: its picture
+                // would look live. The last one seen while the store was there stays, marked, and nothing acts.
+                guard var model = lastModel else {
+                    throw StoreError.unavailable("the store was removed or replaced (\(lost)); open it again")
                 }
+                model.header.storeLost = "the store was removed or replaced (\(lost))"
+                model.header.readOnly = true
+                model.header.staleReason = model.header.storeLost
+                return model
             }
-            let stepUp = try stepUp.enforcement().enforced
-            var changes = try positions.changes(monitor.config, newest: status.current, limit: 12)
-            // The charts mark changes on telemetry time (a simulation's, on its store); the log keeps wall time.
-            let timeline = try monitor.timeline()
-            for i in changes.indices { changes[i].telemetryAt = timeline.telemetryTime(ofWall: changes[i].at) }
-            var model = ConsoleModelBuilder.model(
-                status: status, changes: changes, header: .init(store: storeLabel, project: project, operatorID: operatorID),
-                readOnly: readOnly, stepUp: stepUp)
-            if let autoKillNote { model.events.insert(autoKillNote, at: 0) }
-            // Ramp plans live in the store's `ramp_plan` table (a file store, Firebase's state store, PostgreSQL).
-            model.plan = try ConsolePlan.info(plans: plans, status: status)
+            let model = try currentModel()
+            lastModel = model
             return model
         }
+    }
+
+    private func currentModel() throws -> ConsoleModel {
+        var status = try monitor.status()
+        if let autoKill {
+            if autoKillPath == nil { autoKillPath = try autoKill.writePath() }
+            if case .published(let stored, let proposal, _)? = try monitor.autoKillIfHalted(status, using: autoKillPath!) {
+                autoKillNote = NotableEvent(
+                    at: status.wallNow, severity: .critical,
+                    text: "auto-kill published version \(stored.info.number): \(proposal.summary)")
+                status = try monitor.status()
+            }
+        }
+        let stepUp = try stepUp.enforcement().enforced
+        var changes = try positions.changes(monitor.config, newest: status.current, limit: 12)
+        // The charts mark changes on telemetry time (a simulation's, on its store); the log keeps wall time.
+        let timeline = try monitor.timeline()
+        for i in changes.indices { changes[i].telemetryAt = timeline.telemetryTime(ofWall: changes[i].at) }
+        var model = ConsoleModelBuilder.model(
+            status: status, changes: changes, header: .init(store: storeLabel, project: project, operatorID: operatorID),
+            readOnly: readOnly, stepUp: stepUp)
+        if let autoKillNote { model.events.insert(autoKillNote, at: 0) }
+        // Ramp plans live in the store's `ramp_plan` table (a file store, Firebase's state store, PostgreSQL).
+        model.plan = try ConsolePlan.info(plans: plans, status: status)
+        return model
     }
 
     /// The model at the current instant without acting (tests compare it with `status` and `telemetry`).
@@ -137,9 +164,9 @@ public final class StoreConsoleExecutor: ConsoleEffectExecutor, @unchecked Senda
                 }
             case .loadAudit: return [loadAudit()]
             case .loadVersion(let number): return [loadVersion(number)]
-            case .planControl(let pause):
+            case .planControl(let pause, let code):
                 // Ramp plans live in every store (a file store, Firebase's state store, PostgreSQL).
-                return [ConsolePlan.control(pause: pause, session: session.planSession)]
+                return [ConsolePlan.control(pause: pause, code: code, session: session.planSession)]
             case .refresh, .redraw, .bell, .quit, .simulation: return []
             }
         }

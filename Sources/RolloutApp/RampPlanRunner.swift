@@ -466,7 +466,7 @@ public final class RampPlanRunner {
                 case .stepUpNeeded(let refusal), .stepUpFailed(let refusal):
                     state.phase = .paused
                     state.reason =
-                        "step \(step) (\(target)) needs a one-time code: \(refusal.reason); 'rollout plan resume --code CODE' publishes it"
+                        "step \(step) (\(target)) \(Self.needsCode): \(refusal.reason); 'rollout plan resume --code CODE' publishes it"
                     audit = ("plan pause", state.reason)
                     look.done = "paused: " + state.reason
                 case .guardrail(let refusal), .stepUpBlocked(let refusal), .policy(let refusal):
@@ -497,7 +497,7 @@ public final class RampPlanRunner {
                 guard case .refused(_, let needsCode) = failure else { throw failure }
                 state.phase = .paused
                 state.reason =
-                    "step \(step) (enforce \(service)) \(needsCode ? "needs a one-time code" : "was refused"): \(failure); "
+                    "step \(step) (enforce \(service)) \(needsCode ? Self.needsCode : "was refused"): \(failure); "
                     + (needsCode ? "'rollout plan resume --code CODE' sets it" : "resume the plan when that is resolved")
                 audit = ("plan pause", state.reason)
                 look.done = "paused: " + state.reason
@@ -550,6 +550,8 @@ public final class RampPlanRunner {
 
     /// `updateOrigin` of the versions a plan publishes.
     public static let origin = "ROLLOUT_PLAN"
+    /// The words of a pause that waits for a one-time code (the state's reason); the console's `x` asks for one.
+    static let needsCode = "needs a one-time code"
 }
 
 /// The plan as the console shows it and the console's plan keys: the same stored plan and the same decision on
@@ -563,7 +565,7 @@ enum ConsolePlan {
             stored.state,
             RampObservation(assessment: status.assessment, snapshot: status.snapshot, rollout: status.plan),
             now: status.now)
-        let next: String
+        var next: String
         var gates: [GateReading] = []
         switch decision.action {
         case .wait(let why, let g):
@@ -583,23 +585,39 @@ enum ConsolePlan {
                 step, RampObservation(assessment: status.assessment, snapshot: status.snapshot, rollout: status.plan),
                 okSince: decision.state.okSince.map { max($0, stored.state.reachedAt ?? $0) }, now: status.now)
         }
+        // The next step published by hand (the console's X, 'rollout set'): the stored state records it only at a
+        // runner's next look ("already published"), and until then the panel showed the step before it as current
+        // and the published one as next. It shows the step the rollout is at, and says who records it.
+        var reached = stored.state.reached
+        if !stored.state.phase.isFinal, reached < stored.plan.steps.count, let live = status.plan, live.state == .rolling,
+            live.percentage == stored.plan.steps[reached].target
+        {
+            reached += 1
+            next = "step \(reached) (\(stored.plan.steps[reached - 1].target)) is published; the plan records it at its runner's next look"
+        }
         return PlanInfo(
-            name: stored.plan.name, phase: stored.state.phase, reached: stored.state.reached,
+            name: stored.plan.name, phase: stored.state.phase, reached: reached,
             steps: stored.plan.steps.map(\.target), enforcements: stored.plan.enforcements, next: next, gates: gates,
             countdown: stored.plan.countdown(decision.state, now: status.now),
-            preApproved: approval?.steps.map(\.step) ?? [], reason: stored.state.reason)
+            preApproved: approval?.steps.map(\.step) ?? [], reason: stored.state.reason,
+            waitsForCode: stored.state.phase == .paused && reached == stored.state.reached
+                && stored.state.reason.contains(RampPlanRunner.needsCode))
     }
 
-    /// The console's `x`: pause a running plan, resume a paused one.
-    static func control(pause: Bool, session: PlanSession) -> ConsoleEvent {
+    /// The console's `x`: pause a running plan, resume a paused one; with a code (a plan paused for one), the
+    /// waiting step is published by this operator with it, as 'plan resume --code' does.
+    static func control(pause: Bool, code: String? = nil, session: PlanSession) -> ConsoleEvent {
         do {
             let stored = try RampPlanStates(session: session).operatorChange(
                 to: pause ? .paused : .running, actor: session.operatorID,
                 reason: pause ? "paused from the console" : "resumed from the console")
-            return .planControlled(
-                message:
-                    "Plan '\(stored.plan.name)' \(pause ? "paused" : "resumed") at step \(stored.state.reached)/\(stored.plan.stepCount)",
-                refused: false)
+            var message =
+                "Plan '\(stored.plan.name)' \(pause ? "paused" : "resumed") at step \(stored.state.reached)/\(stored.plan.stepCount)"
+            if !pause, let code, let look = try RampPlanRunner(session: session).look(code: code) {
+                if let done = look.done { message += "; " + done }
+                if look.decision.state.phase == .paused { return .planControlled(message: message, refused: true) }
+            }
+            return .planControlled(message: message, refused: false)
         } catch {
             return .planControlled(message: "Plan not changed: \(ConsoleText.oneLine(error))", refused: true)
         }

@@ -115,6 +115,34 @@ public final class RolloutStore: @unchecked Sendable {
     /// The witness file beside the store.
     public let witness: Witness
 
+    /// Why the path no longer names the store this connection opened, or nil while it does: checked before every
+    /// write, and by a long-lived reader (the console) on every refresh, since its connection keeps reading an
+    /// unlinked or replaced file as if nothing happened.
+    ///
+    /// The path must still name the same device and inode, and the file must still carry a rollout store's header:
+    /// at least one header's length on disk, and the store's application id as this connection reads it (a file
+    /// truncated or overwritten in place keeps its inode but not its header). The header is read through the
+    /// connection, never through a second descriptor: closing one would drop SQLite's locks on the file.
+    public func identityProblem() -> String? {
+        if let problem = RolloutStore.identityProblem(path: path, identity: identity) { return problem }
+        let id = try? withDatabase { try $0.query("PRAGMA application_id").first?.first?.int }
+        guard id == Int64(RolloutStore.applicationID) else {
+            return "the file no longer has a rollout store's header"
+        }
+        return nil
+    }
+
+    /// The device, inode and size part of `identityProblem()`, which needs no connection (a write checks it).
+    static func identityProblem(path: String, identity: (device: UInt, inode: UInt)) -> String? {
+        var now = stat()
+        guard stat(path, &now) == 0 else { return "no file at that path any more" }
+        guard now.st_dev == identity.device, now.st_ino == identity.inode else {
+            return "another file is at that path now"
+        }
+        guard now.st_size >= 100 else { return "the file was truncated to \(now.st_size) bytes" }
+        return nil
+    }
+
     /// Whether the file already has a seal (a store of schema 2 or later).
     private static func isSealed(_ db: SQLiteDatabase) throws -> Bool {
         try db.hasTable("store_seal")
@@ -131,11 +159,10 @@ public final class RolloutStore: @unchecked Sendable {
         let identity = identity
         database.beforeWrite = { db in
             startedFrom = nil
-            var now = stat()
-            guard stat(path, &now) == 0, now.st_dev == identity.device, now.st_ino == identity.inode else {
+            if let problem = RolloutStore.identityProblem(path: path, identity: identity) {
                 throw StoreError.unavailable(
-                    "the store was removed or replaced while this process had it open (\(path)): nothing was written; "
-                        + "open it again ('rollout audit verify' checks the file now at that path)")
+                    "the store was removed or replaced while this process had it open (\(path): \(problem)): nothing "
+                        + "was written; open it again ('rollout audit verify' checks the file now at that path)")
             }
             let (sealProblem, state) = try StoreSeal.check(db, key: key, witness: witness)
             var found = sealProblem

@@ -126,6 +126,7 @@ public enum ConsoleApp {
                 case .click(let point):
                     // Hit-tested against the frame on screen, so a click means what the operator saw under it.
                     if let target = shown?.target(at: point) { apply(.click(target)) }
+                case .wheel(let notches): apply(.wheel(notches))
                 }
                 if quit { break }
             }

@@ -13,6 +13,8 @@ public enum TerminalInput: Hashable, Sendable {
     case resize
     /// A left click at a cell (column, row from the top left), where the terminal reports mouse events.
     case click(Point)
+    /// The mouse wheel: -1 a notch up, +1 a notch down.
+    case wheel(Int)
 }
 
 /// The ncurses backend: paints grids and reads keys. The only type in the product that calls curses.
@@ -237,8 +239,12 @@ public final class TerminalScreen {
             if code == rollout_key_mouse() {
                 var x: Int32 = 0
                 var y: Int32 = 0
-                guard rollout_mouse_click(&x, &y) == 1 else { return nextInput() }
-                return .click(Point(x: Int(x), y: Int(y)))
+                switch rollout_mouse_event(&x, &y) {
+                case 1: return .click(Point(x: Int(x), y: Int(y)))
+                case 2: return .wheel(-1)
+                case 3: return .wheel(1)
+                default: return nextInput()
+                }
             }
             if code == rollout_key_resize() {
                 var h: Int32 = 0

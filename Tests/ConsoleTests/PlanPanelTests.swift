@@ -56,6 +56,35 @@ struct PlanPanelTests {
         #expect(!none.contains("Plan"))
     }
 
+    /// "`x` resumes a plan paused for a code without asking for it" (3 a.m. issue): the runner only paused again.
+    @Test func xOnAPlanPausedForACodeAsksForTheCode() {
+        var plan = Self.plan(phase: .paused)
+        plan.reason = "step 3 (25%) needs a one-time code: step-up required; 'rollout plan resume --code CODE' publishes it"
+        plan.waitsForCode = true
+        var s = Self.state(plan, size: Size(width: 80, height: 24))
+        #expect(s.handle(.key(.character("x"))) == [])
+        guard case .planCode? = s.overlay else {
+            Issue.record("no code prompt: \(String(describing: s.overlay))")
+            return
+        }
+        let screen = ConsoleScreen.render(s, size: s.screenSize).lines.joined(separator: "\n")
+        #expect(screen.contains("Resume the plan"), "\(screen)")
+        for c in "123" { _ = s.handle(.key(.character(c))) }
+        #expect(s.handle(.key(.enter)) == [])
+        guard case .planCode(_, let error?)? = s.overlay else {
+            Issue.record("a short code was taken: \(String(describing: s.overlay))")
+            return
+        }
+        #expect(error.contains("6-digit"))
+        for c in "456" { _ = s.handle(.key(.character(c))) }
+        #expect(s.handle(.key(.enter)) == [.planControl(pause: false, code: "123456")])
+        #expect(s.overlay == nil)
+        // Esc leaves the plan paused and writes nothing.
+        _ = s.handle(.key(.character("x")))
+        #expect(s.handle(.key(.escape)) == [])
+        #expect(s.overlay == nil)
+    }
+
     @Test func xPausesARunningPlanAndResumesAPausedOne() {
         var s = Self.state(Self.plan(), size: Size(width: 80, height: 24))
         #expect(s.handle(.key(.character("x"))) == [.planControl(pause: true)])

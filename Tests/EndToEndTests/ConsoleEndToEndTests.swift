@@ -141,6 +141,13 @@ struct ConsoleEndToEndTests {
         try session.press("Enter")
         try session.waitFor("KILLED")
         #expect(try f.statusJSON().contains("\"state\": \"killed\""))
+        // After the kill the panel says 0% and what r restores, and `v` no longer offers K (item 7).
+        let killed = try session.waitFor("■ KILLED  r → 25%")
+        #expect(killed.contains("Desired    0%"), "\(killed)")
+        try session.press("v")
+        let why = try session.waitFor("the flag is already off for everyone (killed): r resumes")
+        #expect(!why.contains("K kills by hand"), "\(why)")
+        try session.press("Escape")
         try session.press("q")
         #expect(try session.exitStatus() == 0)
     }

@@ -157,6 +157,16 @@ final class TerminalSession {
         try run(["send-keys", "-t", "main", "-l", event(0) + event(3)])
     }
 
+    /// Sends one notch of the mouse wheel at column `x`, row `y` in the same encoding as `click`: buttons 4 (up)
+    /// and 5 (down) are reported as 64 and 65, with no release.
+    func wheel(down: Bool, x: Int, y: Int) throws {
+        precondition(x < 94 && y < 94, "the normal mouse encoding needs ASCII bytes")
+        let event =
+            "\u{1B}[M" + String(UnicodeScalar(UInt8(32 + (down ? 65 : 64)))) + String(UnicodeScalar(UInt8(33 + x)))
+            + String(UnicodeScalar(UInt8(33 + y)))
+        try run(["send-keys", "-t", "main", "-l", event])
+    }
+
     /// The column and row where `text` first appears on the screen.
     func position(of text: String) throws -> (x: Int, y: Int)? {
         for (y, line) in try screen().split(separator: "\n", omittingEmptySubsequences: false).enumerated() {

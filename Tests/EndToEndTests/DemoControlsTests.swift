@@ -58,8 +58,13 @@ struct DemoControlsTests {
         try session.press(">")
         screen = try session.waitFor(" 600x")
         try session.press("?")
-        // Waits for the help's last line, not its heading: a capture can fall between two writes of one frame
-        // (CI caught the heading drawn and the lines under it not yet).
+        // The help opens on its cheat sheet, the simulation's keys in it; End shows the full descriptions. Each wait
+        // is for the last line of what it waits for, not a heading: a capture can fall between two writes of one
+        // frame (CI caught the heading drawn and the lines under it not yet).
+        screen = try session.waitFor("click      button, row, change")
+        #expect(screen.contains("p          pause the simulation"), "\(screen)")
+        #expect(screen.contains("<          slower"), "\(screen)")
+        try session.press("End")
         screen = try session.waitFor("faster: next speed of 1x 10x 60x 600x 3600x max")
         #expect(screen.contains("The demo's simulation"), "\(screen)")
         try session.press("Escape", "q")

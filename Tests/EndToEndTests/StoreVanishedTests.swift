@@ -15,11 +15,11 @@ struct StoreVanishedTests {
         defer { session.close() }
         try session.waitFor("<= 20")
 
-        // The file is removed behind the console (its connection still reads the unlinked inode).
+        // The file is removed behind the console (its connection still reads the unlinked inode). The console's
+        // refresh may notice first and refuse the key at once; if the dialog opens before it does, the write path
+        // refuses the kill itself (`StoreIdentityTests` checks that refusal without a console).
         try FileManager.default.removeItem(atPath: f.store)
-        try session.press("K")
-        try session.waitFor("Confirm: kill switch")
-        try session.press("Enter")
+        try killThroughTheDialogIfItOpens(session)
         let screen = try session.waitFor("store was removed or replaced")
         #expect(!screen.contains("KILLED"), "\(screen)")
 
@@ -28,12 +28,58 @@ struct StoreVanishedTests {
         let created = try TestSupport.run(f.binary, ["init", "--store", other, "--operator", "bob@example.com"])
         #expect(created.status == 0, "\(created.stderr)")
         #expect(rename(other, f.store) == 0)
-        try session.press("K")
-        try session.waitFor("Confirm: kill switch")
-        try session.press("Enter")
+        try session.press("Escape")
+        try killThroughTheDialogIfItOpens(session)
         _ = try session.waitFor("store was removed or replaced")
         let status = try f.statusJSON()
         #expect(!status.contains("\"state\": \"killed\""), "\(status)")
+        try session.press("q")
+    }
+
+    /// `K`, then Enter on the confirm dialog when it opens; the console may instead refuse `K` at once.
+    private func killThroughTheDialogIfItOpens(_ session: TerminalSession) throws {
+        try session.press("K")
+        let screen = try session.waitUntil("the kill dialog or a refusal") {
+            $0.contains("Confirm: kill switch") || $0.contains("Refused, nothing was written")
+        }
+        if screen.contains("Confirm: kill switch") { try session.press("Enter") }
+    }
+
+    /// The read side: the console checks the store's identity on every refresh, so the loss shows without any key
+    /// pressed, as a banner; from then on it is read-only, and a write key says why without asking for anything.
+    @Test func aRemovedOrReplacedStoreTurnsTheConsoleReadOnlyWithABanner() throws {
+        let f = try ConsoleEndToEndTests.Fixture()
+        try #require(f.cli("set", "20", "--reason", "start").status == 0)
+        let session = try f.console(width: 160)
+        defer { session.close() }
+        try session.waitFor("<= 20")
+        #expect(!(try session.screen().contains("READ-ONLY")))
+
+        try FileManager.default.removeItem(atPath: f.store)
+        var screen = try session.waitFor("READ-ONLY: the store was removed or replaced (no file at that path any more)")
+        try session.press("Escape")
+        screen = try session.waitFor("quit and open the store again")
+        #expect(screen.contains("READ-ONLY"), "\(screen)")
+        try session.press("K")
+        screen = try session.waitFor("Refused, nothing was written")
+        #expect(!screen.contains("Confirm: kill switch"), "\(screen)")
+        #expect(!FileManager.default.fileExists(atPath: f.store))
+
+        // A store moved to the path later is not taken for the one opened: still read-only, and it is not touched.
+        let other = f.directory.appendingPathComponent("other.db").path
+        let created = try TestSupport.run(f.binary, ["init", "--store", other, "--operator", "bob@example.com"])
+        #expect(created.status == 0, "\(created.stderr)")
+        #expect(rename(other, f.store) == 0)
+        func version() throws -> String {
+            let json = try JSONSerialization.jsonObject(with: Data(try f.statusJSON().utf8)) as? [String: Any]
+            let v = json?["version"] as? [String: Any]
+            return "\(v?["versionNumber"] ?? "none") \(v?["etag"] ?? "none")"
+        }
+        let before = try version()
+        #expect(before.hasPrefix("1 "), "\(before)")
+        try session.press("+")
+        _ = try session.waitFor("Refused, nothing was written")
+        #expect(try version() == before)
         try session.press("q")
     }
 }

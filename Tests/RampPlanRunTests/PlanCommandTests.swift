@@ -34,6 +34,10 @@ import Testing
         #expect(status.status == 0, "\(status.stderr)")
         #expect(status.stdout.contains("\"phase\":\"running\""), "\(status.stdout)")
         #expect(status.stdout.contains("\"action\":\"advance\""))
+        // The 3 a.m. issue: the text said `next: next: step 1`; the decision's words follow `next:` once.
+        let advancing = try Self.rollout(store, ["plan", "status", "--read-only"]).stdout
+        #expect(advancing.contains("next: advancing to step 1 (5%)"), "\(advancing)")
+        #expect(!advancing.contains("next: next"), "\(advancing)")
 
         // Read-only: the runner refuses (exit 4) and nothing is published.
         #expect(try Self.rollout(store, ["plan", "run", "--looks", "1", "--read-only"]).status == 4)

@@ -10,6 +10,8 @@ public enum ConsoleEvent: Hashable, Sendable {
     case key(Key)
     /// A mouse click on something the last frame drew (the adapter looks it up with `Grid.target(at:)`).
     case click(ClickTarget)
+    /// The mouse wheel: notches, negative up. Scrolls the open list or text, or moves the log's selection.
+    case wheel(Int)
     /// The adapter's clock; drives the data age and staleness (telemetry time: a simulation's, on its store).
     case tick(Instant)
     /// The wall clock, posted before each tick: what is timed for people (the flash, the hold-down, messages).
@@ -68,8 +70,9 @@ public enum ConsoleEffect: Hashable, Sendable {
     case loadAudit
     /// Read one version with its diff against the one before it; answer `.versionLoaded` or `.loadFailed`.
     case loadVersion(Int)
-    /// Pause (true) or resume (false) the store's ramp plan, audited; answer `.planControlled`.
-    case planControl(pause: Bool)
+    /// Pause (true) or resume (false) the store's ramp plan, audited; answer `.planControlled`. `code`: a plan
+    /// paused for a one-time code resumes with it, its waiting step published by this operator.
+    case planControl(pause: Bool, code: String? = nil)
     /// Fetch a snapshot now rather than at the next refresh.
     case refresh
     /// Repaint the whole terminal (Ctrl-L).

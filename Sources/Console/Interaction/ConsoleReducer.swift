@@ -1,4 +1,5 @@
 import Platform
+import RampPlans
 import RemoteConfig
 import Rollout
 import Telemetry
@@ -15,6 +16,8 @@ extension ConsoleState {
             return handleKey(key)
         case .click(let target):
             return handleClick(target)
+        case .wheel(let notches):
+            return handleWheel(notches)
         case .tick(let instant):
             now = instant
             // Messages are for people: they expire on wall time, also while ticks run on a simulation's time.
@@ -40,6 +43,8 @@ extension ConsoleState {
             if frozen { heldModel = m } else { model = m }
             // The selected change stays selected as rows arrive; when it has left the log, the newest is.
             if let selected = logSelection, !logVersions.contains(selected) { logSelection = logVersions.first }
+            if storeLost == nil, let lost = m.header.storeLost { return noteStoreLost(lost) }
+            guard storeLost == nil else { return [] }
             return noteVerdict(m) + reviseOpenDialog(m)
         case .sourceFailed(let message):
             sourceProblem = message
@@ -212,6 +217,35 @@ extension ConsoleState {
         return []
     }
 
+    /// The store the console opened is gone: from now on the console is read-only. A change being prepared or
+    /// confirmed is dropped (its publish would be refused; one already in flight gets the write path's answer), the
+    /// operator is told once, in the log as well, with the bell.
+    private mutating func noteStoreLost(_ lost: String) -> [ConsoleEffect] {
+        storeLost = lost
+        switch overlay {
+        case .valuePrompt, .preparing, .confirm, .reason, .stepUp, .conflict:
+            overlay = nil
+            keptReason = nil
+            revision = nil
+        default: break
+        }
+        say(Self.storeLostText(lost), .error)
+        return configuration.bell ? [.bell] : []
+    }
+
+    static func storeLostText(_ lost: String) -> String {
+        "READ-ONLY: \(lost); nothing can be written from this console: quit and open the store again"
+    }
+
+    /// A write asked for after the store was lost: refused here with the reason, no preview asked for (the write
+    /// path refuses it too). Returns whether it was refused.
+    private mutating func refusedAsLost() -> Bool {
+        guard let storeLost else { return false }
+        overlay = nil
+        say("Refused, nothing was written: \(storeLost); quit and open the store again", .error)
+        return true
+    }
+
     /// While a confirm (or reason) dialog is open and the store moves under it (a colleague's publish, a kill) or
     /// the verdict changes, asks the write path again for the same operation on what the store holds now; the
     /// answer replaces the dialog (`.previewReady`), re-judged, with the typed reason kept. Asked once per move.
@@ -266,7 +300,10 @@ extension ConsoleState {
         if key == .control("l") { return [.redraw] }
         // A result stays until the operator's next key (it is in the log too); the key may say something new.
         if let n = notice, n.lifetime == nil { notice = nil }
-        guard let overlay else { return handleMainKey(key) }
+        guard let overlay else {
+            if logFilter?.field != nil { return handleLogFilterKey(key) }
+            return handleMainKey(key)
+        }
         switch overlay {
         case .help(let scroll):
             switch key {
@@ -436,6 +473,28 @@ extension ConsoleState {
             }
             return []
 
+        case .palette(var palette):
+            return handlePaletteKey(key, &palette)
+
+        case .planCode(var field, let error):
+            switch field.handle(key) {
+            case .cancelled:
+                self.overlay = nil
+                say("The plan stays paused; nothing was written.", .info)
+            case .submitted:
+                guard field.text.count >= 6 else {
+                    self.overlay = .planCode(field: field, error: "Type the 6-digit code from your authenticator app.")
+                    return []
+                }
+                self.overlay = nil
+                return [.planControl(pause: false, code: field.text)]
+            case .edited:
+                self.overlay = .planCode(field: field, error: nil)
+            case .ignored:
+                self.overlay = .planCode(field: field, error: error)
+            }
+            return []
+
         case .version(let number, let detail, let scroll, let back):
             switch key {
             case .escape, .character("q"), .backspace, .left:
@@ -459,7 +518,182 @@ extension ConsoleState {
         }
     }
 
+    // MARK: The command palette
+
+    /// Keys in the palette: typing edits the command (the list follows), ↑↓ choose among the matches, Tab
+    /// completes the chosen name, Enter runs it, Esc closes.
+    private mutating func handlePaletteKey(_ key: Key, _ palette: inout PaletteState) -> [ConsoleEffect] {
+        let count = palette.matches.count
+        switch key {
+        case .up, .control("p"):
+            palette.selected = max(0, palette.selected - 1)
+        case .down, .control("n"):
+            palette.selected = max(0, min(count - 1, palette.selected + 1))
+        case .tab:
+            guard count > 0 else { break }
+            let chosen = palette.matches[min(palette.selected, count - 1)].command
+            palette.field = TextField(chosen.name + (chosen.arguments.isEmpty ? "" : " "), maxLength: 80)
+            palette.selected = 0
+            palette.error = nil
+        default:
+            switch palette.field.handle(key) {
+            case .cancelled:
+                overlay = nil
+                return []
+            case .submitted:
+                return runPalette(palette)
+            case .edited:
+                palette.selected = 0
+                palette.error = nil
+            case .ignored:
+                break
+            }
+        }
+        overlay = .palette(palette)
+        return []
+    }
+
+    /// Runs the chosen command through the intent of its key, or the change request its key's dialog makes;
+    /// a command that cannot run keeps the palette open with the reason.
+    private mutating func runPalette(_ palette: PaletteState) -> [ConsoleEffect] {
+        var palette = palette
+        func refuse(_ why: String) -> [ConsoleEffect] {
+            palette.error = why
+            overlay = .palette(palette)
+            return []
+        }
+        let matches = palette.matches
+        guard !matches.isEmpty else {
+            return refuse("no command matches '\(palette.field.text)'; clear the line to list them all")
+        }
+        let match = matches[min(palette.selected, matches.count - 1)]
+        let command = match.command
+        let args = match.arguments
+        let usage = "usage: " + command.name + (command.arguments.isEmpty ? "" : " " + command.arguments)
+        func version(_ word: String) -> Int? {
+            Int(word.hasPrefix("v") ? String(word.dropFirst()) : word).flatMap { $0 > 0 ? $0 : nil }
+        }
+        let takesArgument: Set<PaletteCommand.Action> = [.set, .nudge, .rollback, .theme, .gotoVersion]
+        if args.count > (takesArgument.contains(command.action) ? 1 : 0) { return refuse(usage) }
+        overlay = nil
+        switch command.action {
+        case .set:
+            guard let text = args.first else { return refuse(usage) }
+            let micro: MicroPercent
+            do { micro = try PercentText.parse(text) } catch { return refuse(error.description) }
+            if let m = model, m.condition.desiredMicroPercent == micro, m.condition.state != .killed {
+                return refuse("already at \(PercentText.format(micro)): nothing to change")
+            }
+            return startChange(.rollout(.set(micro)))
+        case .nudge:
+            guard let text = args.first else { return refuse(usage) }
+            if text == "+" { return perform(.nudgeUp) }
+            if text == "-" { return perform(.nudgeDown) }
+            guard let sign = text.first, sign == "+" || sign == "-" else {
+                return refuse("say which way: nudge +\(text) or nudge -\(text)")
+            }
+            let points: MicroPercent
+            do { points = try PercentText.parse(String(text.dropFirst())) } catch { return refuse(error.description) }
+            return startChange(.rollout(.nudge(sign == "+" ? points : .zero - points)))
+        case .kill: return perform(.kill)
+        case .resume: return perform(.resume)
+        case .rollback:
+            guard let text = args.first else { return perform(.rollbackLast) }
+            guard let number = version(text) else { return refuse("'\(text)' is not a version number; " + usage) }
+            return startChange(.rollback(toVersion: number))
+        case .planPause, .planResume:
+            let wanted: RampState.Phase = command.action == .planPause ? .running : .paused
+            if storeLost == nil, let plan = model?.plan, plan.phase != wanted {
+                return refuse("the ramp plan is \(plan.phase.rawValue), not \(wanted.rawValue)")
+            }
+            return perform(.togglePlan)
+        case .planSkip: return perform(.skipPlanStep)
+        case .theme:
+            guard let name = args.first?.lowercased() else { return perform(.nextTheme) }
+            let names = configuration.themeNames
+            guard let index = names.firstIndex(where: { $0.lowercased() == name })
+                ?? names.firstIndex(where: { $0.lowercased().hasPrefix(name) })
+            else { return refuse("no theme '\(name)': " + names.joined(separator: ", ")) }
+            themeIndex = index
+            say("Theme \(themeName)", .info)
+            return []
+        case .gotoVersion:
+            guard let text = args.first else { return refuse(usage) }
+            guard let number = version(text) else { return refuse("'\(text)' is not a version number; " + usage) }
+            overlay = .version(number: number, detail: nil, scroll: 0, back: nil)
+            return [.loadVersion(number)]
+        case .source:
+            guard let header = model?.header else {
+                say("No data from the store yet", .info)
+                return []
+            }
+            let asOf = header.dataAsOf.map { Format.time($0, utcOffsetSeconds: configuration.utcOffsetSeconds) }
+            let freshness = storeLost ?? (isStale ? "stale" + (asOf.map { " since " + $0 } ?? "") : "live" + (asOf.map { " at " + $0 } ?? ""))
+            say("Source: \(header.store) · project \(header.project) · v\(header.templateVersion ?? "–") · \(freshness)", .info)
+            return []
+        case .history: return perform(.showHistory)
+        case .audit: return perform(.showAudit)
+        case .why: return perform(.showVerdict)
+        case .help: return perform(.showHelp)
+        }
+    }
+
+    // MARK: The log's filter
+
+    /// Keys while the log's `/` filter is typed: the log follows each keystroke; Enter keeps the filter, Esc drops it.
+    private mutating func handleLogFilterKey(_ key: Key) -> [ConsoleEffect] {
+        guard var filter = logFilter, var field = filter.field else { return [] }
+        switch field.handle(key) {
+        case .cancelled:
+            logFilter = nil
+        case .submitted:
+            filter.field = nil
+            logFilter = filter.text.isEmpty ? nil : filter
+        case .edited:
+            filter.field = field
+            filter.text = field.text
+            logFilter = filter
+        case .ignored:
+            break
+        }
+        // A selected change the filter hides gives way to the first one it shows.
+        if let selected = logSelection, !logVersions.contains(selected) { logSelection = logVersions.first }
+        return []
+    }
+
     // MARK: Mouse
+
+    /// The wheel scrolls what is open by three lines a notch (help, why, a version), moves the selection of a list
+    /// or the palette, or of the log while it has the focus; elsewhere it does nothing.
+    private mutating func handleWheel(_ notches: Int) -> [ConsoleEffect] {
+        let lines = notches * 3
+        let page = ConsoleScreen.listRows(for: screenSize)
+        func scrolled(_ current: Int, _ count: Int) -> Int { min(max(0, current + lines), max(0, count - page)) }
+        switch overlay {
+        case .help(let scroll):
+            overlay = .help(scroll: scrolled(scroll, HelpScreen.lines(for: self).count))
+        case .verdict(let scroll):
+            overlay = .verdict(scroll: scrolled(scroll, VerdictPane.lines(for: self, width: screenSize.width - 4).count))
+        case .version(let number, let detail, let scroll, let back):
+            let count = VersionPane.lines(for: self, width: screenSize.width - 4).count
+            overlay = .version(number: number, detail: detail, scroll: scrolled(scroll, count), back: back)
+        case .history(let entries?, var cursor):
+            cursor.move(by: lines, count: filteredRows(overlay).count, page: page)
+            overlay = .history(entries: entries, cursor: cursor)
+        case .audit(let log?, var cursor):
+            cursor.move(by: lines, count: filteredRows(overlay).count, page: page)
+            overlay = .audit(log: log, cursor: cursor)
+        case .palette(var palette):
+            palette.selected = max(0, min(palette.matches.count - 1, palette.selected + notches))
+            overlay = .palette(palette)
+        case nil:
+            let versions = logVersions
+            guard let selected = logSelection, let index = versions.firstIndex(of: selected) else { return [] }
+            logSelection = versions[min(max(0, index + notches), versions.count - 1)]
+        default: break
+        }
+        return []
+    }
 
     /// A click on a dialog button acts like `y` (the action) or `n` (Cancel); a click on a list row selects it, and
     /// a click on the selected row opens it, like Enter.
@@ -579,6 +813,11 @@ extension ConsoleState {
     private mutating func handleMainKey(_ key: Key) -> [ConsoleEffect] {
         if let selected = logSelection, let effects = handleLogKey(key, selected: selected) { return effects }
         guard let intent = KeyMap.intent(for: key) else { return [] }
+        return perform(intent)
+    }
+
+    /// What a main-screen intent does, whether its key or the command palette asked for it.
+    private mutating func perform(_ intent: Intent) -> [ConsoleEffect] {
         switch intent {
         case .nudgeUp: return startChange(.rollout(.nudge(step)))
         case .nudgeDown: return startChange(.rollout(.nudge(.zero - step)))
@@ -589,6 +828,7 @@ extension ConsoleState {
             stepIndex = min(configuration.steps.count - 1, stepIndex + 1)
             say("Step \(PercentText.format(step))", .info)
         case .typeExact:
+            if refusedAsLost() { return [] }
             let current = model.map { PercentText.formatNumber($0.condition.desiredMicroPercent) } ?? ""
             overlay = .valuePrompt(field: TextField(current, content: .decimal, maxLength: 12, selected: true), error: nil)
         case .kill: return startChange(.rollout(.kill))
@@ -598,12 +838,18 @@ extension ConsoleState {
             if let last = undoTrail.first, last > 1 { return startChange(.rollback(toVersion: last - 1)) }
             return startChange(.rollbackLast)
         case .togglePlan:
+            if refusedAsLost() { return [] }
             guard let plan = model?.plan, plan.phase == .running || plan.phase == .paused else {
                 say("No running or paused ramp plan ('rollout plan start FILE')", .warning)
                 return []
             }
+            if plan.phase == .paused, plan.waitsForCode {
+                overlay = .planCode(field: Self.codeField(), error: nil)
+                return []
+            }
             return [.planControl(pause: plan.phase == .running)]
         case .skipPlanStep:
+            if refusedAsLost() { return [] }
             guard let plan = model?.plan, plan.phase == .running || plan.phase == .paused, let next = plan.nextStep
             else {
                 say("No plan step to skip to", .warning)
@@ -640,11 +886,21 @@ extension ConsoleState {
             }
         case .showHelp:
             overlay = .help(scroll: 0)
+        case .openPalette:
+            overlay = .palette(PaletteState())
+        case .filterLog:
+            let text = logFilter?.text ?? ""
+            logFilter = ListFilter(text: text, field: TextField(text, maxLength: 80, selected: true))
         case .redraw:
             return [.redraw]
         case .quit:
             return [.quit]
         case .cancel:
+            // Esc takes back the newest thing on the main screen: a message, else the log's filter.
+            if notice == nil, logFilter != nil {
+                logFilter = nil
+                if let selected = logSelection, !logVersions.contains(selected) { logSelection = logVersions.first }
+            }
             notice = nil
         case .pauseSimulation, .fasterSimulation, .slowerSimulation:
             return simulationKey(intent)
@@ -675,6 +931,7 @@ extension ConsoleState {
     // MARK: The write path, as the console sees it
 
     private mutating func startChange(_ operation: ChangeOperation) -> [ConsoleEffect] {
+        if refusedAsLost() { return [] }
         let request = ChangeRequest(id: nextRequestID, operation: operation)
         nextRequestID += 1
         overlay = .preparing(request)

@@ -115,6 +115,8 @@ public struct ConsoleState: Hashable, Sendable {
     public internal(set) var logSelection: Int?
     /// The `/` filter of the history and audit views (nil: every row shown); kept while a drill-down is open.
     public internal(set) var listFilter: ListFilter?
+    /// The `/` filter of the main screen's log (nil: every line shown); Esc clears it.
+    public internal(set) var logFilter: ListFilter?
     /// The reason typed for the change in the open dialog, kept when the dialog is re-judged on a moved store or
     /// re-applied after a conflict, so that the operator does not type it again.
     var keptReason: String?
@@ -134,6 +136,9 @@ public struct ConsoleState: Hashable, Sendable {
     /// further back instead of toggling between the last two.
     var undoTrail: [Int]
     var nextRequestID: Int
+    /// Why the console is read-only for good: the data source found the store it opened removed or replaced
+    /// (`HeaderInfo.storeLost`). Latched: every write key says so and writes nothing, and the banner stays.
+    public internal(set) var storeLost: String? = nil
     /// The simulation driving the screen (`rollout demo`), nil when none does: its speed, pause and wall time.
     public internal(set) var simulation: SimulationStatus? = nil
 
@@ -259,6 +264,10 @@ public enum Overlay: Hashable, Sendable {
     /// Why: every finding of the assessment with its test, statistic, threshold and samples; `scroll` is the
     /// first line shown.
     case verdict(scroll: Int)
+    /// `x` on a plan paused for a one-time code: the code, masked.
+    case planCode(field: TextField, error: String?)
+    /// `:`: the command palette.
+    case palette(PaletteState)
     /// The drill-down of one version (`detail` is nil while loading), opened from the list `back` returns to.
     indirect case version(number: Int, detail: VersionDetail?, scroll: Int, back: Overlay?)
 }

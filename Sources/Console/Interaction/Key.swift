@@ -64,9 +64,13 @@ public enum Intent: Hashable, Sendable, CaseIterable {
     case showVerdict
     /// Move the focus to the log's published changes (↑↓ select, Enter opens the version), or back.
     case focusLog
+    /// `/`: filter the main screen's log by text.
+    case filterLog
     case nextTheme
     case toggleFreeze
     case showHelp
+    /// `:`: type a command by name (the palette); each runs the intent of its key.
+    case openPalette
     case redraw
     case quit
     case cancel
@@ -144,11 +148,16 @@ public enum KeyMap {
             "focus the log: ↑↓ select a published change, Enter opens its version; Tab or Esc leaves",
             hint: ("Tab", "log", 8)),
         KeyBinding(
+            [.character("/")], .filterLog, .look, "filter the log by text: Enter applies, Esc clears"),
+        KeyBinding(
             [.character("f")], .toggleFreeze, .look, "freeze the display (data keeps arriving)",
             hint: ("f", "freeze", 9)),
         KeyBinding([.character("t")], .nextTheme, .screen, "next theme", hint: ("t", "theme", 10)),
         KeyBinding([.control("l")], .redraw, .screen, "redraw the whole screen"),
         KeyBinding([.character("?")], .showHelp, .screen, "this help", hint: ("?", "help", 0)),
+        KeyBinding(
+            [.character(":")], .openPalette, .screen,
+            "command palette: set 25, nudge +, kill, rollback to 12, plan pause, theme, goto version 12, source"),
         KeyBinding([.escape], .cancel, .screen, "cancel: close a dialog, clear a message"),
         KeyBinding([.character("q")], .quit, .screen, "quit", hint: ("q", "quit", 0)),
         KeyBinding(
@@ -175,7 +184,8 @@ public enum KeyMap {
         ("PgUp PgDn Space", "scroll by a page"),
         ("Home End g G", "first and last entry"),
         ("Enter", "in history and audit: open the version (its diff, who, when, why; r rolls back to it)"),
-        ("/", "in history and audit: filter the rows by text (Enter applies, Esc clears)"),
+        ("/", "in the log, history and audit: filter the rows by text (Enter applies, Esc clears)"),
+        ("wheel", "scroll help, why, a version, history and audit; in the log, move the selection"),
         ("↑ ↓ j k Enter", "in the focused log (Tab): select a published change, open its version"),
         ("click", "a dialog button; a list row (again to open it); a change in the log opens its version"),
     ]

@@ -59,6 +59,9 @@ public struct HeaderInfo: Hashable, Sendable {
     /// The stale limit the assessment judged by (on a live simulation, stretched to its pace), when the data
     /// source knows it; the console's own limit otherwise.
     public var staleAfter: Instant.Duration? = nil
+    /// Set by the data source when the store it opened is gone (removed, replaced, truncated): the picture is the
+    /// last one seen while it was there, and the console stays read-only with this as its banner.
+    public var storeLost: String? = nil
 
     public init(
         store: String, project: String, templateVersion: String? = nil, etag: String? = nil, operatorID: String,

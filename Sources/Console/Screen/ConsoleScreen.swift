@@ -68,7 +68,20 @@ public enum ConsoleScreen {
         var line: Line = []
         // HALT's banner gives way to a result (which stays until the next key), not to a passing information.
         let halted = state.model.map { $0.crash.verdict == .halt && $0.condition.state != .killed } ?? false
-        if let notice = state.notice, !(halted && notice.kind == .info) {
+        if let filter = state.logFilter, let field = filter.field, state.overlay == nil {
+            // The log's filter as it is typed; the log above follows each keystroke.
+            let count = state.model.map { PanelText.logItems($0, state).count } ?? 0
+            let tail = "  \(count) match · Enter keeps · Esc clears"
+            grid.write([Span(" / ", .accent, .bold)], x: row.x, y: row.y, limit: row.width)
+            let width = max(8, min(40, row.width - 3 - CharacterWidth.of(tail)))
+            TextInput.render(field, into: &grid, area: Rect(x: row.x + 3, y: row.y, width: width, height: 1))
+            grid.write([Span(tail, .muted)], x: row.x + 3 + width, y: row.y, limit: max(0, row.width - 3 - width))
+            return
+        }
+        if let lost = state.storeLost, state.notice.map({ $0.kind == .info }) ?? true {
+            // Above everything, HALT included: nothing on screen is live and no key can act on it.
+            line = [Span(" ✗ " + ConsoleState.storeLostText(lost), .alert, .bold)]
+        } else if let notice = state.notice, !(halted && notice.kind == .info) {
             line = [Span(" " + notice.kind.symbol + " " + notice.text, notice.kind.role)]
         } else if let problem = state.sourceProblem {
             line = [Span(" ✗ data source: " + problem, .bad)]
@@ -178,6 +191,9 @@ enum HeaderBar {
 enum Hints {
     static func items(for state: ConsoleState) -> [HintBar.Item] {
         guard let overlay = state.overlay else {
+            if state.logFilter?.field != nil {
+                return [HintBar.Item("Enter", "keep the filter"), HintBar.Item("Esc", "clear it")]
+            }
             let log: [HintBar.Item] =
                 state.logSelection == nil
                 ? [] : [HintBar.Item("↑↓", "select"), HintBar.Item("Enter", "open"), HintBar.Item("Esc", "leave the log")]
@@ -211,6 +227,13 @@ enum Hints {
             return [
                 HintBar.Item("Enter", "open"), HintBar.Item("/", "filter"), HintBar.Item("↑↓ PgUp PgDn", "scroll"),
                 HintBar.Item("Home End", "ends"), HintBar.Item("Esc", "close"),
+            ]
+        case .planCode:
+            return [HintBar.Item("Enter", "resume with the code"), HintBar.Item("Esc", "cancel")]
+        case .palette:
+            return [
+                HintBar.Item("Enter", "run"), HintBar.Item("↑↓", "choose"), HintBar.Item("Tab", "complete"),
+                HintBar.Item("Esc", "close"),
             ]
         case .version(let number, let detail, _, _):
             return (detail.map { $0.isCurrent } == false ? [HintBar.Item("r", "roll back to v\(number)")] : [])

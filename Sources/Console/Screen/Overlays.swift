@@ -71,9 +71,71 @@ enum OverlayView {
             renderAudit(log, cursor, state, into: &grid, area: area)
         case .verdict(let scroll):
             renderVerdict(state, scroll: scroll, into: &grid, area: area)
+        case .palette(let palette):
+            renderPalette(palette, into: &grid, area: area)
+        case .planCode(let field, let error):
+            let plan = state.model?.plan
+            let inner = DialogBox.render(
+                title: [Span("Resume the plan", .dialog)],
+                lines: [
+                    [Span(Format.truncate(plan?.reason ?? "The plan waits for a one-time code.", 60), .text)],
+                    [Span("Code from your authenticator app (publishes the waiting step):", .text)], [], errorLine(error),
+                ], buttons: nil, width: 68, into: &grid, area: area)
+            TextInput.render(field, into: &grid, area: Rect(x: inner.x, y: inner.y + 2, width: 12, height: 1))
         case .version(let number, let detail, let scroll, _):
             renderVersion(number, detail, state, scroll: scroll, into: &grid, area: area)
         }
+    }
+
+    /// The title of a full-screen view with the way it was reached (k9s, lazygit): `rollout › History › v12`.
+    static func breadcrumb(_ overlay: Overlay) -> Line {
+        func trail(_ o: Overlay) -> [String] {
+            switch o {
+            case .help: ["Help"]
+            case .verdict: ["Why: the verdict"]
+            case .history: ["History"]
+            case .audit: ["Audit log"]
+            case .palette: ["Command"]
+            case .version(let number, _, _, let back): (back.map(trail) ?? []) + ["Version v\(number)"]
+            default: []
+            }
+        }
+        let crumbs = trail(overlay)
+        guard let leaf = crumbs.last else { return [] }
+        return [Span("rollout › " + crumbs.dropLast().map { $0 + " › " }.joined(), .muted), Span(leaf, .title)]
+    }
+
+    /// The palette: the command line at the top, then the commands it may name, the chosen one marked, each with
+    /// the key that does the same.
+    static func renderPalette(_ palette: PaletteState, into grid: inout Grid, area: Rect) {
+        let matches = palette.matches
+        let shown = min(matches.count, max(1, area.height - 6))
+        let width = min(area.width - 2, dialogWidth(72, area))
+        let box = Rect(x: area.x + max(0, (area.width - width) / 2), y: area.y + 1, width: width, height: shown + 4)
+        let inner = Frame(title: breadcrumb(.palette(palette)), role: .dialog).render(into: &grid, area: box)
+        guard inner.height >= 2 else { return }
+        grid.write([Span(":", .accent, .bold)], x: inner.x, y: inner.y, limit: 1)
+        TextInput.render(palette.field, into: &grid, area: Rect(x: inner.x + 2, y: inner.y, width: inner.width - 2, height: 1))
+        let selected = min(palette.selected, max(0, matches.count - 1))
+        var lines: [Line] = []
+        if let error = palette.error {
+            lines.append([Span("✗ " + error, .bad)])
+        } else if matches.isEmpty {
+            lines.append([Span("no command matches; Backspace, or Esc to close", .muted)])
+        } else {
+            let c = matches[selected].command
+            lines.append([Span("Enter runs " + c.name + (c.arguments.isEmpty ? "" : " " + c.arguments), .muted)])
+        }
+        let first = max(0, selected - shown + 1)
+        for (i, match) in matches.enumerated().dropFirst(first).prefix(shown) {
+            let c = match.command
+            let name = Format.pad(c.name + (c.arguments.isEmpty ? "" : " " + c.arguments), 26)
+            let key = Format.pad(c.key, 5)
+            var line: Line = [Span(i == selected ? "▶ " : "  ", .selection), Span(name, .text), Span(key, .accent), Span(c.help, .muted)]
+            if i == selected { line = line.map { Span($0.text, .selection, $0.attributes) } }
+            lines.append(line)
+        }
+        grid.draw(lines, in: Rect(x: inner.x, y: inner.y + 1, width: inner.width, height: inner.height - 1))
     }
 
     static func renderVersion(
@@ -82,7 +144,7 @@ enum OverlayView {
         let lines = VersionPane.lines(for: state, width: area.width - 4)
         let status: Line =
             detail.map { $0.isCurrent ? [Span("current version", .ok)] : [Span($0.record.kindText, .muted)] } ?? []
-        let inner = Frame(title: [Span("Version v\(number)", .title)], status: status, role: .dialog)
+        let inner = Frame(title: breadcrumb(state.overlay ?? .help(scroll: 0)), status: status, role: .dialog)
             .render(into: &grid, area: area)
         let (body, footer) = inner.splitBottom(1)
         let first = min(scroll, max(0, lines.count - body.height))
@@ -95,7 +157,7 @@ enum OverlayView {
         let lines = VerdictPane.lines(for: state, width: area.width - 4)
         let count = state.model?.crash.findings.count ?? 0
         let inner = Frame(
-            title: [Span("Why: the verdict", .title)],
+            title: breadcrumb(.verdict(scroll: 0)),
             status: [Span("\(count) finding" + (count == 1 ? "" : "s"), .muted)],
             role: .dialog
         ).render(into: &grid, area: area)
@@ -243,8 +305,8 @@ enum OverlayView {
     // MARK: Full-screen views
 
     static func renderHelp(_ state: ConsoleState, scroll: Int, into grid: inout Grid, area: Rect) {
-        let lines = HelpScreen.lines(for: state)
-        let inner = Frame(title: [Span("Help", .title)], status: [Span("rollout console", .muted)], role: .dialog)
+        let lines = HelpScreen.lines(for: state, width: area.width - 4)
+        let inner = Frame(title: breadcrumb(.help(scroll: 0)), status: [Span("rollout console", .muted)], role: .dialog)
             .render(into: &grid, area: area)
         let (body, footer) = inner.splitBottom(1)
         let first = min(scroll, max(0, lines.count - body.height))
@@ -257,7 +319,7 @@ enum OverlayView {
         _ entries: [ChangeRecord]?, _ cursor: ListCursor, _ state: ConsoleState, into grid: inout Grid, area: Rect
     ) {
         let status: Line = entries.map { [Span(Format.count($0.count) + " changes", .muted)] } ?? []
-        let inner = Frame(title: [Span("History", .title)], status: status, role: .dialog).render(
+        let inner = Frame(title: breadcrumb(.history(entries: nil, cursor: ListCursor())), status: status, role: .dialog).render(
             into: &grid, area: area)
         let offset = state.configuration.utcOffsetSeconds
         let wide = inner.width >= 110
@@ -284,7 +346,7 @@ enum OverlayView {
         case .unchecked: status = [Span("chain not checked", .warn)]
         case nil: break
         }
-        let inner = Frame(title: [Span("Audit log", .title)], status: status, role: .dialog)
+        let inner = Frame(title: breadcrumb(.audit(log: nil, cursor: ListCursor())), status: status, role: .dialog)
             .render(into: &grid, area: area)
         var listArea = inner
         if case .broken(let at, let reason)? = log?.integrity {

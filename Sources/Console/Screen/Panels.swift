@@ -12,8 +12,7 @@ enum PanelText {
             [Span(c.expression, .accent)],
             row(
                 "Desired",
-                [Span(PercentText.format(c.desiredMicroPercent), .accent), Span("  observed ", .muted)]
-                    + Describe.observed(c)),
+                Describe.desired(c) + [Span("  observed ", .muted)] + Describe.observed(c)),
             row(
                 "Propagated",
                 Gauge.line(c.propagation, width: max(4, min(20, width - label - 7)))
@@ -59,7 +58,9 @@ enum PanelText {
     }
 
     static func stateLine(_ c: ConditionInfo, _ s: ConsoleState) -> Line {
-        if c.state == .killed { return [c.stateLabel, Span("  flag off for all · r resumes", .muted)] }
+        if c.state == .killed {
+            return [c.stateLabel, Span("  r → " + PercentText.format(c.desiredMicroPercent), .muted)]
+        }
         return [c.stateLabel, Span("  step ", .muted), Span(PercentText.format(s.step), .accent)]
     }
 
@@ -93,9 +94,14 @@ enum PanelText {
                 Span(Format.padLeft(value(c.control.crashFreeSessions, c.control.sessions), column), .text),
             ],
         ]
-        let difference = row(
-            "Difference", Describe.difference(c.difference, detail: false),
-            optional: Describe.differenceDetail(c.difference))
+        // In percentage points of crash-free users (exposed less control), like the detectable effect below; where
+        // the unit does not fit after the interval, the label carries it.
+        let differenceValue = Describe.difference(c.difference, detail: false)
+        let unit = Describe.pointsUnit(c.difference)
+        let difference =
+            label + differenceValue.width + unit.width <= width
+            ? row("Difference", differenceValue + unit, optional: Describe.differenceDetail(c.difference))
+            : row(c.difference == nil ? "Difference" : "Diff (pp)", differenceValue, optional: Describe.differenceDetail(c.difference))
         let detectable = row(
             "Detectable",
             [
@@ -282,16 +288,32 @@ enum PanelText {
             case .event(let e): e.at
             }
         }
+
+        /// What the `/` filter searches: the words the line shows.
+        var searchText: String {
+            switch self {
+            case .change(let c):
+                "v\(c.version) \(c.actor) \(c.from.text) → \(c.to.text) \(c.kindText) \(c.reason)"
+            case .event(let e): e.text
+            }
+        }
     }
 
     /// What the log lists: verdict changes from the console's own log (stamped once, when they arrived), beside the
     /// model's changes and events; newest first, ties in arrival order.
     static func logItems(_ m: ConsoleModel, _ s: ConsoleState) -> [LogItem] {
-        (m.changes.map(LogItem.change) + m.events.map(LogItem.event) + s.verdictLog.reversed().map(LogItem.event))
+        let all = (m.changes.map(LogItem.change) + m.events.map(LogItem.event) + s.verdictLog.reversed().map(LogItem.event))
             .enumerated().sorted {
                 $0.element.at != $1.element.at ? $0.element.at > $1.element.at : $0.offset < $1.offset
             }
             .map(\.element)
+        guard let needle = s.logFilter?.text.lowercased(), !needle.isEmpty else { return all }
+        return all.filter { $0.searchText.lowercased().contains(needle) }
+    }
+
+    /// The lines the log shows before its filter.
+    static func logCount(_ m: ConsoleModel, _ s: ConsoleState) -> Int {
+        m.changes.count + m.events.count + s.verdictLog.count
     }
 
     /// The log's lines, each with the version it shows when it is a published change (a click opens it).
@@ -299,7 +321,12 @@ enum PanelText {
     /// While the log has the focus, a selected change below the rows shown scrolls the log so it is the last row.
     static func logRows(_ m: ConsoleModel, _ s: ConsoleState, width: Int, rows: Int) -> [(line: Line, version: Int?)] {
         var items = logItems(m, s)
-        guard !items.isEmpty else { return [([Span("No changes or events yet.", .muted)], nil)] }
+        guard !items.isEmpty else {
+            if let filter = s.logFilter, !filter.text.isEmpty {
+                return [([Span("No line of the log matches “" + filter.text + "”; Esc clears the filter.", .muted)], nil)]
+            }
+            return [([Span("No changes or events yet.", .muted)], nil)]
+        }
         if let selected = s.logSelection,
             let index = items.firstIndex(where: { if case .change(let c) = $0 { Int(c.version) == selected } else { false } }),
             index >= rows
@@ -403,7 +430,11 @@ enum BoxedLayout {
         if let planArea { PlanPanel.render(m, into: &grid, area: planArea) }
         let focused = s.logSelection != nil
         let logInner = Frame(
-            title: [Span("Log", .title)] + (focused ? [Span(" ▶ ↑↓ select · Enter open · Esc leave", .selection)] : []),
+            title: [Span("Log", .title)] + (focused ? [Span(" ▶ ↑↓ select · Enter open · Esc leave", .selection)] : [])
+                + (s.logFilter.map { f in
+                    [Span(" / " + f.text, .accent, .bold)]
+                        + [Span(" \(PanelText.logItems(m, s).count) of \(PanelText.logCount(m, s))", .muted)]
+                } ?? []),
             // One clock in the log: every line is stamped on the wall clock (changes, verdicts, results), said
             // when the screen's other times run on a simulation's.
             status: [
@@ -446,9 +477,8 @@ enum CompactLayout {
                 [
                     [Span(c.parameter + " ", .text, .bold), Span(c.expression, .accent)],
                     [
-                        Span("desired ", .muted), Span(PercentText.format(c.desiredMicroPercent), .accent),
-                        Span("  observed ", .muted),
-                    ] + Describe.observed(c),
+                        Span("desired ", .muted)
+                    ] + Describe.desired(c) + [Span("  observed ", .muted)] + Describe.observed(c),
                     PanelText.stateLine(c, s)
                         + [Span("  propagated ", .muted), Span(c.propagation.map { Format.share($0) } ?? "–", .text)],
                     [
@@ -479,6 +509,7 @@ enum CompactLayout {
                         Span(" vs ", .muted), Span(Describe.crashFree(k.control.crashFreeSessions), .text),
                     ],
                     [Span("Δ users ", .muted)] + Describe.difference(k.difference, detail: false)
+                        + Describe.pointsUnit(k.difference)
                         + [
                             Span("  detectable ", .muted),
                             Span(k.minimumDetectableEffect.map { "±" + Format.fixed($0, 3) } ?? "–", .text),

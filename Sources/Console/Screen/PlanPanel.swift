@@ -22,12 +22,16 @@ public struct PlanInfo: Hashable, Sendable {
     public var preApproved: [Int]
     /// Why the plan is paused, killed, aborted or done.
     public var reason: String
+    /// Paused because its next step needs a one-time code: `x` asks for one, and resuming without it would only
+    /// pause again.
+    public var waitsForCode: Bool
 
     public init(
         name: String, phase: RampState.Phase, reached: Int, steps: [MicroPercent], enforcements: [String] = [],
         next: String, gates: [GateReading] = [], countdown: RampCountdown = RampCountdown(), preApproved: [Int] = [],
-        reason: String = ""
+        reason: String = "", waitsForCode: Bool = false
     ) {
+        self.waitsForCode = waitsForCode
         self.enforcements = enforcements
         self.name = name
         self.phase = phase

@@ -77,12 +77,21 @@ enum Describe {
     }
 
     /// Observed exposure against the desired percentage: `11.9% ▼ below`.
+    /// The percentage the flag is meant to reach: 0% after a kill. The condition keeps the percentage before it
+    /// (which `r` restores, as the state line says), and showing that read as if the kill had not landed.
+    static func desired(_ condition: ConditionInfo) -> Line {
+        [Span(condition.state == .killed ? "0%" : PercentText.format(condition.desiredMicroPercent), .accent)]
+    }
+
     static func observed(_ condition: ConditionInfo) -> Line {
         guard let observed = condition.observedExposure else { return [Span("–", .muted)] }
         let desired = Double(condition.state == .killed ? 0 : condition.desiredMicroPercent.value) / 1e8
         let tolerance = max(0.001, desired * 0.05)
         var line: Line = [Span(Format.share(observed), .text)]
-        if observed < desired - tolerance {
+        if condition.state == .killed, observed > tolerance {
+            // Devices that have not fetched the kill yet: on its way down, not a rollout running ahead of plan.
+            line.append(Span(" ▼ falling", .muted))
+        } else if observed < desired - tolerance {
             line.append(Span(" ▼ below", .muted))
         } else if observed > desired + tolerance {
             line.append(Span(" ▲ above", .warn))
@@ -109,6 +118,11 @@ enum Describe {
     }
 
     /// ` 95% worse`: the confidence and, when the interval excludes zero, the direction in words.
+    /// ` pp`: the unit of a difference in crash-free users (percentage points), when there is one to show.
+    static func pointsUnit(_ d: IntervalEstimate?) -> Line {
+        d == nil ? [] : [Span(" pp", .muted)]
+    }
+
     static func differenceDetail(_ d: IntervalEstimate?) -> Line {
         guard let d else { return [] }
         let word = d.upper < 0 ? " worse" : d.lower > 0 ? " better" : ""

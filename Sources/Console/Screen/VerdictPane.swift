@@ -17,12 +17,16 @@ public enum VerdictPane {
             Span("guardrails ", .muted), Span(c.guardrailsArmed ? "armed" : "off", c.guardrailsArmed ? .ok : .warn),
             Span(Format.truncate(" (HOLD and HALT refuse increases)", max(0, w - 15)), .muted),
         ])
+        // After a kill there is nothing left to kill: the line says so rather than offer K.
+        let killed = m.condition.state == .killed
         lines.append([
             Span("auto-kill ", .muted),
             Span(
                 Format.truncate(
-                    c.autoKill ? "armed: kills at the next refresh on HALT" : "off: K kills by hand", w - 10),
-                c.autoKill ? .ok : .warn),
+                    killed
+                        ? (c.autoKill ? "armed; " : "off; ") + "the flag is already off for everyone (killed): r resumes"
+                        : c.autoKill ? "armed: kills at the next refresh on HALT" : "off: K kills by hand", w - 10),
+                killed ? .muted : c.autoKill ? .ok : .warn),
         ])
         let findings = c.findings.enumerated().sorted { a, b in
             a.element.level != b.element.level ? a.element.level > b.element.level : a.offset < b.offset
