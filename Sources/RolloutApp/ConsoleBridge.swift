@@ -35,6 +35,7 @@ public final class StoreConsoleSource: ConsoleDataSource, @unchecked Sendable {
     private var positions = PositionCache()
     private var autoKillPath: WritePath?
     private var autoKillNote: NotableEvent?
+    private var charts = ChartHistoryReader()
 
     public init(
         path: String, clock: Clock, operatorID: String, readOnly: Bool, project: String, autoKill: (any ConsoleWriteSession)? = nil
@@ -89,6 +90,7 @@ public final class StoreConsoleSource: ConsoleDataSource, @unchecked Sendable {
             if let autoKillNote { model.events.insert(autoKillNote, at: 0) }
             // Ramp plans live in the store's `ramp_plan` table (a file store, Firebase's state store, PostgreSQL).
             model.plan = try ConsolePlan.info(plans: plans, status: status)
+            model.history = try charts.history(monitor.telemetry, status: status)
             return model
         }
     }
