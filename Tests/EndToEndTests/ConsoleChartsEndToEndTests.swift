@@ -18,10 +18,12 @@ struct ConsoleChartsEndToEndTests {
         import json, sys, pyte
         w, h = int(sys.argv[2]), int(sys.argv[3])
         screen = pyte.Screen(w, h)
-        pyte.Stream(screen).feed(open(sys.argv[1], encoding="utf-8").read().replace("\n", "\r\n"))
-        out = {"exposed": None, "control": None, "plot": [], "braille": 0}
+        # No newline after the last row: it would scroll the screen up by one.
+        pyte.Stream(screen).feed(open(sys.argv[1], encoding="utf-8").read().rstrip("\n").replace("\n", "\r\n"))
+        out = {"exposed": None, "control": None, "plot": [], "braille": 0, "at": []}
         half = w // 2
-        for y in range(1, h // 2):
+        # The top panes: the rows between the header and the bottom panes (the body less header, notice, hints).
+        for y in range(1, 1 + (h - 3) // 2):
             row = "".join(screen.buffer[y][x].data for x in range(half))
             for name in ("exposed", "control"):
                 i = row.find(" " + name)
@@ -32,6 +34,7 @@ struct ConsoleChartsEndToEndTests {
                     c = screen.buffer[y][x]
                     if "\u2801" <= c.data <= "\u28ff" and "exposed" not in row and "control" not in row:
                         out["braille"] += 1
+                        out["at"].append("%d,%d,%s" % (x, y, c.data))
                         if c.fg not in out["plot"]:
                             out["plot"].append(c.fg)
         print(json.dumps(out))
@@ -42,6 +45,8 @@ struct ConsoleChartsEndToEndTests {
         var control: String?
         var plot: [String]
         var braille: Int
+        /// Where the braille cells are: column, row, glyph.
+        var at: [String]
     }
 
     static func read(_ session: TerminalSession, width: Int, height: Int) throws -> Reading {
@@ -91,5 +96,42 @@ struct ConsoleChartsEndToEndTests {
         // Without colour the legend tells the arms apart by their lines: solid for exposed, dashed for control.
         #expect(screen.contains("⠤⠤⠤ exposed") && screen.contains("⠤ ⠤ control"), "\(screen)")
         #expect(mono.exposed == "default" && mono.control == "default" && mono.plot == ["default"], "\(mono)")
+    }
+
+    /// The zoom reads what the store holds, not what the console saw: telemetry from three to four hours ago (landed
+    /// before the console started) is absent from the last hour and drawn at 6 h and 24 h.
+    @Test func zoomReadsOlderMinutesFromTheStore() throws {
+        let f = try ConsoleEndToEndTests.Fixture()
+        try #require(f.cli(minutesAgo: 300, "set", "10", "--reason", "start").status == 0)
+        let now = Int64(Date().timeIntervalSince1970 * 1_000_000)
+        var lines: [String] = []
+        for minute in 180..<240 {
+            let t = now - Int64(minute) * 60_000_000
+            for i in 0..<5 {
+                for cohort in ["enabled", "control"] {
+                    let id = "\(cohort.prefix(1))\(i)"
+                    lines.append(#"{"t":\#(t + Int64(i)),"i":"\#(id)","k":"session","c":"\#(cohort)","p":"appAttest","os":"17.4"}"#)
+                    lines.append(#"{"t":\#(t + Int64(i) + 1),"i":"\#(id)","k":"success","c":"\#(cohort)","p":"appAttest"}"#)
+                }
+            }
+        }
+        let ingested = try f.cli("ingest", "-", stdin: lines.joined(separator: "\n") + "\n")
+        try #require(ingested.status == 0, "\(ingested.stderr)")
+        let session = try f.console(width: 120, height: 40)
+        defer { session.close() }
+        // The newest event is three hours old: the header says STALE, the panels show the counts.
+        _ = try session.waitFor("✓ 600 success", timeout: 30)
+        try session.press("c")
+        _ = try session.waitFor("1 h · z zooms", timeout: 15)
+        let hour = try Self.read(session, width: 120, height: 40)
+        let hourScreen = try session.screen()
+        #expect(hour.braille == 0, "the last hour has no telemetry, yet \(hour.braille) braille cells \(hour.at): \(hourScreen)")
+        for zoom in ["6 h", "24 h"] {
+            try session.press("z")
+            _ = try session.waitFor(zoom + " · z zooms", timeout: 15)
+            let reading = try Self.read(session, width: 120, height: 40)
+            // An hour of data is a sixth of the 6 h window and a twenty-fourth of the 24 h one (two or three cells).
+            #expect(reading.braille >= 2, "at \(zoom) the success pane drew \(reading.braille) braille cells")
+        }
     }
 }
