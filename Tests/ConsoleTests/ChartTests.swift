@@ -137,4 +137,26 @@ struct ChartTests {
         let h = ChartHistory(minutes: many, end: ChartFixture.end, propagation: samples)
         #expect(h.minutes.count == 1_440 && h.propagation.count == 1_440)
     }
+
+    @Test("every size from the minimum up draws the four charts without a crash, each with its title")
+    func sizes() {
+        for (w, h) in [(60, 16), (61, 17), (79, 23), (80, 24), (97, 31), (160, 50), (300, 100)] {
+            let size = Size(width: w, height: h)
+            for zoom in ChartZoom.allCases {
+                let text = ConsoleScreen.render(ChartFixture.state(zoom: zoom, size: size), size: size).lines
+                    .joined(separator: "\n")
+                for title in ["Attestation success", "Fatal crashes", "Rollout percentage", "Propagation of v42"] {
+                    #expect(text.contains(title), "\(title) missing at \(w)×\(h), \(zoom.text)")
+                }
+            }
+        }
+    }
+
+    @Test("without a history the charts say so instead of drawing empty axes")
+    func noHistory() {
+        var s = Fixture.state(Fixture.model(), size: Size(width: 80, height: 24))
+        _ = s.handle(.key(.character("c")))
+        let text = ConsoleScreen.render(s, size: Size(width: 80, height: 24)).lines.joined(separator: "\n")
+        #expect(text.contains("No chart history from this source") && !text.contains("Attestation success"))
+    }
 }
