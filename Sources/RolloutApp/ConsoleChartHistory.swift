@@ -54,8 +54,10 @@ struct ChartHistoryReader {
             let oldest = BucketLevel.minute.start(first)
             if let drop = propagation.firstIndex(where: { $0.at >= oldest }), drop > 0 { propagation.removeFirst(drop) }
         }
-        return ChartHistory(
+        var history = ChartHistory(
             minutes: series, end: BucketLevel.minute.start(nowMinute + 1), before: before, propagation: propagation)
+        history.since = status.snapshot.since
+        return history
     }
 
     static func minus(_ a: ArmCounts, _ b: ArmCounts) -> ArmCounts {

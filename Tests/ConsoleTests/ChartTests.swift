@@ -159,4 +159,28 @@ struct ChartTests {
         let text = ConsoleScreen.render(s, size: Size(width: 80, height: 24)).lines.joined(separator: "\n")
         #expect(text.contains("No chart history from this source") && !text.contains("Attestation success"))
     }
+
+    @Test("the crash chart's running rate counts from the rollout start, not from the first minute shown")
+    func crashesFromTheStart() {
+        let minutes = (0..<60).map { i in
+            ArmMinute(
+                exposed: ArmCounts(crashes: i < 30 ? 100 : 1, sessions: 300),
+                control: ArmCounts(crashes: i < 30 ? 100 : 1, sessions: 300))
+        }
+        var history = ChartHistory(minutes: minutes, end: ChartFixture.end)
+        let size = Size(width: 120, height: 40)
+        func screen() -> String {
+            var m = Fixture.model()
+            m.history = history
+            var s = Fixture.state(m, size: size)
+            _ = s.handle(.key(.character("c")))
+            return ConsoleScreen.render(s, size: size).lines.joined(separator: "\n")
+        }
+        // Counted from the first minute: a third of the sessions crashed, the axis goes to 500 per 1,000.
+        #expect(screen().contains("500┤"))
+        history.since = history.start(ofMinute: 30)
+        // From the start (minute 30): 1 in 300, the axis stops at 20 (the first minute's interval reaches 18.6).
+        let fromStart = screen()
+        #expect(!fromStart.contains("500┤") && fromStart.contains(" 20┤"), "\(fromStart)")
+    }
 }

@@ -98,6 +98,9 @@ public struct ChartHistory: Hashable, Sendable {
     public var before: ArmMinute
     /// Propagation of the newest version over time (oldest first), sampled by the source.
     public var propagation: [PropagationSample]
+    /// The rollout's start (telemetry time): the crash chart's running rate counts the minutes from it on; nil
+    /// counts every minute shown.
+    public var since: Instant? = nil
 
     public init(minutes: [ArmMinute], end: Instant, before: ArmMinute = ArmMinute(), propagation: [PropagationSample] = []) {
         self.minutes = Array(minutes.suffix(ChartZoom.longestMinutes))

@@ -86,13 +86,17 @@ public enum ChartsView {
             // Running totals from the rollout start: the rate the guardrail compares, and its interval narrowing.
             let first = h.minutes.count - axis.minutes
             var running = h.before
-            for i in 0..<max(0, first) {
+            // Minutes before the rollout started are not its crashes.
+            let counted = { (index: Int) -> Bool in
+                h.since.map { h.start(ofMinute: index).microseconds >= BucketStart.minute($0) } ?? true
+            }
+            for i in 0..<max(0, first) where counted(i) {
                 running.exposed = running.exposed + h.minutes[i].exposed
                 running.control = running.control + h.minutes[i].control
             }
             var cumulative: [ArmMinute] = []
             for i in 0..<axis.minutes {
-                if first + i >= 0 && first + i < h.minutes.count {
+                if first + i >= 0 && first + i < h.minutes.count && counted(first + i) {
                     running.exposed = running.exposed + h.minutes[first + i].exposed
                     running.control = running.control + h.minutes[first + i].control
                 }
@@ -266,6 +270,14 @@ struct ChartPane {
         out += axisLines.prefix(axisRows)
         out += allNotes.prefix(noteRows)
         return out
+    }
+}
+
+/// The start of the minute holding an instant, in microseconds (floor, so instants before 1970 work too).
+enum BucketStart {
+    static func minute(_ t: Instant) -> Int64 {
+        let q = t.microseconds / 60_000_000
+        return (t.microseconds % 60_000_000 < 0 ? q - 1 : q) * 60_000_000
     }
 }
 
