@@ -17,6 +17,8 @@ struct ChartHistoryReader {
     var refreshes = 0
     var fullEvery = 40
     var recentMinutes: Int64 = 16
+    /// The newest minute of the last read.
+    var lastMinute: Int64?
 
     static func arms(_ counts: [CounterKey: Int64]) -> ArmMinute {
         let t = CounterTotals(counts)
@@ -34,7 +36,9 @@ struct ChartHistoryReader {
         let first = nowMinute - Int64(ChartZoom.longestMinutes) + 1
         let full = refreshes % fullEvery == 0 || minutes.isEmpty
         refreshes += 1
-        let from = full ? first : max(first, nowMinute - recentMinutes)
+        // From a little before the newest minute read last time, so a fast simulation's jump leaves no gap.
+        let from = full ? first : max(first, min(nowMinute, lastMinute ?? nowMinute) - recentMinutes)
+        lastMinute = nowMinute
         if full { minutes.removeAll(keepingCapacity: true) } else { minutes = minutes.filter { $0.key >= first && $0.key < from } }
         for look in try counters.counterLooks(.minute, from: from, to: nowMinute + 1) { minutes[look.bucket] = Self.arms(look.counts) }
         let series = (first...nowMinute).map { minutes[$0] ?? ArmMinute() }
