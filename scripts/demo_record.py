@@ -103,7 +103,8 @@ def analyse(path, width, height, paused_file):
     print(f"demo recording: {run_seconds} s running at 600x, pane {width}x{height}")
     print(f"levels seen: {' -> '.join(l for _, l in history) if len(history) <= 12 else str(len(history)) + ' (first ' + ' -> '.join(l for _, l in history[:12]) + ')'}")
     print(f"level changes: {changes} (rises {rises}, falls {falls}, returns to the previous level within 60 s: {quick_returns})")
-    print(f"bells: {len(bells_at)} for {rises} rises")
+    print("changes at: " + (", ".join(f"{t - t0:.0f} s {l}" for t, l in history[1:][:20]) or "none"))
+    print(f"bells: {len(bells_at)} for {rises} rises" + (" (at " + ", ".join(f"{t - t0:.0f} s" for t in bells_at[:20]) + ")" if bells_at else ""))
     print(f"bytes while running: {run_bytes} in {run_seconds} s = {run_bytes / run_seconds:.0f} bytes/s "
           f"(median second {statistics.median(run_values) if run_values else 0:.0f}, max {max(run_values) if run_values else 0})")
     if idle_span:
