@@ -115,30 +115,35 @@ public struct ChartCanvas: Sendable {
             for (i, s) in label.enumerated() { labelCells[start + i] = (String(s), 0) }
         }
         return (0..<height).map { row in
+            // Runs of one role become one span each (a row is a handful of spans, not one per cell).
             var line: Line = []
-            func add(_ text: String, _ role: Role) {
-                if let last = line.last, last.role == role {
-                    line[line.count - 1] = Span(last.text + text, role)
-                } else {
-                    line.append(Span(text, role))
+            var run = String.UnicodeScalarView()
+            var runRole = Role.text
+            func add(_ scalar: Unicode.Scalar, _ role: Role) {
+                if role != runRole, !run.isEmpty {
+                    line.append(Span(String(run), runRole))
+                    run.removeAll(keepingCapacity: true)
                 }
+                runRole = role
+                run.append(scalar)
             }
             for x in 0..<width {
                 let cell = row * width + x
                 if dots[cell] != 0 {
                     let role = counts[1][cell] > counts[0][cell] ? roles[min(1, roles.count - 1)] : roles[0]
-                    add(String(Character(Unicode.Scalar(0x2800 + UInt32(dots[cell]))!)), role)
+                    add(Unicode.Scalar(0x2800 + UInt32(dots[cell]))!, role)
                 } else if row == 0, let (text, _) = labelCells[x] {
-                    add(text, markerRole)
+                    add(text.unicodeScalars.first!, markerRole)
                 } else if marked[x] != nil {
                     add(row == 0 ? "▼" : "┊", markerRole)
                 } else if bands[cell] != 0 {
-                    let glyph = bands[cell] == 1 ? "░" : bands[cell] == 2 ? "▒" : "▓"
+                    let glyph: Unicode.Scalar = bands[cell] == 1 ? "░" : bands[cell] == 2 ? "▒" : "▓"
                     add(glyph, bands[cell] == 2 ? bandRoles[min(1, bandRoles.count - 1)] : bandRoles[0])
                 } else {
                     add(" ", .text)
                 }
             }
+            if !run.isEmpty { line.append(Span(String(run), runRole)) }
             return line
         }
     }
