@@ -318,6 +318,11 @@ public final class PostgresTelemetry: TelemetryCounters, @unchecked Sendable {
         }
     }
 
+    /// Counter rows of `level` with `from ≤ bucket < to`, read on one consistent snapshot of the database.
+    public func counterLooks(_ level: BucketLevel, from: Int64, to: Int64) throws -> [CounterLook] {
+        try store.consistentRead { () throws -> [CounterLook] in try looks(level, from: from, to: to) }
+    }
+
     /// Counter rows of `level` with `from ≤ bucket < to`, one look per bucket that has rows, in time order.
     private func looks(_ level: BucketLevel, from: Int64, to: Int64) throws -> [CounterLook] {
         guard from < to else { return [] }

@@ -42,6 +42,7 @@ public final class StoreConsoleSource: ConsoleDataSource, @unchecked Sendable {
     /// later (a file moved back there is not known to be the one opened).
     private var lost: String?
     private var lastModel: ConsoleModel?
+    private var charts = ChartHistoryReader()
 
     public init(
         path: String, clock: Clock, operatorID: String, readOnly: Bool, project: String, autoKill: (any ConsoleWriteSession)? = nil
@@ -117,6 +118,7 @@ public final class StoreConsoleSource: ConsoleDataSource, @unchecked Sendable {
         if let autoKillNote { model.events.insert(autoKillNote, at: 0) }
         // Ramp plans live in the store's `ramp_plan` table (a file store, Firebase's state store, PostgreSQL).
         model.plan = try ConsolePlan.info(plans: plans, status: status)
+        model.history = try charts.history(monitor.telemetry, status: status)
         return model
     }
 

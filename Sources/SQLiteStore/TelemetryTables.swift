@@ -397,6 +397,13 @@ public final class TelemetryTables: TelemetryCounters {
         }
     }
 
+    /// Counter rows of `level` with `from ≤ bucket < to`, read in one read transaction (or the caller's).
+    public func counterLooks(_ level: BucketLevel, from: Int64, to: Int64) throws -> [CounterLook] {
+        lock?.lock()
+        defer { lock?.unlock() }
+        return try reading { () throws -> [CounterLook] in try looks(level, from: from, to: to) }
+    }
+
     /// Counter rows of `level` with `from ≤ bucket < to`, one look per bucket that has rows, in time order.
     private func looks(_ level: BucketLevel, from: Int64, to: Int64) throws(SQLiteError) -> [CounterLook] {
         guard from < to else { return [] }

@@ -45,6 +45,9 @@ public protocol TelemetryCounters: AnyObject {
     func commit(_ batch: TelemetryBatch, source: String, at committedAt: Instant) throws -> BatchReceipt?
     /// The dashboard query: everything the console's panels need, as of `now`, for `configuration`'s rollout.
     func snapshot(_ configuration: WatchConfiguration, now: Instant) throws -> TelemetrySnapshot
+    /// Counter rows of `level` with `from ≤ bucket < to`, one look per bucket that has rows, oldest first (the
+    /// console's charts read up to a day of minute rows here; what retention dropped is simply absent).
+    func counterLooks(_ level: BucketLevel, from: Int64, to: Int64) throws -> [CounterLook]
     /// The newest event time landed, nil before the first.
     func newestEvent() throws -> Instant?
     /// The stored state of one installation.

@@ -140,6 +140,28 @@ enum ConsoleBench {
         let dialogMean = Double(Stopwatch.nanoseconds() - t0) / 1e6 / Double(frames)
         report(
             "frame with confirm dialog, mean (200×60)", value: dialogMean, unit: "ms", limit: 2, higherIsBetter: false)
+
+        // The charts (c) at 24 h: a day of minutes summed into the panes' dot columns each frame.
+        var charts = state(size: size)
+        let day = (0..<ChartZoom.longestMinutes).map { i in
+            ArmMinute(
+                exposed: ArmCounts(successes: 400 + i % 37, failures: 3 + i % 5, crashes: i % 4, sessions: 900 + i % 50),
+                control: ArmCounts(successes: 410 + i % 31, failures: 2 + i % 7, crashes: i % 5, sessions: 905 + i % 40))
+        }
+        let chartModels = models.map { m -> ConsoleModel in
+            var m = m
+            m.history = ChartHistory(minutes: day, end: start)
+            return m
+        }
+        _ = charts.handle(.key(.character("c")))
+        while charts.chartZoom != .day { _ = charts.handle(.key(.character("z"))) }
+        let c0 = Stopwatch.nanoseconds()
+        for i in 0..<frames {
+            _ = charts.handle(.snapshot(chartModels[i % chartModels.count]))
+            checksum &+= ConsoleScreen.render(charts, size: size).cells.count
+        }
+        let chartsMean = Double(Stopwatch.nanoseconds() - c0) / 1e6 / Double(frames)
+        report("frame of the charts at 24 h, mean (200×60)", value: chartsMean, unit: "ms", limit: 2, higherIsBetter: false)
         if checksum == 42 { print("") }
     }
 

@@ -107,6 +107,20 @@ struct GoldenScreenTests {
             name: base + "-mono")
     }
 
+    @Test(
+        "charts at 80×24, 120×40 and 200×60 at every zoom, colour and monochrome",
+        arguments: ChartZoom.allCases, [Size(width: 80, height: 24), Size(width: 120, height: 40), Size(width: 200, height: 60)])
+    func charts(_ zoom: ChartZoom, _ size: Size) throws {
+        let grid = ConsoleScreen.render(ChartFixture.state(zoom: zoom, size: size), size: size)
+        let base = "charts-\(zoom.minutes)min-\(size.width)x\(size.height)"
+        try GoldenScreen.check(
+            GoldenScreen.dump(grid, theme: Theme.default.resolved(for: .indexed256), title: "charts \(zoom.text)"),
+            name: base + "-colour")
+        try GoldenScreen.check(
+            GoldenScreen.dump(grid, theme: Theme.default.resolved(for: .monochrome), title: "charts \(zoom.text)"),
+            name: base + "-mono")
+    }
+
     @Test("a terminal below the minimum size gets the too-small message")
     func tooSmall() throws {
         let size = Size(width: 40, height: 10)

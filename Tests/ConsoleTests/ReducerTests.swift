@@ -91,7 +91,7 @@ struct MainKeyTests {
         #expect(press(&s, .escape) == [])
         #expect(s.notice == nil)
         let before = s
-        #expect(press(&s, .character("z"), .function(5), .pageDown) == [])
+        #expect(press(&s, .character("Z"), .function(5), .pageDown) == [])
         #expect(s == before)
     }
 

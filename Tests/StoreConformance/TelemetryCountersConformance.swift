@@ -35,6 +35,7 @@ public enum TelemetryCountersConformance {
             "the snapshot since the start equals the stored totals, and a cold reader sees what a warm one sees",
             snapshot
         ),
+        ("counter looks list each minute's and hour's rows, oldest first, only inside the range", counterLooks),
         ("a read-only handle refuses a batch and nothing is written", readOnlyRefuses),
         ("a batch is seen whole or not at all by a concurrent reader", wholeOrNothing),
     ]
@@ -169,6 +170,35 @@ public enum TelemetryCountersConformance {
         let unavailableText = try reader.describe(unavailable)
         try expect(
             unavailableText == unavailable.errorClass.description, "Apple's class reads \(unavailableText)")
+    }
+
+    static func counterLooks(_ factory: Factory) throws {
+        let fixture = try factory()
+        _ = try fixture.open().commit(batch(events), source: "test", at: t0 + .minutes(5))
+        let reader = try fixture.open()
+        let first = BucketLevel.minute.bucket(t0.microseconds)
+        let minutes = try reader.counterLooks(.minute, from: first - 5, to: first + 5)
+        try expect(minutes.map(\.bucket) == [first, first + 1], "the minute looks are \(minutes.map(\.bucket))")
+        let m0 = CounterTotals(minutes[0].counts)
+        let m1 = CounterTotals(minutes[1].counts)
+        try expect(
+            m0.sum(.session, cohort: .none) == 1 && m0.sum(.session, cohort: .enabled) == 0,
+            "the first minute holds \(minutes[0].counts)")
+        try expect(
+            m1.sum(.session, cohort: .enabled) == 2 && m1.sum(.crash, cohort: .enabled, fatal: true) == 2
+                && m1.sum(.attestationSuccess, cohort: .enabled) == 1
+                && m1.sum(.attestationFailure, cohort: .enabled) == 2,
+            "the second minute holds \(minutes[1].counts)")
+        let only = try reader.counterLooks(.minute, from: first + 1, to: first + 2)
+        try expect(only.map(\.bucket) == [first + 1], "a one-minute range gave \(only.map(\.bucket))")
+        try expect(try reader.counterLooks(.minute, from: first + 2, to: first + 60).isEmpty, "an empty range has looks")
+        let hour = BucketLevel.hour.bucket(t0.microseconds)
+        let hours = try reader.counterLooks(.hour, from: hour, to: hour + 1)
+        var summed = CounterTotals()
+        for look in minutes { summed.add(look.counts) }
+        try expect(
+            hours.count == 1 && CounterTotals(hours[0].counts).sum(.session) == summed.sum(.session),
+            "the hour look \(hours.map(\.counts)) is not the sum of its minutes")
     }
 
     static func comparable(_ s: TelemetrySnapshot) -> [AnyHashable] {

@@ -904,6 +904,12 @@ extension ConsoleState {
             notice = nil
         case .pauseSimulation, .fasterSimulation, .slowerSimulation:
             return simulationKey(intent)
+        case .toggleCharts:
+            chartsShown.toggle()
+            say(chartsShown ? "Charts, last \(chartZoom.text): z zooms, c goes back to the panels" : "Panels", .info)
+        case .cycleZoom:
+            chartZoom = chartZoom.next
+            say("Charts: last \(chartZoom.text)" + (chartsShown ? "" : " (c shows them)"), .info)
         }
         return []
     }

@@ -141,6 +141,10 @@ public struct ConsoleState: Hashable, Sendable {
     public internal(set) var storeLost: String? = nil
     /// The simulation driving the screen (`rollout demo`), nil when none does: its speed, pause and wall time.
     public internal(set) var simulation: SimulationStatus? = nil
+    /// The charts replace the panels (`c` toggles).
+    public internal(set) var chartsShown = false
+    /// The charts' window (`z` cycles 15 min, 1 h, 6 h, 24 h).
+    public internal(set) var chartZoom: ChartZoom = .hour
 
     public init(configuration: Configuration = Configuration(), screenSize: Size = Size(width: 80, height: 24)) {
         self.configuration = configuration

@@ -78,6 +78,10 @@ public enum Intent: Hashable, Sendable, CaseIterable {
     case pauseSimulation
     case fasterSimulation
     case slowerSimulation
+    /// Show the charts instead of the panels, or the panels again.
+    case toggleCharts
+    /// The charts' next zoom: 15 min, 1 h, 6 h, 24 h, then 15 min again.
+    case cycleZoom
 }
 
 /// One line of the key table: the keys, what they do, and how help and the hint bar describe them.
@@ -152,6 +156,12 @@ public enum KeyMap {
         KeyBinding(
             [.character("f")], .toggleFreeze, .look, "freeze the display (data keeps arriving)",
             hint: ("f", "freeze", 9)),
+        KeyBinding(
+            [.character("c")], .toggleCharts, .look,
+            "charts: success ratio and crash rate per arm, the percentage with its changes, propagation; c again for the panels",
+            hint: ("c", "charts", 6)),
+        KeyBinding(
+            [.character("z")], .cycleZoom, .look, "the charts' zoom: 15 min, 1 h, 6 h, 24 h (each chart's title says which)"),
         KeyBinding([.character("t")], .nextTheme, .screen, "next theme", hint: ("t", "theme", 10)),
         KeyBinding([.control("l")], .redraw, .screen, "redraw the whole screen"),
         KeyBinding([.character("?")], .showHelp, .screen, "this help", hint: ("?", "help", 0)),

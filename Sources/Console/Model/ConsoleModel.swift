@@ -21,6 +21,9 @@ public struct ConsoleModel: Hashable, Sendable {
     public var plan: PlanInfo?
     /// App Check enforcement of each configured service (a Firebase project's; empty elsewhere).
     public var enforcement: [EnforcementInfo] = []
+    /// The charts' history (`c`): up to 24 hours of per-minute counts per arm from the store; nil when the source
+    /// has none.
+    public var history: ChartHistory? = nil
 
     public init(
         header: HeaderInfo, condition: ConditionInfo, attestation: AttestationInfo, crash: CrashInfo,

@@ -24,7 +24,9 @@ public enum ConsoleScreen {
         let (headerRow, body) = upper.splitTop(1)
         HeaderBar.render(state, into: &grid, row: headerRow)
         if let model = state.model {
-            if size.width >= boxedSize.width && size.height >= boxedSize.height {
+            if state.chartsShown {
+                ChartsView.render(model, state, into: &grid, body: body)
+            } else if size.width >= boxedSize.width && size.height >= boxedSize.height {
                 BoxedLayout.render(model, state, into: &grid, body: body)
             } else {
                 CompactLayout.render(model, state, into: &grid, body: body)
