@@ -151,6 +151,7 @@ let package = Package(
                 "Monitoring",
                 "FirebaseRemoteConfig",
                 "WebClient",
+                "PhoneVerification",
                 "RampPlans",
                 "PostgresStore",
                 "StoreCopy",

@@ -51,6 +51,9 @@ public struct SettingsWritePath {
         case source(SourceChange)
         /// Give the acting operator, already enrolled, a security key (or replace theirs): needs their code.
         case enrolSecurityKey(SecurityKeyCredential)
+        /// Give the acting operator, already enrolled, a phone for codes by SMS or voice (or replace theirs):
+        /// needs their code.
+        case enrolPhone(PhoneEnrolment)
     }
 
     public enum SourceChange: Sendable, Equatable {
@@ -210,6 +213,28 @@ public struct SettingsWritePath {
                             to: "\(credential.algorithm.name) credential \(Hex.encode(credential.credentialID.prefix(8)))… for \(credential.relyingParty)",
                             result: .recorded))
                     return .changed(from: "", to: "security key")
+                }
+            case .enrolPhone(let enrolment):
+                let id = enrolment.operatorID
+                guard id.rawValue == actor else {
+                    return .failure(.invalid("an operator enrols a phone for themselves, not for \(id)"))
+                }
+                guard PhoneNumber.normalized(enrolment.number) == enrolment.number else {
+                    return .failure(.invalid("'\(enrolment.number)' is not an E.164 number (+ then 7 to 15 digits)"))
+                }
+                guard try db.operatorRecord(id) != nil else {
+                    return .failure(
+                        .unavailable(
+                            "\(id) is not enrolled: enrol with 'rollout operator enroll' (a one-time code) first, then add the phone"))
+                }
+                change = StepUpChange(.operatorEnroll, detail: "\(id) phone")
+                apply = {
+                    try db.savePhone(enrolment)
+                    try db.appendAudit(
+                        AuditEntry(
+                            time: clock.now(), actor: actor, action: "operator enroll phone", to: enrolment.masked,
+                            result: .recorded))
+                    return .changed(from: "", to: "phone \(enrolment.masked)")
                 }
             case .startEnrolment(let id, let approver):
                 return try startEnrolment(id, approver: approver, code: code, policy: policy, in: db)
@@ -470,11 +495,17 @@ public protocol SettingsTables {
     func removeSource(_ name: String) throws
     /// Stores an operator's security key (sealed); a store that keeps none refuses.
     func saveSecurityKey(_ credential: SecurityKeyCredential) throws
+    /// Stores an operator's phone (the number sealed); a store that keeps none refuses.
+    func savePhone(_ enrolment: PhoneEnrolment) throws
 }
 
 extension SettingsTables {
     public func saveSecurityKey(_ credential: SecurityKeyCredential) throws {
         throw SessionRefusal(.unsupported, "this store keeps no security keys yet (an SQLite store file does)")
+    }
+
+    public func savePhone(_ enrolment: PhoneEnrolment) throws {
+        throw SessionRefusal(.unsupported, "this store keeps no phones yet (an SQLite store file does)")
     }
 
     public func operatorStandings() throws -> [OperatorStanding] { try operators().map(OperatorStanding.init) }
@@ -526,6 +557,7 @@ struct SQLiteSettingsTables: SettingsTables {
     func removeOperator(_ id: OperatorID) throws {
         _ = try OperatorTables.remove(id, in: db)
         try SecurityKeyTables.remove(id, in: db)
+        try PhoneTables.remove(id, in: db)
     }
     func pendingEnrolments() throws -> [PendingEnrolment] { try OperatorTables.pendingEnrolments(in: db) }
     func pendingEnrolment(_ id: OperatorID) throws -> PendingEnrolment? {
@@ -545,4 +577,5 @@ struct SQLiteSettingsTables: SettingsTables {
     func saveSource(_ configuration: SourceConfiguration) throws { try SourceConfigTable.save(configuration, in: db) }
     func removeSource(_ name: String) throws { try SourceConfigTable.remove(name, in: db) }
     func saveSecurityKey(_ credential: SecurityKeyCredential) throws { try SecurityKeyTables.save(credential, in: db) }
+    func savePhone(_ enrolment: PhoneEnrolment) throws { try PhoneTables.save(enrolment, in: db) }
 }

@@ -122,6 +122,7 @@ public struct StepUpWritePolicy: WritePolicy {
     private let clock: any Clock
     private let preApprovals: (any StepUpPreApprovalStore)?
     private let securityKeys: (any SecurityKeyStore)?
+    private let phones: (any PhoneStepUpStore)?
     /// What change documents name as the store (`ChangeDocument.store`).
     public let storeIdentity: String
 
@@ -131,8 +132,9 @@ public struct StepUpWritePolicy: WritePolicy {
     /// `storeIdentity`.
     public init(
         store: any StepUpStore, clock: any Clock, preApprovals: (any StepUpPreApprovalStore)? = nil,
-        securityKeys: (any SecurityKeyStore)? = nil, storeIdentity: String = ""
+        securityKeys: (any SecurityKeyStore)? = nil, phones: (any PhoneStepUpStore)? = nil, storeIdentity: String = ""
     ) {
+        self.phones = phones
         self.store = store
         self.clock = clock
         self.preApprovals = preApprovals
@@ -144,6 +146,12 @@ public struct StepUpWritePolicy: WritePolicy {
     public func securityKey(of actor: String) throws -> SecurityKeyCredential? {
         guard let securityKeys, let id = try? OperatorID(actor) else { return nil }
         return try securityKeys.securityKey(id)
+    }
+
+    /// The phone enrolment of `actor` in this store, nil when it has none or the store keeps none.
+    public func phoneEnrolment(of actor: String) throws -> PhoneEnrolment? {
+        guard let phones, let id = try? OperatorID(actor) else { return nil }
+        return try phones.phoneEnrolment(id)
     }
 
     /// How long a change document stays valid: 2 minutes, or 15 when the two-person rule applies (a second
@@ -243,6 +251,9 @@ public struct StepUpWritePolicy: WritePolicy {
                         + "needed for \(reasons.map(\.code).joined(separator: ", "))"))
             context.stepUpVerified = true
             return .allow
+        }
+        if let phone = proposal.phoneApproval {
+            return try reviewPhone(phone, proposal, actor: actor, change: change, context: context)
         }
         if let evidence = proposal.secondFactor {
             return try reviewSecurityKey(evidence, proposal, actor: actor, change: change, context: context)
@@ -397,6 +408,75 @@ extension StepUpWritePolicy {
         }
         context.stepUpVerified = true
         return .allow
+    }
+}
+
+extension StepUpWritePolicy {
+    /// A change approved by a code sent to the operator's phone: the provider's outcome (the step-up method asked
+    /// it just before) is recorded against the phone enrolment's own lockout and audited (never the code); only
+    /// `verified` allows the change. A provider that could not check a code counts no attempt.
+    fileprivate func reviewPhone(
+        _ phone: PhoneApproval, _ proposal: Proposal, actor: OperatorID, change: StepUpChange, context: PolicyContext
+    ) throws -> PolicyDecision {
+        let state = try store.enforcement()
+        let reasons = state.enforced ? requiresStepUp(change, policy: state.policy) : []
+        guard !reasons.isEmpty else { return .allow }
+        let needed = "needed for \(reasons.map(\.code).joined(separator: ", "))"
+        func audit(_ result: String, _ facts: [String], accepted: Bool = false) throws {
+            try context.audit(
+                AuditEntry(
+                    time: clock.now(), actor: proposal.actor, action: "step-up " + change.summary,
+                    result: accepted ? .stepUpAccepted : .stepUpRefused,
+                    detail: (["result \(result)", "method phone", needed] + facts).joined(separator: "; ")))
+        }
+        func refuse(_ result: String, _ facts: [String], _ reason: String, _ kind: PolicyRefusal.Kind) throws -> PolicyDecision {
+            try audit(result, facts)
+            return .refuse(PolicyRefusal(policy: name, reason: reason, kind: kind))
+        }
+        guard let phones else {
+            return try refuse("unsupported", [], "this store keeps no phones; use a one-time code", .stepUpBlocked)
+        }
+        guard try store.operatorRecord(actor) != nil else {
+            return try refuse("not-enrolled", [], "\(actor) is not enrolled for step-up", .stepUpBlocked)
+        }
+        guard let enrolment = try phones.phoneEnrolment(actor) else {
+            return try refuse(
+                "not-enrolled", [], "\(actor) has no phone: enrol one with 'rollout operator enroll --method phone --phone +NUMBER'",
+                .stepUpBlocked)
+        }
+        let verification = "verification \(phone.verification)"
+        let now = clock.now()
+        if let until = enrolment.lockedUntil, now < until {
+            return try refuse(
+                "locked-out", [verification, "locked-until \(until.iso8601)"],
+                "\(actor)'s phone method is locked until \(until.iso8601) after wrong codes (a one-time code or a "
+                    + "security key still works)", .stepUpBlocked)
+        }
+        if case .unavailable(let words) = phone.outcome {
+            return try refuse(
+                "provider-refused", [verification, "provider \(words)"],
+                "the phone code could not be checked: \(words); nothing was written", .stepUpFailed)
+        }
+        let accepted = phone.outcome == .verified
+        var stored: PhoneEnrolment?
+        _ = try phones.recordPhoneAttempt(actor, accepted: accepted, policy: state.policy, at: now) { updated in
+            stored = updated
+            var facts = [verification, "to \(updated.masked)"]
+            if !accepted {
+                facts.append("failed-attempts \(updated.failedAttempts)")
+                if let until = updated.lockedUntil { facts.append("locked-until \(until.iso8601)") }
+            }
+            try audit(phone.outcome.result, facts, accepted: accepted)
+        }
+        if accepted {
+            context.stepUpVerified = true
+            return .allow
+        }
+        var reason = phone.outcome == .tooManyAttempts
+            ? "too many wrong phone codes: the provider ended verification \(phone.verification)"
+            : "wrong phone code"
+        if let until = stored?.lockedUntil { reason += "; \(actor)'s phone method is locked until \(until.iso8601)" }
+        return .refuse(PolicyRefusal(policy: name, reason: reason + "; nothing was written", kind: .stepUpFailed))
     }
 }
 

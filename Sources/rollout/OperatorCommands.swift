@@ -60,11 +60,15 @@ enum OperatorCommands {
             .value("--approver", name: "ID", help: "An enrolled operator who approves this enrolment."),
             .value(
                 "--method", name: "METHOD",
-                help: "totp (default: an authenticator app) or security-key: add a FIDO2 key (touch and PIN or "
+                help: "totp (default: an authenticator app), phone (--phone NUMBER: codes by SMS or voice) or security-key: add a FIDO2 key (touch and PIN or "
                     + "biometric) to the acting operator, already enrolled, confirmed with their --code. The key is "
                     + "$ROLLOUT_SECURITY_KEY (a path from 'fido2-token -L') or the first connected; a PIN comes from "
                     + "$ROLLOUT_SECURITY_KEY_PIN."),
             .value("--approver-code", name: "CODE", help: "The approver's current code ('-' reads it from stdin)."),
+            .value(
+                "--phone", name: "NUMBER",
+                help: "With --method phone: the acting operator's phone number in E.164 form (+ and country code), "
+                    + "stored sealed; protected changes then accept a code sent to it with --phone."),
             .value(
                 "--qr", name: "STYLE",
                 help: "How to draw the QR code: color (fixed black and white, any theme), dark-terminal, "
@@ -130,7 +134,8 @@ enum OperatorCommands {
         switch invocation.value("--method") ?? "totp" {
         case "totp": break
         case "security-key": return try enrolSecurityKey(id, invocation)
-        case let other: throw invocation.usageError("--method takes totp or security-key, not '\(other)'")
+        case "phone": return try enrolPhone(id, invocation)
+        case let other: throw invocation.usageError("--method takes totp, security-key or phone, not '\(other)'")
         }
         let style = try qrStyle(invocation)
         if invocation.value("--code") == nil, let created = try Wiring.teamStoreKeyForEnrolment(invocation) {
@@ -359,6 +364,41 @@ enum OperatorCommands {
         }
         print("enrolled a security key for \(id): protected changes accept it with --security-key")
         return .ok
+    }
+
+    /// `operator enroll --method phone --phone NUMBER`: the number, sealed, through the settings write path.
+    static func enrolPhone(_ id: OperatorID, _ invocation: Invocation) throws -> ExitCode {
+        guard let text = invocation.value("--phone") else {
+            throw invocation.usageError("--method phone needs --phone +NUMBER (E.164: + and the country code)")
+        }
+        guard let number = PhoneNumber.normalized(text) else {
+            throw invocation.usageError("--phone takes an E.164 number (+ then 7 to 15 digits), not '\(text)'")
+        }
+        let session = try Wiring.session(invocation)
+        let code = try readCode(invocation.value("--code"), prompt: "Code of \(id)'s authenticator: ")
+        let enrolment = PhoneEnrolment(operatorID: id, number: number, enrolledAt: session.clock.now())
+        _ = try settings(try session.settingsWritePath(), .enrolPhone(enrolment), actor: id.rawValue, code: code)
+        print("enrolled phone \(enrolment.masked) for \(id): protected changes accept a code sent to it with --phone")
+        return .ok
+    }
+
+    /// A secret line (a phone code): on a terminal, asked on stderr and read with echo off; otherwise one line of
+    /// stdin. Never printed.
+    static func readSecret(_ text: String) -> String? {
+        guard isatty(STDIN_FILENO) == 1 else { return readLine(strippingNewline: true)?.trimmingSpaces() }
+        StandardStream.error.write(text)
+        var saved = termios()
+        let haveTerminal = tcgetattr(STDIN_FILENO, &saved) == 0
+        if haveTerminal {
+            var quiet = saved
+            quiet.c_lflag &= ~tcflag_t(ECHO)
+            _ = tcsetattr(STDIN_FILENO, TCSAFLUSH, &quiet)
+        }
+        defer {
+            if haveTerminal { _ = tcsetattr(STDIN_FILENO, TCSAFLUSH, &saved) }
+            StandardStream.error.write("\n")
+        }
+        return readLine(strippingNewline: true)?.trimmingSpaces()
     }
 
     /// The settings write path of the invocation's store, whichever backend.
