@@ -46,12 +46,8 @@ extension StepUpMethods {
             return try path.execute(request)
         }
         let preview = try path.preview(request)
-        let needed = preview.reports.contains { report in
-            guard report.source == PolicyIdentity(StepUpWritePolicy.self), case .refuse(let r) = report.decision else {
-                return false
-            }
-            return r.kind == .stepUpNeeded
-        }
+        // Asked of the policy, not read from the preview: a locked one-time code does not lock this method.
+        let needed = try !policy.stepUpReasons(for: preview.proposal).isEmpty
         guard needed else { return try path.execute(request) }
         guard let enrolment = try policy.phoneEnrolment(of: request.actor) else {
             throw SessionRefusal(
@@ -63,8 +59,11 @@ extension StepUpMethods {
             approved.phoneApproval = PhoneApproval(verification: verification, outcome: outcome)
             return try path.execute(approved)
         }
-        // A locked method is refused (and audited) by the write path before anything is sent.
-        if enrolment.isLockedOut(at: path.clock.now()) { return try submit("-", .unavailable("not started")) }
+        // A method the policy does not accept for this change, or a locked one, is refused (and audited) by the
+        // write path before anything is sent.
+        if try !policy.accepts(.phone, for: preview.proposal) || enrolment.isLockedOut(at: path.clock.now()) {
+            return try submit("-", .unavailable("not started"))
+        }
         let verification: String
         do {
             verification = try client.start(number: PhoneNumber.digits(enrolment.number))

@@ -134,7 +134,8 @@ public struct SettingsWritePath {
                 } else {
                     let updated: StepUpPolicy
                     do { updated = try policy.setting(key, value) } catch { return .failure(.invalid("\(error)")) }
-                    before = policy.settings.first { $0.key == key }!.value
+                    // A method list never set reads `any`.
+                    before = policy.settings.first { $0.key == key }?.value ?? "any"
                     after = updated.settings.first { $0.key == key }!.value
                     if updated == policy { return .success(.unchanged(after)) }
                     save = { try db.saveStepUpPolicy(updated) }

@@ -46,12 +46,8 @@ public enum StepUpMethods {
     ) throws -> WritePath.Request {
         guard let policy = path.policies.lazy.compactMap({ $0 as? StepUpWritePolicy }).first else { return request }
         let preview = try path.preview(request)
-        let needed = preview.reports.contains { report in
-            guard report.source == PolicyIdentity(StepUpWritePolicy.self), case .refuse(let r) = report.decision else {
-                return false
-            }
-            return r.kind == .stepUpNeeded
-        }
+        // Asked of the policy, not read from the preview: a locked one-time code does not lock this method.
+        let needed = try !policy.stepUpReasons(for: preview.proposal).isEmpty
         guard needed else { return request }
         guard let credential = try policy.securityKey(of: request.actor) else {
             throw SessionRefusal(

@@ -199,6 +199,10 @@ public struct StepUpWritePolicy: WritePolicy {
                     ], decision: .allow)
             }
             var lines = ["a fresh code is needed: " + reasons.map(\.description).joined(separator: "; ")]
+            let accepted = StepUpMethod.allCases.filter { m in reasons.allSatisfy { state.policy.allowedMethods(for: $0).contains(m) } }
+            if accepted.count < StepUpMethod.allCases.count {
+                lines.append("accepted methods: " + (accepted.isEmpty ? "none" : accepted.map(\.rawValue).joined(separator: ", ")))
+            }
             let record = try (try? OperatorID(proposal.actor)).flatMap { try store.operatorRecord($0) }
             let decision: PolicyDecision
             if record == nil {
@@ -238,6 +242,11 @@ public struct StepUpWritePolicy: WritePolicy {
                 PolicyRefusal(
                     policy: name, reason: "\(proposal.actor) cannot be enrolled, so it cannot pass step-up", kind: .stepUpBlocked))
         }
+        // The policy may name the methods a change kind accepts (`step-up.reach-100 security-key`): another
+        // method is refused, audited, before it is checked (a code is not used up by a refused method).
+        let used: StepUpMethod =
+            proposal.phoneApproval != nil ? .phone : proposal.secondFactor != nil ? .securityKey : .totp
+        if let refusal = try methodRefusal(used, proposal, change: change, context: context) { return refusal }
         if let (approval, step) = try preApproval(proposal) {
             let state = try store.enforcement()
             let reasons = state.enforced ? requiresStepUp(change, policy: state.policy) : []
@@ -412,6 +421,44 @@ extension StepUpWritePolicy {
 }
 
 extension StepUpWritePolicy {
+    /// The refusal of a change approved by `used` when the policy names other methods for one of its reasons
+    /// (audited); nil when the method is accepted or nothing is needed.
+    fileprivate func methodRefusal(
+        _ used: StepUpMethod, _ proposal: Proposal, change: StepUpChange, context: PolicyContext
+    ) throws -> PolicyDecision? {
+        let state = try store.enforcement()
+        let reasons = state.enforced ? requiresStepUp(change, policy: state.policy) : []
+        guard let (reason, accepted) = state.policy.methodRefusal(used, for: reasons) else { return nil }
+        let names = accepted.map(\.rawValue).joined(separator: " or ")
+        try context.audit(
+            AuditEntry(
+                time: clock.now(), actor: proposal.actor, action: "step-up " + change.summary, result: .stepUpRefused,
+                detail: "result method-not-allowed; method \(used.rawValue); needed for "
+                    + "\(reasons.map(\.code).joined(separator: ", ")); step-up.\(reason.policyKind) accepts \(names)"))
+        return .refuse(
+            PolicyRefusal(
+                policy: name,
+                reason: "\(change.summary) needs \(names) (policy step-up.\(reason.policyKind): \(reason.description)); "
+                    + "\(used.rawValue) is not accepted for it; nothing was written",
+                suggestion: "approve with " + accepted.map(\.option).joined(separator: " or "), kind: .stepUpBlocked))
+    }
+
+    /// Why `proposal` needs a step-up under the stored policy (empty: it needs none, or step-up is off, or a
+    /// ramp plan's pre-approval covers it). Unlike `preview`, blind to the one-time code's lockout: another
+    /// method asks this before it sends or signs anything.
+    public func stepUpReasons(for proposal: Proposal) throws -> [StepUpReason] {
+        let state = try store.enforcement()
+        guard state.enforced, try preApproval(proposal) == nil else { return [] }
+        return requiresStepUp(StepUpChange(proposal), policy: state.policy)
+    }
+
+    /// Whether the policy accepts `method` for `proposal` (a method that sends something first asks this).
+    public func accepts(_ method: StepUpMethod, for proposal: Proposal) throws -> Bool {
+        let state = try store.enforcement()
+        let reasons = state.enforced ? requiresStepUp(StepUpChange(proposal), policy: state.policy) : []
+        return state.policy.methodRefusal(method, for: reasons) == nil
+    }
+
     /// A change approved by a code sent to the operator's phone: the provider's outcome (the step-up method asked
     /// it just before) is recorded against the phone enrolment's own lockout and audited (never the code); only
     /// `verified` allows the change. A provider that could not check a code counts no attempt.
