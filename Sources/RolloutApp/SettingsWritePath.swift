@@ -111,10 +111,15 @@ public struct SettingsWritePath {
     }
 
     /// Validates, judges, applies and audits `intent` by `actor` (with step-up `code`), in one transaction.
-    public func execute(_ intent: Intent, actor: String, code: String?) throws -> Outcome {
+    public func execute(
+        _ intent: Intent, actor: String, code: String?, approving: TwoPersonSettingsRequest? = nil
+    ) throws -> Outcome {
         if backend.isReadOnly { throw WritePath.Failure.readOnly }
         let clock = self.clock
         let result: Result<Outcome, Failure> = try backend.transaction { db in
+            // The largest settings changes (App Check ENFORCED, a relaxation of a guardrail or of step-up) under
+            // the two-person rule: what they change, from → to, and why they count.
+            var twoPerson: (change: String, why: String)?
             let policy = try db.stepUpPolicy()
             let change: StepUpChange
             let apply: () throws -> Outcome
@@ -140,6 +145,9 @@ public struct SettingsWritePath {
                     if updated == policy { return .success(.unchanged(after)) }
                     save = { try db.saveStepUpPolicy(updated) }
                 }
+                if let why = TwoPersonSettingsRequest.relaxation(key, from: before, to: after) {
+                    twoPerson = ("policy set \(key): \(before) → \(after)", why)
+                }
                 change = StepUpChange(.policyChange, detail: "\(key) \(after)")
                 apply = {
                     try save()
@@ -157,6 +165,9 @@ public struct SettingsWritePath {
                 case .failure(let f): return .failure(f)
                 }
                 change = StepUpChange(.appCheckChange, detail: prepared.summary)
+                if case .enforcementRequest(_, _, let to, _) = registration, to == .enforced {
+                    twoPerson = (prepared.summary, "App Check enforcement ENFORCED rejects every request without a valid token")
+                }
                 apply = {
                     let done = try prepared.apply()
                     try db.appendAudit(
@@ -264,6 +275,7 @@ public struct SettingsWritePath {
                     return .changed(from: target.rawValue, to: "")
                 }
             }
+            var verified = false
             if try db.isEnforced(), !requiresStepUp(change, policy: policy).isEmpty {
                 guard let acting = try? OperatorID(actor) else {
                     return .failure(
@@ -276,6 +288,54 @@ public struct SettingsWritePath {
                 if let refusal = decision.refusal {
                     return .failure(.refused("\(refusal)", needsCode: refusal.outcome == .missing))
                 }
+                verified = decision.verdict == .accepted
+            }
+            func refuse(_ result: String, _ message: String, needsCode: Bool = false) throws -> Result<Outcome, Failure> {
+                try db.appendAudit(
+                    AuditEntry(
+                        time: clock.now(), actor: actor, action: "two-person " + (twoPerson?.change ?? "settings change"),
+                        result: .stepUpRefused, detail: "result \(result)" + (approving.map { "; two-person-request \($0.id)" } ?? "")))
+                return .failure(.refused(message, needsCode: needsCode))
+            }
+            if let approving {
+                guard let large = twoPerson, large.change == approving.change else {
+                    return try refuse(
+                        "other-change",
+                        "request \(approving.id) is for '\(approving.change)', which is not what this change would do now "
+                            + "('\(twoPerson?.change ?? "another change")'): the state moved since; nothing was changed")
+                }
+                guard approving.requester != actor else {
+                    return try refuse(
+                        "self-approval", "\(actor) asked for this change and cannot approve it too: another operator must")
+                }
+                guard clock.now() < approving.expiresAt else {
+                    return try refuse("expired", "request \(approving.id) expired at \(approving.expiresAt.iso8601)")
+                }
+                guard verified else {
+                    return try refuse(
+                        "no-factor", "approving request \(approving.id) needs \(actor)'s own one-time code", needsCode: true)
+                }
+                let outcome = try apply()
+                try db.appendAudit(
+                    AuditEntry(
+                        time: clock.now(), actor: actor, action: "two-person " + large.change, result: .stepUpAccepted,
+                        detail: "result approved; two-person-request \(approving.id); requested-by \(approving.requester); "
+                            + "approved-by \(actor)"))
+                return .success(outcome)
+            }
+            if let large = twoPerson, policy.twoPerson, try db.isEnforced() {
+                guard verified else {
+                    return try refuse("no-factor", "\(large.change) needs \(actor)'s one-time code first", needsCode: true)
+                }
+                let request = TwoPersonSettingsRequest(
+                    id: Hex.encode(SecureRandom.bytes(8)), requester: actor, change: large.change, intent: intent,
+                    expiresAt: clock.now() + .minutes(15))
+                try db.appendAudit(request.auditEntry(at: clock.now(), why: large.why))
+                return .failure(
+                    .refused(
+                        "\(large.change) needs a second operator (two-person rule: \(large.why)); \(actor)'s approval is "
+                            + "recorded as request \(request.id), valid until \(request.expiresAt.iso8601): another enrolled "
+                            + "operator runs 'rollout approve \(request.id) --code CODE'", needsCode: false))
             }
             return .success(try apply())
         }

@@ -24,9 +24,17 @@ enum OperatorCommands {
             + "--security-key approval is recorded as a request (its id is printed, valid 2 minutes); a second, "
             + "different enrolled operator approves the same change document here. Refused when the request expired, "
             + "when the rollout changed since (another base version), or when the requester approves their own. "
-            + "The key is $ROLLOUT_SECURITY_KEY or the first connected.",
+            + "The key is $ROLLOUT_SECURITY_KEY or the first connected. Under the same rule, App Check ENFORCED and "
+            + "a policy change that weakens a guardrail or a step-up requirement are recorded as requests (valid 15 "
+            + "minutes) that a second operator approves here with their own --code.",
+        options: [
+            .value(
+                "--code", name: "CODE",
+                help: "For a settings request (App Check ENFORCED, a policy relaxation): your own one-time code "
+                    + "('-' reads stdin); a terminal prompts for it.")
+        ],
         positionals: [Positional("REQUEST", help: "The request id the first operator was given (16 hex digits).")],
-        examples: ["rollout approve 3f1c9a0b5e7d2c41 --operator ben@desk"],
+        examples: ["rollout approve 3f1c9a0b5e7d2c41 --operator ben@desk", "rollout approve 9d2e4f6a8b0c1d3e --code 123456"],
         action: { try runApprove($0) })
 
     static let codeOption = Option.value(
@@ -334,6 +342,9 @@ enum OperatorCommands {
             throw invocation.usageError("REQUEST is the 16 hex digits the first operator was given, not '\(id)'")
         }
         let session = try Wiring.session(invocation)
+        if let request = try TwoPersonSettingsRequest.find(id, in: session) {
+            return try approveSettings(request, session: session, invocation)
+        }
         switch try StepUpMethods.approveRequest(
             id, session: session, device: { try StepUpMethods.securityKeyDevice() }, pin: StepUpMethods.securityKeyPIN(),
             notice: { StandardStream.error.write("rollout: \($0)\n") })
@@ -343,6 +354,38 @@ enum OperatorCommands {
             print("published version \(stored.info.number) (etag \(stored.etag)), approved by \(session.operatorID)")
         case .unchanged(let stored, _):
             print("no change: version \(stored.info.number) already says so; nothing written")
+        }
+        return .ok
+    }
+
+    /// `approve REQUEST` of a settings request: the approver's own code, then the change applied exactly as asked.
+    static func approveSettings(_ request: TwoPersonSettingsRequest, session: RolloutSession, _ invocation: Invocation)
+        throws -> ExitCode
+    {
+        let code = try readCode(invocation.value("--code"), prompt: "Code of \(session.operatorID)'s authenticator: ")
+        switch request.intent {
+        case .appCheck(.enforcementRequest(let service, _, let to, let reason)):
+            do {
+                switch try session.enforcement().set(service, to, reason: reason, code: code, dryRun: false, approving: request) {
+                case .changed(let before, let after):
+                    print(
+                        "\(after.id): \(before.enforcementMode.rawValue) → \(after.enforcementMode.rawValue), requested by "
+                            + "\(request.requester), approved by \(session.operatorID)")
+                default:
+                    throw CommandError("request \(request.id): \(service) is \(to.rawValue) already; nothing sent", exit: .refused)
+                }
+            } catch let f as SettingsWritePath.Failure {
+                throw CommandError("\(f)", exit: .refused)
+            }
+        default:
+            let outcome = try settings(
+                try session.settingsWritePath(), request.intent, actor: session.operatorID, code: code, approving: request)
+            guard case .changed = outcome else {
+                throw CommandError(
+                    "request \(request.id) is for '\(request.change)', which is no longer a change; nothing was changed",
+                    exit: .refused)
+            }
+            print("\(request.change): requested by \(request.requester), approved by \(session.operatorID)")
         }
         return .ok
     }
@@ -410,10 +453,10 @@ enum OperatorCommands {
     /// a usage error.
     static func settings(
         _ path: SettingsWritePath, _ intent: SettingsWritePath.Intent, actor: String, code: String?,
-        codeOption: String = "--code"
+        codeOption: String = "--code", approving: TwoPersonSettingsRequest? = nil
     ) throws -> SettingsWritePath.Outcome {
         do {
-            return try path.execute(intent, actor: actor, code: code)
+            return try path.execute(intent, actor: actor, code: code, approving: approving)
         } catch let f as SettingsWritePath.Failure {
             switch f {
             case .invalid(let m): throw CommandError(m, exit: .usage)
