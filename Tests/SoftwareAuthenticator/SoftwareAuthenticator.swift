@@ -26,6 +26,8 @@ public final class SoftwareAuthenticator: @unchecked Sendable {
         public static let noUserPresence = Faults(rawValue: 2)
         /// Do not advance the counter (a clone of a key, or a replay).
         public static let frozenCounter = Faults(rawValue: 4)
+        /// Sign authenticator data for another relying party than the one asked (a key answering for another site).
+        public static let otherRelyingParty = Faults(rawValue: 8)
     }
 
     struct Credential {
@@ -216,7 +218,8 @@ public final class SoftwareAuthenticator: @unchecked Sendable {
             var flags: UInt8 = 0
             if opts["up"] != false, !faults.contains(.noUserPresence) { flags |= 0x01 }
             if opts["uv"] == true, !faults.contains(.noUserVerification) { flags |= 0x04 }
-            let authData = SHA256.hash(rpID) + [flags] + bigEndian(counter)
+            let signedFor = faults.contains(.otherRelyingParty) ? rpID + ".elsewhere" : rpID
+            let authData = SHA256.hash(signedFor) + [flags] + bigEndian(counter)
             guard let sig = try? credential.key.signature(for: authData + hash) else { throw StatusError(.invalidCommand) }
             return .success(
                 .map([
