@@ -374,6 +374,8 @@ enum OperatorCommands {
                 default:
                     throw CommandError("request \(request.id): \(service) is \(to.rawValue) already; nothing sent", exit: .refused)
                 }
+            } catch let r as EnforcementPath.Refusal {
+                throw CommandError(r.description, exit: .refused)
             } catch let f as SettingsWritePath.Failure {
                 throw CommandError("\(f)", exit: .refused)
             }
