@@ -262,6 +262,7 @@ let package = Package(
             dependencies: [
                 "TestSupport", "StoreConformance", "PostgresStore", "Rollout", "RemoteConfig", "JSON", "Timekeeping", "SQLiteStore", "StepUp",
                 "Telemetry", "Crypto", "RolloutApp", "AppCheck", "StoreSupport", "StoreCopy", "TelemetrySources",
+                "SoftwareAuthenticator",
             ],
             swiftSettings: strict),
         .testTarget(
