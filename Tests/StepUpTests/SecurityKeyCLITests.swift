@@ -10,7 +10,9 @@ import Timekeeping
 /// socket (`ROLLOUT_SECURITY_KEY=unix:PATH`; only the HID reports travel there, libfido2 does CTAPHID and CTAP2).
 /// Enrolment, an approved change, and the refusals the write path makes with nothing published: user verification
 /// off, user presence off, another relying party, a repeated counter, another base version published while the
-/// key was being touched.
+/// key was being touched, another operator's credential from a key both enrolled. (An expired document and a
+/// signature over another percentage cannot be produced through the binary, which always signs the change it is
+/// about to write and checks it at once: `WritePathSecurityKeyTests` shows those refusals through libfido2.)
 @Suite("Security keys through the built binary")
 struct SecurityKeyCLITests {
     typealias P = PhoneStepUpCLITests
@@ -88,5 +90,43 @@ struct SecurityKeyCLITests {
         let verify = try s.run(["audit", "verify"], at: P.at(300))
         #expect(verify.status == 0, "\(verify.stdout) \(verify.stderr)")
         #expect(verify.stdout.contains("security-key approvals verified again from their records: 2"), "\(verify.stdout)")
+    }
+
+    @Test func anotherOperatorsCredentialOnASharedKey() throws {
+        let s = try OperatorCLITests.Session()
+        let a = try s.enrol("ana@laptop", at: P.at(0))
+        let b = try s.enrol("bob@desk", at: P.at(30), approver: ("ana@laptop", OperatorCLITests.code(a, P.at(30))))
+        let socketPath = s.directory.appendingPathComponent("key.sock").path
+        let key = try AuthenticatorSocket(path: socketPath)
+        defer { key.stop() }
+        let env = ["ROLLOUT_SECURITY_KEY": "unix:" + socketPath]
+        // One key, enrolled by both operators (a credential each).
+        for (who, secret) in [("ana@laptop", a), ("bob@desk", b)] {
+            let r = try P.Running(
+                ["operator", "enroll", "--method", "security-key", "--code", OperatorCLITests.code(secret, P.at(60)),
+                 "--operator", who], store: s.store, at: P.at(60), environment: env
+            ).finish()
+            #expect(r.status == 0, "\(who): \(r.stderr)")
+        }
+
+        // The key answers with bob's credential to ana's request: not ana's security key.
+        key.authenticator.faults = [.otherCredential]
+        let other = try P.Running(
+            ["set", "100", "--reason", "all in", "--security-key"] + Self.ana, store: s.store, at: P.at(300),
+            environment: env
+        ).finish()
+        #expect(other.status == 4, "\(other.stderr)")
+        #expect(other.stderr.contains("not this operator's security key"), "\(other.stderr)")
+        #expect(try P.version(s) == 1)
+        let results = try s.stepUpResults()
+        #expect(results.contains("other-credential"), "\(results)")
+        // Without the fault the same key approves for ana with ana's credential.
+        key.authenticator.faults = []
+        let own = try P.Running(
+            ["set", "100", "--reason", "all in", "--security-key"] + Self.ana, store: s.store, at: P.at(330),
+            environment: env
+        ).finish()
+        #expect(own.status == 0, "\(own.stderr)")
+        #expect(try P.version(s) == 2)
     }
 }
