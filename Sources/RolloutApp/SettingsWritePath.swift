@@ -276,7 +276,12 @@ public struct SettingsWritePath {
                 }
             }
             var verified = false
-            if try db.isEnforced(), !requiresStepUp(change, policy: policy).isEmpty {
+            let codeAsked = try db.isEnforced() && !requiresStepUp(change, policy: policy).isEmpty
+            // The two-person rule counts factors: with the policy asking no code for this kind of change
+            // (`policy-change` or `appcheck` off), its requests and approvals are refused, never let through.
+            let noCodeAsked = "the policy asks no one-time code for this change (policy-change or appcheck is off), so "
+                + "the two-person rule cannot count factors; nothing was changed"
+            if codeAsked {
                 guard let acting = try? OperatorID(actor) else {
                     return .failure(
                         .refused("\(actor) cannot be enrolled, so it cannot pass step-up", needsCode: false))
@@ -312,6 +317,7 @@ public struct SettingsWritePath {
                     return try refuse("expired", "request \(approving.id) expired at \(approving.expiresAt.iso8601)")
                 }
                 guard verified else {
+                    guard codeAsked else { return try refuse("no-factor", noCodeAsked) }
                     return try refuse(
                         "no-factor", "approving request \(approving.id) needs \(actor)'s own one-time code", needsCode: true)
                 }
@@ -325,6 +331,7 @@ public struct SettingsWritePath {
             }
             if let large = twoPerson, policy.twoPerson, try db.isEnforced() {
                 guard verified else {
+                    guard codeAsked else { return try refuse("no-factor", noCodeAsked) }
                     return try refuse("no-factor", "\(large.change) needs \(actor)'s one-time code first", needsCode: true)
                 }
                 let request = TwoPersonSettingsRequest(
