@@ -151,6 +151,7 @@ let package = Package(
                 "Monitoring",
                 "FirebaseRemoteConfig",
                 "WebClient",
+                "PhoneVerification",
                 "RampPlans",
                 "PostgresStore",
                 "StoreCopy",
@@ -219,7 +220,7 @@ let package = Package(
         .testTarget(
             name: "AppCheckTests", dependencies: ["TestSupport", "AppCheck", "SQLiteStore", "Crypto", "JSON", "Timekeeping"],
             exclude: ["pyattest_verdicts.py", "firebase_admin_tokens.py"], swiftSettings: strict),
-        .testTarget(name: "StepUpTests", dependencies: ["TestSupport", "StepUp", "SQLiteStore", "Rollout", "RemoteConfig", "Timekeeping", "Crypto"], swiftSettings: strict),
+        .testTarget(name: "StepUpTests", dependencies: ["TestSupport", "StepUp", "SQLiteStore", "Rollout", "RemoteConfig", "Timekeeping", "Crypto", "SoftwareAuthenticator"], swiftSettings: strict),
         .testTarget(
             name: "SecurityKeyTests",
             dependencies: [
@@ -261,6 +262,7 @@ let package = Package(
             dependencies: [
                 "TestSupport", "StoreConformance", "PostgresStore", "Rollout", "RemoteConfig", "JSON", "Timekeeping", "SQLiteStore", "StepUp",
                 "Telemetry", "Crypto", "RolloutApp", "AppCheck", "StoreSupport", "StoreCopy", "TelemetrySources",
+                "SoftwareAuthenticator",
             ],
             swiftSettings: strict),
         .testTarget(

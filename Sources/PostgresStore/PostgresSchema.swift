@@ -156,6 +156,13 @@ public enum PostgresSchema {
             source TEXT NOT NULL, minute BIGINT NOT NULL, dimensions TEXT NOT NULL, count BIGINT NOT NULL,
             PRIMARY KEY (source, minute, dimensions));
         """,
+        // 8: the operators' security keys (`PostgresStepUpStore` as a `SecurityKeyStore`): the SQLite store's
+        // `stepup_security_keys`; the credential is an AES-256-GCM box under the team's store key.
+        """
+        CREATE TABLE stepup_security_keys (
+            id TEXT PRIMARY KEY, credential BYTEA NOT NULL,
+            sign_count BIGINT NOT NULL CHECK (sign_count BETWEEN 0 AND 4294967295), enrolled_at BIGINT NOT NULL);
+        """,
     ]
 
     /// The recorded schema version; nil when the database has no rollout schema at all.

@@ -84,7 +84,7 @@ public enum PostgresSeal {
         "appcheck_signing_keys",
         "firebase_intents", "firebase_state", "guardrail_settings", "ramp_plan", "ramp_plan_approval",
         "source_config", "stepup_enrolments",
-        "stepup_operators", "stepup_policy", "store_key_check",
+        "stepup_operators", "stepup_policy", "stepup_security_keys", "store_key_check",
     ]
 
     /// The state of the sealed items, as `name value` pairs in a fixed order.
@@ -321,7 +321,7 @@ public enum PostgresSeal {
     }
 
     /// The database's identity for the witness: the cluster's system identifier and the database's name.
-    static func identity(_ c: PGConnection) throws -> String {
+    package static func identity(_ c: PGConnection) throws -> String {
         guard
             let row = try c.query("SELECT (SELECT system_identifier FROM pg_control_system()), current_database()")
                 .first,

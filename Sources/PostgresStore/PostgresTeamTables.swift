@@ -57,7 +57,7 @@ public final class PostgresGuardrailSettings: GuardrailSettingsStore, @unchecked
 /// of two processes presenting the same code at once, the second waits for the first to commit and then sees
 /// its `last_accepted_step`, so exactly one is accepted; a refused attempt still counts towards the lockout.
 public final class PostgresStepUpStore: StepUpStore, StepUpPolicyStore, @unchecked Sendable {
-    private let store: PostgresConfigStore
+    fileprivate let store: PostgresConfigStore
     private let key: StoreKey?
 
     public init(store: PostgresConfigStore, key: StoreKey?) {
@@ -65,7 +65,7 @@ public final class PostgresStepUpStore: StepUpStore, StepUpPolicyStore, @uncheck
         self.key = key
     }
 
-    private var c: PGConnection { store.connection }
+    fileprivate var c: PGConnection { store.connection }
 
     public func enforcement() throws -> StepUpEnforcement {
         try store.reading { StepUpEnforcement(policy: try stepUpPolicy(), enforced: try isEnforced()) }
@@ -153,10 +153,14 @@ public final class PostgresStepUpStore: StepUpStore, StepUpPolicyStore, @uncheck
         try pendingEnrolments().first { $0.id == id }
     }
 
-    /// Removes the enrolled operator `id` (its secret and counters); false when there was none.
+    /// Removes the enrolled operator `id` (its secret and counters, and its security key); false when there was
+    /// none.
     @discardableResult
     public func remove(_ id: OperatorID) throws -> Bool {
-        try store.atomically { try !c.query("DELETE FROM stepup_operators WHERE id = $1 RETURNING id", [id.rawValue]).isEmpty }
+        try store.atomically {
+            _ = try c.query("DELETE FROM stepup_security_keys WHERE id = $1", [id.rawValue])
+            return try !c.query("DELETE FROM stepup_operators WHERE id = $1 RETURNING id", [id.rawValue]).isEmpty
+        }
     }
 
     /// Removes the pending enrolment of `id`, if any.
@@ -225,6 +229,25 @@ public final class PostgresStepUpStore: StepUpStore, StepUpPolicyStore, @uncheck
         }
     }
 
+    // MARK: Security keys
+
+    /// Inserts or replaces the security key of `credential.operatorID` (sealed like a TOTP secret).
+    public func saveSecurityKeyRow(_ credential: SecurityKeyCredential) throws {
+        let id = credential.operatorID
+        _ = try store.atomically {
+            try c.query(
+                """
+                INSERT INTO stepup_security_keys (id, credential, sign_count, enrolled_at) VALUES ($1, decode($2, 'hex'), $3, $4)
+                ON CONFLICT (id) DO UPDATE SET credential = excluded.credential, sign_count = excluded.sign_count,
+                    enrolled_at = excluded.enrolled_at
+                """,
+                [
+                    id.rawValue, Hex.encode(try checkedKey().sealSecret(credential.sealedForm, owner: id.rawValue)),
+                    String(credential.signCount), String(credential.enrolledAt.microseconds),
+                ])
+        }
+    }
+
     // MARK: Secrets
 
     /// Whether a store key was ever recorded for this store (`store_key_check`): false until the first secret.
@@ -234,7 +257,7 @@ public final class PostgresStepUpStore: StepUpStore, StepUpPolicyStore, @uncheck
 
     package static let keyCheckText = Array("rollout team store key check v1".utf8)
 
-    private func checkedKey() throws -> StoreKey {
+    fileprivate func checkedKey() throws -> StoreKey {
         try store.checkedStoreKey(key, for: "step-up secrets")
     }
 
@@ -294,4 +317,46 @@ extension PostgresConfigStore {
 public struct PostgresStoredDataError: Error, CustomStringConvertible, Sendable {
     public var description: String
     public init(_ description: String) { self.description = description }
+}
+
+extension PostgresStepUpStore: SecurityKeyStore {
+    /// What change documents name as this store: `postgresql` and the database's identity (the cluster's system
+    /// identifier and the database's name), the same from every operator's machine whatever address it connects by.
+    public func storeIdentity() throws -> String {
+        try store.reading { "postgresql " + (try PostgresSeal.identity(c)) }
+    }
+
+    public func securityKey(_ id: OperatorID) throws -> SecurityKeyCredential? {
+        try store.reading {
+            guard let row = try c.query(
+                "SELECT encode(credential, 'hex'), sign_count, enrolled_at FROM stepup_security_keys WHERE id = $1", [id.rawValue]
+            ).first else { return nil }
+            guard let box = Hex.decode(row[0] ?? ""), let count = row[1].flatMap({ UInt32($0) }),
+                let credential = SecurityKeyCredential(
+                    sealedForm: try checkedKey().openSecret(box, owner: id.rawValue), operatorID: id, signCount: count,
+                    enrolledAt: Instant(microseconds: Int64(row[2] ?? "") ?? 0))
+            else { throw PostgresStoredDataError("the security key of \(id.rawValue) in the PostgreSQL store is unreadable") }
+            return credential
+        }
+    }
+
+    public func saveSecurityKey(_ credential: SecurityKeyCredential, audit: () throws -> Void) throws {
+        try store.atomically {
+            try saveSecurityKeyRow(credential)
+            try audit()
+        }
+    }
+
+    public func authorizeSecurityKey(
+        _ assertion: SecurityKeyAssertion, over document: ChangeDocument, by actor: OperatorID, at clock: any Clock,
+        audit: (SecurityKeyOutcome, SecurityKeyCredential) throws -> Void
+    ) throws -> SecurityKeyOutcome? {
+        try store.atomically {
+            guard let stored = try securityKey(actor) else { return nil }
+            let (outcome, updated) = SecurityKeyVerifier.verify(assertion, over: document, credential: stored, at: clock.now())
+            if updated != stored { try saveSecurityKeyRow(updated) }
+            try audit(outcome, stored)
+            return outcome
+        }
+    }
 }

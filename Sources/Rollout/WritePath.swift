@@ -58,6 +58,8 @@ public struct WritePath {
         /// A second operator's approval of the same document (`rollout approve`), and who gave it.
         public var coApproval: SecondFactorEvidence?
         public var coApprover: String?
+        /// What the phone provider said of the code sent for this change (`--phone`).
+        public var phoneApproval: PhoneApproval?
         /// The ETag the operator saw (the console's confirm dialog); the change is then applied to that version
         /// only, and a newer version is a conflict.
         public var basedOnETag: String?
@@ -298,6 +300,7 @@ public struct WritePath {
         proposal.secondFactor = request.secondFactor
         proposal.coApproval = request.coApproval
         proposal.coApprover = request.coApprover
+        proposal.phoneApproval = request.phoneApproval
         // Judged by what the templates do, with the evaluator's rules, not by the percentage field alone.
         // Each template on its own rollout's seed (a share of installations is a share on any seed).
         let seed = before?.seed ?? after?.seed ?? ""

@@ -40,6 +40,8 @@ public struct Proposal: Sendable {
     /// A second operator's approval of the same change document (the two-person rule), and who gave it.
     public var coApproval: SecondFactorEvidence?
     public var coApprover: String?
+    /// What the phone provider said of the code sent for this change (`--phone`), if one was used.
+    public var phoneApproval: PhoneApproval?
 
     /// What the templates before and after do: the share of installations for which the flag is `"true"`,
     /// measured by the evaluator's rules (`Exposure`), whatever the rollout's percentage field says. Set by the
@@ -103,6 +105,32 @@ public struct SecondFactorEvidence: Sendable, Equatable {
         self.credentialID = credentialID
         self.authenticatorData = authenticatorData
         self.signature = signature
+    }
+}
+
+/// What a phone verification (a code sent by SMS or a voice call) came to for one change, as the step-up method
+/// that asked the provider reported it: the provider's verification id and the outcome. Never the code: the code
+/// goes from the prompt to the provider and nowhere else. The step-up policy records the attempt against the
+/// operator's phone enrolment (its lockout), audits it and allows the change only for `verified`.
+public struct PhoneApproval: Sendable, Equatable {
+    public enum Outcome: Sendable, Equatable {
+        /// The provider accepted the code.
+        case verified
+        /// The provider refused the code (400); another may be tried.
+        case wrong
+        /// The provider ended the verification after too many wrong codes (410).
+        case tooManyAttempts
+        /// The provider could not check a code (409, 422, 429, ...): its words, never a code.
+        case unavailable(String)
+    }
+
+    /// The provider's id of the verification (its request id).
+    public var verification: String
+    public var outcome: Outcome
+
+    public init(verification: String, outcome: Outcome) {
+        self.verification = verification
+        self.outcome = outcome
     }
 }
 

@@ -79,9 +79,10 @@ public struct EnforcementPath {
     }
 
     /// Sets `service` to `mode` for `reason` (step-up `code` when the policy asks), or says what it would do.
-    public func set(_ service: String, _ mode: EnforcementMode, reason: String, code: String?, dryRun: Bool) throws
-        -> Outcome
-    {
+    public func set(
+        _ service: String, _ mode: EnforcementMode, reason: String, code: String?, dryRun: Bool,
+        approving: TwoPersonSettingsRequest? = nil
+    ) throws -> Outcome {
         if session.readOnly {
             throw SessionRefusal(.readOnly, "refused: this session is read-only (--read-only); nothing was sent")
         }
@@ -102,7 +103,7 @@ public struct EnforcementPath {
         if dryRun { return .wouldChange(before, to: mode, rollout: rollout) }
         _ = try session.settingsWritePath().execute(
             .appCheck(.enforcementRequest(service: service, from: before.enforcementMode, to: mode, reason: reason)),
-            actor: session.operatorID, code: code)
+            actor: session.operatorID, code: code, approving: approving)
         return .changed(before: before, after: try send(before, mode, reason: reason))
     }
 

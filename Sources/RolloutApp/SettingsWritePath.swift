@@ -51,6 +51,9 @@ public struct SettingsWritePath {
         case source(SourceChange)
         /// Give the acting operator, already enrolled, a security key (or replace theirs): needs their code.
         case enrolSecurityKey(SecurityKeyCredential)
+        /// Give the acting operator, already enrolled, a phone for codes by SMS or voice (or replace theirs):
+        /// needs their code.
+        case enrolPhone(PhoneEnrolment)
     }
 
     public enum SourceChange: Sendable, Equatable {
@@ -108,10 +111,15 @@ public struct SettingsWritePath {
     }
 
     /// Validates, judges, applies and audits `intent` by `actor` (with step-up `code`), in one transaction.
-    public func execute(_ intent: Intent, actor: String, code: String?) throws -> Outcome {
+    public func execute(
+        _ intent: Intent, actor: String, code: String?, approving: TwoPersonSettingsRequest? = nil
+    ) throws -> Outcome {
         if backend.isReadOnly { throw WritePath.Failure.readOnly }
         let clock = self.clock
         let result: Result<Outcome, Failure> = try backend.transaction { db in
+            // The largest settings changes (App Check ENFORCED, a relaxation of a guardrail or of step-up) under
+            // the two-person rule: what they change, from → to, and why they count.
+            var twoPerson: (change: String, why: String)?
             let policy = try db.stepUpPolicy()
             let change: StepUpChange
             let apply: () throws -> Outcome
@@ -131,10 +139,14 @@ public struct SettingsWritePath {
                 } else {
                     let updated: StepUpPolicy
                     do { updated = try policy.setting(key, value) } catch { return .failure(.invalid("\(error)")) }
-                    before = policy.settings.first { $0.key == key }!.value
+                    // A method list never set reads `any`.
+                    before = policy.settings.first { $0.key == key }?.value ?? "any"
                     after = updated.settings.first { $0.key == key }!.value
                     if updated == policy { return .success(.unchanged(after)) }
                     save = { try db.saveStepUpPolicy(updated) }
+                }
+                if let why = TwoPersonSettingsRequest.relaxation(key, from: before, to: after) {
+                    twoPerson = ("policy set \(key): \(before) → \(after)", why)
                 }
                 change = StepUpChange(.policyChange, detail: "\(key) \(after)")
                 apply = {
@@ -153,6 +165,9 @@ public struct SettingsWritePath {
                 case .failure(let f): return .failure(f)
                 }
                 change = StepUpChange(.appCheckChange, detail: prepared.summary)
+                if case .enforcementRequest(_, _, let to, _) = registration, to == .enforced {
+                    twoPerson = (prepared.summary, "App Check enforcement ENFORCED rejects every request without a valid token")
+                }
                 apply = {
                     let done = try prepared.apply()
                     try db.appendAudit(
@@ -211,6 +226,28 @@ public struct SettingsWritePath {
                             result: .recorded))
                     return .changed(from: "", to: "security key")
                 }
+            case .enrolPhone(let enrolment):
+                let id = enrolment.operatorID
+                guard id.rawValue == actor else {
+                    return .failure(.invalid("an operator enrols a phone for themselves, not for \(id)"))
+                }
+                guard PhoneNumber.normalized(enrolment.number) == enrolment.number else {
+                    return .failure(.invalid("'\(enrolment.number)' is not an E.164 number (+ then 7 to 15 digits)"))
+                }
+                guard try db.operatorRecord(id) != nil else {
+                    return .failure(
+                        .unavailable(
+                            "\(id) is not enrolled: enrol with 'rollout operator enroll' (a one-time code) first, then add the phone"))
+                }
+                change = StepUpChange(.operatorEnroll, detail: "\(id) phone")
+                apply = {
+                    try db.savePhone(enrolment)
+                    try db.appendAudit(
+                        AuditEntry(
+                            time: clock.now(), actor: actor, action: "operator enroll phone", to: enrolment.masked,
+                            result: .recorded))
+                    return .changed(from: "", to: "phone \(enrolment.masked)")
+                }
             case .startEnrolment(let id, let approver):
                 return try startEnrolment(id, approver: approver, code: code, policy: policy, in: db)
             case .confirmEnrolment(let id):
@@ -238,7 +275,13 @@ public struct SettingsWritePath {
                     return .changed(from: target.rawValue, to: "")
                 }
             }
-            if try db.isEnforced(), !requiresStepUp(change, policy: policy).isEmpty {
+            var verified = false
+            let codeAsked = try db.isEnforced() && !requiresStepUp(change, policy: policy).isEmpty
+            // The two-person rule counts factors: with the policy asking no code for this kind of change
+            // (`policy-change` or `appcheck` off), its requests and approvals are refused, never let through.
+            let noCodeAsked = "the policy asks no one-time code for this change (policy-change or appcheck is off), so "
+                + "the two-person rule cannot count factors; nothing was changed"
+            if codeAsked {
                 guard let acting = try? OperatorID(actor) else {
                     return .failure(
                         .refused("\(actor) cannot be enrolled, so it cannot pass step-up", needsCode: false))
@@ -250,6 +293,56 @@ public struct SettingsWritePath {
                 if let refusal = decision.refusal {
                     return .failure(.refused("\(refusal)", needsCode: refusal.outcome == .missing))
                 }
+                verified = decision.verdict == .accepted
+            }
+            func refuse(_ result: String, _ message: String, needsCode: Bool = false) throws -> Result<Outcome, Failure> {
+                try db.appendAudit(
+                    AuditEntry(
+                        time: clock.now(), actor: actor, action: "two-person " + (twoPerson?.change ?? "settings change"),
+                        result: .stepUpRefused, detail: "result \(result)" + (approving.map { "; two-person-request \($0.id)" } ?? "")))
+                return .failure(.refused(message, needsCode: needsCode))
+            }
+            if let approving {
+                guard let large = twoPerson, large.change == approving.change else {
+                    return try refuse(
+                        "other-change",
+                        "request \(approving.id) is for '\(approving.change)', which is not what this change would do now "
+                            + "('\(twoPerson?.change ?? "another change")'): the state moved since; nothing was changed")
+                }
+                guard approving.requester != actor else {
+                    return try refuse(
+                        "self-approval", "\(actor) asked for this change and cannot approve it too: another operator must")
+                }
+                guard clock.now() < approving.expiresAt else {
+                    return try refuse("expired", "request \(approving.id) expired at \(approving.expiresAt.iso8601)")
+                }
+                guard verified else {
+                    guard codeAsked else { return try refuse("no-factor", noCodeAsked) }
+                    return try refuse(
+                        "no-factor", "approving request \(approving.id) needs \(actor)'s own one-time code", needsCode: true)
+                }
+                let outcome = try apply()
+                try db.appendAudit(
+                    AuditEntry(
+                        time: clock.now(), actor: actor, action: "two-person " + large.change, result: .stepUpAccepted,
+                        detail: "result approved; two-person-request \(approving.id); requested-by \(approving.requester); "
+                            + "approved-by \(actor)"))
+                return .success(outcome)
+            }
+            if let large = twoPerson, policy.twoPerson, try db.isEnforced() {
+                guard verified else {
+                    guard codeAsked else { return try refuse("no-factor", noCodeAsked) }
+                    return try refuse("no-factor", "\(large.change) needs \(actor)'s one-time code first", needsCode: true)
+                }
+                let request = TwoPersonSettingsRequest(
+                    id: Hex.encode(SecureRandom.bytes(8)), requester: actor, change: large.change, intent: intent,
+                    expiresAt: clock.now() + .minutes(15))
+                try db.appendAudit(request.auditEntry(at: clock.now(), why: large.why))
+                return .failure(
+                    .refused(
+                        "\(large.change) needs a second operator (two-person rule: \(large.why)); \(actor)'s approval is "
+                            + "recorded as request \(request.id), valid until \(request.expiresAt.iso8601): another enrolled "
+                            + "operator runs 'rollout approve \(request.id) --code CODE'", needsCode: false))
             }
             return .success(try apply())
         }
@@ -470,11 +563,17 @@ public protocol SettingsTables {
     func removeSource(_ name: String) throws
     /// Stores an operator's security key (sealed); a store that keeps none refuses.
     func saveSecurityKey(_ credential: SecurityKeyCredential) throws
+    /// Stores an operator's phone (the number sealed); a store that keeps none refuses.
+    func savePhone(_ enrolment: PhoneEnrolment) throws
 }
 
 extension SettingsTables {
     public func saveSecurityKey(_ credential: SecurityKeyCredential) throws {
         throw SessionRefusal(.unsupported, "this store keeps no security keys yet (an SQLite store file does)")
+    }
+
+    public func savePhone(_ enrolment: PhoneEnrolment) throws {
+        throw SessionRefusal(.unsupported, "this store keeps no phones yet (an SQLite store file does)")
     }
 
     public func operatorStandings() throws -> [OperatorStanding] { try operators().map(OperatorStanding.init) }
@@ -526,6 +625,7 @@ struct SQLiteSettingsTables: SettingsTables {
     func removeOperator(_ id: OperatorID) throws {
         _ = try OperatorTables.remove(id, in: db)
         try SecurityKeyTables.remove(id, in: db)
+        try PhoneTables.remove(id, in: db)
     }
     func pendingEnrolments() throws -> [PendingEnrolment] { try OperatorTables.pendingEnrolments(in: db) }
     func pendingEnrolment(_ id: OperatorID) throws -> PendingEnrolment? {
@@ -545,4 +645,5 @@ struct SQLiteSettingsTables: SettingsTables {
     func saveSource(_ configuration: SourceConfiguration) throws { try SourceConfigTable.save(configuration, in: db) }
     func removeSource(_ name: String) throws { try SourceConfigTable.remove(name, in: db) }
     func saveSecurityKey(_ credential: SecurityKeyCredential) throws { try SecurityKeyTables.save(credential, in: db) }
+    func savePhone(_ enrolment: PhoneEnrolment) throws { try PhoneTables.save(enrolment, in: db) }
 }

@@ -9,12 +9,14 @@ import Timekeeping
 /// The second factors beyond a one-time code, wired to their devices: a security key through libfido2.
 ///
 /// The key is the one named by `$ROLLOUT_SECURITY_KEY` (a device path as `fido2-token -L` lists it), else the
-/// first one connected; its PIN, when it has one and no built-in verification, comes from
+/// first one connected (`unix:PATH` names a key relayed over a Unix socket, `SecurityKeyDevice.socket`); its PIN, when it has one and no built-in verification, comes from
 /// `$ROLLOUT_SECURITY_KEY_PIN`. What the key returns is never trusted here: the write path verifies it.
 public enum StepUpMethods {
     /// The device of this invocation's environment.
     public static func securityKeyDevice(environment: [String: String] = ProcessInfo.processInfo.environment) throws -> SecurityKeyDevice {
-        if let path = environment["ROLLOUT_SECURITY_KEY"], !path.isEmpty { return .path(path) }
+        if let path = environment["ROLLOUT_SECURITY_KEY"], !path.isEmpty {
+            return path.hasPrefix("unix:") ? .socket(String(path.dropFirst(5))) : .path(path)
+        }
         return try SecurityKeyDevice.firstConnected()
     }
 
@@ -46,12 +48,8 @@ public enum StepUpMethods {
     ) throws -> WritePath.Request {
         guard let policy = path.policies.lazy.compactMap({ $0 as? StepUpWritePolicy }).first else { return request }
         let preview = try path.preview(request)
-        let needed = preview.reports.contains { report in
-            guard report.source == PolicyIdentity(StepUpWritePolicy.self), case .refuse(let r) = report.decision else {
-                return false
-            }
-            return r.kind == .stepUpNeeded
-        }
+        // Asked of the policy, not read from the preview: a locked one-time code does not lock this method.
+        let needed = try !policy.stepUpReasons(for: preview.proposal).isEmpty
         guard needed else { return request }
         guard let credential = try policy.securityKey(of: request.actor) else {
             throw SessionRefusal(

@@ -262,6 +262,6 @@ extension StepUpWritePolicy {
         let stepUp = SQLiteStepUpStore(store: store)
         self.init(
             store: stepUp, clock: clock, preApprovals: SQLiteRampPreApprovals(store: store), securityKeys: stepUp,
-            storeIdentity: Self.canonicalPath(store.path))
+            phones: stepUp, storeIdentity: Self.canonicalPath(store.path))
     }
 }

@@ -26,6 +26,7 @@ public enum StoreSeal {
         "stepup_operators", "stepup_enrolments", "stepup_policy", "guardrail_settings", "appcheck_project",
         "appcheck_apps", "appcheck_signing_keys", "appcheck_signing_key_retirements", "appcheck_debug_tokens",
         "appcheck_demo_authority", "ramp_plan", "ramp_plan_approval", "stepup_security_keys",
+        "stepup_phones",
     ]
 
     static let schema = """

@@ -82,6 +82,24 @@ public enum StepUpReason: Sendable, Hashable, CustomStringConvertible {
     /// Removing, reseeding or retyping the rollout on purpose (`--allow-rollout-change`).
     case rolloutProtection
 
+    /// The policy's name of the change kind this reason belongs to (`step-up.KIND`).
+    public var policyKind: String {
+        switch self {
+        case .largeIncrease: "increase-over"
+        case .crosses: "cross"
+        case .reachesFull: "reach-100"
+        case .rollback: "rollback"
+        case .importTemplate: "import"
+        case .force: "force"
+        case .guardrailOverride: "guardrail-override"
+        case .policyChange: "policy-change"
+        case .operatorEnrolment: "operator-enroll"
+        case .operatorRemoval: "operator-remove"
+        case .appCheckChange: "appcheck"
+        case .rolloutProtection: "rollout-change"
+        }
+    }
+
     public var code: String {
         switch self {
         case .largeIncrease: "large-increase"

@@ -42,6 +42,10 @@ public struct StepUpPolicy: Sendable, Equatable {
     /// Reaching 100% needs two operators: the security key of the one who asks, then a second, different
     /// operator's key over the same change document (`rollout approve REQUEST`). Off until set.
     public var twoPerson = false
+    /// The methods each protected change kind accepts (`step-up.KIND`, e.g. `step-up.reach-100 security-key`),
+    /// for the kinds `policy set` has named; a kind not named accepts every method. Only changes of the rollout
+    /// write path take a list (`methodKinds`): settings changes are approved by one-time codes.
+    public var methods: [String: Set<StepUpMethod>] = [:]
     /// Consecutive wrong codes that lock an operator out.
     public var lockoutAttempts = 3
     /// How long a lockout lasts.
@@ -65,8 +69,38 @@ public struct StepUpPolicy: Sendable, Equatable {
         "operator-enroll", "appcheck", "increase-reason", "two-person", "lockout-attempts", "lockout-minutes",
     ]
 
-    /// Every setting with its current value, in `keys` order.
+    /// The change kinds that take a method list (`step-up.KIND`): the changes of the rollout write path.
+    public static let methodKinds = [
+        "increase-over", "cross", "reach-100", "rollback", "import", "force", "guardrail-override", "rollout-change",
+    ]
+
+    /// The methods `reason` accepts under this policy.
+    public func allowedMethods(for reason: StepUpReason) -> Set<StepUpMethod> {
+        methods[reason.policyKind] ?? Set(StepUpMethod.allCases)
+    }
+
+    /// The first of `reasons` that does not accept `method`, with what it accepts; nil when all accept it.
+    public func methodRefusal(_ method: StepUpMethod, for reasons: [StepUpReason]) -> (StepUpReason, [StepUpMethod])? {
+        for reason in reasons where !allowedMethods(for: reason).contains(method) {
+            return (reason, allowedMethods(for: reason).sorted())
+        }
+        return nil
+    }
+
+    /// Every setting with its current value, in `keys` order (then the method lists that were set).
     public var settings: [Setting] {
+        base + methods.keys.sorted().map { kind in
+            Setting(
+                key: "step-up." + kind, value: Self.methodList(methods[kind]!),
+                help: "the step-up methods a '\(kind)' change accepts (any, or a comma list of totp, phone, security-key)")
+        }
+    }
+
+    static func methodList(_ set: Set<StepUpMethod>) -> String {
+        set.count == StepUpMethod.allCases.count ? "any" : set.sorted().map(\.rawValue).joined(separator: ",")
+    }
+
+    private var base: [Setting] {
         [
             Setting(
                 key: "increase-over", value: largeIncrease.map { Percent.format($0, sign: false) } ?? "off",
@@ -126,6 +160,32 @@ public struct StepUpPolicy: Sendable, Equatable {
             }
             return n
         }
+        if key.hasPrefix("step-up.") {
+            let kind = String(key.dropFirst("step-up.".count))
+            guard Self.methodKinds.contains(kind) else {
+                if Self.keys.contains(kind) {
+                    throw StepUpPolicyError(
+                        "\(key): '\(kind)' changes are approved by a one-time code only; the kinds that take a method "
+                            + "list are: \(Self.methodKinds.joined(separator: ", "))")
+                }
+                throw StepUpPolicyError(
+                    "unknown change kind in '\(key)'; the kinds are: \(Self.methodKinds.joined(separator: ", "))")
+            }
+            if v == "any" {
+                p.methods[kind] = Set(StepUpMethod.allCases)
+                return p
+            }
+            var set: Set<StepUpMethod> = []
+            for name in v.split(separator: ",", omittingEmptySubsequences: false) {
+                guard let m = StepUpMethod(rawValue: name.trimmingSpaces()) else {
+                    throw StepUpPolicyError(
+                        "\(key) takes any or a comma list of totp, phone, security-key; not '\(value)'")
+                }
+                set.insert(m)
+            }
+            p.methods[kind] = set
+            return p
+        }
         switch key {
         case "increase-over":
             if v == "off" {
@@ -166,7 +226,7 @@ public struct StepUpPolicy: Sendable, Equatable {
         case "lockout-minutes": p.lockoutDuration = .minutes(Int64(try integer(1...1440)))
         default:
             throw StepUpPolicyError(
-                "unknown step-up policy key '\(key)'; the keys are: \(Self.keys.joined(separator: ", "))")
+                "unknown step-up policy key '\(key)'; the keys are: \(Self.keys.joined(separator: ", ")), step-up.KIND")
         }
         return p
     }
@@ -179,6 +239,29 @@ public struct StepUpPolicy: Sendable, Equatable {
     }
 
     private static func onOff(_ b: Bool) -> String { b ? "on" : "off" }
+}
+
+/// How an operator proves at the device that it is them, for one change.
+public enum StepUpMethod: String, Sendable, CaseIterable, Comparable {
+    /// A one-time code from an authenticator app (`--code`).
+    case totp
+    /// A code sent by SMS or a voice call (`--phone`).
+    case phone
+    /// A FIDO2 security key's signature over the change document (`--security-key`).
+    case securityKey = "security-key"
+
+    public static func < (a: StepUpMethod, b: StepUpMethod) -> Bool {
+        allCases.firstIndex(of: a)! < allCases.firstIndex(of: b)!
+    }
+
+    /// The option that uses it on a write.
+    public var option: String {
+        switch self {
+        case .totp: "--code CODE"
+        case .phone: "--phone"
+        case .securityKey: "--security-key"
+        }
+    }
 }
 
 /// A policy setting that cannot be applied, with the keys or values that would work.

@@ -122,6 +122,7 @@ public struct StepUpWritePolicy: WritePolicy {
     private let clock: any Clock
     private let preApprovals: (any StepUpPreApprovalStore)?
     private let securityKeys: (any SecurityKeyStore)?
+    private let phones: (any PhoneStepUpStore)?
     /// What change documents name as the store (`ChangeDocument.store`).
     public let storeIdentity: String
 
@@ -131,8 +132,9 @@ public struct StepUpWritePolicy: WritePolicy {
     /// `storeIdentity`.
     public init(
         store: any StepUpStore, clock: any Clock, preApprovals: (any StepUpPreApprovalStore)? = nil,
-        securityKeys: (any SecurityKeyStore)? = nil, storeIdentity: String = ""
+        securityKeys: (any SecurityKeyStore)? = nil, phones: (any PhoneStepUpStore)? = nil, storeIdentity: String = ""
     ) {
+        self.phones = phones
         self.store = store
         self.clock = clock
         self.preApprovals = preApprovals
@@ -144,6 +146,12 @@ public struct StepUpWritePolicy: WritePolicy {
     public func securityKey(of actor: String) throws -> SecurityKeyCredential? {
         guard let securityKeys, let id = try? OperatorID(actor) else { return nil }
         return try securityKeys.securityKey(id)
+    }
+
+    /// The phone enrolment of `actor` in this store, nil when it has none or the store keeps none.
+    public func phoneEnrolment(of actor: String) throws -> PhoneEnrolment? {
+        guard let phones, let id = try? OperatorID(actor) else { return nil }
+        return try phones.phoneEnrolment(id)
     }
 
     /// How long a change document stays valid: 2 minutes, or 15 when the two-person rule applies (a second
@@ -191,6 +199,10 @@ public struct StepUpWritePolicy: WritePolicy {
                     ], decision: .allow)
             }
             var lines = ["a fresh code is needed: " + reasons.map(\.description).joined(separator: "; ")]
+            let accepted = StepUpMethod.allCases.filter { m in reasons.allSatisfy { state.policy.allowedMethods(for: $0).contains(m) } }
+            if accepted.count < StepUpMethod.allCases.count {
+                lines.append("accepted methods: " + (accepted.isEmpty ? "none" : accepted.map(\.rawValue).joined(separator: ", ")))
+            }
             let record = try (try? OperatorID(proposal.actor)).flatMap { try store.operatorRecord($0) }
             let decision: PolicyDecision
             if record == nil {
@@ -230,6 +242,11 @@ public struct StepUpWritePolicy: WritePolicy {
                 PolicyRefusal(
                     policy: name, reason: "\(proposal.actor) cannot be enrolled, so it cannot pass step-up", kind: .stepUpBlocked))
         }
+        // The policy may name the methods a change kind accepts (`step-up.reach-100 security-key`): another
+        // method is refused, audited, before it is checked (a code is not used up by a refused method).
+        let used: StepUpMethod =
+            proposal.phoneApproval != nil ? .phone : proposal.secondFactor != nil ? .securityKey : .totp
+        if let refusal = try methodRefusal(used, proposal, change: change, context: context) { return refusal }
         if let (approval, step) = try preApproval(proposal) {
             let state = try store.enforcement()
             let reasons = state.enforced ? requiresStepUp(change, policy: state.policy) : []
@@ -243,6 +260,9 @@ public struct StepUpWritePolicy: WritePolicy {
                         + "needed for \(reasons.map(\.code).joined(separator: ", "))"))
             context.stepUpVerified = true
             return .allow
+        }
+        if let phone = proposal.phoneApproval {
+            return try reviewPhone(phone, proposal, actor: actor, change: change, context: context)
         }
         if let evidence = proposal.secondFactor {
             return try reviewSecurityKey(evidence, proposal, actor: actor, change: change, context: context)
@@ -397,6 +417,113 @@ extension StepUpWritePolicy {
         }
         context.stepUpVerified = true
         return .allow
+    }
+}
+
+extension StepUpWritePolicy {
+    /// The refusal of a change approved by `used` when the policy names other methods for one of its reasons
+    /// (audited); nil when the method is accepted or nothing is needed.
+    fileprivate func methodRefusal(
+        _ used: StepUpMethod, _ proposal: Proposal, change: StepUpChange, context: PolicyContext
+    ) throws -> PolicyDecision? {
+        let state = try store.enforcement()
+        let reasons = state.enforced ? requiresStepUp(change, policy: state.policy) : []
+        guard let (reason, accepted) = state.policy.methodRefusal(used, for: reasons) else { return nil }
+        let names = accepted.map(\.rawValue).joined(separator: " or ")
+        try context.audit(
+            AuditEntry(
+                time: clock.now(), actor: proposal.actor, action: "step-up " + change.summary, result: .stepUpRefused,
+                detail: "result method-not-allowed; method \(used.rawValue); needed for "
+                    + "\(reasons.map(\.code).joined(separator: ", ")); step-up.\(reason.policyKind) accepts \(names)"))
+        return .refuse(
+            PolicyRefusal(
+                policy: name,
+                reason: "\(change.summary) needs \(names) (policy step-up.\(reason.policyKind): \(reason.description)); "
+                    + "\(used.rawValue) is not accepted for it; nothing was written",
+                suggestion: "approve with " + accepted.map(\.option).joined(separator: " or "), kind: .stepUpBlocked))
+    }
+
+    /// Why `proposal` needs a step-up under the stored policy (empty: it needs none, or step-up is off, or a
+    /// ramp plan's pre-approval covers it). Unlike `preview`, blind to the one-time code's lockout: another
+    /// method asks this before it sends or signs anything.
+    public func stepUpReasons(for proposal: Proposal) throws -> [StepUpReason] {
+        let state = try store.enforcement()
+        guard state.enforced, try preApproval(proposal) == nil else { return [] }
+        return requiresStepUp(StepUpChange(proposal), policy: state.policy)
+    }
+
+    /// Whether the policy accepts `method` for `proposal` (a method that sends something first asks this).
+    public func accepts(_ method: StepUpMethod, for proposal: Proposal) throws -> Bool {
+        let state = try store.enforcement()
+        let reasons = state.enforced ? requiresStepUp(StepUpChange(proposal), policy: state.policy) : []
+        return state.policy.methodRefusal(method, for: reasons) == nil
+    }
+
+    /// A change approved by a code sent to the operator's phone: the provider's outcome (the step-up method asked
+    /// it just before) is recorded against the phone enrolment's own lockout and audited (never the code); only
+    /// `verified` allows the change. A provider that could not check a code counts no attempt.
+    fileprivate func reviewPhone(
+        _ phone: PhoneApproval, _ proposal: Proposal, actor: OperatorID, change: StepUpChange, context: PolicyContext
+    ) throws -> PolicyDecision {
+        let state = try store.enforcement()
+        let reasons = state.enforced ? requiresStepUp(change, policy: state.policy) : []
+        guard !reasons.isEmpty else { return .allow }
+        let needed = "needed for \(reasons.map(\.code).joined(separator: ", "))"
+        func audit(_ result: String, _ facts: [String], accepted: Bool = false) throws {
+            try context.audit(
+                AuditEntry(
+                    time: clock.now(), actor: proposal.actor, action: "step-up " + change.summary,
+                    result: accepted ? .stepUpAccepted : .stepUpRefused,
+                    detail: (["result \(result)", "method phone", needed] + facts).joined(separator: "; ")))
+        }
+        func refuse(_ result: String, _ facts: [String], _ reason: String, _ kind: PolicyRefusal.Kind) throws -> PolicyDecision {
+            try audit(result, facts)
+            return .refuse(PolicyRefusal(policy: name, reason: reason, kind: kind))
+        }
+        guard let phones else {
+            return try refuse("unsupported", [], "this store keeps no phones; use a one-time code", .stepUpBlocked)
+        }
+        guard try store.operatorRecord(actor) != nil else {
+            return try refuse("not-enrolled", [], "\(actor) is not enrolled for step-up", .stepUpBlocked)
+        }
+        guard let enrolment = try phones.phoneEnrolment(actor) else {
+            return try refuse(
+                "not-enrolled", [], "\(actor) has no phone: enrol one with 'rollout operator enroll --method phone --phone +NUMBER'",
+                .stepUpBlocked)
+        }
+        let verification = "verification \(phone.verification)"
+        let now = clock.now()
+        if let until = enrolment.lockedUntil, now < until {
+            return try refuse(
+                "locked-out", [verification, "locked-until \(until.iso8601)"],
+                "\(actor)'s phone method is locked until \(until.iso8601) after wrong codes (a one-time code or a "
+                    + "security key still works)", .stepUpBlocked)
+        }
+        if case .unavailable(let words) = phone.outcome {
+            return try refuse(
+                "provider-refused", [verification, "provider \(words)"],
+                "the phone code could not be checked: \(words); nothing was written", .stepUpFailed)
+        }
+        let accepted = phone.outcome == .verified
+        var stored: PhoneEnrolment?
+        _ = try phones.recordPhoneAttempt(actor, accepted: accepted, policy: state.policy, at: now) { updated in
+            stored = updated
+            var facts = [verification, "to \(updated.masked)"]
+            if !accepted {
+                facts.append("failed-attempts \(updated.failedAttempts)")
+                if let until = updated.lockedUntil { facts.append("locked-until \(until.iso8601)") }
+            }
+            try audit(phone.outcome.result, facts, accepted: accepted)
+        }
+        if accepted {
+            context.stepUpVerified = true
+            return .allow
+        }
+        var reason = phone.outcome == .tooManyAttempts
+            ? "too many wrong phone codes: the provider ended verification \(phone.verification)"
+            : "wrong phone code"
+        if let until = stored?.lockedUntil { reason += "; \(actor)'s phone method is locked until \(until.iso8601)" }
+        return .refuse(PolicyRefusal(policy: name, reason: reason + "; nothing was written", kind: .stepUpFailed))
     }
 }
 

@@ -24,9 +24,17 @@ enum OperatorCommands {
             + "--security-key approval is recorded as a request (its id is printed, valid 2 minutes); a second, "
             + "different enrolled operator approves the same change document here. Refused when the request expired, "
             + "when the rollout changed since (another base version), or when the requester approves their own. "
-            + "The key is $ROLLOUT_SECURITY_KEY or the first connected.",
+            + "The key is $ROLLOUT_SECURITY_KEY or the first connected. Under the same rule, App Check ENFORCED and "
+            + "a policy change that weakens a guardrail or a step-up requirement are recorded as requests (valid 15 "
+            + "minutes) that a second operator approves here with their own --code.",
+        options: [
+            .value(
+                "--code", name: "CODE",
+                help: "For a settings request (App Check ENFORCED, a policy relaxation): your own one-time code "
+                    + "('-' reads stdin); a terminal prompts for it.")
+        ],
         positionals: [Positional("REQUEST", help: "The request id the first operator was given (16 hex digits).")],
-        examples: ["rollout approve 3f1c9a0b5e7d2c41 --operator ben@desk"],
+        examples: ["rollout approve 3f1c9a0b5e7d2c41 --operator ben@desk", "rollout approve 9d2e4f6a8b0c1d3e --code 123456"],
         action: { try runApprove($0) })
 
     static let codeOption = Option.value(
@@ -60,11 +68,15 @@ enum OperatorCommands {
             .value("--approver", name: "ID", help: "An enrolled operator who approves this enrolment."),
             .value(
                 "--method", name: "METHOD",
-                help: "totp (default: an authenticator app) or security-key: add a FIDO2 key (touch and PIN or "
+                help: "totp (default: an authenticator app), phone (--phone NUMBER: codes by SMS or voice) or security-key: add a FIDO2 key (touch and PIN or "
                     + "biometric) to the acting operator, already enrolled, confirmed with their --code. The key is "
                     + "$ROLLOUT_SECURITY_KEY (a path from 'fido2-token -L') or the first connected; a PIN comes from "
                     + "$ROLLOUT_SECURITY_KEY_PIN."),
             .value("--approver-code", name: "CODE", help: "The approver's current code ('-' reads it from stdin)."),
+            .value(
+                "--phone", name: "NUMBER",
+                help: "With --method phone: the acting operator's phone number in E.164 form (+ and country code), "
+                    + "stored sealed; protected changes then accept a code sent to it with --phone."),
             .value(
                 "--qr", name: "STYLE",
                 help: "How to draw the QR code: color (fixed black and white, any theme), dark-terminal, "
@@ -130,7 +142,8 @@ enum OperatorCommands {
         switch invocation.value("--method") ?? "totp" {
         case "totp": break
         case "security-key": return try enrolSecurityKey(id, invocation)
-        case let other: throw invocation.usageError("--method takes totp or security-key, not '\(other)'")
+        case "phone": return try enrolPhone(id, invocation)
+        case let other: throw invocation.usageError("--method takes totp, security-key or phone, not '\(other)'")
         }
         let style = try qrStyle(invocation)
         if invocation.value("--code") == nil, let created = try Wiring.teamStoreKeyForEnrolment(invocation) {
@@ -329,6 +342,9 @@ enum OperatorCommands {
             throw invocation.usageError("REQUEST is the 16 hex digits the first operator was given, not '\(id)'")
         }
         let session = try Wiring.session(invocation)
+        if let request = try TwoPersonSettingsRequest.find(id, in: session) {
+            return try approveSettings(request, session: session, invocation)
+        }
         switch try StepUpMethods.approveRequest(
             id, session: session, device: { try StepUpMethods.securityKeyDevice() }, pin: StepUpMethods.securityKeyPIN(),
             notice: { StandardStream.error.write("rollout: \($0)\n") })
@@ -338,6 +354,40 @@ enum OperatorCommands {
             print("published version \(stored.info.number) (etag \(stored.etag)), approved by \(session.operatorID)")
         case .unchanged(let stored, _):
             print("no change: version \(stored.info.number) already says so; nothing written")
+        }
+        return .ok
+    }
+
+    /// `approve REQUEST` of a settings request: the approver's own code, then the change applied exactly as asked.
+    static func approveSettings(_ request: TwoPersonSettingsRequest, session: RolloutSession, _ invocation: Invocation)
+        throws -> ExitCode
+    {
+        let code = try readCode(invocation.value("--code"), prompt: "Code of \(session.operatorID)'s authenticator: ")
+        switch request.intent {
+        case .appCheck(.enforcementRequest(let service, _, let to, let reason)):
+            do {
+                switch try session.enforcement().set(service, to, reason: reason, code: code, dryRun: false, approving: request) {
+                case .changed(let before, let after):
+                    print(
+                        "\(after.id): \(before.enforcementMode.rawValue) → \(after.enforcementMode.rawValue), requested by "
+                            + "\(request.requester), approved by \(session.operatorID)")
+                default:
+                    throw CommandError("request \(request.id): \(service) is \(to.rawValue) already; nothing sent", exit: .refused)
+                }
+            } catch let r as EnforcementPath.Refusal {
+                throw CommandError(r.description, exit: .refused)
+            } catch let f as SettingsWritePath.Failure {
+                throw CommandError("\(f)", exit: .refused)
+            }
+        default:
+            let outcome = try settings(
+                try session.settingsWritePath(), request.intent, actor: session.operatorID, code: code, approving: request)
+            guard case .changed = outcome else {
+                throw CommandError(
+                    "request \(request.id) is for '\(request.change)', which is no longer a change; nothing was changed",
+                    exit: .refused)
+            }
+            print("\(request.change): requested by \(request.requester), approved by \(session.operatorID)")
         }
         return .ok
     }
@@ -361,6 +411,41 @@ enum OperatorCommands {
         return .ok
     }
 
+    /// `operator enroll --method phone --phone NUMBER`: the number, sealed, through the settings write path.
+    static func enrolPhone(_ id: OperatorID, _ invocation: Invocation) throws -> ExitCode {
+        guard let text = invocation.value("--phone") else {
+            throw invocation.usageError("--method phone needs --phone +NUMBER (E.164: + and the country code)")
+        }
+        guard let number = PhoneNumber.normalized(text) else {
+            throw invocation.usageError("--phone takes an E.164 number (+ then 7 to 15 digits), not '\(text)'")
+        }
+        let session = try Wiring.session(invocation)
+        let code = try readCode(invocation.value("--code"), prompt: "Code of \(id)'s authenticator: ")
+        let enrolment = PhoneEnrolment(operatorID: id, number: number, enrolledAt: session.clock.now())
+        _ = try settings(try session.settingsWritePath(), .enrolPhone(enrolment), actor: id.rawValue, code: code)
+        print("enrolled phone \(enrolment.masked) for \(id): protected changes accept a code sent to it with --phone")
+        return .ok
+    }
+
+    /// A secret line (a phone code): on a terminal, asked on stderr and read with echo off; otherwise one line of
+    /// stdin. Never printed.
+    static func readSecret(_ text: String) -> String? {
+        guard isatty(STDIN_FILENO) == 1 else { return readLine(strippingNewline: true)?.trimmingSpaces() }
+        StandardStream.error.write(text)
+        var saved = termios()
+        let haveTerminal = tcgetattr(STDIN_FILENO, &saved) == 0
+        if haveTerminal {
+            var quiet = saved
+            quiet.c_lflag &= ~tcflag_t(ECHO)
+            _ = tcsetattr(STDIN_FILENO, TCSAFLUSH, &quiet)
+        }
+        defer {
+            if haveTerminal { _ = tcsetattr(STDIN_FILENO, TCSAFLUSH, &saved) }
+            StandardStream.error.write("\n")
+        }
+        return readLine(strippingNewline: true)?.trimmingSpaces()
+    }
+
     /// The settings write path of the invocation's store, whichever backend.
     static func settingsPath(_ invocation: Invocation) throws -> SettingsWritePath {
         try Wiring.session(invocation).settingsWritePath()
@@ -370,10 +455,10 @@ enum OperatorCommands {
     /// a usage error.
     static func settings(
         _ path: SettingsWritePath, _ intent: SettingsWritePath.Intent, actor: String, code: String?,
-        codeOption: String = "--code"
+        codeOption: String = "--code", approving: TwoPersonSettingsRequest? = nil
     ) throws -> SettingsWritePath.Outcome {
         do {
-            return try path.execute(intent, actor: actor, code: code)
+            return try path.execute(intent, actor: actor, code: code, approving: approving)
         } catch let f as SettingsWritePath.Failure {
             switch f {
             case .invalid(let m): throw CommandError(m, exit: .usage)

@@ -39,6 +39,11 @@ enum StoreCommands {
             help: "Approve with your security key instead of a code, when step-up asks: the key signs this exact change "
                 + "(store, base version, percentage, reason; valid 2 minutes). Key: $ROLLOUT_SECURITY_KEY or the first connected."),
         .flag(
+            "--phone",
+            help: "Approve with a code sent to your enrolled phone (SMS, then a voice call) instead, when step-up asks: "
+                + "the terminal asks for the code without echoing it (otherwise one line of stdin). Vonage credentials: "
+                + "$ROLLOUT_VONAGE_CREDENTIALS (a mode 0600 file)."),
+        .flag(
             "--override-guardrail",
             help: "Publish although the guardrail refuses (HOLD/HALT or over the attestation budget); needs --reason; audited."),
     ]
@@ -474,7 +479,19 @@ extension StoreCommands {
             return refused && !preview.proposal.onlyReducesExposure ? .refused : .ok
         }
 
-        switch try path.execute(request) {
+        let outcome: WritePath.Outcome
+        if inv.flag("--phone"), !readOnly {
+            guard !inv.flag("--security-key"), request.stepUpCode == nil else {
+                throw inv.usageError("--phone, --security-key and --code are alternatives: give one")
+            }
+            outcome = try StepUpMethods.publishWithPhone(
+                request, on: path, client: try StepUpMethods.phoneClient(),
+                readCode: { OperatorCommands.readSecret("Code sent to your phone (or 'call'): ") },
+                notice: { StandardStream.error.write("rollout: \($0)\n") })
+        } else {
+            outcome = try path.execute(request)
+        }
+        switch outcome {
         case .published(let stored, let proposal, let attempts):
             printChange(proposal)
             var line =

@@ -26,6 +26,11 @@ public final class SoftwareAuthenticator: @unchecked Sendable {
         public static let noUserPresence = Faults(rawValue: 2)
         /// Do not advance the counter (a clone of a key, or a replay).
         public static let frozenCounter = Faults(rawValue: 4)
+        /// Sign authenticator data for another relying party than the one asked (a key answering for another site).
+        public static let otherRelyingParty = Faults(rawValue: 8)
+        /// Sign with another of its credentials for the relying party than the one asked for (a key shared by two
+        /// operators answering with the other one's credential).
+        public static let otherCredential = Faults(rawValue: 16)
     }
 
     struct Credential {
@@ -210,13 +215,15 @@ public final class SoftwareAuthenticator: @unchecked Sendable {
             guard request[6] == nil else { throw StatusError(.pinAuthInvalid) }
             let opts = try options(request[5], allowed: ["up", "uv"])
             let allowed = request[3]?.arrayItems?.compactMap { $0["id"]?.byteString } ?? []
-            guard let credential = credentials.first(where: { c in c.relyingParty == rpID && allowed.contains(c.id) })
+            let other = faults.contains(.otherCredential)
+            guard let credential = credentials.first(where: { c in c.relyingParty == rpID && allowed.contains(c.id) != other })
             else { throw StatusError(.noCredentials) }
             if !faults.contains(.frozenCounter) { counter += 1 }
             var flags: UInt8 = 0
             if opts["up"] != false, !faults.contains(.noUserPresence) { flags |= 0x01 }
             if opts["uv"] == true, !faults.contains(.noUserVerification) { flags |= 0x04 }
-            let authData = SHA256.hash(rpID) + [flags] + bigEndian(counter)
+            let signedFor = faults.contains(.otherRelyingParty) ? rpID + ".elsewhere" : rpID
+            let authData = SHA256.hash(signedFor) + [flags] + bigEndian(counter)
             guard let sig = try? credential.key.signature(for: authData + hash) else { throw StatusError(.invalidCommand) }
             return .success(
                 .map([

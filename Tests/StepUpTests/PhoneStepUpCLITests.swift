@@ -1,0 +1,283 @@
+import Foundation
+import Rollout
+import SQLiteStore
+import StepUp
+import Testing
+import TestSupport
+import Timekeeping
+
+/// Step-up by a code sent to the operator's phone, through the built binary against the strict Verify v2 fake
+/// (Tests/PhoneVerificationTests/fake_verify.py): enrolment (the number sealed), SMS then voice, wrong codes up to
+/// the provider's 410 and the phone method's own lockout (a one-time code still works), the provider's 409, 422
+/// and 429 refused with nothing published, and no code in any output or in the store.
+@Suite("Phone step-up through the binary against the Verify v2 fake")
+struct PhoneStepUpCLITests {
+    static let t0 = OperatorCLITests.t0
+    static let number = "+447700900123"
+    static let ana = ["--operator", "ana@laptop"]
+    static func at(_ seconds: Int64) -> Instant { Instant(seconds: t0.seconds + seconds) }
+
+    /// The fake on a loopback port; what reaches the phone is read from its outbox.
+    final class Fake {
+        let directory: URL
+        let process: Process
+        let input: Pipe
+        let port: Int
+        let outbox: String
+        let credentials: String
+
+        init(rateLimit: Int = 100) throws {
+            directory = try TestSupport.temporaryDirectory("phone-stepup-fake")
+            outbox = directory.appendingPathComponent("outbox.ndjson").path
+            credentials = directory.appendingPathComponent("vonage.json").path
+            guard FileManager.default.createFile(atPath: outbox, contents: nil),
+                FileManager.default.createFile(
+                    atPath: credentials, contents: Data(#"{"api_key": "k3y", "api_secret": "s3cret"}"#.utf8),
+                    attributes: [.posixPermissions: 0o600])
+            else { throw TestSupport.Failure("cannot create the fake's files") }
+            let script = TestSupport.packageRoot.appendingPathComponent("Tests/PhoneVerificationTests/fake_verify.py").path
+            process = Process()
+            process.executableURL = URL(fileURLWithPath: try TestSupport.python())
+            process.arguments = [
+                script, "--key", "k3y", "--secret", "s3cret", "--outbox", outbox, "--rate-limit", String(rateLimit),
+            ]
+            input = Pipe()
+            let out = Pipe()
+            process.standardInput = input
+            process.standardOutput = out
+            try process.run()
+            var line: [UInt8] = []
+            while true {
+                guard let b = out.fileHandleForReading.readData(ofLength: 1).first else {
+                    throw TestSupport.Failure("the fake exited before it was ready")
+                }
+                if b == 10 { break }
+                line.append(b)
+            }
+            let text = String(decoding: line, as: UTF8.self)
+            guard text.hasPrefix("PORT "), let p = Int(text.dropFirst(5)) else { throw TestSupport.Failure("the fake said \(text)") }
+            port = p
+        }
+
+        deinit {
+            try? input.fileHandleForWriting.close()
+            TestSupport.stop(process)
+            try? FileManager.default.removeItem(at: directory)
+        }
+
+        var environment: [String: String] {
+            ["ROLLOUT_VONAGE_CREDENTIALS": credentials, "ROLLOUT_VONAGE_URL": "http://127.0.0.1:\(port)"]
+        }
+
+        /// What reached the phone, oldest first.
+        func messages() throws -> [(channel: String, to: String, code: String)] {
+            let text = try String(contentsOfFile: outbox, encoding: .utf8)
+            return try text.split(separator: "\n").map { line in
+                let object = try #require(try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: String])
+                return (object["channel"] ?? "", object["to"] ?? "", object["code"] ?? "")
+            }
+        }
+
+        /// Waits (at most 20 s) until the outbox holds more than `count` messages; returns the newest.
+        func message(after count: Int) throws -> (channel: String, to: String, code: String) {
+            let deadline = Date().addingTimeInterval(20)
+            while Date() < deadline {
+                let all = try messages()
+                if all.count > count { return all[count] }
+                usleep(20_000)
+            }
+            throw TestSupport.Failure("no message reached the phone within 20 s")
+        }
+    }
+
+    /// The binary under faketime with a stdin the test writes to while it runs (the code is known only once the
+    /// fake has sent it).
+    final class Running {
+        let process = Process()
+        let input = Pipe()
+        let output = Pipe()
+        let error = Pipe()
+
+        init(_ arguments: [String], store: String, at time: Instant, environment: [String: String]) throws {
+            let stamp = time.iso8601.prefix(19).replacingOccurrences(of: "T", with: " ")
+            process.executableURL = URL(fileURLWithPath: "/usr/bin/faketime")
+            process.arguments = ["-f", "@\(stamp)", try TestSupport.rolloutBinary()] + arguments + ["--store", store]
+            var env = ProcessInfo.processInfo.environment
+            for (k, v) in ["TZ": "UTC", "NO_COLOR": "", "ROLLOUT_OPERATOR": "nobody"].merging(environment, uniquingKeysWith: { $1 }) {
+                env[k] = v
+            }
+            process.environment = env
+            process.standardInput = input
+            process.standardOutput = output
+            process.standardError = error
+            try process.run()
+        }
+
+        func type(_ line: String) { input.fileHandleForWriting.write(Data((line + "\n").utf8)) }
+
+        func finish() throws -> (status: Int32, stdout: String, stderr: String) {
+            try? input.fileHandleForWriting.close()
+            let out = output.fileHandleForReading.readDataToEndOfFile()
+            let err = error.fileHandleForReading.readDataToEndOfFile()
+            process.waitUntilExit()
+            return (process.terminationStatus, String(decoding: out, as: UTF8.self), String(decoding: err, as: UTF8.self))
+        }
+    }
+
+    /// A store with ana enrolled (TOTP at t0, phone at t0 + 30 s).
+    static func enrolled(_ fake: Fake) throws -> (OperatorCLITests.Session, TOTPSecret) {
+        let s = try OperatorCLITests.Session()
+        let secret = try s.enrol("ana@laptop", at: t0)
+        let t1 = at(30)
+        let enrolled = try s.run(
+            ["operator", "enroll", "--method", "phone", "--phone", number, "--code", OperatorCLITests.code(secret, t1)] + ana,
+            at: t1)
+        try #require(enrolled.status == 0, "\(enrolled.stderr)")
+        #expect(enrolled.stdout.contains("enrolled phone +44••••••0123 for ana@laptop"), "\(enrolled.stdout)")
+        return (s, secret)
+    }
+
+    static func version(_ s: OperatorCLITests.Session) throws -> Int {
+        try RolloutStore(path: s.store, create: false).configStore().current().info.number
+    }
+
+    /// The phone-method step-up records, oldest first.
+    static func phoneRecords(_ s: OperatorCLITests.Session) throws -> [AuditEntry] {
+        try s.audit().filter { $0.action.hasPrefix("step-up ") && $0.detail.contains("method phone") }
+    }
+
+    /// Every code the fake sent appears in no output, no audit record and not in the store file's bytes (as a
+    /// whole word: six digits may occur inside a hash or a time).
+    static func expectNoCode(_ fake: Fake, _ outputs: [String], _ s: OperatorCLITests.Session) throws {
+        let codes = Set(try fake.messages().map(\.code))
+        #expect(!codes.isEmpty)
+        let audit = try s.audit().map { "\($0.action) \($0.from) \($0.to) \($0.detail) \($0.reason)" }
+        let file = String(decoding: try Data(contentsOf: URL(fileURLWithPath: s.store)), as: UTF8.self)
+        for code in codes {
+            for text in outputs + s.outputs + audit + [file] {
+                #expect(!containsWord(code, in: text), "the code \(code) appears in: \(text.prefix(200))")
+            }
+        }
+    }
+
+    /// `word` occurs in `text` with no letter or digit right before or after it.
+    static func containsWord(_ word: String, in text: String) -> Bool {
+        let chars = Array(text.unicodeScalars)
+        let needle = Array(word.unicodeScalars)
+        guard needle.count <= chars.count else { return false }
+        func isWordChar(_ i: Int) -> Bool {
+            i >= 0 && i < chars.count && chars[i].isASCII && chars[i].properties.isAlphabetic || (i >= 0 && i < chars.count && ("0"..."9").contains(chars[i]))
+        }
+        for start in 0...(chars.count - needle.count) where Array(chars[start..<(start + needle.count)]) == needle {
+            if !isWordChar(start - 1) && !isWordChar(start + needle.count) { return true }
+        }
+        return false
+    }
+
+    @Test func enrolThenPublishWithTheCodeSentBySMSThenByVoice() throws {
+        let fake = try Fake()
+        let (s, _) = try Self.enrolled(fake)
+        // The number is stored sealed; the audit shows it masked.
+        let raw = try Data(contentsOf: URL(fileURLWithPath: s.store))
+        #expect(raw.range(of: Data("447700900123".utf8)) == nil)
+        #expect(try s.audit().contains { $0.action == "operator enroll phone" && $0.to == "+44••••••0123" })
+
+        // Credentials others may read are refused before anything is sent.
+        let t2 = Self.at(60)
+        chmod(fake.credentials, 0o644)
+        let loose = try Running(
+            ["set", "100", "--reason", "all in", "--phone"] + Self.ana, store: s.store, at: t2, environment: fake.environment
+        ).finish()
+        #expect(loose.status != 0 && loose.stderr.contains("chmod 600"), "\(loose.stderr)")
+        #expect(try fake.messages().isEmpty)
+        chmod(fake.credentials, 0o600)
+
+        let run = try Running(
+            ["set", "100", "--reason", "all in", "--phone"] + Self.ana, store: s.store, at: t2, environment: fake.environment)
+        let sms = try fake.message(after: 0)
+        #expect(sms.channel == "sms" && sms.to == "447700900123")
+        run.type("call")
+        let voice = try fake.message(after: 1)
+        #expect(voice.channel == "voice" && voice.code == sms.code)
+        run.type(voice.code)
+        let done = try run.finish()
+        #expect(done.status == 0, "\(done.stderr)")
+        #expect(done.stdout.contains("published version 2"), "\(done.stdout)")
+        #expect(done.stderr.contains("a code by SMS to +44••••••0123"), "\(done.stderr)")
+        #expect(done.stderr.contains("provider: calling +44••••••0123"), "\(done.stderr)")
+        #expect(done.stderr.contains("provider: code accepted"), "\(done.stderr)")
+        #expect(try Self.version(s) == 2)
+        let records = try Self.phoneRecords(s)
+        #expect(records.count == 1 && records[0].result == .stepUpAccepted && records[0].detail.contains("needed for "))
+        // The sealed phone table is in the seal: the store verifies.
+        let verify = try s.run(["audit", "verify"], at: t2)
+        #expect(verify.status == 0, "\(verify.stdout) \(verify.stderr)")
+        try Self.expectNoCode(fake, [loose.stdout, loose.stderr, done.stdout, done.stderr], s)
+    }
+
+    @Test func wrongCodesEndWith410AndLockOnlyThePhoneMethod() throws {
+        let fake = try Fake()
+        let (s, secret) = try Self.enrolled(fake)
+        let t2 = Self.at(60)
+        let run = try Running(
+            ["set", "100", "--reason", "all in", "--phone"] + Self.ana, store: s.store, at: t2, environment: fake.environment)
+        let sms = try fake.message(after: 0)
+        let wrong = ["111111", "222222", "333333", "444444"].filter { $0 != sms.code }.prefix(3)
+        for code in wrong { run.type(code) }
+        let done = try run.finish()
+        #expect(done.status == 4, "\(done.stderr)")
+        #expect(done.stderr.contains("provider: wrong code (400)"), "\(done.stderr)")
+        #expect(done.stderr.contains("provider: too many wrong codes (410)"), "\(done.stderr)")
+        #expect(done.stderr.contains("phone method is locked until"), "\(done.stderr)")
+        #expect(done.stdout.isEmpty)
+        #expect(try Self.version(s) == 1)
+        let results = try Self.phoneRecords(s).map { String($0.detail.split(separator: ";")[0]) }
+        #expect(results == ["result wrong-code", "result wrong-code", "result too-many-attempts"])
+        #expect(try Self.phoneRecords(s).last?.detail.contains("locked-until") == true)
+
+        // Locked: refused and audited without sending anything.
+        let t3 = Self.at(90)
+        let locked = try Running(
+            ["set", "100", "--reason", "all in", "--phone"] + Self.ana, store: s.store, at: t3, environment: fake.environment
+        ).finish()
+        #expect(locked.status == 4 && locked.stderr.contains("locked until"), "\(locked.stderr)")
+        #expect(try fake.messages().count == 1)
+        #expect(try Self.phoneRecords(s).last.map { $0.detail.hasPrefix("result locked-out") } == true)
+        #expect(try Self.version(s) == 1)
+
+        // The other methods are not locked: a one-time code publishes.
+        let totp = try s.run(
+            ["set", "100", "--reason", "all in", "--code", OperatorCLITests.code(secret, t3)] + Self.ana, at: t3)
+        #expect(totp.status == 0, "\(totp.stderr)")
+        #expect(try Self.version(s) == 2)
+        try Self.expectNoCode(fake, [done.stdout, done.stderr, locked.stdout, locked.stderr], s)
+    }
+
+    @Test func providerRefusalsPublishNothing() throws {
+        let fake = try Fake(rateLimit: 2)
+        let (s, _) = try Self.enrolled(fake)
+        let t2 = Self.at(60)
+        let args = ["set", "100", "--reason", "all in", "--phone"] + Self.ana
+        // A verification to the number is in progress: 409.
+        let first = try Running(args, store: s.store, at: t2, environment: fake.environment)
+        _ = try fake.message(after: 0)
+        let concurrent = try Running(args, store: s.store, at: t2, environment: fake.environment).finish()
+        #expect(concurrent.status == 4, "\(concurrent.stderr)")
+        #expect(concurrent.stderr.contains("a verification to this number is in progress"), "\(concurrent.stderr)")
+        // A code the provider cannot take: 422 names the parameter.
+        first.type("12")
+        let invalid = try first.finish()
+        #expect(invalid.status == 4, "\(invalid.stderr)")
+        #expect(invalid.stderr.contains("invalid parameters: code"), "\(invalid.stderr)")
+        // Over the rate limit (two starts a minute): 429.
+        let limited = try Running(args, store: s.store, at: t2, environment: fake.environment).finish()
+        #expect(limited.status == 4, "\(limited.stderr)")
+        #expect(limited.stderr.contains("rate limit reached"), "\(limited.stderr)")
+
+        #expect(try Self.version(s) == 1)
+        let records = try Self.phoneRecords(s)
+        #expect(records.count == 3 && records.allSatisfy { $0.detail.hasPrefix("result provider-refused") })
+        try Self.expectNoCode(
+            fake, [concurrent.stdout, concurrent.stderr, invalid.stdout, invalid.stderr, limited.stdout, limited.stderr], s)
+    }
+}

@@ -1,0 +1,89 @@
+import Foundation
+import Rollout
+import StepUp
+import Testing
+import TestSupport
+import Timekeeping
+
+/// The two-person rule for policy relaxations, through the built binary: the first operator's code records a
+/// request, a second operator's code applies it once; self-approval, expiry and a moved setting are refused and
+/// audited; a tightening and a kill are never held.
+@Suite("Two-person rule for policy relaxations")
+struct TwoPersonSettingsCLITests {
+    static func at(_ seconds: Int64) -> Instant { PhoneStepUpCLITests.at(seconds) }
+    static let ana = ["--operator", "ana@laptop"]
+    static let bob = ["--operator", "bob@desk"]
+
+    static func requestID(_ stderr: String) -> String? {
+        guard let range = stderr.range(of: "recorded as request ") else { return nil }
+        return String(stderr[range.upperBound...].prefix(16))
+    }
+
+    static func value(_ s: OperatorCLITests.Session, _ key: String, at time: Instant) throws -> String? {
+        let shown = try s.run(["policy", "show"], at: time).stdout
+        return shown.split(separator: "\n").first { $0.trimmingCharacters(in: .whitespaces).hasPrefix(key + " ") }
+            .map { $0.split(separator: " ", omittingEmptySubsequences: true)[1] }.map(String.init)
+    }
+
+    @Test func aRelaxationNeedsASecondOperatorOnce() throws {
+        let s = try OperatorCLITests.Session()
+        let a = try s.enrol("ana@laptop", at: Self.at(0))
+        let b = try s.enrol("bob@desk", at: Self.at(30), approver: ("ana@laptop", OperatorCLITests.code(a, Self.at(30))))
+        func code(_ secret: TOTPSecret, _ t: Int64) -> String { OperatorCLITests.code(secret, Self.at(t)) }
+        #expect(try s.run(["policy", "set", "two-person", "on", "--code", code(a, 60)] + Self.ana, at: Self.at(60)).status == 0)
+        let before = try Self.value(s, "increase-over", at: Self.at(60))
+        #expect(before == "10")
+
+        // A relaxation asked by ana alone is recorded as a request, not applied.
+        let asked = try s.run(["policy", "set", "increase-over", "50", "--code", code(a, 90)] + Self.ana, at: Self.at(90))
+        #expect(asked.status == 4, "\(asked.stderr)")
+        #expect(asked.stderr.contains("needs a second operator (two-person rule: weakens increase-over)"), "\(asked.stderr)")
+        let id = try #require(Self.requestID(asked.stderr))
+        #expect(try Self.value(s, "increase-over", at: Self.at(90)) == "10")
+
+        // ana cannot approve her own request.
+        let own = try s.run(["approve", id, "--code", code(a, 120)] + Self.ana, at: Self.at(120))
+        #expect(own.status == 4 && own.stderr.contains("cannot approve it too"), "\(own.stderr)")
+        #expect(try Self.value(s, "increase-over", at: Self.at(120)) == "10")
+
+        // bob approves with his own code: applied, audited with both names.
+        let approved = try s.run(["approve", id, "--code", code(b, 120)] + Self.bob, at: Self.at(120))
+        #expect(approved.status == 0, "\(approved.stderr)")
+        #expect(approved.stdout.contains("requested by ana@laptop, approved by bob@desk"), "\(approved.stdout)")
+        #expect(try Self.value(s, "increase-over", at: Self.at(120)) == "50")
+        #expect(
+            try s.audit().contains {
+                $0.result == .stepUpAccepted && $0.actor == "bob@desk"
+                    && $0.detail == "result approved; two-person-request \(id); requested-by ana@laptop; approved-by bob@desk"
+            })
+        // Once: a second approval finds nothing left to change.
+        let again = try s.run(["approve", id, "--code", code(b, 150)] + Self.bob, at: Self.at(150))
+        #expect(again.status == 4, "\(again.stderr)")
+        #expect(try Self.value(s, "increase-over", at: Self.at(150)) == "50")
+
+        // A tightening is not held.
+        let tighter = try s.run(["policy", "set", "increase-over", "20", "--code", code(a, 180)] + Self.ana, at: Self.at(180))
+        #expect(tighter.status == 0, "\(tighter.stderr)")
+        #expect(try Self.value(s, "increase-over", at: Self.at(180)) == "20")
+
+        // An expired request is refused (15 minutes), audited, and nothing changes.
+        let late = try s.run(["policy", "set", "lockout-attempts", "9", "--code", code(a, 210)] + Self.ana, at: Self.at(210))
+        let lateID = try #require(Self.requestID(late.stderr), "\(late.stderr)")
+        let expired = try s.run(["approve", lateID, "--code", code(b, 210 + 16 * 60)] + Self.bob, at: Self.at(210 + 16 * 60))
+        #expect(expired.status == 4 && expired.stderr.contains("expired"), "\(expired.stderr)")
+        #expect(try Self.value(s, "lockout-attempts", at: Self.at(210 + 16 * 60)) == "3")
+        #expect(try s.audit().contains { $0.detail == "result expired; two-person-request \(lateID)" })
+
+        // A request for a setting that moved since is refused: ana tightens lockout-attempts to 2 first.
+        let moving = try s.run(["policy", "set", "lockout-attempts", "8", "--code", code(a, 1200)] + Self.ana, at: Self.at(1200))
+        let movingID = try #require(Self.requestID(moving.stderr), "\(moving.stderr)")
+        #expect(try s.run(["policy", "set", "lockout-attempts", "2", "--code", code(a, 1230)] + Self.ana, at: Self.at(1230)).status == 0)
+        let moved = try s.run(["approve", movingID, "--code", code(b, 1230)] + Self.bob, at: Self.at(1230))
+        #expect(moved.status == 4 && moved.stderr.contains("the state moved since"), "\(moved.stderr)")
+        #expect(try Self.value(s, "lockout-attempts", at: Self.at(1230)) == "2")
+
+        // A kill is never held.
+        #expect(try s.run(["kill", "--reason", "stop"] + Self.ana, at: Self.at(1260)).status == 0)
+        #expect(try s.run(["audit", "verify"], at: Self.at(1260)).status == 0)
+    }
+}
