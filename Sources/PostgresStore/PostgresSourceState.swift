@@ -107,7 +107,7 @@ public struct PostgresSourceConfig {
     }
 
     public func save(_ configuration: SourceConfiguration) throws {
-        try store.atomically {
+        _ = try store.atomically {
             try store.connection.query(
                 "INSERT INTO source_config (name, definition) VALUES ($1, $2) "
                     + "ON CONFLICT (name) DO UPDATE SET definition = excluded.definition",
