@@ -246,7 +246,7 @@ public enum PostgresSeal {
     static func check(_ c: PGConnection, now: State, key: PostgresSealKey?) throws -> (
         sealed: Bool, problem: PostgresSealProblem?
     ) {
-        try check(sealRow: try c.query(sealQuery).first, now: now, key: key)
+        check(sealRow: try c.query(sealQuery).first, now: now, key: key)
     }
 
     static let sealQuery = "SELECT state, mac FROM store_seal WHERE id = 1"
@@ -466,7 +466,7 @@ extension PostgresConfigStore {
             }
             return
         }
-        guard let witness else {
+        guard witness != nil else {
             // A store made before schema 6 may never have recorded a key: say how to make one.
             let never = try connection.query("SELECT 1 FROM store_key_check WHERE id = 1").isEmpty && !sealed
             throw StoreError.unavailable(

@@ -381,7 +381,7 @@ enum OperatorCommands {
             }
         default:
             let outcome = try settings(
-                try session.settingsWritePath(), request.intent, actor: session.operatorID, code: code, approving: request)
+                session.settingsWritePath(), request.intent, actor: session.operatorID, code: code, approving: request)
             guard case .changed = outcome else {
                 throw CommandError(
                     "request \(request.id) is for '\(request.change)', which is no longer a change; nothing was changed",
@@ -422,7 +422,7 @@ enum OperatorCommands {
         let session = try Wiring.session(invocation)
         let code = try readCode(invocation.value("--code"), prompt: "Code of \(id)'s authenticator: ")
         let enrolment = PhoneEnrolment(operatorID: id, number: number, enrolledAt: session.clock.now())
-        _ = try settings(try session.settingsWritePath(), .enrolPhone(enrolment), actor: id.rawValue, code: code)
+        _ = try settings(session.settingsWritePath(), .enrolPhone(enrolment), actor: id.rawValue, code: code)
         print("enrolled phone \(enrolment.masked) for \(id): protected changes accept a code sent to it with --phone")
         return .ok
     }

@@ -155,7 +155,7 @@ enum SourceCommands {
         if path.hasPrefix("/") { return path }
         var buffer = [CChar](repeating: 0, count: 4096)
         guard getcwd(&buffer, buffer.count) != nil else { return path }
-        return String(cString: buffer) + "/" + path
+        return String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self) + "/" + path
     }
 
     static func runList(_ invocation: Invocation) throws -> ExitCode {
