@@ -22,27 +22,8 @@ struct VonageVerifyTests {
                 throw TestSupport.Failure("cannot create \(outbox)")
             }
             let script = TestSupport.packageRoot.appendingPathComponent("Tests/PhoneVerificationTests/fake_verify.py").path
-            process = Process()
-            process.executableURL = URL(fileURLWithPath: try TestSupport.python())
-            process.arguments = [
-                script, "--key", "k3y", "--secret", "s3cret", "--outbox", outbox, "--rate-limit", String(rateLimit),
-            ]
-            input = Pipe()
-            let out = Pipe()
-            process.standardInput = input
-            process.standardOutput = out
-            try process.run()
-            var line: [UInt8] = []
-            while true {
-                guard let b = out.fileHandleForReading.readData(ofLength: 1).first else {
-                    throw TestSupport.Failure("the fake exited before it was ready")
-                }
-                if b == 10 { break }
-                line.append(b)
-            }
-            let text = String(decoding: line, as: UTF8.self)
-            guard text.hasPrefix("PORT "), let p = Int(text.dropFirst(5)) else { throw TestSupport.Failure("the fake said \(text)") }
-            port = p
+            (process, input, port) = try TestSupport.startFake(
+                script, ["--key", "k3y", "--secret", "s3cret", "--outbox", outbox, "--rate-limit", String(rateLimit)])
         }
 
         deinit {

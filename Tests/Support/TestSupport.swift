@@ -156,6 +156,32 @@ public enum TestSupport {
         process.waitUntilExit()
     }
 
+    /// Starts `python SCRIPT ARGUMENTS` (a strict fake that prints `PORT n` when it listens and exits when its
+    /// stdin closes) and returns the process, its stdin and the port. Stop it with `input`'s close and `stop`.
+    public static func startFake(_ script: String, _ arguments: [String]) throws -> (
+        process: Process, input: Pipe, port: Int
+    ) {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: try python())
+        process.arguments = [script] + arguments
+        let input = Pipe()
+        let out = Pipe()
+        process.standardInput = input
+        process.standardOutput = out
+        try process.run()
+        var line: [UInt8] = []
+        while true {
+            guard let b = out.fileHandleForReading.readData(ofLength: 1).first else {
+                throw Failure("the fake exited before it was ready")
+            }
+            if b == 10 { break }
+            line.append(b)
+        }
+        let text = String(decoding: line, as: UTF8.self)
+        guard text.hasPrefix("PORT "), let port = Int(text.dropFirst(5)) else { throw Failure("the fake said \(text)") }
+        return (process, input, port)
+    }
+
     public struct Failure: Error, CustomStringConvertible {
         public var description: String
         public init(_ d: String) { description = d }
