@@ -208,13 +208,8 @@ public struct SettingsWritePath {
                 change = StepUpChange(.policyChange, detail: summary)
             case .enrolSecurityKey(let credential):
                 let id = credential.operatorID
-                guard id.rawValue == actor else {
-                    return .failure(.invalid("an operator enrols a security key for themselves, not for \(id)"))
-                }
-                guard try db.operatorRecord(id) != nil else {
-                    return .failure(
-                        .unavailable(
-                            "\(id) is not enrolled: enrol with 'rollout operator enroll' (a one-time code) first, then add the key"))
+                if let refusal = try Self.secondMethodRefusal(id, actor: actor, method: "security key", in: db) {
+                    return .failure(refusal)
                 }
                 change = StepUpChange(.operatorEnroll, detail: "\(id) security key")
                 apply = {
@@ -228,16 +223,11 @@ public struct SettingsWritePath {
                 }
             case .enrolPhone(let enrolment):
                 let id = enrolment.operatorID
-                guard id.rawValue == actor else {
-                    return .failure(.invalid("an operator enrols a phone for themselves, not for \(id)"))
-                }
                 guard PhoneNumber.normalized(enrolment.number) == enrolment.number else {
                     return .failure(.invalid("'\(enrolment.number)' is not an E.164 number (+ then 7 to 15 digits)"))
                 }
-                guard try db.operatorRecord(id) != nil else {
-                    return .failure(
-                        .unavailable(
-                            "\(id) is not enrolled: enrol with 'rollout operator enroll' (a one-time code) first, then add the phone"))
+                if let refusal = try Self.secondMethodRefusal(id, actor: actor, method: "phone", in: db) {
+                    return .failure(refusal)
                 }
                 change = StepUpChange(.operatorEnroll, detail: "\(id) phone")
                 apply = {
@@ -353,6 +343,19 @@ public struct SettingsWritePath {
 
     /// Validates `change` against the state and returns its summary and the write that applies it (returning what
     /// was done, in words); writes nothing itself.
+    /// Why `actor` may not add a second step-up method (`method`: "security key", "phone") for `id`: only for
+    /// themselves, and only once enrolled with a one-time code; nil when they may.
+    static func secondMethodRefusal(_ id: OperatorID, actor: String, method: String, in db: any SettingsTables) throws
+        -> Failure?
+    {
+        guard id.rawValue == actor else { return .invalid("an operator enrols a \(method) for themselves, not for \(id)") }
+        guard try db.operatorRecord(id) != nil else {
+            return .unavailable(
+                "\(id) is not enrolled: enrol with 'rollout operator enroll' (a one-time code) first, then add the \(method)")
+        }
+        return nil
+    }
+
     static func prepare(_ change: AppCheckChange, state: any AppCheckState, now: Instant) -> Result<
         (summary: String, apply: () throws -> String), Failure
     > {
