@@ -149,6 +149,13 @@ public struct CrashComparison: Hashable, Sendable {
             sprt.observe(
                 exposedCrashes: look.exposedCrashes, controlCrashes: look.controlCrashes, exposedShare: share, at: end)
         }
+        // The two differences compare the arms' totals, which are alike only while both arms are observed together.
+        // A look with exposed sessions and no control sessions (at 100%, the control gone) keeps adding exposed
+        // sessions and first crashes while the control's totals stand still: every exposed user's window grows and
+        // no control user's does, so crashed-user shares drift apart in a healthy fleet (a false WATCH). Such a look
+        // leaves them as they were after the last look with both arms; the baseline test above judges it instead.
+        // The totals keep the look, so a later look with both arms compares everything again.
+        guard !(look.exposedSessions > 0 && look.controlSessions == 0) else { return }
         Self.update(
             &sessionDifference, events: (totals.exposedCrashes, totals.controlCrashes),
             trials: (totals.exposedSessions, totals.controlSessions), relative: configuration.mixingRelativeEffect)

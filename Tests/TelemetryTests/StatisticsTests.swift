@@ -97,6 +97,39 @@ struct StatisticsTests {
         #expect(back.encoded() == bytes)
     }
 
+    /// Issue 35, item 11 (seen in tmux: `◆ WATCH exposed crash rate per user is higher (always-valid p = 0.013)` two
+    /// simulated hours into a healthy 100%): with the control gone, the exposed arm's users keep entering and
+    /// crashing while the control's totals stand still, so crashed-user shares drift apart without any harm.
+    @Test("at 100% the per-user and per-session differences stand where both arms were last seen together")
+    func differencesStandStillWithoutControl() {
+        var c = CrashComparison()
+        // Both arms alike: 2% of users crash in each look.
+        for minute in 1...30 {
+            c.observe(
+                CrashLook(
+                    exposedSessions: 2_000, controlSessions: 2_000, exposedCrashes: 40, controlCrashes: 40, exposedUsers: 500,
+                    controlUsers: 500, exposedCrashedUsers: 10, controlCrashedUsers: 10), at: Instant(seconds: Int64(60 * minute)))
+        }
+        let sessions = c.sessionDifference
+        let users = c.userDifference
+        // 100%: the same healthy fleet, all exposed. Old users keep having first crashes, new users still enter.
+        for minute in 31...150 {
+            c.observe(
+                CrashLook(exposedSessions: 4_000, exposedCrashes: 80, exposedUsers: 200, exposedCrashedUsers: 30),
+                at: Instant(seconds: Int64(60 * minute)))
+        }
+        #expect(c.sessionDifference == sessions)
+        #expect(c.userDifference == users)
+        #expect(c.userDifference.pValue > 0.05)
+        // The cumulative shares did drift apart: left in, they would have been read as harm.
+        let t = c.totals
+        #expect(Double(t.exposedCrashedUsers) / Double(t.exposedUsers) > 2 * Double(t.controlCrashedUsers) / Double(t.controlUsers))
+        // A look with both arms again compares everything.
+        c.observe(
+            CrashLook(exposedSessions: 2_000, controlSessions: 2_000, exposedCrashes: 40, controlCrashes: 40), at: Instant(seconds: 9_060))
+        #expect(c.userDifference != users)
+    }
+
     @Test("mSPRT: Λ, the always-valid p-value (a running minimum) and the confidence sequence as written")
     func mixture() {
         let (theta, v, tau2) = (0.001, 1e-7, 1e-6)
