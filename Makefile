@@ -53,7 +53,7 @@ demo: release
 test: deps-test pyenv
 	@mkdir -p .build && date +%s > .build/make-test-started
 	$(SWIFT) build --build-tests $(NOTTY)
-	ROLLOUT_PYTHON=$(CURDIR)/.venv/bin/python $(SWIFT) test --skip-build
+	ROLLOUT_PYTHON=$(CURDIR)/.venv/bin/python scripts/test.sh
 	scripts/fuzz.sh short
 	$(MAKE) release
 	scripts/release-smoke.sh $(BIN)
