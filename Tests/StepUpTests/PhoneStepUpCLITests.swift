@@ -1,5 +1,8 @@
 import Foundation
+import PhoneVerification
+import RemoteConfig
 import Rollout
+import RolloutApp
 import SQLiteStore
 import StepUp
 import Testing
@@ -44,6 +47,21 @@ struct PhoneStepUpCLITests {
             try? input.fileHandleForWriting.close()
             TestSupport.stop(process)
             try? FileManager.default.removeItem(at: directory)
+        }
+
+        /// Ends verification `id` at the fake now, as if its last channel had timed out (a control call: no sleep).
+        func expire(_ id: String) throws {
+            let r = try TestSupport.run("/usr/bin/curl", ["-sf", "-X", "POST", "http://127.0.0.1:\(port)/_control/expire/\(id)"])
+            guard r.status == 0 else { throw TestSupport.Failure("the fake did not expire \(id): \(r.stderr)") }
+        }
+
+        /// The request ids the fake sent codes for, oldest first.
+        func requestIDs() throws -> [String] {
+            let text = try String(contentsOfFile: outbox, encoding: .utf8)
+            return try text.split(separator: "\n").map { line in
+                let object = try #require(try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: String])
+                return object["request_id"] ?? ""
+            }
         }
 
         var environment: [String: String] {
@@ -260,5 +278,85 @@ struct PhoneStepUpCLITests {
         #expect(records.count == 3 && records.allSatisfy { $0.detail.hasPrefix("result provider-refused") })
         try Self.expectNoCode(
             fake, [concurrent.stdout, concurrent.stderr, invalid.stdout, invalid.stderr, limited.stdout, limited.stderr], s)
+    }
+
+    @Test func anExpiredVerificationIsRefusedAndPublishesNothing() throws {
+        let fake = try Fake()
+        let (s, _) = try Self.enrolled(fake)
+        let t2 = Self.at(60)
+        let run = try Running(
+            ["set", "100", "--reason", "all in", "--phone"] + Self.ana, store: s.store, at: t2, environment: fake.environment)
+        let sms = try fake.message(after: 0)
+        // The verification's time runs out at the provider before the code is typed.
+        try fake.expire(try #require(try fake.requestIDs().first))
+        run.type(sms.code)
+        let done = try run.finish()
+        #expect(done.status == 4, "\(done.stderr)")
+        #expect(done.stderr.contains("expired or ended at the provider (404)"), "\(done.stderr)")
+        #expect(done.stdout.isEmpty)
+        #expect(try Self.version(s) == 1)
+        let records = try Self.phoneRecords(s)
+        #expect(records.count == 1 && records[0].result == .stepUpRefused && records[0].detail.hasPrefix("result expired"))
+        // An expired verification counts no wrong attempt: the phone method is not locked.
+        #expect(!(records[0].detail.contains("failed-attempts")))
+        try Self.expectNoCode(fake, [done.stdout, done.stderr], s)
+    }
+
+    /// A request cannot bring its own phone outcome: the write path's step-up policy checks the code by the
+    /// provider itself, and only for a verification its port started for this phone and this change.
+    @Test func aPhoneApprovalTheWritePathDidNotStartIsRefused() throws {
+        let fake = try Fake()
+        let (s, _) = try Self.enrolled(fake)
+        let store = try RolloutStore(path: s.store, create: false)
+        let clock = ManualClock(Self.at(60))
+        let policy = try StepUpWritePolicy(store: store, clock: clock)
+        let path = WritePath(store: try store.configStore(), clock: clock, policies: [policy], newSeed: { "rollout-0000abcd" })
+        let client = VonageVerifyClient(
+            credentials: VonageCredentials(key: "k3y", secret: "s3cret"), base: "http://127.0.0.1:\(fake.port)")
+        let codes = VonagePhoneCodes(client: client)
+        let wired = path.replacingStepUp(with: policy.checkingPhoneCodes(with: codes))
+        func request(_ percent: Int64) -> WritePath.Request {
+            WritePath.Request(
+                intent: .rollout(.set(MicroPercent(percent: percent))), actor: "ana@laptop", reason: "all in", origin: "test")
+        }
+        func expectRefused(_ p: WritePath, _ r: WritePath.Request) {
+            do {
+                _ = try p.execute(r)
+                Issue.record("published with \(r.phoneApproval.map(\.description) ?? "-")")
+            } catch WritePath.Failure.refused(let refusal) {
+                #expect(refusal.policy == "step-up")
+            } catch {
+                Issue.record("\(error)")
+            }
+        }
+
+        // A verification started outside the write path (anyone with the API credentials), with its right code.
+        let outside = try client.start(number: "447700900123")
+        var forged = request(100)
+        forged.phoneApproval = PhoneApproval(verification: outside, submission: .code(try fake.message(after: 0).code))
+        expectRefused(path, forged)  // no phone port at all
+        expectRefused(wired, forged)  // a port that did not start it
+        #expect(codes.lastOutcome(outside) == .notStartedHere)
+        // The provider was never asked: the outside verification is still open, so cancelling it works.
+        try client.cancel(outside)
+
+        // A verification the port started for another change (50%), its right code offered for 100%.
+        let fifty = try wired.preview(request(50)).proposal
+        #expect(try !policy.stepUpReasons(for: fifty).isEmpty)
+        let id = try codes.start(number: Self.number, binding: policy.phoneBinding(for: fifty))
+        var swapped = request(100)
+        swapped.phoneApproval = PhoneApproval(verification: id, submission: .code(try fake.message(after: 1).code))
+        expectRefused(wired, swapped)
+        #expect(codes.lastOutcome(id) == .notStartedHere)
+        #expect(try Self.version(s) == 1)
+
+        // The same code for the change it was started for publishes.
+        var right = request(50)
+        right.phoneApproval = swapped.phoneApproval
+        guard case .published = try wired.execute(right) else { Issue.record("not published"); return }
+        #expect(try Self.version(s) == 2)
+        let results = try Self.phoneRecords(s).map { String($0.detail.split(separator: ";")[0]) }
+        #expect(results == ["result no-provider", "result not-started-here", "result not-started-here", "result accepted"])
+        try Self.expectNoCode(fake, [], s)
     }
 }
