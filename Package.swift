@@ -220,7 +220,7 @@ let package = Package(
         .testTarget(
             name: "AppCheckTests", dependencies: ["TestSupport", "AppCheck", "SQLiteStore", "Crypto", "JSON", "Timekeeping"],
             exclude: ["pyattest_verdicts.py", "firebase_admin_tokens.py"], swiftSettings: strict),
-        .testTarget(name: "StepUpTests", dependencies: ["TestSupport", "StepUp", "SQLiteStore", "Rollout", "RemoteConfig", "Timekeeping", "Crypto", "SoftwareAuthenticator", "PhoneVerification", "RolloutApp"], swiftSettings: strict),
+        .testTarget(name: "StepUpTests", dependencies: ["TestSupport", "StepUp", "SQLiteStore", "Rollout", "RemoteConfig", "Timekeeping", "Crypto", "SoftwareAuthenticator", "PhoneVerification", "RolloutApp", "PostgresStore", "StoreSupport"], swiftSettings: strict),
         .testTarget(
             name: "SecurityKeyTests",
             dependencies: [
