@@ -227,7 +227,7 @@ let package = Package(
                 "TestSupport", "SecurityKey", "SoftwareAuthenticator", "StepUp", "Crypto", "Timekeeping", "AppCheck", "SQLiteStore",
                 "Rollout", "RemoteConfig", "RolloutApp",
             ],
-            exclude: ["python_fido2_check.py"], swiftSettings: strict),
+            exclude: ["python_fido2_check.py", "python_fido2_client.py"], swiftSettings: strict),
         .testTarget(
             name: "PhoneVerificationTests", dependencies: ["TestSupport", "PhoneVerification", "WebClient"],
             exclude: ["fake_verify.py"], swiftSettings: strict),
