@@ -163,6 +163,13 @@ public enum PostgresSchema {
             id TEXT PRIMARY KEY, credential BYTEA NOT NULL,
             sign_count BIGINT NOT NULL CHECK (sign_count BETWEEN 0 AND 4294967295), enrolled_at BIGINT NOT NULL);
         """,
+        // 9: the operators' phones (`PostgresStepUpStore` as a `PhoneStepUpStore`): the SQLite store's
+        // `stepup_phones`; the number is an AES-256-GCM box under the team's store key, times in microseconds.
+        """
+        CREATE TABLE stepup_phones (
+            id TEXT PRIMARY KEY, number BYTEA NOT NULL, enrolled_at BIGINT NOT NULL,
+            failed_attempts INTEGER NOT NULL DEFAULT 0 CHECK (failed_attempts >= 0), locked_until BIGINT);
+        """,
     ]
 
     /// The recorded schema version; nil when the database has no rollout schema at all.

@@ -84,7 +84,7 @@ public enum PostgresSeal {
         "appcheck_signing_keys",
         "firebase_intents", "firebase_state", "guardrail_settings", "ramp_plan", "ramp_plan_approval",
         "source_config", "stepup_enrolments",
-        "stepup_operators", "stepup_policy", "stepup_security_keys", "store_key_check",
+        "stepup_operators", "stepup_phones", "stepup_policy", "stepup_security_keys", "store_key_check",
     ]
 
     /// The state of the sealed items, as `name value` pairs in a fixed order.

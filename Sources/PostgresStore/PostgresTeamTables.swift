@@ -57,7 +57,7 @@ public final class PostgresGuardrailSettings: GuardrailSettingsStore, @unchecked
 /// of two processes presenting the same code at once, the second waits for the first to commit and then sees
 /// its `last_accepted_step`, so exactly one is accepted; a refused attempt still counts towards the lockout.
 public final class PostgresStepUpStore: StepUpStore, StepUpPolicyStore, @unchecked Sendable {
-    fileprivate let store: PostgresConfigStore
+    let store: PostgresConfigStore
     private let key: StoreKey?
 
     public init(store: PostgresConfigStore, key: StoreKey?) {
@@ -65,7 +65,7 @@ public final class PostgresStepUpStore: StepUpStore, StepUpPolicyStore, @uncheck
         self.key = key
     }
 
-    fileprivate var c: PGConnection { store.connection }
+    var c: PGConnection { store.connection }
 
     public func enforcement() throws -> StepUpEnforcement {
         try store.reading { StepUpEnforcement(policy: try stepUpPolicy(), enforced: try isEnforced()) }
@@ -153,12 +153,13 @@ public final class PostgresStepUpStore: StepUpStore, StepUpPolicyStore, @uncheck
         try pendingEnrolments().first { $0.id == id }
     }
 
-    /// Removes the enrolled operator `id` (its secret and counters, and its security key); false when there was
-    /// none.
+    /// Removes the enrolled operator `id` (its secret and counters, its security key and its phone); false when
+    /// there was none.
     @discardableResult
     public func remove(_ id: OperatorID) throws -> Bool {
         try store.atomically {
             _ = try c.query("DELETE FROM stepup_security_keys WHERE id = $1", [id.rawValue])
+            _ = try c.query("DELETE FROM stepup_phones WHERE id = $1", [id.rawValue])
             return try !c.query("DELETE FROM stepup_operators WHERE id = $1 RETURNING id", [id.rawValue]).isEmpty
         }
     }
@@ -257,7 +258,7 @@ public final class PostgresStepUpStore: StepUpStore, StepUpPolicyStore, @uncheck
 
     package static let keyCheckText = Array("rollout team store key check v1".utf8)
 
-    fileprivate func checkedKey() throws -> StoreKey {
+    func checkedKey() throws -> StoreKey {
         try store.checkedStoreKey(key, for: "step-up secrets")
     }
 

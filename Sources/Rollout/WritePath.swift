@@ -58,7 +58,7 @@ public struct WritePath {
         /// A second operator's approval of the same document (`rollout approve`), and who gave it.
         public var coApproval: SecondFactorEvidence?
         public var coApprover: String?
-        /// What the phone provider said of the code sent for this change (`--phone`).
+        /// A code sent to the operator's phone for this change (`--phone`), which the step-up policy checks itself.
         public var phoneApproval: PhoneApproval?
         /// The ETag the operator saw (the console's confirm dialog); the change is then applied to that version
         /// only, and a newer version is a conflict.

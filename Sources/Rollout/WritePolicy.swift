@@ -40,7 +40,7 @@ public struct Proposal: Sendable {
     /// A second operator's approval of the same change document (the two-person rule), and who gave it.
     public var coApproval: SecondFactorEvidence?
     public var coApprover: String?
-    /// What the phone provider said of the code sent for this change (`--phone`), if one was used.
+    /// A code sent to the operator's phone for this change (`--phone`), which the step-up policy checks itself.
     public var phoneApproval: PhoneApproval?
 
     /// What the templates before and after do: the share of installations for which the flag is `"true"`,
@@ -108,29 +108,34 @@ public struct SecondFactorEvidence: Sendable, Equatable {
     }
 }
 
-/// What a phone verification (a code sent by SMS or a voice call) came to for one change, as the step-up method
-/// that asked the provider reported it: the provider's verification id and the outcome. Never the code: the code
-/// goes from the prompt to the provider and nowhere else. The step-up policy records the attempt against the
-/// operator's phone enrolment (its lockout), audits it and allows the change only for `verified`.
-public struct PhoneApproval: Sendable, Equatable {
-    public enum Outcome: Sendable, Equatable {
-        /// The provider accepted the code.
-        case verified
-        /// The provider refused the code (400); another may be tried.
-        case wrong
-        /// The provider ended the verification after too many wrong codes (410).
-        case tooManyAttempts
-        /// The provider could not check a code (409, 422, 429, ...): its words, never a code.
-        case unavailable(String)
+/// A phone verification (a code sent by SMS or a voice call) offered for one change: the provider's verification
+/// id and the code the operator typed, which the step-up policy itself has checked by the provider (its phone port)
+/// for a verification that port started for this change and this phone. A request never says "verified": it
+/// carries a code or the reason none was checked, and only the provider's answer to the policy's own check decides.
+/// The code goes from the prompt to the provider and nowhere else: this value never prints it.
+public struct PhoneApproval: Sendable, Equatable, CustomStringConvertible {
+    public enum Submission: Sendable, Equatable {
+        /// The code typed, to be checked by the provider (never printed, logged or audited).
+        case code(String)
+        /// No code was checked: the method did not start (locked, not accepted) or the provider refused first
+        /// (409, 422, 429, ...); its words, never a code.
+        case notChecked(String)
     }
 
-    /// The provider's id of the verification (its request id).
+    /// The provider's id of the verification (its request id), "-" when none was started.
     public var verification: String
-    public var outcome: Outcome
+    public var submission: Submission
 
-    public init(verification: String, outcome: Outcome) {
+    public init(verification: String, submission: Submission) {
         self.verification = verification
-        self.outcome = outcome
+        self.submission = submission
+    }
+
+    public var description: String {
+        switch submission {
+        case .code: "phone verification \(verification) (a code, redacted)"
+        case .notChecked(let words): "phone verification \(verification) (not checked: \(words))"
+        }
     }
 }
 

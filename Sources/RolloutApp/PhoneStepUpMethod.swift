@@ -33,18 +33,22 @@ extension StepUpMethods {
     }
 
     /// Publishes `request` through `path`, approved by a code sent to the actor's phone when step-up asks for one
-    /// (otherwise as it is). The verification is started once (SMS, then voice); each code typed is checked by
-    /// the provider and the outcome goes through the write path (audited, counted towards the phone method's
-    /// lockout); a wrong code asks again while the provider allows and the method is not locked. A provider
-    /// that refuses (409, 422, 429, ...) or an empty code refuses the change, audited; nothing is published on
-    /// any failure.
+    /// (otherwise as it is). The verification is started once (SMS, then voice) through the provider port the
+    /// write path's step-up policy checks codes with (`VonagePhoneCodes`, bound to this change); each code typed
+    /// goes to the write path, whose policy asks the provider itself and records the answer (audited, counted
+    /// towards the phone method's lockout); a wrong code asks again while the provider allows and the method is
+    /// not locked. A provider that refuses (409, 422, 429, ...), an expired verification or an empty code refuses
+    /// the change, audited; nothing is published on any failure.
     public static func publishWithPhone(
-        _ request: WritePath.Request, on path: WritePath, client: VonageVerifyClient, readCode: () -> String?,
+        _ request: WritePath.Request, on original: WritePath, client: VonageVerifyClient, readCode: () -> String?,
         notice: (String) -> Void
     ) throws -> WritePath.Outcome {
-        guard let policy = path.policies.lazy.compactMap({ $0 as? StepUpWritePolicy }).first else {
-            return try path.execute(request)
+        guard let unwired = original.policies.lazy.compactMap({ $0 as? StepUpWritePolicy }).first else {
+            return try original.execute(request)
         }
+        let codes = VonagePhoneCodes(client: client)
+        let policy = unwired.checkingPhoneCodes(with: codes)
+        let path = original.replacingStepUp(with: policy)
         let preview = try path.preview(request)
         // Asked of the policy, not read from the preview: a locked one-time code does not lock this method.
         let needed = try !policy.stepUpReasons(for: preview.proposal).isEmpty
@@ -55,21 +59,21 @@ extension StepUpMethods {
                 "\(request.actor) has no phone in this store: enrol one with 'rollout operator enroll --method phone --phone +NUMBER'")
         }
         var approved = request
-        func submit(_ verification: String, _ outcome: PhoneApproval.Outcome) throws -> WritePath.Outcome {
-            approved.phoneApproval = PhoneApproval(verification: verification, outcome: outcome)
+        func submit(_ verification: String, _ submission: PhoneApproval.Submission) throws -> WritePath.Outcome {
+            approved.phoneApproval = PhoneApproval(verification: verification, submission: submission)
             return try path.execute(approved)
         }
         // A method the policy does not accept for this change, or a locked one, is refused (and audited) by the
         // write path before anything is sent.
         if try !policy.accepts(.phone, for: preview.proposal) || enrolment.isLockedOut(at: path.clock.now()) {
-            return try submit("-", .unavailable("not started"))
+            return try submit("-", .notChecked("not started"))
         }
         let verification: String
         do {
-            verification = try client.start(number: PhoneNumber.digits(enrolment.number))
-        } catch {
+            verification = try codes.start(number: enrolment.number, binding: policy.phoneBinding(for: preview.proposal))
+        } catch let error as PhoneVerificationError {
             notice("provider: \(error.description)")
-            return try submit("-", .unavailable(error.description))
+            return try submit("-", .notChecked(error.description))
         }
         notice(
             "provider: verification \(verification) started: a code by SMS to \(enrolment.masked), then a voice call "
@@ -78,7 +82,7 @@ extension StepUpMethods {
             guard let code = readCode(), !code.isEmpty else {
                 try? client.cancel(verification)
                 notice("provider: verification \(verification) cancelled")
-                return try submit(verification, .unavailable("no code was entered; the verification was cancelled"))
+                return try submit(verification, .notChecked("no code was entered; the verification was cancelled"))
             }
             if code.lowercased() == "call" {
                 do {
@@ -89,35 +93,85 @@ extension StepUpMethods {
                 }
                 continue
             }
-            let outcome: PhoneApproval.Outcome
             do {
-                switch try client.check(verification, code: code) {
-                case .verified:
-                    outcome = .verified
+                let outcome = try submit(verification, .code(code))
+                if codes.lastOutcome(verification) == .verified {
                     notice("provider: code accepted (verification \(verification) completed)")
-                case .wrong:
-                    outcome = .wrong
-                    notice("provider: wrong code (400)")
-                case .tooManyAttempts:
-                    outcome = .tooManyAttempts
-                    notice("provider: too many wrong codes (410): verification \(verification) ended")
                 }
-            } catch {
-                notice("provider: \(error.description)")
-                outcome = .unavailable(error.description)
-            }
-            do {
-                return try submit(verification, outcome)
+                return outcome
             } catch let failure as WritePath.Failure {
+                let outcome = codes.lastOutcome(verification)
+                switch outcome {
+                case .wrong: notice("provider: wrong code (400)")
+                case .tooManyAttempts: notice("provider: too many wrong codes (410): verification \(verification) ended")
+                case .expired(let words): notice("provider: verification \(verification) expired or ended (404: \(words))")
+                case .unavailable(let words): notice("provider: \(words)")
+                case .verified, .notStartedHere, nil: break
+                }
                 guard outcome == .wrong, case .refused = failure,
                     try policy.phoneEnrolment(of: request.actor)?.isLockedOut(at: path.clock.now()) == false
                 else {
                     // Ended here: the verification is cancelled unless the provider already ended it.
-                    if outcome != .tooManyAttempts, outcome != .verified { try? client.cancel(verification) }
+                    switch outcome {
+                    case .tooManyAttempts?, .verified?, .expired?: break
+                    default: try? client.cancel(verification)
+                    }
                     throw failure
                 }
                 notice("\(failure); enter the code again (empty cancels)")
             }
         }
+    }
+}
+
+/// The phone port of the step-up policy on Vonage Verify v2: starts a verification for a change and checks a code
+/// only for a verification it started itself, for the same number and change (`PhoneCodeChecker`). Remembers the
+/// provider's last answer per verification, so the method can say what the provider said; never the code.
+public final class VonagePhoneCodes: PhoneCodeChecker, @unchecked Sendable {
+    private let client: VonageVerifyClient
+    private let lock = Lock()
+    private var started: [String: (number: String, binding: [UInt8])] = [:]
+    private var outcomes: [String: PhoneCheckOutcome] = [:]
+
+    public init(client: VonageVerifyClient) { self.client = client }
+
+    public func start(number: String, binding: [UInt8]) throws -> String {
+        let id = try client.start(number: PhoneNumber.digits(number))
+        lock.withLock { started[id] = (number, binding) }
+        return id
+    }
+
+    public func check(verification: String, code: String, number: String, binding: [UInt8]) -> PhoneCheckOutcome {
+        let known = lock.withLock { started[verification] }
+        let outcome: PhoneCheckOutcome
+        if let known, known.number == number, known.binding == binding {
+            do {
+                switch try client.check(verification, code: code) {
+                case .verified: outcome = .verified
+                case .wrong: outcome = .wrong
+                case .tooManyAttempts: outcome = .tooManyAttempts
+                }
+            } catch {
+                if case .notFound(let words) = error { outcome = .expired(words) } else { outcome = .unavailable(error.description) }
+            }
+        } else {
+            outcome = .notStartedHere
+        }
+        lock.withLock { outcomes[verification] = outcome }
+        return outcome
+    }
+
+    /// The provider's last answer for `verification` (nil before any check).
+    public func lastOutcome(_ verification: String) -> PhoneCheckOutcome? { lock.withLock { outcomes[verification] } }
+}
+
+extension WritePath {
+    /// This write path with its step-up policy replaced by `policy` (the same policy given a phone port).
+    public func replacingStepUp(with policy: StepUpWritePolicy) -> WritePath {
+        var path = WritePath(
+            store: store, clock: clock, policies: policies.map { $0 is StepUpWritePolicy ? policy : $0 }, names: names,
+            readOnly: readOnly, requireReasonForIncrease: requireReasonForIncrease, newSeed: newSeed)
+        path.retryLimit = retryLimit
+        return path
     }
 }

@@ -88,7 +88,7 @@ public struct TeamSession {
                 try monitor().guardrailPolicy(),
                 StepUpWritePolicy(
                     store: stepUp, clock: clock, preApprovals: PostgresRampPlans(store: config), securityKeys: stepUp,
-                    storeIdentity: try stepUp.storeIdentity()),
+                    phones: stepUp, storeIdentity: try stepUp.storeIdentity()),
             ] + (enforcement.map { [EnforcementPolicy(client: $0, clock: clock)] } ?? []), readOnly: readOnly,
             requireReasonForIncrease: try stepUp.stepUpPolicy().reasonForIncrease, newSeed: { Wiring.newSeed() })
     }
@@ -328,6 +328,7 @@ struct PostgresSettingsTables: SettingsTables {
     func saveOperator(_ record: OperatorRecord) throws { try stepUp.save(record) }
     func removeOperator(_ id: OperatorID) throws { try stepUp.remove(id) }
     func saveSecurityKey(_ credential: SecurityKeyCredential) throws { try stepUp.saveSecurityKeyRow(credential) }
+    func savePhone(_ enrolment: PhoneEnrolment) throws { try stepUp.savePhoneRow(enrolment) }
     func pendingEnrolments() throws -> [PendingEnrolment] { try stepUp.pendingEnrolments() }
     func pendingEnrolment(_ id: OperatorID) throws -> PendingEnrolment? { try stepUp.pendingEnrolment(id) }
     func savePending(_ enrolment: PendingEnrolment) throws { try stepUp.savePending(enrolment) }

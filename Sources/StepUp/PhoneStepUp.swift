@@ -79,14 +79,44 @@ public protocol PhoneStepUpStore: AnyObject, Sendable {
     ) throws -> PhoneEnrolment?
 }
 
-extension PhoneApproval.Outcome {
+/// What the provider answered when the step-up policy checked a code (`PhoneCodeChecker.check`).
+public enum PhoneCheckOutcome: Sendable, Equatable {
+    /// The provider accepted the code.
+    case verified
+    /// The provider refused the code (400); another may be tried.
+    case wrong
+    /// The provider ended the verification after too many wrong codes (410).
+    case tooManyAttempts
+    /// The provider no longer knows the verification (404): its time ran out (each channel's `channel_timeout`,
+    /// then the request ends), or it was cancelled or already used. Its words.
+    case expired(String)
+    /// The verification id is not one this checker started for this phone and this change: refused unasked.
+    case notStartedHere
+    /// The provider could not check the code (409, 422, 429, no answer, ...): its words, never a code.
+    case unavailable(String)
+
     /// The audit log's word for it.
     public var result: String {
         switch self {
         case .verified: "accepted"
         case .wrong: "wrong-code"
         case .tooManyAttempts: "too-many-attempts"
+        case .expired: "expired"
+        case .notStartedHere: "not-started-here"
         case .unavailable: "provider-refused"
         }
     }
+}
+
+/// Port: the phone provider as the step-up policy asks it. The policy checks a code itself, through this port,
+/// for a verification the port started: a request to the write path carries only a verification id and a code,
+/// never an outcome.
+///
+/// Rules: `start` sends a code to `number` for the change whose binding is `binding` (`StepUpWritePolicy
+/// .phoneBinding`) and remembers the verification; `check` answers `.notStartedHere` without asking the provider
+/// unless `verification` was started by this checker for the same number and binding; otherwise it asks the
+/// provider and returns its answer. Neither logs nor returns the code.
+public protocol PhoneCodeChecker: AnyObject, Sendable {
+    func start(number: String, binding: [UInt8]) throws -> String
+    func check(verification: String, code: String, number: String, binding: [UInt8]) -> PhoneCheckOutcome
 }

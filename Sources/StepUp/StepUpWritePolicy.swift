@@ -123,6 +123,8 @@ public struct StepUpWritePolicy: WritePolicy {
     private let preApprovals: (any StepUpPreApprovalStore)?
     private let securityKeys: (any SecurityKeyStore)?
     private let phones: (any PhoneStepUpStore)?
+    /// The phone provider the policy checks codes with (`checkingPhoneCodes`); nil: a phone code is refused.
+    private var phoneCodes: (any PhoneCodeChecker)?
     /// What change documents name as the store (`ChangeDocument.store`).
     public let storeIdentity: String
 
@@ -146,6 +148,23 @@ public struct StepUpWritePolicy: WritePolicy {
     public func securityKey(of actor: String) throws -> SecurityKeyCredential? {
         guard let securityKeys, let id = try? OperatorID(actor) else { return nil }
         return try securityKeys.securityKey(id)
+    }
+
+    /// This policy checking phone codes with `checker` (the wiring's provider): without one, every phone code is
+    /// refused.
+    public func checkingPhoneCodes(with checker: any PhoneCodeChecker) -> StepUpWritePolicy {
+        var copy = self
+        copy.phoneCodes = checker
+        return copy
+    }
+
+    /// What a phone verification is bound to: the SHA-256 of the change document of `proposal` without its nonce
+    /// and expiry (store, base version and ETag, parameter, from → to, flags, reason, operator). A code sent for
+    /// one change approves no other, nor the same change on another base.
+    public func phoneBinding(for proposal: Proposal) -> [UInt8] {
+        ChangeDocument(
+            proposal, store: storeIdentity, expiresAt: Instant(seconds: 0), nonce: [UInt8](repeating: 0, count: ChangeDocument.nonceLength)
+        ).clientDataHash
     }
 
     /// The phone enrolment of `actor` in this store, nil when it has none or the store keeps none.
@@ -459,9 +478,11 @@ extension StepUpWritePolicy {
         return state.policy.methodRefusal(method, for: reasons) == nil
     }
 
-    /// A change approved by a code sent to the operator's phone: the provider's outcome (the step-up method asked
-    /// it just before) is recorded against the phone enrolment's own lockout and audited (never the code); only
-    /// `verified` allows the change. A provider that could not check a code counts no attempt.
+    /// A change approved by a code sent to the operator's phone: the policy asks the provider itself, through its
+    /// phone port, whether the code is right for a verification that port started for this phone and this change
+    /// (`phoneBinding`); a request cannot claim an outcome. The answer is recorded against the phone enrolment's own
+    /// lockout and audited (never the code); only `verified` allows the change. A verification the port did not
+    /// start, an expired one or a provider that could not check a code counts no attempt.
     fileprivate func reviewPhone(
         _ phone: PhoneApproval, _ proposal: Proposal, actor: OperatorID, change: StepUpChange, context: PolicyContext
     ) throws -> PolicyDecision {
@@ -499,12 +520,39 @@ extension StepUpWritePolicy {
                 "\(actor)'s phone method is locked until \(until.iso8601) after wrong codes (a one-time code or a "
                     + "security key still works)", .stepUpBlocked)
         }
-        if case .unavailable(let words) = phone.outcome {
+        let code: String
+        switch phone.submission {
+        case .notChecked(let words):
             return try refuse(
                 "provider-refused", [verification, "provider \(words)"],
                 "the phone code could not be checked: \(words); nothing was written", .stepUpFailed)
+        case .code(let typed): code = typed
         }
-        let accepted = phone.outcome == .verified
+        guard let phoneCodes else {
+            return try refuse(
+                "no-provider", [verification],
+                "this session has no phone provider to check the code with; nothing was written", .stepUpBlocked)
+        }
+        let outcome = phoneCodes.check(
+            verification: phone.verification, code: code, number: enrolment.number, binding: phoneBinding(for: proposal))
+        switch outcome {
+        case .notStartedHere:
+            return try refuse(
+                outcome.result, [verification, "to \(enrolment.masked)"],
+                "\(verification) was not started by this session for this change and \(enrolment.masked): refused "
+                    + "without asking the provider; nothing was written", .stepUpFailed)
+        case .expired(let words):
+            return try refuse(
+                outcome.result, [verification, "provider \(words)"],
+                "the phone verification \(phone.verification) expired or ended at the provider (404): start a new "
+                    + "one with --phone; nothing was written", .stepUpFailed)
+        case .unavailable(let words):
+            return try refuse(
+                outcome.result, [verification, "provider \(words)"],
+                "the phone code could not be checked: \(words); nothing was written", .stepUpFailed)
+        case .verified, .wrong, .tooManyAttempts: break
+        }
+        let accepted = outcome == .verified
         var stored: PhoneEnrolment?
         _ = try phones.recordPhoneAttempt(actor, accepted: accepted, policy: state.policy, at: now) { updated in
             stored = updated
@@ -513,13 +561,13 @@ extension StepUpWritePolicy {
                 facts.append("failed-attempts \(updated.failedAttempts)")
                 if let until = updated.lockedUntil { facts.append("locked-until \(until.iso8601)") }
             }
-            try audit(phone.outcome.result, facts, accepted: accepted)
+            try audit(outcome.result, facts, accepted: accepted)
         }
         if accepted {
             context.stepUpVerified = true
             return .allow
         }
-        var reason = phone.outcome == .tooManyAttempts
+        var reason = outcome == .tooManyAttempts
             ? "too many wrong phone codes: the provider ended verification \(phone.verification)"
             : "wrong phone code"
         if let until = stored?.lockedUntil { reason += "; \(actor)'s phone method is locked until \(until.iso8601)" }

@@ -15,8 +15,9 @@ import Timekeeping
 /// database, or one with the schema and no version). Everything is written in one transaction under the
 /// migrations' advisory lock: the schema, every version and audit record exactly as stored (same numbers, etags,
 /// times, hashes: the chain and the digests its records pin are the same on both ends), the chain head, the
-/// guardrail settings, the step-up policy, operators and pending enrolments (each secret opened with the file's
-/// key and sealed again with the team's key, bound to the same operator), and the telemetry tables (counters,
+/// guardrail settings, the step-up policy, operators and pending enrolments, security keys and phones (each secret,
+/// credential or number opened with the file's key and sealed again with the team's key, bound to the same
+/// operator; a key's signature counter and a phone's lockout as they are), and the telemetry tables (counters,
 /// presence, installations, the reason catalog, the batch log). Before it commits the copy is checked with the
 /// same checks as `audit verify` and compared with the source's report; any failure rolls everything back. The App
 /// Check exchange state is copied too (every `appcheck_*` row, the per-request state included, so a challenge or
@@ -35,6 +36,8 @@ public enum PostgresStoreCopy {
         public var headHash: String
         public var operators: Int
         public var pendingEnrolments: Int
+        public var securityKeys: Int = 0
+        public var phones: Int = 0
         public var settings: Int
         public var telemetryBatches: Int
         public var installations: Int
@@ -51,7 +54,7 @@ public enum PostgresStoreCopy {
     /// column of the signing keys).
     static let copiedTables = [
         "config_audit", "config_versions", "config_head", "guardrail_settings", "stepup_policy", "stepup_operators", "stepup_enrolments",
-        "telemetry_counters", "telemetry_presence", "telemetry_installation_blocks", "telemetry_reasons", "telemetry_batches",
+        "stepup_security_keys", "stepup_phones", "telemetry_counters", "telemetry_presence", "telemetry_installation_blocks", "telemetry_reasons", "telemetry_batches",
     ] + appCheckTables + ["ramp_plan", "ramp_plan_approval"]
     static let appCheckTables = [
         "appcheck_project", "appcheck_apps", "appcheck_challenges", "appcheck_keys", "appcheck_consumed_tokens", "appcheck_signing_keys",
@@ -170,7 +173,9 @@ public enum PostgresStoreCopy {
             let operators = try rows(
                 "stepup_operators", "id, secret, enrolled_at, last_accepted_step, failed_attempts, locked_until", order: "id")
             let pending = try rows("stepup_enrolments", "id, secret, created_at, approved_by, failed_attempts", order: "id")
-            if !operators.isEmpty || !pending.isEmpty {
+            let securityKeys = try rows("stepup_security_keys", "id, credential, sign_count, enrolled_at", order: "id")
+            let phones = try rows("stepup_phones", "id, number, enrolled_at, failed_attempts, locked_until", order: "id")
+            if !operators.isEmpty || !pending.isEmpty || !securityKeys.isEmpty || !phones.isEmpty {
                 guard let fileKey = source.key else {
                     throw StoreError.unavailable(
                         "the source's store key \(StoreKey.path(forStore: source.path)) is missing: its step-up secrets cannot be copied")
@@ -192,7 +197,18 @@ public enum PostgresStoreCopy {
                         "INSERT INTO stepup_enrolments (id, secret, created_at, approved_by, failed_attempts) VALUES ($1, decode($2, 'hex'), $3, $4, $5)",
                         row.map(text))
                 }
-                landed(operators.count + pending.count)
+                // The signature counter is carried: a copy that reset it would accept a cloned key's old counter.
+                for row in try securityKeys.map(resealed) {
+                    try c.query(
+                        "INSERT INTO stepup_security_keys (id, credential, sign_count, enrolled_at) VALUES ($1, decode($2, 'hex'), $3, $4)",
+                        row.map(text))
+                }
+                for row in try phones.map(resealed) {
+                    try c.query(
+                        "INSERT INTO stepup_phones (id, number, enrolled_at, failed_attempts, locked_until) "
+                            + "VALUES ($1, decode($2, 'hex'), $3, $4, $5)", row.map(text))
+                }
+                landed(operators.count + pending.count + securityKeys.count + phones.count)
             }
 
             // Telemetry.
@@ -328,7 +344,7 @@ public enum PostgresStoreCopy {
             }
             return Report(
                 versions: copied.versions, auditRecords: copied.auditRecords, headHash: copied.headHash, operators: operators.count,
-                pendingEnrolments: pending.count, settings: settings.count, telemetryBatches: batches.count,
+                pendingEnrolments: pending.count, securityKeys: securityKeys.count, phones: phones.count, settings: settings.count, telemetryBatches: batches.count,
                 installations: installations.count, counterRows: counters.count, appCheck: appCheck, plan: plan?.name, skipped: skipped)
         }
     }

@@ -63,7 +63,8 @@ enum TeamStoreCommands {
             print("copied \(from) to \(Wiring.storeLabel(to))")
             print("\(report.versions) versions, \(report.auditRecords) audit records, head \(report.headHash)")
             print(
-                "\(report.operators) operators, \(report.pendingEnrolments) pending enrolments, \(report.settings) guardrail settings, "
+                "\(report.operators) operators, \(report.pendingEnrolments) pending enrolments, \(report.securityKeys) security keys, "
+                    + "\(report.phones) phones, \(report.settings) guardrail settings, "
                     + "\(report.telemetryBatches) telemetry batches (\(report.installations) installations, \(report.counterRows) counter rows)")
             if !report.appCheck.isEmpty {
                 print("App Check state: " + report.appCheck.map { "\($0.rows) \($0.table.dropFirst("appcheck_".count))" }.joined(separator: ", "))

@@ -37,6 +37,21 @@ struct VonageVerifyTests {
                 credentials: VonageCredentials(key: "k3y", secret: secret), base: "http://127.0.0.1:\(port)")
         }
 
+        /// Moves the fake's clock forward (a control call: the test never sleeps); returns nothing.
+        func advance(_ seconds: Int) throws {
+            let r = try TestSupport.run(
+                "/usr/bin/curl",
+                ["-sf", "-X", "POST", "-H", "Content-Type: application/json", "-d", "{\"advance\": \(seconds)}",
+                    "http://127.0.0.1:\(port)/_control/clock"])
+            guard r.status == 0 else { throw TestSupport.Failure("the fake's clock did not move: \(r.stderr)") }
+        }
+
+        /// Ends request `id` now, as if its last channel had timed out.
+        func expire(_ id: String) throws {
+            let r = try TestSupport.run("/usr/bin/curl", ["-sf", "-X", "POST", "http://127.0.0.1:\(port)/_control/expire/\(id)"])
+            guard r.status == 0 else { throw TestSupport.Failure("the fake did not expire \(id): \(r.stderr)") }
+        }
+
         /// What reached the phone: (channel, code) per message, oldest first.
         func messages() throws -> [(channel: String, to: String, code: String)] {
             try String(contentsOfFile: outbox, encoding: .utf8).split(separator: "\n").map {
@@ -119,6 +134,46 @@ struct VonageVerifyTests {
         let credentials = try VonageCredentials.load(path)
         #expect(!"\(credentials)".contains("s3cret"))
     }
+
+    @Test("Each channel waits channel_timeout, then the next; after the last the request is over: 404, the number free")
+    func channelTimeoutsThenExpiry() throws {
+        let fake = try Fake()
+        let client = fake.client()
+        let id = try client.start(number: "447700900000", channelTimeout: 60)
+        try fake.advance(59)
+        #expect(try fake.messages().map(\.channel) == ["sms"])
+        // In progress: a second verification to the number is refused.
+        #expect(throws: PhoneVerificationError.self) { try client.start(number: "447700900000") }
+        try fake.advance(1)
+        let sent = try fake.messages()
+        #expect(sent.map(\.channel) == ["sms", "voice"] && sent[0].code == sent[1].code)
+        try fake.advance(60)
+        do {
+            _ = try client.check(id, code: sent[0].code)
+            Issue.record("an expired request accepted its code")
+        } catch {
+            guard let failure = error as? PhoneVerificationError, case .notFound = failure else {
+                Issue.record("\(error)")
+                return
+            }
+            #expect(!failure.description.contains(sent[0].code))
+        }
+        // Over: the number may be verified again.
+        _ = try client.start(number: "447700900000")
+    }
+
+    @Test("A request ended by the control call answers 404 to its right code, and cannot be cancelled")
+    func expiredNow() throws {
+        let fake = try Fake()
+        let client = fake.client()
+        let id = try client.start(number: "447700900000")
+        let code = try #require(try fake.messages().first).code
+        try fake.expire(id)
+        #expect(throws: PhoneVerificationError.self) { try client.check(id, code: code) }
+        #expect(throws: PhoneVerificationError.self) { try client.cancel(id) }
+        #expect(throws: PhoneVerificationError.self) { try client.nextChannel(id) }
+    }
+
 }
 
 extension PhoneVerificationError {

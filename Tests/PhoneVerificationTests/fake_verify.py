@@ -9,6 +9,13 @@ channel_timeout? (15-900, default 180), client_ref?, code_length? (4-10, default
 DELETE /v2/verify/{id} -> 204. Next channel: POST /v2/verify/{id}/next_workflow -> 200, or 409 when none is left.
 Errors are application/problem+json {type, title, detail, instance}.
 
+Time, as the reference describes it: each channel of the workflow waits `channel_timeout` seconds for the code,
+then the next channel is tried (same code); when the last channel's wait runs out the request is over (status
+"expired"), and checking it answers 404 like any finished request (410 is only for too many wrong codes); a new
+verification to the number may then start. The fake's clock is its monotonic clock plus an offset the test moves,
+so no test sleeps: POST /_control/clock {"advance": SECONDS} moves it forward, POST /_control/expire/{id} ends a
+request now as if its last channel had timed out. Control calls take no credentials and answer 200 {"state"}.
+
 What would reach the phone (channel, number, code) is appended to the --outbox file, one JSON line per message:
 the tests read the code there, as a person reads their SMS.
 """
@@ -23,6 +30,27 @@ TOP = {"brand", "workflow", "locale", "channel_timeout", "client_ref", "code_len
 lock = threading.Lock()
 requests = {}
 starts = []
+offset = [0.0]
+
+
+def now():
+    return time.monotonic() + offset[0]
+
+
+def tick(rid, r):
+    """Moves request `r` along its workflow as its channels time out (under the lock)."""
+    while r["state"] == "active" and now() >= r["deadline"]:
+        if r["step"] + 1 < len(r["workflow"]):
+            r["step"] += 1
+            r["deadline"] += r["timeout"]
+            send(rid, r)
+        else:
+            r["state"] = "expired"
+
+
+def tick_all():
+    for rid, r in requests.items():
+        tick(rid, r)
 
 
 def send(rid, r):
@@ -67,7 +95,27 @@ class Handler(BaseHTTPRequestHandler):
             return None
         return value if isinstance(value, dict) else None
 
+    def control(self):
+        body = self.body() or {}
+        with lock:
+            if self.path == "/_control/clock":
+                seconds = body.get("advance")
+                if not isinstance(seconds, (int, float)) or isinstance(seconds, bool) or seconds < 0:
+                    return self.problem(422, "Invalid params", "advance takes a number of seconds >= 0")
+                offset[0] += seconds
+                tick_all()
+                return self.answer(200, {"state": {rid: r["state"] for rid, r in requests.items()}})
+            m = re.fullmatch(r"/_control/expire/([0-9a-f-]{36})", self.path)
+            r = requests.get(m.group(1)) if m else None
+            if r is None:
+                return self.problem(404, "Not Found", "No such request.")
+            if r["state"] == "active":
+                r["state"] = "expired"
+            return self.answer(200, {"state": r["state"]})
+
     def do_POST(self):
+        if self.path.startswith("/_control/"):
+            return self.control()
         if not self.authorised():
             return
         body = self.body()
@@ -80,12 +128,15 @@ class Handler(BaseHTTPRequestHandler):
             return self.problem(404, "Not Found", "No such resource.")
         with lock:
             r = requests.get(m.group(1))
+            if r is not None:
+                tick(m.group(1), r)
             if r is None or r["state"] != "active":
                 return self.problem(404, "Not Found", f"Request '{m.group(1)}' was not found or it has been verified already.")
             if m.group(2):
                 if r["step"] + 1 >= len(r["workflow"]):
                     return self.problem(409, "Conflict", "There are no more workflows to try.")
                 r["step"] += 1
+                r["deadline"] = now() + r["timeout"]
                 send(m.group(1), r)
                 return self.answer(200, {})
             code = body.get("code")
@@ -128,18 +179,20 @@ class Handler(BaseHTTPRequestHandler):
             return self.problem(422, "Invalid params", "The value of one or more parameters is invalid.",
                                 {"invalid_parameters": invalid})
         with lock:
-            now = time.monotonic()
-            starts[:] = [t for t in starts if now - t < 60]
+            tick_all()
+            t = now()
+            starts[:] = [s for s in starts if t - s < 60]
             if len(starts) >= RATE:
                 return self.problem(429, "Rate Limit Hit", "Please wait, then retry your request.")
-            starts.append(now)
+            starts.append(t)
             numbers = {s["to"] for s in workflow}
             for r in requests.values():
                 if r["state"] == "active" and numbers & {s["to"] for s in r["workflow"]}:
                     return self.problem(409, "Conflict", "Concurrent verifications to the same number are not allowed.")
             rid = str(uuid.uuid4())
             code = "".join(str(uuid.uuid4().int % 10 ** length).zfill(length))
-            requests[rid] = {"workflow": workflow, "step": 0, "code": code, "wrong": 0, "state": "active"}
+            requests[rid] = {"workflow": workflow, "step": 0, "code": code, "wrong": 0, "state": "active",
+                             "timeout": timeout, "deadline": now() + timeout}
             send(rid, requests[rid])
         return self.answer(202, {"request_id": rid})
 
@@ -149,6 +202,8 @@ class Handler(BaseHTTPRequestHandler):
         m = re.fullmatch(r"/v2/verify/([0-9a-f-]{36})", self.path)
         with lock:
             r = requests.get(m.group(1)) if m else None
+            if r is not None:
+                tick(m.group(1), r)
             if r is None or r["state"] != "active":
                 return self.problem(404, "Not Found", "Request was not found or it has been verified already.")
             r["state"] = "cancelled"

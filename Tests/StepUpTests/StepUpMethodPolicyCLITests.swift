@@ -6,15 +6,15 @@ import TestSupport
 import Timekeeping
 
 /// The policy per change kind and method (`policy set step-up.reach-100 phone`) and the lockout per method,
-/// through the built binary against the Verify v2 fake.
+/// through the built binary against the Verify v2 fake, on an SQLite store file and on a PostgreSQL team store.
 @Suite("Step-up methods per change kind, and a lockout per method")
 struct StepUpMethodPolicyCLITests {
     typealias P = PhoneStepUpCLITests
     static let ana = P.ana
 
-    @Test func aChangeKindAcceptsOnlyTheMethodsThePolicyNames() throws {
+    @Test(arguments: P.Backend.allCases) func aChangeKindAcceptsOnlyTheMethodsThePolicyNames(_ backend: P.Backend) throws {
         let fake = try P.Fake()
-        let (s, secret) = try P.enrolled(fake)
+        let (s, secret) = try P.enrolled(fake, backend)
         let set = try s.run(
             ["policy", "set", "step-up.reach-100", "phone", "--code", OperatorCLITests.code(secret, P.at(60))] + Self.ana,
             at: P.at(60))
@@ -38,7 +38,7 @@ struct StepUpMethodPolicyCLITests {
 
         // The phone is accepted.
         let run = try P.Running(
-            ["set", "100", "--reason", "all in", "--phone"] + Self.ana, store: s.store, at: P.at(120),
+            ["set", "100", "--reason", "all in", "--phone"] + Self.ana, store: s, at: P.at(120),
             environment: fake.environment)
         run.type(try fake.message(after: 0).code)
         let done = try run.finish()
@@ -57,9 +57,9 @@ struct StepUpMethodPolicyCLITests {
         try P.expectNoCode(fake, [done.stdout, done.stderr], s)
     }
 
-    @Test func aLockedOneTimeCodeLeavesThePhoneMethodOpen() throws {
+    @Test(arguments: P.Backend.allCases) func aLockedOneTimeCodeLeavesThePhoneMethodOpen(_ backend: P.Backend) throws {
         let fake = try P.Fake()
-        let (s, secret) = try P.enrolled(fake)
+        let (s, secret) = try P.enrolled(fake, backend)
         let wrong = OperatorCLITests.wrongCode(secret, at: P.at(60))
         for _ in 0..<3 {
             #expect(try s.run(["set", "100", "--reason", "all in", "--code", wrong] + Self.ana, at: P.at(60)).status == 4)
@@ -68,7 +68,7 @@ struct StepUpMethodPolicyCLITests {
             ["set", "100", "--reason", "all in", "--code", OperatorCLITests.code(secret, P.at(90))] + Self.ana, at: P.at(90))
         #expect(locked.status == 4 && locked.stderr.contains("locked out"), "\(locked.stderr)")
         let run = try P.Running(
-            ["set", "100", "--reason", "all in", "--phone"] + Self.ana, store: s.store, at: P.at(90),
+            ["set", "100", "--reason", "all in", "--phone"] + Self.ana, store: s, at: P.at(90),
             environment: fake.environment)
         run.type(try fake.message(after: 0).code)
         let done = try run.finish()
