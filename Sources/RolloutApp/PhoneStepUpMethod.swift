@@ -1,3 +1,4 @@
+import Crypto
 import FoundationEssentials
 import PhoneVerification
 import Platform
@@ -94,6 +95,10 @@ extension StepUpMethods {
                 continue
             }
             do {
+                // The provider is asked here, outside the write path's transaction; the policy takes this answer.
+                codes.checkAhead(
+                    verification: verification, code: code, number: enrolment.number,
+                    binding: policy.phoneBinding(for: preview.proposal))
                 let outcome = try submit(verification, .code(code))
                 if codes.lastOutcome(verification) == .verified {
                     notice("provider: code accepted (verification \(verification) completed)")
@@ -132,6 +137,8 @@ public final class VonagePhoneCodes: PhoneCodeChecker, @unchecked Sendable {
     private let lock = Lock()
     private var started: [String: (number: String, binding: [UInt8])] = [:]
     private var outcomes: [String: PhoneCheckOutcome] = [:]
+    /// Answers asked ahead (`checkAhead`), by verification: for the SHA-256 of the code, taken once by `check`.
+    private var ahead: [String: (code: [UInt8], outcome: PhoneCheckOutcome)] = [:]
 
     public init(client: VonageVerifyClient) { self.client = client }
 
@@ -141,7 +148,26 @@ public final class VonagePhoneCodes: PhoneCodeChecker, @unchecked Sendable {
         return id
     }
 
+    /// Asks the provider about `code` before the write path's transaction, so that the transaction (the SQLite
+    /// write lock, the PostgreSQL head lock) never waits on the provider: the answer is kept for the next `check` of
+    /// this verification with the same code, number and binding, which takes it once. A change whose base moved
+    /// meanwhile has another binding: its `check` answers `.notStartedHere`, refused unasked.
+    public func checkAhead(verification: String, code: String, number: String, binding: [UInt8]) {
+        let outcome = ask(verification: verification, code: code, number: number, binding: binding)
+        lock.withLock { ahead[verification] = (SHA256.hash(Array(code.utf8)), outcome) }
+    }
+
     public func check(verification: String, code: String, number: String, binding: [UInt8]) -> PhoneCheckOutcome {
+        let known = lock.withLock { started[verification] }
+        if let known, known.number == number, known.binding == binding,
+            let kept = lock.withLock({ ahead.removeValue(forKey: verification) })
+        {
+            if kept.code == SHA256.hash(Array(code.utf8)) { return kept.outcome }
+        }
+        return ask(verification: verification, code: code, number: number, binding: binding)
+    }
+
+    private func ask(verification: String, code: String, number: String, binding: [UInt8]) -> PhoneCheckOutcome {
         let known = lock.withLock { started[verification] }
         let outcome: PhoneCheckOutcome
         if let known, known.number == number, known.binding == binding {

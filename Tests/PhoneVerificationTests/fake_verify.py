@@ -15,6 +15,8 @@ then the next channel is tried (same code); when the last channel's wait runs ou
 verification to the number may then start. The fake's clock is its monotonic clock plus an offset the test moves,
 so no test sleeps: POST /_control/clock {"advance": SECONDS} moves it forward, POST /_control/expire/{id} ends a
 request now as if its last channel had timed out. Control calls take no credentials and answer 200 {"state"}.
+POST /_control/hold makes the next code checks wait (before any answer) until POST /_control/release; GET
+/_control/held says how many are waiting: a test holds the provider's answer to see what the caller does meanwhile.
 
 What would reach the phone (channel, number, code) is appended to the --outbox file, one JSON line per message:
 the tests read the code there, as a person reads their SMS.
@@ -28,6 +30,9 @@ RATE = int(args.get("--rate-limit", "100"))
 CHANNELS = {"sms", "voice", "whatsapp", "email", "rcs", "silent_auth"}
 TOP = {"brand", "workflow", "locale", "channel_timeout", "client_ref", "code_length", "fraud_check"}
 lock = threading.Lock()
+released = threading.Event()
+released.set()
+held = [0]
 requests = {}
 starts = []
 offset = [0.0]
@@ -97,6 +102,9 @@ class Handler(BaseHTTPRequestHandler):
 
     def control(self):
         body = self.body() or {}
+        if self.path in ("/_control/hold", "/_control/release"):
+            (released.clear if self.path == "/_control/hold" else released.set)()
+            return self.answer(200, {"state": "held" if not released.is_set() else "released"})
         with lock:
             if self.path == "/_control/clock":
                 seconds = body.get("advance")
@@ -113,6 +121,12 @@ class Handler(BaseHTTPRequestHandler):
                 r["state"] = "expired"
             return self.answer(200, {"state": r["state"]})
 
+    def do_GET(self):
+        if self.path == "/_control/held":
+            with lock:
+                return self.answer(200, {"held": held[0]})
+        return self.problem(404, "Not Found", "No such resource.")
+
     def do_POST(self):
         if self.path.startswith("/_control/"):
             return self.control()
@@ -126,6 +140,12 @@ class Handler(BaseHTTPRequestHandler):
         m = re.fullmatch(r"/v2/verify/([0-9a-f-]{36})(/next_workflow)?", self.path)
         if not m:
             return self.problem(404, "Not Found", "No such resource.")
+        if not m.group(2) and not released.is_set():
+            with lock:
+                held[0] += 1
+            released.wait(60)
+            with lock:
+                held[0] -= 1
         with lock:
             r = requests.get(m.group(1))
             if r is not None:

@@ -178,6 +178,26 @@ struct PhoneStepUpCLITests {
             guard r.status == 0 else { throw TestSupport.Failure("the fake did not expire \(id): \(r.stderr)") }
         }
 
+        /// Makes the fake's next code checks wait for `release()` before answering (a control call).
+        func hold() throws { try control("POST", "hold") }
+        func release() throws { try control("POST", "release") }
+
+        /// Waits (at most 20 s) until a code check is waiting at the fake.
+        func waitForAHeldCheck() throws {
+            let deadline = Date().addingTimeInterval(20)
+            while Date() < deadline {
+                let r = try TestSupport.run("/usr/bin/curl", ["-sf", "http://127.0.0.1:\(port)/_control/held"])
+                if r.status == 0, !r.stdout.contains("\"held\": 0") { return }
+                usleep(20_000)
+            }
+            throw TestSupport.Failure("no code check reached the fake within 20 s")
+        }
+
+        private func control(_ method: String, _ name: String) throws {
+            let r = try TestSupport.run("/usr/bin/curl", ["-sf", "-X", method, "http://127.0.0.1:\(port)/_control/\(name)"])
+            guard r.status == 0 else { throw TestSupport.Failure("the fake refused \(name): \(r.stderr)") }
+        }
+
         /// The request ids the fake sent codes for, oldest first.
         func requestIDs() throws -> [String] {
             let text = try String(contentsOfFile: outbox, encoding: .utf8)
@@ -432,6 +452,35 @@ struct PhoneStepUpCLITests {
         // An expired verification counts no wrong attempt: the phone method is not locked.
         #expect(!(records[0].detail.contains("failed-attempts")))
         try Self.expectNoCode(fake, [done.stdout, done.stderr], s)
+    }
+
+    /// The provider is asked before the write path's transaction, not inside it: while the provider takes its time
+    /// over a code, the store stays writable (another change lands), and the change the code was sent for, whose
+    /// base has moved meanwhile, is refused instead of published over it. Before, the check ran under the SQLite
+    /// write lock or the PostgreSQL head lock: the other change waited for the provider and this one published first.
+    @Test(arguments: Backend.allCases) func theStoreStaysWritableWhileTheProviderChecksACode(_ backend: Backend) throws {
+        let fake = try Fake()
+        let (s, secret) = try Self.enrolled(fake, backend)
+        let t2 = Self.at(60)
+        let run = try Running(
+            ["set", "100", "--reason", "all in", "--phone"] + Self.ana, store: s, at: t2, environment: fake.environment)
+        let sms = try fake.message(after: 0)
+        try fake.hold()
+        run.type(sms.code)
+        try fake.waitForAHeldCheck()
+        // Another change (confirmed by a one-time code) while the provider holds its answer.
+        let other = try s.run(
+            ["set", "10", "--reason", "meanwhile", "--code", OperatorCLITests.code(secret, t2)] + Self.ana, at: t2)
+        try fake.release()
+        #expect(other.status == 0, "\(other.stderr)")
+        #expect(try Self.version(s) == 2, "the other change landed while the provider was checking the code")
+        let done = try run.finish()
+        #expect(done.status == 4, "\(done.stdout) \(done.stderr)")
+        #expect(done.stderr.contains("was not started by this session for this change"), "\(done.stderr)")
+        #expect(try Self.version(s) == 2)
+        let records = try Self.phoneRecords(s)
+        #expect(records.count == 1 && records[0].result == .stepUpRefused && records[0].detail.hasPrefix("result not-started-here"))
+        try Self.expectNoCode(fake, [done.stdout, done.stderr, other.stdout, other.stderr], s)
     }
 
     /// A request cannot bring its own phone outcome: the write path's step-up policy checks the code by the
