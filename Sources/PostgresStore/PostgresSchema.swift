@@ -163,6 +163,12 @@ public enum PostgresSchema {
             id TEXT PRIMARY KEY, credential BYTEA NOT NULL,
             sign_count BIGINT NOT NULL CHECK (sign_count BETWEEN 0 AND 4294967295), enrolled_at BIGINT NOT NULL);
         """,
+        // 9: each installation's latest fatal crash (`InstallationRecord.lastCrashAt`), whose hour is its crash mark in
+        // `telemetry_presence` (windowed crash-free users); NULL for installations stored before it, until their next
+        // fatal crash.
+        """
+        ALTER TABLE telemetry_installations ADD COLUMN last_crash BIGINT;
+        """,
     ]
 
     /// The recorded schema version; nil when the database has no rollout schema at all.
