@@ -37,16 +37,17 @@ import Timekeeping
     @Test func aHealthyFleetKeepsWindowedCrashFreeUsersLevelWhileTheCumulativeShareFalls() throws {
         let text = "duration 74h\nsessions-per-day 24\nsession-length 4m\ncrash-rate 0.5%\nrollout 50%\n"
         let f = try Self.figures(text, devices: 2000, hours: [26, 50, 74])
-        let expected = 1 - pow(1 - 0.005, 24.0)
+        let expected = pow(1 - 0.005, 24.0)
         for (i, point) in f.enumerated() {
             let (exposed, control) = point.windowed
             guard let exposed, let control else {
                 Issue.record("no windowed figure at point \(i)")
                 return
             }
-            // About 1,000 users per arm: one standard deviation is about one point.
-            #expect(abs(exposed - expected) < 0.04, "exposed \(exposed) at point \(i), expected about \(expected)")
-            #expect(abs(control - expected) < 0.04, "control \(control) at point \(i), expected about \(expected)")
+            // About 1,000 users per arm: one standard deviation is about one point; users with fewer than 24 sessions
+            // in the window (the daily curve, a first or last day) put the figure a little above 0.887.
+            #expect(abs(exposed - expected) < 0.05, "exposed \(exposed) at point \(i), expected about \(expected)")
+            #expect(abs(control - expected) < 0.05, "control \(control) at point \(i), expected about \(expected)")
         }
         let windowed = f.compactMap(\.windowed.0)
         #expect(windowed.max()! - windowed.min()! < 0.04, "the windowed figure moves: \(windowed)")
@@ -65,8 +66,8 @@ import Timekeeping
             Issue.record("no windowed figure")
             return
         }
-        let healthy = 1 - pow(1 - 0.005, 24.0)
-        #expect(abs(control - healthy) < 0.04, "control \(control)")
+        let healthy = pow(1 - 0.005, 24.0)
+        #expect(abs(control - healthy) < 0.05, "control \(control)")
         #expect(exposed < control - 0.15, "exposed \(exposed) vs control \(control)")
     }
 }
