@@ -25,8 +25,8 @@ final class SourcePullingConsoleSource: RolloutConsoleSource, @unchecked Sendabl
     /// The newest pull of each source, as the events show it.
     private var lastPulls: [String: NotableEvent] = [:]
     private var problem: String?
-    /// What the pulled sources are (`BigQuery`), to say where a figure they cannot give is missing from.
-    private var pulledKinds: Set<String> = []
+    /// What the configured sources are (`BigQuery`), to say where a figure they cannot give is missing from.
+    private var sourceKinds: Set<String> = []
 
     init(inner: any RolloutConsoleSource, sources: SessionSources, clock: any Clock, checkEvery: Instant.Duration = .seconds(Int64(5))) {
         self.inner = inner
@@ -46,10 +46,8 @@ final class SourcePullingConsoleSource: RolloutConsoleSource, @unchecked Sendabl
         if checkedAt.map({ now - $0 >= checkEvery }) ?? true {
             checkedAt = now
             do {
-                for r in try sources.pullDue() {
-                    lastPulls[r.source] = Self.event(r, at: now)
-                    pulledKinds.insert(r.kind.sourceName)
-                }
+                sourceKinds = Set(try sources.configurations().map(\.kind.sourceName))
+                for r in try sources.pullDue() { lastPulls[r.source] = Self.event(r, at: now) }
                 problem = try sources.silences().joined(separator: "; ")
             } catch {
                 problem = "the sources cannot be pulled: \(error)"
@@ -58,9 +56,9 @@ final class SourcePullingConsoleSource: RolloutConsoleSource, @unchecked Sendabl
         }
         var model = try inner.snapshot()
         // Aggregating sources send counters, never per-installation events: the store has no presence to count
-        // distinct users per window from, so the windowed figure says where the data comes from instead of 100%.
-        if !lastPulls.isEmpty, var w = model.crash.windowed, w.exposedUsers == 0, w.controlUsers == 0 {
-            w.unavailable = "not available from " + pulledKinds.sorted().joined(separator: ", ")
+        // distinct users per window from, so the windowed figure says which source cannot give it (not just a dash).
+        if !sourceKinds.isEmpty, var w = model.crash.windowed, w.exposedUsers == 0, w.controlUsers == 0 {
+            w.unavailable = "not available from " + sourceKinds.sorted().joined(separator: ", ")
             model.crash.windowed = w
         }
         if let problem, model.header.staleReason == nil { model.header.staleReason = problem }
