@@ -43,6 +43,16 @@ struct MainChartZoomTests {
         #expect(s.notice?.text == "Attestation chart: last 6 h (c shows every chart)")
     }
 
+    @Test(
+        "golden: the main screen zoomed to 6 h and 24 h at 80×24 and 120×40, monochrome",
+        arguments: [ChartZoom.sixHours, .day], [Size(width: 80, height: 24), Size(width: 120, height: 40)])
+    func golden(_ zoom: ChartZoom, _ size: Size) throws {
+        let grid = ConsoleScreen.render(Self.mainState(zoom: zoom, size: size), size: size)
+        try GoldenScreen.check(
+            GoldenScreen.dump(grid, theme: Theme.default.resolved(for: .monochrome), title: "main \(zoom.text)"),
+            name: "main-\(zoom.minutes)min-\(size.width)x\(size.height)-mono")
+    }
+
     @Test("a zoomed-out series is the mean per minute of each column's minutes, newest column ending now")
     func downsampledMeans() {
         let history = ChartFixture.history()
