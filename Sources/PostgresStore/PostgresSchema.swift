@@ -170,6 +170,12 @@ public enum PostgresSchema {
             id TEXT PRIMARY KEY, number BYTEA NOT NULL, enrolled_at BIGINT NOT NULL,
             failed_attempts INTEGER NOT NULL DEFAULT 0 CHECK (failed_attempts >= 0), locked_until BIGINT);
         """,
+        // 10: each installation's latest fatal crash (`InstallationRecord.lastCrashAt`), whose hour is its crash mark in
+        // `telemetry_presence` (windowed crash-free users); NULL for installations stored before it, until their next
+        // fatal crash.
+        """
+        ALTER TABLE telemetry_installations ADD COLUMN last_crash BIGINT;
+        """,
     ]
 
     /// The recorded schema version; nil when the database has no rollout schema at all.

@@ -90,7 +90,7 @@ public final class PostgresTelemetry: TelemetryCounters, @unchecked Sendable {
                     (
                         "WITH i AS (INSERT INTO telemetry_installations (\(Self.installationColumns)) "
                             + "SELECT * FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::smallint[], $5::smallint[], $6::smallint[], "
-                            + "$7::bigint[], $8::smallint[], $9::smallint[], $10::bigint[], $11::bigint[]) "
+                            + "$7::bigint[], $8::smallint[], $9::smallint[], $10::bigint[], $11::bigint[], $12::bigint[]) "
                             + "ON CONFLICT (id) DO NOTHING RETURNING 1) SELECT count(*) FROM i",
                         Self.installationArrays(fresh)
                     ))
@@ -100,9 +100,9 @@ public final class PostgresTelemetry: TelemetryCounters, @unchecked Sendable {
                     (
                         "UPDATE telemetry_installations t SET first_seen = u.first_seen, last_seen = u.last_seen, cohort = u.cohort, "
                             + "provider = u.provider, os_major = u.os_major, sessions = u.sessions, entered = u.entered, crashed = u.crashed, "
-                            + "fetched_at = u.fetched_at, template_version = u.template_version "
+                            + "fetched_at = u.fetched_at, template_version = u.template_version, last_crash = u.last_crash "
                             + "FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::smallint[], $5::smallint[], $6::smallint[], "
-                            + "$7::bigint[], $8::smallint[], $9::smallint[], $10::bigint[], $11::bigint[]) "
+                            + "$7::bigint[], $8::smallint[], $9::smallint[], $10::bigint[], $11::bigint[], $12::bigint[]) "
                             + "AS u(\(Self.installationColumns)) WHERE t.id = u.id",
                         Self.installationArrays(changed)
                     ))
@@ -343,7 +343,7 @@ public final class PostgresTelemetry: TelemetryCounters, @unchecked Sendable {
     // MARK: Rows
 
     package static let installationColumns =
-        "id, first_seen, last_seen, cohort, provider, os_major, sessions, entered, crashed, fetched_at, template_version"
+        "id, first_seen, last_seen, cohort, provider, os_major, sessions, entered, crashed, fetched_at, template_version, last_crash"
 
     private static func record(_ r: [String?]) -> InstallationRecord {
         func int(_ i: Int) -> Int64 { r[i].flatMap { Int64($0) } ?? 0 }
@@ -351,7 +351,8 @@ public final class PostgresTelemetry: TelemetryCounters, @unchecked Sendable {
             firstSeen: int(1), lastSeen: int(2), cohort: Cohort(code: UInt8(clamping: int(3))) ?? .none,
             provider: AttestationProvider(rawValue: UInt8(clamping: int(4))) ?? .unspecified, osMajor: UInt8(clamping: int(5)),
             sessions: int(6), enteredCohorts: UInt8(clamping: int(7)), crashedCohorts: UInt8(clamping: int(8)),
-            fetchedAt: r[9].flatMap { Int64($0) }, templateVersion: r[10].flatMap { Int64($0) })
+            fetchedAt: r[9].flatMap { Int64($0) }, templateVersion: r[10].flatMap { Int64($0) },
+            lastCrashAt: r.count > 11 ? r[11].flatMap { Int64($0) } : nil)
     }
 
     private static func installationArrays(_ rows: [(String, InstallationRecord)]) -> [String?] {
@@ -361,6 +362,7 @@ public final class PostgresTelemetry: TelemetryCounters, @unchecked Sendable {
             PGArray.ints(rows.map { Int64($0.1.osMajor) }), PGArray.ints(rows.map(\.1.sessions)),
             PGArray.ints(rows.map { Int64($0.1.enteredCohorts) }), PGArray.ints(rows.map { Int64($0.1.crashedCohorts) }),
             PGArray.optionalInts(rows.map(\.1.fetchedAt)), PGArray.optionalInts(rows.map(\.1.templateVersion)),
+            PGArray.optionalInts(rows.map(\.1.lastCrashAt)),
         ]
     }
 }

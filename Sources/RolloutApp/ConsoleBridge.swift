@@ -405,15 +405,24 @@ enum ConsoleModelBuilder {
                 estimate: -e * 100, lower: -i.upperBound * 100, upper: -i.lowerBound * 100, confidence: 1 - s.crash.configuration.alpha)
         }
         let mde = s.crash.smallestDetectableIncrease.flatMap { r in t.controlCrashedUserRate.map { $0 * r * 100 } }
-        let crash = CrashInfo(
+        var crash = CrashInfo(
             exposed: stats(users: t.exposedUsers, crashedUsers: t.exposedCrashedUserRate, sessions: t.exposedSessions, crashRate: t.exposedCrashRate),
             control: stats(users: t.controlUsers, crashedUsers: t.controlCrashedUserRate, sessions: t.controlSessions, crashRate: t.controlCrashRate),
             difference: difference, minimumDetectableEffect: mde, verdict: a.verdict.level,
             reasons: [a.verdict.reason] + a.verdict.findings.map(\.text).filter { $0 != a.verdict.reason },
             findings: a.verdict.findings, guardrailsArmed: a.armed, autoKill: status.settings.autoKill)
+        crash.windowed = windowed(s.activity)
 
         // Verdict changes are logged by the console itself, stamped once when they arrive.
         return ConsoleModel(header: h, condition: condition, attestation: attestation, crash: crash, changes: changes)
+    }
+
+    /// Crash-free users over the presence window (the current hour and the 23 before it), per arm.
+    static func windowed(_ activity: FleetActivity) -> WindowedCrashFree {
+        WindowedCrashFree(
+            window: "\(FleetActivity.windowHours) h", exposed: activity.crashFreeUsers(.enabled),
+            exposedUsers: Int(activity.activeByCohort[.enabled] ?? 0), control: activity.crashFreeUsers(.control),
+            controlUsers: Int(activity.activeByCohort[.control] ?? 0))
     }
 
     /// The confirm dialog's content from the write path's preview.

@@ -27,7 +27,7 @@ struct ChartHistoryReader {
                 successes: Int(t.sum(.attestationSuccess, cohort: c)), failures: Int(t.sum(.attestationFailure, cohort: c)),
                 crashes: Int(t.sum(.crash, cohort: c, fatal: true)), sessions: Int(t.sum(.session, cohort: c)))
         }
-        return ArmMinute(exposed: arm(.enabled), control: arm(.control))
+        return ArmMinute(exposed: arm(.enabled), control: arm(.control), other: arm(.none))
     }
 
     mutating func history(_ counters: any TelemetryCounters, status: RolloutMonitor.Status) throws -> ChartHistory {
@@ -49,6 +49,7 @@ struct ChartHistoryReader {
         for (minute, counts) in minutes where minute >= startMinute {
             before.exposed = Self.minus(before.exposed, counts.exposed)
             before.control = Self.minus(before.control, counts.control)
+            before.other = Self.minus(before.other, counts.other)
         }
 
         if let share = status.assessment.exposure.propagation {

@@ -25,6 +25,8 @@ final class SourcePullingConsoleSource: RolloutConsoleSource, @unchecked Sendabl
     /// The newest pull of each source, as the events show it.
     private var lastPulls: [String: NotableEvent] = [:]
     private var problem: String?
+    /// What the configured sources are (`BigQuery`), to say where a figure they cannot give is missing from.
+    private var sourceKinds: Set<String> = []
 
     init(inner: any RolloutConsoleSource, sources: SessionSources, clock: any Clock, checkEvery: Instant.Duration = .seconds(Int64(5))) {
         self.inner = inner
@@ -44,6 +46,7 @@ final class SourcePullingConsoleSource: RolloutConsoleSource, @unchecked Sendabl
         if checkedAt.map({ now - $0 >= checkEvery }) ?? true {
             checkedAt = now
             do {
+                sourceKinds = Set(try sources.configurations().map(\.kind.sourceName))
                 for r in try sources.pullDue() { lastPulls[r.source] = Self.event(r, at: now) }
                 problem = try sources.silences().joined(separator: "; ")
             } catch {
@@ -52,6 +55,12 @@ final class SourcePullingConsoleSource: RolloutConsoleSource, @unchecked Sendabl
             if problem?.isEmpty == true { problem = nil }
         }
         var model = try inner.snapshot()
+        // Aggregating sources send counters, never per-installation events: the store has no presence to count
+        // distinct users per window from, so the windowed figure says which source cannot give it (not just a dash).
+        if !sourceKinds.isEmpty, var w = model.crash.windowed, w.exposedUsers == 0, w.controlUsers == 0 {
+            w.unavailable = "not available from " + sourceKinds.sorted().joined(separator: ", ")
+            model.crash.windowed = w
+        }
         if let problem, model.header.staleReason == nil { model.header.staleReason = problem }
         model.events = (lastPulls.values.sorted { ($0.at, $0.text) > ($1.at, $1.text) } + model.events)
         return model
@@ -64,6 +73,17 @@ final class SourcePullingConsoleSource: RolloutConsoleSource, @unchecked Sendabl
         let age = r.dataAge.map { r.kind.dataAgeText($0) } ?? "no data in the window"
         let note = r.note.isEmpty ? "" : "; \(r.note)"
         return NotableEvent(at: at, severity: .info, text: "source \(r.source): \(age), \(r.addedEvents) events\(note)")
+    }
+}
+
+extension SourceConfiguration.Kind {
+    /// The service's name, as a sentence says where data comes from.
+    var sourceName: String {
+        switch self {
+        case .bigQuery: "BigQuery"
+        case .analyticsRealtime: "GA4 Realtime"
+        case .crashlyticsAPI: "Crashlytics"
+        }
     }
 }
 

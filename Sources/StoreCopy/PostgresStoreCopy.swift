@@ -224,11 +224,12 @@ public enum PostgresStoreCopy {
                     .integer(Int64(r.provider.rawValue)), .integer(Int64(r.osMajor)), .integer(r.sessions),
                     .integer(Int64(r.enteredCohorts)), .integer(Int64(r.crashedCohorts)),
                     r.fetchedAt.map { .integer($0) } ?? .null, r.templateVersion.map { .integer($0) } ?? .null,
+                    r.lastCrashAt.map { .integer($0) } ?? .null,
                 ])
             }
             try insert(
                 "telemetry_installations", PostgresTelemetry.installationColumns, installations,
-                casts: ["text[]", "bigint[]", "bigint[]", "smallint[]", "smallint[]", "smallint[]", "bigint[]", "smallint[]", "smallint[]", "bigint[]", "bigint[]"])
+                casts: ["text[]", "bigint[]", "bigint[]", "smallint[]", "smallint[]", "smallint[]", "bigint[]", "smallint[]", "smallint[]", "bigint[]", "bigint[]", "bigint[]"])
             try insert("telemetry_reasons", "id, reason", try rows("telemetry_reasons", "id, reason", order: "id"), casts: ["integer[]", "text[]"])
             let batchColumns = "id, source, committed_at, events, installations, earliest, latest"
             let batches = try rows("telemetry_batches", batchColumns, order: "id")

@@ -184,19 +184,27 @@ public enum PresenceKey: Hashable, Sendable, CustomStringConvertible {
     case active(Cohort, eligible: Bool)
     /// Installations whose last config fetch fell in the hour, by the template version fetched.
     case fetched(templateVersion: Int64)
+    /// Installations whose latest fatal crash fell in the hour, by latest cohort (as `active`): with `active`, the
+    /// distinct crashed and active users of a window of whole hours ending now, so crash-free users over it.
+    case crashed(Cohort)
 
     static let fetchedTag: Int64 = 1 << 48
+    static let crashedTag: Int64 = 1 << 47
 
     public var packed: Int64 {
         switch self {
         case .active(let cohort, let eligible): Int64(cohort.code) << 1 | (eligible ? 1 : 0)
         case .fetched(let v): Self.fetchedTag | (v & (Self.fetchedTag - 1))
+        case .crashed(let cohort): Self.crashedTag | Int64(cohort.code)
         }
     }
 
     public init?(packed: Int64) {
         if packed & Self.fetchedTag != 0 {
             self = .fetched(templateVersion: packed & (Self.fetchedTag - 1))
+        } else if packed & Self.crashedTag != 0 {
+            guard packed & ~Self.crashedTag <= 0xF, let cohort = Cohort(code: UInt8(truncatingIfNeeded: packed)) else { return nil }
+            self = .crashed(cohort)
         } else {
             guard let cohort = Cohort(code: UInt8(truncatingIfNeeded: packed >> 1)) else { return nil }
             self = .active(cohort, eligible: packed & 1 == 1)
@@ -207,6 +215,7 @@ public enum PresenceKey: Hashable, Sendable, CustomStringConvertible {
         switch self {
         case .active(let c, let e): "active/\(c)/\(e ? "eligible" : "ineligible")"
         case .fetched(let v): "fetched/v\(v)"
+        case .crashed(let c): "crashed/\(c)"
         }
     }
 }

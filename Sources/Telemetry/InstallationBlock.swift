@@ -5,9 +5,10 @@ import Rollout
 /// bytes in SQLite and most of a batch's write time: 5M installations cost 5M B-tree inserts).
 ///
 /// `format byte (1)`, then per installation: `id length` varint, the id's bytes, a flags byte (bit 0: a fetch
-/// time, bit 1: a template version), `cohort, provider, OS major, entered, crashed` as bytes, then varints:
+/// time, bit 1: a template version, bit 2: a latest fatal crash), `cohort, provider, OS major, entered, crashed` as bytes, then varints:
 /// `firstSeen` zigzag, `lastSeen` and `fetchedAt` as zigzags of their wrapping differences from `firstSeen`, and
-/// `sessions` and `templateVersion` zigzag. Every `Int64` round-trips exactly, and an installation's bytes do
+/// `sessions` and `templateVersion` zigzag, then the latest fatal crash as a zigzag of its wrapping difference
+/// from `firstSeen` (bit 2 is new: blocks written before it simply never set it). Every `Int64` round-trips exactly, and an installation's bytes do
 /// not depend on its neighbours, so a block is split or joined by copying them. Decoding checks every length and
 /// value and refuses what `encode` cannot have written (`InstallationBlockError`), so a damaged row is an error,
 /// never a crash.
@@ -26,6 +27,7 @@ public enum InstallationBlock {
         var flags: UInt8 = 0
         if r.fetchedAt != nil { flags |= 1 }
         if r.templateVersion != nil { flags |= 2 }
+        if r.lastCrashAt != nil { flags |= 4 }
         out.append(flags)
         out.append(r.cohort.code)
         out.append(r.provider.rawValue)
@@ -37,6 +39,7 @@ public enum InstallationBlock {
         SpillCodec.varint(SpillCodec.zigzag(r.sessions), to: &out)
         if let t = r.fetchedAt { SpillCodec.varint(SpillCodec.zigzag(t &- r.firstSeen), to: &out) }
         if let v = r.templateVersion { SpillCodec.varint(SpillCodec.zigzag(v), to: &out) }
+        if let t = r.lastCrashAt { SpillCodec.varint(SpillCodec.zigzag(t &- r.firstSeen), to: &out) }
     }
 
     /// The id of the installation encoded at the start of `bytes`, nil when they do not start with one.
@@ -72,7 +75,7 @@ public enum InstallationBlock {
             }
             let id = UnsafeRawBufferPointer(start: reader.base + reader.position, count: Int(n))
             reader.position += Int(n)
-            guard let flags = reader.byte(), flags & ~3 == 0, let cohortCode = reader.byte(),
+            guard let flags = reader.byte(), flags & ~7 == 0, let cohortCode = reader.byte(),
                 let cohort = Cohort(code: cohortCode), let providerCode = reader.byte(),
                 let provider = AttestationProvider(rawValue: providerCode), let osMajor = reader.byte(),
                 let entered = reader.byte(), let crashed = reader.byte(),
@@ -90,13 +93,18 @@ public enum InstallationBlock {
                 guard let v = reader.varint() else { throw InstallationBlockError("a template version is cut short") }
                 templateVersion = SpillCodec.unzigzag(v)
             }
+            var lastCrashAt: Int64?
+            if flags & 4 != 0 {
+                guard let t = reader.varint() else { throw InstallationBlockError("a crash time is cut short") }
+                lastCrashAt = firstSeen &+ SpillCodec.unzigzag(t)
+            }
             lastRange = start..<reader.position
             return (
                 id,
                 InstallationRecord(
                     firstSeen: firstSeen, lastSeen: firstSeen &+ last, cohort: cohort, provider: provider,
                     osMajor: osMajor, sessions: sessions, enteredCohorts: entered, crashedCohorts: crashed,
-                    fetchedAt: fetchedAt, templateVersion: templateVersion)
+                    fetchedAt: fetchedAt, templateVersion: templateVersion, lastCrashAt: lastCrashAt)
             )
         }
     }

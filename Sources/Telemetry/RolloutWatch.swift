@@ -165,6 +165,7 @@ public struct RolloutWatch: Sendable {
                 activity.activeByCohort[cohort, default: 0] += row.delta
                 if eligible { activity.attestCapable += row.delta }
             case .fetched(let v): fetched[v, default: 0] += row.delta
+            case .crashed(let cohort): activity.crashedByCohort[cohort, default: 0] += row.delta
             }
         }
         var snapshot = TelemetrySnapshot(
@@ -274,6 +275,22 @@ public struct FleetActivity: Hashable, Sendable {
     /// Active installations that can run App Attest (iOS 14 or later, not a simulator).
     public var attestCapable: Int64 = 0
     public var sessionsLastDay: Int64
+    /// Installations whose latest fatal crash falls in the window, by latest cohort (a subset of `activeByCohort`'s
+    /// of the same cohort).
+    public var crashedByCohort: [Cohort: Int64] = [:]
+
+    /// The window of `activeByCohort` and `crashedByCohort`: the current hour and the 23 before it (presence is
+    /// counted per hour, so a window is whole hours; between 23 and 24 hours of data).
+    public static let windowHours = 24
+
+    /// Crash-free users of `cohort` over the window, as Crashlytics defines them: of the users active in the
+    /// window, the share without a fatal crash in it. Nil without active users (nothing sends per-installation
+    /// events: an aggregating source cannot give distinct users per window).
+    public func crashFreeUsers(_ cohort: Cohort) -> Double? {
+        let active = activeByCohort[cohort] ?? 0
+        guard active > 0 else { return nil }
+        return 1 - Double(min(active, max(0, crashedByCohort[cohort] ?? 0))) / Double(active)
+    }
 
     public init(activeByCohort: [Cohort: Int64] = [:], attestCapable: Int64 = 0, sessionsLastDay: Int64 = 0) {
         self.activeByCohort = activeByCohort

@@ -19,11 +19,16 @@ public struct InstallationRecord: Hashable, Sendable {
     /// The latest config fetch, if any.
     public var fetchedAt: Int64?
     public var templateVersion: Int64?
+    /// The latest fatal crash, if any (recorded from this field's introduction on: an installation stored before
+    /// it has nil until its next fatal crash).
+    public var lastCrashAt: Int64?
 
     public init(
         firstSeen: Int64, lastSeen: Int64, cohort: Cohort, provider: AttestationProvider, osMajor: UInt8,
-        sessions: Int64, enteredCohorts: UInt8, crashedCohorts: UInt8, fetchedAt: Int64?, templateVersion: Int64?
+        sessions: Int64, enteredCohorts: UInt8, crashedCohorts: UInt8, fetchedAt: Int64?, templateVersion: Int64?,
+        lastCrashAt: Int64? = nil
     ) {
+        self.lastCrashAt = lastCrashAt
         self.firstSeen = firstSeen
         self.lastSeen = lastSeen
         self.cohort = cohort
@@ -42,6 +47,14 @@ public struct InstallationRecord: Hashable, Sendable {
 
     var activityMark: (hour: Int64, key: PresenceKey) {
         (BucketLevel.hour.bucket(lastSeen), .active(cohort, eligible: canAttest))
+    }
+
+    /// The hour of the latest fatal crash, under the latest cohort like `activityMark`: a user counted as crashed in
+    /// a window is then also counted as active in it, in the same arm (the crash is an event, so `lastSeen` is at
+    /// or after it), and a window's crash-free share per arm is a proper share.
+    var crashMark: (hour: Int64, key: PresenceKey)? {
+        guard let lastCrashAt else { return nil }
+        return (BucketLevel.hour.bucket(lastCrashAt), .crashed(cohort))
     }
 
     var fetchMark: (hour: Int64, key: PresenceKey)? {
@@ -133,12 +146,14 @@ public struct BatchSettlement {
                 note(.usersCrashed, cohort, t)
             }
         }
+        if let t = d.latestFatalCrash, t > (r.lastCrashAt ?? .min) { r.lastCrashAt = t }
         if d.fetchedAt != .min, d.fetchedAt >= (r.fetchedAt ?? .min) {
             r.fetchedAt = d.fetchedAt
             r.templateVersion = d.templateVersion
         }
         move(from: previous?.activityMark, to: r.activityMark)
         move(from: previous?.fetchMark, to: r.fetchMark)
+        move(from: previous?.crashMark, to: r.crashMark)
         return r
     }
 

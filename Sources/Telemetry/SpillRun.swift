@@ -92,11 +92,12 @@ final class SpillJob: @unchecked Sendable {
 /// `id length, id bytes, presence flags, cohort, provider, first provider, OS major, first OS major`, then
 /// LEB128 varints: `firstSeen` zigzag, and every other time as the zigzag of its wrapping difference from
 /// `firstSeen` (exact for any `Int64`, small for real times), present only when its flag says it is not the
-/// sentinel ("never"); `sessions` and `templateVersion` zigzag, present when not zero. The table position
+/// sentinel ("never"); `sessions` and `templateVersion` zigzag, present when not zero; last, the latest fatal
+/// crash's time like the other times. The table position
 /// (`idOffset`) and the hash are not kept: nothing after the spill uses them.
 enum SpillCodec {
-    /// The most bytes a record takes beside its id: a length varint, 2 flag bytes, 5 bytes, 12 varints.
-    static let maxFixedBytes = 5 + 2 + 5 + 12 * 10
+    /// The most bytes a record takes beside its id: a length varint, 2 flag bytes, 5 bytes, 13 varints.
+    static let maxFixedBytes = 5 + 2 + 5 + 13 * 10
 
     private enum Flag {
         static let providerAt: UInt16 = 1 << 0
@@ -106,7 +107,8 @@ enum SpillCodec {
         static let fetchedAt: UInt16 = 1 << 8
         static let sessions: UInt16 = 1 << 9
         static let templateVersion: UInt16 = 1 << 10
-        static let known: UInt16 = (1 << 11) - 1
+        static let lastCrashAt: UInt16 = 1 << 11
+        static let known: UInt16 = (1 << 12) - 1
     }
 
     /// Appends the record of `delta` with `id` to `out`.
@@ -125,6 +127,7 @@ enum SpillCodec {
         if d.fetchedAt != .min { flags |= Flag.fetchedAt }
         if d.sessions != 0 { flags |= Flag.sessions }
         if d.templateVersion != 0 { flags |= Flag.templateVersion }
+        if d.lastCrashAt != .min { flags |= Flag.lastCrashAt }
         out.append(UInt8(truncatingIfNeeded: flags))
         out.append(UInt8(truncatingIfNeeded: flags >> 8))
         out.append(d.cohort.code)
@@ -149,6 +152,7 @@ enum SpillCodec {
         time(d.fetchedAt, Flag.fetchedAt)
         if flags & Flag.sessions != 0 { varint(zigzag(d.sessions), to: &out) }
         if flags & Flag.templateVersion != 0 { varint(zigzag(d.templateVersion), to: &out) }
+        time(d.lastCrashAt, Flag.lastCrashAt)
     }
 
     /// Reads the length of the next record's id at `reader`; nil when the bytes are not a record.
@@ -199,6 +203,7 @@ enum SpillCodec {
             guard let v = reader.varint() else { return nil }
             d.templateVersion = unzigzag(v)
         }
+        d.lastCrashAt = time(Flag.lastCrashAt, absent: .min)
         return ok ? d : nil
     }
 

@@ -32,6 +32,9 @@ public struct InstallationDelta: Sendable {
     public internal(set) var sessions: Int64
     var enteredAt: (Int64, Int64, Int64)
     var crashedAt: (Int64, Int64, Int64)
+    /// The latest fatal crash in the batch, any cohort (`Int64.min`: none): the installation's crash mark
+    /// (`PresenceKey.crashed`), so that distinct crashed users in a recent window are a sum of presence rows.
+    var lastCrashAt: Int64
     public internal(set) var fetchedAt: Int64
     public internal(set) var templateVersion: Int64
 
@@ -51,6 +54,7 @@ public struct InstallationDelta: Sendable {
         sessions = 0
         enteredAt = (.max, .max, .max)
         crashedAt = (.max, .max, .max)
+        lastCrashAt = .min
         fetchedAt = .min
         templateVersion = 0
     }
@@ -76,6 +80,9 @@ public struct InstallationDelta: Sendable {
             }
         return t == .max ? nil : t
     }
+
+    /// The latest fatal crash in the batch, nil without one.
+    public var latestFatalCrash: Int64? { lastCrashAt == .min ? nil : lastCrashAt }
 
     /// Joins `later`, the delta of events recorded after this one's, so that the result is what one delta of
     /// all those events in that order would be (every field, field by field).
@@ -114,6 +121,7 @@ public struct InstallationDelta: Sendable {
             min(crashedAt.0, later.crashedAt.0), min(crashedAt.1, later.crashedAt.1),
             min(crashedAt.2, later.crashedAt.2)
         )
+        if later.lastCrashAt > lastCrashAt { lastCrashAt = later.lastCrashAt }
         if later.fetchedAt >= fetchedAt {
             fetchedAt = later.fetchedAt
             templateVersion = later.templateVersion
@@ -131,6 +139,7 @@ public struct InstallationDelta: Sendable {
 
     @inline(__always)
     mutating func noteCrashed(_ cohort: Cohort, _ t: Int64) {
+        if t > lastCrashAt { lastCrashAt = t }
         switch cohort {
         case .none: if t < crashedAt.0 { crashedAt.0 = t }
         case .enabled: if t < crashedAt.1 { crashedAt.1 = t }

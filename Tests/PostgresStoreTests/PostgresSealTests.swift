@@ -419,7 +419,7 @@ struct PostgresSealTests {
         // As the previous release left it: schema 5, no seal table (nor the later steps' tables).
         try Self.psql(
             conninfo,
-            "DROP TABLE store_seal, source_config, source_state, source_ledger, stepup_security_keys, stepup_phones; DELETE FROM rollout_schema WHERE version >= 6")
+            "DROP TABLE store_seal, source_config, source_state, source_ledger, stepup_security_keys, stepup_phones; ALTER TABLE telemetry_installations DROP COLUMN last_crash; DELETE FROM rollout_schema WHERE version >= 6")
         let uri = try PostgresServer.get().uris(of: conninfo).socket
         let old = try rollout(["set", "5", "--reason", "before the upgrade"], store: uri)
         #expect(old.status != 0 && old.stderr.contains("run 'rollout store migrate'"), "\(old.stderr)")

@@ -57,7 +57,7 @@ struct PostgresSourceStateTests {
         let cli = try PostgresSealTests()
         let (conninfo, uri) = try cli.initialized("pg-sources-migrate")
         try PostgresSealTests.psql(
-            conninfo, "DROP TABLE source_config, source_state, source_ledger, stepup_security_keys, stepup_phones; DELETE FROM rollout_schema WHERE version >= 7")
+            conninfo, "DROP TABLE source_config, source_state, source_ledger, stepup_security_keys, stepup_phones; ALTER TABLE telemetry_installations DROP COLUMN last_crash; DELETE FROM rollout_schema WHERE version >= 7")
         let key = try #require(try StoreKey.load(cli.key))
         let sealKey = PostgresSealKey(teamKey: key.bytes, path: key.path)
         // The seal schema 6 wrote: its sealed tables, under the key.

@@ -29,6 +29,9 @@ struct ConsoleSourcePullsTests {
         #expect(pulled.lastError?.contains("GOOGLE_APPLICATION_CREDENTIALS") == true, "\(String(describing: pulled.lastError))")
         #expect(first.header.staleReason?.contains("source bq has not answered yet") == true, "\(String(describing: first.header.staleReason))")
         #expect(first.events.first?.text.hasPrefix("source bq failed: ") == true, "\(first.events)")
+        // An aggregating source sends no per-installation events: no distinct users per window, and the crash
+        // panel says so rather than showing a crash-free share of nobody.
+        #expect(first.crash.windowed?.unavailable == "not available from BigQuery", "\(String(describing: first.crash.windowed))")
 
         // Within the source's interval nothing is pulled again; after it, the next picture pulls.
         let before = clock.now()
@@ -45,5 +48,6 @@ struct ConsoleSourcePullsTests {
         let seen = try reader.consoleSource(environment: [:]).snapshot()
         #expect(try sources.state("bq")?.lastAttempt == clock.now() - .minutes(5))
         #expect(seen.header.staleReason?.contains("source bq has not answered yet") == true)
+        #expect(seen.crash.windowed?.unavailable == "not available from BigQuery")
     }
 }

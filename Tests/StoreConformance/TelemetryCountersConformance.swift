@@ -38,6 +38,7 @@ public enum TelemetryCountersConformance {
         ("counter looks list each minute's and hour's rows, oldest first, only inside the range", counterLooks),
         ("a read-only handle refuses a batch and nothing is written", readOnlyRefuses),
         ("a batch is seen whole or not at all by a concurrent reader", wholeOrNothing),
+        ("the last day's distinct active and crashed users, by latest cohort, give crash-free users", windowedCrashFree),
     ]
 
     /// Runs every check; the first failure names its rule.
@@ -170,6 +171,53 @@ public enum TelemetryCountersConformance {
         let unavailableText = try reader.describe(unavailable)
         try expect(
             unavailableText == unavailable.errorClass.description, "Apple's class reads \(unavailableText)")
+    }
+
+    /// Crash-free users over the last 24 hours (whole hours) need, per arm, the distinct users active in the window
+    /// and those whose latest fatal crash is in it: repeated crashes count once, a crash before the window does not
+    /// count, a user counts in the cohort of their latest event, and it holds across batches and handles.
+    static func windowedCrashFree(_ factory: Factory) throws {
+        let fixture = try factory()
+        let counters = try fixture.open()
+        let day: Int64 = 3600
+        // Long before the window: "old" crashes, "gone" is active; neither counts as crashed in the window.
+        _ = try counters.commit(
+            batch([
+                event(0, "old", .sessionStart, .enabled), event(5, "old", .crash(fatal: true), .enabled, provider: .unspecified),
+                event(2 * day, "gone", .sessionStart, .enabled),
+            ]), source: "test", at: t0 + .hours(3))
+        // In the window: "a" crashes twice, "b" crashes in control, "d" crashes while exposed and then reports control.
+        _ = try counters.commit(
+            batch([
+                event(29 * day, "a", .sessionStart, .enabled),
+                event(29 * day + 10, "a", .crash(fatal: true), .enabled, provider: .unspecified),
+                event(29 * day + 20, "a", .crash(fatal: true), .enabled, provider: .unspecified),
+                event(29 * day, "b", .sessionStart, .control),
+                event(29 * day + 10, "b", .crash(fatal: true), .control, provider: .unspecified),
+                event(29 * day + 30, "d", .crash(fatal: true), .enabled, provider: .unspecified),
+                event(29 * day + 40, "e", .crash(fatal: false), .control, provider: .unspecified),
+            ]), source: "test", at: t0 + .hours(29))
+        _ = try counters.commit(
+            batch([
+                event(30 * day, "old", .sessionStart, .enabled), event(30 * day, "b", .sessionStart, .control),
+                event(30 * day, "d", .sessionStart, .control),
+            ]), source: "test", at: t0 + .hours(30))
+        for reader in [counters, try fixture.open()] {
+            let a = try reader.snapshot(configuration, now: t0 + .hours(30) + .minutes(5)).activity
+            try expect(
+                a.activeByCohort[.enabled] == 2 && a.activeByCohort[.control] == 3,
+                "active in the window: \(a.activeByCohort), not 2 exposed (old, a) and 3 control (b, d, e)")
+            try expect(
+                (a.crashedByCohort[.enabled] ?? 0) == 1 && (a.crashedByCohort[.control] ?? 0) == 2,
+                "crashed in the window: \(a.crashedByCohort), not 1 exposed (a) and 2 control (b, d)")
+            try expect(
+                a.crashFreeUsers(.enabled) == 0.5 && abs((a.crashFreeUsers(.control) ?? 0) - 1.0 / 3) < 1e-12,
+                "crash-free users \(String(describing: a.crashFreeUsers(.enabled))), \(String(describing: a.crashFreeUsers(.control)))")
+            try expect(a.crashFreeUsers(.none) == nil, "crash-free users without active users in the arm")
+        }
+        // "old"'s crash long ago is outside the window, and its latest crash is stored with it.
+        let old = try counters.installation("old")
+        try expect(old?.lastCrashAt == (t0 + .seconds(Int64(5))).microseconds, "old's latest crash is \(String(describing: old))")
     }
 
     static func counterLooks(_ factory: Factory) throws {

@@ -51,7 +51,7 @@ struct IngestSpillTests {
     static func fields(_ d: InstallationDelta) -> [String] {
         var out = [
             "\(d.firstSeen)", "\(d.lastSeen)", "\(d.cohort)", "\(d.provider)", "\(d.osMajor)", "\(d.sessions)",
-            "\(d.fetchedAt)", "\(d.templateVersion)",
+            "\(d.fetchedAt)", "\(d.templateVersion)", "\(String(describing: d.latestFatalCrash))",
         ]
         for c in Cohort.allCases {
             out += ["\(String(describing: d.entered(c)))", "\(String(describing: d.crashed(c)))"]
@@ -69,7 +69,7 @@ struct IngestSpillTests {
     static func allFields(_ d: InstallationDelta) -> [String] {
         fields(d) + [
             "\(d.firstProvider)", "\(d.firstOSMajor)", "\(d.providerAt)", "\(d.osMajorAt)", "\(d.enteredAt)",
-            "\(d.crashedAt)",
+            "\(d.crashedAt)", "\(d.lastCrashAt)",
         ]
     }
 
@@ -96,6 +96,7 @@ struct IngestSpillTests {
             d.crashedAt = (time(), r.below(2) == 0 ? .max : time(), r.below(2) == 0 ? .max : time())
             d.fetchedAt = r.below(2) == 0 ? .min : time()
             d.templateVersion = r.below(2) == 0 ? 0 : time()
+            d.lastCrashAt = r.below(2) == 0 ? .min : time()
             // Ids of any length, the empty one and one longer than a read chunk's slack included.
             let length = i == 0 ? 0 : i == 1 ? 300_000 : r.below(40)
             deltas.append(((0..<length).map { _ in UInt8(r.below(256)) }, d))

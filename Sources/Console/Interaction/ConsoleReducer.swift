@@ -859,6 +859,8 @@ extension ConsoleState {
         case .showVerdict:
             overlay = .verdict(scroll: 0)
         case .focusLog:
+            // The charts screen hides the log: focusing it there would move an invisible selection.
+            guard !chartsShown else { return [] }
             guard let newest = logVersions.first else {
                 say("The log shows no published change to open yet", .info)
                 return []
@@ -909,7 +911,8 @@ extension ConsoleState {
             say(chartsShown ? "Charts, last \(chartZoom.text): z zooms, c goes back to the panels" : "Panels", .info)
         case .cycleZoom:
             chartZoom = chartZoom.next
-            say("Charts: last \(chartZoom.text)" + (chartsShown ? "" : " (c shows them)"), .info)
+            // The main screen's attestation chart follows the same zoom.
+            say(chartsShown ? "Charts: last \(chartZoom.text)" : "Attestation chart: last \(chartZoom.text) (c shows every chart)", .info)
         }
         return []
     }

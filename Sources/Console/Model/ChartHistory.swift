@@ -64,11 +64,18 @@ public struct ArmCounts: Hashable, Sendable {
 public struct ArmMinute: Hashable, Sendable {
     public var exposed: ArmCounts
     public var control: ArmCounts
+    /// Installations in neither arm (outside the rollout's bands): with the arms, every cohort, what the main
+    /// screen's attestation chart counts.
+    public var other: ArmCounts
 
-    public init(exposed: ArmCounts = .zero, control: ArmCounts = .zero) {
+    public init(exposed: ArmCounts = .zero, control: ArmCounts = .zero, other: ArmCounts = .zero) {
         self.exposed = exposed
         self.control = control
+        self.other = other
     }
+
+    /// Every cohort together.
+    public var all: ArmCounts { exposed + control + other }
 }
 
 /// The share of active devices on the newest template version, as sampled at one instant (telemetry time).

@@ -212,6 +212,9 @@ public struct AttestationInfo: Hashable, Sendable {
     public var budgetPerMinute: Double?
     /// When the newest minute of `perMinute` began (telemetry time), to mark published changes on the chart.
     public var seriesEnd: Instant?
+    /// Minutes each entry of `perMinute` stands for (1; more when the main chart is zoomed out past its width, each
+    /// entry then a mean per minute over that many minutes, and `seriesEnd` the start of the newest entry).
+    public var minutesPerPoint = 1
 
     public init(
         successTotal: Int, failureTotal: Int, successRate: WindowRates, failureRate: WindowRates,
@@ -250,6 +253,32 @@ public struct CohortCrashStats: Hashable, Sendable {
     }
 }
 
+/// Crash-free users over a recent window, as Crashlytics defines them: of the users active in the window, the share
+/// without a fatal crash in it (per arm, by each user's latest cohort). Unlike the cumulative figure (users with a
+/// fatal crash since the rollout started over users who entered), it stays level in a healthy fleet.
+public struct WindowedCrashFree: Hashable, Sendable {
+    /// The window, as the screen labels it (`24 h`).
+    public var window: String
+    public var exposed: Double?
+    public var exposedUsers: Int
+    public var control: Double?
+    public var controlUsers: Int
+    /// Why there is no figure (`not available from BigQuery`), when the data comes from a source that cannot give
+    /// distinct users per window.
+    public var unavailable: String?
+
+    public init(
+        window: String, exposed: Double?, exposedUsers: Int, control: Double?, controlUsers: Int, unavailable: String? = nil
+    ) {
+        self.window = window
+        self.exposed = exposed
+        self.exposedUsers = exposedUsers
+        self.control = control
+        self.controlUsers = controlUsers
+        self.unavailable = unavailable
+    }
+}
+
 /// An estimate with its anytime-valid confidence interval, in percentage points.
 public struct IntervalEstimate: Hashable, Sendable {
     public var estimate: Double
@@ -284,6 +313,9 @@ public struct CrashInfo: Hashable, Sendable {
     public var guardrailsArmed: Bool
     /// Auto-kill on HALT is on (a writable console, `watch` or ingest publishes the kill at its next refresh).
     public var autoKill: Bool
+    /// Crash-free users over a recent window (nil: not given, e.g. a fixture; the panel then shows only the
+    /// cumulative row).
+    public var windowed: WindowedCrashFree? = nil
 
     public init(
         exposed: CohortCrashStats, control: CohortCrashStats, difference: IntervalEstimate?,

@@ -78,13 +78,27 @@ enum PanelText {
             let line = [Span(Format.pad(name, label), .muted)] + value
             return line.width + optional.width <= width ? line + optional : line
         }
-        let table: [Line] = [
+        var table: [Line] = [
             [
                 Span(Format.pad("Crash-free", label), .muted), Span(Format.padLeft("exposed", column), .muted),
                 Span(Format.padLeft("control", column), .muted),
-            ],
+            ]
+        ]
+        // Crashlytics' crash-free users (over a recent window) first; the cumulative share since the start below it.
+        if let w = c.windowed {
+            let name = Format.pad("users " + w.window, label)
+            if let why = w.unavailable {
+                table.append([Span(name, .muted), Span(Format.truncate(why, max(0, width - label)), .muted)])
+            } else {
+                table.append([
+                    Span(name, .muted), Span(Format.padLeft(value(w.exposed, w.exposedUsers), column), .text),
+                    Span(Format.padLeft(value(w.control, w.controlUsers), column), .text),
+                ])
+            }
+        }
+        table += [
             [
-                Span(Format.pad("users", label), .muted),
+                Span(Format.pad(c.windowed == nil ? "users" : "users total", label), .muted),
                 Span(Format.padLeft(value(c.exposed.crashFreeUsers, c.exposed.users), column), .text),
                 Span(Format.padLeft(value(c.control.crashFreeUsers, c.control.users), column), .text),
             ],
@@ -195,8 +209,9 @@ enum PanelText {
                 // The chart runs on telemetry time: a change made now in a demo is marked at its simulated instant.
                 let at = change.telemetryAt ?? change.at
                 let behind = end.microseconds - at.microseconds
-                guard at.microseconds < end.microseconds + 60_000_000 else { continue }
-                let back = behind <= 0 ? 0 : Int((behind + 59_999_999) / 60_000_000)
+                let step = Int64(max(1, a.minutesPerPoint)) * 60_000_000
+                guard at.microseconds < end.microseconds + step else { continue }
+                let back = behind <= 0 ? 0 : Int((behind + step - 1) / step)
                 let minute = a.perMinute.count - 1 - back
                 let column = pad + minute * spread - dropped
                 guard minute >= 0, column >= 0, column < chartWidth else { continue }
@@ -407,22 +422,24 @@ enum BoxedLayout {
         .render(into: &grid, area: crashArea)
         grid.draw(PanelText.crash(m, width: crashInner.width, rows: crashInner.height), in: crashInner)
 
-        let minutes = m.attestation.perMinute.count
+        // The chart follows the charts' zoom (`z`); the summary rows above it keep their 1/5/15-minute rates.
+        let chartWidth = (wide ? attest.width - 4 - 34 - 2 : attest.width - 4) - 6
+        let zoomed = m.attestation.zoomed(s.chartZoom, history: m.history, chartWidth: chartWidth)
         let attestInner = Frame(
             title: [Span("Attestation", .title)],
-            status: [Span("per minute, last \(minutes) min", .muted)]
+            status: [Span(zoomed.title, .muted)]
         ).render(into: &grid, area: attest)
         let (summary, chartAndFailures) = attestInner.splitTop(2)
         grid.draw(PanelText.attestationSummary(m.attestation, width: attestInner.width), in: summary)
         if wide {
             let failureWidth = 34
             let (chart, failures) = chartAndFailures.splitLeft(chartAndFailures.width - failureWidth - 2)
-            grid.draw(PanelText.attestationChart(m.attestation, width: chart.width, rows: chart.height, changes: m.changes), in: chart)
+            grid.draw(PanelText.attestationChart(zoomed.info, width: chart.width, rows: chart.height, changes: m.changes), in: chart)
             let column = Rect(x: failures.x + 2, y: failures.y, width: failureWidth, height: failures.height)
             grid.draw(PanelText.failureColumn(m.attestation, width: column.width, rows: column.height), in: column)
         } else {
             let (chart, failureRow) = chartAndFailures.splitBottom(1)
-            grid.draw(PanelText.attestationChart(m.attestation, width: chart.width, rows: chart.height, changes: m.changes), in: chart)
+            grid.draw(PanelText.attestationChart(zoomed.info, width: chart.width, rows: chart.height, changes: m.changes), in: chart)
             grid.draw([PanelText.failureLine(m.attestation)], in: failureRow)
         }
 
