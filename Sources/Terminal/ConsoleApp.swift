@@ -102,6 +102,8 @@ public enum ConsoleApp {
                     }
                 case .refresh: fetcher.refreshNow()
                 case .preview, .publish, .loadHistory, .loadAudit, .loadVersion, .planControl: effects.submit(effect)
+                // At once, not behind the publish it cancels (that one may be waiting for the key's touch).
+                case .cancelApproval: effects.interrupt(effect)
                 }
             }
         }
@@ -240,4 +242,6 @@ final class EffectRunner: @unchecked Sendable {
     func submit(_ effect: ConsoleEffect) {
         queue.async { [executor, mailbox] in mailbox.post(executor.perform(effect)) }
     }
+
+    func interrupt(_ effect: ConsoleEffect) { executor.interrupt(effect) }
 }

@@ -35,6 +35,9 @@ public enum ConsoleEvent: Hashable, Sendable {
     case published(PublishReceipt)
     /// Answer to `.publish`: anything else went wrong (I/O); nothing was written.
     case publishFailed(requestID: Int, message: String)
+    /// Answer to `.publish` approved by a security key: the key needs its PIN (the console asks, masked, and
+    /// tries again); nothing was written.
+    case securityKeyNeedsPIN(requestID: Int)
 
     /// Answer to `.loadHistory`: published changes, newest first.
     case historyLoaded([ChangeRecord])
@@ -73,6 +76,10 @@ public enum ConsoleEffect: Hashable, Sendable {
     /// Pause (true) or resume (false) the store's ramp plan, audited; answer `.planControlled`. `code`: a plan
     /// paused for a one-time code resumes with it, its waiting step published by this operator.
     case planControl(pause: Bool, code: String? = nil)
+    /// Abandon the security-key approval of publish `requestID` (Esc on "touch your security key"): the run loop
+    /// hands it to the executor's `interrupt` at once (not behind the publish it cancels); the key's request is
+    /// cancelled and whatever it returns is not published.
+    case cancelApproval(requestID: Int)
     /// Fetch a snapshot now rather than at the next refresh.
     case refresh
     /// Repaint the whole terminal (Ctrl-L).

@@ -92,7 +92,7 @@ extension ConsoleState {
             return publishRefused(id, refusal, intervening: intervening)
         case .published(let receipt):
             var rolledBackTo: Int?
-            if case .publishing(let request) = overlay, request.preview.request.id == receipt.requestID {
+            if let request = inFlight(receipt.requestID) {
                 overlay = nil
                 switch request.preview.request.operation {
                 case .rollbackLast: rolledBackTo = Int(request.preview.baseVersion).map { $0 - 1 }
@@ -112,6 +112,12 @@ extension ConsoleState {
             if isPublishing(id) { overlay = nil }
             say("Not published: " + message, .error)
             return [.refresh]
+        case .securityKeyNeedsPIN(let id):
+            guard let request = inFlight(id), request.securityKey else { return [] }
+            overlay = .securityKeyPIN(
+                request.preview, reason: request.reason, field: TextField(maxLength: 63, masked: true),
+                error: request.securityKeyPIN == nil ? nil : "The key refused the PIN; type it again (Esc cancels).")
+            return []
         case .historyLoaded(let entries):
             guard case .history(nil, _) = overlay else { return [] }
             overlay = .history(entries: entries, cursor: ListCursor())
@@ -223,7 +229,7 @@ extension ConsoleState {
     private mutating func noteStoreLost(_ lost: String) -> [ConsoleEffect] {
         storeLost = lost
         switch overlay {
-        case .valuePrompt, .preparing, .confirm, .reason, .stepUp, .conflict:
+        case .valuePrompt, .preparing, .confirm, .reason, .stepUp, .stepUpMethod, .securityKeyPIN, .conflict:
             overlay = nil
             keptReason = nil
             revision = nil
@@ -279,9 +285,15 @@ extension ConsoleState {
         return [.preview(request)]
     }
 
-    private func isPublishing(_ id: Int) -> Bool {
-        if case .publishing(let r) = overlay { return r.preview.request.id == id }
-        return false
+    private func isPublishing(_ id: Int) -> Bool { inFlight(id) != nil }
+
+    /// The publish `id` while it is on screen: in flight, or waiting for the security key that approves it.
+    private func inFlight(_ id: Int) -> ConfirmedChange? {
+        switch overlay {
+        case .publishing(let r) where r.preview.request.id == id: r
+        case .securityKey(let r, _, _) where r.preview.request.id == id: r
+        default: nil
+        }
     }
 
     /// Shows a message under the panels. A result (success, warning, error) stays until the operator's next key
@@ -421,6 +433,49 @@ extension ConsoleState {
 
         case .publishing:
             // A compare-and-swap in flight cannot be called back; its answer closes this.
+            return []
+
+        case .stepUpMethod(let preview, let reason, let selected):
+            let options = preview.stepUpOptions
+            switch key {
+            case .up, .character("k"), .backTab:
+                self.overlay = .stepUpMethod(preview, reason: reason, selected: max(0, selected - 1))
+            case .down, .character("j"), .tab:
+                self.overlay = .stepUpMethod(preview, reason: reason, selected: min(options.count - 1, selected + 1))
+            case .enter:
+                return useStepUp(options[min(selected, options.count - 1)], preview, reason: reason)
+            case .character(let c) where c.wholeNumberValue.map { (1...options.count).contains($0) } ?? false:
+                return useStepUp(options[c.wholeNumberValue! - 1], preview, reason: reason)
+            case .escape, .character("q"):
+                cancelWrite()
+            default: break
+            }
+            return []
+
+        case .securityKey(let request, _, _):
+            // The key's request is abandoned (cancelled on the device; whatever it returns is not published).
+            guard key == .escape || key == .character("q") else { return [] }
+            self.overlay = nil
+            keptReason = nil
+            revision = nil
+            say("Cancelled: the security key's approval was abandoned; nothing was written.", .info)
+            return [.cancelApproval(requestID: request.preview.request.id)]
+
+        case .securityKeyPIN(let preview, let reason, var field, let error):
+            switch field.handle(key) {
+            case .cancelled:
+                cancelWrite()
+            case .submitted:
+                guard !field.text.isEmpty else {
+                    self.overlay = .securityKeyPIN(preview, reason: reason, field: field, error: "Type the key's PIN (Esc cancels).")
+                    return []
+                }
+                return approveWithSecurityKey(preview, reason: reason, pin: field.text)
+            case .edited:
+                self.overlay = .securityKeyPIN(preview, reason: reason, field: field, error: nil)
+            case .ignored:
+                self.overlay = .securityKeyPIN(preview, reason: reason, field: field, error: error)
+            }
             return []
 
         case .conflict(let conflict, let focus):
@@ -968,10 +1023,32 @@ extension ConsoleState {
     private mutating func afterReason(_ preview: ChangePreview, reason: String) -> [ConsoleEffect] {
         if !reason.isEmpty { keptReason = reason }
         if preview.requiresStepUp {
+            let options = preview.stepUpOptions
+            if options.count > 1 {
+                overlay = .stepUpMethod(preview, reason: reason, selected: 0)
+                return []
+            }
+            return useStepUp(options.first ?? .code, preview, reason: reason)
+        }
+        return publish(ConfirmedChange(preview: preview, reason: reason, stepUpCode: nil))
+    }
+
+    /// The chosen second factor: the code prompt, or the security key at once.
+    private mutating func useStepUp(_ option: StepUpOption, _ preview: ChangePreview, reason: String) -> [ConsoleEffect] {
+        switch option {
+        case .securityKey:
+            return approveWithSecurityKey(preview, reason: reason, pin: nil)
+        case .code, .phone:
             overlay = .stepUp(preview, reason: reason, field: Self.codeField(), error: nil)
             return []
         }
-        return publish(ConfirmedChange(preview: preview, reason: reason, stepUpCode: nil))
+    }
+
+    /// "Touch your security key": the executor has the key sign the change and publishes it in one effect.
+    private mutating func approveWithSecurityKey(_ preview: ChangePreview, reason: String, pin: String?) -> [ConsoleEffect] {
+        let request = ConfirmedChange.withSecurityKey(preview, reason: reason, pin: pin)
+        overlay = .securityKey(request, since: wallNow, seconds: preview.securityKeySeconds)
+        return [.publish(request)]
     }
 
     private mutating func publish(_ request: ConfirmedChange) -> [ConsoleEffect] {
@@ -1014,7 +1091,7 @@ extension ConsoleState {
 
     /// The answer to a publish the write path refused: the dialog or message is chosen by the refusal's case.
     private mutating func publishRefused(_ id: Int, _ refusal: WriteRefusal, intervening: [ChangeRecord]) -> [ConsoleEffect] {
-        guard case .publishing(let request) = overlay, request.preview.request.id == id else {
+        guard let request = inFlight(id) else {
             // The answer to a request no longer on screen: conflicts and code prompts are for the open dialog only.
             switch refusal {
             case .conflict: return [.refresh]
@@ -1031,7 +1108,13 @@ extension ConsoleState {
                     request: request.preview.request, expectedVersion: request.preview.baseVersion, report: report,
                     intervening: intervening), focus: .cancel)
             return [.refresh]
-        case .stepUpNeeded, .stepUpFailed:
+        case .stepUpBlocked(let r) where r.twoPersonRequest != nil:
+            // Recorded, not refused for good: a second operator approves the request by its id.
+            overlay = nil
+            keptReason = nil
+            say("Awaiting a second operator: request \(r.twoPersonRequest ?? ""); " + r.detail, .warning)
+            return [.refresh]
+        case .stepUpNeeded where !request.securityKey, .stepUpFailed where !request.securityKey:
             // The code prompt reopens with the refusal's words.
             overlay = .stepUp(request.preview, reason: request.reason, field: Self.codeField(), error: refusal.description)
             return []
