@@ -6,6 +6,7 @@ import RampPlans
 import Monitoring
 import RemoteConfig
 import Rollout
+import PhoneVerification
 import SecurityKey
 import StepUp
 import SQLiteStore
@@ -147,6 +148,10 @@ public struct ConsoleSecurityKey: Sendable {
 public final class StoreConsoleExecutor: ConsoleEffectExecutor, @unchecked Sendable {
     private let session: any ConsoleWriteSession
     private let securityKey: ConsoleSecurityKey
+    /// The phone verification provider, nil when none is configured (`$ROLLOUT_VONAGE_CREDENTIALS`).
+    private let phone: (@Sendable () throws -> VonageVerifyClient)?
+    /// The provider's verification of each publish request that started one.
+    private var verifications: [Int: String] = [:]
     private let lock = Lock()
     /// The security-key approvals in flight by publish request id, which `interrupt` cancels (its own lock: it
     /// runs while `perform` holds `lock`).
@@ -158,9 +163,21 @@ public final class StoreConsoleExecutor: ConsoleEffectExecutor, @unchecked Senda
     private var cachedPath: WritePath?
     private var cachedMonitor: RolloutMonitor?
 
-    public init(session: any ConsoleWriteSession, securityKey: ConsoleSecurityKey = .fromEnvironment) {
+    public init(
+        session: any ConsoleWriteSession, securityKey: ConsoleSecurityKey = .fromEnvironment,
+        phone: (@Sendable () throws -> VonageVerifyClient)? = StoreConsoleExecutor.phoneFromEnvironment()
+    ) {
         self.session = session
         self.securityKey = securityKey
+        self.phone = phone
+    }
+
+    /// The Verify client of this process's environment, when `$ROLLOUT_VONAGE_CREDENTIALS` names one.
+    public static func phoneFromEnvironment(
+        _ environment: [String: String] = ProcessInfo.processInfo.environment
+    ) -> (@Sendable () throws -> VonageVerifyClient)? {
+        guard let path = environment["ROLLOUT_VONAGE_CREDENTIALS"], !path.isEmpty else { return nil }
+        return { try StepUpMethods.phoneClient(environment: environment) }
     }
 
     /// `.cancelApproval`: the key's request is cancelled on the device, and whatever it returns is not published.
@@ -204,6 +221,9 @@ public final class StoreConsoleExecutor: ConsoleEffectExecutor, @unchecked Senda
             case .planControl(let pause, let code):
                 // Ramp plans live in every store (a file store, Firebase's state store, PostgreSQL).
                 return [ConsolePlan.control(pause: pause, code: code, session: session.planSession)]
+            case .phoneStart(let request): return phoneStart(request)
+            case .phoneCall(let id): return phoneCall(id)
+            case .phoneCancel(let id): return phoneCancel(id)
             case .refresh, .redraw, .bell, .quit, .simulation, .cancelApproval: return []
             }
         }
@@ -247,6 +267,10 @@ public final class StoreConsoleExecutor: ConsoleEffectExecutor, @unchecked Senda
             // A locked one-time code does not lock the key: the key can still approve.
             shown.requiresStepUp = true
         }
+        if phone != nil, try policy.accepts(.phone, for: proposal), try policy.phoneEnrolment(of: session.operatorID) != nil {
+            options.append(.phone)
+            shown.requiresStepUp = true
+        }
         if !options.isEmpty { shown.stepUpOptions = options }
         shown.securityKeySeconds = securityKey.timeoutSeconds
     }
@@ -257,6 +281,7 @@ public final class StoreConsoleExecutor: ConsoleEffectExecutor, @unchecked Senda
         let id = request.preview.request.id
         do {
             var writeRequest = request.writeRequest(actor: session.operatorID, origin: Self.origin)
+            if request.phone { return [try phoneCheck(request, writeRequest)] }
             if request.securityKey {
                 let cancellation = SecurityKeyCancellation()
                 let cancelled = cancellations.withLock { () -> Bool in
@@ -306,6 +331,97 @@ public final class StoreConsoleExecutor: ConsoleEffectExecutor, @unchecked Senda
             (Int($0.version) ?? 0) > base
         }
         return .writeRefused(requestID: id, refusal, intervening: intervening ?? [])
+    }
+
+    // MARK: Phone verification, one step per effect (the CLI's `StepUpMethods.publishWithPhone` in a loop)
+
+    private func phonePolicy() throws -> (StepUpWritePolicy, WritePath)? {
+        let path = try writePath()
+        return path.policies.lazy.compactMap({ $0 as? StepUpWritePolicy }).first.map { ($0, path) }
+    }
+
+    /// The write path's answer to `request` with the provider's `outcome` (audited, counted towards the phone
+    /// method's lockout).
+    private func submitPhone(_ request: ConfirmedChange, verification: String, _ outcome: PhoneApproval.Outcome) -> ConsoleEvent {
+        var writeRequest = request.writeRequest(actor: session.operatorID, origin: Self.origin)
+        writeRequest.phoneApproval = PhoneApproval(verification: verification, outcome: outcome)
+        do {
+            return try execute(writeRequest, id: request.preview.request.id, request)
+        } catch let failure as WritePath.Failure {
+            return refused(failure, id: request.preview.request.id, request)
+        } catch {
+            return .publishFailed(requestID: request.preview.request.id, message: ConsoleText.oneLine(error))
+        }
+    }
+
+    private func phoneStart(_ request: ConfirmedChange) -> [ConsoleEvent] {
+        let id = request.preview.request.id
+        do {
+            guard let phone, let (policy, path) = try phonePolicy() else {
+                return [.publishFailed(requestID: id, message: "phone verification is not configured ($ROLLOUT_VONAGE_CREDENTIALS)")]
+            }
+            let proposal = try path.preview(request.writeRequest(actor: session.operatorID, origin: Self.origin)).proposal
+            guard let enrolment = try policy.phoneEnrolment(of: session.operatorID) else {
+                return [.publishFailed(requestID: id, message: "\(session.operatorID) has no phone in this store")]
+            }
+            // A method the policy does not accept, or a locked one: refused (and audited) before anything is sent.
+            if try !policy.accepts(.phone, for: proposal) || enrolment.isLockedOut(at: path.clock.now()) {
+                return [submitPhone(request, verification: "-", .unavailable("not started"))]
+            }
+            let verification: String
+            do {
+                verification = try phone().start(number: PhoneNumber.digits(enrolment.number))
+            } catch {
+                return [submitPhone(request, verification: "-", .unavailable("\(error)"))]
+            }
+            verifications[id] = verification
+            return [
+                .phoneStatus(
+                    requestID: id,
+                    status: "provider: a code by SMS to \(enrolment.masked), then a voice call (verification \(verification))")
+            ]
+        } catch let failure as WritePath.Failure {
+            return [refused(failure, id: id, request)]
+        } catch {
+            return [.publishFailed(requestID: id, message: ConsoleText.oneLine(error))]
+        }
+    }
+
+    /// The code typed: checked by the provider (the only place it goes), then the outcome through the write path.
+    private func phoneCheck(_ request: ConfirmedChange, _ writeRequest: WritePath.Request) throws -> ConsoleEvent {
+        let id = request.preview.request.id
+        guard let phone, let verification = verifications[id], let code = request.phoneCode else {
+            return .publishFailed(requestID: id, message: "no phone verification was started for this change")
+        }
+        let outcome: PhoneApproval.Outcome
+        do {
+            switch try phone().check(verification, code: code) {
+            case .verified: outcome = .verified
+            case .wrong: outcome = .wrong
+            case .tooManyAttempts: outcome = .tooManyAttempts
+            }
+        } catch {
+            outcome = .unavailable("\(error)")
+        }
+        if outcome != .wrong { verifications[id] = nil }
+        return submitPhone(request, verification: verification, outcome)
+    }
+
+    private func phoneCall(_ id: Int) -> [ConsoleEvent] {
+        guard let phone, let verification = verifications[id] else { return [] }
+        do {
+            try phone().nextChannel(verification)
+            return [.phoneStatus(requestID: id, status: "provider: calling your phone now to read the same code (voice)")]
+        } catch {
+            return [.phoneStatus(requestID: id, status: "provider: \(error)")]
+        }
+    }
+
+    /// Esc: the provider's verification is cancelled (DELETE); nothing reaches the write path; no answer.
+    private func phoneCancel(_ id: Int) -> [ConsoleEvent] {
+        guard let phone, let verification = verifications.removeValue(forKey: id) else { return [] }
+        try? phone().cancel(verification)
+        return []
     }
 
     /// One version for the drill-down: its record (who, when, from → to, why) and the core's diff against the

@@ -24,6 +24,9 @@ public enum StepUpMethods {
         environment["ROLLOUT_SECURITY_KEY_PIN"].flatMap { $0.isEmpty ? nil : $0 }
     }
 
+    /// `error` is the key asking for its PIN (none was given, or a wrong one): asking for it may help.
+    public static func needsSecurityKeyPIN(_ error: any Error) -> Bool { (error as? SecurityKeyError)?.needsPIN ?? false }
+
     /// Enrols a security key for `actor` (already enrolled with a code) on `session`'s store: the key makes a
     /// credential (touch and verify), then the settings write path stores it, judged by step-up with `code`.
     public static func enrolSecurityKey(

@@ -460,9 +460,12 @@ extension StoreCommands {
         request.basedOnETag = etag
         request.allowRolloutChange = inv.flag("--allow-rollout-change")
         if inv.flag("--security-key"), !inv.flag("--dry-run"), !readOnly {
-            request = try StepUpMethods.approveWithSecurityKey(
-                request, on: path, device: try StepUpMethods.securityKeyDevice(), pin: StepUpMethods.securityKeyPIN(),
-                notice: { StandardStream.error.write("rollout: \($0)\n") })
+            let unapproved = request
+            request = try OperatorCommands.withSecurityKeyPIN { pin in
+                try StepUpMethods.approveWithSecurityKey(
+                    unapproved, on: path, device: try StepUpMethods.securityKeyDevice(), pin: pin,
+                    notice: { StandardStream.error.write("rollout: \($0)\n") })
+            }
         }
 
         if inv.flag("--dry-run") {

@@ -174,4 +174,56 @@ struct SecondFactorTests {
         let screen = ConsoleScreen.render(s, size: Size(width: 160, height: 30)).lines.joined(separator: "\n")
         #expect(screen.contains("approved by bob@desk (security key), proposed by ana@laptop"), "\(screen)")
     }
+
+    @Test("phone: the verification starts, its status shows, the code is masked, c calls, a wrong code asks again, Esc cancels")
+    func phone() throws {
+        var s = Fixture.state(Fixture.model())
+        let preview = try reachStepUp(&s, options: [.code, .phone])
+        let id = preview.request.id
+        let effects = press(&s, .character("2"))
+        let started = ConfirmedChange.withPhone(preview, reason: "why")
+        #expect(effects == [.phoneStart(started)])
+        // No code before the provider has sent one; no call either.
+        type(&s, "1234")
+        #expect(press(&s, .enter) == [])
+        #expect(press(&s, .character("c")) == [])
+        _ = s.handle(.phoneStatus(requestID: id, status: "provider: verification v-1: a code by SMS to +44••••••0123"))
+        var screen = ConsoleScreen.render(s, size: Size(width: 100, height: 30)).lines.joined(separator: "\n")
+        #expect(screen.contains("a code by SMS to +44••••••0123"), "\(screen)")
+        #expect(!screen.contains("1234"), "the code must be masked: \(screen)")
+        #expect(press(&s, .character("c")) == [.phoneCall(requestID: id)])
+        let checked = ConfirmedChange.withPhone(preview, reason: "why", code: "1234")
+        #expect(press(&s, .enter) == [.publish(checked)])
+        #expect(press(&s, .character("5")) == [], "keys wait while the code is checked")
+        // A wrong code: the prompt again, empty, with the write path's words; the status stays.
+        let wrong = PolicyRefusal(policy: "step-up", reason: "wrong phone code", kind: .stepUpFailed)
+        #expect(s.handle(.writeRefused(requestID: id, .stepUpFailed(wrong))) == [])
+        guard case .phone(_, let status?, let field, let error?, false)? = s.overlay else {
+            Issue.record("expected the phone prompt again, got \(String(describing: s.overlay))")
+            return
+        }
+        #expect(status.contains("SMS") && field.text.isEmpty && error.contains("wrong phone code"))
+        screen = ConsoleScreen.render(s, size: Size(width: 100, height: 30)).lines.joined(separator: "\n")
+        #expect(!screen.contains("1234"))
+        // Esc cancels the provider's verification.
+        #expect(press(&s, .escape) == [.phoneCancel(requestID: id)])
+        #expect(s.overlay == nil)
+        #expect(s.notice?.text.contains("nothing was written") == true)
+    }
+
+    @Test("phone: the right code publishes; the answer closes the dialog")
+    func phonePublishes() throws {
+        var s = Fixture.state(Fixture.model())
+        let preview = try reachStepUp(&s, options: [.phone])
+        #expect(s.overlay == .phone(ConfirmedChange.withPhone(preview, reason: "why"), status: nil, field: TextField(content: .digits, maxLength: 8, masked: true), error: nil, checking: false))
+        _ = s.handle(.phoneStatus(requestID: preview.request.id, status: "sent"))
+        type(&s, "987654")
+        press(&s, .enter)
+        _ = s.handle(
+            .published(
+                PublishReceipt(
+                    requestID: preview.request.id, version: "43", from: preview.from, to: preview.to)))
+        #expect(s.overlay == nil)
+        #expect(s.notice?.kind == .success)
+    }
 }

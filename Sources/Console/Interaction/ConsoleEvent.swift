@@ -38,6 +38,9 @@ public enum ConsoleEvent: Hashable, Sendable {
     /// Answer to `.publish` approved by a security key: the key needs its PIN (the console asks, masked, and
     /// tries again); nothing was written.
     case securityKeyNeedsPIN(requestID: Int)
+    /// Answer to `.phoneStart` or `.phoneCall`: the provider's status of the phone verification of publish
+    /// `requestID` (a code sent by SMS, a call placed). A provider's refusal answers `.writeRefused` (audited).
+    case phoneStatus(requestID: Int, status: String)
 
     /// Answer to `.loadHistory`: published changes, newest first.
     case historyLoaded([ChangeRecord])
@@ -80,6 +83,14 @@ public enum ConsoleEffect: Hashable, Sendable {
     /// hands it to the executor's `interrupt` at once (not behind the publish it cancels); the key's request is
     /// cancelled and whatever it returns is not published.
     case cancelApproval(requestID: Int)
+    /// Start the phone verification of `change` (`ConfirmedChange.phone`): the provider sends a code by SMS, then
+    /// calls; answer `.phoneStatus`, or `.writeRefused` when the policy or the provider refuses. The code typed
+    /// then goes in `.publish` (`phoneCode`), checked by the provider and the write path.
+    case phoneStart(ConfirmedChange)
+    /// "Call me instead": the provider moves to its next channel (a voice call); answer `.phoneStatus`.
+    case phoneCall(requestID: Int)
+    /// Esc on the phone code: the provider's verification is cancelled (DELETE) and audited; no answer.
+    case phoneCancel(requestID: Int)
     /// Fetch a snapshot now rather than at the next refresh.
     case refresh
     /// Repaint the whole terminal (Ctrl-L).

@@ -112,6 +112,11 @@ extension ConsoleState {
             if isPublishing(id) { overlay = nil }
             say("Not published: " + message, .error)
             return [.refresh]
+        case .phoneStatus(let id, let status):
+            guard case .phone(let request, _, let field, let error, let checking) = overlay, request.preview.request.id == id
+            else { return [] }
+            overlay = .phone(request, status: status, field: field, error: error, checking: checking)
+            return []
         case .securityKeyNeedsPIN(let id):
             guard let request = inFlight(id), request.securityKey else { return [] }
             overlay = .securityKeyPIN(
@@ -229,7 +234,7 @@ extension ConsoleState {
     private mutating func noteStoreLost(_ lost: String) -> [ConsoleEffect] {
         storeLost = lost
         switch overlay {
-        case .valuePrompt, .preparing, .confirm, .reason, .stepUp, .stepUpMethod, .securityKeyPIN, .conflict:
+        case .valuePrompt, .preparing, .confirm, .reason, .stepUp, .stepUpMethod, .securityKeyPIN, .phone, .conflict:
             overlay = nil
             keptReason = nil
             revision = nil
@@ -292,6 +297,7 @@ extension ConsoleState {
         switch overlay {
         case .publishing(let r) where r.preview.request.id == id: r
         case .securityKey(let r, _, _) where r.preview.request.id == id: r
+        case .phone(let r, _, _, _, true) where r.preview.request.id == id: r
         default: nil
         }
     }
@@ -460,6 +466,37 @@ extension ConsoleState {
             revision = nil
             say("Cancelled: the security key's approval was abandoned; nothing was written.", .info)
             return [.cancelApproval(requestID: request.preview.request.id)]
+
+        case .phone(let request, let status, var field, let error, let checking):
+            let id = request.preview.request.id
+            guard !checking else { return [] }  // the provider and the write path have the code
+            if key == .character("c") || key == .character("C") {
+                guard status != nil else { return [] }
+                return [.phoneCall(requestID: id)]
+            }
+            switch field.handle(key) {
+            case .cancelled:
+                self.overlay = nil
+                keptReason = nil
+                revision = nil
+                say("Cancelled: the phone verification was cancelled; nothing was written.", .info)
+                return [.phoneCancel(requestID: id)]
+            case .submitted:
+                guard status != nil, field.text.count >= 4 else {
+                    self.overlay = .phone(
+                        request, status: status, field: field,
+                        error: status == nil ? "Wait for the code to be sent." : "Type the code sent to your phone.", checking: false)
+                    return []
+                }
+                let checked = ConfirmedChange.withPhone(request.preview, reason: request.reason, code: field.text)
+                self.overlay = .phone(checked, status: status, field: field, error: nil, checking: true)
+                return [.publish(checked)]
+            case .edited:
+                self.overlay = .phone(request, status: status, field: field, error: nil, checking: false)
+            case .ignored:
+                self.overlay = .phone(request, status: status, field: field, error: error, checking: false)
+            }
+            return []
 
         case .securityKeyPIN(let preview, let reason, var field, let error):
             switch field.handle(key) {
@@ -1038,7 +1075,11 @@ extension ConsoleState {
         switch option {
         case .securityKey:
             return approveWithSecurityKey(preview, reason: reason, pin: nil)
-        case .code, .phone:
+        case .phone:
+            let request = ConfirmedChange.withPhone(preview, reason: reason)
+            overlay = .phone(request, status: nil, field: Self.codeField(), error: nil, checking: false)
+            return [.phoneStart(request)]
+        case .code:
             overlay = .stepUp(preview, reason: reason, field: Self.codeField(), error: nil)
             return []
         }
@@ -1114,7 +1155,16 @@ extension ConsoleState {
             keptReason = nil
             say("Awaiting a second operator: request \(r.twoPersonRequest ?? ""); " + r.detail, .warning)
             return [.refresh]
-        case .stepUpNeeded where !request.securityKey, .stepUpFailed where !request.securityKey:
+        case .stepUpFailed where request.phone:
+            // A wrong phone code: the same verification takes another (the provider allows three).
+            if case .phone(_, let status, _, _, _) = overlay {
+                overlay = .phone(
+                    ConfirmedChange.withPhone(request.preview, reason: request.reason), status: status,
+                    field: Self.codeField(), error: refusal.description, checking: false)
+            }
+            return []
+        case .stepUpNeeded where !request.securityKey && !request.phone,
+            .stepUpFailed where !request.securityKey && !request.phone:
             // The code prompt reopens with the refusal's words.
             overlay = .stepUp(request.preview, reason: request.reason, field: Self.codeField(), error: refusal.description)
             return []

@@ -265,6 +265,9 @@ public enum Overlay: Hashable, Sendable {
     case securityKey(ConfirmedChange, since: Instant?, seconds: Int)
     /// The security key asked for its PIN: typed masked, then the key is asked again.
     case securityKeyPIN(ChangePreview, reason: String, field: TextField, error: String?)
+    /// A code sent to the operator's phone: the provider's status (nil while the verification starts), the code
+    /// typed (masked), and whether it is being checked (`checking`: the provider and the write path have it).
+    case phone(ConfirmedChange, status: String?, field: TextField, error: String?, checking: Bool)
     /// The publish is in flight.
     case publishing(ConfirmedChange)
     /// Someone published first; offer to re-apply on top.

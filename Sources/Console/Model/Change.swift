@@ -193,11 +193,23 @@ public struct ConfirmedChange: Hashable, Sendable {
     public var securityKey: Bool = false
     /// The security key's PIN, when the key asked for one (never shown, never logged).
     public var securityKeyPIN: String? = nil
+    /// Approve with a code sent to the operator's phone (the executor runs the provider's verification).
+    public var phone: Bool = false
+    /// The phone code typed, to be checked by the provider (never shown, never logged).
+    public var phoneCode: String? = nil
 
     public init(preview: ChangePreview, reason: String, stepUpCode: String?) {
         self.preview = preview
         self.reason = reason
         self.stepUpCode = stepUpCode
+    }
+
+    /// The change approved by a code sent to the operator's phone (`code`: the one typed, once it is).
+    public static func withPhone(_ preview: ChangePreview, reason: String, code: String? = nil) -> ConfirmedChange {
+        var c = ConfirmedChange(preview: preview, reason: reason, stepUpCode: nil)
+        c.phone = true
+        c.phoneCode = code
+        return c
     }
 
     /// The change approved by the operator's security key (with `pin` when the key asked for one).

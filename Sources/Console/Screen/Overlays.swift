@@ -72,6 +72,17 @@ enum OverlayView {
                     [Span("\(left) s left", left <= 5 ? .warn : .accent, .bold), Span(" before the key gives up", .muted)],
                     [Span("Esc cancels; nothing is published unless the key approves.", .muted)],
                 ], buttons: nil, width: 64, into: &grid, area: area)
+        case .phone(let request, let status, let field, let error, let checking):
+            let inner = DialogBox.render(
+                title: [Span("Phone verification", .dialog)],
+                lines: [
+                    [Span("A code sent to your phone approves ", .text)] + Describe.change(request.preview.from, request.preview.to),
+                    [Span(status ?? "asking the provider to send the code…", status == nil ? .muted : .accent)],
+                    [Span("Code (not shown):", .text)], [],
+                    checking ? [Span("checking the code with the provider…", .muted)] : errorLine(error),
+                    [Span("c: call me instead · Esc cancels the verification", .muted)],
+                ], buttons: nil, width: dialogWidth(76, area), into: &grid, area: area)
+            TextInput.render(field, into: &grid, area: Rect(x: inner.x, y: inner.y + 3, width: 12, height: 1))
         case .securityKeyPIN(let preview, _, let field, let error):
             let inner = DialogBox.render(
                 title: [Span("Security key PIN", .dialog)],
