@@ -87,7 +87,8 @@ struct ConsoleTwoPersonTests {
         try consoleA.waitFor("<= 50", timeout: 20)
         try consoleB.waitFor("<= 50", timeout: 20)
 
-        /// Ana asks for 100% and picks her security key in the method chooser.
+        /// Ana asks for 100%: under the two-person rule only a security key can approve it, so the console goes
+        /// straight to her key (no method chooser).
         func proposeFullWithKey() throws {
             try consoleA.press("=")
             try consoleA.waitFor("Set the percentage")
@@ -98,8 +99,6 @@ struct ConsoleTwoPersonTests {
             try consoleA.waitFor("Reason for the increase")
             try consoleA.type("all in")
             try consoleA.press("Enter")
-            try consoleA.waitFor("Approve with:")
-            try consoleA.press("2")
         }
 
         // Esc while the key waits for a touch: abandoned, nothing published, nothing approved.
@@ -122,6 +121,11 @@ struct ConsoleTwoPersonTests {
         // Ana alone cannot complete it.
         let own = try cli(Self.ana, ["approve", id], environment: envA)
         #expect(own.status == 4, "\(own.stderr)")
+        #expect(try version() == base)
+        // Nor with a one-time code instead of the key: reaching 100% under the rule needs security keys.
+        let alone = try cli(Self.ana, ["set", "100", "--reason", "alone", "--code", code(a, minutesAgo: 0)])
+        #expect(alone.status == 4, "\(alone.stdout) \(alone.stderr)")
+        #expect(alone.stderr.contains("needs security-key"), "\(alone.stderr)")
         #expect(try version() == base)
         // Bob, once the request has expired (15 minutes): refused.
         let late = try cli(Self.bob, ["approve", id], secondsAhead: 16 * 60, environment: envB)
