@@ -151,6 +151,7 @@ struct ConsoleTwoPersonTests {
         try consoleA.waitFor(approvedText)
         try consoleA.press("Escape")
         #expect(try cli(Self.bob, ["history"]).stdout.contains(approvedText))
+        #expect(try cli(Self.bob, ["audit", "show"]).stdout.contains(approvedText))
 
         // Back to 50% (a decrease: no factor), a new request pending, and Bob kills from his console: never gated.
         try consoleA.press("=")
