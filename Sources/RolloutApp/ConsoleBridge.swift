@@ -134,14 +134,18 @@ public struct ConsoleSecurityKey: Sendable {
     public var device: @Sendable () throws -> SecurityKeyDevice
     /// How long the key waits for a touch (the dialog's countdown).
     public var timeoutSeconds: Int
+    /// The key's PIN given beforehand (`$ROLLOUT_SECURITY_KEY_PIN`); without it the console asks when the key does.
+    public var pin: String?
 
-    public init(device: @escaping @Sendable () throws -> SecurityKeyDevice, timeoutSeconds: Int = 30) {
+    public init(device: @escaping @Sendable () throws -> SecurityKeyDevice, timeoutSeconds: Int = 30, pin: String? = nil) {
         self.device = device
         self.timeoutSeconds = timeoutSeconds
+        self.pin = pin
     }
 
     /// The key of this process's environment.
-    public static let fromEnvironment = ConsoleSecurityKey(device: { try StepUpMethods.securityKeyDevice() })
+    public static let fromEnvironment = ConsoleSecurityKey(
+        device: { try StepUpMethods.securityKeyDevice() }, pin: StepUpMethods.securityKeyPIN())
 }
 
 /// Runs the console's effects through the one write path, with a connection of its own.
@@ -281,7 +285,7 @@ public final class StoreConsoleExecutor: ConsoleEffectExecutor, @unchecked Senda
         let id = request.preview.request.id
         do {
             var writeRequest = request.writeRequest(actor: session.operatorID, origin: Self.origin)
-            if request.phone { return [try phoneCheck(request, writeRequest)] }
+            if request.phone { return try phoneCheck(request, writeRequest) }
             if request.securityKey {
                 let cancellation = SecurityKeyCancellation()
                 let cancelled = cancellations.withLock { () -> Bool in
@@ -292,7 +296,7 @@ public final class StoreConsoleExecutor: ConsoleEffectExecutor, @unchecked Senda
                 defer { cancellations.withLock { pendingKeys[id] = nil } }
                 do {
                     writeRequest = try StepUpMethods.approveWithSecurityKey(
-                        writeRequest, on: try writePath(), device: try securityKey.device(), pin: request.securityKeyPIN,
+                        writeRequest, on: try writePath(), device: try securityKey.device(), pin: request.securityKeyPIN ?? securityKey.pin,
                         timeoutMilliseconds: securityKey.timeoutSeconds * 1000, cancellation: cancellation, notice: { _ in })
                 } catch let error as SecurityKeyError {
                     if cancellation.isCancelled { return [] }
@@ -388,10 +392,10 @@ public final class StoreConsoleExecutor: ConsoleEffectExecutor, @unchecked Senda
     }
 
     /// The code typed: checked by the provider (the only place it goes), then the outcome through the write path.
-    private func phoneCheck(_ request: ConfirmedChange, _ writeRequest: WritePath.Request) throws -> ConsoleEvent {
+    private func phoneCheck(_ request: ConfirmedChange, _ writeRequest: WritePath.Request) throws -> [ConsoleEvent] {
         let id = request.preview.request.id
         guard let phone, let verification = verifications[id], let code = request.phoneCode else {
-            return .publishFailed(requestID: id, message: "no phone verification was started for this change")
+            return [.publishFailed(requestID: id, message: "no phone verification was started for this change")]
         }
         let outcome: PhoneApproval.Outcome
         do {
@@ -403,8 +407,12 @@ public final class StoreConsoleExecutor: ConsoleEffectExecutor, @unchecked Senda
         } catch {
             outcome = .unavailable("\(error)")
         }
-        if outcome != .wrong { verifications[id] = nil }
-        return submitPhone(request, verification: verification, outcome)
+        let answer = submitPhone(request, verification: verification, outcome)
+        guard outcome != .wrong else { return [answer] }
+        // The provider's verification is over: a refused change cannot take another code.
+        verifications[id] = nil
+        if case .writeRefused = answer { return [answer, .phoneEnded(requestID: id)] }
+        return [answer]
     }
 
     private func phoneCall(_ id: Int) -> [ConsoleEvent] {

@@ -206,9 +206,26 @@ struct SecondFactorTests {
         screen = ConsoleScreen.render(s, size: Size(width: 100, height: 30)).lines.joined(separator: "\n")
         #expect(!screen.contains("1234"))
         // Esc cancels the provider's verification.
+        #expect(s.handle(.phoneEnded(requestID: id + 1)) == [], "another request's end changes nothing")
+        #expect({ if case .phone? = s.overlay { true } else { false } }())
         #expect(press(&s, .escape) == [.phoneCancel(requestID: id)])
         #expect(s.overlay == nil)
         #expect(s.notice?.text.contains("nothing was written") == true)
+    }
+
+    @Test("phone: the provider ended the verification (410): the dialog closes with the refusal")
+    func phoneEnded() throws {
+        var s = Fixture.state(Fixture.model())
+        let preview = try reachStepUp(&s, options: [.phone])
+        _ = s.handle(.phoneStatus(requestID: preview.request.id, status: "sent"))
+        type(&s, "1111")
+        press(&s, .enter)
+        let ended = PolicyRefusal(policy: "step-up", reason: "too many wrong phone codes", kind: .stepUpFailed)
+        _ = s.handle(.writeRefused(requestID: preview.request.id, .stepUpFailed(ended)))
+        #expect(s.handle(.phoneEnded(requestID: preview.request.id)) == [.refresh])
+        #expect(s.overlay == nil)
+        #expect(s.notice?.kind == .error)
+        #expect(s.notice?.text.contains("too many wrong phone codes") == true)
     }
 
     @Test("phone: the right code publishes; the answer closes the dialog")

@@ -41,6 +41,9 @@ public enum ConsoleEvent: Hashable, Sendable {
     /// Answer to `.phoneStart` or `.phoneCall`: the provider's status of the phone verification of publish
     /// `requestID` (a code sent by SMS, a call placed). A provider's refusal answers `.writeRefused` (audited).
     case phoneStatus(requestID: Int, status: String)
+    /// Posted after the write path's answer to a phone code when the provider's verification is over (410 after
+    /// too many wrong codes, or the provider could not check it): no other code can pass it; the dialog closes.
+    case phoneEnded(requestID: Int)
 
     /// Answer to `.loadHistory`: published changes, newest first.
     case historyLoaded([ChangeRecord])

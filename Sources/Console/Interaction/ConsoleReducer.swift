@@ -117,6 +117,12 @@ extension ConsoleState {
             else { return [] }
             overlay = .phone(request, status: status, field: field, error: error, checking: checking)
             return []
+        case .phoneEnded(let id):
+            guard case .phone(let request, _, _, let error, _) = overlay, request.preview.request.id == id else { return [] }
+            overlay = nil
+            keptReason = nil
+            say("Not published: the phone verification ended" + (error.map { ": " + $0 } ?? ""), .error)
+            return [.refresh]
         case .securityKeyNeedsPIN(let id):
             guard let request = inFlight(id), request.securityKey else { return [] }
             overlay = .securityKeyPIN(
