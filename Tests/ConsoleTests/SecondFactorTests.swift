@@ -228,6 +228,17 @@ struct SecondFactorTests {
         #expect(s.notice?.text.contains("too many wrong phone codes") == true)
     }
 
+    @Test("phone: a verification the provider refuses to start (409, 429) closes the dialog with the refusal")
+    func phoneNotStarted() throws {
+        var s = Fixture.state(Fixture.model())
+        let preview = try reachStepUp(&s, options: [.phone])
+        let refused = PolicyRefusal(
+            policy: "step-up", reason: "the phone code could not be checked: 409 Conflict", kind: .stepUpFailed)
+        #expect(s.handle(.writeRefused(requestID: preview.request.id, .stepUpFailed(refused))) == [.refresh])
+        #expect(s.overlay == nil)
+        #expect(s.notice?.text == "Refused by step-up: the phone code could not be checked: 409 Conflict")
+    }
+
     @Test("phone: the right code publishes; the answer closes the dialog")
     func phonePublishes() throws {
         var s = Fixture.state(Fixture.model())

@@ -1,4 +1,5 @@
 import Foundation
+import Rollout
 import SQLiteStore
 import StepUp
 import Testing
@@ -9,7 +10,8 @@ import Timekeeping
 /// fake (Tests/PhoneVerificationTests/fake_verify.py): the method chooser offers the phone, the provider's status
 /// shows (SMS, then a call on `c`), the code typed is masked and never on screen, Esc cancels the verification at
 /// the provider (a new one to the same number is then not refused as concurrent, 409), a wrong code asks again,
-/// the right one publishes, and the history names the approval.
+/// the right one publishes, and the history names the approval; three wrong codes end the verification (the
+/// provider's 410) and the dialog closes with nothing published.
 @Suite("phone step-up in the console", .serialized)
 struct ConsolePhoneStepUpTests {
     static let ana = "ana@lab"
@@ -118,6 +120,42 @@ struct ConsolePhoneStepUpTests {
 
         try console.press("h")
         try console.waitFor("approved by \(Self.ana) (phone)")
+        try console.press("Escape")
+
+        // Three wrong codes: the provider's 410 ends the verification and the dialog closes; nothing published.
+        try console.press("=")
+        try console.waitFor("Set the percentage")
+        try console.type("45")
+        try console.press("Enter")
+        try console.waitFor("Confirm: set 45%")
+        try console.press("Tab", "Enter")
+        try console.waitFor("Reason for the increase")
+        try console.type("third wave")
+        try console.press("Enter")
+        try console.waitFor("Approve with:")
+        try console.press("2")
+        try console.waitFor("a code by SMS to +44••••••0123", timeout: 15)
+        let third = try #require(try message(3)["code"])
+        let bad = third == "0000" ? "1111" : "0000"
+        /// The phone step-ups the write path refused and audited so far.
+        func refusedPhoneCodes() throws -> Int {
+            try RolloutStore(path: f.store, create: false).configStore().auditRecords(limit: 1000, before: nil).filter {
+                $0.entry.result == .stepUpRefused && $0.entry.detail.contains("method phone")
+            }.count
+        }
+        for attempt in 1...3 {
+            let before = try refusedPhoneCodes()
+            try console.type(bad)
+            try console.press("Enter")
+            // Each code's answer (audited) before the next is typed: keys wait while a code is checked.
+            let deadline = Date().addingTimeInterval(15)
+            while try refusedPhoneCodes() == before, Date() < deadline { usleep(20_000) }
+            #expect(try refusedPhoneCodes() == before + 1, "attempt \(attempt)")
+            // The answer reached the console once the dialog no longer says the code is being checked.
+            if attempt < 3 { try console.waitForAbsence(of: "checking the code") }
+        }
+        try console.waitFor("the phone verification ended", timeout: 15)
+        #expect(try version() == base + 1)
         // The code is nowhere in the audit log.
         let audit = try TestSupport.run(f.binary, ["audit", "show", "--json", "--limit", "100", "--store", f.store])
         #expect(audit.status == 0)

@@ -303,7 +303,7 @@ extension ConsoleState {
         switch overlay {
         case .publishing(let r) where r.preview.request.id == id: r
         case .securityKey(let r, _, _) where r.preview.request.id == id: r
-        case .phone(let r, _, _, _, true) where r.preview.request.id == id: r
+        case .phone(let r, _, _, _, _) where r.preview.request.id == id: r
         default: nil
         }
     }
@@ -1138,6 +1138,9 @@ extension ConsoleState {
 
     /// The answer to a publish the write path refused: the dialog or message is chosen by the refusal's case.
     private mutating func publishRefused(_ id: Int, _ refusal: WriteRefusal, intervening: [ChangeRecord]) -> [ConsoleEffect] {
+        // A phone verification the provider has started (a refusal before that closes the dialog).
+        var phoneStarted = false
+        if case .phone(_, .some, _, _, _) = overlay { phoneStarted = true }
         guard let request = inFlight(id) else {
             // The answer to a request no longer on screen: conflicts and code prompts are for the open dialog only.
             switch refusal {
@@ -1161,7 +1164,7 @@ extension ConsoleState {
             keptReason = nil
             say("Awaiting a second operator: request \(r.twoPersonRequest ?? ""); " + r.detail, .warning)
             return [.refresh]
-        case .stepUpFailed where request.phone:
+        case .stepUpFailed where request.phone && phoneStarted:
             // A wrong phone code: the same verification takes another (the provider allows three).
             if case .phone(_, let status, _, _, _) = overlay {
                 overlay = .phone(
