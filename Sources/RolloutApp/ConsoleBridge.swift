@@ -293,7 +293,12 @@ public final class StoreConsoleExecutor: ConsoleEffectExecutor, @unchecked Senda
                     return abandoned.contains(id)
                 }
                 if cancelled { cancellation.cancel() }
-                defer { cancellations.withLock { pendingKeys[id] = nil } }
+                defer {
+                    cancellations.withLock {
+                        pendingKeys[id] = nil
+                        abandoned.remove(id)
+                    }
+                }
                 do {
                     writeRequest = try StepUpMethods.approveWithSecurityKey(
                         writeRequest, on: try writePath(), device: try securityKey.device(), pin: request.securityKeyPIN ?? securityKey.pin,
