@@ -269,7 +269,7 @@ let package = Package(
             name: "EndToEndTests",
             dependencies: [
                 "TestSupport", "StepUp", "Timekeeping", "RolloutApp", "Console", "SQLiteStore", "Telemetry", "Rollout", "RemoteConfig",
-                "FirebaseFake", "CommandLineKit",
+                "FirebaseFake", "CommandLineKit", "SoftwareAuthenticator",
             ],
             swiftSettings: strict),
         // The telemetry sources: the pure pull plan and ledger, and BigQuery through WebClient against the strict

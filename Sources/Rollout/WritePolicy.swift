@@ -168,6 +168,9 @@ public struct PolicyRefusal: Error, Sendable, Hashable, CustomStringConvertible 
     public var suggestion: String?
     /// What kind of refusal this is, set by the policy that refuses: what callers decide on, never the words.
     public var kind: Kind
+    /// The change was not refused for good but recorded as a two-person request, with this id, that a second
+    /// operator approves (`rollout approve ID`); nil for every other refusal.
+    public var twoPersonRequest: String? = nil
     /// The refusal is lifted by typing a valid step-up code.
     public var needsStepUpCode: Bool { kind == .stepUpNeeded || kind == .stepUpFailed }
 

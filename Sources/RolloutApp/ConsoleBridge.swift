@@ -6,6 +6,8 @@ import RampPlans
 import Monitoring
 import RemoteConfig
 import Rollout
+import PhoneVerification
+import SecurityKey
 import StepUp
 import SQLiteStore
 import Telemetry
@@ -126,16 +128,70 @@ public final class StoreConsoleSource: ConsoleDataSource, @unchecked Sendable {
     public func status() throws -> RolloutMonitor.Status { try lock.withLock { try monitor.status() } }
 }
 
+/// The security key the console's step-up uses: where it is, its PIN from the environment, how long it waits.
+public struct ConsoleSecurityKey: Sendable {
+    /// The device (`$ROLLOUT_SECURITY_KEY`, else the first connected), looked up when a change is approved.
+    public var device: @Sendable () throws -> SecurityKeyDevice
+    /// How long the key waits for a touch (the dialog's countdown).
+    public var timeoutSeconds: Int
+    /// The key's PIN given beforehand (`$ROLLOUT_SECURITY_KEY_PIN`); without it the console asks when the key does.
+    public var pin: String?
+
+    public init(device: @escaping @Sendable () throws -> SecurityKeyDevice, timeoutSeconds: Int = 30, pin: String? = nil) {
+        self.device = device
+        self.timeoutSeconds = timeoutSeconds
+        self.pin = pin
+    }
+
+    /// The key of this process's environment.
+    public static let fromEnvironment = ConsoleSecurityKey(
+        device: { try StepUpMethods.securityKeyDevice() }, pin: StepUpMethods.securityKeyPIN())
+}
+
 /// Runs the console's effects through the one write path, with a connection of its own.
 public final class StoreConsoleExecutor: ConsoleEffectExecutor, @unchecked Sendable {
     private let session: any ConsoleWriteSession
+    private let securityKey: ConsoleSecurityKey
+    /// The phone verification provider, nil when none is configured (`$ROLLOUT_VONAGE_CREDENTIALS`).
+    private let phone: (@Sendable () throws -> VonageVerifyClient)?
+    /// The provider's verification of each publish request that started one.
+    private var verifications: [Int: String] = [:]
     private let lock = Lock()
+    /// The security-key approvals in flight by publish request id, which `interrupt` cancels (its own lock: it
+    /// runs while `perform` holds `lock`).
+    private let cancellations = Lock()
+    private var pendingKeys: [Int: SecurityKeyCancellation] = [:]
+    private var abandoned: Set<Int> = []
     private var positions = PositionCache()
     /// One write path (and its policies' readers) for the whole session, built on first use.
     private var cachedPath: WritePath?
     private var cachedMonitor: RolloutMonitor?
 
-    public init(session: any ConsoleWriteSession) { self.session = session }
+    public init(
+        session: any ConsoleWriteSession, securityKey: ConsoleSecurityKey = .fromEnvironment,
+        phone: (@Sendable () throws -> VonageVerifyClient)? = StoreConsoleExecutor.phoneFromEnvironment()
+    ) {
+        self.session = session
+        self.securityKey = securityKey
+        self.phone = phone
+    }
+
+    /// The Verify client of this process's environment, when `$ROLLOUT_VONAGE_CREDENTIALS` names one.
+    public static func phoneFromEnvironment(
+        _ environment: [String: String] = ProcessInfo.processInfo.environment
+    ) -> (@Sendable () throws -> VonageVerifyClient)? {
+        guard let path = environment["ROLLOUT_VONAGE_CREDENTIALS"], !path.isEmpty else { return nil }
+        return { try StepUpMethods.phoneClient(environment: environment) }
+    }
+
+    /// `.cancelApproval`: the key's request is cancelled on the device, and whatever it returns is not published.
+    public func interrupt(_ effect: ConsoleEffect) {
+        guard case .cancelApproval(let id) = effect else { return }
+        cancellations.withLock {
+            abandoned.insert(id)
+            pendingKeys[id]?.cancel()
+        }
+    }
 
     private func writePath() throws -> WritePath {
         if let cachedPath { return cachedPath }
@@ -157,7 +213,7 @@ public final class StoreConsoleExecutor: ConsoleEffectExecutor, @unchecked Senda
         lock.withLock {
             switch effect {
             case .preview(let request): return [preview(request)]
-            case .publish(let request): return [publish(request)]
+            case .publish(let request): return publish(request)
             case .loadHistory:
                 do {
                     return [.historyLoaded(try positions.changes(session.consoleConfig, newest: session.consoleConfig.current(), limit: 200))]
@@ -169,7 +225,10 @@ public final class StoreConsoleExecutor: ConsoleEffectExecutor, @unchecked Senda
             case .planControl(let pause, let code):
                 // Ramp plans live in every store (a file store, Firebase's state store, PostgreSQL).
                 return [ConsolePlan.control(pause: pause, code: code, session: session.planSession)]
-            case .refresh, .redraw, .bell, .quit, .simulation: return []
+            case .phoneStart(let request): return phoneStart(request)
+            case .phoneCall(let id): return phoneCall(id)
+            case .phoneCancel(let id): return phoneCancel(id)
+            case .refresh, .redraw, .bell, .quit, .simulation, .cancelApproval: return []
             }
         }
     }
@@ -185,11 +244,12 @@ public final class StoreConsoleExecutor: ConsoleEffectExecutor, @unchecked Senda
                 return .writeRefused(requestID: request.id, .nothingToChange(summary: preview.proposal.summary))
             }
             let status = try monitor().status()
-            return .previewReady(
-                ConsoleModelBuilder.preview(
-                    request, preview, verdict: status.assessment.verdict.level, fleet: status.snapshot.activity,
-                    budget: status.settings.budget, readOnly: session.readOnly,
-                    propagation: status.assessment.exposure.propagation))
+            var shown = ConsoleModelBuilder.preview(
+                request, preview, verdict: status.assessment.verdict.level, fleet: status.snapshot.activity,
+                budget: status.settings.budget, readOnly: session.readOnly,
+                propagation: status.assessment.exposure.propagation)
+            try offerSecondFactors(&shown, preview.proposal, on: path)
+            return .previewReady(shown)
         } catch let failure as WritePath.Failure {
             return .writeRefused(requestID: request.id, WriteRefusal(failure))
         } catch {
@@ -197,31 +257,184 @@ public final class StoreConsoleExecutor: ConsoleEffectExecutor, @unchecked Senda
         }
     }
 
-    private func publish(_ request: ConfirmedChange) -> ConsoleEvent {
+    /// The second factors the policy accepts for this change and the operator has enrolled: a one-time code,
+    /// and the security key when one is enrolled in this store. (A phone is not offered in the console yet: the
+    /// CLI's `--phone` approves with it.)
+    private func offerSecondFactors(_ shown: inout ChangePreview, _ proposal: Proposal, on path: WritePath) throws {
+        guard let policy = path.policies.lazy.compactMap({ $0 as? StepUpWritePolicy }).first,
+            try !policy.stepUpReasons(for: proposal).isEmpty
+        else { return }
+        var options: [StepUpOption] = []
+        if try policy.accepts(.totp, for: proposal) { options.append(.code) }
+        if try policy.accepts(.securityKey, for: proposal), try policy.securityKey(of: session.operatorID) != nil {
+            options.append(.securityKey)
+            // A locked one-time code does not lock the key: the key can still approve.
+            shown.requiresStepUp = true
+        }
+        if phone != nil, try policy.accepts(.phone, for: proposal), try policy.phoneEnrolment(of: session.operatorID) != nil {
+            options.append(.phone)
+            shown.requiresStepUp = true
+        }
+        if !options.isEmpty { shown.stepUpOptions = options }
+        shown.securityKeySeconds = securityKey.timeoutSeconds
+    }
+
+    /// The publish of a confirmed change; with the security key, the key signs the change document first (the
+    /// publish is abandoned, with no answer, when the operator cancelled meanwhile).
+    private func publish(_ request: ConfirmedChange) -> [ConsoleEvent] {
         let id = request.preview.request.id
         do {
-            let writeRequest = request.writeRequest(actor: session.operatorID, origin: Self.origin)
-            switch try writePath().execute(writeRequest) {
-            case .published(let stored, let proposal, _):
-                return .published(
-                    PublishReceipt(
-                        requestID: id, version: String(stored.info.number), from: RolloutPosition(proposal.before),
-                        to: RolloutPosition(proposal.after)))
-            case .unchanged(_, let proposal):
-                return .writeRefused(requestID: id, .nothingToChange(summary: proposal.summary))
+            var writeRequest = request.writeRequest(actor: session.operatorID, origin: Self.origin)
+            if request.phone { return try phoneCheck(request, writeRequest) }
+            if request.securityKey {
+                let cancellation = SecurityKeyCancellation()
+                let cancelled = cancellations.withLock { () -> Bool in
+                    pendingKeys[id] = cancellation
+                    return abandoned.contains(id)
+                }
+                if cancelled { cancellation.cancel() }
+                defer {
+                    cancellations.withLock {
+                        pendingKeys[id] = nil
+                        abandoned.remove(id)
+                    }
+                }
+                do {
+                    writeRequest = try StepUpMethods.approveWithSecurityKey(
+                        writeRequest, on: try writePath(), device: try securityKey.device(), pin: request.securityKeyPIN ?? securityKey.pin,
+                        timeoutMilliseconds: securityKey.timeoutSeconds * 1000, cancellation: cancellation, notice: { _ in })
+                } catch let error as SecurityKeyError {
+                    if cancellation.isCancelled { return [] }
+                    if error.needsPIN { return [.securityKeyNeedsPIN(requestID: id)] }
+                    return [.publishFailed(requestID: id, message: error.description)]
+                }
+                // Whatever the key returned after Esc is not used: nothing is published.
+                if cancellation.isCancelled { return [] }
             }
+            return [try execute(writeRequest, id: id, request)]
         } catch let failure as WritePath.Failure {
-            let refusal = WriteRefusal(failure)
-            guard case .conflict(let report) = refusal else { return .writeRefused(requestID: id, refusal) }
-            // The conflict dialog lists what was published since the preview's base.
-            let base = Int(request.preview.baseVersion) ?? 0
-            let intervening = (try? positions.changes(session.consoleConfig, newest: report.current, limit: 20))?.filter {
-                (Int($0.version) ?? 0) > base
-            }
-            return .writeRefused(requestID: id, refusal, intervening: intervening ?? [])
+            return [refused(failure, id: id, request)]
         } catch {
-            return .publishFailed(requestID: id, message: ConsoleText.oneLine(error))
+            return [.publishFailed(requestID: id, message: ConsoleText.oneLine(error))]
         }
+    }
+
+    private func execute(_ writeRequest: WritePath.Request, id: Int, _ request: ConfirmedChange) throws -> ConsoleEvent {
+        switch try writePath().execute(writeRequest) {
+        case .published(let stored, let proposal, _):
+            return .published(
+                PublishReceipt(
+                    requestID: id, version: String(stored.info.number), from: RolloutPosition(proposal.before),
+                    to: RolloutPosition(proposal.after)))
+        case .unchanged(_, let proposal):
+            return .writeRefused(requestID: id, .nothingToChange(summary: proposal.summary))
+        }
+    }
+
+    private func refused(_ failure: WritePath.Failure, id: Int, _ request: ConfirmedChange) -> ConsoleEvent {
+        let refusal = WriteRefusal(failure)
+        guard case .conflict(let report) = refusal else { return .writeRefused(requestID: id, refusal) }
+        // The conflict dialog lists what was published since the preview's base.
+        let base = Int(request.preview.baseVersion) ?? 0
+        let intervening = (try? positions.changes(session.consoleConfig, newest: report.current, limit: 20))?.filter {
+            (Int($0.version) ?? 0) > base
+        }
+        return .writeRefused(requestID: id, refusal, intervening: intervening ?? [])
+    }
+
+    // MARK: Phone verification, one step per effect (the CLI's `StepUpMethods.publishWithPhone` in a loop)
+
+    private func phonePolicy() throws -> (StepUpWritePolicy, WritePath)? {
+        let path = try writePath()
+        return path.policies.lazy.compactMap({ $0 as? StepUpWritePolicy }).first.map { ($0, path) }
+    }
+
+    /// The write path's answer to `request` with the provider's `outcome` (audited, counted towards the phone
+    /// method's lockout).
+    private func submitPhone(_ request: ConfirmedChange, verification: String, _ outcome: PhoneApproval.Outcome) -> ConsoleEvent {
+        var writeRequest = request.writeRequest(actor: session.operatorID, origin: Self.origin)
+        writeRequest.phoneApproval = PhoneApproval(verification: verification, outcome: outcome)
+        do {
+            return try execute(writeRequest, id: request.preview.request.id, request)
+        } catch let failure as WritePath.Failure {
+            return refused(failure, id: request.preview.request.id, request)
+        } catch {
+            return .publishFailed(requestID: request.preview.request.id, message: ConsoleText.oneLine(error))
+        }
+    }
+
+    private func phoneStart(_ request: ConfirmedChange) -> [ConsoleEvent] {
+        let id = request.preview.request.id
+        do {
+            guard let phone, let (policy, path) = try phonePolicy() else {
+                return [.publishFailed(requestID: id, message: "phone verification is not configured ($ROLLOUT_VONAGE_CREDENTIALS)")]
+            }
+            let proposal = try path.preview(request.writeRequest(actor: session.operatorID, origin: Self.origin)).proposal
+            guard let enrolment = try policy.phoneEnrolment(of: session.operatorID) else {
+                return [.publishFailed(requestID: id, message: "\(session.operatorID) has no phone in this store")]
+            }
+            // A method the policy does not accept, or a locked one: refused (and audited) before anything is sent.
+            if try !policy.accepts(.phone, for: proposal) || enrolment.isLockedOut(at: path.clock.now()) {
+                return [submitPhone(request, verification: "-", .unavailable("not started"))]
+            }
+            let verification: String
+            do {
+                verification = try phone().start(number: PhoneNumber.digits(enrolment.number))
+            } catch {
+                return [submitPhone(request, verification: "-", .unavailable("\(error)"))]
+            }
+            verifications[id] = verification
+            return [
+                .phoneStatus(
+                    requestID: id,
+                    status: "provider: a code by SMS to \(enrolment.masked), then a voice call (verification \(verification))")
+            ]
+        } catch let failure as WritePath.Failure {
+            return [refused(failure, id: id, request)]
+        } catch {
+            return [.publishFailed(requestID: id, message: ConsoleText.oneLine(error))]
+        }
+    }
+
+    /// The code typed: checked by the provider (the only place it goes), then the outcome through the write path.
+    private func phoneCheck(_ request: ConfirmedChange, _ writeRequest: WritePath.Request) throws -> [ConsoleEvent] {
+        let id = request.preview.request.id
+        guard let phone, let verification = verifications[id], let code = request.phoneCode else {
+            return [.publishFailed(requestID: id, message: "no phone verification was started for this change")]
+        }
+        let outcome: PhoneApproval.Outcome
+        do {
+            switch try phone().check(verification, code: code) {
+            case .verified: outcome = .verified
+            case .wrong: outcome = .wrong
+            case .tooManyAttempts: outcome = .tooManyAttempts
+            }
+        } catch {
+            outcome = .unavailable("\(error)")
+        }
+        let answer = submitPhone(request, verification: verification, outcome)
+        guard outcome != .wrong else { return [answer] }
+        // The provider's verification is over: a refused change cannot take another code.
+        verifications[id] = nil
+        if case .writeRefused = answer { return [answer, .phoneEnded(requestID: id)] }
+        return [answer]
+    }
+
+    private func phoneCall(_ id: Int) -> [ConsoleEvent] {
+        guard let phone, let verification = verifications[id] else { return [] }
+        do {
+            try phone().nextChannel(verification)
+            return [.phoneStatus(requestID: id, status: "provider: calling your phone now to read the same code (voice)")]
+        } catch {
+            return [.phoneStatus(requestID: id, status: "provider: \(error)")]
+        }
+    }
+
+    /// Esc: the provider's verification is cancelled (DELETE); nothing reaches the write path; no answer.
+    private func phoneCancel(_ id: Int) -> [ConsoleEvent] {
+        guard let phone, let verification = verifications.removeValue(forKey: id) else { return [] }
+        try? phone().cancel(verification)
+        return []
     }
 
     /// One version for the drill-down: its record (who, when, from → to, why) and the core's diff against the
@@ -250,6 +463,7 @@ public final class StoreConsoleExecutor: ConsoleEffectExecutor, @unchecked Senda
     private func loadAudit() -> ConsoleEvent {
         do {
             let records = try session.consoleConfig.auditRecords(limit: 500, before: nil)
+            let approvals = ApprovalTrail.byVersion(records)
             let integrity: AuditLog.Integrity
             do {
                 try session.verifyConfigIntegrity()
@@ -269,7 +483,9 @@ public final class StoreConsoleExecutor: ConsoleEffectExecutor, @unchecked Senda
                             detail: [$0.entry.from.isEmpty ? "" : "\($0.entry.from) → \($0.entry.to)", $0.entry.reason, ConsoleText.visibleDetail($0.entry.detail)]
                                 .filter { !$0.isEmpty }.joined(separator: "; "),
                             succeeded: $0.entry.result == .published || $0.entry.result == .stepUpAccepted || $0.entry.result == .recorded,
-                            version: $0.entry.version)
+                            version: $0.entry.version,
+                            approvals: $0.entry.result == .published
+                                ? $0.entry.version.flatMap { approvals[$0] } ?? [] : ApprovalTrail.approval($0.entry).map { [$0] } ?? [])
                     }, integrity: integrity))
         } catch {
             return .loadFailed(message: ConsoleText.oneLine(error))
@@ -282,6 +498,8 @@ struct PositionCache {
     private var plans: [Int: RolloutPlan?] = [:]
     /// Versions that rollout's write path published: each has a `published` audit record naming it.
     private var written: Set<Int> = []
+    /// Who approved each version rollout published under step-up (`ApprovalTrail`).
+    private var approvals: [Int: [ChangeApproval]] = [:]
 
     mutating func plan(_ store: any ConfigStore, _ number: Int, newest: StoredTemplate) throws -> RolloutPlan? {
         if let p = plans[number] { return p }
@@ -300,9 +518,11 @@ struct PositionCache {
         let infos = try store.versions(limit: limit, before: (through ?? newest.info.number) + 1)
         if infos.contains(where: { !written.contains($0.number) }) {
             // The audit log's published records say which versions rollout wrote; the others were made elsewhere.
-            for r in try store.auditRecords(limit: max(200, limit * 4), before: nil) where r.entry.result == .published {
+            let records = try store.auditRecords(limit: max(200, limit * 4), before: nil)
+            for r in records where r.entry.result == .published {
                 if let v = r.entry.version { written.insert(v) }
             }
+            approvals.merge(ApprovalTrail.byVersion(records)) { _, new in new }
         }
         var out: [ChangeRecord] = []
         for info in infos where info.number > 1 {
@@ -313,6 +533,7 @@ struct PositionCache {
                     version: String(info.number), at: info.updateTime, actor: info.updateUser,
                     kind: written.contains(info.number) ? ConsoleModelBuilder.kind(info, before: before, after: after) : nil,
                     from: ConsoleModelBuilder.position(before), to: ConsoleModelBuilder.position(after), reason: info.description))
+            out[out.count - 1].approvals = approvals[info.number] ?? []
         }
         return out
     }

@@ -24,6 +24,9 @@ public enum StepUpMethods {
         environment["ROLLOUT_SECURITY_KEY_PIN"].flatMap { $0.isEmpty ? nil : $0 }
     }
 
+    /// `error` is the key asking for its PIN (none was given, or a wrong one): asking for it may help.
+    public static func needsSecurityKeyPIN(_ error: any Error) -> Bool { (error as? SecurityKeyError)?.needsPIN ?? false }
+
     /// Enrols a security key for `actor` (already enrolled with a code) on `session`'s store: the key makes a
     /// credential (touch and verify), then the settings write path stores it, judged by step-up with `code`.
     public static func enrolSecurityKey(
@@ -44,7 +47,7 @@ public enum StepUpMethods {
     /// The base is read now; a version published before the write is then another change, and refused.
     public static func approveWithSecurityKey(
         _ request: WritePath.Request, on path: WritePath, device: SecurityKeyDevice, pin: String?,
-        notice: (String) -> Void
+        timeoutMilliseconds: Int? = nil, cancellation: SecurityKeyCancellation? = nil, notice: (String) -> Void
     ) throws -> WritePath.Request {
         guard let policy = path.policies.lazy.compactMap({ $0 as? StepUpWritePolicy }).first else { return request }
         let preview = try path.preview(request)
@@ -59,7 +62,9 @@ public enum StepUpMethods {
         let document = policy.changeDocument(
             for: preview.proposal, lifetime: try policy.documentLifetime(for: preview.proposal))
         notice("touch your security key to approve: \(document.summary) (valid until \(document.expiresAt.iso8601))")
-        let assertion = try SecurityKeyClient.approve(document, with: credential, device: device, pin: pin)
+        let assertion = try SecurityKeyClient.approve(
+            document, with: credential, device: device, pin: pin, timeoutMilliseconds: timeoutMilliseconds,
+            cancellation: cancellation)
         var approved = request
         approved.secondFactor = SecondFactorEvidence(document, assertion)
         return approved

@@ -24,6 +24,43 @@ public struct SecurityKeyError: Error, Sendable, Equatable, CustomStringConverti
     }
 
     public var description: String { "security key: \(operation) failed: \(detail)" }
+
+    /// The key needs its PIN to verify the user (none was given, or the one given was wrong): asking for it and
+    /// trying again may succeed.
+    public var needsPIN: Bool {
+        code == FIDO_ERR_PIN_REQUIRED || code == FIDO_ERR_PIN_INVALID || code == FIDO_ERR_UNSUPPORTED_OPTION
+    }
+}
+
+/// A security key request another thread may abandon (Esc in the console): `cancel` sends CTAPHID_CANCEL to the
+/// key while the request waits for a touch (`fido_dev_cancel`), and a request not yet started never starts. The
+/// caller still checks `isCancelled` before using anything the key returned.
+public final class SecurityKeyCancellation: @unchecked Sendable {
+    private let lock = Lock()
+    private var device: OpaquePointer?
+    private var cancelled = false
+
+    public init() {}
+
+    public var isCancelled: Bool { lock.withLock { cancelled } }
+
+    public func cancel() {
+        lock.withLock {
+            cancelled = true
+            if let device { _ = fido_dev_cancel(device) }
+        }
+    }
+
+    fileprivate func begin(_ dev: OpaquePointer) throws(SecurityKeyError) {
+        let started: Bool = lock.withLock {
+            if cancelled { return false }
+            device = dev
+            return true
+        }
+        guard started else { throw SecurityKeyError("get an assertion", detail: "cancelled") }
+    }
+
+    fileprivate func end() { lock.withLock { device = nil } }
 }
 
 /// How to reach a security key: a device path (`/dev/hidraw3`, as `fido2-token -L` lists it), the first key
@@ -126,12 +163,20 @@ public enum SecurityKeyClient {
     }
 
     /// The key's assertion over `document` with `credential`: user presence and verification asked for.
+    ///
+    /// `timeoutMilliseconds`: how long the key may wait for the touch (libfido2's `fido_dev_set_timeout`; nil:
+    /// libfido2's default, no limit). `cancellation`: lets another thread abandon the request.
     public static func approve(
-        _ document: ChangeDocument, with credential: SecurityKeyCredential, device: SecurityKeyDevice, pin: String?
+        _ document: ChangeDocument, with credential: SecurityKeyCredential, device: SecurityKeyDevice, pin: String?,
+        timeoutMilliseconds: Int? = nil, cancellation: SecurityKeyCancellation? = nil
     ) throws(SecurityKeyError) -> SecurityKeyAssertion {
         initialise()
         let dev = try open(device)
         defer { close(dev) }
+        if let timeoutMilliseconds { try check("set the key's timeout", fido_dev_set_timeout(dev, Int32(timeoutMilliseconds))) }
+        // Registered after `close`, so it runs before it: no cancel reaches a closed device.
+        try cancellation?.begin(dev)
+        defer { cancellation?.end() }
         guard let assert = fido_assert_new() else { throw SecurityKeyError("get an assertion", detail: "out of memory") }
         var assert_: OpaquePointer? = assert
         defer { fido_assert_free(&assert_) }

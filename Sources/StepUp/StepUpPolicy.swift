@@ -76,7 +76,11 @@ public struct StepUpPolicy: Sendable, Equatable {
 
     /// The methods `reason` accepts under this policy.
     public func allowedMethods(for reason: StepUpReason) -> Set<StepUpMethod> {
-        methods[reason.policyKind] ?? Set(StepUpMethod.allCases)
+        let listed = methods[reason.policyKind] ?? Set(StepUpMethod.allCases)
+        // Under the two-person rule, reaching 100% needs two security keys over the same change document: a
+        // one-time code or a phone alone would publish it with one person.
+        if twoPerson, reason == .reachesFull { return listed.intersection([.securityKey]) }
+        return listed
     }
 
     /// The first of `reasons` that does not accept `method`, with what it accepts; nil when all accept it.

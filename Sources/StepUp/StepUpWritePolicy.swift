@@ -352,13 +352,14 @@ extension StepUpWritePolicy {
             return refusal
         }
         if twoPerson {
-            return .refuse(
-                PolicyRefusal(
-                    policy: name,
-                    reason: "\(change.summary) needs a second operator (two-person rule); \(actor)'s approval is recorded as "
-                        + "request \(ChangeDocument.requestID(presented)), valid until \(presented.expiresAt.iso8601)",
-                    suggestion: "another enrolled operator runs 'rollout approve \(ChangeDocument.requestID(presented))' with their security key",
-                    kind: .stepUpBlocked))
+            var recorded = PolicyRefusal(
+                policy: name,
+                reason: "\(change.summary) needs a second operator (two-person rule); \(actor)'s approval is recorded as "
+                    + "request \(ChangeDocument.requestID(presented)), valid until \(presented.expiresAt.iso8601)",
+                suggestion: "another enrolled operator runs 'rollout approve \(ChangeDocument.requestID(presented))' with their security key",
+                kind: .stepUpBlocked)
+            recorded.twoPersonRequest = ChangeDocument.requestID(presented)
+            return .refuse(recorded)
         }
         context.stepUpVerified = true
         return .allow

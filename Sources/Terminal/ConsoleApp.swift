@@ -101,7 +101,11 @@ public enum ConsoleApp {
                         apply(.simulationChanged(control.perform(command), after: command))
                     }
                 case .refresh: fetcher.refreshNow()
-                case .preview, .publish, .loadHistory, .loadAudit, .loadVersion, .planControl: effects.submit(effect)
+                case .preview, .publish, .loadHistory, .loadAudit, .loadVersion, .planControl, .phoneStart, .phoneCall,
+                    .phoneCancel:
+                    effects.submit(effect)
+                // At once, not behind the publish it cancels (that one may be waiting for the key's touch).
+                case .cancelApproval: effects.interrupt(effect)
                 }
             }
         }
@@ -240,4 +244,6 @@ final class EffectRunner: @unchecked Sendable {
     func submit(_ effect: ConsoleEffect) {
         queue.async { [executor, mailbox] in mailbox.post(executor.perform(effect)) }
     }
+
+    func interrupt(_ effect: ConsoleEffect) { executor.interrupt(effect) }
 }

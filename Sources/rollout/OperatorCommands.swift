@@ -345,10 +345,12 @@ enum OperatorCommands {
         if let request = try TwoPersonSettingsRequest.find(id, in: session) {
             return try approveSettings(request, session: session, invocation)
         }
-        switch try StepUpMethods.approveRequest(
-            id, session: session, device: { try StepUpMethods.securityKeyDevice() }, pin: StepUpMethods.securityKeyPIN(),
-            notice: { StandardStream.error.write("rollout: \($0)\n") })
-        {
+        let outcome = try withSecurityKeyPIN { pin in
+            try StepUpMethods.approveRequest(
+                id, session: session, device: { try StepUpMethods.securityKeyDevice() }, pin: pin,
+                notice: { StandardStream.error.write("rollout: \($0)\n") })
+        }
+        switch outcome {
         case .published(let stored, let proposal, _):
             print(proposal.summary)
             print("published version \(stored.info.number) (etag \(stored.etag)), approved by \(session.operatorID)")
@@ -397,9 +399,11 @@ enum OperatorCommands {
         let session = try Wiring.session(invocation)
         let code = try readCode(invocation.value("--code"), prompt: "Code of \(id)'s authenticator: ")
         do {
-            _ = try StepUpMethods.enrolSecurityKey(
-                session: session, device: try StepUpMethods.securityKeyDevice(), pin: StepUpMethods.securityKeyPIN(),
-                code: code, notice: { StandardStream.error.write("rollout: \($0)\n") })
+            _ = try withSecurityKeyPIN { pin in
+                try StepUpMethods.enrolSecurityKey(
+                    session: session, device: try StepUpMethods.securityKeyDevice(), pin: pin,
+                    code: code, notice: { StandardStream.error.write("rollout: \($0)\n") })
+            }
         } catch let f as SettingsWritePath.Failure {
             switch f {
             case .invalid(let m): throw CommandError(m, exit: .usage)
@@ -425,6 +429,19 @@ enum OperatorCommands {
         _ = try settings(session.settingsWritePath(), .enrolPhone(enrolment), actor: id.rawValue, code: code)
         print("enrolled phone \(enrolment.masked) for \(id): protected changes accept a code sent to it with --phone")
         return .ok
+    }
+
+    /// Runs `body` with the security key's PIN from `$ROLLOUT_SECURITY_KEY_PIN` (nil without it); when the key
+    /// asks for a PIN (none given, or a wrong one) and stdin is a terminal, asks for it with echo off and runs
+    /// `body` once more with it. The PIN goes to libfido2 only: never printed.
+    static func withSecurityKeyPIN<T>(_ body: (String?) throws -> T) throws -> T {
+        let fromEnvironment = StepUpMethods.securityKeyPIN()
+        do {
+            return try body(fromEnvironment)
+        } catch where StepUpMethods.needsSecurityKeyPIN(error) && isatty(STDIN_FILENO) == 1 {
+            guard let pin = readSecret("PIN of your security key: "), !pin.isEmpty else { throw error }
+            return try body(pin)
+        }
     }
 
     /// A secret line (a phone code): on a terminal, asked on stderr and read with echo off; otherwise one line of

@@ -1,4 +1,5 @@
 import CommandLineKit
+import Console
 import RolloutApp
 import FoundationEssentials
 import Glibc
@@ -189,8 +190,10 @@ enum StoreCommands {
         action: guarded { inv in
             let limit = try inv.value("--limit").map { try count($0, inv) } ?? 20
             let before = try inv.value("--before").map { try versionNumber($0, inv) }
-            let config = try Wiring.session(inv).templates
+            let session = try Wiring.session(inv)
+            let config = session.templates
             let versions = try config.versions(limit: limit, before: before)
+            let approvals = try StepUpMethods.approvalsByVersion(session)
             let rollouts = try versions.map { v -> String in
                 let t = try config.version(v.number).template
                 return (try? RolloutPlan.locate(in: t)).flatMap { $0 }.map(describe) ?? "no rollout"
@@ -199,18 +202,24 @@ enum StoreCommands {
                 let items: [JSONValue] = zip(versions, rollouts).map { v, r in
                     var o = versionJSON(v).objectValue!
                     o["rollout"] = .string(r)
+                    o["approvals"] = .array(
+                        (approvals[v.number] ?? []).map {
+                            ["approver": .string($0.approver), "method": .string($0.method.rawValue),
+                             "proposer": $0.proposer.map(JSONValue.string) ?? .null]
+                        })
                     return .object(o)
                 }
                 print(JSONValue.array(items).prettyText, terminator: "")
                 return .ok
             }
-            var table = [["VERSION", "TIME", "USER", "TYPE", "ROLLOUT", "REASON"]]
+            var table = [["VERSION", "TIME", "USER", "TYPE", "ROLLOUT", "APPROVED", "REASON"]]
             for (v, r) in zip(versions, rollouts) {
                 let type =
                     v.updateType == .rollback
                     ? "ROLLBACK of \(v.rollbackSource.map(String.init) ?? "?")" : v.updateType.rawValue
                 table.append([
-                    String(v.number), v.updateTime.iso8601, printable(v.updateUser), type, r, printable(v.description),
+                    String(v.number), v.updateTime.iso8601, printable(v.updateUser), type, r,
+                    printable(ChangeApproval.text(approvals[v.number] ?? [], actor: v.updateUser)), printable(v.description),
                 ])
             }
             printTable(table)
@@ -329,7 +338,9 @@ enum StoreCommands {
         action: guarded { inv in
             let limit = try inv.value("--limit").map { try count($0, inv) } ?? 20
             let before = try inv.value("--before").map { Int64(try count($0, inv)) }
-            let records = try Wiring.session(inv).templates.auditRecords(limit: limit, before: before)
+            let session = try Wiring.session(inv)
+            let records = try session.templates.auditRecords(limit: limit, before: before)
+            let approvals = inv.flag("--json") ? [:] : try StepUpMethods.approvalsByVersion(session)
             if inv.flag("--json") {
                 print(JSONValue.array(records.map(auditJSON)).prettyText, terminator: "")
                 return .ok
@@ -340,6 +351,8 @@ enum StoreCommands {
                 if !e.from.isEmpty || !e.to.isEmpty { line += "  \(printable(e.from)) → \(printable(e.to))" }
                 line += "  \(e.result.rawValue)" + (e.version.map { " v\($0)" } ?? "")
                 if !e.reason.isEmpty { line += "  \"\(printable(e.reason))\"" }
+                let approval = StepUpMethods.approvalText(r, byVersion: approvals)
+                if !approval.isEmpty { line += "  (\(printable(approval)))" }
                 let detail = shownDetail(e.detail)
                 if !detail.isEmpty { line += "  [\(printable(detail))]" }
                 print(line)
@@ -447,9 +460,12 @@ extension StoreCommands {
         request.basedOnETag = etag
         request.allowRolloutChange = inv.flag("--allow-rollout-change")
         if inv.flag("--security-key"), !inv.flag("--dry-run"), !readOnly {
-            request = try StepUpMethods.approveWithSecurityKey(
-                request, on: path, device: try StepUpMethods.securityKeyDevice(), pin: StepUpMethods.securityKeyPIN(),
-                notice: { StandardStream.error.write("rollout: \($0)\n") })
+            let unapproved = request
+            request = try OperatorCommands.withSecurityKeyPIN { pin in
+                try StepUpMethods.approveWithSecurityKey(
+                    unapproved, on: path, device: try StepUpMethods.securityKeyDevice(), pin: pin,
+                    notice: { StandardStream.error.write("rollout: \($0)\n") })
+            }
         }
 
         if inv.flag("--dry-run") {

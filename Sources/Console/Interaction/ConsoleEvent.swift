@@ -35,6 +35,15 @@ public enum ConsoleEvent: Hashable, Sendable {
     case published(PublishReceipt)
     /// Answer to `.publish`: anything else went wrong (I/O); nothing was written.
     case publishFailed(requestID: Int, message: String)
+    /// Answer to `.publish` approved by a security key: the key needs its PIN (the console asks, masked, and
+    /// tries again); nothing was written.
+    case securityKeyNeedsPIN(requestID: Int)
+    /// Answer to `.phoneStart` or `.phoneCall`: the provider's status of the phone verification of publish
+    /// `requestID` (a code sent by SMS, a call placed). A provider's refusal answers `.writeRefused` (audited).
+    case phoneStatus(requestID: Int, status: String)
+    /// Posted after the write path's answer to a phone code when the provider's verification is over (410 after
+    /// too many wrong codes, or the provider could not check it): no other code can pass it; the dialog closes.
+    case phoneEnded(requestID: Int)
 
     /// Answer to `.loadHistory`: published changes, newest first.
     case historyLoaded([ChangeRecord])
@@ -73,6 +82,18 @@ public enum ConsoleEffect: Hashable, Sendable {
     /// Pause (true) or resume (false) the store's ramp plan, audited; answer `.planControlled`. `code`: a plan
     /// paused for a one-time code resumes with it, its waiting step published by this operator.
     case planControl(pause: Bool, code: String? = nil)
+    /// Abandon the security-key approval of publish `requestID` (Esc on "touch your security key"): the run loop
+    /// hands it to the executor's `interrupt` at once (not behind the publish it cancels); the key's request is
+    /// cancelled and whatever it returns is not published.
+    case cancelApproval(requestID: Int)
+    /// Start the phone verification of `change` (`ConfirmedChange.phone`): the provider sends a code by SMS, then
+    /// calls; answer `.phoneStatus`, or `.writeRefused` when the policy or the provider refuses. The code typed
+    /// then goes in `.publish` (`phoneCode`), checked by the provider and the write path.
+    case phoneStart(ConfirmedChange)
+    /// "Call me instead": the provider moves to its next channel (a voice call); answer `.phoneStatus`.
+    case phoneCall(requestID: Int)
+    /// Esc on the phone code: the provider's verification is cancelled (DELETE) and audited; no answer.
+    case phoneCancel(requestID: Int)
     /// Fetch a snapshot now rather than at the next refresh.
     case refresh
     /// Repaint the whole terminal (Ctrl-L).

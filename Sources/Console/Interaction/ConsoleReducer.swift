@@ -92,7 +92,7 @@ extension ConsoleState {
             return publishRefused(id, refusal, intervening: intervening)
         case .published(let receipt):
             var rolledBackTo: Int?
-            if case .publishing(let request) = overlay, request.preview.request.id == receipt.requestID {
+            if let request = inFlight(receipt.requestID) {
                 overlay = nil
                 switch request.preview.request.operation {
                 case .rollbackLast: rolledBackTo = Int(request.preview.baseVersion).map { $0 - 1 }
@@ -112,6 +112,23 @@ extension ConsoleState {
             if isPublishing(id) { overlay = nil }
             say("Not published: " + message, .error)
             return [.refresh]
+        case .phoneStatus(let id, let status):
+            guard case .phone(let request, _, let field, let error, let checking) = overlay, request.preview.request.id == id
+            else { return [] }
+            overlay = .phone(request, status: status, field: field, error: error, checking: checking)
+            return []
+        case .phoneEnded(let id):
+            guard case .phone(let request, _, _, let error, _) = overlay, request.preview.request.id == id else { return [] }
+            overlay = nil
+            keptReason = nil
+            say("Not published: the phone verification ended" + (error.map { ": " + $0 } ?? ""), .error)
+            return [.refresh]
+        case .securityKeyNeedsPIN(let id):
+            guard let request = inFlight(id), request.securityKey else { return [] }
+            overlay = .securityKeyPIN(
+                request.preview, reason: request.reason, field: TextField(maxLength: 63, masked: true),
+                error: request.securityKeyPIN == nil ? nil : "The key refused the PIN; type it again (Esc cancels).")
+            return []
         case .historyLoaded(let entries):
             guard case .history(nil, _) = overlay else { return [] }
             overlay = .history(entries: entries, cursor: ListCursor())
@@ -223,7 +240,7 @@ extension ConsoleState {
     private mutating func noteStoreLost(_ lost: String) -> [ConsoleEffect] {
         storeLost = lost
         switch overlay {
-        case .valuePrompt, .preparing, .confirm, .reason, .stepUp, .conflict:
+        case .valuePrompt, .preparing, .confirm, .reason, .stepUp, .stepUpMethod, .securityKeyPIN, .phone, .conflict:
             overlay = nil
             keptReason = nil
             revision = nil
@@ -279,9 +296,16 @@ extension ConsoleState {
         return [.preview(request)]
     }
 
-    private func isPublishing(_ id: Int) -> Bool {
-        if case .publishing(let r) = overlay { return r.preview.request.id == id }
-        return false
+    private func isPublishing(_ id: Int) -> Bool { inFlight(id) != nil }
+
+    /// The publish `id` while it is on screen: in flight, or waiting for the security key that approves it.
+    private func inFlight(_ id: Int) -> ConfirmedChange? {
+        switch overlay {
+        case .publishing(let r) where r.preview.request.id == id: r
+        case .securityKey(let r, _, _) where r.preview.request.id == id: r
+        case .phone(let r, _, _, _, _) where r.preview.request.id == id: r
+        default: nil
+        }
     }
 
     /// Shows a message under the panels. A result (success, warning, error) stays until the operator's next key
@@ -421,6 +445,80 @@ extension ConsoleState {
 
         case .publishing:
             // A compare-and-swap in flight cannot be called back; its answer closes this.
+            return []
+
+        case .stepUpMethod(let preview, let reason, let selected):
+            let options = preview.stepUpOptions
+            switch key {
+            case .up, .character("k"), .backTab:
+                self.overlay = .stepUpMethod(preview, reason: reason, selected: max(0, selected - 1))
+            case .down, .character("j"), .tab:
+                self.overlay = .stepUpMethod(preview, reason: reason, selected: min(options.count - 1, selected + 1))
+            case .enter:
+                return useStepUp(options[min(selected, options.count - 1)], preview, reason: reason)
+            case .character(let c) where c.wholeNumberValue.map { (1...options.count).contains($0) } ?? false:
+                return useStepUp(options[c.wholeNumberValue! - 1], preview, reason: reason)
+            case .escape, .character("q"):
+                cancelWrite()
+            default: break
+            }
+            return []
+
+        case .securityKey(let request, _, _):
+            // The key's request is abandoned (cancelled on the device; whatever it returns is not published).
+            guard key == .escape || key == .character("q") else { return [] }
+            self.overlay = nil
+            keptReason = nil
+            revision = nil
+            say("Cancelled: the security key's approval was abandoned; nothing was written.", .info)
+            return [.cancelApproval(requestID: request.preview.request.id)]
+
+        case .phone(let request, let status, var field, let error, let checking):
+            let id = request.preview.request.id
+            guard !checking else { return [] }  // the provider and the write path have the code
+            if key == .character("c") || key == .character("C") {
+                guard status != nil else { return [] }
+                return [.phoneCall(requestID: id)]
+            }
+            switch field.handle(key) {
+            case .cancelled:
+                self.overlay = nil
+                keptReason = nil
+                revision = nil
+                say("Cancelled: the phone verification was cancelled; nothing was written.", .info)
+                return [.phoneCancel(requestID: id)]
+            case .submitted:
+                guard status != nil, field.text.count >= 4 else {
+                    self.overlay = .phone(
+                        request, status: status, field: field,
+                        error: status == nil ? "Wait for the code to be sent." : "Type the code sent to your phone.", checking: false)
+                    return []
+                }
+                let checked = ConfirmedChange.withPhone(request.preview, reason: request.reason, code: field.text)
+                self.overlay = .phone(checked, status: status, field: field, error: nil, checking: true)
+                return [.publish(checked)]
+            case .edited:
+                self.overlay = .phone(request, status: status, field: field, error: nil, checking: false)
+            case .ignored:
+                self.overlay = .phone(request, status: status, field: field, error: error, checking: false)
+            }
+            return []
+
+        case .securityKeyPIN(let preview, let reason, var field, let error):
+            switch field.handle(key) {
+            case .cancelled:
+                cancelWrite()
+            case .submitted:
+                guard !field.text.isEmpty else {
+                    self.overlay = .securityKeyPIN(preview, reason: reason, field: field, error: "Type the key's PIN (Esc cancels).")
+                    return []
+                }
+                return approveWithSecurityKey(preview, reason: reason, pin: field.text)
+            case .edited:
+                self.overlay = .securityKeyPIN(preview, reason: reason, field: field, error: nil)
+            case .ignored:
+                self.overlay = .securityKeyPIN(preview, reason: reason, field: field, error: error)
+            }
             return []
 
         case .conflict(let conflict, let focus):
@@ -971,10 +1069,36 @@ extension ConsoleState {
     private mutating func afterReason(_ preview: ChangePreview, reason: String) -> [ConsoleEffect] {
         if !reason.isEmpty { keptReason = reason }
         if preview.requiresStepUp {
+            let options = preview.stepUpOptions
+            if options.count > 1 {
+                overlay = .stepUpMethod(preview, reason: reason, selected: 0)
+                return []
+            }
+            return useStepUp(options.first ?? .code, preview, reason: reason)
+        }
+        return publish(ConfirmedChange(preview: preview, reason: reason, stepUpCode: nil))
+    }
+
+    /// The chosen second factor: the code prompt, or the security key at once.
+    private mutating func useStepUp(_ option: StepUpOption, _ preview: ChangePreview, reason: String) -> [ConsoleEffect] {
+        switch option {
+        case .securityKey:
+            return approveWithSecurityKey(preview, reason: reason, pin: nil)
+        case .phone:
+            let request = ConfirmedChange.withPhone(preview, reason: reason)
+            overlay = .phone(request, status: nil, field: Self.codeField(), error: nil, checking: false)
+            return [.phoneStart(request)]
+        case .code:
             overlay = .stepUp(preview, reason: reason, field: Self.codeField(), error: nil)
             return []
         }
-        return publish(ConfirmedChange(preview: preview, reason: reason, stepUpCode: nil))
+    }
+
+    /// "Touch your security key": the executor has the key sign the change and publishes it in one effect.
+    private mutating func approveWithSecurityKey(_ preview: ChangePreview, reason: String, pin: String?) -> [ConsoleEffect] {
+        let request = ConfirmedChange.withSecurityKey(preview, reason: reason, pin: pin)
+        overlay = .securityKey(request, since: wallNow, seconds: preview.securityKeySeconds)
+        return [.publish(request)]
     }
 
     private mutating func publish(_ request: ConfirmedChange) -> [ConsoleEffect] {
@@ -1017,7 +1141,10 @@ extension ConsoleState {
 
     /// The answer to a publish the write path refused: the dialog or message is chosen by the refusal's case.
     private mutating func publishRefused(_ id: Int, _ refusal: WriteRefusal, intervening: [ChangeRecord]) -> [ConsoleEffect] {
-        guard case .publishing(let request) = overlay, request.preview.request.id == id else {
+        // A phone verification the provider has started (a refusal before that closes the dialog).
+        var phoneStarted = false
+        if case .phone(_, .some, _, _, _) = overlay { phoneStarted = true }
+        guard let request = inFlight(id) else {
             // The answer to a request no longer on screen: conflicts and code prompts are for the open dialog only.
             switch refusal {
             case .conflict: return [.refresh]
@@ -1034,7 +1161,22 @@ extension ConsoleState {
                     request: request.preview.request, expectedVersion: request.preview.baseVersion, report: report,
                     intervening: intervening), focus: .cancel)
             return [.refresh]
-        case .stepUpNeeded, .stepUpFailed:
+        case .stepUpBlocked(let r) where r.twoPersonRequest != nil:
+            // Recorded, not refused for good: a second operator approves the request by its id.
+            overlay = nil
+            keptReason = nil
+            say("Awaiting a second operator: request \(r.twoPersonRequest ?? ""); " + r.detail, .warning)
+            return [.refresh]
+        case .stepUpFailed where request.phone && phoneStarted:
+            // A wrong phone code: the same verification takes another (the provider allows three).
+            if case .phone(_, let status, _, _, _) = overlay {
+                overlay = .phone(
+                    ConfirmedChange.withPhone(request.preview, reason: request.reason), status: status,
+                    field: Self.codeField(), error: refusal.description, checking: false)
+            }
+            return []
+        case .stepUpNeeded where !request.securityKey && !request.phone,
+            .stepUpFailed where !request.securityKey && !request.phone:
             // The code prompt reopens with the refusal's words.
             overlay = .stepUp(request.preview, reason: request.reason, field: Self.codeField(), error: refusal.description)
             return []

@@ -257,6 +257,17 @@ public enum Overlay: Hashable, Sendable {
     case reason(ChangePreview, field: TextField, error: String?)
     /// The step-up (TOTP) code, masked.
     case stepUp(ChangePreview, reason: String, field: TextField, error: String?)
+    /// Which second factor approves the change, when the policy accepts more than one the operator has enrolled;
+    /// `selected` indexes `preview.stepUpOptions`.
+    case stepUpMethod(ChangePreview, reason: String, selected: Int)
+    /// "Touch your security key": the key is asked to sign the change (the publish follows in the same effect);
+    /// `since` (wall time) and `seconds` (the key's timeout) give the countdown. Esc abandons it.
+    case securityKey(ConfirmedChange, since: Instant?, seconds: Int)
+    /// The security key asked for its PIN: typed masked, then the key is asked again.
+    case securityKeyPIN(ChangePreview, reason: String, field: TextField, error: String?)
+    /// A code sent to the operator's phone: the provider's status (nil while the verification starts), the code
+    /// typed (masked), and whether it is being checked (`checking`: the provider and the write path have it).
+    case phone(ConfirmedChange, status: String?, field: TextField, error: String?, checking: Bool)
     /// The publish is in flight.
     case publishing(ConfirmedChange)
     /// Someone published first; offer to re-apply on top.

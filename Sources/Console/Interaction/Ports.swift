@@ -19,4 +19,13 @@ public protocol ConsoleEffectExecutor: Sendable {
     /// on the input thread, so a slow store never freezes the keyboard. It is never given `.refresh`, `.redraw`
     /// or `.quit`, which the run loop handles itself.
     func perform(_ effect: ConsoleEffect) -> [ConsoleEvent]
+    /// Carries out `.cancelApproval` at once (see the extension); never blocks.
+    func interrupt(_ effect: ConsoleEffect)
+}
+
+extension ConsoleEffectExecutor {
+    /// Carries out `.cancelApproval` at once, on the input thread, while `perform` may still be busy with the
+    /// publish it cancels: it must not wait for that. The default does nothing (an executor without second
+    /// factors has nothing to cancel).
+    public func interrupt(_ effect: ConsoleEffect) {}
 }

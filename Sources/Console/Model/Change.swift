@@ -116,6 +116,11 @@ public struct ChangePreview: Hashable, Sendable {
     public var requiresReason: Bool
     /// Policy demands a step-up code before publishing.
     public var requiresStepUp: Bool
+    /// The second factors the policy accepts for this change and the operator has enrolled, in the order offered
+    /// (the executor fills it; a one-time code by default).
+    public var stepUpOptions: [StepUpOption] = [.code]
+    /// How long the security key waits for a touch (the countdown of "touch your security key").
+    public var securityKeySeconds: Int = 30
     /// Anything else the operator should read before confirming.
     public var notes: [String]
     /// Share (0...1) of active devices that have fetched the base version (the monitor's propagation figure, the
@@ -158,6 +163,25 @@ public struct ChangePreview: Hashable, Sendable {
     public var stacksOnUnpropagatedChange: Bool { isIncrease && (propagation.map { $0 < 0.5 } ?? false) }
 }
 
+/// A second factor the console can offer for a change that needs a step-up.
+public enum StepUpOption: String, Hashable, Sendable, CaseIterable {
+    /// A one-time code from the operator's authenticator app (TOTP).
+    case code
+    /// The operator's security key signs the exact change (FIDO2, through libfido2).
+    case securityKey = "security key"
+    /// A code sent to the operator's phone (SMS, then a voice call).
+    case phone
+
+    /// The words of the method chooser.
+    public var label: String {
+        switch self {
+        case .code: "one-time code (authenticator app)"
+        case .securityKey: "security key (touch it)"
+        case .phone: "phone (a code by SMS or a call)"
+        }
+    }
+}
+
 /// The change the operator confirmed in the dialog: the preview, and the reason and step-up code typed.
 public struct ConfirmedChange: Hashable, Sendable {
     public var preview: ChangePreview
@@ -165,11 +189,35 @@ public struct ConfirmedChange: Hashable, Sendable {
     public var reason: String
     /// The step-up code the operator typed, when policy asked for one.
     public var stepUpCode: String?
+    /// Approve with the operator's security key instead of a code (the executor runs the key).
+    public var securityKey: Bool = false
+    /// The security key's PIN, when the key asked for one (never shown, never logged).
+    public var securityKeyPIN: String? = nil
+    /// Approve with a code sent to the operator's phone (the executor runs the provider's verification).
+    public var phone: Bool = false
+    /// The phone code typed, to be checked by the provider (never shown, never logged).
+    public var phoneCode: String? = nil
 
     public init(preview: ChangePreview, reason: String, stepUpCode: String?) {
         self.preview = preview
         self.reason = reason
         self.stepUpCode = stepUpCode
+    }
+
+    /// The change approved by a code sent to the operator's phone (`code`: the one typed, once it is).
+    public static func withPhone(_ preview: ChangePreview, reason: String, code: String? = nil) -> ConfirmedChange {
+        var c = ConfirmedChange(preview: preview, reason: reason, stepUpCode: nil)
+        c.phone = true
+        c.phoneCode = code
+        return c
+    }
+
+    /// The change approved by the operator's security key (with `pin` when the key asked for one).
+    public static func withSecurityKey(_ preview: ChangePreview, reason: String, pin: String? = nil) -> ConfirmedChange {
+        var c = ConfirmedChange(preview: preview, reason: reason, stepUpCode: nil)
+        c.securityKey = true
+        c.securityKeyPIN = pin
+        return c
     }
 
     /// The write path's request: the operation on the version the preview showed, compare-and-swapped on its ETag.
@@ -233,12 +281,16 @@ public struct AuditEntry: Hashable, Sendable {
     public var succeeded: Bool
     /// The template version the entry published or concerns, when it names one (Enter opens it).
     public var version: Int?
+    /// For a step-up record that approved a change: who approved it and how; for a published record: the
+    /// approvals it was published with.
+    public var approvals: [ChangeApproval] = []
 
     public init(
         sequence: Int, at: Instant, actor: String, action: String, outcome: String, detail: String, succeeded: Bool,
-        version: Int? = nil
+        version: Int? = nil, approvals: [ChangeApproval] = []
     ) {
         self.version = version
+        self.approvals = approvals
         self.sequence = sequence
         self.at = at
         self.actor = actor
@@ -290,4 +342,35 @@ public struct VersionDetail: Hashable, Sendable {
     }
 
     public var number: Int { Int(record.version) ?? 0 }
+}
+
+/// Who approved a change protected by step-up, and with which method (read from the audit records the write path
+/// keeps: the step-up record of each approval).
+public struct ChangeApproval: Hashable, Sendable {
+    public enum Method: String, Hashable, Sendable {
+        case code = "one-time code"
+        case securityKey = "security key"
+        case phone
+        /// A ramp plan's protected step approved ahead of time (`plan start --code`).
+        case preApproved = "plan pre-approval"
+    }
+
+    public var approver: String
+    public var method: Method
+    /// The operator who proposed the change (a two-person request's requester), when not the approver.
+    public var proposer: String?
+
+    public init(approver: String, method: Method, proposer: String? = nil) {
+        self.approver = approver
+        self.method = method
+        self.proposer = proposer
+    }
+
+    /// `approved by bob (security key), proposed by ana` for every approval of a change; empty when none.
+    public static func text(_ approvals: [ChangeApproval], actor: String) -> String {
+        guard !approvals.isEmpty else { return "" }
+        let who = approvals.map { "\($0.approver) (\($0.method.rawValue))" }.joined(separator: " and ")
+        let proposers = Set(approvals.compactMap(\.proposer) + [actor]).subtracting(approvals.map(\.approver))
+        return "approved by " + who + (proposers.isEmpty ? "" : ", proposed by " + proposers.sorted().joined(separator: ", "))
+    }
 }

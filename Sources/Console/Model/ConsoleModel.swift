@@ -372,6 +372,11 @@ public struct ChangeRecord: Hashable, Sendable {
     /// When it was published on the telemetry's time (a simulation's, on its store), where the charts mark it;
     /// nil: the same as `at` (wall time, which the log shows).
     public var telemetryAt: Instant? = nil
+    /// Who approved it with a second factor and how (empty: no step-up approval on record).
+    public var approvals: [ChangeApproval] = []
+
+    /// `approved by bob (security key), proposed by ana`, or empty.
+    public var approvalText: String { ChangeApproval.text(approvals, actor: actor) }
 
     public init(
         version: String, at: Instant, actor: String, kind: Proposal.Kind?, from: RolloutPosition, to: RolloutPosition,

@@ -215,6 +215,14 @@ enum Hints {
             return [HintBar.Item("Enter", "publish"), HintBar.Item("Esc", "cancel")]
         case .preparing:
             return [HintBar.Item("Esc", "cancel")]
+        case .stepUpMethod:
+            return [HintBar.Item("↑↓", "choose"), HintBar.Item("Enter", "approve"), HintBar.Item("Esc", "cancel")]
+        case .securityKey:
+            return [HintBar.Item("…", "touch your security key"), HintBar.Item("Esc", "cancel")]
+        case .phone:
+            return [HintBar.Item("Enter", "check the code"), HintBar.Item("c", "call me instead"), HintBar.Item("Esc", "cancel")]
+        case .securityKeyPIN:
+            return [HintBar.Item("Enter", "send the PIN to the key"), HintBar.Item("Esc", "cancel")]
         case .publishing:
             return [HintBar.Item("…", "publishing; the answer closes this")]
         case .confirm, .conflict:

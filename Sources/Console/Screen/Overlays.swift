@@ -47,6 +47,50 @@ enum OverlayView {
                     [Span("Code from your authenticator app:", .text)], [], errorLine(error),
                 ], buttons: nil, width: 64, into: &grid, area: area)
             TextInput.render(field, into: &grid, area: Rect(x: inner.x, y: inner.y + 2, width: 12, height: 1))
+        case .stepUpMethod(let preview, _, let selected):
+            let options = preview.stepUpOptions.enumerated().map { i, option -> Line in
+                let chosen = i == selected
+                return [
+                    Span(chosen ? "› " : "  ", .accent), Span("\(i + 1)  ", .key),
+                    Span(option.label, chosen ? .selection : .text, chosen ? .bold : []),
+                ]
+            }
+            DialogBox.render(
+                title: [Span("Step-up verification", .dialog)],
+                lines: [[Span("Policy asks for a second factor for ", .text)] + Describe.change(preview.from, preview.to),
+                    [Span("Approve with:", .text)]] + options + [[], [Span("↑↓ or 1–\(options.count) choose · Enter approves · Esc cancels", .muted)]],
+                buttons: nil, width: 64, into: &grid, area: area)
+        case .securityKey(let request, let since, let seconds):
+            var left = seconds
+            if let since, let now = state.wallNow { left = max(0, seconds - Int((now - since).microseconds / 1_000_000)) }
+            DialogBox.render(
+                title: [Span("Touch your security key", .dialog)],
+                lines: [
+                    [Span("Touch your security key to approve ", .text)] + Describe.change(request.preview.from, request.preview.to),
+                    [Span("on v" + request.preview.baseVersion + ": the key signs exactly this change.", .muted)],
+                    [],
+                    [Span("\(left) s left", left <= 5 ? .warn : .accent, .bold), Span(" before the key gives up", .muted)],
+                    [Span("Esc cancels; nothing is published unless the key approves.", .muted)],
+                ], buttons: nil, width: 64, into: &grid, area: area)
+        case .phone(let request, let status, let field, let error, let checking):
+            let inner = DialogBox.render(
+                title: [Span("Phone verification", .dialog)],
+                lines: [
+                    [Span("A code sent to your phone approves ", .text)] + Describe.change(request.preview.from, request.preview.to),
+                    [Span(status ?? "asking the provider to send the code…", status == nil ? .muted : .accent)],
+                    [Span("Code (not shown):", .text)], [],
+                    checking ? [Span("checking the code with the provider…", .muted)] : errorLine(error),
+                    [Span("c: call me instead · Esc cancels the verification", .muted)],
+                ], buttons: nil, width: dialogWidth(76, area), into: &grid, area: area)
+            TextInput.render(field, into: &grid, area: Rect(x: inner.x, y: inner.y + 3, width: 12, height: 1))
+        case .securityKeyPIN(let preview, _, let field, let error):
+            let inner = DialogBox.render(
+                title: [Span("Security key PIN", .dialog)],
+                lines: [
+                    [Span("The key asks for its PIN to approve ", .text)] + Describe.change(preview.from, preview.to),
+                    [Span("PIN (not shown):", .text)], [], errorLine(error),
+                ], buttons: nil, width: 64, into: &grid, area: area)
+            TextInput.render(field, into: &grid, area: Rect(x: inner.x, y: inner.y + 2, width: 24, height: 1))
         case .publishing(let request):
             DialogBox.render(
                 title: [Span("Publishing", .dialog)],
@@ -376,7 +420,9 @@ enum ListRows {
         [
             Span("v" + r.version, .accent), Span(Format.dateTime(r.at, utcOffsetSeconds: offset), .muted),
             Span(r.actor, .text), Span(r.from.text + " → " + r.to.text, r.to.killed ? .bad : .text),
-            Span(r.kindText, .muted), Span(r.reason, .text),
+            Span(r.kindText, .muted),
+            // Who approved a protected change leads its "why": the reason follows.
+            Span(r.approvals.isEmpty ? r.reason : r.approvalText + (r.reason.isEmpty ? "" : " · " + r.reason), .text),
         ]
     }
 
@@ -384,7 +430,11 @@ enum ListRows {
         [
             Span(String(e.sequence), .muted), Span(Format.dateTime(e.at, utcOffsetSeconds: offset), .muted),
             Span(e.actor, .text), Span(e.action, .text),
-            Span((e.succeeded ? "✓ " : "✗ ") + e.outcome, e.succeeded ? .ok : .bad), Span(e.detail, .text),
+            Span((e.succeeded ? "✓ " : "✗ ") + e.outcome, e.succeeded ? .ok : .bad),
+            Span(
+                e.approvals.isEmpty
+                    ? e.detail : ChangeApproval.text(e.approvals, actor: e.actor) + (e.detail.isEmpty ? "" : " · " + e.detail),
+                .text),
         ]
     }
 }
