@@ -156,6 +156,8 @@ public final class StoreConsoleExecutor: ConsoleEffectExecutor, @unchecked Senda
     private let phone: (@Sendable () throws -> VonageVerifyClient)?
     /// The provider's verification of each publish request that started one.
     private var verifications: [Int: String] = [:]
+    /// The step-up policy's phone port (started verifications and the answers asked ahead), made on first use.
+    private var phoneCodes: VonagePhoneCodes?
     private let lock = Lock()
     /// The security-key approvals in flight by publish request id, which `interrupt` cancels (its own lock: it
     /// runs while `perform` holds `lock`).
@@ -319,8 +321,10 @@ public final class StoreConsoleExecutor: ConsoleEffectExecutor, @unchecked Senda
         }
     }
 
-    private func execute(_ writeRequest: WritePath.Request, id: Int, _ request: ConfirmedChange) throws -> ConsoleEvent {
-        switch try writePath().execute(writeRequest) {
+    private func execute(
+        _ writeRequest: WritePath.Request, id: Int, _ request: ConfirmedChange, on path: WritePath? = nil
+    ) throws -> ConsoleEvent {
+        switch try (path ?? writePath()).execute(writeRequest) {
         case .published(let stored, let proposal, _):
             return .published(
                 PublishReceipt(
@@ -344,18 +348,31 @@ public final class StoreConsoleExecutor: ConsoleEffectExecutor, @unchecked Senda
 
     // MARK: Phone verification, one step per effect (the CLI's `StepUpMethods.publishWithPhone` in a loop)
 
-    private func phonePolicy() throws -> (StepUpWritePolicy, WritePath)? {
+    /// The write path with its step-up policy given the phone port, and that policy; nil when the path has none.
+    private func phonePolicy(_ codes: VonagePhoneCodes) throws -> (StepUpWritePolicy, WritePath)? {
         let path = try writePath()
-        return path.policies.lazy.compactMap({ $0 as? StepUpWritePolicy }).first.map { ($0, path) }
+        guard let unwired = path.policies.lazy.compactMap({ $0 as? StepUpWritePolicy }).first else { return nil }
+        let policy = unwired.checkingPhoneCodes(with: codes)
+        return (policy, path.replacingStepUp(with: policy))
     }
 
-    /// The write path's answer to `request` with the provider's `outcome` (audited, counted towards the phone
-    /// method's lockout).
-    private func submitPhone(_ request: ConfirmedChange, verification: String, _ outcome: PhoneApproval.Outcome) -> ConsoleEvent {
+    private func codes() throws -> VonagePhoneCodes? {
+        if let phoneCodes { return phoneCodes }
+        guard let phone else { return nil }
+        let made = VonagePhoneCodes(client: try phone())
+        phoneCodes = made
+        return made
+    }
+
+    /// The write path's answer to `request` with `submission` (a code the policy checks through the phone port, or
+    /// why none was checked): audited, counted towards the phone method's lockout.
+    private func submitPhone(
+        _ request: ConfirmedChange, verification: String, _ submission: PhoneApproval.Submission, on path: WritePath
+    ) -> ConsoleEvent {
         var writeRequest = request.writeRequest(actor: session.operatorID, origin: Self.origin)
-        writeRequest.phoneApproval = PhoneApproval(verification: verification, outcome: outcome)
+        writeRequest.phoneApproval = PhoneApproval(verification: verification, submission: submission)
         do {
-            return try execute(writeRequest, id: request.preview.request.id, request)
+            return try execute(writeRequest, id: request.preview.request.id, request, on: path)
         } catch let failure as WritePath.Failure {
             return refused(failure, id: request.preview.request.id, request)
         } catch {
@@ -366,7 +383,7 @@ public final class StoreConsoleExecutor: ConsoleEffectExecutor, @unchecked Senda
     private func phoneStart(_ request: ConfirmedChange) -> [ConsoleEvent] {
         let id = request.preview.request.id
         do {
-            guard let phone, let (policy, path) = try phonePolicy() else {
+            guard let codes = try codes(), let (policy, path) = try phonePolicy(codes) else {
                 return [.publishFailed(requestID: id, message: "phone verification is not configured ($ROLLOUT_VONAGE_CREDENTIALS)")]
             }
             let proposal = try path.preview(request.writeRequest(actor: session.operatorID, origin: Self.origin)).proposal
@@ -375,13 +392,13 @@ public final class StoreConsoleExecutor: ConsoleEffectExecutor, @unchecked Senda
             }
             // A method the policy does not accept, or a locked one: refused (and audited) before anything is sent.
             if try !policy.accepts(.phone, for: proposal) || enrolment.isLockedOut(at: path.clock.now()) {
-                return [submitPhone(request, verification: "-", .unavailable("not started"))]
+                return [submitPhone(request, verification: "-", .notChecked("not started"), on: path)]
             }
             let verification: String
             do {
-                verification = try phone().start(number: PhoneNumber.digits(enrolment.number))
+                verification = try codes.start(number: enrolment.number, binding: policy.phoneBinding(for: proposal))
             } catch {
-                return [submitPhone(request, verification: "-", .unavailable("\(error)"))]
+                return [submitPhone(request, verification: "-", .notChecked("\(error)"), on: path)]
             }
             verifications[id] = verification
             return [
@@ -396,24 +413,20 @@ public final class StoreConsoleExecutor: ConsoleEffectExecutor, @unchecked Senda
         }
     }
 
-    /// The code typed: checked by the provider (the only place it goes), then the outcome through the write path.
+    /// The code typed: the provider is asked before the write path's transaction (the only place the code goes),
+    /// and the step-up policy takes that answer for this change through its phone port.
     private func phoneCheck(_ request: ConfirmedChange, _ writeRequest: WritePath.Request) throws -> [ConsoleEvent] {
         let id = request.preview.request.id
-        guard let phone, let verification = verifications[id], let code = request.phoneCode else {
+        guard let codes = try codes(), let verification = verifications[id], let code = request.phoneCode,
+            let (policy, path) = try phonePolicy(codes), let enrolment = try policy.phoneEnrolment(of: session.operatorID)
+        else {
             return [.publishFailed(requestID: id, message: "no phone verification was started for this change")]
         }
-        let outcome: PhoneApproval.Outcome
-        do {
-            switch try phone().check(verification, code: code) {
-            case .verified: outcome = .verified
-            case .wrong: outcome = .wrong
-            case .tooManyAttempts: outcome = .tooManyAttempts
-            }
-        } catch {
-            outcome = .unavailable("\(error)")
-        }
-        let answer = submitPhone(request, verification: verification, outcome)
-        guard outcome != .wrong else { return [answer] }
+        let proposal = try path.preview(writeRequest).proposal
+        codes.checkAhead(
+            verification: verification, code: code, number: enrolment.number, binding: policy.phoneBinding(for: proposal))
+        let answer = submitPhone(request, verification: verification, .code(code), on: path)
+        guard codes.lastOutcome(verification) != .wrong else { return [answer] }
         // The provider's verification is over: a refused change cannot take another code.
         verifications[id] = nil
         if case .writeRefused = answer { return [answer, .phoneEnded(requestID: id)] }
