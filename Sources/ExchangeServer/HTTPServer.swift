@@ -303,9 +303,27 @@ public final class HTTPServer: @unchecked Sendable {
     }
 
     /// The answer to a request refused on its head alone, in Google's error shape; nil to go on.
+    /// Whether `path` holds `%2F` or `%2f`: a scan of its bytes (a lower-cased copy of the path searched as text
+    /// cost every request about as much as the rest of this check).
+    static func hasEncodedSlash<Bytes: Collection<UInt8>>(_ path: Bytes) -> Bool {
+        var i = path.startIndex
+        while i != path.endIndex {
+            if path[i] == UInt8(ascii: "%") {
+                let two = path.index(after: i)
+                if two != path.endIndex, path[two] == UInt8(ascii: "2") {
+                    let f = path.index(after: two)
+                    if f != path.endIndex, path[f] | 0x20 == UInt8(ascii: "f") { return true }
+                }
+            }
+            i = path.index(after: i)
+        }
+        return false
+    }
+
     private func refusal(_ e: Exchange) -> HTTPResponse? {
-        let rawPath = e.rawURI.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false).first ?? ""
-        if rawPath.lowercased().contains("%2f") {
+        let rawBytes = e.rawURI.utf8.prefix { $0 != UInt8(ascii: "?") }
+        if Self.hasEncodedSlash(rawBytes) {
+            let rawPath = String(decoding: rawBytes, as: UTF8.self)
             return googleError(
                 404, "NOT_FOUND", "The requested URL \(rawPath) was not found on this server (encoded '/' in the path)."
             )

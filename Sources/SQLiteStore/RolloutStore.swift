@@ -115,6 +115,13 @@ public final class RolloutStore: @unchecked Sendable {
     /// The witness file beside the store.
     public let witness: Witness
 
+    /// How many write transactions ran the full seal check (the others found the file as this connection's own
+    /// last commit left it: see `installSeal`). For tests.
+    final class SealCheckCount: @unchecked Sendable {
+        var full = 0
+    }
+    let sealChecks = SealCheckCount()
+
     /// Why the path no longer names the store this connection opened, or nil while it does: checked before every
     /// write, and by a long-lived reader (the console) on every refresh, since its connection keeps reading an
     /// unlinked or replaced file as if nothing happened.
@@ -156,14 +163,39 @@ public final class RolloutStore: @unchecked Sendable {
         // The state each write starts from: the witness keeps it as "previous", since a crash between the
         // witness and the commit leaves the store there.
         nonisolated(unsafe) var startedFrom: StoreSeal.State?
+        // The state this connection's last commit sealed, with the file's change counters as that commit left
+        // them (`sealed`), and those of the transaction now open (`sealing`). When the counters are the same at the
+        // start of the next write, nobody else changed the file in between (no other connection committed, no
+        // schema change, no write of this connection outside a transaction), so the file is at exactly the state
+        // this connection checked, changed and sealed: the full check (every sealed table digested, the chain
+        // head's record re-hashed, the seal's HMAC) is skipped, and the witness is still checked as it is rewritten.
+        // A per-request write otherwise spent most of its time checking what it had itself sealed a moment before.
+        nonisolated(unsafe) var sealed: (counters: SQLiteDatabase.ChangeCounters, state: StoreSeal.State)?
+        nonisolated(unsafe) var sealing: (counters: SQLiteDatabase.ChangeCounters, state: StoreSeal.State)?
+        nonisolated(unsafe) var checkWitness = false
         let identity = identity
+        let checks = sealChecks
+        database.afterWrite = { _, committed in
+            sealed = committed ? sealing : nil
+            sealing = nil
+        }
         database.beforeWrite = { db in
             startedFrom = nil
+            sealing = nil
+            checkWitness = false
             if let problem = RolloutStore.identityProblem(path: path, identity: identity) {
+                sealed = nil
                 throw StoreError.unavailable(
                     "the store was removed or replaced while this process had it open (\(path): \(problem)): nothing "
                         + "was written; open it again ('rollout audit verify' checks the file now at that path)")
             }
+            if let last = sealed, try db.changeCounters() == last.counters {
+                startedFrom = last.state
+                checkWitness = true
+                return
+            }
+            sealed = nil
+            checks.full += 1
             let (sealProblem, state) = try StoreSeal.check(db, key: key, witness: witness)
             var found = sealProblem
             if found == nil {
@@ -183,7 +215,15 @@ public final class RolloutStore: @unchecked Sendable {
             guard let key else {
                 throw StoreError.unavailable("the store key \(StoreKey.path(forStore: path)) is missing: nothing is written")
             }
-            try witness.write(try StoreSeal.reseal(db, key: key, from: startedFrom), before: startedFrom)
+            let state = try StoreSeal.reseal(db, key: key, from: startedFrom)
+            do {
+                try witness.write(state, before: startedFrom, requireAllowed: checkWitness)
+            } catch let problem as ConfigIntegrityProblem {
+                throw StoreError.corrupt(
+                    "\(path) fails verification, so nothing is written: \(problem) (see 'rollout audit verify')")
+            }
+            // Read with the write lock held: no other connection can commit before this transaction does.
+            sealing = (try db.changeCounters(), state)
         }
     }
 

@@ -21,6 +21,8 @@ public final class SQLiteDatabase: @unchecked Sendable {
     public var beforeWrite: ((SQLiteDatabase) throws -> Void)?
     /// Runs at the end of every outermost write transaction, just before its commit (the store's seal).
     public var beforeCommit: ((SQLiteDatabase) throws -> Void)?
+    /// Runs after an outermost write transaction committed, or after one rolled back (`committed` false).
+    var afterWrite: ((SQLiteDatabase, _ committed: Bool) -> Void)?
     /// The store key of the file this connection belongs to (set by `RolloutStore`): step-up secrets are
     /// encrypted with it. Nil for a bare connection, which then cannot store secrets.
     public internal(set) var storeKey: StoreKey?
@@ -219,12 +221,31 @@ public final class SQLiteDatabase: @unchecked Sendable {
             if immediate, let beforeCommit { try beforeCommit(self) }
             try run("COMMIT")
             tallyDelta = [:]
+            if immediate, let afterWrite { afterWrite(self, true) }
             return value
         } catch {
             tallyDelta = [:]
             try? execute("ROLLBACK")
+            if immediate, let afterWrite { afterWrite(self, false) }
             throw error
         }
+    }
+
+    /// What tells whether the file changed since this connection last looked: `PRAGMA data_version` (changes when
+    /// any other connection, in any process, commits), `PRAGMA schema_version` (changes with any schema change,
+    /// this connection's included) and the rows this connection changed (its writes outside a transaction too).
+    /// Equal values at the start of two write transactions mean that nobody but this connection's own
+    /// transactions changed the file in between.
+    struct ChangeCounters: Equatable {
+        var data: Int64
+        var schema: Int64
+        var ownRows: Int64
+    }
+
+    func changeCounters() throws(SQLiteError) -> ChangeCounters {
+        let data = try query("PRAGMA data_version").first?[0].int ?? -1
+        let schema = try query("PRAGMA schema_version").first?[0].int ?? -1
+        return ChangeCounters(data: data, schema: schema, ownRows: sqlite3_total_changes64(handle))
     }
 
     /// Whether a transaction is open on this connection.

@@ -159,11 +159,28 @@ public struct Witness: Sendable {
     /// durably, before the caller commits; nothing is written when the witness already says so. A whole v2 file
     /// gets the new lines in its older slot, in place; any other file is replaced whole (temporary file, fsync,
     /// rename) by a v2 file whose first slot holds them.
-    func write(_ state: StoreSeal.State, before: StoreSeal.State? = nil) throws {
+    ///
+    /// With `requireAllowed`, the witness as read must allow `before` (the check a write makes first, for a write
+    /// that skipped the rest of it: see `RolloutStore.installSeal`); otherwise a `ConfigIntegrityProblem`.
+    func write(_ state: StoreSeal.State, before: StoreSeal.State? = nil, requireAllowed: Bool = false) throws {
         let line = Witness.line(state)
         let start = before.map(Witness.line)
         let previous = start.flatMap { $0 == line ? nil : $0 }
         let (existing, layout) = readWithLayout()
+        if requireAllowed, let start {
+            switch existing {
+            case .missing:
+                throw ConfigIntegrityProblem("witness", "\(path) is missing (deleted?)")
+            case .unreadable(let why):
+                throw ConfigIntegrityProblem("witness", "\(path) is unreadable: \(why)")
+            case .lines(let current, let kept, let pending):
+                if !Witness.allows(start, current: current, previous: kept, pending: pending) {
+                    throw ConfigIntegrityProblem(
+                        "witness",
+                        "\(path) records \(current), but the store is at \(start): the store was replaced or its log rewritten")
+                }
+            }
+        }
         let pending = Witness.pending(after: existing, from: start, to: line, previous: previous)
         if case .lines(let current, let kept, let keptPending) = existing, current == line,
             previous == nil || (kept == previous && keptPending == pending)
