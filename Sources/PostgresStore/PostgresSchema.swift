@@ -163,6 +163,14 @@ public enum PostgresSchema {
             id TEXT PRIMARY KEY, credential BYTEA NOT NULL,
             sign_count BIGINT NOT NULL CHECK (sign_count BETWEEN 0 AND 4294967295), enrolled_at BIGINT NOT NULL);
         """,
+        // 9: room on every page of the installations for the next version of each row, so that a batch's update
+        // of its installations is a heap-only (HOT) update: the row's new version on its own page, no new entry
+        // in the primary key's index (a third of the WAL, a tenth of the time in `PostgresBench`). Pages
+        // written from now on keep 60% free; the table takes about 2.5 times the space. (No other change: this
+        // step can be renumbered freely.)
+        """
+        ALTER TABLE telemetry_installations SET (fillfactor = 40);
+        """,
     ]
 
     /// The recorded schema version; nil when the database has no rollout schema at all.

@@ -8,7 +8,7 @@ import Timekeeping
 /// every row, `RolloutWatch` folds them), aggregated in the database so that many ingesting processes and the
 /// simulator write at once. The methods have the signatures of the SQLite store's `TelemetryTables`.
 ///
-/// A batch lands in one READ COMMITTED transaction of four round trips (`BEGIN`, the reads, the writes,
+/// A batch lands in one READ COMMITTED transaction of three round trips (`BEGIN` with the reads, the writes,
 /// `COMMIT`), without the chain-head lock (ingest does not queue behind publishes):
 /// - the batch first takes a transaction advisory lock on each of its installations' partitions (an id's FNV-1a
 ///   modulo 64), in ascending order (one order for every batch: no deadlock), so two batches sharing an
