@@ -146,6 +146,8 @@ public final class PostgresConfigStore: ConfigStore, @unchecked Sendable {
             // A connection lost since the last call (a server restart) is opened again before this transaction;
             // the call that met the loss failed with a connection error, and nothing of it is re-run here.
             connection.reconnectIfLost()
+            // Cleared per attempt, not when it ends: a rollback after the body committed must not send ROLLBACK.
+            committedByBody = false
             do {
                 depth = 1
                 defer {
@@ -164,6 +166,7 @@ public final class PostgresConfigStore: ConfigStore, @unchecked Sendable {
                     ])
                 }
                 let value = try body()
+                if committedByBody { return value }
                 // The new seal and COMMIT in one round trip (the body's deferred writes go with the state the
                 // seal is made of, in the round trip before).
                 let sealed = try renewSeal(thenCommit: true)
@@ -205,9 +208,24 @@ public final class PostgresConfigStore: ConfigStore, @unchecked Sendable {
 
     /// Rolls the open transaction back; statements still queued for the next round trip are dropped with it.
     private func rollback() {
+        if committedByBody { return }
         // A BEGIN still queued never reached the server: there is no transaction to roll back.
         if connection.discardDeferred().contains(where: { $0.sql.hasPrefix("BEGIN") }) { return }
         try? connection.execute("ROLLBACK")
+    }
+
+    /// Whether the body of the open transaction committed it itself (`pipelineThenCommit`).
+    private var committedByBody = false
+
+    /// Runs `statements` in one round trip and answers their rows; in the outermost transaction of a writer that
+    /// holds no head lock and renews no seal (a telemetry batch of its own), COMMIT goes last in that round trip,
+    /// so the caller sends nothing after it in the transaction. A failure among the statements leaves COMMIT
+    /// unsent (the server skips the rest of the round trip) and the transaction is rolled back as usual.
+    func pipelineThenCommit(_ statements: [(sql: String, params: [String?])]) throws -> [[[String?]]] {
+        guard depth == 1, !headLocked, !renewsSeal, !isReadOnly else { return try connection.pipeline(statements) }
+        let rows = try connection.pipeline(statements + [("COMMIT", [])])
+        committedByBody = true
+        return Array(rows.dropLast())
     }
 
     /// The head row lock: every writer queues here (see the type's comment); then the seal is checked, before
