@@ -48,6 +48,35 @@ public final class PGConnection: @unchecked Sendable {
 
     deinit { PQfinish(raw) }
 
+    /// How many round trips to the server this connection has made (each `query`, `execute`, `prepare` and
+    /// `pipeline` call is one, whatever the number of statements it carries): what a write costs in latency.
+    public private(set) var roundTrips = 0
+
+    /// How many statements this connection has sent (a pipeline's each count): a reader of an earlier result
+    /// can tell whether anything ran on the connection since.
+    public private(set) var statementsSent = 0
+
+    /// Statements queued by `deferUntilNextRoundTrip`, sent first in the next round trip.
+    private var deferred: [(sql: String, params: [String?])] = []
+
+    /// Queues statements whose results nobody reads (`BEGIN`, the writes of a publish) to go at the front of the
+    /// next round trip instead of one of their own. The server runs them in order before that call's statements,
+    /// so everything sent later sees them; a failure among them is thrown by that call (and the server skips the
+    /// rest of its round trip, COMMIT included). The transaction runner drops the queue when it rolls back.
+    public func deferUntilNextRoundTrip(_ statements: [(sql: String, params: [String?])]) {
+        deferred += statements
+    }
+
+    /// Forgets the queued statements (a rollback: they are to be undone anyway) and returns them.
+    @discardableResult
+    public func discardDeferred() -> [(sql: String, params: [String?])] {
+        defer { deferred = [] }
+        return deferred
+    }
+
+    /// Whether statements are queued for the next round trip.
+    public var hasDeferred: Bool { !deferred.isEmpty }
+
     /// Statements that set up the session (`SET ...`), run again after a reconnect.
     public var sessionSetup: [String] = []
 
@@ -60,6 +89,7 @@ public final class PGConnection: @unchecked Sendable {
         guard PQstatus(raw) != CONNECTION_OK else { return true }
         PQreset(raw)
         prepared = [:]
+        deferred = []
         guard PQstatus(raw) == CONNECTION_OK else { return false }
         for statement in sessionSetup where (try? execute(statement)) == nil { return false }
         return true
@@ -75,6 +105,7 @@ public final class PGConnection: @unchecked Sendable {
     public func prepare(_ sql: String) throws(PostgresError) {
         guard prepared[sql] == nil else { return }
         let name = "rollout_\(prepared.count + 1)"
+        roundTrips += 1
         try rows(of: PQprepare(raw, name, sql, 0, nil))
         prepared[sql] = name
     }
@@ -82,7 +113,9 @@ public final class PGConnection: @unchecked Sendable {
     /// Runs `sql` with `$1...` bound to `params` (nil is NULL); returns the rows, each column as text or nil.
     @discardableResult
     public func query(_ sql: String, _ params: [String?] = []) throws(PostgresError) -> [[String?]] {
-        if prepared[sql] != nil { return try pipeline([(sql, params)])[0] }
+        if prepared[sql] != nil || !deferred.isEmpty { return try pipeline([(sql, params)]).last ?? [] }
+        roundTrips += 1
+        statementsSent += 1
         let copies: [UnsafeMutablePointer<CChar>?] = params.map { $0.map { strdup($0) } ?? nil }
         defer { for p in copies { free(p) } }
         let result: OpaquePointer? = copies.withUnsafeBufferPointer { buffer in
@@ -101,9 +134,20 @@ public final class PGConnection: @unchecked Sendable {
     /// COMMITTED transaction each still sees what committed before it started). When one fails the server skips
     /// the rest and this throws the first failure. Only the last statement may return many rows: the others'
     /// results wait in the server's buffer while this connection is still sending.
+    ///
+    /// Statements queued by `deferUntilNextRoundTrip` go first; the answer holds the rows of `statements` only.
     @discardableResult
     public func pipeline(_ statements: [(sql: String, params: [String?])]) throws(PostgresError) -> [[[String?]]] {
+        let queued = deferred.count
+        let all = deferred + statements
+        deferred = []
+        return Array(try send(all).dropFirst(queued))
+    }
+
+    private func send(_ statements: [(sql: String, params: [String?])]) throws(PostgresError) -> [[[String?]]] {
         guard !statements.isEmpty else { return [] }
+        roundTrips += 1
+        statementsSent += statements.count
         guard PQenterPipelineMode(raw) == 1 else { throw connectionError() }
         defer { PQexitPipelineMode(raw) }
         var sent = 0
@@ -161,9 +205,23 @@ public final class PGConnection: @unchecked Sendable {
     }
 
     /// Runs one or more statements without parameters (schema migrations).
+    /// A single statement without parameters joins the statements queued by `deferUntilNextRoundTrip` in one
+    /// round trip; several (separated by `;`, which pipelines cannot carry) go after them.
     public func execute(_ sql: String) throws(PostgresError) {
+        if !deferred.isEmpty {
+            if Self.isSingleStatement(sql) {
+                try pipeline([(sql, [])])
+                return
+            }
+            try pipeline([])
+        }
+        roundTrips += 1
+        statementsSent += 1
         try rows(of: PQexec(raw, sql))
     }
+
+    /// `COMMIT`, `ROLLBACK`, `BEGIN ...`: no `;` inside.
+    private static func isSingleStatement(_ sql: String) -> Bool { !sql.contains(";") }
 
     @discardableResult
     private func rows(of result: OpaquePointer?) throws(PostgresError) -> [[String?]] {

@@ -53,6 +53,8 @@ public final class PostgresConfigStore: ConfigStore, @unchecked Sendable {
     package func catalogChanged() { checkedSeal = nil }
     /// The database's identity for the witness, read once.
     var witnessIdentity: String?
+    /// How many round trips to the server this store's connection has made (`PGConnection.roundTrips`).
+    public var roundTrips: Int { connection.roundTrips }
     /// How many times a transaction is run again after a serialisation failure or deadlock.
     public var retryLimit = 20
 
@@ -144,43 +146,86 @@ public final class PostgresConfigStore: ConfigStore, @unchecked Sendable {
             // A connection lost since the last call (a server restart) is opened again before this transaction;
             // the call that met the loss failed with a connection error, and nothing of it is re-run here.
             connection.reconnectIfLost()
+            // Cleared per attempt, not when it ends: a rollback after the body committed must not send ROLLBACK.
+            committedByBody = false
             do {
                 depth = 1
                 defer {
                     depth = 0
+                    lockRead = nil
                     headLocked = false
                     renewsSeal = false
                     checkedSeal = nil
                 }
                 if lockingHead, !isReadOnly {
-                    // One round trip: BEGIN, the head lock, then (after it) the state the seal check compares,
-                    // a statement planned once per connection.
-                    try connection.prepare(PostgresSeal.stateQuery)
-                    let read = try connection.pipeline([
-                        ("BEGIN ISOLATION LEVEL READ COMMITTED", []), (Self.headLockQuery, []), (PostgresSeal.stateQuery, []),
-                        (PostgresSeal.sealQuery, []),
-                    ])
-                    try lockedHead(read[1], seal: (read[2].first, read[3].first))
+                    try beginLockingHead()
                 } else {
-                    try connection.execute(isReadOnly ? "BEGIN ISOLATION LEVEL READ COMMITTED READ ONLY" : "BEGIN ISOLATION LEVEL READ COMMITTED")
+                    // BEGIN goes with the body's first statements, in their round trip.
+                    connection.deferUntilNextRoundTrip([
+                        (isReadOnly ? "BEGIN ISOLATION LEVEL READ COMMITTED READ ONLY" : "BEGIN ISOLATION LEVEL READ COMMITTED", [])
+                    ])
                 }
                 let value = try body()
-                // The new seal and COMMIT in one round trip.
+                if committedByBody { return value }
+                // The new seal and COMMIT in one round trip (the body's deferred writes go with the state the
+                // seal is made of, in the round trip before).
                 let sealed = try renewSeal(thenCommit: true)
                 if sealed == nil { try connection.execute("COMMIT") }
                 if let sealed, sealed.sequence > 0 { advanceWitness(to: sealed) }
                 return value
             } catch let e as PostgresError where e.isRetryable && attempt < retryLimit {
-                try? connection.execute("ROLLBACK")
+                rollback()
                 continue
             } catch let e as PostgresError where e.isReadOnlyRefusal {
-                try? connection.execute("ROLLBACK")
+                rollback()
                 throw PostgresStoreError.readOnly(e.message)
             } catch {
-                try? connection.execute("ROLLBACK")
+                rollback()
                 throw error
             }
         }
+    }
+
+    /// One round trip: BEGIN, the head lock, then (after it) the state the seal check compares (a statement
+    /// planned once per connection), the seal, the newest version's etag (the compare-and-swap of a publish made
+    /// next) and the audit record this machine's witness saw; then the seal's check.
+    private func beginLockingHead() throws {
+        try connection.prepare(PostgresSeal.stateQuery)
+        // (A witness that cannot be read is named by the check after the lock, in its order.)
+        var seen: (sequence: Int64, hash: String)?
+        if let w = try? witness() { seen = try? w.read() }
+        var statements: [(sql: String, params: [String?])] = [
+            ("BEGIN ISOLATION LEVEL READ COMMITTED", []), (Self.headLockQuery, []), (PostgresSeal.stateQuery, []),
+            (PostgresSeal.sealQuery, []), (Self.newestETagQuery, []),
+        ]
+        if let seen, seen.sequence > 0 { statements.append((PostgresWitness.recordQuery, [String(seen.sequence)])) }
+        let read = try connection.pipeline(statements)
+        lockRead = (read[1].first, read[4].first?.first ?? nil, connection.statementsSent)
+        var witnessRead: ((sequence: Int64, hash: String), String?)?
+        if let seen { witnessRead = (seen, read.count > 5 ? read[5].first?.first ?? nil : nil) }
+        try lockedHead(read[1], seal: (read[2].first, read[3].first), witnessRead: witnessRead)
+    }
+
+    /// Rolls the open transaction back; statements still queued for the next round trip are dropped with it.
+    private func rollback() {
+        if committedByBody { return }
+        // A BEGIN still queued never reached the server: there is no transaction to roll back.
+        if connection.discardDeferred().contains(where: { $0.sql.hasPrefix("BEGIN") }) { return }
+        try? connection.execute("ROLLBACK")
+    }
+
+    /// Whether the body of the open transaction committed it itself (`pipelineThenCommit`).
+    private var committedByBody = false
+
+    /// Runs `statements` in one round trip and answers their rows; in the outermost transaction of a writer that
+    /// holds no head lock and renews no seal (a telemetry batch of its own), COMMIT goes last in that round trip,
+    /// so the caller sends nothing after it in the transaction. A failure among the statements leaves COMMIT
+    /// unsent (the server skips the rest of the round trip) and the transaction is rolled back as usual.
+    func pipelineThenCommit(_ statements: [(sql: String, params: [String?])]) throws -> [[[String?]]] {
+        guard depth == 1, !headLocked, !renewsSeal, !isReadOnly else { return try connection.pipeline(statements) }
+        let rows = try connection.pipeline(statements + [("COMMIT", [])])
+        committedByBody = true
+        return Array(rows.dropLast())
     }
 
     /// The head row lock: every writer queues here (see the type's comment); then the seal is checked, before
@@ -189,15 +234,24 @@ public final class PostgresConfigStore: ConfigStore, @unchecked Sendable {
         try lockedHead(try connection.query(Self.headLockQuery), seal: nil)
     }
 
-    static let headLockQuery = "SELECT version FROM config_head WHERE id = 1 FOR UPDATE"
+    static let headLockQuery = "SELECT version, audit_sequence, audit_hash FROM config_head WHERE id = 1 FOR UPDATE"
+    static let newestETagQuery = "SELECT etag FROM config_versions ORDER BY number DESC LIMIT 1"
 
-    /// After the head lock's rows (`seal`: the seal check's rows when read in the same round trip).
-    private func lockedHead(_ rows: [[String?]], seal: (state: [String?]?, seal: [String?]?)?) throws {
+    /// The head and the newest etag as read in the round trip of the head lock, and `statementsSent` then: valid
+    /// for a publish while nothing else ran on the connection since (nothing can have moved the locked head).
+    private var lockRead: (head: [String?]?, etag: String?, statementsSent: Int)?
+
+    /// After the head lock's rows (`seal`: the seal check's rows when read in the same round trip; `witnessRead`:
+    /// what this machine's witness saw and the hash the chain holds for that record, read in it too).
+    private func lockedHead(
+        _ rows: [[String?]], seal: (state: [String?]?, seal: [String?]?)?,
+        witnessRead: ((sequence: Int64, hash: String), String?)? = nil
+    ) throws {
         guard !rows.isEmpty else {
             throw StoreError.unavailable("the store has no version yet (create it with 'rollout init')")
         }
         headLocked = true
-        try checkSealBeforeWriting(read: seal)
+        try checkSealBeforeWriting(read: seal, witnessRead: witnessRead)
     }
 
     /// Runs `body` on one consistent snapshot: inside the caller's transaction when one is open, else in a
@@ -242,15 +296,22 @@ public final class PostgresConfigStore: ConfigStore, @unchecked Sendable {
     public func publish(_ request: PublishRequest) throws -> StoredTemplate {
         if isReadOnly { throw PostgresStoreError.readOnly("publish on a read-only store") }
         return try atomically {
-            // The newest version's etag (the compare-and-swap) and the head, in one round trip.
-            let read = try connection.pipeline([
-                ("SELECT etag FROM config_versions ORDER BY number DESC LIMIT 1", []),
-                ("SELECT version, audit_sequence, audit_hash FROM config_head WHERE id = 1", []),
-            ])
-            if case .etag(let expected) = request.ifMatch, read[0].first?.first != expected {
+            // The newest version's etag (the compare-and-swap) and the head: as read after the head lock when
+            // nothing ran since (the lock keeps every other writer out), else read now, in one round trip.
+            let etag: String?
+            let headRow: [String?]?
+            if let lockRead, lockRead.statementsSent == connection.statementsSent {
+                (etag, headRow) = (lockRead.etag, lockRead.head)
+            } else {
+                let read = try connection.pipeline([
+                    (Self.newestETagQuery, []), ("SELECT version, audit_sequence, audit_hash FROM config_head WHERE id = 1", []),
+                ])
+                (etag, headRow) = (read[0].first?.first ?? nil, read[1].first)
+            }
+            if case .etag(let expected) = request.ifMatch, etag != expected {
                 throw PublishConflict(current: try current(), expectedETag: expected)
             }
-            return try insertVersion(request, head: try Self.chainHead(read[1].first))
+            return try insertVersion(request, head: try Self.chainHead(headRow))
         }
     }
 
@@ -361,9 +422,10 @@ public final class PostgresConfigStore: ConfigStore, @unchecked Sendable {
             (entry.detail.isEmpty ? "" : entry.detail + "; ") + VersionDigest.label
             + VersionDigest.hex(info, form: template.form, templateText: text)
         let record = head.chaining(entry)
-        // One round trip: the audit record, the version, the head (a row since the first migration, so writers
-        // need UPDATE on it, not INSERT) and the notification.
-        try connection.pipeline([
+        // The audit record, the version, the head (a row since the first migration, so writers need UPDATE on it,
+        // not INSERT) and the notification: nothing is read back, so they go with the transaction's next round
+        // trip (the state the seal is made of, or COMMIT), in this order, before anything sent after them.
+        connection.deferUntilNextRoundTrip([
             Self.insertStatement(record),
             (
                 "INSERT INTO config_versions (\(Self.versionColumns)) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",

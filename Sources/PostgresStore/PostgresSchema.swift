@@ -176,6 +176,14 @@ public enum PostgresSchema {
         """
         ALTER TABLE telemetry_installations ADD COLUMN last_crash BIGINT;
         """,
+        // 11: room on every page of the installations for the next version of each row, so that a batch's update
+        // of its installations is a heap-only (HOT) update: the row's new version on its own page, no new entry
+        // in the primary key's index (a third of the WAL, a tenth of the time in `PostgresBench`). Pages
+        // written from now on keep 60% free; the table takes about 2.5 times the space. (No other change: this
+        // step can be renumbered freely.)
+        """
+        ALTER TABLE telemetry_installations SET (fillfactor = 40);
+        """,
     ]
 
     /// The recorded schema version; nil when the database has no rollout schema at all.

@@ -378,13 +378,21 @@ struct PostgresWitness {
         return (sequence, String(parts[3]))
     }
 
+    /// The hash the chain holds for a record (`$1`: its sequence).
+    static let recordQuery = "SELECT hash FROM config_audit WHERE sequence = $1"
+
     /// The first problem with the chain on `c` against what this machine saw, or nil.
     func check(_ c: PGConnection) throws -> PostgresSealProblem? {
         // Record 0 is the empty chain's genesis, in every chain.
         guard let seen = try read(), seen.sequence > 0 else { return nil }
-        let found =
-            try c.query("SELECT hash FROM config_audit WHERE sequence = $1", [String(seen.sequence)]).first?.first
-            ?? nil
+        let found = try c.query(Self.recordQuery, [String(seen.sequence)]).first?.first ?? nil
+        return check(seen: seen, found: found)
+    }
+
+    /// The same from what the file holds (`seen`) and the hash the chain holds for that record (`found`, nil when
+    /// the chain has no such record), read by the caller.
+    func check(seen: (sequence: Int64, hash: String), found: String?) -> PostgresSealProblem? {
+        guard seen.sequence > 0 else { return nil }
         guard let found else {
             return PostgresSealProblem(
                 "witness",
@@ -400,12 +408,34 @@ struct PostgresWitness {
         return nil
     }
 
-    /// Records `sequence`/`hash` when it is newer than what the file holds (temporary file, fsync, rename).
+    /// The size of a witness file: its lines padded with newlines (which `read` skips), so that advancing it
+    /// rewrites one sector in place.
+    static let size = 512
+
+    /// Records `sequence`/`hash` when it is newer than what the file holds.
+    ///
+    /// A file of `size` bytes is rewritten in place: one write of 512 bytes at offset 0 and `fdatasync`, the unit
+    /// a disk writes whole (PostgreSQL keeps `pg_control` within 512 bytes for the same reason), so no new inode
+    /// and no directory change per write. Any other file (a first witness, or one written before) is replaced
+    /// whole: a temporary file, fsync, rename.
     func advance(sequence: Int64, hash: String) throws {
         guard sequence > 0 else { return }
         if let seen = try? read(), seen.sequence >= sequence { return }
         let body = "\(Self.header)\ndatabase \(identity)\nsequence \(sequence) hash \(hash)"
-        let bytes = Array("\(body)\nmac \(key.mac(body))\n".utf8)
+        var bytes = Array("\(body)\nmac \(key.mac(body))\n".utf8)
+        if bytes.count < Self.size { bytes += [UInt8](repeating: UInt8(ascii: "\n"), count: Self.size - bytes.count) }
+        var status = stat()
+        if bytes.count == Self.size, stat(path, &status) == 0, status.st_size == Self.size,
+            (status.st_mode & S_IFMT) == S_IFREG
+        {
+            let fd = open(path, O_WRONLY | O_CLOEXEC)
+            if fd >= 0 {
+                let ok = pwrite(fd, bytes, bytes.count, 0) == bytes.count && fdatasync(fd) == 0
+                close(fd)
+                guard ok else { throw PostgresSealProblem("witness", "cannot write \(path): \(String(cString: strerror(errno)))") }
+                return
+            }
+        }
         let directory = String(path[..<(path.lastIndex(of: "/") ?? path.startIndex)])
         _ = mkdir(directory, 0o700)
         let temporary = path + ".tmp-\(getpid())"
@@ -430,8 +460,13 @@ extension PostgresConfigStore {
     ///
     /// `read`: the rows of `PostgresSeal.stateQuery` and `sealQuery`, when the caller read them in the round trip
     /// of the head lock (after it).
-    func checkSealBeforeWriting(read: (state: [String?]?, seal: [String?]?)? = nil) throws {
-        let label = Self.redacted(conninfo)
+    ///
+    /// `witnessRead`: the record this machine's witness saw and the hash the chain holds for it (nil: none),
+    /// read in that round trip too.
+    func checkSealBeforeWriting(
+        read: (state: [String?]?, seal: [String?]?)? = nil, witnessRead: ((sequence: Int64, hash: String), String?)? = nil
+    ) throws {
+        var label: String { Self.redacted(conninfo) }
         let (now, early) = try read.map { PostgresSeal.current(row: $0.state) } ?? PostgresSeal.current(connection)
         let (sealed, problem) =
             try read.map { PostgresSeal.check(sealRow: $0.seal, now: now, key: sealing?.key) }
@@ -439,8 +474,8 @@ extension PostgresConfigStore {
         var found = early ?? problem
         let witness = try witness()
         if found == nil, let witness {
-            found = try witness.check(connection)
-            if found == nil, !sealed, try witness.read() != nil {
+            found = try witnessRead.map { witness.check(seen: $0.0, found: $0.1) } ?? witness.check(connection)
+            if found == nil, !sealed, try witnessRead != nil || witness.read() != nil {
                 found = PostgresSealProblem(
                     "seal", "missing (store_seal deleted?): this machine's witness \(witness.path) saw the store sealed"
                 )

@@ -8,7 +8,7 @@ import Timekeeping
 /// every row, `RolloutWatch` folds them), aggregated in the database so that many ingesting processes and the
 /// simulator write at once. The methods have the signatures of the SQLite store's `TelemetryTables`.
 ///
-/// A batch lands in one READ COMMITTED transaction of four round trips (`BEGIN`, the reads, the writes,
+/// A batch lands in one READ COMMITTED transaction of two round trips (`BEGIN` with the reads; the writes with
 /// `COMMIT`), without the chain-head lock (ingest does not queue behind publishes):
 /// - the batch first takes a transaction advisory lock on each of its installations' partitions (an id's FNV-1a
 ///   modulo 64), in ascending order (one order for every batch: no deadlock), so two batches sharing an
@@ -88,10 +88,11 @@ public final class PostgresTelemetry: TelemetryCounters, @unchecked Sendable {
             if !fresh.isEmpty {
                 writes.append(
                     (
-                        "WITH i AS (INSERT INTO telemetry_installations (\(Self.installationColumns)) "
+                        // An installation created by another writer since the read (none holding the batch's
+                        // partitions can) is a unique violation: the batch runs again, settled from its row.
+                        "INSERT INTO telemetry_installations (\(Self.installationColumns)) "
                             + "SELECT * FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::smallint[], $5::smallint[], $6::smallint[], "
-                            + "$7::bigint[], $8::smallint[], $9::smallint[], $10::bigint[], $11::bigint[], $12::bigint[]) "
-                            + "ON CONFLICT (id) DO NOTHING RETURNING 1) SELECT count(*) FROM i",
+                            + "$7::bigint[], $8::smallint[], $9::smallint[], $10::bigint[], $11::bigint[], $12::bigint[])",
                         Self.installationArrays(fresh)
                     ))
             }
@@ -148,23 +149,28 @@ public final class PostgresTelemetry: TelemetryCounters, @unchecked Sendable {
                 writes.append(("DELETE FROM telemetry_presence WHERE hour < $1 OR count = 0", [String(oldestHour)]))
             }
             // Last: the id, under the sequence row's lock until commit (ids in commit order), the batch's row and
-            // the notification, in one statement.
+            // the notification, in one statement. Without the sequence row the id is NULL, which the batch's
+            // primary key refuses (so nothing commits).
             writes.append(
                 (
                     "WITH s AS (UPDATE telemetry_meta SET value = value + 1 WHERE key = 'batch_sequence' RETURNING value), "
                         + "b AS (INSERT INTO telemetry_batches (id, source, committed_at, events, installations, earliest, latest) "
-                        + "SELECT value, $1::text, $2::bigint, $3::bigint, $4::bigint, $5::bigint, $6::bigint FROM s RETURNING id) "
+                        + "VALUES ((SELECT value FROM s), $1::text, $2::bigint, $3::bigint, $4::bigint, $5::bigint, $6::bigint) RETURNING id) "
                         + "SELECT id, pg_notify($7::text, id::text) FROM b",
                     [
                         source, String(committedAt.microseconds), String(batch.eventCount), String(batch.installationCount),
                         batch.earliest.map { String($0.microseconds) }, batch.latest.map { String($0.microseconds) }, Self.channel,
                     ]
                 ))
-            let written = try c.pipeline(writes)
-            // Another writer created one of the new installations after the read (none holding the batch's
-            // partitions can): settle again from its row.
-            if !fresh.isEmpty, written[0].first?.first?.flatMap({ Int($0) }) != fresh.count {
+            // The writes and, when the batch is a transaction of its own, COMMIT: one round trip.
+            let written: [[[String?]]]
+            do {
+                written = try store.pipelineThenCommit(writes)
+            } catch let e as PostgresError where e.sqlState == "23505" {
+                // Another writer created one of the new installations after the read: settle again from its row.
                 throw PostgresError(sqlState: "40001", message: "an installation of the batch was created concurrently")
+            } catch let e as PostgresError where e.sqlState == "23502" {
+                throw StoreError.corrupt("the telemetry batch sequence is missing (run 'rollout store migrate')")
             }
             guard let id = written[written.count - 1].first?.first?.flatMap({ Int64($0) }) else {
                 throw StoreError.corrupt("the telemetry batch sequence is missing (run 'rollout store migrate')")

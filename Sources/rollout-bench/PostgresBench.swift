@@ -78,6 +78,15 @@ enum PostgresBench {
             try nudge(i, on: path)
             try bare(-1 - i)
         }
+        // What one publish costs in round trips to the server, on each store and the floor.
+        func trips(_ connection: () -> Int, _ body: () throws -> Void) rethrows -> Int {
+            let before = connection()
+            try body()
+            return connection() - before
+        }
+        let sealedTrips = try trips({ sealedStore.roundTrips }) { try nudge(0, on: sealedPath) }
+        let bareTrips = try trips({ store.roundTrips }) { try nudge(0, on: path) }
+        let floorTrips = try trips({ floor.roundTrips }) { try bare(-100) }
         var sealedSamples: [Double] = []
         var published: [Double] = []
         var floorSamples: [Double] = []
@@ -88,8 +97,8 @@ enum PostgresBench {
         }
         let report0 = try store.verify()
         let sealedReport = try sealedStore.verify()
-        for r in [report0, sealedReport] where r.versions != 2 + 30 + publishes {
-            throw BenchError("expected \(2 + 30 + publishes) versions, found \(r.versions)")
+        for r in [report0, sealedReport] where r.versions != 2 + 31 + publishes {
+            throw BenchError("expected \(2 + 31 + publishes) versions, found \(r.versions)")
         }
         _ = try sealedStore.verifySeal()
         sealedSamples.sort()
@@ -99,6 +108,9 @@ enum PostgresBench {
             sorted[min(sorted.count - 1, Int((Double(sorted.count) * p).rounded(.up)) - 1)]
         }
         print("  \(publishes) publishes through WritePath.execute (nudge, head lock, CAS, audit, NOTIFY) on each store; floor row \(rowBytes) bytes")
+        print(
+            "  round trips to the server per publish: sealed store \(sealedTrips), bare connection \(bareTrips); "
+                + "the floor transaction \(floorTrips)")
         report(
             "publish p50, sealed store (seal and witness, as every rollout command)", value: percentile(sealedSamples, 0.50), unit: "ms",
             against: ("bare durable PostgreSQL transaction p50", percentile(floorSamples, 0.50)), target: (2, false))
@@ -152,7 +164,9 @@ enum PostgresBench {
         let one = try server.database("ingest1")
         let oneStore = try PostgresConfigStore.create(conninfo: one) { try SQLiteConfigStore.genesis(seed: "bench", actor: "bench", time: t0) }
         let pg = PostgresTelemetry(store: oneStore)
+        let tripsBefore = oneStore.roundTrips
         let pgSeconds = try Stopwatch.time { for (i, b) in batches.enumerated() { try pg.commit(b, source: "b\(i)", at: t0) } }
+        let batchTrips = Double(oneStore.roundTrips - tripsBefore) / Double(batches.count)
         guard try pg.allTimeTotals() == (try tables.allTimeTotals()) else { throw BenchError("PostgreSQL and SQLite counters differ") }
 
         let four = try server.database("ingest4")
@@ -174,7 +188,7 @@ enum PostgresBench {
         let check = PostgresTelemetry(store: try PostgresConfigStore(conninfo: four))
         guard try check.allTimeTotals() == (try tables.allTimeTotals()) else { throw BenchError("the four writers' counters differ") }
 
-        print("  \(batches.count) batches of 20,000 events over 2,000 installations; fsync on")
+        print("  \(batches.count) batches of 20,000 events over 2,000 installations; fsync on; \(batchTrips) round trips per batch")
         report(
             "ingest into PostgreSQL, 1 connection", value: events / pgSeconds, unit: "events/s",
             against: ("SQLite store", events / sqliteSeconds), target: (0.8, true))

@@ -350,6 +350,51 @@ struct PostgresSealTests {
     /// record and restores the head and seal row of that time, as restoring a snapshot does). The store is
     /// consistent and sealed, so a machine that never saw the later state cannot tell; the machine whose witness
     /// recorded the later record names it, and refuses to write.
+    /// What a publish through the write path costs in round trips to the server: four on a sealed store (the
+    /// version read before the transaction; BEGIN with the head lock, the seal's state, the etag and the witness's
+    /// record; the writes with the state to seal; the seal with COMMIT), seven before the writes and reads were
+    /// folded into those round trips; three on a bare connection (five before). The seal and the witness still
+    /// hold, and the witness file is rewritten in place (the same inode) once it has its fixed size.
+    @Test func aPublishCostsFourRoundTripsOnASealedStore() throws {
+        let witnesses = directory.appendingPathComponent("witness-trips").path
+        let sealing = PostgresSealing(
+            key: PostgresSealKey(teamKey: Array(repeating: 9, count: 32), path: key), keyPath: key,
+            witnessDirectory: witnesses)
+        let sealed = try PostgresConfigStore.create(conninfo: try PostgresServer.get().freshDatabase(), sealing: sealing) {
+            try PostgresStoreTests.genesis(seed: "trips")
+        }
+        let (bare, _) = try PostgresStoreTests.freshStore(seed: "trips-bare")
+        func nudge(_ store: PostgresConfigStore, _ step: Int64) throws -> Int {
+            let path = WritePath(store: store, clock: ManualClock(PostgresStoreTests.t0), newSeed: { "trips" })
+            let before = store.roundTrips
+            let outcome = try path.execute(
+                WritePath.Request(intent: .rollout(.nudge(MicroPercent(step))), actor: "ana@test", reason: "trips", origin: "TEST"))
+            guard case .published = outcome else {
+                Issue.record("nothing published: \(outcome)")
+                return -1
+            }
+            return store.roundTrips - before
+        }
+        for store in [sealed, bare] {
+            _ = try WritePath(store: store, clock: ManualClock(PostgresStoreTests.t0), newSeed: { "trips" }).execute(
+                WritePath.Request(intent: .rollout(.set(MicroPercent(percent: 10))), actor: "ana@test", reason: "start", origin: "TEST"))
+        }
+        let file = try #require(try FileManager.default.contentsOfDirectory(atPath: witnesses).first { $0.hasSuffix(".witness") })
+        func inodeAndSize() -> (UInt64, Int64) {
+            var status = stat()
+            guard stat(witnesses + "/" + file, &status) == 0 else { return (0, 0) }
+            return (UInt64(status.st_ino), Int64(status.st_size))
+        }
+        let (inode, size) = inodeAndSize()
+        #expect(size == 512)
+        #expect(try nudge(sealed, 1_000_000) == 4)
+        #expect(try nudge(sealed, -500_000) == 4)
+        #expect(try nudge(bare, 1_000_000) == 3)
+        #expect(try sealed.verify().versions == 4)
+        #expect(try sealed.verifySeal().headSequence == 4)
+        #expect(inodeAndSize() == (inode, 512))
+    }
+
     /// A trigger the owner adds while a write is open (after its seal check, before its COMMIT) is not sealed
     /// by that write, which seals the catalog it checked: the next write is refused naming the catalog.
     @Test func aCatalogChangeDuringAWriteIsNamedByTheNextWrite() throws {

@@ -122,6 +122,41 @@ struct PostgresStoreTests {
         #expect(try c.pipeline([]).isEmpty)
     }
 
+    /// Statements deferred to the next round trip go first in it, in order, and everything sent after them sees
+    /// them; a failure among them is thrown by that call, which then runs none of its own statements; a rollback
+    /// drops what is still queued.
+    @Test func deferredStatementsGoWithTheNextRoundTrip() throws {
+        let c = try PGConnection(try PostgresServer.get().freshDatabase())
+        try c.execute("CREATE TABLE d (n INTEGER PRIMARY KEY)")
+        let trips = c.roundTrips
+        c.deferUntilNextRoundTrip([("BEGIN", []), ("INSERT INTO d VALUES ($1)", ["1"]), ("INSERT INTO d VALUES (2)", [])])
+        #expect(c.roundTrips == trips && c.hasDeferred)
+        #expect(try c.query("SELECT n FROM d ORDER BY n") == [["1"], ["2"]])
+        #expect(c.roundTrips == trips + 1 && !c.hasDeferred)
+        c.deferUntilNextRoundTrip([("INSERT INTO d VALUES (3)", [])])
+        try c.execute("COMMIT")
+        #expect(c.roundTrips == trips + 2)
+        #expect(try c.query("SELECT count(*) FROM d") == [["3"]])
+        // A failing deferred statement: the next call throws it and runs nothing of its own.
+        c.deferUntilNextRoundTrip([("BEGIN", []), ("INSERT INTO d VALUES (1)", [])])
+        #expect { try c.pipeline([("INSERT INTO d VALUES (4)", []), ("COMMIT", [])]) } throws: {
+            ($0 as? PostgresError)?.sqlState == "23505"
+        }
+        try c.execute("ROLLBACK")
+        #expect(try c.query("SELECT count(*) FROM d") == [["3"]])
+        // Dropped by a rollback: never sent.
+        c.deferUntilNextRoundTrip([("INSERT INTO d VALUES (5)", [])])
+        #expect(c.discardDeferred().count == 1)
+        #expect(try c.query("SELECT count(*) FROM d") == [["3"]])
+    }
+
+    /// Schema 9: the installations' pages keep room for a row's next version (heap-only updates by a batch).
+    @Test func installationsKeepRoomForHeapOnlyUpdates() throws {
+        let (_, conninfo) = try Self.freshStore()
+        let options = try PGConnection(conninfo).query("SELECT reloptions FROM pg_class WHERE relname = 'telemetry_installations'")
+        #expect(options == [["{fillfactor=40}"]])
+    }
+
     @Test func schemaMigrationsAreExplicitAndForwardOnly() throws {
         let server = try PostgresServer.get()
         // An empty database is not a store, and opening it creates nothing.

@@ -300,6 +300,33 @@ struct PostgresTeamTablesTests {
         #expect(try pg.installationCount() == (try ref.installationCount()))
     }
 
+    /// A batch of its own costs two round trips whatever its size (BEGIN with the locks and reads; the writes with
+    /// COMMIT: four before); inside a transaction of its caller it leaves COMMIT to that transaction.
+    @Test func aTelemetryBatchCostsTwoRoundTrips() throws {
+        let (store, _) = try PostgresStoreTests.freshStore()
+        let pg = PostgresTelemetry(store: store)
+        let ref = try Self.sqliteTables()
+        let batches = Self.traffic(minutes: 0..<3)
+        // The first batch also adds its rejection reasons to the catalog (a few round trips per new reason).
+        try pg.commit(batches[0], source: "m0", at: Self.t0)
+        try ref.commit(batches[0], source: "m0", at: Self.t0)
+        let before = store.roundTrips
+        try pg.commit(batches[1], source: "m1", at: Self.t0 + .minutes(1))
+        #expect(store.roundTrips - before == 2)
+        try ref.commit(batches[1], source: "m1", at: Self.t0 + .minutes(1))
+        // Nested: the batch's writes, then the caller's COMMIT (the batch is not committed on its own).
+        let nested = store.roundTrips
+        #expect {
+            try store.transaction(lockingHead: false) {
+                try pg.commit(batches[2], source: "m2", at: Self.t0 + .minutes(2))
+                throw StoreError.unavailable("the caller fails after the batch")
+            }
+        } throws: { "\($0)".contains("the caller fails") }
+        #expect(store.roundTrips - nested == 3)  // reads, writes, ROLLBACK
+        #expect(try pg.batches().count == 2)
+        #expect(try pg.allTimeTotals() == (try ref.allTimeTotals()))
+    }
+
     @Test func telemetryBatchesNotifyListeners() throws {
         let (store, conninfo) = try PostgresStoreTests.freshStore()
         let listener = try PostgresChangeListener(conninfo: conninfo)
