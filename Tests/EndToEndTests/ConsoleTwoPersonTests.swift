@@ -11,7 +11,7 @@ import Timekeeping
 /// a software security key (libfido2 in `rollout` reaches it over a Unix socket). Ana proposes 100% in her console
 /// and approves it with her key: the console says a second operator must approve, with the request id. Her own
 /// approval of it is refused, Bob's approval after the request expired is refused, Bob's approval in time
-/// publishes it once (a second approval changes nothing), and the history and audit views name who approved and
+/// publishes it once from his console (`:approve ID`; a second approval, console or CLI, changes nothing), and the history and audit views name who approved and
 /// who proposed. A kill from Bob's console while another request is pending is never gated. Before all that,
 /// Esc on "touch your security key" abandons the key's request and nothing is published.
 @Suite("two-person rule in the console", .serialized)
@@ -132,9 +132,22 @@ struct ConsoleTwoPersonTests {
         #expect(late.status == 4, "\(late.stderr)")
         #expect(late.stderr.contains("expired"), "\(late.stderr)")
         #expect(try version() == base)
-        // Bob in time: published once; a second approval changes nothing.
-        let approved = try cli(Self.bob, ["approve", id], environment: envB)
-        #expect(approved.status == 0, "\(approved.stderr)")
+        // Ana's own console cannot approve it either: refused by the write path, with the reason shown.
+        try consoleA.type(":approve " + id)
+        try consoleA.press("Enter")
+        let ownInConsole = try consoleA.waitFor("Request \(id) not approved", timeout: 15)
+        #expect(ownInConsole.contains("Refused"), "\(ownInConsole)")
+        #expect(try version() == base)
+        // Bob in time, from his console (`:approve ID`, his key): published once; a second approval, from his
+        // console or the CLI, changes nothing.
+        try consoleB.type(":approve " + id)
+        try consoleB.press("Enter")
+        try consoleB.waitFor("Published v\(base + 1): ", timeout: 15)
+        try consoleB.waitFor("request \(id) approved")
+        #expect(try version() == base + 1)
+        try consoleB.type(":approve " + id)
+        try consoleB.press("Enter")
+        try consoleB.waitFor("Request \(id) not approved", timeout: 15)
         #expect(try version() == base + 1)
         let again = try cli(Self.bob, ["approve", id], environment: envB)
         #expect(again.status != 0, "\(again.stdout)")
@@ -174,6 +187,10 @@ struct ConsoleTwoPersonTests {
         // The pending request is for a rollout that has moved: refused, nothing published.
         let stale = try cli(Self.bob, ["approve", pending], environment: envB)
         #expect(stale.status != 0, "\(stale.stdout)")
+        #expect(try version() == base + 3)
+        try consoleB.type(":approve " + pending)
+        try consoleB.press("Enter")
+        try consoleB.waitFor("Request \(pending) not approved", timeout: 15)
         #expect(try version() == base + 3)
         print("two-person console: request \(id) published once as v\(base + 1) by \(Self.bob)'s approval; kill as v\(base + 3) with request \(pending) pending")
     }

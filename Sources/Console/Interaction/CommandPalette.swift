@@ -16,6 +16,7 @@ public struct PaletteCommand: Hashable, Sendable {
         case planPause
         case planResume
         case planSkip
+        case approve
         case theme
         case gotoVersion
         case source
@@ -51,6 +52,9 @@ public struct PaletteCommand: Hashable, Sendable {
             name: "plan resume", arguments: "", help: "resume the paused ramp plan", key: "x", action: .planResume),
         PaletteCommand(
             name: "plan skip", arguments: "", help: "publish the plan's next step now", key: "X", action: .planSkip),
+        PaletteCommand(
+            name: "approve", arguments: "REQUEST", help: "approve another operator's two-person request with your key",
+            key: "", action: .approve),
         PaletteCommand(
             name: "theme", arguments: "[NAME]", help: "switch to a theme (none: the next)", key: "t", action: .theme),
         PaletteCommand(
