@@ -5,7 +5,8 @@ import RemoteConfig
 /// A command never has a path of its own: each one runs the intent its key runs (`kill` is `K`, `nudge +` is `+`)
 /// or, where it takes an argument, the same change request the key's dialog would make (`set 25` is `=` `25`,
 /// `rollback to 12` is `r` in version 12's drill-down). The confirm dialog, the reason, step-up, the guardrails and
-/// a lost store's refusal therefore apply exactly as for the keys.
+/// a lost store's refusal therefore apply exactly as for the keys. `approve REQUEST` has no key: it is `rollout
+/// approve REQUEST` (the executor's `StepUpMethods.approveRequest`, through the same write path).
 public struct PaletteCommand: Hashable, Sendable {
     public enum Action: Hashable, Sendable, CaseIterable {
         case set
