@@ -227,6 +227,7 @@ public final class StoreConsoleExecutor: ConsoleEffectExecutor, @unchecked Senda
             case .planControl(let pause, let code):
                 // Ramp plans live in every store (a file store, Firebase's state store, PostgreSQL).
                 return [ConsolePlan.control(pause: pause, code: code, session: session.planSession)]
+            case .approveRequest(let id, let request): return approveRequest(request, id: id)
             case .phoneStart(let request): return phoneStart(request)
             case .phoneCall(let id): return phoneCall(id)
             case .phoneCancel(let id): return phoneCancel(id)
@@ -317,6 +318,54 @@ public final class StoreConsoleExecutor: ConsoleEffectExecutor, @unchecked Senda
         } catch let failure as WritePath.Failure {
             return [refused(failure, id: id, request)]
         } catch {
+            return [.publishFailed(requestID: id, message: ConsoleText.oneLine(error))]
+        }
+    }
+
+    /// `:approve REQUEST`: this operator's key approves another operator's two-person request and the write path
+    /// publishes it (`rollout approve`); Esc (`interrupt`) cancels the key, and nothing is published after it.
+    private func approveRequest(_ request: String, id: Int) -> [ConsoleEvent] {
+        let cancellation = SecurityKeyCancellation()
+        let cancelled = cancellations.withLock { () -> Bool in
+            pendingKeys[id] = cancellation
+            return abandoned.contains(id)
+        }
+        if cancelled { cancellation.cancel() }
+        defer {
+            cancellations.withLock {
+                pendingKeys[id] = nil
+                abandoned.remove(id)
+            }
+        }
+        do {
+            let outcome = try session.approveTwoPersonRequest(
+                request, device: securityKey.device, pin: securityKey.pin,
+                timeoutMilliseconds: securityKey.timeoutSeconds * 1000, cancellation: cancellation)
+            switch outcome {
+            case .published(let stored, let proposal, _):
+                return [
+                    .published(
+                        PublishReceipt(
+                            requestID: id, version: String(stored.info.number), from: RolloutPosition(proposal.before),
+                            to: RolloutPosition(proposal.after)))
+                ]
+            case .unchanged(_, let proposal):
+                return [.writeRefused(requestID: id, .nothingToChange(summary: proposal.summary))]
+            }
+        } catch _ where cancellation.isCancelled {
+            return []
+        } catch let failure as WritePath.Failure {
+            return [.writeRefused(requestID: id, WriteRefusal(failure))]
+        } catch let error as SecurityKeyError where error.needsPIN {
+            return [
+                .publishFailed(
+                    requestID: id,
+                    message: "the security key asks for its PIN: set $ROLLOUT_SECURITY_KEY_PIN, or use 'rollout approve \(request)'")
+            ]
+        } catch {
+            if let refusal = SessionRefusal(error), refusal.kind != .unsupported {
+                return [.writeRefused(requestID: id, .readOnly)]
+            }
             return [.publishFailed(requestID: id, message: ConsoleText.oneLine(error))]
         }
     }

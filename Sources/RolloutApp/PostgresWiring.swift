@@ -10,6 +10,7 @@ import Monitoring
 import PostgresStore
 import RemoteConfig
 import Rollout
+import SecurityKey
 import StepUp
 import SQLiteStore
 import StoreSupport
@@ -202,6 +203,22 @@ public protocol ConsoleWriteSession {
     var planSession: PlanSession { get }
     /// Throws a `ConfigIntegrityProblem` naming what fails verification.
     func verifyConfigIntegrity() throws
+    /// `rollout approve REQUEST` from the console: this operator's security key approves another operator's
+    /// pending two-person request and the write path publishes it (`StepUpMethods.approveRequest`).
+    func approveTwoPersonRequest(
+        _ id: String, device: () throws -> SecurityKeyDevice, pin: String?, timeoutMilliseconds: Int?,
+        cancellation: SecurityKeyCancellation?
+    ) throws -> WritePath.Outcome
+}
+
+extension ConsoleWriteSession {
+    /// A session that is not a `RolloutSession` cannot look its requests up: refused, nothing written.
+    public func approveTwoPersonRequest(
+        _ id: String, device: () throws -> SecurityKeyDevice, pin: String?, timeoutMilliseconds: Int?,
+        cancellation: SecurityKeyCancellation?
+    ) throws -> WritePath.Outcome {
+        throw SessionRefusal(.unsupported, "approving a two-person request needs a rollout session; use 'rollout approve \(id)'")
+    }
 }
 
 extension StoreSession: ConsoleWriteSession {

@@ -5,6 +5,7 @@ import Monitoring
 import PostgresStore
 import RampPlans
 import Rollout
+import SecurityKey
 import StepUp
 import SQLiteStore
 import Telemetry
@@ -138,6 +139,14 @@ extension PostgresConsoleSource: RolloutConsoleSource {}
 extension RolloutSession: ConsoleWriteSession {
     public var consoleConfig: any ConfigStore { templates }
     public func verifyConfigIntegrity() throws { try ports.verifyConfigIntegrity() }
+    public func approveTwoPersonRequest(
+        _ id: String, device: () throws -> SecurityKeyDevice, pin: String?, timeoutMilliseconds: Int?,
+        cancellation: SecurityKeyCancellation?
+    ) throws -> WritePath.Outcome {
+        try StepUpMethods.approveRequest(
+            id, session: self, device: device, pin: pin, timeoutMilliseconds: timeoutMilliseconds,
+            cancellation: cancellation, notice: { _ in })
+    }
 }
 
 /// What `audit verify` found intact, whichever backend.

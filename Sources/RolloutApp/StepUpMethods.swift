@@ -108,7 +108,7 @@ extension StepUpMethods {
     /// the write path, audited.
     public static func approveRequest(
         _ id: String, session: RolloutSession, device: () throws -> SecurityKeyDevice, pin: String?,
-        notice: (String) -> Void
+        timeoutMilliseconds: Int? = nil, cancellation: SecurityKeyCancellation? = nil, notice: (String) -> Void
     ) throws -> WritePath.Outcome {
         if session.readOnly { throw WritePath.Failure.readOnly }
         // An empty write transaction of the settings first, so that a connection that may not write (the
@@ -140,7 +140,11 @@ extension StepUpMethods {
         notice(
             "touch your security key to approve \(requested.operatorID)'s request \(id): \(document.summary) "
                 + "(valid until \(document.expiresAt.iso8601))")
-        let assertion = try SecurityKeyClient.approve(document, with: credential, device: try device(), pin: pin)
+        let assertion = try SecurityKeyClient.approve(
+            document, with: credential, device: try device(), pin: pin, timeoutMilliseconds: timeoutMilliseconds,
+            cancellation: cancellation)
+        // Abandoned (the console's Esc) after the key answered: what it returned is not used.
+        if cancellation?.isCancelled == true { throw CancellationError() }
         request.coApproval = SecondFactorEvidence(document, assertion)
         request.coApprover = session.operatorID
         return try path.execute(request)

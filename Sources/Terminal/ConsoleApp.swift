@@ -102,7 +102,7 @@ public enum ConsoleApp {
                     }
                 case .refresh: fetcher.refreshNow()
                 case .preview, .publish, .loadHistory, .loadAudit, .loadVersion, .planControl, .phoneStart, .phoneCall,
-                    .phoneCancel:
+                    .phoneCancel, .approveRequest:
                     effects.submit(effect)
                 // At once, not behind the publish it cancels (that one may be waiting for the key's touch).
                 case .cancelApproval: effects.interrupt(effect)

@@ -143,6 +143,85 @@ struct SecondFactorTests {
         #expect(t.notice?.kind == .error)
     }
 
+    @Test("`:approve ID` asks the executor to approve the request with the key; the answers are shown")
+    func approveFromThePalette() throws {
+        let id = "3f1c9a0b5e7d2c41"
+        func approving(_ text: String = "approve " + id) -> (ConsoleState, Int) {
+            var s = Fixture.state(Fixture.model())
+            press(&s, .character(":"))
+            type(&s, text)
+            let effects = press(&s, .enter)
+            guard case .approveRequest(let requestID, let request)? = effects.first, effects.count == 1 else {
+                Issue.record("expected one approve effect, got \(effects)")
+                return (s, -1)
+            }
+            #expect(request == id)
+            #expect(s.overlay == .approvingRequest(requestID: requestID, request: id, since: Fixture.now, seconds: 30))
+            return (s, requestID)
+        }
+        // A letter-first id and a fuzzy name are arguments all the same.
+        #expect(PaletteCommand.matches("appr " + id).first?.command.action == .approve)
+        #expect(PaletteCommand.matches("approve a3f1c9a0b5e7d2c4").first?.arguments == ["a3f1c9a0b5e7d2c4"])
+
+        // "Touch your security key" with its countdown; only Esc acts while the key waits.
+        var (s, requestID) = approving()
+        var screen = ConsoleScreen.render(s, size: Size(width: 100, height: 30)).lines.joined(separator: "\n")
+        #expect(screen.contains("Touch your security key to approve request \(id)"), "\(screen)")
+        #expect(screen.contains("30 s left"), "\(screen)")
+        _ = s.handle(.tick(Fixture.now + .seconds(Int64(12))))
+        screen = ConsoleScreen.render(s, size: Size(width: 100, height: 30)).lines.joined(separator: "\n")
+        #expect(screen.contains("18 s left"), "\(screen)")
+        #expect(press(&s, .character("y")) == [])
+        // Published: the dialog closes, the version and the request are said.
+        let receipt = PublishReceipt(
+            requestID: requestID, version: "43", from: RolloutPosition(microPercent: MicroPercent(50_000_000)),
+            to: RolloutPosition(microPercent: MicroPercent(100_000_000)))
+        #expect(s.handle(.published(receipt)) == [.refresh])
+        #expect(s.overlay == nil)
+        #expect(s.notice?.kind == .success)
+        #expect(s.notice?.text.hasPrefix("Published v43: ") == true, "\(String(describing: s.notice))")
+        #expect(s.notice?.text.contains("request \(id) approved") == true)
+
+        // Refused by the write path (a self-approval, an expired request): the reason, as an error.
+        (s, requestID) = approving()
+        let own = PolicyRefusal(policy: "step-up", reason: "ana@lab cannot approve their own request", kind: .stepUpFailed)
+        #expect(s.handle(.writeRefused(requestID: requestID, .stepUpFailed(own))) == [.refresh])
+        #expect(s.overlay == nil)
+        #expect(s.notice?.kind == .error)
+        #expect(s.notice?.text == "Request \(id) not approved: Refused by step-up: ana@lab cannot approve their own request")
+        // Not found, no key: the failure's words.
+        (s, requestID) = approving()
+        _ = s.handle(.publishFailed(requestID: requestID, message: "no two-person request \(id) in the audit log"))
+        #expect(s.overlay == nil)
+        #expect(s.notice?.text == "Request \(id) not approved: no two-person request \(id) in the audit log")
+        // Esc abandons the key's request; a late answer to it changes nothing.
+        (s, requestID) = approving()
+        #expect(press(&s, .escape) == [.cancelApproval(requestID: requestID)])
+        #expect(s.overlay == nil)
+        #expect(s.notice?.text.contains("nothing was written") == true)
+
+        // Without an id: the usage, nothing asked for.
+        var u = Fixture.state(Fixture.model())
+        press(&u, .character(":"))
+        type(&u, "approve")
+        #expect(press(&u, .enter) == [])
+        guard case .palette(let palette)? = u.overlay else {
+            Issue.record("the palette should stay open with the usage, got \(String(describing: u.overlay))")
+            return
+        }
+        #expect(palette.error == "usage: approve REQUEST")
+        // A read-only console refuses it like any write: no effect, no key asked.
+        var model = Fixture.model()
+        model.header.readOnly = true
+        var r = Fixture.state(model)
+        press(&r, .character(":"))
+        type(&r, "approve " + id)
+        #expect(press(&r, .enter) == [])
+        #expect(r.overlay == nil)
+        #expect(r.notice?.kind == .error)
+        #expect(r.notice?.text.hasPrefix("Refused: this session is read-only") == true, "\(String(describing: r.notice))")
+    }
+
     @Test("a key that fails verification closes the dialog with the refusal (no code prompt for a key)")
     func keyRefused() throws {
         var s = Fixture.state(Fixture.model())

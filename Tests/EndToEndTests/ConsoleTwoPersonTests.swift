@@ -11,9 +11,10 @@ import Timekeeping
 /// a software security key (libfido2 in `rollout` reaches it over a Unix socket). Ana proposes 100% in her console
 /// and approves it with her key: the console says a second operator must approve, with the request id. Her own
 /// approval of it is refused, Bob's approval after the request expired is refused, Bob's approval in time
-/// publishes it once (a second approval changes nothing), and the history and audit views name who approved and
+/// publishes it once from his console (`:approve ID`; a second approval, console or CLI, changes nothing), and the history and audit views name who approved and
 /// who proposed. A kill from Bob's console while another request is pending is never gated. Before all that,
-/// Esc on "touch your security key" abandons the key's request and nothing is published.
+/// Esc on "touch your security key" abandons the key's request and nothing is published (for Ana's change and
+/// for Bob's approval in his console).
 @Suite("two-person rule in the console", .serialized)
 struct ConsoleTwoPersonTests {
     static let ana = "ana@lab"
@@ -132,9 +133,33 @@ struct ConsoleTwoPersonTests {
         #expect(late.status == 4, "\(late.stderr)")
         #expect(late.stderr.contains("expired"), "\(late.stderr)")
         #expect(try version() == base)
-        // Bob in time: published once; a second approval changes nothing.
-        let approved = try cli(Self.bob, ["approve", id], environment: envB)
-        #expect(approved.status == 0, "\(approved.stderr)")
+        // Ana's own console cannot approve it either: refused by the write path, with the reason shown.
+        try consoleA.type(":approve " + id)
+        try consoleA.press("Enter")
+        let ownInConsole = try consoleA.waitFor("Request \(id) not approved", timeout: 15)
+        #expect(ownInConsole.contains("cannot approve it too"), "\(ownInConsole)")
+        #expect(try version() == base)
+        // Bob in time, from his console (`:approve ID`, his key): published once; a second approval, from his
+        // console or the CLI, changes nothing.
+        // Esc while Bob's key waits for a touch: abandoned, nothing published.
+        let touchB = Touch()
+        touchB.hold(keyB)
+        try consoleB.type(":approve " + id)
+        try consoleB.press("Enter")
+        let waitingB = try consoleB.waitFor("Touch your security key to approve request \(id)")
+        #expect(waitingB.contains(" s left"), "the countdown: \(waitingB)")
+        try consoleB.press("Escape")
+        try consoleB.waitFor("approval of request \(id) was abandoned")
+        touchB.release()
+        #expect(try version() == base)
+        try consoleB.type(":approve " + id)
+        try consoleB.press("Enter")
+        try consoleB.waitFor("Published v\(base + 1): ", timeout: 15)
+        try consoleB.waitFor("request \(id) approved")
+        #expect(try version() == base + 1)
+        try consoleB.type(":approve " + id)
+        try consoleB.press("Enter")
+        try consoleB.waitFor("Request \(id) not approved", timeout: 15)
         #expect(try version() == base + 1)
         let again = try cli(Self.bob, ["approve", id], environment: envB)
         #expect(again.status != 0, "\(again.stdout)")
@@ -175,6 +200,16 @@ struct ConsoleTwoPersonTests {
         let stale = try cli(Self.bob, ["approve", pending], environment: envB)
         #expect(stale.status != 0, "\(stale.stdout)")
         #expect(try version() == base + 3)
+        try consoleB.type(":approve " + pending)
+        try consoleB.press("Enter")
+        let staleInConsole = try consoleB.waitFor("Request \(pending) not approved", timeout: 15)
+        #expect(staleInConsole.contains("conflict"), "\(staleInConsole)")
+        #expect(try version() == base + 3)
+        func line(_ screen: String, _ text: String) -> String {
+            screen.split(separator: "\n").first { $0.contains(text) }.map { $0.trimmingCharacters(in: .whitespaces) } ?? ""
+        }
+        print("two-person console: Ana's own :approve: \(line(ownInConsole, "not approved"))")
+        print("two-person console: Bob's :approve after the kill: \(line(staleInConsole, "not approved"))")
         print("two-person console: request \(id) published once as v\(base + 1) by \(Self.bob)'s approval; kill as v\(base + 3) with request \(pending) pending")
     }
 }

@@ -5,7 +5,8 @@ import RemoteConfig
 /// A command never has a path of its own: each one runs the intent its key runs (`kill` is `K`, `nudge +` is `+`)
 /// or, where it takes an argument, the same change request the key's dialog would make (`set 25` is `=` `25`,
 /// `rollback to 12` is `r` in version 12's drill-down). The confirm dialog, the reason, step-up, the guardrails and
-/// a lost store's refusal therefore apply exactly as for the keys.
+/// a lost store's refusal therefore apply exactly as for the keys. `approve REQUEST` has no key: it is `rollout
+/// approve REQUEST` (the executor's `StepUpMethods.approveRequest`, through the same write path).
 public struct PaletteCommand: Hashable, Sendable {
     public enum Action: Hashable, Sendable, CaseIterable {
         case set
@@ -16,6 +17,7 @@ public struct PaletteCommand: Hashable, Sendable {
         case planPause
         case planResume
         case planSkip
+        case approve
         case theme
         case gotoVersion
         case source
@@ -51,6 +53,9 @@ public struct PaletteCommand: Hashable, Sendable {
             name: "plan resume", arguments: "", help: "resume the paused ramp plan", key: "x", action: .planResume),
         PaletteCommand(
             name: "plan skip", arguments: "", help: "publish the plan's next step now", key: "X", action: .planSkip),
+        PaletteCommand(
+            name: "approve", arguments: "REQUEST", help: "approve another operator's two-person request with your key",
+            key: "", action: .approve),
         PaletteCommand(
             name: "theme", arguments: "[NAME]", help: "switch to a theme (none: the next)", key: "t", action: .theme),
         PaletteCommand(

@@ -86,6 +86,11 @@ public enum ConsoleEffect: Hashable, Sendable {
     /// hands it to the executor's `interrupt` at once (not behind the publish it cancels); the key's request is
     /// cancelled and whatever it returns is not published.
     case cancelApproval(requestID: Int)
+    /// `:approve REQUEST`: the operator's security key approves another operator's pending two-person request
+    /// (`rollout approve REQUEST`), and the write path publishes it; answer `.published`, `.writeRefused` (a
+    /// self-approval, an expired request, a moved base, a read-only session) or `.publishFailed` (no such request,
+    /// no key), all with `requestID`. `.cancelApproval(requestID:)` abandons it like a publish's key.
+    case approveRequest(requestID: Int, request: String)
     /// Start the phone verification of `change` (`ConfirmedChange.phone`): the provider sends a code by SMS, then
     /// calls; answer `.phoneStatus`, or `.writeRefused` when the policy or the provider refuses. The code typed
     /// then goes in `.publish` (`phoneCode`), checked by the provider and the write path.

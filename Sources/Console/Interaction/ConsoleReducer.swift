@@ -84,12 +84,23 @@ extension ConsoleState {
             return []
         case .previewFailed(let id, let message):
             return previewAnswered(id, refusal: nil, message: message)
+        case .writeRefused(let id, let refusal, _) where approvalOnScreen(id) != nil:
+            let request = approvalOnScreen(id) ?? ""
+            overlay = nil
+            say("Request \(request) not approved: " + Self.publishText(refusal), Self.publishLevel(refusal))
+            return [.refresh]
         case .writeRefused(let id, let refusal, let intervening):
             if revision?.request.id == id { return previewAnswered(id, refusal: refusal, message: refusal.description) }
             if case .preparing(let request) = overlay, request.id == id {
                 return previewAnswered(id, refusal: refusal, message: refusal.description)
             }
             return publishRefused(id, refusal, intervening: intervening)
+        case .published(let receipt) where approvalOnScreen(receipt.requestID) != nil:
+            let request = approvalOnScreen(receipt.requestID) ?? ""
+            overlay = nil
+            say("Published v\(receipt.version): \(receipt.from.text) → \(receipt.to.text), request \(request) approved", .success)
+            undoTrail = []
+            return [.refresh]
         case .published(let receipt):
             var rolledBackTo: Int?
             if let request = inFlight(receipt.requestID) {
@@ -107,6 +118,11 @@ extension ConsoleState {
             } else {
                 undoTrail = []
             }
+            return [.refresh]
+        case .publishFailed(let id, let message) where approvalOnScreen(id) != nil:
+            let request = approvalOnScreen(id) ?? ""
+            overlay = nil
+            say("Request \(request) not approved: " + message, .error)
             return [.refresh]
         case .publishFailed(let id, let message):
             if isPublishing(id) { overlay = nil }
@@ -298,6 +314,12 @@ extension ConsoleState {
 
     private func isPublishing(_ id: Int) -> Bool { inFlight(id) != nil }
 
+    /// The two-person request whose approval `id` is on screen ("touch your security key"), nil otherwise.
+    private func approvalOnScreen(_ id: Int) -> String? {
+        guard case .approvingRequest(let requestID, let request, _, _) = overlay, requestID == id else { return nil }
+        return request
+    }
+
     /// The publish `id` while it is on screen: in flight, or waiting for the security key that approves it.
     private func inFlight(_ id: Int) -> ConfirmedChange? {
         switch overlay {
@@ -463,6 +485,13 @@ extension ConsoleState {
             default: break
             }
             return []
+
+        case .approvingRequest(let id, let request, _, _):
+            // As for a change's key: abandoned on the device; whatever it returns is not published.
+            guard key == .escape || key == .character("q") else { return [] }
+            self.overlay = nil
+            say("Cancelled: the security key's approval of request \(request) was abandoned; nothing was written.", .info)
+            return [.cancelApproval(requestID: id)]
 
         case .securityKey(let request, _, _):
             // The key's request is abandoned (cancelled on the device; whatever it returns is not published).
@@ -671,7 +700,7 @@ extension ConsoleState {
         func version(_ word: String) -> Int? {
             Int(word.hasPrefix("v") ? String(word.dropFirst()) : word).flatMap { $0 > 0 ? $0 : nil }
         }
-        let takesArgument: Set<PaletteCommand.Action> = [.set, .nudge, .rollback, .theme, .gotoVersion]
+        let takesArgument: Set<PaletteCommand.Action> = [.set, .nudge, .rollback, .theme, .gotoVersion, .approve]
         if args.count > (takesArgument.contains(command.action) ? 1 : 0) { return refuse(usage) }
         overlay = nil
         switch command.action {
@@ -706,6 +735,17 @@ extension ConsoleState {
             }
             return perform(.togglePlan)
         case .planSkip: return perform(.skipPlanStep)
+        case .approve:
+            guard let request = args.first else { return refuse(usage) }
+            if refusedAsLost() { return [] }
+            if model?.header.readOnly == true {
+                say("Refused: " + WriteRefusal.readOnlyDetail + "; request \(request) was not approved", .error)
+                return []
+            }
+            let id = nextRequestID
+            nextRequestID += 1
+            overlay = .approvingRequest(requestID: id, request: request, since: wallNow, seconds: Self.securityKeySeconds)
+            return [.approveRequest(requestID: id, request: request)]
         case .theme:
             guard let name = args.first?.lowercased() else { return perform(.nextTheme) }
             let names = configuration.themeNames
@@ -1093,6 +1133,9 @@ extension ConsoleState {
             return []
         }
     }
+
+    /// How long a key waits for a touch when no preview says (the executor's default): the approval's countdown.
+    static let securityKeySeconds = 30
 
     /// "Touch your security key": the executor has the key sign the change and publishes it in one effect.
     private mutating func approveWithSecurityKey(_ preview: ChangePreview, reason: String, pin: String?) -> [ConsoleEffect] {

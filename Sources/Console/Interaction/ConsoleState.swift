@@ -263,6 +263,10 @@ public enum Overlay: Hashable, Sendable {
     /// "Touch your security key": the key is asked to sign the change (the publish follows in the same effect);
     /// `since` (wall time) and `seconds` (the key's timeout) give the countdown. Esc abandons it.
     case securityKey(ConfirmedChange, since: Instant?, seconds: Int)
+    /// `:approve REQUEST`: the operator's key is asked to approve another operator's two-person request `request`
+    /// (effect `requestID`; the publish follows in the same effect); `since` and `seconds` give the countdown. Esc
+    /// abandons it.
+    case approvingRequest(requestID: Int, request: String, since: Instant?, seconds: Int)
     /// The security key asked for its PIN: typed masked, then the key is asked again.
     case securityKeyPIN(ChangePreview, reason: String, field: TextField, error: String?)
     /// A code sent to the operator's phone: the provider's status (nil while the verification starts), the code

@@ -217,7 +217,7 @@ enum Hints {
             return [HintBar.Item("Esc", "cancel")]
         case .stepUpMethod:
             return [HintBar.Item("↑↓", "choose"), HintBar.Item("Enter", "approve"), HintBar.Item("Esc", "cancel")]
-        case .securityKey:
+        case .securityKey, .approvingRequest:
             return [HintBar.Item("…", "touch your security key"), HintBar.Item("Esc", "cancel")]
         case .phone:
             return [HintBar.Item("Enter", "check the code"), HintBar.Item("c", "call me instead"), HintBar.Item("Esc", "cancel")]

@@ -72,6 +72,18 @@ enum OverlayView {
                     [Span("\(left) s left", left <= 5 ? .warn : .accent, .bold), Span(" before the key gives up", .muted)],
                     [Span("Esc cancels; nothing is published unless the key approves.", .muted)],
                 ], buttons: nil, width: 64, into: &grid, area: area)
+        case .approvingRequest(_, let request, let since, let seconds):
+            var left = seconds
+            if let since, let now = state.wallNow { left = max(0, seconds - Int((now - since).microseconds / 1_000_000)) }
+            DialogBox.render(
+                title: [Span("Touch your security key", .dialog)],
+                lines: [
+                    [Span("Touch your security key to approve request ", .text), Span(request, .accent, .bold)],
+                    [Span("the key signs the requester's change document; the write path checks it.", .muted)],
+                    [],
+                    [Span("\(left) s left", left <= 5 ? .warn : .accent, .bold), Span(" before the key gives up", .muted)],
+                    [Span("Esc cancels; nothing is published unless the key approves.", .muted)],
+                ], buttons: nil, width: 64, into: &grid, area: area)
         case .phone(let request, let status, let field, let error, let checking):
             let inner = DialogBox.render(
                 title: [Span("Phone verification", .dialog)],
