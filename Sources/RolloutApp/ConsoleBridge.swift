@@ -282,6 +282,26 @@ public final class StoreConsoleExecutor: ConsoleEffectExecutor, @unchecked Senda
         shown.securityKeySeconds = securityKey.timeoutSeconds
     }
 
+    /// A cancellation for request `id`'s key, which `interrupt` (Esc) can reach while the key waits; already
+    /// cancelled when Esc came before the request did.
+    private func registerCancellation(_ id: Int) -> SecurityKeyCancellation {
+        let cancellation = SecurityKeyCancellation()
+        let cancelled = cancellations.withLock { () -> Bool in
+            pendingKeys[id] = cancellation
+            return abandoned.contains(id)
+        }
+        if cancelled { cancellation.cancel() }
+        return cancellation
+    }
+
+    /// Request `id`'s key is done with: its cancellation and any Esc that came for it are forgotten.
+    private func forgetCancellation(_ id: Int) {
+        cancellations.withLock {
+            pendingKeys[id] = nil
+            abandoned.remove(id)
+        }
+    }
+
     /// The publish of a confirmed change; with the security key, the key signs the change document first (the
     /// publish is abandoned, with no answer, when the operator cancelled meanwhile).
     private func publish(_ request: ConfirmedChange) -> [ConsoleEvent] {
@@ -290,18 +310,8 @@ public final class StoreConsoleExecutor: ConsoleEffectExecutor, @unchecked Senda
             var writeRequest = request.writeRequest(actor: session.operatorID, origin: Self.origin)
             if request.phone { return try phoneCheck(request, writeRequest) }
             if request.securityKey {
-                let cancellation = SecurityKeyCancellation()
-                let cancelled = cancellations.withLock { () -> Bool in
-                    pendingKeys[id] = cancellation
-                    return abandoned.contains(id)
-                }
-                if cancelled { cancellation.cancel() }
-                defer {
-                    cancellations.withLock {
-                        pendingKeys[id] = nil
-                        abandoned.remove(id)
-                    }
-                }
+                let cancellation = registerCancellation(id)
+                defer { forgetCancellation(id) }
                 do {
                     writeRequest = try StepUpMethods.approveWithSecurityKey(
                         writeRequest, on: try writePath(), device: try securityKey.device(), pin: request.securityKeyPIN ?? securityKey.pin,
@@ -325,18 +335,8 @@ public final class StoreConsoleExecutor: ConsoleEffectExecutor, @unchecked Senda
     /// `:approve REQUEST`: this operator's key approves another operator's two-person request and the write path
     /// publishes it (`rollout approve`); Esc (`interrupt`) cancels the key, and nothing is published after it.
     private func approveRequest(_ request: String, id: Int) -> [ConsoleEvent] {
-        let cancellation = SecurityKeyCancellation()
-        let cancelled = cancellations.withLock { () -> Bool in
-            pendingKeys[id] = cancellation
-            return abandoned.contains(id)
-        }
-        if cancelled { cancellation.cancel() }
-        defer {
-            cancellations.withLock {
-                pendingKeys[id] = nil
-                abandoned.remove(id)
-            }
-        }
+        let cancellation = registerCancellation(id)
+        defer { forgetCancellation(id) }
         do {
             let outcome = try session.approveTwoPersonRequest(
                 request, device: securityKey.device, pin: securityKey.pin,
