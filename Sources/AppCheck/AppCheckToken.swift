@@ -32,12 +32,20 @@ public final class AppCheckSigningKey: @unchecked Sendable {
         self.init(pkey: key, createdAt: createdAt)
     }
 
+    /// The JWT header this key signs under, `{"alg":"RS256","kid":…,"typ":"JWT"}`, as its base64url segment: the
+    /// same for every token the key signs, so written once.
+    let headerSegment: String
+
     private init(pkey: OpaquePointer, createdAt: Instant) {
         self.pkey = pkey
         self.createdAt = createdAt
         // The kid is derived from the public key, so the same key always has the same id.
         kid = Base64.encodeURL(SHA256.hash(OpenSSL.publicKeyDER(pkey)).prefix(12))
+        headerSegment = Base64.encodeURL(JSONWriter().bytes(AppCheckSigningKey.header(kid: kid)))
     }
+
+    /// The standard header of a token signed by the key `kid`.
+    static func header(kid: String) -> JSONValue { ["alg": "RS256", "kid": .string(kid), "typ": "JWT"] }
 
     deinit { EVP_PKEY_free(pkey) }
 
@@ -137,8 +145,7 @@ public struct AppCheckTokenIssuer: Sendable {
     /// A JWT over any payload bytes (and header, by default this key's), signed the same way: for tests and the
     /// fuzz target, which need validly signed claims that Firebase never writes.
     package func token(payload: [UInt8], header: [UInt8]? = nil) throws(OpenSSLError) -> String {
-        let standard: JSONValue = ["alg": "RS256", "kid": .string(key.kid), "typ": "JWT"]
-        let input = Base64.encodeURL(header ?? JSONWriter().bytes(standard)) + "." + Base64.encodeURL(payload)
+        let input = (header.map { Base64.encodeURL($0) } ?? key.headerSegment) + "." + Base64.encodeURL(payload)
         return input + "." + Base64.encodeURL(try key.sign(Array(input.utf8)))
     }
 }

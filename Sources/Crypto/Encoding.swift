@@ -99,27 +99,51 @@ public enum Base64 {
 
     public static func encode<C: Collection>(_ bytes: C, urlSafe url: Bool = false, padded: Bool = true) -> String
     where C.Element == UInt8 {
-        let table = url ? urlSafeTable : standardTable
-        let b = Array(bytes)
-        var out: [UInt8] = []
-        out.reserveCapacity((b.count + 2) / 3 * 4)
-        var i = 0
-        while i + 3 <= b.count {
-            let n = UInt32(b[i]) << 16 | UInt32(b[i + 1]) << 8 | UInt32(b[i + 2])
-            out += [table[Int(n >> 18 & 63)], table[Int(n >> 12 & 63)], table[Int(n >> 6 & 63)], table[Int(n & 63)]]
-            i += 3
+        if let text = bytes.withContiguousStorageIfAvailable({
+            encode(UnsafeRawBufferPointer($0), urlSafe: url, padded: padded)
+        }) {
+            return text
         }
-        let rest = b.count - i
-        if rest == 1 {
-            let n = UInt32(b[i]) << 16
-            out += [table[Int(n >> 18 & 63)], table[Int(n >> 12 & 63)]]
-            if padded { out += [61, 61] }
-        } else if rest == 2 {
-            let n = UInt32(b[i]) << 16 | UInt32(b[i + 1]) << 8
-            out += [table[Int(n >> 18 & 63)], table[Int(n >> 12 & 63)], table[Int(n >> 6 & 63)]]
-            if padded { out.append(61) }
+        return Array(bytes).withUnsafeBytes { encode($0, urlSafe: url, padded: padded) }
+    }
+
+    /// Base64 of `bytes`, written straight into the string's storage (a token's signature and payload are
+    /// encoded for every token the exchange issues: no array per group of three bytes).
+    public static func encode(_ b: UnsafeRawBufferPointer, urlSafe url: Bool = false, padded: Bool = true) -> String {
+        let rest = b.count % 3
+        let length = b.count / 3 * 4 + (rest == 0 ? 0 : padded ? 4 : rest + 1)
+        return (url ? urlSafeTable : standardTable).withUnsafeBufferPointer { table in
+            String(unsafeUninitializedCapacity: length) { out in
+                var i = 0
+                var o = 0
+                while i + 3 <= b.count {
+                    let n = UInt32(b[i]) << 16 | UInt32(b[i + 1]) << 8 | UInt32(b[i + 2])
+                    out[o] = table[Int(n >> 18 & 63)]
+                    out[o + 1] = table[Int(n >> 12 & 63)]
+                    out[o + 2] = table[Int(n >> 6 & 63)]
+                    out[o + 3] = table[Int(n & 63)]
+                    i += 3
+                    o += 4
+                }
+                if rest > 0 {
+                    let n = UInt32(b[i]) << 16 | (rest == 2 ? UInt32(b[i + 1]) << 8 : 0)
+                    out[o] = table[Int(n >> 18 & 63)]
+                    out[o + 1] = table[Int(n >> 12 & 63)]
+                    o += 2
+                    if rest == 2 {
+                        out[o] = table[Int(n >> 6 & 63)]
+                        o += 1
+                    }
+                    if padded {
+                        while o < length {
+                            out[o] = 61
+                            o += 1
+                        }
+                    }
+                }
+                return o
+            }
         }
-        return String(decoding: out, as: UTF8.self)
     }
 
     /// Base64url without padding, as JWTs use.

@@ -113,6 +113,20 @@ public struct AccessLogEntry: Sendable {
     public var bytesOut: Int
     public var remote: String
 
+    public init(
+        time: Instant, method: String, path: String, status: Int, durationMicroseconds: Int64, bytesIn: Int,
+        bytesOut: Int, remote: String
+    ) {
+        self.time = time
+        self.method = method
+        self.path = path
+        self.status = status
+        self.durationMicroseconds = durationMicroseconds
+        self.bytesIn = bytesIn
+        self.bytesOut = bytesOut
+        self.remote = remote
+    }
+
     /// The entry as one JSON line (no newline).
     ///
     /// Strings go through the one JSON writer, which escapes controls (C0, DEL, C1) and bidirectional formatting
@@ -120,7 +134,10 @@ public struct AccessLogEntry: Sendable {
     /// terminal that tails the log.
     public var line: String {
         func q(_ s: String) -> String { JSONWriter.quoted(s) }
-        let ms = cFormat("%.3f", Double(durationMicroseconds) / 1000)
+        // Milliseconds with three decimals, from the whole microseconds (no printf for every line).
+        let us = max(0, durationMicroseconds)
+        let fraction = String(us % 1000)
+        let ms = "\(us / 1000)." + String(repeating: "0", count: 3 - fraction.count) + fraction
         return "{\"time\":\(q(time.iso8601)),\"method\":\(q(method)),\"path\":\(q(path)),\"status\":\(status),"
             + "\"durationMs\":\(ms),\"bytesIn\":\(bytesIn),\"bytesOut\":\(bytesOut),\"remote\":\(q(remote))}"
     }

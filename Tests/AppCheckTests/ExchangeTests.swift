@@ -200,6 +200,9 @@ enum StateKind: String, CaseIterable, Sendable, CustomTestStringConvertible {
         }
         let evaluate = { (t: String) in f.exchange.evaluateToken(t, consume: false).failure }
         #expect(evaluate(try issuer.token(claims())) == nil)
+        // The header segment, written once per key, is Firebase's header for this key, members in its order.
+        let header = try #require(Base64.decode(String(try issuer.token(claims()).split(separator: ".")[0]), .jwt))
+        #expect(String(decoding: header, as: UTF8.self) == "{\"alg\":\"RS256\",\"kid\":\"\(key.kid)\",\"typ\":\"JWT\"}")
         var wrongAudience = claims()
         wrongAudience.audience = ["projects/999", "projects/someone-else"]
         #expect(evaluate(try issuer.token(wrongAudience)) == .wrongAudience(["projects/999", "projects/someone-else"]))

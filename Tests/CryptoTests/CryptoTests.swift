@@ -118,6 +118,39 @@ struct EncodingTests {
         #expect(Base64.decode("Zg=") == nil)
     }
 
+    /// The encoder writes whole groups and the tail straight into the string; checked against a reference that
+    /// takes the input six bits at a time, for every tail length and both alphabets, padded and not.
+    @Test func encodingAgreesWithSixBitsAtATime() {
+        func reference(_ bytes: [UInt8], url: Bool, padded: Bool) -> String {
+            let table = Array(
+                (url
+                    ? "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+                    : "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"))
+            let bits = bytes.flatMap { b in (0..<8).map { (b >> (7 - $0)) & 1 } }
+            var out = ""
+            var i = 0
+            while i < bits.count {
+                var v = 0
+                for j in 0..<6 { v = v << 1 | Int(i + j < bits.count ? bits[i + j] : 0) }
+                out.append(table[v])
+                i += 6
+            }
+            if padded { while out.count % 4 != 0 { out.append("=") } }
+            return out
+        }
+        var generator = SystemRandomNumberGenerator()
+        for length in 0...70 {
+            let bytes = (0..<length).map { _ in UInt8.random(in: 0...255, using: &generator) }
+            for (url, padded) in [(false, true), (false, false), (true, true), (true, false)] {
+                let expected = reference(bytes, url: url, padded: padded)
+                #expect(Base64.encode(bytes, urlSafe: url, padded: padded) == expected, "\(length) bytes")
+                #expect(Base64.encode(bytes[...], urlSafe: url, padded: padded) == expected)
+                #expect(bytes.withUnsafeBytes { Base64.encode($0, urlSafe: url, padded: padded) } == expected)
+            }
+            #expect(Base64.decode(Base64.encodeURL(bytes), .jwt) == bytes)
+        }
+    }
+
     @Test func hexBothWays() {
         #expect(Hex.encode([0x00, 0x0f, 0xa5, 0xff]) == "000fa5ff")
         #expect(Hex.decode("000FA5ff") == [0x00, 0x0f, 0xa5, 0xff])

@@ -231,4 +231,14 @@ import Timekeeping
         }
         #expect(line["path"]?.stringValue == "/nowhere")
     }
+
+    /// `durationMs` is the whole microseconds as milliseconds with exactly three decimals.
+    @Test(arguments: [(Int64(0), "0.000"), (5, "0.005"), (40, "0.040"), (1_234, "1.234"), (1_000_000, "1000.000"),
+        (86_400_000_123, "86400000.123")])
+    func durationIsMillisecondsWithThreeDecimals(microseconds: Int64, shown: String) {
+        let entry = AccessLogEntry(
+            time: Instant(seconds: 0), method: "POST", path: "/", status: 200, durationMicroseconds: microseconds,
+            bytesIn: 1, bytesOut: 2, remote: "127.0.0.1")
+        #expect(entry.line.contains("\"durationMs\":\(shown),"), "\(entry.line)")
+    }
 }
