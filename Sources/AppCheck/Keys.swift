@@ -174,7 +174,8 @@ public struct OpenSSLError: Error, Hashable, Sendable, CustomStringConvertible {
     }
 }
 
-/// Small shared libcrypto routines (all signing and verification go through `EVP_DigestSign`/`Verify`).
+/// Small shared libcrypto routines: signing and verification through `EVP_DigestSign`/`Verify` (the token signing
+/// key signs with `RSA_sign` and App Attest keys verify with `ECDSA_verify`, each on a key structure built once).
 enum OpenSSL {
     static func digestVerify(_ pkey: OpaquePointer, signature: [UInt8], message: [UInt8]) -> Bool {
         guard let ctx = EVP_MD_CTX_new() else { return false }
