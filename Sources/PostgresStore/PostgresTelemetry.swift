@@ -1,3 +1,4 @@
+import Crypto
 import FoundationEssentials
 import Glibc
 import Rollout
@@ -11,13 +12,16 @@ import Timekeeping
 /// A batch lands in one READ COMMITTED transaction of two round trips (`BEGIN` with the reads; the writes with
 /// `COMMIT`), without the chain-head lock (ingest does not queue behind publishes):
 /// - the batch first takes a transaction advisory lock on each of its installations' partitions (an id's FNV-1a
-///   modulo 64), in ascending order (one order for every batch: no deadlock), so two batches sharing an
-///   installation run one after the other; the reads that follow in the same round trip see every batch that
-///   held those partitions before. Row locks (`FOR UPDATE`) did this before, but locking a row writes it, and
-///   locking the batch's 2,000 rows cost about as much as updating them;
-/// - the installations are settled in memory and written back in one statement each for new and changed rows;
-///   an installation created meanwhile by a writer outside these locks makes the transaction run again (a fresh
-///   settlement, so nothing counts twice);
+///   modulo 64), in ascending order (one order for every batch: no deadlock), so two batches sharing a
+///   partition run one after the other; the reads that follow in the same round trip see every batch that
+///   held those partitions before. Row locks (`FOR UPDATE`) did this before, but locking a row writes it;
+/// - installations are stored as on a store file, many to a row (`telemetry_installation_blocks`, schema 12: the
+///   core's `InstallationBlock` form, blocks of one partition keyed by the upper end of their id range,
+///   `InstallationRanges`). The batch reads the blocks of its ids, merges its installations into them in memory
+///   with the core's code, and writes them back in one UPDATE (blocks kept under their key) and one INSERT (new
+///   blocks: a partition's first, the parts of a split); blocks are never deleted. Every block read or written
+///   lies in a partition the batch holds, so the advisory locks order writers; a block key created meanwhile by a
+///   writer outside these locks makes the transaction run again (a fresh settlement, so nothing counts twice);
 /// - counters and presence rows are additive upserts (`ON CONFLICT ... DO UPDATE SET count = count +
 ///   excluded.count`), sorted by key, one statement each;
 /// - the batch's id is drawn last from `telemetry_meta.batch_sequence` (a row lock held to commit), so ids are in
@@ -49,14 +53,19 @@ public final class PostgresTelemetry: TelemetryCounters, @unchecked Sendable {
     public func commit(_ batch: TelemetryBatch, source: String, at committedAt: Instant) throws -> BatchReceipt? {
         guard !batch.isEmpty else { return nil }
         if store.isReadOnly { throw PostgresStoreError.readOnly("telemetry batch on a read-only store") }
-        var deltas: [(String, InstallationDelta)] = []
-        deltas.reserveCapacity(batch.installationCount)
-        try batch.forEachInstallation { deltas.append(($0, $1)) }
-        let ids = deltas.map(\.0)
-        let partitions = Set(ids.map(Self.partition)).sorted()
+        // The batch's installations by partition, in id order within each (the order of the blocks' keys).
+        var groups = [[(id: [UInt8], index: Int)]](repeating: [], count: Int(Self.partitions))
+        var deltas: [InstallationDelta] = []
+        deltas.reserveCapacity(batch.installationBound)
+        try batch.forEachInstallationID { id, delta in
+            groups[Int(Self.partition(id))].append((Array(id), deltas.count))
+            deltas.append(delta)
+        }
+        let partitions = groups.indices.filter { !groups[$0].isEmpty }.map { Int64($0) }
+        let lookup = Self.blockLookup(groups)
         return try store.transaction(lockingHead: false) { () throws -> BatchReceipt in
             // One round trip: the batch's partitions locked in ascending order, then (each statement seeing every
-            // batch that held them before) the reasons, the newest event and the installations.
+            // batch that held them before) the reasons, the newest event and the blocks holding the installations.
             let read = try c.pipeline([
                 (
                     "SELECT pg_advisory_xact_lock(\(Self.partitionLockClass), p) FROM (SELECT unnest($1::int[]) AS p ORDER BY 1) s",
@@ -64,50 +73,18 @@ public final class PostgresTelemetry: TelemetryCounters, @unchecked Sendable {
                 ),
                 ("SELECT reason, id FROM telemetry_reasons WHERE reason = ANY($1::text[])", [PGArray.text(batch.reasons)]),
                 ("SELECT value FROM telemetry_meta WHERE key = 'newest_event'", []),
-                ("SELECT \(Self.installationColumns) FROM telemetry_installations WHERE id = ANY($1::text[])", [PGArray.text(ids)]),
+                lookup,
             ])
             var known: [String: UInt16] = [:]
             for row in read[1] { if let reason = row[0], let id = row[1].flatMap({ UInt16($0) }) { known[reason] = id } }
             let codes = try batch.reasons.map { try known[$0] ?? reasonCode($0) }
             let storedNewest = read[2].first?.first?.flatMap { Int64($0) }
             var settlement = BatchSettlement(batch: batch, reasonCodes: codes, retention: retention, storedNewest: storedNewest)
-
-            var previous: [String: InstallationRecord] = [:]
-            previous.reserveCapacity(read[3].count)
-            for row in read[3] { if let id = row[0] { previous[id] = Self.record(row) } }
-            var fresh: [(String, InstallationRecord)] = []
-            var changed: [(String, InstallationRecord)] = []
-            for (id, delta) in deltas {
-                let before = previous[id]
-                let r = settlement.settle(delta, previous: before)
-                if before == nil { fresh.append((id, r)) } else if r != before { changed.append((id, r)) }
+            // The installations settled into their blocks in memory (the core's block code, as on a store file).
+            var writes = try Self.blockWrites(groups: groups, stored: read[3]) { index, previous in
+                settlement.settle(deltas[index], previous: previous)
             }
 
-            // The writes, in one more round trip.
-            var writes: [(sql: String, params: [String?])] = []
-            if !fresh.isEmpty {
-                writes.append(
-                    (
-                        // An installation created by another writer since the read (none holding the batch's
-                        // partitions can) is a unique violation: the batch runs again, settled from its row.
-                        "INSERT INTO telemetry_installations (\(Self.installationColumns)) "
-                            + "SELECT * FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::smallint[], $5::smallint[], $6::smallint[], "
-                            + "$7::bigint[], $8::smallint[], $9::smallint[], $10::bigint[], $11::bigint[], $12::bigint[])",
-                        Self.installationArrays(fresh)
-                    ))
-            }
-            if !changed.isEmpty {
-                writes.append(
-                    (
-                        "UPDATE telemetry_installations t SET first_seen = u.first_seen, last_seen = u.last_seen, cohort = u.cohort, "
-                            + "provider = u.provider, os_major = u.os_major, sessions = u.sessions, entered = u.entered, crashed = u.crashed, "
-                            + "fetched_at = u.fetched_at, template_version = u.template_version, last_crash = u.last_crash "
-                            + "FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::smallint[], $5::smallint[], $6::smallint[], "
-                            + "$7::bigint[], $8::smallint[], $9::smallint[], $10::bigint[], $11::bigint[], $12::bigint[]) "
-                            + "AS u(\(Self.installationColumns)) WHERE t.id = u.id",
-                        Self.installationArrays(changed)
-                    ))
-            }
             let counters = settlement.counterRows().sorted { ($0.level.rawValue, $0.bucket, $0.key.packed) < ($1.level.rawValue, $1.bucket, $1.key.packed) }
             if !counters.isEmpty {
                 writes.append(
@@ -186,11 +163,7 @@ public final class PostgresTelemetry: TelemetryCounters, @unchecked Sendable {
     static let partitions: UInt32 = 64
 
     /// The partition of an installation: FNV-1a of its id's UTF-8, the same in every process.
-    static func partition(_ id: String) -> Int64 {
-        var h: UInt32 = 2_166_136_261
-        for byte in id.utf8 { h = (h ^ UInt32(byte)) &* 16_777_619 }
-        return Int64(h % partitions)
-    }
+    static func partition(_ id: String) -> Int64 { partition(id.utf8) }
 
     /// Writes rows exactly as given (`store copy`): the tables of another store, in this store's transaction.
     func copyRow(_ table: String, _ columns: String, _ values: [String?]) throws {
@@ -240,12 +213,44 @@ public final class PostgresTelemetry: TelemetryCounters, @unchecked Sendable {
     /// The stored state of one installation.
     public func installation(_ id: String) throws -> InstallationRecord? {
         try store.reading {
-            try c.query("SELECT \(Self.installationColumns) FROM telemetry_installations WHERE id = $1", [id]).first.map(Self.record)
+            let key = Array(id.utf8)
+            guard
+                let row = try c.query(
+                    "SELECT data FROM telemetry_installation_blocks WHERE part = $1 AND upper >= $2::bytea ORDER BY upper LIMIT 1",
+                    [String(Self.partition(key)), Self.byteaLiteral(key)]
+                ).first, let data = try Self.bytea(row[0])
+            else { return nil }
+            return try data.withUnsafeBytes { bytes throws -> InstallationRecord? in
+                var reader = try InstallationBlock.Reader(bytes)
+                return try key.withUnsafeBytes { key throws -> InstallationRecord? in
+                    while let (stored, record) = try reader.next() {
+                        let c = compareInstallationIDs(stored, key)
+                        if c == 0 { return record }
+                        if c > 0 { break }
+                    }
+                    return nil
+                }
+            }
         }
     }
 
     public func installationCount() throws -> Int {
-        try store.reading { Int(try c.query("SELECT count(*) FROM telemetry_installations").first?.first?.flatMap { Int($0) } ?? 0) }
+        try store.reading {
+            Int(try c.query("SELECT coalesce(sum(installations), 0) FROM telemetry_installation_blocks").first?.first?.flatMap { Int($0) } ?? 0)
+        }
+    }
+
+    /// Every stored installation, by partition and in id order within each.
+    public func forEachInstallation(_ body: (String, InstallationRecord) throws -> Void) throws {
+        try store.reading {
+            for row in try c.query("SELECT data FROM telemetry_installation_blocks ORDER BY part, upper") {
+                guard let data = try Self.bytea(row[0]) else { continue }
+                try data.withUnsafeBytes { bytes throws in
+                    var reader = try InstallationBlock.Reader(bytes)
+                    while let (id, record) = try reader.next() { try body(String(decoding: id, as: UTF8.self), record) }
+                }
+            }
+        }
     }
 
     /// The newest event time in the store.
@@ -346,12 +351,142 @@ public final class PostgresTelemetry: TelemetryCounters, @unchecked Sendable {
         return out
     }
 
-    // MARK: Rows
+    // MARK: Installation blocks
 
-    package static let installationColumns =
-        "id, first_seen, last_seen, cohort, provider, os_major, sessions, entered, crashed, fetched_at, template_version, last_crash"
+    /// The statement that reads the stored blocks holding `groups`' installations: for each partition with any, the
+    /// run of its blocks from the block of its first id (the first key at or after it) to the block of its last,
+    /// by partition and key, in index order (two probes and a range per partition, not a probe per installation).
+    /// The run may hold blocks none of the ids falls in; `blockWrites` leaves those alone.
+    static func blockLookup(_ groups: [[(id: [UInt8], index: Int)]]) -> (sql: String, params: [String?]) {
+        var parts: [Int64] = []
+        var firsts: [[UInt8]] = []
+        var lasts: [[UInt8]] = []
+        for (p, group) in groups.enumerated() {
+            guard let first = group.first, let last = group.last else { continue }
+            parts.append(Int64(p))
+            firsts.append(first.id)
+            lasts.append(last.id)
+        }
+        return (
+            "SELECT b.part, b.upper, b.data FROM unnest($1::smallint[], $2::bytea[], $3::bytea[]) AS u(part, first, last) "
+                + "CROSS JOIN LATERAL (SELECT t.part, t.upper, t.data FROM telemetry_installation_blocks t "
+                + "WHERE t.part = u.part AND t.upper >= u.first AND t.upper <= (SELECT x.upper FROM telemetry_installation_blocks x "
+                + "WHERE x.part = u.part AND x.upper >= u.last ORDER BY x.upper LIMIT 1) ORDER BY t.upper) b",
+            [PGArray.ints(parts), PGArray.byteas(firsts), PGArray.byteas(lasts)]
+        )
+    }
 
-    private static func record(_ r: [String?]) -> InstallationRecord {
+    /// The statements that write `groups`' installations into their blocks (`stored`: the rows `blockLookup` read),
+    /// each settled by `settle(index, previous)` in memory (`InstallationRanges.merge`): one UPDATE for the blocks
+    /// rewritten under their key, one INSERT for new blocks (a partition's first, a split's parts); a block whose
+    /// bytes did not change is not written.
+    static func blockWrites(
+        groups: [[(id: [UInt8], index: Int)]], stored rows: [[String?]],
+        settle: (_ index: Int, _ previous: InstallationRecord?) throws -> InstallationRecord
+    ) throws -> [(sql: String, params: [String?])] {
+        var stored = [[(upper: [UInt8], data: [UInt8])]](repeating: [], count: groups.count)
+        for row in rows {
+            guard let part = row[0].flatMap({ Int($0) }), stored.indices.contains(part), let upper = try bytea(row[1]),
+                let data = try bytea(row[2])
+            else { throw PostgresStoredDataError("an installation block of the PostgreSQL store is unreadable") }
+            stored[part].append((upper, data))
+        }
+        // Only the blocks some id falls in (after the previous block's key, up to its own) are merged.
+        for p in stored.indices where !stored[p].isEmpty {
+            stored[p].sort { $0.upper.lexicographicallyPrecedes($1.upper) }
+            let ids = groups[p]
+            var next = 0
+            var kept: [(upper: [UInt8], data: [UInt8])] = []
+            for block in stored[p] {
+                var holds = false
+                while next < ids.count, !block.upper.lexicographicallyPrecedes(ids[next].id) {
+                    holds = true
+                    next += 1
+                }
+                if holds { kept.append(block) }
+            }
+            stored[p] = kept
+        }
+        var updated: (parts: [Int64], uppers: [[UInt8]], counts: [Int64], data: [[UInt8]]) = ([], [], [], [])
+        var inserted: (parts: [Int64], uppers: [[UInt8]], counts: [Int64], data: [[UInt8]]) = ([], [], [], [])
+        for (p, group) in groups.enumerated() where !group.isEmpty {
+            let before = stored[p]
+            for block in try InstallationRanges.merge(stored: before, ids: group, settle: settle) {
+                if block.replacing {
+                    if before.contains(where: { $0.upper == block.upper && $0.data == block.data }) { continue }
+                    updated.parts.append(Int64(p))
+                    updated.uppers.append(block.upper)
+                    updated.counts.append(Int64(block.installations))
+                    updated.data.append(block.data)
+                } else {
+                    inserted.parts.append(Int64(p))
+                    inserted.uppers.append(block.upper)
+                    inserted.counts.append(Int64(block.installations))
+                    inserted.data.append(block.data)
+                }
+            }
+        }
+        var writes: [(sql: String, params: [String?])] = []
+        if !updated.parts.isEmpty {
+            writes.append(
+                (
+                    "UPDATE telemetry_installation_blocks t SET installations = u.n, data = u.data "
+                        + "FROM unnest($1::smallint[], $2::bytea[], $3::integer[], $4::bytea[]) AS u(part, upper, n, data) "
+                        + "WHERE t.part = u.part AND t.upper = u.upper",
+                    [PGArray.ints(updated.parts), PGArray.byteas(updated.uppers), PGArray.ints(updated.counts), PGArray.byteas(updated.data)]
+                ))
+        }
+        if !inserted.parts.isEmpty {
+            writes.append(
+                (
+                    // A block key taken by another writer since the read (none holding the partition can) is a unique
+                    // violation: the batch runs again, settled from the blocks as they are then.
+                    "INSERT INTO telemetry_installation_blocks (part, upper, installations, data) "
+                        + "SELECT * FROM unnest($1::smallint[], $2::bytea[], $3::integer[], $4::bytea[])",
+                    [PGArray.ints(inserted.parts), PGArray.byteas(inserted.uppers), PGArray.ints(inserted.counts), PGArray.byteas(inserted.data)]
+                ))
+        }
+        return writes
+    }
+
+    /// Stores `installations` exactly as given (replacing any stored record of the same id), inside the caller's
+    /// transaction on `c`, with nothing else writing the installations (`store copy` into a new store, the
+    /// migration to blocks): two round trips, the blocks' read and their writes.
+    package static func storeInstallations(_ installations: [(id: [UInt8], record: InstallationRecord)], on c: PGConnection) throws {
+        guard !installations.isEmpty else { return }
+        var groups = [[(id: [UInt8], index: Int)]](repeating: [], count: Int(partitions))
+        for (i, entry) in installations.enumerated() { groups[Int(partition(entry.id))].append((entry.id, i)) }
+        for p in groups.indices {
+            groups[p].sort { $0.id.lexicographicallyPrecedes($1.id) }
+            for k in groups[p].indices.dropFirst() where groups[p][k].id == groups[p][k - 1].id {
+                throw StoreError.corrupt("the installation \(String(decoding: groups[p][k].id, as: UTF8.self)) is stored twice")
+            }
+        }
+        let lookup = blockLookup(groups)
+        let stored = try c.query(lookup.sql, lookup.params)
+        let writes = try blockWrites(groups: groups, stored: stored) { index, _ in installations[index].record }
+        _ = try c.pipeline(writes)
+    }
+
+    /// Schema 12: the installations of `telemetry_installations` (one row each) moved into blocks, `chunk` at a time
+    /// (in the migration's transaction; nothing else writes meanwhile), leaving that table empty.
+    static func moveInstallationsToBlocks(_ c: PGConnection, chunk: Int = 20_000) throws {
+        var after: String?
+        while true {
+            let rows =
+                try after.map {
+                    try c.query(
+                        "SELECT \(legacyInstallationColumns) FROM telemetry_installations WHERE id > $1 ORDER BY id LIMIT $2", [$0, String(chunk)])
+                } ?? c.query("SELECT \(legacyInstallationColumns) FROM telemetry_installations ORDER BY id LIMIT $1", [String(chunk)])
+            guard let last = rows.last else { break }
+            try storeInstallations(rows.map { (Array(($0[0] ?? "").utf8), legacyRecord($0)) }, on: c)
+            after = last[0]
+        }
+        try c.execute("DELETE FROM telemetry_installations")
+    }
+
+    /// The installation of a row of `telemetry_installations` (schema 11 and before) with `legacyInstallationColumns`.
+    static func legacyRecord(_ r: [String?]) -> InstallationRecord {
         func int(_ i: Int) -> Int64 { r[i].flatMap { Int64($0) } ?? 0 }
         return InstallationRecord(
             firstSeen: int(1), lastSeen: int(2), cohort: Cohort(code: UInt8(clamping: int(3))) ?? .none,
@@ -361,15 +496,42 @@ public final class PostgresTelemetry: TelemetryCounters, @unchecked Sendable {
             lastCrashAt: r.count > 11 ? r[11].flatMap { Int64($0) } : nil)
     }
 
-    private static func installationArrays(_ rows: [(String, InstallationRecord)]) -> [String?] {
-        [
-            PGArray.text(rows.map(\.0)), PGArray.ints(rows.map(\.1.firstSeen)), PGArray.ints(rows.map(\.1.lastSeen)),
-            PGArray.ints(rows.map { Int64($0.1.cohort.code) }), PGArray.ints(rows.map { Int64($0.1.provider.rawValue) }),
-            PGArray.ints(rows.map { Int64($0.1.osMajor) }), PGArray.ints(rows.map(\.1.sessions)),
-            PGArray.ints(rows.map { Int64($0.1.enteredCohorts) }), PGArray.ints(rows.map { Int64($0.1.crashedCohorts) }),
-            PGArray.optionalInts(rows.map(\.1.fetchedAt)), PGArray.optionalInts(rows.map(\.1.templateVersion)),
-            PGArray.optionalInts(rows.map(\.1.lastCrashAt)),
-        ]
+    static let legacyInstallationColumns =
+        "id, first_seen, last_seen, cohort, provider, os_major, sessions, entered, crashed, fetched_at, template_version, last_crash"
+
+    /// `bytea` as PostgreSQL writes it in text (`\x` and hex, `bytea_output = hex`); nil for NULL.
+    static func bytea(_ text: String?) throws -> [UInt8]? {
+        guard let text else { return nil }
+        var utf8 = text.utf8[...]
+        guard utf8.count >= 2, utf8.popFirst() == UInt8(ascii: "\\"), utf8.popFirst() == UInt8(ascii: "x"), utf8.count % 2 == 0 else {
+            throw PostgresStoredDataError("a bytea value of the PostgreSQL store is not in hex form")
+        }
+        var out = [UInt8]()
+        out.reserveCapacity(utf8.count / 2)
+        var high: UInt8 = 0
+        var odd = false
+        for ch in utf8 {
+            let v: UInt8
+            switch ch {
+            case 0x30...0x39: v = ch - 0x30
+            case 0x61...0x66: v = ch - 0x57
+            case 0x41...0x46: v = ch - 0x37
+            default: throw PostgresStoredDataError("a bytea value of the PostgreSQL store is not in hex form")
+            }
+            if odd { out.append(high << 4 | v) } else { high = v }
+            odd.toggle()
+        }
+        return out
+    }
+
+    /// A `bytea` parameter in text (`\x` and hex).
+    static func byteaLiteral(_ bytes: [UInt8]) -> String { "\\x" + Hex.encode(bytes) }
+
+    /// The partition of an installation id's UTF-8 bytes (as `partition(_: String)`).
+    static func partition<Bytes: Sequence<UInt8>>(_ id: Bytes) -> Int64 {
+        var h: UInt32 = 2_166_136_261
+        for byte in id { h = (h ^ UInt32(byte)) &* 16_777_619 }
+        return Int64(h % partitions)
     }
 }
 
@@ -380,6 +542,26 @@ package enum PGArray {
     static func optionalInts(_ values: [Int64?]) -> String {
         "{" + values.map { $0.map(String.init) ?? "NULL" }.joined(separator: ",") + "}"
     }
+
+    /// `bytea` elements as `"\\x<hex>"` (the array literal's escape of the hex form's backslash).
+    static func byteas(_ values: [[UInt8]]) -> String {
+        var out = [UInt8]()
+        out.reserveCapacity(2 + values.reduce(0) { $0 + 2 * $1.count + 6 })
+        out.append(UInt8(ascii: "{"))
+        for (i, v) in values.enumerated() {
+            if i > 0 { out.append(UInt8(ascii: ",")) }
+            out.append(contentsOf: [UInt8(ascii: "\""), UInt8(ascii: "\\"), UInt8(ascii: "\\"), UInt8(ascii: "x")])
+            for b in v {
+                out.append(hexDigit(b >> 4))
+                out.append(hexDigit(b & 15))
+            }
+            out.append(UInt8(ascii: "\""))
+        }
+        out.append(UInt8(ascii: "}"))
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    @inline(__always) private static func hexDigit(_ n: UInt8) -> UInt8 { n < 10 ? 0x30 + n : 0x57 + n }
 
     /// Every element quoted, with `\` and `"` escaped (the array literal's own escapes).
     static func text(_ values: [String]) -> String { optionalText(values) }
