@@ -427,23 +427,33 @@ public final class PostgresTelemetry: TelemetryCounters, @unchecked Sendable {
             }
         }
         var writes: [(sql: String, params: [String?])] = []
+        // The blocks' bytes go as one bytea and are cut with `substring` (no array of bytea for the server to parse).
         if !updated.parts.isEmpty {
+            let data = PGArray.concatenated(updated.data)
             writes.append(
                 (
-                    "UPDATE telemetry_installation_blocks t SET installations = u.n, data = u.data "
-                        + "FROM unnest($1::smallint[], $2::bytea[], $3::integer[], $4::bytea[]) AS u(part, upper, n, data) "
+                    "UPDATE telemetry_installation_blocks t SET installations = u.n, data = substring($4::bytea FROM u.start FOR u.length) "
+                        + "FROM unnest($1::smallint[], $2::bytea[], $3::integer[], $5::integer[], $6::integer[]) AS u(part, upper, n, start, length) "
                         + "WHERE t.part = u.part AND t.upper = u.upper",
-                    [PGArray.ints(updated.parts), PGArray.byteas(updated.uppers), PGArray.ints(updated.counts), PGArray.byteas(updated.data)]
+                    [
+                        PGArray.ints(updated.parts), PGArray.byteas(updated.uppers), PGArray.ints(updated.counts), data.bytea, data.starts,
+                        data.lengths,
+                    ]
                 ))
         }
         if !inserted.parts.isEmpty {
+            let data = PGArray.concatenated(inserted.data)
             writes.append(
                 (
                     // A block key taken by another writer since the read (none holding the partition can) is a unique
                     // violation: the batch runs again, settled from the blocks as they are then.
                     "INSERT INTO telemetry_installation_blocks (part, upper, installations, data) "
-                        + "SELECT * FROM unnest($1::smallint[], $2::bytea[], $3::integer[], $4::bytea[])",
-                    [PGArray.ints(inserted.parts), PGArray.byteas(inserted.uppers), PGArray.ints(inserted.counts), PGArray.byteas(inserted.data)]
+                        + "SELECT u.part, u.upper, u.n, substring($4::bytea FROM u.start FOR u.length) "
+                        + "FROM unnest($1::smallint[], $2::bytea[], $3::integer[], $5::integer[], $6::integer[]) AS u(part, upper, n, start, length)",
+                    [
+                        PGArray.ints(inserted.parts), PGArray.byteas(inserted.uppers), PGArray.ints(inserted.counts), data.bytea, data.starts,
+                        data.lengths,
+                    ]
                 ))
         }
         return writes
@@ -501,27 +511,38 @@ public final class PostgresTelemetry: TelemetryCounters, @unchecked Sendable {
 
     /// `bytea` as PostgreSQL writes it in text (`\x` and hex, `bytea_output = hex`); nil for NULL.
     static func bytea(_ text: String?) throws -> [UInt8]? {
-        guard let text else { return nil }
-        var utf8 = text.utf8[...]
-        guard utf8.count >= 2, utf8.popFirst() == UInt8(ascii: "\\"), utf8.popFirst() == UInt8(ascii: "x"), utf8.count % 2 == 0 else {
-            throw PostgresStoredDataError("a bytea value of the PostgreSQL store is not in hex form")
-        }
-        var out = [UInt8]()
-        out.reserveCapacity(utf8.count / 2)
-        var high: UInt8 = 0
-        var odd = false
-        for ch in utf8 {
-            let v: UInt8
-            switch ch {
-            case 0x30...0x39: v = ch - 0x30
-            case 0x61...0x66: v = ch - 0x57
-            case 0x41...0x46: v = ch - 0x37
-            default: throw PostgresStoredDataError("a bytea value of the PostgreSQL store is not in hex form")
+        guard var text else { return nil }
+        let decoded = text.withUTF8 { u -> [UInt8]? in
+            guard u.count >= 2, u[0] == UInt8(ascii: "\\"), u[1] == UInt8(ascii: "x"), u.count % 2 == 0 else { return nil }
+            let n = (u.count - 2) / 2
+            var bad: UInt8 = 0
+            let out = hexValues.withUnsafeBufferPointer { values in
+                [UInt8](unsafeUninitializedCapacity: n) { buffer, count in
+                    var at = 2
+                    for i in 0..<n {
+                        let high = values[Int(u[at])]
+                        let low = values[Int(u[at + 1])]
+                        bad |= high | low
+                        buffer[i] = high << 4 | (low & 15)
+                        at += 2
+                    }
+                    count = n
+                }
             }
-            if odd { out.append(high << 4 | v) } else { high = v }
-            odd.toggle()
+            return bad & 0xF0 == 0 ? out : nil
         }
-        return out
+        guard let decoded else { throw PostgresStoredDataError("a bytea value of the PostgreSQL store is not in hex form") }
+        return decoded
+    }
+
+    /// The value of each byte as a hex digit, 0xFF for any other byte.
+    static let hexValues: [UInt8] = (0...255).map { (c: Int) -> UInt8 in
+        switch c {
+        case 0x30...0x39: UInt8(c - 0x30)
+        case 0x61...0x66: UInt8(c - 0x57)
+        case 0x41...0x46: UInt8(c - 0x37)
+        default: 0xFF
+        }
     }
 
     /// A `bytea` parameter in text (`\x` and hex).
@@ -545,23 +566,65 @@ package enum PGArray {
 
     /// `bytea` elements as `"\\x<hex>"` (the array literal's escape of the hex form's backslash).
     static func byteas(_ values: [[UInt8]]) -> String {
-        var out = [UInt8]()
-        out.reserveCapacity(2 + values.reduce(0) { $0 + 2 * $1.count + 6 })
-        out.append(UInt8(ascii: "{"))
-        for (i, v) in values.enumerated() {
-            if i > 0 { out.append(UInt8(ascii: ",")) }
-            out.append(contentsOf: [UInt8(ascii: "\""), UInt8(ascii: "\\"), UInt8(ascii: "\\"), UInt8(ascii: "x")])
-            for b in v {
-                out.append(hexDigit(b >> 4))
-                out.append(hexDigit(b & 15))
+        let size = 2 + values.reduce(0) { $0 + 2 * $1.count + 6 }
+        return String(unsafeUninitializedCapacity: size) { out in
+            var at = 0
+            out[at] = UInt8(ascii: "{")
+            at += 1
+            for (i, v) in values.enumerated() {
+                if i > 0 {
+                    out[at] = UInt8(ascii: ",")
+                    at += 1
+                }
+                out[at] = UInt8(ascii: "\"")
+                out[at + 1] = UInt8(ascii: "\\")
+                out[at + 2] = UInt8(ascii: "\\")
+                out[at + 3] = UInt8(ascii: "x")
+                at += 4
+                at = hex(v, into: out, at: at)
+                out[at] = UInt8(ascii: "\"")
+                at += 1
             }
-            out.append(UInt8(ascii: "\""))
+            out[at] = UInt8(ascii: "}")
+            return at + 1
         }
-        out.append(UInt8(ascii: "}"))
-        return String(decoding: out, as: UTF8.self)
     }
 
-    @inline(__always) private static func hexDigit(_ n: UInt8) -> UInt8 { n < 10 ? 0x30 + n : 0x57 + n }
+    /// One `bytea` in text (`\x` and hex) holding `values` one after another, and where each starts (1-based, as
+    /// `substring` counts) and how long it is: many values in one parameter without an array to parse.
+    static func concatenated(_ values: [[UInt8]]) -> (bytea: String, starts: String, lengths: String) {
+        let total = values.reduce(0) { $0 + $1.count }
+        let text = String(unsafeUninitializedCapacity: 2 + 2 * total) { out in
+            out[0] = UInt8(ascii: "\\")
+            out[1] = UInt8(ascii: "x")
+            var at = 2
+            for v in values { at = hex(v, into: out, at: at) }
+            return at
+        }
+        var starts: [Int64] = []
+        starts.reserveCapacity(values.count)
+        var next: Int64 = 1
+        for v in values {
+            starts.append(next)
+            next += Int64(v.count)
+        }
+        return (text, ints(starts), ints(values.map { Int64($0.count) }))
+    }
+
+    /// Writes the hex of `bytes` into `out` from `at`; returns where it ended.
+    @inline(__always) private static func hex(_ bytes: [UInt8], into out: UnsafeMutableBufferPointer<UInt8>, at start: Int) -> Int {
+        var at = start
+        bytes.withUnsafeBufferPointer { b in
+            for byte in b {
+                let high = byte >> 4
+                let low = byte & 15
+                out[at] = high < 10 ? 0x30 + high : 0x57 + high
+                out[at + 1] = low < 10 ? 0x30 + low : 0x57 + low
+                at += 2
+            }
+        }
+        return at
+    }
 
     /// Every element quoted, with `\` and `"` escaped (the array literal's own escapes).
     static func text(_ values: [String]) -> String { optionalText(values) }
