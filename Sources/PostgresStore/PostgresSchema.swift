@@ -189,10 +189,13 @@ public enum PostgresSchema {
         // end of their id range, so that a batch rewrites about a hundred blocks instead of a row per installation.
         // After this step the rows of `telemetry_installations` move into blocks (`moveInstallationsToBlocks`, in the
         // same transaction) and that table stays empty: nothing reads it any more, and the steps before keep their text.
+        // `revision` names one version of one block (from `telemetry_block_revision`, never given twice), so a writer
+        // that remembers a block's bytes and revision reads them again only when someone else wrote the block since.
         """
+        CREATE SEQUENCE IF NOT EXISTS telemetry_block_revision;
         CREATE TABLE IF NOT EXISTS telemetry_installation_blocks (
             part SMALLINT NOT NULL CHECK (part BETWEEN 0 AND 63), upper BYTEA NOT NULL,
-            installations INTEGER NOT NULL CHECK (installations > 0), data BYTEA NOT NULL,
+            installations INTEGER NOT NULL CHECK (installations > 0), data BYTEA NOT NULL, revision BIGINT NOT NULL,
             PRIMARY KEY (part, upper)) WITH (fillfactor = 50);
         """,
     ]

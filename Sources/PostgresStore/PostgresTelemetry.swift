@@ -38,6 +38,8 @@ public final class PostgresTelemetry: TelemetryCounters, @unchecked Sendable {
     /// The rollout's fold as far as this reader has come (the core's `RolloutFold`, kept in memory here).
     private var fold: RolloutFold?
     private var lastBatchSeen: Int64 = 0
+    /// The installation blocks this writer read or wrote last, by revision (`BlockCache`).
+    private let blockCache = BlockCache()
 
     public init(store: PostgresConfigStore, retention: TelemetryRetention = TelemetryRetention()) {
         self.store = store
@@ -62,8 +64,8 @@ public final class PostgresTelemetry: TelemetryCounters, @unchecked Sendable {
             deltas.append(delta)
         }
         let partitions = groups.indices.filter { !groups[$0].isEmpty }.map { Int64($0) }
-        let lookup = Self.blockLookup(groups)
         return try store.transaction(lockingHead: false) { () throws -> BatchReceipt in
+            let lookup = Self.blockLookup(groups, cache: blockCache)
             // One round trip: the batch's partitions locked in ascending order, then (each statement seeing every
             // batch that held them before) the reasons, the newest event and the blocks holding the installations.
             let read = try c.pipeline([
@@ -81,9 +83,10 @@ public final class PostgresTelemetry: TelemetryCounters, @unchecked Sendable {
             let storedNewest = read[2].first?.first?.flatMap { Int64($0) }
             var settlement = BatchSettlement(batch: batch, reasonCodes: codes, retention: retention, storedNewest: storedNewest)
             // The installations settled into their blocks in memory (the core's block code, as on a store file).
-            var writes = try Self.blockWrites(groups: groups, stored: read[3]) { index, previous in
+            let (blockWrites, blocks) = try Self.blockWrites(groups: groups, stored: read[3], cache: blockCache) { index, previous in
                 settlement.settle(deltas[index], previous: previous)
             }
+            var writes = blockWrites
 
             let counters = settlement.counterRows().sorted { ($0.level.rawValue, $0.bucket, $0.key.packed) < ($1.level.rawValue, $1.bucket, $1.key.packed) }
             if !counters.isEmpty {
@@ -149,6 +152,8 @@ public final class PostgresTelemetry: TelemetryCounters, @unchecked Sendable {
             } catch let e as PostgresError where e.sqlState == "23502" {
                 throw StoreError.corrupt("the telemetry batch sequence is missing (run 'rollout store migrate')")
             }
+            // Valid whatever becomes of this transaction: a revision names one version of one block.
+            try Self.remember(blocks, returned: Array(written.prefix(blockWrites.count)), in: blockCache)
             guard let id = written[written.count - 1].first?.first?.flatMap({ Int64($0) }) else {
                 throw StoreError.corrupt("the telemetry batch sequence is missing (run 'rollout store migrate')")
             }
@@ -357,22 +362,34 @@ public final class PostgresTelemetry: TelemetryCounters, @unchecked Sendable {
     /// run of its blocks from the block of its first id (the first key at or after it) to the block of its last,
     /// by partition and key, in index order (two probes and a range per partition, not a probe per installation).
     /// The run may hold blocks none of the ids falls in; `blockWrites` leaves those alone.
-    static func blockLookup(_ groups: [[(id: [UInt8], index: Int)]]) -> (sql: String, params: [String?]) {
+    static func blockLookup(_ groups: [[(id: [UInt8], index: Int)]], cache: BlockCache?) -> (sql: String, params: [String?]) {
         var parts: [Int64] = []
         var firsts: [[UInt8]] = []
         var lasts: [[UInt8]] = []
+        var cached: (parts: [Int64], uppers: [[UInt8]], revisions: [Int64]) = ([], [], [])
         for (p, group) in groups.enumerated() {
             guard let first = group.first, let last = group.last else { continue }
             parts.append(Int64(p))
             firsts.append(first.id)
             lasts.append(last.id)
+            for (upper, block) in cache?.blocks[p] ?? [:] {
+                cached.parts.append(Int64(p))
+                cached.uppers.append(upper)
+                cached.revisions.append(block.revision)
+            }
         }
         return (
-            "SELECT b.part, b.upper, b.data FROM unnest($1::smallint[], $2::bytea[], $3::bytea[]) AS u(part, first, last) "
-                + "CROSS JOIN LATERAL (SELECT t.part, t.upper, t.data FROM telemetry_installation_blocks t "
+            "SELECT b.part, b.upper, b.revision, CASE WHEN c.revision = b.revision THEN NULL ELSE b.data END "
+                + "FROM unnest($1::smallint[], $2::bytea[], $3::bytea[]) AS u(part, first, last) "
+                + "CROSS JOIN LATERAL (SELECT t.part, t.upper, t.revision, t.data FROM telemetry_installation_blocks t "
                 + "WHERE t.part = u.part AND t.upper >= u.first AND t.upper <= (SELECT x.upper FROM telemetry_installation_blocks x "
-                + "WHERE x.part = u.part AND x.upper >= u.last ORDER BY x.upper LIMIT 1) ORDER BY t.upper) b",
-            [PGArray.ints(parts), PGArray.byteas(firsts), PGArray.byteas(lasts)]
+                + "WHERE x.part = u.part AND x.upper >= u.last ORDER BY x.upper LIMIT 1) ORDER BY t.upper) b "
+                + "LEFT JOIN unnest($4::smallint[], $5::bytea[], $6::bigint[]) AS c(part, upper, revision) "
+                + "ON c.part = b.part AND c.upper = b.upper",
+            [
+                PGArray.ints(parts), PGArray.byteas(firsts), PGArray.byteas(lasts), PGArray.ints(cached.parts), PGArray.byteas(cached.uppers),
+                PGArray.ints(cached.revisions),
+            ]
         )
     }
 
@@ -381,15 +398,23 @@ public final class PostgresTelemetry: TelemetryCounters, @unchecked Sendable {
     /// rewritten under their key, one INSERT for new blocks (a partition's first, a split's parts); a block whose
     /// bytes did not change is not written.
     static func blockWrites(
-        groups: [[(id: [UInt8], index: Int)]], stored rows: [[String?]],
+        groups: [[(id: [UInt8], index: Int)]], stored rows: [[String?]], cache: BlockCache?,
         settle: (_ index: Int, _ previous: InstallationRecord?) throws -> InstallationRecord
-    ) throws -> [(sql: String, params: [String?])] {
+    ) throws -> (writes: [(sql: String, params: [String?])], blocks: [(part: Int, upper: [UInt8], data: [UInt8])]) {
         var stored = [[(upper: [UInt8], data: [UInt8])]](repeating: [], count: groups.count)
         for row in rows {
             guard let part = row[0].flatMap({ Int($0) }), stored.indices.contains(part), let upper = try bytea(row[1]),
-                let data = try bytea(row[2])
+                let revision = row[2].flatMap({ Int64($0) })
             else { throw PostgresStoredDataError("an installation block of the PostgreSQL store is unreadable") }
-            stored[part].append((upper, data))
+            if let data = try bytea(row[3]) {
+                stored[part].append((upper, data))
+                cache?.put(part: part, upper: upper, revision: revision, data: data)
+            } else if let known = cache?.blocks[part]?[upper], known.revision == revision {
+                // The bytes this writer saw last, unchanged since (a revision names one version of one block).
+                stored[part].append((upper, known.data))
+            } else {
+                throw PostgresStoredDataError("an installation block of the PostgreSQL store came without its bytes")
+            }
         }
         // Only the blocks some id falls in (after the previous block's key, up to its own) are merged.
         for p in stored.indices where !stored[p].isEmpty {
@@ -427,14 +452,18 @@ public final class PostgresTelemetry: TelemetryCounters, @unchecked Sendable {
             }
         }
         var writes: [(sql: String, params: [String?])] = []
+        var blocks: [(part: Int, upper: [UInt8], data: [UInt8])] = []
+        for i in updated.parts.indices { blocks.append((Int(updated.parts[i]), updated.uppers[i], updated.data[i])) }
+        for i in inserted.parts.indices { blocks.append((Int(inserted.parts[i]), inserted.uppers[i], inserted.data[i])) }
         // The blocks' bytes go as one bytea and are cut with `substring` (no array of bytea for the server to parse).
         if !updated.parts.isEmpty {
             let data = PGArray.concatenated(updated.data)
             writes.append(
                 (
-                    "UPDATE telemetry_installation_blocks t SET installations = u.n, data = substring($4::bytea FROM u.start FOR u.length) "
+                    "UPDATE telemetry_installation_blocks t SET installations = u.n, data = substring($4::bytea FROM u.start FOR u.length), "
+                        + "revision = nextval('telemetry_block_revision') "
                         + "FROM unnest($1::smallint[], $2::bytea[], $3::integer[], $5::integer[], $6::integer[]) AS u(part, upper, n, start, length) "
-                        + "WHERE t.part = u.part AND t.upper = u.upper",
+                        + "WHERE t.part = u.part AND t.upper = u.upper RETURNING t.part, t.upper, t.revision",
                     [
                         PGArray.ints(updated.parts), PGArray.byteas(updated.uppers), PGArray.ints(updated.counts), data.bytea, data.starts,
                         data.lengths,
@@ -447,16 +476,31 @@ public final class PostgresTelemetry: TelemetryCounters, @unchecked Sendable {
                 (
                     // A block key taken by another writer since the read (none holding the partition can) is a unique
                     // violation: the batch runs again, settled from the blocks as they are then.
-                    "INSERT INTO telemetry_installation_blocks (part, upper, installations, data) "
-                        + "SELECT u.part, u.upper, u.n, substring($4::bytea FROM u.start FOR u.length) "
-                        + "FROM unnest($1::smallint[], $2::bytea[], $3::integer[], $5::integer[], $6::integer[]) AS u(part, upper, n, start, length)",
+                    "INSERT INTO telemetry_installation_blocks (part, upper, installations, data, revision) "
+                        + "SELECT u.part, u.upper, u.n, substring($4::bytea FROM u.start FOR u.length), nextval('telemetry_block_revision') "
+                        + "FROM unnest($1::smallint[], $2::bytea[], $3::integer[], $5::integer[], $6::integer[]) AS u(part, upper, n, start, length) "
+                        + "RETURNING part, upper, revision",
                     [
                         PGArray.ints(inserted.parts), PGArray.byteas(inserted.uppers), PGArray.ints(inserted.counts), data.bytea, data.starts,
                         data.lengths,
                     ]
                 ))
         }
-        return writes
+        return (writes, blocks)
+    }
+
+    /// Remembers the blocks a batch wrote, with the revision each got (the rows its block statements returned).
+    static func remember(_ blocks: [(part: Int, upper: [UInt8], data: [UInt8])], returned: [[[String?]]], in cache: BlockCache) throws {
+        var data: [BlockCache.Key: [UInt8]] = [:]
+        for b in blocks { data[BlockCache.Key(part: b.part, upper: b.upper)] = b.data }
+        for rows in returned {
+            for row in rows {
+                guard let part = row[0].flatMap({ Int($0) }), let upper = try bytea(row[1]), let revision = row[2].flatMap({ Int64($0) }),
+                    let bytes = data[BlockCache.Key(part: part, upper: upper)]
+                else { continue }
+                cache.put(part: part, upper: upper, revision: revision, data: bytes)
+            }
+        }
     }
 
     /// Stores `installations` exactly as given (replacing any stored record of the same id), inside the caller's
@@ -472,9 +516,9 @@ public final class PostgresTelemetry: TelemetryCounters, @unchecked Sendable {
                 throw StoreError.corrupt("the installation \(String(decoding: groups[p][k].id, as: UTF8.self)) is stored twice")
             }
         }
-        let lookup = blockLookup(groups)
+        let lookup = blockLookup(groups, cache: nil)
         let stored = try c.query(lookup.sql, lookup.params)
-        let writes = try blockWrites(groups: groups, stored: stored) { index, _ in installations[index].record }
+        let writes = try blockWrites(groups: groups, stored: stored, cache: nil) { index, _ in installations[index].record }.writes
         _ = try c.pipeline(writes)
     }
 
@@ -641,5 +685,31 @@ package enum PGArray {
                 }
                 return out + "\""
             }.joined(separator: ",") + "}"
+    }
+}
+
+/// The installation blocks a writer read or wrote last, each with its revision (drawn from the sequence
+/// `telemetry_block_revision` for every version of every block written, so never given twice): a batch sends the revisions it holds for its partitions and gets back
+/// only the bytes of blocks another transaction wrote since, so a writer that lands batch after batch on the same
+/// installations reads back none of what it wrote. An entry is right or stale, never wrong: a version another
+/// transaction wrote has another revision, and one that rolled back left the row at its old revision. At most `limit` bytes are kept (all dropped beyond it).
+final class BlockCache {
+    struct Key: Hashable {
+        var part: Int
+        var upper: [UInt8]
+    }
+
+    static let limit = 64 << 20
+    private(set) var blocks: [Int: [[UInt8]: (revision: Int64, data: [UInt8])]] = [:]
+    private var bytes = 0
+
+    func put(part: Int, upper: [UInt8], revision: Int64, data: [UInt8]) {
+        if let old = blocks[part]?[upper] { bytes -= old.data.count + upper.count }
+        bytes += data.count + upper.count
+        if bytes > Self.limit {
+            blocks.removeAll()
+            bytes = data.count + upper.count
+        }
+        blocks[part, default: [:]][upper] = (revision, data)
     }
 }
