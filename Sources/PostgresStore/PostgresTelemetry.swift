@@ -657,17 +657,21 @@ package enum PGArray {
 
     /// Writes the hex of `bytes` into `out` from `at`; returns where it ended.
     @inline(__always) private static func hex(_ bytes: [UInt8], into out: UnsafeMutableBufferPointer<UInt8>, at start: Int) -> Int {
-        var at = start
-        bytes.withUnsafeBufferPointer { b in
-            for byte in b {
-                let high = byte >> 4
-                let low = byte & 15
-                out[at] = high < 10 ? 0x30 + high : 0x57 + high
-                out[at + 1] = low < 10 ? 0x30 + low : 0x57 + low
-                at += 2
+        guard !bytes.isEmpty, let base = out.baseAddress else { return start }
+        hexPairs.withUnsafeBufferPointer { pairs in
+            bytes.withUnsafeBufferPointer { b in
+                // Two digits at a time, as one unaligned 16-bit store.
+                let to = UnsafeMutableRawPointer(base + start)
+                for (i, byte) in b.enumerated() { to.storeBytes(of: pairs[Int(byte)], toByteOffset: 2 * i, as: UInt16.self) }
             }
         }
-        return at
+        return start + 2 * bytes.count
+    }
+
+    /// The two lowercase hex digits of each byte, in memory order.
+    private static let hexPairs: [UInt16] = (0...255).map { (b: Int) -> UInt16 in
+        func digit(_ n: Int) -> UInt16 { UInt16(n < 10 ? 0x30 + n : 0x57 + n) }
+        return (digit(b >> 4) | digit(b & 15) << 8).littleEndian
     }
 
     /// Every element quoted, with `\` and `"` escaped (the array literal's own escapes).
