@@ -662,7 +662,7 @@ package enum PGArray {
             bytes.withUnsafeBufferPointer { b in
                 // Two digits at a time, as one unaligned 16-bit store.
                 let to = UnsafeMutableRawPointer(base + start)
-                for (i, byte) in b.enumerated() { to.storeBytes(of: pairs[Int(byte)], toByteOffset: 2 * i, as: UInt16.self) }
+                for i in 0..<b.count { to.storeBytes(of: pairs[Int(b[i])], toByteOffset: 2 * i, as: UInt16.self) }
             }
         }
         return start + 2 * bytes.count
