@@ -184,7 +184,26 @@ public enum PostgresSchema {
         """
         ALTER TABLE telemetry_installations SET (fillfactor = 40);
         """,
+        // 12: installations many to a row, as in the SQLite store (`PostgresTelemetry`, `InstallationRanges`): blocks
+        // of the core's `InstallationBlock` form keyed by partition (the batch's advisory-lock partition) and the upper
+        // end of their id range, so that a batch rewrites about a hundred blocks instead of a row per installation.
+        // After this step the rows of `telemetry_installations` move into blocks (`moveInstallationsToBlocks`, in the
+        // same transaction) and that table stays empty: nothing reads it any more, and the steps before keep their text.
+        // `revision` names one version of one block (from `telemetry_block_revision`, never given twice), so a writer
+        // that remembers a block's bytes and revision reads them again only when someone else wrote the block since.
+        """
+        CREATE SEQUENCE IF NOT EXISTS telemetry_block_revision;
+        CREATE TABLE IF NOT EXISTS telemetry_installation_blocks (
+            part SMALLINT NOT NULL CHECK (part BETWEEN 0 AND 63), upper BYTEA NOT NULL,
+            installations INTEGER NOT NULL CHECK (installations > 0), data BYTEA NOT NULL, revision BIGINT NOT NULL,
+            PRIMARY KEY (part, upper)) WITH (fillfactor = 50);
+        """,
     ]
+
+    /// Work a step needs beyond its SQL, run right after it in the same transaction.
+    static func afterStep(_ step: Int, _ c: PGConnection) throws {
+        if step == 12 { try PostgresTelemetry.moveInstallationsToBlocks(c) }
+    }
 
     /// The recorded schema version; nil when the database has no rollout schema at all.
     public static func version(_ c: PGConnection) throws -> Int? {
@@ -203,6 +222,7 @@ public enum PostgresSchema {
         var applied: [Int] = []
         for step in (found + 1)..<(current + 1) {
             try c.execute(migrations[step - 1])
+            try afterStep(step, c)
             try c.query("INSERT INTO rollout_schema (version) VALUES ($1)", [String(step)])
             applied.append(step)
         }

@@ -1,3 +1,4 @@
+import Crypto
 import FoundationEssentials
 import Glibc
 import Rollout
@@ -11,13 +12,16 @@ import Timekeeping
 /// A batch lands in one READ COMMITTED transaction of two round trips (`BEGIN` with the reads; the writes with
 /// `COMMIT`), without the chain-head lock (ingest does not queue behind publishes):
 /// - the batch first takes a transaction advisory lock on each of its installations' partitions (an id's FNV-1a
-///   modulo 64), in ascending order (one order for every batch: no deadlock), so two batches sharing an
-///   installation run one after the other; the reads that follow in the same round trip see every batch that
-///   held those partitions before. Row locks (`FOR UPDATE`) did this before, but locking a row writes it, and
-///   locking the batch's 2,000 rows cost about as much as updating them;
-/// - the installations are settled in memory and written back in one statement each for new and changed rows;
-///   an installation created meanwhile by a writer outside these locks makes the transaction run again (a fresh
-///   settlement, so nothing counts twice);
+///   modulo 64), in ascending order (one order for every batch: no deadlock), so two batches sharing a
+///   partition run one after the other; the reads that follow in the same round trip see every batch that
+///   held those partitions before. Row locks (`FOR UPDATE`) did this before, but locking a row writes it;
+/// - installations are stored as on a store file, many to a row (`telemetry_installation_blocks`, schema 12: the
+///   core's `InstallationBlock` form, blocks of one partition keyed by the upper end of their id range,
+///   `InstallationRanges`). The batch reads the blocks of its ids, merges its installations into them in memory
+///   with the core's code, and writes them back in one UPDATE (blocks kept under their key) and one INSERT (new
+///   blocks: a partition's first, the parts of a split); blocks are never deleted. Every block read or written
+///   lies in a partition the batch holds, so the advisory locks order writers; a block key created meanwhile by a
+///   writer outside these locks makes the transaction run again (a fresh settlement, so nothing counts twice);
 /// - counters and presence rows are additive upserts (`ON CONFLICT ... DO UPDATE SET count = count +
 ///   excluded.count`), sorted by key, one statement each;
 /// - the batch's id is drawn last from `telemetry_meta.batch_sequence` (a row lock held to commit), so ids are in
@@ -34,6 +38,8 @@ public final class PostgresTelemetry: TelemetryCounters, @unchecked Sendable {
     /// The rollout's fold as far as this reader has come (the core's `RolloutFold`, kept in memory here).
     private var fold: RolloutFold?
     private var lastBatchSeen: Int64 = 0
+    /// The installation blocks this writer read or wrote last, by revision (`BlockCache`).
+    private let blockCache = BlockCache()
 
     public init(store: PostgresConfigStore, retention: TelemetryRetention = TelemetryRetention()) {
         self.store = store
@@ -49,14 +55,19 @@ public final class PostgresTelemetry: TelemetryCounters, @unchecked Sendable {
     public func commit(_ batch: TelemetryBatch, source: String, at committedAt: Instant) throws -> BatchReceipt? {
         guard !batch.isEmpty else { return nil }
         if store.isReadOnly { throw PostgresStoreError.readOnly("telemetry batch on a read-only store") }
-        var deltas: [(String, InstallationDelta)] = []
-        deltas.reserveCapacity(batch.installationCount)
-        try batch.forEachInstallation { deltas.append(($0, $1)) }
-        let ids = deltas.map(\.0)
-        let partitions = Set(ids.map(Self.partition)).sorted()
+        // The batch's installations by partition, in id order within each (the order of the blocks' keys).
+        var groups = [[(id: [UInt8], index: Int)]](repeating: [], count: Int(Self.partitions))
+        var deltas: [InstallationDelta] = []
+        deltas.reserveCapacity(batch.installationBound)
+        try batch.forEachInstallationID { id, delta in
+            groups[Int(Self.partition(id))].append((Array(id), deltas.count))
+            deltas.append(delta)
+        }
+        let partitions = groups.indices.filter { !groups[$0].isEmpty }.map { Int64($0) }
         return try store.transaction(lockingHead: false) { () throws -> BatchReceipt in
+            let lookup = Self.blockLookup(groups, cache: blockCache)
             // One round trip: the batch's partitions locked in ascending order, then (each statement seeing every
-            // batch that held them before) the reasons, the newest event and the installations.
+            // batch that held them before) the reasons, the newest event and the blocks holding the installations.
             let read = try c.pipeline([
                 (
                     "SELECT pg_advisory_xact_lock(\(Self.partitionLockClass), p) FROM (SELECT unnest($1::int[]) AS p ORDER BY 1) s",
@@ -64,50 +75,19 @@ public final class PostgresTelemetry: TelemetryCounters, @unchecked Sendable {
                 ),
                 ("SELECT reason, id FROM telemetry_reasons WHERE reason = ANY($1::text[])", [PGArray.text(batch.reasons)]),
                 ("SELECT value FROM telemetry_meta WHERE key = 'newest_event'", []),
-                ("SELECT \(Self.installationColumns) FROM telemetry_installations WHERE id = ANY($1::text[])", [PGArray.text(ids)]),
+                lookup,
             ])
             var known: [String: UInt16] = [:]
             for row in read[1] { if let reason = row[0], let id = row[1].flatMap({ UInt16($0) }) { known[reason] = id } }
             let codes = try batch.reasons.map { try known[$0] ?? reasonCode($0) }
             let storedNewest = read[2].first?.first?.flatMap { Int64($0) }
             var settlement = BatchSettlement(batch: batch, reasonCodes: codes, retention: retention, storedNewest: storedNewest)
+            // The installations settled into their blocks in memory (the core's block code, as on a store file).
+            let (blockWrites, blocks) = try Self.blockWrites(groups: groups, stored: read[3], cache: blockCache) { index, previous in
+                settlement.settle(deltas[index], previous: previous)
+            }
+            var writes = blockWrites
 
-            var previous: [String: InstallationRecord] = [:]
-            previous.reserveCapacity(read[3].count)
-            for row in read[3] { if let id = row[0] { previous[id] = Self.record(row) } }
-            var fresh: [(String, InstallationRecord)] = []
-            var changed: [(String, InstallationRecord)] = []
-            for (id, delta) in deltas {
-                let before = previous[id]
-                let r = settlement.settle(delta, previous: before)
-                if before == nil { fresh.append((id, r)) } else if r != before { changed.append((id, r)) }
-            }
-
-            // The writes, in one more round trip.
-            var writes: [(sql: String, params: [String?])] = []
-            if !fresh.isEmpty {
-                writes.append(
-                    (
-                        // An installation created by another writer since the read (none holding the batch's
-                        // partitions can) is a unique violation: the batch runs again, settled from its row.
-                        "INSERT INTO telemetry_installations (\(Self.installationColumns)) "
-                            + "SELECT * FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::smallint[], $5::smallint[], $6::smallint[], "
-                            + "$7::bigint[], $8::smallint[], $9::smallint[], $10::bigint[], $11::bigint[], $12::bigint[])",
-                        Self.installationArrays(fresh)
-                    ))
-            }
-            if !changed.isEmpty {
-                writes.append(
-                    (
-                        "UPDATE telemetry_installations t SET first_seen = u.first_seen, last_seen = u.last_seen, cohort = u.cohort, "
-                            + "provider = u.provider, os_major = u.os_major, sessions = u.sessions, entered = u.entered, crashed = u.crashed, "
-                            + "fetched_at = u.fetched_at, template_version = u.template_version, last_crash = u.last_crash "
-                            + "FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::smallint[], $5::smallint[], $6::smallint[], "
-                            + "$7::bigint[], $8::smallint[], $9::smallint[], $10::bigint[], $11::bigint[], $12::bigint[]) "
-                            + "AS u(\(Self.installationColumns)) WHERE t.id = u.id",
-                        Self.installationArrays(changed)
-                    ))
-            }
             let counters = settlement.counterRows().sorted { ($0.level.rawValue, $0.bucket, $0.key.packed) < ($1.level.rawValue, $1.bucket, $1.key.packed) }
             if !counters.isEmpty {
                 writes.append(
@@ -172,6 +152,8 @@ public final class PostgresTelemetry: TelemetryCounters, @unchecked Sendable {
             } catch let e as PostgresError where e.sqlState == "23502" {
                 throw StoreError.corrupt("the telemetry batch sequence is missing (run 'rollout store migrate')")
             }
+            // Valid whatever becomes of this transaction: a revision names one version of one block.
+            try Self.remember(blocks, returned: Array(written.prefix(blockWrites.count)), in: blockCache)
             guard let id = written[written.count - 1].first?.first?.flatMap({ Int64($0) }) else {
                 throw StoreError.corrupt("the telemetry batch sequence is missing (run 'rollout store migrate')")
             }
@@ -186,11 +168,7 @@ public final class PostgresTelemetry: TelemetryCounters, @unchecked Sendable {
     static let partitions: UInt32 = 64
 
     /// The partition of an installation: FNV-1a of its id's UTF-8, the same in every process.
-    static func partition(_ id: String) -> Int64 {
-        var h: UInt32 = 2_166_136_261
-        for byte in id.utf8 { h = (h ^ UInt32(byte)) &* 16_777_619 }
-        return Int64(h % partitions)
-    }
+    static func partition(_ id: String) -> Int64 { partition(id.utf8) }
 
     /// Writes rows exactly as given (`store copy`): the tables of another store, in this store's transaction.
     func copyRow(_ table: String, _ columns: String, _ values: [String?]) throws {
@@ -240,12 +218,44 @@ public final class PostgresTelemetry: TelemetryCounters, @unchecked Sendable {
     /// The stored state of one installation.
     public func installation(_ id: String) throws -> InstallationRecord? {
         try store.reading {
-            try c.query("SELECT \(Self.installationColumns) FROM telemetry_installations WHERE id = $1", [id]).first.map(Self.record)
+            let key = Array(id.utf8)
+            guard
+                let row = try c.query(
+                    "SELECT data FROM telemetry_installation_blocks WHERE part = $1 AND upper >= $2::bytea ORDER BY upper LIMIT 1",
+                    [String(Self.partition(key)), Self.byteaLiteral(key)]
+                ).first, let data = try Self.bytea(row[0])
+            else { return nil }
+            return try data.withUnsafeBytes { bytes throws -> InstallationRecord? in
+                var reader = try InstallationBlock.Reader(bytes)
+                return try key.withUnsafeBytes { key throws -> InstallationRecord? in
+                    while let (stored, record) = try reader.next() {
+                        let c = compareInstallationIDs(stored, key)
+                        if c == 0 { return record }
+                        if c > 0 { break }
+                    }
+                    return nil
+                }
+            }
         }
     }
 
     public func installationCount() throws -> Int {
-        try store.reading { Int(try c.query("SELECT count(*) FROM telemetry_installations").first?.first?.flatMap { Int($0) } ?? 0) }
+        try store.reading {
+            Int(try c.query("SELECT coalesce(sum(installations), 0) FROM telemetry_installation_blocks").first?.first?.flatMap { Int($0) } ?? 0)
+        }
+    }
+
+    /// Every stored installation, by partition and in id order within each.
+    public func forEachInstallation(_ body: (String, InstallationRecord) throws -> Void) throws {
+        try store.reading {
+            for row in try c.query("SELECT data FROM telemetry_installation_blocks ORDER BY part, upper") {
+                guard let data = try Self.bytea(row[0]) else { continue }
+                try data.withUnsafeBytes { bytes throws in
+                    var reader = try InstallationBlock.Reader(bytes)
+                    while let (id, record) = try reader.next() { try body(String(decoding: id, as: UTF8.self), record) }
+                }
+            }
+        }
     }
 
     /// The newest event time in the store.
@@ -346,12 +356,191 @@ public final class PostgresTelemetry: TelemetryCounters, @unchecked Sendable {
         return out
     }
 
-    // MARK: Rows
+    // MARK: Installation blocks
 
-    package static let installationColumns =
-        "id, first_seen, last_seen, cohort, provider, os_major, sessions, entered, crashed, fetched_at, template_version, last_crash"
+    /// The statement that reads the stored blocks holding `groups`' installations: for each partition with any, the
+    /// run of its blocks from the block of its first id (the first key at or after it) to the block of its last,
+    /// by partition and key, in index order (two probes and a range per partition, not a probe per installation).
+    /// The run may hold blocks none of the ids falls in; `blockWrites` leaves those alone.
+    static func blockLookup(_ groups: [[(id: [UInt8], index: Int)]], cache: BlockCache?) -> (sql: String, params: [String?]) {
+        var parts: [Int64] = []
+        var firsts: [[UInt8]] = []
+        var lasts: [[UInt8]] = []
+        var cached: (parts: [Int64], uppers: [[UInt8]], revisions: [Int64]) = ([], [], [])
+        for (p, group) in groups.enumerated() {
+            guard let first = group.first, let last = group.last else { continue }
+            parts.append(Int64(p))
+            firsts.append(first.id)
+            lasts.append(last.id)
+            for (upper, block) in cache?.blocks[p] ?? [:] {
+                cached.parts.append(Int64(p))
+                cached.uppers.append(upper)
+                cached.revisions.append(block.revision)
+            }
+        }
+        return (
+            "SELECT b.part, b.upper, b.revision, CASE WHEN c.revision = b.revision THEN NULL ELSE b.data END "
+                + "FROM unnest($1::smallint[], $2::bytea[], $3::bytea[]) AS u(part, first, last) "
+                + "CROSS JOIN LATERAL (SELECT t.part, t.upper, t.revision, t.data FROM telemetry_installation_blocks t "
+                + "WHERE t.part = u.part AND t.upper >= u.first AND t.upper <= (SELECT x.upper FROM telemetry_installation_blocks x "
+                + "WHERE x.part = u.part AND x.upper >= u.last ORDER BY x.upper LIMIT 1) ORDER BY t.upper) b "
+                + "LEFT JOIN unnest($4::smallint[], $5::bytea[], $6::bigint[]) AS c(part, upper, revision) "
+                + "ON c.part = b.part AND c.upper = b.upper",
+            [
+                PGArray.ints(parts), PGArray.byteas(firsts), PGArray.byteas(lasts), PGArray.ints(cached.parts), PGArray.byteas(cached.uppers),
+                PGArray.ints(cached.revisions),
+            ]
+        )
+    }
 
-    private static func record(_ r: [String?]) -> InstallationRecord {
+    /// The statements that write `groups`' installations into their blocks (`stored`: the rows `blockLookup` read),
+    /// each settled by `settle(index, previous)` in memory (`InstallationRanges.merge`): one UPDATE for the blocks
+    /// rewritten under their key, one INSERT for new blocks (a partition's first, a split's parts); a block whose
+    /// bytes did not change is not written.
+    static func blockWrites(
+        groups: [[(id: [UInt8], index: Int)]], stored rows: [[String?]], cache: BlockCache?,
+        settle: (_ index: Int, _ previous: InstallationRecord?) throws -> InstallationRecord
+    ) throws -> (writes: [(sql: String, params: [String?])], blocks: [(part: Int, upper: [UInt8], data: [UInt8])]) {
+        var stored = [[(upper: [UInt8], data: [UInt8])]](repeating: [], count: groups.count)
+        for row in rows {
+            guard let part = row[0].flatMap({ Int($0) }), stored.indices.contains(part), let upper = try bytea(row[1]),
+                let revision = row[2].flatMap({ Int64($0) })
+            else { throw PostgresStoredDataError("an installation block of the PostgreSQL store is unreadable") }
+            if let data = try bytea(row[3]) {
+                stored[part].append((upper, data))
+                cache?.put(part: part, upper: upper, revision: revision, data: data)
+            } else if let known = cache?.blocks[part]?[upper], known.revision == revision {
+                // The bytes this writer saw last, unchanged since (a revision names one version of one block).
+                stored[part].append((upper, known.data))
+            } else {
+                throw PostgresStoredDataError("an installation block of the PostgreSQL store came without its bytes")
+            }
+        }
+        // Only the blocks some id falls in (after the previous block's key, up to its own) are merged.
+        for p in stored.indices where !stored[p].isEmpty {
+            stored[p].sort { $0.upper.lexicographicallyPrecedes($1.upper) }
+            let ids = groups[p]
+            var next = 0
+            var kept: [(upper: [UInt8], data: [UInt8])] = []
+            for block in stored[p] {
+                var holds = false
+                while next < ids.count, !block.upper.lexicographicallyPrecedes(ids[next].id) {
+                    holds = true
+                    next += 1
+                }
+                if holds { kept.append(block) }
+            }
+            stored[p] = kept
+        }
+        var updated: (parts: [Int64], uppers: [[UInt8]], counts: [Int64], data: [[UInt8]]) = ([], [], [], [])
+        var inserted: (parts: [Int64], uppers: [[UInt8]], counts: [Int64], data: [[UInt8]]) = ([], [], [], [])
+        for (p, group) in groups.enumerated() where !group.isEmpty {
+            let before = stored[p]
+            for block in try InstallationRanges.merge(stored: before, ids: group, settle: settle) {
+                if block.replacing {
+                    if before.contains(where: { $0.upper == block.upper && $0.data == block.data }) { continue }
+                    updated.parts.append(Int64(p))
+                    updated.uppers.append(block.upper)
+                    updated.counts.append(Int64(block.installations))
+                    updated.data.append(block.data)
+                } else {
+                    inserted.parts.append(Int64(p))
+                    inserted.uppers.append(block.upper)
+                    inserted.counts.append(Int64(block.installations))
+                    inserted.data.append(block.data)
+                }
+            }
+        }
+        var writes: [(sql: String, params: [String?])] = []
+        var blocks: [(part: Int, upper: [UInt8], data: [UInt8])] = []
+        for i in updated.parts.indices { blocks.append((Int(updated.parts[i]), updated.uppers[i], updated.data[i])) }
+        for i in inserted.parts.indices { blocks.append((Int(inserted.parts[i]), inserted.uppers[i], inserted.data[i])) }
+        // The blocks' bytes go as one bytea and are cut with `substring` (no array of bytea for the server to parse).
+        if !updated.parts.isEmpty {
+            let data = PGArray.concatenated(updated.data)
+            writes.append(
+                (
+                    "UPDATE telemetry_installation_blocks t SET installations = u.n, data = substring($4::bytea FROM u.start FOR u.length), "
+                        + "revision = nextval('telemetry_block_revision') "
+                        + "FROM unnest($1::smallint[], $2::bytea[], $3::integer[], $5::integer[], $6::integer[]) AS u(part, upper, n, start, length) "
+                        + "WHERE t.part = u.part AND t.upper = u.upper RETURNING t.part, t.upper, t.revision",
+                    [
+                        PGArray.ints(updated.parts), PGArray.byteas(updated.uppers), PGArray.ints(updated.counts), data.bytea, data.starts,
+                        data.lengths,
+                    ]
+                ))
+        }
+        if !inserted.parts.isEmpty {
+            let data = PGArray.concatenated(inserted.data)
+            writes.append(
+                (
+                    // A block key taken by another writer since the read (none holding the partition can) is a unique
+                    // violation: the batch runs again, settled from the blocks as they are then.
+                    "INSERT INTO telemetry_installation_blocks (part, upper, installations, data, revision) "
+                        + "SELECT u.part, u.upper, u.n, substring($4::bytea FROM u.start FOR u.length), nextval('telemetry_block_revision') "
+                        + "FROM unnest($1::smallint[], $2::bytea[], $3::integer[], $5::integer[], $6::integer[]) AS u(part, upper, n, start, length) "
+                        + "RETURNING part, upper, revision",
+                    [
+                        PGArray.ints(inserted.parts), PGArray.byteas(inserted.uppers), PGArray.ints(inserted.counts), data.bytea, data.starts,
+                        data.lengths,
+                    ]
+                ))
+        }
+        return (writes, blocks)
+    }
+
+    /// Remembers the blocks a batch wrote, with the revision each got (the rows its block statements returned).
+    static func remember(_ blocks: [(part: Int, upper: [UInt8], data: [UInt8])], returned: [[[String?]]], in cache: BlockCache) throws {
+        var data: [BlockCache.Key: [UInt8]] = [:]
+        for b in blocks { data[BlockCache.Key(part: b.part, upper: b.upper)] = b.data }
+        for rows in returned {
+            for row in rows {
+                guard let part = row[0].flatMap({ Int($0) }), let upper = try bytea(row[1]), let revision = row[2].flatMap({ Int64($0) }),
+                    let bytes = data[BlockCache.Key(part: part, upper: upper)]
+                else { continue }
+                cache.put(part: part, upper: upper, revision: revision, data: bytes)
+            }
+        }
+    }
+
+    /// Stores `installations` exactly as given (replacing any stored record of the same id), inside the caller's
+    /// transaction on `c`, with nothing else writing the installations (`store copy` into a new store, the
+    /// migration to blocks): two round trips, the blocks' read and their writes.
+    package static func storeInstallations(_ installations: [(id: [UInt8], record: InstallationRecord)], on c: PGConnection) throws {
+        guard !installations.isEmpty else { return }
+        var groups = [[(id: [UInt8], index: Int)]](repeating: [], count: Int(partitions))
+        for (i, entry) in installations.enumerated() { groups[Int(partition(entry.id))].append((entry.id, i)) }
+        for p in groups.indices {
+            groups[p].sort { $0.id.lexicographicallyPrecedes($1.id) }
+            for k in groups[p].indices.dropFirst() where groups[p][k].id == groups[p][k - 1].id {
+                throw StoreError.corrupt("the installation \(String(decoding: groups[p][k].id, as: UTF8.self)) is stored twice")
+            }
+        }
+        let lookup = blockLookup(groups, cache: nil)
+        let stored = try c.query(lookup.sql, lookup.params)
+        let writes = try blockWrites(groups: groups, stored: stored, cache: nil) { index, _ in installations[index].record }.writes
+        _ = try c.pipeline(writes)
+    }
+
+    /// Schema 12: the installations of `telemetry_installations` (one row each) moved into blocks, `chunk` at a time
+    /// (in the migration's transaction; nothing else writes meanwhile), leaving that table empty.
+    static func moveInstallationsToBlocks(_ c: PGConnection, chunk: Int = 20_000) throws {
+        var after: String?
+        while true {
+            let rows =
+                try after.map {
+                    try c.query(
+                        "SELECT \(legacyInstallationColumns) FROM telemetry_installations WHERE id > $1 ORDER BY id LIMIT $2", [$0, String(chunk)])
+                } ?? c.query("SELECT \(legacyInstallationColumns) FROM telemetry_installations ORDER BY id LIMIT $1", [String(chunk)])
+            guard let last = rows.last else { break }
+            try storeInstallations(rows.map { (Array(($0[0] ?? "").utf8), legacyRecord($0)) }, on: c)
+            after = last[0]
+        }
+        try c.execute("DELETE FROM telemetry_installations")
+    }
+
+    /// The installation of a row of `telemetry_installations` (schema 11 and before) with `legacyInstallationColumns`.
+    static func legacyRecord(_ r: [String?]) -> InstallationRecord {
         func int(_ i: Int) -> Int64 { r[i].flatMap { Int64($0) } ?? 0 }
         return InstallationRecord(
             firstSeen: int(1), lastSeen: int(2), cohort: Cohort(code: UInt8(clamping: int(3))) ?? .none,
@@ -361,15 +550,53 @@ public final class PostgresTelemetry: TelemetryCounters, @unchecked Sendable {
             lastCrashAt: r.count > 11 ? r[11].flatMap { Int64($0) } : nil)
     }
 
-    private static func installationArrays(_ rows: [(String, InstallationRecord)]) -> [String?] {
-        [
-            PGArray.text(rows.map(\.0)), PGArray.ints(rows.map(\.1.firstSeen)), PGArray.ints(rows.map(\.1.lastSeen)),
-            PGArray.ints(rows.map { Int64($0.1.cohort.code) }), PGArray.ints(rows.map { Int64($0.1.provider.rawValue) }),
-            PGArray.ints(rows.map { Int64($0.1.osMajor) }), PGArray.ints(rows.map(\.1.sessions)),
-            PGArray.ints(rows.map { Int64($0.1.enteredCohorts) }), PGArray.ints(rows.map { Int64($0.1.crashedCohorts) }),
-            PGArray.optionalInts(rows.map(\.1.fetchedAt)), PGArray.optionalInts(rows.map(\.1.templateVersion)),
-            PGArray.optionalInts(rows.map(\.1.lastCrashAt)),
-        ]
+    static let legacyInstallationColumns =
+        "id, first_seen, last_seen, cohort, provider, os_major, sessions, entered, crashed, fetched_at, template_version, last_crash"
+
+    /// `bytea` as PostgreSQL writes it in text (`\x` and hex, `bytea_output = hex`); nil for NULL.
+    static func bytea(_ text: String?) throws -> [UInt8]? {
+        guard var text else { return nil }
+        let decoded = text.withUTF8 { u -> [UInt8]? in
+            guard u.count >= 2, u[0] == UInt8(ascii: "\\"), u[1] == UInt8(ascii: "x"), u.count % 2 == 0 else { return nil }
+            let n = (u.count - 2) / 2
+            var bad: UInt8 = 0
+            let out = hexValues.withUnsafeBufferPointer { values in
+                [UInt8](unsafeUninitializedCapacity: n) { buffer, count in
+                    var at = 2
+                    for i in 0..<n {
+                        let high = values[Int(u[at])]
+                        let low = values[Int(u[at + 1])]
+                        bad |= high | low
+                        buffer[i] = high << 4 | (low & 15)
+                        at += 2
+                    }
+                    count = n
+                }
+            }
+            return bad & 0xF0 == 0 ? out : nil
+        }
+        guard let decoded else { throw PostgresStoredDataError("a bytea value of the PostgreSQL store is not in hex form") }
+        return decoded
+    }
+
+    /// The value of each byte as a hex digit, 0xFF for any other byte.
+    static let hexValues: [UInt8] = (0...255).map { (c: Int) -> UInt8 in
+        switch c {
+        case 0x30...0x39: UInt8(c - 0x30)
+        case 0x61...0x66: UInt8(c - 0x57)
+        case 0x41...0x46: UInt8(c - 0x37)
+        default: 0xFF
+        }
+    }
+
+    /// A `bytea` parameter in text (`\x` and hex).
+    static func byteaLiteral(_ bytes: [UInt8]) -> String { "\\x" + Hex.encode(bytes) }
+
+    /// The partition of an installation id's UTF-8 bytes (as `partition(_: String)`).
+    static func partition<Bytes: Sequence<UInt8>>(_ id: Bytes) -> Int64 {
+        var h: UInt32 = 2_166_136_261
+        for byte in id { h = (h ^ UInt32(byte)) &* 16_777_619 }
+        return Int64(h % partitions)
     }
 }
 
@@ -379,6 +606,72 @@ package enum PGArray {
 
     static func optionalInts(_ values: [Int64?]) -> String {
         "{" + values.map { $0.map(String.init) ?? "NULL" }.joined(separator: ",") + "}"
+    }
+
+    /// `bytea` elements as `"\\x<hex>"` (the array literal's escape of the hex form's backslash).
+    static func byteas(_ values: [[UInt8]]) -> String {
+        let size = 2 + values.reduce(0) { $0 + 2 * $1.count + 6 }
+        return String(unsafeUninitializedCapacity: size) { out in
+            var at = 0
+            out[at] = UInt8(ascii: "{")
+            at += 1
+            for (i, v) in values.enumerated() {
+                if i > 0 {
+                    out[at] = UInt8(ascii: ",")
+                    at += 1
+                }
+                out[at] = UInt8(ascii: "\"")
+                out[at + 1] = UInt8(ascii: "\\")
+                out[at + 2] = UInt8(ascii: "\\")
+                out[at + 3] = UInt8(ascii: "x")
+                at += 4
+                at = hex(v, into: out, at: at)
+                out[at] = UInt8(ascii: "\"")
+                at += 1
+            }
+            out[at] = UInt8(ascii: "}")
+            return at + 1
+        }
+    }
+
+    /// One `bytea` in text (`\x` and hex) holding `values` one after another, and where each starts (1-based, as
+    /// `substring` counts) and how long it is: many values in one parameter without an array to parse.
+    static func concatenated(_ values: [[UInt8]]) -> (bytea: String, starts: String, lengths: String) {
+        let total = values.reduce(0) { $0 + $1.count }
+        let text = String(unsafeUninitializedCapacity: 2 + 2 * total) { out in
+            out[0] = UInt8(ascii: "\\")
+            out[1] = UInt8(ascii: "x")
+            var at = 2
+            for v in values { at = hex(v, into: out, at: at) }
+            return at
+        }
+        var starts: [Int64] = []
+        starts.reserveCapacity(values.count)
+        var next: Int64 = 1
+        for v in values {
+            starts.append(next)
+            next += Int64(v.count)
+        }
+        return (text, ints(starts), ints(values.map { Int64($0.count) }))
+    }
+
+    /// Writes the hex of `bytes` into `out` from `at`; returns where it ended.
+    @inline(__always) private static func hex(_ bytes: [UInt8], into out: UnsafeMutableBufferPointer<UInt8>, at start: Int) -> Int {
+        guard !bytes.isEmpty, let base = out.baseAddress else { return start }
+        hexPairs.withUnsafeBufferPointer { pairs in
+            bytes.withUnsafeBufferPointer { b in
+                // Two digits at a time, as one unaligned 16-bit store.
+                let to = UnsafeMutableRawPointer(base + start)
+                for i in 0..<b.count { to.storeBytes(of: pairs[Int(b[i])], toByteOffset: 2 * i, as: UInt16.self) }
+            }
+        }
+        return start + 2 * bytes.count
+    }
+
+    /// The two lowercase hex digits of each byte, in memory order.
+    private static let hexPairs: [UInt16] = (0...255).map { (b: Int) -> UInt16 in
+        func digit(_ n: Int) -> UInt16 { UInt16(n < 10 ? 0x30 + n : 0x57 + n) }
+        return (digit(b >> 4) | digit(b & 15) << 8).littleEndian
     }
 
     /// Every element quoted, with `\` and `"` escaped (the array literal's own escapes).
@@ -396,5 +689,31 @@ package enum PGArray {
                 }
                 return out + "\""
             }.joined(separator: ",") + "}"
+    }
+}
+
+/// The installation blocks a writer read or wrote last, each with its revision (drawn from the sequence
+/// `telemetry_block_revision` for every version of every block written, so never given twice): a batch sends the revisions it holds for its partitions and gets back
+/// only the bytes of blocks another transaction wrote since, so a writer that lands batch after batch on the same
+/// installations reads back none of what it wrote. An entry is right or stale, never wrong: a version another
+/// transaction wrote has another revision, and one that rolled back left the row at its old revision. At most `limit` bytes are kept (all dropped beyond it).
+final class BlockCache {
+    struct Key: Hashable {
+        var part: Int
+        var upper: [UInt8]
+    }
+
+    static let limit = 64 << 20
+    private(set) var blocks: [Int: [[UInt8]: (revision: Int64, data: [UInt8])]] = [:]
+    private var bytes = 0
+
+    func put(part: Int, upper: [UInt8], revision: Int64, data: [UInt8]) {
+        if let old = blocks[part]?[upper] { bytes -= old.data.count + upper.count }
+        bytes += data.count + upper.count
+        if bytes > Self.limit {
+            blocks.removeAll()
+            bytes = data.count + upper.count
+        }
+        blocks[part, default: [:]][upper] = (revision, data)
     }
 }

@@ -69,10 +69,8 @@ final class InstallationBlockWriter {
     private var storedKey: [UInt8]?
     /// No stored block is at or after the ids to come.
     private var pastStored = false
-    /// Installations gathered for the next blocks, encoded, and where each starts.
-    private var pending: [UInt8] = []
-    private var starts: [Int] = []
-    private var block: [UInt8] = []
+    /// Installations gathered for the next blocks (the core's packer: how blocks are cut is the same on every store).
+    private var packer = InstallationBlockPacker()
 
     init(_ db: SQLiteDatabase) throws {
         seek = try db.prepare(
@@ -82,8 +80,6 @@ final class InstallationBlockWriter {
         delete = try db.prepare("DELETE FROM telemetry_installation_blocks WHERE last_id = ?")
         insert = try db.prepare(
             "INSERT INTO telemetry_installation_blocks(last_id, installations, data) VALUES (?, ?, ?)")
-        pending.reserveCapacity(3 * InstallationBlock.targetBytes)
-        block.reserveCapacity(3 * InstallationBlock.targetBytes)
     }
 
     /// The stored record of `id` (ids must come in increasing order, each followed by `put`).
@@ -99,16 +95,7 @@ final class InstallationBlockWriter {
 
     /// Adds the new record of `id`.
     func put(_ id: UnsafeRawBufferPointer, _ record: InstallationRecord) throws {
-        starts.append(pending.count)
-        InstallationBlock.encode(id: id, record, to: &pending)
-        while pending.count >= 2 * InstallationBlock.targetBytes {
-            let end = fitting(from: 0, within: InstallationBlock.targetBytes)
-            try write(records: 0..<end)
-            let shift = byteEnd(end)
-            pending.removeFirst(shift)
-            starts.removeFirst(end)
-            for i in starts.indices { starts[i] -= shift }
-        }
+        try packer.put(id, record, emit: write)
     }
 
     /// Writes every block still gathered.
@@ -127,8 +114,7 @@ final class InstallationBlockWriter {
             if c > 0 { return nil }
             storedNext += 1
             if c == 0 { return e.record }
-            starts.append(pending.count)
-            pending.append(contentsOf: stored[e.bytes])
+            packer.append(encoded: stored[e.bytes])
         }
         if id == nil { storedKey = nil }
         return nil
@@ -172,51 +158,17 @@ final class InstallationBlockWriter {
         if adopting { try carryOverStored(upTo: nil) }
     }
 
-    /// Writes everything gathered, as few blocks of about equal size as keep each within the target (an
-    /// installation bigger than the target alone in its block).
+    /// Writes everything gathered.
     private func flush() throws {
-        guard !starts.isEmpty else { return }
-        let target = InstallationBlock.targetBytes
-        let parts = max(1, (pending.count + target - 1) / target)
-        // Each part takes whole installations up to its share of the bytes, give or take one installation.
-        let share = min(target, (pending.count + parts - 1) / parts + pending.count / starts.count)
-        var first = 0
-        while first < starts.count {
-            let end = fitting(from: first, within: share)
-            try write(records: first..<end)
-            first = end
-        }
-        pending.removeAll(keepingCapacity: true)
-        starts.removeAll(keepingCapacity: true)
+        try packer.flush(emit: write)
     }
 
-    /// Where the gathered installation `i` starts (the end of the bytes for `i == starts.count`).
-    private func byteEnd(_ i: Int) -> Int { i < starts.count ? starts[i] : pending.count }
-
-    /// The end of the run of gathered installations from `first` whose bytes fit in `limit` (at least one).
-    private func fitting(from first: Int, within limit: Int) -> Int {
-        var end = first + 1
-        while end < starts.count, byteEnd(end + 1) - starts[first] <= limit { end += 1 }
-        return end
-    }
-
-    /// Inserts the gathered installations `records` as one block, keyed by the last one's id.
-    private func write(records: Range<Int>) throws {
-        let from = starts[records.lowerBound]
-        let to = byteEnd(records.upperBound)
-        block.removeAll(keepingCapacity: true)
-        block.append(InstallationBlock.format)
-        block.append(contentsOf: pending[from..<to])
-        let lastStart = starts[records.upperBound - 1]
-        try pending.withUnsafeBytes { bytes throws in
-            guard let id = InstallationBlock.id(atStartOf: UnsafeRawBufferPointer(rebasing: bytes[lastStart...])) else {
-                throw InstallationBlockError("a block to write ends in a damaged installation")
-            }
-            insert.reset()
-            try insert.bind(blob: id, at: 1)
-        }
-        try insert.bind(Int64(records.count), at: 2)
-        try block.withUnsafeBytes { try insert.bind(blob: $0, at: 3) }
+    /// Inserts one block cut by the packer, keyed by its last installation's id.
+    private func write(_ lastID: UnsafeRawBufferPointer, _ installations: Int, _ block: UnsafeRawBufferPointer, _: Bool) throws {
+        insert.reset()
+        try insert.bind(blob: lastID, at: 1)
+        try insert.bind(Int64(installations), at: 2)
+        try insert.bind(blob: block, at: 3)
         while try insert.step() {}
         insert.reset()
     }

@@ -217,19 +217,10 @@ public enum PostgresStoreCopy {
             try insert(
                 "telemetry_presence", "hour, key, count", try rows("telemetry_presence", "hour, key, count", order: "hour, key"),
                 casts: ["bigint[]", "bigint[]", "bigint[]"])
-            var installations: [[SQLiteValue]] = []
-            try TelemetryTables.forEachInstallation(in: db) { id, r in
-                installations.append([
-                    .text(id), .integer(r.firstSeen), .integer(r.lastSeen), .integer(Int64(r.cohort.code)),
-                    .integer(Int64(r.provider.rawValue)), .integer(Int64(r.osMajor)), .integer(r.sessions),
-                    .integer(Int64(r.enteredCohorts)), .integer(Int64(r.crashedCohorts)),
-                    r.fetchedAt.map { .integer($0) } ?? .null, r.templateVersion.map { .integer($0) } ?? .null,
-                    r.lastCrashAt.map { .integer($0) } ?? .null,
-                ])
-            }
-            try insert(
-                "telemetry_installations", PostgresTelemetry.installationColumns, installations,
-                casts: ["text[]", "bigint[]", "bigint[]", "smallint[]", "smallint[]", "smallint[]", "bigint[]", "smallint[]", "smallint[]", "bigint[]", "bigint[]", "bigint[]"])
+            var installations: [(id: [UInt8], record: InstallationRecord)] = []
+            try TelemetryTables.forEachInstallation(in: db) { id, r in installations.append((Array(id.utf8), r)) }
+            try PostgresTelemetry.storeInstallations(installations, on: c)
+            landed(installations.count)
             try insert("telemetry_reasons", "id, reason", try rows("telemetry_reasons", "id, reason", order: "id"), casts: ["integer[]", "text[]"])
             let batchColumns = "id, source, committed_at, events, installations, earliest, latest"
             let batches = try rows("telemetry_batches", batchColumns, order: "id")

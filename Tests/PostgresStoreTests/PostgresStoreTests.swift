@@ -150,11 +150,11 @@ struct PostgresStoreTests {
         #expect(try c.query("SELECT count(*) FROM d") == [["3"]])
     }
 
-    /// Schema 9: the installations' pages keep room for a row's next version (heap-only updates by a batch).
+    /// Schema 12: the installation blocks' pages keep room for a block's next version (heap-only updates by a batch).
     @Test func installationsKeepRoomForHeapOnlyUpdates() throws {
         let (_, conninfo) = try Self.freshStore()
-        let options = try PGConnection(conninfo).query("SELECT reloptions FROM pg_class WHERE relname = 'telemetry_installations'")
-        #expect(options == [["{fillfactor=40}"]])
+        let options = try PGConnection(conninfo).query("SELECT reloptions FROM pg_class WHERE relname = 'telemetry_installation_blocks'")
+        #expect(options == [["{fillfactor=50}"]])
     }
 
     @Test func schemaMigrationsAreExplicitAndForwardOnly() throws {

@@ -266,6 +266,128 @@ struct PostgresTeamTablesTests {
         Self.expectSame(try pg.snapshot(config, now: now), try ref.snapshot(config, now: now), "after the burst")
     }
 
+    /// Every installation of a store, by id.
+    static func installations(_ read: ((String, InstallationRecord) throws -> Void) throws -> Void) throws -> [String: InstallationRecord] {
+        var out: [String: InstallationRecord] = [:]
+        try read { id, r in
+            #expect(out[id] == nil, "\(id) stored twice")
+            out[id] = r
+        }
+        return out
+    }
+
+    /// Schema 12: a store whose installations are rows (schema 11, as PostgreSQL stored them before blocks)
+    /// migrates with the same answers: every installation record, their count and the dashboard, as the SQLite
+    /// store holds them; the rows table is left empty, and batches after the migration land as on the SQLite store.
+    /// The rows move in chunks (here 7 at a time), each merged into the blocks the chunks before made.
+    @Test(arguments: [20_000, 7])
+    func installationRowsMigrateToBlocks(chunk: Int) throws {
+        let (store, conninfo) = try PostgresStoreTests.freshStore()
+        let pg = PostgresTelemetry(store: store)
+        let ref = try Self.sqliteTables()
+        let batches = Self.traffic(minutes: 0..<40)
+        for (m, b) in batches.enumerated().prefix(30) {
+            try pg.commit(b, source: "m\(m)", at: Self.t0 + .minutes(Int64(m) + 1))
+            try ref.commit(b, source: "m\(m)", at: Self.t0 + .minutes(Int64(m) + 1))
+        }
+        // Back to schema 11: the installations as rows, the blocks gone.
+        let rows = try Self.installations(ref.forEachInstallation)
+        #expect(rows.count == 120)
+        let owner = try PGConnection(conninfo)
+        try owner.execute("SET client_min_messages = warning; SET bytea_output = hex")
+        try owner.execute("DROP TABLE telemetry_installation_blocks; DELETE FROM rollout_schema WHERE version = 12")
+        for (id, r) in rows {
+            try owner.query(
+                "INSERT INTO telemetry_installations (\(PostgresTelemetry.legacyInstallationColumns)) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12)",
+                [
+                    id, String(r.firstSeen), String(r.lastSeen), String(r.cohort.code), String(r.provider.rawValue), String(r.osMajor),
+                    String(r.sessions), String(r.enteredCohorts), String(r.crashedCohorts), r.fetchedAt.map { String($0) },
+                    r.templateVersion.map { String($0) }, r.lastCrashAt.map { String($0) },
+                ])
+        }
+        #expect(throws: (any Error).self) { try PostgresConfigStore(conninfo: conninfo) }
+        if chunk == 20_000 {
+            #expect(try PostgresSchema.migrate(conninfo: conninfo) == [12])
+        } else {
+            try owner.execute("BEGIN")
+            try owner.execute(PostgresSchema.migrations[11])
+            try PostgresTelemetry.moveInstallationsToBlocks(owner, chunk: chunk)
+            try owner.query("INSERT INTO rollout_schema (version) VALUES (12)")
+            try owner.execute("COMMIT")
+        }
+        #expect(try owner.query("SELECT count(*) FROM telemetry_installations") == [["0"]])
+        let migrated = PostgresTelemetry(store: try PostgresConfigStore(conninfo: conninfo))
+        #expect(try Self.installations(migrated.forEachInstallation) == rows)
+        #expect(try migrated.installationCount() == rows.count)
+        for id in ["i1-0", "i\"\\7-2", "i38-2", "missing"] { #expect(try migrated.installation(id) == (try ref.installation(id)), "\(id)") }
+        let config = WatchConfiguration(since: Self.t0)
+        Self.expectSame(
+            try migrated.snapshot(config, now: Self.t0 + .minutes(31)), try ref.snapshot(config, now: Self.t0 + .minutes(31)), "migrated")
+        for (m, b) in batches.enumerated().dropFirst(30) {
+            try migrated.commit(b, source: "m\(m)", at: Self.t0 + .minutes(Int64(m) + 1))
+            try ref.commit(b, source: "m\(m)", at: Self.t0 + .minutes(Int64(m) + 1))
+        }
+        #expect(try Self.installations(migrated.forEachInstallation) == (try Self.installations(ref.forEachInstallation)))
+        #expect(try migrated.allTimeTotals() == (try ref.allTimeTotals()))
+        Self.expectSame(
+            try migrated.snapshot(config, now: Self.t0 + .minutes(41)), try ref.snapshot(config, now: Self.t0 + .minutes(41)), "after")
+    }
+
+    /// Four writers at once on batches of the bench's shape (thousands of installations, so blocks fill and split
+    /// while others write): the counters and every installation record are exactly what landing the same batches
+    /// one after another, in PostgreSQL's commit order, gives the SQLite store.
+    @Test func fourWritersKeepExactCountsWhileBlocksSplit() throws {
+        let (_, conninfo) = try PostgresStoreTests.freshStore()
+        nonisolated(unsafe) let batches = (0..<12).map { b -> TelemetryBatch in
+            let out = TelemetryBatch()
+            var rng = SplitMix(state: UInt64(b + 1))
+            for e in 0..<3_000 {
+                // New installations arrive with every batch (ids after and between the stored ones).
+                let installation = "w-\(Int(rng.uniform() * Double(400 + b * 150)))"
+                let r = rng.uniform()
+                let kind: TelemetryEventKind =
+                    r < 0.1 ? .crash(fatal: true) : r < 0.2 ? .attestationFailure(.serverUnavailable) : r < 0.3 ? .configFetch(templateVersion: 3)
+                    : r < 0.6 ? .attestationSuccess : .sessionStart
+                out.record(Self.event(Int64(b * 60 + e % 60), installation, kind, rng.uniform() < 0.5 ? .enabled : .control))
+            }
+            return out
+        }
+        let lock = NSLock()
+        nonisolated(unsafe) var failures: [String] = []
+        nonisolated(unsafe) var next = 0
+        DispatchQueue.concurrentPerform(iterations: 4) { w in
+            do {
+                let mine = PostgresTelemetry(store: try PostgresConfigStore(conninfo: conninfo))
+                while true {
+                    let m: Int? = lock.withLock {
+                        guard next < batches.count else { return nil }
+                        next += 1
+                        return next - 1
+                    }
+                    guard let m else { break }
+                    try mine.commit(batches[m], source: "m\(m)", at: Self.t0 + .minutes(Int64(m)))
+                }
+            } catch {
+                lock.withLock { failures.append("writer \(w): \(error)") }
+            }
+        }
+        #expect(failures.isEmpty, "\(failures)")
+        let pg = PostgresTelemetry(store: try PostgresConfigStore(conninfo: conninfo))
+        let ref = try Self.sqliteTables()
+        for receipt in try pg.batches() {
+            let m = try #require(Int(receipt.source.dropFirst()))
+            try ref.commit(batches[m], source: receipt.source, at: receipt.committedAt)
+        }
+        #expect(try pg.batches().count == 12)
+        #expect(try pg.allTimeTotals() == (try ref.allTimeTotals()))
+        let all = try Self.installations(pg.forEachInstallation)
+        #expect(all.count > 1_500)
+        #expect(all == (try Self.installations(ref.forEachInstallation)))
+        #expect(try pg.installationCount() == all.count)
+        let blocks = try PGConnection(conninfo).query("SELECT count(*) FROM telemetry_installation_blocks").first?.first?.flatMap { Int($0) } ?? 0
+        #expect(blocks > 64, "blocks were split")
+    }
+
     /// A batch that fails in the middle of its writes (a trigger, as the owner could add, refuses its counters
     /// after its installations were written in the same round trip) leaves nothing: no installation, counter,
     /// presence row, batch id or notification; once the trigger is gone the same batch lands, and the store holds
@@ -282,7 +404,7 @@ struct PostgresTeamTablesTests {
             try owner.query("SELECT string_agg(t::text, ';' ORDER BY t::text) FROM \(table) t").first?.first ?? nil
         }
         let tables = [
-            "telemetry_installations", "telemetry_counters", "telemetry_presence", "telemetry_batches", "telemetry_meta", "telemetry_reasons",
+            "telemetry_installation_blocks", "telemetry_counters", "telemetry_presence", "telemetry_batches", "telemetry_meta", "telemetry_reasons",
         ]
         let before = try tables.map(rows)
         try owner.execute(
