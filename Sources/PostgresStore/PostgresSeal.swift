@@ -164,9 +164,51 @@ public enum PostgresSeal {
         ) p ORDER BY x COLLATE "C" LIMIT 1)
         """
 
+    /// A fingerprint of the catalog rows that `catalogDigest` and `excessPrivilege` read: the row identity and
+    /// `xmin` (the transaction that wrote that row version) of every relation of the rollout tables' schema (its
+    /// `pg_class` row holds the owner, the ACL, the row-level security flags, the name), of each of their columns
+    /// (`pg_attribute`: name, type, NOT NULL, the column ACL), defaults, triggers and the functions they call,
+    /// rules, policies and constraints, sorted and hashed.
+    ///
+    /// PostgreSQL never changes a catalog row in place for DDL or GRANT: every CREATE, ALTER, DROP, GRANT or
+    /// REVOKE (and a superuser's UPDATE of a catalog) writes a new row version, whose `xmin` is the id of the
+    /// transaction that made it, and no transaction id is handed out twice (a wraparound needs four billion of
+    /// them). A row version is seen only once its transaction committed (READ COMMITTED), so one that was seen
+    /// is final: a later change is another transaction's, with another `xmin`, and a deleted row leaves the
+    /// list. (The connection's own DDL, a migration, drops the cache: `catalogChanged`.) So while the
+    /// fingerprint is the same, the rows are the same and so are the digest and the
+    /// privilege check computed from them; the in-place updates PostgreSQL does make (VACUUM's statistics,
+    /// `relhasindex`, the frozen-xid horizon) touch no column either of them reads. It costs a fraction of
+    /// them: no deparsing (`pg_get_functiondef`, `pg_get_constraintdef`, `format_type`, ...), index lookups
+    /// for the columns. A connection keeps the digest and the privilege check it computed with their
+    /// fingerprint (`PostgresConfigStore.catalogCache`) and recomputes both whenever the fingerprint differs.
+    static let catalogFingerprint = """
+        (WITH rel AS MATERIALIZED (SELECT oid, xmin FROM pg_class WHERE relnamespace = \(namespace))
+        SELECT encode(sha256(convert_to(string_agg(x, ' ' ORDER BY x COLLATE "C"), 'UTF8')), 'hex') FROM (
+          SELECT 'c' || r.oid || ':' || r.xmin || ':' || coalesce((SELECT string_agg(a.attnum || '.' || a.xmin, ',' ORDER BY a.attnum)
+              FROM pg_attribute a WHERE a.attrelid = r.oid AND a.attnum > 0), '') AS x FROM rel r
+          UNION ALL SELECT 'd' || d.oid || ':' || d.xmin FROM pg_attrdef d WHERE d.adrelid IN (SELECT oid FROM rel)
+          UNION ALL SELECT 't' || t.oid || ':' || t.xmin || ':' || coalesce(p.oid || ':' || p.xmin, '-')
+            FROM pg_trigger t LEFT JOIN pg_proc p ON p.oid = t.tgfoid WHERE t.tgrelid IN (SELECT oid FROM rel)
+          UNION ALL SELECT 'r' || w.oid || ':' || w.xmin FROM pg_rewrite w WHERE w.ev_class IN (SELECT oid FROM rel)
+          UNION ALL SELECT 'p' || p.oid || ':' || p.xmin FROM pg_policy p WHERE p.polrelid IN (SELECT oid FROM rel)
+          UNION ALL SELECT 'k' || k.oid || ':' || k.xmin FROM pg_constraint k WHERE k.conrelid IN (SELECT oid FROM rel)
+        ) s)
+        """
+
     /// One round trip: the head, the newest record and version, the schema version, the catalog, the privileges,
     /// then every sealed table's digest.
     static let stateQuery = stateQuery(catalog: true)
+
+    /// `stateQuery` and then the catalog's fingerprint (`catalogFingerprint`): what a connection's second write
+    /// reads after its head lock, to keep the catalog's digest and privilege check for the writes after it. (The
+    /// first reads `stateQuery` alone: a command that writes once does not pay for a fingerprint it never uses.)
+    static let fingerprintingStateQuery = stateQuery(catalog: true, fingerprint: true)
+
+    /// `stateQuery` with the catalog's fingerprint in place of its digest and the privileges (NULL in their
+    /// columns): what a write transaction reads after the head lock while its connection holds the digest and
+    /// privilege check of that fingerprint (`PostgresConfigStore.catalogCache`).
+    static let fingerprintedStateQuery = stateQuery(catalog: false, fingerprint: true)
 
     /// `stateQuery` without the catalog's digest and the privileges (NULL in their columns): what a write
     /// transaction re-reads before writing its seal. Its own statements change rows, never the catalog; the
@@ -175,7 +217,7 @@ public enum PostgresSeal {
     static let renewalQuery = stateQuery(catalog: false)
 
     /// The query over `tables` (`sealedTables`, or those of them an older schema has, when migrating).
-    static func stateQuery(catalog: Bool, tables: [String] = sealedTables) -> String {
+    static func stateQuery(catalog: Bool, fingerprint: Bool = false, tables: [String] = sealedTables) -> String {
         "SELECT h.version, h.audit_sequence, h.audit_hash, "
         + "(SELECT sequence FROM config_audit ORDER BY sequence DESC LIMIT 1), "
         + "(SELECT encode(sha256(convert_to(t::text, 'UTF8')), 'hex') FROM config_audit t ORDER BY sequence DESC LIMIT 1), "
@@ -185,6 +227,7 @@ public enum PostgresSeal {
         + "(SELECT max(version) FROM rollout_schema), "
             + (catalog ? catalogDigest + ", " + excessPrivilege : "NULL, NULL") + ", "
             + tables.map(digest(of:)).joined(separator: ", ")
+            + (fingerprint ? ", " + catalogFingerprint : "")
             + " FROM config_head h WHERE h.id = 1"
     }
 
