@@ -44,7 +44,7 @@ import Timekeeping
 public final class PostgresAppCheckState: AppCheckState, @unchecked Sendable {
     private let store: PostgresConfigStore
     private let key: StoreKey?
-    private var group: GroupCommit<PerRequestWrite, PerRequestOutcome>!
+    var group: GroupCommit<PerRequestWrite, PerRequestOutcome>!
     private let readerLock = Lock()
     /// The reading connection, opened on first use (nil until then, and when it cannot be opened).
     private var reader: PGConnection?
