@@ -166,9 +166,11 @@ public enum PostgresSeal {
 
     /// A fingerprint of the catalog rows that `catalogDigest` and `excessPrivilege` read: the row identity and
     /// `xmin` (the transaction that wrote that row version) of every relation of the rollout tables' schema (its
-    /// `pg_class` row holds the owner, the ACL, the row-level security flags, the name), of each of their columns
-    /// (`pg_attribute`: name, type, NOT NULL, the column ACL), defaults, triggers and the functions they call,
-    /// rules, policies and constraints, sorted and hashed.
+    /// `pg_class` row holds the owner, the ACL, the row-level security flags, the name, the kind), and, for each
+    /// of them of a kind those two read (tables, views, materialized views, partitioned and foreign tables), of
+    /// each of its columns (`pg_attribute`: name, type, NOT NULL, the column ACL), defaults, triggers and the
+    /// functions they call, rules, policies and constraints; one list per catalog, tagged, hashed server-side
+    /// into one short value.
     ///
     /// PostgreSQL never changes a catalog row in place for DDL or GRANT: every CREATE, ALTER, DROP, GRANT or
     /// REVOKE (and a superuser's UPDATE of a catalog) writes a new row version, whose `xmin` is the id of the
@@ -178,22 +180,32 @@ public enum PostgresSeal {
     /// list. (The connection's own DDL, a migration, drops the cache: `catalogChanged`.) So while the
     /// fingerprint is the same, the rows are the same and so are the digest and the
     /// privilege check computed from them; the in-place updates PostgreSQL does make (VACUUM's statistics,
-    /// `relhasindex`, the frozen-xid horizon) touch no column either of them reads. It costs a fraction of
-    /// them: no deparsing (`pg_get_functiondef`, `pg_get_constraintdef`, `format_type`, ...), index lookups
-    /// for the columns. A connection keeps the digest and the privilege check it computed with their
-    /// fingerprint (`PostgresConfigStore.catalogCache`) and recomputes both whenever the fingerprint differs.
+    /// `relhasindex`, the frozen-xid horizon) touch no column either of them reads. The indexes', sequences' and
+    /// composite types' own columns are left out: neither reads them (their `pg_class` rows are in).
+    ///
+    /// The lists are in the order the scans return them (no sort): the same list means the same rows whatever
+    /// the order, so an order that differed for the same rows (a catalog rewritten by VACUUM FULL) would only
+    /// make the next write recompute the digest, never keep a stale one. The scans are one sequential scan of
+    /// `pg_class` and index or small sequential scans of the others, keyed by the relations' oids (`= ANY`), which
+    /// return the same rows in the same order while the catalog is unchanged. This is about 0.15 ms of server CPU
+    /// against 0.33 ms for the per-relation, sorted lists it replaces (on a loaded 2-core machine; no deparsing,
+    /// no sort). A connection keeps the digest and the privilege check it computed with their fingerprint
+    /// (`PostgresConfigStore.catalogCache`) and recomputes both whenever the fingerprint differs.
     static let catalogFingerprint = """
-        (WITH rel AS MATERIALIZED (SELECT oid, xmin FROM pg_class WHERE relnamespace = \(namespace))
-        SELECT encode(sha256(convert_to(string_agg(x, ' ' ORDER BY x COLLATE "C"), 'UTF8')), 'hex') FROM (
-          SELECT 'c' || r.oid || ':' || r.xmin || ':' || coalesce((SELECT string_agg(a.attnum || '.' || a.xmin, ',' ORDER BY a.attnum)
-              FROM pg_attribute a WHERE a.attrelid = r.oid AND a.attnum > 0), '') AS x FROM rel r
-          UNION ALL SELECT 'd' || d.oid || ':' || d.xmin FROM pg_attrdef d WHERE d.adrelid IN (SELECT oid FROM rel)
-          UNION ALL SELECT 't' || t.oid || ':' || t.xmin || ':' || coalesce(p.oid || ':' || p.xmin, '-')
-            FROM pg_trigger t LEFT JOIN pg_proc p ON p.oid = t.tgfoid WHERE t.tgrelid IN (SELECT oid FROM rel)
-          UNION ALL SELECT 'r' || w.oid || ':' || w.xmin FROM pg_rewrite w WHERE w.ev_class IN (SELECT oid FROM rel)
-          UNION ALL SELECT 'p' || p.oid || ':' || p.xmin FROM pg_policy p WHERE p.polrelid IN (SELECT oid FROM rel)
-          UNION ALL SELECT 'k' || k.oid || ':' || k.xmin FROM pg_constraint k WHERE k.conrelid IN (SELECT oid FROM rel)
-        ) s)
+        (WITH rel AS MATERIALIZED (
+            SELECT string_agg(oid || ':' || xmin, ',') AS x,
+              array_agg(oid) FILTER (WHERE relkind IN ('r', 'v', 'm', 'p', 'f')) AS tables
+            FROM pg_class WHERE relnamespace = \(namespace))
+        SELECT encode(sha256(convert_to(concat_ws(' ', 'c' || r.x,
+          'a' || (SELECT string_agg(a.attrelid || '.' || a.attnum || ':' || a.xmin, ',')
+            FROM pg_attribute a WHERE a.attrelid = ANY (r.tables) AND a.attnum > 0),
+          'd' || (SELECT string_agg(d.oid || ':' || d.xmin, ',') FROM pg_attrdef d WHERE d.adrelid = ANY (r.tables)),
+          't' || (SELECT string_agg(t.oid || ':' || t.xmin || ':' || coalesce(p.oid || ':' || p.xmin, '-'), ',')
+            FROM pg_trigger t LEFT JOIN pg_proc p ON p.oid = t.tgfoid WHERE t.tgrelid = ANY (r.tables)),
+          'r' || (SELECT string_agg(w.oid || ':' || w.xmin, ',') FROM pg_rewrite w WHERE w.ev_class = ANY (r.tables)),
+          'p' || (SELECT string_agg(p.oid || ':' || p.xmin, ',') FROM pg_policy p WHERE p.polrelid = ANY (r.tables)),
+          'k' || (SELECT string_agg(k.oid || ':' || k.xmin, ',') FROM pg_constraint k WHERE k.conrelid = ANY (r.tables))
+        ), 'UTF8')), 'hex') FROM rel r)
         """
 
     /// One round trip: the head, the newest record and version, the schema version, the catalog, the privileges,
