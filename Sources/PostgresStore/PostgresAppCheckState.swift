@@ -44,7 +44,7 @@ import Timekeeping
 public final class PostgresAppCheckState: AppCheckState, @unchecked Sendable {
     private let store: PostgresConfigStore
     private let key: StoreKey?
-    private var group: GroupCommit<PerRequestWrite, PerRequestOutcome>!
+    var group: GroupCommit<PerRequestWrite, PerRequestOutcome>!
     private let readerLock = Lock()
     /// The reading connection, opened on first use (nil until then, and when it cannot be opened).
     private var reader: PGConnection?
@@ -58,9 +58,18 @@ public final class PostgresAppCheckState: AppCheckState, @unchecked Sendable {
     typealias PerRequestWrite = AppCheckPerRequestWrite
     typealias PerRequestOutcome = AppCheckPerRequestOutcome
 
+    /// A group whose writes are each one statement (every write but the two that redeem a challenge and then
+    /// decide a second statement by it) is one round trip: `BEGIN`, the statements in arrival order (planned
+    /// once per connection), `COMMIT` (`PostgresConfigStore.pipelineThenCommit`). The server runs them one
+    /// after another in the one transaction, exactly as one `query` each would: each decides as alone.
     private func commitGroup(_ writes: [PerRequestWrite]) throws -> [Result<PerRequestOutcome, any Error>] {
+        let singles = writes.compactMap(Self.single)
+        if writes.count == 1, let one = singles.first {
+            return [Result { try write { try pipelined([one])[0] } }]
+        }
         if writes.count > 1 {
             do {
+                if singles.count == writes.count { return try write { try pipelined(singles).map { .success($0) } } }
                 return try write { try writes.map { .success(try apply($0)) } }
             } catch let e as PostgresError where !e.sqlState.isEmpty {
                 // A statement failed and the server aborted the whole transaction (rolled back by the runner):
@@ -70,25 +79,59 @@ public final class PostgresAppCheckState: AppCheckState, @unchecked Sendable {
         return writes.map { w in Result { try write { try apply(w) } } }
     }
 
-    private func apply(_ write: PerRequestWrite) throws -> PerRequestOutcome {
+    /// One statement of a per-request write and how its rows answer it.
+    private struct Single {
+        var sql: String
+        var params: [String?]
+        var outcome: ([[String?]]) -> PerRequestOutcome
+    }
+
+    static let redeemSQL =
+        "INSERT INTO appcheck_challenges (challenge, app_id, expires_at, used) VALUES (decode($1, 'hex'), $2, $3, true) "
+        + "ON CONFLICT (challenge) DO NOTHING RETURNING 1"
+    static let upsertKeySQL = """
+        INSERT INTO appcheck_keys (app_id, key_id, public_key, counter, artifact_digest, receipt, environment, attested_at)
+        VALUES ($1, decode($2, 'hex'), decode($3, 'hex'), $4, decode($5, 'hex'), decode($6, 'hex'), $7, $8)
+        ON CONFLICT (app_id, key_id) DO UPDATE SET
+            public_key = excluded.public_key, counter = GREATEST(appcheck_keys.counter, excluded.counter),
+            artifact_digest = excluded.artifact_digest, receipt = excluded.receipt,
+            environment = excluded.environment, attested_at = excluded.attested_at
+        """
+    static let advanceSQL =
+        "UPDATE appcheck_keys SET counter = $1 WHERE app_id = $2 AND key_id = decode($3, 'hex') AND counter < $1 RETURNING 1"
+    static let consumeSQL =
+        "INSERT INTO appcheck_consumed_tokens (token_id, expires_at) VALUES ($1, $2) ON CONFLICT (token_id) DO NOTHING RETURNING 1"
+
+    /// The write as one statement; nil for the two that redeem a challenge and then write only if it was theirs.
+    private static func single(_ write: PerRequestWrite) -> Single? {
         switch write {
         case .redeemChallenge(let challenge, let appId, let expiresAt):
-            return .redemption(try redeem(challenge, appId: appId, expiresAt: expiresAt))
+            return Single(sql: redeemSQL, params: [Hex.encode(challenge), appId, String(expiresAt.microseconds)]) {
+                .redemption($0.isEmpty ? .alreadyUsed : .redeemed)
+            }
         case .saveAttestedKey(let key):
-            try upsertKey(key)
-            return .done
+            return Single(sql: upsertKeySQL, params: keyParams(key)) { _ in .done }
         case .advanceCounter(let appId, let keyId, let counter):
-            return .changed(
-                try !c.query(
-                    "UPDATE appcheck_keys SET counter = $1 WHERE app_id = $2 AND key_id = decode($3, 'hex') AND counter < $1 RETURNING 1",
-                    [String(counter), appId, Hex.encode(keyId)]
-                ).isEmpty)
+            return Single(sql: advanceSQL, params: [String(counter), appId, Hex.encode(keyId)]) { .changed(!$0.isEmpty) }
         case .consumeToken(let id, let expiresAt):
-            return .changed(
-                try !c.query(
-                    "INSERT INTO appcheck_consumed_tokens (token_id, expires_at) VALUES ($1, $2) ON CONFLICT (token_id) DO NOTHING RETURNING 1",
-                    [id, String(expiresAt.microseconds)]
-                ).isEmpty)
+            return Single(sql: consumeSQL, params: [id, String(expiresAt.microseconds)]) { .changed(!$0.isEmpty) }
+        case .redeemThenAdvance, .redeemThenSave:
+            return nil
+        }
+    }
+
+    /// `writes` and COMMIT in one round trip, inside the transaction the caller opened (`write`).
+    private func pipelined(_ writes: [Single]) throws -> [PerRequestOutcome] {
+        for sql in Set(writes.map(\.sql)) { try c.prepare(sql) }
+        let rows = try store.pipelineThenCommit(writes.map { ($0.sql, $0.params) })
+        return zip(writes, rows).map { $0.outcome($1) }
+    }
+
+    private func apply(_ write: PerRequestWrite) throws -> PerRequestOutcome {
+        if let one = Self.single(write) { return one.outcome(try c.query(one.sql, one.params)) }
+        switch write {
+        case .redeemChallenge, .saveAttestedKey, .advanceCounter, .consumeToken:
+            preconditionFailure("a single statement")
         case .redeemThenAdvance(let challenge, let appId, let expiresAt, let keyId, let counter):
             let r = try redeem(challenge, appId: appId, expiresAt: expiresAt)
             guard r == .redeemed else { return .redeemedThen(r, false) }
@@ -206,11 +249,7 @@ public final class PostgresAppCheckState: AppCheckState, @unchecked Sendable {
     }
 
     private func redeem(_ challenge: [UInt8], appId: String, expiresAt: Instant) throws -> ChallengeRedemption {
-        try c.query(
-            "INSERT INTO appcheck_challenges (challenge, app_id, expires_at, used) VALUES (decode($1, 'hex'), $2, $3, true) "
-                + "ON CONFLICT (challenge) DO NOTHING RETURNING 1",
-            [Hex.encode(challenge), appId, String(expiresAt.microseconds)]
-        ).isEmpty ? .alreadyUsed : .redeemed
+        try c.query(Self.redeemSQL, [Hex.encode(challenge), appId, String(expiresAt.microseconds)]).isEmpty ? .alreadyUsed : .redeemed
     }
 
     public func saveAttestedKey(_ key: AttestedKeyRecord) throws {
@@ -218,20 +257,14 @@ public final class PostgresAppCheckState: AppCheckState, @unchecked Sendable {
     }
 
     private func upsertKey(_ key: AttestedKeyRecord) throws {
-        try c.query(
-            """
-            INSERT INTO appcheck_keys (app_id, key_id, public_key, counter, artifact_digest, receipt, environment, attested_at)
-            VALUES ($1, decode($2, 'hex'), decode($3, 'hex'), $4, decode($5, 'hex'), decode($6, 'hex'), $7, $8)
-            ON CONFLICT (app_id, key_id) DO UPDATE SET
-                public_key = excluded.public_key, counter = GREATEST(appcheck_keys.counter, excluded.counter),
-                artifact_digest = excluded.artifact_digest, receipt = excluded.receipt,
-                environment = excluded.environment, attested_at = excluded.attested_at
-            """,
-            [
-                key.appId, Hex.encode(key.keyId), Hex.encode(key.publicKey), String(key.counter),
-                Hex.encode(key.artifactDigest),
-                Hex.encode(key.receipt), key.environment.rawValue, String(key.attestedAt.microseconds),
-            ])
+        try c.query(Self.upsertKeySQL, Self.keyParams(key))
+    }
+
+    private static func keyParams(_ key: AttestedKeyRecord) -> [String?] {
+        [
+            key.appId, Hex.encode(key.keyId), Hex.encode(key.publicKey), String(key.counter), Hex.encode(key.artifactDigest),
+            Hex.encode(key.receipt), key.environment.rawValue, String(key.attestedAt.microseconds),
+        ]
     }
 
     public func attestedKey(appId: String, artifactDigest: [UInt8]) throws -> AttestedKeyRecord? {

@@ -50,7 +50,16 @@ public final class PostgresConfigStore: ConfigStore, @unchecked Sendable {
 
     /// Says that the open transaction changes the catalog of the rollout tables (DDL, a migration step): its
     /// seal then digests the catalog again at COMMIT instead of sealing the one checked after the head lock.
-    package func catalogChanged() { checkedSeal = nil }
+    package func catalogChanged() {
+        checkedSeal = nil
+        catalogCache = nil
+    }
+    /// The catalog's digest and privilege check (columns 9 and 10 of `PostgresSeal.stateQuery`) as this connection
+    /// last computed them, with the catalog's fingerprint then: while a write finds the same fingerprint after
+    /// its head lock, it takes them from here instead of recomputing them (`PostgresSeal.catalogFingerprint`).
+    var catalogCache: (fingerprint: String, catalog: String?, privilege: String?)?
+    /// How many transactions of this connection took the head lock in one round trip with the state.
+    private var headLocks = 0
     /// The database's identity for the witness, read once.
     var witnessIdentity: String?
     /// How many round trips to the server this store's connection has made (`PGConnection.roundTrips`).
@@ -189,21 +198,45 @@ public final class PostgresConfigStore: ConfigStore, @unchecked Sendable {
     /// One round trip: BEGIN, the head lock, then (after it) the state the seal check compares (a statement
     /// planned once per connection), the seal, the newest version's etag (the compare-and-swap of a publish made
     /// next) and the audit record this machine's witness saw; then the seal's check.
+    ///
+    /// The catalog's digest and privilege check come from `catalogCache` while the catalog's fingerprint, read
+    /// in that round trip, is the one they were computed at; else the whole state is read again, in one more
+    /// round trip under the same lock, and the cache renewed.
     private func beginLockingHead() throws {
-        try connection.prepare(PostgresSeal.stateQuery)
+        let cached = catalogCache
+        let stateQuery =
+            cached != nil
+            ? PostgresSeal.fingerprintedStateQuery
+            : headLocks > 0 ? PostgresSeal.fingerprintingStateQuery : PostgresSeal.stateQuery
+        headLocks += 1
+        try connection.prepare(stateQuery)
         // (A witness that cannot be read is named by the check after the lock, in its order.)
         var seen: (sequence: Int64, hash: String)?
         if let w = try? witness() { seen = try? w.read() }
         var statements: [(sql: String, params: [String?])] = [
-            ("BEGIN ISOLATION LEVEL READ COMMITTED", []), (Self.headLockQuery, []), (PostgresSeal.stateQuery, []),
+            ("BEGIN ISOLATION LEVEL READ COMMITTED", []), (Self.headLockQuery, []), (stateQuery, []),
             (PostgresSeal.sealQuery, []), (Self.newestETagQuery, []),
         ]
         if let seen, seen.sequence > 0 { statements.append((PostgresWitness.recordQuery, [String(seen.sequence)])) }
         let read = try connection.pipeline(statements)
+        var state = read[2].first
+        let fingerprintColumn = 11 + PostgresSeal.sealedTables.count
+        if var row = state, let cached, row.count > fingerprintColumn {
+            if row[fingerprintColumn] == cached.fingerprint {
+                (row[9], row[10]) = (cached.catalog, cached.privilege)
+                state = row
+            } else {
+                try connection.prepare(PostgresSeal.fingerprintingStateQuery)
+                state = try connection.query(PostgresSeal.fingerprintingStateQuery).first
+            }
+        }
+        if let row = state, row.count > fingerprintColumn, let fingerprint = row[fingerprintColumn] {
+            catalogCache = (fingerprint, row[9], row[10])
+        }
         lockRead = (read[1].first, read[4].first?.first ?? nil, connection.statementsSent)
         var witnessRead: ((sequence: Int64, hash: String), String?)?
         if let seen { witnessRead = (seen, read.count > 5 ? read[5].first?.first ?? nil : nil) }
-        try lockedHead(read[1], seal: (read[2].first, read[3].first), witnessRead: witnessRead)
+        try lockedHead(read[1], seal: (state, read[3].first), witnessRead: witnessRead)
     }
 
     /// Rolls the open transaction back; statements still queued for the next round trip are dropped with it.

@@ -84,6 +84,53 @@ struct PostgresAppCheckStateTests {
     /// Rotations racing on 4 connections leave exactly one key unretired after every round (the advisory lock
     /// orders them; without it a rotation's UPDATE does not see a concurrent rotation's new key). The store only
     /// seals the private key's bytes, so the racing keys are random bytes rather than slow RSA key generations.
+    /// A group of consumes is one round trip to the server (BEGIN, the statements, COMMIT), each deciding as
+    /// alone: the first group is held by another session's uncommitted insert of its token until eight more
+    /// consumes queue behind it; they then commit as the next group, in one round trip (nine before: one per
+    /// statement and COMMIT).
+    @Test func aGroupOfConsumesIsOneRoundTrip() throws {
+        let (_, conninfo, key) = try Self.fresh()
+        let store = try PostgresConfigStore(conninfo: conninfo)
+        let state = PostgresAppCheckState(store: store, key: key)
+        #expect(try state.consumeToken(id: "warm", expiresAt: Self.t0 + .hours(1)))
+        let blocker = try PGConnection(conninfo)
+        try blocker.execute("BEGIN")
+        try blocker.query("INSERT INTO appcheck_consumed_tokens (token_id, expires_at) VALUES ('held', 0)")
+        let before = store.roundTrips
+        let statisticsBefore = state.groupStatistics
+        let lock = NSLock()
+        nonisolated(unsafe) var outcomes: [String: Bool] = [:]
+        let done = DispatchGroup()
+        func consume(_ id: String) {
+            done.enter()
+            Thread.detachNewThread {
+                defer { done.leave() }
+                let consumed = (try? state.consumeToken(id: id, expiresAt: Self.t0 + .hours(1))) ?? false
+                lock.withLock { outcomes[id] = consumed }
+            }
+        }
+        func waitUntil(_ what: String, _ condition: () throws -> Bool) throws {
+            let deadline = Date().addingTimeInterval(30)
+            while try !condition() {
+                guard Date() < deadline else { throw TestSupport.Failure("timed out waiting until \(what)") }
+                usleep(2_000)
+            }
+        }
+        consume("held")
+        try waitUntil("the first group waits for the held token") {
+            try !blocker.query("SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()").isEmpty
+        }
+        for i in 0..<8 { consume("t\(i)") }
+        try waitUntil("eight consumes queue behind the first group") { state.group.queued == 8 }
+        try blocker.execute("ROLLBACK")
+        done.wait()
+        #expect(outcomes.count == 9 && outcomes.values.allSatisfy { $0 })
+        let statistics = state.groupStatistics
+        #expect(statistics.groups - statisticsBefore.groups == 2 && statistics.writes - statisticsBefore.writes == 9)
+        #expect(store.roundTrips - before == 2, "one round trip per group")
+        #expect(try !state.consumeToken(id: "t3", expiresAt: Self.t0 + .hours(1)), "a replay is refused")
+    }
+
     @Test func concurrentRotationsLeaveOneSigningKey() throws {
         let (open, _, _) = try Self.fresh()
         let handles = try (0..<4).map { _ in try open() }

@@ -355,6 +355,9 @@ struct PostgresSealTests {
     /// record; the writes with the state to seal; the seal with COMMIT), seven before the writes and reads were
     /// folded into those round trips; three on a bare connection (five before). The seal and the witness still
     /// hold, and the witness file is rewritten in place (the same inode) once it has its fixed size.
+    /// Counted from a connection's fourth write on: its second and third each prepare a state query once (the
+    /// one that also reads the catalog's fingerprint, then the one that reads the fingerprint alone), one more
+    /// round trip each, once per connection.
     @Test func aPublishCostsFourRoundTripsOnASealedStore() throws {
         let witnesses = directory.appendingPathComponent("witness-trips").path
         let sealing = PostgresSealing(
@@ -378,6 +381,7 @@ struct PostgresSealTests {
         for store in [sealed, bare] {
             _ = try WritePath(store: store, clock: ManualClock(PostgresStoreTests.t0), newSeed: { "trips" }).execute(
                 WritePath.Request(intent: .rollout(.set(MicroPercent(percent: 10))), actor: "ana@test", reason: "start", origin: "TEST"))
+            #expect(try nudge(store, 100_000) == (store === sealed ? 5 : 4), "the third write prepares its state query")
         }
         let file = try #require(try FileManager.default.contentsOfDirectory(atPath: witnesses).first { $0.hasSuffix(".witness") })
         func inodeAndSize() -> (UInt64, Int64) {
@@ -390,8 +394,8 @@ struct PostgresSealTests {
         #expect(try nudge(sealed, 1_000_000) == 4)
         #expect(try nudge(sealed, -500_000) == 4)
         #expect(try nudge(bare, 1_000_000) == 3)
-        #expect(try sealed.verify().versions == 4)
-        #expect(try sealed.verifySeal().headSequence == 4)
+        #expect(try sealed.verify().versions == 5)
+        #expect(try sealed.verifySeal().headSequence == 5)
         #expect(inodeAndSize() == (inode, 512))
     }
 
@@ -411,6 +415,59 @@ struct PostgresSealTests {
         }
         #expect { try store.atomically {} } throws: { "\($0)".contains("catalog: a trigger") }
         #expect { try store.verifySeal() } throws: { "\($0)".contains("catalog") }
+    }
+
+    /// A long-lived connection (a console, `serve`) keeps the catalog's digest and privilege check while the
+    /// catalog's fingerprint stays the same: every change of the owner's below, made after the connection
+    /// started using its cache, is still named by its next write, including the ones that change one catalog
+    /// row alone (a column's NOT NULL, a column's grant, the body of a trigger's function).
+    @Test func aLongLivedConnectionStillNamesEveryCatalogChange() throws {
+        let cases: [(label: String, setup: String?, sql: String, subject: String)] = [
+            ("drop a NOT NULL", nil, "ALTER TABLE config_audit ALTER COLUMN reason DROP NOT NULL", "catalog"),
+            ("change a column default", nil, "ALTER TABLE config_audit ALTER COLUMN reason SET DEFAULT 'ok'", "catalog"),
+            ("grant a column of the audit log", nil, "GRANT UPDATE (reason) ON config_audit TO PUBLIC", "privileges"),
+            ("grant DELETE on the versions", nil, "GRANT DELETE ON config_versions TO PUBLIC", "privileges"),
+            ("add a rule", nil, "CREATE RULE quiet AS ON INSERT TO stepup_operators DO INSTEAD NOTHING", "catalog"),
+            ("enable row-level security", nil, "ALTER TABLE stepup_operators ENABLE ROW LEVEL SECURITY", "catalog"),
+            ("add a check constraint", nil, "ALTER TABLE config_audit ADD CONSTRAINT c CHECK (length(reason) >= 0)", "catalog"),
+            (
+                "replace a sealed trigger's function",
+                "CREATE FUNCTION keep() RETURNS trigger LANGUAGE plpgsql AS 'BEGIN RETURN NEW; END'; "
+                    + "CREATE TRIGGER keep BEFORE INSERT ON stepup_operators FOR EACH ROW EXECUTE FUNCTION keep()",
+                "CREATE OR REPLACE FUNCTION keep() RETURNS trigger LANGUAGE plpgsql AS 'BEGIN RETURN NULL; END'", "catalog"
+            ),
+            (
+                "add a second trigger to a table that has one",
+                "CREATE FUNCTION keep() RETURNS trigger LANGUAGE plpgsql AS 'BEGIN RETURN NEW; END'; "
+                    + "CREATE TRIGGER keep BEFORE INSERT ON stepup_operators FOR EACH ROW EXECUTE FUNCTION keep()",
+                "CREATE TRIGGER keep2 BEFORE INSERT ON stepup_operators FOR EACH ROW EXECUTE FUNCTION keep()", "catalog"
+            ),
+        ]
+        for (index, (label, setup, sql, subject)) in cases.enumerated() {
+            let conninfo = try PostgresServer.get().freshDatabase()
+            let sealing = PostgresSealing(
+                key: PostgresSealKey(teamKey: Array(repeating: 7, count: 32), path: key), keyPath: key,
+                witnessDirectory: directory.appendingPathComponent("witness-long-\(index)").path)
+            let store = try PostgresConfigStore.create(conninfo: conninfo, sealing: sealing) {
+                try PostgresStoreTests.genesis(seed: "long")
+            }
+            if let setup {
+                // Sealed as a migration of this program's would: the same connection, its catalog digested again.
+                try store.atomically {
+                    try store.connection.execute(setup)
+                    store.catalogChanged()
+                }
+            }
+            try store.atomically {}
+            try store.atomically {}
+            let cached = try #require(store.catalogCache, "\(label): the connection keeps the catalog's digest")
+            try Self.psql(conninfo, sql)
+            #expect("\(label)") { try store.atomically {} } throws: {
+                "\($0)".contains("fails verification") && "\($0)".contains(subject)
+            }
+            #expect(store.catalogCache?.fingerprint != cached.fingerprint, "\(label)")
+            #expect { try store.verifySeal() } throws: { "\($0)".contains(subject) }
+        }
     }
 
     @Test func aRollbackIsDetectedByTheMachineThatSawTheLaterState() throws {
