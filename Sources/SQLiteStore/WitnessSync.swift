@@ -61,7 +61,7 @@ final class WitnessSync: @unchecked Sendable {
         while true {
             while job < 0 {
                 // Idle for a while: the thread ends, the next sync starts another.
-                if !condition.wait(seconds: 10), job < 0 {
+                if !condition.wait(seconds: 2), job < 0 {
                     threadRunning = false
                     condition.unlock()
                     return
