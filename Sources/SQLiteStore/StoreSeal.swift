@@ -198,7 +198,8 @@ public enum StoreSeal {
             return state
         }
         var tables = entries
-        if let start, Witness.line(start) != Witness.line(state) { tables += " " + fromEntry(start) }
+        // (States are equal exactly when their texts, and so their witness lines, are.)
+        if let start, start != state { tables += " " + fromEntry(start) }
         // The HMAC covers the line as `problem` rebuilds it from the row: the stored entries (with `from`), the
         // head, the tallies; without a `from` entry that is `state.text`, as before.
         let mac = key.mac(tables + " head=\(state.sequence):\(state.hash) tally=" + tally)
