@@ -121,7 +121,7 @@ public final class RolloutStore: @unchecked Sendable {
         var full = 0
     }
     let sealChecks = SealCheckCount()
-    /// The witness sync of this connection's last write, running beside its WAL sync (`WitnessSync`).
+    /// The witness sync of this connection's last write, run after its WAL sync (`WitnessSync`).
     let witnessSync = WitnessSync()
 
     /// Why the path no longer names the store this connection opened, or nil while it does: checked before every
@@ -179,13 +179,16 @@ public final class RolloutStore: @unchecked Sendable {
         // store one write ahead of its witness (a crash lost the witness's sync, see `WitnessSync`): the witness's
         // current line is then that state, which the next witness write must not keep as pending.
         nonisolated(unsafe) var lagging: String?
-        // The witness's sync of this connection's last write, run beside that write's WAL sync.
+        // The witness's sync of this connection's last write, run after that write's WAL sync.
         let witnessSync = witnessSync
         let identity = identity
         let checks = sealChecks
         database.afterWrite = { _, committed in
             sealed = committed ? sealing : nil
             sealing = nil
+            // The WAL is synced (or the transaction rolled back): the witness written before the commit is synced
+            // now, while the callers are answered and the next write gets ready (`WitnessSync`).
+            witnessSync.release()
         }
         database.beforeWrite = { db in
             startedFrom = nil
@@ -228,7 +231,7 @@ public final class RolloutStore: @unchecked Sendable {
             let state = try StoreSeal.reseal(db, key: key, from: startedFrom)
             do {
                 // On the fast path (nobody else committed since this connection's last write, whose witness
-                // sync `witnessSync` holds) the witness's sync runs beside this commit's WAL sync; after anyone
+                // sync `witnessSync` holds) the witness's sync runs after this commit's WAL sync; after anyone
                 // else's commit, whose witness this connection never saw synced, it is synced here, before the
                 // commit, as it always was.
                 try witness.write(

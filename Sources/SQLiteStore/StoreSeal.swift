@@ -321,7 +321,7 @@ public enum StoreSeal {
                 // one when a killed write's commit reappeared later (see `Witness`).
                 //
                 // And the store may be exactly one write ahead of the witness: its WAL synced, the witness's sync
-                // (run beside it, `WitnessSync`) lost to a crash of the machine. The seal says so itself: its
+                // (run after it, `WitnessSync`) lost to a crash of the machine. The seal says so itself: its
                 // `from` entry, under the HMAC, names the state the last write started from, and that is the
                 // witness's current line. Nothing else is accepted: a store two writes ahead names a state the
                 // witness never recorded as current; a witness ahead of the store by more than one write names

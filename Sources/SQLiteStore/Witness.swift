@@ -34,7 +34,7 @@ public struct Witness: Sendable {
     /// The file's two slots (format v2), each this long: a write overwrites the older slot in place and syncs
     /// it (`fdatasync`), which costs a third of creating, syncing and renaming a new file. A write torn by a
     /// crash spoils only the slot it was writing, whose check then fails; the other slot is the witness as it
-    /// was, and the store is where it was, or (its WAL synced beside the witness, `WitnessSync`) one write ahead.
+    /// was, and the store is where it was, or (its WAL synced before the witness, `WitnessSync`) one write ahead.
     static let slotSize = 4096
     static let slotHeader = "rollout-witness-v2 generation "
 
@@ -171,7 +171,7 @@ public struct Witness: Sendable {
     ///
     /// With `sync`, the previous write's sync handed to it is waited for first (so the witness on disk is never
     /// two writes behind), and with `deferSync` the new slot's `fdatasync` is handed to it instead of being waited
-    /// for here: the caller's commit syncs the WAL meanwhile (see `WitnessSync`). A file replaced whole is synced here.
+    /// for here, to run after the caller's commit (`WitnessSync.release`). A file replaced whole is synced here.
     func write(
         _ state: StoreSeal.State, before: StoreSeal.State? = nil, requireAllowed: Bool = false,
         lagging: String? = nil, sync: WitnessSync? = nil, deferSync: Bool = false
@@ -214,7 +214,7 @@ public struct Witness: Sendable {
                     throw StoreError.unavailable("cannot write the witness \(path): \(String(cString: strerror(errno)))")
                 }
                 if deferSync, let sync {
-                    sync.start(fd: fd, path: path)
+                    sync.hold(fd: fd, path: path)
                     return
                 }
                 defer { close(fd) }

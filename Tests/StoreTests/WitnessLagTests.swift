@@ -100,9 +100,19 @@ import Timekeeping
     func nextWriteWaitsForTheWitnessSync() throws {
         let (f, store, state) = try SealFastPathTests.store()
         defer { withExtendedLifetime(f) {} }
+        let reader = try SQLiteDatabase(path: f.path, create: false, readOnly: true)
         let gate = NSCondition()
         nonisolated(unsafe) var open = false
-        store.witnessSync.sync = { fd in
+        func openGate() {
+            gate.lock()
+            open = true
+            gate.broadcast()
+            gate.unlock()
+        }
+        // Whatever happens below, the held sync is let go (a thread stuck in it would keep the test process alive).
+        defer { openGate() }
+        // (After the sync of the fixture's last write finished: that one is not held back.)
+        try store.witnessSync.replaceSync { fd in
             gate.lock()
             while !open { _ = gate.wait(until: Date().addingTimeInterval(1)) }
             gate.unlock()
@@ -126,13 +136,9 @@ import Timekeeping
         while store.witnessSync.waiters == 0, second == nil, Date() < deadline { _ = done.wait(until: Date().addingTimeInterval(0.01)) }
         done.unlock()
         #expect(store.witnessSync.waiters == 1)
-        let reader = try SQLiteDatabase(path: f.path, create: false, readOnly: true)
         #expect(try reader.query("SELECT 1 FROM appcheck_consumed_tokens WHERE token_id = 'jti-2'").isEmpty)
         #expect(try !reader.query("SELECT 1 FROM appcheck_consumed_tokens WHERE token_id = 'jti-1'").isEmpty)
-        gate.lock()
-        open = true
-        gate.broadcast()
-        gate.unlock()
+        openGate()
         done.lock()
         while second == nil, Date() < deadline { _ = done.wait(until: deadline) }
         done.unlock()
