@@ -16,7 +16,8 @@ import Timekeeping
 /// The per-request writes (a challenge redeemed, a key saved, a counter advanced, a token consumed) are
 /// committed in groups (`GroupCommit`): the writes of concurrent requests share one transaction, so one seal
 /// check, one re-seal, one witness write and one WAL sync serve them all; each write still decides in order, in
-/// a savepoint of its own, and its call returns only after its group committed. The requests' reads (a key by
+/// a savepoint of its own, and its call returns only after its group committed (its WAL synced; the witness's
+/// sync runs after it and is waited for by the next group, `WitnessSync`). The requests' reads (a key by
 /// its artifact, a debug token) go through a second, read-only connection that never waits for a group's sync.
 ///
 /// The demo certificate authority (certificates and private keys) lives here too, so the store file is the one

@@ -121,6 +121,8 @@ public final class RolloutStore: @unchecked Sendable {
         var full = 0
     }
     let sealChecks = SealCheckCount()
+    /// The witness sync of this connection's last write, run after its WAL sync (`WitnessSync`).
+    let witnessSync = WitnessSync()
 
     /// Why the path no longer names the store this connection opened, or nil while it does: checked before every
     /// write, and by a long-lived reader (the console) on every refresh, since its connection keeps reading an
@@ -173,16 +175,26 @@ public final class RolloutStore: @unchecked Sendable {
         nonisolated(unsafe) var sealed: (counters: SQLiteDatabase.ChangeCounters, state: StoreSeal.State)?
         nonisolated(unsafe) var sealing: (counters: SQLiteDatabase.ChangeCounters, state: StoreSeal.State)?
         nonisolated(unsafe) var checkWitness = false
+        // The state the store's seal names as the one its last write started from, when a full check found the
+        // store one write ahead of its witness (a crash lost the witness's sync, see `WitnessSync`): the witness's
+        // current line is then that state, which the next witness write must not keep as pending.
+        nonisolated(unsafe) var lagging: String?
+        // The witness's sync of this connection's last write, run after that write's WAL sync.
+        let witnessSync = witnessSync
         let identity = identity
         let checks = sealChecks
         database.afterWrite = { _, committed in
             sealed = committed ? sealing : nil
             sealing = nil
+            // The WAL is synced (or the transaction rolled back): the witness written before the commit is synced
+            // now, while the callers are answered and the next write gets ready (`WitnessSync`).
+            witnessSync.release()
         }
         database.beforeWrite = { db in
             startedFrom = nil
             sealing = nil
             checkWitness = false
+            lagging = nil
             if let problem = RolloutStore.identityProblem(path: path, identity: identity) {
                 sealed = nil
                 throw StoreError.unavailable(
@@ -210,6 +222,7 @@ public final class RolloutStore: @unchecked Sendable {
                     "\(path) fails verification, so nothing is written: \(problem) (see 'rollout audit verify')")
             }
             startedFrom = state
+            lagging = try StoreSeal.sealedFrom(db)
         }
         database.beforeCommit = { db in
             guard let key else {
@@ -217,7 +230,13 @@ public final class RolloutStore: @unchecked Sendable {
             }
             let state = try StoreSeal.reseal(db, key: key, from: startedFrom)
             do {
-                try witness.write(state, before: startedFrom, requireAllowed: checkWitness)
+                // On the fast path (nobody else committed since this connection's last write, whose witness
+                // sync `witnessSync` holds) the witness's sync runs after this commit's WAL sync; after anyone
+                // else's commit, whose witness this connection never saw synced, it is synced here, before the
+                // commit, as it always was.
+                try witness.write(
+                    state, before: startedFrom, requireAllowed: checkWitness, lagging: lagging, sync: witnessSync,
+                    deferSync: checkWitness)
             } catch let problem as ConfigIntegrityProblem {
                 throw StoreError.corrupt(
                     "\(path) fails verification, so nothing is written: \(problem) (see 'rollout audit verify')")

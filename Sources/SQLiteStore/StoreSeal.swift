@@ -178,23 +178,71 @@ public enum StoreSeal {
 
     /// Writes the seal of the current state (inside the caller's write transaction) and returns it; `start`,
     /// the state the transaction began at, spares re-digesting the tables it did not write.
+    ///
+    /// A write that changes the state also records, under the HMAC, the state it started from: the `tables`
+    /// column ends with `from=<sequence>:<hash>:<digest>` of `start` (the witness line of that state, see
+    /// `fromEntry`). That entry is not part of the state (`State.text`, its digest, the witness line): it only
+    /// lets `problem` accept a store exactly one write ahead of its witness (`WitnessSync`). Writes without a
+    /// `start` (the migrations) record none.
     @discardableResult
     static func reseal(_ db: SQLiteDatabase, key: StoreKey, from start: State? = nil) throws -> State {
         let state = try start.map { try current(db, from: $0) } ?? current(db)
-        let tables = state.entries
-        let mac = key.mac(state.text)
+        let entries = state.entries
         let tally = StoreTally.text(state.tally)
-        // Most commits (telemetry) change nothing sealed: leave the row as it is.
+        // Most commits (telemetry) change nothing sealed: leave the row as it is (its `from` entry too).
         if let row = try db.query("SELECT tables, audit_sequence, audit_hash, mac, tally FROM store_seal WHERE id = 1")
-            .first,
-            row == [.text(tables), .integer(state.sequence), .text(state.hash), .text(mac), .text(tally)]
+            .first, let stored = row[0].string, Self.withoutFrom(stored) == entries,
+            Array(row[1...2]) == [.integer(state.sequence), .text(state.hash)], row[4] == .text(tally),
+            row[3] == .text(key.mac(stored + " head=\(state.sequence):\(state.hash) tally=" + tally))
         {
             return state
         }
+        var tables = entries
+        // (States are equal exactly when their texts, and so their witness lines, are.)
+        if let start, start != state { tables += " " + fromEntry(start) }
+        // The HMAC covers the line as `problem` rebuilds it from the row: the stored entries (with `from`), the
+        // head, the tallies; without a `from` entry that is `state.text`, as before.
+        let mac = key.mac(tables + " head=\(state.sequence):\(state.hash) tally=" + tally)
         try db.run(
             "INSERT OR REPLACE INTO store_seal (id, tables, audit_sequence, audit_hash, mac, tally) VALUES (1, ?, ?, ?, ?, ?)",
             [.text(tables), .integer(state.sequence), .text(state.hash), .text(mac), .text(tally)])
         return state
+    }
+
+    /// The `tables` entry recording the state a write started from: `from=<sequence>:<hash>:<digest>`.
+    static func fromEntry(_ start: State) -> String { "from=\(start.sequence):\(start.hash):\(start.digest)" }
+
+    /// The witness line of the state named by a `from` entry's value.
+    static func line(fromEntry value: String) -> String? {
+        let parts = value.utf8.split(separator: UInt8(ascii: ":"), omittingEmptySubsequences: false)
+        guard parts.count == 3 else { return nil }
+        let text = parts.map { String(decoding: $0, as: UTF8.self) }
+        return "sequence \(text[0]) hash \(text[1]) state \(text[2])"
+    }
+
+    /// A stored `tables` text split into the entries of the state and the value of its `from` entry, if any
+    /// (always the last entry, at most ~160 bytes long: only the end of the text is searched).
+    static func splitFrom(_ tables: String) -> (entries: Substring, from: Substring?) {
+        let marker = Array(" from=".utf8)
+        let u = tables.utf8
+        var i = u.endIndex
+        let stop = u.index(u.endIndex, offsetBy: -200, limitedBy: u.startIndex) ?? u.startIndex
+        while i > stop {
+            i = u.index(before: i)
+            if u[i...].starts(with: marker) { return (tables[..<i], tables[u.index(i, offsetBy: marker.count)...]) }
+        }
+        return (tables[...], nil)
+    }
+
+    /// A stored `tables` text without its `from` entry (the entries of the state alone).
+    static func withoutFrom(_ tables: String) -> Substring { splitFrom(tables).entries }
+
+    /// The witness line of the state the sealed state was written from (its `from` entry), if the seal has one.
+    static func sealedFrom(_ db: SQLiteDatabase) throws -> String? {
+        guard let tables = try db.query("SELECT tables FROM store_seal WHERE id = 1").first?.first?.string,
+            let from = splitFrom(tables).from
+        else { return nil }
+        return line(fromEntry: String(from))
     }
 
     /// The first thing wrong with the seal of `db` (against the tables, the key and the witness), or nil.
@@ -271,7 +319,21 @@ public enum StoreSeal {
                 let line = Witness.line(now)
                 // The previous line holds when the last write did not commit (a crash between the two); a pending
                 // one when a killed write's commit reappeared later (see `Witness`).
-                if !Witness.allows(line, current: current, previous: previous, pending: pending) {
+                //
+                // And the store may be exactly one write ahead of the witness: its WAL synced, the witness's sync
+                // (run after it, `WitnessSync`) lost to a crash of the machine. The seal says so itself: its
+                // `from` entry, under the HMAC, names the state the last write started from, and that is the
+                // witness's current line. Nothing else is accepted: a store two writes ahead names a state the
+                // witness never recorded as current; a witness ahead of the store by more than one write names
+                // the store's state nowhere; a store rolled back to an older copy names, as its `from`, a state
+                // older than the witness's current one. What an attacker who copies and restores the file
+                // (without the key, so unable to write a seal) gains: nothing. A copy passes this rule only if the
+                // witness still stands at the state that copy was written from, that is, if no write happened
+                // since the copy was taken, and then the copy holds everything the live store holds (no consumed
+                // token or redeemed challenge of it is forgotten). Every older copy is refused as before; the
+                // one-write-back copy the previous line accepts was accepted before this rule too.
+                let oneAhead = sealed["from"].flatMap(Self.line(fromEntry:)).map { $0 == current && $0 != line } ?? false
+                if !oneAhead, !Witness.allows(line, current: current, previous: previous, pending: pending) {
                     return ConfigIntegrityProblem(
                         "witness",
                         "\(witness.path) records \(current), but the store is at \(line): the store was replaced or its log rewritten"

@@ -34,7 +34,7 @@ public struct Witness: Sendable {
     /// The file's two slots (format v2), each this long: a write overwrites the older slot in place and syncs
     /// it (`fdatasync`), which costs a third of creating, syncing and renaming a new file. A write torn by a
     /// crash spoils only the slot it was writing, whose check then fails; the other slot is the witness as it
-    /// was, and the store is where it was too, since the commit follows the witness.
+    /// was, and the store is where it was, or (its WAL synced before the witness, `WitnessSync`) one write ahead.
     static let slotSize = 4096
     static let slotHeader = "rollout-witness-v2 generation "
 
@@ -143,10 +143,16 @@ public struct Witness: Sendable {
     /// The lines a write from `before` to `line` keeps pending: when the witness's current state is not the one
     /// the store was at when this write began, that state may still reappear (see the type's comment), and so
     /// may the states kept pending by writes that began from the same state as this one.
+    ///
+    /// `lagging` is the state `before` was itself sealed from: a witness whose current line is that one is one
+    /// write behind a store that synced its last commit while the witness's sync was lost to a crash (`WitnessSync`),
+    /// not a witness of an orphaned commit, and its line is not kept.
     static func pending(
-        after existing: Content, from before: String?, to line: String, previous: String?
+        after existing: Content, from before: String?, to line: String, previous: String?, lagging: String? = nil
     ) -> [String] {
-        guard let before, case .lines(let current, let kept, let pending) = existing, current != before else { return [] }
+        guard let before, case .lines(let current, let kept, let pending) = existing, current != before,
+            current != lagging
+        else { return [] }
         var lines = kept == before ? pending : []
         lines.append(current)
         lines.removeAll { $0 == line || $0 == previous }
@@ -162,7 +168,14 @@ public struct Witness: Sendable {
     ///
     /// With `requireAllowed`, the witness as read must allow `before` (the check a write makes first, for a write
     /// that skipped the rest of it: see `RolloutStore.installSeal`); otherwise a `ConfigIntegrityProblem`.
-    func write(_ state: StoreSeal.State, before: StoreSeal.State? = nil, requireAllowed: Bool = false) throws {
+    ///
+    /// With `sync`, the previous write's sync handed to it is waited for first (so the witness on disk is never
+    /// two writes behind), and with `deferSync` the new slot's `fdatasync` is handed to it instead of being waited
+    /// for here, to run after the caller's commit (`WitnessSync.release`). A file replaced whole is synced here.
+    func write(
+        _ state: StoreSeal.State, before: StoreSeal.State? = nil, requireAllowed: Bool = false,
+        lagging: String? = nil, sync: WitnessSync? = nil, deferSync: Bool = false
+    ) throws {
         let line = Witness.line(state)
         let start = before.map(Witness.line)
         let previous = start.flatMap { $0 == line ? nil : $0 }
@@ -181,7 +194,8 @@ public struct Witness: Sendable {
                 }
             }
         }
-        let pending = Witness.pending(after: existing, from: start, to: line, previous: previous)
+        let pending = Witness.pending(after: existing, from: start, to: line, previous: previous, lagging: lagging)
+        try sync?.waitUntilSynced()
         if case .lines(let current, let kept, let keptPending) = existing, current == line,
             previous == nil || (kept == previous && keptPending == pending)
         {
@@ -193,10 +207,18 @@ public struct Witness: Sendable {
         if case .slots(let newest, let generation) = layout {
             let fd = open(path, O_WRONLY | O_NOFOLLOW | O_CLOEXEC)
             if fd >= 0 {
-                defer { close(fd) }
                 let bytes = Witness.slot(generation: generation + 1, body: body)
                 let offset = off_t((1 - newest) * Witness.slotSize)
-                guard pwrite(fd, bytes, bytes.count, offset) == bytes.count, fdatasync(fd) == 0 else {
+                guard pwrite(fd, bytes, bytes.count, offset) == bytes.count else {
+                    close(fd)
+                    throw StoreError.unavailable("cannot write the witness \(path): \(String(cString: strerror(errno)))")
+                }
+                if deferSync, let sync {
+                    sync.hold(fd: fd, path: path)
+                    return
+                }
+                defer { close(fd) }
+                guard fdatasync(fd) == 0 else {
                     throw StoreError.unavailable("cannot write the witness \(path): \(String(cString: strerror(errno)))")
                 }
                 return

@@ -1,3 +1,4 @@
+import Glibc
 import Platform
 
 /// Group commit: many threads' small writes land in one durable transaction, and each thread returns only once
@@ -17,14 +18,34 @@ import Platform
 public final class GroupCommit<Operation, Outcome>: @unchecked Sendable {
     public typealias Commit = ([Operation]) throws -> [Result<Outcome, any Error>]
 
+    /// One caller's operation, its outcome, and the semaphore its thread sleeps on.
+    ///
+    /// Each waiting thread is woken by itself, exactly once: with its outcome (its group committed), or to lead
+    /// the next group. A condition variable broadcast woke every waiter at the end of each group, those queued
+    /// for the next group too, which all went back to sleep but one: on a 2-core machine with 16 serving threads
+    /// that was up to 15 useless context switches per group on the path of the next group's commit.
     private final class Ticket {
         let operation: Operation
         var outcome: Result<Outcome, any Error>?
-        init(_ operation: Operation) { self.operation = operation }
+        /// Set when this caller is handed the lead of the next group.
+        var leads = false
+        private let semaphore: UnsafeMutablePointer<sem_t>
+        init(_ operation: Operation) {
+            self.operation = operation
+            semaphore = .allocate(capacity: 1)
+            sem_init(semaphore, 0, 0)
+        }
+        deinit {
+            sem_destroy(semaphore)
+            semaphore.deallocate()
+        }
+        func wake() { sem_post(semaphore) }
+        func sleep() { while sem_wait(semaphore) != 0, errno == EINTR {} }
     }
 
-    private let condition = Condition()
+    private let lock = Lock()
     private var queue: [Ticket] = []
+    /// A leader is committing a group, or has been handed the lead and is about to.
     private var committing = false
     private let maximumGroup: Int
     private let commit: Commit
@@ -40,43 +61,54 @@ public final class GroupCommit<Operation, Outcome>: @unchecked Sendable {
     /// Runs `operation` in the next group to commit; returns its outcome once that group has committed.
     public func run(_ operation: Operation) throws -> Outcome {
         let ticket = Ticket(operation)
-        condition.lock()
+        lock.lock()
         queue.append(ticket)
-        while ticket.outcome == nil {
-            if committing {
-                _ = condition.wait(seconds: 1)
-                continue
-            }
+        if committing {
+            // Woken once: with the outcome, or with the lead (then first in the queue).
+            lock.unlock()
+            ticket.sleep()
+            lock.lock()
+        } else {
             committing = true
-            let group = Array(queue.prefix(maximumGroup))
-            queue.removeFirst(group.count)
-            condition.unlock()
-            var outcomes: [Result<Outcome, any Error>]
-            do {
-                outcomes = try commit(group.map(\.operation))
-                if outcomes.count != group.count {
-                    let error = GroupCommitError.outcomeCount(expected: group.count, got: outcomes.count)
-                    outcomes = group.map { _ in .failure(error) }
-                }
-            } catch {
+        }
+        guard ticket.outcome == nil else {
+            lock.unlock()
+            return try ticket.outcome!.get()
+        }
+        // This caller leads: its own operation is the first queued.
+        precondition(queue.first === ticket, "a group's leader is the first of its group")
+        let group = Array(queue.prefix(maximumGroup))
+        queue.removeFirst(group.count)
+        lock.unlock()
+        var outcomes: [Result<Outcome, any Error>]
+        do {
+            outcomes = try commit(group.map(\.operation))
+            if outcomes.count != group.count {
+                let error = GroupCommitError.outcomeCount(expected: group.count, got: outcomes.count)
                 outcomes = group.map { _ in .failure(error) }
             }
-            condition.lock()
-            for (t, outcome) in zip(group, outcomes) { t.outcome = outcome }
-            groups += 1
-            operations += group.count
-            committing = false
-            condition.broadcast()
+        } catch {
+            outcomes = group.map { _ in .failure(error) }
         }
-        condition.unlock()
+        lock.lock()
+        for (t, outcome) in zip(group, outcomes) { t.outcome = outcome }
+        groups += 1
+        operations += group.count
+        // Operations that queued meanwhile: the first of them leads the next group at once (woken first, so that
+        // group's commit starts before this group's callers are answered); none: the next caller leads.
+        let next = queue.first
+        if let next { next.leads = true } else { committing = false }
+        lock.unlock()
+        next?.wake()
+        for t in group where t !== ticket { t.wake() }
         return try ticket.outcome!.get()
     }
 
     /// Operations queued for the next group (not yet taken by a leader).
-    public var queued: Int { condition.withLock { queue.count } }
+    public var queued: Int { lock.withLock { queue.count } }
 
     /// Groups committed so far and the operations they held.
-    public var statistics: (groups: Int, operations: Int) { condition.withLock { (groups, operations) } }
+    public var statistics: (groups: Int, operations: Int) { lock.withLock { (groups, operations) } }
 }
 
 /// A `commit` that broke its contract.
