@@ -10,7 +10,8 @@ import Timekeeping
 
 /// `rollout serve` per endpoint over loopback, at 1, 8 and 64 clients (keep-alive connections, one thread each):
 /// `generateAppAttestChallenge`, `exchangeAppAttestAttestation` (demo-CA attestations), `exchangeAppAttestAssertion`,
-/// `exchangeDebugToken` and the limited-use consume (`verifyAppCheckToken`), then a SIGKILL drill under load.
+/// `exchangeDebugToken` and the limited-use consume (`verifyAppCheckToken`; its tokens are minted before the window,
+/// so the window holds consumes alone), then a SIGKILL drill under load.
 ///
 /// Peers measured in the same run: `openssl speed` per core (the server's cryptography per request: challenge 1
 /// HMAC-SHA256 of about 64 bytes, since a challenge authenticates itself and issuing it writes nothing;
@@ -103,18 +104,26 @@ enum ServeEndpointsBench {
         debugToken: String, server: pid_t
     ) -> Figures {
         let tally = Tally()
+        // The consume clients' tokens are minted before the window (one RSA signature each on the server), so the
+        // window holds consumes alone, as it holds one endpoint's requests for every other endpoint.
+        let minted = endpoint == .consume
+            ? mintLimitedUseTokens(clients: clients, port: port, debugToken: debugToken, tally: tally) : nil
         let warmUp = endpoint == .assertion ? 1.5 : 0.3
         let windowStart = Stopwatch.nanoseconds() + UInt64(warmUp * 1e9)
         let deadline = windowStart + UInt64(seconds * 1e9)
         let group = DispatchGroup()
-        for _ in 0..<clients {
+        let ends = Tally()
+        for c in 0..<clients {
             group.enter()
             Thread.detachNewThread {
-                defer { group.leave() }
+                defer {
+                    ends.record(Stopwatch.nanoseconds())
+                    group.leave()
+                }
                 do {
                     let http = try LoopbackHTTPClient(host: "127.0.0.1", port: port)
                     try loop(endpoint, http: http, tally: tally, windowStart: windowStart, deadline: deadline,
-                        authority: authority, debugToken: debugToken)
+                        authority: authority, debugToken: debugToken, tokens: minted?[c] ?? [])
                 } catch {
                     tally.fail("\(error)")
                 }
@@ -125,21 +134,56 @@ enum ServeEndpointsBench {
         }
         waitUntil(windowStart)
         let cpu0 = cpuSeconds(of: server)
-        waitUntil(deadline)
+        // Every client stops at the deadline, or earlier when its minted tokens run out: the window is then
+        // as long as the last client kept asking.
+        while Stopwatch.nanoseconds() < deadline, ends.lock.withLock({ ends.latencies.count }) < clients {
+            usleep(UInt32(min(20_000, (deadline - min(deadline, Stopwatch.nanoseconds())) / 1000 + 1)))
+        }
         let cpu1 = cpuSeconds(of: server)
+        let cpuEnd = min(deadline, Stopwatch.nanoseconds())
         group.wait()
+        let windowEnd = min(deadline, ends.latencies.max() ?? deadline)
+        let window = max(Double(windowEnd) - Double(windowStart), 1e6) / 1e9
+        let cpuWindow = max(Double(cpuEnd) - Double(windowStart), 1e6) / 1e9
         let sorted = tally.latencies.sorted()
         func pct(_ p: Double) -> Double {
             sorted.isEmpty ? 0 : Double(sorted[min(sorted.count - 1, Int(Double(sorted.count) * p))]) / 1e6
         }
         return Figures(
-            rate: Double(sorted.count) / seconds, p50: pct(0.5), p99: pct(0.99), errors: tally.errors,
-            firstError: tally.firstError, serverCores: (cpu1 - cpu0) / seconds)
+            rate: Double(sorted.count) / window, p50: pct(0.5), p99: pct(0.99), errors: tally.errors,
+            firstError: tally.firstError, serverCores: (cpu1 - cpu0) / cpuWindow)
+    }
+
+    /// Limited-use tokens for the consume clients, minted through `exchangeDebugToken` by `clients` connections at
+    /// once before the window: `ROLLOUT_BENCH_CONSUME_TOKENS` in all (default 16,000, at least 100 per client).
+    static func mintLimitedUseTokens(clients: Int, port: UInt16, debugToken: String, tally: Tally) -> [[String]] {
+        let total = Int(ProcessInfo.processInfo.environment["ROLLOUT_BENCH_CONSUME_TOKENS"] ?? "") ?? 16_000
+        let each = max(100, total / clients)
+        let body = Array("{\"debugToken\":\"\(debugToken)\",\"limitedUse\":true}".utf8)
+        nonisolated(unsafe) var tokens = [[String]](repeating: [], count: clients)
+        let lock = NSLock()
+        DispatchQueue.concurrentPerform(iterations: clients) { c in
+            var mine: [String] = []
+            do {
+                let http = try LoopbackHTTPClient(host: "127.0.0.1", port: port)
+                for _ in 0..<each {
+                    let r = try http.post(path: path("exchangeDebugToken"), body: body)
+                    guard r.status == 200, let token = json(r.body)?["token"]?.stringValue else {
+                        throw BenchError("limited-use token: HTTP \(r.status)")
+                    }
+                    mine.append(token)
+                }
+            } catch {
+                tally.fail("\(error)")
+            }
+            lock.withLock { tokens[c] = mine }
+        }
+        return tokens
     }
 
     static func loop(
         _ endpoint: Endpoint, http: LoopbackHTTPClient, tally: Tally, windowStart: UInt64, deadline: UInt64,
-        authority: DemoCertificateAuthority, debugToken: String
+        authority: DemoCertificateAuthority, debugToken: String, tokens: [String] = []
     ) throws {
         func timed(_ path: String, _ body: [UInt8]) throws -> [UInt8] {
             let start = Stopwatch.nanoseconds()
@@ -149,7 +193,6 @@ enum ServeEndpointsBench {
             return r.body
         }
         let debugBody = Array("{\"debugToken\":\"\(debugToken)\"}".utf8)
-        let limitedBody = Array("{\"debugToken\":\"\(debugToken)\",\"limitedUse\":true}".utf8)
         switch endpoint {
         case .challenge:
             while Stopwatch.nanoseconds() < deadline {
@@ -162,12 +205,9 @@ enum ServeEndpointsBench {
                 do { _ = try timed(path("exchangeDebugToken"), debugBody) } catch { tally.fail("\(error)") }
             }
         case .consume:
-            while Stopwatch.nanoseconds() < deadline {
+            for token in tokens {
+                guard Stopwatch.nanoseconds() < deadline else { break }
                 do {
-                    let r = try http.post(path: path("exchangeDebugToken"), body: limitedBody)
-                    guard r.status == 200, let token = json(r.body)?["token"]?.stringValue else {
-                        throw BenchError("limited-use token: HTTP \(r.status)")
-                    }
                     let answer = try timed(verifyPath, Array("{\"appCheckToken\":\"\(token)\"}".utf8))
                     if json(answer)?["alreadyConsumed"] != nil { throw BenchError("a fresh token was already consumed") }
                 } catch {
