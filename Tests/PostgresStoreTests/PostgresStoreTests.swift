@@ -122,6 +122,22 @@ struct PostgresStoreTests {
         #expect(try c.pipeline([]).isEmpty)
     }
 
+    /// A binary `bytea` parameter arrives as exactly its bytes (every byte value, NUL and backslash included, and
+    /// the empty value), beside text parameters and NULLs in the same statement, after deferred statements and
+    /// through a prepared statement too.
+    @Test func binaryByteaParametersArriveAsTheirBytes() throws {
+        let c = try PGConnection(try PostgresServer.get().freshDatabase())
+        let all = (0...255).map { UInt8($0) } + [0, 92, 0]
+        let hex = all.map { String(format: "%02x", $0) }.joined()
+        let sql = "SELECT encode($1::bytea, 'hex'), length($1::bytea), $2::text, $3::text IS NULL, encode($4::bytea, 'hex')"
+        c.deferUntilNextRoundTrip([("SELECT 1", [])])
+        let answers = try c.pipeline(statements: [PGStatement(sql, [nil, "t", nil, nil], binary: [0: all, 3: []])])
+        #expect(answers == [[[hex, String(all.count), "t", "t", ""]]])
+        try c.prepare(sql)
+        let prepared = try c.pipeline(statements: [PGStatement(sql, [nil, "u", "x", nil], binary: [0: [7, 0, 92], 3: [1]])])
+        #expect(prepared == [[["07005c", "3", "u", "f", "01"]]])
+    }
+
     /// Statements deferred to the next round trip go first in it, in order, and everything sent after them sees
     /// them; a failure among them is thrown by that call, which then runs none of its own statements; a rollback
     /// drops what is still queued.
