@@ -29,15 +29,21 @@ public struct PostgresError: Error, Sendable, CustomStringConvertible, Equatable
 /// parameters at the indexes of `binary` (0 for `$1`), sent in PostgreSQL's binary form instead: for a `bytea`
 /// (the SQL casts the parameter, `$4::bytea`, so the server knows its type) the bytes themselves, with no hex to
 /// write on this side or parse on the server's. The `params` entry at such an index is not sent (nil by convention).
+///
+/// With `prepare`, the statement is also prepared on the connection (as `PGConnection.prepare` does) the first
+/// time it is sent, in the same round trip: for the statements of a write that runs again and again (a telemetry
+/// batch), which the server otherwise parses and plans every time.
 public struct PGStatement: Sendable {
     public var sql: String
     public var params: [String?]
     public var binary: [Int: [UInt8]]
+    public var prepare: Bool
 
-    public init(_ sql: String, _ params: [String?], binary: [Int: [UInt8]] = [:]) {
+    public init(_ sql: String, _ params: [String?], binary: [Int: [UInt8]] = [:], prepare: Bool = false) {
         self.sql = sql
         self.params = params
         self.binary = binary
+        self.prepare = prepare
     }
 }
 
@@ -173,10 +179,24 @@ public final class PGConnection: @unchecked Sendable {
         statementsSent += statements.count
         guard PQenterPipelineMode(raw) == 1 else { throw connectionError() }
         defer { PQexitPipelineMode(raw) }
-        var sent = 0
+        // What was sent, in order: each statement's query and, before a statement prepared in this round trip,
+        // its preparation (a result of its own).
+        var sent: [(preparing: String?, isQuery: Bool)] = []
+        var preparing: [String: String] = [:]
         var failure: PostgresError?
         for statement in statements {
             let sql = statement.sql
+            var name = prepared[sql] ?? preparing[sql]
+            if name == nil, statement.prepare {
+                let fresh = "rollout_\(prepared.count + preparing.count + 1)"
+                guard PQsendPrepare(raw, fresh, sql, 0, nil) == 1 else {
+                    failure = connectionError()
+                    break
+                }
+                preparing[sql] = fresh
+                sent.append((sql, false))
+                name = fresh
+            }
             let params = statement.params
             // Text parameters as C strings; binary ones as their bytes with a length (libpq reads `length` bytes).
             var copies: [UnsafeMutablePointer<CChar>?] = []
@@ -199,7 +219,6 @@ public final class PGConnection: @unchecked Sendable {
                 }
             }
             defer { for p in copies { free(p) } }
-            let name = prepared[sql]
             let ok: Int32 = copies.withUnsafeBufferPointer { buffer in
                 let count = Int32(buffer.count)
                 guard let base = buffer.baseAddress, !buffer.isEmpty else {
@@ -223,23 +242,28 @@ public final class PGConnection: @unchecked Sendable {
                 failure = connectionError()
                 break
             }
-            sent += 1
+            sent.append((nil, true))
         }
         let synced = PQpipelineSync(raw) == 1
         if !synced, failure == nil { failure = connectionError() }
         var out: [[[String?]]] = []
-        out.reserveCapacity(sent)
-        // Each statement's result, then NULL; after them the sync's own result.
-        for _ in 0..<sent {
+        out.reserveCapacity(sent.count)
+        // Each preparation's and statement's result, then NULL; after them the sync's own result.
+        for entry in sent {
             var rowsOfStatement: [[String?]] = []
+            var ok = true
             while let result = PQgetResult(raw) {
                 do {
                     rowsOfStatement = try rows(of: result)
                 } catch {
+                    ok = false
                     if failure == nil { failure = error }
                 }
             }
-            out.append(rowsOfStatement)
+            if entry.isQuery { out.append(rowsOfStatement) }
+            // A preparation the server took outlives whatever follows it (statements are not transactional);
+            // one it refused or skipped is not remembered, so the next round trip prepares it again.
+            if let sql = entry.preparing, ok, let name = preparing[sql] { prepared[sql] = name }
         }
         if synced {
             while let result = PQgetResult(raw) {

@@ -138,6 +138,35 @@ struct PostgresStoreTests {
         #expect(prepared == [[["07005c", "3", "u", "f", "01"]]])
     }
 
+    /// A statement sent with `prepare` is prepared in the round trip that first sends it (no round trip of its
+    /// own) and run by name from then on; one the server refuses is thrown and prepared again next time, while a
+    /// statement prepared before the failure in the same round trip stays prepared.
+    @Test func statementsArePreparedInTheRoundTripThatFirstSendsThem() throws {
+        let c = try PGConnection(try PostgresServer.get().freshDatabase())
+        let add = "SELECT $1::int + 1"
+        let twice = "SELECT $1::text || $1::text"
+        let trips = c.roundTrips
+        let first = try c.pipeline(statements: [
+            PGStatement(add, ["1"], prepare: true), PGStatement(twice, ["a"], prepare: true), PGStatement(add, ["2"], prepare: true),
+        ])
+        #expect(first == [[["2"]], [["aa"]], [["3"]]])
+        #expect(c.roundTrips == trips + 1)
+        let preparedOnServer = "SELECT statement FROM pg_prepared_statements ORDER BY name"
+        #expect(try c.query(preparedOnServer) == [[add], [twice]])
+        #expect(try c.query(twice, ["ab"]) == [["abab"]])
+        let bad = "SELECT nothing FROM nowhere_at_all WHERE $1::int = 1"
+        let after = "SELECT $1::int * 2"
+        #expect(throws: PostgresError.self) {
+            try c.pipeline(statements: [PGStatement(after, ["4"], prepare: true), PGStatement(bad, ["1"], prepare: true)])
+        }
+        #expect(try c.query(preparedOnServer) == [[add], [twice], [after]])
+        #expect(try c.pipeline(statements: [PGStatement(after, ["21"], prepare: true)]) == [[["42"]]])
+        #expect(throws: PostgresError.self) { try c.pipeline(statements: [PGStatement(bad, ["1"], prepare: true)]) }
+        try c.execute("CREATE TABLE nowhere_at_all (nothing int)")
+        #expect(try c.pipeline(statements: [PGStatement(bad, ["1"], prepare: true)]) == [[]])
+        #expect(try c.query(preparedOnServer) == [[add], [twice], [after], [bad]])
+    }
+
     /// Statements deferred to the next round trip go first in it, in order, and everything sent after them sees
     /// them; a failure among them is thrown by that call, which then runs none of its own statements; a rollback
     /// drops what is still queued.
