@@ -69,6 +69,9 @@ public final class PostgresTelemetry: TelemetryCounters, @unchecked Sendable {
             // One round trip: the batch's partitions locked in ascending order, then (each statement seeing every
             // batch that held them before) the reasons, the newest event and the blocks holding the installations.
             let reads: [(sql: String, params: [String?])] = [
+                // Prepared statements are planned once, not per batch (PostgreSQL's default plans the first five
+                // runs of each anew, and a writer's connection may never get past them): for this transaction only.
+                ("SET LOCAL plan_cache_mode = force_generic_plan", []),
                 (
                     "SELECT pg_advisory_xact_lock(\(Self.partitionLockClass), p) FROM (SELECT unnest($1::int[]) AS p ORDER BY 1) s",
                     [PGArray.ints(partitions)]
@@ -79,7 +82,7 @@ public final class PostgresTelemetry: TelemetryCounters, @unchecked Sendable {
             ]
             // A batch's statements are the same every time: parsed and planned once per connection, in the round
             // trip that first sends each (the server's parse and plan were a third of its time per batch).
-            let read = try c.pipeline(statements: reads.map { PGStatement($0.sql, $0.params, prepare: true) })
+            let read = Array(try c.pipeline(statements: reads.map { PGStatement($0.sql, $0.params, prepare: true) }).dropFirst())
             var known: [String: UInt16] = [:]
             for row in read[1] { if let reason = row[0], let id = row[1].flatMap({ UInt16($0) }) { known[reason] = id } }
             let codes = try batch.reasons.map { try known[$0] ?? reasonCode($0) }
