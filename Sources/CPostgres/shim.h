@@ -44,6 +44,8 @@
     X(int, PQpipelineSync, (PGconn *conn), (conn))                                                              \
     X(PGresult *, PQprepare, (PGconn *conn, const char *stmtName, const char *query, int nParams, const Oid *paramTypes), \
       (conn, stmtName, query, nParams, paramTypes))                                                             \
+    X(int, PQsendPrepare, (PGconn *conn, const char *stmtName, const char *query, int nParams, const Oid *paramTypes), \
+      (conn, stmtName, query, nParams, paramTypes))                                                             \
     X(int, PQsendQueryPrepared,                                                                                 \
       (PGconn *conn, const char *stmtName, int nParams, const char *const *paramValues, const int *paramLengths, \
        const int *paramFormats, int resultFormat),                                                              \
@@ -74,6 +76,7 @@
 #define PQpipelineSync rollout_pq_declared_PQpipelineSync
 #define PQprepare rollout_pq_declared_PQprepare
 #define PQsendQueryPrepared rollout_pq_declared_PQsendQueryPrepared
+#define PQsendPrepare rollout_pq_declared_PQsendPrepare
 #define PQclear rollout_pq_declared_PQclear
 #define PQfreemem rollout_pq_declared_PQfreemem
 #include <postgresql/libpq-fe.h>
@@ -101,6 +104,7 @@
 #undef PQpipelineSync
 #undef PQprepare
 #undef PQsendQueryPrepared
+#undef PQsendPrepare
 #undef PQclear
 #undef PQfreemem
 

@@ -25,9 +25,32 @@ public struct PostgresError: Error, Sendable, CustomStringConvertible, Equatable
     public var isReadOnlyRefusal: Bool { sqlState == "25006" }
 }
 
+/// A statement for `PGConnection.pipeline(statements:)`: `$1...` bound to `params` (text, nil is NULL), except the
+/// parameters at the indexes of `binary` (0 for `$1`), sent in PostgreSQL's binary form instead: for a `bytea`
+/// (the SQL casts the parameter, `$4::bytea`, so the server knows its type) the bytes themselves, with no hex to
+/// write on this side or parse on the server's. The `params` entry at such an index is not sent (nil by convention).
+///
+/// With `prepare`, the statement is also prepared on the connection (as `PGConnection.prepare` does) the first
+/// time it is sent, in the same round trip: for the statements of a write that runs again and again (a telemetry
+/// batch), which the server otherwise parses and plans every time.
+public struct PGStatement: Sendable {
+    public var sql: String
+    public var params: [String?]
+    public var binary: [Int: [UInt8]]
+    public var prepare: Bool
+
+    public init(_ sql: String, _ params: [String?], binary: [Int: [UInt8]] = [:], prepare: Bool = false) {
+        self.sql = sql
+        self.params = params
+        self.binary = binary
+        self.prepare = prepare
+    }
+}
+
 /// One libpq connection. Not thread-safe: its owner serialises use.
 ///
-/// Every statement with values goes through `PQexecParams` (text parameters, never interpolated into SQL).
+/// Every statement with values goes through `PQexecParams` / `PQsendQueryParams` (text parameters, or binary ones
+/// for `PGStatement.binary`; never interpolated into SQL).
 public final class PGConnection: @unchecked Sendable {
     private let raw: OpaquePointer
 
@@ -138,24 +161,64 @@ public final class PGConnection: @unchecked Sendable {
     /// Statements queued by `deferUntilNextRoundTrip` go first; the answer holds the rows of `statements` only.
     @discardableResult
     public func pipeline(_ statements: [(sql: String, params: [String?])]) throws(PostgresError) -> [[[String?]]] {
+        try pipeline(statements: statements.map { PGStatement($0.sql, $0.params) })
+    }
+
+    /// `pipeline` with statements that may carry binary parameters (`PGStatement.binary`).
+    @discardableResult
+    public func pipeline(statements: [PGStatement]) throws(PostgresError) -> [[[String?]]] {
         let queued = deferred.count
-        let all = deferred + statements
+        let all = deferred.map { PGStatement($0.sql, $0.params) } + statements
         deferred = []
         return Array(try send(all).dropFirst(queued))
     }
 
-    private func send(_ statements: [(sql: String, params: [String?])]) throws(PostgresError) -> [[[String?]]] {
+    private func send(_ statements: [PGStatement]) throws(PostgresError) -> [[[String?]]] {
         guard !statements.isEmpty else { return [] }
         roundTrips += 1
         statementsSent += statements.count
         guard PQenterPipelineMode(raw) == 1 else { throw connectionError() }
         defer { PQexitPipelineMode(raw) }
-        var sent = 0
+        // What was sent, in order: each statement's query and, before a statement prepared in this round trip,
+        // its preparation (a result of its own).
+        var sent: [(preparing: String?, isQuery: Bool)] = []
+        var preparing: [String: String] = [:]
         var failure: PostgresError?
-        for (sql, params) in statements {
-            let copies: [UnsafeMutablePointer<CChar>?] = params.map { $0.map { strdup($0) } ?? nil }
+        for statement in statements {
+            let sql = statement.sql
+            var name = prepared[sql] ?? preparing[sql]
+            if name == nil, statement.prepare {
+                let fresh = "rollout_\(prepared.count + preparing.count + 1)"
+                guard PQsendPrepare(raw, fresh, sql, 0, nil) == 1 else {
+                    failure = connectionError()
+                    break
+                }
+                preparing[sql] = fresh
+                sent.append((sql, false))
+                name = fresh
+            }
+            let params = statement.params
+            // Text parameters as C strings; binary ones as their bytes with a length (libpq reads `length` bytes).
+            var copies: [UnsafeMutablePointer<CChar>?] = []
+            copies.reserveCapacity(params.count)
+            var lengths: [Int32] = []
+            var formats: [Int32] = []
+            if !statement.binary.isEmpty {
+                lengths = [Int32](repeating: 0, count: params.count)
+                formats = [Int32](repeating: 0, count: params.count)
+            }
+            for i in params.indices {
+                if let bytes = statement.binary[i] {
+                    let copy = malloc(max(bytes.count, 1)).assumingMemoryBound(to: CChar.self)
+                    bytes.withUnsafeBytes { b in if let from = b.baseAddress { memcpy(copy, from, b.count) } }
+                    copies.append(copy)
+                    lengths[i] = Int32(bytes.count)
+                    formats[i] = 1
+                } else {
+                    copies.append(params[i].map { strdup($0) } ?? nil)
+                }
+            }
             defer { for p in copies { free(p) } }
-            let name = prepared[sql]
             let ok: Int32 = copies.withUnsafeBufferPointer { buffer in
                 let count = Int32(buffer.count)
                 guard let base = buffer.baseAddress, !buffer.isEmpty else {
@@ -163,31 +226,44 @@ public final class PGConnection: @unchecked Sendable {
                         ?? PQsendQueryParams(raw, sql, 0, nil, nil, nil, nil, 0)
                 }
                 return base.withMemoryRebound(to: UnsafePointer<CChar>?.self, capacity: buffer.count) { values in
-                    name.map { PQsendQueryPrepared(raw, $0, count, values, nil, nil, 0) }
-                        ?? PQsendQueryParams(raw, sql, count, nil, values, nil, nil, 0)
+                    guard !formats.isEmpty else {
+                        return name.map { PQsendQueryPrepared(raw, $0, count, values, nil, nil, 0) }
+                            ?? PQsendQueryParams(raw, sql, count, nil, values, nil, nil, 0)
+                    }
+                    return lengths.withUnsafeBufferPointer { lengths in
+                        formats.withUnsafeBufferPointer { formats in
+                            name.map { PQsendQueryPrepared(raw, $0, count, values, lengths.baseAddress, formats.baseAddress, 0) }
+                                ?? PQsendQueryParams(raw, sql, count, nil, values, lengths.baseAddress, formats.baseAddress, 0)
+                        }
+                    }
                 }
             }
             guard ok == 1 else {
                 failure = connectionError()
                 break
             }
-            sent += 1
+            sent.append((nil, true))
         }
         let synced = PQpipelineSync(raw) == 1
         if !synced, failure == nil { failure = connectionError() }
         var out: [[[String?]]] = []
-        out.reserveCapacity(sent)
-        // Each statement's result, then NULL; after them the sync's own result.
-        for _ in 0..<sent {
+        out.reserveCapacity(sent.count)
+        // Each preparation's and statement's result, then NULL; after them the sync's own result.
+        for entry in sent {
             var rowsOfStatement: [[String?]] = []
+            var ok = true
             while let result = PQgetResult(raw) {
                 do {
                     rowsOfStatement = try rows(of: result)
                 } catch {
+                    ok = false
                     if failure == nil { failure = error }
                 }
             }
-            out.append(rowsOfStatement)
+            if entry.isQuery { out.append(rowsOfStatement) }
+            // A preparation the server took outlives whatever follows it (statements are not transactional);
+            // one it refused or skipped is not remembered, so the next round trip prepares it again.
+            if let sql = entry.preparing, ok, let name = preparing[sql] { prepared[sql] = name }
         }
         if synced {
             while let result = PQgetResult(raw) {

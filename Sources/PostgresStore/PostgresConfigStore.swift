@@ -255,8 +255,13 @@ public final class PostgresConfigStore: ConfigStore, @unchecked Sendable {
     /// so the caller sends nothing after it in the transaction. A failure among the statements leaves COMMIT
     /// unsent (the server skips the rest of the round trip) and the transaction is rolled back as usual.
     func pipelineThenCommit(_ statements: [(sql: String, params: [String?])]) throws -> [[[String?]]] {
-        guard depth == 1, !headLocked, !renewsSeal, !isReadOnly else { return try connection.pipeline(statements) }
-        let rows = try connection.pipeline(statements + [("COMMIT", [])])
+        try pipelineThenCommit(statements: statements.map { PGStatement($0.sql, $0.params) })
+    }
+
+    /// The same with statements that may carry binary parameters.
+    func pipelineThenCommit(statements: [PGStatement]) throws -> [[[String?]]] {
+        guard depth == 1, !headLocked, !renewsSeal, !isReadOnly else { return try connection.pipeline(statements: statements) }
+        let rows = try connection.pipeline(statements: statements + [PGStatement("COMMIT", [])])
         committedByBody = true
         return Array(rows.dropLast())
     }

@@ -68,7 +68,10 @@ public final class PostgresTelemetry: TelemetryCounters, @unchecked Sendable {
             let lookup = Self.blockLookup(groups, cache: blockCache)
             // One round trip: the batch's partitions locked in ascending order, then (each statement seeing every
             // batch that held them before) the reasons, the newest event and the blocks holding the installations.
-            let read = try c.pipeline([
+            let reads: [(sql: String, params: [String?])] = [
+                // Prepared statements are planned once, not per batch (PostgreSQL's default plans the first five
+                // runs of each anew, and a writer's connection may never get past them): for this transaction only.
+                ("SET LOCAL plan_cache_mode = force_generic_plan", []),
                 (
                     "SELECT pg_advisory_xact_lock(\(Self.partitionLockClass), p) FROM (SELECT unnest($1::int[]) AS p ORDER BY 1) s",
                     [PGArray.ints(partitions)]
@@ -76,7 +79,10 @@ public final class PostgresTelemetry: TelemetryCounters, @unchecked Sendable {
                 ("SELECT reason, id FROM telemetry_reasons WHERE reason = ANY($1::text[])", [PGArray.text(batch.reasons)]),
                 ("SELECT value FROM telemetry_meta WHERE key = 'newest_event'", []),
                 lookup,
-            ])
+            ]
+            // A batch's statements are the same every time: parsed and planned once per connection, in the round
+            // trip that first sends each (the server's parse and plan were a third of its time per batch).
+            let read = Array(try c.pipeline(statements: reads.map { PGStatement($0.sql, $0.params, prepare: true) }).dropFirst())
             var known: [String: UInt16] = [:]
             for row in read[1] { if let reason = row[0], let id = row[1].flatMap({ UInt16($0) }) { known[reason] = id } }
             let codes = try batch.reasons.map { try known[$0] ?? reasonCode($0) }
@@ -91,7 +97,7 @@ public final class PostgresTelemetry: TelemetryCounters, @unchecked Sendable {
             let counters = settlement.counterRows().sorted { ($0.level.rawValue, $0.bucket, $0.key.packed) < ($1.level.rawValue, $1.bucket, $1.key.packed) }
             if !counters.isEmpty {
                 writes.append(
-                    (
+                    PGStatement(
                         "INSERT INTO telemetry_counters (level, bucket, key, count) "
                             + "SELECT * FROM unnest($1::smallint[], $2::bigint[], $3::bigint[], $4::bigint[]) AS u(level, bucket, key, count) "
                             + "ORDER BY level, bucket, key "
@@ -105,7 +111,7 @@ public final class PostgresTelemetry: TelemetryCounters, @unchecked Sendable {
             let presence = settlement.presenceRows().sorted { ($0.hour, $0.key.packed) < ($1.hour, $1.key.packed) }
             if !presence.isEmpty {
                 writes.append(
-                    (
+                    PGStatement(
                         "INSERT INTO telemetry_presence (hour, key, count) "
                             + "SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::bigint[]) AS u(hour, key, count) ORDER BY hour, key "
                             + "ON CONFLICT (hour, key) DO UPDATE SET count = telemetry_presence.count + excluded.count",
@@ -115,24 +121,24 @@ public final class PostgresTelemetry: TelemetryCounters, @unchecked Sendable {
             let newest = settlement.newest
             if newest != .min {
                 writes.append(
-                    (
+                    PGStatement(
                         "INSERT INTO telemetry_meta (key, value) VALUES ('newest_event', $1) "
                             + "ON CONFLICT (key) DO UPDATE SET value = GREATEST(telemetry_meta.value, excluded.value)",
                         [String(newest)]
                     ))
                 for level in [BucketLevel.minute, .hour] {
                     if let oldest = retention.oldestKept(level, newest: newest) {
-                        writes.append(("DELETE FROM telemetry_counters WHERE level = $1 AND bucket < $2", [String(level.rawValue), String(oldest)]))
+                        writes.append(PGStatement("DELETE FROM telemetry_counters WHERE level = $1 AND bucket < $2", [String(level.rawValue), String(oldest)]))
                     }
                 }
                 let oldestHour = BucketLevel.hour.bucket(newest - TelemetryRetention.presenceWindow.microseconds)
-                writes.append(("DELETE FROM telemetry_presence WHERE hour < $1 OR count = 0", [String(oldestHour)]))
+                writes.append(PGStatement("DELETE FROM telemetry_presence WHERE hour < $1 OR count = 0", [String(oldestHour)]))
             }
             // Last: the id, under the sequence row's lock until commit (ids in commit order), the batch's row and
             // the notification, in one statement. Without the sequence row the id is NULL, which the batch's
             // primary key refuses (so nothing commits).
             writes.append(
-                (
+                PGStatement(
                     "WITH s AS (UPDATE telemetry_meta SET value = value + 1 WHERE key = 'batch_sequence' RETURNING value), "
                         + "b AS (INSERT INTO telemetry_batches (id, source, committed_at, events, installations, earliest, latest) "
                         + "VALUES ((SELECT value FROM s), $1::text, $2::bigint, $3::bigint, $4::bigint, $5::bigint, $6::bigint) RETURNING id) "
@@ -143,9 +149,10 @@ public final class PostgresTelemetry: TelemetryCounters, @unchecked Sendable {
                     ]
                 ))
             // The writes and, when the batch is a transaction of its own, COMMIT: one round trip.
+            for i in writes.indices { writes[i].prepare = true }
             let written: [[[String?]]]
             do {
-                written = try store.pipelineThenCommit(writes)
+                written = try store.pipelineThenCommit(statements: writes)
             } catch let e as PostgresError where e.sqlState == "23505" {
                 // Another writer created one of the new installations after the read: settle again from its row.
                 throw PostgresError(sqlState: "40001", message: "an installation of the batch was created concurrently")
@@ -400,7 +407,7 @@ public final class PostgresTelemetry: TelemetryCounters, @unchecked Sendable {
     static func blockWrites(
         groups: [[(id: [UInt8], index: Int)]], stored rows: [[String?]], cache: BlockCache?,
         settle: (_ index: Int, _ previous: InstallationRecord?) throws -> InstallationRecord
-    ) throws -> (writes: [(sql: String, params: [String?])], blocks: [(part: Int, upper: [UInt8], data: [UInt8])]) {
+    ) throws -> (writes: [PGStatement], blocks: [(part: Int, upper: [UInt8], data: [UInt8])]) {
         var stored = [[(upper: [UInt8], data: [UInt8])]](repeating: [], count: groups.count)
         for row in rows {
             guard let part = row[0].flatMap({ Int($0) }), stored.indices.contains(part), let upper = try bytea(row[1]),
@@ -418,13 +425,13 @@ public final class PostgresTelemetry: TelemetryCounters, @unchecked Sendable {
         }
         // Only the blocks some id falls in (after the previous block's key, up to its own) are merged.
         for p in stored.indices where !stored[p].isEmpty {
-            stored[p].sort { $0.upper.lexicographicallyPrecedes($1.upper) }
+            stored[p].sort { precedes($0.upper, $1.upper) }
             let ids = groups[p]
             var next = 0
             var kept: [(upper: [UInt8], data: [UInt8])] = []
             for block in stored[p] {
                 var holds = false
-                while next < ids.count, !block.upper.lexicographicallyPrecedes(ids[next].id) {
+                while next < ids.count, !precedes(block.upper, ids[next].id) {
                     holds = true
                     next += 1
                 }
@@ -451,29 +458,30 @@ public final class PostgresTelemetry: TelemetryCounters, @unchecked Sendable {
                 }
             }
         }
-        var writes: [(sql: String, params: [String?])] = []
+        var writes: [PGStatement] = []
         var blocks: [(part: Int, upper: [UInt8], data: [UInt8])] = []
         for i in updated.parts.indices { blocks.append((Int(updated.parts[i]), updated.uppers[i], updated.data[i])) }
         for i in inserted.parts.indices { blocks.append((Int(inserted.parts[i]), inserted.uppers[i], inserted.data[i])) }
-        // The blocks' bytes go as one bytea and are cut with `substring` (no array of bytea for the server to parse).
+        // The blocks' bytes go as one binary bytea parameter (the bytes as they are: no hex written here or parsed by
+        // the server) and are cut with `substring` (no array of bytea for the server to parse).
         if !updated.parts.isEmpty {
             let data = PGArray.concatenated(updated.data)
             writes.append(
-                (
+                PGStatement(
                     "UPDATE telemetry_installation_blocks t SET installations = u.n, data = substring($4::bytea FROM u.start FOR u.length), "
                         + "revision = nextval('telemetry_block_revision') "
                         + "FROM unnest($1::smallint[], $2::bytea[], $3::integer[], $5::integer[], $6::integer[]) AS u(part, upper, n, start, length) "
                         + "WHERE t.part = u.part AND t.upper = u.upper RETURNING t.part, t.upper, t.revision",
                     [
-                        PGArray.ints(updated.parts), PGArray.byteas(updated.uppers), PGArray.ints(updated.counts), data.bytea, data.starts,
+                        PGArray.ints(updated.parts), PGArray.byteas(updated.uppers), PGArray.ints(updated.counts), nil, data.starts,
                         data.lengths,
-                    ]
+                    ], binary: [3: data.bytes]
                 ))
         }
         if !inserted.parts.isEmpty {
             let data = PGArray.concatenated(inserted.data)
             writes.append(
-                (
+                PGStatement(
                     // A block key taken by another writer since the read (none holding the partition can) is a unique
                     // violation: the batch runs again, settled from the blocks as they are then.
                     "INSERT INTO telemetry_installation_blocks (part, upper, installations, data, revision) "
@@ -481,9 +489,9 @@ public final class PostgresTelemetry: TelemetryCounters, @unchecked Sendable {
                         + "FROM unnest($1::smallint[], $2::bytea[], $3::integer[], $5::integer[], $6::integer[]) AS u(part, upper, n, start, length) "
                         + "RETURNING part, upper, revision",
                     [
-                        PGArray.ints(inserted.parts), PGArray.byteas(inserted.uppers), PGArray.ints(inserted.counts), data.bytea, data.starts,
+                        PGArray.ints(inserted.parts), PGArray.byteas(inserted.uppers), PGArray.ints(inserted.counts), nil, data.starts,
                         data.lengths,
-                    ]
+                    ], binary: [3: data.bytes]
                 ))
         }
         return (writes, blocks)
@@ -511,7 +519,7 @@ public final class PostgresTelemetry: TelemetryCounters, @unchecked Sendable {
         var groups = [[(id: [UInt8], index: Int)]](repeating: [], count: Int(partitions))
         for (i, entry) in installations.enumerated() { groups[Int(partition(entry.id))].append((entry.id, i)) }
         for p in groups.indices {
-            groups[p].sort { $0.id.lexicographicallyPrecedes($1.id) }
+            groups[p].sort { precedes($0.id, $1.id) }
             for k in groups[p].indices.dropFirst() where groups[p][k].id == groups[p][k - 1].id {
                 throw StoreError.corrupt("the installation \(String(decoding: groups[p][k].id, as: UTF8.self)) is stored twice")
             }
@@ -519,7 +527,7 @@ public final class PostgresTelemetry: TelemetryCounters, @unchecked Sendable {
         let lookup = blockLookup(groups, cache: nil)
         let stored = try c.query(lookup.sql, lookup.params)
         let writes = try blockWrites(groups: groups, stored: stored, cache: nil) { index, _ in installations[index].record }.writes
-        _ = try c.pipeline(writes)
+        _ = try c.pipeline(statements: writes)
     }
 
     /// Schema 12: the installations of `telemetry_installations` (one row each) moved into blocks, `chunk` at a time
@@ -592,6 +600,12 @@ public final class PostgresTelemetry: TelemetryCounters, @unchecked Sendable {
     /// A `bytea` parameter in text (`\x` and hex).
     static func byteaLiteral(_ bytes: [UInt8]) -> String { "\\x" + Hex.encode(bytes) }
 
+    /// Whether `a` sorts before `b`, bytewise (`lexicographicallyPrecedes`, through `memcmp`: the generic one
+    /// iterated byte by byte through the runtime's metadata, seen in perf).
+    @inline(__always) static func precedes(_ a: [UInt8], _ b: [UInt8]) -> Bool {
+        a.withUnsafeBytes { a in b.withUnsafeBytes { b in compareInstallationIDs(a, b) < 0 } }
+    }
+
     /// The partition of an installation id's UTF-8 bytes (as `partition(_: String)`).
     static func partition<Bytes: Sequence<UInt8>>(_ id: Bytes) -> Int64 {
         var h: UInt32 = 2_166_136_261
@@ -634,17 +648,13 @@ package enum PGArray {
         }
     }
 
-    /// One `bytea` in text (`\x` and hex) holding `values` one after another, and where each starts (1-based, as
-    /// `substring` counts) and how long it is: many values in one parameter without an array to parse.
-    static func concatenated(_ values: [[UInt8]]) -> (bytea: String, starts: String, lengths: String) {
+    /// `values` one after another (a binary `bytea` parameter), and where each starts (1-based, as `substring`
+    /// counts) and how long it is: many values in one parameter without an array to parse.
+    static func concatenated(_ values: [[UInt8]]) -> (bytes: [UInt8], starts: String, lengths: String) {
         let total = values.reduce(0) { $0 + $1.count }
-        let text = String(unsafeUninitializedCapacity: 2 + 2 * total) { out in
-            out[0] = UInt8(ascii: "\\")
-            out[1] = UInt8(ascii: "x")
-            var at = 2
-            for v in values { at = hex(v, into: out, at: at) }
-            return at
-        }
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(total)
+        for v in values { bytes.append(contentsOf: v) }
         var starts: [Int64] = []
         starts.reserveCapacity(values.count)
         var next: Int64 = 1
@@ -652,7 +662,7 @@ package enum PGArray {
             starts.append(next)
             next += Int64(v.count)
         }
-        return (text, ints(starts), ints(values.map { Int64($0.count) }))
+        return (bytes, ints(starts), ints(values.map { Int64($0.count) }))
     }
 
     /// Writes the hex of `bytes` into `out` from `at`; returns where it ended.

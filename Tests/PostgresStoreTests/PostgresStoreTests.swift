@@ -122,6 +122,51 @@ struct PostgresStoreTests {
         #expect(try c.pipeline([]).isEmpty)
     }
 
+    /// A binary `bytea` parameter arrives as exactly its bytes (every byte value, NUL and backslash included, and
+    /// the empty value), beside text parameters and NULLs in the same statement, after deferred statements and
+    /// through a prepared statement too.
+    @Test func binaryByteaParametersArriveAsTheirBytes() throws {
+        let c = try PGConnection(try PostgresServer.get().freshDatabase())
+        let all = (0...255).map { UInt8($0) } + [0, 92, 0]
+        let hex = all.map { String(format: "%02x", $0) }.joined()
+        let sql = "SELECT encode($1::bytea, 'hex'), length($1::bytea), $2::text, $3::text IS NULL, encode($4::bytea, 'hex')"
+        c.deferUntilNextRoundTrip([("SELECT 1", [])])
+        let answers = try c.pipeline(statements: [PGStatement(sql, [nil, "t", nil, nil], binary: [0: all, 3: []])])
+        #expect(answers == [[[hex, String(all.count), "t", "t", ""]]])
+        try c.prepare(sql)
+        let prepared = try c.pipeline(statements: [PGStatement(sql, [nil, "u", "x", nil], binary: [0: [7, 0, 92], 3: [1]])])
+        #expect(prepared == [[["07005c", "3", "u", "f", "01"]]])
+    }
+
+    /// A statement sent with `prepare` is prepared in the round trip that first sends it (no round trip of its
+    /// own) and run by name from then on; one the server refuses is thrown and prepared again next time, while a
+    /// statement prepared before the failure in the same round trip stays prepared.
+    @Test func statementsArePreparedInTheRoundTripThatFirstSendsThem() throws {
+        let c = try PGConnection(try PostgresServer.get().freshDatabase())
+        let add = "SELECT $1::int + 1"
+        let twice = "SELECT $1::text || $1::text"
+        let trips = c.roundTrips
+        let first = try c.pipeline(statements: [
+            PGStatement(add, ["1"], prepare: true), PGStatement(twice, ["a"], prepare: true), PGStatement(add, ["2"], prepare: true),
+        ])
+        #expect(first == [[["2"]], [["aa"]], [["3"]]])
+        #expect(c.roundTrips == trips + 1)
+        let preparedOnServer = "SELECT statement FROM pg_prepared_statements ORDER BY name"
+        #expect(try c.query(preparedOnServer) == [[add], [twice]])
+        #expect(try c.query(twice, ["ab"]) == [["abab"]])
+        let bad = "SELECT nothing FROM nowhere_at_all WHERE $1::int = 1"
+        let after = "SELECT $1::int * 2"
+        #expect(throws: PostgresError.self) {
+            try c.pipeline(statements: [PGStatement(after, ["4"], prepare: true), PGStatement(bad, ["1"], prepare: true)])
+        }
+        #expect(try c.query(preparedOnServer) == [[add], [twice], [after]])
+        #expect(try c.pipeline(statements: [PGStatement(after, ["21"], prepare: true)]) == [[["42"]]])
+        #expect(throws: PostgresError.self) { try c.pipeline(statements: [PGStatement(bad, ["1"], prepare: true)]) }
+        try c.execute("CREATE TABLE nowhere_at_all (nothing int)")
+        #expect(try c.pipeline(statements: [PGStatement(bad, ["1"], prepare: true)]) == [[]])
+        #expect(try c.query(preparedOnServer) == [[add], [twice], [after], [bad]])
+    }
+
     /// Statements deferred to the next round trip go first in it, in order, and everything sent after them sees
     /// them; a failure among them is thrown by that call, which then runs none of its own statements; a rollback
     /// drops what is still queued.
