@@ -99,15 +99,16 @@ enum ServeEndpointsBench {
     static func json(_ bytes: [UInt8]) -> JSONValue? { try? JSONParser().parse(String(decoding: bytes, as: UTF8.self)) }
 
     /// `clients` threads hitting `endpoint` for `seconds` after a warm-up (attestations for the assertion clients).
+    /// `ports`: the servers' ports, client i asking the (i mod count)th; `server`: the process whose CPU is measured.
     static func measure(
-        _ endpoint: Endpoint, clients: Int, seconds: Double, port: UInt16, authority: DemoCertificateAuthority,
-        debugToken: String, server: pid_t
+        _ endpoint: Endpoint, clients: Int, seconds: Double, ports: [UInt16], authority: DemoCertificateAuthority,
+        debugToken: String, server: pid_t?
     ) -> Figures {
         let tally = Tally()
         // The consume clients' tokens are minted before the window (one RSA signature each on the server), so the
         // window holds consumes alone, as it holds one endpoint's requests for every other endpoint.
         let minted = endpoint == .consume
-            ? mintLimitedUseTokens(clients: clients, port: port, debugToken: debugToken, tally: tally) : nil
+            ? mintLimitedUseTokens(clients: clients, ports: ports, debugToken: debugToken, tally: tally) : nil
         let warmUp = endpoint == .assertion ? 1.5 : 0.3
         let windowStart = Stopwatch.nanoseconds() + UInt64(warmUp * 1e9)
         let deadline = windowStart + UInt64(seconds * 1e9)
@@ -121,7 +122,7 @@ enum ServeEndpointsBench {
                     group.leave()
                 }
                 do {
-                    let http = try LoopbackHTTPClient(host: "127.0.0.1", port: port)
+                    let http = try LoopbackHTTPClient(host: "127.0.0.1", port: ports[c % ports.count])
                     try loop(endpoint, http: http, tally: tally, windowStart: windowStart, deadline: deadline,
                         authority: authority, debugToken: debugToken, tokens: minted?[c] ?? [])
                 } catch {
@@ -133,31 +134,34 @@ enum ServeEndpointsBench {
             while Stopwatch.nanoseconds() < t { usleep(UInt32(min(100_000, (t - min(t, Stopwatch.nanoseconds())) / 1000 + 1))) }
         }
         waitUntil(windowStart)
-        let cpu0 = cpuSeconds(of: server)
+        let cpu0 = server.map(cpuSeconds(of:))
         // Every client stops at the deadline, or earlier when its minted tokens run out: the window is then
         // as long as the last client kept asking.
         while Stopwatch.nanoseconds() < deadline, ends.lock.withLock({ ends.latencies.count }) < clients {
             usleep(UInt32(min(20_000, (deadline - min(deadline, Stopwatch.nanoseconds())) / 1000 + 1)))
         }
-        let cpu1 = cpuSeconds(of: server)
+        let cpu1 = server.map(cpuSeconds(of:))
         let cpuEnd = min(deadline, Stopwatch.nanoseconds())
         group.wait()
         let windowEnd = min(deadline, ends.latencies.max() ?? deadline)
         let window = max(Double(windowEnd) - Double(windowStart), 1e6) / 1e9
         let cpuWindow = max(Double(cpuEnd) - Double(windowStart), 1e6) / 1e9
         let sorted = tally.latencies.sorted()
+        // A window in which nothing was answered measured nothing: it counts as an error, never as a figure.
+        if sorted.isEmpty { tally.fail("no \(endpoint.rawValue) answered in the window") }
         func pct(_ p: Double) -> Double {
             sorted.isEmpty ? 0 : Double(sorted[min(sorted.count - 1, Int(Double(sorted.count) * p))]) / 1e6
         }
         return Figures(
             rate: Double(sorted.count) / window, p50: pct(0.5), p99: pct(0.99), errors: tally.errors,
-            firstError: tally.firstError, serverCores: (cpu1 - cpu0) / cpuWindow)
+            firstError: tally.firstError,
+            serverCores: cpu0.flatMap { c0 in cpu1.map { ($0 - c0) / cpuWindow } })
     }
 
     /// Limited-use tokens for the consume clients, minted through `exchangeDebugToken` by `clients` connections at
-    /// once before the window: `ROLLOUT_BENCH_CONSUME_TOKENS` in all (default 16,000, at least 100 per client).
-    static func mintLimitedUseTokens(clients: Int, port: UInt16, debugToken: String, tally: Tally) -> [[String]] {
-        let total = Int(ProcessInfo.processInfo.environment["ROLLOUT_BENCH_CONSUME_TOKENS"] ?? "") ?? 16_000
+    /// once before the window: `ROLLOUT_BENCH_CONSUME_TOKENS` in all (default 40,000, at least 100 per client: more than a window consumes here).
+    static func mintLimitedUseTokens(clients: Int, ports: [UInt16], debugToken: String, tally: Tally) -> [[String]] {
+        let total = Int(ProcessInfo.processInfo.environment["ROLLOUT_BENCH_CONSUME_TOKENS"] ?? "") ?? 40_000
         let each = max(100, total / clients)
         let body = Array("{\"debugToken\":\"\(debugToken)\",\"limitedUse\":true}".utf8)
         nonisolated(unsafe) var tokens = [[String]](repeating: [], count: clients)
@@ -165,7 +169,7 @@ enum ServeEndpointsBench {
         DispatchQueue.concurrentPerform(iterations: clients) { c in
             var mine: [String] = []
             do {
-                let http = try LoopbackHTTPClient(host: "127.0.0.1", port: port)
+                let http = try LoopbackHTTPClient(host: "127.0.0.1", port: ports[c % ports.count])
                 for _ in 0..<each {
                     let r = try http.post(path: path("exchangeDebugToken"), body: body)
                     guard r.status == 200, let token = json(r.body)?["token"]?.stringValue else {
@@ -328,7 +332,7 @@ enum ServeEndpointsBench {
         for endpoint in Endpoint.allCases {
             for clients in [1, 8, 64] {
                 let f = measure(
-                    endpoint, clients: clients, seconds: seconds, port: port, authority: authority,
+                    endpoint, clients: clients, seconds: seconds, ports: [port], authority: authority,
                     debugToken: debugToken, server: server.processIdentifier)
                 let label = "\(endpoint.rawValue), \(clients) client\(clients == 1 ? "" : "s")"
                 print(
@@ -447,7 +451,8 @@ struct OpenSSLSpeedRuns {
 
 /// Two `rollout serve` processes on one PostgreSQL team store against one: limited-use consumes (each a durable
 /// write of the consumed token to the store, group-committed per process; a challenge writes nothing since it
-/// authenticates itself, so it would measure the machine's cores, not the store) from 16 clients, all on one
+/// authenticates itself, so it would measure the machine's cores, not the store; the tokens are minted before the
+/// window, from both processes when there are two) from 16 clients, all on one
 /// process and then 8 on each, with the same server, then the replay check across both: each of 40 devices sends
 /// one assertion to both processes at once, and exactly one of the two is answered with a token.
 enum ServePostgresBench {
@@ -510,38 +515,32 @@ enum ServePostgresBench {
             in: PostgresAppCheckState(
                 store: try PostgresConfigStore(conninfo: conninfo), key: try StoreKey.load(environment["ROLLOUT_STORE_KEY"]!)))
 
-        func load(_ ports: [UInt16]) -> ServeEndpointsBench.Figures {
-            let tally = ServeEndpointsBench.Tally()
-            let windowStart = Stopwatch.nanoseconds() + 300_000_000
-            let deadline = windowStart + UInt64(seconds * 1e9)
-            let group = DispatchGroup()
-            for i in 0..<16 {
-                group.enter()
-                Thread.detachNewThread {
-                    defer { group.leave() }
-                    do {
-                        let http = try LoopbackHTTPClient(host: "127.0.0.1", port: ports[i % ports.count])
-                        try ServeEndpointsBench.loop(
-                            .consume, http: http, tally: tally, windowStart: windowStart, deadline: deadline,
-                            authority: authority, debugToken: debugToken)
-                    } catch {
-                        tally.fail("\(error)")
-                    }
-                }
-            }
-            group.wait()
-            let sorted = tally.latencies.sorted()
-            return ServeEndpointsBench.Figures(
-                rate: Double(sorted.count) / seconds, p50: sorted.isEmpty ? 0 : Double(sorted[sorted.count / 2]) / 1e6,
-                p99: sorted.isEmpty ? 0 : Double(sorted[min(sorted.count - 1, sorted.count * 99 / 100)]) / 1e6,
-                errors: tally.errors, firstError: tally.firstError, serverCores: nil)
+        /// The machine's busy share of all its cores over a load (from /proc/stat): whether the cores, not the
+        /// store, bound it.
+        func machineTicks() -> (busy: Double, all: Double) {
+            guard let text = try? String(contentsOfFile: "/proc/stat", encoding: .utf8),
+                let line = text.split(separator: "\n").first(where: { $0.hasPrefix("cpu ") })
+            else { return (0, 0) }
+            let f = line.split(separator: " ").dropFirst().compactMap { Double($0) }
+            guard f.count >= 5 else { return (0, 0) }
+            let all = f.prefix(8).reduce(0, +)
+            return (all - f[3] - f[4], all)
         }
-        let one = load([a.1])
-        let two = load([a.1, b.1])
-        for (label, f) in [("one process", one), ("two processes", two)] {
+        func load(_ ports: [UInt16]) -> (ServeEndpointsBench.Figures, Double) {
+            let t0 = machineTicks()
+            let f = ServeEndpointsBench.measure(
+                .consume, clients: 16, seconds: seconds, ports: ports, authority: authority, debugToken: debugToken,
+                server: nil)
+            let t1 = machineTicks()
+            // Includes the minting before the window (RSA signatures, as busy as the window itself).
+            return (f, t1.all > t0.all ? (t1.busy - t0.busy) / (t1.all - t0.all) : 0)
+        }
+        let (one, busyOne) = load([a.1])
+        let (two, busyTwo) = load([a.1, b.1])
+        for (label, f, busy) in [("one process", one, busyOne), ("two processes", two, busyTwo)] {
             print(
                 "  limited-use consumes, 16 clients, \(label): \(formatFigure(f.rate)) req/s, p50 \(formatFigure(f.p50)) ms, p99 "
-                    + "\(formatFigure(f.p99)) ms, \(f.errors) errors")
+                    + "\(formatFigure(f.p99)) ms, \(f.errors) errors; the machine's cores \(Int((busy * 100).rounded()))% busy")
             if let e = f.firstError { print("    first error: \(e)") }
         }
         report(
