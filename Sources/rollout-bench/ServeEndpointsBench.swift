@@ -337,7 +337,8 @@ enum ServeEndpointsBench {
                 let label = "\(endpoint.rawValue), \(clients) client\(clients == 1 ? "" : "s")"
                 print(
                     "  \(label): \(formatFigure(f.rate)) req/s, p50 \(formatFigure(f.p50)) ms, p99 "
-                        + "\(formatFigure(f.p99)) ms, \(f.errors) errors")
+                        + "\(formatFigure(f.p99)) ms, \(f.errors) errors; serve used \(formatFigure(f.serverCores ?? 0)) of "
+                        + "\(Int(cores)) cores")
                 if let e = f.firstError { print("    first error: \(e)") }
                 if let (what, ceiling) = ceilings[endpoint] {
                     // Against every core of the machine (the clients run on them too), and against the cores the
