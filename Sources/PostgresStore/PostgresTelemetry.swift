@@ -439,61 +439,41 @@ public final class PostgresTelemetry: TelemetryCounters, @unchecked Sendable {
             }
             stored[p] = kept
         }
-        var updated: (parts: [Int64], uppers: [[UInt8]], counts: [Int64], data: [[UInt8]]) = ([], [], [], [])
-        var inserted: (parts: [Int64], uppers: [[UInt8]], counts: [Int64], data: [[UInt8]]) = ([], [], [], [])
+        var updated = BlockColumns()
+        var inserted = BlockColumns()
         for (p, group) in groups.enumerated() where !group.isEmpty {
             let before = stored[p]
             for block in try InstallationRanges.merge(stored: before, ids: group, settle: settle) {
                 if block.replacing {
                     if before.contains(where: { $0.upper == block.upper && $0.data == block.data }) { continue }
-                    updated.parts.append(Int64(p))
-                    updated.uppers.append(block.upper)
-                    updated.counts.append(Int64(block.installations))
-                    updated.data.append(block.data)
+                    updated.append(part: p, block)
                 } else {
-                    inserted.parts.append(Int64(p))
-                    inserted.uppers.append(block.upper)
-                    inserted.counts.append(Int64(block.installations))
-                    inserted.data.append(block.data)
+                    inserted.append(part: p, block)
                 }
             }
         }
-        var writes: [PGStatement] = []
-        var blocks: [(part: Int, upper: [UInt8], data: [UInt8])] = []
-        for i in updated.parts.indices { blocks.append((Int(updated.parts[i]), updated.uppers[i], updated.data[i])) }
-        for i in inserted.parts.indices { blocks.append((Int(inserted.parts[i]), inserted.uppers[i], inserted.data[i])) }
         // The blocks' bytes go as one binary bytea parameter (the bytes as they are: no hex written here or parsed by
         // the server) and are cut with `substring` (no array of bytea for the server to parse).
+        let rows = "unnest($1::smallint[], $2::bytea[], $3::integer[], $5::integer[], $6::integer[]) AS u(part, upper, n, start, length)"
+        var writes: [PGStatement] = []
         if !updated.parts.isEmpty {
-            let data = PGArray.concatenated(updated.data)
             writes.append(
-                PGStatement(
+                updated.statement(
                     "UPDATE telemetry_installation_blocks t SET installations = u.n, data = substring($4::bytea FROM u.start FOR u.length), "
                         + "revision = nextval('telemetry_block_revision') "
-                        + "FROM unnest($1::smallint[], $2::bytea[], $3::integer[], $5::integer[], $6::integer[]) AS u(part, upper, n, start, length) "
-                        + "WHERE t.part = u.part AND t.upper = u.upper RETURNING t.part, t.upper, t.revision",
-                    [
-                        PGArray.ints(updated.parts), PGArray.byteas(updated.uppers), PGArray.ints(updated.counts), nil, data.starts,
-                        data.lengths,
-                    ], binary: [3: data.bytes]
-                ))
+                        + "FROM \(rows) WHERE t.part = u.part AND t.upper = u.upper RETURNING t.part, t.upper, t.revision"))
         }
         if !inserted.parts.isEmpty {
-            let data = PGArray.concatenated(inserted.data)
             writes.append(
-                PGStatement(
+                inserted.statement(
                     // A block key taken by another writer since the read (none holding the partition can) is a unique
                     // violation: the batch runs again, settled from the blocks as they are then.
                     "INSERT INTO telemetry_installation_blocks (part, upper, installations, data, revision) "
                         + "SELECT u.part, u.upper, u.n, substring($4::bytea FROM u.start FOR u.length), nextval('telemetry_block_revision') "
-                        + "FROM unnest($1::smallint[], $2::bytea[], $3::integer[], $5::integer[], $6::integer[]) AS u(part, upper, n, start, length) "
-                        + "RETURNING part, upper, revision",
-                    [
-                        PGArray.ints(inserted.parts), PGArray.byteas(inserted.uppers), PGArray.ints(inserted.counts), nil, data.starts,
-                        data.lengths,
-                    ], binary: [3: data.bytes]
-                ))
+                        + "FROM \(rows) RETURNING part, upper, revision"))
         }
+        let blocks = (updated.parts.indices.map { (Int(updated.parts[$0]), updated.uppers[$0], updated.data[$0]) })
+            + inserted.parts.indices.map { (Int(inserted.parts[$0]), inserted.uppers[$0], inserted.data[$0]) }
         return (writes, blocks)
     }
 
@@ -725,5 +705,29 @@ final class BlockCache {
             bytes = data.count + upper.count
         }
         blocks[part, default: [:]][upper] = (revision, data)
+    }
+}
+
+/// Blocks to write, as the columns the block statements unnest: partition, key, installations, bytes.
+private struct BlockColumns {
+    var parts: [Int64] = []
+    var uppers: [[UInt8]] = []
+    var counts: [Int64] = []
+    var data: [[UInt8]] = []
+
+    mutating func append(part: Int, _ block: InstallationRanges.Written) {
+        parts.append(Int64(part))
+        uppers.append(block.upper)
+        counts.append(Int64(block.installations))
+        data.append(block.data)
+    }
+
+    /// `sql` with these columns as $1...$6: the bytes concatenated into one binary bytea ($4), cut by start ($5)
+    /// and length ($6).
+    func statement(_ sql: String) -> PGStatement {
+        let bytes = PGArray.concatenated(data)
+        return PGStatement(
+            sql, [PGArray.ints(parts), PGArray.byteas(uppers), PGArray.ints(counts), nil, bytes.starts, bytes.lengths],
+            binary: [3: bytes.bytes])
     }
 }
