@@ -34,15 +34,6 @@ struct InstallationRangesTests {
         }
     }
 
-    static func decode(_ block: [UInt8]) throws -> [([UInt8], InstallationRecord)] {
-        try block.withUnsafeBytes { bytes in
-            var reader = try InstallationBlock.Reader(bytes)
-            var out: [([UInt8], InstallationRecord)] = []
-            while let (id, r) = try reader.next() { out.append((Array(id), r)) }
-            return out
-        }
-    }
-
     @Test func mergesKeepEveryInstallationInItsRange() throws {
         var r = Random(state: 36)
         var table = Table()
@@ -76,7 +67,7 @@ struct InstallationRangesTests {
             var previousKey: [UInt8]?
             var all: [([UInt8], InstallationRecord)] = []
             for key in table.keys {
-                let entries = try Self.decode(table.blocks[key]!)
+                let entries = try InstallationBlockTests.decode(table.blocks[key]!)
                 #expect(!entries.isEmpty)
                 #expect(table.blocks[key]!.count <= InstallationBlock.targetBytes + 1 || entries.count == 1, "round \(round): block size")
                 for (id, _) in entries {
