@@ -23,15 +23,20 @@ import Timekeeping
         return try Data(contentsOf: URL(fileURLWithPath: store.witness.path))
     }
 
-    /// Whether opening `path` and writing to it is refused as a damaged store (the open or the write).
+    /// Whether opening `path`, verifying it or writing to it is refused as a damaged store (the integrity check's
+    /// `ConfigIntegrityProblem` or `StoreError.corrupt`; any other error is not a refusal).
     static func isRefused(_ path: String) -> Bool {
         do {
             let store = try RolloutStore(path: path, create: false)
-            if (try? store.verify()) == nil { return true }
+            _ = try store.verify()
             _ = try consume(try AppCheckStateTables(database: store.database), "jti-after")
             return false
-        } catch {
+        } catch is ConfigIntegrityProblem {
             return true
+        } catch StoreError.corrupt {
+            return true
+        } catch {
+            return false
         }
     }
 
