@@ -27,8 +27,6 @@ public final class GroupCommit<Operation, Outcome>: @unchecked Sendable {
     private final class Ticket {
         let operation: Operation
         var outcome: Result<Outcome, any Error>?
-        /// Set when this caller is handed the lead of the next group.
-        var leads = false
         private let semaphore: UnsafeMutablePointer<sem_t>
         init(_ operation: Operation) {
             self.operation = operation
@@ -97,7 +95,7 @@ public final class GroupCommit<Operation, Outcome>: @unchecked Sendable {
         // Operations that queued meanwhile: the first of them leads the next group at once (woken first, so that
         // group's commit starts before this group's callers are answered); none: the next caller leads.
         let next = queue.first
-        if let next { next.leads = true } else { committing = false }
+        if next == nil { committing = false }
         lock.unlock()
         next?.wake()
         for t in group where t !== ticket { t.wake() }
