@@ -20,7 +20,8 @@ import Timekeeping
 /// twice: the WAL and the witness). The clients run on the same cores as the server (the attestation clients sign a
 /// credential certificate per request), so every figure is what both together reach.
 ///
-/// Bounded: `ROLLOUT_BENCH_ENDPOINT_SECONDS` (default 3, at most 20) per endpoint and client count.
+/// Bounded: `ROLLOUT_BENCH_ENDPOINT_SECONDS` (default 3, at most 20) per endpoint and client count. Profiling aids:
+/// `ROLLOUT_BENCH_ENDPOINTS` (see `run`) and `ROLLOUT_BENCH_THREADS` (the server's worker threads, default 16).
 enum ServeEndpointsBench {
     static let suites: [BenchSuite] = [
         BenchSuite(
@@ -322,15 +323,22 @@ enum ServeEndpointsBench {
         ]
 
         let (server, port) = try ServeBench.serverProcess(
-            rollout, store: store, log: dir.appendingPathComponent("access.log").path, threads: 16)
+            rollout, store: store, log: dir.appendingPathComponent("access.log").path, threads: Int(env["ROLLOUT_BENCH_THREADS"] ?? "") ?? 16)
         defer {
             if server.isRunning {
                 kill(server.processIdentifier, SIGTERM)
                 server.waitUntilExit()
             }
         }
+        // `ROLLOUT_BENCH_ENDPOINTS` (e.g. `consume:64,assertion`): only the endpoints whose name holds one of the
+        // words, at the client count given (every count when none), and no kill drill. A profiling aid: every
+        // endpoint and count when unset.
+        let only = (env["ROLLOUT_BENCH_ENDPOINTS"] ?? "").split(separator: ",").map { $0.split(separator: ":").map(String.init) }
+        func selected(_ endpoint: Endpoint, _ clients: Int) -> Bool {
+            only.isEmpty || only.contains { endpoint.rawValue.contains($0[0]) && ($0.count == 1 || $0[1] == "\(clients)") }
+        }
         for endpoint in Endpoint.allCases {
-            for clients in [1, 8, 64] {
+            for clients in [1, 8, 64] where selected(endpoint, clients) {
                 let f = measure(
                     endpoint, clients: clients, seconds: seconds, ports: [port], authority: authority,
                     debugToken: debugToken, server: server.processIdentifier)
@@ -363,7 +371,9 @@ enum ServeEndpointsBench {
         }
         kill(server.processIdentifier, SIGTERM)
         server.waitUntilExit()
-        try killDrill(rollout: rollout, store: store, dir: dir.path, authority: authority, debugToken: debugToken)
+        if only.isEmpty {
+            try killDrill(rollout: rollout, store: store, dir: dir.path, authority: authority, debugToken: debugToken)
+        }
     }
 
     /// SIGKILL while 8 clients ask for challenges, assert and consume limited-use tokens: afterwards every
