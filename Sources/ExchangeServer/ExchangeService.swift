@@ -202,11 +202,24 @@ public final class ExchangeService: HTTPHandler, @unchecked Sendable {
                 let r = AppCheckExchange.errorResponse(e)
                 return .json(r.status, r.body, headers: [("Retry-After", "1")])
             }
-            let r = holder.exchange().handle(
-                method: route.method, projectId: route.projectId, appId: route.appId, body: request.body)
+            // The methods whose answer waits for a durable write share their group commit with the requests
+            // still verifying (`CommitAnticipation`).
+            let r = Self.writingMethods.contains(route.method)
+                ? CommitAnticipation.expecting {
+                    holder.exchange().handle(
+                        method: route.method, projectId: route.projectId, appId: route.appId, body: request.body)
+                }
+                : holder.exchange().handle(
+                    method: route.method, projectId: route.projectId, appId: route.appId, body: request.body)
             return .json(r.status, r.body)
         }
     }
+
+    /// The exchange methods that write before they answer: a redeemed challenge with a saved key or an advanced
+    /// counter, a consumed token.
+    static let writingMethods: Set<String> = [
+        "exchangeAppAttestAttestation", "exchangeAppAttestAssertion", "verifyAppCheckToken",
+    ]
 
     private func notFound(_ request: HTTPRequest) -> HTTPResponse {
         googleError(

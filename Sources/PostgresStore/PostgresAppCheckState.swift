@@ -52,7 +52,9 @@ public final class PostgresAppCheckState: AppCheckState, @unchecked Sendable {
     public init(store: PostgresConfigStore, key: StoreKey?) {
         self.store = store
         self.key = key
-        group = GroupCommit { [unowned self] writes in try self.commitGroup(writes) }
+        group = GroupCommit(anticipation: requestCommitAnticipation) { [unowned self] writes in
+            try self.commitGroup(writes)
+        }
     }
 
     typealias PerRequestWrite = AppCheckPerRequestWrite

@@ -42,7 +42,9 @@ public final class AppCheckStateTables: AppCheckState, @unchecked Sendable {
         try Self.createSchema(in: database)
         reader = database.path.isEmpty || database.path == ":memory:"
             ? nil : try? SQLiteDatabase(path: database.path, create: false, readOnly: true)
-        group = GroupCommit { [unowned self] writes in try self.commitGroup(writes) }
+        group = GroupCommit(anticipation: requestCommitAnticipation) { [unowned self] writes in
+            try self.commitGroup(writes)
+        }
     }
 
     typealias PerRequestWrite = AppCheckPerRequestWrite

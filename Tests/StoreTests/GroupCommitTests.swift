@@ -1,4 +1,5 @@
 import Foundation
+import Platform
 import StoreSupport
 import Testing
 
@@ -132,5 +133,83 @@ import Testing
         #expect(outcomes.failures == Set(groups[1]))
         for (op, v) in outcomes.values { #expect(v == op * 10) }
         #expect(outcomes.values.count + outcomes.failures.count == 12)
+    }
+
+    /// A thread that marks itself as on its way to a write (`CommitAnticipation.expecting`), holds until released,
+    /// then writes `op` (or, with `write` false, ends without writing).
+    static func markedCaller(
+        _ op: Int, group: GroupCommit<Int, Int>, write: Bool, release: NSCondition, released: @escaping @Sendable () -> Bool,
+        marked: DispatchSemaphore, done: DispatchGroup
+    ) {
+        done.enter()
+        Thread.detachNewThread {
+            defer { done.leave() }
+            CommitAnticipation.expecting {
+                marked.signal()
+                release.lock()
+                let deadline = Date().addingTimeInterval(30)
+                while !released() && release.wait(until: deadline) {}
+                release.unlock()
+                if write { _ = try? group.run(op) }
+            }
+        }
+    }
+
+    @Test func aLeaderWaitsForARequestOnItsWayToAWriteAndCommitsItInTheSameGroup() throws {
+        let gate = Gate(failing: [])
+        gate.released = true
+        // A bound far beyond the test: the group below can only form once the marked caller queued.
+        let group = GroupCommit<Int, Int>(anticipation: 60) { try gate.commit($0) }
+        let release = NSCondition()
+        final class Flag: @unchecked Sendable { var on = false }
+        let go = Flag()
+        let marked = DispatchSemaphore(value: 0)
+        let done = DispatchGroup()
+        Self.markedCaller(1, group: group, write: true, release: release, released: { go.on }, marked: marked, done: done)
+        #expect(marked.wait(timeout: .now() + 30) == .success)
+        // An unmarked caller leads: it waits while the marked one is on its way.
+        done.enter()
+        Thread.detachNewThread {
+            defer { done.leave() }
+            _ = try? group.run(0)
+        }
+        try Self.waitUntil { group.queued == 1 }
+        #expect(gate.condition.withLock { gate.groups.isEmpty })
+        release.withLock {
+            go.on = true
+            release.broadcast()
+        }
+        #expect(done.wait(timeout: .now() + 60) == .success)
+        // One group: the leader's write and the one it waited for.
+        #expect(gate.condition.withLock { gate.groups.map { $0.sorted() } } == [[0, 1]])
+    }
+
+    @Test func aMarkedRequestThatEndsWithoutWritingReleasesTheLeader() throws {
+        let gate = Gate(failing: [])
+        gate.released = true
+        let group = GroupCommit<Int, Int>(anticipation: 60) { try gate.commit($0) }
+        let release = NSCondition()
+        final class Flag: @unchecked Sendable { var on = false }
+        let go = Flag()
+        let marked = DispatchSemaphore(value: 0)
+        let done = DispatchGroup()
+        Self.markedCaller(1, group: group, write: false, release: release, released: { go.on }, marked: marked, done: done)
+        #expect(marked.wait(timeout: .now() + 30) == .success)
+        done.enter()
+        nonisolated(unsafe) var answer: Int?
+        Thread.detachNewThread {
+            defer { done.leave() }
+            answer = try? group.run(2)
+        }
+        try Self.waitUntil { group.queued == 1 }
+        #expect(gate.condition.withLock { gate.groups.isEmpty })
+        release.withLock {
+            go.on = true
+            release.broadcast()
+        }
+        #expect(done.wait(timeout: .now() + 60) == .success)
+        // The leader committed alone once the marked request ended, without its 60 s bound running out.
+        #expect(gate.condition.withLock { gate.groups } == [[2]])
+        #expect(answer == 20)
     }
 }
