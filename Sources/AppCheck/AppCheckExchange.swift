@@ -318,6 +318,11 @@ public final class AppCheckExchange: Sendable {
             try redeem(challenge, appId: appId, expiresAt: expiresAt)
             throw .assertionRejected(error)
         }
+        // Signed before the write and released only after it: the request's work is done when it joins its group
+        // commit, so a group forms from requests that have finished their work (`CommitAnticipation`), and its
+        // callers answer as soon as it syncs. A token whose write fails (a replay racing its original past the
+        // counter check above, a store error) is dropped unseen.
+        let token = try issueToken(app.app, at: now, limitedUse: limitedUse)
         // Atomic in the state: of two concurrent requests with the same counter, only one wins.
         let (redemption, advanced) = try storage {
             try state.redeemChallenge(
@@ -327,7 +332,7 @@ public final class AppCheckExchange: Sendable {
         guard advanced else {
             throw .assertionRejected(.counterNotIncreasing(previous: record.counter, received: counter))
         }
-        return try issueToken(app.app, at: now, limitedUse: limitedUse)
+        return token
     }
 
     /// `exchangeDebugToken`: a debug token registered for the app (`rollout appcheck debug-token add`) gets an
