@@ -53,11 +53,15 @@ public final class PostgresConfigStore: ConfigStore, @unchecked Sendable {
     package func catalogChanged() {
         checkedSeal = nil
         catalogCache = nil
+        tablesCache = nil
     }
     /// The catalog's digest and privilege check (columns 9 and 10 of `PostgresSeal.stateQuery`) as this connection
     /// last computed them, with the catalog's fingerprint then: while a write finds the same fingerprint after
     /// its head lock, it takes them from here instead of recomputing them (`PostgresSeal.catalogFingerprint`).
     var catalogCache: (fingerprint: String, catalog: String?, privilege: String?)?
+    /// The sealed tables' digests (columns 11... of `PostgresSeal.stateQuery`) as this connection last computed
+    /// them, with their rows' fingerprint then (`PostgresSeal.rowsFingerprint`): kept as the catalog's are.
+    var tablesCache: (fingerprint: String, digests: [String?])?
     /// How many transactions of this connection took the head lock in one round trip with the state.
     private var headLocks = 0
     /// The database's identity for the witness, read once.
@@ -199,11 +203,12 @@ public final class PostgresConfigStore: ConfigStore, @unchecked Sendable {
     /// planned once per connection), the seal, the newest version's etag (the compare-and-swap of a publish made
     /// next) and the audit record this machine's witness saw; then the seal's check.
     ///
-    /// The catalog's digest and privilege check come from `catalogCache` while the catalog's fingerprint, read
-    /// in that round trip, is the one they were computed at; else the whole state is read again, in one more
-    /// round trip under the same lock, and the cache renewed.
+    /// The catalog's digest and privilege check come from `catalogCache`, and the sealed tables' digests from
+    /// `tablesCache`, while the catalog's and the rows' fingerprints, read in that round trip, are the ones they
+    /// were computed at; else the whole state is read again, in one more round trip under the same lock, and
+    /// both caches renewed.
     private func beginLockingHead() throws {
-        let cached = catalogCache
+        let cached = catalogCache.flatMap { c in tablesCache.map { (c, $0) } }
         let stateQuery =
             cached != nil
             ? PostgresSeal.fingerprintedStateQuery
@@ -220,18 +225,21 @@ public final class PostgresConfigStore: ConfigStore, @unchecked Sendable {
         if let seen, seen.sequence > 0 { statements.append((PostgresWitness.recordQuery, [String(seen.sequence)])) }
         let read = try connection.pipeline(statements)
         var state = read[2].first
-        let fingerprintColumn = 11 + PostgresSeal.sealedTables.count
-        if var row = state, let cached, row.count > fingerprintColumn {
-            if row[fingerprintColumn] == cached.fingerprint {
-                (row[9], row[10]) = (cached.catalog, cached.privilege)
+        let tables = 11..<(11 + PostgresSeal.sealedTables.count)
+        let (catalogColumn, rowsColumn) = (tables.upperBound, tables.upperBound + 1)
+        if var row = state, let (catalog, rows) = cached, row.count > rowsColumn {
+            if row[catalogColumn] == catalog.fingerprint, row[rowsColumn] == rows.fingerprint {
+                (row[9], row[10]) = (catalog.catalog, catalog.privilege)
+                row.replaceSubrange(tables, with: rows.digests)
                 state = row
             } else {
                 try connection.prepare(PostgresSeal.fingerprintingStateQuery)
                 state = try connection.query(PostgresSeal.fingerprintingStateQuery).first
             }
         }
-        if let row = state, row.count > fingerprintColumn, let fingerprint = row[fingerprintColumn] {
-            catalogCache = (fingerprint, row[9], row[10])
+        if let row = state, row.count > rowsColumn, let catalog = row[catalogColumn], let rows = row[rowsColumn] {
+            catalogCache = (catalog, row[9], row[10])
+            tablesCache = (rows, Array(row[tables]))
         }
         lockRead = (read[1].first, read[4].first?.first ?? nil, connection.statementsSent)
         var witnessRead: ((sequence: Int64, hash: String), String?)?
