@@ -426,12 +426,11 @@ public enum PostgresSeal {
             state.items[i].value = catalog
         }
         let text = state.text
-        let write: (sql: String, params: [String?]) = (
+        let write = PGStatement(
             "INSERT INTO store_seal (id, state, mac) VALUES (1, $1, $2) "
                 + "ON CONFLICT (id) DO UPDATE SET state = excluded.state, mac = excluded.mac",
-            [text, key.mac(text)]
-        )
-        try c.pipeline([write] + (thenCommit ? [("COMMIT", [])] : []))
+            [text, key.mac(text)], prepare: true)
+        try c.pipeline(statements: [write] + (thenCommit ? [PGStatement("COMMIT", [])] : []))
         return state
     }
 
