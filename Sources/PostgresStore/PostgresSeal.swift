@@ -264,16 +264,30 @@ public enum PostgresSeal {
     /// is named by the next check instead of being sealed (a table this transaction wrote is digested whole
     /// again, as before). A count that missed a write of this transaction could only leave the old digest in
     /// the seal, which the next check then refuses: never a state sealed that no check saw.
-    static let renewalQuery = stateQuery(catalog: false, digests: .writtenByThisTransaction)
+    ///
+    /// Read only when `renewalQuery` counted a write to a sealed table: a transaction that wrote none (a
+    /// publish) reads a statement that names no sealed table, so the server neither locks nor scans them.
+    static let writtenRenewalQuery = stateQuery(catalog: false, digests: .writtenByThisTransaction)
+
+    /// The head, the newest record and version and the schema version (NULL for the catalog, the privileges and
+    /// every table), then how many rows of the sealed tables the connection wrote (`TableDigests`): what a write
+    /// transaction reads before writing its seal; when that count is not 0 it reads `writtenRenewalQuery`.
+    static let renewalQuery =
+        stateQuery(catalog: false, digests: .none).replacing(
+            " FROM config_head h WHERE h.id = 1",
+            with: ", " + sealedTables.map(written).joined(separator: " + ") + " FROM config_head h WHERE h.id = 1")
+
+    /// How many rows of `table` the connection inserted, updated or deleted and not yet flushed to the
+    /// statistics: the open transaction's writes, and maybe an earlier one's.
+    static func written(_ table: String) -> String {
+        "(" + ["inserted", "updated", "deleted"].map { "pg_stat_get_xact_tuples_\($0)('\(table)'::regclass)" }
+            .joined(separator: " + ") + ")"
+    }
 
     /// The query over `tables` (`sealedTables`, or those of them an older schema has, when migrating).
     static func stateQuery(
         catalog: Bool, digests: TableDigests = .all, fingerprint: Bool = false, tables: [String] = sealedTables
     ) -> String {
-        func written(_ table: String) -> String {
-            ["inserted", "updated", "deleted"].map { "pg_stat_get_xact_tuples_\($0)('\(table)'::regclass)" }
-                .joined(separator: " + ")
-        }
         let columns: [String] =
             switch digests {
             case .all: tables.map(digest(of:))
@@ -413,6 +427,16 @@ public enum PostgresSeal {
         if let checked {
             try c.prepare(renewalQuery)
             var row = try c.query(renewalQuery).first
+            let count = 11 + sealedTables.count
+            if let read = row, read.count > count {
+                // Anything but a count of 0 (nil included) digests the tables written.
+                if read[count].flatMap({ Int64($0) }) != 0 {
+                    try c.prepare(writtenRenewalQuery)
+                    row = try c.query(writtenRenewalQuery).first
+                } else {
+                    row = Array(read.prefix(count))
+                }
+            }
             // The tables this transaction did not write are sealed as checked (see `renewalQuery`).
             for (i, table) in sealedTables.enumerated() where row != nil && row![11 + i] == nil {
                 row![11 + i] = checked.value("table \(table)")
