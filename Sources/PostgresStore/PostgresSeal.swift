@@ -278,10 +278,12 @@ public enum PostgresSeal {
             with: ", " + sealedTables.map(written).joined(separator: " + ") + " FROM config_head h WHERE h.id = 1")
 
     /// How many rows of `table` the connection inserted, updated or deleted and not yet flushed to the
-    /// statistics: the open transaction's writes, and maybe an earlier one's.
+    /// statistics: the open transaction's writes, and maybe an earlier one's. With `track_counts` off (a
+    /// superuser's setting) the server counts nothing: then every table counts as written (1), as before.
     static func written(_ table: String) -> String {
-        "(" + ["inserted", "updated", "deleted"].map { "pg_stat_get_xact_tuples_\($0)('\(table)'::regclass)" }
-            .joined(separator: " + ") + ")"
+        "(CASE WHEN current_setting('track_counts')::boolean THEN "
+            + ["inserted", "updated", "deleted"].map { "pg_stat_get_xact_tuples_\($0)('\(table)'::regclass)" }
+                .joined(separator: " + ") + " ELSE 1 END)"
     }
 
     /// The query over `tables` (`sealedTables`, or those of them an older schema has, when migrating).

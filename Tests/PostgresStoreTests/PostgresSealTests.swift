@@ -541,6 +541,19 @@ struct PostgresSealTests {
         #expect { try store.verifySeal() } throws: { "\($0)".contains("table source_config") }
     }
 
+    /// Without the server's counts of a connection's writes (`track_counts` off), a write that changes a sealed
+    /// table still seals what it leaves: every table counts as written.
+    @Test func aWriteSealsItsOwnRowsWithoutTheServersCounts() throws {
+        let (store, _) = try longLived("untracked")
+        try store.connection.execute("SET track_counts = off")
+        // A table this connection never wrote (so no earlier write's count stands in for this one's).
+        try store.atomically {
+            try store.connection.query("INSERT INTO source_config (name, definition) VALUES ('fleet', '{}')")
+        }
+        #expect(throws: Never.self) { try store.atomically {} }
+        _ = try store.verifySeal()
+    }
+
     @Test func aRollbackIsDetectedByTheMachineThatSawTheLaterState() throws {
         let (conninfo, uri) = try initialized("pg-seal-rollback")
         let laptop = directory.appendingPathComponent("laptop").path
