@@ -80,13 +80,18 @@ public final class PGConnection: @unchecked Sendable {
     public private(set) var statementsSent = 0
 
     /// Statements queued by `deferUntilNextRoundTrip`, sent first in the next round trip.
-    private var deferred: [(sql: String, params: [String?])] = []
+    private var deferred: [PGStatement] = []
 
     /// Queues statements whose results nobody reads (`BEGIN`, the writes of a publish) to go at the front of the
     /// next round trip instead of one of their own. The server runs them in order before that call's statements,
     /// so everything sent later sees them; a failure among them is thrown by that call (and the server skips the
     /// rest of its round trip, COMMIT included). The transaction runner drops the queue when it rolls back.
     public func deferUntilNextRoundTrip(_ statements: [(sql: String, params: [String?])]) {
+        deferred += statements.map { PGStatement($0.sql, $0.params) }
+    }
+
+    /// The same with statements that may be prepared as they go (`PGStatement.prepare`).
+    public func deferUntilNextRoundTrip(statements: [PGStatement]) {
         deferred += statements
     }
 
@@ -94,7 +99,7 @@ public final class PGConnection: @unchecked Sendable {
     @discardableResult
     public func discardDeferred() -> [(sql: String, params: [String?])] {
         defer { deferred = [] }
-        return deferred
+        return deferred.map { ($0.sql, $0.params) }
     }
 
     /// Whether statements are queued for the next round trip.
@@ -168,7 +173,7 @@ public final class PGConnection: @unchecked Sendable {
     @discardableResult
     public func pipeline(statements: [PGStatement]) throws(PostgresError) -> [[[String?]]] {
         let queued = deferred.count
-        let all = deferred.map { PGStatement($0.sql, $0.params) } + statements
+        let all = deferred + statements
         deferred = []
         return Array(try send(all).dropFirst(queued))
     }

@@ -53,11 +53,15 @@ public final class PostgresConfigStore: ConfigStore, @unchecked Sendable {
     package func catalogChanged() {
         checkedSeal = nil
         catalogCache = nil
+        tablesCache = nil
     }
     /// The catalog's digest and privilege check (columns 9 and 10 of `PostgresSeal.stateQuery`) as this connection
     /// last computed them, with the catalog's fingerprint then: while a write finds the same fingerprint after
     /// its head lock, it takes them from here instead of recomputing them (`PostgresSeal.catalogFingerprint`).
     var catalogCache: (fingerprint: String, catalog: String?, privilege: String?)?
+    /// The sealed tables' digests (columns 11... of `PostgresSeal.stateQuery`) as this connection last computed
+    /// them, with their rows' fingerprint then (`PostgresSeal.rowsFingerprint`): kept as the catalog's are.
+    var tablesCache: (fingerprint: String, digests: [String?])?
     /// How many transactions of this connection took the head lock in one round trip with the state.
     private var headLocks = 0
     /// The database's identity for the witness, read once.
@@ -199,11 +203,12 @@ public final class PostgresConfigStore: ConfigStore, @unchecked Sendable {
     /// planned once per connection), the seal, the newest version's etag (the compare-and-swap of a publish made
     /// next) and the audit record this machine's witness saw; then the seal's check.
     ///
-    /// The catalog's digest and privilege check come from `catalogCache` while the catalog's fingerprint, read
-    /// in that round trip, is the one they were computed at; else the whole state is read again, in one more
-    /// round trip under the same lock, and the cache renewed.
+    /// The catalog's digest and privilege check come from `catalogCache`, and the sealed tables' digests from
+    /// `tablesCache`, while the catalog's and the rows' fingerprints, read in that round trip, are the ones they
+    /// were computed at; else the whole state is read again, in one more round trip under the same lock, and
+    /// both caches renewed.
     private func beginLockingHead() throws {
-        let cached = catalogCache
+        let cached = catalogCache.flatMap { c in tablesCache.map { (c, $0) } }
         let stateQuery =
             cached != nil
             ? PostgresSeal.fingerprintedStateQuery
@@ -213,25 +218,33 @@ public final class PostgresConfigStore: ConfigStore, @unchecked Sendable {
         // (A witness that cannot be read is named by the check after the lock, in its order.)
         var seen: (sequence: Int64, hash: String)?
         if let w = try? witness() { seen = try? w.read() }
-        var statements: [(sql: String, params: [String?])] = [
-            ("BEGIN ISOLATION LEVEL READ COMMITTED", []), (Self.headLockQuery, []), (stateQuery, []),
-            (PostgresSeal.sealQuery, []), (Self.newestETagQuery, []),
+        // Each prepared as it is first sent (in this round trip): from then on the server plans none of them
+        // again on this connection.
+        var statements = [
+            PGStatement("BEGIN ISOLATION LEVEL READ COMMITTED", []), PGStatement(Self.headLockQuery, [], prepare: true),
+            PGStatement(stateQuery, []), PGStatement(PostgresSeal.sealQuery, [], prepare: true),
+            PGStatement(Self.newestETagQuery, [], prepare: true),
         ]
-        if let seen, seen.sequence > 0 { statements.append((PostgresWitness.recordQuery, [String(seen.sequence)])) }
-        let read = try connection.pipeline(statements)
+        if let seen, seen.sequence > 0 {
+            statements.append(PGStatement(PostgresWitness.recordQuery, [String(seen.sequence)], prepare: true))
+        }
+        let read = try connection.pipeline(statements: statements)
         var state = read[2].first
-        let fingerprintColumn = 11 + PostgresSeal.sealedTables.count
-        if var row = state, let cached, row.count > fingerprintColumn {
-            if row[fingerprintColumn] == cached.fingerprint {
-                (row[9], row[10]) = (cached.catalog, cached.privilege)
+        let tables = 11..<(11 + PostgresSeal.sealedTables.count)
+        let (catalogColumn, rowsColumn) = (tables.upperBound, tables.upperBound + 1)
+        if var row = state, let (catalog, rows) = cached, row.count > rowsColumn {
+            if row[catalogColumn] == catalog.fingerprint, row[rowsColumn] == rows.fingerprint {
+                (row[9], row[10]) = (catalog.catalog, catalog.privilege)
+                row.replaceSubrange(tables, with: rows.digests)
                 state = row
             } else {
                 try connection.prepare(PostgresSeal.fingerprintingStateQuery)
                 state = try connection.query(PostgresSeal.fingerprintingStateQuery).first
             }
         }
-        if let row = state, row.count > fingerprintColumn, let fingerprint = row[fingerprintColumn] {
-            catalogCache = (fingerprint, row[9], row[10])
+        if let row = state, row.count > rowsColumn, let catalog = row[catalogColumn], let rows = row[rowsColumn] {
+            catalogCache = (catalog, row[9], row[10])
+            tablesCache = (rows, Array(row[tables]))
         }
         lockRead = (read[1].first, read[4].first?.first ?? nil, connection.statementsSent)
         var witnessRead: ((sequence: Int64, hash: String), String?)?
@@ -325,11 +338,15 @@ public final class PostgresConfigStore: ConfigStore, @unchecked Sendable {
 
     public func current() throws -> StoredTemplate {
         try reading {
-            guard let row = try connection.query("SELECT \(Self.versionColumns) FROM config_versions ORDER BY number DESC LIMIT 1").first
+            // Prepared as it is first sent: every write path reads it first.
+            let read = try connection.pipeline(statements: [PGStatement(Self.currentQuery, [], prepare: true)])
+            guard let row = read.first?.first
             else { throw StoreError.unavailable("the store has no version yet (create it with 'rollout init')") }
             return try Self.stored(row)
         }
     }
+
+    static let currentQuery = "SELECT \(versionColumns) FROM config_versions ORDER BY number DESC LIMIT 1"
 
     public func publish(_ request: PublishRequest) throws -> StoredTemplate {
         if isReadOnly { throw PostgresStoreError.readOnly("publish on a read-only store") }
@@ -462,18 +479,18 @@ public final class PostgresConfigStore: ConfigStore, @unchecked Sendable {
         let record = head.chaining(entry)
         // The audit record, the version, the head (a row since the first migration, so writers need UPDATE on it,
         // not INSERT) and the notification: nothing is read back, so they go with the transaction's next round
-        // trip (the state the seal is made of, or COMMIT), in this order, before anything sent after them.
-        connection.deferUntilNextRoundTrip([
-            Self.insertStatement(record),
-            (
+        // trip (the state the seal is made of, or COMMIT), in this order, before anything sent after them; each
+        // prepared as it is first sent, so that the server plans none of them again on this connection.
+        let audit = Self.insertStatement(record)
+        connection.deferUntilNextRoundTrip(statements: [
+            PGStatement(audit.sql, audit.params, prepare: true),
+            PGStatement(
                 "INSERT INTO config_versions (\(Self.versionColumns)) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
-                values + [String(record.sequence), record.hash]
-            ),
-            (
+                values + [String(record.sequence), record.hash], prepare: true),
+            PGStatement(
                 "UPDATE config_head SET version = $1, audit_sequence = $2, audit_hash = $3 WHERE id = 1",
-                [String(number), String(record.sequence), record.hash]
-            ),
-            ("SELECT pg_notify($1, $2)", [Self.channel, String(number)]),
+                [String(number), String(record.sequence), record.hash], prepare: true),
+            PGStatement("SELECT pg_notify($1, $2)", [Self.channel, String(number)], prepare: true),
         ])
         return StoredTemplate(stamping: template, info: info)
     }

@@ -209,38 +209,103 @@ public enum PostgresSeal {
         ), 'UTF8')), 'hex') FROM rel r)
         """
 
+    /// A fingerprint of the sealed tables' rows: each table's name and the row identity (`ctid`) and `xmin` of
+    /// each of its row versions, in scan order, hashed server-side into one short value.
+    ///
+    /// The argument is the catalog fingerprint's (`catalogFingerprint`): an UPDATE, INSERT or DELETE of another
+    /// session never changes a committed row version in place; it writes a new one (another `ctid`, an `xmin` of
+    /// its own transaction, and no transaction id is handed out twice) or removes one from what a statement sees.
+    /// A row version seen committed is final, so the same list of (`ctid`, `xmin`) per table means the same rows,
+    /// and the same rows give the same digest on one connection (its settings, `bytea_output`, are its own; the
+    /// columns' types are the catalog's, whose fingerprint is read beside this one). A different order of the
+    /// same rows only makes the next write compute the digests again. Each table is named in the list, so rows
+    /// cannot move from one table's list to another's unnoticed.
+    static func rowsFingerprint(_ tables: [String] = sealedTables) -> String {
+        "encode(sha256(convert_to(concat("
+            + tables.map {
+                "'\($0) ' || coalesce((SELECT string_agg(t.ctid::text || t.xmin::text, ',') FROM \($0) t), ''), E'\\n'"
+            }.joined(separator: ", ")
+            + "), 'UTF8')), 'hex')"
+    }
+
+    /// Which digests of the sealed tables a state query computes.
+    enum TableDigests {
+        /// Every table's.
+        case all
+        /// None (NULL in their columns): the connection holds those of the rows' fingerprint (`rowsFingerprint`).
+        case none
+        /// Those of the tables the open transaction wrote (inserted, updated or deleted a row of; NULL for the
+        /// others), by the server's own count of the connection's writes (`pg_stat_get_xact_tuples_*`). That
+        /// count can also hold an earlier transaction's writes not yet flushed to the statistics, which only
+        /// digests such a table again, as every renewal did before.
+        case writtenByThisTransaction
+    }
+
     /// One round trip: the head, the newest record and version, the schema version, the catalog, the privileges,
     /// then every sealed table's digest.
     static let stateQuery = stateQuery(catalog: true)
 
-    /// `stateQuery` and then the catalog's fingerprint (`catalogFingerprint`): what a connection's second write
-    /// reads after its head lock, to keep the catalog's digest and privilege check for the writes after it. (The
-    /// first reads `stateQuery` alone: a command that writes once does not pay for a fingerprint it never uses.)
+    /// `stateQuery` and then the catalog's fingerprint (`catalogFingerprint`) and the sealed rows' fingerprint
+    /// (`rowsFingerprint`): what a connection's second write reads after its head lock, to keep the catalog's
+    /// digest and privilege check and the tables' digests for the writes after it. (The first reads `stateQuery`
+    /// alone: a command that writes once does not pay for fingerprints it never uses.)
     static let fingerprintingStateQuery = stateQuery(catalog: true, fingerprint: true)
 
-    /// `stateQuery` with the catalog's fingerprint in place of its digest and the privileges (NULL in their
-    /// columns): what a write transaction reads after the head lock while its connection holds the digest and
-    /// privilege check of that fingerprint (`PostgresConfigStore.catalogCache`).
-    static let fingerprintedStateQuery = stateQuery(catalog: false, fingerprint: true)
+    /// `stateQuery` with the two fingerprints in place of the catalog's digest, the privileges and the tables'
+    /// digests (NULL in their columns): what a write transaction reads after the head lock while its connection
+    /// holds the digests and privilege check of those fingerprints (`PostgresConfigStore.catalogCache`,
+    /// `tablesCache`).
+    static let fingerprintedStateQuery = stateQuery(catalog: false, digests: .none, fingerprint: true)
 
-    /// `stateQuery` without the catalog's digest and the privileges (NULL in their columns): what a write
-    /// transaction re-reads before writing its seal. Its own statements change rows, never the catalog; the
-    /// catalog it seals is the one it checked after the head lock, so a catalog change made by another session
-    /// meanwhile is named by the next check instead of being sealed; a privilege is checked by every check.
-    static let renewalQuery = stateQuery(catalog: false)
+    /// `stateQuery` without the catalog's digest and the privileges, and with the digests of only the sealed
+    /// tables this transaction wrote (NULL in the other columns): what a write transaction re-reads before
+    /// writing its seal. Its own statements change rows, never the catalog; the catalog and the tables it did
+    /// not write are sealed as it checked them after the head lock, so a change another session made meanwhile
+    /// is named by the next check instead of being sealed (a table this transaction wrote is digested whole
+    /// again, as before). A count that missed a write of this transaction could only leave the old digest in
+    /// the seal, which the next check then refuses: never a state sealed that no check saw.
+    ///
+    /// Read only when `renewalQuery` counted a write to a sealed table: a transaction that wrote none (a
+    /// publish) reads a statement that names no sealed table, so the server neither locks nor scans them.
+    static let writtenRenewalQuery = stateQuery(catalog: false, digests: .writtenByThisTransaction)
+
+    /// The head, the newest record and version and the schema version (NULL for the catalog, the privileges and
+    /// every table), then how many rows of the sealed tables the connection wrote (`TableDigests`): what a write
+    /// transaction reads before writing its seal; when that count is not 0 it reads `writtenRenewalQuery`.
+    static let renewalQuery =
+        stateQuery(catalog: false, digests: .none).replacing(
+            " FROM config_head h WHERE h.id = 1",
+            with: ", " + sealedTables.map(written).joined(separator: " + ") + " FROM config_head h WHERE h.id = 1")
+
+    /// How many rows of `table` the connection inserted, updated or deleted and not yet flushed to the
+    /// statistics: the open transaction's writes, and maybe an earlier one's. With `track_counts` off (a
+    /// superuser's setting) the server counts nothing: then every table counts as written (1), as before.
+    static func written(_ table: String) -> String {
+        "(CASE WHEN current_setting('track_counts')::boolean THEN "
+            + ["inserted", "updated", "deleted"].map { "pg_stat_get_xact_tuples_\($0)('\(table)'::regclass)" }
+                .joined(separator: " + ") + " ELSE 1 END)"
+    }
 
     /// The query over `tables` (`sealedTables`, or those of them an older schema has, when migrating).
-    static func stateQuery(catalog: Bool, fingerprint: Bool = false, tables: [String] = sealedTables) -> String {
-        "SELECT h.version, h.audit_sequence, h.audit_hash, "
-        + "(SELECT sequence FROM config_audit ORDER BY sequence DESC LIMIT 1), "
-        + "(SELECT encode(sha256(convert_to(t::text, 'UTF8')), 'hex') FROM config_audit t ORDER BY sequence DESC LIMIT 1), "
-        + "(SELECT hash FROM config_audit ORDER BY sequence DESC LIMIT 1), "
-        + "(SELECT number FROM config_versions ORDER BY number DESC LIMIT 1), "
-        + "(SELECT encode(sha256(convert_to(t::text, 'UTF8')), 'hex') FROM config_versions t ORDER BY number DESC LIMIT 1), "
-        + "(SELECT max(version) FROM rollout_schema), "
+    static func stateQuery(
+        catalog: Bool, digests: TableDigests = .all, fingerprint: Bool = false, tables: [String] = sealedTables
+    ) -> String {
+        let columns: [String] =
+            switch digests {
+            case .all: tables.map(digest(of:))
+            case .none: tables.map { _ in "NULL" }
+            case .writtenByThisTransaction: tables.map { "CASE WHEN \(written($0)) > 0 THEN \(digest(of: $0)) END" }
+            }
+        return "SELECT h.version, h.audit_sequence, h.audit_hash, "
+            + "(SELECT sequence FROM config_audit ORDER BY sequence DESC LIMIT 1), "
+            + "(SELECT encode(sha256(convert_to(t::text, 'UTF8')), 'hex') FROM config_audit t ORDER BY sequence DESC LIMIT 1), "
+            + "(SELECT hash FROM config_audit ORDER BY sequence DESC LIMIT 1), "
+            + "(SELECT number FROM config_versions ORDER BY number DESC LIMIT 1), "
+            + "(SELECT encode(sha256(convert_to(t::text, 'UTF8')), 'hex') FROM config_versions t ORDER BY number DESC LIMIT 1), "
+            + "(SELECT max(version) FROM rollout_schema), "
             + (catalog ? catalogDigest + ", " + excessPrivilege : "NULL, NULL") + ", "
-            + tables.map(digest(of:)).joined(separator: ", ")
-            + (fingerprint ? ", " + catalogFingerprint : "")
+            + columns.joined(separator: ", ")
+            + (fingerprint ? ", " + catalogFingerprint + ", " + rowsFingerprint(tables) : "")
             + " FROM config_head h WHERE h.id = 1"
     }
 
@@ -360,19 +425,38 @@ public enum PostgresSeal {
     /// `checked`: the state this transaction checked after the head lock, whose catalog item is sealed again
     /// (`renewalQuery`); nil reads everything again.
     package static func renew(_ c: PGConnection, key: PostgresSealKey, checked: State? = nil, thenCommit: Bool = false) throws -> State {
-        if checked != nil { try c.prepare(renewalQuery) }
-        var (state, problem) = checked == nil ? try current(c) : current(row: try c.query(renewalQuery).first)
+        var (state, problem): (State, PostgresSealProblem?)
+        if let checked {
+            try c.prepare(renewalQuery)
+            var row = try c.query(renewalQuery).first
+            let count = 11 + sealedTables.count
+            if let read = row, read.count > count {
+                // Anything but a count of 0 (nil included) digests the tables written.
+                if read[count].flatMap({ Int64($0) }) != 0 {
+                    try c.prepare(writtenRenewalQuery)
+                    row = try c.query(writtenRenewalQuery).first
+                } else {
+                    row = Array(read.prefix(count))
+                }
+            }
+            // The tables this transaction did not write are sealed as checked (see `renewalQuery`).
+            for (i, table) in sealedTables.enumerated() where row != nil && row![11 + i] == nil {
+                row![11 + i] = checked.value("table \(table)")
+            }
+            (state, problem) = current(row: row)
+        } else {
+            (state, problem) = try current(c)
+        }
         if let problem { throw problem }
         if let catalog = checked?.value("catalog"), let i = state.items.firstIndex(where: { $0.name == "catalog" }) {
             state.items[i].value = catalog
         }
         let text = state.text
-        let write: (sql: String, params: [String?]) = (
+        let write = PGStatement(
             "INSERT INTO store_seal (id, state, mac) VALUES (1, $1, $2) "
                 + "ON CONFLICT (id) DO UPDATE SET state = excluded.state, mac = excluded.mac",
-            [text, key.mac(text)]
-        )
-        try c.pipeline([write] + (thenCommit ? [("COMMIT", [])] : []))
+            [text, key.mac(text)], prepare: true)
+        try c.pipeline(statements: [write] + (thenCommit ? [PGStatement("COMMIT", [])] : []))
         return state
     }
 

@@ -470,6 +470,90 @@ struct PostgresSealTests {
         }
     }
 
+    /// A sealed store on a connection of its own, with a row in `guardrail_settings` written (and sealed) by
+    /// that connection, and two more writes, so that the connection keeps the tables' digests (`tablesCache`).
+    func longLived(_ name: String) throws -> (store: PostgresConfigStore, conninfo: String) {
+        let conninfo = try PostgresServer.get().freshDatabase()
+        let sealing = PostgresSealing(
+            key: PostgresSealKey(teamKey: Array(repeating: 5, count: 32), path: key), keyPath: key,
+            witnessDirectory: directory.appendingPathComponent("witness-\(name)").path)
+        let store = try PostgresConfigStore.create(conninfo: conninfo, sealing: sealing) { try PostgresStoreTests.genesis(seed: name) }
+        try store.atomically {
+            try store.connection.query("INSERT INTO guardrail_settings (key, value) VALUES ('guardrails.auto-kill', 'on')")
+        }
+        try store.atomically {}
+        try store.atomically {}
+        return (store, conninfo)
+    }
+
+    /// A long-lived connection keeps the sealed tables' digests while their rows' fingerprint stays the same: a
+    /// row another login inserts, updates (even to the values it had) or deletes after that is still named by
+    /// the connection's next write, and `audit verify`.
+    @Test func aLongLivedConnectionStillNamesEverySealedRowChange() throws {
+        let cases: [(label: String, sql: String)] = [
+            ("insert a row", "INSERT INTO guardrail_settings (key, value) VALUES ('guardrails.window', '1')"),
+            ("update a row", "UPDATE guardrail_settings SET value = 'off'"),
+            ("delete a row", "DELETE FROM guardrail_settings"),
+            ("delete a row and insert it again", "DELETE FROM guardrail_settings; INSERT INTO guardrail_settings VALUES ('guardrails.auto-kill', 'of')"),
+        ]
+        for (index, (label, sql)) in cases.enumerated() {
+            let (store, conninfo) = try longLived("rows-\(index)")
+            let cached = try #require(store.tablesCache, "\(label): the connection keeps the tables' digests")
+            try Self.psql(conninfo, sql)
+            #expect("\(label)") { try store.atomically {} } throws: {
+                "\($0)".contains("fails verification") && "\($0)".contains("table guardrail_settings")
+            }
+            #expect(store.tablesCache?.fingerprint != cached.fingerprint, "\(label)")
+            #expect { try store.verifySeal() } throws: { "\($0)".contains("table guardrail_settings") }
+        }
+    }
+
+    /// The same rows moved (VACUUM FULL rewrites the table: other `ctid`s) only make the next write digest the
+    /// table again: it is not refused.
+    @Test func sealedRowsRewrittenInPlaceAreNotRefused() throws {
+        let (store, conninfo) = try longLived("vacuum")
+        let cached = try #require(store.tablesCache)
+        try Self.psql(conninfo, "UPDATE guardrail_settings SET value = value")
+        try Self.psql(conninfo, "VACUUM FULL guardrail_settings")
+        #expect(throws: Never.self) { try store.atomically {} }
+        #expect(store.tablesCache?.fingerprint != cached.fingerprint)
+        #expect(store.tablesCache?.digests == cached.digests)
+        _ = try store.verifySeal()
+    }
+
+    /// A row another login writes into a sealed table while a write is open (after its seal check, before its
+    /// COMMIT) is not sealed by that write, which did not write that table and seals it as it checked it: the
+    /// next write is refused naming the table. A table the write did write itself is sealed as it leaves it.
+    /// (The server's counts of a connection's writes can include an earlier transaction's, which only digests
+    /// such a table again, as every write did before: so the table changed here is one this connection never
+    /// wrote.)
+    @Test func aRowChangeDuringAWriteIsNamedByTheNextWrite() throws {
+        let (store, conninfo) = try longLived("during")
+        try store.atomically {
+            try store.connection.query("INSERT INTO guardrail_settings (key, value) VALUES ('guardrails.min-sessions', '10')")
+        }
+        // The write's own row is sealed.
+        #expect(throws: Never.self) { try store.atomically {} }
+        try store.atomically {
+            try Self.psql(conninfo, "INSERT INTO source_config (name, definition) VALUES ('forged', '{}')")
+        }
+        #expect { try store.atomically {} } throws: { "\($0)".contains("table source_config") }
+        #expect { try store.verifySeal() } throws: { "\($0)".contains("table source_config") }
+    }
+
+    /// Without the server's counts of a connection's writes (`track_counts` off), a write that changes a sealed
+    /// table still seals what it leaves: every table counts as written.
+    @Test func aWriteSealsItsOwnRowsWithoutTheServersCounts() throws {
+        let (store, _) = try longLived("untracked")
+        try store.connection.execute("SET track_counts = off")
+        // A table this connection never wrote (so no earlier write's count stands in for this one's).
+        try store.atomically {
+            try store.connection.query("INSERT INTO source_config (name, definition) VALUES ('fleet', '{}')")
+        }
+        #expect(throws: Never.self) { try store.atomically {} }
+        _ = try store.verifySeal()
+    }
+
     @Test func aRollbackIsDetectedByTheMachineThatSawTheLaterState() throws {
         let (conninfo, uri) = try initialized("pg-seal-rollback")
         let laptop = directory.appendingPathComponent("laptop").path
