@@ -56,13 +56,7 @@ public final class PostgresTelemetry: TelemetryCounters, @unchecked Sendable {
         guard !batch.isEmpty else { return nil }
         if store.isReadOnly { throw PostgresStoreError.readOnly("telemetry batch on a read-only store") }
         // The batch's installations by partition, in id order within each (the order of the blocks' keys).
-        var groups = [[(id: [UInt8], index: Int)]](repeating: [], count: Int(Self.partitions))
-        var deltas: [InstallationDelta] = []
-        deltas.reserveCapacity(batch.installationBound)
-        try batch.forEachInstallationID { id, delta in
-            groups[Int(Self.partition(id))].append((Array(id), deltas.count))
-            deltas.append(delta)
-        }
+        let (groups, deltas) = try InstallationRanges.grouped(batch, groups: Int(Self.partitions))
         let partitions = groups.indices.filter { !groups[$0].isEmpty }.map { Int64($0) }
         return try store.transaction(lockingHead: false) { () throws -> BatchReceipt in
             let lookup = Self.blockLookup(groups, cache: blockCache)
@@ -93,8 +87,8 @@ public final class PostgresTelemetry: TelemetryCounters, @unchecked Sendable {
             }
             var settlement = BatchSettlement(batch: batch, reasonCodes: codes, retention: retention, storedNewest: storedNewest)
             // The installations settled into their blocks in memory (the core's block code, as on a store file).
-            let (blockWrites, blocks) = try Self.blockWrites(groups: groups, stored: read[4], revision: revision, cache: blockCache) { index, previous in
-                settlement.settle(deltas[index], previous: previous)
+            let (blockWrites, blocks) = try Self.blockWrites(groups: groups, stored: read[4], revision: revision, cache: blockCache) { stored, ids in
+                try InstallationRanges.merge(stored: stored, ids: ids, deltas: deltas, settlement: &settlement)
             }
             var writes = blockWrites
 
@@ -410,12 +404,13 @@ public final class PostgresTelemetry: TelemetryCounters, @unchecked Sendable {
     }
 
     /// The statements that write `groups`' installations into their blocks (`stored`: the rows `blockLookup` read),
-    /// each settled by `settle(index, previous)` in memory (`InstallationRanges.merge`): one UPDATE for the blocks
+    /// merged into each partition's stored blocks in memory by `merge(stored, ids)` (an `InstallationRanges.merge`,
+    /// compiled in the core: this module is built unoptimised): one UPDATE for the blocks
     /// rewritten under their key, one INSERT for new blocks (a partition's first, a split's parts), each block
     /// with `revision` (`revisionQuery`); a block whose bytes did not change is not written.
     static func blockWrites(
         groups: [[(id: [UInt8], index: Int)]], stored rows: [[String?]], revision: Int64, cache: BlockCache?,
-        settle: (_ index: Int, _ previous: InstallationRecord?) throws -> InstallationRecord
+        merge: (_ stored: [(upper: [UInt8], data: [UInt8])], _ ids: [(id: [UInt8], index: Int)]) throws -> [InstallationRanges.Written]
     ) throws -> (writes: [PGStatement], blocks: [(part: Int, upper: [UInt8], data: [UInt8])]) {
         var stored = [[(upper: [UInt8], data: [UInt8])]](repeating: [], count: groups.count)
         for row in rows {
@@ -452,7 +447,7 @@ public final class PostgresTelemetry: TelemetryCounters, @unchecked Sendable {
         var inserted = BlockColumns()
         for (p, group) in groups.enumerated() where !group.isEmpty {
             let before = stored[p]
-            for block in try InstallationRanges.merge(stored: before, ids: group, settle: settle) {
+            for block in try merge(before, group) {
                 if block.replacing {
                     if before.contains(where: { $0.upper == block.upper && $0.data == block.data }) { continue }
                     updated.append(part: p, block)
@@ -503,7 +498,9 @@ public final class PostgresTelemetry: TelemetryCounters, @unchecked Sendable {
         guard let revision = read[0].first?.first?.flatMap({ Int64($0) }) else {
             throw PostgresStoredDataError("the block revision sequence gave no value")
         }
-        let writes = try blockWrites(groups: groups, stored: read[1], revision: revision, cache: nil) { index, _ in installations[index].record }.writes
+        let writes = try blockWrites(groups: groups, stored: read[1], revision: revision, cache: nil) { stored, ids in
+            try InstallationRanges.merge(stored: stored, ids: ids) { index, _ in installations[index].record }
+        }.writes
         _ = try c.pipeline(statements: writes)
     }
 
@@ -585,9 +582,7 @@ public final class PostgresTelemetry: TelemetryCounters, @unchecked Sendable {
 
     /// The partition of an installation id's UTF-8 bytes (as `partition(_: String)`).
     static func partition<Bytes: Sequence<UInt8>>(_ id: Bytes) -> Int64 {
-        var h: UInt32 = 2_166_136_261
-        for byte in id { h = (h ^ UInt32(byte)) &* 16_777_619 }
-        return Int64(h % partitions)
+        Int64(Array(id).withUnsafeBytes { InstallationRanges.fnv1a($0) } % partitions)
     }
 }
 
