@@ -449,7 +449,7 @@ public final class PostgresTelemetry: TelemetryCounters, @unchecked Sendable {
             let before = stored[p]
             for block in try merge(before, group) {
                 if block.replacing {
-                    if before.contains(where: { $0.upper == block.upper && $0.data == block.data }) { continue }
+                    if before.contains(where: { same($0.upper, block.upper) && same($0.data, block.data) }) { continue }
                     updated.append(part: p, block)
                 } else {
                     inserted.append(part: p, block)
@@ -578,6 +578,12 @@ public final class PostgresTelemetry: TelemetryCounters, @unchecked Sendable {
     /// iterated byte by byte through the runtime's metadata, seen in perf).
     @inline(__always) static func precedes(_ a: [UInt8], _ b: [UInt8]) -> Bool {
         a.withUnsafeBytes { a in b.withUnsafeBytes { b in compareInstallationIDs(a, b) < 0 } }
+    }
+
+    /// Whether `a` and `b` hold the same bytes, through `memcmp` as `precedes` (`==` on arrays compared them element
+    /// by element through the runtime's metadata: this module is built unoptimised; seen in perf).
+    @inline(__always) static func same(_ a: [UInt8], _ b: [UInt8]) -> Bool {
+        a.count == b.count && a.withUnsafeBytes { a in b.withUnsafeBytes { b in compareInstallationIDs(a, b) == 0 } }
     }
 
     /// The partition of an installation id's UTF-8 bytes (as `partition(_: String)`).
