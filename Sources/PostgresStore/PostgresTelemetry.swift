@@ -56,13 +56,7 @@ public final class PostgresTelemetry: TelemetryCounters, @unchecked Sendable {
         guard !batch.isEmpty else { return nil }
         if store.isReadOnly { throw PostgresStoreError.readOnly("telemetry batch on a read-only store") }
         // The batch's installations by partition, in id order within each (the order of the blocks' keys).
-        var groups = [[(id: [UInt8], index: Int)]](repeating: [], count: Int(Self.partitions))
-        var deltas: [InstallationDelta] = []
-        deltas.reserveCapacity(batch.installationBound)
-        try batch.forEachInstallationID { id, delta in
-            groups[Int(Self.partition(id))].append((Array(id), deltas.count))
-            deltas.append(delta)
-        }
+        let (groups, deltas) = try InstallationRanges.grouped(batch, groups: Int(Self.partitions))
         let partitions = groups.indices.filter { !groups[$0].isEmpty }.map { Int64($0) }
         return try store.transaction(lockingHead: false) { () throws -> BatchReceipt in
             let lookup = Self.blockLookup(groups, cache: blockCache)
@@ -78,6 +72,7 @@ public final class PostgresTelemetry: TelemetryCounters, @unchecked Sendable {
                 ),
                 ("SELECT reason, id FROM telemetry_reasons WHERE reason = ANY($1::text[])", [PGArray.text(batch.reasons)]),
                 ("SELECT value FROM telemetry_meta WHERE key = 'newest_event'", []),
+                (Self.revisionQuery, []),
                 lookup,
             ]
             // A batch's statements are the same every time: parsed and planned once per connection, in the round
@@ -87,10 +82,13 @@ public final class PostgresTelemetry: TelemetryCounters, @unchecked Sendable {
             for row in read[1] { if let reason = row[0], let id = row[1].flatMap({ UInt16($0) }) { known[reason] = id } }
             let codes = try batch.reasons.map { try known[$0] ?? reasonCode($0) }
             let storedNewest = read[2].first?.first?.flatMap { Int64($0) }
+            guard let revision = read[3].first?.first?.flatMap({ Int64($0) }) else {
+                throw PostgresStoredDataError("the block revision sequence gave no value")
+            }
             var settlement = BatchSettlement(batch: batch, reasonCodes: codes, retention: retention, storedNewest: storedNewest)
             // The installations settled into their blocks in memory (the core's block code, as on a store file).
-            let (blockWrites, blocks) = try Self.blockWrites(groups: groups, stored: read[3], cache: blockCache) { index, previous in
-                settlement.settle(deltas[index], previous: previous)
+            let (blockWrites, blocks) = try Self.blockWrites(groups: groups, stored: read[4], revision: revision, cache: blockCache) { stored, ids in
+                try InstallationRanges.merge(stored: stored, ids: ids, deltas: deltas, settlement: &settlement)
             }
             var writes = blockWrites
 
@@ -159,8 +157,8 @@ public final class PostgresTelemetry: TelemetryCounters, @unchecked Sendable {
             } catch let e as PostgresError where e.sqlState == "23502" {
                 throw StoreError.corrupt("the telemetry batch sequence is missing (run 'rollout store migrate')")
             }
-            // Valid whatever becomes of this transaction: a revision names one version of one block.
-            try Self.remember(blocks, returned: Array(written.prefix(blockWrites.count)), in: blockCache)
+            // Valid whatever becomes of this transaction: a block and a revision name one version of that block.
+            for b in blocks { blockCache.put(part: b.part, upper: b.upper, revision: revision, data: b.data) }
             guard let id = written[written.count - 1].first?.first?.flatMap({ Int64($0) }) else {
                 throw StoreError.corrupt("the telemetry batch sequence is missing (run 'rollout store migrate')")
             }
@@ -200,6 +198,11 @@ public final class PostgresTelemetry: TelemetryCounters, @unchecked Sendable {
     }
 
     static let reasonLock = "5282125"
+
+    /// The revision every block a batch writes gets: one value of `telemetry_block_revision` per batch, drawn in
+    /// its read round trip (not one per block, and no row sent back per block written). A block is written at most
+    /// once by a batch and no value is drawn twice, so a block and a revision still name one version of that block.
+    static let revisionQuery = "SELECT nextval('telemetry_block_revision')"
 
     private func meta(_ key: String) throws -> Int64? {
         try c.query("SELECT value FROM telemetry_meta WHERE key = $1", [key]).first?.first?.flatMap { Int64($0) }
@@ -401,12 +404,13 @@ public final class PostgresTelemetry: TelemetryCounters, @unchecked Sendable {
     }
 
     /// The statements that write `groups`' installations into their blocks (`stored`: the rows `blockLookup` read),
-    /// each settled by `settle(index, previous)` in memory (`InstallationRanges.merge`): one UPDATE for the blocks
-    /// rewritten under their key, one INSERT for new blocks (a partition's first, a split's parts); a block whose
-    /// bytes did not change is not written.
+    /// merged into each partition's stored blocks in memory by `merge(stored, ids)` (an `InstallationRanges.merge`,
+    /// compiled in the core: this module is built unoptimised): one UPDATE for the blocks
+    /// rewritten under their key, one INSERT for new blocks (a partition's first, a split's parts), each block
+    /// with `revision` (`revisionQuery`); a block whose bytes did not change is not written.
     static func blockWrites(
-        groups: [[(id: [UInt8], index: Int)]], stored rows: [[String?]], cache: BlockCache?,
-        settle: (_ index: Int, _ previous: InstallationRecord?) throws -> InstallationRecord
+        groups: [[(id: [UInt8], index: Int)]], stored rows: [[String?]], revision: Int64, cache: BlockCache?,
+        merge: (_ stored: [(upper: [UInt8], data: [UInt8])], _ ids: [(id: [UInt8], index: Int)]) throws -> [InstallationRanges.Written]
     ) throws -> (writes: [PGStatement], blocks: [(part: Int, upper: [UInt8], data: [UInt8])]) {
         var stored = [[(upper: [UInt8], data: [UInt8])]](repeating: [], count: groups.count)
         for row in rows {
@@ -417,7 +421,7 @@ public final class PostgresTelemetry: TelemetryCounters, @unchecked Sendable {
                 stored[part].append((upper, data))
                 cache?.put(part: part, upper: upper, revision: revision, data: data)
             } else if let known = cache?.blocks[part]?[upper], known.revision == revision {
-                // The bytes this writer saw last, unchanged since (a revision names one version of one block).
+                // The bytes this writer saw last, unchanged since (a block and a revision name one version of it).
                 stored[part].append((upper, known.data))
             } else {
                 throw PostgresStoredDataError("an installation block of the PostgreSQL store came without its bytes")
@@ -443,9 +447,9 @@ public final class PostgresTelemetry: TelemetryCounters, @unchecked Sendable {
         var inserted = BlockColumns()
         for (p, group) in groups.enumerated() where !group.isEmpty {
             let before = stored[p]
-            for block in try InstallationRanges.merge(stored: before, ids: group, settle: settle) {
+            for block in try merge(before, group) {
                 if block.replacing {
-                    if before.contains(where: { $0.upper == block.upper && $0.data == block.data }) { continue }
+                    if before.contains(where: { same($0.upper, block.upper) && same($0.data, block.data) }) { continue }
                     updated.append(part: p, block)
                 } else {
                     inserted.append(part: p, block)
@@ -460,8 +464,7 @@ public final class PostgresTelemetry: TelemetryCounters, @unchecked Sendable {
             writes.append(
                 updated.statement(
                     "UPDATE telemetry_installation_blocks t SET installations = u.n, data = substring($4::bytea FROM u.start FOR u.length), "
-                        + "revision = nextval('telemetry_block_revision') "
-                        + "FROM \(rows) WHERE t.part = u.part AND t.upper = u.upper RETURNING t.part, t.upper, t.revision"))
+                        + "revision = $7::bigint FROM \(rows) WHERE t.part = u.part AND t.upper = u.upper", revision: revision))
         }
         if !inserted.parts.isEmpty {
             writes.append(
@@ -469,26 +472,12 @@ public final class PostgresTelemetry: TelemetryCounters, @unchecked Sendable {
                     // A block key taken by another writer since the read (none holding the partition can) is a unique
                     // violation: the batch runs again, settled from the blocks as they are then.
                     "INSERT INTO telemetry_installation_blocks (part, upper, installations, data, revision) "
-                        + "SELECT u.part, u.upper, u.n, substring($4::bytea FROM u.start FOR u.length), nextval('telemetry_block_revision') "
-                        + "FROM \(rows) RETURNING part, upper, revision"))
+                        + "SELECT u.part, u.upper, u.n, substring($4::bytea FROM u.start FOR u.length), $7::bigint FROM \(rows)",
+                    revision: revision))
         }
         let blocks = (updated.parts.indices.map { (Int(updated.parts[$0]), updated.uppers[$0], updated.data[$0]) })
             + inserted.parts.indices.map { (Int(inserted.parts[$0]), inserted.uppers[$0], inserted.data[$0]) }
         return (writes, blocks)
-    }
-
-    /// Remembers the blocks a batch wrote, with the revision each got (the rows its block statements returned).
-    static func remember(_ blocks: [(part: Int, upper: [UInt8], data: [UInt8])], returned: [[[String?]]], in cache: BlockCache) throws {
-        var data: [BlockCache.Key: [UInt8]] = [:]
-        for b in blocks { data[BlockCache.Key(part: b.part, upper: b.upper)] = b.data }
-        for rows in returned {
-            for row in rows {
-                guard let part = row[0].flatMap({ Int($0) }), let upper = try bytea(row[1]), let revision = row[2].flatMap({ Int64($0) }),
-                    let bytes = data[BlockCache.Key(part: part, upper: upper)]
-                else { continue }
-                cache.put(part: part, upper: upper, revision: revision, data: bytes)
-            }
-        }
     }
 
     /// Stores `installations` exactly as given (replacing any stored record of the same id), inside the caller's
@@ -505,8 +494,13 @@ public final class PostgresTelemetry: TelemetryCounters, @unchecked Sendable {
             }
         }
         let lookup = blockLookup(groups, cache: nil)
-        let stored = try c.query(lookup.sql, lookup.params)
-        let writes = try blockWrites(groups: groups, stored: stored, cache: nil) { index, _ in installations[index].record }.writes
+        let read = try c.pipeline([(revisionQuery, []), lookup])
+        guard let revision = read[0].first?.first?.flatMap({ Int64($0) }) else {
+            throw PostgresStoredDataError("the block revision sequence gave no value")
+        }
+        let writes = try blockWrites(groups: groups, stored: read[1], revision: revision, cache: nil) { stored, ids in
+            try InstallationRanges.merge(stored: stored, ids: ids) { index, _ in installations[index].record }
+        }.writes
         _ = try c.pipeline(statements: writes)
     }
 
@@ -586,11 +580,15 @@ public final class PostgresTelemetry: TelemetryCounters, @unchecked Sendable {
         a.withUnsafeBytes { a in b.withUnsafeBytes { b in compareInstallationIDs(a, b) < 0 } }
     }
 
+    /// Whether `a` and `b` hold the same bytes, through `memcmp` as `precedes` (`==` on arrays compared them element
+    /// by element through the runtime's metadata: this module is built unoptimised; seen in perf).
+    @inline(__always) static func same(_ a: [UInt8], _ b: [UInt8]) -> Bool {
+        a.count == b.count && a.withUnsafeBytes { a in b.withUnsafeBytes { b in compareInstallationIDs(a, b) == 0 } }
+    }
+
     /// The partition of an installation id's UTF-8 bytes (as `partition(_: String)`).
     static func partition<Bytes: Sequence<UInt8>>(_ id: Bytes) -> Int64 {
-        var h: UInt32 = 2_166_136_261
-        for byte in id { h = (h ^ UInt32(byte)) &* 16_777_619 }
-        return Int64(h % partitions)
+        Int64(Array(id).withUnsafeBytes { InstallationRanges.fnv1a($0) } % partitions)
     }
 }
 
@@ -683,7 +681,8 @@ package enum PGArray {
 }
 
 /// The installation blocks a writer read or wrote last, each with its revision (drawn from the sequence
-/// `telemetry_block_revision` for every version of every block written, so never given twice): a batch sends the revisions it holds for its partitions and gets back
+/// `telemetry_block_revision` once per batch, for every block the batch writes: a value never given twice, so a
+/// block and its revision name one version of it): a batch sends the revisions it holds for its partitions and gets back
 /// only the bytes of blocks another transaction wrote since, so a writer that lands batch after batch on the same
 /// installations reads back none of what it wrote. An entry is right or stale, never wrong: a version another
 /// transaction wrote has another revision, and one that rolled back left the row at its old revision. At most `limit` bytes are kept (all dropped beyond it).
@@ -723,11 +722,11 @@ private struct BlockColumns {
     }
 
     /// `sql` with these columns as $1...$6: the bytes concatenated into one binary bytea ($4), cut by start ($5)
-    /// and length ($6).
-    func statement(_ sql: String) -> PGStatement {
+    /// and length ($6); `revision` is $7.
+    func statement(_ sql: String, revision: Int64) -> PGStatement {
         let bytes = PGArray.concatenated(data)
         return PGStatement(
-            sql, [PGArray.ints(parts), PGArray.byteas(uppers), PGArray.ints(counts), nil, bytes.starts, bytes.lengths],
+            sql, [PGArray.ints(parts), PGArray.byteas(uppers), PGArray.ints(counts), nil, bytes.starts, bytes.lengths, String(revision)],
             binary: [3: bytes.bytes])
     }
 }

@@ -178,3 +178,38 @@ public enum InstallationRanges {
         return out
     }
 }
+
+extension InstallationRanges {
+    /// FNV-1a (32 bits) of an installation id's bytes: the PostgreSQL store's partition of an installation is this
+    /// modulo its number of partitions, the same in every process.
+    @inline(__always) public static func fnv1a(_ id: UnsafeRawBufferPointer) -> UInt32 {
+        var h: UInt32 = 2_166_136_261
+        for byte in id { h = (h ^ UInt32(byte)) &* 16_777_619 }
+        return h
+    }
+
+    /// The installations of `batch` in `groups` groups (`fnv1a` of the id modulo `groups`), in id order within each,
+    /// each with its index into the deltas returned: the input of `merge` for every group of a batch. Here, in the
+    /// core, because it runs once per installation (the PostgreSQL store's module is built unoptimised).
+    public static func grouped(_ batch: TelemetryBatch, groups: Int) throws -> (
+        groups: [[(id: [UInt8], index: Int)]], deltas: [InstallationDelta]
+    ) {
+        var out = [[(id: [UInt8], index: Int)]](repeating: [], count: groups)
+        var deltas: [InstallationDelta] = []
+        deltas.reserveCapacity(batch.installationBound)
+        try batch.forEachInstallationID { id, delta in
+            out[Int(fnv1a(id) % UInt32(groups))].append((Array(id), deltas.count))
+            deltas.append(delta)
+        }
+        return (out, deltas)
+    }
+
+    /// `merge` with each installation settled by `settlement` from `deltas[index]` (a batch landing), the settling
+    /// closure compiled here, in the core, for the same reason as `grouped`.
+    public static func merge(
+        stored: [(upper: [UInt8], data: [UInt8])], ids: [(id: [UInt8], index: Int)], deltas: [InstallationDelta],
+        settlement: inout BatchSettlement
+    ) throws -> [Written] {
+        try merge(stored: stored, ids: ids) { index, previous in settlement.settle(deltas[index], previous: previous) }
+    }
+}
