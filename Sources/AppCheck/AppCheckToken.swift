@@ -289,9 +289,13 @@ public struct AppCheckTokenVerifier: Sendable {
                 "the token is \(token.utf8.count) bytes, more than \(Self.maximumTokenLength)")
             return (stop(e, at: "format", skipping: "not run: the token could not be decoded"), [])
         }
-        let parts = token.split(separator: ".", omittingEmptySubsequences: false).map(String.init)
-        guard parts.count == 3, let headerBytes = Base64.decode(parts[0], .jwt),
-            let payloadBytes = Base64.decode(parts[1], .jwt), let signature = Base64.decode(parts[2], .jwt),
+        // Split as bytes: a `String` split walks grapheme clusters, a tenth of a consume's CPU. (A token is ASCII;
+        // a byte the split and a `Character` split would see differently is not base64url, so it fails either way.)
+        let bytes = Array(token.utf8)
+        let dots = bytes.indices.filter { bytes[$0] == UInt8(ascii: ".") }
+        guard dots.count == 2, let headerBytes = Base64.decode(bytes: bytes[..<dots[0]], .jwt),
+            let payloadBytes = Base64.decode(bytes: bytes[(dots[0] + 1)..<dots[1]], .jwt),
+            let signature = Base64.decode(bytes: bytes[(dots[1] + 1)...], .jwt),
             let header = (try? JSONParser().parse(headerBytes))?.objectValue,
             let payload = (try? JSONParser().parse(payloadBytes))?.objectValue
         else {
@@ -314,7 +318,7 @@ public struct AppCheckTokenVerifier: Sendable {
         }
         log.pass("header", "header", "RS256, kid \(kid ?? "")")
 
-        let input = Array((parts[0] + "." + parts[1]).utf8)
+        let input = Array(bytes[..<dots[1]])
         guard let kid, let key = keys.first(where: { $0.kid == kid }) else {
             let e = AppCheckTokenError.unknownSigningKey(kid ?? "")
             return (stop(e, at: "signature", skipping: "not run: the signature is not verified"), signature)

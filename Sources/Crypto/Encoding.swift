@@ -155,7 +155,13 @@ public enum Base64 {
     ///
     /// The default accepts all four spellings App Check clients send (FACTS.md §3), each only in its canonical form.
     public static func decode(_ text: String, _ options: Options = .anySpelling) -> [UInt8]? {
-        var u = Array(text.utf8)
+        decode(bytes: text.utf8, options)
+    }
+
+    /// `decode` of text given as its UTF-8 bytes (a slice of a token, say).
+    public static func decode<C: Collection>(bytes text: C, _ options: Options = .anySpelling) -> [UInt8]?
+    where C.Element == UInt8 {
+        var u = Array(text)
         var padding = 0
         while u.last == 61 {
             u.removeLast()
