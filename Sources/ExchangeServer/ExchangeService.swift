@@ -204,13 +204,11 @@ public final class ExchangeService: HTTPHandler, @unchecked Sendable {
             }
             // The methods whose answer waits for a durable write share their group commit with the requests
             // still verifying (`CommitAnticipation`).
-            let r = Self.writingMethods.contains(route.method)
-                ? CommitAnticipation.expecting {
-                    holder.exchange().handle(
-                        method: route.method, projectId: route.projectId, appId: route.appId, body: request.body)
-                }
-                : holder.exchange().handle(
+            func handle() -> AppCheckResponse {
+                holder.exchange().handle(
                     method: route.method, projectId: route.projectId, appId: route.appId, body: request.body)
+            }
+            let r = Self.writingMethods.contains(route.method) ? CommitAnticipation.expecting { handle() } : handle()
             return .json(r.status, r.body)
         }
     }

@@ -135,81 +135,63 @@ import Testing
         #expect(outcomes.values.count + outcomes.failures.count == 12)
     }
 
-    /// A thread that marks itself as on its way to a write (`CommitAnticipation.expecting`), holds until released,
-    /// then writes `op` (or, with `write` false, ends without writing).
-    static func markedCaller(
-        _ op: Int, group: GroupCommit<Int, Int>, write: Bool, release: NSCondition, released: @escaping @Sendable () -> Bool,
-        marked: DispatchSemaphore, done: DispatchGroup
-    ) {
+    /// A caller marked as on its way to a write (`CommitAnticipation.expecting`) is held while an unmarked caller
+    /// writes `leaderOp` and so leads (anticipation bounded far beyond the test); once the leader is queued and has
+    /// committed nothing, the marked caller is released and writes 1 (or, with `markedWrites` false, ends without
+    /// writing). Returns the groups committed and the leader's answer.
+    static func leaderBehindAMarkedCaller(markedWrites: Bool, leaderOp: Int) throws -> (groups: [[Int]], answer: Int?) {
+        let gate = Gate(failing: [])
+        gate.released = true
+        let group = GroupCommit<Int, Int>(anticipation: 60) { try gate.commit($0) }
+        final class State: @unchecked Sendable {
+            let release = NSCondition()
+            var go = false
+            var answer: Int?
+        }
+        let state = State()
+        let marked = DispatchSemaphore(value: 0)
+        let done = DispatchGroup()
         done.enter()
         Thread.detachNewThread {
             defer { done.leave() }
             CommitAnticipation.expecting {
                 marked.signal()
-                release.lock()
+                state.release.lock()
                 let deadline = Date().addingTimeInterval(30)
-                while !released() && release.wait(until: deadline) {}
-                release.unlock()
-                if write { _ = try? group.run(op) }
+                while !state.go && state.release.wait(until: deadline) {}
+                state.release.unlock()
+                if markedWrites { _ = try? group.run(1) }
             }
         }
+        #expect(marked.wait(timeout: .now() + 30) == .success)
+        done.enter()
+        Thread.detachNewThread {
+            defer { done.leave() }
+            let answer = try? group.run(leaderOp)
+            state.release.withLock { state.answer = answer }
+        }
+        try Self.waitUntil { group.queued == 1 }
+        // The leader waits while the marked caller is on its way: nothing committed yet.
+        #expect(gate.condition.withLock { gate.groups.isEmpty })
+        state.release.withLock {
+            state.go = true
+            state.release.broadcast()
+        }
+        #expect(done.wait(timeout: .now() + 60) == .success)
+        return (gate.condition.withLock { gate.groups.map { $0.sorted() } }, state.release.withLock { state.answer })
     }
 
     @Test func aLeaderWaitsForARequestOnItsWayToAWriteAndCommitsItInTheSameGroup() throws {
-        let gate = Gate(failing: [])
-        gate.released = true
-        // A bound far beyond the test: the group below can only form once the marked caller queued.
-        let group = GroupCommit<Int, Int>(anticipation: 60) { try gate.commit($0) }
-        let release = NSCondition()
-        final class Flag: @unchecked Sendable { var on = false }
-        let go = Flag()
-        let marked = DispatchSemaphore(value: 0)
-        let done = DispatchGroup()
-        Self.markedCaller(1, group: group, write: true, release: release, released: { go.on }, marked: marked, done: done)
-        #expect(marked.wait(timeout: .now() + 30) == .success)
-        // An unmarked caller leads: it waits while the marked one is on its way.
-        done.enter()
-        Thread.detachNewThread {
-            defer { done.leave() }
-            _ = try? group.run(0)
-        }
-        try Self.waitUntil { group.queued == 1 }
-        #expect(gate.condition.withLock { gate.groups.isEmpty })
-        release.withLock {
-            go.on = true
-            release.broadcast()
-        }
-        #expect(done.wait(timeout: .now() + 60) == .success)
+        let (groups, answer) = try Self.leaderBehindAMarkedCaller(markedWrites: true, leaderOp: 0)
         // One group: the leader's write and the one it waited for.
-        #expect(gate.condition.withLock { gate.groups.map { $0.sorted() } } == [[0, 1]])
+        #expect(groups == [[0, 1]])
+        #expect(answer == 0)
     }
 
     @Test func aMarkedRequestThatEndsWithoutWritingReleasesTheLeader() throws {
-        let gate = Gate(failing: [])
-        gate.released = true
-        let group = GroupCommit<Int, Int>(anticipation: 60) { try gate.commit($0) }
-        let release = NSCondition()
-        final class Flag: @unchecked Sendable { var on = false }
-        let go = Flag()
-        let marked = DispatchSemaphore(value: 0)
-        let done = DispatchGroup()
-        Self.markedCaller(1, group: group, write: false, release: release, released: { go.on }, marked: marked, done: done)
-        #expect(marked.wait(timeout: .now() + 30) == .success)
-        done.enter()
-        nonisolated(unsafe) var answer: Int?
-        Thread.detachNewThread {
-            defer { done.leave() }
-            answer = try? group.run(2)
-        }
-        try Self.waitUntil { group.queued == 1 }
-        #expect(gate.condition.withLock { gate.groups.isEmpty })
-        release.withLock {
-            go.on = true
-            release.broadcast()
-        }
-        #expect(done.wait(timeout: .now() + 60) == .success)
+        let (groups, answer) = try Self.leaderBehindAMarkedCaller(markedWrites: false, leaderOp: 2)
         // The leader committed alone once the marked request ended, without its 60 s bound running out.
-        #expect(gate.condition.withLock { gate.groups } == [[2]])
+        #expect(groups == [[2]])
         #expect(answer == 20)
     }
 }
