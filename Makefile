@@ -52,11 +52,7 @@ demo: release
 ## Its wall time, when it passes, goes to .build/make-test-seconds (`make bench` prints it against 20 minutes).
 test: deps-test pyenv
 	@mkdir -p .build && date +%s > .build/make-test-started
-	scripts/phase.sh debug-build $(SWIFT) build --build-tests $(NOTTY)
-	ROLLOUT_PYTHON=$(CURDIR)/.venv/bin/python scripts/phase.sh suites scripts/test.sh
-	scripts/phase.sh fuzz scripts/fuzz.sh short
-	scripts/phase.sh release-build $(MAKE) release
-	scripts/phase.sh release-smoke scripts/release-smoke.sh $(BIN)
+	ROLLOUT_PYTHON=$(CURDIR)/.venv/bin/python SWIFT=$(SWIFT) scripts/make-test.sh
 	@echo $$(( $$(date +%s) - $$(cat .build/make-test-started) )) > .build/make-test-seconds
 	@echo "make test: passed in $$(cat .build/make-test-seconds) s"
 
