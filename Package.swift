@@ -50,7 +50,8 @@ let package = Package(
         // Debian: libcurl4-openssl-dev (the Firebase Remote Config REST client).
         .systemLibrary(name: "CCurl", path: "Sources/CCurl"),
         // Debian: libpq-dev (the PostgreSQL client library of the team store), loaded with dlopen on first use.
-        .systemLibrary(name: "CPostgres", path: "Sources/CPostgres"),
+        // A C target: its table of libpq's functions is defined once, in shim.c (see shim.h for why).
+        .target(name: "CPostgres", path: "Sources/CPostgres", linkerSettings: [.linkedLibrary("dl")]),
         // Debian: libfido2-dev (FIDO2/CTAP2 security keys: enrolment and assertions of the step-up).
         .systemLibrary(name: "CFido2", path: "Sources/CFido2", pkgConfig: "libfido2"),
 
@@ -97,11 +98,7 @@ let package = Package(
         .target(
             name: "PostgresStore",
             dependencies: ["Platform", "CPostgres", "AppCheck", "Crypto", "JSON", "RemoteConfig", "Rollout", "Timekeeping", "StepUp", "Telemetry", "TelemetrySources", "RampPlans", "StoreSupport"],
-            // Unoptimised in release too: Swift 6.3's optimiser miscompiles this module (a successful query reaches
-            // the caller as a thrown error with a garbage PostgresError in it, and the release binary crashed on
-            // every PostgreSQL store; debug builds, which the tests run, were fine). Its cost is far below a round
-            // trip to the server.
-            swiftSettings: strict + [.unsafeFlags(["-Onone"], .when(configuration: .release))]),
+            swiftSettings: strict),
         .target(
             name: "FleetSimulator", dependencies: ["Platform", "RemoteConfig", "Rollout", "Telemetry", "AppCheck", "Crypto", "Timekeeping"],
             exclude: ["Scenarios"], swiftSettings: strict),

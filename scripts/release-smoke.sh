@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The release binary, as `make demo` and `make bench` build it, through one command per native library and
-# store: the tests run a debug build, and an optimiser bug (Swift 6.3 -O miscompiled PostgresStore once) would
-# otherwise reach users unseen. Each step checks what the command printed, not only its exit status.
+# store: the tests run a debug build, and what only optimised code shows (libpq's table was once one per source
+# file of PostgresStore, and -O code called an empty copy: a crash on every PostgreSQL store) would otherwise
+# reach users unseen. Each step checks what the command printed, not only its exit status.
 #
 # Usage: scripts/release-smoke.sh [path/to/rollout]   (default: .build/release/rollout, built by `make release`)
 set -euo pipefail

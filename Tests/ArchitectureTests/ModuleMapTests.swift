@@ -8,13 +8,16 @@ import Testing
     static let begin = "<!-- module graph: generated from Package.swift, checked by Tests/ArchitectureTests -->"
     static let end = "<!-- end of module graph -->"
 
-    /// The modules of `Sources/` (not the C shims, which are module maps) by layer: a module's layer is one more than its highest
-    /// dependency's; each line lists a module's direct dependencies among them.
+    /// The modules of `Sources/` (not the C shims, which are module maps: a system library's, or a C target's in
+    /// its `include/`) by layer: a module's layer is one more than its highest dependency's; each line lists a
+    /// module's direct dependencies among them.
     static func graph(_ targets: [String: [String]]) -> String {
         let sources = TestSupport.packageRoot.appendingPathComponent("Sources")
         let modules = Set(targets.keys.filter { name in
             FileManager.default.fileExists(atPath: sources.appendingPathComponent(name).path)
-                && !FileManager.default.fileExists(atPath: sources.appendingPathComponent("\(name)/module.modulemap").path)
+                && !["module.modulemap", "include/module.modulemap"].contains { map in
+                    FileManager.default.fileExists(atPath: sources.appendingPathComponent("\(name)/\(map)").path)
+                }
         })
         var layer: [String: Int] = [:]
         func depth(_ m: String, _ seen: Set<String> = []) -> Int {

@@ -8,10 +8,8 @@
 //
 // The header gives the types. It declares each function used here under a private name (the #defines before
 // the #include), and this file defines the real name as a static inline function that calls through the table,
-// so the Swift code calls libpq by its documented names. The table is loaded once (pthread_once); when libpq
-// cannot be opened, PQconnectdb returns NULL and rollout_pq_unavailable() says why.
-#include <dlfcn.h>
-#include <pthread.h>
+// so the Swift code calls libpq by its documented names. The table is loaded once (shim.c); when libpq cannot
+// be opened, PQconnectdb returns NULL and rollout_pq_unavailable() says why.
 #include <stddef.h>
 
 // The functions used, except PQconnectdb (below) and the four that return void (at the end): return type, name,
@@ -120,46 +118,20 @@ typedef struct {
 #undef ROLLOUT_PQ_FIELD
 } rollout_pq_api;
 
-/// The table (a function-local static: Swift's importer emits it with the function that owns it).
-static inline rollout_pq_api *rollout_pq_table(void) {
-    static rollout_pq_api api;
-    return &api;
-}
+/// The table, defined once, in shim.c. Not a static of this header: Swift compiles each source file of a module
+/// (in release builds, after inlining across files) into an object of its own, and a static inline function
+/// owning a static table gave each object its own copy. Only the copy of the file that called PQconnectdb was
+/// ever filled; in another file's copy the optimiser saw a table nothing writes, so a call through it never
+/// returns, and it dropped the code after it (a `rollout` built with -O crashed on every PostgreSQL store).
+extern rollout_pq_api rollout_pq_api_table;
 
-static inline void rollout_pq_open(void) {
-    rollout_pq_api *a = rollout_pq_table();
-    void *h = dlopen("libpq.so.5", RTLD_NOW | RTLD_LOCAL);
-    if (!h) h = dlopen("libpq.so", RTLD_NOW | RTLD_LOCAL);
-    if (!h) {
-        a->failure = "libpq.so.5 cannot be opened (Debian: apt-get install libpq5)";
-        return;
-    }
-#define ROLLOUT_PQ_RESOLVE(ret, name, params, args)                                                            \
-    *(void **)(&a->name) = dlsym(h, #name);                                                                     \
-    if (!a->name) {                                                                                             \
-        a->failure = "libpq.so.5 lacks " #name;                                                                 \
-        return;                                                                                                 \
-    }
-    ROLLOUT_PQ_RESOLVE(, PQconnectdb, , )
-    ROLLOUT_PQ_RESOLVE(, PQfinish, , )
-    ROLLOUT_PQ_RESOLVE(, PQreset, , )
-    ROLLOUT_PQ_RESOLVE(, PQclear, , )
-    ROLLOUT_PQ_RESOLVE(, PQfreemem, , )
-    ROLLOUT_PQ_FUNCTIONS(ROLLOUT_PQ_RESOLVE)
-#undef ROLLOUT_PQ_RESOLVE
-}
-
-/// The loaded table, or NULL when libpq is unavailable (then rollout_pq_unavailable() says why).
-static inline rollout_pq_api *rollout_pq(void) {
-    static pthread_once_t once = PTHREAD_ONCE_INIT;
-    pthread_once(&once, rollout_pq_open);
-    rollout_pq_api *a = rollout_pq_table();
-    return a->failure ? NULL : a;
-}
+/// The loaded table, or NULL when libpq is unavailable (then rollout_pq_unavailable() says why). Thread-safe:
+/// the first call opens libpq (pthread_once).
+rollout_pq_api *rollout_pq(void);
 
 /// Why libpq cannot be used, or NULL when it can.
 static inline const char *rollout_pq_unavailable(void) {
-    return rollout_pq() ? NULL : rollout_pq_table()->failure;
+    return rollout_pq() ? NULL : rollout_pq_api_table.failure;
 }
 
 // Every entry point but PQconnectdb is reached only with a connection or result PQconnectdb made, so only it
@@ -169,11 +141,11 @@ static inline PGconn *PQconnectdb(const char *conninfo) {
     return a ? a->PQconnectdb(conninfo) : NULL;
 }
 #define ROLLOUT_PQ_FORWARD(ret, name, params, args)                                                            \
-    static inline ret name params { return rollout_pq_table()->name args; }
+    static inline ret name params { return rollout_pq_api_table.name args; }
 ROLLOUT_PQ_FUNCTIONS(ROLLOUT_PQ_FORWARD)
 #undef ROLLOUT_PQ_FORWARD
-static inline void PQfinish(PGconn *conn) { rollout_pq_table()->PQfinish(conn); }
-static inline void PQreset(PGconn *conn) { rollout_pq_table()->PQreset(conn); }
-static inline void PQclear(PGresult *res) { rollout_pq_table()->PQclear(res); }
-static inline void PQfreemem(void *ptr) { rollout_pq_table()->PQfreemem(ptr); }
+static inline void PQfinish(PGconn *conn) { rollout_pq_api_table.PQfinish(conn); }
+static inline void PQreset(PGconn *conn) { rollout_pq_api_table.PQreset(conn); }
+static inline void PQclear(PGresult *res) { rollout_pq_api_table.PQclear(res); }
+static inline void PQfreemem(void *ptr) { rollout_pq_api_table.PQfreemem(ptr); }
 #endif
