@@ -190,6 +190,21 @@ final class InstallationTable {
         return e.pointee.hash ^ UInt64(arena[e.pointee.idOffset])
     }
 
+    /// Loads a word of each cache line of entry `index` and the first byte of its id, and returns their sum
+    /// (meaningless): read for many entries at once, their lines come from memory together.
+    @inline(__always)
+    func touch(entry index: Int) -> UInt64 {
+        let e = UnsafeRawPointer(entries + index)
+        let size = MemoryLayout<InstallationDelta>.size
+        var sum = e.load(as: UInt64.self) &+ e.load(fromByteOffset: size - 8, as: UInt64.self)
+        var line = 64
+        while line < size - 8 {
+            sum &+= e.load(fromByteOffset: line, as: UInt64.self)
+            line += 64
+        }
+        return sum &+ UInt64(arena[entries[index].idOffset])
+    }
+
     /// The id bytes of entry `index`.
     func id(_ index: Int) -> UnsafeRawBufferPointer {
         let e = entries + index

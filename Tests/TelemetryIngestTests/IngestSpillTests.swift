@@ -17,10 +17,17 @@ struct IngestSpillTests {
 
     /// Random events over `ids` installations, out of time order, with unknown providers and OS versions and
     /// equal times mixed in (what the latest-event fields are most sensitive to).
-    static func fill(_ batches: [TelemetryBatch], seed: UInt64, events: Int, ids: Int) {
+    static func fill(_ batches: [TelemetryBatch], seed: UInt64, events: Int, ids: Int, zeroBytes: Bool = false) {
         var r = Random(state: seed)
-        // Ids of different lengths, some prefixes of others, so that byte order and length order both matter.
-        let names = (0..<ids).map { i in String(repeating: "f", count: i % 3) + "id\(i % 7)-\(i)" }
+        // Ids of different lengths, some prefixes of others, so that byte order and length order both matter;
+        // every fourth longer than the 16 bytes the sort and the merge compare as two words first, sharing those
+        // 16 bytes with others; with `zeroBytes`, some of those end in NUL bytes (equal words, different ids).
+        let names = (0..<ids).map { i in
+            guard i % 4 == 3 else { return String(repeating: "f", count: i % 3) + "id\(i % 7)-\(i)" }
+            let shared = "fid-0123456789a" + String(i % 2)
+            let tail = zeroBytes && i % 8 == 7 ? String(repeating: "\0", count: 1 + i % 3) : "-\(i)"
+            return i % 12 == 3 ? String(shared.prefix(14 + i % 3)) + tail : shared + tail
+        }
         let base = t0.microseconds
         for _ in 0..<events {
             let id = names[r.below(ids)]
@@ -256,7 +263,8 @@ struct IngestSpillTests {
         let spilled = TelemetryBatch()
         spilled.spillLimit = limit
         spilled.spillToTemporaryFiles()
-        Self.fill([whole, spilled], seed: UInt64(seed), events: 200 + r.below(800), ids: limit + 1 + r.below(60))
+        Self.fill(
+            [whole, spilled], seed: UInt64(seed), events: 200 + r.below(800), ids: limit + 1 + r.below(60), zeroBytes: true)
         #expect(whole.spilledRuns == 0)
         #expect(spilled.spilledRuns > 0, "limit \(limit) spilled nothing")
         let expected = try Self.installations(whole)
