@@ -72,12 +72,14 @@ final class SpillJob: @unchecked Sendable {
         // The records are gathered in 256 KiB chunks and written whole.
         let run = SpillRun(file: file, count: table.count)
         let chunk = 256 << 10
-        var out: [UInt8] = []
-        out.reserveCapacity(chunk + SpillCodec.maxFixedBytes + 64)
+        var capacity = chunk + 4096
+        var buffer = UnsafeMutablePointer<UInt8>.allocate(capacity: capacity)
+        defer { buffer.deallocate() }
+        var used = 0
         var ok = true
         func flush() {
-            ok = ok && (out.isEmpty || out.withUnsafeBytes { file.write($0) })
-            out.removeAll(keepingCapacity: true)
+            ok = ok && (used == 0 || file.write(UnsafeRawBufferPointer(start: buffer, count: used)))
+            used = 0
         }
         // In id order the entries are scattered over the table, and each read of one waited for memory: a batch's
         // entries (three cache lines each) and ids are first loaded together, loads the processor overlaps, then
@@ -91,9 +93,21 @@ final class SpillJob: @unchecked Sendable {
             for k in start..<end { touched &+= table.touch(entry: Int(order[k])) }
             for k in start..<end {
                 let i = Int(order[k])
-                SpillCodec.encode(table.entries[i], id: table.id(i), to: &out)
+                let id = table.id(i)
+                let room = id.count + SpillCodec.maxFixedBytes
+                if used + room > capacity {
+                    flush()
+                    if room > capacity {  // an id longer than any ingest takes (a batch made in code)
+                        buffer.deallocate()
+                        capacity = room
+                        buffer = .allocate(capacity: capacity)
+                    }
+                }
+                var writer = ByteWriter(buffer + used)
+                SpillCodec.encode(table.entries[i], id: id, to: &writer)
+                used = writer.position - buffer
             }
-            if out.count >= chunk { flush() }
+            if used >= chunk { flush() }
             start = end
         }
         flush()
@@ -129,10 +143,22 @@ enum SpillCodec {
     }
 
     /// Appends the record of `delta` with `id` to `out`.
-    @inline(__always)  // at the spill's call, reads the table entry in place instead of copying it out first
     static func encode(_ d: InstallationDelta, id: UnsafeRawBufferPointer, to out: inout [UInt8]) {
-        varint(UInt64(id.count), to: &out)
-        out.append(contentsOf: id)
+        let start = out.count
+        out.append(contentsOf: repeatElement(0, count: id.count + maxFixedBytes))
+        let written = out.withUnsafeMutableBufferPointer { b in
+            var w = ByteWriter(b.baseAddress! + start)
+            encode(d, id: id, to: &w)
+            return w.position - (b.baseAddress! + start)
+        }
+        out.removeLast(id.count + maxFixedBytes - written)
+    }
+
+    /// Writes the record of `delta` with `id` at `out`, which has room for `id.count + maxFixedBytes` bytes.
+    @inline(__always)  // at the spill's call, reads the table entry in place instead of copying it out first
+    static func encode(_ d: InstallationDelta, id: UnsafeRawBufferPointer, to out: inout ByteWriter) {
+        out.varint(UInt64(id.count))
+        out.append(id)
         var flags: UInt16 = 0
         if d.providerAt != .min { flags |= Flag.providerAt }
         if d.osMajorAt != .min { flags |= Flag.osMajorAt }
@@ -155,10 +181,10 @@ enum SpillCodec {
         out.append(d.firstOSMajor)
         let base = d.firstSeen
         func time(_ t: Int64, _ flag: UInt16) {
-            if flags & flag != 0 { varint(zigzag(t &- base), to: &out) }
+            if flags & flag != 0 { out.varint(zigzag(t &- base)) }
         }
-        varint(zigzag(base), to: &out)
-        varint(zigzag(d.lastSeen &- base), to: &out)
+        out.varint(zigzag(base))
+        out.varint(zigzag(d.lastSeen &- base))
         time(d.providerAt, Flag.providerAt)
         time(d.osMajorAt, Flag.osMajorAt)
         time(d.enteredAt.0, Flag.entered.0)
@@ -168,8 +194,8 @@ enum SpillCodec {
         time(d.crashedAt.1, Flag.crashed.1)
         time(d.crashedAt.2, Flag.crashed.2)
         time(d.fetchedAt, Flag.fetchedAt)
-        if flags & Flag.sessions != 0 { varint(zigzag(d.sessions), to: &out) }
-        if flags & Flag.templateVersion != 0 { varint(zigzag(d.templateVersion), to: &out) }
+        if flags & Flag.sessions != 0 { out.varint(zigzag(d.sessions)) }
+        if flags & Flag.templateVersion != 0 { out.varint(zigzag(d.templateVersion)) }
         time(d.lastCrashAt, Flag.lastCrashAt)
     }
 
@@ -239,6 +265,36 @@ enum SpillCodec {
             v >>= 7
         }
         out.append(UInt8(v))
+    }
+}
+
+/// Writes bytes and varints at a pointer its user made room at: the spill's records, written without an
+/// array's uniqueness and capacity checks at every byte.
+struct ByteWriter {
+    private(set) var position: UnsafeMutablePointer<UInt8>
+    init(_ position: UnsafeMutablePointer<UInt8>) { self.position = position }
+
+    @inline(__always)
+    mutating func append(_ byte: UInt8) {
+        position.pointee = byte
+        position += 1
+    }
+
+    @inline(__always)
+    mutating func append(_ bytes: UnsafeRawBufferPointer) {
+        guard let base = bytes.baseAddress, !bytes.isEmpty else { return }
+        UnsafeMutableRawPointer(position).copyMemory(from: base, byteCount: bytes.count)
+        position += bytes.count
+    }
+
+    @inline(__always)
+    mutating func varint(_ value: UInt64) {
+        var v = value
+        while v >= 0x80 {
+            append(UInt8(truncatingIfNeeded: v) | 0x80)
+            v >>= 7
+        }
+        append(UInt8(v))
     }
 }
 

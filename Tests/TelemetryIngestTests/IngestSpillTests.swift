@@ -355,6 +355,30 @@ struct IngestSpillTests {
         #expect(merged.map(\.1) == expected.map(\.1))
     }
 
+    @Test("ids longer than the spill's 256 KiB write buffer spill and merge back whole (a batch made in code)")
+    func idsLongerThanTheSpillBuffer() throws {
+        let whole = TelemetryBatch()
+        whole.spillLimit = .max
+        let spilled = TelemetryBatch()
+        spilled.spillLimit = 2
+        spilled.spillToTemporaryFiles()
+        // Long ids between short ones, the same long id twice (merged across runs), and one longer than the buffer
+        // by more than a record's fixed bytes.
+        let long = (0..<3).map { String(repeating: "x", count: 300_000 + $0 * 70_000) + "-\($0)" }
+        let ids = ["a", long[0], "b", long[1], long[0], "c", long[2], "d"]
+        for (i, id) in ids.enumerated() {
+            let e = event(Int64(i), id, i % 2 == 0 ? .sessionStart : .attestationSuccess, .enabled)
+            whole.record(e)
+            spilled.record(e)
+        }
+        #expect(spilled.spilledRuns > 0)
+        let expected = try Self.installations(whole)
+        let merged = try Self.installations(spilled)
+        #expect(merged.count == 7)
+        #expect(merged.map(\.0) == expected.map(\.0))
+        #expect(merged.map(\.1) == expected.map(\.1))
+    }
+
     @Test("the table stays at the spill limit however many installations come, and removeAll drops the runs")
     func boundedTable() throws {
         let b = TelemetryBatch()
