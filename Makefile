@@ -15,7 +15,7 @@ RELEASE := -c release --static-swift-stdlib --disable-local-rpath
 STATIC_LIBS := .build/static-libs
 STATIC_ARCHIVES := libcrypto.a libsqlite3.a libncursesw.a libtinfo.a libstdc++.a
 
-.PHONY: all build release demo test bench fuzz clean deps-build deps-test deps-bench pyenv static-libs
+.PHONY: all build build-tests release demo test bench fuzz clean deps-build deps-test deps-bench pyenv static-libs
 
 all: build
 
@@ -31,6 +31,10 @@ pyenv:
 
 build: deps-build
 	$(SWIFT) build $(NOTTY)
+
+## The debug build with the test bundle (the suites lane of `make test`).
+build-tests: deps-build
+	$(SWIFT) build --build-tests $(NOTTY)
 
 ## Links to the static archives of the Debian -dev packages (libssl-dev, libsqlite3-dev, libncurses-dev, libstdc++).
 static-libs: deps-build
@@ -52,7 +56,7 @@ demo: release
 ## Its wall time, when it passes, goes to .build/make-test-seconds (`make bench` prints it against 20 minutes).
 test: deps-test pyenv
 	@mkdir -p .build && date +%s > .build/make-test-started
-	ROLLOUT_PYTHON=$(CURDIR)/.venv/bin/python SWIFT=$(SWIFT) scripts/make-test.sh
+	ROLLOUT_PYTHON=$(CURDIR)/.venv/bin/python SWIFT="$(SWIFT)" scripts/make-test.sh
 	@echo $$(( $$(date +%s) - $$(cat .build/make-test-started) )) > .build/make-test-seconds
 	@echo "make test: passed in $$(cat .build/make-test-seconds) s"
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # What `make test` runs, in two lanes at once:
-#   the suites lane:  the debug build with the tests, then every suite (scripts/test.sh);
+#   the suites lane:  the debug build with the tests (`make build-tests`), then every suite (scripts/test.sh);
 #   the release lane: the short fuzz run (scripts/fuzz.sh, which builds its own targets with swiftc), the release
 #                     build (`make release`) and the release smoke (scripts/release-smoke.sh), at `nice` 10.
 # Why: run one after the other on a 2-core machine they took 1,238 s, but used 1.5 cores during the debug build
@@ -16,7 +16,7 @@ mkdir -p .build
 lane_log=.build/release-lane.log
 release_lane() {
     scripts/phase.sh fuzz scripts/fuzz.sh short \
-        && scripts/phase.sh release-build "${MAKE:-make}" --no-print-directory release \
+        && scripts/phase.sh release-build make --no-print-directory release \
         && scripts/phase.sh release-smoke scripts/release-smoke.sh .build/release/rollout
 }
 setsid nice -n 10 bash -c "$(declare -f release_lane); release_lane" > "$lane_log" 2>&1 &
@@ -25,7 +25,7 @@ lane=$!
 trap 'kill -- -$lane 2>/dev/null; kill $lane 2>/dev/null' INT TERM
 
 suites=0
-scripts/phase.sh debug-build "${SWIFT:-swift}" build --build-tests 2>&1 | cat || suites=1
+scripts/phase.sh debug-build make --no-print-directory build-tests || suites=1
 [ $suites -eq 0 ] && { scripts/phase.sh suites scripts/test.sh || suites=1; }
 
 released=0
