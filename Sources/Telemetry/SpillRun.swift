@@ -207,15 +207,22 @@ enum SpillCodec {
 
     /// Decodes the rest of a record (after its id); nil when the bytes are not one `encode` wrote.
     static func decodeDelta(_ reader: inout ByteReader) -> InstallationDelta? {
-        guard let low = reader.byte(), let high = reader.byte() else { return nil }
+        var d = InstallationDelta(idOffset: 0, idLength: 0, hash: 0, time: 0, cohort: .none)
+        return decodeDelta(&reader, into: &d) ? d : nil
+    }
+
+    /// Decodes the rest of a record (after its id) into `d`, every field of it; false when the bytes are not one
+    /// `encode` wrote. The merge decodes in place: a returned optional was copied twice on its way to the source.
+    static func decodeDelta(_ reader: inout ByteReader, into d: inout InstallationDelta) -> Bool {
+        guard let low = reader.byte(), let high = reader.byte() else { return false }
         let flags = UInt16(low) | UInt16(high) << 8
         guard flags & ~Flag.known == 0, let cohortCode = reader.byte(), let cohort = Cohort(code: cohortCode),
             let providerCode = reader.byte(), let provider = AttestationProvider(rawValue: providerCode),
             let firstProviderCode = reader.byte(), let firstProvider = AttestationProvider(rawValue: firstProviderCode),
             let osMajor = reader.byte(), let firstOSMajor = reader.byte(),
             let base = reader.varint().map(unzigzag), let last = reader.varint().map(unzigzag)
-        else { return nil }
-        var d = InstallationDelta(idOffset: 0, idLength: 0, hash: 0, time: base, cohort: cohort)
+        else { return false }
+        d = InstallationDelta(idOffset: 0, idLength: 0, hash: 0, time: base, cohort: cohort)
         d.lastSeen = base &+ last
         d.provider = provider
         d.firstProvider = firstProvider
@@ -240,15 +247,15 @@ enum SpillCodec {
         )
         d.fetchedAt = time(Flag.fetchedAt, absent: .min)
         if flags & Flag.sessions != 0 {
-            guard let v = reader.varint() else { return nil }
+            guard let v = reader.varint() else { return false }
             d.sessions = unzigzag(v)
         }
         if flags & Flag.templateVersion != 0 {
-            guard let v = reader.varint() else { return nil }
+            guard let v = reader.varint() else { return false }
             d.templateVersion = unzigzag(v)
         }
         d.lastCrashAt = time(Flag.lastCrashAt, absent: .min)
-        return ok ? d : nil
+        return ok
     }
 
     @inline(__always)
@@ -343,7 +350,7 @@ final class MergeSource {
     private(set) var idLength = 0
     /// The id's first 16 bytes as two big-endian words, zero past its end (`InstallationTable.word`): two ids
     /// whose keys differ are in the order of their keys, so the merge compares bytes only where the keys tie.
-    private var key: (high: UInt64, low: UInt64) = (0, 0)
+    private(set) var key: (high: UInt64, low: UInt64) = (0, 0)
     private(set) var delta: InstallationDelta
     var valid: Bool
     /// The position of the source in the order the events came (runs in order, then the table).
@@ -403,10 +410,9 @@ final class MergeSource {
         try ensure(idStart + n + SpillCodec.maxFixedBytes)
         guard cursor + idStart + n <= filled else { throw malformed() }
         reader = ByteReader(base: buffer, position: cursor + idStart + n, end: filled)
-        guard let d = SpillCodec.decodeDelta(&reader) else { throw malformed() }
+        guard SpillCodec.decodeDelta(&reader, into: &delta) else { throw malformed() }
         id = UnsafeRawPointer(buffer + cursor + idStart)
         idLength = n
-        delta = d
         cursor = reader.position
         setKey()
     }

@@ -451,23 +451,25 @@ public final class TelemetryBatch {
         for run in runs { sources.append(try MergeSource(run: run, position: sources.count)) }
         if let unspilled { sources.append(MergeSource(table: unspilled, position: sources.count)) }
         sources.append(MergeSource(table: installations, position: sources.count))
-        var heap = MergeHeap()
-        for s in sources where s.valid { heap.push(s) }
+        var heap = MergeHeap(sources)
+        for i in sources.indices where sources[i].valid { heap.push(i) }
         var distinct = 0
-        while let first = heap.pop() {
+        while let i = heap.pop() {
+            let first = sources[i]
             var delta = first.delta
             let id = UnsafeRawBufferPointer(start: first.id, count: first.idLength)
             // The same id in later sources comes out next, in source order (the heap breaks ties by it).
-            while let next = heap.top, next.idEquals(first) {
+            while let j = heap.top, sources[j].idEquals(first) {
                 _ = heap.pop()
+                let next = sources[j]
                 delta.merge(next.delta)
                 try next.advance()
-                if next.valid { heap.push(next) }
+                if next.valid { heap.push(j) }
             }
             distinct += 1
             try body(id, delta)
             try first.advance()
-            if first.valid { heap.push(first) }
+            if first.valid { heap.push(i) }
         }
         return distinct
     }
@@ -525,26 +527,48 @@ package struct ParsedEvent {
     }
 }
 
-/// A binary min-heap of merge sources by `MergeSource.precedes`.
+/// A binary min-heap of merge sources (their indices in `sources`, which are their positions) by
+/// `MergeSource.precedes`. Each item carries its source's key (`MergeSource.key`), so that comparing two items
+/// reads neither source unless their keys tie.
 struct MergeHeap {
-    private var items: [MergeSource] = []
+    private struct Item {
+        var high: UInt64
+        var low: UInt64
+        var source: Int
+    }
+    private let sources: [MergeSource]
+    private var items: [Item] = []
 
-    var top: MergeSource? { items.first }
+    init(_ sources: [MergeSource]) {
+        self.sources = sources
+        items.reserveCapacity(sources.count)
+    }
 
-    mutating func push(_ s: MergeSource) {
-        items.append(s)
+    var top: Int? { items.first?.source }
+
+    @inline(__always)
+    private func precedes(_ a: Item, _ b: Item) -> Bool {
+        if a.high != b.high { return a.high < b.high }
+        if a.low != b.low { return a.low < b.low }
+        return sources[a.source].precedes(sources[b.source])
+    }
+
+    /// Adds source `index` at its current id.
+    mutating func push(_ index: Int) {
+        let key = sources[index].key
+        items.append(Item(high: key.high, low: key.low, source: index))
         var i = items.count - 1
         while i > 0 {
             let parent = (i - 1) / 2
-            guard items[i].precedes(items[parent]) else { break }
+            guard precedes(items[i], items[parent]) else { break }
             items.swapAt(i, parent)
             i = parent
         }
     }
 
-    mutating func pop() -> MergeSource? {
+    mutating func pop() -> Int? {
         guard !items.isEmpty else { return nil }
-        let first = items[0]
+        let first = items[0].source
         let last = items.removeLast()
         if !items.isEmpty {
             items[0] = last
@@ -553,8 +577,8 @@ struct MergeHeap {
                 let l = 2 * i + 1
                 let r = l + 1
                 var m = i
-                if l < items.count, items[l].precedes(items[m]) { m = l }
-                if r < items.count, items[r].precedes(items[m]) { m = r }
+                if l < items.count, precedes(items[l], items[m]) { m = l }
+                if r < items.count, precedes(items[r], items[m]) { m = r }
                 if m == i { break }
                 items.swapAt(i, m)
                 i = m
