@@ -40,17 +40,19 @@ let package = Package(
         .executable(name: "rollout-bench", targets: ["rollout-bench"]),
     ],
     targets: [
-        // System libraries (Debian: libncurses-dev, libsqlite3-dev, libssl-dev, libqrencode-dev).
+        // System libraries (Debian: libncurses-dev, libsqlite3-dev, libssl-dev).
         .systemLibrary(name: "CNcurses", path: "Sources/CNcurses"),
         .systemLibrary(name: "CSQLite", path: "Sources/CSQLite"),
         .systemLibrary(name: "COpenSSL", path: "Sources/COpenSSL"),
-        .systemLibrary(name: "CQRencode", path: "Sources/CQRencode"),
+        // The libraries loaded with dlopen on first use are C targets: each one's table of the library's functions
+        // is defined once, in its shim.c (see Sources/CPostgres/include/shim.h for why).
+        // Debian: libqrencode-dev (the QR code of a step-up enrolment).
+        .target(name: "CQRencode", path: "Sources/CQRencode", linkerSettings: [.linkedLibrary("dl")]),
         // Debian: libmicrohttpd-dev (the HTTP/1.1 server of `rollout serve`).
-        .systemLibrary(name: "CMicroHTTPD", path: "Sources/CMicroHTTPD"),
+        .target(name: "CMicroHTTPD", path: "Sources/CMicroHTTPD", linkerSettings: [.linkedLibrary("dl")]),
         // Debian: libcurl4-openssl-dev (the Firebase Remote Config REST client).
-        .systemLibrary(name: "CCurl", path: "Sources/CCurl"),
-        // Debian: libpq-dev (the PostgreSQL client library of the team store), loaded with dlopen on first use.
-        // A C target: its table of libpq's functions is defined once, in shim.c (see shim.h for why).
+        .target(name: "CCurl", path: "Sources/CCurl", linkerSettings: [.linkedLibrary("dl")]),
+        // Debian: libpq-dev (the PostgreSQL client library of the team store).
         .target(name: "CPostgres", path: "Sources/CPostgres", linkerSettings: [.linkedLibrary("dl")]),
         // Debian: libfido2-dev (FIDO2/CTAP2 security keys: enrolment and assertions of the step-up).
         .systemLibrary(name: "CFido2", path: "Sources/CFido2", pkgConfig: "libfido2"),

@@ -23,7 +23,7 @@ done
 lib="$root/.build/fuzz-lib"
 mkdir -p "$lib"
 flags=(-sanitize=fuzzer,address -use-ld=lld -parse-as-library -swift-version 6 -O -g -enable-testing
-  -package-name rollout -I "$root/Sources/COpenSSL" -I "$root/Sources/CQRencode" -I "$lib" -L "$lib")
+  -package-name rollout -I "$root/Sources/COpenSSL" -I "$root/Sources/CQRencode/include" -I "$lib" -L "$lib")
 # Archives built with other flags (an older version of this script) are rebuilt.
 if [ "$(cat "$lib/flags" 2>/dev/null)" != "${flags[*]}" ]; then
   rm -f "$lib"/*.a "$lib"/*.swiftmodule
@@ -42,6 +42,15 @@ for module in "${modules[@]}"; do
   fi
   links+=("-l$module")
 done
+# CQRencode is a C target (its function table is defined once, in shim.c): StepUp needs its object.
+if [[ " ${modules[*]} " == *" StepUp "* ]]; then
+  shim="$lib/libCQRencode.a"
+  if [ ! -f "$shim" ] || [ -n "$(find "$root/Sources/CQRencode" -newer "$shim" -print -quit)" ]; then
+    clang -O2 -g -I "$root/Sources/CQRencode/include" -c "$root/Sources/CQRencode/shim.c" -o "$lib/CQRencode.o"
+    rm -f "$shim" && ar rcs "$shim" "$lib/CQRencode.o"
+  fi
+  links+=(-lCQRencode)
+fi
 sources=("$entry/FuzzEntry.swift")
 for f in "${extra[@]}"; do sources+=("$root/$f"); done
 name=$(basename "$entry")

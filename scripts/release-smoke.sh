@@ -30,6 +30,14 @@ if nm "$bin" | grep -q -e 's10Foundation' -e 'CFRunLoop'; then
     fail "the release binary links corelibs Foundation: a module imports Foundation (use FoundationEssentials and Platform)"
 fi
 
+step "one function table per library loaded with dlopen (defined in its shim.c, not a header's static)"
+# A header's static would be one copy per object, and -O code inlined into another file would call an empty one.
+symbols=$(nm "$bin")
+for table in rollout_curl_api_table rollout_mhd_api_table rollout_pq_api_table rollout_qrencode_api_table; do
+    n=$(grep -c -E " [BbDd] $table\$" <<<"$symbols" || true)
+    [ "$n" = 1 ] || fail "$table is defined $n times in the release binary, not once (Sources/C*/shim.c)"
+done
+
 step "SQLite store: init, set, nudge, status, audit verify"
 store="$work/rollout.db"
 "$bin" init --store "$store" --seed smoke-seed >"$work/out" 2>&1
