@@ -3,11 +3,15 @@
 #   the suites lane:  the debug build with the tests (`make build-tests`), then every suite (scripts/test.sh);
 #   the release lane: the short fuzz run (scripts/fuzz.sh, which builds its own targets with swiftc), the release
 #                     build (`make release`) and the release smoke (scripts/release-smoke.sh), at `nice` 10.
-# Why: run one after the other on a 2-core machine they took 1,238 s, but used 1.5 cores during the debug build
-# and about 1.4 during the suites, whose tests spend much of their time waiting on child processes, servers, tmux
-# and fsyncs; the release lane (about 575 s of CPU, nothing shared with the suites but the machine) fills those
-# idle cycles. At nice 10 it takes a core only when the suites leave one idle, so the suites' bounded waits see the
-# machine they saw before. The release build waits for the debug build's SwiftPM lock if it gets there first.
+# Why: run one after the other on a 2-core machine they took 1,238 s, and the suites used about one core of two
+# (800 s of CPU in 696 s in a serial run with phase times): their tests spend much of their time waiting on child
+# processes, servers, tmux and fsyncs. The release lane (about 630 s of CPU, nothing shared with the suites but the
+# machine) fills those idle cycles: 1,080 s for the whole `make test` on the same machine. The release lane runs in a session of its own (setsid: one
+# process group, stopped whole on an interrupt), which Linux's scheduler autogroups treat as a group of its own,
+# so while both lanes are busy each gets about half of the cores; `nice` 10 ranks the lane's processes below the
+# suites' only within one autogroup, and SwiftPM starts the release build's compilers at the default priority.
+# The suites' waits are bounded by conditions, never by fixed sleeps, and pass on a machine loaded like this.
+# The release build waits for the debug build's SwiftPM lock if it gets there first.
 # The release lane's output goes to .build/release-lane.log and is printed when both lanes have ended; the script
 # fails when either lane failed. Each step prints its wall and CPU time (scripts/phase.sh).
 set -uo pipefail
