@@ -54,7 +54,10 @@ enum FirstMinuteBench {
             os.kill(pid, signal.SIGKILL)
             os.waitpid(pid, 0)
         text = raw.decode("utf-8", "replace")
-        json.dump({"first": first, "compiled": text.count("Compiling"), "linked": text.count("Linking"), "exit": code}, sys.stdout)
+        # What the terminal showed last, plain: the reason when no console came.
+        tail = "\n".join(line.rstrip() for line in screen.display if line.strip())[-1500:]
+        json.dump({"first": first, "compiled": text.count("Compiling"), "linked": text.count("Linking"), "exit": code,
+                   "seconds": time.monotonic() - start, "tail": tail}, sys.stdout)
         """
 
     static func run() throws {
@@ -64,7 +67,10 @@ enum FirstMinuteBench {
         guard let data = out.data(using: .utf8), let r = try JSONSerialization.jsonObject(with: data) as? [String: Any]
         else { throw BenchError("the pty host printed '\(out)'") }
         guard let first = r["first"] as? Double else {
-            throw BenchError("make demo showed no console within 600 s (exit \(r["exit"].map { "\($0)" } ?? "?"))")
+            let seconds = (r["seconds"] as? Double).map { String(format: "%.1f", $0) } ?? "?"
+            throw BenchError(
+                "make demo showed no console (exit \(r["exit"].map { "\($0)" } ?? "?") after \(seconds) s; limit 600 s); "
+                    + "its terminal showed:\n\(r["tail"] as? String ?? "")")
         }
         let compiled = r["compiled"] as? Int ?? -1
         let linked = r["linked"] as? Int ?? -1
