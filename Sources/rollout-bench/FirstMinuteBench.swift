@@ -55,7 +55,7 @@ enum FirstMinuteBench {
             os.waitpid(pid, 0)
         text = raw.decode("utf-8", "replace")
         # What the terminal showed last, plain: the reason when no console came.
-        tail = "\n".join(line.rstrip() for line in screen.display if line.strip())[-1500:]
+        tail = "\\n".join(line.rstrip() for line in screen.display if line.strip())[-1500:]
         json.dump({"first": first, "compiled": text.count("Compiling"), "linked": text.count("Linking"), "exit": code,
                    "seconds": time.monotonic() - start, "tail": tail}, sys.stdout)
         """
