@@ -20,8 +20,9 @@ enum FirstMinuteBench {
         if pid == 0:
             fcntl.ioctl(0, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))
             os.environ["TERM"] = "xterm-256color"
-            # A user's shell, not make's: under `make bench ARGS=...`, MAKEFLAGS would hand those ARGS to the demo.
-            for name in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL", "MAKEOVERRIDES"):
+            # A user's shell, not make's: under `make bench ARGS=...`, make exports ARGS (and MAKEFLAGS carries it),
+            # and the demo would be handed the bench's suites as its arguments.
+            for name in ("ARGS", "MAKEFLAGS", "MFLAGS", "MAKELEVEL", "MAKEOVERRIDES"):
                 os.environ.pop(name, None)
             os.execvp("make", ["make", "--no-print-directory", "demo"])
         seen, raw, first = False, b"", None
