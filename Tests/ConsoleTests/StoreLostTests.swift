@@ -42,7 +42,7 @@ struct StoreLostTests {
         #expect(s.notice?.text.contains("nothing was written") == true, "\(String(describing: s.notice))")
     }
 
-    @Test("an open confirm dialog is closed when the store is lost")
+    @Test("an open confirm dialog becomes a notice that takes the Enter meant for Publish")
     func openDialogClosed() {
         var s = Fixture.state(Fixture.model())
         guard case .preview(let request)? = s.handle(.key(.character("K"))).first else {
@@ -55,8 +55,36 @@ struct StoreLostTests {
             return
         }
         _ = s.handle(.snapshot(lostModel()))
+        guard case .storeLost(let lost)? = s.overlay else {
+            Issue.record("no notice: \(String(describing: s.overlay))")
+            return
+        }
+        #expect(lost.contains("no file at that path"))
+        let size = Size(width: 120, height: 40)
+        let screen = ConsoleScreen.render(s, size: size).lines.joined(separator: "\n")
+        #expect(screen.contains("Store lost: the change was dropped"), "\(screen)")
+        #expect(screen.contains("READ-ONLY: the store was removed or replaced"), "\(screen)")
+        // Enter (meant for Publish) closes the notice: it neither publishes nor opens the verdict pane.
+        #expect(s.handle(.key(.enter)) == [])
         #expect(s.overlay == nil)
         #expect(s.handle(.key(.character("y"))) == [])
+        #expect(s.overlay == nil)
+    }
+
+    @Test("Esc closes the notice too, and a change being prepared is dropped the same way")
+    func preparingDropped() {
+        var s = Fixture.state(Fixture.model())
+        guard case .preview? = s.handle(.key(.character("+"))).first, case .preparing? = s.overlay else {
+            Issue.record("no preparing dialog: \(String(describing: s.overlay))")
+            return
+        }
+        _ = s.handle(.snapshot(lostModel()))
+        guard case .storeLost? = s.overlay else {
+            Issue.record("no notice: \(String(describing: s.overlay))")
+            return
+        }
+        #expect(s.handle(.key(.escape)) == [])
+        #expect(s.overlay == nil)
     }
 
     @Test("the banner takes the message row, above HALT's, and stays after the next key")

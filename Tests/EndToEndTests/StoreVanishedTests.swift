@@ -47,6 +47,28 @@ struct StoreVanishedTests {
         if screen.contains("Confirm: kill switch") { try session.press("Enter") }
     }
 
+    /// The dialog open when the loss is noticed: it becomes a notice, and the Enter meant for Publish closes it
+    /// (it used to land on the main screen and open the verdict pane over the banner; CI saw that race).
+    @Test func aConfirmDialogOpenWhenTheStoreIsLostBecomesANotice() throws {
+        let f = try ConsoleEndToEndTests.Fixture()
+        try #require(f.cli("set", "20", "--reason", "start").status == 0)
+        let session = try f.console()
+        defer { session.close() }
+        try session.waitFor("<= 20")
+        try session.press("K")
+        try session.waitFor("Confirm: kill switch")
+        try FileManager.default.removeItem(atPath: f.store)
+        var screen = try session.waitFor("Store lost: the change was dropped")
+        #expect(!screen.contains("Confirm: kill switch"), "\(screen)")
+        try session.press("Enter")
+        screen = try session.waitUntil("the notice closed") { !$0.contains("Store lost: the change was dropped") }
+        #expect(screen.contains("READ-ONLY"), "\(screen)")
+        #expect(!screen.contains("Why: the verdict"), "\(screen)")
+        #expect(!screen.contains("KILLED"), "\(screen)")
+        #expect(!FileManager.default.fileExists(atPath: f.store))
+        try session.press("q")
+    }
+
     /// The read side: the console checks the store's identity on every refresh, so the loss shows without any key
     /// pressed, as a banner; from then on it is read-only, and a write key says why without asking for anything.
     @Test func aRemovedOrReplacedStoreTurnsTheConsoleReadOnlyWithABanner() throws {

@@ -251,13 +251,14 @@ extension ConsoleState {
     }
 
     /// The store the console opened is gone: from now on the console is read-only. A change being prepared or
-    /// confirmed is dropped (its publish would be refused; one already in flight gets the write path's answer), the
-    /// operator is told once, in the log as well, with the bell.
+    /// confirmed is dropped (its publish would be refused; one already in flight gets the write path's answer) and
+    /// its dialog replaced by a notice that takes the next Enter or Esc (an Enter meant for Publish opened the
+    /// verdict pane over the banner); the operator is told once, in the log as well, with the bell.
     private mutating func noteStoreLost(_ lost: String) -> [ConsoleEffect] {
         storeLost = lost
         switch overlay {
         case .valuePrompt, .preparing, .confirm, .reason, .stepUp, .stepUpMethod, .securityKeyPIN, .phone, .conflict:
-            overlay = nil
+            overlay = .storeLost(lost)
             keptReason = nil
             revision = nil
         default: break
@@ -362,6 +363,10 @@ extension ConsoleState {
                     self.overlay = .help(scroll: target)
                 }
             }
+            return []
+
+        case .storeLost:
+            if key == .escape || key == .enter { self.overlay = nil }
             return []
 
         case .verdict(let scroll):

@@ -225,6 +225,8 @@ enum Hints {
             return [HintBar.Item("Enter", "send the PIN to the key"), HintBar.Item("Esc", "cancel")]
         case .publishing:
             return [HintBar.Item("…", "publishing; the answer closes this")]
+        case .storeLost:
+            return [HintBar.Item("Enter Esc", "close")]
         case .confirm, .conflict:
             return [
                 HintBar.Item("y", "yes"), HintBar.Item("n", "no"), HintBar.Item("Tab ←→", "move"),
