@@ -72,6 +72,33 @@ struct IngestSpillTests {
         return out
     }
 
+    /// A batch that never spills and one that keeps at most `limit` installations in memory (given spill files
+    /// unless `spillFiles` is false): the tests record the same events into both.
+    static func pair(limit: Int, spillFiles: Bool = true) -> (whole: TelemetryBatch, limited: TelemetryBatch) {
+        let whole = TelemetryBatch()
+        whole.spillLimit = .max
+        let limited = TelemetryBatch()
+        limited.spillLimit = limit
+        if spillFiles { limited.spillToTemporaryFiles() }
+        return (whole, limited)
+    }
+
+    /// `limited`'s installations read back are `whole`'s: the same ids in the same order, each with the same fields
+    /// (a difference is recorded with its id and `context`). Returns them.
+    @discardableResult
+    static func expectSameInstallations(
+        _ limited: TelemetryBatch, as whole: TelemetryBatch, _ context: String = ""
+    ) throws -> [(String, [String])] {
+        let expected = try installations(whole)
+        let merged = try installations(limited)
+        #expect(merged.map(\.0) == expected.map(\.0), "\(context)")
+        for (a, b) in zip(merged, expected) where a.1 != b.1 {
+            Issue.record("\(context) \(a.0): merged \(a.1), in memory \(b.1)")
+        }
+        #expect(limited.installationCount == whole.installationCount, "\(context)")
+        return merged
+    }
+
     /// Every field of a delta, internal ones too (what `merge` reads), but not the table position and hash.
     static func allFields(_ d: InstallationDelta) -> [String] {
         fields(d) + [
@@ -258,22 +285,12 @@ struct IngestSpillTests {
     func equivalence(seed: Int) throws {
         var r = Random(state: UInt64(seed) &* 7919)
         let limit = 1 + r.below(9)
-        let whole = TelemetryBatch()
-        whole.spillLimit = .max
-        let spilled = TelemetryBatch()
-        spilled.spillLimit = limit
-        spilled.spillToTemporaryFiles()
+        let (whole, spilled) = Self.pair(limit: limit)
         Self.fill(
             [whole, spilled], seed: UInt64(seed), events: 200 + r.below(800), ids: limit + 1 + r.below(60), zeroBytes: true)
         #expect(whole.spilledRuns == 0)
         #expect(spilled.spilledRuns > 0, "limit \(limit) spilled nothing")
-        let expected = try Self.installations(whole)
-        let merged = try Self.installations(spilled)
-        #expect(merged.map(\.0) == expected.map(\.0))
-        for (a, b) in zip(merged, expected) where a.1 != b.1 {
-            Issue.record("seed \(seed), limit \(limit): \(a.0) merged \(a.1), in memory \(b.1)")
-        }
-        #expect(spilled.installationCount == whole.installationCount)
+        let merged = try Self.expectSameInstallations(spilled, as: whole, "seed \(seed), limit \(limit):")
         #expect(spilled.eventTotals() == whole.eventTotals())
         // Read back twice (a retried transaction merges again): the same.
         #expect(try Self.installations(spilled).map(\.1) == merged.map(\.1))
@@ -284,11 +301,7 @@ struct IngestSpillTests {
         let plain = try temporaryTables()
         let spilling = try temporaryTables()
         for round in 0..<4 {
-            let whole = TelemetryBatch()
-            whole.spillLimit = .max
-            let spilled = TelemetryBatch()
-            spilled.spillLimit = 3 + round
-            spilled.spillToTemporaryFiles()
+            let (whole, spilled) = Self.pair(limit: 3 + round)
             Self.fill([whole, spilled], seed: UInt64(100 + round), events: 600, ids: 45)
             #expect(spilled.spilledRuns > 0)
             let a = try #require(try plain.commit(whole, source: "r\(round)", at: t0 + .minutes(20)))
@@ -313,11 +326,7 @@ struct IngestSpillTests {
     @Test("a spill that cannot be written keeps its table whole: the batch merges exactly as one kept in memory")
     func failedSpill() throws {
         for failAfter in [0, 2, 5] {
-            let whole = TelemetryBatch()
-            whole.spillLimit = .max
-            let spilled = TelemetryBatch()
-            spilled.spillLimit = 7
-            spilled.spillToTemporaryFiles()
+            let (whole, spilled) = Self.pair(limit: 7)
             var r = Random(state: UInt64(failAfter) + 9)
             let names = (0..<90).map { "id-\($0)" }
             for i in 0..<900 {
@@ -328,20 +337,13 @@ struct IngestSpillTests {
             }
             #expect(spilled.spilledRuns == failAfter)
             #expect(spilled.installations.count > 7, "the table grew in memory after the failed spill")
-            let expected = try Self.installations(whole)
-            let merged = try Self.installations(spilled)
-            #expect(merged.map(\.0) == expected.map(\.0))
-            #expect(merged.map(\.1) == expected.map(\.1))
-            #expect(spilled.installationCount == whole.installationCount)
+            try Self.expectSameInstallations(spilled, as: whole, "failing after \(failAfter) runs:")
         }
     }
 
     @Test("a batch given no spill files (made outside an ingest) keeps its installations in memory past the limit")
     func noSpillFiles() throws {
-        let whole = TelemetryBatch()
-        whole.spillLimit = .max
-        let bare = TelemetryBatch()
-        bare.spillLimit = 7
+        let (whole, bare) = Self.pair(limit: 7, spillFiles: false)
         for i in 0..<300 {
             let e = event(Int64(i % 600), "id-\(i % 90)", i % 3 == 0 ? .sessionStart : .attestationSuccess, .enabled)
             whole.record(e)
@@ -349,19 +351,12 @@ struct IngestSpillTests {
         }
         #expect(bare.spilledRuns == 0)
         #expect(bare.installations.count > 7)
-        let expected = try Self.installations(whole)
-        let merged = try Self.installations(bare)
-        #expect(merged.map(\.0) == expected.map(\.0))
-        #expect(merged.map(\.1) == expected.map(\.1))
+        try Self.expectSameInstallations(bare, as: whole)
     }
 
     @Test("ids longer than the spill's 256 KiB write buffer spill and merge back whole (a batch made in code)")
     func idsLongerThanTheSpillBuffer() throws {
-        let whole = TelemetryBatch()
-        whole.spillLimit = .max
-        let spilled = TelemetryBatch()
-        spilled.spillLimit = 2
-        spilled.spillToTemporaryFiles()
+        let (whole, spilled) = Self.pair(limit: 2)
         // Long ids between short ones, the same long id twice (merged across runs), and one longer than the buffer
         // by more than a record's fixed bytes.
         let long = (0..<3).map { String(repeating: "x", count: 300_000 + $0 * 70_000) + "-\($0)" }
@@ -372,11 +367,7 @@ struct IngestSpillTests {
             spilled.record(e)
         }
         #expect(spilled.spilledRuns > 0)
-        let expected = try Self.installations(whole)
-        let merged = try Self.installations(spilled)
-        #expect(merged.count == 7)
-        #expect(merged.map(\.0) == expected.map(\.0))
-        #expect(merged.map(\.1) == expected.map(\.1))
+        #expect(try Self.expectSameInstallations(spilled, as: whole).count == 7)
     }
 
     @Test("the table stays at the spill limit however many installations come, and removeAll drops the runs")
