@@ -6,10 +6,11 @@
 # Why: run one after the other on a 2-core machine they took 1,238 s, and the suites used about one core of two
 # (800 s of CPU in 696 s in a serial run with phase times): their tests spend much of their time waiting on child
 # processes, servers, tmux and fsyncs. The release lane (about 630 s of CPU, nothing shared with the suites but the
-# machine) fills those idle cycles: 1,080 s for the whole `make test` on the same machine. The release lane runs in a session of its own (setsid: one
-# process group, stopped whole on an interrupt), which Linux's scheduler autogroups treat as a group of its own,
-# so while both lanes are busy each gets about half of the cores; `nice` 10 ranks the lane's processes below the
-# suites' only within one autogroup, and SwiftPM starts the release build's compilers at the default priority.
+# machine) fills those idle cycles: 1,080 s for the whole `make test` on the same machine. The release lane runs
+# in a session of its own (setsid: one process group, stopped whole on an interrupt), which Linux's scheduler
+# autogroups treat as a group of its own, so while both lanes are busy each gets about half of the cores; `nice` 10
+# ranks the lane's processes below the suites' only within one autogroup, and SwiftPM starts the release build's
+# compilers at the default priority.
 # The suites' waits are bounded by conditions, never by fixed sleeps, and pass on a machine loaded like this.
 # The release build waits for the debug build's SwiftPM lock if it gets there first.
 # The release lane's output goes to .build/release-lane.log and is printed when both lanes have ended; the script
@@ -37,7 +38,8 @@ wait $lane || released=1
 echo "make test: the release lane (fuzz, release build, release smoke), from $lane_log:"
 # Its summary lines; the whole log when it failed.
 if [ $released -eq 0 ]; then
-    grep -a -E '^(make test: phase|fuzz: |  release smoke: all|stat::number_of_executed_units)' "$lane_log" | sed 's/^/  /'
+    pattern='^(make test: phase|fuzz: |  release smoke: all|stat::number_of_executed_units)'
+    grep -a -E "$pattern" "$lane_log" | sed 's/^/  /'
 else
     sed 's/^/  | /' "$lane_log"
 fi

@@ -40,7 +40,8 @@
     X(int, PQenterPipelineMode, (PGconn *conn), (conn))                                                         \
     X(int, PQexitPipelineMode, (PGconn *conn), (conn))                                                          \
     X(int, PQpipelineSync, (PGconn *conn), (conn))                                                              \
-    X(PGresult *, PQprepare, (PGconn *conn, const char *stmtName, const char *query, int nParams, const Oid *paramTypes), \
+    X(PGresult *, PQprepare,                                                                                    \
+      (PGconn *conn, const char *stmtName, const char *query, int nParams, const Oid *paramTypes),               \
       (conn, stmtName, query, nParams, paramTypes))                                                             \
     X(int, PQsendPrepare, (PGconn *conn, const char *stmtName, const char *query, int nParams, const Oid *paramTypes), \
       (conn, stmtName, query, nParams, paramTypes))                                                             \
