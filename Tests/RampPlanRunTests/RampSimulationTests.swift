@@ -40,6 +40,21 @@ enum Drill {
         return s
     }
 
+    /// Where a drill's simulated fleet starts: the next 02:25 UTC after `now`, whatever the time the test runs.
+    ///
+    /// The fleet's day has quiet hours (`DailyCurve`) in which a small fleet's gates cannot pass within a plan's
+    /// timeout: started at the wall clock's now, the steady drill paused at step 1 for seed 2 when run at 03:13 and
+    /// 03:29 UTC (it passes at 02:25 under `faketime`), so a drill's outcome depended on the hour CI ran it. Every
+    /// drill starts at the same time of day instead; the devices' launches and the plan's looks are then the same
+    /// on every run.
+    static func start(now: Instant) -> Instant {
+        let day: Int64 = 86_400_000_000
+        let offset = Int64(2 * 3600 + 25 * 60) * 1_000_000
+        var start = now.microseconds - now.microseconds % day + offset
+        if start < now.microseconds { start += day }
+        return Instant(microseconds: start)
+    }
+
     /// Creates a drill store at `path` (or reuses one), stores `plan` unless one is there, and runs the scenario
     /// with `runners` plan runners looking after every landed minute. `stopAt` ends the simulation early.
     static func run(
@@ -67,7 +82,7 @@ enum Drill {
         let sink = try StoreTelemetrySink(store: simSession.store, source: "simulator:\(scenario.name)")
         // A resumed drill goes on from where the store's telemetry ends.
         let options = FleetOptions(
-            scenario: scenario, devices: scenario.devices, seed: seed, start: start ?? wall.now())
+            scenario: scenario, devices: scenario.devices, seed: seed, start: start ?? Self.start(now: wall.now()))
         let simulation = try FleetSimulation(
             scenario: scenario, options: options, config: try simSession.store.configStore(), sink: sink,
             writePath: try simSession.writePath())
@@ -128,17 +143,10 @@ enum Drill {
 
     @Test(arguments: [UInt64(1), 2, 3, 4, 5])
     func steadyReachesHundredThroughEveryStep(seed: UInt64) throws {
-        // The fleet's day has hours its gates cannot pass within the plan's 5 h timeout: started at 03:13 and
-        // 03:29 UTC, seed 2 paused at step 1, and at 02:25 every seed passed. The drill therefore starts at the next
-        // 02:25 UTC, whatever the time the test runs.
-        let day: Int64 = 86_400_000_000
-        let now = SystemClock().now().microseconds
-        let offset = (2 * 3600 + 25 * 60) * Int64(1_000_000)
-        var start = now - now % day + offset
-        if start < now { start += day }
+        // Started at the next 02:25 UTC, as every drill (`Drill.start(now:)`): at 03:13 and 03:29 UTC seed 2 paused.
         let run = try Drill.run(
             scenario: try Drill.unscripted("steady", devices: 8000, duration: .hours(8)), plan: Drill.ramp, seed: seed,
-            settings: Self.drillSettings, start: Instant(microseconds: start))
+            settings: Self.drillSettings)
         defer { try? FileManager.default.removeItem(at: run.dir) }
         #expect(run.final.state.phase == .done, "\(run.final.state) \(run.looks.last.map { PlanWords.line($0) } ?? "")")
         #expect(run.planVersions.map(\.description) == (1...5).map { run.final.plan.reason(step: $0) })
@@ -250,7 +258,7 @@ enum Drill {
     /// The runner stops in the middle (its process ends); a new one on the same store goes on at the right step.
     @Test func aRestartedRunnerResumesAtItsStep() throws {
         let scenario = try Drill.unscripted("steady", devices: 8000, duration: .hours(4))
-        let start = Instant(seconds: SystemClock().now().seconds / 60 * 60)
+        let start = Drill.start(now: SystemClock().now())
         let first = try Drill.run(
             scenario: scenario, plan: Drill.ramp, seed: 1, settings: Self.drillSettings, start: start,
             stopWhen: { $0.reached == 3 })
