@@ -3,11 +3,12 @@ import Testing
 import TestSupport
 
 /// Two `rollout console`s in real terminals (tmux) on one PostgreSQL store: a publish in one appears in the
-/// other within a second, and a colleague's CLI publish likewise. The console polls only every 5 seconds as a
-/// fallback, so showing it within a second is the NOTIFY wake-up.
+/// other, and a colleague's CLI publish in both. How soon is printed, not asserted (tests assert no wall-clock
+/// times: under CI's load a terminal's redraw alone can take a second); that the picture is woken by NOTIFY rather
+/// than the five-second fallback poll is `PostgresConsoleWakeTests`, with the fallback set to an hour.
 @Suite("two consoles on one PostgreSQL store", .serialized)
 struct TwoConsolesTests {
-    @Test func aPublishInOneConsoleAppearsInTheOtherWithinASecond() throws {
+    @Test func aPublishInOneConsoleAppearsInTheOther() throws {
         let server = try PostgresServer.get()
         let uri = server.uris(of: try server.freshDatabase()).socket
         let binary = try TestSupport.rolloutBinary()
@@ -31,23 +32,21 @@ struct TwoConsolesTests {
         _ = try ana.waitFor("<= 10", timeout: 20)
         _ = try carl.waitFor("<= 10", timeout: 20)
 
-        // Ana nudges down from her console; Carl's shows it within a second of the publish.
+        // Ana nudges down from her console; Carl's shows it.
         try ana.press("-")
         _ = try ana.waitFor("Confirm: nudge -1 point")
         try ana.press("Tab", "Enter")
         _ = try ana.waitFor("<= 9", timeout: 10)
         let published = Date()
-        _ = try carl.waitFor("<= 9", timeout: 1)
+        _ = try carl.waitFor("<= 9", timeout: 10)
         let shownAfter = Date().timeIntervalSince(published)
-        #expect(shownAfter < 1, "Carl's console showed the change after \(shownAfter) s")
 
-        // A colleague's CLI publish reaches both within a second.
+        // A colleague's CLI publish reaches both.
         try #require(try cli("kill", "--reason", "stop").status == 0)
         let killed = Date()
-        _ = try ana.waitFor("KILLED", timeout: 1)
-        _ = try carl.waitFor("KILLED", timeout: 1)
+        _ = try ana.waitFor("KILLED", timeout: 10)
+        _ = try carl.waitFor("KILLED", timeout: 10)
         let cliShownAfter = Date().timeIntervalSince(killed)
-        #expect(cliShownAfter < 1.5)
         print("two consoles: the other console showed the publish \(String(format: "%.2f", shownAfter)) s after it landed; a CLI kill \(String(format: "%.2f", cliShownAfter)) s")
     }
 }
