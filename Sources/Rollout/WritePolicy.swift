@@ -120,6 +120,10 @@ public struct PhoneApproval: Sendable, Equatable, CustomStringConvertible {
         /// No code was checked: the method did not start (locked, not accepted) or the provider refused first
         /// (409, 422, 429, ...); its words, never a code.
         case notChecked(String)
+
+        /// The operator gave up before typing a code (an empty line at the CLI's prompt, Esc in the console): the
+        /// verification was cancelled at the provider. Audited as a refused step-up; counts no attempt.
+        public static let cancelled = Submission.notChecked("no code was entered; the verification was cancelled")
     }
 
     /// The provider's id of the verification (its request id), "-" when none was started.

@@ -155,7 +155,7 @@ public final class StoreConsoleExecutor: ConsoleEffectExecutor, @unchecked Senda
     /// The phone verification provider, nil when none is configured (`$ROLLOUT_VONAGE_CREDENTIALS`).
     private let phone: (@Sendable () throws -> VonageVerifyClient)?
     /// The provider's verification of each publish request that started one.
-    private var verifications: [Int: String] = [:]
+    private var verifications: [Int: (verification: String, request: ConfirmedChange)] = [:]
     /// The step-up policy's phone port (started verifications and the answers asked ahead), made on first use.
     private var phoneCodes: VonagePhoneCodes?
     private let lock = Lock()
@@ -449,7 +449,7 @@ public final class StoreConsoleExecutor: ConsoleEffectExecutor, @unchecked Senda
             } catch {
                 return [submitPhone(request, verification: "-", .notChecked("\(error)"), on: path)]
             }
-            verifications[id] = verification
+            verifications[id] = (verification, request)
             return [
                 .phoneStatus(
                     requestID: id,
@@ -466,7 +466,7 @@ public final class StoreConsoleExecutor: ConsoleEffectExecutor, @unchecked Senda
     /// and the step-up policy takes that answer for this change through its phone port.
     private func phoneCheck(_ request: ConfirmedChange, _ writeRequest: WritePath.Request) throws -> [ConsoleEvent] {
         let id = request.preview.request.id
-        guard let codes = try codes(), let verification = verifications[id], let code = request.phoneCode,
+        guard let codes = try codes(), let verification = verifications[id]?.verification, let code = request.phoneCode,
             let (policy, path) = try phonePolicy(codes), let enrolment = try policy.phoneEnrolment(of: session.operatorID)
         else {
             return [.publishFailed(requestID: id, message: "no phone verification was started for this change")]
@@ -483,7 +483,7 @@ public final class StoreConsoleExecutor: ConsoleEffectExecutor, @unchecked Senda
     }
 
     private func phoneCall(_ id: Int) -> [ConsoleEvent] {
-        guard let phone, let verification = verifications[id] else { return [] }
+        guard let phone, let verification = verifications[id]?.verification else { return [] }
         do {
             try phone().nextChannel(verification)
             return [.phoneStatus(requestID: id, status: "provider: calling your phone now to read the same code (voice)")]
@@ -492,11 +492,15 @@ public final class StoreConsoleExecutor: ConsoleEffectExecutor, @unchecked Senda
         }
     }
 
-    /// Esc: the provider's verification is cancelled (DELETE); nothing reaches the write path; no answer.
+    /// Esc: the provider's verification is cancelled (DELETE), and the change goes to the write path without a code,
+    /// as the CLI's empty line does (`PhoneApproval.Submission.cancelled`): refused and audited (a verification was
+    /// sent to the operator's phone; the audit log says it was given up), no attempt counted. The dialog is already
+    /// closed, so the refusal's answer adds nothing on screen.
     private func phoneCancel(_ id: Int) -> [ConsoleEvent] {
-        guard let phone, let verification = verifications.removeValue(forKey: id) else { return [] }
-        try? phone().cancel(verification)
-        return []
+        guard let phone, let started = verifications.removeValue(forKey: id) else { return [] }
+        try? phone().cancel(started.verification)
+        guard let codes = try? codes(), let (_, path) = try? phonePolicy(codes) else { return [] }
+        return [submitPhone(started.request, verification: started.verification, .cancelled, on: path)]
     }
 
     /// One version for the drill-down: its record (who, when, from → to, why) and the core's diff against the

@@ -83,7 +83,7 @@ extension StepUpMethods {
             guard let code = readCode(), !code.isEmpty else {
                 try? client.cancel(verification)
                 notice("provider: verification \(verification) cancelled")
-                return try submit(verification, .notChecked("no code was entered; the verification was cancelled"))
+                return try submit(verification, .cancelled)
             }
             if code.lowercased() == "call" {
                 do {

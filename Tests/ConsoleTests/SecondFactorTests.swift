@@ -289,7 +289,15 @@ struct SecondFactorTests {
         #expect({ if case .phone? = s.overlay { true } else { false } }())
         #expect(press(&s, .escape) == [.phoneCancel(requestID: id)])
         #expect(s.overlay == nil)
-        #expect(s.notice?.text.contains("nothing was written") == true)
+        #expect(s.notice?.text.contains("nothing was published (the audit log records it)") == true)
+        // The write path's refusal of the given-up change (audited by the bridge) arrives after: nothing more on screen.
+        let notice = s.notice
+        let given = PolicyRefusal(
+            policy: "step-up", reason: "the phone code could not be checked: no code was entered; the verification was cancelled",
+            kind: .stepUpFailed)
+        #expect(s.handle(.writeRefused(requestID: id, .stepUpFailed(given))) == [])
+        #expect(s.overlay == nil)
+        #expect(s.notice == notice)
     }
 
     @Test("phone: the provider ended the verification (410): the dialog closes with the refusal")

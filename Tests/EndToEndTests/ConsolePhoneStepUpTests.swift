@@ -99,6 +99,16 @@ struct ConsolePhoneStepUpTests {
         try console.press("Escape")
         try console.waitFor("phone verification was cancelled")
         #expect(try version() == base)
+        // Given up, as at the CLI's prompt: a refused step-up in the audit log (a verification was sent), no code.
+        func cancelledRecords() throws -> [AuditRecord] {
+            try RolloutStore(path: f.store, create: false).configStore().auditRecords(limit: 1000, before: nil).filter {
+                $0.entry.result == .stepUpRefused && $0.entry.detail.contains("method phone")
+                    && $0.entry.detail.contains("no code was entered; the verification was cancelled")
+            }
+        }
+        let cancelDeadline = Date().addingTimeInterval(15)
+        while try cancelledRecords().isEmpty, Date() < cancelDeadline { usleep(20_000) }
+        #expect(try cancelledRecords().count == 1)
 
         // Again: the fake refuses a second verification to a number with one in progress (409), so this one
         // starting shows the first was cancelled at the provider.

@@ -519,7 +519,7 @@ extension ConsoleState {
                 self.overlay = nil
                 keptReason = nil
                 revision = nil
-                say("Cancelled: the phone verification was cancelled; nothing was written.", .info)
+                say("Cancelled: the phone verification was cancelled; nothing was published (the audit log records it).", .info)
                 return [.phoneCancel(requestID: id)]
             case .submitted:
                 guard status != nil, field.text.count >= 4 else {
