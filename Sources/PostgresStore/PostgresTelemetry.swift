@@ -404,8 +404,8 @@ public final class PostgresTelemetry: TelemetryCounters, @unchecked Sendable {
     }
 
     /// The statements that write `groups`' installations into their blocks (`stored`: the rows `blockLookup` read),
-    /// merged into each partition's stored blocks in memory by `merge(stored, ids)` (an `InstallationRanges.merge`,
-    /// compiled in the core: this module is built unoptimised): one UPDATE for the blocks
+    /// merged into each partition's stored blocks in memory by `merge(stored, ids)` (the core's
+    /// `InstallationRanges.merge`): one UPDATE for the blocks
     /// rewritten under their key, one INSERT for new blocks (a partition's first, a split's parts), each block
     /// with `revision` (`revisionQuery`); a block whose bytes did not change is not written.
     static func blockWrites(
@@ -581,7 +581,7 @@ public final class PostgresTelemetry: TelemetryCounters, @unchecked Sendable {
     }
 
     /// Whether `a` and `b` hold the same bytes, through `memcmp` as `precedes` (`==` on arrays compared them element
-    /// by element through the runtime's metadata: this module is built unoptimised; seen in perf).
+    /// by element through the runtime's metadata while this module was built unoptimised; seen in perf).
     @inline(__always) static func same(_ a: [UInt8], _ b: [UInt8]) -> Bool {
         a.count == b.count && a.withUnsafeBytes { a in b.withUnsafeBytes { b in compareInstallationIDs(a, b) == 0 } }
     }

@@ -190,7 +190,7 @@ extension InstallationRanges {
 
     /// The installations of `batch` in `groups` groups (`fnv1a` of the id modulo `groups`), in id order within each,
     /// each with its index into the deltas returned: the input of `merge` for every group of a batch. Here, in the
-    /// core, because it runs once per installation (the PostgreSQL store's module is built unoptimised).
+    /// core: it is the batch's work, whatever store the groups go to.
     public static func grouped(_ batch: TelemetryBatch, groups: Int) throws -> (
         groups: [[(id: [UInt8], index: Int)]], deltas: [InstallationDelta]
     ) {
@@ -204,8 +204,8 @@ extension InstallationRanges {
         return (out, deltas)
     }
 
-    /// `merge` with each installation settled by `settlement` from `deltas[index]` (a batch landing), the settling
-    /// closure compiled here, in the core, for the same reason as `grouped`.
+    /// `merge` with each installation settled by `settlement` from `deltas[index]` (a batch landing), in the core
+    /// for the same reason as `grouped`.
     public static func merge(
         stored: [(upper: [UInt8], data: [UInt8])], ids: [(id: [UInt8], index: Int)], deltas: [InstallationDelta],
         settlement: inout BatchSettlement
