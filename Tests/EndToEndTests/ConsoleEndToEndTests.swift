@@ -165,7 +165,7 @@ struct ConsoleEndToEndTests {
         try session.press("=")
         try session.waitUntil("the exact-value prompt") { $0.contains("Set the percentage") || $0.contains("Set exact") || $0.contains("exact") }
         try session.press("Escape")
-        try session.waitUntil("the prompt to close", timeout: 2) { !$0.contains("exact") }
+        try session.waitUntil("the prompt to close") { !$0.contains("exact") }
         try session.press("C-c")
         #expect(try session.exitStatus() == 130)
         try session.waitFor("TERMINAL-RESTORED")
