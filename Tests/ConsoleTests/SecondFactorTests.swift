@@ -300,6 +300,24 @@ struct SecondFactorTests {
         #expect(s.notice == notice)
     }
 
+    @Test("phone: the store lost while a code is awaited: the verification is cancelled at the provider, the notice shows")
+    func phoneStoreLost() throws {
+        var s = Fixture.state(Fixture.model())
+        let preview = try reachStepUp(&s, options: [.code, .phone])
+        let id = preview.request.id
+        _ = press(&s, .character("2"))
+        _ = s.handle(.phoneStatus(requestID: id, status: "provider: verification v-1: a code by SMS to +44••••••0123"))
+        var lost = Fixture.model()
+        lost.header.storeLost = "the store was removed or replaced (no file at that path any more)"
+        lost.header.readOnly = true
+        let effects = s.handle(.snapshot(lost))
+        #expect(effects.contains(.phoneCancel(requestID: id)), "\(effects)")
+        guard case .storeLost? = s.overlay else {
+            Issue.record("expected the store-lost notice, got \(String(describing: s.overlay))")
+            return
+        }
+    }
+
     @Test("phone: the provider ended the verification (410): the dialog closes with the refusal")
     func phoneEnded() throws {
         var s = Fixture.state(Fixture.model())

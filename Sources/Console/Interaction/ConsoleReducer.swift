@@ -256,6 +256,12 @@ extension ConsoleState {
     /// verdict pane over the banner); the operator is told once, in the log as well, with the bell.
     private mutating func noteStoreLost(_ lost: String) -> [ConsoleEffect] {
         storeLost = lost
+        // A phone verification the provider started is cancelled there (as Esc does): its code can approve nothing
+        // now, and the provider would go on to call the operator's phone.
+        var effects: [ConsoleEffect] = []
+        if case .phone(let request, .some, _, _, false) = overlay {
+            effects.append(.phoneCancel(requestID: request.preview.request.id))
+        }
         switch overlay {
         case .valuePrompt, .preparing, .confirm, .reason, .stepUp, .stepUpMethod, .securityKeyPIN, .phone, .conflict:
             overlay = .storeLost(lost)
@@ -264,7 +270,7 @@ extension ConsoleState {
         default: break
         }
         say(Self.storeLostText(lost), .error)
-        return configuration.bell ? [.bell] : []
+        return effects + (configuration.bell ? [.bell] : [])
     }
 
     static func storeLostText(_ lost: String) -> String {
