@@ -9,11 +9,8 @@ import TestSupport
 @Suite(.serialized)
 struct StoreVanishedTests {
     @Test func aWriteIntoARemovedOrReplacedStoreIsRefused() throws {
-        let f = try ConsoleEndToEndTests.Fixture()
-        try #require(f.cli("set", "20", "--reason", "start").status == 0)
-        let session = try f.console()
+        let (f, session) = try Self.consoleAt20()
         defer { session.close() }
-        try session.waitFor("<= 20")
 
         // The file is removed behind the console (its connection still reads the unlinked inode). The console's
         // refresh may notice first and refuse the key at once; if the dialog opens before it does, the write path
@@ -36,6 +33,20 @@ struct StoreVanishedTests {
         try session.press("q")
     }
 
+    /// A store at 20% and a console on it, showing it.
+    private static func consoleAt20(width: Int = 100) throws -> (ConsoleEndToEndTests.Fixture, TerminalSession) {
+        let f = try ConsoleEndToEndTests.Fixture()
+        try #require(f.cli("set", "20", "--reason", "start").status == 0)
+        let session = try f.console(width: width)
+        do {
+            try session.waitFor("<= 20")
+        } catch {
+            session.close()
+            throw error
+        }
+        return (f, session)
+    }
+
     /// `K`, then Enter on the confirm dialog when it opens; the console may instead refuse `K` at once, or have
     /// turned read-only already (its refresh saw the loss first: the banner, and `K` opens nothing).
     private func killThroughTheDialogIfItOpens(_ session: TerminalSession) throws {
@@ -50,11 +61,8 @@ struct StoreVanishedTests {
     /// The dialog open when the loss is noticed: it becomes a notice, and the Enter meant for Publish closes it
     /// (it used to land on the main screen and open the verdict pane over the banner; CI saw that race).
     @Test func aConfirmDialogOpenWhenTheStoreIsLostBecomesANotice() throws {
-        let f = try ConsoleEndToEndTests.Fixture()
-        try #require(f.cli("set", "20", "--reason", "start").status == 0)
-        let session = try f.console()
+        let (f, session) = try Self.consoleAt20()
         defer { session.close() }
-        try session.waitFor("<= 20")
         try session.press("K")
         try session.waitFor("Confirm: kill switch")
         try FileManager.default.removeItem(atPath: f.store)
@@ -72,11 +80,8 @@ struct StoreVanishedTests {
     /// The read side: the console checks the store's identity on every refresh, so the loss shows without any key
     /// pressed, as a banner; from then on it is read-only, and a write key says why without asking for anything.
     @Test func aRemovedOrReplacedStoreTurnsTheConsoleReadOnlyWithABanner() throws {
-        let f = try ConsoleEndToEndTests.Fixture()
-        try #require(f.cli("set", "20", "--reason", "start").status == 0)
-        let session = try f.console(width: 160)
+        let (f, session) = try Self.consoleAt20(width: 160)
         defer { session.close() }
-        try session.waitFor("<= 20")
         #expect(!(try session.screen().contains("READ-ONLY")))
 
         try FileManager.default.removeItem(atPath: f.store)

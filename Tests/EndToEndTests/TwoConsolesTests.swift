@@ -5,7 +5,8 @@ import TestSupport
 /// Two `rollout console`s in real terminals (tmux) on one PostgreSQL store: a publish in one appears in the
 /// other, and a colleague's CLI publish in both. How soon is printed, not asserted (tests assert no wall-clock
 /// times: under CI's load a terminal's redraw alone can take a second); that the picture is woken by NOTIFY rather
-/// than the five-second fallback poll is `PostgresConsoleWakeTests`, with the fallback set to an hour.
+/// than the five-second fallback poll is checked with the fallback at an hour
+/// (`PostgresCLITests.aColleaguesPublishWakesTheConsolePictureWithoutThePoll`).
 @Suite("two consoles on one PostgreSQL store", .serialized)
 struct TwoConsolesTests {
     @Test func aPublishInOneConsoleAppearsInTheOther() throws {
