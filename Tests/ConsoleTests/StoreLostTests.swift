@@ -55,7 +55,7 @@ struct StoreLostTests {
             return
         }
         _ = s.handle(.snapshot(lostModel()))
-        guard case .storeLost(let lost)? = s.overlay else {
+        guard case .storeLost? = s.overlay, let lost = s.storeLost else {
             Issue.record("no notice: \(String(describing: s.overlay))")
             return
         }

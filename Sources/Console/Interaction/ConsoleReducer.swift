@@ -264,7 +264,7 @@ extension ConsoleState {
         }
         switch overlay {
         case .valuePrompt, .preparing, .confirm, .reason, .stepUp, .stepUpMethod, .securityKeyPIN, .phone, .conflict:
-            overlay = .storeLost(lost)
+            overlay = .storeLost
             keptReason = nil
             revision = nil
         default: break

@@ -275,9 +275,9 @@ public enum Overlay: Hashable, Sendable {
     /// The publish is in flight.
     case publishing(ConfirmedChange)
     /// The store was lost while a change was being prepared or confirmed: the dialog is replaced by this notice
-    /// (`lost` says how), so a key meant for the dialog (Enter to publish) is taken by the notice and does not
-    /// land on the main screen. Enter or Esc closes it.
-    case storeLost(String)
+    /// (`ConsoleState.storeLost` says how), so a key meant for the dialog (Enter to publish) is taken by the notice
+    /// and does not land on the main screen. Enter or Esc closes it.
+    case storeLost
     /// Someone published first; offer to re-apply on top.
     case conflict(ConflictDialog, focus: DialogFocus)
     /// Published changes; `entries` is nil while loading.

@@ -115,11 +115,11 @@ enum OverlayView {
                     ],
                     [Span("waiting for the store…", .muted)],
                 ], buttons: nil, width: 60, into: &grid, area: area)
-        case .storeLost(let lost):
+        case .storeLost:
             DialogBox.render(
                 title: [Span("Store lost: the change was dropped", .bad, .bold)],
                 lines: [
-                    [Span("READ-ONLY: " + lost, .bad)],
+                    [Span("READ-ONLY: " + (state.storeLost ?? "the store was lost"), .bad)],
                     [Span("Nothing was written. Quit and open the store again.", .text)],
                 ], buttons: nil, width: dialogWidth(76, area), into: &grid, area: area)
         case .conflict(let conflict, let focus):
