@@ -46,6 +46,26 @@ import Timekeeping
         _ = try store.verify()
     }
 
+    @Test("a per-request write rewrites only the seal's pages whose bytes changed, not its whole row")
+    func sealIsUpdatedInPlace() throws {
+        let (f, store, state) = try Self.store()
+        defer { withExtendedLifetime(f) {} }
+        #expect(try state.consumeToken(id: "jti-1", expiresAt: Self.t0 + .minutes(60)))
+        // The seal row (its schema entries) spans more than a page: rewriting it whole would show in the WAL.
+        let sealBytes = try store.withDatabase { db in
+            try db.query("SELECT length(CAST(tables || mac || tally AS BLOB)) FROM store_seal WHERE id = 1").first?[0].int ?? 0
+        }
+        #expect(sealBytes > 4096)
+        try store.withDatabase { db in try db.execute("PRAGMA wal_checkpoint(TRUNCATE)") }
+        #expect(try state.consumeToken(id: "jti-2", expiresAt: Self.t0 + .minutes(60)))
+        // Frames in the WAL now: those of that one commit. The token's two B-tree leaves (the table and its expiry
+        // index) and the seal's page or two holding its `from` entry, MAC and tallies; a REPLACE of the seal row
+        // wrote every page of it, its table leaf and the file header's free-list count too (6 here, against 3).
+        let frames = try store.withDatabase { db in try db.query("PRAGMA wal_checkpoint(PASSIVE)").first?[1].int ?? -1 }
+        #expect(frames >= 3 && frames <= 4, "one consumed token's commit wrote \(frames) pages")
+        _ = try store.verify()
+    }
+
     @Test("a sealed table changed by another connection between two writes is refused by the next write")
     func otherConnectionsChangeIsRefused() throws {
         let (f, store, state) = try Self.store()
