@@ -5,8 +5,9 @@ import Testing
 
 /// `GroupCommit`: writes that arrive while a group commits form the next group; each caller gets its own
 /// operation's outcome, and only after the group holding it committed; a group that fails to commit fails every
-/// caller in it and no other.
-@Suite struct GroupCommitTests {
+/// caller in it and no other. (Serialized: the anticipation tests mark requests in `CommitAnticipation`, which is
+/// one count for the whole process.)
+@Suite(.serialized) struct GroupCommitTests {
     /// A commit that holds the first group until `release`, and fails the groups listed in `failing`.
     final class Gate: @unchecked Sendable {
         let condition = NSCondition()
@@ -186,6 +187,61 @@ import Testing
         // One group: the leader's write and the one it waited for.
         #expect(groups == [[0, 1]])
         #expect(answer == 0)
+    }
+
+    /// A request marked once the leader is waiting does not hold it: the leader waits for the request that was on
+    /// its way when it began (which queues), and commits with it while the later one is still on its way.
+    @Test func aRequestMarkedWhileTheLeaderWaitsDoesNotHoldIt() throws {
+        let gate = Gate(failing: [])
+        gate.released = true
+        let group = GroupCommit<Int, Int>(anticipation: 60) { try gate.commit($0) }
+        final class Hold: @unchecked Sendable {
+            let condition = NSCondition()
+            var go: Set<Int> = []
+            func wait(_ op: Int) {
+                condition.lock()
+                let deadline = Date().addingTimeInterval(60)
+                while !go.contains(op) && condition.wait(until: deadline) {}
+                condition.unlock()
+            }
+            func release(_ op: Int) {
+                condition.withLock {
+                    go.insert(op)
+                    condition.broadcast()
+                }
+            }
+        }
+        let hold = Hold()
+        let done = DispatchGroup()
+        func markedCaller(_ op: Int) throws {
+            let marked = DispatchSemaphore(value: 0)
+            done.enter()
+            Thread.detachNewThread {
+                defer { done.leave() }
+                CommitAnticipation.expecting {
+                    marked.signal()
+                    hold.wait(op)
+                    _ = try? group.run(op)
+                }
+            }
+            #expect(marked.wait(timeout: .now() + 30) == .success)
+        }
+        try markedCaller(1)
+        done.enter()
+        Thread.detachNewThread {
+            defer { done.leave() }
+            _ = try? group.run(0)
+        }
+        // The leader (0) waits for 1, which was on its way when it began; 2 starts only then.
+        try Self.waitUntil { CommitAnticipation.leadersWaiting == 1 }
+        try markedCaller(2)
+        hold.release(1)
+        // Before: the leader waited while any request was marked, so 2 held it (here for its 60 s bound).
+        try Self.waitUntil { gate.condition.withLock { !gate.groups.isEmpty } }
+        #expect(gate.condition.withLock { gate.groups.first?.sorted() } == [0, 1])
+        hold.release(2)
+        #expect(done.wait(timeout: .now() + 60) == .success)
+        #expect(gate.condition.withLock { gate.groups.map { $0.sorted() } } == [[0, 1], [2]])
     }
 
     @Test func aMarkedRequestThatEndsWithoutWritingReleasesTheLeader() throws {
