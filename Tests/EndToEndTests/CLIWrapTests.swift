@@ -9,14 +9,16 @@ struct CLIWrapTests {
     @Test func statusWrapsBetweenWordsInAnEightyColumnTerminal() throws {
         let dir = try TestSupport.temporaryDirectory("cli-wrap")
         defer { try? FileManager.default.removeItem(at: dir) }
-        let store = dir.appendingPathComponent("s.db").path
+        // The store is named relative to its directory, where every command runs: an absolute path under the run's
+        // temporary directory can be wider than the value column, one word that no wrapping can break.
+        let store = "s.db"
         let bin = try TestSupport.rolloutBinary()
         let reason =
             "a long reason about crash-free sessions and the -0.245 difference between the exposed group and control over the last hour"
-        #expect(try TestSupport.run(bin, ["init", "--store", store]).status == 0)
-        #expect(try TestSupport.run(bin, ["set", "7", "--reason", reason, "--store", store]).status == 0)
+        #expect(try TestSupport.run(bin, ["init", "--store", store], currentDirectory: dir).status == 0)
+        #expect(try TestSupport.run(bin, ["set", "7", "--reason", reason, "--store", store], currentDirectory: dir).status == 0)
 
-        let session = try TerminalSession([bin, "status", "--store", store], width: 80, height: 50)
+        let session = try TerminalSession([bin, "status", "--store", store], width: 80, height: 50, directory: dir)
         defer { session.close() }
         #expect(try session.exitStatus() == 0)
         let screen = try session.waitFor("step-up")
@@ -33,7 +35,7 @@ struct CLIWrapTests {
         #expect(screen.split(separator: "\n").allSatisfy { $0.count <= 80 })
 
         // In a pipe, the reason is one line as before.
-        let piped = try TestSupport.run(bin, ["status", "--store", store]).stdout
+        let piped = try TestSupport.run(bin, ["status", "--store", store], currentDirectory: dir).stdout
         #expect(piped.contains(reason))
     }
 }
