@@ -24,7 +24,7 @@ mkdir -p "$logs"
 # The tests' temporary files (stores, key files, witnesses, sockets: each test makes a directory of its own and
 # most leave it behind) go to one directory per run, removed when every test passed and kept for a look when one
 # failed. Before this, every run left about 3,000 directories in /tmp, team store key files among them.
-# (Readable by all: as root, the tests' PostgreSQL servers run as `nobody` in directories below it.)
+# (Mode 755, not mktemp's 700: as root, the tests run PostgreSQL's tools as `nobody`, which inherit TMPDIR.)
 scratch=$(mktemp -d "${TMPDIR:-/tmp}/rollout-test.XXXXXX")
 chmod 755 "$scratch"
 export TMPDIR=$scratch
