@@ -64,10 +64,10 @@ public enum CommitAnticipation {
     /// `seconds`; returns at once when none was.
     ///
     /// Those counted are the requests already marked at the call: a request that starts while the leader waits
-    /// joins the group if it queues in time, but does not hold the leader any longer. (The wait ended only when no
-    /// request at all was marked: under a steady load of 8 clients there nearly always was one, each answer
-    /// starting the next request of its client, so most leaders waited out the whole bound.) Which requests
-    /// arrive first does not matter: a later one that queues first is in the group all the same.
+    /// joins the group if it queues in time, but does not hold the leader any longer. (The wait used to end only
+    /// when no request at all was marked, so under steady load, each answer starting its client's next request,
+    /// a wait could run to its bound.) Which requests arrive first does not matter: a later one that queues first
+    /// is in the group all the same.
     public static func waitForArrivals(atMost seconds: Double) {
         guard seconds > 0 else { return }
         condition.withLock {

@@ -203,19 +203,17 @@ public enum StoreSeal {
         // The HMAC covers the line as `problem` rebuilds it from the row: the stored entries (with `from`), the
         // head, the tallies; without a `from` entry that is `state.text`, as before.
         let mac = key.mac(tables + " head=\(state.sequence):\(state.hash) tally=" + tally)
-        // An UPDATE of the row, not a REPLACE: a REPLACE deletes the row and inserts it again, so every write freed
-        // and reallocated the row's overflow pages (the schema entries make it several KiB) and rewrote the leaf
-        // and the file header's free-list count. An UPDATE of a row whose record keeps its size (the usual case:
-        // only the `from` entry, the MAC and the tallies change, in fixed-width or slowly growing text) is
-        // overwritten in place, and SQLite writes only the pages whose bytes differ: one or two instead of four,
-        // in the WAL of every group commit.
-        let values: [SQLiteValue] = [.text(tables), .integer(state.sequence), .text(state.hash), .text(mac), .text(tally)]
+        // An upsert, not a REPLACE: a REPLACE deletes the row and inserts it again, so every write freed and
+        // reallocated the row's overflow pages (the schema entries make it several KiB) and rewrote the leaf and the
+        // file header's free-list count. The upsert updates the row, and a row whose record keeps its size (the
+        // usual case: only the `from` entry, the MAC and the tallies change, in fixed-width or slowly growing text)
+        // is overwritten in place: SQLite writes only the pages whose bytes differ, one or two instead of four, in
+        // the WAL of every group commit.
         try db.run(
-            "UPDATE store_seal SET tables = ?, audit_sequence = ?, audit_hash = ?, mac = ?, tally = ? WHERE id = 1", values)
-        if db.changes == 0 {
-            try db.run(
-                "INSERT INTO store_seal (id, tables, audit_sequence, audit_hash, mac, tally) VALUES (1, ?, ?, ?, ?, ?)", values)
-        }
+            "INSERT INTO store_seal (id, tables, audit_sequence, audit_hash, mac, tally) VALUES (1, ?, ?, ?, ?, ?) "
+                + "ON CONFLICT (id) DO UPDATE SET tables = excluded.tables, audit_sequence = excluded.audit_sequence, "
+                + "audit_hash = excluded.audit_hash, mac = excluded.mac, tally = excluded.tally",
+            [.text(tables), .integer(state.sequence), .text(state.hash), .text(mac), .text(tally)])
         return state
     }
 
