@@ -193,7 +193,7 @@ let package = Package(
             swiftSettings: strict, linkerSettings: staticNativeLibraries),
         .executableTarget(
             name: "rollout-bench",
-            dependencies: ["RolloutApp", "JSON", "RemoteConfig", "Rollout", "Telemetry", "TelemetryIngest", "SQLiteStore", "AppCheck", "StepUp", "FleetSimulator", "Console", "Terminal", "Crypto", "COpenSSL", "CSQLite", "Timekeeping", "ExchangeServer", "Monitoring", "PostgresStore", "StoreSupport", "GoogleDataSources", "TelemetrySources", "WebClient", "FirebaseRemoteConfig"],
+            dependencies: ["RolloutApp", "JSON", "RemoteConfig", "Rollout", "Telemetry", "TelemetryIngest", "SQLiteStore", "AppCheck", "StepUp", "FleetSimulator", "Console", "Terminal", "Crypto", "COpenSSL", "CSQLite", "Timekeeping", "ExchangeServer", "Monitoring", "PostgresStore", "StoreSupport", "GoogleDataSources", "TelemetrySources", "WebClient", "FirebaseRemoteConfig", "TestSupport"],
             swiftSettings: strict, linkerSettings: staticNativeLibraries),
 
         // Tests: one target per module; EndToEnd drives the built binary.

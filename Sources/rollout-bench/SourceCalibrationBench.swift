@@ -3,6 +3,7 @@ import GoogleDataSources
 import JSON
 import Telemetry
 import TelemetrySources
+import TestSupport
 import Timekeeping
 
 /// The calibration figures per source at 1,000 runs (the tests' `SourceCalibrationTests` run 200): the same simulated
@@ -16,32 +17,6 @@ enum SourceCalibrationBench {
         BenchSuite(
             name: "source-calibration", title: "False HALT and detection per source, 1,000 runs of 200 looks", run: run)
     ]
-
-    struct Generator {
-        var state: UInt64
-        mutating func next() -> UInt64 {
-            state &+= 0x9E37_79B9_7F4A_7C15
-            var z = state
-            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-            return z ^ (z >> 31)
-        }
-        mutating func uniform() -> Double { (Double(next() >> 11) + 0.5) / 9_007_199_254_740_992.0 }
-        mutating func poisson(_ mean: Double) -> Int64 {
-            if mean > 50 {
-                let z = (-2 * log(uniform())).squareRoot() * cos(2 * Double.pi * uniform())
-                return max(0, Int64((mean + mean.squareRoot() * z).rounded()))
-            }
-            let limit = exp(-mean)
-            var k: Int64 = 0
-            var p = uniform()
-            while p > limit {
-                k += 1
-                p *= uniform()
-            }
-            return k
-        }
-    }
 
     static let start = Instant(seconds: 1_780_000_020)
 
@@ -64,7 +39,7 @@ enum SourceCalibrationBench {
     }
 
     /// HALT after 200 looks through ingest's counters and through the realtime report, for one run.
-    static func run(_ g: inout Generator, rateRatio: Double) throws -> (Bool, Bool) {
+    static func run(_ g: inout SplitMix64, rateRatio: Double) throws -> (Bool, Bool) {
         let config = WatchConfiguration(since: start)
         var ingest = RolloutWatch(configuration: config)
         var realtime = RolloutWatch(configuration: config)
@@ -102,7 +77,7 @@ enum SourceCalibrationBench {
     static func run() throws {
         let runs = 1_000
         for (label, ratio, seed) in [("no difference", 1.0, UInt64(41)), ("+50% crash rate", 1.5, UInt64(43))] {
-            var g = Generator(state: seed)
+            var g = SplitMix64(state: seed)
             var halts = (0, 0)
             var disagreements = 0
             for _ in 0..<runs {

@@ -36,26 +36,10 @@ struct SourceCalibrationTests {
     }
 
     static func minute(_ rng: inout SplitMix64, rateRatio: Double) -> Minute {
-        func poisson(_ mean: Double) -> Int64 {
-            // Normal approximation for large means, Knuth's product of uniforms for small ones.
-            func uniform() -> Double { (Double(rng.next() >> 11) + 0.5) / 9_007_199_254_740_992.0 }
-            if mean > 50 {
-                let z = (-2 * log(uniform())).squareRoot() * cos(2 * Double.pi * uniform())
-                return max(0, Int64((mean + mean.squareRoot() * z).rounded()))
-            }
-            let limit = exp(-mean)
-            var k: Int64 = 0
-            var p = uniform()
-            while p > limit {
-                k += 1
-                p *= uniform()
-            }
-            return k
-        }
-        let es = poisson(4_200 * 0.1), cs = poisson(4_200 * 0.1)
-        let ec = poisson(Double(es) * 0.002 * rateRatio), cc = poisson(Double(cs) * 0.002)
+        let es = rng.poisson(4_200 * 0.1), cs = rng.poisson(4_200 * 0.1)
+        let ec = rng.poisson(Double(es) * 0.002 * rateRatio), cc = rng.poisson(Double(cs) * 0.002)
         return Minute(
-            sessions: (es, cs), crashes: (ec, cc), users: (poisson(Double(es) * 0.25), poisson(Double(cs) * 0.25)))
+            sessions: (es, cs), crashes: (ec, cc), users: (rng.poisson(Double(es) * 0.25), rng.poisson(Double(cs) * 0.25)))
     }
 
     /// The counters of ingest (and BigQuery) for a minute.

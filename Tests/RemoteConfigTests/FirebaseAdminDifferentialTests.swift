@@ -6,18 +6,6 @@ import TestSupport
 
 /// Our evaluator against firebase-admin 7.7.0's own, on the same template and the same ids: zero mismatches.
 struct FirebaseAdminDifferentialTests {
-    /// A deterministic generator so that a failure can be reproduced.
-    struct SplitMix64 {
-        var state: UInt64
-        mutating func next() -> UInt64 {
-            state &+= 0x9E37_79B9_7F4A_7C15
-            var z = state
-            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-            return z ^ (z >> 31)
-        }
-    }
-
     /// 100,000 ids shaped like Firebase installation IDs (22 characters of base64url, first nibble 0111),
     /// plus odd ones: unicode, long, with spaces, and the empty id (percent conditions are then false).
     static func ids() -> [String] {

@@ -1,8 +1,11 @@
+import Foundation
+
 /// splitmix64, seeded: the same values for the same seed (random test inputs that a failure can name).
-public struct SplitMix64 {
+public struct SplitMix64: RandomNumberGenerator {
     public var state: UInt64
 
     public init(state: UInt64) { self.state = state }
+    public init(seed: UInt64) { state = seed }
 
     public mutating func next() -> UInt64 {
         state &+= 0x9E37_79B9_7F4A_7C15
@@ -14,4 +17,28 @@ public struct SplitMix64 {
 
     /// A value in `0..<n`.
     public mutating func below(_ n: Int) -> Int { Int(next() % UInt64(n)) }
+}
+
+/// The samplers of the simulated fleets in the tests and benchmarks, for any seeded generator: one definition, so
+/// a calibration figure in a test and in `make bench` come from the same arithmetic.
+extension RandomNumberGenerator {
+    /// Uniform in (0, 1), never 0 (it goes under `log`): 53 random bits, centred.
+    public mutating func uniform() -> Double { (Double(next() >> 11) + 0.5) / 9_007_199_254_740_992.0 }
+
+    /// Standard normal by Box–Muller.
+    public mutating func normal() -> Double { (-2 * log(uniform())).squareRoot() * cos(2 * Double.pi * uniform()) }
+
+    /// Poisson: Knuth's product of uniforms below e^-mean for small means, a rounded normal above 50.
+    public mutating func poisson(_ mean: Double) -> Int64 {
+        if mean <= 0 { return 0 }
+        if mean > 50 { return max(0, Int64((mean + mean.squareRoot() * normal()).rounded())) }
+        let limit = exp(-mean)
+        var k: Int64 = 0
+        var product = uniform()
+        while product > limit {
+            k += 1
+            product *= uniform()
+        }
+        return k
+    }
 }

@@ -1,4 +1,5 @@
 import Foundation
+import TestSupport
 import Testing
 import Timekeeping
 
@@ -33,28 +34,6 @@ struct Xoshiro256: RandomNumberGenerator {
     }
 
     private func rotl(_ x: UInt64, _ k: UInt64) -> UInt64 { (x << k) | (x >> (64 - k)) }
-
-    /// Uniform in (0, 1).
-    mutating func uniform() -> Double { (Double(next() >> 11) + 0.5) / 9_007_199_254_740_992.0 }
-
-    /// Standard normal by Box–Muller.
-    mutating func normal() -> Double {
-        (-2 * log(uniform())).squareRoot() * cos(2 * Double.pi * uniform())
-    }
-
-    /// Poisson: counting uniforms below e^-λ for small means, a rounded normal for large ones (sessions).
-    mutating func poisson(_ mean: Double) -> Int64 {
-        if mean <= 0 { return 0 }
-        if mean > 50 { return max(0, Int64((mean + mean.squareRoot() * normal()).rounded())) }
-        let limit = exp(-mean)
-        var k: Int64 = 0
-        var product = uniform()
-        while product > limit {
-            k += 1
-            product *= uniform()
-        }
-        return k
-    }
 }
 
 /// A simulated rollout watched minute by minute (pure arithmetic, no store).
