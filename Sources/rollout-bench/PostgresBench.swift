@@ -4,19 +4,20 @@ import RemoteConfig
 import Rollout
 import SQLiteStore
 import Telemetry
+import TestSupport
 import Timekeeping
 
 /// The PostgreSQL team store: publish latency through the write path against a bare PostgreSQL transaction with
 /// the same durability, and ingest throughput against the SQLite store, on a server this suite starts itself
-/// (Debian's `postgresql`, `initdb` into a temporary directory, Unix socket only, fsync and synchronous_commit
-/// on: the durability a team store runs with), stopped at the end.
+/// (the tests' `PostgresServer`, durable: Debian's `postgresql`, `initdb` into a temporary directory, Unix socket
+/// only, fsync and synchronous_commit on: the durability a team store runs with), stopped at the end.
 enum PostgresBench {
     static let suites: [BenchSuite] = [
         BenchSuite(
             name: "postgres",
             title: "PostgreSQL team store: publish p50/p99 vs a bare durable PostgreSQL transaction; ingest events/s vs SQLite"
         ) {
-            let server = try ScratchServer()
+            let server = try PostgresServer(tcp: false, durable: true)
             defer { server.stop() }
             try publishLatency(server)
             try ingestThroughput(server)
@@ -39,7 +40,7 @@ enum PostgresBench {
     /// Two stores: one sealed with a team store key and a witness directory, as every `rollout` command writes
     /// (the seal checked after the head lock and renewed before COMMIT, the witness checked and advanced), and a
     /// bare connection's store (no key: the seal's state is still read and compared, nothing is renewed).
-    static func publishLatency(_ server: ScratchServer) throws {
+    static func publishLatency(_ server: PostgresServer) throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("rollout-bench-seal-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }
@@ -134,7 +135,7 @@ enum PostgresBench {
 
     /// Batches of 20,000 events over 2,000 installations (sessions, attestations, crashes, fetches): events/s
     /// landed in PostgreSQL by one connection and by four at once, against the SQLite store in the same run.
-    static func ingestThroughput(_ server: ScratchServer) throws {
+    static func ingestThroughput(_ server: PostgresServer) throws {
         let t0 = Instant(seconds: 1_780_000_020)
         func batch(_ b: Int) -> TelemetryBatch {
             let out = TelemetryBatch()
@@ -217,50 +218,5 @@ enum PostgresBench {
         report(
             "ingest into PostgreSQL, 4 connections at once", value: events / parallelSeconds, unit: "events/s",
             against: ("SQLite store", events / median(sqliteSeconds)))
-    }
-
-    /// A PostgreSQL server of the bench's own: Debian's binaries, a temporary directory, the Unix socket only,
-    /// default durability (fsync, synchronous_commit). As root it runs as `nobody` (PostgreSQL refuses root).
-    final class ScratchServer {
-        let directory: String
-        let bin: String
-        private let asRoot = getuid() == 0
-
-        init() throws {
-            let versions = (try? FileManager.default.contentsOfDirectory(atPath: "/usr/lib/postgresql")) ?? []
-            guard let newest = versions.compactMap(Int.init).max() else {
-                throw BenchError("no PostgreSQL server in /usr/lib/postgresql (Debian package postgresql; scripts/deps.sh bench)")
-            }
-            bin = "/usr/lib/postgresql/\(newest)/bin"
-            var template = Array("/tmp/rollout-bench-pg-XXXXXX".utf8CString)
-            guard let made = mkdtemp(&template) else { throw BenchError("mkdtemp failed") }
-            directory = String(cString: made)
-            chmod(directory, 0o755)
-            if asRoot, let pw = getpwnam("nobody") { chown(directory, pw.pointee.pw_uid, pw.pointee.pw_gid) }
-            try shell("\(tool("initdb")) -D '\(directory)/data' -U rollout --auth=trust -E UTF8 >/dev/null 2>&1", "initdb")
-            let conf = "\nlisten_addresses = ''\nunix_socket_directories = '\(directory)'\n"
-            let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: directory + "/data/postgresql.conf"))
-            handle.seekToEndOfFile()
-            handle.write(Data(conf.utf8))
-            try handle.close()
-            try shell("\(tool("pg_ctl")) -D '\(directory)/data' -l '\(directory)/server.log' -w -t 60 start </dev/null >/dev/null 2>&1", "pg_ctl start")
-        }
-
-        private func tool(_ name: String) -> String { (asRoot ? "/usr/sbin/runuser -u nobody -- " : "") + bin + "/" + name }
-
-        private func shell(_ command: String, _ what: String) throws {
-            let status = system(command)
-            guard status == 0 else { throw BenchError("\(what) failed (\(status)); see \(directory)") }
-        }
-
-        func database(_ name: String) throws -> String {
-            try shell("\(bin)/psql -X -q -d 'host=\(directory) dbname=postgres user=rollout' -c 'CREATE DATABASE \(name)' >/dev/null", "CREATE DATABASE")
-            return "host=\(directory) dbname=\(name) user=rollout"
-        }
-
-        func stop() {
-            _ = system("\(tool("pg_ctl")) -D '\(directory)/data' -m immediate -w stop >/dev/null 2>&1")
-            try? FileManager.default.removeItem(atPath: directory)
-        }
     }
 }

@@ -6,6 +6,7 @@ import JSON
 import PostgresStore
 import SQLiteStore
 import StoreSupport
+import TestSupport
 import Timekeeping
 
 /// `rollout serve` per endpoint over loopback, at 1, 8 and 64 clients (keep-alive connections, one thread each):
@@ -490,7 +491,7 @@ enum ServePostgresBench {
         let seconds = min(20, max(1, Double(env["ROLLOUT_BENCH_ENDPOINT_SECONDS"] ?? "") ?? 3))
         let rollout = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
             .appendingPathComponent("rollout").path
-        let server = try PostgresBench.ScratchServer()
+        let server = try PostgresServer(tcp: false, durable: true)
         defer { server.stop() }
         let conninfo = try server.database("serve")
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("rollout-serve-pg-\(UUID().uuidString)")

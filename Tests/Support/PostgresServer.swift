@@ -5,7 +5,7 @@ import Foundation
 /// `pg_ctl` and stopped (immediate shutdown) when the test process exits. As root (CI) the server runs as the
 /// unprivileged `nobody`, since PostgreSQL refuses to run as root; the database superuser is `rollout`, with
 /// `trust` authentication, which only the socket's directory permissions expose.
-/// Shared by the PostgreSQL store tests and the end-to-end console tests.
+/// Shared by the PostgreSQL store tests and the end-to-end console tests; `make bench` starts a durable one.
 public final class PostgresServer: @unchecked Sendable {
     public let directory: String
     let bin: String
@@ -21,7 +21,11 @@ public final class PostgresServer: @unchecked Sendable {
     public static func get() throws -> PostgresServer { try shared.get() }
 
     /// A private server (a drill that restarts it must not disturb the shared one's tests).
-    public init(tcp: Bool) throws {
+    ///
+    /// `durable`: the durability a team store runs with (`initdb` syncs its files, `fsync` on: every COMMIT waits
+    /// for the disk), which the benchmarks measure; the tests' servers skip both, as nothing they check depends on
+    /// a sync reaching the disk (the crash drills kill processes, never the machine).
+    public init(tcp: Bool, durable: Bool = false) throws {
         let fm = FileManager.default
         let versions = (try? fm.contentsOfDirectory(atPath: "/usr/lib/postgresql")) ?? []
         guard let newest = versions.compactMap(Int.init).max() else {
@@ -37,12 +41,12 @@ public final class PostgresServer: @unchecked Sendable {
         if asRoot, let pw = getpwnam("nobody") {
             chown(directory, pw.pointee.pw_uid, pw.pointee.pw_gid)
         }
-        try run("initdb", ["-D", directory + "/data", "-U", "rollout", "--auth=trust", "-E", "UTF8", "--no-sync"])
+        try run("initdb", ["-D", directory + "/data", "-U", "rollout", "--auth=trust", "-E", "UTF8"] + (durable ? [] : ["--no-sync"]))
         let conf = """
             listen_addresses = '\(tcp ? "127.0.0.1" : "")'
             \(port.map { "port = \($0)" } ?? "")
             unix_socket_directories = '\(directory)'
-            fsync = off
+            \(durable ? "" : "fsync = off")
             max_connections = 80
             """
         try (try String(contentsOfFile: directory + "/data/postgresql.conf", encoding: .utf8) + "\n" + conf + "\n")
@@ -65,6 +69,20 @@ public final class PostgresServer: @unchecked Sendable {
 
     nonisolated(unsafe) static var running: [(String, String)] = []
     static let runningLock = NSLock()
+
+    /// Stops the server now and removes its directory (a benchmark suite's server, before the next suite runs);
+    /// otherwise that happens when the process exits.
+    public func stop() {
+        let dir = directory
+        let wasRunning = Self.runningLock.withLock {
+            let n = Self.running.count
+            Self.running.removeAll { $0.1 == dir }
+            return Self.running.count < n
+        }
+        guard wasRunning else { return }
+        Self.stop(bin: bin, directory: dir)
+        try? FileManager.default.removeItem(atPath: dir)
+    }
 
     private static func stop(bin: String, directory dir: String) {
         let stop = Process()
@@ -145,7 +163,11 @@ public final class PostgresServer: @unchecked Sendable {
     /// Creates a fresh, empty database and returns its connection string.
     public func freshDatabase() throws -> String {
         let n = lock.withLock { databases += 1; return databases }
-        let name = "t\(getpid())_\(n)"
+        return try database("t\(getpid())_\(n)")
+    }
+
+    /// Creates the empty database `name` (letters, digits and `_`) and returns its connection string.
+    public func database(_ name: String) throws -> String {
         let psql = try TestSupport.run(
             bin + "/psql", ["-X", "-q", "-v", "ON_ERROR_STOP=1", "-d", adminConninfo, "-c", "CREATE DATABASE \(name)"])
         guard psql.status == 0 else { throw TestSupport.Failure("CREATE DATABASE failed: \(psql.stderr)") }
