@@ -33,4 +33,31 @@ import Testing
         #expect(after.tables["guardrail_settings"] == (try StoreSeal.digest(of: "guardrail_settings", in: db)))
         #expect(after.tables["guardrail_settings"] != StoreSeal.digest(ofRows: []))
     }
+
+    @Test("a state's lines and digest are built once and follow every change of any of its parts")
+    func linesFollowEveryPart() {
+        func fresh(_ s: StoreSeal.State) -> StoreSeal.State {
+            StoreSeal.State(tables: s.tables, sequence: s.sequence, hash: s.hash, tally: s.tally, schema: s.schema)
+        }
+        var state = StoreSeal.State(tables: ["stepup_policy": "aa", "ramp_plan": "bb"], sequence: 3, hash: "h3")
+        let copy = state
+        #expect(state.digest == copy.digest && state.text == fresh(state).text)
+        var seen: Set<String> = [state.digest]
+        let changes: [(inout StoreSeal.State) -> Void] = [
+            { $0.tables["ramp_plan"] = "cc" }, { $0.sequence = 4 }, { $0.hash = "h4" },
+            { $0.tally["appcheck_keys"] = StoreTally.Value(rows: 1, sum: [1, 2, 3, 4]) },
+            { $0.schema = StoreSeal.SchemaEntries(["schema:table:t": "dd"]) },
+        ]
+        for change in changes {
+            _ = (state.entries, state.text, state.digest)
+            change(&state)
+            // What the changed state builds is what a state made with its parts builds, and new each time.
+            #expect(state.entries == fresh(state).entries)
+            #expect(state.text == fresh(state).text)
+            #expect(state.digest == fresh(state).digest)
+            #expect(seen.insert(state.digest).inserted)
+        }
+        // The copy taken before the changes still builds its own lines.
+        #expect(copy.text == fresh(copy).text && copy.digest != state.digest)
+    }
 }
