@@ -23,7 +23,7 @@ public enum CommitAnticipation {
     /// Leaders in `waitForArrivals`.
     nonisolated(unsafe) private static var waiting = 0
     /// The calling thread's mark: non-nil while its request is on its way to a write.
-    nonisolated(unsafe) private static let key: pthread_key_t = {
+    private static let key: pthread_key_t = {
         var key = pthread_key_t()
         precondition(pthread_key_create(&key, nil) == 0, "pthread_key_create")
         return key
