@@ -123,6 +123,32 @@ struct PostgresTeamTablesTests {
             appVersion: "3.2.1")
     }
 
+    /// Lands `batches` from `writers` connections at once, each batch by exactly one writer (handed out in order
+    /// under a lock), batch m as source "m<m>" at minute m; answers the writers' failures (none when all landed).
+    static func land(_ batches: [TelemetryBatch], writers: Int, on conninfo: String) -> [String] {
+        nonisolated(unsafe) let batches = batches
+        let lock = NSLock()
+        nonisolated(unsafe) var failures: [String] = []
+        nonisolated(unsafe) var next = 0
+        DispatchQueue.concurrentPerform(iterations: writers) { w in
+            do {
+                let mine = PostgresTelemetry(store: try PostgresConfigStore(conninfo: conninfo))
+                while true {
+                    let m: Int? = lock.withLock {
+                        guard next < batches.count else { return nil }
+                        next += 1
+                        return next - 1
+                    }
+                    guard let m else { break }
+                    try mine.commit(batches[m], source: "m\(m)", at: t0 + .minutes(Int64(m)))
+                }
+            } catch {
+                lock.withLock { failures.append("writer \(w): \(error)") }
+            }
+        }
+        return failures
+    }
+
     /// `minutes` of a small rollout: sessions, crashes leaning to the exposed side, attestation successes and
     /// failures (two rejection reasons), config fetches; ids with quotes and backslashes.
     static func traffic(minutes: Range<Int64>, salt: UInt64 = 11) -> [TelemetryBatch] {
@@ -221,27 +247,8 @@ struct PostgresTeamTablesTests {
     /// gives the SQLite store: counters, installation records, reasons, and the whole dashboard.
     @Test func manyIngestingConnectionsAtOnce() throws {
         let (_, conninfo) = try PostgresStoreTests.freshStore()
-        // Each batch is read by exactly one writer (handed out under the lock).
-        nonisolated(unsafe) let batches = Self.traffic(minutes: 0..<60, salt: 5)
-        let lock = NSLock()
-        nonisolated(unsafe) var failures: [String] = []
-        nonisolated(unsafe) var next = 0
-        DispatchQueue.concurrentPerform(iterations: 6) { w in
-            do {
-                let mine = PostgresTelemetry(store: try PostgresConfigStore(conninfo: conninfo))
-                while true {
-                    let m: Int? = lock.withLock {
-                        guard next < batches.count else { return nil }
-                        next += 1
-                        return next - 1
-                    }
-                    guard let m else { break }
-                    try mine.commit(batches[m], source: "m\(m)", at: Self.t0 + .minutes(Int64(m)))
-                }
-            } catch {
-                lock.withLock { failures.append("writer \(w): \(error)") }
-            }
-        }
+        let batches = Self.traffic(minutes: 0..<60, salt: 5)
+        let failures = Self.land(batches, writers: 6, on: conninfo)
         #expect(failures.isEmpty, "\(failures)")
         let pg = PostgresTelemetry(store: try PostgresConfigStore(conninfo: conninfo))
         let landed = try pg.batches()
@@ -338,7 +345,7 @@ struct PostgresTeamTablesTests {
     /// one after another, in PostgreSQL's commit order, gives the SQLite store.
     @Test func fourWritersKeepExactCountsWhileBlocksSplit() throws {
         let (_, conninfo) = try PostgresStoreTests.freshStore()
-        nonisolated(unsafe) let batches = (0..<12).map { b -> TelemetryBatch in
+        let batches = (0..<12).map { b -> TelemetryBatch in
             let out = TelemetryBatch()
             var rng = SplitMix(state: UInt64(b + 1))
             for e in 0..<3_000 {
@@ -352,25 +359,7 @@ struct PostgresTeamTablesTests {
             }
             return out
         }
-        let lock = NSLock()
-        nonisolated(unsafe) var failures: [String] = []
-        nonisolated(unsafe) var next = 0
-        DispatchQueue.concurrentPerform(iterations: 4) { w in
-            do {
-                let mine = PostgresTelemetry(store: try PostgresConfigStore(conninfo: conninfo))
-                while true {
-                    let m: Int? = lock.withLock {
-                        guard next < batches.count else { return nil }
-                        next += 1
-                        return next - 1
-                    }
-                    guard let m else { break }
-                    try mine.commit(batches[m], source: "m\(m)", at: Self.t0 + .minutes(Int64(m)))
-                }
-            } catch {
-                lock.withLock { failures.append("writer \(w): \(error)") }
-            }
-        }
+        let failures = Self.land(batches, writers: 4, on: conninfo)
         #expect(failures.isEmpty, "\(failures)")
         let pg = PostgresTelemetry(store: try PostgresConfigStore(conninfo: conninfo))
         let ref = try Self.sqliteTables()

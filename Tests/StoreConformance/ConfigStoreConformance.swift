@@ -9,6 +9,17 @@ import Timekeeping
 public struct ConformanceFailure: Error, CustomStringConvertible {
     public var description: String
     init(_ d: String) { description = d }
+
+    /// Runs one check of a suite; whatever it throws comes out as a failure named by the check.
+    static func naming(_ check: String, _ body: () throws -> Void) throws {
+        do {
+            try body()
+        } catch let f as ConformanceFailure {
+            throw ConformanceFailure("\(check): \(f.description)")
+        } catch {
+            throw ConformanceFailure("\(check): \(error)")
+        }
+    }
 }
 
 /// The conformance suite of the core's ports: checks every store must pass, whatever its backend (the SQLite
@@ -39,15 +50,7 @@ public enum ConfigStoreConformance {
 
     /// Runs every check; the first failure names its rule.
     public static func all(_ factory: Factory) throws {
-        for check in checks {
-            do {
-                try check.run(factory)
-            } catch let f as ConformanceFailure {
-                throw ConformanceFailure("\(check.name): \(f.description)")
-            } catch {
-                throw ConformanceFailure("\(check.name): \(error)")
-            }
-        }
+        for check in checks { try ConformanceFailure.naming(check.name) { try check.run(factory) } }
     }
 
     static func expect(_ condition: Bool, _ message: @autoclosure () -> String) throws {

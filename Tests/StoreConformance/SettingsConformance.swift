@@ -42,15 +42,7 @@ public enum SettingsConformance {
     ]
 
     public static func all(_ factory: Factory) throws {
-        for check in checks {
-            do {
-                try check.run(factory)
-            } catch let f as ConformanceFailure {
-                throw ConformanceFailure("\(check.name): \(f.description)")
-            } catch {
-                throw ConformanceFailure("\(check.name): \(error)")
-            }
-        }
+        for check in checks { try ConformanceFailure.naming(check.name) { try check.run(factory) } }
     }
 
     static let expect = ConfigStoreConformance.expect
