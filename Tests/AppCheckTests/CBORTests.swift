@@ -1,4 +1,5 @@
 import AppCheck
+import TestSupport
 import Testing
 
 @Suite struct CBORTests {
@@ -75,7 +76,7 @@ import Testing
     /// Random single-byte mutations of a real attestation never crash and always give a typed verdict.
     @Test func mutatedRealAttestationsGiveTypedVerdicts() throws {
         let v = try AppAttestVector.load("webauthn4j-kayak-2020")
-        var rng = SplitMix(seed: 0x5eed)
+        var rng = SplitMix64(state: 0x5eed)
         var reasons: Set<String> = []
         for _ in 0..<300 {
             var bytes = v.attestation
@@ -87,18 +88,5 @@ import Testing
             if let e = report.failure { reasons.insert(e.code) }
         }
         #expect(reasons.count >= 3, "\(reasons)")
-    }
-}
-
-/// A small deterministic generator for test inputs.
-struct SplitMix {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9e37_79b9_7f4a_7c15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xbf58_476d_1ce4_e5b9
-        z = (z ^ (z >> 27)) &* 0x94d0_49bb_1331_11eb
-        return z ^ (z >> 31)
     }
 }

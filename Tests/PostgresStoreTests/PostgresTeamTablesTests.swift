@@ -152,7 +152,7 @@ struct PostgresTeamTablesTests {
     /// `minutes` of a small rollout: sessions, crashes leaning to the exposed side, attestation successes and
     /// failures (two rejection reasons), config fetches; ids with quotes and backslashes.
     static func traffic(minutes: Range<Int64>, salt: UInt64 = 11) -> [TelemetryBatch] {
-        var rng = SplitMix(state: salt)
+        var rng = SplitMix64(state: salt)
         return minutes.map { m in
             let b = TelemetryBatch()
             for i in 0..<40 {
@@ -174,18 +174,6 @@ struct PostgresTeamTablesTests {
                 if i % 5 == 0 { b.record(event(s + 3, id, .configFetch(templateVersion: 2 + m / 10), cohort)) }
             }
             return b
-        }
-    }
-
-    /// A small deterministic generator (SplitMix64) for the traffic.
-    struct SplitMix {
-        var state: UInt64
-        mutating func uniform() -> Double {
-            state &+= 0x9E37_79B9_7F4A_7C15
-            var z = state
-            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-            return Double((z ^ (z >> 31)) >> 11) / Double(1 << 53)
         }
     }
 
@@ -347,7 +335,7 @@ struct PostgresTeamTablesTests {
         let (_, conninfo) = try PostgresStoreTests.freshStore()
         let batches = (0..<12).map { b -> TelemetryBatch in
             let out = TelemetryBatch()
-            var rng = SplitMix(state: UInt64(b + 1))
+            var rng = SplitMix64(state: UInt64(b + 1))
             for e in 0..<3_000 {
                 // New installations arrive with every batch (ids after and between the stored ones).
                 let installation = "w-\(Int(rng.uniform() * Double(400 + b * 150)))"

@@ -154,7 +154,7 @@ struct StoreProcessTests {
         #expect(try f.cli(["init", "--seed", "s"]).status == 0)
         #expect(try f.cli(["set", "50", "--reason", "start"]).status == 0)
         let seed = UInt64(Date().timeIntervalSince1970 * 1000)
-        var rng = SplitMix64(seed: seed)
+        var rng = SplitMix64(state: seed)
         // Every increase needs a reason; the rest get one too, as operators give them.
         let commands: [[String]] = [
             ["nudge", "+0.5", "--retry"], ["nudge", "-0.5", "--retry"], ["set", "40", "--force"], ["kill"], ["resume"],
@@ -203,7 +203,7 @@ struct StoreProcessTests {
     /// that the other commands refuse naming the path and that a second init completes.
     @Test func sigkillWhileCreatingANewStoreLeavesAUsableStore() throws {
         let directory = try TemporaryDirectory()
-        var rng = SplitMix64(seed: 7)
+        var rng = SplitMix64(state: 7)
         var kills = 0
         var completed = 0
         for round in 0..<30 {

@@ -5,7 +5,6 @@ public struct SplitMix64: RandomNumberGenerator {
     public var state: UInt64
 
     public init(state: UInt64) { self.state = state }
-    public init(seed: UInt64) { state = seed }
 
     public mutating func next() -> UInt64 {
         state &+= 0x9E37_79B9_7F4A_7C15
