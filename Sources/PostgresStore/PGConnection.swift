@@ -170,15 +170,18 @@ public final class PGConnection: @unchecked Sendable {
     }
 
     /// `pipeline` with statements that may carry binary parameters (`PGStatement.binary`).
+    ///
+    /// `meanwhile` runs once the round trip's statements are sent and before their results are read, so the
+    /// caller's own work overlaps the server's (it must not use this connection).
     @discardableResult
-    public func pipeline(statements: [PGStatement]) throws(PostgresError) -> [[[String?]]] {
+    public func pipeline(statements: [PGStatement], meanwhile: () -> Void = {}) throws(PostgresError) -> [[[String?]]] {
         let queued = deferred.count
         let all = deferred + statements
         deferred = []
-        return Array(try send(all).dropFirst(queued))
+        return Array(try send(all, meanwhile: meanwhile).dropFirst(queued))
     }
 
-    private func send(_ statements: [PGStatement]) throws(PostgresError) -> [[[String?]]] {
+    private func send(_ statements: [PGStatement], meanwhile: () -> Void = {}) throws(PostgresError) -> [[[String?]]] {
         guard !statements.isEmpty else { return [] }
         roundTrips += 1
         statementsSent += statements.count
@@ -249,8 +252,10 @@ public final class PGConnection: @unchecked Sendable {
             }
             sent.append((nil, true))
         }
+        // The sync also flushes what was sent: the server is at work while `meanwhile` runs.
         let synced = PQpipelineSync(raw) == 1
         if !synced, failure == nil { failure = connectionError() }
+        if synced, failure == nil { meanwhile() }
         var out: [[[String?]]] = []
         out.reserveCapacity(sent.count)
         // Each preparation's and statement's result, then NULL; after them the sync's own result.

@@ -271,10 +271,13 @@ public final class PostgresConfigStore: ConfigStore, @unchecked Sendable {
         try pipelineThenCommit(statements: statements.map { PGStatement($0.sql, $0.params) })
     }
 
-    /// The same with statements that may carry binary parameters.
-    func pipelineThenCommit(statements: [PGStatement]) throws -> [[[String?]]] {
-        guard depth == 1, !headLocked, !renewsSeal, !isReadOnly else { return try connection.pipeline(statements: statements) }
-        let rows = try connection.pipeline(statements: statements + [PGStatement("COMMIT", [])])
+    /// The same with statements that may carry binary parameters; `meanwhile` runs while the server runs them
+    /// (`PGConnection.pipeline(statements:meanwhile:)`), whatever then becomes of the transaction.
+    func pipelineThenCommit(statements: [PGStatement], meanwhile: () -> Void = {}) throws -> [[[String?]]] {
+        guard depth == 1, !headLocked, !renewsSeal, !isReadOnly else {
+            return try connection.pipeline(statements: statements, meanwhile: meanwhile)
+        }
+        let rows = try connection.pipeline(statements: statements + [PGStatement("COMMIT", [])], meanwhile: meanwhile)
         committedByBody = true
         return Array(rows.dropLast())
     }

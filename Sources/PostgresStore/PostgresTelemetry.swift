@@ -40,6 +40,16 @@ public final class PostgresTelemetry: TelemetryCounters, @unchecked Sendable {
     private var lastBatchSeen: Int64 = 0
     /// The installation blocks this writer read or wrote last, by revision (`BlockCache`).
     private let blockCache = BlockCache()
+    /// What this writer's next batch expects its reads to give (`expectedInputs`): the reasons' ids it read, the
+    /// newest event as it left it, and whether its last read found every block it asked for in `blockCache`,
+    /// unchanged (no block's bytes came back). Only then does a batch merge early; an expectation never decides
+    /// anything, the reads do.
+    private var knownReasons: [String: UInt16] = [:]
+    private var expectedNewest: Int64?
+    private var lastReadWasCached = false
+    /// Batches whose merge ran early and was kept (the reads gave the inputs it expected), and those whose early
+    /// merge was thrown away and run again on the inputs read.
+    public private(set) var earlyMerges = (kept: 0, redone: 0)
 
     public init(store: PostgresConfigStore, retention: TelemetryRetention = TelemetryRetention()) {
         self.store = store
@@ -75,21 +85,48 @@ public final class PostgresTelemetry: TelemetryCounters, @unchecked Sendable {
                 (Self.revisionQuery, []),
                 lookup,
             ]
+            func merged(_ inputs: MergeInputs) throws -> MergedBlocks {
+                var settlement = BatchSettlement(
+                    batch: batch, reasonCodes: inputs.codes, retention: retention, storedNewest: inputs.storedNewest)
+                let (updated, inserted) = try Self.blockColumns(groups: groups, stored: inputs.blocks) { stored, ids in
+                    try InstallationRanges.merge(stored: stored, ids: ids, deltas: deltas, settlement: &settlement)
+                }
+                return MergedBlocks(updated: updated, inserted: inserted, settlement: settlement)
+            }
+            // The merge is a function of its inputs (`MergeInputs`). While this writer's last read found every block
+            // it asked for unchanged since it wrote or read it, the merge runs early, on the inputs the reads are
+            // expected to give, while the server answers them; it is kept only if the reads give exactly those.
+            let expected = lastReadWasCached ? expectedInputs(batch, groups) : nil
+            var early: (inputs: MergeInputs, merged: MergedBlocks)?
             // A batch's statements are the same every time: parsed and planned once per connection, in the round
             // trip that first sends each (the server's parse and plan were a third of its time per batch).
-            let read = Array(try c.pipeline(statements: reads.map { PGStatement($0.sql, $0.params, prepare: true) }).dropFirst())
+            let read = Array(
+                try c.pipeline(statements: reads.map { PGStatement($0.sql, $0.params, prepare: true) }) {
+                    if let expected, let done = try? merged(expected) { early = (expected, done) }
+                }.dropFirst())
             var known: [String: UInt16] = [:]
             for row in read[1] { if let reason = row[0], let id = row[1].flatMap({ UInt16($0) }) { known[reason] = id } }
+            // (Only what was read, committed, is expected next time: a reason added here may yet roll back.)
+            knownReasons.merge(known) { _, read in read }
             let codes = try batch.reasons.map { try known[$0] ?? reasonCode($0) }
             let storedNewest = read[2].first?.first?.flatMap { Int64($0) }
             guard let revision = read[3].first?.first?.flatMap({ Int64($0) }) else {
                 throw PostgresStoredDataError("the block revision sequence gave no value")
             }
-            var settlement = BatchSettlement(batch: batch, reasonCodes: codes, retention: retention, storedNewest: storedNewest)
-            // The installations settled into their blocks in memory (the core's block code, as on a store file).
-            let (blockWrites, blocks) = try Self.blockWrites(groups: groups, stored: read[4], revision: revision, cache: blockCache) { stored, ids in
-                try InstallationRanges.merge(stored: stored, ids: ids, deltas: deltas, settlement: &settlement)
+            let (stored, allCached) = try Self.storedBlocks(read[4], groups: groups, cache: blockCache)
+            let inputs = MergeInputs(codes: codes, storedNewest: storedNewest, blocks: stored)
+            let merge: MergedBlocks
+            if let early, early.inputs == inputs {
+                merge = early.merged
+                earlyMerges.kept += 1
+            } else {
+                if early != nil { earlyMerges.redone += 1 }
+                merge = try merged(inputs)
             }
+            lastReadWasCached = allCached
+            var settlement = merge.settlement
+            expectedNewest = settlement.newest == .min ? storedNewest : max(storedNewest ?? .min, settlement.newest)
+            let (blockWrites, blocks) = Self.blockStatements(updated: merge.updated, inserted: merge.inserted, revision: revision)
             var writes = blockWrites
 
             let counters = settlement.counterRows().sorted { ($0.level.rawValue, $0.bucket, $0.key.packed) < ($1.level.rawValue, $1.bucket, $1.key.packed) }
@@ -150,15 +187,17 @@ public final class PostgresTelemetry: TelemetryCounters, @unchecked Sendable {
             for i in writes.indices { writes[i].prepare = true }
             let written: [[[String?]]]
             do {
-                written = try store.pipelineThenCommit(statements: writes)
+                written = try store.pipelineThenCommit(statements: writes) {
+                    // Valid whatever becomes of this transaction, so cached while the server writes: a block and a
+                    // revision name one version of that block, and a revision that never commits is never read.
+                    for b in blocks { blockCache.put(part: b.part, upper: b.upper, revision: revision, data: b.data) }
+                }
             } catch let e as PostgresError where e.sqlState == "23505" {
                 // Another writer created one of the new installations after the read: settle again from its row.
                 throw PostgresError(sqlState: "40001", message: "an installation of the batch was created concurrently")
             } catch let e as PostgresError where e.sqlState == "23502" {
                 throw StoreError.corrupt("the telemetry batch sequence is missing (run 'rollout store migrate')")
             }
-            // Valid whatever becomes of this transaction: a block and a revision name one version of that block.
-            for b in blocks { blockCache.put(part: b.part, upper: b.upper, revision: revision, data: b.data) }
             guard let id = written[written.count - 1].first?.first?.flatMap({ Int64($0) }) else {
                 throw StoreError.corrupt("the telemetry batch sequence is missing (run 'rollout store migrate')")
             }
@@ -371,7 +410,7 @@ public final class PostgresTelemetry: TelemetryCounters, @unchecked Sendable {
     /// The statement that reads the stored blocks holding `groups`' installations: for each partition with any, the
     /// run of its blocks from the block of its first id (the first key at or after it) to the block of its last,
     /// by partition and key, in index order (two probes and a range per partition, not a probe per installation).
-    /// The run may hold blocks none of the ids falls in; `blockWrites` leaves those alone.
+    /// The run may hold blocks none of the ids falls in; `heldBlocks` leaves those out.
     static func blockLookup(_ groups: [[(id: [UInt8], index: Int)]], cache: BlockCache?) -> (sql: String, params: [String?]) {
         var parts: [Int64] = []
         var firsts: [[UInt8]] = []
@@ -403,50 +442,106 @@ public final class PostgresTelemetry: TelemetryCounters, @unchecked Sendable {
         )
     }
 
-    /// The statements that write `groups`' installations into their blocks (`stored`: the rows `blockLookup` read),
-    /// merged into each partition's stored blocks in memory by `merge(stored, ids)` (the core's
-    /// `InstallationRanges.merge`): one UPDATE for the blocks
-    /// rewritten under their key, one INSERT for new blocks (a partition's first, a split's parts), each block
-    /// with `revision` (`revisionQuery`); a block whose bytes did not change is not written.
-    static func blockWrites(
-        groups: [[(id: [UInt8], index: Int)]], stored rows: [[String?]], revision: Int64, cache: BlockCache?,
-        merge: (_ stored: [(upper: [UInt8], data: [UInt8])], _ ids: [(id: [UInt8], index: Int)]) throws -> [InstallationRanges.Written]
-    ) throws -> (writes: [PGStatement], blocks: [(part: Int, upper: [UInt8], data: [UInt8])]) {
-        var stored = [[(upper: [UInt8], data: [UInt8])]](repeating: [], count: groups.count)
+    /// A stored block as a batch merges it: its key, the revision that names this version of it, and its bytes.
+    struct StoredBlock: Equatable {
+        var upper: [UInt8]
+        var revision: Int64
+        var data: [UInt8]
+    }
+
+    /// Everything a batch's merge depends on besides the batch itself: its reasons' ids, the newest event stored,
+    /// and for each partition the stored blocks its installations fall in (`heldBlocks`). Equal inputs give an
+    /// equal merge, which is what lets a merge run before its reads come back (`commit`).
+    struct MergeInputs: Equatable {
+        var codes: [UInt16]
+        var storedNewest: Int64?
+        var blocks: [[StoredBlock]]
+    }
+
+    /// A batch's merge: the blocks to rewrite under their keys and the new ones, and the settlement that decided
+    /// every installation (its counter and presence rows follow from it).
+    struct MergedBlocks {
+        var updated: BlockColumns
+        var inserted: BlockColumns
+        var settlement: BatchSettlement
+    }
+
+    /// The inputs this writer's reads will give for `groups` if nothing it read or wrote changed since: the ids of
+    /// the reasons it read, the newest event as it left it, and per partition the run of cached blocks that
+    /// `blockLookup` reads (from the first key at or after the first id to the first key at or after the last). Nil
+    /// when a reason of the batch was never read. A block the cache lacks or holds in an older version makes the
+    /// reads give other inputs: the batch then merges again from them.
+    private func expectedInputs(_ batch: TelemetryBatch, _ groups: [[(id: [UInt8], index: Int)]]) -> MergeInputs? {
+        var codes: [UInt16] = []
+        for reason in batch.reasons {
+            guard let id = knownReasons[reason] else { return nil }
+            codes.append(id)
+        }
+        var blocks = [[StoredBlock]](repeating: [], count: groups.count)
+        for (p, ids) in groups.enumerated() {
+            guard let first = ids.first?.id, let last = ids.last?.id, let cached = blockCache.blocks[p] else { continue }
+            let keys = cached.keys.filter { !Self.precedes($0, first) }.sorted(by: Self.precedes)
+            guard let end = keys.firstIndex(where: { !Self.precedes($0, last) }) else { continue }
+            blocks[p] = keys[...end].compactMap { key in cached[key].map { StoredBlock(upper: key, revision: $0.revision, data: $0.data) } }
+        }
+        return MergeInputs(codes: codes, storedNewest: expectedNewest, blocks: Self.heldBlocks(blocks, by: groups))
+    }
+
+    /// The stored blocks `blockLookup` read (`rows`), per partition and by key, reduced to those `groups`' ids fall
+    /// in (`heldBlocks`); a block that came without its bytes is the cached version of the same revision. Also
+    /// whether every block came that way (none changed since this writer saw it). Blocks read are cached.
+    static func storedBlocks(_ rows: [[String?]], groups: [[(id: [UInt8], index: Int)]], cache: BlockCache?) throws -> (
+        blocks: [[StoredBlock]], allCached: Bool
+    ) {
+        var stored = [[StoredBlock]](repeating: [], count: groups.count)
+        var allCached = true
         for row in rows {
             guard let part = row[0].flatMap({ Int($0) }), stored.indices.contains(part), let upper = try bytea(row[1]),
                 let revision = row[2].flatMap({ Int64($0) })
             else { throw PostgresStoredDataError("an installation block of the PostgreSQL store is unreadable") }
             if let data = try bytea(row[3]) {
-                stored[part].append((upper, data))
+                stored[part].append(StoredBlock(upper: upper, revision: revision, data: data))
                 cache?.put(part: part, upper: upper, revision: revision, data: data)
+                allCached = false
             } else if let known = cache?.blocks[part]?[upper], known.revision == revision {
                 // The bytes this writer saw last, unchanged since (a block and a revision name one version of it).
-                stored[part].append((upper, known.data))
+                stored[part].append(StoredBlock(upper: upper, revision: revision, data: known.data))
             } else {
                 throw PostgresStoredDataError("an installation block of the PostgreSQL store came without its bytes")
             }
         }
-        // Only the blocks some id falls in (after the previous block's key, up to its own) are merged.
-        for p in stored.indices where !stored[p].isEmpty {
-            stored[p].sort { precedes($0.upper, $1.upper) }
+        for p in stored.indices { stored[p].sort { precedes($0.upper, $1.upper) } }
+        return (heldBlocks(stored, by: groups), allCached)
+    }
+
+    /// Of each partition's blocks (by key), those some id of `groups` falls in (after the previous block's key, up
+    /// to its own): the blocks a batch merges.
+    static func heldBlocks(_ stored: [[StoredBlock]], by groups: [[(id: [UInt8], index: Int)]]) -> [[StoredBlock]] {
+        stored.indices.map { p in
             let ids = groups[p]
             var next = 0
-            var kept: [(upper: [UInt8], data: [UInt8])] = []
-            for block in stored[p] {
+            return stored[p].filter { block in
                 var holds = false
                 while next < ids.count, !precedes(block.upper, ids[next].id) {
                     holds = true
                     next += 1
                 }
-                if holds { kept.append(block) }
+                return holds
             }
-            stored[p] = kept
         }
+    }
+
+    /// `groups`' installations merged into their partitions' `stored` blocks in memory by `merge(stored, ids)` (the
+    /// core's `InstallationRanges.merge`): the blocks rewritten under their key and the new ones (a partition's
+    /// first, a split's parts); a block whose bytes did not change is not written.
+    static func blockColumns(
+        groups: [[(id: [UInt8], index: Int)]], stored: [[StoredBlock]],
+        merge: (_ stored: [(upper: [UInt8], data: [UInt8])], _ ids: [(id: [UInt8], index: Int)]) throws -> [InstallationRanges.Written]
+    ) throws -> (updated: BlockColumns, inserted: BlockColumns) {
         var updated = BlockColumns()
         var inserted = BlockColumns()
         for (p, group) in groups.enumerated() where !group.isEmpty {
-            let before = stored[p]
+            let before = stored[p].map { (upper: $0.upper, data: $0.data) }
             for block in try merge(before, group) {
                 if block.replacing {
                     if before.contains(where: { same($0.upper, block.upper) && same($0.data, block.data) }) { continue }
@@ -456,6 +551,14 @@ public final class PostgresTelemetry: TelemetryCounters, @unchecked Sendable {
                 }
             }
         }
+        return (updated, inserted)
+    }
+
+    /// The statements that write merged blocks, each with `revision` (`revisionQuery`): one UPDATE for the blocks
+    /// rewritten under their key, one INSERT for the new ones; and the blocks written, for the cache.
+    static func blockStatements(updated: BlockColumns, inserted: BlockColumns, revision: Int64) -> (
+        writes: [PGStatement], blocks: [(part: Int, upper: [UInt8], data: [UInt8])]
+    ) {
         // The blocks' bytes go as one binary bytea parameter (the bytes as they are: no hex written here or parsed by
         // the server) and are cut with `substring` (no array of bytea for the server to parse).
         let rows = "unnest($1::smallint[], $2::bytea[], $3::integer[], $5::integer[], $6::integer[]) AS u(part, upper, n, start, length)"
@@ -498,10 +601,10 @@ public final class PostgresTelemetry: TelemetryCounters, @unchecked Sendable {
         guard let revision = read[0].first?.first?.flatMap({ Int64($0) }) else {
             throw PostgresStoredDataError("the block revision sequence gave no value")
         }
-        let writes = try blockWrites(groups: groups, stored: read[1], revision: revision, cache: nil) { stored, ids in
-            try InstallationRanges.merge(stored: stored, ids: ids) { index, _ in installations[index].record }
-        }.writes
-        _ = try c.pipeline(statements: writes)
+        let (updated, inserted) = try blockColumns(groups: groups, stored: try storedBlocks(read[1], groups: groups, cache: nil).blocks) {
+            stored, ids in try InstallationRanges.merge(stored: stored, ids: ids) { index, _ in installations[index].record }
+        }
+        _ = try c.pipeline(statements: blockStatements(updated: updated, inserted: inserted, revision: revision).writes)
     }
 
     /// Schema 12: the installations of `telemetry_installations` (one row each) moved into blocks, `chunk` at a time
@@ -708,7 +811,7 @@ final class BlockCache {
 }
 
 /// Blocks to write, as the columns the block statements unnest: partition, key, installations, bytes.
-private struct BlockColumns {
+struct BlockColumns {
     var parts: [Int64] = []
     var uppers: [[UInt8]] = []
     var counts: [Int64] = []

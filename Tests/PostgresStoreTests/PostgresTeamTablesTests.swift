@@ -399,6 +399,55 @@ struct PostgresTeamTablesTests {
         #expect(try pg.installationCount() == (try ref.installationCount()))
     }
 
+    /// A writer whose last read found every block it asked for unchanged merges its next batch while the server
+    /// answers that batch's reads, and keeps that merge only when the reads give exactly what it expected: after
+    /// another writer rewrote the same blocks, the early merge is thrown away and the batch settles from the blocks
+    /// read; the batch after it (whose last read brought blocks back) does not merge early. Every batch lands as on
+    /// the SQLite store.
+    @Test func aWritersEarlyMergeIsKeptOnlyWhenItsReadsConfirmIt() throws {
+        let (store, conninfo) = try PostgresStoreTests.freshStore()
+        let a = PostgresTelemetry(store: store)
+        let b = PostgresTelemetry(store: try PostgresConfigStore(conninfo: conninfo))
+        let ref = try Self.sqliteTables()
+        // Thirty installations in every batch, one of them refused for the same reason each time.
+        let batches = (0..<7).map { m -> TelemetryBatch in
+            let out = TelemetryBatch()
+            for i in 0..<30 {
+                let s = Int64(m * 60 + i)
+                out.record(Self.event(s, "e\(i)", .sessionStart, i % 2 == 0 ? .enabled : .control))
+                out.record(
+                    Self.event(s + 1, "e\(i)", i == m ? .attestationFailure(.rejected(reason: "badChain")) : .attestationSuccess, .enabled))
+            }
+            return out
+        }
+        func land(_ m: Int, by writer: PostgresTelemetry) throws {
+            let at = Self.t0 + .minutes(Int64(m))
+            try writer.commit(batches[m], source: "m\(m)", at: at)
+            try ref.commit(batches[m], source: "m\(m)", at: at)
+        }
+        func merges() -> [Int] { [a.earlyMerges.kept, a.earlyMerges.redone] }
+        // The first batch adds the reason, which the second reads: only the third knows all it needs to expect.
+        try land(0, by: a)
+        try land(1, by: a)
+        #expect(merges() == [0, 0])
+        try land(2, by: a)
+        #expect(merges() == [1, 0])
+        try land(3, by: b)
+        try land(4, by: a)
+        #expect(merges() == [1, 1])
+        try land(5, by: a)
+        #expect(merges() == [1, 1])
+        try land(6, by: a)
+        #expect(merges() == [2, 1])
+        #expect(try a.allTimeTotals() == (try ref.allTimeTotals()))
+        let all = try Self.installations(a.forEachInstallation)
+        #expect(all.count == 30)
+        #expect(all == (try Self.installations(ref.forEachInstallation)))
+        let config = WatchConfiguration(since: Self.t0)
+        let now = Self.t0 + .minutes(8)
+        Self.expectSame(try a.snapshot(config, now: now), try ref.snapshot(config, now: now), "after seven batches")
+    }
+
     /// A batch of its own costs two round trips whatever its size (BEGIN with the locks and reads; the writes with
     /// COMMIT: four before); inside a transaction of its caller it leaves COMMIT to that transaction.
     @Test func aTelemetryBatchCostsTwoRoundTrips() throws {
