@@ -697,7 +697,39 @@ public final class PostgresTelemetry: TelemetryCounters, @unchecked Sendable {
 
 /// PostgreSQL array literals for text parameters (`$1::bigint[]`), so a batch is one statement per table.
 package enum PGArray {
-    static func ints(_ values: [Int64]) -> String { "{" + values.map(String.init).joined(separator: ",") + "}" }
+    /// `{1,-2,3}`: the digits written straight into the string's bytes (a `String` per value and `joined` took
+    /// about a tenth of a telemetry batch's client time).
+    static func ints(_ values: [Int64]) -> String {
+        String(unsafeUninitializedCapacity: 2 + 21 * values.count) { out in
+            var at = 0
+            out[at] = UInt8(ascii: "{")
+            at += 1
+            var digits: (UInt64, UInt64, UInt64) = (0, 0, 0)  // 24 bytes: room for the 20 digits of any magnitude
+            for (i, value) in values.enumerated() {
+                if i > 0 {
+                    out[at] = UInt8(ascii: ",")
+                    at += 1
+                }
+                if value < 0 {
+                    out[at] = UInt8(ascii: "-")
+                    at += 1
+                }
+                var magnitude = value.magnitude
+                var count = 0
+                withUnsafeMutableBytes(of: &digits) { d in
+                    repeat {
+                        d[count] = UInt8(ascii: "0") + UInt8(magnitude % 10)
+                        magnitude /= 10
+                        count += 1
+                    } while magnitude > 0
+                    for k in 0..<count { out[at + k] = d[count - 1 - k] }
+                }
+                at += count
+            }
+            out[at] = UInt8(ascii: "}")
+            return at + 1
+        }
+    }
 
     static func optionalInts(_ values: [Int64?]) -> String {
         "{" + values.map { $0.map(String.init) ?? "NULL" }.joined(separator: ",") + "}"

@@ -399,6 +399,23 @@ struct PostgresTeamTablesTests {
         #expect(try pg.installationCount() == (try ref.installationCount()))
     }
 
+    /// The integer array literals the telemetry statements send are read by the server as exactly the values:
+    /// none, one, zero, both ends of the range, and a few hundred of every magnitude and sign.
+    @Test func integerArrayLiteralsAreTheValues() throws {
+        let c = try PGConnection(try PostgresServer.get().freshDatabase())
+        var rng = SplitMix64(state: 3)
+        let mixed = (0..<300).map { i -> Int64 in
+            let v = Int64(bitPattern: rng.next()) >> (i % 63)
+            return i % 2 == 0 ? v : 0 &- v
+        }
+        for values in [[], [0], [7], [-1, 10, -100], [Int64.max, Int64.min, 0], mixed] {
+            let literal = PGArray.ints(values)
+            #expect(literal == "{" + values.map(String.init).joined(separator: ",") + "}")
+            let read = try c.query("SELECT array_to_string($1::bigint[], ',')", [literal]).first?.first ?? nil
+            #expect(read == values.map(String.init).joined(separator: ","), "\(values.prefix(3))")
+        }
+    }
+
     /// A writer whose last read found every block it asked for unchanged merges its next batch while the server
     /// answers that batch's reads, and keeps that merge only when the reads give exactly what it expected: after
     /// another writer rewrote the same blocks, the early merge is thrown away and the batch settles from the blocks
