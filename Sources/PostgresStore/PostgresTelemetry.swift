@@ -96,13 +96,13 @@ public final class PostgresTelemetry: TelemetryCounters, @unchecked Sendable {
             // The merge is a function of its inputs (`MergeInputs`). While this writer's last read found every block
             // it asked for unchanged since it wrote or read it, the merge runs early, on the inputs the reads are
             // expected to give, while the server answers them; it is kept only if the reads give exactly those.
-            let expected = lastReadWasCached ? expectedInputs(batch, groups) : nil
             var early: (inputs: MergeInputs, merged: MergedBlocks)?
             // A batch's statements are the same every time: parsed and planned once per connection, in the round
             // trip that first sends each (the server's parse and plan were a third of its time per batch).
             let read = Array(
                 try c.pipeline(statements: reads.map { PGStatement($0.sql, $0.params, prepare: true) }) {
-                    if let expected, let done = try? merged(expected) { early = (expected, done) }
+                    guard lastReadWasCached, let expected = expectedInputs(batch, groups), let done = try? merged(expected) else { return }
+                    early = (expected, done)
                 }.dropFirst())
             var known: [String: UInt16] = [:]
             for row in read[1] { if let reason = row[0], let id = row[1].flatMap({ UInt16($0) }) { known[reason] = id } }
@@ -480,9 +480,20 @@ public final class PostgresTelemetry: TelemetryCounters, @unchecked Sendable {
         var blocks = [[StoredBlock]](repeating: [], count: groups.count)
         for (p, ids) in groups.enumerated() {
             guard let first = ids.first?.id, let last = ids.last?.id, let cached = blockCache.blocks[p] else { continue }
-            let keys = cached.keys.filter { !Self.precedes($0, first) }.sorted(by: Self.precedes)
-            guard let end = keys.firstIndex(where: { !Self.precedes($0, last) }) else { continue }
-            blocks[p] = keys[...end].compactMap { key in cached[key].map { StoredBlock(upper: key, revision: $0.revision, data: $0.data) } }
+            // One pass over the cached keys: those from the first id's up to the last id, and the first key at or
+            // after the last id (the run's end; none cached: the reads will say what is stored).
+            var run: [(upper: [UInt8], block: (revision: Int64, data: [UInt8]))] = []
+            var end: (upper: [UInt8], block: (revision: Int64, data: [UInt8]))?
+            for (upper, block) in cached where !Self.precedes(upper, first) {
+                if Self.precedes(upper, last) {
+                    run.append((upper, block))
+                } else if end.map({ Self.precedes(upper, $0.upper) }) ?? true {
+                    end = (upper, block)
+                }
+            }
+            guard let end else { continue }
+            run.sort { Self.precedes($0.upper, $1.upper) }
+            blocks[p] = (run + [end]).map { StoredBlock(upper: $0.upper, revision: $0.block.revision, data: $0.block.data) }
         }
         return MergeInputs(codes: codes, storedNewest: expectedNewest, blocks: Self.heldBlocks(blocks, by: groups))
     }
