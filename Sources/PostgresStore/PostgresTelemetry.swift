@@ -28,7 +28,9 @@ import Timekeeping
 ///   commit order and a reader that has seen batch N has seen every batch before it;
 /// - `NOTIFY rollout_telemetry, '<batch id>'` wakes consoles at commit.
 /// Every write after the settlement goes in one pipeline (`PGConnection.pipeline`), so a batch costs the same
-/// number of round trips whatever its size.
+/// number of round trips whatever its size. A writer that alone wrote the blocks its batches touch (its last read
+/// found them all unchanged) merges the next batch while the server answers that batch's reads, on the inputs it
+/// expects them to give, and keeps that merge only when they give exactly those (`MergeInputs`).
 public final class PostgresTelemetry: TelemetryCounters, @unchecked Sendable {
     /// The channel a landed batch notifies, with the batch id as payload.
     public static let channel = "rollout_telemetry"
