@@ -717,7 +717,6 @@ package enum PGArray {
             var at = 0
             out[at] = UInt8(ascii: "{")
             at += 1
-            var digits: (UInt64, UInt64, UInt64) = (0, 0, 0)  // 24 bytes: room for the 20 digits of any magnitude
             for (i, value) in values.enumerated() {
                 if i > 0 {
                     out[at] = UInt8(ascii: ",")
@@ -727,15 +726,17 @@ package enum PGArray {
                     out[at] = UInt8(ascii: "-")
                     at += 1
                 }
+                // The digits from the last: count them, then fill their places backwards.
                 var magnitude = value.magnitude
-                var count = 0
-                withUnsafeMutableBytes(of: &digits) { d in
-                    repeat {
-                        d[count] = UInt8(ascii: "0") + UInt8(magnitude % 10)
-                        magnitude /= 10
-                        count += 1
-                    } while magnitude > 0
-                    for k in 0..<count { out[at + k] = d[count - 1 - k] }
+                var count = 1
+                var rest = magnitude / 10
+                while rest > 0 {
+                    count += 1
+                    rest /= 10
+                }
+                for k in stride(from: at + count - 1, through: at, by: -1) {
+                    out[k] = UInt8(ascii: "0") + UInt8(magnitude % 10)
+                    magnitude /= 10
                 }
                 at += count
             }
