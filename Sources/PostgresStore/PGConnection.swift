@@ -175,16 +175,35 @@ public final class PGConnection: @unchecked Sendable {
     /// caller's own work overlaps the server's (it must not use this connection).
     @discardableResult
     public func pipeline(statements: [PGStatement], meanwhile: () -> Void = {}) throws(PostgresError) -> [[[String?]]] {
-        let queued = deferred.count
-        let all = deferred + statements
-        deferred = []
-        return Array(try send(all, meanwhile: meanwhile).dropFirst(queued))
+        guard !statements.isEmpty || !deferred.isEmpty else { return [] }
+        do {
+            return try pipeline(statements: statements, streaming: { _ in }, meanwhile: meanwhile)
+        } catch let error as PostgresError {
+            throw error
+        } catch {
+            preconditionFailure("a pipeline without a body threw \(error)")
+        }
     }
 
-    private func send(_ statements: [PGStatement], meanwhile: () -> Void = {}) throws(PostgresError) -> [[[String?]]] {
-        guard !statements.isEmpty else { return [] }
+    /// One round trip whose statements are made while it runs: `statements` go at once, then `more` runs with a
+    /// `send` that sends the statements it is given right away, so the server runs them while `more` goes on (the
+    /// caller's work and the server's overlap); then the sync, `meanwhile`, and every result, in order. A failure
+    /// among the statements makes the server skip the rest of them; `send` does not throw for it (the server's
+    /// answer is read after the sync) but it does throw when the connection cannot send. When `more` throws, the
+    /// round trip still ends (the statements sent so far have run, or been skipped) before its error is thrown; a
+    /// caller inside a transaction then rolls it back. The results of the statements the server ran keep the
+    /// connection's buffers small: none but the last may return many rows.
+    ///
+    /// Statements queued by `deferUntilNextRoundTrip` go first; the answer holds the rows of the others only.
+    @discardableResult
+    public func pipeline(
+        statements: [PGStatement], streaming more: (_ send: ([PGStatement]) throws -> Void) throws -> Void,
+        meanwhile: () -> Void = {}
+    ) throws -> [[[String?]]] {
+        let queued = deferred.count
+        let first = deferred + statements
+        deferred = []
         roundTrips += 1
-        statementsSent += statements.count
         guard PQenterPipelineMode(raw) == 1 else { throw connectionError() }
         defer { PQexitPipelineMode(raw) }
         // What was sent, in order: each statement's query and, before a statement prepared in this round trip,
@@ -192,70 +211,30 @@ public final class PGConnection: @unchecked Sendable {
         var sent: [(preparing: String?, isQuery: Bool)] = []
         var preparing: [String: String] = [:]
         var failure: PostgresError?
-        for statement in statements {
-            let sql = statement.sql
-            var name = prepared[sql] ?? preparing[sql]
-            if name == nil, statement.prepare {
-                let fresh = "rollout_\(prepared.count + preparing.count + 1)"
-                guard PQsendPrepare(raw, fresh, sql, 0, nil) == 1 else {
-                    failure = connectionError()
-                    break
+        func enqueue(_ statements: [PGStatement]) {
+            for statement in statements where failure == nil {
+                statementsSent += 1
+                if let error = sendOne(statement, preparing: &preparing, sent: &sent) { failure = error }
+            }
+        }
+        enqueue(first)
+        var bodyError: (any Error)?
+        if failure == nil, PQflush(raw) != 0 { failure = connectionError() }
+        if failure == nil {
+            do {
+                try more { statements in
+                    enqueue(statements)
+                    if failure == nil, PQflush(raw) != 0 { failure = connectionError() }
+                    if let failure { throw failure }
                 }
-                preparing[sql] = fresh
-                sent.append((sql, false))
-                name = fresh
+            } catch {
+                if failure == nil { bodyError = error }
             }
-            let params = statement.params
-            // Text parameters as C strings; binary ones as their bytes with a length (libpq reads `length` bytes).
-            var copies: [UnsafeMutablePointer<CChar>?] = []
-            copies.reserveCapacity(params.count)
-            var lengths: [Int32] = []
-            var formats: [Int32] = []
-            if !statement.binary.isEmpty {
-                lengths = [Int32](repeating: 0, count: params.count)
-                formats = [Int32](repeating: 0, count: params.count)
-            }
-            for i in params.indices {
-                if let bytes = statement.binary[i] {
-                    let copy = malloc(max(bytes.count, 1)).assumingMemoryBound(to: CChar.self)
-                    bytes.withUnsafeBytes { b in if let from = b.baseAddress { memcpy(copy, from, b.count) } }
-                    copies.append(copy)
-                    lengths[i] = Int32(bytes.count)
-                    formats[i] = 1
-                } else {
-                    copies.append(params[i].map { strdup($0) } ?? nil)
-                }
-            }
-            defer { for p in copies { free(p) } }
-            let ok: Int32 = copies.withUnsafeBufferPointer { buffer in
-                let count = Int32(buffer.count)
-                guard let base = buffer.baseAddress, !buffer.isEmpty else {
-                    return name.map { PQsendQueryPrepared(raw, $0, 0, nil, nil, nil, 0) }
-                        ?? PQsendQueryParams(raw, sql, 0, nil, nil, nil, nil, 0)
-                }
-                return base.withMemoryRebound(to: UnsafePointer<CChar>?.self, capacity: buffer.count) { values in
-                    guard !formats.isEmpty else {
-                        return name.map { PQsendQueryPrepared(raw, $0, count, values, nil, nil, 0) }
-                            ?? PQsendQueryParams(raw, sql, count, nil, values, nil, nil, 0)
-                    }
-                    return lengths.withUnsafeBufferPointer { lengths in
-                        formats.withUnsafeBufferPointer { formats in
-                            name.map { PQsendQueryPrepared(raw, $0, count, values, lengths.baseAddress, formats.baseAddress, 0) }
-                                ?? PQsendQueryParams(raw, sql, count, nil, values, lengths.baseAddress, formats.baseAddress, 0)
-                        }
-                    }
-                }
-            }
-            guard ok == 1 else {
-                failure = connectionError()
-                break
-            }
-            sent.append((nil, true))
         }
         // The sync also flushes what was sent: the server is at work while `meanwhile` runs.
         let synced = PQpipelineSync(raw) == 1
         if !synced, failure == nil { failure = connectionError() }
-        if synced, failure == nil { meanwhile() }
+        if synced, failure == nil, bodyError == nil { meanwhile() }
         var out: [[[String?]]] = []
         out.reserveCapacity(sent.count)
         // Each preparation's and statement's result, then NULL; after them the sync's own result.
@@ -283,7 +262,68 @@ public final class PGConnection: @unchecked Sendable {
             }
         }
         if let failure { throw failure }
-        return out
+        if let bodyError { throw bodyError }
+        return Array(out.dropFirst(queued))
+    }
+
+    /// Sends one statement of a pipeline (and, first, its preparation when it asks to be prepared and is not yet),
+    /// recording what was sent; the connection's error when it could not be sent.
+    private func sendOne(
+        _ statement: PGStatement, preparing: inout [String: String], sent: inout [(preparing: String?, isQuery: Bool)]
+    ) -> PostgresError? {
+        let sql = statement.sql
+        var name = prepared[sql] ?? preparing[sql]
+        if name == nil, statement.prepare {
+            let fresh = "rollout_\(prepared.count + preparing.count + 1)"
+            guard PQsendPrepare(raw, fresh, sql, 0, nil) == 1 else { return connectionError() }
+            preparing[sql] = fresh
+            sent.append((sql, false))
+            name = fresh
+        }
+        let params = statement.params
+        // Text parameters as C strings; binary ones as their bytes with a length (libpq reads `length` bytes).
+        var copies: [UnsafeMutablePointer<CChar>?] = []
+        copies.reserveCapacity(params.count)
+        var lengths: [Int32] = []
+        var formats: [Int32] = []
+        if !statement.binary.isEmpty {
+            lengths = [Int32](repeating: 0, count: params.count)
+            formats = [Int32](repeating: 0, count: params.count)
+        }
+        for i in params.indices {
+            if let bytes = statement.binary[i] {
+                let copy = malloc(max(bytes.count, 1)).assumingMemoryBound(to: CChar.self)
+                bytes.withUnsafeBytes { b in if let from = b.baseAddress { memcpy(copy, from, b.count) } }
+                copies.append(copy)
+                lengths[i] = Int32(bytes.count)
+                formats[i] = 1
+            } else {
+                copies.append(params[i].map { strdup($0) } ?? nil)
+            }
+        }
+        defer { for p in copies { free(p) } }
+        let ok: Int32 = copies.withUnsafeBufferPointer { buffer in
+            let count = Int32(buffer.count)
+            guard let base = buffer.baseAddress, !buffer.isEmpty else {
+                return name.map { PQsendQueryPrepared(raw, $0, 0, nil, nil, nil, 0) }
+                    ?? PQsendQueryParams(raw, sql, 0, nil, nil, nil, nil, 0)
+            }
+            return base.withMemoryRebound(to: UnsafePointer<CChar>?.self, capacity: buffer.count) { values in
+                guard !formats.isEmpty else {
+                    return name.map { PQsendQueryPrepared(raw, $0, count, values, nil, nil, 0) }
+                        ?? PQsendQueryParams(raw, sql, count, nil, values, nil, nil, 0)
+                }
+                return lengths.withUnsafeBufferPointer { lengths in
+                    formats.withUnsafeBufferPointer { formats in
+                        name.map { PQsendQueryPrepared(raw, $0, count, values, lengths.baseAddress, formats.baseAddress, 0) }
+                            ?? PQsendQueryParams(raw, sql, count, nil, values, lengths.baseAddress, formats.baseAddress, 0)
+                    }
+                }
+            }
+        }
+        guard ok == 1 else { return connectionError() }
+        sent.append((nil, true))
+        return nil
     }
 
     private func connectionError() -> PostgresError {

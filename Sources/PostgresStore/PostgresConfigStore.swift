@@ -274,13 +274,31 @@ public final class PostgresConfigStore: ConfigStore, @unchecked Sendable {
     /// The same with statements that may carry binary parameters; `meanwhile` runs while the server runs them
     /// (`PGConnection.pipeline(statements:meanwhile:)`), whatever then becomes of the transaction.
     func pipelineThenCommit(statements: [PGStatement], meanwhile: () -> Void = {}) throws -> [[[String?]]] {
-        guard depth == 1, !headLocked, !renewsSeal, !isReadOnly else {
-            return try connection.pipeline(statements: statements, meanwhile: meanwhile)
-        }
+        guard commitsInBody else { return try connection.pipeline(statements: statements, meanwhile: meanwhile) }
         let rows = try connection.pipeline(statements: statements + [PGStatement("COMMIT", [])], meanwhile: meanwhile)
         committedByBody = true
         return Array(rows.dropLast())
     }
+
+    /// The same with statements made while the round trip runs (`PGConnection.pipeline(statements:streaming:)`):
+    /// COMMIT goes after the last statement `more` sends, and only when `more` returned.
+    func pipelineThenCommit(
+        statements: [PGStatement], streaming more: (_ send: ([PGStatement]) throws -> Void) throws -> Void
+    ) throws -> [[[String?]]] {
+        guard commitsInBody else { return try connection.pipeline(statements: statements, streaming: more) }
+        let rows = try connection.pipeline(statements: statements) { send in
+            try withoutActuallyEscaping(send) { send in
+                try more(send)
+                try send([PGStatement("COMMIT", [])])
+            }
+        }
+        committedByBody = true
+        return Array(rows.dropLast())
+    }
+
+    /// Whether the open transaction is the outermost, holds no head lock, renews no seal and may write: a telemetry
+    /// batch of its own, whose body sends COMMIT with its writes (`pipelineThenCommit`).
+    var commitsInBody: Bool { depth == 1 && !headLocked && !renewsSeal && !isReadOnly }
 
     /// The head row lock: every writer queues here (see the type's comment); then the seal is checked, before
     /// anything is written.

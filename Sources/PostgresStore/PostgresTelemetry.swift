@@ -9,28 +9,31 @@ import Timekeeping
 /// every row, `RolloutWatch` folds them), aggregated in the database so that many ingesting processes and the
 /// simulator write at once. The methods have the signatures of the SQLite store's `TelemetryTables`.
 ///
-/// A batch lands in one READ COMMITTED transaction of two round trips (`BEGIN` with the reads; the writes with
-/// `COMMIT`), without the chain-head lock (ingest does not queue behind publishes):
+/// A batch lands in one READ COMMITTED transaction, without the chain-head lock (ingest does not queue behind
+/// publishes):
 /// - the batch first takes a transaction advisory lock on each of its installations' partitions (an id's FNV-1a
 ///   modulo 64), in ascending order (one order for every batch: no deadlock), so two batches sharing a
-///   partition run one after the other; the reads that follow in the same round trip see every batch that
-///   held those partitions before. Row locks (`FOR UPDATE`) did this before, but locking a row writes it;
+///   partition run one after the other; the statements that follow see every batch that held those partitions
+///   before. Row locks (`FOR UPDATE`) did this before, but locking a row writes it;
 /// - installations are stored as on a store file, many to a row (`telemetry_installation_blocks`, schema 12: the
 ///   core's `InstallationBlock` form, blocks of one partition keyed by the upper end of their id range,
-///   `InstallationRanges`). The batch reads the blocks of its ids, merges its installations into them in memory
-///   with the core's code, and writes them back in one UPDATE (blocks kept under their key) and one INSERT (new
-///   blocks: a partition's first, the parts of a split); blocks are never deleted. Every block read or written
-///   lies in a partition the batch holds, so the advisory locks order writers; a block key created meanwhile by a
-///   writer outside these locks makes the transaction run again (a fresh settlement, so nothing counts twice);
+///   `InstallationRanges`). The batch merges its installations into the stored blocks of its ids in memory with
+///   the core's code, and writes them back with UPDATE (blocks kept under their key) and INSERT (new blocks: a
+///   partition's first, the parts of a split); blocks are never deleted. Every block read or written lies in a
+///   partition the batch holds, so the advisory locks order writers; a block key created meanwhile by a writer
+///   outside these locks makes the transaction run again (a fresh settlement, so nothing counts twice);
 /// - counters and presence rows are additive upserts (`ON CONFLICT ... DO UPDATE SET count = count +
 ///   excluded.count`), sorted by key, one statement each;
 /// - the batch's id is drawn last from `telemetry_meta.batch_sequence` (a row lock held to commit), so ids are in
 ///   commit order and a reader that has seen batch N has seen every batch before it;
 /// - `NOTIFY rollout_telemetry, '<batch id>'` wakes consoles at commit.
-/// Every write after the settlement goes in one pipeline (`PGConnection.pipeline`), so a batch costs the same
-/// number of round trips whatever its size. A writer that alone wrote the blocks its batches touch (its last read
-/// found them all unchanged) merges the next batch while the server answers that batch's reads, on the inputs it
-/// expects them to give, and keeps that merge only when they give exactly those (`MergeInputs`).
+///
+/// A writer whose last read found every block it asked for unchanged in its cache (it alone wrote them) lands the
+/// next batch in one round trip (`landInOneRoundTrip`): it merges into the blocks it expects, while its statements
+/// go: the locks, a guard that fails the transaction unless the store holds exactly what was expected, the blocks a
+/// chunk at a time as they are merged, the rest and COMMIT. Otherwise, and when the guard fails, the batch takes two
+/// (`landAfterReading`): the locks with the reads, then the writes with COMMIT. Either way a batch costs the same
+/// number of round trips whatever its size (`PGConnection.pipeline`).
 public final class PostgresTelemetry: TelemetryCounters, @unchecked Sendable {
     /// The channel a landed batch notifies, with the batch id as payload.
     public static let channel = "rollout_telemetry"
@@ -42,16 +45,16 @@ public final class PostgresTelemetry: TelemetryCounters, @unchecked Sendable {
     private var lastBatchSeen: Int64 = 0
     /// The installation blocks this writer read or wrote last, by revision (`BlockCache`).
     private let blockCache = BlockCache()
-    /// What this writer's next batch expects its reads to give (`expectedInputs`): the reasons' ids it read, the
+    /// What this writer's next batch expects the store to hold (`expectedInputs`): the reasons' ids it read, the
     /// newest event as it left it, and whether its last read found every block it asked for in `blockCache`,
-    /// unchanged (no block's bytes came back). Only then does a batch merge early; an expectation never decides
-    /// anything, the reads do.
+    /// unchanged (no block's bytes came back). Only then does a batch land in one round trip; an expectation never
+    /// decides anything, the guard does (`guardQuery`).
     private var knownReasons: [String: UInt16] = [:]
     private var expectedNewest: Int64?
     private var lastReadWasCached = false
-    /// Batches whose merge ran early and was kept (the reads gave the inputs it expected), and those whose early
-    /// merge was thrown away and run again on the inputs read.
-    public private(set) var earlyMerges = (kept: 0, redone: 0)
+    /// Batches landed in one round trip (`landInOneRoundTrip`), and those whose guard refused them (they landed
+    /// again, reading first).
+    public private(set) var oneRoundTrip = (landed: 0, refused: 0)
 
     public init(store: PostgresConfigStore, retention: TelemetryRetention = TelemetryRetention()) {
         self.store = store
@@ -69,144 +72,218 @@ public final class PostgresTelemetry: TelemetryCounters, @unchecked Sendable {
         if store.isReadOnly { throw PostgresStoreError.readOnly("telemetry batch on a read-only store") }
         // The batch's installations by partition, in id order within each (the order of the blocks' keys).
         let (groups, deltas) = try InstallationRanges.grouped(batch, groups: Int(Self.partitions))
-        let partitions = groups.indices.filter { !groups[$0].isEmpty }.map { Int64($0) }
+        let landing = Landing(
+            batch: batch, groups: groups, deltas: deltas, partitions: groups.indices.filter { !groups[$0].isEmpty }.map { Int64($0) },
+            source: source, committedAt: committedAt)
         return try store.transaction(lockingHead: false) { () throws -> BatchReceipt in
-            let lookup = Self.blockLookup(groups, cache: blockCache)
-            // One round trip: the batch's partitions locked in ascending order, then (each statement seeing every
-            // batch that held them before) the reasons, the newest event and the blocks holding the installations.
-            let reads: [(sql: String, params: [String?])] = [
-                // Prepared statements are planned once, not per batch (PostgreSQL's default plans the first five
-                // runs of each anew, and a writer's connection may never get past them): for this transaction only.
-                ("SET LOCAL plan_cache_mode = force_generic_plan", []),
-                (
-                    "SELECT pg_advisory_xact_lock(\(Self.partitionLockClass), p) FROM (SELECT unnest($1::int[]) AS p ORDER BY 1) s",
-                    [PGArray.ints(partitions)]
-                ),
-                ("SELECT reason, id FROM telemetry_reasons WHERE reason = ANY($1::text[])", [PGArray.text(batch.reasons)]),
-                ("SELECT value FROM telemetry_meta WHERE key = 'newest_event'", []),
-                (Self.revisionQuery, []),
-                lookup,
-            ]
-            func merged(_ inputs: MergeInputs) throws -> MergedBlocks {
-                var settlement = BatchSettlement(
-                    batch: batch, reasonCodes: inputs.codes, retention: retention, storedNewest: inputs.storedNewest)
-                let (updated, inserted) = try Self.blockColumns(groups: groups, stored: inputs.blocks) { stored, ids in
-                    try InstallationRanges.merge(stored: stored, ids: ids, deltas: deltas, settlement: &settlement)
-                }
-                return MergedBlocks(updated: updated, inserted: inserted, settlement: settlement)
-            }
-            // The merge is a function of its inputs (`MergeInputs`). While this writer's last read found every block
-            // it asked for unchanged since it wrote or read it, the merge runs early, on the inputs the reads are
-            // expected to give, while the server answers them; it is kept only if the reads give exactly those.
-            var early: (inputs: MergeInputs, merged: MergedBlocks)?
-            // A batch's statements are the same every time: parsed and planned once per connection, in the round
-            // trip that first sends each (the server's parse and plan were a third of its time per batch).
-            let read = Array(
-                try c.pipeline(statements: reads.map { PGStatement($0.sql, $0.params, prepare: true) }) {
-                    guard lastReadWasCached, let expected = expectedInputs(batch, groups), let done = try? merged(expected) else { return }
-                    early = (expected, done)
-                }.dropFirst())
-            var known: [String: UInt16] = [:]
-            for row in read[1] { if let reason = row[0], let id = row[1].flatMap({ UInt16($0) }) { known[reason] = id } }
-            // (Only what was read, committed, is expected next time: a reason added here may yet roll back.)
-            knownReasons.merge(known) { _, read in read }
-            let codes = try batch.reasons.map { try known[$0] ?? reasonCode($0) }
-            let storedNewest = read[2].first?.first?.flatMap { Int64($0) }
-            guard let revision = read[3].first?.first?.flatMap({ Int64($0) }) else {
-                throw PostgresStoredDataError("the block revision sequence gave no value")
-            }
-            let (stored, allCached) = try Self.storedBlocks(read[4], groups: groups, cache: blockCache)
-            let inputs = MergeInputs(codes: codes, storedNewest: storedNewest, blocks: stored)
-            let merge: MergedBlocks
-            if let early, early.inputs == inputs {
-                merge = early.merged
-                earlyMerges.kept += 1
-            } else {
-                if early != nil { earlyMerges.redone += 1 }
-                merge = try merged(inputs)
-            }
-            lastReadWasCached = allCached
-            var settlement = merge.settlement
-            expectedNewest = settlement.newest == .min ? storedNewest : max(storedNewest ?? .min, settlement.newest)
-            let (blockWrites, blocks) = Self.blockStatements(updated: merge.updated, inserted: merge.inserted, revision: revision)
-            var writes = blockWrites
-
-            let counters = settlement.counterRows().sorted { ($0.level.rawValue, $0.bucket, $0.key.packed) < ($1.level.rawValue, $1.bucket, $1.key.packed) }
-            if !counters.isEmpty {
-                writes.append(
-                    PGStatement(
-                        "INSERT INTO telemetry_counters (level, bucket, key, count) "
-                            + "SELECT * FROM unnest($1::smallint[], $2::bigint[], $3::bigint[], $4::bigint[]) AS u(level, bucket, key, count) "
-                            + "ORDER BY level, bucket, key "
-                            + "ON CONFLICT (level, bucket, key) DO UPDATE SET count = telemetry_counters.count + excluded.count",
-                        [
-                            PGArray.ints(counters.map { Int64($0.level.rawValue) }), PGArray.ints(counters.map(\.bucket)),
-                            PGArray.ints(counters.map { Int64($0.key.packed) }), PGArray.ints(counters.map(\.count)),
-                        ]
-                    ))
-            }
-            let presence = settlement.presenceRows().sorted { ($0.hour, $0.key.packed) < ($1.hour, $1.key.packed) }
-            if !presence.isEmpty {
-                writes.append(
-                    PGStatement(
-                        "INSERT INTO telemetry_presence (hour, key, count) "
-                            + "SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::bigint[]) AS u(hour, key, count) ORDER BY hour, key "
-                            + "ON CONFLICT (hour, key) DO UPDATE SET count = telemetry_presence.count + excluded.count",
-                        [PGArray.ints(presence.map(\.hour)), PGArray.ints(presence.map(\.key.packed)), PGArray.ints(presence.map(\.delta))]
-                    ))
-            }
-            let newest = settlement.newest
-            if newest != .min {
-                writes.append(
-                    PGStatement(
-                        "INSERT INTO telemetry_meta (key, value) VALUES ('newest_event', $1) "
-                            + "ON CONFLICT (key) DO UPDATE SET value = GREATEST(telemetry_meta.value, excluded.value)",
-                        [String(newest)]
-                    ))
-                for level in [BucketLevel.minute, .hour] {
-                    if let oldest = retention.oldestKept(level, newest: newest) {
-                        writes.append(PGStatement("DELETE FROM telemetry_counters WHERE level = $1 AND bucket < $2", [String(level.rawValue), String(oldest)]))
-                    }
-                }
-                let oldestHour = BucketLevel.hour.bucket(newest - TelemetryRetention.presenceWindow.microseconds)
-                writes.append(PGStatement("DELETE FROM telemetry_presence WHERE hour < $1 OR count = 0", [String(oldestHour)]))
-            }
-            // Last: the id, under the sequence row's lock until commit (ids in commit order), the batch's row and
-            // the notification, in one statement. Without the sequence row the id is NULL, which the batch's
-            // primary key refuses (so nothing commits).
-            writes.append(
-                PGStatement(
-                    "WITH s AS (UPDATE telemetry_meta SET value = value + 1 WHERE key = 'batch_sequence' RETURNING value), "
-                        + "b AS (INSERT INTO telemetry_batches (id, source, committed_at, events, installations, earliest, latest) "
-                        + "VALUES ((SELECT value FROM s), $1::text, $2::bigint, $3::bigint, $4::bigint, $5::bigint, $6::bigint) RETURNING id) "
-                        + "SELECT id, pg_notify($7::text, id::text) FROM b",
-                    [
-                        source, String(committedAt.microseconds), String(batch.eventCount), String(batch.installationCount),
-                        batch.earliest.map { String($0.microseconds) }, batch.latest.map { String($0.microseconds) }, Self.channel,
-                    ]
-                ))
-            // The writes and, when the batch is a transaction of its own, COMMIT: one round trip.
-            for i in writes.indices { writes[i].prepare = true }
-            let written: [[[String?]]]
             do {
-                written = try store.pipelineThenCommit(statements: writes) {
-                    // Valid whatever becomes of this transaction, so cached while the server writes: a block and a
-                    // revision name one version of that block, and a revision that never commits is never read.
-                    for b in blocks { blockCache.put(part: b.part, upper: b.upper, revision: revision, data: b.data) }
+                if store.commitsInBody, lastReadWasCached, let expected = expectedInputs(batch, groups) {
+                    return try landInOneRoundTrip(landing, expecting: expected)
                 }
+                return try landAfterReading(landing)
             } catch let e as PostgresError where e.sqlState == "23505" {
                 // Another writer created one of the new installations after the read: settle again from its row.
                 throw PostgresError(sqlState: "40001", message: "an installation of the batch was created concurrently")
             } catch let e as PostgresError where e.sqlState == "23502" {
                 throw StoreError.corrupt("the telemetry batch sequence is missing (run 'rollout store migrate')")
             }
-            guard let id = written[written.count - 1].first?.first?.flatMap({ Int64($0) }) else {
-                throw StoreError.corrupt("the telemetry batch sequence is missing (run 'rollout store migrate')")
-            }
-            return BatchReceipt(
-                id: id, source: source, committedAt: committedAt, events: batch.eventCount, installations: batch.installationCount,
-                earliest: batch.earliest, latest: batch.latest)
         }
+    }
+
+    /// A batch on its way: its installations by partition (`InstallationRanges.grouped`), their deltas, the
+    /// partitions it holds, where it came from and when it is committed.
+    private struct Landing {
+        let batch: TelemetryBatch
+        let groups: [[(id: [UInt8], index: Int)]]
+        let deltas: [InstallationDelta]
+        let partitions: [Int64]
+        let source: String
+        let committedAt: Instant
+    }
+
+    /// Prepared statements are planned once, not per batch (PostgreSQL's default plans the first five runs of each
+    /// anew, and a writer's connection may never get past them): for this transaction only.
+    static let genericPlans = PGStatement("SET LOCAL plan_cache_mode = force_generic_plan", [], prepare: true)
+
+    /// The batch's partitions' advisory locks, taken in ascending order.
+    static func partitionLocks(_ partitions: [Int64]) -> PGStatement {
+        PGStatement(
+            "SELECT pg_advisory_xact_lock(\(partitionLockClass), p) FROM (SELECT unnest($1::int[]) AS p ORDER BY 1) s",
+            [PGArray.ints(partitions)], prepare: true)
+    }
+
+    /// `merge` of the landing's installations into the stored blocks of `inputs` for the partitions of `range`
+    /// (all by default), settled by `settlement`.
+    private func merge(
+        _ l: Landing, _ inputs: MergeInputs, settlement: inout BatchSettlement, partitions range: Range<Int>? = nil
+    ) throws -> (updated: BlockColumns, inserted: BlockColumns) {
+        try Self.blockColumns(groups: l.groups, stored: inputs.blocks, partitions: range ?? l.groups.indices) { stored, ids in
+            try InstallationRanges.merge(stored: stored, ids: ids, deltas: l.deltas, settlement: &settlement)
+        }
+    }
+
+    /// Two round trips: BEGIN with the partitions' locks and the reads (each statement seeing every batch that held
+    /// those partitions before: the reasons, the newest event, the blocks holding the installations), then the
+    /// merge, then the writes with COMMIT. Blocks this writer holds in its cache come back without their bytes.
+    private func landAfterReading(_ l: Landing) throws -> BatchReceipt {
+        let lookup = Self.blockLookup(l.groups, cache: blockCache)
+        let reads = [
+            Self.genericPlans, Self.partitionLocks(l.partitions),
+            PGStatement("SELECT reason, id FROM telemetry_reasons WHERE reason = ANY($1::text[])", [PGArray.text(l.batch.reasons)], prepare: true),
+            PGStatement("SELECT value FROM telemetry_meta WHERE key = 'newest_event'", [], prepare: true),
+            PGStatement(Self.revisionQuery, [], prepare: true),
+            PGStatement(lookup.sql, lookup.params, prepare: true),
+        ]
+        let read = Array(try c.pipeline(statements: reads).dropFirst(2))
+        var known: [String: UInt16] = [:]
+        for row in read[0] { if let reason = row[0], let id = row[1].flatMap({ UInt16($0) }) { known[reason] = id } }
+        // (Only what was read, committed, is expected next time: a reason added here may yet roll back.)
+        knownReasons.merge(known) { _, read in read }
+        let codes = try l.batch.reasons.map { try known[$0] ?? reasonCode($0) }
+        let storedNewest = read[1].first?.first?.flatMap { Int64($0) }
+        guard let revision = read[2].first?.first?.flatMap({ Int64($0) }) else {
+            throw PostgresStoredDataError("the block revision sequence gave no value")
+        }
+        let (stored, allCached) = try Self.storedBlocks(read[3], groups: l.groups, cache: blockCache)
+        let inputs = MergeInputs(codes: codes, storedNewest: storedNewest, blocks: stored)
+        var settlement = BatchSettlement(batch: l.batch, reasonCodes: codes, retention: retention, storedNewest: storedNewest)
+        let (updated, inserted) = try merge(l, inputs, settlement: &settlement)
+        lastReadWasCached = allCached
+        let (blockWrites, blocks) = Self.blockStatements(updated: updated, inserted: inserted)
+        let written = try store.pipelineThenCommit(statements: blockWrites + settlementWrites(settlement, l)) {
+            // Valid whatever becomes of this transaction, so cached while the server writes: a block and a
+            // revision name one version of that block, and a revision that never commits is never read.
+            for b in blocks { blockCache.put(part: b.part, upper: b.upper, revision: revision, data: b.data) }
+        }
+        return try landed(l, settlement, inputs, batchRow: written.last)
+    }
+
+    /// One round trip, for a writer whose last read found every block it asked for unchanged in its cache: the batch
+    /// merges into the blocks it expects to be stored (`expectedInputs`), and its statements go while it merges:
+    /// BEGIN, the partitions' locks and a guard (`guardQuery`) that fails the transaction unless the stored blocks,
+    /// the newest event and the reasons' ids are exactly those expected, then the rewritten blocks a chunk of
+    /// partitions at a time (the server writes one chunk while the next merges), then the rest and COMMIT. When the
+    /// guard fails, nothing of the batch is written and it runs again in a new transaction that reads (a refusal
+    /// counted in `oneRoundTrip.refused`): an expectation never decides anything, the guard does.
+    private func landInOneRoundTrip(_ l: Landing, expecting expected: (inputs: MergeInputs, runs: [[StoredBlock]])) throws -> BatchReceipt {
+        let guardQuery = Self.guardQuery(
+            l.groups, runs: expected.runs, newest: expected.inputs.storedNewest,
+            reasons: Array(zip(l.batch.reasons, expected.inputs.codes)))
+        let first = [
+            Self.genericPlans, Self.partitionLocks(l.partitions), PGStatement(guardQuery.sql, guardQuery.params, prepare: true),
+            PGStatement(Self.revisionQuery, [], prepare: true),
+        ]
+        var settlement = BatchSettlement(
+            batch: l.batch, reasonCodes: expected.inputs.codes, retention: retention, storedNewest: expected.inputs.storedNewest)
+        var blocks: [(part: Int, upper: [UInt8], data: [UInt8])] = []
+        let written: [[[String?]]]
+        do {
+            written = try store.pipelineThenCommit(statements: first) { send in
+                var inserted = BlockColumns()
+                for chunk in stride(from: 0, to: l.groups.count, by: Self.partitionsPerChunk) {
+                    let (updated, new) = try merge(
+                        l, expected.inputs, settlement: &settlement, partitions: chunk..<min(l.groups.count, chunk + Self.partitionsPerChunk))
+                    inserted.append(contentsOf: new)
+                    let (writes, chunkBlocks) = Self.blockStatements(updated: updated, inserted: BlockColumns())
+                    blocks += chunkBlocks
+                    try send(writes)
+                }
+                let (writes, newBlocks) = Self.blockStatements(updated: BlockColumns(), inserted: inserted)
+                blocks += newBlocks
+                try send(writes + settlementWrites(settlement, l))
+            }
+        } catch let e as PostgresError where e.sqlState == "22P02" && e.message.contains(Self.guardMarker) {
+            lastReadWasCached = false
+            oneRoundTrip.refused += 1
+            throw PostgresError(sqlState: "40001", message: "the telemetry blocks changed since this writer last saw them")
+        } catch {
+            lastReadWasCached = false
+            throw error
+        }
+        // The rows of `first`, then those of what was sent.
+        guard let revision = written[3].first?.first?.flatMap({ Int64($0) }) else {
+            throw PostgresStoredDataError("the block revision sequence gave no value")
+        }
+        for b in blocks { blockCache.put(part: b.part, upper: b.upper, revision: revision, data: b.data) }
+        oneRoundTrip.landed += 1
+        return try landed(l, settlement, expected.inputs, batchRow: written.last)
+    }
+
+    /// Partitions merged and sent together by `landInOneRoundTrip`: four chunks of sixteen.
+    static let partitionsPerChunk = 16
+
+    /// The writes after the blocks: the counters and presence rows (additive upserts, sorted by key), the newest
+    /// event and what retention drops, and last the batch's id (under the sequence row's lock until commit, so
+    /// ids are in commit order), its row and its notification, in one statement.
+    private func settlementWrites(_ settlement: BatchSettlement, _ l: Landing) -> [PGStatement] {
+        var writes: [PGStatement] = []
+        let counters = settlement.counterRows().sorted { ($0.level.rawValue, $0.bucket, $0.key.packed) < ($1.level.rawValue, $1.bucket, $1.key.packed) }
+        if !counters.isEmpty {
+            writes.append(
+                PGStatement(
+                    "INSERT INTO telemetry_counters (level, bucket, key, count) "
+                        + "SELECT * FROM unnest($1::smallint[], $2::bigint[], $3::bigint[], $4::bigint[]) AS u(level, bucket, key, count) "
+                        + "ORDER BY level, bucket, key "
+                        + "ON CONFLICT (level, bucket, key) DO UPDATE SET count = telemetry_counters.count + excluded.count",
+                    [
+                        PGArray.ints(counters.map { Int64($0.level.rawValue) }), PGArray.ints(counters.map(\.bucket)),
+                        PGArray.ints(counters.map { Int64($0.key.packed) }), PGArray.ints(counters.map(\.count)),
+                    ]
+                ))
+        }
+        let presence = settlement.presenceRows().sorted { ($0.hour, $0.key.packed) < ($1.hour, $1.key.packed) }
+        if !presence.isEmpty {
+            writes.append(
+                PGStatement(
+                    "INSERT INTO telemetry_presence (hour, key, count) "
+                        + "SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::bigint[]) AS u(hour, key, count) ORDER BY hour, key "
+                        + "ON CONFLICT (hour, key) DO UPDATE SET count = telemetry_presence.count + excluded.count",
+                    [PGArray.ints(presence.map(\.hour)), PGArray.ints(presence.map(\.key.packed)), PGArray.ints(presence.map(\.delta))]
+                ))
+        }
+        let newest = settlement.newest
+        if newest != .min {
+            writes.append(
+                PGStatement(
+                    "INSERT INTO telemetry_meta (key, value) VALUES ('newest_event', $1) "
+                        + "ON CONFLICT (key) DO UPDATE SET value = GREATEST(telemetry_meta.value, excluded.value)",
+                    [String(newest)]
+                ))
+            for level in [BucketLevel.minute, .hour] {
+                if let oldest = retention.oldestKept(level, newest: newest) {
+                    writes.append(PGStatement("DELETE FROM telemetry_counters WHERE level = $1 AND bucket < $2", [String(level.rawValue), String(oldest)]))
+                }
+            }
+            let oldestHour = BucketLevel.hour.bucket(newest - TelemetryRetention.presenceWindow.microseconds)
+            writes.append(PGStatement("DELETE FROM telemetry_presence WHERE hour < $1 OR count = 0", [String(oldestHour)]))
+        }
+        // Without the sequence row the id is NULL, which the batch's primary key refuses (so nothing commits).
+        writes.append(
+            PGStatement(
+                "WITH s AS (UPDATE telemetry_meta SET value = value + 1 WHERE key = 'batch_sequence' RETURNING value), "
+                    + "b AS (INSERT INTO telemetry_batches (id, source, committed_at, events, installations, earliest, latest) "
+                    + "VALUES ((SELECT value FROM s), $1::text, $2::bigint, $3::bigint, $4::bigint, $5::bigint, $6::bigint) RETURNING id) "
+                    + "SELECT id, pg_notify($7::text, id::text) FROM b",
+                [
+                    l.source, String(l.committedAt.microseconds), String(l.batch.eventCount), String(l.batch.installationCount),
+                    l.batch.earliest.map { String($0.microseconds) }, l.batch.latest.map { String($0.microseconds) }, Self.channel,
+                ]
+            ))
+        for i in writes.indices { writes[i].prepare = true }
+        return writes
+    }
+
+    /// The receipt of a landed batch (`batchRow`: the rows of its last statement, its id), after noting the newest
+    /// event it leaves for the next batch's expectations.
+    private func landed(_ l: Landing, _ settlement: BatchSettlement, _ inputs: MergeInputs, batchRow: [[String?]]?) throws -> BatchReceipt {
+        let stored = inputs.storedNewest
+        expectedNewest = settlement.newest == .min ? stored : max(stored ?? .min, settlement.newest)
+        guard let id = batchRow?.first?.first?.flatMap({ Int64($0) }) else {
+            throw StoreError.corrupt("the telemetry batch sequence is missing (run 'rollout store migrate')")
+        }
+        return BatchReceipt(
+            id: id, source: l.source, committedAt: l.committedAt, events: l.batch.eventCount, installations: l.batch.installationCount,
+            earliest: l.batch.earliest, latest: l.batch.latest)
     }
 
     /// The advisory-lock class of installation partitions (`pg_advisory_xact_lock(class, partition)`).
@@ -430,11 +507,7 @@ public final class PostgresTelemetry: TelemetryCounters, @unchecked Sendable {
             }
         }
         return (
-            "SELECT b.part, b.upper, b.revision, CASE WHEN c.revision = b.revision THEN NULL ELSE b.data END "
-                + "FROM unnest($1::smallint[], $2::bytea[], $3::bytea[]) AS u(part, first, last) "
-                + "CROSS JOIN LATERAL (SELECT t.part, t.upper, t.revision, t.data FROM telemetry_installation_blocks t "
-                + "WHERE t.part = u.part AND t.upper >= u.first AND t.upper <= (SELECT x.upper FROM telemetry_installation_blocks x "
-                + "WHERE x.part = u.part AND x.upper >= u.last ORDER BY x.upper LIMIT 1) ORDER BY t.upper) b "
+            "SELECT b.part, b.upper, b.revision, CASE WHEN c.revision = b.revision THEN NULL ELSE b.data END FROM (\(runsQuery)) b "
                 + "LEFT JOIN unnest($4::smallint[], $5::bytea[], $6::bigint[]) AS c(part, upper, revision) "
                 + "ON c.part = b.part AND c.upper = b.upper",
             [
@@ -444,8 +517,17 @@ public final class PostgresTelemetry: TelemetryCounters, @unchecked Sendable {
         )
     }
 
+    /// The stored blocks of each partition in `$1` (smallint[]) from the first key at or after its first id (`$2`,
+    /// bytea[]) to the first key at or after its last id (`$3`): part, upper, revision, data, by partition and key, in
+    /// index order (two probes and a range per partition, not a probe per installation).
+    static let runsQuery =
+        "SELECT b.part, b.upper, b.revision, b.data FROM unnest($1::smallint[], $2::bytea[], $3::bytea[]) AS u(part, first, last) "
+        + "CROSS JOIN LATERAL (SELECT t.part, t.upper, t.revision, t.data FROM telemetry_installation_blocks t "
+        + "WHERE t.part = u.part AND t.upper >= u.first AND t.upper <= (SELECT x.upper FROM telemetry_installation_blocks x "
+        + "WHERE x.part = u.part AND x.upper >= u.last ORDER BY x.upper LIMIT 1) ORDER BY t.upper) b"
+
     /// A stored block as a batch merges it: its key, the revision that names this version of it, and its bytes.
-    struct StoredBlock: Equatable {
+    struct StoredBlock {
         var upper: [UInt8]
         var revision: Int64
         var data: [UInt8]
@@ -453,27 +535,20 @@ public final class PostgresTelemetry: TelemetryCounters, @unchecked Sendable {
 
     /// Everything a batch's merge depends on besides the batch itself: its reasons' ids, the newest event stored,
     /// and for each partition the stored blocks its installations fall in (`heldBlocks`). Equal inputs give an
-    /// equal merge, which is what lets a merge run before its reads come back (`commit`).
-    struct MergeInputs: Equatable {
+    /// equal merge, which is what lets a batch merge on the inputs it expects once the store has confirmed them
+    /// (`landInOneRoundTrip`).
+    struct MergeInputs {
         var codes: [UInt16]
         var storedNewest: Int64?
         var blocks: [[StoredBlock]]
     }
 
-    /// A batch's merge: the blocks to rewrite under their keys and the new ones, and the settlement that decided
-    /// every installation (its counter and presence rows follow from it).
-    struct MergedBlocks {
-        var updated: BlockColumns
-        var inserted: BlockColumns
-        var settlement: BatchSettlement
-    }
-
     /// The inputs this writer's reads will give for `groups` if nothing it read or wrote changed since: the ids of
     /// the reasons it read, the newest event as it left it, and per partition the run of cached blocks that
-    /// `blockLookup` reads (from the first key at or after the first id to the first key at or after the last). Nil
-    /// when a reason of the batch was never read. A block the cache lacks or holds in an older version makes the
-    /// reads give other inputs: the batch then merges again from them.
-    private func expectedInputs(_ batch: TelemetryBatch, _ groups: [[(id: [UInt8], index: Int)]]) -> MergeInputs? {
+    /// `blockLookup` reads (from the first key at or after the first id to the first key at or after the last;
+    /// none when no cached key is at or after the last), as `runs` and reduced to the blocks the ids fall in
+    /// (`heldBlocks`). Nil when a reason of the batch was never read. `guardQuery` checks them against the store.
+    private func expectedInputs(_ batch: TelemetryBatch, _ groups: [[(id: [UInt8], index: Int)]]) -> (inputs: MergeInputs, runs: [[StoredBlock]])? {
         var codes: [UInt16] = []
         for reason in batch.reasons {
             guard let id = knownReasons[reason] else { return nil }
@@ -483,7 +558,7 @@ public final class PostgresTelemetry: TelemetryCounters, @unchecked Sendable {
         for (p, ids) in groups.enumerated() {
             guard let first = ids.first?.id, let last = ids.last?.id, let cached = blockCache.blocks[p] else { continue }
             // One pass over the cached keys: those from the first id's up to the last id, and the first key at or
-            // after the last id (the run's end; none cached: the reads will say what is stored).
+            // after the last id (the run's end; none cached: no run, which the guard then holds the store to).
             var run: [(upper: [UInt8], block: (revision: Int64, data: [UInt8]))] = []
             var end: (upper: [UInt8], block: (revision: Int64, data: [UInt8]))?
             for (upper, block) in cached where !Self.precedes(upper, first) {
@@ -497,7 +572,52 @@ public final class PostgresTelemetry: TelemetryCounters, @unchecked Sendable {
             run.sort { Self.precedes($0.upper, $1.upper) }
             blocks[p] = (run + [end]).map { StoredBlock(upper: $0.upper, revision: $0.block.revision, data: $0.block.data) }
         }
-        return MergeInputs(codes: codes, storedNewest: expectedNewest, blocks: Self.heldBlocks(blocks, by: groups))
+        return (MergeInputs(codes: codes, storedNewest: expectedNewest, blocks: Self.heldBlocks(blocks, by: groups)), blocks)
+    }
+
+    /// The text of the error `guardQuery` raises.
+    static let guardMarker = "rollout: the telemetry this writer expected is not what is stored"
+
+    /// A statement that fails the transaction (SQLSTATE 22P02, its message holding `guardMarker` and what differs)
+    /// unless, for every partition `groups` holds, the blocks `blockLookup` would read are exactly `runs` (the same
+    /// keys, the same revisions), the newest event stored is `newest`, and each reason has its id. It answers one
+    /// row (0) when they are. The blocks' bytes need no check: a key and a revision name one version of a block.
+    ///
+    /// The failure is a cast to integer of a text that is not a number, over an aggregate, so that the server
+    /// evaluates it once, when the rows are counted, and never while planning.
+    static func guardQuery(
+        _ groups: [[(id: [UInt8], index: Int)]], runs: [[StoredBlock]], newest: Int64?, reasons: [(String, UInt16)]
+    ) -> (sql: String, params: [String?]) {
+        var parts: [Int64] = []
+        var firsts: [[UInt8]] = []
+        var lasts: [[UInt8]] = []
+        var expected: (parts: [Int64], uppers: [[UInt8]], revisions: [Int64]) = ([], [], [])
+        for (p, group) in groups.enumerated() {
+            guard let first = group.first, let last = group.last else { continue }
+            parts.append(Int64(p))
+            firsts.append(first.id)
+            lasts.append(last.id)
+            for block in runs[p] {
+                expected.parts.append(Int64(p))
+                expected.uppers.append(block.upper)
+                expected.revisions.append(block.revision)
+            }
+        }
+        return (
+            "SELECT (CASE WHEN count(*) = 0 THEN '0' ELSE '\(guardMarker): ' || string_agg(d.x, ', ') END)::integer FROM ("
+                + "SELECT 'block ' || coalesce(s.part, e.part) AS x FROM (\(runsQuery)) s "
+                + "FULL JOIN unnest($4::smallint[], $5::bytea[], $6::bigint[]) AS e(part, upper, revision) "
+                + "ON e.part = s.part AND e.upper = s.upper AND e.revision = s.revision WHERE s.part IS NULL OR e.part IS NULL "
+                + "UNION ALL SELECT 'newest event' FROM (SELECT (SELECT value FROM telemetry_meta WHERE key = 'newest_event') AS v) n "
+                + "WHERE n.v IS DISTINCT FROM $7::bigint "
+                + "UNION ALL SELECT 'reason ' || r.reason FROM unnest($8::text[], $9::integer[]) AS r(reason, id) "
+                + "WHERE NOT EXISTS (SELECT 1 FROM telemetry_reasons t WHERE t.reason = r.reason AND t.id = r.id)) d",
+            [
+                PGArray.ints(parts), PGArray.byteas(firsts), PGArray.byteas(lasts), PGArray.ints(expected.parts),
+                PGArray.byteas(expected.uppers), PGArray.ints(expected.revisions), newest.map { String($0) },
+                PGArray.text(reasons.map(\.0)), PGArray.ints(reasons.map { Int64($0.1) }),
+            ]
+        )
     }
 
     /// The stored blocks `blockLookup` read (`rows`), per partition and by key, reduced to those `groups`' ids fall
@@ -548,12 +668,13 @@ public final class PostgresTelemetry: TelemetryCounters, @unchecked Sendable {
     /// core's `InstallationRanges.merge`): the blocks rewritten under their key and the new ones (a partition's
     /// first, a split's parts); a block whose bytes did not change is not written.
     static func blockColumns(
-        groups: [[(id: [UInt8], index: Int)]], stored: [[StoredBlock]],
+        groups: [[(id: [UInt8], index: Int)]], stored: [[StoredBlock]], partitions: Range<Int>? = nil,
         merge: (_ stored: [(upper: [UInt8], data: [UInt8])], _ ids: [(id: [UInt8], index: Int)]) throws -> [InstallationRanges.Written]
     ) throws -> (updated: BlockColumns, inserted: BlockColumns) {
         var updated = BlockColumns()
         var inserted = BlockColumns()
-        for (p, group) in groups.enumerated() where !group.isEmpty {
+        for p in partitions ?? groups.indices where !groups[p].isEmpty {
+            let group = groups[p]
             let before = stored[p].map { (upper: $0.upper, data: $0.data) }
             for block in try merge(before, group) {
                 if block.replacing {
@@ -567,9 +688,10 @@ public final class PostgresTelemetry: TelemetryCounters, @unchecked Sendable {
         return (updated, inserted)
     }
 
-    /// The statements that write merged blocks, each with `revision` (`revisionQuery`): one UPDATE for the blocks
-    /// rewritten under their key, one INSERT for the new ones; and the blocks written, for the cache.
-    static func blockStatements(updated: BlockColumns, inserted: BlockColumns, revision: Int64) -> (
+    /// The statements that write merged blocks: one UPDATE for the blocks rewritten under their key, one INSERT for
+    /// the new ones, each block with the revision the transaction drew (`revisionQuery`, read by the server with
+    /// `currval`: the statements need not wait for its value to come back); and the blocks written, for the cache.
+    static func blockStatements(updated: BlockColumns, inserted: BlockColumns) -> (
         writes: [PGStatement], blocks: [(part: Int, upper: [UInt8], data: [UInt8])]
     ) {
         // The blocks' bytes go as one binary bytea parameter (the bytes as they are: no hex written here or parsed by
@@ -580,7 +702,7 @@ public final class PostgresTelemetry: TelemetryCounters, @unchecked Sendable {
             writes.append(
                 updated.statement(
                     "UPDATE telemetry_installation_blocks t SET installations = u.n, data = substring($4::bytea FROM u.start FOR u.length), "
-                        + "revision = $7::bigint FROM \(rows) WHERE t.part = u.part AND t.upper = u.upper", revision: revision))
+                        + "revision = currval('telemetry_block_revision') FROM \(rows) WHERE t.part = u.part AND t.upper = u.upper"))
         }
         if !inserted.parts.isEmpty {
             writes.append(
@@ -588,8 +710,8 @@ public final class PostgresTelemetry: TelemetryCounters, @unchecked Sendable {
                     // A block key taken by another writer since the read (none holding the partition can) is a unique
                     // violation: the batch runs again, settled from the blocks as they are then.
                     "INSERT INTO telemetry_installation_blocks (part, upper, installations, data, revision) "
-                        + "SELECT u.part, u.upper, u.n, substring($4::bytea FROM u.start FOR u.length), $7::bigint FROM \(rows)",
-                    revision: revision))
+                        + "SELECT u.part, u.upper, u.n, substring($4::bytea FROM u.start FOR u.length), "
+                        + "currval('telemetry_block_revision') FROM \(rows)"))
         }
         let blocks = (updated.parts.indices.map { (Int(updated.parts[$0]), updated.uppers[$0], updated.data[$0]) })
             + inserted.parts.indices.map { (Int(inserted.parts[$0]), inserted.uppers[$0], inserted.data[$0]) }
@@ -617,7 +739,7 @@ public final class PostgresTelemetry: TelemetryCounters, @unchecked Sendable {
         let (updated, inserted) = try blockColumns(groups: groups, stored: try storedBlocks(read[1], groups: groups, cache: nil).blocks) {
             stored, ids in try InstallationRanges.merge(stored: stored, ids: ids) { index, _ in installations[index].record }
         }
-        _ = try c.pipeline(statements: blockStatements(updated: updated, inserted: inserted, revision: revision).writes)
+        _ = try c.pipeline(statements: blockStatements(updated: updated, inserted: inserted).writes)
     }
 
     /// Schema 12: the installations of `telemetry_installations` (one row each) moved into blocks, `chunk` at a time
@@ -870,12 +992,19 @@ struct BlockColumns {
         data.append(block.data)
     }
 
+    mutating func append(contentsOf other: BlockColumns) {
+        parts += other.parts
+        uppers += other.uppers
+        counts += other.counts
+        data += other.data
+    }
+
     /// `sql` with these columns as $1...$6: the bytes concatenated into one binary bytea ($4), cut by start ($5)
-    /// and length ($6); `revision` is $7.
-    func statement(_ sql: String, revision: Int64) -> PGStatement {
+    /// and length ($6).
+    func statement(_ sql: String) -> PGStatement {
         let bytes = PGArray.concatenated(data)
         return PGStatement(
-            sql, [PGArray.ints(parts), PGArray.byteas(uppers), PGArray.ints(counts), nil, bytes.starts, bytes.lengths, String(revision)],
-            binary: [3: bytes.bytes])
+            sql, [PGArray.ints(parts), PGArray.byteas(uppers), PGArray.ints(counts), nil, bytes.starts, bytes.lengths],
+            binary: [3: bytes.bytes], prepare: true)
     }
 }

@@ -170,7 +170,7 @@ enum PostgresBench {
         var sqliteSeconds: [Double] = []
         var pgSeconds: [Double] = []
         var batchTrips = 0.0
-        var earlyMerges = (kept: 0, redone: 0)
+        var oneTrip = (landed: 0, refused: 0)
         var tables: (any TelemetryCounters)?
         for round in 0..<ingestRounds {
             let sqlite = try RolloutStore(path: directory.appendingPathComponent("rollout-\(round).db").path)
@@ -186,7 +186,7 @@ enum PostgresBench {
             let tripsBefore = oneStore.roundTrips
             pgSeconds.append(try Stopwatch.time { for (i, b) in batches.enumerated() { try pg.commit(b, source: "b\(i)", at: t0) } })
             batchTrips = Double(oneStore.roundTrips - tripsBefore) / Double(batches.count)
-            earlyMerges = pg.earlyMerges
+            oneTrip = pg.oneRoundTrip
             guard try pg.allTimeTotals() == (try into.allTimeTotals()) else { throw BenchError("PostgreSQL and SQLite counters differ") }
         }
         guard let tables else { throw BenchError("no ingest round ran") }
@@ -211,11 +211,11 @@ enum PostgresBench {
         let check = PostgresTelemetry(store: try PostgresConfigStore(conninfo: four))
         guard try check.allTimeTotals() == (try tables.allTimeTotals()) else { throw BenchError("the four writers' counters differ") }
 
-        let fourMerged = writers.reduce((kept: 0, redone: 0)) { ($0.kept + $1.earlyMerges.kept, $0.redone + $1.earlyMerges.redone) }
+        let fourTrips = writers.reduce((landed: 0, refused: 0)) { ($0.landed + $1.oneRoundTrip.landed, $0.refused + $1.oneRoundTrip.refused) }
         print(
-            "  \(batches.count) batches of 20,000 events over 2,000 installations; fsync on; \(batchTrips) round trips per batch; "
-                + "merged while their reads ran: \(earlyMerges.kept) of \(batches.count), \(earlyMerges.redone) merged again "
-                + "(4 connections: \(fourMerged.kept) and \(fourMerged.redone)); "
+            "  \(batches.count) batches of 20,000 events over 2,000 installations; fsync on; \(formatFigure(batchTrips)) round trips per batch; "
+                + "landed in one round trip: \(oneTrip.landed) of \(batches.count), \(oneTrip.refused) refused by the guard "
+                + "(4 connections: \(fourTrips.landed) and \(fourTrips.refused)); "
                 + "1 connection: median of \(ingestRounds) rounds (SQLite \(spread(sqliteSeconds)), PostgreSQL \(spread(pgSeconds)))")
         report(
             "ingest into PostgreSQL, 1 connection", value: events / median(pgSeconds), unit: "events/s",

@@ -421,41 +421,44 @@ struct PostgresTeamTablesTests {
     /// another writer rewrote the same blocks, the early merge is thrown away and the batch settles from the blocks
     /// read; the batch after it (whose last read brought blocks back) does not merge early. Every batch lands as on
     /// the SQLite store.
-    @Test func aWritersEarlyMergeIsKeptOnlyWhenItsReadsConfirmIt() throws {
+    /// Minute `m` of thirty installations that come back every minute, one of them refused for the same reason.
+    static func sameInstallations(_ m: Int) -> TelemetryBatch {
+        let out = TelemetryBatch()
+        for i in 0..<30 {
+            let s = Int64(m * 60 + i)
+            out.record(event(s, "e\(i)", .sessionStart, i % 2 == 0 ? .enabled : .control))
+            out.record(event(s + 1, "e\(i)", i == m ? .attestationFailure(.rejected(reason: "badChain")) : .attestationSuccess, .enabled))
+        }
+        return out
+    }
+
+    @Test func aBatchLandsInOneRoundTripOnlyWhileItsGuardConfirmsWhatItsWriterExpects() throws {
         let (store, conninfo) = try PostgresStoreTests.freshStore()
         let a = PostgresTelemetry(store: store)
         let b = PostgresTelemetry(store: try PostgresConfigStore(conninfo: conninfo))
         let ref = try Self.sqliteTables()
-        // Thirty installations in every batch, one of them refused for the same reason each time.
-        let batches = (0..<7).map { m -> TelemetryBatch in
-            let out = TelemetryBatch()
-            for i in 0..<30 {
-                let s = Int64(m * 60 + i)
-                out.record(Self.event(s, "e\(i)", .sessionStart, i % 2 == 0 ? .enabled : .control))
-                out.record(
-                    Self.event(s + 1, "e\(i)", i == m ? .attestationFailure(.rejected(reason: "badChain")) : .attestationSuccess, .enabled))
-            }
-            return out
-        }
+        let batches = (0..<7).map(Self.sameInstallations)
         func land(_ m: Int, by writer: PostgresTelemetry) throws {
             let at = Self.t0 + .minutes(Int64(m))
             try writer.commit(batches[m], source: "m\(m)", at: at)
             try ref.commit(batches[m], source: "m\(m)", at: at)
         }
-        func merges() -> [Int] { [a.earlyMerges.kept, a.earlyMerges.redone] }
+        func trips() -> [Int] { [a.oneRoundTrip.landed, a.oneRoundTrip.refused] }
         // The first batch adds the reason, which the second reads: only the third knows all it needs to expect.
         try land(0, by: a)
         try land(1, by: a)
-        #expect(merges() == [0, 0])
+        #expect(trips() == [0, 0])
         try land(2, by: a)
-        #expect(merges() == [1, 0])
+        #expect(trips() == [1, 0])
+        // Another writer rewrites the same blocks: the guard refuses the next batch, which lands after reading.
         try land(3, by: b)
         try land(4, by: a)
-        #expect(merges() == [1, 1])
+        #expect(trips() == [1, 1])
+        // Its read brought blocks back, so the batch after it reads too; the one after that needs one round trip.
         try land(5, by: a)
-        #expect(merges() == [1, 1])
+        #expect(trips() == [1, 1])
         try land(6, by: a)
-        #expect(merges() == [2, 1])
+        #expect(trips() == [2, 1])
         #expect(try a.allTimeTotals() == (try ref.allTimeTotals()))
         let all = try Self.installations(a.forEachInstallation)
         #expect(all.count == 30)
@@ -465,30 +468,85 @@ struct PostgresTeamTablesTests {
         Self.expectSame(try a.snapshot(config, now: now), try ref.snapshot(config, now: now), "after seven batches")
     }
 
-    /// A batch of its own costs two round trips whatever its size (BEGIN with the locks and reads; the writes with
-    /// COMMIT: four before); inside a transaction of its caller it leaves COMMIT to that transaction.
-    @Test func aTelemetryBatchCostsTwoRoundTrips() throws {
+    /// The guard answers 0 when the store holds exactly the blocks, newest event and reasons' ids expected, and
+    /// otherwise fails (SQLSTATE 22P02, with the marker the writer recognises) naming what differs: checked on the
+    /// server, with every kind of difference.
+    @Test func theGuardFailsOnEveryDifferenceAndOnlyThen() throws {
+        let (store, _) = try PostgresStoreTests.freshStore()
+        let pg = PostgresTelemetry(store: store)
+        for m in 0..<2 { try pg.commit(Self.sameInstallations(m), source: "m\(m)", at: Self.t0 + .minutes(Int64(m))) }
+        let c = store.connection
+        let (groups, _) = try InstallationRanges.grouped(Self.sameInstallations(2), groups: Int(PostgresTelemetry.partitions))
+        // What the store holds, read with the statement the guard checks against.
+        let lookup = PostgresTelemetry.blockLookup(groups, cache: nil)
+        var runs = [[PostgresTelemetry.StoredBlock]](repeating: [], count: groups.count)
+        for row in try c.query(lookup.sql, lookup.params) {
+            let part = try #require(row[0].flatMap { Int($0) })
+            runs[part].append(
+                .init(upper: try #require(try PostgresTelemetry.bytea(row[1])), revision: try #require(row[2].flatMap { Int64($0) }), data: []))
+        }
+        #expect(runs.contains { !$0.isEmpty })
+        let newest = try #require(try c.query("SELECT value FROM telemetry_meta WHERE key = 'newest_event'").first?.first?.flatMap { Int64($0) })
+        let reason = try #require(try c.query("SELECT id FROM telemetry_reasons WHERE reason = 'badChain'").first?.first?.flatMap { UInt16($0) })
+        func check(_ runs: [[PostgresTelemetry.StoredBlock]], newest: Int64?, reasons: [(String, UInt16)]) -> String? {
+            let q = PostgresTelemetry.guardQuery(groups, runs: runs, newest: newest, reasons: reasons)
+            do {
+                let rows = try c.query(q.sql, q.params)
+                return rows == [["0"]] ? nil : "answered \(rows)"
+            } catch {
+                guard error.sqlState == "22P02", error.message.contains(PostgresTelemetry.guardMarker) else { return "failed otherwise: \(error)" }
+                return error.message
+            }
+        }
+        #expect(check(runs, newest: newest, reasons: [("badChain", reason)]) == nil)
+        let p = try #require(runs.indices.first { !runs[$0].isEmpty })
+        var stale = runs
+        stale[p][0].revision -= 1
+        #expect(check(stale, newest: newest, reasons: [("badChain", reason)])?.contains("block \(p)") == true)
+        var missing = runs
+        missing[p].removeLast()
+        #expect(check(missing, newest: newest, reasons: [("badChain", reason)])?.contains("block \(p)") == true)
+        var extra = runs
+        extra[p].append(.init(upper: Array("zzzz".utf8), revision: 1, data: []))
+        #expect(check(extra, newest: newest, reasons: [("badChain", reason)])?.contains("block \(p)") == true)
+        #expect(check(runs, newest: newest - 1, reasons: [("badChain", reason)])?.contains("newest event") == true)
+        #expect(check(runs, newest: nil, reasons: [("badChain", reason)])?.contains("newest event") == true)
+        #expect(check(runs, newest: newest, reasons: [("badChain", reason + 1)])?.contains("reason badChain") == true)
+        #expect(check(runs, newest: newest, reasons: [("neverSeen", 7)])?.contains("reason neverSeen") == true)
+        #expect(check(runs, newest: newest, reasons: []) == nil)
+    }
+
+    /// A batch costs two round trips whatever its size when it reads first (BEGIN with the locks and reads; the
+    /// writes with COMMIT: four before), and one once its writer's last read found its blocks cached (the locks, the
+    /// guard, the writes and COMMIT); inside a transaction of its caller it reads and leaves COMMIT to that
+    /// transaction.
+    @Test func aTelemetryBatchCostsOneOrTwoRoundTrips() throws {
         let (store, _) = try PostgresStoreTests.freshStore()
         let pg = PostgresTelemetry(store: store)
         let ref = try Self.sqliteTables()
-        let batches = Self.traffic(minutes: 0..<3)
-        // The first batch also adds its rejection reasons to the catalog (a few round trips per new reason).
+        let batches = (0..<4).map(Self.sameInstallations)
+        // The first batch also adds its rejection reason to the catalog (a few round trips per new reason).
         try pg.commit(batches[0], source: "m0", at: Self.t0)
         try ref.commit(batches[0], source: "m0", at: Self.t0)
-        let before = store.roundTrips
+        var before = store.roundTrips
         try pg.commit(batches[1], source: "m1", at: Self.t0 + .minutes(1))
         #expect(store.roundTrips - before == 2)
         try ref.commit(batches[1], source: "m1", at: Self.t0 + .minutes(1))
+        before = store.roundTrips
+        try pg.commit(batches[2], source: "m2", at: Self.t0 + .minutes(2))
+        #expect(store.roundTrips - before == 1)
+        #expect(pg.oneRoundTrip.landed == 1 && pg.oneRoundTrip.refused == 0)
+        try ref.commit(batches[2], source: "m2", at: Self.t0 + .minutes(2))
         // Nested: the batch's writes, then the caller's COMMIT (the batch is not committed on its own).
         let nested = store.roundTrips
         #expect {
             try store.transaction(lockingHead: false) {
-                try pg.commit(batches[2], source: "m2", at: Self.t0 + .minutes(2))
+                try pg.commit(batches[3], source: "m3", at: Self.t0 + .minutes(3))
                 throw StoreError.unavailable("the caller fails after the batch")
             }
         } throws: { "\($0)".contains("the caller fails") }
         #expect(store.roundTrips - nested == 3)  // reads, writes, ROLLBACK
-        #expect(try pg.batches().count == 2)
+        #expect(try pg.batches().count == 3)
         #expect(try pg.allTimeTotals() == (try ref.allTimeTotals()))
     }
 

@@ -40,6 +40,7 @@
     X(int, PQenterPipelineMode, (PGconn *conn), (conn))                                                         \
     X(int, PQexitPipelineMode, (PGconn *conn), (conn))                                                          \
     X(int, PQpipelineSync, (PGconn *conn), (conn))                                                              \
+    X(int, PQflush, (PGconn *conn), (conn))                                                                     \
     X(PGresult *, PQprepare,                                                                                    \
       (PGconn *conn, const char *stmtName, const char *query, int nParams, const Oid *paramTypes),               \
       (conn, stmtName, query, nParams, paramTypes))                                                             \
@@ -73,6 +74,7 @@
 #define PQenterPipelineMode rollout_pq_declared_PQenterPipelineMode
 #define PQexitPipelineMode rollout_pq_declared_PQexitPipelineMode
 #define PQpipelineSync rollout_pq_declared_PQpipelineSync
+#define PQflush rollout_pq_declared_PQflush
 #define PQprepare rollout_pq_declared_PQprepare
 #define PQsendQueryPrepared rollout_pq_declared_PQsendQueryPrepared
 #define PQsendPrepare rollout_pq_declared_PQsendPrepare
@@ -101,6 +103,7 @@
 #undef PQenterPipelineMode
 #undef PQexitPipelineMode
 #undef PQpipelineSync
+#undef PQflush
 #undef PQprepare
 #undef PQsendQueryPrepared
 #undef PQsendPrepare
