@@ -148,7 +148,9 @@ public final class PostgresTelemetry: TelemetryCounters, @unchecked Sendable {
         let inputs = MergeInputs(codes: codes, storedNewest: storedNewest, blocks: stored)
         var settlement = BatchSettlement(batch: l.batch, reasonCodes: codes, retention: retention, storedNewest: storedNewest)
         let (updated, inserted) = try merge(l, inputs, settlement: &settlement)
-        lastReadWasCached = allCached
+        // A read that found no block at all confirmed nothing (the batch's blocks are all new, and another writer
+        // may be creating the same partitions' blocks): the next batch reads again.
+        lastReadWasCached = allCached && !read[3].isEmpty
         let (blockWrites, blocks) = Self.blockStatements(updated: updated, inserted: inserted)
         let written = try store.pipelineThenCommit(statements: blockWrites + settlementWrites(settlement, l)) {
             // Valid whatever becomes of this transaction, so cached while the server writes: a block and a
