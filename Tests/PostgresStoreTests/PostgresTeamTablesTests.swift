@@ -416,11 +416,6 @@ struct PostgresTeamTablesTests {
         }
     }
 
-    /// A writer whose last read found every block it asked for unchanged merges its next batch while the server
-    /// answers that batch's reads, and keeps that merge only when the reads give exactly what it expected: after
-    /// another writer rewrote the same blocks, the early merge is thrown away and the batch settles from the blocks
-    /// read; the batch after it (whose last read brought blocks back) does not merge early. Every batch lands as on
-    /// the SQLite store.
     /// Minute `m` of thirty installations that come back every minute, one of them refused for the same reason.
     static func sameInstallations(_ m: Int) -> TelemetryBatch {
         let out = TelemetryBatch()
@@ -432,6 +427,10 @@ struct PostgresTeamTablesTests {
         return out
     }
 
+    /// A writer whose last read found every block it asked for unchanged lands its next batch in one round trip,
+    /// and only while the guard finds the store as it expects: after another writer rewrote the same blocks, the
+    /// guard refuses the batch, which lands again after reading; the batch after it (whose read brought blocks back)
+    /// reads too. Every batch lands as on the SQLite store.
     @Test func aBatchLandsInOneRoundTripOnlyWhileItsGuardConfirmsWhatItsWriterExpects() throws {
         let (store, conninfo) = try PostgresStoreTests.freshStore()
         let a = PostgresTelemetry(store: store)
