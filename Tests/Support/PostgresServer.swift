@@ -58,17 +58,36 @@ public final class PostgresServer: @unchecked Sendable {
         guard started == 0 else {
             throw TestSupport.Failure("pg_ctl start failed (\(started)); see \(directory)/server.log")
         }
-        PostgresServer.runningLock.withLock { PostgresServer.running.append((bin, directory)) }
-        atexit {
-            for (bin, dir) in PostgresServer.runningLock.withLock({ PostgresServer.running }) {
-                PostgresServer.stop(bin: bin, directory: dir)
-                try? FileManager.default.removeItem(atPath: dir)
-            }
+        let closing = PostgresServer.runningLock.withLock { () -> Bool in
+            if !PostgresServer.closing { PostgresServer.running.append((bin, directory)) }
+            return PostgresServer.closing
         }
+        if closing {
+            Self.stop(bin: bin, directory: directory)
+            try? FileManager.default.removeItem(atPath: directory)
+            throw TestSupport.Failure("the process is ending: its new PostgreSQL server was stopped at once")
+        }
+        atexit { PostgresServer.stopAll() }
     }
 
     nonisolated(unsafe) static var running: [(String, String)] = []
+    /// Set by `stopAll`: no server starts any more.
+    nonisolated(unsafe) static var closing = false
     static let runningLock = NSLock()
+
+    /// Stops every server this process started and removes their directories, and keeps any other from starting:
+    /// what the process's exit does (`atexit`), and what a process ended by a signal calls (`rollout-bench`).
+    public static func stopAll() {
+        let all = runningLock.withLock { () -> [(String, String)] in
+            closing = true
+            defer { running = [] }
+            return running
+        }
+        for (bin, dir) in all {
+            stop(bin: bin, directory: dir)
+            try? FileManager.default.removeItem(atPath: dir)
+        }
+    }
 
     /// Stops the server now and removes its directory (a benchmark suite's server, before the next suite runs);
     /// otherwise that happens when the process exits.
