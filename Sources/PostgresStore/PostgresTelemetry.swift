@@ -493,30 +493,38 @@ public final class PostgresTelemetry: TelemetryCounters, @unchecked Sendable {
     /// by partition and key, in index order (two probes and a range per partition, not a probe per installation).
     /// The run may hold blocks none of the ids falls in; `heldBlocks` leaves those out.
     static func blockLookup(_ groups: [[(id: [UInt8], index: Int)]], cache: BlockCache?) -> (sql: String, params: [String?]) {
+        (
+            "SELECT b.part, b.upper, b.revision, CASE WHEN c.revision = b.revision THEN NULL ELSE b.data END FROM (\(runsQuery)) b "
+                + "LEFT JOIN unnest($4::smallint[], $5::bytea[], $6::bigint[]) AS c(part, upper, revision) "
+                + "ON c.part = b.part AND c.upper = b.upper",
+            runsAndBlocks(groups) { p in (cache?.blocks[p] ?? [:]).map { (upper: $0.key, revision: $0.value.revision) } }
+        )
+    }
+
+    /// `runsQuery`'s parameters for `groups` ($1...$3: each partition with ids, its first id, its last id), then
+    /// the blocks `blocks` gives for each of those partitions ($4...$6: partition, key, revision).
+    static func runsAndBlocks(
+        _ groups: [[(id: [UInt8], index: Int)]], blocks: (Int) -> [(upper: [UInt8], revision: Int64)]
+    ) -> [String?] {
         var parts: [Int64] = []
         var firsts: [[UInt8]] = []
         var lasts: [[UInt8]] = []
-        var cached: (parts: [Int64], uppers: [[UInt8]], revisions: [Int64]) = ([], [], [])
+        var listed: (parts: [Int64], uppers: [[UInt8]], revisions: [Int64]) = ([], [], [])
         for (p, group) in groups.enumerated() {
             guard let first = group.first, let last = group.last else { continue }
             parts.append(Int64(p))
             firsts.append(first.id)
             lasts.append(last.id)
-            for (upper, block) in cache?.blocks[p] ?? [:] {
-                cached.parts.append(Int64(p))
-                cached.uppers.append(upper)
-                cached.revisions.append(block.revision)
+            for block in blocks(p) {
+                listed.parts.append(Int64(p))
+                listed.uppers.append(block.upper)
+                listed.revisions.append(block.revision)
             }
         }
-        return (
-            "SELECT b.part, b.upper, b.revision, CASE WHEN c.revision = b.revision THEN NULL ELSE b.data END FROM (\(runsQuery)) b "
-                + "LEFT JOIN unnest($4::smallint[], $5::bytea[], $6::bigint[]) AS c(part, upper, revision) "
-                + "ON c.part = b.part AND c.upper = b.upper",
-            [
-                PGArray.ints(parts), PGArray.byteas(firsts), PGArray.byteas(lasts), PGArray.ints(cached.parts), PGArray.byteas(cached.uppers),
-                PGArray.ints(cached.revisions),
-            ]
-        )
+        return [
+            PGArray.ints(parts), PGArray.byteas(firsts), PGArray.byteas(lasts), PGArray.ints(listed.parts),
+            PGArray.byteas(listed.uppers), PGArray.ints(listed.revisions),
+        ]
     }
 
     /// The stored blocks of each partition in `$1` (smallint[]) from the first key at or after its first id (`$2`,
@@ -590,22 +598,7 @@ public final class PostgresTelemetry: TelemetryCounters, @unchecked Sendable {
     static func guardQuery(
         _ groups: [[(id: [UInt8], index: Int)]], runs: [[StoredBlock]], newest: Int64?, reasons: [(String, UInt16)]
     ) -> (sql: String, params: [String?]) {
-        var parts: [Int64] = []
-        var firsts: [[UInt8]] = []
-        var lasts: [[UInt8]] = []
-        var expected: (parts: [Int64], uppers: [[UInt8]], revisions: [Int64]) = ([], [], [])
-        for (p, group) in groups.enumerated() {
-            guard let first = group.first, let last = group.last else { continue }
-            parts.append(Int64(p))
-            firsts.append(first.id)
-            lasts.append(last.id)
-            for block in runs[p] {
-                expected.parts.append(Int64(p))
-                expected.uppers.append(block.upper)
-                expected.revisions.append(block.revision)
-            }
-        }
-        return (
+        (
             "SELECT (CASE WHEN count(*) = 0 THEN '0' ELSE '\(guardMarker): ' || string_agg(d.x, ', ') END)::integer FROM ("
                 + "SELECT 'block ' || coalesce(s.part, e.part) AS x FROM (\(runsQuery)) s "
                 + "FULL JOIN unnest($4::smallint[], $5::bytea[], $6::bigint[]) AS e(part, upper, revision) "
@@ -614,11 +607,8 @@ public final class PostgresTelemetry: TelemetryCounters, @unchecked Sendable {
                 + "WHERE n.v IS DISTINCT FROM $7::bigint "
                 + "UNION ALL SELECT 'reason ' || r.reason FROM unnest($8::text[], $9::integer[]) AS r(reason, id) "
                 + "WHERE NOT EXISTS (SELECT 1 FROM telemetry_reasons t WHERE t.reason = r.reason AND t.id = r.id)) d",
-            [
-                PGArray.ints(parts), PGArray.byteas(firsts), PGArray.byteas(lasts), PGArray.ints(expected.parts),
-                PGArray.byteas(expected.uppers), PGArray.ints(expected.revisions), newest.map { String($0) },
-                PGArray.text(reasons.map(\.0)), PGArray.ints(reasons.map { Int64($0.1) }),
-            ]
+            runsAndBlocks(groups) { p in runs[p].map { (upper: $0.upper, revision: $0.revision) } }
+                + [newest.map { String($0) }, PGArray.text(reasons.map(\.0)), PGArray.ints(reasons.map { Int64($0.1) })]
         )
     }
 
