@@ -515,6 +515,39 @@ struct PostgresTeamTablesTests {
         #expect(check(runs, newest: newest, reasons: []) == nil)
     }
 
+    /// A writer whose cache lacks blocks another writer made (it has seen only other installations of the same
+    /// partitions) expects the batch's installations in the blocks it knows, which it has seen unchanged; the guard
+    /// finds the blocks it never saw in the run and refuses the batch, which lands after reading, as on the SQLite
+    /// store (had the guard checked only the blocks expected, installations would be stored twice).
+    @Test func aWriterThatNeverSawSomeBlocksIsRefusedNotMisled() throws {
+        let (store, conninfo) = try PostgresStoreTests.freshStore()
+        let a = PostgresTelemetry(store: store)
+        let b = PostgresTelemetry(store: try PostgresConfigStore(conninfo: conninfo))
+        let ref = try Self.sqliteTables()
+        // 6,400 installations: about a hundred per partition, several blocks each.
+        func batch(_ m: Int, _ ids: [Int]) -> TelemetryBatch {
+            let out = TelemetryBatch()
+            for i in ids {
+                out.record(Self.event(Int64(m * 60 + i % 50), String(format: "i%04d", i), .sessionStart, i % 2 == 0 ? .enabled : .control))
+            }
+            return out
+        }
+        let low = Array(0..<1_000)
+        let high = Array(5_000..<6_400)
+        let batches = [batch(0, Array(0..<6_400)), batch(1, high), batch(2, high), batch(3, low + high)]
+        for (m, writer) in [b, a, a, a].enumerated() {
+            let at = Self.t0 + .minutes(Int64(m))
+            try writer.commit(batches[m], source: "m\(m)", at: at)
+            try ref.commit(batches[m], source: "m\(m)", at: at)
+        }
+        #expect(try store.connection.query("SELECT count(*) > 128 FROM telemetry_installation_blocks") == [["t"]])
+        #expect(a.oneRoundTrip.landed == 0 && a.oneRoundTrip.refused == 1)
+        #expect(try a.allTimeTotals() == (try ref.allTimeTotals()))
+        let all = try Self.installations(a.forEachInstallation)
+        #expect(all.count == 6_400)
+        #expect(all == (try Self.installations(ref.forEachInstallation)))
+    }
+
     /// A batch costs two round trips whatever its size when it reads first (BEGIN with the locks and reads; the
     /// writes with COMMIT: four before), and one once its writer's last read found its blocks cached (the locks, the
     /// guard, the writes and COMMIT); inside a transaction of its caller it reads and leaves COMMIT to that
