@@ -32,7 +32,8 @@ import Timekeeping
 /// next batch in one round trip (`landInOneRoundTrip`): it merges into the blocks it expects, while its statements
 /// go: the locks, a guard that fails the transaction unless the store holds exactly what was expected, the blocks a
 /// chunk at a time as they are merged, the rest and COMMIT. Otherwise, and when the guard fails, the batch takes two
-/// (`landAfterReading`): the locks with the reads, then the writes with COMMIT. Either way a batch costs the same
+/// (`landAfterReading`): the locks with the reads, then the writes with COMMIT, which go as they are merged too
+/// (`mergeAndSend`, what both ways share). Either way a batch costs the same
 /// number of round trips whatever its size (`PGConnection.pipeline`).
 public final class PostgresTelemetry: TelemetryCounters, @unchecked Sendable {
     /// The channel a landed batch notifies, with the batch id as payload.
@@ -112,19 +113,20 @@ public final class PostgresTelemetry: TelemetryCounters, @unchecked Sendable {
             [PGArray.ints(partitions)], prepare: true)
     }
 
-    /// `merge` of the landing's installations into the stored blocks of `inputs` for the partitions of `range`
-    /// (all by default), settled by `settlement`.
+    /// `merge` of the landing's installations into the stored blocks of `inputs` for the partitions of `range`,
+    /// settled by `settlement`.
     private func merge(
-        _ l: Landing, _ inputs: MergeInputs, settlement: inout BatchSettlement, partitions range: Range<Int>? = nil
+        _ l: Landing, _ inputs: MergeInputs, settlement: inout BatchSettlement, partitions range: Range<Int>
     ) throws -> (updated: BlockColumns, inserted: BlockColumns) {
-        try Self.blockColumns(groups: l.groups, stored: inputs.blocks, partitions: range ?? l.groups.indices) { stored, ids in
+        try Self.blockColumns(groups: l.groups, stored: inputs.blocks, partitions: range) { stored, ids in
             try InstallationRanges.merge(stored: stored, ids: ids, deltas: l.deltas, settlement: &settlement)
         }
     }
 
     /// Two round trips: BEGIN with the partitions' locks and the reads (each statement seeing every batch that held
     /// those partitions before: the reasons, the newest event, the blocks holding the installations), then the
-    /// merge, then the writes with COMMIT. Blocks this writer holds in its cache come back without their bytes.
+    /// writes with COMMIT, each chunk of blocks sent as it is merged (`mergeAndSend`). Blocks this writer holds in
+    /// its cache come back without their bytes.
     private func landAfterReading(_ l: Landing) throws -> BatchReceipt {
         let lookup = Self.blockLookup(l.groups, cache: blockCache)
         let reads = [
@@ -147,16 +149,14 @@ public final class PostgresTelemetry: TelemetryCounters, @unchecked Sendable {
         let (stored, allCached) = try Self.storedBlocks(read[3], groups: l.groups, cache: blockCache)
         let inputs = MergeInputs(codes: codes, storedNewest: storedNewest, blocks: stored)
         var settlement = BatchSettlement(batch: l.batch, reasonCodes: codes, retention: retention, storedNewest: storedNewest)
-        let (updated, inserted) = try merge(l, inputs, settlement: &settlement)
         // A read that found no block at all confirmed nothing (the batch's blocks are all new, and another writer
         // may be creating the same partitions' blocks): the next batch reads again.
         lastReadWasCached = allCached && !read[3].isEmpty
-        let (blockWrites, blocks) = Self.blockStatements(updated: updated, inserted: inserted)
-        let written = try store.pipelineThenCommit(statements: blockWrites + settlementWrites(settlement, l)) {
-            // Valid whatever becomes of this transaction, so cached while the server writes: a block and a
-            // revision name one version of that block, and a revision that never commits is never read.
-            for b in blocks { blockCache.put(part: b.part, upper: b.upper, revision: revision, data: b.data) }
+        var blocks: [(part: Int, upper: [UInt8], data: [UInt8])] = []
+        let written = try store.pipelineThenCommit(statements: []) { send in
+            blocks = try mergeAndSend(l, inputs, settlement: &settlement, send: send)
         }
+        for b in blocks { blockCache.put(part: b.part, upper: b.upper, revision: revision, data: b.data) }
         return try landed(l, settlement, inputs, batchRow: written.last)
     }
 
@@ -181,18 +181,7 @@ public final class PostgresTelemetry: TelemetryCounters, @unchecked Sendable {
         let written: [[[String?]]]
         do {
             written = try store.pipelineThenCommit(statements: first) { send in
-                var inserted = BlockColumns()
-                for chunk in stride(from: 0, to: l.groups.count, by: Self.partitionsPerChunk) {
-                    let (updated, new) = try merge(
-                        l, expected.inputs, settlement: &settlement, partitions: chunk..<min(l.groups.count, chunk + Self.partitionsPerChunk))
-                    inserted.append(contentsOf: new)
-                    let (writes, chunkBlocks) = Self.blockStatements(updated: updated, inserted: BlockColumns())
-                    blocks += chunkBlocks
-                    try send(writes)
-                }
-                let (writes, newBlocks) = Self.blockStatements(updated: BlockColumns(), inserted: inserted)
-                blocks += newBlocks
-                try send(writes + settlementWrites(settlement, l))
+                blocks = try mergeAndSend(l, expected.inputs, settlement: &settlement, send: send)
             }
         } catch let e as PostgresError where e.sqlState == "22P02" && e.message.contains(Self.guardMarker) {
             lastReadWasCached = false
@@ -211,7 +200,26 @@ public final class PostgresTelemetry: TelemetryCounters, @unchecked Sendable {
         return try landed(l, settlement, expected.inputs, batchRow: written.last)
     }
 
-    /// Partitions merged and sent together by `landInOneRoundTrip`: four chunks of sixteen.
+    /// A batch's writes once its inputs are known, in the round trip that its COMMIT ends (both ways of landing):
+    /// the partitions merged a chunk at a time, each chunk's rewritten and new blocks sent as soon as it is merged,
+    /// so that the server writes one chunk while the next one merges; then the settlement's writes. Answers the
+    /// blocks written, for the cache.
+    private func mergeAndSend(
+        _ l: Landing, _ inputs: MergeInputs, settlement: inout BatchSettlement, send: ([PGStatement]) throws -> Void
+    ) throws -> [(part: Int, upper: [UInt8], data: [UInt8])] {
+        var blocks: [(part: Int, upper: [UInt8], data: [UInt8])] = []
+        for chunk in stride(from: 0, to: l.groups.count, by: Self.partitionsPerChunk) {
+            let partitions = chunk..<min(l.groups.count, chunk + Self.partitionsPerChunk)
+            let (updated, inserted) = try merge(l, inputs, settlement: &settlement, partitions: partitions)
+            let (writes, chunkBlocks) = Self.blockStatements(updated: updated, inserted: inserted)
+            blocks += chunkBlocks
+            try send(writes)
+        }
+        try send(settlementWrites(settlement, l))
+        return blocks
+    }
+
+    /// Partitions merged and sent together by `mergeAndSend`: four chunks of sixteen.
     static let partitionsPerChunk = 16
 
     /// The writes after the blocks: the counters and presence rows (additive upserts, sorted by key), the newest
