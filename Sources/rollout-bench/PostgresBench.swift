@@ -169,13 +169,22 @@ enum PostgresBench {
         // the scheduler (0.67x and 0.83x in two runs of the same code).
         var sqliteSeconds: [Double] = []
         var pgSeconds: [Double] = []
+        // Each batch's seconds, per round: where a round's time goes (the first batches find empty stores, and a new
+        // connection prepares its statements on first use).
+        var sqliteBatchSeconds: [[Double]] = []
+        var pgBatchSeconds: [[Double]] = []
         var batchTrips = 0.0
         var oneTrip = (landed: 0, refused: 0)
         var tables: (any TelemetryCounters)?
         for round in 0..<ingestRounds {
             let sqlite = try RolloutStore(path: directory.appendingPathComponent("rollout-\(round).db").path)
             let into = try sqlite.telemetryCounters()
-            sqliteSeconds.append(try Stopwatch.time { for (i, b) in batches.enumerated() { try into.commit(b, source: "b\(i)", at: t0) } })
+            var perBatch: [Double] = []
+            sqliteSeconds.append(
+                try Stopwatch.time {
+                    for (i, b) in batches.enumerated() { perBatch.append(try Stopwatch.time { try into.commit(b, source: "b\(i)", at: t0) }) }
+                })
+            sqliteBatchSeconds.append(perBatch)
             tables = into
 
             let one = try server.database("ingest1_\(round)")
@@ -184,7 +193,12 @@ enum PostgresBench {
             }
             let pg = PostgresTelemetry(store: oneStore)
             let tripsBefore = oneStore.roundTrips
-            pgSeconds.append(try Stopwatch.time { for (i, b) in batches.enumerated() { try pg.commit(b, source: "b\(i)", at: t0) } })
+            perBatch = []
+            pgSeconds.append(
+                try Stopwatch.time {
+                    for (i, b) in batches.enumerated() { perBatch.append(try Stopwatch.time { try pg.commit(b, source: "b\(i)", at: t0) }) }
+                })
+            pgBatchSeconds.append(perBatch)
             batchTrips = Double(oneStore.roundTrips - tripsBefore) / Double(batches.count)
             oneTrip = pg.oneRoundTrip
             guard try pg.allTimeTotals() == (try into.allTimeTotals()) else { throw BenchError("PostgreSQL and SQLite counters differ") }
@@ -220,6 +234,19 @@ enum PostgresBench {
         report(
             "ingest into PostgreSQL, 1 connection", value: events / median(pgSeconds), unit: "events/s",
             against: ("SQLite store", events / median(sqliteSeconds)), target: (0.8, true))
+        // The same rounds by batch: the first two (an empty store; the first read, statements prepared on first use)
+        // and the ten after them, each the median over the rounds of that batch's seconds.
+        func byBatch(_ rounds: [[Double]]) -> [Double] { batches.indices.map { i in median(rounds.map { $0[i] }) } }
+        let (sqliteBy, pgBy) = (byBatch(sqliteBatchSeconds), byBatch(pgBatchSeconds))
+        print(
+            "  by batch (median of the rounds): batches 1 and 2 "
+                + String(format: "SQLite %.2f and %.2f ms, PostgreSQL %.2f and %.2f ms", sqliteBy[0] * 1e3, sqliteBy[1] * 1e3, pgBy[0] * 1e3, pgBy[1] * 1e3)
+                + String(format: "; batches 3 to %d: SQLite %.2f ms per batch, PostgreSQL %.2f ms", batches.count,
+                    sqliteBy.dropFirst(2).reduce(0, +) / Double(batches.count - 2) * 1e3, pgBy.dropFirst(2).reduce(0, +) / Double(batches.count - 2) * 1e3))
+        let steadyEvents = Double(batches.dropFirst(2).reduce(0) { $0 + $1.eventCount })
+        report(
+            "ingest into PostgreSQL, 1 connection, batches 3 to \(batches.count)", value: steadyEvents / pgBy.dropFirst(2).reduce(0, +), unit: "events/s",
+            against: ("SQLite store, same batches", steadyEvents / sqliteBy.dropFirst(2).reduce(0, +)))
         report(
             "ingest into PostgreSQL, 4 connections at once", value: events / parallelSeconds, unit: "events/s",
             against: ("SQLite store", events / median(sqliteSeconds)))
