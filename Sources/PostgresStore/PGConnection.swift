@@ -170,14 +170,11 @@ public final class PGConnection: @unchecked Sendable {
     }
 
     /// `pipeline` with statements that may carry binary parameters (`PGStatement.binary`).
-    ///
-    /// `meanwhile` runs once the round trip's statements are sent and before their results are read, so the
-    /// caller's own work overlaps the server's (it must not use this connection).
     @discardableResult
-    public func pipeline(statements: [PGStatement], meanwhile: () -> Void = {}) throws(PostgresError) -> [[[String?]]] {
+    public func pipeline(statements: [PGStatement]) throws(PostgresError) -> [[[String?]]] {
         guard !statements.isEmpty || !deferred.isEmpty else { return [] }
         do {
-            return try pipeline(statements: statements, streaming: { _ in }, meanwhile: meanwhile)
+            return try pipeline(statements: statements, streaming: { _ in })
         } catch let error as PostgresError {
             throw error
         } catch {
@@ -187,7 +184,7 @@ public final class PGConnection: @unchecked Sendable {
 
     /// One round trip whose statements are made while it runs: `statements` go at once, then `more` runs with a
     /// `send` that sends the statements it is given right away, so the server runs them while `more` goes on (the
-    /// caller's work and the server's overlap); then the sync, `meanwhile`, and every result, in order. A failure
+    /// caller's work and the server's overlap); then the sync and every result, in order. A failure
     /// among the statements makes the server skip the rest of them; `send` does not throw for it (the server's
     /// answer is read after the sync) but it does throw when the connection cannot send. When `more` throws, the
     /// round trip still ends (the statements sent so far have run, or been skipped) before its error is thrown; a
@@ -197,8 +194,7 @@ public final class PGConnection: @unchecked Sendable {
     /// Statements queued by `deferUntilNextRoundTrip` go first; the answer holds the rows of the others only.
     @discardableResult
     public func pipeline(
-        statements: [PGStatement], streaming more: (_ send: ([PGStatement]) throws -> Void) throws -> Void,
-        meanwhile: () -> Void = {}
+        statements: [PGStatement], streaming more: (_ send: ([PGStatement]) throws -> Void) throws -> Void
     ) throws -> [[[String?]]] {
         let queued = deferred.count
         let first = deferred + statements
@@ -231,10 +227,8 @@ public final class PGConnection: @unchecked Sendable {
                 if failure == nil { bodyError = error }
             }
         }
-        // The sync also flushes what was sent: the server is at work while `meanwhile` runs.
         let synced = PQpipelineSync(raw) == 1
         if !synced, failure == nil { failure = connectionError() }
-        if synced, failure == nil, bodyError == nil { meanwhile() }
         var out: [[[String?]]] = []
         out.reserveCapacity(sent.count)
         // Each preparation's and statement's result, then NULL; after them the sync's own result.

@@ -271,11 +271,10 @@ public final class PostgresConfigStore: ConfigStore, @unchecked Sendable {
         try pipelineThenCommit(statements: statements.map { PGStatement($0.sql, $0.params) })
     }
 
-    /// The same with statements that may carry binary parameters; `meanwhile` runs while the server runs them
-    /// (`PGConnection.pipeline(statements:meanwhile:)`), whatever then becomes of the transaction.
-    func pipelineThenCommit(statements: [PGStatement], meanwhile: () -> Void = {}) throws -> [[[String?]]] {
-        guard commitsInBody else { return try connection.pipeline(statements: statements, meanwhile: meanwhile) }
-        let rows = try connection.pipeline(statements: statements + [PGStatement("COMMIT", [])], meanwhile: meanwhile)
+    /// The same with statements that may carry binary parameters.
+    func pipelineThenCommit(statements: [PGStatement]) throws -> [[[String?]]] {
+        guard commitsInBody else { return try connection.pipeline(statements: statements) }
+        let rows = try connection.pipeline(statements: statements + [PGStatement("COMMIT", [])])
         committedByBody = true
         return Array(rows.dropLast())
     }
@@ -287,6 +286,7 @@ public final class PostgresConfigStore: ConfigStore, @unchecked Sendable {
     ) throws -> [[[String?]]] {
         guard commitsInBody else { return try connection.pipeline(statements: statements, streaming: more) }
         let rows = try connection.pipeline(statements: statements) { send in
+            // (Swift refuses to pass one non-escaping closure parameter to another without this; nothing escapes.)
             try withoutActuallyEscaping(send) { send in
                 try more(send)
                 try send([PGStatement("COMMIT", [])])

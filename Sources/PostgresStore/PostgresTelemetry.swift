@@ -156,8 +156,7 @@ public final class PostgresTelemetry: TelemetryCounters, @unchecked Sendable {
         let written = try store.pipelineThenCommit(statements: []) { send in
             blocks = try mergeAndSend(l, inputs, settlement: &settlement, send: send)
         }
-        for b in blocks { blockCache.put(part: b.part, upper: b.upper, revision: revision, data: b.data) }
-        return try landed(l, settlement, inputs, batchRow: written.last)
+        return try landed(l, settlement, inputs, blocks: blocks, revision: revision, batchRow: written.last)
     }
 
     /// One round trip, for a writer whose last read found every block it asked for unchanged in its cache: the batch
@@ -195,9 +194,8 @@ public final class PostgresTelemetry: TelemetryCounters, @unchecked Sendable {
         guard let revision = written[3].first?.first?.flatMap({ Int64($0) }) else {
             throw PostgresStoredDataError("the block revision sequence gave no value")
         }
-        for b in blocks { blockCache.put(part: b.part, upper: b.upper, revision: revision, data: b.data) }
         oneRoundTrip.landed += 1
-        return try landed(l, settlement, expected.inputs, batchRow: written.last)
+        return try landed(l, settlement, expected.inputs, blocks: blocks, revision: revision, batchRow: written.last)
     }
 
     /// A batch's writes once its inputs are known, in the round trip that its COMMIT ends (both ways of landing):
@@ -283,9 +281,13 @@ public final class PostgresTelemetry: TelemetryCounters, @unchecked Sendable {
         return writes
     }
 
-    /// The receipt of a landed batch (`batchRow`: the rows of its last statement, its id), after noting the newest
-    /// event it leaves for the next batch's expectations.
-    private func landed(_ l: Landing, _ settlement: BatchSettlement, _ inputs: MergeInputs, batchRow: [[String?]]?) throws -> BatchReceipt {
+    /// The receipt of a landed batch (`batchRow`: the rows of its last statement, its id), after caching the blocks
+    /// it wrote under its `revision` and noting the newest event it leaves for the next batch's expectations.
+    private func landed(
+        _ l: Landing, _ settlement: BatchSettlement, _ inputs: MergeInputs, blocks: [(part: Int, upper: [UInt8], data: [UInt8])],
+        revision: Int64, batchRow: [[String?]]?
+    ) throws -> BatchReceipt {
+        for b in blocks { blockCache.put(part: b.part, upper: b.upper, revision: revision, data: b.data) }
         let stored = inputs.storedNewest
         expectedNewest = settlement.newest == .min ? stored : max(stored ?? .min, settlement.newest)
         guard let id = batchRow?.first?.first?.flatMap({ Int64($0) }) else {
@@ -732,8 +734,9 @@ public final class PostgresTelemetry: TelemetryCounters, @unchecked Sendable {
             }
         }
         let lookup = blockLookup(groups, cache: nil)
+        // The revision drawn here is the one the writes take (`currval`).
         let read = try c.pipeline([(revisionQuery, []), lookup])
-        guard let revision = read[0].first?.first?.flatMap({ Int64($0) }) else {
+        guard read[0].first?.first?.flatMap({ Int64($0) }) != nil else {
             throw PostgresStoredDataError("the block revision sequence gave no value")
         }
         let (updated, inserted) = try blockColumns(groups: groups, stored: try storedBlocks(read[1], groups: groups, cache: nil).blocks) {
@@ -990,13 +993,6 @@ struct BlockColumns {
         uppers.append(block.upper)
         counts.append(Int64(block.installations))
         data.append(block.data)
-    }
-
-    mutating func append(contentsOf other: BlockColumns) {
-        parts += other.parts
-        uppers += other.uppers
-        counts += other.counts
-        data += other.data
     }
 
     /// `sql` with these columns as $1...$6: the bytes concatenated into one binary bytea ($4), cut by start ($5)

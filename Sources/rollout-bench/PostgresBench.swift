@@ -238,15 +238,17 @@ enum PostgresBench {
         // and the ten after them, each the median over the rounds of that batch's seconds.
         func byBatch(_ rounds: [[Double]]) -> [Double] { batches.indices.map { i in median(rounds.map { $0[i] }) } }
         let (sqliteBy, pgBy) = (byBatch(sqliteBatchSeconds), byBatch(pgBatchSeconds))
+        let (sqliteLater, pgLater) = (sqliteBy.dropFirst(2).reduce(0, +), pgBy.dropFirst(2).reduce(0, +))
+        let later = Double(batches.count - 2)
         print(
             "  by batch (median of the rounds): batches 1 and 2 "
                 + String(format: "SQLite %.2f and %.2f ms, PostgreSQL %.2f and %.2f ms", sqliteBy[0] * 1e3, sqliteBy[1] * 1e3, pgBy[0] * 1e3, pgBy[1] * 1e3)
                 + String(format: "; batches 3 to %d: SQLite %.2f ms per batch, PostgreSQL %.2f ms", batches.count,
-                    sqliteBy.dropFirst(2).reduce(0, +) / Double(batches.count - 2) * 1e3, pgBy.dropFirst(2).reduce(0, +) / Double(batches.count - 2) * 1e3))
-        let steadyEvents = Double(batches.dropFirst(2).reduce(0) { $0 + $1.eventCount })
+                    sqliteLater / later * 1e3, pgLater / later * 1e3))
+        let laterEvents = Double(batches.dropFirst(2).reduce(0) { $0 + $1.eventCount })
         report(
-            "ingest into PostgreSQL, 1 connection, batches 3 to \(batches.count)", value: steadyEvents / pgBy.dropFirst(2).reduce(0, +), unit: "events/s",
-            against: ("SQLite store, same batches", steadyEvents / sqliteBy.dropFirst(2).reduce(0, +)))
+            "ingest into PostgreSQL, 1 connection, batches 3 to \(batches.count)", value: laterEvents / pgLater, unit: "events/s",
+            against: ("SQLite store, same batches", laterEvents / sqliteLater))
         report(
             "ingest into PostgreSQL, 4 connections at once", value: events / parallelSeconds, unit: "events/s",
             against: ("SQLite store", events / median(sqliteSeconds)))

@@ -67,8 +67,11 @@ public final class PostgresServer: @unchecked Sendable {
             try? FileManager.default.removeItem(atPath: directory)
             throw TestSupport.Failure("the process is ending: its new PostgreSQL server was stopped at once")
         }
-        atexit { PostgresServer.stopAll() }
+        _ = Self.stopAllAtExit
     }
+
+    /// `stopAll` registered to run at the process's exit, once whatever the number of servers started.
+    private static let stopAllAtExit: Void = { atexit { PostgresServer.stopAll() } }()
 
     nonisolated(unsafe) static var running: [(String, String)] = []
     /// Set by `stopAll`: no server starts any more.
