@@ -5,6 +5,7 @@ import Platform
 import JSON
 import RemoteConfig
 import Rollout
+import StoreSupport
 import Timekeeping
 
 /// The team `ConfigStore` on PostgreSQL: every version and the hash-chained audit log in one database that every
@@ -66,6 +67,8 @@ public final class PostgresConfigStore: ConfigStore, @unchecked Sendable {
     private var headLocks = 0
     /// The database's identity for the witness, read once.
     var witnessIdentity: String?
+    /// The witness's sync of this connection's last sealed write, run after its COMMIT (`PostgresWitness.advance`).
+    let witnessSync = WitnessSync()
     /// How many round trips to the server this store's connection has made (`PGConnection.roundTrips`).
     public var roundTrips: Int { connection.roundTrips }
     /// How many times a transaction is run again after a serialisation failure or deadlock.

@@ -3,6 +3,7 @@ import FoundationEssentials
 import Glibc
 import Platform
 import Rollout
+import StoreSupport
 
 /// The key of the PostgreSQL store's seal and witness: HMAC-SHA-256 of a fixed label under the team store key, so
 /// the seal never uses the key that boxes the secrets directly, and the database (which never holds the team key)
@@ -556,9 +557,12 @@ struct PostgresWitness {
     ///
     /// A file of `size` bytes is rewritten in place: one write of 512 bytes at offset 0 and `fdatasync`, the unit
     /// a disk writes whole (PostgreSQL keeps `pg_control` within 512 bytes for the same reason), so no new inode
-    /// and no directory change per write. Any other file (a first witness, or one written before) is replaced
-    /// whole: a temporary file, fsync, rename.
-    func advance(sequence: Int64, hash: String) throws {
+    /// and no directory change per write. With `sync` that `fdatasync` is handed to it (`WitnessSync`): it runs
+    /// on its own thread, off the answer's path, and the connection's next sealed write waits for it before its
+    /// COMMIT (`PostgresConfigStore.renewSeal`), so a crash of the machine leaves the witness one write behind at
+    /// most. Any other file (a first witness, or one written before) is replaced whole: a temporary file, fsync,
+    /// rename.
+    func advance(sequence: Int64, hash: String, sync: WitnessSync? = nil) throws {
         guard sequence > 0 else { return }
         if let seen = try? read(), seen.sequence >= sequence { return }
         let body = "\(Self.header)\ndatabase \(identity)\nsequence \(sequence) hash \(hash)"
@@ -568,8 +572,15 @@ struct PostgresWitness {
         if bytes.count == Self.size, stat(path, &status) == 0, status.st_size == Self.size,
             (status.st_mode & S_IFMT) == S_IFREG
         {
+            // (A sync of this connection's last write that failed is not an error here: this write syncs anew.)
+            try? sync?.waitUntilSynced()
             let fd = open(path, O_WRONLY | O_CLOEXEC)
             if fd >= 0 {
+                if let sync, pwrite(fd, bytes, bytes.count, 0) == bytes.count {
+                    sync.hold(fd: fd, path: path)
+                    sync.release()
+                    return
+                }
                 let ok = pwrite(fd, bytes, bytes.count, 0) == bytes.count && fdatasync(fd) == 0
                 close(fd)
                 guard ok else { throw PostgresSealProblem("witness", "cannot write \(path): \(String(cString: strerror(errno)))") }
@@ -675,16 +686,20 @@ extension PostgresConfigStore {
     /// (sequence 0 when the head could not be read back, which advances no witness).
     func renewSeal(thenCommit: Bool = false) throws -> (sequence: Int64, hash: String)? {
         guard renewsSeal, let key = sealing?.key else { return nil }
+        // The witness's sync of this connection's last write ends before this one commits: on disk the witness
+        // is never more than one write behind (`WitnessSync`). A failed sync leaves it behind, which is allowed
+        // (the record it names is still in the chain); this write's witness is synced anew.
+        try? witnessSync.waitUntilSynced()
         let state = try PostgresSeal.renew(connection, key: key, checked: checkedSeal, thenCommit: thenCommit)
         let head = (state.value("chain head") ?? "").split(separator: " ")
         guard head.count == 2, let sequence = Int64(head[0]) else { return thenCommit ? (0, "") : nil }
         return (sequence, String(head[1]))
     }
 
-    /// After COMMIT: this machine's witness moves to the head just committed. A failure leaves it at the
-    /// older record, still in the chain, so it is not an error.
+    /// After COMMIT: this machine's witness moves to the head just committed, its sync handed to `witnessSync`.
+    /// A failure leaves it at the older record, still in the chain, so it is not an error.
     func advanceWitness(to head: (sequence: Int64, hash: String)) {
-        try? witness()?.advance(sequence: head.sequence, hash: head.hash)
+        try? witness()?.advance(sequence: head.sequence, hash: head.hash, sync: witnessSync)
     }
 
     /// What `verifySeal` found intact.

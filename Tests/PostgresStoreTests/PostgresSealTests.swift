@@ -399,8 +399,80 @@ struct PostgresSealTests {
         #expect(inodeAndSize() == (inode, 512))
     }
 
-    /// A trigger the owner adds while a write is open (after its seal check, before its COMMIT) is not sealed
+    /// The witness's `fdatasync` runs after COMMIT, off the publish's path (`WitnessSync`): a publish is answered
+    /// while its witness sync is held back, the witness file already names its record, and the connection's next
+    /// publish commits only after that sync finished, so on disk the witness is never more than one write behind.
+    @Test func aPublishIsAnsweredBeforeItsWitnessSyncAndTheNextWaitsForIt() throws {
+        let witnesses = directory.appendingPathComponent("witness-lag").path
+        let conninfo = try PostgresServer.get().freshDatabase()
+        let store = try PostgresConfigStore.create(
+            conninfo: conninfo,
+            sealing: PostgresSealing(
+                key: PostgresSealKey(teamKey: Array(repeating: 5, count: 32), path: key), keyPath: key,
+                witnessDirectory: witnesses)
+        ) { try PostgresStoreTests.genesis(seed: "lag") }
+        nonisolated(unsafe) let path = WritePath(store: store, clock: ManualClock(PostgresStoreTests.t0), newSeed: { "lag" })
+        @Sendable func nudge(_ step: Int64) throws -> Bool {
+            let outcome = try path.execute(
+                WritePath.Request(intent: .rollout(.nudge(MicroPercent(step))), actor: "ana@test", reason: "lag", origin: "TEST"))
+            if case .published = outcome { return true }
+            return false
+        }
+        // Two writes first: the witness file has its fixed size and is rewritten in place from now on.
+        #expect(try nudge(100_000))
+        #expect(try nudge(100_000))
+        let gate = NSCondition()
+        nonisolated(unsafe) var open = false
+        func openGate() {
+            gate.lock()
+            open = true
+            gate.broadcast()
+            gate.unlock()
+        }
+        // Whatever happens below, the held sync is let go (a thread stuck in it would keep the test process alive).
+        defer { openGate() }
+        try store.witnessSync.replaceSync { fd in
+            gate.lock()
+            while !open { _ = gate.wait(until: Date().addingTimeInterval(1)) }
+            gate.unlock()
+            return fdatasync(fd)
+        }
+        let reader = try PGConnection(conninfo)
+        func headSequence() throws -> String? { try reader.query("SELECT audit_sequence FROM config_head").first?.first ?? nil }
+        // Answered while its witness sync is held back; the witness already names the record it committed.
+        #expect(try nudge(100_000))
+        #expect(store.witnessSync.isBusy)
+        let committed = try #require(try headSequence())
+        let seen = try #require(try store.witness()?.read())
+        #expect(String(seen.sequence) == committed)
+        let done = NSCondition()
+        nonisolated(unsafe) var second: Bool?
+        Thread.detachNewThread {
+            let r = try? nudge(100_000)
+            done.lock()
+            second = r
+            done.broadcast()
+            done.unlock()
+        }
+        // The next write reaches the wait (bounded) and has committed nothing yet.
+        let deadline = Date().addingTimeInterval(20)
+        done.lock()
+        while store.witnessSync.waiters == 0, second == nil, Date() < deadline { _ = done.wait(until: Date().addingTimeInterval(0.01)) }
+        done.unlock()
+        #expect(store.witnessSync.waiters == 1)
+        #expect(try headSequence() == committed)
+        openGate()
+        done.lock()
+        while second == nil, Date() < deadline { _ = done.wait(until: deadline) }
+        done.unlock()
+        #expect(second == true)
+        #expect(try headSequence() == String(Int(committed)! + 1))
+        try store.witnessSync.waitUntilSynced()
+        #expect(try store.verifySeal().headSequence == Int64(committed)! + 1)
+        #expect(try store.witness()?.read()?.sequence == Int64(committed)! + 1)
+    }
     /// by that write, which seals the catalog it checked: the next write is refused naming the catalog.
+    /// A trigger the owner adds while a write is open (after its seal check, before its COMMIT) is not sealed
     @Test func aCatalogChangeDuringAWriteIsNamedByTheNextWrite() throws {
         let conninfo = try PostgresServer.get().freshDatabase()
         let sealing = PostgresSealing(
