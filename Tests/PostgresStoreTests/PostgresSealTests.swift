@@ -421,22 +421,9 @@ struct PostgresSealTests {
         // Two writes first: the witness file has its fixed size and is rewritten in place from now on.
         #expect(try nudge(100_000))
         #expect(try nudge(100_000))
-        let gate = NSCondition()
-        nonisolated(unsafe) var open = false
-        func openGate() {
-            gate.lock()
-            open = true
-            gate.broadcast()
-            gate.unlock()
-        }
-        // Whatever happens below, the held sync is let go (a thread stuck in it would keep the test process alive).
-        defer { openGate() }
-        try store.witnessSync.replaceSync { fd in
-            gate.lock()
-            while !open { _ = gate.wait(until: Date().addingTimeInterval(1)) }
-            gate.unlock()
-            return fdatasync(fd)
-        }
+        let held = HeldSync()
+        defer { held.release() }
+        try store.witnessSync.replaceSync(held.sync)
         let reader = try PGConnection(conninfo)
         func headSequence() throws -> String? { try reader.query("SELECT audit_sequence FROM config_head").first?.first ?? nil }
         // Answered while its witness sync is held back; the witness already names the record it committed.
@@ -445,27 +432,13 @@ struct PostgresSealTests {
         let committed = try #require(try headSequence())
         let seen = try #require(try store.witness()?.read())
         #expect(String(seen.sequence) == committed)
-        let done = NSCondition()
-        nonisolated(unsafe) var second: Bool?
-        Thread.detachNewThread {
-            let r = try? nudge(100_000)
-            done.lock()
-            second = r
-            done.broadcast()
-            done.unlock()
-        }
+        let second = BackgroundCall { try? nudge(100_000) }
         // The next write reaches the wait (bounded) and has committed nothing yet.
-        let deadline = Date().addingTimeInterval(20)
-        done.lock()
-        while store.witnessSync.waiters == 0, second == nil, Date() < deadline { _ = done.wait(until: Date().addingTimeInterval(0.01)) }
-        done.unlock()
+        second.wait(until: { store.witnessSync.waiters > 0 })
         #expect(store.witnessSync.waiters == 1)
         #expect(try headSequence() == committed)
-        openGate()
-        done.lock()
-        while second == nil, Date() < deadline { _ = done.wait(until: deadline) }
-        done.unlock()
-        #expect(second == true)
+        held.release()
+        #expect(second.result() == true)
         #expect(try headSequence() == String(Int(committed)! + 1))
         try store.witnessSync.waitUntilSynced()
         #expect(try store.verifySeal().headSequence == Int64(committed)! + 1)

@@ -2,6 +2,7 @@ import AppCheck
 import Foundation
 import Rollout
 import Testing
+import TestSupport
 import Timekeeping
 
 @testable import SQLiteStore
@@ -107,48 +108,21 @@ import Timekeeping
         let (f, store, state) = try SealFastPathTests.store()
         defer { withExtendedLifetime(f) {} }
         let reader = try SQLiteDatabase(path: f.path, create: false, readOnly: true)
-        let gate = NSCondition()
-        nonisolated(unsafe) var open = false
-        func openGate() {
-            gate.lock()
-            open = true
-            gate.broadcast()
-            gate.unlock()
-        }
-        // Whatever happens below, the held sync is let go (a thread stuck in it would keep the test process alive).
-        defer { openGate() }
+        let held = HeldSync()
+        defer { held.release() }
         // (After the sync of the fixture's last write finished: that one is not held back.)
-        try store.witnessSync.replaceSync { fd in
-            gate.lock()
-            while !open { _ = gate.wait(until: Date().addingTimeInterval(1)) }
-            gate.unlock()
-            return fdatasync(fd)
-        }
+        try store.witnessSync.replaceSync(held.sync)
         // Answered while its witness sync is held back.
         #expect(try Self.consume(state, "jti-1"))
         #expect(store.witnessSync.isBusy)
-        let done = NSCondition()
-        nonisolated(unsafe) var second: Bool?
-        Thread.detachNewThread {
-            let r = try? Self.consume(state, "jti-2")
-            done.lock()
-            second = r
-            done.broadcast()
-            done.unlock()
-        }
+        let second = BackgroundCall { try? Self.consume(state, "jti-2") }
         // The second write reaches the wait (bounded), and has committed nothing yet.
-        let deadline = Date().addingTimeInterval(20)
-        done.lock()
-        while store.witnessSync.waiters == 0, second == nil, Date() < deadline { _ = done.wait(until: Date().addingTimeInterval(0.01)) }
-        done.unlock()
+        second.wait(until: { store.witnessSync.waiters > 0 })
         #expect(store.witnessSync.waiters == 1)
         #expect(try reader.query("SELECT 1 FROM appcheck_consumed_tokens WHERE token_id = 'jti-2'").isEmpty)
         #expect(try !reader.query("SELECT 1 FROM appcheck_consumed_tokens WHERE token_id = 'jti-1'").isEmpty)
-        openGate()
-        done.lock()
-        while second == nil, Date() < deadline { _ = done.wait(until: deadline) }
-        done.unlock()
-        #expect(second == true)
+        held.release()
+        #expect(second.result() == true)
         #expect(try !reader.query("SELECT 1 FROM appcheck_consumed_tokens WHERE token_id = 'jti-2'").isEmpty)
         try store.witnessSync.waitUntilSynced()
         _ = try store.verify()
