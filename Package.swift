@@ -205,9 +205,12 @@ let package = Package(
         .testTarget(name: "JSONTests", dependencies: ["TestSupport", "JSON"], swiftSettings: strict),
         .testTarget(name: "RemoteConfigTests", dependencies: ["TestSupport", "RemoteConfig", "JSON"], swiftSettings: strict),
         .testTarget(name: "RolloutTests", dependencies: ["TestSupport", "StoreConformance", "Rollout", "RemoteConfig", "JSON", "Timekeeping"], swiftSettings: strict),
-        .testTarget(name: "TelemetryTests", dependencies: ["TestSupport", "Telemetry", "SQLiteStore", "Rollout", "Timekeeping"], swiftSettings: strict),
+        .target(
+            name: "TelemetryFixtures", dependencies: ["TestSupport", "Telemetry", "SQLiteStore", "Rollout", "Timekeeping"],
+            path: "Tests/TelemetryFixtures", swiftSettings: strict),
+        .testTarget(name: "TelemetryTests", dependencies: ["TestSupport", "TelemetryFixtures", "Telemetry", "SQLiteStore", "Rollout", "Timekeeping"], swiftSettings: strict),
         .testTarget(
-            name: "TelemetryIngestTests", dependencies: ["TestSupport", "TelemetryIngest", "Telemetry", "SQLiteStore", "Rollout", "JSON", "Timekeeping"],
+            name: "TelemetryIngestTests", dependencies: ["TestSupport", "TelemetryFixtures", "TelemetryIngest", "Telemetry", "SQLiteStore", "Rollout", "JSON", "Timekeeping"],
             swiftSettings: strict),
         .testTarget(
             name: "StoreTests",

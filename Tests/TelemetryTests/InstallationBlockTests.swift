@@ -2,8 +2,9 @@ import Foundation
 import Rollout
 import SQLiteStore
 import Telemetry
-import Testing
+import TelemetryFixtures
 import TestSupport
+import Testing
 import Timekeeping
 
 @Suite("Installation blocks")

@@ -1,36 +1,12 @@
 import Foundation
 import Rollout
 import SQLiteStore
+import TelemetryFixtures
 import TestSupport
 import Testing
 import Timekeeping
 
 @testable import Telemetry
-
-/// A fresh store file in a temporary directory.
-func temporaryTables(retention: TelemetryRetention = TelemetryRetention()) throws -> TelemetryTables {
-    let dir = try TestSupport.temporaryDirectory("telemetry")
-    return try TelemetryTables(
-        database: SQLiteDatabase(path: dir.appendingPathComponent("store.db").path), retention: retention)
-}
-
-let t0 = Instant(seconds: 1_780_000_020)  // 2026-05-28T20:27:00Z, on a minute boundary
-
-func event(
-    _ seconds: Int64, _ id: String, _ kind: TelemetryEventKind, _ cohort: Cohort,
-    provider: AttestationProvider = .appAttest,
-    os: String = "17.4"
-) -> TelemetryEvent {
-    TelemetryEvent(
-        time: t0 + .seconds(seconds), installationID: id, kind: kind, cohort: cohort, provider: provider, osVersion: os,
-        appVersion: "3.2.1")
-}
-
-func batch(_ events: [TelemetryEvent]) -> TelemetryBatch {
-    let b = TelemetryBatch()
-    for e in events { b.record(e) }
-    return b
-}
 
 @Suite("Telemetry store")
 struct TelemetryStoreTests {

@@ -1,6 +1,7 @@
 import Foundation
 import Rollout
 import SQLiteStore
+import TelemetryFixtures
 import Testing
 import Timekeeping
 
