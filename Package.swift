@@ -161,7 +161,7 @@ let package = Package(
                 "SecurityKey",
             ],
             swiftSettings: strict),
-        .target(name: "TestSupport", path: "Tests/Support", swiftSettings: strict),
+        .target(name: "TestSupport", dependencies: ["FleetSimulator"], path: "Tests/Support", swiftSettings: strict),
         .testTarget(name: "CommandLineKitTests", dependencies: ["CommandLineKit"], swiftSettings: strict),
         .testTarget(name: "CryptoTests", dependencies: ["Crypto", "TestSupport"], swiftSettings: strict),
         .testTarget(name: "TerminalTests", dependencies: ["Terminal", "Console", "TestSupport"], swiftSettings: strict),

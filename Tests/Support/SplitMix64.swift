@@ -1,18 +1,13 @@
+import FleetSimulator
 import Foundation
 
-/// splitmix64, seeded: the same values for the same seed (random test inputs that a failure can name).
-public struct SplitMix64: RandomNumberGenerator {
-    public var state: UInt64
+/// splitmix64, seeded: the same values for the same seed (random test inputs that a failure can name). The
+/// simulator's generator, under the name the tests give it: one definition of the algorithm.
+public typealias SplitMix64 = SimulationRandom
 
-    public init(state: UInt64) { self.state = state }
-
-    public mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
+extension SimulationRandom {
+    /// Seeded with `state` as it is (`init(seed:)`).
+    public init(state: UInt64) { self.init(seed: state) }
 
     /// A value in `0..<n`.
     public mutating func below(_ n: Int) -> Int { Int(next() % UInt64(n)) }
