@@ -576,12 +576,13 @@ struct PostgresWitness {
             try? sync?.waitUntilSynced()
             let fd = open(path, O_WRONLY | O_CLOEXEC)
             if fd >= 0 {
-                if let sync, pwrite(fd, bytes, bytes.count, 0) == bytes.count {
+                let written = pwrite(fd, bytes, bytes.count, 0) == bytes.count
+                if written, let sync {
                     sync.hold(fd: fd, path: path)
                     sync.release()
                     return
                 }
-                let ok = pwrite(fd, bytes, bytes.count, 0) == bytes.count && fdatasync(fd) == 0
+                let ok = written && fdatasync(fd) == 0
                 close(fd)
                 guard ok else { throw PostgresSealProblem("witness", "cannot write \(path): \(String(cString: strerror(errno)))") }
                 return
