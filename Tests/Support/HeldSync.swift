@@ -50,13 +50,6 @@ public final class BackgroundCall<Value: Sendable>: @unchecked Sendable {
         while !condition(), !finished, Date() < deadline { _ = done.wait(until: Date().addingTimeInterval(0.01)) }
     }
 
-    /// Whether the call has returned.
-    public var hasReturned: Bool {
-        done.lock()
-        defer { done.unlock() }
-        return finished
-    }
-
     /// The call's value once it returned, waiting at most `seconds`; nil if it did not return by then.
     public func result(within seconds: Double = 20) -> Value? {
         let deadline = Date().addingTimeInterval(seconds)
