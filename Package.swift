@@ -55,7 +55,7 @@ let package = Package(
         // Debian: libpq-dev (the PostgreSQL client library of the team store).
         .target(name: "CPostgres", path: "Sources/CPostgres", linkerSettings: [.linkedLibrary("dl")]),
         // Debian: libfido2-dev (FIDO2/CTAP2 security keys: enrolment and assertions of the step-up).
-        .systemLibrary(name: "CFido2", path: "Sources/CFido2", pkgConfig: "libfido2"),
+        .target(name: "CFido2", path: "Sources/CFido2", linkerSettings: [.linkedLibrary("dl")]),
 
         // Pure core.
         // Locks, threads, formatting, streams, paths and child processes on libc (no corelibs Foundation).

@@ -83,7 +83,7 @@ public struct SecurityKeyDevice: Sendable {
 
     /// The first FIDO device libfido2 finds; throws when there is none.
     public static func firstConnected() throws(SecurityKeyError) -> SecurityKeyDevice {
-        SecurityKeyClient.initialise()
+        try SecurityKeyClient.initialise()
         guard let list = fido_dev_info_new(16) else { throw SecurityKeyError("list devices", detail: "out of memory") }
         var list_: OpaquePointer? = list
         defer { fido_dev_info_free(&list_, 16) }
@@ -110,7 +110,11 @@ public enum SecurityKeyClient {
         var done = false
     }
 
-    static func initialise() {
+    /// Opens libfido2 (loaded on first use, see Sources/CFido2/include/shim.h) and initialises it once.
+    static func initialise() throws(SecurityKeyError) {
+        if let reason = rollout_fido2_unavailable() {
+            throw SecurityKeyError("load libfido2", detail: String(cString: reason))
+        }
         once.lock.withLock {
             if !once.done {
                 fido_init(0)
@@ -125,7 +129,7 @@ public enum SecurityKeyClient {
         _ operatorID: OperatorID, relyingParty: String, algorithm: SecurityKeyCredential.Algorithm = .es256,
         device: SecurityKeyDevice, pin: String?, at now: Instant
     ) throws(SecurityKeyError) -> SecurityKeyCredential {
-        initialise()
+        try initialise()
         let dev = try open(device)
         defer { close(dev) }
         guard let cred = fido_cred_new() else { throw SecurityKeyError("make a credential", detail: "out of memory") }
@@ -170,7 +174,7 @@ public enum SecurityKeyClient {
         _ document: ChangeDocument, with credential: SecurityKeyCredential, device: SecurityKeyDevice, pin: String?,
         timeoutMilliseconds: Int? = nil, cancellation: SecurityKeyCancellation? = nil
     ) throws(SecurityKeyError) -> SecurityKeyAssertion {
-        initialise()
+        try initialise()
         let dev = try open(device)
         defer { close(dev) }
         if let timeoutMilliseconds { try check("set the key's timeout", fido_dev_set_timeout(dev, Int32(timeoutMilliseconds))) }
