@@ -33,9 +33,28 @@ fi
 step "one function table per library loaded with dlopen (defined in its shim.c, not a header's static)"
 # A header's static would be one copy per object, and -O code inlined into another file would call an empty one.
 symbols=$(nm "$bin")
-for table in rollout_curl_api_table rollout_mhd_api_table rollout_pq_api_table rollout_qrencode_api_table; do
+for table in rollout_curl_api_table rollout_fido2_api_table rollout_mhd_api_table rollout_pq_api_table rollout_qrencode_api_table; do
     n=$(grep -c -E " [BbDd] $table\$" <<<"$symbols" || true)
     [ "$n" = 1 ] || fail "$table is defined $n times in the release binary, not once (Sources/C*/shim.c)"
+done
+
+step "no shared library linked that a static archive (.build/static-libs) or dlopen on first use replaces"
+# Every shared library a command loads costs it start-up time (the cli-startup and cli-nudge benches). Two ways
+# back were taken once already: a pkg-config module put the system's library directory before .build/static-libs
+# on the link line, so libcrypto, libsqlite3 and ncurses were linked as shared libraries again; and a library
+# linked rather than opened on first use (libfido2, with libcbor, libudev and libz) loaded with every command.
+needed=$(readelf -d "$bin" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p')
+for archive in .build/static-libs/lib*.a; do
+    [ -e "$archive" ] || continue
+    name=$(basename "$archive" .a)
+    if grep -q "^$name\.so" <<<"$needed"; then
+        fail "$name is linked as a shared library although .build/static-libs has $name.a (a -L ahead of it on the link line?)"
+    fi
+done
+for lib in libfido2 libpq libcurl libmicrohttpd libqrencode; do
+    if grep -q "^$lib\.so" <<<"$needed"; then
+        fail "$lib is linked: it is opened with dlopen on first use (Sources/C*/shim.c), so commands that do not use it do not load it"
+    fi
 done
 
 step "SQLite store: init, set, nudge, status, audit verify"
