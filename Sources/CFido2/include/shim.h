@@ -16,44 +16,53 @@
 #include <stdint.h>
 
 // The functions used that return a value, except the entry points: return type, name, parameters, arguments.
-#define ROLLOUT_FIDO2_FUNCTIONS(X)                                                                                                                                                                                          \
-    X(int, fido_assert_allow_cred, (fido_assert_t *assert, const unsigned char *ptr, size_t len), (assert, ptr, len))                                                                                                       \
-    X(size_t, fido_assert_authdata_len, (const fido_assert_t *assert, size_t idx), (assert, idx))                                                                                                                           \
-    X(const unsigned char *, fido_assert_authdata_ptr, (const fido_assert_t *assert, size_t idx), (assert, idx))                                                                                                            \
-    X(size_t, fido_assert_count, (const fido_assert_t *assert), (assert))                                                                                                                                                   \
-    X(size_t, fido_assert_id_len, (const fido_assert_t *assert, size_t idx), (assert, idx))                                                                                                                                 \
-    X(const unsigned char *, fido_assert_id_ptr, (const fido_assert_t *assert, size_t idx), (assert, idx))                                                                                                                  \
-    X(int, fido_assert_set_clientdata_hash, (fido_assert_t *assert, const unsigned char *ptr, size_t len), (assert, ptr, len))                                                                                              \
-    X(int, fido_assert_set_rp, (fido_assert_t *assert, const char *id), (assert, id))                                                                                                                                       \
-    X(int, fido_assert_set_up, (fido_assert_t *assert, fido_opt_t up), (assert, up))                                                                                                                                        \
-    X(int, fido_assert_set_uv, (fido_assert_t *assert, fido_opt_t uv), (assert, uv))                                                                                                                                        \
-    X(size_t, fido_assert_sig_len, (const fido_assert_t *assert, size_t idx), (assert, idx))                                                                                                                                \
-    X(const unsigned char *, fido_assert_sig_ptr, (const fido_assert_t *assert, size_t idx), (assert, idx))                                                                                                                 \
-    X(uint8_t, fido_cred_flags, (const fido_cred_t *cred), (cred))                                                                                                                                                          \
-    X(size_t, fido_cred_id_len, (const fido_cred_t *cred), (cred))                                                                                                                                                          \
-    X(const unsigned char *, fido_cred_id_ptr, (const fido_cred_t *cred), (cred))                                                                                                                                           \
-    X(size_t, fido_cred_pubkey_len, (const fido_cred_t *cred), (cred))                                                                                                                                                      \
-    X(const unsigned char *, fido_cred_pubkey_ptr, (const fido_cred_t *cred), (cred))                                                                                                                                       \
-    X(int, fido_cred_set_clientdata_hash, (fido_cred_t *cred, const unsigned char *ptr, size_t len), (cred, ptr, len))                                                                                                      \
-    X(int, fido_cred_set_rp, (fido_cred_t *cred, const char *id, const char *name), (cred, id, name))                                                                                                                       \
-    X(int, fido_cred_set_type, (fido_cred_t *cred, int type), (cred, type))                                                                                                                                                 \
-    X(int, fido_cred_set_user, (fido_cred_t *cred, const unsigned char *user_id, size_t user_id_len, const char *name, const char *display_name, const char *icon), (cred, user_id, user_id_len, name, display_name, icon)) \
-    X(int, fido_cred_set_uv, (fido_cred_t *cred, fido_opt_t uv), (cred, uv))                                                                                                                                                \
-    X(uint32_t, fido_cred_sigcount, (const fido_cred_t *cred), (cred))                                                                                                                                                      \
-    X(int, fido_cred_verify, (const fido_cred_t *cred), (cred))                                                                                                                                                             \
-    X(int, fido_cred_verify_self, (const fido_cred_t *cred), (cred))                                                                                                                                                        \
-    X(size_t, fido_cred_x5c_len, (const fido_cred_t *cred), (cred))                                                                                                                                                         \
-    X(int, fido_dev_cancel, (fido_dev_t *dev), (dev))                                                                                                                                                                       \
-    X(int, fido_dev_close, (fido_dev_t *dev), (dev))                                                                                                                                                                        \
-    X(int, fido_dev_get_assert, (fido_dev_t *dev, fido_assert_t *assert, const char *pin), (dev, assert, pin))                                                                                                              \
-    X(int, fido_dev_info_manifest, (fido_dev_info_t *devlist, size_t ilen, size_t *olen), (devlist, ilen, olen))                                                                                                            \
-    X(const char *, fido_dev_info_path, (const fido_dev_info_t *di), (di))                                                                                                                                                  \
-    X(const fido_dev_info_t *, fido_dev_info_ptr, (const fido_dev_info_t *devlist, size_t i), (devlist, i))                                                                                                                 \
-    X(void *, fido_dev_io_handle, (const fido_dev_t *dev), (dev))                                                                                                                                                           \
-    X(int, fido_dev_make_cred, (fido_dev_t *dev, fido_cred_t *cred, const char *pin), (dev, cred, pin))                                                                                                                     \
-    X(int, fido_dev_open, (fido_dev_t *dev, const char *path), (dev, path))                                                                                                                                                 \
-    X(int, fido_dev_set_io_functions, (fido_dev_t *dev, const fido_dev_io_t *io), (dev, io))                                                                                                                                \
-    X(int, fido_dev_set_timeout, (fido_dev_t *dev, int ms), (dev, ms))                                                                                                                                                      \
+#define ROLLOUT_FIDO2_FUNCTIONS(X)                                                                                     \
+    X(int, fido_assert_allow_cred,                                                                                     \
+      (fido_assert_t *assert, const unsigned char *ptr, size_t len),                                                   \
+      (assert, ptr, len))                                                                                              \
+    X(size_t, fido_assert_authdata_len, (const fido_assert_t *assert, size_t idx), (assert, idx))                      \
+    X(const unsigned char *, fido_assert_authdata_ptr, (const fido_assert_t *assert, size_t idx), (assert, idx))       \
+    X(size_t, fido_assert_count, (const fido_assert_t *assert), (assert))                                              \
+    X(size_t, fido_assert_id_len, (const fido_assert_t *assert, size_t idx), (assert, idx))                            \
+    X(const unsigned char *, fido_assert_id_ptr, (const fido_assert_t *assert, size_t idx), (assert, idx))             \
+    X(int, fido_assert_set_clientdata_hash,                                                                            \
+      (fido_assert_t *assert, const unsigned char *ptr, size_t len),                                                   \
+      (assert, ptr, len))                                                                                              \
+    X(int, fido_assert_set_rp, (fido_assert_t *assert, const char *id), (assert, id))                                  \
+    X(int, fido_assert_set_up, (fido_assert_t *assert, fido_opt_t up), (assert, up))                                   \
+    X(int, fido_assert_set_uv, (fido_assert_t *assert, fido_opt_t uv), (assert, uv))                                   \
+    X(size_t, fido_assert_sig_len, (const fido_assert_t *assert, size_t idx), (assert, idx))                           \
+    X(const unsigned char *, fido_assert_sig_ptr, (const fido_assert_t *assert, size_t idx), (assert, idx))            \
+    X(uint8_t, fido_cred_flags, (const fido_cred_t *cred), (cred))                                                     \
+    X(size_t, fido_cred_id_len, (const fido_cred_t *cred), (cred))                                                     \
+    X(const unsigned char *, fido_cred_id_ptr, (const fido_cred_t *cred), (cred))                                      \
+    X(size_t, fido_cred_pubkey_len, (const fido_cred_t *cred), (cred))                                                 \
+    X(const unsigned char *, fido_cred_pubkey_ptr, (const fido_cred_t *cred), (cred))                                  \
+    X(int, fido_cred_set_clientdata_hash,                                                                              \
+      (fido_cred_t *cred, const unsigned char *ptr, size_t len),                                                       \
+      (cred, ptr, len))                                                                                                \
+    X(int, fido_cred_set_rp, (fido_cred_t *cred, const char *id, const char *name), (cred, id, name))                  \
+    X(int, fido_cred_set_type, (fido_cred_t *cred, int type), (cred, type))                                            \
+    X(int, fido_cred_set_user,                                                                                         \
+      (fido_cred_t *cred, const unsigned char *user_id, size_t user_id_len, const char *name,                          \
+       const char *display_name, const char *icon),                                                                    \
+      (cred, user_id, user_id_len, name, display_name, icon))                                                          \
+    X(int, fido_cred_set_uv, (fido_cred_t *cred, fido_opt_t uv), (cred, uv))                                           \
+    X(uint32_t, fido_cred_sigcount, (const fido_cred_t *cred), (cred))                                                 \
+    X(int, fido_cred_verify, (const fido_cred_t *cred), (cred))                                                        \
+    X(int, fido_cred_verify_self, (const fido_cred_t *cred), (cred))                                                   \
+    X(size_t, fido_cred_x5c_len, (const fido_cred_t *cred), (cred))                                                    \
+    X(int, fido_dev_cancel, (fido_dev_t *dev), (dev))                                                                  \
+    X(int, fido_dev_close, (fido_dev_t *dev), (dev))                                                                   \
+    X(int, fido_dev_get_assert, (fido_dev_t *dev, fido_assert_t *assert, const char *pin), (dev, assert, pin))         \
+    X(int, fido_dev_info_manifest, (fido_dev_info_t *devlist, size_t ilen, size_t *olen), (devlist, ilen, olen))       \
+    X(const char *, fido_dev_info_path, (const fido_dev_info_t *di), (di))                                             \
+    X(const fido_dev_info_t *, fido_dev_info_ptr, (const fido_dev_info_t *devlist, size_t i), (devlist, i))            \
+    X(void *, fido_dev_io_handle, (const fido_dev_t *dev), (dev))                                                      \
+    X(int, fido_dev_make_cred, (fido_dev_t *dev, fido_cred_t *cred, const char *pin), (dev, cred, pin))                \
+    X(int, fido_dev_open, (fido_dev_t *dev, const char *path), (dev, path))                                            \
+    X(int, fido_dev_set_io_functions, (fido_dev_t *dev, const fido_dev_io_t *io), (dev, io))                           \
+    X(int, fido_dev_set_timeout, (fido_dev_t *dev, int ms), (dev, ms))                                                 \
     X(int, fido_dev_set_transport_functions, (fido_dev_t *dev, const fido_dev_transport_t *t), (dev, t))
 
 // Those that return nothing: name, parameters, arguments.
