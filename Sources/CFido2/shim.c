@@ -21,11 +21,8 @@ static void rollout_fido2_open(void) {
     }
 #define ROLLOUT_FIDO2_RESOLVE_VOID(name, params, args) ROLLOUT_FIDO2_RESOLVE(, name, , )
     ROLLOUT_FIDO2_RESOLVE(, fido_init, , )
-    ROLLOUT_FIDO2_RESOLVE(, fido_dev_new, , )
-    ROLLOUT_FIDO2_RESOLVE(, fido_cred_new, , )
-    ROLLOUT_FIDO2_RESOLVE(, fido_assert_new, , )
-    ROLLOUT_FIDO2_RESOLVE(, fido_dev_info_new, , )
     ROLLOUT_FIDO2_RESOLVE(, fido_strerr, , )
+    ROLLOUT_FIDO2_CONSTRUCTORS(ROLLOUT_FIDO2_RESOLVE)
     ROLLOUT_FIDO2_FUNCTIONS(ROLLOUT_FIDO2_RESOLVE)
     ROLLOUT_FIDO2_VOID_FUNCTIONS(ROLLOUT_FIDO2_RESOLVE_VOID)
 #undef ROLLOUT_FIDO2_RESOLVE_VOID

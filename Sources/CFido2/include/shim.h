@@ -72,6 +72,14 @@
     X(fido_dev_free, (fido_dev_t **dev_p), (dev_p))                                \
     X(fido_dev_info_free, (fido_dev_info_t **devlist_p, size_t n), (devlist_p, n))
 
+// The constructors, which open the library first and return NULL when it cannot be opened: return type, name,
+// parameters, arguments.
+#define ROLLOUT_FIDO2_CONSTRUCTORS(X)                                                                           \
+    X(fido_dev_t *, fido_dev_new, (void), ())                                                                   \
+    X(fido_cred_t *, fido_cred_new, (void), ())                                                                 \
+    X(fido_assert_t *, fido_assert_new, (void), ())                                                             \
+    X(fido_dev_info_t *, fido_dev_info_new, (size_t n), (n))
+
 // The header's declarations of these functions get private names that nothing defines or calls.
 #define fido_assert_allow_cred rollout_fido2_declared_fido_assert_allow_cred
 #define fido_assert_authdata_len rollout_fido2_declared_fido_assert_authdata_len
@@ -174,12 +182,9 @@
 typedef struct {
     const char *failure;
     void (*fido_init)(int flags);
-    fido_dev_t *(*fido_dev_new)(void);
-    fido_cred_t *(*fido_cred_new)(void);
-    fido_assert_t *(*fido_assert_new)(void);
-    fido_dev_info_t *(*fido_dev_info_new)(size_t n);
     const char *(*fido_strerr)(int n);
 #define ROLLOUT_FIDO2_FIELD(ret, name, params, args) ret(*name) params;
+    ROLLOUT_FIDO2_CONSTRUCTORS(ROLLOUT_FIDO2_FIELD)
     ROLLOUT_FIDO2_FUNCTIONS(ROLLOUT_FIDO2_FIELD)
 #undef ROLLOUT_FIDO2_FIELD
 #define ROLLOUT_FIDO2_VOID_FIELD(name, params, args) void(*name) params;
@@ -203,22 +208,13 @@ static inline void fido_init(int flags) {
     rollout_fido2_api *a = rollout_fido2();
     if (a) a->fido_init(flags);
 }
-static inline fido_dev_t *fido_dev_new(void) {
-    rollout_fido2_api *a = rollout_fido2();
-    return a ? a->fido_dev_new() : NULL;
-}
-static inline fido_cred_t *fido_cred_new(void) {
-    rollout_fido2_api *a = rollout_fido2();
-    return a ? a->fido_cred_new() : NULL;
-}
-static inline fido_assert_t *fido_assert_new(void) {
-    rollout_fido2_api *a = rollout_fido2();
-    return a ? a->fido_assert_new() : NULL;
-}
-static inline fido_dev_info_t *fido_dev_info_new(size_t n) {
-    rollout_fido2_api *a = rollout_fido2();
-    return a ? a->fido_dev_info_new(n) : NULL;
-}
+#define ROLLOUT_FIDO2_CONSTRUCT(ret, name, params, args)                                                       \
+    static inline ret name params {                                                                             \
+        rollout_fido2_api *a = rollout_fido2();                                                                 \
+        return a ? a->name args : NULL;                                                                         \
+    }
+ROLLOUT_FIDO2_CONSTRUCTORS(ROLLOUT_FIDO2_CONSTRUCT)
+#undef ROLLOUT_FIDO2_CONSTRUCT
 static inline const char *fido_strerr(int n) {
     rollout_fido2_api *a = rollout_fido2();
     return a ? a->fido_strerr(n) : rollout_fido2_api_table.failure;
