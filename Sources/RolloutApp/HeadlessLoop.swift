@@ -87,17 +87,8 @@ public final class HeadlessLoop {
         interval: Double, looks: Int?, report: (Look) -> Void, until: (Look) -> Bool, beforeLook: () throws -> Void = {}
     ) throws -> Look? {
         let stop = StopFlag()
-        let signals = [SIGINT, SIGTERM].map { sig in
-            signal(sig, SIG_IGN)
-            let source = DispatchSource.makeSignalSource(signal: sig, queue: .global())
-            source.setEventHandler { stop.set() }
-            source.resume()
-            return source
-        }
-        defer {
-            signals.forEach { $0.cancel() }
-            for sig in [SIGINT, SIGTERM] { signal(sig, SIG_DFL) }
-        }
+        let signals = StopSignals { _ in stop.set() }
+        defer { signals.cancel() }
         var done = 0
         var latest: Look?
         while !stop.isSet {

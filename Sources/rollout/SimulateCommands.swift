@@ -144,7 +144,7 @@ enum SimulateCommands {
         let runner = SimulationRunner(simulation: simulation, speed: speed, wall: wall, clockStore: session.heartbeat)
         let received = SignalBox()
         let signals = stopOnSignals(runner, received: received)
-        defer { signals.forEach { $0.cancel() } }
+        defer { signals.cancel() }
 
         let quiet = invocation.flag("--quiet")
         if !quiet {
@@ -296,16 +296,10 @@ enum SimulateCommands {
 
     /// SIGINT and SIGTERM stop the run cleanly (telemetry flushed, clock record marked stopped); `received` keeps
     /// the signal, so the command ends with 128 + it, as a stopped program does.
-    static func stopOnSignals(_ runner: SimulationRunner, received: SignalBox) -> [DispatchSourceSignal] {
-        [SIGINT, SIGTERM].map { sig in
-            signal(sig, SIG_IGN)
-            let source = DispatchSource.makeSignalSource(signal: sig, queue: .global())
-            source.setEventHandler {
-                received.set(sig)
-                runner.stop()
-            }
-            source.resume()
-            return source
+    static func stopOnSignals(_ runner: SimulationRunner, received: SignalBox) -> StopSignals {
+        StopSignals { sig in
+            received.set(sig)
+            runner.stop()
         }
     }
 

@@ -10,10 +10,18 @@ struct HelperProcessTests {
     @Test func aChildThatIgnoresSIGTERMIsKilledAfterTheGracePeriod() throws {
         let p = Process()
         p.executableURL = URL(fileURLWithPath: "/bin/bash")
-        // A busy loop, not `sleep`: a grandchild would hold the test's descriptors after the kill.
-        p.arguments = ["-c", "trap '' TERM; while :; do :; done"]
+        // A busy loop, not `sleep`: a grandchild would hold the test's descriptors after the kill. It says when its
+        // trap is set, so the signal cannot come first and end it by SIGTERM.
+        p.arguments = ["-c", "trap '' TERM; echo trapped; exec >&-; while :; do :; done"]
+        let out = Pipe()
+        TestSupport.keepPrivate(out.fileHandleForReading)
+        TestSupport.keepPrivate(out.fileHandleForWriting)
+        p.standardOutput = out
         try p.run()
-        usleep(200_000)
+        try out.fileHandleForWriting.close()
+        // Read to the end: the child closes its output once the trap is set (bounded by the suite's time limit).
+        let said = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        #expect(said == "trapped\n")
         TestSupport.stop(p, grace: 0.5)
         #expect(!p.isRunning)
         #expect(p.terminationReason == .uncaughtSignal)
@@ -63,8 +71,10 @@ struct HelperProcessTests {
     }
 
     /// rollout's own long runs wait for their stop signals through dispatch sources, which a blocked mask does not
-    /// silence: `watch` started from this (signal-blocking) worker thread still stops on SIGTERM, within the grace.
-    @Test func rolloutStopsOnSIGTERMEvenWhenStartedWithItBlocked() throws {
+    /// silence: `watch` started from this (signal-blocking) worker thread still stops on SIGTERM, within the grace,
+    /// once it is looking (its first look printed) and also when the signal comes before that, while it starts.
+    @Test(arguments: [true, false])
+    func rolloutStopsOnSIGTERMEvenWhenStartedWithItBlocked(afterFirstLook: Bool) throws {
         let dir = try TestSupport.temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: dir) }
         let store = dir.appendingPathComponent("rollout.db").path
@@ -73,11 +83,29 @@ struct HelperProcessTests {
         let p = Process()
         p.executableURL = URL(fileURLWithPath: binary)
         p.arguments = ["watch", "--store", store]
-        p.standardOutput = FileHandle.nullDevice
+        let out = Pipe()
+        TestSupport.keepPrivate(out.fileHandleForReading)
+        TestSupport.keepPrivate(out.fileHandleForWriting)
+        p.standardOutput = out
         p.standardError = FileHandle.nullDevice
         try p.run()
-        usleep(1_500_000)
-        #expect(p.isRunning, "watch runs until it is stopped")
+        try out.fileHandleForWriting.close()
+        if afterFirstLook {
+            // The first look is printed (and flushed) from inside the loop, after its signal sources exist.
+            let firstLook = DispatchSemaphore(value: 0)
+            let reader = out.fileHandleForReading
+            DispatchQueue.global().async {
+                var seen = Data()
+                while !seen.contains(UInt8(ascii: "\n")) {
+                    let chunk = reader.availableData
+                    if chunk.isEmpty { break }
+                    seen += chunk
+                }
+                firstLook.signal()
+            }
+            try #require(firstLook.wait(timeout: .now() + 60) == .success, "watch printed no look within 60 s")
+            #expect(p.isRunning, "watch runs until it is stopped")
+        }
         TestSupport.stop(p, grace: 10)
         #expect(!(p.terminationReason == .uncaughtSignal && p.terminationStatus == SIGKILL), "SIGTERM was not honoured")
     }
