@@ -602,26 +602,14 @@ struct PostgresTeamTablesTests {
 /// server; the writer does what an operator does (publishes through the write path, lands telemetry, records
 /// step-up attempts) without owning the schema.
 struct PostgresRoleTests {
-    static func documentedGrants() throws -> [String] {
-        let doc = try String(contentsOf: TestSupport.packageRoot.appendingPathComponent("docs/POSTGRES.md"), encoding: .utf8)
-        let section = try #require(doc.components(separatedBy: "## Roles (least privilege)").dropFirst().first)
-        return section.components(separatedBy: "\n").filter { $0.hasPrefix("    CREATE ROLE") || $0.hasPrefix("    GRANT") }
-            .map { $0.trimmingCharacters(in: .whitespaces) }
-    }
-
     /// Runs the documented statements as the owner of the database at `conninfo`.
     static func applyDocumentedGrants(_ conninfo: String) throws {
         let admin = try PGConnection(conninfo)
-        let grants = try Self.documentedGrants()
+        let grants = try TestSupport.documentedRoleStatements()
         #expect(grants.count >= 10)
         for statement in grants {
             let result = Result { () throws(PostgresError) -> Void in try admin.execute(statement) }
-            // Roles belong to the server, not to a database: a role exists already when a test of another database
-            // of this server made it (42710), and a test making it at the same moment loses on the catalog's
-            // unique index instead (23505; CI caught two of these tests racing). Either way the role exists.
-            if case .failure(let e) = result, !(statement.hasPrefix("CREATE ROLE") && ["42710", "23505"].contains(e.sqlState)) {
-                throw e
-            }
+            if case .failure(let e) = result, !TestSupport.roleExistsAlready(statement, sqlState: e.sqlState) { throw e }
         }
     }
 

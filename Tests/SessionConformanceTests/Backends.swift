@@ -148,20 +148,10 @@ final class StoreUnderTest: @unchecked Sendable {
     /// The documented roles of docs/POSTGRES.md (`rollout_viewer`, `rollout_writer`) on this store's database.
     func applyDocumentedGrants() throws {
         guard let conninfo else { return }
-        let doc = try String(
-            contentsOf: TestSupport.packageRoot.appendingPathComponent("docs/POSTGRES.md"), encoding: .utf8)
-        guard let section = doc.components(separatedBy: "## Roles (least privilege)").dropFirst().first else {
-            throw TestSupport.Failure("docs/POSTGRES.md has no roles section")
-        }
-        let statements = section.components(separatedBy: "\n")
-            .filter { $0.hasPrefix("    CREATE ROLE") || $0.hasPrefix("    GRANT") }
-            .map { $0.trimmingCharacters(in: .whitespaces) }
         let admin = try PGConnection(conninfo)
-        for statement in statements {
-            do { try admin.execute(statement) } catch {
-                // A role exists already when another database of this server made it (42710).
-                if !(statement.hasPrefix("CREATE ROLE") && "\(error)".contains("42710")) { throw error }
-            }
+        for statement in try TestSupport.documentedRoleStatements() {
+            let result = Result { () throws(PostgresError) -> Void in try admin.execute(statement) }
+            if case .failure(let e) = result, !TestSupport.roleExistsAlready(statement, sqlState: e.sqlState) { throw e }
         }
     }
 }

@@ -187,3 +187,22 @@ public enum TestSupport {
         public init(_ d: String) { description = d }
     }
 }
+
+extension TestSupport {
+    /// docs/POSTGRES.md's roles section as statements, exactly as documented (`CREATE ROLE` and `GRANT` lines).
+    public static func documentedRoleStatements() throws -> [String] {
+        let doc = try String(contentsOf: packageRoot.appendingPathComponent("docs/POSTGRES.md"), encoding: .utf8)
+        guard let section = doc.components(separatedBy: "## Roles (least privilege)").dropFirst().first else {
+            throw Failure("docs/POSTGRES.md has no roles section")
+        }
+        return section.components(separatedBy: "\n").filter { $0.hasPrefix("    CREATE ROLE") || $0.hasPrefix("    GRANT") }
+            .map { $0.trimmingCharacters(in: .whitespaces) }
+    }
+
+    /// Whether `statement` failing with `sqlState` means its role exists already. Roles belong to the server, not
+    /// to a database: another test of this process made it (duplicate_object, 42710), or is making it at this
+    /// moment and won on pg_authid's unique index (unique_violation, 23505; CI caught two tests racing).
+    public static func roleExistsAlready(_ statement: String, sqlState: String?) -> Bool {
+        statement.hasPrefix("CREATE ROLE") && ["42710", "23505"].contains(sqlState ?? "")
+    }
+}
