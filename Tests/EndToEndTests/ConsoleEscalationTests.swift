@@ -29,6 +29,13 @@ struct ConsoleEscalationTests {
         return parts[0] * 3600 + parts[1] * 60 + parts[2]
     }
 
+    /// The simulated time, once the header shows it (within 15 s): a verdict that rose moments ago replaces the
+    /// header with itself for six seconds (`ConsoleState.flashFor`), and a refusal or a publish is such a moment.
+    static func simulatedSeconds(of session: TerminalSession) throws -> Int {
+        let screen = try session.waitUntil("the header's simulated time", timeout: 15) { simulatedSeconds($0) != nil }
+        return try #require(simulatedSeconds(screen), "\(screen)")
+    }
+
     /// Item 2: after `=` `0` at speed 60 the rollout is not started; the figures counted from "now", which moved
     /// with each refresh, so the verdict said `HOLD data: no telemetry since the rollout started at …` whenever a
     /// simulated minute began and OK once its first event arrived: 26 log lines and bells in 30 s.
@@ -84,7 +91,7 @@ struct ConsoleEscalationTests {
             }
             if answer.contains("Reason for the increase") { break }
             try #require(attempt < 5 && answer.contains("not enough data yet"), "\(answer)")
-            let refusedAt = try #require(Self.simulatedSeconds(answer), "\(answer)")
+            let refusedAt = try Self.simulatedSeconds(of: session)
             try session.waitUntil("five more simulated minutes", timeout: 60) {
                 guard let now = Self.simulatedSeconds($0) else { return false }
                 return (now - refusedAt + 86_400) % 86_400 >= 300
@@ -93,7 +100,7 @@ struct ConsoleEscalationTests {
         try session.type("full rollout")
         try session.press("Enter")
         var screen = try session.waitFor("Published v", timeout: 30)
-        let start = try #require(Self.simulatedSeconds(screen), "\(screen)")
+        let start = try Self.simulatedSeconds(of: session)
         // Two simulated hours at 100% (at 600x twelve wall seconds, longer when the machine is busy).
         screen = try session.waitUntil("two simulated hours at 100%", timeout: 300) {
             if $0.contains("✗ HALT") { return true }

@@ -28,7 +28,7 @@ struct DemoPlanKeysTests {
         ]
         let session = try TerminalSession(command, width: 120, height: 40)
         defer { session.close() }
-        _ = try session.waitFor("▶ running  not started → 1: 12%", timeout: 20)
+        _ = try session.waitFor("▶ running  not started → 1: 12%", timeout: 60)
         _ = try session.waitFor("x pause  X skip to 12%")
 
         try session.press("x")

@@ -34,7 +34,7 @@ struct DemoStepUpTests {
         let command = [f.binary, "demo", "--store", f.store, "--operator", "ana@example.com", "--speed", "60", "--scenario", "steady", "--devices", "2000"]
         let session = try TerminalSession(command, width: 120, height: 40)
         defer { session.close() }
-        try session.waitFor("<= 10", timeout: 20)
+        try session.waitFor("<= 10", timeout: 60)
         // Undo the last change (the simulator's 10%): a rollback, which step-up protects.
         try session.press("u")
         try session.waitFor("Confirm: roll back the last change")

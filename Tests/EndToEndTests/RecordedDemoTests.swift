@@ -18,7 +18,11 @@ struct RecordedDemoTests {
         let screen = try session.waitUntil("the recorded counts", timeout: 60) {
             $0.contains("source recorded: realtime data age") && !$0.contains("✓ 0 success")
         }
-        #expect(screen.contains("demo · recorded GA4 realtime"), "\(screen)")
+        // The header names the demo, once it is not flashing a verdict that rose moments ago (six seconds at most).
+        let header = try session.waitUntil("the header naming the recorded demo", timeout: 15) {
+            $0.contains("demo · recorded GA4 realtime")
+        }
+        #expect(header.contains("demo · recorded GA4 realtime"), "\(header)")
         // Sessions of both arms and attestations, as the recording states them.
         #expect(
             screen.range(of: #"sessions +[0-9.]+% of [1-9][0-9]*"#, options: .regularExpression) != nil, "\(screen)")
