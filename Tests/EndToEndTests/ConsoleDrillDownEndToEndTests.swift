@@ -180,9 +180,10 @@ struct ConsoleDrillDownEndToEndTests {
         // The capture works: a key that changes the screen is seen.
         try session.press("?")
         try session.waitFor("Help")
-        usleep(300_000)
-        #expect(
-            ((try? Data(contentsOf: capture))?.count ?? 0) > 0, "the capture saw nothing even when the screen changed")
+        // tmux hands the output to the capture's `cat` on its own time: waited for, 10 s at most.
+        let seenBy = Date().addingTimeInterval(10)
+        while captured().isEmpty, Date() < seenBy { usleep(20_000) }
+        #expect(!captured().isEmpty, "the capture saw nothing even when the screen changed")
         try session.press("Escape", "q")
         #expect(try session.exitStatus(timeout: 20) == 0)
     }
