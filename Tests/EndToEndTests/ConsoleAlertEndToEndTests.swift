@@ -70,9 +70,22 @@ struct ConsoleAlertEndToEndTests {
         // The flash runs on wall time although the demo's ticks run 300 times faster: seen, then off, then on
         // again a wall second later (judged on simulated time, its 6 s were 20 ms of wall time).
         let flashing = { (screen: String) in screen.split(separator: "\n").first?.contains("HALT ·") == true }
-        try session.waitUntil("the header flashes HALT", timeout: 120, flashing)
-        try session.waitUntil("the flash alternates off", timeout: 10) { !flashing($0) }
-        try session.waitUntil("and on again, on wall time", timeout: 10, flashing)
+        // The header row alone, once two reads 40 ms apart agree: the flash's phases last one wall second each, and
+        // a 300x demo redraws the rest of the screen every tick, which a settle of the whole screen would wait out.
+        func waitForHeader(_ what: String, flashing want: Bool, timeout: TimeInterval) throws {
+            let deadline = Date(timeIntervalSinceNow: timeout)
+            while true {
+                if flashing(try session.screen()) == want {
+                    usleep(40_000)
+                    if flashing(try session.screen()) == want { return }
+                }
+                guard Date() < deadline else { throw TestSupport.Failure("timed out after \(timeout)s waiting for \(what)") }
+                usleep(20_000)
+            }
+        }
+        try waitForHeader("the header flashes HALT", flashing: true, timeout: 120)
+        try waitForHeader("the flash alternates off", flashing: false, timeout: 10)
+        try waitForHeader("and on again, on wall time", flashing: true, timeout: 10)
         let screen = try session.waitFor("K kill now", timeout: 30)
         #expect(screen.contains("auto-kill off"), "\(screen)")
         #expect(screen.contains("✗ HALT"), "\(screen)")
