@@ -9,8 +9,9 @@ import TestSupport
 #endif
 
 /// `rollout serve` against slow and malformed clients ("Every door", items 7 and 10), through the built binary
-/// and raw loopback sockets.
-@Suite struct SlowClientTests {
+/// and raw loopback sockets. One test at a time: several check wall-clock bounds (a connection closed within
+/// seconds of its deadline), which a sibling test's 300 trickling connections on the same cores would stretch.
+@Suite(.serialized) struct SlowClientTests {
     static let app = "1:424243:ios:slow"
 
     /// A store with one app, and `rollout serve ARGUMENTS` on it.
