@@ -143,7 +143,12 @@ enum SimulateCommands {
         }
         let runner = SimulationRunner(simulation: simulation, speed: speed, wall: wall, clockStore: session.heartbeat)
         let received = SignalBox()
-        let signals = stopOnSignals(runner, received: received)
+        // SIGINT and SIGTERM stop the run cleanly (telemetry flushed, clock record marked stopped); `received` keeps
+        // the signal, so the command ends with 128 + it, as a stopped program does.
+        let signals = StopSignals { sig in
+            received.set(sig)
+            runner.stop()
+        }
         defer { signals.cancel() }
 
         let quiet = invocation.flag("--quiet")
@@ -292,15 +297,6 @@ enum SimulateCommands {
             RemoteFleetExchange(
                 exchange: api, authority: authority, appId: app.appId, identity: app.identity,
                 environment: app.environment, wall: wall))
-    }
-
-    /// SIGINT and SIGTERM stop the run cleanly (telemetry flushed, clock record marked stopped); `received` keeps
-    /// the signal, so the command ends with 128 + it, as a stopped program does.
-    static func stopOnSignals(_ runner: SimulationRunner, received: SignalBox) -> StopSignals {
-        StopSignals { sig in
-            received.set(sig)
-            runner.stop()
-        }
     }
 
     /// The first stop signal received.
