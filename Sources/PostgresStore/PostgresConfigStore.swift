@@ -59,10 +59,12 @@ public final class PostgresConfigStore: ConfigStore, @unchecked Sendable {
     /// The catalog's digest and privilege check (columns 9 and 10 of `PostgresSeal.stateQuery`) as this connection
     /// last computed them, with the catalog's fingerprint then: while a write finds the same fingerprint after
     /// its head lock, it takes them from here instead of recomputing them (`PostgresSeal.catalogFingerprint`).
-    var catalogCache: (fingerprint: String, catalog: String?, privilege: String?)?
+    /// `since`: the oldest transaction id the statement that read them did not see finished (see
+    /// `PostgresSeal.stillNames`).
+    var catalogCache: (fingerprint: String, since: UInt64, catalog: String?, privilege: String?)?
     /// The sealed tables' digests (columns 11... of `PostgresSeal.stateQuery`) as this connection last computed
     /// them, with their rows' fingerprint then (`PostgresSeal.rowsFingerprint`): kept as the catalog's are.
-    var tablesCache: (fingerprint: String, digests: [String?])?
+    var tablesCache: (fingerprint: String, since: UInt64, digests: [String?])?
     /// How many transactions of this connection took the head lock in one round trip with the state.
     private var headLocks = 0
     /// The database's identity for the witness, read once.
@@ -235,8 +237,12 @@ public final class PostgresConfigStore: ConfigStore, @unchecked Sendable {
         var state = read[2].first
         let tables = 11..<(11 + PostgresSeal.sealedTables.count)
         let (catalogColumn, rowsColumn) = (tables.upperBound, tables.upperBound + 1)
-        if var row = state, let (catalog, rows) = cached, row.count > rowsColumn {
-            if row[catalogColumn] == catalog.fingerprint, row[rowsColumn] == rows.fingerprint {
+        let (xidColumn, sinceColumn) = (rowsColumn + 1, rowsColumn + 2)
+        if var row = state, let (catalog, rows) = cached, row.count > sinceColumn {
+            let now = row[xidColumn].flatMap { UInt64($0) }
+            if PostgresSeal.stillNames(catalog.fingerprint, since: catalog.since, column: row[catalogColumn], now: now),
+                PostgresSeal.stillNames(rows.fingerprint, since: rows.since, column: row[rowsColumn], now: now)
+            {
                 (row[9], row[10]) = (catalog.catalog, catalog.privilege)
                 row.replaceSubrange(tables, with: rows.digests)
                 state = row
@@ -245,9 +251,11 @@ public final class PostgresConfigStore: ConfigStore, @unchecked Sendable {
                 state = try connection.query(PostgresSeal.fingerprintingStateQuery).first
             }
         }
-        if let row = state, row.count > rowsColumn, let catalog = row[catalogColumn], let rows = row[rowsColumn] {
-            catalogCache = (catalog, row[9], row[10])
-            tablesCache = (rows, Array(row[tables]))
+        if let row = state, row.count > sinceColumn, let catalog = PostgresSeal.fingerprint(row[catalogColumn]),
+            let rows = PostgresSeal.fingerprint(row[rowsColumn]), let since = row[sinceColumn].flatMap({ UInt64($0) })
+        {
+            catalogCache = (catalog.hash, since, row[9], row[10])
+            tablesCache = (rows.hash, since, Array(row[tables]))
         }
         lockRead = (read[1].first, read[4].first?.first ?? nil, connection.statementsSent)
         var witnessRead: ((sequence: Int64, hash: String), String?)?

@@ -171,15 +171,17 @@ public enum PostgresSeal {
     /// of them of a kind those two read (tables, views, materialized views, partitioned and foreign tables), of
     /// each of its columns (`pg_attribute`: name, type, NOT NULL, the column ACL), defaults, triggers and the
     /// functions they call, rules, policies and constraints; one list per catalog, tagged, hashed server-side
-    /// into one short value.
+    /// into one short value, followed by the smallest `distance` of any of those row versions (see `stillNames`).
     ///
     /// PostgreSQL never changes a catalog row in place for DDL or GRANT: every CREATE, ALTER, DROP, GRANT or
     /// REVOKE (and a superuser's UPDATE of a catalog) writes a new row version, whose `xmin` is the id of the
-    /// transaction that made it, and no transaction id is handed out twice (a wraparound needs four billion of
-    /// them). A row version is seen only once its transaction committed (READ COMMITTED), so one that was seen
-    /// is final: a later change is another transaction's, with another `xmin`, and a deleted row leaves the
-    /// list. (The connection's own DDL, a migration, drops the cache: `catalogChanged`.) So while the
-    /// fingerprint is the same, the rows are the same and so are the digest and the
+    /// transaction that made it. A row version is seen only once its transaction committed (READ COMMITTED), so
+    /// one that was seen is final: a later change is another transaction's, and a deleted row leaves the list.
+    /// Ids are 32-bit and come round again after 2^32 transactions, so a later change could carry the `xmin` of
+    /// the version it replaces; `stillNames` trusts the same fingerprint only while no row version listed was
+    /// written by a transaction id handed out since the cached one was read, which rules that out. (The
+    /// connection's own DDL, a migration, drops the cache: `catalogChanged`.) So while the fingerprint holds,
+    /// the rows are the same and so are the digest and the
     /// privilege check computed from them; the in-place updates PostgreSQL does make (VACUUM's statistics,
     /// `relhasindex`, the frozen-xid horizon) touch no column either of them reads. The indexes', sequences' and
     /// composite types' own columns are left out: neither reads them (their `pg_class` rows are in).
@@ -194,39 +196,85 @@ public enum PostgresSeal {
     /// no index columns). A connection keeps the digest and the privilege check it computed with their fingerprint
     /// (`PostgresConfigStore.catalogCache`) and recomputes both whenever the fingerprint differs.
     static let catalogFingerprint = """
-        (WITH rel AS MATERIALIZED (
-            SELECT string_agg(oid || ':' || xmin, ',') AS x,
-              array_agg(oid) FILTER (WHERE relkind IN ('r', 'v', 'm', 'p', 'f')) AS tables
-            FROM pg_class WHERE relnamespace = \(namespace))
-        SELECT encode(sha256(convert_to(concat_ws(' ', 'c' || r.x,
-          'a' || (SELECT string_agg(a.attrelid || '.' || a.attnum || ':' || a.xmin, ',')
-            FROM pg_attribute a WHERE a.attrelid = ANY (r.tables) AND a.attnum > 0),
-          'd' || (SELECT string_agg(d.oid || ':' || d.xmin, ',') FROM pg_attrdef d WHERE d.adrelid = ANY (r.tables)),
-          't' || (SELECT string_agg(t.oid || ':' || t.xmin || ':' || coalesce(p.oid || ':' || p.xmin, '-'), ',')
-            FROM pg_trigger t LEFT JOIN pg_proc p ON p.oid = t.tgfoid WHERE t.tgrelid = ANY (r.tables)),
-          'r' || (SELECT string_agg(w.oid || ':' || w.xmin, ',') FROM pg_rewrite w WHERE w.ev_class = ANY (r.tables)),
-          'p' || (SELECT string_agg(p.oid || ':' || p.xmin, ',') FROM pg_policy p WHERE p.polrelid = ANY (r.tables)),
-          'k' || (SELECT string_agg(k.oid || ':' || k.xmin, ',') FROM pg_constraint k WHERE k.conrelid = ANY (r.tables))
-        ), 'UTF8')), 'hex') FROM rel r)
+        (WITH rel AS MATERIALIZED (SELECT oid, xmin, relkind FROM pg_class WHERE relnamespace = \(namespace)),
+          tabs AS MATERIALIZED (SELECT array_agg(oid) AS tables FROM rel WHERE relkind IN ('r', 'v', 'm', 'p', 'f')),
+          lists (tag, x, m) AS (
+            SELECT 'c', string_agg(oid || ':' || xmin, ','), min(\(distance("xmin"))) FROM rel
+            UNION ALL SELECT 'a', string_agg(a.attrelid || '.' || a.attnum || ':' || a.xmin, ','), min(\(distance("a.xmin")))
+              FROM tabs, pg_attribute a WHERE a.attrelid = ANY (tabs.tables) AND a.attnum > 0
+            UNION ALL SELECT 'd', string_agg(d.oid || ':' || d.xmin, ','), min(\(distance("d.xmin")))
+              FROM tabs, pg_attrdef d WHERE d.adrelid = ANY (tabs.tables)
+            UNION ALL SELECT 't', string_agg(t.oid || ':' || t.xmin || ':' || coalesce(p.oid || ':' || p.xmin, '-'), ','),
+              least(min(\(distance("t.xmin"))), min(\(distance("p.xmin"))))
+              FROM tabs, pg_trigger t LEFT JOIN pg_proc p ON p.oid = t.tgfoid WHERE t.tgrelid = ANY (tabs.tables)
+            UNION ALL SELECT 'r', string_agg(w.oid || ':' || w.xmin, ','), min(\(distance("w.xmin")))
+              FROM tabs, pg_rewrite w WHERE w.ev_class = ANY (tabs.tables)
+            UNION ALL SELECT 'p', string_agg(p.oid || ':' || p.xmin, ','), min(\(distance("p.xmin")))
+              FROM tabs, pg_policy p WHERE p.polrelid = ANY (tabs.tables)
+            UNION ALL SELECT 'k', string_agg(k.oid || ':' || k.xmin, ','), min(\(distance("k.xmin")))
+              FROM tabs, pg_constraint k WHERE k.conrelid = ANY (tabs.tables))
+        SELECT \(hashed("string_agg(tag || coalesce(x, ''), ' ')")) || ' ' || coalesce(min(m), \(farthest)) FROM lists)
         """
 
     /// A fingerprint of the sealed tables' rows: each table's name and the row identity (`ctid`) and `xmin` of
-    /// each of its row versions, in scan order, hashed server-side into one short value.
+    /// each of its row versions, in scan order, hashed server-side into one short value, followed by the smallest
+    /// `distance` of those row versions.
     ///
     /// The argument is the catalog fingerprint's (`catalogFingerprint`): an UPDATE, INSERT or DELETE of another
     /// session never changes a committed row version in place; it writes a new one (another `ctid`, an `xmin` of
-    /// its own transaction, and no transaction id is handed out twice) or removes one from what a statement sees.
+    /// its own transaction, one handed out since the last check, as `stillNames` requires) or removes one from
+    /// what a statement sees.
     /// A row version seen committed is final, so the same list of (`ctid`, `xmin`) per table means the same rows,
     /// and the same rows give the same digest on one connection (its settings, `bytea_output`, are its own; the
     /// columns' types are the catalog's, whose fingerprint is read beside this one). A different order of the
     /// same rows only makes the next write compute the digests again. Each table is named in the list, so rows
     /// cannot move from one table's list to another's unnoticed.
     static func rowsFingerprint(_ tables: [String] = sealedTables) -> String {
-        "encode(sha256(convert_to(concat("
+        "(WITH lists (n, x, m) AS ("
             + tables.map {
-                "'\($0) ' || coalesce((SELECT string_agg(t.ctid::text || t.xmin::text, ',') FROM \($0) t), ''), E'\\n'"
-            }.joined(separator: ", ")
-            + "), 'UTF8')), 'hex')"
+                "SELECT '\($0)', string_agg(t.ctid::text || t.xmin::text, ','), min(\(distance("t.xmin"))) FROM \($0) t"
+            }.joined(separator: " UNION ALL ")
+            + ") SELECT \(hashed("string_agg(n || ' ' || coalesce(x, ''), E'\\n')")) || ' ' || coalesce(min(m), \(farthest)) FROM lists)"
+    }
+
+    /// How many transaction ids before the present transaction's the one that wrote a row version was (`xid`, its
+    /// `xmin`), counted modulo 2^32 as the ids themselves are: 0 for this transaction's own rows, 2^32 - 1 for
+    /// one written by the id after it one wraparound ago.
+    static func distance(_ xid: String) -> String { "((age(\(xid))::bigint + 4294967296) % 4294967296)" }
+
+    /// The distance given when there is no row at all.
+    static let farthest = "4294967295"
+
+    /// The hex SHA-256 of a text expression.
+    static func hashed(_ text: String) -> String { "encode(sha256(convert_to(\(text), 'UTF8')), 'hex')" }
+
+    /// The two columns a fingerprinting state query ends with: this transaction's id (the head lock, a row lock,
+    /// gave it one) and the oldest transaction id its snapshot did not see finished (`pg_snapshot_xmin`: every
+    /// transaction below it had committed or aborted when the statement read). Both as 64-bit ids (with the epoch).
+    static let transactionColumns =
+        "pg_current_xact_id_if_assigned()::text, pg_snapshot_xmin(pg_current_snapshot())::text"
+
+    /// A fingerprint column as read: the hash, then the smallest `distance` of any row version it lists.
+    static func fingerprint(_ column: String?) -> (hash: String, distance: UInt64)? {
+        guard let column, let space = column.lastIndex(of: " "), let distance = UInt64(column[column.index(after: space)...])
+        else { return nil }
+        return (String(column[..<space]), distance)
+    }
+
+    /// Whether a fingerprint read now (`column`, in the transaction with id `now`) still names the rows that the
+    /// cached one (`hash`, read by a statement whose snapshot's oldest unfinished id was `since`) named.
+    ///
+    /// The same hash is the same list of row versions, each by its identity and `xmin`, unless a row version was
+    /// written with the `xmin` of the one it replaced: transaction ids are 32-bit and come round again after 2^32
+    /// of them, and `xmin` keeps the id (a frozen row's too). So the list is only trusted while no row version in
+    /// it was written by a transaction with an id from `since` to `now`, modulo 2^32 (a row's `distance` is then at
+    /// least `now - since + 1`): every row version written or rewritten since the cached list was read has such an
+    /// id (transactions below `since` had finished and were seen), so none can hide behind a reused id, and a row
+    /// removed shortens the list. Beyond 2^31 ids since, it is not trusted at all.
+    static func stillNames(_ hash: String, since: UInt64, column: String?, now: UInt64?) -> Bool {
+        guard let (read, distance) = fingerprint(column), read == hash, let now, now >= since, now - since < 1 << 31
+        else { return false }
+        return distance > now - since
     }
 
     /// Which digests of the sealed tables a state query computes.
@@ -306,7 +354,7 @@ public enum PostgresSeal {
             + "(SELECT max(version) FROM rollout_schema), "
             + (catalog ? catalogDigest + ", " + excessPrivilege : "NULL, NULL") + ", "
             + columns.joined(separator: ", ")
-            + (fingerprint ? ", " + catalogFingerprint + ", " + rowsFingerprint(tables) : "")
+            + (fingerprint ? ", " + catalogFingerprint + ", " + rowsFingerprint(tables) + ", " + transactionColumns : "")
             + " FROM config_head h WHERE h.id = 1"
     }
 

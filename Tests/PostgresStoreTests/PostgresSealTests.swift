@@ -34,6 +34,17 @@ struct PostgresSealTests {
     }
 
     /// Runs `sql` with psql as the role of `conninfo` (a keyword/value string); fails the test when psql does.
+    /// A server of the test's own, without autovacuum: no transaction but the test's runs on it, so a connection
+    /// whose row fingerprints hold keeps its caches (`PostgresSeal.stillNames` also refuses them while a transaction
+    /// that began before a listed row was written is still open, which another suite's, on the shared server, may be).
+    static func quietServer() throws -> PostgresServer {
+        let server = try PostgresServer(tcp: false)
+        let admin = try server.freshDatabase()
+        try psql(admin, "ALTER SYSTEM SET autovacuum = off")
+        try psql(admin, "SELECT pg_reload_conf()")
+        return server
+    }
+
     static func psql(_ conninfo: String, _ sql: String) throws {
         let r = try TestSupport.run("/usr/bin/psql", ["-X", "-q", "-v", "ON_ERROR_STOP=1", "-d", conninfo, "-c", sql])
         try #require(r.status == 0, "psql: \(r.stderr) for \(sql)")
@@ -359,14 +370,18 @@ struct PostgresSealTests {
     /// one that also reads the catalog's fingerprint, then the one that reads the fingerprint alone), one more
     /// round trip each, once per connection.
     @Test func aPublishCostsFourRoundTripsOnASealedStore() throws {
+        let server = try Self.quietServer()
+        defer { server.stop() }
         let witnesses = directory.appendingPathComponent("witness-trips").path
         let sealing = PostgresSealing(
             key: PostgresSealKey(teamKey: Array(repeating: 9, count: 32), path: key), keyPath: key,
             witnessDirectory: witnesses)
-        let sealed = try PostgresConfigStore.create(conninfo: try PostgresServer.get().freshDatabase(), sealing: sealing) {
+        let sealed = try PostgresConfigStore.create(conninfo: try server.freshDatabase(), sealing: sealing) {
             try PostgresStoreTests.genesis(seed: "trips")
         }
-        let (bare, _) = try PostgresStoreTests.freshStore(seed: "trips-bare")
+        let bare = try PostgresConfigStore.create(conninfo: try server.freshDatabase()) {
+            try PostgresStoreTests.genesis(seed: "trips-bare")
+        }
         func nudge(_ store: PostgresConfigStore, _ step: Int64) throws -> Int {
             let path = WritePath(store: store, clock: ManualClock(PostgresStoreTests.t0), newSeed: { "trips" })
             let before = store.roundTrips
@@ -517,8 +532,8 @@ struct PostgresSealTests {
 
     /// A sealed store on a connection of its own, with a row in `guardrail_settings` written (and sealed) by
     /// that connection, and two more writes, so that the connection keeps the tables' digests (`tablesCache`).
-    func longLived(_ name: String) throws -> (store: PostgresConfigStore, conninfo: String) {
-        let conninfo = try PostgresServer.get().freshDatabase()
+    func longLived(_ name: String, on server: PostgresServer? = nil) throws -> (store: PostgresConfigStore, conninfo: String) {
+        let conninfo = try (server ?? PostgresServer.get()).freshDatabase()
         let sealing = PostgresSealing(
             key: PostgresSealKey(teamKey: Array(repeating: 5, count: 32), path: key), keyPath: key,
             witnessDirectory: directory.appendingPathComponent("witness-\(name)").path)
@@ -551,6 +566,70 @@ struct PostgresSealTests {
             #expect(store.tablesCache?.fingerprint != cached.fingerprint, "\(label)")
             #expect { try store.verifySeal() } throws: { "\($0)".contains("table guardrail_settings") }
         }
+    }
+
+    /// Transaction ids are 32-bit and come round again: after a wraparound, a catalog row or a sealed row can be
+    /// rewritten by a transaction whose id is the `xmin` of the version it replaces, and then the fingerprint is
+    /// the one the connection cached. Such a collision is made here by giving the connection's caches the
+    /// fingerprints read after the change (what the reused id would give): the rewritten row's `xmin` is still
+    /// one of the ids handed out since the cache was read, so the next write digests again and names the change.
+    @Test func aFingerprintThatCollidesAfterAWraparoundIsNotTrusted() throws {
+        let reader = { (conninfo: String, sql: String) throws -> String in
+            let c = try PGConnection(conninfo)
+            let column = try #require(try c.query("SELECT " + sql).first?.first ?? nil)
+            return try #require(PostgresSeal.fingerprint(column)).hash
+        }
+        let cases: [(label: String, sql: String, subject: String, catalog: Bool)] = [
+            ("grant DELETE on the versions", "GRANT DELETE ON config_versions TO PUBLIC", "privileges", true),
+            ("drop a NOT NULL", "ALTER TABLE config_audit ALTER COLUMN reason DROP NOT NULL", "catalog", true),
+            ("update a sealed row", "UPDATE guardrail_settings SET value = 'off'", "table guardrail_settings", false),
+        ]
+        for (index, (label, sql, subject, catalog)) in cases.enumerated() {
+            let (store, conninfo) = try longLived("collide-\(index)")
+            let (cachedCatalog, cachedTables) = (try #require(store.catalogCache), try #require(store.tablesCache))
+            try Self.psql(conninfo, sql)
+            if catalog {
+                let now = try reader(conninfo, PostgresSeal.catalogFingerprint)
+                #expect(now != cachedCatalog.fingerprint, "\(label)")
+                store.catalogCache = (now, cachedCatalog.since, cachedCatalog.catalog, cachedCatalog.privilege)
+            } else {
+                let now = try reader(conninfo, PostgresSeal.rowsFingerprint())
+                #expect(now != cachedTables.fingerprint, "\(label)")
+                store.tablesCache = (now, cachedTables.since, cachedTables.digests)
+            }
+            #expect("\(label)") { try store.atomically {} } throws: {
+                "\($0)".contains("fails verification") && "\($0)".contains(subject)
+            }
+            #expect { try store.verifySeal() } throws: { "\($0)".contains(subject) }
+        }
+    }
+
+    /// A connection that reads the same fingerprints keeps its caches across writes, while other transactions
+    /// (in this database and others) write rows the fingerprints do not list.
+    @Test func unrelatedWritesKeepTheCaches() throws {
+        let server = try Self.quietServer()
+        defer { server.stop() }
+        let (store, conninfo) = try longLived("unrelated", on: server)
+        try Self.psql(conninfo, "CREATE SCHEMA elsewhere")
+        let other = try server.freshDatabase()
+        let cached = try #require(store.catalogCache)
+        // A write that reads the fingerprints again costs one more round trip than one that keeps its caches.
+        func trips() throws -> Int {
+            let before = store.roundTrips
+            try store.atomically {}
+            return store.roundTrips - before
+        }
+        let kept = try trips()
+        for i in 0..<3 {
+            try Self.psql(other, "CREATE TABLE IF NOT EXISTS t (n int); INSERT INTO t VALUES (\(i))")
+            try Self.psql(conninfo, "CREATE TABLE IF NOT EXISTS elsewhere.t (n int); INSERT INTO elsewhere.t VALUES (\(i))")
+            #expect(try trips() == kept, "write \(i)")
+        }
+        try Self.psql(conninfo, "UPDATE guardrail_settings SET value = value")
+        let rewritten = try trips()
+        #expect(rewritten == kept + 1, "a sealed row rewritten: the digests are read again (\(kept), \(rewritten))")
+        #expect(store.catalogCache?.fingerprint == cached.fingerprint)
+        #expect(try #require(store.catalogCache).since > cached.since, "each write that kept the cache moves its start")
     }
 
     /// The same rows moved (VACUUM FULL rewrites the table: other `ctid`s) only make the next write digest the
