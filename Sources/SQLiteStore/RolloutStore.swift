@@ -141,6 +141,28 @@ public final class RolloutStore: @unchecked Sendable {
         return nil
     }
 
+    /// The status-change time (`st_ctime`, which no user can set back), size and inode of the store file and of
+    /// its WAL: any write to either, through SQLite or not, changes the stamp. A write of this connection's skips
+    /// the full seal check only while the stamp is the one its own last commit left (`installSeal`). (SQLite run
+    /// as root gives a WAL it opens the database file's owner, `fchown`, which changes the status time too: after
+    /// another connection opened the file, the next write checks the whole seal, which is only slower.)
+    struct FileStamp: Equatable {
+        let parts: [Int64]
+
+        init(store path: String) {
+            var parts: [Int64] = []
+            for file in [path, path + "-wal"] {
+                var s = stat()
+                if stat(file, &s) == 0 {
+                    parts += [Int64(s.st_ctim.tv_sec), Int64(s.st_ctim.tv_nsec), Int64(s.st_size), Int64(s.st_ino)]
+                } else {
+                    parts += [-1]
+                }
+            }
+            self.parts = parts
+        }
+    }
+
     /// The device, inode and size part of `identityProblem()`, which needs no connection (a write checks it).
     static func identityProblem(path: String, identity: (device: UInt, inode: UInt)) -> String? {
         var now = stat()
@@ -172,7 +194,10 @@ public final class RolloutStore: @unchecked Sendable {
         // this connection checked, changed and sealed: the full check (every sealed table digested, the chain
         // head's record re-hashed, the seal's HMAC) is skipped, and the witness is still checked as it is rewritten.
         // A per-request write otherwise spent most of its time checking what it had itself sealed a moment before.
-        nonisolated(unsafe) var sealed: (counters: SQLiteDatabase.ChangeCounters, state: StoreSeal.State)?
+        // The counters only see what goes through SQLite: bytes written into the file or its WAL directly leave
+        // them as they were (and this connection's page cache holds the pages as it read them), so the files'
+        // stamps after that commit (`FileStamp`) must be the same too.
+        nonisolated(unsafe) var sealed: (counters: SQLiteDatabase.ChangeCounters, state: StoreSeal.State, files: FileStamp)?
         nonisolated(unsafe) var sealing: (counters: SQLiteDatabase.ChangeCounters, state: StoreSeal.State)?
         nonisolated(unsafe) var checkWitness = false
         // The state the store's seal names as the one its last write started from, when a full check found the
@@ -184,7 +209,7 @@ public final class RolloutStore: @unchecked Sendable {
         let identity = identity
         let checks = sealChecks
         database.afterWrite = { _, committed in
-            sealed = committed ? sealing : nil
+            sealed = committed ? sealing.map { ($0.counters, $0.state, FileStamp(store: path)) } : nil
             sealing = nil
             // The WAL is synced (or the transaction rolled back): the witness written before the commit is synced
             // now, while the callers are answered and the next write gets ready (`WitnessSync`).
@@ -201,13 +226,16 @@ public final class RolloutStore: @unchecked Sendable {
                     "the store was removed or replaced while this process had it open (\(path): \(problem)): nothing "
                         + "was written; open it again ('rollout audit verify' checks the file now at that path)")
             }
-            if let last = sealed, try db.changeCounters() == last.counters {
+            if let last = sealed, try db.changeCounters() == last.counters, FileStamp(store: path) == last.files {
                 startedFrom = last.state
                 checkWitness = true
                 return
             }
             sealed = nil
             checks.full += 1
+            // The full check reads the file as it is now, not the pages this connection cached before (a page
+            // edited in the file directly would otherwise be checked, and sealed, as it was).
+            db.releaseCachedPages()
             let (sealProblem, state) = try StoreSeal.check(db, key: key, witness: witness)
             var found = sealProblem
             if found == nil {
@@ -254,7 +282,9 @@ public final class RolloutStore: @unchecked Sendable {
     public func verify(configIntegrity: (() throws -> ConfigIntegrityReport)? = nil) throws -> StoreIntegrityReport {
         let config = try configStore()
         return try withDatabase { db in
-            try db.transaction(immediate: false) {
+            // What is in the file now, not what this connection cached (see `FileStamp`).
+            db.releaseCachedPages()
+            return try db.transaction(immediate: false) {
                 let report = try configIntegrity?() ?? config.verifyIntegrity()
                 let (problem, state) = try StoreSeal.check(db, key: key, witness: witness)
                 if let problem { throw problem }

@@ -248,6 +248,9 @@ public final class SQLiteDatabase: @unchecked Sendable {
         return ChangeCounters(data: data, schema: schema, ownRows: sqlite3_total_changes64(handle))
     }
 
+    /// Frees the pages this connection holds cached and does not use now: the next reads come from the file.
+    func releaseCachedPages() { sqlite3_db_release_memory(handle) }
+
     /// Whether a transaction is open on this connection.
     public var isInTransaction: Bool { sqlite3_get_autocommit(handle) == 0 }
     private var savepoints = 0

@@ -75,6 +75,40 @@ import Timekeeping
         #expect(store.sealChecks.full == before + 1)
     }
 
+    @Test("a sealed row's bytes edited in the file itself, not through SQLite, between two writes are refused by the next write")
+    func bytesEditedInTheFileAreRefused() throws {
+        let (f, store, state) = try Self.store()
+        defer { withExtendedLifetime(f) {} }
+        let marker = "marker-" + String(repeating: "A", count: 24)
+        try state.addDebugToken(
+            DebugTokenRecord(appId: Self.app, digest: [UInt8](repeating: 6, count: 32), name: marker, createdAt: Self.t0))
+        // The row into the file itself (an empty WAL), then writes of this connection's that take the fast path,
+        // with the row's page in its cache.
+        try store.withDatabase { db in try db.execute("PRAGMA wal_checkpoint(TRUNCATE)") }
+        for i in 1...3 { #expect(try state.consumeToken(id: "jti-\(i)", expiresAt: Self.t0 + .minutes(60))) }
+        let before = store.sealChecks.full
+        #expect(try state.consumeToken(id: "jti-4", expiresAt: Self.t0 + .minutes(60)))
+        #expect(store.sealChecks.full == before, "the fast path")
+        // Someone with write access to the file rewrites the row's bytes in place (same length, same inode).
+        let handle = try #require(FileHandle(forUpdatingAtPath: f.path))
+        let bytes = try handle.readToEnd() ?? Data()
+        var offsets: [Int] = []
+        var from = bytes.startIndex
+        while let r = bytes.range(of: Data(marker.utf8), in: from..<bytes.endIndex) {
+            offsets.append(r.lowerBound)
+            from = r.upperBound
+        }
+        try #require(!offsets.isEmpty, "the row is in the file")
+        for offset in offsets {
+            try handle.seek(toOffset: UInt64(offset))
+            handle.write(Data(("marker-" + String(repeating: "B", count: 24)).utf8))
+        }
+        try handle.close()
+        #expect(Self.isRefusedAsCorrupt { _ = try state.consumeToken(id: "jti-5", expiresAt: Self.t0 + .minutes(60)) })
+        #expect(store.sealChecks.full == before + 1)
+        #expect { try store.verify() } throws: { "\($0)".contains("appcheck_debug_tokens") }
+    }
+
     @Test("a sealed table changed through this connection outside a transaction is refused by the next write")
     func ownConnectionsChangeOutsideATransactionIsRefused() throws {
         let (f, store, state) = try Self.store()
