@@ -188,9 +188,14 @@ struct ConsoleTwoPersonTests {
         try consoleA.waitFor("<= 50", timeout: 10)
         #expect(try version() == base + 2)
         try proposeFullWithKey()
-        let second = try consoleA.waitFor("Awaiting a second operator", timeout: 15)
-        let pending = try #require(second.firstMatch(of: /request ([0-9a-f]{16})/)?.1).description
-        #expect(pending != id)
+        // The message log may still show the first request's line: wait for a line naming another request.
+        func awaitedRequests(_ screen: String) -> [String] {
+            screen.matches(of: /Awaiting a second operator: request ([0-9a-f]{16})/).map { String($0.1) }
+        }
+        let second = try consoleA.waitUntil("a second request awaiting approval", timeout: 15) {
+            awaitedRequests($0).contains { $0 != id }
+        }
+        let pending = try #require(awaitedRequests(second).first { $0 != id })
         try consoleB.press("K")
         try consoleB.waitFor("Confirm: kill")
         try consoleB.press("Enter")
