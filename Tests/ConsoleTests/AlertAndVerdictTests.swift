@@ -41,6 +41,41 @@ struct AlertTests {
         #expect(s.handle(.snapshot(halt)).isEmpty)
     }
 
+    @Test("the flashing bar keeps what says how far to trust the verdict: stale data, a read-only console, a freeze")
+    func flashKeepsTheWarnings() {
+        // Stale data (an hour old) on a console that lost its store: the flash names both at its right.
+        var s = Fixture.state(Fixture.model(dataAge: .milliseconds(3_600_000)))
+        var halt = Fixture.model(verdict: .halt, reasons: ["exposed users crash more than control"], dataAge: .milliseconds(3_600_000))
+        halt.header.readOnly = true
+        _ = s.handle(.snapshot(halt))
+        #expect(s.isFlashing && s.isStale)
+        let asOf = Format.time(Fixture.at(3_600), utcOffsetSeconds: s.configuration.utcOffsetSeconds)
+        for width in [120, 80] {
+            let header = ConsoleScreen.render(s, size: Size(width: width, height: 40)).lines[0]
+            #expect(header.hasPrefix(" ✗ HALT · exposed users"), "\(header)")
+            #expect(header.hasSuffix(" READ-ONLY · ! STALE since \(asOf) "), "at \(width) columns: \(header)")
+        }
+        // Off-phase: the ordinary bar, which says the same.
+        _ = s.handle(.tick(later(1)))
+        let plain = ConsoleScreen.render(s, size: Size(width: 120, height: 40)).lines[0]
+        #expect(!s.isFlashing && plain.contains("READ-ONLY") && plain.contains("STALE since \(asOf)"), "\(plain)")
+        // Frozen: the flash says so instead of STALE.
+        _ = s.handle(.tick(later(2)))
+        press(&s, .character("f"))
+        #expect(s.isFlashing && s.frozen)
+        let frozen = ConsoleScreen.render(s, size: Size(width: 120, height: 40)).lines[0]
+        #expect(frozen.hasSuffix(" READ-ONLY · ‖ FROZEN at \(asOf) "), "\(frozen)")
+        // At the minimum width the verdict keeps its label and the start of its reason; the flags give way.
+        let narrow = ConsoleScreen.render(s, size: ConsoleScreen.minimumSize).lines[0]
+        #expect(narrow.hasPrefix(" ✗ HALT · exposed users"), "\(narrow)")
+        // Live data on a writable console: nothing besides the verdict (the bar the golden screens hold).
+        var live = Fixture.state(Fixture.model())
+        _ = live.handle(.snapshot(Fixture.model(verdict: .halt, reasons: ["exposed users crash more than control"])))
+        let bar = ConsoleScreen.render(live, size: Size(width: 120, height: 40)).lines[0]
+        #expect(bar.hasPrefix(" ✗ HALT · exposed users crash more than control · v why "), "\(bar)")
+        #expect(!bar.contains("STALE") && !bar.contains("READ-ONLY") && !bar.contains("FROZEN"), "\(bar)")
+    }
+
     @Test("in a demo at 600x the flash runs on wall time: 6 s of wall time, not 6 s of simulated time")
     func flashOnWallTime() {
         // Ticks run on the simulation's time, 600 times faster than the wall clock the status carries.

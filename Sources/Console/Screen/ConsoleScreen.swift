@@ -108,35 +108,80 @@ public enum ConsoleScreen {
 /// The header bar: product, project and store at the left; version, ETag, operator, flags and freshness at
 /// the right. Parts give way in order of importance when the terminal is narrow; freshness never does.
 enum HeaderBar {
+    /// How current the data on screen is, as the bar says it.
+    enum Freshness {
+        case waiting
+        /// The display is frozen (`f`); the time of its newest data.
+        case frozen(String?)
+        /// Nothing has arrived yet: not old data, no data (a store before its first event).
+        case noData
+        case stale(String?)
+        case live(String?)
+
+        init(_ state: ConsoleState) {
+            guard let model = state.model else {
+                self = .waiting
+                return
+            }
+            // The time of the newest data, not its age: an age ticks every second and repaints a screen whose data
+            // has not changed (an idle console writes nothing). STALE, which appears once, says it is too old.
+            let asOf = model.header.dataAsOf.map { Format.time($0, utcOffsetSeconds: state.configuration.utcOffsetSeconds) }
+            if state.frozen {
+                self = .frozen(asOf)
+            } else if state.isStale, asOf == nil, state.sourceProblem == nil, model.header.staleReason == nil {
+                self = .noData
+            } else if state.isStale {
+                self = .stale(asOf)
+            } else {
+                self = .live(asOf)
+            }
+        }
+
+        /// The words, for any state but live data.
+        var warning: String? {
+            switch self {
+            case .waiting: "… waiting"
+            case .frozen(let asOf): "‖ FROZEN" + (asOf.map { " at " + $0 } ?? "")
+            case .noData: "! NO DATA"
+            case .stale(let asOf): "! STALE" + (asOf.map { " since " + $0 } ?? "")
+            case .live: nil
+            }
+        }
+    }
+
+    /// The states the flashing bar keeps beside the verdict (`render`), most important first.
+    static func flashWarnings(_ state: ConsoleState) -> [String] {
+        [
+            state.model?.header.readOnly == true ? "READ-ONLY" : nil, Freshness(state).warning,
+            state.simulation?.paused == true ? "‖ PAUSED" : nil,
+        ].compactMap { $0 }
+    }
+
     static func render(_ state: ConsoleState, into grid: inout Grid, row: Rect) {
         if state.isFlashing, let level = state.model?.crash.verdict {
-            // The verdict just rose to HOLD or HALT: the whole bar says so, alternating each second.
+            // The verdict just rose to HOLD or HALT: the whole bar says so, alternating each second. What else the
+            // bar says that changes how far the verdict can be trusted or acted on stays at its right: data that is
+            // stale, frozen or absent, a console that cannot write, a paused simulation.
             grid.fill(row, with: Cell(" ", role: .alert))
+            let warnings = flashWarnings(state)
+            let flags: Line = warnings.isEmpty ? [] : [Span(" " + warnings.joined(separator: " · ") + " ", .alert, .reverse)]
             let text = " " + level.labelText + " · " + (state.model?.crash.reasons.first ?? "") + " · v why "
-            grid.write(
-                Format.truncate(text, row.width), x: row.x, y: row.y, role: .alert, attributes: .bold, limit: row.width)
+            // The verdict keeps at least its label and a few words of its reason; the flags give way first.
+            let keep = min(row.width, CharacterWidth.of(level.labelText) + 16)
+            let rightStart = flags.isEmpty || row.width - flags.width < keep ? row.maxX : grid.drawRight(flags, in: row)
+            let room = rightStart - row.x
+            grid.write(Format.truncate(text, room), x: row.x, y: row.y, role: .alert, attributes: .bold, limit: room)
             return
         }
         grid.fill(row, with: Cell(" ", role: .header))
         let header = state.model?.header
-        var status: Line
-        if state.model == nil {
-            status = [Span(" … waiting ", .header, .reverse)]
-        } else {
-            // The time of the newest data, not its age: an age ticks every second and repaints a screen whose data
-            // has not changed (an idle console writes nothing). STALE, which appears once, says it is too old.
-            let asOf = header?.dataAsOf.map { Format.time($0, utcOffsetSeconds: state.configuration.utcOffsetSeconds) }
-            if state.frozen {
-                status = [Span(" ‖ FROZEN" + (asOf.map { " at " + $0 } ?? "") + " ", .header, .reverse)]
-            } else if state.isStale, asOf == nil, state.sourceProblem == nil, header?.staleReason == nil {
-                // Nothing has arrived yet: not old data, no data (a store before its first event).
-                status = [Span(" ! NO DATA ", .alert)]
-            } else if state.isStale {
-                status = [Span(" ! STALE" + (asOf.map { " since " + $0 } ?? "") + " ", .alert)]
-            } else {
-                status = [Span(" ● " + (asOf ?? "live") + " ", .header)]
+        let freshness = Freshness(state)
+        var status: Line =
+            switch freshness {
+            case .waiting, .frozen: [Span(" " + (freshness.warning ?? "") + " ", .header, .reverse)]
+            case .noData, .stale: [Span(" " + (freshness.warning ?? "") + " ", .alert)]
+            case .live(let asOf): [Span(" ● " + (asOf ?? "live") + " ", .header)]
             }
-        }
         // Most important first; the right side keeps as many as fit beside a minimal left side.
         var parts: [Line] = []
         if let header {
