@@ -114,8 +114,11 @@ public enum PostgresSeal {
 
     /// SHA-256 over a query's rows as text (`t::text`), sorted byte-wise, one per line: stable for a database
     /// (the `C` collation, `bytea_output = hex` on every connection, no floating-point columns in sealed tables).
-    static func digest(of table: String) -> String {
-        "(SELECT encode(sha256(convert_to(coalesce(string_agg(t::text, E'\\n' ORDER BY t::text COLLATE \"C\"), ''), 'UTF8')), 'hex') FROM \(table) t)"
+    static func digest(of table: String) -> String { "(SELECT \(hashed(sortedLines("t::text"))) FROM \(table) t)" }
+
+    /// The values of a text expression over a query's rows, sorted byte-wise and joined one per line ('' for none).
+    static func sortedLines(_ x: String) -> String {
+        "coalesce(string_agg(\(x), E'\\n' ORDER BY \(x) COLLATE \"C\"), '')"
     }
 
     /// The schema of the rollout tables (the namespace of `config_head`).
@@ -124,7 +127,7 @@ public enum PostgresSeal {
     /// A digest of what changes what a statement on the rollout tables does: triggers (with their functions'
     /// source), rules, row-level security and its policies, columns with their types and defaults, constraints.
     static let catalogDigest = """
-        (SELECT encode(sha256(convert_to(coalesce(string_agg(x, E'\\n' ORDER BY x COLLATE "C"), ''), 'UTF8')), 'hex') FROM (
+        (SELECT \(hashed(sortedLines("x"))) FROM (
           SELECT format('trigger %s %s', pg_get_triggerdef(t.oid), pg_get_functiondef(t.tgfoid)) AS x
             FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid WHERE c.relnamespace = \(namespace) AND NOT t.tgisinternal
           UNION ALL SELECT format('rule %s %s', r.rulename, pg_get_ruledef(r.oid))
@@ -347,10 +350,10 @@ public enum PostgresSeal {
             }
         return "SELECT h.version, h.audit_sequence, h.audit_hash, "
             + "(SELECT sequence FROM config_audit ORDER BY sequence DESC LIMIT 1), "
-            + "(SELECT encode(sha256(convert_to(t::text, 'UTF8')), 'hex') FROM config_audit t ORDER BY sequence DESC LIMIT 1), "
+            + "(SELECT \(hashed("t::text")) FROM config_audit t ORDER BY sequence DESC LIMIT 1), "
             + "(SELECT hash FROM config_audit ORDER BY sequence DESC LIMIT 1), "
             + "(SELECT number FROM config_versions ORDER BY number DESC LIMIT 1), "
-            + "(SELECT encode(sha256(convert_to(t::text, 'UTF8')), 'hex') FROM config_versions t ORDER BY number DESC LIMIT 1), "
+            + "(SELECT \(hashed("t::text")) FROM config_versions t ORDER BY number DESC LIMIT 1), "
             + "(SELECT max(version) FROM rollout_schema), "
             + (catalog ? catalogDigest + ", " + excessPrivilege : "NULL, NULL") + ", "
             + columns.joined(separator: ", ")
