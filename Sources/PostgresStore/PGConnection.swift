@@ -67,9 +67,41 @@ public final class PGConnection: @unchecked Sendable {
             throw PostgresError(sqlState: "", message: "cannot connect to PostgreSQL: \(message)")
         }
         raw = c
+        // libpq's default notice processor prints to standard error: under the console that wrote over the screen
+        // (a server shutting down sends its FATAL while the connection idles). The notices are kept instead.
+        PQsetNoticeProcessor(
+            c,
+            { log, message in
+                guard let log, let message else { return }
+                Unmanaged<NoticeLog>.fromOpaque(log).takeUnretainedValue().keep(String(cString: message))
+            }, Unmanaged.passUnretained(noticeLog).toOpaque())
     }
 
-    deinit { PQfinish(raw) }
+    deinit {
+        PQfinish(raw)
+        // (`noticeLog` is released after the connection that could still call into it.)
+        withExtendedLifetime(noticeLog) {}
+    }
+
+    /// What the server sent outside any statement's result, as libpq hands it to a notice processor: a WARNING or
+    /// NOTICE, or the FATAL a server sends as it ends the session (a shutdown, `pg_terminate_backend`). Only ever
+    /// called on the thread using the connection, from inside a libpq call.
+    final class NoticeLog: @unchecked Sendable {
+        /// The newest notices, oldest first, at most `kept`.
+        private(set) var notices: [String] = []
+        static let kept = 8
+        func keep(_ notice: String) {
+            notices.append(notice.trimmingWhitespace())
+            if notices.count > Self.kept { notices.removeFirst(notices.count - Self.kept) }
+        }
+        /// A new session (`reconnectIfLost`): what the old one was told no longer applies.
+        func forget() { notices = [] }
+    }
+
+    private let noticeLog = NoticeLog()
+
+    /// The newest notices the server sent this connection outside a statement's result (`NoticeLog`), oldest first.
+    public var notices: [String] { noticeLog.notices }
 
     /// How many round trips to the server this connection has made (each `query`, `execute`, `prepare` and
     /// `pipeline` call is one, whatever the number of statements it carries): what a write costs in latency.
@@ -119,6 +151,7 @@ public final class PGConnection: @unchecked Sendable {
         prepared = [:]
         deferred = []
         guard PQstatus(raw) == CONNECTION_OK else { return false }
+        noticeLog.forget()
         for statement in sessionSetup where (try? execute(statement)) == nil { return false }
         return true
     }
@@ -320,8 +353,14 @@ public final class PGConnection: @unchecked Sendable {
         return nil
     }
 
+    /// libpq's error for the connection; when the server ended the session with a FATAL notice (a shutdown, an
+    /// administrator's `pg_terminate_backend`), its words too.
     private func connectionError() -> PostgresError {
-        PostgresError(sqlState: "", message: String(cString: PQerrorMessage(raw)).trimmingWhitespace())
+        var message = String(cString: PQerrorMessage(raw)).trimmingWhitespace()
+        if PQstatus(raw) != CONNECTION_OK, let fatal = notices.last(where: { $0.hasPrefix("FATAL:") }), !message.contains(fatal) {
+            message += " (the server said: \(fatal.replacing("  ", with: " ")))"
+        }
+        return PostgresError(sqlState: "", message: message)
     }
 
     /// Runs one or more statements without parameters (schema migrations).
@@ -375,9 +414,7 @@ public final class PGConnection: @unchecked Sendable {
     public func waitForNotification(timeout: Double) throws(PostgresError) -> (channel: String, payload: String)? {
         let deadline = Date().addingTimeInterval(timeout)
         while true {
-            if PQconsumeInput(raw) == 0 {
-                throw PostgresError(sqlState: "", message: String(cString: PQerrorMessage(raw)).trimmingWhitespace())
-            }
+            if PQconsumeInput(raw) == 0 { throw connectionError() }
             if let n = PQnotifies(raw) {
                 let payload = String(cString: n.pointee.extra)
                 let channel = String(cString: n.pointee.relname)

@@ -50,4 +50,37 @@ struct TwoConsolesTests {
         let cliShownAfter = Date().timeIntervalSince(killed)
         print("two consoles: the other console showed the publish \(String(format: "%.2f", shownAfter)) s after it landed; a CLI kill \(String(format: "%.2f", cliShownAfter)) s")
     }
+
+    /// The server ends the console's sessions (an administrator's `pg_terminate_backend`, a failover): the
+    /// console's screen stays its own (libpq printed the server's FATAL over it, from the connection waiting for
+    /// NOTIFY), it reconnects, and a colleague's publish after the loss appears.
+    @Test func sessionsEndedByTheServerLeaveTheScreenIntactAndTheConsoleReconnects() throws {
+        let server = try PostgresServer.get()
+        let conninfo = try server.freshDatabase()
+        let uri = server.uris(of: conninfo).socket
+        let binary = try TestSupport.rolloutBinary()
+        let directory = try TestSupport.temporaryDirectory("pg-console-loss")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let key = directory.appendingPathComponent("team.key").path
+        func cli(_ arguments: String...) throws -> TestSupport.ProcessResult {
+            try TestSupport.run(binary, arguments + ["--store", uri, "--operator", "bob@example.com"], environment: ["ROLLOUT_STORE_KEY": key])
+        }
+        try #require(try cli("init").status == 0)
+        try #require(try cli("set", "10", "--reason", "start").status == 0)
+        let command = ([binary, "console", "--store", uri, "--operator", "ana@example.com"]).map(TerminalSession.quote).joined(separator: " ")
+        let ana = try TerminalSession(["sh", "-c", "ROLLOUT_STORE_KEY=\(TerminalSession.quote(key)) \(command)"], width: 100, height: 30)
+        defer { ana.close() }
+        _ = try ana.waitFor("<= 10", timeout: 20)
+        #expect(try server.terminateSessions(of: conninfo) >= 1, "the console had sessions to end")
+        try #require(try cli("set", "11", "--reason", "after the loss").status == 0)
+        let screen = try ana.waitFor("<= 11", timeout: 30)
+        let rows = screen.split(separator: "\n", omittingEmptySubsequences: false)
+        #expect(rows.first?.hasPrefix(" rollout · team") == true, "the header row: \(screen)")
+        #expect(rows.dropFirst().first?.hasPrefix("┌ Condition") == true, "the row under the header: \(screen)")
+        // libpq's own text ("FATAL:  terminating ...", two spaces); the console names the server's words in its
+        // notice row in its own form ("the server said: FATAL: terminating ...").
+        #expect(!screen.contains("FATAL:  "), "libpq's notice written over the screen: \(screen)")
+        try ana.press("q")
+        #expect(try ana.exitStatus(timeout: 20) == 0)
+    }
 }

@@ -196,6 +196,21 @@ public final class PostgresServer: @unchecked Sendable {
         return "host=\(directory)\(portParameter) dbname=\(name) user=rollout"
     }
 
+    /// Ends every session on the database of `conninfo` (but the one asking) as an administrator's
+    /// `pg_terminate_backend` does, a failover in miniature; returns how many there were.
+    public func terminateSessions(of conninfo: String) throws -> Int {
+        let psql = try TestSupport.run(
+            bin + "/psql",
+            [
+                "-X", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1", "-d", conninfo, "-c",
+                "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()",
+            ])
+        guard psql.status == 0, let n = Int(psql.stdout.trimmingCharacters(in: .whitespacesAndNewlines)) else {
+            throw TestSupport.Failure("pg_terminate_backend failed: \(psql.stderr)")
+        }
+        return n
+    }
+
     /// The URIs of a database for the CLI (`--store postgresql://...`): over the Unix socket, and over loopback
     /// TCP when the server listens there.
     public func uris(of conninfo: String) -> (socket: String, tcp: String?) {

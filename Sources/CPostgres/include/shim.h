@@ -49,7 +49,8 @@
     X(int, PQsendQueryPrepared,                                                                                 \
       (PGconn *conn, const char *stmtName, int nParams, const char *const *paramValues, const int *paramLengths, \
        const int *paramFormats, int resultFormat),                                                              \
-      (conn, stmtName, nParams, paramValues, paramLengths, paramFormats, resultFormat))
+      (conn, stmtName, nParams, paramValues, paramLengths, paramFormats, resultFormat))                         \
+    X(PQnoticeProcessor, PQsetNoticeProcessor, (PGconn *conn, PQnoticeProcessor proc, void *arg), (conn, proc, arg))
 
 // The header's declarations of these functions get private names that nothing defines or calls.
 #define PQconnectdb rollout_pq_declared_PQconnectdb
@@ -78,6 +79,7 @@
 #define PQprepare rollout_pq_declared_PQprepare
 #define PQsendQueryPrepared rollout_pq_declared_PQsendQueryPrepared
 #define PQsendPrepare rollout_pq_declared_PQsendPrepare
+#define PQsetNoticeProcessor rollout_pq_declared_PQsetNoticeProcessor
 #define PQclear rollout_pq_declared_PQclear
 #define PQfreemem rollout_pq_declared_PQfreemem
 #include <postgresql/libpq-fe.h>
@@ -107,6 +109,7 @@
 #undef PQprepare
 #undef PQsendQueryPrepared
 #undef PQsendPrepare
+#undef PQsetNoticeProcessor
 #undef PQclear
 #undef PQfreemem
 
