@@ -73,7 +73,7 @@ public final class SQLiteDatabase: @unchecked Sendable {
         let rc = sqlite3_open_v2(path, &db, flags, nil)
         handle = db
         guard rc == SQLITE_OK else {
-            let message = db.map { String(cString: sqlite3_errmsg($0)) } ?? "cannot open"
+            let message = db.map { SQLiteDatabase.message(sqlite3_errmsg($0), rc: rc, on: $0) } ?? "cannot open"
             sqlite3_close_v2(db)
             handle = nil
             throw SQLiteError(code: rc, message: "\(path): \(message)")
@@ -113,7 +113,7 @@ public final class SQLiteDatabase: @unchecked Sendable {
         var error: UnsafeMutablePointer<CChar>?
         let rc = sqlite3_exec(handle, sql, nil, nil, &error)
         if rc != SQLITE_OK {
-            let message = error.map { String(cString: $0) } ?? String(cString: sqlite3_errmsg(handle))
+            let message = Self.message(error.map { UnsafePointer($0) } ?? sqlite3_errmsg(handle), rc: rc, on: handle)
             sqlite3_free(error)
             throw SQLiteError(code: rc, message: message)
         }
@@ -259,7 +259,19 @@ public final class SQLiteDatabase: @unchecked Sendable {
     public var changes: Int { Int(sqlite3_changes(handle)) }
 
     func error(_ rc: Int32) -> SQLiteError {
-        SQLiteError(code: rc, message: String(cString: sqlite3_errmsg(handle)))
+        SQLiteError(code: rc, message: Self.message(sqlite3_errmsg(handle), rc: rc, on: handle))
+    }
+
+    /// SQLite's message for `rc`; for a failure of the file system underneath (an I/O error, a full disk, a file
+    /// it cannot open), the operating system's reason too: "disk I/O error" alone did not tell the on-call
+    /// engineer that the disk was full.
+    static func message(_ text: UnsafePointer<CChar>?, rc: Int32, on db: OpaquePointer?) -> String {
+        let message = text.map { String(cString: $0) } ?? "SQLite error \(rc)"
+        let primary = rc & 0xff
+        guard primary == SQLITE_IOERR || primary == SQLITE_FULL || primary == SQLITE_CANTOPEN, let db else { return message }
+        let errno = sqlite3_system_errno(db)
+        guard errno != 0, let reason = strerror(errno).map({ String(cString: $0) }), !message.contains(reason) else { return message }
+        return message + " (" + reason + ")"
     }
 
     /// What the authorizer reports while SQLite compiles a statement (also when it re-compiles one after a
