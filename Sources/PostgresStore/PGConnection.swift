@@ -77,11 +77,8 @@ public final class PGConnection: @unchecked Sendable {
             }, Unmanaged.passUnretained(noticeLog).toOpaque())
     }
 
-    deinit {
-        PQfinish(raw)
-        // (`noticeLog` is released after the connection that could still call into it.)
-        withExtendedLifetime(noticeLog) {}
-    }
+    // (`noticeLog`, which libpq may call into until PQfinish, is released after the body of deinit.)
+    deinit { PQfinish(raw) }
 
     /// What the server sent outside any statement's result, as libpq hands it to a notice processor: a WARNING or
     /// NOTICE, or the FATAL a server sends as it ends the session (a shutdown, `pg_terminate_backend`). Only ever
