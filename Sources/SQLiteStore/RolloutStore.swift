@@ -149,24 +149,29 @@ public final class RolloutStore: @unchecked Sendable {
     struct FileStamp: Equatable {
         let parts: [Int64]
 
-        init(store path: String) {
-            var parts: [Int64] = []
-            for file in [path, path + "-wal"] {
-                var s = stat()
-                if stat(file, &s) == 0 {
-                    parts += [Int64(s.st_ctim.tv_sec), Int64(s.st_ctim.tv_nsec), Int64(s.st_size), Int64(s.st_ino)]
-                } else {
-                    parts += [-1]
-                }
+        /// `file`: the store file's `stat` when the caller has just taken it (nil: it is taken here).
+        init(store path: String, file: stat? = nil) {
+            func part(_ s: stat?) -> [Int64] {
+                s.map { [Int64($0.st_ctim.tv_sec), Int64($0.st_ctim.tv_nsec), Int64($0.st_size), Int64($0.st_ino)] } ?? [-1]
             }
-            self.parts = parts
+            parts = part(file ?? RolloutStore.statOfFile(path)) + part(RolloutStore.statOfFile(path + "-wal"))
         }
+    }
+
+    /// The store file's `stat`, or nil when there is no file at the path.
+    static func statOfFile(_ path: String) -> stat? {
+        var s = stat()
+        return stat(path, &s) == 0 ? s : nil
     }
 
     /// The device, inode and size part of `identityProblem()`, which needs no connection (a write checks it).
     static func identityProblem(path: String, identity: (device: UInt, inode: UInt)) -> String? {
-        var now = stat()
-        guard stat(path, &now) == 0 else { return "no file at that path any more" }
+        identityProblem(file: statOfFile(path), identity: identity)
+    }
+
+    /// The same on a `stat` of the path already taken (nil: no file there).
+    static func identityProblem(file: stat?, identity: (device: UInt, inode: UInt)) -> String? {
+        guard let now = file else { return "no file at that path any more" }
         guard now.st_dev == identity.device, now.st_ino == identity.inode else {
             return "another file is at that path now"
         }
@@ -220,13 +225,15 @@ public final class RolloutStore: @unchecked Sendable {
             sealing = nil
             checkWitness = false
             lagging = nil
-            if let problem = RolloutStore.identityProblem(path: path, identity: identity) {
+            // One stat of the store file for the identity check and the file stamp.
+            let file = RolloutStore.statOfFile(path)
+            if let problem = RolloutStore.identityProblem(file: file, identity: identity) {
                 sealed = nil
                 throw StoreError.unavailable(
                     "the store was removed or replaced while this process had it open (\(path): \(problem)): nothing "
                         + "was written; open it again ('rollout audit verify' checks the file now at that path)")
             }
-            if let last = sealed, try db.changeCounters() == last.counters, FileStamp(store: path) == last.files {
+            if let last = sealed, try db.changeCounters() == last.counters, FileStamp(store: path, file: file) == last.files {
                 startedFrom = last.state
                 checkWitness = true
                 return

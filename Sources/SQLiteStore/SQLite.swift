@@ -269,8 +269,8 @@ public final class SQLiteDatabase: @unchecked Sendable {
         let message = text.map { String(cString: $0) } ?? "SQLite error \(rc)"
         let primary = rc & 0xff
         guard primary == SQLITE_IOERR || primary == SQLITE_FULL || primary == SQLITE_CANTOPEN, let db else { return message }
-        let errno = sqlite3_system_errno(db)
-        guard errno != 0, let reason = strerror(errno).map({ String(cString: $0) }), !message.contains(reason) else { return message }
+        let code = sqlite3_system_errno(db)
+        guard code != 0, let reason = strerror(code).map({ String(cString: $0) }), !message.contains(reason) else { return message }
         return message + " (" + reason + ")"
     }
 
