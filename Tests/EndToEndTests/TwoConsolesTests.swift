@@ -9,26 +9,44 @@ import TestSupport
 /// (`PostgresCLITests.aColleaguesPublishWakesTheConsolePictureWithoutThePoll`).
 @Suite("two consoles on one PostgreSQL store", .serialized)
 struct TwoConsolesTests {
-    @Test func aPublishInOneConsoleAppearsInTheOther() throws {
-        let server = try PostgresServer.get()
-        let uri = server.uris(of: try server.freshDatabase()).socket
-        let binary = try TestSupport.rolloutBinary()
-        let directory = try TestSupport.temporaryDirectory("pg-consoles")
-        defer { try? FileManager.default.removeItem(at: directory) }
-        let env = ["ROLLOUT_STORE_KEY": directory.appendingPathComponent("team.key").path]
-        func cli(_ arguments: String...) throws -> TestSupport.ProcessResult {
-            try TestSupport.run(binary, arguments + ["--store", uri, "--operator", "bob@example.com"], environment: env)
+    /// A fresh database on the shared server holding a store at 10%, with a team store key; Bob's CLI and a
+    /// console per operator on it.
+    struct Fixture {
+        let server: PostgresServer
+        let conninfo: String
+        let uri: String
+        let binary: String
+        let directory: URL
+        var key: String { directory.appendingPathComponent("team.key").path }
+
+        init() throws {
+            server = try PostgresServer.get()
+            conninfo = try server.freshDatabase()
+            uri = server.uris(of: conninfo).socket
+            binary = try TestSupport.rolloutBinary()
+            directory = try TestSupport.temporaryDirectory("pg-consoles")
+            try #require(try cli("init").status == 0)
+            try #require(try cli("set", "10", "--reason", "start").status == 0)
         }
-        try #require(try cli("init").status == 0)
-        try #require(try cli("set", "10", "--reason", "start").status == 0)
+
+        func cli(_ arguments: String...) throws -> TestSupport.ProcessResult {
+            try TestSupport.run(binary, arguments + ["--store", uri, "--operator", "bob@example.com"], environment: ["ROLLOUT_STORE_KEY": key])
+        }
+
         func console(_ id: String) throws -> TerminalSession {
             let command = ([binary, "console", "--store", uri, "--operator", id]).map(TerminalSession.quote).joined(separator: " ")
-            return try TerminalSession(
-                ["sh", "-c", "ROLLOUT_STORE_KEY=\(TerminalSession.quote(env["ROLLOUT_STORE_KEY"]!)) \(command)"], width: 100, height: 30)
+            return try TerminalSession(["sh", "-c", "ROLLOUT_STORE_KEY=\(TerminalSession.quote(key)) \(command)"], width: 100, height: 30)
         }
-        let ana = try console("ana@example.com")
+
+        func remove() { try? FileManager.default.removeItem(at: directory) }
+    }
+
+    @Test func aPublishInOneConsoleAppearsInTheOther() throws {
+        let f = try Fixture()
+        defer { f.remove() }
+        let ana = try f.console("ana@example.com")
         defer { ana.close() }
-        let carl = try console("carl@example.com")
+        let carl = try f.console("carl@example.com")
         defer { carl.close() }
         _ = try ana.waitFor("<= 10", timeout: 20)
         _ = try carl.waitFor("<= 10", timeout: 20)
@@ -43,7 +61,7 @@ struct TwoConsolesTests {
         let shownAfter = Date().timeIntervalSince(published)
 
         // A colleague's CLI publish reaches both.
-        try #require(try cli("kill", "--reason", "stop").status == 0)
+        try #require(try f.cli("kill", "--reason", "stop").status == 0)
         let killed = Date()
         _ = try ana.waitFor("KILLED", timeout: 10)
         _ = try carl.waitFor("KILLED", timeout: 10)
@@ -55,24 +73,13 @@ struct TwoConsolesTests {
     /// console's screen stays its own (libpq printed the server's FATAL over it, from the connection waiting for
     /// NOTIFY), it reconnects, and a colleague's publish after the loss appears.
     @Test func sessionsEndedByTheServerLeaveTheScreenIntactAndTheConsoleReconnects() throws {
-        let server = try PostgresServer.get()
-        let conninfo = try server.freshDatabase()
-        let uri = server.uris(of: conninfo).socket
-        let binary = try TestSupport.rolloutBinary()
-        let directory = try TestSupport.temporaryDirectory("pg-console-loss")
-        defer { try? FileManager.default.removeItem(at: directory) }
-        let key = directory.appendingPathComponent("team.key").path
-        func cli(_ arguments: String...) throws -> TestSupport.ProcessResult {
-            try TestSupport.run(binary, arguments + ["--store", uri, "--operator", "bob@example.com"], environment: ["ROLLOUT_STORE_KEY": key])
-        }
-        try #require(try cli("init").status == 0)
-        try #require(try cli("set", "10", "--reason", "start").status == 0)
-        let command = ([binary, "console", "--store", uri, "--operator", "ana@example.com"]).map(TerminalSession.quote).joined(separator: " ")
-        let ana = try TerminalSession(["sh", "-c", "ROLLOUT_STORE_KEY=\(TerminalSession.quote(key)) \(command)"], width: 100, height: 30)
+        let f = try Fixture()
+        defer { f.remove() }
+        let ana = try f.console("ana@example.com")
         defer { ana.close() }
         _ = try ana.waitFor("<= 10", timeout: 20)
-        #expect(try server.terminateSessions(of: conninfo) >= 1, "the console had sessions to end")
-        try #require(try cli("set", "11", "--reason", "after the loss").status == 0)
+        #expect(try f.server.terminateSessions(of: f.conninfo) >= 1, "the console had sessions to end")
+        try #require(try f.cli("set", "11", "--reason", "after the loss").status == 0)
         let screen = try ana.waitFor("<= 11", timeout: 30)
         let rows = screen.split(separator: "\n", omittingEmptySubsequences: false)
         #expect(rows.first?.hasPrefix(" rollout · team") == true, "the header row: \(screen)")
