@@ -65,7 +65,7 @@ struct AlertTests {
         #expect(s.isFlashing && s.frozen)
         let frozen = ConsoleScreen.render(s, size: Size(width: 120, height: 40)).lines[0]
         #expect(frozen.hasSuffix(" READ-ONLY · ‖ FROZEN at \(asOf) "), "\(frozen)")
-        // At the minimum width the verdict keeps its label and the start of its reason; the flags give way.
+        // At the minimum width the bar still starts with the verdict and the start of its reason.
         let narrow = ConsoleScreen.render(s, size: ConsoleScreen.minimumSize).lines[0]
         #expect(narrow.hasPrefix(" ✗ HALT · exposed users"), "\(narrow)")
         // Live data on a writable console: nothing besides the verdict (the bar the golden screens hold).
