@@ -63,14 +63,13 @@ let package = Package(
         .target(name: "JSON", dependencies: ["Platform"], swiftSettings: strict),
         .target(name: "Timekeeping", dependencies: ["Platform"], swiftSettings: strict),
         // The one output sanitiser: text from outside escaped for the terminal (CLI output and the console grid).
-        .target(name: "TerminalText", dependencies: ["Platform"], swiftSettings: strict),
         .target(name: "Crypto", dependencies: ["Platform", "COpenSSL"], swiftSettings: strict),
         .target(name: "RemoteConfig", dependencies: ["Platform", "JSON", "Crypto"], swiftSettings: strict),
         .target(name: "Rollout", dependencies: ["Platform", "RemoteConfig", "JSON", "Crypto", "Timekeeping"], swiftSettings: strict),
         .target(name: "Telemetry", dependencies: ["Platform", "Timekeeping", "Rollout"], swiftSettings: strict),
         .target(name: "StepUp", dependencies: ["Platform", "Crypto", "CQRencode", "Timekeeping", "Rollout"], swiftSettings: strict),
         .target(name: "AppCheck", dependencies: ["Platform", "Crypto", "COpenSSL", "JSON", "Timekeeping"], swiftSettings: strict),
-        .target(name: "Console", dependencies: ["Platform", "RemoteConfig", "Rollout", "Telemetry", "Timekeeping", "TerminalText", "RampPlans"], swiftSettings: strict),
+        .target(name: "Console", dependencies: ["Platform", "RemoteConfig", "Rollout", "Telemetry", "Timekeeping", "RampPlans"], swiftSettings: strict),
         // Ramp plans: the plan file, its state and the one decision of what a plan does next.
         .target(name: "RampPlans", dependencies: ["Platform", "Crypto", "RemoteConfig", "Rollout", "StepUp", "Telemetry", "Timekeeping"], swiftSettings: strict),
 
@@ -90,7 +89,7 @@ let package = Package(
         // exports) read with JSON's scanner, the line reader with its limits, the recording thread, and the
         // temporary files a large batch spills to (Telemetry's SpillFile port). Used by `rollout ingest`, the
         // exchange server's intake and the benchmarks.
-        .target(name: "TelemetryIngest", dependencies: ["Platform", "JSON", "Timekeeping", "Rollout", "Telemetry", "TerminalText"], swiftSettings: strict),
+        .target(name: "TelemetryIngest", dependencies: ["Platform", "JSON", "Timekeeping", "Rollout", "Telemetry"], swiftSettings: strict),
 
         // Adapters: SQLiteStore, PostgresStore, FirebaseRemoteConfig and ExchangeServer never depend on each
         // other (Tests/ArchitectureTests checks it); they share the core's ports and StoreSupport.
@@ -189,7 +188,7 @@ let package = Package(
         // Executables.
         .executableTarget(
             name: "rollout",
-            dependencies: ["Platform", "CommandLineKit", "RolloutApp", "JSON", "RemoteConfig", "Rollout", "Telemetry", "TelemetryIngest", "TelemetrySources", "AppCheck", "StepUp", "FleetSimulator", "Console", "Terminal", "Timekeeping", "Crypto", "TerminalText", "ExchangeServer", "RampPlans", "Monitoring"],
+            dependencies: ["Platform", "CommandLineKit", "RolloutApp", "JSON", "RemoteConfig", "Rollout", "Telemetry", "TelemetryIngest", "TelemetrySources", "AppCheck", "StepUp", "FleetSimulator", "Console", "Terminal", "Timekeeping", "Crypto", "ExchangeServer", "RampPlans", "Monitoring"],
             swiftSettings: strict, linkerSettings: staticNativeLibraries),
         .executableTarget(
             name: "rollout-bench",
@@ -197,11 +196,10 @@ let package = Package(
             swiftSettings: strict, linkerSettings: staticNativeLibraries),
 
         // Tests: one target per module; EndToEnd drives the built binary.
-        .testTarget(name: "PlatformTests", dependencies: ["Platform"], swiftSettings: strict),
+        .testTarget(name: "PlatformTests", dependencies: ["Platform", "JSON"], swiftSettings: strict),
         // Checks of the layering itself (adapters never depend on each other), on Package.swift and the sources.
         .testTarget(name: "ArchitectureTests", dependencies: ["TestSupport"], swiftSettings: strict),
         .testTarget(name: "TimekeepingTests", dependencies: ["TestSupport", "Timekeeping"], swiftSettings: strict),
-        .testTarget(name: "TerminalTextTests", dependencies: ["TestSupport", "TerminalText", "JSON"], swiftSettings: strict),
         .testTarget(name: "JSONTests", dependencies: ["TestSupport", "JSON"], swiftSettings: strict),
         .testTarget(name: "RemoteConfigTests", dependencies: ["TestSupport", "RemoteConfig", "JSON"], swiftSettings: strict),
         .testTarget(name: "RolloutTests", dependencies: ["TestSupport", "StoreConformance", "Rollout", "RemoteConfig", "JSON", "Timekeeping"], swiftSettings: strict),

@@ -93,7 +93,7 @@ public struct Scenario: Hashable, Sendable {
     /// Reads a scenario from its text; `name` is used unless the text names itself.
     public static func parse(_ text: String, name: String) throws(ScenarioError) -> Scenario {
         var s = Scenario(name: name)
-        for (i, raw) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
+        for (i, raw) in text.textFileLines().enumerated() {
             let line = i + 1
             let content = raw.prefix { $0 != "#" }.trimmingSpaces()
             if content.isEmpty { continue }

@@ -40,6 +40,15 @@ extension StringProtocol {
 }
 
 extension String {
+    /// The lines of a text file as people write them: split at LF and at CRLF (one `Character` in Swift, which a
+    /// split at "\n" never finds), after a UTF-8 byte order mark at the start, if any, is dropped. The last line is
+    /// empty when the text ends with a line end; empty lines are kept, so a line's index + 1 is its number.
+    public func textFileLines() -> [Substring] {
+        var body = self[...]
+        if body.unicodeScalars.first == "\u{FEFF}" { body = body.dropFirst() }
+        return body.split(omittingEmptySubsequences: false) { $0 == "\n" || $0 == "\r\n" }
+    }
+
     /// Exactly `width` characters: cut, or filled with spaces on the right (Foundation's
     /// `padding(toLength:withPad:" ",startingAt:0)`).
     public func padded(to width: Int) -> String {
@@ -51,10 +60,11 @@ extension String {
 
 extension StringProtocol {
     /// The text in single quotes as an error message quotes it: whole when short, else its first `limit`
-    /// characters and its size (`'aaaa…' (10485760 bytes)`), so that a bad value of megabytes is never echoed whole.
+    /// characters and its size (`'aaaa…' (10485760 bytes)`), so that a bad value of megabytes is never echoed whole;
+    /// what a terminal would act on shown as `Sanitiser` escapes (`'\u001b[2J'`), since the text came from outside.
     public func quotedExcerpt(_ limit: Int = 60) -> String {
         // Bytes first: a short text costs no character walk.
-        guard utf8.count > limit, count > limit else { return "'\(self)'" }
-        return "'\(prefix(limit))…' (\(utf8.count) bytes)"
+        guard utf8.count > limit, count > limit else { return "'\(Sanitiser.escape(self))'" }
+        return "'\(Sanitiser.escape(prefix(limit)))…' (\(utf8.count) bytes)"
     }
 }

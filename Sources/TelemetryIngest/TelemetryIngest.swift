@@ -5,7 +5,7 @@
 #endif
 import JSON
 import Telemetry
-import TerminalText
+import Platform
 import Timekeeping
 
 /// The row formats `rollout ingest` reads.

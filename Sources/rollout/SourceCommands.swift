@@ -6,7 +6,6 @@ import Platform
 import RolloutApp
 import Telemetry
 import TelemetrySources
-import TerminalText
 import Timekeeping
 
 /// `rollout source add|list|remove|test` and `rollout follow`: telemetry pulled from where it lives.

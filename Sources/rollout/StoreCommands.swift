@@ -8,7 +8,6 @@ import JSON
 import RemoteConfig
 import Rollout
 import Timekeeping
-import TerminalText
 
 /// The operator commands over the config store: create it, read it, change the rollout, move templates in and
 /// out, and check the audit log.

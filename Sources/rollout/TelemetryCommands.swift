@@ -10,7 +10,6 @@ import Rollout
 import Telemetry
 import TelemetryIngest
 import Timekeeping
-import TerminalText
 
 /// `rollout ingest` and `rollout telemetry`: events in, and the dashboard figures out.
 enum TelemetryCommands {

@@ -1,5 +1,6 @@
 import CommandLineKit
 import Glibc
+import Platform
 import RolloutApp
 
 // The executable: parse, run one command, map every error to one line and an exit code.
@@ -19,9 +20,14 @@ while let pair = entry?.pointee {
     entry = entry! + 1
 }
 
-/// One line on standard error.
+/// One line on standard error (or several, where the message has line ends). Messages quote what came from
+/// outside (a file's line, an option's value, a server's words); whatever of it a terminal would act on is shown
+/// escaped (`Sanitiser`), here once for every message, the message's own line ends kept.
 func complain(_ message: String) {
-    var line = "rollout: \(message)\n"
+    let safe = Sanitiser.needsEscape(message)
+        ? message.split(separator: "\n", omittingEmptySubsequences: false).map { Sanitiser.escape($0) }.joined(separator: "\n")
+        : message
+    var line = "rollout: \(safe)\n"
     line.withUTF8 { bytes in
         var rest = UnsafeRawBufferPointer(bytes)
         while !rest.isEmpty {

@@ -1,4 +1,4 @@
-import TerminalText
+import Platform
 
 /// The semantic role of a cell: what it means, never which colour it is.
 ///

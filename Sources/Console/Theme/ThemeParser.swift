@@ -34,7 +34,7 @@ extension Theme {
         theme.name = name
         var seen: [String: Int] = [:]
         var lineNumber = 0
-        for rawLine in text.split(separator: "\n", omittingEmptySubsequences: false) {
+        for rawLine in text.textFileLines() {
             lineNumber += 1
             func fail(_ message: String) -> ThemeError { ThemeError(file: file, line: lineNumber, message: message) }
             var line = Substring(rawLine)

@@ -1,5 +1,5 @@
 import JSON
-import TerminalText
+import Platform
 import Testing
 
 struct SanitiserTests {
@@ -38,5 +38,21 @@ struct SanitiserTests {
         #expect(text == #""rejected:\u001b]0;pwned\u0007\u001b[2J \u0085\u009b2J \u202etxt.exe \u2028\u007fé""#)
         #expect(try JSONParser().parse(text) == .string(hostile))
         #expect(!text.unicodeScalars.contains(where: Sanitiser.needsEscape))
+    }
+
+    /// An error message quotes outside text through `quotedExcerpt`, which escapes it too (a plan file's line with
+    /// `ESC[2J` cleared the screen of whoever read the error).
+    @Test func quotedExcerptsAreEscaped() {
+        #expect("\u{1b}[2Jevil\u{202e}".quotedExcerpt() == #"'\u001b[2Jevil\u202e'"#)
+        #expect(String(repeating: "\u{7}", count: 70).quotedExcerpt(3) == #"'\u0007\u0007\u0007…' (70 bytes)"#)
+        #expect("plain".quotedExcerpt() == "'plain'")
+    }
+
+    /// Lines as a plan, scenario or theme file has them: LF or CRLF, a byte order mark dropped, empty lines kept.
+    @Test func textFileLinesSplitAtLFAndCRLF() {
+        #expect("a\r\nb\nc".textFileLines() == ["a", "b", "c"])
+        #expect("\u{FEFF}a\r\n\r\nb\r\n".textFileLines() == ["a", "", "b", ""])
+        #expect("".textFileLines() == [""])
+        #expect("a\rb".textFileLines() == ["a\rb"])
     }
 }
