@@ -14,7 +14,8 @@ public struct RampState: Hashable, Sendable {
     public var phase: Phase
     /// How many steps have been published (0: none yet); the current step is `steps[reached - 1]`.
     public var reached: Int
-    /// Telemetry time at which the current step was published.
+    /// Telemetry time from which the current step's hold and timeout count: its publish, or a resume after its hold
+    /// (`RampPlan.resumed`).
     public var reachedAt: Instant?
     /// Since when the verdict has been OK without a break (telemetry time; nil: not OK at the last look).
     public var okSince: Instant?
@@ -106,6 +107,17 @@ public enum RampAction: Hashable, Sendable {
     case done(String)
     /// The plan is paused, aborted, killed or done: nothing to do.
     case idle(RampState.Phase)
+}
+
+extension RampAction {
+    /// What a person reading a line per change must be told about (the headless loop prints when it differs): a
+    /// wait by its kind (holding, a verdict, a window, the gates) and the gates not met, never the figures that
+    /// move on every look (the hold's time left, a gate's OK streak or count); every other action whole.
+    public var changeKey: String {
+        guard case .wait(let why, let gates) = self else { return "\(self)" }
+        let kind = why.prefix { $0 != " " }
+        return "wait \(kind) " + gates.filter { !$0.met }.map(\.gate).joined(separator: ",")
+    }
 }
 
 /// The decision and the state to store with it (the OK streak moves on every look).
@@ -208,7 +220,11 @@ extension RampPlan {
             }
             return decision(.wait(why, gates: gates))
         }
-        // Nothing published yet.
+        // Nothing published yet. A killed rollout is not published over: the first step would end the kill.
+        if o.rollout?.state == .killed {
+            if o.level == .halt, actions.onHalt == .kill { return decision(.kill("\(o.level): \(o.reason)")) }
+            return decision(.pause("the rollout was killed outside the plan before its first step", alert: true))
+        }
         if let window = steps[0].gates.window, !window.contains(now) {
             let reading = GateReading(gate: "window", required: window.description, value: now.iso8601, met: false)
             return decision(.wait("outside the window \(window)", gates: [reading]))
@@ -230,7 +246,8 @@ extension RampPlan {
         var out: [GateReading] = []
         let g = step.gates
         if let d = g.okFor {
-            let streak = okSince.map { now - $0 } ?? .seconds(Int64(0))
+            // Never negative: a clock stepped back since the streak began holds it at 0s.
+            let streak = okSince.map { max(now - $0, .seconds(Int64(0))) } ?? .seconds(Int64(0))
             out.append(
                 GateReading(
                     gate: "ok-for", required: d.compactText,
@@ -294,6 +311,20 @@ public struct RampCountdown: Hashable, Sendable {
 }
 
 extension RampPlan {
+    /// `state` resumed by an operator at `now`: running, its OK streak judged afresh, and a step whose hold is
+    /// served gets its timeout afresh from now (its `reachedAt` moves to `now - hold`, never back, so a hold not yet
+    /// served goes on as it was). Without that, a plan paused by its timeout would pause again at the next look.
+    public func resumed(_ state: RampState, now: Instant) -> RampState {
+        var next = state
+        next.phase = .running
+        next.okSince = nil
+        if state.reached > 0, let since = state.reachedAt {
+            let hold = steps[min(state.reached, steps.count) - 1].hold
+            next.reachedAt = max(since, now - hold)
+        }
+        return next
+    }
+
     /// The countdown of the current step of `state` at telemetry time `now`, on the same clock and the same streak
     /// rule (counted at this step only) as `decide`.
     public func countdown(_ state: RampState, now: Instant) -> RampCountdown {

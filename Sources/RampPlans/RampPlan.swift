@@ -165,7 +165,7 @@ extension RampPlan {
         var actions = RampActions()
         // Step lines are read after the defaults, wherever the defaults appear.
         var stepLines: [(Int, [Substring])] = []
-        for (index, raw) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
+        for (index, raw) in text.textFileLines().enumerated() {
             let n = index + 1
             let line = raw.split(separator: "#", maxSplits: 1, omittingEmptySubsequences: false).first ?? ""
             let words = line.split(whereSeparator: { $0 == " " || $0 == "\t" || $0 == "\r" })
@@ -328,7 +328,8 @@ extension RampPlan {
             return h * 60 + m
         }
         let parts = text.split(separator: "-", omittingEmptySubsequences: false)
-        guard parts.count == 2, let a = minute(parts[0]), let b = minute(parts[1]), a != b else {
+        // 24:00 ends a day; as a start it is the next day's 00:00 (24:00-00:00 is then empty, and refused).
+        guard parts.count == 2, let a = minute(parts[0]).map({ $0 % 1440 }), let b = minute(parts[1]), a != b else {
             throw RampPlanError(line: n, "\(text.quotedExcerpt()) is not a time-of-day window such as 09:00-17:00 (UTC)")
         }
         return TimeOfDayWindow(startMinute: a, endMinute: b)

@@ -80,14 +80,18 @@ public final class HeadlessLoop {
         return Look(status: status, autoKill: killed, plan: plan, verdictChanged: changed)
     }
 
+    /// The signal (SIGINT, SIGTERM) that ended the last `run`, if one did.
+    public private(set) var stoppedBy: Int32?
+
     /// Looks every `interval` wall seconds until a signal, `looks` looks or `until`; returns the last look.
-    @discardableResult
     /// `beforeLook` runs before each look (`rollout follow` pulls its telemetry sources there).
+    @discardableResult
     public func run(
         interval: Double, looks: Int?, report: (Look) -> Void, until: (Look) -> Bool, beforeLook: () throws -> Void = {}
     ) throws -> Look? {
         let stop = StopFlag()
-        let signals = StopSignals { _ in stop.set() }
+        let signals = StopSignals { stop.set(signal: $0) }
+        defer { stoppedBy = stop.signal }
         defer { signals.cancel() }
         var done = 0
         var latest: Look?
@@ -108,9 +112,11 @@ public final class HeadlessLoop {
     final class StopFlag: @unchecked Sendable {
         private let condition = Condition()
         private var stopped = false
-        func set() {
+        private var received: Int32?
+        func set(signal: Int32) {
             condition.lock()
             stopped = true
+            if received == nil { received = signal }
             condition.broadcast()
             condition.unlock()
         }
@@ -118,6 +124,11 @@ public final class HeadlessLoop {
             condition.lock()
             defer { condition.unlock() }
             return stopped
+        }
+        var signal: Int32? {
+            condition.lock()
+            defer { condition.unlock() }
+            return received
         }
         func wait(seconds: Double) {
             condition.lock()

@@ -190,6 +190,10 @@ public struct RampPlanStates {
         let now = session.clock.now()
         // The first step starts from what the rollout exposes (or would expose on resume), as its proposal will.
         let rollout = try RolloutPlan.locate(in: session.config.current().template)
+        // Its first step would publish over the kill; the kill is undone by a person ('rollout resume'), not a plan.
+        if rollout?.state == .killed {
+            throw RampPlanFailure("the rollout is killed; resume it first ('rollout resume'), then start the plan")
+        }
         let exposed = rollout.map { $0.state == .notStarted ? MicroPercent.zero : $0.percentage } ?? .zero
         let plans = session.plans
         let result: Result<StoredRampPlan, RampPlanFailure> = try plans.atomically {
@@ -327,11 +331,9 @@ public struct RampPlanStates {
         guard allowed else {
             throw RampPlanFailure("plan '\(stored.plan.name)' is \(stored.state.phase.rawValue) already")
         }
-        var state = stored.state
+        var state = phase == .running ? stored.plan.resumed(stored.state, now: session.clock.now()) : stored.state
         state.phase = phase
         state.reason = reason.isEmpty ? "\(phase.rawValue) by \(actor)" : reason
-        // A resumed plan judges its OK streak afresh.
-        if phase == .running { state.okSince = nil }
         let verb = ["paused": "plan pause", "running": "plan resume", "aborted": "plan abort"][phase.rawValue]!
         guard try swap(stored, to: state, actor: actor, audit: (verb, reason)) else {
             throw RampPlanFailure(

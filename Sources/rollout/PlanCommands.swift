@@ -108,7 +108,8 @@ enum PlanCommands {
             if inv.flag("--json") {
                 print(JSONWriter().string(json(stored, decision: decision, status: status, done: nil)))
             } else {
-                for line in text(stored, decision: decision, status: status) { print(line) }
+                // Reasons and names came from operators: shown escaped, as `audit show` shows them.
+                for line in text(stored, decision: decision, status: status) { print(Sanitiser.escape(line)) }
             }
             return .ok
         })
@@ -185,7 +186,8 @@ enum PlanCommands {
         let bar = ProgressReporter.standardError(
             label: "plan", unit: .count("steps"), quiet: inv.flag("--quiet") || inv.flag("--json"))
         defer { bar.finish() }
-        let last = try HeadlessLoop(planSession: session, plan: true).run(
+        let loop = try HeadlessLoop(planSession: session, plan: true)
+        let last = try loop.run(
             interval: interval, looks: looks,
             report: { look in
                 bar.finish()
@@ -199,7 +201,11 @@ enum PlanCommands {
                 let phase = look.plan?.decision.state.phase ?? .running
                 return phase.isFinal || (phase == .paused && exitOnPause)
             }, beforeLook: SourceCommands.scheduledPulls(rolloutSession, inv))
-        return exitCode(last?.plan?.decision.state.phase ?? .running)
+        let phase = last?.plan?.decision.state.phase ?? .running
+        // Stopped by a signal with the plan still running: not "done" (0) but the signal's code (130, 143), so a
+        // supervisor does not take the stop for the plan's end.
+        if let signal = loop.stoppedBy, !phase.isFinal { return ExitCode(stoppedBy: signal) }
+        return exitCode(phase)
     }
 
     /// The invocation's store as the plan commands use it: a PostgreSQL team store or a store file (or Firebase's

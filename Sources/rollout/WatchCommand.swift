@@ -2,6 +2,7 @@ import CommandLineKit
 import FoundationEssentials
 import Glibc
 import JSON
+import Platform
 import Rollout
 import RolloutApp
 import Telemetry
@@ -82,6 +83,8 @@ final class HeadlessOutput {
     let json: Bool
     /// Wall seconds between two lines while nothing changes.
     let heartbeat: Double
+    /// The plan's last printed state: phase, step and `RampAction.changeKey` (not its words, whose countdowns move
+    /// on every look).
     private var lastPlan: String?
     private var lastLine = 0.0
 
@@ -92,8 +95,11 @@ final class HeadlessOutput {
 
     func print(_ look: HeadlessLoop.Look) {
         let plan = look.plan.map { PlanCommands.describe($0) }
-        let planChanged = plan != nil && (plan != lastPlan || look.plan?.done != nil)
-        if plan != nil { lastPlan = plan }
+        let planKey = look.plan.map {
+            "\($0.decision.state.phase) \($0.decision.state.reached) \($0.decision.action.changeKey)"
+        }
+        let planChanged = planKey != nil && (planKey != lastPlan || look.plan?.done != nil)
+        if planKey != nil { lastPlan = planKey }
         var now = timespec()
         clock_gettime(CLOCK_MONOTONIC, &now)
         let seconds = Double(now.tv_sec) + Double(now.tv_nsec) / 1e9
@@ -111,11 +117,12 @@ final class HeadlessOutput {
             Swift.print(JSONWriter().string(.object(o)))
         } else {
             let at = status.wallNow.iso8601
+            // Each line escaped (`Sanitiser`): a reason may quote an operator's words or a stored error class.
             if look.verdictChanged || beat {
-                Swift.print("\(at)  \(status.assessment.verdict.level.labelText): \(status.assessment.verdict.reason)")
+                Swift.print(Sanitiser.escape("\(at)  \(status.assessment.verdict.level.labelText): \(status.assessment.verdict.reason)"))
             }
-            if let killed = look.autoKill { Swift.print("\(at)  \(killed)") }
-            if planChanged, let plan { Swift.print("\(at)  \(plan)") }
+            if let killed = look.autoKill { Swift.print(Sanitiser.escape("\(at)  \(killed)")) }
+            if planChanged, let plan { Swift.print(Sanitiser.escape("\(at)  \(plan)")) }
         }
         fflush(nil)
     }

@@ -67,6 +67,59 @@ import Testing
         #expect(try Self.rollout(store, ["audit", "verify"]).status == 0)
     }
 
+    /// Found at 3 a.m.: a plan started on a killed rollout published its first step over the kill; an operator's
+    /// reason with terminal escapes reached `plan status` raw; a `plan run` stopped by SIGTERM exited 0, which the
+    /// exit table says means "the plan is done".
+    @Test func aKilledRolloutRefusesAPlanAndAStoppedRunIsNotDone() throws {
+        let dir = try TestSupport.temporaryDirectory("plan-kill")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let store = dir.appendingPathComponent("r.db").path
+        #expect(try Self.rollout(store, ["init", "--seed", "rollout-cli"]).status == 0)
+        #expect(try Self.rollout(store, ["set", "40", "--reason", "earlier ramp"]).status == 0)
+        #expect(try Self.rollout(store, ["kill", "--reason", "incident"]).status == 0)
+        let good = dir.appendingPathComponent("ramp.plan").path
+        try "name ramp\r\nstep 5% hold 1h\r\nstep 10%\r\n".write(toFile: good, atomically: true, encoding: .utf8)
+        let refused = try Self.rollout(store, ["plan", "start", good])
+        #expect(refused.status == 1)
+        #expect(refused.stderr.contains("the rollout is killed; resume it first"), "\(refused.stderr)")
+        #expect(try Self.rollout(store, ["plan", "status"]).status == 1, "no plan was stored")
+        #expect(try Self.rollout(store, ["resume", "--reason", "fixed"]).status == 0)
+        // The CRLF file (as an editor on Windows writes it) starts.
+        let started = try Self.rollout(store, ["plan", "start", good])
+        #expect(started.status == 0, "\(started.stderr)")
+
+        #expect(try Self.rollout(store, ["plan", "pause", "--reason", "evil\u{1b}[2J\u{202e}X"]).status == 0)
+        let shown = try Self.rollout(store, ["plan", "status"]).stdout
+        #expect(shown.contains("evil\\u001b[2J\\u202eX"), "\(shown)")
+        #expect(!shown.contains("\u{1b}") && !shown.contains("\u{202e}"))
+        #expect(try Self.rollout(store, ["plan", "resume", "--reason", "go"]).status == 0)
+        // Every error line is escaped where it is written, whatever its message quoted raw (here an option's value).
+        let usage = try Self.rollout(store, ["plan", "run", "--interval", "\u{1b}[2J"])
+        #expect(usage.status == 2)
+        #expect(usage.stderr.contains("not '\\u001b[2J'") && !usage.stderr.contains("\u{1b}"), "\(usage.stderr)")
+
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: try TestSupport.rolloutBinary())
+        p.arguments = ["plan", "run", "--interval", "0.05", "--store", store, "--operator", "ana@example.com"]
+        p.standardOutput = FileHandle.nullDevice
+        p.standardError = FileHandle.nullDevice
+        p.standardInput = FileHandle.nullDevice
+        try p.run()
+        // Running: step 1 published (the plan then holds it for an hour).
+        let deadline = Date(timeIntervalSinceNow: 60)
+        var published = false
+        while Date() < deadline, !published {
+            published = try Self.rollout(store, ["plan", "status", "--json", "--read-only"]).stdout.contains("\"step\":1")
+            if !published { usleep(50_000) }
+        }
+        #expect(published, "the runner never published step 1")
+        kill(p.processIdentifier, SIGTERM)
+        p.waitUntilExit()
+        #expect(p.terminationReason == .exit && p.terminationStatus == 143, "status \(p.terminationStatus)")
+        #expect(try Self.rollout(store, ["plan", "status", "--json"]).stdout.contains("\"phase\":\"running\""))
+        #expect(try Self.rollout(store, ["audit", "verify"]).status == 0)
+    }
+
     /// `plan start --code` through the binary, with codes computed by pyotp (the peer) from the printed secret, at
     /// faked wall times so that each code is of a new time step: the runner then publishes the protected step
     /// with no operator, and `plan run --json` prints the loop of `watch` (the verdict) with the plan in it.

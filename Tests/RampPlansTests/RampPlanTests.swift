@@ -122,6 +122,73 @@ struct RampPlanFileTests {
         #expect(try Instant.Duration.parse("90s").compactText == "1m30s")
         #expect(throws: DurationParseError.self) { try Instant.Duration.parse("5") }
         #expect(throws: DurationParseError.self) { try Instant.Duration.parse("m") }
+        #expect(Instant.Duration.seconds(Int64(-300)).compactText == "-5m")
+    }
+
+    /// Durations whose sum or product overflowed stopped the process (a trap) when a plan added a hold and a
+    /// timeout; every text is now at most 100 years, checked as it is read.
+    @Test func durationsAreAtMost100Years() throws {
+        #expect(try Instant.Duration.parse("36500d") == .days(36_500))
+        for text in [
+            "36501d", "36500d1s", String(repeating: "10000000d", count: 11), "99999999999h", "99999999999999999999999s",
+        ] {
+            #expect {
+                try Instant.Duration.parse(text)
+            } throws: { error in
+                (error as? DurationParseError)?.tooLong == true && "\(error)".contains("longer than 36500d")
+            }
+        }
+        let big = String(repeating: "10000000d", count: 6)
+        #expect {
+            try RampPlan.parse("name big\nstep 5% hold \(big) timeout \(big)\nstep 10%")
+        } throws: { error in
+            (error as? RampPlanError)?.line == 2 && "\(error)".contains("longer than 36500d")
+        }
+        // The longest plan the parser allows is decided without overflowing.
+        let longest = try RampPlan.parse("name long\nstep 5% hold 36500d timeout 36500d\nstep 10%")
+        var o = RampDecisionTests.good(5)
+        o.exposedUsers = 0
+        let state = RampState(reached: 1, reachedAt: RampDecisionTests.t0)
+        #expect({ if case .wait = longest.decide(state, o, now: RampDecisionTests.t0 + .days(1)).action { true } else { false } }())
+    }
+
+    /// Files written on Windows (CRLF) or with a byte order mark read as the same plan.
+    @Test func crlfAndAByteOrderMarkReadAsTheSamePlan() throws {
+        var lf = try RampPlan.parse(Self.example)
+        lf.source = ""
+        let crlf = Self.example.split(separator: "\n", omittingEmptySubsequences: false).joined(separator: "\r\n")
+        for text in [crlf, "\u{FEFF}" + crlf, "\u{FEFF}" + Self.example] {
+            var plan = try RampPlan.parse(text)
+            #expect(plan.source == text)
+            plan.source = ""
+            #expect(plan == lf)
+        }
+        // A line number still counts CRLF lines.
+        #expect {
+            try RampPlan.parse("name p\r\n\r\nramp 5%\r\n")
+        } throws: { error in
+            (error as? RampPlanError)?.line == 3
+        }
+    }
+
+    /// A plan's text quoted in an error shows what a terminal would act on escaped.
+    @Test func quotedTextIsEscaped() {
+        #expect {
+            try RampPlan.parse("name p\nstep 5%\n\u{1b}[31mevil\u{202e} 1\n")
+        } throws: { error in
+            "\(error)".contains("'\\u001b[31mevil\\u202e'") && !"\(error)".contains("\u{1b}")
+        }
+    }
+
+    /// 24:00 ends a day; as a start it is 00:00, and 24:00-00:00 (empty) is refused.
+    @Test func windowsAt24() throws {
+        #expect(throws: RampPlanError.self) { try RampPlan.parse("name w\ngate window 24:00-00:00\nstep 5%") }
+        let late = try RampPlan.parse("name w\ngate window 24:00-06:00\nstep 5%")
+        #expect(late.steps[0].gates.window == TimeOfDayWindow(startMinute: 0, endMinute: 360))
+        let evening = try RampPlan.parse("name w\ngate window 18:00-24:00\nstep 5%")
+        let day = Instant(seconds: 1_780_000_000 / 86_400 * 86_400)
+        #expect(evening.steps[0].gates.window?.contains(day + .hours(23) + .minutes(59)) == true)
+        #expect(evening.steps[0].gates.window?.contains(day) == false)
     }
 }
 
@@ -371,6 +438,64 @@ struct RampDecisionTests {
         #expect(
             Self.plan.decide(state, killed, now: Self.t0).action
                 == .pause("the rollout was killed outside the plan", alert: true))
+    }
+
+    /// A rollout killed before the plan's first step is not published over: the plan pauses for a person (or,
+    /// on a HALT its plan kills on, ends killed), as it does at a later step.
+    @Test func aKillBeforeTheFirstStepPausesThePlan() {
+        var killed = Self.good(5)
+        killed.rollout = Self.rollout(40, killed: true)
+        #expect(
+            Self.plan.decide(RampState(), killed, now: Self.t0).action
+                == .pause("the rollout was killed outside the plan before its first step", alert: true))
+        killed.level = .halt
+        killed.reason = "because"
+        var halting = Self.plan
+        halting.actions.onHalt = .kill
+        #expect(halting.decide(RampState(), killed, now: Self.t0).action == .kill("HALT: because"))
+    }
+
+    /// A plan paused by its timeout and resumed gets the step's timeout afresh from the resume; a resume during the
+    /// hold leaves the hold as it was.
+    @Test func aResumeGivesTheStepItsTimeoutAfresh() {
+        var o = Self.good(5)
+        o.exposedUsers = 10
+        let state = Self.at(1, okSince: Self.t0)
+        let paused = Self.plan.decide(state, o, now: Self.t0 + .hours(3))
+        guard case .pause(let why, true) = paused.action, why.hasPrefix("timeout") else {
+            Issue.record("not paused by the timeout: \(paused.action)")
+            return
+        }
+        var stored = paused.state
+        stored.phase = .paused
+        let resumed = Self.plan.resumed(stored, now: Self.t0 + .hours(3) + .minutes(10))
+        #expect(resumed.phase == .running && resumed.okSince == nil)
+        #expect(resumed.reachedAt == Self.t0 + .hours(2) + .minutes(10))
+        let next = Self.plan.decide(resumed, o, now: Self.t0 + .hours(3) + .minutes(11))
+        #expect({ if case .wait = next.action { true } else { false } }())
+        // Two hours (the plan's timeout) after the resume, the step times out again.
+        let later = Self.plan.decide(resumed, o, now: Self.t0 + .hours(5) + .minutes(10))
+        #expect({ if case .pause(let w, true) = later.action { w.hasPrefix("timeout") } else { false } }())
+        // Resumed within the hold: the hold goes on from the publish.
+        let early = Self.plan.resumed(Self.at(1, okSince: Self.t0), now: Self.t0 + .minutes(20))
+        #expect(early.reachedAt == Self.t0)
+    }
+
+    /// The headless loop prints a plan line when `changeKey` changes: a countdown moving is not a change, a gate
+    /// met or a new kind of wait is.
+    @Test func aCountdownIsNotAChange() {
+        let state = Self.at(1, okSince: Self.t0)
+        let o = Self.good(5)
+        let a = Self.plan.decide(state, o, now: Self.t0 + .minutes(10)).action
+        let b = Self.plan.decide(state, o, now: Self.t0 + .minutes(11)).action
+        #expect(a != b)
+        #expect(a.changeKey == b.changeKey)
+        var fewer = o
+        fewer.exposedUsers = 10
+        let held = Self.plan.decide(state, o, now: Self.t0 + .minutes(70)).action
+        let gated = Self.plan.decide(state, fewer, now: Self.t0 + .minutes(70)).action
+        #expect(held.changeKey != a.changeKey)
+        #expect(gated.changeKey != held.changeKey)
     }
 
     @Test(arguments: [RampState.Phase.paused, .aborted, .killed, .done])
