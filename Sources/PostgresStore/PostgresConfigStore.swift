@@ -11,16 +11,22 @@ import Timekeeping
 /// The team `ConfigStore` on PostgreSQL: every version and the hash-chained audit log in one database that every
 /// on-call engineer's console and CLI reach.
 ///
-/// Concurrency: **row locks on the chain head, not SERIALIZABLE.** Every write transaction (`atomically`, and a
-/// bare `publish`/`appendAudit`, which run as one) starts with `SELECT ... FROM config_head WHERE id = 1 FOR
-/// UPDATE` at READ COMMITTED. Every write moves the head (the next version number and the next audit sequence
-/// both come from it), so the writes of one store are totally ordered anyway; taking that one lock first makes
-/// them queue on it instead of running optimistically and being aborted: one lock, always taken first, so no
-/// deadlock, and since each later statement of READ COMMITTED takes a fresh snapshot, the compare-and-swap reads
-/// the newest committed version after the lock is granted. Under SERIALIZABLE the same contention (8 writers
-/// on one head) would abort most transactions with 40001 and re-run the whole intent, policies included, many
-/// times. The transaction runner still retries 40001/40P01 (from a server restart, or a future SERIALIZABLE
-/// setting) by running the transaction again, inside `atomically`, never around the write path.
+/// Concurrency: **a lock on the chain head, then one snapshot; not SERIALIZABLE.** Every write transaction
+/// (`atomically`, and a bare `publish`/`appendAudit`, which run as one) starts at REPEATABLE READ with `LOCK TABLE
+/// config_head IN EXCLUSIVE MODE` and then `SELECT ... FROM config_head WHERE id = 1 FOR UPDATE`. Every write
+/// moves the head (the next version number and the next audit sequence both come from it), so the writes of one
+/// store are totally ordered anyway; taking that one lock first makes them queue on it instead of running
+/// optimistically and being aborted: one lock, always taken first, so no deadlock. `LOCK TABLE` is not a query,
+/// so the transaction's snapshot is taken by the statement after it, once the lock is granted: the
+/// compare-and-swap reads the newest committed version, and the seal check, the write and the seal it leaves all
+/// see that one state. (At READ COMMITTED each statement took a fresh snapshot, so a row of a sealed table that a
+/// login with the writer role changed and committed between the check and the new seal was sealed with the write's
+/// own changes: never checked, yet sealed. Now such a change is either in the state checked, or outside the seal
+/// and named by the next check, or on a row the write changes too, which fails with 40001 and runs again.) Under
+/// SERIALIZABLE the same contention (8 writers on one head) would abort most transactions with 40001 and re-run
+/// the whole intent, policies included, many times. The transaction runner retries 40001/40P01 (a row changed
+/// by another login after the snapshot, a server restart) by running the transaction again, inside
+/// `atomically`, never around the write path.
 ///
 /// Read-only (`--read-only`): the connection sets `default_transaction_read_only = on` and every transaction is
 /// `BEGIN READ ONLY`, so the server itself refuses every write (SQLSTATE 25006, `PostgresStoreError.readOnly`).
@@ -226,14 +232,16 @@ public final class PostgresConfigStore: ConfigStore, @unchecked Sendable {
         // Each prepared as it is first sent (in this round trip): from then on the server plans none of them
         // again on this connection.
         var statements = [
-            PGStatement("BEGIN ISOLATION LEVEL READ COMMITTED", []), PGStatement(Self.headLockQuery, [], prepare: true),
+            PGStatement("BEGIN ISOLATION LEVEL REPEATABLE READ", []), PGStatement(Self.headTableLock, []),
+            PGStatement(Self.headLockQuery, [], prepare: true),
             PGStatement(stateQuery, []), PGStatement(PostgresSeal.sealQuery, [], prepare: true),
             PGStatement(Self.newestETagQuery, [], prepare: true),
         ]
         if let seen, seen.sequence > 0 {
             statements.append(PGStatement(PostgresWitness.recordQuery, [String(seen.sequence)], prepare: true))
         }
-        let read = try connection.pipeline(statements: statements)
+        var read = try connection.pipeline(statements: statements)
+        read.remove(at: 1)  // LOCK TABLE's (no rows): the rest keep their places, BEGIN's first
         var state = read[2].first
         let tables = 11..<(11 + PostgresSeal.sealedTables.count)
         let (catalogColumn, rowsColumn) = (tables.upperBound, tables.upperBound + 1)
@@ -307,6 +315,25 @@ public final class PostgresConfigStore: ConfigStore, @unchecked Sendable {
         return Array(rows.dropLast())
     }
 
+    /// A write that may fail without failing anything else (a cache): in a transaction of its own when none is
+    /// open, else in a savepoint of the open one, rolled back to when it fails, so that the transaction around it
+    /// goes on. (A failed statement aborts the whole transaction in PostgreSQL: a cache write that failed inside a
+    /// plan runner's write, and whose error its caller ignored, left every later statement of it refused with
+    /// 25P02.) Rethrows the error.
+    public func bestEffort(_ body: () throws -> Void) throws {
+        lock.lock()
+        defer { lock.unlock() }
+        guard depth > 0 else { return try transaction(lockingHead: false, body) }
+        try connection.execute("SAVEPOINT best_effort")
+        do {
+            try body()
+            try connection.execute("RELEASE SAVEPOINT best_effort")
+        } catch {
+            try? connection.execute("ROLLBACK TO SAVEPOINT best_effort")
+            throw error
+        }
+    }
+
     /// Whether the open transaction is the outermost, holds no head lock, renews no seal and may write: a telemetry
     /// batch of its own, whose body sends COMMIT with its writes (`pipelineThenCommit`).
     var commitsInBody: Bool { depth == 1 && !headLocked && !renewsSeal && !isReadOnly }
@@ -317,6 +344,10 @@ public final class PostgresConfigStore: ConfigStore, @unchecked Sendable {
         try lockedHead(try connection.query(Self.headLockQuery), seal: nil)
     }
 
+    /// Taken first by every write transaction, before its snapshot: `LOCK TABLE` is not a query, so the snapshot of
+    /// REPEATABLE READ is taken by the statement after it, once the lock is granted. EXCLUSIVE lets plain reads of
+    /// the head through and waits for (and holds off) every other writer of it, `FOR UPDATE` on it included.
+    static let headTableLock = "LOCK TABLE config_head IN EXCLUSIVE MODE"
     static let headLockQuery = "SELECT version, audit_sequence, audit_hash FROM config_head WHERE id = 1 FOR UPDATE"
     static let newestETagQuery = "SELECT etag FROM config_versions ORDER BY number DESC LIMIT 1"
 

@@ -66,8 +66,8 @@ public final class PostgresRolloutStartCache: RolloutStartCache, @unchecked Send
 
     public func cacheRolloutStart(version: Int, start: Instant?) throws {
         guard !store.isReadOnly else { return }
-        _ = try store.transaction(lockingHead: false) {
-            try store.connection.query(
+        try store.bestEffort {
+            _ = try store.connection.query(
                 "INSERT INTO monitor_rollout_start (version, started_at) VALUES ($1, $2) ON CONFLICT (version) DO UPDATE SET started_at = excluded.started_at",
                 [String(version), start.map { String($0.microseconds) }])
         }

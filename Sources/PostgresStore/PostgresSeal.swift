@@ -314,7 +314,8 @@ public enum PostgresSeal {
     /// writing its seal. Its own statements change rows, never the catalog; the catalog and the tables it did
     /// not write are sealed as it checked them after the head lock, so a change another session made meanwhile
     /// is named by the next check instead of being sealed (a table this transaction wrote is digested whole
-    /// again, as before). A count that missed a write of this transaction could only leave the old digest in
+    /// again, in the transaction's one snapshot, taken right after the head lock: another login's change committed
+    /// since the check is not in it, so it too is named by the next check). A count that missed a write of this transaction could only leave the old digest in
     /// the seal, which the next check then refuses: never a state sealed that no check saw.
     ///
     /// Read only when `renewalQuery` counted a write to a sealed table: a transaction that wrote none (a

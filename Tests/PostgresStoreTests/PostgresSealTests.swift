@@ -665,6 +665,69 @@ struct PostgresSealTests {
         #expect { try store.verifySeal() } throws: { "\($0)".contains("table source_config") }
     }
 
+    /// Found by trying it as a login with the writer role: a write that itself writes a sealed table re-read that
+    /// table for its new seal in a fresh snapshot (READ COMMITTED), so another login's change committed after the
+    /// seal check was sealed with the write's own rows, never checked (an operator deleted while the victim's
+    /// step-up write waited on a row lock the attacker held; `audit verify` then passed). A write now sees one
+    /// snapshot, taken right after the head lock: a change committed meanwhile is not sealed, and the next write
+    /// names it; one on a row the write changes too runs the write again, whose check then names it.
+    @Test func anotherLoginsChangeToATableTheWriteWritesIsNotSealed() throws {
+        let (store, conninfo) = try longLived("written-during")
+        try store.atomically {
+            try store.connection.query("INSERT INTO guardrail_settings (key, value) VALUES ('guardrails.min-sessions', '10')")
+            try Self.psql(conninfo, "INSERT INTO guardrail_settings (key, value) VALUES ('forged', '1')")
+        }
+        #expect { try store.atomically {} } throws: { "\($0)".contains("table guardrail_settings") }
+        #expect { try store.verifySeal() } throws: { "\($0)".contains("table guardrail_settings") }
+
+        // The reproduction's order: the other login deletes a row and holds a lock on the row the write changes;
+        // the write waits for it, the other login commits, and the write must not seal the deletion.
+        let (victim, conninfo2) = try longLived("written-blocked")
+        try victim.atomically {
+            try victim.connection.query("INSERT INTO guardrail_settings (key, value) VALUES ('guardrails.min-sessions', '10')")
+        }
+        let attacker = try PGConnection(conninfo2)
+        try attacker.execute("BEGIN")
+        try attacker.execute("DELETE FROM guardrail_settings WHERE key = 'guardrails.auto-kill'")
+        try attacker.execute("UPDATE guardrail_settings SET value = value WHERE key = 'guardrails.min-sessions'")
+        nonisolated(unsafe) var outcome: Result<Void, Error>?
+        let done = DispatchGroup()
+        done.enter()
+        Thread.detachNewThread {
+            defer { done.leave() }
+            outcome = Result {
+                try victim.atomically {
+                    _ = try victim.connection.query("UPDATE guardrail_settings SET value = '20' WHERE key = 'guardrails.min-sessions'")
+                }
+            }
+        }
+        let deadline = Date().addingTimeInterval(30)
+        while try attacker.query(
+            "SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()"
+        ).isEmpty {
+            try #require(Date() < deadline, "the write never waited for the other login's row lock")
+            usleep(2_000)
+        }
+        try attacker.execute("COMMIT")
+        done.wait()
+        #expect {
+            try outcome?.get()
+        } throws: { "\($0)".contains("table guardrail_settings") }
+        #expect { try victim.verifySeal() } throws: { "\($0)".contains("table guardrail_settings") }
+    }
+
+    /// A cache write that fails inside another write (the monitor's rollout start, written while a plan runner's
+    /// transaction is open) is rolled back alone: the transaction around it goes on (it was left aborted, every
+    /// later statement refused with 25P02).
+    @Test func aFailedCacheWriteLeavesTheTransactionAroundItUsable() throws {
+        let (store, _) = try longLived("best-effort")
+        try store.atomically {
+            #expect(throws: PostgresError.self) { try store.bestEffort { _ = try store.connection.query("SELECT 1/0") } }
+            _ = try store.connection.query("INSERT INTO guardrail_settings (key, value) VALUES ('guardrails.min-sessions', '10')")
+        }
+        _ = try store.verifySeal()
+    }
+
     /// Without the server's counts of a connection's writes (`track_counts` off), a write that changes a sealed
     /// table still seals what it leaves: every table counts as written.
     @Test func aWriteSealsItsOwnRowsWithoutTheServersCounts() throws {
