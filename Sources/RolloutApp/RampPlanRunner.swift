@@ -190,13 +190,15 @@ public struct RampPlanStates {
         let now = session.clock.now()
         // The first step starts from what the rollout exposes (or would expose on resume), as its proposal will.
         let rollout = try RolloutPlan.locate(in: session.config.current().template)
-        // Its first step would publish over the kill; the kill is undone by a person ('rollout resume'), not a plan.
-        if rollout?.state == .killed {
-            throw RampPlanFailure("the rollout is killed; resume it first ('rollout resume'), then start the plan")
-        }
         let exposed = rollout.map { $0.state == .notStarted ? MicroPercent.zero : $0.percentage } ?? .zero
         let plans = session.plans
         let result: Result<StoredRampPlan, RampPlanFailure> = try plans.atomically {
+            // Its first step would publish over the kill; the kill is undone by a person ('rollout resume'), not a
+            // plan. (Checked in the write's transaction: a viewer is refused as a writer first, and a kill published
+            // meanwhile is seen.)
+            if try RolloutPlan.locate(in: session.config.current().template)?.state == .killed {
+                return .failure(RampPlanFailure("the rollout is killed; resume it first ('rollout resume'), then start the plan"))
+            }
             if let old = try plans.loadPlan(), let phase = RampState.Phase(rawValue: old.phase),
                 !phase.isFinal
             {
