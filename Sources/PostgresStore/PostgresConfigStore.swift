@@ -98,8 +98,17 @@ public final class PostgresConfigStore: ConfigStore, @unchecked Sendable {
         for statement in connection.sessionSetup { try connection.execute(statement) }
         let found = try PostgresSchema.version(connection)
         guard let found else {
+            // Found through the search path: one that names no schema (a role's setting) hides a live store, and
+            // 'rollout init' would then be the wrong advice.
+            let schemas = try connection.query("SELECT array_to_string(current_schemas(false), ', ')").first?.first ?? nil
+            if (schemas ?? "").isEmpty {
+                throw StoreError.unavailable(
+                    "\(PostgresConfigStore.redacted(conninfo)): the session's search path names no schema, so no table is "
+                        + "found (SHOW search_path; a role's or the database's setting?): fix it, not with 'rollout init'")
+            }
             throw StoreError.unavailable(
-                "\(PostgresConfigStore.redacted(conninfo)) holds no rollout store (create one with 'rollout init --store ...')")
+                "\(PostgresConfigStore.redacted(conninfo)) holds no rollout store in the schemas of its search path (\(schemas!)); "
+                    + "create one with 'rollout init --store ...'")
         }
         if found > PostgresSchema.current {
             throw StoreError.unavailable(
@@ -674,7 +683,9 @@ public enum PostgresStoreError: Error, Sendable, CustomStringConvertible, Equata
 
     public var description: String {
         switch self {
-        case .readOnly(let m): "refused: the PostgreSQL store is open read-only (--read-only), nothing was written (\(m))"
+        case .readOnly(let m):
+            "refused: the PostgreSQL session is read-only (--read-only, a role's or the database's "
+                + "default_transaction_read_only, or a standby server); nothing was written (\(m))"
         }
     }
 }

@@ -716,6 +716,19 @@ struct PostgresSealTests {
         #expect { try victim.verifySeal() } throws: { "\($0)".contains("table guardrail_settings") }
     }
 
+    /// Found by trying it as the writer role: `ALTER ROLE rollout_writer SET search_path = ''` made every command
+    /// say the database holds no rollout store, and advise `rollout init` on a live store.
+    @Test func aSearchPathNamingNoSchemaIsNamedNotTakenForAnEmptyDatabase() throws {
+        let (_, conninfo) = try longLived("search-path")
+        #expect {
+            _ = try PostgresConfigStore(conninfo: conninfo + " options='-c search_path='")
+        } throws: { "\($0)".contains("search path names no schema") && !"\($0)".contains("create one with") }
+        let empty = try PostgresServer.get().freshDatabase()
+        #expect {
+            _ = try PostgresConfigStore(conninfo: empty)
+        } throws: { "\($0)".contains("holds no rollout store in the schemas of its search path (public)") }
+    }
+
     /// A cache write that fails inside another write (the monitor's rollout start, written while a plan runner's
     /// transaction is open) is rolled back alone: the transaction around it goes on (it was left aborted, every
     /// later statement refused with 25P02).
