@@ -12,8 +12,9 @@ import Timekeeping
 /// One HTTP request as the server hands it to a handler: the whole body has arrived (within its limit).
 public struct HTTPRequest: Sendable {
     public var method: String
-    /// The path, percent-decoded by libmicrohttpd, without the query. A raw path with `%2F` in it is refused
-    /// (404) before a handler sees it, so a decoded `/` always was a `/` on the wire.
+    /// The path, percent-decoded by libmicrohttpd, without the query. A raw path with `%2F` or `%00` in it is
+    /// refused (404) before a handler sees it, so a decoded `/` always was a `/` on the wire, and the path is whole
+    /// (a decoded NUL would end it).
     public var path: String
     /// Query arguments (`?format=ga4`).
     public var query: [String: String]
@@ -319,31 +320,34 @@ public final class HTTPServer: @unchecked Sendable {
         lock.withLock { inFlight += 1 }
     }
 
-    /// The answer to a request refused on its head alone, in Google's error shape; nil to go on.
-    /// Whether `path` holds `%2F` or `%2f`: a scan of its bytes (a lower-cased copy of the path searched as text
-    /// cost every request about as much as the rest of this check).
-    static func hasEncodedSlash<Bytes: Collection<UInt8>>(_ path: Bytes) -> Bool {
-        var i = path.startIndex
-        while i != path.endIndex {
-            if path[i] == UInt8(ascii: "%") {
-                let two = path.index(after: i)
-                if two != path.endIndex, path[two] == UInt8(ascii: "2") {
-                    let f = path.index(after: two)
-                    if f != path.endIndex, path[f] | 0x20 == UInt8(ascii: "f") { return true }
+    /// Whether a raw path holds an escape whose decoded byte must never reach a handler: `%2F` or `%2f` (a decoded
+    /// `/` would route as a separator) or `%00` (libmicrohttpd decodes it to a NUL, where the path it hands over
+    /// ends, so `/healthz%00/../x` would be served as `/healthz`).
+    ///
+    /// A scan of the bytes: a lower-cased copy of the path searched as text cost every request about as much as
+    /// the rest of the refusals.
+    static func hasRefusedEscape<Bytes: Collection<UInt8>>(_ path: Bytes) -> Bool {
+        var before: (UInt8, UInt8) = (0, 0)  // the two bytes before `byte`
+        for byte in path {
+            if before.0 == UInt8(ascii: "%") {
+                switch (before.1, byte | 0x20) {
+                case (UInt8(ascii: "2"), UInt8(ascii: "f")), (UInt8(ascii: "0"), UInt8(ascii: "0")): return true
+                default: break
                 }
             }
-            i = path.index(after: i)
+            before = (before.1, byte)
         }
         return false
     }
 
+    /// The answer to a request refused on its head alone, in Google's error shape; nil to go on.
     private func refusal(_ e: Exchange) -> HTTPResponse? {
         let rawBytes = e.rawURI.utf8.prefix { $0 != UInt8(ascii: "?") }
-        if Self.hasEncodedSlash(rawBytes) {
+        if Self.hasRefusedEscape(rawBytes) {
             let rawPath = String(decoding: rawBytes, as: UTF8.self)
             return googleError(
-                404, "NOT_FOUND", "The requested URL \(rawPath) was not found on this server (encoded '/' in the path)."
-            )
+                404, "NOT_FOUND",
+                "The requested URL \(rawPath) was not found on this server (encoded '/' or NUL in the path).")
         }
         let memory = max(4096, limits.connectionMemoryBytes)
         if e.rawURI.utf8.count > memory / 4 {

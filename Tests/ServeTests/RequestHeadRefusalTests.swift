@@ -1,0 +1,41 @@
+import ExchangeServer
+import Foundation
+import JSON
+import Testing
+import TestSupport
+
+/// Requests the server refuses on their head alone, before any body byte is read, seen from raw loopback sockets:
+/// each answer is in Google's error shape and closes the connection.
+@Suite struct RequestHeadRefusalTests {
+    typealias Answer = (status: Int, headers: [String: String], json: JSONValue?)
+
+    /// Sends `head` (and nothing after it) on a fresh connection and returns everything the server sent until it
+    /// closed (nil if it had not closed within 10 s).
+    func raw(_ f: ServerFixture, _ head: String) throws -> [UInt8]? {
+        let c = try SlowClientTests.RawSocket(port: f.server.port)
+        c.send(head)
+        return c.untilClosed(within: 10)
+    }
+
+    func answer(_ f: ServerFixture, _ head: String) throws -> Answer? { SlowClientTests.response(try raw(f, head)) }
+
+    func expectRefused(
+        _ r: Answer?, _ code: Int, _ status: String, sourceLocation: SourceLocation = #_sourceLocation
+    ) {
+        SlowClientTests.expectGoogleError(r, code, status, sourceLocation: sourceLocation)
+        #expect(r?.headers["connection"]?.lowercased() == "close", sourceLocation: sourceLocation)
+    }
+
+    static let events = "POST /v1/events HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+    static let bearer = "Authorization: Bearer \(ServerFixture.eventsToken)\r\n"
+
+    /// Reproduction: `GET /healthz%00/../x` answered 200: libmicrohttpd decodes `%00` to a NUL, where the path
+    /// handed over ends. It is refused like an encoded slash; the server goes on serving.
+    @Test(arguments: ["/healthz%00/../x", "/healthz%00", "/v1/jwks%00.json"])
+    func anEncodedNULInThePathIs404(path: String) throws {
+        let f = try ServerFixture()
+        expectRefused(
+            try answer(f, "GET \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"), 404, "NOT_FOUND")
+        #expect(try f.client.request("GET", "/healthz").status == 200)
+    }
+}
