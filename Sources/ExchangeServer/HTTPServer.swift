@@ -360,7 +360,8 @@ public final class HTTPServer: @unchecked Sendable {
         if e.conflictingLength {
             return googleError(400, "INVALID_ARGUMENT", "The request has conflicting Content-Length headers.")
         }
-        if let length = e.headers["content-length"].flatMap(Int.init), length > e.limit {
+        // libmicrohttpd has checked that the length is digits and fits 64 bits: every such length parses here.
+        if let length = e.headers["content-length"].flatMap(UInt64.init), length > UInt64(e.limit) {
             e.tooLarge = true
             return handler.bodyTooLarge(limit: e.limit)
         }

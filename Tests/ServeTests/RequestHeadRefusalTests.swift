@@ -38,4 +38,13 @@ import TestSupport
             try answer(f, "GET \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"), 404, "NOT_FOUND")
         #expect(try f.client.request("GET", "/healthz").status == 200)
     }
+
+    /// Reproduction: a `Content-Length` from 2^63 to 2^64-1 did not fit an `Int`, so the length check let it
+    /// through and the server waited for the body. It is 413 like any length over the limit.
+    @Test(arguments: ["9223372036854775807", "9223372036854775808", "18446744073709551615"])
+    func aContentLengthPastIntIs413(length: String) throws {
+        let f = try ServerFixture()
+        let head = "POST \(f.appPath("generateAppAttestChallenge")) HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+        expectRefused(try answer(f, head + "Content-Length: \(length)\r\n\r\n"), 413, "INVALID_ARGUMENT")
+    }
 }
