@@ -283,6 +283,8 @@ public final class HTTPServer: @unchecked Sendable {
         var query: [String: String] = [:]
         var headBytes = 0
         var conflictingLength = false
+        /// A header name that was not a field name on the wire (`HTTPServer.isFieldName`).
+        var malformedHeader = false
         var body: [UInt8] = []
         var limit = 0
         var tooLarge = false
@@ -340,6 +342,27 @@ public final class HTTPServer: @unchecked Sendable {
         return false
     }
 
+    /// Whether a header name, as libmicrohttpd hands it over (then lower-cased), was a well-formed field name on
+    /// the wire: an RFC 9110 token that does not extend a framing header's name.
+    ///
+    /// libmicrohttpd 0.9.75 keeps whitespace before the colon in the name (`Content-Length : 5` arrives as
+    /// `content-length `), keeps the leading whitespace of a first header line, and glues an obs-fold continuation
+    /// line, its leading whitespace dropped, to the end of its header's name (`X-A: a` then ` b c` arrives as
+    /// `x-ab c: a`; `Content-Length: 2` then ` 0` as `content-length0: 2`). A proxy in front may read such a
+    /// header otherwise, so each is refused (RFC 9112 §5.1, §5.2) instead of served with a framing of our own.
+    /// A fold whose continuation is a bare token on a header other than the framing ones reads as a header of
+    /// another name, which decides nothing here.
+    static func isFieldName(_ name: String) -> Bool {
+        for framing in ["content-length", "transfer-encoding"] where name != framing && name.hasPrefix(framing) {
+            return false
+        }
+        return !name.isEmpty
+            && name.utf8.allSatisfy { c in
+                (c >= UInt8(ascii: "a") && c <= UInt8(ascii: "z")) || (c >= UInt8(ascii: "0") && c <= UInt8(ascii: "9"))
+                    || "!#$%&'*+-.^_`|~".utf8.contains(c)
+            }
+    }
+
     /// The answer to a request refused on its head alone, in Google's error shape; nil to go on.
     private func refusal(_ e: Exchange) -> HTTPResponse? {
         let rawBytes = e.rawURI.utf8.prefix { $0 != UInt8(ascii: "?") }
@@ -357,8 +380,25 @@ public final class HTTPServer: @unchecked Sendable {
             return googleError(
                 431, "INVALID_ARGUMENT", "The request line and headers are larger than \(memory) bytes.")
         }
+        if e.malformedHeader {
+            return googleError(
+                400, "INVALID_ARGUMENT",
+                "A header line is malformed: whitespace before its colon, or a folded (obs-fold) continuation line.")
+        }
         if e.conflictingLength {
             return googleError(400, "INVALID_ARGUMENT", "The request has conflicting Content-Length headers.")
+        }
+        if let coding = e.headers["transfer-encoding"] {
+            // libmicrohttpd frames by Transfer-Encoding and decodes only a lone `chunked`; any other coding it
+            // would read as a body of unknown length until the connection closes (RFC 9112 §6.1).
+            if e.headers["content-length"] != nil {
+                return googleError(
+                    400, "INVALID_ARGUMENT", "The request has both Content-Length and Transfer-Encoding headers.")
+            }
+            if coding.lowercased() != "chunked" {
+                return googleError(
+                    501, "UNIMPLEMENTED", "Transfer-Encoding '\(coding)' is not implemented (only chunked).")
+            }
         }
         // libmicrohttpd has checked that the length is digits and fits 64 bits: every such length parses here.
         if let length = e.headers["content-length"].flatMap(UInt64.init), length > UInt64(e.limit) {
@@ -416,6 +456,7 @@ private let headerIterator: MHD_KeyValueIterator = { cls, _, key, value in
     let name = String(cString: key).lowercased()
     let v = value.map { String(cString: $0) } ?? ""
     e.headBytes += name.utf8.count + v.utf8.count + 4
+    if !HTTPServer.isFieldName(name) { e.malformedHeader = true }
     if name == "content-length", let seen = e.headers[name], seen != v { e.conflictingLength = true }
     if name == "content-length", e.headers[name] != nil { return .YES }
     e.headers[name] = e.headers[name].map { $0 + ", " + v } ?? v

@@ -29,6 +29,45 @@ import TestSupport
     static let events = "POST /v1/events HTTP/1.1\r\nHost: 127.0.0.1\r\n"
     static let bearer = "Authorization: Bearer \(ServerFixture.eventsToken)\r\n"
 
+    /// Reproduction: a request with both `Content-Length: 5` and `Transfer-Encoding: chunked` was served
+    /// (libmicrohttpd reads the chunks; a proxy in front may read the length, which smuggles a request).
+    @Test func contentLengthWithTransferEncodingIs400() throws {
+        let f = try ServerFixture()
+        let head = Self.events + Self.bearer + "Content-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n"
+        expectRefused(try answer(f, head + "0\r\n\r\n"), 400, "INVALID_ARGUMENT")
+    }
+
+    /// Reproduction: `Content-Length : 0` (whitespace before the colon) reached the handler as a header named
+    /// `Content-Length ` and a request whose first header line began with a space as ` Host`; an obs-fold
+    /// continuation line was glued to the end of its header's name by libmicrohttpd (`X-A: a` + ` b c` became
+    /// `X-Ab c: a`, `Content-Length: 2` + ` 0` became `Content-Length0: 2`). Each was served; each is now 400.
+    @Test(arguments: [
+        "Content-Length : 0\r\n", "Content-Length\t: 0\r\n", "X-A: a\r\n b c\r\n", "X-A: a\r\n\tb\tc\r\n",
+        "Content-Length: 2\r\n 0\r\n", "Transfer-Encoding: gzip,\r\n chunked\r\n",
+    ])
+    func whitespaceBeforeAColonOrAFoldedLineIs400(header: String) throws {
+        let f = try ServerFixture()
+        expectRefused(
+            try answer(f, "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\(header)Connection: close\r\n\r\n"), 400,
+            "INVALID_ARGUMENT")
+    }
+
+    @Test func aHeaderLineStartingWithWhitespaceIs400() throws {
+        let f = try ServerFixture()
+        expectRefused(
+            try answer(f, "GET /healthz HTTP/1.1\r\n Host: 127.0.0.1\r\nConnection: close\r\n\r\n"), 400,
+            "INVALID_ARGUMENT")
+    }
+
+    /// Reproduction: `Transfer-Encoding: gzip` got no answer at all (libmicrohttpd reads a body of unknown length
+    /// until the connection closes). A transfer coding other than `chunked` is now 501.
+    @Test(arguments: ["gzip", "gzip, chunked", "chunked, chunked", "identity"])
+    func aTransferCodingOtherThanChunkedIs501(coding: String) throws {
+        let f = try ServerFixture()
+        expectRefused(
+            try answer(f, Self.events + Self.bearer + "Transfer-Encoding: \(coding)\r\n\r\n"), 501, "UNIMPLEMENTED")
+    }
+
     /// Reproduction: `GET /healthz%00/../x` answered 200: libmicrohttpd decodes `%00` to a NUL, where the path
     /// handed over ends. It is refused like an encoded slash; the server goes on serving.
     @Test(arguments: ["/healthz%00/../x", "/healthz%00", "/v1/jwks%00.json"])
