@@ -73,12 +73,17 @@ public final class EventsIntake: @unchecked Sendable {
         return diff == 0
     }
 
+    /// The 401 for a request without the bearer token, nil for one with it: the one check of the token, which the
+    /// server asks on the head alone (so an unauthenticated body is never read) and `respond` asks again.
+    public func refusal(head request: HTTPRequest) -> HTTPResponse? {
+        guard !authorized(request) else { return nil }
+        return googleError(
+            401, "UNAUTHENTICATED", "Request is missing a valid bearer token (Authorization: Bearer TOKEN).",
+            headers: [("WWW-Authenticate", "Bearer")])
+    }
+
     public func respond(to request: HTTPRequest) -> HTTPResponse {
-        guard authorized(request) else {
-            return googleError(
-                401, "UNAUTHENTICATED", "Request is missing a valid bearer token (Authorization: Bearer TOKEN).",
-                headers: [("WWW-Authenticate", "Bearer")])
-        }
+        if let refused = refusal(head: request) { return refused }
         let formatName = request.query["format"] ?? "native"
         guard let format = TelemetryFormat(rawValue: formatName) else {
             return googleError(

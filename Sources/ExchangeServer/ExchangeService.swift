@@ -191,7 +191,7 @@ public final class ExchangeService: HTTPHandler, @unchecked Sendable {
         case ("GET", "/v1/jwks"):
             return .json(200, holder.exchange().jwks(), headers: [("Cache-Control", "public, max-age=300")])
         case (_, "/v1/events"):
-            guard request.method == "POST", let intake else { return notFound(request) }
+            guard let intake = intake(serving: request) else { return notFound(request) }
             return intake.respond(to: request)
         default:
             guard request.method == "POST", let route = AppCheckRoute.parse(path: request.path), route.method != "jwks"
@@ -211,6 +211,17 @@ public final class ExchangeService: HTTPHandler, @unchecked Sendable {
             let r = Self.writingMethods.contains(route.method) ? CommitAnticipation.expecting { handle() } : handle()
             return .json(r.status, r.body)
         }
+    }
+
+    /// `POST /v1/events` without the intake's bearer token, refused on its head (`EventsIntake.refusal`); every
+    /// other request goes on to its body.
+    public func refusal(head: HTTPRequest) -> HTTPResponse? {
+        intake(serving: head)?.refusal(head: head)
+    }
+
+    /// The intake when `request` is `POST /v1/events` and the intake is on.
+    private func intake(serving request: HTTPRequest) -> EventsIntake? {
+        request.method == "POST" && request.path == "/v1/events" ? intake : nil
     }
 
     /// The exchange methods that write before they answer: a redeemed challenge with a saved key or an advanced

@@ -61,6 +61,11 @@ public struct HTTPResponse: Sendable {
 public protocol HTTPHandler: Sendable {
     /// The largest body accepted for a request line (method and path), in bytes.
     func bodyLimit(method: String, path: String) -> Int
+    /// The answer to a request refused on its head alone (`head.body` is empty), or nil to read its body.
+    ///
+    /// Asked before any body byte is kept or `100 Continue` sent, so that a client the handler would refuse
+    /// anyway (no credentials) cannot make the server hold its body first.
+    func refusal(head: HTTPRequest) -> HTTPResponse?
     func respond(to request: HTTPRequest) -> HTTPResponse
     /// The response for a body over `bodyLimit` (the body is not read further).
     func bodyTooLarge(limit: Int) -> HTTPResponse
@@ -400,12 +405,19 @@ public final class HTTPServer: @unchecked Sendable {
                     501, "UNIMPLEMENTED", "Transfer-Encoding '\(coding)' is not implemented (only chunked).")
             }
         }
+        if let refused = handler.refusal(head: request(e)) { return refused }
         // libmicrohttpd has checked that the length is digits and fits 64 bits: every such length parses here.
         if let length = e.headers["content-length"].flatMap(UInt64.init), length > UInt64(e.limit) {
             e.tooLarge = true
             return handler.bodyTooLarge(limit: e.limit)
         }
         return nil
+    }
+
+    /// The request as the handler sees it, with the body kept so far.
+    private func request(_ e: Exchange) -> HTTPRequest {
+        HTTPRequest(
+            method: e.method, path: e.path, query: e.query, headers: e.headers, body: e.body, remoteAddress: e.remote)
     }
 
     fileprivate func respond(connection: OpaquePointer, exchange e: Exchange) -> MHD_Result {
@@ -416,10 +428,7 @@ public final class HTTPServer: @unchecked Sendable {
         } else if e.tooLarge {
             response = handler.bodyTooLarge(limit: e.limit)
         } else {
-            response = handler.respond(
-                to: HTTPRequest(
-                    method: e.method, path: e.path, query: e.query, headers: e.headers, body: e.body,
-                    remoteAddress: e.remote))
+            response = handler.respond(to: request(e))
         }
         e.status = response.status
         e.bytesOut = response.body.count
@@ -510,7 +519,8 @@ private let accessHandler: MHD_AccessHandlerCallback = {
     if count > 0 {
         e.bytesIn += count
         if let c = e.connection { server.watch.received(count, c) }
-        if !e.tooLarge, let uploadData {
+        // A refused request's body is never kept (its answer is queued and the connection closes after it).
+        if !e.tooLarge, e.early == nil, let uploadData {
             if e.body.count + count > e.limit {
                 e.tooLarge = true
                 e.body = []

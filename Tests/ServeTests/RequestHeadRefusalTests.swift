@@ -29,6 +29,32 @@ import TestSupport
     static let events = "POST /v1/events HTTP/1.1\r\nHost: 127.0.0.1\r\n"
     static let bearer = "Authorization: Bearer \(ServerFixture.eventsToken)\r\n"
 
+    /// Reproduction: 30 connections each announcing `Content-Length: 8388608` to `/v1/events` without a token
+    /// made the server keep ~450 MB of bodies, since the token was checked only once the body had arrived. A
+    /// head without the token, or with a wrong one, is now answered 401 before any body is sent, and a client
+    /// that asks first (`Expect: 100-continue`) is never told to go on.
+    @Test func eventsWithoutTheTokenAre401OnTheHeadAlone() throws {
+        let f = try ServerFixture()
+        let length = "Content-Length: 60000\r\n"
+        for credential in ["", "Authorization: Bearer wrong-token\r\n", "Authorization: Basic x\r\n"] {
+            let r = try answer(f, Self.events + credential + length + "\r\n")
+            expectRefused(r, 401, "UNAUTHENTICATED")
+            #expect(r?.headers["www-authenticate"] == "Bearer")
+        }
+        let asked = try raw(f, Self.events + "Expect: 100-continue\r\n" + length + "\r\n")
+        let text = String(decoding: asked ?? [], as: UTF8.self)
+        #expect(text.hasPrefix("HTTP/1.1 401 "), "\(text)")
+        #expect(!text.contains("100 Continue"), "\(text)")
+        // With the token, the client is told to go on.
+        let c = try SlowClientTests.RawSocket(port: f.server.port)
+        c.send(Self.events + Self.bearer + "Expect: 100-continue\r\nContent-Length: 1\r\n\r\n")
+        var p = pollfd(fd: c.fd, events: Int16(POLLIN), revents: 0)
+        #expect(poll(&p, 1, 10_000) == 1)
+        var chunk = [UInt8](repeating: 0, count: 256)
+        let n = recv(c.fd, &chunk, chunk.count, 0)
+        #expect(String(decoding: chunk[0..<max(0, n)], as: UTF8.self).hasPrefix("HTTP/1.1 100 Continue"))
+    }
+
     /// Reproduction: a request with both `Content-Length: 5` and `Transfer-Encoding: chunked` was served
     /// (libmicrohttpd reads the chunks; a proxy in front may read the length, which smuggles a request).
     @Test func contentLengthWithTransferEncodingIs400() throws {
