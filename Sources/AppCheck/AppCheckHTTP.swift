@@ -7,6 +7,12 @@ public struct AppCheckResponse: Hashable, Sendable {
     public var status: Int
     /// UTF-8 JSON.
     public var body: [UInt8]
+    /// What failed on the server's side, for its log only (see `errorResponse`).
+    public var problem: String? = nil
+
+    /// What a client is told of a 503, as Google's front end words it. The reason (a store's error, which names
+    /// paths and carries the system's words) is for the server's log only.
+    public static let unavailableMessage = "The service is currently unavailable."
 
     public var bodyText: String { String(decoding: body, as: UTF8.self) }
     /// The body parsed as JSON.
@@ -134,18 +140,22 @@ extension AppCheckExchange {
         ["token": .string(t.token), "ttl": .string(duration(t.ttl))]
     }
 
-    /// Google's error shape, with the specific reason in an `ErrorInfo` detail.
+    /// Google's error shape, with the specific reason in an `ErrorInfo` detail; an `unavailable` error's
+    /// description goes to `problem`, and its message is the generic `AppCheckResponse.unavailableMessage`.
     public static func errorResponse(_ e: AppCheckExchangeError) -> AppCheckResponse {
+        var problem: String?
+        if case .unavailable = e { problem = e.description }
         let detail: JSONValue = [
             "@type": "type.googleapis.com/google.rpc.ErrorInfo", "reason": .string(e.code),
             "domain": "firebaseappcheck.googleapis.com",
         ]
         let error: JSONValue = [
-            "code": .number(JSONNumber(e.httpStatus)), "message": .string(e.description),
+            "code": .number(JSONNumber(e.httpStatus)),
+            "message": .string(problem == nil ? e.description : AppCheckResponse.unavailableMessage),
             "status": .string(e.rpcStatus),
             "details": [detail],
         ]
-        return AppCheckResponse(status: e.httpStatus, body: JSONWriter().bytes(["error": error]))
+        return AppCheckResponse(status: e.httpStatus, body: JSONWriter().bytes(["error": error]), problem: problem)
     }
 }
 

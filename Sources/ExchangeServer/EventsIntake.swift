@@ -122,7 +122,7 @@ public final class EventsIntake: @unchecked Sendable {
         do {
             receipt = try land(ingest.batch, "http:\(request.remoteAddress)", clock.now())
         } catch {
-            return googleError(503, "UNAVAILABLE", "the batch was not ingested: \(error)")
+            return storeUnavailable("the batch was not ingested: \(error)")
         }
         if receipt != nil { afterCommit() }
         var body = JSONObject([

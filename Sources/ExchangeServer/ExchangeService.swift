@@ -14,6 +14,14 @@ public func googleError(_ code: Int, _ status: String, _ message: String, header
     return .json(code, JSONWriter().bytes(["error": error]), headers: headers)
 }
 
+/// The 503 for a store that failed: Google's error shape with the generic message the exchange answers too;
+/// `problem` (the store's error) goes to the server's access log, never to the client.
+public func storeUnavailable(_ problem: String) -> HTTPResponse {
+    var response = googleError(503, "UNAVAILABLE", AppCheckResponse.unavailableMessage)
+    response.problem = problem
+    return response
+}
+
 /// The exchange the server currently uses, rebuilt when the store's signing keys or app registrations change
 /// (a `rollout appcheck keys rotate` by another process, a retirement coming due, an app added).
 ///
@@ -186,7 +194,7 @@ public final class ExchangeService: HTTPHandler, @unchecked Sendable {
                 _ = try holder.state.signingKeys()
                 return .json(200, JSONWriter().bytes(["status": "serving"]))
             } catch {
-                return googleError(503, "UNAVAILABLE", "the store does not answer: \(error)")
+                return storeUnavailable("the store does not answer: \(error)")
             }
         case ("GET", "/v1/jwks"):
             return .json(200, holder.exchange().jwks(), headers: [("Cache-Control", "public, max-age=300")])
@@ -209,7 +217,9 @@ public final class ExchangeService: HTTPHandler, @unchecked Sendable {
                     method: route.method, projectId: route.projectId, appId: route.appId, body: request.body)
             }
             let r = Self.writingMethods.contains(route.method) ? CommitAnticipation.expecting { handle() } : handle()
-            return .json(r.status, r.body)
+            var response = HTTPResponse.json(r.status, r.body)
+            response.problem = r.problem
+            return response
         }
     }
 

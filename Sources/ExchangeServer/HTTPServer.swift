@@ -43,11 +43,15 @@ public struct HTTPResponse: Sendable {
     public var status: Int
     public var headers: [(String, String)]
     public var body: [UInt8]
+    /// What failed on the server's side (a store's error, which names paths and carries the system's words), for
+    /// the access log only: never sent.
+    public var problem: String?
 
-    public init(status: Int, headers: [(String, String)] = [], body: [UInt8] = []) {
+    public init(status: Int, headers: [(String, String)] = [], body: [UInt8] = [], problem: String? = nil) {
         self.status = status
         self.headers = headers
         self.body = body
+        self.problem = problem
     }
 
     /// A JSON response (`application/json; charset=UTF-8`, as Google's APIs answer).
@@ -108,7 +112,8 @@ public struct HTTPServerError: Error, CustomStringConvertible, Sendable {
     public init(_ description: String) { self.description = description }
 }
 
-/// One access-log line per request: `{"time","method","path","status","durationMs","bytesIn","bytesOut","remote"}`.
+/// One access-log line per request: `{"time","method","path","status","durationMs","bytesIn","bytesOut","remote"}`,
+/// and `"problem"` when the server failed (`HTTPResponse.problem`).
 public struct AccessLogEntry: Sendable {
     public var time: Instant
     public var method: String
@@ -118,10 +123,11 @@ public struct AccessLogEntry: Sendable {
     public var bytesIn: Int
     public var bytesOut: Int
     public var remote: String
+    public var problem: String?
 
     public init(
         time: Instant, method: String, path: String, status: Int, durationMicroseconds: Int64, bytesIn: Int,
-        bytesOut: Int, remote: String
+        bytesOut: Int, remote: String, problem: String? = nil
     ) {
         self.time = time
         self.method = method
@@ -131,6 +137,7 @@ public struct AccessLogEntry: Sendable {
         self.bytesIn = bytesIn
         self.bytesOut = bytesOut
         self.remote = remote
+        self.problem = problem
     }
 
     /// The entry as one JSON line (no newline).
@@ -145,7 +152,8 @@ public struct AccessLogEntry: Sendable {
         let fraction = String(us % 1000)
         let ms = "\(us / 1000)." + String(repeating: "0", count: 3 - fraction.count) + fraction
         return "{\"time\":\(q(time.iso8601)),\"method\":\(q(method)),\"path\":\(q(path)),\"status\":\(status),"
-            + "\"durationMs\":\(ms),\"bytesIn\":\(bytesIn),\"bytesOut\":\(bytesOut),\"remote\":\(q(remote))}"
+            + "\"durationMs\":\(ms),\"bytesIn\":\(bytesIn),\"bytesOut\":\(bytesOut),\"remote\":\(q(remote))"
+            + (problem.map { ",\"problem\":\(q($0))" } ?? "") + "}"
     }
 }
 
@@ -296,6 +304,7 @@ public final class HTTPServer: @unchecked Sendable {
         /// The answer given before the body was read (a refusal); the connection closes after it.
         var early: HTTPResponse?
         var status = 0
+        var problem: String?
         var bytesOut = 0
         var bytesIn = 0
         var started: UInt64 = 0
@@ -431,6 +440,7 @@ public final class HTTPServer: @unchecked Sendable {
             response = handler.respond(to: request(e))
         }
         e.status = response.status
+        e.problem = response.problem
         e.bytesOut = response.body.count
         let closing = lock.withLock { draining } || e.tooLarge || e.early != nil
         let r = response.body.withUnsafeBytes { raw in
@@ -453,7 +463,7 @@ public final class HTTPServer: @unchecked Sendable {
             AccessLogEntry(
                 time: clock.now(), method: e.method, path: e.path, status: e.status,
                 durationMicroseconds: Int64(HTTPServer.monotonicMicroseconds() - e.started), bytesIn: e.bytesIn,
-                bytesOut: e.bytesOut, remote: e.remote))
+                bytesOut: e.bytesOut, remote: e.remote, problem: e.problem))
     }
 }
 

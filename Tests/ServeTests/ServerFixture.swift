@@ -4,6 +4,7 @@ import ExchangeServer
 import Foundation
 import JSON
 import SQLiteStore
+import Telemetry
 import TestSupport
 import Timekeeping
 
@@ -14,7 +15,9 @@ final class FailingState: AppCheckState, @unchecked Sendable {
     private var failing = false
     init(_ base: any AppCheckState) { self.base = base }
     func fail(_ on: Bool) { lock.withLock { failing = on } }
-    private func check() throws { if lock.withLock({ failing }) { throw TestSupport.Failure("disk I/O error") } }
+    private func check() throws {
+        if lock.withLock({ failing }) { throw TestSupport.Failure("disk I/O error at /srv/secret/store.db") }
+    }
 
     func configuration() throws -> AppCheckConfiguration? { try base.configuration() }
     func saveConfiguration(_ c: AppCheckConfiguration) throws { try base.saveConfiguration(c) }
@@ -38,7 +41,10 @@ final class FailingState: AppCheckState, @unchecked Sendable {
         try check()
         return try base.consumeToken(id: id, expiresAt: expiresAt)
     }
-    func signingKeys() throws -> [StoredSigningKey] { try base.signingKeys() }
+    func signingKeys() throws -> [StoredSigningKey] {
+        try check()
+        return try base.signingKeys()
+    }
     func addSigningKey(_ k: StoredSigningKey) throws { try base.addSigningKey(k) }
     func rotateSigningKeys(to k: StoredSigningKey, retiringOthersAt t: Instant) throws {
         try base.rotateSigningKeys(to: k, retiringOthersAt: t)
@@ -59,12 +65,45 @@ final class FailingState: AppCheckState, @unchecked Sendable {
     func purgeExpired(before t: Instant) throws { try base.purgeExpired(before: t) }
 }
 
+/// Telemetry counters whose commits fail on demand (a store that stopped answering), delegating to real ones.
+final class FailingCounters: TelemetryCounters, @unchecked Sendable {
+    let base: any TelemetryCounters
+    private let lock = NSLock()
+    private var failing = false
+    init(_ base: any TelemetryCounters) { self.base = base }
+    func fail(_ on: Bool) { lock.withLock { failing = on } }
+
+    func commit(_ batch: TelemetryBatch, source: String, at committedAt: Instant) throws -> BatchReceipt? {
+        if lock.withLock({ failing }) { throw TestSupport.Failure("disk I/O error at /srv/secret/store.db") }
+        return try base.commit(batch, source: source, at: committedAt)
+    }
+    func snapshot(_ c: WatchConfiguration, now: Instant) throws -> TelemetrySnapshot { try base.snapshot(c, now: now) }
+    func counterLooks(_ level: BucketLevel, from: Int64, to: Int64) throws -> [CounterLook] {
+        try base.counterLooks(level, from: from, to: to)
+    }
+    func newestEvent() throws -> Instant? { try base.newestEvent() }
+    func installation(_ id: String) throws -> InstallationRecord? { try base.installation(id) }
+    func installationCount() throws -> Int { try base.installationCount() }
+    func batches() throws -> [BatchReceipt] { try base.batches() }
+    func allTimeTotals() throws -> CounterTotals { try base.allTimeTotals() }
+    func reason(of detail: FailureDetail) throws -> String? { try base.reason(of: detail) }
+    func describe(_ detail: FailureDetail) throws -> String { try base.describe(detail) }
+}
+
 /// An access log kept in memory.
 final class LogBook: @unchecked Sendable {
     private let lock = NSLock()
     private var entries: [AccessLogEntry] = []
     func add(_ e: AccessLogEntry) { lock.withLock { entries.append(e) } }
     var all: [AccessLogEntry] { lock.withLock { entries } }
+
+    /// The entries once there are `count` of them: a line is written when libmicrohttpd reports its request
+    /// complete, just after the response, so this waits (up to 20 s) rather than reading at once.
+    func waitFor(_ count: Int) -> [AccessLogEntry] {
+        let deadline = Date().addingTimeInterval(20)
+        while all.count < count, Date() < deadline { usleep(5_000) }
+        return all
+    }
 }
 
 /// `rollout serve`'s pieces on a fresh store file, bound to 127.0.0.1 on a free port, with a manual clock that
@@ -83,6 +122,7 @@ final class ServerFixture {
     let store: RolloutStore
     let tables: AppCheckStateTables
     let state: FailingState
+    let counters: FailingCounters
     let authority: DemoCertificateAuthority
     let holder: ExchangeHolder
     let service: ExchangeService
@@ -109,8 +149,9 @@ final class ServerFixture {
         state = FailingState(tables)
         holder = try ExchangeHolder(state: state, clock: clock, trustDemo: trustDemo)
         let limiter = rateLimit.map { RateLimiter(rate: $0, burst: $0, clock: clock) }
+        counters = FailingCounters(try store.telemetryCounters())
         service = ExchangeService(
-            holder: holder, intake: try EventsIntake(store: store, bearerToken: Self.eventsToken, clock: clock),
+            holder: holder, intake: EventsIntake(counters: counters, bearerToken: Self.eventsToken, clock: clock),
             limiter: limiter, exchangeBodyLimit: exchangeBodyLimit, eventsBodyLimit: 64 * 1024)
         let book = LogBook()
         log = book
