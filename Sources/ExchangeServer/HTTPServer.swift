@@ -172,13 +172,17 @@ public struct AccessLogEntry: Sendable {
 /// before the body is read; a chunked body stops being kept at the limit). `shutdown()` stops accepting, lets
 /// requests in flight finish (up to `drainSeconds`), then closes the rest.
 ///
-/// Refusals before the handler, each in Google's error shape and closing the connection: a raw path with an
-/// encoded slash (`%2F`, 404: libmicrohttpd decodes the path, and a decoded `/` must not route as a separator),
-/// a head over `connectionMemoryBytes` (431, or 414 for the request line), and conflicting `Content-Length`
-/// headers (400: libmicrohttpd reads the first, a proxy in front may read another, which smuggles a request).
-/// libmicrohttpd still answers a few requests itself, before any callback can: a request line or header line it
-/// cannot parse, a `Content-Length` that is not a number or overflows, a malformed chunked body, an HTTP major
-/// version other than 1, and a head over twice `connectionMemoryBytes` (its bodies are HTML or empty).
+/// Refusals on the head, before any body byte is kept or `100 Continue` sent, each in Google's error shape and
+/// closing the connection: a raw path with an encoded slash or NUL (`%2F`, `%00`, 404: libmicrohttpd decodes the
+/// path, and a decoded `/` must not route as a separator nor a NUL cut the path short), a head over
+/// `connectionMemoryBytes` (431, or 414 for the request line), a header line with whitespace before its colon or
+/// folded onto the next (400, `isFieldName`), conflicting `Content-Length` headers or one with
+/// `Transfer-Encoding` (400: libmicrohttpd reads one, a proxy in front may read another, which smuggles a
+/// request), a transfer coding other than `chunked` (501), the handler's own `refusal(head:)`, and a
+/// `Content-Length` over the route's limit (413). libmicrohttpd still answers a few requests itself, before any
+/// callback can: a request line or header line it cannot parse (a request line of a method alone gets no answer
+/// at all), a `Content-Length` that is not a number or overflows, a malformed chunked body, an HTTP major version
+/// other than 1, and a head over twice `connectionMemoryBytes` (its bodies are HTML or empty).
 public final class HTTPServer: @unchecked Sendable {
     public let handler: any HTTPHandler
     public let limits: HTTPServerLimits
