@@ -36,20 +36,30 @@ public enum TemplateDiff {
         for key in newKeys {
             let n = new.parameter(key)!
             guard let o = old.parameter(key) else {
-                out.append("+ parameter \(key): default \(n.defaultValue.map(quoted) ?? "none")"
-                    + n.conditionalValues.map { ", \($0.condition): \($0.value.map(quoted) ?? "none")" }.joined())
+                out.append("+ parameter \(key): default \(shown(n.json["defaultValue"]))"
+                    + n.conditionalValues.map { ", \($0.condition): \(shown(n.json["conditionalValues"]?[$0.condition]))" }.joined())
                 continue
             }
-            if o.defaultValue != n.defaultValue {
-                out.append("~ \(key) default: \(o.defaultValue.map(quoted) ?? "none") → \(n.defaultValue.map(quoted) ?? "none")")
+            // Values are compared as stored, in every form Firebase writes (a Firebase Rollout's `rolloutValue`, a
+            // personalization, an experiment), not through `ParameterValue`, which reads only `value` and
+            // `useInAppDefault`: a change to any other form must not read as no change.
+            var valueLines: [String] = []
+            if let change = valueChange(o.json["defaultValue"], n.json["defaultValue"]) {
+                valueLines.append("~ \(key) default: \(change)")
             }
             let conditions = o.conditionalValues.map(\.condition) + n.conditionalValues.map(\.condition).filter { oc in
                 !o.conditionalValues.contains { $0.condition == oc }
             }
             for c in conditions {
-                let ov = o.conditionalValue(c)
-                let nv = n.conditionalValue(c)
-                if ov != nv { out.append("~ \(key) under \(c): \(ov.map(quoted) ?? "none") → \(nv.map(quoted) ?? "none")") }
+                if let change = valueChange(o.json["conditionalValues"]?[c], n.json["conditionalValues"]?[c]) {
+                    valueLines.append("~ \(key) under \(c): \(change)")
+                }
+            }
+            out += valueLines
+            let (oc, nc) = (o.json["conditionalValues"] ?? .null, n.json["conditionalValues"] ?? .null)
+            if valueLines.isEmpty, oc != nc {
+                // The same values, reordered or written differently (`{}` for none).
+                out.append("~ \(key) conditional values: \(describeChange(oc, nc))")
             }
             var oj = o.json.objectValue ?? JSONObject()
             var nj = n.json.objectValue ?? JSONObject()
@@ -79,10 +89,38 @@ public enum TemplateDiff {
         return out
     }
 
-    private static func quoted(_ v: ParameterValue) -> String {
-        switch v {
-        case .value(let s): JSONWriter.quoted(s)
-        case .inAppDefault: "in-app default"
+    /// `old → new` for a stored value that changed (nil when it did not), each side as `shown` reads it, or as
+    /// JSON when the two read alike (a member `shown` does not name changed).
+    private static func valueChange(_ old: JSONValue?, _ new: JSONValue?) -> String? {
+        let (a, b) = (old ?? .null, new ?? .null)
+        guard a != b else { return nil }
+        let (at, bt) = (shown(old), shown(new))
+        return at == bt ? describeChange(a, b) : "\(at) → \(bt)"
+    }
+
+    /// A stored parameter value as a person reads it, in each form Firebase writes (GOOGLE-DATA.md): `"text"`,
+    /// `in-app default`, `rollout rollout_1 "true" at 10%`, `personalization p1`,
+    /// `experiment e1 ("a", "b" at 50%)`; `none` when absent; any other shape as its JSON.
+    private static func shown(_ value: JSONValue?) -> String {
+        guard let value, !value.isNull else { return "none" }
+        guard let o = value.objectValue, o.count == 1, let (form, body) = o.members.first.map({ ($0.key, $0.value) }) else {
+            return value.objectValue?.isEmpty == true ? "none" : value.compactText
+        }
+        func text(_ v: JSONValue?) -> String { v?.stringValue.map(JSONWriter.quoted) ?? v?.compactText ?? "none" }
+        func id(_ member: String) -> String { body[member]?.stringValue ?? body[member]?.compactText ?? "?" }
+        switch form {
+        case "value": return text(body)
+        case "useInAppDefault" where body.boolValue == true: return "in-app default"
+        case "rolloutValue":
+            return "rollout \(id("rolloutId")) \(text(body["value"])) at \(body["percent"]?.compactText ?? "?")%"
+        case "personalizationValue": return "personalization \(id("personalizationId"))"
+        case "experimentValue":
+            let variants = (body["variantValue"]?.arrayValue ?? []).map { v in
+                v["noChange"]?.boolValue == true ? "no change" : text(v["value"])
+            }
+            let share = body["exposurePercent"].map { " at \($0.compactText)%" } ?? ""
+            return "experiment \(id("experimentId")) (\(variants.joined(separator: ", "))\(share))"
+        default: return value.compactText
         }
     }
 

@@ -168,4 +168,20 @@ struct WritePathTests {
             WritePath.Request(intent: .rollback(toVersion: stored.info.number), actor: "ana@example.com", origin: "TEST"))
         #expect(forward.proposal.exposedAfter == .hundred)
     }
+    /// An import whose only change is a Firebase Rollout's `rolloutValue` said "no change ... nothing written" and
+    /// dropped it: the diff read values through `ParameterValue`, blind to that form.
+    @Test func anImportChangingOnlyARolloutValuePublishesIt() throws {
+        let f = try Fixture()
+        let request = { (template: RemoteConfigTemplate) in
+            WritePath.Request(intent: .importTemplate(template), actor: "ana@example.com", reason: "r", origin: "TEST")
+        }
+        _ = try f.path().execute(request(try TemplateDiffTests.template(rollout: TemplateDiffTests.rolloutValue("true", percent: 10))))
+        let raised = try TemplateDiffTests.template(rollout: TemplateDiffTests.rolloutValue("true", percent: 50))
+        guard case .published(let stored, let proposal, _) = try f.path().execute(request(raised)) else {
+            Issue.record("expected a publish")
+            return
+        }
+        #expect(proposal.diff == ["~ AppAttestEnabled under rollout_1: rollout rollout_1 \"true\" at 10% → rollout rollout_1 \"true\" at 50%"])
+        #expect(stored.template.parameter("AppAttestEnabled")?.json["conditionalValues"]?["rollout_1"]?["rolloutValue"]?["percent"] == 50)
+    }
 }
