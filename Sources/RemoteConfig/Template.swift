@@ -381,6 +381,22 @@ public struct TemplateParameter: Hashable, Sendable {
         ParameterValue(json: json["conditionalValues"]?[condition])
     }
 
+    /// The values a stored parameter value carries, each with its path under it: `value` itself, a Firebase
+    /// Rollout's `rolloutValue.value`, an A/B test's `experimentValue.variantValue[i].value`, and a `value` inside
+    /// any form Firebase adds later (GOOGLE-DATA.md lists five forms). A rule about what a parameter may serve (a
+    /// BOOLEAN's `"true"` / `"false"`) reads every form through this, not `value` alone.
+    public static func carriedValues(of value: JSONValue, at path: String) -> [(path: String, value: JSONValue)] {
+        switch value {
+        case .object(let o):
+            o.flatMap { m in
+                m.key == "value" ? [("\(path).value", m.value)] : carriedValues(of: m.value, at: "\(path).\(m.key)")
+            }
+        case .array(let items):
+            items.enumerated().flatMap { carriedValues(of: $0.element, at: "\(path)[\($0.offset)]") }
+        default: []
+        }
+    }
+
     static func validate(key: String, json: JSONValue, valueCharacters: inout Int)
         throws(TemplateError)
     {

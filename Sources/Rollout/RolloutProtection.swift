@@ -49,8 +49,8 @@ public enum RolloutProtection {
     ]
 
     /// Checks the members a template's writer relies on: their JSON types, each parameter's value type, and that
-    /// every value of a BOOLEAN parameter is exactly `"true"` or `"false"` (platforms parse other spellings
-    /// differently). Unknown members are not judged (they are carried through untouched). Returns the first
+    /// every value of a BOOLEAN parameter, in whichever form it is carried (`TemplateParameter.carriedValues`), is
+    /// exactly `"true"` or `"false"` (platforms parse other spellings differently). Unknown members are not judged (they are carried through untouched). Returns the first
     /// problem with its JSON path, e.g. `$.etag: expected a string, found a number`.
     public static func shapeProblem(_ template: RemoteConfigTemplate) -> String? {
         guard case .object(let document) = template.json else { return "$: expected an object" }
@@ -91,12 +91,14 @@ public enum RolloutProtection {
             }
             for (valuePath, v) in values {
                 guard case .object = v else { return "\(valuePath): expected an object, found \(kind(v))" }
-                if let p = expect(v["value"], "a string", "\(valuePath).value") { return p }
                 if let p = expect(v["useInAppDefault"], "a boolean", "\(valuePath).useInAppDefault") { return p }
-                if parameter.valueType == "BOOLEAN", let text = v["value"]?.stringValue, text != "true", text != "false"
-                {
-                    return
-                        "\(valuePath).value: \(key) is BOOLEAN, so its values must be exactly \"true\" or \"false\", not \"\(text)\""
+                // Every form that carries a value (`value`, a Firebase Rollout's `rolloutValue.value`, ...): the SDKs
+                // serve each of them, and read other spellings of a boolean ("yes", "1") their own ways.
+                for (path, carried) in TemplateParameter.carriedValues(of: v, at: valuePath) {
+                    if let p = expect(carried, "a string", path) { return p }
+                    if parameter.valueType == "BOOLEAN", let text = carried.stringValue, text != "true", text != "false" {
+                        return "\(path): \(key) is BOOLEAN, so its values must be exactly \"true\" or \"false\", not \"\(text)\""
+                    }
                 }
             }
         }

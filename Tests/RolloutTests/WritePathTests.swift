@@ -1,3 +1,4 @@
+import JSON
 import RemoteConfig
 import Rollout
 import Testing
@@ -183,5 +184,28 @@ struct WritePathTests {
         }
         #expect(proposal.diff == ["~ AppAttestEnabled under rollout_1: rollout rollout_1 \"true\" at 10% → rollout rollout_1 \"true\" at 50%"])
         #expect(stored.template.parameter("AppAttestEnabled")?.json["conditionalValues"]?["rollout_1"]?["rolloutValue"]?["percent"] == 50)
+    }
+    /// A BOOLEAN's value other than "true"/"false" was refused only in `value`: a `rolloutValue` of "yes" (which
+    /// the SDKs read as true) was accepted and counted as false, so raising exposure to 100% read as a decrease.
+    @Test func aBooleanValueIsExactlyTrueOrFalseInEveryForm() throws {
+        let f = try Fixture()
+        _ = try f.path().execute(f.request(.set(MicroPercent(percent: 5))))
+        let forms: [(JSONValue, String)] = [
+            (TemplateDiffTests.rolloutValue("yes", percent: 100), "rollout_1.rolloutValue.value"),
+            (["experimentValue": ["experimentId": "e1", "variantValue": [["variantId": "a", "value": "1"]]]],
+             "rollout_1.experimentValue.variantValue[0].value"),
+        ]
+        for (value, path) in forms {
+            let request = WritePath.Request(
+                intent: .importTemplate(try TemplateDiffTests.template(rollout: value)), actor: "ana@example.com", reason: "r",
+                origin: "TEST")
+            #expect {
+                try f.path().preview(request)
+            } throws: { error in
+                guard case WritePath.Failure.invalid(let m) = error else { return false }
+                return m.contains("$.parameters.AppAttestEnabled.conditionalValues.\(path): AppAttestEnabled is BOOLEAN")
+            }
+        }
+        #expect(try f.store.current().info.number == 2)
     }
 }
