@@ -238,10 +238,15 @@ public struct RemoteConfigTemplate: Hashable, Sendable {
 
     // MARK: Validation
 
+    /// Checks every parameter, at the top level and in groups. A key may appear only once across them (Firebase
+    /// refuses such a template): `parameter(_:)`, the exposure check and the evaluator read one of the copies, so
+    /// a second `AppAttestEnabled` in a group would be published unjudged.
     private func validateParameters() throws(TemplateError) {
         var count = 0
         var valueCharacters = 0
-        func check(_ params: JSONValue?, _ where_: String) throws(TemplateError) {
+        var places: [String: [String]] = [:]
+        var repeated: [String] = []
+        func check(_ params: JSONValue?, _ where_: String, place: String) throws(TemplateError) {
             guard let params, !params.isNull else { return }
             guard let object = params.objectValue else { throw TemplateError("\(where_) must be an object") }
             count += object.count
@@ -251,17 +256,26 @@ public struct RemoteConfigTemplate: Hashable, Sendable {
             for member in object {
                 try TemplateParameter.validate(
                     key: member.key, json: member.value, valueCharacters: &valueCharacters)
+                if places[member.key, default: []].count == 1 { repeated.append(member.key) }
+                places[member.key, default: []].append(place)
             }
         }
-        try check(document["parameters"], "parameters")
+        try check(document["parameters"], "parameters", place: "at the top level")
         if let groups = document["parameterGroups"], !groups.isNull {
             guard let g = groups.objectValue else { throw TemplateError("parameterGroups must be an object") }
             for group in g {
                 guard group.value.objectValue != nil else {
                     throw TemplateError("parameter group '\(group.key)' must be an object")
                 }
-                try check(group.value["parameters"], "parameterGroups.\(group.key).parameters")
+                try check(
+                    group.value["parameters"], "parameterGroups.\(group.key).parameters",
+                    place: "in parameter group '\(group.key)'")
             }
+        }
+        if let key = repeated.first {
+            throw TemplateError(
+                "parameter '\(key)' appears more than once (\(places[key]!.joined(separator: ", "))); "
+                    + "a key may appear once across the top level and the parameter groups")
         }
     }
 }
