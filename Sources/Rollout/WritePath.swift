@@ -83,6 +83,9 @@ public struct WritePath {
         public var proposal: Proposal
         public var template: RemoteConfigTemplate
         public var reports: [PolicyReport]
+        /// The change increases exposure without a reason: the real run refuses it with this before asking any
+        /// policy (`--dry-run` answers with it; the console asks for the reason after its preview).
+        public var missingReason: PolicyRefusal?
         /// Nothing would change (e.g. `set 25` at 25%).
         public var isNoChange: Bool { proposal.diff.isEmpty }
     }
@@ -139,17 +142,18 @@ public struct WritePath {
 
     // MARK: Preview
 
-    /// Computes the change against the current version and asks every policy for its report; writes nothing.
+    /// Computes the change against the current version, with the checks the real run makes before any policy
+    /// (`checkedProposal`), and asks every policy for its report; writes nothing.
     public func preview(_ request: Request) throws -> Preview {
         let base = try store.current()
-        let (template, proposal) = try propose(request, on: base)
+        let (template, proposal, missingReason) = try checkedProposal(request, on: base, audit: false)
         var reports: [PolicyReport] = []
         for p in policies {
             var report = try p.preview(proposal)
             report.source = PolicyIdentity(type(of: p))
             reports.append(report)
         }
-        return Preview(base: base, proposal: proposal, template: template, reports: reports)
+        return Preview(base: base, proposal: proposal, template: template, reports: reports, missingReason: missingReason)
     }
 
     // MARK: Execute
@@ -181,19 +185,11 @@ public struct WritePath {
         let context = PolicyContext(audit: { entry in _ = try store.appendAudit(entry) })
         var attempts = 0
         var base = seen
-        if let seen = request.basedOnETag, seen != base.etag {
-            throw try conflict(request, expected: seen, current: base, audit: true)
-        }
         while true {
             attempts += 1
-            let (template, proposal) = try propose(request, on: base)
+            let (template, proposal, missingReason) = try checkedProposal(request, on: base, audit: true)
             if proposal.diff.isEmpty { return .unchanged(base, proposal) }
-            if requireReasonForIncrease, proposal.increasesExposure,
-                request.reason.isBlank
-            {
-                let refusal = PolicyRefusal(
-                    policy: "reason", reason: "an increase of exposure needs a reason",
-                    suggestion: "say why with --reason TEXT")
+            if let refusal = missingReason {
                 try store.appendAudit(audit(proposal, request, result: .refusedByPolicy, detail: refusal.description))
                 throw Failure.refused(refusal)
             }
@@ -223,6 +219,28 @@ public struct WritePath {
     }
 
     // MARK: Internals
+
+    /// The change proposed on `base`, checked for what refuses it before any policy is asked. `preview` and
+    /// `execute` both call this, so a dry run is refused where the real run is, with the same failure (and exit
+    /// code):
+    /// - a base other than the version the operator saw (`basedOnETag`) is a conflict (compare-and-swap), thrown
+    ///   before anything is proposed, and audited when `audit` is set (the real run);
+    /// - a change that increases exposure without a reason (`requireReasonForIncrease`) returns its refusal as
+    ///   `missingReason`: the real run audits and throws it, a preview carries it.
+    private func checkedProposal(_ request: Request, on base: StoredTemplate, audit: Bool) throws
+        -> (template: RemoteConfigTemplate, proposal: Proposal, missingReason: PolicyRefusal?)
+    {
+        if let seen = request.basedOnETag, seen != base.etag {
+            throw try conflict(request, expected: seen, current: base, audit: audit)
+        }
+        let (template, proposal) = try propose(request, on: base)
+        guard requireReasonForIncrease, !proposal.diff.isEmpty, proposal.increasesExposure, request.reason.isBlank else {
+            return (template, proposal, nil)
+        }
+        let refusal = PolicyRefusal(
+            policy: "reason", reason: "an increase of exposure needs a reason", suggestion: "say why with --reason TEXT")
+        return (template, proposal, refusal)
+    }
 
     private func propose(_ request: Request, on base: StoredTemplate) throws -> (RemoteConfigTemplate, Proposal) {
         let time = clock.now()

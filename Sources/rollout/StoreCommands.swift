@@ -471,6 +471,8 @@ extension StoreCommands {
             let preview = try path.preview(request)
             print("dry run: nothing written")
             printChange(preview.proposal)
+            // Refused as the real run refuses it, before any policy: the same message and exit code.
+            if let refusal = preview.missingReason { throw WritePath.Failure.refused(refusal) }
             var refused = false
             for report in preview.reports {
                 let verdict: String

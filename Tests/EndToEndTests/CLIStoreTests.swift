@@ -90,7 +90,7 @@ struct CLIStoreTests {
                 "~ condition app_attest_rollout: percent('rollout-2026') <= 0  →  percent('rollout-2026') <= 10"))
         #expect(set.stdout.contains("published version 2 (etag etag-2-"))
 
-        let dry = try s.run(["nudge", "+2.5", "--dry-run"])
+        let dry = try s.run(["nudge", "+2.5", "--dry-run", "--reason", "r"])
         #expect(
             dry.status == 0 && dry.stdout.hasPrefix("dry run: nothing written")
                 && dry.stdout.contains("would publish version 3"))
@@ -236,6 +236,23 @@ struct CLIStoreTests {
         let f = try TestSupport.run(try TestSupport.rolloutBinary(), ["set", "5", "--store", foreign])
         #expect(f.status == 1 && Self.isOneLineError(f) && f.stderr.contains("not a rollout store"))
         #expect(FileManager.default.contents(atPath: foreign) == foreignBytes)
+    }
+
+    /// `--dry-run` answered "would publish", exit 0, where the real run is refused; its exit code is now the real
+    /// run's: 4 for an increase without a reason, 3 for an imported file whose etag the store has moved past.
+    @Test func aDryRunIsRefusedWhereTheRealRunIs() throws {
+        let s = try Store()
+        try s.run(["init", "--seed", "rollout-2026"])
+        try s.run(["set", "5", "--reason", "r"])
+        let exported = s.write("v2.json", try s.run(["config", "export"]).stdout)
+        try s.run(["set", "6", "--reason", "r"])
+        for (arguments, code) in [(["set", "10"], 4), (["config", "import", exported, "--reason", "r"], 3)] {
+            let dry = try s.run(arguments + ["--dry-run"])
+            let real = try s.run(arguments)
+            #expect(dry.status == code && real.status == code, "\(arguments): \(dry.status) \(dry.stderr) / \(real.status)")
+            #expect(dry.stderr == real.stderr && !dry.stdout.contains("would publish"), "\(dry.stdout)")
+        }
+        #expect(try s.run(["set", "10", "--dry-run", "--reason", "r"]).status == 0)
     }
 
     @Test func exportImportKeepsUnknownFieldsAndConvertsForms() throws {

@@ -208,4 +208,40 @@ struct WritePathTests {
         }
         #expect(try f.store.current().info.number == 2)
     }
+    /// `--dry-run` answered "would publish" where the real run was refused: the preview skipped the etag's
+    /// compare-and-swap and the reason an increase needs, which only `execute` checked. Both now meet them alike.
+    @Test func aPreviewMeetsTheChecksTheRealRunMakesBeforeAnyPolicy() throws {
+        let f = try Fixture()
+        _ = try f.path().execute(f.request(.set(MicroPercent(percent: 5))))
+        var noReason = f.request(.set(MicroPercent(percent: 10)))
+        noReason.reason = ""
+        let preview = try f.path().preview(noReason)
+        #expect(preview.missingReason?.reason == "an increase of exposure needs a reason")
+        #expect {
+            try f.path().execute(noReason)
+        } throws: { error in
+            guard case WritePath.Failure.refused(let r) = error else { return false }
+            return r == preview.missingReason
+        }
+        #expect(try f.path().preview(f.request(.set(MicroPercent(percent: 10)))).missingReason == nil)
+        noReason.intent = .rollout(.set(MicroPercent(percent: 1)))
+        #expect(try f.path().preview(noReason).missingReason == nil, "a decrease needs no reason")
+
+        // A stale etag: the preview is the same conflict, and records nothing.
+        let audited = try f.store.auditRecords(limit: 100, before: nil).count
+        var stale = f.request(.set(MicroPercent(percent: 6)))
+        stale.basedOnETag = "etag-seen-before"
+        for run in [{ _ = try f.path().preview(stale) }, { _ = try f.path().execute(stale) }] as [() throws -> Void] {
+            #expect {
+                try run()
+            } throws: { error in
+                guard case WritePath.Failure.conflict(let c) = error else { return false }
+                return c.winner.number == 2
+            }
+        }
+        let records = try f.store.auditRecords(limit: 100, before: nil)
+        #expect(records.count == audited + 1, "the real run's conflict is audited, the preview's is not")
+        #expect(records.first?.entry.result == .conflict)
+        #expect(try f.store.current().info.number == 2)
+    }
 }
