@@ -389,12 +389,22 @@ public struct SettingsWritePath {
                     return .failure(.unavailable("app \(appId) is not registered ('rollout appcheck app list')"))
                 }
                 let apps = existing.apps.filter { $0.appId != appId }
+                // Its debug tokens go with it, in the same write: left behind, they would exchange again for an app
+                // later registered under the same id (another team or bundle).
+                var names: [String] = []
+                for token in try state.debugTokens() where token.appId == appId && !names.contains(token.name) {
+                    names.append(token.name)
+                }
                 return .success(
                     (
                         "app remove \(appId)",
                         {
                             try state.saveConfiguration(AppCheckConfiguration(project: existing.project, apps: apps))
-                            return "removed \(appId)"
+                            var removed = 0
+                            for name in names { removed += try state.removeDebugToken(appId: appId, name: name) }
+                            guard removed > 0 else { return "removed \(appId)" }
+                            return "removed \(appId) and its \(removed) debug token(s) ("
+                                + names.map { "'\($0)'" }.joined(separator: ", ") + ")"
                         }
                     ))
             case .addDebugToken(let token):

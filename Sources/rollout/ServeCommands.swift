@@ -100,7 +100,7 @@ enum ServeCommands {
                         action: { try addApp($0) }),
                     Command("list", summary: "List the project and its apps.", action: { try listApps($0) }),
                     Command(
-                        "remove", summary: "Remove an app: the exchange refuses it from then on.",
+                        "remove", summary: "Remove an app and its debug tokens: the exchange refuses it from then on.",
                         options: [.value("--code", name: "CODE", help: "A one-time code, when step-up asks for one (policy key appcheck)."),],
                         positionals: [Positional("APP_ID", help: "The Firebase app id.")],
                         action: { try removeApp($0) }),

@@ -255,6 +255,38 @@ struct SessionConformanceTests {
         #expect(record?.entry.action.hasPrefix("appcheck ") == true, "\(String(describing: record))")
     }
 
+    /// Removing an App Check app left its debug tokens stored (`debug-token list` still showed them), and an app
+    /// registered again under the same id (another team or bundle) exchanged the old token again. They now go with
+    /// the app, in its one audited write, on every backend (both stores share `SettingsWritePath.prepare`).
+    @Test(arguments: Backend.allCases)
+    func removingAnAppRemovesItsDebugTokens(_ backend: Backend) throws {
+        let store = try StoreUnderTest(backend)
+        let path = try store.open().settingsWritePath()
+        func run(_ change: SettingsWritePath.AppCheckChange) throws -> SettingsWritePath.Outcome {
+            try path.execute(.appCheck(change), actor: store.operatorID, code: nil)
+        }
+        var other = Self.app
+        other.appId = "1:123456789012:ios:fedcba9876543210"
+        let digest = [UInt8](repeating: 7, count: 32)
+        _ = try run(.registerApp(Self.app, project: Self.project))
+        _ = try run(.registerApp(other, project: Self.project))
+        for (i, (appId, name)) in [(Self.app.appId, "ci"), (Self.app.appId, "ci2"), (other.appId, "ci")].enumerated() {
+            let token = i == 0 ? digest : [UInt8](repeating: UInt8(i), count: 32)
+            _ = try run(.addDebugToken(DebugTokenRecord(appId: appId, digest: token, name: name, createdAt: Self.t0)))
+        }
+        let outcome = try run(.removeApp(appId: Self.app.appId))
+        #expect(outcome == .appCheckChanged("removed \(Self.app.appId) and its 2 debug token(s) ('ci', 'ci2')"), "\(outcome)")
+        #expect(try store.open().appCheckState().state.debugTokens().map(\.appId) == [other.appId])
+        let record = try store.open().templates.auditRecords(limit: 1, before: nil).first?.entry
+        #expect(record?.action == "appcheck app remove \(Self.app.appId)" && record?.to.contains("2 debug token(s)") == true)
+
+        var again = Self.app
+        again.identity = AppIdentity(teamId: "ZZZZZZZZZZ", bundleId: "com.example.other")
+        _ = try run(.registerApp(again, project: Self.project))
+        #expect(try !store.open().appCheckState().state.hasDebugToken(appId: Self.app.appId, digest: digest))
+        _ = try store.open().verifyAudit()
+    }
+
     // MARK: Access mode
 
     /// A read-only session refuses each write with the typed refusal (the CLI's exit 4), and nothing changes; on
