@@ -50,8 +50,9 @@ public enum RolloutProtection {
 
     /// Checks the members a template's writer relies on: their JSON types, each parameter's value type, and that
     /// every value of a BOOLEAN parameter, in whichever form it is carried (`TemplateParameter.carriedValues`), is
-    /// exactly `"true"` or `"false"` (platforms parse other spellings differently). Unknown members are not judged (they are carried through untouched). Returns the first
-    /// problem with its JSON path, e.g. `$.etag: expected a string, found a number`.
+    /// exactly `"true"` or `"false"` (platforms parse other spellings differently). Unknown members are not judged
+    /// (they are carried through untouched). Returns the first problem with its JSON path, e.g. `$.etag: expected a
+    /// string, found a number`.
     public static func shapeProblem(_ template: RemoteConfigTemplate) -> String? {
         guard case .object(let document) = template.json else { return "$: expected an object" }
         func kind(_ v: JSONValue) -> String { v.kindName }
@@ -96,8 +97,11 @@ public enum RolloutProtection {
                 // serve each of them, and read other spellings of a boolean ("yes", "1") their own ways.
                 for (path, carried) in TemplateParameter.carriedValues(of: v, at: valuePath) {
                     if let p = expect(carried, "a string", path) { return p }
-                    if parameter.valueType == "BOOLEAN", let text = carried.stringValue, text != "true", text != "false" {
-                        return "\(path): \(key) is BOOLEAN, so its values must be exactly \"true\" or \"false\", not \"\(text)\""
+                    if parameter.valueType == "BOOLEAN", let text = carried.stringValue, text != "true",
+                        text != "false"
+                    {
+                        return
+                            "\(path): \(key) is BOOLEAN, so its values must be exactly \"true\" or \"false\", not \"\(text)\""
                     }
                 }
             }

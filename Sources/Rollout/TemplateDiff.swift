@@ -36,8 +36,10 @@ public enum TemplateDiff {
         for key in newKeys {
             let n = new.parameter(key)!
             guard let o = old.parameter(key) else {
-                out.append("+ parameter \(key): default \(shown(n.json["defaultValue"]))"
-                    + n.conditionalValues.map { ", \($0.condition): \(shown(n.json["conditionalValues"]?[$0.condition]))" }.joined())
+                let values = n.conditionalValues.map(\.condition).map { c in
+                    ", \(c): \(shown(n.json["conditionalValues"]?[c]))"
+                }
+                out.append("+ parameter \(key): default \(shown(n.json["defaultValue"]))" + values.joined())
                 continue
             }
             // Values are compared as stored, in every form Firebase writes (a Firebase Rollout's `rolloutValue`, a
@@ -103,9 +105,8 @@ public enum TemplateDiff {
     /// `experiment e1 ("a", "b" at 50%)`; `none` when absent; any other shape as its JSON.
     private static func shown(_ value: JSONValue?) -> String {
         guard let value, !value.isNull else { return "none" }
-        guard let o = value.objectValue, o.count == 1, let (form, body) = o.members.first.map({ ($0.key, $0.value) }) else {
-            return value.objectValue?.isEmpty == true ? "none" : value.compactText
-        }
+        guard let o = value.objectValue, o.count == 1, let (form, body) = o.members.first.map({ ($0.key, $0.value) })
+        else { return value.objectValue?.isEmpty == true ? "none" : value.compactText }
         func text(_ v: JSONValue?) -> String { v?.stringValue.map(JSONWriter.quoted) ?? v?.compactText ?? "none" }
         func id(_ member: String) -> String { body[member]?.stringValue ?? body[member]?.compactText ?? "?" }
         switch form {

@@ -153,7 +153,8 @@ public struct WritePath {
             report.source = PolicyIdentity(type(of: p))
             reports.append(report)
         }
-        return Preview(base: base, proposal: proposal, template: template, reports: reports, missingReason: missingReason)
+        return Preview(
+            base: base, proposal: proposal, template: template, reports: reports, missingReason: missingReason)
     }
 
     // MARK: Execute
@@ -234,11 +235,11 @@ public struct WritePath {
             throw try conflict(request, expected: seen, current: base, audit: audit)
         }
         let (template, proposal) = try propose(request, on: base)
-        guard requireReasonForIncrease, !proposal.diff.isEmpty, proposal.increasesExposure, request.reason.isBlank else {
-            return (template, proposal, nil)
-        }
+        guard requireReasonForIncrease, !proposal.diff.isEmpty, proposal.increasesExposure, request.reason.isBlank
+        else { return (template, proposal, nil) }
         let refusal = PolicyRefusal(
-            policy: "reason", reason: "an increase of exposure needs a reason", suggestion: "say why with --reason TEXT")
+            policy: "reason", reason: "an increase of exposure needs a reason",
+            suggestion: "say why with --reason TEXT")
         return (template, proposal, refusal)
     }
 
