@@ -238,15 +238,12 @@ public struct RemoteConfigTemplate: Hashable, Sendable {
 
     // MARK: Validation
 
-    /// Checks every parameter, at the top level and in groups. A key may appear only once across them (Firebase
-    /// refuses such a template): `parameter(_:)`, the exposure check and the evaluator read one of the copies, so
-    /// a second `AppAttestEnabled` in a group would be published unjudged.
+    /// Checks every parameter, at the top level and in groups. (A key repeated across them is judged where a
+    /// template is published, `repeatedParameterKey`, not here: a stored version with one stays readable.)
     private func validateParameters() throws(TemplateError) {
         var count = 0
         var valueCharacters = 0
-        var places: [String: [String]] = [:]
-        var repeated: [String] = []
-        func check(_ params: JSONValue?, _ where_: String, place: String) throws(TemplateError) {
+        func check(_ params: JSONValue?, _ where_: String) throws(TemplateError) {
             guard let params, !params.isNull else { return }
             guard let object = params.objectValue else { throw TemplateError("\(where_) must be an object") }
             count += object.count
@@ -256,27 +253,40 @@ public struct RemoteConfigTemplate: Hashable, Sendable {
             for member in object {
                 try TemplateParameter.validate(
                     key: member.key, json: member.value, valueCharacters: &valueCharacters)
-                if places[member.key, default: []].count == 1 { repeated.append(member.key) }
-                places[member.key, default: []].append(place)
             }
         }
-        try check(document["parameters"], "parameters", place: "at the top level")
+        try check(document["parameters"], "parameters")
         if let groups = document["parameterGroups"], !groups.isNull {
             guard let g = groups.objectValue else { throw TemplateError("parameterGroups must be an object") }
             for group in g {
                 guard group.value.objectValue != nil else {
                     throw TemplateError("parameter group '\(group.key)' must be an object")
                 }
-                try check(
-                    group.value["parameters"], "parameterGroups.\(group.key).parameters",
-                    place: "in parameter group '\(group.key)'")
+                try check(group.value["parameters"], "parameterGroups.\(group.key).parameters")
             }
         }
-        if let key = repeated.first {
-            throw TemplateError(
-                "parameter '\(key)' appears more than once (\(places[key]!.joined(separator: ", "))); "
-                    + "a key may appear once across the top level and the parameter groups")
+    }
+
+    /// The first parameter key that appears more than once across the top level and the parameter groups, and
+    /// where: Firebase refuses such a template, and `parameter(_:)`, the exposure check and the evaluator read one
+    /// of the copies, so a second `AppAttestEnabled` in a group would be published unjudged. Judged where a template
+    /// is published (`RolloutProtection.shapeProblem`), not when one is read, so that a stored version holding one
+    /// stays readable (to export, diff and replace).
+    public func repeatedParameterKey() -> (key: String, places: [String])? {
+        var places: [String: [String]] = [:]
+        var repeated: [String] = []
+        func note(_ params: JSONValue?, _ place: String) {
+            guard let object = params?.objectValue else { return }
+            for member in object {
+                if places[member.key, default: []].count == 1 { repeated.append(member.key) }
+                places[member.key, default: []].append(place)
+            }
         }
+        note(document["parameters"], "at the top level")
+        if let groups = document["parameterGroups"]?.objectValue {
+            for group in groups { note(group.value["parameters"], "in parameter group '\(group.key)'") }
+        }
+        return repeated.first.map { ($0, places[$0]!) }
     }
 }
 

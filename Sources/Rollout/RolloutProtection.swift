@@ -70,6 +70,10 @@ public enum RolloutProtection {
         if let p = expect(document["conditions"], "an array", "$.conditions") { return p }
         if let p = expect(document["parameters"], "an object", "$.parameters") { return p }
         if let p = expect(document["parameterGroups"], "an object", "$.parameterGroups") { return p }
+        if let (key, places) = template.repeatedParameterKey() {
+            return "$.parameters: parameter '\(key)' appears more than once (\(places.joined(separator: ", "))); "
+                + "a key may appear once across the top level and the parameter groups"
+        }
         for key in template.parameterKeys {
             guard let parameter = template.parameter(key) else { continue }
             let path = "$.parameters.\(key)"

@@ -208,6 +208,25 @@ struct WritePathTests {
         }
         #expect(try f.store.current().info.number == 2)
     }
+
+    /// A second `AppAttestEnabled` in a parameter group (which the exposure check and the evaluator never read) is
+    /// refused at the publish, naming both places.
+    @Test func aParameterRepeatedInAGroupIsRefused() throws {
+        let f = try Fixture()
+        var json = try f.store.current().template.json.objectValue!
+        json["parameterGroups"] = ["g": ["parameters": ["AppAttestEnabled": ["defaultValue": ["value": "true"]]]]]
+        let request = WritePath.Request(
+            intent: .importTemplate(try RemoteConfigTemplate(json: .object(json))), actor: "ana@example.com", reason: "r",
+            origin: "TEST")
+        #expect {
+            try f.path().execute(request)
+        } throws: { error in
+            guard case WritePath.Failure.invalid(let m) = error else { return false }
+            return m.contains("parameter 'AppAttestEnabled' appears more than once (at the top level, in parameter group 'g')")
+        }
+        #expect(try f.store.current().info.number == 1)
+    }
+
     /// `--dry-run` answered "would publish" where the real run was refused: the preview skipped the etag's
     /// compare-and-swap and the reason an increase needs, which only `execute` checked. Both now meet them alike.
     @Test func aPreviewMeetsTheChecksTheRealRunMakesBeforeAnyPolicy() throws {
