@@ -411,6 +411,14 @@ public struct SettingsWritePath {
                 guard let existing, existing.apps.contains(where: { $0.appId == token.appId }) else {
                     return .failure(.unavailable("app \(token.appId) is not registered (rollout appcheck app add)"))
                 }
+                // The stores keep a token once (its digest is the key, a second insert does nothing): a token
+                // registered already would be audited as added for this app while it stays the other's.
+                if let same = try state.debugTokens().first(where: { $0.digest == token.digest }) {
+                    return .failure(
+                        .invalid(
+                            "this debug token is registered already, as '\(same.name)' for \(same.appId); "
+                                + "generate a new one (or remove that one first)"))
+                }
                 return .success(
                     (
                         "debug-token add \(token.appId) \(token.name)",

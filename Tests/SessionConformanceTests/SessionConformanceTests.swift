@@ -274,6 +274,12 @@ struct SessionConformanceTests {
             let token = i == 0 ? digest : [UInt8](repeating: UInt8(i), count: 32)
             _ = try run(.addDebugToken(DebugTokenRecord(appId: appId, digest: token, name: name, createdAt: Self.t0)))
         }
+        // A token registered already (for any app) is refused, not audited as added while it stays the other's.
+        let recordsBefore = try store.open().templates.auditRecords(limit: 1, before: nil).first?.sequence
+        #expect {
+            _ = try run(.addDebugToken(DebugTokenRecord(appId: other.appId, digest: digest, name: "copy", createdAt: Self.t0)))
+        } throws: { "\($0)".contains("registered already, as 'ci' for \(Self.app.appId)") }
+        #expect(try store.open().templates.auditRecords(limit: 1, before: nil).first?.sequence == recordsBefore)
         let outcome = try run(.removeApp(appId: Self.app.appId))
         #expect(outcome == .appCheckChanged("removed \(Self.app.appId) and its 2 debug token(s) ('ci', 'ci2')"), "\(outcome)")
         #expect(try store.open().appCheckState().state.debugTokens().map(\.appId) == [other.appId])
