@@ -117,11 +117,10 @@ enum PlanCommands {
     static func change(_ name: String, _ phase: RampState.Phase, summary: String) -> Command {
         Command(
             name, summary: summary,
-            options: [
-                .value("--reason", name: "TEXT", help: "Why (recorded in the audit log)."),
-                .value(
-                    "--code", name: "CODE", help: "A one-time code: publishes a step that waits for step-up (resume)."),
-            ],
+            // --code only where it does something: a pause or an abort took it and ignored it.
+            options: [.value("--reason", name: "TEXT", help: "Why (recorded in the audit log).")]
+                + (phase == .running
+                    ? [.value("--code", name: "CODE", help: "A one-time code: publishes a step that waits for step-up.")] : []),
             examples: ["rollout plan \(name) --reason \"...\""],
             action: { inv in
                 let session = try planSession(inv)

@@ -88,6 +88,11 @@ import Testing
         let started = try Self.rollout(store, ["plan", "start", good])
         #expect(started.status == 0, "\(started.stderr)")
 
+        // A code means something only to 'plan resume': a pause or an abort refuses it instead of ignoring it.
+        for verb in ["pause", "abort"] {
+            let coded = try Self.rollout(store, ["plan", verb, "--code", "123456"])
+            #expect(coded.status == 2 && coded.stderr.contains("unknown option '--code'"), "\(coded.stderr)")
+        }
         #expect(try Self.rollout(store, ["plan", "pause", "--reason", "evil\u{1b}[2J\u{202e}X"]).status == 0)
         let shown = try Self.rollout(store, ["plan", "status"]).stdout
         #expect(shown.contains("evil\\u001b[2J\\u202eX"), "\(shown)")
