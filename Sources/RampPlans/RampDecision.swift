@@ -173,13 +173,18 @@ extension RampPlan {
             return decision(
                 .wait("step \(next.reached) (\(step.target)) is published; holding it from now", gates: []))
         }
+        // A killed rollout is never published over (a first step would end the kill): the plan pauses for a person,
+        // or ends killed on a HALT it kills on.
+        if o.rollout?.state == .killed {
+            if o.level == .halt, actions.onHalt == .kill { return decision(.kill("\(o.level): \(o.reason)")) }
+            return decision(
+                .pause(
+                    "the rollout was killed outside the plan" + (state.reached == 0 ? " before its first step" : ""),
+                    alert: true))
+        }
         if state.reached > 0 {
             // An enforcement step holds the last percentage step: its exposure, verdict actions, hold and gates.
             let current = steps[min(state.reached, steps.count) - 1]
-            if o.rollout?.state == .killed {
-                if o.level == .halt, actions.onHalt == .kill { return decision(.kill("\(o.level): \(o.reason)")) }
-                return decision(.pause("the rollout was killed outside the plan", alert: true))
-            }
             if o.exposed != current.target {
                 return decision(
                     .pause(
@@ -220,11 +225,7 @@ extension RampPlan {
             }
             return decision(.wait(why, gates: gates))
         }
-        // Nothing published yet. A killed rollout is not published over: the first step would end the kill.
-        if o.rollout?.state == .killed {
-            if o.level == .halt, actions.onHalt == .kill { return decision(.kill("\(o.level): \(o.reason)")) }
-            return decision(.pause("the rollout was killed outside the plan before its first step", alert: true))
-        }
+        // Nothing published yet.
         if let window = steps[0].gates.window, !window.contains(now) {
             let reading = GateReading(gate: "window", required: window.description, value: now.iso8601, met: false)
             return decision(.wait("outside the window \(window)", gates: [reading]))

@@ -111,11 +111,10 @@ public final class HeadlessLoop {
     /// Set from a signal handler's queue, waited on by the loop.
     final class StopFlag: @unchecked Sendable {
         private let condition = Condition()
-        private var stopped = false
+        /// The first stop signal; set: stopped.
         private var received: Int32?
         func set(signal: Int32) {
             condition.lock()
-            stopped = true
             if received == nil { received = signal }
             condition.broadcast()
             condition.unlock()
@@ -123,7 +122,7 @@ public final class HeadlessLoop {
         var isSet: Bool {
             condition.lock()
             defer { condition.unlock() }
-            return stopped
+            return received != nil
         }
         var signal: Int32? {
             condition.lock()
@@ -132,7 +131,7 @@ public final class HeadlessLoop {
         }
         func wait(seconds: Double) {
             condition.lock()
-            if !stopped { _ = condition.wait(seconds: seconds) }
+            if received == nil { _ = condition.wait(seconds: seconds) }
             condition.unlock()
         }
     }

@@ -10,11 +10,17 @@ import Testing
             try TestSupport.rolloutBinary(), args + ["--store", store, "--operator", "ana@example.com"])
     }
 
+    /// A new store file `r.db` in `dir`, made by `rollout init`.
+    static func initialized(in dir: URL) throws -> String {
+        let store = dir.appendingPathComponent("r.db").path
+        try #require(try rollout(store, ["init", "--seed", "rollout-cli"]).status == 0)
+        return store
+    }
+
     @Test func startStatusPauseResumeAbortRun() throws {
         let dir = try TestSupport.temporaryDirectory("plan-cli")
         defer { try? FileManager.default.removeItem(at: dir) }
-        let store = dir.appendingPathComponent("r.db").path
-        #expect(try Self.rollout(store, ["init", "--seed", "rollout-cli"]).status == 0)
+        let store = try Self.initialized(in: dir)
         let bad = dir.appendingPathComponent("bad.plan").path
         try "name ramp\nstep 5%\nstep 4%\n".write(toFile: bad, atomically: true, encoding: .utf8)
         let refused = try Self.rollout(store, ["plan", "start", bad])
@@ -73,8 +79,7 @@ import Testing
     @Test func aKilledRolloutRefusesAPlanAndAStoppedRunIsNotDone() throws {
         let dir = try TestSupport.temporaryDirectory("plan-kill")
         defer { try? FileManager.default.removeItem(at: dir) }
-        let store = dir.appendingPathComponent("r.db").path
-        #expect(try Self.rollout(store, ["init", "--seed", "rollout-cli"]).status == 0)
+        let store = try Self.initialized(in: dir)
         #expect(try Self.rollout(store, ["set", "40", "--reason", "earlier ramp"]).status == 0)
         #expect(try Self.rollout(store, ["kill", "--reason", "incident"]).status == 0)
         let good = dir.appendingPathComponent("ramp.plan").path
