@@ -89,8 +89,11 @@ public final class EventsIntake: @unchecked Sendable {
             return googleError(
                 400, "INVALID_ARGUMENT", "unknown format '\(formatName)': expected native, ga4 or crashlytics")
         }
+        // Strict, as the array's parser is: a line that names a member twice is unreadable whichever shape the
+        // body has (`rollout ingest` keeps reading such lines with a warning a person sees; a client here never would).
         let ingest = TelemetryIngest(
-            format: format, window: EventTimeWindow(now: clock.now(), rolloutStart: rolloutStart()), maximumReportedProblems: 10)
+            format: format, window: EventTimeWindow(now: clock.now(), rolloutStart: rolloutStart()), duplicateKeys: .reject,
+            maximumReportedProblems: 10)
         let first = request.body.first { $0 != 0x20 && $0 != 0x0A && $0 != 0x0D && $0 != 0x09 }
         if first == UInt8(ascii: "[") {
             // A JSON array: each element becomes one line of the same reader.

@@ -99,6 +99,19 @@ import Timekeeping
         #expect(try batches(f).isEmpty)
     }
 
+    /// A member named twice is refused in NDJSON as it is in a JSON array: one rule for both shapes of a body.
+    @Test func aMemberNamedTwiceIs400InEitherShape() throws {
+        let f = try ServerFixture()
+        let t = f.clock.now().microseconds
+        let line = "{\"t\":\(t),\"i\":\"fid-1\",\"k\":\"success\",\"k\":\"failure\",\"e\":\"invalidKey\"}"
+        for body in [line + "\n", "[" + line + "]"] {
+            let r = try f.post("/v1/events", raw: Array(body.utf8), headers: bearer)
+            #expect(r.status == 400, "\(body): \(r)")
+            #expect(r.json?["error"]?["message"]?.stringValue?.contains("duplicate member name \"k\"") == true, "\(r)")
+        }
+        #expect(try batches(f).isEmpty)
+    }
+
     @Test func withoutTheBearerTokenIs401() throws {
         let f = try ServerFixture()
         let body = Array("{\"t\":1,\"i\":\"x\",\"k\":\"success\"}\n".utf8)
