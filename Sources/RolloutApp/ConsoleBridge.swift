@@ -746,7 +746,10 @@ enum ConsoleModelBuilder {
         if readOnly { notes.insert("read-only session: publishing will be refused", at: 0) }
         var preview = ChangePreview(
             request: request, from: from, to: to, baseVersion: String(p.base.info.number), baseETag: p.base.etag,
-            eligibleDeviceChange: eligible, load: load, guardrail: guardrail, requiresStepUp: stepUp, notes: notes)
+            eligibleDeviceChange: eligible, load: load, guardrail: guardrail,
+            // The write path's rule, not the console's own: it is off with `increase-reason off`, and an increase is
+            // judged by what the template does (an import that serves the flag more widely is one).
+            requiresReason: p.missingReason != nil, requiresStepUp: stepUp, notes: notes)
         preview.propagation = propagation
         return preview
     }

@@ -57,4 +57,31 @@ struct ConsoleBridgeKindTests {
         }
         #expect(detail.record.kind == .kill && !detail.isCurrent)
     }
+
+    /// The console asks for a reason exactly when the write path would refuse the change without one: an increase
+    /// while `increase-reason` is on, never a decrease, and nothing once the policy is off.
+    @Test func theConsoleAsksForAReasonWhenTheWritePathWouldNeedOne() throws {
+        let dir = try TestSupport.temporaryDirectory("bridge-reason")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let path = dir.appendingPathComponent("rollout.db").path
+        let rollout = try TestSupport.rolloutBinary()
+        let created = try TestSupport.run(rollout, ["init", "--seed", "rollout-2026", "--store", path, "--operator", "ana@example.com"])
+        try #require(created.status == 0, "\(created)")
+        let set = try TestSupport.run(rollout, ["set", "10", "--reason", "start", "--store", path, "--operator", "ana@example.com"])
+        try #require(set.status == 0, "\(set)")
+        func asks(_ delta: Int64) throws -> Bool? {
+            let session = try Wiring.session(path: path, operatorID: "ana@example.com")
+            let request = ChangeRequest(id: 1, operation: .rollout(.nudge(MicroPercent(percent: delta))))
+            guard case .previewReady(let shown)? = StoreConsoleExecutor(session: session).perform(.preview(request)).first else {
+                Issue.record("no preview of a nudge by \(delta)")
+                return nil
+            }
+            return shown.requiresReason
+        }
+        #expect(try asks(1) == true)
+        #expect(try asks(-1) == false)
+        let off = try TestSupport.run(rollout, ["policy", "set", "increase-reason", "off", "--store", path, "--operator", "ana@example.com"])
+        try #require(off.status == 0, "\(off)")
+        #expect(try asks(1) == false)
+    }
 }
