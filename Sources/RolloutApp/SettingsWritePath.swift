@@ -40,8 +40,10 @@ public struct SettingsWritePath {
         /// Remove an enrolled operator (always needs the acting operator's code) or a pending enrolment.
         case removeOperator(OperatorID)
         /// Start the enrolment of `id` with a fresh secret; while step-up is on, an enrolled `approver` vouches
-        /// for it with their code (the intent's `code`).
-        case startEnrolment(OperatorID, approver: OperatorID?)
+        /// for it with their code (the intent's `code`), and under the two-person rule a second, different enrolled
+        /// operator with theirs (`secondApprover`): one person alone could otherwise enrol a second identity and
+        /// approve their own requests with it.
+        case startEnrolment(OperatorID, approver: OperatorID?, secondApprover: SecondApproval? = nil)
         /// Confirm the pending enrolment of `id` with a code of its new authenticator (the intent's `code`).
         case confirmEnrolment(OperatorID)
         /// Register, change or remove what the App Check exchange trusts and signs with.
@@ -54,6 +56,16 @@ public struct SettingsWritePath {
         /// Give the acting operator, already enrolled, a phone for codes by SMS or voice (or replace theirs):
         /// needs their code.
         case enrolPhone(PhoneEnrolment)
+    }
+
+    /// A second enrolled operator's approval of an enrolment: their id and current code.
+    public struct SecondApproval: Sendable, Equatable {
+        public var approver: OperatorID
+        public var code: String
+        public init(approver: OperatorID, code: String) {
+            self.approver = approver
+            self.code = code
+        }
     }
 
     public enum SourceChange: Sendable, Equatable {
@@ -148,6 +160,13 @@ public struct SettingsWritePath {
                 if let why = TwoPersonSettingsRequest.relaxation(key, from: before, to: after) {
                     twoPerson = ("policy set \(key): \(before) → \(after)", why)
                 }
+                if key == "two-person", after == "on", try db.isEnforced(), try db.operators().count < 2 {
+                    return .failure(
+                        .refused(
+                            "the two-person rule needs two enrolled operators and only one is: enrol a second one first "
+                                + "('rollout operator enroll --operator ID --approver \(actor) --approver-code CODE')",
+                            needsCode: false))
+                }
                 change = StepUpChange(.policyChange, detail: "\(key) \(after)")
                 apply = {
                     try save()
@@ -238,8 +257,8 @@ public struct SettingsWritePath {
                             result: .recorded))
                     return .changed(from: "", to: "phone \(enrolment.masked)")
                 }
-            case .startEnrolment(let id, let approver):
-                return try startEnrolment(id, approver: approver, code: code, policy: policy, in: db)
+            case .startEnrolment(let id, let approver, let second):
+                return try startEnrolment(id, approver: approver, code: code, second: second, policy: policy, in: db)
             case .confirmEnrolment(let id):
                 return try confirmEnrolment(id, code: code, in: db)
             case .removeOperator(let target):
@@ -256,6 +275,18 @@ public struct SettingsWritePath {
                     return .success(.removedPending)
                 }
                 change = StepUpChange(.operatorRemove, detail: target.rawValue)
+                if policy.twoPerson, try db.isEnforced() {
+                    // Fewer operators is fewer people who must agree: held for a second one like any relaxation,
+                    // and never below the two the rule needs (turn it off first, which also takes two).
+                    guard try db.operators().count > 2 else {
+                        return .failure(
+                            .refused(
+                                "the two-person rule is on and needs two enrolled operators: removing \(target) would "
+                                    + "leave one; turn two-person off first ('rollout policy set two-person off', which "
+                                    + "needs a second operator too)", needsCode: false))
+                    }
+                    twoPerson = ("operator remove \(target)", "removes an operator who can approve or refuse changes")
+                }
                 apply = {
                     try db.removeOperator(target)
                     try db.appendAudit(
@@ -472,7 +503,8 @@ public struct SettingsWritePath {
     // MARK: Enrolment
 
     private func startEnrolment(
-        _ id: OperatorID, approver: OperatorID?, code: String?, policy: StepUpPolicy, in db: any SettingsTables
+        _ id: OperatorID, approver: OperatorID?, code: String?, second: SecondApproval?, policy: StepUpPolicy,
+        in db: any SettingsTables
     ) throws -> Result<Outcome, Failure> {
         if try db.operatorRecord(id) != nil {
             return .failure(
@@ -498,6 +530,29 @@ public struct SettingsWritePath {
                 return .failure(.refused("\(refusal)", needsCode: refusal.outcome == .missing))
             }
             approvedBy = approver
+            if policy.twoPerson {
+                guard let second else {
+                    return .failure(
+                        .refused(
+                            "the two-person rule is on: enrolling \(id) needs a second enrolled operator's approval too "
+                                + "(--approver \(approver) --approver-code CODE --approver ID --approver-code CODE)",
+                            needsCode: false))
+                }
+                guard second.approver != approver else {
+                    return .failure(
+                        .refused("\(approver) approved this enrolment already: the second approval must be another operator's", needsCode: false))
+                }
+                let decision = try db.authorize(change, by: second.approver, code: second.code, clock: clock) {
+                    try db.appendAudit($0.auditEntry)
+                }
+                if let refusal = decision.refusal {
+                    return .failure(.refused("\(refusal)", needsCode: false))
+                }
+                try db.appendAudit(
+                    AuditEntry(
+                        time: clock.now(), actor: approver.rawValue, action: "two-person operator enroll \(id)",
+                        result: .stepUpAccepted, detail: "approved-by \(approver); approved-by \(second.approver)"))
+            }
         }
         let pending = Enrolment.start(id, approvedBy: approvedBy, at: clock.now())
         try db.savePending(pending)

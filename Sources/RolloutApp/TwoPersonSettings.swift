@@ -53,6 +53,7 @@ public struct TwoPersonSettingsRequest: Sendable, Equatable {
         case .setting(let key, let value): return "setting," + hex(key) + "," + hex(value)
         case .appCheck(.enforcementRequest(let service, let from, let to, let reason)):
             return "enforce," + hex(service) + "," + from.rawValue + "," + to.rawValue + "," + hex(reason)
+        case .removeOperator(let id): return "remove," + hex(id.rawValue)
         default: return nil
         }
     }
@@ -69,6 +70,9 @@ public struct TwoPersonSettingsRequest: Sendable, Equatable {
                 let to = EnforcementMode(rawValue: parts[3]), let reason = unhex(parts[4])
             else { return nil }
             return .appCheck(.enforcementRequest(service: service, from: from, to: to, reason: reason))
+        case "remove" where parts.count == 2:
+            guard let id = unhex(parts[1]).flatMap({ try? OperatorID($0) }) else { return nil }
+            return .removeOperator(id)
         default: return nil
         }
     }
@@ -101,13 +105,20 @@ public struct TwoPersonSettingsRequest: Sendable, Equatable {
             let before = Set(from == "off" ? [] : from.split(separator: ",").map(String.init))
             let after = Set(to == "off" ? [] : to.split(separator: ",").map(String.init))
             return before.isSubset(of: after) ? nil : weakens
-        default:
-            // A method list that accepts a method it did not accept before.
-            guard key.hasPrefix("step-up.") else { return nil }
+        // A fixed failure baseline: a larger one makes the class's alarm slower to fire. `frozen` (learned from the
+        // first window) may be either side of a number, so only a lower number than before is a tightening.
+        case let k where k.hasPrefix("failures.baseline-percent."):
+            guard let f = number(from == "frozen" ? "off" : from), let t = number(to == "frozen" ? "off" : to) else { return weakens }
+            return t > f ? weakens : nil
+        // A method list that accepts a method it did not accept before.
+        case let k where k.hasPrefix("step-up."):
             func methods(_ s: String) -> Set<String> {
                 s == "any" ? Set(StepUpMethod.allCases.map(\.rawValue)) : Set(s.split(separator: ",").map(String.init))
             }
             return methods(to).isSubset(of: methods(from)) ? nil : weakens
+        // A key this list does not know yet is held until someone decides which way it loosens.
+        default:
+            return weakens
         }
     }
 

@@ -14,10 +14,13 @@ public struct OperatorID: Hashable, Comparable, Sendable, CustomStringConvertibl
     public init(_ text: String) throws(OperatorIDError) {
         guard !text.isEmpty else { throw OperatorIDError("an operator id cannot be empty") }
         guard text.count <= 128 else { throw OperatorIDError("an operator id has at most 128 characters") }
-        guard !text.unicodeScalars.contains(where: { $0.properties.generalCategory == .control || $0 == ":" }) else {
+        // Control characters, and the invisible ones that make an id look like another in the audit log: bidi
+        // overrides and isolates, zero-width joiners, line and paragraph separators.
+        let invisible: Set<Unicode.GeneralCategory> = [.control, .format, .lineSeparator, .paragraphSeparator]
+        guard !text.unicodeScalars.contains(where: { invisible.contains($0.properties.generalCategory) || $0 == ":" }) else {
             throw OperatorIDError(
-                "operator id '\(text.debugDescription.dropFirst().dropLast())' may not contain ':' or control characters"
-            )
+                "operator id '\(text.unicodeScalars.map { $0.isASCII && $0.value >= 0x20 && $0.value < 0x7F ? String($0) : "\\u{\(String($0.value, radix: 16))}" }.joined())' "
+                    + "may not contain ':', control characters or invisible formatting characters")
         }
         guard text.trimmingSpaces() == text else {
             throw OperatorIDError("operator id '\(text)' has leading or trailing spaces")

@@ -65,14 +65,19 @@ enum OperatorCommands {
         options: [
             .value(
                 "--code", name: "CODE", help: "Confirm a pending enrolment with the code the new authenticator shows."),
-            .value("--approver", name: "ID", help: "An enrolled operator who approves this enrolment."),
+            .value(
+                "--approver", name: "ID",
+                help: "An enrolled operator who approves this enrolment; under the two-person rule, give two "
+                    + "(--approver A --approver-code CODE --approver B --approver-code CODE).", repeatable: true),
             .value(
                 "--method", name: "METHOD",
                 help: "totp (default: an authenticator app), phone (--phone NUMBER: codes by SMS or voice) or security-key: add a FIDO2 key (touch and PIN or "
                     + "biometric) to the acting operator, already enrolled, confirmed with their --code. The key is "
                     + "$ROLLOUT_SECURITY_KEY (a path from 'fido2-token -L') or the first connected; a PIN comes from "
                     + "$ROLLOUT_SECURITY_KEY_PIN."),
-            .value("--approver-code", name: "CODE", help: "The approver's current code ('-' reads it from stdin)."),
+            .value(
+                "--approver-code", name: "CODE", help: "The approver's current code ('-' reads it from stdin), in the order of --approver.",
+                repeatable: true),
             .value(
                 "--phone", name: "NUMBER",
                 help: "With --method phone: the acting operator's phone number in E.164 form (+ and country code), "
@@ -154,12 +159,21 @@ enum OperatorCommands {
         if let code = invocation.value("--code") {
             return try confirm(id, code: try resolve(code), path: path)
         }
-        let approver = try invocation.value("--approver").map { try operatorID($0, invocation) }
-        let approverCode = try approver.map { who in
-            try readCode(invocation.value("--approver-code"), prompt: "Code of \(who)'s authenticator: ")
-        } ?? nil
+        let approvers = try invocation.allValues("--approver").map { try operatorID($0, invocation) }
+        let givenCodes = invocation.allValues("--approver-code")
+        guard approvers.count <= 2, givenCodes.count <= approvers.count else {
+            throw invocation.usageError(
+                approvers.count > 2 ? "at most two --approver" : "each --approver-code follows its --approver")
+        }
+        // Each approver's code in the order given; one not given is asked for (or read from stdin with '-').
+        let approverCodes = try approvers.enumerated().map { i, who in
+            try readCode(i < givenCodes.count ? givenCodes[i] : nil, prompt: "Code of \(who)'s authenticator: ")
+        }
+        let second = approvers.count == 2
+            ? SettingsWritePath.SecondApproval(approver: approvers[1], code: approverCodes[1] ?? "") : nil
         let started = try settings(
-            path, .startEnrolment(id, approver: approver), actor: actor, code: approverCode, codeOption: "--approver-code")
+            path, .startEnrolment(id, approver: approvers.first, secondApprover: second), actor: actor,
+            code: approverCodes.first ?? nil, codeOption: "--approver-code")
         guard case .enrolmentStarted(let pending) = started else { return .failure }
         let uri = pending.uri()
         // The QR code comes last, right above the prompt, so that it stays on screen while it is scanned.

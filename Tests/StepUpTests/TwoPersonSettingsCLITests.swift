@@ -1,5 +1,6 @@
 import Foundation
 import Rollout
+import RolloutApp
 import StepUp
 import Testing
 import TestSupport
@@ -85,5 +86,63 @@ struct TwoPersonSettingsCLITests {
         // A kill is never held.
         #expect(try s.run(["kill", "--reason", "stop"] + Self.ana, at: Self.at(1260)).status == 0)
         #expect(try s.run(["audit", "verify"], at: Self.at(1260)).status == 0)
+    }
+
+    /// One operator cannot stand in for two: the rule needs two operators to be turned on, an enrolment under it
+    /// needs two approvers (a second identity vouched for by its owner alone would approve her requests), and an
+    /// operator's removal is held for a second one and never leaves fewer than two.
+    @Test func oneOperatorCannotBecomeTwo() throws {
+        let s = try OperatorCLITests.Session()
+        func code(_ secret: TOTPSecret, _ t: Int64) -> String { OperatorCLITests.code(secret, Self.at(t)) }
+        let a = try s.enrol("ana@laptop", at: Self.at(0))
+        let alone = try s.run(["policy", "set", "two-person", "on", "--code", code(a, 30)] + Self.ana, at: Self.at(30))
+        #expect(alone.status == 4 && alone.stderr.contains("needs two enrolled operators and only one is"), "\(alone.stderr)")
+        #expect(try Self.value(s, "two-person", at: Self.at(30)) == "off")
+        let b = try s.enrol("bob@desk", at: Self.at(60), approver: ("ana@laptop", code(a, 60)))
+        let c = try s.enrol("cy@home", at: Self.at(90), approver: ("ana@laptop", code(a, 90)))
+        #expect(try s.run(["policy", "set", "two-person", "on", "--code", code(a, 120)] + Self.ana, at: Self.at(120)).status == 0)
+
+        // An enrolment approved by ana alone, or by ana twice, starts nothing.
+        let puppet = ["operator", "enroll", "--operator", "puppet@laptop", "--approver", "ana@laptop", "--approver-code"]
+        let one = try s.run(puppet + [code(a, 150)], at: Self.at(150))
+        #expect(one.status == 4 && one.stderr.contains("needs a second enrolled operator's approval"), "\(one.stderr)")
+        let twice = try s.run(puppet + [code(a, 180), "--approver", "ana@laptop", "--approver-code", code(a, 210)], at: Self.at(210))
+        #expect(twice.status == 4 && twice.stderr.contains("must be another operator's"), "\(twice.stderr)")
+        let listed = try s.run(["operator", "list"], at: Self.at(210)).stdout
+        #expect(!listed.contains("puppet@laptop"), "\(listed)")
+        // With bob's code as well, the enrolment starts, and the audit names both approvers.
+        let both = try s.run(puppet + [code(a, 240), "--approver", "bob@desk", "--approver-code", code(b, 240)], at: Self.at(240))
+        #expect(both.status == 0, "\(both.stderr)")
+        #expect(try s.audit().contains { $0.action == "two-person operator enroll puppet@laptop" && $0.detail == "approved-by ana@laptop; approved-by bob@desk" })
+
+        // A removal asked by ana alone is a request; cy approves it.
+        let asked = try s.run(["operator", "remove", "bob@desk", "--code", code(a, 270)] + Self.ana, at: Self.at(270))
+        #expect(asked.status == 4 && asked.stderr.contains("needs a second operator"), "\(asked.stderr)")
+        #expect(try s.run(["operator", "list"], at: Self.at(270)).stdout.contains("bob@desk"))
+        let id = try #require(Self.requestID(asked.stderr), "\(asked.stderr)")
+        let approved = try s.run(["approve", id, "--code", code(c, 300), "--operator", "cy@home"], at: Self.at(300))
+        #expect(approved.status == 0, "\(approved.stderr)")
+        #expect(!(try s.run(["operator", "list"], at: Self.at(300)).stdout.contains("bob@desk")))
+        // Two operators left: removing either is refused outright.
+        let last = try s.run(["operator", "remove", "cy@home", "--code", code(a, 330)] + Self.ana, at: Self.at(330))
+        #expect(last.status == 4 && last.stderr.contains("would leave one"), "\(last.stderr)")
+        #expect(try s.run(["operator", "list"], at: Self.at(330)).stdout.contains("cy@home"))
+
+        // A larger fixed failure baseline blinds that class's alarm: a relaxation, held.
+        let blind = try s.run(
+            ["policy", "set", "failures.baseline-percent.serverUnavailable", "99", "--code", code(a, 360)] + Self.ana, at: Self.at(360))
+        #expect(blind.status == 4 && blind.stderr.contains("needs a second operator"), "\(blind.stderr)")
+        #expect(try Self.value(s, "failures.baseline-percent.serverUnavailable", at: Self.at(360)) == "frozen")
+        #expect(try s.run(["audit", "verify"], at: Self.at(360)).status == 0)
+    }
+
+    @Test func aRelaxationOfAFailureBaselineIsAWeakening() {
+        let key = "failures.baseline-percent.serverUnavailable"
+        #expect(TwoPersonSettingsRequest.relaxation(key, from: "frozen", to: "5") != nil)
+        #expect(TwoPersonSettingsRequest.relaxation(key, from: "5", to: "frozen") != nil)
+        #expect(TwoPersonSettingsRequest.relaxation(key, from: "5", to: "9") != nil)
+        #expect(TwoPersonSettingsRequest.relaxation(key, from: "9", to: "5") == nil)
+        #expect(TwoPersonSettingsRequest.relaxation("a-key-not-known-yet", from: "1", to: "2") != nil)
+        #expect(TwoPersonSettingsRequest.relaxation("increase-over", from: "50", to: "10") == nil)
     }
 }
