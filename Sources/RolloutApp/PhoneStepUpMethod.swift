@@ -5,6 +5,7 @@ import Platform
 import Rollout
 import StepUp
 import Timekeeping
+import WebClient
 
 /// Step-up by a code sent to the operator's phone (SMS, then a voice call), through Vonage Verify v2.
 ///
@@ -30,6 +31,9 @@ extension StepUpMethods {
             throw SessionRefusal(.unsupported, error.description)
         }
         let base = environment["ROLLOUT_VONAGE_URL"].flatMap { $0.isEmpty ? nil : $0 } ?? VonageVerifyClient.productionBase
+        // The rule of every endpoint a web client calls: codes and the account's secret never cross a network in
+        // clear text (plain http only to a loopback host, where the tests' provider listens).
+        do { try WebURL.checkScheme(base, what: "ROLLOUT_VONAGE_URL") } catch { throw SessionRefusal(.unsupported, error.description) }
         return VonageVerifyClient(credentials: credentials, base: base)
     }
 

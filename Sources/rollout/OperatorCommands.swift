@@ -362,7 +362,7 @@ enum OperatorCommands {
         let outcome = try withSecurityKeyPIN { pin in
             try StepUpMethods.approveRequest(
                 id, session: session, device: { try StepUpMethods.securityKeyDevice() }, pin: pin,
-                notice: { StandardStream.error.write("rollout: \($0)\n") })
+                notice: complain)
         }
         switch outcome {
         case .published(let stored, let proposal, _):
@@ -416,7 +416,7 @@ enum OperatorCommands {
             _ = try withSecurityKeyPIN { pin in
                 try StepUpMethods.enrolSecurityKey(
                     session: session, device: try StepUpMethods.securityKeyDevice(), pin: pin,
-                    code: code, notice: { StandardStream.error.write("rollout: \($0)\n") })
+                    code: code, notice: complain)
             }
         } catch let f as SettingsWritePath.Failure {
             switch f {
@@ -460,6 +460,10 @@ enum OperatorCommands {
 
     /// A secret line (a phone code): on a terminal, asked on stderr and read with echo off; otherwise one line of
     /// stdin. Never printed.
+    ///
+    /// Ctrl-C (or SIGTERM, SIGHUP) at the prompt ends the read as an empty line would: the terminal gets its echo
+    /// back, the caller cancels what it started (a phone verification at the provider) and refuses the change,
+    /// and the command then ends with 128 + the signal (`SecretPrompt.interruption`), as a stopped program does.
     static func readSecret(_ text: String) -> String? {
         guard isatty(STDIN_FILENO) == 1 else { return readLine(strippingNewline: true)?.trimmingSpaces() }
         StandardStream.error.write(text)
@@ -470,11 +474,13 @@ enum OperatorCommands {
             quiet.c_lflag &= ~tcflag_t(ECHO)
             _ = tcsetattr(STDIN_FILENO, TCSAFLUSH, &quiet)
         }
+        let previous = SecretPrompt.trapSignals()
         defer {
+            SecretPrompt.restore(previous)
             if haveTerminal { _ = tcsetattr(STDIN_FILENO, TCSAFLUSH, &saved) }
             StandardStream.error.write("\n")
         }
-        return readLine(strippingNewline: true)?.trimmingSpaces()
+        return SecretPrompt.readLine()?.trimmingSpaces()
     }
 
     /// The settings write path of the invocation's store, whichever backend.
@@ -593,3 +599,62 @@ enum OperatorCommands {
         StandardStream.output.write(text)
     }
 }
+
+/// The signals that end a secret prompt: while it reads, SIGINT, SIGTERM and SIGHUP only record themselves and
+/// interrupt the read (no `SA_RESTART`), so the prompt's clean-up runs on this thread.
+enum SecretPrompt {
+    static let signals: [Int32] = [SIGINT, SIGTERM, SIGHUP]
+    /// The signal that interrupted a prompt, 0 when none did. Written by the handler (a plain word store).
+    nonisolated(unsafe) static var interruption: Int32 = 0
+
+    /// Installs the recording handler, and unblocks the signals on this thread (a parent may hand down a mask that
+    /// blocks them); returns what to put back.
+    static func trapSignals() -> (actions: [sigaction], mask: sigset_t) {
+        _ = interruption  // initialised here, never first in the handler
+        var action = sigaction()
+        action.__sigaction_handler = unsafeBitCast(secretPromptHandler, to: sigaction.__Unnamed_union___sigaction_handler.self)
+        sigemptyset(&action.sa_mask)
+        action.sa_flags = 0
+        let actions = signals.map { sig in
+            var old = sigaction()
+            sigaction(sig, &action, &old)
+            return old
+        }
+        var set = sigset_t()
+        var mask = sigset_t()
+        sigemptyset(&set)
+        for sig in signals { sigaddset(&set, sig) }
+        pthread_sigmask(SIG_UNBLOCK, &set, &mask)
+        return (actions, mask)
+    }
+
+    static func restore(_ previous: (actions: [sigaction], mask: sigset_t)) {
+        var mask = previous.mask
+        pthread_sigmask(SIG_SETMASK, &mask, nil)
+        for (sig, old) in zip(signals, previous.actions) {
+            var old = old
+            sigaction(sig, &old, nil)
+        }
+    }
+
+    /// One line of standard input, nil at its end or once a signal was recorded. The descriptor is polled a tenth
+    /// of a second at a time, so a signal taken by any thread of the process ends the wait.
+    static func readLine() -> String? {
+        var bytes: [UInt8] = []
+        while interruption == 0 {
+            var p = pollfd(fd: STDIN_FILENO, events: Int16(POLLIN), revents: 0)
+            let ready = poll(&p, 1, 100)
+            if ready < 0, errno != EINTR { return nil }
+            guard ready > 0 else { continue }
+            var byte: UInt8 = 0
+            let n = read(STDIN_FILENO, &byte, 1)
+            if n < 0, errno == EINTR { continue }
+            guard n > 0 else { return bytes.isEmpty ? nil : String(decoding: bytes, as: UTF8.self) }
+            if byte == 0x0A { return String(decoding: bytes, as: UTF8.self) }
+            if bytes.count < 4096 { bytes.append(byte) }
+        }
+        return nil
+    }
+}
+
+private let secretPromptHandler: @convention(c) (Int32) -> Void = { sig in SecretPrompt.interruption = sig }

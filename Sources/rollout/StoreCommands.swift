@@ -463,7 +463,7 @@ extension StoreCommands {
             request = try OperatorCommands.withSecurityKeyPIN { pin in
                 try StepUpMethods.approveWithSecurityKey(
                     unapproved, on: path, device: try StepUpMethods.securityKeyDevice(), pin: pin,
-                    notice: { StandardStream.error.write("rollout: \($0)\n") })
+                    notice: complain)
             }
         }
 
@@ -504,7 +504,7 @@ extension StoreCommands {
             outcome = try StepUpMethods.publishWithPhone(
                 request, on: path, client: try StepUpMethods.phoneClient(),
                 readCode: { OperatorCommands.readSecret("Code sent to your phone (or 'call'): ") },
-                notice: { StandardStream.error.write("rollout: \($0)\n") })
+                notice: complain)
         } else {
             outcome = try path.execute(request)
         }

@@ -68,5 +68,8 @@ do {
     complain(mapped.message)
     code = mapped.exitCode
 }
+// A signal at a secret prompt ended the command early (its change refused and audited): say so as a stopped
+// program does.
+if SecretPrompt.interruption != 0 { code = ExitCode(stoppedBy: SecretPrompt.interruption) }
 fflush(nil)
 exit(code.rawValue)

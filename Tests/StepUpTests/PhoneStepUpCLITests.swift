@@ -432,6 +432,81 @@ struct PhoneStepUpCLITests {
             fake, [concurrent.stdout, concurrent.stderr, invalid.stdout, invalid.stderr, limited.stdout, limited.stderr], s)
     }
 
+    /// The provider's address follows the rule of every endpoint a client calls: plain http only to loopback.
+    @Test func aProviderOverPlainHTTPOffLoopbackIsRefused() throws {
+        let fake = try Fake()
+        let (s, _) = try Self.enrolled(fake)
+        var environment = fake.environment
+        environment["ROLLOUT_VONAGE_URL"] = "http://verify.example.com"
+        let r = try s.run(["set", "100", "--reason", "all in", "--phone"] + Self.ana, at: Self.at(60), environment: environment)
+        #expect(r.status != 0, "\(r.stderr)")
+        #expect(r.stderr.contains("uses plain http to a non-loopback host"), "\(r.stderr)")
+        #expect(try fake.messages().isEmpty)
+        #expect(try Self.version(s) == 1)
+    }
+
+    /// Ctrl-C at the hidden code prompt, on a real terminal: the terminal gets its echo back, the verification is
+    /// cancelled at the provider and the refusal audited, nothing is published, and the command ends with 130.
+    @Test func ctrlCAtTheCodePromptRestoresTheTerminalAndCancels() throws {
+        let fake = try Fake()
+        let (s, _) = try Self.enrolled(fake)
+        let stamp = Self.at(60).iso8601.prefix(19).replacingOccurrences(of: "T", with: " ")
+        // libfaketime preloaded rather than the faketime wrapper: the terminal's Ctrl-C goes to the whole foreground
+        // group, and the wrapper would die of it before the command it waits for.
+        let script = """
+            import json, os, pty, select, sys, termios, time
+            pid, fd = pty.fork()
+            if pid == 0:
+                os.execv(sys.argv[1], sys.argv[1:])
+            def read_until(marker, seconds):
+                got, end = b'', time.time() + seconds
+                while time.time() < end and (marker is None or marker not in got):
+                    r, _, _ = select.select([fd], [], [], 0.2)
+                    if r:
+                        try:
+                            chunk = os.read(fd, 4096)
+                        except OSError:
+                            break
+                        if not chunk:
+                            break
+                        got += chunk
+                return got
+            shown = read_until(b'Code sent', 30)
+            echo_during = bool(termios.tcgetattr(fd)[3] & termios.ECHO)
+            os.write(fd, bytes([3]))
+            rest = read_until(None, 30)
+            end = time.time() + 30
+            done, status = os.waitpid(pid, os.WNOHANG)
+            while done == 0 and time.time() < end:
+                time.sleep(0.05)
+                done, status = os.waitpid(pid, os.WNOHANG)
+            if done == 0:
+                os.kill(pid, 9)
+                _, status = os.waitpid(pid, 0)
+            echo_after = bool(termios.tcgetattr(fd)[3] & termios.ECHO)
+            print(json.dumps({'prompted': b'Code sent' in shown, 'echo_during': echo_during, 'echo_after': echo_after,
+                              'exit': os.waitstatus_to_exitcode(status), 'output': (shown + rest).decode('utf-8', 'replace')}))
+            """
+        var environment = s.environment.merging(fake.environment, uniquingKeysWith: { $1 })
+        environment["FAKETIME"] = "@\(stamp)"
+        environment["LD_PRELOAD"] = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1"
+        let r = try TestSupport.run(
+            try TestSupport.python(),
+            ["-c", script, try TestSupport.rolloutBinary(), "set", "100", "--reason", "all in", "--phone"] + Self.ana
+                + ["--store", s.location],
+            environment: environment)
+        let result = try #require(
+            try JSONSerialization.jsonObject(with: Data(r.stdout.utf8)) as? [String: Any], "\(r.stdout) \(r.stderr)")
+        #expect(result["prompted"] as? Bool == true, "\(result)")
+        #expect(result["echo_during"] as? Bool == false, "\(result)")
+        #expect(result["echo_after"] as? Bool == true, "\(result)")
+        #expect(result["exit"] as? Int == 130, "\(result)")
+        #expect((result["output"] as? String)?.contains("cancelled") == true, "\(result)")
+        #expect(try Self.version(s) == 1)
+        let records = try Self.phoneRecords(s).map(\.detail)
+        #expect(records.count == 1 && records.last?.hasSuffix("no code was entered; the verification was cancelled") == true, "\(records)")
+    }
+
     @Test(arguments: Backend.allCases) func anExpiredVerificationIsRefusedAndPublishesNothing(_ backend: Backend) throws {
         let fake = try Fake()
         let (s, _) = try Self.enrolled(fake, backend)
