@@ -122,6 +122,17 @@ extension RolloutPlan {
         -> RemoteConfigTemplate
     {
         var t = template
+        // The rollout controls who gets the flag through its condition alone: a flag that something else already
+        // serves as "true" (its default, another condition's value) would stay on past a kill and at 0%.
+        if t.parameter(names.parameter) != nil {
+            let served = Exposure.of(names.parameter, in: template, seed: seed)
+            if served.possible > .zero {
+                throw RolloutError.notSetUp(
+                    "\(names.parameter) is already \"true\" for \(served) of installations (its default value or another "
+                        + "condition's value); a rollout can only control who gets it when nothing else serves \"true\": "
+                        + "set those values to \"false\" in the template first")
+            }
+        }
         do {
             if t.condition(named: names.exposedCondition) == nil {
                 try t.insertCondition(

@@ -33,6 +33,25 @@ struct FirebaseCLITests {
 
     // MARK: Adoption and the everyday commands
 
+    /// A project whose AppAttestEnabled something else already serves as "true" (its default, or a condition's
+    /// value inside a parameter group) is not adopted: the rollout could not take it away, so a kill would leave it
+    /// on. Nothing is published; the message says what to change.
+    @Test func aFlagAlreadyServedTrueIsNotAdopted() throws {
+        let flagged = [
+            #""parameters": {"AppAttestEnabled": {"defaultValue": {"value": "true"}, "valueType": "BOOLEAN"}}"#,
+            #""conditions": [{"name": "ios_users", "expression": "device.os == 'ios'"}], "parameterGroups": {"attest": {"parameters": {"AppAttestEnabled": {"defaultValue": {"value": "false"}, "conditionalValues": {"ios_users": {"value": "true"}}, "valueType": "BOOLEAN"}}}}"#,
+        ]
+        for body in flagged {
+            let fake = try FakeFirebase(template: "{" + body + "}")
+            let before = try fake.headNumber()
+            let adopt = try fake.rollout(["init", "--seed", "rollout-2026"])
+            #expect(adopt.status != 0, "\(body): \(adopt.stdout)")
+            #expect(adopt.stderr.contains("AppAttestEnabled is already \"true\" for"), "\(adopt.stderr)")
+            #expect(adopt.stderr.contains("set those values to \"false\""), "\(adopt.stderr)")
+            #expect(try fake.headNumber() == before)
+        }
+    }
+
     @Test func adoptionAddsTheRolloutAndTouchesNothingElseThroughEveryChange() throws {
         let fake = try FakeFirebase(template: existingTemplate)
         let original = try Self.everythingElse(try JSONSerialization.jsonObject(with: Data(existingTemplate.utf8)))
