@@ -710,3 +710,73 @@ struct HeaderFreshnessTests {
         #expect(Self.header(s).contains("STALE"), "a failing source is stale whatever the data")
     }
 }
+
+@Suite("Terminal too small")
+struct TooSmallTests {
+    static let small = Size(width: ConsoleScreen.minimumSize.width - 1, height: ConsoleScreen.minimumSize.height)
+
+    @Test("Below the minimum size no key opens a change: - K u r = and the palette do nothing; q, Ctrl-L and Esc work")
+    func keysIgnored() {
+        for size in [Self.small, Size(width: 80, height: ConsoleScreen.minimumSize.height - 1)] {
+            var s = Fixture.state(Fixture.model(), size: size)
+            for key: Key in [.character("-"), .character("+"), .right, .character("K"), .character("u"), .character("r"),
+                .character("="), .character(":"), .character("h"), .character("y"), .enter]
+            {
+                #expect(press(&s, key) == [], "\(key)")
+                #expect(s.overlay == nil, "\(key)")
+            }
+            #expect(press(&s, .control("l")) == [.redraw])
+            #expect(press(&s, .character("q")) == [.quit])
+            press(&s, .character("]"))
+            #expect(s.step == MicroPercent(1_000_000))
+        }
+    }
+
+    @Test("Shrinking below the minimum closes an open confirm dialog: a later y or Enter publishes nothing")
+    func confirmClosed() throws {
+        var s = ready()
+        _ = try openConfirm(&s, preview: plainPreview)
+        #expect(s.handle(.resize(TooSmallTests.small)) == [])
+        #expect(s.overlay == nil)
+        #expect(press(&s, .character("y")) == [])
+        #expect(press(&s, .enter) == [])
+        #expect(s.handle(.click(.button(.act))) == [])
+        #expect(s.overlay == nil)
+        // Back at a size that is drawn, the change is gone: it has to be asked for again, in sight.
+        _ = s.handle(.resize(Size(width: 80, height: 24)))
+        #expect(s.overlay == nil)
+        #expect(press(&s, .character("y")) == [])
+    }
+
+    @Test("Shrinking below the minimum cancels a kill prepared or a value being typed; a security key's approval is abandoned")
+    func otherDialogsClosed() throws {
+        var s = ready()
+        press(&s, .character("K"))
+        guard case .preparing(let request)? = s.overlay else { throw CancellationError() }
+        _ = s.handle(.resize(TooSmallTests.small))
+        #expect(s.overlay == nil)
+        // The preview's answer for the cancelled request opens nothing.
+        _ = s.handle(.previewReady(plainPreview(request)))
+        #expect(s.overlay == nil)
+
+        s = ready()
+        press(&s, .character("="))
+        _ = s.handle(.resize(TooSmallTests.small))
+        #expect(s.overlay == nil)
+
+        s = ready()
+        let key = try openConfirm(&s) { r in
+            var p = Fixture.preview(for: r)
+            p.requiresReason = false
+            p.stepUpOptions = [.securityKey]
+            return p
+        }
+        press(&s, .character("y"))
+        guard case .securityKey? = s.overlay else {
+            Issue.record("no security key prompt: \(String(describing: s.overlay))")
+            return
+        }
+        #expect(s.handle(.resize(TooSmallTests.small)) == [.cancelApproval(requestID: key.id)])
+        #expect(s.overlay == nil)
+    }
+}

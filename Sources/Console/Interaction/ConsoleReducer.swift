@@ -13,10 +13,13 @@ extension ConsoleState {
     public mutating func handle(_ event: ConsoleEvent) -> [ConsoleEffect] {
         switch event {
         case .key(let key):
+            guard ConsoleScreen.fits(screenSize) else { return handleKeyTooSmall(key) }
             return handleKey(key)
         case .click(let target):
+            guard ConsoleScreen.fits(screenSize) else { return [] }
             return handleClick(target)
         case .wheel(let notches):
+            guard ConsoleScreen.fits(screenSize) else { return [] }
             return handleWheel(notches)
         case .tick(let instant):
             now = instant
@@ -37,7 +40,7 @@ extension ConsoleState {
         case .resize(let size):
             screenSize = size
             clampScroll()
-            return []
+            return ConsoleScreen.fits(size) ? [] : closeUnseenDialogs()
         case .snapshot(let m):
             sourceProblem = nil
             if frozen { heldModel = m } else { model = m }
@@ -348,6 +351,33 @@ extension ConsoleState {
     }
 
     // MARK: Keys
+
+    /// Keys while the screen is smaller than `ConsoleScreen.minimumSize` and shows only "terminal too small":
+    /// quit, redraw and Esc work; every other key is ignored, so nothing is opened, typed or confirmed unseen.
+    private mutating func handleKeyTooSmall(_ key: Key) -> [ConsoleEffect] {
+        if key == .escape || key == .control("l") { return handleKey(key) }
+        return KeyMap.intent(for: key) == .quit ? [.quit] : []
+    }
+
+    /// The screen became too small to draw: every dialog that leads to a write is cancelled as Esc would cancel it
+    /// (a security key's or phone's approval is abandoned too), so none can be confirmed while it cannot be seen.
+    /// A publish already in flight goes on (it cannot be called back); read-only views stay.
+    private mutating func closeUnseenDialogs() -> [ConsoleEffect] {
+        var effects: [ConsoleEffect] = []
+        // Esc steps back one dialog at a time (a conflict's re-apply, a method chooser); a few presses close all.
+        for _ in 0..<4 {
+            switch overlay {
+            case .valuePrompt, .preparing, .confirm, .reason, .stepUp, .stepUpMethod, .securityKeyPIN, .securityKey,
+                .approvingRequest, .phone, .conflict, .planCode, .palette:
+                let before = overlay
+                effects += handleKey(.escape)
+                if overlay == before { return effects }
+            default:
+                return effects
+            }
+        }
+        return effects
+    }
 
     private mutating func handleKey(_ key: Key) -> [ConsoleEffect] {
         if key == .control("l") { return [.redraw] }

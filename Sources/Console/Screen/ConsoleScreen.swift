@@ -9,13 +9,18 @@ import Timekeeping
 public enum ConsoleScreen {
     /// Below this the console shows only the "too small" message.
     public static let minimumSize = Size(width: 60, height: 16)
+    /// Whether the screen is drawn at `size`; below the minimum only the "too small" message is, and the reducer
+    /// ignores every key but quit, redraw and Esc (nothing may be changed or confirmed unseen).
+    public static func fits(_ size: Size) -> Bool {
+        size.width >= minimumSize.width && size.height >= minimumSize.height
+    }
     /// From this size on, panels are boxed.
     public static let boxedSize = Size(width: 80, height: 24)
 
     /// Draws the screen for `state` at `size`.
     public static func render(_ state: ConsoleState, size: Size) -> Grid {
         var grid = Grid(size: size)
-        guard size.width >= minimumSize.width, size.height >= minimumSize.height else {
+        guard fits(size) else {
             renderTooSmall(&grid)
             return grid
         }
