@@ -308,16 +308,18 @@ struct DialogMessageTests {
         #expect(dialog.contains("‖ HOLD  refuses this change: verdict HOLD: not enough"), "\(dialog)")
     }
 
-    @Test("= with the current value says there is nothing to change; rejected characters are named")
+    @Test("= with the current value says there is nothing to change; a text that is no percentage is named")
     func valuePromptMessages() {
         var s = Fixture.state(Fixture.model())
         press(&s, .character("="))
-        press(&s, .character("x"))
+        press(&s, .character("x"), .enter)
         guard case .valuePrompt(_, let error) = s.overlay else {
             Issue.record("prompt closed")
             return
         }
-        #expect(error == "'x' is not part of a percentage: digits and one '.' only")
+        #expect(error == "'x' is not a percentage; type a number such as 12.5")
+        press(&s, .control("u"))
+        for c in "12.5" { press(&s, .character(c)) }
         let effects = press(&s, .enter)
         #expect(effects.isEmpty)
         guard case .valuePrompt(_, let same) = s.overlay else {

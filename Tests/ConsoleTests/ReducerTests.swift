@@ -212,18 +212,49 @@ struct ValuePromptTests {
         #expect(edited.text == "12.51")
     }
 
-    @Test("letters are not accepted and q types nothing instead of quitting; Esc cancels at once")
+    @Test("q is typed into the prompt instead of quitting, and Enter refuses it as no percentage; Esc cancels at once")
     func keysStayInPrompt() {
         var s = ready()
         press(&s, .character("="))
         #expect(press(&s, .character("q")) == [])
-        guard case .valuePrompt(let field, _)? = s.overlay else {
+        #expect(press(&s, .enter) == [])
+        guard case .valuePrompt(let field, let error)? = s.overlay else {
             Issue.record("prompt closed")
             return
         }
-        #expect(field.text == "12.5")
+        #expect(field.text == "q")
+        #expect(error == PercentText.ParseError.notANumber("q").description)
         press(&s, .escape)
         #expect(s.overlay == nil)
+    }
+
+    /// Tester's report: `=` then `2,5` asked for 25% and `1e1` for 11%, while `rollout set 2,5` exits 2 and the
+    /// palette's `set 2,5` refuses: the field dropped the characters it did not expect.
+    @Test("= keeps every character typed: 2,5 and 1e1 are refused with the parser's words, as the palette refuses them",
+        arguments: ["2,5", "1e1", "1_0", "٣"])
+    func refusedAsThePaletteRefuses(_ text: String) {
+        var s = ready()
+        press(&s, .character("="))
+        type(&s, text)
+        #expect(press(&s, .enter) == [])
+        guard case .valuePrompt(let field, let error?)? = s.overlay else {
+            Issue.record("no refusal: \(String(describing: s.overlay))")
+            return
+        }
+        #expect(field.text == text)
+        var parserSays = ""
+        do { _ = try PercentText.parse(text) } catch { parserSays = error.description }
+        #expect(!parserSays.isEmpty)
+        #expect(error == parserSays)
+        var p = ready()
+        press(&p, .character(":"))
+        type(&p, "set " + text)
+        #expect(press(&p, .enter) == [])
+        guard case .palette(let palette)? = p.overlay else {
+            Issue.record("palette closed: \(String(describing: p.overlay))")
+            return
+        }
+        #expect(palette.error == parserSays)
     }
 }
 
@@ -644,23 +675,23 @@ struct TextFieldTests {
         #expect(f.isSelected)
         #expect(f.handle(.character("n")) == .edited)
         #expect(f.text == "n" && !f.isSelected)
-        var g = TextField("41", content: .decimal, selected: true)
+        var g = TextField("41", content: .digits, selected: true)
         // A character the emptied field would refuse leaves the selection as it was.
         #expect(g.handle(.character("x")) == .ignored)
         #expect(g.text == "41" && g.isSelected)
         #expect(g.handle(.backspace) == .edited)
         #expect(g.text == "" && !g.isSelected)
-        var h = TextField("41", content: .decimal, selected: true)
+        var h = TextField("41", content: .digits, selected: true)
         #expect(h.handle(.left) == .edited)
         #expect(!h.isSelected && h.text == "41" && h.cursor == 1)
         #expect(!TextField("", selected: true).isSelected)
     }
 
-    @Test("decimal fields take digits, one point and a trailing percent sign; code fields digits only")
+    @Test("text fields take every printable character; code fields digits only")
     func content() {
-        var d = TextField(content: .decimal)
-        for c in "1a2.3.4%5" { _ = d.handle(.character(c)) }
-        #expect(d.text == "12.34%")
+        var t = TextField()
+        for c in "2,5e1 %\u{7}" { _ = t.handle(.character(c)) }
+        #expect(t.text == "2,5e1 %")
         var code = TextField(content: .digits, maxLength: 8, masked: true)
         for c in "12 34x567890" { _ = code.handle(.character(c)) }
         #expect(code.text == "12345678")

@@ -350,6 +350,9 @@ extension ConsoleState {
         if verdictLog.count > 100 { verdictLog.removeFirst(verdictLog.count - 100) }
     }
 
+    /// The longest text the `=` prompt takes: more than any percentage Remote Config can hold (`0.000001%`).
+    static let valueLength = 24
+
     // MARK: Keys
 
     /// Keys while the screen is smaller than `ConsoleScreen.minimumSize` and shows only "terminal too small":
@@ -442,9 +445,9 @@ extension ConsoleState {
                 self.overlay = .valuePrompt(field: field, error: nil)
                 return []
             case .ignored:
-                if case .character(let c) = key {
+                if case .character = key {
                     self.overlay = .valuePrompt(
-                        field: field, error: "'\(c)' is not part of a percentage: digits and one '.' only")
+                        field: field, error: "a percentage has at most \(Self.valueLength) characters, such as 12.5")
                 } else {
                     self.overlay = .valuePrompt(field: field, error: error)
                 }
@@ -1009,7 +1012,10 @@ extension ConsoleState {
         case .typeExact:
             if refusedAsLost() { return [] }
             let current = model.map { PercentText.formatNumber($0.condition.desiredMicroPercent) } ?? ""
-            overlay = .valuePrompt(field: TextField(current, content: .decimal, maxLength: 12, selected: true), error: nil)
+            // Every printable character is taken as typed and the one percentage parser judges the whole text, as
+            // for `rollout set` and the palette's `set`: a field that dropped what it did not expect turned `2,5`
+            // into 25% and `1e1` into 11%.
+            overlay = .valuePrompt(field: TextField(current, maxLength: Self.valueLength, selected: true), error: nil)
         case .kill: return startChange(.rollout(.kill))
         case .resume: return startChange(.rollout(.resume))
         case .rollbackLast:

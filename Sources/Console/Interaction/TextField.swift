@@ -4,8 +4,6 @@ public struct TextField: Hashable, Sendable {
     public enum Content: Hashable, Sendable {
         /// Any printable character.
         case text
-        /// Digits, one decimal point and a trailing `%` (percentages).
-        case decimal
         /// Digits only (step-up codes).
         case digits
     }
@@ -109,13 +107,6 @@ public struct TextField: Hashable, Sendable {
             return !c.unicodeScalars.contains { $0.properties.generalCategory == .control }
         case .digits:
             return c.isASCII && c.isNumber
-        case .decimal:
-            // Nothing may follow the percent sign.
-            if let percent = characters.firstIndex(of: "%"), cursor > percent { return false }
-            if c.isASCII && c.isNumber { return true }
-            if c == "." { return !characters.contains(".") }
-            if c == "%" { return cursor == characters.count && !characters.contains("%") }
-            return false
         }
     }
 }
