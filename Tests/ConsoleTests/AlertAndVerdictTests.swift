@@ -346,7 +346,7 @@ struct DialogMessageTests {
             Issue.record("the key asked for no preview")
             return
         }
-        #expect(first.operation == .rollbackLast)
+        #expect(first.operation == .rollback(toVersion: 41))
         var p = Fixture.preview(for: first)
         p.requiresReason = false
         p.requiresStepUp = false

@@ -72,9 +72,9 @@ struct MainKeyTests {
         #expect(effects == [.preview(ChangeRequest(id: 1, operation: .rollout(.nudge(MicroPercent(100_000)))))])
     }
 
-    @Test("K, r and u ask for previews of kill, resume and roll back")
+    @Test("K, r and u ask for previews of kill, resume and roll back (to the version before the one on screen)")
     func killResumeRollback() {
-        for (key, op) in [("K", ChangeOperation.rollout(.kill)), ("r", .rollout(.resume)), ("u", .rollbackLast)] {
+        for (key, op) in [("K", ChangeOperation.rollout(.kill)), ("r", .rollout(.resume)), ("u", .rollback(toVersion: 41))] {
             var s = ready()
             let effects = press(&s, .character(Character(key)))
             #expect(effects == [.preview(ChangeRequest(id: 1, operation: op))])
@@ -809,5 +809,58 @@ struct TooSmallTests {
         }
         #expect(s.handle(.resize(TooSmallTests.small)) == [.cancelApproval(requestID: key.id)])
         #expect(s.overlay == nil)
+    }
+}
+
+@Suite("Undo is the change on screen")
+struct UndoOnScreenTests {
+    /// A colleague's kill, published as v43 while this console's display is frozen on v42.
+    static func colleagueKill() -> ConsoleModel {
+        var m = Fixture.model(state: .killed)
+        m.changes[0].actor = "bo@example.com"
+        return m
+    }
+
+    /// Tester's report: frozen on v42, a colleague killed (v43); `u` undid their kill, which the screen never showed.
+    @Test("Frozen, u rolls back the change on screen (to v41), not the colleague's newer kill; the dialog says the store moved")
+    func frozenUndoIsPinned() throws {
+        var s = ready()
+        press(&s, .character("f"))
+        _ = s.handle(.snapshot(Self.colleagueKill()))
+        #expect(s.model?.header.templateVersion == "42")
+        let effects = press(&s, .character("u"))
+        #expect(effects == [.preview(ChangeRequest(id: 1, operation: .rollback(toVersion: 41)))])
+        guard case .preview(let request)? = effects.first else { return }
+        // The write path previews it on what the store holds now: v43, killed.
+        var p = plainPreview(request)
+        p.baseVersion = "43"
+        p.from = RolloutPosition(microPercent: MicroPercent(12_500_000), killed: true)
+        p.to = RolloutPosition(microPercent: MicroPercent(10_000_000))
+        _ = s.handle(.previewReady(p))
+        guard case .confirm(let shown, _)? = s.overlay else {
+            Issue.record("no confirm dialog: \(String(describing: s.overlay))")
+            return
+        }
+        #expect(shown.supersedes == "42")
+        #expect(shown.movedBy.map(\.version) == ["43"])
+        let screen = ConsoleScreen.render(s, size: Size(width: 120, height: 40)).lines.joined(separator: "\n")
+        #expect(screen.contains("Updated while open"), "\(screen)")
+        #expect(screen.contains("v43 by bo@example.com"), "\(screen)")
+    }
+
+    @Test("Live, a change prepared on the version on screen carries no moved banner")
+    func liveUndoHasNoBanner() throws {
+        var s = ready()
+        guard case .preview(let request)? = press(&s, .character("u")).first else {
+            Issue.record("no preview")
+            return
+        }
+        _ = s.handle(.previewReady(plainPreview(request)))
+        guard case .confirm(let shown, _)? = s.overlay else {
+            Issue.record("no confirm dialog")
+            return
+        }
+        #expect(shown.supersedes == nil)
+        #expect(shown.movedBy.isEmpty)
     }
 }

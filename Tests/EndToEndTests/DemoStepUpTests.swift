@@ -37,7 +37,7 @@ struct DemoStepUpTests {
         try session.waitFor("<= 10", timeout: 60)
         // Undo the last change (the simulator's 10%): a rollback, which step-up protects.
         try session.press("u")
-        try session.waitFor("Confirm: roll back the last change")
+        try session.waitFor("Confirm: roll back to v")
         try session.press("Tab", "Enter")
         try session.waitUntil("the step-up code prompt") { $0.lowercased().contains("code") && !$0.contains("Confirm:") }
         // Enrolment used this step's code (a code is accepted once): the next step's, inside the ±1 step window.
@@ -59,7 +59,7 @@ struct DemoStepUpTests {
         // Undo again (back to 10%, a rollback too), with three wrong codes: the lockout lasts 15 minutes of wall
         // time, stamped on the wall clock (not the simulation's, which runs an hour a minute ahead).
         try session.press("u")
-        try session.waitFor("Confirm: roll back the last change")
+        try session.waitFor("Confirm: roll back to v")
         try session.press("Tab", "Enter")
         try session.waitFor("Reason for the increase")
         try session.type("drill")

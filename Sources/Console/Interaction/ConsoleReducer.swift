@@ -81,6 +81,7 @@ extension ConsoleState {
             }
             guard case .preparing(let request) = overlay, request.id == preview.request.id else { return [] }
             revisedFor = nil
+            noteMovedSinceShown(&preview)
             // A kill only lowers exposure and never waits: its dialog focuses Kill, so the Enter that follows the
             // HALT footer's `K kill now` kills. Every other change focuses Cancel.
             overlay = .confirm(preview, focus: request.operation == .rollout(.kill) ? .act : .cancel)
@@ -320,6 +321,18 @@ extension ConsoleState {
             request: request, key: key, intervening: m.changes.filter { (Int($0.version) ?? 0) > base })
         revisedFor = key
         return [.preview(request)]
+    }
+
+    /// A change asked for while the display is frozen is previewed on what the store holds now: when that is newer
+    /// than the version on screen, the dialog says so ("updated while open", who changed what), as when the store
+    /// moves under an open dialog, so that the operator judges the change on what it will really do.
+    private func noteMovedSinceShown(_ preview: inout ChangePreview) {
+        guard frozen, let shownText = model?.header.templateVersion, let shown = Int(shownText),
+            let base = Int(preview.baseVersion), base > shown
+        else { return }
+        preview.supersedes = shownText
+        let live = heldModel?.changes ?? []
+        preview.movedBy = live.filter { (Int($0.version) ?? 0) > shown && (Int($0.version) ?? 0) <= base }.reversed()
     }
 
     private func isPublishing(_ id: Int) -> Bool { inFlight(id) != nil }
@@ -1021,6 +1034,11 @@ extension ConsoleState {
         case .rollbackLast:
             // Repeated presses walk back: each rollback goes one version before the one the last press restored.
             if let last = undoTrail.first, last > 1 { return startChange(.rollback(toVersion: last - 1)) }
+            // "The last change" is the one on screen: pinned to the version before it, so that a change published
+            // since (seen by the write path, not by a frozen display) is not the one undone.
+            if let shown = model?.header.templateVersion.flatMap({ Int($0) }), shown > 1 {
+                return startChange(.rollback(toVersion: shown - 1))
+            }
             return startChange(.rollbackLast)
         case .togglePlan:
             if refusedAsLost() { return [] }
