@@ -863,4 +863,37 @@ struct UndoOnScreenTests {
         #expect(shown.supersedes == nil)
         #expect(shown.movedBy.isEmpty)
     }
+
+    /// Tester's report: the console undid to v41 (published v43); a colleague then set 5% as v44; the next `u`
+    /// offered to roll back to v40, past the colleague's change, raising the exposure again.
+    @Test("A colleague's publish ends the walk back: the next u rolls back their change, not past it")
+    func colleaguePublishClearsTheTrail() throws {
+        var s = ready()
+        guard case .preview(let first)? = press(&s, .character("u")).first else {
+            Issue.record("no preview")
+            return
+        }
+        let p = plainPreview(first)
+        _ = s.handle(.previewReady(p))
+        press(&s, .character("y"))
+        _ = s.handle(.published(PublishReceipt(requestID: first.id, version: "43", from: p.from, to: p.to)))
+        var own = Fixture.model()
+        own.header.templateVersion = "43"
+        _ = s.handle(.snapshot(own))
+        // The console's own publish keeps the walk going.
+        guard case .preview(let again)? = press(&s, .character("u")).first else {
+            Issue.record("no preview")
+            return
+        }
+        #expect(again.operation == .rollback(toVersion: 40))
+        press(&s, .escape)
+        var theirs = own
+        theirs.header.templateVersion = "44"
+        _ = s.handle(.snapshot(theirs))
+        guard case .preview(let next)? = press(&s, .character("u")).first else {
+            Issue.record("no preview")
+            return
+        }
+        #expect(next.operation == .rollback(toVersion: 43))
+    }
 }

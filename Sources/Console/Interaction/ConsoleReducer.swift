@@ -44,6 +44,10 @@ extension ConsoleState {
         case .snapshot(let m):
             sourceProblem = nil
             if frozen { heldModel = m } else { model = m }
+            // Someone else published after this console: `u` must not walk on past their change from an old trail.
+            if let head = m.header.templateVersion.flatMap({ Int($0) }), let mine = lastPublished, head > mine {
+                undoTrail = []
+            }
             // The selected change stays selected as rows arrive; when it has left the log, the newest is.
             if let selected = logSelection, !logVersions.contains(selected) { logSelection = logVersions.first }
             if storeLost == nil, let lost = m.header.storeLost { return noteStoreLost(lost) }
@@ -104,6 +108,7 @@ extension ConsoleState {
             overlay = nil
             say("Published v\(receipt.version): \(receipt.from.text) → \(receipt.to.text), request \(request) approved", .success)
             undoTrail = []
+            lastPublished = Int(receipt.version)
             return [.refresh]
         case .published(let receipt):
             var rolledBackTo: Int?
@@ -117,6 +122,7 @@ extension ConsoleState {
             }
             say("Published v\(receipt.version): \(receipt.from.text) → \(receipt.to.text)", .success)
             keptReason = nil
+            lastPublished = Int(receipt.version)
             if let rolledBackTo {
                 undoTrail.insert(rolledBackTo, at: 0)
             } else {

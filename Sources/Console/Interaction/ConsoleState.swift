@@ -135,6 +135,9 @@ public struct ConsoleState: Hashable, Sendable {
     /// The versions `u` has rolled back to in this run of presses (newest first), so that repeated presses walk
     /// further back instead of toggling between the last two.
     var undoTrail: [Int]
+    /// The version this console published last; a snapshot whose head is newer was published by someone else, and
+    /// the undo trail, which walks back over this console's own rollbacks, no longer describes the store.
+    var lastPublished: Int? = nil
     var nextRequestID: Int
     /// Why the console is read-only for good: the data source found the store it opened removed or replaced
     /// (`HeaderInfo.storeLost`). Latched: every write key says so and writes nothing, and the banner stays.
