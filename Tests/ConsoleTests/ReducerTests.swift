@@ -897,3 +897,71 @@ struct UndoOnScreenTests {
         #expect(next.operation == .rollback(toVersion: 43))
     }
 }
+
+@Suite("History and audit views follow the store")
+struct ListReloadTests {
+    static func newer(_ version: String) -> ConsoleModel {
+        var m = Fixture.model()
+        m.header.templateVersion = version
+        return m
+    }
+
+    static func audit(_ sequences: [Int]) -> AuditLog {
+        AuditLog(
+            entries: sequences.map {
+                AuditEntry(
+                    sequence: $0, at: Fixture.at(Int64(100 - $0)), actor: "ana@example.com", action: "publish",
+                    outcome: "published", detail: "#\($0)", succeeded: true, version: $0)
+            }, integrity: .verified)
+    }
+
+    /// Tester's report: `h` and `a` never showed a change published while they were open (the README says others'
+    /// changes appear within a refresh): the list was read once.
+    @Test("h: a snapshot with a newer version reads the history again; the selection stays on the same version")
+    func historyReloads() {
+        var s = ready()
+        press(&s, .character("h"))
+        _ = s.handle(.historyLoaded(ListViewTests.records(50)))
+        press(&s, .down, .down, .down)
+        // The same version again loads nothing.
+        #expect(!s.handle(.snapshot(Fixture.model())).contains(.loadHistory))
+        #expect(s.handle(.snapshot(Self.newer("43"))).contains(.loadHistory))
+        // The newest entry (v101) arrives on top: the selected v97 is now the fifth row.
+        var more = ListViewTests.records(50)
+        more.insert(
+            ChangeRecord(
+                version: "101", at: Fixture.now, actor: "bo@example.com", kind: .set,
+                from: RolloutPosition(microPercent: MicroPercent(50)), to: RolloutPosition(microPercent: MicroPercent(0), killed: true),
+                reason: "kill"), at: 0)
+        _ = s.handle(.historyLoaded(more))
+        guard case .history(let entries?, let cursor)? = s.overlay else {
+            Issue.record("history closed: \(String(describing: s.overlay))")
+            return
+        }
+        #expect(entries.count == 51)
+        #expect(entries[cursor.selected].version == "97")
+        #expect(cursor.selected == 4)
+        let screen = ConsoleScreen.render(s, size: s.screenSize).lines.joined(separator: "\n")
+        #expect(screen.contains("v101"), "\(screen)")
+    }
+
+    @Test("a: a snapshot with a newer version reads the audit log again; the selection stays on the same record")
+    func auditReloads() {
+        var s = ready()
+        press(&s, .character("a"))
+        _ = s.handle(.auditLoaded(Self.audit([9, 8, 7, 6])))
+        press(&s, .down)
+        #expect(s.handle(.snapshot(Self.newer("43"))).contains(.loadAudit))
+        _ = s.handle(.auditLoaded(Self.audit([11, 10, 9, 8, 7, 6])))
+        guard case .audit(let log?, let cursor)? = s.overlay else {
+            Issue.record("audit closed: \(String(describing: s.overlay))")
+            return
+        }
+        #expect(log.entries[cursor.selected].sequence == 8)
+        // A newer version while the log is still loading asks again: the answer under way may predate it.
+        press(&s, .character("a"), .character("a"))
+        #expect(s.handle(.snapshot(Self.newer("44"))) == [.loadAudit])
+        _ = s.handle(.auditLoaded(Self.audit([12])))
+        #expect(s.overlay == .audit(log: Self.audit([12]), cursor: ListCursor()))
+    }
+}

@@ -43,16 +43,18 @@ extension ConsoleState {
             return ConsoleScreen.fits(size) ? [] : closeUnseenDialogs()
         case .snapshot(let m):
             sourceProblem = nil
+            let before = (frozen ? heldModel ?? model : model)?.header.templateVersion.flatMap { Int($0) }
             if frozen { heldModel = m } else { model = m }
+            // An open history or audit view is read again when a newer version arrives, as the README promises.
+            let head = m.header.templateVersion.flatMap { Int($0) }
+            let reload = head.map { h in before.map { h > $0 } ?? false } == true ? reloadOpenList() : []
             // Someone else published after this console: `u` must not walk on past their change from an old trail.
-            if let head = m.header.templateVersion.flatMap({ Int($0) }), let mine = lastPublished, head > mine {
-                undoTrail = []
-            }
+            if let head, let mine = lastPublished, head > mine { undoTrail = [] }
             // The selected change stays selected as rows arrive; when it has left the log, the newest is.
             if let selected = logSelection, !logVersions.contains(selected) { logSelection = logVersions.first }
-            if storeLost == nil, let lost = m.header.storeLost { return noteStoreLost(lost) }
-            guard storeLost == nil else { return [] }
-            return noteVerdict(m) + reviseOpenDialog(m)
+            if storeLost == nil, let lost = m.header.storeLost { return noteStoreLost(lost) + reload }
+            guard storeLost == nil else { return reload }
+            return noteVerdict(m) + reviseOpenDialog(m) + reload
         case .sourceFailed(let message):
             sourceProblem = message
             return []
@@ -156,12 +158,28 @@ extension ConsoleState {
                 error: request.securityKeyPIN == nil ? nil : "The key refused the PIN; type it again (Esc cancels).")
             return []
         case .historyLoaded(let entries):
-            guard case .history(nil, _) = overlay else { return [] }
-            overlay = .history(entries: entries, cursor: ListCursor())
+            guard case .history(let old, let cursor) = overlay else { return [] }
+            guard let old else {
+                overlay = .history(entries: entries, cursor: ListCursor())
+                return []
+            }
+            // Read again as the store moved: the selection stays on the same version, wherever its row now is.
+            let was = filteredRows(overlay).map { old[$0].version }
+            let next = Overlay.history(entries: entries, cursor: cursor)
+            let now = filteredRows(next).map { entries[$0].version }
+            overlay = .history(entries: entries, cursor: following(cursor, from: was, to: now))
             return []
         case .auditLoaded(let log):
-            guard case .audit(nil, _) = overlay else { return [] }
-            overlay = .audit(log: log, cursor: ListCursor())
+            guard case .audit(let old, let cursor) = overlay else { return [] }
+            guard let old else {
+                overlay = .audit(log: log, cursor: ListCursor())
+                return []
+            }
+            // As for the history: the selection follows its audit record (by sequence), not its row number.
+            let was = filteredRows(overlay).map { old.entries[$0].sequence }
+            let next = Overlay.audit(log: log, cursor: cursor)
+            let now = filteredRows(next).map { log.entries[$0].sequence }
+            overlay = .audit(log: log, cursor: following(cursor, from: was, to: now))
             return []
         case .versionLoaded(let detail):
             guard case .version(let number, nil, let scroll, let back) = overlay, number == detail.number else {
@@ -339,6 +357,27 @@ extension ConsoleState {
         preview.supersedes = shownText
         let live = heldModel?.changes ?? []
         preview.movedBy = live.filter { (Int($0.version) ?? 0) > shown && (Int($0.version) ?? 0) <= base }.reversed()
+    }
+
+    /// Asks again for the open history or audit list (also while it is still loading: the answer under way may
+    /// predate the new version). Its answer keeps the selection on the same entry.
+    private func reloadOpenList() -> [ConsoleEffect] {
+        switch overlay {
+        case .history: [.loadHistory]
+        case .audit: [.loadAudit]
+        default: []
+        }
+    }
+
+    /// `cursor` on the rows `was` (their keys, in order), moved to the same key among `now`; when that entry is
+    /// gone, the same row number, within the new rows. The list does not scroll unless the selection would leave
+    /// the window, so new entries at the top come into view.
+    private func following<K: Equatable>(_ cursor: ListCursor, from was: [K], to now: [K]) -> ListCursor {
+        let selected = was.indices.contains(cursor.selected) ? was[cursor.selected] : nil
+        let target = selected.flatMap { key in now.firstIndex(of: key) } ?? cursor.selected
+        var c = ListCursor(selected: target, offset: cursor.offset)
+        c.move(by: 0, count: now.count, page: ConsoleScreen.listRows(for: screenSize))
+        return c
     }
 
     private func isPublishing(_ id: Int) -> Bool { inFlight(id) != nil }
