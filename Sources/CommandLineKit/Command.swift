@@ -20,12 +20,21 @@ public enum ExitCode: Int32, Sendable {
     /// `plan run`: the plan was aborted / paused (`--exit-on-pause`); killed is `verdictHalt`.
     case planAborted = 8
     case planPaused = 9
-    /// Stopped by SIGINT (Ctrl-C) or SIGTERM after a clean stop: 128 + the signal, as shells report it.
+    /// Stopped by SIGHUP (the terminal closed), SIGINT (Ctrl-C) or SIGTERM after a clean stop: 128 + the signal,
+    /// as shells report it.
+    case hungUp = 129
     case interrupted = 130
     case terminated = 143
 
-    /// The exit code of a clean stop on signal `number` (SIGTERM: terminated; any other: interrupted).
-    public init(stoppedBy number: Int32) { self = number == 15 ? .terminated : .interrupted }
+    /// The exit code of a clean stop on signal `number` (SIGHUP: hung up; SIGTERM: terminated; any other:
+    /// interrupted).
+    public init(stoppedBy number: Int32) {
+        switch number {
+        case 1: self = .hungUp
+        case 15: self = .terminated
+        default: self = .interrupted
+        }
+    }
 }
 
 /// An error that ends the command with a one-line message and an exit code.

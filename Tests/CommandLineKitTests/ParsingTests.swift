@@ -147,3 +147,12 @@ struct ProgressLineTests {
         #expect(narrow.count <= 20, "\(narrow)")
     }
 }
+
+/// A command stopped by a signal ends with 128 + its number, as shells report it (the README's exit-code table).
+struct StoppedBySignalTests {
+    @Test func aStopBySignalIs128PlusItsNumber() {
+        #expect(ExitCode(stoppedBy: 1).rawValue == 129)  // SIGHUP: the terminal closed
+        #expect(ExitCode(stoppedBy: 2).rawValue == 130)  // SIGINT
+        #expect(ExitCode(stoppedBy: 15).rawValue == 143)  // SIGTERM
+    }
+}
