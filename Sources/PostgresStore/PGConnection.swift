@@ -141,8 +141,21 @@ public final class PGConnection: @unchecked Sendable {
     /// failed call), connects again with the same parameters and runs `sessionSetup`; true when the connection is
     /// usable. Callers use it only between transactions, so nothing is re-sent: the call that met the loss has
     /// already failed (its COMMIT may or may not have landed, which only the caller can tell).
+    ///
+    /// A connection the server ended while it sat idle (an administrator's `pg_terminate_backend`, a failover, an
+    /// idle timeout) still reads as OK until it is used: what waits on its socket is read first, without blocking
+    /// (nothing on a live connection; the server's goodbye and the end of the stream on an ended one), so the
+    /// next transaction does not fail on it.
     @discardableResult
     public func reconnectIfLost() -> Bool {
+        if PQstatus(raw) == CONNECTION_OK, PQtransactionStatus(raw) == PQTRANS_IDLE, deferred.isEmpty {
+            // The goodbye and the end of the stream may take a read each; a few reads at most, only while the
+            // socket has something to read now.
+            for _ in 0..<4 {
+                var p = pollfd(fd: PQsocket(raw), events: Int16(POLLIN), revents: 0)
+                guard poll(&p, 1, 0) > 0, PQconsumeInput(raw) == 1, PQstatus(raw) == CONNECTION_OK else { break }
+            }
+        }
         guard PQstatus(raw) != CONNECTION_OK else { return true }
         PQreset(raw)
         prepared = [:]

@@ -36,6 +36,33 @@ struct PostgresStoreTests {
         for store in stores { _ = try store.verify() }
     }
 
+    /// The server ends the store's idle session (an administrator's `pg_terminate_backend`, a failover, an idle
+    /// timeout): the next change is not refused with the server's goodbye, it runs on a new session, once.
+    @Test func aSessionTheServerEndedWhileIdleDoesNotFailTheNextChange() throws {
+        let (store, conninfo) = try Self.freshStore()
+        let path = WritePath(store: store, clock: ManualClock(Self.t0), newSeed: { "unused" })
+        let start = WritePath.Request(intent: .rollout(.set(MicroPercent(percent: 10))), actor: "ana@test", reason: "start", origin: "TEST")
+        guard case .published = try path.execute(start) else { throw TestSupport.Failure("the set published nothing") }
+        let before = try store.current().info.number
+        let server = try PostgresServer.get()
+        #expect(try server.terminateSessions(of: conninfo) >= 1, "the store had a session to end")
+        // The ended session is gone from the server (bounded wait) before the change is asked.
+        let probe = try PGConnection(conninfo)
+        let deadline = Date().addingTimeInterval(20)
+        while try probe.query("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()")
+            .first?.first ?? nil != "0", Date() < deadline
+        {
+            usleep(10_000)
+        }
+        let kill = WritePath.Request(intent: .rollout(.kill), actor: "ana@test", reason: "stop", origin: "TEST")
+        guard case .published(let stored, _, _) = try path.execute(kill) else {
+            Issue.record("the kill published nothing")
+            return
+        }
+        #expect(stored.info.number == before + 1)
+        #expect(try store.verify().versions == before + 1)
+    }
+
     /// Eight connections (as eight processes would have) each nudge +0.1 25 times with --retry through the one
     /// write path: exactly +20 points, one version per nudge, contiguous, chain intact.
     @Test func concurrentNudgesThroughTheWritePath() throws {

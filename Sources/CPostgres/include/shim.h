@@ -16,6 +16,7 @@
 // parameters, arguments.
 #define ROLLOUT_PQ_FUNCTIONS(X)                                                                                 \
     X(ConnStatusType, PQstatus, (const PGconn *conn), (conn))                                                   \
+    X(PGTransactionStatusType, PQtransactionStatus, (const PGconn *conn), (conn))                               \
     X(char *, PQerrorMessage, (const PGconn *conn), (conn))                                                     \
     X(int, PQsocket, (const PGconn *conn), (conn))                                                              \
     X(PGresult *, PQexec, (PGconn *conn, const char *query), (conn, query))                                     \
@@ -57,6 +58,7 @@
 #define PQfinish rollout_pq_declared_PQfinish
 #define PQreset rollout_pq_declared_PQreset
 #define PQstatus rollout_pq_declared_PQstatus
+#define PQtransactionStatus rollout_pq_declared_PQtransactionStatus
 #define PQerrorMessage rollout_pq_declared_PQerrorMessage
 #define PQsocket rollout_pq_declared_PQsocket
 #define PQexec rollout_pq_declared_PQexec
@@ -87,6 +89,7 @@
 #undef PQfinish
 #undef PQreset
 #undef PQstatus
+#undef PQtransactionStatus
 #undef PQerrorMessage
 #undef PQsocket
 #undef PQexec
