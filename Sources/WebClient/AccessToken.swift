@@ -97,13 +97,21 @@ public final class ServiceAccountTokenProvider: AccessTokenProvider, @unchecked 
             guard let token = json?["access_token"]?.stringValue, !token.isEmpty else {
                 throw CredentialsError.exchange("the token endpoint's answer has no access_token")
             }
+            // It goes into an Authorization header: a CR or LF in it would write headers of the server's choosing.
+            guard BearerToken.isValid(token) else {
+                throw CredentialsError.exchange(
+                    "the token endpoint's access_token holds characters a bearer token cannot (RFC 6750 b64token)")
+            }
+            // Kept at most a day whatever the endpoint says (Google's last an hour); none kept when it says <= 0.
             let lifetime = json?["expires_in"]?.numberValue?.int64 ?? 3600
-            cached = (token, now + .seconds(lifetime))
+            cached = lifetime > 0 ? (token, now + .seconds(min(lifetime, Self.longestLifetime.microseconds / 1_000_000))) : nil
             return token
         }
     }
 
     static let attempts = 3
+    /// The longest an access token is kept, whatever `expires_in` says.
+    public static let longestLifetime = Instant.Duration.days(1)
 
     /// The wait before attempt `attempt + 1`: half a second, then a second; a `Retry-After` of whole seconds
     /// instead, up to 10 s.
@@ -115,6 +123,18 @@ public final class ServiceAccountTokenProvider: AccessTokenProvider, @unchecked 
     /// `application/x-www-form-urlencoded` escaping of a value: every byte of its UTF-8 but the unreserved
     /// characters of RFC 3986 (ASCII letters, digits, `-._~`) as `%XX`.
     package static func formEscape(_ s: String) -> String { percentEncoded(s, keeping: "-._~") }
+}
+
+/// The one rule for a token rollout sends as `Authorization: Bearer`, wherever it comes from: RFC 6750's b64token,
+/// `1*( ALPHA / DIGIT / "-" / "." / "_" / "~" / "+" / "/" ) *"="`. No whitespace, CR, LF or NUL can pass.
+public enum BearerToken {
+    public static func isValid(_ token: String) -> Bool {
+        let bytes = Array(token.utf8)
+        let body = bytes.prefix { b in
+            (b >= 0x41 && b <= 0x5A) || (b >= 0x61 && b <= 0x7A) || (b >= 0x30 && b <= 0x39) || "-._~+/".utf8.contains(b)
+        }
+        return !body.isEmpty && bytes.dropFirst(body.count).allSatisfy { $0 == UInt8(ascii: "=") }
+    }
 }
 
 /// Runs a command (for example `gcloud auth print-access-token`) and uses its output as the token; the token is
@@ -145,8 +165,9 @@ public final class CommandTokenProvider: AccessTokenProvider, @unchecked Sendabl
                 throw CredentialsError.command("the access-token command '\(command)' failed (exit \(run.status))")
             }
             let token = String(decoding: data, as: UTF8.self).trimmingWhitespace()
-            guard !token.isEmpty, !token.contains(where: { $0.isWhitespace }) else {
-                throw CredentialsError.command("the access-token command '\(command)' printed no single token")
+            guard BearerToken.isValid(token) else {
+                throw CredentialsError.command(
+                    "the access-token command '\(command)' printed no single token (RFC 6750 b64token characters)")
             }
             cached = (token, now)
             return token

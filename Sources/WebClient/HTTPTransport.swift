@@ -44,14 +44,16 @@ public struct HTTPResponse: Sendable {
 public struct TransportError: Error, Sendable, CustomStringConvertible {
     /// `untrusted`: the TLS check of the server failed (certificate, host name, CA bundle): nothing was sent, and
     /// sending again cannot help.
-    public enum Kind: Sendable { case timedOut, connectionLost, cannotConnect, untrusted, other }
+    /// `invalidRequest`: the request itself cannot be sent as asked (a header value with CR, LF or NUL): nothing was
+    /// sent, and sending again cannot help.
+    public enum Kind: Sendable { case timedOut, connectionLost, cannotConnect, untrusted, invalidRequest, other }
     public var kind: Kind
     public var message: String
     /// The answer was larger than the transport's limit (refused, its body not kept): a bad answer, not a lost one.
     public var oversized = false
     public var mayHaveArrived: Bool { kind == .timedOut || kind == .connectionLost || kind == .other }
     /// Whether trying again may succeed.
-    public var isTransient: Bool { kind != .untrusted }
+    public var isTransient: Bool { kind != .untrusted && kind != .invalidRequest }
 
     public init(_ kind: Kind, _ message: String) {
         self.kind = kind
@@ -116,6 +118,11 @@ public struct CurlTransport: HTTPTransport {
                 .cannotConnect,
                 "libcurl (libcurl.so.4) could not be loaded or initialised (code \(Self.loaded)); install libcurl4-openssl-dev"
             )
+        }
+        // A CR or LF in a header would end its line and start headers of someone else's choosing (a token read
+        // from a server); NUL would cut it. The value is not repeated: it may be a secret.
+        for (name, value) in request.headers where (name + value).utf8.contains(where: { $0 == 13 || $0 == 10 || $0 == 0 }) {
+            throw TransportError(.invalidRequest, "\(request.method) \(request.url): the \(name) header holds CR, LF or NUL; not sent")
         }
         guard let handle = rollout_curl_easy_init() else {
             throw TransportError(.cannotConnect, "libcurl could not create a handle")

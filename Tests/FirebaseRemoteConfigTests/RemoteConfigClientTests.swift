@@ -452,6 +452,79 @@ struct RemoteConfigClientTests {
         #expect(try fake.stat("token") == 2)
     }
 
+    /// An `expires_in` too large for the clock's arithmetic is kept a day at most (it trapped the process): the
+    /// token is reused 23 hours later, and within 5 minutes of a day the endpoint is asked again (the fake then
+    /// refuses the assertion, signed a day away from its wall clock: the exchange was attempted).
+    @Test func aHugeExpiresInIsKeptADayAtMost() throws {
+        let fake = try FakeFirebase(tokenLifetime: Int(Int64.max))
+        let clock = ManualClock(SystemClock().now())
+        let provider = try ServiceAccountTokenProvider(
+            key: try ServiceAccountKey.load(path: fake.keyFile), transport: CurlTransport(), clock: clock)
+        let first = try provider.token(refresh: false)
+        clock.advance(by: .hours(23))
+        #expect(try provider.token(refresh: false) == first)
+        #expect(provider.exchanges == 1)
+        clock.advance(by: .minutes(56))
+        #expect(throws: CredentialsError.self) { try provider.token(refresh: false) }
+        #expect(provider.exchanges == 2)
+    }
+
+    /// An `expires_in` of zero or less keeps nothing: the next request exchanges again.
+    @Test(arguments: [0, -5])
+    func aNonPositiveExpiresInKeepsNoToken(_ lifetime: Int) throws {
+        let fake = try FakeFirebase(tokenLifetime: lifetime)
+        let provider = try ServiceAccountTokenProvider(
+            key: try ServiceAccountKey.load(path: fake.keyFile), transport: CurlTransport(), clock: SystemClock())
+        _ = try provider.token(refresh: false)
+        _ = try provider.token(refresh: false)
+        #expect(provider.exchanges == 2)
+    }
+
+    /// The fake's token endpoint with its access_token replaced by `token`.
+    struct ReplacingToken: HTTPTransport {
+        let token: String
+        func send(_ request: HTTPRequest) throws(TransportError) -> HTTPResponse {
+            var r = try CurlTransport().send(request)
+            if request.url.hasSuffix("/token"), r.status == 200 {
+                let answer: JSONValue = ["access_token": .string(token), "expires_in": 3599, "token_type": "Bearer"]
+                r.body = Array(answer.compactText.utf8)
+            }
+            return r
+        }
+    }
+
+    /// A token with CR/LF (or anything outside RFC 6750's b64token) from the token endpoint or a command is
+    /// refused, and no header value with CR, LF or NUL leaves the transport: no header can be injected.
+    @Test func aTokenThatCouldInjectHeadersIsRefused() throws {
+        let fake = try FakeFirebase()
+        for bad in ["ya29.a\r\nX-Injected: yes", "ya29 a", "ya29\u{0}a", "ya29=a"] {
+            let provider = try ServiceAccountTokenProvider(
+                key: try ServiceAccountKey.load(path: fake.keyFile), transport: ReplacingToken(token: bad), clock: SystemClock())
+            #expect(
+                throws: CredentialsError.exchange(
+                    "the token endpoint's access_token holds characters a bearer token cannot (RFC 6750 b64token)")
+            ) { _ = try provider.token(refresh: false) }
+        }
+        let fine = try ServiceAccountTokenProvider(
+            key: try ServiceAccountKey.load(path: fake.keyFile), transport: ReplacingToken(token: "ya29.A-b_c~d+e/f=="),
+            clock: SystemClock())
+        #expect(try fine.token(refresh: false) == "ya29.A-b_c~d+e/f==")
+        #expect(throws: CredentialsError.self) {
+            _ = try CommandTokenProvider(command: "printf 'ya29:a'", clock: SystemClock()).token(refresh: false)
+        }
+        for value in ["Bearer a\r\nX-Injected: yes", "Bearer a\nX", "Bearer a\u{0}b"] {
+            let request = HTTPRequest(
+                method: "GET", url: fake.origin + "/v1/projects/\(fake.project)/remoteConfig", headers: [("Authorization", value)],
+                body: nil, timeout: .seconds(Int64(10)))
+            #expect {
+                _ = try CurlTransport().send(request)
+            } throws: { error in
+                guard let e = error as? TransportError else { return false }
+                return e.kind == .invalidRequest && !e.isTransient && !e.message.contains("X-Injected")
+            }
+        }
+    }
+
     @Test func keyFilesOthersCanReadAreRefused() throws {
         let fake = try FakeFirebase()
         chmod(fake.keyFile, 0o644)
