@@ -195,7 +195,9 @@ public struct CurlTransport: HTTPTransport {
                 let sink = Unmanaged<Sink>.fromOpaque(context!).takeUnretainedValue()
                 let n = size * count
                 if sink.body.count + n > sink.limit {
-                    sink.oversize = .inflated
+                    // The body is handed over decoded: "once inflated" only when the answer was compressed.
+                    let encoding = sink.headers["content-encoding"]?.lowercased() ?? "identity"
+                    sink.oversize = encoding == "identity" ? .received : .inflated
                     return 0  // libcurl stops the transfer (CURLE_WRITE_ERROR)
                 }
                 if n > 0, let data {

@@ -224,6 +224,10 @@ struct SourceFaultTests {
             #expect(
                 r.error?.description.hasPrefix("source \(name): \(what): ") == true, "\(String(describing: r.error))")
             #expect(try sources.state(name)?.lastError == r.error?.message)
+            // How the flood was seen: a plain body "as received", never "once inflated" (it was not compressed).
+            if let how = ["giant_body": "as received", "declared_giant": "as declared", "gzip_bomb": "once inflated"][fault] {
+                #expect(r.error?.message.hasSuffix("MiB \(how); refused") == true, "\(String(describing: r.error))")
+            }
             try fake.clearFaults()
         }
         #expect(waits.delays.isEmpty, "a bad answer is not asked again: \(waits.delays)")
