@@ -138,7 +138,11 @@ public final class AnalyticsRealtimeSource: @unchecked Sendable {
                 let n = m[0].flatMap({ Int64($0) }), n >= 0
             else { throw bad("rows[\(i)].metricValues", "are not two counts in strings") }
             guard ago >= 0, ago < Self.window else { throw bad("rows[\(i)] minutesAgo", "\(ago) is outside 0 ... \(Self.window - 1)") }
-            guard seen.insert([d[0]!, event, cohortText]).inserted else { throw bad("rows[\(i)]", "repeat an earlier row") }
+            guard n <= PullLedger.maximumCount else {
+                throw bad("rows[\(i)].metricValues[0] (eventCount)", "\(n) is more than the \(PullLedger.maximumCount) accepted")
+            }
+            // The minute as read, not as written: "3" and "03" are one minute.
+            guard seen.insert([String(ago), event, cohortText]).inserted else { throw bad("rows[\(i)]", "repeat an earlier row") }
             let cohort: String = cohortText == "(not set)" ? "none" : cohortText
             let kind: String
             var detail = ""
@@ -157,7 +161,9 @@ public final class AnalyticsRealtimeSource: @unchecked Sendable {
             do {
                 key = try AggregateKey.parse(minute: nowMinute - ago, cohort: cohort, kind: kind, provider: "", detail: detail)
             } catch { throw SourceError(.badAnswer, source: name, "GA4's answer: rows[\(i)]: \(error)") }
-            counts[key, default: 0] += n
+            guard PullLedger.add(n, to: &counts, at: key) else {
+                throw bad("rows[\(i)].metricValues[0] (eventCount)", "the rows of \(key) add up to more than \(PullLedger.maximumCount)")
+            }
         }
         return (counts, rows.count)
     }

@@ -36,6 +36,14 @@ public struct QueryResult: Sendable {
     /// `totalBytesProcessed` as BigQuery reported it (what the query scanned and is billed for).
     public var bytesProcessed: Int64?
     public var polls: Int
+
+    public init(columns: [String], rows: [[String?]], pages: Int = 1, bytesProcessed: Int64? = nil, polls: Int = 0) {
+        self.columns = columns
+        self.rows = rows
+        self.pages = pages
+        self.bytesProcessed = bytesProcessed
+        self.polls = polls
+    }
 }
 
 /// BigQuery's REST API v2 (`bigquery.v2.json`): `jobs.query` (POST `projects/{projectId}/queries`) and

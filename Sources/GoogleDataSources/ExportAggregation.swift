@@ -151,7 +151,8 @@ public enum ExportAggregation {
 
     /// The pulled rows as counts, refusing a row that `ingest` would refuse or that lies outside the plan, and a
     /// row that comes twice (the query groups by these texts: twice means a broken answer). Texts that differ
-    /// only in spelling (`appAttest`, `app_attest`) are one key, their counts added.
+    /// only in spelling (`appAttest`, `app_attest`) are one key, their counts added; a count, or a key's sum, past
+    /// `PullLedger.maximumCount` is a bad answer.
     public static func counts(_ result: QueryResult, plan: PullPlan, source: String) throws(SourceError) -> [AggregateKey: Int64] {
         var out: [AggregateKey: Int64] = [:]
         out.reserveCapacity(result.rows.count)
@@ -170,6 +171,9 @@ public enum ExportAggregation {
             guard let n = Int64(try field(5)), n > 0 else {
                 throw SourceError(.badAnswer, source: source, "row \(i): n '\(row[5] ?? "")' is not a positive count")
             }
+            guard n <= PullLedger.maximumCount else {
+                throw SourceError(.badAnswer, source: source, "row \(i): n \(n) is more than the \(PullLedger.maximumCount) accepted")
+            }
             var detail = try field(4)
             if try field(2) == "attestationFailure", let code = Int64(detail) {
                 guard let c = AttestationErrorClass(dcErrorCode: code) else {
@@ -184,7 +188,10 @@ public enum ExportAggregation {
             guard seen.insert(Array(row.prefix(5))).inserted else {
                 throw SourceError(.badAnswer, source: source, "row \(i): \(key) comes twice")
             }
-            out[key, default: 0] += n
+            guard PullLedger.add(n, to: &out, at: key) else {
+                throw SourceError(
+                    .badAnswer, source: source, "row \(i): n: the rows of \(key) add up to more than \(PullLedger.maximumCount)")
+            }
         }
         return out
     }

@@ -398,7 +398,11 @@ public final class TelemetryBatch {
     /// (the fleet simulator's summaries, benchmarks that fill a store with a hundred million events).
     public func addCounts(_ key: CounterKey, at time: Instant, count: Int64) {
         counters.add(UInt64(bitPattern: BucketLevel.minute.bucket(time.microseconds)) << 32 | UInt64(key.packed), count)
-        if key.kind != .usersEntered, key.kind != .usersCrashed { eventCount += Int(count) }
+        if key.kind != .usersEntered, key.kind != .usersCrashed {
+            // Saturating: counts from outside (a source's answer) must not trap the process.
+            let (sum, overflow) = eventCount.addingReportingOverflow(Int(count))
+            eventCount = overflow ? (count > 0 ? .max : .min) : sum
+        }
         if time.microseconds < earliestMicros { earliestMicros = time.microseconds }
         if time.microseconds > latestMicros { latestMicros = time.microseconds }
     }

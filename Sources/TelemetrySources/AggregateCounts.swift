@@ -109,6 +109,20 @@ extension AggregateKey {
 /// earlier pulls already contributed for them (the ledger), so that re-pulling a window, or the overlap kept
 /// for late data, never counts anything twice.
 public enum PullLedger {
+    /// The largest count a source may report for one key (one minute, cohort, kind, provider and detail): 10^12,
+    /// a billion events a second for the minute's sixty seconds many times over. Past it an answer is broken, and
+    /// the sums a store keeps stay far from Int64's limit.
+    public static let maximumCount: Int64 = 1_000_000_000_000
+
+    /// Adds `n` (already checked to be within 0 ... `maximumCount`) to `counts[key]`; false, leaving `counts` as
+    /// it was, when the key's sum would pass `maximumCount` (two spellings of one key, each large).
+    public static func add(_ n: Int64, to counts: inout [AggregateKey: Int64], at key: AggregateKey) -> Bool {
+        let (sum, overflow) = (counts[key] ?? 0).addingReportingOverflow(n)
+        guard !overflow, sum <= maximumCount else { return false }
+        counts[key] = sum
+        return true
+    }
+
     /// The changes to commit for a window: pulled − recorded for every key of either (zeros left out).
     ///
     /// `recorded` holds what the ledger has for the window's minutes; a key recorded but no longer pulled (an

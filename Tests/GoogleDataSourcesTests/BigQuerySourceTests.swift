@@ -279,6 +279,31 @@ struct BigQuerySourceTests {
         }
     }
 
+    /// Counts past `PullLedger.maximumCount` (10^12), in one row or summed over two spellings of one key, are a bad
+    /// answer naming n, never an overflow that traps the process.
+    @Test func aCountPastTheBoundIsABadAnswer() {
+        let plan = PullPlan(now: Self.now, watermark: nil, origin: ExportFleet.start, overlap: .minutes(10))
+        let minute = String(plan.fromMinute)
+        func rows(_ rows: [[String?]]) -> SourceError? {
+            do {
+                _ = try ExportAggregation.counts(QueryResult(columns: ExportAggregation.columns, rows: rows), plan: plan, source: "bq")
+                return nil
+            } catch { return error }
+        }
+        let max = String(Int64.max)
+        let one = rows([[minute, "enabled", "attestationSuccess", "appAttest", "", max]])
+        #expect(one?.kind == .badAnswer && one?.message.hasPrefix("row 0: n \(max) is more than") == true, "\(String(describing: one))")
+        for n in [max, "600000000000"] {
+            let two = rows([
+                [minute, "enabled", "attestationSuccess", "appAttest", "", n],
+                [minute, "enabled", "attestationSuccess", "app_attest", "", n],
+            ])
+            #expect(two?.kind == .badAnswer && two?.message.hasPrefix("row ") == true && two?.message.contains(": n") == true, "\(String(describing: two))")
+        }
+        let fine = rows([[minute, "enabled", "attestationSuccess", "appAttest", "", "1000000000000"]])
+        #expect(fine == nil)
+    }
+
     /// What is pulled grows with minutes × cohorts × kinds, not with events: ten times the events over the
     /// same minutes pull about as many rows.
     @Test func rowsPulledGrowWithMinutesAndCohortsNotEvents() throws {

@@ -56,6 +56,16 @@ struct PullLedgerTests {
         #expect(totals.sum(.crash, cohort: .control, fatal: true) == 2)
     }
 
+    /// Counts near Int64's limit (a store's ledger, or a source, gone wrong) do not trap the batch's event count: it
+    /// stops at Int.max.
+    @Test func aBatchOfHugeCountsSaturatesItsEventCount() {
+        let batch = PullLedger.batch([
+            AggregateKey(minute: 100, cohort: .enabled, kind: .session): .max,
+            AggregateKey(minute: 100, cohort: .control, kind: .session): .max,
+        ])
+        #expect(batch.eventCount == Int.max)
+    }
+
     /// A source that never answered, or not for its silent-after, is a reason to HOLD; one that answered lately
     /// is not.
     @Test func aSilentSourceIsAReasonToHold() {

@@ -236,7 +236,7 @@ struct SourceFaultTests {
     }
 
     /// The realtime report's rows, read by the source: a malformed row, a minute outside the report's 30, a row
-    /// repeated, and headers that are not the ones asked for are each a bad answer naming the field.
+    /// repeated (its minute compared as a number), a count past `PullLedger.maximumCount`, and headers that are not the ones asked for are each a bad answer naming the field.
     @Test func aMalformedRealtimeReportNamesTheField() {
         func answer(_ rows: [JSONValue], metrics: [String] = ["eventCount", "activeUsers"]) -> JSONValue {
             [
@@ -246,9 +246,9 @@ struct SourceFaultTests {
                 "metricHeaders": .array(metrics.map { ["name": .string($0)] }), "rows": .array(rows),
             ]
         }
-        func row(_ ago: String, _ event: String, _ count: String) -> JSONValue {
+        func row(_ ago: String, _ event: String, _ count: String, cohort: String = "enabled") -> JSONValue {
             [
-                "dimensionValues": [["value": .string(ago)], ["value": .string(event)], ["value": "enabled"]],
+                "dimensionValues": [["value": .string(ago)], ["value": .string(event)], ["value": .string(cohort)]],
                 "metricValues": [["value": .string(count)], ["value": "1"]],
             ]
         }
@@ -258,6 +258,15 @@ struct SourceFaultTests {
             (answer([row("30", "session_start", "3")]), "rows[0] minutesAgo"),
             (answer([row("-1", "session_start", "3")]), "rows[0] minutesAgo"),
             (answer([row("2", "session_start", "3"), row("2", "session_start", "4")]), "rows[1]"),
+            // One minute written two ways is a repeated row; counts past 10^12, alone or summed, are refused.
+            (answer([row("3", "session_start", "600000000000"), row("03", "session_start", "600000000000")]), "rows[1]"),
+            (answer([row("3", "session_start", "9223372036854775807")]), "rows[0].metricValues[0] (eventCount)"),
+            (
+                answer([
+                    row("3", "session_start", "600000000000", cohort: "none"),
+                    row("3", "session_start", "600000000000", cohort: "(not set)"),
+                ]), "rows[1].metricValues[0] (eventCount)"
+            ),
             (answer([row("2", "screen_view", "3")]), "rows[0] eventName"),
             (answer([["dimensionValues": [["value": "1"]]]]), "rows[0].dimensionValues"),
             (answer([], metrics: ["eventCount"]), "metricHeaders"),
