@@ -50,10 +50,13 @@ public struct QueryResult: Sendable {
 /// `jobs.getQueryResults` (GET `projects/{projectId}/queries/{jobId}`).
 ///
 /// Standard SQL only (`useLegacySql: false`) with named parameters. When the answer says `jobComplete: false`
-/// the job is polled with `getQueryResults` (each poll waits up to `timeoutMs` on the server) until complete
-/// or `deadline`; rows then come in pages chained by `pageToken`. Rows are `{f: [{v}]}` with every scalar a
-/// string. A repeated page token, a row of the wrong width, a schema other than the one asked for or more than
-/// `maximumRows` rows is a bad answer: the pull fails and nothing is written.
+/// the job is polled with `getQueryResults` (each poll waits up to `timeoutMs` on the server, and rollout leaves at
+/// least `firstPollWait`, doubling up to `longestPollWait`, between polls whatever the server does) until complete
+/// or `deadline`; rows then come in pages chained by `pageToken`, read within the same `deadline`. Rows are
+/// `{f: [{v}]}` with every scalar a string. A repeated page token, a page without rows that still names a next
+/// page, more than `maximumPages` pages, a row of the wrong width, a schema other than the one asked for or more
+/// than `maximumRows` rows is a bad answer: the pull fails and nothing is written. A job that reports `errors`
+/// fails the pull, complete or not.
 public final class BigQueryClient: @unchecked Sendable {
     public let origin: String
     public let project: String
@@ -67,6 +70,12 @@ public final class BigQueryClient: @unchecked Sendable {
     /// The server-side wait of each call (`timeoutMs`).
     public var serverWait = Instant.Duration.seconds(Int64(10))
     public var pageRows = 10_000
+    /// Pages read from one query: far more than `maximumRows` / `pageRows`, a bound on a server that pages forever.
+    public var maximumPages = 10_000
+    /// The least time between two polls of a job that is not complete, doubled after each poll up to
+    /// `longestPollWait`: a server that answers `jobComplete: false` at once is not asked again at once.
+    public var firstPollWait = Instant.Duration.seconds(Int64(1))
+    public var longestPollWait = Instant.Duration.seconds(Int64(30))
 
     /// The scopes `jobs.query` documents; rollout asks for the first.
     public static let scope = "https://www.googleapis.com/auth/bigquery"
@@ -107,19 +116,29 @@ public final class BigQueryClient: @unchecked Sendable {
             if let pageToken { q.append("pageToken=" + percentEncoded(pageToken, keeping: "-._~")) }
             return base + "/queries/" + percentEncoded(job, keeping: "-._~") + "?" + q.joined(separator: "&")
         }
+        func outOfTime(_ what: String) -> SourceError {
+            SourceError(.unavailable, source: source, "BigQuery job \(job) \(what) within \(deadline.seconds) s")
+        }
         var polls = 0
+        var pollWait = firstPollWait
+        var asked = start
         while true {
             guard let complete = answer["jobComplete"] else { throw bad("jobComplete", "is missing") }
             guard let done = complete.boolValue else { throw bad("jobComplete", "is \(complete.kindName), not a boolean") }
-            if let errors = answer["errors"]?.arrayValue, !errors.isEmpty, done {
+            if let errors = answer["errors"]?.arrayValue, !errors.isEmpty {
                 let m = errors.first?["message"]?.stringValue ?? "an error"
-                throw SourceError(.refused, source: source, "BigQuery job \(job) failed: \(m)")
+                throw SourceError(.refused, source: source, "BigQuery job \(job) \(done ? "failed" : "reports errors while running"): \(m)")
             }
             if done { break }
-            guard clock.now() - start < deadline else {
-                throw SourceError(.unavailable, source: source, "BigQuery job \(job) did not complete within \(deadline.seconds) s")
-            }
+            guard clock.now() - start < deadline else { throw outOfTime("did not complete") }
+            // The server may answer at once, whatever timeoutMs asked: wait out what is left of pollWait.
+            let left = deadline.microseconds - (clock.now() - start).microseconds
+            let pause = min(pollWait.microseconds - (clock.now() - asked).microseconds, left)
+            if pause > 0 { call.sleep(Instant.Duration(microseconds: pause)) }
+            guard clock.now() - start < deadline else { throw outOfTime("did not complete") }
+            pollWait = min(pollWait * 2, longestPollWait)
             polls += 1
+            asked = clock.now()
             answer = try call.call("GET", resultsURL(nil), what: "BigQuery jobs.getQueryResults")
         }
         guard let fields = answer["schema"]?["fields"]?.arrayValue else { throw bad("schema.fields", "is missing") }
@@ -152,6 +171,11 @@ public final class BigQueryClient: @unchecked Sendable {
             }
             guard let token = answer["pageToken"]?.stringValue, !token.isEmpty else { break }
             guard seenTokens.insert(token).inserted else { throw bad("pageToken", "repeats an earlier page's token") }
+            guard !(answer["rows"]?.arrayValue ?? []).isEmpty else {
+                throw bad("pageToken", "names a next page after page \(pages), which held no rows")
+            }
+            guard pages < maximumPages else { throw bad("pageToken", "names a page past the \(maximumPages) accepted") }
+            guard clock.now() - start < deadline else { throw outOfTime("was still paging (pageToken after page \(pages))") }
             answer = try call.call("GET", resultsURL(token), what: "BigQuery jobs.getQueryResults")
             if answer["jobComplete"]?.boolValue == false { throw bad("jobComplete", "is false on a later page") }
         }

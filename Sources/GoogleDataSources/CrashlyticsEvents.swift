@@ -15,7 +15,8 @@ import WebClient
 /// `FATAL`. Crash events are few (a crash rate of 0.2% of sessions), so the events themselves are pulled and
 /// counted here; installations are not (the crashed-users figure needs each installation's first crash since the
 /// origin, which the BigQuery source computes where the data is). An event outside the interval asked for, an
-/// event id seen twice, a repeated page token or more than `maximumEvents` events is a bad answer.
+/// event id seen twice, a repeated page token, more than `maximumEvents` events or more than `maximumPages` pages is a
+/// bad answer; pages still coming after `deadline` fail the pull as unavailable.
 public final class CrashlyticsEventsSource: @unchecked Sendable {
     public let name: String
     /// `projects/{project}/apps/{app id}`.
@@ -24,6 +25,11 @@ public final class CrashlyticsEventsSource: @unchecked Sendable {
     public let call: SourceCaller
     public var pageSize = 1000
     public var maximumEvents = 500_000
+    /// Pages read in one pull: a bound on a server that names a next page without end (pages may hold fewer
+    /// events than `pageSize`, so this is well above `maximumEvents` / `pageSize`).
+    public var maximumPages = 2_000
+    /// How long one pull may page.
+    public var deadline = Instant.Duration.minutes(5)
 
     public static let scope = "https://www.googleapis.com/auth/cloud-platform"
 
@@ -44,6 +50,7 @@ public final class CrashlyticsEventsSource: @unchecked Sendable {
         var tokens: Set<String> = []
         var token: String?
         var pages = 0
+        let start = call.clock.now()
         repeat {
             var q = [
                 "filter.interval.startTime=" + percentEncoded(plan.from.iso8601, keeping: "-._~"),
@@ -80,7 +87,15 @@ public final class CrashlyticsEventsSource: @unchecked Sendable {
                 counts[key, default: 0] += 1
             }
             token = answer["nextPageToken"]?.stringValue.flatMap { $0.isEmpty ? nil : $0 }
-            if let token, !tokens.insert(token).inserted { throw bad("nextPageToken", "repeats an earlier page's token") }
+            if let token {
+                guard tokens.insert(token).inserted else { throw bad("nextPageToken", "repeats an earlier page's token") }
+                guard pages < maximumPages else { throw bad("nextPageToken", "names a page past the \(maximumPages) accepted") }
+                guard call.clock.now() - start < deadline else {
+                    throw SourceError(
+                        .unavailable, source: name,
+                        "Crashlytics events.list was still paging (nextPageToken after page \(pages)) after \(deadline.seconds) s")
+                }
+            }
         } while token != nil
         return SourcePull(
             source: name, plan: plan, counts: counts, rows: ids.count, bytes: call.bytesReceived - before,

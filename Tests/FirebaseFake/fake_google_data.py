@@ -42,7 +42,10 @@ operatingSystem), each checked against the document's Event schema.
 
 Controls (plain HTTP, /_fake/data/...): POST rows {"table": "events_20260528" | "events_intraday_20260528" |
 "crashlytics", "rows": [...]}; POST options {"pending_polls": n (getQueryResults answers jobComplete false n
-times), "duplicate_page": bool (the second page's token leads back to the second page again), "page_rows": n (at most n rows a
+times; -1: never complete), "pending_errors": bool (an answer that is not complete carries errors, as a failing job
+reports them while it runs), "duplicate_page": bool (the second page's token leads back to the second page again),
+"empty_pages": n (BigQuery: after the first page, n pages that are empty and each name a new next page;
+Crashlytics: n empty pages, each naming a next one, after the last event), "page_rows": n (at most n rows a
 page whatever maxResults asks, as BigQuery bounds a page by its bytes), "synthetic_per_minute": n
 (the query's answer for a fleet of n events a minute, without rows: the benchmark's)}; GET stats
 (queries, results calls, rows served, pages); POST realtime {"tokens_per_hour": n}. Fault matches:
@@ -96,6 +99,8 @@ class DataState:
         self.pending_polls = 0
         self.synthetic_rate = 0
         self.duplicate_page = False
+        self.empty_pages = 0
+        self.pending_errors = False
         self.page_rows = 0
         self.stats = {"queries": 0, "results": 0, "rows_served": 0, "pages": 0}
 
@@ -318,10 +323,14 @@ def answer(state, job, token, max_results, first=False):
     j = state.jobs[job]
     reference = {"projectId": j["project"], "jobId": job, "location": "US"}
     kind = "bigquery#queryResponse" if first else "bigquery#getQueryResultsResponse"
-    if j["polls"] > 0:
-        if not first:
+    if j["polls"] != 0:
+        if not first and j["polls"] > 0:
             j["polls"] -= 1
-        return {"kind": kind, "jobReference": reference, "jobComplete": False}
+        out = {"kind": kind, "jobReference": reference, "jobComplete": False}
+        if state.pending_errors:
+            out["errors"] = [{"reason": "invalidQuery", "location": "query", "message": "Division by zero: 1 / 0"}]
+        check_members(state, out, "QueryResponse" if first else "GetQueryResultsResponse", "response")
+        return out
     offset = 0
     if token is not None:
         try:
@@ -334,14 +343,18 @@ def answer(state, job, token, max_results, first=False):
     if state.page_rows:
         # BigQuery may answer fewer rows than maxResults (a page is also bounded by its size in bytes).
         size = min(size, state.page_rows)
-    rows = j["rows"][offset:offset + size]
+    empty = state.empty_pages and offset > 0
+    rows = [] if empty else j["rows"][offset:offset + size]
     out = {"kind": kind, "jobReference": reference, "jobComplete": True, "schema": SCHEMA,
            "totalRows": str(len(j["rows"])), "rows": [{"f": [{"v": v} for v in r]} for r in rows],
            "totalBytesProcessed": str(j["bytes"]), "cacheHit": False}
     nxt = offset + size
     if state.duplicate_page and offset > 0:
         nxt = offset  # the same page's token again: a broken answer the client must refuse
-    if nxt < len(j["rows"]) or (state.duplicate_page and offset > 0):
+    if empty:
+        nxt = offset + 1  # a new token every time, never a row: a broken answer the client must stop
+        j["empty_served"] = j.get("empty_served", 0) + 1
+    if nxt < len(j["rows"]) or (state.duplicate_page and offset > 0) or (empty and j["empty_served"] < state.empty_pages):
         out["pageToken"] = page_token(job, nxt)
     state.stats["rows_served"] += len(rows)
     state.stats["pages"] += 1
@@ -401,6 +414,8 @@ def control(handler, state, method, path, body):
         if path == "/_fake/data/options" and method == "POST":
             data.pending_polls = int(body.get("pending_polls", data.pending_polls))
             data.duplicate_page = bool(body.get("duplicate_page", data.duplicate_page))
+            data.empty_pages = int(body.get("empty_pages", data.empty_pages))
+            data.pending_errors = bool(body.get("pending_errors", data.pending_errors))
             data.page_rows = int(body.get("page_rows", data.page_rows))
             data.synthetic_rate = int(body.get("synthetic_per_minute", data.synthetic_rate))
             return handler.send(200, {"ok": True})
@@ -605,7 +620,8 @@ def route_crashlytics(handler, state, method, path, query):
         events.sort(key=lambda e: (-e[0], e[1]))  # newest first
         page = [e[2] for e in events[offset:offset + size]]
         out = {"events": page} if page else {}
-        if offset + size < len(events):
+        past_end = max(0, offset - len(events)) // size  # the empty pages already served past the last event
+        if offset + size < len(events) or past_end < data.empty_pages:
             out["nextPageToken"] = base64.urlsafe_b64encode(f"events:{offset + size}".encode()).decode().rstrip("=")
         data.stats["crashlytics_pages"] = data.stats.get("crashlytics_pages", 0) + 1
         check_members_in(doc, out, "ListEventsResponse", "response")

@@ -222,8 +222,10 @@ struct BigQuerySourceTests {
         let plan = PullPlan(now: Self.now, watermark: nil, origin: source.origin, overlap: .minutes(10))
         let pull = try source.pull(plan)
         #expect(pull.rows > 0)
+        // Retry-After 7 s, the pending job's first poll 1 s later, the 5xx backoff, the second poll 2 s later.
         #expect(bq.waits.delays.first == .seconds(Int64(7)))
-        #expect(bq.waits.delays.count == 2)
+        #expect(bq.waits.delays.count == 4)
+        #expect(bq.waits.delays[1] == .seconds(Int64(1)) && bq.waits.delays[3] == .seconds(Int64(2)))
         #expect(try bq.stats()["queries"]?.numberValue?.int64 == 1)
     }
 
@@ -277,6 +279,81 @@ struct BigQuerySourceTests {
             guard let e = error as? SourceError else { return false }
             return e.kind == .badAnswer && (e.message.contains("pageToken") || e.message.contains("totalRows"))
         }
+    }
+
+    /// The pull's failure, or nil when it landed.
+    static func failure(_ source: BigQuerySource, _ plan: PullPlan) -> SourceError? {
+        switch Result(catching: { () throws(SourceError) -> SourcePull in try source.pull(plan) }) {
+        case .success: nil
+        case .failure(let e): e
+        }
+    }
+
+    /// Pages that hold no row but each name a new next page (the tester's fake paged without end): the first
+    /// empty page that names another is a bad answer naming pageToken, and nothing more is asked.
+    @Test func anEmptyPageThatNamesAnotherIsABadAnswer() throws {
+        let fake = try FakeFirebase(tls: true)
+        try ExportFleet(seed: 8, installations: 80, minutes: 10).load(into: fake)
+        try fake.control("POST", "/_fake/data/options", ["page_rows": 5, "empty_pages": 200])
+        let source = try FakeBigQuery(fake: fake, clock: ManualClock(Self.now)).source()
+        let plan = PullPlan(now: Self.now, watermark: nil, origin: source.origin, overlap: .minutes(10))
+        let e = try #require(Self.failure(source, plan))
+        #expect(e.kind == .badAnswer && e.message.contains("pageToken"), "\(e)")
+        #expect(try fake.control("GET", "/_fake/data/stats")["pages"]?.numberValue?.int64 ?? 0 <= 3)
+    }
+
+    /// Pages past `maximumPages`, and pages still coming when the pull's deadline has passed, fail the pull
+    /// naming pageToken.
+    @Test func pagingStopsAtThePageBoundAndTheDeadline() throws {
+        let fake = try FakeFirebase(tls: true)
+        try ExportFleet(seed: 8, installations: 80, minutes: 10).load(into: fake)
+        try fake.control("POST", "/_fake/data/options", ["page_rows": 5])
+        let plan = PullPlan(now: Self.now, watermark: nil, origin: ExportFleet.start - .minutes(5), overlap: .minutes(10))
+
+        let bounded = try FakeBigQuery(fake: fake, clock: ManualClock(Self.now)).source()
+        bounded.client.maximumPages = 3
+        let e = try #require(Self.failure(bounded, plan))
+        #expect(e.kind == .badAnswer && e.message.contains("pageToken") && e.message.contains("3"), "\(e)")
+
+        // A one-minute deadline; the second page is throttled three times for 30 s: read past the deadline.
+        let slow = try FakeBigQuery(fake: fake, clock: ManualClock(Self.now), waitsMoveTheClock: true).source()
+        slow.client.deadline = .minutes(1)
+        try fake.fault("rate_limited", match: "bigquery_results", count: 3, seconds: 30)
+        let late = try #require(Self.failure(slow, plan))
+        #expect(late.kind == .unavailable && late.message.contains("pageToken"), "\(late)")
+    }
+
+    /// A server that answers `jobComplete: false` at once is not asked again at once: 1 s, then 2, 4, 8, 16 s
+    /// between polls (waited through the source's sleeper, recorded here), and a job that never completes stops
+    /// at the deadline after a bounded number of polls.
+    @Test func aPendingJobIsPolledWithGrowingWaitsUntilTheDeadline() throws {
+        let fake = try FakeFirebase(tls: true)
+        try ExportFleet(seed: 4, installations: 30, minutes: 5).load(into: fake)
+        try fake.control("POST", "/_fake/data/options", ["pending_polls": 4])
+        let bq = FakeBigQuery(fake: fake, clock: ManualClock(Self.now))
+        let plan = PullPlan(now: Self.now, watermark: nil, origin: ExportFleet.start - .minutes(5), overlap: .minutes(10))
+        #expect(try bq.source().pull(plan).rows > 0)
+        #expect(bq.waits.delays == [1, 2, 4, 8, 16].map { Instant.Duration.seconds(Int64($0)) })
+
+        try fake.control("POST", "/_fake/data/options", ["pending_polls": -1])
+        let never = FakeBigQuery(fake: fake, clock: ManualClock(Self.now), waitsMoveTheClock: true)
+        let before = try fake.control("GET", "/_fake/data/stats")["results"]?.numberValue?.int64 ?? 0
+        let e = try #require(Self.failure(try never.source(), plan))
+        #expect(e.kind == .unavailable && e.message.contains("did not complete"), "\(e)")
+        let polls = (try fake.control("GET", "/_fake/data/stats")["results"]?.numberValue?.int64 ?? 0) - before
+        // 1 + 2 + 4 + 8 + 16 s, then every 30 s to 300 s: about 15 polls, not thousands.
+        #expect(polls > 5 && polls < 20, "\(polls) polls")
+    }
+
+    /// A job that reports `errors` while it still runs fails the pull with BigQuery's message.
+    @Test func errorsOfARunningJobFailThePull() throws {
+        let fake = try FakeFirebase(tls: true)
+        try ExportFleet(seed: 4, installations: 30, minutes: 5).load(into: fake)
+        try fake.control("POST", "/_fake/data/options", ["pending_polls": 1, "pending_errors": true])
+        let source = try FakeBigQuery(fake: fake, clock: ManualClock(Self.now)).source()
+        let plan = PullPlan(now: Self.now, watermark: nil, origin: source.origin, overlap: .minutes(10))
+        let e = try #require(Self.failure(source, plan))
+        #expect(e.kind == .refused && e.message.contains("Division by zero"), "\(e)")
     }
 
     /// Counts past `PullLedger.maximumCount` (10^12), in one row or summed over two spellings of one key, are a bad

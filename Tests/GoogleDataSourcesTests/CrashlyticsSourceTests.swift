@@ -32,14 +32,15 @@ struct CrashlyticsSourceTests {
         }
     }
 
-    static func source(_ fake: FakeFirebase) throws -> CrashlyticsEventsSource {
+    /// The source against the fake; with `clock`, each wait moves that clock by its length instead of sleeping.
+    static func source(_ fake: FakeFirebase, clock: ManualClock? = nil) throws -> CrashlyticsEventsSource {
         let transport = fake.transport
         let tokens = try ServiceAccountTokenProvider(
             key: try ServiceAccountKey.load(path: fake.keyFile), transport: transport, clock: SystemClock(),
             scope: CrashlyticsEventsSource.scope)
         let call = SourceCaller(
-            source: "crashlytics", project: fake.project, tokens: tokens, transport: transport, clock: SystemClock(),
-            sleep: { _ in })
+            source: "crashlytics", project: fake.project, tokens: tokens, transport: transport,
+            clock: clock ?? SystemClock(), sleep: { clock?.advance(by: $0) })
         let source = CrashlyticsEventsSource(
             name: "crashlytics", project: fake.project, app: "1:123456789012:ios:0123456789abcdef", origin: fake.origin, call: call)
         source.pageSize = 25
@@ -93,5 +94,33 @@ struct CrashlyticsSourceTests {
         let store = try temporaryStore("crashlytics")
         #expect(!(try store.commitPull(pull, at: plan.through)).isEmpty)
         #expect(try store.commitPull(try source.pull(plan), at: plan.through).isEmpty)
+    }
+
+    /// A server that keeps naming a next page (empty ones past the last event) is stopped at `maximumPages`, and
+    /// pages still coming after the pull's deadline fail it: both name nextPageToken and land nothing.
+    @Test func pagingStopsAtThePageBoundAndTheDeadline() throws {
+        let fake = try FakeFirebase(tls: true)
+        try fake.control("POST", "/_fake/data/rows", ["table": "crashlytics", "rows": .array(Self.crashes(seed: 7, n: 100))])
+        try fake.control("POST", "/_fake/data/options", ["empty_pages": 60])
+        let plan = PullPlan(now: Self.start + .minutes(40), watermark: nil, origin: Self.start - .minutes(1), overlap: .minutes(10))
+        func failure(_ source: CrashlyticsEventsSource) -> SourceError? {
+            switch Result(catching: { () throws(SourceError) -> SourcePull in try source.pull(plan) }) {
+            case .success: nil
+            case .failure(let e): e
+            }
+        }
+        let bounded = try Self.source(fake)
+        bounded.maximumPages = 10
+        let e = try #require(failure(bounded))
+        #expect(e.kind == .badAnswer && e.message.contains("nextPageToken") && e.message.contains("10"), "\(e)")
+        #expect((try fake.control("GET", "/_fake/data/stats")["crashlytics_pages"]?.numberValue?.int64 ?? 0) <= 10)
+
+        // A one-minute deadline; the first page is throttled three times for 30 s: the next page is not read.
+        let clock = ManualClock(Self.start + .minutes(40))
+        let slow = try Self.source(fake, clock: clock)
+        slow.deadline = .minutes(1)
+        try fake.fault("rate_limited", match: "crashlytics_events", count: 3, seconds: 30)
+        let late = try #require(failure(slow))
+        #expect(late.kind == .unavailable && late.message.contains("nextPageToken after page 1"), "\(late)")
     }
 }

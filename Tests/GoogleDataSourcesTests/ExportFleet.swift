@@ -134,10 +134,13 @@ final class FakeBigQuery {
     let fake: FakeFirebase
     let waits = DelayRecorder()
     let clock: ManualClock
+    /// Whether a wait moves the clock by its length (as a real sleep moves the wall clock) besides being recorded.
+    let waitsMoveTheClock: Bool
 
-    init(fake: FakeFirebase, clock: ManualClock) {
+    init(fake: FakeFirebase, clock: ManualClock, waitsMoveTheClock: Bool = false) {
         self.fake = fake
         self.clock = clock
+        self.waitsMoveTheClock = waitsMoveTheClock
     }
 
     func source(name: String = "bq", origin: Instant = ExportFleet.start - .minutes(5), crashlytics: String? = nil) throws
@@ -148,10 +151,16 @@ final class FakeBigQuery {
             key: try ServiceAccountKey.load(path: fake.keyFile), transport: transport, clock: SystemClock(),
             scope: BigQueryClient.scope)
         let recorder = waits
+        let clock = clock
+        let moves = waitsMoveTheClock
         let call = SourceCaller(
             source: name, project: fake.project, tokens: tokens, transport: transport, clock: clock,
             backoff: SourceBackoff(attempts: 4, base: .milliseconds(10), cap: .seconds(Int64(30))),
-            timeout: .seconds(Int64(20)), sleep: { recorder.record($0) })
+            timeout: .seconds(Int64(20)),
+            sleep: {
+                recorder.record($0)
+                if moves { clock.advance(by: $0) }
+            })
         let client = BigQueryClient(origin: fake.origin, project: fake.project, call: call, clock: clock)
         client.pageRows = 50
         return BigQuerySource(
