@@ -49,6 +49,9 @@ public final class AnalyticsRealtimeSource: @unchecked Sendable {
     public let call: SourceCaller
     /// The quota the last report stated.
     public private(set) var quota: PropertyQuota?
+    /// When (the pull's `now`) that report was asked for: an exhausted quota holds the source only until the
+    /// hour it was read in ends (`tokensPerHour` refills by the hour), then one report asks again.
+    public private(set) var quotaRead: Instant?
 
     public static let scope = "https://www.googleapis.com/auth/analytics.readonly"
     static let events = ["session_start", "AppAttestSuccess", "AppAttestFailure", "app_exception"]
@@ -93,8 +96,10 @@ public final class AnalyticsRealtimeSource: @unchecked Sendable {
     }
 
     public func pull(now: Instant) throws(SourceError) -> SourcePull {
-        if let quota, quota.exhausted {
-            throw SourceError(.unavailable, source: name, "the property's realtime \(quota); waiting for it to refill")
+        if let quota, quota.exhausted, let read = quotaRead, now.seconds / 3600 == read.seconds / 3600 {
+            let next = Instant(seconds: (read.seconds / 3600 + 1) * 3600)
+            throw SourceError(
+                .unavailable, source: name, "the property's realtime \(quota); waiting for it to refill (asking again at \(next))")
         }
         let before = call.bytesReceived
         let answer = try call.call(
@@ -105,6 +110,7 @@ public final class AnalyticsRealtimeSource: @unchecked Sendable {
             tokensPerDayRemaining: remaining("tokensPerDay"), tokensPerHourRemaining: remaining("tokensPerHour"),
             tokensPerProjectPerHourRemaining: remaining("tokensPerProjectPerHour"),
             concurrentRequestsRemaining: remaining("concurrentRequests"))
+        quotaRead = now
         let plan = Self.plan(now: now)
         let (counts, rows) = try Self.counts(answer, source: name, cohortDimension: cohortDimension, nowMinute: plan.throughMinute - 1)
         return SourcePull(

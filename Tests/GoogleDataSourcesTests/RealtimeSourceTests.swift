@@ -88,7 +88,8 @@ struct RealtimeSourceTests {
         #expect(try store.commitPull(pull, at: pull.plan.through).isEmpty)
     }
 
-    /// Below the reserve of tokens the source stops asking until the quota refills.
+    /// Below the reserve of tokens the source stops asking until the hour the quota was read in ends, then asks
+    /// again.
     @Test func theQuotaIsRespected() throws {
         let fake = try FakeFirebase(tls: true)
         try fake.control("POST", "/_fake/data/realtime", ["tokens_per_hour": 54])
@@ -102,5 +103,13 @@ struct RealtimeSourceTests {
             (error as? SourceError)?.kind == .unavailable && "\(error)".contains("quota")
         }
         #expect(try fake.control("GET", "/_fake/data/stats")["realtime_requests"]?.numberValue?.int64 == 1)
+
+        // The hour the quota was read in ends: the source asks again (it kept refusing for the whole session).
+        try fake.control("POST", "/_fake/data/realtime", ["tokens_per_hour": 5000])
+        let nextHour = Instant(seconds: (now.seconds / 3600 + 1) * 3600)
+        #expect(throws: SourceError.self) { try source.pull(now: nextHour - .seconds(Int64(1))) }
+        _ = try source.pull(now: nextHour)
+        #expect(source.quota?.exhausted == false)
+        #expect(try fake.control("GET", "/_fake/data/stats")["realtime_requests"]?.numberValue?.int64 == 2)
     }
 }
