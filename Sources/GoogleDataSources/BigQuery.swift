@@ -53,7 +53,7 @@ public struct QueryResult: Sendable {
 /// the job is polled with `getQueryResults` (each poll waits up to `timeoutMs` on the server, and rollout leaves at
 /// least `firstPollWait`, doubling up to `longestPollWait`, between polls whatever the server does) until complete
 /// or `deadline`; rows then come in pages chained by `pageToken`, read within the same `deadline`. Rows are
-/// `{f: [{v}]}` with every scalar a string. A repeated page token, a page without rows that still names a next
+/// `{f: [{v}]}` with every scalar a string. A repeated page token, a later page without rows that still names a next
 /// page, more than `maximumPages` pages, a row of the wrong width, a schema other than the one asked for or more
 /// than `maximumRows` rows is a bad answer: the pull fails and nothing is written. A job that reports `errors`
 /// fails the pull, complete or not.
@@ -171,7 +171,9 @@ public final class BigQueryClient: @unchecked Sendable {
             }
             guard let token = answer["pageToken"]?.stringValue, !token.isEmpty else { break }
             guard seenTokens.insert(token).inserted else { throw bad("pageToken", "repeats an earlier page's token") }
-            guard !(answer["rows"]?.arrayValue ?? []).isEmpty else {
+            // The first answer may hold no rows yet (a large result is paged from the start); a later page that
+            // holds none but names another is a server paging without end.
+            guard pages == 1 || !(answer["rows"]?.arrayValue ?? []).isEmpty else {
                 throw bad("pageToken", "names a next page after page \(pages), which held no rows")
             }
             guard pages < maximumPages else { throw bad("pageToken", "names a page past the \(maximumPages) accepted") }
