@@ -466,7 +466,8 @@ enum OperatorCommands {
     /// and the command then ends with 128 + the signal (`SecretPrompt.interruption`), as a stopped program does.
     static func readSecret(_ text: String) -> String? {
         guard isatty(STDIN_FILENO) == 1 else { return readLine(strippingNewline: true)?.trimmingSpaces() }
-        StandardStream.error.write(text)
+        // Echo off and the signals trapped before the prompt shows: nothing typed after it is echoed, and a
+        // Ctrl-C pressed as soon as it shows is this prompt's.
         var saved = termios()
         let haveTerminal = tcgetattr(STDIN_FILENO, &saved) == 0
         if haveTerminal {
@@ -480,6 +481,7 @@ enum OperatorCommands {
             if haveTerminal { _ = tcsetattr(STDIN_FILENO, TCSAFLUSH, &saved) }
             StandardStream.error.write("\n")
         }
+        StandardStream.error.write(text)
         return SecretPrompt.readLine()?.trimmingSpaces()
     }
 
