@@ -19,6 +19,8 @@ public struct SourceError: Error, Sendable, CustomStringConvertible, Equatable {
         case badAnswer
         /// The source cannot be called as configured (its credentials are missing, an API origin is not https).
         case configuration
+        /// The pull was abandoned where it was (the loop was stopped, or the pull ran past its time bound).
+        case cancelled
     }
     public var kind: Kind
     public var source: String
@@ -41,8 +43,12 @@ public final class SourceCaller: @unchecked Sendable {
     let caller: GoogleAPICaller
     let backoff: SourceBackoff
     let clock: any Clock
-    let sleep: @Sendable (Instant.Duration) -> Void
+    /// Nil: waits are real time, cut short by `cancellation`.
+    let sleep: (@Sendable (Instant.Duration) -> Void)?
     let random: @Sendable () -> Double
+    /// Checked before each attempt, ends a wait early and aborts a transfer in flight: the pull then fails as
+    /// `.cancelled`. Set by whoever runs the pull (the headless loop's stop, a pull's time bound).
+    public var cancellation: Cancellation?
     /// The longest answer accepted (WebClient's transport also bounds what it receives).
     public static let maximumAnswerBytes = 32 << 20
     /// Bytes received so far (what `source test` and the bench report).
@@ -53,9 +59,7 @@ public final class SourceCaller: @unchecked Sendable {
     public init(
         source: String, project: String, tokens: any AccessTokenProvider, transport: HTTPTransport, clock: any Clock,
         backoff: SourceBackoff = SourceBackoff(), timeout: Instant.Duration = .seconds(Int64(60)),
-        sleep: @escaping @Sendable (Instant.Duration) -> Void = { d in
-            if d.microseconds > 0 { usleep(UInt32(min(d.microseconds, 120_000_000))) }
-        },
+        sleep: (@Sendable (Instant.Duration) -> Void)? = nil,
         random: @escaping @Sendable () -> Double = { Double.random(in: 0...1) }
     ) {
         self.source = source
@@ -73,12 +77,15 @@ public final class SourceCaller: @unchecked Sendable {
         var attempt = 0
         while true {
             attempt += 1
+            try checkCancelled(what)
             let answer: HTTPResponse
             do {
                 answer = try caller.send(
                     method, url, headers: body == nil ? [] : [("Content-Type", "application/json")],
-                    body: body.map { Array($0.compactText.utf8) }, permission: what, retry: false
+                    body: body.map { Array($0.compactText.utf8) }, permission: what, retry: false, cancellation: cancellation
                 ).response
+            } catch let e as TransportError where e.cancelled {
+                throw cancelledError(what)
             } catch let e as TransportError where e.oversized {
                 // Asking again would fetch the same flood: a bad answer, named, nothing kept.
                 throw SourceError(.badAnswer, source: source, "\(what): \(e.message)")
@@ -89,6 +96,7 @@ public final class SourceCaller: @unchecked Sendable {
                 wait(backoff.delay(retry: attempt, retryAfter: nil, now: clock.now(), random: random()))
                 continue
             } catch {
+                try checkCancelled(what)
                 throw SourceError(.unavailable, source: source, "\(what): \(error) (after \(attempt) attempts)")
             }
             bytesReceived += answer.body.count
@@ -124,7 +132,21 @@ public final class SourceCaller: @unchecked Sendable {
 
     private func wait(_ d: Instant.Duration) {
         waits.append(d)
-        sleep(d)
+        if let sleep {
+            sleep(d)
+        } else if d.microseconds > 0 {
+            let seconds = Double(min(d.microseconds, 120_000_000)) / 1e6
+            if let cancellation { cancellation.wait(seconds: seconds) } else { usleep(UInt32(seconds * 1e6)) }
+        }
+    }
+
+    private func checkCancelled(_ what: String) throws(SourceError) {
+        if cancellation?.isCancelled == true { throw cancelledError(what) }
+    }
+
+    private func cancelledError(_ what: String) -> SourceError {
+        let why = cancellation?.timedOut == true ? "gave up: the pull ran past its time bound" : "abandoned: stopped"
+        return SourceError(.cancelled, source: source, "\(what): \(why)")
     }
 
     /// Google's error envelope's message, or the start of the body.

@@ -53,6 +53,11 @@ public struct SessionSources {
     /// Recorded answers every call is served from instead of Google's APIs (`rollout demo --source recorded`).
     let recorded: RecordedAnswers?
 
+    /// The longest a pull may take (its calls, waits and answers): past it the pull is given up, recorded as
+    /// failed and tried again at its next interval. A pull that does not end would otherwise hold up whoever
+    /// pulls (the headless loop's looks, the console's pulls).
+    public var pullTimeLimit: Instant.Duration = .seconds(Int64(120))
+
     public init(
         session: RolloutSession, environment: [String: String], sleep: (@Sendable (Instant.Duration) -> Void)? = nil,
         recorded: RecordedAnswers? = nil
@@ -96,9 +101,6 @@ public struct SessionSources {
             tokens = try ServiceAccountTokenProvider(
                 key: try ServiceAccountKey.load(path: file), transport: transport, clock: clock, scope: scope)
         }
-        guard let sleep else {
-            return SourceCaller(source: c.name, project: c.project, tokens: tokens, transport: transport, clock: clock)
-        }
         return SourceCaller(source: c.name, project: c.project, tokens: tokens, transport: transport, clock: clock, sleep: sleep)
     }
 
@@ -127,7 +129,11 @@ public struct SessionSources {
 
     /// Pulls `c` once from its watermark; with `land`, commits what changed (else only reports what was pulled).
     /// A failed pull is recorded in the source's state (when landing) and reported, never thrown.
-    public func pull(_ c: SourceConfiguration, land: Bool) throws -> SourcePullReport {
+    ///
+    /// The pull is abandoned where it is once `stop` is cancelled (its waits end, a transfer in flight is aborted)
+    /// or after `pullTimeLimit`: nothing of it lands, and only the time limit is recorded as a failure (a stop is
+    /// not the source's fault).
+    public func pull(_ c: SourceConfiguration, land: Bool, stop: Cancellation? = nil) throws -> SourcePullReport {
         let clock = session.clock
         let now = clock.now()
         let stateStore = try session.ports.sourceState()
@@ -151,6 +157,9 @@ public struct SessionSources {
             report.window = (AnalyticsRealtimeSource.plan(now: now).from, AnalyticsRealtimeSource.plan(now: now).through)
         }
         let waitsBefore = caller.waits.count
+        let bound = Cancellation(parent: stop, seconds: Double(pullTimeLimit.microseconds) / 1e6)
+        caller.cancellation = bound
+        defer { caller.cancellation = nil }
         do {
             let pull = try pulling()
             report.rows = pull.rows
@@ -168,7 +177,8 @@ public struct SessionSources {
             }
         } catch let e as SourceError {
             report.error = e
-            if land { try stateStore.recordFailure(source: c.name, message: e.message, at: clock.now()) }
+            let stopped = e.kind == .cancelled && stop?.isCancelled == true
+            if land && !stopped { try stateStore.recordFailure(source: c.name, message: e.message, at: clock.now()) }
         }
         report.waits = Array(caller.waits.dropFirst(waitsBefore))
         return report
@@ -203,14 +213,27 @@ public struct SessionSources {
     /// when the store refuses this role the landing (the PostgreSQL viewer), the refusal is kept and said by
     /// `silences` (the sources stay HOLD here, as they would be unpulled).
     public func pullDue(all: Bool = false) throws -> [SourcePullReport] {
+        try pull(try due(all: all))
+    }
+
+    /// The sources `pullDue` would pull now.
+    public func due(all: Bool = false) throws -> [SourceConfiguration] {
         guard !session.readOnly, memory.landingRefused == nil else { return [] }
         let now = session.clock.now()
-        var reports: [SourcePullReport] = []
-        for c in try followed() {
+        return try followed().filter { c in
             let last = try state(c.name)?.lastAttempt
-            guard all || last.map({ now - $0 >= c.every }) ?? true else { continue }
+            return all || last.map({ now - $0 >= c.every }) ?? true
+        }
+    }
+
+    /// Pulls `sources` one after the other, landing what they bring; once `stop` is cancelled the pull in flight
+    /// is abandoned and the rest are not started.
+    public func pull(_ sources: [SourceConfiguration], stop: Cancellation? = nil) throws -> [SourcePullReport] {
+        var reports: [SourcePullReport] = []
+        for c in sources {
+            if stop?.isCancelled == true { break }
             do {
-                reports.append(try pull(c, land: true))
+                reports.append(try pull(c, land: true, stop: stop))
             } catch {
                 guard let refusal = SessionRefusal(error) else { throw error }
                 memory.landingRefused = refusal

@@ -90,7 +90,7 @@ public final class GoogleAPICaller: @unchecked Sendable {
     /// the caller can settle them.
     package func send(
         _ method: String, _ url: String, headers: [(String, String)] = [], body: [UInt8]? = nil, permission: String,
-        retry: Bool
+        retry: Bool, cancellation: Cancellation? = nil
     ) throws -> Answer {
         var refreshed = false
         var attempt = 0
@@ -101,11 +101,13 @@ public final class GoogleAPICaller: @unchecked Sendable {
             all.append(("Authorization", "Bearer \(token)"))
             all.append(("Accept", "application/json"))
             all.append(("X-Goog-User-Project", project))
-            let request = HTTPRequest(method: method, url: url, headers: all, body: body, timeout: policy.timeout)
+            var request = HTTPRequest(method: method, url: url, headers: all, body: body, timeout: policy.timeout)
+            request.cancellation = cancellation
             let response: HTTPResponse
             do {
                 response = try transport.send(request)
             } catch {
+                if error.cancelled { throw error }
                 if retry || !error.mayHaveArrived, error.isTransient, attempt < policy.attempts {
                     sleep(policy.delay(retry: attempt, random: random()))
                     continue

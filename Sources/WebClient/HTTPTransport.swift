@@ -12,6 +12,8 @@ public struct HTTPRequest: Sendable {
     public var body: [UInt8]?
     /// The whole exchange (connect, send, wait, receive) must finish within this time.
     public var timeout: Instant.Duration
+    /// Once cancelled, the exchange is abandoned where it is (a `TransportError` with `cancelled`).
+    public var cancellation: Cancellation?
 
     public init(
         method: String, url: String, headers: [(String, String)] = [], body: [UInt8]? = nil, timeout: Instant.Duration
@@ -51,6 +53,8 @@ public struct TransportError: Error, Sendable, CustomStringConvertible {
     public var message: String
     /// The answer was larger than the transport's limit (refused, its body not kept): a bad answer, not a lost one.
     public var oversized = false
+    /// The request's `cancellation` ended the exchange (a stop, a deadline): nothing to retry.
+    public var cancelled = false
     public var mayHaveArrived: Bool { kind == .timedOut || kind == .connectionLost || kind == .other }
     /// Whether trying again may succeed.
     public var isTransient: Bool { kind != .untrusted && kind != .invalidRequest }
@@ -109,6 +113,8 @@ public struct CurlTransport: HTTPTransport {
         var upload: [UInt8] = []
         var uploaded = 0
         var oversize: Oversize?
+        var cancellation: Cancellation?
+        var cancelled = false
         init(limit: Int) { self.limit = limit }
     }
 
@@ -129,6 +135,7 @@ public struct CurlTransport: HTTPTransport {
         }
         defer { rollout_curl_cleanup(handle) }
         let sink = Sink(limit: bodyLimit)
+        sink.cancellation = request.cancellation
         let context = Unmanaged.passUnretained(sink).toOpaque()
         var list: UnsafeMutablePointer<curl_slist>? = nil
         for (name, value) in request.headers { list = rollout_curl_slist_append(list, "\(name): \(value)") }
@@ -161,6 +168,11 @@ public struct CurlTransport: HTTPTransport {
         check(
             rollout_curl_set_progress(handle) { context, _, received, _, _ in
                 let sink = Unmanaged<Sink>.fromOpaque(context!).takeUnretainedValue()
+                // libcurl calls this at least once a second, also while the server says nothing.
+                if sink.cancellation?.isCancelled == true {
+                    sink.cancelled = true
+                    return 1
+                }
                 guard received > curl_off_t(sink.limit) else { return 0 }
                 sink.oversize = .received
                 return 1
@@ -228,8 +240,14 @@ public struct CurlTransport: HTTPTransport {
         check(rollout_curl_set_pointer(handle, CURLOPT_HEADERDATA, context))
         guard ok else { throw TransportError(.other, "libcurl refused an option for \(request.method) \(request.url)") }
 
-        let code = rollout_curl_perform(handle)
+        if request.cancellation?.isCancelled == true { sink.cancelled = true }
+        let code = sink.cancelled ? CURLE_ABORTED_BY_CALLBACK : rollout_curl_perform(handle)
         guard code == CURLE_OK else {
+            if sink.cancelled {
+                var e = TransportError(.other, "\(request.method) \(request.url): abandoned (cancelled)")
+                e.cancelled = true
+                throw e
+            }
             if code == CURLE_FILESIZE_EXCEEDED || sink.oversize != nil {
                 let how = sink.oversize == .inflated ? "once inflated" : sink.oversize == .received ? "as received" : "as declared"
                 // An answer arrived: the server acted on the request (a publish may have landed).

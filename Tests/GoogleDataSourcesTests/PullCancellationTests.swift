@@ -1,0 +1,93 @@
+import Foundation
+import GoogleDataSources
+import Platform
+import RolloutApp
+import TelemetrySources
+import TestSupport
+import Testing
+import Timekeeping
+import WebClient
+
+/// A pull that does not end gives way: a stop (the headless loop's signal) ends its waits and aborts a transfer in
+/// flight within about a second, and its time limit gives it up, recorded as a failure.
+@Suite("pull cancellation", .serialized)
+struct PullCancellationTests {
+    /// Answers 503 with `Retry-After: 100` forever.
+    struct Unavailable: HTTPTransport {
+        func send(_ request: HTTPRequest) throws(TransportError) -> HTTPResponse {
+            HTTPResponse(status: 503, headers: ["retry-after": "100"], body: Array("{}".utf8))
+        }
+    }
+
+    /// Runs `body`, cancelling `cancellation` after `after` seconds; returns how long `body` took.
+    static func timed(cancelling cancellation: Cancellation, after: Double, _ body: () -> Void) -> Double {
+        let start = Date()
+        Thread.detachNewThread {
+            usleep(UInt32(after * 1e6))
+            cancellation.cancel()
+        }
+        body()
+        return Date().timeIntervalSince(start)
+    }
+
+    @Test func aStopEndsARetryAfterWait() throws {
+        let call = SourceCaller(
+            source: "bq", project: "p", tokens: RecordedAnswers.Token(), transport: Unavailable(), clock: SystemClock())
+        let stop = Cancellation()
+        call.cancellation = stop
+        var failure: SourceError?
+        let took = Self.timed(cancelling: stop, after: 0.3) {
+            do { _ = try call.call("GET", "http://127.0.0.1:1/x", what: "query") } catch { failure = error as? SourceError }
+        }
+        #expect(failure?.kind == .cancelled, "\(String(describing: failure))")
+        #expect(failure?.message.contains("abandoned: stopped") == true, "\(String(describing: failure))")
+        // The server asked for 100 s; the stop came after 0.3 s.
+        #expect(took < 5, "the wait went on \(took) s after the stop")
+        #expect(call.waits == [.seconds(Int64(100))])
+    }
+
+    @Test func aStopAbortsATransferInFlight() throws {
+        let silent = try SilentServer()
+        let stop = Cancellation()
+        var request = HTTPRequest(method: "GET", url: silent.origin + "/x", timeout: .seconds(Int64(60)))
+        request.cancellation = stop
+        var failure: TransportError?
+        let took = Self.timed(cancelling: stop, after: 0.3) {
+            do { _ = try CurlTransport().send(request) } catch { failure = error as? TransportError }
+        }
+        #expect(failure?.cancelled == true, "\(String(describing: failure))")
+        // libcurl asks its progress callback at least once a second while the server is silent.
+        #expect(took < 5, "the transfer went on \(took) s after the stop")
+    }
+
+    /// A pull of a source that never answers is given up at the session's time limit, recorded as failed; one
+    /// stopped is abandoned and not recorded (the source is not at fault).
+    @Test func aPullIsGivenUpAtItsTimeLimitAndAStoppedOneIsNotRecorded() throws {
+        let silent = try SilentServer()
+        let dir = try TestSupport.temporaryDirectory("pull-limit")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let path = dir.appendingPathComponent("s.db").path
+        let clock = SystemClock()
+        _ = try Wiring.createStore(path: path, seed: "rollout-pull-limit", operatorID: "alice@test", clock: clock)
+        let session = try Wiring.session(path: path, operatorID: "alice@test", clock: clock).rolloutSession()
+        let bq = try SourceConfiguration(
+            name: "bq", project: "p", analytics: "p.analytics_1", credentials: .accessTokenCommand("echo tok"),
+            origin: clock.now() - .minutes(30))
+        _ = try session.settingsWritePath().execute(.source(.add(bq)), actor: "alice@test", code: nil)
+        var sources = session.sources(environment: ["ROLLOUT_BIGQUERY_URL": silent.origin])
+
+        let stop = Cancellation()
+        var stopped: [SourcePullReport] = []
+        let took = Self.timed(cancelling: stop, after: 0.3) { stopped = (try? sources.pull(try sources.due(), stop: stop)) ?? [] }
+        #expect(took < 5, "the pull went on \(took) s after the stop")
+        #expect(stopped.first?.error?.kind == .cancelled, "\(stopped.map { String(describing: $0.error) })")
+        #expect(try sources.state("bq")?.lastAttempt == nil, "a stopped pull is not a failure of the source")
+
+        sources.pullTimeLimit = .seconds(Int64(1))
+        let start = Date()
+        let limited = try sources.pullDue()
+        #expect(Date().timeIntervalSince(start) < 6)
+        #expect(limited.first?.error?.message.contains("gave up") == true, "\(limited.map { String(describing: $0.error) })")
+        #expect(try sources.state("bq")?.lastError?.contains("gave up") == true)
+    }
+}
