@@ -15,6 +15,14 @@ import Timekeeping
 /// write path: a compare-and-swap, so of any number of loops and consoles exactly one kill is published), then,
 /// when a plan runs, the plan's look on that same assessment (`RampPlanRunner.look(status:)`). Each look is handed
 /// to `report`; the loop ends on SIGINT or SIGTERM, after `looks` looks, or when `until` says so.
+///
+/// Before a look, the telemetry sources that are due are pulled (`run(sources:)`), so that the look judges what
+/// they landed. A pull may wait on the network for minutes (timeouts, `Retry-After`), so it never stands between
+/// the store's data and the loop's acts: when pulls are due, the loop first looks at the store as it is (auto-kill,
+/// the plan, `until`; reported, not counted in `looks`), then pulls. A stop signal abandons a pull where it is (its
+/// waits end, a transfer in flight is aborted, nothing of it lands: a pull commits its batch in one transaction or
+/// not at all) and ends the loop without a further look; a pull that runs past `SessionSources.pullTimeLimit` is
+/// given up (recorded as failed, tried again at its next interval).
 public final class HeadlessLoop {
     /// What one look saw and did.
     public struct Look: Sendable {
@@ -83,11 +91,16 @@ public final class HeadlessLoop {
     /// The signal (SIGINT, SIGTERM) that ended the last `run`, if one did.
     public private(set) var stoppedBy: Int32?
 
-    /// Looks every `interval` wall seconds until a signal, `looks` looks or `until`; returns the last look.
-    /// `beforeLook` runs before each look (`rollout follow` pulls its telemetry sources there).
+    /// Looks every `interval` wall seconds until a signal, `looks` looks or `until`; returns the last look (nil
+    /// when stopped before the first).
+    ///
+    /// With `sources`, before each look every source whose interval has passed is pulled (with `pullAllFirst`,
+    /// every source before the first look: `rollout follow`), each pull's report handed to `pulled`; a look of the
+    /// store as it is comes before the pulls.
     @discardableResult
     public func run(
-        interval: Double, looks: Int?, report: (Look) -> Void, until: (Look) -> Bool, beforeLook: () throws -> Void = {}
+        interval: Double, looks: Int?, report: (Look) -> Void, until: (Look) -> Bool, sources: SessionSources? = nil,
+        pullAllFirst: Bool = false, pulled: (SourcePullReport) -> Void = { _ in }
     ) throws -> Look? {
         let stop = StopFlag()
         let signals = StopSignals { stop.set(signal: $0) }
@@ -96,7 +109,20 @@ public final class HeadlessLoop {
         var done = 0
         var latest: Look?
         while !stop.isSet {
-            try beforeLook()
+            if let sources {
+                let due = try sources.due(all: pullAllFirst && done == 0)
+                if !due.isEmpty {
+                    // The store's data is judged before any network wait: a HALT already there kills now, a plan
+                    // step that is due is taken now.
+                    let before = try look()
+                    latest = before
+                    report(before)
+                    if until(before) { break }
+                    for r in try sources.pull(due, stop: stop.cancellation) { pulled(r) }
+                    // Stopped while pulling: no further look (the plan does not act after a stop).
+                    if stop.isSet { break }
+                }
+            }
             let look = try look()
             latest = look
             report(look)
@@ -108,31 +134,18 @@ public final class HeadlessLoop {
         return latest
     }
 
-    /// Set from a signal handler's queue, waited on by the loop.
+    /// Set from a signal handler's queue, waited on by the loop; its `cancellation` reaches the pulls.
     final class StopFlag: @unchecked Sendable {
-        private let condition = Condition()
+        private let lock = Lock()
         /// The first stop signal; set: stopped.
         private var received: Int32?
+        let cancellation = Cancellation()
         func set(signal: Int32) {
-            condition.lock()
-            if received == nil { received = signal }
-            condition.broadcast()
-            condition.unlock()
+            lock.withLock { if received == nil { received = signal } }
+            cancellation.cancel()
         }
-        var isSet: Bool {
-            condition.lock()
-            defer { condition.unlock() }
-            return received != nil
-        }
-        var signal: Int32? {
-            condition.lock()
-            defer { condition.unlock() }
-            return received
-        }
-        func wait(seconds: Double) {
-            condition.lock()
-            if received == nil { _ = condition.wait(seconds: seconds) }
-            condition.unlock()
-        }
+        var isSet: Bool { cancellation.isCancelled }
+        var signal: Int32? { lock.withLock { received } }
+        func wait(seconds: Double) { cancellation.wait(seconds: seconds) }
     }
 }

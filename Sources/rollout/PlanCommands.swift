@@ -199,7 +199,7 @@ enum PlanCommands {
             until: { look in
                 let phase = look.plan?.decision.state.phase ?? .running
                 return phase.isFinal || (phase == .paused && exitOnPause)
-            }, beforeLook: SourceCommands.scheduledPulls(rolloutSession, inv))
+            }, sources: rolloutSession.sources(environment: inv.environment), pulled: SourceCommands.pullFailure)
         let phase = last?.plan?.decision.state.phase ?? .running
         // Stopped by a signal with the plan still running: not "done" (0) but the signal's code (130, 143), so a
         // supervisor does not take the stop for the plan's end.

@@ -78,7 +78,9 @@ enum SourceCommands {
         summary: "Pull the sources on their schedule and follow the verdict headless, as 'watch' does.",
         discussion:
             "Before the first look pulls every source, before each later one every source whose interval has passed (a failed pull is recorded and retried "
-            + "at the next interval; 429 and 5xx answers are waited out as Retry-After says). Prints a line per pull "
+            + "at the next interval; 429 and 5xx answers are waited out as Retry-After says; a pull is given up after 2 minutes). "
+            + "When pulls are due the store is looked at first, as it is, so auto-kill never waits on the network; "
+            + "SIGINT or SIGTERM abandons a pull in flight. Prints a line per pull "
             + "and the verdict line of 'watch'; a source with no successful pull for its --silent-after is HOLD "
             + "('source X silent since ...'), never OK, in every verdict of the store (status, watch, plan run, the "
             + "console). Exit code: the last verdict, 0 OK, 5 WATCH, 6 HOLD, 7 HALT.",
@@ -233,8 +235,7 @@ enum SourceCommands {
         let loop = try session.headlessLoop()
         var lastLine = ""
         var lastLevel = VerdictLevel.hold
-        var first = true
-        _ = try loop.run(
+        let last = try loop.run(
             interval: interval, looks: looks,
             report: { look in
                 // The verdict holds the sources' silences already (the assessment's rule); a session refused
@@ -250,22 +251,18 @@ enum SourceCommands {
                 lastLine = line
                 fflush(nil)
             }, until: { _ in false },
-            beforeLook: {
-                // The first look pulls every source; later looks those whose interval has passed.
-                for r in try sources.pullDue(all: first) where !quiet || r.error != nil { print(describe(r)) }
-                first = false
+            // The first look pulls every source; later looks those whose interval has passed.
+            sources: sources, pullAllFirst: true,
+            pulled: { r in
+                if !quiet || r.error != nil { print(describe(r)) }
             })
+        // Stopped before any look: no verdict to exit with.
+        if last == nil, let signal = loop.stoppedBy { return ExitCode(stoppedBy: signal) }
         return AssessmentJSON.exitCode(lastLevel)
     }
 
-    /// What `watch` and `plan run` do before each look: pull the sources whose interval has passed (none on a
-    /// session that cannot land them), a failed pull said on stderr so that their output stays theirs.
-    static func scheduledPulls(_ session: RolloutSession, _ invocation: Invocation) -> () throws -> Void {
-        let sources = session.sources(environment: invocation.environment)
-        return {
-            for r in try sources.pullDue() where r.error != nil {
-                StandardStream.error.write(describe(r) + "\n")
-            }
-        }
+    /// What `watch` and `plan run` say of a pull: only a failed one, on stderr, so that their output stays theirs.
+    static func pullFailure(_ r: SourcePullReport) {
+        if r.error != nil { StandardStream.error.write(describe(r) + "\n") }
     }
 }
