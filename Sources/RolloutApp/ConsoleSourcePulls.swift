@@ -9,12 +9,14 @@ import TelemetrySources
 import Timekeeping
 
 /// The console's picture with the session's telemetry sources pulled on their schedule, as `watch`, `follow` and
-/// `plan run` pull them: before a picture is drawn, every source whose interval has passed is pulled
-/// (`SessionSources.pullDue`; none on a read-only session), then the store's picture is read. The picture says each
-/// source's state where it shows how fresh the data is: a silent or failing source is the header's stale reason
-/// ("source X silent since …"), and each pull's freshness and quota is a notable event.
+/// `plan run` pull them: when a picture is drawn, every source whose interval has passed is pulled
+/// (`SessionSources.pullDue`; none on a read-only session) on a thread of its own, so that a pull waiting on the
+/// network never holds up the pictures (their refresh, the auto-kill they make); a later picture shows what it
+/// landed. The picture says each source's state where it shows how fresh the data is: a silent or failing source
+/// is the header's stale reason ("source X silent since …"), and each pull's freshness and quota is a notable event.
 ///
-/// The configuration is read at most every `checkEvery` (the picture is drawn about four times a second).
+/// The configuration is read at most every `checkEvery` (the picture is drawn about four times a second), and one
+/// round of pulls runs at a time.
 final class SourcePullingConsoleSource: RolloutConsoleSource, @unchecked Sendable {
     let inner: any RolloutConsoleSource
     let sources: SessionSources
@@ -22,6 +24,9 @@ final class SourcePullingConsoleSource: RolloutConsoleSource, @unchecked Sendabl
     let checkEvery: Instant.Duration
     private let lock = Lock()
     private var checkedAt: Instant?
+    /// A round of pulls is running; another was asked for meanwhile (it runs when this one ends).
+    private var pulling = false
+    private var again = false
     /// The newest pull of each source, as the events show it.
     private var lastPulls: [String: NotableEvent] = [:]
     private var problem: String?
@@ -45,14 +50,12 @@ final class SourcePullingConsoleSource: RolloutConsoleSource, @unchecked Sendabl
         let now = clock.now()
         if checkedAt.map({ now - $0 >= checkEvery }) ?? true {
             checkedAt = now
-            do {
-                sourceKinds = Set(try sources.configurations().map(\.kind.sourceName))
-                for r in try sources.pullDue() { lastPulls[r.source] = Self.event(r, at: now) }
-                problem = try sources.silences().joined(separator: "; ")
-            } catch {
-                problem = "the sources cannot be pulled: \(error)"
+            if pulling {
+                again = true
+            } else {
+                pulling = true
+                detachThread { [self] in pullRounds() }
             }
-            if problem?.isEmpty == true { problem = nil }
         }
         var model = try inner.snapshot()
         // Aggregating sources send counters, never per-installation events: the store has no presence to count
@@ -64,6 +67,38 @@ final class SourcePullingConsoleSource: RolloutConsoleSource, @unchecked Sendabl
         if let problem, model.header.staleReason == nil { model.header.staleReason = problem }
         model.events = (lastPulls.values.sorted { ($0.at, $0.text) > ($1.at, $1.text) } + model.events)
         return model
+    }
+
+    /// Rounds until none was asked for meanwhile.
+    private func pullRounds() {
+        while true {
+            pullDue(at: clock.now())
+            let more = lock.withLock {
+                defer { again = false }
+                pulling = again
+                return again
+            }
+            if !more { return }
+        }
+    }
+
+    /// One round: the configuration, the pulls that are due, the sources' silences; kept for the next pictures.
+    private func pullDue(at now: Instant) {
+        var kinds: Set<String>?
+        var pulls: [SourcePullReport] = []
+        var problem: String?
+        do {
+            kinds = Set(try sources.configurations().map(\.kind.sourceName))
+            pulls = try sources.pullDue()
+            problem = try sources.silences().joined(separator: "; ")
+        } catch {
+            problem = "the sources cannot be pulled: \(error)"
+        }
+        lock.withLock {
+            if let kinds { sourceKinds = kinds }
+            for r in pulls { lastPulls[r.source] = Self.event(r, at: now) }
+            self.problem = problem?.isEmpty == true ? nil : problem
+        }
     }
 
     /// One pull as a notable event: how old its newest data is and the source's own figures (quota, bytes), or why

@@ -71,7 +71,13 @@ struct RecordedAnswersTests {
         let clock = ManualClock(Instant(seconds: wall))
         let session = try RecordedDemo.open(path: path, operatorID: "ana@example.com", clock: clock)
         let console = try session.consoleSource(environment: [:], recordedAnswers: Self.directory)
-        let picture = try console.snapshot()
+        // The console pulls beside its pictures: a later picture shows the pull.
+        var picture = try console.snapshot()
+        let deadline = Date(timeIntervalSinceNow: 20)
+        while !picture.events.contains(where: { $0.text.hasPrefix("source recorded: realtime data age") }), Date() < deadline {
+            usleep(20_000)
+            picture = try console.snapshot()
+        }
         #expect(
             picture.events.contains { $0.text.hasPrefix("source recorded: realtime data age") }, "\(picture.events)")
         let state = try #require(try session.sources(environment: [:]).state("recorded"))
