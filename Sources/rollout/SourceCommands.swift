@@ -235,7 +235,7 @@ enum SourceCommands {
         let loop = try session.headlessLoop()
         var lastLine = ""
         var lastLevel = VerdictLevel.hold
-        let last = try loop.run(
+        _ = try loop.run(
             interval: interval, looks: looks,
             report: { look in
                 // The verdict holds the sources' silences already (the assessment's rule); a session refused
@@ -256,8 +256,6 @@ enum SourceCommands {
             pulled: { r in
                 if !quiet || r.error != nil { print(describe(r)) }
             })
-        // Stopped before any look: no verdict to exit with.
-        if last == nil, let signal = loop.stoppedBy { return ExitCode(stoppedBy: signal) }
         return AssessmentJSON.exitCode(lastLevel)
     }
 

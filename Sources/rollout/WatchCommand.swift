@@ -57,8 +57,6 @@ extension TelemetryCommands {
             interval: interval, looks: looks, report: output.print,
             until: { exitOnHalt && $0.status.assessment.verdict.level == .halt },
             sources: session.sources(environment: invocation.environment), pulled: SourceCommands.pullFailure)
-        // Stopped before any look: no verdict to exit with.
-        if last == nil, let signal = loop.stoppedBy { return ExitCode(stoppedBy: signal) }
         return AssessmentJSON.exitCode(last?.status.assessment.verdict.level ?? .hold)
     }
 
