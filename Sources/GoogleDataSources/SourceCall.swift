@@ -82,7 +82,8 @@ public final class SourceCaller: @unchecked Sendable {
             do {
                 answer = try caller.send(
                     method, url, headers: body == nil ? [] : [("Content-Type", "application/json")],
-                    body: body.map { Array($0.compactText.utf8) }, permission: what, retry: false, cancellation: cancellation
+                    body: body.map { Array($0.compactText.utf8) }, permission: what, retry: false,
+                    cancellation: cancellation
                 ).response
             } catch let e as TransportError where e.cancelled {
                 throw cancelledError(what)

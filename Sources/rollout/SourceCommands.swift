@@ -78,7 +78,8 @@ enum SourceCommands {
         summary: "Pull the sources on their schedule and follow the verdict headless, as 'watch' does.",
         discussion:
             "Before the first look pulls every source, before each later one every source whose interval has passed (a failed pull is recorded and retried "
-            + "at the next interval; 429 and 5xx answers are waited out as Retry-After says; a pull is given up after 2 minutes). "
+            + "at the next interval; 429 and 5xx answers are waited out as Retry-After says; a pull is given up after 2 "
+            + "minutes). "
             + "When pulls are due the store is looked at first, as it is, so auto-kill never waits on the network; "
             + "SIGINT or SIGTERM abandons a pull in flight. Prints a line per pull "
             + "and the verdict line of 'watch'; a source with no successful pull for its --silent-after is HOLD "

@@ -14,7 +14,10 @@ import Testing
     static func addSource(_ store: String, _ server: SilentServer) throws {
         let added = try rollout(
             store,
-            ["source", "add", "src", "--bigquery", "proj", "--analytics", "proj.analytics_1", "--source-token-command", "echo tok"])
+            [
+                "source", "add", "src", "--bigquery", "proj", "--analytics", "proj.analytics_1",
+                "--source-token-command", "echo tok",
+            ])
         try #require(added.status == 0, "\(added.stderr)")
     }
 
@@ -63,7 +66,10 @@ import Testing
         let store = dir.appendingPathComponent("drill.db").path
         let sim = try Self.rollout(
             store,
-            ["simulate", "--scenario", "crash-regression", "--devices", "6000", "--speed", "max", "--duration", "2h", "--seed", "3", "--quiet"])
+            [
+                "simulate", "--scenario", "crash-regression", "--devices", "6000", "--speed", "max", "--duration", "2h",
+                "--seed", "3", "--quiet",
+            ])
         try #require(sim.status == 0, "\(sim.stderr)")
         try #require(try Self.rollout(store, ["policy", "set", "guardrails.auto-kill", "on"]).status == 0)
         let server = try SilentServer()
@@ -99,7 +105,8 @@ import Testing
         let printed = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
         #expect(printed.contains("abandoned: stopped"), "\(printed)")
         // The look before the pull was HOLD (no telemetry): follow exits with it.
-        #expect(follow.terminationReason == .exit && follow.terminationStatus == 6, "status \(follow.terminationStatus)")
+        #expect(
+            follow.terminationReason == .exit && follow.terminationStatus == 6, "status \(follow.terminationStatus)")
         let listed = try Self.rollout(store, ["source", "list", "--json"]).stdout
         #expect(listed.contains("\"lastError\" : null") || listed.contains("\"lastError\": null"), "\(listed)")
     }

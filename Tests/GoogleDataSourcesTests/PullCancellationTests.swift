@@ -37,7 +37,9 @@ struct PullCancellationTests {
         call.cancellation = stop
         var failure: SourceError?
         let took = Self.timed(cancelling: stop, after: 0.3) {
-            do { _ = try call.call("GET", "http://127.0.0.1:1/x", what: "query") } catch { failure = error as? SourceError }
+            do { _ = try call.call("GET", "http://127.0.0.1:1/x", what: "query") } catch {
+                failure = error as? SourceError
+            }
         }
         #expect(failure?.kind == .cancelled, "\(String(describing: failure))")
         #expect(failure?.message.contains("abandoned: stopped") == true, "\(String(describing: failure))")
@@ -78,7 +80,9 @@ struct PullCancellationTests {
 
         let stop = Cancellation()
         var stopped: [SourcePullReport] = []
-        let took = Self.timed(cancelling: stop, after: 0.3) { stopped = (try? sources.pull(try sources.due(), stop: stop)) ?? [] }
+        let took = Self.timed(cancelling: stop, after: 0.3) {
+            stopped = (try? sources.pull(try sources.due(), stop: stop)) ?? []
+        }
         #expect(took < 5, "the pull went on \(took) s after the stop")
         #expect(stopped.first?.error?.kind == .cancelled, "\(stopped.map { String(describing: $0.error) })")
         #expect(try sources.state("bq")?.lastAttempt == nil, "a stopped pull is not a failure of the source")
@@ -87,7 +91,9 @@ struct PullCancellationTests {
         let start = Date()
         let limited = try sources.pullDue()
         #expect(Date().timeIntervalSince(start) < 6)
-        #expect(limited.first?.error?.message.contains("gave up") == true, "\(limited.map { String(describing: $0.error) })")
+        #expect(
+            limited.first?.error?.message.contains("gave up") == true, "\(limited.map { String(describing: $0.error) })"
+        )
         #expect(try sources.state("bq")?.lastError?.contains("gave up") == true)
     }
 }
