@@ -134,7 +134,7 @@ public final class BigQueryClient: @unchecked Sendable {
             // The server may answer at once, whatever timeoutMs asked: wait out what is left of pollWait.
             let left = deadline.microseconds - (clock.now() - start).microseconds
             let pause = min(pollWait.microseconds - (clock.now() - asked).microseconds, left)
-            if pause > 0 { call.sleep(Instant.Duration(microseconds: pause)) }
+            if pause > 0 { call.pause(Instant.Duration(microseconds: pause)) }
             guard clock.now() - start < deadline else { throw outOfTime("did not complete") }
             pollWait = min(pollWait * 2, longestPollWait)
             polls += 1

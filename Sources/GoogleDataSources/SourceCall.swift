@@ -133,6 +133,12 @@ public final class SourceCaller: @unchecked Sendable {
 
     private func wait(_ d: Instant.Duration) {
         waits.append(d)
+        pause(d)
+    }
+
+    /// Waits `d` (at most 2 minutes) without counting it as a wait an answer asked for (a poll's pause between two
+    /// asks): the injected sleeper, else real time cut short by `cancellation`.
+    func pause(_ d: Instant.Duration) {
         if let sleep {
             sleep(d)
         } else if d.microseconds > 0 {
