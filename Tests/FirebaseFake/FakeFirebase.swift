@@ -139,13 +139,15 @@ public final class FakeFirebase: @unchecked Sendable {
         return try JSONParser().parse(r.body)
     }
 
-    /// Arms a fault: `drop_before`, `drop_after`, `delay_before`, `delay_after`, `unavailable`, `unauthenticated`.
-    public func fault(_ name: String, match: String, count: Int = 1, seconds: Double = 0) throws {
+    /// Arms a fault: `drop_before`, `drop_after`, `delay_before`, `delay_after`, `unavailable`, `unauthenticated`,
+    /// ...; or a lie (a 200 that is wrong): `ok_unapplied`, `ok_misnumbered` (`value`: the version it names),
+    /// `page_loop` (`value` "same": one token again and again).
+    public func fault(_ name: String, match: String, count: Int = 1, seconds: Double = 0, value: String? = nil) throws {
         try control(
             "POST", "/_fake/faults",
             [
                 "fault": .string(name), "match": .string(match), "count": .number(JSONNumber(count)),
-                "seconds": .number(JSONNumber(seconds)),
+                "seconds": .number(JSONNumber(seconds)), "value": value.map { .string($0) } ?? .null,
             ])
     }
 

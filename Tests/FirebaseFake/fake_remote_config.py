@@ -36,6 +36,13 @@ html_5xx (not applied, a 502 with an HTML page, as a load balancer sends), rate_
 Retry-After: `seconds`), bad_request (not applied, 400 INVALID_ARGUMENT). Match: publish, validate, rollback, get, list, token, any,
 and bigquery_query, bigquery_results for Google's data APIs (fake_google_data.py, served by this server).
 
+Lies (fault injection beyond the documents: a server, or something between, that answers 200 and is wrong; armed
+like the faults, with "value" where one is named): ok_unapplied (publish, rollback: not applied, answered 200 with
+the version it would have become and that version's ETag; appcheck_patch: not applied, answered 200 with the
+service as it is, mode and etag unchanged), ok_misnumbered (publish: applied, answered 200 naming version `value`
+with that version's ETag), page_loop (list, appcheck_get on the services list: a nextPageToken that never ends,
+every page served from the first again; `value` "same": the same token every time, else a new one each page).
+
 TLS (--tls DIR, certificates written by `fake_remote_config.py certs DIR`): the API and the token endpoint are
 served over HTTPS as https://localhost:<port> with DIR/good.pem, and the controls over plain HTTP on a second
 port (printed as "CONTROL <n>" after the PORT line). POST /_fake/tls {"cert": NAME} serves DIR/NAME.pem from the
@@ -75,6 +82,8 @@ APP_CHECK_SERVICES = {"firestore.googleapis.com", "firebasedatabase.googleapis.c
 ENFORCEMENT_MODES = {"OFF", "UNENFORCED", "ENFORCED"}
 VALUE_TYPES = {"PARAMETER_VALUE_TYPE_UNSPECIFIED", "STRING", "BOOLEAN", "NUMBER", "JSON"}
 KEY_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,255}$")
+# Fault injection: answers of 200 that are wrong (see "Lies" above); each handler checks `self.lied(name)`.
+LIES = {"ok_unapplied", "ok_misnumbered", "page_loop"}
 
 
 def b64url_decode(s):
@@ -120,6 +129,13 @@ class State:
         return t.strftime("%Y-%m-%dT%H:%M:%S.") + (f"{t.microsecond:06d}" if n % 2 else f"{t.microsecond // 1000:03d}") + "Z"
 
     def _append(self, template, user, origin, update_type, description, rollback_source):
+        version, template = self.would_be(template, user, origin, update_type, description, rollback_source)
+        self.versions.append((version, template))
+        del self.versions[:-MAX_VERSIONS]
+        return int(version["versionNumber"])
+
+    def would_be(self, template, user, origin, update_type, description, rollback_source):
+        """The next version, not stored."""
         n = (int(self.versions[-1][0]["versionNumber"]) + 1) if self.versions else 1
         version = {
             "versionNumber": str(n),
@@ -131,9 +147,7 @@ class State:
         }
         if rollback_source is not None:
             version["rollbackSource"] = str(rollback_source)
-        self.versions.append((version, json.loads(json.dumps(template))))
-        del self.versions[:-MAX_VERSIONS]
-        return n
+        return version, json.loads(json.dumps(template))
 
     def etag(self, n):
         return f"etag-{self.number}-{n}"
@@ -282,6 +296,12 @@ def make_handler(state, token_url_holder):
                 pass
             raise Dropped()
 
+        lie = None
+
+        def lied(self, name):
+            """Whether this request is to be answered with the lie `name` (fault injection)."""
+            return self.lie is not None and self.lie["fault"] == name
+
         def take_fault(self, kind):
             with state.lock:
                 for f in state.faults:
@@ -358,6 +378,7 @@ def make_handler(state, token_url_holder):
         def faulted(self, kind, handle):
             fault = self.take_fault(kind)
             name = fault and fault["fault"]
+            self.lie = fault if name in LIES else None
             if name == "drop_before":
                 self.drop()
             if name == "delay_before":
@@ -575,12 +596,15 @@ def make_handler(state, token_url_holder):
                 size = min(size or 100, 100)
                 with state.lock:
                     ids = sorted(state.appcheck)
-                start = int(b64url_decode((query.get("pageToken") or [""])[0]).decode() or 0) if query.get("pageToken") else 0
+                start = int(b64url_decode((query.get("pageToken") or [""])[0]).decode().split(":")[0] or 0) if query.get("pageToken") else 0
                 page = ids[start:start + size]
                 # proto3 JSON: an empty repeated field is left out.
                 out = {"services": [self.service_doc(project, i) for i in page]} if page else {}
                 if start + size < len(ids):
                     out["nextPageToken"] = base64.urlsafe_b64encode(str(start + size).encode()).decode().rstrip("=")
+                if self.lied("page_loop"):
+                    again = "0" if self.lie["value"] == "same" else f"0:{secrets.token_hex(4)}"
+                    out["nextPageToken"] = base64.urlsafe_b64encode(again.encode()).decode().rstrip("=")
                 return self.send(200, out)
             sid = self.service_id(project, f"projects/{project}/services/{service}")
             if method == "GET":
@@ -593,6 +617,8 @@ def make_handler(state, token_url_holder):
                 raise Fail(400, "INVALID_ARGUMENT", "the service's name does not match the URL")
             with state.lock:
                 self.check_update(sid, body, mask)
+                if self.lied("ok_unapplied"):
+                    return self.send(200, self.service_doc(project, sid))
                 return self.send(200, self.apply_update(project, sid, body, mask))
 
         def json_body(self, raw):
@@ -699,8 +725,14 @@ def make_handler(state, token_url_holder):
             if validate_only:
                 self.send(200, t, {"ETag": f"etag-{state.number}-0"})
                 return
-            n = state._append(t, state.email, "REST_API", "FORCED_UPDATE" if forced else "INCREMENTAL_UPDATE", description, None)
+            update_type = "FORCED_UPDATE" if forced else "INCREMENTAL_UPDATE"
+            if self.lied("ok_unapplied"):
+                v, t = state.would_be(t, state.email, "REST_API", update_type, description, None)
+                return self.send(200, state.document(v, t), {"ETag": state.etag(v["versionNumber"])})
+            n = state._append(t, state.email, "REST_API", update_type, description, None)
             v, t = state.head()
+            if self.lied("ok_misnumbered"):
+                v, n = dict(v, versionNumber=str(self.lie["value"])), self.lie["value"]
             self.send(200, state.document(v, t), {"ETag": state.etag(n)})
 
         def rollback(self, query, raw):
@@ -714,6 +746,9 @@ def make_handler(state, token_url_holder):
             found = state.find(wanted)
             if not found:
                 raise Fail(404, "NOT_FOUND", f"[VERSION_NOT_FOUND]: Version {wanted} not found for project: {state.number}")
+            if self.lied("ok_unapplied"):
+                v, t = state.would_be(found[1], state.email, "REST_API", "ROLLBACK", f"Rollback to version {wanted}", wanted)
+                return self.send(200, state.document(v, t), {"ETag": state.etag(v["versionNumber"])})
             n = state._append(found[1], state.email, "REST_API", "ROLLBACK", f"Rollback to version {wanted}", wanted)
             v, t = state.head()
             self.send(200, state.document(v, t), {"ETag": state.etag(n)})
@@ -724,6 +759,7 @@ def make_handler(state, token_url_holder):
                 raise Fail(400, "INVALID_ARGUMENT", "[VALIDATION_ERROR]: pageSize must be between 1 and 300")
             end = (query.get("endVersionNumber") or [None])[0]
             newest = [v for v, _ in reversed(state.versions) if end is None or int(v["versionNumber"]) <= int(end)]
+            first = newest[0]["versionNumber"] if newest else "0"
             token = (query.get("pageToken") or [None])[0]
             if token:
                 try:
@@ -735,6 +771,9 @@ def make_handler(state, token_url_holder):
             out = {"versions": page}
             if rest:
                 out["nextPageToken"] = base64.urlsafe_b64encode(f"next:{rest[0]['versionNumber']}".encode()).decode().rstrip("=")
+            if self.lied("page_loop"):
+                again = f"next:{first}" if self.lie["value"] == "same" else f"next:{first}:{secrets.token_hex(4)}"
+                out["nextPageToken"] = base64.urlsafe_b64encode(again.encode()).decode().rstrip("=")
             self.send(200, out)
 
         # Test controls
@@ -747,7 +786,7 @@ def make_handler(state, token_url_holder):
                 return
             with state.lock:
                 if path == "/_fake/faults" and method == "POST":
-                    fault = {"fault": body["fault"], "match": body.get("match", "any"), "count": body.get("count", 1), "seconds": body.get("seconds", 0)}
+                    fault = {"fault": body["fault"], "match": body.get("match", "any"), "count": body.get("count", 1), "seconds": body.get("seconds", 0), "value": body.get("value")}
                     state.faults.append(fault)
                     return self.send(200, {"ok": True})
                 if path == "/_fake/state":
