@@ -63,17 +63,18 @@ public final class AppCheckServicesClient: @unchecked Sendable {
     public func list() throws -> [AppCheckService] {
         var out: [AppCheckService] = []
         var token: String?
-        var pages = 0
+        var walk = PageWalk("App Check services list", maxPages: 100)
         repeat {
-            pages += 1
-            guard pages <= 100 else { throw FirebaseError.protocolViolation("App Check listed more than 100 pages of services") }
             var url = parent + "/services?pageSize=100"
             if let token { url += "&pageToken=" + ServiceAccountTokenProvider.formEscape(token) }
             let r = try caller.send("GET", url, permission: "firebaseappcheck.services.get", retry: true)
             try r.expectOK()
             let json = try r.json()
-            for s in json["services"]?.arrayValue ?? [] { out.append(try Self.service(s)) }
-            token = json["nextPageToken"]?.stringValue.flatMap { $0.isEmpty ? nil : $0 }
+            for s in json["services"]?.arrayValue ?? [] {
+                let service = try Self.service(s)
+                if !out.contains(where: { $0.name == service.name }) { out.append(service) }
+            }
+            token = try walk.next(after: json["nextPageToken"]?.stringValue)
         } while token != nil
         return out
     }

@@ -99,19 +99,25 @@ public final class FirebaseConfigStore: ConfigStore, @unchecked Sendable {
     func oldestKeptVersion() throws -> Int? {
         var oldest: Int?
         var token: String?
+        var walk = Self.versionPages()
         repeat {
             let page = try client.listVersions(pageSize: 300, pageToken: token, endVersionNumber: nil)
             for v in page.versions {
                 if let n = v["versionNumber"]?.stringValue.flatMap({ Int($0) }) { oldest = min(oldest ?? n, n) }
             }
-            token = page.nextPageToken
+            token = try walk.next(after: page.nextPageToken)
         } while token != nil
         return oldest
     }
 
+    /// `listVersions` pages: Firebase keeps at most 300 versions, so at most 300 pages even of one version each.
+    static func versionPages() -> PageWalk { PageWalk("listVersions", maxPages: 300) }
+
     public func versions(limit: Int, before: Int?) throws -> [VersionInfo] {
         var out: [VersionInfo] = []
+        var listed: Set<Int> = []
         var token: String?
+        var walk = Self.versionPages()
         let end = before.map { $0 - 1 }
         if let end, end < 1 { return [] }
         repeat {
@@ -119,13 +125,15 @@ public final class FirebaseConfigStore: ConfigStore, @unchecked Sendable {
                 pageSize: min(pageSize, max(1, limit - out.count)), pageToken: token, endVersionNumber: end)
             for v in page.versions {
                 var info = try Self.info(v, etag: "")
+                // A version listed again (a broken page token): listed once.
+                guard listed.insert(info.number).inserted else { continue }
                 if let cached = lock.withLock({ versionCache[info.number] }) { info.etag = cached.info.etag }
                 info = try attributed(info)
                 if let before, info.number >= before { continue }
                 out.append(info)
                 if out.count == limit { return out }
             }
-            token = page.nextPageToken
+            token = try walk.next(after: page.nextPageToken)
         } while token != nil
         return out
     }
