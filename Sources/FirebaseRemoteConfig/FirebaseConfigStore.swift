@@ -181,17 +181,21 @@ public final class FirebaseConfigStore: ConfigStore, @unchecked Sendable {
             description: description, rollbackSource: rollback, origin: request.updateOrigin, audit: request.audit)
         intent.id = try begin(intent)
 
-        // 3. Publish (or roll back), settling lost answers.
+        // 3. Publish (or roll back), settling lost answers and answers that are not what Firebase holds.
         var landed: FetchedTemplate?
         var attempt = 0
         var lostAnswer = false
+        var untrusted: [String] = []
         do {
             while landed == nil {
                 attempt += 1
                 do {
-                    landed =
+                    let answer =
                         try rollback.map { try client.rollback(to: $0) }
                         ?? client.put(document, ifMatch: ifMatch, validateOnly: false)
+                    landed = try confirmed(
+                        answer, base: baseNumber, conditional: intent.conditional, expected: expected,
+                        description: description, rollbackSource: rollback)
                 } catch let m as VersionMismatch {
                     // A conflict answer may be contradictory (Firebase applied the publish and answered 412 all the
                     // same), or, after a lost answer, our own earlier request that landed late: the version after
@@ -208,6 +212,7 @@ public final class FirebaseConfigStore: ConfigStore, @unchecked Sendable {
                     throw try conflict(expected: ifMatch, m)
                 } catch let e where Self.mayHaveLanded(e) {
                     lostAnswer = true
+                    if let u = e as? UntrustedAnswer { untrusted.append(u.description) }
                     switch try settle(
                         after: baseNumber, expected: expected, description: description, rollbackSource: rollback)
                     {
@@ -234,7 +239,12 @@ public final class FirebaseConfigStore: ConfigStore, @unchecked Sendable {
         let result = try stored(landed!)
         remember(result)
         do {
-            try complete(intent, landed: result.info)
+            try complete(
+                intent, landed: result.info,
+                note: untrusted.isEmpty
+                    ? nil
+                    : "settled by reading Firebase after an answer that was not what it holds ("
+                        + untrusted.joined(separator: "; ") + ")")
         } catch {
             throw StoreError.unavailable(
                 "published Firebase version \(result.info.number) (etag \(result.etag)) but could not write its audit record yet (the next command completes it): \(error)"
@@ -317,18 +327,62 @@ public final class FirebaseConfigStore: ConfigStore, @unchecked Sendable {
         } catch FirebaseError.api(let status, _, _) where status == 404 || status == 400 {
             return .notLanded
         }
-        let v = next.json["version"]
-        let ours: Bool
+        return Self.isOurs(next, expected: expected, description: description, rollbackSource: rollbackSource)
+            ? .landed(next) : .other(try fresh())
+    }
+
+    /// Whether `version` is the publish (its content and description) or the rollback (its source).
+    private static func isOurs(_ version: FetchedTemplate, expected: String, description: String, rollbackSource: Int?)
+        -> Bool
+    {
+        let v = version.json["version"]
         if let rollbackSource {
-            ours =
-                v?["updateType"]?.stringValue == "ROLLBACK"
+            return v?["updateType"]?.stringValue == "ROLLBACK"
                 && v?["rollbackSource"]?.stringValue == String(rollbackSource)
-        } else {
-            ours =
-                Self.content(next.json) == expected
-                && (v?["description"]?.stringValue ?? "") == String(description.prefix(1024))
         }
-        return ours ? .landed(next) : .other(try fresh())
+        return Self.content(version.json) == expected
+            && (v?["description"]?.stringValue ?? "") == String(description.prefix(1024))
+    }
+
+    /// A 200 to a publish answered with something other than what Firebase holds: settled like a lost answer.
+    struct UntrustedAnswer: Error, CustomStringConvertible {
+        var description: String
+    }
+
+    /// The answer to a publish, taken at its word only when it is what Firebase holds: it names, for a conditional
+    /// publish, the version after the base (`If-Match` allows no other), holds what was sent (a rollback: its
+    /// source), and reading that version back from Firebase gives the same. Anything else (a 200 for a publish not
+    /// applied, an answer naming another version) is an `UntrustedAnswer`, settled by reading like a lost answer,
+    /// so that the audit record names what Firebase really holds.
+    private func confirmed(
+        _ answer: FetchedTemplate, base: Int, conditional: Bool, expected: String, description: String,
+        rollbackSource: Int?
+    ) throws -> FetchedTemplate {
+        let named = answer.json["version"].flatMap { try? Self.info($0, etag: answer.etag).number }
+        guard let named else {
+            throw UntrustedAnswer(description: "Firebase answered 200 without the version it made")
+        }
+        if conditional, named != base + 1 {
+            throw UntrustedAnswer(
+                description: "Firebase answered 200 naming version \(named), but a publish on version \(base) can only "
+                    + "become version \(base + 1)")
+        }
+        guard Self.isOurs(answer, expected: expected, description: description, rollbackSource: rollbackSource) else {
+            throw UntrustedAnswer(
+                description: "Firebase answered 200 naming version \(named) with other content than was sent")
+        }
+        let held: FetchedTemplate
+        do {
+            held = try client.get(version: named)
+        } catch FirebaseError.api(let status, _, _) where status == 404 || status == 400 {
+            throw UntrustedAnswer(
+                description: "Firebase answered 200 naming version \(named), which it does not hold")
+        }
+        guard Self.isOurs(held, expected: expected, description: description, rollbackSource: rollbackSource) else {
+            throw UntrustedAnswer(
+                description: "Firebase answered 200 naming version \(named), which holds something else")
+        }
+        return answer
     }
 
     /// Whether the version after `base` can only be the publish of `intent`: no audit record claims it and no
@@ -342,7 +396,7 @@ public final class FirebaseConfigStore: ConfigStore, @unchecked Sendable {
     /// protocol (no ETag, not JSON, no version: Firebase may have applied it and a proxy or a bug mangled the
     /// answer), or a server error (a gateway's 502 says nothing about what the server behind it did).
     private static func mayHaveLanded(_ error: Error) -> Bool {
-        if error is TransportError { return true }
+        if error is TransportError || error is UntrustedAnswer { return true }
         if case FirebaseError.protocolViolation = error { return true }
         if case FirebaseError.api(let status, _, _) = error { return status >= 500 }
         return false

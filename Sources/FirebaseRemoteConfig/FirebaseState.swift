@@ -52,13 +52,20 @@ extension FirebaseConfigStore {
                 "a \(p.audit.action) by \(p.audit.actor) on version \(p.baseNumber), interrupted at \(p.created.iso8601), is not settled yet (Firebase unreachable, or the request may still land): its audit record is missing until a later command settles it"
             )
         }
-        var published = 0
+        // Each Firebase version is made by one publish: two records claiming one version cannot both be true.
+        var claimedBy: [Int: Int64] = [:]
         for r in records where r.entry.result == .published {
             guard let v = r.entry.version, r.entry.detail.contains("firebase version \(v) etag ") else {
                 throw ConfigIntegrityProblem(auditRecord: r.sequence, "a publish that names no Firebase version and ETag (edited?)")
             }
-            published += 1
+            if let first = claimedBy[v] {
+                throw ConfigIntegrityProblem(
+                    auditRecord: r.sequence,
+                    "a publish that claims Firebase version \(v), as record \(first) does: one of them is not what Firebase holds")
+            }
+            claimedBy[v] = r.sequence
         }
+        let published = claimedBy.count
         return ConfigIntegrityReport(
             auditRecords: records.count, versions: published, headSequence: last?.sequence ?? 0,
             headHash: last?.hash ?? AuditChain.genesis)
