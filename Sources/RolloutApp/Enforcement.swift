@@ -110,8 +110,11 @@ public struct EnforcementPath {
     /// Sends the change once, settles a lost answer by reading the service again, and records the outcome.
     private func send(_ before: AppCheckService, _ mode: EnforcementMode, reason: String) throws -> AppCheckService {
         let after: AppCheckService
+        let settled: String?
         switch client.change(before, to: mode) {
-        case .applied(let now, _): after = now
+        case .applied(let now, let why):
+            after = now
+            settled = why
         case .failed(let error):
             try record(before, mode, "not applied: \(error)")
             throw error
@@ -119,7 +122,7 @@ public struct EnforcementPath {
         try record(
             before, mode,
             "applied (\(reason)); Firebase etag \(after.etag ?? "none")\(after.updateTime.map { ", updated \($0)" } ?? ""); "
-                + "takes effect within 15 minutes")
+                + "takes effect within 15 minutes\(settled.map { " (\($0))" } ?? "")")
         return after
     }
 
@@ -194,10 +197,10 @@ public struct EnforcementPolicy: WritePolicy {
         for s in services where s.enforcementMode == .enforced {
             try record(s.id, "ENFORCED", "UNENFORCED", "requested before a \(p.kind.rawValue) (\(p.reason)); sent to Firebase next")
             switch client.change(s, to: .unenforced) {
-            case .applied(let after, answerLost: false):
+            case .applied(let after, settled: nil):
                 try record(s.id, "ENFORCED", "UNENFORCED", "applied; Firebase etag \(after.etag ?? "none")")
-            case .applied(let now, answerLost: true):
-                try record(s.id, "ENFORCED", now.enforcementMode.rawValue, "applied (the answer was lost)")
+            case .applied(let now, settled: let why?):
+                try record(s.id, "ENFORCED", now.enforcementMode.rawValue, "applied (\(why))")
             case .failed(let error):
                 try record(s.id, "ENFORCED", "UNENFORCED", "not applied: \(error)")
                 return .refuse(
@@ -216,24 +219,38 @@ public struct EnforcementPolicy: WritePolicy {
 extension AppCheckServicesClient {
     /// What became of one change of a service's mode.
     enum ModeChange {
-        /// Firebase has it; `answerLost`: the answer never came, and reading the service showed the change.
-        case applied(AppCheckService, answerLost: Bool)
+        /// Firebase has it; `settled`: nil when its answer said so, else why the service was read again (the answer
+        /// was lost, or said otherwise) and the reading showed the change.
+        case applied(AppCheckService, settled: String?)
         case failed(any Error)
     }
 
-    /// Sends `before`'s change to `mode` once (with its etag) and settles a lost answer by reading the service:
-    /// applied when it now has `mode` under a new etag, or, for a lowering, any mode below the one it had (another
-    /// operator lowered it meanwhile: the users are no more at risk). The one rule of the enforcement path and the
-    /// kill's enforcement policy.
+    /// Sends `before`'s change to `mode` once (with its etag). A 200 is taken at its word only when it has `mode`
+    /// under a new etag; a lost answer, or one that says otherwise (Firebase answered but did not apply it), is
+    /// settled by reading the service: applied when it now has `mode` under a
+    /// new etag, or, for a lowering, any mode below the one it had (another operator lowered it meanwhile: the
+    /// users are no more at risk); otherwise failed. The one rule of the enforcement path and the kill's
+    /// enforcement policy.
     func change(_ before: AppCheckService, to mode: EnforcementMode) -> ModeChange {
+        var answered: AppCheckService?
         do {
-            return .applied(try setMode(before.id, mode, etag: before.etag), answerLost: false)
+            let answer = try setMode(before.id, mode, etag: before.etag)
+            guard answer.enforcementMode == mode, before.etag == nil || answer.etag != before.etag else {
+                answered = answer
+                throw FirebaseError.protocolViolation(
+                    "App Check answered the change of \(before.id) to \(mode.rawValue) with \(answer.enforcementMode.rawValue) "
+                        + "under \(answer.etag == before.etag ? "the same" : "another") etag: not applied")
+            }
+            return .applied(answer, settled: nil)
         } catch {
             if let now = try? get(before.id),
                 now.enforcementMode == mode && now.etag != before.etag
                     || mode < before.enforcementMode && now.enforcementMode < before.enforcementMode
             {
-                return .applied(now, answerLost: true)
+                return .applied(
+                    now,
+                    settled: answered.map { "its answer said \($0.enforcementMode.rawValue); reading it again showed the change" }
+                        ?? "the answer was lost")
             }
             return .failed(error)
         }

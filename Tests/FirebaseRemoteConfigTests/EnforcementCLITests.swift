@@ -118,4 +118,43 @@ struct EnforcementCLITests {
         let unread = try Self.audit(fake).filter { ($0["detail"]?.stringValue ?? "").hasPrefix("could not be read before a kill") }
         #expect(unread.count == 1, "\(unread)")
     }
+
+    /// App Check answers 200 to a change it did not apply (the service still ENFORCED under the same etag): the
+    /// kill is refused with the command to run and publishes nothing, `enforcement set` fails, and the audit log
+    /// says "not applied", never "applied".
+    @Test func aChangeAnswered200ButNotAppliedIsNeverTakenAsApplied() throws {
+        let fake = try FakeFirebase(template: existingTemplate)
+        #expect(try fake.rollout(["init", "--seed", "rollout-2026"]).status == 0)
+        #expect(try fake.rollout(["set", "100", "--reason", "done", "--force"]).status == 0)
+        try fake.control("POST", "/_fake/appcheck", ["service": "firestore.googleapis.com", "mode": "ENFORCED"])
+        let head = try fake.headNumber()
+        func enforcementRecords() throws -> [JSONValue] {
+            try Self.audit(fake).filter { ($0["action"]?.stringValue ?? "").hasPrefix("appcheck enforcement") }
+        }
+
+        try fake.fault("ok_unapplied", match: "appcheck_patch", count: 1)
+        let kill = try fake.rollout(["kill", "--reason", "incident"])
+        #expect(try fake.stat("faults_pending") == 0, "the lie was told")
+        #expect(kill.status == 4, "\(kill.stdout)\(kill.stderr)")
+        #expect(kill.stderr.contains("rollout enforcement set firestore.googleapis.com unenforced"), "\(kill.stderr)")
+        #expect(try fake.headNumber() == head, "nothing published")
+        #expect(try Self.modes(fake)["firestore.googleapis.com"] == "ENFORCED")
+        var records = try enforcementRecords()
+        #expect(!records.contains { ($0["detail"]?.stringValue ?? "").hasPrefix("applied") }, "\(records)")
+        #expect(records.first?["detail"]?.stringValue?.hasPrefix("not applied: App Check answered") == true, "\(records)")
+
+        try fake.fault("ok_unapplied", match: "appcheck_patch", count: 1)
+        let set = try fake.rollout(["enforcement", "set", "firestore.googleapis.com", "unenforced", "--reason", "lower"])
+        #expect(set.status != 0, "\(set.stdout)\(set.stderr)")
+        #expect(!set.stdout.contains("ENFORCED → ENFORCED"), "\(set.stdout)")
+        #expect(try Self.modes(fake)["firestore.googleapis.com"] == "ENFORCED")
+        records = try enforcementRecords()
+        #expect(!records.contains { ($0["detail"]?.stringValue ?? "").hasPrefix("applied") }, "\(records)")
+        #expect(records.first?["detail"]?.stringValue?.hasPrefix("not applied: App Check answered") == true, "\(records)")
+        #expect(try fake.rollout(["audit", "verify"]).status == 0)
+
+        // Told the truth, both go through.
+        #expect(try fake.rollout(["kill", "--reason", "incident"]).status == 0)
+        #expect(try Self.modes(fake)["firestore.googleapis.com"] == "UNENFORCED" && fake.headNumber() == head + 1)
+    }
 }
