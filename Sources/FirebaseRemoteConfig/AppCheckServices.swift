@@ -50,6 +50,14 @@ public final class AppCheckServicesClient: @unchecked Sendable {
 
     var parent: String { endpoint.origin + "/v1/projects/" + percentEncoded(project, keeping: "-._~") }
 
+    /// The retry policy and timeout of this client's calls.
+    public var policy: RetryPolicy { caller.policy }
+
+    /// The same client under `policy`: for reads that must not wait long (a kill's look at enforcement).
+    public func budgeted(_ policy: RetryPolicy) -> AppCheckServicesClient {
+        AppCheckServicesClient(endpoint: endpoint, project: project, caller: caller.with(policy: policy))
+    }
+
     /// `GET v1/projects/{p}/services/{id}`.
     public func get(_ id: String) throws -> AppCheckService {
         let r = try caller.send(

@@ -139,17 +139,28 @@ public struct EnforcementPath {
 /// (recorded as requested and as applied in the audit log), whichever face asked (CLI, console, auto-kill, plan).
 /// Never held by step-up or the gate: it serves a decrease, which always passes. When a service cannot be lowered
 /// the change is refused with the command to run; when enforcement cannot be read, the change goes ahead and the
-/// audit log says so (a kill must not wait on the App Check API).
+/// audit log says so (a kill must not wait on the App Check API: its reads get one attempt within `readTimeout`,
+/// not the retries every other call has).
 public struct EnforcementPolicy: WritePolicy {
     public let name = "App Check enforcement"
     /// It acts on exactly the changes the other policies let through unreviewed: reductions.
     public var reviewsReductions: Bool { true }
     let client: AppCheckServicesClient
+    /// `client` for reads: one attempt, within `readTimeout` (or the client's own timeout when shorter).
+    let reads: AppCheckServicesClient
     let clock: any Clock
 
-    public init(client: AppCheckServicesClient, clock: any Clock) {
+    /// How long a kill waits on the App Check API to read enforcement (listing the services, or settling a
+    /// change whose answer was lost or wrong) before it goes ahead without.
+    public static let readTimeout = Instant.Duration.seconds(Int64(5))
+
+    public init(client: AppCheckServicesClient, clock: any Clock, readTimeout: Instant.Duration = Self.readTimeout) {
         self.client = client
         self.clock = clock
+        var budget = client.policy
+        budget.attempts = 1
+        budget.timeout = min(budget.timeout, readTimeout)
+        self.reads = client.budgeted(budget)
     }
 
     /// Whether the change lowers the flag's effective exposure.
@@ -164,7 +175,7 @@ public struct EnforcementPolicy: WritePolicy {
     public func preview(_ p: Proposal) throws -> PolicyReport {
         guard Self.takesProviderAway(p) else { return PolicyReport(policy: name, lines: [], decision: .allow) }
         do {
-            let enforced = try client.list().filter { $0.enforcementMode == .enforced }.map(\.id)
+            let enforced = try reads.list().filter { $0.enforcementMode == .enforced }.map(\.id)
             return PolicyReport(
                 policy: name,
                 lines: enforced.isEmpty
@@ -186,7 +197,7 @@ public struct EnforcementPolicy: WritePolicy {
         // One call: only explicitly configured services are listed, and an unconfigured one is OFF.
         let services: [AppCheckService]
         do {
-            services = try client.list()
+            services = try reads.list()
         } catch {
             try record(
                 "(unread)", "", "",
@@ -196,7 +207,7 @@ public struct EnforcementPolicy: WritePolicy {
         }
         for s in services where s.enforcementMode == .enforced {
             try record(s.id, "ENFORCED", "UNENFORCED", "requested before a \(p.kind.rawValue) (\(p.reason)); sent to Firebase next")
-            switch client.change(s, to: .unenforced) {
+            switch client.change(s, to: .unenforced, reading: reads) {
             case .applied(let after, settled: nil):
                 try record(s.id, "ENFORCED", "UNENFORCED", "applied; Firebase etag \(after.etag ?? "none")")
             case .applied(let now, settled: let why?):
@@ -227,11 +238,13 @@ extension AppCheckServicesClient {
 
     /// Sends `before`'s change to `mode` once (with its etag). A 200 is taken at its word only when it has `mode`
     /// under a new etag; a lost answer, or one that says otherwise (Firebase answered but did not apply it), is
-    /// settled by reading the service: applied when it now has `mode` under a
+    /// settled by reading the service (with `reading`, else this client): applied when it now has `mode` under a
     /// new etag, or, for a lowering, any mode below the one it had (another operator lowered it meanwhile: the
     /// users are no more at risk); otherwise failed. The one rule of the enforcement path and the kill's
     /// enforcement policy.
-    func change(_ before: AppCheckService, to mode: EnforcementMode) -> ModeChange {
+    func change(_ before: AppCheckService, to mode: EnforcementMode, reading: AppCheckServicesClient? = nil)
+        -> ModeChange
+    {
         var answered: AppCheckService?
         do {
             let answer = try setMode(before.id, mode, etag: before.etag)
@@ -243,7 +256,7 @@ extension AppCheckServicesClient {
             }
             return .applied(answer, settled: nil)
         } catch {
-            if let now = try? get(before.id),
+            if let now = try? (reading ?? self).get(before.id),
                 now.enforcementMode == mode && now.etag != before.etag
                     || mode < before.enforcementMode && now.enforcementMode < before.enforcementMode
             {

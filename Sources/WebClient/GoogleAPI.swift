@@ -30,6 +30,12 @@ public final class GoogleAPICaller: @unchecked Sendable {
         self.random = random
     }
 
+    /// The same caller (credentials, transport) under another retry policy and timeout: a call that must not wait
+    /// long gets its own budget.
+    public func with(policy: RetryPolicy) -> GoogleAPICaller {
+        GoogleAPICaller(project: project, tokens: tokens, transport: transport, policy: policy, sleep: sleep, random: random)
+    }
+
 
     /// The answer of one call after authentication and the retries the call allows.
     package struct Answer {

@@ -157,4 +157,24 @@ struct EnforcementCLITests {
         #expect(try fake.rollout(["kill", "--reason", "incident"]).status == 0)
         #expect(try Self.modes(fake)["firestore.googleapis.com"] == "UNENFORCED" && fake.headNumber() == head + 1)
     }
+
+    /// The App Check API accepts the connection and never answers: the kill does not wait out the retries every
+    /// other call has (5 attempts of 30 seconds); it reads once within a few seconds, goes ahead, and the audit
+    /// log says enforcement could not be read.
+    @Test func aKillDoesNotWaitOnASilentAppCheckAPI() throws {
+        let fake = try FakeFirebase(template: existingTemplate)
+        #expect(try fake.rollout(["init", "--seed", "rollout-2026"]).status == 0)
+        #expect(try fake.rollout(["set", "100", "--reason", "done", "--force"]).status == 0)
+        let head = try fake.headNumber()
+        try fake.fault("delay_before", match: "appcheck_get", count: 20, seconds: 300)
+        let started = Date()
+        let kill = try fake.rollout(["kill", "--reason", "incident"])
+        let took = Date().timeIntervalSince(started)
+        try fake.clearFaults()
+        #expect(kill.status == 0, "\(kill.stderr)")
+        #expect(took < 25, "the kill waited \(took) s on the App Check API")
+        #expect(try fake.headNumber() == head + 1)
+        let unread = try Self.audit(fake).filter { ($0["detail"]?.stringValue ?? "").hasPrefix("could not be read before a kill") }
+        #expect(unread.count == 1, "\(unread)")
+    }
 }
