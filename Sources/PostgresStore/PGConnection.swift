@@ -86,8 +86,11 @@ public final class PGConnection: @unchecked Sendable {
     final class NoticeLog: @unchecked Sendable {
         /// The newest notices, oldest first, at most `kept`.
         private(set) var notices: [String] = []
+        /// How many notices arrived in all (the list keeps only the newest).
+        private(set) var received = 0
         static let kept = 8
         func keep(_ notice: String) {
+            received += 1
             notices.append(notice.trimmingWhitespace())
             if notices.count > Self.kept { notices.removeFirst(notices.count - Self.kept) }
         }
@@ -134,6 +137,10 @@ public final class PGConnection: @unchecked Sendable {
     /// Whether statements are queued for the next round trip.
     public var hasDeferred: Bool { !deferred.isEmpty }
 
+    /// Whether the session is gone (the server ended it, the network dropped it): libpq marked it at the call
+    /// that met the loss.
+    public var isLost: Bool { PQstatus(raw) != CONNECTION_OK }
+
     /// Statements that set up the session (`SET ...`), run again after a reconnect.
     public var sessionSetup: [String] = []
 
@@ -148,15 +155,20 @@ public final class PGConnection: @unchecked Sendable {
     /// next transaction does not fail on it.
     @discardableResult
     public func reconnectIfLost() -> Bool {
+        var ended = false
         if PQstatus(raw) == CONNECTION_OK, PQtransactionStatus(raw) == PQTRANS_IDLE, deferred.isEmpty {
             // The goodbye and the end of the stream may take a read each; a few reads at most, only while the
-            // socket has something to read now.
+            // socket has something to read now. The goodbye (a FATAL, which libpq hands an idle connection's
+            // notice processor) may come before the server closes the socket: it alone ends the session too.
+            let before = noticeLog.received
             for _ in 0..<4 {
                 var p = pollfd(fd: PQsocket(raw), events: Int16(POLLIN), revents: 0)
                 guard poll(&p, 1, 0) > 0, PQconsumeInput(raw) == 1, PQstatus(raw) == CONNECTION_OK else { break }
             }
+            let new = min(noticeLog.received - before, noticeLog.notices.count)
+            ended = noticeLog.notices.suffix(new).contains { $0.hasPrefix("FATAL") }
         }
-        guard PQstatus(raw) != CONNECTION_OK else { return true }
+        guard PQstatus(raw) != CONNECTION_OK || ended else { return true }
         PQreset(raw)
         prepared = [:]
         deferred = []

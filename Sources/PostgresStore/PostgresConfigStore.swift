@@ -181,6 +181,7 @@ public final class PostgresConfigStore: ConfigStore, @unchecked Sendable {
             connection.reconnectIfLost()
             // Cleared per attempt, not when it ends: a rollback after the body committed must not send ROLLBACK.
             committedByBody = false
+            commitSent = false
             do {
                 depth = 1
                 defer {
@@ -202,10 +203,17 @@ public final class PostgresConfigStore: ConfigStore, @unchecked Sendable {
                 if committedByBody { return value }
                 // The new seal and COMMIT in one round trip (the body's deferred writes go with the state the
                 // seal is made of, in the round trip before).
+                commitSent = true
                 let sealed = try renewSeal(thenCommit: true)
                 if sealed == nil { try connection.execute("COMMIT") }
                 if let sealed, sealed.sequence > 0 { advanceWitness(to: sealed) }
                 return value
+            } catch is PostgresError where attempt == 1 && !commitSent && connection.isLost {
+                // The session was gone (ended by the server while idle, its goodbye not read yet): the server drops
+                // an ended session's open transaction and COMMIT was not sent, so nothing of this one lasts; it
+                // runs once more on a new session (`reconnectIfLost` at the top of the loop).
+                _ = connection.discardDeferred()
+                continue
             } catch let e as PostgresError where e.isRetryable && attempt < retryLimit {
                 rollback()
                 continue
@@ -290,6 +298,9 @@ public final class PostgresConfigStore: ConfigStore, @unchecked Sendable {
 
     /// Whether the body of the open transaction committed it itself (`pipelineThenCommit`).
     private var committedByBody = false
+    /// Whether COMMIT went to the server in this attempt (from the body or after it): a failure after it is never
+    /// run again, since the transaction may have committed.
+    private var commitSent = false
 
     /// Runs `statements` in one round trip and answers their rows; in the outermost transaction of a writer that
     /// holds no head lock and renews no seal (a telemetry batch of its own), COMMIT goes last in that round trip,
@@ -302,6 +313,7 @@ public final class PostgresConfigStore: ConfigStore, @unchecked Sendable {
     /// The same with statements that may carry binary parameters.
     func pipelineThenCommit(statements: [PGStatement]) throws -> [[[String?]]] {
         guard commitsInBody else { return try connection.pipeline(statements: statements) }
+        commitSent = true
         let rows = try connection.pipeline(statements: statements + [PGStatement("COMMIT", [])])
         committedByBody = true
         return Array(rows.dropLast())
@@ -313,6 +325,7 @@ public final class PostgresConfigStore: ConfigStore, @unchecked Sendable {
         statements: [PGStatement], streaming more: (_ send: ([PGStatement]) throws -> Void) throws -> Void
     ) throws -> [[[String?]]] {
         guard commitsInBody else { return try connection.pipeline(statements: statements, streaming: more) }
+        commitSent = true
         let rows = try connection.pipeline(statements: statements) { send in
             // (Swift refuses to pass one non-escaping closure parameter to another without this; nothing escapes.)
             try withoutActuallyEscaping(send) { send in
@@ -385,7 +398,12 @@ public final class PostgresConfigStore: ConfigStore, @unchecked Sendable {
         defer { lock.unlock() }
         if depth > 0 { return try body() }
         connection.reconnectIfLost()
-        try connection.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+        do {
+            try connection.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+        } catch is PostgresError where connection.isLost {
+            connection.reconnectIfLost()
+            try connection.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+        }
         depth = 1
         defer { depth = 0 }
         do {
@@ -403,7 +421,13 @@ public final class PostgresConfigStore: ConfigStore, @unchecked Sendable {
         lock.lock()
         defer { lock.unlock() }
         if depth == 0 { connection.reconnectIfLost() }
-        return try body()
+        do {
+            return try body()
+        } catch is PostgresError where depth == 0 && connection.isLost {
+            // A read on a session that was gone: once more on a new one (a read changes nothing).
+            connection.reconnectIfLost()
+            return try body()
+        }
     }
 
     // MARK: ConfigStore
