@@ -196,8 +196,19 @@ public struct RampPlanStates {
             // Its first step would publish over the kill; the kill is undone by a person ('rollout resume'), not a
             // plan. (Checked in the write's transaction: a viewer is refused as a writer first, and a kill published
             // meanwhile is seen.)
-            if try RolloutPlan.locate(in: session.config.current().template)?.state == .killed {
+            let live = try RolloutPlan.locate(in: session.config.current().template)
+            if live?.state == .killed {
                 return .failure(RampPlanFailure("the rollout is killed; resume it first ('rollout resume'), then start the plan"))
+            }
+            // A ramp raises exposure: a first step below what the rollout exposes now would lower it at once,
+            // unasked (a plan file meant for another rollout, or a rollout already past where the plan starts).
+            let exposedNow = live.map { $0.state == .rolling ? $0.percentage : .zero } ?? .zero
+            if let first = plan.steps.first, first.target < exposedNow {
+                return .failure(
+                    RampPlanFailure(
+                        "plan '\(plan.name)' starts at \(first.target) (line \(first.line)) but the rollout exposes \(exposedNow) "
+                            + "now: starting it would lower exposure at once; start from a step at or above \(exposedNow), or "
+                            + "lower it first with 'rollout set'"))
             }
             if let old = try plans.loadPlan(), let phase = RampState.Phase(rawValue: old.phase),
                 !phase.isFinal

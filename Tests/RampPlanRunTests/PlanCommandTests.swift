@@ -17,6 +17,26 @@ import Testing
         return store
     }
 
+    /// A plan whose first step is below what the rollout exposes now is refused: it would lower exposure at once,
+    /// unasked. A first step at the current exposure or above starts.
+    @Test func aPlanStartingBelowTheCurrentExposureIsRefused() throws {
+        let dir = try TestSupport.temporaryDirectory("plan-lower")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let store = try Self.initialized(in: dir)
+        #expect(try Self.rollout(store, ["set", "20", "--reason", "by hand"]).status == 0)
+        let low = dir.appendingPathComponent("low.plan").path
+        try "name ramp\nstep 5%\nstep 25%\n".write(toFile: low, atomically: true, encoding: .utf8)
+        let refused = try Self.rollout(store, ["plan", "start", low])
+        #expect(refused.status != 0)
+        #expect(refused.stderr.contains("plan 'ramp' starts at 5% (line 2) but the rollout exposes 20% now"), "\(refused.stderr)")
+        #expect(try Self.rollout(store, ["plan", "status"]).status == 1, "no plan was stored")
+        let level = dir.appendingPathComponent("level.plan").path
+        try "name ramp\nstep 20%\nstep 25%\n".write(toFile: level, atomically: true, encoding: .utf8)
+        let started = try Self.rollout(store, ["plan", "start", level])
+        #expect(started.status == 0, "\(started.stderr)")
+        #expect(try Self.rollout(store, ["audit", "verify"]).status == 0)
+    }
+
     @Test func startStatusPauseResumeAbortRun() throws {
         let dir = try TestSupport.temporaryDirectory("plan-cli")
         defer { try? FileManager.default.removeItem(at: dir) }
@@ -80,7 +100,7 @@ import Testing
         let dir = try TestSupport.temporaryDirectory("plan-kill")
         defer { try? FileManager.default.removeItem(at: dir) }
         let store = try Self.initialized(in: dir)
-        #expect(try Self.rollout(store, ["set", "40", "--reason", "earlier ramp"]).status == 0)
+        #expect(try Self.rollout(store, ["set", "4", "--reason", "earlier ramp"]).status == 0)
         #expect(try Self.rollout(store, ["kill", "--reason", "incident"]).status == 0)
         let good = dir.appendingPathComponent("ramp.plan").path
         try "name ramp\r\nstep 5% hold 1h\r\nstep 10%\r\n".write(toFile: good, atomically: true, encoding: .utf8)
