@@ -108,7 +108,7 @@ public struct TwoPersonSettingsRequest: Sendable, Equatable {
         // A fixed failure baseline: a larger one makes the class's alarm slower to fire. `frozen` (learned from the
         // first window) may be either side of a number, so only a lower number than before is a tightening.
         case let k where k.hasPrefix("failures.baseline-percent."):
-            guard let f = number(from == "frozen" ? "off" : from), let t = number(to == "frozen" ? "off" : to) else { return weakens }
+            guard let f = Double(from), let t = Double(to) else { return weakens }
             return t > f ? weakens : nil
         // A method list that accepts a method it did not accept before.
         case let k where k.hasPrefix("step-up."):
