@@ -419,3 +419,31 @@ public enum CurrentUser {
         return String(decoding: buffer[..<end], as: UTF8.self)
     }
 }
+
+// MARK: the program's arguments
+
+public enum ProgramArguments {
+    /// The program's arguments, its name first: `CommandLine.arguments`, or the kernel's copy in
+    /// /proc/self/cmdline when the Swift runtime found none. On Linux the runtime finds argv from a constructor, by
+    /// walking back from `environ` on the initial stack; a preloaded library whose constructor ran first and added
+    /// an environment variable (libfaketime does) has moved `environ` to the heap by then, and the program saw no
+    /// arguments at all: `rollout kill --reason …` printed its help and exited 0, having done nothing.
+    public static func current() -> [String] {
+        let arguments = CommandLine.arguments
+        guard arguments.isEmpty, let bytes = try? Files.read("/proc/self/cmdline") else { return arguments }
+        return split(bytes)
+    }
+
+    /// The NUL-terminated strings of `bytes`, as /proc/PID/cmdline holds them (an empty argument is an empty
+    /// string; bytes after the last NUL, if any, are one more argument).
+    public static func split(_ bytes: [UInt8]) -> [String] {
+        var result: [String] = []
+        var start = 0
+        for (i, byte) in bytes.enumerated() where byte == 0 {
+            result.append(String(decoding: bytes[start..<i], as: UTF8.self))
+            start = i + 1
+        }
+        if start < bytes.count { result.append(String(decoding: bytes[start...], as: UTF8.self)) }
+        return result
+    }
+}

@@ -41,7 +41,7 @@ func complain(_ message: String) {
 let root = RootCommand.make()
 var code: ExitCode
 do {
-    switch try root.parse(Array(CommandLine.arguments.dropFirst()), environment: environment) {
+    switch try root.parse(Array(ProgramArguments.current().dropFirst()), environment: environment) {
     case .help(let command, let path):
         print(command.helpText(path: path, globalOptions: path.count > 1 ? RootCommand.globalOptions : []), terminator: "")
         code = .ok

@@ -136,6 +136,25 @@ struct CLIStoreTests {
         #expect(verify.status == 0 && verify.stdout.contains("audit log intact: 7 records, 7 versions"))
     }
 
+    /// Under a preloaded library whose constructor adds to the environment before the Swift runtime looks for argv
+    /// beside `environ` (libfaketime, preloaded without its wrapper, adds FAKETIME_SHARED), the binary still acts
+    /// on its arguments: it read none, printed its help and exited 0 having done nothing.
+    @Test func aPreloadedLibraryThatMovesTheEnvironmentLeavesTheArgumentsAlone() throws {
+        let s = try Store()
+        try s.run(["init"])
+        let preload = ["FAKETIME": "+0", "LD_PRELOAD": "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1"]
+        let stray = try TestSupport.run(
+            try TestSupport.rolloutBinary(), ["set", "10", "", "--reason", "start", "--store", s.path], environment: preload)
+        // The empty argument is kept: a stray positional, refused as the same command line is without the preload.
+        #expect(stray.status == 2 && Self.isOneLineError(stray), "\(stray)")
+        let set = try TestSupport.run(
+            try TestSupport.rolloutBinary(), ["set", "10", "--reason", "start", "--store", s.path, "--operator", "ana@x"],
+            environment: preload)
+        #expect(set.status == 0, "\(set)")
+        let audit = try s.run(["audit", "show"])
+        #expect(audit.stdout.contains("ana@x") && audit.stdout.contains("start"), "\(audit.stdout)")
+    }
+
     @Test func exitCodesForConflictRefusalAndFailure() throws {
         let s = try Store()
         try s.run(["init"])

@@ -4,6 +4,16 @@ import Testing
 
 @Suite("Platform")
 struct PlatformTests {
+    @Test("the kernel's copy of the arguments splits at each NUL, empty arguments kept")
+    func programArguments() {
+        #expect(ProgramArguments.split(Array("rollout\0kill\0\0--reason\0x y\0".utf8)) == ["rollout", "kill", "", "--reason", "x y"])
+        #expect(ProgramArguments.split(Array("a\0b".utf8)) == ["a", "b"])
+        #expect(ProgramArguments.split([]) == [])
+        #expect(ProgramArguments.split([0]) == [""])
+        // What the process itself was given (this test binary's own arguments are never empty).
+        #expect(ProgramArguments.current() == CommandLine.arguments)
+    }
+
     @Test("cFormat prints as printf does, with a full stop whatever the locale")
     func formatting() {
         #expect(cFormat("%.2f", 3.14159) == "3.14")
