@@ -7,8 +7,8 @@ group=${1:-build}
 build=(libncurses-dev libsqlite3-dev libssl-dev libqrencode-dev libmicrohttpd-dev libcurl4-openssl-dev libpq-dev libfido2-dev pkg-config)
 case "$group" in
   build|demo) want=("${build[@]}") ;;
-  test) want=("${build[@]}" tmux faketime python3-venv sqlite3 qrencode zbar-tools postgresql) ;;
-  bench) want=("${build[@]}" python3-venv openssl faketime postgresql time) ;;
+  test) want=("${build[@]}" tmux libfaketime python3-venv sqlite3 qrencode zbar-tools postgresql) ;;
+  bench) want=("${build[@]}" python3-venv openssl libfaketime postgresql time) ;;
   *) echo "deps.sh: unknown group '$group'" >&2; exit 2 ;;
 esac
 missing=()

@@ -227,9 +227,11 @@ enum AppCheckBench {
             ]
             let stamp = String(v.at.iso8601.replacingOccurrences(of: "T", with: " ").prefix(19))
             let out = try runProcess(
-                "/usr/bin/faketime", ["-f", "@\(stamp)", python, "-c", pyattestLoop],
-                stdin: try JSONSerialization.data(withJSONObject: input),
-                environment: ["TZ": "UTC", "FAKETIME_DONT_FAKE_MONOTONIC": "1"])
+                python, ["-c", pyattestLoop], stdin: try JSONSerialization.data(withJSONObject: input),
+                environment: [
+                    "TZ": "UTC", "FAKETIME": "@\(stamp)", "FAKETIME_DONT_FAKE_MONOTONIC": "1",
+                    "LD_PRELOAD": "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1",
+                ])
             guard let r = try JSONSerialization.jsonObject(with: out) as? [String: [Double]],
                 let attestations = r["attestations"], let assertions = r["assertions"],
                 attestations.count == 5, assertions.count == 5

@@ -49,9 +49,9 @@ import Timekeeping
         let stamp = (now + .minutes(1)).iso8601.replacingOccurrences(of: "T", with: " ").prefix(19)
         let script = TestSupport.packageRoot.appendingPathComponent("Tests/AppCheckTests/firebase_admin_tokens.py").path
         let result = try TestSupport.run(
-            "/usr/bin/faketime", ["-f", "@\(stamp)", python, script],
+            python, [script],
             stdin: String(decoding: try JSONSerialization.data(withJSONObject: request), as: UTF8.self),
-            environment: ["TZ": "UTC", "FAKETIME_DONT_FAKE_MONOTONIC": "1"])
+            environment: ["TZ": "UTC", "FAKETIME_DONT_FAKE_MONOTONIC": "1"], fakeTime: "@\(stamp)")
         try #require(result.status == 0, "firebase-admin failed: \(result.stderr)")
         let theirs = try #require(try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: String])
         f.clock.advance(by: .minutes(1))

@@ -248,8 +248,8 @@ import Timekeeping
             let stamp = time.iso8601.replacingOccurrences(of: "T", with: " ").prefix(19)
             let input = String(decoding: try JSONSerialization.data(withJSONObject: group.map(\.fields)), as: UTF8.self)
             let result = try TestSupport.run(
-                "/usr/bin/faketime", ["-f", "\(stamp)", python, script], stdin: input,
-                environment: ["TZ": "UTC", "FAKETIME_DONT_FAKE_MONOTONIC": "1"])
+                python, [script], stdin: input, environment: ["TZ": "UTC", "FAKETIME_DONT_FAKE_MONOTONIC": "1"],
+                fakeTime: "\(stamp)")
             try #require(result.status == 0, "pyattest failed at \(stamp): \(result.stderr)")
             let out = try #require(
                 try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: String])

@@ -1,6 +1,6 @@
 """Runs pyattest (the peer) over cases read as JSON from stdin and prints one verdict per case as JSON.
 
-pyattest has no clock option: the test runs this script under Debian's faketime at each case group's instant.
+pyattest has no clock option: the test runs this script under libfaketime (Debian's) at each case group's instant.
 Each case: {id, kind: attestation|assertion, ...}; each verdict: "ok" or the pyattest exception class name.
 """
 import asyncio

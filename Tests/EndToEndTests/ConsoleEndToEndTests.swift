@@ -18,7 +18,7 @@ struct ConsoleEndToEndTests {
             guard initialized else { return }
             // Only init creates a store; made an hour ago so that every later version is newer.
             let created = try TestSupport.run(
-                "/usr/bin/faketime", ["-f", "-60m", binary, "init", "--store", store, "--operator", "bob@example.com"])
+                binary, ["init", "--store", store, "--operator", "bob@example.com"], fakeTime: "-60m")
             guard created.status == 0 else { throw TestSupport.Failure("init failed: \(created.stderr)") }
         }
 
@@ -33,7 +33,7 @@ struct ConsoleEndToEndTests {
         @discardableResult
         func cli(minutesAgo minutes: Int, _ arguments: String...) throws -> TestSupport.ProcessResult {
             try TestSupport.run(
-                "/usr/bin/faketime", ["-f", "-\(minutes)m", binary] + arguments + ["--store", store, "--operator", "bob@example.com"])
+                binary, arguments + ["--store", store, "--operator", "bob@example.com"], fakeTime: "-\(minutes)m")
         }
 
         /// Fresh telemetry: sessions and attestation successes in both groups, a few failures.

@@ -53,8 +53,8 @@ struct ConsolePhoneStepUpTests {
 
         func cli(_ arguments: [String], minutesAgo: Int, stdin: String? = nil) throws -> TestSupport.ProcessResult {
             try TestSupport.run(
-                "/usr/bin/faketime", ["-f", "-\(minutesAgo)m", f.binary] + arguments + ["--store", f.store, "--operator", Self.ana],
-                stdin: stdin, environment: env)
+                f.binary, arguments + ["--store", f.store, "--operator", Self.ana],
+                stdin: stdin, environment: env, fakeTime: "-\(minutesAgo)m")
         }
         func code(_ secret: TOTPSecret, minutesAgo: Int) -> String {
             TOTP.standard.code(secret: secret, at: Instant(seconds: Int64(Date().timeIntervalSince1970) - Int64(minutesAgo * 60)))

@@ -46,7 +46,7 @@ struct ConsoleTwoPersonTests {
                 return try TestSupport.run(f.binary, args, stdin: stdin, environment: environment)
             }
             let offset = minutesAgo != 0 ? "-\(minutesAgo)m" : "+\(secondsAhead)"
-            return try TestSupport.run("/usr/bin/faketime", ["-f", offset, f.binary] + args, stdin: stdin, environment: environment)
+            return try TestSupport.run(f.binary, args, stdin: stdin, environment: environment, fakeTime: offset)
         }
         func code(_ secret: TOTPSecret, minutesAgo: Int) -> String {
             TOTP.standard.code(secret: secret, at: Instant(seconds: Int64(Date().timeIntervalSince1970) - Int64(minutesAgo * 60)))

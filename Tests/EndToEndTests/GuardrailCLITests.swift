@@ -58,7 +58,7 @@ struct GuardrailCLITests {
         func rollout(_ args: [String], stdin: String? = nil, minutesAgo: Int = 0) throws -> TestSupport.ProcessResult {
             let command = args + ["--store", store, "--operator", "ana@example.com"]
             if minutesAgo == 0 { return try TestSupport.run(bin, command, stdin: stdin) }
-            return try TestSupport.run("/usr/bin/faketime", ["-f", "-\(minutesAgo)m", bin] + command, stdin: stdin)
+            return try TestSupport.run(bin, command, stdin: stdin, fakeTime: "-\(minutesAgo)m")
         }
         #expect(try rollout(["init"], minutesAgo: 30).status == 0)
         // The rollout started 20 minutes ago at 50%, so that exposed and control are the same size.

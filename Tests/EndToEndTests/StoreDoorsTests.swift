@@ -31,11 +31,8 @@ struct StoreDoorsTests {
         ) throws -> TestSupport.ProcessResult {
             let stamp = Self.at(seconds).iso8601.prefix(19).replacingOccurrences(of: "T", with: " ")
             return try TestSupport.run(
-                "/usr/bin/faketime",
-                ["-f", "@\(stamp)", try TestSupport.rolloutBinary()] + arguments + [
-                    "--store", store ?? path, "--operator", id,
-                ],
-                stdin: stdin, environment: ["TZ": "UTC", "NO_COLOR": "1"])
+                try TestSupport.rolloutBinary(), arguments + ["--store", store ?? path, "--operator", id],
+                stdin: stdin, environment: ["TZ": "UTC", "NO_COLOR": "1"], fakeTime: "@\(stamp)")
         }
 
         @discardableResult

@@ -123,9 +123,9 @@ struct FirebasePlanTests {
         // 100% as published 58 minutes ago, judged on the telemetry of then (libfaketime for the binary).
         _ = try fake.control("POST", "/_fake/clock", ["offset_seconds": -3480])
         let full = try TestSupport.run(
-            "/usr/bin/faketime",
-            ["-f", "-58m", try TestSupport.rolloutBinary(), "set", "100", "--reason", "everyone", "--state", fake.stateLocation],
-            environment: fake.environment(operator: "ana@example.com").merging(["FAKETIME_DONT_FAKE_MONOTONIC": "1"]) { a, _ in a })
+            try TestSupport.rolloutBinary(), ["set", "100", "--reason", "everyone", "--state", fake.stateLocation],
+            environment: fake.environment(operator: "ana@example.com").merging(["FAKETIME_DONT_FAKE_MONOTONIC": "1"]) { a, _ in a },
+            fakeTime: "-58m")
         try #require(full.status == 0, "\(full.stderr)")
         let at100 = try fake.headNumber()
         _ = try fake.control("POST", "/_fake/clock", ["offset_seconds": 0])

@@ -28,8 +28,8 @@ struct PostgresRampPlansTests {
         let binary = try TestSupport.rolloutBinary()
         let command = arguments + (store.map { ["--store", $0] } ?? [])
         return try TestSupport.run(
-            faketime == nil ? binary : "/usr/bin/faketime", (faketime.map { ["-f", $0, binary] } ?? []) + command,
-            environment: ["ROLLOUT_STORE_KEY": key, "ROLLOUT_OPERATOR": "ana@test", "NO_COLOR": "1"])
+            binary, command, environment: ["ROLLOUT_STORE_KEY": key, "ROLLOUT_OPERATOR": "ana@test", "NO_COLOR": "1"],
+            fakeTime: faketime)
     }
 
     func planFile(_ name: String, _ text: String) throws -> String {

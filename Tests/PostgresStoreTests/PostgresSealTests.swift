@@ -28,9 +28,9 @@ struct PostgresSealTests {
     {
         let binary = try TestSupport.rolloutBinary()
         return try TestSupport.run(
-            faketime == nil ? binary : "/usr/bin/faketime",
-            (faketime.map { ["-f", $0, binary] } ?? []) + arguments + ["--store", store],
-            environment: ["ROLLOUT_STORE_KEY": keyPath ?? key, "ROLLOUT_OPERATOR": "ana@test", "NO_COLOR": "1"])
+            binary, arguments + ["--store", store],
+            environment: ["ROLLOUT_STORE_KEY": keyPath ?? key, "ROLLOUT_OPERATOR": "ana@test", "NO_COLOR": "1"],
+            fakeTime: faketime)
     }
 
     /// Runs `sql` with psql as the role of `conninfo` (a keyword/value string); fails the test when psql does.

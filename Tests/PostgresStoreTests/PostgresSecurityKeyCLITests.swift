@@ -29,12 +29,13 @@ struct PostgresSecurityKeyCLITests {
         func run(_ args: [String], _ t: Int64) throws -> TestSupport.ProcessResult {
             let stamp = Self.at(t).iso8601.prefix(19).replacingOccurrences(of: "T", with: " ")
             return try TestSupport.run(
-                "/usr/bin/faketime", ["-f", "@\(stamp)", try TestSupport.rolloutBinary()] + args + ["--store", conninfo],
+                try TestSupport.rolloutBinary(), args + ["--store", conninfo],
                 stdin: "",
                 environment: [
                     "TZ": "UTC", "ROLLOUT_STORE_KEY": keyFile, "ROLLOUT_OPERATOR": "ana@test", "NO_COLOR": "1",
                     "ROLLOUT_SECURITY_KEY": "unix:" + socketPath,
-                ])
+                ],
+                fakeTime: "@\(stamp)")
         }
         #expect(try run(["init", "--seed", "pg-keys"], -60).status == 0)
         let started = try run(["operator", "enroll", "--qr", "none"], 0)

@@ -88,12 +88,12 @@ struct PostgresSettingsCLITests {
         // Removing the last operator (with their code) turns step-up off.
         // (A fresh code: the next time step's, on a clock 30 s ahead, so that the code window holds it.)
         let removed = try TestSupport.run(
-            "/usr/bin/faketime",
+            try TestSupport.rolloutBinary(),
             [
-                "-f", "+30s", try TestSupport.rolloutBinary(), "operator", "remove", "ana@test", "--code",
-                TOTP.standard.code(secret: secret, step: step + 2), "--store", conninfo,
+                "operator", "remove", "ana@test", "--code", TOTP.standard.code(secret: secret, step: step + 2), "--store",
+                conninfo,
             ],
-            environment: ["ROLLOUT_STORE_KEY": key, "ROLLOUT_OPERATOR": "ana@test"])
+            environment: ["ROLLOUT_STORE_KEY": key, "ROLLOUT_OPERATOR": "ana@test"], fakeTime: "+30s")
         #expect(removed.status == 0, "\(removed.stderr)")
         #expect(removed.stdout.contains("Step-up verification is now off"))
         #expect(try stepUp.operators().isEmpty)
@@ -118,9 +118,8 @@ struct PostgresSettingsCLITests {
         let conninfo = try server.uris(of: server.freshDatabase()).socket
         func past(_ arguments: [String], minutesAgo: Int) throws -> TestSupport.ProcessResult {
             try TestSupport.run(
-                "/usr/bin/faketime",
-                ["-f", "-\(minutesAgo)m", try TestSupport.rolloutBinary()] + arguments + ["--store", conninfo],
-                environment: ["ROLLOUT_STORE_KEY": key, "ROLLOUT_OPERATOR": "ana@test"])
+                try TestSupport.rolloutBinary(), arguments + ["--store", conninfo],
+                environment: ["ROLLOUT_STORE_KEY": key, "ROLLOUT_OPERATOR": "ana@test"], fakeTime: "-\(minutesAgo)m")
         }
         #expect(try past(["init", "--seed", "pg-autokill"], minutesAgo: 30).status == 0)
         // The rollout started 20 minutes ago at 50%, so that exposed and control are the same size.

@@ -161,11 +161,8 @@ import Testing
         func at(_ seconds: Int64, _ args: [String], stdin: String? = nil) throws -> TestSupport.ProcessResult {
             let stamp = Instant(seconds: seconds).iso8601.prefix(19).replacingOccurrences(of: "T", with: " ")
             return try TestSupport.run(
-                "/usr/bin/faketime",
-                ["-f", "@\(stamp)", try TestSupport.rolloutBinary()] + args + [
-                    "--store", store, "--operator", "ana@example.com",
-                ],
-                stdin: stdin, environment: ["TZ": "UTC", "NO_COLOR": ""])
+                try TestSupport.rolloutBinary(), args + ["--store", store, "--operator", "ana@example.com"],
+                stdin: stdin, environment: ["TZ": "UTC", "NO_COLOR": ""], fakeTime: "@\(stamp)")
         }
         func code(_ secret: String, _ seconds: Int64) throws -> String {
             let r = try TestSupport.run(

@@ -31,9 +31,9 @@ struct OperatorCLITests {
         func run(_ arguments: [String], at time: Instant, stdin: String? = nil) throws -> TestSupport.ProcessResult {
             let stamp = time.iso8601.prefix(19).replacingOccurrences(of: "T", with: " ")
             let result = try TestSupport.run(
-                "/usr/bin/faketime",
-                ["-f", "@\(stamp)", try TestSupport.rolloutBinary()] + arguments + ["--store", store],
-                stdin: stdin, environment: ["TZ": "UTC", "NO_COLOR": "", "ROLLOUT_OPERATOR": "nobody"])
+                try TestSupport.rolloutBinary(), arguments + ["--store", store],
+                stdin: stdin, environment: ["TZ": "UTC", "NO_COLOR": "", "ROLLOUT_OPERATOR": "nobody"],
+                fakeTime: "@\(stamp)")
             outputs.append(result.stdout + result.stderr)
             return result
         }

@@ -71,8 +71,8 @@ struct PhoneStepUpCLITests {
         {
             let stamp = time.iso8601.prefix(19).replacingOccurrences(of: "T", with: " ")
             let result = try TestSupport.run(
-                "/usr/bin/faketime", ["-f", "@\(stamp)", try TestSupport.rolloutBinary()] + arguments + ["--store", location],
-                stdin: stdin, environment: environment.merging(extra, uniquingKeysWith: { $1 }))
+                try TestSupport.rolloutBinary(), arguments + ["--store", location],
+                stdin: stdin, environment: environment.merging(extra, uniquingKeysWith: { $1 }), fakeTime: "@\(stamp)")
             outputs.append(result.stdout + result.stderr)
             return result
         }
@@ -248,10 +248,12 @@ struct PhoneStepUpCLITests {
 
         init(_ arguments: [String], store: String, at time: Instant, environment: [String: String]) throws {
             let stamp = time.iso8601.prefix(19).replacingOccurrences(of: "T", with: " ")
-            process.executableURL = URL(fileURLWithPath: "/usr/bin/faketime")
-            process.arguments = ["-f", "@\(stamp)", try TestSupport.rolloutBinary()] + arguments + ["--store", store]
+            process.executableURL = URL(fileURLWithPath: try TestSupport.rolloutBinary())
+            process.arguments = arguments + ["--store", store]
             var env = ProcessInfo.processInfo.environment
-            for (k, v) in ["TZ": "UTC", "NO_COLOR": "", "ROLLOUT_OPERATOR": "nobody"].merging(environment, uniquingKeysWith: { $1 }) {
+            for (k, v) in ["TZ": "UTC", "NO_COLOR": "", "ROLLOUT_OPERATOR": "nobody"].merging(environment, uniquingKeysWith: { $1 })
+                .merging(TestSupport.fakeTime("@\(stamp)"), uniquingKeysWith: { $1 })
+            {
                 env[k] = v
             }
             process.environment = env
@@ -488,8 +490,7 @@ struct PhoneStepUpCLITests {
                               'exit': os.waitstatus_to_exitcode(status), 'output': (shown + rest).decode('utf-8', 'replace')}))
             """
         var environment = s.environment.merging(fake.environment, uniquingKeysWith: { $1 })
-        environment["FAKETIME"] = "@\(stamp)"
-        environment["LD_PRELOAD"] = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1"
+        environment.merge(TestSupport.fakeTime("@\(stamp)"), uniquingKeysWith: { $1 })
         let r = try TestSupport.run(
             try TestSupport.python(),
             ["-c", script, try TestSupport.rolloutBinary(), "set", "100", "--reason", "all in", "--phone"] + Self.ana

@@ -61,17 +61,29 @@ public enum TestSupport {
         public var stderr: String
     }
 
-    /// Runs a program to completion, feeding `stdin`, and captures its output.
+    /// The environment that runs a program under libfaketime with `FAKETIME=spec` (`@2026-01-01 00:00:00` starts
+    /// its clock there, `-58m` shifts it), without Debian's `faketime` wrapper. The wrapper names a semaphore and a
+    /// shared-memory object after its own pid, exclusively, and removes them only when it ends normally: a killed
+    /// wrapper leaves them in /dev/shm, and a later wrapper given the same pid (pid_max is 32768; a test run starts
+    /// far more processes) fails with "sem_open: File exists" before the program runs at all (a CI run failed so).
+    /// The library alone names its own pair the same way but, when the name is taken, goes on without them (each
+    /// process here keeps its own clock anyway, as under the wrapper).
+    public static func fakeTime(_ spec: String) -> [String: String] {
+        ["FAKETIME": spec, "LD_PRELOAD": "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1"]
+    }
+
+    /// Runs a program to completion, feeding `stdin`, and captures its output; under libfaketime with `fakeTime`
+    /// (see `fakeTime(_:)`) when it is given.
     @discardableResult
     public static func run(
         _ executable: String, _ arguments: [String], stdin: String? = nil, environment: [String: String] = [:],
-        currentDirectory: URL? = nil
+        currentDirectory: URL? = nil, fakeTime spec: String? = nil
     ) throws -> ProcessResult {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: executable)
         process.arguments = arguments
         var env = ProcessInfo.processInfo.environment
-        for (k, v) in environment { env[k] = v }
+        for (k, v) in environment.merging(spec.map(fakeTime) ?? [:], uniquingKeysWith: { $1 }) { env[k] = v }
         process.environment = env
         if let currentDirectory { process.currentDirectoryURL = currentDirectory }
         let out = Pipe()

@@ -12,7 +12,7 @@ struct HostileOutputTests {
         let db = try TestSupport.temporaryDirectory("hostile").appendingPathComponent("store.db").path
         // A rollout started ten minutes ago, so that the events below count (telemetry counts from the start).
         for args in [["init", "--store", db], ["set", "10", "--reason", "start", "--store", db]] {
-            let r = try TestSupport.run("/usr/bin/faketime", ["-f", "-10m", try TestSupport.rolloutBinary()] + args)
+            let r = try TestSupport.run(try TestSupport.rolloutBinary(), args, fakeTime: "-10m")
             #expect(r.status == 0, "\(r.stderr)")
         }
         let now = Int64(Date().timeIntervalSince1970 * 1_000_000) - 60_000_000
