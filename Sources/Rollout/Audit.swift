@@ -98,6 +98,10 @@ public enum AuditChain {
     public struct Break: Error, Hashable, Sendable, CustomStringConvertible {
         public var sequence: Int64
         public var problem: String
+        public init(sequence: Int64, problem: String) {
+            self.sequence = sequence
+            self.problem = problem
+        }
         public var description: String { "audit record \(sequence): \(problem)" }
     }
 

@@ -362,6 +362,9 @@ struct PostgresSettingsTables: SettingsTables {
     func saveSource(_ configuration: SourceConfiguration) throws { try PostgresSourceConfig(store: config).save(configuration) }
     func removeSource(_ name: String) throws { try PostgresSourceConfig(store: config).remove(name) }
     func appendAudit(_ entry: Rollout.AuditEntry) throws { _ = try config.appendAudit(entry) }
+    func auditRecords(limit: Int, before: Int64?) throws -> [Rollout.AuditRecord] {
+        try config.auditRecords(limit: limit, before: before)
+    }
     func appCheckState() throws -> any AppCheckState {
         // On the config store's connection: its writes join the intent's transaction. Private keys are sealed
         // with this machine's team store key, as every other writer of these tables seals them.

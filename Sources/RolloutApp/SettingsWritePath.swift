@@ -324,6 +324,21 @@ public struct SettingsWritePath {
                 return .failure(.refused(message, needsCode: needsCode))
             }
             if let approving {
+                // The request as this transaction reads it in the chain that ends at the sealed head: the one
+                // given was read before the transaction, and a request is only what an intact chain holds.
+                let recorded: TwoPersonSettingsRequest?
+                do {
+                    recorded = try TwoPersonSettingsRequest.find(approving.id) { try db.auditRecords(limit: 1000, before: $0) }
+                } catch let broken as AuditChain.Break {
+                    return try refuse(
+                        "not-in-chain",
+                        "request \(approving.id) cannot be trusted: the audit log breaks at \(broken); nothing was "
+                            + "changed ('rollout audit verify' shows the damage)")
+                }
+                guard recorded == approving else {
+                    return try refuse(
+                        "not-in-chain", "request \(approving.id) is not what the audit log holds; nothing was changed")
+                }
                 guard let large = twoPerson, large.change == approving.change else {
                     return try refuse(
                         "other-change",
@@ -631,6 +646,8 @@ public protocol SettingsTables {
         audit: (StepUpAuditEvent) throws -> Void
     ) throws -> StepUpDecision
     func appendAudit(_ entry: AuditEntry) throws
+    /// Audit records newest first, on this transaction's connection (`ConfigStore.auditRecords`).
+    func auditRecords(limit: Int, before: Int64?) throws -> [AuditRecord]
     /// The App Check exchange's state on this transaction's connection: what it writes joins the transaction.
     func appCheckState() throws -> any AppCheckState
     /// The configured telemetry sources (a backend that keeps none refuses with `SessionRefusal`).
@@ -716,6 +733,9 @@ struct SQLiteSettingsTables: SettingsTables {
         try OperatorTables.authorize(change, by: actor, code: code, in: db, clock: clock, audit: audit)
     }
     func appendAudit(_ entry: AuditEntry) throws { _ = try config.appendAudit(entry) }
+    func auditRecords(limit: Int, before: Int64?) throws -> [AuditRecord] {
+        try config.auditRecords(limit: limit, before: before)
+    }
     func appCheckState() throws -> any AppCheckState { try AppCheckStateTables(database: db) }
     func sourceConfigurations() throws -> [SourceConfiguration] { try SourceConfigTable.load(from: db) }
     func saveSource(_ configuration: SourceConfiguration) throws { try SourceConfigTable.save(configuration, in: db) }

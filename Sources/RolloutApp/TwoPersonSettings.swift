@@ -122,13 +122,62 @@ public struct TwoPersonSettingsRequest: Sendable, Equatable {
         }
     }
 
-    /// The newest request `id` in `session`'s audit log, nil when none.
+    /// The newest request `id` in `session`'s audit log, nil when none (see `find(_:pages:)`). When the chain
+    /// breaks on the way to it, the attempt is audited (`two-person approve ID`, refused, `result not-in-chain`)
+    /// before the break is thrown: an approval asked of a planted request is worth a line in the log it forged.
     public static func find(_ id: String, in session: RolloutSession) throws -> TwoPersonSettingsRequest? {
+        do {
+            return try find(id) { try session.templates.auditRecords(limit: 1000, before: $0) }
+        } catch let broken as AuditChain.Break {
+            let path = try session.settingsWritePath()
+            if !path.backend.isReadOnly {
+                try path.backend.transaction {
+                    try $0.appendAudit(
+                        AuditEntry(
+                            time: session.clock.now(), actor: session.operatorID, action: "two-person approve \(id)",
+                            result: .stepUpRefused, detail: "result not-in-chain; two-person-request \(id); \(broken)"))
+                }
+            }
+            throw broken
+        }
+    }
+
+    /// The newest request `id` in an audit log read newest first, a page at a time (`pages(before)`); nil when
+    /// none. A request is believed only as a link of the chain that ends at the log's head, which every write
+    /// checks against the seal: each record from the head down to the request must hash as it says, and be what
+    /// the next newer record names as its predecessor, one sequence number below it. A record planted in the log
+    /// or an old one edited (a shell on the store file, the writer role's INSERT) breaks that, and the walk
+    /// throws the break instead of reading the record as someone's request.
+    public static func find(_ id: String, pages: (_ before: Int64?) throws -> [AuditRecord]) throws
+        -> TwoPersonSettingsRequest?
+    {
         var before: Int64? = nil
+        var newer: AuditRecord? = nil
         while true {
-            let page = try session.templates.auditRecords(limit: 1000, before: before)
+            let page = try pages(before)
             for record in page {
+                if let newer {
+                    guard record.sequence == newer.sequence - 1 else {
+                        throw AuditChain.Break(
+                            sequence: record.sequence,
+                            problem: "out of order: found below record \(newer.sequence), which follows \(newer.sequence - 1)")
+                    }
+                    guard record.hash == newer.previousHash else {
+                        throw AuditChain.Break(
+                            sequence: record.sequence,
+                            problem: "is not the predecessor record \(newer.sequence) names (edited or planted)")
+                    }
+                } else if record.sequence < 1 {
+                    throw AuditChain.Break(sequence: record.sequence, problem: "out of order (found \(record.sequence))")
+                }
+                guard AuditChain.hash(sequence: record.sequence, entry: record.entry, previousHash: record.previousHash)
+                    == record.hash
+                else { throw AuditChain.Break(sequence: record.sequence, problem: "content does not match its hash (edited)") }
+                if record.sequence == 1, record.previousHash != AuditChain.genesis {
+                    throw AuditChain.Break(sequence: 1, problem: "does not start the chain")
+                }
                 if let request = TwoPersonSettingsRequest(record.entry), request.id == id { return request }
+                newer = record
             }
             guard let last = page.last, page.count == 1000 else { return nil }
             before = last.sequence

@@ -356,9 +356,13 @@ enum OperatorCommands {
             throw invocation.usageError("REQUEST is the 16 hex digits the first operator was given, not '\(id)'")
         }
         let session = try Wiring.session(invocation)
-        if let request = try TwoPersonSettingsRequest.find(id, in: session) {
-            return try approveSettings(request, session: session, invocation)
+        let settingsRequest: TwoPersonSettingsRequest?
+        do { settingsRequest = try TwoPersonSettingsRequest.find(id, in: session) } catch let broken as AuditChain.Break {
+            throw CommandError(
+                "request \(id) cannot be trusted: the audit log breaks at \(broken); nothing was changed ('rollout "
+                    + "audit verify' shows the damage)", exit: .refused)
         }
+        if let request = settingsRequest { return try approveSettings(request, session: session, invocation) }
         let outcome = try withSecurityKeyPIN { pin in
             try StepUpMethods.approveRequest(
                 id, session: session, device: { try StepUpMethods.securityKeyDevice() }, pin: pin,

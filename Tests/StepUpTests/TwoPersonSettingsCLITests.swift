@@ -1,3 +1,4 @@
+import Crypto
 import Foundation
 import Rollout
 import RolloutApp
@@ -134,6 +135,48 @@ struct TwoPersonSettingsCLITests {
         #expect(blind.status == 4 && blind.stderr.contains("needs a second operator"), "\(blind.stderr)")
         #expect(try Self.value(s, "failures.baseline-percent.serverUnavailable", at: Self.at(360)) == "frozen")
         #expect(try s.run(["audit", "verify"], at: Self.at(360)).status == 0)
+    }
+
+    /// A request is only what the chain of the audit log holds: one operator with write access to the store file
+    /// plants a request in another's name (a row below the chain's first, or an old record rewritten in place),
+    /// then approves it with her own code. Both are refused, audited, and the setting stays; an honest request
+    /// made afterwards still goes through.
+    @Test(arguments: ["planted", "rewritten"])
+    func aRequestPlantedInTheAuditLogIsNotARequest(_ how: String) throws {
+        let s = try OperatorCLITests.Session()
+        func code(_ secret: TOTPSecret, _ t: Int64) -> String { OperatorCLITests.code(secret, Self.at(t)) }
+        let a = try s.enrol("ana@laptop", at: Self.at(0))
+        let b = try s.enrol("bob@desk", at: Self.at(30), approver: ("ana@laptop", code(a, 30)))
+        #expect(try s.run(["policy", "set", "two-person", "on", "--code", code(a, 60)] + Self.ana, at: Self.at(60)).status == 0)
+
+        let id = "00112233aabbccdd"
+        let us = Self.at(90).microseconds
+        let intent = "setting," + Hex.encode(Array("two-person".utf8)) + "," + Hex.encode(Array("off".utf8))
+        let change = "policy set two-person: on → off"
+        let detail = "two-person-request \(id); expires-us \(us + 600_000_000); intent \(intent); why x"
+        let sql =
+            how == "planted"
+            ? "INSERT INTO config_audit (sequence, time, actor, action, from_state, to_state, reason, result, version, "
+                + "detail, previous_hash, hash) VALUES (-1, \(us), 'bob@desk', 'two-person request \(change)', '', "
+                + "'\(change)', '', 'recorded', NULL, '\(detail)', 'x', 'x')"
+            : "UPDATE config_audit SET actor = 'bob@desk', action = 'two-person request \(change)', to_state = "
+                + "'\(change)', result = 'recorded', detail = '\(detail)' WHERE sequence = 2"
+        let edited = try TestSupport.run("/usr/bin/sqlite3", [s.store, sql])
+        try #require(edited.status == 0, "\(edited.stderr)")
+
+        let forged = try s.run(["approve", id, "--code", code(a, 90)] + Self.ana, at: Self.at(90))
+        #expect(forged.status == 4, "\(forged.stderr)")
+        #expect(forged.stderr.contains("request \(id) cannot be trusted: the audit log breaks at audit record"), "\(forged.stderr)")
+        #expect(try Self.value(s, "two-person", at: Self.at(90)) == "on")
+        #expect(!(try s.audit().contains { $0.detail.contains("requested-by bob@desk") }))
+
+        // The damage is named by audit verify; the honest path still works on top of it.
+        #expect(try s.run(["audit", "verify"], at: Self.at(90)).status != 0)
+        let asked = try s.run(["policy", "set", "increase-over", "50", "--code", code(a, 120)] + Self.ana, at: Self.at(120))
+        let real = try #require(Self.requestID(asked.stderr), "\(asked.stderr)")
+        let approved = try s.run(["approve", real, "--code", code(b, 150)] + Self.bob, at: Self.at(150))
+        #expect(approved.status == 0, "\(approved.stderr)")
+        #expect(try Self.value(s, "increase-over", at: Self.at(150)) == "50")
     }
 
     @Test func aRelaxationOfAFailureBaselineIsAWeakening() {
