@@ -111,15 +111,22 @@ public struct VonageVerifyClient: Sendable {
         guard answer.status == 202, let id = (try? JSONParser().parse(answer.body))?["request_id"]?.stringValue else {
             throw failure(answer)
         }
+        try Self.requireRequestID(id)
         return id
     }
 
-    /// Checks `code` for verification `id`.
+    /// Checks `code` for verification `id`. Only an answer about this very verification completes it: a 200 naming
+    /// another request (a lying or confused provider, or a proxy answering from a cache) is not a check passed.
     public func check(_ id: String, code: String) throws(PhoneVerificationError) -> PhoneCodeOutcome {
+        try Self.requireRequestID(id)
         let answer = try send("POST", "/v2/verify/\(id)", .object(JSONObject([("code", .string(code))])))
         switch answer.status {
         case 200:
-            guard (try? JSONParser().parse(answer.body))?["status"]?.stringValue == "completed" else { throw failure(answer) }
+            let object = try? JSONParser().parse(answer.body)
+            guard object?["status"]?.stringValue == "completed" else { throw failure(answer) }
+            guard object?["request_id"]?.stringValue == id else {
+                throw .provider(status: 200, "the provider answered about another verification than \(id); not verified")
+            }
             return .verified
         case 400: return .wrong
         case 410: return .tooManyAttempts
@@ -127,14 +134,26 @@ public struct VonageVerifyClient: Sendable {
         }
     }
 
+    /// Verify v2 names a verification by a UUID; the id goes into the next requests' paths, so anything else the
+    /// provider sends (a `/`, a `?`, `..`) is refused rather than sent on.
+    static func requireRequestID(_ id: String) throws(PhoneVerificationError) {
+        let groups = id.split(separator: "-", omittingEmptySubsequences: false)
+        let valid = groups.map(\.count) == [8, 4, 4, 4, 12] && groups.allSatisfy { $0.allSatisfy(\.isHexDigit) }
+        guard valid else {
+            throw .provider(status: 0, "the provider's request id \(String(reflecting: String(id.prefix(80)))) is not a UUID")
+        }
+    }
+
     /// Moves verification `id` to its next channel now (a voice call after the SMS).
     public func nextChannel(_ id: String) throws(PhoneVerificationError) {
+        try Self.requireRequestID(id)
         let answer = try send("POST", "/v2/verify/\(id)/next_workflow", .object(JSONObject()))
         guard answer.status == 200 else { throw failure(answer) }
     }
 
     /// Cancels verification `id`.
     public func cancel(_ id: String) throws(PhoneVerificationError) {
+        try Self.requireRequestID(id)
         let answer = try send("DELETE", "/v2/verify/\(id)", nil)
         guard answer.status == 204 else { throw failure(answer) }
     }

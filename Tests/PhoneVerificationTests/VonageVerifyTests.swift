@@ -61,6 +61,41 @@ struct VonageVerifyTests {
         }
     }
 
+    /// Answers each request with the next scripted answer, and keeps the requests.
+    final class Scripted: HTTPTransport, @unchecked Sendable {
+        var answers: [(Int, String)]
+        var requests: [HTTPRequest] = []
+        init(_ answers: [(Int, String)]) { self.answers = answers }
+        func send(_ request: HTTPRequest) throws(TransportError) -> HTTPResponse {
+            requests.append(request)
+            let (status, body) = answers.removeFirst()
+            return HTTPResponse(status: status, headers: [:], body: Array(body.utf8))
+        }
+    }
+
+    @Test("A lying provider: a request id that is not a UUID is never put in a path, and a 200 about another verification is not a check passed")
+    func lyingProvider() throws {
+        let credentials = VonageCredentials(key: "k", secret: "s")
+        let base = "http://127.0.0.1:9"
+        let crafted = Scripted([(202, #"{"request_id":"abc/../../x?y=1"}"#)])
+        #expect(throws: PhoneVerificationError.self) {
+            try VonageVerifyClient(credentials: credentials, base: base, transport: crafted).start(number: "447700900000")
+        }
+        let id = "0b7e6f4e-9b4a-4d47-8f4e-3c1a2b3c4d5e"
+        let other = Scripted([(200, #"{"request_id":"99999999-9b4a-4d47-8f4e-3c1a2b3c4d5e","status":"completed"}"#)])
+        #expect(throws: PhoneVerificationError.self) {
+            try VonageVerifyClient(credentials: credentials, base: base, transport: other).check(id, code: "000000")
+        }
+        let honest = Scripted([(200, #"{"request_id":"\#(id)","status":"completed"}"#)])
+        #expect(try VonageVerifyClient(credentials: credentials, base: base, transport: honest).check(id, code: "123456") == .verified)
+        #expect(honest.requests.map(\.url) == [base + "/v2/verify/" + id])
+        let nothing = Scripted([])
+        #expect(throws: PhoneVerificationError.self) {
+            try VonageVerifyClient(credentials: credentials, base: base, transport: nothing).cancel("../x")
+        }
+        #expect(nothing.requests.isEmpty)
+    }
+
     @Test("SMS first, then the voice call as fallback; the right code completes it")
     func smsThenVoice() throws {
         let fake = try Fake()
