@@ -109,8 +109,14 @@ public struct ChangeDocument: Sendable, Equatable {
     /// The id of a two-person request: the first 8 bytes of the document's nonce, in hex.
     public static func requestID(_ document: ChangeDocument) -> String { Hex.encode(document.nonce.prefix(8)) }
 
-    /// Whether `now` is before the expiry.
-    public func isValid(at now: Instant) -> Bool { now < expiresAt }
+    /// The longest a document rollout makes may still have to live when checked: a two-person request's 15
+    /// minutes, and a minute for the clocks of two machines.
+    public static let longestLifetime: Instant.Duration = .minutes(16)
+
+    /// Whether `now` is before the expiry, and the expiry no further ahead than any document rollout makes: an
+    /// assertion over a document with a distant expiry (signed outside rollout, or kept unsent) would otherwise
+    /// stay usable for as long as its base version does.
+    public func isValid(at now: Instant) -> Bool { now < expiresAt && expiresAt <= now + Self.longestLifetime }
 
     /// Reads a document back from its canonical bytes; nil unless the bytes are exactly a document's encoding.
     public init?(canonical bytes: [UInt8]) {

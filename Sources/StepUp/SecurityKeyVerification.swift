@@ -89,6 +89,8 @@ public enum SecurityKeyOutcome: Sendable, Equatable {
     case counterNotIncreased(stored: UInt32, presented: UInt32)
     /// The change document expired before the assertion was checked.
     case expired(at: Instant)
+    /// The change document's expiry is further ahead than any document rollout makes (`longestLifetime`).
+    case expiresTooLate(at: Instant)
 
     public var result: String {
         switch self {
@@ -101,6 +103,7 @@ public enum SecurityKeyOutcome: Sendable, Equatable {
         case .badSignature: "bad-signature"
         case .counterNotIncreased: "counter-not-increased"
         case .expired: "expired"
+        case .expiresTooLate: "expires-too-late"
         }
     }
 
@@ -119,6 +122,8 @@ public enum SecurityKeyOutcome: Sendable, Equatable {
         case .counterNotIncreased(let stored, let presented):
             "the security key's counter did not increase (\(presented) after \(stored)): a replayed assertion or a cloned key"
         case .expired(let at): "the change document expired at \(at.iso8601)"
+        case .expiresTooLate(let at):
+            "the change document expires at \(at.iso8601), further ahead than any rollout makes (16 minutes): not signed for rollout"
         }
     }
 }
@@ -138,7 +143,9 @@ public enum SecurityKeyVerifier {
         at now: Instant
     ) -> (outcome: SecurityKeyOutcome, credential: SecurityKeyCredential) {
         guard constantTimeEquals(assertion.credentialID, credential.credentialID) else { return (.otherCredential, credential) }
-        guard document.isValid(at: now) else { return (.expired(at: document.expiresAt), credential) }
+        guard document.isValid(at: now) else {
+            return (now < document.expiresAt ? .expiresTooLate(at: document.expiresAt) : .expired(at: document.expiresAt), credential)
+        }
         let outcome = check(assertion, over: document.clientDataHash, credential: credential)
         guard case .accepted(let count) = outcome else { return (outcome, credential) }
         var updated = credential
@@ -166,7 +173,9 @@ public enum SecurityKeyVerifier {
             valid = SignatureVerifier.ed25519(publicKey: credential.publicKey, signature: assertion.signature, message: message)
         }
         guard valid else { return .badSignature }
-        guard header.signCount > credential.signCount else {
+        // A key that keeps no counter reports 0 each time (WebAuthn §6.1.1: the check applies only when either count
+        // is nonzero); what it signs is bound to one base version, operator, nonce and expiry all the same.
+        guard header.signCount > credential.signCount || (header.signCount == 0 && credential.signCount == 0) else {
             return .counterNotIncreased(stored: credential.signCount, presented: header.signCount)
         }
         return .accepted(signCount: header.signCount)

@@ -107,6 +107,36 @@ struct SecurityKeyTests {
                 == .counterNotIncreased(stored: 2, presented: 2))
     }
 
+    @Test("a key that keeps no counter (0 at enrolment and at every assertion) is accepted; one that had counted and reports 0 is not")
+    func keyWithoutCounter() throws {
+        var credential = try enrol()
+        credential.signCount = 0
+        key.setSignCount(0)
+        key.faults = [.frozenCounter]
+        let document = Self.document()
+        let assertion = try SecurityKeyClient.approve(document, with: credential, device: device, pin: nil)
+        #expect(SecurityKeyVerifier.verify(assertion, over: document, credential: credential, at: Self.now).outcome == .accepted(signCount: 0))
+        credential.signCount = 3
+        #expect(
+            SecurityKeyVerifier.verify(assertion, over: document, credential: credential, at: Self.now).outcome
+                == .counterNotIncreased(stored: 3, presented: 0))
+    }
+
+    @Test("a document whose expiry is further ahead than any rollout makes is refused, however good the signature")
+    func distantExpiry() throws {
+        let credential = try enrol()
+        var document = Self.document()
+        document.expiresAt = Self.now + .hours(24)
+        let assertion = try SecurityKeyClient.approve(document, with: credential, device: device, pin: nil)
+        #expect(
+            SecurityKeyVerifier.verify(assertion, over: document, credential: credential, at: Self.now).outcome
+                == .expiresTooLate(at: document.expiresAt))
+        // Within the longest lifetime it is good.
+        #expect(
+            SecurityKeyVerifier.verify(assertion, over: document, credential: credential, at: Self.now + .hours(24) - .minutes(10))
+                .outcome.isAccepted)
+    }
+
     @Test("an expired document is refused, however good the signature")
     func expired() throws {
         let credential = try enrol()
