@@ -179,8 +179,11 @@ public final class ExchangeService: HTTPHandler, @unchecked Sendable {
         self.eventsBodyLimit = eventsBodyLimit
     }
 
+    /// The events limit for `POST /v1/events` with the intake on (whose token `refusal(head:)` has checked
+    /// before the length is), the exchange's for every other request: a client without the token, another method
+    /// on that path, or any request with `--no-events` cannot make the server keep more than the small limit.
     public func bodyLimit(method: String, path: String) -> Int {
-        path == "/v1/events" ? eventsBodyLimit : exchangeBodyLimit
+        method == "POST" && path == "/v1/events" && intake != nil ? eventsBodyLimit : exchangeBodyLimit
     }
 
     public func bodyTooLarge(limit: Int) -> HTTPResponse {
@@ -223,10 +226,13 @@ public final class ExchangeService: HTTPHandler, @unchecked Sendable {
         }
     }
 
-    /// `POST /v1/events` without the intake's bearer token, refused on its head (`EventsIntake.refusal`); every
-    /// other request goes on to its body.
+    /// Refused on the head, before any body byte is kept: `POST /v1/events` without the intake's bearer token
+    /// (401, `EventsIntake.refusal`), and every other request to `/v1/events` (another method, or the intake off:
+    /// the 404 `respond` would give once the body had arrived). Every other request goes on to its body.
     public func refusal(head: HTTPRequest) -> HTTPResponse? {
-        intake(serving: head)?.refusal(head: head)
+        guard head.path == "/v1/events" else { return nil }
+        guard let intake = intake(serving: head) else { return notFound(head) }
+        return intake.refusal(head: head)
     }
 
     /// The intake when `request` is `POST /v1/events` and the intake is on.

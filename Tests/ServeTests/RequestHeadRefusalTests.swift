@@ -55,6 +55,40 @@ import TestSupport
         #expect(String(decoding: chunk[0..<max(0, n)], as: UTF8.self).hasPrefix("HTTP/1.1 100 Continue"))
     }
 
+    /// Reproduction: the events body limit (8 MiB by default) applied to every request on `/v1/events`, so a
+    /// `PUT` or `GET` there, or a `POST` with the intake off (`--no-events`), had its body kept up to that limit,
+    /// with no credentials, before its 404. Each is now answered 404 on its head, before any body byte is sent;
+    /// only a `POST` with the token is told to go on with a body over the exchange's limit.
+    @Test func onlyAnAuthenticatedEventsPostMayHaveTheEventsBodyLimit() throws {
+        let f = try ServerFixture(eventsBodyLimit: 8 * 1024 * 1024)
+        let length = "Content-Length: 1000000\r\n"
+        for method in ["PUT", "GET", "DELETE", "PATCH"] {
+            let head = "\(method) /v1/events HTTP/1.1\r\nHost: 127.0.0.1\r\n" + Self.bearer + length + "\r\n"
+            expectRefused(try answer(f, head), 404, "NOT_FOUND")
+        }
+        expectRefused(try answer(f, Self.events + length + "\r\n"), 401, "UNAUTHENTICATED")
+        // With the token, a body over the exchange's limit is asked for (it is within the events limit).
+        let c = try SlowClientTests.RawSocket(port: f.server.port)
+        c.send(Self.events + Self.bearer + "Expect: 100-continue\r\n" + length + "\r\n")
+        var p = pollfd(fd: c.fd, events: Int16(POLLIN), revents: 0)
+        #expect(poll(&p, 1, 10_000) == 1)
+        var chunk = [UInt8](repeating: 0, count: 256)
+        let n = recv(c.fd, &chunk, chunk.count, 0)
+        #expect(String(decoding: chunk[0..<max(0, n)], as: UTF8.self).hasPrefix("HTTP/1.1 100 Continue"))
+
+        let off = try ServerFixture(eventsBodyLimit: 8 * 1024 * 1024, events: false)
+        for credential in [Self.bearer, ""] {
+            expectRefused(try answer(off, Self.events + credential + length + "\r\n"), 404, "NOT_FOUND")
+        }
+        // A chunked body elsewhere stops being kept at the exchange's limit.
+        let chunked = try SlowClientTests.RawSocket(port: off.server.port)
+        let piece = String(repeating: "x", count: 0x8000)
+        chunked.send(
+            "POST /nowhere HTTP/1.1\r\nHost: 127.0.0.1\r\nTransfer-Encoding: chunked\r\n\r\n"
+                + String(repeating: "8000\r\n\(piece)\r\n", count: 3) + "0\r\n\r\n")
+        expectRefused(SlowClientTests.response(chunked.untilClosed(within: 10)), 413, "INVALID_ARGUMENT")
+    }
+
     /// Reproduction: a request with both `Content-Length: 5` and `Transfer-Encoding: chunked` was served
     /// (libmicrohttpd reads the chunks; a proxy in front may read the length, which smuggles a request).
     @Test func contentLengthWithTransferEncodingIs400() throws {

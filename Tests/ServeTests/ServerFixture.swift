@@ -132,7 +132,7 @@ final class ServerFixture {
 
     init(
         rateLimit: Double? = nil, trustDemo: Bool = true, exchangeBodyLimit: Int = 64 * 1024,
-        limits: HTTPServerLimits = HTTPServerLimits()
+        eventsBodyLimit: Int = 64 * 1024, events: Bool = true, limits: HTTPServerLimits = HTTPServerLimits()
     ) throws {
         directory = try TestSupport.temporaryDirectory("rollout-serve")
         path = directory.appendingPathComponent("store.db").path
@@ -151,8 +151,9 @@ final class ServerFixture {
         let limiter = rateLimit.map { RateLimiter(rate: $0, burst: $0, clock: clock) }
         counters = FailingCounters(try store.telemetryCounters())
         service = ExchangeService(
-            holder: holder, intake: EventsIntake(counters: counters, bearerToken: Self.eventsToken, clock: clock),
-            limiter: limiter, exchangeBodyLimit: exchangeBodyLimit, eventsBodyLimit: 64 * 1024)
+            holder: holder,
+            intake: events ? EventsIntake(counters: counters, bearerToken: Self.eventsToken, clock: clock) : nil,
+            limiter: limiter, exchangeBodyLimit: exchangeBodyLimit, eventsBodyLimit: eventsBodyLimit)
         let book = LogBook()
         log = book
         server = try HTTPServer(host: "127.0.0.1", port: 0, handler: service, limits: limits, clock: clock) {
