@@ -31,8 +31,11 @@ import Platform
 /// Under pressure (at least `pressureConnections` open, three quarters of the connection limit) the deadlines of
 /// the waiting connections shrink: headers not complete `headersUnderPressure` seconds after their request line,
 /// heads not complete `underPressure` seconds after the accept or the last answer (idle keep-alive connections
-/// among them), and bodies arriving slower than `minimumBodyRate` bytes per second for `underPressure` seconds
-/// are shut down at once. An honest client writes its request line and headers together and its body right after,
+/// among them), and bodies older than `underPressure` seconds arriving slower than `minimumBodyRate` bytes per
+/// second are shut down at once. A body's rate is its recent one: the bytes since a mark the watch moves every
+/// `underPressure` seconds, over the time since that mark (between one and two of those periods), so a client
+/// that sends most of its body at once and then stalls is slow within two periods, where its average since the
+/// head would have stayed over the floor until the body deadline. An honest client writes its request line and headers together and its body right after,
 /// so it never waits that long; a slow-loris client always does. This is what keeps honest clients served when
 /// attackers share their address (every loopback client is 127.0.0.1), where a per-address cap cannot tell them
 /// apart: the slots held by trickling connections come free within those seconds, and the connections queued in
@@ -73,12 +76,28 @@ package final class ConnectionWatch: @unchecked Sendable {
         fileprivate(set) var phase = Phase.head
         fileprivate(set) var since: UInt64
         fileprivate(set) var bodyBytes = 0
+        /// The body's rate is measured from `rateMark` (when, and `bodyBytes` then); `nextMark` replaces it once
+        /// it is `underPressure` seconds old.
+        fileprivate(set) var rateMark: RateMark
+        fileprivate var nextMark: RateMark
         /// When the request line of the head it waits for was complete.
         fileprivate(set) var requestLineAt: UInt64?
         fileprivate var shutDown = false
         init(fd: Int32, since: UInt64) {
             self.fd = fd
             self.since = since
+            rateMark = RateMark(at: since, bytes: 0)
+            nextMark = rateMark
+        }
+    }
+
+    /// A point a body's rate is measured from: a time (monotonic microseconds) and the body bytes received by then.
+    package struct RateMark: Sendable, Equatable {
+        package var at: UInt64
+        package var bytes: Int
+        package init(at: UInt64, bytes: Int) {
+            self.at = at
+            self.bytes = bytes
         }
     }
 
@@ -112,6 +131,8 @@ package final class ConnectionWatch: @unchecked Sendable {
             c.phase = phase
             c.since = now
             c.bodyBytes = 0
+            c.rateMark = RateMark(at: now, bytes: 0)
+            c.nextMark = c.rateMark
             c.requestLineAt = nil
         }
     }
@@ -135,11 +156,11 @@ package final class ConnectionWatch: @unchecked Sendable {
         }
     }
 
-    /// Which of `connections` (phase, since, body bytes, request line) are past their deadline at `now`: their
-    /// indices.
+    /// Which of `connections` (phase, since, body bytes, request line, the mark a body's rate is measured from)
+    /// are past their deadline at `now`: their indices.
     package static func late(
-        _ connections: [(phase: Phase, since: UInt64, bodyBytes: Int, requestLineAt: UInt64?)], at now: UInt64,
-        deadlines d: Deadlines
+        _ connections: [(phase: Phase, since: UInt64, bodyBytes: Int, requestLineAt: UInt64?, rateMark: RateMark)],
+        at now: UInt64, deadlines d: Deadlines
     ) -> [Int] {
         var late: [Int] = []
         var waiting: [Int] = []
@@ -157,8 +178,9 @@ package final class ConnectionWatch: @unchecked Sendable {
             case .body:
                 if age > d.body {
                     late.append(i)
-                } else if age > d.underPressure, Double(c.bodyBytes) / age < d.minimumBodyRate {
-                    waiting.append(i)
+                } else if age > d.underPressure {
+                    let span = max(1e-3, Double(now &- c.rateMark.at) / 1e6)
+                    if Double(c.bodyBytes - c.rateMark.bytes) / span < d.minimumBodyRate { waiting.append(i) }
                 }
             case .answering: break
             }
@@ -179,8 +201,15 @@ package final class ConnectionWatch: @unchecked Sendable {
             _ = condition.wait(seconds: tick)
             if stopped { return }
             let all = Array(open.values)
+            let now = Self.now()
+            let period = UInt64(deadlines.underPressure * 1e6)
+            for c in all where c.phase == .body && now &- c.nextMark.at >= period {
+                c.rateMark = c.nextMark
+                c.nextMark = RateMark(at: now, bytes: c.bodyBytes)
+            }
             for i in Self.late(
-                all.map { ($0.phase, $0.since, $0.bodyBytes, $0.requestLineAt) }, at: Self.now(), deadlines: deadlines)
+                all.map { ($0.phase, $0.since, $0.bodyBytes, $0.requestLineAt, $0.rateMark) }, at: now,
+                deadlines: deadlines)
             {
                 let c = all[i]
                 if c.shutDown { continue }

@@ -13,8 +13,15 @@ import Testing
     /// `seconds` before `now`, in the watch's microseconds.
     func ago(_ seconds: Double) -> UInt64 { now - UInt64(seconds * 1e6) }
 
+    /// The indices of the late connections; a body's rate measured since its head (`rateMark` at `since`).
     func late(_ connections: [(Phase, UInt64, Int, UInt64?)]) -> Set<Int> {
-        Set(ConnectionWatch.late(connections.map { ($0.0, $0.1, $0.2, $0.3) }, at: now, deadlines: Self.deadlines))
+        late(connections.map { ($0.0, $0.1, $0.2, $0.3, ConnectionWatch.RateMark(at: $0.1, bytes: 0)) })
+    }
+
+    func late(_ connections: [(Phase, UInt64, Int, UInt64?, ConnectionWatch.RateMark)]) -> Set<Int> {
+        Set(
+            ConnectionWatch.late(
+                connections.map { ($0.0, $0.1, $0.2, $0.3, $0.4) }, at: now, deadlines: Self.deadlines))
     }
 
     /// Reproduction (item 7): a head trickled one line at a time stayed open for ever, because the idle timeout
@@ -51,5 +58,21 @@ import Testing
             (.answering, ago(20), 0, nil),
         ]
         #expect(late(connections) == [0, 2, 4])
+    }
+
+    /// Reproduction: a body whose first 40 KB came at once and then one byte every 5 s averaged over 1 KiB/s
+    /// since its head for some 39 s, so under pressure it held its slot until the 30 s body deadline. The rate is
+    /// now the recent one (since the watch's last mark): a stalled body is slow whatever came before, and a body
+    /// arriving steadily fast is not, however large.
+    @Test func underPressureAStalledBodyIsSlowWhateverItSentFirst() {
+        typealias Mark = ConnectionWatch.RateMark
+        let connections: [(Phase, UInt64, Int, UInt64?, Mark)] = [
+            (.body, ago(5), 40_001, nil, Mark(at: ago(3), bytes: 40_000)),  // 40 KB at once, then a byte: late
+            (.body, ago(5), 8_000_000, nil, Mark(at: ago(3), bytes: 3_200_000)),  // 1.6 MB/s steadily
+            (.body, ago(5), 12_000, nil, Mark(at: ago(3), bytes: 6_000)),  // 2 KB/s steadily
+            (.body, ago(2.5), 40_000, nil, Mark(at: ago(2.5), bytes: 0)),  // its first period: the average
+            (.head, ago(0.1), 0, ago(0.05), Mark(at: ago(0.1), bytes: 0)),
+        ]
+        #expect(late(connections) == [0])
     }
 }

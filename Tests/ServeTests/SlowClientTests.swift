@@ -287,6 +287,24 @@ import TestSupport
         #expect(server.healthz(timeout: 10).status == 200)
     }
 
+    /// Reproduction: under pressure a body was judged by its average rate since its head, so a client that sent
+    /// its head and 64 KB of a 65 KB body at once, then nothing, stayed over the 1 KiB/s floor for some 60 s and
+    /// held its slot until the body deadline while honest clients waited in the listen queue. The rate is now the
+    /// recent one: with every slot held by such bodies, an honest request on a new connection is served within
+    /// seconds, long before the 60 s body deadline here (the idle timeout is longer still, so only the slow-body
+    /// rule can free a slot).
+    @Test func bodiesThatSendMostAtOnceThenStallGiveTheirSlotsBackUnderPressure() throws {
+        let server = try Server(["--max-connections", "16", "--timeout", "300", "--body-timeout", "60"])
+        let path = "/v1/projects/serve-slow/apps/\(Self.app):exchangeDebugToken"
+        let head = "POST \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+            + "Content-Length: 65000\r\n\r\n"
+        let held = try (0..<16).map { _ in try RawSocket(port: server.port) }
+        for c in held { #expect(c.send(head + String(repeating: " ", count: 64_000))) }
+        let honest = server.healthz(timeout: 30)
+        #expect(honest.status == 200, "\(honest)")
+        #expect(honest.seconds < 25, "\(honest)")
+    }
+
     /// Reproduction (item 7): one address could take every connection slot. With
     /// `--max-connections-per-address 4`, four keep-alive connections from 127.0.0.1 are served, a fifth from
     /// 127.0.0.1 is closed at once, and a connection from 127.0.0.2 is served.
