@@ -26,6 +26,7 @@ const char *rollout_mhd_load(void)
     ROLLOUT_MHD_SYMBOL(destroy_response, "MHD_destroy_response")
     ROLLOUT_MHD_SYMBOL(quiesce_daemon, "MHD_quiesce_daemon")
     ROLLOUT_MHD_SYMBOL(stop_daemon, "MHD_stop_daemon")
+    ROLLOUT_MHD_SYMBOL(get_version, "MHD_get_version")
 #undef ROLLOUT_MHD_SYMBOL
     api.handle = h;
     rollout_mhd_api_table = api;

@@ -13,8 +13,9 @@ import Timekeeping
 public struct HTTPRequest: Sendable {
     public var method: String
     /// The path, percent-decoded by libmicrohttpd, without the query. A raw path with `%2F` or `%00` in it is
-    /// refused (404) before a handler sees it, so a decoded `/` always was a `/` on the wire, and the path is whole
-    /// (a decoded NUL would end it).
+    /// refused (404) before a handler sees it, and a request target with a raw NUL byte (400, see
+    /// `HTTPServer.checksWholeTarget`), so a decoded `/` always was a `/` on the wire, and the path is whole (a NUL
+    /// would end it).
     public var path: String
     /// Query arguments (`?format=ga4`).
     public var query: [String: String]
@@ -173,8 +174,9 @@ public struct AccessLogEntry: Sendable {
 /// requests in flight finish (up to `drainSeconds`), then closes the rest.
 ///
 /// Refusals on the head, before any body byte is kept or `100 Continue` sent, each in Google's error shape and
-/// closing the connection: a raw path with an encoded slash or NUL (`%2F`, `%00`, 404: libmicrohttpd decodes the
-/// path, and a decoded `/` must not route as a separator nor a NUL cut the path short), a head over
+/// closing the connection: a raw NUL byte in the request target (400, `targetHoldsNUL`), a raw path with an
+/// encoded slash or NUL (`%2F`, `%00`, 404: libmicrohttpd decodes the path, and a decoded `/` must not route as a
+/// separator nor a NUL cut the path short), a head over
 /// `connectionMemoryBytes` (431, or 414 for the request line), a header line with whitespace before its colon or
 /// folded onto the next (400, `isFieldName`), conflicting `Content-Length` headers or one with
 /// `Transfer-Encoding` (400: libmicrohttpd reads one, a proxy in front may read another, which smuggles a
@@ -196,6 +198,8 @@ public final class HTTPServer: @unchecked Sendable {
     private var inFlight = 0
     private var draining = false
     let watch: ConnectionWatch
+    /// Whether a raw NUL in the request target can be seen (see `targetHoldsNUL`): with libmicrohttpd 0.9.x.
+    let checksWholeTarget: Bool
 
     /// Binds `host:port` (an IPv4 literal; port 0 picks a free one) and starts serving.
     public init(
@@ -224,6 +228,7 @@ public final class HTTPServer: @unchecked Sendable {
             watch.stop()
             throw HTTPServerError("cannot load libmicrohttpd (Debian: libmicrohttpd12): \(failure)")
         }
+        checksWholeTarget = String(cString: rollout_mhd_version()).hasPrefix("0.9.")
         let me = Unmanaged.passUnretained(self).toOpaque()
         let flags =
             UInt32(MHD_USE_INTERNAL_POLLING_THREAD.rawValue) | UInt32(MHD_USE_EPOLL.rawValue)
@@ -291,8 +296,15 @@ public final class HTTPServer: @unchecked Sendable {
 
     /// One request, from its request line (the URI log callback) to its completion.
     final class Exchange {
-        /// The URI as received, before libmicrohttpd decodes it.
+        /// The URI as received, before libmicrohttpd decodes it (up to a NUL, if it holds one).
         let rawURI: String
+        /// Where the C string libmicrohttpd handed over as the raw URI ends (the address of its terminating NUL),
+        /// 0 if it handed over none.
+        var rawURIEnd: UInt = 0
+        /// The request line's HTTP version.
+        var version = ""
+        /// The request target held a NUL byte on the wire (`HTTPServer.targetHoldsNUL`).
+        var nulInTarget = false
         var method = ""
         var path = ""
         var begun = false
@@ -321,13 +333,16 @@ public final class HTTPServer: @unchecked Sendable {
     static func monotonicMicroseconds() -> UInt64 { ConnectionWatch.now() }
 
     fileprivate func begin(
-        connection: OpaquePointer, exchange e: Exchange, method: String, path: String, version: String
+        connection: OpaquePointer, exchange e: Exchange, method: String, path: String, version: String,
+        versionAddress: UInt
     ) {
         var buffer = [CChar](repeating: 0, count: 64)
         rollout_mhd_client_address(connection, &buffer, buffer.count)
         e.begun = true
         e.method = method
         e.path = path
+        e.version = version
+        e.nulInTarget = checksWholeTarget && Self.targetHoldsNUL(rawURIEnd: e.rawURIEnd, versionAddress: versionAddress)
         e.limit = handler.bodyLimit(method: method, path: path)
         e.remote = buffer.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }
         e.started = HTTPServer.monotonicMicroseconds()
@@ -338,6 +353,22 @@ public final class HTTPServer: @unchecked Sendable {
         if let c = e.connection { watch.enter(.body, c) }
         e.early = refusal(e)
         lock.withLock { inFlight += 1 }
+    }
+
+    /// Whether the request target held a NUL byte on the wire, from where libmicrohttpd 0.9.x keeps the request
+    /// line: the C string it hands the URI log callback as the raw URI ends at the first NUL, so a raw NUL
+    /// (`GET /healthz\0/../x`) would cut the path short, and neither that string nor the decoded path shows it.
+    ///
+    /// libmicrohttpd 0.9.x (`parse_initial_message_line`, the same from 0.9.60 to 0.9.77) parses the request line
+    /// in place in its read buffer: it turns the last space before the version into the URI's terminator, passes
+    /// the URI log callback a pointer to the URI's first byte, and the access handler a pointer to the version,
+    /// the byte after that terminator (a request without a version of exactly eight bytes never reaches the
+    /// handler). So the URI's string ends just before the version (`rawURIEnd + 1 == versionAddress`) exactly
+    /// when the target holds no NUL; a NUL ends the string earlier. libmicrohttpd 1.x lays the line out otherwise
+    /// (several spaces may separate target and version), so the server checks this only with 0.9.x
+    /// (`checksWholeTarget`).
+    static func targetHoldsNUL(rawURIEnd: UInt, versionAddress: UInt) -> Bool {
+        rawURIEnd == 0 || rawURIEnd &+ 1 != versionAddress
     }
 
     /// Whether a raw path holds an escape whose decoded byte must never reach a handler: `%2F` or `%2f` (a decoded
@@ -383,6 +414,9 @@ public final class HTTPServer: @unchecked Sendable {
 
     /// The answer to a request refused on its head alone, in Google's error shape; nil to go on.
     private func refusal(_ e: Exchange) -> HTTPResponse? {
+        if e.nulInTarget {
+            return googleError(400, "INVALID_ARGUMENT", "The request target holds a NUL byte.")
+        }
         let rawBytes = e.rawURI.utf8.prefix { $0 != UInt8(ascii: "?") }
         if Self.hasRefusedEscape(rawBytes) {
             let rawPath = String(decoding: rawBytes, as: UTF8.self)
@@ -496,6 +530,7 @@ private let queryIterator: MHD_KeyValueIterator = { cls, _, key, value in
 /// The request line has arrived: a new exchange holding the raw URI becomes the request's `con_cls`.
 private let uriHandler: rollout_mhd_uri_callback = { cls, uri, connection in
     let e = HTTPServer.Exchange(rawURI: uri.map { String(cString: $0) } ?? "")
+    if let uri { e.rawURIEnd = UInt(bitPattern: uri) + UInt(strlen(uri)) }
     if let cls, let connection, let c = rollout_mhd_socket_context(connection) {
         e.connection = Unmanaged<ConnectionWatch.Connection>.fromOpaque(c).takeUnretainedValue()
         Unmanaged<HTTPServer>.fromOpaque(cls).takeUnretainedValue().watch.requestLine(e.connection!)
@@ -526,7 +561,7 @@ private let accessHandler: MHD_AccessHandlerCallback = {
         // First call: headers only.
         server.begin(
             connection: connection, exchange: e, method: String(cString: method), path: String(cString: url),
-            version: version.map { String(cString: $0) } ?? "")
+            version: version.map { String(cString: $0) } ?? "", versionAddress: UInt(bitPattern: version))
         return e.early == nil ? .YES : server.respond(connection: connection, exchange: e)
     }
     let count = uploadDataSize.pointee

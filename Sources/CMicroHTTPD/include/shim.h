@@ -27,6 +27,7 @@ typedef struct {
     void (*destroy_response)(struct MHD_Response *);
     MHD_socket (*quiesce_daemon)(struct MHD_Daemon *);
     void (*stop_daemon)(struct MHD_Daemon *);
+    const char *(*get_version)(void);
 } rollout_mhd_api;
 
 /// The table, defined once, in shim.c. Not a static of a static inline function here: Swift compiles each source
@@ -105,6 +106,9 @@ static inline void *rollout_mhd_socket_context(struct MHD_Connection *connection
         rollout_mhd_api_table.get_connection_info(connection, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
     return info ? info->socket_context : NULL;
 }
+
+/// The loaded library's version, e.g. "0.9.75".
+static inline const char *rollout_mhd_version(void) { return rollout_mhd_api_table.get_version(); }
 
 /// Request headers (`header` non-zero) or query arguments, one callback each.
 static inline void rollout_mhd_values(struct MHD_Connection *c, int header, MHD_KeyValueIterator it, void *cls)
