@@ -114,21 +114,35 @@ public struct HTTPServerError: Error, CustomStringConvertible, Sendable {
 }
 
 /// One access-log line per request: `{"time","method","path","status","durationMs","bytesIn","bytesOut","remote"}`,
-/// and `"problem"` when the server failed (`HTTPResponse.problem`).
+/// `"problem"` when the server failed (`HTTPResponse.problem`), and `"answeredBy"` when the server's code did not
+/// answer (`Answerer`).
 public struct AccessLogEntry: Sendable {
+    /// Who answered a request whose head reached the server's code.
+    public enum Answerer: String, Sendable {
+        /// The server's code: the line has no `answeredBy`.
+        case server
+        /// libmicrohttpd itself, after the head (a malformed chunked body, a connection out of memory): `status`
+        /// is the one it queued.
+        case libmicrohttpd
+        /// Nobody: the connection ended first (the client went away, or a deadline shut it down); no `status`.
+        case none
+    }
+
     public var time: Instant
     public var method: String
     public var path: String
-    public var status: Int
+    /// The status sent; nil when nothing was (`answeredBy` is then `.none`).
+    public var status: Int?
     public var durationMicroseconds: Int64
     public var bytesIn: Int
     public var bytesOut: Int
     public var remote: String
     public var problem: String?
+    public var answeredBy: Answerer
 
     public init(
-        time: Instant, method: String, path: String, status: Int, durationMicroseconds: Int64, bytesIn: Int,
-        bytesOut: Int, remote: String, problem: String? = nil
+        time: Instant, method: String, path: String, status: Int?, durationMicroseconds: Int64, bytesIn: Int,
+        bytesOut: Int, remote: String, problem: String? = nil, answeredBy: Answerer = .server
     ) {
         self.time = time
         self.method = method
@@ -139,6 +153,7 @@ public struct AccessLogEntry: Sendable {
         self.bytesOut = bytesOut
         self.remote = remote
         self.problem = problem
+        self.answeredBy = answeredBy
     }
 
     /// The entry as one JSON line (no newline).
@@ -152,9 +167,11 @@ public struct AccessLogEntry: Sendable {
         let us = max(0, durationMicroseconds)
         let fraction = String(us % 1000)
         let ms = "\(us / 1000)." + String(repeating: "0", count: 3 - fraction.count) + fraction
-        return "{\"time\":\(q(time.iso8601)),\"method\":\(q(method)),\"path\":\(q(path)),\"status\":\(status),"
+        return "{\"time\":\(q(time.iso8601)),\"method\":\(q(method)),\"path\":\(q(path)),"
+            + (status.map { "\"status\":\($0)," } ?? "")
             + "\"durationMs\":\(ms),\"bytesIn\":\(bytesIn),\"bytesOut\":\(bytesOut),\"remote\":\(q(remote))"
-            + (problem.map { ",\"problem\":\(q($0))" } ?? "") + "}"
+            + (problem.map { ",\"problem\":\(q($0))" } ?? "")
+            + (answeredBy == .server ? "" : ",\"answeredBy\":\(q(answeredBy.rawValue))") + "}"
     }
 }
 
@@ -180,7 +197,8 @@ public struct AccessLogEntry: Sendable {
 /// `connectionMemoryBytes` (431, or 414 for the request line), a header line with whitespace before its colon or
 /// folded onto the next (400, `isFieldName`), conflicting `Content-Length` headers or one with
 /// `Transfer-Encoding` (400: libmicrohttpd reads one, a proxy in front may read another, which smuggles a
-/// request), a transfer coding other than `chunked` (501), the handler's own `refusal(head:)`, and a
+/// request), a transfer coding other than `chunked` (501), `Transfer-Encoding` in an HTTP/1.0 request (400, RFC
+/// 9112 §6.1), the handler's own `refusal(head:)`, and a
 /// `Content-Length` over the route's limit (413). libmicrohttpd still answers a few requests itself, before any
 /// callback can: a request line or header line it cannot parse (a request line of a method alone gets no answer
 /// at all), a `Content-Length` that is not a number or overflows, a malformed chunked body, an HTTP major version
@@ -441,6 +459,12 @@ public final class HTTPServer: @unchecked Sendable {
             return googleError(400, "INVALID_ARGUMENT", "The request has conflicting Content-Length headers.")
         }
         if let coding = e.headers["transfer-encoding"] {
+            // libmicrohttpd decodes chunks in an HTTP/1.0 request too; a proxy in front may frame it by the close.
+            if e.version == "HTTP/1.0" {
+                return googleError(
+                    400, "INVALID_ARGUMENT",
+                    "An HTTP/1.0 request cannot have a Transfer-Encoding header (RFC 9112 §6.1: faulty framing).")
+            }
             // libmicrohttpd frames by Transfer-Encoding and decodes only a lone `chunked`; any other coding it
             // would read as a body of unknown length until the connection closes (RFC 9112 §6.1).
             if e.headers["content-length"] != nil {
@@ -492,16 +516,21 @@ public final class HTTPServer: @unchecked Sendable {
         return rollout_mhd_queue(connection, UInt32(response.status), r)
     }
 
-    fileprivate func complete(_ e: Exchange) {
+    /// The request is over; `queuedStatus` is the status of the response on the connection (0 if none), which
+    /// is libmicrohttpd's own when the server's code gave none (it answers a malformed chunked body itself).
+    fileprivate func complete(_ e: Exchange, queuedStatus: Int) {
         if let c = e.connection { watch.enter(.head, c) }
         guard e.begun else { return }  // libmicrohttpd answered the head itself
         lock.withLock { inFlight -= 1 }
         guard let log else { return }
+        let answeredBy: AccessLogEntry.Answerer =
+            e.status != 0 ? .server : queuedStatus != 0 ? .libmicrohttpd : .none
         log(
             AccessLogEntry(
-                time: clock.now(), method: e.method, path: e.path, status: e.status,
+                time: clock.now(), method: e.method, path: e.path,
+                status: answeredBy == .server ? e.status : answeredBy == .libmicrohttpd ? queuedStatus : nil,
                 durationMicroseconds: Int64(HTTPServer.monotonicMicroseconds() - e.started), bytesIn: e.bytesIn,
-                bytesOut: e.bytesOut, remote: e.remote, problem: e.problem))
+                bytesOut: e.bytesOut, remote: e.remote, problem: e.problem, answeredBy: answeredBy))
     }
 }
 
@@ -586,10 +615,10 @@ private let accessHandler: MHD_AccessHandlerCallback = {
     return server.respond(connection: connection, exchange: e)
 }
 
-private let completedHandler: MHD_RequestCompletedCallback = { cls, _, conCls, _ in
+private let completedHandler: MHD_RequestCompletedCallback = { cls, connection, conCls, _ in
     guard let cls, let conCls, let box = conCls.pointee else { return }
     let server = Unmanaged<HTTPServer>.fromOpaque(cls).takeUnretainedValue()
     let e = Unmanaged<HTTPServer.Exchange>.fromOpaque(box).takeRetainedValue()
     conCls.pointee = nil
-    server.complete(e)
+    server.complete(e, queuedStatus: connection.map { Int(rollout_mhd_queued_status($0)) } ?? 0)
 }

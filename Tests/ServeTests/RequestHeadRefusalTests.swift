@@ -89,6 +89,55 @@ import TestSupport
         expectRefused(SlowClientTests.response(chunked.untilClosed(within: 10)), 413, "INVALID_ARGUMENT")
     }
 
+    /// Reproduction: `POST /v1/events HTTP/1.0` with `Transfer-Encoding: chunked` was decoded and served (200); RFC
+    /// 9112 §6.1 calls that faulty framing (a proxy in front may frame an HTTP/1.0 message by the close). It is 400.
+    @Test func anHTTP10RequestWithTransferEncodingIs400() throws {
+        let f = try ServerFixture()
+        let line = "{\"t\":\(f.clock.now().microseconds),\"i\":\"fid-1\",\"k\":\"success\"}\n"
+        let chunked = String(line.utf8.count, radix: 16) + "\r\n" + line + "\r\n0\r\n\r\n"
+        let head = "POST /v1/events HTTP/1.0\r\nHost: 127.0.0.1\r\n" + Self.bearer + "Connection: close\r\n"
+            + "Transfer-Encoding: chunked\r\n\r\n"
+        expectRefused(try answer(f, head + chunked), 400, "INVALID_ARGUMENT")
+        #expect(try f.counters.batches().isEmpty)
+        // HTTP/1.1, the same request is served.
+        let served = try answer(f, head.replacingOccurrences(of: "HTTP/1.0", with: "HTTP/1.1") + chunked)
+        #expect(served?.status == 200, "\(String(describing: served))")
+    }
+
+    /// Reproduction: a request libmicrohttpd answered itself after its head (a chunk size `zz`: 400) was logged
+    /// with status 0, as was one that no one answered (the client went away mid-body). The first is now logged
+    /// with the status libmicrohttpd sent and `"answeredBy":"libmicrohttpd"`, the second with no status and
+    /// `"answeredBy":"none"`; the server's own answers are logged as before.
+    @Test func theAccessLogTellsWhoAnsweredARequest() throws {
+        let f = try ServerFixture()
+        let head = Self.events + Self.bearer
+        let answered = try raw(f, head + "Transfer-Encoding: chunked\r\n\r\nzz\r\n{}\r\n0\r\n\r\n")
+        #expect(String(decoding: answered ?? [], as: UTF8.self).hasPrefix("HTTP/1.1 400 "))
+        let first = f.log.waitFor(1)
+        try #require(first.count == 1)
+        #expect(first[0].status == 400 && first[0].answeredBy == .libmicrohttpd, "\(first[0].line)")
+        let line = try JSONParser().parse(first[0].line)
+        #expect(line["status"]?.numberValue?.int64 == 400 && line["answeredBy"]?.stringValue == "libmicrohttpd")
+
+        let gone = try SlowClientTests.RawSocket(port: f.server.port)
+        gone.send(head + "Content-Length: 100\r\n\r\n0123456789")
+        // The head reached the handler (its body is on the way) before the client goes.
+        let deadline = Date().addingTimeInterval(10)
+        while f.server.requestsInFlight == 0, Date() < deadline { usleep(5_000) }
+        #expect(f.server.requestsInFlight == 1)
+        shutdown(gone.fd, Int32(SHUT_RDWR))
+        let second = f.log.waitFor(2)
+        try #require(second.count == 2)
+        #expect(second[1].status == nil && second[1].answeredBy == AccessLogEntry.Answerer.none, "\(second[1].line)")
+        let unanswered = try JSONParser().parse(second[1].line)
+        #expect(unanswered["status"] == nil && unanswered["answeredBy"]?.stringValue == "none")
+
+        #expect(try f.client.request("GET", "/healthz").status == 200)
+        let third = f.log.waitFor(3)
+        #expect(third.count == 3 && third[2].status == 200 && third[2].answeredBy == .server)
+        #expect(!third[2].line.contains("answeredBy"))
+    }
+
     /// Reproduction: a request with both `Content-Length: 5` and `Transfer-Encoding: chunked` was served
     /// (libmicrohttpd reads the chunks; a proxy in front may read the length, which smuggles a request).
     @Test func contentLengthWithTransferEncodingIs400() throws {

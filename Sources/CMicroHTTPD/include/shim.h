@@ -107,6 +107,15 @@ static inline void *rollout_mhd_socket_context(struct MHD_Connection *connection
     return info ? info->socket_context : NULL;
 }
 
+/// The status of the response queued on the connection, by the server or by libmicrohttpd itself (0 if none).
+/// libmicrohttpd calls the request-completed callback before it lets go of the response, so it is there then.
+static inline unsigned int rollout_mhd_queued_status(struct MHD_Connection *connection)
+{
+    const union MHD_ConnectionInfo *info =
+        rollout_mhd_api_table.get_connection_info(connection, MHD_CONNECTION_INFO_HTTP_STATUS);
+    return info ? info->http_status : 0;
+}
+
 /// The loaded library's version, e.g. "0.9.75".
 static inline const char *rollout_mhd_version(void) { return rollout_mhd_api_table.get_version(); }
 
