@@ -10,14 +10,14 @@ import Timekeeping
 /// `POST /v1/events`: a backend pushes telemetry events, which land through the same ingest as `rollout ingest`
 /// (`TelemetryIngest` reading the lines, the store's `TelemetryCounters.commit` landing them as one batch).
 ///
-/// - Authentication: `Authorization: Bearer <token>`, compared in constant time with the server's token.
+/// - Authentication: `Authorization: Bearer <token>`, the server's `BearerToken`.
 /// - Body: NDJSON (one event per line), or a JSON array of event objects; `?format=native|ga4|crashlytics`
 ///   (default native, the format `rollout ingest` reads by default).
 /// - All or nothing: a request with any unreadable line lands nothing and answers 400 with the first problems,
 ///   so a client can fix and resend without double counting. Otherwise the whole body is one batch, committed
 ///   (durably) before the answer `{"accepted", "ignored", "batch"}`.
 public final class EventsIntake: @unchecked Sendable {
-    private let tokenDigest: [UInt8]
+    private let bearer: BearerToken
     /// Lands one batch (committed before it returns).
     private let land: (TelemetryBatch, String, Instant) throws -> BatchReceipt?
     private let clock: any Clock
@@ -54,33 +54,15 @@ public final class EventsIntake: @unchecked Sendable {
         afterCommit: @escaping @Sendable () -> Void, land: @escaping (TelemetryBatch, String, Instant) throws -> BatchReceipt?
     ) {
         self.rolloutStart = rolloutStart
-        tokenDigest = SHA256.hash(Array(bearerToken.utf8))
+        bearer = BearerToken(bearerToken)
         self.land = land
         self.clock = clock
         self.afterCommit = afterCommit
     }
 
-    /// A fresh bearer token: 32 random bytes, base64url.
-    public static func newToken() -> String { Base64.encodeURL(SecureRandom.bytes(32)) }
-
-    func authorized(_ request: HTTPRequest) -> Bool {
-        guard let header = request.header("authorization") else { return false }
-        let parts = header.split(separator: " ", maxSplits: 1)
-        guard parts.count == 2, parts[0].lowercased() == "bearer" else { return false }
-        let presented = SHA256.hash(Array(parts[1].trimmingSpaces().utf8))
-        var diff: UInt8 = 0
-        for i in 0..<presented.count { diff |= presented[i] ^ tokenDigest[i] }
-        return diff == 0
-    }
-
     /// The 401 for a request without the bearer token, nil for one with it: the one check of the token, which the
     /// server asks on the head alone (so an unauthenticated body is never read) and `respond` asks again.
-    public func refusal(head request: HTTPRequest) -> HTTPResponse? {
-        guard !authorized(request) else { return nil }
-        return googleError(
-            401, "UNAUTHENTICATED", "Request is missing a valid bearer token (Authorization: Bearer TOKEN).",
-            headers: [("WWW-Authenticate", "Bearer")])
-    }
+    public func refusal(head request: HTTPRequest) -> HTTPResponse? { bearer.refusal(head: request) }
 
     public func respond(to request: HTTPRequest) -> HTTPResponse {
         if let refused = refusal(head: request) { return refused }

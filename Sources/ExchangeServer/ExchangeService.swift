@@ -154,9 +154,11 @@ public final class RateLimiter: @unchecked Sendable {
 ///
 /// - `POST /v1/projects/{project}/apps/{app}:{method}` and `POST /v1/oauthClients/{app}:{method}`: the App Check
 ///   exchange (`AppCheckExchange.handle`), methods `generateAppAttestChallenge`, `exchangeAppAttestAttestation`,
-///   `exchangeAppAttestAssertion`, `exchangeDebugToken`; `POST /v1beta/projects/{p}:verifyAppCheckToken`.
+///   `exchangeAppAttestAssertion`, `exchangeDebugToken`.
+/// - `POST /v1beta/projects/{p}:verifyAppCheckToken`: for a backend, with the server's `BearerToken` (it consumes
+///   limited-use tokens; Firebase asks an authenticated backend for it too).
 /// - `GET /v1/jwks`: the public signing keys.
-/// - `POST /v1/events`: telemetry intake (`EventsIntake`), with a bearer token.
+/// - `POST /v1/events`: telemetry intake (`EventsIntake`), with the same bearer token.
 /// - `GET /healthz`: `{"status": "serving"}` while the store answers, 503 otherwise.
 ///
 /// Unknown paths and wrong HTTP methods answer 404 `NOT_FOUND`, as Google's front end does.
@@ -164,17 +166,20 @@ public final class ExchangeService: HTTPHandler, @unchecked Sendable {
     public let holder: ExchangeHolder
     public let intake: EventsIntake?
     public let limiter: RateLimiter?
+    /// Guards `verifyAppCheckToken` (the intake holds the same token for `POST /v1/events`).
+    public let bearer: BearerToken
     /// Body limits: App Check requests are small (an attestation is about 5 KB).
     public let exchangeBodyLimit: Int
     public let eventsBodyLimit: Int
 
     public init(
-        holder: ExchangeHolder, intake: EventsIntake?, limiter: RateLimiter?, exchangeBodyLimit: Int = 64 * 1024,
-        eventsBodyLimit: Int = 8 * 1024 * 1024
+        holder: ExchangeHolder, intake: EventsIntake?, limiter: RateLimiter?, bearerToken: String,
+        exchangeBodyLimit: Int = 64 * 1024, eventsBodyLimit: Int = 8 * 1024 * 1024
     ) {
         self.holder = holder
         self.intake = intake
         self.limiter = limiter
+        bearer = BearerToken(bearerToken)
         self.exchangeBodyLimit = exchangeBodyLimit
         self.eventsBodyLimit = eventsBodyLimit
     }
@@ -207,6 +212,7 @@ public final class ExchangeService: HTTPHandler, @unchecked Sendable {
         default:
             guard request.method == "POST", let route = AppCheckRoute.parse(path: request.path), route.method != "jwks"
             else { return notFound(request) }
+            if route.method == Self.backendMethod, let refused = bearer.refusal(head: request) { return refused }
             if let limiter, !limiter.allow(request.remoteAddress) {
                 let e = AppCheckExchangeError.rateLimited(
                     "Quota exceeded: more than \(Int(limiter.rate)) requests per second from \(request.remoteAddress).")
@@ -227,13 +233,22 @@ public final class ExchangeService: HTTPHandler, @unchecked Sendable {
     }
 
     /// Refused on the head, before any body byte is kept: `POST /v1/events` without the intake's bearer token
-    /// (401, `EventsIntake.refusal`), and every other request to `/v1/events` (another method, or the intake off:
-    /// the 404 `respond` would give once the body had arrived). Every other request goes on to its body.
+    /// (401, `EventsIntake.refusal`), every other request to `/v1/events` (another method, or the intake off:
+    /// the 404 `respond` would give once the body had arrived), and `verifyAppCheckToken` without the bearer
+    /// token (401). Every other request goes on to its body.
     public func refusal(head: HTTPRequest) -> HTTPResponse? {
-        guard head.path == "/v1/events" else { return nil }
-        guard let intake = intake(serving: head) else { return notFound(head) }
-        return intake.refusal(head: head)
+        if head.path == "/v1/events" {
+            guard let intake = intake(serving: head) else { return notFound(head) }
+            return intake.refusal(head: head)
+        }
+        if head.method == "POST", AppCheckRoute.parse(path: head.path)?.method == Self.backendMethod {
+            return bearer.refusal(head: head)
+        }
+        return nil
     }
+
+    /// The exchange method for a backend, not a device: it needs the bearer token.
+    static let backendMethod = "verifyAppCheckToken"
 
     /// The intake when `request` is `POST /v1/events` and the intake is on.
     private func intake(serving request: HTTPRequest) -> EventsIntake? {

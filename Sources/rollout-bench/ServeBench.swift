@@ -58,15 +58,20 @@ enum ServeBench {
         var assertions = 0
     }
 
+    /// The servers' bearer token (`verifyAppCheckToken` needs it), written next to the access log.
+    static let bearerToken = "bench-bearer-token-0123456789abcdef"
+
     static func serverProcess(
         _ rollout: String, store: String, log: String, threads: Int = 2, environment: [String: String] = [:]
     ) throws -> (Process, UInt16) {
+        let tokenFile = log + ".bearer-token"
+        try bearerToken.write(toFile: tokenFile, atomically: true, encoding: .utf8)
         let p = Process()
         if !environment.isEmpty { p.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 } }
         p.executableURL = URL(fileURLWithPath: rollout)
         p.arguments = [
             "serve", "--listen", "127.0.0.1:0", "--trust-demo", "--store", store, "--rate-limit", "0", "--no-events",
-            "--threads", "\(threads)", "--access-log", log,
+            "--threads", "\(threads)", "--access-log", log, "--events-token-file", tokenFile,
         ]
         let out = Pipe()
         p.standardOutput = out

@@ -35,6 +35,15 @@ enum ServeEndpointsBench {
     static func path(_ method: String) -> String { "/v1/projects/bench/apps/\(app):\(method)" }
     static let verifyPath = "/v1beta/projects/bench:verifyAppCheckToken"
 
+    /// `verifyAppCheckToken` for `token`, with the server's bearer token, as a backend asks it.
+    static func verify(_ http: LoopbackHTTPClient, _ token: String) throws -> (status: Int, body: [UInt8]) {
+        let r = try http.request(
+            "POST", verifyPath,
+            headers: [("Content-Type", "application/json"), ("Authorization", "Bearer \(ServeBench.bearerToken)")],
+            body: Array("{\"appCheckToken\":\"\(token)\"}".utf8))
+        return (r.status, r.body)
+    }
+
     /// Latencies of the measured method, errors of any request, from all client threads.
     final class Tally: @unchecked Sendable {
         let lock = NSLock()
@@ -191,9 +200,9 @@ enum ServeEndpointsBench {
         _ endpoint: Endpoint, http: LoopbackHTTPClient, tally: Tally, windowStart: UInt64, deadline: UInt64,
         authority: DemoCertificateAuthority, debugToken: String, tokens: [String] = []
     ) throws {
-        func timed(_ path: String, _ body: [UInt8]) throws -> [UInt8] {
+        func timed(_ path: String, _ body: [UInt8], verifying token: String? = nil) throws -> [UInt8] {
             let start = Stopwatch.nanoseconds()
-            let r = try http.post(path: path, body: body)
+            let r = try token.map { try verify(http, $0) } ?? http.post(path: path, body: body)
             guard r.status == 200 else { throw BenchError("\(path): HTTP \(r.status)") }
             if start >= windowStart { tally.record(Stopwatch.nanoseconds() - start) }
             return r.body
@@ -214,7 +223,7 @@ enum ServeEndpointsBench {
             for token in tokens {
                 guard Stopwatch.nanoseconds() < deadline else { break }
                 do {
-                    let answer = try timed(verifyPath, Array("{\"appCheckToken\":\"\(token)\"}".utf8))
+                    let answer = try timed(verifyPath, [], verifying: token)
                     if json(answer)?["alreadyConsumed"] != nil { throw BenchError("a fresh token was already consumed") }
                 } catch {
                     tally.fail("\(error)")
@@ -430,7 +439,7 @@ enum ServeEndpointsBench {
                         let body = Array("{\"debugToken\":\"\(debugToken)\",\"limitedUse\":true}".utf8)
                         guard let r = try? http.post(path: path("exchangeDebugToken"), body: body), r.status == 200,
                             let token = json(r.body)?["token"]?.stringValue,
-                            let v = try? http.post(path: verifyPath, body: Array("{\"appCheckToken\":\"\(token)\"}".utf8)),
+                            let v = try? verify(http, token),
                             v.status == 200, json(v.body)?["alreadyConsumed"] == nil,
                             let (id, expiresAt) = tokenIdAndExpiry(token)
                         else { return }

@@ -23,10 +23,13 @@ enum ServeCommands {
         discussion: "HTTP/1.1 on libmicrohttpd with Firebase App Check's REST API as Google's discovery document "
             + "describes it: POST /v1/projects/{project}/apps/{app}:generateAppAttestChallenge, "
             + ":exchangeAppAttestAttestation, :exchangeAppAttestAssertion, :exchangeDebugToken (also under "
-            + "/v1/oauthClients/{app}), and GET /v1/jwks. Failed verification is 403 PERMISSION_DENIED, a "
+            + "/v1/oauthClients/{app}), GET /v1/jwks, and for a backend POST "
+            + "/v1beta/projects/{project}:verifyAppCheckToken (with the bearer token). Failed verification is 403 PERMISSION_DENIED, a "
             + "malformed request 400 INVALID_ARGUMENT, an unknown app 404, rate limiting 429, store trouble 503. "
-            + "POST /v1/events takes native NDJSON (or a JSON array; ?format=ga4|crashlytics) with a bearer token "
-            + "and lands it through the same ingest as 'rollout ingest'. GET /healthz answers while the store does. "
+            + "POST /v1/events takes native NDJSON (or a JSON array; ?format=ga4|crashlytics) "
+            + "and lands it through the same ingest as 'rollout ingest'. The bearer token (Authorization: Bearer TOKEN, "
+            + "--events-token-file or printed at start) guards both, and is checked before any body is read: "
+            + "without it the answer is 401. GET /healthz answers while the store does. "
             + "One JSON access-log line per request goes to stderr (or --access-log). SIGTERM or SIGINT: stop "
             + "accepting, let requests in flight finish, exit 0. Every state change is committed before its answer.",
         options: [
@@ -58,8 +61,8 @@ enum ServeCommands {
             .value("--max-events-body", name: "BYTES", help: "Largest POST /v1/events body (default 8388608)."),
             .value(
                 "--events-token-file", name: "PATH",
-                help: "Read the events bearer token from this file (else a fresh one is printed)."),
-            .flag("--no-events", help: "Do not serve POST /v1/events."),
+                help: "Read the bearer token for POST /v1/events and verifyAppCheckToken from this file (else a fresh one is printed)."),
+            .flag("--no-events", help: "Do not serve POST /v1/events (the bearer token still guards verifyAppCheckToken)."),
             .value("--access-log", name: "PATH", help: "Append access-log lines to PATH instead of stderr."),
         ],
         examples: [
@@ -210,22 +213,24 @@ enum ServeCommands {
             note("apps registered with --trust-demo accept only Apple's root in this run (no --trust-demo given)")
         }
 
-        var intake: EventsIntake?
+        // One bearer token for the backend's routes, POST /v1/events and verifyAppCheckToken: it exists whether the
+        // intake is on or not.
+        let token: String
         var printedToken: String?
-        if !inv.flag("--no-events") {
-            let token: String
-            if let file = inv.value("--events-token-file") {
-                guard let text = try? String(contentsOfFile: file, encoding: .utf8) else {
-                    throw CommandError("cannot read the events token file \(file)")
-                }
-                token = text.trimmingWhitespace()
-                guard token.count >= 16 else {
-                    throw CommandError("\(file): the events token must have 16 characters or more")
-                }
-            } else {
-                token = EventsIntake.newToken()
-                printedToken = token
+        if let file = inv.value("--events-token-file") {
+            guard let text = try? String(contentsOfFile: file, encoding: .utf8) else {
+                throw CommandError("cannot read the bearer token file \(file)")
             }
+            token = text.trimmingWhitespace()
+            guard token.count >= 16 else {
+                throw CommandError("\(file): the bearer token must have 16 characters or more")
+            }
+        } else {
+            token = BearerToken.fresh()
+            printedToken = token
+        }
+        var intake: EventsIntake?
+        if !inv.flag("--no-events") {
             let checker = AutoKillCheck(target: target)
             let autoKill: @Sendable () -> Void = { checker.run() }
             // One monitor for the server's life: its start cache makes each request's look O(1) in the history.
@@ -242,7 +247,8 @@ enum ServeCommands {
                 afterCommit: autoKill)
         }
         let limiter = rate > 0 ? RateLimiter(rate: Double(rate), burst: Double(2 * rate), clock: clock) : nil
-        let service = ExchangeService(holder: holder, intake: intake, limiter: limiter, eventsBodyLimit: eventsLimit)
+        let service = ExchangeService(
+            holder: holder, intake: intake, limiter: limiter, bearerToken: token, eventsBodyLimit: eventsLimit)
 
         let logFD: Int32
         if let path = inv.value("--access-log") {
@@ -270,10 +276,13 @@ enum ServeCommands {
                 "  app \(app.appId) (\(app.identity.appId), \(app.environment.rawValue)"
                 + (app.trustsDemoRoot ? ", trusts the demo authority" : "") + ")\n"
         }
-        if let printedToken { banner += "events token: \(printedToken)\n" }
+        if let printedToken { banner += "bearer token: \(printedToken)\n" }
         if intake != nil {
             banner += "events: POST http://\(host):\(server.port)/v1/events (Authorization: Bearer TOKEN)\n"
         }
+        banner +=
+            "verify: POST http://\(host):\(server.port)/v1beta/projects/\(project.id):verifyAppCheckToken "
+            + "(Authorization: Bearer TOKEN)\n"
         StandardStream.output.write(banner)
 
         var received: Int32 = 0

@@ -191,7 +191,8 @@ import Timekeeping
         let holder = try ExchangeHolder(state: state, clock: f.clock, trustDemo: true)
         #expect(holder.exchange().evaluateToken(token, consume: false).passed)
         let server = try HTTPServer(
-            host: "127.0.0.1", port: 0, handler: ExchangeService(holder: holder, intake: nil, limiter: nil))
+            host: "127.0.0.1", port: 0, handler: ExchangeService(
+                holder: holder, intake: nil, limiter: nil, bearerToken: ServerFixture.eventsToken))
         defer { server.shutdown() }
         let remote = RemoteAppCheckExchange(
             transport: try LoopbackHTTPClient(host: "127.0.0.1", port: server.port),
@@ -216,18 +217,55 @@ import Timekeeping
             f.appPath("exchangeDebugToken"), ["debugToken": .string(ServerFixture.debugToken), "limitedUse": true])
         let token = try #require(r.json?["token"]?.stringValue)
         let verify = "/v1beta/projects/\(ServerFixture.project.number):verifyAppCheckToken"
-        let first = try f.post(verify, ["appCheckToken": .string(token)])
+        let first = try f.post(verify, raw: JSONWriter().bytes(["appCheckToken": .string(token)]), headers: Self.bearer)
         #expect(first.status == 200 && first.json?["alreadyConsumed"] == nil, "\(first)")
-        #expect(try f.post(verify, ["app_check_token": .string(token)]).json?["alreadyConsumed"]?.boolValue == true)
+        #expect(
+            try f.post(verify, raw: JSONWriter().bytes(["app_check_token": .string(token)]), headers: Self.bearer)
+                .json?["alreadyConsumed"]?.boolValue == true)
         let state = try AppCheckStateTables(database: RolloutStore(path: f.path, create: false).database)
         let holder = try ExchangeHolder(state: state, clock: f.clock, trustDemo: true)
         let server = try HTTPServer(
-            host: "127.0.0.1", port: 0, handler: ExchangeService(holder: holder, intake: nil, limiter: nil))
+            host: "127.0.0.1", port: 0, handler: ExchangeService(
+                holder: holder, intake: nil, limiter: nil, bearerToken: ServerFixture.eventsToken))
         defer { server.shutdown() }
         let client = try LoopbackHTTPClient(host: "127.0.0.1", port: server.port)
-        let again = try client.request("POST", verify, body: JSONWriter().bytes(["appCheckToken": .string(token)]))
+        let again = try client.request(
+            "POST", verify, headers: Self.bearer, body: JSONWriter().bytes(["appCheckToken": .string(token)]))
         #expect(again.status == 200)
         #expect((try JSONParser().parse(again.body))["alreadyConsumed"]?.boolValue == true)
+    }
+
+    static let bearer = [("Authorization", "Bearer \(ServerFixture.eventsToken)")]
+
+    /// Reproduction: `verifyAppCheckToken` needed no credentials, so anyone holding a limited-use token (the
+    /// device, or whoever took it from the device) could consume it, and the app's backend was then told
+    /// `alreadyConsumed`. Firebase asks an authenticated backend for it; here it takes the server's bearer token
+    /// (the one of `POST /v1/events`, which exists with the intake off too), checked on the head: without it, or
+    /// with another, the answer is 401 before the body is read, and the token is not consumed.
+    @Test(arguments: [true, false])
+    func verifyingATokenNeedsTheBearerToken(events: Bool) throws {
+        let f = try ServerFixture(events: events)
+        let r = try f.post(
+            f.appPath("exchangeDebugToken"), ["debugToken": .string(ServerFixture.debugToken), "limitedUse": true])
+        let token = try #require(r.json?["token"]?.stringValue)
+        let body = JSONWriter().bytes(["appCheckToken": .string(token)])
+        for project in [ServerFixture.project.id, ServerFixture.project.number] {
+            let verify = "/v1beta/projects/\(project):verifyAppCheckToken"
+            for headers in [[], [("Authorization", "Bearer junk-0123456789abcdef")], [("Authorization", "Basic x")]] {
+                let refused = try f.post(verify, raw: body, headers: headers)
+                #expect(refused.status == 401, "\(refused)")
+                #expect(refused.json?["error"]?["status"]?.stringValue == "UNAUTHENTICATED")
+            }
+        }
+        let refusedOnTheHead = try SlowClientTests.RawSocket(port: f.server.port)
+        refusedOnTheHead.send(
+            "POST /v1beta/projects/\(ServerFixture.project.id):verifyAppCheckToken HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                + "Content-Length: 100000\r\n\r\n")
+        #expect(SlowClientTests.response(refusedOnTheHead.untilClosed(within: 10))?.status == 401)
+        let verify = "/v1beta/projects/\(ServerFixture.project.id):verifyAppCheckToken"
+        let first = try f.post(verify, raw: body, headers: Self.bearer)
+        #expect(first.status == 200 && first.json?["alreadyConsumed"] == nil, "\(first)")
+        #expect(try f.post(verify, raw: body, headers: Self.bearer).json?["alreadyConsumed"]?.boolValue == true)
     }
 }
 

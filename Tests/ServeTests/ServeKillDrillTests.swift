@@ -34,6 +34,16 @@ import Timekeeping
         var counts: (Int, Int, Int) { lock.withLock { (challenges.count, assertions, consumed.count) } }
     }
 
+    /// The server's bearer token, which `verifyAppCheckToken` needs (`--events-token-file`, written by `tokenFile`).
+    static let bearerToken = "kill-drill-bearer-token-0123456789"
+
+    /// Writes `bearerToken` into `directory` and returns the file's path.
+    static func tokenFile(in directory: URL) throws -> String {
+        let path = directory.appendingPathComponent("bearer-token").path
+        try bearerToken.write(toFile: path, atomically: true, encoding: .utf8)
+        return path
+    }
+
     static func json(_ bytes: [UInt8]) -> JSONValue? { try? JSONParser().parse(String(decoding: bytes, as: UTF8.self)) }
 
     /// A limited-use token's `jti` and `exp`.
@@ -98,8 +108,9 @@ import Timekeeping
                         let body = Array("{\"debugToken\":\"\(debugToken)\",\"limitedUse\":true}".utf8)
                         guard let r = try? http.post(path: base + "exchangeDebugToken", body: body), r.status == 200,
                             let token = json(r.body)?["token"]?.stringValue,
-                            let v = try? http.post(
-                                path: "/v1beta/projects/kill:verifyAppCheckToken",
+                            let v = try? http.request(
+                                "POST", "/v1beta/projects/kill:verifyAppCheckToken",
+                                headers: [("Authorization", "Bearer \(bearerToken)")],
                                 body: Array("{\"appCheckToken\":\"\(token)\"}".utf8)),
                             v.status == 200, json(v.body)?["alreadyConsumed"] == nil,
                             let (id, expiresAt) = idAndExpiry(token)
@@ -173,7 +184,11 @@ import Timekeeping
         let store = dir.appendingPathComponent("store.db").path
         let debugToken = try Self.prepare { try TestSupport.run(rollout, $0 + ["--store", store]) }
         let serve = try ServeProcess.start(
-            rollout, ["--trust-demo", "--store", store, "--rate-limit", "0", "--no-events"])
+            rollout,
+            [
+                "--trust-demo", "--store", store, "--rate-limit", "0", "--no-events", "--events-token-file",
+                try Self.tokenFile(in: dir),
+            ])
         defer { if serve.process.isRunning { serve.process.terminate() } }
         let state = try AppCheckStateTables(database: RolloutStore(path: store, create: false).database)
         let answered = try Self.drive(
@@ -199,7 +214,11 @@ import Timekeeping
         let environment = ["ROLLOUT_STORE_KEY": keyPath, "ROLLOUT_OPERATOR": "ana@test", "NO_COLOR": "1"]
         let debugToken = try Self.prepare { try TestSupport.run(rollout, $0 + ["--store", uri], environment: environment) }
         let serve = try ServeProcess.start(
-            rollout, ["--trust-demo", "--store", uri, "--rate-limit", "0", "--no-events"], environment: environment)
+            rollout,
+            [
+                "--trust-demo", "--store", uri, "--rate-limit", "0", "--no-events", "--events-token-file",
+                try Self.tokenFile(in: dir),
+            ], environment: environment)
         defer { if serve.process.isRunning { serve.process.terminate() } }
         let state = PostgresAppCheckState(
             store: try PostgresConfigStore(conninfo: conninfo), key: try StoreKey.load(keyPath))

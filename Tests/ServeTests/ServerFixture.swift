@@ -153,7 +153,8 @@ final class ServerFixture {
         service = ExchangeService(
             holder: holder,
             intake: events ? EventsIntake(counters: counters, bearerToken: Self.eventsToken, clock: clock) : nil,
-            limiter: limiter, exchangeBodyLimit: exchangeBodyLimit, eventsBodyLimit: eventsBodyLimit)
+            limiter: limiter, bearerToken: Self.eventsToken, exchangeBodyLimit: exchangeBodyLimit,
+            eventsBodyLimit: eventsBodyLimit)
         let book = LogBook()
         log = book
         server = try HTTPServer(host: "127.0.0.1", port: 0, handler: service, limits: limits, clock: clock) {

@@ -1,0 +1,34 @@
+import Crypto
+import Platform
+
+/// The server's bearer token, which a backend presents (`Authorization: Bearer TOKEN`) on the routes that are
+/// not for devices: `POST /v1/events` and `POST /v1beta/projects/{p}:verifyAppCheckToken`.
+///
+/// Checked on the request's head, before any body byte is kept, by comparing SHA-256 digests in constant time.
+public struct BearerToken: Sendable {
+    private let digest: [UInt8]
+
+    public init(_ token: String) { digest = SHA256.hash(Array(token.utf8)) }
+
+    /// A fresh token: 32 random bytes, base64url.
+    public static func fresh() -> String { Base64.encodeURL(SecureRandom.bytes(32)) }
+
+    /// Whether `request` carries the token.
+    public func admits(_ request: HTTPRequest) -> Bool {
+        guard let header = request.header("authorization") else { return false }
+        let parts = header.split(separator: " ", maxSplits: 1)
+        guard parts.count == 2, parts[0].lowercased() == "bearer" else { return false }
+        let presented = SHA256.hash(Array(parts[1].trimmingSpaces().utf8))
+        var diff: UInt8 = 0
+        for i in 0..<presented.count { diff |= presented[i] ^ digest[i] }
+        return diff == 0
+    }
+
+    /// The 401 for a request without the token, nil for one with it.
+    public func refusal(head request: HTTPRequest) -> HTTPResponse? {
+        guard !admits(request) else { return nil }
+        return googleError(
+            401, "UNAUTHENTICATED", "Request is missing a valid bearer token (Authorization: Bearer TOKEN).",
+            headers: [("WWW-Authenticate", "Bearer")])
+    }
+}
