@@ -32,6 +32,52 @@ public struct EvaluatedValue: Hashable, Sendable {
     public var notes: [String] = []
 }
 
+extension EvaluatedValue {
+    /// What a non-empty conditional or default value gives, as firebase-admin reads it: `useInAppDefault` first
+    /// (whatever `value` says), else `value`. The one reading of a value wrapper, the evaluator's and `Exposure`'s.
+    init(_ wrapper: JSONObject, condition: String?) {
+        if wrapper["useInAppDefault"]?.boolValue == true {
+            self.init(value: nil, source: .inAppDefault, condition: condition)
+        } else {
+            self.init(value: wrapper["value"]?.stringValue, source: .remote, condition: condition)
+        }
+    }
+
+    /// How the apps read this value as a boolean: whether some SDK reads it as true (`may`) and whether every
+    /// SDK does (`must`). Only a value from the template can be true: the in-app default and the static default
+    /// are the app's own (`false` for this flag). See `BooleanReading`.
+    public var readsAsTrue: (may: Bool, must: Bool) {
+        guard source == .remote, let value else { return (false, false) }
+        return BooleanReading.of(value)
+    }
+}
+
+/// How the SDKs turn a Remote Config string into a boolean, whatever the parameter's `valueType`.
+///
+/// firebase-admin's `get_boolean` (and the Android SDK's `asBoolean`) read `1`, `true`, `t`, `yes`, `y`, `on`,
+/// in any case, as true. The iOS SDK's `boolValue` is `NSString.boolValue`: after leading spaces, an optional
+/// sign and zeros, a first character in `tTyY1-9` is true (`"yes"`, `"2"`, `"Tomato"`), `"on"` is false.
+public enum BooleanReading {
+    static let adminTruthy: Set<String> = ["1", "true", "t", "yes", "y", "on"]
+
+    /// (some SDK reads it as true, every SDK does).
+    public static func of(_ text: String) -> (may: Bool, must: Bool) {
+        let admin = adminTruthy.contains(text.lowercased())
+        let apple = appleBoolValue(text)
+        return (admin || apple, admin && apple)
+    }
+
+    /// `NSString.boolValue` (swift-corelibs-foundation's reading).
+    static func appleBoolValue(_ text: String) -> Bool {
+        var bytes = Substring(text).utf8[...]
+        while let b = bytes.first, b == UInt8(ascii: " ") || b == UInt8(ascii: "\t") || b == UInt8(ascii: "\n") { bytes = bytes.dropFirst() }
+        if let b = bytes.first, b == UInt8(ascii: "+") || b == UInt8(ascii: "-") { bytes = bytes.dropFirst() }
+        while bytes.first == UInt8(ascii: "0") { bytes = bytes.dropFirst() }
+        guard let b = bytes.first else { return false }
+        return "tTyY123456789".utf8.contains(b)
+    }
+}
+
 /// Evaluates templates exactly as firebase-admin 7.7.0 does (FACTS.md §1).
 ///
 /// Compile once, evaluate many: every condition is compiled into a small tree over seed slots, every parameter
@@ -131,21 +177,7 @@ final class Engine: @unchecked Sendable {
     let programIndex: [String: Int]
 
     init(_ template: RemoteConfigTemplate) {
-        var slots: [String: Int] = [:]
-        var hashers: [PercentileHasher] = []
-        // firebase-admin stops at nesting level 10 of server conditions, counting or/and wrappers twice.
-        let limit = template.form == .server ? 10 : Int.max
-        var roots: [Int32] = []
-        var flat = FlatConditions()
-        for c in template.conditions {
-            roots.append(
-                flat.add(c.node, level: 0, limit: limit) { seed in
-                    if let s = slots[seed] { return s }
-                    slots[seed] = hashers.count
-                    hashers.append(PercentileHasher(seed: seed))
-                    return hashers.count - 1
-                })
-        }
+        let flat = FlatConditions(template)
         var programs: [ParameterProgram] = []
         var allBranches: [(condition: Int32, result: Int32)] = []
         var index: [String: Int] = [:]
@@ -156,11 +188,11 @@ final class Engine: @unchecked Sendable {
             allBranches += program.branches
             programs.append(program)
         }
-        self.hashers = Engine.copy(hashers)
+        hashers = Engine.copy(flat.seeds.map { PercentileHasher(seed: $0) })
         nodes = Engine.copy(flat.nodes)
         children = Engine.copy(flat.children)
         opaques = flat.opaques
-        self.roots = Engine.copy(roots)
+        roots = Engine.copy(flat.roots)
         conditionNames = template.conditions.map(\.name)
         branches = Engine.copy(allBranches)
         self.programs = programs
@@ -277,6 +309,30 @@ struct FlatConditions: Sendable {
     var nodes: [Node] = []
     var children: [Int32] = []
     var opaques: [OpaqueTerm] = []
+    /// The seed of each slot.
+    var seeds: [String] = []
+    /// The root node of each of the template's conditions, in template order.
+    var roots: [Int32] = []
+
+    /// The template's conditions, compiled: the one reading of what a condition means (operators as bounds, an
+    /// unknown operator false, a node nested deeper than firebase-admin evaluates false) that both the evaluator
+    /// and `Exposure` walk.
+    init(_ template: RemoteConfigTemplate) {
+        // firebase-admin stops at nesting level 10 of server conditions, counting or/and wrappers twice.
+        let limit = template.form == .server ? 10 : Int.max
+        var slots: [String: Int] = [:]
+        var seeds: [String] = []
+        for c in template.conditions {
+            roots.append(
+                add(c.node, level: 0, limit: limit) { seed in
+                    if let s = slots[seed] { return s }
+                    slots[seed] = seeds.count
+                    seeds.append(seed)
+                    return seeds.count - 1
+                })
+        }
+        self.seeds = seeds
+    }
 
     /// Appends `node` (and its subtree) and returns its index. `level` follows firebase-admin's nesting count.
     mutating func add(_ node: ConditionNode, level: Int, limit: Int, slot: (String) -> Int) -> Int32 {
@@ -323,12 +379,27 @@ struct ParameterProgram: Sendable {
     var branchStart = 0
     /// The possible results; the last one is the default.
     var results: [EvaluatedValue]
+    /// Per result: whether Firebase itself decides it per installation and may serve a true value there (a
+    /// Firebase Rollout's `rolloutValue`, an A/B test's variants, a personalization), which the evaluator, like
+    /// firebase-admin, reads as no value. `Exposure` counts such a value as one that may be true.
+    var decidedByFirebase: [Bool]
+
+    /// Whether a value wrapper is one Firebase decides per installation and may make true.
+    static func firebaseMayServeTrue(_ wrapper: JSONObject) -> Bool {
+        guard wrapper["useInAppDefault"]?.boolValue != true, wrapper["value"] == nil else { return false }
+        if let rollout = wrapper["rolloutValue"] { return BooleanReading.of(rollout["value"]?.stringValue ?? "").may }
+        if let experiment = wrapper["experimentValue"] {
+            return (experiment["variantValue"]?.arrayValue ?? []).contains { BooleanReading.of($0["value"]?.stringValue ?? "").may }
+        }
+        return wrapper["personalizationValue"] != nil
+    }
 
     init(_ parameter: TemplateParameter, conditions: [TemplateCondition]) {
         let conditional = parameter.json["conditionalValues"]?.objectValue ?? JSONObject()
         var results: [EvaluatedValue] = []
         var branches: [(condition: Int32, result: Int32)] = []
         var emptyBranches: [Int] = []
+        var decided: [Bool] = []
         for (i, c) in conditions.enumerated() {
             guard let v = conditional[c.name] else { continue }
             let wrapper = v.objectValue ?? JSONObject()
@@ -338,22 +409,19 @@ struct ParameterProgram: Sendable {
                 continue
             }
             branches.append((Int32(i), Int32(results.count)))
-            if wrapper["useInAppDefault"]?.boolValue == true {
-                results.append(EvaluatedValue(value: nil, source: .inAppDefault, condition: c.name))
-            } else {
-                results.append(EvaluatedValue(value: wrapper["value"]?.stringValue, source: .remote, condition: c.name))
-            }
+            results.append(EvaluatedValue(wrapper, condition: c.name))
+            decided.append(Self.firebaseMayServeTrue(wrapper))
         }
         if let d = parameter.json["defaultValue"]?.objectValue, !d.isEmpty {
-            results.append(
-                d["useInAppDefault"]?.boolValue == true
-                    ? EvaluatedValue(value: nil, source: .inAppDefault, condition: nil)
-                    : EvaluatedValue(value: d["value"]?.stringValue, source: .remote, condition: nil))
+            results.append(EvaluatedValue(d, condition: nil))
+            decided.append(Self.firebaseMayServeTrue(d))
         } else {
             results.append(EvaluatedValue(value: nil, source: .static, condition: nil))
+            decided.append(false)
         }
         for b in emptyBranches { branches[b].result = Int32(results.count - 1) }
         self.branches = branches
         self.results = results
+        decidedByFirebase = decided
     }
 }

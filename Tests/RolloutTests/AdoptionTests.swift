@@ -96,6 +96,6 @@ struct AdoptionTests {
         let rollout = try #require(try RolloutPlan.locate(in: final))
         #expect(rollout.state == .rolling && rollout.percentage == MicroPercent(33_500_000))
         // The flag is judged by what it does, and the Firebase Rollout on another parameter does not touch it.
-        #expect(Exposure.of("AppAttestEnabled", in: final, seed: rollout.seed) == Exposure(certain: rollout.percentage, possible: rollout.percentage))
+        #expect(Exposure.of("AppAttestEnabled", in: final, seed: rollout.seed) == Exposure(certain: Exposure.share(ofAtMost: rollout.percentage), possible: Exposure.share(ofAtMost: rollout.percentage)))
     }
 }
