@@ -49,34 +49,55 @@ public struct Proposal: Sendable {
     public var effectBefore: Exposure?
     public var effectAfter: Exposure?
 
-    /// The exposure the change is judged on, before and after: what the devices get now or, for a killed
-    /// rollout, what `resume` would expose (its percentage), so that changing a killed rollout's percentage is
-    /// judged like the exposure it arms. A change that brings a killed rollout back (resume, or a rollback or
-    /// import to a rolling version) starts from what is exposed now. A not-started rollout is at 0. Either side
-    /// is at least what its template does (`effectBefore`, `effectAfter`): an import that serves `"true"` to
-    /// everyone through its default value is a change to 100%, whatever its percentage field reads.
-    public var exposedBefore: MicroPercent {
-        let effect = effectBefore?.possible ?? .zero
-        if before?.state == .killed, after?.state == .rolling { return effect }
-        return max(Proposal.armed(before), effect)
+    /// The exposure the change is judged on, before and after, on the scale of the rollout's percentage
+    /// (`Exposure.percentageScale`: every installation is 100%, so `set 99.999999` reaches 100%): what the
+    /// devices get now or, for a killed rollout, what `resume` would expose (its percentage), so that changing a
+    /// killed rollout's percentage is judged like the exposure it arms. A change that brings a killed rollout back
+    /// (resume, or a rollback or import to a rolling version) starts from what is exposed now. A not-started
+    /// rollout is at 0. Either side is at least what its template does (`effectBefore`, `effectAfter`): an import
+    /// that serves `"true"` to everyone through its default value is a change to 100%, whatever its percentage
+    /// field reads.
+    ///
+    /// A template whose terms the evaluator cannot decide (`app.id`, a custom signal, another seed) exposes a
+    /// range, `certain` to `possible`. The change is judged on the bound it moves most: a 10% → 100% `set` beside
+    /// a condition that may serve `"true"` to everyone is 10% → 100% on the certain bound although the possible
+    /// bound stays at 100%, and an import that lets such a condition serve `"true"` is judged on the possible one.
+    public var exposedBefore: MicroPercent { judged.before }
+    public var exposedAfter: MicroPercent { judged.after }
+
+    /// (before, after) on each bound, the armed percentage folded in, and the pair the change is judged on.
+    private var judged: (before: MicroPercent, after: MicroPercent) {
+        let armedBefore = returnsFromKill ? MicroPercent.zero : Proposal.armed(before)
+        let armedAfter = Proposal.armed(after)
+        func scaled(_ e: Exposure?, _ bound: KeyPath<Exposure, MicroPercent>) -> MicroPercent {
+            e.map { Exposure.percentageScale($0[keyPath: bound]) } ?? .zero
+        }
+        let possible = (max(armedBefore, scaled(effectBefore, \.possible)), max(armedAfter, scaled(effectAfter, \.possible)))
+        let certain = (max(armedBefore, scaled(effectBefore, \.certain)), max(armedAfter, scaled(effectAfter, \.certain)))
+        let rise = { (p: (MicroPercent, MicroPercent)) in p.1.value - p.0.value }
+        // The larger rise; without a rise the larger fall; the possible bound when both move alike.
+        if rise(certain) > 0 || rise(possible) > 0 { return rise(certain) > rise(possible) ? certain : possible }
+        return rise(certain) < rise(possible) ? certain : possible
     }
-    public var exposedAfter: MicroPercent { max(Proposal.armed(after), effectAfter?.possible ?? .zero) }
+
+    /// A change that brings a killed rollout back starts from what is exposed now, not from what it arms.
+    private var returnsFromKill: Bool { before?.state == .killed && after?.state == .rolling }
 
     /// Whether the templates do more or less than their rollout's percentage field says (a default of
     /// `"true"`, another condition serving `"true"`): the summary then names the effect.
     public var effectDiffersFromRollout: Bool {
         func differs(_ plan: RolloutPlan?, _ effect: Exposure?) -> Bool {
             guard let effect else { return false }
-            let served = plan?.state == .rolling ? plan!.percentage : .zero
+            let served = plan?.state == .rolling ? Exposure.share(ofAtMost: plan!.percentage) : .zero
             return effect.certain != served || effect.possible != served
         }
         return differs(before, effectBefore) || differs(after, effectAfter)
     }
 
-    /// The percentage a rollout exposes or would expose on resume.
+    /// The percentage a rollout exposes or would expose on resume, on the scale of `percentageScale`.
     static func armed(_ p: RolloutPlan?) -> MicroPercent {
         guard let p, p.state != .notStarted else { return .zero }
-        return p.percentage
+        return Exposure.percentageScale(Exposure.share(ofAtMost: p.percentage))
     }
 
     /// Whether the change only lowers exposure (a kill or a decrease): never blocked by guardrails or step-up.
@@ -84,11 +105,19 @@ public struct Proposal: Sendable {
         guard !force, kind != .importTemplate, kind != .rollback, kind != .reseed, protectionOverrides.isEmpty else {
             return false
         }
-        return kind == .kill || exposedAfter < exposedBefore
+        return kind == .kill || (!increasesExposure && exposedAfter < exposedBefore)
     }
 
-    /// Whether the change raises exposure (more installations get the flag).
-    public var increasesExposure: Bool { exposedAfter > exposedBefore }
+    /// Whether the change raises exposure (more installations get the flag, or may): a rise of the certain share,
+    /// of the possible share or of the percentage the rollout arms. Either bound alone is enough, so a condition
+    /// that may serve `"true"` to everyone never hides a rise of the rollout itself.
+    public var increasesExposure: Bool {
+        let armedBefore = returnsFromKill ? MicroPercent.zero : Proposal.armed(before)
+        let b = effectBefore ?? .none
+        let a = effectAfter ?? .none
+        return exposedAfter > exposedBefore || a.certain > b.certain || a.possible > b.possible
+            || Proposal.armed(after) > armedBefore
+    }
 }
 
 /// What a second factor returned for one change: the canonical change document it approved and, for a security
