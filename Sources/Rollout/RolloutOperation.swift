@@ -117,21 +117,42 @@ extension RolloutPlan {
         return p
     }
 
+    /// What stays true after a kill: the exposure of `template` with the rollout's condition serving `"false"`
+    /// (the template itself when it has no rollout yet).
+    public static func servedPastKill(_ template: RemoteConfigTemplate, names: RolloutNames = .standard, seed: String)
+        -> Exposure
+    {
+        var killed = template
+        let values = template.parameter(names.parameter)?.json["conditionalValues"]?.objectValue
+        if values?[names.exposedCondition] != nil {
+            killed.setConditionalValue(names.parameter, condition: names.exposedCondition, to: "false")
+        }
+        return Exposure.of(names.parameter, in: killed, seed: seed)
+    }
+
+    /// The rollout controls who gets the flag through its condition alone: a flag that something else serves as
+    /// `"true"` (its default, another condition's value) would stay on past a kill and at 0%. `init` refuses to
+    /// adopt such a template, and every publish refuses to make one (`WritePath`); `unless` is what the current
+    /// version already leaves on, which a change may keep or narrow (a kill of such a version must still publish)
+    /// but not widen.
+    public static func requireKillStopsEveryone(
+        _ template: RemoteConfigTemplate, names: RolloutNames = .standard, seed: String, unless already: Exposure
+    ) throws(RolloutError) {
+        let served = servedPastKill(template, names: names, seed: seed)
+        guard served.possible > .zero, served.possible > already.possible || served.certain > already.certain else { return }
+        throw RolloutError.notSetUp(
+            "\(names.parameter) is already \"true\" for \(served) of installations (its default value or another "
+                + "condition's value); a rollout can only control who gets it when nothing else serves \"true\": "
+                + "set those values to \"false\" in the template first")
+    }
+
     /// Adds the flag, the exposed condition (at 0%, not started) and nothing else; `write` adds the rest.
     static func create(in template: RemoteConfigTemplate, names: RolloutNames, seed: String) throws(RolloutError)
         -> RemoteConfigTemplate
     {
         var t = template
-        // The rollout controls who gets the flag through its condition alone: a flag that something else already
-        // serves as "true" (its default, another condition's value) would stay on past a kill and at 0%.
         if t.parameter(names.parameter) != nil {
-            let served = Exposure.of(names.parameter, in: template, seed: seed)
-            if served.possible > .zero {
-                throw RolloutError.notSetUp(
-                    "\(names.parameter) is already \"true\" for \(served) of installations (its default value or another "
-                        + "condition's value); a rollout can only control who gets it when nothing else serves \"true\": "
-                        + "set those values to \"false\" in the template first")
-            }
+            try requireKillStopsEveryone(template, names: names, seed: seed, unless: .none)
         }
         do {
             if t.condition(named: names.exposedCondition) == nil {

@@ -221,6 +221,24 @@ public struct WritePath {
 
     // MARK: Internals
 
+    /// A change as judged for step-up: its kind, and the exposure before and after (which decide what it needs:
+    /// a large increase, a crossing, reaching 100%, the two-person rule).
+    private struct Judgement: Equatable, CustomStringConvertible {
+        var kind: Proposal.Kind
+        var from: MicroPercent
+        var to: MicroPercent
+        var increases: Bool
+
+        init(_ p: Proposal) {
+            kind = p.kind
+            from = p.exposedBefore
+            to = p.exposedAfter
+            increases = p.increasesExposure
+        }
+
+        var description: String { "\(kind.rawValue) \(from) → \(to)" }
+    }
+
     /// The change proposed on `base`, checked for what refuses it before any policy is asked. `preview` and
     /// `execute` both call this, so a dry run is refused where the real run is, with the same failure (and exit
     /// code):

@@ -69,7 +69,7 @@ extension StoreCommands {
                     ("seed", printable(plan.seed)),
                     (
                         "exposed",
-                        plan.state == .rolling ? plan.exposedBand.description : "nobody (\(plan.state.rawValue))"
+                        plan.state == .rolling ? plan.exposedBand.description : StoreCommands.stoppedExposure(plan, in: current.template)
                     ),
                     (
                         "control",
@@ -87,4 +87,12 @@ extension StoreCommands {
             return inv.flag("--check") ? AssessmentJSON.exitCode(health.assessment.verdict.level) : .ok
         })
 
+
+    /// What a killed or not-started rollout still exposes: "nobody" only when the template, evaluated, serves
+    /// `"true"` to no installation (a version stored before publishes were refused for leaving it on says so).
+    private static func stoppedExposure(_ plan: RolloutPlan, in template: RemoteConfigTemplate) -> String {
+        let served = Exposure.of(plan.names.parameter, in: template, seed: plan.seed)
+        guard served.possible > .zero else { return "nobody (\(plan.state.rawValue))" }
+        return "\(served) of installations (\(plan.state.rawValue), but something other than the rollout serves \"true\")"
+    }
 }
