@@ -186,11 +186,25 @@ public struct WritePath {
         let context = PolicyContext(audit: { entry in _ = try store.appendAudit(entry) })
         var attempts = 0
         var base = seen
+        // The change a step-up verification was given for, as judged then: a code verifies that one change.
+        var verified: Judgement?
         while true {
             attempts += 1
             let (template, proposal, missingReason) = try checkedProposal(request, on: base, audit: true)
             if proposal.diff.isEmpty { return .unchanged(base, proposal) }
             if let refusal = missingReason {
+                try store.appendAudit(audit(proposal, request, result: .refusedByPolicy, detail: refusal.description))
+                throw Failure.refused(refusal)
+            }
+            // A retry on a newer base is judged anew: the verification carries over only when the change is the
+            // same (from and to, and so what it needs); a code for 45% → 55% never publishes 90% → 100%.
+            if context.stepUpVerified, let v = verified, v != Judgement(proposal) {
+                let refusal = PolicyRefusal(
+                    policy: "step-up",
+                    reason: "after a conflict the change became \(Judgement(proposal)) on version \(base.info.number); "
+                        + "the second factor was given for \(v)",
+                    suggestion: "nothing was written; review the new version and run it again with a fresh code",
+                    kind: .stepUpNeeded)
                 try store.appendAudit(audit(proposal, request, result: .refusedByPolicy, detail: refusal.description))
                 throw Failure.refused(refusal)
             }
@@ -200,6 +214,7 @@ public struct WritePath {
                     throw Failure.refused(refusal)
                 }
             }
+            if context.stepUpVerified, verified == nil { verified = Judgement(proposal) }
             let publish = PublishRequest(
                 template: template, ifMatch: request.force ? .any : .etag(base.etag), updateUser: request.actor,
                 updateOrigin: request.origin, updateType: updateType(request), description: String(request.reason.prefix(1024)),
@@ -338,6 +353,17 @@ public struct WritePath {
         proposal.coApproval = request.coApproval
         proposal.coApprover = request.coApprover
         proposal.phoneApproval = request.phoneApproval
+        // No publish may leave the flag on past a kill where the current version does not: the rule `init` applies
+        // when it adopts a template, applied where every publish passes.
+        if let a = after {
+            do {
+                try RolloutPlan.requireKillStopsEveryone(
+                    template, names: a.names, seed: a.seed,
+                    unless: before.map { RolloutPlan.servedPastKill(current, names: $0.names, seed: $0.seed) } ?? .none)
+            } catch {
+                throw Failure.plan(error)
+            }
+        }
         // Judged by what the templates do, with the evaluator's rules, not by the percentage field alone.
         // Each template on its own rollout's seed (a share of installations is a share on any seed).
         let seed = before?.seed ?? after?.seed ?? ""

@@ -133,9 +133,10 @@ struct WritePathTests {
         #expect(AuditChain.verify(records)?.sequence == 2)
     }
 
-    /// Item 5 of "Every door": an import that sets the flag's default to "true" at 5% was judged "5% → 5%" (no
-    /// reason, the guardrail let it pass) while every installation evaluated true. The write path now judges it by
-    /// what the template does: 5% → 100%, an increase like any other.
+    /// Item 5 of "Every door": an import that sets the flag's default to "true" at 5% was judged "5% → 5%" while
+    /// every installation evaluated true. Such an import would also leave the flag on past a kill, so it is now
+    /// refused before it is judged (`noPublishLeavesTheFlagOnPastAKill`); a store that already holds such a
+    /// version judges a change from it by what it does: from 100%.
     @Test func anImportIsJudgedByItsEffectNotItsPercentageField() throws {
         let f = try Fixture()
         _ = try f.path().execute(f.request(.set(MicroPercent(percent: 5))))
@@ -143,31 +144,18 @@ struct WritePathTests {
         var flag = template.parameter("AppAttestEnabled")!.json.objectValue!
         flag["defaultValue"] = ["value": "true"]
         template.setParameterJSON("AppAttestEnabled", .object(flag))
-
-        var request = WritePath.Request(intent: .importTemplate(template), actor: "ana@example.com", origin: "TEST")
-        let preview = try f.path().preview(request)
-        #expect(preview.proposal.exposedBefore == MicroPercent(percent: 5))
-        #expect(preview.proposal.exposedAfter == .hundred)
-        #expect(preview.proposal.increasesExposure)
-        #expect(preview.proposal.summary.contains("\"true\" for 5% → 100% of installations"))
-        // No reason: refused as any increase is; with one, a policy that refuses increases refuses it too.
+        let request = WritePath.Request(intent: .importTemplate(template), actor: "ana@example.com", reason: "r", origin: "TEST")
+        #expect(throws: WritePath.Failure.self) { try f.path().preview(request) }
         #expect(throws: WritePath.Failure.self) { try f.path().execute(request) }
-        request.reason = "import"
-        #expect(throws: WritePath.Failure.self) { try f.path([RefuseIncreases()]).execute(request) }
-        #expect(try f.store.current().template.parameter("AppAttestEnabled")!.json["defaultValue"]?["value"] == .string("false"))
-        // A rollback to such a version is judged the same way.
-        guard case .published(let stored, _, _) = try f.path().execute(request) else {
-            Issue.record("expected the import to publish without policies")
-            return
-        }
-        _ = try f.path().execute(f.request(.set(MicroPercent(percent: 6))))
-        let back = try f.path().preview(
-            WritePath.Request(intent: .rollback(toVersion: stored.info.number - 1), actor: "ana@example.com", origin: "TEST"))
-        #expect(back.proposal.exposedBefore == .hundred && back.proposal.exposedAfter == MicroPercent(percent: 5))
-        #expect(!back.proposal.increasesExposure)
-        let forward = try f.path().preview(
-            WritePath.Request(intent: .rollback(toVersion: stored.info.number), actor: "ana@example.com", origin: "TEST"))
-        #expect(forward.proposal.exposedAfter == .hundred)
+
+        let clock = ManualClock()
+        let leaky = InMemoryConfigStore(initial: template, time: clock.now())
+        let path = WritePath(store: leaky, clock: clock, policies: [], newSeed: { "unused" })
+        let down = try path.preview(WritePath.Request(intent: .rollout(.set(MicroPercent(percent: 6))), actor: "a", reason: "r", origin: "T"))
+        #expect(down.proposal.exposedBefore == .hundred && down.proposal.exposedAfter == .hundred)
+        // The rollout itself arms more (5% → 6%): an increase, whatever else serves "true".
+        #expect(down.proposal.increasesExposure)
+        #expect(down.proposal.summary.contains("\"true\" for 100% → 100% of installations"), "\(down.proposal.summary)")
     }
     /// An import whose only change is a Firebase Rollout's `rolloutValue` said "no change ... nothing written" and
     /// dropped it: the diff read values through `ParameterValue`, blind to that form.
@@ -176,13 +164,14 @@ struct WritePathTests {
         let request = { (template: RemoteConfigTemplate) in
             WritePath.Request(intent: .importTemplate(template), actor: "ana@example.com", reason: "r", origin: "TEST")
         }
-        _ = try f.path().execute(request(try TemplateDiffTests.template(rollout: TemplateDiffTests.rolloutValue("true", percent: 10))))
-        let raised = try TemplateDiffTests.template(rollout: TemplateDiffTests.rolloutValue("true", percent: 50))
+        // "false": a Firebase Rollout serving "true" beside ours would stay on past a kill, which no publish may do.
+        _ = try f.path().execute(request(try TemplateDiffTests.template(rollout: TemplateDiffTests.rolloutValue("false", percent: 10))))
+        let raised = try TemplateDiffTests.template(rollout: TemplateDiffTests.rolloutValue("false", percent: 50))
         guard case .published(let stored, let proposal, _) = try f.path().execute(request(raised)) else {
             Issue.record("expected a publish")
             return
         }
-        #expect(proposal.diff == ["~ AppAttestEnabled under rollout_1: rollout rollout_1 \"true\" at 10% → rollout rollout_1 \"true\" at 50%"])
+        #expect(proposal.diff == ["~ AppAttestEnabled under rollout_1: rollout rollout_1 \"false\" at 10% → rollout rollout_1 \"false\" at 50%"])
         #expect(stored.template.parameter("AppAttestEnabled")?.json["conditionalValues"]?["rollout_1"]?["rolloutValue"]?["percent"] == 50)
     }
     /// A BOOLEAN's value other than "true"/"false" was refused only in `value`: a `rolloutValue` of "yes" (which
@@ -263,4 +252,156 @@ struct WritePathTests {
         #expect(records.first?.entry.result == .conflict)
         #expect(try f.store.current().info.number == 2)
     }
+
+    // MARK: Judged by effect, on both bounds
+
+    /// Percentile 99,999,999 is the last there is: `set 99.999999` exposes every installation and is judged as
+    /// reaching 100%. Before, it was judged 90% → 99.999999% and skipped reach-100 and the two-person rule.
+    @Test func setting99_999999IsJudgedAsReachingEveryone() throws {
+        let f = try Fixture()
+        _ = try f.path().execute(f.request(.set(MicroPercent(percent: 90))))
+        let preview = try f.path().preview(f.request(.set(MicroPercent(99_999_999))))
+        #expect(preview.proposal.exposedBefore == MicroPercent(percent: 90))
+        #expect(preview.proposal.exposedAfter == .hundred)
+        #expect(preview.proposal.effectAfter == Exposure(certain: .hundred, possible: .hundred))
+        #expect(preview.proposal.summary == "AppAttestEnabled 90% → 99.999999% (+9.999999 points)")
+    }
+
+    /// A store holding a condition that may serve "true" to everyone (`app.id`, here) before the rollout's:
+    /// the possible share is 100% before and after, and a 10% → 100% `set` was judged no increase (the guardrail
+    /// called it a decrease). It is judged on the certain share, which rises: 10% → 100%.
+    @Test func aConditionThatMayServeTrueHidesNoIncrease() throws {
+        let clock = ManualClock()
+        var t = try RolloutPlan.apply(.set(MicroPercent(percent: 10)), to: RolloutPlan.initialTemplate(seed: "s"), newSeed: "s").template
+        try t.insertCondition(name: "app", node: .opaque(OpaqueTerm(source: .expression("app.id == 'x'"))), at: 0)
+        t.setConditionalValue("AppAttestEnabled", condition: "app", to: "true")
+        let store = InMemoryConfigStore(initial: t, time: clock.now())
+        let path = { (p: [WritePolicy]) in WritePath(store: store, clock: clock, policies: p, newSeed: { "unused" }) }
+        let up = WritePath.Request(intent: .rollout(.set(.hundred)), actor: "ana@example.com", reason: "r", origin: "TEST")
+        let preview = try path([]).preview(up)
+        #expect(preview.proposal.effectBefore?.possible == .hundred)
+        #expect(preview.proposal.increasesExposure)
+        #expect(!preview.proposal.onlyReducesExposure)
+        #expect((preview.proposal.exposedBefore, preview.proposal.exposedAfter) == (MicroPercent(percent: 10), .hundred))
+        #expect(preview.proposal.summary.contains("at least 10%, at most 100% → 100%"), "\(preview.proposal.summary)")
+        #expect(throws: WritePath.Failure.self) { try path([RefuseIncreases()]).execute(up) }
+        // A decrease is still one.
+        _ = try path([]).execute(up)
+        let down = try path([]).preview(WritePath.Request(intent: .rollout(.set(MicroPercent(percent: 20))), actor: "a", origin: "T"))
+        #expect(!down.proposal.increasesExposure && down.proposal.onlyReducesExposure)
+    }
+
+    /// The rule `init` applies (a flag something else serves as "true" stays on past a kill) holds for every
+    /// publish: an import or rollback that would leave the flag on past a kill is refused with init's words and
+    /// writes nothing. Before, such an import published and a later kill left 90% on while status said "nobody".
+    /// A version stored before the rule still takes a kill.
+    @Test func noPublishLeavesTheFlagOnPastAKill() throws {
+        let f = try Fixture()
+        _ = try f.path().execute(f.request(.set(MicroPercent(percent: 10))))
+        var template = try f.store.current().template.strippingVersionInfo()
+        var flag = template.parameter("AppAttestEnabled")!.json.objectValue!
+        flag["defaultValue"] = ["value": "true"]
+        template.setParameterJSON("AppAttestEnabled", .object(flag))
+        let version = try f.store.current().info.number
+        let request = WritePath.Request(intent: .importTemplate(template), actor: "ana@example.com", reason: "r", origin: "TEST")
+        for attempt in [{ try f.path().preview(request) as Any }, { try f.path().execute(request) as Any }] {
+            #expect {
+                _ = try attempt()
+            } throws: { error in
+                guard case WritePath.Failure.plan(.notSetUp(let m)) = error else { return false }
+                return m.contains("AppAttestEnabled is already \"true\" for") && m.contains("set those values to \"false\"")
+            }
+        }
+        #expect(try f.store.current().info.number == version)
+
+        // A store that holds such a version (written before the rule): kill still publishes, and set too.
+        let clock = ManualClock()
+        let leaky = InMemoryConfigStore(initial: template, time: clock.now())
+        let path = WritePath(store: leaky, clock: clock, policies: [], newSeed: { "unused" })
+        guard case .published = try path.execute(WritePath.Request(intent: .rollout(.kill), actor: "a", origin: "T")) else {
+            Issue.record("a kill must publish")
+            return
+        }
+        let plan = try #require(try RolloutPlan.locate(in: leaky.current().template))
+        #expect(RolloutPlan.servedPastKill(try leaky.current().template, seed: plan.seed) == Exposure(certain: MicroPercent(89_999_999), possible: MicroPercent(89_999_999)))
+    }
+
+    /// A store that lets another operator publish once, between the read and the first publish.
+    final class RacedStore: ConfigStore, @unchecked Sendable {
+        let inner: InMemoryConfigStore
+        var rival: PublishRequest?
+        init(_ inner: InMemoryConfigStore) { self.inner = inner }
+        func current() throws -> StoredTemplate { try inner.current() }
+        func publish(_ request: PublishRequest) throws -> StoredTemplate {
+            if let r = rival {
+                rival = nil
+                _ = try inner.publish(r)
+            }
+            return try inner.publish(request)
+        }
+        func versions(limit: Int, before: Int?) throws -> [VersionInfo] { try inner.versions(limit: limit, before: before) }
+        func version(_ number: Int) throws -> StoredTemplate { try inner.version(number) }
+        func appendAudit(_ entry: AuditEntry) throws -> AuditRecord { try inner.appendAudit(entry) }
+        func auditRecords(limit: Int, before: Int64?) throws -> [AuditRecord] { try inner.auditRecords(limit: limit, before: before) }
+    }
+
+    /// A single-use code, accepted once per request like the step-up policy's (`context.stepUpVerified`).
+    struct CodeOnce: WritePolicy {
+        let name = "step-up"
+        func preview(_ p: Proposal) throws -> PolicyReport { PolicyReport(policy: name, lines: [], decision: .allow) }
+        func review(_ p: Proposal, context: PolicyContext) throws -> PolicyDecision {
+            if context.stepUpVerified { return .allow }
+            guard p.stepUpCode == "123456" else { return .refuse(PolicyRefusal(policy: name, reason: "a code", needsStepUpCode: true)) }
+            context.stepUpVerified = true
+            return .allow
+        }
+    }
+
+    /// `nudge --retry` re-applies the nudge on the newer version: a code given for 45% → 55% kept its
+    /// verification and published 90% → 100%. A verification now carries over only to the same judged change;
+    /// otherwise the retry is refused (a fresh code is needed), audited, and nothing is written.
+    @Test func aRetryKeepsAVerificationOnlyForTheSameChange() throws {
+        let f = try Fixture()
+        _ = try f.path().execute(f.request(.set(MicroPercent(percent: 45))))
+        let raced = RacedStore(f.store)
+        let path = WritePath(store: raced, clock: f.clock, policies: [CodeOnce()], newSeed: { "unused" })
+        var request = f.request(.nudge(MicroPercent(percent: 10)))
+        request.retryOnConflict = true
+        request.stepUpCode = "123456"
+        let base = try f.store.current()
+        let rival = try RolloutPlan.apply(.set(MicroPercent(percent: 90)), to: base.template.strippingVersionInfo(), newSeed: "s")
+        raced.rival = PublishRequest(
+            template: rival.template, ifMatch: .etag(base.etag), updateUser: "bob@example.com", updateOrigin: "TEST",
+            updateType: .incremental, description: "", time: f.clock.now(),
+            audit: AuditEntry(time: f.clock.now(), actor: "bob@example.com", action: "set 90", result: .published, detail: ""))
+        #expect {
+            try path.execute(request)
+        } throws: { error in
+            guard case WritePath.Failure.refused(let r) = error else { return false }
+            return r.needsStepUpCode && r.reason.contains("nudge 90% → 100%") && r.reason.contains("nudge 45% → 55%")
+        }
+        #expect(try f.percentage() == MicroPercent(percent: 90))
+        #expect(try f.store.auditRecords(limit: 1, before: nil).first?.entry.result == .refusedByPolicy)
+
+        // The same judged change on the newer base keeps it: another field changed, the rollout did not.
+        let same = RacedStore(f.store)
+        let now = try f.store.current()
+        var other = now.template.strippingVersionInfo()
+        other.setParameterJSON("Unrelated", ["defaultValue": ["value": "x"], "valueType": "STRING"])
+        same.rival = PublishRequest(
+            template: other, ifMatch: .etag(now.etag), updateUser: "bob@example.com", updateOrigin: "TEST",
+            updateType: .incremental, description: "", time: f.clock.now(),
+            audit: AuditEntry(time: f.clock.now(), actor: "bob@example.com", action: "edit", result: .published, detail: ""))
+        var down = f.request(.nudge(MicroPercent(percent: 5)))
+        down.retryOnConflict = true
+        down.stepUpCode = "123456"
+        guard case .published(_, _, let attempts) = try WritePath(store: same, clock: f.clock, policies: [CodeOnce()], newSeed: { "unused" }).execute(down)
+        else {
+            Issue.record("expected a publish")
+            return
+        }
+        #expect(attempts == 2)
+        #expect(try f.percentage() == MicroPercent(percent: 95))
+    }
+
 }
