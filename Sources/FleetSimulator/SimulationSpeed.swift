@@ -1,3 +1,5 @@
+import Telemetry
+
 /// How fast simulated time runs against the wall clock.
 public enum SimulationSpeed: Hashable, Sendable, CustomStringConvertible {
     /// Simulated seconds per wall second (`60`: an hour per minute).
@@ -12,7 +14,7 @@ public enum SimulationSpeed: Hashable, Sendable, CustomStringConvertible {
             return
         }
         let digits = text.hasSuffix("x") ? String(text.dropLast()) : text
-        guard let v = Double(digits), v.isFinite, v > 0, v <= 1_000_000 else { return nil }
+        guard let v = Double(digits), v.isFinite, v > 0, v <= SimulationClockRecord.maximumSpeed else { return nil }
         self = .factor(v)
     }
 

@@ -120,8 +120,11 @@ public final class RolloutMonitor {
             // heartbeat, and readers extrapolate its clock from the last heartbeat for up to `heartbeatTimeout` of
             // wall time at its pace. That extrapolation is not the data's age: at 3600x a machine that stalls for
             // a second is an hour of simulated time, and the fixed 10 minutes called the data stale with a bell.
+            // Up to the console's fastest pace (`stalenessPaceLimit`): beyond it, five seconds of wall time were
+            // hours of simulated time, and a record claiming such a pace turned data of any age into fresh data.
             if case .liveSimulation = source, let pace = timeline.record?.speed, pace > 1 {
-                let lag = Int64(pace * Double(TelemetryTimeline.heartbeatTimeout.microseconds))
+                let bounded = min(pace, Self.stalenessPaceLimit)
+                let lag = Int64(bounded * Double(TelemetryTimeline.heartbeatTimeout.microseconds))
                 context.staleAfter = context.staleAfter + Instant.Duration(microseconds: lag)
             }
             return Status(
@@ -129,6 +132,10 @@ public final class RolloutMonitor {
                 settings: settings, snapshot: snapshot, assessment: snapshot.assess(context))
         }
     }
+
+    /// The fastest pace whose heartbeat lag widens the staleness limit: the console's fastest step (3600x, five
+    /// hours of simulated time per heartbeat timeout).
+    public static let stalenessPaceLimit = 3600.0
 
     /// What the guardrail policy judges a proposal on.
     public func guardrailInput() throws -> GuardrailInput {
@@ -188,7 +195,11 @@ public final class RolloutMonitor {
 
     private func startedAt(current: StoredTemplate, timeline: TelemetryTimeline, now: Instant) throws -> Instant? {
         if let cached = startCache, cached.version == current.info.number { return cached.start }
-        if startCache == nil { startCache = try loadPersistedStart() }
+        if startCache == nil {
+            // A start is never later than the "now" it was computed at: a stored one after this "now" is not the
+            // history's (a cache written by another clock, or a forged row), so the history is walked again.
+            startCache = try loadPersistedStart().flatMap { cached in cached.start.map { $0 <= now } ?? true ? cached : nil }
+        }
         if let cached = startCache, cached.version == current.info.number { return cached.start }
         // Walk back from the newest version while the rollout was running; stop at a version where it was not,
         // or at the version already scanned, whose start carries over.

@@ -356,6 +356,18 @@ public final class PostgresConfigStore: ConfigStore, @unchecked Sendable {
         }
     }
 
+    /// `bestEffort` for a sealed table (`PostgresSeal.sealedTables`: the monitor's cache of the rollout start): in a
+    /// transaction of its own that takes the head lock (so the seal is checked first and renewed at COMMIT), or in
+    /// a savepoint of the caller's when that holds the head lock (its renewal covers the write); inside a caller's
+    /// transaction without it (a telemetry batch, whose COMMIT renews no seal) nothing is written.
+    public func bestEffortSealed(_ body: () throws -> Void) throws {
+        lock.lock()
+        defer { lock.unlock() }
+        guard depth > 0 else { return try transaction(lockingHead: true, body) }
+        guard headLocked else { return }
+        try bestEffort(body)
+    }
+
     /// Whether the open transaction is the outermost, holds no head lock, renews no seal and may write: a telemetry
     /// batch of its own, whose body sends COMMIT with its writes (`pipelineThenCommit`).
     var commitsInBody: Bool { depth == 1 && !headLocked && !renewsSeal && !isReadOnly }

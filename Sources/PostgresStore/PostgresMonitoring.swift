@@ -8,7 +8,8 @@ import Timekeeping
 // store reads the team store through these, so `status`, `telemetry`, the console and the guardrail policy give
 // the same verdict for the same data on either.
 
-/// The simulation heartbeat on `simulation_clock` (at most one row).
+/// The simulation heartbeat on `simulation_clock` (at most one row): a sealed table, written in transactions that
+/// take the head lock (the seal is checked before and renewed at COMMIT).
 public final class PostgresHeartbeat: SimulationHeartbeat, @unchecked Sendable {
     private let store: PostgresConfigStore
 
@@ -30,7 +31,8 @@ public final class PostgresHeartbeat: SimulationHeartbeat, @unchecked Sendable {
     }
 
     public func publishSimulationClock(_ record: SimulationClockRecord) throws {
-        _ = try store.transaction(lockingHead: false) {
+        guard record.hasValidSpeed else { throw SimulationClockRecord.speedRefusal(record.speed) }
+        _ = try store.transaction(lockingHead: true) {
             try store.connection.query(
                 "INSERT INTO simulation_clock (id, wall_start, simulated_start, speed, wall_updated, simulated_at_update, running) "
                     + "VALUES (1, $1, $2, $3, $4, $5, $6) ON CONFLICT (id) DO UPDATE SET wall_start = excluded.wall_start, "
@@ -44,12 +46,12 @@ public final class PostgresHeartbeat: SimulationHeartbeat, @unchecked Sendable {
     }
 
     public func clearSimulationClock() throws {
-        _ = try store.transaction(lockingHead: false) { try store.connection.query("DELETE FROM simulation_clock") }
+        _ = try store.transaction(lockingHead: true) { try store.connection.query("DELETE FROM simulation_clock") }
     }
 }
 
-/// The monitor's cache of the rollout start, on `monitor_rollout_start`. Best effort: a read-only store keeps
-/// nothing.
+/// The monitor's cache of the rollout start, on `monitor_rollout_start` (sealed: written only where the seal is
+/// checked and renewed, `bestEffortSealed`). Best effort: a read-only store keeps nothing.
 public final class PostgresRolloutStartCache: RolloutStartCache, @unchecked Sendable {
     private let store: PostgresConfigStore
 
@@ -66,7 +68,7 @@ public final class PostgresRolloutStartCache: RolloutStartCache, @unchecked Send
 
     public func cacheRolloutStart(version: Int, start: Instant?) throws {
         guard !store.isReadOnly else { return }
-        try store.bestEffort {
+        try store.bestEffortSealed {
             _ = try store.connection.query(
                 "INSERT INTO monitor_rollout_start (version, started_at) VALUES ($1, $2) ON CONFLICT (version) DO UPDATE SET started_at = excluded.started_at",
                 [String(version), start.map { String($0.microseconds) }])

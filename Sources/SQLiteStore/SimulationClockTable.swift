@@ -20,8 +20,9 @@ public enum SimulationClockTable {
             """)
     }
 
-    /// Replaces the record.
-    public static func write(_ r: SimulationClockRecord, in db: SQLiteDatabase) throws(SQLiteError) {
+    /// Replaces the record; refuses one with a pace no simulation runs at (`SimulationClockRecord.hasValidSpeed`).
+    public static func write(_ r: SimulationClockRecord, in db: SQLiteDatabase) throws {
+        guard r.hasValidSpeed else { throw SimulationClockRecord.speedRefusal(r.speed) }
         try createSchema(in: db)
         try db.run(
             "INSERT OR REPLACE INTO simulation_clock (id, wall_start, simulated_start, speed, wall_updated, "

@@ -29,22 +29,25 @@ extension RolloutStore: GuardrailSettingsStore {
     }
 }
 
-/// The simulation heartbeat port on the `simulation_clock` table.
+/// The simulation heartbeat port on the `simulation_clock` table: a sealed table (`SealedTables`), so each write is
+/// a write transaction of the store, which checks and renews the seal.
 extension RolloutStore: SimulationHeartbeat {
     public func simulationClock() throws -> SimulationClockRecord? {
         try withDatabase { try SimulationClockTable.read(from: $0) }
     }
 
     public func publishSimulationClock(_ record: SimulationClockRecord) throws {
-        try withDatabase { try SimulationClockTable.write(record, in: $0) }
+        try withDatabase { db in try db.transaction { try SimulationClockTable.write(record, in: db) } }
     }
 
     public func clearSimulationClock() throws {
-        try withDatabase { try SimulationClockTable.clear(in: $0) }
+        try withDatabase { db in try db.transaction { try SimulationClockTable.clear(in: db) } }
     }
 }
 
-/// The monitor's cache of the rollout start on the `monitor_rollout_start` table.
+/// The monitor's cache of the rollout start on the `monitor_rollout_start` table: a sealed table (`SealedTables`,
+/// a forged start hid the telemetry from the assessment), written in a write transaction of the store, which checks
+/// and renews the seal; the read is trusted because every write checks that seal first.
 extension RolloutStore: RolloutStartCache {
     static let rolloutStartTable =
         "CREATE TABLE IF NOT EXISTS monitor_rollout_start (version INTEGER PRIMARY KEY, started_at INTEGER)"
@@ -61,14 +64,17 @@ extension RolloutStore: RolloutStartCache {
         }
     }
 
-    /// Best effort for the caller: a read-only store keeps nothing (and says so by doing nothing).
+    /// Best effort for the caller: a read-only store keeps nothing (and says so by doing nothing); a store without
+    /// its key, or one that fails verification, refuses the write transaction (the caller ignores it).
     public func cacheRolloutStart(version: Int, start: Instant?) throws {
         guard !isReadOnly else { return }
         try withDatabase { db in
-            try db.createTables(["monitor_rollout_start"], Self.rolloutStartTable)
-            try db.run(
-                "INSERT OR REPLACE INTO monitor_rollout_start (version, started_at) VALUES (?, ?)",
-                [.integer(Int64(version)), start.map { .integer($0.microseconds) } ?? .null])
+            try db.transaction {
+                try db.createTables(["monitor_rollout_start"], Self.rolloutStartTable)
+                try db.run(
+                    "INSERT OR REPLACE INTO monitor_rollout_start (version, started_at) VALUES (?, ?)",
+                    [.integer(Int64(version)), start.map { .integer($0.microseconds) } ?? .null])
+            }
         }
     }
 }

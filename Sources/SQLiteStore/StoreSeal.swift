@@ -15,19 +15,18 @@ import StoreSupport
 /// its head inside the file). `rollout audit verify` runs the same check and prints the witness line, to compare
 /// with a copy kept elsewhere.
 ///
-/// Sealed tables: the step-up operators, pending enrolments and policy, the guardrail settings, and the App
-/// Check configuration (project, apps, signing keys and their retirements, debug tokens, demo certificate
-/// authority), and the ramp plan with its pre-approval. The exchange's per-request state (challenges, key counters, consumed tokens)
+/// Sealed tables: `SealedTables.all` (every table that decides a write, the one list both stores seal), but the key
+/// check the file has not got. The exchange's per-request state (challenges, key counters, consumed tokens)
 /// grows with the traffic, so a full digest per request would not scale: it is sealed by its tally instead
 /// (`StoreTally`, updated in O(1) per changed row), which the seal's HMAC and the witness cover and
 /// `rollout audit verify` recomputes.
+///
+/// A seal written under an older list (before a table joined it) has no entry for that table: its check leaves
+/// the table out (the HMAC covers the entries the seal has, so none can be removed without the key), and the next
+/// write seals it (see `check`).
 public enum StoreSeal {
-    public static let sealedTables = [
-        "stepup_operators", "stepup_enrolments", "stepup_policy", "guardrail_settings", "appcheck_project",
-        "appcheck_apps", "appcheck_signing_keys", "appcheck_signing_key_retirements", "appcheck_debug_tokens",
-        "appcheck_demo_authority", "ramp_plan", "ramp_plan_approval", "stepup_security_keys",
-        "stepup_phones",
-    ]
+    /// The file checks its key by the seal's HMAC: it has no `store_key_check` table.
+    public static let sealedTables = SealedTables.sealed(without: ["store_key_check"])
 
     static let schema = """
         CREATE TABLE IF NOT EXISTS store_seal (
@@ -203,7 +202,10 @@ public enum StoreSeal {
         // Any schema change (CREATE, DROP, ALTER) counts as "*": the schema is read again only then.
         if db.writtenTables.contains("*") { return try current(db) }
         var tables = start.tables
-        for table in sealedTables where db.writtenTables.contains(table) { tables[table] = try digest(of: table, in: db) }
+        // (And every table a seal written under an older list left out, `check`: this write seals it.)
+        for table in sealedTables where db.writtenTables.contains(table) || start.tables[table] == nil {
+            tables[table] = try digest(of: table, in: db)
+        }
         let head = try db.query("SELECT audit_sequence, audit_hash FROM config_head WHERE id = 1").first
         let state = State(
             tables: tables, sequence: head?[0].int ?? 0, hash: head?[1].string ?? AuditChain.genesis,
@@ -304,16 +306,21 @@ public enum StoreSeal {
     /// The current state of `db`, and the first thing wrong with its seal (nil when it holds): one digest of the
     /// sealed tables serves both the check and the state a write starts from.
     ///
+    /// A seal written before a table joined `sealedTables` has no entry for it: the state is then the one that
+    /// seal covers (without that table), which is the state its witness line names; the next write seals the
+    /// table (`current(_:from:)` digests every table its start lacks).
+    ///
     /// Without `schema` (`StoreSchema.migrate`, before its steps change the schema) the schema is not compared:
     /// it is taken as sealed.
     static func check(_ db: SQLiteDatabase, key: StoreKey?, witness: Witness, schema: Bool = true) throws -> (
         problem: ConfigIntegrityProblem?, state: State
     ) {
-        let now = try current(db, schema: schema)
-        return (try problem(db, now: now, key: key, witness: witness, schema: schema), now)
+        var now = try current(db, schema: schema)
+        let problem = try problem(db, now: &now, key: key, witness: witness, schema: schema)
+        return (problem, now)
     }
 
-    private static func problem(_ db: SQLiteDatabase, now: State, key: StoreKey?, witness: Witness, schema: Bool)
+    private static func problem(_ db: SQLiteDatabase, now: inout State, key: StoreKey?, witness: Witness, schema: Bool)
         throws -> ConfigIntegrityProblem?
     {
         guard
@@ -330,12 +337,13 @@ public enum StoreSeal {
             sealed[String(decoding: pair[..<eq], as: UTF8.self)] =
                 String(decoding: pair[pair.index(after: eq)...], as: UTF8.self)
         }
-        for table in sealedTables where sealed[table] != now.tables[table] {
+        // A table the seal has no entry for joined the list after the seal was written: not covered yet.
+        for table in sealedTables where sealed[table] == nil { now.tables[table] = nil }
+        for table in sealedTables where sealed[table] != nil && sealed[table] != now.tables[table] {
             return ConfigIntegrityProblem(
                 "table \(table)",
                 "its rows differ from the sealed state (changed outside rollout: edited, inserted or deleted rows)")
         }
-        var now = now
         if schema {
             if let problem = try schemaProblem(db, sealed: sealed, now: now.schema.entries) { return problem }
         } else {

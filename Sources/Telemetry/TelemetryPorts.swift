@@ -153,6 +153,16 @@ public struct SimulationClockRecord: Hashable, Sendable {
         self.running = running
     }
 
+    /// The fastest pace a simulation runs at (`rollout simulate --speed` takes up to this). A store's record with a
+    /// faster one is refused when written and not followed when read: no simulation of rollout's wrote it.
+    public static let maximumSpeed: Double = 1_000_000
+
+    /// Whether `speed` is one a simulation runs at: none (as fast as it can), or a positive pace up to `maximumSpeed`.
+    public var hasValidSpeed: Bool { speed.map { $0.isFinite && $0 > 0 && $0 <= Self.maximumSpeed } ?? true }
+
+    /// Why a record with `speed` is not written.
+    public static func speedRefusal(_ speed: Double?) -> SimulationSpeedOutOfRange { SimulationSpeedOutOfRange(speed: speed) }
+
     /// The simulated time at wall time `wall`.
     public func simulatedTime(atWall wall: Instant, staleAfter: Instant.Duration = .seconds(Int64(5))) -> Instant {
         let elapsed = max(0, (wall - wallUpdated).microseconds)
@@ -161,6 +171,14 @@ public struct SimulationClockRecord: Hashable, Sendable {
         let slow = elapsed - fast
         let scaled = Int64((Double(fast) * (speed ?? 0)).rounded())
         return simulatedAtUpdate + Instant.Duration(microseconds: scaled + slow)
+    }
+}
+
+/// A simulation clock record whose pace no simulation runs at (above `SimulationClockRecord.maximumSpeed`).
+public struct SimulationSpeedOutOfRange: Error, Sendable, Equatable, CustomStringConvertible {
+    public var speed: Double?
+    public var description: String {
+        "a simulation's speed is at most \(Int(SimulationClockRecord.maximumSpeed))x, not \(speed.map { "\($0)" } ?? "none")x: the clock is not written"
     }
 }
 
@@ -173,13 +191,21 @@ public struct SimulationClockRecord: Hashable, Sendable {
 /// says so (HOLD).
 public struct TelemetryTimeline: Hashable, Sendable {
     public static let heartbeatTimeout = Instant.Duration.seconds(Int64(5))
+    /// How far ahead of a reader's wall clock a heartbeat may be (the writer's clock a little ahead) and still be
+    /// followed. A heartbeat further ahead was written by no simulation that is running now: followed, it kept a
+    /// forged clock "live" for as long as it was ahead.
+    public static let heartbeatSkew = Instant.Duration.seconds(Int64(2))
     public var record: SimulationClockRecord?
 
-    public init(record: SimulationClockRecord?) { self.record = record }
+    /// A record with a pace no simulation runs at (`SimulationClockRecord.hasValidSpeed`) is not followed: wall time.
+    public init(record: SimulationClockRecord?) { self.record = record.flatMap { $0.hasValidSpeed ? $0 : nil } }
 
     /// Telemetry time and its source at wall time `wall`.
+    ///
+    /// A heartbeat from more than `heartbeatSkew` in the future is not a live simulation's: the simulation is
+    /// taken as stopped and wall time is used.
     public func now(atWall wall: Instant) -> (now: Instant, source: TelemetryTimeSource) {
-        guard let r = record else { return (wall, .wall) }
+        guard let r = record, r.wallUpdated - wall <= Self.heartbeatSkew else { return (wall, .wall) }
         if !r.running { return (r.simulatedAtUpdate, .finishedSimulation(endedAt: r.wallUpdated)) }
         if wall - r.wallUpdated > Self.heartbeatTimeout {
             return (r.simulatedAtUpdate, .lostSimulation(lastHeartbeat: r.wallUpdated))
