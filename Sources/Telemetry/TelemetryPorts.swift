@@ -157,8 +157,9 @@ public struct SimulationClockRecord: Hashable, Sendable {
     /// faster one is refused when written and not followed when read: no simulation of rollout's wrote it.
     public static let maximumSpeed: Double = 1_000_000
 
-    /// Whether `speed` is one a simulation runs at: none (as fast as it can), or a positive pace up to `maximumSpeed`.
-    public var hasValidSpeed: Bool { speed.map { $0.isFinite && $0 > 0 && $0 <= Self.maximumSpeed } ?? true }
+    /// Whether `speed` is one a simulation runs at: none (as fast as it can), 0 (paused), or a pace up to
+    /// `maximumSpeed`.
+    public var hasValidSpeed: Bool { speed.map { $0.isFinite && $0 >= 0 && $0 <= Self.maximumSpeed } ?? true }
 
     /// Why a record with `speed` is not written.
     public static func speedRefusal(_ speed: Double?) -> SimulationSpeedOutOfRange { SimulationSpeedOutOfRange(speed: speed) }
