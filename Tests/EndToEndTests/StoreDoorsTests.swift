@@ -256,6 +256,55 @@ struct StoreDoorsTests {
         print(report.joined(separator: "\n"))
     }
 
+    /// The tables that joined the seal with the one list both stores seal (`SealedTables`): the monitor's cache of
+    /// the rollout start, the simulation clock and the configured telemetry sources were not sealed on the file,
+    /// so an edit of each went unnoticed (a forged start in the future made auto-kill wait forever; a forged
+    /// heartbeat made a plan skip its holds). Each edit is named by `audit verify` (exit 1) and stops the next write.
+    @Test func theTablesThatJoinedTheSealAreNamedAndStopTheNextWrite() throws {
+        let (s, secret) = try Self.populated()
+        let add = try s.run(
+            [
+                "source", "add", "bq", "--bigquery", "demo-rollout", "--analytics", "demo-rollout.analytics_1", "--code",
+                TOTP.standard.code(secret: secret, at: Store.at(120)),
+            ], at: 120)
+        try #require(add.status == 0, "\(add.stderr)")
+        try #require(try s.run(["status"], at: 130).status == 0)
+        try #require(try s.run(["audit", "verify"], at: 140).status == 0)
+        let tomorrow = Store.at(86_400).microseconds
+        let edits: [(label: String, sql: String, names: String)] = [
+            (
+                "the rollout's start moved to tomorrow",
+                "INSERT OR REPLACE INTO monitor_rollout_start (version, started_at) SELECT max(number), \(tomorrow) FROM config_versions",
+                "table monitor_rollout_start"
+            ),
+            (
+                "a live simulation heartbeat seven hours ahead",
+                "INSERT OR REPLACE INTO simulation_clock VALUES (1, \(Store.at(0).microseconds), \(Store.at(0).microseconds), "
+                    + "10000, \(Store.at(300).microseconds), \(Store.at(7 * 3600).microseconds), 1)",
+                "table simulation_clock"
+            ),
+            (
+                "a telemetry source pointed elsewhere",
+                "UPDATE source_config SET definition = replace(definition, 'demo-rollout', 'other')",
+                "table source_config"
+            ),
+        ]
+        for (index, edit) in edits.enumerated() {
+            let (directory, copy) = try s.copy("joined-\(index)")
+            defer { try? FileManager.default.removeItem(at: directory) }
+            try #require(try s.run(["audit", "verify"], at: 300, store: copy).status == 0, "\(edit.label): before")
+            try s.sqlite(edit.sql, database: copy)
+            let records = try s.value("SELECT count(*) FROM config_audit", database: copy)
+            let verify = try s.run(["audit", "verify"], at: 310, store: copy)
+            #expect(verify.status == 1 && verify.stderr.contains(edit.names), "\(edit.label): \(verify.stderr)")
+            let kill = try s.run(["kill", "--reason", "after tampering"], at: 320, store: copy)
+            #expect(kill.status == 1, "\(edit.label): \(kill.stdout) \(kill.stderr)")
+            #expect(kill.stderr.contains("fails verification, so nothing is written"), "\(edit.label): \(kill.stderr)")
+            #expect(kill.stderr.contains(edit.names), "\(edit.label): \(kill.stderr)")
+            #expect(try s.value("SELECT count(*) FROM config_audit", database: copy) == records, "\(edit.label)")
+        }
+    }
+
     /// The second reproduction: `: > r.db` (a zero-length store file), then `rollout simulate --store
     /// r.db` re-created a store there (step-up off, the old witness overwritten), and `set 100
     /// --override-guardrail` published without a code. Now simulate and demo refuse a zero-length file and a

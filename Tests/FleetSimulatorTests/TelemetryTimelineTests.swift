@@ -1,6 +1,7 @@
 import Foundation
 import SQLiteStore
 import Telemetry
+import TestSupport
 import Testing
 import Timekeeping
 
@@ -29,6 +30,33 @@ import Timekeeping
         let (now, source) = t.now(atWall: wall0 + .seconds(Int64(12)))
         #expect(source == .liveSimulation)
         #expect(now == sim0 + .minutes(12))
+    }
+
+    /// A heartbeat written "in the future" (a forged `simulation_clock` row: wall_updated ahead, the simulated time
+    /// hours ahead) kept the simulation live, and telemetry time hours ahead, for as long as it was ahead: beyond a
+    /// small skew it is not live, and wall time is used.
+    @Test func aHeartbeatFromTheFutureIsNotLive() {
+        let t = TelemetryTimeline(record: record(updatedAfter: 600, simulatedMinutes: 420))
+        let (now, source) = t.now(atWall: wall0 + .seconds(Int64(10)))
+        #expect(source == .wall)
+        #expect(now == wall0 + .seconds(Int64(10)))
+        // Within the skew (a writer's clock a little ahead) it is followed.
+        let near = TelemetryTimeline(record: record(updatedAfter: 11, simulatedMinutes: 11))
+        #expect(near.now(atWall: wall0 + .seconds(Int64(10))).source == .liveSimulation)
+    }
+
+    /// A pace no simulation runs at is not followed when read and refused when written.
+    @Test func aPaceAboveTheLimitIsIgnoredAndRefused() throws {
+        var r = record(updatedAfter: 10, simulatedMinutes: 10)
+        r.speed = SimulationClockRecord.maximumSpeed * 10
+        #expect(TelemetryTimeline(record: r).now(atWall: wall0 + .seconds(Int64(11))).source == .wall)
+        let directory = try TestSupport.temporaryDirectory("timeline-speed")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = try RolloutStore(path: directory.appendingPathComponent("r.db").path)
+        #expect(throws: SimulationSpeedOutOfRange.self) { try store.publishSimulationClock(r) }
+        r.speed = 3600
+        try store.publishSimulationClock(r)
+        #expect(try store.simulationClock()?.speed == 3600)
     }
 
     @Test func aSilentSimulationIsFrozenAndSaidSo() {

@@ -85,4 +85,43 @@ import Timekeeping
         // Killed: nothing more to do.
         #expect(try monitors[0].autoKillIfHalted(using: path) == nil)
     }
+
+    /// The explorer's forgery: `INSERT OR REPLACE INTO monitor_rollout_start VALUES (<current version>, <tomorrow>)`
+    /// with sqlite3 made every window empty, so a crash regression read HOLD ("no telemetry since the rollout
+    /// started at <tomorrow>") and auto-kill did nothing, silently. Now the auto-kill either kills or fails loudly,
+    /// naming the forged table (the cache is sealed, and a start after "now" is not believed).
+    @Test func aForgedRolloutStartDoesNotSilenceAutoKill() throws {
+        let (store, dir) = try Self.store()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let scenario = try Scenario.load("crash-regression")
+        let simulation = try FleetSimulation(
+            scenario: scenario,
+            options: FleetOptions(scenario: scenario, devices: 6_000, seed: 3, start: Self.start),
+            config: try store.configStore(), sink: StoreTelemetrySink(store: store))
+        try simulation.run()
+        try store.saveGuardrailSetting("guardrails.auto-kill", "on")
+        try #require(try RolloutMonitor(store: store, clock: simulation.clock).status().assessment.verdict.level == .halt)
+        let before = try store.configStore().current().info.number
+        let tomorrow = simulation.clock.now() + .hours(24)
+        let forged = try TestSupport.run(
+            "/usr/bin/sqlite3",
+            [
+                store.path,
+                "INSERT OR REPLACE INTO monitor_rollout_start (version, started_at) VALUES (\(before), \(tomorrow.microseconds))",
+            ])
+        try #require(forged.status == 0, "\(forged.stderr)")
+
+        let monitor = try RolloutMonitor(store: store, clock: simulation.clock)
+        let path = WritePath(store: try store.configStore(), clock: simulation.clock, newSeed: { "reseeded" })
+        do {
+            let outcome = try monitor.autoKillIfHalted(using: path)
+            #expect(outcome != nil, "the forged start silenced auto-kill")
+            let now = try store.configStore().current()
+            #expect(now.info.number == before + 1 && now.info.updateOrigin == RolloutMonitor.autoKillOrigin)
+        } catch {
+            #expect("\(error)".contains("table monitor_rollout_start"), "\(error)")
+        }
+        // Either way the forgery is named.
+        #expect(throws: (any Error).self) { try store.verify() }
+    }
 }

@@ -172,6 +172,42 @@ struct PostgresSealTests {
         #expect(try RolloutPercent.of(PostgresConfigStore(conninfo: conninfo).current()) == 0)
     }
 
+    /// The tables that joined the seal with the one list both stores seal (`SealedTables`): the monitor's cache of
+    /// the rollout start and the simulation clock were writable by the writer role undetected (a forged start in
+    /// the future silenced auto-kill; a forged heartbeat moved telemetry time hours ahead). Each edit as the writer
+    /// is named by `audit verify` and refuses the next write, with nothing written.
+    @Test func writerForgingTheRolloutStartOrTheSimulationClockIsRefused() throws {
+        let edits: [(label: String, sql: String, names: String)] = [
+            (
+                "rollout start moved to tomorrow",
+                "INSERT INTO monitor_rollout_start (version, started_at) SELECT max(number), 99999999999999999 FROM config_versions "
+                    + "ON CONFLICT (version) DO UPDATE SET started_at = excluded.started_at",
+                "table monitor_rollout_start"
+            ),
+            (
+                "simulation heartbeat hours ahead",
+                "INSERT INTO simulation_clock (id, wall_start, simulated_start, speed, wall_updated, simulated_at_update, running) "
+                    + "VALUES (1, 0, 0, 10000, 99999999999999999, 99999999999999999, true)",
+                "table simulation_clock"
+            ),
+        ]
+        for (index, edit) in edits.enumerated() {
+            let (conninfo, uri) = try initialized("pg-seal-joined-\(index)")
+            try #require(try rollout(["set", "10", "--reason", "start"], store: uri).status == 0)
+            try #require(try rollout(["status"], store: uri).status == 0)
+            try #require(try rollout(["audit", "verify"], store: uri).status == 0)
+            try Self.psql(Self.writer(conninfo), edit.sql)
+            let verify = try rollout(["audit", "verify"], store: uri)
+            #expect(verify.status == 1 && verify.stderr.contains(edit.names), "\(edit.label): \(verify.stderr)")
+            let versions = try versionCount(conninfo)
+            let refused = try rollout(["kill", "--reason", "after tampering"], store: uri)
+            #expect(
+                refused.status != 0 && refused.stderr.contains("fails verification, so nothing is written: \(edit.names)"),
+                "\(edit.label): \(refused.stderr)")
+            #expect(try versionCount(conninfo) == versions, "\(edit.label)")
+        }
+    }
+
     /// Tamper suite: a populated store (versions, guardrail settings, an operator, a pending enrolment, the App
     /// Check project, app, debug token and signing key, a ramp plan), copied into a fresh database per edit. Each
     /// edit, made with psql as the writer role or as the owner without the team key, is named by `audit verify`
