@@ -806,6 +806,9 @@ struct PostgresSealTests {
         let snapshot = try #require(
             try owner.query("SELECT version, audit_sequence, audit_hash FROM config_head").first)
         let seal = try #require(try owner.query("SELECT state, mac FROM store_seal").first)
+        // The monitor's cache of the rollout start is sealed too: a consistent rollback puts its rows back as well.
+        let starts = try owner.query("SELECT version, coalesce(started_at::text, 'NULL') FROM monitor_rollout_start")
+            .map { "(\($0[0]!), \($0[1]!))" }
         // Only the laptop sees the later state.
         try #require(try rollout(["set", "10", "--reason", "more"], store: uri, key: laptop + "/team.key").status == 0)
         try Self.psql(
@@ -814,6 +817,8 @@ struct PostgresSealTests {
             DELETE FROM config_versions WHERE number > \(snapshot[0]!);
             DELETE FROM config_audit WHERE sequence > \(snapshot[1]!);
             UPDATE config_head SET version = \(snapshot[0]!), audit_sequence = \(snapshot[1]!), audit_hash = '\(snapshot[2]!)';
+            DELETE FROM monitor_rollout_start;
+            \(starts.isEmpty ? "" : "INSERT INTO monitor_rollout_start (version, started_at) VALUES " + starts.joined(separator: ", ") + ";")
             UPDATE store_seal SET state = $s$\(seal[0]!)$s$, mac = '\(seal[1]!)';
             """)
 
