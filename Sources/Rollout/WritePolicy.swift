@@ -67,7 +67,6 @@ public struct Proposal: Sendable {
 
     /// (before, after) on each bound, the armed percentage folded in, and the pair the change is judged on.
     private var judged: (before: MicroPercent, after: MicroPercent) {
-        let armedBefore = returnsFromKill ? MicroPercent.zero : Proposal.armed(before)
         let armedAfter = Proposal.armed(after)
         func scaled(_ e: Exposure?, _ bound: KeyPath<Exposure, MicroPercent>) -> MicroPercent {
             e.map { Exposure.percentageScale($0[keyPath: bound]) } ?? .zero
@@ -80,8 +79,11 @@ public struct Proposal: Sendable {
         return rise(certain) < rise(possible) ? certain : possible
     }
 
-    /// A change that brings a killed rollout back starts from what is exposed now, not from what it arms.
-    private var returnsFromKill: Bool { before?.state == .killed && after?.state == .rolling }
+    /// What the rollout arms before the change; a change that brings a killed rollout back (resume, or a
+    /// rollback or import to a rolling version) starts from what is exposed now, not from what it arms.
+    private var armedBefore: MicroPercent {
+        before?.state == .killed && after?.state == .rolling ? .zero : Proposal.armed(before)
+    }
 
     /// Whether the templates do more or less than their rollout's percentage field says (a default of
     /// `"true"`, another condition serving `"true"`): the summary then names the effect.
@@ -112,7 +114,6 @@ public struct Proposal: Sendable {
     /// of the possible share or of the percentage the rollout arms. Either bound alone is enough, so a condition
     /// that may serve `"true"` to everyone never hides a rise of the rollout itself.
     public var increasesExposure: Bool {
-        let armedBefore = returnsFromKill ? MicroPercent.zero : Proposal.armed(before)
         let b = effectBefore ?? .none
         let a = effectAfter ?? .none
         return exposedAfter > exposedBefore || a.certain > b.certain || a.possible > b.possible

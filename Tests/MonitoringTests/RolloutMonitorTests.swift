@@ -14,6 +14,17 @@ import Timekeeping
 @Suite struct RolloutMonitorTests {
     static let start = ISO8601.parse("2026-05-20T18:00:00Z")!
 
+    /// The crash-regression scenario run on `store` (6,000 devices): a rollout whose verdict reaches HALT.
+    static func crashRegression(on store: RolloutStore) throws -> FleetSimulation {
+        let scenario = try Scenario.load("crash-regression")
+        let simulation = try FleetSimulation(
+            scenario: scenario,
+            options: FleetOptions(scenario: scenario, devices: 6_000, seed: 3, start: Self.start),
+            config: try store.configStore(), sink: StoreTelemetrySink(store: store))
+        try simulation.run()
+        return simulation
+    }
+
     static func store() throws -> (RolloutStore, URL) {
         let dir = try TestSupport.temporaryDirectory("monitor")
         let store = try RolloutStore(path: dir.appendingPathComponent("rollout.db").path)
@@ -58,12 +69,7 @@ import Timekeeping
     @Test func autoKillActsOnceOnHaltAndOnlyWhenOn() throws {
         let (store, dir) = try Self.store()
         defer { try? FileManager.default.removeItem(at: dir) }
-        let scenario = try Scenario.load("crash-regression")
-        let simulation = try FleetSimulation(
-            scenario: scenario,
-            options: FleetOptions(scenario: scenario, devices: 6_000, seed: 3, start: Self.start),
-            config: try store.configStore(), sink: StoreTelemetrySink(store: store))
-        try simulation.run()
+        let simulation = try Self.crashRegression(on: store)
         let monitors = try (0..<3).map { _ in try RolloutMonitor(store: store, clock: simulation.clock) }
         let statuses = try monitors.map { try $0.status() }
         try #require(statuses[0].assessment.verdict.level == .halt, "\(statuses[0].assessment.verdict)")
@@ -93,12 +99,7 @@ import Timekeeping
     @Test func aForgedRolloutStartDoesNotSilenceAutoKill() throws {
         let (store, dir) = try Self.store()
         defer { try? FileManager.default.removeItem(at: dir) }
-        let scenario = try Scenario.load("crash-regression")
-        let simulation = try FleetSimulation(
-            scenario: scenario,
-            options: FleetOptions(scenario: scenario, devices: 6_000, seed: 3, start: Self.start),
-            config: try store.configStore(), sink: StoreTelemetrySink(store: store))
-        try simulation.run()
+        let simulation = try Self.crashRegression(on: store)
         try store.saveGuardrailSetting("guardrails.auto-kill", "on")
         try #require(try RolloutMonitor(store: store, clock: simulation.clock).status().assessment.verdict.level == .halt)
         let before = try store.configStore().current().info.number
