@@ -114,6 +114,7 @@ public final class RolloutMonitor {
             var context = settings.context(
                 exposedMicroPercent: exposed, newestTemplateVersion: Int64(current.info.number), timeSource: source)
             context.started = start != nil
+            context.servedOutsideRollout = plan.flatMap { servedOutsideRollout(current, plan: $0) }
             // Sources answer on the wall clock (their pulls are real requests), whatever telemetry time is.
             context.sourceSilences = try store.sourceSilences(at: wall)
             // Staleness on a live simulation is judged against its pace: the simulation lands its data before each
@@ -180,6 +181,17 @@ public final class RolloutMonitor {
             // Someone published meanwhile (another watcher's kill); the next look decides on the newer version.
             return nil
         }
+    }
+
+    /// What serves the flag past a kill in `current`, described (nil: nothing but the rollout), once per version.
+    private var outsideCache: (version: Int, served: String?)?
+
+    private func servedOutsideRollout(_ current: StoredTemplate, plan: RolloutPlan) -> String? {
+        if let outsideCache, outsideCache.version == current.info.number { return outsideCache.served }
+        let past = RolloutPlan.servedPastKill(current.template, names: plan.names, seed: plan.seed)
+        let served = past.possible > .zero ? past.description : nil
+        outsideCache = (current.info.number, served)
+        return served
     }
 
     /// The instant a rollout that is not running counts its figures from: its version's publish time on telemetry

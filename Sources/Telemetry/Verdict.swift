@@ -107,6 +107,11 @@ public struct RolloutContext: Hashable, Sendable {
     /// The store's telemetry sources that are silent or failing (`MonitoredStore.sourceSilences`): each one is a
     /// HOLD, never OK, the first reason among the data's.
     public var sourceSilences: [String] = []
+    /// The share of installations that get the flag `"true"` whatever the rollout's condition says (its default
+    /// value, another condition's value: what an edit in the Firebase Console can make), in words; nil when only
+    /// the rollout serves it. Such a rollout controls nothing: a kill leaves them on, and the control group is
+    /// exposed too, so the comparison means nothing: HOLD.
+    public var servedOutsideRollout: String?
 
     public init(
         currentMicroPercent: Int64, newestTemplateVersion: Int64? = nil, guardrailsEnabled: Bool = false,
@@ -379,6 +384,17 @@ extension TelemetrySnapshot {
         }
 
         // Exposure.
+        if let outside = context.servedOutsideRollout {
+            findings.append(
+                Finding(
+                    .hold, .exposure,
+                    "the rollout does not control the flag: a kill would leave it \"true\" for \(outside) of installations "
+                        + "(its default value or another condition's value), and the control group is exposed too",
+                    evidence: FindingEvidence(
+                        test: "exposure: only the rollout's condition serves \"true\"",
+                        statistic: "\"true\" past a kill for \(outside) of installations", threshold: "none",
+                        wouldChange: "those values set to \"false\" in the template (rollout config export, then import)")))
+        }
         let exposure = exposureCheck(context)
         if let srm = exposure.sampleRatio, srm.pValue < context.sampleRatioThreshold {
             let split =

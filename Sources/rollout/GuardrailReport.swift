@@ -122,6 +122,8 @@ enum AssessmentJSON {
         o["timeSource"] = .string(timeSource(s.timeSource))
         o["startedAt"] = s.startedAt.map { .string($0.iso8601) } ?? .null
         o["exposedPercent"] = .string(s.exposed.decimalText)
+        // Installations that get the flag whatever the rollout says (its default, another condition's value).
+        o["servedOutsideRollout"] = s.assessment.context.servedOutsideRollout.map { .string($0) } ?? .null
         o["newestEvent"] = s.snapshot.newestEvent.map { .string($0.iso8601) } ?? .null
         o["dataAgeSeconds"] = number(s.snapshot.dataAge?.seconds)
         o["counts"] = [

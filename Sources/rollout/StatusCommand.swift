@@ -69,7 +69,12 @@ extension StoreCommands {
                     ("seed", printable(plan.seed)),
                     (
                         "exposed",
-                        plan.state == .rolling ? plan.exposedBand.description : StoreCommands.stoppedExposure(plan, in: current.template)
+                        plan.state == .rolling
+                            ? plan.exposedBand.description
+                                + (health.assessment.context.servedOutsideRollout.map {
+                                    " by the rollout; past it, \"true\" for \($0) of installations that a kill would leave on (its default value or another condition's value)"
+                                } ?? "")
+                            : StoreCommands.stoppedExposure(plan, in: current.template)
                     ),
                     (
                         "control",

@@ -508,6 +508,7 @@ extension StoreCommands {
         } else {
             outcome = try path.execute(request)
         }
+        let now: StoredTemplate
         switch outcome {
         case .published(let stored, let proposal, let attempts):
             printChange(proposal)
@@ -516,11 +517,27 @@ extension StoreCommands {
             if attempts > 1 { line += ", re-applied on top of newer versions (\(attempts) attempts)" }
             if request.force { line += "; forced: compare-and-swap skipped (audited)" }
             print(line)
+            now = stored
         case .unchanged(let stored, let proposal):
             let state = proposal.after.map(describe) ?? "as requested"
             print("no change: version \(stored.info.number) is already \(state); nothing written")
+            now = stored
         }
+        if intent == .rollout(.kill) { try requireNobodyServed(now) }
         return .ok
+    }
+
+    /// A kill is for stopping the flag: one that leaves it `"true"` for some installations (its default value or
+    /// another condition's value, as an edit in the Firebase Console can make) is published, since it narrows what
+    /// is served, but has not done its job, and says so with exit 1 rather than 0.
+    static func requireNobodyServed(_ stored: StoredTemplate) throws {
+        guard let plan = try? RolloutPlan.locate(in: stored.template, names: .standard) else { return }
+        let served = Exposure.of(plan.names.parameter, in: stored.template, seed: plan.seed)
+        guard served.possible > .zero else { return }
+        throw CommandError(
+            "the rollout is killed (version \(stored.info.number)), but \(plan.names.parameter) is still \"true\" for "
+                + "\(served) of installations: its default value or another condition's value serves it, not the rollout; "
+                + "set those values to \"false\" in the template (rollout config export, then config import)")
     }
 
     static func printChange(_ proposal: Proposal) {
