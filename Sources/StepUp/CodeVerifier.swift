@@ -82,8 +82,10 @@ public struct CodeVerifier: Sendable {
     public var window: Int64
     public var lockoutAttempts: Int
     public var lockoutDuration: Instant.Duration
-    /// How far beyond the window a match is still reported as `expired` rather than `wrong`, so that a person
-    /// with a drifting phone clock learns why their codes fail.
+    /// How far behind the window a match is still reported as `expired` rather than `wrong`, so that a person
+    /// whose phone clock runs late learns why their codes fail. Only behind: a match ahead of the window is a code
+    /// that becomes valid later, and saying so (or when) would tell a guesser which of its guesses to keep for
+    /// then, some ten times the odds of the window alone; such a code is `wrong`, as any other.
     public static let diagnosticSteps: Int64 = 10
 
     public init(
@@ -110,6 +112,14 @@ public struct CodeVerifier: Sendable {
         outcome: CodeOutcome, record: OperatorRecord
     ) {
         var r = record
+        let current = totp.step(at: now)
+        // What a clock ahead of this one wrote (a machine whose clock ran or was set ahead) is believed only as far
+        // as this clock could have written it: a lockout ends at most `lockoutDuration` from now (a lockout until
+        // 2036 from a clock ten years ahead locked its operator out for ten years, with nobody able to lift it), and
+        // an accepted step beyond the window counts as the window's last (so no code of the window is accepted
+        // twice, and the operator's next code is accepted within a step or two, not in years). Both are stored so.
+        if let until = r.lockedUntil, until > now + lockoutDuration { r.lockedUntil = now + lockoutDuration }
+        if let last = r.lastAcceptedStep, last > current + window { r.lastAcceptedStep = current + window }
         if let until = r.lockedUntil {
             if now < until { return (.lockedOut(until: until), r) }
             r.lockedUntil = nil
@@ -119,11 +129,9 @@ public struct CodeVerifier: Sendable {
         let digits = Array(code.utf8.filter { $0 != 32 })
         guard digits.count == totp.digits, digits.allSatisfy({ (48...57).contains($0) }) else { return (.malformed, r) }
 
-        let current = totp.step(at: now)
-        let reach = window + Self.diagnosticSteps
         var matches: [Int64] = []
         // Every step in reach is computed and compared in constant time, whatever matches early.
-        for step in (current - reach)...(current + reach) {
+        for step in (current - window - Self.diagnosticSteps)...(current + window) {
             if constantTimeEquals(Array(totp.code(secret: r.secret, step: step).utf8), digits) { matches.append(step) }
         }
         let inWindow = matches.filter { abs($0 - current) <= window }

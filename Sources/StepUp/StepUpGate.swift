@@ -115,8 +115,7 @@ public struct StepUpRefusal: Error, Sendable, Equatable, CustomStringConvertible
         case .malformed: return "\(why): a code is the 6 digits the authenticator of \(who) shows"
         case .wrong: return "wrong code for \(who)\(left): \(why)"
         case .expired(let offset):
-            let when = offset < 0 ? "\(-offset * 30) s ago" : "only in \(offset * 30) s"
-            return "expired code for \(who): it is valid \(when); check the clock of the authenticator's device\(left)"
+            return "expired code for \(who): it was valid \(-offset * 30) s ago; check the clock of the authenticator's device\(left)"
         case .replayed(let next): return "code already used by \(who): wait for the next code (from \(next.iso8601))"
         case .lockedOut(let until):
             return

@@ -133,8 +133,8 @@ struct StepUpGateTests {
                 ": enter the current code of ana@laptop's authenticator") == true)
         w.record.failedAttempts = 0
 
-        // Expired: the code of 2 and 5 steps ago, and one from 3 steps ahead (a fast phone clock).
-        for offset: Int64 in [-2, -5, 3] {
+        // Expired: the code of 2 and 5 steps ago (a phone clock running late).
+        for offset: Int64 in [-2, -5] {
             var fresh = WritePath()
             let d = fresh.raise(to: 30, code: fresh.code(offset))
             #expect(d.outcome == .expired(stepOffset: offset))
@@ -214,6 +214,53 @@ struct StepUpGateTests {
         #expect(w.record.failedAttempts == 0)
         #expect(w.percent == 30 * Self.pct)
         #expect(w.audit.map(\.result) == ["wrong", "wrong", "wrong", "locked-out", "locked-out", "accepted"])
+    }
+
+    /// A code of a step ahead of the window is `wrong`, like any other: saying it becomes valid later (and when)
+    /// told a guesser which guess to keep and use then. Before, 3 steps ahead was "expired: valid only in 90 s",
+    /// and the same code was accepted 90 s later.
+    @Test func aCodeAheadOfTheWindowIsWrongAndSaysNothingMore() {
+        for offset: Int64 in [2, 3, 11] {
+            var w = WritePath()
+            let ahead = w.code(offset)
+            let d = w.raise(to: 30, code: ahead)
+            #expect(d.outcome == .wrong, "offset \(offset)")
+            #expect(d.refusal?.description.hasPrefix("wrong code for ana@laptop") == true)
+            #expect(d.event?.fields.contains { $0.key == "stepOffset" } == false)
+            #expect(w.record.failedAttempts == 1)
+        }
+    }
+
+    /// State written by a machine whose clock is ahead: a lockout ten years long, an accepted step ten years
+    /// ahead. Before, ana was locked out until 2036 (no command could lift it: settings need her code) and, once
+    /// that ended, every code of hers was "already used" for ten years more.
+    @Test func aLockoutOrAStepFromAClockAheadIsBelievedOnlyAsFarAsThisClockGoes() {
+        var w = WritePath()
+        let tenYears = Instant.Duration.days(3650)
+        w.record.failedAttempts = 3
+        w.record.lockedUntil = Self.start + tenYears + .minutes(15)
+        let locked = w.raise(to: 30, code: w.code())
+        let until = Self.start + .minutes(15)
+        #expect(locked.outcome == .lockedOut(until: until))
+        #expect(w.record.lockedUntil == until, "stored shortened, so that it ends")
+        w.clock.set(until)
+        #expect(w.raise(to: 30, code: w.code()).verdict == .accepted)
+
+        var s = WritePath()
+        let now = TOTP.standard.step(at: Self.start)
+        s.record.lastAcceptedStep = now + 10 * 365 * 2880
+        let replay = s.raise(to: 30, code: s.code())
+        #expect(replay.outcome?.result == "replayed", "no code of the window is accepted twice")
+        #expect(s.record.lastAcceptedStep == now + 1)
+        s.clock.advance(by: .seconds(Int64(60)))
+        #expect(s.raise(to: 30, code: s.code()).verdict == .accepted, "the next code but one goes ahead")
+
+        // Within the clocks' ordinary disagreement nothing changes.
+        var o = WritePath()
+        o.record.lastAcceptedStep = now + 1
+        o.record.lockedUntil = Self.start + .minutes(14)
+        #expect(o.raise(to: 30, code: o.code()).outcome == .lockedOut(until: Self.start + .minutes(14)))
+        #expect(o.record.lastAcceptedStep == now + 1)
     }
 
     @Test func aWrongCodeAfterALockoutEndsStartsAFreshCount() {
