@@ -267,12 +267,18 @@ public struct SettingsWritePath {
                         return .failure(
                             .unavailable("\(target) is not enrolled ('rollout operator list' shows who is)"))
                     }
-                    try db.removePending(target)
-                    try db.appendAudit(
-                        AuditEntry(
-                            time: clock.now(), actor: actor, action: "operator remove",
-                            from: "\(target) (pending enrolment)", result: .recorded))
-                    return .success(.removedPending)
+                    // An enrolment an approver's code let in is removed with a code too, as an operator is (before,
+                    // anyone who could run the command removed it, with no code at all).
+                    change = StepUpChange(.operatorRemove, detail: "\(target) (pending enrolment)")
+                    apply = {
+                        try db.removePending(target)
+                        try db.appendAudit(
+                            AuditEntry(
+                                time: clock.now(), actor: actor, action: "operator remove",
+                                from: "\(target) (pending enrolment)", result: .recorded))
+                        return .removedPending
+                    }
+                    break
                 }
                 change = StepUpChange(.operatorRemove, detail: target.rawValue)
                 if policy.twoPerson, try db.isEnforced() {
@@ -338,6 +344,12 @@ public struct SettingsWritePath {
                 guard recorded == approving else {
                     return try refuse(
                         "not-in-chain", "request \(approving.id) is not what the audit log holds; nothing was changed")
+                }
+                if let approver = approving.approvedBy {
+                    return try refuse(
+                        "already-approved",
+                        "request \(approving.id) was approved already (by \(approver)) and a request is used once: ask "
+                            + "for the change again; nothing was changed")
                 }
                 guard let large = twoPerson, large.change == approving.change else {
                     return try refuse(

@@ -16,6 +16,11 @@ public struct TwoPersonSettingsRequest: Sendable, Equatable {
     public var change: String
     public var intent: SettingsWritePath.Intent
     public var expiresAt: Instant
+    /// Who approved it, when the audit log holds its approval (`find` sets it): a request is used once. The
+    /// state check alone did not make it so: with `increase-over` raised 10 → 40 by an approved request, then
+    /// put back to 10 by the requester alone (a tightening), the approver approved the same request again and
+    /// raised it to 40 once more, a relaxation no second person had agreed to.
+    public var approvedBy: String?
 
     /// The audit record that opens the request.
     func auditEntry(at now: Instant, why: String) -> AuditEntry {
@@ -153,6 +158,8 @@ public struct TwoPersonSettingsRequest: Sendable, Equatable {
     {
         var before: Int64? = nil
         var newer: AuditRecord? = nil
+        // The approval of the request, if any, is newer than the request: seen on the way down to it.
+        var approvedBy: String? = nil
         while true {
             let page = try pages(before)
             for record in page {
@@ -176,7 +183,15 @@ public struct TwoPersonSettingsRequest: Sendable, Equatable {
                 if record.sequence == 1, record.previousHash != AuditChain.genesis {
                     throw AuditChain.Break(sequence: 1, problem: "does not start the chain")
                 }
-                if let request = TwoPersonSettingsRequest(record.entry), request.id == id { return request }
+                if var request = TwoPersonSettingsRequest(record.entry), request.id == id {
+                    request.approvedBy = approvedBy
+                    return request
+                }
+                if record.entry.result == .stepUpAccepted,
+                    record.entry.detail.hasPrefix("result approved; two-person-request \(id);")
+                {
+                    approvedBy = record.entry.actor
+                }
                 newer = record
             }
             guard let last = page.last, page.count == 1000 else { return nil }

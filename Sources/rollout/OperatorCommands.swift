@@ -285,7 +285,8 @@ enum OperatorCommands {
         let target = try operatorID(invocation.positional(0) ?? "", invocation)
         let path = try settingsPath(invocation)
         let actor = StoreLocation.operatorID(invocation)
-        let needsCode = try path.read { try $0.operatorRecord(target) != nil }
+        // An enrolled operator or a pending enrolment: both are removed with a code while step-up is on.
+        let needsCode = try path.read { try $0.isEnforced() && ($0.operatorRecord(target) != nil || $0.pendingEnrolment(target) != nil) }
         let code = needsCode ? try readCode(invocation.value("--code"), prompt: "Code of \(actor)'s authenticator: ") : nil
         switch try settings(path, .removeOperator(target), actor: actor, code: code) {
         case .removedPending:

@@ -290,6 +290,30 @@ struct OperatorCLITests {
         #expect(try OperatorTables.isEnforced(in: try s.database()) == false)
     }
 
+    /// A pending enrolment that an approver's code let in is removed with a code too. Before, anyone who could
+    /// run the command (mallory, not enrolled, no code) removed it.
+    @Test func aPendingEnrolmentIsRemovedOnlyWithACode() throws {
+        let s = try Session()
+        let ana = try s.enrol("ana@laptop", at: Self.t0)
+        let t1 = Self.t0 + .seconds(Int64(30))
+        let started = try s.run(
+            ["operator", "enroll", "--operator", "carol@z", "--approver", "ana@laptop", "--approver-code", Self.code(ana, t1)],
+            at: t1)
+        #expect(started.status == 0, "\(started.stderr)")
+        let stranger = try s.run(["operator", "remove", "carol@z", "--operator", "mallory@evil"], at: t1)
+        #expect(stranger.status == 4, "\(stranger.stdout) \(stranger.stderr)")
+        #expect(!stranger.stdout.contains("Removed"))
+        #expect(try s.run(["operator", "list"], at: t1).stdout.contains("carol@z"))
+        let noCode = try s.run(["operator", "remove", "carol@z", "--operator", "ana@laptop"], at: t1)
+        #expect(noCode.status == 4, "\(noCode.stderr)")
+        let t2 = t1 + .seconds(Int64(30))
+        let removed = try s.run(
+            ["operator", "remove", "carol@z", "--operator", "ana@laptop", "--code", Self.code(ana, t2)], at: t2)
+        #expect(removed.status == 0, "\(removed.stderr)")
+        #expect(removed.stdout == "Removed the pending enrolment of carol@z.\n")
+        #expect(!(try s.run(["operator", "list"], at: t2).stdout.contains("carol@z")))
+    }
+
     @Test func threeWrongCodesLockTheOperatorOutForFifteenMinutes() throws {
         let s = try Session()
         let ana = try s.enrol("ana", at: Self.t0)
