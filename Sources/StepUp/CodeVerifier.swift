@@ -30,6 +30,13 @@ public struct OperatorRecord: Sendable, Equatable {
 
     /// Whether a lockout is in force at `now`.
     public func isLockedOut(at now: Instant) -> Bool { lockedUntil.map { now < $0 } ?? false }
+
+    /// The end of the lockout as a clock reading `now` believes it (nil: not locked out): at most `longest` from
+    /// now, since a later end was written by a clock ahead of this one (`CodeVerifier.verify` stores it so).
+    public func lockedUntil(at now: Instant, longest: Instant.Duration) -> Instant? {
+        guard let lockedUntil, now < lockedUntil else { return nil }
+        return min(lockedUntil, now + longest)
+    }
 }
 
 /// What became of one code.
@@ -118,7 +125,7 @@ public struct CodeVerifier: Sendable {
         // 2036 from a clock ten years ahead locked its operator out for ten years, with nobody able to lift it), and
         // an accepted step beyond the window counts as the window's last (so no code of the window is accepted
         // twice, and the operator's next code is accepted within a step or two, not in years). Both are stored so.
-        if let until = r.lockedUntil, until > now + lockoutDuration { r.lockedUntil = now + lockoutDuration }
+        if let until = r.lockedUntil(at: now, longest: lockoutDuration), until != r.lockedUntil { r.lockedUntil = until }
         if let last = r.lastAcceptedStep, last > current + window { r.lastAcceptedStep = current + window }
         if let until = r.lockedUntil {
             if now < until { return (.lockedOut(until: until), r) }

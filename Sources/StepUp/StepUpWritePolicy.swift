@@ -228,7 +228,7 @@ public struct StepUpWritePolicy: WritePolicy {
                 lines.append("\(proposal.actor) is not enrolled")
                 decision = .refuse(
                     PolicyRefusal(policy: name, reason: "\(proposal.actor) is not enrolled for step-up", kind: .stepUpBlocked))
-            } else if let until = record?.lockedUntil, clock.now() < until {
+            } else if let until = record?.lockedUntil(at: clock.now(), longest: state.policy.lockoutDuration) {
                 lines.append("\(proposal.actor) is locked out until \(until.iso8601)")
                 decision = .refuse(
                     PolicyRefusal(policy: name, reason: "\(proposal.actor) is locked out until \(until.iso8601)", kind: .stepUpBlocked))
