@@ -352,7 +352,9 @@ enum TelemetryReport {
 
     static func text(_ s: TelemetrySnapshot, _ a: Assessment, tables: any TelemetryCounters) throws -> String {
         var out: [String] = []
-        out.append("verdict \(a.verdict.level.labelText): \(a.verdict.reason)")
+        // The reason and findings quote sources' own words (a failing source's error message): escaped, as
+        // every face shows them.
+        out.append("verdict \(a.verdict.level.labelText): \(Sanitiser.escape(a.verdict.reason))")
         out.append("guardrails \(a.armed ? "armed" : "not armed (no telemetry for this rollout yet)")")
         let age = s.dataAge.map { "\(Int64($0.seconds)) s" } ?? "no data"
         out.append("since \(s.since.iso8601); newest event \(s.newestEvent?.iso8601 ?? "none") (age \(age))")
@@ -388,7 +390,7 @@ enum TelemetryReport {
             exposure += "; \(cFormat("%.1f%%", p * 100)) on template version \(v)"
         }
         out.append(exposure)
-        for f in a.verdict.findings where f.text != a.verdict.reason { out.append("  \(f)") }
+        for f in a.verdict.findings where f.text != a.verdict.reason { out.append("  " + Sanitiser.escape("\(f)")) }
         return out.joined(separator: "\n")
     }
 }

@@ -404,7 +404,8 @@ def make_handler(state, token_url_holder):
             if name == "rate_limited":
                 raise Fail(429, "RESOURCE_EXHAUSTED", "Quota exceeded.", {"Retry-After": str(int(fault["seconds"]))})
             if name == "bad_request":
-                raise Fail(400, "INVALID_ARGUMENT", "Request contains an invalid argument.")
+                # "value", when given, is the message (a hostile server's words, for tests of what is shown).
+                raise Fail(400, "INVALID_ARGUMENT", fault.get("value") or "Request contains an invalid argument.")
             if name in ("no_etag", "invalid_json", "conflict_after", "slow_body"):
                 saved = self.wfile
                 import io
