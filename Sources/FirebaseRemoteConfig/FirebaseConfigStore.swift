@@ -182,7 +182,7 @@ public final class FirebaseConfigStore: ConfigStore, @unchecked Sendable {
         intent.id = try begin(intent)
 
         // 3. Publish (or roll back), settling lost answers and answers that are not what Firebase holds.
-        var landed: FetchedTemplate?
+        var landed: StoredTemplate?
         var attempt = 0
         var lostAnswer = false
         var untrusted: [String] = []
@@ -193,9 +193,7 @@ public final class FirebaseConfigStore: ConfigStore, @unchecked Sendable {
                     let answer =
                         try rollback.map { try client.rollback(to: $0) }
                         ?? client.put(document, ifMatch: ifMatch, validateOnly: false)
-                    landed = try confirmed(
-                        answer, base: baseNumber, conditional: intent.conditional, expected: expected,
-                        description: description, rollbackSource: rollback)
+                    landed = try stored(confirmed(answer, of: intent))
                 } catch let m as VersionMismatch {
                     // A conflict answer may be contradictory (Firebase applied the publish and answered 412 all the
                     // same), or, after a lost answer, our own earlier request that landed late: the version after
@@ -203,8 +201,7 @@ public final class FirebaseConfigStore: ConfigStore, @unchecked Sendable {
                     // of this state store claims it or raced on the same base (identical publishes of two
                     // operators on one ETag are told apart by their intents, not by their content).
                     if try attempt > 1 || onlyOursCouldFollow(baseNumber, intent: intent.id),
-                        case .landed(let f) = try settle(
-                            after: baseNumber, expected: expected, description: description, rollbackSource: rollback)
+                        case .landed(let f) = try settle(intent)
                     {
                         landed = f
                         break
@@ -213,9 +210,7 @@ public final class FirebaseConfigStore: ConfigStore, @unchecked Sendable {
                 } catch let e where Self.mayHaveLanded(e) {
                     lostAnswer = true
                     if let u = e as? UntrustedAnswer { untrusted.append(u.description) }
-                    switch try settle(
-                        after: baseNumber, expected: expected, description: description, rollbackSource: rollback)
-                    {
+                    switch try settle(intent) {
                     case .landed(let f): landed = f
                     case .other(let winner): throw PublishConflict(current: winner, expectedETag: ifMatch)
                     case .notLanded:
@@ -236,7 +231,7 @@ public final class FirebaseConfigStore: ConfigStore, @unchecked Sendable {
         }
 
         // 4. The audit record, naming the version and ETag, with the intent removed in the same transaction.
-        let result = try stored(landed!)
+        let result = landed!
         remember(result)
         do {
             try complete(
@@ -312,36 +307,37 @@ public final class FirebaseConfigStore: ConfigStore, @unchecked Sendable {
     }
 
     enum Settlement {
-        case landed(FetchedTemplate)
+        case landed(StoredTemplate)
         case notLanded
         case other(StoredTemplate)
     }
 
-    /// After a lost answer: the version the publish would have created tells whether it did.
-    private func settle(after base: Int, expected: String, description: String, rollbackSource: Int?) throws
-        -> Settlement
-    {
-        let next: FetchedTemplate
-        do {
-            next = try client.get(version: base + 1)
-        } catch FirebaseError.api(let status, _, _) where status == 404 || status == 400 {
-            return .notLanded
+    /// After a lost (or untrusted) answer: whether the publish of `intent` landed, read from Firebase's versions with
+    /// `landing` (as `reconcile` settles an interrupted publish). A conditional publish found nowhere lost to the
+    /// version after its base; a forced one found nowhere has not landed yet.
+    private func settle(_ intent: PublishIntent) throws -> Settlement {
+        let head = try fresh()
+        switch try landing(of: intent, head: head.info.number, claimed: claimedVersions()) {
+        case .landed(let v): return .landed(v)
+        case .notFound:
+            return intent.conditional && head.info.number > intent.baseNumber ? .other(head) : .notLanded
+        case .purged(let version, let oldest):
+            throw FirebaseError.unsettled(
+                "Firebase purged version \(version) (the oldest it keeps is \(oldest)) before the publish was settled; the next command records it as unknown"
+            )
         }
-        return Self.isOurs(next, expected: expected, description: description, rollbackSource: rollbackSource)
-            ? .landed(next) : .other(try fresh())
     }
 
-    /// Whether `version` is the publish (its content and description) or the rollback (its source).
-    private static func isOurs(_ version: FetchedTemplate, expected: String, description: String, rollbackSource: Int?)
-        -> Bool
-    {
-        let v = version.json["version"]
-        if let rollbackSource {
-            return v?["updateType"]?.stringValue == "ROLLBACK"
-                && v?["rollbackSource"]?.stringValue == String(rollbackSource)
+    /// Whether a version (its template JSON and version object) is what `intent` published: its content and
+    /// description. An intent an older rollout left for a rollback it sent with `:rollback` has no content digest:
+    /// Firebase marks the version that rollback made with `updateType` ROLLBACK and the `rollbackSource`.
+    static func holds(_ intent: PublishIntent, json: JSONValue, info: VersionInfo) -> Bool {
+        guard let digest = intent.contentDigest else {
+            guard let source = intent.rollbackSource else { return false }
+            return info.updateType == .rollback && info.rollbackSource == source
         }
-        return Self.content(version.json) == expected
-            && (v?["description"]?.stringValue ?? "") == String(description.prefix(1024))
+        return info.description == String(intent.description.prefix(1024))
+            && SHA256.hex(Array(content(json).utf8)) == digest
     }
 
     /// A 200 to a publish answered with something other than what Firebase holds: settled like a lost answer.
@@ -350,24 +346,22 @@ public final class FirebaseConfigStore: ConfigStore, @unchecked Sendable {
     }
 
     /// The answer to a publish, taken at its word only when it is what Firebase holds: it names, for a conditional
-    /// publish, the version after the base (`If-Match` allows no other), holds what was sent (a rollback: its
-    /// source), and reading that version back from Firebase gives the same. Anything else (a 200 for a publish not
-    /// applied, an answer naming another version) is an `UntrustedAnswer`, settled by reading like a lost answer,
-    /// so that the audit record names what Firebase really holds.
-    private func confirmed(
-        _ answer: FetchedTemplate, base: Int, conditional: Bool, expected: String, description: String,
-        rollbackSource: Int?
-    ) throws -> FetchedTemplate {
-        let named = answer.json["version"].flatMap { try? Self.info($0, etag: answer.etag).number }
-        guard let named else {
+    /// publish, the version after the base (`If-Match` allows no other), holds what was sent (`holds`), and reading
+    /// that version back from Firebase gives the same. Anything else (a 200 for a publish not applied, an answer
+    /// naming another version) is an `UntrustedAnswer`, settled by reading like a lost answer, so that the audit
+    /// record names what Firebase really holds.
+    private func confirmed(_ answer: FetchedTemplate, of intent: PublishIntent) throws -> FetchedTemplate {
+        let info = answer.json["version"].flatMap { try? Self.info($0, etag: answer.etag) }
+        guard let info else {
             throw UntrustedAnswer(description: "Firebase answered 200 without the version it made")
         }
-        if conditional, named != base + 1 {
+        let named = info.number
+        if intent.conditional, named != intent.baseNumber + 1 {
             throw UntrustedAnswer(
-                description: "Firebase answered 200 naming version \(named), but a publish on version \(base) can only "
-                    + "become version \(base + 1)")
+                description: "Firebase answered 200 naming version \(named), but a publish on version "
+                    + "\(intent.baseNumber) can only become version \(intent.baseNumber + 1)")
         }
-        guard Self.isOurs(answer, expected: expected, description: description, rollbackSource: rollbackSource) else {
+        guard Self.holds(intent, json: answer.json, info: info) else {
             throw UntrustedAnswer(
                 description: "Firebase answered 200 naming version \(named) with other content than was sent")
         }
@@ -378,7 +372,9 @@ public final class FirebaseConfigStore: ConfigStore, @unchecked Sendable {
             throw UntrustedAnswer(
                 description: "Firebase answered 200 naming version \(named), which it does not hold")
         }
-        guard Self.isOurs(held, expected: expected, description: description, rollbackSource: rollbackSource) else {
+        guard let heldInfo = held.json["version"].flatMap({ try? Self.info($0, etag: held.etag) }),
+            Self.holds(intent, json: held.json, info: heldInfo)
+        else {
             throw UntrustedAnswer(
                 description: "Firebase answered 200 naming version \(named), which holds something else")
         }

@@ -1,4 +1,3 @@
-import Crypto
 import FoundationEssentials
 import Glibc
 import JSON
@@ -87,7 +86,7 @@ extension FirebaseConfigStore {
         var out: [ReconciledPublish] = []
         for intent in pending {
             let head = try fresh().info.number
-            let finding = try find(intent, below: head, claimed: claimed)
+            let finding = try landing(of: intent, head: head, claimed: claimed)
             if case .landed(let landed) = finding {
                 try complete(
                     intent, landed: landed.info,
@@ -150,9 +149,12 @@ extension FirebaseConfigStore {
         case purged(version: Int, oldest: Int)
     }
 
-    /// The version `intent` became, if it landed: after its base, not already another record's, with its content
-    /// and description (a rollback: its source).
-    private func find(_ intent: PublishIntent, below head: Int, claimed: Set<Int>) throws -> Finding {
+    /// The version `intent` became, if it landed: the version after its base that holds what it sent (`holds`) and
+    /// that no audit record claims (`claimed`). A conditional publish (`If-Match` of its base's ETag) can only have
+    /// become the version after its base; a forced one lands on whatever is newest when Firebase applies it, so every
+    /// version up to `head` is a candidate. The one search of both ways of settling: `publish` after a lost answer,
+    /// `reconcile` after an interruption.
+    func landing(of intent: PublishIntent, head: Int, claimed: Set<Int>) throws -> Finding {
         guard head > intent.baseNumber else { return .notFound }
         let candidates =
             intent.conditional
@@ -169,15 +171,7 @@ extension FirebaseConfigStore {
                 if purged == nil { purged = (n, p.oldestKept) }
                 continue
             }
-            let ours: Bool
-            if let source = intent.rollbackSource {
-                ours = v.info.updateType == .rollback && v.info.rollbackSource == source
-            } else {
-                ours =
-                    v.info.description == String(intent.description.prefix(1024))
-                    && SHA256.hex(Array(Self.content(v.template.json).utf8)) == intent.contentDigest
-            }
-            if ours { return .landed(v) }
+            if Self.holds(intent, json: v.template.json, info: v.info) { return .landed(v) }
         }
         return purged.map { .purged(version: $0.version, oldest: $0.oldest) } ?? .notFound
     }

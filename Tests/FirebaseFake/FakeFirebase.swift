@@ -151,6 +151,19 @@ public final class FakeFirebase: @unchecked Sendable {
             ])
     }
 
+    /// Arms a race: the next request of kind `match` finds `template` published by a colleague from the Firebase
+    /// console (as bob@example.com) just before it is handled, and then meets the fault `then` (none when nil).
+    public func colleaguePublishes(_ template: JSONValue, before match: String, then: String? = nil, seconds: Double = 0)
+        throws
+    {
+        try control(
+            "POST", "/_fake/faults",
+            [
+                "fault": "colleague_first", "match": .string(match), "count": 1, "template": template,
+                "then": then.map { .string($0) } ?? .null, "seconds": .number(JSONNumber(seconds)),
+            ])
+    }
+
     /// Disarms every fault not yet reached.
     public func clearFaults() throws { try control("POST", "/_fake/faults/clear") }
 

@@ -33,7 +33,9 @@ gzip body inflates to 1 GiB of zeros), no_etag (applied, answered 200 without it
 answered 200 with a body that is not JSON), conflict_after (applied, answered 412 as if the ETag were stale),
 slow_body (applied, the answer's body trickled one byte a second), redirect (not applied, 307 to another host),
 html_5xx (not applied, a 502 with an HTML page, as a load balancer sends), rate_limited (not applied, 429 with
-Retry-After: `seconds`), bad_request (not applied, 400 INVALID_ARGUMENT). Match: publish, validate, rollback, get, list, token, any,
+Retry-After: `seconds`), bad_request (not applied, 400 INVALID_ARGUMENT), colleague_first (a race no client can prevent: a colleague's
+console publish of "template" is applied just before the request is handled, which then meets the fault named by
+"then", if any). Match: publish, validate, rollback, get, list, token, any,
 and bigquery_query, bigquery_results for Google's data APIs (fake_google_data.py, served by this server).
 
 Lies (fault injection beyond the documents: a server, or something between, that answers 200 and is wrong; armed
@@ -378,6 +380,13 @@ def make_handler(state, token_url_holder):
         def faulted(self, kind, handle):
             fault = self.take_fault(kind)
             name = fault and fault["fault"]
+            if name == "colleague_first":
+                # Another editor's publish is applied first; then this request meets `then` (or nothing).
+                with state.lock:
+                    theirs = {k: v for k, v in fault["template"].items() if k not in ("version", "etag")}
+                    state._append(theirs, "bob@example.com", "CONSOLE", "INCREMENTAL_UPDATE", "console edit (race)", None)
+                name = fault.get("then")
+                fault = dict(fault, fault=name)
             self.lie = fault if name in LIES else None
             if name == "drop_before":
                 self.drop()
@@ -787,7 +796,8 @@ def make_handler(state, token_url_holder):
                 return
             with state.lock:
                 if path == "/_fake/faults" and method == "POST":
-                    fault = {"fault": body["fault"], "match": body.get("match", "any"), "count": body.get("count", 1), "seconds": body.get("seconds", 0), "value": body.get("value")}
+                    fault = {"fault": body["fault"], "match": body.get("match", "any"), "count": body.get("count", 1), "seconds": body.get("seconds", 0), "value": body.get("value"),
+                             "then": body.get("then"), "template": body.get("template")}
                     state.faults.append(fault)
                     return self.send(200, {"ok": True})
                 if path == "/_fake/state":

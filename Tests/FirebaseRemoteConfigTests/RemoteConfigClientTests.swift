@@ -353,6 +353,37 @@ struct RemoteConfigClientTests {
         #expect(published.map(\.entry.version) == [3, 2])
     }
 
+    /// A forced publish (`If-Match: *`) lands on whatever version is newest when Firebase applies it: when a
+    /// colleague's publish came first and the answer is lost, the publish is found after the colleague's version
+    /// (settled as `reconcile` settles it), not reported as a conflict that wrote nothing.
+    @Test func aForcedPublishWhoseAnswerIsLostBehindAColleaguesVersionIsFoundThere() throws {
+        let fake = try FakeFirebase(template: existingTemplate)
+        let store = try fake.store(sleeps: false)
+        _ = try Self.nudge(store, 1)
+        var theirs = try store.current().template.strippingVersionInfo()
+        theirs.setParameterJSON("welcome_message", ["defaultValue": ["value": "Hello"], "valueType": "STRING"])
+        try fake.colleaguePublishes(theirs.json, before: "publish", then: "drop_after")
+        var r = WritePath.Request(
+            intent: .rollout(.set(MicroPercent(percent: 3))), actor: "ana@example.com", reason: "override",
+            origin: "ROLLOUT_CLI")
+        r.force = true
+        guard case .published(let s, _, _) = try Self.writePath(store).execute(r) else {
+            throw TestSupport.Failure("not published")
+        }
+        #expect(try fake.stat("faults_pending") == 0, "the race happened")
+        #expect(s.info.number == 4)
+        #expect(try fake.headNumber() == 4 && fake.versions().count == 4, "applied once, after the colleague's 3")
+        let records = try store.auditRecords(limit: 10, before: nil)
+        #expect(records.map(\.entry.result) == [.published, .published], "no conflict recorded")
+        #expect(records.first?.entry.version == 4)
+        #expect(
+            records.first?.entry.detail.contains("published on top of version 3, not 2") == true,
+            "\(records.first?.entry.detail ?? "")")
+        #expect(try store.pendingIntents().isEmpty)
+        #expect(try store.reconcile() == [])
+        #expect(try store.verifyIntegrity().versions == 2)
+    }
+
     @Test func a401RefreshesTheTokenOnceAndPersistentOnesNameTheCredentials() throws {
         let fake = try FakeFirebase()
         let store = try fake.store()
