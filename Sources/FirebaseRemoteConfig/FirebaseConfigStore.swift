@@ -18,6 +18,12 @@ import WebClient
 /// (timeout, dropped connection, 500/503), the store re-reads the version that the publish would have created
 /// (the base version + 1) and decides from its content whether the publish landed before sending it again, so
 /// a publish is never applied twice.
+///
+/// A rollback is published the same way, as the old version's template (the write path reads it) under `If-Match`
+/// of the base: Firebase's `:rollback` takes only a version number, no precondition, and would land on top of a
+/// version published meanwhile (a colleague's kill, undone). Firebase then records the version as an ordinary
+/// update (`INCREMENTAL_UPDATE`, or `FORCED_UPDATE` under `--force`), not `ROLLBACK`; the audit record says which
+/// version it rolled back to.
 public final class FirebaseConfigStore: ConfigStore, @unchecked Sendable {
     public let client: RemoteConfigClient
     /// The state store: the audit log (it holds no template versions) and the publish intents.
@@ -173,15 +179,13 @@ public final class FirebaseConfigStore: ConfigStore, @unchecked Sendable {
         }
 
         // 2. Record the intent in the state store, committed before anything can land.
-        let rollback = request.updateType == .rollback ? request.rollbackSource : nil
-        let expected = Self.content(template.json)
         var intent = PublishIntent(
             id: 0, created: clock.now(), host: Self.thisProcess.host, pid: Self.thisProcess.pid, baseNumber: baseNumber,
-            ifMatch: ifMatch, contentDigest: rollback == nil ? SHA256.hex(Array(expected.utf8)) : nil,
-            description: description, rollbackSource: rollback, origin: request.updateOrigin, audit: request.audit)
+            ifMatch: ifMatch, contentDigest: SHA256.hex(Array(Self.content(template.json).utf8)),
+            description: description, rollbackSource: nil, origin: request.updateOrigin, audit: request.audit)
         intent.id = try begin(intent)
 
-        // 3. Publish (or roll back), settling lost answers and answers that are not what Firebase holds.
+        // 3. Publish, settling lost answers and answers that are not what Firebase holds.
         var landed: StoredTemplate?
         var attempt = 0
         var lostAnswer = false
@@ -190,9 +194,7 @@ public final class FirebaseConfigStore: ConfigStore, @unchecked Sendable {
             while landed == nil {
                 attempt += 1
                 do {
-                    let answer =
-                        try rollback.map { try client.rollback(to: $0) }
-                        ?? client.put(document, ifMatch: ifMatch, validateOnly: false)
+                    let answer = try client.put(document, ifMatch: ifMatch, validateOnly: false)
                     landed = try stored(confirmed(answer, of: intent))
                 } catch let m as VersionMismatch {
                     // A conflict answer may be contradictory (Firebase applied the publish and answered 412 all the

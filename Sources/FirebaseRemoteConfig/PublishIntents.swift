@@ -48,8 +48,8 @@ extension FirebaseConfigStore {
         var entry = intent.audit
         entry.version = info.number
         if info.number != intent.baseNumber + 1 {
-            // Published all the same (and so audited): a forced publish or a rollback (which has no precondition)
-            // landed after someone else's version.
+            // Published all the same (and so audited): a forced publish, or a rollback an older rollout sent with
+            // `:rollback` (which has no precondition), landed after someone else's version.
             entry.detail =
                 (entry.detail.isEmpty ? "" : entry.detail + "; ")
                 + "published on top of version \(info.number - 1), not \(intent.baseNumber)"

@@ -48,7 +48,8 @@ public struct FetchedTemplate: Sendable {
 /// The Remote Config REST API (v1) over `HTTPTransport`, for one project.
 ///
 /// Reads and validations are retried on 429/500/503 and on lost connections (they change nothing); publishes
-/// and rollbacks are sent once per call: the store decides, by re-reading, whether a lost one landed.
+/// are sent once per call: the store decides, by re-reading, whether a lost one landed. There is no `:rollback`
+/// call: it takes no precondition, so the store publishes an old version's template with `If-Match` instead.
 public final class RemoteConfigClient: @unchecked Sendable {
     public let endpoint: RemoteConfigEndpoint
     public let project: String
@@ -98,18 +99,6 @@ public final class RemoteConfigClient: @unchecked Sendable {
             "PUT", url, headers: [("If-Match", ifMatch), ("Content-Type", "application/json; charset=utf-8")],
             body: Array(body.compactText.utf8),
             permission: "cloudconfig.configs.update", retry: validateOnly)
-        if let m = r.versionMismatch { throw m }
-        try r.expectOK(rejecting: true)
-        return FetchedTemplate(json: try r.json(), etag: try r.etag())
-    }
-
-    /// `POST projects/{p}/remoteConfig:rollback` with `{"versionNumber": "N"}`: version N published again as new.
-    public func rollback(to number: Int) throws -> FetchedTemplate {
-        let body: JSONValue = ["versionNumber": .string(String(number))]
-        let r = try send(
-            "POST", base + ":rollback", headers: [("Content-Type", "application/json; charset=utf-8")],
-            body: Array(body.compactText.utf8),
-            permission: "cloudconfig.configs.update", retry: false)
         if let m = r.versionMismatch { throw m }
         try r.expectOK(rejecting: true)
         return FetchedTemplate(json: try r.json(), etag: try r.etag())

@@ -60,9 +60,13 @@ public struct PublishIntent: Sendable, Equatable {
     /// The version the publish was based on, and the `If-Match` it sent (`*` when forced).
     public var baseNumber: Int
     public var ifMatch: String
-    /// SHA-256 of the published content (`FirebaseConfigStore.content`); nil for a rollback.
+    /// SHA-256 of the published content (`FirebaseConfigStore.content`); nil only in the rollback intents of older
+    /// rollouts (below).
     public var contentDigest: String?
     public var description: String
+    /// Set only in intents older rollouts left for a rollback they sent with Firebase's `:rollback` (no
+    /// precondition, no content digest): the version it restored, which Firebase marks the new version with. A
+    /// rollback is now a conditional publish of the old template, with a digest like any other.
     public var rollbackSource: Int?
     public var origin: String
     /// The audit record to append when the publish is settled (its `version` is filled in then).
@@ -86,6 +90,7 @@ public struct PublishIntent: Sendable, Equatable {
         self.audit = audit
     }
 
-    /// `If-Match: <etag>`, not forced and not a rollback: it can only ever become version `baseNumber + 1`.
+    /// `If-Match: <etag>`, not forced and not an older rollout's `:rollback`: it can only ever become version
+    /// `baseNumber + 1`.
     public var conditional: Bool { ifMatch != "*" && rollbackSource == nil }
 }

@@ -2,6 +2,7 @@ import FirebaseFake
 import Foundation
 import JSON
 import RemoteConfig
+import Rollout
 import TestSupport
 import Testing
 
@@ -96,8 +97,10 @@ struct FirebaseCLITests {
 
         let rollback = try fake.rollout(["rollback", "7", "--reason", "undo the kill"])
         #expect(rollback.status == 0, "\(rollback.stderr)")
-        #expect(try fake.head()["version"]?["updateType"]?.stringValue == "ROLLBACK")
-        #expect(try fake.head()["version"]?["rollbackSource"]?.stringValue == "7")
+        // Published as version 7's template under If-Match: Firebase records an ordinary update.
+        #expect(try fake.head()["version"]?["updateType"]?.stringValue == "INCREMENTAL_UPDATE")
+        #expect(try fake.head()["version"]?["rollbackSource"] == nil)
+        #expect(try fake.stat("rollback") == 0)
         #expect(try Self.percentage(fake) == "5")
         #expect(try Self.everythingElse(try Self.raw(try fake.head())) == original)
 
@@ -106,6 +109,7 @@ struct FirebaseCLITests {
         #expect(verify.stdout.hasPrefix("audit log intact: 8 records, 8 versions checked"))
         let audit = try fake.rollout(["audit", "show"])
         #expect(audit.stdout.contains("firebase version 9 etag etag-\(fake.projectNumber)-9"))
+        #expect(audit.stdout.contains("rollback to 7"), "\(audit.stdout)")
         let history = try fake.json(["history"]).arrayValue ?? []
         #expect(history.first?["updateUser"]?.stringValue == "ana@example.com")
         #expect(
@@ -159,6 +163,34 @@ struct FirebaseCLITests {
             #expect(r.status == 0, "\(command): \(r.stderr)")
         }
         #expect(try TestSupport.StoreFingerprint.of(defaultPath) == before)
+    }
+
+    /// A rollback is compare-and-swap like every other write: a kill a colleague publishes between the rollback's
+    /// read and its publish is a conflict (exit 3, nothing written, audited as a conflict), never undone by it.
+    @Test func aRollbackRacingAColleaguesKillConflictsAndLeavesTheKill() throws {
+        let fake = try FakeFirebase(template: existingTemplate)
+        #expect(try fake.rollout(["init", "--seed", "rollout-2026"]).status == 0)
+        #expect(try fake.rollout(["set", "10", "--reason", "start"]).status == 0)
+        #expect(try fake.rollout(["set", "20", "--reason", "more"]).status == 0)
+        #expect(try fake.headNumber() == 4)
+
+        var head = try fake.head().objectValue!
+        head["version"] = nil
+        let kill = try RolloutPlan.apply(.kill, to: RemoteConfigTemplate(json: .object(head)), newSeed: "rollout-2026")
+        // The colleague's kill lands just before the rollback reaches Firebase, whichever way it is sent.
+        try fake.colleaguePublishes(kill.template.json, before: "publish")
+        try fake.colleaguePublishes(kill.template.json, before: "rollback")
+        let rollback = try fake.rollout(["rollback", "3", "--reason", "back to 10%"])
+        try fake.clearFaults()
+        #expect(rollback.status == 3, "\(rollback.stdout)\(rollback.stderr)")
+        #expect(rollback.stderr.contains("publish conflict: version 5 by bob@example.com"), "\(rollback.stderr)")
+        #expect(try fake.headNumber() == 5, "nothing written on top of the kill")
+        #expect(try fake.json(["status"])["rollout"]?["state"]?.stringValue == "killed")
+        let last = try #require(try fake.json(["audit", "show", "--limit", "1"]).arrayValue?.first)
+        #expect(last["result"]?.stringValue == "conflict", "\(last)")
+        #expect(last["action"]?.stringValue == "rollback to 3", "\(last)")
+        let verify = try fake.rollout(["audit", "verify"])
+        #expect(verify.status == 0, "\(verify.stdout)\(verify.stderr)")
     }
 
     @Test func aNudgeRacingAColleagueConflictsAndRetryReappliesOnTop() throws {

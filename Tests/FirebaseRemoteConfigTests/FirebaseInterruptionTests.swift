@@ -159,6 +159,48 @@ struct FirebaseInterruptionTests {
         #expect(try fake.headNumber() == 1)
         _ = try store.verifyIntegrity()
     }
+
+    /// An intent an older rollout left for a rollback it sent with Firebase's `:rollback` (no content digest, the
+    /// version it restored) is still settled: by the version Firebase marked as that rollback, wherever it landed.
+    @Test func anOlderRolloutsRollbackIntentIsStillSettled() throws {
+        let fake = try FakeFirebase(template: try RolloutPlan.initialTemplate(seed: "s").json.prettyText)
+        let store = try fake.store()
+        _ = try RemoteConfigClientTests.nudge(store, 5)
+        let base = try store.current()
+        let gone = Process()
+        gone.executableURL = URL(fileURLWithPath: "/bin/true")
+        try gone.run()
+        gone.waitUntilExit()
+        let now = SystemClock().now()
+        let id = try store.begin(
+            PublishIntent(
+                created: now, host: FirebaseConfigStore.thisProcess.host, pid: gone.processIdentifier,
+                baseNumber: base.info.number, ifMatch: base.etag, contentDigest: nil, description: "back",
+                rollbackSource: 1, origin: "ROLLOUT_CLI",
+                audit: AuditEntry(
+                    time: now, actor: "ana@test", action: "rollback to 1", reason: "back", result: .published)))
+        #expect(try fake.publishAsColleague(base.template.strippingVersionInfo().json) == 3)
+        // The older rollout's `:rollback`, which has no precondition, landed on top of the colleague's version.
+        let token = try ServiceAccountTokenProvider(
+            key: try ServiceAccountKey.load(path: fake.keyFile), transport: CurlTransport(), clock: SystemClock()
+        ).token(refresh: false)
+        let sent = try CurlTransport().send(
+            HTTPRequest(
+                method: "POST", url: fake.origin + "/v1/projects/\(fake.project)/remoteConfig:rollback",
+                headers: [("Authorization", "Bearer \(token)"), ("Content-Type", "application/json")],
+                body: Array(#"{"versionNumber": "1"}"#.utf8), timeout: .seconds(Int64(5))))
+        #expect(try sent.status == 200 && fake.headNumber() == 4)
+
+        #expect(try store.reconcile() == [.published(intent: id, version: 4)])
+        let record = try #require(try store.auditRecords(limit: 1, before: nil).first)
+        #expect(record.entry.version == 4 && record.entry.action == "rollback to 1")
+        #expect(
+            record.entry.detail.contains("published on top of version 3, not 2")
+                && record.entry.detail.contains("settled after an interruption (publish intent \(id))"),
+            "\(record.entry.detail)")
+        #expect(try store.pendingIntents().isEmpty)
+        _ = try store.verifyIntegrity()
+    }
 }
 
 /// Firebase keeps the newest 300 versions: an interrupted publish whose version was purged before anyone settled

@@ -201,7 +201,9 @@ struct RemoteConfigClientTests {
         #expect(try fake.versions().count == 1)
     }
 
-    @Test func rollbackUsesTheRollbackMethodAndIsRecordedAsARollback() throws {
+    /// A rollback is published as version 2's template under `If-Match` (Firebase's `:rollback` takes no
+    /// precondition): Firebase records an ordinary update; the audit record says it is a rollback to version 2.
+    @Test func rollbackPublishesTheOldTemplateWithIfMatchAndIsAuditedAsARollback() throws {
         let fake = try FakeFirebase(template: existingTemplate)
         let store = try fake.store()
         _ = try Self.nudge(store, 5)
@@ -213,14 +215,18 @@ struct RemoteConfigClientTests {
             throw TestSupport.Failure("not published")
         }
         #expect(s.info.number == 4)
-        #expect(s.info.updateType == .rollback)
-        #expect(s.info.rollbackSource == 2)
+        #expect(s.info.updateType == .incremental)
         let versions = try fake.versions()
-        #expect(versions[3]["version"]?["updateType"]?.stringValue == "ROLLBACK")
-        #expect(versions[3]["version"]?["rollbackSource"]?.stringValue == "2")
+        #expect(versions[3]["version"]?["updateType"]?.stringValue == "INCREMENTAL_UPDATE")
+        #expect(versions[3]["version"]?["rollbackSource"] == nil)
         #expect(FirebaseConfigStore.content(versions[3]) == FirebaseConfigStore.content(versions[1]))
-        #expect(try fake.stat("rollback") == 1)
+        #expect(try fake.stat("rollback") == 0)
+        #expect(try fake.stat("publish") == 3 && fake.stat("conflict") == 0)
         #expect(try RolloutPlan.locate(in: try store.current().template)?.percentage == MicroPercent(percent: 5))
+        let record = try #require(try store.auditRecords(limit: 1, before: nil).first)
+        #expect(record.entry.action == "rollback to 2" && record.entry.version == 4)
+        #expect(
+            record.entry.detail.hasPrefix("rollback of version 2; firebase version 4 etag "), "\(record.entry.detail)")
     }
 
     @Test func theConsolesPollReusesTheHeadForItsIntervalAndConflictsReadFresh() throws {
