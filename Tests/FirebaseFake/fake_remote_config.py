@@ -15,7 +15,9 @@ Strict where Firebase is strict:
 - the ETag header is sent only when the request accepts gzip (and the body is then gzip-encoded);
 - validateOnly=true checks and answers with an ETag ending in -0, writing nothing;
 - versions are kept up to 300 (the oldest dropped); listVersions pages newest first with an opaque token;
-- rollback publishes an old version again with updateType ROLLBACK and rollbackSource.
+- rollback publishes an old version again with updateType ROLLBACK and rollbackSource;
+- every answer is proto3 JSON, as Google's are: fields without presence at their default value are left out (see
+  proto3() below), so a template is held and read back without its "description": "" or "conditionalValues": {}.
 
 Test controls (unauthenticated, loopback only): POST /_fake/faults {"fault": ..., "match": ..., "count": n,
 "seconds": s}; POST /_fake/faults/clear; GET /_fake/state; POST /_fake/publish {"template": ..., "user": ..., "description": ...} (a
@@ -88,6 +90,76 @@ KEY_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,255}$")
 LIES = {"ok_unapplied", "ok_misnumbered", "page_loop"}
 
 
+# Firebase holds a template as a protocol buffer and answers in proto3's JSON mapping (ProtoJSON,
+# https://protobuf.dev/programming-guides/json/): a field without presence that holds its default value ("", 0, false,
+# an enum's zero value, an empty list or map) is left out of every answer, and null is read as the default. The field
+# kinds are those of Google's discovery document for firebaseremoteconfig v1 (revision 20240611; a condition's
+# description is a string in revision 20171129). Sub-messages have presence, and so have the members of
+# RemoteConfigParameterValue's union value_option (value, useInAppDefault, personalizationValue, rolloutValue: the
+# REST reference's "Union field value_option"), so {"value": ""} is kept. Members no schema names are kept as sent.
+STRING, DOUBLE, BOOL = ("scalar", "string"), ("scalar", "double"), ("scalar", "bool")
+
+
+def enum(zero):
+    return ("scalar", zero)
+
+
+PERSONALIZATION_VALUE = {"personalizationId": STRING}
+ROLLOUT_VALUE = {"rolloutId": STRING, "value": STRING, "percent": DOUBLE}
+PARAMETER_VALUE = {"value": ("present", None), "useInAppDefault": ("present", None),
+                   "personalizationValue": ("present", PERSONALIZATION_VALUE), "rolloutValue": ("present", ROLLOUT_VALUE)}
+PARAMETER = {"defaultValue": ("present", PARAMETER_VALUE), "conditionalValues": ("map", PARAMETER_VALUE),
+             "description": STRING, "valueType": enum("PARAMETER_VALUE_TYPE_UNSPECIFIED")}
+PARAMETER_GROUP = {"description": STRING, "parameters": ("map", PARAMETER)}
+CONDITION = {"name": STRING, "expression": STRING, "description": STRING,
+             "tagColor": enum("CONDITION_DISPLAY_COLOR_UNSPECIFIED")}
+VERSION = {"versionNumber": STRING, "updateTime": STRING, "updateUser": ("present", {"email": STRING, "name": STRING, "imageUrl": STRING}),
+           "description": STRING, "updateOrigin": enum("REMOTE_CONFIG_UPDATE_ORIGIN_UNSPECIFIED"),
+           "updateType": enum("REMOTE_CONFIG_UPDATE_TYPE_UNSPECIFIED"), "rollbackSource": STRING, "isLegacy": BOOL}
+REMOTE_CONFIG = {"conditions": ("list", CONDITION), "parameters": ("map", PARAMETER),
+                 "parameterGroups": ("map", PARAMETER_GROUP), "version": ("present", VERSION)}
+
+
+def is_default(v, kind):
+    if kind == "string":
+        return v == ""
+    if kind == "bool":
+        return v is False
+    number = isinstance(v, (int, float)) and not isinstance(v, bool)
+    if kind == "double":
+        return number and v == 0
+    return v == kind or (number and v == 0)  # an enum: its zero value, by name or number
+
+
+def proto3(value, schema=REMOTE_CONFIG):
+    """`value` as Firebase holds and answers it: members without presence at their default value left out."""
+    if not isinstance(value, dict):
+        return value
+    out = {}
+    for key, member in value.items():
+        kind = schema.get(key)
+        if kind is None:
+            out[key] = member
+            continue
+        if member is None:
+            continue
+        tag, inner = kind
+        if tag == "scalar":
+            if not is_default(member, inner):
+                out[key] = member
+        elif tag == "present":
+            out[key] = proto3(member, inner) if inner else member
+        elif tag == "map":
+            if isinstance(member, dict) and not member:
+                continue
+            out[key] = {k: proto3(v, inner) for k, v in member.items()} if isinstance(member, dict) else member
+        elif tag == "list":
+            if isinstance(member, list) and not member:
+                continue
+            out[key] = [proto3(v, inner) for v in member] if isinstance(member, list) else member
+    return out
+
+
 def b64url_decode(s):
     return base64.urlsafe_b64decode(s + "=" * (-len(s) % 4))
 
@@ -149,7 +221,7 @@ class State:
         }
         if rollback_source is not None:
             version["rollbackSource"] = str(rollback_source)
-        return version, json.loads(json.dumps(template))
+        return proto3(version, VERSION), proto3(json.loads(json.dumps(template)))
 
     def etag(self, n):
         return f"etag-{self.number}-{n}"
@@ -733,7 +805,7 @@ def make_handler(state, token_url_holder):
             description = (t.get("version") or {}).get("description", "")
             t = {k: v for k, v in t.items() if k not in ("version", "etag")}
             if validate_only:
-                self.send(200, t, {"ETag": f"etag-{state.number}-0"})
+                self.send(200, proto3(t), {"ETag": f"etag-{state.number}-0"})
                 return
             update_type = "FORCED_UPDATE" if forced else "INCREMENTAL_UPDATE"
             if self.lied("ok_unapplied"):
