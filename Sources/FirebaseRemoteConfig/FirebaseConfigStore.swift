@@ -165,8 +165,10 @@ public final class FirebaseConfigStore: ConfigStore, @unchecked Sendable {
             ifMatch = "*"
             baseNumber = try fresh().info.number
         }
-        let template = request.template.strippingVersionInfo()
-        var body = template.json.objectValue ?? JSONObject()
+        // Sent in the form Firebase holds it (proto3 JSON), so what is sent, the intent's digest and the version
+        // read back are one text.
+        let held = Proto3Template.normalized(request.template.strippingVersionInfo().json)
+        var body = held.objectValue ?? JSONObject()
         let description = String(request.description.prefix(1024))
         body["version"] = ["description": .string(description)]
         let document = JSONValue.object(body)
@@ -181,7 +183,7 @@ public final class FirebaseConfigStore: ConfigStore, @unchecked Sendable {
         // 2. Record the intent in the state store, committed before anything can land.
         var intent = PublishIntent(
             id: 0, created: clock.now(), host: Self.thisProcess.host, pid: Self.thisProcess.pid, baseNumber: baseNumber,
-            ifMatch: ifMatch, contentDigest: SHA256.hex(Array(Self.content(template.json).utf8)),
+            ifMatch: ifMatch, contentDigest: SHA256.hex(Array(Self.content(held).utf8)),
             description: description, rollbackSource: nil, origin: request.updateOrigin, audit: request.audit)
         intent.id = try begin(intent)
 
@@ -404,11 +406,14 @@ public final class FirebaseConfigStore: ConfigStore, @unchecked Sendable {
         PublishConflict(current: try fresh(), expectedETag: expected)
     }
 
-    /// The parts of a template a publish writes, canonically (member order does not matter).
+    /// The parts of a template a publish writes, canonically (member order does not matter) and in the form Firebase
+    /// holds them (`Proto3Template`: fields without presence at their default value left out). A missing list or
+    /// map is written out empty, as it always was, so the digests of intents older rollouts left still compare.
     package static func content(_ json: JSONValue) -> String {
+        let held = Proto3Template.normalized(json)
         let keep: JSONValue = [
-            "conditions": json["conditions"] ?? .array([]), "parameters": json["parameters"] ?? .object(JSONObject()),
-            "parameterGroups": json["parameterGroups"] ?? .object(JSONObject()),
+            "conditions": held["conditions"] ?? .array([]), "parameters": held["parameters"] ?? .object(JSONObject()),
+            "parameterGroups": held["parameterGroups"] ?? .object(JSONObject()),
         ]
         return keep.canonicalText
     }

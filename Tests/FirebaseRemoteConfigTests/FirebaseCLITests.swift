@@ -193,6 +193,48 @@ struct FirebaseCLITests {
         #expect(verify.status == 0, "\(verify.stdout)\(verify.stderr)")
     }
 
+    /// Firebase answers in proto3 JSON, which leaves out fields without presence at their default value: an import
+    /// carrying `"description": ""`, `"conditionalValues": {}`, an unset enum, is held (and read back) without them,
+    /// and is still recognised as the version it made: published, audited, nothing left pending. A `value` of `""`
+    /// (a member of a union, which has presence) is kept.
+    @Test func anImportWithFieldsAtTheirDefaultIsRecognisedInTheFormFirebaseHoldsIt() throws {
+        let fake = try FakeFirebase(template: existingTemplate)
+        #expect(try fake.rollout(["init", "--seed", "rollout-2026"]).status == 0)
+        #expect(try fake.rollout(["set", "10", "--reason", "start"]).status == 0)
+        let exported = try fake.rollout(["config", "export"])
+        #expect(exported.status == 0, "\(exported.stderr)")
+        var template = try JSONParser().parse(Array(exported.stdout.utf8)).objectValue!
+        var parameters = template["parameters"]!.objectValue!
+        parameters["Banner"] = [
+            "defaultValue": ["value": "hi"], "conditionalValues": [:], "description": "", "valueType": "STRING",
+        ]
+        parameters["Blank"] = [
+            "defaultValue": ["value": ""], "valueType": "PARAMETER_VALUE_TYPE_UNSPECIFIED",
+        ]
+        template["parameters"] = .object(parameters)
+        var conditions = template["conditions"]!.arrayValue!
+        conditions.append(
+            ["name": "everyone", "expression": "true", "tagColor": "CONDITION_DISPLAY_COLOR_UNSPECIFIED"])
+        template["conditions"] = .array(conditions)
+        template["parameterGroups"] = .object(JSONObject())
+        let file = fake.directory.appendingPathComponent("defaults.json").path
+        try JSONValue.object(template).prettyText.write(toFile: file, atomically: true, encoding: .utf8)
+
+        let imported = try fake.rollout(["config", "import", file, "--reason", "add banner"])
+        #expect(imported.status == 0, "\(imported.stdout)\(imported.stderr)")
+        #expect(try fake.headNumber() == 4)
+        let held = try fake.head()
+        #expect(held["parameters"]?["Banner"] == ["defaultValue": ["value": "hi"], "valueType": "STRING"])
+        #expect(held["parameters"]?["Blank"] == ["defaultValue": ["value": ""]], "a present empty value is kept")
+        #expect(held["conditions"]?.arrayValue?.last == ["name": "everyone", "expression": "true"])
+        let last = try #require(try fake.json(["audit", "show", "--limit", "1"]).arrayValue?.first)
+        #expect(last["result"]?.stringValue == "published", "\(last)")
+        #expect(last["version"]?.numberValue?.int64 == 4, "\(last)")
+        let verify = try fake.rollout(["audit", "verify"])
+        #expect(verify.status == 0, "\(verify.stdout)\(verify.stderr)")
+        #expect(verify.stdout.hasPrefix("audit log intact: 3 records, 3 versions checked"), "\(verify.stdout)")
+    }
+
     @Test func aNudgeRacingAColleagueConflictsAndRetryReappliesOnTop() throws {
         let fake = try FakeFirebase(template: existingTemplate)
         #expect(try fake.rollout(["init", "--seed", "rollout-2026"]).status == 0)

@@ -106,6 +106,43 @@ struct RemoteConfigClientTests {
         }
     }
 
+    /// Content is compared in the form Firebase holds it (proto3 JSON: fields without presence at their default
+    /// value left out), while the members of a value's union, which have presence, stay apart from their absence.
+    @Test func contentIsComparedInTheFormFirebaseHoldsIt() {
+        let sent: JSONValue = [
+            "conditions": [
+                [
+                    "name": "c", "expression": "true", "description": "",
+                    "tagColor": "CONDITION_DISPLAY_COLOR_UNSPECIFIED",
+                ]
+            ],
+            "parameters": [
+                "a": [
+                    "defaultValue": ["value": "x"], "conditionalValues": [:], "description": "",
+                    "valueType": "PARAMETER_VALUE_TYPE_UNSPECIFIED",
+                ],
+                "r": ["conditionalValues": ["c": ["rolloutValue": ["rolloutId": "r1", "value": "", "percent": 0]]]],
+            ],
+            "parameterGroups": ["g": ["description": "", "parameters": [:]]],
+        ]
+        let held: JSONValue = [
+            "conditions": [["name": "c", "expression": "true"]],
+            "parameters": [
+                "a": ["defaultValue": ["value": "x"]],
+                "r": ["conditionalValues": ["c": ["rolloutValue": ["rolloutId": "r1"]]]],
+            ],
+            "parameterGroups": ["g": [:]],
+        ]
+        #expect(FirebaseConfigStore.content(sent) == FirebaseConfigStore.content(held))
+        func value(_ v: JSONValue) -> String { FirebaseConfigStore.content(["parameters": ["p": ["defaultValue": v]]]) }
+        #expect(value(["value": ""]) != value([:]), "an empty value serves \"\"; no value serves nothing")
+        #expect(value(["useInAppDefault": false]) != value([:]))
+        #expect(value(["value": "", "unknownField": ""]) != value(["value": ""]), "members nobody knows are kept")
+        #expect(
+            FirebaseConfigStore.content(["conditions": [], "parameters": [:]])
+                == FirebaseConfigStore.content(["parameterGroups": [:]]))
+    }
+
     // MARK: Publishing
 
     @Test(arguments: ["400", "412"])
