@@ -15,9 +15,9 @@ import WebClient
 /// and guardrail settings. Each `published` audit record names the Firebase version number and ETag it produced.
 ///
 /// A publish is validated first (`validateOnly=true`), then sent once with `If-Match`. When its answer is lost
-/// (timeout, dropped connection, 500/503), the store re-reads the version that the publish would have created
-/// (the base version + 1) and decides from its content whether the publish landed before sending it again, so
-/// a publish is never applied twice.
+/// (timeout, dropped connection, 500/503), the store re-reads the versions the publish could have become (the base
+/// version + 1; under `If-Match: *`, any version after the base) and decides from their content whether the
+/// publish landed before sending it again, so a publish is never applied twice.
 ///
 /// A rollback is published the same way, as the old version's template (the write path reads it) under `If-Match`
 /// of the base: Firebase's `:rollback` takes only a version number, no precondition, and would land on top of a
