@@ -106,8 +106,18 @@ public struct CrashComparison: Hashable, Sendable {
     /// The exposed share of sessions used for the latest look's crashes (π0).
     public internal(set) var exposedShare: Double?
     /// The test against the control's rate before it left, frozen at the first look with exposed sessions and no
-    /// control sessions (at 100%), once the control had `minimumBaselineCrashes`; nil before.
+    /// control sessions (at 100%), once the control had `minimumBaselineCrashes`; nil before. It weighs every such
+    /// look from then on, and none with control sessions: one test for the whole rollout, never started again, so
+    /// its false-alarm level holds however often the control leaves and returns, and a harm it declared stays.
     public internal(set) var baseline: BaselineCrashTest?
+    /// The end of the first look with exposed sessions and none in control since control sessions were last seen;
+    /// nil while control sessions come in (and before any came). A look without sessions in either arm changes
+    /// nothing: it says nothing about where the control group is.
+    ///
+    /// At 100% the control group is gone and the comparison against its rate before it left is what remains; but
+    /// a kill's last exposed stragglers, or a quiet minute of a small control group, leave looks without control
+    /// sessions too, and the control group is back with its next session.
+    public internal(set) var controlGoneSince: Instant?
 
     /// Fewer control crashes than this make no baseline (its bound would be too wide to test anything).
     public static let minimumBaselineCrashes: Int64 = 20
@@ -127,6 +137,11 @@ public struct CrashComparison: Hashable, Sendable {
         looks += 1
         let before = totals
         totals += look
+        if look.controlSessions > 0 {
+            controlGoneSince = nil
+        } else if look.exposedSessions > 0, before.controlSessions > 0, controlGoneSince == nil {
+            controlGoneSince = end
+        }
         // π0 from the look's own sessions. A look with exposed sessions and none in control says nothing about the
         // allocation (every crash is exposed at π0 = 1; borrowing an earlier share made each one look like harm, a
         // false HALT at 100%): its crashes go to the baseline test instead. A look with control sessions only says

@@ -95,7 +95,7 @@ public struct RolloutFold: Sendable {
 
     // MARK: Encoding
 
-    static let magic: [UInt8] = Array("rollout-fold-2\n".utf8)
+    static let magic: [UInt8] = Array("rollout-fold-3\n".utf8)
 
     /// The canonical bytes of this fold.
     public func encoded() -> [UInt8] {
@@ -171,6 +171,7 @@ public struct RolloutFold: Sendable {
             w.int(b.exposedCrashes)
             w.instant(b.harmDeclaredAt)
         }
+        w.instant(crash.controlGoneSince)
         w.int(Int64(crash.looks))
         w.optionalDouble(crash.exposedShare)
         return w.bytes
@@ -274,6 +275,7 @@ public struct RolloutFold: Sendable {
             b.harmDeclaredAt = try r.instant()
             comparison.baseline = b
         }
+        comparison.controlGoneSince = try r.instant()
         comparison.looks = Int(try r.int())
         comparison.exposedShare = try r.optionalDouble()
         watch.crash = comparison

@@ -131,6 +131,72 @@ struct StatisticsTests {
         #expect(c.userDifference != users)
     }
 
+    /// The explorer's kill and resume at 60%: the kill's last exposed stragglers made a look without control
+    /// sessions, the baseline froze, and the verdict said "control group gone since" hours after the control group
+    /// was back at 30%. Where the control group is comes from the looks: gone from the first look with exposed
+    /// sessions and none in control, back with its next session. The baseline test stays one test: it weighs the
+    /// looks without control sessions only, keeps its Λ while the control is back, and goes on from it if it leaves
+    /// again (starting it again at each return would give every straggler at 100% a fresh chance of a false alarm,
+    /// and throw away the evidence gathered so far).
+    @Test("the control group gone, back and gone again: when it left is tracked, and the baseline test is one test")
+    func controlGoneAndBack() throws {
+        var c = CrashComparison()
+        let both = CrashLook(exposedSessions: 5_000, controlSessions: 5_000, exposedCrashes: 20, controlCrashes: 20)
+        c.observe(both, at: Instant(seconds: 60))
+        c.observe(both, at: Instant(seconds: 120))
+        #expect(c.controlGoneSince == nil)
+        // A kill's last exposed stragglers.
+        c.observe(CrashLook(exposedSessions: 5), at: Instant(seconds: 180))
+        #expect(c.controlGoneSince == Instant(seconds: 180))
+        let frozen = try #require(c.baseline)
+        #expect(frozen.frozenAt == Instant(seconds: 180) && frozen.exposedSessions == 5)
+        // Killed: no sessions in either arm say nothing about the control group.
+        c.observe(CrashLook(), at: Instant(seconds: 240))
+        #expect(c.controlGoneSince == Instant(seconds: 180))
+        // Resumed: the control group is back with its first session, and the live comparison goes on.
+        c.observe(CrashLook(exposedSessions: 100, controlSessions: 1), at: Instant(seconds: 300))
+        #expect(c.controlGoneSince == nil)
+        #expect(c.exposedShare == 100.0 / 101.0)
+        c.observe(both, at: Instant(seconds: 360))
+        #expect(c.controlGoneSince == nil)
+        #expect(c.baseline == frozen)
+        // Control sessions alone (another kill's stragglers the other way round) keep it present.
+        c.observe(CrashLook(controlSessions: 3), at: Instant(seconds: 420))
+        #expect(c.controlGoneSince == nil)
+        // At 100%: gone again since this look, and the same baseline test weighs it, its Λ carried on.
+        c.observe(CrashLook(exposedSessions: 10_000, exposedCrashes: 40), at: Instant(seconds: 480))
+        #expect(c.controlGoneSince == Instant(seconds: 480))
+        let again = try #require(c.baseline)
+        #expect(again.frozenAt == Instant(seconds: 180) && again.baselineCrashes == frozen.baselineCrashes)
+        #expect(again.exposedSessions == 10_005 && again.exposedCrashes == 40)
+        #expect(again.logLikelihoodRatio < frozen.logLikelihoodRatio)
+        c.observe(CrashLook(exposedSessions: 10_000, exposedCrashes: 40), at: Instant(seconds: 540))
+        #expect(c.controlGoneSince == Instant(seconds: 480))
+
+        // The stored fold carries where the control group is.
+        var watch = RolloutWatch(configuration: WatchConfiguration(since: Instant(seconds: 0)))
+        watch.crash = c
+        let bytes = RolloutFold(watch: watch, cursorMinute: 10, lastBatch: 1).encoded()
+        let back = try RolloutFold(decoding: bytes)
+        #expect(back.watch.crash == c)
+        #expect(back.watch.crash.controlGoneSince == Instant(seconds: 480))
+    }
+
+    /// A harm the baseline test declared while the control group was gone stays declared when it comes back.
+    @Test("harm declared against the control's old rate stays declared once control sessions are back")
+    func baselineHarmStaysDeclared() throws {
+        var c = CrashComparison()
+        let both = CrashLook(exposedSessions: 10_000, controlSessions: 10_000, exposedCrashes: 40, controlCrashes: 40)
+        c.observe(both, at: Instant(seconds: 60))
+        c.observe(CrashLook(exposedSessions: 10_000, exposedCrashes: 120), at: Instant(seconds: 120))
+        let declared = try #require(c.baseline?.harmDeclaredAt)
+        #expect(c.harmDeclared)
+        for minute in 3...30 { c.observe(both, at: Instant(seconds: Int64(60 * minute))) }
+        #expect(c.controlGoneSince == nil)
+        #expect(c.harmDeclared)
+        #expect(c.baseline?.harmDeclaredAt == declared)
+    }
+
     @Test("mSPRT: Λ, the always-valid p-value (a running minimum) and the confidence sequence as written")
     func mixture() {
         let (theta, v, tau2) = (0.001, 1e-7, 1e-6)
