@@ -69,7 +69,7 @@ extension TelemetrySnapshot {
                 "SPRT on fatal crashes per exposed session against the control's rate before it left (harm "
                 + "\(Words.fixed(b.harmRatio))×, α \(Words.fixed(b.alpha)) with the baseline's bound)",
             statistic:
-                "Λ = \(Words.fixed(b.logLikelihoodRatio)) (\(groupedCount(b.exposedCrashes)) crashes in \(groupedCount(b.exposedSessions)) exposed sessions since \(b.frozenAt.iso8601))",
+                "Λ = \(Words.fixed(b.logLikelihoodRatio)) (\(groupedCount(b.exposedCrashes)) crashes in \(groupedCount(b.exposedSessions)) exposed sessions without control sessions since \(b.frozenAt.iso8601))",
             threshold:
                 "harm at Λ ≥ \(Words.fixed(b.harmBound)) against the control's rate at most \(Words.perMille(b.baselineUpperRate)) per 1,000 (its \(Words.percent(1 - b.alpha / 2, digits: 1)) upper bound)",
             samples:

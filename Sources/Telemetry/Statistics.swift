@@ -227,7 +227,7 @@ public struct BaselineCrashTest: Hashable, Sendable {
     /// When the baseline froze (the end of the first look without control sessions).
     public let frozenAt: Instant
     public internal(set) var logLikelihoodRatio = 0.0
-    /// Exposed sessions and fatal crashes weighed since the baseline froze.
+    /// Exposed sessions and fatal crashes weighed since the baseline froze (looks without control sessions only).
     public internal(set) var exposedSessions: Int64 = 0
     public internal(set) var exposedCrashes: Int64 = 0
     public internal(set) var harmDeclaredAt: Instant?

@@ -289,10 +289,12 @@ extension TelemetrySnapshot {
                 if let mde = crash.smallestDetectableIncrease {
                     text += "; smallest detectable increase +\(Words.percent(mde, digits: 0)) (\(power.usersText))"
                 }
-                if let baseline = crash.baseline {
-                    // The control group is gone (100%): the comparison goes on against its rate before it left.
+                if let baseline = crash.baseline, let gone = crash.controlGoneSince, context.isFull {
+                    // The control group is gone (100%: no band left for it, and no sessions from it since): the
+                    // comparison goes on against its rate before it left. Not after a kill (the exposed group is what
+                    // is gone then), nor once control sessions are back (the comparison above is live again).
                     text =
-                        "control group gone since \(baseline.frozenAt.iso8601): no crash signal against its rate before "
+                        "control group gone since \(gone.iso8601): no crash signal against its rate before "
                         + "(baseline SPRT Λ = \(Words.fixed(baseline.logLikelihoodRatio)) of \(Words.fixed(baseline.harmBound))); "
                         + baselineRates(baseline) + "; before it left: " + text
                     findings.append(Finding(.ok, .crashes, text, evidence: baselineEvidence(baseline)))
@@ -523,9 +525,10 @@ extension TelemetrySnapshot {
         return nil
     }
 
-    /// The exposed rate since the control left against the control's before, in fatal crashes per 1,000 sessions.
+    /// The exposed rate while the control was gone (every such look since the baseline froze) against the
+    /// control's before, in fatal crashes per 1,000 sessions.
     func baselineRates(_ b: BaselineCrashTest) -> String {
-        "fatal crashes per 1,000 sessions: exposed \(Words.perMille(b.exposedRate)) since (\(groupedCount(b.exposedCrashes)) of "
+        "fatal crashes per 1,000 sessions: exposed \(Words.perMille(b.exposedRate)) while it was gone (\(groupedCount(b.exposedCrashes)) of "
             + "\(groupedCount(b.exposedSessions)) sessions) vs control \(Words.perMille(b.baselineRate)) before, at most "
             + "\(Words.perMille(b.baselineUpperRate)) (\(groupedCount(b.baselineCrashes)) of \(groupedCount(b.baselineSessions)) sessions)"
     }

@@ -205,6 +205,90 @@ struct VerdictTests {
         #expect(a.verdict.reason.contains("fatal crashes per 1,000 sessions: exposed 4.00 vs control 2.00"))
     }
 
+    /// One minute look of sessions and fatal crashes per arm (nothing else).
+    static func crashLook(
+        _ f: inout WatchFixture, minute: Int, exposed: Int64, control: Int64, exposedCrashes: Int64 = 0,
+        controlCrashes: Int64 = 0
+    ) {
+        let m0 = BucketLevel.minute.bucket(f.start.microseconds)
+        f.watch.fold(
+            CounterLook(
+                level: .minute, bucket: m0 + Int64(minute),
+                counts: [
+                    CounterKey(.session, .enabled): exposed, CounterKey(.session, .control): control,
+                    CounterKey(.crash, .enabled, detail: 1): exposedCrashes,
+                    CounterKey(.crash, .control, detail: 1): controlCrashes,
+                ]))
+    }
+
+    static func percent(_ n: Int64) -> RolloutContext { RolloutContext(currentMicroPercent: n * 1_000_000) }
+
+    /// The explorer's drill (`set 60`, `kill`, `resume`, `set 30` on a busy fleet): the kill's last exposed
+    /// stragglers made a look without control sessions, and every OK verdict after it began "control group gone
+    /// since T … exposed 0.00 since (0 of 5 sessions) … before it left:", at 30% with the control group's sessions
+    /// rising, six simulated hours later. The comparison against the control's old rate is the verdict only at
+    /// 100% with no control session since it left: not during a kill (the exposed group is what is gone), not
+    /// for a quiet minute, and not once control sessions are back.
+    @Test("'control group gone' only at 100% while no control session comes: not at a kill, nor after a resume")
+    func controlGroupGoneOnlyAtFull() throws {
+        func crashReason(_ a: Assessment) -> String { a.verdict.findings.first { $0.topic == .crashes }?.text ?? "" }
+        var f = WatchFixture()
+        f.run(minutes: 90)
+        #expect(f.snapshot(at: 93).assess(Self.percent(40)).verdict.level == .ok)
+
+        // A quiet minute at 40%: exposed sessions, none from control. The control group is not gone.
+        Self.crashLook(&f, minute: 90, exposed: 800, control: 0, exposedCrashes: 1)
+        let quiet = f.snapshot(at: 93).assess(Self.percent(40))
+        #expect(quiet.verdict.level == .ok, "\(quiet.verdict)")
+        #expect(!crashReason(quiet).contains("control group gone"), "\(crashReason(quiet))")
+        Self.crashLook(&f, minute: 91, exposed: 1000, control: 1000, exposedCrashes: 2, controlCrashes: 2)
+
+        // Killed: the exposed group drains last, five stragglers, then no sessions in either arm.
+        Self.crashLook(&f, minute: 92, exposed: 5, control: 0)
+        for minute in 93..<240 { Self.crashLook(&f, minute: minute, exposed: 0, control: 0) }
+        let killed = f.snapshot(at: 243).assess(Self.percent(0))
+        #expect(killed.verdict.level == .ok, "\(killed.verdict)")
+        #expect(!crashReason(killed).contains("control group gone"), "\(crashReason(killed))")
+
+        // Resumed, then 30%: both arms again.
+        f.run(minutes: 120, from: 240)
+        let resumed = f.snapshot(at: 363).assess(Self.percent(30))
+        #expect(resumed.verdict.level == .ok, "\(resumed.verdict)")
+        #expect(crashReason(resumed).hasPrefix("no "), "\(crashReason(resumed))")
+        #expect(!crashReason(resumed).contains("control group gone"), "\(crashReason(resumed))")
+        let evidence = resumed.verdict.findings.first { $0.topic == .crashes }?.evidence
+        #expect(evidence?.test.hasPrefix("SPRT on fatal crashes (") == true, "\(String(describing: evidence))")
+
+        // 100%: the control group drains and is gone from minute 362's look on; the comparison against its old rate
+        // says since when, and weighs every exposed session without control sessions beside it.
+        Self.crashLook(&f, minute: 360, exposed: 1900, control: 100, exposedCrashes: 4)
+        for minute in 361..<420 { Self.crashLook(&f, minute: minute, exposed: 2000, control: 0, exposedCrashes: 4) }
+        let full = f.snapshot(at: 423).assess(Self.percent(100))
+        #expect(full.verdict.level == .ok, "\(full.verdict)")
+        let gone = (f.start + .minutes(362)).iso8601
+        #expect(
+            crashReason(full).hasPrefix("control group gone since \(gone): no crash signal against its rate before"),
+            "\(crashReason(full))")
+        #expect(crashReason(full).contains("while it was gone (237 of 118,805 sessions)"), "\(crashReason(full))")
+        // Killed at 100%: the exposed group is what is gone.
+        #expect(!crashReason(f.snapshot(at: 423).assess(Self.percent(0))).contains("control group gone"))
+    }
+
+    /// Harm declared against the control's rate before it left stays HALT once the control group is back.
+    @Test("HALT by the baseline test at 100% stays HALT after a step back down brings control sessions back")
+    func baselineHaltStays() {
+        var f = WatchFixture()
+        f.run(minutes: 90)
+        for minute in 90..<120 { Self.crashLook(&f, minute: minute, exposed: 2000, control: 0, exposedCrashes: 12) }
+        let full = f.snapshot(at: 123).assess(Self.percent(100))
+        #expect(full.verdict.level == .halt, "\(full.verdict)")
+        #expect(full.verdict.reason.hasPrefix("exposed users crash more than the control group did before it left"))
+        f.run(minutes: 60, from: 120)
+        let back = f.snapshot(at: 183).assess(Self.percent(90))
+        #expect(back.verdict.level == .halt, "\(back.verdict)")
+        #expect(back.verdict.reason.hasPrefix("exposed users crash more than the control group did before it left"))
+    }
+
     @Test("a group without sessions is HOLD: no comparison is possible")
     func oneSided() {
         var f = WatchFixture()
