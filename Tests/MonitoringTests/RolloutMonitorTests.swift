@@ -64,6 +64,52 @@ import Timekeeping
         #expect(try RolloutMonitor(store: store, clock: ManualClock(t2 + .hours(1))).status().startedAt == t1)
     }
 
+    /// The explorer's drill on the busy fleet (`set 60`, `kill`, `resume`, `set 30`), through the monitor on a real
+    /// store: the kill's last exposed stragglers came in a minute without control sessions, the baseline froze,
+    /// and every OK verdict after it began "control group gone since", at 30% with the control's sessions rising.
+    @Test func aKillAndAResumeLeaveTheLiveComparison() throws {
+        let (store, dir) = try Self.store()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let scenario = try Scenario.parse(
+            """
+            sessions-per-day 24
+            session-length   4m
+            crash-rate       2%
+            rollout 40%
+            at 2h rollout 60%
+            at 2h15m kill
+            at 3h30m resume
+            at 3h30m rollout 30%
+            """, name: "drill")
+        let simulation = try FleetSimulation(
+            scenario: scenario,
+            options: FleetOptions(scenario: scenario, devices: 6_000, seed: 5, start: Self.start, duration: .hours(5)),
+            config: try store.configStore(), sink: StoreTelemetrySink(store: store))
+        let monitor = try RolloutMonitor(store: store, clock: simulation.clock)
+        func crashes(_ s: RolloutMonitor.Status) -> String {
+            s.assessment.verdict.findings.first { $0.topic == .crashes }?.text ?? ""
+        }
+
+        try simulation.advance(to: Self.start + .hours(3) + .minutes(20))
+        try simulation.flush()
+        let killed = try monitor.status()
+        try #require(killed.plan?.state == .killed)
+        // The drill's condition: the kill left a minute with exposed sessions and none from control.
+        try #require(killed.snapshot.crash.baseline != nil && killed.snapshot.crash.controlGoneSince != nil)
+        #expect(!crashes(killed).contains("control group gone"), "\(crashes(killed))")
+
+        try simulation.run()
+        try simulation.flush()
+        let resumed = try monitor.status()
+        try #require(resumed.plan?.state == .rolling && resumed.exposed == MicroPercent(percent: 30))
+        #expect(resumed.snapshot.crash.controlGoneSince == nil)
+        #expect(resumed.assessment.verdict.level == .ok, "\(resumed.assessment.verdict)")
+        #expect(!crashes(resumed).contains("control group gone"), "\(crashes(resumed))")
+        // A monitor folding the store from the start reads the same.
+        let cold = try RolloutMonitor(store: store, clock: simulation.clock).status()
+        #expect(crashes(cold) == crashes(resumed))
+    }
+
     /// A crash regression reaches HALT. With auto-kill off nothing is published; on, of several watchers that saw
     /// the same HALT exactly one publishes the kill (compare-and-swap), and the kill is the guardrail's.
     @Test func autoKillActsOnceOnHaltAndOnlyWhenOn() throws {
