@@ -9,7 +9,8 @@ import Timekeeping
 public enum ConsoleExit: Hashable, Sendable {
     /// The operator pressed `q`.
     case quit
-    /// SIGINT, SIGTERM or SIGHUP; the terminal was restored. Exit with 128 + the signal number.
+    /// SIGINT, SIGTERM or SIGHUP; the terminal was restored. Exit with 128 + the signal number. A terminal that
+    /// went away without a SIGHUP reaching the console (a parent that traps HUP) ends it as SIGHUP.
     case signal(Int32)
 }
 
@@ -141,17 +142,22 @@ public enum ConsoleApp {
             let frame = ConsoleScreen.render(state, size: screen.size)
             screen.paint(frame, theme: themes[state.themeIndex])
             shown = frame
-            wait(input: screen.inputDescriptor, microseconds: tickMicroseconds)
+            guard wait(input: screen.inputDescriptor, microseconds: tickMicroseconds) else { return .signal(SIGHUP) }
         }
     }
 
-    /// Sleeps until a key, a wake-up from the pipe, or the tick.
-    private static func wait(input: Int32, microseconds: Int64) {
+    /// Sleeps until a key, a wake-up from the pipe, or the tick; false when the terminal is gone.
+    ///
+    /// Only the poll can tell: curses answers the end of input on a hung-up terminal as "no key yet", and the
+    /// kernel sends SIGHUP only to the terminal's session leader, which may trap it and stay (a shell's `trap`),
+    /// so the console would otherwise poll a dead terminal forever with the store open.
+    private static func wait(input: Int32, microseconds: Int64) -> Bool {
         var fds = [
             pollfd(fd: input, events: Int16(POLLIN), revents: 0),
             pollfd(fd: SignalTrap.pipeEnds.read, events: Int16(POLLIN), revents: 0),
         ]
-        _ = poll(&fds, 2, Int32(microseconds / 1000))
+        guard poll(&fds, 2, Int32(microseconds / 1000)) > 0 else { return true }
+        return fds[0].revents & Int16(POLLHUP | POLLERR | POLLNVAL) == 0
     }
 }
 

@@ -26,10 +26,12 @@ final class TerminalSession {
     /// `environment` is set for the program; a nil value removes the variable (e.g. `["TERM": nil]`). The program
     /// runs under a small shell that records its exit status; that shell catches SIGINT, so Ctrl-C reaches the
     /// program the way it would in a terminal and the shell still writes the status afterwards. Closing the
-    /// session hangs up the terminal, which ends both.
+    /// session hangs up the terminal, which ends both. With `shellCatchesHangUp` the shell catches SIGHUP too, as a
+    /// parent that traps HUP does: the kernel then signals only that shell (the session leader) when the terminal
+    /// goes away, and the program learns of it from its terminal alone.
     init(
         _ command: [String], width: Int = 80, height: Int = 24, environment: [String: String?] = [:],
-        terminal: String = "tmux-256color", directory: URL? = nil
+        terminal: String = "tmux-256color", directory: URL? = nil, shellCatchesHangUp: Bool = false
     ) throws {
         tmux = try Self.findTmux()
         let id = UUID().uuidString.prefix(8)
@@ -42,7 +44,8 @@ final class TerminalSession {
         for (key, value) in sorted { if let value { env.append("\(key)=\(value)") } }
         // Several arguments make tmux run the wrapper directly, without a shell of its own in between, so the
         // program is the wrapper's only child.
-        let wrapper = "trap : INT; \"$@\"; echo $? > \(Self.quote(statusFile.path))"
+        let wrapper =
+            (shellCatchesHangUp ? "trap : HUP; " : "") + "trap : INT; \"$@\"; echo $? > \(Self.quote(statusFile.path))"
         let directoryOption = directory.map { ["-c", $0.path] } ?? []
         try run(
             [
@@ -62,6 +65,12 @@ final class TerminalSession {
         closed = true
         _ = try? run(["kill-server"], check: false)
         try? FileManager.default.removeItem(at: statusFile)
+    }
+
+    /// Takes the terminal away from the program, as closing a terminal window does (the tmux session ends and its
+    /// pseudo-terminal with it), keeping what `exitStatus` reads.
+    func hangUp() throws {
+        try run(["kill-session", "-t", "main"])
     }
 
     /// The pane's text, one line per row, trailing spaces removed.
@@ -200,7 +209,7 @@ final class TerminalSession {
         } while Date() < deadline
         throw Failure(
             description: "the program still runs after \(timeout)s; processes: \(processTree()); the screen was:\n"
-                + (try screen()))
+                + ((try? screen()) ?? "(no terminal any more)"))
     }
 
     /// The pane's processes with their state and signal masks, for failure messages.
