@@ -59,7 +59,7 @@ public struct RolloutSession {
         var verifyConfigIntegrity: () throws -> Void
         var verifyAudit: () throws -> AuditVerification
         var consoleSource: (_ project: String?, _ clock: any Clock) throws -> any RolloutConsoleSource
-        var telemetryClock: () -> any Clock
+        var telemetryClock: () throws -> any Clock
         /// Where telemetry sources keep their watermarks and ledgers (`SessionSources`).
         var sourceState: () throws -> any SourceStateStore
     }
@@ -115,7 +115,7 @@ public struct RolloutSession {
     public func verifyAudit() throws -> AuditVerification { try ports.verifyAudit() }
 
     /// Telemetry time: the wall clock, or a live simulation's time on a drill store (the console's ticks).
-    public func telemetryClock() -> any Clock { ports.telemetryClock() }
+    public func telemetryClock() throws -> any Clock { try ports.telemetryClock() }
 
     /// The console's picture of this store; `project` names it in the header (nil: the store's own name).
     public func consoleSource(project: String? = nil) throws -> any RolloutConsoleSource {

@@ -238,7 +238,8 @@ extension StoreSession {
                         path: path, clock: clock, operatorID: operatorID, readOnly: readOnly,
                         project: header ?? project, autoKill: self)
                 },
-                telemetryClock: { StoreSimulationClock(store: store, wall: clock) },
+                // Ticked by the console's input thread: a connection of its own that never waits for a lock.
+                telemetryClock: { try StoreSimulationClock(path: store.path, wall: clock) },
                 sourceState: { store }))
     }
 }

@@ -58,17 +58,30 @@ public enum SimulationClockTable {
 }
 
 /// A `Clock` of telemetry time for a reader of a store that a simulation may write into (the console's ticks):
-/// `TelemetryTimeline` over the store's record, re-read at most once per `refresh` of wall time.
+/// `TelemetryTimeline` over the store's record, re-read at most once per `refresh` of wall time. A read that fails
+/// keeps the timeline last read (a failed read says nothing about the simulation) and is tried again a `refresh`
+/// later.
 public final class StoreSimulationClock: Clock, @unchecked Sendable {
-    public let store: RolloutStore
     public let wall: any Clock
     public let refresh: Instant.Duration
+    private let read: () throws -> SimulationClockRecord?
     private let lock = Lock()
     private var timeline = TelemetryTimeline(record: nil)
     private var readAt: Instant?
 
+    /// Reads through the store's own connection (waiting for it while another thread uses it).
     public init(store: RolloutStore, wall: any Clock, refresh: Instant.Duration = .seconds(Int64(1))) {
-        self.store = store
+        read = { try store.withDatabase { try SimulationClockTable.read(from: $0) } }
+        self.wall = wall
+        self.refresh = refresh
+    }
+
+    /// Reads on a read-only connection of its own that never waits for a lock, for a thread that must never wait
+    /// on the store: the console's input thread ticks this clock while a publish may hold the store's connection
+    /// for as long as another process holds the file's write lock.
+    public init(path: String, wall: any Clock, refresh: Instant.Duration = .seconds(Int64(1))) throws {
+        let database = try SQLiteDatabase(path: path, create: false, readOnly: true, busyTimeoutMilliseconds: 0)
+        read = { try SimulationClockTable.read(from: database) }
         self.wall = wall
         self.refresh = refresh
     }
@@ -78,7 +91,7 @@ public final class StoreSimulationClock: Clock, @unchecked Sendable {
         let t: TelemetryTimeline = lock.withLock {
             if readAt.map({ w - $0 >= refresh }) ?? true {
                 readAt = w
-                timeline = TelemetryTimeline(record: (try? store.withDatabase { try SimulationClockTable.read(from: $0) }) ?? nil)
+                if case .success(let record) = Result(catching: read) { timeline = TelemetryTimeline(record: record) }
             }
             return timeline
         }

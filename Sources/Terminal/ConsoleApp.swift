@@ -24,7 +24,8 @@ public struct ConsoleOptions: Sendable {
     public var environment: [String: String]
     /// How often the data source is asked for a snapshot.
     public var refreshInterval: Instant.Duration
-    /// The clock for ticks (data age, staleness, message expiry).
+    /// The clock for ticks (data age, staleness, message expiry). Read on the input thread, so it must never
+    /// wait on the store (`StoreSimulationClock(path:wall:)` reads on a connection of its own that never waits).
     public var clock: any Clock
     /// Steps, stale limit, time zone offset; the theme names are filled from `themes`.
     public var state: ConsoleState.Configuration

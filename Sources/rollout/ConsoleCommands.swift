@@ -232,7 +232,7 @@ enum ConsoleCommands {
         simulation: (any ConsoleSimulationControl)? = nil, recordedAnswers: String? = nil
     ) throws -> ExitCode {
         let themes = try theme(invocation)
-        let ticks = session.telemetryClock()
+        let ticks = try session.telemetryClock()
         let source = try session.consoleSource(
             project: project, environment: invocation.environment, recordedAnswers: recordedAnswers)
         let staleAfter = try source.status().settings.staleAfter

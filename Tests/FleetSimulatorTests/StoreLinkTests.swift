@@ -5,6 +5,7 @@ import Rollout
 import SQLiteStore
 import Telemetry
 import Testing
+import TestSupport
 import Timekeeping
 
 /// Sends every event to two sinks.
@@ -142,6 +143,40 @@ final class TeeSink: FleetTelemetrySink {
         try store.withDatabase { try SimulationClockTable.clear(in: $0) }
         wall.advance(by: .seconds(Int64(1)))
         #expect(reader.now() == wall.now())
+    }
+
+    /// The console's tick clock reads on a connection of its own that never waits: it follows the record while
+    /// another thread holds the store's connection (a publish waiting for the write lock, which another connection
+    /// holds).
+    @Test func aReaderOnItsOwnConnectionNeverWaitsForTheStore() throws {
+        let wall0 = Instant(seconds: 1_900_000_000)
+        let sim0 = Fixture.start
+        let record = SimulationClockRecord(
+            wallStart: wall0, simulatedStart: sim0, speed: 60, wallUpdated: wall0 + .seconds(Int64(10)),
+            simulatedAtUpdate: sim0 + .minutes(10), running: true)
+        let (store, dir) = try Fixture.storeFile()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        try store.withDatabase { try SimulationClockTable.write(record, in: $0) }
+        let reader = try StoreSimulationClock(path: store.path, wall: ManualClock(wall0 + .seconds(Int64(12))))
+
+        let writer = try SQLiteDatabase(path: store.path, create: false)
+        try writer.execute("BEGIN EXCLUSIVE")
+        defer { try? writer.execute("ROLLBACK") }
+        let held = DispatchSemaphore(value: 0)
+        let release = DispatchSemaphore(value: 0)
+        let holder = BackgroundCall {
+            store.withDatabase { _ in
+                held.signal()
+                release.wait()
+            }
+        }
+        defer {
+            release.signal()
+            _ = holder.result(within: 5)
+        }
+        held.wait()
+        let tick = BackgroundCall { reader.now() }
+        #expect(tick.result(within: 2) == sim0 + .minutes(12))
     }
 }
 
