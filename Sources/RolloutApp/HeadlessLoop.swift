@@ -43,6 +43,8 @@ public final class HeadlessLoop {
     public let monitor: RolloutMonitor
     private let path: WritePath?
     private let runner: RampPlanRunner?
+    /// Why the store file is no longer the one opened (`PATH: problem`), nil while it is (`RolloutSession`'s port).
+    private let storeLost: () -> String?
     private var last: (VerdictLevel, Finding.Topic?)?
 
     /// A loop on `session`; with `plan`, it also runs the store's ramp plan (which needs a writable store).
@@ -50,16 +52,20 @@ public final class HeadlessLoop {
         try self.init(session: session, planSession: session.planSession, plan: plan)
     }
 
-    /// A loop on any store's plan session (the PostgreSQL team store's `plan run`).
-    public convenience init(planSession: PlanSession, plan: Bool) throws {
-        try self.init(session: nil, planSession: planSession, plan: plan)
+    /// A loop on any store's plan session; `storeLost` says why the store file is no longer the one opened (a
+    /// look then fails instead of judging a file nobody writes to any more).
+    public convenience init(planSession: PlanSession, plan: Bool, storeLost: @escaping () -> String? = { nil }) throws {
+        try self.init(session: nil, planSession: planSession, plan: plan, storeLost: storeLost)
     }
 
-    init(session: StoreSession?, planSession: PlanSession, plan: Bool) throws {
+    init(
+        session: StoreSession?, planSession: PlanSession, plan: Bool, storeLost: @escaping () -> String? = { nil }
+    ) throws {
         self.session = session
         monitor = try planSession.monitor()
         path = planSession.readOnly ? nil : try planSession.writePath()
         runner = plan ? try RampPlanRunner(session: planSession, monitor: monitor) : nil
+        self.storeLost = storeLost
     }
 
     /// A loop on any store's monitor and write path (nil: read-only, no auto-kill), without a plan: the
@@ -69,10 +75,18 @@ public final class HeadlessLoop {
         self.monitor = monitor
         path = writePath
         runner = nil
+        storeLost = { nil }
     }
 
-    /// One look: the assessment, auto-kill, the plan.
+    /// One look: the assessment, auto-kill, the plan; fails when the store file was removed or replaced.
     public func look() throws -> Look {
+        // The connection still reads the file it opened, which nothing writes to any more: its verdict would look
+        // live. (The console turns read-only on the last picture instead.)
+        if let lost = storeLost() {
+            throw StoreError.unavailable(
+                "the store was removed or replaced while this process had it open (\(lost)): nothing more is judged "
+                    + "or written; open it again ('rollout audit verify' checks the file now at that path)")
+        }
         var status = try monitor.status()
         var killed: String?
         if let path, case .published(let stored, let proposal, _)? = try monitor.autoKillIfHalted(status, using: path) {

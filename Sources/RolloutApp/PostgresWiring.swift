@@ -400,7 +400,8 @@ extension TeamSession {
                         team: team, conninfo: config.conninfo, project: project ?? team.firebase?.client.project ?? "team")
                 },
                 telemetryClock: { team.clock },
-                sourceState: { config }))
+                sourceState: { config },
+                storeLost: { nil }))
     }
 
     /// `audit verify` on this store: the chain (behind Firebase, every published record naming the Firebase version

@@ -62,6 +62,9 @@ public struct RolloutSession {
         var telemetryClock: () throws -> any Clock
         /// Where telemetry sources keep their watermarks and ledgers (`SessionSources`).
         var sourceState: () throws -> any SourceStateStore
+        /// Why the store file is no longer the one this session opened (`PATH: problem`: removed, replaced,
+        /// truncated), nil while it is; always nil for a store with no file to lose (PostgreSQL).
+        var storeLost: () -> String?
     }
 
     /// The rollout with its telemetry and verdict, read from this store.
@@ -124,8 +127,11 @@ public struct RolloutSession {
         return EnforcementConsoleSource(inner: source, client: client, clock: clock)
     }
 
-    /// The headless loop of `watch` (no plan) on this store; read-only sessions only look.
-    public func headlessLoop() throws -> HeadlessLoop { try HeadlessLoop(planSession: planSession, plan: false) }
+    /// The headless loop of `watch` and `follow` (no plan) or `plan run` (`plan`) on this store; read-only sessions
+    /// only look. A look on a store file that was removed or replaced meanwhile fails, naming it.
+    public func headlessLoop(plan: Bool = false) throws -> HeadlessLoop {
+        try HeadlessLoop(planSession: planSession, plan: plan, storeLost: ports.storeLost)
+    }
 }
 
 /// The console's picture of a store, and the assessment it is drawn from (for the console's stale limit).

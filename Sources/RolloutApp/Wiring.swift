@@ -240,6 +240,7 @@ extension StoreSession {
                 },
                 // Ticked by the console's input thread: a connection of its own that never waits for a lock.
                 telemetryClock: { try StoreSimulationClock(path: store.path, wall: clock) },
-                sourceState: { store }))
+                sourceState: { store },
+                storeLost: { store.identityProblem().map { "\(path): \($0)" } }))
     }
 }

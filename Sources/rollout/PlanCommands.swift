@@ -185,7 +185,7 @@ enum PlanCommands {
         let bar = ProgressReporter.standardError(
             label: "plan", unit: .count("steps"), quiet: inv.flag("--quiet") || inv.flag("--json"))
         defer { bar.finish() }
-        let loop = try HeadlessLoop(planSession: session, plan: true)
+        let loop = try rolloutSession.headlessLoop(plan: true)
         let last = try loop.run(
             interval: interval, looks: looks,
             report: { look in

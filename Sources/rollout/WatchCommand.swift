@@ -21,7 +21,9 @@ extension TelemetryCommands {
             + "writable store, a HALT while anyone is exposed publishes a kill through the write path, audited as "
             + "the guardrail; any number of watchers and consoles may run at once: the kill is a compare-and-swap, "
             + "so exactly one is published. Runs until interrupted (SIGINT, SIGTERM), --looks are done, or, with "
-            + "--exit-on-halt, the first HALT. Exit code: the last verdict, 0 OK, 5 WATCH, 6 HOLD, 7 HALT. "
+            + "--exit-on-halt, the first HALT. Exit code: the last verdict, 0 OK, 5 WATCH, 6 HOLD, 7 HALT; 1 when the "
+            + "store cannot be read, or its file was removed or replaced while watching (moved, deleted, another file "
+            + "put in its place). "
             + "Configured telemetry sources ('rollout source') are pulled on their schedule before each look. "
             + GuardrailSettings.staleDefinition + ".",
         options: [

@@ -69,4 +69,36 @@ struct WatchOutputTests {
         #expect(beat.stdout.split(separator: "\n").count == 5, "\(beat.stdout)")
         #expect(try TestSupport.run(bin, ["watch", "--store", store, "--heartbeat", "0"]).status == 2)
     }
+
+    /// `mv S S.gone` under a running watch: it says the store was removed or replaced and ends with 1, as when
+    /// the store cannot be read, instead of going on judging a file that nothing writes to any more.
+    @Test func aStoreMovedAwayEndsWatchWithAnError() throws {
+        let dir = try TestSupport.temporaryDirectory("watch-moved")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let store = dir.appendingPathComponent("s.db").path
+        let bin = try TestSupport.rolloutBinary()
+        #expect(try TestSupport.run(bin, ["init", "--store", store]).status == 0)
+        let watch = Process()
+        watch.executableURL = URL(fileURLWithPath: bin)
+        watch.arguments = ["watch", "--store", store, "--interval", "0.1"]
+        let out = Pipe()
+        let err = Pipe()
+        watch.standardOutput = out
+        watch.standardError = err
+        watch.standardInput = FileHandle.nullDevice
+        try watch.run()
+        defer { TestSupport.stop(watch) }
+        // Looking: its first verdict line.
+        let first = BackgroundCall { String(decoding: out.fileHandleForReading.availableData, as: UTF8.self) }
+        let line = try #require(first.result(within: 10))
+        #expect(line.contains("HOLD"), "\(line)")
+
+        #expect(rename(store, store + ".gone") == 0)
+        let deadline = Date(timeIntervalSinceNow: 10)
+        while watch.isRunning, Date() < deadline { usleep(20_000) }
+        try #require(!watch.isRunning, "watch still runs 10 s after its store was moved away")
+        #expect(watch.terminationStatus == 1)
+        let message = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        #expect(message.contains("the store was removed or replaced") && message.contains(store), "\(message)")
+    }
 }
