@@ -11,7 +11,9 @@ public struct WritePath {
     public let clock: Clock
     public let policies: [WritePolicy]
     public let names: RolloutNames
-    public let readOnly: Bool
+    /// Why this path refuses every write (nil: it writes); `readOnly` says whether it does.
+    public let readOnlyCause: ReadOnlyCause?
+    public var readOnly: Bool { readOnlyCause != nil }
     /// Draws the seed of a rollout created by its first change.
     public let newSeed: () -> String
     /// How many times a `--retry` nudge is re-applied after conflicts before giving up.
@@ -22,13 +24,14 @@ public struct WritePath {
 
     public init(
         store: ConfigStore, clock: Clock, policies: [WritePolicy] = [], names: RolloutNames = .standard, readOnly: Bool = false,
-        requireReasonForIncrease: Bool = true, newSeed: @escaping () -> String
+        readOnlyCause: ReadOnlyCause? = nil, requireReasonForIncrease: Bool = true, newSeed: @escaping () -> String
     ) {
         self.store = store
         self.clock = clock
         self.policies = policies
         self.names = names
-        self.readOnly = readOnly
+        // `readOnly` alone is the operator's `--read-only`; a store that cannot be written says why itself.
+        self.readOnlyCause = readOnlyCause ?? (readOnly ? .requested : nil)
         self.requireReasonForIncrease = requireReasonForIncrease
         self.newSeed = newSeed
     }
@@ -97,7 +100,7 @@ public struct WritePath {
 
     /// Why a change was not published.
     public enum Failure: Error, Sendable, CustomStringConvertible {
-        case readOnly
+        case readOnly(ReadOnlyCause)
         case invalid(String)
         /// The change would take the percentage outside 0–100 (e.g. `nudge +90` at 20%): a usage error, like any
         /// other invalid percentage.
@@ -111,7 +114,7 @@ public struct WritePath {
 
         public var description: String {
             switch self {
-            case .readOnly: "refused: " + WriteRefusal.readOnlyDetail
+            case .readOnly(let cause): "refused: " + cause.description
             case .invalid(let m): m
             case .plan(let e): e.description
             case .invalidPercentage(let m): m
@@ -168,7 +171,7 @@ public struct WritePath {
     public func execute(_ request: Request) throws -> Outcome {
         // A read-only session writes nothing at all, not even the record of its refusal (its connection could
         // not, and a reader must leave the store byte for byte as it found it).
-        if readOnly { throw Failure.readOnly }
+        if let readOnlyCause { throw Failure.readOnly(readOnlyCause) }
         // The version the change is based on is read before the transaction, as an operator reads it before
         // deciding: a version published in between is a conflict (compare-and-swap), not silently built upon.
         let seen = try store.current()

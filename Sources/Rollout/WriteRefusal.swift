@@ -17,8 +17,8 @@ public enum WriteRefusal: Error, Sendable, Hashable, CustomStringConvertible {
     case stepUpBlocked(PolicyRefusal)
     /// Any other policy refuses (a reason for an increase, rollout protection).
     case policy(PolicyRefusal)
-    /// The session is read-only (`--read-only`, or a reader's store).
-    case readOnly
+    /// The session is read-only: why (`--read-only`, or a store file this user cannot write).
+    case readOnly(ReadOnlyCause)
     /// Someone else published first (compare-and-swap); the report names the winner.
     case conflict(WritePath.ConflictReport)
     /// The rollout is not where the operator said it was (`set --expect`): a lost race, like a conflict.
@@ -32,7 +32,7 @@ public enum WriteRefusal: Error, Sendable, Hashable, CustomStringConvertible {
 
     public init(_ failure: WritePath.Failure) {
         switch failure {
-        case .readOnly: self = .readOnly
+        case .readOnly(let cause): self = .readOnly(cause)
         case .invalid(let m): self = .invalid(m)
         case .invalidPercentage(let m): self = .invalidPercentage(m)
         case .unexpectedCurrent(let m): self = .unexpectedCurrent(m)
@@ -63,13 +63,29 @@ public enum WriteRefusal: Error, Sendable, Hashable, CustomStringConvertible {
         case .nothingToChange(let summary): "nothing to change: \(summary)"
         case .guardrail(let r), .stepUpNeeded(let r), .stepUpFailed(let r), .stepUpBlocked(let r), .policy(let r):
             r.description
-        case .readOnly: "refused: " + Self.readOnlyDetail
+        case .readOnly(let cause): "refused: " + cause.description
         case .conflict(let c): c.description
         case .unexpectedCurrent(let m), .invalidPercentage(let m), .invalid(let m): m
         case .plan(let e): e.description
         }
     }
+}
 
-    /// The read-only refusal without its verdict word (the console's headline says `Refused`).
-    public static let readOnlyDetail = "this session is read-only (--read-only)"
+/// Why a session refuses every write: the one wording of the CLI's refusal (exit 4), the console's, and the
+/// store's own when a write reaches it.
+public enum ReadOnlyCause: Sendable, Hashable, CustomStringConvertible {
+    /// The operator asked for it (`--read-only`, or a reader's store).
+    case requested
+    /// The store file at this path opened read-only because this user cannot write it (its mode or owner, a
+    /// read-only file system): SQLite would refuse the first write with "attempt to write a readonly database".
+    case storeFileNotWritable(String)
+
+    /// The refusal without its verdict word: `this session is read-only (--read-only)`.
+    public var description: String {
+        switch self {
+        case .requested: "this session is read-only (--read-only)"
+        case .storeFileNotWritable(let path):
+            "this session is read-only: the store file \(path) cannot be written by this user"
+        }
+    }
 }

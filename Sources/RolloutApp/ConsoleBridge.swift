@@ -29,7 +29,8 @@ public final class StoreConsoleSource: ConsoleDataSource, @unchecked Sendable {
     /// The store's ramp plan (the plan panel).
     private let plans: any RampPlanStore
     private let operatorID: String
-    private let readOnly: Bool
+    /// Why the console cannot write (`--read-only`, a store file this user cannot write), nil when it can.
+    private let readOnlyCause: ReadOnlyCause?
     private let storeLabel: String
     private let project: String
     private let autoKill: (any ConsoleWriteSession)?
@@ -54,10 +55,11 @@ public final class StoreConsoleSource: ConsoleDataSource, @unchecked Sendable {
         stepUp = SQLiteStepUpStore(store: store)
         plans = SQLiteRampPlans(store: store)
         self.operatorID = operatorID
-        self.readOnly = readOnly
+        // The connection knows: `--read-only`, or a file this user cannot write (SQLite opened it read-only).
+        readOnlyCause = store.readOnlyCause
         storeLabel = "sqlite " + ConsoleText.abbreviatingHome(path)
         self.project = project
-        self.autoKill = readOnly ? nil : autoKill
+        self.autoKill = store.isReadOnly ? nil : autoKill
         identityProblem = { [store] in store.identityProblem() }
     }
 
@@ -71,7 +73,7 @@ public final class StoreConsoleSource: ConsoleDataSource, @unchecked Sendable {
         self.stepUp = stepUp
         self.plans = plans
         self.operatorID = operatorID
-        self.readOnly = readOnly
+        readOnlyCause = readOnly ? .requested : nil
         self.storeLabel = storeLabel
         self.project = project
         self.autoKill = readOnly ? nil : autoKill
@@ -116,7 +118,7 @@ public final class StoreConsoleSource: ConsoleDataSource, @unchecked Sendable {
         for i in changes.indices { changes[i].telemetryAt = timeline.telemetryTime(ofWall: changes[i].at) }
         var model = ConsoleModelBuilder.model(
             status: status, changes: changes, header: .init(store: storeLabel, project: project, operatorID: operatorID),
-            readOnly: readOnly, stepUp: stepUp)
+            readOnly: readOnlyCause, stepUp: stepUp)
         if let autoKillNote { model.events.insert(autoKillNote, at: 0) }
         // Ramp plans live in the store's `ramp_plan` table (a file store, Firebase's state store, PostgreSQL).
         model.plan = try ConsolePlan.info(plans: plans, status: status)
@@ -364,7 +366,7 @@ public final class StoreConsoleExecutor: ConsoleEffectExecutor, @unchecked Senda
             ]
         } catch {
             if let refusal = SessionRefusal(error), refusal.kind != .unsupported {
-                return [.writeRefused(requestID: id, .readOnly)]
+                return [.writeRefused(requestID: id, .readOnly(.requested))]
             }
             return [.publishFailed(requestID: id, message: ConsoleText.oneLine(error))]
         }
@@ -629,7 +631,8 @@ enum ConsoleModelBuilder {
     }
 
     static func model(
-        status: RolloutMonitor.Status, changes: [ChangeRecord], header: HeaderInfo, readOnly: Bool, stepUp: Bool
+        status: RolloutMonitor.Status, changes: [ChangeRecord], header: HeaderInfo, readOnly: ReadOnlyCause?,
+        stepUp: Bool
     ) -> ConsoleModel {
         let s = status.snapshot
         let a = status.assessment
@@ -637,7 +640,8 @@ enum ConsoleModelBuilder {
         h.templateVersion = String(status.current.info.number)
         h.etag = status.current.etag
         h.dataAsOf = s.newestEvent
-        h.readOnly = readOnly
+        h.readOnly = readOnly != nil
+        h.readOnlyCause = readOnly
         h.stepUpEnabled = stepUp
         h.staleAfter = a.context.staleAfter
         if let stale = a.verdict.findings.first(where: { $0.topic == .data && $0.level >= .hold }), s.newestEvent != nil {

@@ -200,7 +200,7 @@ extension WritePath {
     public func replacingStepUp(with policy: StepUpWritePolicy) -> WritePath {
         var path = WritePath(
             store: store, clock: clock, policies: policies.map { $0 is StepUpWritePolicy ? policy : $0 }, names: names,
-            readOnly: readOnly, requireReasonForIncrease: requireReasonForIncrease, newSeed: newSeed)
+            readOnlyCause: readOnlyCause, requireReasonForIncrease: requireReasonForIncrease, newSeed: newSeed)
         path.retryLimit = retryLimit
         return path
     }

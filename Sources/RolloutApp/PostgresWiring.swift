@@ -312,7 +312,7 @@ public struct PostgresSettingsBackend: SettingsBackend {
 
     public init(team: TeamSession) { self.team = team }
 
-    public var isReadOnly: Bool { team.readOnly || team.config.isReadOnly }
+    public var readOnlyCause: ReadOnlyCause? { team.readOnly || team.config.isReadOnly ? .requested : nil }
 
     public func transaction<T>(_ body: (any SettingsTables) throws -> T) throws -> T {
         try team.config.atomically { try body(tables) }
@@ -379,7 +379,8 @@ extension TeamSession {
         let team = self
         let config = config
         return RolloutSession(
-            label: location, displayLabel: location + " (PostgreSQL)", operatorID: operatorID, readOnly: readOnly, clock: clock,
+            label: location, displayLabel: location + " (PostgreSQL)", operatorID: operatorID,
+            readOnlyCause: readOnly ? .requested : nil, clock: clock,
             templates: templates, stepUp: stepUp, plans: PostgresRampPlans(store: config),
             settings: PostgresSettingsBackend(team: self), monitored: config, heartbeat: PostgresHeartbeat(store: config),
             ports: RolloutSession.Ports(

@@ -55,8 +55,9 @@ public struct PlanSession {
     public let config: any ConfigStore
     public let operatorID: String
     public let clock: any Clock
-    /// `--read-only`, or a store that refuses writes.
-    public let readOnly: Bool
+    /// Why this session refuses every write (`--read-only`, or a store that refuses writes), nil when it writes.
+    public let readOnlyCause: ReadOnlyCause?
+    public var readOnly: Bool { readOnlyCause != nil }
     /// The config store's publishes join `plans.atomically` (a store file, PostgreSQL), so a runner's look
     /// publishes and records its step in one transaction. False behind Firebase: its publish commits an intent in
     /// the state store before the request goes out, which must not wait for an outer transaction's commit.
@@ -73,7 +74,7 @@ public struct PlanSession {
     public init(
         plans: any RampPlanStore, stepUp: any StepUpStore, config: any ConfigStore, operatorID: String,
         clock: any Clock,
-        readOnly: Bool, publishJoinsPlanTransaction: Bool, monitor: @escaping () throws -> RolloutMonitor,
+        readOnly: ReadOnlyCause?, publishJoinsPlanTransaction: Bool, monitor: @escaping () throws -> RolloutMonitor,
         writePath: @escaping () throws -> WritePath
     ) {
         self.plans = plans
@@ -81,7 +82,7 @@ public struct PlanSession {
         self.config = config
         self.operatorID = operatorID
         self.clock = clock
-        self.readOnly = readOnly || plans.isReadOnly
+        readOnlyCause = readOnly ?? (plans.isReadOnly ? .requested : nil)
         self.publishJoinsPlanTransaction = publishJoinsPlanTransaction
         makeMonitor = monitor
         makeWritePath = writePath
@@ -96,7 +97,7 @@ extension StoreSession {
     public var planSession: PlanSession {
         PlanSession(
             plans: SQLiteRampPlans(store: store), stepUp: SQLiteStepUpStore(store: store), config: config,
-            operatorID: operatorID, clock: clock, readOnly: readOnly || store.isReadOnly,
+            operatorID: operatorID, clock: clock, readOnly: store.readOnlyCause ?? (readOnly ? .requested : nil),
             publishJoinsPlanTransaction: config is SQLiteConfigStore, monitor: monitor, writePath: writePath)
     }
 }
@@ -107,8 +108,8 @@ extension TeamSession {
     public var planSession: PlanSession {
         PlanSession(
             plans: PostgresRampPlans(store: config), stepUp: stepUp, config: templates, operatorID: operatorID,
-            clock: clock, readOnly: readOnly, publishJoinsPlanTransaction: firebase == nil, monitor: monitor,
-            writePath: writePath)
+            clock: clock, readOnly: readOnly ? .requested : nil, publishJoinsPlanTransaction: firebase == nil,
+            monitor: monitor, writePath: writePath)
     }
 }
 
@@ -176,7 +177,7 @@ public struct RampPlanStates {
     public func start(
         source: String, actor: String, code: String? = nil, approvalFor: Instant.Duration = .hours(24)
     ) throws -> StoredRampPlan {
-        if session.readOnly { throw WritePath.Failure.readOnly }
+        if let cause = session.readOnlyCause { throw WritePath.Failure.readOnly(cause) }
         let plan: RampPlan
         do { plan = try RampPlan.parse(source) } catch {
             throw RampPlanFailure("invalid plan: \(error)", kind: .usage)
@@ -290,7 +291,7 @@ public struct RampPlanStates {
     ) throws
         -> Bool
     {
-        if session.readOnly { throw WritePath.Failure.readOnly }
+        if let cause = session.readOnlyCause { throw WritePath.Failure.readOnly(cause) }
         return try session.plans.atomically { try swapInTransaction(stored, to: state, actor: actor, audit: audit) }
     }
 

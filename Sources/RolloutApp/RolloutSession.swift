@@ -27,8 +27,10 @@ public struct RolloutSession {
     public let displayLabel: String
     /// Who acts.
     public let operatorID: String
-    /// `--read-only`, or a connection that refuses every write.
-    public let readOnly: Bool
+    /// Why this session refuses every write (`--read-only`, or a connection that refuses every write), nil when it
+    /// writes.
+    public let readOnlyCause: ReadOnlyCause?
+    public var readOnly: Bool { readOnlyCause != nil }
     /// Wall time: step-up, lockouts, audit times.
     public let clock: any Clock
     /// Where the templates live (versions, compare-and-swap, the audit chain).

@@ -126,7 +126,7 @@ public struct SettingsWritePath {
     public func execute(
         _ intent: Intent, actor: String, code: String?, approving: TwoPersonSettingsRequest? = nil
     ) throws -> Outcome {
-        if backend.isReadOnly { throw WritePath.Failure.readOnly }
+        if let cause = backend.readOnlyCause { throw WritePath.Failure.readOnly(cause) }
         let clock = self.clock
         let result: Result<Outcome, Failure> = try backend.transaction { db in
             // The largest settings changes (App Check ENFORCED, a relaxation of a guardrail or of step-up) under
@@ -688,9 +688,14 @@ extension SettingsTables {
 /// Where a settings intent runs: one write transaction of the store (everything the intent writes, its audit
 /// records included, commits together or not at all), and reads.
 public protocol SettingsBackend {
-    var isReadOnly: Bool { get }
+    /// Why the backend refuses every write, nil when it writes.
+    var readOnlyCause: ReadOnlyCause? { get }
     func transaction<T>(_ body: (any SettingsTables) throws -> T) throws -> T
     func reading<T>(_ body: (any SettingsTables) throws -> T) throws -> T
+}
+
+extension SettingsBackend {
+    public var isReadOnly: Bool { readOnlyCause != nil }
 }
 
 /// The SQLite store's settings: `OperatorTables` and `GuardrailSettingsTable` in one `db.transaction`, which
@@ -700,7 +705,7 @@ public struct SQLiteSettingsBackend: SettingsBackend {
 
     public init(session: StoreSession) { self.session = session }
 
-    public var isReadOnly: Bool { session.store.isReadOnly }
+    public var readOnlyCause: ReadOnlyCause? { session.store.readOnlyCause }
 
     public func transaction<T>(_ body: (any SettingsTables) throws -> T) throws -> T {
         try session.store.withDatabase { db in

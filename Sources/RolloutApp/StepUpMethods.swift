@@ -110,7 +110,7 @@ extension StepUpMethods {
         _ id: String, session: RolloutSession, device: () throws -> SecurityKeyDevice, pin: String?,
         timeoutMilliseconds: Int? = nil, cancellation: SecurityKeyCancellation? = nil, notice: (String) -> Void
     ) throws -> WritePath.Outcome {
-        if session.readOnly { throw WritePath.Failure.readOnly }
+        if let cause = session.readOnlyCause { throw WritePath.Failure.readOnly(cause) }
         // An empty write transaction of the settings first, so that a connection that may not write (the
         // PostgreSQL viewer role) is refused (exit 4) before anything is looked up.
         try session.settingsWritePath().backend.transaction { _ in }

@@ -24,7 +24,7 @@ extension Wiring {
                 "store migrate is for PostgreSQL stores (--store postgresql://...); a file store migrates when opened",
                 exit: .usage)
         }
-        guard !invocation.flag("--read-only") else { throw WritePath.Failure.readOnly }
+        guard !invocation.flag("--read-only") else { throw WritePath.Failure.readOnly(.requested) }
         let key = try teamStoreKey(create: false, at: teamStoreKeyPath(invocation.environment)).key
         return Migration(
             applied: try PostgresSchema.migrate(
@@ -49,7 +49,7 @@ extension Wiring {
         guard StoreLocation.isPostgres(conninfo) else {
             throw invocation.usageError("store copy needs --to postgresql://...")
         }
-        guard !invocation.flag("--read-only") else { throw WritePath.Failure.readOnly }
+        guard !invocation.flag("--read-only") else { throw WritePath.Failure.readOnly(.requested) }
         let source = try RolloutStore(path: path, create: false, access: .readOnly)
         var createdKey: String?
         let report = try PostgresStoreCopy.copy(

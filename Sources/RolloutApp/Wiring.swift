@@ -43,7 +43,7 @@ public struct StoreSession {
     public func writePath() throws -> WritePath {
         let stepUp = try store.withDatabase { try OperatorTables.policy(in: $0) }
         return WritePath(
-            store: config, clock: clock, policies: try Wiring.policies(for: self), readOnly: store.isReadOnly,
+            store: config, clock: clock, policies: try Wiring.policies(for: self), readOnlyCause: store.readOnlyCause,
             requireReasonForIncrease: stepUp.reasonForIncrease, newSeed: { Wiring.newSeed() })
     }
 }
@@ -213,7 +213,8 @@ extension StoreSession {
         let store = store
         let config = config
         return RolloutSession(
-            label: path, displayLabel: path, operatorID: operatorID, readOnly: readOnly || store.isReadOnly, clock: clock,
+            label: path, displayLabel: path, operatorID: operatorID,
+            readOnlyCause: store.readOnlyCause ?? (readOnly ? .requested : nil), clock: clock,
             templates: config, stepUp: SQLiteStepUpStore(store: store), plans: SQLiteRampPlans(store: store),
             settings: SQLiteSettingsBackend(session: self), monitored: store, heartbeat: store,
             ports: RolloutSession.Ports(

@@ -206,7 +206,7 @@ public final class AppCheckStateTables: AppCheckState, @unchecked Sendable {
     }
 
     public func redeemChallenge(_ challenge: [UInt8], appId: String, expiresAt: Instant) throws -> ChallengeRedemption {
-        if isReadOnly { throw SQLiteError.readOnly(db.path) }
+        if isReadOnly { throw SQLiteError.readOnly(db) }
         guard case .redemption(let r) = try group.run(.redeemChallenge(challenge, appId: appId, expiresAt: expiresAt))
         else { throw GroupCommitError.outcomeCount(expected: 1, got: 0) }
         return r
@@ -226,7 +226,7 @@ public final class AppCheckStateTables: AppCheckState, @unchecked Sendable {
     }
 
     public func saveAttestedKey(_ key: AttestedKeyRecord) throws {
-        if isReadOnly { throw SQLiteError.readOnly(db.path) }
+        if isReadOnly { throw SQLiteError.readOnly(db) }
         _ = try group.run(.saveAttestedKey(key))
     }
 
@@ -269,7 +269,7 @@ public final class AppCheckStateTables: AppCheckState, @unchecked Sendable {
     }
 
     public func advanceCounter(appId: String, keyId: [UInt8], to counter: UInt32) throws -> Bool {
-        if isReadOnly { throw SQLiteError.readOnly(db.path) }
+        if isReadOnly { throw SQLiteError.readOnly(db) }
         guard case .changed(let c) = try group.run(.advanceCounter(appId: appId, keyId: keyId, counter: counter)) else {
             throw GroupCommitError.outcomeCount(expected: 1, got: 0)
         }
@@ -288,7 +288,7 @@ public final class AppCheckStateTables: AppCheckState, @unchecked Sendable {
     public func redeemChallenge(
         _ challenge: [UInt8], appId: String, expiresAt: Instant, thenAdvance keyId: [UInt8], to counter: UInt32
     ) throws -> (ChallengeRedemption, advanced: Bool) {
-        if isReadOnly { throw SQLiteError.readOnly(db.path) }
+        if isReadOnly { throw SQLiteError.readOnly(db) }
         let outcome = try group.run(
             .redeemThenAdvance(challenge, appId: appId, expiresAt: expiresAt, keyId: keyId, counter: counter))
         guard case .redeemedThen(let r, let advanced) = outcome else { throw GroupCommitError.outcomeCount(expected: 1, got: 0) }
@@ -298,7 +298,7 @@ public final class AppCheckStateTables: AppCheckState, @unchecked Sendable {
     public func redeemChallenge(
         _ challenge: [UInt8], appId: String, expiresAt: Instant, thenSave key: AttestedKeyRecord
     ) throws -> ChallengeRedemption {
-        if isReadOnly { throw SQLiteError.readOnly(db.path) }
+        if isReadOnly { throw SQLiteError.readOnly(db) }
         let outcome = try group.run(.redeemThenSave(challenge, appId: appId, expiresAt: expiresAt, key: key))
         guard case .redeemedThen(let r, _) = outcome else {
             throw GroupCommitError.outcomeCount(expected: 1, got: 0)
@@ -307,7 +307,7 @@ public final class AppCheckStateTables: AppCheckState, @unchecked Sendable {
     }
 
     public func consumeToken(id: String, expiresAt: Instant) throws -> Bool {
-        if isReadOnly { throw SQLiteError.readOnly(db.path) }
+        if isReadOnly { throw SQLiteError.readOnly(db) }
         guard case .changed(let c) = try group.run(.consumeToken(id: id, expiresAt: expiresAt)) else {
             throw GroupCommitError.outcomeCount(expected: 1, got: 0)
         }

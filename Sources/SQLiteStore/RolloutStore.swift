@@ -36,8 +36,11 @@ public final class RolloutStore: @unchecked Sendable {
     public let lock = RecursiveLock()
     private var config: SQLiteConfigStore?
 
-    /// Whether the connection refuses every write (`--read-only`); readers that cache derived data skip it.
+    /// Whether the connection refuses every write (`--read-only`, or a file this user cannot write); readers that
+    /// cache derived data skip it.
     public var isReadOnly: Bool { database.isReadOnly }
+    /// Why the connection refuses every write, nil when it writes.
+    public var readOnlyCause: ReadOnlyCause? { database.readOnlyCause }
 
     /// Opens the store at `path`; with `create` (the default, for `init`, drills and tests) the file and its
     /// directory are created when missing and an empty file is claimed.

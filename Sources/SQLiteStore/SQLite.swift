@@ -2,6 +2,7 @@ import CSQLite
 import FoundationEssentials
 import Glibc
 import Platform
+import Rollout
 import StoreSupport
 
 /// A thin, strict wrapper over the SQLite C API: the only code that calls `sqlite3_*`.
@@ -13,9 +14,13 @@ public final class SQLiteDatabase: @unchecked Sendable {
     private var handle: OpaquePointer?
     private var fileID: OpenDatabaseFiles.FileID?
     private var cache: [String: SQLiteStatement] = [:]
-    /// Whether this connection refuses every write (`PRAGMA query_only`, and `transaction` refuses before
-    /// taking the write lock): the property `--read-only` sessions get, instead of a flag checked in places.
-    public let isReadOnly: Bool
+    /// Why this connection refuses every write, nil when it writes: `--read-only` (`PRAGMA query_only`), or a file
+    /// this user cannot write, which SQLite opened read-only (`sqlite3_db_readonly`; its first write would fail with
+    /// "attempt to write a readonly database"). Either way `transaction` refuses before taking the write lock.
+    public let readOnlyCause: ReadOnlyCause?
+    /// Whether this connection refuses every write (`readOnlyCause`): the property read-only sessions get, instead
+    /// of a flag checked in places.
+    public var isReadOnly: Bool { readOnlyCause != nil }
     /// Runs at the start of every outermost write transaction, after the write lock is taken and before the
     /// transaction's body (the store's integrity check: writes refuse to run on a store that fails it).
     public var beforeWrite: ((SQLiteDatabase) throws -> Void)?
@@ -54,7 +59,6 @@ public final class SQLiteDatabase: @unchecked Sendable {
     {
         _ = Self.processSettings
         self.path = path
-        self.isReadOnly = readOnly
         // Only the 16-byte header is read: a store with millions of telemetry rows opens as fast as a new one.
         // Never for a file this process already has open: closing any descriptor of a file drops every POSIX
         // lock the process holds on it, SQLite's included.
@@ -78,6 +82,7 @@ public final class SQLiteDatabase: @unchecked Sendable {
             handle = nil
             throw SQLiteError(code: rc, message: "\(path): \(message)")
         }
+        readOnlyCause = readOnly ? .requested : sqlite3_db_readonly(db, "main") == 1 ? .storeFileNotWritable(path) : nil
         fileID = OpenDatabaseFiles.shared.retain(path)
         sqlite3_busy_timeout(db, busyTimeoutMilliseconds)
         sqlite3_set_authorizer(db, sqliteAuthorizer, Unmanaged.passUnretained(self).toOpaque())
@@ -193,7 +198,7 @@ public final class SQLiteDatabase: @unchecked Sendable {
     /// or roll back alone when the body throws. A read-only connection refuses an immediate (write) transaction
     /// with `SQLiteError.readOnly` before taking any lock; an outermost write transaction runs `beforeWrite` first.
     public func transaction<T>(immediate: Bool = true, _ body: () throws -> T) throws -> T {
-        if immediate, isReadOnly { throw SQLiteError.readOnly(path) }
+        if immediate, isReadOnly { throw SQLiteError.readOnly(self) }
         if isInTransaction {
             savepoints += 1
             let name = "nested\(savepoints)"
@@ -464,9 +469,14 @@ public struct SQLiteError: Error, CustomStringConvertible, Sendable {
     /// A write on a read-only connection (ours, or SQLite's own `SQLITE_READONLY`).
     public var isReadOnly: Bool { code & 0xff == SQLITE_READONLY }
 
-    /// The refusal of a write transaction on a read-only connection.
-    public static func readOnly(_ path: String) -> SQLiteError {
-        SQLiteError(code: SQLITE_READONLY, message: "refused: \(path) is open read-only (--read-only); nothing was written")
+    /// The refusal of a write transaction on a read-only connection, saying why it is read-only.
+    public static func readOnly(_ db: SQLiteDatabase) -> SQLiteError {
+        let message =
+            switch db.readOnlyCause ?? .requested {
+            case .requested: "refused: \(db.path) is open read-only (--read-only); nothing was written"
+            case let cause: "refused: \(cause); nothing was written"
+            }
+        return SQLiteError(code: SQLITE_READONLY, message: message)
     }
     public var isConstraint: Bool { code & 0xff == SQLITE_CONSTRAINT }
 }

@@ -139,10 +139,13 @@ public enum StoreSchema {
                     "\(store.path) has schema version \(found), newer than this rollout understands (\(current)); "
                         + "use a newer rollout")
             }
-            if db.isReadOnly {
+            if let cause = db.readOnlyCause {
+                let instead =
+                    cause == .requested
+                    ? "open it once without --read-only" : "\(cause): open it once as a user who can write it"
                 throw StoreError.unavailable(
                     "\(store.path) has schema version \(found) and needs an upgrade to \(current), which a read-only "
-                        + "session cannot do; open it once without --read-only (e.g. 'rollout audit verify')")
+                        + "session cannot do; \(instead) (e.g. 'rollout audit verify')")
             }
             try db.transaction {
                 let now = try version(of: db)

@@ -173,8 +173,9 @@ enum PlanCommands {
         let (interval, looks) = try TelemetryCommands.loopOptions(inv)
         let rolloutSession = try Wiring.session(inv)
         let session = rolloutSession.planSession
-        if session.readOnly {
-            throw CommandError("refused: a plan runner publishes changes (--read-only)", exit: .refused)
+        if let cause = session.readOnlyCause {
+            let why = cause == .requested ? "(--read-only)" : "and " + cause.description
+            throw CommandError("refused: a plan runner publishes changes \(why)", exit: .refused)
         }
         guard try RampPlanStates(session: session).load() != nil else {
             throw CommandError("no plan was started in this store ('rollout plan start FILE')")

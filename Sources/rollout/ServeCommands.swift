@@ -373,8 +373,8 @@ enum ServeCommands {
                 path, .appCheck(change), actor: actor, code: code)
             else { throw CommandError("the App Check change reported no outcome") }
             return done
-        } catch WritePath.Failure.readOnly {
-            throw CommandError("refused: this session is read-only (--read-only); nothing was changed", exit: .refused)
+        } catch WritePath.Failure.readOnly(let cause) {
+            throw CommandError("refused: \(cause); nothing was changed", exit: .refused)
         }
     }
 

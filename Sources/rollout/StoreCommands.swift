@@ -78,7 +78,7 @@ enum StoreCommands {
         action: guarded { inv in
             let seed = try inv.value("--seed").map { try validSeed($0, inv) } ?? Wiring.newSeed()
             let form = try templateForm(inv.value("--form") ?? "client", inv)
-            guard !inv.flag("--read-only") else { throw WritePath.Failure.readOnly }
+            guard !inv.flag("--read-only") else { throw WritePath.Failure.readOnly(.requested) }
             let created = try Wiring.createStore(inv, seed: seed, form: form)
             if let key = created.createdKey {
                 StandardStream.error.write(

@@ -332,7 +332,7 @@ struct DialogMessageTests {
     @Test("the refusal notice does not double its word")
     func noDoubledWords() {
         var s = Fixture.state(Fixture.model())
-        _ = s.handle(.writeRefused(requestID: 9, .readOnly))
+        _ = s.handle(.writeRefused(requestID: 9, .readOnly(.requested)))
         #expect(s.notice?.text == "Refused: this session is read-only (--read-only)")
         let hold = PolicyRefusal(policy: "guardrail", reason: "the guardrail refuses increases at HOLD", kind: .guardrail)
         _ = s.handle(.writeRefused(requestID: 9, .guardrail(hold)))

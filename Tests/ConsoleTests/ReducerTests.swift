@@ -389,7 +389,7 @@ struct WritePathTests {
                 ConsoleEvent.writeRefused(requestID: 1, .guardrail(PolicyRefusal(policy: "guardrail", reason: "HALT", kind: .guardrail))),
                 "Refused by guardrail: HALT"
             ),
-            (.writeRefused(requestID: 1, .readOnly), "Refused: this session is read-only (--read-only)"),
+            (.writeRefused(requestID: 1, .readOnly(.requested)), "Refused: this session is read-only (--read-only)"),
             (.publishFailed(requestID: 1, message: "disk full"), "Not published: disk full"),
         ] {
             var s = ready()

@@ -44,7 +44,7 @@ struct RefusalTests {
                 .policy(PolicyRefusal(policy: "reason", reason: "an increase of exposure needs a reason", suggestion: "say why")),
                 "Refused by reason: an increase of exposure needs a reason; say why", true
             ),
-            (.readOnly, "Refused: this session is read-only (--read-only)", true),
+            (.readOnly(.requested), "Refused: this session is read-only (--read-only)", true),
             (.nothingToChange(summary: "refused: 12.5% → 12.5%"), "Not published: nothing to change: refused: 12.5% → 12.5%", false),
             (.plan(.notKilled(.rolling)), "Not published: nothing to resume: the rollout is rolling, not killed", true),
             (.unexpectedCurrent("cannot: at 13%"), "Not published: cannot: at 13%", true),

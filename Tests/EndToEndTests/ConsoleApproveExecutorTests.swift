@@ -30,7 +30,9 @@ struct ConsoleApproveExecutorTests {
 
         let reader = try Wiring.session(path: path, operatorID: "bob@test", readOnly: true, clock: clock).rolloutSession()
         let readOnly = StoreConsoleExecutor(session: reader, securityKey: Self.noKey, phone: nil)
-        #expect(readOnly.perform(.approveRequest(requestID: 7, request: request)) == [.writeRefused(requestID: 7, .readOnly)])
+        #expect(
+            readOnly.perform(.approveRequest(requestID: 7, request: request))
+                == [.writeRefused(requestID: 7, .readOnly(.requested))])
 
         let writer = try Wiring.session(path: path, operatorID: "bob@test", clock: clock)
         let unknown = StoreConsoleExecutor(session: writer.rolloutSession(), securityKey: Self.noKey, phone: nil)

@@ -29,7 +29,8 @@ struct RefusalExitCodeTests {
             (.stepUpFailed(refusal(.stepUpFailed)), .refused),
             (.stepUpBlocked(refusal(.stepUpBlocked)), .refused),
             (.policy(refusal(.other, "publish conflict")), .refused),
-            (.readOnly, .refused),
+            (.readOnly(.requested), .refused),
+            (.readOnly(.storeFileNotWritable("/srv/rollout.db")), .refused),
             (.conflict(report), .conflict),
             (.unexpectedCurrent("refused: at 12%"), .conflict),
             (.plan(.notKilled(.rolling)), .failure),
@@ -43,7 +44,7 @@ struct RefusalExitCodeTests {
     @Test("the write path's failure becomes the refusal of its kind, so its exit code follows the kind")
     func fromFailure() {
         #expect(ExitCode(WriteRefusal(.refused(Self.refusal(.guardrail)))) == .refused)
-        #expect(ExitCode(WriteRefusal(.readOnly)) == .refused)
+        #expect(ExitCode(WriteRefusal(.readOnly(.requested))) == .refused)
         #expect(ExitCode(WriteRefusal(.conflict(Self.report))) == .conflict)
         #expect(ExitCode(WriteRefusal(.plan(.notKilled(.rolling)))) == .failure)
         guard case .stepUpNeeded = WriteRefusal(.refused(PolicyRefusal(policy: "step-up", reason: "r", needsStepUpCode: true))) else {

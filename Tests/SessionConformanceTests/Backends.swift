@@ -160,6 +160,6 @@ final class StoreUnderTest: @unchecked Sendable {
 /// write: the CLI's exit 4) with its kind, or nil for any other error.
 func accessRefusal(_ error: any Error) -> SessionRefusal.Kind? {
     if case WritePath.Failure.readOnly = error { return .readOnly }
-    if let refusal = error as? WriteRefusal, refusal == .readOnly { return .readOnly }
+    if let refusal = error as? WriteRefusal, case .readOnly = refusal { return .readOnly }
     return SessionRefusal(error)?.kind
 }

@@ -314,6 +314,17 @@ extension ConsoleState {
         return true
     }
 
+    /// A write asked for on a console that cannot write (the store lost, `--read-only`, a store file this user
+    /// cannot write): refused here with the reason, before any dialog, so none offers a Publish that the write path
+    /// would refuse. Returns whether it was refused.
+    private mutating func refusedAsUnwritable() -> Bool {
+        if refusedAsLost() { return true }
+        guard let header = model?.header, header.readOnly else { return false }
+        overlay = nil
+        say(Self.publishText(.readOnly(header.readOnlyCause ?? .requested)), .error)
+        return true
+    }
+
     /// While a confirm (or reason) dialog is open and the store moves under it (a colleague's publish, a kill) or
     /// the verdict changes, asks the write path again for the same operation on what the store holds now; the
     /// answer replaces the dialog (`.previewReady`), re-judged, with the typed reason kept. Asked once per move.
@@ -840,8 +851,9 @@ extension ConsoleState {
         case .approve:
             guard let request = args.first else { return refuse(usage) }
             if refusedAsLost() { return [] }
-            if model?.header.readOnly == true {
-                say("Refused: " + WriteRefusal.readOnlyDetail + "; request \(request) was not approved", .error)
+            if let header = model?.header, header.readOnly {
+                let refusal = Self.publishText(.readOnly(header.readOnlyCause ?? .requested))
+                say(refusal + "; request \(request) was not approved", .error)
                 return []
             }
             let id = nextRequestID
@@ -1068,7 +1080,7 @@ extension ConsoleState {
             stepIndex = min(configuration.steps.count - 1, stepIndex + 1)
             say("Step \(PercentText.format(step))", .info)
         case .typeExact:
-            if refusedAsLost() { return [] }
+            if refusedAsUnwritable() { return [] }
             let current = model.map { PercentText.formatNumber($0.condition.desiredMicroPercent) } ?? ""
             // Every printable character is taken as typed and the one percentage parser judges the whole text, as
             // for `rollout set` and the palette's `set`: a field that dropped what it did not expect turned `2,5`
@@ -1086,7 +1098,7 @@ extension ConsoleState {
             }
             return startChange(.rollbackLast)
         case .togglePlan:
-            if refusedAsLost() { return [] }
+            if refusedAsUnwritable() { return [] }
             guard let plan = model?.plan, plan.phase == .running || plan.phase == .paused else {
                 say("No running or paused ramp plan ('rollout plan start FILE')", .warning)
                 return []
@@ -1097,7 +1109,7 @@ extension ConsoleState {
             }
             return [.planControl(pause: plan.phase == .running)]
         case .skipPlanStep:
-            if refusedAsLost() { return [] }
+            if refusedAsUnwritable() { return [] }
             guard let plan = model?.plan, plan.phase == .running || plan.phase == .paused, let next = plan.nextStep
             else {
                 say("No plan step to skip to", .warning)
@@ -1188,7 +1200,7 @@ extension ConsoleState {
     // MARK: The write path, as the console sees it
 
     private mutating func startChange(_ operation: ChangeOperation) -> [ConsoleEffect] {
-        if refusedAsLost() { return [] }
+        if refusedAsUnwritable() { return [] }
         let request = ChangeRequest(id: nextRequestID, operation: operation)
         nextRequestID += 1
         overlay = .preparing(request)
@@ -1344,7 +1356,7 @@ extension ConsoleState {
     /// guardrail: …` (a policy says it is its refusal), `Refused: this session is read-only`, `Not published: …`.
     static func publishText(_ refusal: WriteRefusal) -> String {
         switch refusal {
-        case .readOnly: "Refused: " + WriteRefusal.readOnlyDetail
+        case .readOnly(let cause): "Refused: " + cause.description
         case .guardrail(let r), .stepUpNeeded(let r), .stepUpFailed(let r), .stepUpBlocked(let r), .policy(let r):
             "Refused by \(r.policy): " + r.detail
         case .nothingToChange, .conflict, .unexpectedCurrent, .plan, .invalidPercentage, .invalid:

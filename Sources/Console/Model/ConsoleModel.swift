@@ -57,6 +57,9 @@ public struct HeaderInfo: Hashable, Sendable {
     public var staleReason: String?
     /// The console was opened read-only; the write path refuses changes.
     public var readOnly: Bool
+    /// Why it is read-only, when the data source knows (`--read-only`, a store file this user cannot write): the
+    /// words of the console's refusal.
+    public var readOnlyCause: ReadOnlyCause? = nil
     /// Policy demands a second factor (TOTP) for risky changes.
     public var stepUpEnabled: Bool
     /// The stale limit the assessment judged by (on a live simulation, stretched to its pace), when the data
