@@ -322,7 +322,16 @@ public enum Path {
 
 /// Runs `/bin/sh -c command` with standard input from /dev/null and returns its exit status and standard
 /// output (standard error passes through).
-public func runShell(_ command: String) throws(ChildProcessError) -> (status: Int32, output: [UInt8]) {
+///
+/// At most `outputLimit` bytes of output are read: a command that prints more is ended and refused
+/// (`ChildProcessError.outputTooLong`), having cost no more than the limit. With `cancellation`, the command runs in
+/// a process group of its own, and once the cancellation is cancelled (a stop, a time bound) the whole group is
+/// killed (SIGKILL: a `sleep` the shell started dies with it), reaped, and `ChildProcessError.cancelled` thrown
+/// within about a tenth of a second. Without one, the command stays in the caller's process group, so that a
+/// terminal's Ctrl-C reaches it as it reaches the caller.
+public func runShell(_ command: String, outputLimit: Int = .max, cancellation: Cancellation? = nil) throws(ChildProcessError)
+    -> (status: Int32, output: [UInt8])
+{
     var pipeFDs: [Int32] = [-1, -1]
     guard pipe(&pipeFDs) == 0 else { throw ChildProcessError("pipe: \(String(cString: strerror(errno)))") }
     // Neither end leaks into another child; the child gets the write end as its descriptor 1 only.
@@ -344,7 +353,14 @@ public func runShell(_ command: String) throws(ChildProcessError) -> (status: In
     sigfillset(&all)
     posix_spawnattr_setsigmask(&attributes, &none)
     posix_spawnattr_setsigdefault(&attributes, &all)
-    posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
+    var flags = POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF
+    let ownGroup = cancellation != nil
+    if ownGroup {
+        // Process group 0: a new group whose id is the child's pid, so that `kill(-pid)` reaches its children too.
+        posix_spawnattr_setpgroup(&attributes, 0)
+        flags |= POSIX_SPAWN_SETPGROUP
+    }
+    posix_spawnattr_setflags(&attributes, Int16(flags))
     var pid: pid_t = 0
     let argv: [UnsafeMutablePointer<CChar>?] = [strdup("/bin/sh"), strdup("-c"), strdup(command), nil]
     defer { for a in argv { free(a) } }
@@ -354,20 +370,96 @@ public func runShell(_ command: String) throws(ChildProcessError) -> (status: In
         close(pipeFDs[0])
         throw ChildProcessError("cannot start /bin/sh: \(String(cString: strerror(status)))")
     }
-    let output = readAll(pipeFDs[0], limit: .max) ?? []
-    close(pipeFDs[0])
-    var wait: Int32 = 0
-    while waitpid(pid, &wait, 0) < 0 {
-        if errno != EINTR { throw ChildProcessError("waitpid: \(String(cString: strerror(errno)))") }
+    let child = ChildProcess(pid: pid, ownGroup: ownGroup)
+    defer { close(pipeFDs[0]) }
+    let output: [UInt8]
+    do { output = try child.read(pipeFDs[0], limit: outputLimit, cancellation: cancellation) } catch {
+        child.end()
+        throw error
     }
-    // WIFEXITED / WEXITSTATUS, by hand: the macros do not import.
-    let exited = wait & 0x7f == 0
-    return (exited ? (wait >> 8) & 0xff : 128 + (wait & 0x7f), output)
+    return (try child.exitStatus(cancellation: cancellation), output)
+}
+
+/// A child `runShell` started: its output read within a limit and a cancellation, its end waited for or forced.
+private struct ChildProcess {
+    let pid: pid_t
+    let ownGroup: Bool
+    /// How often a wait looks at the cancellation.
+    static let slice: Int32 = 100
+
+    /// The output up to end of file; throws (the child still running) past `limit` or once cancelled.
+    func read(_ fd: Int32, limit: Int, cancellation: Cancellation?) throws(ChildProcessError) -> [UInt8] {
+        let size = limit == .max ? 65_536 : min(65_536, limit + 1)
+        var chunk = [UInt8](repeating: 0, count: size)
+        var out: [UInt8] = []
+        while true {
+            if cancellation?.isCancelled == true { throw .cancelled }
+            var ready = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+            let n = poll(&ready, 1, cancellation == nil ? -1 : Self.slice)
+            if n < 0 && errno != EINTR { throw ChildProcessError("poll: \(String(cString: strerror(errno)))") }
+            if n <= 0 { continue }
+            // At most one byte past the limit is read: enough to tell the output is too long.
+            let want = limit == .max ? chunk.count : min(chunk.count, limit + 1 - out.count)
+            let got = chunk.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, want) }
+            if got < 0 {
+                if errno == EINTR || errno == EAGAIN { continue }
+                throw ChildProcessError("read: \(String(cString: strerror(errno)))")
+            }
+            if got == 0 { return out }
+            out.append(contentsOf: chunk[0..<got])
+            if out.count > limit { throw .outputTooLong(limit) }
+        }
+    }
+
+    /// Waits for the child to exit: its status (128 + the signal when a signal ended it). Once `cancellation` is
+    /// cancelled, ends it instead and throws.
+    func exitStatus(cancellation: Cancellation?) throws(ChildProcessError) -> Int32 {
+        var wait: Int32 = 0
+        while true {
+            let r = waitpid(pid, &wait, cancellation == nil ? 0 : WNOHANG)
+            if r == pid { break }
+            if r < 0 {
+                if errno == EINTR { continue }
+                throw ChildProcessError("waitpid: \(String(cString: strerror(errno)))")
+            }
+            // Output closed, the shell still running (it closed its standard output, or a child holds it).
+            if cancellation!.wait(seconds: Double(Self.slice) / 1000) {
+                end()
+                throw .cancelled
+            }
+        }
+        // WIFEXITED / WEXITSTATUS, by hand: the macros do not import.
+        let exited = wait & 0x7f == 0
+        return exited ? (wait >> 8) & 0xff : 128 + (wait & 0x7f)
+    }
+
+    /// Kills the child (its process group when it has one of its own) and reaps it.
+    func end() {
+        kill(ownGroup ? -pid : pid, SIGKILL)
+        var wait: Int32 = 0
+        while waitpid(pid, &wait, 0) < 0 && errno == EINTR {}
+    }
 }
 
 public struct ChildProcessError: Error, CustomStringConvertible, Sendable {
     public let description: String
+    /// The command was ended because its `cancellation` was cancelled.
+    public var cancelled = false
+    /// The command was ended because it printed more than this many bytes.
+    public var outputLimit: Int?
     public init(_ description: String) { self.description = description }
+
+    static let cancelled: ChildProcessError = {
+        var e = ChildProcessError("ended: cancelled")
+        e.cancelled = true
+        return e
+    }()
+
+    static func outputTooLong(_ limit: Int) -> ChildProcessError {
+        var e = ChildProcessError("ended: it printed more than \(limit) bytes")
+        e.outputLimit = limit
+        return e
+    }
 }
 
 // MARK: percent-encoding

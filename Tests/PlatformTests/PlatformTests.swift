@@ -108,6 +108,69 @@ struct PlatformTests {
         #expect(try runShell("kill -TERM $$").status == 128 + SIGTERM)
     }
 
+    /// Whether process `pid` still runs (not gone, not a zombie waiting for its parent).
+    static func running(_ pid: Int32) -> Bool {
+        guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+            let close = stat.lastIndex(of: ")")
+        else { return false }
+        return stat[stat.index(close, offsetBy: 2)] != "Z"
+    }
+
+    /// Waits at most `seconds` for `condition`.
+    static func eventually(within seconds: Double, _ condition: () -> Bool) -> Bool {
+        let deadline = Date(timeIntervalSinceNow: seconds)
+        while Date() < deadline {
+            if condition() { return true }
+            usleep(20_000)
+        }
+        return condition()
+    }
+
+    /// The command of `shellEndedWithItsGroup`: a `sleep` started by the shell, its pid written to `file`.
+    static func sleeper(_ file: String) -> String { "sleep 30 & echo $! > \(file); wait; echo tok" }
+
+    @Test("a shell command is killed with its process group once cancelled, or once its time bound passes")
+    func shellEndedWithItsGroup() throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("shell-group-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        for (i, how) in ["stopped", "deadline"].enumerated() {
+            let file = dir.appendingPathComponent("sleep-\(i).pid").path
+            let cancellation = how == "deadline" ? Cancellation(seconds: 0.5) : Cancellation()
+            if how == "stopped" {
+                Thread.detachNewThread {
+                    // Cancelled once the shell has started its sleep (or after 10 s regardless).
+                    _ = Self.eventually(within: 10) { FileManager.default.fileExists(atPath: file) }
+                    cancellation.cancel()
+                }
+            }
+            let start = Date()
+            var failure: ChildProcessError?
+            do { _ = try runShell(Self.sleeper(file), cancellation: cancellation) } catch { failure = error }
+            let took = Date().timeIntervalSince(start)
+            #expect(failure?.cancelled == true, "\(how): \(String(describing: failure))")
+            #expect(took < 5, "\(how): the command ran \(took) s")
+            let sleeper = try #require(Int32((try? String(contentsOfFile: file, encoding: .utf8))?.trimmingCharacters(in: .whitespacesAndNewlines) ?? ""))
+            // The shell's child dies with it: nothing of the command is left running.
+            #expect(Self.eventually(within: 5) { !Self.running(sleeper) }, "\(how): the shell's sleep \(sleeper) survived")
+        }
+    }
+
+    @Test("a shell command that prints more than its output limit is ended and refused, having cost no more")
+    func shellOutputLimit() throws {
+        for cancellation: Cancellation? in [nil, Cancellation()] {
+            let start = Date()
+            var failure: ChildProcessError?
+            // 100 MB of output, from the shell's own child or from a pipeline: refused at 1,000 bytes.
+            for command in ["head -c 100000000 /dev/zero", "yes | head -c 100000000"] {
+                do { _ = try runShell(command, outputLimit: 1000, cancellation: cancellation) } catch { failure = error }
+                #expect(failure?.outputLimit == 1000, "\(command): \(String(describing: failure))")
+            }
+            #expect(Date().timeIntervalSince(start) < 5)
+        }
+        #expect(try runShell("printf 'tok\\n'", outputLimit: 4).output == Array("tok\n".utf8))
+    }
+
     @Test("a condition times out when nobody signals, and wakes when signalled")
     func condition() {
         let c = Condition()
