@@ -50,6 +50,6 @@ public final class RecordedAnswers: HTTPTransport, @unchecked Sendable {
     /// The recorded answers need no credentials: every request carries this token.
     public struct Token: AccessTokenProvider {
         public init() {}
-        public func token(refresh: Bool) throws -> String { "recorded" }
+        public func token(refresh: Bool, cancellation: Cancellation?) throws -> String { "recorded" }
     }
 }

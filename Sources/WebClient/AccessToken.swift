@@ -6,8 +6,15 @@ import Timekeeping
 
 /// Gives the bearer token for the next request.
 public protocol AccessTokenProvider: Sendable {
-    /// A valid token; `refresh` forces a new one (after a 401).
-    func token(refresh: Bool) throws -> String
+    /// A valid token; `refresh` forces a new one (after a 401). Fetching one is part of the call that needs it:
+    /// once `cancellation` is cancelled (a stop, the time bound of a pull), the fetch is abandoned where it is
+    /// (its request aborted, its waits ended, its command killed) and throws.
+    func token(refresh: Bool, cancellation: Cancellation?) throws -> String
+}
+
+extension AccessTokenProvider {
+    /// A valid token, fetched without a cancellation (a command that must run to its end).
+    public func token(refresh: Bool) throws -> String { try token(refresh: refresh, cancellation: nil) }
 }
 
 /// Exchanges a signed service-account assertion at the key file's `token_uri` (grant type
@@ -24,8 +31,8 @@ public final class ServiceAccountTokenProvider: AccessTokenProvider, @unchecked 
     /// How many exchanges have been made (what caching saves, for tests and `--verbose`).
     public private(set) var exchanges = 0
 
-    /// Waits between attempts (tests record instead of sleeping).
-    private let pause: @Sendable (Instant.Duration) -> Void
+    /// Waits between attempts (tests record instead of sleeping); nil: real time, cut short by the cancellation.
+    private let pause: (@Sendable (Instant.Duration) -> Void)?
 
     /// The OAuth scope the tokens are asked for.
     public let scope: String
@@ -33,9 +40,7 @@ public final class ServiceAccountTokenProvider: AccessTokenProvider, @unchecked 
     public init(
         key: ServiceAccountKey, transport: HTTPTransport, clock: any Clock,
         timeout: Instant.Duration = .seconds(Int64(30)), scope: String = ServiceAccountAssertion.remoteConfigScope,
-        pause: @escaping @Sendable (Instant.Duration) -> Void = { d in
-            if d.microseconds > 0 { usleep(UInt32(min(d.microseconds, 10_000_000))) }
-        }
+        pause: (@Sendable (Instant.Duration) -> Void)? = nil
     )
         throws(FirebaseError)
     {
@@ -48,7 +53,10 @@ public final class ServiceAccountTokenProvider: AccessTokenProvider, @unchecked 
         self.timeout = timeout
     }
 
-    public func token(refresh: Bool) throws -> String {
+    /// A token from the cache or a new exchange; every attempt of the exchange and every wait between two is
+    /// within `cancellation`: once it is cancelled the request in flight is aborted and the `TransportError`
+    /// (`cancelled`) thrown.
+    public func token(refresh: Bool, cancellation: Cancellation?) throws -> String {
         try lock.withLock {
             let now = clock.now()
             if !refresh, let c = cached, now < c.expires - Self.refreshMargin { return c.token }
@@ -56,29 +64,40 @@ public final class ServiceAccountTokenProvider: AccessTokenProvider, @unchecked 
             let form =
                 "grant_type=" + Self.formEscape("urn:ietf:params:oauth:grant-type:jwt-bearer") + "&assertion="
                 + Self.formEscape(assertion)
-            let request = HTTPRequest(
+            var request = HTTPRequest(
                 method: "POST", url: key.tokenURI, headers: [("Content-Type", "application/x-www-form-urlencoded")],
                 body: Array(form.utf8), timeout: timeout)
+            request.cancellation = cancellation
+            func wait(_ d: Instant.Duration) throws {
+                if let pause {
+                    pause(d)
+                } else if d.microseconds > 0 {
+                    let seconds = Double(min(d.microseconds, 10_000_000)) / 1e6
+                    if let cancellation { cancellation.wait(seconds: seconds) } else { usleep(UInt32(seconds * 1e6)) }
+                }
+                if cancellation?.isCancelled == true { throw TransportError.abandoned(request) }
+            }
             // The exchange is idempotent: a lost answer, a 429 or a server error is tried again (three attempts,
             // half a second then a second apart, or the Retry-After Google names, up to 10 s).
             var response: HTTPResponse
             var attempt = 0
             while true {
                 attempt += 1
-                do {
+                do throws(TransportError) {
                     response = try transport.send(request)
                 } catch {
-                    guard (error as? TransportError)?.isTransient == true, attempt < Self.attempts else {
+                    if error.cancelled { throw error }
+                    guard error.isTransient, attempt < Self.attempts else {
                         throw CredentialsError.exchange(
                             "cannot reach the token endpoint \(key.tokenURI): \(error)"
                                 + (attempt > 1 ? " (after \(attempt) attempts)" : ""))
                     }
-                    pause(Self.backoff(attempt, retryAfter: nil))
+                    try wait(Self.backoff(attempt, retryAfter: nil))
                     continue
                 }
                 exchanges += 1
                 guard response.status == 429 || response.status >= 500, attempt < Self.attempts else { break }
-                pause(Self.backoff(attempt, retryAfter: response.header("retry-after")))
+                try wait(Self.backoff(attempt, retryAfter: response.header("retry-after")))
             }
             let json = try? JSONParser().parse(response.body)
             if response.status == 429 || response.status >= 500 {
@@ -139,6 +158,8 @@ public enum BearerToken {
 
 /// Runs a command (for example `gcloud auth print-access-token`) and uses its output as the token; the token is
 /// kept for `reuse` and fetched again after a 401.
+///
+/// The command runs within the call's cancellation (killed with its process group once it is cancelled).
 public final class CommandTokenProvider: AccessTokenProvider, @unchecked Sendable {
     public let command: String
     private let clock: any Clock
@@ -152,12 +173,16 @@ public final class CommandTokenProvider: AccessTokenProvider, @unchecked Sendabl
         self.reuse = reuse
     }
 
-    public func token(refresh: Bool) throws -> String {
+    public func token(refresh: Bool, cancellation: Cancellation?) throws -> String {
         try lock.withLock {
             let now = clock.now()
             if !refresh, let c = cached, now - c.fetched < reuse { return c.token }
             let run: (status: Int32, output: [UInt8])
-            do { run = try runShell(command) } catch {
+            do throws(ChildProcessError) {
+                run = try runShell(command, cancellation: cancellation)
+            } catch where error.cancelled {
+                throw CredentialsError.command("the access-token command '\(command)' was ended: the call was abandoned")
+            } catch {
                 throw CredentialsError.command("cannot run the access-token command: \(error)")
             }
             let data = run.output

@@ -93,7 +93,7 @@ public final class GoogleAPICaller: @unchecked Sendable {
 
     /// Sends with a bearer token (refreshed once after a 401); with `retry`, retries 429/500/503 answers and
     /// lost connections with back-off. Without `retry`, transport failures are thrown as `TransportError` so that
-    /// the caller can settle them.
+    /// the caller can settle them. `cancellation` reaches every request of the call, the token's included.
     package func send(
         _ method: String, _ url: String, headers: [(String, String)] = [], body: [UInt8]? = nil, permission: String,
         retry: Bool, cancellation: Cancellation? = nil
@@ -102,7 +102,7 @@ public final class GoogleAPICaller: @unchecked Sendable {
         var attempt = 0
         while true {
             attempt += 1
-            let token = try tokens.token(refresh: false)
+            let token = try tokens.token(refresh: false, cancellation: cancellation)
             var all = headers
             all.append(("Authorization", "Bearer \(token)"))
             all.append(("Accept", "application/json"))
@@ -125,7 +125,7 @@ public final class GoogleAPICaller: @unchecked Sendable {
             }
             if response.status == 401, !refreshed {
                 refreshed = true
-                _ = try tokens.token(refresh: true)
+                _ = try tokens.token(refresh: true, cancellation: cancellation)
                 attempt -= 1
                 continue
             }

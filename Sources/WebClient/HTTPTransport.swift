@@ -65,6 +65,13 @@ public struct TransportError: Error, Sendable, CustomStringConvertible {
     }
 
     public var description: String { message }
+
+    /// `request` abandoned before or between its attempts: its cancellation was cancelled.
+    public static func abandoned(_ request: HTTPRequest) -> TransportError {
+        var e = TransportError(.other, "\(request.method) \(request.url): abandoned (cancelled)")
+        e.cancelled = true
+        return e
+    }
 }
 
 /// Sends HTTP requests; the real one is `CurlTransport`.
@@ -243,11 +250,7 @@ public struct CurlTransport: HTTPTransport {
         if request.cancellation?.isCancelled == true { sink.cancelled = true }
         let code = sink.cancelled ? CURLE_ABORTED_BY_CALLBACK : rollout_curl_perform(handle)
         guard code == CURLE_OK else {
-            if sink.cancelled {
-                var e = TransportError(.other, "\(request.method) \(request.url): abandoned (cancelled)")
-                e.cancelled = true
-                throw e
-            }
+            if sink.cancelled { throw TransportError.abandoned(request) }
             if code == CURLE_FILESIZE_EXCEEDED || sink.oversize != nil {
                 let how = sink.oversize == .inflated ? "once inflated" : sink.oversize == .received ? "as received" : "as declared"
                 // An answer arrived: the server acted on the request (a publish may have landed).

@@ -1,3 +1,4 @@
+import FirebaseFake
 import Foundation
 import GoogleDataSources
 import Platform
@@ -94,6 +95,96 @@ struct PullCancellationTests {
         #expect(
             limited.first?.error?.message.contains("gave up") == true, "\(limited.map { String(describing: $0.error) })"
         )
+        #expect(try sources.state("bq")?.lastError?.contains("gave up") == true)
+    }
+
+    /// A store in `dir` with source `bq` (from 30 minutes ago) using `credentials`; its session.
+    static func session(in dir: URL, credentials: SourceConfiguration.Credentials) throws -> RolloutSession {
+        let path = dir.appendingPathComponent("s.db").path
+        let clock = SystemClock()
+        _ = try Wiring.createStore(path: path, seed: "rollout-pull-token", operatorID: "alice@test", clock: clock)
+        let session = try Wiring.session(path: path, operatorID: "alice@test", clock: clock).rolloutSession()
+        let bq = try SourceConfiguration(
+            name: "bq", project: "p", analytics: "p.analytics_1", credentials: credentials, origin: clock.now() - .minutes(30))
+        _ = try session.settingsWritePath().execute(.source(.add(bq)), actor: "alice@test", code: nil)
+        return session
+    }
+
+    /// Whether process `pid` still runs (not gone, not a zombie).
+    static func running(_ pid: Int32) -> Bool {
+        guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+            let close = stat.lastIndex(of: ")")
+        else { return false }
+        return stat[stat.index(close, offsetBy: 2)] != "Z"
+    }
+
+    /// Waits at most `seconds` for `condition`.
+    static func eventually(within seconds: Double, _ condition: () -> Bool) -> Bool {
+        let deadline = Date(timeIntervalSinceNow: seconds)
+        while Date() < deadline {
+            if condition() { return true }
+            usleep(20_000)
+        }
+        return condition()
+    }
+
+    /// The access-token command is part of the pull: a stop kills it (and the `sleep` it started) within about a
+    /// second, and so does the pull's time bound, which gives the pull up, recorded as failed.
+    @Test func aTokenCommandThatDoesNotEndIsKilledByAStopAndByThePullsTimeBound() throws {
+        let dir = try TestSupport.temporaryDirectory("pull-token-command")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let pidFile = dir.appendingPathComponent("sleep.pid").path
+        let silent = try SilentServer()
+        let session = try Self.session(
+            in: dir, credentials: .accessTokenCommand("sleep 30 & echo $! > \(pidFile); wait; echo tok"))
+        var sources = session.sources(environment: ["ROLLOUT_BIGQUERY_URL": silent.origin])
+        @Sendable func sleeper() -> Int32? {
+            Int32((try? String(contentsOfFile: pidFile, encoding: .utf8))?.trimmingCharacters(in: .whitespacesAndNewlines) ?? "")
+        }
+
+        let stop = Cancellation()
+        Thread.detachNewThread {
+            // Stopped once the command runs (its sleep has started), or after 10 s regardless.
+            _ = Self.eventually(within: 10) { sleeper() != nil }
+            stop.cancel()
+        }
+        var start = Date()
+        let stopped = try sources.pull(try sources.due(), stop: stop)
+        #expect(Date().timeIntervalSince(start) < 5, "the pull went on \(Date().timeIntervalSince(start)) s")
+        #expect(stopped.first?.error?.kind == .cancelled, "\(stopped.map { String(describing: $0.error) })")
+        #expect(stopped.first?.error?.message.contains("abandoned: stopped") == true)
+        #expect(try sources.state("bq")?.lastAttempt == nil, "a stopped pull is not a failure of the source")
+        let first = try #require(sleeper())
+        #expect(Self.eventually(within: 5) { !Self.running(first) }, "the command's sleep \(first) survived the stop")
+        #expect(silent.connections == 0, "the query was sent without a token")
+
+        try FileManager.default.removeItem(atPath: pidFile)
+        sources.pullTimeLimit = .seconds(Int64(1))
+        start = Date()
+        let limited = try sources.pullDue()
+        #expect(Date().timeIntervalSince(start) < 5, "the pull went on \(Date().timeIntervalSince(start)) s")
+        #expect(limited.first?.error?.message.contains("gave up") == true, "\(limited.map { String(describing: $0.error) })")
+        #expect(try sources.state("bq")?.lastError?.contains("gave up") == true)
+        let second = try #require(sleeper())
+        #expect(Self.eventually(within: 5) { !Self.running(second) }, "the command's sleep \(second) survived the time bound")
+    }
+
+    /// With a service account, the token exchange is a request of the pull: a token endpoint that does not answer
+    /// is abandoned at the pull's time bound (not after three attempts of 30 s each).
+    @Test func aTokenEndpointThatDoesNotAnswerEndsWithThePullsTimeBound() throws {
+        let fake = try FakeFirebase(tls: true)
+        try fake.fault("delay_before", match: "token", count: 10, seconds: 100)
+        let dir = try TestSupport.temporaryDirectory("pull-token-endpoint")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let session = try Self.session(in: dir, credentials: .serviceAccountFile(fake.keyFile))
+        var sources = session.sources(environment: ["ROLLOUT_BIGQUERY_URL": fake.origin, "CURL_CA_BUNDLE": fake.caFile])
+        sources.pullTimeLimit = .seconds(Int64(2))
+        let start = Date()
+        let limited = try sources.pullDue()
+        let took = Date().timeIntervalSince(start)
+        #expect(took < 5, "the pull went on \(took) s past its bound of 2 s")
+        #expect(limited.first?.error?.kind == .cancelled, "\(limited.map { String(describing: $0.error) })")
+        #expect(limited.first?.error?.message.contains("gave up") == true, "\(limited.map { String(describing: $0.error) })")
         #expect(try sources.state("bq")?.lastError?.contains("gave up") == true)
     }
 }
