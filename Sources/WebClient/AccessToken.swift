@@ -159,13 +159,16 @@ public enum BearerToken {
 /// Runs a command (for example `gcloud auth print-access-token`) and uses its output as the token; the token is
 /// kept for `reuse` and fetched again after a 401.
 ///
-/// The command runs within the call's cancellation (killed with its process group once it is cancelled).
+/// The command runs within the call's cancellation (killed with its process group once it is cancelled), and
+/// its output is read up to `maximumOutputBytes`: a command that prints more is ended and refused.
 public final class CommandTokenProvider: AccessTokenProvider, @unchecked Sendable {
     public let command: String
     private let clock: any Clock
     private let reuse: Instant.Duration
     private let lock = Lock()
     private var cached: (token: String, fetched: Instant)?
+    /// The most output the command may print: an access token is at most a few KB (Google's are 2 KB or less).
+    public static let maximumOutputBytes = 64 << 10
 
     public init(command: String, clock: any Clock, reuse: Instant.Duration = .minutes(10)) {
         self.command = command
@@ -179,9 +182,12 @@ public final class CommandTokenProvider: AccessTokenProvider, @unchecked Sendabl
             if !refresh, let c = cached, now - c.fetched < reuse { return c.token }
             let run: (status: Int32, output: [UInt8])
             do throws(ChildProcessError) {
-                run = try runShell(command, cancellation: cancellation)
+                run = try runShell(command, outputLimit: Self.maximumOutputBytes, cancellation: cancellation)
             } catch where error.cancelled {
                 throw CredentialsError.command("the access-token command '\(command)' was ended: the call was abandoned")
+            } catch where error.outputLimit != nil {
+                throw CredentialsError.command(
+                    "the access-token command '\(command)' printed more than \(Self.maximumOutputBytes >> 10) KiB (an access token is a few KB); refused")
             } catch {
                 throw CredentialsError.command("cannot run the access-token command: \(error)")
             }

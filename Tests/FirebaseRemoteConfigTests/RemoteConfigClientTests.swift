@@ -628,6 +628,20 @@ struct RemoteConfigClientTests {
         }
     }
 
+    /// A token command's output is read up to 64 KiB (a token is a few KB): one that prints a flood is ended and
+    /// refused, its output never held whole.
+    @Test func aTokenCommandThatPrintsAFloodIsRefused() throws {
+        let command = "head -c 100000000 /dev/zero | tr '\\0' a"
+        #expect(
+            throws: CredentialsError.command(
+                "the access-token command '\(command)' printed more than 64 KiB (an access token is a few KB); refused")
+        ) {
+            _ = try CommandTokenProvider(command: command, clock: SystemClock()).token(refresh: false)
+        }
+        let largest = "head -c \(CommandTokenProvider.maximumOutputBytes) /dev/zero | tr '\\0' a"
+        #expect(try CommandTokenProvider(command: largest, clock: SystemClock()).token(refresh: false).utf8.count == 65_536)
+    }
+
     // MARK: Endpoint
 
     @Test func plainHTTPIsAcceptedOnlyForLoopbackHosts() throws {
