@@ -14,22 +14,46 @@ public struct ServiceAccountKey: Sendable {
     public var tokenURI: String
     public var projectID: String?
 
-    /// Reads a key file, refusing one that group or others can read or write (it is a password).
+    /// The largest key file read: a real one is about 2.3 KB (a 2048-bit RSA key in PEM and a few fields).
+    public static let maximumFileBytes = 64 << 10
+
+    /// Reads a key file, refusing one that group or others can read or write (it is a password), one that is not a
+    /// regular file (a FIFO would block the read), and one larger than `maximumFileBytes` (at most one byte more
+    /// is read).
     public static func load(path: String) throws(CredentialsError) -> ServiceAccountKey {
-        var info = stat()
-        guard stat(path, &info) == 0 else {
-            throw .unreadable("cannot read the service-account key file \(path): \(String(cString: strerror(errno)))")
+        func unreadable(_ why: String) -> CredentialsError {
+            .unreadable("cannot read the service-account key file \(path): \(why)")
         }
+        // Without blocking: opening a FIFO for reading would wait for a writer.
+        let fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK)
+        guard fd >= 0 else { throw unreadable(String(cString: strerror(errno))) }
+        defer { close(fd) }
+        var info = stat()
+        guard fstat(fd, &info) == 0 else { throw unreadable(String(cString: strerror(errno))) }
+        guard info.st_mode & S_IFMT == S_IFREG else { throw unreadable("not a regular file") }
         let mode = info.st_mode & 0o777
         guard mode & 0o077 == 0 else {
             throw .loosePermissions(
                 "the service-account key file \(path) is accessible to group or others (mode \(String(mode, radix: 8))); run: chmod 600 \(path)"
             )
         }
-        guard let data = FileManager.default.contents(atPath: path) else {
-            throw .unreadable("cannot read the service-account key file \(path)")
+        let tooLarge = CredentialsError.invalid(
+            "the service-account key file \(path) is larger than \(maximumFileBytes >> 10) KiB (a key file is a few KB); refused")
+        guard info.st_size <= maximumFileBytes else { throw tooLarge }
+        // The size may change after fstat: the read stops one byte past the limit whatever the file holds by then.
+        var data = [UInt8](repeating: 0, count: maximumFileBytes + 1)
+        var count = 0
+        while count < data.count {
+            let n = data.withUnsafeMutableBytes { read(fd, $0.baseAddress! + count, $0.count - count) }
+            if n < 0 {
+                if errno == EINTR || errno == EAGAIN { continue }
+                throw unreadable(String(cString: strerror(errno)))
+            }
+            if n == 0 { break }
+            count += n
         }
-        return try parse(String(decoding: data, as: UTF8.self), source: path)
+        guard count <= maximumFileBytes else { throw tooLarge }
+        return try parse(String(decoding: data[..<count], as: UTF8.self), source: path)
     }
 
     /// Parses the JSON of a key file (`source` names it in errors).

@@ -615,6 +615,34 @@ struct RemoteConfigClientTests {
         #expect(try ServiceAccountKey.load(path: fake.keyFile).clientEmail == fake.email)
     }
 
+    /// A key file is read up to 64 KiB (a real one is about 2.3 KB): a larger one is refused naming the limit,
+    /// without being read whole (a sparse 1 GiB file is refused at once); a key padded to the limit is read.
+    /// A FIFO is refused without waiting for a writer.
+    @Test func keyFilesLargerThanTheLimitAreRefused() throws {
+        let fake = try FakeFirebase()
+        let key = try String(contentsOfFile: fake.keyFile, encoding: .utf8)
+        let padded = fake.directory.appendingPathComponent("padded.json").path
+        func write(_ text: String) throws {
+            FileManager.default.createFile(atPath: padded, contents: Data(text.utf8), attributes: [.posixPermissions: 0o600])
+        }
+        try write(key + String(repeating: " ", count: ServiceAccountKey.maximumFileBytes - key.utf8.count))
+        #expect(try ServiceAccountKey.load(path: padded).clientEmail == fake.email)
+        try write(key + String(repeating: " ", count: ServiceAccountKey.maximumFileBytes + 1 - key.utf8.count))
+        let refusal = CredentialsError.invalid(
+            "the service-account key file \(padded) is larger than 64 KiB (a key file is a few KB); refused")
+        #expect(throws: refusal) { _ = try ServiceAccountKey.load(path: padded) }
+        #expect(truncate(padded, 1 << 30) == 0)
+        let start = Date()
+        #expect(throws: refusal) { _ = try ServiceAccountKey.load(path: padded) }
+        #expect(Date().timeIntervalSince(start) < 1)
+        // A FIFO is refused as it was, without waiting for a writer.
+        let fifo = fake.directory.appendingPathComponent("fifo.json").path
+        #expect(mkfifo(fifo, 0o600) == 0)
+        #expect(throws: CredentialsError.unreadable("cannot read the service-account key file \(fifo): not a regular file")) {
+            _ = try ServiceAccountKey.load(path: fifo)
+        }
+    }
+
     @Test func theCommandTokenIsUsedAsTheBearer() throws {
         let fake = try FakeFirebase()
         let token = try ServiceAccountTokenProvider(
