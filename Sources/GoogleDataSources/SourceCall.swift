@@ -49,7 +49,9 @@ public final class SourceCaller: @unchecked Sendable {
     /// Checked before each attempt, ends a wait early and aborts a transfer in flight: the pull then fails as
     /// `.cancelled`. Set by whoever runs the pull (the headless loop's stop, a pull's time bound).
     public var cancellation: Cancellation?
-    /// The longest answer accepted (WebClient's transport also bounds what it receives).
+    /// The most one answer of a source may hold, once inflated; past it the answer is refused as it arrives. The
+    /// sources' transport is made with it as its own limit. A pull's answer is far smaller: 60 minutes of a fleet
+    /// at a million events a minute are 2,520 rows, about 300 KB, and a query is at most 1,000,000 rows.
     public static let maximumAnswerBytes = 32 << 20
     /// Bytes received so far (what `source test` and the bench report).
     public private(set) var bytesReceived = 0
@@ -72,8 +74,16 @@ public final class SourceCaller: @unchecked Sendable {
         self.random = random
     }
 
-    /// Sends and returns the answer's JSON object; retries what the backoff allows.
+    /// Sends and returns the answer's JSON object; retries what the backoff allows. An answer larger than
+    /// `maximumAnswerBytes` is refused as it arrives, a bad answer naming the limit.
     public func call(_ method: String, _ url: String, body: JSONValue? = nil, what: String) throws(SourceError) -> JSONValue {
+        let limit = Self.maximumAnswerBytes
+        // The limit the answer crossed, as the transport says it (a transport made with another limit shows).
+        func tooLarge(_ how: TransportError.Oversize, at crossed: Int) -> SourceError {
+            SourceError(
+                .badAnswer, source: source,
+                "\(what): the answer is larger than \(TransportError.size(crossed)) \(how.rawValue); refused")
+        }
         var attempt = 0
         while true {
             attempt += 1
@@ -89,7 +99,7 @@ public final class SourceCaller: @unchecked Sendable {
                 throw cancelledError(what)
             } catch let e as TransportError where e.oversized {
                 // Asking again would fetch the same flood: a bad answer, named, nothing kept.
-                throw SourceError(.badAnswer, source: source, "\(what): \(e.message)")
+                throw tooLarge(e.oversize ?? .asReceived, at: e.limit ?? limit)
             } catch let e as TransportError where e.isTransient && attempt < backoff.attempts {
                 wait(backoff.delay(retry: attempt, retryAfter: nil, now: clock.now(), random: random()))
                 continue
@@ -110,9 +120,8 @@ public final class SourceCaller: @unchecked Sendable {
                     .unavailable, source: source,
                     "\(what): HTTP \(answer.status) \(Self.message(answer)) after \(attempt) attempts")
             }
-            guard answer.body.count <= Self.maximumAnswerBytes else {
-                throw SourceError(.badAnswer, source: source, "\(what): the answer is larger than \(Self.maximumAnswerBytes >> 20) MiB")
-            }
+            // A transport that does not bound what it receives (recorded answers) is held to the same limit.
+            guard answer.body.count <= limit else { throw tooLarge(.asReceived, at: limit) }
             switch answer.status {
             case 200: break
             case 401, 403:

@@ -86,7 +86,8 @@ public struct SessionSources {
         if let recorded {
             return SourceCaller(source: c.name, project: c.project, tokens: RecordedAnswers.Token(), transport: recorded, clock: clock)
         }
-        let transport = CurlTransport(caFile: CurlTransport.caFile(environment: environment))
+        let transport = CurlTransport(
+            caFile: CurlTransport.caFile(environment: environment), bodyLimit: SourceCaller.maximumAnswerBytes)
         let tokens: any AccessTokenProvider
         switch c.credentials {
         case .accessTokenCommand(let command): tokens = CommandTokenProvider(command: command, clock: clock)

@@ -51,8 +51,19 @@ public struct TransportError: Error, Sendable, CustomStringConvertible {
     public enum Kind: Sendable { case timedOut, connectionLost, cannotConnect, untrusted, invalidRequest, other }
     public var kind: Kind
     public var message: String
-    /// The answer was larger than the transport's limit (refused, its body not kept): a bad answer, not a lost one.
-    public var oversized = false
+    /// How an answer larger than the limit was seen: its length as declared, its bytes as received, or its body
+    /// once inflated.
+    public enum Oversize: String, Sendable { case asDeclared = "as declared", asReceived = "as received", onceInflated = "once inflated" }
+    /// The answer was larger than the limit (refused, its body not kept): a bad answer, not a lost one.
+    public var oversize: Oversize?
+    public var oversized: Bool { oversize != nil }
+    /// The limit an oversized answer crossed, in bytes.
+    public var limit: Int?
+
+    /// A limit in words: whole MiB as `16 MiB`, else in bytes.
+    public static func size(_ bytes: Int) -> String {
+        bytes > 0 && bytes % (1 << 20) == 0 ? "\(bytes >> 20) MiB" : "\(bytes) bytes"
+    }
     /// The request's `cancellation` ended the exchange (a stop, a deadline): nothing to retry.
     public var cancelled = false
     public var mayHaveArrived: Bool { kind == .timedOut || kind == .connectionLost || kind == .other }
@@ -89,8 +100,9 @@ public protocol HTTPTransport: Sendable {
 public struct CurlTransport: HTTPTransport {
     private static let loaded: Int32 = rollout_curl_load()
 
-    /// The largest answer accepted (16 MiB): Remote Config templates are limited to 1 MB of JSON, and a page of
-    /// `listVersions` or a token answer is far smaller.
+    /// The largest answer the Firebase clients accept (16 MiB): a Remote Config template is at most 8 MiB of JSON
+    /// here (and 1 MB at Firebase), and a page of `listVersions` or a token answer is far smaller. The telemetry
+    /// sources make theirs with `SourceCaller.maximumAnswerBytes`.
     public static let defaultBodyLimit = 16 << 20
 
     /// A PEM bundle of the certificate authorities to trust instead of the system's (tests, private proxies).
@@ -141,7 +153,8 @@ public struct CurlTransport: HTTPTransport {
             throw TransportError(.cannotConnect, "libcurl could not create a handle")
         }
         defer { rollout_curl_cleanup(handle) }
-        let sink = Sink(limit: bodyLimit)
+        let limit = bodyLimit
+        let sink = Sink(limit: limit)
         sink.cancellation = request.cancellation
         let context = Unmanaged.passUnretained(sink).toOpaque()
         var list: UnsafeMutablePointer<curl_slist>? = nil
@@ -170,7 +183,7 @@ public struct CurlTransport: HTTPTransport {
         if let caFile { check(rollout_curl_set_string(handle, CURLOPT_CAINFO, caFile)) }
         check(rollout_curl_set_pointer(handle, CURLOPT_ERRORBUFFER, errorText))
         // A declared length over the limit is refused before the body; the rest is counted as it arrives.
-        check(rollout_curl_set_offset(handle, CURLOPT_MAXFILESIZE_LARGE, curl_off_t(bodyLimit)))
+        check(rollout_curl_set_offset(handle, CURLOPT_MAXFILESIZE_LARGE, curl_off_t(limit)))
         check(rollout_curl_set_long(handle, CURLOPT_NOPROGRESS, 0))
         check(
             rollout_curl_set_progress(handle) { context, _, received, _, _ in
@@ -252,12 +265,14 @@ public struct CurlTransport: HTTPTransport {
         guard code == CURLE_OK else {
             if sink.cancelled { throw TransportError.abandoned(request) }
             if code == CURLE_FILESIZE_EXCEEDED || sink.oversize != nil {
-                let how = sink.oversize == .inflated ? "once inflated" : sink.oversize == .received ? "as received" : "as declared"
+                let how: TransportError.Oversize =
+                    sink.oversize == .inflated ? .onceInflated : sink.oversize == .received ? .asReceived : .asDeclared
                 // An answer arrived: the server acted on the request (a publish may have landed).
                 var e = TransportError(
                     .other,
-                    "\(request.method) \(request.url): the answer is larger than \(bodyLimit >> 20) MiB \(how); refused")
-                e.oversized = true
+                    "\(request.method) \(request.url): the answer is larger than \(TransportError.size(limit)) \(how.rawValue); refused")
+                e.oversize = how
+                e.limit = limit
                 throw e
             }
             let detail = String(cString: errorText)

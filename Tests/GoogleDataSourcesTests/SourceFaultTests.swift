@@ -171,9 +171,10 @@ struct SourceFaultTests {
         #expect(try monitor.status().assessment.context.sourceSilences.isEmpty)
     }
 
-    /// A bad answer from any of the three APIs (not JSON, a flood past the transport's limit as sent, as declared or
-    /// once inflated) fails the pull as a bad answer naming the source and what was asked, writes no counter, and is
-    /// not asked again (a flood would come again); the store's counters and batches are unchanged.
+    /// A bad answer from any of the three APIs (not JSON, a flood past the limit of an answer, 32 MiB as README
+    /// says, as sent, as declared or once inflated) fails the pull as a bad answer naming the source, what was
+    /// asked and the limit, writes no counter, and is not asked again (a flood would come again); the store's
+    /// counters and batches are unchanged.
     @Test(arguments: ["invalid_json", "giant_body", "declared_giant", "gzip_bomb"])
     func aBadAnswerFailsThePullAndWritesNothing(_ fault: String) throws {
         let fake = try FakeFirebase(tls: true)
@@ -226,7 +227,9 @@ struct SourceFaultTests {
             #expect(try sources.state(name)?.lastError == r.error?.message)
             // How the flood was seen: a plain body "as received", never "once inflated" (it was not compressed).
             if let how = ["giant_body": "as received", "declared_giant": "as declared", "gzip_bomb": "once inflated"][fault] {
-                #expect(r.error?.message.hasSuffix("MiB \(how); refused") == true, "\(String(describing: r.error))")
+                #expect(
+                    r.error?.message.hasSuffix("the answer is larger than 32 MiB \(how); refused") == true,
+                    "\(String(describing: r.error))")
             }
             try fake.clearFaults()
         }
