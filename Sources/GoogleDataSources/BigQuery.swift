@@ -56,7 +56,9 @@ public struct QueryResult: Sendable {
 /// `{f: [{v}]}` with every scalar a string. A repeated page token, a later page without rows that still names a next
 /// page, more than `maximumPages` pages, a row of the wrong width, a schema other than the one asked for or more
 /// than `maximumRows` rows is a bad answer: the pull fails and nothing is written. A job that reports `errors`
-/// fails the pull, complete or not.
+/// fails the pull, complete or not. All the answers of one query together (its polls and pages) may hold
+/// `SourceCaller.maximumAnswerBytes`: each call may receive what is left of it, and is refused as it arrives past
+/// that; each row is handed to the caller's check as its page is read, so a bad row fails the pull at its page.
 public final class BigQueryClient: @unchecked Sendable {
     public let origin: String
     public let project: String
@@ -90,9 +92,24 @@ public final class BigQueryClient: @unchecked Sendable {
 
     var base: String { origin + "/bigquery/v2/projects/" + percentEncoded(project, keeping: "-._~:") }
 
-    /// Runs `sql` and returns every row; `columns` are the names the result must have, in order.
-    public func query(_ sql: String, parameters: [QueryParameter], columns: [String]) throws(SourceError) -> QueryResult {
+    /// Runs `sql` and returns every row; `columns` are the names the result must have, in order. `check` sees each
+    /// row (and its number) as its page is read; what it throws fails the query there.
+    public func query(
+        _ sql: String, parameters: [QueryParameter], columns: [String],
+        check: ((_ row: [String?], _ index: Int) throws(SourceError) -> Void)? = nil
+    ) throws(SourceError) -> QueryResult {
         let source = call.source
+        // The bytes of the query's answers so far, and how many: every answer may hold what is left of the limit.
+        var received = 0
+        var answers = 0
+        func ask(_ method: String, _ url: String, body: JSONValue? = nil, what: String) throws(SourceError) -> JSONValue {
+            let before = call.bytesReceived
+            defer {
+                received += call.bytesReceived - before
+                answers += 1
+            }
+            return try call.call(method, url, body: body, what: what, earlier: answers == 0 ? nil : (received, answers))
+        }
         func bad(_ field: String, _ reason: String) -> SourceError {
             SourceError(.badAnswer, source: source, "BigQuery's answer: \(field) \(reason)")
         }
@@ -105,7 +122,7 @@ public final class BigQueryClient: @unchecked Sendable {
         if let location { members.append(("location", .string(location))) }
         let request = JSONObject(members)
         let start = clock.now()
-        var answer = try call.call("POST", base + "/queries", body: .object(request), what: "BigQuery jobs.query")
+        var answer = try ask("POST", base + "/queries", body: .object(request), what: "BigQuery jobs.query")
         guard let job = answer["jobReference"]?["jobId"]?.stringValue, !job.isEmpty else {
             throw bad("jobReference.jobId", "is missing")
         }
@@ -139,7 +156,7 @@ public final class BigQueryClient: @unchecked Sendable {
             pollWait = min(pollWait * 2, longestPollWait)
             polls += 1
             asked = clock.now()
-            answer = try call.call("GET", resultsURL(nil), what: "BigQuery jobs.getQueryResults")
+            answer = try ask("GET", resultsURL(nil), what: "BigQuery jobs.getQueryResults")
         }
         guard let fields = answer["schema"]?["fields"]?.arrayValue else { throw bad("schema.fields", "is missing") }
         let names = fields.map { $0["name"]?.stringValue ?? "" }
@@ -166,6 +183,7 @@ public final class BigQueryClient: @unchecked Sendable {
                     guard let s = v.stringValue else { throw bad("rows[\(rows.count)].f[\(c)].v (\(columns[c]))", "is \(v.kindName), not a string") }
                     out.append(s)
                 }
+                try check?(out, rows.count)
                 rows.append(out)
                 guard rows.count <= total else { throw bad("rows", "hold more than totalRows (\(total))") }
             }
@@ -178,7 +196,7 @@ public final class BigQueryClient: @unchecked Sendable {
             }
             guard pages < maximumPages else { throw bad("pageToken", "names a page past the \(maximumPages) accepted") }
             guard clock.now() - start < deadline else { throw outOfTime("was still paging (pageToken after page \(pages))") }
-            answer = try call.call("GET", resultsURL(token), what: "BigQuery jobs.getQueryResults")
+            answer = try ask("GET", resultsURL(token), what: "BigQuery jobs.getQueryResults")
             if answer["jobComplete"]?.boolValue == false { throw bad("jobComplete", "is false on a later page") }
         }
         guard rows.count == total else { throw bad("rows", "hold \(rows.count) rows, totalRows says \(total)") }

@@ -154,11 +154,29 @@ public enum ExportAggregation {
     /// only in spelling (`appAttest`, `app_attest`) are one key, their counts added; a count, or a key's sum, past
     /// `PullLedger.maximumCount` is a bad answer.
     public static func counts(_ result: QueryResult, plan: PullPlan, source: String) throws(SourceError) -> [AggregateKey: Int64] {
-        var out: [AggregateKey: Int64] = [:]
-        out.reserveCapacity(result.rows.count)
-        var seen: Set<[String?]> = []
-        seen.reserveCapacity(result.rows.count)
-        for (i, row) in result.rows.enumerated() {
+        var counter = Counter(plan: plan, source: source, expectedRows: result.rows.count)
+        for (i, row) in result.rows.enumerated() { try counter.add(row, index: i) }
+        return counter.counts
+    }
+
+    /// `counts`, a row at a time: what a pull checks as each page arrives, so that a bad row fails the pull at its
+    /// page, before the pages after it are asked for.
+    public struct Counter {
+        public let plan: PullPlan
+        public let source: String
+        public private(set) var counts: [AggregateKey: Int64] = [:]
+        private var seen: Set<[String?]> = []
+
+        public init(plan: PullPlan, source: String, expectedRows: Int = 0) {
+            self.plan = plan
+            self.source = source
+            counts.reserveCapacity(expectedRows)
+            seen.reserveCapacity(expectedRows)
+        }
+
+        /// Adds row number `i` of the answer (its cells in `ExportAggregation.columns` order).
+        public mutating func add(_ row: [String?], index i: Int) throws(SourceError) {
+            let source = self.source
             func field(_ c: Int) throws(SourceError) -> String {
                 guard let v = row[c] else {
                     throw SourceError(.badAnswer, source: source, "row \(i): \(columns[c]) is null")
@@ -188,12 +206,11 @@ public enum ExportAggregation {
             guard seen.insert(Array(row.prefix(5))).inserted else {
                 throw SourceError(.badAnswer, source: source, "row \(i): \(key) comes twice")
             }
-            guard PullLedger.add(n, to: &out, at: key) else {
+            guard PullLedger.add(n, to: &counts, at: key) else {
                 throw SourceError(
                     .badAnswer, source: source, "row \(i): n: the rows of \(key) add up to more than \(PullLedger.maximumCount)")
             }
         }
-        return out
     }
 }
 
@@ -213,10 +230,13 @@ public final class BigQuerySource: @unchecked Sendable {
 
     public func pull(_ plan: PullPlan) throws(SourceError) -> SourcePull {
         let before = client.call.bytesReceived
+        // Each row is checked as its page arrives: a bad one fails the pull before the next page is asked for.
+        var counter = ExportAggregation.Counter(plan: plan, source: name)
         let result = try client.query(
             ExportAggregation.sql(tables), parameters: ExportAggregation.parameters(plan: plan, origin: origin),
-            columns: ExportAggregation.columns)
-        let counts = try ExportAggregation.counts(result, plan: plan, source: name)
+            columns: ExportAggregation.columns
+        ) { (row, i) throws(SourceError) in try counter.add(row, index: i) }
+        let counts = counter.counts
         var note = "\(result.rows.count) rows in \(result.pages) page(s)"
         if let b = result.bytesProcessed { note += ", \(b) bytes processed" }
         return SourcePull(

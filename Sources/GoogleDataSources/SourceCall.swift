@@ -49,8 +49,9 @@ public final class SourceCaller: @unchecked Sendable {
     /// Checked before each attempt, ends a wait early and aborts a transfer in flight: the pull then fails as
     /// `.cancelled`. Set by whoever runs the pull (the headless loop's stop, a pull's time bound).
     public var cancellation: Cancellation?
-    /// The most one answer of a source may hold, once inflated; past it the answer is refused as it arrives. The
-    /// sources' transport is made with it as its own limit. A pull's answer is far smaller: 60 minutes of a fleet
+    /// The most one answer of a source may hold, once inflated, and the most all the answers of one BigQuery query
+    /// may hold together (its polls and pages: `BigQueryClient.query`); past it the answer is refused as it arrives.
+    /// The sources' transport is made with it as its own limit. A pull's answer is far smaller: 60 minutes of a fleet
     /// at a million events a minute are 2,520 rows, about 300 KB, and a query is at most 1,000,000 rows.
     public static let maximumAnswerBytes = 32 << 20
     /// Bytes received so far (what `source test` and the bench report).
@@ -74,15 +75,23 @@ public final class SourceCaller: @unchecked Sendable {
         self.random = random
     }
 
-    /// Sends and returns the answer's JSON object; retries what the backoff allows. An answer larger than
-    /// `maximumAnswerBytes` is refused as it arrives, a bad answer naming the limit.
-    public func call(_ method: String, _ url: String, body: JSONValue? = nil, what: String) throws(SourceError) -> JSONValue {
-        let limit = Self.maximumAnswerBytes
+    /// Sends and returns the answer's JSON object; retries what the backoff allows.
+    ///
+    /// The answer may hold `maximumAnswerBytes`, less `earlier.bytes` when the call continues an answer whose
+    /// earlier parts count against the same limit (a BigQuery query's polls and pages); past that it is refused as
+    /// it arrives, a bad answer naming the limit.
+    public func call(
+        _ method: String, _ url: String, body: JSONValue? = nil, what: String, earlier: (bytes: Int, answers: Int)? = nil
+    ) throws(SourceError) -> JSONValue {
+        let limit = max(0, Self.maximumAnswerBytes - (earlier?.bytes ?? 0))
         // The limit the answer crossed, as the transport says it (a transport made with another limit shows).
         func tooLarge(_ how: TransportError.Oversize, at crossed: Int) -> SourceError {
-            SourceError(
+            let rest = earlier.map {
+                ", what is left of the \(Self.maximumAnswerBytes >> 20) MiB a query's answers may hold after its \($0.answers) earlier answer(s) (\($0.bytes) bytes)"
+            }
+            return SourceError(
                 .badAnswer, source: source,
-                "\(what): the answer is larger than \(TransportError.size(crossed)) \(how.rawValue); refused")
+                "\(what): the answer is larger than \(TransportError.size(crossed)) \(how.rawValue)\(rest ?? ""); refused")
         }
         var attempt = 0
         while true {
@@ -93,7 +102,7 @@ public final class SourceCaller: @unchecked Sendable {
                 answer = try caller.send(
                     method, url, headers: body == nil ? [] : [("Content-Type", "application/json")],
                     body: body.map { Array($0.compactText.utf8) }, permission: what, retry: false,
-                    cancellation: cancellation
+                    cancellation: cancellation, answerLimit: limit
                 ).response
             } catch let e as TransportError where e.cancelled {
                 throw cancelledError(what)

@@ -93,10 +93,11 @@ public final class GoogleAPICaller: @unchecked Sendable {
 
     /// Sends with a bearer token (refreshed once after a 401); with `retry`, retries 429/500/503 answers and
     /// lost connections with back-off. Without `retry`, transport failures are thrown as `TransportError` so that
-    /// the caller can settle them. `cancellation` reaches every request of the call, the token's included.
+    /// the caller can settle them. `cancellation` reaches every request of the call, the token's included;
+    /// `answerLimit` bounds the answer (not the token's).
     package func send(
         _ method: String, _ url: String, headers: [(String, String)] = [], body: [UInt8]? = nil, permission: String,
-        retry: Bool, cancellation: Cancellation? = nil
+        retry: Bool, cancellation: Cancellation? = nil, answerLimit: Int? = nil
     ) throws -> Answer {
         var refreshed = false
         var attempt = 0
@@ -109,6 +110,7 @@ public final class GoogleAPICaller: @unchecked Sendable {
             all.append(("X-Goog-User-Project", project))
             var request = HTTPRequest(method: method, url: url, headers: all, body: body, timeout: policy.timeout)
             request.cancellation = cancellation
+            request.answerLimit = answerLimit
             let response: HTTPResponse
             do {
                 response = try transport.send(request)

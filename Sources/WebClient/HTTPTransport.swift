@@ -14,6 +14,9 @@ public struct HTTPRequest: Sendable {
     public var timeout: Instant.Duration
     /// Once cancelled, the exchange is abandoned where it is (a `TransportError` with `cancelled`).
     public var cancellation: Cancellation?
+    /// The most this answer may hold, when less than the transport's own limit (what is left of a limit on
+    /// several answers together); refused as it arrives past it.
+    public var answerLimit: Int?
 
     public init(
         method: String, url: String, headers: [(String, String)] = [], body: [UInt8]? = nil, timeout: Instant.Duration
@@ -95,8 +98,9 @@ public protocol HTTPTransport: Sendable {
 ///
 /// TLS is always verified, peer and host name (libcurl's defaults, set explicitly so no build or environment
 /// turns them off), against the system's CA store or `caFile`. Proxies come from libcurl's own variables
-/// (`HTTPS_PROXY`, `ALL_PROXY`, `NO_PROXY`). An answer larger than `bodyLimit` bytes, as received or once
-/// inflated, is refused as it arrives: neither a giant body nor a gzip bomb grows the process past the limit.
+/// (`HTTPS_PROXY`, `ALL_PROXY`, `NO_PROXY`). An answer larger than `bodyLimit` bytes (or the request's smaller
+/// `answerLimit`), as received or once inflated, is refused as it arrives: neither a giant body nor a gzip bomb
+/// grows the process past the limit.
 public struct CurlTransport: HTTPTransport {
     private static let loaded: Int32 = rollout_curl_load()
 
@@ -153,7 +157,7 @@ public struct CurlTransport: HTTPTransport {
             throw TransportError(.cannotConnect, "libcurl could not create a handle")
         }
         defer { rollout_curl_cleanup(handle) }
-        let limit = bodyLimit
+        let limit = min(bodyLimit, request.answerLimit ?? .max)
         let sink = Sink(limit: limit)
         sink.cancellation = request.cancellation
         let context = Unmanaged.passUnretained(sink).toOpaque()

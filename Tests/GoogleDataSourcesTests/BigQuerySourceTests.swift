@@ -302,6 +302,51 @@ struct BigQuerySourceTests {
         #expect(try fake.control("GET", "/_fake/data/stats")["pages"]?.numberValue?.int64 ?? 0 <= 3)
     }
 
+    /// An answer whose pages are each far below the limit but hold more than 32 MiB together (120 hours of the
+    /// benchmark's aggregation, about 300,000 rows) is refused as the page that crosses the limit arrives: a bad
+    /// answer naming the limit and the earlier pages, not a pull that holds every page first. What was received
+    /// stays within the limit, and the pages after the refused one are never asked for.
+    @Test func anAnswerLargerThan32MiBInAllItsPagesIsRefusedAsItArrives() throws {
+        let fake = try FakeFirebase(tls: true)
+        try fake.control("POST", "/_fake/data/options", ["synthetic_per_minute": 10_000_000])
+        let source = try FakeBigQuery(fake: fake, clock: ManualClock(Self.now)).source(origin: Self.now - .hours(120))
+        source.client.pageRows = 10_000
+        let plan = PullPlan(now: Self.now, watermark: nil, origin: source.origin, overlap: .minutes(10))
+        let e = try #require(Self.failure(source, plan))
+        #expect(e.kind == .badAnswer, "\(e)")
+        // The fake compresses its answers: the page is refused once inflated.
+        #expect(
+            e.message.hasPrefix("BigQuery jobs.getQueryResults: the answer is larger than ")
+                && e.message.contains(" once inflated, what is left of the 32 MiB a query's answers may hold after its "),
+            "\(e)")
+        #expect(source.client.call.bytesReceived <= SourceCaller.maximumAnswerBytes)
+        #expect(source.client.call.bytesReceived > SourceCaller.maximumAnswerBytes - (4 << 20), "every page but the last was read")
+        let stats = try fake.control("GET", "/_fake/data/stats")
+        let served = stats["rows_served"]?.numberValue?.int64 ?? 0
+        #expect(served < 300_000 && served > 200_000, "\(stats)")
+    }
+
+    /// Rows are checked as each page arrives: a row `ingest` would refuse (a cohort that is not enabled, control or
+    /// none) on the first page fails the pull there, naming the row, and no later page is asked for.
+    @Test func aBadRowFailsThePullAtItsPage() throws {
+        let fake = try FakeFirebase(tls: true)
+        var fleet = ExportFleet(seed: 8, installations: 80, minutes: 10)
+        let t = ExportFleet.start.microseconds
+        fleet.rows.append(
+            [
+                "event_date": .string(ExportFleet.day(t)), "event_timestamp": .number(JSONNumber(t)),
+                "event_name": "session_start", "user_pseudo_id": "pseudo-beta", "platform": "IOS",
+                "event_params": [ExportFleet.param("AppAttestCohort", string: "beta")], "user_properties": [],
+            ])
+        try fleet.load(into: fake)
+        try fake.control("POST", "/_fake/data/options", ["page_rows": 2])
+        let source = try FakeBigQuery(fake: fake, clock: ManualClock(Self.now)).source()
+        let plan = PullPlan(now: Self.now, watermark: nil, origin: source.origin, overlap: .minutes(10))
+        let e = try #require(Self.failure(source, plan))
+        #expect(e.kind == .badAnswer && e.message.hasPrefix("row 0: cohort: 'beta' is not enabled"), "\(e)")
+        #expect(try fake.control("GET", "/_fake/data/stats")["pages"]?.numberValue?.int64 == 1)
+    }
+
     /// Pages past `maximumPages`, and pages still coming when the pull's deadline has passed, fail the pull
     /// naming pageToken.
     @Test func pagingStopsAtThePageBoundAndTheDeadline() throws {
