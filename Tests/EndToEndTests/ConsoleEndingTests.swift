@@ -26,22 +26,38 @@ struct ConsoleEndingTests {
         #expect(try session.exitStatus(timeout: 10) == 129)
     }
 
+    /// A console at 10% whose confirmed nudge to 9% waits for the store's write lock, held by another connection.
+    fileprivate static func publishWaitingForTheLock() throws -> (Fixture, TerminalSession, StoreWriteLock) {
+        let f = try Fixture()
+        try #require(f.cli("set", "10", "--reason", "start").status == 0)
+        let session = try f.console(width: 100, height: 30)
+        do {
+            try session.waitFor("<= 10")
+            try session.press("-")
+            try session.waitFor("Confirm: nudge -1 point")
+            let lock = try StoreWriteLock(f.store)
+            do {
+                try session.press("Tab", "Enter")
+                try session.waitFor("waiting for the store")
+                return (f, session, lock)
+            } catch {
+                lock.release()
+                throw error
+            }
+        } catch {
+            session.close()
+            throw error
+        }
+    }
+
     /// A publish waiting for the store's write lock (another process holds it; the store waits up to its 10 s busy
     /// timeout) leaves the input thread free: the screen follows a resize at once, keys typed meanwhile are dropped
     /// as the publishing dialog says (Esc q does not quit once the publish answers), and the publish lands when the
     /// lock is free.
     @Test func aPublishWaitingForTheWriteLockLeavesTheScreenLiveAndDropsKeys() throws {
-        let f = try Fixture()
-        try #require(f.cli("set", "10", "--reason", "start").status == 0)
-        let session = try f.console(width: 100, height: 30)
+        let (f, session, lock) = try Self.publishWaitingForTheLock()
         defer { session.close() }
-        try session.waitFor("<= 10")
-        try session.press("-")
-        try session.waitFor("Confirm: nudge -1 point")
-        let lock = try StoreWriteLock(f.store)
         defer { lock.release() }
-        try session.press("Tab", "Enter")
-        try session.waitFor("waiting for the store")
         try session.press("Escape", "q")
         let live = try Self.expectLive(session, for: 2.5)
         #expect(live.contains("waiting for the store"), "\(live)")
@@ -58,17 +74,9 @@ struct ConsoleEndingTests {
     /// Ctrl-C while a publish waits for the store's write lock ends the console at once with 130, the terminal
     /// restored; nothing is published.
     @Test func ctrlCWhileAPublishWaitsForTheWriteLockExits130AtOnce() throws {
-        let f = try Fixture()
-        try #require(f.cli("set", "10", "--reason", "start").status == 0)
-        let session = try f.console(width: 100, height: 30)
+        let (f, session, lock) = try Self.publishWaitingForTheLock()
         defer { session.close() }
-        try session.waitFor("<= 10")
-        try session.press("-")
-        try session.waitFor("Confirm: nudge -1 point")
-        let lock = try StoreWriteLock(f.store)
         defer { lock.release() }
-        try session.press("Tab", "Enter")
-        try session.waitFor("waiting for the store")
         try Self.expectLive(session, for: 2.5)
         try session.press("C-c")
         #expect(try session.exitStatus(timeout: 3) == 130)
