@@ -6,6 +6,7 @@ import Monitoring
 import Rollout
 import SQLiteStore
 import Telemetry
+import TelemetrySources
 import Timekeeping
 
 /// The one headless loop of `rollout watch` and `rollout plan run`.
@@ -19,10 +20,12 @@ import Timekeeping
 /// Before a look, the telemetry sources that are due are pulled (`run(sources:)`), so that the look judges what
 /// they landed. A pull may wait on the network for minutes (timeouts, `Retry-After`), so it never stands between
 /// the store's data and the loop's acts: when pulls are due, the loop first looks at the store as it is (auto-kill,
-/// the plan, `until`; reported, not counted in `looks`), then pulls. A stop signal abandons a pull where it is (its
-/// waits end, a transfer in flight is aborted, nothing of it lands: a pull commits its batch in one transaction or
-/// not at all) and ends the loop without a further look; a pull that runs past `SessionSources.pullTimeLimit` is
-/// given up (recorded as failed, tried again at its next interval).
+/// the plan, `until`; reported, not counted in `looks`), then pulls, each source on a thread of its own, and looks
+/// again as each pull lands and every `interval` while others are still in flight: a source that hangs holds up
+/// neither the other sources nor the loop. A stop signal abandons the pulls where they are (their waits end, a
+/// transfer in flight is aborted, an access-token command is killed, nothing of them lands: a pull commits its batch
+/// in one transaction or not at all) and ends the loop without a further look; a pull that runs past
+/// `SessionSources.pullTimeLimit` is given up (recorded as failed, tried again at its next interval).
 public final class HeadlessLoop {
     /// What one look saw and did.
     public struct Look: Sendable {
@@ -108,9 +111,13 @@ public final class HeadlessLoop {
     /// Looks every `interval` wall seconds until a signal, `looks` looks or `until`; returns the last look (nil
     /// when stopped before the first).
     ///
-    /// With `sources`, before each look every source whose interval has passed is pulled (with `pullAllFirst`,
-    /// every source before the first look: `rollout follow`), each pull's report handed to `pulled`; a look of the
-    /// store as it is comes before the pulls.
+    /// With `sources`, every source whose interval has passed is pulled (with `pullAllFirst`, every source before
+    /// the first look: `rollout follow`), each pull's report handed to `pulled`; a look of the store as it is comes
+    /// before the pulls. The pulls run side by side, each on a thread of its own, so that a source that hangs holds
+    /// up neither the others nor the loop: while pulls are in flight, the loop looks as each one ends and at least
+    /// every `interval` (those looks are reported, not counted in `looks`), and pulls again a source whose interval
+    /// has passed; the look after the pulls, counted, comes once all have ended. Whatever ends the loop abandons the
+    /// pulls still in flight and waits for them to end (each does within about a second; the wait gives up after 10 s).
     @discardableResult
     public func run(
         interval: Double, looks: Int?, report: (Look) -> Void, until: (Look) -> Bool, sources: SessionSources? = nil,
@@ -120,11 +127,15 @@ public final class HeadlessLoop {
         let signals = StopSignals { stop.set(signal: $0) }
         defer { stoppedBy = stop.signal }
         defer { signals.cancel() }
+        let pulls = PullsInFlight(stop: stop.cancellation)
+        defer { for case .success(let r?) in pulls.abandon() { pulled(r) } }
+        var first = true
         var done = 0
         var latest: Look?
         while !stop.isSet {
             if let sources {
-                let due = try sources.due(all: pullAllFirst && done == 0)
+                let due = try sources.due(all: pullAllFirst && first).filter { !pulls.isPulling($0.name) }
+                first = false
                 if !due.isEmpty {
                     // The store's data is judged before any network wait: a HALT already there kills now, a plan
                     // step that is due is taken now.
@@ -132,9 +143,22 @@ public final class HeadlessLoop {
                     latest = before
                     report(before)
                     if until(before) { break }
-                    for r in try sources.pull(due, stop: stop.cancellation) { pulled(r) }
+                    for c in due { pulls.start(c, sources: sources) }
+                }
+                if pulls.any {
+                    for result in pulls.wait(seconds: interval) {
+                        if let r = try result.get() { pulled(r) }
+                    }
                     // Stopped while pulling: no further look (the plan does not act after a stop).
                     if stop.isSet { break }
+                    if pulls.any {
+                        // Other pulls still run: what landed is judged now, the rest when they end.
+                        let look = try look()
+                        latest = look
+                        report(look)
+                        if until(look) { break }
+                        continue
+                    }
                 }
             }
             let look = try look()
@@ -146,6 +170,65 @@ public final class HeadlessLoop {
             stop.wait(seconds: interval)
         }
         return latest
+    }
+
+    /// The pulls of a loop in flight, one thread each, at most one per source; each within its own cancellation
+    /// (a child of the loop's stop), so that the loop can abandon them when it ends.
+    final class PullsInFlight: @unchecked Sendable {
+        private let condition = Condition()
+        private let stop: Cancellation
+        private var running: [String: Cancellation] = [:]
+        private var ended: [Result<SourcePullReport?, any Error>] = []
+
+        init(stop: Cancellation) { self.stop = stop }
+
+        /// The sessions' sources cross to the pull's thread: their shared state is locked (`SessionMemory`), and the
+        /// stores serialise their connections.
+        private struct Sources: @unchecked Sendable { let sources: SessionSources }
+
+        func start(_ c: SourceConfiguration, sources: SessionSources) {
+            let cancellation = Cancellation(parent: stop)
+            condition.withLock { running[c.name] = cancellation }
+            let handed = Sources(sources: sources)
+            detachThread { [self] in
+                let result = Result { try handed.sources.pullLanding(c, stop: cancellation) }
+                condition.withLock {
+                    running[c.name] = nil
+                    ended.append(result)
+                    condition.broadcast()
+                }
+            }
+        }
+
+        func isPulling(_ name: String) -> Bool { condition.withLock { running[name] != nil } }
+
+        var any: Bool { condition.withLock { !running.isEmpty || !ended.isEmpty } }
+
+        /// The pulls that have ended, once one has, `seconds` have passed or the loop is stopped.
+        func wait(seconds: Double) -> [Result<SourcePullReport?, any Error>] {
+            let interval = Cancellation(seconds: seconds)
+            return condition.withLock {
+                // Neither a stop nor the interval signals this condition: they are looked at every tenth of a second.
+                while ended.isEmpty, !running.isEmpty, !stop.isCancelled, !interval.isCancelled {
+                    _ = condition.wait(seconds: 0.1)
+                }
+                defer { ended = [] }
+                return ended
+            }
+        }
+
+        /// Cancels every pull in flight and waits for them to end (each does within about a second; at most
+        /// `patience` seconds are waited, so that the loop ends even if one did not); what every pull not yet taken
+        /// gave.
+        func abandon(patience: Double = 10) -> [Result<SourcePullReport?, any Error>] {
+            let bound = Cancellation(seconds: patience)
+            return condition.withLock {
+                for c in running.values { c.cancel() }
+                while !running.isEmpty, !bound.isCancelled { _ = condition.wait(seconds: 0.1) }
+                defer { ended = [] }
+                return ended
+            }
+        }
     }
 
     /// Set from a signal handler's queue, waited on by the loop; its `cancellation` reaches the pulls.

@@ -41,7 +41,9 @@ public struct SessionSources {
     /// and what the session learnt about landing.
     private let memory = SessionMemory()
 
+    /// Shared by the pulls of a loop, which run side by side: every access holds `lock`.
     final class SessionMemory: @unchecked Sendable {
+        let lock = Lock()
         var realtime: [String: AnalyticsRealtimeSource] = [:]
         /// The store refused this session a landing (a role that may not write): later looks do not pull.
         var landingRefused: SessionRefusal?
@@ -107,13 +109,13 @@ public struct SessionSources {
 
     /// The realtime source of `c` (made once per session): its API origin `$ROLLOUT_ANALYTICS_URL`, else Google's.
     func realtimeSource(_ c: SourceConfiguration, clock: any Clock) throws -> AnalyticsRealtimeSource {
-        if let made = memory.realtime[c.name] { return made }
+        if let made = memory.lock.withLock({ memory.realtime[c.name] }) { return made }
         let origin = environment["ROLLOUT_ANALYTICS_URL"].flatMap { $0.isEmpty ? nil : $0 } ?? "https://analyticsdata.googleapis.com"
         try WebURL.checkScheme(origin, what: "ROLLOUT_ANALYTICS_URL")
         let source = AnalyticsRealtimeSource(
             name: c.name, property: c.property ?? "", origin: origin,
             call: try caller(c, scope: AnalyticsRealtimeSource.scope, clock: clock))
-        memory.realtime[c.name] = source
+        memory.lock.withLock { memory.realtime[c.name] = source }
         return source
     }
 
@@ -219,7 +221,7 @@ public struct SessionSources {
 
     /// The sources `pullDue` would pull now.
     public func due(all: Bool = false) throws -> [SourceConfiguration] {
-        guard !session.readOnly, memory.landingRefused == nil else { return [] }
+        guard !session.readOnly, memory.lock.withLock({ memory.landingRefused == nil }) else { return [] }
         let now = session.clock.now()
         return try followed().filter { c in
             let last = try state(c.name)?.lastAttempt
@@ -233,15 +235,22 @@ public struct SessionSources {
         var reports: [SourcePullReport] = []
         for c in sources {
             if stop?.isCancelled == true { break }
-            do {
-                reports.append(try pull(c, land: true, stop: stop))
-            } catch {
-                guard let refusal = SessionRefusal(error) else { throw error }
-                memory.landingRefused = refusal
-                return reports
-            }
+            guard let report = try pullLanding(c, stop: stop) else { return reports }
+            reports.append(report)
         }
         return reports
+    }
+
+    /// Pulls `c` and lands what it brings, as `pull(_:stop:)` does for each source; nil when the store refused
+    /// this session the landing (kept: later looks do not pull).
+    public func pullLanding(_ c: SourceConfiguration, stop: Cancellation? = nil) throws -> SourcePullReport? {
+        do {
+            return try pull(c, land: true, stop: stop)
+        } catch {
+            guard let refusal = SessionRefusal(error) else { throw error }
+            memory.lock.withLock { memory.landingRefused = refusal }
+            return nil
+        }
     }
 
     /// The reasons to HOLD the sources give: each source with no successful pull for its `silentAfter` (or never),
@@ -255,7 +264,7 @@ public struct SessionSources {
 
     /// Why this session does not pull the sources (the store refused it a landing), nil when it does.
     public func landingNote() -> String? {
-        memory.landingRefused.map { "this session does not pull the sources: \($0.description)" }
+        memory.lock.withLock { memory.landingRefused }.map { "this session does not pull the sources: \($0.description)" }
     }
 }
 

@@ -111,6 +111,43 @@ import Testing
         #expect(listed.contains("\"lastError\" : null") || listed.contains("\"lastError\": null"), "\(listed)")
     }
 
+    @Test("follow stops at once on SIGINT while its access-token command hangs, and the command dies with it")
+    func followStopsWhileItsTokenCommandHangs() throws {
+        let dir = try TestSupport.temporaryDirectory("stuck-token")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let store = dir.appendingPathComponent("r.db").path
+        let pidFile = dir.appendingPathComponent("sleep.pid").path
+        try #require(try Self.rollout(store, ["init", "--seed", "rollout-stuck"]).status == 0)
+        let added = try Self.rollout(
+            store,
+            [
+                "source", "add", "src", "--bigquery", "proj", "--analytics", "proj.analytics_1",
+                "--source-token-command", "sleep 60 & echo $! > \(pidFile); wait; echo tok",
+            ])
+        try #require(added.status == 0, "\(added.stderr)")
+        let server = try SilentServer()
+
+        let (follow, out) = try Self.start(store, server, ["follow", "--interval", "0.2"])
+        let sleeper = try Self.eventually(within: 20) { FileManager.default.fileExists(atPath: pidFile) }
+        #expect(sleeper, "follow never ran the token command")
+        // The signal goes to rollout alone (as a supervisor or a console's stop sends it), not to the command.
+        kill(follow.processIdentifier, SIGINT)
+        #expect(Self.ended(follow, within: 5), "follow still runs 5 s after SIGINT")
+        let pid = Int32((try? String(contentsOfFile: pidFile, encoding: .utf8))?.trimmingCharacters(in: .whitespacesAndNewlines) ?? "") ?? 0
+        let gone = Self.eventually(within: 5) {
+            guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8), let close = stat.lastIndex(of: ")")
+            else { return true }
+            return stat[stat.index(close, offsetBy: 2)] == "Z"
+        }
+        #expect(pid > 0 && gone, "the token command's sleep \(pid) survived follow")
+        if pid > 0 && !gone { kill(pid, SIGKILL) }
+        let printed = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        #expect(printed.contains("abandoned: stopped"), "\(printed)")
+        #expect(
+            follow.terminationReason == .exit && follow.terminationStatus == 6, "status \(follow.terminationStatus)")
+        #expect(server.connections == 0, "the query was sent without a token")
+    }
+
     @Test("plan run takes its first step while its pull hangs, and a SIGTERM ends it at once with 143")
     func planRunStepsAndStopsWhileAPullHangs() throws {
         let dir = try TestSupport.temporaryDirectory("stuck-plan")

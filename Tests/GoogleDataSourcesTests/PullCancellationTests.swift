@@ -187,4 +187,65 @@ struct PullCancellationTests {
         #expect(limited.first?.error?.message.contains("gave up") == true, "\(limited.map { String(describing: $0.error) })")
         #expect(try sources.state("bq")?.lastError?.contains("gave up") == true)
     }
+
+    /// The loop pulls its sources side by side: while source `hung`'s access-token command does not end, source
+    /// `bq` lands its pull and the loop looks at what it landed (its auto-kill, its plan, `until`) at once, not once
+    /// the hung pull gives up. When the loop ends, the hung pull is abandoned (its command killed), reported, and
+    /// not recorded as a failure.
+    @Test func aHungSourceHoldsUpNeitherTheOtherSourcesNorTheLoop() throws {
+        let fake = try FakeFirebase(tls: true)
+        let clock = SystemClock()
+        let start = clock.now() - .minutes(25)
+        try ExportFleet(seed: 41, installations: 200, minutes: 20, start: start).load(into: fake)
+        let dir = try TestSupport.temporaryDirectory("pull-side-by-side")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let pidFile = dir.appendingPathComponent("sleep.pid").path
+        let path = dir.appendingPathComponent("s.db").path
+        _ = try Wiring.createStore(path: path, seed: "rollout-side-by-side", operatorID: "alice@test", clock: clock)
+        let session = try Wiring.session(path: path, operatorID: "alice@test", clock: clock).rolloutSession()
+        for c in [
+            try SourceConfiguration(
+                name: "hung", project: fake.project, analytics: "\(fake.project).analytics_123456",
+                credentials: .accessTokenCommand("sleep 30 & echo $! > \(pidFile); wait; echo tok"), origin: start - .minutes(5)),
+            try SourceConfiguration(
+                name: "bq", project: fake.project, analytics: "\(fake.project).analytics_123456",
+                credentials: .serviceAccountFile(fake.keyFile), origin: start - .minutes(5)),
+        ] {
+            _ = try session.settingsWritePath().execute(.source(.add(c)), actor: "alice@test", code: nil)
+        }
+        var sources = session.sources(environment: ["ROLLOUT_BIGQUERY_URL": fake.origin, "CURL_CA_BUNDLE": fake.caFile])
+        sources.pullTimeLimit = .seconds(Int64(20))
+        let loop = try session.headlessLoop()
+
+        let began = Date()
+        var reports: [(at: Double, report: SourcePullReport)] = []
+        var looks: [Double] = []
+        var judgedLanding: Double?
+        _ = try loop.run(
+            interval: 0.2, looks: nil, report: { _ in looks.append(Date().timeIntervalSince(began)) },
+            until: { _ in
+                // A look after `bq` landed, while `hung` is still pulling; or, bounded, 15 s.
+                if judgedLanding == nil, reports.contains(where: { $0.report.source == "bq" }),
+                    !reports.contains(where: { $0.report.source == "hung" })
+                {
+                    judgedLanding = Date().timeIntervalSince(began)
+                }
+                return judgedLanding != nil || Date().timeIntervalSince(began) > 15
+            },
+            sources: sources, pullAllFirst: true, pulled: { reports.append((Date().timeIntervalSince(began), $0)) })
+        let took = Date().timeIntervalSince(began)
+
+        let bq = try #require(reports.first { $0.report.source == "bq" })
+        #expect(bq.report.error == nil && bq.report.addedEvents > 0, "\(String(describing: bq.report.error))")
+        let judged = try #require(judgedLanding, "no look judged bq's pull while hung was pulling: \(reports.map { ($0.at, $0.report.source) })")
+        #expect(judged < 10, "bq's pull was judged \(judged) s in")
+        #expect(took < 12, "the loop ended \(took) s in")
+        // Ending the loop abandoned the hung pull: reported as stopped, not a failure of the source, its command gone.
+        let hung = try #require(reports.first { $0.report.source == "hung" })
+        #expect(hung.report.error?.kind == .cancelled && hung.report.error?.message.contains("abandoned: stopped") == true,
+            "\(String(describing: hung.report.error))")
+        #expect(try sources.state("hung")?.lastAttempt == nil)
+        let sleeper = try #require(Int32((try? String(contentsOfFile: pidFile, encoding: .utf8))?.trimmingCharacters(in: .whitespacesAndNewlines) ?? ""))
+        #expect(Self.eventually(within: 5) { !Self.running(sleeper) }, "the hung command's sleep \(sleeper) survived the loop")
+    }
 }
