@@ -102,7 +102,9 @@ public final class BigQueryClient: @unchecked Sendable {
         // The bytes of the query's answers so far, and how many: every answer may hold what is left of the limit.
         var received = 0
         var answers = 0
-        func ask(_ method: String, _ url: String, body: JSONValue? = nil, what: String) throws(SourceError) -> JSONValue {
+        func ask(
+            _ method: String, _ url: String, body: JSONValue? = nil, what: String
+        ) throws(SourceError) -> JSONValue {
             let before = call.bytesReceived
             defer {
                 received += call.bytesReceived - before

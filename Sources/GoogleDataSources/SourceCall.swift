@@ -81,7 +81,8 @@ public final class SourceCaller: @unchecked Sendable {
     /// earlier parts count against the same limit (a BigQuery query's polls and pages); past that it is refused as
     /// it arrives, a bad answer naming the limit.
     public func call(
-        _ method: String, _ url: String, body: JSONValue? = nil, what: String, earlier: (bytes: Int, answers: Int)? = nil
+        _ method: String, _ url: String, body: JSONValue? = nil, what: String,
+        earlier: (bytes: Int, answers: Int)? = nil
     ) throws(SourceError) -> JSONValue {
         let limit = max(0, Self.maximumAnswerBytes - (earlier?.bytes ?? 0))
         // The limit the answer crossed, as the transport says it (a transport made with another limit shows).
@@ -91,7 +92,8 @@ public final class SourceCaller: @unchecked Sendable {
             }
             return SourceError(
                 .badAnswer, source: source,
-                "\(what): the answer is larger than \(TransportError.size(crossed)) \(how.rawValue)\(rest ?? ""); refused")
+                "\(what): the answer is larger than \(TransportError.size(crossed)) \(how.rawValue)\(rest ?? ""); refused"
+            )
         }
         var attempt = 0
         while true {

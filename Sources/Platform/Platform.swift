@@ -329,9 +329,9 @@ public enum Path {
 /// killed (SIGKILL: a `sleep` the shell started dies with it), reaped, and `ChildProcessError.cancelled` thrown
 /// within about a tenth of a second. Without one, the command stays in the caller's process group, so that a
 /// terminal's Ctrl-C reaches it as it reaches the caller.
-public func runShell(_ command: String, outputLimit: Int = .max, cancellation: Cancellation? = nil) throws(ChildProcessError)
-    -> (status: Int32, output: [UInt8])
-{
+public func runShell(
+    _ command: String, outputLimit: Int = .max, cancellation: Cancellation? = nil
+) throws(ChildProcessError) -> (status: Int32, output: [UInt8]) {
     var pipeFDs: [Int32] = [-1, -1]
     guard pipe(&pipeFDs) == 0 else { throw ChildProcessError("pipe: \(String(cString: strerror(errno)))") }
     // Neither end leaks into another child; the child gets the write end as its descriptor 1 only.

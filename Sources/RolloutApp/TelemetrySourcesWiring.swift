@@ -264,7 +264,9 @@ public struct SessionSources {
 
     /// Why this session does not pull the sources (the store refused it a landing), nil when it does.
     public func landingNote() -> String? {
-        memory.lock.withLock { memory.landingRefused }.map { "this session does not pull the sources: \($0.description)" }
+        memory.lock.withLock { memory.landingRefused }.map {
+            "this session does not pull the sources: \($0.description)"
+        }
     }
 }
 

@@ -183,12 +183,16 @@ public final class CommandTokenProvider: AccessTokenProvider, @unchecked Sendabl
             let run: (status: Int32, output: [UInt8])
             do throws(ChildProcessError) {
                 run = try runShell(command, outputLimit: Self.maximumOutputBytes, cancellation: cancellation)
-            } catch where error.cancelled {
-                throw CredentialsError.command("the access-token command '\(command)' was ended: the call was abandoned")
-            } catch where error.outputLimit != nil {
-                throw CredentialsError.command(
-                    "the access-token command '\(command)' printed more than \(Self.maximumOutputBytes >> 10) KiB (an access token is a few KB); refused")
             } catch {
+                if error.cancelled {
+                    throw CredentialsError.command(
+                        "the access-token command '\(command)' was ended: the call was abandoned")
+                }
+                if error.outputLimit != nil {
+                    throw CredentialsError.command(
+                        "the access-token command '\(command)' printed more than \(Self.maximumOutputBytes >> 10) KiB "
+                            + "(an access token is a few KB); refused")
+                }
                 throw CredentialsError.command("cannot run the access-token command: \(error)")
             }
             let data = run.output

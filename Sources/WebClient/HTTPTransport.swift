@@ -56,7 +56,9 @@ public struct TransportError: Error, Sendable, CustomStringConvertible {
     public var message: String
     /// How an answer larger than the limit was seen: its length as declared, its bytes as received, or its body
     /// once inflated.
-    public enum Oversize: String, Sendable { case asDeclared = "as declared", asReceived = "as received", onceInflated = "once inflated" }
+    public enum Oversize: String, Sendable {
+        case asDeclared = "as declared", asReceived = "as received", onceInflated = "once inflated"
+    }
     /// The answer was larger than the limit (refused, its body not kept): a bad answer, not a lost one.
     public var oversize: Oversize?
     public var oversized: Bool { oversize != nil }
@@ -274,7 +276,8 @@ public struct CurlTransport: HTTPTransport {
                 // An answer arrived: the server acted on the request (a publish may have landed).
                 var e = TransportError(
                     .other,
-                    "\(request.method) \(request.url): the answer is larger than \(TransportError.size(limit)) \(how.rawValue); refused")
+                    "\(request.method) \(request.url): the answer is larger than \(TransportError.size(limit)) \(how.rawValue); refused"
+                )
                 e.oversize = how
                 e.limit = limit
                 throw e

@@ -38,7 +38,8 @@ public struct ServiceAccountKey: Sendable {
             )
         }
         let tooLarge = CredentialsError.invalid(
-            "the service-account key file \(path) is larger than \(maximumFileBytes >> 10) KiB (a key file is a few KB); refused")
+            "the service-account key file \(path) is larger than \(maximumFileBytes >> 10) KiB (a key file is a few KB); "
+                + "refused")
         guard info.st_size <= maximumFileBytes else { throw tooLarge }
         // The size may change after fstat: the read stops one byte past the limit whatever the file holds by then.
         var data = [UInt8](repeating: 0, count: maximumFileBytes + 1)

@@ -133,9 +133,13 @@ import Testing
         // The signal goes to rollout alone (as a supervisor or a console's stop sends it), not to the command.
         kill(follow.processIdentifier, SIGINT)
         #expect(Self.ended(follow, within: 5), "follow still runs 5 s after SIGINT")
-        let pid = Int32((try? String(contentsOfFile: pidFile, encoding: .utf8))?.trimmingCharacters(in: .whitespacesAndNewlines) ?? "") ?? 0
+        let pid =
+            Int32(
+                (try? String(contentsOfFile: pidFile, encoding: .utf8))?.trimmingCharacters(in: .whitespacesAndNewlines)
+                    ?? "") ?? 0
         let gone = Self.eventually(within: 5) {
-            guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8), let close = stat.lastIndex(of: ")")
+            guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+                let close = stat.lastIndex(of: ")")
             else { return true }
             return stat[stat.index(close, offsetBy: 2)] == "Z"
         }

@@ -623,7 +623,8 @@ struct RemoteConfigClientTests {
         let key = try String(contentsOfFile: fake.keyFile, encoding: .utf8)
         let padded = fake.directory.appendingPathComponent("padded.json").path
         func write(_ text: String) throws {
-            FileManager.default.createFile(atPath: padded, contents: Data(text.utf8), attributes: [.posixPermissions: 0o600])
+            FileManager.default.createFile(
+                atPath: padded, contents: Data(text.utf8), attributes: [.posixPermissions: 0o600])
         }
         try write(key + String(repeating: " ", count: ServiceAccountKey.maximumFileBytes - key.utf8.count))
         #expect(try ServiceAccountKey.load(path: padded).clientEmail == fake.email)
@@ -638,7 +639,9 @@ struct RemoteConfigClientTests {
         // A FIFO is refused as it was, without waiting for a writer.
         let fifo = fake.directory.appendingPathComponent("fifo.json").path
         #expect(mkfifo(fifo, 0o600) == 0)
-        #expect(throws: CredentialsError.unreadable("cannot read the service-account key file \(fifo): not a regular file")) {
+        #expect(
+            throws: CredentialsError.unreadable("cannot read the service-account key file \(fifo): not a regular file")
+        ) {
             _ = try ServiceAccountKey.load(path: fifo)
         }
     }
@@ -667,7 +670,8 @@ struct RemoteConfigClientTests {
             _ = try CommandTokenProvider(command: command, clock: SystemClock()).token(refresh: false)
         }
         let largest = "head -c \(CommandTokenProvider.maximumOutputBytes) /dev/zero | tr '\\0' a"
-        #expect(try CommandTokenProvider(command: largest, clock: SystemClock()).token(refresh: false).utf8.count == 65_536)
+        #expect(
+            try CommandTokenProvider(command: largest, clock: SystemClock()).token(refresh: false).utf8.count == 65_536)
     }
 
     // MARK: Endpoint

@@ -317,10 +317,13 @@ struct BigQuerySourceTests {
         // The fake compresses its answers: the page is refused once inflated.
         #expect(
             e.message.hasPrefix("BigQuery jobs.getQueryResults: the answer is larger than ")
-                && e.message.contains(" once inflated, what is left of the 32 MiB a query's answers may hold after its "),
+                && e.message.contains(
+                    " once inflated, what is left of the 32 MiB a query's answers may hold after its "),
             "\(e)")
         #expect(source.client.call.bytesReceived <= SourceCaller.maximumAnswerBytes)
-        #expect(source.client.call.bytesReceived > SourceCaller.maximumAnswerBytes - (4 << 20), "every page but the last was read")
+        #expect(
+            source.client.call.bytesReceived > SourceCaller.maximumAnswerBytes - (4 << 20),
+            "every page but the last was read")
         let stats = try fake.control("GET", "/_fake/data/stats")
         let served = stats["rows_served"]?.numberValue?.int64 ?? 0
         #expect(served < 300_000 && served > 200_000, "\(stats)")

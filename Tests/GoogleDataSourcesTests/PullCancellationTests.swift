@@ -105,7 +105,8 @@ struct PullCancellationTests {
         _ = try Wiring.createStore(path: path, seed: "rollout-pull-token", operatorID: "alice@test", clock: clock)
         let session = try Wiring.session(path: path, operatorID: "alice@test", clock: clock).rolloutSession()
         let bq = try SourceConfiguration(
-            name: "bq", project: "p", analytics: "p.analytics_1", credentials: credentials, origin: clock.now() - .minutes(30))
+            name: "bq", project: "p", analytics: "p.analytics_1", credentials: credentials,
+            origin: clock.now() - .minutes(30))
         _ = try session.settingsWritePath().execute(.source(.add(bq)), actor: "alice@test", code: nil)
         return session
     }
@@ -139,7 +140,9 @@ struct PullCancellationTests {
             in: dir, credentials: .accessTokenCommand("sleep 30 & echo $! > \(pidFile); wait; echo tok"))
         var sources = session.sources(environment: ["ROLLOUT_BIGQUERY_URL": silent.origin])
         @Sendable func sleeper() -> Int32? {
-            Int32((try? String(contentsOfFile: pidFile, encoding: .utf8))?.trimmingCharacters(in: .whitespacesAndNewlines) ?? "")
+            Int32(
+                (try? String(contentsOfFile: pidFile, encoding: .utf8))?.trimmingCharacters(in: .whitespacesAndNewlines)
+                    ?? "")
         }
 
         let stop = Cancellation()
@@ -163,10 +166,14 @@ struct PullCancellationTests {
         start = Date()
         let limited = try sources.pullDue()
         #expect(Date().timeIntervalSince(start) < 5, "the pull went on \(Date().timeIntervalSince(start)) s")
-        #expect(limited.first?.error?.message.contains("gave up") == true, "\(limited.map { String(describing: $0.error) })")
+        #expect(
+            limited.first?.error?.message.contains("gave up") == true, "\(limited.map { String(describing: $0.error) })"
+        )
         #expect(try sources.state("bq")?.lastError?.contains("gave up") == true)
         let second = try #require(sleeper())
-        #expect(Self.eventually(within: 5) { !Self.running(second) }, "the command's sleep \(second) survived the time bound")
+        #expect(
+            Self.eventually(within: 5) { !Self.running(second) },
+            "the command's sleep \(second) survived the time bound")
     }
 
     /// With a service account, the token exchange is a request of the pull: a token endpoint that does not answer
@@ -184,7 +191,9 @@ struct PullCancellationTests {
         let took = Date().timeIntervalSince(start)
         #expect(took < 5, "the pull went on \(took) s past its bound of 2 s")
         #expect(limited.first?.error?.kind == .cancelled, "\(limited.map { String(describing: $0.error) })")
-        #expect(limited.first?.error?.message.contains("gave up") == true, "\(limited.map { String(describing: $0.error) })")
+        #expect(
+            limited.first?.error?.message.contains("gave up") == true, "\(limited.map { String(describing: $0.error) })"
+        )
         #expect(try sources.state("bq")?.lastError?.contains("gave up") == true)
     }
 
@@ -206,7 +215,8 @@ struct PullCancellationTests {
         for c in [
             try SourceConfiguration(
                 name: "hung", project: fake.project, analytics: "\(fake.project).analytics_123456",
-                credentials: .accessTokenCommand("sleep 30 & echo $! > \(pidFile); wait; echo tok"), origin: start - .minutes(5)),
+                credentials: .accessTokenCommand("sleep 30 & echo $! > \(pidFile); wait; echo tok"),
+                origin: start - .minutes(5)),
             try SourceConfiguration(
                 name: "bq", project: fake.project, analytics: "\(fake.project).analytics_123456",
                 credentials: .serviceAccountFile(fake.keyFile), origin: start - .minutes(5)),
@@ -237,15 +247,23 @@ struct PullCancellationTests {
 
         let bq = try #require(reports.first { $0.report.source == "bq" })
         #expect(bq.report.error == nil && bq.report.addedEvents > 0, "\(String(describing: bq.report.error))")
-        let judged = try #require(judgedLanding, "no look judged bq's pull while hung was pulling: \(reports.map { ($0.at, $0.report.source) })")
+        let judged = try #require(
+            judgedLanding,
+            "no look judged bq's pull while hung was pulling: \(reports.map { ($0.at, $0.report.source) })")
         #expect(judged < 10, "bq's pull was judged \(judged) s in")
         #expect(took < 12, "the loop ended \(took) s in")
         // Ending the loop abandoned the hung pull: reported as stopped, not a failure of the source, its command gone.
         let hung = try #require(reports.first { $0.report.source == "hung" })
-        #expect(hung.report.error?.kind == .cancelled && hung.report.error?.message.contains("abandoned: stopped") == true,
+        #expect(
+            hung.report.error?.kind == .cancelled && hung.report.error?.message.contains("abandoned: stopped") == true,
             "\(String(describing: hung.report.error))")
         #expect(try sources.state("hung")?.lastAttempt == nil)
-        let sleeper = try #require(Int32((try? String(contentsOfFile: pidFile, encoding: .utf8))?.trimmingCharacters(in: .whitespacesAndNewlines) ?? ""))
-        #expect(Self.eventually(within: 5) { !Self.running(sleeper) }, "the hung command's sleep \(sleeper) survived the loop")
+        let sleeper = try #require(
+            Int32(
+                (try? String(contentsOfFile: pidFile, encoding: .utf8))?.trimmingCharacters(in: .whitespacesAndNewlines)
+                    ?? ""))
+        #expect(
+            Self.eventually(within: 5) { !Self.running(sleeper) },
+            "the hung command's sleep \(sleeper) survived the loop")
     }
 }

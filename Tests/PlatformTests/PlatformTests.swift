@@ -150,9 +150,13 @@ struct PlatformTests {
             let took = Date().timeIntervalSince(start)
             #expect(failure?.cancelled == true, "\(how): \(String(describing: failure))")
             #expect(took < 5, "\(how): the command ran \(took) s")
-            let sleeper = try #require(Int32((try? String(contentsOfFile: file, encoding: .utf8))?.trimmingCharacters(in: .whitespacesAndNewlines) ?? ""))
+            let sleeper = try #require(
+                Int32(
+                    (try? String(contentsOfFile: file, encoding: .utf8))?.trimmingCharacters(
+                        in: .whitespacesAndNewlines) ?? ""))
             // The shell's child dies with it: nothing of the command is left running.
-            #expect(Self.eventually(within: 5) { !Self.running(sleeper) }, "\(how): the shell's sleep \(sleeper) survived")
+            #expect(
+                Self.eventually(within: 5) { !Self.running(sleeper) }, "\(how): the shell's sleep \(sleeper) survived")
         }
     }
 
@@ -163,7 +167,9 @@ struct PlatformTests {
             var failure: ChildProcessError?
             // 100 MB of output, from the shell's own child or from a pipeline: refused at 1,000 bytes.
             for command in ["head -c 100000000 /dev/zero", "yes | head -c 100000000"] {
-                do { _ = try runShell(command, outputLimit: 1000, cancellation: cancellation) } catch { failure = error }
+                do { _ = try runShell(command, outputLimit: 1000, cancellation: cancellation) } catch {
+                    failure = error
+                }
                 #expect(failure?.outputLimit == 1000, "\(command): \(String(describing: failure))")
             }
             #expect(Date().timeIntervalSince(start) < 5)
