@@ -69,6 +69,9 @@ public final class AnalyticsRealtimeSource: @unchecked Sendable {
         self.call = call
     }
 
+    /// The events it reads: the property's.
+    public var ledger: SourceLedger { .analyticsRealtime(property: property) }
+
     /// The report asked for (the same every pull).
     public var request: JSONValue {
         .object(
@@ -114,7 +117,7 @@ public final class AnalyticsRealtimeSource: @unchecked Sendable {
         let plan = Self.plan(now: now)
         let (counts, rows) = try Self.counts(answer, source: name, cohortDimension: cohortDimension, nowMinute: plan.throughMinute - 1)
         return SourcePull(
-            source: name, plan: plan, counts: counts, rows: rows, bytes: call.bytesReceived - before,
+            source: name, ledger: ledger, plan: plan, counts: counts, rows: rows, bytes: call.bytesReceived - before,
             note: "\(rows) rows, \(quota!)")
     }
 

@@ -21,6 +21,8 @@ public final class CrashlyticsEventsSource: @unchecked Sendable {
     public let name: String
     /// `projects/{project}/apps/{app id}`.
     public let parent: String
+    /// The events it reads: the app's crashes.
+    public let ledger: SourceLedger
     public let origin: String
     public let call: SourceCaller
     public var pageSize = 1000
@@ -36,6 +38,7 @@ public final class CrashlyticsEventsSource: @unchecked Sendable {
     public init(name: String, project: String, app: String, origin: String = "https://firebasecrashlytics.googleapis.com", call: SourceCaller) {
         self.name = name
         parent = "projects/" + percentEncoded(project, keeping: "-._~") + "/apps/" + percentEncoded(app, keeping: "-._~:")
+        ledger = .crashlyticsAPI(project: project, app: app)
         self.origin = origin.hasSuffix("/") ? String(origin.dropLast()) : origin
         self.call = call
     }
@@ -98,7 +101,7 @@ public final class CrashlyticsEventsSource: @unchecked Sendable {
             }
         } while token != nil
         return SourcePull(
-            source: name, plan: plan, counts: counts, rows: ids.count, bytes: call.bytesReceived - before,
+            source: name, ledger: ledger, plan: plan, counts: counts, rows: ids.count, bytes: call.bytesReceived - before,
             note: "\(ids.count) crash events in \(pages) page(s)")
     }
 }

@@ -228,6 +228,9 @@ public final class BigQuerySource: @unchecked Sendable {
         self.origin = origin
     }
 
+    /// The events it reads: the GA4 export's and the Crashlytics table's.
+    public var ledger: SourceLedger { .bigQuery(analytics: tables.analytics, crashlytics: tables.crashlytics) }
+
     public func pull(_ plan: PullPlan) throws(SourceError) -> SourcePull {
         let before = client.call.bytesReceived
         // Each row is checked as its page arrives: a bad one fails the pull before the next page is asked for.
@@ -240,7 +243,7 @@ public final class BigQuerySource: @unchecked Sendable {
         var note = "\(result.rows.count) rows in \(result.pages) page(s)"
         if let b = result.bytesProcessed { note += ", \(b) bytes processed" }
         return SourcePull(
-            source: name, plan: plan, counts: counts, rows: result.rows.count, bytes: client.call.bytesReceived - before,
+            source: name, ledger: ledger, plan: plan, counts: counts, rows: result.rows.count, bytes: client.call.bytesReceived - before,
             note: note)
     }
 }

@@ -198,11 +198,19 @@ public enum PostgresSchema {
             installations INTEGER NOT NULL CHECK (installations > 0), data BYTEA NOT NULL, revision BIGINT NOT NULL,
             PRIMARY KEY (part, upper)) WITH (fillfactor = 50);
         """,
+        // 13: what a telemetry source landed kept under the events it reads (`SourceLedger.key`, in the `source`
+        // column) instead of its name, and kept when the source is removed; `reads` holds the events each ledger
+        // has landed up to which minute (`SourceConfiguration.overlap`). After this step the rows of each configured
+        // source move to its ledger's key (`PostgresConfigStore.moveSourcesToLedgers`, in the same transaction).
+        """
+        ALTER TABLE source_state ADD COLUMN reads TEXT;
+        """,
     ]
 
     /// Work a step needs beyond its SQL, run right after it in the same transaction.
     static func afterStep(_ step: Int, _ c: PGConnection) throws {
         if step == 12 { try PostgresTelemetry.moveInstallationsToBlocks(c) }
+        if step == 13 { try PostgresConfigStore.moveSourcesToLedgers(c) }
     }
 
     /// The recorded schema version; nil when the database has no rollout schema at all.

@@ -665,6 +665,7 @@ public protocol SettingsTables {
     /// The configured telemetry sources (a backend that keeps none refuses with `SessionRefusal`).
     func sourceConfigurations() throws -> [SourceConfiguration]
     func saveSource(_ configuration: SourceConfiguration) throws
+    /// Removes the source's configuration; what it landed and the record of it (its ledger) stay.
     func removeSource(_ name: String) throws
     /// Stores an operator's security key (sealed); a store that keeps none refuses.
     func saveSecurityKey(_ credential: SecurityKeyCredential) throws

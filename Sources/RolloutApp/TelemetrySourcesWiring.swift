@@ -81,7 +81,16 @@ public struct SessionSources {
         return c
     }
 
-    public func state(_ name: String) throws -> SourceState? { try session.ports.sourceState().sourceState(name) }
+    /// The state of the source `name`'s ledger (nil when no source has that name, or its ledger was never pulled).
+    public func state(_ name: String) throws -> SourceState? {
+        guard let c = try configurations().first(where: { $0.name == name }) else { return nil }
+        return try state(c)
+    }
+
+    /// The state of `c`'s ledger (`SourceLedger`: kept under the events it reads), nil before its first pull.
+    public func state(_ c: SourceConfiguration) throws -> SourceState? {
+        try session.ports.sourceState().sourceState(c.ledger.key)
+    }
 
     /// The caller of `c`'s API with its credentials and the CA bundle of the environment.
     func caller(_ c: SourceConfiguration, scope: String, clock: any Clock) throws -> SourceCaller {
@@ -140,7 +149,7 @@ public struct SessionSources {
         let clock = session.clock
         let now = clock.now()
         let stateStore = try session.ports.sourceState()
-        let plan = PullPlan(now: now, watermark: try stateStore.sourceState(c.name)?.watermark, origin: c.origin, overlap: c.overlap)
+        let plan = PullPlan(now: now, watermark: try stateStore.sourceState(c.ledger.key)?.watermark, origin: c.origin, overlap: c.overlap)
         var report = SourcePullReport(
             source: c.name, kind: c.kind, window: (plan.from, plan.through), rows: nil, bytes: 0, note: "", changedKeys: 0, addedEvents: 0,
             waits: [], error: nil, newestData: nil, dataAge: nil)
@@ -153,7 +162,7 @@ public struct SessionSources {
             // once silent, and the loop goes on with the other sources.
             let e = error as? SourceError ?? SourceError(.configuration, source: c.name, "\(error)")
             report.error = e
-            if land { try stateStore.recordFailure(source: c.name, message: e.message, at: clock.now()) }
+            if land { try stateStore.recordFailure(ledger: c.ledger.key, message: e.message, at: clock.now()) }
             return report
         }
         if c.kind == .analyticsRealtime {
@@ -181,7 +190,7 @@ public struct SessionSources {
         } catch let e as SourceError {
             report.error = e
             let stopped = e.kind == .cancelled && stop?.isCancelled == true
-            if land && !stopped { try stateStore.recordFailure(source: c.name, message: e.message, at: clock.now()) }
+            if land && !stopped { try stateStore.recordFailure(ledger: c.ledger.key, message: e.message, at: clock.now()) }
         }
         report.waits = Array(caller.waits.dropFirst(waitsBefore))
         return report
@@ -224,7 +233,7 @@ public struct SessionSources {
         guard !session.readOnly, memory.lock.withLock({ memory.landingRefused == nil }) else { return [] }
         let now = session.clock.now()
         return try followed().filter { c in
-            let last = try state(c.name)?.lastAttempt
+            let last = try state(c)?.lastAttempt
             return all || last.map({ now - $0 >= c.every }) ?? true
         }
     }

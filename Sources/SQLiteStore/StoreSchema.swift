@@ -10,7 +10,7 @@ import StoreSupport
 /// with an older schema is upgraded by the first read-write open and refused by a read-only one.
 public enum StoreSchema {
     /// The schema version this program writes.
-    public static let current: Int64 = 10
+    public static let current: Int64 = 11
 
     /// Migration `i` brings version `i` to `i + 1`; it gets the store key and the witness of the store (nil when
     /// `ReferenceSchema` runs them on an empty database in memory to learn what they create).
@@ -122,6 +122,15 @@ public enum StoreSchema {
             }
             try witness?.write(try StoreSeal.reseal(db, key: key))
         },
+        // 11: the telemetry sources' tables (created on first use before; `source_config` is sealed), and what a
+        // source landed kept under the events it reads instead of its name (`SourceTables.migrate`).
+        { db, key, witness in
+            try SourceTables.migrate(db)
+            guard let key else {
+                throw StoreError.unavailable("the store key is missing; it is needed to seal the telemetry sources' tables")
+            }
+            try witness?.write(try StoreSeal.reseal(db, key: key))
+        },
     ]
 
     /// The schema version of `db`.
@@ -217,7 +226,9 @@ enum ReferenceSchema {
     static let optionalTables: Set<String> = ["store_drill", "firebase_state", "firebase_intents"]
     /// Tables created by a migration after the eighth: a store sealed by migration 8 has not got them yet, and the
     /// later migration creates them and renews the seal.
-    static let laterTables: Set<String> = ["stepup_security_keys", "stepup_phones"]
+    static let laterTables: Set<String> = [
+        "stepup_security_keys", "stepup_phones", "source_config", "source_state", "source_ledger",
+    ]
     /// Tables accepted by name (see the type's comment).
     static let namedOnly: Set<String> = [
         "firebase_state", "firebase_intents", "stepup_attempts", "sqlite_sequence", "sqlite_stat1", "sqlite_stat4",

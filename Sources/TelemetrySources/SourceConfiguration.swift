@@ -178,6 +178,7 @@ public struct SourceConfigurationError: Error, Hashable, Sendable, CustomStringC
 public protocol SourceConfigurationStore {
     func sourceConfigurations() throws -> [SourceConfiguration]
     func saveSource(_ configuration: SourceConfiguration) throws
-    /// Removes the source, its watermark and its ledger (what it landed stays counted).
+    /// Removes the source's configuration. Its ledger stays (`SourceLedger`): what it landed stays counted, and
+    /// a source added again over the same events continues where it stopped.
     func removeSource(_ name: String) throws
 }

@@ -2,26 +2,35 @@ import Telemetry
 import Timekeeping
 
 /// Where a source's pulls are kept: its watermark and the ledger of what each (minute, cohort, kind, provider,
-/// detail) contributed, so that a pull commits only the difference (`PullLedger`).
+/// detail) contributed, so that a pull commits only the difference (`PullLedger`), under the ledger's key
+/// (`SourceLedger`: the events the source reads, not its name; the record outlives the source).
 ///
 /// Rules every implementation keeps:
-/// - `commitPull` reads the ledger for the pull's minutes, lands the batch of changes through the store's
-///   telemetry commit (the one `rollout ingest` uses), writes the ledger and the watermark, all in one
-///   transaction: whole or not at all. Committing the same pull twice adds nothing the second time.
+/// - `commitPull` reads the ledger of the pull's `ledger` for the pull's minutes, lands the batch of changes
+///   through the store's telemetry commit (the one `rollout ingest` uses), writes the ledger, the watermark and the
+///   events the ledger has read up to the pull's end, all in one transaction: whole or not at all. Committing the
+///   same pull twice adds nothing the second time, whichever source (name) the pull is of.
 /// - `recordFailure` notes an unsuccessful pull without touching counters, ledger or watermark.
+/// - Removing a source's configuration leaves its ledger as it is.
 /// - A read-only store refuses both.
 public protocol SourceStateStore: AnyObject {
-    /// The state of the source `name`, nil before its first pull.
-    func sourceState(_ name: String) throws -> SourceState?
+    /// The state of the ledger `ledger` (a `SourceLedger.key`), nil before its first pull.
+    func sourceState(_ ledger: String) throws -> SourceState?
     /// Lands a pull; returns the changes it committed (empty: the pull added nothing).
     @discardableResult
     func commitPull(_ pull: SourcePull, at committedAt: Instant) throws -> [AggregateKey: Int64]
-    func recordFailure(source: String, message: String, at: Instant) throws
+    /// Notes a failed pull in the state of the ledger `ledger` (a `SourceLedger.key`).
+    func recordFailure(ledger: String, message: String, at: Instant) throws
+    /// Every ledger with what it has read (`SourceConfiguration.overlap` judges a source to add by them).
+    func sourceLedgers() throws -> [SourceLedgerRecord]
 }
 
 /// What one pull of a source brought: the counts for every key of its minutes.
 public struct SourcePull: Sendable {
+    /// The source's name (the batch it lands is `source:NAME`).
     public var source: String
+    /// The events it read, which name the ledger it lands in.
+    public var ledger: SourceLedger
     public var plan: PullPlan
     public var counts: [AggregateKey: Int64]
     /// What the pull cost: rows and bytes received, the source's own figures (BigQuery's bytes processed, GA4's
@@ -30,8 +39,12 @@ public struct SourcePull: Sendable {
     public var bytes: Int
     public var note: String
 
-    public init(source: String, plan: PullPlan, counts: [AggregateKey: Int64], rows: Int, bytes: Int, note: String = "") {
+    public init(
+        source: String, ledger: SourceLedger, plan: PullPlan, counts: [AggregateKey: Int64], rows: Int, bytes: Int,
+        note: String = ""
+    ) {
         self.source = source
+        self.ledger = ledger
         self.plan = plan
         self.counts = counts
         self.rows = rows
@@ -72,13 +85,13 @@ public struct SourceState: Hashable, Sendable {
         minute.map { BucketLevel.minute.start($0 + 1) }
     }
 
-    /// The silences of `configurations` with their states (nil: never pulled) at `now`: the one rule every store's
-    /// `MonitoredStore.sourceSilences` applies.
+    /// The silences of `configurations` with the states of their ledgers (`state` of a `SourceLedger.key`; nil:
+    /// never pulled) at `now`: the one rule every store's `MonitoredStore.sourceSilences` applies.
     public static func silences(
         _ configurations: [SourceConfiguration], now: Instant, state: (String) throws -> SourceState?
     ) rethrows -> [String] {
         try configurations.compactMap { c in
-            (try state(c.name) ?? .never).silence(source: c.name, now: now, silentAfter: c.silentAfter)
+            (try state(c.ledger.key) ?? .never).silence(source: c.name, now: now, silentAfter: c.silentAfter)
         }
     }
 

@@ -38,7 +38,8 @@ enum SourceCommands {
             + "minutes by minute, event and the user-scoped dimension customUser:AppAttestCohort; sessions, "
             + "successes, failures without their class, crashes without fatality), its property quota shown and "
             + "respected. With --crashlytics-app and --quota-project: the Crashlytics API's crash events (v1alpha), "
-            + "counted per minute, cohort and fatality.",
+            + "counted per minute, cohort and fatality. What a source lands is recorded under the events it reads, "
+            + "not its name: a source added again over the same events goes on from that record.",
         options: [
             .value("--bigquery", name: "PROJECT", help: "The Google Cloud project that runs (and pays for) the queries."),
             .value("--ga4-property", name: "ID", help: "A GA4 property's number: a realtime report source instead."),
@@ -66,7 +67,10 @@ enum SourceCommands {
         options: [.flag("--json", help: "Print JSON.")], examples: ["rollout source list --json"], action: runList)
 
     static let remove = Command(
-        "remove", summary: "Remove a source (what it landed stays counted).", options: [OperatorCommands.codeOption],
+        "remove",
+        summary:
+            "Remove a source (what it landed stays counted, and its ledger stays: a source added again over the same events goes on from there).",
+        options: [OperatorCommands.codeOption],
         positionals: [Positional("NAME", help: "The source.")], examples: ["rollout source remove ga4"], action: runRemove)
 
     static let test = Command(
@@ -149,6 +153,12 @@ enum SourceCommands {
                 "source \(name): "
                     + (property.map { "GA4 realtime, property \($0)" } ?? app.map { "Crashlytics API, app \($0)" }
                         ?? "BigQuery \(project), \(analytics)") + "\n")
+            // A ledger kept from an earlier source over the same events: this one goes on from there.
+            if let watermark = try session.sources(environment: invocation.environment).state(configuration)?.watermark {
+                OperatorCommands.write(
+                    "source \(name) continues the ledger \(configuration.ledger.key) from its watermark \(watermark.iso8601) "
+                        + "(what was landed from these events before stays counted once)\n")
+            }
         }
         return .ok
     }
@@ -165,9 +175,15 @@ enum SourceCommands {
         let sources = session.sources(environment: invocation.environment)
         let now = session.clock.now()
         var rows: [JSONValue] = []
-        for c in try sources.configurations() {
-            let s = try sources.state(c.name)
+        let configurations = try sources.configurations()
+        for c in configurations {
+            let s = try sources.state(c)
             var o = c.json.objectValue ?? JSONObject()
+            o["ledger"] = .string(c.ledger.key)
+            // Sources over the same events (configured before such an add was refused) share one ledger: their
+            // pulls count the events once.
+            let sharing = configurations.filter { $0.name != c.name && $0.ledger.key == c.ledger.key }.map(\.name)
+            o["sharesLedgerWith"] = .array(sharing.map { .string($0) })
             o["watermark"] = s?.watermark.map { .string($0.iso8601) } ?? .null
             o["lastSuccess"] = s?.lastSuccess.map { .string($0.iso8601) } ?? .null
             o["lastError"] = s?.lastError.map { .string($0) } ?? .null
@@ -191,7 +207,9 @@ enum SourceCommands {
             let watermark = r["watermark"]?.stringValue ?? "never pulled"
             let health = r["silence"]?.stringValue.map { "HOLD: " + Sanitiser.escape($0) } ?? "answering"
             let age = Sanitiser.escape(r["dataAge"]?.stringValue ?? "")
-            print("\(name)  \(analytics)  watermark \(watermark)  \(age)  \(health)")
+            let shared = (r["sharesLedgerWith"]?.arrayValue ?? []).compactMap(\.stringValue)
+            let note = shared.isEmpty ? "" : "  reads what \(shared.map(Sanitiser.escape).joined(separator: ", ")) reads (counted once)"
+            print("\(name)  \(analytics)  watermark \(watermark)  \(age)  \(health)\(note)")
         }
         return .ok
     }

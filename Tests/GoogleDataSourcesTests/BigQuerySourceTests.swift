@@ -247,10 +247,10 @@ struct BigQuerySourceTests {
         #expect(failure?.kind == .unavailable && failure?.description.hasPrefix("source ga4-export: ") == true)
         #expect(failure?.message.contains("429") == true, "\(String(describing: failure))")
         #expect(bq.waits.delays == Array(repeating: .seconds(Int64(2)), count: 3))
-        try store.recordFailure(source: "ga4-export", message: failure?.message ?? "", at: Self.now)
+        try store.recordFailure(ledger: source.ledger.key, message: failure?.message ?? "", at: Self.now)
         #expect(try store.telemetryCounters().allTimeTotals().counts.isEmpty)
         #expect(try store.telemetryCounters().batches().isEmpty)
-        let failed = try #require(try store.sourceState("ga4-export"))
+        let failed = try #require(try store.sourceState(source.ledger.key))
         #expect(failed.watermark == nil && failed.lastError?.contains("429") == true)
         #expect(
             failed.silence(source: "ga4-export", now: Self.now + .minutes(11), silentAfter: .minutes(10))
@@ -259,7 +259,7 @@ struct BigQuerySourceTests {
         // BigQuery answers again: the pull lands, the error is cleared, the source is no longer silent.
         try fake.clearFaults()
         try store.commitPull(try source.pull(plan), at: Self.now + .minutes(12))
-        let recovered = try #require(try store.sourceState("ga4-export"))
+        let recovered = try #require(try store.sourceState(source.ledger.key))
         #expect(recovered.lastError == nil && recovered.watermark == plan.nextWatermark)
         #expect(recovered.silence(source: "ga4-export", now: Self.now + .minutes(13), silentAfter: .minutes(10)) == nil)
         #expect(!(try store.telemetryCounters().allTimeTotals().counts.isEmpty))

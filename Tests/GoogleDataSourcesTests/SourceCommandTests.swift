@@ -183,4 +183,49 @@ struct SourceCommandTests {
         #expect(t["cohorts"]?["enabled"]?["fatalCrashes"]?.numberValue?.int64 == 4, "\(String(describing: t["cohorts"]))")
         #expect(t["cohorts"]?["control"]?["fatalCrashes"]?.numberValue?.int64 == 4)
     }
+
+    /// What a source landed is counted once (`SourceLedger`): removed and added again, it goes on from its ledger
+    /// instead of counting the export again. On a store file and on a PostgreSQL team store.
+    @Test(arguments: ["file", "postgresql"]) func aSourceAddedAgainOrTwiceCountsOnce(_ backend: String) throws {
+        let fake = try FakeFirebase(tls: true)
+        let dir = try TestSupport.temporaryDirectory("source-cli-once")
+        let cli = CLI(fake: fake, dir: dir)
+        let start = Instant(seconds: Int64(Date().timeIntervalSince1970) - 40 * 60)
+        try ExportFleet(seed: 29, installations: 200, minutes: 30, start: start).load(into: fake)
+        let store: String
+        if backend == "postgresql" {
+            let server = try PostgresServer.get()
+            store = server.uris(of: try server.freshDatabase()).socket
+        } else {
+            store = dir.appendingPathComponent("once.db").path
+        }
+        #expect(try cli.run(store, ["init", "--seed", "s"]).status == 0)
+        let credentials = ["--source-credentials", fake.keyFile]
+        let since = ["--since", (start - .minutes(5)).iso8601]
+        let bigQuery = ["--bigquery", fake.project, "--analytics", "\(fake.project).analytics_123456"] + credentials
+        func sessions() throws -> [Int64?] {
+            let t = try JSONParser().parse(
+                try cli.run(store, ["telemetry", "--json", "--since", (start - .minutes(1)).iso8601, "--percent", "10"]).stdout)
+            return ["enabled", "control"].map { t["cohorts"]?[$0]?["sessions"]?.numberValue?.int64 }
+        }
+        func follow() throws {
+            let f = try cli.run(store, ["follow", "--looks", "1", "--interval", "0.01"])
+            #expect([0, 5, 6, 7].contains(f.status) && !f.stdout.contains("failed"), "\(f.stdout) \(f.stderr)")
+        }
+
+        #expect(try cli.run(store, ["source", "add", "bq"] + bigQuery + since).status == 0)
+        try follow()
+        let once = try sessions()
+        #expect(once.allSatisfy { ($0 ?? 0) > 50 }, "\(once)")
+        try follow()
+        #expect(try sessions() == once)
+
+        // Removed and added again (the same definition): it continues its ledger, nothing is counted again.
+        #expect(try cli.run(store, ["source", "remove", "bq"]).status == 0)
+        let readded = try cli.run(store, ["source", "add", "bq"] + bigQuery + since)
+        #expect(readded.status == 0 && readded.stdout.contains("continues the ledger ga4-property:123456"), "\(readded.stdout) \(readded.stderr)")
+        try follow()
+        let again = try sessions()
+        #expect(again == once, "removed and added again, the source counted the export again: \(again), not \(once)")
+    }
 }

@@ -39,7 +39,7 @@ struct PostgresSourceStateTests {
 
         let viewer = try PostgresConfigStore(conninfo: conninfo.replacingOccurrences(of: "user=rollout", with: "user=rollout_viewer"))
         #expect(try PostgresSourceConfig(store: viewer).load().map(\.name) == ["bq"])
-        #expect(try viewer.sourceState("bq") == nil)
+        #expect(try viewer.sourceState(SourceStateConformance.ledger.key) == nil)
         let plan = SourceStateConformance.plan(nil)
         let pull = SourceStateConformance.pull(plan, SourceStateConformance.counts(plan))
         #expect { try viewer.commitPull(pull, at: SourceStateConformance.now) } throws: { "\($0)".contains("permission denied") }
@@ -47,7 +47,7 @@ struct PostgresSourceStateTests {
 
         let writer = try PostgresConfigStore(conninfo: conninfo.replacingOccurrences(of: "user=rollout", with: "user=rollout_writer"))
         #expect(try writer.commitPull(pull, at: SourceStateConformance.now).count == pull.counts.count)
-        #expect(try viewer.sourceState("bq")?.watermark == plan.nextWatermark)
+        #expect(try viewer.sourceState(SourceStateConformance.ledger.key)?.watermark == plan.nextWatermark)
     }
 
     /// A store sealed at schema 6 (before sources): `store migrate` without the team key is refused and migrates
@@ -94,5 +94,27 @@ struct PostgresSourceStateTests {
             PostgresSealTests.writer(conninfo), "UPDATE source_config SET definition = replace(definition, 'demo-rollout', 'other')")
         let edited = try cli.rollout(["audit", "verify"], store: uri)
         #expect(edited.status == 1 && edited.stderr.contains("table source_config"), "\(edited.stderr)")
+    }
+
+    /// Step 13 on a team store of schema 12, whose sources kept what they landed under their names: the rows move
+    /// to the events' ledgers, two sources over one export merged, by the same rules as the store file's schema 11
+    /// (`SourceStateConformance.checkMovedLedgers`); before the step, the store is refused asking for a migration.
+    @Test func schema12LedgersMoveToTheEventsTheirSourcesRead() throws {
+        let (store, conninfo) = try PostgresStoreTests.freshStore()
+        let names = try SourceStateConformance.landLegacyPulls(store)
+        for c in try SourceStateConformance.legacyConfigurations() { try PostgresSourceConfig(store: store).save(c) }
+        let owner = try PGConnection(conninfo)
+        try owner.execute("SET client_min_messages = warning")
+        for (key, name) in names {
+            for table in ["source_state", "source_ledger"] {
+                try owner.query("UPDATE \(table) SET source = $1 WHERE source = $2", [name, key])
+            }
+        }
+        try owner.execute("ALTER TABLE source_state DROP COLUMN reads; DELETE FROM rollout_schema WHERE version = 13")
+        #expect(throws: (any Error).self) { try PostgresConfigStore(conninfo: conninfo) }
+        #expect(try PostgresSchema.migrate(conninfo: conninfo) == [13])
+        let migrated = try PostgresConfigStore(conninfo: conninfo)
+        try SourceStateConformance.checkMovedLedgers(migrated, PostgresTelemetry(store: migrated))
+        _ = try migrated.verify()
     }
 }

@@ -285,12 +285,14 @@ struct PostgresTeamTablesTests {
             try pg.commit(b, source: "m\(m)", at: Self.t0 + .minutes(Int64(m) + 1))
             try ref.commit(b, source: "m\(m)", at: Self.t0 + .minutes(Int64(m) + 1))
         }
-        // Back to schema 11: the installations as rows, the blocks gone.
+        // Back to schema 11: the installations as rows, the blocks gone (and step 13's column on the sources).
         let rows = try Self.installations(ref.forEachInstallation)
         #expect(rows.count == 120)
         let owner = try PGConnection(conninfo)
         try owner.execute("SET client_min_messages = warning; SET bytea_output = hex")
-        try owner.execute("DROP TABLE telemetry_installation_blocks; DELETE FROM rollout_schema WHERE version = 12")
+        try owner.execute(
+            "DROP TABLE telemetry_installation_blocks; ALTER TABLE source_state DROP COLUMN reads; "
+                + "DELETE FROM rollout_schema WHERE version >= 12")
         for (id, r) in rows {
             try owner.query(
                 "INSERT INTO telemetry_installations (\(PostgresTelemetry.legacyInstallationColumns)) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12)",
@@ -302,13 +304,14 @@ struct PostgresTeamTablesTests {
         }
         #expect(throws: (any Error).self) { try PostgresConfigStore(conninfo: conninfo) }
         if chunk == 20_000 {
-            #expect(try PostgresSchema.migrate(conninfo: conninfo) == [12])
+            #expect(try PostgresSchema.migrate(conninfo: conninfo) == [12, 13])
         } else {
             try owner.execute("BEGIN")
             try owner.execute(PostgresSchema.migrations[11])
             try PostgresTelemetry.moveInstallationsToBlocks(owner, chunk: chunk)
             try owner.query("INSERT INTO rollout_schema (version) VALUES (12)")
             try owner.execute("COMMIT")
+            #expect(try PostgresSchema.migrate(conninfo: conninfo) == [13])
         }
         #expect(try owner.query("SELECT count(*) FROM telemetry_installations") == [["0"]])
         let migrated = PostgresTelemetry(store: try PostgresConfigStore(conninfo: conninfo))
