@@ -361,6 +361,7 @@ struct PostgresSettingsTables: SettingsTables {
     func sourceConfigurations() throws -> [SourceConfiguration] { try PostgresSourceConfig(store: config).load() }
     func saveSource(_ configuration: SourceConfiguration) throws { try PostgresSourceConfig(store: config).save(configuration) }
     func removeSource(_ name: String) throws { try PostgresSourceConfig(store: config).remove(name) }
+    func sourceLedgers() throws -> [SourceLedgerRecord] { try PostgresSourceConfig(store: config).ledgers() }
     func appendAudit(_ entry: Rollout.AuditEntry) throws { _ = try config.appendAudit(entry) }
     func auditRecords(limit: Int, before: Int64?) throws -> [Rollout.AuditRecord] {
         try config.auditRecords(limit: limit, before: before)

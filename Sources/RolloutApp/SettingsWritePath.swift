@@ -203,6 +203,11 @@ public struct SettingsWritePath {
                 case .add(let c):
                     let old = existing.first { $0.name == c.name }
                     if old == c { return .success(.unchanged(c.json.compactText)) }
+                    // Counted once: no two sources over the same events, and none from before what a ledger
+                    // other than its own landed of them.
+                    if let overlap = c.overlap(configured: existing, ledgers: try db.sourceLedgers()) {
+                        return .failure(.invalid(overlap.description))
+                    }
                     summary = "source add \(c.name)"
                     before = old?.json.compactText ?? ""
                     apply = {
@@ -667,6 +672,8 @@ public protocol SettingsTables {
     func saveSource(_ configuration: SourceConfiguration) throws
     /// Removes the source's configuration; what it landed and the record of it (its ledger) stay.
     func removeSource(_ name: String) throws
+    /// Every source ledger with what it has read, configured sources' and removed ones' alike.
+    func sourceLedgers() throws -> [SourceLedgerRecord]
     /// Stores an operator's security key (sealed); a store that keeps none refuses.
     func saveSecurityKey(_ credential: SecurityKeyCredential) throws
     /// Stores an operator's phone (the number sealed); a store that keeps none refuses.
@@ -758,6 +765,7 @@ struct SQLiteSettingsTables: SettingsTables {
     func sourceConfigurations() throws -> [SourceConfiguration] { try SourceConfigTable.load(from: db) }
     func saveSource(_ configuration: SourceConfiguration) throws { try SourceConfigTable.save(configuration, in: db) }
     func removeSource(_ name: String) throws { try SourceConfigTable.remove(name, in: db) }
+    func sourceLedgers() throws -> [SourceLedgerRecord] { try SourceConfigTable.ledgers(in: db) }
     func saveSecurityKey(_ credential: SecurityKeyCredential) throws { try SecurityKeyTables.save(credential, in: db) }
     func savePhone(_ enrolment: PhoneEnrolment) throws { try PhoneTables.save(enrolment, in: db) }
 }

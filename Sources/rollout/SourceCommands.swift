@@ -39,7 +39,9 @@ enum SourceCommands {
             + "successes, failures without their class, crashes without fatality), its property quota shown and "
             + "respected. With --crashlytics-app and --quota-project: the Crashlytics API's crash events (v1alpha), "
             + "counted per minute, cohort and fatality. What a source lands is recorded under the events it reads, "
-            + "not its name: a source added again over the same events goes on from that record.",
+            + "not its name: a source added again over the same events goes on from that record, and a source over "
+            + "events another source counts (the same export or property, a property's export and its realtime "
+            + "report, a project's Crashlytics table and its apps' API) is refused with 2, nothing stored.",
         options: [
             .value("--bigquery", name: "PROJECT", help: "The Google Cloud project that runs (and pays for) the queries."),
             .value("--ga4-property", name: "ID", help: "A GA4 property's number: a realtime report source instead."),

@@ -185,7 +185,10 @@ struct SourceCommandTests {
     }
 
     /// What a source landed is counted once (`SourceLedger`): removed and added again, it goes on from its ledger
-    /// instead of counting the export again. On a store file and on a PostgreSQL team store.
+    /// instead of counting the export again; a second source over the same events (another BigQuery source, the
+    /// property's realtime report, the Crashlytics API beside a Crashlytics table of the same project) is refused
+    /// with 2 and nothing is stored; a Crashlytics table whose crashes a removed API source landed is accepted only
+    /// from where that source stopped. On a store file and on a PostgreSQL team store.
     @Test(arguments: ["file", "postgresql"]) func aSourceAddedAgainOrTwiceCountsOnce(_ backend: String) throws {
         let fake = try FakeFirebase(tls: true)
         let dir = try TestSupport.temporaryDirectory("source-cli-once")
@@ -212,6 +215,11 @@ struct SourceCommandTests {
             let f = try cli.run(store, ["follow", "--looks", "1", "--interval", "0.01"])
             #expect([0, 5, 6, 7].contains(f.status) && !f.stdout.contains("failed"), "\(f.stdout) \(f.stderr)")
         }
+        func names() throws -> [String] {
+            try JSONParser().parse(try cli.run(store, ["source", "list", "--json"]).stdout).arrayValue?.compactMap {
+                $0["name"]?.stringValue
+            } ?? []
+        }
 
         #expect(try cli.run(store, ["source", "add", "bq"] + bigQuery + since).status == 0)
         try follow()
@@ -227,5 +235,42 @@ struct SourceCommandTests {
         try follow()
         let again = try sessions()
         #expect(again == once, "removed and added again, the source counted the export again: \(again), not \(once)")
+
+        // A second source over the same export, or the same property's realtime report: refused, nothing stored.
+        for (name, arguments) in [
+            ("bq2", bigQuery + since),
+            ("rt", ["--ga4-property", "123456", "--quota-project", fake.project] + credentials),
+        ] {
+            let second = try cli.run(store, ["source", "add", name] + arguments)
+            #expect(
+                second.status == 2 && second.stderr.contains("the events of GA4 property 123456, which source bq already counts")
+                    && second.stderr.contains("nothing was stored"),
+                "\(name): \(second.status) \(second.stderr)")
+        }
+        #expect(try names() == ["bq"])
+        try follow()
+        #expect(try sessions() == once)
+
+        // The Crashlytics API for an app of the project, then bq with the project's Crashlytics table: the same
+        // crashes (a table's name does not say its app), refused while the API source is configured.
+        let app = "1:\(fake.projectNumber):ios:0123456789abcdef"
+        let crashes = ["--crashlytics-app", app, "--quota-project", fake.project] + credentials + since
+        #expect(try cli.run(store, ["source", "add", "crashes"] + crashes).status == 0)
+        try follow()
+        let table = ["--crashlytics", "\(fake.project).firebase_crashlytics.com_example_app_IOS_REALTIME"]
+        let both = try cli.run(store, ["source", "add", "bq"] + bigQuery + table + since)
+        #expect(both.status == 2 && both.stderr.contains("which source crashes already counts"), "\(both.stderr)")
+        // Removed, the API source's ledger says up to when it landed those crashes: the table is counted only
+        // from there.
+        #expect(try cli.run(store, ["source", "remove", "crashes"]).status == 0)
+        let early = try cli.run(store, ["source", "add", "bq"] + bigQuery + table + since)
+        #expect(
+            early.status == 2 && early.stderr.contains("the ledger crashlytics-app:\(app) landed"),
+            "\(early.status) \(early.stderr)")
+        let from = try #require(early.stderr.components(separatedBy: "--since ").dropFirst().first?.split(separator: " ").first)
+        #expect(try cli.run(store, ["source", "list", "--json"]).stdout.contains("firebase_crashlytics") == false)
+        let later = try cli.run(store, ["source", "add", "bq"] + bigQuery + table + ["--since", String(from)])
+        #expect(later.status == 0, "\(later.stderr)")
+        #expect(try names() == ["bq"])
     }
 }

@@ -194,9 +194,10 @@ struct SourceFaultTests {
                     origin: clock.now() - .minutes(30))
             ),
             (
+                // Another property's report: bq reads 123456's events, and one body of events has one source.
                 "rt", "analytics_realtime", "GA4 runRealtimeReport",
                 try SourceConfiguration(
-                    name: "rt", kind: .analyticsRealtime, project: fake.project, analytics: "", property: "123456",
+                    name: "rt", kind: .analyticsRealtime, project: fake.project, analytics: "", property: "654321",
                     credentials: key, origin: clock.now() - .minutes(30))
             ),
             (
