@@ -25,7 +25,10 @@ import Timekeeping
 /// keys sealed with the team's key (`PostgresAppCheckState`'s boxes).
 ///
 /// The ramp plan and its pre-approval are copied as they are (state, revision, the approval's plan id), so a
-/// plan running on the file goes on at its step on PostgreSQL.
+/// plan running on the file goes on at its step on PostgreSQL. So are the telemetry sources: their configurations
+/// and every source ledger with its state (`SourceLedger`), removed sources' included, so that a source pulling on
+/// the team store goes on from what the file's sources landed (which the copied counters hold) instead of counting
+/// it again.
 ///
 /// It reads one adapter and writes another, so it is a module of its own beside the wiring: the adapters never
 /// import each other (it uses the PostgreSQL adapter's `package` helpers for the target's tables).
@@ -55,7 +58,7 @@ public enum PostgresStoreCopy {
     static let copiedTables = [
         "config_audit", "config_versions", "config_head", "guardrail_settings", "stepup_policy", "stepup_operators", "stepup_enrolments",
         "stepup_security_keys", "stepup_phones", "telemetry_counters", "telemetry_presence", "telemetry_installation_blocks", "telemetry_reasons", "telemetry_batches",
-    ] + appCheckTables + ["ramp_plan", "ramp_plan_approval"]
+    ] + appCheckTables + ["ramp_plan", "ramp_plan_approval", "source_config", "source_state", "source_ledger"]
     static let appCheckTables = [
         "appcheck_project", "appcheck_apps", "appcheck_challenges", "appcheck_keys", "appcheck_consumed_tokens", "appcheck_signing_keys",
         "appcheck_debug_tokens", "appcheck_demo_authority",
@@ -232,6 +235,17 @@ public enum PostgresStoreCopy {
             }
             try c.query(
                 "UPDATE telemetry_meta SET value = (SELECT coalesce(max(id), 0) FROM telemetry_batches) WHERE key = 'batch_sequence'")
+
+            // The telemetry sources and their ledgers, row for row.
+            try insert("source_config", "name, definition", try rows("source_config", "name, definition", order: "name"), casts: ["text[]", "text[]"])
+            let stateColumns = "source, watermark, last_success, last_attempt, last_error, reads"
+            try insert(
+                "source_state", stateColumns, try rows("source_state", stateColumns, order: "source"),
+                casts: ["text[]", "bigint[]", "bigint[]", "bigint[]", "text[]", "text[]"])
+            let ledgerColumns = "source, minute, dimensions, count"
+            try insert(
+                "source_ledger", ledgerColumns, try rows("source_ledger", ledgerColumns, order: "source, minute, dimensions"),
+                casts: ["text[]", "bigint[]", "text[]", "bigint[]"])
 
             // The App Check exchange state, row for row; blobs travel as hex text, private keys sealed.
             var appCheck: [(table: String, rows: Int)] = []

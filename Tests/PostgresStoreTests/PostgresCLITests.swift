@@ -3,8 +3,13 @@ import Foundation
 import RemoteConfig
 import Rollout
 import RolloutApp
+import SQLiteStore
+import StoreConformance
+import Telemetry
+import TelemetrySources
 import Testing
 import TestSupport
+import Timekeeping
 
 /// The built `rollout` binary on a real PostgreSQL server: many processes nudging one store over the Unix socket
 /// and loopback TCP, writers killed with SIGKILL at random moments, a server restart during a burst, and `store
@@ -299,6 +304,43 @@ struct PostgresCLITests {
             #expect(refused.status != 0, "\(refused.stdout)")
             #expect(try PostgresSchema.version(PGConnection(empty)) == nil)
         }
+    }
+
+    /// The telemetry sources go with the counters they landed: `store copy` carries the configured sources and every
+    /// ledger (a removed source's too), so that the same pull on the team store adds nothing.
+    @Test func storeCopyCarriesTheSourcesAndTheirLedgers() throws {
+        let server = try PostgresServer.get()
+        let file = directory.appendingPathComponent("sources.db").path
+        #expect(try rollout(["init", "--seed", "copy-sources"], store: file).status == 0)
+        let bq = ["--bigquery", "demo-rollout", "--analytics", "demo-rollout.analytics_1"]
+        #expect(try rollout(["source", "add", "bq"] + bq, store: file).status == 0)
+        let p = SourceStateConformance.plan(nil)
+        let pull = SourceStateConformance.pull(p, SourceStateConformance.counts(p))
+        let crashes = SourceLedger.crashlyticsAPI(project: "demo-rollout", app: "1:123456789012:ios:0123456789abcdef")
+        var removed = SourceStateConformance.pull(p, SourceStateConformance.counts(p).filter { $0.key.kind == .crash }, source: "crashes")
+        removed.ledger = crashes
+        let (ledgers, totals, configurations): ([SourceLedgerRecord], CounterTotals, [SourceConfiguration])
+        do {
+            let store = try RolloutStore(path: file, create: false)
+            try store.commitPull(pull, at: SourceStateConformance.now)
+            try store.commitPull(removed, at: SourceStateConformance.now)
+            ledgers = try store.sourceLedgers()
+            totals = try store.telemetryCounters().allTimeTotals()
+            configurations = try store.withDatabase { try SourceConfigTable.load(from: $0) }
+        }
+        #expect(ledgers.map(\.key) == [crashes.key, SourceStateConformance.ledger.key])
+
+        let target = try server.freshDatabase()
+        let copy = try rollout(["store", "copy", "--from", file, "--to", server.uris(of: target).socket])
+        #expect(copy.status == 0, "\(copy.stderr)")
+        let team = try PostgresConfigStore(conninfo: target)
+        #expect(try team.sourceLedgers() == ledgers)
+        #expect(try PostgresSourceConfig(store: team).load() == configurations)
+        #expect(try PostgresTelemetry(store: team).allTimeTotals() == totals)
+        #expect(try team.commitPull(pull, at: SourceStateConformance.now + .minutes(1)).isEmpty)
+        #expect(try team.commitPull(removed, at: SourceStateConformance.now + .minutes(1)).isEmpty)
+        #expect(try PostgresTelemetry(store: team).allTimeTotals() == totals)
+        #expect(try rollout(["audit", "verify"], store: server.uris(of: target).socket).status == 0)
     }
 
     /// The console's picture of a PostgreSQL store is woken by `NOTIFY`: with its fallback poll set to an hour, a
