@@ -214,7 +214,8 @@ struct PullCancellationTests {
         let session = try Wiring.session(path: path, operatorID: "alice@test", clock: clock).rolloutSession()
         for c in [
             try SourceConfiguration(
-                name: "hung", project: fake.project, analytics: "\(fake.project).analytics_123456",
+                // Another property's export: two sources over the same events are refused.
+                name: "hung", project: fake.project, analytics: "\(fake.project).analytics_654321",
                 credentials: .accessTokenCommand("sleep 30 & echo $! > \(pidFile); wait; echo tok"),
                 origin: start - .minutes(5)),
             try SourceConfiguration(
