@@ -650,7 +650,12 @@ struct PostgresSealTests {
         let other = try server.freshDatabase()
         let cached = try #require(store.catalogCache)
         // A write that reads the fingerprints again costs one more round trip than one that keeps its caches.
+        // The server's count of the connection's writes, by which a renewal digests the tables written again
+        // (`PostgresSeal.written`), also holds an earlier transaction's until the backend flushes its statistics
+        // (when idle, at most once a second): flushed first, so that each write's count is its own, whatever the
+        // machine's load did to the timing.
         func trips() throws -> Int {
+            try store.connection.query("SELECT pg_stat_force_next_flush()")
             let before = store.roundTrips
             try store.atomically {}
             return store.roundTrips - before
