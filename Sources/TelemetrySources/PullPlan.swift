@@ -9,20 +9,40 @@ import Timekeeping
 /// the source's origin, to the end of the current minute. The first pull starts at the origin. The watermark
 /// then moves to the start of the current minute (its partial count is pulled again next time); the ledger
 /// makes the overlap count once.
+///
+/// A pull covers at most `longest` minutes (6 hours): a source whose origin (`--since`) or watermark lies further
+/// back catches up a pull at a time, its watermark moving to the end of each window, instead of asking for
+/// days in one answer that every pull would find past the answer's limit (32 MiB) or the pull's time bound.
 public struct PullPlan: Hashable, Sendable {
+    /// The most minutes one pull asks for.
+    public static let longest: Int64 = 360
+
     /// The first minute whose counts the pull replaces (inclusive), and the end (exclusive).
     public var fromMinute: Int64
     public var throughMinute: Int64
     /// The watermark to store once the pull has landed.
     public var nextWatermark: Instant
 
-    public init(now: Instant, watermark: Instant?, origin: Instant, overlap: Instant.Duration) {
+    public init(now: Instant, watermark: Instant?, origin: Instant, overlap: Instant.Duration, longest: Int64 = PullPlan.longest) {
         let nowMinute = BucketLevel.minute.bucket(now.microseconds)
         let start = watermark.map { max(origin, $0 - overlap) } ?? origin
         fromMinute = min(BucketLevel.minute.bucket(start.microseconds), nowMinute)
-        throughMinute = nowMinute + 1
-        nextWatermark = BucketLevel.minute.start(nowMinute)
+        // Each window reaches past the overlap the next one goes back by, so that a source behind moves on.
+        let overlapMinutes = (overlap.microseconds + 59_999_999) / 60_000_000
+        let span = max(1, longest, 2 * overlapMinutes + 1)
+        if nowMinute + 1 - fromMinute > span {
+            // Behind: whole minutes only, all of them past; the next pull starts where this one ends (less the
+            // overlap, which the ledger counts once).
+            throughMinute = fromMinute + span
+            nextWatermark = BucketLevel.minute.start(throughMinute)
+        } else {
+            throughMinute = nowMinute + 1
+            nextWatermark = BucketLevel.minute.start(nowMinute)
+        }
     }
+
+    /// Whether the pull stops short of now (a source catching up).
+    public func isBehind(now: Instant) -> Bool { throughMinute <= BucketLevel.minute.bucket(now.microseconds) }
 
     public var from: Instant { BucketLevel.minute.start(fromMinute) }
     public var through: Instant { BucketLevel.minute.start(throughMinute) }

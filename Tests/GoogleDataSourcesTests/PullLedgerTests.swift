@@ -18,6 +18,30 @@ struct PullLedgerTests {
         #expect(next.minutes == 16)
     }
 
+    /// A source whose origin lies days back catches up six hours a pull, each window starting where the last one
+    /// ended less the overlap, until a window reaches now; an overlap longer than half the window still moves on.
+    @Test func aSourceFarBehindCatchesUpAWindowAtATime() {
+        let now = origin + .hours(50) + .seconds(Int64(20))
+        var plan = PullPlan(now: now, watermark: nil, origin: origin, overlap: .minutes(10))
+        var windows: [PullPlan] = []
+        while true {
+            windows.append(plan)
+            if !plan.isBehind(now: now) { break }
+            #expect(plan.minutes == PullPlan.longest && plan.nextWatermark == plan.through)
+            plan = PullPlan(now: now, watermark: plan.nextWatermark, origin: origin, overlap: .minutes(10))
+            if windows.count > 20 { break }
+        }
+        // 3,002 minutes from the origin's to now's: eight windows of 360 moving on by 350, then the last 202.
+        #expect(windows.map(\.minutes) == Array(repeating: 360, count: 8) + [202])
+        #expect(windows.first?.from == BucketLevel.minute.start(BucketLevel.minute.bucket(origin.microseconds)))
+        #expect(zip(windows, windows.dropFirst()).allSatisfy { $1.from == $0.through - .minutes(10) })
+        #expect(windows.last?.through == BucketLevel.minute.start(BucketLevel.minute.bucket(now.microseconds) + 1))
+        #expect(windows.last?.nextWatermark == BucketLevel.minute.start(BucketLevel.minute.bucket(now.microseconds)))
+        let long = PullPlan(now: now, watermark: nil, origin: origin, overlap: .hours(5))
+        let after = PullPlan(now: now, watermark: long.nextWatermark, origin: origin, overlap: .hours(5))
+        #expect(long.minutes == 601 && after.from > long.from)
+    }
+
     @Test func retryAfterInSecondsOrAsADateIsHonouredUpToTheCap() {
         let b = SourceBackoff(attempts: 4, base: .seconds(Int64(1)), cap: .seconds(Int64(60)))
         let now = Instant(seconds: 784_111_777)  // Sun, 06 Nov 1994 08:49:37 GMT
