@@ -51,6 +51,12 @@ public struct ExportTables: Hashable, Sendable {
 /// cohort (`usersEntered`) and first fatal crash in the cohort (`usersCrashed`) since `@origin_us` fell in
 /// that minute: the one figure about distinct installations the crash comparison needs, computed where the
 /// events are (see `AggregateKey` on what is additive).
+///
+/// With the Crashlytics export in the query, it alone counts crashes: Crashlytics logs each fatal crash to a
+/// linked Analytics property as `app_exception` as well, so GA4's `app_exception` rows are not read (each crash
+/// once, not twice). Installations enter a cohort by their GA4 events only: a Crashlytics row names the
+/// installation by another identifier (`installation_uuid`, not `user_pseudo_id`), so counting it would add each
+/// crashed installation as a second user; crashed users are Crashlytics' installations, one per first fatal crash.
 public enum ExportAggregation {
     public static let columns = ["minute", "cohort", "kind", "provider", "detail", "n"]
 
@@ -62,12 +68,16 @@ public enum ExportAggregation {
                   UNION ALL
                   SELECT UNIX_MICROS(event_timestamp) AS t, installation_uuid AS installation,
                     (SELECT value FROM UNNEST(custom_keys) WHERE key = 'AppAttestCohort' LIMIT 1) AS raw_cohort,
-                    'crash' AS kind, '' AS provider, IF(is_fatal, 'fatal', 'nonfatal') AS detail
+                    'crash' AS kind, '' AS provider, IF(is_fatal, 'fatal', 'nonfatal') AS detail, 'crashlytics' AS src
                   FROM `\(table)`
                   WHERE event_timestamp >= TIMESTAMP_MICROS(@origin_us) AND event_timestamp < TIMESTAMP_MICROS(@through_us)
                     AND (platform IS NULL OR platform = 'IOS')
                 """
             } ?? ""
+        // Crashlytics logs each fatal crash to Analytics as `app_exception` too: with its export in the query,
+        // crashes are its rows alone.
+        let ga4Events = ["session_start", "AppAttestSuccess", "AppAttestFailure"] + (tables.crashlytics == nil ? ["app_exception"] : [])
+            + ["AppAttestConfigFetch"]
         return """
             -- rollout: telemetry counts per minute x cohort x kind from the GA4 and Crashlytics exports
             WITH daily AS (
@@ -89,7 +99,7 @@ public enum ExportAggregation {
                   OR (STARTS_WITH(_TABLE_SUFFIX, 'intraday_') AND SUBSTR(_TABLE_SUFFIX, 10) BETWEEN @first_day AND @last_day
                       AND SUBSTR(_TABLE_SUFFIX, 10) NOT IN (SELECT day FROM daily)))
                 AND event_timestamp >= @origin_us AND event_timestamp < @through_us
-                AND event_name IN ('session_start', 'AppAttestSuccess', 'AppAttestFailure', 'app_exception', 'AppAttestConfigFetch')
+                AND event_name IN (\(ga4Events.map { "'\($0)'" }.joined(separator: ", ")))
                 AND (platform IS NULL OR platform = 'IOS')
             ),
             events AS (
@@ -107,18 +117,18 @@ public enum ExportAggregation {
                       WHEN 4 THEN 'serverUnavailable' ELSE CAST(error_code AS STRING) END
                     ELSE CONCAT('rejected:', COALESCE(reason, '')) END
                   WHEN 'app_exception' THEN IF(fatal = 0, 'nonfatal', 'fatal')
-                  ELSE '' END AS detail
+                  ELSE '' END AS detail, 'ga4' AS src
               FROM ga4
             \(crashlytics)
             ),
             normalised AS (
-              SELECT t, installation, kind, provider, detail,
+              SELECT t, installation, kind, provider, detail, src,
                 CASE LOWER(COALESCE(raw_cohort, '')) WHEN 'exposed' THEN 'enabled' WHEN '' THEN 'none'
                   ELSE LOWER(raw_cohort) END AS cohort
               FROM events
             ),
             firsts AS (
-              SELECT installation, cohort, MIN(t) AS entered,
+              SELECT installation, cohort, MIN(IF(src = 'ga4', t, NULL)) AS entered,
                 MIN(IF(kind = 'crash' AND detail = 'fatal', t, NULL)) AS crashed
               FROM normalised GROUP BY installation, cohort
             )

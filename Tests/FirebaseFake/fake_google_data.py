@@ -22,8 +22,9 @@ realtime export (recognised by its first line). It computes that query's result 
 test loads, following the rows' documented schema (event_name, event_timestamp in microseconds, user_pseudo_id,
 event_params / user_properties [{key, value: {string_value | int_value | double_value}}], platform; Crashlytics:
 event_timestamp, installation_uuid, is_fatal, custom_keys [{key, value}], platform), the wildcard table
-`dataset.events_*` with _TABLE_SUFFIX (a daily table replacing its day's intraday table), and the parameters.
-Any other query is 400 invalidQuery.
+`dataset.events_*` with _TABLE_SUFFIX (a daily table replacing its day's intraday table), and the parameters;
+from the query's text, whether it joins the Crashlytics export, the GA4 events it reads (`event_name IN (...)`)
+and whether installations enter a cohort by their GA4 rows alone. Any other query is 400 invalidQuery.
 
 Google Analytics Data API v1beta (analyticsdata.v1beta.json, scopes analytics[.readonly]): POST
 v1beta/properties/{id}:runRealtimeReport with a RunRealtimeReportRequest checked member by member against the
@@ -199,7 +200,7 @@ def aggregate(state, tables, params):
         for r in rows:
             scanned += len(json.dumps(r))
             name, t = r.get("event_name"), int(r["event_timestamp"])
-            if name not in KINDS or not (origin <= t < through) or r.get("platform") not in (None, "IOS"):
+            if name not in KINDS or name not in tables["ga4_events"] or not (origin <= t < through) or r.get("platform") not in (None, "IOS"):
                 continue
             kind = KINDS[name]
             cohort = string_param(r, "AppAttestCohort")
@@ -219,7 +220,7 @@ def aggregate(state, tables, params):
                     detail = "rejected:" + (reason or "")
             elif kind == "crash":
                 detail = "nonfatal" if int_param(r, "fatal") == 0 else "fatal"
-            events.append((t, r.get("user_pseudo_id"), normalise(cohort), kind, provider, detail))
+            events.append((t, r.get("user_pseudo_id"), normalise(cohort), kind, provider, detail, "ga4"))
     if tables.get("crashlytics"):
         for r in state.tables.get("crashlytics", []):
             scanned += len(json.dumps(r))
@@ -227,14 +228,15 @@ def aggregate(state, tables, params):
             if not (origin <= t < through) or r.get("platform") not in (None, "IOS"):
                 continue
             cohort = next((k.get("value") for k in r.get("custom_keys") or [] if k.get("key") == "AppAttestCohort"), None)
-            events.append((t, r["installation_uuid"], normalise(cohort), "crash", "", "fatal" if r["is_fatal"] else "nonfatal"))
+            events.append((t, r["installation_uuid"], normalise(cohort), "crash", "", "fatal" if r["is_fatal"] else "nonfatal", "crashlytics"))
     counts, entered, crashed = {}, {}, {}
-    for t, inst, cohort, kind, provider, detail in events:
+    for t, inst, cohort, kind, provider, detail, src in events:
         if t >= start:
             key = (t // 60_000_000, cohort, kind, provider, detail)
             counts[key] = counts.get(key, 0) + 1
         k = (inst, cohort)
-        entered[k] = min(entered.get(k, t), t)
+        if src == "ga4" or not tables["entered_from_ga4"]:
+            entered[k] = min(entered.get(k, t), t)
         if kind == "crash" and detail == "fatal":
             crashed[k] = min(crashed.get(k, t), t)
     for firsts, kind in ((entered, "usersEntered"), (crashed, "usersCrashed")):
@@ -287,7 +289,13 @@ def query(state, project, body):
     for day in ("first_day", "last_day"):
         if not re.fullmatch(r"[0-9]{8}", str(declared.get(day, ("", "x"))[1])):
             raise Fail(400, "INVALID_ARGUMENT", f"{day} is not a table suffix", "invalidQuery")
-    tables = {"crashlytics": "UNNEST(custom_keys)" in sql}
+    # What the query's text says on the points that vary: whether it joins the Crashlytics export, which GA4
+    # events it reads (its `event_name IN (...)` list), and whether installations enter a cohort by their GA4 rows
+    # alone.
+    names = re.search(r"event_name IN \(([^)]*)\)", sql)
+    tables = {"crashlytics": "UNNEST(custom_keys)" in sql,
+              "ga4_events": set(re.findall(r"'([A-Za-z_]+)'", names.group(1))) if names else set(KINDS),
+              "entered_from_ga4": "MIN(IF(src = 'ga4', t, NULL)) AS entered" in sql}
     rows, scanned = aggregate(state, tables, {k: v for k, (_, v) in declared.items()})
     job = "job_" + secrets.token_urlsafe(12).replace("-", "_")
     state.jobs[job] = {"project": project, "rows": rows, "polls": state.pending_polls, "bytes": scanned,

@@ -168,29 +168,66 @@ struct BigQuerySourceTests {
         #expect(after.sum(.usersEntered, cohort: .enabled) == before.sum(.usersEntered, cohort: .enabled) + 1)
     }
 
-    /// With the Crashlytics realtime export configured, its crashes join the GA4 rows in the one query: the
-    /// counters equal those of `ingest --format ga4` and `ingest --format crashlytics` of the same rows, crashed
-    /// users included.
-    @Test func theCrashlyticsExportJoinsTheQuery() throws {
+    /// With the Crashlytics realtime export configured, its crashes join the GA4 rows in the one query, and it alone
+    /// counts them: Crashlytics logs each crash to the linked Analytics property as `app_exception` too, so here
+    /// every iOS `app_exception` of the fleet has its Crashlytics row (another installation identifier, the same
+    /// time, fatality and cohort key). The counters are those of `ingest --format ga4` of the GA4 rows without
+    /// `app_exception` plus `ingest --format crashlytics` of the Crashlytics rows, except that installations enter
+    /// a cohort by their GA4 events alone (a Crashlytics identifier is not another user): each crash once, each
+    /// crashed installation once, no user twice. (Before, every crash counted twice and every crashed installation
+    /// entered its cohort a second time.)
+    @Test func theCrashlyticsExportJoinsTheQueryAndAloneCountsCrashes() throws {
         let fake = try FakeFirebase(tls: true)
         let fleet = ExportFleet(seed: 31, installations: 200, minutes: 20)
         try fleet.load(into: fake)
-        let crashes = CrashlyticsSourceTests.crashes(seed: 3, n: 150)
+        func string(_ row: JSONValue, _ list: String, _ key: String) -> String? {
+            row[list]?.arrayValue?.first { $0["key"]?.stringValue == key }?["value"]?["string_value"]?.stringValue
+        }
+        let exceptions = fleet.rows.filter { $0["event_name"]?.stringValue == "app_exception" }
+        let crashes: [JSONValue] = exceptions.filter { $0["platform"]?.stringValue == "IOS" }.map { r in
+            let fatal = r["event_params"]?.arrayValue?.first { $0["key"]?.stringValue == "fatal" }?["value"]?["int_value"]?.numberValue?.int64
+            var row: [(String, JSONValue)] = [
+                ("event_timestamp", r["event_timestamp"]!), ("installation_uuid", .string("uuid-" + r["user_pseudo_id"]!.stringValue!)),
+                ("is_fatal", .bool(fatal != 0)), ("platform", "IOS"), ("issue_id", "issue-1"),
+            ]
+            if let cohort = string(r, "event_params", "AppAttestCohort") ?? string(r, "user_properties", "AppAttestCohort") {
+                row.append(("custom_keys", [["key": "AppAttestCohort", "value": .string(cohort)]]))
+            }
+            return .object(JSONObject(row))
+        }
+        #expect(crashes.count > 20)
         try fake.control("POST", "/_fake/data/rows", ["table": "crashlytics", "rows": .array(crashes)])
-        let ingested = try temporaryStore("bq-crash-ingest")
-        try fleet.ingest(into: ingested, now: Self.now)
-        let ingest = TelemetryIngest(
-            format: .crashlytics, window: EventTimeWindow(now: Self.now, rolloutStart: ExportFleet.start - .hours(1)))
-        Array((crashes.map(\.compactText).joined(separator: "\n") + "\n").utf8).withUnsafeBytes { ingest.feed($0) }
-        ingest.finish()
-        try ingested.telemetryCounters().commit(ingest.batch, source: "ingest crashlytics", at: Self.now)
+
+        let window = EventTimeWindow(now: Self.now, rolloutStart: ExportFleet.start - .hours(1))
+        func ingested(_ format: TelemetryFormat, _ rows: [JSONValue], _ label: String) throws -> [String: Int64] {
+            let store = try temporaryStore(label)
+            let ingest = TelemetryIngest(format: format, window: window)
+            Array((rows.map(\.compactText).joined(separator: "\n") + "\n").utf8).withUnsafeBytes { ingest.feed($0) }
+            ingest.finish()
+            try store.telemetryCounters().commit(ingest.batch, source: "ingest", at: Self.now)
+            return try named(store.telemetryCounters().allTimeTotals(), store)
+        }
+        let analytics = try ingested(.ga4, fleet.rows.filter { $0["event_name"]?.stringValue != "app_exception" }, "bq-ga4-part")
+        let crashlytics = try ingested(.crashlytics, crashes, "bq-crash-part")
+        var expected = analytics
+        for (key, n) in crashlytics where !key.hasPrefix("usersEntered/") { expected[key, default: 0] += n }
+
         let pulled = try temporaryStore("bq-crash-pulled")
         let source = try FakeBigQuery(fake: fake, clock: ManualClock(Self.now)).source(
             crashlytics: "\(fake.project).firebase_crashlytics.com_example_IOS_REALTIME")
         try pulled.commitPull(try source.pull(PullPlan(now: Self.now, watermark: nil, origin: source.origin, overlap: .minutes(10))), at: Self.now)
-        let a = try named(ingested.telemetryCounters().allTimeTotals(), ingested)
-        #expect(a == (try named(pulled.telemetryCounters().allTimeTotals(), pulled)))
-        #expect((a["usersCrashed/enabled/unspecified"] ?? 0) > 0)
+        let got = try named(pulled.telemetryCounters().allTimeTotals(), pulled)
+        #expect(got == expected)
+        let crashCount = got.filter { $0.key.hasPrefix("crash/") }.values.reduce(0, +)
+        #expect(crashCount == Int64(crashes.count), "each crash once")
+        // As many crashed installations as GA4 alone finds, each once; and as many users as GA4 alone has.
+        let ga4Alone = try temporaryStore("bq-ga4-alone")
+        try fleet.ingest(into: ga4Alone, now: Self.now)
+        let alone = try named(ga4Alone.telemetryCounters().allTimeTotals(), ga4Alone)
+        func sum(_ totals: [String: Int64], _ prefix: String) -> Int64 { totals.filter { $0.key.hasPrefix(prefix) }.values.reduce(0, +) }
+        #expect(sum(got, "usersCrashed/") == sum(alone, "usersCrashed/") && sum(got, "usersCrashed/") > 0)
+        #expect(sum(got, "usersEntered/") == sum(analytics, "usersEntered/"))
+        #expect(sum(got, "crash/") == sum(alone, "crash/"))
     }
 
     /// A daily table replaces its day's intraday table: both present count once.
@@ -305,13 +342,15 @@ struct BigQuerySourceTests {
     /// An answer whose pages are each far below the limit but hold more than 32 MiB together (120 hours of the
     /// benchmark's aggregation, about 300,000 rows) is refused as the page that crosses the limit arrives: a bad
     /// answer naming the limit and the earlier pages, not a pull that holds every page first. What was received
-    /// stays within the limit, and the pages after the refused one are never asked for.
+    /// stays within the limit, and the pages after the refused one are never asked for. (A source's own pulls ask
+    /// for 6 hours at most, `PullPlan.longest`: this plan asks for the 120 hours at once, as a busier export's
+    /// 6 hours could weigh.)
     @Test func anAnswerLargerThan32MiBInAllItsPagesIsRefusedAsItArrives() throws {
         let fake = try FakeFirebase(tls: true)
         try fake.control("POST", "/_fake/data/options", ["synthetic_per_minute": 10_000_000])
         let source = try FakeBigQuery(fake: fake, clock: ManualClock(Self.now)).source(origin: Self.now - .hours(120))
         source.client.pageRows = 10_000
-        let plan = PullPlan(now: Self.now, watermark: nil, origin: source.origin, overlap: .minutes(10))
+        let plan = PullPlan(now: Self.now, watermark: nil, origin: source.origin, overlap: .minutes(10), longest: 121 * 60)
         let e = try #require(Self.failure(source, plan))
         #expect(e.kind == .badAnswer, "\(e)")
         // The fake compresses its answers: the page is refused once inflated.
