@@ -90,7 +90,8 @@ enum SourceCommands {
             + "SIGINT or SIGTERM abandons a pull in flight. Prints a line per pull "
             + "and the verdict line of 'watch'; a source with no successful pull for its --silent-after is HOLD "
             + "('source X silent since ...'), never OK, in every verdict of the store (status, watch, plan run, the "
-            + "console). Exit code: the last verdict, 0 OK, 5 WATCH, 6 HOLD, 7 HALT.",
+            + "console). Exit code: the last verdict, 0 OK, 5 WATCH, 6 HOLD, 7 HALT; 1 when the store cannot be read, or its "
+            + "file was removed or replaced while following.",
         options: [
             .value("--interval", name: "SECONDS", help: "Wall seconds between looks (default 2; 0.01 to 3600)."),
             .value("--looks", name: "N", help: "Stop after N looks."),
