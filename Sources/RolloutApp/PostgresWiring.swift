@@ -322,6 +322,14 @@ public struct PostgresSettingsBackend: SettingsBackend {
         try team.config.consistentRead { try body(tables) }
     }
 
+    public func sealedReading<T>(_ body: (any SettingsTables) throws -> T) throws -> T {
+        do {
+            return try team.config.sealedRead { try body(tables) }
+        } catch let problem as PostgresSealProblem {
+            throw StoreError.corrupt("the team store fails verification: \(problem) (see 'rollout audit verify')")
+        }
+    }
+
     private var tables: PostgresSettingsTables {
         PostgresSettingsTables(
             config: team.config, stepUp: team.stepUp, guardrails: PostgresGuardrailSettings(store: team.config),

@@ -31,6 +31,8 @@ public struct SettingsWritePath {
 
     /// Reads the settings tables (what `operator list` and `policy show` print, whether a code will be asked).
     public func read<T>(_ body: (any SettingsTables) throws -> T) throws -> T { try backend.reading(body) }
+    /// `read`, after the seal's check in the same snapshot (`SettingsBackend.sealedReading`).
+    public func readSealed<T>(_ body: (any SettingsTables) throws -> T) throws -> T { try backend.sealedReading(body) }
 
     /// What an operator asks for.
     public enum Intent: Sendable, Equatable {
@@ -700,6 +702,10 @@ public protocol SettingsBackend {
     var readOnlyCause: ReadOnlyCause? { get }
     func transaction<T>(_ body: (any SettingsTables) throws -> T) throws -> T
     func reading<T>(_ body: (any SettingsTables) throws -> T) throws -> T
+    /// A read whose first step checks the store's seal in the same snapshot: for sealed settings that something
+    /// acts on outside the store (a source's access-token command run, its project called), which a row written
+    /// past rollout must never steer. Throws when the seal does not match.
+    func sealedReading<T>(_ body: (any SettingsTables) throws -> T) throws -> T
 }
 
 extension SettingsBackend {
@@ -723,6 +729,10 @@ public struct SQLiteSettingsBackend: SettingsBackend {
 
     public func reading<T>(_ body: (any SettingsTables) throws -> T) throws -> T {
         try session.store.withDatabase { db in try body(SQLiteSettingsTables(db: db, config: session.config)) }
+    }
+
+    public func sealedReading<T>(_ body: (any SettingsTables) throws -> T) throws -> T {
+        try session.store.readingSealed { db in try body(SQLiteSettingsTables(db: db, config: session.config)) }
     }
 }
 

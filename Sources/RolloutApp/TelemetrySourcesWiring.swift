@@ -70,12 +70,22 @@ public struct SessionSources {
         self.recorded = recorded
     }
 
+    /// The configured sources, as stored (to show them).
     public func configurations() throws -> [SourceConfiguration] {
         try session.settingsWritePath().read { try $0.sourceConfigurations() }
     }
 
+    /// The configured sources to pull: read after the store's seal is checked in the same snapshot. A source runs
+    /// its access-token command and calls its project before its pull lands (and on the team store a landing
+    /// takes no head lock and checks no seal), so a row written past rollout (`sqlite3`, a database login with the
+    /// writer role) must be refused here, not at the next write.
+    public func pulledConfigurations() throws -> [SourceConfiguration] {
+        try session.settingsWritePath().readSealed { try $0.sourceConfigurations() }
+    }
+
+    /// The source `name`, to pull (`pulledConfigurations`).
     public func configuration(_ name: String) throws -> SourceConfiguration {
-        guard let c = try configurations().first(where: { $0.name == name }) else {
+        guard let c = try pulledConfigurations().first(where: { $0.name == name }) else {
             throw CommandError("no source named \(name) ('rollout source list' shows them)")
         }
         return c
@@ -217,7 +227,7 @@ public struct SessionSources {
     }
 
     /// The sources a loop follows.
-    func followed() throws -> [SourceConfiguration] { try configurations() }
+    func followed() throws -> [SourceConfiguration] { try pulledConfigurations() }
 
     /// Pulls every source whose last attempt is at least its interval old (all of them with `all`).
     ///

@@ -306,6 +306,21 @@ public final class RolloutStore: @unchecked Sendable {
         }
     }
 
+    /// Runs `body` in one read transaction of the file as it is now, whose first step is the seal's check (every
+    /// sealed table, the chain head's record, the HMAC, the witness), as `verify` does without the chain: for sealed
+    /// rows that something acts on outside the store, where the next write's check would come too late (a
+    /// telemetry source's access-token command is run, its project called, before its pull lands).
+    public func readingSealed<T>(_ body: (SQLiteDatabase) throws -> T) throws -> T {
+        try withDatabase { db in
+            db.releaseCachedPages()
+            return try db.transaction(immediate: false) {
+                let (problem, _) = try StoreSeal.check(db, key: key, witness: witness)
+                if let problem { throw StoreError.corrupt("\(path) fails verification: \(problem) (see 'rollout audit verify')") }
+                return try body(db)
+            }
+        }
+    }
+
     /// Runs `body` with the connection while holding the store's lock.
     public func withDatabase<T>(_ body: (SQLiteDatabase) throws -> T) rethrows -> T {
         lock.lock()

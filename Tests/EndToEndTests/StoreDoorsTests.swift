@@ -305,6 +305,32 @@ struct StoreDoorsTests {
         }
     }
 
+    /// Found by trying it with `sqlite3` (and with the team store's writer role, `PostgresSourceStateTests`): the
+    /// configured sources were read for a pull without the seal's check, so a source row written past rollout had
+    /// its access-token command run on the operator's machine by `follow` (and `watch`, `plan run`, the console,
+    /// `source test`) before any write named the change. A pull now reads its sources after the seal is checked
+    /// in the same snapshot: the command never runs, and the store is named as failing verification.
+    @Test func aSourceRowWrittenPastRolloutIsNeverPulled() throws {
+        let (s, secret) = try Self.populated()
+        let add = try s.run(
+            [
+                "source", "add", "bq", "--bigquery", "demo-rollout", "--analytics", "demo-rollout.analytics_1",
+                "--source-token-command", "echo tok", "--code", TOTP.standard.code(secret: secret, at: Store.at(120)),
+            ], at: 120)
+        try #require(add.status == 0, "\(add.stderr)")
+        let marker = s.directory.appendingPathComponent("planted-command-ran").path
+        try s.sqlite("UPDATE source_config SET definition = replace(definition, 'echo tok', 'touch \(marker); echo tok')")
+        try #require(try s.value("SELECT definition FROM source_config").contains(marker))
+        for arguments in [["follow", "--looks", "1"], ["source", "test", "bq"]] {
+            let r = try s.run(arguments, at: 200)
+            #expect(r.status == 1 && r.stderr.contains("fails verification") && r.stderr.contains("table source_config"), "\(arguments): \(r.stdout) \(r.stderr)")
+            #expect(!FileManager.default.fileExists(atPath: marker), "\(arguments): the planted command ran")
+        }
+        // What is stored can still be shown.
+        let list = try s.run(["source", "list"], at: 210)
+        #expect(list.status == 0 && list.stdout.contains("bq"), "\(list.stderr)")
+    }
+
     /// The second reproduction: `: > r.db` (a zero-length store file), then `rollout simulate --store
     /// r.db` re-created a store there (step-up off, the old witness overwritten), and `set 100
     /// --override-guardrail` published without a code. Now simulate and demo refuse a zero-length file and a

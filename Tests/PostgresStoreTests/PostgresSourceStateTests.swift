@@ -96,6 +96,30 @@ struct PostgresSourceStateTests {
         #expect(edited.status == 1 && edited.stderr.contains("table source_config"), "\(edited.stderr)")
     }
 
+    /// As the writer role (psql, without the team store key): a source's access-token command planted in
+    /// `source_config` was run on the next operator's machine by `follow` and `source test` (a pull takes no head lock
+    /// and checked no seal; the next write named the table, after the fact). The sources a pull acts on are now read
+    /// after the seal's check in the same snapshot: refused naming the table, and the command never runs.
+    @Test func aSourceRowTheWriterRoleWroteIsNeverPulled() throws {
+        let cli = try PostgresSealTests()
+        let (conninfo, uri) = try cli.initialized("pg-planted-source")
+        let add = try cli.rollout(
+            [
+                "source", "add", "bq", "--bigquery", "demo-rollout", "--analytics", "demo-rollout.analytics_1",
+                "--source-token-command", "echo tok",
+            ], store: uri)
+        try #require(add.status == 0, "\(add.stderr)")
+        let marker = cli.directory.appendingPathComponent("planted-command-ran").path
+        try PostgresSealTests.psql(
+            PostgresSealTests.writer(conninfo),
+            "UPDATE source_config SET definition = replace(definition, 'echo tok', 'touch \(marker); echo tok')")
+        for arguments in [["follow", "--looks", "1"], ["source", "test", "bq"]] {
+            let r = try cli.rollout(arguments, store: uri)
+            #expect(r.status == 1 && r.stderr.contains("table source_config"), "\(arguments): \(r.stdout) \(r.stderr)")
+            #expect(!FileManager.default.fileExists(atPath: marker), "\(arguments): the planted command ran")
+        }
+    }
+
     /// Step 13 on a team store of schema 12, whose sources kept what they landed under their names: the rows move
     /// to the events' ledgers, two sources over one export merged, by the same rules as the store file's schema 11
     /// (`SourceStateConformance.checkMovedLedgers`); before the step, the store is refused asking for a migration.
