@@ -8,8 +8,9 @@ import Timekeeping
 /// The one assessment of a rollout: a function of the store's contents and the wall-clock instant.
 ///
 /// It reads the config store's newest version and its rollout, when the rollout started, the guardrail
-/// settings, the telemetry since the start and the store's simulation heartbeat (which decides telemetry time),
-/// and judges them with `TelemetrySnapshot.assess`. `rollout status`, `rollout telemetry`, `rollout watch`, the
+/// settings, the telemetry since the start, the store's simulation heartbeat (which decides telemetry time) and, on
+/// a Firebase project, App Check enforcement (`enforcement`, a port the app layer implements), and judges them with
+/// `TelemetrySnapshot.assess`. `rollout status`, `rollout telemetry`, `rollout watch`, the
 /// console, the guardrail policy of the write path and auto-kill all call `status()`, so the same store at the
 /// same instant gives the same level, reasons and counts everywhere.
 ///
@@ -31,6 +32,12 @@ public final class RolloutMonitor {
     /// Telemetry time given by the caller (an in-process simulation's own clock); nil: from the store.
     public let telemetryClock: (any Clock)?
     public let names: RolloutNames
+
+    /// App Check enforcement of the Firebase project the templates live in, read once per assessment (nil: the
+    /// store has no App Check project). The app layer sets it on the monitors of status, watch, follow, plan run
+    /// and the console, never on the write path's guardrail: the finding it adds is remedied by an increase to
+    /// 100%, which the guardrail would otherwise refuse, and a kill must not wait on the App Check API.
+    public var enforcement: (any EnforcementReader)?
 
     /// The start found for the newest version seen, so history is scanned once per new version.
     private var startCache: (version: Int, start: Instant?)?
@@ -92,6 +99,8 @@ public final class RolloutMonitor {
 
     public func status(_ hypothesis: Hypothesis? = nil) throws -> Status {
         let wall = clock.now()
+        // Outside the store's read: a call to Google's API, bounded by the reader.
+        let enforcement = self.enforcement?.reading(at: wall)
         return try store.reading {
             let timeline = try self.timeline()
             var (now, source) = timeline.now(atWall: wall)
@@ -115,6 +124,7 @@ public final class RolloutMonitor {
                 exposedMicroPercent: exposed, newestTemplateVersion: Int64(current.info.number), timeSource: source)
             context.started = start != nil
             context.servedOutsideRollout = plan.flatMap { servedOutsideRollout(current, plan: $0) }
+            context.enforcement = enforcement
             // Sources answer on the wall clock (their pulls are real requests), whatever telemetry time is.
             context.sourceSilences = try store.sourceSilences(at: wall)
             // Staleness on a live simulation is judged against its pace: the simulation lands its data before each
@@ -256,4 +266,11 @@ public final class RolloutMonitor {
         guard !store.isReadOnly else { return }
         try? startStore?.cacheRolloutStart(version: version, start: start)
     }
+}
+
+/// App Check enforcement as the monitor can know it: a port the app layer implements on a Firebase project's App
+/// Check API (`AppCheckEnforcementReader`), bounded and cached there so an assessment never waits long on it.
+public protocol EnforcementReader: AnyObject, Sendable {
+    /// The modes as last read at or before `wall`, with why the latest read failed; never throws.
+    func reading(at wall: Instant) -> EnforcementReading
 }

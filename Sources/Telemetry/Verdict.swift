@@ -112,6 +112,10 @@ public struct RolloutContext: Hashable, Sendable {
     /// the rollout serves it. Such a rollout controls nothing: a kill leaves them on, and the control group is
     /// exposed too, so the comparison means nothing: HOLD.
     public var servedOutsideRollout: String?
+    /// App Check enforcement of the Firebase project the template lives in, as read for this assessment; nil when
+    /// the store has no App Check project (a store file, PostgreSQL). A service ENFORCED while the flag does not
+    /// give App Attest to everyone rejects the users without it: HALT.
+    public var enforcement: EnforcementReading?
 
     public init(
         currentMicroPercent: Int64, newestTemplateVersion: Int64? = nil, guardrailsEnabled: Bool = false,
@@ -397,6 +401,7 @@ extension TelemetrySnapshot {
                         statistic: "\"true\" past a kill for \(outside) of installations", threshold: "none",
                         wouldChange: "those values set to \"false\" in the template (rollout config export, then import)")))
         }
+        if let finding = enforcementFinding(context) { findings.append(finding) }
         let exposure = exposureCheck(context)
         if let srm = exposure.sampleRatio, srm.pValue < context.sampleRatioThreshold {
             let split =
@@ -432,6 +437,56 @@ extension TelemetrySnapshot {
                 ))
         }
         return Assessment(verdict: Verdict(findings: findings), armed: armed, exposure: exposure, context: context)
+    }
+
+    /// App Check enforcement against the flag's exposure: a service ENFORCED while the flag does not give App Attest
+    /// to everyone (killed, lowered, not started: in the Firebase Console, or by a kill that could not read
+    /// enforcement) rejects every user without it now: HALT, naming the services and the command that lowers them.
+    /// Enforcement that cannot be read is never judged OK under such a flag: HOLD when the last read had a service
+    /// ENFORCED, WATCH when it was never read; a failed read after one with nothing ENFORCED is no finding (the
+    /// state is shown as unknown). At 100% there is nothing to find: enforcement is the ramp's last stage.
+    func enforcementFinding(_ context: RolloutContext) -> Finding? {
+        guard let e = context.enforcement, !context.isFull else { return nil }
+        let micro = context.currentMicroPercent
+        let percent =
+            micro % 1_000_000 == 0 ? "\(micro / 1_000_000)%" : Words.fixed(Double(micro) / 1_000_000, digits: 2) + "%"
+        let exposed =
+            micro > 0
+            ? "gives App Attest to \(percent) of installations only" : "gives App Attest to nobody (killed, or not started)"
+        let enforced = e.enforced
+        let lower =
+            enforced.map { "'rollout enforcement set \($0) unenforced --reason TEXT'" }.joined(separator: ", then ")
+        if e.isKnown {
+            guard !enforced.isEmpty else { return nil }
+            let services = enforced.joined(separator: ", ")
+            return Finding(
+                .halt, .exposure,
+                "App Check enforces \(services) while the flag \(exposed): users without App Attest are rejected now; "
+                    + "run \(lower), or bring the flag back to 100%",
+                evidence: FindingEvidence(
+                    test: "exposure: App Check enforced only while everyone gets App Attest",
+                    statistic: "ENFORCED: \(services)", threshold: "any service ENFORCED below 100% is HALT",
+                    wouldChange: "those services UNENFORCED (rollout enforcement set SERVICE unenforced), or the flag at 100%"))
+        }
+        let why = e.failure ?? "not read"
+        if !enforced.isEmpty, let readAt = e.readAt {
+            let services = enforced.joined(separator: ", ")
+            return Finding(
+                .hold, .exposure,
+                "App Check enforcement could not be read (\(why)); at \(readAt.iso8601) it enforced \(services), and the "
+                    + "flag \(exposed): if it still does, users without App Attest are rejected; check with 'rollout "
+                    + "enforcement show', then run \(lower)",
+                evidence: FindingEvidence(
+                    test: "exposure: App Check enforced only while everyone gets App Attest",
+                    statistic: "unknown now; ENFORCED at \(readAt.iso8601): \(services)",
+                    threshold: "enforcement last read ENFORCED below 100% and unreadable is HOLD",
+                    wouldChange: "a read showing no service ENFORCED, or the flag at 100%"))
+        }
+        guard e.readAt == nil else { return nil }
+        return Finding(
+            .watch, .exposure,
+            "App Check enforcement could not be read (\(why)) and the flag \(exposed): whether a service rejects users "
+                + "without App Attest is unknown; check with 'rollout enforcement show'")
     }
 
     /// Whether the sample is big enough to see the configured effect, in words with the numbers.
