@@ -78,7 +78,9 @@ public struct TeamSession {
     public var enforcement: AppCheckServicesClient? = nil
 
     /// The rollout with its telemetry and verdict, read from this store (the same `RolloutMonitor` as SQLite's).
-    public func monitor() throws -> RolloutMonitor { try RolloutMonitor(store: config, config: firebase, clock: clock) }
+    public func monitor() throws -> RolloutMonitor {
+        try RolloutMonitor(store: config, config: firebase, clock: clock).readingEnforcement(of: enforcement)
+    }
 
     /// The write path with the same policies as on SQLite, in the same order: the telemetry guardrail (verdict
     /// and attestation budget), then step-up (a store without enrolled operators has no step-up).
@@ -86,7 +88,8 @@ public struct TeamSession {
         WritePath(
             store: templates, clock: clock,
             policies: [
-                try monitor().guardrailPolicy(),
+                // The guardrail's monitor reads no App Check enforcement (`RolloutMonitor.enforcement`).
+                try RolloutMonitor(store: config, config: firebase, clock: clock).guardrailPolicy(),
                 StepUpWritePolicy(
                     store: stepUp, clock: clock, preApprovals: PostgresRampPlans(store: config), securityKeys: stepUp,
                     phones: stepUp, storeIdentity: try stepUp.storeIdentity()),

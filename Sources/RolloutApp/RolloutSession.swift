@@ -69,9 +69,10 @@ public struct RolloutSession {
         var storeLost: () -> String?
     }
 
-    /// The rollout with its telemetry and verdict, read from this store.
+    /// The rollout with its telemetry and verdict, read from this store (with App Check enforcement on a Firebase
+    /// project).
     public func monitor() throws -> RolloutMonitor {
-        try RolloutMonitor(store: monitored, config: templates, clock: clock)
+        try RolloutMonitor(store: monitored, config: templates, clock: clock).readingEnforcement(of: ports.appCheckServices())
     }
 
     /// The same on a simulation's own telemetry time (a simulation running in this process).

@@ -36,8 +36,11 @@ public struct StoreSession {
             enforcement: enforcement)
     }
 
-    /// The rollout with its telemetry and verdict, read from this store.
-    public func monitor() throws -> RolloutMonitor { try RolloutMonitor(store: store, config: config, clock: clock) }
+    /// The rollout with its telemetry and verdict, read from this store (with App Check enforcement on a Firebase
+    /// project).
+    public func monitor() throws -> RolloutMonitor {
+        try RolloutMonitor(store: store, config: config, clock: clock).readingEnforcement(of: enforcement)
+    }
 
     /// The write path every change of this command goes through (read-only and policies enforced inside).
     public func writePath() throws -> WritePath {
@@ -57,7 +60,11 @@ public enum Wiring {
     /// The policies every write passes through, in order: the telemetry guardrail (verdict and attestation
     /// budget), then step-up verification.
     public static func policies(for session: StoreSession) throws -> [WritePolicy] {
-        [try session.monitor().guardrailPolicy(), try StepUpWritePolicy(store: session.store, clock: session.clock)]
+        // The guardrail's monitor reads no App Check enforcement (`RolloutMonitor.enforcement`).
+        [
+            try RolloutMonitor(store: session.store, config: session.config, clock: session.clock).guardrailPolicy(),
+            try StepUpWritePolicy(store: session.store, clock: session.clock),
+        ]
             + (session.enforcement.map { [EnforcementPolicy(client: $0, clock: session.clock)] } ?? [])
     }
 
