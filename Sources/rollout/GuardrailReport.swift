@@ -124,6 +124,18 @@ enum AssessmentJSON {
         o["exposedPercent"] = .string(s.exposed.decimalText)
         // Installations that get the flag whatever the rollout says (its default, another condition's value).
         o["servedOutsideRollout"] = s.assessment.context.servedOutsideRollout.map { .string($0) } ?? .null
+        // App Check enforcement as this assessment read it (null: no App Check project); "known": false when the
+        // latest read failed ("modes" are then the last known, "readAt" when they were read).
+        o["enforcement"] =
+            s.assessment.context.enforcement.map { e in
+                [
+                    "known": .bool(e.isKnown),
+                    "modes": .object(JSONObject(e.modes.sorted { $0.key < $1.key }.map { ($0.key, .string($0.value)) })),
+                    "enforced": .array(e.enforced.map { .string($0) }),
+                    "readAt": e.readAt.map { .string($0.iso8601) } ?? .null,
+                    "failure": e.failure.map { .string($0) } ?? .null,
+                ]
+            } ?? .null
         o["newestEvent"] = s.snapshot.newestEvent.map { .string($0.iso8601) } ?? .null
         o["dataAgeSeconds"] = number(s.snapshot.dataAge?.seconds)
         o["counts"] = [

@@ -87,6 +87,9 @@ extension StoreCommands {
             }
             rows.append(("", ""))
             rows += guardrail.rows.map { ($0.0, printable($0.1)) }
+            if let enforcement = health.assessment.context.enforcement {
+                rows.append(("App Check", printable(enforcement.summary)))
+            }
             rows.append(("step-up", stepUp ? "on: risky changes need a one-time code (rollout policy show)" : "off (no operator enrolled)"))
             printRows(rows)
             return inv.flag("--check") ? AssessmentJSON.exitCode(health.assessment.verdict.level) : .ok
