@@ -21,8 +21,10 @@ final class AppCheckEnforcementReader: EnforcementReader, @unchecked Sendable {
     private var last = EnforcementReading(modes: [:], readAt: nil, failure: "not read yet")
     private var attemptedAt: Instant?
 
-    init(client: AppCheckServicesClient, refresh: Instant.Duration = AppCheckEnforcementReader.refresh,
-         timeout: Instant.Duration = AppCheckEnforcementReader.timeout) {
+    init(
+        client: AppCheckServicesClient, refresh: Instant.Duration = AppCheckEnforcementReader.refresh,
+        timeout: Instant.Duration = AppCheckEnforcementReader.timeout
+    ) {
         var budget = client.policy
         budget.attempts = 1
         budget.timeout = min(budget.timeout, timeout)

@@ -186,7 +186,8 @@ public enum FirebaseWiring {
             project: project, state: try state.configStore(), invocation: invocation, clock: SystemClock())
         store.pollInterval = consolePollInterval
         return StoreConsoleSource(
-            monitor: try RolloutMonitor(store: state, config: store, clock: clock).readingEnforcement(of: session.enforcement),
+            monitor: try RolloutMonitor(store: state, config: store, clock: clock)
+                .readingEnforcement(of: session.enforcement),
             stepUp: SQLiteStepUpStore(store: state), plans: SQLiteRampPlans(store: state), storeLabel: session.path,
             operatorID: session.operatorID,
             readOnly: session.readOnly, project: project, autoKill: session)

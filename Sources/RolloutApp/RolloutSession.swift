@@ -72,7 +72,8 @@ public struct RolloutSession {
     /// The rollout with its telemetry and verdict, read from this store (with App Check enforcement on a Firebase
     /// project).
     public func monitor() throws -> RolloutMonitor {
-        try RolloutMonitor(store: monitored, config: templates, clock: clock).readingEnforcement(of: ports.appCheckServices())
+        try RolloutMonitor(store: monitored, config: templates, clock: clock)
+            .readingEnforcement(of: ports.appCheckServices())
     }
 
     /// The same on a simulation's own telemetry time (a simulation running in this process).

@@ -452,7 +452,8 @@ extension TelemetrySnapshot {
             micro % 1_000_000 == 0 ? "\(micro / 1_000_000)%" : Words.fixed(Double(micro) / 1_000_000, digits: 2) + "%"
         let exposed =
             micro > 0
-            ? "gives App Attest to \(percent) of installations only" : "gives App Attest to nobody (killed, or not started)"
+            ? "gives App Attest to \(percent) of installations only"
+            : "gives App Attest to nobody (killed, or not started)"
         let enforced = e.enforced
         let lower =
             enforced.map { "'rollout enforcement set \($0) unenforced --reason TEXT'" }.joined(separator: ", then ")
@@ -466,16 +467,17 @@ extension TelemetrySnapshot {
                 evidence: FindingEvidence(
                     test: "exposure: App Check enforced only while everyone gets App Attest",
                     statistic: "ENFORCED: \(services)", threshold: "any service ENFORCED below 100% is HALT",
-                    wouldChange: "those services UNENFORCED (rollout enforcement set SERVICE unenforced), or the flag at 100%"))
+                    wouldChange:
+                        "those services UNENFORCED (rollout enforcement set SERVICE unenforced), or the flag at 100%"))
         }
         let why = e.failure ?? "not read"
         if !enforced.isEmpty, let readAt = e.readAt {
             let services = enforced.joined(separator: ", ")
             return Finding(
                 .hold, .exposure,
-                "App Check enforcement could not be read (\(why)); at \(readAt.iso8601) it enforced \(services), and the "
-                    + "flag \(exposed): if it still does, users without App Attest are rejected; check with 'rollout "
-                    + "enforcement show', then run \(lower)",
+                "App Check enforcement could not be read (\(why)); at \(readAt.iso8601) it enforced \(services), "
+                    + "and the flag \(exposed): if it still does, users without App Attest are rejected; check with "
+                    + "'rollout enforcement show', then run \(lower)",
                 evidence: FindingEvidence(
                     test: "exposure: App Check enforced only while everyone gets App Attest",
                     statistic: "unknown now; ENFORCED at \(readAt.iso8601): \(services)",

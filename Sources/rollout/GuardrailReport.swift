@@ -130,7 +130,8 @@ enum AssessmentJSON {
             s.assessment.context.enforcement.map { e in
                 [
                     "known": .bool(e.isKnown),
-                    "modes": .object(JSONObject(e.modes.sorted { $0.key < $1.key }.map { ($0.key, .string($0.value)) })),
+                    "modes": .object(
+                        JSONObject(e.modes.sorted { $0.key < $1.key }.map { ($0.key, .string($0.value)) })),
                     "enforced": .array(e.enforced.map { .string($0) }),
                     "readAt": e.readAt.map { .string($0.iso8601) } ?? .null,
                     "failure": e.failure.map { .string($0) } ?? .null,

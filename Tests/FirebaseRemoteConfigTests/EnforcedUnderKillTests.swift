@@ -17,7 +17,9 @@ struct EnforcedUnderKillTests {
         let fake = try FakeFirebase(template: existingTemplate)
         try #require(try fake.rollout(["init", "--seed", "rollout-2026"]).status == 0)
         try #require(try fake.rollout(["set", "100", "--reason", "done", "--force"]).status == 0)
-        if let mode { try fake.control("POST", "/_fake/appcheck", ["service": .string(firestore), "mode": .string(mode)]) }
+        if let mode {
+            try fake.control("POST", "/_fake/appcheck", ["service": .string(firestore), "mode": .string(mode)])
+        }
         return fake
     }
 
@@ -43,9 +45,16 @@ struct EnforcedUnderKillTests {
 
         let text = try fake.rollout(["status"])
         #expect(text.status == 0, "\(text.stderr)")
-        #expect(text.stdout.contains("✗ HALT: App Check enforces firestore.googleapis.com while the flag gives App Attest to nobody"), "\(text.stdout)")
-        #expect(text.stdout.contains("run 'rollout enforcement set firestore.googleapis.com unenforced --reason TEXT'"), "\(text.stdout)")
-        #expect(text.stdout.contains("App Check") && text.stdout.contains("ENFORCED: firestore.googleapis.com"), "\(text.stdout)")
+        #expect(
+            text.stdout.contains(
+                "✗ HALT: App Check enforces firestore.googleapis.com while the flag gives App Attest to nobody"),
+            "\(text.stdout)")
+        #expect(
+            text.stdout.contains("run 'rollout enforcement set firestore.googleapis.com unenforced --reason TEXT'"),
+            "\(text.stdout)")
+        #expect(
+            text.stdout.contains("App Check") && text.stdout.contains("ENFORCED: firestore.googleapis.com"),
+            "\(text.stdout)")
 
         let json = try fake.json(["status"])
         let assessment = try #require(json["assessment"])
@@ -104,7 +113,8 @@ struct EnforcedUnderKillTests {
         #expect(enforcement["failure"]?.stringValue != nil, "\(enforcement)")
         #expect(
             Self.findings(json).contains {
-                $0["level"]?.stringValue == "WATCH" && ($0["text"]?.stringValue ?? "").hasPrefix("App Check enforcement could not be read")
+                $0["level"]?.stringValue == "WATCH"
+                    && ($0["text"]?.stringValue ?? "").hasPrefix("App Check enforcement could not be read")
             }, "\(json)")
         #expect(json["assessment"]?["level"]?.stringValue != "OK", "\(json)")
         #expect(try fake.rollout(["status", "--check"]).status != 0)
