@@ -12,7 +12,8 @@ import Timekeeping
 /// a Firebase project, App Check enforcement (`enforcement`, a port the app layer implements), and judges them with
 /// `TelemetrySnapshot.assess`. `rollout status`, `rollout telemetry`, `rollout watch`, the
 /// console, the guardrail policy of the write path and auto-kill all call `status()`, so the same store at the
-/// same instant gives the same level, reasons and counts everywhere.
+/// same instant gives the same level, reasons and counts everywhere (the guardrail's monitor alone reads no App
+/// Check enforcement: see `enforcement`).
 ///
 /// It knows the store only through the core's ports (`MonitoredStore`: config versions, telemetry counters,
 /// guardrail settings, the simulation heartbeat, the start cache), so any store that implements them (the
