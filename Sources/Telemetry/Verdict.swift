@@ -442,9 +442,9 @@ extension TelemetrySnapshot {
     /// App Check enforcement against the flag's exposure: a service ENFORCED while the flag does not give App Attest
     /// to everyone (killed, lowered, not started: in the Firebase Console, or by a kill that could not read
     /// enforcement) rejects every user without it now: HALT, naming the services and the command that lowers them.
-    /// Enforcement that cannot be read is never judged OK under such a flag: HOLD when the last read had a service
-    /// ENFORCED, WATCH when it was never read; a failed read after one with nothing ENFORCED is no finding (the
-    /// state is shown as unknown). At 100% there is nothing to find: enforcement is the ramp's last stage.
+    /// Enforcement that cannot be read is HOLD when the last read had a service ENFORCED; when it was never read,
+    /// or the last read had nothing ENFORCED, it is no finding (`status` shows it as unknown): a credential
+    /// without App Check's read permission would otherwise hold every verdict at WATCH for the whole ramp. At 100% there is nothing to find: enforcement is the ramp's last stage.
     func enforcementFinding(_ context: RolloutContext) -> Finding? {
         guard let e = context.enforcement, !context.isFull else { return nil }
         let micro = context.currentMicroPercent
@@ -484,11 +484,7 @@ extension TelemetrySnapshot {
                     threshold: "enforcement last read ENFORCED below 100% and unreadable is HOLD",
                     wouldChange: "a read showing no service ENFORCED, or the flag at 100%"))
         }
-        guard e.readAt == nil else { return nil }
-        return Finding(
-            .watch, .exposure,
-            "App Check enforcement could not be read (\(why)) and the flag \(exposed): whether a service rejects users "
-                + "without App Attest is unknown; check with 'rollout enforcement show'")
+        return nil
     }
 
     /// Whether the sample is big enough to see the configured effect, in words with the numbers.

@@ -95,7 +95,7 @@ struct EnforcedUnderKillTests {
         #expect(json["assessment"]?["level"]?.stringValue != "HALT", "\(json)")
     }
 
-    /// App Check cannot be read: the state is shown as unknown, never claimed ENFORCED nor judged OK under a kill.
+    /// App Check cannot be read: the state is shown as unknown, never claimed ENFORCED.
     @Test func unreadableEnforcementIsUnknown() throws {
         let fake = try Self.everyoneWith("ENFORCED")
         try Self.killInTheConsole(fake)
@@ -111,12 +111,9 @@ struct EnforcedUnderKillTests {
         #expect(enforcement["known"] == .bool(false), "\(enforcement)")
         #expect(enforcement["enforced"] == .array([]), "\(enforcement)")
         #expect(enforcement["failure"]?.stringValue != nil, "\(enforcement)")
-        #expect(
-            Self.findings(json).contains {
-                $0["level"]?.stringValue == "WATCH"
-                    && ($0["text"]?.stringValue ?? "").hasPrefix("App Check enforcement could not be read")
-            }, "\(json)")
-        #expect(json["assessment"]?["level"]?.stringValue != "OK", "\(json)")
-        #expect(try fake.rollout(["status", "--check"]).status != 0)
+        // Never read in this process: unknown, no finding (a credential that may not read App Check would otherwise
+        // hold every verdict at WATCH); the read that works judges it (the tests above), and a read that fails after
+        // one that saw ENFORCED holds (EnforcementFindingTests).
+        #expect(!Self.findings(json).contains { ($0["text"]?.stringValue ?? "").contains("App Check") }, "\(json)")
     }
 }
