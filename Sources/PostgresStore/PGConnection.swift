@@ -33,17 +33,25 @@ public struct PostgresError: Error, Sendable, CustomStringConvertible, Equatable
 /// With `prepare`, the statement is also prepared on the connection (as `PGConnection.prepare` does) the first
 /// time it is sent, in the same round trip: for the statements of a write that runs again and again (a telemetry
 /// batch), which the server otherwise parses and plans every time.
+///
+/// With `syncAfter`, a sync point follows the statement in its round trip: the statements up to it run (outside an
+/// explicit transaction) as one implicit transaction of their own, ended there before the next statement starts,
+/// as if they had been sent in a round trip of their own; a failure among them skips only them.
 public struct PGStatement: Sendable {
     public var sql: String
     public var params: [String?]
     public var binary: [Int: [UInt8]]
     public var prepare: Bool
+    public var syncAfter: Bool
 
-    public init(_ sql: String, _ params: [String?], binary: [Int: [UInt8]] = [:], prepare: Bool = false) {
+    public init(
+        _ sql: String, _ params: [String?], binary: [Int: [UInt8]] = [:], prepare: Bool = false, syncAfter: Bool = false
+    ) {
         self.sql = sql
         self.params = params
         self.binary = binary
         self.prepare = prepare
+        self.syncAfter = syncAfter
     }
 }
 
@@ -258,14 +266,19 @@ public final class PGConnection: @unchecked Sendable {
         guard PQenterPipelineMode(raw) == 1 else { throw connectionError() }
         defer { PQexitPipelineMode(raw) }
         // What was sent, in order: each statement's query and, before a statement prepared in this round trip,
-        // its preparation (a result of its own).
+        // its preparation (a result of its own); a sync point within the round trip (`PGStatement.syncAfter`) is an
+        // entry that is neither.
         var sent: [(preparing: String?, isQuery: Bool)] = []
         var preparing: [String: String] = [:]
         var failure: PostgresError?
         func enqueue(_ statements: [PGStatement]) {
             for statement in statements where failure == nil {
                 statementsSent += 1
-                if let error = sendOne(statement, preparing: &preparing, sent: &sent) { failure = error }
+                if let error = sendOne(statement, preparing: &preparing, sent: &sent) {
+                    failure = error
+                } else if statement.syncAfter {
+                    if PQpipelineSync(raw) == 1 { sent.append((nil, false)) } else { failure = connectionError() }
+                }
             }
         }
         enqueue(first)
@@ -288,6 +301,16 @@ public final class PGConnection: @unchecked Sendable {
         out.reserveCapacity(sent.count)
         // Each preparation's and statement's result, then NULL; after them the sync's own result.
         for entry in sent {
+            if entry.preparing == nil, !entry.isQuery {
+                // A sync point within the round trip: its result comes right after the last statement before it.
+                var synced = false
+                while !synced, let result = PQgetResult(raw) {
+                    synced = PQresultStatus(result) == PGRES_PIPELINE_SYNC
+                    PQclear(result)
+                }
+                if !synced, failure == nil { failure = connectionError() }
+                continue
+            }
             var rowsOfStatement: [[String?]] = []
             var ok = true
             while let result = PQgetResult(raw) {

@@ -159,6 +159,36 @@ public final class PostgresConfigStore: ConfigStore, @unchecked Sendable {
         try transaction(lockingHead: true, body)
     }
 
+    /// `current()` and then `atomically(body)`, with the read sent in the round trip that begins the transaction,
+    /// ahead of BEGIN and ended by a sync point of its own (`PGStatement.syncAfter`): the server runs it as its own
+    /// implicit transaction, in its own snapshot, before the transaction begins, exactly as a `current()` call made
+    /// first would, so a version published between the read and the head lock is still the compare-and-swap's
+    /// conflict. One round trip less per write. Inside an open transaction (or read-only) it makes the two calls.
+    public func currentThenAtomically<T>(_ body: (StoredTemplate) throws -> T) throws -> T {
+        lock.lock()
+        defer { lock.unlock() }
+        guard depth == 0, !isReadOnly else {
+            let seen = try current()
+            return try atomically { try body(seen) }
+        }
+        readsCurrentFirst = true
+        currentRead = nil
+        defer {
+            readsCurrentFirst = false
+            currentRead = nil
+        }
+        return try transaction(lockingHead: true) {
+            guard let seen = currentRead else { preconditionFailure("internal: the head lock's round trip read no version") }
+            return try body(seen)
+        }
+    }
+
+    /// Whether the next head lock's round trip reads the newest version first (`currentThenAtomically`).
+    private var readsCurrentFirst = false
+    /// The newest version as that round trip read it (nil until one did: when the first attempt's round trip
+    /// failed, the next attempt's reads it, before any attempt ran the body).
+    private var currentRead: StoredTemplate?
+
     /// The transaction runner of every table on this connection. `lockingHead`: take the chain-head row lock
     /// first (every write that can touch the audit chain or a policy's input: the config, step-up, settings);
     /// telemetry batches pass false, so that many ingesting processes do not queue behind publishes (their
@@ -248,7 +278,12 @@ public final class PostgresConfigStore: ConfigStore, @unchecked Sendable {
         if let w = try? witness() { seen = try? w.read() }
         // Each prepared as it is first sent (in this round trip): from then on the server plans none of them
         // again on this connection.
-        var statements = [
+        // Read once: an attempt run again keeps the version its first read found, as with a `current()` call made
+        // before the transaction (a version published since is the compare-and-swap's conflict).
+        let readsCurrent = readsCurrentFirst && currentRead == nil
+        var statements =
+            readsCurrent ? [PGStatement(Self.currentQuery, [], prepare: true, syncAfter: true)] : []
+        statements += [
             PGStatement("BEGIN ISOLATION LEVEL REPEATABLE READ", []), PGStatement(Self.headTableLock, []),
             PGStatement(Self.headLockQuery, [], prepare: true),
             PGStatement(stateQuery, []), PGStatement(PostgresSeal.sealQuery, [], prepare: true),
@@ -258,6 +293,11 @@ public final class PostgresConfigStore: ConfigStore, @unchecked Sendable {
             statements.append(PGStatement(PostgresWitness.recordQuery, [String(seen.sequence)], prepare: true))
         }
         var read = try connection.pipeline(statements: statements)
+        if readsCurrent {
+            guard let row = read.removeFirst().first
+            else { throw StoreError.unavailable("the store has no version yet (create it with 'rollout init')") }
+            currentRead = try Self.stored(row)
+        }
         read.remove(at: 1)  // LOCK TABLE's (no rows): the rest keep their places, BEGIN's first
         var state = read[2].first
         let tables = 11..<(11 + PostgresSeal.sealedTables.count)

@@ -34,10 +34,21 @@ public protocol ConfigStore: AnyObject {
     /// that cannot group writes run `body` as it is (the default); their publish is still atomic with its audit
     /// record.
     func atomically<T>(_ body: () throws -> T) throws -> T
+
+    /// `current()` and then `atomically(body)` with the version it read: the read is made before the transaction
+    /// begins, in a snapshot of its own, so a version published between the read and the transaction is the
+    /// compare-and-swap's conflict, as with the two calls. A store may send the read in the round trip that begins
+    /// the transaction, ahead of it (the default makes the two calls).
+    func currentThenAtomically<T>(_ body: (StoredTemplate) throws -> T) throws -> T
 }
 
 extension ConfigStore {
     public func atomically<T>(_ body: () throws -> T) throws -> T { try body() }
+
+    public func currentThenAtomically<T>(_ body: (StoredTemplate) throws -> T) throws -> T {
+        let seen = try current()
+        return try atomically { try body(seen) }
+    }
 }
 
 /// One stored version: the template (with `version` and `etag` filled in) and its metadata.

@@ -174,8 +174,8 @@ public struct WritePath {
         if let readOnlyCause { throw Failure.readOnly(readOnlyCause) }
         // The version the change is based on is read before the transaction, as an operator reads it before
         // deciding: a version published in between is a conflict (compare-and-swap), not silently built upon.
-        let seen = try store.current()
-        let result: Result<Outcome, Failure> = try store.atomically {
+        // (The store may send that read in the round trip that begins the transaction: `currentThenAtomically`.)
+        let result: Result<Outcome, Failure> = try store.currentThenAtomically { seen in
             do {
                 return .success(try executeOnce(request, base: seen))
             } catch let failure as Failure {

@@ -194,6 +194,31 @@ struct PostgresStoreTests {
         #expect(try c.query(preparedOnServer) == [[add], [twice], [after], [bad]])
     }
 
+    /// A statement sent with `syncAfter` runs, with those before it, as an implicit transaction of its own, ended
+    /// before the next statement of the round trip starts: a REPEATABLE READ transaction can begin after it in the
+    /// same round trip (its snapshot taken after the read), and a failure before the sync point skips only the
+    /// statements before it while the call still throws it.
+    @Test func aSyncPointEndsTheStatementsBeforeItInTheirOwnTransaction() throws {
+        let c = try PGConnection(try PostgresServer.get().freshDatabase())
+        try c.execute("CREATE TABLE s (n INTEGER PRIMARY KEY); INSERT INTO s VALUES (1)")
+        let trips = c.roundTrips
+        let rows = try c.pipeline(statements: [
+            PGStatement("SELECT count(*) FROM s", [], prepare: true, syncAfter: true),
+            PGStatement("BEGIN ISOLATION LEVEL REPEATABLE READ", []), PGStatement("INSERT INTO s VALUES (2)", []),
+            PGStatement("SELECT count(*) FROM s", []),
+        ])
+        #expect(rows == [[["1"]], [], [], [["2"]]])
+        #expect(c.roundTrips == trips + 1)
+        try c.execute("ROLLBACK")
+        #expect(throws: PostgresError.self) {
+            try c.pipeline(statements: [
+                PGStatement("SELECT nothing FROM nowhere_at_all", [], syncAfter: true),
+                PGStatement("INSERT INTO s VALUES (3)", []),
+            ])
+        }
+        #expect(try c.query("SELECT n FROM s ORDER BY n") == [["1"], ["3"]])
+    }
+
     /// Statements deferred to the next round trip go first in it, in order, and everything sent after them sees
     /// them; a failure among them is thrown by that call, which then runs none of its own statements; a rollback
     /// drops what is still queued.
