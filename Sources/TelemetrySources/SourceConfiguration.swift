@@ -79,6 +79,10 @@ public struct SourceConfiguration: Hashable, Sendable {
             guard let property, !property.isEmpty, property.utf8.count <= 20, property.utf8.allSatisfy({ $0 >= 48 && $0 <= 57 }) else {
                 throw SourceConfigurationError("a GA4 realtime source needs --ga4-property, the property's number")
             }
+            // One spelling per property, as its ledger and the overlap check name it (`properties/01` is property 1).
+            guard property.first != "0" else {
+                throw SourceConfigurationError("--ga4-property takes the property's number without leading zeros, not '\(property)'")
+            }
         }
         if kind == .crashlyticsAPI {
             guard let app, !app.isEmpty, app.utf8.count <= 100, app.utf8.allSatisfy(Self.identifier) else {

@@ -88,9 +88,12 @@ public struct SourceLedger: Hashable, Sendable, CustomStringConvertible {
     public static func bigQuery(analytics: String, crashlytics: String?) -> SourceLedger {
         let dataset = analytics.split(separator: ".", maxSplits: 1).last.map(String.init) ?? analytics
         let prefix = "analytics_"
-        let property = dataset.hasPrefix(prefix) ? String(dataset.dropFirst(prefix.count)) : ""
+        let digits = dataset.hasPrefix(prefix) ? String(dataset.dropFirst(prefix.count)) : ""
+        // The property's number as the realtime report names it: leading zeros say nothing (`analytics_0001` would
+        // be property 1's export), so a dataset spelled with them is not taken for another body of events.
+        let property = String(digits.drop { $0 == "0" })
         let ga4: SourceEvents =
-            !property.isEmpty && property.utf8.allSatisfy({ $0 >= 48 && $0 <= 57 })
+            !property.isEmpty && digits.utf8.allSatisfy({ $0 >= 48 && $0 <= 57 })
             ? .analyticsProperty(property) : .analyticsExport(analytics)
         return SourceLedger(events: [ga4] + (crashlytics.map { [.crashlyticsExport($0)] } ?? []))
     }

@@ -31,6 +31,11 @@ struct SourceLedgerTests {
         #expect(a.key == "ga4-property:123456" && b.key == a.key && rt.key == a.key)
         #expect(SourceLedger.analyticsRealtime(property: "properties/123456") == rt)
         #expect(b.events == [.analyticsProperty("123456"), .crashlyticsExport("prod.firebase_crashlytics.com_x_IOS_REALTIME")])
+        // Leading zeros say nothing: a dataset spelled with them is the property's, and a realtime property number
+        // with them is refused (found by an explorer: `--ga4-property 01` beside `--ga4-property 1` counted twice).
+        #expect(try bigQuery("z", "prod.analytics_000123456").ledger.key == "ga4-property:123456")
+        #expect(throws: SourceConfigurationError.self) { try realtime("rt0", "0123456") }
+        #expect(try bigQuery("z0", "prod.analytics_000").ledger.key == "ga4-export:prod.analytics_000")
         // A dataset whose name does not say its property is its own.
         #expect(try bigQuery("c", "prod.ga4_copy").ledger.key == "ga4-export:prod.ga4_copy")
         #expect(try bigQuery("d", "prod.analytics_12x").ledger.key == "ga4-export:prod.analytics_12x")
