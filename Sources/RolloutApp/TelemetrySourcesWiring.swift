@@ -163,6 +163,27 @@ public struct SessionSources {
         var report = SourcePullReport(
             source: c.name, kind: c.kind, window: (plan.from, plan.through), rows: nil, bytes: 0, note: "", changedKeys: 0, addedEvents: 0,
             waits: [], error: nil, newestData: nil, dataAge: nil)
+        if let shared = try pulledConfigurations().filter({ $0.name < c.name }).sorted(by: { $0.name < $1.name })
+            .lazy.compactMap({ other in c.overlap(configured: [other], ledgers: []).map { (other, $0) } }).first
+        {
+            // Two sources over some of the same events, configured before `source add` refused such a pair (a store
+            // upgraded from then): only the first by name pulls. The second's pulls would count those events again
+            // (events of its own beside them), or, over one ledger in another shape (an export and the realtime
+            // report of one property), take back each other's rows at every pull.
+            let (other, overlap) = shared
+            guard case .configured(_, _, let ours, _) = overlap else { return report }
+            report.error = SourceError(
+                .configuration, source: c.name,
+                "not pulled: it reads \(ours), which source \(other.name) reads too (a pair configured before such a "
+                    + "pair was refused), and only one of them may count those events; 'rollout source remove "
+                    + "\(c.name)' (what it landed stays counted), then add it again over its other events, if any")
+            // Over a ledger of its own, the refusal is the source's state (`source list`, and HOLD once silent);
+            // a ledger it shares is the other source's, which pulls it.
+            if land && other.ledger.key != c.ledger.key {
+                try stateStore.recordFailure(ledger: c.ledger.key, message: report.error!.message, at: clock.now())
+            }
+            return report
+        }
         let caller: SourceCaller
         let pulling: () throws(SourceError) -> SourcePull
         do {
