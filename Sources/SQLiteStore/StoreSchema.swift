@@ -149,12 +149,17 @@ public enum StoreSchema {
                         + "use a newer rollout")
             }
             if let cause = db.readOnlyCause {
-                let instead =
+                // Read-only by request: --read-only, or a command that only reads the file (the source of `store
+                // copy`, where no --read-only was given), so the advice names the command that upgrades it.
+                let why =
                     cause == .requested
-                    ? "open it once without --read-only" : "\(cause): open it once as a user who can write it"
+                    ? "this session only reads the file (--read-only, or the source of 'store copy')"
+                    : "\(cause)"
+                let who = cause == .requested ? "" : " as a user who can write it"
                 throw StoreError.unavailable(
                     "\(store.path) has schema version \(found) and needs an upgrade to \(current), which a read-only "
-                        + "session cannot do; \(instead) (e.g. 'rollout audit verify')")
+                        + "session cannot do: \(why). Upgrade it first\(who) with 'rollout audit verify --store \(store.path)' "
+                        + "(without --read-only, it upgrades the file), then run this command again")
             }
             try db.transaction {
                 let now = try version(of: db)

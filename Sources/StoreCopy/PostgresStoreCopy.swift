@@ -11,8 +11,10 @@ import Timekeeping
 /// `rollout store copy --from FILE --to postgresql://...`: moves an existing SQLite store to a PostgreSQL team
 /// store, all or nothing.
 ///
-/// The source must pass its own `audit verify` first. The target database must hold no rollout store (an empty
-/// database, or one with the schema and no version). Everything is written in one transaction under the
+/// The source must pass its own `audit verify` first; it is read in one read transaction, that check included (one
+/// snapshot of the file). The target database must hold no rollout data: an empty database, or one with the schema
+/// and no rows but those the migrations write (`claimEmptyTarget`, which locks every table of the schema until the
+/// copy commits). Everything is written in one transaction under the
 /// migrations' advisory lock: the schema, every version and audit record exactly as stored (same numbers, etags,
 /// times, hashes: the chain and the digests its records pin are the same on both ends), the chain head, the
 /// guardrail settings, the step-up policy, operators and pending enrolments, security keys and phones (each secret,
@@ -70,13 +72,40 @@ public enum PostgresStoreCopy {
         from source: RolloutStore, to conninfo: String, teamKey: () throws -> StoreKey?,
         progress: (_ done: Int64, _ total: Int64) -> Void = { _, _ in }
     ) throws -> Report {
+        try copy(from: source, to: conninfo, teamKey: teamKey, progress: progress, afterReading: { _ in })
+    }
+
+    /// `copy`, with `afterReading(table)` called right after each of the source's tables is read (a test commits
+    /// into the source file there, between two reads).
+    ///
+    /// The source is read in one read transaction, its verification included: one snapshot of the file (WAL), so
+    /// that an `ingest`, a pull or a write committing into the file meanwhile is in none of the copy or in all of
+    /// it (never a batch in the log whose counters the copy lacks).
+    package static func copy(
+        from source: RolloutStore, to conninfo: String, teamKey: () throws -> StoreKey?,
+        progress: (_ done: Int64, _ total: Int64) -> Void, afterReading: (_ table: String) throws -> Void
+    ) throws -> Report {
+        try source.withDatabase { db in
+            try db.transaction(immediate: false) {
+                try copy(
+                    from: source, snapshot: db, to: conninfo, teamKey: teamKey, progress: progress, afterReading: afterReading)
+            }
+        }
+    }
+
+    /// The copy, inside the read transaction on `db` (the source's connection) that `copy` holds.
+    private static func copy(
+        from source: RolloutStore, snapshot db: SQLiteDatabase, to conninfo: String, teamKey: () throws -> StoreKey?,
+        progress: (_ done: Int64, _ total: Int64) -> Void, afterReading: (_ table: String) throws -> Void
+    ) throws -> Report {
         let sourceReport = try source.verify()
-        let db = source.database
         func exists(_ table: String) throws -> Bool {
             try db.hasTable(table)
         }
         func rows(_ table: String, _ columns: String, order: String) throws -> [[SQLiteValue]] {
-            try exists(table) ? db.query("SELECT \(columns) FROM \(table) ORDER BY \(order)") : []
+            let found = try exists(table) ? db.query("SELECT \(columns) FROM \(table) ORDER BY \(order)") : []
+            try afterReading(table)
+            return found
         }
         var total: Int64 = 0
         for table in copiedTables where try exists(table) {
@@ -102,17 +131,7 @@ public enum PostgresStoreCopy {
         }
 
         return try PostgresSchema.migrating(conninfo: conninfo) { c, _ in
-            if let n = try c.query("SELECT max(number) FROM config_versions").first?.first ?? nil {
-                throw StoreError.unavailable(
-                    "the target already holds a rollout store (version \(n)); store copy only fills an empty database")
-            }
-            let nonEmpty = try c.query(
-                "SELECT (SELECT count(*) FROM config_audit) + (SELECT count(*) FROM telemetry_batches) + (SELECT count(*) FROM stepup_operators) "
-                    + "+ (SELECT count(*) FROM guardrail_settings)"
-            ).first?.first?.flatMap { Int($0) } ?? 0
-            guard nonEmpty == 0 else {
-                throw StoreError.unavailable("the target holds rollout data already; store copy only fills an empty database")
-            }
+            try claimEmptyTarget(c)
 
             /// Inserts `source` in chunks through `unnest` of one array per column; `select` reads the unnested
             /// columns `c1...cN` (default: as they are), e.g. `decode(c2, 'hex')` for a blob sent as hex text.
@@ -352,6 +371,55 @@ public enum PostgresStoreCopy {
                 versions: copied.versions, auditRecords: copied.auditRecords, headHash: copied.headHash, operators: operators.count,
                 pendingEnrolments: pending.count, securityKeys: securityKeys.count, phones: phones.count, settings: settings.count, telemetryBatches: batches.count,
                 installations: installations.count, counterRows: counters.count, appCheck: appCheck, plan: plan?.name, skipped: skipped)
+        }
+    }
+
+    /// The rows the migrations themselves write (`PostgresSchema`): a target that holds these and nothing else is
+    /// empty. (`rollout_schema` is checked on its own: the steps applied, 1 to the current one.)
+    static let rowsOfTheMigrations: [String: [String]] = [
+        "config_head": ["(1,0,0,\(String(repeating: "0", count: 64)))"],
+        "telemetry_meta": ["(batch_sequence,0)"],
+    ]
+
+    /// Locks every table of the rollout schema (found in the catalog: the tables of `config_head`'s schema) against
+    /// writes until the copy's transaction ends, then refuses, naming the tables, a target where any of them holds a
+    /// row beyond what the migrations write. A row planted beforehand (a writer's debug token, step-up policy,
+    /// source or counter) would otherwise be kept beside the copy and sealed with it; the lock keeps anyone from
+    /// inserting one between this check and COMMIT. Run by the owner (LOCK needs more than the writer's grants).
+    static func claimEmptyTarget(_ c: PGConnection) throws {
+        let tables = try c.query(
+            """
+            SELECT quote_ident(n.nspname) || '.' || quote_ident(t.relname), t.relname FROM pg_class t
+              JOIN pg_namespace n ON n.oid = t.relnamespace
+              WHERE t.relnamespace = (SELECT relnamespace FROM pg_class WHERE oid = 'config_head'::regclass)
+                AND t.relkind IN ('r', 'p')
+              ORDER BY t.relname COLLATE "C"
+            """
+        ).compactMap { row -> (qualified: String, name: String)? in
+            guard let qualified = row[0], let name = row[1] else { return nil }
+            return (qualified, name)
+        }
+        // SHARE ROW EXCLUSIVE conflicts with every INSERT, UPDATE and DELETE (and with another copy), not with reads.
+        try c.execute("LOCK TABLE \(tables.map(\.qualified).joined(separator: ", ")) IN SHARE ROW EXCLUSIVE MODE")
+        if let n = try c.query("SELECT max(number) FROM config_versions").first?.first ?? nil {
+            throw StoreError.unavailable(
+                "the target already holds a rollout store (version \(n)); store copy only fills an empty database: nothing was written")
+        }
+        var holding: [String] = []
+        for table in tables {
+            if table.name == "rollout_schema" {
+                let steps = try c.query("SELECT version FROM rollout_schema ORDER BY version").compactMap { ($0.first ?? nil).flatMap { Int($0) } }
+                if steps != Array(1...PostgresSchema.current) { holding.append(table.name) }
+                continue
+            }
+            let expected = rowsOfTheMigrations[table.name] ?? []
+            let found = try c.query("SELECT t::text FROM \(table.qualified) t ORDER BY 1 LIMIT \(expected.count + 1)").map { $0.first ?? nil }
+            if found != expected { holding.append(table.name) }
+        }
+        guard holding.isEmpty else {
+            throw StoreError.unavailable(
+                "the target holds rollout data already (rows in \(holding.joined(separator: ", "))); store copy only fills an "
+                    + "empty database (new, or with the schema and no rows): nothing was written")
         }
     }
 }

@@ -38,7 +38,10 @@ enum TeamStoreCommands {
             + "hashes), with the guardrail settings, the step-up policy, operators and pending enrolments (secrets sealed "
             + "again with the team store key, ROLLOUT_STORE_KEY or ~/.config/rollout/team-store.key, created when "
             + "missing), the telemetry and the App Check exchange state (its private keys sealed with the same key). The "
-            + "copy is checked like 'audit verify' before it commits; a target that holds a store already is refused. "
+            + "copy is checked like 'audit verify' before it commits. A target where any table of the rollout schema holds "
+            + "a row (beyond what 'store migrate' writes) is refused, naming the tables; the copy locks them against writes "
+            + "until it commits, so run it as the database's owner. The source file is read from one snapshot: what is "
+            + "ingested into it meanwhile is not copied. "
             + "The ramp plan and its pre-approval are copied as they are. On a terminal, progress is shown on stderr.",
         options: [
             .value("--from", name: "FILE", help: "The SQLite store file to copy."),
