@@ -61,11 +61,14 @@ public struct EnforcementGate: Sendable, Equatable {
         /// The share of recent requests that would be rejected once enforced (no token: unattested, failed or
         /// outdated clients), when telemetry can tell.
         public var wouldReject: Double?
+        /// The flag is killed (its exposure is nobody's because of the kill, not of a percentage).
+        public var killed: Bool
 
-        public init(exposure: Double, okSince: Instant?, wouldReject: Double?) {
+        public init(exposure: Double, okSince: Instant?, wouldReject: Double?, killed: Bool = false) {
             self.exposure = exposure
             self.okSince = okSince
             self.wouldReject = wouldReject
+            self.killed = killed
         }
     }
 
@@ -79,6 +82,11 @@ public struct EnforcementGate: Sendable, Equatable {
         -> Decision
     {
         guard target == .enforced, current != .enforced else { return .allowed }
+        if rollout.killed {
+            return .refused(
+                "the rollout is killed (App Attest is off for everyone): enforcing now would reject every user; "
+                    + "resume it and ramp to 100% first")
+        }
         guard rollout.exposure >= 1 else {
             return .refused(
                 "the rollout is at \(Self.percent(rollout.exposure)), not 100%: enforcing now would reject every user without App Attest")

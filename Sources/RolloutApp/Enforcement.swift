@@ -49,22 +49,25 @@ public struct EnforcementPath {
         let exposure = Double(status.exposed.value) / Double(MicroPercent.hundred.value)
         let recent = status.snapshot.windows.last?.totals ?? status.snapshot.totals
         let wouldReject = recent.rejectionEstimate.share
+        let killed = status.plan?.state == .killed
         guard exposure >= 1, status.assessment.verdict.level == .ok else {
-            return EnforcementGate.Rollout(exposure: exposure, okSince: nil, wouldReject: wouldReject)
+            return EnforcementGate.Rollout(exposure: exposure, okSince: nil, wouldReject: wouldReject, killed: killed)
         }
-        // Everyone throughout: the version live when the window began and every version since were at 100%.
+        // Everyone throughout: the version live when the window began and every version since were at 100%. The
+        // flag reached 100% when the oldest version of the unbroken run of full versions was published (not when
+        // the version before it was).
         let since = now - okFor
         var okSince = since
+        var fullSince: Instant?
         for info in try session.templates.versions(limit: 300, before: nil) {
             let template = try session.templates.version(info.number).template
             let full = (try? RolloutPlan.locate(in: template))
                 .map { $0.state == .rolling && $0.percentage >= MicroPercent.hundred } ?? false
-            if !full {
-                okSince = max(okSince, info.updateTime)
-                break
-            }
+            if !full { break }
+            fullSince = info.updateTime
             if info.updateTime <= since { break }
         }
+        okSince = max(okSince, fullSince ?? now)
         // The verdict at every hour of the window (telemetry as it stood then).
         var t = now - .hours(1)
         while t >= okSince {
@@ -75,7 +78,7 @@ public struct EnforcementPath {
             }
             t = t - .hours(1)
         }
-        return EnforcementGate.Rollout(exposure: exposure, okSince: okSince, wouldReject: wouldReject)
+        return EnforcementGate.Rollout(exposure: exposure, okSince: okSince, wouldReject: wouldReject, killed: killed)
     }
 
     /// Sets `service` to `mode` for `reason` (step-up `code` when the policy asks), or says what it would do.

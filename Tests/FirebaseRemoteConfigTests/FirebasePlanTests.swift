@@ -169,4 +169,48 @@ struct FirebasePlanTests {
         #expect(try EnforcementCLITests.modes(fake)["firestore.googleapis.com"] == "UNENFORCED")
         #expect(try fake.rollout(["audit", "verify"]).status == 0)
     }
+
+    /// A fleet healthy at 50% (published two hours ago, with its control group) and then at 100%, which is published
+    /// now: the verdict is OK, and the flag has been at 100% for no time at all.
+    static func healthyAndFullJustNow(_ fake: FakeFirebase) throws {
+        let now = Int64(Date().timeIntervalSince1970)
+        _ = try fake.control("POST", "/_fake/clock", ["offset_seconds": -7300])
+        try #require(try fake.rollout(["init", "--seed", "rollout-end"]).status == 0)
+        _ = try fake.control("POST", "/_fake/clock", ["offset_seconds": -7200])
+        try #require(try fake.rollout(["set", "50", "--reason", "half"]).status == 0)
+        _ = try fake.control("POST", "/_fake/clock", ["offset_seconds": 0])
+        let at50 = try fake.headNumber()
+        let events = fake.directory.appendingPathComponent("events.ndjson")
+        try (Self.healthyEvents(from: now - 7190, to: now - 3490, enabled: 5000, control: 5000, version: at50, prefix: "a")
+            + Self.healthyEvents(from: now - 3470, to: now - 30, enabled: 5000, control: 0, version: at50 + 1, prefix: "b"))
+            .write(to: events, atomically: true, encoding: .utf8)
+        let ingest = try fake.rollout(["ingest", events.path, "--quiet"])
+        try #require(ingest.status == 0, "\(ingest.stderr)")
+        let full = try fake.rollout(["set", "100", "--reason", "everyone", "--override-guardrail"])
+        try #require(full.status == 0, "\(full.stderr)")
+        let status = try fake.json(["status"])
+        try #require(status["assessment"]?["level"]?.stringValue == "OK", "\(status)")
+    }
+
+    /// The gate counts "OK at 100%" from when the flag reached 100%, not from the version before it: with 50%
+    /// published two hours ago and 100% just now, ENFORCED is refused (exit 4, "0 min" at 100%) until
+    /// `enforcement.ok-for-minutes` have passed, by `enforcement set` and by a plan's enforce step alike.
+    @Test func theGateCountsFromWhenTheFlagReached100() throws {
+        let fake = try FakeFirebase()
+        try Self.healthyAndFullJustNow(fake)
+        #expect(try fake.rollout(["policy", "set", "enforcement.ok-for-minutes", "60"]).status == 0)
+        let dry = try fake.rollout(
+            ["enforcement", "set", "firestore.googleapis.com", "enforced", "--reason", "ramp done", "--dry-run"])
+        #expect(dry.status == 4, "\(dry.stdout)\(dry.stderr)")
+        #expect(dry.stderr.contains("OK at 100% for 0 min, less than the 1 h 0 min required"), "\(dry.stderr)")
+
+        let file = fake.directory.appendingPathComponent("end.plan").path
+        try "name end\nstep 100%\nstep enforce firestore.googleapis.com\n".write(toFile: file, atomically: true, encoding: .utf8)
+        #expect(try fake.rollout(["plan", "start", file]).status == 0)
+        let run = try fake.rollout(["plan", "run", "--looks", "3", "--interval", "0.01"])
+        #expect(run.status == 0, "\(run.stderr)")
+        #expect(run.stdout.contains("for 0 min"), "\(run.stdout)")
+        #expect(try EnforcementCLITests.modes(fake)["firestore.googleapis.com"] == nil)
+        #expect(try fake.json(["plan", "status"])["phase"]?.stringValue == "running")
+    }
 }

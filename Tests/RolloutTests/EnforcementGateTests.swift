@@ -29,6 +29,14 @@ struct EnforcementGateTests {
         #expect(early.contains("5 h 0 min") && early.contains("1 d"), "\(early)")
     }
 
+    /// A killed rollout is refused as killed, not as "at 0%" (a kill is not a percentage the operator chose).
+    @Test func enforcedOnAKilledRolloutSaysKilled() {
+        let killed = EnforcementGate.Rollout(exposure: 0, okSince: nil, wouldReject: nil, killed: true)
+        guard case .refused(let why) = gate.assess(from: .unenforced, to: .enforced, rollout: killed, now: now)
+        else { Issue.record("enforced while killed"); return }
+        #expect(why.contains("is killed") && !why.contains("at 0%"), "\(why)")
+    }
+
     @Test func loweringOrKeepingEnforcementIsNeverHeldBack() {
         let killed = rollout(exposure: 0, okFor: nil)
         for (from, to) in [(EnforcementMode.enforced, EnforcementMode.unenforced), (.enforced, .off), (.unenforced, .off),
