@@ -161,7 +161,7 @@ enum PlanCommands {
             + "Exit code: 0 done, 7 killed, 8 aborted, 9 paused (with --exit-on-pause); 1-4 as usual.",
         options: [
             .value("--interval", name: "SECONDS", help: "Wall seconds between looks (default 2; 0.01 to 3600)."),
-            .value("--looks", name: "N", help: "Stop after N looks (exit code of the plan's phase then: 0 running)."),
+            .value("--looks", name: "N", help: "Stop after N looks (exit code of the plan's phase then: 0 running or paused)."),
             .flag("--exit-on-pause", help: "Exit (code 9) when the plan pauses."),
             .flag("--json", help: "Print one JSON object per change."),
             .flag("--quiet", help: "No progress line on stderr."),
@@ -205,19 +205,21 @@ enum PlanCommands {
         // Stopped by a signal with the plan still running: not "done" (0) but the signal's code (130, 143), so a
         // supervisor does not take the stop for the plan's end.
         if let signal = loop.stoppedBy, !phase.isFinal { return ExitCode(stoppedBy: signal) }
-        return exitCode(phase)
+        return exitCode(phase, exitOnPause: exitOnPause)
     }
 
     /// The invocation's store as the plan commands use it: a PostgreSQL team store or a store file (or Firebase's
     /// state store), the same commands and guarantees on each.
     static func planSession(_ inv: Invocation) throws -> PlanSession { try Wiring.session(inv).planSession }
 
-    static func exitCode(_ phase: RampState.Phase) -> ExitCode {
+    /// The README's exit table: 9 only when asked for with --exit-on-pause; a paused plan left when --looks runs
+    /// out is 0, like a running one.
+    static func exitCode(_ phase: RampState.Phase, exitOnPause: Bool) -> ExitCode {
         switch phase {
         case .running, .done: .ok
         case .killed: .verdictHalt
         case .aborted: .planAborted
-        case .paused: .planPaused
+        case .paused: exitOnPause ? .planPaused : .ok
         }
     }
 

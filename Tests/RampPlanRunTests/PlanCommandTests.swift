@@ -80,6 +80,9 @@ import Testing
         #expect(try Self.rollout(store, ["plan", "pause"]).stderr.contains("paused already"))
         let paused = try Self.rollout(store, ["plan", "run", "--looks", "3", "--interval", "0.01", "--exit-on-pause"])
         #expect(paused.status == 9)
+        // Without --exit-on-pause, --looks running out on a paused plan is 0 (the README's exit table).
+        let looked = try Self.rollout(store, ["plan", "run", "--looks", "2", "--interval", "0.01"])
+        #expect(looked.status == 0, "\(looked.stdout)\(looked.stderr)")
         #expect(try Self.rollout(store, ["plan", "resume"]).status == 0)
         let text = try Self.rollout(store, ["plan", "status"]).stdout
         #expect(text.contains("now  step 1/2: 5% hold 1h"), "\(text)")
