@@ -186,7 +186,9 @@ public struct WritePath {
     }
 
     private func executeOnce(_ request: Request, base seen: StoredTemplate) throws -> Outcome {
-        let context = PolicyContext(audit: { entry in _ = try store.appendAudit(entry) })
+        let context = PolicyContext(
+            audit: { entry in _ = try store.appendAudit(entry) },
+            auditRecords: { limit, before in try store.auditRecords(limit: limit, before: before) })
         var attempts = 0
         var base = seen
         // The change a step-up verification was given for, as judged then: a code verifies that one change.

@@ -282,9 +282,18 @@ extension WritePolicy {
 /// What a policy may use while reviewing: the audit log, and memory across retries of the same request.
 public final class PolicyContext: @unchecked Sendable {
     public let audit: (AuditEntry) throws -> Void
+    /// The audit log newest first, inside the write's transaction (`ConfigStore.auditRecords`): what the App Check
+    /// enforcement policy reads to settle a change whose outcome another command left unknown.
+    public let auditRecords: (_ limit: Int, _ before: Int64?) throws -> [AuditRecord]
     /// Set by the step-up policy once a code was accepted for this request, so that a retry after a conflict
     /// does not ask again (codes are single-use).
     public var stepUpVerified = false
 
-    public init(audit: @escaping (AuditEntry) throws -> Void) { self.audit = audit }
+    public init(
+        audit: @escaping (AuditEntry) throws -> Void,
+        auditRecords: @escaping (_ limit: Int, _ before: Int64?) throws -> [AuditRecord] = { _, _ in [] }
+    ) {
+        self.audit = audit
+        self.auditRecords = auditRecords
+    }
 }

@@ -1,6 +1,7 @@
 import CommandLineKit
 import Console
 import FirebaseRemoteConfig
+import Glibc
 import WebClient
 import Monitoring
 import Platform
@@ -15,7 +16,9 @@ import Timekeeping
 ///
 /// A change is recorded as requested (and judged by step-up) in the store before anything is sent to Firebase,
 /// then sent once with the service's etag, and its outcome recorded after: a lost answer is settled by reading
-/// the service again. No change to enforcement is ever unaudited.
+/// the service again. When that read fails too (or the sender is stopped mid-change), the outcome is unknown and
+/// the request stays open in the audit log (`OpenEnforcementRequest`) until the next command that touches the
+/// service settles it. No change to enforcement is ever unaudited, nor audited as what it was not.
 public struct EnforcementPath {
     public let session: RolloutSession
     public let client: AppCheckServicesClient
@@ -25,12 +28,21 @@ public struct EnforcementPath {
         self.client = client
     }
 
-    /// Every service App Check can enforce on, as Firebase has it now.
-    public func services() throws -> [AppCheckService] { try client.known() }
+    /// Every service App Check can enforce on, as Firebase has it now; a change another command left unknown is
+    /// settled from this reading first (`settled` gets each line recorded).
+    public func services(settled: (String) -> Void = { _ in }) throws -> [AppCheckService] {
+        let services = try client.known()
+        let lines = try settleOpenRequests(services.map(\.id)) { id in
+            try services.first { $0.id == id } ?? client.get(id)
+        }
+        lines.forEach(settled)
+        return services
+    }
 
     public enum Outcome: Sendable, Equatable {
-        /// Already in that mode: nothing sent, nothing recorded.
-        case unchanged(AppCheckService)
+        /// Already in that mode: nothing sent; `settled`: what was recorded of a request of this service another
+        /// command left open (its answer lost), else nothing was recorded.
+        case unchanged(AppCheckService, settled: [String])
         /// What would be done (`--dry-run`), after every check.
         case wouldChange(AppCheckService, to: EnforcementMode, rollout: EnforcementGate.Rollout)
         case changed(before: AppCheckService, after: AppCheckService)
@@ -39,6 +51,25 @@ public struct EnforcementPath {
     /// The gate refused ENFORCED: the CLI's exit 4, nothing sent or recorded.
     public struct Refusal: Error, CustomStringConvertible, Sendable {
         public var description: String
+    }
+
+    /// The change was sent, its answer was lost and the service could not be read to settle it: whether Firebase
+    /// applied it is unknown. The audit log has it as requested and "answer lost, not yet known"; the next command
+    /// that touches the service settles it.
+    public struct Unsettled: Error, CustomStringConvertible, Sendable {
+        public var description: String
+    }
+
+    /// Whether trying again later may succeed: an unknown outcome (the next try settles it first), HTTP 429 or
+    /// 5xx, or no answer. A plan's enforce step waits on these and ends on any other error.
+    public static func isTransient(_ error: any Error) -> Bool {
+        switch error {
+        case is Unsettled: return true
+        case let e as TransportError: return e.isTransient && !e.cancelled
+        case FirebaseError.unreachable(_): return true
+        case FirebaseError.api(let status, _, _): return status == 429 || status >= 500
+        default: return false
+        }
     }
 
     /// What the gate sees: the flag's exposure now, since when it has been everyone with an OK verdict (checked
@@ -90,7 +121,10 @@ public struct EnforcementPath {
             throw SessionRefusal(.readOnly, "refused: this session is read-only (--read-only); nothing was sent")
         }
         let before = try client.get(service)
-        if before.enforcementMode == mode { return .unchanged(before) }
+        // A change of this service another command left open (its answer lost) is settled first, from this
+        // reading: finding the service in the mode it asked for closes it as applied, never silently.
+        let settled = dryRun ? [] : try settleOpenRequests([service], reading: { _ in before })
+        if before.enforcementMode == mode { return .unchanged(before, settled: settled) }
         let now = session.clock.now()
         let settings = try session.settingsWritePath().read { try $0.guardrailSettings() }
         let rollout = try self.rollout(now: now, okFor: settings.enforceAfter)
@@ -121,12 +155,47 @@ public struct EnforcementPath {
         case .failed(let error):
             try record(before, mode, "not applied: \(error)")
             throw error
+        case .unknown(let error, let read):
+            try record(before, mode, OpenEnforcementRequest.answerLost(error, read: read))
+            throw Unsettled(
+                description: "the change of \(before.id) to \(mode.rawValue) was sent, but its answer was lost "
+                    + "(\(error)) and reading the service failed (\(read)): whether Firebase applied it is not yet "
+                    + "known; the audit log says so, and the next 'rollout enforcement show' or 'set' of it settles it")
         }
         try record(
             before, mode,
             "applied (\(reason)); Firebase etag \(after.etag ?? "none")\(after.updateTime.map { ", updated \($0)" } ?? ""); "
                 + "takes effect within 15 minutes\(settled.map { " (\($0))" } ?? "")")
         return after
+    }
+
+    /// Settles the open requests of `services` (`OpenEnforcementRequest`) whose senders are gone, by the service as
+    /// `reading` reads it: each is recorded once as applied or not applied, in a transaction that checks it is
+    /// still open. One whose service cannot be read stays open. Returns what was recorded, one line per request.
+    func settleOpenRequests(_ services: [String], reading: (String) throws -> AppCheckService) throws -> [String] {
+        guard !session.readOnly else { return [] }
+        let now = session.clock.now()
+        let open = try session.settings.reading { tables in
+            try OpenEnforcementRequest.find(Set(services)) { try tables.auditRecords(limit: $0, before: $1) }
+        }
+        var lines: [String] = []
+        for request in open where !request.isLive(now: now) {
+            guard let service = try? reading(request.service),
+                let entry = request.settlement(reading: service, at: session.clock.now(), by: session.operatorID)
+            else { continue }
+            let recorded = try session.settings.transaction { tables -> Bool in
+                let still = try OpenEnforcementRequest.find([request.service]) {
+                    try tables.auditRecords(limit: $0, before: $1)
+                }
+                guard still.first?.sequence == request.sequence else { return false }
+                try tables.appendAudit(entry)
+                return true
+            }
+            if recorded {
+                lines.append("\(request.service) \(request.from.rawValue) → \(request.to.rawValue): \(entry.detail)")
+            }
+        }
+        return lines
     }
 
     private func record(_ before: AppCheckService, _ mode: EnforcementMode, _ detail: String) throws {
@@ -208,15 +277,33 @@ public struct EnforcementPolicy: WritePolicy {
                     + "the App Attest provider from are rejected: check with 'rollout enforcement show'")
             return .allow
         }
+        // Changes another command left unknown (its answer lost) are settled first, from the same reading.
+        let now = clock.now()
+        let ids = Set(AppCheckServicesClient.knownServices + services.map(\.id))
+        for request in try OpenEnforcementRequest.find(ids, in: context.auditRecords) where !request.isLive(now: now) {
+            let reading =
+                services.first { $0.id == request.service }
+                ?? AppCheckService(name: request.service, enforcementMode: .off)
+            if let entry = request.settlement(reading: reading, at: clock.now(), by: p.actor) {
+                try context.audit(entry)
+            }
+        }
         for s in services where s.enforcementMode == .enforced {
-            try record(s.id, "ENFORCED", "UNENFORCED", "requested before a \(p.kind.rawValue) (\(p.reason)); sent to Firebase next")
-            switch client.change(s, to: .unenforced, reading: reads) {
+            try record(
+                s.id, "ENFORCED", "UNENFORCED",
+                "requested before a \(p.kind.rawValue) (\(p.reason)); \(OpenEnforcementRequest.sentNext)")
+            let outcome = client.change(s, to: .unenforced, reading: reads)
+            switch outcome {
             case .applied(let after, settled: nil):
                 try record(s.id, "ENFORCED", "UNENFORCED", "applied; Firebase etag \(after.etag ?? "none")")
             case .applied(let now, settled: let why?):
                 try record(s.id, "ENFORCED", now.enforcementMode.rawValue, "applied (\(why))")
-            case .failed(let error):
-                try record(s.id, "ENFORCED", "UNENFORCED", "not applied: \(error)")
+            case .failed(let error), .unknown(let error, _):
+                if case .unknown(_, let read) = outcome {
+                    try record(s.id, "ENFORCED", "UNENFORCED", OpenEnforcementRequest.answerLost(error, read: read))
+                } else {
+                    try record(s.id, "ENFORCED", "UNENFORCED", "not applied: \(error)")
+                }
                 return .refuse(
                     PolicyRefusal(
                         policy: name,
@@ -236,7 +323,11 @@ extension AppCheckServicesClient {
         /// Firebase has it; `settled`: nil when its answer said so, else why the service was read again (the answer
         /// was lost, or said otherwise) and the reading showed the change.
         case applied(AppCheckService, settled: String?)
+        /// Not applied: Firebase said so, nothing was sent, or reading the service showed no change.
         case failed(any Error)
+        /// Sent, without an answer that says what became of it (lost, or an error that may come after applying
+        /// it), and reading the service failed too (`read`): nobody knows yet.
+        case unknown(any Error, read: any Error)
     }
 
     /// Sends `before`'s change to `mode` once (with its etag). A 200 is taken at its word only when it has `mode`
@@ -259,17 +350,169 @@ extension AppCheckServicesClient {
             }
             return .applied(answer, settled: nil)
         } catch {
-            if let now = try? (reading ?? self).get(before.id),
-                now.enforcementMode == mode && now.etag != before.etag
-                    || mode < before.enforcementMode && now.enforcementMode < before.enforcementMode
+            let now: AppCheckService
+            do {
+                now = try (reading ?? self).get(before.id)
+            } catch let read {
+                return answered == nil && Self.mayHaveApplied(error) ? .unknown(error, read: read) : .failed(error)
+            }
+            if now.enforcementMode == mode && now.etag != before.etag
+                || mode < before.enforcementMode && now.enforcementMode < before.enforcementMode
             {
-                return .applied(
-                    now,
-                    settled: answered.map { "its answer said \($0.enforcementMode.rawValue); reading it again showed the change" }
-                        ?? "the answer was lost")
+                let why: String
+                if let answered {
+                    why = "its answer said \(answered.enforcementMode.rawValue); reading it again showed the change"
+                } else if case FirebaseError.api(_, _, _) = error {
+                    why = "it was answered with an error (\(error)); reading it again showed the change"
+                } else {
+                    why = "the answer was lost"
+                }
+                return .applied(now, settled: why)
             }
             return .failed(error)
         }
+    }
+
+    /// Whether Firebase may have applied a change that failed with `error`: no answer, or an answer (429, 5xx,
+    /// garbled) that does not say it was not. A 4xx, or a request never sent, says it was not.
+    static func mayHaveApplied(_ error: any Error) -> Bool {
+        switch error {
+        case let e as TransportError: return e.mayHaveArrived
+        case FirebaseError.api(let status, _, _): return status == 429 || status >= 500 || status == 408
+        case FirebaseError.protocolViolation(_): return true
+        default: return false
+        }
+    }
+}
+
+/// An App Check enforcement change the audit log has as requested and not yet as applied or not applied: its
+/// sender was stopped (SIGKILL, a crash) between its request and its answer, or recorded that the answer was lost
+/// and reading the service failed ("answer lost, not yet known").
+///
+/// It lives in the audit log, as Remote Config publishes live in their intents: the request is committed before
+/// anything is sent, on every backend (store file, PostgreSQL team store, Firebase's state store) through the
+/// ports they all have, so no table of its own is needed. The next command that touches the service (`enforcement
+/// show` and `set`, a plan's enforce step, a kill or any lowering) settles it by reading the service and records
+/// "applied (settled later …)" or "not applied (settled later …)" once, in a transaction that checks it is still
+/// open. A request whose sender may still answer it (a live process on this host, or one elsewhere younger than
+/// `FirebaseConfigStore.inFlightHorizon`) is left to its sender.
+struct OpenEnforcementRequest: Sendable, Equatable {
+    var service: String
+    var from: EnforcementMode
+    var to: EnforcementMode
+    /// The newest record of it: the request, or its sender's "answer lost".
+    var sequence: Int64
+    var time: Instant
+    /// The process that sends it, when the request names it.
+    var pid: Int32?
+    var host: String?
+    /// Its sender gave up on the answer: only the next command settles it.
+    var answerLost: Bool
+
+    /// How many of the newest audit records are searched for a service's last enforcement record.
+    static let searchLimit = 10_000
+    static let answerLostPrefix = "answer lost, not yet known"
+
+    /// How a request names its sender (this process), so that others leave it alone while it lives.
+    static var sentNext: String {
+        let me = FirebaseConfigStore.thisProcess
+        return "sent to Firebase next by process \(me.pid) on \(me.host)"
+    }
+
+    /// The sender's record of an answer lost (`error`) and a failed read (`read`): the request stays open.
+    static func answerLost(_ error: any Error, read: any Error) -> String {
+        "\(answerLostPrefix): \(error); reading the service failed (\(read)); the next command that touches its "
+            + "enforcement settles it"
+    }
+
+    /// What `record` says of its service's enforcement: its service, and the open request when it opens or keeps one
+    /// open (nil when it closes one); nil for any other record.
+    static func read(_ record: Rollout.AuditRecord) -> (service: String, open: OpenEnforcementRequest?)? {
+        let e = record.entry
+        let prefix = "appcheck enforcement "
+        guard e.action.hasPrefix(prefix) else { return nil }
+        let words = e.action.dropFirst(prefix.count).split(separator: " ").map(String.init)
+        guard let service = words.first, service != "(unread)" else { return nil }
+        if e.detail.hasPrefix("applied") || e.detail.hasPrefix("not applied") { return (service, nil) }
+        let from: EnforcementMode?
+        let to: EnforcementMode?
+        let text: String
+        // `enforcement set`'s request: "appcheck enforcement S FROM → TO", "requested (…); sent … by process …".
+        if e.to.hasPrefix("requested"), words.count == 4, words[2] == "→" {
+            (from, to, text) = (EnforcementMode(rawValue: words[1]), EnforcementMode(rawValue: words[3]), e.to)
+        } else if e.detail.hasPrefix("requested") || e.detail.hasPrefix(answerLostPrefix) {
+            // A kill's request, or a sender's "answer lost".
+            (from, to, text) = (EnforcementMode(rawValue: e.from), EnforcementMode(rawValue: e.to), e.detail)
+        } else {
+            return nil
+        }
+        guard let from, let to else { return nil }
+        var pid: Int32?
+        var host: String?
+        // "… by process PID on HOST, …" (`sentNext`).
+        let said = text.split(separator: " ").map(String.init)
+        if let i = said.indices.first(where: { $0 + 4 < said.count && said[$0] == "by" && said[$0 + 1] == "process" }),
+            said[i + 3] == "on"
+        {
+            pid = Int32(said[i + 2])
+            host = String(said[i + 4].prefix { $0 != "," && $0 != ";" })
+        }
+        return (
+            service,
+            OpenEnforcementRequest(
+                service: service, from: from, to: to, sequence: record.sequence, time: e.time, pid: pid, host: host,
+                answerLost: e.detail.hasPrefix(answerLostPrefix))
+        )
+    }
+
+    /// The open requests among `services`: for each, its newest enforcement record when that opens a request or
+    /// keeps it open, searched newest first in the newest `searchLimit` records.
+    static func find(
+        _ services: Set<String>, in auditRecords: (_ limit: Int, _ before: Int64?) throws -> [Rollout.AuditRecord]
+    ) throws -> [OpenEnforcementRequest] {
+        var decided: Set<String> = []
+        var open: [OpenEnforcementRequest] = []
+        var before: Int64?
+        var searched = 0
+        let page = 500
+        while searched < searchLimit, !services.isSubset(of: decided) {
+            let records = try auditRecords(page, before)
+            for record in records {
+                guard let found = read(record), services.contains(found.service), !decided.contains(found.service)
+                else { continue }
+                decided.insert(found.service)
+                if let request = found.open { open.append(request) }
+            }
+            searched += records.count
+            guard records.count == page, let last = records.last else { break }
+            before = last.sequence
+        }
+        return open
+    }
+
+    /// Whether its sender may still record the answer itself: it did not give up, it is younger than the in-flight
+    /// horizon, and it runs (this host: a live pid; elsewhere: assumed).
+    func isLive(now: Instant) -> Bool {
+        if answerLost || now - time >= FirebaseConfigStore.inFlightHorizon { return false }
+        guard let pid, let host, host == FirebaseConfigStore.thisProcess.host else { return true }
+        if pid == FirebaseConfigStore.thisProcess.pid { return true }
+        return kill(pid, 0) == 0 || errno == EPERM
+    }
+
+    /// The record that settles it by the service as `now` reads it at `time`: applied when it has the requested mode
+    /// (or, for a lowering, any mode below the one it had), else not applied; nil while a change its stopped sender
+    /// had sent may still be applied by Firebase (younger than the in-flight horizon): it stays open until then.
+    func settlement(reading now: AppCheckService, at time: Instant, by actor: String) -> Rollout.AuditEntry? {
+        let applied = now.enforcementMode == to || to < from && now.enforcementMode < from
+        if !applied, !answerLost, time - self.time < FirebaseConfigStore.inFlightHorizon { return nil }
+        let why = answerLost ? "its answer was lost" : "its sender stopped before recording the answer"
+        let seen =
+            "settled later: record #\(sequence) (\(why)); reading the service shows \(now.enforcementMode.rawValue)"
+            + (now.etag.map { ", etag \($0)" } ?? "") + (now.updateTime.map { ", updated \($0)" } ?? "")
+        return Rollout.AuditEntry(
+            time: time, actor: actor, action: "appcheck enforcement \(service)", from: from.rawValue,
+            to: applied ? now.enforcementMode.rawValue : to.rawValue, result: .recorded,
+            detail: applied ? "applied (\(seen)); takes effect within 15 minutes" : "not applied (\(seen))")
     }
 }
 

@@ -497,7 +497,10 @@ public final class RampPlanRunner {
             if holdBack { break }
             do {
                 switch try session.enforcement().set(service, .enforced, reason: reason, code: code, dryRun: false) {
-                case .unchanged: look.done = "step \(step): \(service) was ENFORCED already"
+                case .unchanged(_, let settled):
+                    look.done =
+                        "step \(step): \(service) was ENFORCED already"
+                        + (settled.isEmpty ? "" : " (settled: " + settled.joined(separator: "; ") + ")")
                 case .changed, .wouldChange:
                     look.done = "step \(step): \(service) ENFORCED (Firebase takes up to 15 minutes to apply it)"
                 }

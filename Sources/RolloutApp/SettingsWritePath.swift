@@ -509,7 +509,7 @@ public struct SettingsWritePath {
                 return .success(
                     (
                         "enforcement \(service) \(from.rawValue) → \(to.rawValue)",
-                        { "requested (\(reason)); sent to Firebase next, its answer recorded after" }
+                        { "requested (\(reason)); \(OpenEnforcementRequest.sentNext), its answer recorded after" }
                     ))
             case .rotateKeys(let requested):
                 let longest = existing?.apps.map(\.tokenTTL).max() ?? .hours(1)

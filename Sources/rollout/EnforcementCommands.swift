@@ -1,5 +1,6 @@
 import CommandLineKit
 import JSON
+import Platform
 import Rollout
 import RolloutApp
 
@@ -29,7 +30,9 @@ enum EnforcementCommands {
         options: [.flag("--json", help: "Print a JSON array.")],
         examples: ["rollout enforcement show --json"],
         action: StoreCommands.guarded { inv in
-            let services = try Wiring.session(inv).enforcement().services()
+            let services = try Wiring.session(inv).enforcement().services(settled: { line in
+                StandardStream.error.write("settled: \(line)\n")
+            })
             if inv.flag("--json") {
                 let items: [JSONValue] = services.map { s in
                     var o = JSONObject()
@@ -73,7 +76,8 @@ enum EnforcementCommands {
                 switch try Wiring.session(inv).enforcement().set(
                     service, mode, reason: reason, code: inv.value("--code"), dryRun: inv.flag("--dry-run"))
                 {
-                case .unchanged(let s):
+                case .unchanged(let s, let settled):
+                    for line in settled { print("settled: \(line)") }
                     print("\(s.id) is \(s.enforcementMode.rawValue) already; nothing sent")
                 case .wouldChange(let s, let to, let rollout):
                     print("would set \(s.id) \(s.enforcementMode.rawValue) → \(to.rawValue) (dry run: nothing sent)")

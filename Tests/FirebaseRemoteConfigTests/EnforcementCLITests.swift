@@ -177,4 +177,92 @@ struct EnforcementCLITests {
         let unread = try Self.audit(fake).filter { ($0["detail"]?.stringValue ?? "").hasPrefix("could not be read before a kill") }
         #expect(unread.count == 1, "\(unread)")
     }
+
+    static let firestore = "firestore.googleapis.com"
+
+    /// The enforcement records of `service` whose detail starts with `prefix`.
+    static func details(_ fake: FakeFirebase, _ service: String, _ prefix: String) throws -> [JSONValue] {
+        try audit(fake).filter {
+            ($0["action"]?.stringValue ?? "").hasPrefix("appcheck enforcement \(service)")
+                && ($0["detail"]?.stringValue ?? "").hasPrefix(prefix)
+        }
+    }
+
+    /// Arms a change whose outcome cannot be known: the read before it passes, the change meets `patch`, and every
+    /// read to settle it is answered 503.
+    static func armUnknown(_ fake: FakeFirebase, patch: String) throws {
+        try fake.fault("delay_before", match: "appcheck_get", count: 1, seconds: 0)
+        try fake.fault(patch, match: "appcheck_patch", count: 1)
+        try fake.fault("unavailable", match: "appcheck_get", count: 20)
+    }
+
+    /// A change sent whose answer is lost, and the service cannot be read to settle it: the outcome is unknown, so
+    /// the audit log says "answer lost, not yet known", never "not applied"; the next command that touches the
+    /// service (`set` finding it in that mode, `show`, a kill) settles it once, as what the service shows.
+    @Test func aChangeWhoseAnswerIsLostIsSettledByTheNextCommand() throws {
+        let fake = try FakeFirebase(template: existingTemplate)
+        #expect(try fake.rollout(["init", "--seed", "rollout-2026"]).status == 0)
+        #expect(try fake.rollout(["set", "10", "--reason", "start"]).status == 0)
+
+        // Applied, and its answer dropped.
+        try Self.armUnknown(fake, patch: "drop_after")
+        let lost = try fake.rollout(["enforcement", "set", Self.firestore, "unenforced", "--reason", "metrics"])
+        try fake.clearFaults()
+        #expect(lost.status == 1, "\(lost.stdout)\(lost.stderr)")
+        #expect(lost.stderr.contains("not yet known"), "\(lost.stderr)")
+        #expect(try Self.modes(fake)[Self.firestore] == "UNENFORCED")
+        #expect(try Self.details(fake, Self.firestore, "not applied").isEmpty)
+        #expect(try Self.details(fake, Self.firestore, "answer lost, not yet known").count == 1)
+
+        // The same change again finds it UNENFORCED: the open request is closed as applied, not passed over.
+        let again = try fake.rollout(["enforcement", "set", Self.firestore, "unenforced", "--reason", "metrics"])
+        #expect(again.status == 0, "\(again.stderr)")
+        #expect(again.stdout.contains("settled: ") && again.stdout.contains("UNENFORCED already"), "\(again.stdout)")
+        #expect(try Self.details(fake, Self.firestore, "applied (settled later").count == 1)
+        #expect(try fake.rollout(["enforcement", "show"]).status == 0)
+        #expect(try Self.details(fake, Self.firestore, "applied").count == 1, "settled once")
+
+        // Answered 503 and not applied, the reads failing: unknown too; `enforcement show` settles it as not applied.
+        let storage = "firebasestorage.googleapis.com"
+        try Self.armUnknown(fake, patch: "unavailable")
+        let unknown = try fake.rollout(["enforcement", "set", storage, "unenforced", "--reason", "metrics"])
+        try fake.clearFaults()
+        #expect(unknown.status == 1, "\(unknown.stdout)\(unknown.stderr)")
+        #expect(try Self.details(fake, storage, "not applied").isEmpty)
+        let show = try fake.rollout(["enforcement", "show"])
+        #expect(show.status == 0 && show.stderr.contains("settled: "), "\(show.stderr)")
+        #expect(try Self.details(fake, storage, "not applied (settled later").count == 1)
+        #expect(try Self.modes(fake)[storage] == nil)
+
+        // A kill settles one from the reading it makes anyway.
+        let auth = "identitytoolkit.googleapis.com"
+        try Self.armUnknown(fake, patch: "drop_after")
+        #expect(try fake.rollout(["enforcement", "set", auth, "unenforced", "--reason", "metrics"]).status == 1)
+        try fake.clearFaults()
+        #expect(try fake.rollout(["kill", "--reason", "drill"]).status == 0)
+        #expect(try Self.details(fake, auth, "applied (settled later").count == 1)
+        #expect(try fake.rollout(["audit", "verify"]).status == 0)
+    }
+
+    /// `enforcement set` killed (SIGKILL) while Firebase holds back its answer to a change it applied: the request
+    /// stays open in the audit log, and the next command settles it as applied, once.
+    @Test func aChangeKilledInFlightIsSettledByTheNextCommand() throws {
+        let fake = try FakeFirebase(template: existingTemplate)
+        #expect(try fake.rollout(["init", "--seed", "rollout-2026"]).status == 0)
+        try fake.fault("delay_after", match: "appcheck_patch", count: 1, seconds: 60)
+        let killed = try FirebaseInterruptionTests.start(
+            fake, ["enforcement", "set", Self.firestore, "unenforced", "--reason", "metrics"])
+        try FirebaseInterruptionTests.waitUntil("Firebase to apply it") {
+            try Self.modes(fake)[Self.firestore] == "UNENFORCED"
+        }
+        FirebaseInterruptionTests.kill9(killed)
+        #expect(try Self.details(fake, Self.firestore, "applied").isEmpty)
+
+        let show = try fake.rollout(["enforcement", "show"])
+        #expect(show.status == 0 && show.stderr.contains("settled: "), "\(show.stderr)")
+        #expect(try Self.details(fake, Self.firestore, "applied (settled later").count == 1)
+        #expect(try fake.rollout(["enforcement", "show"]).status == 0)
+        #expect(try Self.details(fake, Self.firestore, "applied").count == 1, "settled once")
+        #expect(try fake.rollout(["audit", "verify"]).status == 0)
+    }
 }
