@@ -525,6 +525,13 @@ public final class RampPlanRunner {
                 state.reason = "step \(step) (enforce \(service)): \(refusal.description)"
                 audit = ("plan pause", state.reason)
                 look.done = "paused: " + state.reason
+            } catch where EnforcementPath.isTransient(error) {
+                // A 429 or 5xx, no answer, or an outcome not yet known (settled at the next try): like a refusal of
+                // the gate, wait and ask again a minute later. Any other error ends the runner.
+                refusedUpdate = .some((status.current.etag, status.now))
+                let why = "App Check could not be asked (\(error)); trying again a minute later"
+                decision.action = .wait(why, gates: [])
+                look.done = "waiting: \(why)"
             }
         case .kill(let why):
             var request = WritePath.Request(

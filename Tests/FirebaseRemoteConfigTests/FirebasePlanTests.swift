@@ -213,4 +213,35 @@ struct FirebasePlanTests {
         #expect(try EnforcementCLITests.modes(fake)["firestore.googleapis.com"] == nil)
         #expect(try fake.json(["plan", "status"])["phase"]?.stringValue == "running")
     }
+
+    /// A 503 from App Check on a plan's enforce step makes the runner wait and try again (like a refusal of the
+    /// gate), not end with exit 1; a permanent error (400) still ends it.
+    @Test func aTransientAppCheckErrorMakesThePlanWait() throws {
+        let fake = try FakeFirebase()
+        try Self.healthyAndFullJustNow(fake)
+        #expect(try fake.rollout(["policy", "set", "enforcement.ok-for-minutes", "0"]).status == 0)
+        let file = fake.directory.appendingPathComponent("end.plan").path
+        try "name end\nstep 100%\nstep enforce firestore.googleapis.com\nstep enforce firebasestorage.googleapis.com\n"
+            .write(toFile: file, atomically: true, encoding: .utf8)
+        #expect(try fake.rollout(["plan", "start", file]).status == 0)
+
+        try fake.fault("unavailable", match: "appcheck_patch", count: 1)
+        let waited = try fake.rollout(["plan", "run", "--looks", "3", "--interval", "0.01"])
+        #expect(try fake.stat("faults_pending") == 0, "the 503 was met")
+        #expect(waited.status == 0, "\(waited.stdout)\(waited.stderr)")
+        #expect(waited.stdout.contains("waiting: App Check could not be asked"), "\(waited.stdout)")
+        #expect(try EnforcementCLITests.modes(fake)["firestore.googleapis.com"] == nil)
+        #expect(try fake.json(["plan", "status"])["phase"]?.stringValue == "running")
+
+        try fake.fault("bad_request", match: "appcheck_patch", count: 1)
+        let ended = try fake.rollout(["plan", "run", "--looks", "2", "--interval", "0.01"])
+        #expect(ended.status == 1, "\(ended.stdout)\(ended.stderr)")
+
+        let done = try fake.rollout(["plan", "run", "--looks", "5", "--interval", "0.01"])
+        #expect(done.status == 0, "\(done.stdout)\(done.stderr)")
+        let modes = try EnforcementCLITests.modes(fake)
+        #expect(modes["firestore.googleapis.com"] == "ENFORCED" && modes["firebasestorage.googleapis.com"] == "ENFORCED", "\(modes)")
+        #expect(try fake.json(["plan", "status"])["phase"]?.stringValue == "done")
+        #expect(try fake.rollout(["audit", "verify"]).status == 0)
+    }
 }
