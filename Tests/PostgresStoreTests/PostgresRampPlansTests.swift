@@ -394,7 +394,7 @@ struct PostgresRampPlansTests {
         // 0% → 30% is an increase of more than 10 points: protected by the standard policy.
         let plan = try planFile("protected.plan", "name protected\nstep 30% hold 1h\nstep 40%\n")
         #expect(try rollout(["plan", "start", plan], store: conninfo).status == 0)
-        let run = try rollout(["plan", "run", "--looks", "1"], store: conninfo)
+        let run = try rollout(["plan", "run", "--looks", "1", "--exit-on-pause"], store: conninfo)
         #expect(run.status == 9, "\(run.stdout) \(run.stderr)")
         #expect(run.stdout.contains("needs a one-time code"), "\(run.stdout)")
         #expect(try planVersions(conninfo).isEmpty)
