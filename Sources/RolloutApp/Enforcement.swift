@@ -32,10 +32,10 @@ public struct EnforcementPath {
     /// settled from this reading first (`settled` gets each line recorded).
     public func services(settled: (String) -> Void = { _ in }) throws -> [AppCheckService] {
         let services = try client.known()
-        let lines = try settleOpenRequests(services.map(\.id)) { id in
+        let settling = try settleOpenRequests(services.map(\.id)) { id in
             try services.first { $0.id == id } ?? client.get(id)
         }
-        lines.forEach(settled)
+        settling.settled.forEach(settled)
         return services
     }
 
@@ -123,8 +123,17 @@ public struct EnforcementPath {
         let before = try client.get(service)
         // A change of this service another command left open (its answer lost) is settled first, from this
         // reading: finding the service in the mode it asked for closes it as applied, never silently.
-        let settled = dryRun ? [] : try settleOpenRequests([service], reading: { _ in before })
-        if before.enforcementMode == mode { return .unchanged(before, settled: settled) }
+        let settling = dryRun ? (settled: [], open: []) : try settleOpenRequests([service], reading: { _ in before })
+        if before.enforcementMode == mode { return .unchanged(before, settled: settling.settled) }
+        // One that may still be applied (its sender running, or stopped less than the in-flight horizon ago) is
+        // not sent over: its outcome first, so that each change is audited once, as what it was.
+        if let pending = settling.open.first {
+            throw Unsettled(
+                description: "a change of \(service) to \(pending.to.rawValue) (audit record #\(pending.sequence)) may still "
+                    + "be applied by Firebase: its sender is running or stopped less than "
+                    + "\(FirebaseConfigStore.inFlightHorizon.microseconds / 60_000_000) minutes ago; nothing was sent; "
+                    + "try again once it shows or that time has passed")
+        }
         let now = session.clock.now()
         let settings = try session.settingsWritePath().read { try $0.guardrailSettings() }
         let rollout = try self.rollout(now: now, okFor: settings.enforceAfter)
@@ -171,18 +180,25 @@ public struct EnforcementPath {
 
     /// Settles the open requests of `services` (`OpenEnforcementRequest`) whose senders are gone, by the service as
     /// `reading` reads it: each is recorded once as applied or not applied, in a transaction that checks it is
-    /// still open. One whose service cannot be read stays open. Returns what was recorded, one line per request.
-    func settleOpenRequests(_ services: [String], reading: (String) throws -> AppCheckService) throws -> [String] {
-        guard !session.readOnly else { return [] }
+    /// still open. One whose service cannot be read stays open. Returns what was recorded, one line per request,
+    /// and the requests that stay open.
+    func settleOpenRequests(_ services: [String], reading: (String) throws -> AppCheckService) throws -> (
+        settled: [String], open: [OpenEnforcementRequest]
+    ) {
+        guard !session.readOnly else { return ([], []) }
         let now = session.clock.now()
         let open = try session.settings.reading { tables in
             try OpenEnforcementRequest.find(Set(services)) { try tables.auditRecords(limit: $0, before: $1) }
         }
         var lines: [String] = []
-        for request in open where !request.isLive(now: now) {
-            guard let service = try? reading(request.service),
+        var pending: [OpenEnforcementRequest] = []
+        for request in open {
+            guard !request.isLive(now: now), let service = try? reading(request.service),
                 let entry = request.settlement(reading: service, at: session.clock.now(), by: session.operatorID)
-            else { continue }
+            else {
+                pending.append(request)
+                continue
+            }
             let recorded = try session.settings.transaction { tables -> Bool in
                 let still = try OpenEnforcementRequest.find([request.service]) {
                     try tables.auditRecords(limit: $0, before: $1)
@@ -195,7 +211,7 @@ public struct EnforcementPath {
                 lines.append("\(request.service) \(request.from.rawValue) → \(request.to.rawValue): \(entry.detail)")
             }
         }
-        return lines
+        return (lines, pending)
     }
 
     private func record(_ before: AppCheckService, _ mode: EnforcementMode, _ detail: String) throws {

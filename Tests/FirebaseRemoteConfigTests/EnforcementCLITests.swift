@@ -263,6 +263,25 @@ struct EnforcementCLITests {
         #expect(try Self.details(fake, Self.firestore, "applied (settled later").count == 1)
         #expect(try fake.rollout(["enforcement", "show"]).status == 0)
         #expect(try Self.details(fake, Self.firestore, "applied").count == 1, "settled once")
+
+        // Killed while Firebase still holds the change unapplied: it may yet be applied, so it is neither recorded
+        // as not applied nor sent over by the next `set`.
+        let storage = "firebasestorage.googleapis.com"
+        try fake.fault("delay_before", match: "appcheck_patch", count: 1, seconds: 30)
+        let held = try FirebaseInterruptionTests.start(
+            fake, ["enforcement", "set", storage, "unenforced", "--reason", "metrics"])
+        try FirebaseInterruptionTests.waitUntil("the request to be recorded") {
+            try Self.audit(fake).contains {
+                ($0["action"]?.stringValue ?? "").hasPrefix("appcheck enforcement \(storage)")
+                    && ($0["to"]?.stringValue ?? "").hasPrefix("requested")
+            }
+        }
+        FirebaseInterruptionTests.kill9(held)
+        let over = try fake.rollout(["enforcement", "set", storage, "unenforced", "--reason", "metrics"])
+        #expect(over.status == 1 && over.stderr.contains("may still be applied"), "\(over.stdout)\(over.stderr)")
+        #expect(try fake.rollout(["enforcement", "show"]).status == 0)
+        #expect(try Self.details(fake, storage, "not applied").isEmpty)
+        #expect(try Self.details(fake, storage, "applied").isEmpty)
         #expect(try fake.rollout(["audit", "verify"]).status == 0)
     }
 }
