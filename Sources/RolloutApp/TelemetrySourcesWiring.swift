@@ -85,7 +85,9 @@ public struct SessionSources {
 
     /// The source `name`, to pull (`pulledConfigurations`).
     public func configuration(_ name: String) throws -> SourceConfiguration {
-        guard let c = try pulledConfigurations().first(where: { $0.name == name }) else {
+        guard try configurations().contains(where: { $0.name == name }),
+            let c = try pulledConfigurations().first(where: { $0.name == name })
+        else {
             throw CommandError("no source named \(name) ('rollout source list' shows them)")
         }
         return c
@@ -263,7 +265,17 @@ public struct SessionSources {
     public func due(all: Bool = false) throws -> [SourceConfiguration] {
         guard !session.readOnly, memory.lock.withLock({ memory.landingRefused == nil }) else { return [] }
         let now = session.clock.now()
-        return try followed().filter { c in
+        let followed: [SourceConfiguration]
+        do {
+            followed = try self.followed()
+        } catch {
+            // A role that may not read the sealed tables (the PostgreSQL viewer) cannot check the seal, and does not
+            // land pulls either: kept, as a landing it was refused (later looks do not pull).
+            guard let refusal = SessionRefusal(error) else { throw error }
+            memory.lock.withLock { memory.landingRefused = refusal }
+            return []
+        }
+        return try followed.filter { c in
             let last = try state(c)?.lastAttempt
             return all || last.map({ now - $0 >= c.every }) ?? true
         }
