@@ -307,14 +307,17 @@ public final class RolloutStore: @unchecked Sendable {
     }
 
     /// Runs `body` in one read transaction of the file as it is now, whose first step is the seal's check (every
-    /// sealed table, the chain head's record, the HMAC, the witness), as `verify` does without the chain: for sealed
-    /// rows that something acts on outside the store, where the next write's check would come too late (a
-    /// telemetry source's access-token command is run, its project called, before its pull lands).
+    /// sealed table, the chain head's record, the HMAC), as `verify` does without the chain: for sealed rows that
+    /// something acts on outside the store, where the next write's check would come too late (a telemetry source's
+    /// access-token command is run, its project called, before its pull lands). This machine's witness is not
+    /// checked: another process's writes move it on past this snapshot at any time (`rollout serve` writes per
+    /// request); a row edited past rollout fails the digests or the HMAC whatever the witness says, and a file
+    /// replaced by an older copy is the next write's and `audit verify`'s to name.
     public func readingSealed<T>(_ body: (SQLiteDatabase) throws -> T) throws -> T {
         try withDatabase { db in
             db.releaseCachedPages()
             return try db.transaction(immediate: false) {
-                let (problem, _) = try StoreSeal.check(db, key: key, witness: witness)
+                let (problem, _) = try StoreSeal.check(db, key: key, witness: nil)
                 if let problem { throw StoreError.corrupt("\(path) fails verification: \(problem) (see 'rollout audit verify')") }
                 return try body(db)
             }

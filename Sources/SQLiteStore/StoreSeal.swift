@@ -312,7 +312,9 @@ public enum StoreSeal {
     ///
     /// Without `schema` (`StoreSchema.migrate`, before its steps change the schema) the schema is not compared:
     /// it is taken as sealed.
-    static func check(_ db: SQLiteDatabase, key: StoreKey?, witness: Witness, schema: Bool = true) throws -> (
+    /// `witness: nil` checks the seal without this machine's witness (what a reader's snapshot may lag behind: a
+    /// write committed since by another process has moved it on).
+    static func check(_ db: SQLiteDatabase, key: StoreKey?, witness: Witness?, schema: Bool = true) throws -> (
         problem: ConfigIntegrityProblem?, state: State
     ) {
         var now = try current(db, schema: schema)
@@ -320,7 +322,7 @@ public enum StoreSeal {
         return (problem, now)
     }
 
-    private static func problem(_ db: SQLiteDatabase, now: inout State, key: StoreKey?, witness: Witness, schema: Bool)
+    private static func problem(_ db: SQLiteDatabase, now: inout State, key: StoreKey?, witness: Witness?, schema: Bool)
         throws -> ConfigIntegrityProblem?
     {
         guard
@@ -368,6 +370,7 @@ public enum StoreSeal {
                 "its HMAC does not match under \(key.path) (the seal was rewritten without the key, or another store's key)"
             )
         }
+        guard let witness else { return nil }
         do {
             switch witness.read() {
             case .missing:
