@@ -196,7 +196,7 @@ let package = Package(
             swiftSettings: strict, linkerSettings: staticNativeLibraries),
 
         // Tests: one target per module; EndToEnd drives the built binary.
-        .testTarget(name: "PlatformTests", dependencies: ["Platform", "JSON"], swiftSettings: strict),
+        .testTarget(name: "PlatformTests", dependencies: ["Platform", "JSON", "TestSupport"], swiftSettings: strict),
         // Checks of the layering itself (adapters never depend on each other), on Package.swift and the sources.
         .testTarget(name: "ArchitectureTests", dependencies: ["TestSupport"], swiftSettings: strict),
         .testTarget(name: "TimekeepingTests", dependencies: ["TestSupport", "Timekeeping"], swiftSettings: strict),

@@ -34,6 +34,13 @@ extension FirebaseConfigStore {
     /// The host name and pid an intent is stamped with.
     package static let thisProcess: (host: String, pid: Int32) = (CurrentUser.hostName, getpid())
 
+    /// Whether process `pid` of host `host` runs, as far as this process can tell: itself, or a pid alive on this
+    /// host; nil for a process on another host (the caller decides what it assumes).
+    package static func runs(pid: Int32, host: String) -> Bool? {
+        guard host == thisProcess.host else { return nil }
+        return pid == thisProcess.pid || kill(pid, 0) == 0 || errno == EPERM
+    }
+
     /// Publishes begun and not yet settled (none on a read-only state store that never had one).
     package func pendingIntents() throws -> [PublishIntent] { try state.publishIntents() }
 
@@ -135,10 +142,7 @@ extension FirebaseConfigStore {
     /// hold it forever).
     func isLive(_ intent: PublishIntent, now: Instant) -> Bool {
         guard now - intent.created < Self.inFlightHorizon else { return false }
-        if intent.host == Self.thisProcess.host {
-            guard intent.pid != Self.thisProcess.pid else { return true }
-            return kill(intent.pid, 0) == 0 || errno == EPERM
-        }
+        if let runs = Self.runs(pid: intent.pid, host: intent.host) { return runs }
         return (try? state.publishIntentOwnerIsConnected(intent.id)) ?? nil ?? true
     }
 

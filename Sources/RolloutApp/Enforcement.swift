@@ -1,7 +1,6 @@
 import CommandLineKit
 import Console
 import FirebaseRemoteConfig
-import Glibc
 import WebClient
 import Monitoring
 import Platform
@@ -510,9 +509,8 @@ struct OpenEnforcementRequest: Sendable, Equatable {
     /// horizon, and it runs (this host: a live pid; elsewhere: assumed).
     func isLive(now: Instant) -> Bool {
         if answerLost || now - time >= FirebaseConfigStore.inFlightHorizon { return false }
-        guard let pid, let host, host == FirebaseConfigStore.thisProcess.host else { return true }
-        if pid == FirebaseConfigStore.thisProcess.pid { return true }
-        return kill(pid, 0) == 0 || errno == EPERM
+        guard let pid, let host else { return true }
+        return FirebaseConfigStore.runs(pid: pid, host: host) ?? true
     }
 
     /// The record that settles it by the service as `now` reads it at `time`: applied when it has the requested mode

@@ -165,7 +165,9 @@ public struct SessionSources {
         var report = SourcePullReport(
             source: c.name, kind: c.kind, window: (plan.from, plan.through), rows: nil, bytes: 0, note: "", changedKeys: 0, addedEvents: 0,
             waits: [], error: nil, newestData: nil, dataAge: nil)
-        if let shared = try pulledConfigurations().filter({ $0.name < c.name }).sorted(by: { $0.name < $1.name })
+        // The stored list, not read under the seal again: it can only keep this pull from running, and the sources
+        // were just read under the seal by whoever passed `c` (`due`, `configuration`).
+        if let shared = try configurations().filter({ $0.name < c.name }).sorted(by: { $0.name < $1.name })
             .lazy.compactMap({ other in c.overlap(configured: [other], ledgers: []).map { (other, $0) } }).first
         {
             // Two sources over some of the same events, configured before `source add` refused such a pair (a store

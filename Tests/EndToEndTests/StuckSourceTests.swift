@@ -49,16 +49,6 @@ import Testing
         return true
     }
 
-    /// Waits at most `seconds` for `condition`.
-    static func eventually(within seconds: Double, _ condition: () throws -> Bool) rethrows -> Bool {
-        let deadline = Date(timeIntervalSinceNow: seconds)
-        while Date() < deadline {
-            if try condition() { return true }
-            usleep(50_000)
-        }
-        return try condition()
-    }
-
     @Test("watch kills on a HALT already in the store while its pull hangs, and stops at once on SIGTERM")
     func watchKillsAndStopsWhileAPullHangs() throws {
         let dir = try TestSupport.temporaryDirectory("stuck-watch")
@@ -76,7 +66,7 @@ import Testing
         try Self.addSource(store, server)
 
         let (watch, out) = try Self.start(store, server, ["watch", "--interval", "0.2"])
-        let killed = try Self.eventually(within: 20) {
+        let killed = try TestSupport.eventually(within: 20) {
             try Self.rollout(store, ["status", "--json", "--read-only"]).stdout.contains("\"state\": \"killed\"")
         }
         #expect(killed, "no auto-kill while the pull hangs")
@@ -128,7 +118,7 @@ import Testing
         let server = try SilentServer()
 
         let (follow, out) = try Self.start(store, server, ["follow", "--interval", "0.2"])
-        let sleeper = try Self.eventually(within: 20) { FileManager.default.fileExists(atPath: pidFile) }
+        let sleeper = try TestSupport.eventually(within: 20) { FileManager.default.fileExists(atPath: pidFile) }
         #expect(sleeper, "follow never ran the token command")
         // The signal goes to rollout alone (as a supervisor or a console's stop sends it), not to the command.
         kill(follow.processIdentifier, SIGINT)
@@ -137,12 +127,7 @@ import Testing
             Int32(
                 (try? String(contentsOfFile: pidFile, encoding: .utf8))?.trimmingCharacters(in: .whitespacesAndNewlines)
                     ?? "") ?? 0
-        let gone = Self.eventually(within: 5) {
-            guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
-                let close = stat.lastIndex(of: ")")
-            else { return true }
-            return stat[stat.index(close, offsetBy: 2)] == "Z"
-        }
+        let gone = TestSupport.eventually(within: 5) { !TestSupport.isRunning(pid) }
         #expect(pid > 0 && gone, "the token command's sleep \(pid) survived follow")
         if pid > 0 && !gone { kill(pid, SIGKILL) }
         let printed = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
@@ -165,7 +150,7 @@ import Testing
         try Self.addSource(store, server)
 
         let (run, _) = try Self.start(store, server, ["plan", "run", "--interval", "0.05"])
-        let stepped = try Self.eventually(within: 20) {
+        let stepped = try TestSupport.eventually(within: 20) {
             try Self.rollout(store, ["plan", "status", "--json", "--read-only"]).stdout.contains("\"step\":1")
         }
         #expect(stepped, "the plan's first step waited for the pull")

@@ -111,24 +111,6 @@ struct PullCancellationTests {
         return session
     }
 
-    /// Whether process `pid` still runs (not gone, not a zombie).
-    static func running(_ pid: Int32) -> Bool {
-        guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
-            let close = stat.lastIndex(of: ")")
-        else { return false }
-        return stat[stat.index(close, offsetBy: 2)] != "Z"
-    }
-
-    /// Waits at most `seconds` for `condition`.
-    static func eventually(within seconds: Double, _ condition: () -> Bool) -> Bool {
-        let deadline = Date(timeIntervalSinceNow: seconds)
-        while Date() < deadline {
-            if condition() { return true }
-            usleep(20_000)
-        }
-        return condition()
-    }
-
     /// The access-token command is part of the pull: a stop kills it (and the `sleep` it started) within about a
     /// second, and so does the pull's time bound, which gives the pull up, recorded as failed.
     @Test func aTokenCommandThatDoesNotEndIsKilledByAStopAndByThePullsTimeBound() throws {
@@ -148,7 +130,7 @@ struct PullCancellationTests {
         let stop = Cancellation()
         Thread.detachNewThread {
             // Stopped once the command runs (its sleep has started), or after 10 s regardless.
-            _ = Self.eventually(within: 10) { sleeper() != nil }
+            _ = TestSupport.eventually(within: 10) { sleeper() != nil }
             stop.cancel()
         }
         var start = Date()
@@ -158,7 +140,7 @@ struct PullCancellationTests {
         #expect(stopped.first?.error?.message.contains("abandoned: stopped") == true)
         #expect(try sources.state("bq")?.lastAttempt == nil, "a stopped pull is not a failure of the source")
         let first = try #require(sleeper())
-        #expect(Self.eventually(within: 5) { !Self.running(first) }, "the command's sleep \(first) survived the stop")
+        #expect(TestSupport.eventually(within: 5) { !TestSupport.isRunning(first) }, "the command's sleep \(first) survived the stop")
         #expect(silent.connections == 0, "the query was sent without a token")
 
         try FileManager.default.removeItem(atPath: pidFile)
@@ -172,7 +154,7 @@ struct PullCancellationTests {
         #expect(try sources.state("bq")?.lastError?.contains("gave up") == true)
         let second = try #require(sleeper())
         #expect(
-            Self.eventually(within: 5) { !Self.running(second) },
+            TestSupport.eventually(within: 5) { !TestSupport.isRunning(second) },
             "the command's sleep \(second) survived the time bound")
     }
 
@@ -264,7 +246,7 @@ struct PullCancellationTests {
                 (try? String(contentsOfFile: pidFile, encoding: .utf8))?.trimmingCharacters(in: .whitespacesAndNewlines)
                     ?? ""))
         #expect(
-            Self.eventually(within: 5) { !Self.running(sleeper) },
+            TestSupport.eventually(within: 5) { !TestSupport.isRunning(sleeper) },
             "the hung command's sleep \(sleeper) survived the loop")
     }
 }

@@ -1,5 +1,6 @@
 import Foundation
 import Platform
+import TestSupport
 import Testing
 
 @Suite("Platform")
@@ -108,24 +109,6 @@ struct PlatformTests {
         #expect(try runShell("kill -TERM $$").status == 128 + SIGTERM)
     }
 
-    /// Whether process `pid` still runs (not gone, not a zombie waiting for its parent).
-    static func running(_ pid: Int32) -> Bool {
-        guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
-            let close = stat.lastIndex(of: ")")
-        else { return false }
-        return stat[stat.index(close, offsetBy: 2)] != "Z"
-    }
-
-    /// Waits at most `seconds` for `condition`.
-    static func eventually(within seconds: Double, _ condition: () -> Bool) -> Bool {
-        let deadline = Date(timeIntervalSinceNow: seconds)
-        while Date() < deadline {
-            if condition() { return true }
-            usleep(20_000)
-        }
-        return condition()
-    }
-
     /// The command of `shellEndedWithItsGroup`: a `sleep` started by the shell, its pid written to `file`.
     static func sleeper(_ file: String) -> String { "sleep 30 & echo $! > \(file); wait; echo tok" }
 
@@ -140,7 +123,7 @@ struct PlatformTests {
             if how == "stopped" {
                 Thread.detachNewThread {
                     // Cancelled once the shell has started its sleep (or after 10 s regardless).
-                    _ = Self.eventually(within: 10) { FileManager.default.fileExists(atPath: file) }
+                    _ = TestSupport.eventually(within: 10) { FileManager.default.fileExists(atPath: file) }
                     cancellation.cancel()
                 }
             }
@@ -156,7 +139,7 @@ struct PlatformTests {
                         in: .whitespacesAndNewlines) ?? ""))
             // The shell's child dies with it: nothing of the command is left running.
             #expect(
-                Self.eventually(within: 5) { !Self.running(sleeper) }, "\(how): the shell's sleep \(sleeper) survived")
+                TestSupport.eventually(within: 5) { !TestSupport.isRunning(sleeper) }, "\(how): the shell's sleep \(sleeper) survived")
         }
     }
 

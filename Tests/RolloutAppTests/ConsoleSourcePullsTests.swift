@@ -8,15 +8,6 @@ import Timekeeping
 /// The console pulls the session's telemetry sources on their schedule, as `watch` and `follow` do, and shows each
 /// source's state: a failing or silent source is the header's stale reason, each pull a notable event.
 struct ConsoleSourcePullsTests {
-    /// Waits at most `seconds` for `condition` (the console pulls on a thread of its own).
-    static func eventually(within seconds: Double = 20, _ condition: () throws -> Bool) rethrows -> Bool {
-        let deadline = Date(timeIntervalSinceNow: seconds)
-        while Date() < deadline {
-            if try condition() { return true }
-            usleep(20_000)
-        }
-        return try condition()
-    }
 
     @Test func theConsolePullsTheSourcesOnTheirIntervalAndShowsTheirState() throws {
         let dir = try TestSupport.temporaryDirectory("console-sources")
@@ -35,7 +26,7 @@ struct ConsoleSourcePullsTests {
 
         _ = try console.snapshot()
         // The pull runs beside the pictures; the next picture shows it.
-        #expect(try Self.eventually { try sources.state("bq") != nil && console.snapshot().events.first != nil })
+        #expect(try TestSupport.eventually { try sources.state("bq") != nil && console.snapshot().events.first != nil })
         let first = try console.snapshot()
         let pulled = try #require(try sources.state("bq"))
         #expect(pulled.lastAttempt == clock.now() && pulled.lastSuccess == nil)
@@ -53,14 +44,14 @@ struct ConsoleSourcePullsTests {
         #expect(try sources.state("bq")?.lastAttempt == before)
         clock.advance(by: .seconds(Int64(31)))
         _ = try console.snapshot()
-        #expect(try Self.eventually { try sources.state("bq")?.lastAttempt == clock.now() })
+        #expect(try TestSupport.eventually { try sources.state("bq")?.lastAttempt == clock.now() })
 
         // A read-only console pulls nothing, and still says the source is silent.
         let reader = try Wiring.session(path: path, operatorID: "alice@test", readOnly: true, clock: clock).rolloutSession()
         clock.advance(by: .minutes(5))
         let readerConsole = try reader.consoleSource(environment: [:])
         _ = try readerConsole.snapshot()
-        #expect(try Self.eventually { try readerConsole.snapshot().header.staleReason != nil })
+        #expect(try TestSupport.eventually { try readerConsole.snapshot().header.staleReason != nil })
         let seen = try readerConsole.snapshot()
         #expect(try sources.state("bq")?.lastAttempt == clock.now() - .minutes(5))
         #expect(seen.header.staleReason?.contains("source bq has not answered yet") == true)
