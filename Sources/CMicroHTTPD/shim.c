@@ -27,6 +27,8 @@ const char *rollout_mhd_load(void)
     ROLLOUT_MHD_SYMBOL(quiesce_daemon, "MHD_quiesce_daemon")
     ROLLOUT_MHD_SYMBOL(stop_daemon, "MHD_stop_daemon")
     ROLLOUT_MHD_SYMBOL(get_version, "MHD_get_version")
+    ROLLOUT_MHD_SYMBOL(suspend_connection, "MHD_suspend_connection")
+    ROLLOUT_MHD_SYMBOL(resume_connection, "MHD_resume_connection")
 #undef ROLLOUT_MHD_SYMBOL
     api.handle = h;
     rollout_mhd_api_table = api;

@@ -255,6 +255,17 @@ public final class ExchangeService: HTTPHandler, @unchecked Sendable {
         request.method == "POST" && request.path == "/v1/events" ? intake : nil
     }
 
+    /// Answered off the event loop: the exchange methods that write before they answer (their answer waits for a
+    /// group commit's sync), the events intake (a batch landing in the store) and the store's health probe. A
+    /// challenge (an HMAC), the JWKS and the refusals never wait.
+    public func answerWaits(method: String, path: String) -> Bool {
+        switch (method, path) {
+        case ("POST", "/v1/events"), ("GET", "/healthz"), ("HEAD", "/healthz"): return true
+        case ("POST", _): return AppCheckRoute.parse(path: path).map { Self.writingMethods.contains($0.method) } ?? false
+        default: return false
+        }
+    }
+
     /// The exchange methods that write before they answer: a redeemed challenge with a saved key or an advanced
     /// counter, a consumed token.
     static let writingMethods: Set<String> = [

@@ -72,6 +72,10 @@ public protocol HTTPHandler: Sendable {
     /// anyway (no credentials) cannot make the server hold its body first.
     func refusal(head: HTTPRequest) -> HTTPResponse?
     func respond(to request: HTTPRequest) -> HTTPResponse
+    /// Whether answering a request of this method and path may wait (for a group commit's sync, a store's round
+    /// trip): such a request is answered on a thread of its own (`AnsweringThreads`), off the event loop that
+    /// serves its connection and others.
+    func answerWaits(method: String, path: String) -> Bool
     /// The response for a body over `bodyLimit` (the body is not read further).
     func bodyTooLarge(limit: Int) -> HTTPResponse
 }
@@ -215,6 +219,10 @@ public final class HTTPServer: @unchecked Sendable {
     private let lock = Lock()
     private var inFlight = 0
     private var draining = false
+    /// Connections suspended while their answer is made off the event loop, until their worker takes the answer
+    /// (or closes them): libmicrohttpd must not be stopped with a suspended connection.
+    private var suspended = 0
+    private let answering: AnsweringThreads
     let watch: ConnectionWatch
     /// Whether a raw NUL in the request target can be seen (see `targetHoldsNUL`): with libmicrohttpd 0.9.x.
     let checksWholeTarget: Bool
@@ -229,6 +237,7 @@ public final class HTTPServer: @unchecked Sendable {
         self.host = host
         self.clock = clock
         self.log = log
+        answering = AnsweringThreads(limit: max(1, limits.connectionLimit))
         watch = ConnectionWatch(
             deadlines: ConnectionWatch.Deadlines(
                 head: limits.headDeadlineSeconds, body: limits.bodyDeadlineSeconds,
@@ -240,17 +249,19 @@ public final class HTTPServer: @unchecked Sendable {
         address.sin_port = port.bigEndian
         guard inet_pton(AF_INET, host, &address.sin_addr) == 1 else {
             watch.stop()
+            answering.stop()
             throw HTTPServerError("--listen needs an IPv4 address and a port (e.g. 127.0.0.1:8080), not '\(host)'")
         }
         if let failure = HTTPServer.loadLibrary() {
             watch.stop()
+            answering.stop()
             throw HTTPServerError("cannot load libmicrohttpd (Debian: libmicrohttpd12): \(failure)")
         }
         checksWholeTarget = String(cString: rollout_mhd_version()).hasPrefix("0.9.")
         let me = Unmanaged.passUnretained(self).toOpaque()
         let flags =
             UInt32(MHD_USE_INTERNAL_POLLING_THREAD.rawValue) | UInt32(MHD_USE_EPOLL.rawValue)
-            | UInt32(MHD_USE_ITC.rawValue) | UInt32(MHD_USE_ERROR_LOG.rawValue)
+            | UInt32(MHD_ALLOW_SUSPEND_RESUME.rawValue) | UInt32(MHD_USE_ERROR_LOG.rawValue)
         let started = withUnsafePointer(to: &address) { addr in
             rollout_mhd_start(
                 flags, addr, UInt32(max(1, limits.threads)), UInt32(max(1, limits.connectionLimit)),
@@ -260,6 +271,7 @@ public final class HTTPServer: @unchecked Sendable {
         }
         guard let started else {
             watch.stop()
+            answering.stop()
             throw HTTPServerError("cannot listen on \(host):\(port): \(String(cString: strerror(errno)))")
         }
         daemon = started
@@ -306,8 +318,14 @@ public final class HTTPServer: @unchecked Sendable {
             defer { daemon = nil }
             return daemon
         }
-        if let d { rollout_mhd_stop(d) }
+        if let d {
+            // Every answer being made off the loop is taken by its worker first (a store call ends on its own:
+            // its timeouts bound it), so no connection is suspended when libmicrohttpd stops.
+            while lock.withLock({ suspended }) > 0 { usleep(1_000) }
+            rollout_mhd_stop(d)
+        }
         watch.stop()
+        answering.stop()
     }
 
     // MARK: Per-request state
@@ -344,8 +362,20 @@ public final class HTTPServer: @unchecked Sendable {
         var started: UInt64 = 0
         var remote = ""
         var connection: ConnectionWatch.Connection?
+        /// The answer made off the event loop (`HTTPHandler.answerWaits`), once the connection was suspended.
+        var offLoop: OffLoopAnswer?
 
         init(rawURI: String) { self.rawURI = rawURI }
+    }
+
+    /// An answer made on an answering thread, handed to the connection's worker when it resumes the connection.
+    final class OffLoopAnswer: @unchecked Sendable {
+        private let lock = Lock()
+        private var made: HTTPResponse?
+        /// The worker has taken the answer, or libmicrohttpd closed the connection: it is no longer suspended.
+        var settled = false
+        var response: HTTPResponse? { lock.withLock { made } }
+        func set(_ response: HTTPResponse) { lock.withLock { made = response } }
     }
 
     static func monotonicMicroseconds() -> UInt64 { ConnectionWatch.now() }
@@ -492,13 +522,36 @@ public final class HTTPServer: @unchecked Sendable {
     }
 
     fileprivate func respond(connection: OpaquePointer, exchange e: Exchange) -> MHD_Result {
-        if let c = e.connection { watch.enter(.answering, c) }
         let response: HTTPResponse
         if let early = e.early {
+            if let c = e.connection { watch.enter(.answering, c) }
             response = early
         } else if e.tooLarge {
+            if let c = e.connection { watch.enter(.answering, c) }
             response = handler.bodyTooLarge(limit: e.limit)
+        } else if let offLoop = e.offLoop {
+            // Resumed: the answering thread has made the answer.
+            guard let made = offLoop.response else { return .NO }
+            settle(offLoop)
+            response = made
+        } else if handler.answerWaits(method: e.method, path: e.path) {
+            // Suspended first, so that the answer's resume can never come before it; the worker goes on with its
+            // other connections and calls back here once the answering thread resumes this one.
+            if let c = e.connection { watch.enter(.answering, c) }
+            let offLoop = OffLoopAnswer()
+            e.offLoop = offLoop
+            lock.withLock { suspended += 1 }
+            rollout_mhd_suspend(connection)
+            let request = request(e)
+            let handler = handler
+            let address = UInt(bitPattern: connection)
+            answering.run {
+                offLoop.set(handler.respond(to: request))
+                rollout_mhd_resume(OpaquePointer(bitPattern: address)!)
+            }
+            return .YES
         } else {
+            if let c = e.connection { watch.enter(.answering, c) }
             response = handler.respond(to: request(e))
         }
         e.status = response.status
@@ -516,9 +569,19 @@ public final class HTTPServer: @unchecked Sendable {
         return rollout_mhd_queue(connection, UInt32(response.status), r)
     }
 
+    /// A suspended connection is back in its worker's hands (its answer taken, or the connection closed).
+    private func settle(_ offLoop: OffLoopAnswer) {
+        lock.withLock {
+            guard !offLoop.settled else { return }
+            offLoop.settled = true
+            suspended -= 1
+        }
+    }
+
     /// The request is over; `queuedStatus` is the status of the response on the connection (0 if none), which
     /// is libmicrohttpd's own when the server's code gave none (it answers a malformed chunked body itself).
     fileprivate func complete(_ e: Exchange, queuedStatus: Int) {
+        if let offLoop = e.offLoop { settle(offLoop) }
         if let c = e.connection { watch.enter(.head, c) }
         guard e.begun else { return }  // libmicrohttpd answered the head itself
         lock.withLock { inFlight -= 1 }

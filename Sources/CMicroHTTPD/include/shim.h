@@ -28,6 +28,8 @@ typedef struct {
     MHD_socket (*quiesce_daemon)(struct MHD_Daemon *);
     void (*stop_daemon)(struct MHD_Daemon *);
     const char *(*get_version)(void);
+    void (*suspend_connection)(struct MHD_Connection *);
+    void (*resume_connection)(struct MHD_Connection *);
 } rollout_mhd_api;
 
 /// The table, defined once, in shim.c. Not a static of a static inline function here: Swift compiles each source
@@ -144,4 +146,8 @@ static inline enum MHD_Result rollout_mhd_queue(struct MHD_Connection *c, unsign
 static inline void rollout_mhd_destroy_response(struct MHD_Response *r) { rollout_mhd_api_table.destroy_response(r); }
 static inline MHD_socket rollout_mhd_quiesce(struct MHD_Daemon *d) { return rollout_mhd_api_table.quiesce_daemon(d); }
 static inline void rollout_mhd_stop(struct MHD_Daemon *d) { rollout_mhd_api_table.stop_daemon(d); }
+/// Takes a connection out of its worker's event loop (only from the access handler; the daemon needs
+/// MHD_ALLOW_SUSPEND_RESUME), and puts it back, from any thread: its worker then calls the access handler again.
+static inline void rollout_mhd_suspend(struct MHD_Connection *c) { rollout_mhd_api_table.suspend_connection(c); }
+static inline void rollout_mhd_resume(struct MHD_Connection *c) { rollout_mhd_api_table.resume_connection(c); }
 #endif

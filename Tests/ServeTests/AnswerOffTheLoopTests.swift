@@ -1,0 +1,108 @@
+import ExchangeServer
+import Foundation
+import Platform
+import Testing
+import TestSupport
+
+/// Requests whose answer waits (`HTTPHandler.answerWaits`) are answered off libmicrohttpd's event loops, so a
+/// worker thread waiting on one never holds the other connections it owns.
+@Suite struct AnswerOffTheLoopTests {
+    /// `/wait` waits (off the loop) until the gate opens; `/quick` answers at once on the loop.
+    final class GateHandler: HTTPHandler, @unchecked Sendable {
+        let gate = Condition()
+        private var isOpen = false
+        private var inside = 0
+        var waiting: Int { gate.withLock { inside } }
+        func open() {
+            gate.withLock {
+                isOpen = true
+                gate.broadcast()
+            }
+        }
+        func bodyLimit(method: String, path: String) -> Int { 1024 }
+        func refusal(head: HTTPRequest) -> HTTPResponse? { nil }
+        func answerWaits(method: String, path: String) -> Bool { path == "/wait" }
+        func bodyTooLarge(limit: Int) -> HTTPResponse { .json(413, Array("{}".utf8)) }
+        func respond(to request: HTTPRequest) -> HTTPResponse {
+            if request.path == "/wait" {
+                gate.withLock {
+                    inside += 1
+                    while !isOpen { _ = gate.wait(seconds: 1) }
+                }
+                return .json(200, Array("{\"answer\":\"waited\"}".utf8))
+            }
+            return .json(200, Array("{\"answer\":\"quick\"}".utf8))
+        }
+    }
+
+    static func server(_ handler: GateHandler) throws -> HTTPServer {
+        var limits = HTTPServerLimits()
+        limits.threads = 1  // one event loop: every connection is on it
+        return try HTTPServer(host: "127.0.0.1", port: 0, handler: handler, limits: limits)
+    }
+
+    /// Sends `path` on a connection of its own, on a thread of its own; the answer lands in `answers`.
+    static func ask(_ path: String, port: UInt16, into answers: Answers) {
+        detachThread {
+            let result = Result { try LoopbackHTTPClient(host: "127.0.0.1", port: port).request("GET", path) }
+            answers.add(result)
+        }
+    }
+
+    final class Answers: @unchecked Sendable {
+        private let lock = Lock()
+        private var all: [Result<LoopbackHTTPClient.Response, any Error>] = []
+        func add(_ r: Result<LoopbackHTTPClient.Response, any Error>) { lock.withLock { all.append(r) } }
+        var list: [Result<LoopbackHTTPClient.Response, any Error>] { lock.withLock { all } }
+    }
+
+    final class Stopped: @unchecked Sendable {
+        private let lock = Lock()
+        private var value: Int?
+        var left: Int? {
+            get { lock.withLock { value } }
+            set { lock.withLock { value = newValue } }
+        }
+    }
+
+    /// Reproduction: on one worker, a request waiting in its handler (a group commit's sync) held every other
+    /// connection of that worker; with 8 clients two workers owned all 8 connections and the group commits held
+    /// about two writes each. Now all 8 waiting requests are in the handler at once, and a quick request on the
+    /// same loop is answered while they wait.
+    @Test func waitingRequestsHoldNoOtherConnection() throws {
+        let handler = GateHandler()
+        let server = try Self.server(handler)
+        defer { server.shutdown() }
+        let waited = Answers()
+        for _ in 0..<8 { Self.ask("/wait", port: server.port, into: waited) }
+        #expect(TestSupport.eventually { handler.waiting == 8 }, "waiting in the handler: \(handler.waiting) of 8")
+        let quick = try LoopbackHTTPClient(host: "127.0.0.1", port: server.port).request("GET", "/quick")
+        #expect(quick.status == 200 && String(decoding: quick.body, as: UTF8.self).contains("quick"))
+        #expect(waited.list.isEmpty, "a waiting request was answered before its gate opened")
+        handler.open()
+        #expect(TestSupport.eventually { waited.list.count == 8 })
+        for answer in waited.list {
+            let r = try answer.get()
+            #expect(r.status == 200 && String(decoding: r.body, as: UTF8.self).contains("waited"))
+        }
+    }
+
+    /// A shutdown while an answer is being made off the loop waits for it (libmicrohttpd must not stop with a
+    /// suspended connection), and the answer still reaches its client, closing the connection.
+    @Test func aShutdownWaitsForTheAnswersOffTheLoop() throws {
+        let handler = GateHandler()
+        let server = try Self.server(handler)
+        let waited = Answers()
+        Self.ask("/wait", port: server.port, into: waited)
+        #expect(TestSupport.eventually { handler.waiting == 1 })
+        let stopped = Stopped()
+        detachThread { stopped.left = server.shutdown() }
+        #expect(TestSupport.eventually { server.requestsInFlight == 1 })
+        #expect(stopped.left == nil, "the shutdown ended while an answer was still being made")
+        handler.open()
+        #expect(TestSupport.eventually { stopped.left != nil && waited.list.count == 1 })
+        let r = try #require(try waited.list.first?.get())
+        #expect(r.status == 200 && r.headers["connection"]?.lowercased() == "close", "\(r.headers)")
+        #expect(stopped.left == 0, "requests left unfinished by the shutdown")
+    }
+}
