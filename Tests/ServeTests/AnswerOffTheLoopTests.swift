@@ -97,7 +97,12 @@ import TestSupport
         #expect(TestSupport.eventually { handler.waiting == 1 })
         let stopped = Stopped()
         detachThread { stopped.left = server.shutdown() }
-        #expect(TestSupport.eventually { server.requestsInFlight == 1 })
+        // Draining: the listener is closed, so a new connection is refused.
+        #expect(
+            TestSupport.eventually {
+                (try? LoopbackHTTPClient(host: "127.0.0.1", port: server.port).request("GET", "/quick")) == nil
+            })
+        #expect(server.requestsInFlight == 1)
         #expect(stopped.left == nil, "the shutdown ended while an answer was still being made")
         handler.open()
         #expect(TestSupport.eventually { stopped.left != nil && waited.list.count == 1 })
