@@ -1,5 +1,9 @@
 import Platform
 
+#if canImport(Glibc)
+    import Glibc
+#endif
+
 /// The threads that answer the requests whose answer may wait (`HTTPHandler.answerWaits`), off libmicrohttpd's
 /// event loops.
 ///
@@ -39,7 +43,53 @@ final class AnsweringThreads: @unchecked Sendable {
             threads += 1
             return true
         }
-        if start { detachThread { [self] in serve() } }
+        guard start, !startThread() else { return }
+        // No thread could be made (out of memory, or of threads): one that exists takes the job after its own;
+        // with none, the caller answers it, as a worker answered every request before.
+        let alone = condition.withLock { () -> Bool in
+            threads -= 1
+            return threads == 0
+        }
+        if alone { drain() }
+    }
+
+    /// A detached thread running `serve`; false when none could be made.
+    private func startThread() -> Bool {
+        let box = Unmanaged.passRetained(self).toOpaque()
+        var thread = pthread_t()
+        let status = pthread_create(
+            &thread, nil,
+            { raw in
+                Unmanaged<AnsweringThreads>.fromOpaque(raw!).takeRetainedValue().serve()
+                return nil
+            }, box)
+        guard status == 0 else {
+            Unmanaged<AnsweringThreads>.fromOpaque(box).release()
+            return false
+        }
+        pthread_detach(thread)
+        return true
+    }
+
+    /// Runs the queued jobs on the calling thread, until none is left.
+    private func drain() {
+        while let job = condition.withLock({ () -> (@Sendable () -> Void)? in
+            guard head < jobs.count else { return nil }
+            return take()
+        }) {
+            job()
+        }
+    }
+
+    /// The next job (the lock held; one is queued).
+    private func take() -> @Sendable () -> Void {
+        let job = jobs[head]
+        head += 1
+        if head == jobs.count {
+            jobs.removeAll(keepingCapacity: true)
+            head = 0
+        }
+        return job
     }
 
     /// Threads running (tests).
@@ -57,12 +107,7 @@ final class AnsweringThreads: @unchecked Sendable {
         condition.lock()
         while true {
             if head < jobs.count {
-                let job = jobs[head]
-                head += 1
-                if head == jobs.count {
-                    jobs.removeAll(keepingCapacity: true)
-                    head = 0
-                }
+                let job = take()
                 condition.unlock()
                 job()
                 condition.lock()
