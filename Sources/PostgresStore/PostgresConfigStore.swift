@@ -43,7 +43,7 @@ public final class PostgresConfigStore: ConfigStore, @unchecked Sendable {
     public let conninfo: String
     public let isReadOnly: Bool
     let connection: PGConnection
-    private let lock = RecursiveLock()
+    let lock = RecursiveLock()
     /// Depth of `atomically` calls on this thread's use of the connection (0: no transaction open).
     private var depth = 0
     /// Whether the open transaction holds the chain-head row lock.
@@ -67,6 +67,9 @@ public final class PostgresConfigStore: ConfigStore, @unchecked Sendable {
     /// its head lock, it takes them from here instead of recomputing them (`PostgresSeal.catalogFingerprint`).
     /// `since`: the oldest transaction id the statement that read them did not see finished (see
     /// `PostgresSeal.stillNames`).
+    /// The monitor's rollout start waiting for this connection's next head-locked write
+    /// (`PostgresRolloutStartCache.cacheRolloutStartWithNextWrite`), under `lock`.
+    var pendingRolloutStart: (version: Int, start: Instant?)?
     var catalogCache: (fingerprint: String, since: UInt64, catalog: String?, privilege: String?)?
     /// The sealed tables' digests (columns 11... of `PostgresSeal.stateQuery`) as this connection last computed
     /// them, with their rows' fingerprint then (`PostgresSeal.rowsFingerprint`): kept as the catalog's are.
@@ -231,6 +234,12 @@ public final class PostgresConfigStore: ConfigStore, @unchecked Sendable {
                 }
                 let value = try body()
                 if committedByBody { return value }
+                // The monitor's rollout start rides on a head-locked write, under the seal it renews (best effort:
+                // a cache; its savepoint keeps a failure from touching the write).
+                if headLocked, let entry = pendingRolloutStart {
+                    pendingRolloutStart = nil
+                    try? bestEffort { try keepRolloutStart(version: entry.version, start: entry.start) }
+                }
                 // The new seal and COMMIT in one round trip (the body's deferred writes go with the state the
                 // seal is made of, in the round trip before).
                 commitSent = true

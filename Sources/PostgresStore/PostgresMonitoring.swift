@@ -1,5 +1,4 @@
 import FoundationEssentials
-import Glibc
 import Rollout
 import Telemetry
 import Timekeeping
@@ -68,11 +67,25 @@ public final class PostgresRolloutStartCache: RolloutStartCache, @unchecked Send
 
     public func cacheRolloutStart(version: Int, start: Instant?) throws {
         guard !store.isReadOnly else { return }
-        try store.bestEffortSealed {
-            _ = try store.connection.query(
-                "INSERT INTO monitor_rollout_start (version, started_at) VALUES ($1, $2) ON CONFLICT (version) DO UPDATE SET started_at = excluded.started_at",
-                [String(version), start.map { String($0.microseconds) }])
-        }
+        try store.bestEffortSealed { try store.keepRolloutStart(version: version, start: start) }
+    }
+
+    /// Kept in the connection's next head-locked write (`PostgresConfigStore.transaction`), before its seal.
+    public func cacheRolloutStartWithNextWrite(version: Int, start: Instant?) {
+        guard !store.isReadOnly else { return }
+        store.lock.withLock { store.pendingRolloutStart = (version, start) }
+    }
+}
+
+extension PostgresConfigStore {
+    /// Writes the entry and drops the older ones: only the newest is ever read, and the table is sealed, so its
+    /// rows are part of the state every write's seal is made of.
+    func keepRolloutStart(version: Int, start: Instant?) throws {
+        _ = try connection.query(
+            "INSERT INTO monitor_rollout_start (version, started_at) VALUES ($1, $2) ON CONFLICT (version) DO UPDATE SET started_at = excluded.started_at",
+            [String(version), start.map { String($0.microseconds) }])
+        _ = try connection.query(
+            "DELETE FROM monitor_rollout_start WHERE version < (SELECT max(version) FROM monitor_rollout_start)")
     }
 }
 

@@ -3,6 +3,7 @@ import Glibc
 import Platform
 import Rollout
 import StoreSupport
+import Timekeeping
 
 /// The store file: one SQLite database that every domain keeps its tables in.
 ///
@@ -126,6 +127,21 @@ public final class RolloutStore: @unchecked Sendable {
     let sealChecks = SealCheckCount()
     /// The witness sync of this connection's last write, run after its WAL sync (`WitnessSync`).
     let witnessSync = WitnessSync()
+    /// The monitor's rollout start waiting for this connection's next write (`cacheRolloutStartWithNextWrite`).
+    let pendingRolloutStart = PendingRolloutStart()
+
+    /// One (version, start) to keep with the next write, taken by it.
+    final class PendingRolloutStart: @unchecked Sendable {
+        private let lock = Lock()
+        private var entry: (version: Int, start: Instant?)?
+        func set(_ version: Int, _ start: Instant?) { lock.withLock { entry = (version, start) } }
+        func take() -> (version: Int, start: Instant?)? {
+            lock.withLock {
+                defer { entry = nil }
+                return entry
+            }
+        }
+    }
 
     /// Why the path no longer names the store this connection opened, or nil while it does: checked before every
     /// write, and by a long-lived reader (the console) on every refresh, since its connection keeps reading an
@@ -216,6 +232,7 @@ public final class RolloutStore: @unchecked Sendable {
         let witnessSync = witnessSync
         let identity = identity
         let checks = sealChecks
+        let pendingStart = pendingRolloutStart
         database.afterWrite = { _, committed in
             sealed = committed ? sealing.map { ($0.counters, $0.state, FileStamp(store: path)) } : nil
             sealing = nil
@@ -265,6 +282,10 @@ public final class RolloutStore: @unchecked Sendable {
         database.beforeCommit = { db in
             guard let key else {
                 throw StoreError.unavailable("the store key \(StoreKey.path(forStore: path)) is missing: nothing is written")
+            }
+            // The monitor's rollout start rides on this write, under the seal it renews (best effort: a cache).
+            if let entry = pendingStart.take() {
+                try? RolloutStore.keepRolloutStart(version: entry.version, start: entry.start, in: db)
             }
             let state = try StoreSeal.reseal(db, key: key, from: startedFrom)
             do {

@@ -68,14 +68,23 @@ extension RolloutStore: RolloutStartCache {
     /// its key, or one that fails verification, refuses the write transaction (the caller ignores it).
     public func cacheRolloutStart(version: Int, start: Instant?) throws {
         guard !isReadOnly else { return }
-        try withDatabase { db in
-            try db.transaction {
-                try db.createTables(["monitor_rollout_start"], Self.rolloutStartTable)
-                try db.run(
-                    "INSERT OR REPLACE INTO monitor_rollout_start (version, started_at) VALUES (?, ?)",
-                    [.integer(Int64(version)), start.map { .integer($0.microseconds) } ?? .null])
-            }
-        }
+        try withDatabase { db in try db.transaction { try Self.keepRolloutStart(version: version, start: start, in: db) } }
+    }
+
+    /// Kept in the `beforeCommit` of this connection's next write transaction (`installSeal`).
+    public func cacheRolloutStartWithNextWrite(version: Int, start: Instant?) {
+        guard !isReadOnly else { return }
+        pendingRolloutStart.set(version, start)
+    }
+
+    /// Writes the entry and drops the older ones: only the newest is ever read, and the table is sealed, so every
+    /// write digests it whole (one row per version published had made each write's seal grow with the history).
+    static func keepRolloutStart(version: Int, start: Instant?, in db: SQLiteDatabase) throws {
+        try db.createTables(["monitor_rollout_start"], rolloutStartTable)
+        try db.run(
+            "INSERT OR REPLACE INTO monitor_rollout_start (version, started_at) VALUES (?, ?)",
+            [.integer(Int64(version)), start.map { .integer($0.microseconds) } ?? .null])
+        try db.run("DELETE FROM monitor_rollout_start WHERE version < (SELECT max(version) FROM monitor_rollout_start)")
     }
 }
 

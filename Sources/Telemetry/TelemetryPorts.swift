@@ -93,11 +93,16 @@ extension SimulationHeartbeat {
 
 /// Where the monitor keeps the rollout start it derived from the version history, so that a new reader walks
 /// only the versions published since. Pure cache: losing it costs a longer walk, never a different answer.
-/// Writes are best effort (a read-only store keeps nothing).
+/// Writes are best effort (a read-only store keeps nothing); the store keeps only the newest entry.
 public protocol RolloutStartCache: AnyObject {
     /// The newest cached (version, start), nil when none.
     func cachedRolloutStart() throws -> (version: Int, start: Instant?)?
+    /// Keeps (version, start) now, in a write transaction of its own.
     func cacheRolloutStart(version: Int, start: Instant?) throws
+    /// Keeps (version, start) with the next write this process makes to the store (in that write's transaction,
+    /// under its seal), or never, if it makes none: a write's assessment caches the start without a transaction
+    /// and a sync of its own, and a reader (`rollout status`) writes nothing.
+    func cacheRolloutStartWithNextWrite(version: Int, start: Instant?)
 }
 
 /// Everything the monitor reads from one store, through its ports. `reading` runs a whole assessment under

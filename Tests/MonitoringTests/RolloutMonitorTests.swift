@@ -138,6 +138,41 @@ import Timekeeping
         #expect(try monitors[0].autoKillIfHalted(using: path) == nil)
     }
 
+    /// Reproduction: every `rollout nudge` cached the start of the version it was about to replace in a write
+    /// transaction of its own (its seal, a WAL sync and a witness sync: an eighth of the command), a `rollout status`
+    /// after any write wrote too, and the sealed cache kept a row per version, which every write's seal digests.
+    /// Now a short walk's start rides on the process's next write, a reader that walked little writes nothing, a
+    /// long walk is kept at once, and the table keeps one row.
+    @Test func theRolloutStartRidesOnTheNextWriteAndKeepsOneRow() throws {
+        let (store, dir) = try Self.store()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let t1 = Self.start + .minutes(10)
+        try Self.publish(.set(MicroPercent(percent: 5)), store, at: t1)
+        let long = RolloutMonitor.walkKeptWithNextWrite + 4
+        for i in 0..<long {
+            try Self.publish(.nudge(MicroPercent(i % 2 == 0 ? 100_000 : -100_000)), store, at: t1 + .minutes(Int64(i + 1)))
+        }
+        let clock = ManualClock(t1 + .hours(1))
+        let walkedLong = try store.configStore().current().info.number
+        #expect(try RolloutMonitor(store: store, clock: clock).status().startedAt == t1)
+        #expect(try store.cachedRolloutStart()?.version == walkedLong, "a long walk is kept at once")
+
+        try Self.publish(.nudge(MicroPercent(100_000)), store, at: t1 + .minutes(40))
+        try Self.publish(.nudge(MicroPercent(-100_000)), store, at: t1 + .minutes(41))
+        let walkedShort = try store.configStore().current().info.number
+        #expect(try RolloutMonitor(store: store, clock: clock).status().startedAt == t1)
+        #expect(try store.cachedRolloutStart()?.version == walkedLong, "a reader wrote the cache")
+
+        // The next write of the same connection keeps it, under its seal.
+        try Self.publish(.nudge(MicroPercent(100_000)), store, at: t1 + .minutes(42))
+        #expect(try store.cachedRolloutStart()?.version == walkedShort)
+        let rows = try TestSupport.run("/usr/bin/sqlite3", [store.path, "SELECT count(*) FROM monitor_rollout_start"])
+        #expect(rows.stdout.trimmingCharacters(in: .whitespacesAndNewlines) == "1", "\(rows.stdout)\(rows.stderr)")
+        _ = try store.verify()
+        // Another reader starts from it and finds the same start.
+        #expect(try RolloutMonitor(store: store, clock: clock).status().startedAt == t1)
+    }
+
     /// The explorer's forgery: `INSERT OR REPLACE INTO monitor_rollout_start VALUES (<current version>, <tomorrow>)`
     /// with sqlite3 made every window empty, so a crash regression read HOLD ("no telemetry since the rollout
     /// started at <tomorrow>") and auto-kill did nothing, silently. Now the auto-kill either kills or fails loudly,

@@ -208,6 +208,31 @@ struct PostgresSealTests {
         }
     }
 
+    /// The monitor's cache of the rollout start on the team store: a nudge keeps the start its assessment derived in
+    /// its own publish's transaction (no transaction of its own), a `rollout status` that walked a version or two
+    /// writes nothing, and the table keeps one row; the seal covers it all.
+    @Test func theRolloutStartRidesOnTheNextWriteAndKeepsOneRow() throws {
+        let (conninfo, uri) = try initialized("pg-rollout-start")
+        try #require(try rollout(["set", "10", "--reason", "start"], store: uri).status == 0)
+        func cached() throws -> [[String?]] {
+            try PGConnection(conninfo).query("SELECT version, started_at IS NOT NULL FROM monitor_rollout_start ORDER BY version")
+        }
+        // (Increases: the guardrail assesses them, and a decrease needs no start.)
+        for step in ["+1", "+1", "+1"] {
+            let before = try PostgresConfigStore(conninfo: conninfo).current().info.number
+            let nudge = try rollout(["nudge", step, "--reason", "ramp"], store: uri)
+            try #require(nudge.status == 0, "\(nudge.stderr)")
+            let rows = try cached()
+            #expect(rows == [[String(before), "t"]], "after the nudge from version \(before): \(rows)")
+        }
+        let kept = try cached()
+        let status = try rollout(["status"], store: uri)
+        #expect(status.status == 0, "\(status.stderr)")
+        #expect(try cached() == kept, "a status that walked two versions wrote the cache")
+        let verify = try rollout(["audit", "verify"], store: uri)
+        #expect(verify.status == 0, "\(verify.stderr)")
+    }
+
     /// Tamper suite: a populated store (versions, guardrail settings, an operator, a pending enrolment, the App
     /// Check project, app, debug token and signing key, a ramp plan), copied into a fresh database per edit. Each
     /// edit, made with psql as the writer role or as the owner without the team key, is named by `audit verify`
