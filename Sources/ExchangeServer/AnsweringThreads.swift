@@ -22,6 +22,8 @@ final class AnsweringThreads: @unchecked Sendable {
     private var head = 0
     private var threads = 0
     private var idle = 0
+    /// Jobs running.
+    private var busy = 0
     private var stopping = false
     private let limit: Int
     private let idleSeconds: Double
@@ -75,9 +77,14 @@ final class AnsweringThreads: @unchecked Sendable {
     private func drain() {
         while let job = condition.withLock({ () -> (@Sendable () -> Void)? in
             guard head < jobs.count else { return nil }
+            busy += 1
             return take()
         }) {
             job()
+            condition.withLock {
+                busy -= 1
+                if busy == 0 { condition.broadcast() }
+            }
         }
     }
 
@@ -95,11 +102,24 @@ final class AnsweringThreads: @unchecked Sendable {
     /// Threads running (tests).
     var running: Int { condition.withLock { threads } }
 
-    /// Idle threads end now, busy ones after their job.
+    /// Jobs not started are dropped (a stopping server has answered their connections), idle threads end now,
+    /// busy ones after their job; a job run after this runs at once on a thread that then ends.
     func stop() {
         condition.withLock {
             stopping = true
+            jobs.removeAll()
+            head = 0
             condition.broadcast()
+        }
+    }
+
+    /// Waits until no job runs, at most `seconds`; false if one still did.
+    @discardableResult
+    func waitUntilIdle(atMost seconds: Double) -> Bool {
+        let deadline = Condition.deadline(secondsFromNow: seconds)
+        return condition.withLock {
+            while busy > 0 { if !condition.wait(until: deadline) { return busy == 0 } }
+            return true
         }
     }
 
@@ -108,9 +128,12 @@ final class AnsweringThreads: @unchecked Sendable {
         while true {
             if head < jobs.count {
                 let job = take()
+                busy += 1
                 condition.unlock()
                 job()
                 condition.lock()
+                busy -= 1
+                if busy == 0 { condition.broadcast() }
                 continue
             }
             if stopping { break }

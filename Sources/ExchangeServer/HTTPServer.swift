@@ -219,9 +219,9 @@ public final class HTTPServer: @unchecked Sendable {
     private let lock = Lock()
     private var inFlight = 0
     private var draining = false
-    /// Connections suspended while their answer is made off the event loop, until their worker takes the answer
-    /// (or closes them): libmicrohttpd must not be stopped with a suspended connection.
-    private var suspended = 0
+    /// The answers being made off the event loop whose connection its worker has not taken back yet (the answer
+    /// taken, or the connection closed), by identity: libmicrohttpd must not be stopped while one is suspended.
+    private var offLoopAnswers: [ObjectIdentifier: OffLoopAnswer] = [:]
     private let answering: AnsweringThreads
     let watch: ConnectionWatch
     /// Whether a raw NUL in the request target can be seen (see `targetHoldsNUL`): with libmicrohttpd 0.9.x.
@@ -319,10 +319,21 @@ public final class HTTPServer: @unchecked Sendable {
             return daemon
         }
         if let d {
-            // Every answer being made off the loop is taken by its worker first (a store call ends on its own:
-            // its timeouts bound it), so no connection is suspended when libmicrohttpd stops.
-            while lock.withLock({ suspended }) > 0 { usleep(1_000) }
+            // No connection may be suspended when libmicrohttpd stops, nor any resume be under way: each answer
+            // still being made off the loop (its store call waiting, past the drain) is answered 503 now and its
+            // connection resumed, under the answer's lock, so its thread, when its call ends, resumes nothing.
+            // Jobs not started yet never start.
+            answering.stop()
+            for answer in lock.withLock({ Array(offLoopAnswers.values) }) {
+                answer.resume(with: googleError(503, "UNAVAILABLE", "The server is stopping; try again."))
+            }
+            // The workers take the answers back (and send them) before they stop.
+            let deadline = Date().addingTimeInterval(2)
+            while lock.withLock({ !offLoopAnswers.isEmpty }), Date() < deadline { usleep(1_000) }
             rollout_mhd_stop(d)
+            // The answers' threads still inside a store call end within its timeouts; waited for (a while), so that
+            // none runs while the process exits.
+            answering.waitUntilIdle(atMost: limits.drainSeconds)
         }
         watch.stop()
         answering.stop()
@@ -369,13 +380,24 @@ public final class HTTPServer: @unchecked Sendable {
     }
 
     /// An answer made on an answering thread, handed to the connection's worker when it resumes the connection.
+    ///
+    /// Resumed once, under the answer's lock: by its thread with the answer it made, or by a stopping server with a
+    /// 503, whichever comes first; the other resumes nothing (the connection may be gone by then).
     final class OffLoopAnswer: @unchecked Sendable {
         private let lock = Lock()
         private var made: HTTPResponse?
-        /// The worker has taken the answer, or libmicrohttpd closed the connection: it is no longer suspended.
-        var settled = false
+        private var resumed = false
+        private let connection: UInt
+        init(connection: OpaquePointer) { self.connection = UInt(bitPattern: connection) }
         var response: HTTPResponse? { lock.withLock { made } }
-        func set(_ response: HTTPResponse) { lock.withLock { made = response } }
+        func resume(with response: HTTPResponse) {
+            lock.withLock {
+                guard !resumed else { return }
+                resumed = true
+                made = response
+                rollout_mhd_resume(OpaquePointer(bitPattern: connection)!)
+            }
+        }
     }
 
     static func monotonicMicroseconds() -> UInt64 { ConnectionWatch.now() }
@@ -538,17 +560,13 @@ public final class HTTPServer: @unchecked Sendable {
             // Suspended first, so that the answer's resume can never come before it; the worker goes on with its
             // other connections and calls back here once the answering thread resumes this one.
             if let c = e.connection { watch.enter(.answering, c) }
-            let offLoop = OffLoopAnswer()
+            let offLoop = OffLoopAnswer(connection: connection)
             e.offLoop = offLoop
-            lock.withLock { suspended += 1 }
+            lock.withLock { offLoopAnswers[ObjectIdentifier(offLoop)] = offLoop }
             rollout_mhd_suspend(connection)
             let request = request(e)
             let handler = handler
-            let address = UInt(bitPattern: connection)
-            answering.run {
-                offLoop.set(handler.respond(to: request))
-                rollout_mhd_resume(OpaquePointer(bitPattern: address)!)
-            }
+            answering.run { offLoop.resume(with: handler.respond(to: request)) }
             return .YES
         } else {
             if let c = e.connection { watch.enter(.answering, c) }
@@ -571,17 +589,22 @@ public final class HTTPServer: @unchecked Sendable {
 
     /// A suspended connection is back in its worker's hands (its answer taken, or the connection closed).
     private func settle(_ offLoop: OffLoopAnswer) {
-        lock.withLock {
-            guard !offLoop.settled else { return }
-            offLoop.settled = true
-            suspended -= 1
-        }
+        _ = lock.withLock { offLoopAnswers.removeValue(forKey: ObjectIdentifier(offLoop)) }
     }
 
     /// The request is over; `queuedStatus` is the status of the response on the connection (0 if none), which
     /// is libmicrohttpd's own when the server's code gave none (it answers a malformed chunked body itself).
     fileprivate func complete(_ e: Exchange, queuedStatus: Int) {
-        if let offLoop = e.offLoop { settle(offLoop) }
+        if let offLoop = e.offLoop {
+            settle(offLoop)
+            // Made, and the connection closed before its worker could send it (the client went away): the answer
+            // is the server's all the same (its write committed), as when a sent answer is not read.
+            if e.status == 0, let made = offLoop.response {
+                e.status = made.status
+                e.problem = made.problem
+                e.bytesOut = made.body.count
+            }
+        }
         if let c = e.connection { watch.enter(.head, c) }
         guard e.begun else { return }  // libmicrohttpd answered the head itself
         lock.withLock { inFlight -= 1 }

@@ -12,7 +12,9 @@ import TestSupport
         let gate = Condition()
         private var isOpen = false
         private var inside = 0
+        private var ended = 0
         var waiting: Int { gate.withLock { inside } }
+        var finished: Int { gate.withLock { ended } }
         func open() {
             gate.withLock {
                 isOpen = true
@@ -28,6 +30,7 @@ import TestSupport
                 gate.withLock {
                     inside += 1
                     while !isOpen { _ = gate.wait(seconds: 1) }
+                    ended += 1
                 }
                 return .json(200, Array("{\"answer\":\"waited\"}".utf8))
             }
@@ -35,10 +38,20 @@ import TestSupport
         }
     }
 
-    static func server(_ handler: GateHandler) throws -> HTTPServer {
+    static func server(
+        _ handler: GateHandler, drainSeconds: Double = 10, log: (@Sendable (AccessLogEntry) -> Void)? = nil
+    ) throws -> HTTPServer {
         var limits = HTTPServerLimits()
         limits.threads = 1  // one event loop: every connection is on it
-        return try HTTPServer(host: "127.0.0.1", port: 0, handler: handler, limits: limits)
+        limits.drainSeconds = drainSeconds
+        return try HTTPServer(host: "127.0.0.1", port: 0, handler: handler, limits: limits, log: log)
+    }
+
+    final class Log: @unchecked Sendable {
+        private let lock = Lock()
+        private var all: [AccessLogEntry] = []
+        func add(_ e: AccessLogEntry) { lock.withLock { all.append(e) } }
+        var entries: [AccessLogEntry] { lock.withLock { all } }
     }
 
     /// Sends `path` on a connection of its own, on a thread of its own; the answer lands in `answers`.
@@ -54,6 +67,45 @@ import TestSupport
         private var all: [Result<LoopbackHTTPClient.Response, any Error>] = []
         func add(_ r: Result<LoopbackHTTPClient.Response, any Error>) { lock.withLock { all.append(r) } }
         var list: [Result<LoopbackHTTPClient.Response, any Error>] { lock.withLock { all } }
+    }
+
+    /// Found by attacking the server (SIGTERM while the store held its write lock): the stop waited for every
+    /// answer still being made, round after round of the store's busy timeout (19.5 s for a 10 s drain), and once
+    /// stopped libmicrohttpd while an answer's thread was still inside its resume (a double free). Now an answer
+    /// still being made when the drain ends is answered 503 and its connection resumed under the answer's lock; its
+    /// thread, when its call ends, resumes nothing.
+    @Test func aShutdownPastTheDrainAnswers503AndLeavesTheLateAnswerUnsent() throws {
+        let handler = GateHandler()
+        let server = try Self.server(handler, drainSeconds: 0.3)
+        let waited = Answers()
+        Self.ask("/wait", port: server.port, into: waited)
+        #expect(TestSupport.eventually { handler.waiting == 1 })
+        #expect(server.shutdown() == 1, "the request still waiting at the end of the drain")
+        #expect(TestSupport.eventually { waited.list.count == 1 })
+        let r = try #require(try waited.list.first?.get())
+        #expect(r.status == 503 && r.headers["connection"]?.lowercased() == "close", "\(r.status) \(r.headers)")
+        // The late answer is made after libmicrohttpd stopped: its thread resumes nothing.
+        handler.open()
+        #expect(TestSupport.eventually { handler.finished == 1 })
+    }
+
+    /// Found by attacking the server: a client that closed its connection right after sending a consume had its
+    /// request logged without a status (`"answeredBy":"none"`) although the consume committed and its answer was
+    /// made; the answer's status is logged, as when a sent answer goes unread.
+    @Test func anAnswerMadeForAClientThatLeftIsLoggedWithItsStatus() throws {
+        let handler = GateHandler()
+        let log = Log()
+        let server = try Self.server(handler, log: { log.add($0) })
+        defer { server.shutdown() }
+        do {
+            let gone = try SlowClientTests.RawSocket(port: server.port)
+            #expect(gone.send("GET /wait HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"))
+            #expect(TestSupport.eventually { handler.waiting == 1 })
+        }  // closed
+        handler.open()
+        #expect(TestSupport.eventually { log.entries.contains { $0.path == "/wait" } })
+        let entry = try #require(log.entries.first { $0.path == "/wait" })
+        #expect(entry.status == 200 && entry.answeredBy == .server, "\(entry)")
     }
 
     final class Stopped: @unchecked Sendable {
