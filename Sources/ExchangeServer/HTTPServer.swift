@@ -222,6 +222,8 @@ public final class HTTPServer: @unchecked Sendable {
     /// The answers being made off the event loop whose connection its worker has not taken back yet (the answer
     /// taken, or the connection closed), by identity: libmicrohttpd must not be stopped while one is suspended.
     private var offLoopAnswers: [ObjectIdentifier: OffLoopAnswer] = [:]
+    /// Set by `stopNow` (under `lock`, with its look at `offLoopAnswers`): from then on no connection is suspended.
+    private var stopping = false
     private let answering: AnsweringThreads
     let watch: ConnectionWatch
     /// Whether a raw NUL in the request target can be seen (see `targetHoldsNUL`): with libmicrohttpd 0.9.x.
@@ -324,7 +326,11 @@ public final class HTTPServer: @unchecked Sendable {
             // connection resumed, under the answer's lock, so its thread, when its call ends, resumes nothing.
             // Jobs not started yet never start.
             answering.stop()
-            for answer in lock.withLock({ Array(offLoopAnswers.values) }) {
+            let left = lock.withLock { () -> [OffLoopAnswer] in
+                stopping = true
+                return Array(offLoopAnswers.values)
+            }
+            for answer in left {
                 answer.resume(with: googleError(503, "UNAVAILABLE", "The server is stopping; try again."))
             }
             // The workers take the answers back (and send them) before they stop.
@@ -561,8 +567,15 @@ public final class HTTPServer: @unchecked Sendable {
             // other connections and calls back here once the answering thread resumes this one.
             if let c = e.connection { watch.enter(.answering, c) }
             let offLoop = OffLoopAnswer(connection: connection)
+            let suspends = lock.withLock { () -> Bool in
+                if !stopping { offLoopAnswers[ObjectIdentifier(offLoop)] = offLoop }
+                return !stopping
+            }
+            // A request on a kept-alive connection after the stop began: nothing more is suspended.
+            guard suspends else {
+                return queue(googleError(503, "UNAVAILABLE", "The server is stopping; try again."), for: e, on: connection)
+            }
             e.offLoop = offLoop
-            lock.withLock { offLoopAnswers[ObjectIdentifier(offLoop)] = offLoop }
             rollout_mhd_suspend(connection)
             let request = request(e)
             let handler = handler
@@ -572,6 +585,11 @@ public final class HTTPServer: @unchecked Sendable {
             if let c = e.connection { watch.enter(.answering, c) }
             response = handler.respond(to: request(e))
         }
+        return queue(response, for: e, on: connection)
+    }
+
+    /// Queues `response` as the answer to `e` (closing the connection after it when draining or refused).
+    private func queue(_ response: HTTPResponse, for e: Exchange, on connection: OpaquePointer) -> MHD_Result {
         e.status = response.status
         e.problem = response.problem
         e.bytesOut = response.body.count
