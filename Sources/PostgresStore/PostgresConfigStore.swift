@@ -62,14 +62,15 @@ public final class PostgresConfigStore: ConfigStore, @unchecked Sendable {
         catalogCache = nil
         tablesCache = nil
     }
+
+    /// The monitor's rollout start waiting for this connection's next head-locked write
+    /// (`PostgresRolloutStartCache.cacheRolloutStartWithNextWrite`), under `lock`.
+    var pendingRolloutStart: (version: Int, start: Instant?)?
     /// The catalog's digest and privilege check (columns 9 and 10 of `PostgresSeal.stateQuery`) as this connection
     /// last computed them, with the catalog's fingerprint then: while a write finds the same fingerprint after
     /// its head lock, it takes them from here instead of recomputing them (`PostgresSeal.catalogFingerprint`).
     /// `since`: the oldest transaction id the statement that read them did not see finished (see
     /// `PostgresSeal.stillNames`).
-    /// The monitor's rollout start waiting for this connection's next head-locked write
-    /// (`PostgresRolloutStartCache.cacheRolloutStartWithNextWrite`), under `lock`.
-    var pendingRolloutStart: (version: Int, start: Instant?)?
     var catalogCache: (fingerprint: String, since: UInt64, catalog: String?, privilege: String?)?
     /// The sealed tables' digests (columns 11... of `PostgresSeal.stateQuery`) as this connection last computed
     /// them, with their rows' fingerprint then (`PostgresSeal.rowsFingerprint`): kept as the catalog's are.
