@@ -24,6 +24,10 @@ final class AnsweringThreads: @unchecked Sendable {
     private var idle = 0
     /// Jobs running.
     private var busy = 0
+    /// Callers in `waitUntilIdle`: only they are woken when the last job ends (a broadcast to every idle thread
+    /// after each job woke all of them, each request at 1 client after a burst of 64 cost 64 wake-ups: 1.0 ms p50
+    /// instead of 0.3).
+    private var idleWaiters = 0
     private var stopping = false
     private let limit: Int
     private let idleSeconds: Double
@@ -83,7 +87,7 @@ final class AnsweringThreads: @unchecked Sendable {
             job()
             condition.withLock {
                 busy -= 1
-                if busy == 0 { condition.broadcast() }
+                if busy == 0, idleWaiters > 0 { condition.broadcast() }
             }
         }
     }
@@ -118,6 +122,8 @@ final class AnsweringThreads: @unchecked Sendable {
     func waitUntilIdle(atMost seconds: Double) -> Bool {
         let deadline = Condition.deadline(secondsFromNow: seconds)
         return condition.withLock {
+            idleWaiters += 1
+            defer { idleWaiters -= 1 }
             while busy > 0 { if !condition.wait(until: deadline) { return busy == 0 } }
             return true
         }
@@ -133,7 +139,7 @@ final class AnsweringThreads: @unchecked Sendable {
                 job()
                 condition.lock()
                 busy -= 1
-                if busy == 0 { condition.broadcast() }
+                if busy == 0, idleWaiters > 0 { condition.broadcast() }
                 continue
             }
             if stopping { break }
