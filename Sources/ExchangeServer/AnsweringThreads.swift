@@ -1,9 +1,5 @@
 import Platform
 
-#if canImport(Glibc)
-    import Glibc
-#endif
-
 /// The threads that answer the requests whose answer may wait (`HTTPHandler.answerWaits`), off libmicrohttpd's
 /// event loops.
 ///
@@ -49,7 +45,7 @@ final class AnsweringThreads: @unchecked Sendable {
             threads += 1
             return true
         }
-        guard start, !startThread() else { return }
+        guard start, !tryDetachThread({ [self] in serve() }) else { return }
         // No thread could be made (out of memory, or of threads): one that exists takes the job after its own;
         // with none, the caller answers it, as a worker answered every request before.
         let alone = condition.withLock { () -> Bool in
@@ -57,24 +53,6 @@ final class AnsweringThreads: @unchecked Sendable {
             return threads == 0
         }
         if alone { drain() }
-    }
-
-    /// A detached thread running `serve`; false when none could be made.
-    private func startThread() -> Bool {
-        let box = Unmanaged.passRetained(self).toOpaque()
-        var thread = pthread_t()
-        let status = pthread_create(
-            &thread, nil,
-            { raw in
-                Unmanaged<AnsweringThreads>.fromOpaque(raw!).takeRetainedValue().serve()
-                return nil
-            }, box)
-        guard status == 0 else {
-            Unmanaged<AnsweringThreads>.fromOpaque(box).release()
-            return false
-        }
-        pthread_detach(thread)
-        return true
     }
 
     /// Runs the queued jobs on the calling thread, until none is left.

@@ -95,6 +95,11 @@ public final class Condition: Lock, @unchecked Sendable {
 
 /// Runs `body` on a new detached thread.
 public func detachThread(_ body: @escaping @Sendable () -> Void) {
+    precondition(tryDetachThread(body), "pthread_create failed")
+}
+
+/// Runs `body` on a new detached thread; false (and `body` never runs) when the system has no thread to give.
+public func tryDetachThread(_ body: @escaping @Sendable () -> Void) -> Bool {
     final class Box: @unchecked Sendable {
         let body: @Sendable () -> Void
         init(_ body: @escaping @Sendable () -> Void) { self.body = body }
@@ -108,8 +113,12 @@ public func detachThread(_ body: @escaping @Sendable () -> Void) {
             box.body()
             return nil
         }, box)
-    precondition(status == 0, "pthread_create failed: \(status)")
+    guard status == 0 else {
+        Unmanaged<AnyObject>.fromOpaque(box).release()
+        return false
+    }
     pthread_detach(thread)
+    return true
 }
 
 // MARK: formatting
