@@ -37,22 +37,45 @@ public struct AppCheckRoute: Hashable, Sendable {
     /// the forms above. Under `oauthClients/{id}` the id is matched against the registered app ids (this
     /// exchange keeps no separate OAuth client ids).
     public static func parse(path: String) -> AppCheckRoute? {
-        var parts = path.split(separator: "/", omittingEmptySubsequences: true).map(String.init)
-        guard let version = parts.first, version == "v1" || version == "v1beta" else { return nil }
-        parts.removeFirst()
-        if parts == ["jwks"] { return AppCheckRoute(projectId: nil, appId: nil, method: "jwks") }
-        let oauth = parts.count == 2 && parts[0] == "oauthClients"
-        guard oauth || ((parts.count == 2 || parts.count == 4) && parts[0] == "projects") else { return nil }
-        if parts.count == 4 { guard parts[2] == "apps" else { return nil } }
-        let last = parts[parts.count - 1]
-        guard let colon = last.lastIndex(of: ":") else { return nil }
-        let name = String(last[..<colon])
-        let method = String(last[last.index(after: colon)...])
-        guard !name.isEmpty, !method.isEmpty else { return nil }
-        if oauth { return AppCheckRoute(projectId: nil, appId: name, method: method) }
-        return parts.count == 4
-            ? AppCheckRoute(projectId: parts[1], appId: name, method: method)
-            : AppCheckRoute(projectId: name, appId: nil, method: method)
+        // Over the path's bytes, once: the server parses every request's path up to three times (its refusal on
+        // the head, whether its answer waits, its answer), and splitting a String runs grapheme breaking over each
+        // character and made a String per part (about 3 µs a parse, 5% of a consume's CPU; this is about 0.4 µs).
+        var path = path
+        return path.withUTF8 { bytes -> AppCheckRoute? in
+            // The non-empty parts between slashes; a seventh means no route.
+            var parts: [Range<Int>] = []
+            parts.reserveCapacity(6)
+            var i = 0
+            while i < bytes.count {
+                guard bytes[i] != UInt8(ascii: "/") else {
+                    i += 1
+                    continue
+                }
+                var end = i
+                while end < bytes.count, bytes[end] != UInt8(ascii: "/") { end += 1 }
+                guard parts.count < 6 else { return nil }
+                parts.append(i..<end)
+                i = end
+            }
+            func names(_ k: Int, _ text: StaticString) -> Bool {
+                bytes[parts[k]].elementsEqual(UnsafeBufferPointer(start: text.utf8Start, count: text.utf8CodeUnitCount))
+            }
+            func text(_ range: Range<Int>) -> String { String(decoding: UnsafeBufferPointer(rebasing: bytes[range]), as: UTF8.self) }
+            guard !parts.isEmpty, names(0, "v1") || names(0, "v1beta") else { return nil }
+            let n = parts.count - 1
+            if n == 1, names(1, "jwks") { return AppCheckRoute(projectId: nil, appId: nil, method: "jwks") }
+            let oauth = n == 2 && names(1, "oauthClients")
+            guard oauth || ((n == 2 || n == 4) && names(1, "projects")) else { return nil }
+            if n == 4 { guard names(3, "apps") else { return nil } }
+            let last = parts[n]
+            guard let colon = bytes[last].lastIndex(of: UInt8(ascii: ":")) else { return nil }
+            let (name, method) = (last.lowerBound..<colon, (colon + 1)..<last.upperBound)
+            guard !name.isEmpty, !method.isEmpty else { return nil }
+            if oauth { return AppCheckRoute(projectId: nil, appId: text(name), method: text(method)) }
+            return n == 4
+                ? AppCheckRoute(projectId: text(parts[2]), appId: text(name), method: text(method))
+                : AppCheckRoute(projectId: text(name), appId: nil, method: text(method))
+        }
     }
 }
 

@@ -239,5 +239,23 @@ import Timekeeping
         #expect(AppCheckRoute.parse(path: "/v2/projects/p/apps/a:x") == nil)
         #expect(AppCheckRoute.parse(path: "/v1/projects/p/other/a:x") == nil)
         #expect(AppCheckRoute.parse(path: "/v1/projects/p/apps/a") == nil)
+        // Empty parts are skipped; the OAuth client form names no project; the last colon splits the method off.
+        #expect(
+            AppCheckRoute.parse(path: "//v1//projects/p///apps/1:2:ios:3:m/")
+                == AppCheckRoute(projectId: "p", appId: "1:2:ios:3", method: "m"))
+        #expect(
+            AppCheckRoute.parse(path: "/v1/oauthClients/1:2:ios:3:exchangeDebugToken")
+                == AppCheckRoute(projectId: nil, appId: "1:2:ios:3", method: "exchangeDebugToken"))
+        #expect(AppCheckRoute.parse(path: "/v1/jwks/") == AppCheckRoute(projectId: nil, appId: nil, method: "jwks"))
+        #expect(
+            AppCheckRoute.parse(path: "/v1/projects/pé/apps/äpp:m")
+                == AppCheckRoute(projectId: "pé", appId: "äpp", method: "m"))
+        for refused in [
+            "", "/", "v1", "/v1", "/v1/jwks/x", "/v1/projects", "/v1/projects/:m", "/v1/projects/p:", "/v1/projects/p/apps/a:",
+            "/v1/projects/p/apps/:m", "/v1/projects/p/apps/a:m/x", "/v1/projects/p/apps/a/b/c:m", "/v1/oauthClients/a",
+            "/v1/oauthClients/x/y:m", "/v1beta/projects/p/apps", "/V1/projects/p:m", "/v1/Projects/p:m",
+        ] {
+            #expect(AppCheckRoute.parse(path: refused) == nil, "\(refused)")
+        }
     }
 }
