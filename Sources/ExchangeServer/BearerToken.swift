@@ -16,9 +16,14 @@ public struct BearerToken: Sendable {
     /// Whether `request` carries the token.
     public func admits(_ request: HTTPRequest) -> Bool {
         guard let header = request.header("authorization") else { return false }
-        let parts = header.split(separator: " ", maxSplits: 1)
-        guard parts.count == 2, parts[0].lowercased() == "bearer" else { return false }
-        let presented = SHA256.hash(Array(parts[1].trimmingSpaces().utf8))
+        // The scheme (after any spaces) and, past the one space that ends it, the token: found over the bytes (a
+        // `String` split walks grapheme clusters, and this runs twice for every backend request).
+        let u = header.utf8
+        let space = UInt8(ascii: " ")
+        guard let start = u.firstIndex(where: { $0 != space }), let gap = u[start...].firstIndex(of: space) else { return false }
+        let rest = u.index(after: gap)
+        guard rest != u.endIndex, u[start..<gap].elementsEqual("bearer".utf8, by: { $0 | 0x20 == $1 }) else { return false }
+        let presented = SHA256.hash(Array(header[rest...].trimmingSpaces().utf8))
         var diff: UInt8 = 0
         for i in 0..<presented.count { diff |= presented[i] ^ digest[i] }
         return diff == 0
