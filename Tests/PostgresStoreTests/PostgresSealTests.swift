@@ -564,6 +564,14 @@ struct PostgresSealTests {
                     + "CREATE TRIGGER keep BEFORE INSERT ON stepup_operators FOR EACH ROW EXECUTE FUNCTION keep()",
                 "CREATE TRIGGER keep2 BEFORE INSERT ON stepup_operators FOR EACH ROW EXECUTE FUNCTION keep()", "catalog"
             ),
+            (
+                // Deletes one pg_trigger row and writes no other catalog row (pg_class keeps relhastriggers): no row
+                // version of the fingerprint is newer than the cache, only its count tells.
+                "drop a sealed trigger",
+                "CREATE FUNCTION keep() RETURNS trigger LANGUAGE plpgsql AS 'BEGIN RETURN NEW; END'; "
+                    + "CREATE TRIGGER keep BEFORE INSERT ON stepup_operators FOR EACH ROW EXECUTE FUNCTION keep()",
+                "DROP TRIGGER keep ON stepup_operators", "catalog"
+            ),
         ]
         for (index, (label, setup, sql, subject)) in cases.enumerated() {
             let conninfo = try PostgresServer.get().freshDatabase()
