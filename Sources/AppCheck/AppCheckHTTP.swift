@@ -57,10 +57,12 @@ public struct AppCheckRoute: Hashable, Sendable {
                 parts.append(i..<end)
                 i = end
             }
-            func names(_ k: Int, _ text: StaticString) -> Bool {
-                bytes[parts[k]].elementsEqual(UnsafeBufferPointer(start: text.utf8Start, count: text.utf8CodeUnitCount))
+            func names(_ k: Int, _ word: StaticString) -> Bool {
+                bytes[parts[k]].elementsEqual(UnsafeBufferPointer(start: word.utf8Start, count: word.utf8CodeUnitCount))
             }
-            func text(_ range: Range<Int>) -> String { String(decoding: UnsafeBufferPointer(rebasing: bytes[range]), as: UTF8.self) }
+            func text(_ range: Range<Int>) -> String {
+                String(decoding: UnsafeBufferPointer(rebasing: bytes[range]), as: UTF8.self)
+            }
             guard !parts.isEmpty, names(0, "v1") || names(0, "v1beta") else { return nil }
             let n = parts.count - 1
             if n == 1, names(1, "jwks") { return AppCheckRoute(projectId: nil, appId: nil, method: "jwks") }

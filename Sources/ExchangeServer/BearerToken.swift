@@ -20,9 +20,14 @@ public struct BearerToken: Sendable {
         // `String` split walks grapheme clusters, and this runs twice for every backend request).
         let u = header.utf8
         let space = UInt8(ascii: " ")
-        guard let start = u.firstIndex(where: { $0 != space }), let gap = u[start...].firstIndex(of: space) else { return false }
+        guard let start = u.firstIndex(where: { $0 != space }), let gap = u[start...].firstIndex(of: space) else {
+            return false
+        }
         let rest = u.index(after: gap)
-        guard rest != u.endIndex, u[start..<gap].elementsEqual("bearer".utf8, by: { $0 | 0x20 == $1 }) else { return false }
+        // The scheme in any case: ASCII letters only differ by 0x20, and no other byte folds onto "bearer"'s.
+        guard rest != u.endIndex, u[start..<gap].elementsEqual("bearer".utf8, by: { $0 | 0x20 == $1 }) else {
+            return false
+        }
         let presented = SHA256.hash(Array(header[rest...].trimmingSpaces().utf8))
         var diff: UInt8 = 0
         for i in 0..<presented.count { diff |= presented[i] ^ digest[i] }

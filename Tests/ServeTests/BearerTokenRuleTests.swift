@@ -7,7 +7,8 @@ import Testing
     let token = BearerToken("tok-0123456789")
 
     func admits(_ header: String?) -> Bool {
-        token.admits(HTTPRequest(method: "POST", path: "/v1/events", headers: header.map { ["authorization": $0] } ?? [:]))
+        let headers = header.map { ["authorization": $0] } ?? [:]
+        return token.admits(HTTPRequest(method: "POST", path: "/v1/events", headers: headers))
     }
 
     @Test func theSchemeInAnyCaseThenTheToken() {
