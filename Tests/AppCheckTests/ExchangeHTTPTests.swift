@@ -252,9 +252,9 @@ import Timekeeping
                 == AppCheckRoute(projectId: "pé", appId: "äpp", method: "m"))
         for refused in [
             "", "/", "v1", "/v1", "/v1/jwks/x", "/v1/projects", "/v1/projects/:m", "/v1/projects/p:",
-            "/v1/projects/p/apps/a:", "/v1/projects/p/apps/:m", "/v1/projects/p/apps/a:m/x", "/v1/projects/p/apps/a/b/c:m",
-            "/v1/oauthClients/a",
-            "/v1/oauthClients/x/y:m", "/v1beta/projects/p/apps", "/V1/projects/p:m", "/v1/Projects/p:m",
+            "/v1/projects/p/apps/a:", "/v1/projects/p/apps/:m", "/v1/projects/p/apps/a:m/x",
+            "/v1/projects/p/apps/a/b/c:m", "/v1/oauthClients/a", "/v1/oauthClients/x/y:m",
+            "/v1beta/projects/p/apps", "/V1/projects/p:m", "/v1/Projects/p:m",
         ] {
             #expect(AppCheckRoute.parse(path: refused) == nil, "\(refused)")
         }
