@@ -250,6 +250,11 @@ import Timekeeping
         #expect(
             AppCheckRoute.parse(path: "/v1/projects/pé/apps/äpp:m")
                 == AppCheckRoute(projectId: "pé", appId: "äpp", method: "m"))
+        // Parts are the bytes between slashes: a combining mark after a slash starts the next part (a split by
+        // Character kept "/\u{301}" as one character and so no slash, and answered the URL's 404).
+        #expect(
+            AppCheckRoute.parse(path: "/v1/projects/p/apps/\u{301}a:m")
+                == AppCheckRoute(projectId: "p", appId: "\u{301}a", method: "m"))
         for refused in [
             "", "/", "v1", "/v1", "/v1/jwks/x", "/v1/projects", "/v1/projects/:m", "/v1/projects/p:",
             "/v1/projects/p/apps/a:", "/v1/projects/p/apps/:m", "/v1/projects/p/apps/a:m/x",
