@@ -63,11 +63,14 @@ final class AnsweringThreads: @unchecked Sendable {
             return take()
         }) {
             job()
-            condition.withLock {
-                busy -= 1
-                if busy == 0, idleWaiters > 0 { condition.broadcast() }
-            }
+            condition.withLock { finished() }
         }
+    }
+
+    /// A job ended (the lock held): the last one running wakes a `waitUntilIdle`, and only that.
+    private func finished() {
+        busy -= 1
+        if busy == 0, idleWaiters > 0 { condition.broadcast() }
     }
 
     /// The next job (the lock held; one is queued).
@@ -116,8 +119,7 @@ final class AnsweringThreads: @unchecked Sendable {
                 condition.unlock()
                 job()
                 condition.lock()
-                busy -= 1
-                if busy == 0, idleWaiters > 0 { condition.broadcast() }
+                finished()
                 continue
             }
             if stopping { break }

@@ -550,12 +550,12 @@ public final class HTTPServer: @unchecked Sendable {
     }
 
     fileprivate func respond(connection: OpaquePointer, exchange e: Exchange) -> MHD_Result {
+        // (A resumed connection entered it before it was suspended.)
+        if e.offLoop == nil, let c = e.connection { watch.enter(.answering, c) }
         let response: HTTPResponse
         if let early = e.early {
-            if let c = e.connection { watch.enter(.answering, c) }
             response = early
         } else if e.tooLarge {
-            if let c = e.connection { watch.enter(.answering, c) }
             response = handler.bodyTooLarge(limit: e.limit)
         } else if let offLoop = e.offLoop {
             // Resumed: the answering thread has made the answer.
@@ -565,7 +565,6 @@ public final class HTTPServer: @unchecked Sendable {
         } else if handler.answerWaits(method: e.method, path: e.path) {
             // Suspended first, so that the answer's resume can never come before it; the worker goes on with its
             // other connections and calls back here once the answering thread resumes this one.
-            if let c = e.connection { watch.enter(.answering, c) }
             let offLoop = OffLoopAnswer(connection: connection)
             let suspends = lock.withLock { () -> Bool in
                 if !stopping { offLoopAnswers[ObjectIdentifier(offLoop)] = offLoop }
@@ -582,7 +581,6 @@ public final class HTTPServer: @unchecked Sendable {
             answering.run { offLoop.resume(with: handler.respond(to: request)) }
             return .YES
         } else {
-            if let c = e.connection { watch.enter(.answering, c) }
             response = handler.respond(to: request(e))
         }
         return queue(response, for: e, on: connection)

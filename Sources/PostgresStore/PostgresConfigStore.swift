@@ -43,7 +43,7 @@ public final class PostgresConfigStore: ConfigStore, @unchecked Sendable {
     public let conninfo: String
     public let isReadOnly: Bool
     let connection: PGConnection
-    let lock = RecursiveLock()
+    private let lock = RecursiveLock()
     /// Depth of `atomically` calls on this thread's use of the connection (0: no transaction open).
     private var depth = 0
     /// Whether the open transaction holds the chain-head row lock.
@@ -64,8 +64,8 @@ public final class PostgresConfigStore: ConfigStore, @unchecked Sendable {
     }
 
     /// The monitor's rollout start waiting for this connection's next head-locked write
-    /// (`PostgresRolloutStartCache.cacheRolloutStartWithNextWrite`), under `lock`.
-    var pendingRolloutStart: (version: Int, start: Instant?)?
+    /// (`PostgresRolloutStartCache.cacheRolloutStartWithNextWrite`).
+    let pendingRolloutStart = PendingWrite<(version: Int, start: Instant?)>()
     /// The catalog's digest and privilege check (columns 9 and 10 of `PostgresSeal.stateQuery`) as this connection
     /// last computed them, with the catalog's fingerprint then: while a write finds the same fingerprint after
     /// its head lock, it takes them from here instead of recomputing them (`PostgresSeal.catalogFingerprint`).
@@ -237,8 +237,7 @@ public final class PostgresConfigStore: ConfigStore, @unchecked Sendable {
                 if committedByBody { return value }
                 // The monitor's rollout start rides on a head-locked write, under the seal it renews (best effort:
                 // a cache; its savepoint keeps a failure from touching the write).
-                if headLocked, let entry = pendingRolloutStart {
-                    pendingRolloutStart = nil
+                if headLocked, let entry = pendingRolloutStart.take() {
                     try? bestEffort { try keepRolloutStart(version: entry.version, start: entry.start) }
                 }
                 // The new seal and COMMIT in one round trip (the body's deferred writes go with the state the

@@ -73,7 +73,7 @@ public final class PostgresRolloutStartCache: RolloutStartCache, @unchecked Send
     /// Kept in the connection's next head-locked write (`PostgresConfigStore.transaction`), before its seal.
     public func cacheRolloutStartWithNextWrite(version: Int, start: Instant?) {
         guard !store.isReadOnly else { return }
-        store.lock.withLock { store.pendingRolloutStart = (version, start) }
+        store.pendingRolloutStart.set((version, start))
     }
 }
 

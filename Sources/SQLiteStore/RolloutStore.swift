@@ -128,20 +128,7 @@ public final class RolloutStore: @unchecked Sendable {
     /// The witness sync of this connection's last write, run after its WAL sync (`WitnessSync`).
     let witnessSync = WitnessSync()
     /// The monitor's rollout start waiting for this connection's next write (`cacheRolloutStartWithNextWrite`).
-    let pendingRolloutStart = PendingRolloutStart()
-
-    /// One (version, start) to keep with the next write, taken by it.
-    final class PendingRolloutStart: @unchecked Sendable {
-        private let lock = Lock()
-        private var entry: (version: Int, start: Instant?)?
-        func set(_ version: Int, _ start: Instant?) { lock.withLock { entry = (version, start) } }
-        func take() -> (version: Int, start: Instant?)? {
-            lock.withLock {
-                defer { entry = nil }
-                return entry
-            }
-        }
-    }
+    let pendingRolloutStart = PendingWrite<(version: Int, start: Instant?)>()
 
     /// Why the path no longer names the store this connection opened, or nil while it does: checked before every
     /// write, and by a long-lived reader (the console) on every refresh, since its connection keeps reading an

@@ -74,7 +74,7 @@ extension RolloutStore: RolloutStartCache {
     /// Kept in the `beforeCommit` of this connection's next write transaction (`installSeal`).
     public func cacheRolloutStartWithNextWrite(version: Int, start: Instant?) {
         guard !isReadOnly else { return }
-        pendingRolloutStart.set(version, start)
+        pendingRolloutStart.set((version, start))
     }
 
     /// Writes the entry and drops the older ones: only the newest is ever read, and the table is sealed, so every
