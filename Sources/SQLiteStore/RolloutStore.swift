@@ -292,6 +292,11 @@ public final class RolloutStore: @unchecked Sendable {
         }
     }
 
+    /// Ends every wait of this store's connections for another connection's lock, now and from now on: a
+    /// statement waiting for one fails with SQLITE_BUSY at once (a server stopping past its drain, whose last
+    /// calls would otherwise each wait out the busy timeout while the process waits for them).
+    public func abandonLockWaits() { database.lockWaits.cancel() }
+
     /// The whole check `rollout audit verify` runs: the config store's chain and versions, then the seal of every
     /// table that decides a write, the store key and the witness. Reads only.
     ///

@@ -50,15 +50,28 @@ public final class SQLiteDatabase: @unchecked Sendable {
     /// While `prepare` compiles a statement: the tables it writes.
     private var preparing: Set<String>?
 
+    /// Ends this connection's waits for another connection's lock when cancelled (shared by a store's connections:
+    /// `RolloutStore.abandonLockWaits`).
+    public let lockWaits: Cancellation
+    /// The busy handler's state (`sqliteBusyHandler`), kept alive with the connection.
+    private let busyWait: BusyWait
+    /// How many times a statement of this connection found the file locked and waited (tests).
+    public var lockWaitCount: Int { busyWait.callCount }
+
     /// Opens (and with `create`, creates) the database at `path` with WAL, a busy timeout and full durability.
     ///
     /// An existing file that is not an SQLite database is refused before SQLite touches it. With `readOnly` the
-    /// connection never creates the file and refuses every change (`PRAGMA query_only`).
-    public init(path: String, create: Bool = true, readOnly: Bool = false, busyTimeoutMilliseconds: Int32 = 10_000)
-        throws(SQLiteError)
-    {
+    /// connection never creates the file and refuses every change (`PRAGMA query_only`). A statement that finds
+    /// the file locked by another connection waits up to `busyTimeoutMilliseconds` for it, or until `lockWaits` is
+    /// cancelled, and then fails with SQLITE_BUSY.
+    public init(
+        path: String, create: Bool = true, readOnly: Bool = false, busyTimeoutMilliseconds: Int32 = 10_000,
+        lockWaits: Cancellation = Cancellation()
+    ) throws(SQLiteError) {
         _ = Self.processSettings
         self.path = path
+        self.lockWaits = lockWaits
+        busyWait = BusyWait(limit: Double(max(0, busyTimeoutMilliseconds)) / 1000, cancellation: lockWaits)
         // Only the 16-byte header is read: a store with millions of telemetry rows opens as fast as a new one.
         // Never for a file this process already has open: closing any descriptor of a file drops every POSIX
         // lock the process holds on it, SQLite's included.
@@ -84,7 +97,7 @@ public final class SQLiteDatabase: @unchecked Sendable {
         }
         readOnlyCause = readOnly ? .requested : sqlite3_db_readonly(db, "main") == 1 ? .storeFileNotWritable(path) : nil
         fileID = OpenDatabaseFiles.shared.retain(path)
-        sqlite3_busy_timeout(db, busyTimeoutMilliseconds)
+        sqlite3_busy_handler(db, sqliteBusyHandler, Unmanaged.passUnretained(busyWait).toOpaque())
         sqlite3_set_authorizer(db, sqliteAuthorizer, Unmanaged.passUnretained(self).toOpaque())
         sqlite3_extended_result_codes(db, 1)
         if readOnly {
@@ -299,6 +312,51 @@ public final class SQLiteDatabase: @unchecked Sendable {
 }
 
 /// The connection's authorizer: allows everything, and tells the connection which tables a statement writes.
+/// What `sqlite3_busy_timeout` does, and an end to it: while another connection holds the lock a statement needs,
+/// SQLite calls the handler, which sleeps a little longer each time (1, 2, 5, 10, 15, 20, 25, 25, 25, 50, 50, then
+/// 100 ms, as SQLite's own) and asks for another try, until the limit has passed since the first call of this
+/// wait, or at once when the connection's `lockWaits` is cancelled (a server stopping past its drain: the calls
+/// still waiting for a lock fail now instead of each waiting out its timeout, one after another).
+final class BusyWait: @unchecked Sendable {
+    let limit: Double
+    let cancellation: Cancellation
+    /// When the current wait began (monotonic seconds), set at its first call (`count` 0).
+    private var began = 0.0
+    private let counting = Lock()
+    private var calls = 0
+    /// How many times SQLite has called the handler on this connection (tests: a statement is waiting).
+    var callCount: Int { counting.withLock { calls } }
+    private static let delays: [Double] = [1, 2, 5, 10, 15, 20, 25, 25, 25, 50, 50, 100].map { $0 / 1000 }
+
+    init(limit: Double, cancellation: Cancellation) {
+        self.limit = limit
+        self.cancellation = cancellation
+    }
+
+    /// Whether SQLite should try again; `count` is the number of calls before this one in the same wait. Only the
+    /// connection's own thread calls it, from inside SQLite.
+    func retry(_ count: Int) -> Bool {
+        counting.withLock { calls += 1 }
+        let now = Self.seconds()
+        if count == 0 { began = now }
+        let left = limit - (now - began)
+        guard left > 0, !cancellation.isCancelled else { return false }
+        let delay = min(Self.delays[min(count, Self.delays.count - 1)], left)
+        return !cancellation.wait(seconds: delay)
+    }
+
+    private static func seconds() -> Double {
+        var t = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &t)
+        return Double(t.tv_sec) + Double(t.tv_nsec) / 1e9
+    }
+}
+
+private func sqliteBusyHandler(_ context: UnsafeMutableRawPointer?, _ count: Int32) -> Int32 {
+    guard let context else { return 0 }
+    return Unmanaged<BusyWait>.fromOpaque(context).takeUnretainedValue().retry(Int(count)) ? 1 : 0
+}
+
 private func sqliteAuthorizer(
     _ context: UnsafeMutableRawPointer?, _ action: Int32, _ first: UnsafePointer<CChar>?,
     _ second: UnsafePointer<CChar>?, _ database: UnsafePointer<CChar>?, _ trigger: UnsafePointer<CChar>?

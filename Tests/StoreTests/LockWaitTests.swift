@@ -1,0 +1,93 @@
+import Foundation
+import Platform
+import SQLiteStore
+import Testing
+import TestSupport
+
+/// A statement that finds the store locked by another connection waits for it (the busy timeout), unless its
+/// store abandons lock waits (`RolloutStore.abandonLockWaits`): `serve` does when its drain ends, so that the
+/// calls still waiting fail now instead of each waiting out its timeout while the process waits for them (a stop
+/// with the store locked took two drains, 19.5 s for a 10 s drain).
+@Suite struct LockWaitTests {
+    final class Outcome: @unchecked Sendable {
+        private let lock = Lock()
+        private var value: Result<Void, any Error>?
+        var result: Result<Void, any Error>? {
+            get { lock.withLock { value } }
+            set { lock.withLock { value = newValue } }
+        }
+    }
+
+    /// Holds the write lock of `path` on a connection of its own until `release`.
+    static func holdWriteLock(_ path: String) throws -> SQLiteDatabase {
+        let holder = try SQLiteDatabase(path: path, create: false)
+        try holder.execute("BEGIN IMMEDIATE")
+        return holder
+    }
+
+    @Test func aWaitForALockEndsWhenItsWaitsAreAbandoned() throws {
+        let dir = try TestSupport.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let path = dir.appendingPathComponent("w.db").path
+        let setup = try SQLiteDatabase(path: path)
+        try setup.execute("CREATE TABLE t (x INTEGER)")
+        let holder = try Self.holdWriteLock(path)
+        // A timeout no test waits out: only the abandonment can end this wait in time.
+        let waiter = try SQLiteDatabase(path: path, create: false, busyTimeoutMilliseconds: 600_000)
+        let outcome = Outcome()
+        detachThread { outcome.result = Result { try waiter.execute("BEGIN IMMEDIATE; INSERT INTO t VALUES (1); COMMIT") } }
+        #expect(TestSupport.eventually { waiter.lockWaitCount > 0 }, "the statement never waited for the lock")
+        #expect(outcome.result == nil, "the statement ended while the lock was held")
+        waiter.lockWaits.cancel()
+        #expect(TestSupport.eventually { outcome.result != nil }, "the wait did not end when abandoned")
+        #expect(throws: SQLiteError.self) { try outcome.result?.get() }
+        // From now on a locked file fails at once: the handler no longer waits.
+        let calls = waiter.lockWaitCount
+        #expect(throws: SQLiteError.self) { try waiter.execute("BEGIN IMMEDIATE") }
+        #expect(waiter.lockWaitCount == calls + 1, "one call, which gave up")
+        // Nothing was written, and the file is usable once the lock is released.
+        try holder.execute("ROLLBACK")
+        #expect(try setup.query("SELECT count(*) FROM t").first?.first == .integer(0))
+        let other = try SQLiteDatabase(path: path, create: false)
+        try other.execute("INSERT INTO t VALUES (2)")
+        #expect(try setup.query("SELECT count(*) FROM t").first?.first == .integer(1))
+    }
+
+    /// Without an abandonment a wait still ends when the lock is released: the handler retries.
+    @Test func aWaitForALockEndsWhenTheLockIsReleased() throws {
+        let dir = try TestSupport.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let path = dir.appendingPathComponent("w.db").path
+        let setup = try SQLiteDatabase(path: path)
+        try setup.execute("CREATE TABLE t (x INTEGER)")
+        let holder = try Self.holdWriteLock(path)
+        let waiter = try SQLiteDatabase(path: path, create: false, busyTimeoutMilliseconds: 600_000)
+        let outcome = Outcome()
+        detachThread { outcome.result = Result { try waiter.execute("BEGIN IMMEDIATE; INSERT INTO t VALUES (1); COMMIT") } }
+        #expect(TestSupport.eventually { waiter.lockWaitCount > 0 })
+        try holder.execute("COMMIT")
+        #expect(TestSupport.eventually { outcome.result != nil })
+        #expect(throws: Never.self) { try outcome.result?.get() }
+        #expect(try setup.query("SELECT count(*) FROM t").first?.first == .integer(1))
+    }
+
+    /// A store's connections share one abandonment: the App Check state's reader, opened on the store's
+    /// connection, gives up with it.
+    @Test func aStoreAbandonsTheWaitsOfItsConnections() throws {
+        let dir = try TestSupport.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let path = dir.appendingPathComponent("s.db").path
+        let binary = try TestSupport.rolloutBinary()
+        #expect(try TestSupport.run(binary, ["init", "--store", path]).status == 0)
+        let store = try RolloutStore(path: path, create: false)
+        let holder = try Self.holdWriteLock(path)
+        defer { try? holder.execute("ROLLBACK") }
+        #expect(!store.database.lockWaits.isCancelled)
+        store.abandonLockWaits()
+        #expect(store.database.lockWaits.isCancelled)
+        let calls = store.database.lockWaitCount
+        // With the lock held and its waits abandoned, a write fails after one call of the handler, which gives up.
+        #expect(throws: (any Error).self) { try store.database.transaction(immediate: true) {} }
+        #expect(store.database.lockWaitCount == calls + 1)
+    }
+}
