@@ -24,6 +24,7 @@ static void rollout_pq_open(void) {
     ROLLOUT_PQ_RESOLVE(, PQreset, , )
     ROLLOUT_PQ_RESOLVE(, PQclear, , )
     ROLLOUT_PQ_RESOLVE(, PQfreemem, , )
+    ROLLOUT_PQ_RESOLVE(, PQfreeCancel, , )
     ROLLOUT_PQ_FUNCTIONS(ROLLOUT_PQ_RESOLVE)
 #undef ROLLOUT_PQ_RESOLVE
 }

@@ -75,6 +75,7 @@ public final class PGConnection: @unchecked Sendable {
             throw PostgresError(sqlState: "", message: "cannot connect to PostgreSQL: \(message)")
         }
         raw = c
+        canceller = PQgetCancel(c)
         // libpq's default notice processor prints to standard error: under the console that wrote over the screen
         // (a server shutting down sends its FATAL while the connection idles). The notices are kept instead.
         PQsetNoticeProcessor(
@@ -86,7 +87,26 @@ public final class PGConnection: @unchecked Sendable {
     }
 
     // (`noticeLog`, which libpq may call into until PQfinish, is released after the body of deinit.)
-    deinit { PQfinish(raw) }
+    deinit {
+        if let canceller { PQfreeCancel(canceller) }
+        PQfinish(raw)
+    }
+
+    /// libpq's handle for cancelling this session's statement in progress from another thread (`cancelStatement`),
+    /// made again when the session is (`reconnectIfLost`).
+    private var canceller: OpaquePointer?
+    private let cancelLock = Lock()
+
+    /// Asks the server to cancel the statement this session is running, if any (from any thread: libpq's
+    /// `PQcancel` is made for it): the call waiting for its result fails with SQLSTATE 57014. Nothing happens when
+    /// the session is idle.
+    public func cancelStatement() {
+        cancelLock.withLock {
+            guard let canceller else { return }
+            var message = [CChar](repeating: 0, count: 256)
+            _ = PQcancel(canceller, &message, Int32(message.count))
+        }
+    }
 
     /// What the server sent outside any statement's result, as libpq hands it to a notice processor: a WARNING or
     /// NOTICE, or the FATAL a server sends as it ends the session (a shutdown, `pg_terminate_backend`). Only ever
@@ -178,6 +198,10 @@ public final class PGConnection: @unchecked Sendable {
         }
         guard PQstatus(raw) != CONNECTION_OK || ended else { return true }
         PQreset(raw)
+        cancelLock.withLock {
+            if let canceller { PQfreeCancel(canceller) }
+            canceller = PQgetCancel(raw)
+        }
         prepared = [:]
         deferred = []
         guard PQstatus(raw) == CONNECTION_OK else { return false }

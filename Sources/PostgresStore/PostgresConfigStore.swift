@@ -154,6 +154,20 @@ public final class PostgresConfigStore: ConfigStore, @unchecked Sendable {
         conninfo.replacing(#/:[^:@\/]*@/#, with: ":***@").replacing(#/password=\S*/#, with: "password=***")
     }
 
+    /// Cancelled by `abandonLockWaits`: no transaction begins on this connection from then on.
+    private let lockWaits = Cancellation()
+
+    /// Ends this connection's waits for other sessions' locks, now and from now on: the statement in progress is
+    /// cancelled (a transaction waiting for the chain head's row lock, or a group of App Check writes for its
+    /// rows, fails with SQLSTATE 57014 and rolls back) and no transaction begins afterwards. A server stopping past
+    /// its drain does this, so that its last calls do not each wait for a lock another session holds. Any thread;
+    /// it takes none of the connection's locks. A transaction that begins just before it and only then reaches a
+    /// lock still waits (the server waits for it at most its drain).
+    public func abandonLockWaits() {
+        lockWaits.cancel()
+        connection.cancelStatement()
+    }
+
     // MARK: Transactions
 
     /// One transaction: `BEGIN` (READ ONLY on a read-only store), the chain-head row lock on a writable one,
@@ -201,6 +215,10 @@ public final class PostgresConfigStore: ConfigStore, @unchecked Sendable {
     public func transaction<T>(lockingHead: Bool, _ body: () throws -> T) throws -> T {
         lock.lock()
         defer { lock.unlock() }
+        if depth == 0, lockWaits.isCancelled {
+            throw StoreError.unavailable(
+                "\(Self.redacted(conninfo)): this process stopped waiting for the store's locks (it is stopping): nothing was written")
+        }
         if depth > 0 {
             if lockingHead, !headLocked, !isReadOnly { try lockHead() }
             depth += 1

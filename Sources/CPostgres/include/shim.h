@@ -12,7 +12,7 @@
 // be opened, PQconnectdb returns NULL and rollout_pq_unavailable() says why.
 #include <stddef.h>
 
-// The functions used, except PQconnectdb (below) and the four that return void (at the end): return type, name,
+// The functions used, except PQconnectdb (below) and the five that return void (at the end): return type, name,
 // parameters, arguments.
 #define ROLLOUT_PQ_FUNCTIONS(X)                                                                                 \
     X(ConnStatusType, PQstatus, (const PGconn *conn), (conn))                                                   \
@@ -51,7 +51,9 @@
       (PGconn *conn, const char *stmtName, int nParams, const char *const *paramValues, const int *paramLengths, \
        const int *paramFormats, int resultFormat),                                                              \
       (conn, stmtName, nParams, paramValues, paramLengths, paramFormats, resultFormat))                         \
-    X(PQnoticeProcessor, PQsetNoticeProcessor, (PGconn *conn, PQnoticeProcessor proc, void *arg), (conn, proc, arg))
+    X(PQnoticeProcessor, PQsetNoticeProcessor, (PGconn *conn, PQnoticeProcessor proc, void *arg), (conn, proc, arg)) \
+    X(PGcancel *, PQgetCancel, (PGconn *conn), (conn))                                                          \
+    X(int, PQcancel, (PGcancel *cancel, char *errbuf, int errbufsize), (cancel, errbuf, errbufsize))
 
 // The header's declarations of these functions get private names that nothing defines or calls.
 #define PQconnectdb rollout_pq_declared_PQconnectdb
@@ -84,6 +86,9 @@
 #define PQsetNoticeProcessor rollout_pq_declared_PQsetNoticeProcessor
 #define PQclear rollout_pq_declared_PQclear
 #define PQfreemem rollout_pq_declared_PQfreemem
+#define PQgetCancel rollout_pq_declared_PQgetCancel
+#define PQcancel rollout_pq_declared_PQcancel
+#define PQfreeCancel rollout_pq_declared_PQfreeCancel
 #include <postgresql/libpq-fe.h>
 #undef PQconnectdb
 #undef PQfinish
@@ -115,6 +120,9 @@
 #undef PQsetNoticeProcessor
 #undef PQclear
 #undef PQfreemem
+#undef PQgetCancel
+#undef PQcancel
+#undef PQfreeCancel
 
 typedef struct {
     const char *failure;
@@ -123,6 +131,7 @@ typedef struct {
     void (*PQreset)(PGconn *conn);
     void (*PQclear)(PGresult *res);
     void (*PQfreemem)(void *ptr);
+    void (*PQfreeCancel)(PGcancel *cancel);
 #define ROLLOUT_PQ_FIELD(ret, name, params, args) ret(*name) params;
     ROLLOUT_PQ_FUNCTIONS(ROLLOUT_PQ_FIELD)
 #undef ROLLOUT_PQ_FIELD
@@ -158,4 +167,5 @@ static inline void PQfinish(PGconn *conn) { rollout_pq_api_table.PQfinish(conn);
 static inline void PQreset(PGconn *conn) { rollout_pq_api_table.PQreset(conn); }
 static inline void PQclear(PGresult *res) { rollout_pq_api_table.PQclear(res); }
 static inline void PQfreemem(void *ptr) { rollout_pq_api_table.PQfreemem(ptr); }
+static inline void PQfreeCancel(PGcancel *cancel) { rollout_pq_api_table.PQfreeCancel(cancel); }
 #endif

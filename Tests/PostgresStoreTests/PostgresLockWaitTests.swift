@@ -1,0 +1,59 @@
+import Foundation
+import Platform
+@testable import PostgresStore
+import RemoteConfig
+import Rollout
+import Testing
+import TestSupport
+import Timekeeping
+
+/// A write that finds the chain head locked by another session waits for it, unless its store abandons lock
+/// waits (`PostgresConfigStore.abandonLockWaits`, what `serve` does past its drain): the statement waiting is
+/// cancelled and the transaction rolls back, and no transaction begins afterwards.
+struct PostgresLockWaitTests {
+    final class Outcome: @unchecked Sendable {
+        private let lock = Lock()
+        private var value: Result<Void, any Error>?
+        var result: Result<Void, any Error>? {
+            get { lock.withLock { value } }
+            set { lock.withLock { value = newValue } }
+        }
+    }
+
+    @Test func aWriteWaitingForTheHeadLockEndsWhenItsWaitsAreAbandoned() throws {
+        let (store, conninfo) = try PostgresStoreTests.freshStore()
+        let before = try store.current().info.number
+        // Another session holds the chain head's row, as a publish in progress does.
+        let holder = try PGConnection(conninfo)
+        try holder.execute("BEGIN")
+        _ = try holder.query("SELECT version FROM config_head WHERE id = 1 FOR UPDATE")
+        nonisolated(unsafe) let path = WritePath(store: store, clock: ManualClock(PostgresStoreTests.t0), newSeed: { "unused" })
+        let request = WritePath.Request(
+            intent: .rollout(.set(MicroPercent(percent: 10))), actor: "ana@test", reason: "waits", origin: "TEST")
+        let outcome = Outcome()
+        detachThread { outcome.result = Result { _ = try path.execute(request) } }
+        // The write is waiting for the row lock (bounded wait for the server to show it).
+        let probe = try PGConnection(conninfo)
+        #expect(
+            try TestSupport.eventually {
+                try probe.query(
+                    "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'"
+                ).first?.first == "1"
+            }, "no session waits for the head lock")
+        #expect(outcome.result == nil)
+        store.abandonLockWaits()
+        #expect(TestSupport.eventually { outcome.result != nil }, "the write still waits after its waits were abandoned")
+        #expect(throws: PostgresError.self) { try outcome.result?.get() }
+        if case .failure(let e as PostgresError)? = outcome.result { #expect(e.sqlState == "57014", "\(e)") }
+        // From now on no transaction begins on the store's connection, lock or no lock.
+        #expect(throws: StoreError.self) { try store.atomically {} }
+        try holder.execute("ROLLBACK")
+        #expect(throws: StoreError.self) { try store.atomically {} }
+        // Nothing was written; another connection writes as usual.
+        let other = try PostgresConfigStore(conninfo: conninfo)
+        #expect(try other.current().info.number == before)
+        let otherPath = WritePath(store: other, clock: ManualClock(PostgresStoreTests.t0), newSeed: { "unused" })
+        guard case .published = try otherPath.execute(request) else { throw TestSupport.Failure("the set published nothing") }
+        #expect(try other.current().info.number == before + 1)
+    }
+}
