@@ -172,9 +172,13 @@ public final class ExchangeService: HTTPHandler, @unchecked Sendable {
     public let exchangeBodyLimit: Int
     public let eventsBodyLimit: Int
 
+    /// Ends the stores' waits for locks (`HTTPHandler.drainEnded`).
+    private let abandonLockWaits: @Sendable () -> Void
+
     public init(
         holder: ExchangeHolder, intake: EventsIntake?, limiter: RateLimiter?, bearerToken: String,
-        exchangeBodyLimit: Int = 64 * 1024, eventsBodyLimit: Int = 8 * 1024 * 1024
+        exchangeBodyLimit: Int = 64 * 1024, eventsBodyLimit: Int = 8 * 1024 * 1024,
+        abandonLockWaits: @escaping @Sendable () -> Void = {}
     ) {
         self.holder = holder
         self.intake = intake
@@ -182,7 +186,10 @@ public final class ExchangeService: HTTPHandler, @unchecked Sendable {
         bearer = BearerToken(bearerToken)
         self.exchangeBodyLimit = exchangeBodyLimit
         self.eventsBodyLimit = eventsBodyLimit
+        self.abandonLockWaits = abandonLockWaits
     }
+
+    public func drainEnded() { abandonLockWaits() }
 
     /// The events limit for `POST /v1/events` with the intake on (whose token `refusal(head:)` has checked
     /// before the length is), the exchange's for every other request: a client without the token, another method

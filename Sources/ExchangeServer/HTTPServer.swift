@@ -78,6 +78,13 @@ public protocol HTTPHandler: Sendable {
     func answerWaits(method: String, path: String) -> Bool
     /// The response for a body over `bodyLimit` (the body is not read further).
     func bodyTooLarge(limit: Int) -> HTTPResponse
+    /// A stop's drain has ended and the answers still being made were answered 503: whatever they wait on (a
+    /// store's lock) should give up now, so that the stop does not wait for them to time out one by one.
+    func drainEnded()
+}
+
+extension HTTPHandler {
+    public func drainEnded() {}
 }
 
 /// The server's limits.
@@ -333,6 +340,9 @@ public final class HTTPServer: @unchecked Sendable {
             for answer in left {
                 answer.resume(with: googleError(503, "UNAVAILABLE", "The server is stopping; try again."))
             }
+            // Their calls, and those queued behind them, stop waiting for a store's lock: they fail now instead of
+            // each waiting out its busy timeout (a stop with the store locked took a second drain).
+            if !left.isEmpty { handler.drainEnded() }
             // The workers take the answers back (and send them) before they stop.
             let deadline = Date().addingTimeInterval(2)
             while lock.withLock({ !offLoopAnswers.isEmpty }), Date() < deadline { usleep(1_000) }

@@ -12,6 +12,8 @@ public struct AppCheckStateSource {
     public let isReadOnly: Bool
     /// The store for messages (a PostgreSQL connection string with its password masked).
     public let label: String
+    /// Ends the state store's waits for other connections' locks, now and from now on (`serve` past its drain).
+    public let abandonLockWaits: @Sendable () -> Void
 }
 
 extension Wiring {
@@ -29,10 +31,12 @@ extension Wiring {
             return AppCheckStateSource(
                 state: PostgresAppCheckState(store: config, key: try teamStoreKey(create: false, at: keyPath).key),
                 isReadOnly: readOnly,
-                label: storeLabel(location))
+                label: storeLabel(location),
+                abandonLockWaits: { config.abandonLockWaits() })
         }
         let store = try RolloutStore(path: location, create: false, access: readOnly ? .readOnly : .readWrite)
         let tables = try AppCheckStateTables(database: store.database)
-        return AppCheckStateSource(state: tables, isReadOnly: tables.isReadOnly, label: location)
+        return AppCheckStateSource(
+            state: tables, isReadOnly: tables.isReadOnly, label: location, abandonLockWaits: { store.abandonLockWaits() })
     }
 }

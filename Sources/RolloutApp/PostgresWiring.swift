@@ -414,7 +414,8 @@ extension TeamSession {
                 },
                 telemetryClock: { team.clock },
                 sourceState: { config },
-                storeLost: { nil }))
+                storeLost: { nil },
+                abandonLockWaits: { config.abandonLockWaits() }))
     }
 
     /// `audit verify` on this store: the chain (behind Firebase, every published record naming the Firebase version

@@ -67,6 +67,8 @@ public struct RolloutSession {
         /// Why the store file is no longer the one this session opened (`PATH: problem`: removed, replaced,
         /// truncated), nil while it is; always nil for a store with no file to lose (PostgreSQL).
         var storeLost: () -> String?
+        /// Ends the waits of the session's store connection for other connections' locks (`abandonLockWaits`).
+        var abandonLockWaits: () -> Void
     }
 
     /// The rollout with its telemetry and verdict, read from this store (with App Check enforcement on a Firebase
@@ -130,6 +132,12 @@ public struct RolloutSession {
         guard let client = ports.appCheckServices() else { return source }
         return EnforcementConsoleSource(inner: source, client: client, clock: clock)
     }
+
+    /// Ends the waits of this session's store connection for locks other connections hold, now and from now on:
+    /// a call waiting for one fails at once, and so does every later call that meets one (`serve` stopping past
+    /// its drain). The connections of the App Check state (`AppCheckStateSource.abandonLockWaits`) and the
+    /// PostgreSQL store's separate telemetry counters are their own.
+    public func abandonLockWaits() { ports.abandonLockWaits() }
 
     /// The headless loop of `watch` and `follow` (no plan) or `plan run` (`plan`) on this store; read-only sessions
     /// only look. A look on a store file that was removed or replaced meanwhile fails, naming it.

@@ -249,6 +249,7 @@ extension StoreSession {
                 // Ticked by the console's input thread: a connection of its own that never waits for a lock.
                 telemetryClock: { try StoreSimulationClock(path: store.path, wall: clock) },
                 sourceState: { store },
-                storeLost: { store.identityProblem().map { "\(path): \($0)" } }))
+                storeLost: { store.identityProblem().map { "\(path): \($0)" } },
+                abandonLockWaits: { store.abandonLockWaits() }))
     }
 }

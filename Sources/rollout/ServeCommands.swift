@@ -193,10 +193,13 @@ enum ServeCommands {
         let clock = target.clock
         createTeamKeyIfNeeded(inv)
         let state: any AppCheckState
+        let abandonStateLockWaits: @Sendable () -> Void
         do {
             // Its own connection (the exchange's lock serialises it): on a file, opened as a store so that every
             // write re-seals; a read-only session's connection refuses writes.
-            state = try target.appCheckState().state
+            let source = try target.appCheckState()
+            state = source.state
+            abandonStateLockWaits = source.abandonLockWaits
         } catch {
             throw CommandError("cannot open the App Check tables of \(target.label): \(error)")
         }
@@ -247,8 +250,14 @@ enum ServeCommands {
                 afterCommit: autoKill)
         }
         let limiter = rate > 0 ? RateLimiter(rate: Double(rate), burst: Double(2 * rate), clock: clock) : nil
+        // Past the drain of a stop, the calls still waiting for a store's lock give up (`HTTPHandler.drainEnded`).
+        nonisolated(unsafe) let session = target
         let service = ExchangeService(
-            holder: holder, intake: intake, limiter: limiter, bearerToken: token, eventsBodyLimit: eventsLimit)
+            holder: holder, intake: intake, limiter: limiter, bearerToken: token, eventsBodyLimit: eventsLimit,
+            abandonLockWaits: {
+                abandonStateLockWaits()
+                session.abandonLockWaits()
+            })
 
         let logFD: Int32
         if let path = inv.value("--access-log") {

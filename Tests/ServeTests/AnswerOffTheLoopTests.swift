@@ -13,8 +13,17 @@ import TestSupport
         private var isOpen = false
         private var inside = 0
         private var ended = 0
+        private var drainEnds = 0
+        /// Whether the end of a stop's drain opens the gate, as a store abandoning its lock waits ends the calls.
+        let opensWhenTheDrainEnds: Bool
+        init(opensWhenTheDrainEnds: Bool = false) { self.opensWhenTheDrainEnds = opensWhenTheDrainEnds }
         var waiting: Int { gate.withLock { inside } }
         var finished: Int { gate.withLock { ended } }
+        var drainEndings: Int { gate.withLock { drainEnds } }
+        func drainEnded() {
+            gate.withLock { drainEnds += 1 }
+            if opensWhenTheDrainEnds { open() }
+        }
         func open() {
             gate.withLock {
                 isOpen = true
@@ -87,6 +96,36 @@ import TestSupport
         // The late answer is made after libmicrohttpd stopped: its thread resumes nothing.
         handler.open()
         #expect(TestSupport.eventually { handler.finished == 1 })
+    }
+
+    /// Found by attacking the server (SIGTERM while the store held its write lock, last stop): past the drain the
+    /// stop still waited for the calls of the answers it had answered 503, each waiting out the store's busy
+    /// timeout (answers at 10 s, exit at 19.5 s). Now the handler is told that the drain ended
+    /// (`HTTPHandler.drainEnded`; `serve` abandons the stores' lock waits then), once, and the late call ends
+    /// before the stop returns.
+    @Test func theEndOfTheDrainEndsTheCallsStillWaiting() throws {
+        let handler = GateHandler(opensWhenTheDrainEnds: true)
+        let server = try Self.server(handler, drainSeconds: 0.3)
+        let waited = Answers()
+        Self.ask("/wait", port: server.port, into: waited)
+        #expect(TestSupport.eventually { handler.waiting == 1 })
+        #expect(handler.drainEndings == 0)
+        #expect(server.shutdown() == 1)
+        #expect(handler.drainEndings == 1)
+        #expect(TestSupport.eventually { handler.finished == 1 }, "the late call still waits")
+        let r = try #require(try waited.list.first?.get())
+        #expect(r.status == 503)
+    }
+
+    /// A stop with nothing left to answer at the end of its drain tells the handler nothing: its stores keep
+    /// waiting as usual (a server stopped in-process, its store used on).
+    @Test func aStopWithNothingLeftLeavesTheWaitsAlone() throws {
+        let handler = GateHandler(opensWhenTheDrainEnds: true)
+        let server = try Self.server(handler, drainSeconds: 0.3)
+        let quick = try LoopbackHTTPClient(host: "127.0.0.1", port: server.port).request("GET", "/quick")
+        #expect(quick.status == 200)
+        #expect(server.shutdown() == 0)
+        #expect(handler.drainEndings == 0)
     }
 
     /// Found by attacking the server: a client that closed its connection right after sending a consume had its
