@@ -390,6 +390,8 @@ extension TeamSession {
     public var rolloutSession: RolloutSession {
         let team = self
         let config = config
+        // The connections opened for the separate telemetry counters, whose lock waits the session abandons too.
+        let separate = SeparateStores()
         return RolloutSession(
             label: location, displayLabel: location + " (PostgreSQL)", operatorID: operatorID,
             readOnlyCause: readOnly ? .requested : nil, clock: clock,
@@ -400,7 +402,7 @@ extension TeamSession {
                 planSession: { planSession },
                 appCheckServices: { [enforcement] in enforcement },
                 separateTelemetryCounters: {
-                    try PostgresConfigStore(conninfo: config.conninfo, readOnly: team.readOnly).telemetryCounters()
+                    try separate.add(PostgresConfigStore(conninfo: config.conninfo, readOnly: team.readOnly)).telemetryCounters()
                 },
                 appCheckState: {
                     try Wiring.appCheckState(location: config.conninfo, readOnly: team.readOnly, keyPath: team.keyPath)
@@ -415,7 +417,21 @@ extension TeamSession {
                 telemetryClock: { team.clock },
                 sourceState: { config },
                 storeLost: { nil },
-                abandonLockWaits: { config.abandonLockWaits() }))
+                abandonLockWaits: {
+                    config.abandonLockWaits()
+                    separate.abandonLockWaits()
+                }))
+    }
+
+    /// The stores a session opened on connections of their own (`separateTelemetryCounters`).
+    final class SeparateStores: @unchecked Sendable {
+        private let lock = Lock()
+        private var stores: [PostgresConfigStore] = []
+        func add(_ store: PostgresConfigStore) -> PostgresConfigStore {
+            lock.withLock { stores.append(store) }
+            return store
+        }
+        func abandonLockWaits() { lock.withLock { stores }.forEach { $0.abandonLockWaits() } }
     }
 
     /// `audit verify` on this store: the chain (behind Firebase, every published record naming the Firebase version

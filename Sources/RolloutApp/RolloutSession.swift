@@ -135,8 +135,8 @@ public struct RolloutSession {
 
     /// Ends the waits of this session's store connection for locks other connections hold, now and from now on:
     /// a call waiting for one fails at once, and so does every later call that meets one (`serve` stopping past
-    /// its drain). The connections of the App Check state (`AppCheckStateSource.abandonLockWaits`) and the
-    /// PostgreSQL store's separate telemetry counters are their own.
+    /// its drain); the PostgreSQL store's separate telemetry counters' connections with it. The App Check state's
+    /// connections are its own (`AppCheckStateSource.abandonLockWaits`).
     public func abandonLockWaits() { ports.abandonLockWaits() }
 
     /// The headless loop of `watch` and `follow` (no plan) or `plan run` (`plan`) on this store; read-only sessions

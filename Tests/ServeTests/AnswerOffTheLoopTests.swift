@@ -113,6 +113,7 @@ import TestSupport
         #expect(server.shutdown() == 1)
         #expect(handler.drainEndings == 1)
         #expect(TestSupport.eventually { handler.finished == 1 }, "the late call still waits")
+        #expect(TestSupport.eventually { waited.list.count == 1 })
         let r = try #require(try waited.list.first?.get())
         #expect(r.status == 503)
     }
