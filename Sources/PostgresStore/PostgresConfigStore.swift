@@ -217,7 +217,8 @@ public final class PostgresConfigStore: ConfigStore, @unchecked Sendable {
         defer { lock.unlock() }
         if depth == 0, lockWaits.isCancelled {
             throw StoreError.unavailable(
-                "\(Self.redacted(conninfo)): this process stopped waiting for the store's locks (it is stopping): nothing was written")
+                "\(Self.redacted(conninfo)): this process stopped waiting for the store's locks (it is stopping): "
+                    + "nothing was written")
         }
         if depth > 0 {
             if lockingHead, !headLocked, !isReadOnly { try lockHead() }

@@ -37,6 +37,7 @@ extension Wiring {
         let store = try RolloutStore(path: location, create: false, access: readOnly ? .readOnly : .readWrite)
         let tables = try AppCheckStateTables(database: store.database)
         return AppCheckStateSource(
-            state: tables, isReadOnly: tables.isReadOnly, label: location, abandonLockWaits: { store.abandonLockWaits() })
+            state: tables, isReadOnly: tables.isReadOnly, label: location,
+            abandonLockWaits: { store.abandonLockWaits() })
     }
 }

@@ -402,7 +402,8 @@ extension TeamSession {
                 planSession: { planSession },
                 appCheckServices: { [enforcement] in enforcement },
                 separateTelemetryCounters: {
-                    try separate.add(PostgresConfigStore(conninfo: config.conninfo, readOnly: team.readOnly)).telemetryCounters()
+                    let store = try PostgresConfigStore(conninfo: config.conninfo, readOnly: team.readOnly)
+                    return try separate.add(store).telemetryCounters()
                 },
                 appCheckState: {
                     try Wiring.appCheckState(location: config.conninfo, readOnly: team.readOnly, keyPath: team.keyPath)

@@ -41,7 +41,8 @@ public final class AppCheckStateTables: AppCheckState, @unchecked Sendable {
         db = database
         try Self.createSchema(in: database)
         reader = database.path.isEmpty || database.path == ":memory:"
-            ? nil : try? SQLiteDatabase(path: database.path, create: false, readOnly: true, lockWaits: database.lockWaits)
+            ? nil
+            : try? SQLiteDatabase(path: database.path, create: false, readOnly: true, lockWaits: database.lockWaits)
         group = GroupCommit(anticipation: requestCommitAnticipation) { [unowned self] writes in
             try self.commitGroup(writes)
         }

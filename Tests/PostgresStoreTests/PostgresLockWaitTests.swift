@@ -27,7 +27,8 @@ struct PostgresLockWaitTests {
         let holder = try PGConnection(conninfo)
         try holder.execute("BEGIN")
         _ = try holder.query("SELECT version FROM config_head WHERE id = 1 FOR UPDATE")
-        nonisolated(unsafe) let path = WritePath(store: store, clock: ManualClock(PostgresStoreTests.t0), newSeed: { "unused" })
+        nonisolated(unsafe) let path = WritePath(
+            store: store, clock: ManualClock(PostgresStoreTests.t0), newSeed: { "unused" })
         let request = WritePath.Request(
             intent: .rollout(.set(MicroPercent(percent: 10))), actor: "ana@test", reason: "waits", origin: "TEST")
         let outcome = Outcome()
@@ -37,12 +38,14 @@ struct PostgresLockWaitTests {
         #expect(
             try TestSupport.eventually {
                 try probe.query(
-                    "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'"
+                    "SELECT count(*) FROM pg_stat_activity "
+                        + "WHERE datname = current_database() AND wait_event_type = 'Lock'"
                 ).first?.first == "1"
             }, "no session waits for the head lock")
         #expect(outcome.result == nil)
         store.abandonLockWaits()
-        #expect(TestSupport.eventually { outcome.result != nil }, "the write still waits after its waits were abandoned")
+        #expect(
+            TestSupport.eventually { outcome.result != nil }, "the write still waits after its waits were abandoned")
         #expect(throws: PostgresError.self) { try outcome.result?.get() }
         if case .failure(let e as PostgresError)? = outcome.result { #expect(e.sqlState == "57014", "\(e)") }
         // From now on no transaction begins on the store's connection, lock or no lock.
@@ -53,7 +56,9 @@ struct PostgresLockWaitTests {
         let other = try PostgresConfigStore(conninfo: conninfo)
         #expect(try other.current().info.number == before)
         let otherPath = WritePath(store: other, clock: ManualClock(PostgresStoreTests.t0), newSeed: { "unused" })
-        guard case .published = try otherPath.execute(request) else { throw TestSupport.Failure("the set published nothing") }
+        guard case .published = try otherPath.execute(request) else {
+            throw TestSupport.Failure("the set published nothing")
+        }
         #expect(try other.current().info.number == before + 1)
     }
 }

@@ -35,7 +35,9 @@ import TestSupport
         // A timeout no test waits out: only the abandonment can end this wait in time.
         let waiter = try SQLiteDatabase(path: path, create: false, busyTimeoutMilliseconds: 600_000)
         let outcome = Outcome()
-        detachThread { outcome.result = Result { try waiter.execute("BEGIN IMMEDIATE; INSERT INTO t VALUES (1); COMMIT") } }
+        detachThread {
+            outcome.result = Result { try waiter.execute("BEGIN IMMEDIATE; INSERT INTO t VALUES (1); COMMIT") }
+        }
         #expect(TestSupport.eventually { waiter.lockWaitCount > 0 }, "the statement never waited for the lock")
         #expect(outcome.result == nil, "the statement ended while the lock was held")
         waiter.lockWaits.cancel()
@@ -63,7 +65,9 @@ import TestSupport
         let holder = try Self.holdWriteLock(path)
         let waiter = try SQLiteDatabase(path: path, create: false, busyTimeoutMilliseconds: 600_000)
         let outcome = Outcome()
-        detachThread { outcome.result = Result { try waiter.execute("BEGIN IMMEDIATE; INSERT INTO t VALUES (1); COMMIT") } }
+        detachThread {
+            outcome.result = Result { try waiter.execute("BEGIN IMMEDIATE; INSERT INTO t VALUES (1); COMMIT") }
+        }
         #expect(TestSupport.eventually { waiter.lockWaitCount > 0 })
         try holder.execute("COMMIT")
         #expect(TestSupport.eventually { outcome.result != nil })
