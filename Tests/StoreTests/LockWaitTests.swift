@@ -18,61 +18,67 @@ import TestSupport
         }
     }
 
-    /// Holds the write lock of `path` on a connection of its own until `release`.
+    /// Holds the write lock of `path` on a connection of its own (until it ends its transaction).
     static func holdWriteLock(_ path: String) throws -> SQLiteDatabase {
         let holder = try SQLiteDatabase(path: path, create: false)
         try holder.execute("BEGIN IMMEDIATE")
         return holder
     }
 
+    /// A file with an empty table `t`, its write lock held by `holder`, and an insert by `waiter` (on a thread of
+    /// its own, ending in `outcome`) waiting for that lock, with a timeout no test waits out.
+    struct WaitingWrite {
+        let setup: SQLiteDatabase
+        let holder: SQLiteDatabase
+        let waiter: SQLiteDatabase
+        let outcome = Outcome()
+        /// The rows of `t` as the setup connection reads them.
+        var rows: SQLiteValue? { try? setup.query("SELECT count(*) FROM t").first?.first }
+
+        init(in dir: URL) throws {
+            let path = dir.appendingPathComponent("w.db").path
+            setup = try SQLiteDatabase(path: path)
+            try setup.execute("CREATE TABLE t (x INTEGER)")
+            holder = try LockWaitTests.holdWriteLock(path)
+            waiter = try SQLiteDatabase(path: path, create: false, busyTimeoutMilliseconds: 600_000)
+            let (waiter, outcome) = (waiter, outcome)
+            detachThread {
+                outcome.result = Result { try waiter.execute("BEGIN IMMEDIATE; INSERT INTO t VALUES (1); COMMIT") }
+            }
+            #expect(TestSupport.eventually { waiter.lockWaitCount > 0 }, "the insert never waited for the lock")
+        }
+    }
+
     @Test func aWaitForALockEndsWhenItsWaitsAreAbandoned() throws {
         let dir = try TestSupport.temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: dir) }
-        let path = dir.appendingPathComponent("w.db").path
-        let setup = try SQLiteDatabase(path: path)
-        try setup.execute("CREATE TABLE t (x INTEGER)")
-        let holder = try Self.holdWriteLock(path)
-        // A timeout no test waits out: only the abandonment can end this wait in time.
-        let waiter = try SQLiteDatabase(path: path, create: false, busyTimeoutMilliseconds: 600_000)
-        let outcome = Outcome()
-        detachThread {
-            outcome.result = Result { try waiter.execute("BEGIN IMMEDIATE; INSERT INTO t VALUES (1); COMMIT") }
-        }
-        #expect(TestSupport.eventually { waiter.lockWaitCount > 0 }, "the statement never waited for the lock")
-        #expect(outcome.result == nil, "the statement ended while the lock was held")
-        waiter.lockWaits.cancel()
-        #expect(TestSupport.eventually { outcome.result != nil }, "the wait did not end when abandoned")
-        #expect(throws: SQLiteError.self) { try outcome.result?.get() }
+        let w = try WaitingWrite(in: dir)
+        #expect(w.outcome.result == nil, "the insert ended while the lock was held")
+        // Only the abandonment can end this wait in time.
+        w.waiter.lockWaits.cancel()
+        #expect(TestSupport.eventually { w.outcome.result != nil }, "the wait did not end when abandoned")
+        #expect(throws: SQLiteError.self) { try w.outcome.result?.get() }
         // From now on a locked file fails at once: the handler no longer waits.
-        let calls = waiter.lockWaitCount
-        #expect(throws: SQLiteError.self) { try waiter.execute("BEGIN IMMEDIATE") }
-        #expect(waiter.lockWaitCount == calls + 1, "one call, which gave up")
+        let calls = w.waiter.lockWaitCount
+        #expect(throws: SQLiteError.self) { try w.waiter.execute("BEGIN IMMEDIATE") }
+        #expect(w.waiter.lockWaitCount == calls + 1, "one call, which gave up")
         // Nothing was written, and the file is usable once the lock is released.
-        try holder.execute("ROLLBACK")
-        #expect(try setup.query("SELECT count(*) FROM t").first?.first == .integer(0))
-        let other = try SQLiteDatabase(path: path, create: false)
+        try w.holder.execute("ROLLBACK")
+        #expect(w.rows == .integer(0))
+        let other = try SQLiteDatabase(path: w.setup.path, create: false)
         try other.execute("INSERT INTO t VALUES (2)")
-        #expect(try setup.query("SELECT count(*) FROM t").first?.first == .integer(1))
+        #expect(w.rows == .integer(1))
     }
 
     /// Without an abandonment a wait still ends when the lock is released: the handler retries.
     @Test func aWaitForALockEndsWhenTheLockIsReleased() throws {
         let dir = try TestSupport.temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: dir) }
-        let path = dir.appendingPathComponent("w.db").path
-        let setup = try SQLiteDatabase(path: path)
-        try setup.execute("CREATE TABLE t (x INTEGER)")
-        let holder = try Self.holdWriteLock(path)
-        let waiter = try SQLiteDatabase(path: path, create: false, busyTimeoutMilliseconds: 600_000)
-        let outcome = Outcome()
-        detachThread {
-            outcome.result = Result { try waiter.execute("BEGIN IMMEDIATE; INSERT INTO t VALUES (1); COMMIT") }
-        }
-        #expect(TestSupport.eventually { waiter.lockWaitCount > 0 })
-        try holder.execute("COMMIT")
-        #expect(TestSupport.eventually { outcome.result != nil })
-        #expect(throws: Never.self) { try outcome.result?.get() }
-        #expect(try setup.query("SELECT count(*) FROM t").first?.first == .integer(1))
+        let w = try WaitingWrite(in: dir)
+        try w.holder.execute("COMMIT")
+        #expect(TestSupport.eventually { w.outcome.result != nil })
+        #expect(throws: Never.self) { try w.outcome.result?.get() }
+        #expect(w.rows == .integer(1))
     }
 
     /// A store's connections share one abandonment: the App Check state's reader, opened on the store's
