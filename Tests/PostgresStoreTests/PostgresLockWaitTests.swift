@@ -1,5 +1,4 @@
 import Foundation
-import Platform
 @testable import PostgresStore
 import RemoteConfig
 import Rollout
@@ -11,15 +10,6 @@ import Timekeeping
 /// waits (`PostgresConfigStore.abandonLockWaits`, what `serve` does past its drain): the statement waiting is
 /// cancelled and the transaction rolls back, and no transaction begins afterwards.
 struct PostgresLockWaitTests {
-    final class Outcome: @unchecked Sendable {
-        private let lock = Lock()
-        private var value: Result<Void, any Error>?
-        var result: Result<Void, any Error>? {
-            get { lock.withLock { value } }
-            set { lock.withLock { value = newValue } }
-        }
-    }
-
     @Test func aWriteWaitingForTheHeadLockEndsWhenItsWaitsAreAbandoned() throws {
         let (store, conninfo) = try PostgresStoreTests.freshStore()
         let before = try store.current().info.number
@@ -31,8 +21,7 @@ struct PostgresLockWaitTests {
             store: store, clock: ManualClock(PostgresStoreTests.t0), newSeed: { "unused" })
         let request = WritePath.Request(
             intent: .rollout(.set(MicroPercent(percent: 10))), actor: "ana@test", reason: "waits", origin: "TEST")
-        let outcome = Outcome()
-        detachThread { outcome.result = Result { _ = try path.execute(request) } }
+        let write = BackgroundCall { Result { _ = try path.execute(request) } }
         // The write is waiting for the row lock (bounded wait for the server to show it).
         let probe = try PGConnection(conninfo)
         #expect(
@@ -42,12 +31,11 @@ struct PostgresLockWaitTests {
                         + "WHERE datname = current_database() AND wait_event_type = 'Lock'"
                 ).first?.first == "1"
             }, "no session waits for the head lock")
-        #expect(outcome.result == nil)
+        #expect(write.result(within: 0) == nil)
         store.abandonLockWaits()
-        #expect(
-            TestSupport.eventually { outcome.result != nil }, "the write still waits after its waits were abandoned")
-        #expect(throws: PostgresError.self) { try outcome.result?.get() }
-        if case .failure(let e as PostgresError)? = outcome.result { #expect(e.sqlState == "57014", "\(e)") }
+        let ended = try #require(write.result(), "the write still waits after its waits were abandoned")
+        #expect(throws: PostgresError.self) { try ended.get() }
+        if case .failure(let e as PostgresError) = ended { #expect(e.sqlState == "57014", "\(e)") }
         // From now on no transaction begins on the store's connection, lock or no lock.
         #expect(throws: StoreError.self) { try store.atomically {} }
         try holder.execute("ROLLBACK")

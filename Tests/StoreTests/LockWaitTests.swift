@@ -1,5 +1,4 @@
 import Foundation
-import Platform
 import SQLiteStore
 import Testing
 import TestSupport
@@ -9,15 +8,6 @@ import TestSupport
 /// calls still waiting fail now instead of each waiting out its timeout while the process waits for them (a stop
 /// with the store locked took two drains, 19.5 s for a 10 s drain).
 @Suite struct LockWaitTests {
-    final class Outcome: @unchecked Sendable {
-        private let lock = Lock()
-        private var value: Result<Void, any Error>?
-        var result: Result<Void, any Error>? {
-            get { lock.withLock { value } }
-            set { lock.withLock { value = newValue } }
-        }
-    }
-
     /// Holds the write lock of `path` on a connection of its own (until it ends its transaction).
     static func holdWriteLock(_ path: String) throws -> SQLiteDatabase {
         let holder = try SQLiteDatabase(path: path, create: false)
@@ -26,12 +16,12 @@ import TestSupport
     }
 
     /// A file with an empty table `t`, its write lock held by `holder`, and an insert by `waiter` (on a thread of
-    /// its own, ending in `outcome`) waiting for that lock, with a timeout no test waits out.
+    /// its own, `insert`) waiting for that lock, with a timeout no test waits out.
     struct WaitingWrite {
         let setup: SQLiteDatabase
         let holder: SQLiteDatabase
         let waiter: SQLiteDatabase
-        let outcome = Outcome()
+        let insert: BackgroundCall<Result<Void, any Error>>
         /// The rows of `t` as the setup connection reads them.
         var rows: SQLiteValue? { try? setup.query("SELECT count(*) FROM t").first?.first }
 
@@ -41,9 +31,9 @@ import TestSupport
             try setup.execute("CREATE TABLE t (x INTEGER)")
             holder = try LockWaitTests.holdWriteLock(path)
             waiter = try SQLiteDatabase(path: path, create: false, busyTimeoutMilliseconds: 600_000)
-            let (waiter, outcome) = (waiter, outcome)
-            detachThread {
-                outcome.result = Result { try waiter.execute("BEGIN IMMEDIATE; INSERT INTO t VALUES (1); COMMIT") }
+            let waiter = waiter
+            insert = BackgroundCall {
+                Result { try waiter.execute("BEGIN IMMEDIATE; INSERT INTO t VALUES (1); COMMIT") }
             }
             #expect(TestSupport.eventually { waiter.lockWaitCount > 0 }, "the insert never waited for the lock")
         }
@@ -53,11 +43,11 @@ import TestSupport
         let dir = try TestSupport.temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: dir) }
         let w = try WaitingWrite(in: dir)
-        #expect(w.outcome.result == nil, "the insert ended while the lock was held")
+        #expect(w.insert.result(within: 0) == nil, "the insert ended while the lock was held")
         // Only the abandonment can end this wait in time.
         w.waiter.lockWaits.cancel()
-        #expect(TestSupport.eventually { w.outcome.result != nil }, "the wait did not end when abandoned")
-        #expect(throws: SQLiteError.self) { try w.outcome.result?.get() }
+        let abandoned = try #require(w.insert.result(), "the wait did not end when abandoned")
+        #expect(throws: SQLiteError.self) { try abandoned.get() }
         // From now on a locked file fails at once: the handler no longer waits.
         let calls = w.waiter.lockWaitCount
         #expect(throws: SQLiteError.self) { try w.waiter.execute("BEGIN IMMEDIATE") }
@@ -76,8 +66,8 @@ import TestSupport
         defer { try? FileManager.default.removeItem(at: dir) }
         let w = try WaitingWrite(in: dir)
         try w.holder.execute("COMMIT")
-        #expect(TestSupport.eventually { w.outcome.result != nil })
-        #expect(throws: Never.self) { try w.outcome.result?.get() }
+        let inserted = try #require(w.insert.result(), "the wait did not end when the lock was released")
+        #expect(throws: Never.self) { try inserted.get() }
         #expect(w.rows == .integer(1))
     }
 
