@@ -74,6 +74,13 @@ package final class WorkerThread: @unchecked Sendable {
         joined = true
         pthread_join(thread, nil)
     }
+
+    /// Lets the thread end on its own, never joined (its resources are freed when it ends).
+    package func detach() {
+        guard !joined else { return }
+        joined = true
+        pthread_detach(thread)
+    }
 }
 
 /// A fixed set of reusable buffers passed from a producing thread to a consuming one, oldest first: the

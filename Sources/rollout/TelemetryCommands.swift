@@ -84,10 +84,11 @@ enum TelemetryCommands {
         if path == "-" {
             fd = 0
         } else {
-            fd = open(path, O_RDONLY)
+            fd = open(path, O_RDONLY | O_CLOEXEC)
             guard fd >= 0 else { throw CommandError("cannot read \(path): \(String(cString: strerror(errno)))") }
         }
-        defer { if fd != 0 { close(fd) } }
+        var descriptorOwned = true  // until the reader below takes it
+        defer { if descriptorOwned, fd != 0 { close(fd) } }
         // Progress on a terminal: bytes read of the file's size (of nothing known for a pipe).
         var info = stat()
         let size: Int64? = fstat(fd, &info) == 0 && (info.st_mode & S_IFMT) == S_IFREG ? Int64(info.st_size) : nil
@@ -127,27 +128,20 @@ enum TelemetryCommands {
             ingest.resetCounts()
         }
 
-        let chunk = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 20, alignment: 16)
-        defer { chunk.deallocate() }
-        // A file is read ahead of the parse: the kernel is asked to fetch the next 32 MiB while this process
-        // parses (a cold file would otherwise stall each read for the disk).
-        let readAhead: Int64 = 32 << 20
-        var requestedUpTo: Int64 = 0
-        if size != nil { _ = posix_fadvise(fd, 0, 0, Int32(POSIX_FADV_SEQUENTIAL)) }
+        // The input is read on a thread of its own, a few chunks ahead of the parse (and a file announced to the
+        // kernel 32 MiB ahead); the reader closes the descriptor when it is done with it.
+        let input = ReadAhead(fd: fd, size: size)
+        descriptorOwned = false
         while true {
-            if let size, bytesRead + readAhead / 2 >= requestedUpTo, requestedUpTo < size {
-                _ = posix_fadvise(fd, off_t(requestedUpTo), off_t(readAhead), Int32(POSIX_FADV_WILLNEED))
-                requestedUpTo += readAhead
+            let bytes: UnsafeRawBufferPointer
+            do {
+                guard let next = try input.next() else { break }
+                bytes = next
+            } catch {
+                throw CommandError("reading \(path) failed: \(error); nothing of this batch was ingested")
             }
-            let n = read(fd, chunk.baseAddress, chunk.count)
-            if n < 0 {
-                if errno == EINTR { continue }
-                throw CommandError(
-                    "reading \(path) failed: \(String(cString: strerror(errno))); nothing of this batch was ingested")
-            }
-            if n == 0 { break }
-            ingest.feed(UnsafeRawBufferPointer(rebasing: chunk[0..<n]))
-            bytesRead += Int64(n)
+            ingest.feed(bytes)
+            bytesRead += Int64(bytes.count)
             progress.update(done: bytesRead)
             if strict, ingest.problemCount > 0 { try land() }
             if ingest.batchEvents >= batchEvents { try land() }

@@ -1,0 +1,139 @@
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+import Telemetry
+
+/// Why reading an ingest's input failed.
+public struct ReadAheadError: Error, CustomStringConvertible {
+    public let errorNumber: Int32
+    public var description: String { String(cString: strerror(errorNumber)) }
+}
+
+/// Reads a file descriptor on a thread of its own, a few chunks ahead of the thread that parses them.
+///
+/// Copying a file's bytes out of the page cache was a sixth of the parsing thread's time in a large ingest (the
+/// `read` system call's copy); here it overlaps with the parse. The bytes come out exactly in the file's order,
+/// and an error of `read` is thrown by `next()` in the place of the bytes that follow it. A regular file of
+/// known size is also announced to the kernel `readAhead` bytes ahead (`POSIX_FADV_WILLNEED`), so a cold file
+/// does not stall each read for the disk.
+///
+/// The reader owns the descriptor from `init` on and closes it when its thread ends (at the end of the input,
+/// at an error, or after the reader is released), so a descriptor number is never reused under a read still in
+/// flight. Standard input (0) is never closed.
+public final class ReadAhead {
+    final class Chunk {
+        let bytes: UnsafeMutableRawBufferPointer
+        var count = 0
+        var errorNumber: Int32 = 0
+        init(size: Int) { bytes = .allocate(byteCount: size, alignment: 16) }
+        deinit { bytes.deallocate() }
+    }
+
+    private let chunks: Handoff<Chunk>
+    private var current: Chunk?
+    private var ended = false
+
+    /// Starts reading `fd`; `size` is a regular file's size (nil for a pipe). Without a thread to give, the
+    /// chunks are read on the caller's thread, one at a time.
+    public init(
+        fd: Int32, size: Int64?, chunkBytes: Int = 1 << 20, chunks count: Int = 4, readAhead: Int64 = 32 << 20
+    ) {
+        let chunks = Handoff((0..<max(1, count)).map { _ in Chunk(size: chunkBytes) })
+        self.chunks = chunks
+        let source = Source(fd: fd, size: size, readAhead: readAhead)
+        if let thread = WorkerThread.start({ source.run(chunks) }) {
+            thread.detach()  // never joined: a read from a pipe may outlast the reader
+        } else {
+            self.source = source
+        }
+    }
+
+    /// Set only when no thread could be started: `next()` then reads itself.
+    private var source: Source?
+
+    deinit {
+        chunks.cancel()
+        source?.closeDescriptor()
+    }
+
+    /// The next bytes of the input, nil at its end. They stay valid until the next call.
+    public func next() throws(ReadAheadError) -> UnsafeRawBufferPointer? {
+        if let current {
+            chunks.giveBack(current)
+            self.current = nil
+        }
+        guard !ended else { return nil }
+        if let source {
+            // No thread: read one chunk here, through the same hand-off.
+            guard let spare = chunks.takeSpare() else { return nil }
+            _ = source.fill(spare)
+            chunks.hand(spare)
+        }
+        guard let chunk = chunks.next() else {
+            ended = true
+            return nil
+        }
+        current = chunk
+        if chunk.errorNumber != 0 {
+            ended = true
+            throw ReadAheadError(errorNumber: chunk.errorNumber)
+        }
+        if chunk.count == 0 {
+            ended = true
+            return nil
+        }
+        return UnsafeRawBufferPointer(rebasing: chunk.bytes[0..<chunk.count])
+    }
+
+    /// The descriptor and where its reads are, used by one thread at a time.
+    final class Source: @unchecked Sendable {
+        let fd: Int32
+        let size: Int64?
+        let readAhead: Int64
+        private var offset: Int64 = 0
+        private var requestedUpTo: Int64 = 0
+        private var closed = false
+
+        init(fd: Int32, size: Int64?, readAhead: Int64) {
+            self.fd = fd
+            self.size = size
+            self.readAhead = readAhead
+            if size != nil { _ = posix_fadvise(fd, 0, 0, Int32(POSIX_FADV_SEQUENTIAL)) }
+        }
+
+        /// Reads into `chunk`; false at the end of the input or an error (both recorded in the chunk).
+        func fill(_ chunk: Chunk) -> Bool {
+            if let size, offset + readAhead / 2 >= requestedUpTo, requestedUpTo < size {
+                _ = posix_fadvise(fd, off_t(requestedUpTo), off_t(readAhead), Int32(POSIX_FADV_WILLNEED))
+                requestedUpTo += readAhead
+            }
+            while true {
+                let n = read(fd, chunk.bytes.baseAddress, chunk.bytes.count)
+                if n < 0, errno == EINTR { continue }
+                chunk.errorNumber = n < 0 ? errno : 0
+                chunk.count = max(0, n)
+                offset += Int64(chunk.count)
+                return n > 0
+            }
+        }
+
+        /// The thread's loop: fills spare chunks until the input ends or the reader is released.
+        func run(_ chunks: Handoff<Chunk>) {
+            while let chunk = chunks.takeSpare() {
+                let more = fill(chunk)
+                chunks.hand(chunk)
+                if !more { break }
+            }
+            chunks.close()
+            closeDescriptor()
+        }
+
+        func closeDescriptor() {
+            guard !closed else { return }
+            closed = true
+            if fd != 0 { _ = close(fd) }
+        }
+    }
+}

@@ -1,0 +1,116 @@
+import Foundation
+import TestSupport
+import Testing
+
+@testable import TelemetryIngest
+
+/// The ingest's input is read on a thread of its own, a few chunks ahead of the parse: the bytes must come out
+/// exactly in order, a read error must come out where it happened, and the descriptor must be closed once the
+/// reader is done with it (never while a read may still use its number).
+@Suite("read ahead")
+struct ReadAheadTests {
+    static func drain(_ reader: ReadAhead) throws -> [UInt8] {
+        var out: [UInt8] = []
+        while let bytes = try reader.next() { out.append(contentsOf: bytes) }
+        return out
+    }
+
+    static func temporaryFile(_ bytes: [UInt8]) throws -> String {
+        let path = NSTemporaryDirectory() + "read-ahead-\(UUID().uuidString)"
+        try Data(bytes).write(to: URL(fileURLWithPath: path))
+        return path
+    }
+
+    /// What descriptor `fd` refers to (`/proc/self/fd`), nil when it is closed.
+    static func target(_ fd: Int32) -> String? {
+        var buffer = [CChar](repeating: 0, count: 4096)
+        let n = readlink("/proc/self/fd/\(fd)", &buffer, buffer.count - 1)
+        return n < 0 ? nil : String(cString: buffer)
+    }
+
+    /// Waits (bounded) until `fd` no longer refers to `opened`: closed, or its number reused by another test.
+    static func closed(_ fd: Int32, opened: String?) -> Bool {
+        guard let opened else { return false }
+        return TestSupport.eventually { target(fd) != opened }
+    }
+
+    @Test("a file comes out byte for byte, across chunk boundaries of every alignment, and its descriptor is closed")
+    func fileInOrder() throws {
+        var state: UInt64 = 0x9E37_79B9_7F4A_7C15
+        let bytes = (0..<100_003).map { _ -> UInt8 in
+            state = state &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
+            return UInt8(truncatingIfNeeded: state >> 33)
+        }
+        let path = try Self.temporaryFile(bytes)
+        defer { unlink(path) }
+        // Chunk sizes that divide the file, do not, and exceed it; one chunk in flight and several.
+        for (chunkBytes, chunks) in [(1, 1), (7, 2), (4096, 4), (100_003, 1), (1 << 20, 4)] {
+            let fd = open(path, O_RDONLY)
+            try #require(fd >= 0)
+            let opened = Self.target(fd)
+            let reader = ReadAhead(fd: fd, size: Int64(bytes.count), chunkBytes: chunkBytes, chunks: chunks)
+            let read = try Self.drain(reader)
+            #expect(read == bytes, "chunks of \(chunkBytes), \(chunks) in flight")
+            #expect(try reader.next() == nil, "the end stays the end")
+            #expect(Self.closed(fd, opened: opened), "the descriptor is closed after the end")
+        }
+    }
+
+    @Test("a pipe is read to its end, however its writer splits it")
+    func pipeInOrder() throws {
+        var fds: [Int32] = [0, 0]
+        try #require(pipe(&fds) == 0)
+        let text = Array((0..<5000).map { "line \($0)\n" }.joined().utf8)
+        let writeEnd = fds[1]
+        let writer = Thread {
+            var offset = 0
+            var step = 1
+            while offset < text.count {
+                let n = min(step, text.count - offset)
+                _ = text[offset..<offset + n].withUnsafeBytes { write(writeEnd, $0.baseAddress, n) }
+                offset += n
+                step = step % 997 + 13
+            }
+            close(writeEnd)
+        }
+        writer.start()
+        let opened = Self.target(fds[0])
+        let reader = ReadAhead(fd: fds[0], size: nil, chunkBytes: 512, chunks: 3)
+        #expect(try Self.drain(reader) == text)
+        #expect(Self.closed(fds[0], opened: opened))
+    }
+
+    @Test("a read that fails comes out as an error after the bytes before it, and ends the input")
+    func readError() throws {
+        // read(2) on a directory fails with EISDIR: the first chunk is the error.
+        let directory = NSTemporaryDirectory() + "read-ahead-\(UUID().uuidString)"
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: false)
+        defer { rmdir(directory) }
+        let fd = open(directory, O_RDONLY | O_DIRECTORY)
+        try #require(fd >= 0)
+        let opened = Self.target(fd)
+        let reader = ReadAhead(fd: fd, size: nil, chunkBytes: 64, chunks: 2)
+        let error = #expect(throws: ReadAheadError.self) { _ = try reader.next() }
+        #expect(error?.errorNumber == EISDIR)
+        #expect(try reader.next() == nil, "the input ends with its error")
+        #expect(Self.closed(fd, opened: opened))
+        #expect("\(ReadAheadError(errorNumber: EISDIR))" == String(cString: strerror(EISDIR)))
+    }
+
+    @Test("a reader released before the end stops its thread and closes the descriptor")
+    func releasedEarly() throws {
+        let bytes = [UInt8](repeating: 0x61, count: 1 << 20)
+        let path = try Self.temporaryFile(bytes)
+        defer { unlink(path) }
+        let fd = open(path, O_RDONLY)
+        try #require(fd >= 0)
+        let opened = Self.target(fd)
+        do {
+            let reader = ReadAhead(fd: fd, size: Int64(bytes.count), chunkBytes: 4096, chunks: 2)
+            let first = try #require(try reader.next())
+            #expect(first.count == 4096)
+        }
+        // The thread was waiting for a spare chunk (the file is 256 of them): the release wakes it, and it ends.
+        #expect(Self.closed(fd, opened: opened))
+    }
+}
