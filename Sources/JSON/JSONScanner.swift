@@ -23,7 +23,27 @@ package struct ByteSpan {
 
     @inline(__always)
     package func equals(_ literal: StaticString) -> Bool {
-        count == literal.utf8CodeUnitCount && !escaped && memcmp(start, literal.utf8Start, count) == 0
+        count == literal.utf8CodeUnitCount && !escaped && Self.sameBytes(start, literal.utf8Start, count)
+    }
+
+    /// `memcmp(a, b, n) == 0` for the short names and values a line is made of, without a call into libc: two
+    /// loads that overlap cover 4 to 16 bytes; a line's every value was compared through `memcmp` before.
+    @inline(__always)
+    package static func sameBytes(_ a: UnsafePointer<UInt8>, _ b: UnsafePointer<UInt8>, _ n: Int) -> Bool {
+        let x = UnsafeRawPointer(a), y = UnsafeRawPointer(b)
+        switch n {
+        case 0: return true
+        case 1...3: return a[0] == b[0] && a[n >> 1] == b[n >> 1] && a[n - 1] == b[n - 1]
+        case 4...8:
+            return x.loadUnaligned(as: UInt32.self) == y.loadUnaligned(as: UInt32.self)
+                && x.loadUnaligned(fromByteOffset: n - 4, as: UInt32.self)
+                    == y.loadUnaligned(fromByteOffset: n - 4, as: UInt32.self)
+        case 9...16:
+            return x.loadUnaligned(as: UInt64.self) == y.loadUnaligned(as: UInt64.self)
+                && x.loadUnaligned(fromByteOffset: n - 8, as: UInt64.self)
+                    == y.loadUnaligned(fromByteOffset: n - 8, as: UInt64.self)
+        default: return memcmp(a, b, n) == 0
+        }
     }
 
     package var string: String { String(decoding: raw, as: UTF8.self) }
@@ -32,7 +52,7 @@ package struct ByteSpan {
     @inline(__always)
     package func sameText(as other: ByteSpan) -> Bool {
         if !escaped, !other.escaped {
-            return count == other.count && (count == 0 || (start.pointee == other.start.pointee && memcmp(start, other.start, count) == 0))
+            return count == other.count && Self.sameBytes(start, other.start, count)
         }
         return text == other.text
     }

@@ -170,7 +170,7 @@ public func osMajorVersion(_ text: some StringProtocol) -> UInt8 { majorVersion(
 
 /// The first run of digits in `bytes` as a number (at most 255), or 0.
 @inline(__always)
-package func majorVersion<Bytes: Sequence>(_ bytes: Bytes) -> UInt8 where Bytes.Element == UInt8 {
+@inlinable package func majorVersion<Bytes: Sequence>(_ bytes: Bytes) -> UInt8 where Bytes.Element == UInt8 {
     var value = 0
     var seen = false
     for c in bytes {

@@ -120,3 +120,41 @@ struct ScannerParserAgreementTests {
         #expect(canonical(many, policy: .count) != nil)
     }
 }
+
+/// `ByteSpan.sameBytes` stands in for `memcmp(a, b, n) == 0` on every name and value a line is compared with:
+/// it must agree with `memcmp` at every length it handles itself and past them, whichever byte differs.
+@Suite("JSON scanner: byte comparison")
+struct ByteComparisonTests {
+    @Test("agrees with memcmp for lengths 0 to 40, equal and with any one byte different")
+    func agreesWithMemcmp() {
+        var state: UInt64 = 0x2545_F491_4F6C_DD1D
+        func next() -> UInt8 {
+            state ^= state << 13
+            state ^= state >> 7
+            state ^= state << 17
+            return UInt8(truncatingIfNeeded: state)
+        }
+        for n in 0...40 {
+            // Unaligned starts too: the loads read at any offset.
+            for offset in 0..<3 {
+                let a = (0..<n + offset).map { _ in next() }
+                var b = [UInt8](repeating: 0, count: n + 1)
+                for i in 0..<n { b[i + 1] = a[i + offset] }
+                a.withUnsafeBufferPointer { pa in
+                    b.withUnsafeMutableBufferPointer { pb in
+                        let x = pa.baseAddress! + offset, y = UnsafePointer(pb.baseAddress! + 1)
+                        #expect(ByteSpan.sameBytes(x, y, n), "equal, length \(n), offset \(offset)")
+                        for i in 0..<n {
+                            let saved = pb[i + 1]
+                            pb[i + 1] ^= 1 << UInt8(i % 8)
+                            #expect(
+                                ByteSpan.sameBytes(x, y, n) == (memcmp(x, y, n) == 0) && !ByteSpan.sameBytes(x, y, n),
+                                "length \(n), byte \(i) different")
+                            pb[i + 1] = saved
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
