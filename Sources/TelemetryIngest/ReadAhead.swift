@@ -34,24 +34,24 @@ public final class ReadAhead {
     private let chunks: Handoff<Chunk>
     private var current: Chunk?
     private var ended = false
+    /// Set only when no thread could be started: `next()` then reads itself.
+    private var source: Source?
 
-    /// Starts reading `fd`; `size` is a regular file's size (nil for a pipe). Without a thread to give, the
-    /// chunks are read on the caller's thread, one at a time.
+    /// Starts reading `fd`; `size` is a regular file's size (nil for a pipe). Without a thread to give (or with
+    /// `ownThread` false, for tests), the chunks are read on the caller's thread, one at a time.
     public init(
-        fd: Int32, size: Int64?, chunkBytes: Int = 1 << 20, chunks count: Int = 4, readAhead: Int64 = 32 << 20
+        fd: Int32, size: Int64?, chunkBytes: Int = 1 << 20, chunks count: Int = 4, readAhead: Int64 = 32 << 20,
+        ownThread: Bool = true
     ) {
         let chunks = Handoff((0..<max(1, count)).map { _ in Chunk(size: chunkBytes) })
         self.chunks = chunks
         let source = Source(fd: fd, size: size, readAhead: readAhead)
-        if let thread = WorkerThread.start({ source.run(chunks) }) {
+        if ownThread, let thread = WorkerThread.start({ source.run(chunks) }) {
             thread.detach()  // never joined: a read from a pipe may outlast the reader
         } else {
             self.source = source
         }
     }
-
-    /// Set only when no thread could be started: `next()` then reads itself.
-    private var source: Source?
 
     deinit {
         chunks.cancel()
@@ -65,12 +65,8 @@ public final class ReadAhead {
             self.current = nil
         }
         guard !ended else { return nil }
-        if let source {
-            // No thread: read one chunk here, through the same hand-off.
-            guard let spare = chunks.takeSpare() else { return nil }
-            _ = source.fill(spare)
-            chunks.hand(spare)
-        }
+        // No thread: one chunk is read here, through the same hand-off.
+        if let source { _ = source.step(chunks) }
         guard let chunk = chunks.next() else {
             ended = true
             return nil
@@ -103,29 +99,31 @@ public final class ReadAhead {
             if size != nil { _ = posix_fadvise(fd, 0, 0, Int32(POSIX_FADV_SEQUENTIAL)) }
         }
 
-        /// Reads into `chunk`; false at the end of the input or an error (both recorded in the chunk).
-        func fill(_ chunk: Chunk) -> Bool {
+        /// Reads the next chunk into a spare one and hands it on; false once no more will follow (the end of the
+        /// input or an error, recorded in the chunk handed, or the reader released).
+        func step(_ chunks: Handoff<Chunk>) -> Bool {
+            guard let chunk = chunks.takeSpare() else { return false }
+            fill(chunk)
+            chunks.hand(chunk)
+            return chunk.count > 0
+        }
+
+        /// Reads into `chunk`: 0 bytes at the end of the input, or an error number.
+        private func fill(_ chunk: Chunk) {
             if let size, offset + readAhead / 2 >= requestedUpTo, requestedUpTo < size {
                 _ = posix_fadvise(fd, off_t(requestedUpTo), off_t(readAhead), Int32(POSIX_FADV_WILLNEED))
                 requestedUpTo += readAhead
             }
-            while true {
-                let n = read(fd, chunk.bytes.baseAddress, chunk.bytes.count)
-                if n < 0, errno == EINTR { continue }
-                chunk.errorNumber = n < 0 ? errno : 0
-                chunk.count = max(0, n)
-                offset += Int64(chunk.count)
-                return n > 0
-            }
+            var n: Int
+            repeat { n = read(fd, chunk.bytes.baseAddress, chunk.bytes.count) } while n < 0 && errno == EINTR
+            chunk.errorNumber = n < 0 ? errno : 0
+            chunk.count = max(0, n)
+            offset += Int64(chunk.count)
         }
 
         /// The thread's loop: fills spare chunks until the input ends or the reader is released.
         func run(_ chunks: Handoff<Chunk>) {
-            while let chunk = chunks.takeSpare() {
-                let more = fill(chunk)
-                chunks.hand(chunk)
-                if !more { break }
-            }
+            while step(chunks) {}
             chunks.close()
             closeDescriptor()
         }

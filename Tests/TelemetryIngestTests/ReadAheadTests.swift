@@ -24,8 +24,8 @@ struct ReadAheadTests {
     /// What descriptor `fd` refers to (`/proc/self/fd`), nil when it is closed.
     static func target(_ fd: Int32) -> String? {
         var buffer = [CChar](repeating: 0, count: 4096)
-        let n = readlink("/proc/self/fd/\(fd)", &buffer, buffer.count - 1)
-        return n < 0 ? nil : String(cString: buffer)
+        let n = readlink("/proc/self/fd/\(fd)", &buffer, buffer.count)
+        return n < 0 ? nil : String(decoding: buffer.prefix(n).map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
 
     /// Waits (bounded) until `fd` no longer refers to `opened`: closed, or its number reused by another test.
@@ -43,16 +43,23 @@ struct ReadAheadTests {
         }
         let path = try Self.temporaryFile(bytes)
         defer { unlink(path) }
-        // Chunk sizes that divide the file, do not, and exceed it; one chunk in flight and several.
-        for (chunkBytes, chunks) in [(1, 1), (7, 2), (4096, 4), (100_003, 1), (1 << 20, 4)] {
-            let fd = open(path, O_RDONLY)
-            try #require(fd >= 0)
-            let opened = Self.target(fd)
-            let reader = ReadAhead(fd: fd, size: Int64(bytes.count), chunkBytes: chunkBytes, chunks: chunks)
-            let read = try Self.drain(reader)
-            #expect(read == bytes, "chunks of \(chunkBytes), \(chunks) in flight")
-            #expect(try reader.next() == nil, "the end stays the end")
-            #expect(Self.closed(fd, opened: opened), "the descriptor is closed after the end")
+        // Chunk sizes that divide the file, do not, and exceed it; one chunk in flight and several; read on the
+        // reader's thread and (as without a thread to give) on the caller's.
+        for ownThread in [true, false] {
+            for (chunkBytes, chunks) in [(1, 1), (7, 2), (4096, 4), (100_003, 1), (1 << 20, 4)] {
+                let fd = open(path, O_RDONLY)
+                try #require(fd >= 0)
+                let opened = Self.target(fd)
+                var reader: ReadAhead? = ReadAhead(
+                    fd: fd, size: Int64(bytes.count), chunkBytes: chunkBytes, chunks: chunks, ownThread: ownThread)
+                let read = try Self.drain(reader!)
+                #expect(read == bytes, "chunks of \(chunkBytes), \(chunks) in flight, own thread \(ownThread)")
+                #expect(try reader!.next() == nil, "the end stays the end")
+                // On its own thread the reader closes the descriptor at the end; on the caller's, when released.
+                if !ownThread { reader = nil }
+                #expect(Self.closed(fd, opened: opened), "the descriptor is closed")
+                _ = reader
+            }
         }
     }
 
