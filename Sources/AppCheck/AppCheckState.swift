@@ -1,5 +1,4 @@
 import Crypto
-import FoundationEssentials
 import Glibc
 import Platform
 import Timekeeping

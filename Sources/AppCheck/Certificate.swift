@@ -1,6 +1,5 @@
 import COpenSSL
 import Crypto
-import FoundationEssentials
 import Glibc
 import Platform
 import Timekeeping

@@ -1,5 +1,5 @@
-import FoundationEssentials
 import Glibc
+import Platform
 import COpenSSL
 
 /// SHA-256 through libcrypto.
@@ -10,11 +10,11 @@ public enum SHA256 {
     public static let digestLength = 32
 
     // The generic entry points are inlinable so that callers specialise them: unspecialised, the first call of a
-    // process with each type looks up its `ContiguousBytes` conformance at run time, a scan of every conformance
+    // process with each type looks up its `RawBytes` conformance at run time, a scan of every conformance
     // record in the binary (about a quarter of a million instructions).
 
     /// The digest of `bytes`.
-    @inlinable public static func hash<Bytes: ContiguousBytes>(_ bytes: Bytes) -> [UInt8] {
+    @inlinable public static func hash<Bytes: RawBytes>(_ bytes: Bytes) -> [UInt8] {
         // SHA256_Init/Update/Final call the block function directly; OpenSSL 3's one-shot SHA256() fetches the
         // algorithm from a provider on every call, which costs more than hashing a short input.
         var h = Hasher()
@@ -29,7 +29,7 @@ public enum SHA256 {
     }
 
     /// Lowercase hex of the digest of `bytes`.
-    @inlinable public static func hex<Bytes: ContiguousBytes>(_ bytes: Bytes) -> String { Hex.encode(hash(bytes)) }
+    @inlinable public static func hex<Bytes: RawBytes>(_ bytes: Bytes) -> String { Hex.encode(hash(bytes)) }
 
     /// An incremental hasher; `copy()` lets a common prefix be hashed once and reused.
     public struct Hasher: Sendable {
@@ -37,7 +37,7 @@ public enum SHA256 {
 
         public init() { SHA256_Init(&context) }
 
-        @inlinable public mutating func update<Bytes: ContiguousBytes>(_ bytes: Bytes) {
+        @inlinable public mutating func update<Bytes: RawBytes>(_ bytes: Bytes) {
             bytes.withUnsafeBytes { buf in _ = SHA256_Update(&context, buf.baseAddress, buf.count) }
         }
 
@@ -82,7 +82,7 @@ public enum HMAC {
     private static let digests = Digests()
 
     @inlinable
-    public static func authenticate<K: ContiguousBytes, M: ContiguousBytes>(_ algorithm: Algorithm, key: K, message: M) -> [UInt8] {
+    public static func authenticate<K: RawBytes, M: RawBytes>(_ algorithm: Algorithm, key: K, message: M) -> [UInt8] {
         key.withUnsafeBytes { k in message.withUnsafeBytes { m in authenticate(algorithm, key: k, message: m) } }
     }
 

@@ -1,6 +1,5 @@
 import AppCheck
 import Crypto
-import FoundationEssentials
 import Glibc
 import Platform
 import JSON

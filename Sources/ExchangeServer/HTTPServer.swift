@@ -1,5 +1,4 @@
 import CMicroHTTPD
-import FoundationEssentials
 import Glibc
 import JSON
 import Platform
@@ -312,8 +311,8 @@ public final class HTTPServer: @unchecked Sendable {
         // waiting in the kernel's backlog for an accept that never comes.
         let listener = rollout_mhd_quiesce(d)
         if listener >= 0 { close(listener) }
-        let deadline = Date().addingTimeInterval(limits.drainSeconds)
-        while requestsInFlight > 0, Date() < deadline { usleep(5_000) }
+        let deadline = Deadline(secondsFromNow: limits.drainSeconds)
+        while requestsInFlight > 0, !deadline.hasPassed { usleep(5_000) }
         let left = requestsInFlight
         // The last responses are in the kernel's buffers; stopping closes every connection, and a close that
         // races the peer's read can turn into a reset that discards them. Give the peers a moment to read.
@@ -344,8 +343,8 @@ public final class HTTPServer: @unchecked Sendable {
             // each waiting out its busy timeout (a stop with the store locked took a second drain).
             if !left.isEmpty { handler.drainEnded() }
             // The workers take the answers back (and send them) before they stop.
-            let deadline = Date().addingTimeInterval(2)
-            while lock.withLock({ !offLoopAnswers.isEmpty }), Date() < deadline { usleep(1_000) }
+            let deadline = Deadline(secondsFromNow: 2)
+            while lock.withLock({ !offLoopAnswers.isEmpty }), !deadline.hasPassed { usleep(1_000) }
             rollout_mhd_stop(d)
             // The answers' threads still inside a store call end within its timeouts; waited for (a while), so that
             // none runs while the process exits.

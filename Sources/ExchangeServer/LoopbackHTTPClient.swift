@@ -1,5 +1,4 @@
 import AppCheck
-import FoundationEssentials
 import Glibc
 import Platform
 
@@ -157,7 +156,7 @@ public final class LoopbackHTTPClient: AppCheckHTTPTransport, @unchecked Sendabl
             }
         }
         let headText = String(decoding: buffer[0..<headerEnd!], as: UTF8.self)
-        var lines = headText.components(separatedBy: "\r\n")
+        var lines = headText.pieces(separatedBy: "\r\n")
         let statusLine = lines.removeFirst().split(separator: " ")
         guard statusLine.count >= 2, let status = Int(statusLine[1]) else {
             disconnect()

@@ -1,5 +1,4 @@
 import Crypto
-import FoundationEssentials
 import Glibc
 import Platform
 import JSON
@@ -284,11 +283,11 @@ public final class FirebaseConfigStore: ConfigStore, @unchecked Sendable {
                 if r.sequence <= publishersScanned { break scan }
                 newest = max(newest, r.sequence)
                 guard r.entry.result == .published, let v = r.entry.version,
-                    let mark = r.entry.detail.firstRange(of: "firebase version \(v) etag ")
+                    let mark = r.entry.detail.range(ofText: "firebase version \(v) etag ")
                 else { continue }
                 let tail = r.entry.detail[mark.upperBound...]
                 let origin =
-                    tail.firstRange(of: " origin ").map { String(tail[$0.upperBound...].prefix { $0 != ";" }) }
+                    tail.range(ofText: " origin ").map { String(tail[$0.upperBound...].prefix { $0 != ";" }) }
                     ?? "ROLLOUT_CLI"
                 publishers[v] = (r.entry.actor, origin)
             }

@@ -1,5 +1,4 @@
 import AppCheck
-import FoundationEssentials
 import Glibc
 import Platform
 import RemoteConfig

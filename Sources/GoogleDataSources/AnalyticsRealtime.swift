@@ -1,4 +1,4 @@
-import FoundationEssentials
+import Glibc
 import JSON
 import Platform
 import Rollout

@@ -1,5 +1,4 @@
 import Crypto
-import FoundationEssentials
 import Glibc
 import JSON
 import Platform
@@ -24,8 +23,7 @@ public struct VonageCredentials: Sendable, CustomStringConvertible {
         guard info.st_mode & 0o077 == 0 else {
             throw .credentials("\(path) may be read by others (mode \(String(info.st_mode & 0o777, radix: 8))): chmod 600 it")
         }
-        guard let data = FileManager.default.contents(atPath: path),
-            let value = try? JSONParser().parse([UInt8](data)), let key = value["api_key"]?.stringValue,
+        guard let data = try? Files.read(path), let value = try? JSONParser().parse(data), let key = value["api_key"]?.stringValue,
             let secret = value["api_secret"]?.stringValue, !key.isEmpty, !secret.isEmpty
         else { throw .credentials("\(path) is not {\"api_key\": ..., \"api_secret\": ...}") }
         return VonageCredentials(key: key, secret: secret)

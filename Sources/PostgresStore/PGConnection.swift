@@ -1,5 +1,4 @@
 import CPostgres
-import FoundationEssentials
 import Glibc
 import Platform
 
@@ -481,7 +480,7 @@ public final class PGConnection: @unchecked Sendable {
     /// Waits up to `timeout` seconds for a notification on a channel this connection `LISTEN`s on; returns its
     /// channel and payload, or nil when none arrived in time.
     public func waitForNotification(timeout: Double) throws(PostgresError) -> (channel: String, payload: String)? {
-        let deadline = Date().addingTimeInterval(timeout)
+        let deadline = Deadline(secondsFromNow: timeout)
         while true {
             if PQconsumeInput(raw) == 0 { throw connectionError() }
             if let n = PQnotifies(raw) {
@@ -490,7 +489,7 @@ public final class PGConnection: @unchecked Sendable {
                 PQfreemem(n)
                 return (channel, payload)
             }
-            let left = deadline.timeIntervalSinceNow
+            let left = deadline.secondsLeft
             if left <= 0 { return nil }
             var pfd = pollfd(fd: PQsocket(raw), events: Int16(POLLIN), revents: 0)
             _ = poll(&pfd, 1, Int32(min(left, 1) * 1000) + 1)

@@ -1,5 +1,4 @@
 import Crypto
-import FoundationEssentials
 import Glibc
 import Platform
 import JSON
@@ -151,7 +150,31 @@ public final class PostgresConfigStore: ConfigStore, @unchecked Sendable {
 
     /// The connection string with any password removed, for messages.
     public static func redacted(_ conninfo: String) -> String {
-        conninfo.replacing(#/:[^:@\/]*@/#, with: ":***@").replacing(#/password=\S*/#, with: "password=***")
+        // `:secret@` in a URI (the password between the user and the host) and `password=secret` in key=value form.
+        var out: [UInt8] = []
+        let bytes = Array(conninfo.utf8)
+        let password = Array("password=".utf8)
+        var i = 0
+        while i < bytes.count {
+            if bytes[i] == UInt8(ascii: ":") {
+                var j = i + 1
+                while j < bytes.count, !":@/".utf8.contains(bytes[j]) { j += 1 }
+                if j < bytes.count, bytes[j] == UInt8(ascii: "@") {
+                    out += ":***@".utf8
+                    i = j + 1
+                    continue
+                }
+            } else if bytes[i...].starts(with: password) {
+                var j = i + password.count
+                while j < bytes.count, !" \t\n\r\u{0B}\u{0C}".utf8.contains(bytes[j]) { j += 1 }
+                out += "password=***".utf8
+                i = j
+                continue
+            }
+            out.append(bytes[i])
+            i += 1
+        }
+        return String(decoding: out, as: UTF8.self)
     }
 
     /// Cancelled by `abandonLockWaits`: no transaction begins on this connection from then on.
@@ -813,9 +836,9 @@ public final class PostgresChangeListener: @unchecked Sendable {
     /// The number of a version published since the last call, or nil when none was within `timeout` seconds
     /// (then poll as the fallback). Telemetry notifications are skipped.
     public func waitForChange(timeout: Double) throws -> Int? {
-        let deadline = Date().addingTimeInterval(timeout)
+        let deadline = Deadline(secondsFromNow: timeout)
         while true {
-            let left = deadline.timeIntervalSinceNow
+            let left = deadline.secondsLeft
             guard let change = try next(timeout: max(0, left)) else { return nil }
             if case .published(let v) = change { return v }
             if left <= 0 { return nil }

@@ -1,4 +1,5 @@
-import FoundationEssentials
+import Glibc
+import Platform
 import Rollout
 import Telemetry
 import Timekeeping

@@ -1,5 +1,5 @@
-import FoundationEssentials
 import Glibc
+import Platform
 import RampPlans
 import Rollout
 import StepUp

@@ -1,5 +1,5 @@
 import Crypto
-import FoundationEssentials
+import Platform
 import Glibc
 import Rollout
 import Telemetry

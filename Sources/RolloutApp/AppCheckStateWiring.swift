@@ -1,5 +1,5 @@
 import AppCheck
-import FoundationEssentials
+import Platform
 import Glibc
 import PostgresStore
 import SQLiteStore

@@ -1,5 +1,4 @@
 import Console
-import FoundationEssentials
 import Glibc
 import Platform
 import RampPlans
@@ -182,7 +181,7 @@ public final class StoreConsoleExecutor: ConsoleEffectExecutor, @unchecked Senda
 
     /// The Verify client of this process's environment, when `$ROLLOUT_VONAGE_CREDENTIALS` names one.
     public static func phoneFromEnvironment(
-        _ environment: [String: String] = ProcessInfo.processInfo.environment
+        _ environment: [String: String] = Environment.current
     ) -> (@Sendable () throws -> VonageVerifyClient)? {
         guard let path = environment["ROLLOUT_VONAGE_CREDENTIALS"], !path.isEmpty else { return nil }
         return { try StepUpMethods.phoneClient(environment: environment) }

@@ -1,6 +1,6 @@
 import CommandLineKit
 import Console
-import FoundationEssentials
+import Glibc
 import GoogleDataSources
 import Monitoring
 import Platform

@@ -1,7 +1,7 @@
 import CommandLineKit
+import Platform
 import FirebaseRemoteConfig
 import WebClient
-import FoundationEssentials
 import Glibc
 import Monitoring
 import PostgresStore

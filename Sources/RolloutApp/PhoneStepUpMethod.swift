@@ -1,5 +1,5 @@
 import Crypto
-import FoundationEssentials
+import Glibc
 import PhoneVerification
 import Platform
 import Rollout
@@ -15,7 +15,7 @@ import WebClient
 /// the operator's phone lockout and audits it.
 extension StepUpMethods {
     /// The Verify client of this invocation's environment; refuses missing or loosely protected credentials.
-    public static func phoneClient(environment: [String: String] = ProcessInfo.processInfo.environment) throws
+    public static func phoneClient(environment: [String: String] = Environment.current) throws
         -> VonageVerifyClient
     {
         guard let path = environment["ROLLOUT_VONAGE_CREDENTIALS"], !path.isEmpty else {

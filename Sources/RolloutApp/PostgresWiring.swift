@@ -3,7 +3,6 @@ import CommandLineKit
 import Console
 import FirebaseRemoteConfig
 import WebClient
-import FoundationEssentials
 import Glibc
 import Platform
 import Monitoring
@@ -133,7 +132,7 @@ extension Wiring {
 
     /// Where the team store key lives: `$ROLLOUT_STORE_KEY`, else `~/.config/rollout/team-store.key`.
     /// Read from the invocation's environment (`environment`; in-process users pass the process's).
-    public static func teamStoreKeyPath(_ environment: [String: String] = ProcessInfo.processInfo.environment) -> String {
+    public static func teamStoreKeyPath(_ environment: [String: String] = Environment.current) -> String {
         if let path = environment["ROLLOUT_STORE_KEY"], !path.isEmpty { return path }
         let home = environment["HOME"].flatMap { $0.isEmpty ? nil : $0 } ?? CurrentUser.home
         return home + "/.config/rollout/team-store.key"
@@ -261,7 +260,7 @@ public final class PostgresConsoleSource: ConsoleDataSource, @unchecked Sendable
     private let fallback: Double
     private let lock = Lock()
     private var listener: PostgresChangeListener?
-    private var last: (model: ConsoleModel, at: Date)?
+    private var last: (model: ConsoleModel, at: Deadline)?
     /// How many pictures were computed because of a notification (tests, diagnostics).
     public private(set) var wakeUps = 0
 
@@ -285,11 +284,11 @@ public final class PostgresConsoleSource: ConsoleDataSource, @unchecked Sendable
                     listener = nil  // polling from now on; try to listen again at the next fallback
                 }
             }
-            if let last, !notified, Date().timeIntervalSince(last.at) < fallback { return last.model }
+            if let last, !notified, Deadline.now.seconds(since: last.at) < fallback { return last.model }
             if listener == nil { listener = try? PostgresChangeListener(conninfo: conninfo) }
             if notified { wakeUps += 1 }
             let model = try inner.snapshot()
-            last = (model, Date())
+            last = (model, Deadline.now)
             return model
         }
     }

@@ -1,5 +1,5 @@
 import Console
-import FoundationEssentials
+import Platform
 import Glibc
 import Monitoring
 import PostgresStore

@@ -1,4 +1,4 @@
-import FoundationEssentials
+import Glibc
 import Platform
 import RemoteConfig
 import Rollout
@@ -13,14 +13,14 @@ import Timekeeping
 /// `$ROLLOUT_SECURITY_KEY_PIN`. What the key returns is never trusted here: the write path verifies it.
 public enum StepUpMethods {
     /// The device of this invocation's environment.
-    public static func securityKeyDevice(environment: [String: String] = ProcessInfo.processInfo.environment) throws -> SecurityKeyDevice {
+    public static func securityKeyDevice(environment: [String: String] = Environment.current) throws -> SecurityKeyDevice {
         if let path = environment["ROLLOUT_SECURITY_KEY"], !path.isEmpty {
             return path.hasPrefix("unix:") ? .socket(String(path.dropFirst(5))) : .path(path)
         }
         return try SecurityKeyDevice.firstConnected()
     }
 
-    public static func securityKeyPIN(environment: [String: String] = ProcessInfo.processInfo.environment) -> String? {
+    public static func securityKeyPIN(environment: [String: String] = Environment.current) -> String? {
         environment["ROLLOUT_SECURITY_KEY_PIN"].flatMap { $0.isEmpty ? nil : $0 }
     }
 

@@ -1,5 +1,5 @@
 import CommandLineKit
-import FoundationEssentials
+import Glibc
 import GoogleDataSources
 import Platform
 import Rollout

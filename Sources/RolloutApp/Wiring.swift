@@ -1,10 +1,10 @@
 import CommandLineKit
+import Platform
 import Console
 import Crypto
-import FoundationEssentials
+import Glibc
 import FirebaseRemoteConfig
 import WebClient
-import Glibc
 import Monitoring
 import RemoteConfig
 import Rollout

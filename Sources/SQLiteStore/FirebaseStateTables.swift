@@ -1,4 +1,5 @@
-import FoundationEssentials
+import Glibc
+import Platform
 import Rollout
 import Timekeeping
 
@@ -18,7 +19,7 @@ public enum FirebaseState {
     /// that is not yet bound to `project`, is an error naming the path and how to adopt the project.
     public static func open(path: String, project: String, create: Bool, readOnly: Bool = false) throws -> RolloutStore
     {
-        if !create, !FileManager.default.fileExists(atPath: path) {
+        if !create, !Files.exists(path) {
             throw StoreError.unavailable(notAdopted(path: path, project: project, missing: true))
         }
         // Read-only is the connection's: a read-only session's state store refuses every write, so the write path

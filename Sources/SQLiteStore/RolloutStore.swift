@@ -1,4 +1,3 @@
-import FoundationEssentials
 import Glibc
 import Platform
 import Rollout

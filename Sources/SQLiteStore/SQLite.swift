@@ -1,5 +1,4 @@
 import CSQLite
-import FoundationEssentials
 import Glibc
 import Platform
 import Rollout

@@ -1,5 +1,5 @@
 import CQRencode
-import FoundationEssentials
+import Platform
 import Glibc
 
 /// A QR code symbol as a square matrix of modules, encoded by Debian's libqrencode.

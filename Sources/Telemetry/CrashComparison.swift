@@ -1,5 +1,5 @@
-import FoundationEssentials
 import Glibc
+import Platform
 import Timekeeping
 
 /// Settings of the crash comparison between exposed and control.

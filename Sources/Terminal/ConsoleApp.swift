@@ -1,5 +1,4 @@
 import Console
-import FoundationEssentials
 import Glibc
 import Dispatch
 import Platform
@@ -38,7 +37,7 @@ public struct ConsoleOptions: Sendable {
 
     public init(
         themes: [Theme] = ThemeCatalog.cycle(startingWith: .default), noColor: Bool = false,
-        environment: [String: String] = ProcessInfo.processInfo.environment,
+        environment: [String: String] = Environment.current,
         refreshInterval: Instant.Duration = .milliseconds(250), clock: any Clock = SystemClock(),
         state: ConsoleState.Configuration = ConsoleState.Configuration(), terminal: TerminalScreen.Options = .init()
     ) {

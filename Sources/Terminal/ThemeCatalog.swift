@@ -1,5 +1,4 @@
 import Console
-import FoundationEssentials
 import Glibc
 import Platform
 
@@ -9,13 +8,13 @@ public enum ThemeCatalog {
     ///
     /// A name is looked up as `NAME.theme` in `directories` first (so a team can override a shipped theme), then
     /// among the shipped themes.
-    public static func load(_ nameOrPath: String, directories: [URL] = []) throws(ThemeLoadError) -> Theme {
+    public static func load(_ nameOrPath: String, directories: [String] = []) throws(ThemeLoadError) -> Theme {
         if nameOrPath.contains("/") || nameOrPath.hasSuffix(".theme") {
-            return try loadFile(URL(fileURLWithPath: nameOrPath))
+            return try loadFile(nameOrPath)
         }
         for directory in directories {
-            let url = directory.appendingPathComponent(nameOrPath + ".theme")
-            if FileManager.default.fileExists(atPath: url.path) { return try loadFile(url) }
+            let path = Path.join(directory, nameOrPath + ".theme")
+            if Files.exists(path) { return try loadFile(path) }
         }
         if let theme = Theme.builtIn(nameOrPath) { return theme }
         throw ThemeLoadError(
@@ -28,15 +27,15 @@ public enum ThemeCatalog {
         [first] + Theme.builtInNames.filter { $0 != first.name }.compactMap { Theme.builtIn($0) }
     }
 
-    static func loadFile(_ url: URL) throws(ThemeLoadError) -> Theme {
+    static func loadFile(_ path: String) throws(ThemeLoadError) -> Theme {
         let text: String
         do {
-            text = String(decoding: try Files.read(url.path, limit: 1 << 20), as: UTF8.self)
+            text = String(decoding: try Files.read(path, limit: 1 << 20), as: UTF8.self)
         } catch {
-            throw ThemeLoadError("\(url.path): cannot read the theme file (\(error.reason))")
+            throw ThemeLoadError("\(path): cannot read the theme file (\(error.reason))")
         }
         do {
-            return try Theme.parse(text, name: url.deletingPathExtension().lastPathComponent, file: url.path)
+            return try Theme.parse(text, name: Path.deletingExtension(Path.lastComponent(of: path)), file: path)
         } catch {
             throw ThemeLoadError(error)
         }

@@ -1,4 +1,3 @@
-import FoundationEssentials
 import Glibc
 import Platform
 
@@ -28,11 +27,9 @@ public struct Instant: Hashable, Comparable, Sendable, CustomStringConvertible {
         microseconds = m
     }
     public init(secondsSince1970 seconds: Double) { self.microseconds = Int64((seconds * 1_000_000).rounded()) }
-    public init(_ date: Date) { self.init(secondsSince1970: date.timeIntervalSince1970) }
 
     public var seconds: Int64 { microseconds >= 0 ? microseconds / 1_000_000 : -((-microseconds + 999_999) / 1_000_000) }
     public var secondsSince1970: Double { Double(microseconds) / 1_000_000 }
-    public var date: Date { Date(timeIntervalSince1970: secondsSince1970) }
 
     public static func < (a: Instant, b: Instant) -> Bool { a.microseconds < b.microseconds }
     public static func + (a: Instant, d: Duration) -> Instant { Instant(microseconds: a.microseconds + d.microseconds) }

@@ -1,5 +1,4 @@
 import CCurl
-import FoundationEssentials
 import Glibc
 import Platform
 import Timekeeping

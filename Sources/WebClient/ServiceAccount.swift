@@ -1,6 +1,6 @@
 import COpenSSL
+import Platform
 import Crypto
-import FoundationEssentials
 import Glibc
 import JSON
 import Timekeeping

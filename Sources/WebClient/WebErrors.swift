@@ -1,13 +1,16 @@
-import FoundationEssentials
+import Glibc
 import Platform
 import Timekeeping
+
+extension UInt8 {
+    fileprivate var isASCIILetter: Bool { (0x41...0x5A).contains(self) || (0x61...0x7A).contains(self) }
+}
 
 /// The URLs a web client may call.
 public enum WebURL {
     /// `https://` anywhere; `http://` only to 127.0.0.0/8, ::1 or localhost (no credentials in clear text on a network).
     public static func checkScheme(_ url: String, what: String) throws(FirebaseError) {
-        guard let c = URLComponents(string: url), let scheme = c.scheme?.lowercased(), let host = c.host, !host.isEmpty
-        else {
+        guard let (scheme, host) = authority(of: url), !host.isEmpty else {
             throw .badURL("\(what) '\(url)' is not a URL")
         }
         switch scheme {
@@ -19,6 +22,40 @@ public enum WebURL {
         default:
             throw .badURL("\(what) '\(url)' must be https:// (or http:// to a loopback host)")
         }
+    }
+
+    /// The scheme (lower-cased) and host of an absolute URL `scheme://[userinfo@]host[:port][/...]` (RFC 3986;
+    /// an IPv6 host keeps its brackets), or nil when `url` is not one: no scheme, no `//`, a port that is not
+    /// digits, or a character a URL cannot hold in its scheme or authority.
+    static func authority(of url: String) -> (scheme: String, host: String)? {
+        let bytes = Array(url.utf8)
+        guard let colon = bytes.firstIndex(of: UInt8(ascii: ":")), colon > 0,
+            bytes[0].isASCIILetter,
+            bytes[..<colon].allSatisfy({ $0.isASCIILetter || (0x30...0x39).contains($0) || "+-.".utf8.contains($0) }),
+            bytes[(colon + 1)...].starts(with: "//".utf8)
+        else { return nil }
+        let start = colon + 3
+        let end = bytes[start...].firstIndex { "/?#".utf8.contains($0) } ?? bytes.count
+        // The path, query and fragment are not read; the scheme and authority hold no space, control or character
+        // a URL cannot (`"<>\\^`{|}`).
+        let forbidden = Set("\"<>\\^`{|}".utf8)
+        guard !bytes[..<end].contains(where: { $0 <= 0x20 || $0 == 0x7F || forbidden.contains($0) }) else { return nil }
+        var authority = bytes[start..<end]
+        if let at = authority.lastIndex(of: UInt8(ascii: "@")) { authority = authority[(at + 1)...] }
+        var host = authority
+        var port = authority[authority.endIndex...]
+        if authority.first == UInt8(ascii: "[") {
+            guard let close = authority.firstIndex(of: UInt8(ascii: "]")) else { return nil }
+            host = authority[...close]
+            port = authority[(close + 1)...]
+        } else if let c = authority.firstIndex(of: UInt8(ascii: ":")) {
+            host = authority[..<c]
+            port = authority[c...]
+        }
+        if !port.isEmpty {
+            guard port.first == UInt8(ascii: ":"), port.dropFirst().allSatisfy({ (0x30...0x39).contains($0) }) else { return nil }
+        }
+        return (String(decoding: bytes[..<colon], as: UTF8.self).lowercased(), String(decoding: host, as: UTF8.self))
     }
 }
 

@@ -2,7 +2,6 @@ import AppCheck
 import CommandLineKit
 import RolloutApp
 import Crypto
-import FoundationEssentials
 import Glibc
 import Platform
 import JSON

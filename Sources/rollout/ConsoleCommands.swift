@@ -2,7 +2,6 @@ import CommandLineKit
 import RolloutApp
 import Console
 import FleetSimulator
-import FoundationEssentials
 import Glibc
 import Dispatch
 import Platform
@@ -123,17 +122,16 @@ enum ConsoleCommands {
 
         // The store: the given one (a drill store, or an ordinary one with --on-ordinary-store, audited), or a
         // temporary drill store removed on exit.
-        var temporary: URL?
+        var temporary: String?
         let path: String
         if let given = invocation.value("--store") {
             path = given
         } else {
-            let dir = FileManager.default.temporaryDirectory.appendingPathComponent("rollout-demo-\(UUID().uuidString.prefix(8))")
-            try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+            let dir = try Files.makeTemporaryDirectory(prefix: "rollout-demo-")
             temporary = dir
-            path = dir.appendingPathComponent("rollout.db").path
+            path = Path.join(dir, "rollout.db")
         }
-        defer { if let temporary { try? FileManager.default.removeItem(at: temporary) } }
+        defer { if let temporary { try? Files.removeTree(temporary) } }
 
         let wall = SystemClock()
         let operatorID = try Wiring.operatorID(invocation)
@@ -177,10 +175,9 @@ enum ConsoleCommands {
     /// `directory`, pulled every 5 s through the source path while the console runs on top.
     static func runRecordedDemo(_ invocation: Invocation, directory: String) throws -> ExitCode {
         _ = try theme(invocation)
-        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("rollout-demo-\(UUID().uuidString.prefix(8))")
-        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
-        defer { try? FileManager.default.removeItem(at: dir) }
-        let path = dir.appendingPathComponent("rollout.db").path
+        let dir = try Files.makeTemporaryDirectory(prefix: "rollout-demo-")
+        defer { try? Files.removeTree(dir) }
+        let path = Path.join(dir, "rollout.db")
         let operatorID = try Wiring.operatorID(invocation)
         let session = try RecordedDemo.open(path: path, operatorID: operatorID)
         return try runConsole(

@@ -1,6 +1,5 @@
 import CommandLineKit
 import RolloutApp
-import FoundationEssentials
 import Glibc
 import Platform
 import JSON
@@ -65,12 +64,12 @@ enum EvaluateCommands {
         return .ok
     }
 
-    static func readData(_ path: String, what: String) throws -> Data {
-        if path == "-" { return Data(StandardStream.readInput()) }
+    static func readData(_ path: String, what: String) throws -> [UInt8] {
+        if path == "-" { return StandardStream.readInput() }
         guard let bytes = try? Files.read(path) else {
             throw CommandError("cannot read the \(what) \(path): no such file or not readable")
         }
-        return Data(bytes)
+        return bytes
     }
 
     static func readText(_ path: String, what: String) throws -> String {

@@ -1,7 +1,6 @@
 import CommandLineKit
 import Crypto
 import RolloutApp
-import FoundationEssentials
 import Glibc
 import Platform
 import Rollout

@@ -1,7 +1,6 @@
 import CommandLineKit
-import FoundationEssentials
-import Platform
 import Glibc
+import Platform
 import JSON
 import Monitoring
 import RampPlans

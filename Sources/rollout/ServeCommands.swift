@@ -3,7 +3,6 @@ import CommandLineKit
 import Crypto
 import ExchangeServer
 import FleetSimulator
-import FoundationEssentials
 import Glibc
 import Platform
 import JSON
@@ -221,7 +220,7 @@ enum ServeCommands {
         let token: String
         var printedToken: String?
         if let file = inv.value("--events-token-file") {
-            guard let text = try? String(contentsOfFile: file, encoding: .utf8) else {
+            guard let bytes = try? Files.read(file), let text = String(validating: bytes, as: UTF8.self) else {
                 throw CommandError("cannot read the bearer token file \(file)")
             }
             token = text.trimmingWhitespace()
@@ -442,7 +441,7 @@ enum ServeCommands {
 
     static func addDebugToken(_ inv: Invocation) throws -> ExitCode {
         guard let appId = inv.value("--app") else { throw inv.usageError("missing --app") }
-        let token = inv.value("--token") ?? UUID().uuidString
+        let token = inv.value("--token") ?? randomUUIDString()
         guard token.count >= 16 else { throw inv.usageError("--token must have 16 characters or more") }
         _ = try register(
             inv,

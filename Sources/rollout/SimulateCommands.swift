@@ -4,7 +4,6 @@ import ExchangeServer
 import Monitoring
 import RolloutApp
 import FleetSimulator
-import FoundationEssentials
 import Glibc
 import Dispatch
 import Platform

@@ -1,5 +1,4 @@
 import CommandLineKit
-import FoundationEssentials
 import Glibc
 import JSON
 import Platform

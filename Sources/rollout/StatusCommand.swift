@@ -1,5 +1,5 @@
 import CommandLineKit
-import FoundationEssentials
+import Platform
 import Glibc
 import JSON
 import RemoteConfig

@@ -1,7 +1,6 @@
 import CommandLineKit
 import Console
 import RolloutApp
-import FoundationEssentials
 import Glibc
 import Platform
 import JSON
@@ -558,23 +557,22 @@ extension StoreCommands {
     /// Reads and validates a template file before any store is opened; `-` is standard input.
     static func readTemplate(_ file: String) throws -> RemoteConfigTemplate {
         let limit = RemoteConfigTemplate.maximumBytes
-        let data: Data
+        let data: [UInt8]
         if file == "-" {
-            data = Data(StandardStream.readInput(limit: limit))
+            data = StandardStream.readInput(limit: limit)
         } else {
-            var isDirectory = false
-            guard FileManager.default.fileExists(atPath: file, isDirectory: &isDirectory) else {
+            guard let isDirectory = Files.isDirectory(file) else {
                 throw CommandError("\(file): no such file")
             }
             guard !isDirectory else { throw CommandError("\(file) is a directory, not a template file") }
             guard let bytes = try? Files.read(file, limit: limit + 1) else {
                 throw CommandError("\(file): cannot read it (permission denied?)")
             }
-            data = Data(bytes)
+            data = bytes
         }
         guard data.count <= limit else { throw CommandError("\(file): larger than \(limit >> 20) MiB; not a template") }
         guard !data.isEmpty else { throw CommandError("\(file): empty; expected Firebase template JSON") }
-        guard let text = String(data: data, encoding: .utf8) else { throw CommandError("\(file): not UTF-8 text") }
+        guard let text = String(validating: data, as: UTF8.self) else { throw CommandError("\(file): not UTF-8 text") }
         do {
             return try RemoteConfigTemplate(parsing: text)
         } catch {
@@ -671,7 +669,7 @@ extension StoreCommands {
 
     /// The detail without the version digest the store adds for `audit verify`.
     static func shownDetail(_ detail: String) -> String {
-        guard let range = detail.firstRange(of: "version sha256:") else { return detail }
+        guard let range = detail.range(ofText: "version sha256:") else { return detail }
         var kept = String(detail[..<range.lowerBound])
         while kept.hasSuffix(" ") || kept.hasSuffix(";") { kept.removeLast() }
         return kept

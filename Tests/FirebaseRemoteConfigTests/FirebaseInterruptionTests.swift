@@ -126,7 +126,7 @@ struct FirebaseInterruptionTests {
     /// process that still runs is left to it.
     @Test func anUnfoundPublishOfADeadProcessStaysPendingUntilTheHorizon() throws {
         let fake = try FakeFirebase(template: try RolloutPlan.initialTemplate(seed: "s").json.prettyText)
-        let clock = ManualClock(Instant(Date()))
+        let clock = ManualClock(Instant(secondsSince1970: Date().timeIntervalSince1970))
         let store = try fake.store(clock: clock)
         let base = try store.current()
         let gone = Process()

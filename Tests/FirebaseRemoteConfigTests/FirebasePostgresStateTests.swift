@@ -104,7 +104,7 @@ struct FirebasePostgresStateTests {
         // Another machine's process records an intent on version 1, on a connection of its own.
         var owner: PostgresFirebaseState? = try PostgresFirebaseState.open(
             conninfo: conninfo, project: fake.project, create: false)
-        let now = Instant(Date())
+        let now = Instant(secondsSince1970: Date().timeIntervalSince1970)
         let intent = PublishIntent(
             created: now, host: "another-host.example", pid: 4242, baseNumber: base.info.number, ifMatch: base.etag,
             contentDigest: "0", description: "lost", rollbackSource: nil, origin: "TEST",

@@ -25,7 +25,7 @@ struct ThemeCatalogTests {
         defer { try? FileManager.default.removeItem(at: dir) }
         let shipped = TestSupport.packageRoot.appendingPathComponent("themes/light.theme")
         try FileManager.default.copyItem(at: shipped, to: dir.appendingPathComponent("default.theme"))
-        let overridden = try ThemeCatalog.load("default", directories: [dir])
+        let overridden = try ThemeCatalog.load("default", directories: [dir.path])
         #expect(overridden.name == "default")
         #expect(overridden != (try ThemeCatalog.load("default")))
     }
