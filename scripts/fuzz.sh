@@ -23,8 +23,7 @@ mkdir -p .build/fuzz-artifacts
 failed=()
 for entry in "${targets[@]}"; do
   dir=$(dirname "$entry"); name=$(basename "$dir")
-  # FUZZ_BUILD_WRAPPER runs the build under a command (make test: `chrt -i 0`, the idle scheduling class).
-  if ! ${FUZZ_BUILD_WRAPPER:-} "$dir/build.sh" ".build/fuzz-$name"; then failed+=("$name (build)"); continue; fi
+  if ! "$dir/build.sh" ".build/fuzz-$name"; then failed+=("$name (build)"); continue; fi
   mkdir -p ".build/fuzz-corpus-$name"
   echo "fuzz: $name for ${secs}s"
   if ! ".build/fuzz-$name" -max_total_time="$secs" -print_final_stats=1 -rss_limit_mb=2048 \

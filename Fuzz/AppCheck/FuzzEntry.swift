@@ -1,3 +1,4 @@
+@testable import AppCheck
 import Crypto
 import Timekeeping
 

@@ -1,10 +1,9 @@
 #!/usr/bin/env bash
 # Builds the Base64 libFuzzer target: Fuzz/Base64/build.sh OUTPUT_PATH
-# SwiftPM cannot link an executable against libFuzzer's main, so swiftc builds the fuzz entry together with the
-# Crypto sources (Base64 lives in Sources/Crypto/Encoding.swift).
+# The fuzz entry is compiled together with the Crypto sources (Base64 lives in Sources/Crypto/Encoding.swift), on
+# Platform (scripts/fuzz-build.sh builds it as a module).
 set -euo pipefail
-out=${1:?usage: build.sh OUTPUT_PATH}
 root=$(cd "$(dirname "$0")/../.." && pwd)
-case "$out" in /*) ;; *) out="$PWD/$out" ;; esac
-swiftc -sanitize=fuzzer,address -use-ld=lld -parse-as-library -swift-version 6 -O -g -I "$root/Sources/COpenSSL" \
-  -module-name Base64Fuzz -lcrypto "$root/Fuzz/Base64/FuzzEntry.swift" "$root/Sources/Crypto"/*.swift -o "$out"
+sources=()
+for f in "$root"/Sources/Crypto/*.swift; do sources+=("${f#"$root"/}"); done
+exec "$root/scripts/fuzz-build.sh" "${1:?usage: build.sh OUTPUT_PATH}" "$(dirname "$0")" -- "${sources[@]}"

@@ -1,6 +1,5 @@
 #!/usr/bin/env bash
-# Fuzz/Token/build.sh OUTPUT_PATH: the App Check token verifier, with the AppCheck sources compiled into the entry's module.
-root=$(cd "$(dirname "$0")/../.." && pwd)
-sources=()
-for f in "$root"/Sources/AppCheck/*.swift; do sources+=("${f#"$root"/}"); done
-exec "$root/scripts/fuzz-build.sh" "$1" "$(dirname "$0")" Timekeeping Crypto JSON -- "${sources[@]}"
+# Builds the Token libFuzzer target: Fuzz/Token/build.sh OUTPUT_PATH (AppCheck as a module, built once for both of the
+# targets that use it, and imported @testable: the entry reaches its internal parsers).
+set -euo pipefail
+exec "$(dirname "$0")/../../scripts/fuzz-build.sh" "${1:?usage: build.sh OUTPUT_PATH}" "$(dirname "$0")" Timekeeping Crypto JSON AppCheck
