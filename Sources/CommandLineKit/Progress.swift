@@ -3,6 +3,7 @@
 #elseif canImport(Darwin)
     import Darwin
 #endif
+import Platform
 
 /// Progress of long work (`ingest` of a big file, `simulate`, `plan run`) as one line on standard error, redrawn
 /// in place: what is done of how much, the rate, and the time left.
@@ -186,11 +187,7 @@ public final class ProgressReporter {
     }
 
     /// Seconds on the monotonic clock (for rates and throttling only; never shown as a time).
-    public static func monotonicSeconds() -> Double {
-        var ts = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &ts)
-        return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
-    }
+    public static func monotonicSeconds() -> Double { Deadline.now.seconds }
 
     public static func writeStandardError(_ text: String) { writeAll(2, text) }
 

@@ -101,7 +101,7 @@ final class AnsweringThreads: @unchecked Sendable {
     /// Waits until no job runs, at most `seconds`; false if one still did.
     @discardableResult
     func waitUntilIdle(atMost seconds: Double) -> Bool {
-        let deadline = Condition.deadline(secondsFromNow: seconds)
+        let deadline = Deadline(secondsFromNow: seconds)
         return condition.withLock {
             idleWaiters += 1
             defer { idleWaiters -= 1 }

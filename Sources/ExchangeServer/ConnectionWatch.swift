@@ -188,11 +188,7 @@ package final class ConnectionWatch: @unchecked Sendable {
         return connections.count >= d.pressureConnections ? late + waiting : late
     }
 
-    static func now() -> UInt64 {
-        var ts = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &ts)
-        return UInt64(ts.tv_sec) * 1_000_000 + UInt64(ts.tv_nsec / 1000)
-    }
+    static func now() -> UInt64 { UInt64(Deadline.now.nanoseconds / 1000) }
 
     private func run(tick: Double) {
         condition.lock()

@@ -1,5 +1,4 @@
 import Glibc
-import Platform
 import JSON
 import RemoteConfig
 import Rollout

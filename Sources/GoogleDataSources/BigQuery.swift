@@ -1,4 +1,3 @@
-import Glibc
 import JSON
 import Platform
 import Timekeeping

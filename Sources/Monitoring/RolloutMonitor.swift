@@ -1,5 +1,4 @@
 import Glibc
-import Platform
 import RemoteConfig
 import Rollout
 import Telemetry

@@ -10,13 +10,13 @@ public final class Cancellation: @unchecked Sendable {
     private let condition = Condition()
     private var cancelled = false
     private let parent: Cancellation?
-    private let deadline: timespec?
+    private let deadline: Deadline?
     /// How often a wait looks at the parent and the deadline (a parent's `cancel` does not wake a child's wait).
     static let slice = 0.1
 
     public init(parent: Cancellation? = nil, seconds: Double? = nil) {
         self.parent = parent
-        deadline = seconds.map { Condition.deadline(secondsFromNow: $0) }
+        deadline = seconds.map { Deadline(secondsFromNow: $0) }
     }
 
     public func cancel() {
@@ -29,21 +29,21 @@ public final class Cancellation: @unchecked Sendable {
     /// Whether this one was cancelled (or its parent), or its deadline has passed.
     public var isCancelled: Bool {
         if condition.withLock({ cancelled }) || parent?.isCancelled == true { return true }
-        return deadline.map { Self.remaining(until: $0) <= 0 } ?? false
+        return deadline?.hasPassed ?? false
     }
 
     /// Whether the deadline (not a `cancel`) ended it.
     public var timedOut: Bool {
         guard let deadline, !condition.withLock({ cancelled }), parent?.isCancelled != true else { return false }
-        return Self.remaining(until: deadline) <= 0
+        return deadline.hasPassed
     }
 
     /// Waits `seconds`, or less when cancelled meanwhile; returns whether it is cancelled.
     @discardableResult
     public func wait(seconds: Double) -> Bool {
-        let end = Condition.deadline(secondsFromNow: seconds)
+        let end = Deadline(secondsFromNow: max(0, seconds))
         while !isCancelled {
-            let left = Self.remaining(until: end)
+            let left = end.secondsLeft
             if left <= 0 { return false }
             let step = parent == nil && deadline == nil ? left : min(left, Self.slice)
             condition.withLock {
@@ -51,11 +51,5 @@ public final class Cancellation: @unchecked Sendable {
             }
         }
         return true
-    }
-
-    static func remaining(until t: timespec) -> Double {
-        var now = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &now)
-        return Double(t.tv_sec - now.tv_sec) + Double(t.tv_nsec - now.tv_nsec) / 1e9
     }
 }

@@ -73,7 +73,7 @@ public enum CommitAnticipation {
         condition.withLock {
             guard marked > 0 else { return }
             let target = arrivals &+ UInt64(marked)
-            let deadline = Condition.deadline(secondsFromNow: seconds)
+            let deadline = Deadline(secondsFromNow: seconds)
             waiting += 1
             defer { waiting -= 1 }
             while arrivals < target, condition.wait(until: deadline) {}

@@ -141,11 +141,13 @@ extension StringProtocol {
     }
 }
 
-/// A moment on the monotonic clock (`CLOCK_MONOTONIC`): for time limits and waits, which a change of the wall
-/// clock must not stretch or cut.
+/// A moment on the monotonic clock (`CLOCK_MONOTONIC`): for time limits, waits and rates, which a change of the
+/// wall clock must not stretch or cut. The one place that reads that clock.
 public struct Deadline: Comparable, Sendable {
     /// Nanoseconds on the monotonic clock.
     public let nanoseconds: Int64
+    /// The farthest a deadline is put from now, either way (about 31 years): beyond it, "never".
+    public static let farthestSeconds = 1e9
 
     public static var now: Deadline {
         var t = timespec()
@@ -155,16 +157,27 @@ public struct Deadline: Comparable, Sendable {
 
     public init(nanoseconds: Int64) { self.nanoseconds = nanoseconds }
 
-    /// `seconds` from now.
+    /// `seconds` from now, clamped to `farthestSeconds` either way; an infinite value is the farthest, and NaN is
+    /// now.
     public init(secondsFromNow seconds: Double) {
-        self.init(nanoseconds: Deadline.now.nanoseconds + Int64((seconds * 1e9).rounded()))
+        let clamped = seconds.isNaN ? 0 : max(-Self.farthestSeconds, min(seconds, Self.farthestSeconds))
+        self.init(nanoseconds: Deadline.now.nanoseconds + Int64((clamped * 1e9).rounded()))
     }
 
+    /// Seconds from the clock's origin (an arbitrary moment, the same for the whole machine): for rates and
+    /// intervals, never shown as a time.
+    public var seconds: Double { Double(nanoseconds) / 1e9 }
     /// Seconds from now until the deadline: negative once it has passed.
     public var secondsLeft: Double { Double(nanoseconds - Deadline.now.nanoseconds) / 1e9 }
     public var hasPassed: Bool { Deadline.now >= self }
     /// Seconds since `earlier`.
     public func seconds(since earlier: Deadline) -> Double { Double(nanoseconds - earlier.nanoseconds) / 1e9 }
+
+    /// The moment as a `timespec` for `pthread_cond_timedwait` (never before the clock's origin).
+    public var timespecValue: timespec {
+        let n = max(0, nanoseconds)
+        return timespec(tv_sec: Int(n / 1_000_000_000), tv_nsec: Int(n % 1_000_000_000))
+    }
 
     public static func < (a: Deadline, b: Deadline) -> Bool { a.nanoseconds < b.nanoseconds }
 }

@@ -66,29 +66,14 @@ public final class Condition: Lock, @unchecked Sendable {
     public func signal() { pthread_cond_signal(condition) }
     public func broadcast() { pthread_cond_broadcast(condition) }
 
-    /// The deadline, on the monotonic clock, `seconds` from now; for `wait(until:)` in a loop.
-    public static func deadline(secondsFromNow seconds: Double) -> timespec {
-        var now = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &now)
-        let clamped = max(0, min(seconds, 1e9))
-        let whole = Int(clamped)
-        var ns = now.tv_nsec + Int((clamped - Double(whole)) * 1e9)
-        var sec = now.tv_sec + whole
-        if ns >= 1_000_000_000 {
-            ns -= 1_000_000_000
-            sec += 1
-        }
-        return timespec(tv_sec: sec, tv_nsec: ns)
-    }
-
     /// Waits (the lock held) until signalled or the deadline; false when the deadline passed.
-    public func wait(until deadline: timespec) -> Bool {
-        var d = deadline
+    public func wait(until deadline: Deadline) -> Bool {
+        var d = deadline.timespecValue
         return pthread_cond_timedwait(condition, mutex, &d) != ETIMEDOUT
     }
 
     /// Waits (the lock held) until signalled or `seconds` pass; false when they passed.
-    public func wait(seconds: Double) -> Bool { wait(until: Condition.deadline(secondsFromNow: seconds)) }
+    public func wait(seconds: Double) -> Bool { wait(until: Deadline(secondsFromNow: max(0, seconds))) }
 }
 
 // MARK: threads

@@ -1,5 +1,3 @@
-import Glibc
-import Platform
 import Rollout
 import Telemetry
 import Timekeeping

@@ -1,5 +1,4 @@
 import Glibc
-import Platform
 import RampPlans
 import Rollout
 import StepUp

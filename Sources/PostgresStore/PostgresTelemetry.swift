@@ -1,5 +1,4 @@
 import Crypto
-import Platform
 import Glibc
 import Rollout
 import Telemetry

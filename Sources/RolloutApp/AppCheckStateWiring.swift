@@ -1,5 +1,4 @@
 import AppCheck
-import Platform
 import Glibc
 import PostgresStore
 import SQLiteStore

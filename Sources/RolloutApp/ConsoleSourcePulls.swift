@@ -1,6 +1,5 @@
 import CommandLineKit
 import Console
-import Glibc
 import GoogleDataSources
 import Monitoring
 import Platform

@@ -1,5 +1,4 @@
 import CommandLineKit
-import Platform
 import FirebaseRemoteConfig
 import WebClient
 import Glibc

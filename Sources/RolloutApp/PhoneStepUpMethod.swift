@@ -1,5 +1,4 @@
 import Crypto
-import Glibc
 import PhoneVerification
 import Platform
 import Rollout

@@ -1,5 +1,4 @@
 import Console
-import Platform
 import Glibc
 import Monitoring
 import PostgresStore

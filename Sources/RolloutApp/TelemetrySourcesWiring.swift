@@ -1,5 +1,4 @@
 import CommandLineKit
-import Glibc
 import GoogleDataSources
 import Platform
 import Rollout

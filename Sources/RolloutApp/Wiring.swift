@@ -1,8 +1,6 @@
 import CommandLineKit
-import Platform
 import Console
 import Crypto
-import Glibc
 import FirebaseRemoteConfig
 import WebClient
 import Monitoring

@@ -336,18 +336,12 @@ final class BusyWait: @unchecked Sendable {
     /// connection's own thread calls it, from inside SQLite.
     func retry(_ count: Int) -> Bool {
         counting.withLock { calls += 1 }
-        let now = Self.seconds()
+        let now = Deadline.now.seconds
         if count == 0 { began = now }
         let left = limit - (now - began)
         guard left > 0, !cancellation.isCancelled else { return false }
         let delay = min(Self.delays[min(count, Self.delays.count - 1)], left)
         return !cancellation.wait(seconds: delay)
-    }
-
-    private static func seconds() -> Double {
-        var t = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &t)
-        return Double(t.tv_sec) + Double(t.tv_nsec) / 1e9
     }
 }
 

@@ -1,5 +1,4 @@
 import CQRencode
-import Platform
 import Glibc
 
 /// A QR code symbol as a square matrix of modules, encoded by Debian's libqrencode.

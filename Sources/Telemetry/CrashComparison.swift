@@ -1,5 +1,4 @@
 import Glibc
-import Platform
 import Timekeeping
 
 /// Settings of the crash comparison between exposed and control.

@@ -1,5 +1,4 @@
 import Glibc
-import Platform
 import Rollout
 import Timekeeping
 

@@ -224,7 +224,7 @@ final class SnapshotFetcher: @unchecked Sendable {
             }
             mailbox.post([event])
             condition.lock()
-            let deadline = Condition.deadline(secondsFromNow: interval.seconds)
+            let deadline = Deadline(secondsFromNow: interval.seconds)
             while !stopped && !pending {
                 if !condition.wait(until: deadline) { break }
             }

@@ -1,5 +1,4 @@
 import COpenSSL
-import Platform
 import Crypto
 import Glibc
 import JSON

@@ -1,5 +1,4 @@
 import CommandLineKit
-import Platform
 import Glibc
 import JSON
 import RemoteConfig

@@ -101,9 +101,7 @@ final class HeadlessOutput {
         }
         let planChanged = planKey != nil && (planKey != lastPlan || look.plan?.done != nil)
         if planKey != nil { lastPlan = planKey }
-        var now = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &now)
-        let seconds = Double(now.tv_sec) + Double(now.tv_nsec) / 1e9
+        let seconds = Deadline.now.seconds
         let beat = seconds - lastLine >= heartbeat
         guard look.verdictChanged || look.autoKill != nil || planChanged || beat else { return }
         lastLine = seconds

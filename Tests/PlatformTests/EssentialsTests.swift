@@ -110,6 +110,38 @@ struct EssentialsTests {
         #expect(start <= later)
     }
 
+    @Test("a deadline from any number of seconds is clamped, never traps, and waits on it end")
+    func deadlineClamp() {
+        let far = Deadline.farthestSeconds
+        for value in [Double.infinity, 1e300, Double.greatestFiniteMagnitude] {
+            let left = Deadline(secondsFromNow: value).secondsLeft
+            #expect(left > far - 1 && left <= far, "\(value)")
+        }
+        for value in [-Double.infinity, -1e300] {
+            let left = Deadline(secondsFromNow: value).secondsLeft
+            #expect(left < -far + 1 && left > -far - 1, "\(value)")
+        }
+        let nan = Deadline(secondsFromNow: .nan)
+        #expect(nan.hasPassed && nan.secondsLeft > -1)
+        // The monotonic clock and the timespec handed to pthread_cond_timedwait agree.
+        let d = Deadline(nanoseconds: 12 * 1_000_000_000 + 345)
+        #expect(d.timespecValue.tv_sec == 12 && d.timespecValue.tv_nsec == 345)
+        #expect(Deadline(nanoseconds: -5).timespecValue.tv_sec == 0)
+        #expect(Deadline.now.seconds > 0)
+        // A wait for a past or NaN number of seconds times out at once; a cancellation with an infinite bound
+        // is not cancelled by its bound.
+        let condition = Condition()
+        condition.withLock {
+            #expect(!condition.wait(seconds: -1))
+            #expect(!condition.wait(seconds: .nan))
+            #expect(!condition.wait(until: Deadline(nanoseconds: -5)))
+        }
+        let unbounded = Cancellation(seconds: .infinity)
+        #expect(!unbounded.isCancelled && !unbounded.timedOut)
+        #expect(Cancellation(seconds: .nan).timedOut)
+        #expect(!unbounded.wait(seconds: -3))
+    }
+
     @Test("RawBytes reads arrays, slices and raw buffers in place")
     func rawBytes() {
         func sum(_ b: some RawBytes) -> Int { b.withUnsafeBytes { $0.reduce(0) { $0 + Int($1) } } }
