@@ -8,8 +8,8 @@ SHELL := /bin/bash
 .SHELLFLAGS := -o pipefail -c
 NOTTY := 2>&1 | cat
 BIN := .build/release/rollout
-# The Swift runtime and Foundation linked statically, and the native libraries too (static-libs below): no shared
-# library but glibc's is loaded and bound when a rollout command starts.
+# The Swift runtime linked statically, and the native libraries too (static-libs below): no shared library but
+# glibc's (and libgcc_s) is loaded and bound when a rollout command starts.
 RELEASE := -c release --static-swift-stdlib --disable-local-rpath
 # The archives release builds link instead of the shared objects: Package.swift searches this directory first.
 STATIC_LIBS := .build/static-libs
