@@ -14,7 +14,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 bundle=.build/debug/rolloutPackageTests.xctest
-[[ -x $bundle ]] || { echo "test.sh: no test bundle at $bundle (run swift build --build-tests first)" >&2; exit 2; }
+[[ -x $bundle ]] || { echo "test.sh: no test bundle at $bundle (run make build-tests first)" >&2; exit 2; }
 width=${1:-${ROLLOUT_TEST_WIDTH:-$(( $(nproc) + 1 ))}}
 [[ $width =~ ^[1-9][0-9]*$ ]] || { echo "test.sh: WIDTH must be a positive whole number, not '$width'" >&2; exit 2; }
 
