@@ -20,6 +20,10 @@ public struct PostgresError: Error, Sendable, CustomStringConvertible, Equatable
     /// deadlock (PostgreSQL's documented "retry the transaction" errors).
     public var isRetryable: Bool { sqlState == "40001" || sqlState == "40P01" }
 
+    /// A statement that waited for another session's lock longer than the session's `lock_timeout` (55P03
+    /// lock_not_available): the store is busy.
+    public var isLockTimeout: Bool { sqlState == "55P03" }
+
     /// A write refused because the transaction (the connection, under `--read-only`) is read-only.
     public var isReadOnlyRefusal: Bool { sqlState == "25006" }
 }

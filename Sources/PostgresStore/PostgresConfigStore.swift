@@ -90,14 +90,24 @@ public final class PostgresConfigStore: ConfigStore, @unchecked Sendable {
     ///
     /// `sealing`: the team store key and witness directory of this machine (the executable always passes one);
     /// nil opens a bare connection that refuses to write a sealed store (see `PostgresSealing`).
-    public init(conninfo: String, readOnly: Bool = false, sealing: PostgresSealing? = nil) throws {
+    ///
+    /// `lockTimeoutMilliseconds`: how long a statement waits for a lock another session holds (the chain head's,
+    /// a row's) before it fails with SQLSTATE 55P03 and its transaction rolls back: the same bound, 10 s, as the
+    /// SQLite store's busy wait, so a session left open in `psql` holding the head makes a command fail with "the
+    /// store is busy" instead of hanging. 0 waits without a bound (PostgreSQL's default).
+    public init(
+        conninfo: String, readOnly: Bool = false, sealing: PostgresSealing? = nil,
+        lockTimeoutMilliseconds: Int = PostgresConfigStore.lockTimeoutMilliseconds
+    ) throws {
         self.conninfo = conninfo
         self.isReadOnly = readOnly
         self.sealing = sealing
         connection = try PGConnection(conninfo)
         // bytea as hex on every connection: the seal digests rows in their text form.
-        connection.sessionSetup = ["SET client_min_messages = warning", "SET bytea_output = hex"]
-            + (readOnly ? ["SET default_transaction_read_only = on"] : [])
+        connection.sessionSetup = [
+            "SET client_min_messages = warning", "SET bytea_output = hex",
+            "SET lock_timeout = \(max(0, lockTimeoutMilliseconds))",
+        ] + (readOnly ? ["SET default_transaction_read_only = on"] : [])
         for statement in connection.sessionSetup { try connection.execute(statement) }
         let found = try PostgresSchema.version(connection)
         guard let found else {
@@ -176,6 +186,9 @@ public final class PostgresConfigStore: ConfigStore, @unchecked Sendable {
         }
         return String(decoding: out, as: UTF8.self)
     }
+
+    /// The default bound on a wait for another session's lock, in milliseconds (see `init`).
+    public static let lockTimeoutMilliseconds = 10_000
 
     /// Cancelled by `abandonLockWaits`: no transaction begins on this connection from then on.
     private let lockWaits = Cancellation()

@@ -237,7 +237,7 @@ extension SessionRefusal {
 
 /// A backend's failure other than a refusal, as the CLI reports it: a busy store (try again) or a store error.
 public struct StoreFault: Error, CustomStringConvertible, Sendable {
-    /// Another process held the store's write lock too long.
+    /// Another process (another session) held the store's write lock, or a lock the write needed, too long.
     public var isBusy: Bool
     public var description: String
 
@@ -248,7 +248,7 @@ public struct StoreFault: Error, CustomStringConvertible, Sendable {
             isBusy = e.isBusy
             description = e.message
         case let e as PostgresError:
-            isBusy = false
+            isBusy = e.isLockTimeout
             description = e.description
         default: return nil
         }

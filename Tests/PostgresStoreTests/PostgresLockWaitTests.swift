@@ -2,6 +2,7 @@ import Foundation
 @testable import PostgresStore
 import RemoteConfig
 import Rollout
+import RolloutApp
 import Testing
 import TestSupport
 import Timekeeping
@@ -48,5 +49,40 @@ struct PostgresLockWaitTests {
             throw TestSupport.Failure("the set published nothing")
         }
         #expect(try other.current().info.number == before + 1)
+    }
+
+    /// A write that waits for the head lock longer than the store's lock timeout fails with 55P03, which the CLI
+    /// reports as a busy store (as the SQLite store's busy wait does), and writes nothing; once the other session
+    /// lets go, the same store writes.
+    @Test func aWriteWaitingLongerThanTheLockTimeoutFailsAsABusyStore() throws {
+        let (fresh, conninfo) = try PostgresStoreTests.freshStore()
+        let before = try fresh.current().info.number
+        let store = try PostgresConfigStore(conninfo: conninfo, lockTimeoutMilliseconds: 200)
+        let holder = try PGConnection(conninfo)
+        try holder.execute("BEGIN")
+        _ = try holder.query("SELECT version FROM config_head WHERE id = 1 FOR UPDATE")
+        let path = WritePath(store: store, clock: ManualClock(PostgresStoreTests.t0), newSeed: { "unused" })
+        let request = WritePath.Request(
+            intent: .rollout(.set(MicroPercent(percent: 10))), actor: "ana@test", reason: "busy", origin: "TEST")
+        // On a thread of its own: without the bound it would wait for as long as the holder holds.
+        nonisolated(unsafe) let unsafePath = path
+        let write = BackgroundCall { Result { _ = try unsafePath.execute(request) } }
+        guard let ended = write.result() else {
+            try holder.execute("ROLLBACK")
+            Issue.record("the write still waits for the head lock, far past its 200 ms lock timeout")
+            return
+        }
+        guard case .failure(let failure) = ended, let error = failure as? PostgresError else {
+            throw TestSupport.Failure("the write did not fail with a PostgreSQL error: \(ended)")
+        }
+        #expect(error.sqlState == "55P03" && error.isLockTimeout, "\(error)")
+        #expect(StoreFault(error)?.isBusy == true)
+        #expect(StoreFault(PostgresError(sqlState: "57014", message: "cancelled"))?.isBusy == false)
+        // The session's default bound is the SQLite store's busy timeout.
+        #expect(try fresh.connection.query("SHOW lock_timeout").first?.first == "10s")
+        try holder.execute("ROLLBACK")
+        #expect(try store.current().info.number == before)
+        guard case .published = try path.execute(request) else { throw TestSupport.Failure("the set published nothing") }
+        #expect(try fresh.current().info.number == before + 1)
     }
 }
