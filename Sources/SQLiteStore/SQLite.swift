@@ -312,10 +312,15 @@ public final class SQLiteDatabase: @unchecked Sendable {
 
 /// The connection's authorizer: allows everything, and tells the connection which tables a statement writes.
 /// What `sqlite3_busy_timeout` does, and an end to it: while another connection holds the lock a statement needs,
-/// SQLite calls the handler, which sleeps a little longer each time (1, 2, 5, 10, 15, 20, 25, 25, 25, 50, 50, then
-/// 100 ms, as SQLite's own) and asks for another try, until the limit has passed since the first call of this
-/// wait, or at once when the connection's `lockWaits` is cancelled (a server stopping past its drain: the calls
-/// still waiting for a lock fail now instead of each waiting out its timeout, one after another).
+/// SQLite calls the handler, which sleeps a little longer each time (1, 2, 5, 10, 15, 20, then 25 ms) and asks for
+/// another try, until the limit has passed since the first call of this wait, or at once when the connection's
+/// `lockWaits` is cancelled (a server stopping past its drain: the calls still waiting for a lock fail now instead
+/// of each waiting out its timeout, one after another).
+///
+/// SQLite's own handler goes on to 50 and 100 ms. A lock is taken by whoever tries while it is free, in no order,
+/// so a writer that looks every 100 ms while others keep taking it between its looks can wait out the whole
+/// limit: eight processes nudging one store at once on a loaded machine, one gave up after 10 s ("the store is
+/// busy"). Looking every 25 ms at most, it tries four times as often while it waits.
 final class BusyWait: @unchecked Sendable {
     let limit: Double
     let cancellation: Cancellation
@@ -325,7 +330,7 @@ final class BusyWait: @unchecked Sendable {
     private var calls = 0
     /// How many times SQLite has called the handler on this connection (tests: a statement is waiting).
     var callCount: Int { counting.withLock { calls } }
-    private static let delays: [Double] = [1, 2, 5, 10, 15, 20, 25, 25, 25, 50, 50, 100].map { $0 / 1000 }
+    private static let delays: [Double] = [1, 2, 5, 10, 15, 20, 25].map { $0 / 1000 }
 
     init(limit: Double, cancellation: Cancellation) {
         self.limit = limit
