@@ -45,6 +45,9 @@ final class SourcePullingConsoleSource: RolloutConsoleSource, @unchecked Sendabl
         try lock.withLock { try picture() }
     }
 
+    /// Whether a round of pulls runs now (tests: wait for it before moving their clock).
+    var isPulling: Bool { lock.withLock { pulling } }
+
     private func picture() throws -> ConsoleModel {
         let now = clock.now()
         if checkedAt.map({ now - $0 >= checkEvery }) ?? true {
