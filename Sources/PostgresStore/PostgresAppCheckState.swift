@@ -156,10 +156,8 @@ public final class PostgresAppCheckState: AppCheckState, @unchecked Sendable {
     private func readPerRequest<T>(_ body: (PGConnection) throws -> T) throws -> T {
         try readerLock.withLock {
             if reader == nil {
-                if let r = try? PGConnection(store.conninfo) {
-                    r.sessionSetup = ["SET client_min_messages = warning", "SET bytea_output = hex"]
-                    if (try? r.sessionSetup.forEach { try r.execute($0) }) != nil { reader = r }
-                }
+                reader = try? PostgresConfigStore.session(
+                    store.conninfo, readOnly: store.isReadOnly, lockTimeoutMilliseconds: store.lockTimeoutMilliseconds)
             }
             guard let reader, reader.reconnectIfLost() else { return try read { try body(c) } }
             return try body(reader)

@@ -102,13 +102,8 @@ public final class PostgresConfigStore: ConfigStore, @unchecked Sendable {
         self.conninfo = conninfo
         self.isReadOnly = readOnly
         self.sealing = sealing
-        connection = try PGConnection(conninfo)
-        // bytea as hex on every connection: the seal digests rows in their text form.
-        connection.sessionSetup = [
-            "SET client_min_messages = warning", "SET bytea_output = hex",
-            "SET lock_timeout = \(max(0, lockTimeoutMilliseconds))",
-        ] + (readOnly ? ["SET default_transaction_read_only = on"] : [])
-        for statement in connection.sessionSetup { try connection.execute(statement) }
+        self.lockTimeoutMilliseconds = lockTimeoutMilliseconds
+        connection = try Self.session(conninfo, readOnly: readOnly, lockTimeoutMilliseconds: lockTimeoutMilliseconds)
         let found = try PostgresSchema.version(connection)
         guard let found else {
             // Found through the search path: one that names no schema (a role's setting) hides a live store, and
@@ -189,6 +184,28 @@ public final class PostgresConfigStore: ConfigStore, @unchecked Sendable {
 
     /// The default bound on a wait for another session's lock, in milliseconds (see `init`).
     public static let lockTimeoutMilliseconds = 10_000
+
+    /// This store's bound on a wait for another session's lock, in milliseconds (`init`): its own session's, and
+    /// that of every other session opened for it (the App Check state's reading connection).
+    public let lockTimeoutMilliseconds: Int
+
+    /// A new session on `conninfo` set up as every session of the store is, and again after a reconnect
+    /// (`PGConnection.sessionSetup`): notices below warnings not sent, `bytea` as hex (the seal digests rows in their
+    /// text form), lock waits bounded by `lockTimeoutMilliseconds` (0: unbounded, PostgreSQL's default), and
+    /// with `readOnly` every transaction read-only. The one place these are set: the store's own session, the App
+    /// Check reader's and a migration's, so a lock held in another session (a `psql` left open, a migration's
+    /// DDL) makes none of them wait without end.
+    package static func session(
+        _ conninfo: String, readOnly: Bool = false, lockTimeoutMilliseconds: Int = PostgresConfigStore.lockTimeoutMilliseconds
+    ) throws -> PGConnection {
+        let c = try PGConnection(conninfo)
+        c.sessionSetup = [
+            "SET client_min_messages = warning", "SET bytea_output = hex",
+            "SET lock_timeout = \(max(0, lockTimeoutMilliseconds))",
+        ] + (readOnly ? ["SET default_transaction_read_only = on"] : [])
+        for statement in c.sessionSetup { try c.execute(statement) }
+        return c
+    }
 
     /// Cancelled by `abandonLockWaits`: no transaction begins on this connection from then on.
     private let lockWaits = Cancellation()

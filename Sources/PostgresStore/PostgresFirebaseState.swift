@@ -53,7 +53,7 @@ public final class PostgresFirebaseState: FirebaseStateStore, @unchecked Sendabl
             store = try PostgresConfigStore(conninfo: conninfo, readOnly: readOnly, sealing: sealing)
         } catch let e as StoreError {
             // A database without any rollout schema has simply not adopted the project yet.
-            if let c = try? PGConnection(conninfo), (try? PostgresSchema.version(c)) == .some(nil) {
+            if let c = try? PostgresConfigStore.session(conninfo), (try? PostgresSchema.version(c)) == .some(nil) {
                 throw StoreError.unavailable(notAdopted(shown, project: project))
             }
             throw e

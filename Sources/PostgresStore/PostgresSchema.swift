@@ -244,16 +244,34 @@ public enum PostgresSchema {
     }
 
     /// The one way into a schema that may need creating or upgrading (`init`, `store migrate`, `store copy`,
-    /// adopting a Firebase project): a new connection, one READ COMMITTED transaction under the schema's advisory
-    /// lock, `migrate` (which refuses a newer schema), then `body` with the connection and the steps applied,
-    /// committed together; rolled back whole when anything throws.
-    public static func migrating<T>(conninfo: String, _ body: (PGConnection, [Int]) throws -> T) throws -> T {
-        let c = try PGConnection(conninfo)
-        try c.execute("SET client_min_messages = warning; SET bytea_output = hex")
+    /// adopting a Firebase project): a new session (`PostgresConfigStore.session`), one READ COMMITTED transaction
+    /// under the schema's advisory lock, `migrate` (which refuses a newer schema), then `body` with the connection
+    /// and the steps applied, committed together; rolled back whole when anything throws.
+    ///
+    /// Its lock waits are bounded as the store's are (`lockTimeoutMilliseconds`): a step's DDL that waits for a
+    /// table another session holds (a `psql` left in a transaction) fails as a busy store instead of waiting, and
+    /// instead of queueing every other session's statements on that table behind it; so does a wait for another
+    /// migration's advisory lock that outlasts the bound.
+    public static func migrating<T>(
+        conninfo: String, lockTimeoutMilliseconds: Int = PostgresConfigStore.lockTimeoutMilliseconds,
+        _ body: (PGConnection, [Int]) throws -> T
+    ) throws -> T {
+        try migrating(conninfo: conninfo, lockTimeoutMilliseconds: lockTimeoutMilliseconds, checkingBefore: { _ in false }) {
+            c, applied, _ in try body(c, applied)
+        }
+    }
+
+    /// `migrating` with a check run under the advisory lock before the steps, its answer passed to `body`.
+    static func migrating<T>(
+        conninfo: String, lockTimeoutMilliseconds: Int = PostgresConfigStore.lockTimeoutMilliseconds,
+        checkingBefore: (PGConnection) throws -> Bool, _ body: (PGConnection, [Int], Bool) throws -> T
+    ) throws -> T {
+        let c = try PostgresConfigStore.session(conninfo, lockTimeoutMilliseconds: lockTimeoutMilliseconds)
         try c.execute("BEGIN ISOLATION LEVEL READ COMMITTED")
         do {
             try c.query("SELECT pg_advisory_xact_lock($1)", [advisoryLock])
-            let value = try body(c, try migrate(c))
+            let sealed = try checkingBefore(c)
+            let value = try body(c, try migrate(c), sealed)
             try c.execute("COMMIT")
             return value
         } catch {

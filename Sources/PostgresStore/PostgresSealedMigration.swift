@@ -38,23 +38,4 @@ extension PostgresSchema {
         }
         return true
     }
-
-    /// `migrating` with a check run under the advisory lock before the steps, its answer passed to `body`.
-    static func migrating<T>(
-        conninfo: String, checkingBefore: (PGConnection) throws -> Bool, _ body: (PGConnection, [Int], Bool) throws -> T
-    ) throws -> T {
-        let c = try PGConnection(conninfo)
-        try c.execute("SET client_min_messages = warning; SET bytea_output = hex")
-        try c.execute("BEGIN ISOLATION LEVEL READ COMMITTED")
-        do {
-            try c.query("SELECT pg_advisory_xact_lock($1)", [advisoryLock])
-            let sealed = try checkingBefore(c)
-            let value = try body(c, try migrate(c), sealed)
-            try c.execute("COMMIT")
-            return value
-        } catch {
-            try? c.execute("ROLLBACK")
-            throw error
-        }
-    }
 }

@@ -85,4 +85,61 @@ struct PostgresLockWaitTests {
         guard case .published = try path.execute(request) else { throw TestSupport.Failure("the set published nothing") }
         #expect(try fresh.current().info.number == before + 1)
     }
+
+    /// A migration (`init`, `store migrate`, `store copy`, adopting a Firebase project) bounds its lock waits as the
+    /// store does: one that waits longer than the bound for the schema's advisory lock (another migration, here a
+    /// session holding it) fails as a busy store, writes nothing, and runs once the lock is let go.
+    @Test func aMigrationWaitingLongerThanTheLockTimeoutFailsAsABusyStore() throws {
+        let (_, conninfo) = try PostgresStoreTests.freshStore()
+        #expect(try PostgresSchema.migrating(conninfo: conninfo) { c, _ in try c.query("SHOW lock_timeout").first?.first } == "10s")
+        let holder = try PGConnection(conninfo)
+        _ = try holder.query("SELECT pg_advisory_lock($1)", [PostgresSchema.advisoryLock])
+        let migration = BackgroundCall {
+            Result {
+                try PostgresSchema.migrating(conninfo: conninfo, lockTimeoutMilliseconds: 200) { c, applied in
+                    try c.execute("CREATE TABLE written_by_the_migration (n INTEGER)")
+                    return applied
+                }
+            }
+        }
+        guard let ended = migration.result() else {
+            _ = try holder.query("SELECT pg_advisory_unlock($1)", [PostgresSchema.advisoryLock])
+            Issue.record("the migration still waits for the advisory lock, far past its 200 ms lock timeout")
+            return
+        }
+        guard case .failure(let failure) = ended, let error = failure as? PostgresError else {
+            throw TestSupport.Failure("the migration did not fail with a PostgreSQL error: \(ended)")
+        }
+        #expect(error.isLockTimeout && StoreFault(error)?.isBusy == true, "\(error)")
+        #expect(try holder.query("SELECT to_regclass('written_by_the_migration') IS NULL").first?.first == "t")
+        _ = try holder.query("SELECT pg_advisory_unlock($1)", [PostgresSchema.advisoryLock])
+        #expect(try PostgresSchema.migrating(conninfo: conninfo, lockTimeoutMilliseconds: 200) { _, applied in applied } == [])
+    }
+
+    /// The App Check state's reading connection (a request's reads in `serve`) has the store's bound too: a read of
+    /// a table another session holds exclusively (a `psql` session's LOCK TABLE, a migration's DDL) fails as a busy
+    /// store instead of holding the request for as long as the other session holds the table.
+    @Test func anAppCheckReadWaitingLongerThanTheLockTimeoutFailsAsABusyStore() throws {
+        let (_, conninfo) = try PostgresStoreTests.freshStore()
+        let state = PostgresAppCheckState(
+            store: try PostgresConfigStore(conninfo: conninfo, lockTimeoutMilliseconds: 200), key: nil)
+        let digest = [UInt8](repeating: 7, count: 32)
+        #expect(try state.hasDebugToken(appId: "1:1:ios:a", digest: digest) == false)
+        let holder = try PGConnection(conninfo)
+        try holder.execute("BEGIN")
+        try holder.execute("LOCK TABLE appcheck_debug_tokens IN ACCESS EXCLUSIVE MODE")
+        nonisolated(unsafe) let unsafeState = state
+        let read = BackgroundCall { Result { try unsafeState.hasDebugToken(appId: "1:1:ios:a", digest: digest) } }
+        guard let ended = read.result() else {
+            try holder.execute("ROLLBACK")
+            Issue.record("the read still waits for the table, far past its 200 ms lock timeout")
+            return
+        }
+        guard case .failure(let failure) = ended, let error = failure as? PostgresError else {
+            throw TestSupport.Failure("the read did not fail with a PostgreSQL error: \(ended)")
+        }
+        #expect(error.isLockTimeout && StoreFault(error)?.isBusy == true, "\(error)")
+        try holder.execute("ROLLBACK")
+        #expect(try state.hasDebugToken(appId: "1:1:ios:a", digest: digest) == false)
+    }
 }
