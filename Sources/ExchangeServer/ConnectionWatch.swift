@@ -188,6 +188,7 @@ package final class ConnectionWatch: @unchecked Sendable {
         return connections.count >= d.pressureConnections ? late + waiting : late
     }
 
+    /// The monotonic clock in microseconds: the watch's times and the access log's durations.
     static func now() -> UInt64 { UInt64(Deadline.now.nanoseconds / 1000) }
 
     private func run(tick: Double) {

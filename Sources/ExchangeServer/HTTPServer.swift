@@ -415,8 +415,6 @@ public final class HTTPServer: @unchecked Sendable {
         }
     }
 
-    static func monotonicMicroseconds() -> UInt64 { ConnectionWatch.now() }
-
     fileprivate func begin(
         connection: OpaquePointer, exchange e: Exchange, method: String, path: String, version: String,
         versionAddress: UInt
@@ -430,7 +428,7 @@ public final class HTTPServer: @unchecked Sendable {
         e.nulInTarget = checksWholeTarget && Self.targetHoldsNUL(rawURIEnd: e.rawURIEnd, versionAddress: versionAddress)
         e.limit = handler.bodyLimit(method: method, path: path)
         e.remote = buffer.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }
-        e.started = HTTPServer.monotonicMicroseconds()
+        e.started = ConnectionWatch.now()
         e.headBytes = method.utf8.count + e.rawURI.utf8.count + version.utf8.count + 4
         let box = Unmanaged.passUnretained(e).toOpaque()
         rollout_mhd_values(connection, 1, headerIterator, box)
@@ -640,7 +638,7 @@ public final class HTTPServer: @unchecked Sendable {
             AccessLogEntry(
                 time: clock.now(), method: e.method, path: e.path,
                 status: answeredBy == .server ? e.status : answeredBy == .libmicrohttpd ? queuedStatus : nil,
-                durationMicroseconds: Int64(HTTPServer.monotonicMicroseconds() - e.started), bytesIn: e.bytesIn,
+                durationMicroseconds: Int64(ConnectionWatch.now() - e.started), bytesIn: e.bytesIn,
                 bytesOut: e.bytesOut, remote: e.remote, problem: e.problem, answeredBy: answeredBy))
     }
 }

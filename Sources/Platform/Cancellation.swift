@@ -41,7 +41,7 @@ public final class Cancellation: @unchecked Sendable {
     /// Waits `seconds`, or less when cancelled meanwhile; returns whether it is cancelled.
     @discardableResult
     public func wait(seconds: Double) -> Bool {
-        let end = Deadline(secondsFromNow: max(0, seconds))
+        let end = Deadline(secondsFromNow: seconds)
         while !isCancelled {
             let left = end.secondsLeft
             if left <= 0 { return false }

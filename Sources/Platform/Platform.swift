@@ -73,7 +73,7 @@ public final class Condition: Lock, @unchecked Sendable {
     }
 
     /// Waits (the lock held) until signalled or `seconds` pass; false when they passed.
-    public func wait(seconds: Double) -> Bool { wait(until: Deadline(secondsFromNow: max(0, seconds))) }
+    public func wait(seconds: Double) -> Bool { wait(until: Deadline(secondsFromNow: seconds)) }
 }
 
 // MARK: threads

@@ -196,7 +196,8 @@ public final class PostgresConfigStore: ConfigStore, @unchecked Sendable {
     /// Check reader's and a migration's, so a lock held in another session (a `psql` left open, a migration's
     /// DDL) makes none of them wait without end.
     package static func session(
-        _ conninfo: String, readOnly: Bool = false, lockTimeoutMilliseconds: Int = PostgresConfigStore.lockTimeoutMilliseconds
+        _ conninfo: String, readOnly: Bool = false,
+        lockTimeoutMilliseconds: Int = PostgresConfigStore.lockTimeoutMilliseconds
     ) throws -> PGConnection {
         let c = try PGConnection(conninfo)
         c.sessionSetup = [

@@ -324,8 +324,8 @@ public final class SQLiteDatabase: @unchecked Sendable {
 final class BusyWait: @unchecked Sendable {
     let limit: Double
     let cancellation: Cancellation
-    /// When the current wait began (monotonic seconds), set at its first call (`count` 0).
-    private var began = 0.0
+    /// When the current wait began, set at its first call (`count` 0).
+    private var began = Deadline.now
     private let counting = Lock()
     private var calls = 0
     /// How many times SQLite has called the handler on this connection (tests: a statement is waiting).
@@ -341,9 +341,9 @@ final class BusyWait: @unchecked Sendable {
     /// connection's own thread calls it, from inside SQLite.
     func retry(_ count: Int) -> Bool {
         counting.withLock { calls += 1 }
-        let now = Deadline.now.seconds
+        let now = Deadline.now
         if count == 0 { began = now }
-        let left = limit - (now - began)
+        let left = limit - now.seconds(since: began)
         guard left > 0, !cancellation.isCancelled else { return false }
         let delay = min(Self.delays[min(count, Self.delays.count - 1)], left)
         return !cancellation.wait(seconds: delay)
