@@ -19,8 +19,10 @@ enum PostgresBench {
         ) {
             let server = try PostgresServer(tcp: false, durable: true)
             defer { server.stop() }
-            try publishLatency(server)
-            try ingestThroughput(server)
+            // `ROLLOUT_BENCH_POSTGRES=publish` or `ingest`: that half alone (a profile of one).
+            let only = ProcessInfo.processInfo.environment["ROLLOUT_BENCH_POSTGRES"]
+            if only != "ingest" { try publishLatency(server) }
+            if only != "publish" { try ingestThroughput(server) }
         }
     ]
 
