@@ -19,17 +19,10 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 mkdir -p .build
 lane_log=.build/release-lane.log
-# When the lane ends, the suites may run one process more at once (scripts/widen-suites.sh, test.sh).
-marker=.build/release-lane-ended
-rm -f "$marker"
 release_lane() {
     scripts/phase.sh fuzz scripts/fuzz.sh short \
         && scripts/phase.sh release-build make --no-print-directory release \
         && scripts/phase.sh release-smoke scripts/release-smoke.sh .build/release/rollout
-    local status=$?
-    touch .build/release-lane-ended
-    scripts/widen-suites.sh
-    return $status
 }
 setsid nice -n 10 bash -c "$(declare -f release_lane); release_lane" > "$lane_log" 2>&1 &
 lane=$!
@@ -38,7 +31,7 @@ trap 'kill -- -$lane 2>/dev/null; kill $lane 2>/dev/null' INT TERM
 
 suites=0
 scripts/phase.sh debug-build make --no-print-directory build-tests || suites=1
-[ $suites -eq 0 ] && { ROLLOUT_RELEASE_LANE_MARKER=$marker scripts/phase.sh suites scripts/test.sh || suites=1; }
+[ $suites -eq 0 ] && { scripts/phase.sh suites scripts/test.sh || suites=1; }
 
 released=0
 wait $lane || released=1

@@ -70,13 +70,7 @@ export -f run_unit
 export bundle logs
 
 started=$(date +%s)
-printf '%s\n' $units | xargs -P "$width" -I{} bash -c 'run_unit "$@"' _ {} &
-# Under `make test` (ROLLOUT_RELEASE_LANE_MARKER set), one process more once the release lane beside the suites has
-# ended (scripts/widen-suites.sh): after it the suites ran alone on three processes and kept the two cores about
-# two-thirds busy for the last few minutes.
-echo $! > "$logs/xargs.pid"
-[[ -n ${ROLLOUT_RELEASE_LANE_MARKER:-} && -e $ROLLOUT_RELEASE_LANE_MARKER ]] && scripts/widen-suites.sh
-wait $!
+printf '%s\n' $units | xargs -P "$width" -I{} bash -c 'run_unit "$@"' _ {}
 elapsed=$(( $(date +%s) - started ))
 cp "$logs/seconds" "$previous"
 total=$(cat "$logs"/*.log | grep -a -E "Test run with [0-9]+ tests?" | sed -E 's/^[^T]*Test run with ([0-9]+) tests?.*/\1/' | awk '{ s += $1 } END { print s + 0 }')
