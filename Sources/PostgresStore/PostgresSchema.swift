@@ -256,9 +256,9 @@ public enum PostgresSchema {
         conninfo: String, lockTimeoutMilliseconds: Int = PostgresConfigStore.lockTimeoutMilliseconds,
         _ body: (PGConnection, [Int]) throws -> T
     ) throws -> T {
-        try migrating(conninfo: conninfo, lockTimeoutMilliseconds: lockTimeoutMilliseconds, checkingBefore: { _ in false }) {
-            c, applied, _ in try body(c, applied)
-        }
+        try migrating(
+            conninfo: conninfo, lockTimeoutMilliseconds: lockTimeoutMilliseconds, checkingBefore: { _ in false }
+        ) { c, applied, _ in try body(c, applied) }
     }
 
     /// `migrating` with a check run under the advisory lock before the steps, its answer passed to `body`.

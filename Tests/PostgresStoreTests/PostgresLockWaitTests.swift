@@ -67,13 +67,9 @@ struct PostgresLockWaitTests {
         // On a thread of its own: without the bound it would wait for as long as the holder holds.
         nonisolated(unsafe) let unsafePath = path
         let write = BackgroundCall { Result { _ = try unsafePath.execute(request) } }
-        guard let ended = write.result() else {
-            try holder.execute("ROLLBACK")
-            Issue.record("the write still waits for the head lock, far past its 200 ms lock timeout")
+        let rollback = { try holder.execute("ROLLBACK") }
+        guard let error = try Self.failure(of: write, "the write", on: "the head lock", release: rollback) else {
             return
-        }
-        guard case .failure(let failure) = ended, let error = failure as? PostgresError else {
-            throw TestSupport.Failure("the write did not fail with a PostgreSQL error: \(ended)")
         }
         #expect(error.sqlState == "55P03" && error.isLockTimeout, "\(error)")
         #expect(StoreFault(error)?.isBusy == true)
@@ -93,7 +89,9 @@ struct PostgresLockWaitTests {
     /// session holding it) fails as a busy store, writes nothing, and runs once the lock is let go.
     @Test func aMigrationWaitingLongerThanTheLockTimeoutFailsAsABusyStore() throws {
         let (_, conninfo) = try PostgresStoreTests.freshStore()
-        let bound = try PostgresSchema.migrating(conninfo: conninfo) { c, _ in try c.query("SHOW lock_timeout").first?.first }
+        let bound = try PostgresSchema.migrating(conninfo: conninfo) { c, _ in
+            try c.query("SHOW lock_timeout").first?.first
+        }
         #expect(bound == "10s")
         let holder = try PGConnection(conninfo)
         _ = try holder.query("SELECT pg_advisory_lock($1)", [PostgresSchema.advisoryLock])
@@ -105,18 +103,14 @@ struct PostgresLockWaitTests {
                 }
             }
         }
-        guard let ended = migration.result() else {
-            _ = try holder.query("SELECT pg_advisory_unlock($1)", [PostgresSchema.advisoryLock])
-            Issue.record("the migration still waits for the advisory lock, far past its 200 ms lock timeout")
-            return
-        }
-        guard case .failure(let failure) = ended, let error = failure as? PostgresError else {
-            throw TestSupport.Failure("the migration did not fail with a PostgreSQL error: \(ended)")
-        }
+        let unlock = { _ = try holder.query("SELECT pg_advisory_unlock($1)", [PostgresSchema.advisoryLock]) }
+        guard
+            let error = try Self.failure(of: migration, "the migration", on: "the advisory lock", release: unlock)
+        else { return }
         #expect(error.isLockTimeout && StoreFault(error)?.isBusy == true, "\(error)")
         #expect(try holder.query("SELECT to_regclass('written_by_the_migration') IS NULL").first?.first == "t")
-        _ = try holder.query("SELECT pg_advisory_unlock($1)", [PostgresSchema.advisoryLock])
-        let applied = try PostgresSchema.migrating(conninfo: conninfo, lockTimeoutMilliseconds: 200) { _, applied in applied }
+        try unlock()
+        let applied = try PostgresSchema.migrating(conninfo: conninfo, lockTimeoutMilliseconds: 200) { _, s in s }
         #expect(applied == [])
     }
 
@@ -134,16 +128,28 @@ struct PostgresLockWaitTests {
         try holder.execute("LOCK TABLE appcheck_debug_tokens IN ACCESS EXCLUSIVE MODE")
         nonisolated(unsafe) let unsafeState = state
         let read = BackgroundCall { Result { try unsafeState.hasDebugToken(appId: "1:1:ios:a", digest: digest) } }
-        guard let ended = read.result() else {
-            try holder.execute("ROLLBACK")
-            Issue.record("the read still waits for the table, far past its 200 ms lock timeout")
-            return
-        }
-        guard case .failure(let failure) = ended, let error = failure as? PostgresError else {
-            throw TestSupport.Failure("the read did not fail with a PostgreSQL error: \(ended)")
-        }
+        let rollback = { try holder.execute("ROLLBACK") }
+        guard let error = try Self.failure(of: read, "the read", on: "the table", release: rollback) else { return }
         #expect(error.isLockTimeout && StoreFault(error)?.isBusy == true, "\(error)")
         try holder.execute("ROLLBACK")
         #expect(try state.hasDebugToken(appId: "1:1:ios:a", digest: digest) == false)
+    }
+
+    /// The PostgreSQL error a call run on a thread of its own (with a 200 ms lock timeout) ended with. A call still
+    /// waiting after `BackgroundCall`'s bound is recorded as an issue, after `release` lets the other session's lock
+    /// go (nil: the test ends there); a call that returned, or failed otherwise, fails the test.
+    static func failure<T>(
+        of call: BackgroundCall<Result<T, any Error>>, _ what: String, on lock: String,
+        release: () throws -> Void
+    ) throws -> PostgresError? {
+        guard let ended = call.result() else {
+            try release()
+            Issue.record("\(what) still waits for \(lock), far past its 200 ms lock timeout")
+            return nil
+        }
+        guard case .failure(let failure) = ended, let error = failure as? PostgresError else {
+            throw TestSupport.Failure("\(what) did not fail with a PostgreSQL error: \(ended)")
+        }
+        return error
     }
 }
