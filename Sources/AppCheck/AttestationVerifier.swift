@@ -294,7 +294,7 @@ public struct AttestationVerifier: Sendable {
         guard object.format == AttestationObject.appleFormat else { return .failure(.unsupportedFormat(object.format)) }
         var certificates: [Certificate] = []
         for (i, der) in object.certificates.enumerated() {
-            guard let c = i == 0 ? Certificate(der: der) : trust.intermediate(der: der) else {
+            guard let c = i == 0 ? Certificate(credentialDER: der) : trust.intermediate(der: der) else {
                 return .failure(.malformedCertificate(index: i))
             }
             certificates.append(c)

@@ -79,6 +79,27 @@ public final class P256PublicKey: @unchecked Sendable {
 
     deinit { P256PublicKey.spares.give(key) }
 
+    /// A new `EVP_PKEY` of libcrypto's legacy kind holding a copy of this key (made without a provider fetch), for
+    /// the caller to free; nil when libcrypto cannot allocate one.
+    func newLegacyKey() -> OpaquePointer? {
+        guard let copy = EC_KEY_dup(key) else {
+            ERR_clear_error()
+            return nil
+        }
+        guard let pkey = EVP_PKEY_new() else {
+            EC_KEY_free(copy)
+            ERR_clear_error()
+            return nil
+        }
+        guard EVP_PKEY_assign(pkey, EVP_PKEY_EC, UnsafeMutableRawPointer(copy)) == 1 else {
+            EVP_PKEY_free(pkey)
+            EC_KEY_free(copy)
+            ERR_clear_error()
+            return nil
+        }
+        return pkey
+    }
+
     /// The SubjectPublicKeyInfo DER (what a PEM `PUBLIC KEY` block holds).
     public var subjectPublicKeyInfo: [UInt8] { P256PublicKey.spkiPrefix + uncompressedPoint }
 

@@ -22,6 +22,7 @@
 #include <openssl/bio.h>
 #include <openssl/crypto.h>
 #include <openssl/engine.h>
+#include <openssl/provider.h>
 // SHA-256 and SHA-1 as "legacy" EVP_MDs over the low-level block functions, for HMAC_CTX. OpenSSL 3 runs an
 // EVP_MD made with EVP_MD_meth_new on its legacy path, without fetching an implementation from a provider: the
 // first fetch of a process builds the provider name map, about 4 million instructions, a sixth of a whole

@@ -61,6 +61,52 @@ import Timekeeping
         #expect(verdict(kayak, attestation: forged) == .certificateSignatureInvalid(depth: 1))
     }
 
+    @Test func aCredentialCertificateWithANonMinimalLengthIsCheckedAsSent() throws {
+        // The kayak leaf with its TBSCertificate's length in a non-minimal long form (30 83 00 xx xx for 30 82 xx
+        // xx). libcrypto parses it, and the signature covers the DER Apple signed, not these bytes: a parse that
+        // encoded the certificate afresh (to set its key) would check the signature over the DER and accept it.
+        let leaf = try AttestationObject(cbor: kayak.attestation).certificates[0]
+        try #require(leaf.count > 8 && leaf[0] == 0x30 && leaf[1] == 0x82 && leaf[4] == 0x30 && leaf[5] == 0x82)
+        let outer = ((Int(leaf[2]) << 8) | Int(leaf[3])) + 1
+        let ber = [0x30, 0x82, UInt8(outer >> 8), UInt8(outer & 0xff), 0x30, 0x83, 0x00] + leaf[6...]
+        #expect(Certificate(der: ber) != nil && Certificate(credentialDER: ber) != nil)
+        let forged = modified(kayak) { $0.certificates[0] = ber }
+        #expect(verdict(kayak, attestation: forged) == .certificateSignatureInvalid(depth: 0))
+    }
+
+    @Test func aCredentialCertificateParsesAsAnyCertificate() throws {
+        // The credential certificate's parse (its key loaded from the point) answers as the general one does.
+        let demoKey = try P256PrivateKey()
+        let demoLeaf = try Demo.authority.credentialCertificate(
+            for: demoKey, nonce: SHA256.hash("parse"), at: Demo.time)
+        for der in [try AttestationObject(cbor: kayak.attestation).certificates[0], demoLeaf.der] {
+            let general = try #require(Certificate(der: der))
+            let credential = try #require(Certificate(credentialDER: der))
+            #expect(credential.der == der)
+            #expect(credential.hasP256Key && general.hasP256Key)
+            #expect(credential.subjectPublicKeyBytes == general.subjectPublicKeyBytes)
+            #expect(credential.subjectCommonName == general.subjectCommonName)
+            #expect(credential.notBefore == general.notBefore && credential.notAfter == general.notAfter)
+            #expect(
+                credential.extensionValues(oid: AppAttestNonceExtension.oid)
+                    == general.extensionValues(oid: AppAttestNonceExtension.oid))
+            #expect(credential.isCertificateAuthority == general.isCertificateAuthority)
+            #expect(credential.keyLoadedFromPoint && !general.keyLoadedFromPoint)
+        }
+        // A certificate whose key is not P-256 (Apple's intermediate, P-384) parses the general way.
+        let intermediate = try AttestationObject(cbor: kayak.attestation).certificates[1]
+        let parsed = try #require(Certificate(credentialDER: intermediate))
+        #expect(!parsed.hasP256Key && parsed.der == intermediate && !parsed.keyLoadedFromPoint)
+        // So does one that libcrypto would not encode back to the bytes received: the kayak leaf with its outer
+        // length in a non-minimal long form (30 83 00 xx xx for 30 82 xx xx).
+        let leaf = try AttestationObject(cbor: kayak.attestation).certificates[0]
+        let longForm = [0x30, 0x83, 0x00] + leaf[2...]
+        let reparsed = try #require(Certificate(credentialDER: longForm))
+        #expect(!reparsed.keyLoadedFromPoint && reparsed.der == longForm)
+        #expect(Certificate(credentialDER: Array(intermediate.dropLast())) == nil)
+        #expect(Certificate(credentialDER: intermediate + [0]) == nil)
+    }
+
     @Test func wrongChallenge() {
         #expect(verdict(kayak, clientDataHash: SHA256.hash("another challenge")) == .nonceMismatch)
     }
