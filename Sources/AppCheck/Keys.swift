@@ -126,14 +126,41 @@ public final class P256PrivateKey: @unchecked Sendable {
     public let publicPoint: [UInt8]
 
     /// Generates a fresh key from libcrypto's DRBG.
+    ///
+    /// The key is generated from a template holding the curve (`parameters`), whose group libcrypto copies: named
+    /// by its curve instead, libcrypto built the group anew for every key, half of a key's generation.
     public convenience init() throws(OpenSSLError) {
-        guard let ctx = EVP_PKEY_CTX_new_id(EVP_PKEY_EC, nil) else { throw OpenSSLError.last("EVP_PKEY_CTX_new_id") }
+        let template = try P256PrivateKey.parameters.get()
+        guard let ctx = EVP_PKEY_CTX_new_from_pkey(nil, template.pointer, nil) else {
+            throw OpenSSLError.last("EVP_PKEY_CTX_new_from_pkey")
+        }
         defer { EVP_PKEY_CTX_free(ctx) }
         var key: OpaquePointer?
-        guard EVP_PKEY_keygen_init(ctx) == 1, EVP_PKEY_CTX_set_ec_paramgen_curve_nid(ctx, NID_X9_62_prime256v1) == 1,
-            EVP_PKEY_keygen(ctx, &key) == 1, let key
-        else { throw OpenSSLError.last("P-256 key generation") }
+        guard EVP_PKEY_keygen_init(ctx) == 1, EVP_PKEY_keygen(ctx, &key) == 1, let key else {
+            throw OpenSSLError.last("P-256 key generation")
+        }
         try self.init(taking: key)
+    }
+
+    /// The P-256 domain parameters (an `EVP_PKEY` with the curve and no key), made once.
+    private static let parameters: Result<Parameters, OpenSSLError> = Result { () throws(OpenSSLError) in
+        try Parameters()
+    }
+
+    private final class Parameters: @unchecked Sendable {
+        let pointer: OpaquePointer
+        init() throws(OpenSSLError) {
+            guard let ctx = EVP_PKEY_CTX_new_id(EVP_PKEY_EC, nil) else {
+                throw OpenSSLError.last("EVP_PKEY_CTX_new_id")
+            }
+            defer { EVP_PKEY_CTX_free(ctx) }
+            var parameters: OpaquePointer?
+            guard EVP_PKEY_paramgen_init(ctx) == 1,
+                EVP_PKEY_CTX_set_ec_paramgen_curve_nid(ctx, NID_X9_62_prime256v1) == 1,
+                EVP_PKEY_paramgen(ctx, &parameters) == 1, let parameters
+            else { throw OpenSSLError.last("P-256 parameters") }
+            pointer = parameters
+        }
     }
 
     /// Loads a key from its DER private-key encoding (as `derRepresentation` writes it).
