@@ -75,15 +75,7 @@ public final class Certificate: @unchecked Sendable {
             let key = P256PublicKey(uncompressedPoint: bytes(of: bits)), let pkey = key.newLegacyKey()
         else { return nil }
         defer { EVP_PKEY_free(pkey) }
-        guard X509_set_pubkey(cert, pkey) == 1 else { return nil }
-        let length = i2d_X509(cert, nil)
-        guard length > 0 else { return nil }
-        var encoded = [UInt8](repeating: 0, count: Int(length))
-        let written = encoded.withUnsafeMutableBufferPointer { buf in
-            var p: UnsafeMutablePointer<UInt8>? = buf.baseAddress
-            return i2d_X509(cert, &p)
-        }
-        guard written == length, encoded == der else { return nil }
+        guard X509_set_pubkey(cert, pkey) == 1, OpenSSL.der({ i2d_X509(cert, $0) }) == der else { return nil }
         kept = true
         return cert
     }
@@ -127,13 +119,7 @@ public final class Certificate: @unchecked Sendable {
     /// Takes ownership of a certificate libcrypto built.
     init(taking cert: OpaquePointer) {
         x509 = cert
-        let n = i2d_X509(cert, nil)
-        var out = [UInt8](repeating: 0, count: max(Int(n), 0))
-        out.withUnsafeMutableBufferPointer { buf in
-            var p: UnsafeMutablePointer<UInt8>? = buf.baseAddress
-            _ = i2d_X509(cert, &p)
-        }
-        der = out
+        der = OpenSSL.der { i2d_X509(cert, $0) }
         keyLoadedFromPoint = false
     }
 

@@ -266,25 +266,20 @@ enum OpenSSL {
         return key
     }
 
-    static func privateKeyDER(_ pkey: OpaquePointer) -> [UInt8] {
-        let n = i2d_PrivateKey(pkey, nil)
-        guard n > 0 else { return [] }
-        var out = [UInt8](repeating: 0, count: Int(n))
-        out.withUnsafeMutableBufferPointer { buf in
-            var p: UnsafeMutablePointer<UInt8>? = buf.baseAddress
-            _ = i2d_PrivateKey(pkey, &p)
-        }
-        return out
-    }
+    static func privateKeyDER(_ pkey: OpaquePointer) -> [UInt8] { der { i2d_PrivateKey(pkey, $0) } }
 
-    static func publicKeyDER(_ pkey: OpaquePointer) -> [UInt8] {
-        let n = i2d_PUBKEY(pkey, nil)
+    static func publicKeyDER(_ pkey: OpaquePointer) -> [UInt8] { der { i2d_PUBKEY(pkey, $0) } }
+
+    /// What an `i2d_*` function writes: `encode(nil)` gives the length, `encode(&p)` writes at `p`; empty when
+    /// libcrypto fails or writes another length.
+    static func der(_ encode: (UnsafeMutablePointer<UnsafeMutablePointer<UInt8>?>?) -> Int32) -> [UInt8] {
+        let n = encode(nil)
         guard n > 0 else { return [] }
         var out = [UInt8](repeating: 0, count: Int(n))
-        out.withUnsafeMutableBufferPointer { buf in
+        let written = out.withUnsafeMutableBufferPointer { buf -> Int32 in
             var p: UnsafeMutablePointer<UInt8>? = buf.baseAddress
-            _ = i2d_PUBKEY(pkey, &p)
+            return encode(&p)
         }
-        return out
+        return written == n ? out : []
     }
 }
