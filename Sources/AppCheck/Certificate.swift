@@ -71,27 +71,18 @@ public final class Certificate: @unchecked Sendable {
             if !kept { X509_free(cert) }
             ERR_clear_error()
         }
-        guard namesP256(cert), let bits = X509_get0_pubkey_bitstr(cert),
-            let key = P256PublicKey(uncompressedPoint: bytes(of: bits)), let pkey = key.newLegacyKey()
+        // The key's SubjectPublicKeyInfo must be P-256's with an uncompressed point (the prefix names the algorithm,
+        // the named curve and a bit string of 66 bytes), and the point on the curve.
+        let prefix = P256PublicKey.spkiPrefix
+        guard let pub = X509_get_X509_PUBKEY(cert), case let spki = OpenSSL.der({ i2d_X509_PUBKEY(pub, $0) }),
+            spki.count == prefix.count + 65, spki.starts(with: prefix),
+            let key = P256PublicKey(uncompressedPoint: Array(spki.dropFirst(prefix.count))),
+            let pkey = key.newLegacyKey()
         else { return nil }
         defer { EVP_PKEY_free(pkey) }
         guard X509_set_pubkey(cert, pkey) == 1, OpenSSL.der({ i2d_X509(cert, $0) }) == der else { return nil }
         kept = true
         return cert
-    }
-
-    /// Whether the certificate's key algorithm is an EC key on the named curve P-256 (from its bytes, decoded or not).
-    private static func namesP256(_ cert: OpaquePointer) -> Bool {
-        var algorithm: OpaquePointer?
-        var parameters: UnsafeMutablePointer<X509_ALGOR>?
-        guard let pub = X509_get_X509_PUBKEY(cert),
-            X509_PUBKEY_get0_param(&algorithm, nil, nil, &parameters, pub) == 1,
-            OBJ_obj2nid(algorithm) == NID_X9_62_id_ecPublicKey
-        else { return false }
-        var type: Int32 = 0
-        var value: UnsafeRawPointer?
-        X509_ALGOR_get0(nil, &type, &value, parameters)
-        return type == V_ASN1_OBJECT && value.map { OBJ_obj2nid(OpaquePointer($0)) } == NID_X9_62_prime256v1
     }
 
     /// A library context with only OpenSSL's null provider loaded, so nothing can be fetched from it (a context
