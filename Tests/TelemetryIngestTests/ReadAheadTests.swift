@@ -63,6 +63,49 @@ struct ReadAheadTests {
         }
     }
 
+    /// How many of the pages of the file at `path` are in the page cache (`mincore` over a mapping of it).
+    static func residentPages(_ path: String) throws -> (resident: Int, pages: Int) {
+        let fd = open(path, O_RDONLY)
+        try #require(fd >= 0)
+        defer { close(fd) }
+        let size = Int(lseek(fd, 0, SEEK_END))
+        let map = mmap(nil, size, PROT_READ, MAP_SHARED, fd, 0)
+        try #require(map != MAP_FAILED)
+        defer { munmap(map, size) }
+        let pageSize = Int(sysconf(Int32(_SC_PAGESIZE)))
+        var vector = [UInt8](repeating: 0, count: (size + pageSize - 1) / pageSize)
+        try #require(mincore(map, size, &vector) == 0)
+        return (vector.filter { $0 & 1 != 0 }.count, vector.count)
+    }
+
+    @Test("a regular file's pages are released behind the reader, so a large input does not fill the page cache")
+    func pagesReleasedBehind() throws {
+        // In the package's build directory (a disk file system: a tmpfs keeps its pages whatever is advised).
+        let path = TestSupport.packageRoot.appendingPathComponent(".build/read-ahead-\(UUID().uuidString)").path
+        var state: UInt64 = 7
+        let bytes = (0..<(16 << 20) + 12_345).map { _ -> UInt8 in
+            state = state &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
+            return UInt8(truncatingIfNeeded: state >> 33)
+        }
+        try Data(bytes).write(to: URL(fileURLWithPath: path))
+        defer { unlink(path) }
+        // Written back and read once: every page is cached and clean (a dirty page is not released).
+        let sync = open(path, O_RDONLY)
+        try #require(sync >= 0)
+        try #require(fsync(sync) == 0)
+        close(sync)
+        _ = try Data(contentsOf: URL(fileURLWithPath: path))
+        let before = try Self.residentPages(path)
+        try #require(before.resident == before.pages, "the file is cached before it is read")
+        let fd = open(path, O_RDONLY)
+        try #require(fd >= 0)
+        let reader = ReadAhead(fd: fd, size: Int64(bytes.count), chunkBytes: 64 << 10, chunks: 2, readAhead: 4 << 20)
+        #expect(try Self.drain(reader) == bytes)
+        // Released in steps of half the read-ahead (2 MiB, the largest folio of the page cache here) and at the end.
+        let after = try Self.residentPages(path)
+        #expect(after.resident == 0, "\(after.resident) of \(after.pages) pages still cached")
+    }
+
     @Test("a pipe is read to its end, however its writer splits it")
     func pipeInOrder() throws {
         var fds: [Int32] = [0, 0]
