@@ -127,7 +127,8 @@ public final class ReadAhead {
             // The pages read are released every half read-ahead and at the end, each time from where the time
             // before began: the kernel drops only whole folios, and one across the last boundary is whole now.
             if size != nil, offset - released.last >= readAhead / 2 || (n == 0 && offset > released.previous) {
-                _ = posix_fadvise(fd, off_t(released.previous), off_t(offset - released.previous), Int32(POSIX_FADV_DONTNEED))
+                let from = released.previous
+                _ = posix_fadvise(fd, off_t(from), off_t(offset - from), Int32(POSIX_FADV_DONTNEED))
                 released = (released.last, offset)
             }
         }
