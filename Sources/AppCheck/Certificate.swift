@@ -71,12 +71,9 @@ public final class Certificate: @unchecked Sendable {
             if !kept { X509_free(cert) }
             ERR_clear_error()
         }
-        // The key's SubjectPublicKeyInfo must be P-256's with an uncompressed point (the prefix names the algorithm,
-        // the named curve and a bit string of 66 bytes), and the point on the curve.
-        let prefix = P256PublicKey.spkiPrefix
-        guard let pub = X509_get_X509_PUBKEY(cert), case let spki = OpenSSL.der({ i2d_X509_PUBKEY(pub, $0) }),
-            spki.count == prefix.count + 65, spki.starts(with: prefix),
-            let key = P256PublicKey(uncompressedPoint: Array(spki.dropFirst(prefix.count))),
+        // The key's SubjectPublicKeyInfo must be P-256's with an uncompressed point on the curve.
+        guard let pub = X509_get_X509_PUBKEY(cert),
+            let key = P256PublicKey(subjectPublicKeyInfo: OpenSSL.der { i2d_X509_PUBKEY(pub, $0) }),
             let pkey = key.newLegacyKey()
         else { return nil }
         defer { EVP_PKEY_free(pkey) }

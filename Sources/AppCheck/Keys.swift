@@ -103,6 +103,14 @@ public final class P256PublicKey: @unchecked Sendable {
     /// The SubjectPublicKeyInfo DER (what a PEM `PUBLIC KEY` block holds).
     public var subjectPublicKeyInfo: [UInt8] { P256PublicKey.spkiPrefix + uncompressedPoint }
 
+    /// Loads the key of a SubjectPublicKeyInfo DER in the form `subjectPublicKeyInfo` writes (the algorithm
+    /// `id-ecPublicKey`, the named curve P-256, an uncompressed point); nil for any other form or a point off the curve.
+    public convenience init?(subjectPublicKeyInfo spki: [UInt8]) {
+        let prefix = P256PublicKey.spkiPrefix
+        guard spki.count == prefix.count + 65, spki.starts(with: prefix) else { return nil }
+        self.init(uncompressedPoint: Array(spki.dropFirst(prefix.count)))
+    }
+
     /// True when `signature` (DER ECDSA) is valid for `message` under ECDSA P-256 with SHA-256.
     ///
     /// The message is hashed here with SHA-256 and the digest verified; App Attest signs the 32-byte nonce as a

@@ -60,6 +60,20 @@ import Testing
         }
     }
 
+    @Test func loadsItsOwnSubjectPublicKeyInfoOnly() throws {
+        let key = try P256PrivateKey().publicKey
+        let spki = key.subjectPublicKeyInfo
+        #expect(P256PublicKey(subjectPublicKeyInfo: spki)?.uncompressedPoint == key.uncompressedPoint)
+        // Another curve OID than P-256's (its last byte changed), a point off the curve, a cut or a longer encoding.
+        var otherCurve = spki
+        otherCurve[22] = 0x22
+        var offCurve = spki
+        offCurve[spki.count - 1] ^= 1
+        for refused in [otherCurve, offCurve, Array(spki.dropLast()), spki + [0], Array(spki.dropFirst())] {
+            #expect(P256PublicKey(subjectPublicKeyInfo: refused) == nil)
+        }
+    }
+
     @Test func keysAreSharedAcrossThreads() async throws {
         let key = try P256PrivateKey()
         let message = Array("shared".utf8)
