@@ -158,19 +158,33 @@ public final class FleetSimulation: @unchecked Sendable {
 
     // MARK: Driving
 
-    /// Processes everything due up to `target` (at most `end`) and moves the clock there.
-    public func advance(to target: Instant) throws {
+    /// Processes everything due up to `target` (at most `end`) and moves the clock there, or stops early once
+    /// `yield` says so: asked between instants only (every `yieldEvery` of them), so where the clock stops every
+    /// action due by it has run. The runner's wall-time budget for a step; the simulation never reads wall time.
+    public func advance(to target: Instant, yieldingWhen yield: () -> Bool = { false }) throws {
         try runLock.withLock {
             let limit = min(target, end).microseconds
+            var instants = 0
+            var interrupted = false
             while let next = agenda.nextTime, next <= limit {
+                if next > clock.now().microseconds {
+                    instants += 1
+                    if instants % Self.yieldEvery == 0, yield() {
+                        interrupted = true
+                        break
+                    }
+                }
                 try process(agenda.pop()!)
             }
-            if limit > clock.now().microseconds { clock.set(Instant(microseconds: limit)) }
+            if !interrupted, limit > clock.now().microseconds { clock.set(Instant(microseconds: limit)) }
             try sink.reached(clock.now())
-            if limit >= end.microseconds { try finish() }
+            if !interrupted, limit >= end.microseconds { try finish() }
             share()
         }
     }
+
+    /// How many instants `advance` processes between two questions to its `yield`.
+    static let yieldEvery = 16
 
     /// Processes the next action on the agenda (the clock moves to its time); false when the run is over.
     @discardableResult

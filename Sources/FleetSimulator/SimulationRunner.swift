@@ -22,7 +22,8 @@ public final class SimulationRunner: @unchecked Sendable {
     private var stopped = false
 
     public init(
-        simulation: FleetSimulation, speed: SimulationSpeed, wall: any Clock, clockStore: (any SimulationHeartbeat)? = nil,
+        simulation: FleetSimulation, speed: SimulationSpeed, wall: any Clock,
+        clockStore: (any SimulationHeartbeat)? = nil,
         control: SimulationControl? = nil,
         sleep: @escaping @Sendable (Instant.Duration) -> Void = { d in usleep(UInt32(clamping: d.microseconds)) }
     ) {
@@ -33,6 +34,9 @@ public final class SimulationRunner: @unchecked Sendable {
         self.control = control
         self.sleep = sleep
     }
+
+    /// The wall time one step of the model may take before the runner lands its data and heartbeat.
+    public static let stepBudget = Instant.Duration.milliseconds(Int64(200))
 
     /// Asks `run` to return at its next step (telemetry is flushed, the clock record marked stopped).
     public func stop() { lock.withLock { stopped = true } }
@@ -89,25 +93,30 @@ public final class SimulationRunner: @unchecked Sendable {
                 if factor == 0 {
                     sleep(.milliseconds(Int64(50)))
                 } else if let factor {
-                    let elapsed = Double((wall.now() - wallStart).microseconds)
+                    let stepStart = wall.now()
+                    let elapsed = Double((stepStart - wallStart).microseconds)
                     let target = simulatedStart + Instant.Duration(microseconds: Int64(elapsed * factor))
-                    // Steps of about a fifth of a second of wall time at the pace achieved, so that data and heartbeat
-                    // keep flowing while the model works through a busy stretch.
-                    let slice = Instant.Duration(microseconds: max(1_000_000, Int64((achieved ?? factor) * 200_000)))
-                    try simulation.advance(to: min(target, simulation.now + slice))
+                    // Steps of at most a fifth of a second of wall time, so that data and heartbeat keep flowing while
+                    // the model works through a busy stretch. Bounded by wall time, not by the simulated time the
+                    // machine was thought to manage: before the pace was measured that was the full speed, and a
+                    // large fleet's first minutes at 3600x took longer than readers wait for a heartbeat.
+                    let budgetEnd = stepStart + Self.stepBudget
+                    try simulation.advance(to: target, yieldingWhen: { [wall] in wall.now() >= budgetEnd })
                     let w = wall.now()
                     // The pace actually run over the last half second or more is what readers extrapolate with, so
                     // that their clocks do not run ahead of the data (which would make it look stale) when the
                     // machine is slower than the speed.
                     if w - paceMark.wall >= .milliseconds(500) {
-                        let pace = Double((simulation.now - paceMark.simulated).microseconds)
+                        let pace =
+                            Double((simulation.now - paceMark.simulated).microseconds)
                             / Double((w - paceMark.wall).microseconds)
                         achieved = pace >= factor * 0.98 ? factor : pace
                         measured = true
                         control?.achieved = achieved
                         paceMark = (w, simulation.now)
                     }
-                    if target - simulation.now > slice * 5 {
+                    let behind = Instant.Duration(microseconds: max(5_000_000, Int64((achieved ?? factor) * 1_000_000)))
+                    if target - simulation.now > behind {
                         // More than a second of wall time behind: go on from here at the pace the machine manages
                         // rather than race to catch up.
                         wallStart = w

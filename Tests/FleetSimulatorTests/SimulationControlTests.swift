@@ -65,4 +65,99 @@ import Timekeeping
         let last = try #require(try store.withDatabase { try SimulationClockTable.read(from: $0) })
         #expect(!last.running && last.simulatedAtUpdate == simulation.end)
     }
+
+    /// A step cut short by its budget stops between instants and the next one goes on from there: the same events
+    /// as one uninterrupted run, in the same order.
+    @Test func aStepCutShortLosesAndRepeatsNothing() throws {
+        // A busy fleet, and 40 changes due at the same instant: more than a step asks its budget between.
+        let changes = (1...40).map { "at 20m rollout \($0)%\n" }.joined()
+        let scenario = try Scenario.parse(
+            "duration 1h\nsessions-per-day 24\nsession-length 4m\ncrash-rate 2%\nrollout 40%\n" + changes, name: "cut")
+        let options = FleetOptions(
+            scenario: scenario, devices: 1500, seed: 3, start: Fixture.start, duration: .hours(Int64(1)))
+        let whole = RecordingSink()
+        let once = try FleetSimulation(
+            scenario: scenario, options: options, config: try Fixture.memoryStore(seed: scenario.rolloutSeed),
+            sink: whole)
+        try once.advance(to: once.end)
+        let cut = RecordingSink()
+        let stepped = try FleetSimulation(
+            scenario: scenario, options: options, config: try Fixture.memoryStore(seed: scenario.rolloutSeed), sink: cut
+        )
+        var steps = 0
+        while !stepped.isFinished {
+            let before = stepped.now
+            try stepped.advance(to: stepped.end, yieldingWhen: { true })
+            steps += 1
+            #expect(stepped.now >= before)
+            // Where it stopped, nothing due is left behind: advancing to the same instant does nothing.
+            let (landed, totals) = (cut.events.count, stepped.statistics())
+            try stepped.advance(to: stepped.now)
+            #expect(
+                cut.events.count == landed && stepped.statistics() == totals, "an action due at \(stepped.now) was left"
+            )
+        }
+        #expect(once.isFinished && steps > 10, "\(steps) steps")
+        #expect(cut.events.count == whole.events.count && cut.events.count > 1000)
+        #expect(cut.events == whole.events)
+        #expect(stepped.statistics() == once.statistics() && once.statistics().templateVersion == 42)
+    }
+
+    /// A machine slower than the speed asks for: every event costs wall time. A step is bounded by wall time, not
+    /// by an amount of simulated time the machine was assumed to manage, so the heartbeat keeps coming while the
+    /// fleet works through a busy stretch (the first minutes of a large fleet at 3600x took longer than the 5 s
+    /// after which readers call a silent simulation lost, and the demo was called STALE on a busy machine).
+    @Test func aSlowMachineStillBeatsWellWithinTheTimeout() throws {
+        let scenario = try Fixture.scenario("busy")
+        let wall = ManualClock(Instant(seconds: 1_900_000_000))
+        // Three milliseconds of wall time per event: an hour of this fleet takes about 16 s, not 1 s.
+        let slow = WallCostSink(wall: wall, perEvent: .milliseconds(Int64(3)))
+        let simulation = try FleetSimulation(
+            scenario: scenario,
+            options: FleetOptions(
+                scenario: scenario, devices: 3000, seed: 2, start: Fixture.start, duration: .hours(Int64(1))),
+            config: try Fixture.memoryStore(seed: scenario.rolloutSeed), sink: slow)
+        let beats = HeartbeatLog()
+        let runner = SimulationRunner(
+            simulation: simulation, speed: .factor(3600), wall: wall, clockStore: beats, sleep: { wall.advance(by: $0) }
+        )
+        try runner.run()
+        #expect(simulation.isFinished)
+        #expect(slow.events > 5_000, "a busy stretch: \(slow.events) events")
+        let walls = beats.records.map(\.wallUpdated)
+        let gaps = zip(walls.dropFirst(), walls).map { $0 - $1 }
+        let longest = try #require(gaps.max())
+        #expect(
+            longest.microseconds * 5 < TelemetryTimeline.heartbeatTimeout.microseconds,
+            "longest silence \(longest) over \(gaps.count) beats")
+        // Simulated time never runs backwards in what readers are told, and the run ends at the end.
+        #expect(
+            zip(beats.records.dropFirst(), beats.records).allSatisfy { $0.simulatedAtUpdate >= $1.simulatedAtUpdate })
+        #expect(beats.records.last?.running == false && beats.records.last?.simulatedAtUpdate == simulation.end)
+    }
+}
+
+/// A sink on a machine where each event costs `perEvent` of wall time.
+final class WallCostSink: FleetTelemetrySink {
+    let wall: ManualClock
+    let perEvent: Instant.Duration
+    var events = 0
+    init(wall: ManualClock, perEvent: Instant.Duration) {
+        self.wall = wall
+        self.perEvent = perEvent
+    }
+    func record(_ event: TelemetryEvent) {
+        events += 1
+        wall.advance(by: perEvent)
+    }
+    func reached(_ now: Instant) {}
+    func flush(at now: Instant) {}
+}
+
+/// Every clock record a runner publishes, in order.
+final class HeartbeatLog: SimulationHeartbeat {
+    var records: [SimulationClockRecord] = []
+    func simulationClock() -> SimulationClockRecord? { records.last }
+    func publishSimulationClock(_ record: SimulationClockRecord) { records.append(record) }
+    func clearSimulationClock() { records.removeAll() }
 }
