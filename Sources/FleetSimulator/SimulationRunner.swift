@@ -134,9 +134,12 @@ public final class SimulationRunner: @unchecked Sendable {
                         sleep(.milliseconds(Int64(factor >= 10 ? 20 : 100)))
                     }
                 } else {
-                    try simulation.advance(to: simulation.now + .minutes(1))
                     // As fast as possible: a heartbeat per simulated minute keeps readers' mapping of wall time
-                    // (a publish from another terminal) onto simulated time within a minute.
+                    // (a publish from another terminal) onto simulated time within a minute, and one at least every
+                    // step budget keeps them from calling a busy simulation lost.
+                    let budgetEnd = wall.now() + Self.stepBudget
+                    try simulation.advance(
+                        to: simulation.now + .minutes(1), yieldingWhen: { [wall] in wall.now() >= budgetEnd })
                     try record(running: true)
                 }
                 let w = wall.now()

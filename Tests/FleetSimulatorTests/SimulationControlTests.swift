@@ -107,11 +107,14 @@ import Timekeeping
     /// by an amount of simulated time the machine was assumed to manage, so the heartbeat keeps coming while the
     /// fleet works through a busy stretch (the first minutes of a large fleet at 3600x took longer than the 5 s
     /// after which readers call a silent simulation lost, and the demo was called STALE on a busy machine).
-    @Test func aSlowMachineStillBeatsWellWithinTheTimeout() throws {
+    /// At the maximum speed a step was a simulated minute, whatever it cost.
+    @Test(arguments: [(SimulationSpeed.factor(3600), Int64(3)), (.maximum, 20)])
+    func aSlowMachineStillBeatsWellWithinTheTimeout(speed: SimulationSpeed, millisecondsPerEvent: Int64) throws {
         let scenario = try Fixture.scenario("busy")
         let wall = ManualClock(Instant(seconds: 1_900_000_000))
-        // Three milliseconds of wall time per event: an hour of this fleet takes about 16 s, not 1 s.
-        let slow = WallCostSink(wall: wall, perEvent: .milliseconds(Int64(3)))
+        // Milliseconds of wall time per event: at 3 ms an hour of this fleet takes about 16 s, not 1 s; at 20 ms a
+        // busy simulated minute takes 2 s.
+        let slow = WallCostSink(wall: wall, perEvent: .milliseconds(millisecondsPerEvent))
         let simulation = try FleetSimulation(
             scenario: scenario,
             options: FleetOptions(
@@ -119,7 +122,7 @@ import Timekeeping
             config: try Fixture.memoryStore(seed: scenario.rolloutSeed), sink: slow)
         let beats = HeartbeatLog()
         let runner = SimulationRunner(
-            simulation: simulation, speed: .factor(3600), wall: wall, clockStore: beats, sleep: { wall.advance(by: $0) }
+            simulation: simulation, speed: speed, wall: wall, clockStore: beats, sleep: { wall.advance(by: $0) }
         )
         try runner.run()
         #expect(simulation.isFinished)
