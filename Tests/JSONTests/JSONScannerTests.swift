@@ -121,6 +121,61 @@ struct ScannerParserAgreementTests {
     }
 }
 
+/// The scanner tells a name given twice from names that merely share a bit of `ObjectMembers.bits`, whether the
+/// names are written plainly or with escapes, before or after the first time: the same answer as `JSONParser`.
+@Suite("JSON scanner: duplicate names")
+struct DuplicateNameTests {
+    @Test("random objects of short, colliding and escaped names: refused exactly when JSONParser refuses them")
+    func agreesWithTheParser() throws {
+        var state: UInt64 = 0x9E37_79B9_7F4A_7C15
+        func next(_ n: Int) -> Int {
+            state ^= state << 13
+            state ^= state >> 7
+            state ^= state << 17
+            return Int(state % UInt64(n))
+        }
+        // Names of one to three letters from a small alphabet: many share a bit, some are the same text.
+        let letters = Array("abcopt")
+        var refused = 0
+        var escapedDuplicates = 0
+        for _ in 0..<3000 {
+            var members: [String] = []
+            var texts: [String] = []
+            var forms: [String: [String]] = [:]
+            for _ in 0..<(1 + next(40)) {
+                let name = String((0...next(3)).map { _ in letters[next(letters.count)] })
+                // Sometimes a letter written as a \u escape: the same text in other bytes.
+                let written =
+                    next(5) == 0
+                    ? name.prefix(1).unicodeScalars.map { "\\u00" + String($0.value, radix: 16) }.joined() + name.dropFirst()
+                    : name
+                if let before = forms[name], written != name || before.contains(where: { $0 != name }) {
+                    escapedDuplicates += 1
+                }
+                forms[name, default: []].append(written)
+                texts.append(name)
+                members.append("\"\(written)\":\(members.count)")
+            }
+            let text = "{" + members.joined(separator: ",") + "}"
+            let parsed = (try? JSONParser().parse(text)) != nil
+            #expect((ScannerParserAgreementTests().canonical(text) != nil) == parsed, "\(text)")
+            #expect(parsed == (Set(texts).count == texts.count), "\(text)")
+            if !parsed { refused += 1 }
+        }
+        #expect(refused > 500 && refused < 2900 && escapedDuplicates > 100, "\(refused) refused, \(escapedDuplicates)")
+    }
+
+    @Test("the native format's names each have a bit of their own")
+    func nativeNamesDoNotShareABit() {
+        let names = ["t", "i", "k", "c", "p", "e", "v", "os", "app", "fatal"]
+        let bits = names.map { name in
+            var bytes = Array(name.utf8)
+            return bytes.withUnsafeMutableBufferPointer { b in JSONScanner.nameBit(UnsafePointer(b.baseAddress!), b.count) }
+        }
+        #expect(Set(bits).count == names.count && bits.allSatisfy { $0.nonzeroBitCount == 1 }, "\(bits)")
+    }
+}
+
 /// `ByteSpan.sameBytes` stands in for `memcmp(a, b, n) == 0` on every name and value a line is compared with:
 /// it must agree with `memcmp` at every length it handles itself and past them, whichever byte differs.
 @Suite("JSON scanner: byte comparison")
