@@ -355,9 +355,14 @@ struct FirebaseCLITests {
             ("drop_after", 0.0, true), ("delay_after", 2.0, true), ("delay_before", 2.0, true),
         ] {
             try fake.fault(fault, match: "publish", count: 1, seconds: seconds)
+            let conflicts = try fake.stat("conflict")
             let r = try fake.rollout(
                 ["nudge", "+1", "--reason", fault] + (retry ? ["--retry"] : []), environment: fast)
-            if fault == "delay_before" { usleep(1_500_000) }  // the held request reaches the fake, stale
+            if fault == "delay_before" {
+                // The held request reaches the fake after the publish was settled, and is refused as stale.
+                let refused = try TestSupport.eventually(within: 30) { try fake.stat("conflict") > conflicts }
+                #expect(refused, "the held request")
+            }
             expected += 1
             percent += 1
             #expect(r.status == 0, "\(fault): \(r.stderr)")

@@ -384,10 +384,15 @@ struct RemoteConfigClientTests {
         let store = try fake.store(timeout: 1)
         _ = try Self.nudge(store, 1)
         try fake.fault(fault, match: "publish", count: 1, seconds: seconds)
+        let conflicts = try fake.stat("conflict")
         guard case .published(let s, _, _) = try Self.nudge(store, 1) else {
             throw TestSupport.Failure("not published")
         }
-        if fault == "delay_before" { usleep(2_000_000) }  // let the held request reach the fake and be refused
+        if fault == "delay_before" {
+            // The held request reaches the fake after the publish was settled, and is refused as stale.
+            let refused = try TestSupport.eventually(within: 30) { try fake.stat("conflict") > conflicts }
+            #expect(refused, "the held request")
+        }
         #expect(s.info.number == 3)
         #expect(try fake.stat("faults_pending") == 0, "the fault happened")
         #expect(try fake.headNumber() == 3, "exactly one new version")
