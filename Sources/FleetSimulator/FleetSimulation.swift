@@ -166,13 +166,15 @@ public final class FleetSimulation: @unchecked Sendable {
             let limit = min(target, end).microseconds
             var instants = 0
             var interrupted = false
+            var reached = clock.now().microseconds
             while let next = agenda.nextTime, next <= limit {
-                if next > clock.now().microseconds {
+                if next > reached {
                     instants += 1
                     if instants % Self.yieldEvery == 0, yield() {
                         interrupted = true
                         break
                     }
+                    reached = next
                 }
                 try process(agenda.pop()!)
             }
