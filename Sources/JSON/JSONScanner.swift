@@ -108,11 +108,6 @@ package struct ObjectMembers {
     package var first = true
     package let base: Int
     package var large: Set<String>?
-    /// A bit per unescaped name noted so far (`JSONScanner.nameBit`): a name whose bit is clear was not given
-    /// before, without comparing it to each. Unused once a name with escapes was noted (the same text can be
-    /// written in other bytes).
-    package var bits: UInt64 = 0
-    package var escapedNames = false
 }
 
 /// A forward-only reader of one JSON text in a byte buffer, building no tree and allocating nothing per line.
@@ -232,16 +227,8 @@ package struct JSONScanner {
         if object.large != nil {
             repeated = !object.large!.insert(key.text).inserted
         } else {
-            var compare = true
-            if key.escaped {
-                object.escapedNames = true
-            } else if !object.escapedNames {
-                let bit = Self.nameBit(key.start, key.count)
-                compare = object.bits & bit != 0
-                object.bits |= bit
-            }
             var i = object.base
-            while compare, i < keyTop {
+            while i < keyTop {
                 if keys[i].sameText(as: key) {
                     repeated = true
                     break
@@ -268,15 +255,6 @@ package struct JSONScanner {
             throw LineError("duplicate member name \"\(name.prefix(64))\" at column \(keyStart - start + 1)")
         case .count: names.found(key.text)
         }
-    }
-
-    /// One of 64 bits for an unescaped name, from its length and its first and last bytes: two names with
-    /// different bits differ, so a line's few distinct names are told apart without comparing them.
-    @inline(__always)
-    package static func nameBit(_ start: UnsafePointer<UInt8>, _ count: Int) -> UInt64 {
-        guard count > 0 else { return 1 }
-        let mix = UInt64(count) &* 31 &+ UInt64(start[0]) &* 63 &+ UInt64(start[count - 1])
-        return 1 << ((mix ^ (mix >> 6)) & 63)
     }
 
     /// Positions at the next element; false (having consumed `]`) when the array ends.
