@@ -36,7 +36,7 @@ public final class SimulationRunner: @unchecked Sendable {
     }
 
     /// The wall time one step of the model may take before the runner lands its data and heartbeat.
-    public static let stepBudget = Instant.Duration.milliseconds(Int64(200))
+    static let stepBudget = Instant.Duration.milliseconds(Int64(200))
 
     /// Asks `run` to return at its next step (telemetry is flushed, the clock record marked stopped).
     public func stop() { lock.withLock { stopped = true } }
