@@ -69,6 +69,14 @@ public final class SimulationRunner: @unchecked Sendable {
                 simulatedAtUpdate: simulation.now, running: running)
             try clockStore.publishSimulationClock(r)
         }
+        // One step of the model towards `target`, cut short once it has taken `stepBudget` of wall time, so that
+        // data and heartbeat keep flowing while the model works through a busy stretch. Bounded by wall time, not
+        // by the simulated time the machine was thought to manage: before the pace was measured that was the full
+        // speed, and a large fleet's first minutes at 3600x took longer than readers wait for a heartbeat.
+        func step(to target: Instant) throws {
+            let budgetEnd = wall.now() + Self.stepBudget
+            try simulation.advance(to: target, yieldingWhen: { [wall] in wall.now() >= budgetEnd })
+        }
         try record(running: true)
         var lastFlush = wallStart
         var paceMark = (wall: wallStart, simulated: simulatedStart)
@@ -93,15 +101,9 @@ public final class SimulationRunner: @unchecked Sendable {
                 if factor == 0 {
                     sleep(.milliseconds(Int64(50)))
                 } else if let factor {
-                    let stepStart = wall.now()
-                    let elapsed = Double((stepStart - wallStart).microseconds)
+                    let elapsed = Double((wall.now() - wallStart).microseconds)
                     let target = simulatedStart + Instant.Duration(microseconds: Int64(elapsed * factor))
-                    // Steps of at most a fifth of a second of wall time, so that data and heartbeat keep flowing while
-                    // the model works through a busy stretch. Bounded by wall time, not by the simulated time the
-                    // machine was thought to manage: before the pace was measured that was the full speed, and a
-                    // large fleet's first minutes at 3600x took longer than readers wait for a heartbeat.
-                    let budgetEnd = stepStart + Self.stepBudget
-                    try simulation.advance(to: target, yieldingWhen: { [wall] in wall.now() >= budgetEnd })
+                    try step(to: target)
                     let w = wall.now()
                     // The pace actually run over the last half second or more is what readers extrapolate with, so
                     // that their clocks do not run ahead of the data (which would make it look stale) when the
@@ -134,12 +136,10 @@ public final class SimulationRunner: @unchecked Sendable {
                         sleep(.milliseconds(Int64(factor >= 10 ? 20 : 100)))
                     }
                 } else {
-                    // As fast as possible: a heartbeat per simulated minute keeps readers' mapping of wall time
-                    // (a publish from another terminal) onto simulated time within a minute, and one at least every
-                    // step budget keeps them from calling a busy simulation lost.
-                    let budgetEnd = wall.now() + Self.stepBudget
-                    try simulation.advance(
-                        to: simulation.now + .minutes(1), yieldingWhen: { [wall] in wall.now() >= budgetEnd })
+                    // As fast as possible: a heartbeat per simulated minute (or per step, when a minute takes longer
+                    // than one) keeps readers' mapping of wall time (a publish from another terminal) onto simulated
+                    // time within a minute.
+                    try step(to: simulation.now + .minutes(1))
                     try record(running: true)
                 }
                 let w = wall.now()
